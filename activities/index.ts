@@ -1,0 +1,1 @@
+export { createInvocationActivities, type InvocationActivities, type InvocationOutcome } from './invocation.ts';

@@ -1,0 +1,41 @@
+// Builds the gateway's Koa application from its dependencies; api/main.ts runs it.
+import Koa from 'koa';
+import Router from '@koa/router';
+import { bodyParser } from '@koa/bodyparser';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Client } from '@temporalio/client';
+import type { GatewayConfig } from './config.ts';
+import type { Logger } from './log.ts';
+import { createVerifier, requireAuth, type AuthState } from './auth.ts';
+import { errorMapper } from './errors.ts';
+import { healthRoutes } from './routes/health.ts';
+import { agentRoutes } from './routes/agents.ts';
+import { proxyRoutes } from './routes/proxy.ts';
+
+export type AppDeps = {
+  config: GatewayConfig;
+  orm: MikroORM;
+  temporal: Client;
+  log: Logger;
+  version: { name: string; version: string; commit: string | null };
+  readiness: () => Promise<Record<string, boolean>>;
+};
+
+export function createApp(deps: AppDeps): Koa {
+  const app = new Koa();
+  app.proxy = false;
+  app.use(errorMapper(deps.log));
+
+  const health = healthRoutes(deps);
+  app.use(health.routes());
+
+  const v1 = new Router<AuthState>({ prefix: '/v1' });
+  v1.use(requireAuth(createVerifier(deps.config.auth)));
+  // JSON bodies for the management API only; the proxy reads its raw body itself.
+  const json = bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', encoding: 'utf-8' });
+  v1.use(async (ctx, next) => (ctx.path.startsWith('/v1/proxy/') ? next() : json(ctx, next)));
+  for (const routes of [agentRoutes(deps), proxyRoutes(deps)]) v1.use(routes.routes(), routes.allowedMethods());
+  app.use(v1.routes());
+  app.use(v1.allowedMethods());
+  return app;
+}

@@ -1,0 +1,69 @@
+// Gateway configuration: every process reads its settings from the environment, once,
+// through one zod schema, so a typo fails at start with the variable's name.
+import { z } from 'zod';
+
+const csv = z
+  .string()
+  .default('')
+  .transform((value) => value.split(',').map((item) => item.trim()).filter(Boolean));
+
+const GatewayEnv = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  HOST: z.string().default('127.0.0.1'),
+  DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/gateway'),
+  TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
+  TEMPORAL_NAMESPACE: z.string().default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().default('gateway'),
+  AUTH_JWT_SECRET: z.string().optional(),
+  AUTH_JWKS_URL: z.string().url().optional(),
+  AUTH_TENANT_CLAIM: z.string().default('tenant_id'),
+  AUTH_USER_CLAIM: z.string().default('sub'),
+  UPSTREAM_ALLOW: csv,
+  UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  REDIS_URL: z.string().optional(),
+  CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
+  LOG_LEVEL: z.string().default('info'),
+  GIT_COMMIT: z.string().optional(),
+});
+
+export type GatewayConfig = {
+  port: number;
+  host: string;
+  databaseUrl: string;
+  temporal: { address: string; namespace: string; taskQueue: string };
+  auth: { jwtSecret?: string; jwksUrl?: string; tenantClaim: string; userClaim: string };
+  upstream: { allow: string[]; timeoutMs: number };
+  redisUrl?: string;
+  chainRpcUrl: string;
+  logLevel: string;
+  gitCommit?: string;
+};
+
+export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  const parsed = GatewayEnv.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
+  }
+  const e = parsed.data;
+  if (!e.AUTH_JWT_SECRET && !e.AUTH_JWKS_URL) {
+    throw new Error('invalid configuration: set AUTH_JWT_SECRET or AUTH_JWKS_URL');
+  }
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    databaseUrl: e.DATABASE_URL,
+    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.TEMPORAL_TASK_QUEUE },
+    auth: {
+      jwtSecret: e.AUTH_JWT_SECRET,
+      jwksUrl: e.AUTH_JWKS_URL,
+      tenantClaim: e.AUTH_TENANT_CLAIM,
+      userClaim: e.AUTH_USER_CLAIM,
+    },
+    upstream: { allow: e.UPSTREAM_ALLOW, timeoutMs: e.UPSTREAM_TIMEOUT_MS },
+    redisUrl: e.REDIS_URL,
+    chainRpcUrl: e.CHAIN_RPC_URL,
+    logLevel: e.LOG_LEVEL,
+    gitCommit: e.GIT_COMMIT,
+  };
+}

@@ -1,0 +1,99 @@
+// MikroORM entity definitions for the gateway's tables (schema: migrations/). Property
+// names are camelCase in code and snake_case in SQL by MikroORM's default naming.
+import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+
+export type Pricing = {
+  amount: string;
+  asset: 'USDC';
+  network: 'base';
+  pay_to: string;
+  tools?: Record<string, string>;
+};
+
+export const AgentSchema = defineEntity({
+  name: 'Agent',
+  tableName: 'agents',
+  properties: {
+    id: p.string().primary(),
+    tenantId: p.string(),
+    name: p.string(),
+    description: p.string().nullable(),
+    tags: p.json<string[]>(),
+    metadata: p.json<Record<string, unknown>>(),
+    upstreamUrl: p.string().nullable(),
+    credentialRef: p.string().nullable(),
+    emitReceipts: p.boolean(),
+    captureBody: p.boolean(),
+    protocol: p.string().$type<'http' | 'mcp'>(),
+    mcpTransport: p.string().nullable(),
+    mcpProtocolVersion: p.string().nullable(),
+    pricing: p.json<Pricing>().nullable(),
+    rateLimitRps: p.double().nullable(),
+    rateLimitBurst: p.integer().nullable(),
+    retryNonIdempotent: p.boolean(),
+    suspended: p.boolean(),
+    suspendedReason: p.string().nullable(),
+    deletedAt: p.datetime().nullable(),
+    createdBy: p.string(),
+    createdAt: p.datetime(),
+    updatedAt: p.datetime(),
+  },
+});
+export type Agent = InferEntity<typeof AgentSchema>;
+
+export const BodySchema = defineEntity({
+  name: 'Body',
+  tableName: 'bodies',
+  properties: {
+    id: p.string().primary(),
+    tenantId: p.string(),
+    contentType: p.string().nullable(),
+    content: p.blob(),
+    sizeBytes: p.bigint('number'),
+    sha256: p.string(),
+    createdAt: p.datetime(),
+  },
+});
+export type Body = InferEntity<typeof BodySchema>;
+
+export type InvocationStatus = 'pending' | 'running' | 'succeeded' | 'failed';
+
+export const InvocationSchema = defineEntity({
+  name: 'Invocation',
+  tableName: 'invocations',
+  properties: {
+    id: p.string().primary(),
+    tenantId: p.string(),
+    agentId: p.string(),
+    mode: p.string().$type<'transactional' | 'streaming'>(),
+    status: p.string().$type<InvocationStatus>(),
+    requestId: p.string(),
+    caller: p.string(),
+    model: p.string().nullable(),
+    contentType: p.string().nullable(),
+    requestHeaders: p.json<Record<string, string>>(),
+    requestBodyId: p.string().nullable(),
+    requestBytes: p.bigint('number').nullable(),
+    responseBodyId: p.string().nullable(),
+    responseContentType: p.string().nullable(),
+    upstreamStatus: p.integer().nullable(),
+    latencyMs: p.bigint('number').nullable(),
+    ttftMs: p.bigint('number').nullable(),
+    errorClass: p.string().nullable(),
+    mcpMethod: p.string().nullable(),
+    mcpTool: p.string().nullable(),
+    attempts: p.integer(),
+    paymentNetwork: p.string().nullable(),
+    paymentAsset: p.string().nullable(),
+    paymentAmount: p.string().nullable(),
+    paymentPayer: p.string().nullable(),
+    paymentNonce: p.string().nullable(),
+    paymentTransaction: p.string().nullable(),
+    createdAt: p.datetime(),
+    updatedAt: p.datetime(),
+    completedAt: p.datetime().nullable(),
+  },
+});
+export type Invocation = InferEntity<typeof InvocationSchema>;
+
+export const gatewayEntities = [AgentSchema, BodySchema, InvocationSchema];

@@ -1,0 +1,53 @@
+// Errors are mapped to responses in one place. A handler throws an ApiError with a status
+// and a coarse, caller-safe message; anything else is a 500 with no body, logged server-side.
+import type { Context, Next } from 'koa';
+import type { Logger } from './log.ts';
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  constructor(status: number, message: string, headers: Record<string, string> = {}) {
+    super(message);
+    this.status = status;
+    this.headers = headers;
+  }
+}
+
+export const badRequest = (message: string) => new ApiError(400, message);
+export const notFound = (what = 'not found') => new ApiError(404, what);
+export const conflict = (message: string) => new ApiError(409, message);
+export const unprocessable = (message: string) => new ApiError(422, message);
+
+/** Body-less statuses per SPEC: 401 and 500 carry no body. */
+const BODYLESS = new Set([401, 500]);
+
+export function errorMapper(log: Logger) {
+  return async function mapErrors(ctx: Context, next: Next): Promise<void> {
+    try {
+      await next();
+    } catch (err) {
+      if (err instanceof ApiError) {
+        ctx.set(err.headers);
+        if (BODYLESS.has(err.status)) return respondEmpty(ctx, err.status);
+        ctx.status = err.status;
+        ctx.body = { error: err.message };
+        return;
+      }
+      // koa-bodyparser and friends raise http-errors with an `expose` flag and a status.
+      const status = (err as { status?: number; expose?: boolean }).status;
+      if (typeof status === 'number' && status >= 400 && status < 500) {
+        ctx.status = status;
+        ctx.body = { error: status === 413 ? 'request body too large' : 'invalid request body' };
+        return;
+      }
+      log.error({ err: { message: (err as Error).message, name: (err as Error).name }, requestId: ctx.state.requestId }, 'unhandled error');
+      respondEmpty(ctx, 500);
+    }
+  };
+}
+
+/** An empty body with this status. Koa turns `body = null` into 204 unless the status is set after it. */
+export function respondEmpty(ctx: Context, status: number): void {
+  ctx.body = null;
+  ctx.status = status;
+}

@@ -1,0 +1,33 @@
+// Starts the gateway API on its dependencies (used by api/main.ts and by the tests).
+import type { Server } from 'node:http';
+import { readFileSync } from 'node:fs';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Client } from '@temporalio/client';
+import { createApp } from './app.ts';
+import type { GatewayConfig } from './config.ts';
+import type { Logger } from './log.ts';
+
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { name: string; version: string };
+
+export async function startGateway(config: GatewayConfig, orm: MikroORM, temporal: Client, log: Logger): Promise<Server> {
+  const app = createApp({
+    config,
+    orm,
+    temporal,
+    log,
+    version: { name: pkg.name, version: pkg.version, commit: config.gitCommit ?? null },
+    readiness: async () => ({
+      database: await orm.em.getConnection().execute('select 1').then(() => true, () => false),
+      temporal: await temporal.workflowService.getSystemInfo({}).then(() => true, () => false),
+    }),
+  });
+  const server = app.listen(config.port, config.host);
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  // Bodies may legitimately take long (32 MiB uploads); headers may not.
+  server.headersTimeout = 30_000;
+  server.requestTimeout = 0;
+  return server;
+}

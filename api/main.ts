@@ -1,0 +1,21 @@
+// Process entry: `node api/main.ts` (npm start supervises it).
+import { loadGatewayConfig } from './config.ts';
+import { openOrm } from './db/orm.ts';
+import { createLogger } from './log.ts';
+import { startGateway } from './gateway.ts';
+import { connectClient } from '../temporal/client.ts';
+
+const log = createLogger('api');
+const config = loadGatewayConfig();
+const orm = await openOrm(config.databaseUrl);
+const temporal = await connectClient(config.temporal.address, config.temporal.namespace);
+const server = await startGateway(config, orm, temporal, log);
+log.info({ port: config.port }, 'gateway API listening');
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    server.close();
+    server.closeAllConnections();
+    void Promise.allSettled([temporal.connection.close(), orm.close()]).then(() => process.exit(0));
+  });
+}

@@ -1,0 +1,30 @@
+// The Invocation as the poll endpoint shows it (SPEC "Invocation").
+import type { Invocation } from '../db/entities.ts';
+
+export function serializeInvocation(row: Invocation, responseBody?: Buffer | null) {
+  const out: Record<string, unknown> = {
+    invocation_id: row.id,
+    agent_id: row.agentId,
+    status: row.status,
+    created_at: row.createdAt.toISOString(),
+    updated_at: row.updatedAt.toISOString(),
+    completed_at: row.completedAt ? row.completedAt.toISOString() : null,
+    upstream_status: row.upstreamStatus ?? null,
+    latency_ms: row.latencyMs ?? null,
+    ttft_ms: row.ttftMs ?? null,
+    error_class: row.errorClass ?? null,
+    mode: row.mode,
+    model: row.model ?? null,
+    request_id: row.requestId,
+    mcp_method: row.mcpMethod ?? null,
+    mcp_tool: row.mcpTool ?? null,
+    payment_network: row.paymentNetwork ?? null,
+    payment_asset: row.paymentAsset ?? null,
+    payment_amount: row.paymentAmount ?? null,
+    payment_payer: row.paymentPayer ?? null,
+    payment_nonce: row.paymentNonce ?? null,
+    payment_transaction: row.paymentTransaction ?? null,
+  };
+  if (responseBody) out.response_body_b64 = responseBody.toString('base64');
+  return out;
+}

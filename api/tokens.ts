@@ -1,0 +1,19 @@
+// Issues HS256 bearer tokens for the running configuration (development and tests; production
+// deployments point AUTH_JWKS_URL at their identity provider instead).
+import { SignJWT } from 'jose';
+
+export async function mintToken(opts: {
+  secret: string;
+  tenant: string;
+  user: string;
+  ttl?: string;
+  tenantClaim?: string;
+  userClaim?: string;
+}): Promise<string> {
+  return new SignJWT({ [opts.tenantClaim ?? 'tenant_id']: opts.tenant, ...(opts.userClaim && opts.userClaim !== 'sub' ? { [opts.userClaim]: opts.user } : {}) })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject(opts.user)
+    .setIssuedAt()
+    .setExpirationTime(opts.ttl ?? '1h')
+    .sign(new TextEncoder().encode(opts.secret));
+}

@@ -1,0 +1,155 @@
+// The infrastructure under the gateway, started the same way by `npm start` and by the test
+// run: Temporal dev server, PostgreSQL, anvil with the token, OpenBao, the dev PKI, the
+// development secrets and the migrations. Each part is skipped when configuration points at
+// an existing one (TEMPORAL_ADDRESS, DATABASE_URL, CHAIN_RPC_URL, VAULT_ADDR).
+import { join } from 'node:path';
+import { mkdirSync } from 'node:fs';
+import { ensureTool } from './tools.ts';
+import { assertPortFree } from './ports.ts';
+import { ensureDatabase, startEmbeddedPostgres, withDatabase, type PostgresHandle } from './postgres.ts';
+import { startOpenBao } from './openbao.ts';
+import { loadDevSecrets, type DevSecrets } from './secrets.ts';
+import { startTemporalDevServer } from '../../temporal/dev-server.ts';
+import { deployToken, startAnvil } from '../../contracts/chain.ts';
+import { ensureDevPki, type DevPki } from '../../facilitator/pki.ts';
+import { openOrm, migrate } from '../../api/db/orm.ts';
+
+export type InfraOptions = {
+  dataDir: string;
+  ports: { temporal: number; temporalUi?: number; postgres: number; anvil: number; openbao: number };
+  /** An existing PostgreSQL server (any database on it); otherwise an embedded one is started. */
+  postgresUrl?: string;
+  databaseName: string;
+  temporalAddress?: string;
+  namespace: string;
+  chainRpcUrl?: string;
+  vault?: { addr: string; token: string };
+  /** Keep chain state across restarts (npm start) or not (tests). */
+  persistChain: boolean;
+  log: (source: string, line: string) => void;
+};
+
+export type Infra = {
+  temporalAddress: string;
+  temporalUiUrl: string | null;
+  databaseUrl: string;
+  facilitatorDatabaseUrl: string;
+  chainRpcUrl: string;
+  tokenAddress: string;
+  vault: { addr: string; token: string };
+  pki: DevPki;
+  secrets: DevSecrets;
+  stop(): Promise<void>;
+};
+
+export async function startInfra(opts: InfraOptions): Promise<Infra> {
+  mkdirSync(opts.dataDir, { recursive: true });
+  const secrets = loadDevSecrets(opts.dataDir);
+  const stops: Array<() => Promise<void>> = [];
+  const stop = async () => {
+    for (const s of stops.reverse()) await s().catch(() => undefined);
+  };
+
+  try {
+    // Fail fast, in one line, on anything we would have to start but cannot.
+    if (!opts.temporalAddress) await assertPortFree(opts.ports.temporal, 'Temporal', 'TEMPORAL_PORT');
+    if (!opts.temporalAddress && opts.ports.temporalUi) await assertPortFree(opts.ports.temporalUi, 'Temporal UI', 'TEMPORAL_UI_PORT');
+    if (!opts.postgresUrl) await assertPortFree(opts.ports.postgres, 'embedded PostgreSQL', 'EMBEDDED_PG_PORT');
+    if (!opts.chainRpcUrl) await assertPortFree(opts.ports.anvil, 'anvil', 'ANVIL_PORT');
+    if (!opts.vault) await assertPortFree(opts.ports.openbao, 'OpenBao', 'OPENBAO_PORT');
+    const temporalBinary = opts.temporalAddress ? undefined : ensureTool('temporal');
+    const baoBinary = opts.vault ? undefined : ensureTool('bao');
+
+    const temporal = opts.temporalAddress
+      ? Promise.resolve({ address: opts.temporalAddress, uiUrl: null as string | null })
+      : startTemporalDevServer({
+          binary: temporalBinary!,
+          dbFile: join(opts.dataDir, 'temporal.sqlite'),
+          port: opts.ports.temporal,
+          uiPort: opts.ports.temporalUi,
+          namespace: opts.namespace,
+          onOutput: (line) => opts.log('temporal', line),
+        }).then((server) => {
+          stops.push(server.stop);
+          return server;
+        });
+
+    const postgres: Promise<PostgresHandle> = opts.postgresUrl
+      ? Promise.resolve({ baseUrl: opts.postgresUrl, embedded: false, stop: async () => undefined })
+      : startEmbeddedPostgres(opts.dataDir, opts.ports.postgres, (line) => opts.log('postgres', line)).then((pg) => {
+          stops.push(pg.stop);
+          return pg;
+        });
+
+    const chain = opts.chainRpcUrl
+      ? Promise.resolve({ rpcUrl: opts.chainRpcUrl })
+      : startAnvil({
+          port: opts.ports.anvil,
+          stateFile: opts.persistChain ? join(opts.dataDir, 'anvil-state.json') : undefined,
+          log: (line) => opts.log('anvil', line),
+        }).then((anvil) => {
+          stops.push(anvil.stop);
+          return anvil;
+        });
+
+    const vault = opts.vault
+      ? Promise.resolve({ url: opts.vault.addr })
+      : startOpenBao({ binary: baoBinary!, port: opts.ports.openbao, rootToken: secrets.baoRootToken, onOutput: (line) => opts.log('openbao', line) }).then(
+          (bao) => {
+            stops.push(bao.stop);
+            return bao;
+          },
+        );
+
+    const pki = ensureDevPki(join(opts.dataDir, 'pki'));
+
+    const [temporalReady, pg, chainReady, vaultReady, pkiReady] = await Promise.all([temporal, postgres, chain, vault, pki]);
+    const databaseUrl = withDatabase(pg.baseUrl, opts.databaseName);
+    const facilitatorDatabaseUrl = withDatabase(pg.baseUrl, `${opts.databaseName}_facilitator`);
+    await ensureDatabase(databaseUrl);
+    await ensureDatabase(facilitatorDatabaseUrl);
+
+    const orm = await openOrm(databaseUrl, { poolMax: 2 });
+    try {
+      await migrate(orm);
+    } finally {
+      await orm.close();
+    }
+    const token = await deployToken(chainReady.rpcUrl, join(opts.dataDir, 'contracts'));
+
+    return {
+      temporalAddress: temporalReady.address,
+      temporalUiUrl: temporalReady.uiUrl,
+      databaseUrl,
+      facilitatorDatabaseUrl,
+      chainRpcUrl: chainReady.rpcUrl,
+      tokenAddress: token.address,
+      vault: { addr: vaultReady.url, token: opts.vault?.token ?? secrets.baoRootToken },
+      pki: pkiReady,
+      secrets,
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** The environment every application process (API, worker, facilitator) runs with. */
+export function appEnvironment(infra: Infra, extra: Record<string, string | undefined> = {}): Record<string, string> {
+  const env: Record<string, string | undefined> = {
+    DATABASE_URL: infra.databaseUrl,
+    FACILITATOR_DATABASE_URL: infra.facilitatorDatabaseUrl,
+    TEMPORAL_ADDRESS: infra.temporalAddress,
+    AUTH_JWT_SECRET: process.env.AUTH_JWT_SECRET ?? infra.secrets.jwtSecret,
+    CHAIN_RPC_URL: infra.chainRpcUrl,
+    TOKEN_ADDRESS: infra.tokenAddress,
+    VAULT_ADDR: infra.vault.addr,
+    VAULT_TOKEN: infra.vault.token,
+    FACILITATOR_TLS_CERT: infra.pki.files.serverCert,
+    FACILITATOR_TLS_KEY: infra.pki.files.serverKey,
+    FACILITATOR_TLS_CA: infra.pki.files.ca,
+    ...extra,
+  };
+  return Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));
+}

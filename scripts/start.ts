@@ -1,0 +1,137 @@
+// `npm start`: the whole system on embedded defaults, as supervised child processes.
+// Infrastructure first (scripts/lib/infra.ts), then the gateway worker, the facilitator, the
+// API and a demo echo agent; one banner when everything answers; Ctrl-C stops it all.
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+import { appEnvironment, startInfra } from './lib/infra.ts';
+import { assertPortFree, waitFor } from './lib/ports.ts';
+import { stopChild } from '../temporal/dev-server.ts';
+import { mintToken } from '../api/tokens.ts';
+
+const env = process.env;
+const num = (name: string, fallback: number) => Number(env[name] ?? fallback);
+const dataDir = resolve(env.DATA_DIR ?? '.data');
+const ports = {
+  api: num('PORT', 8080),
+  facilitator: num('FACILITATOR_PORT', 8443),
+  facilitatorPublic: num('FACILITATOR_PUBLIC_PORT', 8444),
+  temporal: num('TEMPORAL_PORT', 7233),
+  temporalUi: num('TEMPORAL_UI_PORT', 8233),
+  postgres: num('EMBEDDED_PG_PORT', 5433),
+  anvil: num('ANVIL_PORT', 8545),
+  openbao: num('OPENBAO_PORT', 8200),
+  demo: num('DEMO_UPSTREAM_PORT', 8099),
+};
+
+function log(source: string, line: string): void {
+  for (const l of line.split('\n')) if (l.trim()) process.stdout.write(`[${source}] ${l}\n`);
+}
+
+function gitCommit(): string | undefined {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+const children: ChildProcess[] = [];
+let stopping = false;
+let stopInfra: () => Promise<void> = async () => undefined;
+
+async function shutdown(code: number): Promise<never> {
+  if (!stopping) {
+    stopping = true;
+    process.stdout.write('\nstopping...\n');
+    await Promise.all(children.reverse().map((c) => stopChild(c)));
+    await stopInfra();
+  }
+  process.exit(code);
+}
+process.on('SIGINT', () => void shutdown(0));
+process.on('SIGTERM', () => void shutdown(0));
+
+function run(name: string, script: string, childEnv: Record<string, string>): ChildProcess {
+  const child = spawn(process.execPath, [script], { env: { ...process.env, ...childEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout?.on('data', (c: Buffer) => log(name, c.toString()));
+  child.stderr?.on('data', (c: Buffer) => log(name, c.toString()));
+  child.once('exit', (code, signal) => {
+    if (stopping) return;
+    process.stderr.write(`${name} exited (${signal ?? code}); stopping everything\n`);
+    void shutdown(1);
+  });
+  children.push(child);
+  return child;
+}
+
+try {
+  for (const [what, port, variable] of [
+    ['gateway API', ports.api, 'PORT'],
+    ['facilitator', ports.facilitator, 'FACILITATOR_PORT'],
+    ['facilitator public', ports.facilitatorPublic, 'FACILITATOR_PUBLIC_PORT'],
+    ['demo upstream', ports.demo, 'DEMO_UPSTREAM_PORT'],
+  ] as const) {
+    await assertPortFree(port, what, variable);
+  }
+  log('start', `data folder: ${dataDir}`);
+  const infra = await startInfra({
+    dataDir,
+    ports,
+    postgresUrl: env.DATABASE_URL,
+    databaseName: env.DATABASE_URL ? decodeURIComponent(new URL(env.DATABASE_URL).pathname.slice(1)) || 'gateway' : 'gateway',
+    temporalAddress: env.TEMPORAL_ADDRESS,
+    namespace: env.TEMPORAL_NAMESPACE ?? 'default',
+    chainRpcUrl: env.CHAIN_RPC_URL,
+    vault: env.VAULT_ADDR && env.VAULT_TOKEN ? { addr: env.VAULT_ADDR, token: env.VAULT_TOKEN } : undefined,
+    persistChain: true,
+    log,
+  });
+  stopInfra = infra.stop;
+
+  const childEnv = appEnvironment(infra, {
+    PORT: String(ports.api),
+    FACILITATOR_PORT: String(ports.facilitator),
+    FACILITATOR_PUBLIC_PORT: String(ports.facilitatorPublic),
+    DEMO_UPSTREAM_PORT: String(ports.demo),
+    // The demo echo agent is on loopback: exempt exactly its host:port from the SSRF guard.
+    UPSTREAM_ALLOW: env.UPSTREAM_ALLOW ?? `127.0.0.1:${ports.demo}`,
+    GIT_COMMIT: env.GIT_COMMIT ?? gitCommit(),
+  });
+  run('demo', 'scripts/demo-upstream.ts', childEnv);
+  run('worker', 'temporal/gateway-worker-main.ts', childEnv);
+  run('facilitator', 'facilitator/main.ts', childEnv);
+  run('api', 'api/main.ts', childEnv);
+
+  const apiUrl = `http://127.0.0.1:${ports.api}`;
+  await waitFor('gateway API', async () => (await fetch(`${apiUrl}/readyz`)).ok, 90_000);
+  await waitFor('facilitator', async () => (await fetch(`http://127.0.0.1:${ports.facilitatorPublic}/healthz`)).ok, 30_000);
+
+  const token = await mintToken({ secret: childEnv.AUTH_JWT_SECRET, tenant: 'demo', user: 'demo-user', ttl: '24h', tenantClaim: env.AUTH_TENANT_CLAIM, userClaim: env.AUTH_USER_CLAIM });
+  const demoUrl = `http://127.0.0.1:${ports.demo}/`;
+  process.stdout.write(`
+================================================================================
+ Agent gateway is up
+   API           ${apiUrl}        (GET /healthz, /readyz, /version; /v1 with a bearer token)
+   Facilitator   https://127.0.0.1:${ports.facilitator}  (mutual TLS: /settle)   http://127.0.0.1:${ports.facilitatorPublic} (/supported, /healthz)
+   Temporal UI   ${infra.temporalUiUrl ?? '(external Temporal: ' + infra.temporalAddress + ')'}
+   Chain         ${infra.chainRpcUrl} (chain id 8453), USDC token ${infra.tokenAddress}
+   Data folder   ${dataDir}
+
+ Demo tenant token (24 h; more with: npm run token -- --tenant T --user U):
+   export TOKEN=${token}
+
+ Create an agent and invoke it:
+   AGENT=$(curl -s -X POST ${apiUrl}/v1/agents -H "Authorization: Bearer $TOKEN" \\
+     -H 'content-type: application/json' -d '{"name":"echo-'$RANDOM'","upstream_url":"${demoUrl}"}' \\
+     | sed -E 's/.*"id":"([^"]+)".*/\\1/')
+   INV=$(curl -s -X POST ${apiUrl}/v1/proxy/$AGENT -H "Authorization: Bearer $TOKEN" -d 'hello' \\
+     | sed -E 's/.*"invocation_id":"([^"]+)".*/\\1/')
+   sleep 1; curl -s ${apiUrl}/v1/proxy/$AGENT/invocations/$INV -H "Authorization: Bearer $TOKEN"
+
+ Ctrl-C stops everything; the next npm start reuses ${dataDir}.
+================================================================================
+`);
+} catch (err) {
+  process.stderr.write(`npm start failed: ${(err as Error).message}\n`);
+  await shutdown(1);
+}

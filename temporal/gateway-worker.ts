@@ -1,0 +1,35 @@
+// Wires the gateway worker: task queue `gateway`, the invocation workflow and its activities
+// with their dependencies injected. No logic lives here.
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { createInvocationActivities } from '../activities/index.ts';
+import { createUpstreamDispatcher } from '../api/upstream/client.ts';
+import { createCredentialResolver } from '../api/credentials/resolver.ts';
+import type { GatewayConfig } from '../api/config.ts';
+
+export const gatewayWorkflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+
+export async function createGatewayWorker(
+  config: GatewayConfig,
+  orm: MikroORM,
+  opts: { workflowBundle?: WorkflowBundle } = {},
+): Promise<{ worker: Worker; connection: NativeConnection }> {
+  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  const activities = createInvocationActivities({
+    orm,
+    dispatcher: createUpstreamDispatcher(),
+    credentials: createCredentialResolver(orm),
+    upstreamTimeoutMs: config.upstream.timeoutMs,
+  });
+  const worker = await Worker.create({
+    connection,
+    namespace: config.temporal.namespace,
+    taskQueue: config.temporal.taskQueue,
+    ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: gatewayWorkflowsPath }),
+    activities,
+    maxCachedWorkflows: 1000,
+    shutdownForceTime: '10 seconds',
+  });
+  return { worker, connection };
+}

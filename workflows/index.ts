@@ -1,0 +1,2 @@
+// Everything the gateway worker registers. Only deterministic code may be imported here.
+export { InvocationWorkflow } from './invocation.ts';
