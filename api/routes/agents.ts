@@ -3,7 +3,7 @@ import Router from '@koa/router';
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import { AgentSchema } from '../db/entities.ts';
 import { newId, isId } from '../ids.ts';
-import { ApiError, badRequest, conflict, notFound } from '../errors.ts';
+import { badRequest, conflict, notFound } from '../errors.ts';
 import { AgentCreateInput, crossFieldError, describeIssue } from '../agents/schema.ts';
 import { serializeAgent } from '../agents/serialize.ts';
 import type { AppDeps } from '../app.ts';
@@ -63,6 +63,5 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
     ctx.body = serializeAgent(agent);
   });
 
-  void ApiError;
   return router;
 }

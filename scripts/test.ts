@@ -1,0 +1,21 @@
+// `npm test`: type checking, lint, then the whole mocha suite against real services. Always
+// ends with one plain line `N passed, N failed` (the suite's, or a failed step's).
+import { spawnSync } from 'node:child_process';
+
+function step(name: string, command: string, args: string[]): boolean {
+  process.stdout.write(`\n> ${name}: ${command} ${args.join(' ')}\n`);
+  const result = spawnSync(command, args, { stdio: 'inherit', env: process.env });
+  return result.status === 0;
+}
+
+const bin = (tool: string) => `node_modules/.bin/${tool}`;
+if (!step('type check', bin('tsc'), ['--noEmit', '-p', '.'])) {
+  process.stdout.write('type check failed\n0 passed, 1 failed\n');
+  process.exit(1);
+}
+if (!step('lint', bin('eslint'), ['.'])) {
+  process.stdout.write('lint failed\n0 passed, 1 failed\n');
+  process.exit(1);
+}
+const ok = step('tests', process.execPath, [bin('mocha'), ...process.argv.slice(2)]);
+process.exit(ok ? 0 : 1);

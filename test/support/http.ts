@@ -1,0 +1,46 @@
+// Small HTTP helpers over undici for tests that talk to the gateway as a caller would.
+import { request } from 'undici';
+import { stack } from './stack.ts';
+
+export type Reply = { status: number; headers: Record<string, string | string[] | undefined>; text: string; json: any };
+
+export async function call(
+  method: string,
+  path: string,
+  opts: { token?: string; json?: unknown; body?: string | Buffer; headers?: Record<string, string> } = {},
+): Promise<Reply> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  let body = opts.body;
+  if (opts.json !== undefined) {
+    headers['content-type'] = 'application/json';
+    body = JSON.stringify(opts.json);
+  }
+  const res = await request(`${stack().apiUrl}${path}`, { method: method as 'GET', headers, body });
+  const text = await res.body.text();
+  let json: unknown;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: res.statusCode, headers: res.headers, text, json };
+}
+
+/** Polls an invocation until it is terminal. */
+export async function waitForInvocation(token: string, agentId: string, invocationId: string, timeoutMs = 30_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await call('GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token });
+    if (res.status !== 200) throw new Error(`poll answered ${res.status}`);
+    if (res.json.status === 'succeeded' || res.json.status === 'failed') return res.json;
+    if (Date.now() > deadline) throw new Error(`invocation still ${res.json.status} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+let counter = 0;
+export function uniqueName(prefix = 'agent'): string {
+  counter += 1;
+  return `${prefix}-${process.pid}-${counter}-${Math.random().toString(36).slice(2, 8)}`;
+}

@@ -1,0 +1,124 @@
+// The one stack a test run shares (root hooks in test/setup.ts): one Temporal dev server, one
+// fresh PostgreSQL database, one anvil with the token, one OpenBao, and the gateway itself
+// (API on a free port, worker in-process). Tests reach it through `stack()`.
+import { randomBytes } from 'node:crypto';
+import { resolve } from 'node:path';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { bundleWorkflowCode, type WorkflowBundle, type Worker } from '@temporalio/worker';
+import type { Client } from '@temporalio/client';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { startInfra, type Infra } from '../../scripts/lib/infra.ts';
+import { freePort } from '../../scripts/lib/ports.ts';
+import { canConnect, dropDatabase } from '../../scripts/lib/postgres.ts';
+import { loadGatewayConfig, type GatewayConfig } from '../../api/config.ts';
+import { openOrm } from '../../api/db/orm.ts';
+import { createLogger } from '../../api/log.ts';
+import { startGateway } from '../../api/gateway.ts';
+import { mintToken } from '../../api/tokens.ts';
+import { connectClient } from '../../temporal/client.ts';
+import { createGatewayWorker, gatewayWorkflowsPath } from '../../temporal/gateway-worker.ts';
+
+export type Stack = {
+  infra: Infra;
+  config: GatewayConfig;
+  apiUrl: string;
+  orm: MikroORM;
+  temporal: Client;
+  workflowBundle: WorkflowBundle;
+  token(tenant: string, user?: string): Promise<string>;
+  /** Upstream hosts the tests' own loopback servers listen on; exempt from the SSRF guard. */
+  allow: string[];
+};
+
+let current: Stack | undefined;
+const cleanups: Array<() => Promise<unknown>> = [];
+
+export function stack(): Stack {
+  if (!current) throw new Error('the test stack is not running (test/setup.ts root hook)');
+  return current;
+}
+
+async function localPostgres(): Promise<string | undefined> {
+  if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
+  const local = 'postgres://postgres@127.0.0.1:5432/postgres';
+  return (await canConnect(local)) ? local : undefined;
+}
+
+export async function startStack(): Promise<Stack> {
+  const runId = `${process.pid}_${randomBytes(3).toString('hex')}`;
+  const dataDir = resolve('.test-data', `run-${runId}`);
+  const quiet = process.env.TEST_VERBOSE ? (source: string, line: string) => console.log(`[${source}] ${line}`) : () => undefined;
+  const infra = await startInfra({
+    dataDir,
+    ports: { temporal: await freePort(), postgres: await freePort(), anvil: await freePort(), openbao: await freePort() },
+    postgresUrl: await localPostgres(),
+    databaseName: `gw_test_${runId}`,
+    namespace: 'default',
+    persistChain: false,
+    log: quiet,
+  });
+  cleanups.push(() => infra.stop());
+  cleanups.push(() => dropDatabase(infra.databaseUrl).then(() => dropDatabase(infra.facilitatorDatabaseUrl)).catch(() => undefined));
+
+  const allow = ['127.0.0.1'];
+  const config = loadGatewayConfig({
+    PORT: '0',
+    DATABASE_URL: infra.databaseUrl,
+    TEMPORAL_ADDRESS: infra.temporalAddress,
+    AUTH_JWT_SECRET: infra.secrets.jwtSecret,
+    CHAIN_RPC_URL: infra.chainRpcUrl,
+    UPSTREAM_ALLOW: allow.join(','),
+    UPSTREAM_TIMEOUT_MS: '5000',
+    LOG_LEVEL: 'silent',
+  });
+  const orm = await openOrm(config.databaseUrl);
+  cleanups.push(() => orm.close());
+  const temporal = await connectClient(config.temporal.address, config.temporal.namespace);
+  cleanups.push(() => temporal.connection.close());
+
+  // Bundle once per run; every worker of the run (including ones tests start) reuses it.
+  const workflowBundle = await bundleWorkflowCode({ workflowsPath: gatewayWorkflowsPath, logger: silentLogger });
+  const { worker, connection } = await createGatewayWorker(config, orm, { workflowBundle });
+  const running = worker.run();
+  cleanups.push(async () => {
+    shutdownWorker(worker);
+    await running;
+    await connection.close();
+  });
+
+  const server: Server = await startGateway(config, orm, temporal, createLogger('api', 'silent'));
+  cleanups.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+  const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  current = {
+    infra,
+    config,
+    apiUrl,
+    orm,
+    temporal,
+    workflowBundle,
+    allow,
+    token: (tenant, user = 'user-1') => mintToken({ secret: infra.secrets.jwtSecret, tenant, user }),
+  };
+  return current;
+}
+
+function shutdownWorker(worker: Worker): void {
+  if (worker.getState() === 'RUNNING') worker.shutdown();
+}
+
+export async function stopStack(): Promise<void> {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  cleanups.length = 0;
+  current = undefined;
+}
+
+const silentLogger = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
