@@ -17,5 +17,7 @@ if (!step('lint', bin('eslint'), ['.'])) {
   process.stdout.write('lint failed\n0 passed, 1 failed\n');
   process.exit(1);
 }
-const ok = step('tests', process.execPath, [bin('mocha'), ...process.argv.slice(2)]);
+// With no arguments, the whole suite; `npm test -- test/x.test.ts` runs one file (still one stack).
+const specs = process.argv.length > 2 ? process.argv.slice(2) : ['test/**/*.test.ts'];
+const ok = step('tests', process.execPath, [bin('mocha'), ...specs]);
 process.exit(ok ? 0 : 1);

@@ -11,6 +11,10 @@ import { agentStatus } from '../agents/serialize.ts';
 import { forwardableHeaders } from '../upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { AgentId, InvocationStatus, TenantId } from '../../temporal/search-attributes.ts';
+import { parseMcpBody } from '../proxy/parse.ts';
+import type { ProxyCall } from '../proxy/call.ts';
+import { policyStage } from '../policy/stage.ts';
+import { paymentStage } from '../payment/stage.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
 
@@ -46,12 +50,28 @@ export function proxyRoutes(deps: AppDeps): Router<AuthState> {
       throw badRequest('could not read request body');
     }
 
-    // Parse stage (MCP JSON-RPC), policy stage and payment stage slot in here, in that order.
+    const call: ProxyCall = {
+      caller: ctx.state.caller,
+      agent,
+      mode: 'transactional',
+      requestId,
+      model,
+      contentType: ctx.get('content-type') || null,
+      bodyBytes: body.length,
+      resourceUrl: `${ctx.protocol}://${ctx.host}${ctx.originalUrl}`,
+      mcp: agent.protocol === 'mcp' ? parseMcpBody(body) : null,
+      policyWarning: null,
+      payment: null,
+    };
+    const policy = await policyStage(deps, call);
+    if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
+    if (policy.action === 'warn') call.policyWarning = policy.reason;
+    call.payment = await paymentStage(deps, call, ctx.get('x-payment') || undefined);
 
     const now = new Date();
     const bodyId = newId('body');
     const invocationId = newId('inv');
-    const contentType = ctx.get('content-type') || null;
+    const contentType = call.contentType;
     em.create(BodySchema, {
       id: bodyId,
       tenantId,
@@ -75,6 +95,14 @@ export function proxyRoutes(deps: AppDeps): Router<AuthState> {
       requestBodyId: bodyId,
       requestBytes: body.length,
       attempts: 0,
+      mcpMethod: call.mcp?.method ?? null,
+      mcpTool: call.mcp?.tool ?? null,
+      paymentNetwork: call.payment?.network ?? null,
+      paymentAsset: call.payment?.asset ?? null,
+      paymentAmount: call.payment?.amount ?? null,
+      paymentPayer: call.payment?.payer ?? null,
+      paymentNonce: call.payment?.nonce ?? null,
+      paymentTransaction: call.payment?.transaction ?? null,
       createdAt: now,
       updatedAt: now,
     });
@@ -101,6 +129,7 @@ export function proxyRoutes(deps: AppDeps): Router<AuthState> {
 
     ctx.status = 202;
     ctx.set('X-Gateway-Invocation-ID', invocationId);
+    if (call.policyWarning) ctx.set('X-Gateway-Policy-Warning', call.policyWarning);
     ctx.body = { invocation_id: invocationId };
   });
 

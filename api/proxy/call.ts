@@ -1,0 +1,37 @@
+// What the proxy pipeline knows about one call as it passes through its stages
+// (SPEC order: parse → policy → payment → forward). Stages add to it; none reads the body
+// unless it must.
+import type { Agent } from '../db/entities.ts';
+import type { Caller } from '../auth.ts';
+
+export type McpCall = { method: string; tool: string | null };
+
+export type PaymentRecord = {
+  network: string;
+  asset: string;
+  amount: string;
+  payer: string;
+  nonce: string;
+  transaction: string | null;
+  /** base64 JSON for the X-PAYMENT-RESPONSE header, set after a successful settle. */
+  responseHeader: string | null;
+};
+
+export type ProxyCall = {
+  caller: Caller;
+  agent: Agent;
+  mode: 'transactional' | 'streaming';
+  requestId: string;
+  model: string | null;
+  contentType: string | null;
+  /** Request body size in bytes; null on the streaming path without Content-Length (treated as unbounded). */
+  bodyBytes: number | null;
+  /** The absolute URL the caller called (the x402 `resource`). */
+  resourceUrl: string;
+  /** Parse stage: the JSON-RPC request of an MCP agent. */
+  mcp: McpCall | null;
+  /** Policy stage: set when the decision was `warn`. */
+  policyWarning: string | null;
+  /** Payment stage: the verified (and, when configured, settled) payment. */
+  payment: PaymentRecord | null;
+};

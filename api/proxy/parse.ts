@@ -1,0 +1,26 @@
+// Parse stage. For protocol=mcp the body must be exactly one JSON-RPC 2.0 request; its
+// method (and, for tools/call, the tool name) drive policy, per-tool prices and records.
+import { z } from 'zod';
+import { badRequest } from '../errors.ts';
+import type { McpCall } from './call.ts';
+
+const JsonRpcRequest = z.object({
+  jsonrpc: z.literal('2.0'),
+  method: z.string().min(1).max(256),
+  id: z.union([z.string(), z.number()]).optional(),
+  params: z.unknown().optional(),
+});
+
+export function parseMcpBody(body: Buffer): McpCall {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    throw badRequest('MCP body must be a JSON-RPC 2.0 request');
+  }
+  const request = JsonRpcRequest.safeParse(parsed);
+  if (!request.success) throw badRequest('MCP body must be a single JSON-RPC 2.0 request');
+  const params = request.data.params as { name?: unknown } | undefined;
+  const tool = request.data.method === 'tools/call' && typeof params?.name === 'string' ? params.name.slice(0, 256) : null;
+  return { method: request.data.method, tool };
+}
