@@ -65,6 +65,8 @@ describe('foundation: one call travels the whole way', () => {
 
     // The workflow is in Temporal under the invocation id, findable by tenant and agent.
     const handle = stack().temporal.workflow.getHandle(invocationId);
+    // The row is completed by the activity; the workflow's last search-attribute update follows it.
+    assert.equal((await handle.result()).status, 'succeeded');
     const description = await handle.describe();
     assert.equal(description.type, 'InvocationWorkflow');
     assert.equal(description.searchAttributes.TenantId?.[0], 'tenant-foundation');

@@ -29,7 +29,10 @@ describe('facilitator dev PKI (mutual TLS)', function () {
     server = https.createServer(
       { key: pki.serverKeyPem, cert: pki.serverCertPem, ca: pki.caCertPem, requestCert: true, rejectUnauthorized: true },
       (req, res) => {
-        const fingerprint = (req.socket as TLSSocket).getPeerCertificate().fingerprint256.replaceAll(':', '').toLowerCase();
+        // `?? ''` keeps the handler answering even if a certificate-less client got through,
+        // so such a regression fails the assertions instead of hanging the request.
+        const peer = (req.socket as TLSSocket).getPeerCertificate();
+        const fingerprint = (peer.fingerprint256 ?? '').replaceAll(':', '').toLowerCase();
         handledFingerprints.push(fingerprint);
         res.end(fingerprint);
       },
@@ -43,7 +46,11 @@ describe('facilitator dev PKI (mutual TLS)', function () {
   });
 
   after(async function () {
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    if (server) {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await closed;
+    }
     if (workDir) await rm(workDir, { recursive: true, force: true });
   });
 

@@ -12,7 +12,7 @@ export async function openOrm(databaseUrl: string, opts: { poolMax?: number } = 
     entities: gatewayEntities,
     extensions: [Migrator],
     // Migrations are the committed files, listed explicitly: no schema sync, no file globbing.
-    migrations: { migrationsList: gatewayMigrations, transactional: true, snapshot: false },
+    migrations: { migrationsList: gatewayMigrations, transactional: true, snapshot: false, silent: true },
     pool: { min: 0, max: opts.poolMax ?? 10 },
     debug: false,
     discovery: { warnWhenNoEntities: false },
