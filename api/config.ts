@@ -1,6 +1,7 @@
 // Gateway configuration: every process reads its settings from the environment, once,
 // through one zod schema, so a typo fails at start with the variable's name.
 import { z } from 'zod';
+import { loadVaultConfig, type VaultConfig } from './credentials/config.ts';
 
 const csv = z
   .string()
@@ -21,6 +22,11 @@ const GatewayEnv = z.object({
   UPSTREAM_ALLOW: csv,
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   REDIS_URL: z.string().optional(),
+  // Proxy rate limits (token buckets; see docs/PROXY.md): per-agent default, and one global bucket.
+  RATE_LIMIT_AGENT_RPS: z.coerce.number().positive().default(50),
+  RATE_LIMIT_AGENT_BURST: z.coerce.number().int().positive().default(100),
+  RATE_LIMIT_GLOBAL_RPS: z.coerce.number().positive().default(2000),
+  RATE_LIMIT_GLOBAL_BURST: z.coerce.number().int().positive().default(4000),
   CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
   LOG_LEVEL: z.string().default('info'),
   GIT_COMMIT: z.string().optional(),
@@ -34,9 +40,12 @@ export type GatewayConfig = {
   auth: { jwtSecret?: string; jwksUrl?: string; tenantClaim: string; userClaim: string };
   upstream: { allow: string[]; timeoutMs: number };
   redisUrl?: string;
+  rateLimit: { agentRps: number; agentBurst: number; globalRps: number; globalBurst: number };
   chainRpcUrl: string;
   logLevel: string;
   gitCommit?: string;
+  /** VAULT_KEKS, VAULT_KEK_CURRENT, VAULT_ADDR, VAULT_TOKEN (api/credentials/config.ts). */
+  vault: VaultConfig;
 };
 
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
@@ -62,8 +71,10 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     },
     upstream: { allow: e.UPSTREAM_ALLOW, timeoutMs: e.UPSTREAM_TIMEOUT_MS },
     redisUrl: e.REDIS_URL,
+    rateLimit: { agentRps: e.RATE_LIMIT_AGENT_RPS, agentBurst: e.RATE_LIMIT_AGENT_BURST, globalRps: e.RATE_LIMIT_GLOBAL_RPS, globalBurst: e.RATE_LIMIT_GLOBAL_BURST },
     chainRpcUrl: e.CHAIN_RPC_URL,
     logLevel: e.LOG_LEVEL,
     gitCommit: e.GIT_COMMIT,
+    vault: loadVaultConfig(env),
   };
 }
