@@ -2,6 +2,9 @@
 // through one zod schema, so a typo fails at start with the variable's name.
 import { z } from 'zod';
 import { loadVaultConfig, type VaultConfig } from './credentials/config.ts';
+import { loadAnalyticsConfig, type AnalyticsConfig } from './analytics/config.ts';
+import { loadReceiptConfig, type ReceiptConfig } from './receipts/config.ts';
+import { loadObservabilityConfig, type ObservabilityConfig } from './observability/config.ts';
 
 const csv = z
   .string()
@@ -46,6 +49,12 @@ export type GatewayConfig = {
   gitCommit?: string;
   /** VAULT_KEKS, VAULT_KEK_CURRENT, VAULT_ADDR, VAULT_TOKEN (api/credentials/config.ts). */
   vault: VaultConfig;
+  /** ANALYTICS_RATE_PER_MIN, ANALYTICS_RATE_BURST (api/analytics/config.ts). */
+  analytics: AnalyticsConfig;
+  /** RECEIPT_KEYS_DIR, RECEIPT_ACTIVE_KID, DATA_DIR (api/receipts/config.ts). */
+  receipts: ReceiptConfig;
+  /** WORKER_METRICS_PORT, METRICS_HOST, OTEL_* (api/observability/config.ts). */
+  observability: ObservabilityConfig;
 };
 
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
@@ -76,5 +85,8 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     logLevel: e.LOG_LEVEL,
     gitCommit: e.GIT_COMMIT,
     vault: loadVaultConfig(env),
+    analytics: loadAnalyticsConfig(env),
+    receipts: loadReceiptConfig(env),
+    observability: loadObservabilityConfig(env),
   };
 }

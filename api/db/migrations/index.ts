@@ -1,6 +1,14 @@
 import { Migration20261122000000_init } from './Migration20261122000000_init.ts';
+import { Migration20261122100000_policy } from './Migration20261122100000_policy.ts';
+import { Migration20261122100100_analytics } from './Migration20261122100100_analytics.ts';
+import { Migration20261122100200_receipts } from './Migration20261122100200_receipts.ts';
+import { Migration20261122110000_settlement_config } from './Migration20261122110000_settlement_config.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
   { name: 'Migration20261122000000_init', class: Migration20261122000000_init },
+  { name: 'Migration20261122100000_policy', class: Migration20261122100000_policy },
+  { name: 'Migration20261122100100_analytics', class: Migration20261122100100_analytics },
+  { name: 'Migration20261122100200_receipts', class: Migration20261122100200_receipts },
+  { name: 'Migration20261122110000_settlement_config', class: Migration20261122110000_settlement_config },
 ];

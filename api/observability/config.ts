@@ -1,0 +1,23 @@
+// Observability settings. Metrics: the API serves /metrics on its own port; the worker and
+// the facilitator, which have no HTTP API of their own for it, listen on dedicated ports
+// (0 turns a listener off). Tracing: off unless an OTLP endpoint is configured.
+import { z } from 'zod';
+
+const ObservabilityEnv = z.object({
+  WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
+  METRICS_HOST: z.string().default('127.0.0.1'),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url().optional(),
+  OTEL_SERVICE_NAME: z.string().optional(),
+});
+
+export type ObservabilityConfig = { workerMetricsPort: number; metricsHost: string; otlpEndpoint?: string; serviceName?: string };
+
+export function loadObservabilityConfig(env: NodeJS.ProcessEnv): ObservabilityConfig {
+  const parsed = ObservabilityEnv.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
+  }
+  const e = parsed.data;
+  return { workerMetricsPort: e.WORKER_METRICS_PORT, metricsHost: e.METRICS_HOST, otlpEndpoint: e.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: e.OTEL_SERVICE_NAME };
+}

@@ -1,0 +1,28 @@
+// Receipt signing keys: a folder of Ed25519 private JWKs, one file per key id. The worker
+// signs with the active key; the API publishes every key in the folder at
+// /.well-known/jwks.json, so receipts signed before a rotation keep verifying.
+import { join, resolve } from 'node:path';
+import { z } from 'zod';
+
+const ReceiptEnv = z.object({
+  DATA_DIR: z.string().default('.data'),
+  RECEIPT_KEYS_DIR: z.string().optional(),
+  RECEIPT_ACTIVE_KID: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/).optional(),
+});
+
+export type ReceiptConfig = {
+  /** Folder of `<kid>.jwk.json` private keys (created, with one key, when empty). */
+  keysDir: string;
+  /** The signing key; default the newest key id (ids start with their creation time). */
+  activeKid?: string;
+};
+
+export function loadReceiptConfig(env: NodeJS.ProcessEnv): ReceiptConfig {
+  const parsed = ReceiptEnv.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
+  }
+  const e = parsed.data;
+  return { keysDir: resolve(e.RECEIPT_KEYS_DIR ?? join(e.DATA_DIR, 'receipt-keys')), activeKid: e.RECEIPT_ACTIVE_KID };
+}
