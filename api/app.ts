@@ -8,6 +8,10 @@ import type { GatewayConfig } from './config.ts';
 import type { Logger } from './log.ts';
 import { createVerifier, requireAuth, type AuthState } from './auth.ts';
 import { errorMapper } from './errors.ts';
+import { observeRequests, serveMetrics } from './observability/http.ts';
+import { policyRoutes } from './routes/policy.ts';
+import { analyticsRoutes } from './routes/analytics.ts';
+import { jwksRoutes, receiptRoutes } from './routes/receipts.ts';
 import { healthRoutes } from './routes/health.ts';
 import { agentRoutes } from './routes/agents.ts';
 import { proxyRoutes } from './routes/proxy.ts';
@@ -24,10 +28,14 @@ export type AppDeps = {
 export function createApp(deps: AppDeps): Koa {
   const app = new Koa();
   app.proxy = false;
+  // Outermost: the request id, access log and HTTP metrics see every answer, errors included.
+  app.use(observeRequests('api', deps.log));
   app.use(errorMapper(deps.log));
+  app.use(serveMetrics);
 
   const health = healthRoutes(deps);
   app.use(health.routes());
+  app.use(jwksRoutes(deps).routes());
 
   const v1 = new Router<AuthState>({ prefix: '/v1' });
   v1.use(requireAuth(createVerifier(deps.config.auth)));
@@ -35,6 +43,7 @@ export function createApp(deps: AppDeps): Koa {
   const json = bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', encoding: 'utf-8' });
   v1.use(async (ctx, next) => (ctx.path.startsWith('/v1/proxy/') ? next() : json(ctx, next)));
   for (const routes of [agentRoutes(deps), proxyRoutes(deps)]) v1.use(routes.routes(), routes.allowedMethods());
+  for (const routes of [policyRoutes(deps), analyticsRoutes(deps), receiptRoutes(deps)]) v1.use(routes.routes(), routes.allowedMethods());
   app.use(v1.routes());
   app.use(v1.allowedMethods());
   return app;

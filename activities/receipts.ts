@@ -1,0 +1,36 @@
+// The receipt step of InvocationWorkflow, run after the invocation activity has completed
+// the row when the agent emits receipts. Being an activity in the workflow's completion path
+// is the guarantee: a worker crash retries it, it cannot be skipped. Idempotent: the first
+// signed receipt is kept, a retry returns it.
+import { ApplicationFailure } from '@temporalio/common';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { createReceiptStore } from '../api/receipts/store.ts';
+import { signReceipt } from '../api/receipts/receipt.ts';
+import { keyRingLoader } from '../api/receipts/keys.ts';
+import type { ReceiptConfig } from '../api/receipts/config.ts';
+import { receiptsIssued } from '../api/observability/metrics.ts';
+
+export interface ReceiptActivities {
+  /** Signs and stores the receipt of a completed invocation; answers the key id it was signed with. */
+  issueReceipt(invocationId: string): Promise<{ kid: string }>;
+}
+
+export function createReceiptActivities(deps: { orm: MikroORM; receipts: ReceiptConfig }): ReceiptActivities {
+  const store = createReceiptStore(deps.orm);
+  const keys = keyRingLoader(deps.receipts, { create: true });
+  return {
+    async issueReceipt(invocationId) {
+      const claims = await store.claimsFor(invocationId);
+      // The workflow calls this only after the row is terminal; anything else is a bug worth retrying loudly.
+      if (!claims) throw ApplicationFailure.retryable('invocation is not complete', 'InvocationNotComplete');
+      const ring = keys();
+      if (!ring) throw ApplicationFailure.retryable('no receipt signing key', 'NoSigningKey');
+      const existing = await store.get(claims.tenant_id, invocationId);
+      if (existing) return { kid: existing.kid };
+      const jws = await signReceipt({ ...claims, iat: Math.floor(Date.now() / 1000) }, ring.active);
+      const saved = await store.save({ invocationId, tenantId: claims.tenant_id, agentId: claims.agent_id, kid: ring.active.kid, jws });
+      if (saved.jws === jws) receiptsIssued.inc({ kid: saved.kid });
+      return { kid: saved.kid };
+    },
+  };
+}

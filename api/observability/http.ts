@@ -1,0 +1,75 @@
+// Koa middleware shared by the API and the facilitator: the request id, one structured access
+// log line per request, HTTP metrics, and the /metrics endpoint. The log line carries ids and
+// figures only: never a header value other than the request id, never a body.
+import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import Koa from 'koa';
+import type { Context, Next } from 'koa';
+import type { Logger } from '../log.ts';
+import { httpDuration, httpRequests, rateLimitRejections, registry } from './metrics.ts';
+
+/** A caller's X-Request-ID is honored when it is a sane token; anything else is replaced. */
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Route template for labels: the matched router path, never the raw URL (unbounded, may hold ids). */
+function routeOf(ctx: Context): string {
+  const matched = (ctx as Context & { _matchedRoute?: string | RegExp })._matchedRoute;
+  return typeof matched === 'string' ? matched : 'unmatched';
+}
+
+function limiterOf(route: string): string {
+  return route.startsWith('/v1/analytics') ? 'analytics' : route.startsWith('/v1/proxy') ? 'agent' : 'other';
+}
+
+export function observeRequests(service: string, log: Logger) {
+  return async function observe(ctx: Context, next: Next): Promise<void> {
+    const started = performance.now();
+    const given = ctx.get('x-request-id');
+    const requestId = REQUEST_ID.test(given) ? given : randomUUID();
+    // Downstream handlers (the proxy) read the header: make it the one id of this request.
+    ctx.req.headers['x-request-id'] = requestId;
+    ctx.state.requestId = requestId;
+    ctx.state.log = log.child({ requestId });
+    ctx.set('X-Request-ID', requestId);
+    try {
+      await next();
+    } finally {
+      const route = routeOf(ctx);
+      const status = String(ctx.status);
+      const seconds = (performance.now() - started) / 1000;
+      const labels = { service, method: ctx.method, route, status };
+      httpRequests.inc(labels);
+      httpDuration.observe(labels, seconds);
+      if (ctx.status === 429) rateLimitRejections.inc({ limiter: limiterOf(route) });
+      const invocationId = ctx.response.get('X-Gateway-Invocation-ID') || undefined;
+      if (route !== '/metrics') {
+        log.info({ requestId, invocationId, method: ctx.method, route, status: ctx.status, durationMs: Math.round(seconds * 1000) }, 'request');
+      }
+    }
+  };
+}
+
+/** GET /metrics in the Prometheus text format. */
+export async function serveMetrics(ctx: Context, next: Next): Promise<void> {
+  if (ctx.path !== '/metrics' || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) return next();
+  (ctx as Context & { _matchedRoute?: string })._matchedRoute = '/metrics';
+  ctx.set('Content-Type', registry.contentType);
+  ctx.body = await registry.metrics();
+}
+
+/** A Koa app serving only /metrics: the worker's and the facilitator's metrics listeners. */
+export function createMetricsApp(): Koa {
+  const app = new Koa();
+  app.use(serveMetrics);
+  return app;
+}
+
+/** Listens for scrapes on a port of its own (processes without an HTTP API of their own). */
+export async function startMetricsServer(port: number, host: string): Promise<Server> {
+  const server = createMetricsApp().listen(port, host);
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  return server;
+}

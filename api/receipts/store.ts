@@ -1,0 +1,72 @@
+// Receipt rows, and the facts a receipt is built from (the invocation row and its bodies'
+// digests). One receipt per invocation: the first insert wins, a retried activity reads the
+// one already signed instead of signing a second, different one.
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { ReceiptClaims } from './receipt.ts';
+
+type Row = Record<string, any>;
+
+export type StoredReceipt = { invocationId: string; agentId: string; kid: string; jws: string; createdAt: Date };
+
+export function createReceiptStore(orm: MikroORM) {
+  const sql = (query: string, params: unknown[] = []) => orm.em.getConnection().execute<Row[]>(query, params);
+
+  return {
+    /** The claims for a terminal invocation (without `iat`); null while it is not terminal or absent. */
+    async claimsFor(invocationId: string): Promise<Omit<ReceiptClaims, 'iat'> | null> {
+      const rows = await sql(
+        `select i.id, i.tenant_id, i.agent_id, i.status, i.upstream_status, i.latency_ms,
+                (extract(epoch from i.completed_at) * 1000)::bigint as completed_ms,
+                rq.sha256 as request_sha256, coalesce(i.response_sha256, rs.sha256) as response_sha256,
+                i.payment_network, i.payment_asset, i.payment_payer, i.payment_amount, i.payment_transaction
+         from invocations i
+         left join bodies rq on rq.id = i.request_body_id
+         left join bodies rs on rs.id = i.response_body_id
+         where i.id = ? and i.status in ('succeeded', 'failed')`,
+        [invocationId],
+      );
+      if (rows.length === 0) return null;
+      const r = rows[0];
+      const paid = r.payment_network !== null && r.payment_payer !== null && r.payment_amount !== null;
+      return {
+        ver: 1,
+        invocation_id: r.id,
+        tenant_id: r.tenant_id,
+        agent_id: r.agent_id,
+        status: r.status,
+        request_sha256: r.request_sha256 ?? null,
+        response_sha256: r.response_sha256 ?? null,
+        upstream_status: r.upstream_status === null ? null : Number(r.upstream_status),
+        latency_ms: r.latency_ms === null ? null : Number(r.latency_ms),
+        completed_at: new Date(Number(r.completed_ms)).toISOString(),
+        payment: paid
+          ? { network: r.payment_network, asset: r.payment_asset ?? null, payer: r.payment_payer, amount: r.payment_amount, transaction: r.payment_transaction ?? null }
+          : null,
+      };
+    },
+
+    /** Saves the receipt unless one exists; returns the stored one either way. */
+    async save(r: { invocationId: string; tenantId: string; agentId: string; kid: string; jws: string }): Promise<StoredReceipt> {
+      await sql(
+        `insert into receipts (invocation_id, tenant_id, agent_id, kid, jws) values (?, ?, ?, ?, ?) on conflict (invocation_id) do nothing`,
+        [r.invocationId, r.tenantId, r.agentId, r.kid, r.jws],
+      );
+      return (await this.get(r.tenantId, r.invocationId))!;
+    },
+
+    async get(tenantId: string, invocationId: string): Promise<StoredReceipt | null> {
+      const rows = await sql(
+        `select invocation_id, agent_id, kid, jws, (extract(epoch from created_at) * 1000)::bigint as created_ms
+         from receipts where tenant_id = ? and invocation_id = ?`,
+        [tenantId, invocationId],
+      );
+      if (rows.length === 0) return null;
+      const r = rows[0];
+      return { invocationId: r.invocation_id, agentId: r.agent_id, kid: r.kid, jws: r.jws, createdAt: new Date(Number(r.created_ms)) };
+    },
+
+    async exists(invocationId: string): Promise<boolean> {
+      return (await sql(`select 1 from receipts where invocation_id = ?`, [invocationId])).length > 0;
+    },
+  };
+}

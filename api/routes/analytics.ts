@@ -1,0 +1,31 @@
+// GET /v1/analytics: per-agent, per-bucket invocation figures from the hourly rollups. The
+// endpoint has its own per-caller token bucket (429 with Retry-After), taken before the
+// parameters are even read: a caller hammering it with bad queries spends tokens too.
+import Router from '@koa/router';
+import { ApiError } from '../errors.ts';
+import { parseAnalyticsQuery } from '../analytics/params.ts';
+import { queryAnalytics } from '../analytics/query.ts';
+import { createMemoryLimiter, createRedisLimiter, type Limiter } from '../analytics/limiter.ts';
+import { redisClient } from '../policy/redis.ts';
+import type { AppDeps } from '../app.ts';
+import type { AuthState } from '../auth.ts';
+
+export function analyticsLimiter(deps: AppDeps): Limiter {
+  const shape = { perMinute: deps.config.analytics.ratePerMin, burst: deps.config.analytics.burst };
+  if (!deps.config.redisUrl) return createMemoryLimiter(shape);
+  return createRedisLimiter(redisClient(deps.config.redisUrl, deps.log), shape, (err) => deps.log.warn({ err: err.message }, 'analytics limiter unavailable; request let through'));
+}
+
+export function analyticsRoutes(deps: AppDeps, limiter: Limiter = analyticsLimiter(deps)): Router<AuthState> {
+  const router = new Router<AuthState>();
+
+  router.get('/analytics', async (ctx) => {
+    const { tenantId, userId } = ctx.state.caller;
+    const verdict = await limiter.take(JSON.stringify([tenantId, userId]));
+    if (!verdict.allowed) throw new ApiError(429, 'analytics rate limit exceeded', { 'Retry-After': String(verdict.retryAfterSeconds) });
+    const query = parseAnalyticsQuery(ctx.query);
+    ctx.body = await queryAnalytics(deps.orm, tenantId, query);
+  });
+
+  return router;
+}

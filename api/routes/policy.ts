@@ -1,0 +1,43 @@
+// /v1/policy: the tenant's policy document (wholesale replace, read back with its version)
+// and the decisions its evaluations recorded.
+import Router from '@koa/router';
+import { badRequest, notFound } from '../errors.ts';
+import { PolicyDocument, describePolicyIssue } from '../policy/schema.ts';
+import { policyEngineFor } from '../policy/stage.ts';
+import type { AppDeps } from '../app.ts';
+import type { AuthState } from '../auth.ts';
+
+export const DECISIONS_DEFAULT_LIMIT = 20;
+export const DECISIONS_MAX_LIMIT = 100;
+
+/** `limit` is clamped, never refused: absent or unreadable gives the default. */
+export function decisionsLimit(raw: unknown): number {
+  const value = typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : NaN;
+  if (!Number.isFinite(value)) return DECISIONS_DEFAULT_LIMIT;
+  return Math.min(DECISIONS_MAX_LIMIT, Math.max(1, Math.trunc(value)));
+}
+
+export function policyRoutes(deps: AppDeps): Router<AuthState> {
+  const router = new Router<AuthState>();
+  const engine = () => policyEngineFor(deps);
+
+  router.put('/policy', async (ctx) => {
+    const parsed = PolicyDocument.safeParse(ctx.request.body);
+    if (!parsed.success) throw badRequest(describePolicyIssue(parsed.error, ctx.request.body));
+    const saved = await engine().store.replace(ctx.state.caller.tenantId, parsed.data);
+    ctx.body = { version: saved.version, updated_at: saved.updatedAt.toISOString() };
+  });
+
+  router.get('/policy', async (ctx) => {
+    const current = await engine().store.get(ctx.state.caller.tenantId);
+    if (!current) throw notFound('no policy');
+    ctx.body = { ...current.document, version: current.version, updated_at: current.updatedAt.toISOString() };
+  });
+
+  router.get('/policy/decisions', async (ctx) => {
+    const limit = decisionsLimit(ctx.query.limit);
+    ctx.body = { data: await engine().store.listDecisions(ctx.state.caller.tenantId, limit), limit };
+  });
+
+  return router;
+}
