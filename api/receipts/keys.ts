@@ -53,6 +53,15 @@ export function readKeys(dir: string): SigningKey[] {
   });
 }
 
+/** The folder's modification time (a key added or removed changes it); -1 when absent. */
+function dirStamp(dir: string): number {
+  try {
+    return statSync(dir).mtimeMs;
+  } catch {
+    return -1;
+  }
+}
+
 /**
  * The key ring of the folder, re-read whenever the folder changes (a rotation takes effect
  * without a restart). `create`: generate a first key into an empty folder (the signer does;
@@ -61,18 +70,13 @@ export function readKeys(dir: string): SigningKey[] {
 export function keyRingLoader(config: ReceiptConfig, opts: { create: boolean }) {
   let cached: { stamp: number; ring: KeyRing | null } | null = null;
   return function load(): KeyRing | null {
-    let stamp = -1;
-    try {
-      stamp = statSync(config.keysDir).mtimeMs;
-    } catch {
-      stamp = -1;
-    }
+    let stamp = dirStamp(config.keysDir);
     if (cached && cached.stamp === stamp && stamp !== -1) return cached.ring;
     let keys = readKeys(config.keysDir);
     if (keys.length === 0 && opts.create) {
       generateKey(config.keysDir);
       keys = readKeys(config.keysDir);
-      stamp = statSync(config.keysDir).mtimeMs;
+      stamp = dirStamp(config.keysDir);
     }
     let ring: KeyRing | null = null;
     if (keys.length > 0) {
