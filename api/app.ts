@@ -15,6 +15,9 @@ import { jwksRoutes, receiptRoutes } from './routes/receipts.ts';
 import { healthRoutes } from './routes/health.ts';
 import { agentRoutes } from './routes/agents.ts';
 import { proxyRoutes } from './routes/proxy.ts';
+import { credentialRoutes } from './routes/credentials.ts';
+import { settlementRoutes } from './routes/settlement.ts';
+import { openapiRoutes } from './openapi/routes.ts';
 
 export type AppDeps = {
   config: GatewayConfig;
@@ -35,6 +38,8 @@ export function createApp(deps: AppDeps): Koa {
 
   const health = healthRoutes(deps);
   app.use(health.routes());
+  // The API description and its reference page are public: they describe, they hold no tenant data.
+  app.use(openapiRoutes().routes());
   app.use(jwksRoutes(deps).routes());
 
   const v1 = new Router<AuthState>({ prefix: '/v1' });
@@ -42,7 +47,7 @@ export function createApp(deps: AppDeps): Koa {
   // JSON bodies for the management API only; the proxy reads its raw body itself.
   const json = bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', encoding: 'utf-8' });
   v1.use(async (ctx, next) => (ctx.path.startsWith('/v1/proxy/') ? next() : json(ctx, next)));
-  for (const routes of [agentRoutes(deps), proxyRoutes(deps)]) v1.use(routes.routes(), routes.allowedMethods());
+  for (const routes of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps), proxyRoutes(deps)]) v1.use(routes.routes(), routes.allowedMethods());
   for (const routes of [policyRoutes(deps), analyticsRoutes(deps), receiptRoutes(deps)]) v1.use(routes.routes(), routes.allowedMethods());
   app.use(v1.routes());
   app.use(v1.allowedMethods());

@@ -19,7 +19,7 @@ export async function createGatewayWorker(
   const activities = createInvocationActivities({
     orm,
     dispatcher: createUpstreamDispatcher(),
-    credentials: createCredentialResolver(orm),
+    credentials: createCredentialResolver(orm, config.vault),
     upstreamTimeoutMs: config.upstream.timeoutMs,
   });
   const worker = await Worker.create({

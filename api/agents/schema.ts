@@ -1,49 +1,146 @@
-// Validation of agent bodies (zod). Messages name the field, never internal state.
+// Agent request and response bodies (zod) and the create rules of SPEC "Agents". The OpenAPI
+// document is generated from these schemas. Messages name the field, never internal state.
 import { z } from 'zod';
+import { isAddress } from 'ethers';
 import { isAllowedUpstream } from '../upstream/ssrf.ts';
 
-export const PricingInput = z.strictObject({
-  amount: z.string().regex(/^[0-9]{1,78}$/, 'pricing.amount must be a decimal integer string'),
-  asset: z.literal('USDC', { error: 'pricing.asset must be USDC' }),
-  network: z.literal('base', { error: 'pricing.network must be base' }),
-  pay_to: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'pricing.pay_to must be a hex address'),
-  tools: z.record(z.string().min(1), z.string().regex(/^[0-9]{1,78}$/, 'pricing.tools prices must be decimal integer strings')).optional(),
-});
+/** MCP protocol revisions the gateway knows (the spec's dated revision identifiers). */
+export const MCP_PROTOCOL_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
 
-export const AgentCreateInput = z.strictObject({
-  name: z.string().trim().min(1, 'name is required').max(200),
-  description: z.string().max(4000).optional(),
-  tags: z.array(z.string().min(1).max(100)).max(50).optional(),
-  metadata: z.record(z.string(), z.unknown()).optional(),
-  upstream_url: z.string().max(2048).optional(),
-  credential_ref: z.string().optional(),
-  emit_receipts: z.boolean().optional(),
-  capture_body: z.boolean().optional(),
-  protocol: z.enum(['http', 'mcp']).optional(),
-  mcp_transport: z.literal('streamable_http').optional(),
-  mcp_protocol_version: z.string().optional(),
-  pricing: PricingInput.optional(),
-  rate_limit_rps: z.number().positive().max(100_000).optional(),
-  rate_limit_burst: z.number().int().positive().max(100_000).optional(),
-  retry_non_idempotent: z.boolean().optional(),
-});
+const UINT256_MAX = (1n << 256n) - 1n;
+const fitsUint256 = (value: string) => BigInt(value) <= UINT256_MAX;
+
+const Amount = z
+  .string({ error: 'pricing.amount must be a decimal integer string' })
+  .regex(/^[1-9][0-9]{0,77}$/, 'pricing.amount must be a positive decimal integer string in the smallest unit')
+  .refine(fitsUint256, 'pricing.amount is too large');
+const ToolPrice = z
+  .string({ error: 'pricing.tools prices must be decimal integer strings' })
+  .regex(/^(0|[1-9][0-9]{0,77})$/, 'pricing.tools prices must be decimal integer strings')
+  .refine(fitsUint256, 'pricing.tools price is too large');
+
+export const PricingInput = z
+  .strictObject({
+    amount: Amount.meta({ description: 'Flat per-call price in the asset\'s smallest unit (USDC: 6 decimals).', example: '10000' }),
+    asset: z.literal('USDC', { error: 'pricing.asset must be USDC' }),
+    network: z.literal('base', { error: 'pricing.network must be base' }),
+    pay_to: z
+      .string({ error: 'pricing.pay_to must be a hex address' })
+      .regex(/^0x[0-9a-fA-F]{40}$/, 'pricing.pay_to must be a hex address')
+      .refine((a) => isAddress(a), 'pricing.pay_to has an invalid checksum'),
+    tools: z
+      .record(z.string().min(1, 'pricing.tools names must not be empty').max(200), ToolPrice)
+      .optional()
+      .meta({ description: 'Per-MCP-tool price overrides; requires protocol mcp.' }),
+  })
+  .meta({ id: 'PricingInput', description: 'Presence enables the x402 payment gate.' });
+export type PricingInput = z.infer<typeof PricingInput>;
+
+const NameField = z
+  .string({ error: (i) => (i.input === undefined ? 'name is required' : 'name must be a string') })
+  .trim()
+  .min(1, 'name is required')
+  .max(200, 'name is too long');
+
+/** Every mutable field; create makes `name` required, PATCH makes everything optional. */
+const mutable = {
+  description: z.string({ error: 'description must be a string' }).max(4000, 'description is too long').nullable(),
+  tags: z.array(z.string({ error: 'tags must be strings' }).min(1, 'tags must not be empty').max(100, 'tag is too long'), { error: 'tags must be an array of strings' }).max(50, 'too many tags'),
+  metadata: z
+    .record(z.string(), z.unknown(), { error: 'metadata must be an object' })
+    .refine((m) => JSON.stringify(m).length <= 16_384, 'metadata is too large'),
+  upstream_url: z.string({ error: 'upstream_url must be a string' }).max(2048, 'upstream_url is too long').nullable().meta({ description: 'http or https URL with a host; loopback, private, link-local and localhost hosts are rejected. Setting it makes a pending agent active; null makes it pending.' }),
+  credential_ref: z.string({ error: 'credential_ref must be a string' }).max(100).nullable().meta({ description: 'ID of a credential of the tenant, injected into upstream calls.' }),
+  emit_receipts: z.boolean({ error: 'emit_receipts must be a boolean' }),
+  capture_body: z.boolean({ error: 'capture_body must be a boolean' }),
+  protocol: z.enum(['http', 'mcp'], { error: 'protocol must be http or mcp' }),
+  mcp_transport: z.literal('streamable_http', { error: 'mcp_transport must be streamable_http' }).nullable(),
+  mcp_protocol_version: z.string({ error: 'mcp_protocol_version must be a string' }).max(32, 'mcp_protocol_version is too long').nullable().meta({ description: `Validated when protocol=mcp: one of ${MCP_PROTOCOL_VERSIONS.join(', ')}.` }),
+  pricing: PricingInput.nullable(),
+  rate_limit_rps: z.number({ error: 'rate_limit_rps must be a number' }).positive('rate_limit_rps must be positive').max(100_000, 'rate_limit_rps is too large').nullable(),
+  rate_limit_burst: z.int({ error: 'rate_limit_burst must be an integer' }).positive('rate_limit_burst must be positive').max(100_000, 'rate_limit_burst is too large').nullable(),
+  retry_non_idempotent: z.boolean({ error: 'retry_non_idempotent must be a boolean' }),
+};
+
+const optionalAll = Object.fromEntries(Object.entries(mutable).map(([k, v]) => [k, v.optional()])) as {
+  [K in keyof typeof mutable]: z.ZodOptional<(typeof mutable)[K]>;
+};
+
+export const AgentCreateInput = z.strictObject({ name: NameField, ...optionalAll }).meta({ id: 'AgentCreate' });
 export type AgentCreateInput = z.infer<typeof AgentCreateInput>;
 
-/** First zod issue as a caller-safe message naming the field. */
-export function describeIssue(error: z.ZodError): string {
-  const issue = error.issues[0];
-  const field = issue.path.join('.');
-  if (issue.code === 'unrecognized_keys') return `unknown field: ${issue.keys.join(', ')}`;
-  if (issue.message && !issue.message.startsWith('Invalid')) return issue.message;
-  return field ? `invalid ${field}` : 'invalid body';
+export const AgentPatchInput = z
+  .strictObject({ name: NameField.optional(), ...optionalAll })
+  .meta({ id: 'AgentPatch', description: 'Partial update: absent keys are unchanged, null clears a nullable field (pricing: null removes the price). Validated like create, on the resulting agent.' });
+export type AgentPatchInput = z.infer<typeof AgentPatchInput>;
+
+export const AgentSuspendInput = z
+  .strictObject({ reason: z.string({ error: 'reason must be a string' }).max(500, 'reason is too long').optional() })
+  .meta({ id: 'AgentSuspend' });
+
+const Timestamp = z.iso.datetime({ offset: true });
+
+export const AgentView = z
+  .strictObject({
+    id: z.string().regex(/^agt_/),
+    tenant_id: z.string(),
+    name: z.string(),
+    description: z.string().nullable(),
+    tags: z.array(z.string()),
+    metadata: z.record(z.string(), z.unknown()),
+    upstream_url: z.string().nullable(),
+    credential_ref: z.string().nullable(),
+    emit_receipts: z.boolean(),
+    capture_body: z.boolean(),
+    protocol: z.enum(['http', 'mcp']),
+    mcp_transport: z.literal('streamable_http').nullable(),
+    mcp_protocol_version: z.string().nullable(),
+    pricing: z
+      .strictObject({
+        amount: z.string(),
+        asset: z.literal('USDC'),
+        network: z.literal('base'),
+        pay_to: z.string().meta({ description: 'EIP-55 checksummed.' }),
+        tools: z.record(z.string(), z.string()).optional(),
+      })
+      .nullable(),
+    status: z.enum(['pending', 'active', 'inactive']).meta({ description: 'Derived: inactive once deleted, else active when upstream_url is set, else pending.' }),
+    created_by: z.string().meta({ description: 'Subject (user) claim of the token that created the agent.' }),
+    rate_limit_rps: z.number().nullable(),
+    rate_limit_burst: z.int().nullable().meta({ description: 'Token-bucket depth; 20 when only rate_limit_rps is set.' }),
+    retry_non_idempotent: z.boolean(),
+    suspended: z.boolean(),
+    suspended_reason: z.string().nullable(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .meta({ id: 'Agent' });
+
+export const AgentList = z.strictObject({ data: z.array(AgentView), next_cursor: z.string().nullable() }).meta({ id: 'AgentList' });
+
+/** The fields the cross-field rules read, as they would stand after the create or update. */
+export type AgentRuleState = {
+  protocol: 'http' | 'mcp';
+  mcp_transport: string | null;
+  mcp_protocol_version: string | null;
+  pricing: PricingInput | null;
+  rate_limit_rps: number | null;
+  rate_limit_burst: number | null;
+};
+
+/** SPEC create rules, checked on the resulting state; returns the first violation. */
+export function agentRuleError(state: AgentRuleState): string | undefined {
+  if (state.protocol === 'mcp' && state.mcp_transport !== 'streamable_http') return 'mcp_transport must be streamable_http when protocol is mcp';
+  if (state.protocol === 'http' && state.mcp_transport !== null) return 'mcp_transport is only valid when protocol is mcp';
+  if (state.protocol === 'mcp' && state.mcp_protocol_version !== null && !(MCP_PROTOCOL_VERSIONS as readonly string[]).includes(state.mcp_protocol_version)) {
+    return `mcp_protocol_version must be one of ${MCP_PROTOCOL_VERSIONS.join(', ')}`;
+  }
+  if (state.protocol !== 'mcp' && state.pricing?.tools) return 'pricing.tools requires protocol mcp';
+  if (state.rate_limit_burst !== null && state.rate_limit_rps === null) return 'rate_limit_burst requires rate_limit_rps';
+  return undefined;
 }
 
-/** Cross-field rules of SPEC "Create rules"; returns the first violation or undefined. */
-export function crossFieldError(input: AgentCreateInput, allow: string[]): string | undefined {
-  const protocol = input.protocol ?? 'http';
-  if (protocol === 'mcp' && input.mcp_transport !== 'streamable_http') return 'mcp_transport must be streamable_http when protocol is mcp';
-  if (protocol === 'http' && input.mcp_transport !== undefined) return 'mcp_transport is only valid when protocol is mcp';
-  if (protocol === 'http' && input.pricing?.tools) return 'pricing.tools requires protocol mcp';
-  if (input.upstream_url !== undefined && !isAllowedUpstream(input.upstream_url, allow)) return 'invalid upstream_url';
-  return undefined;
+/** The create-time SSRF check on the URL's literal host (the proxy re-checks resolved addresses). */
+export function upstreamUrlError(url: string, allow: string[]): string | undefined {
+  return isAllowedUpstream(url, allow) ? undefined : 'invalid upstream_url';
 }

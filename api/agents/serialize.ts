@@ -1,6 +1,8 @@
 // The Agent as the API shows it (SPEC "Agent" plus the filled gaps of the catalog issue).
 import { getAddress } from 'ethers';
+import type { z } from 'zod';
 import type { Agent } from '../db/entities.ts';
+import type { AgentView } from './schema.ts';
 
 export type AgentStatus = 'pending' | 'active' | 'inactive';
 
@@ -10,7 +12,10 @@ export function agentStatus(agent: Agent): AgentStatus {
   return agent.upstreamUrl ? 'active' : 'pending';
 }
 
-export function serializeAgent(agent: Agent) {
+/** Burst depth of the per-agent token bucket: the override, else 20 when a rate is set. */
+export const DEFAULT_BURST = 20;
+
+export function serializeAgent(agent: Agent): z.infer<typeof AgentView> {
   return {
     id: agent.id,
     tenant_id: agent.tenantId,
@@ -23,13 +28,14 @@ export function serializeAgent(agent: Agent) {
     emit_receipts: agent.emitReceipts,
     capture_body: agent.captureBody,
     protocol: agent.protocol,
-    mcp_transport: agent.mcpTransport ?? null,
+    mcp_transport: (agent.mcpTransport as 'streamable_http' | null) ?? null,
     mcp_protocol_version: agent.mcpProtocolVersion ?? null,
     pricing: agent.pricing ? { ...agent.pricing, pay_to: getAddress(agent.pricing.pay_to.toLowerCase()) } : null,
     status: agentStatus(agent),
     created_by: agent.createdBy,
-    rate_limit_rps: agent.rateLimitRps ?? null,
-    rate_limit_burst: agent.rateLimitBurst ?? (agent.rateLimitRps ? 20 : null),
+    // double precision may come back from the driver as a string.
+    rate_limit_rps: agent.rateLimitRps == null ? null : Number(agent.rateLimitRps),
+    rate_limit_burst: agent.rateLimitBurst ?? (agent.rateLimitRps ? DEFAULT_BURST : null),
     retry_non_idempotent: agent.retryNonIdempotent,
     suspended: agent.suspended,
     suspended_reason: agent.suspendedReason ?? null,

@@ -1,6 +1,8 @@
 // MikroORM entity definitions for the gateway's tables (schema: migrations/). Property
 // names are camelCase in code and snake_case in SQL by MikroORM's default naming.
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import { CredentialSchema } from '../credentials/entity.ts';
+import { SettlementConfigSchema } from '../settlement/entity.ts';
 
 export type Pricing = {
   amount: string;
@@ -96,4 +98,4 @@ export const InvocationSchema = defineEntity({
 });
 export type Invocation = InferEntity<typeof InvocationSchema>;
 
-export const gatewayEntities = [AgentSchema, BodySchema, InvocationSchema];
+export const gatewayEntities = [AgentSchema, BodySchema, InvocationSchema, CredentialSchema, SettlementConfigSchema];

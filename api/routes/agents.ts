@@ -1,59 +1,124 @@
-// /v1/agents: the tenant's catalog.
+// /v1/agents: the tenant's catalog. Every query is scoped by the token's tenant; another
+// tenant's id behaves as absent (404), and a credential_ref to another tenant's credential is
+// refused as if it did not exist (400).
 import Router from '@koa/router';
-import { UniqueConstraintViolationException } from '@mikro-orm/core';
-import { AgentSchema } from '../db/entities.ts';
+import { LockMode, UniqueConstraintViolationException } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { getAddress } from 'ethers';
+import { z } from 'zod';
+import { AgentSchema, type Agent, type Pricing } from '../db/entities.ts';
 import { newId, isId } from '../ids.ts';
 import { badRequest, conflict, notFound } from '../errors.ts';
-import { AgentCreateInput, crossFieldError, describeIssue } from '../agents/schema.ts';
+import { parseOr400 } from '../validation.ts';
+import { pageOf, parsePage } from '../pagination.ts';
+import { AgentCreateInput, AgentPatchInput, AgentSuspendInput, agentRuleError, upstreamUrlError, type AgentRuleState, type PricingInput } from '../agents/schema.ts';
 import { serializeAgent } from '../agents/serialize.ts';
+import { lockReferencedCredential } from '../credentials/references.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
 
+export const AgentListQuery = z.object({
+  status: z.enum(['pending', 'active', 'inactive'], { error: 'status must be pending, active or inactive' }).optional(),
+  tag: z.string({ error: 'tag may be given once' }).min(1).max(100).optional(),
+  protocol: z.enum(['http', 'mcp'], { error: 'protocol must be http or mcp' }).optional(),
+});
+
+const NAME_TAKEN = 'an active or pending agent with this name exists';
+
+function normalisePricing(pricing: PricingInput | null | undefined): Pricing | null | undefined {
+  if (!pricing) return pricing;
+  // Stored checksummed; the address was validated (and its checksum, if mixed-case) by the schema.
+  return { ...pricing, pay_to: getAddress(pricing.pay_to.toLowerCase()) };
+}
+
+async function flushOr409(em: EntityManager): Promise<void> {
+  try {
+    await em.flush();
+  } catch (err) {
+    if (err instanceof UniqueConstraintViolationException) throw conflict(NAME_TAKEN);
+    throw err;
+  }
+}
+
+async function checkCredentialRef(em: EntityManager, tenantId: string, ref: string | null | undefined): Promise<void> {
+  if (ref && !(await lockReferencedCredential(em, tenantId, ref))) throw badRequest('credential_ref does not name a credential');
+}
+
 export function agentRoutes(deps: AppDeps): Router<AuthState> {
   const router = new Router<AuthState>();
+  const allow = deps.config.upstream.allow;
+
+  /** Loads the tenant's agent for a write, row-locked; 404 when absent, 409 when deleted. */
+  async function liveAgentForUpdate(em: EntityManager, tenantId: string, id: string): Promise<Agent> {
+    if (!isId('agt', id)) throw notFound();
+    const agent = await em.findOne(AgentSchema, { id, tenantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    if (!agent) throw notFound();
+    if (agent.deletedAt) throw conflict('agent is inactive');
+    return agent;
+  }
 
   router.post('/agents', async (ctx) => {
-    const parsed = AgentCreateInput.safeParse(ctx.request.body);
-    if (!parsed.success) throw badRequest(describeIssue(parsed.error));
-    const input = parsed.data;
-    const problem = crossFieldError(input, deps.config.upstream.allow);
+    const input = parseOr400(AgentCreateInput, ctx.request.body);
+    const state: AgentRuleState = {
+      protocol: input.protocol ?? 'http',
+      mcp_transport: input.mcp_transport ?? null,
+      mcp_protocol_version: input.mcp_protocol_version ?? null,
+      pricing: input.pricing ?? null,
+      rate_limit_rps: input.rate_limit_rps ?? null,
+      rate_limit_burst: input.rate_limit_burst ?? null,
+    };
+    const problem = agentRuleError(state) ?? (input.upstream_url ? upstreamUrlError(input.upstream_url, allow) : undefined);
     if (problem) throw badRequest(problem);
     const { tenantId, userId } = ctx.state.caller;
-    const em = deps.orm.em.fork();
-    const now = new Date();
-    const agent = em.create(AgentSchema, {
-      id: newId('agt'),
-      tenantId,
-      name: input.name,
-      description: input.description ?? null,
-      tags: input.tags ?? [],
-      metadata: input.metadata ?? {},
-      upstreamUrl: input.upstream_url ?? null,
-      credentialRef: input.credential_ref ?? null,
-      emitReceipts: input.emit_receipts ?? false,
-      captureBody: input.capture_body ?? false,
-      protocol: input.protocol ?? 'http',
-      mcpTransport: input.mcp_transport ?? null,
-      mcpProtocolVersion: input.mcp_protocol_version ?? null,
-      pricing: input.pricing ?? null,
-      rateLimitRps: input.rate_limit_rps ?? null,
-      rateLimitBurst: input.rate_limit_burst ?? null,
-      retryNonIdempotent: input.retry_non_idempotent ?? false,
-      suspended: false,
-      suspendedReason: null,
-      deletedAt: null,
-      createdBy: userId,
-      createdAt: now,
-      updatedAt: now,
+    const agent = await deps.orm.em.fork().transactional(async (em) => {
+      await checkCredentialRef(em, tenantId, input.credential_ref);
+      const now = new Date();
+      const created = em.create(AgentSchema, {
+        id: newId('agt'),
+        tenantId,
+        name: input.name,
+        description: input.description ?? null,
+        tags: input.tags ?? [],
+        metadata: input.metadata ?? {},
+        upstreamUrl: input.upstream_url ?? null,
+        credentialRef: input.credential_ref ?? null,
+        emitReceipts: input.emit_receipts ?? false,
+        captureBody: input.capture_body ?? false,
+        protocol: state.protocol,
+        mcpTransport: state.mcp_transport,
+        mcpProtocolVersion: state.mcp_protocol_version,
+        pricing: normalisePricing(input.pricing) ?? null,
+        rateLimitRps: state.rate_limit_rps,
+        rateLimitBurst: state.rate_limit_burst,
+        retryNonIdempotent: input.retry_non_idempotent ?? false,
+        suspended: false,
+        suspendedReason: null,
+        deletedAt: null,
+        createdBy: userId,
+        createdAt: now,
+        updatedAt: now,
+      });
+      await flushOr409(em);
+      return created;
     });
-    try {
-      await em.flush();
-    } catch (err) {
-      if (err instanceof UniqueConstraintViolationException) throw conflict('an agent with this name already exists');
-      throw err;
-    }
     ctx.status = 201;
     ctx.body = serializeAgent(agent);
+  });
+
+  router.get('/agents', async (ctx) => {
+    const query = parseOr400(AgentListQuery, ctx.query);
+    const page = parsePage(ctx.query, 'agt');
+    const where: Record<string, unknown> = { tenantId: ctx.state.caller.tenantId };
+    // Inactive (deleted) agents appear only when asked for by status.
+    if (query.status === 'inactive') where.deletedAt = { $ne: null };
+    else where.deletedAt = null;
+    if (query.status === 'pending') where.upstreamUrl = null;
+    if (query.status === 'active') where.upstreamUrl = { $ne: null };
+    if (query.protocol) where.protocol = query.protocol;
+    if (query.tag) where.tags = { $contains: [query.tag] };
+    if (page.after) where.id = { $gt: page.after };
+    const rows = await deps.orm.em.fork().find(AgentSchema, where, { orderBy: { id: 'asc' }, limit: page.limit + 1 });
+    ctx.body = pageOf(rows, page.limit, serializeAgent);
   });
 
   router.get('/agents/:id', async (ctx) => {
@@ -62,6 +127,77 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
     if (!agent) throw notFound();
     ctx.body = serializeAgent(agent);
   });
+
+  router.patch('/agents/:id', async (ctx) => {
+    const { tenantId } = ctx.state.caller;
+    const agent = await deps.orm.em.fork().transactional(async (em) => {
+      const current = await liveAgentForUpdate(em, tenantId, ctx.params.id);
+      const patch = parseOr400(AgentPatchInput, ctx.request.body);
+      const state: AgentRuleState = {
+        protocol: patch.protocol ?? current.protocol,
+        mcp_transport: patch.mcp_transport !== undefined ? patch.mcp_transport : (current.mcpTransport ?? null),
+        mcp_protocol_version: patch.mcp_protocol_version !== undefined ? patch.mcp_protocol_version : (current.mcpProtocolVersion ?? null),
+        pricing: patch.pricing !== undefined ? patch.pricing : ((current.pricing as PricingInput | null) ?? null),
+        rate_limit_rps: patch.rate_limit_rps !== undefined ? patch.rate_limit_rps : current.rateLimitRps == null ? null : Number(current.rateLimitRps),
+        rate_limit_burst: patch.rate_limit_burst !== undefined ? patch.rate_limit_burst : (current.rateLimitBurst ?? null),
+      };
+      // The URL is checked when it is being set: an allow-list change must not freeze other edits.
+      const problem = agentRuleError(state) ?? (patch.upstream_url ? upstreamUrlError(patch.upstream_url, allow) : undefined);
+      if (problem) throw badRequest(problem);
+      if (patch.credential_ref !== undefined) await checkCredentialRef(em, tenantId, patch.credential_ref);
+      const changes: Partial<Agent> = {
+        protocol: state.protocol,
+        mcpTransport: state.mcp_transport,
+        mcpProtocolVersion: state.mcp_protocol_version,
+        rateLimitRps: state.rate_limit_rps,
+        rateLimitBurst: state.rate_limit_burst,
+      };
+      if (patch.name !== undefined) changes.name = patch.name;
+      if (patch.description !== undefined) changes.description = patch.description;
+      if (patch.tags !== undefined) changes.tags = patch.tags;
+      if (patch.metadata !== undefined) changes.metadata = patch.metadata;
+      if (patch.upstream_url !== undefined) changes.upstreamUrl = patch.upstream_url;
+      if (patch.credential_ref !== undefined) changes.credentialRef = patch.credential_ref;
+      if (patch.emit_receipts !== undefined) changes.emitReceipts = patch.emit_receipts;
+      if (patch.capture_body !== undefined) changes.captureBody = patch.capture_body;
+      if (patch.pricing !== undefined) changes.pricing = normalisePricing(patch.pricing) ?? null;
+      if (patch.retry_non_idempotent !== undefined) changes.retryNonIdempotent = patch.retry_non_idempotent;
+      if (Object.keys(patch).length > 0) changes.updatedAt = new Date();
+      em.assign(current, changes);
+      await flushOr409(em);
+      return current;
+    });
+    ctx.body = serializeAgent(agent);
+  });
+
+  router.delete('/agents/:id', async (ctx) => {
+    if (!isId('agt', ctx.params.id)) throw notFound();
+    const em = deps.orm.em.fork();
+    const agent = await em.findOne(AgentSchema, { id: ctx.params.id, tenantId: ctx.state.caller.tenantId });
+    if (!agent) throw notFound();
+    // Soft delete: the row stays (invocations and analytics point at it), the name is freed.
+    // Deleting an inactive agent again changes nothing.
+    if (!agent.deletedAt) {
+      const now = new Date();
+      await em.nativeUpdate(AgentSchema, { id: agent.id, tenantId: agent.tenantId, deletedAt: null }, { deletedAt: now, updatedAt: now });
+    }
+    ctx.status = 204;
+  });
+
+  for (const action of ['suspend', 'unsuspend'] as const) {
+    router.post(`/agents/:id/${action}`, async (ctx) => {
+      const { tenantId } = ctx.state.caller;
+      const agent = await deps.orm.em.fork().transactional(async (em) => {
+        const current = await liveAgentForUpdate(em, tenantId, ctx.params.id);
+        const input = action === 'suspend' ? parseOr400(AgentSuspendInput, ctx.request.body) : parseOr400(z.strictObject({}), ctx.request.body);
+        const reason = action === 'suspend' ? ((input as { reason?: string }).reason ?? null) : null;
+        em.assign(current, { suspended: action === 'suspend', suspendedReason: reason, updatedAt: new Date() });
+        await em.flush();
+        return current;
+      });
+      ctx.body = serializeAgent(agent);
+    });
+  }
 
   return router;
 }

@@ -146,6 +146,9 @@ export function appEnvironment(infra: Infra, extra: Record<string, string | unde
     TOKEN_ADDRESS: infra.tokenAddress,
     VAULT_ADDR: infra.vault.addr,
     VAULT_TOKEN: infra.vault.token,
+    // Managed credentials' key-encryption keyring: the generated dev key unless one is configured.
+    VAULT_KEKS: process.env.VAULT_KEKS ?? `dev:${infra.secrets.vaultKek}`,
+    VAULT_KEK_CURRENT: process.env.VAULT_KEKS ? process.env.VAULT_KEK_CURRENT : 'dev',
     FACILITATOR_TLS_CERT: infra.pki.files.serverCert,
     FACILITATOR_TLS_KEY: infra.pki.files.serverKey,
     FACILITATOR_TLS_CA: infra.pki.files.ca,

@@ -70,6 +70,12 @@ export async function startStack(): Promise<Stack> {
     CHAIN_RPC_URL: infra.chainRpcUrl,
     UPSTREAM_ALLOW: allow.join(','),
     UPSTREAM_TIMEOUT_MS: '5000',
+    VAULT_ADDR: infra.vault.addr,
+    VAULT_TOKEN: infra.vault.token,
+    // The dev key is current; `next` is a second key the KEK-rotation test rotates to, listed
+    // up front as a deployment would before running `npm run rotate-kek`.
+    VAULT_KEKS: `dev:${infra.secrets.vaultKek},next:${randomBytes(32).toString('base64')}`,
+    VAULT_KEK_CURRENT: 'dev',
     LOG_LEVEL: 'silent',
   });
   const orm = await openOrm(config.databaseUrl);

@@ -1,0 +1,97 @@
+// Credential request and response bodies (zod). The OpenAPI document is generated from these;
+// validation messages name the field, never internal state.
+import { z } from 'zod';
+import { parseVaultRef } from './vault.ts';
+import type { AuthType, CredentialSource } from './entity.ts';
+
+export const MAX_SECRET_CHARS = 65_536;
+export const DEFAULT_API_KEY_HEADER = 'X-API-Key';
+
+const AuthTypeField = z.enum(['bearer', 'api_key', 'none'], { error: 'auth_type must be one of bearer, api_key, none' });
+const SourceField = z.enum(['managed', 'vault'], { error: 'source must be one of managed, vault' });
+const NameField = z
+  .string({ error: (issue) => (issue.input === undefined ? 'name is required' : 'name must be a string') })
+  .trim()
+  .min(1, 'name must not be empty')
+  .max(200, 'name is too long');
+const PlaintextField = z
+  .string({ error: 'plaintext must be a string' })
+  .min(1, 'plaintext must not be empty')
+  .max(MAX_SECRET_CHARS, 'plaintext is too long')
+  .meta({ description: 'The secret. Write-only: never returned, logged or stored unencrypted.', writeOnly: true });
+const VaultRefField = z
+  .string({ error: 'vault_ref must be a string' })
+  .max(512, 'vault_ref is too long')
+  .refine((ref) => parseVaultRef(ref) !== undefined, 'vault_ref must look like <mount>/data/<path>#<field>')
+  .meta({ description: 'KV v2 secret and field in the Vault/OpenBao server, e.g. `kv/data/agents/foo#token`.', example: 'kv/data/agents/foo#token' });
+const HeaderNameField = z
+  .string({ error: 'header_name must be a string' })
+  .max(128, 'header_name is too long')
+  .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'header_name must be an HTTP header name')
+  .refine((name) => !isReservedHeader(name), 'header_name names a header the gateway controls')
+  .meta({ description: 'Header the api_key secret is sent in (default X-API-Key).' });
+
+export const CredentialCreateInput = z
+  .strictObject({
+    name: NameField,
+    auth_type: z.enum(['bearer', 'api_key', 'none'], { error: (i) => (i.input === undefined ? 'auth_type is required' : 'auth_type must be one of bearer, api_key, none') }),
+    source: z.enum(['managed', 'vault'], { error: (i) => (i.input === undefined ? 'source is required' : 'source must be one of managed, vault') }),
+    plaintext: PlaintextField.optional(),
+    vault_ref: VaultRefField.optional(),
+    header_name: HeaderNameField.optional(),
+  })
+  .meta({ id: 'CredentialCreate', description: 'A new upstream credential. `plaintext` for source=managed, `vault_ref` for source=vault; `header_name` for auth_type=api_key only.' });
+export type CredentialCreateInput = z.infer<typeof CredentialCreateInput>;
+
+export const CredentialUpdateInput = z
+  .strictObject({
+    name: NameField.optional(),
+    auth_type: AuthTypeField.optional(),
+    plaintext: PlaintextField.optional(),
+    vault_ref: VaultRefField.optional(),
+    header_name: HeaderNameField.nullable().optional(),
+  })
+  .meta({ id: 'CredentialUpdate', description: 'Every key is optional; an absent key leaves its value unchanged. A new plaintext or vault_ref is a rotation: version increments.' });
+export type CredentialUpdateInput = z.infer<typeof CredentialUpdateInput>;
+
+export const CredentialView = z
+  .strictObject({
+    id: z.string().regex(/^cred_/),
+    tenant_id: z.string(),
+    name: z.string(),
+    auth_type: AuthTypeField,
+    source: SourceField,
+    masked_hint: z.string().nullable().optional().meta({ description: 'source=managed only: the last characters of the secret at most, never the secret; null when no secret is stored.' }),
+    vault_ref: z.string().optional().meta({ description: 'source=vault only.' }),
+    header_name: z.string().optional().meta({ description: 'auth_type=api_key only.' }),
+    version: z.int().min(1),
+    created_at: z.iso.datetime({ offset: true }),
+    updated_at: z.iso.datetime({ offset: true }),
+  })
+  .meta({ id: 'Credential' });
+
+export const CredentialList = z
+  .strictObject({ data: z.array(CredentialView), next_cursor: z.string().nullable() })
+  .meta({ id: 'CredentialList' });
+
+/** Headers an api_key credential may not be injected as: framing, hop-by-hop and the gateway's own. */
+const RESERVED = new Set(['host', 'content-length', 'content-type', 'transfer-encoding', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'x-request-id', 'x-payment', 'cookie']);
+export function isReservedHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  return RESERVED.has(lower) || lower.startsWith('proxy-') || lower.startsWith('x-gateway-');
+}
+
+/** A secret that becomes a header value must be one: visible ASCII, inner spaces, no line breaks. */
+export function isHeaderSafe(secret: string): boolean {
+  return /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(secret);
+}
+
+export type CredentialState = { authType: AuthType; source: CredentialSource; hasSecret: boolean; vaultRef: string | null; headerName: string | null };
+
+/** Rules across fields, checked on the state a create or update would leave. */
+export function credentialRuleError(state: CredentialState): string | undefined {
+  if (state.source === 'managed' && state.authType !== 'none' && !state.hasSecret) return `plaintext is required for auth_type ${state.authType}`;
+  if (state.source === 'vault' && !state.vaultRef) return 'vault_ref is required for source vault';
+  if (state.headerName !== null && state.authType !== 'api_key') return 'header_name is only valid for auth_type api_key';
+  return undefined;
+}

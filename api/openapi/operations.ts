@@ -1,0 +1,219 @@
+// Every operation the API description lists, with the zod schemas of its bodies. Routes and
+// this list are kept together by test/openapi.test.ts, which validates live answers against
+// the generated document. A module that adds endpoints adds its operations here.
+import type { z } from 'zod';
+import { AgentCreateInput, AgentList, AgentPatchInput, AgentSuspendInput, AgentView } from '../agents/schema.ts';
+import { CredentialCreateInput, CredentialList, CredentialUpdateInput, CredentialView } from '../credentials/schema.ts';
+import { SettlementConfigInput, SettlementConfigView } from '../settlement/schema.ts';
+import { ErrorBody, Health, Invocation, InvocationAccepted, PaymentChallenge, Readiness, Version } from './schemas.ts';
+
+export type Param = { name: string; in: 'path' | 'query' | 'header'; required?: boolean; description?: string; schema: Record<string, unknown> };
+
+export type ResponseSpec = {
+  description: string;
+  /** A registered (`.meta({ id })`) zod schema, or a raw media type with any content. */
+  body?: z.ZodType | { mediaType: string };
+  /** Alternative bodies (e.g. a 402 challenge or an error). */
+  oneOf?: z.ZodType[];
+  headers?: Record<string, string>;
+};
+
+export type Operation = {
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  path: string;
+  operationId: string;
+  tag: string;
+  summary: string;
+  description?: string;
+  /** Bearer token required (every /v1 resource); false for probes and this description. */
+  auth: boolean;
+  params?: Param[];
+  body?: { schema: z.ZodType; required: boolean } | { mediaType: string; required: boolean };
+  responses: Record<string, ResponseSpec>;
+};
+
+const err = (description: string): ResponseSpec => ({ description, body: ErrorBody });
+const unauthorized: ResponseSpec = { description: 'Missing or invalid bearer token, or absent tenant/user claims. No body.' };
+const serverError: ResponseSpec = { description: 'Unexpected server error. No body.' };
+const notFound = (what: string) => err(`No ${what} with that id in the caller's tenant.`);
+
+const agentId: Param = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^agt_' }, description: 'Agent id (`agt_<uuidv7>`).' };
+const credentialId: Param = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^cred_' }, description: 'Credential id (`cred_<uuidv7>`).' };
+const limit: Param = { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 }, description: 'Page size; clamped to [1, 100].' };
+const cursor: Param = { name: 'cursor', in: 'query', schema: { type: 'string' }, description: '`next_cursor` of the previous page.' };
+
+export const operations: Operation[] = [
+  // Probes and this description.
+  { method: 'get', path: '/healthz', operationId: 'liveness', tag: 'Service', summary: 'Liveness', auth: false, responses: { 200: { description: 'The process is up.', body: Health } } },
+  {
+    method: 'get', path: '/readyz', operationId: 'readiness', tag: 'Service', summary: 'Readiness (database and Temporal reachable)', auth: false,
+    responses: { 200: { description: 'Ready.', body: Readiness }, 503: { description: 'Not ready.', body: Readiness } },
+  },
+  { method: 'get', path: '/version', operationId: 'version', tag: 'Service', summary: 'Build metadata', auth: false, responses: { 200: { description: 'Name, version and commit.', body: Version } } },
+  { method: 'get', path: '/v1/openapi.json', operationId: 'openapi', tag: 'Service', summary: 'This OpenAPI 3.1 document', auth: false, responses: { 200: { description: 'The document.', body: { mediaType: 'application/json' } } } },
+  { method: 'get', path: '/docs', operationId: 'reference', tag: 'Service', summary: 'Rendered API reference (HTML)', auth: false, responses: { 200: { description: 'The reference page.', body: { mediaType: 'text/html' } } } },
+
+  // Agents.
+  {
+    method: 'post', path: '/v1/agents', operationId: 'createAgent', tag: 'Agents', summary: 'Create an agent', auth: true,
+    description: 'protocol defaults to http; protocol=mcp requires mcp_transport=streamable_http (rejected for http); pricing requires asset USDC and network base; pricing.tools requires mcp. Status is pending without upstream_url, else active.',
+    body: { schema: AgentCreateInput, required: true },
+    responses: {
+      201: { description: 'The created agent.', body: AgentView },
+      400: err('Invalid body, missing name, invalid upstream_url, or an invalid protocol/pricing combination; credential_ref naming no credential of the tenant.'),
+      401: unauthorized,
+      409: err('An active or pending agent with the same name exists in the tenant.'),
+      500: serverError,
+    },
+  },
+  {
+    method: 'get', path: '/v1/agents', operationId: 'listAgents', tag: 'Agents', summary: 'List agents', auth: true,
+    description: 'Oldest first. Inactive (deleted) agents are listed only with status=inactive.',
+    params: [
+      { name: 'status', in: 'query', schema: { type: 'string', enum: ['pending', 'active', 'inactive'] } },
+      { name: 'tag', in: 'query', schema: { type: 'string' }, description: 'Only agents carrying this tag.' },
+      { name: 'protocol', in: 'query', schema: { type: 'string', enum: ['http', 'mcp'] } },
+      limit,
+      cursor,
+    ],
+    responses: { 200: { description: 'A page of agents.', body: AgentList }, 400: err('Invalid filter, limit or cursor.'), 401: unauthorized, 500: serverError },
+  },
+  {
+    method: 'get', path: '/v1/agents/{id}', operationId: 'getAgent', tag: 'Agents', summary: 'Get an agent (inactive ones included)', auth: true, params: [agentId],
+    responses: { 200: { description: 'The agent.', body: AgentView }, 401: unauthorized, 404: notFound('agent'), 500: serverError },
+  },
+  {
+    method: 'patch', path: '/v1/agents/{id}', operationId: 'updateAgent', tag: 'Agents', summary: 'Update an agent', auth: true, params: [agentId],
+    description: 'Every mutable field, pricing included (null removes it); validated like create on the resulting agent. Setting upstream_url on a pending agent makes it active.',
+    body: { schema: AgentPatchInput, required: true },
+    responses: {
+      200: { description: 'The updated agent.', body: AgentView },
+      400: err('Invalid body or combination.'),
+      401: unauthorized,
+      404: notFound('agent'),
+      409: err('The new name is taken by an active or pending agent, or the agent is inactive.'),
+      500: serverError,
+    },
+  },
+  {
+    method: 'delete', path: '/v1/agents/{id}', operationId: 'deleteAgent', tag: 'Agents', summary: 'Soft-delete an agent (status becomes inactive)', auth: true, params: [agentId],
+    responses: { 204: { description: 'Deleted (also when it already was).' }, 401: unauthorized, 404: notFound('agent'), 500: serverError },
+  },
+  {
+    method: 'post', path: '/v1/agents/{id}/suspend', operationId: 'suspendAgent', tag: 'Agents', summary: 'Suspend an agent (it stays listed and rejects invocations with 422)', auth: true, params: [agentId],
+    body: { schema: AgentSuspendInput, required: false },
+    responses: { 200: { description: 'The suspended agent.', body: AgentView }, 400: err('Invalid body.'), 401: unauthorized, 404: notFound('agent'), 409: err('The agent is inactive.'), 500: serverError },
+  },
+  {
+    method: 'post', path: '/v1/agents/{id}/unsuspend', operationId: 'unsuspendAgent', tag: 'Agents', summary: 'Lift a suspension', auth: true, params: [agentId],
+    responses: { 200: { description: 'The agent.', body: AgentView }, 400: err('Invalid body.'), 401: unauthorized, 404: notFound('agent'), 409: err('The agent is inactive.'), 500: serverError },
+  },
+
+  // Credentials.
+  {
+    method: 'post', path: '/v1/credentials', operationId: 'createCredential', tag: 'Credentials', summary: 'Store an upstream credential', auth: true,
+    description: 'source=managed stores `plaintext` envelope-encrypted (AES-256-GCM, per-version data key wrapped by the current key-encryption key); source=vault stores only `vault_ref`, read from Vault/OpenBao at call time.',
+    body: { schema: CredentialCreateInput, required: true },
+    responses: { 201: { description: 'The stored credential (metadata only).', body: CredentialView }, 400: err('Invalid body.'), 401: unauthorized, 409: err('The name is taken in the tenant.'), 500: serverError },
+  },
+  {
+    method: 'get', path: '/v1/credentials', operationId: 'listCredentials', tag: 'Credentials', summary: 'List credentials (metadata only)', auth: true, params: [limit, cursor],
+    responses: { 200: { description: 'A page of credentials.', body: CredentialList }, 400: err('Invalid limit or cursor.'), 401: unauthorized, 500: serverError },
+  },
+  {
+    method: 'get', path: '/v1/credentials/{id}', operationId: 'getCredential', tag: 'Credentials', summary: 'Get a credential (metadata only)', auth: true, params: [credentialId],
+    responses: { 200: { description: 'The credential.', body: CredentialView }, 401: unauthorized, 404: notFound('credential'), 500: serverError },
+  },
+  {
+    method: 'put', path: '/v1/credentials/{id}', operationId: 'updateCredential', tag: 'Credentials', summary: 'Update or rotate a credential', auth: true, params: [credentialId],
+    description: 'Absent keys leave values unchanged. A new plaintext is encrypted under the current key-encryption key with a fresh data key and increments version; so does a new vault_ref.',
+    body: { schema: CredentialUpdateInput, required: true },
+    responses: {
+      200: { description: 'The updated credential.', body: CredentialView },
+      400: err('Invalid body, empty name or plaintext, invalid auth_type, or a field of the other source.'),
+      401: unauthorized,
+      404: notFound('credential'),
+      409: err('The new name conflicts with another credential in the tenant.'),
+      500: serverError,
+    },
+  },
+  {
+    method: 'delete', path: '/v1/credentials/{id}', operationId: 'deleteCredential', tag: 'Credentials', summary: 'Delete a credential', auth: true, params: [credentialId],
+    responses: {
+      204: { description: 'Deleted.' },
+      401: unauthorized,
+      404: notFound('credential'),
+      409: err("Still referenced by an agent's credential_ref or the tenant's facilitator_credential_ref."),
+      500: serverError,
+    },
+  },
+
+  // Settlement configuration.
+  {
+    method: 'get', path: '/v1/settlement/config', operationId: 'getSettlementConfig', tag: 'Settlement', summary: "The tenant's settlement configuration", auth: true,
+    responses: { 200: { description: 'The configuration.', body: SettlementConfigView }, 401: unauthorized, 404: err('The tenant has not configured settlement.'), 500: serverError },
+  },
+  {
+    method: 'put', path: '/v1/settlement/config', operationId: 'putSettlementConfig', tag: 'Settlement', summary: 'Create or replace the settlement configuration', auth: true,
+    description: 'facilitator_credential_ref must name a credential of the tenant whose secret holds a PEM client certificate and its private key.',
+    body: { schema: SettlementConfigInput, required: true },
+    responses: {
+      200: { description: 'Replaced.', body: SettlementConfigView },
+      201: { description: 'Created.', body: SettlementConfigView },
+      400: err('Invalid body or URL; the credential is absent or holds no usable client certificate and key.'),
+      401: unauthorized,
+      500: serverError,
+    },
+  },
+  {
+    method: 'delete', path: '/v1/settlement/config', operationId: 'deleteSettlementConfig', tag: 'Settlement', summary: 'Remove the settlement configuration', auth: true,
+    responses: { 204: { description: 'Removed.' }, 401: unauthorized, 404: err('The tenant has not configured settlement.'), 500: serverError },
+  },
+
+  // Proxy (behaviour: SPEC "Proxy").
+  {
+    method: 'post', path: '/v1/proxy/{id}', operationId: 'invoke', tag: 'Proxy', summary: 'Invoke an agent (transactional)', auth: true,
+    params: [
+      agentId,
+      { name: 'X-PAYMENT', in: 'header', schema: { type: 'string' }, description: 'Base64 x402 payment; priced agents only.' },
+      { name: 'X-Gateway-Model', in: 'header', schema: { type: 'string', maxLength: 256 } },
+      { name: 'X-Request-ID', in: 'header', schema: { type: 'string' } },
+    ],
+    body: { mediaType: '*/*', required: false },
+    responses: {
+      202: { description: 'Accepted; poll the invocation.', body: InvocationAccepted, headers: { 'X-Gateway-Invocation-ID': 'The invocation id.' } },
+      400: err('X-Gateway-Model longer than 256 bytes, or an unparseable MCP body.'),
+      401: unauthorized,
+      402: { description: 'Payment required (challenge) or payment failed (error).', oneOf: [PaymentChallenge, ErrorBody] },
+      403: err('Denied by policy.'),
+      404: notFound('agent'),
+      413: err('Body over 32 MiB.'),
+      422: err('The agent is pending, inactive or suspended.'),
+      429: { description: 'Rate limited.', body: ErrorBody, headers: { 'Retry-After': 'Seconds, at most 60.' } },
+      500: serverError,
+    },
+  },
+  {
+    method: 'post', path: '/v1/proxy/{id}/stream', operationId: 'invokeStream', tag: 'Proxy', summary: 'Invoke an agent (streaming)', auth: true,
+    params: [agentId, { name: 'X-PAYMENT', in: 'header', schema: { type: 'string' } }, { name: 'X-Gateway-Model', in: 'header', schema: { type: 'string', maxLength: 256 } }],
+    body: { mediaType: '*/*', required: false },
+    responses: {
+      default: { description: "The upstream's own status, headers and body, streamed.", body: { mediaType: '*/*' }, headers: { 'X-Gateway-Invocation-ID': 'The invocation id.' } },
+      400: err('Invalid headers.'),
+      401: unauthorized,
+      402: { description: 'Payment required or failed.', oneOf: [PaymentChallenge, ErrorBody] },
+      403: err('Denied by policy.'),
+      404: notFound('agent'),
+      422: err('The agent is not invocable.'),
+      429: { description: 'Rate limited.', body: ErrorBody, headers: { 'Retry-After': 'Seconds, at most 60.' } },
+      500: serverError,
+      502: err('Upstream unreachable.'),
+      504: err('Upstream timed out.'),
+    },
+  },
+  {
+    method: 'get', path: '/v1/proxy/{id}/invocations/{inv_id}', operationId: 'getInvocation', tag: 'Proxy', summary: 'Poll an invocation', auth: true,
+    params: [agentId, { name: 'inv_id', in: 'path', required: true, schema: { type: 'string', pattern: '^inv_' } }],
+    responses: { 200: { description: 'The invocation.', body: Invocation }, 401: unauthorized, 404: err('No such invocation of this agent in the tenant.'), 500: serverError },
+  },
+];

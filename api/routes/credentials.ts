@@ -1,0 +1,162 @@
+// /v1/credentials: the tenant's credential vault. Responses carry metadata only (a masked
+// hint or the vault reference); the secret is write-only and leaves this module only as an
+// envelope (managed) or not at all (vault: only its reference is stored).
+import Router from '@koa/router';
+import { LockMode, UniqueConstraintViolationException } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { newId, isId } from '../ids.ts';
+import { badRequest, conflict, notFound } from '../errors.ts';
+import { parseOr400 } from '../validation.ts';
+import { pageOf, parsePage } from '../pagination.ts';
+import { CredentialSchema, type AuthType, type Credential } from '../credentials/entity.ts';
+import { CredentialCreateInput, CredentialUpdateInput, credentialRuleError, isHeaderSafe } from '../credentials/schema.ts';
+import { serializeCredential } from '../credentials/serialize.ts';
+import { maskedHint } from '../credentials/hint.ts';
+import { createSecretStore, type SecretStore } from '../credentials/secrets.ts';
+import { isCredentialReferenced, isFacilitatorCredential } from '../credentials/references.ts';
+import { readVaultSecret } from '../credentials/vault.ts';
+import { facilitatorSecretProblem } from '../settlement/validate.ts';
+import type { AppDeps } from '../app.ts';
+import type { AuthState } from '../auth.ts';
+
+const NAME_TAKEN = 'a credential with this name already exists';
+
+async function flushOr409(em: EntityManager): Promise<void> {
+  try {
+    await em.flush();
+  } catch (err) {
+    if (err instanceof UniqueConstraintViolationException) throw conflict(NAME_TAKEN);
+    throw err;
+  }
+}
+
+function headerSafetyError(authType: AuthType, secret: string): string | undefined {
+  if (authType === 'none' || isHeaderSafe(secret)) return undefined;
+  return `plaintext must be printable ASCII without line breaks or edge spaces for auth_type ${authType}`;
+}
+
+/** Writes a new managed secret version into the row: fresh data key, new hint. */
+function storeSecret(store: SecretStore, row: Credential, plaintext: string): void {
+  const sealed = store.seal(row, plaintext);
+  row.kekId = sealed.kekId;
+  row.wrappedKey = sealed.wrappedKey;
+  row.secretCiphertext = sealed.ciphertext;
+  row.maskedHint = maskedHint(plaintext);
+}
+
+export function credentialRoutes(deps: AppDeps): Router<AuthState> {
+  const router = new Router<AuthState>();
+  const store = createSecretStore(deps.orm, deps.config.vault);
+
+  router.post('/credentials', async (ctx) => {
+    const input = parseOr400(CredentialCreateInput, ctx.request.body);
+    if (input.source === 'managed' && input.vault_ref !== undefined) throw badRequest('vault_ref is only valid for source vault');
+    if (input.source === 'vault' && input.plaintext !== undefined) throw badRequest('plaintext is only valid for source managed');
+    const problem =
+      credentialRuleError({ authType: input.auth_type, source: input.source, hasSecret: input.plaintext !== undefined, vaultRef: input.vault_ref ?? null, headerName: input.header_name ?? null }) ??
+      (input.plaintext !== undefined ? headerSafetyError(input.auth_type, input.plaintext) : undefined);
+    if (problem) throw badRequest(problem);
+
+    const em = deps.orm.em.fork();
+    const now = new Date();
+    const row = em.create(CredentialSchema, {
+      id: newId('cred'),
+      tenantId: ctx.state.caller.tenantId,
+      name: input.name,
+      authType: input.auth_type,
+      source: input.source,
+      headerName: input.header_name ?? null,
+      maskedHint: null,
+      vaultRef: input.vault_ref ?? null,
+      version: 1,
+      kekId: null,
+      wrappedKey: null,
+      secretCiphertext: null,
+      createdAt: now,
+      updatedAt: now,
+    });
+    if (input.plaintext !== undefined) storeSecret(store, row, input.plaintext);
+    await flushOr409(em);
+    ctx.status = 201;
+    ctx.body = serializeCredential(row);
+  });
+
+  router.get('/credentials', async (ctx) => {
+    const page = parsePage(ctx.query, 'cred');
+    const where: Record<string, unknown> = { tenantId: ctx.state.caller.tenantId };
+    if (page.after) where.id = { $gt: page.after };
+    const rows = await deps.orm.em.fork().find(CredentialSchema, where, { orderBy: { id: 'asc' }, limit: page.limit + 1 });
+    ctx.body = pageOf(rows, page.limit, serializeCredential);
+  });
+
+  router.get('/credentials/:id', async (ctx) => {
+    if (!isId('cred', ctx.params.id)) throw notFound();
+    const row = await deps.orm.em.fork().findOne(CredentialSchema, { id: ctx.params.id, tenantId: ctx.state.caller.tenantId });
+    if (!row) throw notFound();
+    ctx.body = serializeCredential(row);
+  });
+
+  router.put('/credentials/:id', async (ctx) => {
+    const { tenantId } = ctx.state.caller;
+    if (!isId('cred', ctx.params.id)) throw notFound();
+    const row = await deps.orm.em.fork().transactional(async (em) => {
+      const current = await em.findOne(CredentialSchema, { id: ctx.params.id, tenantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!current) throw notFound();
+      const patch = parseOr400(CredentialUpdateInput, ctx.request.body);
+      if (patch.plaintext !== undefined && current.source !== 'managed') throw badRequest('plaintext is only valid for source managed');
+      if (patch.vault_ref !== undefined && current.source !== 'vault') throw badRequest('vault_ref is only valid for source vault');
+      const authType = patch.auth_type ?? current.authType;
+      // Leaving api_key drops its header name unless the body sets one (which is then refused).
+      const headerName = patch.header_name !== undefined ? patch.header_name : authType === 'api_key' ? (current.headerName ?? null) : null;
+      const hasSecret = patch.plaintext !== undefined || current.secretCiphertext !== null;
+      const ruleProblem = credentialRuleError({ authType, source: current.source, hasSecret, vaultRef: patch.vault_ref ?? current.vaultRef ?? null, headerName });
+      if (ruleProblem) throw badRequest(ruleProblem);
+      if (current.source === 'managed' && authType !== 'none') {
+        if (patch.plaintext !== undefined) {
+          const problem = headerSafetyError(authType, patch.plaintext);
+          if (problem) throw badRequest(problem);
+        } else if (authType !== current.authType) {
+          // The stored secret is about to be sent as a header: it must be able to be one.
+          const stored = await store.secretOf(current);
+          if (stored === null || !isHeaderSafe(stored)) throw badRequest(`the stored secret cannot be sent for auth_type ${authType}; send a new plaintext`);
+        }
+      }
+      // The tenant's facilitator credential must keep holding a client certificate and key.
+      if ((patch.plaintext !== undefined || patch.vault_ref !== undefined) && (await isFacilitatorCredential(em, tenantId, current.id))) {
+        const problem = await facilitatorSecretProblem(async () => patch.plaintext ?? (await readVaultSecret(deps.config.vault.server, patch.vault_ref!)));
+        if (problem) throw badRequest(problem);
+      }
+
+      if (patch.name !== undefined) current.name = patch.name;
+      current.authType = authType;
+      current.headerName = headerName;
+      if (patch.plaintext !== undefined) {
+        current.version += 1;
+        storeSecret(store, current, patch.plaintext);
+      }
+      if (patch.vault_ref !== undefined) {
+        current.version += 1;
+        current.vaultRef = patch.vault_ref;
+      }
+      if (Object.keys(patch).length > 0) current.updatedAt = new Date();
+      await flushOr409(em);
+      return current;
+    });
+    ctx.body = serializeCredential(row);
+  });
+
+  router.delete('/credentials/:id', async (ctx) => {
+    const { tenantId } = ctx.state.caller;
+    if (!isId('cred', ctx.params.id)) throw notFound();
+    await deps.orm.em.fork().transactional(async (em) => {
+      const current = await em.findOne(CredentialSchema, { id: ctx.params.id, tenantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!current) throw notFound();
+      if (await isCredentialReferenced(em, tenantId, current.id)) throw conflict('credential is still referenced');
+      em.remove(current);
+      await em.flush();
+    });
+    ctx.status = 204;
+  });
+
+  return router;
+}

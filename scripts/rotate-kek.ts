@@ -1,0 +1,31 @@
+// `npm run rotate-kek`: re-wraps every managed credential's data key under VAULT_KEK_CURRENT.
+// Deploy order: add the new key to VAULT_KEKS everywhere (API and workers keep the old one
+// too), set VAULT_KEK_CURRENT to it, run this, then the old key may be dropped from VAULT_KEKS.
+// Reads DATABASE_URL, VAULT_KEKS and VAULT_KEK_CURRENT; prints counts, never key material.
+import { loadVaultConfig } from '../api/credentials/config.ts';
+import { rewrapAll } from '../api/credentials/rotation.ts';
+import { openOrm } from '../api/db/orm.ts';
+
+const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway';
+let exitCode = 0;
+try {
+  const { keyring } = loadVaultConfig(process.env);
+  const orm = await openOrm(databaseUrl, { poolMax: 2 });
+  try {
+    const report = await rewrapAll(orm, keyring);
+    process.stdout.write(
+      `rotate-kek: current key ${keyring.current}; re-wrapped ${report.rewrapped}, already current ${report.alreadyCurrent}, ` +
+        `changed meanwhile ${report.changedMeanwhile}, failed ${report.failed.length}\n`,
+    );
+    if (report.failed.length > 0) {
+      process.stderr.write(`rotate-kek: these credentials could not be unwrapped (is their key in VAULT_KEKS?): ${report.failed.join(', ')}\n`);
+      exitCode = 1;
+    }
+  } finally {
+    await orm.close();
+  }
+} catch (err) {
+  process.stderr.write(`rotate-kek failed: ${(err as Error).message}\n`);
+  exitCode = 1;
+}
+process.exit(exitCode);
