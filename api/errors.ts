@@ -6,10 +6,13 @@ import type { Logger } from './log.ts';
 export class ApiError extends Error {
   readonly status: number;
   readonly headers: Record<string, string>;
-  constructor(status: number, message: string, headers: Record<string, string> = {}) {
+  /** A body other than `{error: message}`, for the one answer that needs it: the x402 challenge. */
+  readonly body: Record<string, unknown> | undefined;
+  constructor(status: number, message: string, headers: Record<string, string> = {}, body?: Record<string, unknown>) {
     super(message);
     this.status = status;
     this.headers = headers;
+    this.body = body;
   }
 }
 
@@ -30,7 +33,7 @@ export function errorMapper(log: Logger) {
         ctx.set(err.headers);
         if (BODYLESS.has(err.status)) return respondEmpty(ctx, err.status);
         ctx.status = err.status;
-        ctx.body = { error: err.message };
+        ctx.body = err.body ?? { error: err.message };
         return;
       }
       // koa-bodyparser and friends raise http-errors with an `expose` flag and a status.
