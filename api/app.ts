@@ -15,6 +15,7 @@ import { jwksRoutes, receiptRoutes } from './routes/receipts.ts';
 import { healthRoutes } from './routes/health.ts';
 import { agentRoutes } from './routes/agents.ts';
 import { proxyRoutes } from './routes/proxy.ts';
+import { invocationRoutes } from './routes/invocations.ts';
 import { credentialRoutes } from './routes/credentials.ts';
 import { settlementRoutes } from './routes/settlement.ts';
 import { openapiRoutes } from './openapi/routes.ts';
@@ -49,6 +50,8 @@ export function createApp(deps: AppDeps): Koa {
   v1.use(async (ctx, next) => (ctx.path.startsWith('/v1/proxy/') ? next() : json(ctx, next)));
   for (const routes of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps), proxyRoutes(deps)]) v1.use(routes.routes(), routes.allowedMethods());
   for (const routes of [policyRoutes(deps), analyticsRoutes(deps), receiptRoutes(deps)]) v1.use(routes.routes(), routes.allowedMethods());
+  const invocations = invocationRoutes(deps);
+  v1.use(invocations.routes(), invocations.allowedMethods());
   app.use(v1.routes());
   app.use(v1.allowedMethods());
   return app;
