@@ -1,15 +1,22 @@
-// The transactional invocation's one activity: load what the row references, call the
-// upstream, record the outcome. Idempotent by design: a retried attempt finds the row
-// already terminal and returns it; an attempt that may already have reached the upstream
-// is not re-sent unless the agent opted in (retry_non_idempotent).
-import { createHash } from 'node:crypto';
+// The transactional invocation's activities: load what the row references (the claim check),
+// call the upstream through the shared client (SSRF guard, breaker, retries), record the
+// outcome. Idempotent by design: a retried attempt finds the row already terminal and returns
+// it; an attempt that may already have reached the upstream before its worker died is not
+// re-sent unless the agent opted in (retry_non_idempotent).
+//
+// Outcome rule (docs/PROXY.md): any upstream answer completes the call `succeeded` with its
+// upstream_status (error_class upstream_4xx/upstream_5xx records a 4xx/5xx for analytics),
+// except a retryable answer (429, 502, 503, 504) that is still the answer when the gateway
+// stops trying: that is `failed`, with the upstream_status kept.
 import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Agent as Dispatcher } from 'undici';
-import { AgentSchema, BodySchema, InvocationSchema, type Invocation } from '../api/db/entities.ts';
-import { newId } from '../api/ids.ts';
-import { callUpstream, classifyError, type ErrorClass } from '../api/upstream/client.ts';
-import type { CredentialResolver } from '../api/credentials/resolver.ts';
+import { AgentSchema, InvocationSchema, type Invocation } from '../api/db/entities.ts';
+import { UpstreamError, classifyError, type ErrorClass, type UpstreamClient, type UpstreamResponse } from '../api/upstream/client.ts';
+import { classForStatus } from '../api/upstream/errors.ts';
+import { RETRYABLE_STATUSES } from '../api/upstream/retry.ts';
+import type { BodyStore } from '../api/proxy/body-store.ts';
+import { CREDENTIAL_UNAVAILABLE, type CredentialResolver } from '../api/credentials/resolver.ts';
 
 export type InvocationOutcome = {
   status: 'succeeded' | 'failed';
@@ -20,14 +27,26 @@ export type InvocationOutcome = {
 
 export interface InvocationActivities {
   performInvocation(invocationId: string): Promise<InvocationOutcome>;
+  /** Marks a row failed when performInvocation itself gave up (its retries exhausted). */
+  abandonInvocation(invocationId: string, failureType: string | null): Promise<InvocationOutcome>;
 }
 
 export type InvocationDeps = {
   orm: MikroORM;
-  dispatcher: Dispatcher;
+  upstream: UpstreamClient;
+  bodies: BodyStore;
   credentials: CredentialResolver;
+  /** Overall deadline of one upstream call, retries and body included. */
   upstreamTimeoutMs: number;
 };
+
+/** Largest response body kept when capture_body is on (the request side has the same cap). */
+export const MAX_CAPTURED_RESPONSE = 32 * 1024 * 1024;
+
+/** The SPEC's status for a completed answer (see the rule at the top). */
+export function outcomeStatus(upstreamStatus: number): 'succeeded' | 'failed' {
+  return RETRYABLE_STATUSES.has(upstreamStatus) ? 'failed' : 'succeeded';
+}
 
 function outcomeOf(row: Invocation): InvocationOutcome {
   return {
@@ -38,70 +57,108 @@ function outcomeOf(row: Invocation): InvocationOutcome {
   };
 }
 
+const isTerminal = (row: Invocation) => row.status === 'succeeded' || row.status === 'failed';
+
+/** Reads the whole answer (the deadline bounds it), keeping it only when capture is on and it fits. */
+async function readResponse(reply: UpstreamResponse, capture: boolean): Promise<{ firstByteMs: number | null; captured: Buffer | null; broken: boolean }> {
+  let firstByteMs: number | null = null;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of reply.body as AsyncIterable<Buffer>) {
+      firstByteMs ??= Math.round(performance.now() - reply.startedAt);
+      size += chunk.length;
+      if (capture && size <= MAX_CAPTURED_RESPONSE) chunks.push(chunk);
+    }
+  } catch {
+    return { firstByteMs, captured: null, broken: true };
+  } finally {
+    reply.finish();
+  }
+  return { firstByteMs, captured: capture && size <= MAX_CAPTURED_RESPONSE ? Buffer.concat(chunks) : null, broken: false };
+}
+
 export function createInvocationActivities(deps: InvocationDeps): InvocationActivities {
+  async function complete(invocationId: string, fields: Partial<Invocation>): Promise<InvocationOutcome> {
+    const em = deps.orm.em.fork();
+    const now = new Date();
+    // Only a non-terminal row is completed: a row is completed exactly once, whoever races.
+    await em.nativeUpdate(InvocationSchema, { id: invocationId, status: { $in: ['pending', 'running'] } }, { ...fields, updatedAt: now, completedAt: now });
+    return outcomeOf(await em.findOneOrFail(InvocationSchema, { id: invocationId }));
+  }
+
   return {
     async performInvocation(invocationId) {
       const em = deps.orm.em.fork();
       const row = await em.findOneOrFail(InvocationSchema, { id: invocationId });
-      if (row.status === 'succeeded' || row.status === 'failed') return outcomeOf(row);
-
+      if (isTerminal(row)) return outcomeOf(row);
       const agent = await em.findOneOrFail(AgentSchema, { id: row.agentId, tenantId: row.tenantId });
-      const complete = async (fields: Partial<Invocation>): Promise<InvocationOutcome> => {
-        const now = new Date();
-        em.assign(row, { ...fields, updatedAt: now, completedAt: now });
-        await em.flush();
-        return outcomeOf(row);
-      };
 
       // An earlier attempt may have delivered the request before its worker died.
-      if (row.attempts > 0 && !agent.retryNonIdempotent) {
-        return complete({ status: 'failed', errorClass: 'interrupted' });
+      if (row.attempts > 0 && !agent.retryNonIdempotent) return complete(invocationId, { status: 'failed', errorClass: 'interrupted' });
+      if (!agent.upstreamUrl) return complete(invocationId, { status: 'failed', errorClass: 'protocol' });
+
+      // Resolved before the attempt is counted: a vault that is briefly down is retried by
+      // Temporal (the failure says whether it may be), and nothing has been sent yet.
+      let credentialHeaders: Record<string, string>;
+      try {
+        credentialHeaders = await deps.credentials.headersFor(row.tenantId, agent.credentialRef);
+      } catch (err) {
+        if (err instanceof ApplicationFailure && !err.nonRetryable) throw err;
+        return complete(invocationId, { status: 'failed', errorClass: 'credential' });
       }
+      const body = row.requestBodyId ? await deps.bodies.get(row.tenantId, row.requestBodyId) : null;
+
       em.assign(row, { status: 'running', attempts: row.attempts + 1, updatedAt: new Date() });
       await em.flush();
 
-      if (!agent.upstreamUrl) return complete({ status: 'failed', errorClass: 'protocol' });
-      const body = row.requestBodyId ? await em.findOneOrFail(BodySchema, { id: row.requestBodyId }) : null;
-      const credentialHeaders = await deps.credentials.headersFor(row.tenantId, agent.credentialRef);
-
       const heartbeat = setInterval(() => Context.current().heartbeat(), 2_000);
       try {
-        const reply = await callUpstream(deps.dispatcher, {
-          url: agent.upstreamUrl,
-          method: 'POST',
-          // Caller headers already passed the block-list when the row was written.
-          headers: { ...row.requestHeaders, ...credentialHeaders, 'x-request-id': row.requestId },
-          body: body ? Buffer.from(body.content) : undefined,
-          timeoutMs: deps.upstreamTimeoutMs,
-          signal: Context.current().cancellationSignal,
-        });
-        let responseBodyId: string | null = null;
-        if (agent.captureBody) {
-          responseBodyId = newId('body');
-          em.create(BodySchema, {
-            id: responseBodyId,
-            tenantId: row.tenantId,
-            contentType: String(reply.headers['content-type'] ?? '') || null,
-            content: reply.body,
-            sizeBytes: reply.body.length,
-            sha256: createHash('sha256').update(reply.body).digest('hex'),
-            createdAt: new Date(),
+        let reply: UpstreamResponse;
+        try {
+          reply = await deps.upstream.open({
+            url: agent.upstreamUrl,
+            // Caller headers already passed the block-list when the row was written; the
+            // transactional caller never sees the raw response, so ask for it uncompressed.
+            headers: { ...row.requestHeaders, 'accept-encoding': 'identity', ...credentialHeaders, 'x-request-id': row.requestId },
+            body: body?.content,
+            deadlineMs: deps.upstreamTimeoutMs,
+            deadlineCoversBody: true,
+            signal: Context.current().cancellationSignal,
+            resendAllowed: agent.retryNonIdempotent,
           });
+        } catch (err) {
+          const errorClass = err instanceof UpstreamError ? err.errorClass : classifyError(err).errorClass;
+          return await complete(invocationId, { status: 'failed', errorClass });
         }
-        return await complete({
-          status: 'succeeded',
+
+        const read = await readResponse(reply, agent.captureBody);
+        const latencyMs = Math.round(performance.now() - reply.startedAt);
+        const ttftMs = read.firstByteMs ?? reply.ttftMs;
+        if (read.broken) {
+          const errorClass: ErrorClass = reply.timedOut() ? 'timeout' : 'stream_interrupted';
+          return await complete(invocationId, { status: 'failed', upstreamStatus: reply.status, errorClass, latencyMs, ttftMs });
+        }
+        const contentType = String(reply.headers['content-type'] ?? '') || null;
+        const responseBodyId = read.captured ? await deps.bodies.put(row.tenantId, contentType, read.captured) : null;
+        return await complete(invocationId, {
+          status: outcomeStatus(reply.status),
           upstreamStatus: reply.status,
-          latencyMs: reply.latencyMs,
-          ttftMs: reply.ttftMs,
-          errorClass: reply.status >= 500 ? 'upstream_5xx' : reply.status >= 400 ? 'upstream_4xx' : null,
+          latencyMs,
+          ttftMs,
+          errorClass: classForStatus(reply.status),
           responseBodyId,
-          responseContentType: String(reply.headers['content-type'] ?? '') || null,
+          responseContentType: contentType,
         });
-      } catch (err) {
-        return complete({ status: 'failed', errorClass: classifyError(err) });
       } finally {
         clearInterval(heartbeat);
       }
+    },
+
+    async abandonInvocation(invocationId, failureType) {
+      // performInvocation lets a failure escape on purpose only for an unavailable credential;
+      // anything else that exhausted its retries (a database outage) is the gateway's own.
+      return complete(invocationId, { status: 'failed', errorClass: failureType === CREDENTIAL_UNAVAILABLE ? 'credential' : 'internal' });
     },
   };
 }

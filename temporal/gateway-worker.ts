@@ -4,7 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createInvocationActivities } from '../activities/index.ts';
-import { createUpstreamDispatcher } from '../api/upstream/client.ts';
+import { createUpstreamClient } from '../api/upstream/client.ts';
+import { createPostgresBodyStore } from '../api/proxy/body-store.ts';
 import { createCredentialResolver } from '../api/credentials/resolver.ts';
 import type { GatewayConfig } from '../api/config.ts';
 
@@ -18,7 +19,8 @@ export async function createGatewayWorker(
   const connection = await NativeConnection.connect({ address: config.temporal.address });
   const activities = createInvocationActivities({
     orm,
-    dispatcher: createUpstreamDispatcher(),
+    upstream: createUpstreamClient({ allow: config.upstream.allow }),
+    bodies: createPostgresBodyStore(orm),
     credentials: createCredentialResolver(orm, config.vault),
     upstreamTimeoutMs: config.upstream.timeoutMs,
   });

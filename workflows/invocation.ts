@@ -1,7 +1,7 @@
 // One transactional invocation. The workflow only orders the steps and keeps the Web UI's
 // search attributes true; the upstream call and every database write are in the activity,
 // which receives ids, never bodies or secrets (those stay in PostgreSQL: the claim check).
-import { proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import type { InvocationActivities, InvocationOutcome } from '../activities/invocation.ts';
 import { ErrorClass, InvocationStatus } from '../temporal/search-attributes.ts';
 
@@ -15,9 +15,22 @@ const { performInvocation } = proxyActivities<InvocationActivities>({
   retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 20 },
 });
 
+const { abandonInvocation } = proxyActivities<InvocationActivities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
+});
+
 export async function InvocationWorkflow(input: InvocationInput): Promise<InvocationOutcome> {
   upsertSearchAttributes([{ key: InvocationStatus, value: 'running' }]);
-  const outcome = await performInvocation(input.invocationId);
+  let outcome: InvocationOutcome;
+  try {
+    outcome = await performInvocation(input.invocationId);
+  } catch (err) {
+    // performInvocation records every upstream outcome itself; reaching here means it could
+    // not (its retries ran out), so the row is closed as failed rather than left running.
+    const cause = err instanceof ActivityFailure ? err.cause : undefined;
+    outcome = await abandonInvocation(input.invocationId, cause instanceof ApplicationFailure ? (cause.type ?? null) : null);
+  }
   upsertSearchAttributes([
     { key: InvocationStatus, value: outcome.status },
     ...(outcome.errorClass ? [{ key: ErrorClass, value: outcome.errorClass }] : []),

@@ -1,54 +1,33 @@
-// The proxy endpoints. One transactional call: agent in tenant (404) → invocable (422) →
-// model header (400) → body within 32 MiB (413) → parse → policy stage → payment stage →
-// claim-check the body → invocation row `pending` → InvocationWorkflow → 202.
-import { createHash, randomUUID } from 'node:crypto';
+// The proxy endpoints. One transactional call: (auth) → agent in tenant (404) → invocable
+// (422) → rate limit (429) → X-Gateway-Model (400) → body within 32 MiB (413, while reading)
+// → parse → policy stage → payment stage → claim-check the body → invocation row `pending` →
+// InvocationWorkflow → 202. The streaming endpoint (api/proxy/stream.ts) passes the same gate.
 import Router from '@koa/router';
-import getRawBody from 'raw-body';
-import { AgentSchema, BodySchema, InvocationSchema, type Agent } from '../db/entities.ts';
+import { InvocationSchema } from '../db/entities.ts';
 import { isId, newId } from '../ids.ts';
-import { ApiError, badRequest, notFound, unprocessable } from '../errors.ts';
-import { agentStatus } from '../agents/serialize.ts';
+import { ApiError, notFound } from '../errors.ts';
+import { MAX_TRANSACTIONAL_BODY, readCappedBody } from '../proxy/body.ts';
 import { forwardableHeaders } from '../upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { AgentId, InvocationStatus, TenantId } from '../../temporal/search-attributes.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
+import { admit, runStages } from '../proxy/gate.ts';
+import { streamRoute } from '../proxy/stream.ts';
+import { createProxyServices, type ProxyServices } from '../proxy/services.ts';
 import type { ProxyCall } from '../proxy/call.ts';
-import { policyStage } from '../policy/stage.ts';
-import { paymentStage } from '../payment/stage.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
 
-export const MAX_TRANSACTIONAL_BODY = 32 * 1024 * 1024;
-const MAX_MODEL_BYTES = 256;
+export { MAX_TRANSACTIONAL_BODY } from '../proxy/body.ts';
 
-function assertInvocable(agent: Agent): void {
-  if (agentStatus(agent) !== 'active' || agent.suspended) throw unprocessable('agent is not invocable');
-}
-
-export function proxyRoutes(deps: AppDeps): Router<AuthState> {
+export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {}): Router<AuthState> {
   const router = new Router<AuthState>();
+  const services = createProxyServices(deps, overrides);
 
   router.post('/proxy/:id', async (ctx) => {
     const { tenantId, userId } = ctx.state.caller;
-    if (!isId('agt', ctx.params.id)) throw notFound();
-    const em = deps.orm.em.fork();
-    const agent = await em.findOne(AgentSchema, { id: ctx.params.id, tenantId });
-    if (!agent) throw notFound();
-    assertInvocable(agent);
-
-    const model = ctx.get('x-gateway-model') || null;
-    if (model && Buffer.byteLength(model) > MAX_MODEL_BYTES) throw badRequest('X-Gateway-Model exceeds 256 bytes');
-    const requestId = ctx.get('x-request-id') || randomUUID();
-    ctx.set('X-Request-ID', requestId);
-
-    // raw-body stops reading at the cap and raises a 413, without buffering past it.
-    let body: Buffer;
-    try {
-      body = await getRawBody(ctx.req, { limit: MAX_TRANSACTIONAL_BODY });
-    } catch (err) {
-      if ((err as { status?: number }).status === 413) throw new ApiError(413, 'request body exceeds 32 MiB');
-      throw badRequest('could not read request body');
-    }
+    const { agent, em, requestId, model } = await admit(ctx, deps, services.limiter);
+    const body = await readCappedBody(ctx.req, MAX_TRANSACTIONAL_BODY);
 
     const call: ProxyCall = {
       caller: ctx.state.caller,
@@ -63,24 +42,11 @@ export function proxyRoutes(deps: AppDeps): Router<AuthState> {
       policyWarning: null,
       payment: null,
     };
-    const policy = await policyStage(deps, call);
-    if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
-    if (policy.action === 'warn') call.policyWarning = policy.reason;
-    call.payment = await paymentStage(deps, call, ctx.get('x-payment') || undefined);
+    await runStages(deps, call, ctx.get('x-payment') || undefined);
 
+    const bodyId = await services.bodies.put(tenantId, call.contentType, body);
     const now = new Date();
-    const bodyId = newId('body');
     const invocationId = newId('inv');
-    const contentType = call.contentType;
-    em.create(BodySchema, {
-      id: bodyId,
-      tenantId,
-      contentType,
-      content: body,
-      sizeBytes: body.length,
-      sha256: createHash('sha256').update(body).digest('hex'),
-      createdAt: now,
-    });
     const row = em.create(InvocationSchema, {
       id: invocationId,
       tenantId,
@@ -90,7 +56,7 @@ export function proxyRoutes(deps: AppDeps): Router<AuthState> {
       requestId,
       caller: userId,
       model,
-      contentType,
+      contentType: call.contentType,
       requestHeaders: forwardableHeaders(ctx.req.headers),
       requestBodyId: bodyId,
       requestBytes: body.length,
@@ -130,8 +96,11 @@ export function proxyRoutes(deps: AppDeps): Router<AuthState> {
     ctx.status = 202;
     ctx.set('X-Gateway-Invocation-ID', invocationId);
     if (call.policyWarning) ctx.set('X-Gateway-Policy-Warning', call.policyWarning);
+    if (call.payment?.responseHeader) ctx.set('X-PAYMENT-RESPONSE', call.payment.responseHeader);
     ctx.body = { invocation_id: invocationId };
   });
+
+  router.post('/proxy/:id/stream', streamRoute(deps, services));
 
   router.get('/proxy/:id/invocations/:invId', async (ctx) => {
     const { tenantId } = ctx.state.caller;
@@ -139,10 +108,10 @@ export function proxyRoutes(deps: AppDeps): Router<AuthState> {
     const em = deps.orm.em.fork();
     const row = await em.findOne(InvocationSchema, { id: ctx.params.invId, tenantId, agentId: ctx.params.id });
     if (!row) throw notFound();
+    // SPEC: the body appears once the call is complete, and only when it was captured.
     let responseBody: Buffer | null = null;
     if (row.responseBodyId && (row.status === 'succeeded' || row.status === 'failed')) {
-      const stored = await em.findOne(BodySchema, { id: row.responseBodyId, tenantId });
-      responseBody = stored ? Buffer.from(stored.content) : null;
+      responseBody = (await services.bodies.get(tenantId, row.responseBodyId))?.content ?? null;
     }
     ctx.body = serializeInvocation(row, responseBody);
   });

@@ -1,71 +1,192 @@
-// The upstream HTTP client (undici), shared by the transactional activity and the streaming
-// route. Redirects are never followed; errors are classified, never passed through raw, so
-// no upstream address or internal detail reaches a caller or a workflow history.
-import { Agent, request, errors as undiciErrors } from 'undici';
+// The upstream client shared by the transactional activity and the streaming route: one
+// SSRF-guarded undici dispatcher (dispatcher.ts), one breaker per upstream (breaker.ts), and
+// the retry rule below. `open` returns once the final attempt's response headers are in;
+// the caller then pipes or reads the body.
+//
+// Retry rule (docs/PROXY.md):
+// - A failure before any request byte can have left (refused, DNS, connect timeout) is
+//   retried, provided the body can be sent again (a buffer, or a stream not yet read).
+// - Anything that reached the upstream — an answer of 429/502/503/504, a reset or a timeout
+//   after the request was written — is re-sent only when the agent opted in
+//   (retry_non_idempotent) and the body is a buffer. 429 and 503 honour Retry-After.
+// - Waits are full-jitter exponential; no wait may end past the call's deadline.
+// - An SSRF refusal, an open circuit or the caller hanging up ends the call at once.
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
+import { request, type Dispatcher } from 'undici';
+import { BrokenCircuitError } from 'cockatiel';
+import { createUpstreamDispatcher, type Resolver } from './dispatcher.ts';
+import { BreakerRegistry, type BreakerOptions } from './breaker.ts';
+import { DEFAULT_RETRY, RETRYABLE_STATUSES, fullJitterDelay, parseRetryAfter, sleep, type RetryOptions } from './retry.ts';
+import { UpstreamError, classifyError } from './errors.ts';
 
-export type ErrorClass = 'timeout' | 'connect' | 'upstream_5xx' | 'upstream_4xx' | 'circuit_open' | 'interrupted' | 'protocol' | 'aborted';
+export { UpstreamError, classifyError, type ErrorClass } from './errors.ts';
 
 export type UpstreamRequest = {
   url: string;
-  method: string;
+  method?: 'POST';
   headers: Record<string, string>;
-  body?: Buffer;
-  timeoutMs: number;
+  /** A buffer can be re-sent; a stream only until its first byte has been read. */
+  body?: Buffer | Readable;
+  /** The call's overall deadline in ms from now: every attempt and every wait falls inside it. */
+  deadlineMs: number;
+  /** Whether the deadline also bounds reading the body (transactional) or only the wait for headers (streaming). */
+  deadlineCoversBody: boolean;
+  /** Longest silence between two body chunks. */
+  idleTimeoutMs?: number;
+  /** The caller's hang-up or the activity's cancellation. */
   signal?: AbortSignal;
+  /** agent.retry_non_idempotent: may a request that reached the upstream be sent again? */
+  resendAllowed: boolean;
 };
 
-export type UpstreamReply = {
+export type UpstreamResponse = {
   status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: Buffer;
+  headers: IncomingHttpHeaders;
+  body: Dispatcher.ResponseData['body'];
+  /** Attempts made, this one included. */
+  attempts: number;
+  /** From the start of the call to the final attempt's response headers. */
   ttftMs: number;
-  latencyMs: number;
+  /** performance.now() when the call started. */
+  startedAt: number;
+  /** Whether the deadline expired (tells a body error apart from a timeout). */
+  timedOut(): boolean;
+  /** Stops the deadline timer; call when the body has been consumed. */
+  finish(): void;
 };
 
-export class UpstreamError extends Error {
-  readonly errorClass: ErrorClass;
-  constructor(errorClass: ErrorClass, message: string) {
-    super(message);
-    this.errorClass = errorClass;
+export type UpstreamClientOptions = {
+  allow: string[];
+  resolver?: Resolver;
+  connectTimeoutMs?: number;
+  breaker?: Partial<BreakerOptions>;
+  retry?: Partial<RetryOptions>;
+};
+
+export type UpstreamClient = {
+  open(req: UpstreamRequest): Promise<UpstreamResponse>;
+  readonly breakers: BreakerRegistry;
+  readonly dispatcher: Dispatcher;
+  close(): Promise<void>;
+};
+
+/** A stream body that undici pulls only once it is writing the request, so a connect failure leaves it unread. */
+function lazyBody(source: Readable) {
+  let started = false;
+  return {
+    get started() {
+      return started;
+    },
+    iterable(): AsyncIterable<Buffer> {
+      return {
+        [Symbol.asyncIterator]() {
+          started = true;
+          return source[Symbol.asyncIterator]();
+        },
+      };
+    },
+  };
+}
+
+class DeadlineExpired extends Error {
+  constructor() {
+    super('deadline expired');
+    this.name = 'TimeoutError';
   }
 }
 
-export function createUpstreamDispatcher(): Agent {
-  return new Agent({ keepAliveTimeout: 10_000, connections: 128, connect: { timeout: 10_000 } });
-}
+export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClient {
+  const dispatcher = createUpstreamDispatcher({ allow: opts.allow, resolver: opts.resolver, connectTimeoutMs: opts.connectTimeoutMs });
+  const breakers = new BreakerRegistry(opts.breaker);
+  const retry: RetryOptions = { ...DEFAULT_RETRY, ...opts.retry };
 
-/** Classifies anything undici throws into the gateway's error classes. */
-export function classifyError(err: unknown): ErrorClass {
-  if (err instanceof UpstreamError) return err.errorClass;
-  const code = (err as { code?: string }).code ?? '';
-  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) return 'timeout';
-  if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'ETIMEDOUT') return 'timeout';
-  if ((err as Error).name === 'TimeoutError') return 'timeout';
-  if ((err as Error).name === 'AbortError' || code === 'UND_ERR_ABORTED') return 'aborted';
-  if (['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_SOCKET', 'EPIPE'].includes(code)) return 'connect';
-  return 'connect';
-}
+  async function open(req: UpstreamRequest): Promise<UpstreamResponse> {
+    const startedAt = performance.now();
+    const deadlineAt = startedAt + req.deadlineMs;
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new DeadlineExpired()), req.deadlineMs);
+    const finish = () => clearTimeout(timer);
+    const signal = req.signal ? AbortSignal.any([req.signal, deadline.signal]) : deadline.signal;
+    const breaker = breakers.for(req.url);
+    const stream = req.body && !Buffer.isBuffer(req.body) ? lazyBody(req.body) : null;
+    const replayable = () => !stream || !stream.started;
 
-export async function callUpstream(dispatcher: Agent, req: UpstreamRequest): Promise<UpstreamReply> {
-  const started = performance.now();
-  const timeout = AbortSignal.timeout(req.timeoutMs);
-  const signal = req.signal ? AbortSignal.any([req.signal, timeout]) : timeout;
-  try {
-    const res = await request(req.url, {
-      dispatcher,
-      method: req.method as 'POST',
-      headers: req.headers,
-      body: req.body,
-      signal,
-      maxRedirections: 0,
-      headersTimeout: req.timeoutMs,
-      bodyTimeout: req.timeoutMs,
-    } as Parameters<typeof request>[1]);
-    const ttftMs = Math.round(performance.now() - started);
-    const body = Buffer.from(await res.body.arrayBuffer());
-    return { status: res.statusCode, headers: res.headers, body, ttftMs, latencyMs: Math.round(performance.now() - started) };
-  } catch (err) {
-    if (timeout.aborted) throw new UpstreamError('timeout', 'upstream timed out');
-    throw new UpstreamError(classifyError(err), 'upstream unreachable');
+    const classify = (err: unknown): UpstreamError => {
+      if (req.signal?.aborted) return new UpstreamError('caller_aborted', true);
+      if (deadline.signal.aborted) return new UpstreamError('timeout', true);
+      if (err instanceof BrokenCircuitError) return new UpstreamError('circuit_open', false);
+      const { errorClass, reached } = classifyError(err);
+      return new UpstreamError(errorClass, reached);
+    };
+
+    for (let attempt = 1; ; attempt++) {
+      const remaining = deadlineAt - performance.now();
+      let res: Dispatcher.ResponseData;
+      try {
+        res = await breaker.execute(async () => {
+          try {
+            return await request(req.url, {
+              dispatcher,
+              method: req.method ?? 'POST',
+              headers: req.headers,
+              // undici accepts async iterables at runtime; its types only list streams.
+              body: stream ? (stream.iterable() as unknown as Readable) : req.body,
+              signal,
+              headersTimeout: Math.max(1, Math.ceil(remaining)),
+              bodyTimeout: req.idleTimeoutMs ?? Math.max(1, Math.ceil(remaining)),
+            });
+          } catch (err) {
+            // Classified inside the breaker so it counts connect errors and timeouts, not hang-ups or SSRF refusals.
+            throw classify(err);
+          }
+        });
+      } catch (err) {
+        const failure = err instanceof UpstreamError ? err : classify(err);
+        const retryable = (failure.errorClass === 'connect' || failure.errorClass === 'timeout') && !req.signal?.aborted && !deadline.signal.aborted;
+        const allowed = failure.reached ? req.resendAllowed && !stream : replayable();
+        const wait = fullJitterDelay(attempt - 1, retry);
+        if (!retryable || !allowed || attempt >= retry.maxAttempts || performance.now() + wait >= deadlineAt) {
+          finish();
+          throw failure;
+        }
+        await sleep(wait, signal).catch((e: unknown) => {
+          finish();
+          throw classify(e);
+        });
+        continue;
+      }
+
+      if (RETRYABLE_STATUSES.has(res.statusCode) && req.resendAllowed && !stream && attempt < retry.maxAttempts) {
+        const retryAfter = parseRetryAfter(res.headers['retry-after']);
+        const wait = Math.max(fullJitterDelay(attempt - 1, retry), retryAfter ?? 0);
+        if (performance.now() + wait < deadlineAt) {
+          res.body.dump().catch(() => undefined);
+          await sleep(wait, signal).catch((e: unknown) => {
+            finish();
+            throw classify(e);
+          });
+          continue;
+        }
+      }
+      if (!req.deadlineCoversBody) finish();
+      return {
+        status: res.statusCode,
+        headers: res.headers,
+        body: res.body,
+        attempts: attempt,
+        ttftMs: Math.round(performance.now() - startedAt),
+        startedAt,
+        timedOut: () => deadline.signal.aborted,
+        finish,
+      };
+    }
   }
+
+  return {
+    open,
+    breakers,
+    dispatcher,
+    close: () => dispatcher.close(),
+  };
 }

@@ -1,6 +1,14 @@
-// Which caller headers may reach an upstream. A block-list (documented in docs/ARCHITECTURE.md):
-// hop-by-hop headers, everything that authenticates the caller to us, and our own controls.
-const BLOCKED = new Set([
+// Which headers cross the gateway. Requests use a block-list, not a pass-all (SPEC Proxy
+// rule 2), documented in docs/PROXY.md. Blocked on the way up:
+// - hop-by-hop (RFC 9110 §7.6.1): Connection and every header it names, Keep-Alive, TE,
+//   Trailer, Transfer-Encoding, Upgrade, Proxy-* (Proxy-Authorization, Proxy-Connection…);
+// - what authenticates the caller to us or belongs to us: Authorization, Cookie, X-PAYMENT,
+//   every X-Gateway-* header;
+// - what the client recomputes or the gateway cannot vouch for: Host, Content-Length (the
+//   streaming route re-adds the caller's own when it pipes the body unchanged), Expect,
+//   Forwarded, X-Forwarded-*, X-Real-IP.
+// The agent's credential and X-Request-ID are added by the caller of these functions.
+const BLOCKED_REQUEST = new Set([
   'authorization',
   'cookie',
   'host',
@@ -10,45 +18,63 @@ const BLOCKED = new Set([
   'trailer',
   'transfer-encoding',
   'upgrade',
-  'content-length', // recomputed by the client for the forwarded body
+  'content-length',
   'expect',
   'x-payment',
+  'x-request-id',
+  'forwarded',
+  'x-real-ip',
+  'http2-settings',
 ]);
+const BLOCKED_REQUEST_PREFIXES = ['proxy-', 'x-gateway-', 'x-forwarded-'];
 
-const BLOCKED_PREFIXES = ['proxy-', 'x-gateway-'];
+// On the way down: hop-by-hop headers, and anything that would pass for the gateway's own.
+const BLOCKED_RESPONSE = new Set(['connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authenticate', 'proxy-connection', 'x-payment-response', 'x-request-id']);
+const BLOCKED_RESPONSE_PREFIXES = ['x-gateway-'];
 
-export function forwardableHeaders(incoming: Record<string, string | string[] | undefined>): Record<string, string> {
-  // Connection may name further hop-by-hop headers (RFC 9110 §7.6.1).
-  const named = new Set(
-    String(incoming.connection ?? '')
+type Incoming = Record<string, string | string[] | undefined>;
+
+/** Header names listed in Connection are hop-by-hop too. */
+function connectionNamed(incoming: Incoming): Set<string> {
+  const value = incoming.connection;
+  const text = Array.isArray(value) ? value.join(',') : (value ?? '');
+  return new Set(
+    text
       .split(',')
       .map((h) => h.trim().toLowerCase())
       .filter(Boolean),
   );
+}
+
+export function forwardableHeaders(incoming: Incoming): Record<string, string> {
+  const named = connectionNamed(incoming);
   const out: Record<string, string> = {};
   for (const [rawName, value] of Object.entries(incoming)) {
     const name = rawName.toLowerCase();
-    if (value === undefined || BLOCKED.has(name) || named.has(name)) continue;
-    if (BLOCKED_PREFIXES.some((prefix) => name.startsWith(prefix))) continue;
+    if (value === undefined || BLOCKED_REQUEST.has(name) || named.has(name)) continue;
+    if (BLOCKED_REQUEST_PREFIXES.some((prefix) => name.startsWith(prefix))) continue;
     out[name] = Array.isArray(value) ? value.join(', ') : value;
   }
   return out;
 }
 
-/** Response headers that must not be copied back to the caller. */
-export function forwardableResponseHeaders(incoming: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
-  const named = new Set(
-    String(incoming.connection ?? '')
-      .split(',')
-      .map((h) => h.trim().toLowerCase())
-      .filter(Boolean),
-  );
+/** Response headers copied back to a streaming caller. */
+export function forwardableResponseHeaders(incoming: Incoming): Record<string, string | string[]> {
+  const named = connectionNamed(incoming);
   const out: Record<string, string | string[]> = {};
   for (const [rawName, value] of Object.entries(incoming)) {
     const name = rawName.toLowerCase();
-    if (value === undefined || named.has(name)) continue;
-    if (['connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authenticate', 'proxy-connection', 'content-length'].includes(name)) continue;
+    if (value === undefined || BLOCKED_RESPONSE.has(name) || named.has(name)) continue;
+    if (BLOCKED_RESPONSE_PREFIXES.some((prefix) => name.startsWith(prefix))) continue;
     out[name] = value;
   }
   return out;
+}
+
+/**
+ * X-Request-ID: the caller's is honoured when it is a plausible id (1–200 visible ASCII
+ * characters, so it cannot smuggle line breaks into logs or headers); otherwise one is made.
+ */
+export function requestIdFrom(value: string | undefined, make: () => string): string {
+  return value && /^[\x21-\x7e]{1,200}$/.test(value) ? value : make();
 }

@@ -1,0 +1,39 @@
+// The claim check: request and response bodies are stored here and travel through Temporal
+// by id only. PostgreSQL fills the interface today; an object store (S3, GCS) could fill it
+// without touching the pipeline or the workflow. A body whose invocation row never got
+// written is an orphan, harmless, and the kind of thing an object store's lifecycle rule sweeps.
+import { createHash } from 'node:crypto';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { BodySchema } from '../db/entities.ts';
+import { newId } from '../ids.ts';
+
+export type StoredBody = { id: string; contentType: string | null; content: Buffer; sizeBytes: number };
+
+export interface BodyStore {
+  put(tenantId: string, contentType: string | null, content: Buffer): Promise<string>;
+  get(tenantId: string, id: string): Promise<StoredBody | null>;
+}
+
+export function createPostgresBodyStore(orm: MikroORM): BodyStore {
+  return {
+    async put(tenantId, contentType, content) {
+      const em = orm.em.fork();
+      const id = newId('body');
+      em.create(BodySchema, {
+        id,
+        tenantId,
+        contentType,
+        content,
+        sizeBytes: content.length,
+        sha256: createHash('sha256').update(content).digest('hex'),
+        createdAt: new Date(),
+      });
+      await em.flush();
+      return id;
+    },
+    async get(tenantId, id) {
+      const row = await orm.em.fork().findOne(BodySchema, { id, tenantId });
+      return row ? { id: row.id, contentType: row.contentType ?? null, content: Buffer.from(row.content), sizeBytes: row.sizeBytes } : null;
+    },
+  };
+}

@@ -1,0 +1,54 @@
+// The gate both invoke endpoints pass, in SPEC order: (auth, done by the /v1 router) →
+// agent in the caller's tenant (404) → invocable (422) → rate limit (429) → X-Gateway-Model
+// (400). Then, once the body is known: parse → policy (403) → payment (402). A call denied
+// by policy never reaches the payment stage, so it is never told to pay.
+import { randomUUID } from 'node:crypto';
+import type { Context } from 'koa';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { AgentSchema, type Agent } from '../db/entities.ts';
+import { ApiError, badRequest, notFound, unprocessable } from '../errors.ts';
+import { isId } from '../ids.ts';
+import { agentStatus } from '../agents/serialize.ts';
+import { requestIdFrom } from '../upstream/headers.ts';
+import { bucketsFor, type RateLimiter } from '../ratelimit/index.ts';
+import { policyStage } from '../policy/stage.ts';
+import { paymentStage } from '../payment/stage.ts';
+import type { ProxyCall } from './call.ts';
+import type { AppDeps } from '../app.ts';
+import type { AuthState } from '../auth.ts';
+
+export const MAX_MODEL_BYTES = 256;
+
+export type Admitted = { agent: Agent; em: EntityManager; requestId: string; model: string | null };
+
+export function assertInvocable(agent: Agent): void {
+  if (agentStatus(agent) !== 'active' || agent.suspended) throw unprocessable('agent is not invocable');
+}
+
+/** Everything before the body is read. Sets X-Request-ID first, so every answer carries it. */
+export async function admit(ctx: Context & { state: AuthState; params: Record<string, string> }, deps: AppDeps, limiter: RateLimiter): Promise<Admitted> {
+  const requestId = requestIdFrom(ctx.get('x-request-id') || undefined, randomUUID);
+  ctx.set('X-Request-ID', requestId);
+
+  const { tenantId } = ctx.state.caller;
+  if (!isId('agt', ctx.params.id)) throw notFound();
+  const em = deps.orm.em.fork();
+  const agent = await em.findOne(AgentSchema, { id: ctx.params.id, tenantId });
+  if (!agent) throw notFound();
+  assertInvocable(agent);
+
+  const decision = await limiter.take(bucketsFor(agent, deps.config.rateLimit));
+  if (!decision.allowed) throw new ApiError(429, 'rate limit exceeded', { 'Retry-After': String(decision.retryAfterSeconds) });
+
+  const model = ctx.get('x-gateway-model') || null;
+  if (model && Buffer.byteLength(model) > MAX_MODEL_BYTES) throw badRequest('X-Gateway-Model exceeds 256 bytes');
+  return { agent, em, requestId, model };
+}
+
+/** Policy, then payment. Fills call.policyWarning and call.payment; throws 403 or 402. */
+export async function runStages(deps: AppDeps, call: ProxyCall, paymentHeader: string | undefined): Promise<void> {
+  const policy = await policyStage(deps, call);
+  if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
+  if (policy.action === 'warn') call.policyWarning = policy.reason;
+  call.payment = await paymentStage(deps, call, paymentHeader);
+}

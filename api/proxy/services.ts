@@ -1,0 +1,24 @@
+// The long-lived parts the proxy routes share: the upstream client (SSRF-guarded dispatcher,
+// breakers), the rate limiter, the body store and the credential resolver. Built once per
+// app; tests pass their own (an empty allow-list with a rebinding resolver, a Redis limiter).
+import type { AppDeps } from '../app.ts';
+import { createUpstreamClient, type UpstreamClient } from '../upstream/client.ts';
+import { createRateLimiter, type RateLimiter } from '../ratelimit/index.ts';
+import { createPostgresBodyStore, type BodyStore } from './body-store.ts';
+import { createCredentialResolver, type CredentialResolver } from '../credentials/resolver.ts';
+
+export type ProxyServices = {
+  upstream: UpstreamClient;
+  limiter: RateLimiter;
+  bodies: BodyStore;
+  credentials: CredentialResolver;
+};
+
+export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServices> = {}): ProxyServices {
+  return {
+    upstream: overrides.upstream ?? createUpstreamClient({ allow: deps.config.upstream.allow }),
+    limiter: overrides.limiter ?? createRateLimiter(deps.config.redisUrl, (err) => deps.log.warn({ err: err.message }, 'rate limiter unavailable; admitting calls')),
+    bodies: overrides.bodies ?? createPostgresBodyStore(deps.orm),
+    credentials: overrides.credentials ?? createCredentialResolver(deps.orm, deps.config.vault),
+  };
+}

@@ -1,0 +1,205 @@
+// POST /v1/proxy/{id}/stream: the same gate as the transactional endpoint, inline, then one
+// undici request with the caller's body piped up and the upstream's answer piped down as
+// bytes arrive (backpressure both ways, so memory does not grow with body size).
+// - X-Gateway-Invocation-ID (and X-Request-ID) are set before any upstream byte is written.
+// - Event streams get `X-Accel-Buffering: no` and their headers flushed at once.
+// - The row is written as the call starts (in parallel with connecting, but always before the
+//   first byte goes down) and completed at the end with latency, TTFT and outcome.
+// - A caller that hangs up aborts the upstream call (caller_aborted); an upstream that dies
+//   mid-stream cuts the caller's response short and is recorded failed (stream_interrupted).
+// - Before the first byte: 502 unreachable/refused/blocked/circuit open, 504 timeout, with
+//   coarse bodies that never name the upstream.
+import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
+import type { Context } from 'koa';
+import { errors as undiciErrors } from 'undici';
+import { InvocationSchema, type Invocation } from '../db/entities.ts';
+import { newId } from '../ids.ts';
+import { ApiError } from '../errors.ts';
+import { forwardableHeaders, forwardableResponseHeaders } from '../upstream/headers.ts';
+import { UpstreamError, classForStatus, classifyError, coarseMessage, statusForClass, type ErrorClass } from '../upstream/errors.ts';
+import type { UpstreamResponse } from '../upstream/client.ts';
+import { outcomeStatus } from '../../activities/invocation.ts';
+import { admit, runStages } from './gate.ts';
+import { parseMcpBody } from './parse.ts';
+import { readCappedBody } from './body.ts';
+import type { ProxyCall } from './call.ts';
+import type { ProxyServices } from './services.ts';
+import type { AppDeps } from '../app.ts';
+import type { AuthState } from '../auth.ts';
+
+/** An MCP body is one JSON-RPC request and must be read to be parsed; it is still capped. */
+export const MAX_MCP_BODY = 32 * 1024 * 1024;
+
+function contentLengthOf(value: string): number | null {
+  return /^\d{1,15}$/.test(value) ? Number(value) : null;
+}
+
+export function streamRoute(deps: AppDeps, services: ProxyServices) {
+  return async function stream(ctx: Context & { state: AuthState; params: Record<string, string> }): Promise<void> {
+    const { tenantId, userId } = ctx.state.caller;
+    const { agent, em, requestId, model } = await admit(ctx, deps, services.limiter);
+
+    const declaredLength = contentLengthOf(ctx.get('content-length'));
+    let body: Buffer | Readable = ctx.req;
+    let mcp: ProxyCall['mcp'] = null;
+    if (agent.protocol === 'mcp') {
+      body = await readCappedBody(ctx.req, MAX_MCP_BODY);
+      mcp = parseMcpBody(body);
+    }
+    const call: ProxyCall = {
+      caller: ctx.state.caller,
+      agent,
+      mode: 'streaming',
+      requestId,
+      model,
+      contentType: ctx.get('content-type') || null,
+      // SPEC Limits: without Content-Length a streamed body counts as arbitrarily large.
+      bodyBytes: Buffer.isBuffer(body) ? body.length : declaredLength,
+      resourceUrl: `${ctx.protocol}://${ctx.host}${ctx.originalUrl}`,
+      mcp,
+      policyWarning: null,
+      payment: null,
+    };
+    await runStages(deps, call, ctx.get('x-payment') || undefined);
+
+    const invocationId = newId('inv');
+    const gatewayHeaders: Record<string, string> = { 'x-gateway-invocation-id': invocationId, 'x-request-id': requestId };
+    if (call.policyWarning) gatewayHeaders['x-gateway-policy-warning'] = call.policyWarning;
+    if (call.payment?.responseHeader) gatewayHeaders['x-payment-response'] = call.payment.responseHeader;
+    ctx.set(gatewayHeaders);
+
+    const now = new Date();
+    const row: Invocation = {
+      id: invocationId,
+      tenantId,
+      agentId: agent.id,
+      mode: 'streaming',
+      status: 'running',
+      requestId,
+      caller: userId,
+      model,
+      contentType: call.contentType,
+      requestHeaders: {},
+      requestBodyId: null,
+      requestBytes: call.bodyBytes,
+      responseBodyId: null,
+      responseContentType: null,
+      upstreamStatus: null,
+      latencyMs: null,
+      ttftMs: null,
+      errorClass: null,
+      mcpMethod: mcp?.method ?? null,
+      mcpTool: mcp?.tool ?? null,
+      attempts: 1,
+      paymentNetwork: call.payment?.network ?? null,
+      paymentAsset: call.payment?.asset ?? null,
+      paymentAmount: call.payment?.amount ?? null,
+      paymentPayer: call.payment?.payer ?? null,
+      paymentNonce: call.payment?.nonce ?? null,
+      paymentTransaction: call.payment?.transaction ?? null,
+      createdAt: now,
+      updatedAt: now,
+      completedAt: null,
+    };
+    const complete = (fields: Partial<Invocation>) => {
+      const at = new Date();
+      return em
+        .nativeUpdate(InvocationSchema, { id: invocationId, status: 'running' }, { ...fields, updatedAt: at, completedAt: at })
+        .catch((err: Error) => deps.log.error({ invocationId, err: err.message }, 'could not complete streaming invocation'));
+    };
+
+    let credentialHeaders: Record<string, string>;
+    try {
+      credentialHeaders = await services.credentials.headersFor(tenantId, agent.credentialRef);
+    } catch {
+      await em.insert(InvocationSchema, { ...row, status: 'failed', errorClass: 'credential', completedAt: now });
+      throw new ApiError(502, coarseMessage('credential'));
+    }
+
+    // Started now, awaited before the first byte goes down: connecting overlaps the insert.
+    const recorded = em.insert(InvocationSchema, row).then(
+      () => true,
+      (err: Error) => {
+        deps.log.error({ invocationId, err: err.message }, 'could not record streaming invocation');
+        return false;
+      },
+    );
+
+    const hangup = new AbortController();
+    const onClose = () => {
+      if (!ctx.res.writableFinished) hangup.abort();
+    };
+    ctx.res.once('close', onClose);
+
+    const headers: Record<string, string> = { ...forwardableHeaders(ctx.req.headers), ...credentialHeaders, 'x-request-id': requestId };
+    // The caller's body goes up unchanged, so its declared length still holds.
+    if (!Buffer.isBuffer(body) && declaredLength !== null) headers['content-length'] = String(declaredLength);
+
+    let reply: UpstreamResponse;
+    try {
+      reply = await services.upstream.open({
+        url: agent.upstreamUrl!,
+        headers,
+        body,
+        deadlineMs: deps.config.upstream.timeoutMs,
+        deadlineCoversBody: false,
+        idleTimeoutMs: deps.config.upstream.timeoutMs,
+        signal: hangup.signal,
+        resendAllowed: agent.retryNonIdempotent,
+      });
+    } catch (err) {
+      const errorClass: ErrorClass = err instanceof UpstreamError ? err.errorClass : classifyError(err).errorClass;
+      ctx.res.off('close', onClose);
+      if (await recorded) await complete({ status: 'failed', errorClass });
+      if (errorClass === 'caller_aborted') {
+        ctx.respond = false; // nobody is left to answer
+        return;
+      }
+      throw new ApiError(statusForClass(errorClass), coarseMessage(errorClass));
+    }
+
+    // No call reaches a caller unrecorded: without its row, the answer is withheld.
+    if (!(await recorded)) {
+      reply.body.destroy();
+      reply.finish();
+      ctx.res.off('close', onClose);
+      throw new Error('invocation row not written');
+    }
+
+    const res = ctx.res;
+    ctx.respond = false;
+    const out: Record<string, string | string[]> = { ...forwardableResponseHeaders(reply.headers), ...gatewayHeaders };
+    const contentType = String(reply.headers['content-type'] ?? '');
+    const eventStream = /^text\/event-stream/i.test(contentType);
+    if (eventStream) out['x-accel-buffering'] = 'no';
+    res.writeHead(reply.status, out);
+    if (eventStream) res.flushHeaders();
+
+    let firstByteAt: number | null = null;
+    const piping = pipeline(reply.body, res);
+    reply.body.once('data', () => {
+      firstByteAt = performance.now();
+    });
+    let failure: ErrorClass | null = null;
+    try {
+      await piping;
+    } catch (err) {
+      failure = hangup.signal.aborted ? 'caller_aborted' : err instanceof undiciErrors.BodyTimeoutError ? 'timeout' : 'stream_interrupted';
+      // The caller must see a broken response, not a short one that looks whole.
+      res.destroy();
+    } finally {
+      reply.finish();
+      res.off('close', onClose);
+    }
+    const end = performance.now();
+    await complete({
+      status: failure ? 'failed' : outcomeStatus(reply.status),
+      upstreamStatus: reply.status,
+      errorClass: failure ?? classForStatus(reply.status),
+      latencyMs: Math.round(end - reply.startedAt),
+      ttftMs: Math.round((firstByteAt ?? end) - reply.startedAt),
+      responseContentType: contentType || null,
+    });
+  };
+}

@@ -1,0 +1,70 @@
+// Token buckets. A call takes one token from every bucket it is subject to (its agent's and
+// the global one) all or nothing: a call refused by one bucket takes nothing from the others.
+// Retry-After is the time until every refusing bucket has a token again, in whole seconds,
+// at least 1 and at most 60 (SPEC Limits).
+
+export type Bucket = {
+  /** Bucket name, e.g. `agent:agt_…` or `global`. */
+  key: string;
+  /** Refill rate in tokens per second. */
+  rate: number;
+  /** Capacity: how many calls may arrive at once after a quiet spell. */
+  burst: number;
+};
+
+export type Decision = { allowed: true } | { allowed: false; retryAfterSeconds: number; bucket: string };
+
+export interface RateLimiter {
+  take(buckets: Bucket[]): Promise<Decision>;
+  close(): Promise<void>;
+}
+
+export const MAX_RETRY_AFTER_SECONDS = 60;
+
+/** ceil(time until the next token), clamped to [1, 60]. */
+export function retryAfterSeconds(waitMs: number): number {
+  return Math.min(MAX_RETRY_AFTER_SECONDS, Math.max(1, Math.ceil(waitMs / 1000)));
+}
+
+type State = { tokens: number; at: number };
+
+/**
+ * The in-memory limiter: one process, its own monotonic clock. The same arithmetic as the
+ * Redis script (redis.ts), so both behave alike.
+ */
+export function createMemoryLimiter(now: () => number = () => performance.now()): RateLimiter {
+  const states = new Map<string, State>();
+  let takes = 0;
+
+  function sweep(at: number): void {
+    // Full buckets carry no information: forget them so the map stays as small as the busy set.
+    for (const [key, state] of states) if (at - state.at > 3_600_000) states.delete(key);
+  }
+
+  return {
+    async take(buckets) {
+      const at = now();
+      if (++takes % 10_000 === 0) sweep(at);
+      let waitMs = 0;
+      let refusing = '';
+      const refilled = buckets.map((b) => {
+        const state = states.get(b.key) ?? { tokens: b.burst, at };
+        const tokens = Math.min(b.burst, state.tokens + (Math.max(0, at - state.at) * b.rate) / 1000);
+        if (tokens < 1) {
+          const wait = ((1 - tokens) * 1000) / b.rate;
+          if (wait > waitMs) {
+            waitMs = wait;
+            refusing = b.key;
+          }
+        }
+        return tokens;
+      });
+      const allowed = waitMs === 0;
+      buckets.forEach((b, i) => states.set(b.key, { tokens: allowed ? refilled[i] - 1 : refilled[i], at }));
+      return allowed ? { allowed: true } : { allowed: false, retryAfterSeconds: retryAfterSeconds(waitMs), bucket: refusing };
+    },
+    async close() {
+      states.clear();
+    },
+  };
+}

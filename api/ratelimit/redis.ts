@@ -1,0 +1,85 @@
+// The shared limiter: every replica takes tokens from the same buckets in Redis. ONE Lua
+// script does the whole decision atomically, on Redis's own clock (TIME), so replicas with
+// skewed clocks still agree and no two replicas can spend the same token.
+import { Redis } from 'ioredis';
+import { retryAfterSeconds, type Bucket, type Decision, type RateLimiter } from './limiter.ts';
+
+// KEYS: one hash per bucket {tokens, at}. ARGV: rate and burst per bucket, in KEYS order.
+// Returns {allowed (1|0), wait in ms until every refusing bucket has a token, 1-based index of the slowest}.
+export const TAKE_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local n = #KEYS
+local tokens = {}
+local wait = 0
+local slowest = 0
+for i = 1, n do
+  local rate = tonumber(ARGV[2 * i - 1])
+  local burst = tonumber(ARGV[2 * i])
+  local state = redis.call('HMGET', KEYS[i], 'tokens', 'at')
+  local have = tonumber(state[1])
+  local at = tonumber(state[2])
+  if have == nil or at == nil then
+    have = burst
+    at = now
+  end
+  local elapsed = now - at
+  if elapsed < 0 then elapsed = 0 end
+  have = math.min(burst, have + elapsed * rate / 1000)
+  tokens[i] = have
+  if have < 1 then
+    local w = (1 - have) * 1000 / rate
+    if w > wait then
+      wait = w
+      slowest = i
+    end
+  end
+end
+local allowed = 0
+if wait == 0 then allowed = 1 end
+for i = 1, n do
+  local rate = tonumber(ARGV[2 * i - 1])
+  local burst = tonumber(ARGV[2 * i])
+  local left = tokens[i]
+  if allowed == 1 then left = left - 1 end
+  redis.call('HSET', KEYS[i], 'tokens', tostring(left), 'at', tostring(now))
+  -- A bucket left alone refills completely within burst/rate seconds; then it need not exist.
+  redis.call('PEXPIRE', KEYS[i], math.ceil(burst * 1000 / rate) + 1000)
+end
+return {allowed, math.ceil(wait), slowest}
+`;
+
+const PREFIX = 'gw:rl:';
+
+type WithTake = Redis & { gwTakeTokens(numKeys: number, ...args: Array<string | number>): Promise<[number, number, number]> };
+
+export function createRedisLimiter(url: string, opts: { onError?: (err: Error) => void } = {}): RateLimiter {
+  const redis = new Redis(url, {
+    // A limiter that waits on a sick Redis would stall every call: fail fast instead.
+    maxRetriesPerRequest: 1,
+    commandTimeout: 500,
+    connectTimeout: 2_000,
+    lazyConnect: false,
+  }) as WithTake;
+  redis.on('error', (err: Error) => opts.onError?.(err));
+  redis.defineCommand('gwTakeTokens', { lua: TAKE_SCRIPT });
+
+  return {
+    async take(buckets: Bucket[]): Promise<Decision> {
+      const keys = buckets.map((b) => PREFIX + b.key);
+      const args = buckets.flatMap((b) => [String(b.rate), String(b.burst)]);
+      try {
+        const [allowed, waitMs, slowest] = await redis.gwTakeTokens(keys.length, ...keys, ...args);
+        if (allowed === 1) return { allowed: true };
+        return { allowed: false, retryAfterSeconds: retryAfterSeconds(waitMs), bucket: buckets[slowest - 1]?.key ?? '' };
+      } catch (err) {
+        // Fail open: an unreachable Redis must not take the gateway down with it (logged by the caller's onError).
+        opts.onError?.(err as Error);
+        return { allowed: true };
+      }
+    },
+    async close() {
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}

@@ -1,0 +1,111 @@
+// The gateway's error classes for upstream calls. Every failure is reduced to one of these
+// before it reaches a record, a log line, a workflow history or a caller: raw undici errors
+// carry addresses and ports, which must never leave the process.
+import { errors as undiciErrors } from 'undici';
+
+export type ErrorClass =
+  /** No answer within the deadline (connect, headers or body). Caller sees 504. */
+  | 'timeout'
+  /** Refused, reset before any answer, DNS failure, TLS failure. Caller sees 502. */
+  | 'connect'
+  /** The resolved address is internal (SSRF guard at connect time). Caller sees 502. */
+  | 'blocked'
+  /** The upstream's circuit breaker is open: failed fast, nothing sent. Caller sees 502. */
+  | 'circuit_open'
+  /** The upstream answered 4xx (recorded on completed calls, for analytics). */
+  | 'upstream_4xx'
+  /** The upstream answered 5xx (recorded on completed calls, for analytics). */
+  | 'upstream_5xx'
+  /** The upstream's response broke off after it had started. */
+  | 'stream_interrupted'
+  /** The streaming caller went away; the upstream call was aborted. */
+  | 'caller_aborted'
+  /** A worker died while the request may already have reached the upstream, and the agent does not allow re-sending. */
+  | 'interrupted'
+  /** The agent's credential could not be resolved at call time. */
+  | 'credential'
+  /** The gateway could not form the call (e.g. the agent lost its upstream_url). */
+  | 'protocol'
+  /** The gateway itself failed (e.g. its database was down for longer than the activity's retries). */
+  | 'internal';
+
+export class UpstreamError extends Error {
+  readonly errorClass: ErrorClass;
+  /** Whether the request may have reached the upstream (decides whether it may be re-sent). */
+  readonly reached: boolean;
+  constructor(errorClass: ErrorClass, reached: boolean, message = coarseMessage(errorClass)) {
+    super(message);
+    this.name = 'UpstreamError';
+    this.errorClass = errorClass;
+    this.reached = reached;
+  }
+}
+
+/** Raised by the connect-time SSRF guard; carries no address. */
+export class BlockedAddressError extends Error {
+  readonly code = 'UPSTREAM_BLOCKED';
+  constructor() {
+    super('upstream address not allowed');
+    this.name = 'BlockedAddressError';
+  }
+}
+
+/** Errors that happen before a single request byte can have left: always safe to retry. */
+const CONNECT_PHASE = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EAI_NONAME',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+/** Reduces anything undici (or our connector) throws to a class and whether the request may have reached the upstream. */
+export function classifyError(err: unknown): { errorClass: ErrorClass; reached: boolean } {
+  if (err instanceof UpstreamError) return { errorClass: err.errorClass, reached: err.reached };
+  if (err instanceof BlockedAddressError) return { errorClass: 'blocked', reached: false };
+  const code = (err as { code?: string }).code ?? '';
+  if (code === 'UND_ERR_CONNECT_TIMEOUT') return { errorClass: 'timeout', reached: false };
+  if (CONNECT_PHASE.has(code)) return { errorClass: 'connect', reached: false };
+  // TLS handshake failures happen before the request is written.
+  if (code.startsWith('ERR_TLS_') || code.startsWith('ERR_SSL_') || /CERT|SELF_SIGNED/.test(code)) return { errorClass: 'connect', reached: false };
+  if (err instanceof AggregateError) {
+    // Happy-eyeballs connect failures arrive as an AggregateError of per-address errors.
+    const inner = err.errors.map(classifyError);
+    if (inner.length && inner.every((c) => !c.reached)) return inner.some((c) => c.errorClass === 'timeout') ? { errorClass: 'timeout', reached: false } : { errorClass: 'connect', reached: false };
+  }
+  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) return { errorClass: 'timeout', reached: true };
+  if ((err as Error)?.name === 'TimeoutError' || code === 'ETIMEDOUT') return { errorClass: 'timeout', reached: true };
+  // Anything else (reset, closed socket, protocol error) may have happened after the request was written.
+  return { errorClass: 'connect', reached: true };
+}
+
+/** The caller-facing status for a failure before the first upstream byte (SPEC: 502 unreachable, 504 timeout). */
+export function statusForClass(errorClass: ErrorClass): number {
+  return errorClass === 'timeout' ? 504 : 502;
+}
+
+/** Coarse, fixed messages: never an address, a port or an underlying error text. */
+export function coarseMessage(errorClass: ErrorClass): string {
+  switch (errorClass) {
+    case 'timeout':
+      return 'upstream timed out';
+    case 'circuit_open':
+      return 'upstream unavailable';
+    case 'credential':
+    case 'protocol':
+    case 'internal':
+      return 'upstream call could not be made';
+    default:
+      return 'upstream unreachable';
+  }
+}
+
+/** Error class recorded for a completed call with this upstream status (null for 1xx–3xx). */
+export function classForStatus(status: number): ErrorClass | null {
+  if (status >= 500) return 'upstream_5xx';
+  if (status >= 400) return 'upstream_4xx';
+  return null;
+}

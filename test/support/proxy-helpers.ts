@@ -1,0 +1,104 @@
+// Helpers shared by the proxy tests: raw local upstreams (the handler sees the request as it
+// arrives, so tests can hold, stream or break an answer), agent creation, and direct reads of
+// invocation rows.
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import assert from 'node:assert/strict';
+import { stack } from './stack.ts';
+import { call, uniqueName } from './http.ts';
+import { InvocationSchema, type Invocation } from '../../api/db/entities.ts';
+
+export type RawUpstream = {
+  url: string;
+  port: number;
+  server: Server;
+  /** Requests seen so far (headers only; handlers read bodies themselves). */
+  hits: IncomingMessage[];
+  close(): Promise<void>;
+};
+
+export async function rawUpstream(handler: (req: IncomingMessage, res: ServerResponse) => void, path = '/agent'): Promise<RawUpstream> {
+  const hits: IncomingMessage[] = [];
+  const sockets = new Set<Socket>();
+  const server = createServer((req, res) => {
+    hits.push(req);
+    handler(req, res);
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}${path}`,
+    port,
+    server,
+    hits,
+    close: () =>
+      new Promise((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** Reads a request body fully. */
+export function readAll(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+export async function createAgent(token: string, fields: Record<string, unknown>): Promise<string> {
+  const res = await call('POST', '/v1/agents', { token, json: { name: uniqueName(), ...fields } });
+  assert.equal(res.status, 201, `agent create: ${res.text}`);
+  return res.json.id as string;
+}
+
+export async function invocationRow(id: string): Promise<Invocation | null> {
+  return stack().orm.em.fork().findOne(InvocationSchema, { id });
+}
+
+/** Polls the row until `done(row)` holds (streaming rows are completed just after the response ends). */
+export async function waitForRow(id: string, done: (row: Invocation) => boolean = (r) => r.status === 'succeeded' || r.status === 'failed', timeoutMs = 15_000): Promise<Invocation> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const row = await invocationRow(id);
+    if (row && done(row)) return row;
+    if (Date.now() > deadline) throw new Error(`invocation ${id} is ${row?.status ?? 'absent'} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A port nothing listens on (bound, then released). */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((r) => server.close(() => r()));
+  return port;
+}
+
+/** A request through node:http, which (unlike undici) lets a test send hop-by-hop headers. */
+export function nodeRequest(method: string, path: string, headers: Record<string, string>, body: string | Buffer): Promise<{ status: number; headers: IncomingMessage['headers']; text: string; json: any }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${stack().apiUrl}${path}`, { method, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
+      void readAll(res).then((buf) => {
+        const text = buf.toString();
+        let json: unknown;
+        try {
+          json = text ? JSON.parse(text) : undefined;
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+      }, reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
