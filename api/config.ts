@@ -5,6 +5,7 @@ import { loadVaultConfig, type VaultConfig } from './credentials/config.ts';
 import { loadAnalyticsConfig, type AnalyticsConfig } from './analytics/config.ts';
 import { loadReceiptConfig, type ReceiptConfig } from './receipts/config.ts';
 import { loadObservabilityConfig, type ObservabilityConfig } from './observability/config.ts';
+import { loadPaymentConfig, type PaymentConfig } from './payment/config.ts';
 
 const csv = z
   .string()
@@ -55,6 +56,8 @@ export type GatewayConfig = {
   receipts: ReceiptConfig;
   /** WORKER_METRICS_PORT, METRICS_HOST, OTEL_* (api/observability/config.ts). */
   observability: ObservabilityConfig;
+  /** TOKEN_ADDRESS, CHAIN_ID, TOKEN_NAME/VERSION, X402_*, SETTLEMENT_CA_FILE, SETTLEMENT_TIMEOUT_MS (api/payment/config.ts). */
+  payment: PaymentConfig;
 };
 
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
@@ -88,5 +91,6 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     analytics: loadAnalyticsConfig(env),
     receipts: loadReceiptConfig(env),
     observability: loadObservabilityConfig(env),
+    payment: loadPaymentConfig(env),
   };
 }

@@ -2,31 +2,47 @@
 // endpoints; the open one serves only the read-only /supported and /healthz.
 import Koa from 'koa';
 import Router from '@koa/router';
-import { getAddress, JsonRpcProvider } from 'ethers';
+import type { Logger } from '../api/log.ts';
 import type { FacilitatorConfig } from './config.ts';
+import type { Readiness } from './readiness.ts';
+import { settleHandler, type SettleDeps } from './settle.ts';
 
-export type FacilitatorDeps = { config: FacilitatorConfig; provider: JsonRpcProvider };
+export type FacilitatorDeps = SettleDeps & { config: FacilitatorConfig; readiness: Readiness; log: Logger };
 
-function readOnlyRoutes(deps: FacilitatorDeps): Router {
+function readOnlyRoutes(deps: Pick<FacilitatorDeps, 'config' | 'readiness'>): Router {
   const router = new Router();
   router.get('/supported', (ctx) => {
-    ctx.body = { kinds: [{ scheme: 'exact', network: 'base', asset: getAddress(deps.config.tokenAddress) }] };
+    ctx.body = { kinds: [{ scheme: 'exact', network: deps.config.network, asset: deps.config.tokenAddress }] };
   });
   router.get('/healthz', async (ctx) => {
     if (ctx.query.ready === undefined) {
       ctx.body = { status: 'ok' };
       return;
     }
-    const rpc = await deps.provider.getBlockNumber().then(() => true, () => false);
-    ctx.status = rpc ? 200 : 503;
-    ctx.body = { status: rpc ? 'ready' : 'not_ready', checks: { rpc } };
+    const report = await deps.readiness.check();
+    ctx.status = report.ready ? 200 : 503;
+    ctx.body = { status: report.ready ? 'ready' : 'not_ready', checks: report.checks };
   });
   return router;
 }
 
-export function createPublicApp(deps: FacilitatorDeps): Koa {
+/** Unexpected errors become a bodiless 500, logged without request content. */
+function errorBoundary(log: Logger) {
+  return async (ctx: Koa.Context, next: Koa.Next) => {
+    try {
+      await next();
+    } catch (err) {
+      log.error({ err: { name: (err as Error).name, message: (err as Error).message }, path: ctx.path }, 'unhandled error');
+      ctx.body = null;
+      ctx.status = 500;
+    }
+  };
+}
+
+export function createPublicApp(deps: Pick<FacilitatorDeps, 'config' | 'readiness' | 'log'>): Koa {
   const app = new Koa();
   const router = readOnlyRoutes(deps);
+  app.use(errorBoundary(deps.log));
   app.use(router.routes()).use(router.allowedMethods());
   return app;
 }
@@ -34,12 +50,8 @@ export function createPublicApp(deps: FacilitatorDeps): Koa {
 export function createMutualTlsApp(deps: FacilitatorDeps): Koa {
   const app = new Koa();
   const router = readOnlyRoutes(deps);
-  router.post('/settle', (ctx) => {
-    // Settlement arrives with the x402 issue; until then say so plainly rather than pretend.
-    ctx.status = 503;
-    ctx.set('Retry-After', '60');
-    ctx.body = { error: 'settlement not available' };
-  });
+  router.post('/settle', settleHandler(deps));
+  app.use(errorBoundary(deps.log));
   app.use(router.routes()).use(router.allowedMethods());
   return app;
 }

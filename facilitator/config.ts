@@ -1,29 +1,67 @@
-// Facilitator configuration from the environment (zod), like the gateway's.
+// Facilitator configuration from the environment (zod), like the gateway's. One file serves
+// the HTTPS process, its Temporal worker and the operator CLI; each checks the parts it needs.
+import { readFileSync } from 'node:fs';
+import { getAddress } from 'ethers';
 import { z } from 'zod';
+import type { TokenDomain } from './x402/eip3009.ts';
+
+const amount = z.string().regex(/^[0-9]{1,78}$/, 'must be a decimal integer string');
 
 const FacilitatorEnv = z.object({
   FACILITATOR_PORT: z.coerce.number().int().min(0).max(65535).default(8443),
   FACILITATOR_PUBLIC_PORT: z.coerce.number().int().min(0).max(65535).default(8444),
   FACILITATOR_HOST: z.string().default('127.0.0.1'),
-  FACILITATOR_TLS_CERT: z.string(),
-  FACILITATOR_TLS_KEY: z.string(),
-  FACILITATOR_TLS_CA: z.string(),
+  FACILITATOR_TLS_CERT: z.string().optional(),
+  FACILITATOR_TLS_KEY: z.string().optional(),
+  FACILITATOR_TLS_CA: z.string().optional(),
   FACILITATOR_DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/facilitator'),
   CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
+  CHAIN_ID: z.coerce.number().int().positive().default(8453),
   TOKEN_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/),
+  // The token's EIP-712 domain; USDC on Base mainnet signs as "USD Coin" version "2".
+  TOKEN_NAME: z.string().default('USD Coin'),
+  TOKEN_VERSION: z.string().default('2'),
+  FACILITATOR_NETWORK: z.string().default('base'),
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().default('default'),
+  FACILITATOR_TASK_QUEUE: z.string().default('facilitator'),
+  // The gas wallet: an ethers (Web3 Secret Storage) JSON keystore. Only the worker decrypts it.
+  FACILITATOR_KEYSTORE_FILE: z.string().optional(),
+  FACILITATOR_KEYSTORE_PASSWORD: z.string().optional(),
+  FACILITATOR_KEYSTORE_PASSWORD_FILE: z.string().optional(),
+  // Guardrail defaults for accounts without their own limits (token smallest units).
+  FACILITATOR_DEFAULT_MAX_PER_TX: amount.default('10000000'),
+  FACILITATOR_DEFAULT_DAILY_CEILING: amount.default('1000000000'),
+  // Readiness: gas balance (wei) below this mark reports unhealthy and refuses /settle.
+  FACILITATOR_GAS_LOW_WATER_WEI: amount.default('1000000000000000'),
+  FACILITATOR_SETTLE_DEADLINE_MS: z.coerce.number().int().positive().default(25_000),
+  FACILITATOR_INCLUSION_TIMEOUT_MS: z.coerce.number().int().positive().default(15_000),
+  FACILITATOR_VALIDITY_MARGIN_S: z.coerce.number().int().nonnegative().default(6),
+  FACILITATOR_ACCOUNT_CACHE_MS: z.coerce.number().int().nonnegative().default(2_000),
+  FACILITATOR_READINESS_CACHE_MS: z.coerce.number().int().nonnegative().default(1_000),
+  LOG_LEVEL: z.string().default('info'),
 });
 
 export type FacilitatorConfig = {
   port: number;
   publicPort: number;
   host: string;
-  tls: { certFile: string; keyFile: string; caFile: string };
+  tls: { certFile?: string; keyFile?: string; caFile?: string };
   databaseUrl: string;
   chainRpcUrl: string;
+  network: string;
   tokenAddress: string;
+  domain: TokenDomain;
   temporal: { address: string; namespace: string; taskQueue: string };
+  keystore: { file?: string; password?: string; passwordFile?: string };
+  guardrails: { maxPerTx: bigint; dailyCeiling: bigint };
+  gasLowWaterWei: bigint;
+  settleDeadlineMs: number;
+  inclusionTimeoutMs: number;
+  validityMarginSeconds: number;
+  accountCacheMs: number;
+  readinessCacheMs: number;
+  logLevel: string;
 };
 
 export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): FacilitatorConfig {
@@ -33,6 +71,10 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     throw new Error(`invalid facilitator configuration: ${issue.path.join('.')}: ${issue.message}`);
   }
   const e = parsed.data;
+  if (e.FACILITATOR_INCLUSION_TIMEOUT_MS >= e.FACILITATOR_SETTLE_DEADLINE_MS) {
+    throw new Error('invalid facilitator configuration: FACILITATOR_INCLUSION_TIMEOUT_MS must be below FACILITATOR_SETTLE_DEADLINE_MS');
+  }
+  const tokenAddress = getAddress(e.TOKEN_ADDRESS);
   return {
     port: e.FACILITATOR_PORT,
     publicPort: e.FACILITATOR_PUBLIC_PORT,
@@ -40,7 +82,35 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     tls: { certFile: e.FACILITATOR_TLS_CERT, keyFile: e.FACILITATOR_TLS_KEY, caFile: e.FACILITATOR_TLS_CA },
     databaseUrl: e.FACILITATOR_DATABASE_URL,
     chainRpcUrl: e.CHAIN_RPC_URL,
-    tokenAddress: e.TOKEN_ADDRESS,
-    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: 'facilitator' },
+    network: e.FACILITATOR_NETWORK,
+    tokenAddress,
+    domain: { name: e.TOKEN_NAME, version: e.TOKEN_VERSION, chainId: e.CHAIN_ID, verifyingContract: tokenAddress },
+    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.FACILITATOR_TASK_QUEUE },
+    keystore: { file: e.FACILITATOR_KEYSTORE_FILE, password: e.FACILITATOR_KEYSTORE_PASSWORD, passwordFile: e.FACILITATOR_KEYSTORE_PASSWORD_FILE },
+    guardrails: { maxPerTx: BigInt(e.FACILITATOR_DEFAULT_MAX_PER_TX), dailyCeiling: BigInt(e.FACILITATOR_DEFAULT_DAILY_CEILING) },
+    gasLowWaterWei: BigInt(e.FACILITATOR_GAS_LOW_WATER_WEI),
+    settleDeadlineMs: e.FACILITATOR_SETTLE_DEADLINE_MS,
+    inclusionTimeoutMs: e.FACILITATOR_INCLUSION_TIMEOUT_MS,
+    validityMarginSeconds: e.FACILITATOR_VALIDITY_MARGIN_S,
+    accountCacheMs: e.FACILITATOR_ACCOUNT_CACHE_MS,
+    readinessCacheMs: e.FACILITATOR_READINESS_CACHE_MS,
+    logLevel: e.LOG_LEVEL,
   };
+}
+
+/** The TLS files of the mutual-TLS listener; only the HTTPS process needs them. */
+export function requireTlsFiles(config: FacilitatorConfig): { certFile: string; keyFile: string; caFile: string } {
+  const { certFile, keyFile, caFile } = config.tls;
+  if (!certFile || !keyFile || !caFile) {
+    throw new Error('invalid facilitator configuration: set FACILITATOR_TLS_CERT, FACILITATOR_TLS_KEY and FACILITATOR_TLS_CA');
+  }
+  return { certFile, keyFile, caFile };
+}
+
+/** The gas wallet's address, read from the keystore's public `address` field without decrypting it. */
+export function gasWalletAddress(config: FacilitatorConfig): string {
+  if (!config.keystore.file) throw new Error('invalid facilitator configuration: set FACILITATOR_KEYSTORE_FILE');
+  const json = JSON.parse(readFileSync(config.keystore.file, 'utf8')) as { address?: string };
+  if (!json.address) throw new Error('the gas wallet keystore has no address field');
+  return getAddress(json.address.startsWith('0x') ? json.address : `0x${json.address}`);
 }

@@ -3,6 +3,7 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { CredentialSchema } from '../credentials/entity.ts';
 import { SettlementConfigSchema } from '../settlement/entity.ts';
+import { PaymentClaimSchema } from '../payment/entity.ts';
 
 export type Pricing = {
   amount: string;
@@ -98,4 +99,4 @@ export const InvocationSchema = defineEntity({
 });
 export type Invocation = InferEntity<typeof InvocationSchema>;
 
-export const gatewayEntities = [AgentSchema, BodySchema, InvocationSchema, CredentialSchema, SettlementConfigSchema];
+export const gatewayEntities = [AgentSchema, BodySchema, InvocationSchema, CredentialSchema, SettlementConfigSchema, PaymentClaimSchema];

@@ -1,10 +1,85 @@
-// Payment stage (after policy, before forwarding). Until the x402 gate lands a priced agent
-// cannot be invoked: it answers 402 and nothing is forwarded.
+// Payment stage (after policy, before forwarding), SPEC proxy rules 4-5:
+// - priced agent, no X-PAYMENT: 402 with the x402 v1 challenge; nothing recorded or forwarded;
+// - X-PAYMENT: decoded and verified here (the gateway holds no key; it only checks the
+//   payer's EIP-712 signature and the terms), claimed in PostgreSQL, then, when the tenant
+//   has settlement configured, settled through its facilitator before the upstream is called.
+// Every failure is a 402 with a coarse `{error}`; the precise cause is only logged.
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors.ts';
 import type { PaymentRecord, ProxyCall } from '../proxy/call.ts';
 import type { AppDeps } from '../app.ts';
+import { decodePaymentHeader, encodeBase64Json } from '../../facilitator/x402/schemas.ts';
+import { verifyExactPayment } from '../../facilitator/x402/verify.ts';
+import { loadSettlementClientTls } from '../settlement/tls.ts';
+import { challengeFor, requirementsFor } from './requirements.ts';
+import { claimPayment, recordSettlement, type ClaimKey } from './claims.ts';
+import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
+import type { PaymentConfig } from './config.ts';
 
-export async function paymentStage(_deps: AppDeps, call: ProxyCall, _paymentHeader: string | undefined): Promise<PaymentRecord | null> {
+const paymentError = (message: string) => new ApiError(402, message);
+
+// One client (and so one set of keep-alive pools) per gateway configuration.
+const clients = new WeakMap<object, { config: PaymentConfig; client: FacilitatorClient }>();
+function gateFor(deps: AppDeps): { config: PaymentConfig; client: FacilitatorClient } {
+  let gate = clients.get(deps.config);
+  if (!gate) {
+    const config = deps.config.payment;
+    gate = { config, client: createFacilitatorClient({ caPem: config.settlementCaPem, timeoutMs: config.settlementTimeoutMs }) };
+    clients.set(deps.config, gate);
+  }
+  return gate;
+}
+
+export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader: string | undefined): Promise<PaymentRecord | null> {
   if (!call.agent.pricing) return null;
-  throw new ApiError(402, 'payment required');
+  const { config, client } = gateFor(deps);
+  const requirements = requirementsFor(config, call);
+  if (!paymentHeader) {
+    throw new ApiError(402, 'payment required', {}, challengeFor(config, call, 'X-PAYMENT header is required'));
+  }
+
+  const payment = decodePaymentHeader(paymentHeader);
+  if (!payment) throw paymentError('invalid payment');
+  const verified = verifyExactPayment(payment, {
+    network: config.network,
+    domain: config.domain,
+    asset: requirements.asset,
+    payTo: requirements.payTo,
+    amount: { exact: BigInt(requirements.maxAmountRequired) },
+    now: Math.floor(Date.now() / 1000),
+    marginSeconds: config.validityMarginSeconds,
+  });
+  if (!verified.ok) {
+    deps.log.info({ requestId: call.requestId, agentId: call.agent.id, cause: verified.cause }, 'payment refused');
+    throw paymentError('invalid payment');
+  }
+
+  const key: ClaimKey = { network: config.network, asset: requirements.asset, payer: verified.payment.payer, nonce: verified.payment.nonce };
+  const amount = requirements.maxAmountRequired;
+  const em: EntityManager = deps.orm.em.fork() as EntityManager;
+  const claim = await claimPayment(em, { ...key, tenantId: call.caller.tenantId, agentId: call.agent.id, amount });
+  if (claim === 'used') throw paymentError('payment already used');
+
+  let target;
+  try {
+    target = await loadSettlementClientTls(deps, call.caller.tenantId);
+  } catch {
+    throw paymentError('settlement_unavailable');
+  }
+  // Without settlement configured the payment is verified and recorded only.
+  if (!target) return { ...key, amount, transaction: null, responseHeader: null };
+
+  const outcome = await client.settle(target, { x402Version: 1, paymentPayload: payment, paymentRequirements: requirements });
+  if (!outcome.ok) {
+    await recordSettlement(em, key, 'unsettled', null);
+    deps.log.info({ requestId: call.requestId, agentId: call.agent.id, outcome: outcome.error }, 'payment not settled');
+    throw paymentError(outcome.error);
+  }
+  await recordSettlement(em, key, 'settled', outcome.transaction);
+  return {
+    ...key,
+    amount,
+    transaction: outcome.transaction,
+    responseHeader: encodeBase64Json({ success: true, transaction: outcome.transaction, network: outcome.network, payer: outcome.payer }),
+  };
 }

@@ -12,6 +12,7 @@ import { loadDevSecrets, type DevSecrets } from './secrets.ts';
 import { startTemporalDevServer } from '../../temporal/dev-server.ts';
 import { deployToken, startAnvil } from '../../contracts/chain.ts';
 import { ensureDevPki, type DevPki } from '../../facilitator/pki.ts';
+import { ensureDevGasWallet, fundDevGasWallet, type DevGasWallet } from '../../facilitator/dev-gas-wallet.ts';
 import { openOrm, migrate } from '../../api/db/orm.ts';
 
 export type InfraOptions = {
@@ -38,6 +39,8 @@ export type Infra = {
   tokenAddress: string;
   vault: { addr: string; token: string };
   pki: DevPki;
+  /** The facilitator's gas wallet keystore (generated on first start; funded on our own anvil). */
+  gasWallet: DevGasWallet;
   secrets: DevSecrets;
   stop(): Promise<void>;
 };
@@ -116,6 +119,8 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
       await orm.close();
     }
     const token = await deployToken(chainReady.rpcUrl, join(opts.dataDir, 'contracts'));
+    const gasWallet = await ensureDevGasWallet(join(opts.dataDir, 'facilitator'));
+    if (!opts.chainRpcUrl) await fundDevGasWallet(chainReady.rpcUrl, 8453, gasWallet.address);
 
     return {
       temporalAddress: temporalReady.address,
@@ -126,6 +131,7 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
       tokenAddress: token.address,
       vault: { addr: vaultReady.url, token: opts.vault?.token ?? secrets.baoRootToken },
       pki: pkiReady,
+      gasWallet,
       secrets,
       stop,
     };
@@ -152,6 +158,10 @@ export function appEnvironment(infra: Infra, extra: Record<string, string | unde
     FACILITATOR_TLS_CERT: infra.pki.files.serverCert,
     FACILITATOR_TLS_KEY: infra.pki.files.serverKey,
     FACILITATOR_TLS_CA: infra.pki.files.ca,
+    FACILITATOR_KEYSTORE_FILE: infra.gasWallet.keystoreFile,
+    FACILITATOR_KEYSTORE_PASSWORD_FILE: infra.gasWallet.passwordFile,
+    // The gateway trusts the dev CA for the facilitator's server certificate.
+    SETTLEMENT_CA_FILE: infra.pki.files.ca,
     ...extra,
   };
   return Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));

@@ -3,6 +3,7 @@ import { Migration20261122100000_policy } from './Migration20261122100000_policy
 import { Migration20261122100100_analytics } from './Migration20261122100100_analytics.ts';
 import { Migration20261122100200_receipts } from './Migration20261122100200_receipts.ts';
 import { Migration20261122110000_settlement_config } from './Migration20261122110000_settlement_config.ts';
+import { Migration20261122120000_payment_claims } from './Migration20261122120000_payment_claims.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -11,4 +12,5 @@ export const gatewayMigrations = [
   { name: 'Migration20261122100100_analytics', class: Migration20261122100100_analytics },
   { name: 'Migration20261122100200_receipts', class: Migration20261122100200_receipts },
   { name: 'Migration20261122110000_settlement_config', class: Migration20261122110000_settlement_config },
+  { name: 'Migration20261122120000_payment_claims', class: Migration20261122120000_payment_claims },
 ];

@@ -1,0 +1,86 @@
+// The gateway's client of a facilitator's POST /settle: undici over mutual TLS with the
+// tenant's client certificate and key, a deadline per call, and one keep-alive connection
+// pool per (facilitator, certificate) so a settle does not pay a TLS handshake each time.
+// Every answer is reduced to a coarse outcome; nothing a facilitator says is passed through.
+import { createHash } from 'node:crypto';
+import { Agent, request } from 'undici';
+import { SettleResponse, type SettleRequest } from '../../facilitator/x402/schemas.ts';
+
+export type FacilitatorTarget = { facilitatorUrl: string; certPem: string; keyPem: string };
+
+export type SettleOutcome =
+  | { ok: true; transaction: string; network: string; payer: string }
+  /** settlement_failed: the facilitator answered, and the payment was not collected. */
+  | { ok: false; error: 'settlement_failed' | 'settlement_refused' | 'settlement_unavailable' };
+
+export interface FacilitatorClient {
+  settle(target: FacilitatorTarget, body: SettleRequest): Promise<SettleOutcome>;
+  close(): Promise<void>;
+}
+
+const MAX_POOLS = 100;
+
+export function createFacilitatorClient(opts: { caPem?: string; timeoutMs: number }): FacilitatorClient {
+  const pools = new Map<string, Agent>();
+
+  function poolFor(target: FacilitatorTarget, origin: string): Agent {
+    // Keyed by a digest, so no key material is kept as a map key.
+    const id = createHash('sha256').update(origin).update('\0').update(target.certPem).update('\0').update(target.keyPem).digest('hex');
+    let pool = pools.get(id);
+    if (!pool) {
+      if (pools.size >= MAX_POOLS) {
+        const [oldest, agent] = pools.entries().next().value as [string, Agent];
+        pools.delete(oldest);
+        void agent.close();
+      }
+      pool = new Agent({
+        connect: { cert: target.certPem, key: target.keyPem, ...(opts.caPem ? { ca: opts.caPem } : {}), rejectUnauthorized: true },
+        keepAliveTimeout: 30_000,
+        connections: 64,
+      });
+      pools.set(id, pool);
+    }
+    return pool;
+  }
+
+  return {
+    async settle(target, body) {
+      let url: URL;
+      try {
+        const base = new URL(target.facilitatorUrl);
+        if (base.protocol !== 'https:') return { ok: false, error: 'settlement_unavailable' };
+        url = new URL('settle', base.href.endsWith('/') ? base.href : `${base.href}/`);
+      } catch {
+        return { ok: false, error: 'settlement_unavailable' };
+      }
+      try {
+        const res = await request(url, {
+          method: 'POST',
+          dispatcher: poolFor(target, url.origin),
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+          headersTimeout: opts.timeoutMs,
+          bodyTimeout: opts.timeoutMs,
+          signal: AbortSignal.timeout(opts.timeoutMs),
+        });
+        const text = await res.body.text();
+        if (res.statusCode === 429 || res.statusCode === 403 || res.statusCode === 400) return { ok: false, error: 'settlement_refused' };
+        if (res.statusCode !== 200) return { ok: false, error: 'settlement_unavailable' };
+        const parsed = SettleResponse.safeParse(JSON.parse(text));
+        if (!parsed.success) return { ok: false, error: 'settlement_unavailable' };
+        const answer = parsed.data;
+        if (!answer.success) return { ok: false, error: 'settlement_failed' };
+        if (!answer.transaction || !/^0x[0-9a-fA-F]{64}$/.test(answer.transaction)) return { ok: false, error: 'settlement_unavailable' };
+        return { ok: true, transaction: answer.transaction, network: answer.network ?? body.paymentRequirements.network, payer: answer.payer ?? body.paymentPayload.payload.authorization.from };
+      } catch {
+        // Handshake refused, connection refused, deadline: the payment's state is unknown to
+        // us, and a retry of the same payment resumes it (the facilitator dedupes by nonce).
+        return { ok: false, error: 'settlement_unavailable' };
+      }
+    },
+    async close() {
+      await Promise.all([...pools.values()].map((p) => p.close()));
+      pools.clear();
+    },
+  };
+}

@@ -1,0 +1,92 @@
+// The facilitator's view of the chain: the token's EIP-3009 entry points, the simulation of
+// a transfer before it is signed, and transaction receipts. A revert is a business answer
+// (decoded from the token's custom errors); anything else from the RPC is an outage and is
+// thrown, for the activity's retry policy to handle.
+import { Interface, JsonRpcProvider, Signature, isError, type TransactionRequest } from 'ethers';
+import { TOKEN_ABI } from '../contracts/chain.ts';
+import type { TransferAuthorization } from './x402/schemas.ts';
+
+export const tokenInterface = new Interface(TOKEN_ABI);
+
+export function createChainProvider(rpcUrl: string, chainId: number): JsonRpcProvider {
+  // staticNetwork: no network detection; cacheTimeout -1: no stale nonce or block reads;
+  // batchMaxCount 1: no 10 ms batching stall on every call.
+  return new JsonRpcProvider(rpcUrl, chainId, { staticNetwork: true, cacheTimeout: -1, batchMaxCount: 1 });
+}
+
+/**
+ * Calldata of `transferWithAuthorization`: the (v, r, s) overload for a 65-byte EOA signature
+ * (present on every USDC version), the `bytes signature` overload for contract wallets.
+ */
+export function transferCalldata(a: TransferAuthorization, signature: string): string {
+  const args = [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce] as const;
+  if ((signature.length - 2) / 2 === 65) {
+    const { v, r, s } = Signature.from(signature);
+    return tokenInterface.encodeFunctionData('transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)', [...args, v, r, s]);
+  }
+  return tokenInterface.encodeFunctionData('transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)', [...args, signature]);
+}
+
+export async function authorizationUsed(provider: JsonRpcProvider, token: string, payer: string, nonce: string): Promise<boolean> {
+  const data = tokenInterface.encodeFunctionData('authorizationState', [payer, nonce]);
+  const [used] = tokenInterface.decodeFunctionResult('authorizationState', await provider.call({ to: token, data }));
+  return used as boolean;
+}
+
+export async function tokenBalance(provider: JsonRpcProvider, token: string, account: string): Promise<bigint> {
+  const data = tokenInterface.encodeFunctionData('balanceOf', [account]);
+  const [balance] = tokenInterface.decodeFunctionResult('balanceOf', await provider.call({ to: token, data }));
+  return balance as bigint;
+}
+
+/** Why a simulated or mined transfer would not move the money, from the token's custom error. */
+export function revertCause(errorName: string | null): string {
+  switch (errorName) {
+    case 'ERC3009UsedAuthorization':
+      return 'nonce_used';
+    case 'ERC20InsufficientBalance':
+      return 'insufficient_balance';
+    case 'ERC3009InvalidAuthorizationTime':
+      return 'expired';
+    case 'ERC3009InvalidSignature':
+    case 'ECDSAInvalidSignature':
+    case 'ECDSAInvalidSignatureS':
+      return 'invalid_signature';
+    default:
+      return errorName ? `reverted_${errorName}` : 'reverted';
+  }
+}
+
+function decodeErrorName(data: string | null | undefined): string | null {
+  if (!data) return null;
+  try {
+    return tokenInterface.parseError(data)?.name ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * eth_call of the exact transaction the gas wallet would send. Null when it would succeed;
+ * the cause when the token would revert. RPC failures are thrown.
+ */
+export async function simulate(provider: JsonRpcProvider, tx: TransactionRequest): Promise<string | null> {
+  try {
+    await provider.call(tx);
+    return null;
+  } catch (err) {
+    if (!isError(err, 'CALL_EXCEPTION')) throw err;
+    return revertCause(decodeErrorName(err.data));
+  }
+}
+
+/** Sends raw bytes; true when the node accepted them or already has this very transaction. */
+export async function sendRaw(provider: JsonRpcProvider, raw: string, hash: string): Promise<void> {
+  try {
+    await provider.send('eth_sendRawTransaction', [raw]);
+  } catch (err) {
+    // A re-send of bytes the node already holds, or that are already mined, is not a failure.
+    if (await provider.getTransaction(hash).then((tx) => tx !== null, () => false)) return;
+    throw err;
+  }
+}

@@ -1,0 +1,105 @@
+// The facilitator's own schema, in its own database (FACILITATOR_DATABASE_URL): accounts,
+// the claim-checked settle requests, the settlement records, daily guardrail usage and the
+// gas wallet's nonce. Plain SQL on purpose: the UNIQUE constraints and CHECKs are the
+// guarantees (one settlement per authorization, one transaction per gas nonce). Applied in
+// order under an advisory lock, so the HTTPS process, the worker and the CLI may all run them.
+import type pg from 'pg';
+
+type Migration = { name: string; sql: string[] };
+
+export const facilitatorMigrations: Migration[] = [
+  {
+    name: '0001_init',
+    sql: [
+      `create table facilitator_accounts (
+        id text primary key,
+        name text not null,
+        cert_fingerprint text not null unique check (cert_fingerprint ~ '^[0-9a-f]{64}$'),
+        allowed_kinds jsonb not null,
+        max_per_tx numeric(78, 0),
+        daily_ceiling numeric(78, 0),
+        active boolean not null default true,
+        created_at timestamptz not null default now(),
+        deactivated_at timestamptz
+      )`,
+      // Claim check: the signed authorization travels to the workflow by key, never in its history.
+      `create table settle_requests (
+        settlement_key text primary key,
+        account_id text not null,
+        request jsonb not null,
+        created_at timestamptz not null default now()
+      )`,
+      `create table settlements (
+        id text primary key,
+        settlement_key text not null unique,
+        chain_id integer not null,
+        token text not null,
+        payer text not null,
+        nonce text not null,
+        account_id text not null,
+        pay_to text not null,
+        amount numeric(78, 0) not null,
+        valid_before numeric(78, 0) not null,
+        status text not null check (status in ('claimed', 'signed', 'broadcast', 'pending', 'settled', 'failed')),
+        failure_cause text,
+        usage_day date,
+        reserved_amount numeric(78, 0) not null default 0,
+        gas_wallet text,
+        gas_nonce bigint,
+        tx_hash text unique,
+        raw_tx text,
+        block_number bigint,
+        gas_used numeric(78, 0),
+        attempts integer not null default 0,
+        created_at timestamptz not null default now(),
+        updated_at timestamptz not null default now(),
+        completed_at timestamptz,
+        unique (chain_id, token, payer, nonce),
+        unique (gas_wallet, gas_nonce)
+      )`,
+      `create index settlements_account_created on settlements (account_id, created_at desc)`,
+      `create table daily_usage (
+        account_id text not null,
+        day date not null,
+        reserved numeric(78, 0) not null default 0 check (reserved >= 0),
+        primary key (account_id, day)
+      )`,
+      `create table gas_wallets (
+        address text not null,
+        chain_id integer not null,
+        next_nonce bigint not null,
+        updated_at timestamptz not null default now(),
+        primary key (address, chain_id)
+      )`,
+    ],
+  },
+];
+
+const LOCK_KEY = 402_402_001;
+
+export async function migrateFacilitator(pool: pg.Pool): Promise<string[]> {
+  const client = await pool.connect();
+  const applied: string[] = [];
+  try {
+    await client.query('select pg_advisory_lock($1)', [LOCK_KEY]);
+    await client.query('create table if not exists facilitator_migrations (name text primary key, applied_at timestamptz not null default now())');
+    const done = new Set((await client.query<{ name: string }>('select name from facilitator_migrations')).rows.map((r) => r.name));
+    for (const migration of facilitatorMigrations) {
+      if (done.has(migration.name)) continue;
+      await client.query('begin');
+      try {
+        for (const statement of migration.sql) await client.query(statement);
+        await client.query('insert into facilitator_migrations (name) values ($1)', [migration.name]);
+        await client.query('commit');
+      } catch (err) {
+        await client.query('rollback');
+        throw err;
+      }
+      applied.push(migration.name);
+    }
+  } finally {
+    await client.query('select pg_advisory_unlock($1)', [LOCK_KEY]).catch(() => undefined);
+    client.release();
+  }
+  return applied;
+}

@@ -1,0 +1,38 @@
+// The development gas wallet: a fresh key generated on first start, kept as an ethers JSON
+// keystore (scrypt) with a random password in a 0600 file beside it, both in the data folder.
+// `npm start` and the tests fund it on their own anvil. Production deployments bring their own
+// keystore (FACILITATOR_KEYSTORE_FILE) or another TransactionSigner.
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { JsonRpcProvider, Wallet, getAddress, parseEther, toQuantity } from 'ethers';
+
+export type DevGasWallet = { keystoreFile: string; passwordFile: string; address: string };
+
+export async function ensureDevGasWallet(dir: string): Promise<DevGasWallet> {
+  const keystoreFile = join(dir, 'gas-wallet.json');
+  const passwordFile = join(dir, 'gas-wallet.password');
+  if (!existsSync(keystoreFile) || !existsSync(passwordFile)) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const password = randomBytes(24).toString('base64url');
+    const wallet = new Wallet(`0x${randomBytes(32).toString('hex')}`);
+    const json = await wallet.encrypt(password);
+    // Password first, keystore last (renamed into place): a half-written pair is never used.
+    writeFileSync(passwordFile, password, { mode: 0o600 });
+    writeFileSync(`${keystoreFile}.tmp`, json, { mode: 0o600 });
+    renameSync(`${keystoreFile}.tmp`, keystoreFile);
+  }
+  const { address } = JSON.parse(readFileSync(keystoreFile, 'utf8')) as { address: string };
+  return { keystoreFile, passwordFile, address: getAddress(address.startsWith('0x') ? address : `0x${address}`) };
+}
+
+/** Tops the wallet up to `eth` on an anvil chain (anvil_setBalance) when it holds less than half of that. */
+export async function fundDevGasWallet(rpcUrl: string, chainId: number, address: string, eth = '100'): Promise<void> {
+  const provider = new JsonRpcProvider(rpcUrl, chainId, { staticNetwork: true });
+  try {
+    const target = parseEther(eth);
+    if ((await provider.getBalance(address)) < target / 2n) await provider.send('anvil_setBalance', [address, toQuantity(target)]);
+  } finally {
+    provider.destroy();
+  }
+}

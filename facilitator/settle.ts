@@ -1,0 +1,135 @@
+// POST /settle, in SPEC order: the client certificate maps to an active account (403), the
+// body parses (400), the facilitator is ready (503); then the authorization is handed to
+// SettlementWorkflow, started or attached by its deterministic id, and the caller waits for
+// its outcome up to the request deadline. Nothing touches the chain before those checks pass,
+// and the signed authorization reaches the workflow only by key (claim check in PostgreSQL).
+import type { TLSSocket } from 'node:tls';
+import type { Context } from 'koa';
+import getRawBody from 'raw-body';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import type pg from 'pg';
+import type { Logger } from '../api/log.ts';
+import type { SettlementWorkflow } from '../workflows/settlement.ts';
+import type { SettlementOutcome } from '../activities/settlement/types.ts';
+import { outcomeOfRecord } from '../activities/settlement/verify.ts';
+import { Payer, SettlementStatus } from '../temporal/search-attributes.ts';
+import type { FacilitatorConfig } from './config.ts';
+import type { Account } from './accounts.ts';
+import type { Readiness } from './readiness.ts';
+import { findSettlement, saveSettleRequest, settlementKey } from './store.ts';
+import { recoverAuthorizer } from './x402/eip3009.ts';
+import { SettleRequest, type SettleResponse } from './x402/schemas.ts';
+
+/** The one reason a caller is ever given for a payment that was not collected. */
+export const COARSE_FAILURE_REASON = 'settlement_failed';
+
+export type SettleDeps = {
+  config: FacilitatorConfig;
+  pool: pg.Pool;
+  temporal: Client;
+  readiness: Readiness;
+  lookupAccount: (fingerprint: string) => Promise<Account | null>;
+  log: Logger;
+};
+
+const MAX_BODY = '64kb';
+
+function reply(ctx: Context, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  ctx.status = status;
+  ctx.set(headers);
+  ctx.body = body;
+}
+
+function peerFingerprint(ctx: Context): string | null {
+  const socket = ctx.req.socket as TLSSocket;
+  if (!socket.authorized) return null;
+  const fingerprint = socket.getPeerCertificate()?.fingerprint256;
+  return fingerprint ? fingerprint.replaceAll(':', '').toLowerCase() : null;
+}
+
+function toResponse(outcome: SettlementOutcome, network: string): SettleResponse {
+  if (outcome.status === 'settled') {
+    return { success: true, transaction: outcome.transaction ?? undefined, network, payer: outcome.payer };
+  }
+  return {
+    success: false,
+    errorReason: COARSE_FAILURE_REASON,
+    network,
+    payer: outcome.payer || undefined,
+    ...(outcome.transaction ? { transaction: outcome.transaction } : {}),
+  };
+}
+
+export function settleHandler(deps: SettleDeps) {
+  const { config } = deps;
+
+  async function awaitOutcome(key: string, payer: string, request: SettleRequest): Promise<SettlementOutcome | 'in_flight'> {
+    const deadline = Date.now() + config.settleDeadlineMs;
+    let handle;
+    try {
+      handle = await deps.temporal.workflow.start<typeof SettlementWorkflow>('SettlementWorkflow', {
+        taskQueue: config.temporal.taskQueue,
+        workflowId: key,
+        args: [{ key, inclusionTimeoutMs: config.inclusionTimeoutMs }],
+        // A duplicate attaches to the running settlement; a closed one is never run again.
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        typedSearchAttributes: [
+          { key: Payer, value: payer },
+          { key: SettlementStatus, value: 'received' },
+        ],
+        staticSummary: `${request.paymentPayload.payload.authorization.value} to ${request.paymentRequirements.payTo} from ${payer}`,
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      // Closed: the record is the stable answer (a watcher may have updated it since the run
+      // closed); without a record (guardrail rejection) the closed run's own result is.
+      const record = await findSettlement(deps.pool, key);
+      if (record) return outcomeOfRecord(record);
+      handle = deps.temporal.workflow.getHandle<typeof SettlementWorkflow>(key);
+    }
+    try {
+      return await deps.temporal.connection.withDeadline(deadline, () => handle.result());
+    } catch (err) {
+      if (Date.now() >= deadline - 50) return 'in_flight';
+      throw err;
+    }
+  }
+
+  return async function settle(ctx: Context): Promise<void> {
+    const fingerprint = peerFingerprint(ctx);
+    const account = fingerprint ? await deps.lookupAccount(fingerprint) : null;
+    if (!account || !account.active) return reply(ctx, 403, { error: 'forbidden' });
+
+    let request: SettleRequest;
+    try {
+      const parsed = SettleRequest.safeParse(JSON.parse((await getRawBody(ctx.req, { limit: MAX_BODY })).toString('utf8')));
+      if (!parsed.success) return reply(ctx, 400, { error: 'malformed settle request' });
+      request = parsed.data;
+    } catch {
+      return reply(ctx, 400, { error: 'malformed settle request' });
+    }
+
+    const readiness = await deps.readiness.current();
+    if (!readiness.ready) return reply(ctx, 503, { error: 'facilitator not ready' }, { 'Retry-After': '5' });
+
+    const authorization = request.paymentPayload.payload.authorization;
+    // Only a request whose signature holds may open (and so name) a settlement: otherwise a
+    // forged request could occupy a payer's nonce before the real one arrives.
+    const signer = recoverAuthorizer(config.domain, authorization, request.paymentPayload.payload.signature);
+    if (!signer || signer.toLowerCase() !== authorization.from.toLowerCase()) {
+      deps.log.info({ account: account.id, cause: 'invalid_signature' }, 'settle refused before any claim');
+      return reply(ctx, 200, toResponse({ status: 'failed', payer: signer ? authorization.from : '', transaction: null, cause: 'invalid_signature' }, config.network));
+    }
+
+    const key = settlementKey(config.domain.chainId, config.tokenAddress, authorization.from, authorization.nonce);
+    await saveSettleRequest(deps.pool, key, account.id, request);
+    const outcome = await awaitOutcome(key, signer, request);
+    if (outcome === 'in_flight') {
+      return reply(ctx, 503, { error: 'settlement in progress' }, { 'Retry-After': '2' });
+    }
+    deps.log.info({ key, account: account.id, status: outcome.status, cause: outcome.cause, transaction: outcome.transaction }, 'settle');
+    if (outcome.status === 'rejected') return reply(ctx, 429, { error: 'settlement limit exceeded' });
+    return reply(ctx, 200, toResponse(outcome, config.network));
+  };
+}

@@ -1,0 +1,31 @@
+// EIP-3009 `transferWithAuthorization` as an x402 `exact` payment signs it: the EIP-712
+// domain of the token and the typed struct. Pure functions, no chain access.
+import { getAddress, verifyTypedData, type TypedDataDomain } from 'ethers';
+import type { TransferAuthorization } from './schemas.ts';
+
+/** The token's EIP-712 domain (for USDC on Base: "USD Coin", "2", 8453, the contract). */
+export type TokenDomain = { name: string; version: string; chainId: number; verifyingContract: string };
+
+export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
+  TransferWithAuthorization: [
+    { name: 'from', type: 'address' },
+    { name: 'to', type: 'address' },
+    { name: 'value', type: 'uint256' },
+    { name: 'validAfter', type: 'uint256' },
+    { name: 'validBefore', type: 'uint256' },
+    { name: 'nonce', type: 'bytes32' },
+  ],
+};
+
+function typedDomain(domain: TokenDomain): TypedDataDomain {
+  return { name: domain.name, version: domain.version, chainId: domain.chainId, verifyingContract: getAddress(domain.verifyingContract) };
+}
+
+/** The address that signed `authorization` for `domain`, or null when the signature is unusable. */
+export function recoverAuthorizer(domain: TokenDomain, authorization: TransferAuthorization, signature: string): string | null {
+  try {
+    return getAddress(verifyTypedData(typedDomain(domain), TRANSFER_WITH_AUTHORIZATION_TYPES, authorization, signature));
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,23 @@
+// Process entry: `node temporal/facilitator-worker-main.ts` (npm start supervises it). The
+// only process that decrypts the gas wallet keystore.
+import { loadFacilitatorConfig } from '../facilitator/config.ts';
+import { openFacilitatorPool } from '../facilitator/db/pool.ts';
+import { migrateFacilitator } from '../facilitator/db/migrations.ts';
+import { createChainProvider } from '../facilitator/chain.ts';
+import { loadKeystoreSigner } from '../facilitator/signer.ts';
+import { createLogger } from '../api/log.ts';
+import { createFacilitatorWorker } from './facilitator-worker.ts';
+
+const log = createLogger('facilitator-worker');
+const config = loadFacilitatorConfig();
+const pool = openFacilitatorPool(config.databaseUrl);
+await migrateFacilitator(pool);
+const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
+const signer = await loadKeystoreSigner(config);
+const { worker, connection } = await createFacilitatorWorker(config, { pool, provider, signer });
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => worker.shutdown());
+log.info({ taskQueue: config.temporal.taskQueue, gasWallet: signer.address }, 'facilitator worker running');
+await worker.run();
+await connection.close();
+provider.destroy();
+await pool.end();

@@ -1,0 +1,30 @@
+// Wires the facilitator worker: task queue `facilitator`, the settlement workflows and their
+// activities with their dependencies injected (pool, chain provider, gas wallet signer).
+// No logic lives here.
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import type pg from 'pg';
+import type { JsonRpcProvider } from 'ethers';
+import { createSettlementActivities } from '../activities/settlement/index.ts';
+import type { FacilitatorConfig } from '../facilitator/config.ts';
+import type { TransactionSigner } from '../facilitator/signer.ts';
+
+export const facilitatorWorkflowsPath = fileURLToPath(new URL('../workflows/facilitator.ts', import.meta.url));
+
+export async function createFacilitatorWorker(
+  config: FacilitatorConfig,
+  deps: { pool: pg.Pool; provider: JsonRpcProvider; signer: TransactionSigner },
+  opts: { workflowBundle?: WorkflowBundle } = {},
+): Promise<{ worker: Worker; connection: NativeConnection }> {
+  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  const worker = await Worker.create({
+    connection,
+    namespace: config.temporal.namespace,
+    taskQueue: config.temporal.taskQueue,
+    ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: facilitatorWorkflowsPath }),
+    activities: createSettlementActivities({ ...deps, config }),
+    maxCachedWorkflows: 1000,
+    shutdownForceTime: '10 seconds',
+  });
+  return { worker, connection };
+}

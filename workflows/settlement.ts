@@ -1,0 +1,103 @@
+// One x402 settlement, exactly once. Workflow id `settle:{chainId}:{token}:{payer}:{nonce}`
+// (started with USE_EXISTING + REJECT_DUPLICATE), so every /settle of one authorization
+// attaches to this run or reads its result. Steps: re-verify → guardrails + claim → sign and
+// store → broadcast → first-block inclusion → record. The steps are local activities: they run
+// in the worker holding the workflow task, with no server round trip between them, which is
+// what keeps /settle close to a bare settle call. Durability does not rest on their markers:
+// each step is idempotent against the facilitator's PostgreSQL records (claim row, stored raw
+// bytes and gas nonce), so a run replayed after a worker crash redoes only what is missing and
+// can only ever re-send the one stored transaction.
+// Business rejections complete the workflow with a status; they are not workflow failures.
+import {
+  ActivityFailure,
+  ParentClosePolicy,
+  proxyActivities,
+  proxyLocalActivities,
+  setCurrentDetails,
+  startChild,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
+import type { SettlementActivities, SettlementOutcome } from '../activities/settlement/types.ts';
+import { ErrorClass, SettlementStatus, TxHash } from '../temporal/search-attributes.ts';
+
+export type SettlementInput = { key: string; inclusionTimeoutMs: number };
+
+// Before anything is signed, giving up is safe: nothing can reach the chain.
+const beforeSigning = proxyLocalActivities<SettlementActivities>({
+  startToCloseTimeout: '20 seconds',
+  scheduleToCloseTimeout: '5 minutes',
+  retry: { initialInterval: '100 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds' },
+});
+
+// Once signed, the bytes may be on chain: these steps retry without limit.
+function afterSigning(inclusionTimeoutMs: number) {
+  return proxyLocalActivities<SettlementActivities>({
+    startToCloseTimeout: inclusionTimeoutMs + 30_000,
+    retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' },
+  });
+}
+
+const watcher = proxyActivities<SettlementActivities>({
+  startToCloseTimeout: '24 hours',
+  heartbeatTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
+});
+
+function finish(outcome: SettlementOutcome): SettlementOutcome {
+  upsertSearchAttributes([
+    { key: SettlementStatus, value: outcome.status },
+    ...(outcome.transaction ? [{ key: TxHash, value: outcome.transaction }] : []),
+    ...(outcome.cause ? [{ key: ErrorClass, value: outcome.cause }] : []),
+  ]);
+  // The precise cause is for operators (Web UI); the caller only ever gets a coarse reason.
+  setCurrentDetails(outcome.cause ? `${outcome.status}: ${outcome.cause}` : outcome.status);
+  return outcome;
+}
+
+export async function SettlementWorkflow(input: SettlementInput): Promise<SettlementOutcome> {
+  const chain = afterSigning(input.inclusionTimeoutMs);
+
+  let txHash: string;
+  try {
+    const checked = await beforeSigning.verifySettlement(input.key);
+    if (checked.step === 'final') return finish(checked.outcome);
+    if (checked.step === 'rejected') return finish({ status: 'failed', payer: checked.payer, transaction: null, cause: checked.cause });
+    if (checked.step === 'sent') {
+      txHash = checked.txHash;
+    } else {
+      const payer = checked.transfer.payer;
+      const claim = await beforeSigning.claimSettlement(input.key, checked.transfer);
+      if (!claim.claimed) return finish({ status: 'rejected', payer, transaction: null, cause: claim.rejected });
+      upsertSearchAttributes([{ key: SettlementStatus, value: 'claimed' }]);
+      ({ txHash } = await beforeSigning.signSettlement(input.key, checked.gas));
+    }
+  } catch (err) {
+    if (!(err instanceof ActivityFailure)) throw err;
+    // Verification, claim or signing could not complete in time (database or RPC outage):
+    // nothing was sent, so the answer is a plain failure.
+    return finish({ status: 'failed', payer: '', transaction: null, cause: 'unavailable' });
+  }
+
+  upsertSearchAttributes([
+    { key: SettlementStatus, value: 'broadcast' },
+    { key: TxHash, value: txHash },
+  ]);
+  await chain.broadcastSettlement(input.key);
+  const inclusion = await chain.awaitInclusion(input.key, input.inclusionTimeoutMs);
+  const outcome = await chain.recordInclusion(input.key, inclusion);
+  if (outcome.status === 'pending') {
+    // Keep watching the chain after answering: the transfer may still land, and the record
+    // (which later /settle calls read) must then say so. The watcher outlives this run.
+    await startChild(SettlementWatchWorkflow, {
+      workflowId: `watch:${input.key}`,
+      args: [{ key: input.key }],
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+    });
+  }
+  return finish(outcome);
+}
+
+export async function SettlementWatchWorkflow(input: { key: string }): Promise<SettlementOutcome> {
+  upsertSearchAttributes([{ key: SettlementStatus, value: 'pending' }]);
+  return finish(await watcher.watchSettlement(input.key));
+}
