@@ -1,0 +1,20 @@
+// `npm run receipt-keys -- list|rotate`: the receipt signing keys in RECEIPT_KEYS_DIR
+// (default DATA_DIR/receipt-keys). `rotate` adds a new key, which becomes the active one
+// (the newest) unless RECEIPT_ACTIVE_KID pins another; older keys stay published so the
+// receipts they signed keep verifying. Remove an old key file only when none of its
+// receipts need verifying any more.
+import { generateKey, readKeys } from '../api/receipts/keys.ts';
+import { loadReceiptConfig } from '../api/receipts/config.ts';
+
+const config = loadReceiptConfig(process.env);
+const command = process.argv[2] ?? 'list';
+if (command === 'rotate') {
+  process.stdout.write(`added ${generateKey(config.keysDir)}\n`);
+} else if (command !== 'list') {
+  process.stderr.write('usage: npm run receipt-keys -- list|rotate\n');
+  process.exit(2);
+}
+const keys = readKeys(config.keysDir);
+const active = config.activeKid ?? keys.at(-1)?.kid;
+for (const key of keys) process.stdout.write(`${key.kid}${key.kid === active ? '  (active)' : ''}\n`);
+if (keys.length === 0) process.stdout.write(`no keys in ${config.keysDir} (the worker creates one on its first receipt)\n`);
