@@ -8,7 +8,8 @@ import { isAllowedUpstream } from '../upstream/ssrf.ts';
 export const MCP_PROTOCOL_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
 
 const UINT256_MAX = (1n << 256n) - 1n;
-const fitsUint256 = (value: string) => BigInt(value) <= UINT256_MAX;
+// Runs after the regex even when it failed (zod reports every check), so it must not throw.
+const fitsUint256 = (value: string) => !/^[0-9]+$/.test(value) || BigInt(value) <= UINT256_MAX;
 
 const Amount = z
   .string({ error: 'pricing.amount must be a decimal integer string' })

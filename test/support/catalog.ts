@@ -1,0 +1,127 @@
+// Helpers for the catalog, vault and settlement tests: PEM bundles, the OpenBao KV v2 engine,
+// extra gateway instances (one whose database is gone, one whose logs are captured) and
+// assertions on the uniform error body.
+import assert from 'node:assert/strict';
+import { createPrivateKey, generateKeyPairSync, webcrypto } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { pino } from 'pino';
+import { request } from 'undici';
+import { stack } from './stack.ts';
+import type { Reply } from './http.ts';
+import { startGateway } from '../../api/gateway.ts';
+import { openOrm } from '../../api/db/orm.ts';
+import '../../facilitator/pki.ts'; // installs the Reflect shim @peculiar/x509 needs
+
+/** A 4xx answer with the uniform `{error}` body and nothing else. */
+export function assertError(res: Reply, status: number, message?: RegExp): void {
+  assert.equal(res.status, status, `expected ${status}, got ${res.status}: ${res.text}`);
+  assert.deepEqual(Object.keys(res.json ?? {}), ['error'], `error body: ${res.text}`);
+  assert.equal(typeof res.json.error, 'string');
+  if (message) assert.match(res.json.error, message);
+}
+
+/** 401 and 500 carry no body. */
+export function assertEmpty(res: Reply, status: number): void {
+  assert.equal(res.status, status, `expected ${status}, got ${res.status}: ${res.text}`);
+  assert.equal(res.text, '');
+}
+
+/** The dev PKI's client certificate and key as one PEM text: the facilitator credential format. */
+export function clientTlsBundle(): string {
+  const { clientCertPem, clientKeyPem } = stack().infra.pki;
+  return `${clientKeyPem.trim()}\n${clientCertPem.trim()}\n`;
+}
+
+/** The dev client certificate with some other key. */
+export function mismatchedBundle(): string {
+  const other = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  return `${stack().infra.pki.clientCertPem.trim()}\n${other}`;
+}
+
+/** A self-signed certificate that expired in 2021, with its key. */
+export async function expiredBundle(): Promise<string> {
+  const x509 = await import('@peculiar/x509');
+  const alg = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
+  const keys = (await webcrypto.subtle.generateKey(alg, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const cert = await x509.X509CertificateGenerator.createSelfSigned(
+    { serialNumber: '01', name: 'CN=expired', notBefore: new Date('2020-01-01'), notAfter: new Date('2021-01-01'), keys, signingAlgorithm: alg },
+    webcrypto,
+  );
+  const pkcs8 = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey));
+  const keyPem = createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' }).export({ type: 'pkcs8', format: 'pem' }).toString();
+  return `${cert.toString('pem')}\n${keyPem}`;
+}
+
+/** Mounts a KV version 2 engine at `kv/` in the stack's OpenBao (once) and writes a secret. */
+let kvMounted: Promise<void> | undefined;
+export async function vaultWrite(path: string, data: Record<string, string>): Promise<void> {
+  const { addr, token } = stack().infra.vault;
+  kvMounted ??= (async () => {
+    const res = await request(`${addr}/v1/sys/mounts/kv`, { method: 'POST', headers: { 'x-vault-token': token, 'content-type': 'application/json' }, body: JSON.stringify({ type: 'kv', options: { version: '2' } }) });
+    const text = await res.body.text();
+    if (res.statusCode >= 300 && !/already in use|existing mount/i.test(text)) throw new Error(`mount kv: ${res.statusCode}`);
+  })();
+  await kvMounted;
+  const res = await request(`${addr}/v1/kv/data/${path}`, { method: 'POST', headers: { 'x-vault-token': token, 'content-type': 'application/json' }, body: JSON.stringify({ data }) });
+  await res.body.dump();
+  if (res.statusCode >= 300) throw new Error(`vault write ${path}: ${res.statusCode}`);
+}
+
+export type ExtraGateway = { url: string; lines: string[]; close(): Promise<void> };
+
+async function listen(server: Server, lines: string[], cleanup: () => Promise<unknown>): Promise<ExtraGateway> {
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    lines,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      await cleanup();
+    },
+  };
+}
+
+/** A logger at trace level with no redaction, writing into `lines`: what reaches it is what the code logged. */
+function capturingLogger(lines: string[]) {
+  return pino({ name: 'api', level: 'trace' }, { write: (chunk: string) => void lines.push(chunk) });
+}
+
+/** A second API instance on the stack's database and Temporal whose every log line is kept. */
+export async function startCapturedGateway(): Promise<ExtraGateway> {
+  const lines: string[] = [];
+  const server = await startGateway({ ...stack().config, port: 0 }, stack().orm, stack().temporal, capturingLogger(lines));
+  return listen(server, lines, async () => undefined);
+}
+
+/**
+ * An API instance whose database refuses connections (nothing listens on port 1): a real
+ * failure underneath every handler, for the spec's 500 rows (no body, nothing internal logged).
+ */
+export async function startBrokenGateway(): Promise<ExtraGateway> {
+  const lines: string[] = [];
+  const orm = await openOrm('postgres://postgres@127.0.0.1:1/gone', { poolMax: 1 });
+  const server = await startGateway({ ...stack().config, port: 0 }, orm, stack().temporal, capturingLogger(lines));
+  return listen(server, lines, () => orm.close());
+}
+
+/** Like http.ts `call`, against any base URL. */
+export async function callAt(base: string, method: string, path: string, opts: { token?: string; json?: unknown; body?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  let body = opts.body;
+  if (opts.json !== undefined) {
+    headers['content-type'] = 'application/json';
+    body = JSON.stringify(opts.json);
+  }
+  const res = await request(`${base}${path}`, { method: method as 'GET', headers, body });
+  const text = await res.body.text();
+  let json: unknown;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: res.statusCode, headers: res.headers, text, json };
+}
+
