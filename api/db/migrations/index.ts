@@ -4,6 +4,7 @@ import { Migration20261122100100_analytics } from './Migration20261122100100_ana
 import { Migration20261122100200_receipts } from './Migration20261122100200_receipts.ts';
 import { Migration20261122110000_settlement_config } from './Migration20261122110000_settlement_config.ts';
 import { Migration20261122120000_payment_claims } from './Migration20261122120000_payment_claims.ts';
+import { Migration20261122123000_analytics_summaries } from './Migration20261122123000_analytics_summaries.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -13,4 +14,5 @@ export const gatewayMigrations = [
   { name: 'Migration20261122100200_receipts', class: Migration20261122100200_receipts },
   { name: 'Migration20261122110000_settlement_config', class: Migration20261122110000_settlement_config },
   { name: 'Migration20261122120000_payment_claims', class: Migration20261122120000_payment_claims },
+  { name: 'Migration20261122123000_analytics_summaries', class: Migration20261122123000_analytics_summaries },
 ];
