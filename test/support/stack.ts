@@ -18,6 +18,7 @@ import { startGateway } from '../../api/gateway.ts';
 import { mintToken } from '../../api/tokens.ts';
 import { connectClient } from '../../temporal/client.ts';
 import { createGatewayWorker, gatewayWorkflowsPath } from '../../temporal/gateway-worker.ts';
+import { startFacilitatorStack, type FacilitatorStack } from './facilitator.ts';
 
 export type Stack = {
   infra: Infra;
@@ -29,6 +30,8 @@ export type Stack = {
   token(tenant: string, user?: string): Promise<string>;
   /** Upstream hosts the tests' own loopback servers listen on; exempt from the SSRF guard. */
   allow: string[];
+  /** The settlement facilitator, in-process (test/support/facilitator.ts). */
+  facilitator: FacilitatorStack;
 };
 
 let current: Stack | undefined;
@@ -76,12 +79,16 @@ export async function startStack(): Promise<Stack> {
     // up front as a deployment would before running `npm run rotate-kek`.
     VAULT_KEKS: `dev:${infra.secrets.vaultKek},next:${randomBytes(32).toString('base64')}`,
     VAULT_KEK_CURRENT: 'dev',
+    TOKEN_ADDRESS: infra.tokenAddress,
+    SETTLEMENT_CA_FILE: infra.pki.files.ca,
     LOG_LEVEL: 'silent',
   });
   const orm = await openOrm(config.databaseUrl);
   cleanups.push(() => orm.close());
   const temporal = await connectClient(config.temporal.address, config.temporal.namespace);
   cleanups.push(() => temporal.connection.close());
+  const facilitator = await startFacilitatorStack(infra, temporal);
+  cleanups.push(() => facilitator.close());
 
   // Bundle once per run; every worker of the run (including ones tests start) reuses it.
   const workflowBundle = await bundleWorkflowCode({ workflowsPath: gatewayWorkflowsPath, logger: silentLogger });
@@ -105,6 +112,7 @@ export async function startStack(): Promise<Stack> {
     temporal,
     workflowBundle,
     allow,
+    facilitator,
     token: (tenant, user = 'user-1') => mintToken({ secret: infra.secrets.jwtSecret, tenant, user }),
   };
   return current;

@@ -1,0 +1,121 @@
+// The facilitator of the test stack, in-process: its mutual-TLS listener and its public port on
+// free ports, its own database (migrated), and its Temporal worker holding the dev gas wallet.
+// Tests that need a second facilitator (another task queue, a worker in a child process they
+// can kill) start one with `startFacilitatorStack(..., overrides)` and spawn a worker with
+// `spawnFacilitatorWorker(env)`.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type pg from 'pg';
+import type { Client } from '@temporalio/client';
+import { bundleWorkflowCode, type WorkflowBundle, type Worker } from '@temporalio/worker';
+import type { Infra } from '../../scripts/lib/infra.ts';
+import { loadFacilitatorConfig, type FacilitatorConfig } from '../../facilitator/config.ts';
+import { openFacilitatorPool } from '../../facilitator/db/pool.ts';
+import { migrateFacilitator } from '../../facilitator/db/migrations.ts';
+import { startFacilitator } from '../../facilitator/server.ts';
+import { createChainProvider } from '../../facilitator/chain.ts';
+import { loadKeystoreSigner } from '../../facilitator/signer.ts';
+import { createLogger } from '../../api/log.ts';
+import { createFacilitatorWorker, facilitatorWorkflowsPath } from '../../temporal/facilitator-worker.ts';
+
+export type FacilitatorStack = {
+  config: FacilitatorConfig;
+  /** https://127.0.0.1:port (mutual TLS: /settle and the read-only endpoints). */
+  url: string;
+  /** http://127.0.0.1:port (/supported, /healthz only). */
+  publicUrl: string;
+  pool: pg.Pool;
+  gasWallet: string;
+  /** The environment a facilitator process of this stack runs with (for spawned workers). */
+  env: Record<string, string>;
+  close(): Promise<void>;
+};
+
+let bundle: Promise<WorkflowBundle> | undefined;
+const silentLogger = { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+
+export function facilitatorEnv(infra: Infra, overrides: Record<string, string> = {}): Record<string, string> {
+  return {
+    FACILITATOR_PORT: '0',
+    FACILITATOR_PUBLIC_PORT: '0',
+    FACILITATOR_TLS_CERT: infra.pki.files.serverCert,
+    FACILITATOR_TLS_KEY: infra.pki.files.serverKey,
+    FACILITATOR_TLS_CA: infra.pki.files.ca,
+    FACILITATOR_DATABASE_URL: infra.facilitatorDatabaseUrl,
+    CHAIN_RPC_URL: infra.chainRpcUrl,
+    TOKEN_ADDRESS: infra.tokenAddress,
+    TEMPORAL_ADDRESS: infra.temporalAddress,
+    FACILITATOR_KEYSTORE_FILE: infra.gasWallet.keystoreFile,
+    FACILITATOR_KEYSTORE_PASSWORD_FILE: infra.gasWallet.passwordFile,
+    // Tests deactivate accounts and drain gas and expect the next call to see it.
+    FACILITATOR_ACCOUNT_CACHE_MS: '0',
+    FACILITATOR_READINESS_CACHE_MS: '0',
+    LOG_LEVEL: 'silent',
+    ...overrides,
+  };
+}
+
+export async function startFacilitatorStack(
+  infra: Infra,
+  temporal: Client,
+  opts: { overrides?: Record<string, string>; inProcessWorker?: boolean } = {},
+): Promise<FacilitatorStack> {
+  const env = facilitatorEnv(infra, opts.overrides);
+  const config = loadFacilitatorConfig(env);
+  const pool = openFacilitatorPool(config.databaseUrl);
+  await migrateFacilitator(pool);
+  const running = await startFacilitator(config, { pool, temporal, log: createLogger('facilitator', 'silent') });
+
+  let stopWorker: () => Promise<void> = async () => undefined;
+  if (opts.inProcessWorker !== false) {
+    bundle ??= bundleWorkflowCode({ workflowsPath: facilitatorWorkflowsPath, logger: silentLogger });
+    const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
+    const signer = await loadKeystoreSigner(config);
+    const { worker, connection } = await createFacilitatorWorker(config, { pool, provider, signer }, { workflowBundle: await bundle });
+    const run = worker.run();
+    stopWorker = async () => {
+      shutdown(worker);
+      await run.catch(() => undefined);
+      await connection.close();
+      provider.destroy();
+    };
+  }
+
+  return {
+    config,
+    url: running.url,
+    publicUrl: running.publicUrl,
+    pool,
+    gasWallet: infra.gasWallet.address,
+    env,
+    async close() {
+      await stopWorker();
+      await running.close();
+      await pool.end();
+    },
+  };
+}
+
+function shutdown(worker: Worker): void {
+  if (worker.getState() === 'RUNNING') worker.shutdown();
+}
+
+export type SpawnedWorker = { child: ChildProcess; ready: Promise<void>; exited: Promise<void> };
+
+/** A facilitator worker in its own process (temporal/facilitator-worker-main.ts), to be killed by a test. */
+export function spawnFacilitatorWorker(env: Record<string, string>): SpawnedWorker {
+  const child = spawn(process.execPath, ['temporal/facilitator-worker-main.ts'], {
+    env: { ...process.env, ...env, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const ready = new Promise<void>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (line.includes('facilitator worker running')) resolve();
+    });
+    child.once('exit', (code, signal) => reject(new Error(`facilitator worker exited early (${signal ?? code})`)));
+  });
+  ready.catch(() => undefined);
+  child.stderr?.resume();
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return { child, ready, exited };
+}
