@@ -3,6 +3,7 @@
 // and the breaker as seen through HTTP. Upstreams are real local HTTP servers.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { call, waitForInvocation } from './support/http.ts';
@@ -68,9 +69,11 @@ describe('proxy: transactional invocations', () => {
       const chunked = await request(`${stack().apiUrl}/v1/proxy/${agentId}`, {
         method: 'POST',
         headers: { authorization: `Bearer ${token}` },
-        body: (async function* () {
-          for (let i = 0; i < 40; i++) yield Buffer.alloc(1024 * 1024, 2);
-        })(),
+        body: Readable.from(
+          (function* () {
+            for (let i = 0; i < 40; i++) yield Buffer.alloc(1024 * 1024, 2);
+          })(),
+        ),
       }).catch((err: Error) => err);
       if (!(chunked instanceof Error)) {
         assert.equal(chunked.statusCode, 413);

@@ -9,7 +9,7 @@
 //   mid-stream cuts the caller's response short and is recorded failed (stream_interrupted).
 // - Before the first byte: 502 unreachable/refused/blocked/circuit open, 504 timeout, with
 //   coarse bodies that never name the upstream.
-import { pipeline } from 'node:stream/promises';
+import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Context } from 'koa';
 import { errors as undiciErrors } from 'undici';
@@ -33,6 +33,36 @@ export const MAX_MCP_BODY = 32 * 1024 * 1024;
 
 function contentLengthOf(value: string): number | null {
   return /^\d{1,15}$/.test(value) ? Number(value) : null;
+}
+
+type PipeEnd = { by: 'done' } | { by: 'caller' } | { by: 'upstream'; err: unknown };
+
+/**
+ * Pipes the upstream body to the caller with backpressure and reports who ended it first.
+ * Unlike stream.pipeline, a broken side is destroyed without an error object, so the
+ * framework does not log a routine hang-up as a server error.
+ */
+function pipeDown(source: Readable, res: ServerResponse): Promise<PipeEnd> {
+  return new Promise((resolve) => {
+    let settled = false;
+    const settle = (end: PipeEnd) => {
+      if (settled) return;
+      settled = true;
+      resolve(end);
+    };
+    source.on('error', (err) => {
+      // The caller must see a broken response, not a short one that looks whole.
+      if (!settled) res.destroy();
+      settle({ by: 'upstream', err });
+    });
+    res.once('close', () => {
+      if (res.writableFinished) return settle({ by: 'done' });
+      source.destroy();
+      settle({ by: 'caller' });
+    });
+    res.once('finish', () => settle({ by: 'done' }));
+    source.pipe(res);
+  });
 }
 
 export function streamRoute(deps: AppDeps, services: ProxyServices) {
@@ -177,21 +207,14 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     if (eventStream) res.flushHeaders();
 
     let firstByteAt: number | null = null;
-    const piping = pipeline(reply.body, res);
     reply.body.once('data', () => {
       firstByteAt = performance.now();
     });
-    let failure: ErrorClass | null = null;
-    try {
-      await piping;
-    } catch (err) {
-      failure = hangup.signal.aborted ? 'caller_aborted' : err instanceof undiciErrors.BodyTimeoutError ? 'timeout' : 'stream_interrupted';
-      // The caller must see a broken response, not a short one that looks whole.
-      res.destroy();
-    } finally {
-      reply.finish();
-      res.off('close', onClose);
-    }
+    const ended = await pipeDown(reply.body, res);
+    reply.finish();
+    res.off('close', onClose);
+    const failure: ErrorClass | null =
+      ended.by === 'done' ? null : ended.by === 'caller' ? 'caller_aborted' : ended.err instanceof undiciErrors.BodyTimeoutError ? 'timeout' : 'stream_interrupted';
     const end = performance.now();
     await complete({
       status: failure ? 'failed' : outcomeStatus(reply.status),
