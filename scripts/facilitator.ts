@@ -1,0 +1,118 @@
+// `npm run facilitator -- accounts add|list|deactivate`: the operator's tool for facilitator
+// accounts. An account is a client certificate (by SHA-256 fingerprint) with its guardrails.
+//
+//   accounts add --cert FILE --name NAME [--kind NETWORK:ASSET]... [--max-per-tx N] [--daily-ceiling N]
+//   accounts list [--json]
+//   accounts deactivate ID_OR_FINGERPRINT | --cert FILE
+//
+// The database is FACILITATOR_DATABASE_URL (or --database-url); without either, the one
+// `npm start` runs (embedded PostgreSQL on EMBEDDED_PG_PORT, default 5433). The default kind
+// is (base, TOKEN_ADDRESS), or the local token of `npm start` when TOKEN_ADDRESS is unset.
+// Limits are in the token's smallest unit; an omitted limit uses the deployment default.
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { getAddress, getCreateAddress } from 'ethers';
+import { openFacilitatorPool } from '../facilitator/db/pool.ts';
+import { migrateFacilitator } from '../facilitator/db/migrations.ts';
+import { addAccount, deactivateAccount, listAccounts, type Account, type AccountKind } from '../facilitator/accounts.ts';
+import { certFingerprint256 } from '../facilitator/pki.ts';
+import { DEV_ACCOUNTS } from '../contracts/chain.ts';
+
+const USAGE = `usage:
+  npm run facilitator -- accounts add --cert FILE --name NAME [--kind NETWORK:ASSET]... [--max-per-tx N] [--daily-ceiling N]
+  npm run facilitator -- accounts list [--json]
+  npm run facilitator -- accounts deactivate ID_OR_FINGERPRINT | --cert FILE
+options: --database-url URL (default: FACILITATOR_DATABASE_URL, else the npm start database)`;
+
+function fail(message: string): never {
+  process.stderr.write(`${message}\n${USAGE}\n`);
+  process.exit(2);
+}
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    cert: { type: 'string' },
+    name: { type: 'string' },
+    kind: { type: 'string', multiple: true },
+    'max-per-tx': { type: 'string' },
+    'daily-ceiling': { type: 'string' },
+    'database-url': { type: 'string' },
+    json: { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+if (values.help || positionals[0] !== 'accounts') fail(values.help ? '' : 'unknown command');
+
+const databaseUrl =
+  values['database-url'] ??
+  process.env.FACILITATOR_DATABASE_URL ??
+  `postgres://postgres:postgres@127.0.0.1:${process.env.EMBEDDED_PG_PORT ?? 5433}/gateway_facilitator`;
+
+function amount(flag: string, value: string | undefined): bigint | null {
+  if (value === undefined) return null;
+  if (!/^[0-9]{1,78}$/.test(value)) fail(`--${flag} must be a decimal integer (token smallest units)`);
+  return BigInt(value);
+}
+
+function kinds(): AccountKind[] {
+  // The token `npm start` deploys lands at dev account 0's first contract address.
+  const fallback = process.env.TOKEN_ADDRESS ?? getCreateAddress({ from: DEV_ACCOUNTS[0].address, nonce: 0 });
+  const given = values.kind ?? [`base:${fallback}`];
+  return given.map((k) => {
+    const [network, asset] = k.split(':');
+    if (!network || !/^0x[0-9a-fA-F]{40}$/.test(asset ?? '')) fail(`--kind ${k}: expected NETWORK:0xASSET`);
+    return { network, asset: getAddress(asset) };
+  });
+}
+
+function show(a: Account): string {
+  const limits = `max/tx ${a.maxPerTx ?? 'default'}, daily ${a.dailyCeiling ?? 'default'}`;
+  const kindList = a.allowedKinds.map((k) => `${k.network}:${k.asset}`).join(' ');
+  return `${a.id}  ${a.active ? 'active  ' : 'inactive'}  ${a.name}\n    sha256 ${a.certFingerprint}\n    kinds ${kindList}; ${limits}`;
+}
+
+const pool = openFacilitatorPool(databaseUrl, 2);
+try {
+  await migrateFacilitator(pool);
+  const action = positionals[1];
+  if (action === 'add') {
+    if (!values.cert || !values.name) fail('accounts add needs --cert and --name');
+    let certPem: string;
+    try {
+      certPem = readFileSync(values.cert, 'utf8');
+      certFingerprint256(certPem);
+    } catch {
+      fail(`--cert ${values.cert}: not a readable PEM certificate`);
+    }
+    const account = await addAccount(pool, {
+      name: values.name,
+      certPem,
+      allowedKinds: kinds(),
+      maxPerTx: amount('max-per-tx', values['max-per-tx']),
+      dailyCeiling: amount('daily-ceiling', values['daily-ceiling']),
+    }).catch((err: { code?: string }) => {
+      if (err.code === '23505') fail('an account with this certificate already exists');
+      throw err;
+    });
+    process.stdout.write(`added\n${show(account)}\n`);
+  } else if (action === 'list') {
+    const accounts = await listAccounts(pool);
+    if (values.json) {
+      const plain = accounts.map((a) => ({ ...a, maxPerTx: a.maxPerTx?.toString() ?? null, dailyCeiling: a.dailyCeiling?.toString() ?? null }));
+      process.stdout.write(`${JSON.stringify(plain, null, 2)}\n`);
+    } else {
+      process.stdout.write(accounts.length ? `${accounts.map(show).join('\n')}\n` : 'no accounts\n');
+    }
+  } else if (action === 'deactivate') {
+    const target = values.cert ? certFingerprint256(readFileSync(values.cert, 'utf8')) : positionals[2];
+    if (!target) fail('accounts deactivate needs an account id, a fingerprint or --cert');
+    const account = await deactivateAccount(pool, target);
+    if (!account) fail('no account matches');
+    process.stdout.write(`deactivated\n${show(account)}\n`);
+  } else {
+    fail('unknown accounts action');
+  }
+} finally {
+  await pool.end();
+}
