@@ -7,6 +7,7 @@ import { appEnvironment, startInfra } from './lib/infra.ts';
 import { assertPortFree, waitFor } from './lib/ports.ts';
 import { stopChild } from '../temporal/dev-server.ts';
 import { mintToken } from '../api/tokens.ts';
+import { ensureDevAccount } from '../facilitator/dev-account.ts';
 
 const env = process.env;
 const num = (name: string, fallback: number) => Number(env[name] ?? fallback);
@@ -87,6 +88,7 @@ try {
     log,
   });
   stopInfra = infra.stop;
+  await ensureDevAccount(infra.facilitatorDatabaseUrl, infra.pki.clientCertPem, infra.tokenAddress);
 
   const childEnv = appEnvironment(infra, {
     PORT: String(ports.api),
@@ -100,6 +102,7 @@ try {
   run('demo', 'scripts/demo-upstream.ts', childEnv);
   run('worker', 'temporal/gateway-worker-main.ts', childEnv);
   run('facilitator', 'facilitator/main.ts', childEnv);
+  run('facilitator-worker', 'temporal/facilitator-worker-main.ts', childEnv);
   run('api', 'api/main.ts', childEnv);
 
   const apiUrl = `http://127.0.0.1:${ports.api}`;
