@@ -6,7 +6,17 @@ import type { AddressInfo, Socket } from 'node:net';
 import assert from 'node:assert/strict';
 import { stack } from './stack.ts';
 import { call, uniqueName } from './http.ts';
+import { once } from 'node:events';
+import Koa from 'koa';
+import Router from '@koa/router';
 import { InvocationSchema, type Invocation } from '../../api/db/entities.ts';
+import { errorMapper } from '../../api/errors.ts';
+import { createVerifier, requireAuth, type AuthState } from '../../api/auth.ts';
+import { createLogger } from '../../api/log.ts';
+import { proxyRoutes } from '../../api/routes/proxy.ts';
+import { createProxyServices, type ProxyServices } from '../../api/proxy/services.ts';
+import type { AppDeps } from '../../api/app.ts';
+import type { GatewayConfig } from '../../api/config.ts';
 
 export type RawUpstream = {
   url: string;
@@ -101,4 +111,42 @@ export function nodeRequest(method: string, path: string, headers: Record<string
     req.on('error', reject);
     req.end(body);
   });
+}
+
+/**
+ * A gateway app of the proxy routes alone, on the stack's database, Temporal and auth, with
+ * its own configuration and services: what the SSRF and rate-limit tests need to run under
+ * an empty allow-list, a rebinding resolver or a shared Redis limiter.
+ */
+export async function startProxyApp(configPatch: Partial<GatewayConfig> = {}, overrides: Partial<ProxyServices> = {}): Promise<{ url: string; services: ProxyServices; close(): Promise<void> }> {
+  const config = { ...stack().config, ...configPatch };
+  const deps: AppDeps = {
+    config,
+    orm: stack().orm,
+    temporal: stack().temporal,
+    log: createLogger('test-proxy', 'silent'),
+    version: { name: 'test', version: '0.0.0', commit: null },
+    readiness: async () => ({}),
+  };
+  const services = createProxyServices(deps, overrides);
+  const app = new Koa();
+  app.silent = true;
+  app.use(errorMapper(deps.log));
+  const v1 = new Router<AuthState>({ prefix: '/v1' });
+  v1.use(requireAuth(createVerifier(config.auth)));
+  const routes = proxyRoutes(deps, services);
+  v1.use(routes.routes(), routes.allowedMethods());
+  app.use(v1.routes());
+  const server = app.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    services,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      await services.limiter.close();
+      await services.upstream.close();
+    },
+  };
 }
