@@ -43,7 +43,7 @@ export function mismatchedBundle(): string {
 export async function expiredBundle(): Promise<string> {
   const x509 = await import('@peculiar/x509');
   const alg = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
-  const keys = (await webcrypto.subtle.generateKey(alg, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const keys = (await webcrypto.subtle.generateKey(alg, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
   const cert = await x509.X509CertificateGenerator.createSelfSigned(
     { serialNumber: '01', name: 'CN=expired', notBefore: new Date('2020-01-01'), notAfter: new Date('2021-01-01'), keys, signingAlgorithm: alg },
     webcrypto,

@@ -1,0 +1,226 @@
+// The OpenAPI 3.1 document and the reference page match what the server does: every live
+// answer of a scenario that walks all management endpoints (every documented status of the
+// Agents, Credentials and Settlement operations, 500s from a gateway whose database is gone)
+// is checked against the document's operation and validated with Ajv (JSON Schema 2020-12).
+import assert from 'node:assert/strict';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { stack } from './support/stack.ts';
+import { call, uniqueName, waitForInvocation, type Reply } from './support/http.ts';
+import { callAt, clientTlsBundle, startBrokenGateway } from './support/catalog.ts';
+import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { agentRoutes } from '../api/routes/agents.ts';
+import { credentialRoutes } from '../api/routes/credentials.ts';
+import { settlementRoutes } from '../api/routes/settlement.ts';
+import type { AppDeps } from '../api/app.ts';
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
+const CHECKED_TAGS = new Set(['Agents', 'Credentials', 'Settlement']);
+
+type Doc = { openapi: string; paths: Record<string, Record<string, any>>; components: { schemas: Record<string, unknown> } };
+
+describe('OpenAPI document and reference page', () => {
+  let doc: Doc;
+  let ajv: Ajv2020;
+  let upstream: TestUpstream;
+  /** operationId → statuses seen live and validated. */
+  const seen = new Map<string, Set<string>>();
+
+  before(async () => {
+    upstream = await startUpstream();
+    const res = await call('GET', '/v1/openapi.json');
+    assert.equal(res.status, 200);
+    doc = res.json;
+    ajv = new Ajv2020({ strict: true, allErrors: true, strictRequired: false });
+    ajv.addKeyword('example');
+    addFormats(ajv);
+    // The components, addressable as openapi.json#/$defs/<name> (their own $refs rewritten to match).
+    const defs = JSON.parse(JSON.stringify(doc.components.schemas).replaceAll('"#/components/schemas/', '"#/$defs/'));
+    ajv.addSchema({ $id: 'openapi.json', $defs: defs }, 'openapi.json');
+  });
+  after(() => upstream.close());
+
+  /** Finds the documented operation for a concrete request and validates the live answer against it. */
+  function check(method: string, path: string, res: Reply): void {
+    const bare = path.split('?')[0];
+    const entry = Object.entries(doc.paths).find(([template]) => new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`).test(bare));
+    assert.ok(entry, `${method} ${bare} is documented`);
+    const op = entry[1][method.toLowerCase()];
+    assert.ok(op, `${method} ${entry[0]} is documented`);
+    const status = String(res.status);
+    const response = op.responses[status] ?? op.responses.default;
+    assert.ok(response, `${op.operationId}: status ${status} is documented (${res.text})`);
+    const json = response.content?.['application/json'];
+    if (!response.content) {
+      assert.equal(res.text, '', `${op.operationId} ${status} has no body`);
+    } else if (json?.schema) {
+      const schema = JSON.parse(JSON.stringify(json.schema).replaceAll('"#/components/schemas/', '"openapi.json#/$defs/'));
+      const validate = ajv.compile(schema);
+      assert.ok(validate(res.json), `${op.operationId} ${status}: ${ajv.errorsText(validate.errors)} in ${res.text}`);
+      assert.match(String(res.headers['content-type']), /application\/json/);
+    }
+    if (!seen.has(op.operationId)) seen.set(op.operationId, new Set());
+    seen.get(op.operationId)!.add(status);
+  }
+
+  async function checked(method: string, path: string, opts: Parameters<typeof call>[2] = {}, base?: string): Promise<Reply> {
+    const res = base ? await callAt(base, method, path, opts as any) : await call(method, path, opts);
+    check(method, path, res);
+    return res;
+  }
+
+  it('is OpenAPI 3.1 whose schemas all compile under JSON Schema 2020-12', () => {
+    assert.equal(doc.openapi, '3.1.0');
+    for (const name of Object.keys(doc.components.schemas)) ajv.compile({ $ref: `openapi.json#/$defs/${name}` });
+    assert.ok(doc.paths['/v1/agents'].post.requestBody.content['application/json'].schema.$ref.endsWith('/AgentCreate'));
+    const credential = doc.components.schemas.Credential as any;
+    assert.ok(!('plaintext' in credential.properties), 'the secret is not a response field');
+    assert.equal((doc.components.schemas.CredentialCreate as any).properties.plaintext.writeOnly, true);
+  });
+
+  it('documents exactly the routes the catalog, vault and settlement routers serve', () => {
+    const deps = { config: stack().config, orm: stack().orm } as AppDeps;
+    const served = new Set<string>();
+    for (const router of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps)]) {
+      for (const layer of router.stack) {
+        for (const method of layer.methods.filter((m) => m !== 'HEAD')) served.add(`${method.toLowerCase()} /v1${String(layer.path).replace(/:(\w+)/g, '{$1}')}`);
+      }
+    }
+    const documented = new Set<string>();
+    for (const [path, ops] of Object.entries(doc.paths)) for (const [method, op] of Object.entries(ops)) if (CHECKED_TAGS.has(op.tags[0])) documented.add(`${method} ${path}`);
+    assert.deepEqual([...served].sort(), [...documented].sort());
+  });
+
+  it('every documented status of every management operation is what the server answers, live', async function () {
+    this.timeout(120_000);
+    const tenant = `tenant-openapi-${uniqueName()}`;
+    const token = await stack().token(tenant);
+    const other = await stack().token(`${tenant}-other`);
+    const unknownAgent = 'agt_0190a0a0-0000-7000-8000-000000000000';
+    const unknownCred = 'cred_0190a0a0-0000-7000-8000-000000000000';
+
+    // Service endpoints.
+    await checked('GET', '/healthz');
+    await checked('GET', '/readyz');
+    await checked('GET', '/version');
+
+    // Credentials.
+    const cred = (await checked('POST', '/v1/credentials', { token, json: { name: 'bearer', auth_type: 'bearer', source: 'managed', plaintext: 'openapi-secret-0001' } })).json;
+    await checked('POST', '/v1/credentials', { token, json: { name: 'vault', auth_type: 'api_key', source: 'vault', vault_ref: 'kv/data/x#y', header_name: 'X-Key' } });
+    const pem = (await checked('POST', '/v1/credentials', { token, json: { name: 'pem', auth_type: 'none', source: 'managed', plaintext: clientTlsBundle() } })).json;
+    await checked('POST', '/v1/credentials', { token, json: { name: 'bearer', auth_type: 'none', source: 'managed' } }); // 409
+    await checked('POST', '/v1/credentials', { token, json: { name: 'x', auth_type: 'bearer', source: 'managed' } }); // 400
+    await checked('POST', '/v1/credentials', { json: {} }); // 401
+    await checked('GET', '/v1/credentials?limit=1', { token });
+    await checked('GET', '/v1/credentials?cursor=zzz', { token });
+    await checked('GET', '/v1/credentials', {});
+    await checked('GET', `/v1/credentials/${cred.id}`, { token });
+    await checked('GET', `/v1/credentials/${cred.id}`, { token: other });
+    await checked('GET', `/v1/credentials/${cred.id}`, {});
+    await checked('PUT', `/v1/credentials/${cred.id}`, { token, json: { plaintext: 'openapi-secret-0002' } });
+    await checked('PUT', `/v1/credentials/${cred.id}`, { token, json: { name: '' } });
+    await checked('PUT', `/v1/credentials/${cred.id}`, { token, json: { name: 'pem' } }); // 409
+    await checked('PUT', `/v1/credentials/${unknownCred}`, { token, json: {} });
+    await checked('PUT', `/v1/credentials/${cred.id}`, { json: {} });
+
+    // Agents.
+    const agent = (await checked('POST', '/v1/agents', { token, json: { name: 'a1', upstream_url: upstream.url, credential_ref: cred.id, pricing: undefined, tags: ['x'] } })).json;
+    const priced = (await checked('POST', '/v1/agents', { token, json: { name: 'a2', protocol: 'mcp', mcp_transport: 'streamable_http', pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: '0x52908400098527886e0f7030069857d2e4169ee7', tools: { t: '1' } }, rate_limit_rps: 3 } })).json;
+    await checked('POST', '/v1/agents', { token, json: { name: 'a1' } }); // 409
+    await checked('POST', '/v1/agents', { token, json: { name: 'a3', protocol: 'mcp' } }); // 400
+    await checked('POST', '/v1/agents', { json: { name: 'a4' } }); // 401
+    await checked('GET', '/v1/agents?limit=1', { token });
+    await checked('GET', '/v1/agents?status=nope', { token });
+    await checked('GET', '/v1/agents', {});
+    await checked('GET', `/v1/agents/${priced.id}`, { token });
+    await checked('GET', `/v1/agents/${agent.id}`, { token: other });
+    await checked('GET', `/v1/agents/${agent.id}`, {});
+    await checked('PATCH', `/v1/agents/${priced.id}`, { token, json: { pricing: null, description: 'd' } });
+    await checked('PATCH', `/v1/agents/${priced.id}`, { token, json: { name: 'a1' } }); // 409
+    await checked('PATCH', `/v1/agents/${priced.id}`, { token, json: { protocol: 'nope' } }); // 400
+    await checked('PATCH', `/v1/agents/${unknownAgent}`, { token, json: {} });
+    await checked('PATCH', `/v1/agents/${priced.id}`, { json: {} });
+    await checked('POST', `/v1/agents/${priced.id}/suspend`, { token, json: { reason: 'r' } });
+    await checked('POST', `/v1/agents/${priced.id}/suspend`, { token, json: { reason: 1 } });
+    await checked('POST', `/v1/agents/${unknownAgent}/suspend`, { token });
+    await checked('POST', `/v1/agents/${priced.id}/suspend`, {});
+    await checked('POST', `/v1/agents/${priced.id}/unsuspend`, { token });
+    await checked('POST', `/v1/agents/${priced.id}/unsuspend`, { token, json: { x: 1 } });
+    await checked('POST', `/v1/agents/${unknownAgent}/unsuspend`, { token });
+    await checked('POST', `/v1/agents/${priced.id}/unsuspend`, {});
+
+    // Proxy: one call through, polled.
+    const invoked = await checked('POST', `/v1/proxy/${agent.id}`, { token, body: 'hi' });
+    await waitForInvocation(token, agent.id, invoked.json.invocation_id);
+    await checked('GET', `/v1/proxy/${agent.id}/invocations/${invoked.json.invocation_id}`, { token });
+
+    // Settlement.
+    await checked('GET', '/v1/settlement/config', { token });
+    await checked('GET', '/v1/settlement/config', {});
+    await checked('PUT', '/v1/settlement/config', { token, json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: pem.id } });
+    await checked('PUT', '/v1/settlement/config', { token, json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: pem.id } });
+    await checked('PUT', '/v1/settlement/config', { token, json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: cred.id } });
+    await checked('PUT', '/v1/settlement/config', { json: {} });
+    await checked('GET', '/v1/settlement/config', { token });
+    await checked('DELETE', `/v1/credentials/${pem.id}`, { token }); // 409: facilitator credential
+    await checked('DELETE', '/v1/settlement/config', { token });
+    await checked('DELETE', '/v1/settlement/config', { token });
+    await checked('DELETE', '/v1/settlement/config', {});
+
+    // Deletes.
+    await checked('DELETE', `/v1/agents/${agent.id}`, { token });
+    await checked('POST', `/v1/agents/${agent.id}/suspend`, { token }); // 409 inactive
+    await checked('POST', `/v1/agents/${agent.id}/unsuspend`, { token }); // 409 inactive
+    await checked('DELETE', `/v1/agents/${unknownAgent}`, { token });
+    await checked('DELETE', `/v1/agents/${agent.id}`, {});
+    await checked('DELETE', `/v1/credentials/${cred.id}`, { token });
+    await checked('DELETE', `/v1/credentials/${cred.id}`, { token });
+    await checked('DELETE', `/v1/credentials/${cred.id}`, {});
+
+    // 500s from a gateway whose database is gone.
+    const broken = await startBrokenGateway();
+    try {
+      for (const [method, path, json] of [
+        ['POST', '/v1/agents', { name: 'x' }],
+        ['GET', '/v1/agents'],
+        ['GET', `/v1/agents/${unknownAgent}`],
+        ['PATCH', `/v1/agents/${unknownAgent}`, {}],
+        ['DELETE', `/v1/agents/${unknownAgent}`],
+        ['POST', `/v1/agents/${unknownAgent}/suspend`],
+        ['POST', `/v1/agents/${unknownAgent}/unsuspend`],
+        ['POST', '/v1/credentials', { name: 'x', auth_type: 'none', source: 'managed' }],
+        ['GET', '/v1/credentials'],
+        ['GET', `/v1/credentials/${unknownCred}`],
+        ['PUT', `/v1/credentials/${unknownCred}`, {}],
+        ['DELETE', `/v1/credentials/${unknownCred}`],
+        ['GET', '/v1/settlement/config'],
+        ['PUT', '/v1/settlement/config', { facilitator_url: 'https://f.example.com', facilitator_credential_ref: unknownCred }],
+        ['DELETE', '/v1/settlement/config'],
+      ] as Array<[string, string, unknown?]>) {
+        await checked(method, path, { token, ...(json === undefined ? {} : { json }) }, broken.url);
+      }
+    } finally {
+      await broken.close();
+    }
+
+    // Every documented status of every management operation was answered and matched.
+    const missing: string[] = [];
+    for (const ops of Object.values(doc.paths)) {
+      for (const op of Object.values(ops)) {
+        if (!CHECKED_TAGS.has(op.tags[0])) continue;
+        for (const status of Object.keys(op.responses)) if (!seen.get(op.operationId)?.has(status)) missing.push(`${op.operationId} ${status}`);
+      }
+    }
+    assert.deepEqual(missing, []);
+  });
+
+  it('renders the reference page from the same document', async () => {
+    const page = await call('GET', '/docs');
+    assert.equal(page.status, 200);
+    assert.match(String(page.headers['content-type']), /text\/html/);
+    assert.match(String(page.headers['content-security-policy']), /default-src 'none'/);
+    for (const ops of Object.values(doc.paths)) for (const op of Object.values(ops)) assert.ok(page.text.includes(`id="op-${op.operationId}"`), op.operationId);
+    for (const name of Object.keys(doc.components.schemas)) assert.ok(page.text.includes(`id="schema-${name}"`), name);
+    assert.ok(page.text.includes('mcp_transport') && page.text.includes('facilitator_credential_ref'));
+  });
+});
