@@ -49,11 +49,13 @@ end
 return {allowed, math.ceil(wait), slowest}
 `;
 
-const PREFIX = 'gw:rl:';
+/** Key namespace; deployments (or test runs) sharing one Redis keep their buckets apart with their own. */
+export const DEFAULT_PREFIX = 'gw:rl:';
 
 type WithTake = Redis & { gwTakeTokens(numKeys: number, ...args: Array<string | number>): Promise<[number, number, number]> };
 
-export function createRedisLimiter(url: string, opts: { onError?: (err: Error) => void } = {}): RateLimiter {
+export function createRedisLimiter(url: string, opts: { onError?: (err: Error) => void; prefix?: string } = {}): RateLimiter {
+  const prefix = opts.prefix ?? DEFAULT_PREFIX;
   const redis = new Redis(url, {
     // A limiter that waits on a sick Redis would stall every call: fail fast instead.
     maxRetriesPerRequest: 1,
@@ -66,7 +68,7 @@ export function createRedisLimiter(url: string, opts: { onError?: (err: Error) =
 
   return {
     async take(buckets: Bucket[]): Promise<Decision> {
-      const keys = buckets.map((b) => PREFIX + b.key);
+      const keys = buckets.map((b) => prefix + b.key);
       const args = buckets.flatMap((b) => [String(b.rate), String(b.burst)]);
       try {
         const [allowed, waitMs, slowest] = await redis.gwTakeTokens(keys.length, ...keys, ...args);
