@@ -1,0 +1,126 @@
+// A gateway worker killed mid-invocation: a real worker process (temporal/gateway-worker-main.ts
+// with the stack's settings, on a task queue of its own) is SIGKILLed while the upstream holds
+// the request; a second worker process takes over once the activity's heartbeat times out.
+// Each invocation completes exactly once: without the opt-in the request is not re-sent and
+// the row fails as `interrupted`; with retry_non_idempotent it is re-sent and succeeds.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { request } from 'undici';
+import { stack } from './support/stack.ts';
+import { createAgent, rawUpstream, readAll, startProxyApp, waitForRow } from './support/proxy-helpers.ts';
+
+function startWorkerProcess(taskQueue: string): Promise<ChildProcess> {
+  const s = stack();
+  const child = spawn(process.execPath, ['temporal/gateway-worker-main.ts'], {
+    env: {
+      ...process.env,
+      DATABASE_URL: s.config.databaseUrl,
+      TEMPORAL_ADDRESS: s.config.temporal.address,
+      TEMPORAL_NAMESPACE: s.config.temporal.namespace,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      AUTH_JWT_SECRET: s.infra.secrets.jwtSecret,
+      UPSTREAM_ALLOW: s.allow.join(','),
+      UPSTREAM_TIMEOUT_MS: '60000',
+      VAULT_ADDR: s.infra.vault.addr,
+      VAULT_TOKEN: s.infra.vault.token,
+      VAULT_KEKS: `dev:${s.infra.secrets.vaultKek}`,
+      WORKER_METRICS_PORT: '0',
+      LOG_LEVEL: 'info',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  return new Promise((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('gateway worker running')) resolve(child);
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`worker exited (${code}) before running: ${output.slice(-2000)}`)));
+  });
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
+}
+
+describe('a worker killed mid-invocation', function () {
+  this.timeout(180_000);
+  const children: ChildProcess[] = [];
+  after(async () => {
+    for (const child of children) {
+      child.kill('SIGTERM');
+      await Promise.race([exited(child), new Promise((r) => setTimeout(r, 15_000))]);
+      child.kill('SIGKILL');
+    }
+  });
+
+  it('still completes each invocation exactly once (not re-sent without the opt-in, re-sent with it)', async () => {
+    const taskQueue = `crash-${randomUUID()}`;
+    const firstArrived: Record<string, () => void> = {};
+    const arrived = { plain: new Promise<void>((r) => (firstArrived.plain = r)), optIn: new Promise<void>((r) => (firstArrived.optIn = r)) };
+    const seen: Record<string, number> = { plain: 0, optIn: 0 };
+    // Holds the first request of each agent until its caller dies; answers later ones at once.
+    const up = await rawUpstream((req, res) => {
+      const which = req.url?.includes('opt-in') ? 'optIn' : 'plain';
+      void readAll(req).then(() => {
+        seen[which] += 1;
+        if (seen[which] === 1) return firstArrived[which]();
+        res.end(`answered ${which}`);
+      });
+    }, '/');
+    const gateway = await startProxyApp({ temporal: { ...stack().config.temporal, taskQueue } });
+    try {
+      const token = await stack().token(`tenant-crash-${randomUUID()}`);
+      const plain = await createAgent(token, { upstream_url: `${up.url}plain` });
+      const optIn = await createAgent(token, { upstream_url: `${up.url}opt-in`, retry_non_idempotent: true, capture_body: true });
+
+      const first = await startWorkerProcess(taskQueue);
+      children.push(first);
+      const invoke = async (agentId: string) => {
+        const res = await request(`${gateway.url}/v1/proxy/${agentId}`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'once' });
+        assert.equal(res.statusCode, 202);
+        return ((await res.body.json()) as { invocation_id: string }).invocation_id;
+      };
+      const plainId = await invoke(plain);
+      const optInId = await invoke(optIn);
+      await Promise.all([arrived.plain, arrived.optIn]);
+      assert.equal((await waitForRow(plainId, (r) => r.status === 'running')).attempts, 1);
+
+      first.kill('SIGKILL');
+      await exited(first);
+      children.push(await startWorkerProcess(taskQueue));
+
+      const plainRow = await waitForRow(plainId, undefined, 90_000);
+      const optInRow = await waitForRow(optInId, undefined, 90_000);
+
+      assert.equal(plainRow.status, 'failed');
+      assert.equal(plainRow.errorClass, 'interrupted');
+      assert.equal(seen.plain, 1, 'without the opt-in the request reached the upstream once');
+
+      assert.equal(optInRow.status, 'succeeded');
+      assert.equal(optInRow.upstreamStatus, 200);
+      assert.equal(optInRow.attempts, 2);
+      assert.equal(seen.optIn, 2, 'with the opt-in the request was sent again');
+
+      for (const id of [plainId, optInId]) {
+        const handle = stack().temporal.workflow.getHandle(id);
+        const result = await handle.result();
+        assert.equal(result.status, id === plainId ? 'failed' : 'succeeded');
+        const events = (await handle.fetchHistory()).events ?? [];
+        assert.equal(events.filter((e) => e.activityTaskCompletedEventAttributes).length, 1, 'one activity completion');
+        assert.equal(events.filter((e) => e.workflowExecutionCompletedEventAttributes).length, 1, 'one workflow completion');
+        const started = events.find((e) => e.activityTaskStartedEventAttributes)?.activityTaskStartedEventAttributes;
+        assert.equal(started?.attempt, 2, 'the second worker ran the retried attempt');
+      }
+      // Completed once: a late duplicate completion could not overwrite the terminal row.
+      const again = await waitForRow(optInId);
+      assert.equal(again.completedAt?.getTime(), optInRow.completedAt?.getTime());
+    } finally {
+      await gateway.close();
+      await up.close();
+    }
+  });
+});
