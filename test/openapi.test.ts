@@ -91,6 +91,17 @@ describe('OpenAPI document and reference page', () => {
     assert.deepEqual([...served].sort(), [...documented].sort());
   });
 
+  it('serves every documented operation (no path of the document is unrouted)', async () => {
+    const token = await stack().token(`tenant-openapi-routes-${uniqueName()}`);
+    for (const [template, ops] of Object.entries(doc.paths)) {
+      const path = template.replace('{id}', 'agt_0190a0a0-0000-7000-8000-000000000000').replace('{inv_id}', 'inv_0190a0a0-0000-7000-8000-000000000000');
+      for (const method of Object.keys(ops)) {
+        const res = await call(method.toUpperCase(), path, { token, ...(method === 'get' || method === 'delete' ? {} : { json: {} }) });
+        assert.ok(![405, 501].includes(res.status) && !(res.status === 404 && res.json === undefined), `${method} ${template} is routed (${res.status} ${res.text.slice(0, 60)})`);
+      }
+    }
+  });
+
   it('every documented status of every management operation is what the server answers, live', async function () {
     this.timeout(120_000);
     const tenant = `tenant-openapi-${uniqueName()}`;
@@ -153,6 +164,20 @@ describe('OpenAPI document and reference page', () => {
     const invoked = await checked('POST', `/v1/proxy/${agent.id}`, { token, body: 'hi' });
     await waitForInvocation(token, agent.id, invoked.json.invocation_id);
     await checked('GET', `/v1/proxy/${agent.id}/invocations/${invoked.json.invocation_id}`, { token });
+
+    // Invocation records, receipts, policy and analytics (their modules own them; the document must still be true).
+    await checked('GET', `/v1/invocations?agent_id=${agent.id}`, { token });
+    await checked('GET', '/v1/invocations?status=bogus', { token });
+    await checked('GET', `/v1/invocations/${invoked.json.invocation_id}/receipt`, { token });
+    await checked('GET', '/.well-known/jwks.json');
+    await checked('GET', '/v1/policy', { token });
+    await checked('PUT', '/v1/policy', { token, json: { default: 'allow', on_error: 'deny' } });
+    await checked('PUT', '/v1/policy', { token, json: { default: 'allow', on_error: 'deny', rules: [{ action: 'warn', match: { tools: ['read_*'] } }] } });
+    await checked('PUT', '/v1/policy', { token, json: { default: 'maybe' } });
+    await checked('GET', '/v1/policy', { token });
+    await checked('GET', '/v1/policy/decisions?limit=5', { token });
+    await checked('GET', `/v1/analytics?since=${new Date(Date.now() - 3_600_000).toISOString()}`, { token });
+    await checked('GET', '/v1/analytics', { token });
 
     // Settlement.
     await checked('GET', '/v1/settlement/config', { token });

@@ -1,6 +1,7 @@
 // The OpenAPI 3.1 document, generated from the zod schemas the routes validate with (zod 4's
 // z.toJSONSchema, JSON Schema 2020-12, which OpenAPI 3.1 uses as is). Nothing is written by
 // hand twice: a field added to a schema appears here and in the reference page.
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { operations as allOperations, type Operation, type ResponseSpec } from './operations.ts';
 
@@ -13,22 +14,13 @@ function idOf(schema: z.ZodType): string {
   return id;
 }
 
-/** Generates every registered schema an operation uses (and what they use) as components. */
-function components(ops: Operation[]): Record<string, Json> {
+/** Request bodies are generated as zod inputs (defaults optional), answers as outputs. */
+function generate(schemas: z.ZodType[], io: 'input' | 'output'): Record<string, Json> {
   const registry = z.registry<{ id: string }>();
-  const add = (schema: z.ZodType) => {
-    if (!registry.has(schema)) registry.add(schema, { id: idOf(schema) });
-  };
-  for (const op of ops) {
-    if (op.body && 'schema' in op.body) add(op.body.schema);
-    for (const response of Object.values(op.responses)) {
-      if (response.body && !('mediaType' in response.body)) add(response.body as z.ZodType);
-      for (const alt of response.oneOf ?? []) add(alt);
-    }
-  }
-  const { schemas } = z.toJSONSchema(registry, {
+  for (const schema of schemas) if (!registry.has(schema)) registry.add(schema, { id: idOf(schema) });
+  const { schemas: generated } = z.toJSONSchema(registry, {
     target: 'draft-2020-12',
-    io: 'output',
+    io,
     metadata: z.globalRegistry,
     uri: (id) => `#/components/schemas/${id}`,
     // zod spells date-time both as a format and a long regex; the format says it.
@@ -39,7 +31,7 @@ function components(ops: Operation[]): Record<string, Json> {
     },
   });
   const out: Record<string, Json> = {};
-  for (const [id, schema] of Object.entries(schemas)) {
+  for (const [id, schema] of Object.entries(generated)) {
     const { $schema: _s, $id: _i, ...rest } = schema as Json;
     if (id === '__shared') {
       // Registered schemas reached only through others: hoist them to components too.
@@ -49,6 +41,23 @@ function components(ops: Operation[]): Record<string, Json> {
     }
   }
   return JSON.parse(JSON.stringify(out).replaceAll('#/components/schemas/__shared#/$defs/', '#/components/schemas/'));
+}
+
+/** Every registered schema an operation uses (and what they use), as components. */
+function components(ops: Operation[]): Record<string, Json> {
+  const inputs: z.ZodType[] = [];
+  const outputs: z.ZodType[] = [];
+  for (const op of ops) {
+    if (op.body && 'schema' in op.body) inputs.push(op.body.schema);
+    for (const response of Object.values(op.responses)) {
+      if (response.body && !('mediaType' in response.body)) outputs.push(response.body as z.ZodType);
+      outputs.push(...(response.oneOf ?? []));
+    }
+  }
+  const input = generate(inputs, 'input');
+  const output = generate(outputs, 'output');
+  for (const id of Object.keys(input)) if (id in output) throw new Error(`schema ${id} is used both as a request and a response body`);
+  return Object.fromEntries(Object.entries({ ...input, ...output }).sort(([a], [b]) => a.localeCompare(b)));
 }
 
 function response(spec: ResponseSpec): Json {
@@ -75,7 +84,9 @@ function operation(op: Operation): Json {
   return out;
 }
 
-export function buildOpenApiDocument(ops: Operation[] = allOperations, version = '0.1.0'): Json {
+const packageVersion = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+export function buildOpenApiDocument(ops: Operation[] = allOperations, version = packageVersion): Json {
   const paths: Record<string, Json> = {};
   for (const op of ops) (paths[op.path] ??= {})[op.method] = operation(op);
   return {

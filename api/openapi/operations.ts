@@ -5,7 +5,23 @@ import type { z } from 'zod';
 import { AgentCreateInput, AgentList, AgentPatchInput, AgentSuspendInput, AgentView } from '../agents/schema.ts';
 import { CredentialCreateInput, CredentialList, CredentialUpdateInput, CredentialView } from '../credentials/schema.ts';
 import { SettlementConfigInput, SettlementConfigView } from '../settlement/schema.ts';
-import { ErrorBody, Health, Invocation, InvocationAccepted, PaymentChallenge, Readiness, Version } from './schemas.ts';
+import {
+  AnalyticsResult,
+  ErrorBody,
+  Health,
+  Invocation,
+  InvocationAccepted,
+  InvocationList,
+  Jwks,
+  PaymentChallenge,
+  PolicyDecisionList,
+  PolicyDocumentInput,
+  PolicyVersion,
+  PolicyView,
+  Readiness,
+  Receipt,
+  Version,
+} from './schemas.ts';
 
 export type Param = { name: string; in: 'path' | 'query' | 'header'; required?: boolean; description?: string; schema: Record<string, unknown> };
 
@@ -215,5 +231,62 @@ export const operations: Operation[] = [
     method: 'get', path: '/v1/proxy/{id}/invocations/{inv_id}', operationId: 'getInvocation', tag: 'Proxy', summary: 'Poll an invocation', auth: true,
     params: [agentId, { name: 'inv_id', in: 'path', required: true, schema: { type: 'string', pattern: '^inv_' } }],
     responses: { 200: { description: 'The invocation.', body: Invocation }, 401: unauthorized, 404: err('No such invocation of this agent in the tenant.'), 500: serverError },
+  },
+
+  // Invocation records and receipts.
+  {
+    method: 'get', path: '/v1/invocations', operationId: 'listInvocations', tag: 'Invocations', summary: "The tenant's invocation records, newest first", auth: true,
+    params: [
+      { name: 'agent_id', in: 'query', schema: { type: 'string', pattern: '^agt_' } },
+      { name: 'status', in: 'query', schema: { type: 'string', enum: ['pending', 'running', 'succeeded', 'failed'] } },
+      { name: 'since', in: 'query', schema: { type: 'string', format: 'date-time' } },
+      { name: 'until', in: 'query', schema: { type: 'string', format: 'date-time' } },
+      limit,
+      cursor,
+    ],
+    responses: { 200: { description: 'A page of invocations (bodies are never listed).', body: InvocationList }, 400: err('Invalid filter, limit or cursor.'), 401: unauthorized, 500: serverError },
+  },
+  {
+    method: 'get', path: '/v1/invocations/{inv_id}/receipt', operationId: 'getReceipt', tag: 'Invocations', summary: 'The signed trust receipt of an invocation', auth: true,
+    params: [{ name: 'inv_id', in: 'path', required: true, schema: { type: 'string', pattern: '^inv_' } }],
+    responses: { 200: { description: 'The receipt (compact JWS).', body: Receipt }, 401: unauthorized, 404: err('No receipt (yet) for this invocation in the tenant.'), 500: serverError },
+  },
+  {
+    method: 'get', path: '/.well-known/jwks.json', operationId: 'receiptKeys', tag: 'Invocations', summary: 'Public keys that verify receipts', auth: false,
+    responses: { 200: { description: 'A JWK set.', body: Jwks } },
+  },
+
+  // Policy.
+  {
+    method: 'put', path: '/v1/policy', operationId: 'putPolicy', tag: 'Policy', summary: 'Replace the policy document', auth: true,
+    body: { schema: PolicyDocumentInput, required: true },
+    responses: { 200: { description: 'The new version.', body: PolicyVersion }, 400: err('Malformed document (never stored).'), 401: unauthorized, 500: serverError },
+  },
+  {
+    method: 'get', path: '/v1/policy', operationId: 'getPolicy', tag: 'Policy', summary: 'The policy document with its version', auth: true,
+    responses: { 200: { description: 'The document.', body: PolicyView }, 401: unauthorized, 404: err('The tenant has no policy.'), 500: serverError },
+  },
+  {
+    method: 'get', path: '/v1/policy/decisions', operationId: 'listPolicyDecisions', tag: 'Policy', summary: 'Recorded policy decisions, newest first', auth: true,
+    params: [limit],
+    responses: { 200: { description: 'Decisions and the effective limit.', body: PolicyDecisionList }, 401: unauthorized, 500: serverError },
+  },
+
+  // Analytics.
+  {
+    method: 'get', path: '/v1/analytics', operationId: 'analytics', tag: 'Analytics', summary: 'Invocation figures per agent and time bucket', auth: true,
+    params: [
+      { name: 'group_by', in: 'query', schema: { type: 'string', enum: ['agent_id'] } },
+      { name: 'bucket', in: 'query', schema: { type: 'string', enum: ['hour', 'day'], default: 'hour' } },
+      { name: 'since', in: 'query', required: true, schema: { type: 'string', format: 'date-time' } },
+      { name: 'until', in: 'query', schema: { type: 'string', format: 'date-time' }, description: 'Default now; the window is at most 31 days.' },
+    ],
+    responses: {
+      200: { description: 'Groups per agent and bucket.', body: AnalyticsResult },
+      400: err('Missing or invalid since/until, unsupported group_by or bucket, since after until, or a window over 31 days.'),
+      401: unauthorized,
+      429: { description: 'Per-caller analytics limit.', body: ErrorBody, headers: { 'Retry-After': 'Seconds, at most 60.' } },
+      500: serverError,
+    },
   },
 ];

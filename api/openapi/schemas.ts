@@ -2,6 +2,7 @@
 // and probe answers (described from SPEC; the proxy module owns their behaviour). Objects are
 // loose where another module may add fields, strict where this module controls the output.
 import { z } from 'zod';
+import { POLICY_ACTIONS, PolicyDocument } from '../policy/schema.ts';
 
 export const ErrorBody = z
   .strictObject({ error: z.string().meta({ description: 'Coarse, caller-safe message; never internal state.' }) })
@@ -50,3 +51,49 @@ export const PaymentChallenge = z
 export const Health = z.looseObject({ status: z.string() }).meta({ id: 'Health' });
 export const Readiness = z.looseObject({ status: z.string(), checks: z.record(z.string(), z.boolean()) }).meta({ id: 'Readiness' });
 export const Version = z.looseObject({ name: z.string(), version: z.string(), commit: z.string().nullable() }).meta({ id: 'Version' });
+
+// Policy, analytics, invocation records and receipts (their modules own the behaviour; the
+// request schema is the policy module's own zod schema).
+export const PolicyDocumentInput = PolicyDocument.meta({ id: 'PolicyDocument', description: 'Wholesale replace: default, on_error and rules are set exactly as given.' });
+export const PolicyVersion = z.strictObject({ version: z.int(), updated_at: z.iso.datetime({ offset: true }) }).meta({ id: 'PolicyVersion' });
+export const PolicyView = z
+  .looseObject({ default: z.enum(POLICY_ACTIONS), on_error: z.enum(POLICY_ACTIONS), rules: z.array(z.looseObject({ action: z.enum(POLICY_ACTIONS) })), version: z.int(), updated_at: z.iso.datetime({ offset: true }) })
+  .meta({ id: 'Policy' });
+export const PolicyDecision = z
+  .looseObject({
+    id: z.string().regex(/^pdec_/),
+    agent_id: z.string(),
+    protocol: z.string(),
+    mcp_tool: z.string().nullable(),
+    action: z.enum(POLICY_ACTIONS),
+    matched_rule: z.string().meta({ description: '1-based rule position; empty when the action came from default or on_error.' }),
+    reason: z.string(),
+    created_at: z.iso.datetime({ offset: true }),
+  })
+  .meta({ id: 'PolicyDecision' });
+export const PolicyDecisionList = z.looseObject({ data: z.array(PolicyDecision), limit: z.int() }).meta({ id: 'PolicyDecisionList' });
+
+const Percentiles = z.looseObject({ p50: z.number().nullable(), p95: z.number().nullable(), p99: z.number().nullable() });
+export const AnalyticsResult = z
+  .looseObject({
+    range: z.looseObject({ since: z.iso.datetime({ offset: true }), until: z.iso.datetime({ offset: true }) }),
+    bucket: z.enum(['hour', 'day']),
+    groups: z.array(
+      z.looseObject({
+        agent_id: z.string(),
+        bucket_start: z.iso.datetime({ offset: true }),
+        count: z.int(),
+        error_rate: z.number().min(0).max(1),
+        by_error_class: z.record(z.string(), z.int()),
+        latency_ms: Percentiles,
+        ttft_ms: Percentiles,
+      }),
+    ),
+  })
+  .meta({ id: 'AnalyticsResult' });
+
+export const InvocationList = z.looseObject({ data: z.array(Invocation), next_cursor: z.string().nullable() }).meta({ id: 'InvocationList' });
+export const Receipt = z
+  .looseObject({ invocation_id: z.string(), agent_id: z.string(), kid: z.string(), alg: z.string(), format: z.string(), receipt: z.string(), created_at: z.iso.datetime({ offset: true }) })
+  .meta({ id: 'Receipt' });
+export const Jwks = z.looseObject({ keys: z.array(z.record(z.string(), z.unknown())) }).meta({ id: 'JWKS' });
