@@ -127,6 +127,17 @@ try {
       if (res.statusCode !== 200) throw new Error(`analytics answered ${res.statusCode}: ${text}`);
       return { took, bytes: text.length, body: JSON.parse(text) as { groups: Array<{ count: number }> } };
     };
+    // Cold: the first read after the rollups were (re)built computes every summary from the
+    // histograms; it writes them back after answering. Then wait for that to land.
+    const cold = (await once()).took;
+    const pending = bucket === 'hour'
+      ? `select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`
+      : `select (select count(distinct (agent_id, date_trunc('day', bucket_start, 'UTC'))) from analytics_hourly where tenant_id = ?) - (select count(*) from analytics_daily_summary where tenant_id = ?) as n`;
+    for (let i = 0; i < 300; i++) {
+      const [{ n }] = await conn.execute(pending, bucket === 'hour' ? [TENANT] : [TENANT, TENANT]);
+      if (Number(n) === 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
     for (let i = 0; i < 3; i++) await once();
     const times: number[] = [];
     let last;
@@ -136,7 +147,7 @@ try {
     }
     const total = last!.body.groups.reduce((s, g) => s + g.count, 0);
     if (total !== N) throw new Error(`the ${bucket} groups add up to ${total}, not ${N}`);
-    return { p50: pct(times, 0.5), p95: pct(times, 0.95), max: Math.max(...times), groups: last!.body.groups.length, bytes: last!.bytes };
+    return { cold, p50: pct(times, 0.5), p95: pct(times, 0.95), max: Math.max(...times), groups: last!.body.groups.length, bytes: last!.bytes };
   }
 
   const hour = await timeQuery('hour');
@@ -159,12 +170,12 @@ try {
   }
 
   say('');
-  say('| query (31 days) | groups | response | p50 | p95 | max |');
-  say('|---|---|---|---|---|---|');
+  say('| query (31 days) | groups | response | cold (first read) | p50 | p95 | max |');
+  say('|---|---|---|---|---|---|---|');
   for (const [name, r] of [['hourly', hour], ['daily', day]] as const) {
-    say(`| ${name} | ${r.groups} | ${(r.bytes / 1024).toFixed(0)} KiB | ${r.p50.toFixed(1)} ms | ${r.p95.toFixed(1)} ms | ${r.max.toFixed(1)} ms |`);
+    say(`| ${name} | ${r.groups} | ${(r.bytes / 1024).toFixed(0)} KiB | ${r.cold.toFixed(0)} ms | ${r.p50.toFixed(1)} ms | ${r.p95.toFixed(1)} ms | ${r.max.toFixed(1)} ms |`);
   }
-  say(`| baseline: hourly from raw rows (SQL percentile_disc, no HTTP, no errors by class) | ${''} | | ${pct(baseTimes, 0.5).toFixed(0)} ms | | ${Math.max(...baseTimes).toFixed(0)} ms |`);
+  say(`| baseline: hourly, exact, from the raw rows (SQL percentile_disc; no HTTP) | ${hour.groups} | | | ${pct(baseTimes, 0.5).toFixed(0)} ms | | ${Math.max(...baseTimes).toFixed(0)} ms |`);
   say('');
   say(`target: 31-day hourly p50 < 300 ms: ${hour.p50 < 300 ? 'met' : 'NOT met'} (${hour.p50.toFixed(1)} ms)`);
   say(JSON.stringify({ bench: 'analytics', invocations: N, agents: AGENTS, runs: RUNS, hourly: hour, daily: day, baselineMs: baseTimes, triggerUsPerRow: perRowUs }));

@@ -58,7 +58,7 @@ async function insertSamples(tenant: string, samples: Sample[]): Promise<void> {
     );
   }
   // The completion: the final status was parked in `model` for the rows inserted running.
-  await conn.execute(`update invocations set status = model, model = null, completed_at = now() where tenant_id = ? and status = 'running'`, [tenant]);
+  await conn.execute(`update invocations set status = model, model = null, completed_at = now() where tenant_id = ? and status = 'running' and model is not null`, [tenant]);
 }
 
 function bruteForce(samples: Sample[], bucket: 'hour' | 'day') {
@@ -174,12 +174,11 @@ describe('analytics', () => {
     const random = rng(20261122);
     const base = Date.parse('2026-10-01T00:00:00Z');
     let tenant: string;
-    let token: string;
     let samples: Sample[];
     const classes = ['timeout', 'connect', 'upstream_5xx', 'upstream_4xx', 'circuit_open', 'interrupted'];
 
     before(async () => {
-      ({ tenant, token } = await caller('ana-fig'));
+      ({ tenant } = await caller('ana-fig'));
       const agents = [newId('agt'), newId('agt'), newId('agt')];
       samples = [];
       for (let i = 0; i < 4000; i++) {
@@ -207,8 +206,10 @@ describe('analytics', () => {
       );
     });
 
-    const query = (bucket: string, since = '2026-10-01T00:00:00Z', until = '2026-10-04T23:59:59Z') =>
-      call('GET', `/v1/analytics?since=${since}&until=${until}&bucket=${bucket}`, { token });
+    // A user per query: the endpoint's per-caller limit is not what these tests are about.
+    let reader = 0;
+    const query = async (bucket: string, since = '2026-10-01T00:00:00Z', until = '2026-10-04T23:59:59Z') =>
+      call('GET', `/v1/analytics?since=${since}&until=${until}&bucket=${bucket}`, { token: await stack().token(tenant, `reader-${(reader += 1)}`) });
 
     it('hourly groups match a brute-force computation over the raw rows', async () => {
       const res = await query('hour');
@@ -252,6 +253,34 @@ describe('analytics', () => {
       const other = await caller();
       const res = await call('GET', '/v1/analytics?since=2026-10-01T00:00:00Z&until=2026-10-04T23:59:59Z', { token: other.token });
       assert.deepEqual(res.json.groups, []);
+    });
+
+    it('caches percentile summaries per hour and per day, and a late completion makes them stale', async () => {
+      const conn = stack().orm.em.getConnection();
+      const first = { hour: (await query('hour')).json, day: (await query('day')).json };
+      // The summaries computed by those reads are written back after the answer.
+      for (let i = 0; i < 100; i++) {
+        const [{ n }] = await conn.execute(`select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`, [tenant]);
+        const [{ d }] = await conn.execute(`select count(*)::int as d from analytics_daily_summary where tenant_id = ?`, [tenant]);
+        if (n === 0 && d === 11) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const [{ n }] = await conn.execute(`select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`, [tenant]);
+      assert.equal(n, 0, 'every hourly row has a current summary');
+      assert.deepEqual((await query('hour')).json, first.hour, 'answers from summaries equal answers from histograms');
+      assert.deepEqual((await query('day')).json, first.day);
+
+      // A late completion lands in an hour that already has a summary: a huge latency that
+      // moves that hour's and that day's p99.
+      const late: Sample = { agent: samples[0].agent, createdAt: Date.parse('2026-10-01T07:42:00Z'), status: 'succeeded', errorClass: null, latency: 9_000_000, ttft: 5 };
+      samples.push(late);
+      await insertSamples(tenant, [late]);
+      const hour = await query('hour');
+      assertMatches(hour.json.groups, bruteForce(samples, 'hour'), 'hour after a late completion');
+      const day = await query('day');
+      assertMatches(day.json.groups, bruteForce(samples, 'day'), 'day after a late completion');
+      const changed = hour.json.groups.find((g: any) => g.bucket_start === '2026-10-01T07:00:00.000Z' && g.agent_id === late.agent);
+      assert.ok(changed.latency_ms.p99 > 8_900_000 || changed.count < 100, 'the stale summary was not used');
     });
 
     it('the rebuild function (backfill, repair) produces exactly what the trigger rolled up', async () => {

@@ -4,7 +4,7 @@
 import Router from '@koa/router';
 import { ApiError } from '../errors.ts';
 import { parseAnalyticsQuery } from '../analytics/params.ts';
-import { queryAnalytics } from '../analytics/query.ts';
+import { createAnalyticsReader } from '../analytics/query.ts';
 import { createMemoryLimiter, createRedisLimiter, type Limiter } from '../analytics/limiter.ts';
 import { redisClient } from '../policy/redis.ts';
 import type { AppDeps } from '../app.ts';
@@ -18,13 +18,14 @@ export function analyticsLimiter(deps: AppDeps): Limiter {
 
 export function analyticsRoutes(deps: AppDeps, limiter: Limiter = analyticsLimiter(deps)): Router<AuthState> {
   const router = new Router<AuthState>();
+  const reader = createAnalyticsReader(deps.orm, deps.log);
 
   router.get('/analytics', async (ctx) => {
     const { tenantId, userId } = ctx.state.caller;
     const verdict = await limiter.take(JSON.stringify([tenantId, userId]));
     if (!verdict.allowed) throw new ApiError(429, 'analytics rate limit exceeded', { 'Retry-After': String(verdict.retryAfterSeconds) });
     const query = parseAnalyticsQuery(ctx.query);
-    ctx.body = await queryAnalytics(deps.orm, tenantId, query);
+    ctx.body = await reader.query(tenantId, query);
   });
 
   return router;
