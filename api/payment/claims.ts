@@ -8,6 +8,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { ApiError } from '../errors.ts';
 import type { PaymentRecord } from '../proxy/call.ts';
 import { PaymentClaimSchema, type PaymentClaimStatus } from './entity.ts';
+import { InvocationSchema, type Invocation } from '../db/entities.ts';
 
 export type ClaimKey = { network: string; asset: string; payer: string; nonce: string };
 
@@ -62,4 +63,21 @@ export async function flushBindingPayment(em: EntityManager, payment: PaymentRec
     await em.rollback();
     throw err;
   }
+}
+
+/**
+ * The streaming path's equivalent: inserts the invocation row and binds the payment in one
+ * transaction, before anything is forwarded (the streaming route otherwise overlaps its
+ * insert with connecting upstream; a paid call must not reach the upstream unbound).
+ */
+export async function insertBindingPayment(em: EntityManager, row: Invocation, payment: PaymentRecord): Promise<void> {
+  await em.fork().transactional(async (tx) => {
+    await tx.insert(InvocationSchema, row);
+    const bound = await tx.nativeUpdate(
+      PaymentClaimSchema,
+      { network: payment.network, asset: payment.asset, payer: payment.payer, nonce: payment.nonce, invocationId: null },
+      { invocationId: row.id, updatedAt: new Date() },
+    );
+    if (bound !== 1) throw new ApiError(402, 'payment already used');
+  });
 }

@@ -24,6 +24,7 @@ import { admit, runStages } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
 import { readCappedBody } from './body.ts';
 import type { ProxyCall } from './call.ts';
+import { insertBindingPayment } from '../payment/claims.ts';
 import type { ProxyServices } from './services.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
@@ -147,8 +148,10 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       throw new ApiError(502, coarseMessage('credential'));
     }
 
+    // A paid call binds its payment with the row before anything is forwarded (402 if used).
+    if (call.payment) await insertBindingPayment(em, row, call.payment);
     // Started now, awaited before the first byte goes down: connecting overlaps the insert.
-    const recorded = em.insert(InvocationSchema, row).then(
+    const recorded = (call.payment ? Promise.resolve() : em.insert(InvocationSchema, row)).then(
       () => true,
       (err: Error) => {
         deps.log.error({ invocationId, err: err.message }, 'could not record streaming invocation');

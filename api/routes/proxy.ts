@@ -15,6 +15,7 @@ import { admit, runStages } from '../proxy/gate.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import { createProxyServices, type ProxyServices } from '../proxy/services.ts';
 import type { ProxyCall } from '../proxy/call.ts';
+import { flushBindingPayment } from '../payment/claims.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
 
@@ -72,7 +73,8 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
       createdAt: now,
       updatedAt: now,
     });
-    await em.flush();
+    // One payment buys one call: the payment is bound to this row in the same transaction.
+    await flushBindingPayment(em, call.payment, invocationId);
 
     try {
       await deps.temporal.workflow.start('InvocationWorkflow', {
