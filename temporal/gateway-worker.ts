@@ -3,7 +3,9 @@
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { createInvocationActivities } from '../activities/index.ts';
+import { createInvocationActivities, createReceiptActivities } from '../activities/index.ts';
+import { activityObservability } from '../api/observability/worker.ts';
+import { createLogger } from '../api/log.ts';
 import { createUpstreamClient } from '../api/upstream/client.ts';
 import { createPostgresBodyStore } from '../api/proxy/body-store.ts';
 import { createCredentialResolver } from '../api/credentials/resolver.ts';
@@ -29,7 +31,8 @@ export async function createGatewayWorker(
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: gatewayWorkflowsPath }),
-    activities,
+    activities: { ...activities, ...createReceiptActivities({ orm, receipts: config.receipts }) },
+    interceptors: { activity: [activityObservability(createLogger('worker', config.logLevel))] },
     maxCachedWorkflows: 1000,
     shutdownForceTime: '10 seconds',
   });

@@ -4,8 +4,15 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import type { InvocationActivities, InvocationOutcome } from '../activities/invocation.ts';
 import { ErrorClass, InvocationStatus } from '../temporal/search-attributes.ts';
+import type { ReceiptActivities } from '../activities/receipts.ts';
 
-export type InvocationInput = { invocationId: string; tenantId: string; agentId: string };
+export type InvocationInput = {
+  invocationId: string;
+  tenantId: string;
+  agentId: string;
+  /** Trust receipts: the agent's emit_receipts when the call was accepted (absent in older histories). */
+  emitReceipts?: boolean;
+};
 
 const { performInvocation } = proxyActivities<InvocationActivities>({
   // The activity bounds the upstream call itself (its deadline is shorter than this);
@@ -18,6 +25,14 @@ const { performInvocation } = proxyActivities<InvocationActivities>({
 const { abandonInvocation } = proxyActivities<InvocationActivities>({
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
+});
+
+// Trust receipts: the receipt is signed in the completion path, after the row is terminal,
+// and retried until it is stored (the activity is idempotent), so no completed invocation of
+// a receipt-emitting agent is left without one.
+const { issueReceipt } = proxyActivities<ReceiptActivities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
 
 export async function InvocationWorkflow(input: InvocationInput): Promise<InvocationOutcome> {
@@ -35,5 +50,7 @@ export async function InvocationWorkflow(input: InvocationInput): Promise<Invoca
     { key: InvocationStatus, value: outcome.status },
     ...(outcome.errorClass ? [{ key: ErrorClass, value: outcome.errorClass }] : []),
   ]);
+  // Only when asked: histories recorded without the flag replay without this step.
+  if (input.emitReceipts) await issueReceipt(input.invocationId);
   return outcome;
 }

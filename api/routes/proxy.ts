@@ -80,7 +80,7 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
       await deps.temporal.workflow.start('InvocationWorkflow', {
         taskQueue: deps.config.temporal.taskQueue,
         workflowId: invocationId,
-        args: [{ invocationId, tenantId, agentId: agent.id }],
+        args: [{ invocationId, tenantId, agentId: agent.id, emitReceipts: agent.emitReceipts }],
         typedSearchAttributes: [
           { key: TenantId, value: tenantId },
           { key: AgentId, value: agent.id },
