@@ -8,6 +8,7 @@
 // upstream_status (error_class upstream_4xx/upstream_5xx records a 4xx/5xx for analytics),
 // except a retryable answer (429, 502, 503, 504) that is still the answer when the gateway
 // stops trying: that is `failed`, with the upstream_status kept.
+import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -60,22 +61,25 @@ function outcomeOf(row: Invocation): InvocationOutcome {
 const isTerminal = (row: Invocation) => row.status === 'succeeded' || row.status === 'failed';
 
 /** Reads the whole answer (the deadline bounds it), keeping it only when capture is on and it fits. */
-async function readResponse(reply: UpstreamResponse, capture: boolean): Promise<{ firstByteMs: number | null; captured: Buffer | null; broken: boolean }> {
+async function readResponse(reply: UpstreamResponse, capture: boolean): Promise<{ firstByteMs: number | null; captured: Buffer | null; broken: boolean; sha256: string | null }> {
   let firstByteMs: number | null = null;
   const chunks: Buffer[] = [];
   let size = 0;
+  // The digest a trust receipt commits to, whether or not the body is kept.
+  const digest = createHash('sha256');
   try {
     for await (const chunk of reply.body as AsyncIterable<Buffer>) {
       firstByteMs ??= Math.round(performance.now() - reply.startedAt);
       size += chunk.length;
+      digest.update(chunk);
       if (capture && size <= MAX_CAPTURED_RESPONSE) chunks.push(chunk);
     }
   } catch {
-    return { firstByteMs, captured: null, broken: true };
+    return { firstByteMs, captured: null, broken: true, sha256: null };
   } finally {
     reply.finish();
   }
-  return { firstByteMs, captured: capture && size <= MAX_CAPTURED_RESPONSE ? Buffer.concat(chunks) : null, broken: false };
+  return { firstByteMs, captured: capture && size <= MAX_CAPTURED_RESPONSE ? Buffer.concat(chunks) : null, broken: false, sha256: digest.digest('hex') };
 }
 
 export function createInvocationActivities(deps: InvocationDeps): InvocationActivities {
@@ -149,6 +153,7 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
           errorClass: classForStatus(reply.status),
           responseBodyId,
           responseContentType: contentType,
+          responseSha256: read.sha256,
         });
       } finally {
         clearInterval(heartbeat);

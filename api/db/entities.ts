@@ -79,6 +79,8 @@ export const InvocationSchema = defineEntity({
     requestBytes: p.bigint('number').nullable(),
     responseBodyId: p.string().nullable(),
     responseContentType: p.string().nullable(),
+    /** SHA-256 (hex) of the upstream's response body, captured or not: what a trust receipt commits to. */
+    responseSha256: p.string().nullable(),
     upstreamStatus: p.integer().nullable(),
     latencyMs: p.bigint('number').nullable(),
     ttftMs: p.bigint('number').nullable(),

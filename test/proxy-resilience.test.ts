@@ -1,0 +1,266 @@
+// The upstream client's resilience rules, against real local servers: connect failures
+// retried with full-jitter backoff under the deadline, what may and may not be re-sent, and
+// the breaker's open → half-open → closed (or re-opened) cycle.
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { Readable } from 'node:stream';
+import { closedPort, rawUpstream, readAll, type RawUpstream } from './support/proxy-helpers.ts';
+import { createUpstreamClient, UpstreamError, type UpstreamClient, type UpstreamRequest } from '../api/upstream/client.ts';
+import { fullJitterDelay, parseRetryAfter } from '../api/upstream/retry.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// Each attempt counts with the breaker; tests of the retry loop keep it out of the way.
+const NO_BREAKER = { consecutiveFailures: 1_000_000, minimumRps: 1_000_000 };
+
+function req(url: string, extra: Partial<UpstreamRequest> = {}): UpstreamRequest {
+  return { url, headers: {}, body: Buffer.from('payload'), deadlineMs: 3_000, deadlineCoversBody: true, resendAllowed: false, ...extra };
+}
+
+describe('upstream resilience', () => {
+  let client: UpstreamClient;
+  afterEach(() => client?.close());
+
+  describe('retry timing', () => {
+    it('draws full-jitter waits from [0, min(cap, base·2^n))', () => {
+      const opts = { maxAttempts: 10, baseMs: 100, capMs: 1_000 };
+      assert.equal(fullJitterDelay(0, opts, () => 0), 0);
+      assert.equal(fullJitterDelay(0, opts, () => 0.999), 99);
+      assert.equal(fullJitterDelay(3, opts, () => 0.5), 400);
+      assert.equal(fullJitterDelay(8, opts, () => 0.999), 999, 'capped');
+    });
+
+    it('reads Retry-After as seconds or as an HTTP date', () => {
+      assert.equal(parseRetryAfter('3'), 3000);
+      const fromDate = parseRetryAfter(new Date(Date.now() + 5000).toUTCString()) ?? 0;
+      assert.ok(fromDate > 3000 && fromDate <= 5000, String(fromDate));
+      assert.equal(parseRetryAfter('soon'), undefined);
+      assert.equal(parseRetryAfter(undefined), undefined);
+    });
+  });
+
+  describe('retries', () => {
+    it('retries a refused connection until the upstream appears, within the deadline', async () => {
+      const port = await closedPort();
+      client = createUpstreamClient({ allow: ['127.0.0.1'], retry: { maxAttempts: 50, baseMs: 20, capMs: 100 }, breaker: NO_BREAKER });
+      const server = createServer((r, res) => void readAll(r).then((b) => res.end(`late ${b}`)));
+      setTimeout(() => server.listen(port, '127.0.0.1'), 400);
+      try {
+        const res = await client.open(req(`http://127.0.0.1:${port}/`));
+        assert.equal(res.status, 200);
+        assert.equal(await res.body.text(), 'late payload');
+        assert.ok(res.attempts > 1, `attempts ${res.attempts}`);
+      } finally {
+        server.close();
+      }
+    });
+
+    it('gives up at the deadline and reports connect (no retry may end past it)', async () => {
+      const port = await closedPort();
+      client = createUpstreamClient({ allow: ['127.0.0.1'], retry: { maxAttempts: 1000, baseMs: 50, capMs: 200 }, breaker: NO_BREAKER });
+      const started = Date.now();
+      const err = await client.open(req(`http://127.0.0.1:${port}/`, { deadlineMs: 600 })).catch((e: unknown) => e);
+      assert.ok(err instanceof UpstreamError);
+      assert.equal(err.errorClass, 'connect');
+      assert.equal(err.reached, false);
+      assert.ok(Date.now() - started < 900, `${Date.now() - started} ms`);
+    });
+
+    it('retries a refused connection for a streamed body it has not started reading', async () => {
+      const port = await closedPort();
+      client = createUpstreamClient({ allow: ['127.0.0.1'], retry: { maxAttempts: 50, baseMs: 20, capMs: 100 }, breaker: NO_BREAKER });
+      const server = createServer((r, res) => void readAll(r).then((b) => res.end(`streamed ${b}`)));
+      setTimeout(() => server.listen(port, '127.0.0.1'), 300);
+      try {
+        const res = await client.open(req(`http://127.0.0.1:${port}/`, { body: Readable.from([Buffer.from('a'), Buffer.from('b')]) }));
+        assert.equal(await res.body.text(), 'streamed ab');
+      } finally {
+        server.close();
+      }
+    });
+
+    it('does not re-send after the request reached the upstream unless allowed, and then honours Retry-After', async () => {
+      let hits = 0;
+      const up = await rawUpstream((r, res) => {
+        void readAll(r).then(() => {
+          hits += 1;
+          if (hits === 1) {
+            res.writeHead(503, { 'retry-after': '1' });
+            res.end();
+          } else res.end('second');
+        });
+      });
+      try {
+        client = createUpstreamClient({ allow: ['127.0.0.1'] });
+        const once = await client.open(req(up.url));
+        assert.equal(once.status, 503);
+        await once.body.dump();
+        assert.equal(hits, 1);
+
+        hits = 0;
+        const started = Date.now();
+        const twice = await client.open(req(up.url, { resendAllowed: true }));
+        assert.equal(twice.status, 200);
+        assert.equal(twice.attempts, 2);
+        assert.ok(Date.now() - started >= 950, 'waited for Retry-After');
+
+        // A Retry-After beyond the deadline is not waited for: the 503 is the answer.
+        hits = 0;
+        const short = await client.open(req(up.url, { resendAllowed: true, deadlineMs: 500 }));
+        assert.equal(short.status, 503);
+        assert.equal(short.attempts, 1);
+        await short.body.dump();
+
+        // A streamed body cannot be sent twice, opt-in or not.
+        hits = 0;
+        const streamed = await client.open(req(up.url, { resendAllowed: true, body: Readable.from([Buffer.from('s')]) }));
+        assert.equal(streamed.status, 503);
+        await streamed.body.dump();
+        assert.equal(hits, 1);
+      } finally {
+        await up.close();
+      }
+    });
+
+    it('ends the call at a timeout: the attempt had the whole remaining deadline, and is not re-sent', async () => {
+      let hits = 0;
+      const up = await rawUpstream((r, res) => {
+        void readAll(r).then(() => {
+          hits += 1;
+          if (hits > 1) res.end('fast now');
+          // The first request is never answered.
+        });
+      });
+      try {
+        client = createUpstreamClient({ allow: ['127.0.0.1'] });
+        const err = await client.open(req(up.url, { deadlineMs: 400, resendAllowed: true })).catch((e: unknown) => e);
+        assert.ok(err instanceof UpstreamError && err.errorClass === 'timeout');
+        assert.equal(hits, 1);
+      } finally {
+        await up.close();
+      }
+    });
+  });
+
+  describe('circuit breaker', () => {
+    let up: RawUpstream;
+    let healthy = false;
+    before(async () => {
+      up = await rawUpstream((r, res) => {
+        void readAll(r).then(() => {
+          res.statusCode = healthy ? 200 : 502;
+          res.end(healthy ? 'fine' : 'bad gateway');
+        });
+      });
+    });
+    after(() => up.close());
+
+    it('opens after consecutive failures, fails fast, probes half-open, re-opens on a failed probe and closes on a good one', async () => {
+      healthy = false;
+      client = createUpstreamClient({ allow: ['127.0.0.1'], breaker: { consecutiveFailures: 3, halfOpenAfterMs: 300 } });
+      const call = async () => {
+        try {
+          const res = await client.open(req(up.url));
+          await res.body.dump();
+          return res.status;
+        } catch (err) {
+          return (err as UpstreamError).errorClass;
+        }
+      };
+      assert.deepEqual([await call(), await call(), await call()], [502, 502, 502]);
+      assert.equal(client.breakers.state(up.url), 'open');
+      const before = up.hits.length;
+      assert.equal(await call(), 'circuit_open');
+      assert.equal(up.hits.length, before, 'nothing sent while open');
+
+      await sleep(350);
+      // Half-open: one probe goes through; it fails, so the circuit opens again.
+      assert.equal(await call(), 502);
+      assert.equal(client.breakers.state(up.url), 'open');
+      assert.equal(await call(), 'circuit_open');
+
+      await sleep(350);
+      healthy = true;
+      assert.equal(await call(), 200, 'the probe succeeds');
+      assert.equal(client.breakers.state(up.url), 'closed');
+      assert.deepEqual([await call(), await call()], [200, 200]);
+    });
+
+    it('lets one probe through while half-open; the others wait for its verdict', async () => {
+      let inFlight = 0;
+      let maxInFlight = 0;
+      let ok = false;
+      const slow = await rawUpstream((r, res) => {
+        void readAll(r).then(async () => {
+          inFlight += 1;
+          maxInFlight = Math.max(maxInFlight, inFlight);
+          await sleep(200);
+          inFlight -= 1;
+          res.statusCode = ok ? 200 : 502;
+          res.end();
+        });
+      });
+      const concurrently = () =>
+        Promise.all(
+          [0, 1, 2].map(() =>
+            client.open(req(slow.url)).then(
+              async (r) => {
+                await r.body.dump();
+                return r.status as number | string;
+              },
+              (e: UpstreamError) => e.errorClass as number | string,
+            ),
+          ),
+        );
+      try {
+        client = createUpstreamClient({ allow: ['127.0.0.1'], breaker: { consecutiveFailures: 1, halfOpenAfterMs: 200 } });
+        await (await client.open(req(slow.url))).body.dump();
+        assert.equal(client.breakers.state(slow.url), 'open');
+
+        // A failing probe: the waiting calls are refused without reaching the upstream.
+        await sleep(250);
+        let hits = slow.hits.length;
+        assert.deepEqual((await concurrently()).sort(), [502, 'circuit_open', 'circuit_open'].sort());
+        assert.equal(slow.hits.length, hits + 1);
+
+        // A good probe: the waiting calls go through after it, never alongside it.
+        await sleep(250);
+        ok = true;
+        hits = slow.hits.length;
+        maxInFlight = 0;
+        assert.deepEqual(await concurrently(), [200, 200, 200]);
+        assert.equal(client.breakers.state(slow.url), 'closed');
+        assert.equal(slow.hits.length, hits + 3);
+        assert.ok(maxInFlight <= 2, 'the probe ran alone before the others were let through');
+      } finally {
+        await slow.close();
+      }
+    });
+
+    it('opens on an error rate even without a long run of consecutive failures', async () => {
+      healthy = true;
+      client = createUpstreamClient({ allow: ['127.0.0.1'], breaker: { consecutiveFailures: 1000, errorRate: 0.5, windowMs: 5_000, minimumRps: 1, halfOpenAfterMs: 10_000 } });
+      const results: Array<number | string> = [];
+      for (let i = 0; i < 30 && client.breakers.state(up.url) === 'closed'; i++) {
+        healthy = i % 3 === 0; // two failures in every three calls, never more than two in a row
+        const res = await client.open(req(up.url)).catch((e: UpstreamError) => e);
+        if (res instanceof UpstreamError) results.push(res.errorClass);
+        else {
+          results.push(res.status);
+          await res.body.dump();
+        }
+      }
+      assert.equal(client.breakers.state(up.url), 'open', JSON.stringify(results));
+    });
+
+    it('does not count 4xx answers or SSRF refusals as failures', async () => {
+      const notFound = await rawUpstream((r, res) => void readAll(r).then(() => ((res.statusCode = 404), res.end())));
+      try {
+        client = createUpstreamClient({ allow: ['127.0.0.1'], breaker: { consecutiveFailures: 2 } });
+        for (let i = 0; i < 5; i++) await (await client.open(req(notFound.url))).body.dump();
+        assert.equal(client.breakers.state(notFound.url), 'closed');
+      } finally {
+        await notFound.close();
+      }
+    });
+  });
+});
