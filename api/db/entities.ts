@@ -80,7 +80,7 @@ export const InvocationSchema = defineEntity({
     responseBodyId: p.string().nullable(),
     responseContentType: p.string().nullable(),
     /** SHA-256 (hex) of the upstream's response body, captured or not: what a trust receipt commits to. */
-    responseSha256: p.string().nullable(),
+    responseSha256: p.string().nullable().default(null),
     upstreamStatus: p.integer().nullable(),
     latencyMs: p.bigint('number').nullable(),
     ttftMs: p.bigint('number').nullable(),

@@ -116,6 +116,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       requestBytes: call.bodyBytes,
       responseBodyId: null,
       responseContentType: null,
+      responseSha256: null,
       upstreamStatus: null,
       latencyMs: null,
       ttftMs: null,
