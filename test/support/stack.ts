@@ -82,6 +82,8 @@ export async function startStack(): Promise<Stack> {
     TOKEN_ADDRESS: infra.tokenAddress,
     SETTLEMENT_CA_FILE: infra.pki.files.ca,
     LOG_LEVEL: 'silent',
+    // Receipt signing keys of this run, not the developer's .data folder.
+    RECEIPT_KEYS_DIR: resolve(dataDir, 'receipt-keys'),
   });
   const orm = await openOrm(config.databaseUrl);
   cleanups.push(() => orm.close());
