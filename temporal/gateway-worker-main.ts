@@ -3,13 +3,18 @@ import { loadGatewayConfig } from '../api/config.ts';
 import { openOrm } from '../api/db/orm.ts';
 import { createLogger } from '../api/log.ts';
 import { createGatewayWorker } from './gateway-worker.ts';
+import { startMetricsServer } from '../api/observability/http.ts';
 
 const log = createLogger('worker');
 const config = loadGatewayConfig();
 const orm = await openOrm(config.databaseUrl);
 const { worker, connection } = await createGatewayWorker(config, orm);
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => worker.shutdown());
+// Prometheus scrapes the worker on its own port (WORKER_METRICS_PORT; 0 = off).
+const { workerMetricsPort, metricsHost } = config.observability;
+const metrics = workerMetricsPort ? await startMetricsServer(workerMetricsPort, metricsHost) : null;
 log.info({ taskQueue: config.temporal.taskQueue }, 'gateway worker running');
 await worker.run();
+metrics?.close();
 await connection.close();
 await orm.close();

@@ -6,7 +6,7 @@ import type { Server } from 'node:http';
 import Koa from 'koa';
 import type { Context, Next } from 'koa';
 import type { Logger } from '../log.ts';
-import { httpDuration, httpRequests, rateLimitRejections, registry } from './metrics.ts';
+import { httpDuration, httpRequests, rateLimitRejections, registry, settlements } from './metrics.ts';
 
 /** A caller's X-Request-ID is honored when it is a sane token; anything else is replaced. */
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -72,4 +72,19 @@ export async function startMetricsServer(port: number, host: string): Promise<Se
     server.once('error', reject);
   });
   return server;
+}
+
+/** The facilitator's /settle outcomes, read from the answer it gives (status and `success`). */
+export async function observeSettlements(ctx: Context, next: Next): Promise<void> {
+  await next();
+  if (ctx.path !== '/settle' || ctx.method !== 'POST') return;
+  const body = ctx.body as { success?: unknown } | null | undefined;
+  const outcome =
+    ctx.status === 200 ? (body?.success === true ? 'settled' : 'failed')
+    : ctx.status === 429 ? 'rejected'
+    : ctx.status === 503 ? 'unavailable'
+    : ctx.status === 403 ? 'forbidden'
+    : ctx.status === 400 ? 'malformed'
+    : 'error';
+  settlements.inc({ service: 'facilitator', outcome });
 }

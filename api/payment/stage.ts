@@ -11,6 +11,7 @@ import type { AppDeps } from '../app.ts';
 import { decodePaymentHeader, encodeBase64Json } from '../../facilitator/x402/schemas.ts';
 import { verifyExactPayment } from '../../facilitator/x402/verify.ts';
 import { loadSettlementClientTls } from '../settlement/tls.ts';
+import { settlements } from '../observability/metrics.ts';
 import { challengeFor, requirementsFor } from './requirements.ts';
 import { claimPayment, recordSettlement, type ClaimKey } from './claims.ts';
 import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
@@ -70,6 +71,7 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader
   if (!target) return { ...key, amount, transaction: null, responseHeader: null };
 
   const outcome = await client.settle(target, { x402Version: 1, paymentPayload: payment, paymentRequirements: requirements });
+  settlements.inc({ service: 'gateway', outcome: outcome.ok ? 'settled' : outcome.error });
   if (!outcome.ok) {
     await recordSettlement(em, key, 'unsettled', null);
     deps.log.info({ requestId: call.requestId, agentId: call.agent.id, outcome: outcome.error }, 'payment not settled');
