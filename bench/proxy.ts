@@ -1,0 +1,281 @@
+// `npm run bench:proxy [-- --concurrency 8 --seconds 5 --rounds 3 --starts 200 --streams 20 --stream-mib 32]`
+//
+// The proxy's overhead on loopback, every figure next to its baseline, in one run:
+// 1. Streaming, 1 KiB bodies at fixed concurrency: latency p50/p99 and throughput calling the
+//    upstream directly, through a bare undici pass-through proxy, and through the gateway's
+//    POST /v1/proxy/{id}/stream (auth, agent lookup, rate limit, stages, row written and
+//    completed). Targets are measured round-robin in several rounds so drift hits all alike.
+// 2. Transactional: the 202 of POST /v1/proxy/{id} (body stored, row written, workflow
+//    started) against a bare `client.workflow.start` on the same Temporal server.
+// 3. Memory: the gateway's RSS while N streams of M MiB each pass through both ways at once.
+// Upstream, bare proxy and gateway API are separate processes; the load comes from this one.
+// Infrastructure (Temporal, PostgreSQL, ...) is started as for the tests and removed after.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { parseArgs } from 'node:util';
+import { Pool, request } from 'undici';
+import { startInfra, appEnvironment, type Infra } from '../scripts/lib/infra.ts';
+import { freePort, waitFor } from '../scripts/lib/ports.ts';
+import { canConnect, dropDatabase } from '../scripts/lib/postgres.ts';
+import { connectClient } from '../temporal/client.ts';
+import { mintToken } from '../api/tokens.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    concurrency: { type: 'string', default: '8' },
+    seconds: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '3' },
+    starts: { type: 'string', default: '200' },
+    streams: { type: 'string', default: '20' },
+    'stream-mib': { type: 'string', default: '32' },
+  },
+});
+const CONCURRENCY = Number(args.concurrency);
+const SECONDS = Number(args.seconds);
+const ROUNDS = Number(args.rounds);
+const STARTS = Number(args.starts);
+const STREAMS = Number(args.streams);
+const STREAM_BYTES = Number(args['stream-mib']) * 1024 * 1024;
+const BODY = Buffer.alloc(1024, 'b');
+
+const say = (line = '') => process.stdout.write(line + '\n');
+const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+const fmt = (ms: number) => `${ms.toFixed(2)} ms`;
+
+const children: ChildProcess[] = [];
+function child(args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
+  const c = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(c);
+  return c;
+}
+
+function listeningPort(c: ChildProcess): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    c.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /listening (\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    c.once('exit', (code) => reject(new Error(`child exited ${code}`)));
+  });
+}
+
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+type Target = { name: string; origin: string; path: string; headers: Record<string, string> };
+type Sample = { latencies: number[]; completed: number; errors: number; seconds: number };
+
+/** CONCURRENCY loops, each sending the next request as soon as its previous answer is read. */
+async function load(target: Target, seconds: number): Promise<Sample> {
+  const pool = new Pool(target.origin, { connections: CONCURRENCY, pipelining: 1, keepAliveTimeout: 30_000 });
+  const latencies: number[] = [];
+  let errors = 0;
+  const started = performance.now();
+  const until = started + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < until) {
+        const t0 = performance.now();
+        try {
+          const res = await pool.request({ path: target.path, method: 'POST', headers: { 'content-type': 'application/octet-stream', ...target.headers }, body: BODY });
+          await res.body.arrayBuffer();
+          if (res.statusCode !== 200) errors++;
+          else latencies.push(performance.now() - t0);
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  await pool.close();
+  return { latencies, completed: latencies.length, errors, seconds: elapsed };
+}
+
+function merge(samples: Sample[]): { p50: number; p99: number; rps: number; errors: number; n: number } {
+  const all = samples.flatMap((s) => s.latencies).sort((a, b) => a - b);
+  const completed = samples.reduce((a, s) => a + s.completed, 0);
+  const seconds = samples.reduce((a, s) => a + s.seconds, 0);
+  return { p50: quantile(all, 0.5), p99: quantile(all, 0.99), rps: completed / seconds, errors: samples.reduce((a, s) => a + s.errors, 0), n: all.length };
+}
+
+function summarize(values: number[]) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), mean: values.reduce((a, b) => a + b, 0) / values.length };
+}
+
+/** N concurrent streams of STREAM_BYTES up through `url`, echoed back down; returns the peak RSS growth of `pid`. */
+async function memoryUnderStreams(url: string, headers: Record<string, string>, pid: number): Promise<{ baseline: number; peak: number; seconds: number }> {
+  const chunk = Buffer.alloc(64 * 1024, 'm');
+  const baseline = rssMiB(pid);
+  let peak = baseline;
+  const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(pid))), 25);
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: STREAMS }, async () => {
+      const body = Readable.from(
+        (function* () {
+          for (let sent = 0; sent < STREAM_BYTES; sent += chunk.length) yield chunk;
+        })(),
+      );
+      const res = await request(url, { method: 'POST', headers: { ...headers, 'x-echo': '1' }, body });
+      let got = 0;
+      for await (const c of res.body) got += c.length;
+      if (got !== STREAM_BYTES) throw new Error(`stream returned ${got} of ${STREAM_BYTES} bytes`);
+    }),
+  );
+  clearInterval(sampler);
+  return { baseline, peak, seconds: (performance.now() - started) / 1000 };
+}
+
+let infra: Infra | undefined;
+const dataDir = join(tmpdir(), `gw-bench-proxy-${process.pid}`);
+try {
+  say(`# proxy benchmark: concurrency ${CONCURRENCY}, ${ROUNDS} rounds × ${SECONDS} s per target, 1 KiB bodies; ${STARTS} transactional starts; ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB`);
+  const local = 'postgres://postgres@127.0.0.1:5432/postgres';
+  infra = await startInfra({
+    dataDir,
+    ports: { temporal: await freePort(), postgres: await freePort(), anvil: await freePort(), openbao: await freePort() },
+    postgresUrl: process.env.DATABASE_URL ?? ((await canConnect(local)) ? local : undefined),
+    databaseName: `gw_bench_proxy_${process.pid}`,
+    namespace: 'default',
+    persistChain: false,
+    log: () => undefined,
+  });
+
+  const upstream = child(['bench/proxy-servers.ts', 'upstream']);
+  const upstreamUrl = `http://127.0.0.1:${await listeningPort(upstream)}`;
+  const bare = child(['bench/proxy-servers.ts', 'bare', `${upstreamUrl}/agent`]);
+  const bareUrl = `http://127.0.0.1:${await listeningPort(bare)}`;
+  const apiPort = await freePort();
+  const gateway = child(
+    ['api/main.ts'],
+    {
+      ...process.env,
+      ...appEnvironment(infra, {
+        PORT: String(apiPort),
+        UPSTREAM_ALLOW: '127.0.0.1',
+        UPSTREAM_TIMEOUT_MS: '60000',
+        // The bench measures the proxy, not the limiter's refusals.
+        RATE_LIMIT_GLOBAL_RPS: '1000000000',
+        RATE_LIMIT_GLOBAL_BURST: '1000000000',
+        WORKER_METRICS_PORT: '0',
+        LOG_LEVEL: 'warn',
+      }),
+    },
+  );
+  gateway.stderr!.on('data', (d: Buffer) => process.stderr.write(`[gateway] ${d}`));
+  const apiUrl = `http://127.0.0.1:${apiPort}`;
+  await waitFor('gateway API', async () => (await request(`${apiUrl}/healthz`)).statusCode === 200, 60_000);
+
+  const tenant = `bench-${randomUUID()}`;
+  const token = await mintToken({ secret: infra.secrets.jwtSecret, tenant, user: 'bench' });
+  const auth = { authorization: `Bearer ${token}` };
+  const created = await request(`${apiUrl}/v1/agents`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: `bench-${randomUUID()}`, upstream_url: `${upstreamUrl}/agent`, rate_limit_rps: 100_000, rate_limit_burst: 100_000 }),
+  });
+  const agent = (await created.body.json()) as { id: string };
+  if (created.statusCode !== 201) throw new Error(`agent create answered ${created.statusCode}`);
+
+  // 1. Streaming.
+  const targets: Target[] = [
+    { name: 'direct', origin: upstreamUrl, path: '/agent', headers: {} },
+    { name: 'bare proxy', origin: bareUrl, path: '/agent', headers: {} },
+    { name: 'gateway', origin: apiUrl, path: `/v1/proxy/${agent.id}/stream`, headers: auth },
+  ];
+  for (const t of targets) await load(t, 1); // warm-up: JIT, pools, caches
+  const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
+  for (let round = 0; round < ROUNDS; round++) for (const t of targets) samples.get(t.name)!.push(await load(t, SECONDS));
+  const streaming = Object.fromEntries(targets.map((t) => [t.name, merge(samples.get(t.name)!)]));
+  const direct = streaming['direct'];
+  const bareR = streaming['bare proxy'];
+  const gw = streaming['gateway'];
+  say();
+  say(`## streaming, 1 KiB, concurrency ${CONCURRENCY}`);
+  say(`| path | p50 | p99 | throughput | requests | errors |`);
+  say(`|---|---|---|---|---|---|`);
+  for (const t of targets) {
+    const r = streaming[t.name];
+    say(`| ${t.name} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${r.rps.toFixed(0)} req/s | ${r.n} | ${r.errors} |`);
+  }
+  const addedP50 = gw.p50 - direct.p50;
+  const addedP99 = gw.p99 - direct.p99;
+  say();
+  say(`added by the gateway vs direct:     p50 +${fmt(addedP50)}, p99 +${fmt(addedP99)}  (bare proxy adds p50 +${fmt(bareR.p50 - direct.p50)}, p99 +${fmt(bareR.p99 - direct.p99)})`);
+  say(`added by the gateway vs bare proxy: p50 +${fmt(gw.p50 - bareR.p50)}, p99 +${fmt(gw.p99 - bareR.p99)}`);
+  say(`ratios: gateway/direct p50 ${(gw.p50 / direct.p50).toFixed(2)}×, gateway/bare p50 ${(gw.p50 / bareR.p50).toFixed(2)}×; throughput gateway/bare ${((gw.rps / bareR.rps) * 100).toFixed(0)} %, gateway/direct ${((gw.rps / direct.rps) * 100).toFixed(0)} %`);
+
+  // 2. Transactional 202 vs a bare workflow start, sequential, interleaved.
+  const temporal = await connectClient(infra.temporalAddress, 'default');
+  const gatewayStarts: number[] = [];
+  const bareStarts: number[] = [];
+  const txPool = new Pool(apiUrl, { connections: 1 });
+  const startOnce = async () => {
+    const t0 = performance.now();
+    await temporal.workflow.start('InvocationWorkflow', { taskQueue: 'bench-bare-start', workflowId: `bench-${randomUUID()}`, args: [{ invocationId: 'bench', tenantId: tenant, agentId: agent.id }] });
+    return performance.now() - t0;
+  };
+  const acceptOnce = async () => {
+    const t0 = performance.now();
+    const res = await txPool.request({ path: `/v1/proxy/${agent.id}`, method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: BODY });
+    await res.body.dump();
+    if (res.statusCode !== 202) throw new Error(`transactional answered ${res.statusCode}`);
+    return performance.now() - t0;
+  };
+  for (let i = 0; i < 20; i++) {
+    await startOnce();
+    await acceptOnce();
+  }
+  for (let i = 0; i < STARTS; i++) {
+    bareStarts.push(await startOnce());
+    gatewayStarts.push(await acceptOnce());
+  }
+  await txPool.close();
+  await temporal.connection.close();
+  const tx = summarize(gatewayStarts);
+  const bs = summarize(bareStarts);
+  say();
+  say(`## transactional 202 vs bare workflow.start (sequential, ${STARTS} each, interleaved)`);
+  say(`| path | p50 | p99 | mean |`);
+  say(`|---|---|---|---|`);
+  say(`| bare client.workflow.start | ${fmt(bs.p50)} | ${fmt(bs.p99)} | ${fmt(bs.mean)} |`);
+  say(`| POST /v1/proxy/{id} → 202 | ${fmt(tx.p50)} | ${fmt(tx.p99)} | ${fmt(tx.mean)} |`);
+  say(`ratio p50 ${(tx.p50 / bs.p50).toFixed(2)}×, p99 ${(tx.p99 / bs.p99).toFixed(2)}×`);
+
+  // 3. Memory under big streams, the bare proxy alongside for reference.
+  const bareMem = await memoryUnderStreams(`${bareUrl}/agent`, {}, bare.pid!);
+  const gwMem = await memoryUnderStreams(`${apiUrl}/v1/proxy/${agent.id}/stream`, auth, gateway.pid!);
+  say();
+  say(`## RSS while ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB pass through (up and echoed down)`);
+  say(`| process | baseline | peak | growth | wall time |`);
+  say(`|---|---|---|---|---|`);
+  say(`| bare proxy | ${bareMem.baseline.toFixed(0)} MiB | ${bareMem.peak.toFixed(0)} MiB | ${(bareMem.peak - bareMem.baseline).toFixed(1)} MiB | ${bareMem.seconds.toFixed(1)} s |`);
+  say(`| gateway | ${gwMem.baseline.toFixed(0)} MiB | ${gwMem.peak.toFixed(0)} MiB | ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB | ${gwMem.seconds.toFixed(1)} s |`);
+
+  const check = (ok: boolean) => (ok ? 'met' : 'MISSED');
+  say();
+  say(`## targets`);
+  say(`- streaming adds ≤ 1 ms at p50: +${fmt(addedP50)} → ${check(addedP50 <= 1)}`);
+  say(`- streaming adds ≤ 3 ms at p99: +${fmt(addedP99)} → ${check(addedP99 <= 3)}`);
+  say(`- throughput ≥ 60 % of the bare proxy: ${((gw.rps / bareR.rps) * 100).toFixed(0)} % → ${check(gw.rps >= 0.6 * bareR.rps)}`);
+  say(`- 202 p50 ≤ 1.3× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 1.3 * bs.p50)}`);
+  say(`- RSS growth < 64 MiB: ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB → ${check(gwMem.peak - gwMem.baseline < 64)}`);
+} finally {
+  for (const c of children) c.kill('SIGTERM');
+  if (infra) {
+    await infra.stop();
+    await dropDatabase(infra.databaseUrl).catch(() => undefined);
+    await dropDatabase(infra.facilitatorDatabaseUrl).catch(() => undefined);
+  }
+  rmSync(dataDir, { recursive: true, force: true });
+}
