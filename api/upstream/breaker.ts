@@ -4,6 +4,7 @@
 // A failure is what says the upstream is unwell: connect errors, timeouts and 5xx answers.
 // 4xx answers, SSRF refusals and callers hanging up say nothing about its health.
 import { CircuitState, ConsecutiveBreaker, SamplingBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy, type IBreaker } from 'cockatiel';
+import { recordBreakerState } from '../observability/metrics.ts';
 import { UpstreamError } from './errors.ts';
 
 export type BreakerOptions = {
@@ -71,6 +72,9 @@ export class BreakerRegistry {
     if (!breaker) {
       const policy = handleWhen((err) => err instanceof UpstreamError && UNHEALTHY.has(err.errorClass)).orWhenResult((r) => ((r as { statusCode?: number }).statusCode ?? 0) >= 500);
       breaker = circuitBreaker(policy, { halfOpenAfter: this.opts.halfOpenAfterMs, breaker: new ConsecutiveOrRateBreaker(this.opts) });
+      // The gateway_circuit_breaker_state gauge (docs/OBSERVABILITY.md), per upstream host.
+      const host = new URL(url).host;
+      breaker.onStateChange((s) => recordBreakerState(host, s === CircuitState.Closed ? 'closed' : s === CircuitState.HalfOpen ? 'half_open' : 'open'));
       this.breakers.set(origin, breaker);
     }
     return breaker;
