@@ -32,6 +32,10 @@ const { values: args } = parseArgs({
     starts: { type: 'string', default: '200' },
     streams: { type: 'string', default: '20' },
     'stream-mib': { type: 'string', default: '32' },
+    /** Write a CPU profile of the gateway process into this directory (for finding hot spots). */
+    profile: { type: 'string' },
+    /** Only the streaming comparison. */
+    'streaming-only': { type: 'boolean', default: false },
   },
 });
 const CONCURRENCY = Number(args.concurrency);
@@ -157,7 +161,7 @@ try {
   const bareUrl = `http://127.0.0.1:${await listeningPort(bare)}`;
   const apiPort = await freePort();
   const gateway = child(
-    ['api/main.ts'],
+    [...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : []), 'api/main.ts'],
     {
       ...process.env,
       ...appEnvironment(infra, {
@@ -215,63 +219,83 @@ try {
   say(`added by the gateway vs bare proxy: p50 +${fmt(gw.p50 - bareR.p50)}, p99 +${fmt(gw.p99 - bareR.p99)}`);
   say(`ratios: gateway/direct p50 ${(gw.p50 / direct.p50).toFixed(2)}×, gateway/bare p50 ${(gw.p50 / bareR.p50).toFixed(2)}×; throughput gateway/bare ${((gw.rps / bareR.rps) * 100).toFixed(0)} %, gateway/direct ${((gw.rps / direct.rps) * 100).toFixed(0)} %`);
 
-  // 2. Transactional 202 vs a bare workflow start, sequential, interleaved.
-  const temporal = await connectClient(infra.temporalAddress, 'default');
-  const gatewayStarts: number[] = [];
-  const bareStarts: number[] = [];
-  const txPool = new Pool(apiUrl, { connections: 1 });
-  const startOnce = async () => {
-    const t0 = performance.now();
-    await temporal.workflow.start('InvocationWorkflow', { taskQueue: 'bench-bare-start', workflowId: `bench-${randomUUID()}`, args: [{ invocationId: 'bench', tenantId: tenant, agentId: agent.id }] });
-    return performance.now() - t0;
-  };
-  const acceptOnce = async () => {
-    const t0 = performance.now();
-    const res = await txPool.request({ path: `/v1/proxy/${agent.id}`, method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: BODY });
-    await res.body.dump();
-    if (res.statusCode !== 202) throw new Error(`transactional answered ${res.statusCode}`);
-    return performance.now() - t0;
-  };
-  for (let i = 0; i < 20; i++) {
-    await startOnce();
-    await acceptOnce();
-  }
-  for (let i = 0; i < STARTS; i++) {
-    bareStarts.push(await startOnce());
-    gatewayStarts.push(await acceptOnce());
-  }
-  await txPool.close();
-  await temporal.connection.close();
-  const tx = summarize(gatewayStarts);
-  const bs = summarize(bareStarts);
-  say();
-  say(`## transactional 202 vs bare workflow.start (sequential, ${STARTS} each, interleaved)`);
-  say(`| path | p50 | p99 | mean |`);
-  say(`|---|---|---|---|`);
-  say(`| bare client.workflow.start | ${fmt(bs.p50)} | ${fmt(bs.p99)} | ${fmt(bs.mean)} |`);
-  say(`| POST /v1/proxy/{id} → 202 | ${fmt(tx.p50)} | ${fmt(tx.p99)} | ${fmt(tx.mean)} |`);
-  say(`ratio p50 ${(tx.p50 / bs.p50).toFixed(2)}×, p99 ${(tx.p99 / bs.p99).toFixed(2)}×`);
+  let tx: ReturnType<typeof summarize> | undefined;
+  let bs: ReturnType<typeof summarize> | undefined;
+  let gwMem: Awaited<ReturnType<typeof memoryUnderStreams>> | undefined;
+  if (!args['streaming-only']) {
+    // 2. Transactional 202 vs a bare workflow start, sequential, interleaved.
+    const temporal = await connectClient(infra.temporalAddress, 'default');
+    const gatewayStarts: number[] = [];
+    const bareStarts: number[] = [];
+    const txPool = new Pool(apiUrl, { connections: 1 });
+    const startOnce = async () => {
+      const t0 = performance.now();
+      await temporal.workflow.start('InvocationWorkflow', { taskQueue: 'bench-bare-start', workflowId: `bench-${randomUUID()}`, args: [{ invocationId: 'bench', tenantId: tenant, agentId: agent.id }] });
+      return performance.now() - t0;
+    };
+    const acceptOnce = async () => {
+      const t0 = performance.now();
+      const res = await txPool.request({ path: `/v1/proxy/${agent.id}`, method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: BODY });
+      await res.body.dump();
+      if (res.statusCode !== 202) throw new Error(`transactional answered ${res.statusCode}`);
+      return performance.now() - t0;
+    };
+    for (let i = 0; i < 20; i++) {
+      await startOnce();
+      await acceptOnce();
+    }
+    for (let i = 0; i < STARTS; i++) {
+      bareStarts.push(await startOnce());
+      gatewayStarts.push(await acceptOnce());
+    }
+    await txPool.close();
+    await temporal.connection.close();
+    tx = summarize(gatewayStarts);
+    bs = summarize(bareStarts);
+    say();
+    say(`## transactional 202 vs bare workflow.start (sequential, ${STARTS} each, interleaved)`);
+    say(`| path | p50 | p99 | mean |`);
+    say(`|---|---|---|---|`);
+    say(`| bare client.workflow.start | ${fmt(bs.p50)} | ${fmt(bs.p99)} | ${fmt(bs.mean)} |`);
+    say(`| POST /v1/proxy/{id} → 202 | ${fmt(tx.p50)} | ${fmt(tx.p99)} | ${fmt(tx.mean)} |`);
+    say(`ratio p50 ${(tx.p50 / bs.p50).toFixed(2)}×, p99 ${(tx.p99 / bs.p99).toFixed(2)}×`);
 
-  // 3. Memory under big streams, the bare proxy alongside for reference.
-  const bareMem = await memoryUnderStreams(`${bareUrl}/agent`, {}, bare.pid!);
-  const gwMem = await memoryUnderStreams(`${apiUrl}/v1/proxy/${agent.id}/stream`, auth, gateway.pid!);
-  say();
-  say(`## RSS while ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB pass through (up and echoed down)`);
-  say(`| process | baseline | peak | growth | wall time |`);
-  say(`|---|---|---|---|---|`);
-  say(`| bare proxy | ${bareMem.baseline.toFixed(0)} MiB | ${bareMem.peak.toFixed(0)} MiB | ${(bareMem.peak - bareMem.baseline).toFixed(1)} MiB | ${bareMem.seconds.toFixed(1)} s |`);
-  say(`| gateway | ${gwMem.baseline.toFixed(0)} MiB | ${gwMem.peak.toFixed(0)} MiB | ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB | ${gwMem.seconds.toFixed(1)} s |`);
-
+    // 3. Memory under big streams, the bare proxy alongside for reference.
+    const bareMem = await memoryUnderStreams(`${bareUrl}/agent`, {}, bare.pid!);
+    gwMem = await memoryUnderStreams(`${apiUrl}/v1/proxy/${agent.id}/stream`, auth, gateway.pid!);
+    say();
+    say(`## RSS while ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB pass through (up and echoed down)`);
+    say(`| process | baseline | peak | growth | wall time |`);
+    say(`|---|---|---|---|---|`);
+    say(`| bare proxy | ${bareMem.baseline.toFixed(0)} MiB | ${bareMem.peak.toFixed(0)} MiB | ${(bareMem.peak - bareMem.baseline).toFixed(1)} MiB | ${bareMem.seconds.toFixed(1)} s |`);
+    say(`| gateway | ${gwMem.baseline.toFixed(0)} MiB | ${gwMem.peak.toFixed(0)} MiB | ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB | ${gwMem.seconds.toFixed(1)} s |`);
+  }
   const check = (ok: boolean) => (ok ? 'met' : 'MISSED');
   say();
   say(`## targets`);
   say(`- streaming adds ≤ 1 ms at p50: +${fmt(addedP50)} → ${check(addedP50 <= 1)}`);
   say(`- streaming adds ≤ 3 ms at p99: +${fmt(addedP99)} → ${check(addedP99 <= 3)}`);
   say(`- throughput ≥ 60 % of the bare proxy: ${((gw.rps / bareR.rps) * 100).toFixed(0)} % → ${check(gw.rps >= 0.6 * bareR.rps)}`);
-  say(`- 202 p50 ≤ 1.3× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 1.3 * bs.p50)}`);
-  say(`- RSS growth < 64 MiB: ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB → ${check(gwMem.peak - gwMem.baseline < 64)}`);
+  if (tx && bs && gwMem) {
+    say(`- 202 p50 ≤ 1.3× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 1.3 * bs.p50)}`);
+    say(`- RSS growth < 64 MiB: ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB → ${check(gwMem.peak - gwMem.baseline < 64)}`);
+  }
 } finally {
-  for (const c of children) c.kill('SIGTERM');
+  // Children are stopped gracefully first (a CPU profile is written on exit).
+  await Promise.all(
+    children.map((c) =>
+      c.exitCode !== null || c.signalCode !== null
+        ? undefined
+        : new Promise<void>((resolve) => {
+            const force = setTimeout(() => c.kill('SIGKILL'), 5_000);
+            c.once('exit', () => {
+              clearTimeout(force);
+              resolve();
+            });
+            c.kill('SIGTERM');
+          }),
+    ),
+  );
   if (infra) {
     await infra.stop();
     await dropDatabase(infra.databaseUrl).catch(() => undefined);

@@ -6,12 +6,15 @@ import { createUpstreamClient, type UpstreamClient } from '../upstream/client.ts
 import { createRateLimiter, type RateLimiter } from '../ratelimit/index.ts';
 import { createPostgresBodyStore, type BodyStore } from './body-store.ts';
 import { createCredentialResolver, type CredentialResolver } from '../credentials/resolver.ts';
+import { createInvocationRecorder, type InvocationRecorder } from './records.ts';
 
 export type ProxyServices = {
   upstream: UpstreamClient;
   limiter: RateLimiter;
   bodies: BodyStore;
   credentials: CredentialResolver;
+  /** Streaming rows, written with group commit. */
+  recorder: InvocationRecorder;
 };
 
 export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServices> = {}): ProxyServices {
@@ -20,5 +23,6 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
     limiter: overrides.limiter ?? createRateLimiter(deps.config.redisUrl, (err) => deps.log.warn({ err: err.message }, 'rate limiter unavailable; admitting calls')),
     bodies: overrides.bodies ?? createPostgresBodyStore(deps.orm),
     credentials: overrides.credentials ?? createCredentialResolver(deps.orm, deps.config.vault),
+    recorder: overrides.recorder ?? createInvocationRecorder(deps.orm),
   };
 }

@@ -13,7 +13,7 @@ import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Context } from 'koa';
 import { errors as undiciErrors } from 'undici';
-import { InvocationSchema, type Invocation } from '../db/entities.ts';
+import type { Completion, StartedRow } from './records.ts';
 import { newId } from '../ids.ts';
 import { ApiError } from '../errors.ts';
 import { forwardableHeaders, forwardableResponseHeaders } from '../upstream/headers.ts';
@@ -69,7 +69,7 @@ function pipeDown(source: Readable, res: ServerResponse): Promise<PipeEnd> {
 export function streamRoute(deps: AppDeps, services: ProxyServices) {
   return async function stream(ctx: Context & { state: AuthState; params: Record<string, string> }): Promise<void> {
     const { tenantId, userId } = ctx.state.caller;
-    const { agent, em, requestId, model } = await admit(ctx, deps, services.limiter);
+    const { agent, requestId, model } = await admit(ctx, deps, services.limiter);
 
     const declaredLength = contentLengthOf(ctx.get('content-length'));
     let body: Buffer | Readable = ctx.req;
@@ -101,29 +101,18 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     ctx.set(gatewayHeaders);
 
     const now = new Date();
-    const row: Invocation = {
+    const row: StartedRow = {
       id: invocationId,
       tenantId,
       agentId: agent.id,
-      mode: 'streaming',
       status: 'running',
       requestId,
       caller: userId,
       model,
       contentType: call.contentType,
-      requestHeaders: {},
-      requestBodyId: null,
       requestBytes: call.bodyBytes,
-      responseBodyId: null,
-      responseContentType: null,
-      responseSha256: null,
-      upstreamStatus: null,
-      latencyMs: null,
-      ttftMs: null,
-      errorClass: null,
       mcpMethod: mcp?.method ?? null,
       mcpTool: mcp?.tool ?? null,
-      attempts: 1,
       paymentNetwork: call.payment?.network ?? null,
       paymentAsset: call.payment?.asset ?? null,
       paymentAmount: call.payment?.amount ?? null,
@@ -131,28 +120,20 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       paymentNonce: call.payment?.nonce ?? null,
       paymentTransaction: call.payment?.transaction ?? null,
       createdAt: now,
-      updatedAt: now,
-      completedAt: null,
     };
-    const complete = (fields: Partial<Invocation>) => {
-      const at = new Date();
-      return em
-        .nativeUpdate(InvocationSchema, { id: invocationId, status: 'running' }, { ...fields, updatedAt: at, completedAt: at })
-        .catch((err: Error) => deps.log.error({ invocationId, err: err.message }, 'could not complete streaming invocation'));
-    };
+    const complete = (fields: Omit<Completion, 'id'>) =>
+      services.recorder.complete({ id: invocationId, ...fields }).catch((err: Error) => deps.log.error({ invocationId, err: err.message }, 'could not complete streaming invocation'));
 
     let credentialHeaders: Record<string, string>;
     try {
       credentialHeaders = await services.credentials.headersFor(tenantId, agent.credentialRef);
     } catch {
-      await em.insert(InvocationSchema, { ...row, status: 'failed', errorClass: 'credential', completedAt: now });
+      await services.recorder.start({ ...row, status: 'failed', errorClass: 'credential', completedAt: now });
       throw new ApiError(502, coarseMessage('credential'));
     }
 
-    // A paid call binds its payment with the row before anything is forwarded (402 if used).
-    if (call.payment) await insertBindingPayment(em, row, call.payment);
     // Started now, awaited before the first byte goes down: connecting overlaps the insert.
-    const recorded = (call.payment ? Promise.resolve() : em.insert(InvocationSchema, row)).then(
+    const recorded = services.recorder.start(row).then(
       () => true,
       (err: Error) => {
         deps.log.error({ invocationId, err: err.message }, 'could not record streaming invocation');
@@ -185,7 +166,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     } catch (err) {
       const errorClass: ErrorClass = err instanceof UpstreamError ? err.errorClass : classifyError(err).errorClass;
       ctx.res.off('close', onClose);
-      if (await recorded) await complete({ status: 'failed', errorClass });
+      if (await recorded) await complete({ status: 'failed', errorClass, upstreamStatus: null, latencyMs: null, ttftMs: null, responseContentType: null });
       if (errorClass === 'caller_aborted') {
         ctx.respond = false; // nobody is left to answer
         return;
