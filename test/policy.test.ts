@@ -315,6 +315,25 @@ describe('policy', () => {
       assert.equal(d.matched_rule, '');
     });
 
+    it('streaming: max_body_bytes reads Content-Length, and a chunked request without one always matches', async () => {
+      const t = await tenant();
+      const a = await agent(t.token);
+      await putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [{ action: 'deny', match: { max_body_bytes: 1_000_000 } }, { action: 'warn', match: {} }] });
+      const url = `${stack().apiUrl}/v1/proxy/${a}/stream`;
+      const sized = await request(url, { method: 'POST', headers: { authorization: `Bearer ${t.token}`, 'content-type': 'text/plain' }, body: 'small' });
+      await sized.body.text();
+      assert.equal(sized.statusCode, 200, 'a small declared body is allowed through');
+      assert.equal(sized.headers['x-gateway-policy-warning'], 'rule 2 matched');
+      async function* chunks() {
+        yield Buffer.from('small but ');
+        yield Buffer.from('undeclared');
+      }
+      const chunked = await request(url, { method: 'POST', headers: { authorization: `Bearer ${t.token}`, 'content-type': 'text/plain' }, body: chunks() });
+      const text = await chunked.body.text();
+      assert.equal(chunked.statusCode, 403, text);
+      assert.ok(!upstream.received.some((r) => r.body.toString() === 'small but undeclared'), 'never forwarded');
+    });
+
     it('deny comes before the payment gate: a denied priced call is 403, never a 402 challenge', async () => {
       const t = await tenant();
       const priced = await agent(t.token, { pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: '0x' + '11'.repeat(20) } });
