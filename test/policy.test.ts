@@ -4,6 +4,7 @@
 // policies table taken away).
 import assert from 'node:assert/strict';
 import type { Server } from 'node:http';
+import { Readable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { stack } from './support/stack.ts';
@@ -14,6 +15,8 @@ import { createLogger } from '../api/log.ts';
 import { closeRedisClients } from '../api/policy/redis.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+// A port nothing listens on: every Redis command fails, for real.
+const BROKEN_REDIS_URL = 'redis://127.0.0.1:1';
 
 let upstream: TestUpstream;
 let seq = 0;
@@ -78,7 +81,8 @@ describe('policy', () => {
   });
   after(async () => {
     await upstream.close();
-    await closeRedisClients();
+    // Only the connections this file opened: the stack's own (if configured) stays up.
+    await closeRedisClients([REDIS_URL, BROKEN_REDIS_URL]);
   });
 
   describe('document', () => {
@@ -328,7 +332,7 @@ describe('policy', () => {
         yield Buffer.from('small but ');
         yield Buffer.from('undeclared');
       }
-      const chunked = await request(url, { method: 'POST', headers: { authorization: `Bearer ${t.token}`, 'content-type': 'text/plain' }, body: chunks() });
+      const chunked = await request(url, { method: 'POST', headers: { authorization: `Bearer ${t.token}`, 'content-type': 'text/plain' }, body: Readable.from(chunks()) });
       const text = await chunked.body.text();
       assert.equal(chunked.statusCode, 403, text);
       assert.ok(!upstream.received.some((r) => r.body.toString() === 'small but undeclared'), 'never forwarded');
@@ -414,8 +418,7 @@ describe('policy', () => {
       const t = await tenant();
       const a = await agent(t.token);
       const b = await agent(t.token);
-      // A port nothing listens on: every Redis command fails, for real.
-      const broken = await replica({ redisUrl: 'redis://127.0.0.1:1' });
+      const broken = await replica({ redisUrl: BROKEN_REDIS_URL });
       try {
         await putPolicy(t.token, { default: 'allow', on_error: 'deny', rules: [{ action: 'allow', match: { agents: [b] } }, { action: 'warn', match: { rate_per_min: 1000 } }] });
         const failed = await callAt(broken.url, 'POST', `/v1/proxy/${a}`, t.token, 'x');

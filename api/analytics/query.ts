@@ -35,6 +35,7 @@ type Row = Record<string, any>;
 const HOUR = 3600_000;
 const DAY = 24 * HOUR;
 const WRITE_BACK_CHUNK = 500;
+const STALE_DAYS_BY_LIST = 200;
 
 export function bucketStart(ms: number, bucket: 'hour' | 'day'): number {
   const size = bucket === 'hour' ? HOUR : DAY;
@@ -72,7 +73,7 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
               case when summary_count is distinct from count then ttft end as ttft
        from analytics_hourly
        where tenant_id = ? and bucket_start >= ?::timestamptz and bucket_start < ?::timestamptz
-       order by bucket_start, agent_id`,
+       order by bucket_start, agent_id collate "C"`,
       [tenantId, new Date(from).toISOString(), new Date(to).toISOString()],
     );
     const fresh: Array<{ agent: string; start: number; count: number; summary: Summary }> = [];
@@ -138,17 +139,27 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
     // Days without a current summary: merge their hourly histograms now.
     const stale = [...days.values()].filter((d) => !d.summary);
     if (stale.length > 0) {
-      const hist = await sql(
-        `select h.agent_id, (extract(epoch from d.day) * 1000)::bigint as day_ms, h.count, h.latency, h.ttft
-         from analytics_hourly as h
-         join (values ${stale.map(() => '(?, ?::timestamptz)').join(', ')}) as d(agent_id, day)
-           on h.agent_id = d.agent_id and h.bucket_start >= d.day and h.bucket_start < d.day + interval '1 day'
-         where h.tenant_id = ?`,
-        [...stale.flatMap((d) => [d.agent, new Date(d.start).toISOString()]), tenantId],
-      );
+      // The usual case is today's few agent-days: fetch exactly those. A cold window (after a
+      // rebuild) fetches the range in one scan instead of a join against a huge VALUES list.
+      const hist = stale.length <= STALE_DAYS_BY_LIST
+        ? await sql(
+            `select h.agent_id, (extract(epoch from d.day) * 1000)::bigint as day_ms, h.count, h.latency, h.ttft
+             from analytics_hourly as h
+             join (values ${stale.map(() => '(?, ?::timestamptz)').join(', ')}) as d(agent_id, day)
+               on h.agent_id = d.agent_id and h.bucket_start >= d.day and h.bucket_start < d.day + interval '1 day'
+             where h.tenant_id = ?`,
+            [...stale.flatMap((d) => [d.agent, new Date(d.start).toISOString()]), tenantId],
+          )
+        : await sql(
+            `select agent_id, (extract(epoch from date_trunc('day', bucket_start, 'UTC')) * 1000)::bigint as day_ms, count, latency, ttft
+             from analytics_hourly where tenant_id = ? and bucket_start >= ?::timestamptz and bucket_start < ?::timestamptz`,
+            range,
+          );
       const merged = new Map<string, { count: number; latency: Sketch; ttft: Sketch }>();
+      const wanted = new Set(stale.map((d) => keyOf(d.agent, d.start)));
       for (const row of hist) {
         const key = keyOf(row.agent_id, Number(row.day_ms));
+        if (!wanted.has(key)) continue;
         let m = merged.get(key);
         if (!m) merged.set(key, (m = { count: 0, latency: {}, ttft: {} }));
         m.count += Number(row.count);

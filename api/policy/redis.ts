@@ -24,9 +24,12 @@ export function redisClient(url: string, log?: Logger): Redis {
   return client;
 }
 
-/** Closes every connection opened here (process shutdown, tests). */
-export async function closeRedisClients(): Promise<void> {
-  const all = [...clients.values()];
-  clients.clear();
-  await Promise.all(all.map((c) => c.quit().catch(() => c.disconnect())));
+/** Closes the connections opened here for these URLs, or all of them (process shutdown, tests). */
+export async function closeRedisClients(urls: string[] = [...clients.keys()]): Promise<void> {
+  const closing = urls.flatMap((url) => {
+    const client = clients.get(url);
+    clients.delete(url);
+    return client ? [client] : [];
+  });
+  await Promise.all(closing.map((c) => c.quit().catch(() => c.disconnect())));
 }
