@@ -95,8 +95,9 @@ try {
     FACILITATOR_PORT: String(ports.facilitator),
     FACILITATOR_PUBLIC_PORT: String(ports.facilitatorPublic),
     DEMO_UPSTREAM_PORT: String(ports.demo),
-    // The demo echo agent is on loopback: exempt exactly its host:port from the SSRF guard.
-    UPSTREAM_ALLOW: env.UPSTREAM_ALLOW ?? `127.0.0.1:${ports.demo}`,
+    // The demo echo agent and the local facilitator are on loopback: exempt exactly their
+    // host:ports from the SSRF guard (upstream URLs and facilitator_url share it).
+    UPSTREAM_ALLOW: env.UPSTREAM_ALLOW ?? `127.0.0.1:${ports.demo},127.0.0.1:${ports.facilitator}`,
     GIT_COMMIT: env.GIT_COMMIT ?? gitCommit(),
   });
   run('demo', 'scripts/demo-upstream.ts', childEnv);
