@@ -25,6 +25,9 @@ const FacilitatorEnv = z.object({
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().default('default'),
   FACILITATOR_TASK_QUEUE: z.string().default('facilitator'),
+  // The HTTPS process runs a worker itself (and starts workflows eagerly on it); more workers
+  // may run as separate processes (temporal/facilitator-worker-main.ts) either way.
+  FACILITATOR_EMBEDDED_WORKER: z.enum(['true', 'false']).default('true'),
   // The gas wallet: an ethers (Web3 Secret Storage) JSON keystore. Only the worker decrypts it.
   FACILITATOR_KEYSTORE_FILE: z.string().optional(),
   FACILITATOR_KEYSTORE_PASSWORD: z.string().optional(),
@@ -53,6 +56,7 @@ export type FacilitatorConfig = {
   tokenAddress: string;
   domain: TokenDomain;
   temporal: { address: string; namespace: string; taskQueue: string };
+  embeddedWorker: boolean;
   keystore: { file?: string; password?: string; passwordFile?: string };
   guardrails: { maxPerTx: bigint; dailyCeiling: bigint };
   gasLowWaterWei: bigint;
@@ -86,6 +90,7 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     tokenAddress,
     domain: { name: e.TOKEN_NAME, version: e.TOKEN_VERSION, chainId: e.CHAIN_ID, verifyingContract: tokenAddress },
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.FACILITATOR_TASK_QUEUE },
+    embeddedWorker: e.FACILITATOR_EMBEDDED_WORKER === 'true',
     keystore: { file: e.FACILITATOR_KEYSTORE_FILE, password: e.FACILITATOR_KEYSTORE_PASSWORD, passwordFile: e.FACILITATOR_KEYSTORE_PASSWORD_FILE },
     guardrails: { maxPerTx: BigInt(e.FACILITATOR_DEFAULT_MAX_PER_TX), dailyCeiling: BigInt(e.FACILITATOR_DEFAULT_DAILY_CEILING) },
     gasLowWaterWei: BigInt(e.FACILITATOR_GAS_LOW_WATER_WEI),

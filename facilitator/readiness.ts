@@ -8,7 +8,10 @@ export type ReadinessReport = { ready: boolean; checks: { rpc: boolean; gas_bala
 export type Readiness = {
   /** A fresh check (GET /healthz?ready=1). */
   check(): Promise<ReadinessReport>;
-  /** At most `cacheMs` old, except that "not ready" is always re-checked (POST /settle). */
+  /**
+   * For POST /settle: a "ready" younger than `cacheMs` is served as is; an older one is served
+   * while a fresh check runs in the background; "not ready" is always re-checked at once.
+   */
   current(): Promise<ReadinessReport>;
 };
 
@@ -16,6 +19,7 @@ const RPC_TIMEOUT_MS = 2_000;
 
 export function createReadiness(opts: { provider: JsonRpcProvider; gasWallet: string; lowWaterWei: bigint; cacheMs: number }): Readiness {
   let last: { report: ReadinessReport; at: number } | undefined;
+  let refreshing: Promise<ReadinessReport> | undefined;
 
   async function check(): Promise<ReadinessReport> {
     let timer: NodeJS.Timeout | undefined;
@@ -39,7 +43,10 @@ export function createReadiness(opts: { provider: JsonRpcProvider; gasWallet: st
   return {
     check,
     async current() {
-      if (last && last.report.ready && Date.now() - last.at < opts.cacheMs) return last.report;
+      if (last?.report.ready && opts.cacheMs > 0) {
+        if (Date.now() - last.at >= opts.cacheMs) refreshing ??= check().finally(() => (refreshing = undefined));
+        return last.report;
+      }
       return check();
     },
   };

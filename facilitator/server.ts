@@ -6,7 +6,8 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from 'n
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import type { Client } from '@temporalio/client';
+import { Client, type ConnectionLike } from '@temporalio/client';
+import { NativeConnection, type WorkflowBundle } from '@temporalio/worker';
 import type pg from 'pg';
 import type { Logger } from '../api/log.ts';
 import { requireTlsFiles, gasWalletAddress, type FacilitatorConfig } from './config.ts';
@@ -14,6 +15,9 @@ import { createMutualTlsApp, createPublicApp } from './app.ts';
 import { createAccountLookup } from './accounts.ts';
 import { createChainProvider } from './chain.ts';
 import { createReadiness } from './readiness.ts';
+import { createOutcomeListener } from './outcomes.ts';
+import type { TransactionSigner } from './signer.ts';
+import { createFacilitatorWorker } from '../temporal/facilitator-worker.ts';
 
 export type RunningFacilitator = {
   url: string;
@@ -30,8 +34,41 @@ function listen(server: Server | HttpsServer, port: number, host: string): Promi
   });
 }
 
-export async function startFacilitator(config: FacilitatorConfig, deps: { pool: pg.Pool; temporal: Client; log: Logger }): Promise<RunningFacilitator> {
+export type FacilitatorStartDeps = {
+  pool: pg.Pool;
+  log: Logger;
+  /** A Temporal client, when the workers run elsewhere (FACILITATOR_EMBEDDED_WORKER=false). */
+  temporal?: Client;
+  /**
+   * Runs a worker in this process. Its client then shares the worker's connection, which lets
+   * /settle start workflows eagerly: the first workflow task comes back with the start call,
+   * straight to this worker, instead of through the server's task queue.
+   */
+  worker?: { signer: TransactionSigner; workflowBundle?: WorkflowBundle };
+};
+
+async function embeddedWorker(config: FacilitatorConfig, deps: FacilitatorStartDeps, worker: NonNullable<FacilitatorStartDeps['worker']>) {
+  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
+  const created = await createFacilitatorWorker(config, { pool: deps.pool, provider, signer: worker.signer }, { workflowBundle: worker.workflowBundle, connection });
+  const running = created.worker.run();
+  const client = new Client({ connection: connection as unknown as ConnectionLike, namespace: config.temporal.namespace });
+  return {
+    client,
+    async stop() {
+      if (created.worker.getState() === 'RUNNING') created.worker.shutdown();
+      await running.catch(() => undefined);
+      await connection.close();
+      provider.destroy();
+    },
+  };
+}
+
+export async function startFacilitator(config: FacilitatorConfig, deps: FacilitatorStartDeps): Promise<RunningFacilitator> {
   const tls = requireTlsFiles(config);
+  const embedded = deps.worker ? await embeddedWorker(config, deps, deps.worker) : undefined;
+  const temporal = embedded?.client ?? deps.temporal;
+  if (!temporal) throw new Error('startFacilitator needs a Temporal client or an embedded worker');
   const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
   const readiness = createReadiness({
     provider,
@@ -39,12 +76,15 @@ export async function startFacilitator(config: FacilitatorConfig, deps: { pool: 
     lowWaterWei: config.gasLowWaterWei,
     cacheMs: config.readinessCacheMs,
   });
+  const outcomes = await createOutcomeListener(config.databaseUrl, deps.log);
   const appDeps = {
     config,
     pool: deps.pool,
-    temporal: deps.temporal,
+    temporal,
+    eagerStart: embedded !== undefined,
     readiness,
     lookupAccount: createAccountLookup(deps.pool, config.accountCacheMs),
+    outcomes,
     log: deps.log,
   };
   const tlsServer = createHttpsServer(
@@ -70,6 +110,8 @@ export async function startFacilitator(config: FacilitatorConfig, deps: { pool: 
       publicServer.closeAllConnections();
       await Promise.all([new Promise((r) => tlsServer.close(r)), new Promise((r) => publicServer.close(r))]);
       provider.destroy();
+      await outcomes.close();
+      await embedded?.stop();
     },
   };
 }

@@ -16,6 +16,7 @@ import { Payer, SettlementStatus } from '../temporal/search-attributes.ts';
 import type { FacilitatorConfig } from './config.ts';
 import type { Account } from './accounts.ts';
 import type { Readiness } from './readiness.ts';
+import type { OutcomeListener } from './outcomes.ts';
 import { findSettlement, saveSettleRequest, settlementKey } from './store.ts';
 import { recoverAuthorizer } from './x402/eip3009.ts';
 import { SettleRequest, type SettleResponse } from './x402/schemas.ts';
@@ -27,8 +28,11 @@ export type SettleDeps = {
   config: FacilitatorConfig;
   pool: pg.Pool;
   temporal: Client;
+  /** The client shares a connection with a worker in this process: start workflows eagerly. */
+  eagerStart: boolean;
   readiness: Readiness;
   lookupAccount: (fingerprint: string) => Promise<Account | null>;
+  outcomes: OutcomeListener;
   log: Logger;
 };
 
@@ -65,34 +69,47 @@ export function settleHandler(deps: SettleDeps) {
 
   async function awaitOutcome(key: string, payer: string, request: SettleRequest): Promise<SettlementOutcome | 'in_flight'> {
     const deadline = Date.now() + config.settleDeadlineMs;
-    let handle;
+    // Registered before the start, so an outcome recorded at any point after it is seen.
+    const announced = deps.outcomes.waitFor(key);
+    let timer: NodeJS.Timeout | undefined;
     try {
-      handle = await deps.temporal.workflow.start<typeof SettlementWorkflow>('SettlementWorkflow', {
-        taskQueue: config.temporal.taskQueue,
-        workflowId: key,
-        args: [{ key, inclusionTimeoutMs: config.inclusionTimeoutMs }],
-        // A duplicate attaches to the running settlement; a closed one is never run again.
-        workflowIdConflictPolicy: 'USE_EXISTING',
-        workflowIdReusePolicy: 'REJECT_DUPLICATE',
-        typedSearchAttributes: [
-          { key: Payer, value: payer },
-          { key: SettlementStatus, value: 'received' },
-        ],
-        staticSummary: `${request.paymentPayload.payload.authorization.value} to ${request.paymentRequirements.payTo} from ${payer}`,
+      let handle;
+      try {
+        handle = await deps.temporal.workflow.start<typeof SettlementWorkflow>('SettlementWorkflow', {
+          taskQueue: config.temporal.taskQueue,
+          workflowId: key,
+          args: [{ key, inclusionTimeoutMs: config.inclusionTimeoutMs }],
+          // A duplicate attaches to the running settlement; a closed one is never run again.
+          workflowIdConflictPolicy: 'USE_EXISTING',
+          workflowIdReusePolicy: 'REJECT_DUPLICATE',
+          requestEagerStart: deps.eagerStart,
+          typedSearchAttributes: [
+            { key: Payer, value: payer },
+            { key: SettlementStatus, value: 'received' },
+          ],
+          staticSummary: `${request.paymentPayload.payload.authorization.value} to ${request.paymentRequirements.payTo} from ${payer}`,
+        });
+      } catch (err) {
+        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+        // Closed: the record is the stable answer (a watcher may have updated it since the run
+        // closed); without a record (guardrail refusal) the closed run's own result is.
+        const record = await findSettlement(deps.pool, key);
+        if (record) return outcomeOfRecord(record);
+        handle = deps.temporal.workflow.getHandle<typeof SettlementWorkflow>(key);
+      }
+      const fromRecord = announced.promise.then(async () => {
+        const record = await findSettlement(deps.pool, key);
+        return record ? outcomeOfRecord(record) : new Promise<never>(() => undefined);
       });
-    } catch (err) {
-      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-      // Closed: the record is the stable answer (a watcher may have updated it since the run
-      // closed); without a record (guardrail rejection) the closed run's own result is.
-      const record = await findSettlement(deps.pool, key);
-      if (record) return outcomeOfRecord(record);
-      handle = deps.temporal.workflow.getHandle<typeof SettlementWorkflow>(key);
-    }
-    try {
-      return await deps.temporal.connection.withDeadline(deadline, () => handle.result());
-    } catch (err) {
-      if (Date.now() >= deadline - 50) return 'in_flight';
-      throw err;
+      const fromWorkflow = deps.temporal.connection.withDeadline(deadline, () => handle.result());
+      const timeUp = new Promise<'in_flight'>((resolve) => {
+        timer = setTimeout(() => resolve('in_flight'), Math.max(deadline - Date.now(), 0));
+      });
+      fromWorkflow.catch(() => undefined);
+      return await Promise.race([fromRecord, fromWorkflow.catch((err) => (Date.now() >= deadline - 50 ? ('in_flight' as const) : Promise.reject(err))), timeUp]);
+    } finally {
+      clearTimeout(timer);
+      announced.cancel();
     }
   }
 

@@ -76,6 +76,13 @@ export function parseSettlementKey(key: string): { chainId: number; token: strin
   return { chainId: Number(chainId), token, payer, nonce };
 }
 
+/** PostgreSQL channel on which a settlement's key is announced when its record gets an outcome. */
+export const OUTCOME_CHANNEL = 'settlement_outcome';
+
+async function notifyOutcome(db: pg.Pool | pg.PoolClient, key: string): Promise<void> {
+  await db.query('select pg_notify($1, $2)', [OUTCOME_CHANNEL, key]);
+}
+
 // ---- claim check of the signed request ----
 
 export async function saveSettleRequest(db: pg.Pool, key: string, accountId: string, request: SettleRequest): Promise<void> {
@@ -118,39 +125,33 @@ export type GuardrailRejection = 'kind_not_allowed' | 'over_per_transaction_maxi
 export type ClaimResult = { claimed: SettlementRecord } | { rejected: GuardrailRejection };
 
 /**
- * Guardrails, then the nonce claim, in one transaction: the account's allowed kinds, its
- * per-transaction maximum, and an atomic reservation against its daily ceiling (a conditional
- * UPDATE, so concurrent settles of one account serialize on the usage row and cannot
- * overshoot). Rejected: nothing is written. Already claimed: the existing record.
+ * Guardrails, then the nonce claim: the account's allowed kinds and per-transaction maximum
+ * (checked here), then the reservation against its daily ceiling and the claim row in ONE
+ * statement, so both commit or neither does. The reservation is a conditional upsert: concurrent
+ * settles of one account serialize on the usage row and each re-checks the ceiling, so they
+ * cannot overshoot it. Rejected: nothing is written. Already claimed: the existing record.
  */
 export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
+  const allowed = input.account.allowedKinds.some(
+    (k) => k.network === input.kind.network && k.asset.toLowerCase() === input.kind.asset.toLowerCase(),
+  );
+  if (!allowed) return { rejected: 'kind_not_allowed' };
+  if (input.amount > (input.account.maxPerTx ?? input.defaults.maxPerTx)) return { rejected: 'over_per_transaction_maximum' };
+  const ceiling = input.account.dailyCeiling ?? input.defaults.dailyCeiling;
+  if (input.amount > ceiling) return { rejected: 'over_daily_ceiling' };
+
   const { chainId, token, nonce } = parseSettlementKey(input.key);
-  return inTransaction(db, async (client) => {
-    const existing = await findSettlement(client, input.key);
-    if (existing) return { claimed: existing };
-
-    const allowed = input.account.allowedKinds.some(
-      (k) => k.network === input.kind.network && k.asset.toLowerCase() === input.kind.asset.toLowerCase(),
-    );
-    if (!allowed) return { rejected: 'kind_not_allowed' };
-    if (input.amount > (input.account.maxPerTx ?? input.defaults.maxPerTx)) return { rejected: 'over_per_transaction_maximum' };
-
-    const ceiling = input.account.dailyCeiling ?? input.defaults.dailyCeiling;
-    if (input.amount > ceiling) return { rejected: 'over_daily_ceiling' };
-    // One statement: create today's usage row or add to it, only while it stays within the
-    // ceiling. Concurrent reservations serialize on the row and each re-checks the condition.
-    const reserved = await client.query<{ day: string }>(
-      `insert into daily_usage as u (account_id, day, reserved) values ($1, (now() at time zone 'utc')::date, $2)
-       on conflict (account_id, day) do update set reserved = u.reserved + excluded.reserved
-         where u.reserved + excluded.reserved <= $3
-       returning to_char(day, 'YYYY-MM-DD') as day`,
-      [input.account.id, input.amount.toString(), ceiling.toString()],
-    );
-    if (reserved.rowCount === 0) return { rejected: 'over_daily_ceiling' };
-    const { rows } = await client.query<SettlementRow>(
-      `insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before,
+  try {
+    const { rows } = await db.query<SettlementRow>(
+      `with reserved as (
+         insert into daily_usage as u (account_id, day, reserved) values ($7, (now() at time zone 'utc')::date, $9)
+         on conflict (account_id, day) do update set reserved = u.reserved + excluded.reserved
+           where u.reserved + excluded.reserved <= $11
+         returning day
+       )
+       insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before,
                                 status, usage_day, reserved_amount)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'claimed', $11, $9)
+       select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'claimed', reserved.day, $9 from reserved
        returning *`,
       [
         `stl_${uuidv7()}`,
@@ -163,11 +164,19 @@ export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<C
         input.payTo.toLowerCase(),
         input.amount.toString(),
         input.validBefore.toString(),
-        reserved.rows[0].day,
+        ceiling.toString(),
       ],
     );
+    if (rows.length === 0) return { rejected: 'over_daily_ceiling' };
     return { claimed: fromRow(rows[0]) };
-  });
+  } catch (err) {
+    // Claimed meanwhile (a resumed run racing a zombie worker): the statement rolled back as a
+    // whole, reservation included; the existing claim stands.
+    if ((err as { code?: string }).code !== '23505') throw err;
+    const existing = await findSettlement(db, input.key);
+    if (!existing) throw err;
+    return { claimed: existing };
+  }
 }
 
 /**
@@ -198,6 +207,7 @@ export async function recordRejected(
       input.cause,
     ],
   );
+  await notifyOutcome(db, input.key);
   return (await findSettlement(db, input.key))!;
 }
 
@@ -223,22 +233,17 @@ export async function signAndPersist(
     if (!record) throw new Error('settlement record missing for signing');
     if (record.rawTx || record.status !== 'claimed') return record;
 
+    // Take the next gas nonce (the stored one, or the node's count if that is higher: the wallet
+    // was used elsewhere) in one statement that also locks the wallet's row until commit.
     const address = input.gasWallet.toLowerCase();
-    await client.query(
-      'insert into gas_wallets (address, chain_id, next_nonce) values ($1, $2, $3) on conflict (address, chain_id) do nothing',
+    const taken = await client.query<{ nonce: string }>(
+      `insert into gas_wallets as w (address, chain_id, next_nonce) values ($1, $2, $3::bigint + 1)
+       on conflict (address, chain_id) do update set next_nonce = greatest(w.next_nonce, $3::bigint) + 1, updated_at = now()
+       returning next_nonce - 1 as nonce`,
       [address, input.chainId, input.chainNonce],
     );
-    const wallet = await client.query<{ next_nonce: string }>(
-      'select next_nonce from gas_wallets where address = $1 and chain_id = $2 for update',
-      [address, input.chainId],
-    );
-    const nonce = Math.max(Number(wallet.rows[0].next_nonce), input.chainNonce);
+    const nonce = Number(taken.rows[0].nonce);
     const signed = await input.sign(nonce);
-    await client.query('update gas_wallets set next_nonce = $3, updated_at = now() where address = $1 and chain_id = $2', [
-      address,
-      input.chainId,
-      nonce + 1,
-    ]);
     const updated = await client.query<SettlementRow>(
       `update settlements set status = 'signed', gas_wallet = $2, gas_nonce = $3, raw_tx = $4, tx_hash = $5, updated_at = now()
        where settlement_key = $1 returning *`,
@@ -264,37 +269,38 @@ export type FinalOutcome =
   | { status: 'pending'; cause: string };
 
 /**
- * Records the outcome. A failure releases the daily reservation exactly once (the status
- * transition is the guard); `pending` keeps it, since the transfer may still land.
+ * Records the outcome, in one statement: a failure releases the daily reservation exactly once
+ * (only a record not yet final is updated, and it gives back what it still holds); `pending`
+ * keeps it, since the transfer may still land. The key is announced on OUTCOME_CHANNEL at
+ * commit, for the /settle handlers waiting on it.
  */
 export async function completeSettlement(db: pg.Pool, key: string, outcome: FinalOutcome): Promise<SettlementRecord> {
-  return inTransaction(db, async (client) => {
-    const { rows } = await client.query<SettlementRow & { usage_day_text: string | null; reserved_amount: string }>(
-      `select *, to_char(usage_day, 'YYYY-MM-DD') as usage_day_text from settlements where settlement_key = $1 for update`,
-      [key],
-    );
-    const row = rows[0];
-    if (!row) throw new Error('settlement record missing');
-    if (row.status === 'settled' || row.status === 'failed') return fromRow(row);
-
-    const block = 'blockNumber' in outcome ? outcome.blockNumber ?? null : null;
-    const gasUsed = 'gasUsed' in outcome ? outcome.gasUsed?.toString() ?? null : null;
-    const cause = outcome.status === 'settled' ? null : outcome.cause;
-    const release = outcome.status === 'failed' && BigInt(row.reserved_amount) > 0n;
-    if (release && row.usage_day_text) {
-      await client.query('update daily_usage set reserved = greatest(reserved - $3, 0) where account_id = $1 and day = $2::date', [
-        row.account_id,
-        row.usage_day_text,
-        row.reserved_amount,
-      ]);
-    }
-    const updated = await client.query<SettlementRow>(
-      `update settlements set status = $2, failure_cause = $3, block_number = coalesce($4, block_number),
-              gas_used = coalesce($5, gas_used), reserved_amount = case when $6 then 0 else reserved_amount end,
-              updated_at = now(), completed_at = case when $2 = 'pending' then null else now() end
-       where settlement_key = $1 returning *`,
-      [key, outcome.status, cause, block, gasUsed, release],
-    );
-    return fromRow(updated.rows[0]);
-  });
+  const block = 'blockNumber' in outcome ? outcome.blockNumber ?? null : null;
+  const gasUsed = 'gasUsed' in outcome ? outcome.gasUsed?.toString() ?? null : null;
+  const cause = outcome.status === 'settled' ? null : outcome.cause;
+  const release = outcome.status === 'failed';
+  const { rows } = await db.query<SettlementRow>(
+    `with prev as (
+       select settlement_key, account_id, usage_day, reserved_amount from settlements
+       where settlement_key = $1 and status not in ('settled', 'failed') for update
+     ),
+     released as (
+       update daily_usage d set reserved = greatest(d.reserved - prev.reserved_amount, 0)
+       from prev where $6::boolean and prev.reserved_amount > 0 and d.account_id = prev.account_id and d.day = prev.usage_day
+       returning 1
+     ),
+     done as (
+       update settlements s set status = $2::text, failure_cause = $3::text, block_number = coalesce($4::bigint, s.block_number),
+              gas_used = coalesce($5::numeric, s.gas_used), reserved_amount = case when $6::boolean then 0 else s.reserved_amount end,
+              updated_at = now(), completed_at = case when $2::text = 'pending' then null else now() end
+       from prev where s.settlement_key = prev.settlement_key
+       returning s.*
+     )
+     select done.*, pg_notify($7, done.settlement_key) from done`,
+    [key, outcome.status, cause, block, gasUsed, release, OUTCOME_CHANNEL],
+  );
+  if (rows[0]) return fromRow(rows[0]);
+  const current = await findSettlement(db, key);
+  if (!current) throw new Error('settlement record missing');
+  return current;
 }

@@ -103,7 +103,6 @@ try {
   run('demo', 'scripts/demo-upstream.ts', childEnv);
   run('worker', 'temporal/gateway-worker-main.ts', childEnv);
   run('facilitator', 'facilitator/main.ts', childEnv);
-  run('facilitator-worker', 'temporal/facilitator-worker-main.ts', childEnv);
   run('api', 'api/main.ts', childEnv);
 
   const apiUrl = `http://127.0.0.1:${ports.api}`;

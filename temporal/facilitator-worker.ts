@@ -8,21 +8,22 @@ import type { JsonRpcProvider } from 'ethers';
 import { createSettlementActivities } from '../activities/settlement/index.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { TransactionSigner } from '../facilitator/signer.ts';
+import { createFeeOracle } from '../facilitator/fees.ts';
 
 export const facilitatorWorkflowsPath = fileURLToPath(new URL('../workflows/facilitator.ts', import.meta.url));
 
 export async function createFacilitatorWorker(
   config: FacilitatorConfig,
   deps: { pool: pg.Pool; provider: JsonRpcProvider; signer: TransactionSigner },
-  opts: { workflowBundle?: WorkflowBundle } = {},
+  opts: { workflowBundle?: WorkflowBundle; connection?: NativeConnection } = {},
 ): Promise<{ worker: Worker; connection: NativeConnection }> {
-  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  const connection = opts.connection ?? (await NativeConnection.connect({ address: config.temporal.address }));
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: facilitatorWorkflowsPath }),
-    activities: createSettlementActivities({ ...deps, config }),
+    activities: createSettlementActivities({ ...deps, fees: createFeeOracle(deps.provider), config }),
     maxCachedWorkflows: 1000,
     shutdownForceTime: '10 seconds',
   });

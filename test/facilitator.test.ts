@@ -157,8 +157,11 @@ describe('facilitator', function () {
       assert.equal(await gasNonce(), sent);
       assert.equal(await balanceOf(provider, payTo), 250_000n);
 
-      // Operators find it in Temporal by its deterministic id, with its search attributes.
-      const description = await stack().temporal.workflow.getHandle(keyOf(payer.address, payment.payload.authorization.nonce)).describe();
+      // Operators find it in Temporal by its deterministic id, with its search attributes (set as
+      // the run closes, which may be just after the answer: the record answers first).
+      const handle = stack().temporal.workflow.getHandle(keyOf(payer.address, payment.payload.authorization.nonce));
+      assert.equal((await handle.result()).status, 'settled');
+      const description = await handle.describe();
       assert.equal(description.type, 'SettlementWorkflow');
       assert.equal(description.searchAttributes.SettlementStatus?.[0], 'settled');
       assert.equal(description.searchAttributes.TxHash?.[0], res.json.transaction);
@@ -216,7 +219,9 @@ describe('facilitator', function () {
         const record = await findSettlement(stack().facilitator.pool, keyOf(c.payer.address, c.payment.payload.authorization.nonce));
         assert.equal(record?.status, 'failed', c.name);
         assert.equal(record?.failureCause, c.cause, c.name);
-        const description = await stack().temporal.workflow.getHandle(keyOf(c.payer.address, c.payment.payload.authorization.nonce)).describe();
+        const handle = stack().temporal.workflow.getHandle(keyOf(c.payer.address, c.payment.payload.authorization.nonce));
+        await handle.result();
+        const description = await handle.describe();
         assert.equal(description.searchAttributes.SettlementStatus?.[0], 'failed', c.name);
         assert.equal(description.searchAttributes.ErrorClass?.[0], c.cause, c.name);
       }

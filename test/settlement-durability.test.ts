@@ -172,7 +172,9 @@ describe('settlement durability', function () {
       assert.equal(after.json.transaction, pending?.txHash);
       assert.deepEqual(await transfersTo(provider, payTo), [{ hash: pending!.txHash!, value: 30_000n }]);
 
-      const watch = await stack().temporal.workflow.getHandle(`watch:${key}`).describe();
+      const watchHandle = stack().temporal.workflow.getHandle(`watch:${key}`);
+      assert.equal((await watchHandle.result()).status, 'settled');
+      const watch = await watchHandle.describe();
       assert.equal(watch.type, 'SettlementWatchWorkflow');
       assert.equal(watch.searchAttributes.SettlementStatus?.[0], 'settled');
     });

@@ -1,12 +1,14 @@
 // One x402 settlement, exactly once. Workflow id `settle:{chainId}:{token}:{payer}:{nonce}`
 // (started with USE_EXISTING + REJECT_DUPLICATE), so every /settle of one authorization
 // attaches to this run or reads its result. Steps: re-verify → guardrails + claim → sign and
-// store → broadcast → first-block inclusion → record. The steps are local activities: they run
-// in the worker holding the workflow task, with no server round trip between them, which is
-// what keeps /settle close to a bare settle call. Durability does not rest on their markers:
-// each step is idempotent against the facilitator's PostgreSQL records (claim row, stored raw
-// bytes and gas nonce), so a run replayed after a worker crash redoes only what is missing and
-// can only ever re-send the one stored transaction.
+// store (activity `prepareSettlement`: nothing can reach the chain yet, so it may give up) →
+// broadcast → first-block inclusion → record (activity `deliverSettlement`: the signed bytes
+// exist, so it retries without limit and only ever re-sends them).
+// They are local activities: they run in the worker holding the workflow task, without a
+// server round trip per step, which keeps /settle close to a bare settle call. Durability does
+// not rest on their markers: every step is idempotent against the facilitator's PostgreSQL
+// records (the claim row, the stored raw bytes with their gas nonce), so a run replayed after
+// a worker crash redoes only what is missing and can only re-send the one stored transaction.
 // Business rejections complete the workflow with a status; they are not workflow failures.
 import {
   ActivityFailure,
@@ -29,7 +31,7 @@ const beforeSigning = proxyLocalActivities<SettlementActivities>({
   retry: { initialInterval: '100 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds' },
 });
 
-// Once signed, the bytes may be on chain: these steps retry without limit.
+// Once signed, the bytes may be on chain: delivery retries without limit.
 function afterSigning(inclusionTimeoutMs: number) {
   return proxyLocalActivities<SettlementActivities>({
     startToCloseTimeout: inclusionTimeoutMs + 30_000,
@@ -55,36 +57,29 @@ function finish(outcome: SettlementOutcome): SettlementOutcome {
 }
 
 export async function SettlementWorkflow(input: SettlementInput): Promise<SettlementOutcome> {
-  const chain = afterSigning(input.inclusionTimeoutMs);
-
-  let txHash: string;
+  let prepared;
   try {
-    const checked = await beforeSigning.verifySettlement(input.key);
-    if (checked.step === 'final') return finish(checked.outcome);
-    if (checked.step === 'rejected') return finish({ status: 'failed', payer: checked.payer, transaction: null, cause: checked.cause });
-    if (checked.step === 'sent') {
-      txHash = checked.txHash;
-    } else {
-      const payer = checked.transfer.payer;
-      const claim = await beforeSigning.claimSettlement(input.key, checked.transfer);
-      if (!claim.claimed) return finish({ status: 'rejected', payer, transaction: null, cause: claim.rejected });
-      upsertSearchAttributes([{ key: SettlementStatus, value: 'claimed' }]);
-      ({ txHash } = await beforeSigning.signSettlement(input.key, checked.gas));
-    }
+    prepared = await beforeSigning.prepareSettlement(input.key);
   } catch (err) {
     if (!(err instanceof ActivityFailure)) throw err;
     // Verification, claim or signing could not complete in time (database or RPC outage):
     // nothing was sent, so the answer is a plain failure.
     return finish({ status: 'failed', payer: '', transaction: null, cause: 'unavailable' });
   }
+  switch (prepared.step) {
+    case 'final':
+      return finish(prepared.outcome);
+    case 'rejected':
+      return finish({ status: 'failed', payer: prepared.payer, transaction: null, cause: prepared.cause });
+    case 'refused':
+      return finish({ status: 'rejected', payer: prepared.payer, transaction: null, cause: prepared.guardrail });
+  }
 
   upsertSearchAttributes([
     { key: SettlementStatus, value: 'broadcast' },
-    { key: TxHash, value: txHash },
+    { key: TxHash, value: prepared.txHash },
   ]);
-  await chain.broadcastSettlement(input.key);
-  const inclusion = await chain.awaitInclusion(input.key, input.inclusionTimeoutMs);
-  const outcome = await chain.recordInclusion(input.key, inclusion);
+  const outcome = await afterSigning(input.inclusionTimeoutMs).deliverSettlement(input.key, input.inclusionTimeoutMs);
   if (outcome.status === 'pending') {
     // Keep watching the chain after answering: the transfer may still land, and the record
     // (which later /settle calls read) must then say so. The watcher outlives this run.

@@ -1,39 +1,39 @@
-// What the settlement activities hand back to SettlementWorkflow. Everything here lands in
-// the workflow history, so it holds ids, addresses, amounts and hashes: never the signed
-// authorization (that stays in PostgreSQL, loaded by key). Amounts are decimal strings.
+// Types shared by the settlement steps and SettlementWorkflow. What the two activities return
+// lands in the workflow history, so it holds addresses, amounts, hashes and causes: never the
+// signed authorization or the raw transaction carrying it (those stay in PostgreSQL, loaded
+// by key). Amounts are decimal strings.
 import type pg from 'pg';
 import type { JsonRpcProvider } from 'ethers';
 import type { FacilitatorConfig } from '../../facilitator/config.ts';
 import type { TransactionSigner } from '../../facilitator/signer.ts';
-import type { GuardrailRejection, SettlementStatus } from '../../facilitator/store.ts';
+import type { FeeOracle } from '../../facilitator/fees.ts';
+import type { GuardrailRejection } from '../../facilitator/store.ts';
 
 export type SettlementDeps = {
   pool: pg.Pool;
   provider: JsonRpcProvider;
   signer: TransactionSigner;
+  fees: FeeOracle;
   config: FacilitatorConfig;
 };
 
 /** The fees and gas the transfer is signed with; chosen at verification, from the node. */
-export type GasPlan = { gasLimit: string; maxFeePerGas: string; maxPriorityFeePerGas: string; chainNonce: number };
+export type GasPlan = { gasLimit: bigint; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint; chainNonce: number };
 
-export type VerifiedTransfer = { payer: string; payTo: string; amount: string; validBefore: string };
+export type VerifiedTransfer = { payer: string; payTo: string; amount: bigint; validBefore: bigint };
 
-export type VerifyStep =
-  /** Checks passed; the claim comes next. */
-  | { step: 'verified'; transfer: VerifiedTransfer; gas: GasPlan }
+/** The result of the steps before anything can reach the chain (re-verify, guardrails, sign). */
+export type Prepared =
+  /** Signed and stored (now, or by an earlier run): the transaction to deliver. */
+  | { step: 'signed'; payer: string; txHash: string }
   /** Re-verification refused it; recorded as failed with `cause`. */
   | { step: 'rejected'; payer: string; cause: string }
-  /** A record already carries signed bytes (a resumed run): go straight to the chain. */
-  | { step: 'sent'; payer: string; txHash: string }
+  /** A guardrail refused it; nothing was claimed or written. */
+  | { step: 'refused'; payer: string; guardrail: GuardrailRejection }
   /** Already settled or failed: the stored answer. */
   | { step: 'final'; outcome: SettlementOutcome };
 
-export type ClaimStep = { claimed: true; status: SettlementStatus } | { claimed: false; rejected: GuardrailRejection };
-
-export type Inclusion =
-  | { mined: true; success: boolean; blockNumber: number; gasUsed: string }
-  | { mined: false };
+export type Inclusion = { mined: true; success: boolean; blockNumber: number; gasUsed: bigint } | { mined: false };
 
 /** The workflow's result and the facilitator's answer. `cause` is for operators only. */
 export type SettlementOutcome = {
@@ -43,12 +43,14 @@ export type SettlementOutcome = {
   cause: string | null;
 };
 
+/**
+ * Two activities along the durability boundary. `prepareSettlement` runs every step that
+ * leaves nothing on chain (giving up is safe); `deliverSettlement` runs the steps after the
+ * signed bytes exist (they retry without limit, only ever re-sending those bytes).
+ * `watchSettlement` keeps watching after an inclusion timeout.
+ */
 export interface SettlementActivities {
-  verifySettlement(key: string): Promise<VerifyStep>;
-  claimSettlement(key: string, transfer: VerifiedTransfer): Promise<ClaimStep>;
-  signSettlement(key: string, gas: GasPlan): Promise<{ txHash: string }>;
-  broadcastSettlement(key: string): Promise<void>;
-  awaitInclusion(key: string, timeoutMs: number): Promise<Inclusion>;
-  recordInclusion(key: string, inclusion: Inclusion): Promise<SettlementOutcome>;
+  prepareSettlement(key: string): Promise<Prepared>;
+  deliverSettlement(key: string, inclusionTimeoutMs: number): Promise<SettlementOutcome>;
   watchSettlement(key: string): Promise<SettlementOutcome>;
 }

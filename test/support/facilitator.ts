@@ -1,5 +1,6 @@
-// The facilitator of the test stack, in-process: its mutual-TLS listener and its public port on
-// free ports, its own database (migrated), and its Temporal worker holding the dev gas wallet.
+// The facilitator of the test stack, in-process as facilitator/main.ts runs it: its mutual-TLS
+// listener and its public port on free ports, its own database (migrated), and its embedded
+// Temporal worker holding the dev gas wallet (workflows started eagerly on it).
 // Tests that need a second facilitator (another task queue, a worker in a child process they
 // can kill) start one with `startFacilitatorStack(..., overrides)` and spawn a worker with
 // `spawnFacilitatorWorker(env)`.
@@ -7,16 +8,15 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type pg from 'pg';
 import type { Client } from '@temporalio/client';
-import { bundleWorkflowCode, type WorkflowBundle, type Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import type { Infra } from '../../scripts/lib/infra.ts';
 import { loadFacilitatorConfig, type FacilitatorConfig } from '../../facilitator/config.ts';
 import { openFacilitatorPool } from '../../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../../facilitator/db/migrations.ts';
 import { startFacilitator } from '../../facilitator/server.ts';
-import { createChainProvider } from '../../facilitator/chain.ts';
 import { loadKeystoreSigner } from '../../facilitator/signer.ts';
 import { createLogger } from '../../api/log.ts';
-import { createFacilitatorWorker, facilitatorWorkflowsPath } from '../../temporal/facilitator-worker.ts';
+import { facilitatorWorkflowsPath } from '../../temporal/facilitator-worker.ts';
 
 export type FacilitatorStack = {
   config: FacilitatorConfig;
@@ -60,26 +60,16 @@ export async function startFacilitatorStack(
   temporal: Client,
   opts: { overrides?: Record<string, string>; inProcessWorker?: boolean } = {},
 ): Promise<FacilitatorStack> {
-  const env = facilitatorEnv(infra, opts.overrides);
+  const env = facilitatorEnv(infra, { ...(opts.inProcessWorker === false ? { FACILITATOR_EMBEDDED_WORKER: 'false' } : {}), ...opts.overrides });
   const config = loadFacilitatorConfig(env);
   const pool = openFacilitatorPool(config.databaseUrl);
   await migrateFacilitator(pool);
-  const running = await startFacilitator(config, { pool, temporal, log: createLogger('facilitator', 'silent') });
-
-  let stopWorker: () => Promise<void> = async () => undefined;
-  if (opts.inProcessWorker !== false) {
+  let worker;
+  if (config.embeddedWorker) {
     bundle ??= bundleWorkflowCode({ workflowsPath: facilitatorWorkflowsPath, logger: silentLogger });
-    const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
-    const signer = await loadKeystoreSigner(config);
-    const { worker, connection } = await createFacilitatorWorker(config, { pool, provider, signer }, { workflowBundle: await bundle });
-    const run = worker.run();
-    stopWorker = async () => {
-      shutdown(worker);
-      await run.catch(() => undefined);
-      await connection.close();
-      provider.destroy();
-    };
+    worker = { signer: await loadKeystoreSigner(config), workflowBundle: await bundle };
   }
+  const running = await startFacilitator(config, { pool, temporal, worker, log: createLogger('facilitator', 'silent') });
 
   return {
     config,
@@ -89,15 +79,10 @@ export async function startFacilitatorStack(
     gasWallet: infra.gasWallet.address,
     env,
     async close() {
-      await stopWorker();
       await running.close();
       await pool.end();
     },
   };
-}
-
-function shutdown(worker: Worker): void {
-  if (worker.getState() === 'RUNNING') worker.shutdown();
 }
 
 export type SpawnedWorker = { child: ChildProcess; ready: Promise<void>; exited: Promise<void> };
