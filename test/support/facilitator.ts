@@ -34,6 +34,12 @@ export type FacilitatorStack = {
 let bundle: Promise<WorkflowBundle> | undefined;
 const silentLogger = { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
 
+/** The facilitator worker's workflow bundle, built once per run. */
+export function facilitatorBundle(): Promise<WorkflowBundle> {
+  bundle ??= bundleWorkflowCode({ workflowsPath: facilitatorWorkflowsPath, logger: silentLogger });
+  return bundle;
+}
+
 export function facilitatorEnv(infra: Infra, overrides: Record<string, string> = {}): Record<string, string> {
   return {
     FACILITATOR_PORT: '0',
@@ -66,8 +72,7 @@ export async function startFacilitatorStack(
   await migrateFacilitator(pool);
   let worker;
   if (config.embeddedWorker) {
-    bundle ??= bundleWorkflowCode({ workflowsPath: facilitatorWorkflowsPath, logger: silentLogger });
-    worker = { signer: await loadKeystoreSigner(config), workflowBundle: await bundle };
+    worker = { signer: await loadKeystoreSigner(config), workflowBundle: await facilitatorBundle() };
   }
   const running = await startFacilitator(config, { pool, temporal, worker, log: createLogger('facilitator', 'silent') });
 
