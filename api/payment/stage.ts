@@ -35,6 +35,8 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader
   if (!call.agent.pricing) return null;
   const { config, client } = gateFor(deps);
   const requirements = requirementsFor(config, call);
+  // A tool priced at 0 is free: nothing to pay, nothing to verify.
+  if (BigInt(requirements.maxAmountRequired) === 0n) return null;
   if (!paymentHeader) {
     throw new ApiError(402, 'payment required', {}, challengeFor(config, call, 'X-PAYMENT header is required'));
   }
