@@ -8,7 +8,21 @@ function fallbackMessage(issue: { path?: PropertyKey[]; code?: string }): string
   return field ? `invalid ${field}` : 'invalid body';
 }
 
+/** True when a string anywhere in the value (keys included) holds U+0000. */
+export function containsNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\u0000');
+  if (Array.isArray(value)) return value.some(containsNul);
+  if (value && typeof value === 'object') return Object.entries(value).some(([k, v]) => k.includes('\u0000') || containsNul(v));
+  return false;
+}
+
+/** PostgreSQL text and jsonb cannot hold U+0000: such input is a 400 here, not a 500 at the database. */
+export function rejectNul(input: unknown): void {
+  if (containsNul(input)) throw badRequest('text must not contain NUL characters');
+}
+
 export function parseOr400<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {
+  rejectNul(input);
   const parsed = schema.safeParse(input ?? {}, { error: fallbackMessage });
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];

@@ -28,7 +28,8 @@ function dateParam(value: string | undefined, name: string): Date | undefined {
   // RFC 3339 date-time: a date, a time and an explicit offset.
   if (!/^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/.test(value)) throw badRequest(`${name} must be an RFC 3339 date-time`);
   const date = new Date(value);
-  if (Number.isNaN(date.getTime())) throw badRequest(`${name} must be an RFC 3339 date-time`);
+  // Year 0000 parses in JavaScript but PostgreSQL has no year 0: refuse it here, not with a 500.
+  if (Number.isNaN(date.getTime()) || date.getUTCFullYear() < 1) throw badRequest(`${name} must be an RFC 3339 date-time`);
   return date;
 }
 

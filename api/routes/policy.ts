@@ -3,6 +3,7 @@
 import Router from '@koa/router';
 import { badRequest, notFound } from '../errors.ts';
 import { PolicyDocument, describePolicyIssue } from '../policy/schema.ts';
+import { rejectNul } from '../validation.ts';
 import { policyEngineFor } from '../policy/stage.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
@@ -22,6 +23,7 @@ export function policyRoutes(deps: AppDeps): Router<AuthState> {
   const engine = () => policyEngineFor(deps);
 
   router.put('/policy', async (ctx) => {
+    rejectNul(ctx.request.body);
     const parsed = PolicyDocument.safeParse(ctx.request.body);
     if (!parsed.success) throw badRequest(describePolicyIssue(parsed.error, ctx.request.body));
     const saved = await engine().store.replace(ctx.state.caller.tenantId, parsed.data);
