@@ -91,9 +91,16 @@ describe('proxy: MCP through the streaming endpoint', () => {
     assert.ok(afterInit.some((h) => typeof h['mcp-protocol-version'] === 'string'));
 
     // Each POST is an invocation with its method, and the tool for tools/call.
-    const listed = await call('GET', `/v1/invocations?agent_id=${agentId}&limit=100`, { token });
-    assert.equal(listed.status, 200);
-    const records = (listed.json.data as Array<{ invocation_id: string; mcp_method: string; mcp_tool: string | null; status: string; model: string }>).reverse();
+    // Streaming rows are written beside the call, not before its first byte: wait for the last.
+    type Listed = { invocation_id: string; mcp_method: string; mcp_tool: string | null; status: string; model: string };
+    let records: Listed[] = [];
+    for (let i = 0; i < 100; i++) {
+      const listed = await call('GET', `/v1/invocations?agent_id=${agentId}&limit=100`, { token });
+      assert.equal(listed.status, 200);
+      records = (listed.json.data as Listed[]).reverse();
+      if (records.filter((r) => r.mcp_method === 'tools/call').length >= 2) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
     const methods = records.map((r) => r.mcp_method);
     assert.deepEqual(methods.slice(0, 2), ['initialize', 'notifications/initialized']);
     assert.ok(methods.includes('tools/list'));

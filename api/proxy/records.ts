@@ -28,7 +28,8 @@ export type StartedRow = Pick<
   | 'paymentNonce'
   | 'paymentTransaction'
   | 'createdAt'
-> & { errorClass?: string | null; completedAt?: Date | null };
+> &
+  Partial<Omit<Completion, 'id' | 'status'>> & { completedAt?: Date | null };
 
 export type Completion = {
   id: string;
@@ -95,6 +96,10 @@ const INSERT_COLUMNS = [
   'payment_nonce',
   'payment_transaction',
   'error_class',
+  'upstream_status',
+  'latency_ms',
+  'ttft_ms',
+  'response_content_type',
   'created_at',
   'updated_at',
   'completed_at',
@@ -126,8 +131,12 @@ export function createInvocationRecorder(orm: MikroORM): InvocationRecorder {
       r.paymentNonce ?? null,
       r.paymentTransaction ?? null,
       r.errorClass ?? null,
+      r.upstreamStatus ?? null,
+      r.latencyMs ?? null,
+      r.ttftMs ?? null,
+      r.responseContentType ?? null,
       r.createdAt,
-      r.createdAt,
+      r.completedAt ?? r.createdAt,
       r.completedAt ?? null,
     ]);
     await execute(`insert into invocations (${INSERT_COLUMNS.join(', ')}) values ${rows.map(() => placeholders).join(', ')}`, params);

@@ -3,8 +3,8 @@
 // bytes arrive (backpressure both ways, so memory does not grow with body size).
 // - X-Gateway-Invocation-ID (and X-Request-ID) are set before any upstream byte is written.
 // - Event streams get `X-Accel-Buffering: no` and their headers flushed at once.
-// - The row is written as the call starts (in parallel with connecting, but always before the
-//   first byte goes down) and completed at the end with latency, TTFT and outcome.
+// - The row is written as the call starts (in parallel with it: the first byte does not wait
+//   for the database) and completed at the end with latency, TTFT and outcome.
 // - A caller that hangs up aborts the upstream call (caller_aborted); an upstream that dies
 //   mid-stream cuts the caller's response short and is recorded failed (stream_interrupted).
 // - Before the first byte: 502 unreachable/refused/blocked/circuit open, 504 timeout, with
@@ -121,8 +121,13 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       paymentTransaction: call.payment?.transaction ?? null,
       createdAt: now,
     };
-    const complete = (fields: Omit<Completion, 'id'>) =>
-      services.recorder.complete({ id: invocationId, ...fields }).catch((err: Error) => deps.log.error({ invocationId, err: err.message }, 'could not complete streaming invocation'));
+    // The completion follows the start; if the start could not be written, the whole row is
+    // written at the end instead, so the call is still on record.
+    let started: Promise<boolean> = Promise.resolve(false);
+    const complete = async (fields: Omit<Completion, 'id'>) => {
+      const write = (await started) ? services.recorder.complete({ id: invocationId, ...fields }) : services.recorder.start({ ...row, ...fields, completedAt: new Date() });
+      await write.catch((err: Error) => deps.log.error({ invocationId, err: err.message }, 'could not record streaming invocation'));
+    };
 
     let credentialHeaders: Record<string, string>;
     try {
@@ -132,11 +137,12 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       throw new ApiError(502, coarseMessage('credential'));
     }
 
-    // Started now, awaited before the first byte goes down: connecting overlaps the insert.
-    const recorded = services.recorder.start(row).then(
+    // Written as the call starts, in parallel with it: the first byte does not wait for the
+    // database (a row that could not be written now is written whole at the end).
+    started = services.recorder.start(row).then(
       () => true,
       (err: Error) => {
-        deps.log.error({ invocationId, err: err.message }, 'could not record streaming invocation');
+        deps.log.warn({ invocationId, err: err.message }, 'streaming invocation row not written at start; retrying at the end');
         return false;
       },
     );
@@ -166,20 +172,12 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     } catch (err) {
       const errorClass: ErrorClass = err instanceof UpstreamError ? err.errorClass : classifyError(err).errorClass;
       ctx.res.off('close', onClose);
-      if (await recorded) await complete({ status: 'failed', errorClass, upstreamStatus: null, latencyMs: null, ttftMs: null, responseContentType: null });
+      await complete({ status: 'failed', errorClass, upstreamStatus: null, latencyMs: null, ttftMs: null, responseContentType: null });
       if (errorClass === 'caller_aborted') {
         ctx.respond = false; // nobody is left to answer
         return;
       }
       throw new ApiError(statusForClass(errorClass), coarseMessage(errorClass));
-    }
-
-    // No call reaches a caller unrecorded: without its row, the answer is withheld.
-    if (!(await recorded)) {
-      reply.body.destroy();
-      reply.finish();
-      ctx.res.off('close', onClose);
-      throw new Error('invocation row not written');
     }
 
     const res = ctx.res;

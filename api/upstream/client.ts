@@ -12,7 +12,7 @@
 // - Waits are full-jitter exponential; no wait may end past the call's deadline.
 // - An SSRF refusal, an open circuit or the caller hanging up ends the call at once.
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { request, type Dispatcher } from 'undici';
 import { BrokenCircuitError } from 'cockatiel';
 import { createUpstreamDispatcher, type Resolver } from './dispatcher.ts';
@@ -30,7 +30,11 @@ export type UpstreamRequest = {
   body?: Buffer | Readable;
   /** The call's overall deadline in ms from now: every attempt and every wait falls inside it. */
   deadlineMs: number;
-  /** Whether the deadline also bounds reading the body (transactional) or only the wait for headers (streaming). */
+  /**
+   * true (transactional): the deadline bounds everything, reading the answer included.
+   * false (streaming): it bounds connecting and retrying; once a request is being sent, the
+   * wait for headers is undici's idle-style headers timeout and the body's is idleTimeoutMs.
+   */
   deadlineCoversBody: boolean;
   /** Longest silence between two body chunks. */
   idleTimeoutMs?: number;
@@ -71,21 +75,44 @@ export type UpstreamClient = {
   close(): Promise<void>;
 };
 
-/** A stream body that undici pulls only once it is writing the request, so a connect failure leaves it unread. */
+/**
+ * A stream body that undici pulls only once it is writing the request, so a connect failure
+ * leaves the caller's stream unread (and the call may be retried). Chunks are handed on as
+ * they come, with backpressure: nothing is buffered beyond the streams' own high-water marks.
+ * Destroying it never destroys the caller's request: the gateway may still have to answer.
+ */
 function lazyBody(source: Readable) {
   let started = false;
+  const onData = (chunk: Buffer) => {
+    if (!body.push(chunk)) source.pause();
+  };
+  const onEnd = () => body.push(null);
+  const onError = (err: Error) => body.destroy(err);
+  const onClose = () => {
+    if (!source.readableEnded) body.destroy(Object.assign(new Error('request body ended early'), { code: 'ECONNRESET' }));
+  };
+  const body: Readable = new Readable({
+    read() {
+      if (!started) {
+        started = true;
+        source.on('data', onData);
+        source.once('end', onEnd);
+        source.once('error', onError);
+        source.once('close', onClose);
+      }
+      source.resume();
+    },
+    destroy(err, callback) {
+      source.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
+      if (started && !source.readableEnded) source.pause();
+      callback(err);
+    },
+  });
   return {
     get started() {
       return started;
     },
-    iterable(): AsyncIterable<Buffer> {
-      return {
-        [Symbol.asyncIterator]() {
-          started = true;
-          return source[Symbol.asyncIterator]();
-        },
-      };
-    },
+    body,
   };
 }
 
@@ -109,7 +136,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     const finish = () => clearTimeout(timer);
     const signal = req.signal ? AbortSignal.any([req.signal, deadline.signal]) : deadline.signal;
     const breaker = breakers.for(req.url);
-    const stream = req.body && !Buffer.isBuffer(req.body) ? lazyBody(req.body) : null;
+    let stream = req.body && !Buffer.isBuffer(req.body) ? lazyBody(req.body) : null;
     const replayable = () => !stream || !stream.started;
 
     const classify = (err: unknown): UpstreamError => {
@@ -130,10 +157,11 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
               dispatcher,
               method: req.method ?? 'POST',
               headers: req.headers,
-              // undici accepts async iterables at runtime; its types only list streams.
-              body: stream ? (stream.iterable() as unknown as Readable) : req.body,
-              signal,
-              headersTimeout: Math.max(1, Math.ceil(remaining)),
+              body: stream ? stream.body : req.body,
+              // A streamed upload may take as long as the caller takes: there, undici's own
+              // headers timeout (restarted while body chunks flow) bounds the wait instead.
+              signal: req.deadlineCoversBody ? signal : req.signal,
+              headersTimeout: req.deadlineCoversBody ? Math.max(1, Math.ceil(remaining)) : (req.idleTimeoutMs ?? req.deadlineMs),
               bodyTimeout: req.idleTimeoutMs ?? Math.max(1, Math.ceil(remaining)),
             });
           } catch (err) {
@@ -154,6 +182,8 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
           finish();
           throw classify(e);
         });
+        // undici destroyed the failed attempt's body wrapper; the caller's stream is untouched.
+        if (stream && req.body && !Buffer.isBuffer(req.body)) stream = lazyBody(req.body);
         continue;
       }
 
