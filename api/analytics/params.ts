@@ -15,7 +15,8 @@ export function parseRfc3339(value: string): Date | null {
   const m = RFC3339.exec(value);
   if (!m) return null;
   const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
-  if (month < 1 || month > 12 || hour > 23 || minute > 59 || second > 60) return null;
+  // Year 0000 is valid RFC 3339 but no PostgreSQL timestamp (there is no year zero).
+  if (year < 1 || month < 1 || month > 12 || hour > 23 || minute > 59 || second > 60) return null;
   // Date.parse rolls 2024-02-30 over into March; the day must exist in its month.
   if (day < 1 || day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return null;
   if (m[9] !== undefined && (Number(m[9]) > 23 || Number(m[10]) > 59)) return null;

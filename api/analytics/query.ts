@@ -36,6 +36,7 @@ const HOUR = 3600_000;
 const DAY = 24 * HOUR;
 const WRITE_BACK_CHUNK = 500;
 const STALE_DAYS_BY_LIST = 200;
+const LAST_INSTANT = Date.parse('9999-12-31T23:59:59.999Z');
 
 export function bucketStart(ms: number, bucket: 'hour' | 'day'): number {
   const size = bucket === 'hour' ? HOUR : DAY;
@@ -196,7 +197,8 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
     async query(tenantId: string, q: AnalyticsQuery): Promise<AnalyticsResult> {
       const size = q.bucket === 'hour' ? HOUR : DAY;
       const from = bucketStart(q.since.getTime(), q.bucket);
-      const to = bucketStart(q.until.getTime(), q.bucket) + size;
+      // The bucket after the last one, held inside the calendar PostgreSQL and ISO strings share.
+      const to = Math.min(bucketStart(q.until.getTime(), q.bucket) + size, LAST_INSTANT);
       const groups = q.bucket === 'hour' ? await hourly(tenantId, from, to) : await daily(tenantId, from, to);
       return { range: { since: q.since.toISOString(), until: q.until.toISOString() }, bucket: q.bucket, groups };
     },
