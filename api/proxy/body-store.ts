@@ -3,33 +3,46 @@
 // without touching the pipeline or the workflow. A body whose invocation row never got
 // written is an orphan, harmless, and the kind of thing an object store's lifecycle rule sweeps.
 import { createHash } from 'node:crypto';
-import type { MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { BodySchema } from '../db/entities.ts';
 import { newId } from '../ids.ts';
 
 export type StoredBody = { id: string; contentType: string | null; content: Buffer; sizeBytes: number };
 
 export interface BodyStore {
+  /** Stores a body on its own. */
   put(tenantId: string, contentType: string | null, content: Buffer): Promise<string>;
+  /**
+   * Stores a body as part of the caller's unit of work: a store in the same database joins
+   * it (one commit for body and row); any other store uploads now and returns the id.
+   */
+  stage(em: EntityManager, tenantId: string, contentType: string | null, content: Buffer): Promise<string>;
   get(tenantId: string, id: string): Promise<StoredBody | null>;
 }
 
 export function createPostgresBodyStore(orm: MikroORM): BodyStore {
+  function create(em: EntityManager, tenantId: string, contentType: string | null, content: Buffer): string {
+    const id = newId('body');
+    em.create(BodySchema, {
+      id,
+      tenantId,
+      contentType,
+      content,
+      sizeBytes: content.length,
+      sha256: createHash('sha256').update(content).digest('hex'),
+      createdAt: new Date(),
+    });
+    return id;
+  }
   return {
     async put(tenantId, contentType, content) {
       const em = orm.em.fork();
-      const id = newId('body');
-      em.create(BodySchema, {
-        id,
-        tenantId,
-        contentType,
-        content,
-        sizeBytes: content.length,
-        sha256: createHash('sha256').update(content).digest('hex'),
-        createdAt: new Date(),
-      });
+      const id = create(em, tenantId, contentType, content);
       await em.flush();
       return id;
+    },
+    async stage(em, tenantId, contentType, content) {
+      return create(em, tenantId, contentType, content);
     },
     async get(tenantId, id) {
       const row = await orm.em.fork().findOne(BodySchema, { id, tenantId });

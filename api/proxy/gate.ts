@@ -4,8 +4,8 @@
 // by policy never reaches the payment stage, so it is never told to pay.
 import { randomUUID } from 'node:crypto';
 import type { Context } from 'koa';
-import type { EntityManager } from '@mikro-orm/postgresql';
-import { AgentSchema, type Agent } from '../db/entities.ts';
+import type { Agent } from '../db/entities.ts';
+import { loadAgent } from './agent-row.ts';
 import { ApiError, badRequest, notFound, unprocessable } from '../errors.ts';
 import { isId } from '../ids.ts';
 import { agentStatus } from '../agents/serialize.ts';
@@ -19,7 +19,7 @@ import type { AuthState } from '../auth.ts';
 
 export const MAX_MODEL_BYTES = 256;
 
-export type Admitted = { agent: Agent; em: EntityManager; requestId: string; model: string | null };
+export type Admitted = { agent: Agent; requestId: string; model: string | null };
 
 export function assertInvocable(agent: Agent): void {
   if (agentStatus(agent) !== 'active' || agent.suspended) throw unprocessable('agent is not invocable');
@@ -32,12 +32,8 @@ export async function admit(ctx: Context & { state: AuthState; params: Record<st
 
   const { tenantId } = ctx.state.caller;
   if (!isId('agt', ctx.params.id)) throw notFound();
-  const em = deps.orm.em.fork();
-  // On every call: one plain primary-key read, hydrated by MikroORM's mapper (the query
-  // builder costs more CPU than the read itself at proxy rates).
-  const rows = await em.getConnection().execute('select * from agents where id = ? and tenant_id = ?', [ctx.params.id, tenantId]);
-  if (!rows[0]) throw notFound();
-  const agent = em.map(AgentSchema, rows[0]);
+  const agent = await loadAgent(deps.orm, tenantId, ctx.params.id);
+  if (!agent) throw notFound();
   assertInvocable(agent);
 
   const decision = await limiter.take(bucketsFor(agent, deps.config.rateLimit));
@@ -46,7 +42,7 @@ export async function admit(ctx: Context & { state: AuthState; params: Record<st
   const model = ctx.get('x-gateway-model') || null;
   // Node hands header values over as latin1 text, one character per byte on the wire.
   if (model && Buffer.byteLength(model, 'latin1') > MAX_MODEL_BYTES) throw badRequest('X-Gateway-Model exceeds 256 bytes');
-  return { agent, em, requestId, model };
+  return { agent, requestId, model };
 }
 
 /** Policy, then payment. Fills call.policyWarning and call.payment; throws 403 or 402. */

@@ -27,7 +27,7 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
 
   router.post('/proxy/:id', async (ctx) => {
     const { tenantId, userId } = ctx.state.caller;
-    const { agent, em, requestId, model } = await admit(ctx, deps, services.limiter);
+    const { agent, requestId, model } = await admit(ctx, deps, services.limiter);
     const body = await readCappedBody(ctx.req, MAX_TRANSACTIONAL_BODY);
 
     const call: ProxyCall = {
@@ -45,7 +45,9 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
     };
     await runStages(deps, call, ctx.get('x-payment') || undefined);
 
-    const bodyId = await services.bodies.put(tenantId, call.contentType, body);
+    // Body and row are committed together (one transaction), then the workflow is started.
+    const em = deps.orm.em.fork();
+    const bodyId = await services.bodies.stage(em, tenantId, call.contentType, body);
     const now = new Date();
     const invocationId = newId('inv');
     const row = em.create(InvocationSchema, {
