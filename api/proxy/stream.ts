@@ -24,6 +24,7 @@ import { admit, runStages } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
 import { readCappedBody } from './body.ts';
 import type { ProxyCall } from './call.ts';
+import type { Invocation } from '../db/entities.ts';
 import { insertBindingPayment } from '../payment/claims.ts';
 import type { ProxyServices } from './services.ts';
 import type { AppDeps } from '../app.ts';
@@ -137,15 +138,23 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       throw new ApiError(502, coarseMessage('credential'));
     }
 
-    // Written as the call starts, in parallel with it: the first byte does not wait for the
-    // database (a row that could not be written now is written whole at the end).
-    started = services.recorder.start(row).then(
-      () => true,
-      (err: Error) => {
-        deps.log.warn({ invocationId, err: err.message }, 'streaming invocation row not written at start; retrying at the end');
-        return false;
-      },
-    );
+    if (call.payment) {
+      // A paid call binds its payment to its row, in one transaction, before anything is
+      // forwarded (402 if already bound): an unbound claim would let the same X-PAYMENT buy
+      // another call.
+      await insertBindingPayment(deps.orm.em, { ...row, mode: 'streaming', attempts: 1, requestHeaders: {}, updatedAt: now } as Invocation, call.payment);
+      started = Promise.resolve(true);
+    } else {
+      // Written as the call starts, in parallel with it: the first byte does not wait for the
+      // database (a row that could not be written now is written whole at the end).
+      started = services.recorder.start(row).then(
+        () => true,
+        (err: Error) => {
+          deps.log.warn({ invocationId, err: err.message }, 'streaming invocation row not written at start; retrying at the end');
+          return false;
+        },
+      );
+    }
 
     const hangup = new AbortController();
     const onClose = () => {

@@ -9,7 +9,8 @@ const MAX_UINT256 = (1n << 256n) - 1n;
 export const Uint256String = z
   .string()
   .regex(/^[0-9]{1,78}$/)
-  .refine((value) => BigInt(value) <= MAX_UINT256, 'out of uint256 range');
+  // zod runs the refinement even when the regex failed: BigInt must only see digits.
+  .refine((value) => /^[0-9]{1,78}$/.test(value) && BigInt(value) <= MAX_UINT256, 'out of uint256 range');
 
 export const HexAddress = z.string().regex(/^0x[0-9a-fA-F]{40}$/);
 export const Bytes32Hex = z.string().regex(/^0x[0-9a-fA-F]{64}$/);

@@ -38,6 +38,15 @@ export type VerifyResult = { ok: true; payment: VerifiedPayment } | { ok: false;
 
 const fail = (cause: VerifyCause): VerifyResult => ({ ok: false, cause });
 
+/** EIP-55: a mixed-case address whose checksum is wrong is no address (null, not a throw). */
+function checksummed(address: string): string | null {
+  try {
+    return getAddress(address);
+  } catch {
+    return null;
+  }
+}
+
 export function verifyExactPayment(payment: Payment, expect: VerifyExpectation): VerifyResult {
   if (payment.x402Version !== X402_VERSION) return fail('unsupported_version');
   if (payment.scheme !== SCHEME_EXACT) return fail('unsupported_scheme');
@@ -45,7 +54,8 @@ export function verifyExactPayment(payment: Payment, expect: VerifyExpectation):
   if (getAddress(expect.asset) !== getAddress(expect.domain.verifyingContract)) return fail('asset_mismatch');
 
   const a = payment.payload.authorization;
-  if (getAddress(a.to) !== getAddress(expect.payTo)) return fail('recipient_mismatch');
+  const to = checksummed(a.to);
+  if (!to || to !== getAddress(expect.payTo)) return fail('recipient_mismatch');
   const value = BigInt(a.value);
   if ('exact' in expect.amount ? value !== expect.amount.exact : value === 0n || value > expect.amount.atMost) {
     return fail('amount_mismatch');
@@ -59,10 +69,11 @@ export function verifyExactPayment(payment: Payment, expect: VerifyExpectation):
   if (/^0x0{64}$/.test(a.nonce)) return fail('invalid_nonce');
 
   const signer = recoverAuthorizer(expect.domain, a, payment.payload.signature);
-  if (!signer || signer !== getAddress(a.from)) return fail('invalid_signature');
+  const from = checksummed(a.from);
+  if (!signer || !from || signer !== from) return fail('invalid_signature');
 
   return {
     ok: true,
-    payment: { payer: getAddress(a.from), payTo: getAddress(a.to), value, validAfter, validBefore, nonce: a.nonce.toLowerCase() },
+    payment: { payer: from, payTo: to, value, validAfter, validBefore, nonce: a.nonce.toLowerCase() },
   };
 }
