@@ -15,12 +15,23 @@ export function createChainProvider(rpcUrl: string, chainId: number): JsonRpcPro
 }
 
 /**
+ * Gas limit of a transferWithAuthorization with an EOA signature: about 60-90k on USDC (more
+ * when the recipient's balance slot is new), so 150k never runs out and costs nothing extra
+ * (gas is charged as used). Contract-wallet signatures run arbitrary checks and are estimated.
+ */
+export const EOA_TRANSFER_GAS_LIMIT = 150_000n;
+
+export function isEoaSignature(signature: string): boolean {
+  return (signature.length - 2) / 2 === 65;
+}
+
+/**
  * Calldata of `transferWithAuthorization`: the (v, r, s) overload for a 65-byte EOA signature
  * (present on every USDC version), the `bytes signature` overload for contract wallets.
  */
 export function transferCalldata(a: TransferAuthorization, signature: string): string {
   const args = [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce] as const;
-  if ((signature.length - 2) / 2 === 65) {
+  if (isEoaSignature(signature)) {
     const { v, r, s } = Signature.from(signature);
     return tokenInterface.encodeFunctionData('transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)', [...args, v, r, s]);
   }
@@ -33,14 +44,21 @@ export async function authorizationUsed(provider: JsonRpcProvider, token: string
   return used as boolean;
 }
 
-export async function tokenBalance(provider: JsonRpcProvider, token: string, account: string): Promise<bigint> {
-  const data = tokenInterface.encodeFunctionData('balanceOf', [account]);
-  const [balance] = tokenInterface.decodeFunctionResult('balanceOf', await provider.call({ to: token, data }));
-  return balance as bigint;
-}
+// Real USDC (FiatToken) reverts with strings rather than custom errors; for the operator's
+// record only (callers never see a cause), map the ones a payment can hit.
+const FIAT_TOKEN_REASONS: Array<[RegExp, string]> = [
+  [/exceeds balance/i, 'insufficient_balance'],
+  [/authorization is used or canceled/i, 'nonce_used'],
+  [/authorization is expired/i, 'expired'],
+  [/authorization is not yet valid/i, 'not_yet_valid'],
+  [/invalid signature/i, 'invalid_signature'],
+];
 
 /** Why a simulated or mined transfer would not move the money, from the token's custom error. */
-export function revertCause(errorName: string | null): string {
+export function revertCause(errorName: string | null, reason?: string | null): string {
+  if (errorName === 'Error' && reason) {
+    for (const [pattern, cause] of FIAT_TOKEN_REASONS) if (pattern.test(reason)) return cause;
+  }
   switch (errorName) {
     case 'ERC3009UsedAuthorization':
       return 'nonce_used';
@@ -57,12 +75,13 @@ export function revertCause(errorName: string | null): string {
   }
 }
 
-function decodeErrorName(data: string | null | undefined): string | null {
-  if (!data) return null;
+function decodeError(data: string | null | undefined): { name: string | null; reason: string | null } {
+  if (!data) return { name: null, reason: null };
   try {
-    return tokenInterface.parseError(data)?.name ?? null;
+    const parsed = tokenInterface.parseError(data);
+    return { name: parsed?.name ?? null, reason: parsed?.name === 'Error' ? String(parsed.args[0]) : null };
   } catch {
-    return null;
+    return { name: null, reason: null };
   }
 }
 
@@ -76,7 +95,8 @@ export async function simulate(provider: JsonRpcProvider, tx: TransactionRequest
     return null;
   } catch (err) {
     if (!isError(err, 'CALL_EXCEPTION')) throw err;
-    return revertCause(decodeErrorName(err.data));
+    const decoded = decodeError(err.data);
+    return revertCause(decoded.name, decoded.reason);
   }
 }
 

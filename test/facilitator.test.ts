@@ -141,6 +141,7 @@ describe('facilitator', function () {
       assert.equal(await balanceOf(provider, payer.address), 750_000n);
       const receipt = await provider.getTransactionReceipt(res.json.transaction);
       assert.equal(receipt?.status, 1);
+      assert.ok(receipt!.gasUsed < 100_000n, `gas used ${receipt!.gasUsed} fits the fixed EOA limit with room`);
 
       const record = await findSettlement(stack().facilitator.pool, keyOf(payer.address, payment.payload.authorization.nonce));
       assert.equal(record?.status, 'settled');

@@ -1,11 +1,12 @@
 // Step 1: independent re-verification. The facilitator trusts no client, so it checks again
 // what the gateway checked (signature, recipient, amount within maxAmountRequired, validity
 // window, network and asset) and then asks the chain: is the authorization unused
-// (authorizationState), does the payer hold the amount, and would the exact transaction
-// succeed (eth_call). The gas plan is read in the same round of calls.
+// (authorizationState), and would the exact transaction the gas wallet sends succeed
+// (eth_call: this also covers the payer's balance, whose shortfall the token reports as its
+// own error). The gas wallet's nonce is read in the same round of calls.
 import { getAddress } from 'ethers';
 import { verifyExactPayment } from '../../facilitator/x402/verify.ts';
-import { authorizationUsed, simulate, tokenBalance, transferCalldata } from '../../facilitator/chain.ts';
+import { EOA_TRANSFER_GAS_LIMIT, authorizationUsed, isEoaSignature, simulate, transferCalldata } from '../../facilitator/chain.ts';
 import type { SettlementRecord } from '../../facilitator/store.ts';
 import type { SettleRequest } from '../../facilitator/x402/schemas.ts';
 import type { GasPlan, SettlementDeps, SettlementOutcome, VerifiedTransfer } from './types.ts';
@@ -15,8 +16,8 @@ export function outcomeOfRecord(record: SettlementRecord): SettlementOutcome {
   return { status, payer: getAddress(record.payer), transaction: record.txHash, cause: record.failureCause };
 }
 
-// Gas estimates are padded: the estimate is exact for the simulated state, and the margin
-// covers a storage slot warmed or cooled by an earlier transaction in the same block.
+// Estimates (contract-wallet signatures only) are padded: exact for the simulated state, the
+// margin covers a storage slot warmed or cooled by an earlier transaction in the same block.
 const GAS_HEADROOM_PERCENT = 120n;
 
 export type Reverified = { ok: true; transfer: VerifiedTransfer; gas: GasPlan } | { ok: false; cause: string };
@@ -42,23 +43,22 @@ export async function reverify(deps: SettlementDeps, request: SettleRequest): Pr
   const authorization = payment.payload.authorization;
   const tx = { from: deps.signer.address, to: token, data: transferCalldata(authorization, payment.payload.signature) };
   // One round of independent reads, in parallel.
-  const [used, balance, simulation, gasLimit, fees, chainNonce] = await Promise.all([
+  const eoa = isEoaSignature(payment.payload.signature);
+  const [used, simulation, estimate, fees, chainNonce] = await Promise.all([
     authorizationUsed(deps.provider, token, checked.payment.payer, authorization.nonce),
-    tokenBalance(deps.provider, token, checked.payment.payer),
     simulate(deps.provider, tx),
-    deps.provider.estimateGas(tx).catch(() => 200_000n),
+    eoa ? Promise.resolve(null) : deps.provider.estimateGas(tx).catch(() => 300_000n),
     deps.fees.current(),
     deps.provider.getTransactionCount(deps.signer.address, 'pending'),
   ]);
   if (used) return { ok: false, cause: 'nonce_used' };
-  if (balance < checked.payment.value) return { ok: false, cause: 'insufficient_balance' };
   if (simulation) return { ok: false, cause: simulation };
 
   return {
     ok: true,
     transfer: { payer: checked.payment.payer, payTo: checked.payment.payTo, amount: checked.payment.value, validBefore: checked.payment.validBefore },
     gas: {
-      gasLimit: (gasLimit * GAS_HEADROOM_PERCENT) / 100n,
+      gasLimit: estimate === null ? EOA_TRANSFER_GAS_LIMIT : (estimate * GAS_HEADROOM_PERCENT) / 100n,
       maxFeePerGas: fees.maxFeePerGas,
       maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
       chainNonce,
