@@ -1,4 +1,4 @@
-// `npm run bench:proxy [-- --concurrency 8 --seconds 5 --rounds 3 --starts 200 --streams 20 --stream-mib 32]`
+// `npm run bench:proxy [-- --concurrency 1,8 --seconds 5 --rounds 3 --starts 200 --streams 20 --stream-mib 32]`
 //
 // The proxy's overhead on loopback, every figure next to its baseline, in one run:
 // 1. Streaming, 1 KiB bodies at fixed concurrency: latency p50/p99 and throughput calling the
@@ -26,7 +26,8 @@ import { mintToken } from '../api/tokens.ts';
 
 const { values: args } = parseArgs({
   options: {
-    concurrency: { type: 'string', default: '8' },
+    /** One or more fixed concurrencies (comma-separated); the streaming comparison runs at each. */
+    concurrency: { type: 'string', default: '1,8' },
     seconds: { type: 'string', default: '5' },
     rounds: { type: 'string', default: '3' },
     starts: { type: 'string', default: '200' },
@@ -38,7 +39,7 @@ const { values: args } = parseArgs({
     'streaming-only': { type: 'boolean', default: false },
   },
 });
-const CONCURRENCY = Number(args.concurrency);
+const CONCURRENCIES = args.concurrency.split(',').map(Number);
 const SECONDS = Number(args.seconds);
 const ROUNDS = Number(args.rounds);
 const STARTS = Number(args.starts);
@@ -77,15 +78,15 @@ function rssMiB(pid: number): number {
 type Target = { name: string; origin: string; path: string; headers: Record<string, string> };
 type Sample = { latencies: number[]; completed: number; errors: number; seconds: number };
 
-/** CONCURRENCY loops, each sending the next request as soon as its previous answer is read. */
-async function load(target: Target, seconds: number): Promise<Sample> {
-  const pool = new Pool(target.origin, { connections: CONCURRENCY, pipelining: 1, keepAliveTimeout: 30_000 });
+/** `concurrency` loops, each sending the next request as soon as its previous answer is read. */
+async function load(target: Target, seconds: number, concurrency: number): Promise<Sample> {
+  const pool = new Pool(target.origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 });
   const latencies: number[] = [];
   let errors = 0;
   const started = performance.now();
   const until = started + seconds * 1000;
   await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
+    Array.from({ length: concurrency }, async () => {
       while (performance.now() < until) {
         const t0 = performance.now();
         try {
@@ -143,7 +144,7 @@ async function memoryUnderStreams(url: string, headers: Record<string, string>, 
 let infra: Infra | undefined;
 const dataDir = join(tmpdir(), `gw-bench-proxy-${process.pid}`);
 try {
-  say(`# proxy benchmark: concurrency ${CONCURRENCY}, ${ROUNDS} rounds × ${SECONDS} s per target, 1 KiB bodies; ${STARTS} transactional starts; ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB`);
+  say(`# proxy benchmark: concurrency ${CONCURRENCIES.join(' and ')}, ${ROUNDS} rounds × ${SECONDS} s per target, 1 KiB bodies; ${STARTS} transactional starts; ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB`);
   const local = 'postgres://postgres@127.0.0.1:5432/postgres';
   infra = await startInfra({
     dataDir,
@@ -191,33 +192,42 @@ try {
   const agent = (await created.body.json()) as { id: string };
   if (created.statusCode !== 201) throw new Error(`agent create answered ${created.statusCode}`);
 
-  // 1. Streaming.
+  // 1. Streaming, at each concurrency.
   const targets: Target[] = [
     { name: 'direct', origin: upstreamUrl, path: '/agent', headers: {} },
     { name: 'bare proxy', origin: bareUrl, path: '/agent', headers: {} },
     { name: 'gateway', origin: apiUrl, path: `/v1/proxy/${agent.id}/stream`, headers: auth },
   ];
-  for (const t of targets) await load(t, 1); // warm-up: JIT, pools, caches
-  const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
-  for (let round = 0; round < ROUNDS; round++) for (const t of targets) samples.get(t.name)!.push(await load(t, SECONDS));
-  const streaming = Object.fromEntries(targets.map((t) => [t.name, merge(samples.get(t.name)!)]));
-  const direct = streaming['direct'];
-  const bareR = streaming['bare proxy'];
-  const gw = streaming['gateway'];
-  say();
-  say(`## streaming, 1 KiB, concurrency ${CONCURRENCY}`);
-  say(`| path | p50 | p99 | throughput | requests | errors |`);
-  say(`|---|---|---|---|---|---|`);
-  for (const t of targets) {
-    const r = streaming[t.name];
-    say(`| ${t.name} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${r.rps.toFixed(0)} req/s | ${r.n} | ${r.errors} |`);
+  for (const t of targets) await load(t, 1, Math.max(...CONCURRENCIES)); // warm-up: JIT, pools, caches
+  const streamingTargets: string[] = [];
+  for (const concurrency of CONCURRENCIES) {
+    const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
+    for (let round = 0; round < ROUNDS; round++) for (const t of targets) samples.get(t.name)!.push(await load(t, SECONDS, concurrency));
+    const streaming = Object.fromEntries(targets.map((t) => [t.name, merge(samples.get(t.name)!)]));
+    const direct = streaming['direct'];
+    const bareR = streaming['bare proxy'];
+    const gw = streaming['gateway'];
+    say();
+    say(`## streaming, 1 KiB, concurrency ${concurrency}`);
+    say(`| path | p50 | p99 | throughput | requests | errors |`);
+    say(`|---|---|---|---|---|---|`);
+    for (const t of targets) {
+      const r = streaming[t.name];
+      say(`| ${t.name} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${r.rps.toFixed(0)} req/s | ${r.n} | ${r.errors} |`);
+    }
+    const addedP50 = gw.p50 - direct.p50;
+    const addedP99 = gw.p99 - direct.p99;
+    say();
+    say(`added by the gateway vs direct:     p50 +${fmt(addedP50)}, p99 +${fmt(addedP99)}  (bare proxy adds p50 +${fmt(bareR.p50 - direct.p50)}, p99 +${fmt(bareR.p99 - direct.p99)})`);
+    say(`added by the gateway vs bare proxy: p50 +${fmt(gw.p50 - bareR.p50)}, p99 +${fmt(gw.p99 - bareR.p99)}`);
+    say(`ratios: gateway/direct p50 ${(gw.p50 / direct.p50).toFixed(2)}×, gateway/bare p50 ${(gw.p50 / bareR.p50).toFixed(2)}×; throughput gateway/bare ${((gw.rps / bareR.rps) * 100).toFixed(0)} %, gateway/direct ${((gw.rps / direct.rps) * 100).toFixed(0)} %`);
+    const check = (ok: boolean) => (ok ? 'met' : 'MISSED');
+    streamingTargets.push(
+      `- c=${concurrency}: streaming adds ≤ 1 ms at p50: +${fmt(addedP50)} → ${check(addedP50 <= 1)}`,
+      `- c=${concurrency}: streaming adds ≤ 3 ms at p99: +${fmt(addedP99)} → ${check(addedP99 <= 3)}`,
+      `- c=${concurrency}: throughput ≥ 60 % of the bare proxy: ${((gw.rps / bareR.rps) * 100).toFixed(0)} % → ${check(gw.rps >= 0.6 * bareR.rps)}`,
+    );
   }
-  const addedP50 = gw.p50 - direct.p50;
-  const addedP99 = gw.p99 - direct.p99;
-  say();
-  say(`added by the gateway vs direct:     p50 +${fmt(addedP50)}, p99 +${fmt(addedP99)}  (bare proxy adds p50 +${fmt(bareR.p50 - direct.p50)}, p99 +${fmt(bareR.p99 - direct.p99)})`);
-  say(`added by the gateway vs bare proxy: p50 +${fmt(gw.p50 - bareR.p50)}, p99 +${fmt(gw.p99 - bareR.p99)}`);
-  say(`ratios: gateway/direct p50 ${(gw.p50 / direct.p50).toFixed(2)}×, gateway/bare p50 ${(gw.p50 / bareR.p50).toFixed(2)}×; throughput gateway/bare ${((gw.rps / bareR.rps) * 100).toFixed(0)} %, gateway/direct ${((gw.rps / direct.rps) * 100).toFixed(0)} %`);
 
   let tx: ReturnType<typeof summarize> | undefined;
   let bs: ReturnType<typeof summarize> | undefined;
@@ -273,9 +283,7 @@ try {
   const check = (ok: boolean) => (ok ? 'met' : 'MISSED');
   say();
   say(`## targets`);
-  say(`- streaming adds ≤ 1 ms at p50: +${fmt(addedP50)} → ${check(addedP50 <= 1)}`);
-  say(`- streaming adds ≤ 3 ms at p99: +${fmt(addedP99)} → ${check(addedP99 <= 3)}`);
-  say(`- throughput ≥ 60 % of the bare proxy: ${((gw.rps / bareR.rps) * 100).toFixed(0)} % → ${check(gw.rps >= 0.6 * bareR.rps)}`);
+  for (const line of streamingTargets) say(line);
   if (tx && bs && gwMem) {
     say(`- 202 p50 ≤ 1.3× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 1.3 * bs.p50)}`);
     say(`- RSS growth < 64 MiB: ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB → ${check(gwMem.peak - gwMem.baseline < 64)}`);
