@@ -1,22 +1,22 @@
 // Waiting for a settlement's outcome without waiting for its workflow to close: the record
-// gets its outcome (settled, failed, pending) in a transaction that also NOTIFYs the key, and
-// the /settle handler listening for it reads the record at once. The workflow's own result
-// stays the fallback (and the only source for answers without a record: guardrail refusals),
-// so a lost notification only costs latency. One LISTEN connection per process.
+// gets its outcome (settled, failed, pending) in a statement that also NOTIFYs it, and the
+// /settle handler listening for its key answers from the announcement at once. The workflow's
+// own result stays the fallback (and the only source for answers without a record: guardrail
+// refusals), so a lost notification only costs latency. One LISTEN connection per process.
 import pg from 'pg';
 import type { Logger } from '../api/log.ts';
-import { OUTCOME_CHANNEL } from './store.ts';
+import { OUTCOME_CHANNEL, type AnnouncedOutcome } from './store.ts';
 
-export type OutcomeWaiter = { promise: Promise<void>; cancel(): void };
+export type OutcomeWaiter = { promise: Promise<AnnouncedOutcome>; cancel(): void };
 
 export type OutcomeListener = {
-  /** Resolves when `key` is announced; register before the work that may announce it starts. */
+  /** Resolves when `key`'s outcome is announced; register before the work that may announce it starts. */
   waitFor(key: string): OutcomeWaiter;
   close(): Promise<void>;
 };
 
 export async function createOutcomeListener(databaseUrl: string, log: Logger): Promise<OutcomeListener> {
-  const waiters = new Map<string, Set<() => void>>();
+  const waiters = new Map<string, Set<(outcome: AnnouncedOutcome) => void>>();
   let client: pg.Client | undefined;
   let closed = false;
 
@@ -25,7 +25,13 @@ export async function createOutcomeListener(databaseUrl: string, log: Logger): P
     const next = new pg.Client({ connectionString: databaseUrl });
     next.on('notification', (message) => {
       if (message.channel !== OUTCOME_CHANNEL || !message.payload) return;
-      for (const wake of waiters.get(message.payload) ?? []) wake();
+      let outcome: AnnouncedOutcome;
+      try {
+        outcome = JSON.parse(message.payload) as AnnouncedOutcome;
+      } catch {
+        return;
+      }
+      for (const wake of waiters.get(outcome.key) ?? []) wake(outcome);
     });
     next.on('error', (err) => {
       log.warn({ err: err.message }, 'outcome listener lost its connection; reconnecting');
@@ -47,8 +53,8 @@ export async function createOutcomeListener(databaseUrl: string, log: Logger): P
 
   return {
     waitFor(key) {
-      let wake!: () => void;
-      const promise = new Promise<void>((resolve) => {
+      let wake!: (outcome: AnnouncedOutcome) => void;
+      const promise = new Promise<AnnouncedOutcome>((resolve) => {
         wake = resolve;
       });
       const set = waiters.get(key) ?? new Set();

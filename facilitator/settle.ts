@@ -4,6 +4,7 @@
 // its outcome up to the request deadline. Nothing touches the chain before those checks pass,
 // and the signed authorization reaches the workflow only by key (claim check in PostgreSQL).
 import type { TLSSocket } from 'node:tls';
+import { getAddress } from 'ethers';
 import type { Context } from 'koa';
 import getRawBody from 'raw-body';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
@@ -97,10 +98,14 @@ export function settleHandler(deps: SettleDeps) {
         if (record) return outcomeOfRecord(record);
         handle = deps.temporal.workflow.getHandle<typeof SettlementWorkflow>(key);
       }
-      const fromRecord = announced.promise.then(async () => {
-        const record = await findSettlement(deps.pool, key);
-        return record ? outcomeOfRecord(record) : new Promise<never>(() => undefined);
-      });
+      const fromRecord = announced.promise.then(
+        (a): SettlementOutcome => ({
+          status: a.status === 'settled' ? 'settled' : a.status === 'failed' ? 'failed' : 'pending',
+          payer: getAddress(a.payer),
+          transaction: a.tx,
+          cause: a.cause,
+        }),
+      );
       const fromWorkflow = deps.temporal.connection.withDeadline(deadline, () => handle.result());
       const timeUp = new Promise<'in_flight'>((resolve) => {
         timer = setTimeout(() => resolve('in_flight'), Math.max(deadline - Date.now(), 0));

@@ -76,11 +76,18 @@ export function parseSettlementKey(key: string): { chainId: number; token: strin
   return { chainId: Number(chainId), token, payer, nonce };
 }
 
-/** PostgreSQL channel on which a settlement's key is announced when its record gets an outcome. */
+/** PostgreSQL channel on which a settlement's outcome is announced when its record gets one. */
 export const OUTCOME_CHANNEL = 'settlement_outcome';
 
+/** The NOTIFY payload: what a waiting /settle handler answers from (JSON). */
+export type AnnouncedOutcome = { key: string; status: SettlementStatus; payer: string; tx: string | null; cause: string | null };
+
+// Builds the payload in SQL from the row `r`, so the announcement is exactly what was committed.
+const ANNOUNCEMENT = (r: string) =>
+  `json_build_object('key', ${r}.settlement_key, 'status', ${r}.status, 'payer', ${r}.payer, 'tx', ${r}.tx_hash, 'cause', ${r}.failure_cause)::text`;
+
 async function notifyOutcome(db: pg.Pool | pg.PoolClient, key: string): Promise<void> {
-  await db.query('select pg_notify($1, $2)', [OUTCOME_CHANNEL, key]);
+  await db.query(`select pg_notify($1, ${ANNOUNCEMENT('s')}) from settlements s where s.settlement_key = $2`, [OUTCOME_CHANNEL, key]);
 }
 
 // ---- claim check of the signed request ----
@@ -296,7 +303,7 @@ export async function completeSettlement(db: pg.Pool, key: string, outcome: Fina
        from prev where s.settlement_key = prev.settlement_key
        returning s.*
      )
-     select done.*, pg_notify($7, done.settlement_key) from done`,
+     select done.*, pg_notify($7, ${ANNOUNCEMENT('done')}) from done`,
     [key, outcome.status, cause, block, gasUsed, release, OUTCOME_CHANNEL],
   );
   if (rows[0]) return fromRow(rows[0]);

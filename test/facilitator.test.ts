@@ -276,7 +276,9 @@ describe('facilitator', function () {
       const ceiling = 10_000n;
       const daily = await newAccount('daily-ceiling', { dailyCeiling: ceiling });
       const payTo = newPayTo();
-      const payers = await Promise.all(Array.from({ length: 8 }, () => newPayer(100_000n)));
+      // Funded one after another: concurrent mints from anvil's unlocked dev account can race on its nonce.
+      const payers = [];
+      for (let i = 0; i < 8; i++) payers.push(await newPayer(100_000n));
       // 8 payments of 3000 against a ceiling of 10000: at most 3 fit.
       const bodies = await Promise.all(payers.map(async (p) => settleBody(await signPayment(p, { payTo, value: 3_000n }), requirements(payTo, 3_000n))));
       const replies = await Promise.all(bodies.map((b) => daily.client.post('/settle', b)));

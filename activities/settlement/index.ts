@@ -4,7 +4,7 @@
 // records, so a retried or replayed activity only does what is still missing.
 import { Context } from '@temporalio/activity';
 import { getAddress } from 'ethers';
-import { completeSettlement, findSettlement, loadSettleRequest, recordRejected } from '../../facilitator/store.ts';
+import { completeSettlement, findSettlement, loadSettleRequest, recordRejected, type SettlementRecord } from '../../facilitator/store.ts';
 import { findAccountById } from '../../facilitator/accounts.ts';
 import { outcomeOfRecord, reverify } from './verify.ts';
 import { claim, sign } from './claim.ts';
@@ -15,6 +15,9 @@ const WATCH_WINDOW_MS = 10_000;
 const WATCH_PAUSE_MS = 2_000;
 
 export function createSettlementActivities(deps: SettlementDeps): SettlementActivities {
+  // What this worker just signed and stored, handed to its own delivery step without reading
+  // it back; a delivery on another worker (after a crash) reads the record instead.
+  const justSigned = new Map<string, SettlementRecord>();
   return {
     /** Re-verify → guardrails and claim → sign and store. Nothing here can reach the chain. */
     async prepareSettlement(key): Promise<Prepared> {
@@ -49,12 +52,16 @@ export function createSettlementActivities(deps: SettlementDeps): SettlementActi
       const claimed = await claim(deps, key, account, stored.request, checked.transfer);
       if ('rejected' in claimed) return { step: 'refused', payer, guardrail: claimed.rejected };
       const signed = await sign(deps, key, stored.request, checked.gas);
+      if (justSigned.size >= 10_000) justSigned.clear();
+      justSigned.set(key, signed);
       return { step: 'signed', payer, txHash: signed.txHash! };
     },
 
     /** Broadcast → first-block inclusion → record. Only ever sends the stored bytes. */
     async deliverSettlement(key, inclusionTimeoutMs): Promise<SettlementOutcome> {
-      const record = signedOrThrow(await findSettlement(deps.pool, key));
+      const cached = justSigned.get(key);
+      justSigned.delete(key);
+      const record = signedOrThrow(cached ?? (await findSettlement(deps.pool, key)));
       if (record.status === 'settled' || record.status === 'failed') return outcomeOfRecord(record);
       await broadcast(deps, record);
       const inclusion = await awaitInclusion(deps, record, Date.now() + inclusionTimeoutMs);
