@@ -8,6 +8,7 @@
 // so an error swallowed into a 4xx (logged as an unhandled error) fails the run too.
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { SignJWT } from 'jose';
 import { stack } from './support/stack.ts';
 import { uniqueName } from './support/http.ts';
 import { clientTlsBundle, startCapturedGateway, type ExtraGateway } from './support/catalog.ts';
@@ -18,6 +19,7 @@ import {
   agentPatchBody,
   credentialCreateBody,
   credentialPutBody,
+  headerValue,
   idLike,
   nastyString,
   percentEncode,
@@ -329,6 +331,51 @@ describe('hostile input: the management API (property-based)', function () {
           }
         }
       }, { examples: [{ list: 0, pairs: [['until', '0000-01-01T00:00:00Z']], raw: false }, { list: 0, pairs: [['since', '0000-12-31T23:00:00-02:00']], raw: false }, { list: 1, pairs: [['tag', '\u0000']], raw: false }] as Array<{ list: number; pairs: QueryPair[]; raw: boolean }> });
+    });
+
+    it('Authorization: anything but a valid bearer token with tenant and user claims is a 401 with no body', async () => {
+      const secret = new TextEncoder().encode(stack().infra.secrets.jwtSecret);
+      const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+      const claimValue = fc.oneof(fc.string({ maxLength: 20 }), fc.integer(), fc.constant(null), fc.array(fc.string(), { maxLength: 2 }), fc.constant({}));
+      const claims = fc.record({
+        tenant: fc.option(claimValue, { nil: undefined }),
+        sub: fc.option(claimValue, { nil: undefined }),
+        exp: fc.option(fc.integer({ min: -10, max: 10 }), { nil: undefined }),
+        signed: fc.constantFrom('ours', 'ours', 'other', 'none', 'tampered'),
+        scheme: fc.constantFrom('Bearer ', 'Bearer ', 'bearer ', 'Bearer  ', 'Basic ', ''),
+      });
+      const kind = fc.oneof(
+        { weight: 2, arbitrary: headerValue.map((v) => ({ header: v })) },
+        { weight: 1, arbitrary: headerValue.map((v) => ({ header: `Bearer ${v}` })) },
+        { weight: 4, arbitrary: claims.map((c) => ({ claims: c })) },
+      );
+      let accepted = 0;
+      await forAllCases('Authorization header', kind, 600, async (k) => {
+        let header: string;
+        let valid = false;
+        if ('header' in k) {
+          header = k.header;
+        } else {
+          const c = k.claims;
+          const payload: Json = {};
+          if (c.tenant !== undefined) payload.tenant_id = c.tenant;
+          if (c.sub !== undefined) payload.sub = c.sub;
+          payload.exp = Math.floor(Date.now() / 1000) + (c.exp === undefined ? 3600 : c.exp * 3600);
+          let jwt: string;
+          if (c.signed === 'none') jwt = `${b64({ alg: 'none', typ: 'JWT' })}.${b64(payload)}.`;
+          else {
+            const key = c.signed === 'other' ? new TextEncoder().encode('another-secret-entirely-0123456789') : secret;
+            jwt = await new SignJWT(payload).setProtectedHeader({ alg: 'HS256' }).sign(key);
+            if (c.signed === 'tampered') jwt = `${jwt.split('.')[0]}.${b64({ ...payload, tenant_id: 'someone-else' })}.${jwt.split('.')[2]}`;
+          }
+          header = `${c.scheme}${jwt}`;
+          valid = c.signed === 'ours' && /^bearer\s+$/i.test(c.scheme) && typeof c.tenant === 'string' && c.tenant !== '' && typeof c.sub === 'string' && c.sub !== '' && (c.exp === undefined || c.exp > 0);
+        }
+        const res = await client.send('GET', '/v1/credentials?limit=1', { headers: { authorization: header } });
+        assertSpecAnswer(res, valid ? [200] : [401], 'GET /v1/credentials with a fuzzed Authorization');
+        if (valid) accepted += 1;
+      });
+      assert.ok(accepted > 0, 'no valid token among the cases');
     });
 
     it('ids in paths: anything that is not one of the tenant\'s ids is a 404 on every route', async () => {

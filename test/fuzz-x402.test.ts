@@ -7,10 +7,11 @@
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { hexlify, type Wallet } from 'ethers';
+import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, type TestAccount } from './support/x402.ts';
 import { assertErrorBody, forAllCases, show } from './support/fuzz.ts';
-import { anyJson, wrongType } from './support/fuzz-arbitraries.ts';
+import { anyJson, queryPairs, queryString, wrongType } from './support/fuzz-arbitraries.ts';
 import { applyMutation, encodeHeader, encoding, garbageHeader, mutation, type Mutation } from './support/fuzz-payments.ts';
 import { decodePaymentHeader, Payment, SettleRequest } from '../facilitator/x402/schemas.ts';
 import { verifyExactPayment } from '../facilitator/x402/verify.ts';
@@ -86,6 +87,18 @@ describe('hostile input: x402 payments and /settle (property-based)', function (
       await forAllCases('SettleRequest.safeParse', body, 2000, async (b) => {
         const doc = isCase(b) ? mutateSettle(settleBody(signed, requirements(payTo, PRICE)), b) : b;
         assert.doesNotThrow(() => SettleRequest.safeParse(doc), 'SettleRequest.safeParse threw');
+      });
+    });
+  });
+
+  describe('the facilitator\'s open endpoints', () => {
+    it('GET /supported and /healthz with any query: 200 (or 503 when not ready), never a 5xx of their own', async () => {
+      const arb = fc.record({ path: fc.constantFrom('/supported', '/healthz'), query: queryPairs({ ready: fc.constantFrom('1', '0', 'true', '', 'yes') }) });
+      await forAllCases('facilitator open endpoints', arb, 300, async ({ path, query }) => {
+        const res = await request(`${stack().facilitator.publicUrl}${path}${queryString(query.pairs, query.raw)}`);
+        const body = (await res.body.json()) as Record<string, unknown>;
+        assert.ok(path === '/healthz' ? [200, 503].includes(res.statusCode) : res.statusCode === 200, `${path}: ${res.statusCode}`);
+        assert.ok(path === '/supported' ? Array.isArray(body.kinds) : typeof body.status === 'string');
       });
     });
   });
