@@ -28,7 +28,9 @@ export function createSettlementActivities(deps: SettlementDeps): SettlementActi
       if (existing?.txHash) return { step: 'signed', payer: getAddress(existing.payer), txHash: existing.txHash };
       if (!stored) throw new Error('settle request missing for key');
       const authorization = stored.request.paymentPayload.payload.authorization;
-      const payer = getAddress(authorization.from);
+      // Lowercased first: a mixed-case address with a bad checksum must not throw here (the
+      // signature check, which does not care about case, already passed in the handler).
+      const payer = getAddress(authorization.from.toLowerCase());
 
       // The account (for the guardrails) is read while the chain is asked.
       const [checked, account] = await Promise.all([reverify(deps, stored.request), findAccountById(deps.pool, stored.accountId)]);

@@ -51,11 +51,13 @@ export function verifyExactPayment(payment: Payment, expect: VerifyExpectation):
   if (payment.x402Version !== X402_VERSION) return fail('unsupported_version');
   if (payment.scheme !== SCHEME_EXACT) return fail('unsupported_scheme');
   if (payment.network !== expect.network) return fail('network_mismatch');
-  if (getAddress(expect.asset) !== getAddress(expect.domain.verifyingContract)) return fail('asset_mismatch');
+  const asset = checksummed(expect.asset);
+  if (!asset || asset !== getAddress(expect.domain.verifyingContract)) return fail('asset_mismatch');
 
   const a = payment.payload.authorization;
   const to = checksummed(a.to);
-  if (!to || to !== getAddress(expect.payTo)) return fail('recipient_mismatch');
+  const payTo = checksummed(expect.payTo);
+  if (!to || !payTo || to !== payTo) return fail('recipient_mismatch');
   const value = BigInt(a.value);
   if ('exact' in expect.amount ? value !== expect.amount.exact : value === 0n || value > expect.amount.atMost) {
     return fail('amount_mismatch');
