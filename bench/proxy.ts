@@ -35,11 +35,12 @@ const { values: args } = parseArgs({
     'stream-mib': { type: 'string', default: '32' },
     /** Write a CPU profile of the gateway process into this directory (for finding hot spots). */
     profile: { type: 'string' },
-    /** Only the streaming comparison. */
-    'streaming-only': { type: 'boolean', default: false },
+    /** Run only these parts (comma-separated: streaming, transactional, memory). */
+    only: { type: 'string', default: 'streaming,transactional,memory' },
   },
 });
 const CONCURRENCIES = args.concurrency.split(',').map(Number);
+const PARTS = new Set(args.only.split(','));
 const SECONDS = Number(args.seconds);
 const ROUNDS = Number(args.rounds);
 const STARTS = Number(args.starts);
@@ -200,7 +201,7 @@ try {
   ];
   for (const t of targets) await load(t, 1, Math.max(...CONCURRENCIES)); // warm-up: JIT, pools, caches
   const streamingTargets: string[] = [];
-  for (const concurrency of CONCURRENCIES) {
+  for (const concurrency of PARTS.has('streaming') ? CONCURRENCIES : []) {
     const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
     for (let round = 0; round < ROUNDS; round++) for (const t of targets) samples.get(t.name)!.push(await load(t, SECONDS, concurrency));
     const streaming = Object.fromEntries(targets.map((t) => [t.name, merge(samples.get(t.name)!)]));
@@ -232,7 +233,7 @@ try {
   let tx: ReturnType<typeof summarize> | undefined;
   let bs: ReturnType<typeof summarize> | undefined;
   let gwMem: Awaited<ReturnType<typeof memoryUnderStreams>> | undefined;
-  if (!args['streaming-only']) {
+  if (PARTS.has('transactional')) {
     // 2. Transactional 202 vs a bare workflow start, sequential, interleaved.
     const temporal = await connectClient(infra.temporalAddress, 'default');
     const gatewayStarts: number[] = [];
@@ -269,7 +270,8 @@ try {
     say(`| bare client.workflow.start | ${fmt(bs.p50)} | ${fmt(bs.p99)} | ${fmt(bs.mean)} |`);
     say(`| POST /v1/proxy/{id} → 202 | ${fmt(tx.p50)} | ${fmt(tx.p99)} | ${fmt(tx.mean)} |`);
     say(`ratio p50 ${(tx.p50 / bs.p50).toFixed(2)}×, p99 ${(tx.p99 / bs.p99).toFixed(2)}×`);
-
+  }
+  if (PARTS.has('memory')) {
     // 3. Memory under big streams, the bare proxy alongside for reference.
     const bareMem = await memoryUnderStreams(`${bareUrl}/agent`, {}, bare.pid!);
     gwMem = await memoryUnderStreams(`${apiUrl}/v1/proxy/${agent.id}/stream`, auth, gateway.pid!);
@@ -284,10 +286,8 @@ try {
   say();
   say(`## targets`);
   for (const line of streamingTargets) say(line);
-  if (tx && bs && gwMem) {
-    say(`- 202 p50 ≤ 1.3× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 1.3 * bs.p50)}`);
-    say(`- RSS growth < 64 MiB: ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB → ${check(gwMem.peak - gwMem.baseline < 64)}`);
-  }
+  if (tx && bs) say(`- 202 p50 ≤ 1.3× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 1.3 * bs.p50)}`);
+  if (gwMem) say(`- RSS growth < 64 MiB: ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB → ${check(gwMem.peak - gwMem.baseline < 64)}`);
 } finally {
   // Children are stopped gracefully first (a CPU profile is written on exit).
   await Promise.all(
