@@ -38,6 +38,7 @@ export type SettleDeps = {
 };
 
 const MAX_BODY = '64kb';
+const WORKFLOW_RESULT_FALLBACK_MS = 1_000;
 
 function reply(ctx: Context, status: number, body: unknown, headers: Record<string, string> = {}): void {
   ctx.status = status;
@@ -73,6 +74,7 @@ export function settleHandler(deps: SettleDeps) {
     // Registered before the start, so an outcome recorded at any point after it is seen.
     const announced = deps.outcomes.waitFor(key);
     let timer: NodeJS.Timeout | undefined;
+    let fallbackTimer: NodeJS.Timeout | undefined;
     try {
       let handle;
       try {
@@ -100,20 +102,31 @@ export function settleHandler(deps: SettleDeps) {
       }
       const fromRecord = announced.promise.then(
         (a): SettlementOutcome => ({
-          status: a.status === 'settled' ? 'settled' : a.status === 'failed' ? 'failed' : 'pending',
+          status: a.status === 'settled' || a.status === 'failed' || a.status === 'rejected' ? a.status : 'pending',
           payer: getAddress(a.payer),
           transaction: a.tx,
           cause: a.cause,
         }),
       );
-      const fromWorkflow = deps.temporal.connection.withDeadline(deadline, () => handle.result());
+      // The workflow's own result is the fallback for an announcement this process missed (its
+      // LISTEN connection was down). Asked only after a pause, so the common case costs the
+      // Temporal server no history long-poll per settle.
+      const fromWorkflow = new Promise<void>((resolve) => {
+        fallbackTimer = setTimeout(resolve, WORKFLOW_RESULT_FALLBACK_MS);
+      }).then(() => deps.temporal.connection.withDeadline(deadline, () => handle.result()));
       const timeUp = new Promise<'in_flight'>((resolve) => {
         timer = setTimeout(() => resolve('in_flight'), Math.max(deadline - Date.now(), 0));
       });
       fromWorkflow.catch(() => undefined);
-      return await Promise.race([fromRecord, fromWorkflow.catch((err) => (Date.now() >= deadline - 50 ? ('in_flight' as const) : Promise.reject(err))), timeUp]);
+      // A duplicate that attached to a run whose outcome was already announced reads it instead.
+      const alreadyDecided = findSettlement(deps.pool, key).then((record) =>
+        record && !['claimed', 'signed', 'broadcast'].includes(record.status) ? outcomeOfRecord(record) : new Promise<never>(() => undefined),
+      );
+      alreadyDecided.catch(() => undefined);
+      return await Promise.race([fromRecord, alreadyDecided, fromWorkflow.catch((err) => (Date.now() >= deadline - 50 ? ('in_flight' as const) : Promise.reject(err))), timeUp]);
     } finally {
       clearTimeout(timer);
+      clearTimeout(fallbackTimer);
       announced.cancel();
     }
   }

@@ -80,7 +80,7 @@ export function parseSettlementKey(key: string): { chainId: number; token: strin
 export const OUTCOME_CHANNEL = 'settlement_outcome';
 
 /** The NOTIFY payload: what a waiting /settle handler answers from (JSON). */
-export type AnnouncedOutcome = { key: string; status: SettlementStatus; payer: string; tx: string | null; cause: string | null };
+export type AnnouncedOutcome = { key: string; status: SettlementStatus | 'rejected'; payer: string; tx: string | null; cause: string | null };
 
 // Builds the payload in SQL from the row `r`, so the announcement is exactly what was committed.
 const ANNOUNCEMENT = (r: string) =>
@@ -139,6 +139,17 @@ export type ClaimResult = { claimed: SettlementRecord } | { rejected: GuardrailR
  * cannot overshoot it. Rejected: nothing is written. Already claimed: the existing record.
  */
 export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
+  const result = await tryClaim(db, input);
+  // A refusal writes no record; it is announced all the same, so the caller waiting on the key
+  // answers 429 without waiting for the workflow to close.
+  if ('rejected' in result) {
+    const refusal: AnnouncedOutcome = { key: input.key, status: 'rejected', payer: input.payer.toLowerCase(), tx: null, cause: result.rejected };
+    await db.query('select pg_notify($1, $2)', [OUTCOME_CHANNEL, JSON.stringify(refusal)]);
+  }
+  return result;
+}
+
+async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
   const allowed = input.account.allowedKinds.some(
     (k) => k.network === input.kind.network && k.asset.toLowerCase() === input.kind.asset.toLowerCase(),
   );
