@@ -158,8 +158,16 @@ export function settleHandler(deps: SettleDeps) {
     }
 
     const key = settlementKey(config.domain.chainId, config.tokenAddress, authorization.from, authorization.nonce);
-    await saveSettleRequest(deps.pool, key, account.id, request);
-    const outcome = await awaitOutcome(key, signer, request);
+    let outcome: SettlementOutcome | 'in_flight';
+    try {
+      await saveSettleRequest(deps.pool, key, account.id, request);
+      outcome = await awaitOutcome(key, signer, request);
+    } catch (err) {
+      // PostgreSQL or Temporal unreachable: a protocol failure the caller may retry (the
+      // settlement, if it started, goes on and dedupes the retry).
+      deps.log.warn({ key, err: (err as Error).message }, 'settle could not be handed over');
+      return reply(ctx, 503, { error: 'facilitator unavailable' }, { 'Retry-After': '2' });
+    }
     if (outcome === 'in_flight') {
       return reply(ctx, 503, { error: 'settlement in progress' }, { 'Retry-After': '2' });
     }
