@@ -148,7 +148,8 @@ describe('rate limits', () => {
     after(() => up.close());
 
     it('gives an agent with only a rate a burst of 20, shared by both endpoints', async () => {
-      const agentId = await createAgent(token, { upstream_url: up.url, rate_limit_rps: 0.1 });
+      // One token per 50 s: however slow the machine, no token refills during the 20 calls.
+      const agentId = await createAgent(token, { upstream_url: up.url, rate_limit_rps: 0.02 });
       const statuses: number[] = [];
       for (let i = 0; i < 10; i++) statuses.push((await call('POST', `/v1/proxy/${agentId}`, { token, body: 'x' })).status);
       for (let i = 0; i < 10; i++) statuses.push((await call('POST', `/v1/proxy/${agentId}/stream`, { token, body: 'x' })).status);
@@ -158,7 +159,7 @@ describe('rate limits', () => {
         assert.equal(refused.status, 429);
         assert.deepEqual(refused.json, { error: 'rate limit exceeded' });
         const retryAfter = Number(refused.headers['retry-after']);
-        assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 10, String(retryAfter));
+        assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 50, String(retryAfter));
       }
     });
 
