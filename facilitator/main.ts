@@ -10,6 +10,9 @@ import { startFacilitator } from './server.ts';
 import { loadKeystoreSigner } from './signer.ts';
 import { createLogger } from '../api/log.ts';
 import { connectClient } from '../temporal/client.ts';
+import { startFacilitatorMetrics } from '../api/observability/facilitator.ts';
+import { createChainProvider } from './chain.ts';
+import { gasWalletAddress } from './config.ts';
 
 const config = loadFacilitatorConfig();
 const log = createLogger('facilitator', config.logLevel);
@@ -19,9 +22,11 @@ const temporal = config.embeddedWorker ? undefined : await connectClient(config.
 const worker = config.embeddedWorker ? { signer: await loadKeystoreSigner(config) } : undefined;
 const running = await startFacilitator(config, { pool, log, temporal, worker });
 log.info({ url: running.url, publicUrl: running.publicUrl, embeddedWorker: config.embeddedWorker }, 'facilitator listening');
+const metrics = await startFacilitatorMetrics({ provider: createChainProvider(config.chainRpcUrl, config.domain.chainId), gasWallet: gasWalletAddress(config) });
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
+    metrics?.close();
     void running
       .close()
       .then(() => Promise.allSettled([temporal?.connection.close(), pool.end()]))
