@@ -88,7 +88,10 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
     const now = new Date();
     // Only a non-terminal row is completed: a row is completed exactly once, whoever races.
     await em.nativeUpdate(InvocationSchema, { id: invocationId, status: { $in: ['pending', 'running'] } }, { ...fields, updatedAt: now, completedAt: now });
-    return outcomeOf(await em.findOneOrFail(InvocationSchema, { id: invocationId }));
+    const row = await em.findOne(InvocationSchema, { id: invocationId });
+    // No row: the call was never accepted (its commit failed after the workflow started and
+    // the route's terminate did not land). Nothing was sent; the workflow just ends.
+    return row ? outcomeOf(row) : { status: 'failed', upstreamStatus: null, latencyMs: null, errorClass: 'internal' };
   }
 
   return {

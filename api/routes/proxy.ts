@@ -1,7 +1,7 @@
 // The proxy endpoints. One transactional call: (auth) → agent in tenant (404) → invocable
 // (422) → rate limit (429) → X-Gateway-Model (400) → body within 32 MiB (413, while reading)
-// → parse → policy stage → payment stage → claim-check the body → invocation row `pending` →
-// InvocationWorkflow → 202. The streaming endpoint (api/proxy/stream.ts) passes the same gate.
+// → parse → policy stage → payment stage → claim-check the body and write the invocation row
+// `pending` (one commit) while InvocationWorkflow starts → 202 once both are done. The streaming endpoint (api/proxy/stream.ts) passes the same gate.
 import Router from '@koa/router';
 import { InvocationSchema } from '../db/entities.ts';
 import { isId, newId } from '../ids.ts';
@@ -75,11 +75,13 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
       createdAt: now,
       updatedAt: now,
     });
-    // One payment buys one call: the payment is bound to this row in the same transaction.
-    await flushBindingPayment(em, call.payment, invocationId);
-
-    try {
-      await deps.temporal.workflow.start('InvocationWorkflow', {
+    // The commit (body, row, and the payment bound to the row: one payment buys one call) and
+    // the workflow start run side by side; the 202 waits for both. The activity needs the row
+    // before it sends anything, so a workflow that outruns the commit only retries its first
+    // read; if the commit fails, the workflow is terminated and nothing is sent.
+    const [written, started] = await Promise.allSettled([
+      flushBindingPayment(em, call.payment, invocationId),
+      deps.temporal.workflow.start('InvocationWorkflow', {
         taskQueue: deps.config.temporal.taskQueue,
         workflowId: invocationId,
         args: [{ invocationId, tenantId, agentId: agent.id, emitReceipts: agent.emitReceipts }],
@@ -89,11 +91,16 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
           { key: InvocationStatus, value: 'pending' },
         ],
         staticSummary: `${agent.name} (${agent.id})`,
-      });
-    } catch (err) {
+      }),
+    ]);
+    if (written.status === 'rejected') {
+      if (started.status === 'fulfilled') await started.value.terminate('invocation not accepted').catch(() => undefined);
+      throw written.reason;
+    }
+    if (started.status === 'rejected') {
       // Not accepted: remove the row so no pending invocation is left that nothing will run.
       await em.remove(row).flush().catch(() => undefined);
-      deps.log.warn({ invocationId, err: (err as Error).message }, 'workflow start failed');
+      deps.log.warn({ invocationId, err: (started.reason as Error).message }, 'workflow start failed');
       throw new ApiError(503, 'service temporarily unavailable', { 'Retry-After': '1' });
     }
 
