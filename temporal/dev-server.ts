@@ -18,6 +18,8 @@ export async function startTemporalDevServer(opts: {
   onOutput?: (line: string) => void;
 }): Promise<DevServer> {
   const args = ['server', 'start-dev', '--db-filename', opts.dbFile, '--ip', '127.0.0.1', '--port', String(opts.port), '--namespace', opts.namespace, '--log-level', 'warn'];
+  // WAL journaling roughly halves the dev server's per-write latency (measured in bench:settle).
+  args.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
   if (opts.uiPort) args.push('--ui-port', String(opts.uiPort));
   else args.push('--headless');
   for (const key of ALL_SEARCH_ATTRIBUTES) args.push('--search-attribute', `${key.name}=${TYPE_NAMES[key.type]}`);
