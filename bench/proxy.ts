@@ -23,6 +23,7 @@ import { freePort, waitFor } from '../scripts/lib/ports.ts';
 import { canConnect, dropDatabase } from '../scripts/lib/postgres.ts';
 import { connectClient } from '../temporal/client.ts';
 import { mintToken } from '../api/tokens.ts';
+import { AgentId, InvocationStatus, TenantId } from '../temporal/search-attributes.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -241,7 +242,18 @@ try {
     const txPool = new Pool(apiUrl, { connections: 1 });
     const startOnce = async () => {
       const t0 = performance.now();
-      await temporal.workflow.start('InvocationWorkflow', { taskQueue: 'bench-bare-start', workflowId: `bench-${randomUUID()}`, args: [{ invocationId: 'bench', tenantId: tenant, agentId: agent.id }] });
+      // The same start the gateway makes: same workflow, search attributes and summary.
+      await temporal.workflow.start('InvocationWorkflow', {
+        taskQueue: 'bench-bare-start',
+        workflowId: `bench-${randomUUID()}`,
+        args: [{ invocationId: 'bench', tenantId: tenant, agentId: agent.id }],
+        typedSearchAttributes: [
+          { key: TenantId, value: tenant },
+          { key: AgentId, value: agent.id },
+          { key: InvocationStatus, value: 'pending' },
+        ],
+        staticSummary: `bench (${agent.id})`,
+      });
       return performance.now() - t0;
     };
     const acceptOnce = async () => {

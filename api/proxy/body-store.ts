@@ -18,6 +18,11 @@ export interface BodyStore {
    */
   stage(em: EntityManager, tenantId: string, contentType: string | null, content: Buffer): Promise<string>;
   get(tenantId: string, id: string): Promise<StoredBody | null>;
+  /**
+   * Only a store in the gateway's own database: the INSERT for a body, to run inside another
+   * statement (a data-modifying CTE), so body and row cost one round trip and one commit.
+   */
+  insertSql?(tenantId: string, contentType: string | null, content: Buffer): { id: string; sql: string; params: unknown[] };
 }
 
 export function createPostgresBodyStore(orm: MikroORM): BodyStore {
@@ -43,6 +48,14 @@ export function createPostgresBodyStore(orm: MikroORM): BodyStore {
     },
     async stage(em, tenantId, contentType, content) {
       return create(em, tenantId, contentType, content);
+    },
+    insertSql(tenantId, contentType, content) {
+      const id = newId('body');
+      return {
+        id,
+        sql: 'insert into bodies (id, tenant_id, content_type, content, size_bytes, sha256, created_at) values (?, ?, ?, ?, ?, ?, ?)',
+        params: [id, tenantId, contentType, content, content.length, createHash('sha256').update(content).digest('hex'), new Date()],
+      };
     },
     async get(tenantId, id) {
       const row = await orm.em.fork().findOne(BodySchema, { id, tenantId });

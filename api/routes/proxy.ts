@@ -15,7 +15,7 @@ import { admit, runStages } from '../proxy/gate.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import { createProxyServices, type ProxyServices } from '../proxy/services.ts';
 import type { ProxyCall } from '../proxy/call.ts';
-import { flushBindingPayment } from '../payment/claims.ts';
+import { removeAccepted, writeAccepted, type AcceptedRow } from '../proxy/accept.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
 
@@ -45,25 +45,18 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
     };
     await runStages(deps, call, ctx.get('x-payment') || undefined);
 
-    // Body and row are committed together (one transaction), then the workflow is started.
-    const em = deps.orm.em.fork();
-    const bodyId = await services.bodies.stage(em, tenantId, call.contentType, body);
-    const now = new Date();
     const invocationId = newId('inv');
-    const row = em.create(InvocationSchema, {
+    const now = new Date();
+    const row: AcceptedRow = {
       id: invocationId,
       tenantId,
       agentId: agent.id,
-      mode: 'transactional',
-      status: 'pending',
       requestId,
       caller: userId,
       model,
       contentType: call.contentType,
       requestHeaders: forwardableHeaders(ctx.req.headers),
-      requestBodyId: bodyId,
       requestBytes: body.length,
-      attempts: 0,
       mcpMethod: call.mcp?.method ?? null,
       mcpTool: call.mcp?.tool ?? null,
       paymentNetwork: call.payment?.network ?? null,
@@ -74,13 +67,13 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
       paymentTransaction: call.payment?.transaction ?? null,
       createdAt: now,
       updatedAt: now,
-    });
-    // The commit (body, row, and the payment bound to the row: one payment buys one call) and
-    // the workflow start run side by side; the 202 waits for both. The activity needs the row
-    // before it sends anything, so a workflow that outruns the commit only retries its first
-    // read; if the commit fails, the workflow is terminated and nothing is sent.
+    };
+    // The commit (body and row; for a paid call also the payment bound to the row: one payment
+    // buys one call) and the workflow start run side by side; the 202 waits for both. The
+    // activity reads the row before it sends anything, so a workflow that outruns the commit
+    // only retries that read; if the commit fails, the workflow is terminated, nothing is sent.
     const [written, started] = await Promise.allSettled([
-      flushBindingPayment(em, call.payment, invocationId),
+      writeAccepted(deps.orm, services.bodies, row, body, call.payment),
       deps.temporal.workflow.start('InvocationWorkflow', {
         taskQueue: deps.config.temporal.taskQueue,
         workflowId: invocationId,
@@ -99,7 +92,7 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
     }
     if (started.status === 'rejected') {
       // Not accepted: remove the row so no pending invocation is left that nothing will run.
-      await em.remove(row).flush().catch(() => undefined);
+      await removeAccepted(deps.orm, invocationId).catch(() => undefined);
       deps.log.warn({ invocationId, err: (started.reason as Error).message }, 'workflow start failed');
       throw new ApiError(503, 'service temporarily unavailable', { 'Retry-After': '1' });
     }
