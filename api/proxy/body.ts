@@ -6,11 +6,47 @@ import { ApiError, badRequest } from '../errors.ts';
 
 export const MAX_TRANSACTIONAL_BODY = 32 * 1024 * 1024;
 
+/**
+ * How much of a refused body is read and thrown away before answering. A server that answers
+ * and closes while the caller is still sending makes the kernel reset the connection, and the
+ * caller sees ECONNRESET instead of the 413; draining a bounded remainder lets it read the
+ * answer on a live connection. Past the bound (or after DRAIN_MS) the connection is closed.
+ */
+const DRAIN_BYTES = 64 * 1024 * 1024;
+const DRAIN_MS = 5_000;
+
+async function drain(req: IncomingMessage): Promise<boolean> {
+  req.resume();
+  return new Promise((resolve) => {
+    let seen = 0;
+    const finish = (drained: boolean) => {
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onEnd);
+      resolve(drained);
+    };
+    const onData = (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > DRAIN_BYTES) finish(false);
+    };
+    const onEnd = () => finish(req.complete);
+    const timer = setTimeout(() => finish(false), DRAIN_MS);
+    if (req.complete) return finish(true);
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('error', onEnd);
+  });
+}
+
 export async function readCappedBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   try {
     return await getRawBody(req, { limit });
   } catch (err) {
-    if ((err as { status?: number }).status === 413) throw new ApiError(413, 'request body exceeds 32 MiB');
+    if ((err as { status?: number }).status === 413) {
+      const drained = await drain(req);
+      throw new ApiError(413, 'request body exceeds 32 MiB', drained ? {} : { Connection: 'close' });
+    }
     throw badRequest('could not read request body');
   }
 }
