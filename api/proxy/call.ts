@@ -35,3 +35,17 @@ export type ProxyCall = {
   /** Payment stage: the verified (and, when configured, settled) payment. */
   payment: PaymentRecord | null;
 };
+
+/** The invocation-row columns a call's parse and payment stages determine (both proxy paths). */
+export function recordedCallFields(call: ProxyCall) {
+  return {
+    mcpMethod: call.mcp?.method ?? null,
+    mcpTool: call.mcp?.tool ?? null,
+    paymentNetwork: call.payment?.network ?? null,
+    paymentAsset: call.payment?.asset ?? null,
+    paymentAmount: call.payment?.amount ?? null,
+    paymentPayer: call.payment?.payer ?? null,
+    paymentNonce: call.payment?.nonce ?? null,
+    paymentTransaction: call.payment?.transaction ?? null,
+  };
+}

@@ -23,7 +23,7 @@ import { outcomeStatus } from '../../activities/invocation.ts';
 import { admit, runStages } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
 import { readCappedBody } from './body.ts';
-import type { ProxyCall } from './call.ts';
+import { recordedCallFields, type ProxyCall } from './call.ts';
 import type { Invocation } from '../db/entities.ts';
 import { insertBindingPayment } from '../payment/claims.ts';
 import type { ProxyServices } from './services.ts';
@@ -112,14 +112,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       model,
       contentType: call.contentType,
       requestBytes: call.bodyBytes,
-      mcpMethod: mcp?.method ?? null,
-      mcpTool: mcp?.tool ?? null,
-      paymentNetwork: call.payment?.network ?? null,
-      paymentAsset: call.payment?.asset ?? null,
-      paymentAmount: call.payment?.amount ?? null,
-      paymentPayer: call.payment?.payer ?? null,
-      paymentNonce: call.payment?.nonce ?? null,
-      paymentTransaction: call.payment?.transaction ?? null,
+      ...recordedCallFields(call),
       createdAt: now,
     };
     // The completion follows the start; if the start could not be written, the whole row is

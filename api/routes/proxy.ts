@@ -14,7 +14,7 @@ import { parseMcpBody } from '../proxy/parse.ts';
 import { admit, runStages } from '../proxy/gate.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import { createProxyServices, type ProxyServices } from '../proxy/services.ts';
-import type { ProxyCall } from '../proxy/call.ts';
+import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
 import { removeAccepted, writeAccepted, type AcceptedRow } from '../proxy/accept.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
@@ -57,14 +57,7 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
       contentType: call.contentType,
       requestHeaders: forwardableHeaders(ctx.req.headers),
       requestBytes: body.length,
-      mcpMethod: call.mcp?.method ?? null,
-      mcpTool: call.mcp?.tool ?? null,
-      paymentNetwork: call.payment?.network ?? null,
-      paymentAsset: call.payment?.asset ?? null,
-      paymentAmount: call.payment?.amount ?? null,
-      paymentPayer: call.payment?.payer ?? null,
-      paymentNonce: call.payment?.nonce ?? null,
-      paymentTransaction: call.payment?.transaction ?? null,
+      ...recordedCallFields(call),
       createdAt: now,
       updatedAt: now,
     };
