@@ -7,8 +7,8 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Runtime } from '@temporalio/worker';
 import { stack } from './support/stack.ts';
-import { call, uniqueName, waitForInvocation, type Reply } from './support/http.ts';
-import { assertEmpty, assertError, callAt, startBrokenGateway, startCapturedGateway, vaultWrite } from './support/catalog.ts';
+import { callAt, call, uniqueName, waitForInvocation, type Reply } from './support/http.ts';
+import { assertEmpty, assertError, startBrokenGateway, startCapturedGateway, vaultWrite } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 
 type Row = { id: string; kek_id: string | null; wrapped_key: Buffer | null; secret_ciphertext: Buffer | null; version: number; masked_hint: string | null; vault_ref: string | null };

@@ -7,8 +7,8 @@ import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { request as httpsRequest } from 'node:https';
 import { stack } from './support/stack.ts';
-import { call, uniqueName } from './support/http.ts';
-import { assertEmpty, assertError, callAt, clientTlsBundle, expiredBundle, mismatchedBundle, startBrokenGateway, vaultWrite } from './support/catalog.ts';
+import { callAt, call, uniqueName } from './support/http.ts';
+import { assertEmpty, assertError, clientTlsBundle, expiredBundle, mismatchedBundle, startBrokenGateway, vaultWrite } from './support/catalog.ts';
 import { loadSettlementClientTls } from '../api/settlement/tls.ts';
 
 const FACILITATOR = 'https://facilitator.example.com';

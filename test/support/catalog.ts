@@ -105,23 +105,4 @@ export async function startBrokenGateway(): Promise<ExtraGateway> {
   return listen(server, lines, () => orm.close());
 }
 
-/** Like http.ts `call`, against any base URL. */
-export async function callAt(base: string, method: string, path: string, opts: { token?: string; json?: unknown; body?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
-  const headers: Record<string, string> = { ...opts.headers };
-  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-  let body = opts.body;
-  if (opts.json !== undefined) {
-    headers['content-type'] = 'application/json';
-    body = JSON.stringify(opts.json);
-  }
-  const res = await request(`${base}${path}`, { method: method as 'GET', headers, body });
-  const text = await res.body.text();
-  let json: unknown;
-  try {
-    json = text ? JSON.parse(text) : undefined;
-  } catch {
-    json = undefined;
-  }
-  return { status: res.statusCode, headers: res.headers, text, json };
-}
 

@@ -185,3 +185,11 @@ export function watchProcess(): { problems: string[]; stop(): void } {
     },
   };
 }
+
+/** After each fuzz test: no handler crashed into an unhandled error (even one mapped to a 4xx), no stray rejection. */
+export function assertNoCrashes(lines: string[], watch: { problems: string[] }): void {
+  const errors = lines.filter((l) => /"level":(50|60)/.test(l));
+  assert.deepEqual(errors.slice(0, 3), [], 'the API logged unhandled errors');
+  assert.deepEqual(watch.problems.slice(0, 3), [], 'unhandled rejections or exceptions');
+  lines.length = 0;
+}

@@ -4,11 +4,15 @@ import { stack } from './stack.ts';
 
 export type Reply = { status: number; headers: Record<string, string | string[] | undefined>; text: string; json: any };
 
-export async function call(
-  method: string,
-  path: string,
-  opts: { token?: string; json?: unknown; body?: string | Buffer; headers?: Record<string, string> } = {},
-): Promise<Reply> {
+type CallOptions = { token?: string; json?: unknown; body?: string | Buffer; headers?: Record<string, string> };
+
+/** One request to the gateway under test, as a caller would send it. */
+export function call(method: string, path: string, opts: CallOptions = {}): Promise<Reply> {
+  return callAt(stack().apiUrl, method, path, opts);
+}
+
+/** Like `call`, against any base URL (an extra gateway instance, a broken one). */
+export async function callAt(base: string, method: string, path: string, opts: CallOptions = {}): Promise<Reply> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.token) headers.authorization = `Bearer ${opts.token}`;
   let body = opts.body;
@@ -16,7 +20,7 @@ export async function call(
     headers['content-type'] = 'application/json';
     body = JSON.stringify(opts.json);
   }
-  const res = await request(`${stack().apiUrl}${path}`, { method: method as 'GET', headers, body });
+  const res = await request(`${base}${path}`, { method: method as 'GET', headers, body });
   const text = await res.body.text();
   let json: unknown;
   try {
