@@ -1,0 +1,103 @@
+// Chaos 1: 1,000 transactional invocations while the gateway worker is SIGKILLed five times and
+// the API once. Every accepted call (202) must end `succeeded` or `failed` exactly once (row,
+// API and workflow result agree), none is lost, and the counting upstream sees no request id
+// twice (the agent does not allow re-sending: an attempt cut by a kill ends `interrupted`).
+import { randomBytes } from 'node:crypto';
+import { awaitTerminal, check, createAgent, formatTally, invoke, runPool, sleep, tally, withSystem, type ChaosScenario, type InvokeResult } from './harness.ts';
+
+const CALLS = Number(process.env.CHAOS_CALLS ?? 1000);
+const CONCURRENCY = 20;
+/** The faults, in order; the calls are spread over them so each lands on a run under load. */
+const FAULTS = ['worker', 'worker', 'worker', 'api', 'worker', 'worker'] as const;
+
+export const scenario: ChaosScenario = {
+  name: 'worker-kill',
+  description: `${CALLS} transactional calls while the gateway worker is SIGKILLed 5 times and the API once`,
+  run: () =>
+    withSystem({ name: 'worker-kill', upstreamDelayMs: 50 }, async (system) => {
+      const caller = { apiUrl: system.apiUrl, token: await system.token('chaos-worker-kill') };
+      const agentId = await createAgent(caller, { upstream_url: system.upstream.url });
+      const run = randomBytes(3).toString('hex');
+      const started = Date.now();
+
+      // The faults advance with the calls: fault k happens once k/(faults+1) of the calls were sent,
+      // and the calls wait for it (and for the restarted process) before going on.
+      let sent = 0;
+      let faultsDone = 0;
+      let apiDown = false;
+      const chaos = (async () => {
+        for (const target of FAULTS) {
+          while (sent < ((faultsDone + 1) * CALLS) / (FAULTS.length + 1)) await sleep(20);
+          if (target === 'api') apiDown = true;
+          await system.kill(target);
+          await sleep(target === 'api' ? 1_000 : 500);
+          await system.start(target);
+          apiDown = false;
+          faultsDone++;
+        }
+      })();
+
+      const results: Array<{ requestId: string; result: InvokeResult }> = await runPool(CALLS, CONCURRENCY, async (i) => {
+        while (faultsDone < FAULTS.length && sent >= ((faultsDone + 1) * CALLS) / (FAULTS.length + 1) + CONCURRENCY) await sleep(20);
+        sent++;
+        const requestId = `chaos-${run}-${i}`;
+        const result = await invoke(caller, agentId, requestId, JSON.stringify({ call: i }));
+        // The API is down: wait for it instead of burning the remaining calls on refusals.
+        if (result.kind === 'refused') while (apiDown) await sleep(100);
+        return { requestId, result };
+      });
+      await chaos;
+      const sendSeconds = (Date.now() - started) / 1000;
+
+      const accepted = results.filter((r) => r.result.kind === 'answered' && r.result.status === 202);
+      const refused = results.filter((r) => r.result.kind === 'refused');
+      const other = results.filter((r) => r.result.kind === 'answered' && r.result.status !== 202);
+      check(other.length === 0, `answers other than 202: ${formatTally(tally(other.map((r) => String((r.result as { status: number }).status))))}`);
+      const byInvocation = new Map(accepted.map((r) => [(r.result as { invocationId: string }).invocationId, r.requestId]));
+
+      // Every accepted call ends, exactly once: the API's view is terminal ...
+      const views = await awaitTerminal(caller, agentId, [...byInvocation.keys()], 300_000);
+      const open = [...views].filter(([, v]) => !v || (v.status !== 'succeeded' && v.status !== 'failed'));
+      check(open.length === 0, `${open.length} accepted invocations not terminal after 300 s, e.g. ${open[0]?.[0]} ${open[0]?.[1]?.status ?? 'missing'}`);
+
+      // ... its workflow is closed as completed and returned the same outcome the row holds ...
+      const mismatched: string[] = [];
+      await runPool(byInvocation.size, 20, async (i) => {
+        const id = [...byInvocation.keys()][i];
+        const handle = system.temporal.workflow.getHandle(id);
+        const description = await handle.describe();
+        const outcome = (await handle.result()) as { status: string };
+        if (description.status.name !== 'COMPLETED' || outcome.status !== views.get(id)!.status) mismatched.push(`${id}: ${description.status.name}/${outcome.status} vs row ${views.get(id)!.status}`);
+      });
+      check(mismatched.length === 0, `${mismatched.length} workflows not completed or disagreeing with their row, e.g. ${mismatched[0]}`);
+
+      // ... and the upstream saw no request twice; a succeeded call exactly once.
+      const twice = [...system.upstream.counts].filter(([, n]) => n > 1);
+      check(twice.length === 0, `${twice.length} request ids reached the upstream more than once, e.g. ${twice[0]?.[0]}`);
+      const ours = new Set(results.map((r) => r.requestId));
+      const strangers = [...system.upstream.counts.keys()].filter((id) => !ours.has(id));
+      check(strangers.length === 0, `the upstream saw request ids nobody sent: ${strangers.slice(0, 3).join(', ')}`);
+      const unsent = [...views].filter(([id, v]) => v!.status === 'succeeded' && system.upstream.counts.get(byInvocation.get(id)!) !== 1);
+      check(unsent.length === 0, `${unsent.length} succeeded invocations the upstream did not see exactly once, e.g. ${unsent[0]?.[0]}`);
+
+      // Calls cut by the API's kill never got an answer; their rows, if written, must not run twice
+      // either. A row committed whose workflow never started (the kill fell between the two) stays
+      // `pending`: never accepted, never sent; counted here so the report shows it.
+      const rows = await system.sql('select id, status from invocations where agent_id = $1', [agentId]);
+      const orphans = rows.filter((r) => !byInvocation.has(String(r.id)) && (r.status === 'pending' || r.status === 'running'));
+      const unanswered = rows.filter((r) => !byInvocation.has(String(r.id)));
+
+      const apps = [...system.apps.values()];
+      const crashes = apps.filter((a) => a.unexpectedExits > 0);
+      check(crashes.length === 0, `processes exited on their own: ${crashes.map((a) => `${a.name} x${a.unexpectedExits}`).join(', ')}`);
+      const failedClasses = tally([...views.values()].filter((v) => v!.status === 'failed').map((v) => v!.error_class ?? 'none'));
+      const statuses = tally([...views.values()].map((v) => v!.status));
+      return (
+        `${CALLS} calls in ${sendSeconds.toFixed(0)} s: ${accepted.length} accepted (202), ${refused.length} refused while the API was down; ` +
+        `${statuses.succeeded ?? 0} succeeded, ${statuses.failed ?? 0} failed (${formatTally(failedClasses) || 'none'}); ` +
+        `${accepted.length} workflows completed, outcome = row; upstream saw ${system.upstream.total()} requests, max 1 per request id; ` +
+        `worker SIGKILLed ${system.apps.get('worker')!.kills}x, API ${system.apps.get('api')!.kills}x; ` +
+        `${unanswered.length} rows of unanswered calls (${orphans.length} left pending: committed, workflow never started)`
+      );
+    }),
+};
