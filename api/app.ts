@@ -9,6 +9,7 @@ import type { Logger } from './log.ts';
 import { createVerifier, requireAuth, type AuthState } from './auth.ts';
 import { errorMapper } from './errors.ts';
 import { observeRequests, serveMetrics } from './observability/http.ts';
+import { traceRequests } from './observability/spans.ts';
 import { policyRoutes } from './routes/policy.ts';
 import { analyticsRoutes } from './routes/analytics.ts';
 import { jwksRoutes, receiptRoutes } from './routes/receipts.ts';
@@ -33,6 +34,7 @@ export function createApp(deps: AppDeps): Koa {
   const app = new Koa();
   app.proxy = false;
   // Outermost: the request id, access log and HTTP metrics see every answer, errors included.
+  app.use(traceRequests('api'));
   app.use(observeRequests('api', deps.log));
   app.use(errorMapper(deps.log));
   app.use(serveMetrics);

@@ -4,7 +4,10 @@ import { openOrm } from './db/orm.ts';
 import { createLogger } from './log.ts';
 import { startGateway } from './gateway.ts';
 import { connectClient } from '../temporal/client.ts';
+import { startTracing, stopTracing } from './observability/tracing.ts';
 
+// Before the Temporal client and the app are built: they install tracing only when it is on.
+startTracing(process.env, 'agent-gateway-api');
 const log = createLogger('api');
 const config = loadGatewayConfig();
 const orm = await openOrm(config.databaseUrl);
@@ -16,6 +19,6 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     server.close();
     server.closeAllConnections();
-    void Promise.allSettled([temporal.connection.close(), orm.close()]).then(() => process.exit(0));
+    void Promise.allSettled([temporal.connection.close(), orm.close(), stopTracing()]).then(() => process.exit(0));
   });
 }

@@ -7,6 +7,7 @@ import type { FacilitatorConfig } from './config.ts';
 import type { Readiness } from './readiness.ts';
 import { settleHandler, type SettleDeps } from './settle.ts';
 import { observeRequests, observeSettlements } from '../api/observability/http.ts';
+import { traceRequests } from '../api/observability/spans.ts';
 
 export type FacilitatorDeps = SettleDeps & { config: FacilitatorConfig; readiness: Readiness; log: Logger };
 
@@ -43,6 +44,7 @@ function errorBoundary(log: Logger) {
 export function createPublicApp(deps: Pick<FacilitatorDeps, 'config' | 'readiness' | 'log'>): Koa {
   const app = new Koa();
   const router = readOnlyRoutes(deps);
+  app.use(traceRequests('facilitator'));
   app.use(observeRequests('facilitator', deps.log));
   app.use(errorBoundary(deps.log));
   app.use(router.routes()).use(router.allowedMethods());
@@ -54,6 +56,7 @@ export function createMutualTlsApp(deps: FacilitatorDeps): Koa {
   const router = readOnlyRoutes(deps);
   router.post('/settle', settleHandler(deps));
   // Metrics (request counts and latency, settlement outcomes); served on their own port.
+  app.use(traceRequests('facilitator'));
   app.use(observeRequests('facilitator', deps.log));
   app.use(observeSettlements);
   app.use(errorBoundary(deps.log));

@@ -13,7 +13,10 @@ import { connectClient } from '../temporal/client.ts';
 import { startFacilitatorMetrics } from '../api/observability/facilitator.ts';
 import { createChainProvider } from './chain.ts';
 import { gasWalletAddress } from './config.ts';
+import { startTracing, stopTracing } from '../api/observability/tracing.ts';
 
+// Before the Temporal client and the apps are built: they install tracing only when it is on.
+startTracing(process.env, 'x402-facilitator');
 const config = loadFacilitatorConfig();
 const log = createLogger('facilitator', config.logLevel);
 const pool = openFacilitatorPool(config.databaseUrl);
@@ -29,7 +32,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     metrics?.close();
     void running
       .close()
-      .then(() => Promise.allSettled([temporal?.connection.close(), pool.end()]))
+      .then(() => Promise.allSettled([temporal?.connection.close(), pool.end(), stopTracing()]))
       .then(() => process.exit(0));
   });
 }

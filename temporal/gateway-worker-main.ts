@@ -4,7 +4,10 @@ import { openOrm } from '../api/db/orm.ts';
 import { createLogger } from '../api/log.ts';
 import { createGatewayWorker } from './gateway-worker.ts';
 import { startMetricsServer } from '../api/observability/http.ts';
+import { startTracing, stopTracing } from '../api/observability/tracing.ts';
 
+// Before the worker is built: it installs the tracing interceptors only when tracing is on.
+startTracing(process.env, 'agent-gateway-worker');
 const log = createLogger('worker');
 const config = loadGatewayConfig();
 const orm = await openOrm(config.databaseUrl);
@@ -18,3 +21,4 @@ await worker.run();
 metrics?.close();
 await connection.close();
 await orm.close();
+await stopTracing();

@@ -6,6 +6,7 @@ import type { Server } from 'node:http';
 import Koa from 'koa';
 import type { Context, Next } from 'koa';
 import type { Logger } from '../log.ts';
+import { activeTraceId } from './spans.ts';
 import { httpDuration, httpRequests, rateLimitRejections, registry, settlements } from './metrics.ts';
 
 /** A caller's X-Request-ID is honored when it is a sane token; anything else is replaced. */
@@ -43,7 +44,7 @@ export function observeRequests(service: string, log: Logger) {
       if (ctx.status === 429) rateLimitRejections.inc({ limiter: limiterOf(route) });
       const invocationId = ctx.response.get('X-Gateway-Invocation-ID') || undefined;
       if (route !== '/metrics') {
-        log.info({ requestId, invocationId, method: ctx.method, route, status: ctx.status, durationMs: Math.round(seconds * 1000) }, 'request');
+        log.info({ requestId, invocationId, traceId: activeTraceId(), method: ctx.method, route, status: ctx.status, durationMs: Math.round(seconds * 1000) }, 'request');
       }
     }
   };

@@ -4,6 +4,7 @@
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { Logger } from '../log.ts';
 import { recordUpstreamOutcome } from './metrics.ts';
+import { activeTraceId } from './spans.ts';
 
 type Outcome = { status?: string; errorClass?: string | null; latencyMs?: number | null; upstreamStatus?: number | null };
 
@@ -16,6 +17,7 @@ export function activityObservability(log: Logger): ActivityInterceptorsFactory 
       async execute(input, next) {
         const { activityType, attempt, workflowExecution } = ctx.info;
         const invocationId = workflowExecution?.workflowId;
+        const traceId = activeTraceId();
         const started = performance.now();
         try {
           const result = await next(input);
@@ -23,14 +25,14 @@ export function activityObservability(log: Logger): ActivityInterceptorsFactory 
           if (OUTCOME_ACTIVITIES.has(activityType)) {
             const outcome = (result ?? {}) as Outcome;
             recordUpstreamOutcome('transactional', outcome.errorClass ?? null, outcome.latencyMs ?? null);
-            log.info({ invocationId, activity: activityType, attempt, durationMs, status: outcome.status, upstreamStatus: outcome.upstreamStatus, errorClass: outcome.errorClass }, 'invocation completed');
+            log.info({ invocationId, traceId, activity: activityType, attempt, durationMs, status: outcome.status, upstreamStatus: outcome.upstreamStatus, errorClass: outcome.errorClass }, 'invocation completed');
           } else {
-            log.info({ invocationId, activity: activityType, attempt, durationMs }, 'activity completed');
+            log.info({ invocationId, traceId, activity: activityType, attempt, durationMs }, 'activity completed');
           }
           return result;
         } catch (err) {
           // The failure's type and message only: activity errors are classified, never raw upstream text.
-          log.warn({ invocationId, activity: activityType, attempt, err: { name: (err as Error).name, message: (err as Error).message } }, 'activity failed');
+          log.warn({ invocationId, traceId, activity: activityType, attempt, err: { name: (err as Error).name, message: (err as Error).message } }, 'activity failed');
           throw err;
         }
       },

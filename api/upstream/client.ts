@@ -19,6 +19,7 @@ import { createUpstreamDispatcher, type Resolver } from './dispatcher.ts';
 import { BreakerRegistry, type BreakerOptions } from './breaker.ts';
 import { DEFAULT_RETRY, RETRYABLE_STATUSES, fullJitterDelay, parseRetryAfter, sleep, type RetryOptions } from './retry.ts';
 import { UpstreamError, classifyError } from './errors.ts';
+import { traceUpstreamCall } from '../observability/spans.ts';
 
 export { UpstreamError, classifyError, type ErrorClass } from './errors.ts';
 
@@ -128,7 +129,16 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
   const breakers = new BreakerRegistry(opts.breaker);
   const retry: RetryOptions = { ...DEFAULT_RETRY, ...opts.retry };
 
-  async function open(req: UpstreamRequest): Promise<UpstreamResponse> {
+  // One client span per call (retries included); with tracing on it supplies the traceparent sent.
+  function open(req: UpstreamRequest): Promise<UpstreamResponse> {
+    return traceUpstreamCall(req.url, req.method ?? 'POST', req.headers, async (headers, span) => {
+      const reply = await openUntraced({ ...req, headers });
+      span?.setAttribute('gateway.upstream.attempts', reply.attempts);
+      return reply;
+    });
+  }
+
+  async function openUntraced(req: UpstreamRequest): Promise<UpstreamResponse> {
     const startedAt = performance.now();
     const deadlineAt = startedAt + req.deadlineMs;
     const deadline = new AbortController();

@@ -8,6 +8,9 @@
 //   streaming route re-adds the caller's own when it pipes the body unchanged), Expect,
 //   Forwarded, X-Forwarded-*, X-Real-IP.
 // The agent's credential and X-Request-ID are added by the caller of these functions.
+// W3C trace context (traceparent, tracestate) is not blocked: with tracing off the caller's
+// passes unchanged; with tracing on the upstream client replaces traceparent with its own span's
+// (api/observability/spans.ts), which continues the caller's trace.
 const BLOCKED_REQUEST = new Set([
   'authorization',
   'cookie',
