@@ -1,8 +1,14 @@
 // The policy store in PostgreSQL: the tenant's document with its version, and the decision
-// log. Every proxied call reads the version (a primary-key lookup), which is what keeps every
-// replica's cache honest and what makes an unreachable store fail the call (fail closed).
+// log. The current document of each tenant (or its absence) is cached per process and kept
+// honest by the change feed (api/db/change-feed.ts): a replace on any replica notifies in its
+// transaction and drops the entry everywhere, so the next call reads the new version. Fail
+// closed: while the feed is down (or before it is up) every call reads the database, so an
+// unreachable store fails the call; a schema change to the table (the store taken away)
+// empties the cache too.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { newId } from '../ids.ts';
+import { changeFeedFor } from '../db/change-feed.ts';
+import { createFeedCache, type FeedCache } from '../db/feed-cache.ts';
 import type { PolicyDocument, PolicyAction } from './schema.ts';
 
 export type PolicyVersion = { version: number; updatedAt: Date };
@@ -36,19 +42,36 @@ const toDate = (epochMs: unknown) => new Date(Number(epochMs));
 
 export type PolicyStore = ReturnType<typeof createPolicyStore>;
 
+type CurrentPolicy = PolicyVersion & { document: unknown };
+
+// One cache per ORM (per process), shared by the app instances on it.
+const caches = new WeakMap<MikroORM, FeedCache<CurrentPolicy | null>>();
+
+function policyCacheFor(orm: MikroORM): FeedCache<CurrentPolicy | null> {
+  let cache = caches.get(orm);
+  if (!cache) {
+    cache = createFeedCache<CurrentPolicy | null>(changeFeedFor(orm), { keyOf: (key) => (key.startsWith('policy:') ? key.slice('policy:'.length) : null) });
+    caches.set(orm, cache);
+  }
+  return cache;
+}
+
 export function createPolicyStore(orm: MikroORM) {
   const sql = <T = Row>(query: string, params: unknown[] = []) => orm.em.getConnection().execute<T[]>(query, params);
+  const cache = policyCacheFor(orm);
+
+  async function read(tenantId: string): Promise<CurrentPolicy | null> {
+    const rows = await sql(`select version, (extract(epoch from updated_at) * 1000)::bigint as updated_ms, document from policies where tenant_id = ?`, [tenantId]);
+    if (rows.length === 0) return null;
+    return { version: Number(rows[0].version), updatedAt: toDate(rows[0].updated_ms), document: rows[0].document ?? null };
+  }
 
   return {
+    /** The tenant's version, and its document unless it is `knownVersion`; null when the tenant has no policy. */
     async probe(tenantId: string, knownVersion: number | null): Promise<PolicyProbe | null> {
-      const rows = await sql(
-        `select version, (extract(epoch from updated_at) * 1000)::bigint as updated_ms,
-                case when version = ? then null else document end as document
-         from policies where tenant_id = ?`,
-        [knownVersion ?? 0, tenantId],
-      );
-      if (rows.length === 0) return null;
-      return { version: Number(rows[0].version), updatedAt: toDate(rows[0].updated_ms), document: rows[0].document ?? null };
+      const current = await cache.get(tenantId, () => read(tenantId));
+      if (!current) return null;
+      return { version: current.version, updatedAt: current.updatedAt, document: current.version === knownVersion ? null : current.document };
     },
 
     async get(tenantId: string): Promise<(PolicyVersion & { document: PolicyDocument }) | null> {
@@ -64,6 +87,10 @@ export function createPolicyStore(orm: MikroORM) {
          returning version, (extract(epoch from updated_at) * 1000)::bigint as updated_ms`,
         [tenantId, JSON.stringify(document)],
       );
+      // In force here at once; answered once the notification is out to every replica.
+      const feed = changeFeedFor(orm);
+      feed.invalidate(`policy:${tenantId}`);
+      await feed.sync();
       return { version: Number(rows[0].version), updatedAt: toDate(rows[0].updated_ms) };
     },
 

@@ -1,8 +1,13 @@
-// The proxy reads its agent on every call. A plain primary-key read mapped by hand costs a
-// fraction of MikroORM's query building and hydration at proxy rates (bench:proxy); the
-// Agent type makes a column the entity gains and this mapping misses a type error.
+// The proxy needs its agent on every call. It is kept in a per-process cache that the change
+// feed keeps honest (api/db/feed-cache.ts: any write to the agent's row, on any replica,
+// drops it; while the feed is down every call reads the database). A miss is a plain
+// primary-key read mapped by hand (a fraction of MikroORM's query building and hydration);
+// the Agent type makes a column the entity gains and this mapping misses a type error.
+// Cached agents are shared between calls: treat them as read-only.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Agent, Pricing } from '../db/entities.ts';
+import { changeFeedFor } from '../db/change-feed.ts';
+import { createFeedCache, type FeedCache } from '../db/feed-cache.ts';
 
 type Row = Record<string, unknown>;
 
@@ -38,7 +43,39 @@ export function agentFromRow(row: Row): Agent {
   };
 }
 
-export async function loadAgent(orm: MikroORM, tenantId: string, id: string): Promise<Agent | null> {
-  const rows = await orm.em.getConnection().execute<Row[]>('select * from agents where id = ? and tenant_id = ?', [id, tenantId]);
+const caches = new WeakMap<MikroORM, FeedCache<Agent | null>>();
+
+function agentCacheFor(orm: MikroORM): FeedCache<Agent | null> {
+  let cache = caches.get(orm);
+  if (!cache) {
+    cache = createFeedCache<Agent | null>(changeFeedFor(orm), {
+      keyOf: (key) => (key.startsWith('agent:') ? key.slice('agent:'.length) : null),
+      // An unknown id is not remembered: a 404 costs a read, a created agent is usable at once.
+      cacheable: (agent) => agent !== null,
+    });
+    caches.set(orm, cache);
+  }
+  return cache;
+}
+
+async function readAgent(orm: MikroORM, id: string): Promise<Agent | null> {
+  const rows = await orm.em.getConnection().execute<Row[]>('select * from agents where id = ?', [id]);
   return rows[0] ? agentFromRow(rows[0]) : null;
+}
+
+/** The tenant's agent (cached per process), or null when there is none with this id in the tenant. */
+export async function loadAgent(orm: MikroORM, tenantId: string, id: string): Promise<Agent | null> {
+  const agent = await agentCacheFor(orm).get(id, () => readAgent(orm, id));
+  return agent && agent.tenantId === tenantId ? agent : null;
+}
+
+/**
+ * After a committed write to an agent: this process forgets it at once, and the caller waits
+ * until this process's feed has received the row's notification, which PostgreSQL sends to
+ * every listening replica at the same time: by the writer's answer, the change is out.
+ */
+export async function forgetAgent(orm: MikroORM, id: string): Promise<void> {
+  const feed = changeFeedFor(orm);
+  feed.invalidate(`agent:${id}`);
+  await feed.sync();
 }

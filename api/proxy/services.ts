@@ -7,6 +7,9 @@ import { createRateLimiter, type RateLimiter } from '../ratelimit/index.ts';
 import { createPostgresBodyStore, type BodyStore } from './body-store.ts';
 import { createCredentialResolver, type CredentialResolver } from '../credentials/resolver.ts';
 import { createInvocationRecorder, type InvocationRecorder } from './records.ts';
+import { createReceiptSigner } from '../receipts/signer.ts';
+import type { ReceiptFacts } from '../receipts/store.ts';
+import type { SignedReceipt } from '../receipts/signer.ts';
 
 export type ProxyServices = {
   upstream: UpstreamClient;
@@ -15,6 +18,8 @@ export type ProxyServices = {
   credentials: CredentialResolver;
   /** Streaming rows, written with group commit. */
   recorder: InvocationRecorder;
+  /** Receipts of streaming calls (emit_receipts), signed as the call completes. */
+  signReceipt: (facts: ReceiptFacts) => Promise<SignedReceipt>;
 };
 
 export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServices> = {}): ProxyServices {
@@ -24,5 +29,6 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
     bodies: overrides.bodies ?? createPostgresBodyStore(deps.orm),
     credentials: overrides.credentials ?? createCredentialResolver(deps.orm, deps.config.vault),
     recorder: overrides.recorder ?? createInvocationRecorder(deps.orm),
+    signReceipt: overrides.signReceipt ?? createReceiptSigner(deps.config.receipts),
   };
 }

@@ -4,7 +4,10 @@
 // - X-Gateway-Invocation-ID (and X-Request-ID) are set before any upstream byte is written.
 // - Event streams get `X-Accel-Buffering: no` and their headers flushed at once.
 // - The row is written as the call starts (in parallel with it: the first byte does not wait
-//   for the database) and completed at the end with latency, TTFT and outcome.
+//   for the database) and completed at the end with latency, TTFT and outcome; neither
+//   write is waited for (records.ts queues them, group-committed).
+// - emit_receipts: both bodies are hashed as they pass (nothing held) and the receipt is
+//   signed at completion and stored in the completion's statement.
 // - A caller that hangs up aborts the upstream call (caller_aborted); an upstream that dies
 //   mid-stream cuts the caller's response short and is recorded failed (stream_interrupted).
 // - Before the first byte: 502 unreachable/refused/blocked/circuit open, 504 timeout, with
@@ -29,6 +32,9 @@ import { insertBindingPayment } from '../payment/claims.ts';
 import type { ProxyServices } from './services.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
+import { digestOf, digestOfEmitted, digestingBody, type BodyDigest } from './digest.ts';
+import type { SignedReceipt } from '../receipts/signer.ts';
+import { receiptsIssued } from '../observability/metrics.ts';
 
 /** An MCP body is one JSON-RPC request and must be read to be parsed; it is still capped. */
 export const MAX_MCP_BODY = 32 * 1024 * 1024;
@@ -115,19 +121,38 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       ...recordedCallFields(call),
       createdAt: now,
     };
-    // The completion follows the start; if the start could not be written, the whole row is
-    // written at the end instead, so the call is still on record.
-    let started: Promise<boolean> = Promise.resolve(false);
+    // Rows are written off the latency path (records.ts: group commit, a completion that does
+    // not depend on its start); what could not be written is logged, never the call's failure.
+    const logFailure = (err: Error) => deps.log.error({ invocationId, err: err.message }, 'could not record streaming invocation');
+    let requestDigest: BodyDigest | null = null;
+    let responseDigest: ReturnType<typeof digestOfEmitted> | null = null;
     const complete = async (fields: Omit<Completion, 'id'>) => {
-      const write = (await started) ? services.recorder.complete({ id: invocationId, ...fields }) : services.recorder.start({ ...row, ...fields, completedAt: new Date() });
-      await write.catch((err: Error) => deps.log.error({ invocationId, err: err.message }, 'could not record streaming invocation'));
+      const completedAt = new Date();
+      const done = {
+        ...row,
+        ...fields,
+        completedAt,
+        requestSha256: requestDigest?.value() ?? null,
+        responseSha256: responseDigest?.digest.value() ?? null,
+        receipt: null as SignedReceipt | null,
+      };
+      if (agent.emitReceipts) {
+        // Signed before the write and stored in its statement: row and receipt commit together.
+        done.receipt = await services.signReceipt(done).catch((err: Error) => {
+          deps.log.error({ invocationId, err: err.message }, 'could not sign streaming receipt');
+          return null;
+        });
+      }
+      services.recorder.complete(done).then(() => {
+        if (done.receipt) receiptsIssued.inc({ kid: done.receipt.kid });
+      }, logFailure);
     };
 
     let credentialHeaders: Record<string, string>;
     try {
       credentialHeaders = await services.credentials.headersFor(tenantId, agent.credentialRef);
     } catch {
-      await services.recorder.start({ ...row, status: 'failed', errorClass: 'credential', completedAt: now });
+      await complete({ status: 'failed', errorClass: 'credential', upstreamStatus: null, latencyMs: null, ttftMs: null, responseContentType: null });
       throw new ApiError(502, coarseMessage('credential'));
     }
 
@@ -136,17 +161,14 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       // forwarded (402 if already bound): an unbound claim would let the same X-PAYMENT buy
       // another call.
       await insertBindingPayment(deps.orm.em, { ...row, mode: 'streaming', attempts: 1, requestHeaders: {}, updatedAt: now } as Invocation, call.payment);
-      started = Promise.resolve(true);
     } else {
-      // Written as the call starts, in parallel with it: the first byte does not wait for the
-      // database (a row that could not be written now is written whole at the end).
-      started = services.recorder.start(row).then(
-        () => true,
-        (err: Error) => {
-          deps.log.warn({ invocationId, err: err.message }, 'streaming invocation row not written at start; retrying at the end');
-          return false;
-        },
-      );
+      // Written as the call starts, beside it: the first byte does not wait for the database.
+      services.recorder.start(row).catch(logFailure);
+    }
+
+    if (agent.emitReceipts) {
+      if (Buffer.isBuffer(body)) requestDigest = digestOf(body);
+      else ({ body, digest: requestDigest } = digestingBody(body));
     }
 
     const hangup = new AbortController();
@@ -195,7 +217,9 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     reply.body.once('data', () => {
       firstByteAt = performance.now();
     });
+    if (agent.emitReceipts) responseDigest = digestOfEmitted(reply.body);
     const ended = await pipeDown(reply.body, res);
+    responseDigest?.finish(ended.by === 'done');
     reply.finish();
     res.off('close', onClose);
     const failure: ErrorClass | null =

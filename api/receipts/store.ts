@@ -8,6 +8,41 @@ type Row = Record<string, any>;
 
 export type StoredReceipt = { invocationId: string; agentId: string; kid: string; jws: string; createdAt: Date };
 
+/** What a receipt says of a terminal row, from its columns (both signing paths build it here). */
+export type ReceiptFacts = {
+  id: string;
+  tenantId: string;
+  agentId: string;
+  status: 'succeeded' | 'failed';
+  requestSha256: string | null;
+  responseSha256: string | null;
+  upstreamStatus: number | null;
+  latencyMs: number | null;
+  completedAt: Date;
+  paymentNetwork?: string | null;
+  paymentAsset?: string | null;
+  paymentPayer?: string | null;
+  paymentAmount?: string | null;
+  paymentTransaction?: string | null;
+};
+
+export function receiptClaimsOf(f: ReceiptFacts): Omit<ReceiptClaims, 'iat'> {
+  const paid = f.paymentNetwork != null && f.paymentPayer != null && f.paymentAmount != null;
+  return {
+    ver: 1,
+    invocation_id: f.id,
+    tenant_id: f.tenantId,
+    agent_id: f.agentId,
+    status: f.status,
+    request_sha256: f.requestSha256,
+    response_sha256: f.responseSha256,
+    upstream_status: f.upstreamStatus,
+    latency_ms: f.latencyMs,
+    completed_at: f.completedAt.toISOString(),
+    payment: paid ? { network: f.paymentNetwork!, asset: f.paymentAsset ?? null, payer: f.paymentPayer!, amount: f.paymentAmount!, transaction: f.paymentTransaction ?? null } : null,
+  };
+}
+
 export function createReceiptStore(orm: MikroORM) {
   const sql = (query: string, params: unknown[] = []) => orm.em.getConnection().execute<Row[]>(query, params);
 
@@ -17,7 +52,7 @@ export function createReceiptStore(orm: MikroORM) {
       const rows = await sql(
         `select i.id, i.tenant_id, i.agent_id, i.status, i.upstream_status, i.latency_ms,
                 (extract(epoch from i.completed_at) * 1000)::bigint as completed_ms,
-                rq.sha256 as request_sha256, coalesce(i.response_sha256, rs.sha256) as response_sha256,
+                coalesce(i.request_sha256, rq.sha256) as request_sha256, coalesce(i.response_sha256, rs.sha256) as response_sha256,
                 i.payment_network, i.payment_asset, i.payment_payer, i.payment_amount, i.payment_transaction
          from invocations i
          left join bodies rq on rq.id = i.request_body_id
@@ -27,22 +62,22 @@ export function createReceiptStore(orm: MikroORM) {
       );
       if (rows.length === 0) return null;
       const r = rows[0];
-      const paid = r.payment_network !== null && r.payment_payer !== null && r.payment_amount !== null;
-      return {
-        ver: 1,
-        invocation_id: r.id,
-        tenant_id: r.tenant_id,
-        agent_id: r.agent_id,
+      return receiptClaimsOf({
+        id: r.id,
+        tenantId: r.tenant_id,
+        agentId: r.agent_id,
         status: r.status,
-        request_sha256: r.request_sha256 ?? null,
-        response_sha256: r.response_sha256 ?? null,
-        upstream_status: r.upstream_status === null ? null : Number(r.upstream_status),
-        latency_ms: r.latency_ms === null ? null : Number(r.latency_ms),
-        completed_at: new Date(Number(r.completed_ms)).toISOString(),
-        payment: paid
-          ? { network: r.payment_network, asset: r.payment_asset ?? null, payer: r.payment_payer, amount: r.payment_amount, transaction: r.payment_transaction ?? null }
-          : null,
-      };
+        requestSha256: r.request_sha256 ?? null,
+        responseSha256: r.response_sha256 ?? null,
+        upstreamStatus: r.upstream_status === null ? null : Number(r.upstream_status),
+        latencyMs: r.latency_ms === null ? null : Number(r.latency_ms),
+        completedAt: new Date(Number(r.completed_ms)),
+        paymentNetwork: r.payment_network ?? null,
+        paymentAsset: r.payment_asset ?? null,
+        paymentPayer: r.payment_payer ?? null,
+        paymentAmount: r.payment_amount ?? null,
+        paymentTransaction: r.payment_transaction ?? null,
+      });
     },
 
     /** Saves the receipt unless one exists; returns the stored one either way. */

@@ -14,6 +14,7 @@ import { pageOf, parsePage } from '../pagination.ts';
 import { AgentCreateInput, AgentPatchInput, AgentSuspendInput, agentRuleError, upstreamUrlError, type AgentRuleState, type PricingInput } from '../agents/schema.ts';
 import { serializeAgent } from '../agents/serialize.ts';
 import { lockReferencedCredential } from '../credentials/references.ts';
+import { forgetAgent } from '../proxy/agent-row.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
 
@@ -167,6 +168,8 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
       await flushOr409(em);
       return current;
     });
+    // The row's trigger tells every replica; this one need not wait for its own notification.
+    await forgetAgent(deps.orm, agent.id);
     ctx.body = serializeAgent(agent);
   });
 
@@ -180,6 +183,7 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
     if (!agent.deletedAt) {
       const now = new Date();
       await em.nativeUpdate(AgentSchema, { id: agent.id, tenantId: agent.tenantId, deletedAt: null }, { deletedAt: now, updatedAt: now });
+      await forgetAgent(deps.orm, agent.id);
     }
     ctx.status = 204;
   });
@@ -195,6 +199,7 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
         await em.flush();
         return current;
       });
+      await forgetAgent(deps.orm, agent.id);
       ctx.body = serializeAgent(agent);
     });
   }

@@ -5,6 +5,7 @@ import { Migration20261122100200_receipts } from './Migration20261122100200_rece
 import { Migration20261122110000_settlement_config } from './Migration20261122110000_settlement_config.ts';
 import { Migration20261122120000_payment_claims } from './Migration20261122120000_payment_claims.ts';
 import { Migration20261122123000_analytics_summaries } from './Migration20261122123000_analytics_summaries.ts';
+import { Migration20261122140000_cache_invalidation } from './Migration20261122140000_cache_invalidation.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -15,4 +16,5 @@ export const gatewayMigrations = [
   { name: 'Migration20261122110000_settlement_config', class: Migration20261122110000_settlement_config },
   { name: 'Migration20261122120000_payment_claims', class: Migration20261122120000_payment_claims },
   { name: 'Migration20261122123000_analytics_summaries', class: Migration20261122123000_analytics_summaries },
+  { name: 'Migration20261122140000_cache_invalidation', class: Migration20261122140000_cache_invalidation },
 ];

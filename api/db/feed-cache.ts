@@ -1,0 +1,57 @@
+// A bounded, TTL-capped read-through cache kept honest by the change feed (change-feed.ts):
+// it answers from memory only while the feed is live, drops what a notification names, and
+// never stores a read that a notification (or a loss of the feed) overtook. The TTL is a
+// safety net for what no notification can report, not the invalidation mechanism.
+import type { ChangeFeed } from './change-feed.ts';
+
+export type FeedCache<V> = {
+  /** The cached value, or `load()`'s (stored when `cacheable` says so and nothing raced it). */
+  get(key: string, load: () => Promise<V>): Promise<V>;
+  readonly size: number;
+};
+
+export function createFeedCache<V>(
+  feed: ChangeFeed,
+  opts: {
+    /** The cache key a feed key names, or null when it names nothing held here. */
+    keyOf: (feedKey: string) => string | null;
+    cacheable?: (value: V) => boolean;
+    max?: number;
+    ttlMs?: number;
+  },
+): FeedCache<V> {
+  const max = opts.max ?? 10_000;
+  const ttlMs = opts.ttlMs ?? 60_000;
+  const entries = new Map<string, { value: V; expires: number }>();
+
+  feed.subscribe((feedKey) => {
+    if (feedKey === '*') return entries.clear();
+    const key = opts.keyOf(feedKey);
+    if (key !== null) entries.delete(key);
+  });
+
+  return {
+    async get(key, load) {
+      const live = feed.live();
+      if (live) {
+        // One turn of the event loop first: a notification that reached this process in the
+        // same I/O batch as the request is applied before the request is answered from memory.
+        await new Promise(setImmediate);
+        const hit = entries.get(key);
+        if (hit && hit.expires > Date.now()) return hit.value;
+        if (hit) entries.delete(key);
+      }
+      const generation = feed.generation();
+      const value = await load();
+      if (live && feed.live() && feed.generation() === generation && (opts.cacheable?.(value) ?? true)) {
+        // Oldest first out: a Map iterates in insertion order.
+        if (entries.size >= max) entries.delete(entries.keys().next().value as string);
+        entries.set(key, { value, expires: Date.now() + ttlMs });
+      }
+      return value;
+    },
+    get size() {
+      return entries.size;
+    },
+  };
+}

@@ -1,0 +1,170 @@
+// The per-process caches of the proxy gate (agents, tenant policies) across replicas: a
+// second API instance with its own ORM and its own change feed (as a separate process would
+// have) on the same database. A change made through one instance, or straight in the
+// database, is in force for the other instance's next call; a feed that loses its
+// subscription stops answering from memory until it is back.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { request } from 'undici';
+import { stack } from './support/stack.ts';
+import { call, callAt } from './support/http.ts';
+import { createAgent, rawUpstream, readAll, type RawUpstream } from './support/proxy-helpers.ts';
+import { startGateway } from '../api/gateway.ts';
+import { createLogger } from '../api/log.ts';
+import { openOrm } from '../api/db/orm.ts';
+import { changeFeedFor, createChangeFeed, type ChangeFeed } from '../api/db/change-feed.ts';
+import { createFeedCache } from '../api/db/feed-cache.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time');
+    await sleep(20);
+  }
+}
+
+async function streamAt(base: string, token: string, agentId: string): Promise<number> {
+  const res = await request(`${base}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'x' });
+  await res.body.dump();
+  return res.statusCode;
+}
+
+describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
+  let up: RawUpstream;
+  let replicaOrm: MikroORM;
+  let replicaServer: Server;
+  let replica: string;
+  let token: string;
+
+  before(async () => {
+    up = await rawUpstream((req, res) => void readAll(req).then(() => res.end('ok')));
+    replicaOrm = await openOrm(stack().config.databaseUrl, { poolMax: 4 });
+    replicaServer = await startGateway({ ...stack().config, port: 0 }, replicaOrm, stack().temporal, createLogger('replica', 'silent'));
+    replica = `http://127.0.0.1:${(replicaServer.address() as AddressInfo).port}`;
+    token = await stack().token(`tenant-cache-${randomUUID()}`);
+    await until(() => changeFeedFor(replicaOrm).live() && changeFeedFor(stack().orm).live());
+  });
+
+  after(async () => {
+    replicaServer.closeAllConnections();
+    await new Promise((r) => replicaServer.close(r));
+    await changeFeedFor(replicaOrm).close();
+    await replicaOrm.close();
+    await up.close();
+  });
+
+  for (const [what, deactivate] of [
+    ['suspension', (id: string) => call('POST', `/v1/agents/${id}/suspend`, { token, json: { reason: 'test' } })],
+    ['deletion', (id: string) => call('DELETE', `/v1/agents/${id}`, { token })],
+  ] as const) {
+    it(`refuses the other instance's next call after a ${what} made through this one`, async () => {
+      const agentId = await createAgent(token, { upstream_url: up.url });
+      // The replica has the agent cached (two calls: the second is answered from memory).
+      assert.equal(await streamAt(replica, token, agentId), 200);
+      assert.equal(await streamAt(replica, token, agentId), 200);
+      const res = await deactivate(agentId);
+      assert.ok(res.status === 200 || res.status === 204, res.text);
+      assert.equal(await streamAt(replica, token, agentId), 422);
+    });
+  }
+
+  it('takes an upstream change made straight in the database on the next call', async () => {
+    const other = await rawUpstream((req, res) => void readAll(req).then(() => res.end('other')));
+    try {
+      const agentId = await createAgent(token, { upstream_url: up.url });
+      assert.equal(await streamAt(replica, token, agentId), 200);
+      const before = other.hits.length;
+      await stack().orm.em.getConnection().execute('update agents set upstream_url = ? where id = ?', [other.url, agentId]);
+      assert.equal(await streamAt(replica, token, agentId), 200);
+      assert.equal(other.hits.length, before + 1, 'the call went to the new upstream');
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('applies a policy replaced through one instance to the other instance’s next call', async () => {
+    const agentId = await createAgent(token, { upstream_url: up.url });
+    assert.equal(await streamAt(replica, token, agentId), 200);
+    assert.equal(await streamAt(replica, token, agentId), 200);
+    const put = await call('PUT', '/v1/policy', { token, json: { default: 'deny', on_error: 'deny', rules: [] } });
+    assert.equal(put.status, 200, put.text);
+    assert.equal(await streamAt(replica, token, agentId), 403);
+    const back = await call('PUT', '/v1/policy', { token, json: { default: 'allow', on_error: 'deny', rules: [] } });
+    assert.equal(back.status, 200, back.text);
+    assert.equal(await streamAt(replica, token, agentId), 200);
+    // And the other way round.
+    assert.equal((await callAt(replica, 'PUT', '/v1/policy', { token, json: { default: 'deny', on_error: 'deny', rules: [] } })).status, 200);
+    assert.equal(await streamAt(stack().apiUrl, token, agentId), 403);
+    await call('PUT', '/v1/policy', { token, json: { default: 'allow', on_error: 'deny', rules: [] } });
+  });
+
+  describe('the feed', () => {
+    let feed: ChangeFeed;
+    before(() => {
+      feed = createChangeFeed(stack().config.databaseUrl, { heartbeatMs: 200, heartbeatTimeoutMs: 500 });
+    });
+    after(() => feed.close());
+
+    it('answers from memory only while subscribed, and drops what a notification names', async () => {
+      const reads: string[] = [];
+      const cache = createFeedCache<string>(feed, { keyOf: (k) => (k.startsWith('agent:') ? k.slice(6) : null) });
+      const id = `agt_feedtest-${randomUUID()}`;
+      const load = async () => {
+        reads.push(id);
+        return 'v';
+      };
+      await until(() => feed.live());
+      await cache.get(id, load);
+      await cache.get(id, load);
+      assert.equal(reads.length, 1, 'the second read came from memory');
+
+      // A notification, as the agents trigger sends it, from another connection.
+      await stack().orm.em.getConnection().execute(`select pg_notify('gateway_cache', ?)`, [`agent:${id}`]);
+      await until(() => cache.size === 0);
+      await cache.get(id, load);
+      assert.equal(reads.length, 2, 'read again after the notification');
+
+      // The feed's connection killed by the server: deaf, so every call reads the database.
+      await stack().orm.em.getConnection().execute(`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'gateway-cache-feed' and datname = current_database() and pid <> pg_backend_pid()`);
+      await until(() => !feed.live());
+      assert.equal(cache.size, 0, 'a lost subscription empties the cache');
+      await cache.get(id, load);
+      await cache.get(id, load);
+      assert.equal(reads.length, 4, 'no answer from memory while the feed is down');
+
+      // Back: answered from memory again.
+      await until(() => feed.live());
+      await cache.get(id, load);
+      await cache.get(id, load);
+      assert.equal(reads.length, 5);
+    });
+
+    it('does not keep a read that a notification overtook', async () => {
+      await until(() => feed.live());
+      const cache = createFeedCache<string>(feed, { keyOf: (k) => (k.startsWith('policy:') ? k.slice(7) : null) });
+      const tenant = `t-${randomUUID()}`;
+      let reads = 0;
+      // The read is in flight when the change is notified: what it got may predate the change.
+      await cache.get(tenant, async () => {
+        reads += 1;
+        await stack().orm.em.getConnection().execute(`select pg_notify('gateway_cache', ?)`, [`policy:${tenant}`]);
+        const seen = feed.generation();
+        await until(() => feed.generation() !== seen || cache.size > 0, 2_000).catch(() => undefined);
+        await sleep(100);
+        return 'old';
+      });
+      assert.equal(cache.size, 0, 'the raced read was not stored');
+      await cache.get(tenant, async () => {
+        reads += 1;
+        return 'new';
+      });
+      assert.equal(reads, 2);
+      assert.equal(cache.size, 1);
+    });
+  });
+});
