@@ -6,14 +6,17 @@ import { gatewayMigrations } from './migrations/index.ts';
 
 export type Orm = MikroORM;
 
-export async function openOrm(databaseUrl: string, opts: { poolMax?: number } = {}): Promise<MikroORM> {
+export async function openOrm(databaseUrl: string, opts: { poolMax?: number; poolMin?: number } = {}): Promise<MikroORM> {
+  const max = opts.poolMax ?? 10;
   return MikroORM.init({
     clientUrl: databaseUrl,
     entities: gatewayEntities,
     extensions: [Migrator],
     // Migrations are the committed files, listed explicitly: no schema sync, no file globbing.
     migrations: { migrationsList: gatewayMigrations, transactional: true, snapshot: false, silent: true },
-    pool: { min: 0, max: opts.poolMax ?? 10 },
+    // A few connections stay open when idle: after a quiet spell the next calls would otherwise
+    // each pay a connection set-up (TCP, startup, auth) on their latency path.
+    pool: { min: Math.min(opts.poolMin ?? 2, max), max },
     debug: false,
     discovery: { warnWhenNoEntities: false },
   });

@@ -166,10 +166,13 @@ function statementFor(rows: QueuedRow[]): { sql: string; params: unknown[] } {
   };
 }
 
-/** Errors the database will give again for the same row: data exceptions and integrity violations. */
+/**
+ * Errors the database will give again for the same row: data exceptions, integrity
+ * violations, and a protocol violation (a parameter the wire format refuses, such as U+0000).
+ */
 function refusedAsSuch(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'));
+  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23') || code === '08P01');
 }
 
 type Item = { row: QueuedRow; attempt: number; resolve: () => void; reject: (err: unknown) => void };
