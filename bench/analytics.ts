@@ -8,6 +8,7 @@
 //
 // PostgreSQL: DATABASE_URL's server, else the local one on 127.0.0.1:5432, else an embedded
 // one under .data/bench. The bench database is dropped at the end unless --keep.
+// `npm run bench` (bench/run.ts) calls runAnalyticsBench and puts its result in docs/BENCHMARKS.md.
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -21,18 +22,8 @@ import { createLogger } from '../api/log.ts';
 import { mintToken } from '../api/tokens.ts';
 import { canConnect, dropDatabase, ensureDatabase, startEmbeddedPostgres, withDatabase } from '../scripts/lib/postgres.ts';
 import { freePort } from '../scripts/lib/ports.ts';
+import { finishResult, runAsMain, startResult, type BenchResult } from './result.ts';
 
-const { values: args } = parseArgs({
-  options: {
-    invocations: { type: 'string', default: '1000000' },
-    agents: { type: 'string', default: '10' },
-    runs: { type: 'string', default: '30' },
-    keep: { type: 'boolean', default: false },
-  },
-});
-const N = Number(args.invocations);
-const AGENTS = Number(args.agents);
-const RUNS = Number(args.runs);
 const TENANT = 'bench-tenant';
 const SINCE = '2026-09-01T00:00:00Z';
 const UNTIL = '2026-10-02T00:00:00Z'; // exactly 31 days later
@@ -50,7 +41,7 @@ async function serverUrl(): Promise<{ url: string; stop(): Promise<void> }> {
 }
 
 /** One INSERT … SELECT of invocation rows: log-normal latencies (≈ 30 ms .. 2 s), 3 % failed, 5 % 4xx/5xx answers. */
-function seedSql(tenant: string, from: number, to: number, total: number): string {
+function seedSql(tenant: string, from: number, to: number, total: number, AGENTS: number): string {
   return `
     insert into invocations (id, tenant_id, agent_id, mode, status, request_id, caller, latency_ms, ttft_ms, error_class, created_at, completed_at, attempts)
     select 'inv_bench_' || g, '${tenant}', 'agt_bench_' || (g % ${AGENTS}), 'transactional',
@@ -62,126 +53,159 @@ function seedSql(tenant: string, from: number, to: number, total: number): strin
     from (select g, random() as r1, random() as r2, random() as r3 from generate_series(${from}, ${to}) as g) as s`;
 }
 
-const server = await serverUrl();
-const dbUrl = withDatabase(server.url, `gw_bench_analytics_${process.pid}`);
-await ensureDatabase(dbUrl);
-const orm = await openOrm(dbUrl);
-const conn = orm.em.getConnection();
-let api: import('node:http').Server | undefined;
-try {
-  await migrate(orm);
-  say(`# analytics benchmark: ${N.toLocaleString('en')} invocations, ${AGENTS} agents, 31 days, ${RUNS} timed requests per query`);
-
-  // Seeding: bulk rows with the rollup triggers off, then one rebuild (the same function the
-  // migration backfills with, tested to equal the trigger's result). Through the trigger the
-  // million rows take minutes; the per-row cost is measured separately below.
-  let t0 = performance.now();
-  await conn.execute('alter table invocations disable trigger invocations_analytics_insert');
-  for (let from = 1; from <= N; from += 100_000) await conn.execute(seedSql(TENANT, from, Math.min(N, from + 99_999), N));
-  await conn.execute('alter table invocations enable trigger invocations_analytics_insert');
-  const seeded = ms(t0);
-  t0 = performance.now();
-  await conn.execute(`select analytics_rebuild(?)`, [TENANT]);
-  const rebuilt = ms(t0);
-  await conn.execute('vacuum analyze analytics_hourly');
-  await conn.execute('vacuum analyze invocations');
-  const [{ rows, keys }] = await conn.execute(`select count(*)::int as rows, sum((select count(*) from jsonb_object_keys(latency)) + (select count(*) from jsonb_object_keys(ttft)))::int as keys from analytics_hourly where tenant_id = ?`, [TENANT]);
-  say(`seeded in ${(seeded / 1000).toFixed(1)} s; rollups rebuilt in ${(rebuilt / 1000).toFixed(1)} s: ${rows} hourly rows, ${keys} histogram buckets`);
-
-  // What the trigger costs a completing invocation: the same 20 000 rows with and without it.
-  const sample = 20_000;
-  await conn.execute('alter table invocations disable trigger invocations_analytics_insert');
-  t0 = performance.now();
-  await conn.execute(seedSql('bench-off', 1, sample, sample).replace(/'inv_bench_'/, `'inv_off_'`));
-  const without = ms(t0);
-  await conn.execute('alter table invocations enable trigger invocations_analytics_insert');
-  t0 = performance.now();
-  await conn.execute(seedSql('bench-on', 1, sample, sample).replace(/'inv_bench_'/, `'inv_on_'`));
-  const withTrigger = ms(t0);
-  const perRowUs = ((withTrigger - without) * 1000) / sample;
-  say(`rollup trigger: ${perRowUs.toFixed(0)} µs of database time per completed invocation (${sample} rows: ${without.toFixed(0)} ms without, ${withTrigger.toFixed(0)} ms with)`);
-
-  // The API, in-process, on the bench database. Temporal is never reached by this endpoint
-  // (the client connects lazily); the limiter is opened wide so it measures the query.
-  const secret = randomBytes(32).toString('hex');
-  const config = loadGatewayConfig({
-    PORT: '0',
-    DATABASE_URL: dbUrl,
-    AUTH_JWT_SECRET: secret,
-    LOG_LEVEL: 'silent',
-    ANALYTICS_RATE_PER_MIN: '1000000',
-    ANALYTICS_RATE_BURST: '1000000',
-    RECEIPT_KEYS_DIR: resolve('.data/bench/receipt-keys'),
+export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResult> {
+  const startedMs = performance.now();
+  const { values: args } = parseArgs({
+    args: argv,
+    options: {
+      invocations: { type: 'string', default: '1000000' },
+      agents: { type: 'string', default: '10' },
+      runs: { type: 'string', default: '30' },
+      keep: { type: 'boolean', default: false },
+    },
   });
-  api = await startGateway(config, orm, new Client(), createLogger('bench', 'silent'));
-  const base = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
-  const token = await mintToken({ secret, tenant: TENANT, user: 'bench' });
+  const N = Number(args.invocations);
+  const AGENTS = Number(args.agents);
+  const RUNS = Number(args.runs);
+  const setup = `${N.toLocaleString('en')} invocations, ${AGENTS} agents, 31 days, ${RUNS} timed requests per query`;
+  const result = startResult('analytics', `npm run bench:analytics -- ${argv.join(' ')}`.trim().replace(/ --$/, ''), setup);
+  const server = await serverUrl();
+  const dbUrl = withDatabase(server.url, `gw_bench_analytics_${process.pid}`);
+  await ensureDatabase(dbUrl);
+  const orm = await openOrm(dbUrl);
+  const conn = orm.em.getConnection();
+  let api: import('node:http').Server | undefined;
+  try {
+    await migrate(orm);
+    say(`# analytics benchmark: ${setup}`);
 
-  async function timeQuery(bucket: 'hour' | 'day') {
-    const url = `${base}/v1/analytics?since=${SINCE}&until=${UNTIL}&bucket=${bucket}`;
-    const once = async () => {
+    // Seeding: bulk rows with the rollup triggers off, then one rebuild (the same function the
+    // migration backfills with, tested to equal the trigger's result). Through the trigger the
+    // million rows take minutes; the per-row cost is measured separately below.
+    let t0 = performance.now();
+    await conn.execute('alter table invocations disable trigger invocations_analytics_insert');
+    for (let from = 1; from <= N; from += 100_000) await conn.execute(seedSql(TENANT, from, Math.min(N, from + 99_999), N, AGENTS));
+    await conn.execute('alter table invocations enable trigger invocations_analytics_insert');
+    const seeded = ms(t0);
+    t0 = performance.now();
+    await conn.execute(`select analytics_rebuild(?)`, [TENANT]);
+    const rebuilt = ms(t0);
+    await conn.execute('vacuum analyze analytics_hourly');
+    await conn.execute('vacuum analyze invocations');
+    const [{ rows, keys }] = await conn.execute(`select count(*)::int as rows, sum((select count(*) from jsonb_object_keys(latency)) + (select count(*) from jsonb_object_keys(ttft)))::int as keys from analytics_hourly where tenant_id = ?`, [TENANT]);
+    result.notes.push(`seeded in ${(seeded / 1000).toFixed(1)} s; rollups rebuilt in ${(rebuilt / 1000).toFixed(1)} s: ${rows} hourly rows, ${keys} histogram buckets`);
+    say(result.notes.at(-1)!);
+
+    // What the trigger costs a completing invocation: the same 20 000 rows with and without it.
+    const sample = 20_000;
+    await conn.execute('alter table invocations disable trigger invocations_analytics_insert');
+    t0 = performance.now();
+    await conn.execute(seedSql('bench-off', 1, sample, sample, AGENTS).replace(/'inv_bench_'/, `'inv_off_'`));
+    const without = ms(t0);
+    await conn.execute('alter table invocations enable trigger invocations_analytics_insert');
+    t0 = performance.now();
+    await conn.execute(seedSql('bench-on', 1, sample, sample, AGENTS).replace(/'inv_bench_'/, `'inv_on_'`));
+    const withTrigger = ms(t0);
+    const perRowUs = ((withTrigger - without) * 1000) / sample;
+    result.notes.push(`rollup trigger: ${perRowUs.toFixed(0)} µs of database time per completed invocation (${sample} rows: ${without.toFixed(0)} ms without, ${withTrigger.toFixed(0)} ms with)`);
+    say(result.notes.at(-1)!);
+
+    // The API, in-process, on the bench database. Temporal is never reached by this endpoint
+    // (the client connects lazily); the limiter is opened wide so it measures the query.
+    const secret = randomBytes(32).toString('hex');
+    const config = loadGatewayConfig({
+      PORT: '0',
+      DATABASE_URL: dbUrl,
+      AUTH_JWT_SECRET: secret,
+      LOG_LEVEL: 'silent',
+      ANALYTICS_RATE_PER_MIN: '1000000',
+      ANALYTICS_RATE_BURST: '1000000',
+      RECEIPT_KEYS_DIR: resolve('.data/bench/receipt-keys'),
+    });
+    api = await startGateway(config, orm, new Client(), createLogger('bench', 'silent'));
+    const base = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+    const token = await mintToken({ secret, tenant: TENANT, user: 'bench' });
+
+    async function timeQuery(bucket: 'hour' | 'day') {
+      const url = `${base}/v1/analytics?since=${SINCE}&until=${UNTIL}&bucket=${bucket}`;
+      const once = async () => {
+        const start = performance.now();
+        const res = await request(url, { headers: { authorization: `Bearer ${token}` } });
+        const text = await res.body.text();
+        const took = ms(start);
+        if (res.statusCode !== 200) throw new Error(`analytics answered ${res.statusCode}: ${text}`);
+        return { took, bytes: text.length, body: JSON.parse(text) as { groups: Array<{ count: number }> } };
+      };
+      // Cold: the first read after the rollups were (re)built computes every summary from the
+      // histograms; it writes them back after answering. Then wait for that to land.
+      const cold = (await once()).took;
+      const pending = bucket === 'hour'
+        ? `select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`
+        : `select (select count(distinct (agent_id, date_trunc('day', bucket_start, 'UTC'))) from analytics_hourly where tenant_id = ?) - (select count(*) from analytics_daily_summary where tenant_id = ?) as n`;
+      for (let i = 0; i < 300; i++) {
+        const [{ n }] = await conn.execute(pending, bucket === 'hour' ? [TENANT] : [TENANT, TENANT]);
+        if (Number(n) === 0) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      for (let i = 0; i < 3; i++) await once();
+      const times: number[] = [];
+      let last;
+      for (let i = 0; i < RUNS; i++) {
+        last = await once();
+        times.push(last.took);
+      }
+      const total = last!.body.groups.reduce((s, g) => s + g.count, 0);
+      if (total !== N) throw new Error(`the ${bucket} groups add up to ${total}, not ${N}`);
+      return { cold, p50: pct(times, 0.5), p95: pct(times, 0.95), max: Math.max(...times), groups: last!.body.groups.length, bytes: last!.bytes };
+    }
+
+    const hour = await timeQuery('hour');
+    const day = await timeQuery('day');
+
+    // Baseline: the same figures computed exactly from the raw rows on every request.
+    const baselineSql = `
+      select agent_id, date_trunc('hour', created_at, 'UTC') as b, count(*),
+             count(*) filter (where status = 'failed' or error_class is not null) as errors,
+             percentile_disc(array[0.5, 0.95, 0.99]) within group (order by latency_ms) as latency,
+             percentile_disc(array[0.5, 0.95, 0.99]) within group (order by ttft_ms) as ttft
+      from invocations where tenant_id = ? and created_at >= ?::timestamptz and created_at < ?::timestamptz
+        and status in ('succeeded', 'failed')
+      group by 1, 2`;
+    const baseTimes: number[] = [];
+    for (let i = 0; i < 3; i++) {
       const start = performance.now();
-      const res = await request(url, { headers: { authorization: `Bearer ${token}` } });
-      const text = await res.body.text();
-      const took = ms(start);
-      if (res.statusCode !== 200) throw new Error(`analytics answered ${res.statusCode}: ${text}`);
-      return { took, bytes: text.length, body: JSON.parse(text) as { groups: Array<{ count: number }> } };
-    };
-    // Cold: the first read after the rollups were (re)built computes every summary from the
-    // histograms; it writes them back after answering. Then wait for that to land.
-    const cold = (await once()).took;
-    const pending = bucket === 'hour'
-      ? `select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`
-      : `select (select count(distinct (agent_id, date_trunc('day', bucket_start, 'UTC'))) from analytics_hourly where tenant_id = ?) - (select count(*) from analytics_daily_summary where tenant_id = ?) as n`;
-    for (let i = 0; i < 300; i++) {
-      const [{ n }] = await conn.execute(pending, bucket === 'hour' ? [TENANT] : [TENANT, TENANT]);
-      if (Number(n) === 0) break;
-      await new Promise((r) => setTimeout(r, 100));
+      await conn.execute(baselineSql, [TENANT, SINCE, UNTIL]);
+      baseTimes.push(ms(start));
     }
-    for (let i = 0; i < 3; i++) await once();
-    const times: number[] = [];
-    let last;
-    for (let i = 0; i < RUNS; i++) {
-      last = await once();
-      times.push(last.took);
+
+    say('');
+    say('| query (31 days) | groups | response | cold (first read) | p50 | p95 | max |');
+    say('|---|---|---|---|---|---|---|');
+    for (const [name, r] of [['hourly', hour], ['daily', day]] as const) {
+      say(`| ${name} | ${r.groups} | ${(r.bytes / 1024).toFixed(0)} KiB | ${r.cold.toFixed(0)} ms | ${r.p50.toFixed(1)} ms | ${r.p95.toFixed(1)} ms | ${r.max.toFixed(1)} ms |`);
     }
-    const total = last!.body.groups.reduce((s, g) => s + g.count, 0);
-    if (total !== N) throw new Error(`the ${bucket} groups add up to ${total}, not ${N}`);
-    return { cold, p50: pct(times, 0.5), p95: pct(times, 0.95), max: Math.max(...times), groups: last!.body.groups.length, bytes: last!.bytes };
+    say(`| baseline: hourly, exact, from the raw rows (SQL percentile_disc; no HTTP) | ${hour.groups} | | | ${pct(baseTimes, 0.5).toFixed(0)} ms | | ${Math.max(...baseTimes).toFixed(0)} ms |`);
+    say('');
+    say(`target: 31-day hourly p50 < 300 ms: ${hour.p50 < 300 ? 'met' : 'NOT met'} (${hour.p50.toFixed(1)} ms)`);
+    const table = { title: 'GET /v1/analytics, 31 days', header: ['query (31 days)', 'groups', 'response', 'cold (first read)', 'p50', 'p95', 'max'], rows: [] as string[][] };
+    for (const [name, r] of [['hourly', hour], ['daily', day]] as const) {
+      table.rows.push([name, String(r.groups), `${(r.bytes / 1024).toFixed(0)} KiB`, `${r.cold.toFixed(0)} ms`, `${r.p50.toFixed(1)} ms`, `${r.p95.toFixed(1)} ms`, `${r.max.toFixed(1)} ms`]);
+    }
+    table.rows.push(['baseline: hourly, exact, from the raw rows (SQL percentile_disc; no HTTP)', String(hour.groups), '', '', `${pct(baseTimes, 0.5).toFixed(0)} ms`, '', `${Math.max(...baseTimes).toFixed(0)} ms`]);
+    result.tables.push(table);
+    const baseP50 = pct(baseTimes, 0.5);
+    result.checks.push(
+      { figure: '31-day hourly query p50', measured: `${hour.p50.toFixed(1)} ms`, baseline: `raw rows ${baseP50.toFixed(0)} ms`, ratio: `${(hour.p50 / baseP50).toFixed(3)}×`, target: '< 300 ms', pass: hour.p50 < 300 },
+      { figure: '31-day daily query p50', measured: `${day.p50.toFixed(1)} ms`, baseline: `raw rows (hourly) ${baseP50.toFixed(0)} ms`, ratio: `${(day.p50 / baseP50).toFixed(3)}×`, target: '(none)', pass: null },
+    );
+    say(JSON.stringify({ bench: 'analytics', invocations: N, agents: AGENTS, runs: RUNS, hourly: hour, daily: day, baselineMs: baseTimes, triggerUsPerRow: perRowUs }));
+  } finally {
+    if (api) await new Promise((r) => api!.close(r));
+    await orm.close();
+    if (!args.keep) await dropDatabase(dbUrl).catch(() => undefined);
+    await server.stop();
   }
-
-  const hour = await timeQuery('hour');
-  const day = await timeQuery('day');
-
-  // Baseline: the same figures computed exactly from the raw rows on every request.
-  const baselineSql = `
-    select agent_id, date_trunc('hour', created_at, 'UTC') as b, count(*),
-           count(*) filter (where status = 'failed' or error_class is not null) as errors,
-           percentile_disc(array[0.5, 0.95, 0.99]) within group (order by latency_ms) as latency,
-           percentile_disc(array[0.5, 0.95, 0.99]) within group (order by ttft_ms) as ttft
-    from invocations where tenant_id = ? and created_at >= ?::timestamptz and created_at < ?::timestamptz
-      and status in ('succeeded', 'failed')
-    group by 1, 2`;
-  const baseTimes: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    const start = performance.now();
-    await conn.execute(baselineSql, [TENANT, SINCE, UNTIL]);
-    baseTimes.push(ms(start));
-  }
-
-  say('');
-  say('| query (31 days) | groups | response | cold (first read) | p50 | p95 | max |');
-  say('|---|---|---|---|---|---|---|');
-  for (const [name, r] of [['hourly', hour], ['daily', day]] as const) {
-    say(`| ${name} | ${r.groups} | ${(r.bytes / 1024).toFixed(0)} KiB | ${r.cold.toFixed(0)} ms | ${r.p50.toFixed(1)} ms | ${r.p95.toFixed(1)} ms | ${r.max.toFixed(1)} ms |`);
-  }
-  say(`| baseline: hourly, exact, from the raw rows (SQL percentile_disc; no HTTP) | ${hour.groups} | | | ${pct(baseTimes, 0.5).toFixed(0)} ms | | ${Math.max(...baseTimes).toFixed(0)} ms |`);
-  say('');
-  say(`target: 31-day hourly p50 < 300 ms: ${hour.p50 < 300 ? 'met' : 'NOT met'} (${hour.p50.toFixed(1)} ms)`);
-  say(JSON.stringify({ bench: 'analytics', invocations: N, agents: AGENTS, runs: RUNS, hourly: hour, daily: day, baselineMs: baseTimes, triggerUsPerRow: perRowUs }));
-} finally {
-  if (api) await new Promise((r) => api!.close(r));
-  await orm.close();
-  if (!args.keep) await dropDatabase(dbUrl).catch(() => undefined);
-  await server.stop();
+  return finishResult(result, startedMs);
 }
+
+if (import.meta.main) await runAsMain(runAnalyticsBench);

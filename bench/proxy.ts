@@ -10,22 +10,25 @@
 // 3. Memory: the gateway's RSS while N streams of M MiB each pass through both ways at once.
 // Upstream, bare proxy and gateway API are separate processes; the load comes from this one.
 // Infrastructure (Temporal, PostgreSQL, ...) is started as for the tests and removed after.
-import { spawn, type ChildProcess } from 'node:child_process';
+// `npm run bench` (bench/run.ts) calls runProxyBench and puts its result in docs/BENCHMARKS.md.
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { Pool, request } from 'undici';
-import { startInfra, appEnvironment, type Infra } from '../scripts/lib/infra.ts';
-import { freePort, waitFor } from '../scripts/lib/ports.ts';
-import { canConnect, dropDatabase } from '../scripts/lib/postgres.ts';
+import type { Infra } from '../scripts/lib/infra.ts';
+import { freePort } from '../scripts/lib/ports.ts';
 import { connectClient } from '../temporal/client.ts';
-import { mintToken } from '../api/tokens.ts';
 import { AgentId, InvocationStatus, TenantId } from '../temporal/search-attributes.ts';
+import { listeningPort, spawnInto, stopChildren } from './processes.ts';
+import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
+import { finishResult, runAsMain, startResult, type BenchResult } from './result.ts';
 
-const { values: args } = parseArgs({
+const parseOptions = (argv: string[]) => parseArgs({
+  args: argv,
   options: {
     /** One or more fixed concurrencies (comma-separated); the streaming comparison runs at each. */
     concurrency: { type: 'string', default: '1,8' },
@@ -40,37 +43,11 @@ const { values: args } = parseArgs({
     only: { type: 'string', default: 'streaming,transactional,memory' },
   },
 });
-const CONCURRENCIES = args.concurrency.split(',').map(Number);
-const PARTS = new Set(args.only.split(','));
-const SECONDS = Number(args.seconds);
-const ROUNDS = Number(args.rounds);
-const STARTS = Number(args.starts);
-const STREAMS = Number(args.streams);
-const STREAM_BYTES = Number(args['stream-mib']) * 1024 * 1024;
 const BODY = Buffer.alloc(1024, 'b');
 
 const say = (line = '') => process.stdout.write(line + '\n');
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 const fmt = (ms: number) => `${ms.toFixed(2)} ms`;
-
-const children: ChildProcess[] = [];
-function child(args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
-  const c = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(c);
-  return c;
-}
-
-function listeningPort(c: ChildProcess): Promise<number> {
-  return new Promise((resolve, reject) => {
-    let out = '';
-    c.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /listening (\d+)/.exec(out);
-      if (m) resolve(Number(m[1]));
-    });
-    c.once('exit', (code) => reject(new Error(`child exited ${code}`)));
-  });
-}
 
 function rssMiB(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -119,8 +96,8 @@ function summarize(values: number[]) {
   return { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), mean: values.reduce((a, b) => a + b, 0) / values.length };
 }
 
-/** N concurrent streams of STREAM_BYTES up through `url`, echoed back down; returns the peak RSS growth of `pid`. */
-async function memoryUnderStreams(url: string, headers: Record<string, string>, pid: number): Promise<{ baseline: number; peak: number; seconds: number }> {
+/** `STREAMS` concurrent streams of STREAM_BYTES up through `url`, echoed back down; returns the peak RSS growth of `pid`. */
+async function memoryUnderStreams(url: string, headers: Record<string, string>, pid: number, STREAMS: number, STREAM_BYTES: number): Promise<{ baseline: number; peak: number; seconds: number }> {
   const chunk = Buffer.alloc(64 * 1024, 'm');
   const baseline = rssMiB(pid);
   let peak = baseline;
@@ -143,183 +120,174 @@ async function memoryUnderStreams(url: string, headers: Record<string, string>, 
   return { baseline, peak, seconds: (performance.now() - started) / 1000 };
 }
 
-let infra: Infra | undefined;
-const dataDir = join(tmpdir(), `gw-bench-proxy-${process.pid}`);
-try {
-  say(`# proxy benchmark: concurrency ${CONCURRENCIES.join(' and ')}, ${ROUNDS} rounds × ${SECONDS} s per target, 1 KiB bodies; ${STARTS} transactional starts; ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB`);
-  const local = 'postgres://postgres@127.0.0.1:5432/postgres';
-  infra = await startInfra({
-    dataDir,
-    ports: { temporal: await freePort(), postgres: await freePort(), anvil: await freePort(), openbao: await freePort() },
-    postgresUrl: process.env.DATABASE_URL ?? ((await canConnect(local)) ? local : undefined),
-    databaseName: `gw_bench_proxy_${process.pid}`,
-    namespace: 'default',
-    persistChain: false,
-    log: () => undefined,
-  });
+export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
+  const startedMs = performance.now();
+  const { values: args } = parseOptions(argv);
+  const CONCURRENCIES = args.concurrency.split(',').map(Number);
+  const PARTS = new Set(args.only.split(','));
+  const SECONDS = Number(args.seconds);
+  const ROUNDS = Number(args.rounds);
+  const STARTS = Number(args.starts);
+  const STREAMS = Number(args.streams);
+  const STREAM_BYTES = Number(args['stream-mib']) * 1024 * 1024;
+  const children: ChildProcess[] = [];
+  const child = (args: string[], env?: NodeJS.ProcessEnv) => spawnInto(children, args, env);
+  const setup = `concurrency ${CONCURRENCIES.join(' and ')}, ${ROUNDS} rounds × ${SECONDS} s per target, 1 KiB bodies; ${STARTS} transactional starts; ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB`;
+  const result = startResult('proxy', `npm run bench:proxy -- ${argv.join(' ')}`.trim().replace(/ --$/, ''), setup);
+  let infra: Infra | undefined;
+  const dataDir = join(tmpdir(), `gw-bench-proxy-${process.pid}`);
+  try {
+    say(`# proxy benchmark: ${setup}`);
+    infra = await startBenchInfra('proxy', dataDir);
 
-  const upstream = child(['bench/proxy-servers.ts', 'upstream']);
-  const upstreamUrl = `http://127.0.0.1:${await listeningPort(upstream)}`;
-  const bare = child(['bench/proxy-servers.ts', 'bare', `${upstreamUrl}/agent`]);
-  const bareUrl = `http://127.0.0.1:${await listeningPort(bare)}`;
-  const apiPort = await freePort();
-  const gateway = child(
-    [...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : []), 'api/main.ts'],
-    {
-      ...process.env,
-      ...appEnvironment(infra, {
-        PORT: String(apiPort),
-        UPSTREAM_ALLOW: '127.0.0.1',
-        UPSTREAM_TIMEOUT_MS: '60000',
-        // The bench measures the proxy, not the limiter's refusals.
-        RATE_LIMIT_GLOBAL_RPS: '1000000000',
-        RATE_LIMIT_GLOBAL_BURST: '1000000000',
-        WORKER_METRICS_PORT: '0',
-        LOG_LEVEL: 'warn',
-      }),
-    },
-  );
-  gateway.stderr!.on('data', (d: Buffer) => process.stderr.write(`[gateway] ${d}`));
-  const apiUrl = `http://127.0.0.1:${apiPort}`;
-  await waitFor('gateway API', async () => (await request(`${apiUrl}/healthz`)).statusCode === 200, 60_000);
-
-  const tenant = `bench-${randomUUID()}`;
-  const token = await mintToken({ secret: infra.secrets.jwtSecret, tenant, user: 'bench' });
-  const auth = { authorization: `Bearer ${token}` };
-  const created = await request(`${apiUrl}/v1/agents`, {
-    method: 'POST',
-    headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: `bench-${randomUUID()}`, upstream_url: `${upstreamUrl}/agent`, rate_limit_rps: 100_000, rate_limit_burst: 100_000 }),
-  });
-  const agent = (await created.body.json()) as { id: string };
-  if (created.statusCode !== 201) throw new Error(`agent create answered ${created.statusCode}`);
-
-  // 1. Streaming, at each concurrency.
-  const targets: Target[] = [
-    { name: 'direct', origin: upstreamUrl, path: '/agent', headers: {} },
-    { name: 'bare proxy', origin: bareUrl, path: '/agent', headers: {} },
-    { name: 'gateway', origin: apiUrl, path: `/v1/proxy/${agent.id}/stream`, headers: auth },
-  ];
-  for (const t of targets) await load(t, 1, Math.max(...CONCURRENCIES)); // warm-up: JIT, pools, caches
-  const streamingTargets: string[] = [];
-  for (const concurrency of PARTS.has('streaming') ? CONCURRENCIES : []) {
-    const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
-    for (let round = 0; round < ROUNDS; round++) for (const t of targets) samples.get(t.name)!.push(await load(t, SECONDS, concurrency));
-    const streaming = Object.fromEntries(targets.map((t) => [t.name, merge(samples.get(t.name)!)]));
-    const direct = streaming['direct'];
-    const bareR = streaming['bare proxy'];
-    const gw = streaming['gateway'];
-    say();
-    say(`## streaming, 1 KiB, concurrency ${concurrency}`);
-    say(`| path | p50 | p99 | throughput | requests | errors |`);
-    say(`|---|---|---|---|---|---|`);
-    for (const t of targets) {
-      const r = streaming[t.name];
-      say(`| ${t.name} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${r.rps.toFixed(0)} req/s | ${r.n} | ${r.errors} |`);
-    }
-    const addedP50 = gw.p50 - direct.p50;
-    const addedP99 = gw.p99 - direct.p99;
-    say();
-    say(`added by the gateway vs direct:     p50 +${fmt(addedP50)}, p99 +${fmt(addedP99)}  (bare proxy adds p50 +${fmt(bareR.p50 - direct.p50)}, p99 +${fmt(bareR.p99 - direct.p99)})`);
-    say(`added by the gateway vs bare proxy: p50 +${fmt(gw.p50 - bareR.p50)}, p99 +${fmt(gw.p99 - bareR.p99)}`);
-    say(`ratios: gateway/direct p50 ${(gw.p50 / direct.p50).toFixed(2)}×, gateway/bare p50 ${(gw.p50 / bareR.p50).toFixed(2)}×; throughput gateway/bare ${((gw.rps / bareR.rps) * 100).toFixed(0)} %, gateway/direct ${((gw.rps / direct.rps) * 100).toFixed(0)} %`);
-    const check = (ok: boolean) => (ok ? 'met' : 'MISSED');
-    streamingTargets.push(
-      `- c=${concurrency}: streaming adds ≤ 1 ms at p50: +${fmt(addedP50)} → ${check(addedP50 <= 1)}`,
-      `- c=${concurrency}: streaming adds ≤ 3 ms at p99: +${fmt(addedP99)} → ${check(addedP99 <= 3)}`,
-      `- c=${concurrency}: throughput ≥ 60 % of the bare proxy: ${((gw.rps / bareR.rps) * 100).toFixed(0)} % → ${check(gw.rps >= 0.6 * bareR.rps)}`,
+    const upstream = child(['bench/proxy-servers.ts', 'upstream']);
+    const upstreamUrl = `http://127.0.0.1:${await listeningPort(upstream)}`;
+    const bare = child(['bench/proxy-servers.ts', 'bare', `${upstreamUrl}/agent`]);
+    const bareUrl = `http://127.0.0.1:${await listeningPort(bare)}`;
+    const apiPort = await freePort();
+    const gateway = child(
+      [...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : []), 'api/main.ts'],
+      gatewayEnvironment(infra, apiPort),
     );
-  }
+    gateway.stderr!.on('data', (d: Buffer) => process.stderr.write(`[gateway] ${d}`));
+    const apiUrl = `http://127.0.0.1:${apiPort}`;
 
-  let tx: ReturnType<typeof summarize> | undefined;
-  let bs: ReturnType<typeof summarize> | undefined;
-  let gwMem: Awaited<ReturnType<typeof memoryUnderStreams>> | undefined;
-  if (PARTS.has('transactional')) {
-    // 2. Transactional 202 vs a bare workflow start, sequential, interleaved.
-    const temporal = await connectClient(infra.temporalAddress, 'default');
-    const gatewayStarts: number[] = [];
-    const bareStarts: number[] = [];
-    const txPool = new Pool(apiUrl, { connections: 1 });
-    const startOnce = async () => {
-      const t0 = performance.now();
-      // The same start the gateway makes: same workflow, search attributes and summary.
-      await temporal.workflow.start('InvocationWorkflow', {
-        taskQueue: 'bench-bare-start',
-        workflowId: `bench-${randomUUID()}`,
-        args: [{ invocationId: 'bench', tenantId: tenant, agentId: agent.id }],
-        typedSearchAttributes: [
-          { key: TenantId, value: tenant },
-          { key: AgentId, value: agent.id },
-          { key: InvocationStatus, value: 'pending' },
+    const { tenant, auth, agent } = await createBenchAgent(apiUrl, infra, upstreamUrl);
+
+    // 1. Streaming, at each concurrency.
+    const targets: Target[] = [
+      { name: 'direct', origin: upstreamUrl, path: '/agent', headers: {} },
+      { name: 'bare proxy', origin: bareUrl, path: '/agent', headers: {} },
+      { name: 'gateway', origin: apiUrl, path: `/v1/proxy/${agent.id}/stream`, headers: auth },
+    ];
+    for (const t of targets) await load(t, 1, Math.max(...CONCURRENCIES)); // warm-up: JIT, pools, caches
+    const streamingTargets: string[] = [];
+    for (const concurrency of PARTS.has('streaming') ? CONCURRENCIES : []) {
+      const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
+      for (let round = 0; round < ROUNDS; round++) for (const t of targets) samples.get(t.name)!.push(await load(t, SECONDS, concurrency));
+      const streaming = Object.fromEntries(targets.map((t) => [t.name, merge(samples.get(t.name)!)]));
+      const direct = streaming['direct'];
+      const bareR = streaming['bare proxy'];
+      const gw = streaming['gateway'];
+      say();
+      say(`## streaming, 1 KiB, concurrency ${concurrency}`);
+      say(`| path | p50 | p99 | throughput | requests | errors |`);
+      say(`|---|---|---|---|---|---|`);
+      const table = { title: `streaming, 1 KiB, concurrency ${concurrency}`, header: ['path', 'p50', 'p99', 'throughput', 'requests', 'errors'], rows: [] as string[][] };
+      for (const t of targets) {
+        const r = streaming[t.name];
+        table.rows.push([t.name, fmt(r.p50), fmt(r.p99), `${r.rps.toFixed(0)} req/s`, String(r.n), String(r.errors)]);
+        say(`| ${table.rows.at(-1)!.join(' | ')} |`);
+      }
+      result.tables.push(table);
+      const addedP50 = gw.p50 - direct.p50;
+      const addedP99 = gw.p99 - direct.p99;
+      say();
+      say(`added by the gateway vs direct:     p50 +${fmt(addedP50)}, p99 +${fmt(addedP99)}  (bare proxy adds p50 +${fmt(bareR.p50 - direct.p50)}, p99 +${fmt(bareR.p99 - direct.p99)})`);
+      say(`added by the gateway vs bare proxy: p50 +${fmt(gw.p50 - bareR.p50)}, p99 +${fmt(gw.p99 - bareR.p99)}`);
+      say(`ratios: gateway/direct p50 ${(gw.p50 / direct.p50).toFixed(2)}×, gateway/bare p50 ${(gw.p50 / bareR.p50).toFixed(2)}×; throughput gateway/bare ${((gw.rps / bareR.rps) * 100).toFixed(0)} %, gateway/direct ${((gw.rps / direct.rps) * 100).toFixed(0)} %`);
+      const check = (ok: boolean) => (ok ? 'met' : 'MISSED');
+      streamingTargets.push(
+        `- c=${concurrency}: streaming adds ≤ 1 ms at p50: +${fmt(addedP50)} → ${check(addedP50 <= 1)}`,
+        `- c=${concurrency}: streaming adds ≤ 3 ms at p99: +${fmt(addedP99)} → ${check(addedP99 <= 3)}`,
+        `- c=${concurrency}: throughput ≥ 60 % of the bare proxy: ${((gw.rps / bareR.rps) * 100).toFixed(0)} % → ${check(gw.rps >= 0.6 * bareR.rps)}`,
+      );
+      result.checks.push(
+        { figure: `streaming c=${concurrency}: gateway p50`, measured: fmt(gw.p50), baseline: `direct ${fmt(direct.p50)}`, ratio: `+${fmt(addedP50)}`, target: 'adds ≤ 1 ms', pass: addedP50 <= 1 },
+        { figure: `streaming c=${concurrency}: gateway p99`, measured: fmt(gw.p99), baseline: `direct ${fmt(direct.p99)}`, ratio: `+${fmt(addedP99)}`, target: 'adds ≤ 3 ms', pass: addedP99 <= 3 },
+        { figure: `streaming c=${concurrency}: gateway throughput`, measured: `${gw.rps.toFixed(0)} req/s`, baseline: `bare proxy ${bareR.rps.toFixed(0)} req/s`, ratio: `${((gw.rps / bareR.rps) * 100).toFixed(0)} %`, target: '≥ 60 % of the bare proxy', pass: gw.rps >= 0.6 * bareR.rps },
+      );
+    }
+
+    let tx: ReturnType<typeof summarize> | undefined;
+    let bs: ReturnType<typeof summarize> | undefined;
+    let gwMem: Awaited<ReturnType<typeof memoryUnderStreams>> | undefined;
+    if (PARTS.has('transactional')) {
+      // 2. Transactional 202 vs a bare workflow start, sequential, interleaved.
+      const temporal = await connectClient(infra.temporalAddress, 'default');
+      const gatewayStarts: number[] = [];
+      const bareStarts: number[] = [];
+      const txPool = new Pool(apiUrl, { connections: 1 });
+      const startOnce = async () => {
+        const t0 = performance.now();
+        // The same start the gateway makes: same workflow, search attributes and summary.
+        await temporal.workflow.start('InvocationWorkflow', {
+          taskQueue: 'bench-bare-start',
+          workflowId: `bench-${randomUUID()}`,
+          args: [{ invocationId: 'bench', tenantId: tenant, agentId: agent.id }],
+          typedSearchAttributes: [
+            { key: TenantId, value: tenant },
+            { key: AgentId, value: agent.id },
+            { key: InvocationStatus, value: 'pending' },
+          ],
+          staticSummary: `bench (${agent.id})`,
+        });
+        return performance.now() - t0;
+      };
+      const acceptOnce = async () => {
+        const t0 = performance.now();
+        const res = await txPool.request({ path: `/v1/proxy/${agent.id}`, method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: BODY });
+        await res.body.dump();
+        if (res.statusCode !== 202) throw new Error(`transactional answered ${res.statusCode}`);
+        return performance.now() - t0;
+      };
+      for (let i = 0; i < 20; i++) {
+        await startOnce();
+        await acceptOnce();
+      }
+      for (let i = 0; i < STARTS; i++) {
+        bareStarts.push(await startOnce());
+        gatewayStarts.push(await acceptOnce());
+      }
+      await txPool.close();
+      await temporal.connection.close();
+      tx = summarize(gatewayStarts);
+      bs = summarize(bareStarts);
+      say();
+      say(`## transactional 202 vs bare workflow.start (sequential, ${STARTS} each, interleaved)`);
+      say(`| path | p50 | p99 | mean |`);
+      say(`|---|---|---|---|`);
+      say(`| bare client.workflow.start | ${fmt(bs.p50)} | ${fmt(bs.p99)} | ${fmt(bs.mean)} |`);
+      say(`| POST /v1/proxy/{id} → 202 | ${fmt(tx.p50)} | ${fmt(tx.p99)} | ${fmt(tx.mean)} |`);
+      say(`ratio p50 ${(tx.p50 / bs.p50).toFixed(2)}×, p99 ${(tx.p99 / bs.p99).toFixed(2)}×`);
+      result.tables.push({
+        title: `transactional 202 vs bare workflow.start (sequential, ${STARTS} each, interleaved)`,
+        header: ['path', 'p50', 'p99', 'mean'],
+        rows: [
+          ['bare client.workflow.start (same workflow, search attributes, summary)', fmt(bs.p50), fmt(bs.p99), fmt(bs.mean)],
+          ['POST /v1/proxy/{id} → 202', fmt(tx.p50), fmt(tx.p99), fmt(tx.mean)],
         ],
-        staticSummary: `bench (${agent.id})`,
       });
-      return performance.now() - t0;
-    };
-    const acceptOnce = async () => {
-      const t0 = performance.now();
-      const res = await txPool.request({ path: `/v1/proxy/${agent.id}`, method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: BODY });
-      await res.body.dump();
-      if (res.statusCode !== 202) throw new Error(`transactional answered ${res.statusCode}`);
-      return performance.now() - t0;
-    };
-    for (let i = 0; i < 20; i++) {
-      await startOnce();
-      await acceptOnce();
+      result.checks.push({ figure: 'transactional 202 p50', measured: fmt(tx.p50), baseline: `bare start ${fmt(bs.p50)}`, ratio: `${(tx.p50 / bs.p50).toFixed(2)}×`, target: '≤ 1.3× the bare start', pass: tx.p50 <= 1.3 * bs.p50 });
     }
-    for (let i = 0; i < STARTS; i++) {
-      bareStarts.push(await startOnce());
-      gatewayStarts.push(await acceptOnce());
+    if (PARTS.has('memory')) {
+      // 3. Memory under big streams, the bare proxy alongside for reference.
+      const bareMem = await memoryUnderStreams(`${bareUrl}/agent`, {}, bare.pid!, STREAMS, STREAM_BYTES);
+      gwMem = await memoryUnderStreams(`${apiUrl}/v1/proxy/${agent.id}/stream`, auth, gateway.pid!, STREAMS, STREAM_BYTES);
+      say();
+      say(`## RSS while ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB pass through (up and echoed down)`);
+      say(`| process | baseline | peak | growth | wall time |`);
+      say(`|---|---|---|---|---|`);
+      say(`| bare proxy | ${bareMem.baseline.toFixed(0)} MiB | ${bareMem.peak.toFixed(0)} MiB | ${(bareMem.peak - bareMem.baseline).toFixed(1)} MiB | ${bareMem.seconds.toFixed(1)} s |`);
+      say(`| gateway | ${gwMem.baseline.toFixed(0)} MiB | ${gwMem.peak.toFixed(0)} MiB | ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB | ${gwMem.seconds.toFixed(1)} s |`);
+      const memRow = (name: string, m: typeof bareMem) => [name, `${m.baseline.toFixed(0)} MiB`, `${m.peak.toFixed(0)} MiB`, `${(m.peak - m.baseline).toFixed(1)} MiB`, `${m.seconds.toFixed(1)} s`];
+      result.tables.push({ title: `RSS while ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB pass through (up and echoed down)`, header: ['process', 'baseline', 'peak', 'growth', 'wall time'], rows: [memRow('bare proxy', bareMem), memRow('gateway', gwMem)] });
+      const growth = gwMem.peak - gwMem.baseline;
+      const bareGrowth = bareMem.peak - bareMem.baseline;
+      result.checks.push({ figure: 'RSS growth, gateway', measured: `${growth.toFixed(1)} MiB`, baseline: `bare proxy ${bareGrowth.toFixed(1)} MiB`, ratio: `${(growth / bareGrowth).toFixed(2)}×`, target: '< 64 MiB', pass: growth < 64 });
     }
-    await txPool.close();
-    await temporal.connection.close();
-    tx = summarize(gatewayStarts);
-    bs = summarize(bareStarts);
+    const check = (ok: boolean) => (ok ? 'met' : 'MISSED');
     say();
-    say(`## transactional 202 vs bare workflow.start (sequential, ${STARTS} each, interleaved)`);
-    say(`| path | p50 | p99 | mean |`);
-    say(`|---|---|---|---|`);
-    say(`| bare client.workflow.start | ${fmt(bs.p50)} | ${fmt(bs.p99)} | ${fmt(bs.mean)} |`);
-    say(`| POST /v1/proxy/{id} → 202 | ${fmt(tx.p50)} | ${fmt(tx.p99)} | ${fmt(tx.mean)} |`);
-    say(`ratio p50 ${(tx.p50 / bs.p50).toFixed(2)}×, p99 ${(tx.p99 / bs.p99).toFixed(2)}×`);
+    say(`## targets`);
+    for (const line of streamingTargets) say(line);
+    if (tx && bs) say(`- 202 p50 ≤ 1.3× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 1.3 * bs.p50)}`);
+    if (gwMem) say(`- RSS growth < 64 MiB: ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB → ${check(gwMem.peak - gwMem.baseline < 64)}`);
+  } finally {
+    // Children are stopped gracefully first (a CPU profile is written on exit).
+    await stopChildren(children);
+    await removeBenchInfra(infra, dataDir);
   }
-  if (PARTS.has('memory')) {
-    // 3. Memory under big streams, the bare proxy alongside for reference.
-    const bareMem = await memoryUnderStreams(`${bareUrl}/agent`, {}, bare.pid!);
-    gwMem = await memoryUnderStreams(`${apiUrl}/v1/proxy/${agent.id}/stream`, auth, gateway.pid!);
-    say();
-    say(`## RSS while ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB pass through (up and echoed down)`);
-    say(`| process | baseline | peak | growth | wall time |`);
-    say(`|---|---|---|---|---|`);
-    say(`| bare proxy | ${bareMem.baseline.toFixed(0)} MiB | ${bareMem.peak.toFixed(0)} MiB | ${(bareMem.peak - bareMem.baseline).toFixed(1)} MiB | ${bareMem.seconds.toFixed(1)} s |`);
-    say(`| gateway | ${gwMem.baseline.toFixed(0)} MiB | ${gwMem.peak.toFixed(0)} MiB | ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB | ${gwMem.seconds.toFixed(1)} s |`);
-  }
-  const check = (ok: boolean) => (ok ? 'met' : 'MISSED');
-  say();
-  say(`## targets`);
-  for (const line of streamingTargets) say(line);
-  if (tx && bs) say(`- 202 p50 ≤ 1.3× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 1.3 * bs.p50)}`);
-  if (gwMem) say(`- RSS growth < 64 MiB: ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB → ${check(gwMem.peak - gwMem.baseline < 64)}`);
-} finally {
-  // Children are stopped gracefully first (a CPU profile is written on exit).
-  await Promise.all(
-    children.map((c) =>
-      c.exitCode !== null || c.signalCode !== null
-        ? undefined
-        : new Promise<void>((resolve) => {
-            const force = setTimeout(() => c.kill('SIGKILL'), 5_000);
-            c.once('exit', () => {
-              clearTimeout(force);
-              resolve();
-            });
-            c.kill('SIGTERM');
-          }),
-    ),
-  );
-  if (infra) {
-    await infra.stop();
-    await dropDatabase(infra.databaseUrl).catch(() => undefined);
-    await dropDatabase(infra.facilitatorDatabaseUrl).catch(() => undefined);
-  }
-  rmSync(dataDir, { recursive: true, force: true });
+  return finishResult(result, startedMs);
 }
+
+if (import.meta.main) await runAsMain(runProxyBench);

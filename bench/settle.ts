@@ -16,6 +16,7 @@
 // file in WAL mode with synchronous=normal (--temporal-sqlite default: the dev server's own
 // rollback journal with a sync per commit, as `npm start` runs it today).
 // The reference is a bare function call: no HTTP, no persistence, no dedupe, no limits.
+// `npm run bench` (bench/run.ts) calls runSettleBench and puts its result in docs/BENCHMARKS.md.
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -45,188 +46,209 @@ import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createLogger } from '../api/log.ts';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../facilitator/x402/eip3009.ts';
 import type { Payment, PaymentRequirements } from '../facilitator/x402/schemas.ts';
+import { finishResult, runAsMain, startResult, type BenchResult } from './result.ts';
 
-const { values: args } = parseArgs({
-  options: {
-    n: { type: 'string', default: '100' },
-    warmup: { type: 'string', default: '10' },
-    worker: { type: 'string', default: 'embedded' },
-    'temporal-sqlite': { type: 'string', default: 'wal' },
-    keep: { type: 'boolean', default: false },
-  },
-});
-const N = Number(args.n);
-const WARMUP = Number(args.warmup);
 const AMOUNT = 10_000n;
-
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const pct = (values: number[], q: number) => [...values].sort((a, b) => a - b)[Math.max(1, Math.ceil(q * values.length)) - 1];
 const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
 const fmt = (v: number) => v.toFixed(1).padStart(7);
 
-const runId = `${process.pid}_${randomBytes(3).toString('hex')}`;
-const dataDir = resolve('.data', `bench-settle-${runId}`);
-const local = 'postgres://postgres@127.0.0.1:5432/postgres';
-const postgresUrl = process.env.DATABASE_URL ?? ((await canConnect(local)) ? local : undefined);
-
-say(`bench:settle: starting Temporal, PostgreSQL, anvil + token (data in ${dataDir})`);
-// Our own dev server, so its SQLite pragmas can be chosen; the same flags as temporal/dev-server.ts otherwise.
-await mkdir(dataDir, { recursive: true });
-const temporalPort = await freePort();
-const temporalArgs = ['server', 'start-dev', '--db-filename', join(dataDir, 'temporal.sqlite'), '--ip', '127.0.0.1', '--port', String(temporalPort), '--namespace', 'default', '--headless', '--log-level', 'error'];
-for (const key of ALL_SEARCH_ATTRIBUTES) temporalArgs.push('--search-attribute', `${key.name}=Keyword`);
-if (args['temporal-sqlite'] === 'wal') temporalArgs.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
-const temporalServer = spawn(ensureTool('temporal'), temporalArgs, { stdio: 'ignore' });
-const temporalAddress = `127.0.0.1:${temporalPort}`;
-await waitFor('temporal dev server', async () => {
-  const c = await connectClient(temporalAddress, 'default');
-  try {
-    await c.workflowService.describeNamespace({ namespace: 'default' });
-    return true;
-  } finally {
-    await c.connection.close();
-  }
-});
-const infra = await startInfra({
-  temporalAddress,
-  dataDir,
-  ports: { temporal: await freePort(), postgres: await freePort(), anvil: await freePort(), openbao: await freePort() },
-  postgresUrl,
-  databaseName: `bench_settle_${runId}`,
-  namespace: 'default',
-  persistChain: false,
-  log: () => undefined,
-});
-const cleanups: Array<() => Promise<unknown>> = [];
-cleanups.push(() => new Promise((r) => { temporalServer.once('exit', r); temporalServer.kill('SIGTERM'); }));
-async function cleanup(): Promise<void> {
-  for (const c of cleanups.reverse()) await c().catch(() => undefined);
-}
-
-try {
-  const env: Record<string, string> = {
-    FACILITATOR_PORT: '0',
-    FACILITATOR_PUBLIC_PORT: '0',
-    FACILITATOR_TLS_CERT: infra.pki.files.serverCert,
-    FACILITATOR_TLS_KEY: infra.pki.files.serverKey,
-    FACILITATOR_TLS_CA: infra.pki.files.ca,
-    FACILITATOR_DATABASE_URL: infra.facilitatorDatabaseUrl,
-    CHAIN_RPC_URL: infra.chainRpcUrl,
-    TOKEN_ADDRESS: infra.tokenAddress,
-    TEMPORAL_ADDRESS: infra.temporalAddress,
-    FACILITATOR_KEYSTORE_FILE: infra.gasWallet.keystoreFile,
-    FACILITATOR_KEYSTORE_PASSWORD_FILE: infra.gasWallet.passwordFile,
-    FACILITATOR_DEFAULT_DAILY_CEILING: String(10n ** 30n),
-    FACILITATOR_EMBEDDED_WORKER: args.worker === 'embedded' ? 'true' : 'false',
-    LOG_LEVEL: 'silent',
-  };
-  const config = loadFacilitatorConfig(env);
-  const pool = openFacilitatorPool(config.databaseUrl);
-  cleanups.push(() => pool.end());
-  await migrateFacilitator(pool);
-  const embedded = args.worker === 'embedded';
-  const temporal = embedded ? undefined : await connectClient(infra.temporalAddress, 'default');
-  if (temporal) cleanups.push(() => temporal.connection.close());
-  const facilitator = await startFacilitator(config, {
-    pool,
-    temporal,
-    worker: embedded ? { signer: await loadKeystoreSigner(config) } : undefined,
-    log: createLogger('facilitator', 'silent'),
+export async function runSettleBench(argv: string[] = []): Promise<BenchResult> {
+  const startedMs = performance.now();
+  const { values: args } = parseArgs({
+    args: argv,
+    options: {
+      n: { type: 'string', default: '100' },
+      warmup: { type: 'string', default: '10' },
+      worker: { type: 'string', default: 'embedded' },
+      'temporal-sqlite': { type: 'string', default: 'wal' },
+      keep: { type: 'boolean', default: false },
+    },
   });
-  cleanups.push(() => facilitator.close());
+  const N = Number(args.n);
+  const WARMUP = Number(args.warmup);
+  const setup = `${N} settles each after ${WARMUP} warm-ups, interleaved; anvil automine; worker ${args.worker}; Temporal SQLite ${args['temporal-sqlite']}`;
+  const result = startResult('settle', `npm run bench:settle -- ${argv.join(' ')}`.trim().replace(/ --$/, ''), setup);
 
-  if (!embedded) {
-    const child = spawn(process.execPath, ['temporal/facilitator-worker-main.ts'], { env: { ...process.env, ...env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'inherit'] });
-    cleanups.push(() => new Promise((r) => { child.once('exit', r); child.kill('SIGTERM'); }));
-    await new Promise<void>((resolveReady, reject) => {
-      createInterface({ input: child.stdout! }).on('line', (line) => line.includes('facilitator worker running') && resolveReady());
-      child.once('exit', (code) => reject(new Error(`facilitator worker exited (${code})`)));
+  const runId = `${process.pid}_${randomBytes(3).toString('hex')}`;
+  const dataDir = resolve('.data', `bench-settle-${runId}`);
+  const local = 'postgres://postgres@127.0.0.1:5432/postgres';
+  const postgresUrl = process.env.DATABASE_URL ?? ((await canConnect(local)) ? local : undefined);
+
+  say(`bench:settle: starting Temporal, PostgreSQL, anvil + token (data in ${dataDir})`);
+  // Our own dev server, so its SQLite pragmas can be chosen; the same flags as temporal/dev-server.ts otherwise.
+  await mkdir(dataDir, { recursive: true });
+  const temporalPort = await freePort();
+  const temporalArgs = ['server', 'start-dev', '--db-filename', join(dataDir, 'temporal.sqlite'), '--ip', '127.0.0.1', '--port', String(temporalPort), '--namespace', 'default', '--headless', '--log-level', 'error'];
+  for (const key of ALL_SEARCH_ATTRIBUTES) temporalArgs.push('--search-attribute', `${key.name}=Keyword`);
+  if (args['temporal-sqlite'] === 'wal') temporalArgs.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
+  const temporalServer = spawn(ensureTool('temporal'), temporalArgs, { stdio: 'ignore' });
+  const temporalAddress = `127.0.0.1:${temporalPort}`;
+  await waitFor('temporal dev server', async () => {
+    const c = await connectClient(temporalAddress, 'default');
+    try {
+      await c.workflowService.describeNamespace({ namespace: 'default' });
+      return true;
+    } finally {
+      await c.connection.close();
+    }
+  });
+  const infra = await startInfra({
+    temporalAddress,
+    dataDir,
+    ports: { temporal: await freePort(), postgres: await freePort(), anvil: await freePort(), openbao: await freePort() },
+    postgresUrl,
+    databaseName: `bench_settle_${runId}`,
+    namespace: 'default',
+    persistChain: false,
+    log: () => undefined,
+  });
+  const cleanups: Array<() => Promise<unknown>> = [];
+  cleanups.push(() => new Promise((r) => { temporalServer.once('exit', r); temporalServer.kill('SIGTERM'); }));
+  async function cleanup(): Promise<void> {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+  }
+
+  try {
+    const env: Record<string, string> = {
+      FACILITATOR_PORT: '0',
+      FACILITATOR_PUBLIC_PORT: '0',
+      FACILITATOR_TLS_CERT: infra.pki.files.serverCert,
+      FACILITATOR_TLS_KEY: infra.pki.files.serverKey,
+      FACILITATOR_TLS_CA: infra.pki.files.ca,
+      FACILITATOR_DATABASE_URL: infra.facilitatorDatabaseUrl,
+      CHAIN_RPC_URL: infra.chainRpcUrl,
+      TOKEN_ADDRESS: infra.tokenAddress,
+      TEMPORAL_ADDRESS: infra.temporalAddress,
+      FACILITATOR_KEYSTORE_FILE: infra.gasWallet.keystoreFile,
+      FACILITATOR_KEYSTORE_PASSWORD_FILE: infra.gasWallet.passwordFile,
+      FACILITATOR_DEFAULT_DAILY_CEILING: String(10n ** 30n),
+      FACILITATOR_EMBEDDED_WORKER: args.worker === 'embedded' ? 'true' : 'false',
+      LOG_LEVEL: 'silent',
+    };
+    const config = loadFacilitatorConfig(env);
+    const pool = openFacilitatorPool(config.databaseUrl);
+    cleanups.push(() => pool.end());
+    await migrateFacilitator(pool);
+    const embedded = args.worker === 'embedded';
+    const temporal = embedded ? undefined : await connectClient(infra.temporalAddress, 'default');
+    if (temporal) cleanups.push(() => temporal.connection.close());
+    const facilitator = await startFacilitator(config, {
+      pool,
+      temporal,
+      worker: embedded ? { signer: await loadKeystoreSigner(config) } : undefined,
+      log: createLogger('facilitator', 'silent'),
     });
+    cleanups.push(() => facilitator.close());
+
+    if (!embedded) {
+      const child = spawn(process.execPath, ['temporal/facilitator-worker-main.ts'], { env: { ...process.env, ...env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'inherit'] });
+      cleanups.push(() => new Promise((r) => { child.once('exit', r); child.kill('SIGTERM'); }));
+      await new Promise<void>((resolveReady, reject) => {
+        createInterface({ input: child.stdout! }).on('line', (line) => line.includes('facilitator worker running') && resolveReady());
+        child.once('exit', (code) => reject(new Error(`facilitator worker exited (${code})`)));
+      });
+    }
+
+    // Our client: a facilitator account with its own certificate, one keep-alive connection.
+    const ca = { certPem: infra.pki.caCertPem, keyPem: await readFile(infra.pki.files.caKey, 'utf8') };
+    const cert = await issueClientCert(ca, 'bench-gateway');
+    await addAccount(pool, { name: 'bench', certPem: cert.certPem, allowedKinds: [{ network: 'base', asset: infra.tokenAddress }] });
+    const dispatcher = new Agent({ connect: { ca: infra.pki.caCertPem, cert: cert.certPem, key: cert.keyPem }, connections: 1 });
+    cleanups.push(() => dispatcher.close());
+
+    // The reference: x402's settle with a viem wallet client on the same anvil (its gas wallet is
+    // anvil dev account 3, which anvil funds).
+    const referenceClient = createWalletClient({
+      chain: base,
+      transport: http(infra.chainRpcUrl),
+      account: privateKeyToAccount(DEV_ACCOUNTS[3].privateKey),
+    }).extend(publicActions);
+
+    const payer = new Wallet(hexlify(randomBytes(32)));
+    const payTo = new Wallet(hexlify(randomBytes(32))).address;
+    await fund(infra.chainRpcUrl, infra.tokenAddress, payer.address, { usdc: AMOUNT * BigInt(2 * (N + WARMUP) + 10) });
+    const domain = { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: infra.tokenAddress };
+    const requirements: PaymentRequirements = {
+      scheme: 'exact',
+      network: 'base',
+      maxAmountRequired: String(AMOUNT),
+      resource: 'https://gateway.bench/v1/proxy/agt_bench',
+      description: 'bench',
+      mimeType: 'application/json',
+      payTo,
+      maxTimeoutSeconds: 300,
+      asset: infra.tokenAddress,
+      extra: { name: 'USD Coin', version: '2' },
+    };
+    async function newPayment(): Promise<Payment> {
+      const now = Math.floor(Date.now() / 1000);
+      const authorization = { from: payer.address, to: payTo, value: String(AMOUNT), validAfter: String(now - 600), validBefore: String(now + 300), nonce: hexlify(randomBytes(32)) };
+      const signature = await payer.signTypedData(domain, TRANSFER_WITH_AUTHORIZATION_TYPES, authorization);
+      return { x402Version: 1, scheme: 'exact', network: 'base', payload: { signature, authorization } };
+    }
+
+    async function ours(): Promise<number> {
+      const body = JSON.stringify({ x402Version: 1, paymentPayload: await newPayment(), paymentRequirements: requirements });
+      const t0 = performance.now();
+      const res = await request(`${facilitator.url}/settle`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body });
+      const json = (await res.body.json()) as { success?: boolean };
+      const elapsed = performance.now() - t0;
+      if (res.statusCode !== 200 || !json.success) throw new Error(`our /settle answered ${res.statusCode} ${JSON.stringify(json)}`);
+      return elapsed;
+    }
+
+    async function reference(): Promise<number> {
+      const payment = await newPayment();
+      const t0 = performance.now();
+      const result = await referenceSettle(referenceClient as never, payment as never, requirements as never);
+      const elapsed = performance.now() - t0;
+      if (!result.success) throw new Error(`reference settle failed: ${result.errorReason}`);
+      return elapsed;
+    }
+
+    say(`warming up (${WARMUP} each)...`);
+    for (let i = 0; i < WARMUP; i++) {
+      await ours();
+      await reference();
+    }
+    say(`measuring ${N} settles each, interleaved...`);
+    const a: number[] = [];
+    const b: number[] = [];
+    for (let i = 0; i < N; i++) {
+      a.push(await ours());
+      b.push(await reference());
+    }
+
+    const row = (name: string, v: number[]) => say(`${name.padEnd(34)} ${fmt(pct(v, 0.5))} ${fmt(pct(v, 0.95))} ${fmt(pct(v, 0.99))} ${fmt(mean(v))}`);
+    say('');
+    say(`/settle latency, ms (n=${N}, anvil automine, worker: ${args.worker}, Temporal SQLite: ${args['temporal-sqlite']})`);
+    say(`${''.padEnd(34)}     p50     p95     p99    mean`);
+    row('ours: POST /settle (mTLS, durable)', a);
+    row('reference: x402 settle()', b);
+    const p50 = pct(a, 0.5) / pct(b, 0.5);
+    const p95 = pct(a, 0.95) / pct(b, 0.95);
+    say(`ratio ours/reference: p50 ${p50.toFixed(2)}x, p95 ${p95.toFixed(2)}x (target <= 1.5x)`);
+    const ms = (v: number) => `${v.toFixed(1)} ms`;
+    const cells = (v: number[]) => [ms(pct(v, 0.5)), ms(pct(v, 0.95)), ms(pct(v, 0.99)), ms(mean(v))];
+    result.tables.push({
+      title: `/settle latency (n=${N}, anvil automine, worker: ${args.worker}, Temporal SQLite: ${args['temporal-sqlite']})`,
+      header: ['path', 'p50', 'p95', 'p99', 'mean'],
+      rows: [['ours: POST /settle (mTLS, durable)', ...cells(a)], ['reference: x402 settle()', ...cells(b)]],
+    });
+    result.checks.push(
+      { figure: '/settle p50', measured: ms(pct(a, 0.5)), baseline: `x402 settle() ${ms(pct(b, 0.5))}`, ratio: `${p50.toFixed(2)}×`, target: '≤ 1.5× the reference', pass: p50 <= 1.5 },
+      { figure: '/settle p95', measured: ms(pct(a, 0.95)), baseline: `x402 settle() ${ms(pct(b, 0.95))}`, ratio: `${p95.toFixed(2)}×`, target: '≤ 1.5× the reference', pass: p95 <= 1.5 },
+    );
+  } finally {
+    await cleanup();
+    await infra.stop();
+    await dropDatabase(infra.databaseUrl).catch(() => undefined);
+    await dropDatabase(infra.facilitatorDatabaseUrl).catch(() => undefined);
+    if (!args.keep) await rm(dataDir, { recursive: true, force: true });
   }
-
-  // Our client: a facilitator account with its own certificate, one keep-alive connection.
-  const ca = { certPem: infra.pki.caCertPem, keyPem: await readFile(infra.pki.files.caKey, 'utf8') };
-  const cert = await issueClientCert(ca, 'bench-gateway');
-  await addAccount(pool, { name: 'bench', certPem: cert.certPem, allowedKinds: [{ network: 'base', asset: infra.tokenAddress }] });
-  const dispatcher = new Agent({ connect: { ca: infra.pki.caCertPem, cert: cert.certPem, key: cert.keyPem }, connections: 1 });
-  cleanups.push(() => dispatcher.close());
-
-  // The reference: x402's settle with a viem wallet client on the same anvil (its gas wallet is
-  // anvil dev account 3, which anvil funds).
-  const referenceClient = createWalletClient({
-    chain: base,
-    transport: http(infra.chainRpcUrl),
-    account: privateKeyToAccount(DEV_ACCOUNTS[3].privateKey),
-  }).extend(publicActions);
-
-  const payer = new Wallet(hexlify(randomBytes(32)));
-  const payTo = new Wallet(hexlify(randomBytes(32))).address;
-  await fund(infra.chainRpcUrl, infra.tokenAddress, payer.address, { usdc: AMOUNT * BigInt(2 * (N + WARMUP) + 10) });
-  const domain = { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: infra.tokenAddress };
-  const requirements: PaymentRequirements = {
-    scheme: 'exact',
-    network: 'base',
-    maxAmountRequired: String(AMOUNT),
-    resource: 'https://gateway.bench/v1/proxy/agt_bench',
-    description: 'bench',
-    mimeType: 'application/json',
-    payTo,
-    maxTimeoutSeconds: 300,
-    asset: infra.tokenAddress,
-    extra: { name: 'USD Coin', version: '2' },
-  };
-  async function newPayment(): Promise<Payment> {
-    const now = Math.floor(Date.now() / 1000);
-    const authorization = { from: payer.address, to: payTo, value: String(AMOUNT), validAfter: String(now - 600), validBefore: String(now + 300), nonce: hexlify(randomBytes(32)) };
-    const signature = await payer.signTypedData(domain, TRANSFER_WITH_AUTHORIZATION_TYPES, authorization);
-    return { x402Version: 1, scheme: 'exact', network: 'base', payload: { signature, authorization } };
-  }
-
-  async function ours(): Promise<number> {
-    const body = JSON.stringify({ x402Version: 1, paymentPayload: await newPayment(), paymentRequirements: requirements });
-    const t0 = performance.now();
-    const res = await request(`${facilitator.url}/settle`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body });
-    const json = (await res.body.json()) as { success?: boolean };
-    const elapsed = performance.now() - t0;
-    if (res.statusCode !== 200 || !json.success) throw new Error(`our /settle answered ${res.statusCode} ${JSON.stringify(json)}`);
-    return elapsed;
-  }
-
-  async function reference(): Promise<number> {
-    const payment = await newPayment();
-    const t0 = performance.now();
-    const result = await referenceSettle(referenceClient as never, payment as never, requirements as never);
-    const elapsed = performance.now() - t0;
-    if (!result.success) throw new Error(`reference settle failed: ${result.errorReason}`);
-    return elapsed;
-  }
-
-  say(`warming up (${WARMUP} each)...`);
-  for (let i = 0; i < WARMUP; i++) {
-    await ours();
-    await reference();
-  }
-  say(`measuring ${N} settles each, interleaved...`);
-  const a: number[] = [];
-  const b: number[] = [];
-  for (let i = 0; i < N; i++) {
-    a.push(await ours());
-    b.push(await reference());
-  }
-
-  const row = (name: string, v: number[]) => say(`${name.padEnd(34)} ${fmt(pct(v, 0.5))} ${fmt(pct(v, 0.95))} ${fmt(pct(v, 0.99))} ${fmt(mean(v))}`);
-  say('');
-  say(`/settle latency, ms (n=${N}, anvil automine, worker: ${args.worker}, Temporal SQLite: ${args['temporal-sqlite']})`);
-  say(`${''.padEnd(34)}     p50     p95     p99    mean`);
-  row('ours: POST /settle (mTLS, durable)', a);
-  row('reference: x402 settle()', b);
-  const p50 = pct(a, 0.5) / pct(b, 0.5);
-  const p95 = pct(a, 0.95) / pct(b, 0.95);
-  say(`ratio ours/reference: p50 ${p50.toFixed(2)}x, p95 ${p95.toFixed(2)}x (target <= 1.5x)`);
-} finally {
-  await cleanup();
-  await infra.stop();
-  await dropDatabase(infra.databaseUrl).catch(() => undefined);
-  await dropDatabase(infra.facilitatorDatabaseUrl).catch(() => undefined);
-  if (!args.keep) await rm(dataDir, { recursive: true, force: true });
+  return finishResult(result, startedMs);
 }
+
+if (import.meta.main) await runAsMain(runSettleBench);

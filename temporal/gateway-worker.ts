@@ -1,7 +1,7 @@
 // Wires the gateway worker: task queue `gateway`, the invocation workflow and its activities
 // with their dependencies injected. No logic lives here.
 import { fileURLToPath } from 'node:url';
-import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { NativeConnection, Worker, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createInvocationActivities, createReceiptActivities } from '../activities/index.ts';
 import { activityObservability } from '../api/observability/worker.ts';
@@ -12,6 +12,15 @@ import { createCredentialResolver } from '../api/credentials/resolver.ts';
 import type { GatewayConfig } from '../api/config.ts';
 
 export const gatewayWorkflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+
+/**
+ * The worker's tuning, apart from what it runs. bench/throughput.ts runs its bare baseline
+ * worker with the same options, so the comparison is between workflows, not settings.
+ */
+export const gatewayWorkerTuning = {
+  maxCachedWorkflows: 1000,
+  shutdownForceTime: '10 seconds',
+} satisfies Partial<WorkerOptions>;
 
 export async function createGatewayWorker(
   config: GatewayConfig,
@@ -33,8 +42,7 @@ export async function createGatewayWorker(
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: gatewayWorkflowsPath }),
     activities: { ...activities, ...createReceiptActivities({ orm, receipts: config.receipts }) },
     interceptors: { activity: [activityObservability(createLogger('worker', config.logLevel))] },
-    maxCachedWorkflows: 1000,
-    shutdownForceTime: '10 seconds',
+    ...gatewayWorkerTuning,
   });
   return { worker, connection };
 }

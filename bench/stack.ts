@@ -1,0 +1,65 @@
+// The stack the proxy and throughput benchmarks run against, set up the same way for both:
+// infrastructure as for the tests (a fresh database on the local PostgreSQL when there is one),
+// the gateway's environment (limits opened wide, quiet logs), one tenant and one agent.
+import { randomUUID } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { request } from 'undici';
+import { startInfra, appEnvironment, type Infra } from '../scripts/lib/infra.ts';
+import { freePort, waitFor } from '../scripts/lib/ports.ts';
+import { canConnect, dropDatabase } from '../scripts/lib/postgres.ts';
+import { mintToken } from '../api/tokens.ts';
+
+export async function startBenchInfra(name: string, dataDir: string): Promise<Infra> {
+  const local = 'postgres://postgres@127.0.0.1:5432/postgres';
+  return startInfra({
+    dataDir,
+    ports: { temporal: await freePort(), postgres: await freePort(), anvil: await freePort(), openbao: await freePort() },
+    postgresUrl: process.env.DATABASE_URL ?? ((await canConnect(local)) ? local : undefined),
+    databaseName: `gw_bench_${name}_${process.pid}`,
+    namespace: 'default',
+    persistChain: false,
+    log: () => undefined,
+  });
+}
+
+export async function removeBenchInfra(infra: Infra | undefined, dataDir: string): Promise<void> {
+  if (infra) {
+    await infra.stop();
+    await dropDatabase(infra.databaseUrl).catch(() => undefined);
+    await dropDatabase(infra.facilitatorDatabaseUrl).catch(() => undefined);
+  }
+  rmSync(dataDir, { recursive: true, force: true });
+}
+
+/** The environment of the gateway's API and worker processes. */
+export function gatewayEnvironment(infra: Infra, apiPort: number): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    ...appEnvironment(infra, {
+      PORT: String(apiPort),
+      UPSTREAM_ALLOW: '127.0.0.1',
+      UPSTREAM_TIMEOUT_MS: '60000',
+      // The benches measure the gateway, not the limiter's refusals.
+      RATE_LIMIT_GLOBAL_RPS: '1000000000',
+      RATE_LIMIT_GLOBAL_BURST: '1000000000',
+      WORKER_METRICS_PORT: '0',
+      LOG_LEVEL: 'warn',
+    }),
+  };
+}
+
+/** Waits for the API, then creates a tenant's token and an agent on `upstreamUrl`/agent with its own limit opened wide. */
+export async function createBenchAgent(apiUrl: string, infra: Infra, upstreamUrl: string): Promise<{ tenant: string; auth: { authorization: string }; agent: { id: string } }> {
+  await waitFor('gateway API', async () => (await request(`${apiUrl}/healthz`)).statusCode === 200, 60_000);
+  const tenant = `bench-${randomUUID()}`;
+  const token = await mintToken({ secret: infra.secrets.jwtSecret, tenant, user: 'bench' });
+  const auth = { authorization: `Bearer ${token}` };
+  const created = await request(`${apiUrl}/v1/agents`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: `bench-${randomUUID()}`, upstream_url: `${upstreamUrl}/agent`, rate_limit_rps: 100_000, rate_limit_burst: 100_000 }),
+  });
+  const agent = (await created.body.json()) as { id: string };
+  if (created.statusCode !== 201) throw new Error(`agent create answered ${created.statusCode}`);
+  return { tenant, auth, agent };
+}

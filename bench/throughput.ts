@@ -1,0 +1,197 @@
+// `npm run bench:throughput [-- --concurrency 16 --seconds 15 --rounds 2 --warmup 5 --settle 2]`
+//
+// Sustained throughput of transactional invocations completed end to end, against a bare
+// echo workflow on the same Temporal server, in one run:
+// - gateway: POST /v1/proxy/{id} (1 KiB body) → 202 → the invocation's workflow (its id is the
+//   invocation id) awaited with the Temporal client → its outcome `succeeded`; at the end every
+//   counted invocation's row is checked to be `succeeded` in PostgreSQL.
+// - bare: client.workflow.start of EchoWorkflow (bench/echo-workflow.ts: one activity that POSTs
+//   the same 1 KiB to the same upstream) → its result awaited the same way.
+// Each caller loop sends its next call as soon as the previous one completed, `concurrency`
+// loops per target. A measurement counts the calls completing inside a window of `seconds`
+// that opens `settle` seconds after the loops start (so the pipeline is full), and the targets
+// take turns, `rounds` windows each, so drift of a shared machine hits both alike.
+// Processes: Temporal dev server (as for the tests), the upstream, the gateway API and the
+// gateway worker (as `npm start` runs them), the bare worker (bench/echo-worker.ts, the gateway
+// worker's tuning), and this load generator.
+// `npm run bench` (bench/run.ts) calls runThroughputBench and puts its result in docs/BENCHMARKS.md.
+import type { ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { Pool } from 'undici';
+import type { Client } from '@temporalio/client';
+import type { Infra } from '../scripts/lib/infra.ts';
+import { freePort, waitFor } from '../scripts/lib/ports.ts';
+import { connectClient } from '../temporal/client.ts';
+import type { InvocationOutcome } from '../activities/invocation.ts';
+import { listeningPort, spawnInto, stopChildren } from './processes.ts';
+import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
+import { finishResult, runAsMain, startResult, type BenchResult } from './result.ts';
+
+const BODY = Buffer.alloc(1024, 'b');
+const ECHO_QUEUE = 'bench-echo';
+
+const say = (line = '') => process.stdout.write(line + '\n');
+const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
+
+/** One call end to end; resolves with the id it completed (for the row check), throws on any failure. */
+type Call = () => Promise<string>;
+type Window = { latencies: number[]; ids: string[]; errors: number; seconds: number };
+
+/**
+ * `concurrency` loops calling back to back; counts what completes between `settle` and
+ * `settle + seconds` after the start, then waits for the calls still running (not counted).
+ */
+async function measure(call: Call, concurrency: number, settleS: number, seconds: number): Promise<Window> {
+  const started = performance.now();
+  const opens = started + settleS * 1000;
+  const closes = opens + seconds * 1000;
+  const window: Window = { latencies: [], ids: [], errors: 0, seconds };
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < closes) {
+        const t0 = performance.now();
+        try {
+          const id = await call();
+          const t1 = performance.now();
+          if (t1 >= opens && t1 < closes) {
+            window.latencies.push(t1 - t0);
+            window.ids.push(id);
+          }
+        } catch {
+          const t1 = performance.now();
+          if (t1 >= opens && t1 < closes) window.errors++;
+        }
+      }
+    }),
+  );
+  return window;
+}
+
+function merge(windows: Window[]) {
+  const latencies = windows.flatMap((w) => w.latencies).sort((a, b) => a - b);
+  const seconds = windows.reduce((a, w) => a + w.seconds, 0);
+  return { rate: latencies.length / seconds, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), n: latencies.length, errors: windows.reduce((a, w) => a + w.errors, 0), ids: windows.flatMap((w) => w.ids) };
+}
+
+export async function runThroughputBench(argv: string[] = []): Promise<BenchResult> {
+  const startedMs = performance.now();
+  const { values: args } = parseArgs({
+    args: argv,
+    options: {
+      concurrency: { type: 'string', default: '16' },
+      seconds: { type: 'string', default: '15' },
+      rounds: { type: 'string', default: '2' },
+      warmup: { type: 'string', default: '5' },
+      settle: { type: 'string', default: '2' },
+    },
+  });
+  const CONCURRENCY = Number(args.concurrency);
+  const SECONDS = Number(args.seconds);
+  const ROUNDS = Number(args.rounds);
+  const WARMUP = Number(args.warmup);
+  const SETTLE = Number(args.settle);
+  const setup = `${CONCURRENCY} concurrent callers per target, ${ROUNDS} rounds × ${SECONDS} s windows (opened ${SETTLE} s after the loops start), ${WARMUP} s warm-up each, 1 KiB bodies`;
+  const result = startResult('throughput', `npm run bench:throughput -- ${argv.join(' ')}`.trim().replace(/ --$/, ''), setup);
+  const children: ChildProcess[] = [];
+  const child = (args: string[], env?: NodeJS.ProcessEnv) => spawnInto(children, args, env);
+  let infra: Infra | undefined;
+  let temporal: Client | undefined;
+  const dataDir = join(tmpdir(), `gw-bench-throughput-${process.pid}`);
+  try {
+    say(`# throughput benchmark: ${setup}`);
+    infra = await startBenchInfra('throughput', dataDir);
+
+    const upstream = child(['bench/proxy-servers.ts', 'upstream']);
+    const upstreamUrl = `http://127.0.0.1:${await listeningPort(upstream)}`;
+    const apiPort = await freePort();
+    const env = gatewayEnvironment(infra, apiPort);
+    const gateway = child(['api/main.ts'], env);
+    const gatewayWorker = child(['temporal/gateway-worker-main.ts'], env);
+    const echoWorker = child(['bench/echo-worker.ts', infra.temporalAddress, ECHO_QUEUE]);
+    // Warnings and errors only: the workers' INFO lines (bundling, state changes) are noise here.
+    for (const [name, c] of [['gateway', gateway], ['worker', gatewayWorker], ['echo worker', echoWorker]] as const) {
+      createInterface({ input: c.stderr! }).on('line', (line) => {
+        if (!/\[INFO\]|^\s|^(asset|orphan|runtime|cacheable|optional|webpack|\.\/)/.test(line)) process.stderr.write(`[${name}] ${line}\n`);
+      });
+    }
+    const apiUrl = `http://127.0.0.1:${apiPort}`;
+
+    const { auth, agent } = await createBenchAgent(apiUrl, infra, upstreamUrl);
+
+    temporal = await connectClient(infra.temporalAddress, 'default');
+    const client = temporal;
+    const api = new Pool(apiUrl, { connections: CONCURRENCY, pipelining: 1, keepAliveTimeout: 30_000 });
+    const gatewayCall: Call = async () => {
+      const res = await api.request({ path: `/v1/proxy/${agent.id}`, method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: BODY });
+      const accepted = (await res.body.json()) as { invocation_id?: string };
+      if (res.statusCode !== 202 || !accepted.invocation_id) throw new Error(`transactional answered ${res.statusCode}`);
+      const outcome = (await client.workflow.getHandle(accepted.invocation_id).result()) as InvocationOutcome;
+      if (outcome.status !== 'succeeded') throw new Error(`invocation ${outcome.status} (${outcome.errorClass})`);
+      return accepted.invocation_id;
+    };
+    const echoBody = BODY.toString();
+    const bareCall: Call = async () => {
+      const workflowId = `bench-echo-${randomUUID()}`;
+      const handle = await client.workflow.start('EchoWorkflow', { taskQueue: ECHO_QUEUE, workflowId, args: [{ url: `${upstreamUrl}/agent`, body: echoBody }] });
+      const status = (await handle.result()) as number;
+      if (status !== 200) throw new Error(`echo answered ${status}`);
+      return workflowId;
+    };
+    const targets = [
+      { name: 'bare echo workflow (client start → result)', call: bareCall },
+      { name: 'gateway: POST /v1/proxy/{id} → 202 → workflow completed, row succeeded', call: gatewayCall },
+    ];
+
+    // Both workers bundle their workflows on start: the first call of each waits for that.
+    for (const t of targets) await waitFor(`first completion: ${t.name}`, async () => Boolean(await t.call()), 180_000);
+    for (const t of targets) await measure(t.call, CONCURRENCY, 0, WARMUP); // JIT, pools, workflow caches
+    const windows = new Map(targets.map((t) => [t.name, [] as Window[]]));
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const t of targets) windows.get(t.name)!.push(await measure(t.call, CONCURRENCY, SETTLE, SECONDS));
+    }
+    await api.close();
+    const [bare, gw] = targets.map((t) => merge(windows.get(t.name)!));
+
+    // Every counted gateway completion must be a `succeeded` row.
+    const db = new pg.Client({ connectionString: infra.databaseUrl });
+    await db.connect();
+    const { rows } = await db.query<{ n: number }>(`select count(*)::int as n from invocations where id = any($1) and status = 'succeeded'`, [gw.ids]);
+    await db.end();
+    if (rows[0].n !== gw.ids.length) throw new Error(`${gw.ids.length} completions counted, but ${rows[0].n} rows are succeeded`);
+
+    const table = {
+      title: `transactional invocations completed end to end, ${CONCURRENCY} concurrent callers, ${ROUNDS} × ${SECONDS} s windows each, interleaved`,
+      header: ['path', 'completions/s', 'p50 end to end', 'p99 end to end', 'completions', 'errors'],
+      rows: [bare, gw].map((r, i) => [targets[i].name, `${r.rate.toFixed(1)}/s`, fmt(r.p50), fmt(r.p99), String(r.n), String(r.errors)]),
+    };
+    result.tables.push(table);
+    const ratio = gw.rate / bare.rate;
+    result.checks.push(
+      { figure: `completed invocations/s, c=${CONCURRENCY}`, measured: `${gw.rate.toFixed(1)}/s`, baseline: `bare echo workflow ${bare.rate.toFixed(1)}/s`, ratio: `${(ratio * 100).toFixed(0)} %`, target: '≥ 80 % of the bare echo workflow', pass: ratio >= 0.8 },
+      { figure: `p50 end-to-end completion, c=${CONCURRENCY}`, measured: fmt(gw.p50), baseline: `bare echo workflow ${fmt(bare.p50)}`, ratio: `${(gw.p50 / bare.p50).toFixed(2)}×`, target: '(none)', pass: null },
+    );
+    result.notes.push(`every counted gateway completion checked in PostgreSQL: ${rows[0].n} rows succeeded`);
+    say();
+    say(`## ${table.title}`);
+    say(`| ${table.header.join(' | ')} |`);
+    say(`|${table.header.map(() => '---').join('|')}|`);
+    for (const row of table.rows) say(`| ${row.join(' | ')} |`);
+    say();
+    say(`rows checked: ${rows[0].n} of ${gw.ids.length} counted completions are succeeded`);
+    say(`ratio: throughput ${(ratio * 100).toFixed(0)} % of the bare echo workflow, p50 ${(gw.p50 / bare.p50).toFixed(2)}×`);
+    say(`target: ≥ 80 % of the bare echo workflow → ${ratio >= 0.8 ? 'met' : 'MISSED'}`);
+  } finally {
+    await temporal?.connection.close().catch(() => undefined);
+    await stopChildren(children);
+    await removeBenchInfra(infra, dataDir);
+  }
+  return finishResult(result, startedMs);
+}
+
+if (import.meta.main) await runAsMain(runThroughputBench);
