@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Contract, ContractFactory, JsonRpcProvider, getCreateAddress, toQuantity, type ContractRunner } from 'ethers';
-import { compileToken } from './compile.ts';
+import { compileContract, compileToken } from './compile.ts';
 
 /** Base mainnet's chain id: signed authorizations carry it, so local ones look like production ones. */
 export const CHAIN_ID = 8453;
@@ -155,6 +155,20 @@ export async function deployToken(rpcUrl: string, cacheDir: string): Promise<{ a
     await token.waitForDeployment();
   });
   return { address, deployer };
+}
+
+/**
+ * Deploys a SmartWallet (contracts/SmartWallet.sol: ERC-1271, one owner key) for tests of
+ * contract-wallet payments; returns its address. From dev account 0 after the token, so the
+ * token's fixed address (account 0's first deploy) is unaffected.
+ */
+export async function deploySmartWallet(rpcUrl: string, owner: string, cacheDir: string): Promise<string> {
+  const { abi, bytecode } = await compileContract('SmartWallet', cacheDir);
+  return withProvider(rpcUrl, async (provider) => {
+    const wallet = await new ContractFactory(abi, bytecode, await devSigner(provider)).deploy(owner);
+    await wallet.waitForDeployment();
+    return wallet.getAddress();
+  });
 }
 
 /**
