@@ -5,6 +5,7 @@
 import { Interface, JsonRpcProvider, Signature, isError, type TransactionRequest } from 'ethers';
 import { TOKEN_ABI } from '../contracts/chain.ts';
 import type { TransferAuthorization } from './x402/schemas.ts';
+import type { SignerKind } from './x402/verify.ts';
 
 export const tokenInterface = new Interface(TOKEN_ABI);
 
@@ -21,17 +22,16 @@ export function createChainProvider(rpcUrl: string, chainId: number): JsonRpcPro
  */
 export const EOA_TRANSFER_GAS_LIMIT = 150_000n;
 
-export function isEoaSignature(signature: string): boolean {
-  return (signature.length - 2) / 2 === 65;
-}
-
 /**
- * Calldata of `transferWithAuthorization`: the (v, r, s) overload for a 65-byte EOA signature
- * (present on every USDC version), the `bytes signature` overload for contract wallets.
+ * Calldata of `transferWithAuthorization`: the (v, r, s) overload when the signature recovers
+ * the payer (an EOA; present on every USDC version), the `bytes signature` overload when the
+ * payer is a contract wallet (the token asks it through ERC-1271, whatever the signature's length).
+ * Without `signer` (callers that did not verify), by length, as the x402 reference does: 65
+ * bytes is taken for an EOA, which is wrong for a contract wallet that signs with 65 bytes.
  */
-export function transferCalldata(a: TransferAuthorization, signature: string): string {
+export function transferCalldata(a: TransferAuthorization, signature: string, signer?: SignerKind): string {
   const args = [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce] as const;
-  if (isEoaSignature(signature)) {
+  if ((signer ?? ((signature.length - 2) / 2 === 65 ? 'eoa' : 'contract')) === 'eoa') {
     const { v, r, s } = Signature.from(signature);
     return tokenInterface.encodeFunctionData('transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)', [...args, v, r, s]);
   }

@@ -20,6 +20,8 @@ import type { Readiness } from './readiness.ts';
 import type { OutcomeListener } from './outcomes.ts';
 import { findSettlement, saveSettleRequest, settlementKey } from './store.ts';
 import { recoverAuthorizer } from './x402/eip3009.ts';
+import { authorizationSigner } from './x402/verify.ts';
+import { CONTRACT_SIGNATURE_TIMEOUT_MS, contractSignatureCheckFor } from './x402/erc1271.ts';
 import { SettleRequest, type SettleResponse } from './x402/schemas.ts';
 
 /** The one reason a caller is ever given for a payment that was not collected. */
@@ -151,11 +153,16 @@ export function settleHandler(deps: SettleDeps) {
     const authorization = request.paymentPayload.payload.authorization;
     // Only a request whose signature holds may open (and so name) a settlement: otherwise a
     // forged request could occupy a payer's nonce before the real one arrives.
-    const signer = recoverAuthorizer(config.domain, authorization, request.paymentPayload.payload.signature);
-    if (!signer || signer.toLowerCase() !== authorization.from.toLowerCase()) {
+    // An EOA's signature recovers `from`; a contract wallet's is accepted by `from` (ERC-1271, an eth_call).
+    const signature = request.paymentPayload.payload.signature;
+    const signedBy = await authorizationSigner(config.domain, authorization, signature, contractSignatureCheckFor(config.chainRpcUrl, CONTRACT_SIGNATURE_TIMEOUT_MS)).catch(() => 'unreachable' as const);
+    if (signedBy === 'unreachable') return reply(ctx, 503, { error: 'facilitator unavailable' }, { 'Retry-After': '2' });
+    if (!signedBy) {
       deps.log.info({ account: account.id, cause: 'invalid_signature' }, 'settle refused before any claim');
-      return reply(ctx, 200, toResponse({ status: 'failed', payer: signer ? authorization.from : '', transaction: null, cause: 'invalid_signature' }, config.network));
+      const payer = recoverAuthorizer(config.domain, authorization, signature) ? authorization.from : '';
+      return reply(ctx, 200, toResponse({ status: 'failed', payer, transaction: null, cause: 'invalid_signature' }, config.network));
     }
+    const signer = getAddress(authorization.from.toLowerCase());
 
     const key = settlementKey(config.domain.chainId, config.tokenAddress, authorization.from, authorization.nonce);
     let outcome: SettlementOutcome | 'in_flight';

@@ -10,7 +10,7 @@ import { getAddress, toQuantity } from 'ethers';
 import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { balanceOf, chainProvider, encodePayment, newAccount, newPayTo, newPayer, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
+import { balanceOf, chainProvider, encodePayment, newAccount, newPayTo, newPayer, settlingTenant, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
 
 type Sent = { status: number; payment: string | undefined };
 
@@ -39,14 +39,9 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     upstream = await startUpstream();
     facilitatorAccount = await newAccount(`gateway-${randomUUID()}`);
     tenant = `tenant-x402-${randomUUID()}`;
-    token = await stack().token(tenant);
     // The tenant's settlement configuration: the facilitator's URL and a credential holding the
     // client certificate of a facilitator account.
-    const bundle = `${facilitatorAccount.cert.certPem}\n${facilitatorAccount.cert.keyPem}`;
-    const credential = await call('POST', '/v1/credentials', { token, json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: bundle } });
-    assert.equal(credential.status, 201, credential.text);
-    const config = await call('PUT', '/v1/settlement/config', { token, json: { facilitator_url: stack().facilitator.url, facilitator_credential_ref: credential.json.id } });
-    assert.equal(config.status, 201, config.text);
+    token = await settlingTenant(tenant, facilitatorAccount);
   });
   after(async () => {
     await upstream.close();

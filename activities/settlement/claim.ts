@@ -6,6 +6,7 @@ import type { Account } from '../../facilitator/accounts.ts';
 import { transferCalldata } from '../../facilitator/chain.ts';
 import { reserveAndClaim, signAndPersist, type ClaimResult, type SettlementRecord } from '../../facilitator/store.ts';
 import type { SettleRequest } from '../../facilitator/x402/schemas.ts';
+import { signerKindOf } from '../../facilitator/x402/verify.ts';
 import type { GasPlan, SettlementDeps, VerifiedTransfer } from './types.ts';
 
 export async function claim(deps: SettlementDeps, key: string, account: Account, request: SettleRequest, transfer: VerifiedTransfer): Promise<ClaimResult> {
@@ -24,7 +25,8 @@ export async function claim(deps: SettlementDeps, key: string, account: Account,
 
 export async function sign(deps: SettlementDeps, key: string, request: SettleRequest, gas: GasPlan): Promise<SettlementRecord> {
   const payment = request.paymentPayload;
-  const data = transferCalldata(payment.payload.authorization, payment.payload.signature);
+  const { authorization, signature } = payment.payload;
+  const data = transferCalldata(authorization, signature, signerKindOf(deps.config.domain, authorization, signature));
   const record = await signAndPersist(deps.pool, {
     key,
     gasWallet: deps.signer.address,

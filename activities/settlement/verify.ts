@@ -5,8 +5,9 @@
 // (eth_call: this also covers the payer's balance, whose shortfall the token reports as its
 // own error). The gas wallet's nonce is read in the same round of calls.
 import { getAddress } from 'ethers';
-import { verifyExactPayment } from '../../facilitator/x402/verify.ts';
-import { EOA_TRANSFER_GAS_LIMIT, authorizationUsed, isEoaSignature, simulate, transferCalldata } from '../../facilitator/chain.ts';
+import { verifyPayment } from '../../facilitator/x402/verify.ts';
+import { contractSignatureCheck } from '../../facilitator/x402/erc1271.ts';
+import { EOA_TRANSFER_GAS_LIMIT, authorizationUsed, simulate, transferCalldata } from '../../facilitator/chain.ts';
 import type { SettlementRecord } from '../../facilitator/store.ts';
 import type { SettleRequest } from '../../facilitator/x402/schemas.ts';
 import type { GasPlan, SettlementDeps, SettlementOutcome, VerifiedTransfer } from './types.ts';
@@ -28,7 +29,9 @@ export async function reverify(deps: SettlementDeps, request: SettleRequest): Pr
   if (request.x402Version !== 1) return { ok: false, cause: 'unsupported_version' };
   if (requirements.scheme !== payment.scheme) return { ok: false, cause: 'unsupported_scheme' };
   if (requirements.network !== payment.network) return { ok: false, cause: 'network_mismatch' };
-  const checked = verifyExactPayment(payment, {
+  // A contract wallet's signature is asked of the wallet (ERC-1271) through the worker's node;
+  // an RPC failure there is thrown, so the activity retries instead of refusing the payment.
+  const checked = await verifyPayment(payment, {
     network: deps.config.network,
     domain: deps.config.domain,
     asset: requirements.asset,
@@ -36,14 +39,14 @@ export async function reverify(deps: SettlementDeps, request: SettleRequest): Pr
     amount: { atMost: BigInt(requirements.maxAmountRequired) },
     now: Math.floor(Date.now() / 1000),
     marginSeconds: deps.config.validityMarginSeconds,
-  });
+  }, contractSignatureCheck((tx) => deps.provider.call(tx)));
   if (!checked.ok) return { ok: false, cause: checked.cause };
 
   const token = deps.config.tokenAddress;
   const authorization = payment.payload.authorization;
-  const tx = { from: deps.signer.address, to: token, data: transferCalldata(authorization, payment.payload.signature) };
+  const tx = { from: deps.signer.address, to: token, data: transferCalldata(authorization, payment.payload.signature, checked.signer) };
   // One round of independent reads, in parallel.
-  const eoa = isEoaSignature(payment.payload.signature);
+  const eoa = checked.signer === 'eoa';
   const [used, simulation, estimate, fees, chainNonce] = await Promise.all([
     authorizationUsed(deps.provider, token, checked.payment.payer, authorization.nonce),
     simulate(deps.provider, tx),

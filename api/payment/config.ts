@@ -6,6 +6,8 @@
 //   X402_VALIDITY_MARGIN_S   validBefore must be at least this far ahead when a payment arrives
 //   SETTLEMENT_CA_FILE       CA bundle trusted for facilitator server certificates (default: system roots)
 //   SETTLEMENT_TIMEOUT_MS    deadline of one /settle call to the facilitator
+//   CHAIN_RPC_URL            the node asked whether a contract-wallet payer accepts its signature (ERC-1271)
+//   X402_CONTRACT_SIGNATURE_TIMEOUT_MS  deadline of that eth_call (past it: the coarse 402)
 import { readFileSync } from 'node:fs';
 import { getAddress } from 'ethers';
 import { z } from 'zod';
@@ -22,6 +24,8 @@ const PaymentEnv = z.object({
   X402_VALIDITY_MARGIN_S: z.coerce.number().int().nonnegative().default(6),
   SETTLEMENT_CA_FILE: z.string().optional(),
   SETTLEMENT_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
+  X402_CONTRACT_SIGNATURE_TIMEOUT_MS: z.coerce.number().int().positive().default(3_000),
 });
 
 export type PaymentConfig = {
@@ -32,6 +36,8 @@ export type PaymentConfig = {
   /** PEM of the CA(s) trusted for the facilitator's server certificate; undefined: system roots. */
   settlementCaPem: string | undefined;
   settlementTimeoutMs: number;
+  /** ERC-1271 checks of contract-wallet payers: the node and the deadline of one eth_call. */
+  contractSignatures: { rpcUrl: string; timeoutMs: number };
 };
 
 export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): PaymentConfig {
@@ -56,5 +62,6 @@ export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): Payment
     validityMarginSeconds: e.X402_VALIDITY_MARGIN_S,
     settlementCaPem,
     settlementTimeoutMs: e.SETTLEMENT_TIMEOUT_MS,
+    contractSignatures: { rpcUrl: e.CHAIN_RPC_URL, timeoutMs: e.X402_CONTRACT_SIGNATURE_TIMEOUT_MS },
   };
 }

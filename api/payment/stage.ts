@@ -9,7 +9,7 @@ import { ApiError } from '../errors.ts';
 import type { PaymentRecord, ProxyCall } from '../proxy/call.ts';
 import type { AppDeps } from '../app.ts';
 import { decodePaymentHeader, encodeBase64Json } from '../../facilitator/x402/schemas.ts';
-import { verifyExactPayment } from '../../facilitator/x402/verify.ts';
+import { verifyGatePayment } from './verify.ts';
 import { loadSettlementClientTls } from '../settlement/tls.ts';
 import { settlements } from '../observability/metrics.ts';
 import { challengeFor, requirementsFor } from './requirements.ts';
@@ -43,15 +43,7 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader
 
   const payment = decodePaymentHeader(paymentHeader);
   if (!payment) throw paymentError('invalid payment');
-  const verified = verifyExactPayment(payment, {
-    network: config.network,
-    domain: config.domain,
-    asset: requirements.asset,
-    payTo: requirements.payTo,
-    amount: { exact: BigInt(requirements.maxAmountRequired) },
-    now: Math.floor(Date.now() / 1000),
-    marginSeconds: config.validityMarginSeconds,
-  });
+  const verified = await verifyGatePayment(config, payment, requirements);
   if (!verified.ok) {
     deps.log.info({ requestId: call.requestId, agentId: call.agent.id, cause: verified.cause }, 'payment refused');
     throw paymentError('invalid payment');

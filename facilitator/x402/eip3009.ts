@@ -1,6 +1,6 @@
 // EIP-3009 `transferWithAuthorization` as an x402 `exact` payment signs it: the EIP-712
 // domain of the token and the typed struct. Pure functions, no chain access.
-import { getAddress, verifyTypedData, type TypedDataDomain } from 'ethers';
+import { TypedDataEncoder, getAddress, verifyTypedData, type TypedDataDomain } from 'ethers';
 import type { TransferAuthorization } from './schemas.ts';
 
 /** The token's EIP-712 domain (for USDC on Base: "USD Coin", "2", 8453, the contract). */
@@ -40,4 +40,9 @@ export function recoverAuthorizer(domain: TokenDomain, authorization: TransferAu
   if (recovered.size >= MEMO_SIZE) recovered.delete(recovered.keys().next().value!);
   recovered.set(memoKey, signer);
   return signer;
+}
+
+/** The EIP-712 digest the payer signed: what a contract wallet's `isValidSignature` is asked about. */
+export function authorizationDigest(domain: TokenDomain, authorization: TransferAuthorization): string {
+  return TypedDataEncoder.hash(typedDomain(domain), TRANSFER_WITH_AUTHORIZATION_TYPES, authorization);
 }

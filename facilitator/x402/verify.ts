@@ -3,8 +3,9 @@
 // forwards anything; the facilitator runs it again (then adds the on-chain checks) because it
 // trusts no client. Returns the precise cause for operators; callers only ever see a coarse one.
 import { getAddress } from 'ethers';
-import { recoverAuthorizer, type TokenDomain } from './eip3009.ts';
-import { SCHEME_EXACT, X402_VERSION, type Payment } from './schemas.ts';
+import { authorizationDigest, recoverAuthorizer, type TokenDomain } from './eip3009.ts';
+import type { ContractSignatureCheck } from './erc1271.ts';
+import { SCHEME_EXACT, X402_VERSION, type Payment, type TransferAuthorization } from './schemas.ts';
 
 export type VerifyCause =
   | 'unsupported_version'
@@ -34,7 +35,13 @@ export type VerifyExpectation = {
 
 export type VerifiedPayment = { payer: string; payTo: string; value: bigint; validAfter: bigint; validBefore: bigint; nonce: string };
 
-export type VerifyResult = { ok: true; payment: VerifiedPayment } | { ok: false; cause: VerifyCause };
+/**
+ * How the payer signed: `eoa` (the signature recovers `from`: the token's (v, r, s) entry point)
+ * or `contract` (`from` is a contract that accepts it through ERC-1271: the `bytes signature` one).
+ */
+export type SignerKind = 'eoa' | 'contract';
+
+export type VerifyResult = { ok: true; payment: VerifiedPayment; signer: SignerKind } | { ok: false; cause: VerifyCause };
 
 const fail = (cause: VerifyCause): VerifyResult => ({ ok: false, cause });
 
@@ -47,7 +54,10 @@ function checksummed(address: string): string | null {
   }
 }
 
-export function verifyExactPayment(payment: Payment, expect: VerifyExpectation): VerifyResult {
+type Terms = { ok: true; payment: VerifiedPayment } | { ok: false; cause: VerifyCause };
+
+/** Everything but the signature: protocol fields, asset, recipient, amount, window, nonce. */
+function checkTerms(payment: Payment, expect: VerifyExpectation): Terms {
   if (payment.x402Version !== X402_VERSION) return fail('unsupported_version');
   if (payment.scheme !== SCHEME_EXACT) return fail('unsupported_scheme');
   if (payment.network !== expect.network) return fail('network_mismatch');
@@ -69,13 +79,66 @@ export function verifyExactPayment(payment: Payment, expect: VerifyExpectation):
   if (validAfter > now + 5n) return fail('not_yet_valid');
   if (validBefore <= now + BigInt(expect.marginSeconds)) return fail('expired');
   if (/^0x0{64}$/.test(a.nonce)) return fail('invalid_nonce');
-
-  const signer = recoverAuthorizer(expect.domain, a, payment.payload.signature);
   const from = checksummed(a.from);
-  if (!signer || !from || signer !== from) return fail('invalid_signature');
+  if (!from) return fail('invalid_signature');
+  return { ok: true, payment: { payer: from, payTo: to, value, validAfter, validBefore, nonce: a.nonce.toLowerCase() } };
+}
 
-  return {
-    ok: true,
-    payment: { payer: from, payTo: to, value, validAfter, validBefore, nonce: a.nonce.toLowerCase() },
-  };
+/** Off-chain only: the terms, and an ECDSA signature that recovers `from` (EOA payers). */
+export function verifyExactPayment(payment: Payment, expect: VerifyExpectation): VerifyResult {
+  const terms = checkTerms(payment, expect);
+  if (!terms.ok) return terms;
+  const signer = recoverAuthorizer(expect.domain, payment.payload.authorization, payment.payload.signature);
+  if (signer !== terms.payment.payer) return fail('invalid_signature');
+  return { ok: true, payment: terms.payment, signer: 'eoa' };
+}
+
+/**
+ * The terms, then the signature of an EOA (recovery, no I/O) or of a contract wallet: when the
+ * signature does not recover `from`, `from` must accept it through ERC-1271 (`contracts`, an
+ * eth_call). Throws when that call cannot be made (the caller decides: fail closed or retry).
+ */
+export async function verifyPayment(payment: Payment, expect: VerifyExpectation, contracts: ContractSignatureCheck): Promise<VerifyResult> {
+  const offChain = verifyExactPayment(payment, expect);
+  if (offChain.ok || offChain.cause !== 'invalid_signature') return offChain;
+  const terms = checkTerms(payment, expect);
+  if (!terms.ok) return terms;
+  const accepted = await contractAccepts(expect.domain, payment.payload.authorization, payment.payload.signature, contracts);
+  return accepted ? { ok: true, payment: terms.payment, signer: 'contract' } : fail('invalid_signature');
+}
+
+async function contractAccepts(domain: TokenDomain, a: TransferAuthorization, signature: string, contracts: ContractSignatureCheck): Promise<boolean> {
+  const from = checksummed(a.from);
+  if (!from) return false;
+  let digest: string;
+  try {
+    digest = authorizationDigest(domain, a);
+  } catch {
+    return false; // not encodable (e.g. a bad checksum in `to`): nothing was validly signed
+  }
+  return contracts(from, digest, signature);
+}
+
+/**
+ * Whether `from` signed this authorization, as the facilitator's handler asks before it opens a
+ * settlement: ECDSA recovery, else ERC-1271. Returns how; null when it did not sign. Throws
+ * when the contract check cannot reach the node.
+ */
+export async function authorizationSigner(
+  domain: TokenDomain,
+  a: TransferAuthorization,
+  signature: string,
+  contracts: ContractSignatureCheck,
+): Promise<SignerKind | null> {
+  if (signerKindOf(domain, a, signature) === 'eoa') return 'eoa';
+  return (await contractAccepts(domain, a, signature, contracts)) ? 'contract' : null;
+}
+
+/**
+ * The entry point a verified authorization is submitted through: `eoa` when the signature
+ * recovers `from`, else `contract` (only meaningful after `verifyPayment` accepted it).
+ */
+export function signerKindOf(domain: TokenDomain, a: TransferAuthorization, signature: string): SignerKind {
+  const recovered = recoverAuthorizer(domain, a, signature);
+  return recovered && recovered.toLowerCase() === a.from.toLowerCase() ? 'eoa' : 'contract';
 }

@@ -11,6 +11,7 @@ import { addAccount, type Account, type AccountKind } from '../../facilitator/ac
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../facilitator/x402/eip3009.ts';
 import type { Payment, PaymentRequirements, SettleRequest } from '../../facilitator/x402/schemas.ts';
 import { stack } from './stack.ts';
+import { call } from './http.ts';
 
 export const CHAIN_ID = 8453;
 
@@ -142,4 +143,19 @@ export async function transfersTo(provider: JsonRpcProvider, payTo: string): Pro
   const token = tokenContract(stack().infra.tokenAddress, provider);
   const events = await token.queryFilter(token.filters.Transfer(null, payTo), 0, 'latest');
   return events.map((e) => ({ hash: e.transactionHash, value: (e as unknown as { args: { value: bigint } }).args.value }));
+}
+
+/**
+ * A tenant with settlement configured: its facilitator credential holds `account`'s client
+ * certificate and key, and its settlement configuration names the stack's facilitator.
+ * Returns the tenant's bearer token.
+ */
+export async function settlingTenant(tenant: string, account: TestAccount): Promise<string> {
+  const token = await stack().token(tenant);
+  const bundle = `${account.cert.certPem}\n${account.cert.keyPem}`;
+  const credential = await call('POST', '/v1/credentials', { token, json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: bundle } });
+  if (credential.status !== 201) throw new Error(`credential: ${credential.status} ${credential.text}`);
+  const config = await call('PUT', '/v1/settlement/config', { token, json: { facilitator_url: stack().facilitator.url, facilitator_credential_ref: credential.json.id } });
+  if (config.status !== 201) throw new Error(`settlement config: ${config.status} ${config.text}`);
+  return token;
 }

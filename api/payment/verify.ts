@@ -1,0 +1,27 @@
+// The gate's verification of an X-PAYMENT: the terms and the signature, as
+// facilitator/x402/verify.ts checks them. An EOA's signature is checked without I/O; a
+// contract wallet's (ERC-1271) by an eth_call to the configured node with a deadline, failing
+// closed: a node that is down or slow refuses the payment with the same coarse 402.
+import { verifyPayment, type VerifyResult } from '../../facilitator/x402/verify.ts';
+import { contractSignatureCheckFor } from '../../facilitator/x402/erc1271.ts';
+import type { Payment, PaymentRequirements } from '../../facilitator/x402/schemas.ts';
+import type { PaymentConfig } from './config.ts';
+
+export type GateVerifyResult = VerifyResult | { ok: false; cause: 'signature_check_unavailable' };
+
+export async function verifyGatePayment(config: PaymentConfig, payment: Payment, requirements: PaymentRequirements): Promise<GateVerifyResult> {
+  const expect = {
+    network: config.network,
+    domain: config.domain,
+    asset: requirements.asset,
+    payTo: requirements.payTo,
+    amount: { exact: BigInt(requirements.maxAmountRequired) },
+    now: Math.floor(Date.now() / 1000),
+    marginSeconds: config.validityMarginSeconds,
+  };
+  try {
+    return await verifyPayment(payment, expect, contractSignatureCheckFor(config.contractSignatures.rpcUrl, config.contractSignatures.timeoutMs));
+  } catch {
+    return { ok: false, cause: 'signature_check_unavailable' };
+  }
+}
