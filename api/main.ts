@@ -5,6 +5,7 @@ import { createLogger } from './log.ts';
 import { startGateway } from './gateway.ts';
 import { connectClient } from '../temporal/client.ts';
 import { startTracing, stopTracing } from './observability/tracing.ts';
+import { scheduleOrphanSweep } from './proxy/orphans.ts';
 
 // Before the Temporal client and the app are built: they install tracing only when it is on.
 startTracing(process.env, 'agent-gateway-api');
@@ -14,6 +15,7 @@ const orm = await openOrm(config.databaseUrl);
 const temporal = await connectClient(config.temporal.address, config.temporal.namespace);
 const server = await startGateway(config, orm, temporal, log);
 log.info({ port: config.port }, 'gateway API listening');
+scheduleOrphanSweep(orm, temporal, log);
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {

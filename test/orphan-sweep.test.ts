@@ -1,0 +1,63 @@
+// Rows an API process left `pending` when it died between the commit and the workflow start
+// (found by `npm run chaos -- worker-kill`): the sweep fails those with no workflow, and leaves
+// alone a row whose workflow exists (waiting for a worker) and a row young enough that its
+// start may still be under way.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { stack } from './support/stack.ts';
+import { newId } from '../api/ids.ts';
+import { closeOrphanedInvocations } from '../api/proxy/orphans.ts';
+
+async function pendingRow(tenantId: string, createdAt: Date): Promise<string> {
+  const id = newId('inv');
+  await stack()
+    .orm.em.getConnection()
+    .execute(`insert into invocations (id, tenant_id, agent_id, mode, status, request_id, caller, created_at, updated_at) values (?, ?, ?, 'transactional', 'pending', ?, 'u', ?, ?)`, [
+      id,
+      tenantId,
+      newId('agt'),
+      randomUUID(),
+      createdAt,
+      createdAt,
+    ]);
+  return id;
+}
+
+async function row(id: string): Promise<{ status: string; error_class: string | null; completed_at: Date | null }> {
+  const [r] = await stack().orm.em.getConnection().execute(`select status, error_class, completed_at from invocations where id = ?`, [id]);
+  return r as { status: string; error_class: string | null; completed_at: Date | null };
+}
+
+describe('orphaned pending invocations', function () {
+  this.timeout(60_000);
+
+  it('are failed when Temporal has no workflow for them; rows with a workflow and young rows are left alone', async () => {
+    const tenant = `tenant-orphans-${randomUUID()}`;
+    const old = new Date(Date.now() - 10 * 60_000);
+    const orphan = await pendingRow(tenant, old);
+    const waiting = await pendingRow(tenant, old);
+    const young = await pendingRow(tenant, new Date());
+    // A workflow on a task queue nobody polls: it exists, so its row must wait for it.
+    const handle = await stack().temporal.workflow.start('InvocationWorkflow', {
+      taskQueue: `nobody-${randomUUID()}`,
+      workflowId: waiting,
+      args: [{ invocationId: waiting, tenantId: tenant, agentId: 'agt_x' }],
+    });
+    try {
+      const closed = await closeOrphanedInvocations(stack().orm, stack().temporal, new Date(Date.now() - 9 * 60_000));
+      assert.ok(closed >= 1, `closed ${closed}`);
+      const o = await row(orphan);
+      assert.equal(o.status, 'failed');
+      assert.equal(o.error_class, 'internal');
+      assert.ok(o.completed_at);
+      assert.equal((await row(waiting)).status, 'pending');
+      assert.equal((await row(young)).status, 'pending');
+      // A second sweep finds nothing more of ours to close.
+      await closeOrphanedInvocations(stack().orm, stack().temporal, new Date(Date.now() - 9 * 60_000));
+      assert.equal((await row(waiting)).status, 'pending');
+    } finally {
+      await handle.terminate('test done').catch(() => undefined);
+      await stack().orm.em.getConnection().execute(`delete from invocations where tenant_id = ?`, [tenant]);
+    }
+  });
+});
