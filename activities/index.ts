@@ -1,2 +1,3 @@
 export { createInvocationActivities, type InvocationActivities, type InvocationOutcome } from './invocation.ts';
 export { createReceiptActivities, type ReceiptActivities } from './receipts.ts';
+export { createRetentionActivities, type RetentionActivities } from './retention.ts';

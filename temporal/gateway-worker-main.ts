@@ -5,17 +5,26 @@ import { createLogger } from '../api/log.ts';
 import { createGatewayWorker } from './gateway-worker.ts';
 import { startMetricsServer } from '../api/observability/http.ts';
 import { startTracing, stopTracing } from '../api/observability/tracing.ts';
+import { connectClient } from './client.ts';
+import { ensureRetentionSchedule, loadRetentionDays } from './retention-schedule.ts';
 
 // Before the worker is built: it installs the tracing interceptors only when tracing is on.
 startTracing(process.env, 'agent-gateway-worker');
 const log = createLogger('worker');
 const config = loadGatewayConfig();
+const retentionDays = loadRetentionDays(process.env);
 const orm = await openOrm(config.databaseUrl);
 const { worker, connection } = await createGatewayWorker(config, orm);
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => worker.shutdown());
 // Prometheus scrapes the worker on its own port (WORKER_METRICS_PORT; 0 = off).
 const { workerMetricsPort, metricsHost } = config.observability;
 const metrics = workerMetricsPort ? await startMetricsServer(workerMetricsPort, metricsHost) : null;
+// Policy decision retention runs on a Temporal Schedule; each worker brings it to the configured
+// retention. Not fatal: the worker's own job is invocations, and the next start retries.
+await connectClient(config.temporal.address, config.temporal.namespace)
+  .then((client) => ensureRetentionSchedule(client, { taskQueue: config.temporal.taskQueue, retentionDays }).finally(() => client.connection.close()))
+  .then((schedule) => log.info({ retentionDays, schedule }, 'policy decision retention schedule'))
+  .catch((err: Error) => log.warn({ err: { name: err.name, message: err.message } }, 'policy decision retention schedule not set'));
 log.info({ taskQueue: config.temporal.taskQueue }, 'gateway worker running');
 await worker.run();
 metrics?.close();

@@ -3,8 +3,9 @@
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { createInvocationActivities, createReceiptActivities } from '../activities/index.ts';
+import { createInvocationActivities, createReceiptActivities, createRetentionActivities } from '../activities/index.ts';
 import { activityObservability } from '../api/observability/worker.ts';
+import { temporalWorkerTracing } from '../api/observability/tracing.ts';
 import { createLogger } from '../api/log.ts';
 import { createUpstreamClient } from '../api/upstream/client.ts';
 import { createPostgresBodyStore } from '../api/proxy/body-store.ts';
@@ -35,13 +36,17 @@ export async function createGatewayWorker(
     credentials: createCredentialResolver(orm, config.vault),
     upstreamTimeoutMs: config.upstream.timeoutMs,
   });
+  // Tracing (when started in this process): the OTel interceptors and the workflow spans' sink.
+  // A prebuilt bundle must have been built with `tracing.workflowModules` for workflow spans.
+  const tracing = temporalWorkerTracing();
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: gatewayWorkflowsPath }),
-    activities: { ...activities, ...createReceiptActivities({ orm, receipts: config.receipts }) },
-    interceptors: { activity: [activityObservability(createLogger('worker', config.logLevel))] },
+    activities: { ...activities, ...createReceiptActivities({ orm, receipts: config.receipts }), ...createRetentionActivities({ orm }) },
+    interceptors: { activity: [...tracing.activity, activityObservability(createLogger('worker', config.logLevel))], workflowModules: tracing.workflowModules },
+    sinks: tracing.sinks,
     ...gatewayWorkerTuning,
   });
   return { worker, connection };

@@ -1,2 +1,3 @@
 // Everything the gateway worker registers. Only deterministic code may be imported here.
 export { InvocationWorkflow } from './invocation.ts';
+export { PolicyDecisionRetentionWorkflow } from './retention.ts';

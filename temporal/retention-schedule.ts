@@ -1,0 +1,53 @@
+// The Temporal Schedule that runs PolicyDecisionRetentionWorkflow (workflows/retention.ts)
+// every hour: visible, pausable and triggerable in the Web UI. Created or brought up to the
+// configured retention by every gateway worker at start (idempotent); a retention of 0 days
+// keeps decisions forever and deletes the schedule.
+import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client, type ScheduleOptionsAction } from '@temporalio/client';
+import { z } from 'zod';
+
+export const RETENTION_SCHEDULE_ID = 'policy-decision-retention';
+
+const RetentionEnv = z.object({
+  POLICY_DECISION_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
+});
+
+/** POLICY_DECISION_RETENTION_DAYS: days a policy decision is kept (default 30; 0 = forever). */
+export function loadRetentionDays(env: NodeJS.ProcessEnv): number {
+  const parsed = RetentionEnv.safeParse(env);
+  if (!parsed.success) throw new Error(`invalid configuration: POLICY_DECISION_RETENTION_DAYS: ${parsed.error.issues[0].message}`);
+  return parsed.data.POLICY_DECISION_RETENTION_DAYS;
+}
+
+export type RetentionScheduleOptions = { taskQueue: string; retentionDays: number; scheduleId?: string; every?: string };
+
+export async function ensureRetentionSchedule(client: Client, opts: RetentionScheduleOptions): Promise<'created' | 'updated' | 'deleted' | 'absent'> {
+  const scheduleId = opts.scheduleId ?? RETENTION_SCHEDULE_ID;
+  const handle = client.schedule.getHandle(scheduleId);
+  if (opts.retentionDays === 0) {
+    return handle.delete().then(
+      () => 'deleted' as const,
+      (err: unknown) => {
+        if (err instanceof ScheduleNotFoundError) return 'absent' as const;
+        throw err;
+      },
+    );
+  }
+  const action: ScheduleOptionsAction = {
+    type: 'startWorkflow',
+    workflowType: 'PolicyDecisionRetentionWorkflow',
+    workflowId: `${scheduleId}-run`,
+    taskQueue: opts.taskQueue,
+    args: [{ retentionDays: opts.retentionDays }],
+  };
+  const spec = { intervals: [{ every: (opts.every ?? '1 hour') as '1 hour' }] };
+  // A purge still running when the next is due makes the next one unnecessary.
+  const policies = { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '10 minutes' } as const;
+  try {
+    await client.schedule.create({ scheduleId, spec, action, policies, memo: { purpose: 'policy decision retention' } });
+    return 'created';
+  } catch (err) {
+    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+    await handle.update((previous) => ({ ...previous, spec, action, policies: { ...previous.policies, ...policies } }));
+    return 'updated';
+  }
+}

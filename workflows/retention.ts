@@ -1,0 +1,41 @@
+// Policy decision retention: deletes the decisions older than the retention period in bounded
+// batches. Started by the Temporal Schedule `policy-decision-retention`
+// (temporal/retention-schedule.ts), so each run is visible in the Web UI. Deterministic: the
+// cutoff comes from workflow time once per purge and is carried across continue-as-new; all
+// I/O is in the activity.
+import { continueAsNew, proxyActivities } from '@temporalio/workflow';
+import type { RetentionActivities } from '../activities/retention.ts';
+
+export type RetentionInput = {
+  retentionDays: number;
+  /** Rows per delete statement. */
+  batchSize?: number;
+  /** Batches before the run continues as new, so one run's history stays small. */
+  maxBatchesPerRun?: number;
+  /** Set by the workflow when it continues as new: the same cutoff for the whole purge. */
+  cutoffMs?: number;
+  /** Deleted by the earlier runs of this purge. */
+  deletedBefore?: number;
+};
+
+export type RetentionResult = { deleted: number; cutoff: string };
+
+const DAY_MS = 86_400_000;
+
+const { purgePolicyDecisions } = proxyActivities<RetentionActivities>({
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
+});
+
+export async function PolicyDecisionRetentionWorkflow(input: RetentionInput): Promise<RetentionResult> {
+  const batchSize = input.batchSize ?? 1000;
+  const maxBatches = input.maxBatchesPerRun ?? 100;
+  const cutoffMs = input.cutoffMs ?? Date.now() - input.retentionDays * DAY_MS;
+  let deleted = input.deletedBefore ?? 0;
+  for (let batch = 0; batch < maxBatches; batch++) {
+    const n = await purgePolicyDecisions({ olderThanMs: cutoffMs, limit: batchSize });
+    deleted += n;
+    if (n < batchSize) return { deleted, cutoff: new Date(cutoffMs).toISOString() };
+  }
+  return continueAsNew<typeof PolicyDecisionRetentionWorkflow>({ ...input, cutoffMs, deletedBefore: deleted });
+}
