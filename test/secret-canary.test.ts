@@ -11,7 +11,7 @@
 // (test/credentials.test.ts keeps the credential canary out of 500 paths and the in-process
 // worker's SDK log; this file adds the other secrets, real processes, payments and metrics.)
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { Server } from 'node:http';
@@ -23,6 +23,7 @@ import { stack } from './support/stack.ts';
 import { callAt, uniqueName, type Reply } from './support/http.ts';
 import { vaultWrite } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { startWorkerProcess } from './support/worker-process.ts';
 import { newAccount, newPayTo, newPayer, signPayment, encodePayment, type TestAccount } from './support/x402.ts';
 import { facilitatorEnv } from './support/facilitator.ts';
 import { freePort } from '../scripts/lib/ports.ts';
@@ -41,20 +42,13 @@ function capture(name: string, lines: string[]) {
 }
 
 /** A real gateway worker process on its own task queue, logging at trace level, with a metrics port. */
-async function startWorkerProcess(taskQueue: string, jwtSecret: string, metricsPort: number, lines: string[]): Promise<ChildProcess> {
+function startCanaryWorker(taskQueue: string, jwtSecret: string, metricsPort: number, lines: string[]): Promise<ChildProcess> {
   const s = stack();
   const keyring = [...s.config.vault.keyring.keys.entries()].map(([id, key]) => `${id}:${key.toString('base64')}`).join(',');
-  const child = spawn(process.execPath, ['temporal/gateway-worker-main.ts'], {
-    env: {
-      ...process.env,
-      DATABASE_URL: s.config.databaseUrl,
-      TEMPORAL_ADDRESS: s.config.temporal.address,
-      TEMPORAL_NAMESPACE: s.config.temporal.namespace,
-      TEMPORAL_TASK_QUEUE: taskQueue,
+  return startWorkerProcess(
+    taskQueue,
+    {
       AUTH_JWT_SECRET: jwtSecret,
-      UPSTREAM_ALLOW: s.allow.join(','),
-      VAULT_ADDR: s.infra.vault.addr,
-      VAULT_TOKEN: s.infra.vault.token,
       VAULT_KEKS: keyring,
       VAULT_KEK_CURRENT: s.config.vault.keyring.current,
       TOKEN_ADDRESS: s.infra.tokenAddress,
@@ -62,17 +56,8 @@ async function startWorkerProcess(taskQueue: string, jwtSecret: string, metricsP
       WORKER_METRICS_PORT: String(metricsPort),
       LOG_LEVEL: 'trace',
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  return new Promise((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      lines.push(chunk.toString());
-      if (lines.join('').includes('gateway worker running')) resolve(child);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`worker exited (${code}) before running: ${lines.join('').slice(-2000)}`)));
-  });
+    (chunk) => lines.push(chunk),
+  );
 }
 
 describe('secret canary: no secret leaves through responses, logs, Temporal or metrics', function () {
@@ -107,7 +92,7 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
     secrets.bearerSignature = token.split('.')[2];
 
     workerMetricsPort = await freePort();
-    worker = await startWorkerProcess(taskQueue, secrets.jwtSecret, workerMetricsPort, workerLines);
+    worker = await startCanaryWorker(taskQueue, secrets.jwtSecret, workerMetricsPort, workerLines);
     const config = stack().config;
     api = await startGateway(
       { ...config, port: 0, auth: { ...config.auth, jwtSecret: secrets.jwtSecret }, temporal: { ...config.temporal, taskQueue } },

@@ -4,57 +4,18 @@
 // Each invocation completes exactly once: without the opt-in the request is not re-sent and
 // the row fails as `interrupted`; with retry_non_idempotent it is re-sent and succeeds.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { createAgent, rawUpstream, readAll, startProxyApp, waitForRow } from './support/proxy-helpers.ts';
-
-function startWorkerProcess(taskQueue: string): Promise<ChildProcess> {
-  const s = stack();
-  const child = spawn(process.execPath, ['temporal/gateway-worker-main.ts'], {
-    env: {
-      ...process.env,
-      DATABASE_URL: s.config.databaseUrl,
-      TEMPORAL_ADDRESS: s.config.temporal.address,
-      TEMPORAL_NAMESPACE: s.config.temporal.namespace,
-      TEMPORAL_TASK_QUEUE: taskQueue,
-      AUTH_JWT_SECRET: s.infra.secrets.jwtSecret,
-      UPSTREAM_ALLOW: s.allow.join(','),
-      UPSTREAM_TIMEOUT_MS: '60000',
-      VAULT_ADDR: s.infra.vault.addr,
-      VAULT_TOKEN: s.infra.vault.token,
-      VAULT_KEKS: `dev:${s.infra.secrets.vaultKek}`,
-      WORKER_METRICS_PORT: '0',
-      LOG_LEVEL: 'info',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  return new Promise((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('gateway worker running')) resolve(child);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`worker exited (${code}) before running: ${output.slice(-2000)}`)));
-  });
-}
-
-function exited(child: ChildProcess): Promise<void> {
-  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
-}
+import { exited, startWorkerProcess, stopWorkerProcess } from './support/worker-process.ts';
 
 describe('a worker killed mid-invocation', function () {
   this.timeout(180_000);
   const children: ChildProcess[] = [];
   after(async () => {
-    for (const child of children) {
-      child.kill('SIGTERM');
-      await Promise.race([exited(child), new Promise((r) => setTimeout(r, 15_000))]);
-      child.kill('SIGKILL');
-    }
+    for (const child of children) await stopWorkerProcess(child);
   });
 
   it('still completes each invocation exactly once (not re-sent without the opt-in, re-sent with it)', async () => {
@@ -77,7 +38,7 @@ describe('a worker killed mid-invocation', function () {
       const plain = await createAgent(token, { upstream_url: `${up.url}plain` });
       const optIn = await createAgent(token, { upstream_url: `${up.url}opt-in`, retry_non_idempotent: true, capture_body: true });
 
-      const first = await startWorkerProcess(taskQueue);
+      const first = await startWorkerProcess(taskQueue, { UPSTREAM_TIMEOUT_MS: '60000' });
       children.push(first);
       const invoke = async (agentId: string) => {
         const res = await request(`${gateway.url}/v1/proxy/${agentId}`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'once' });
@@ -91,7 +52,7 @@ describe('a worker killed mid-invocation', function () {
 
       first.kill('SIGKILL');
       await exited(first);
-      children.push(await startWorkerProcess(taskQueue));
+      children.push(await startWorkerProcess(taskQueue, { UPSTREAM_TIMEOUT_MS: '60000' }));
 
       const plainRow = await waitForRow(plainId, undefined, 90_000);
       const optInRow = await waitForRow(optInId, undefined, 90_000);
