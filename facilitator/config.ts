@@ -39,6 +39,12 @@ const FacilitatorEnv = z.object({
   FACILITATOR_GAS_LOW_WATER_WEI: amount.default('1000000000000000'),
   FACILITATOR_SETTLE_DEADLINE_MS: z.coerce.number().int().positive().default(25_000),
   FACILITATOR_INCLUSION_TIMEOUT_MS: z.coerce.number().int().positive().default(15_000),
+  // Fee bumping: a broadcast transaction not mined after this long is re-signed with the same
+  // gas nonce and fees raised by FACILITATOR_FEE_BUMP_PERCENT (at least 12.5 %, the nodes'
+  // replacement rule), up to FACILITATOR_MAX_FEE_BUMPS times; 0 disables bumping.
+  FACILITATOR_FEE_BUMP_AFTER_MS: z.coerce.number().int().nonnegative().default(6_000),
+  FACILITATOR_FEE_BUMP_PERCENT: z.coerce.number().int().min(13).max(1000).default(25),
+  FACILITATOR_MAX_FEE_BUMPS: z.coerce.number().int().nonnegative().max(20).default(5),
   FACILITATOR_VALIDITY_MARGIN_S: z.coerce.number().int().nonnegative().default(6),
   FACILITATOR_ACCOUNT_CACHE_MS: z.coerce.number().int().nonnegative().default(2_000),
   FACILITATOR_READINESS_CACHE_MS: z.coerce.number().int().nonnegative().default(1_000),
@@ -62,6 +68,7 @@ export type FacilitatorConfig = {
   gasLowWaterWei: bigint;
   settleDeadlineMs: number;
   inclusionTimeoutMs: number;
+  feeBump: { afterMs: number; percent: number; max: number };
   validityMarginSeconds: number;
   accountCacheMs: number;
   readinessCacheMs: number;
@@ -96,6 +103,7 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     gasLowWaterWei: BigInt(e.FACILITATOR_GAS_LOW_WATER_WEI),
     settleDeadlineMs: e.FACILITATOR_SETTLE_DEADLINE_MS,
     inclusionTimeoutMs: e.FACILITATOR_INCLUSION_TIMEOUT_MS,
+    feeBump: { afterMs: e.FACILITATOR_FEE_BUMP_AFTER_MS, percent: e.FACILITATOR_FEE_BUMP_PERCENT, max: e.FACILITATOR_MAX_FEE_BUMPS },
     validityMarginSeconds: e.FACILITATOR_VALIDITY_MARGIN_S,
     accountCacheMs: e.FACILITATOR_ACCOUNT_CACHE_MS,
     readinessCacheMs: e.FACILITATOR_READINESS_CACHE_MS,

@@ -55,6 +55,7 @@ async function embeddedWorker(config: FacilitatorConfig, deps: FacilitatorStartD
   const client = new Client({ connection: connection as unknown as ConnectionLike, namespace: config.temporal.namespace });
   return {
     client,
+    prefetch: created.prefetch,
     async stop() {
       if (created.worker.getState() === 'RUNNING') created.worker.shutdown();
       await running.catch(() => undefined);
@@ -82,6 +83,7 @@ export async function startFacilitator(config: FacilitatorConfig, deps: Facilita
     pool: deps.pool,
     temporal,
     eagerStart: embedded !== undefined,
+    prefetch: embedded?.prefetch,
     readiness,
     lookupAccount: createAccountLookup(deps.pool, config.accountCacheMs),
     outcomes,

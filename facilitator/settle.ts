@@ -12,6 +12,7 @@ import type pg from 'pg';
 import type { Logger } from '../api/log.ts';
 import type { SettlementWorkflow } from '../workflows/settlement.ts';
 import type { SettlementOutcome } from '../activities/settlement/types.ts';
+import type { SettlementPrefetch } from '../activities/settlement/index.ts';
 import { outcomeOfRecord } from '../activities/settlement/verify.ts';
 import { Payer, SettlementStatus } from '../temporal/search-attributes.ts';
 import type { FacilitatorConfig } from './config.ts';
@@ -33,6 +34,8 @@ export type SettleDeps = {
   temporal: Client;
   /** The client shares a connection with a worker in this process: start workflows eagerly. */
   eagerStart: boolean;
+  /** That worker's prefetch: the first step's reads start while the workflow start is on its way. */
+  prefetch?: SettlementPrefetch;
   readiness: Readiness;
   lookupAccount: (fingerprint: string) => Promise<Account | null>;
   outcomes: OutcomeListener;
@@ -71,7 +74,7 @@ function toResponse(outcome: SettlementOutcome, network: string): SettleResponse
 export function settleHandler(deps: SettleDeps) {
   const { config } = deps;
 
-  async function awaitOutcome(key: string, payer: string, request: SettleRequest): Promise<SettlementOutcome | 'in_flight'> {
+  async function awaitOutcome(key: string, payer: string, request: SettleRequest, saved: Promise<void>): Promise<SettlementOutcome | 'in_flight'> {
     const deadline = Date.now() + config.settleDeadlineMs;
     // Registered before the start, so an outcome recorded at any point after it is seen.
     const announced = deps.outcomes.waitFor(key);
@@ -80,7 +83,7 @@ export function settleHandler(deps: SettleDeps) {
     try {
       let handle;
       try {
-        handle = await deps.temporal.workflow.start<typeof SettlementWorkflow>('SettlementWorkflow', {
+        [, handle] = await Promise.all([saved, deps.temporal.workflow.start<typeof SettlementWorkflow>('SettlementWorkflow', {
           taskQueue: config.temporal.taskQueue,
           workflowId: key,
           args: [{ key, inclusionTimeoutMs: config.inclusionTimeoutMs }],
@@ -93,7 +96,7 @@ export function settleHandler(deps: SettleDeps) {
             { key: SettlementStatus, value: 'received' },
           ],
           staticSummary: `${request.paymentPayload.payload.authorization.value} to ${request.paymentRequirements.payTo} from ${payer}`,
-        });
+        })]);
       } catch (err) {
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
         // Closed: the record is the stable answer (a watcher may have updated it since the run
@@ -167,8 +170,14 @@ export function settleHandler(deps: SettleDeps) {
     const key = settlementKey(config.domain.chainId, config.tokenAddress, authorization.from, authorization.nonce);
     let outcome: SettlementOutcome | 'in_flight';
     try {
-      await saveSettleRequest(deps.pool, key, account.id, request);
-      outcome = await awaitOutcome(key, signer, request);
+      // The claim check is written before the workflow can read it: alongside the start when
+      // this process's worker takes the request from memory (prefetch, which waits for the
+      // write to commit), before the start otherwise.
+      const saved = saveSettleRequest(deps.pool, key, account.id, request);
+      saved.catch(() => undefined);
+      if (deps.prefetch) deps.prefetch(key, account.id, request, saved);
+      else await saved;
+      outcome = await awaitOutcome(key, signer, request, saved);
     } catch (err) {
       // PostgreSQL or Temporal unreachable: a protocol failure the caller may retry (the
       // settlement, if it started, goes on and dedupes the retry).

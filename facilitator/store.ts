@@ -6,6 +6,7 @@
 // - the gas nonce is taken under the gas wallet's row lock and the signed bytes are stored
 //   with it before anything is sent; UNIQUE (gas_wallet, gas_nonce): one transaction per nonce.
 import type pg from 'pg';
+import { Transaction } from 'ethers';
 import { v7 as uuidv7 } from 'uuid';
 import { inTransaction } from './db/pool.ts';
 import type { Account, AccountKind } from './accounts.ts';
@@ -125,6 +126,26 @@ export type ClaimInput = {
   amount: bigint;
   validBefore: bigint;
   defaults: { maxPerTx: bigint; dailyCeiling: bigint };
+  /**
+   * The transaction signed ahead with the gas nonce this settlement is predicted to get. The
+   * claim statement then also takes that nonce and stores the bytes (one round trip for claim,
+   * nonce and bytes), but only if the wallet's next nonce is still the prediction; otherwise
+   * the record is claimed without bytes and signing takes the nonce under the row lock
+   * (signAndPersist), as it always did.
+   */
+  presigned?: PresignedTransaction;
+};
+
+export type PresignedTransaction = {
+  gasWallet: string;
+  chainId: number;
+  /** The node's pending count when the prediction was made (it wins when higher, as in signing). */
+  chainNonce: number;
+  nonce: number;
+  raw: string;
+  hash: string;
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
 };
 
 export type GuardrailRejection = 'kind_not_allowed' | 'over_per_transaction_maximum' | 'over_daily_ceiling';
@@ -159,18 +180,40 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
   if (input.amount > ceiling) return { rejected: 'over_daily_ceiling' };
 
   const { chainId, token, nonce } = parseSettlementKey(input.key);
+  const pre = input.presigned;
   try {
+    // reserved: the conditional reservation (empty: over the ceiling, nothing is written).
+    // taken (presigned only): the predicted gas nonce, taken under the wallet's row lock only
+    // if it is still the wallet's next one. attempt: the stored bytes' first attempt row.
+    // The settlement row carries the bytes exactly when the nonce was taken.
     const { rows } = await db.query<SettlementRow>(
       `with reserved as (
          insert into daily_usage as u (account_id, day, reserved) values ($7, (now() at time zone 'utc')::date, $9)
          on conflict (account_id, day) do update set reserved = u.reserved + excluded.reserved
            where u.reserved + excluded.reserved <= $11
          returning day
+       ),
+       taken as (
+         insert into gas_wallets as w (address, chain_id, next_nonce)
+         select $12::text, $13::integer, $15::bigint + 1 from reserved where $12::text is not null
+         on conflict (address, chain_id) do update set next_nonce = excluded.next_nonce, updated_at = now()
+           where greatest(w.next_nonce, $14::bigint) = $15::bigint
+         returning next_nonce - 1 as nonce
+       ),
+       claimed as (
+         insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before,
+                                  status, usage_day, reserved_amount, gas_wallet, gas_nonce, raw_tx, tx_hash)
+         select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, case when taken.nonce is null then 'claimed' else 'signed' end,
+                reserved.day, $9, case when taken.nonce is null then null else $12::text end, taken.nonce,
+                case when taken.nonce is null then null else $16::text end, case when taken.nonce is null then null else $17::text end
+         from reserved left join taken on true
+         returning *
+       ),
+       attempt as (
+         insert into settlement_transactions (settlement_key, seq, tx_hash, raw_tx, max_fee_per_gas, max_priority_fee_per_gas)
+         select settlement_key, 0, tx_hash, raw_tx, $18::numeric, $19::numeric from claimed where tx_hash is not null
        )
-       insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before,
-                                status, usage_day, reserved_amount)
-       select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'claimed', reserved.day, $9 from reserved
-       returning *`,
+       select * from claimed`,
       [
         `stl_${uuidv7()}`,
         input.key,
@@ -183,6 +226,14 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
         input.amount.toString(),
         input.validBefore.toString(),
         ceiling.toString(),
+        pre?.gasWallet.toLowerCase() ?? null,
+        pre?.chainId ?? null,
+        pre?.chainNonce ?? null,
+        pre?.nonce ?? null,
+        pre?.raw ?? null,
+        pre?.hash ?? null,
+        pre?.maxFeePerGas.toString() ?? null,
+        pre?.maxPriorityFeePerGas.toString() ?? null,
       ],
     );
     if (rows.length === 0) return { rejected: 'over_daily_ceiling' };
@@ -262,13 +313,67 @@ export async function signAndPersist(
     );
     const nonce = Number(taken.rows[0].nonce);
     const signed = await input.sign(nonce);
+    const fees = Transaction.from(signed.raw);
     const updated = await client.query<SettlementRow>(
-      `update settlements set status = 'signed', gas_wallet = $2, gas_nonce = $3, raw_tx = $4, tx_hash = $5, updated_at = now()
+      `with attempt as (
+         insert into settlement_transactions (settlement_key, seq, tx_hash, raw_tx, max_fee_per_gas, max_priority_fee_per_gas)
+         values ($1, 0, $5, $4, $6, $7)
+       )
+       update settlements set status = 'signed', gas_wallet = $2, gas_nonce = $3, raw_tx = $4, tx_hash = $5, updated_at = now()
        where settlement_key = $1 returning *`,
-      [input.key, address, nonce, signed.raw, signed.hash],
+      [input.key, address, nonce, signed.raw, signed.hash, fees.maxFeePerGas?.toString() ?? null, fees.maxPriorityFeePerGas?.toString() ?? null],
     );
     return fromRow(updated.rows[0]);
   });
+}
+
+/** The gas wallet's stored next nonce (null before its first transaction), for predicting the next claim's. */
+export async function storedGasNonce(db: pg.Pool, gasWallet: string, chainId: number): Promise<number | null> {
+  const { rows } = await db.query<{ next_nonce: string }>('select next_nonce from gas_wallets where address = $1 and chain_id = $2', [gasWallet.toLowerCase(), chainId]);
+  return rows[0] ? Number(rows[0].next_nonce) : null;
+}
+
+/** One signed transaction of a settlement: seq 0 is the first, each fee bump adds one with the same gas nonce. */
+export type SignedAttempt = { seq: number; txHash: string; rawTx: string; maxFeePerGas: bigint | null; maxPriorityFeePerGas: bigint | null };
+
+/** Every transaction signed for the settlement, oldest first (any of them may be the one mined). */
+export async function signedAttempts(db: pg.Pool, key: string): Promise<SignedAttempt[]> {
+  const { rows } = await db.query<{ seq: number; tx_hash: string; raw_tx: string; max_fee_per_gas: string | null; max_priority_fee_per_gas: string | null }>(
+    'select seq, tx_hash, raw_tx, max_fee_per_gas, max_priority_fee_per_gas from settlement_transactions where settlement_key = $1 order by seq',
+    [key],
+  );
+  return rows.map((r) => ({
+    seq: r.seq,
+    txHash: r.tx_hash,
+    rawTx: r.raw_tx,
+    maxFeePerGas: r.max_fee_per_gas === null ? null : BigInt(r.max_fee_per_gas),
+    maxPriorityFeePerGas: r.max_priority_fee_per_gas === null ? null : BigInt(r.max_priority_fee_per_gas),
+  }));
+}
+
+/**
+ * Stores a fee bump (the same gas nonce re-signed with higher fees) as attempt `seq`, and makes
+ * it the bytes later re-sends use, before it is ever sent. Only a record still waiting for
+ * inclusion takes one; a second writer of the same seq (a retried activity) keeps the first.
+ * Returns the stored attempt of that seq, or null when the record no longer waits.
+ */
+export async function storeFeeBump(db: pg.Pool, key: string, attempt: SignedAttempt): Promise<SignedAttempt | null> {
+  const { rows } = await db.query<{ tx_hash: string }>(
+    `with waiting as (
+       select settlement_key from settlements where settlement_key = $1 and status in ('signed', 'broadcast', 'pending') for update
+     ),
+     added as (
+       insert into settlement_transactions (settlement_key, seq, tx_hash, raw_tx, max_fee_per_gas, max_priority_fee_per_gas)
+       select settlement_key, $2, $3, $4, $5, $6 from waiting
+       on conflict (settlement_key, seq) do nothing
+       returning settlement_key
+     )
+     update settlements s set raw_tx = $4, tx_hash = $3, updated_at = now() from added where s.settlement_key = added.settlement_key
+     returning s.tx_hash`,
+    [key, attempt.seq, attempt.txHash, attempt.rawTx, attempt.maxFeePerGas?.toString() ?? null, attempt.maxPriorityFeePerGas?.toString() ?? null],
+  );
+  if (rows.length > 0) return attempt;
+  return (await signedAttempts(db, key)).find((a) => a.seq === attempt.seq) ?? null;
 }
 
 /** Counts one send of the stored bytes. */
@@ -282,8 +387,8 @@ export async function markBroadcast(db: pg.Pool, key: string): Promise<void> {
 }
 
 export type FinalOutcome =
-  | { status: 'settled'; blockNumber: number; gasUsed: bigint }
-  | { status: 'failed'; cause: string; blockNumber?: number; gasUsed?: bigint }
+  | { status: 'settled'; blockNumber: number; gasUsed: bigint; txHash?: string }
+  | { status: 'failed'; cause: string; blockNumber?: number; gasUsed?: bigint; txHash?: string }
   | { status: 'pending'; cause: string };
 
 /**
@@ -297,6 +402,8 @@ export async function completeSettlement(db: pg.Pool, key: string, outcome: Fina
   const gasUsed = 'gasUsed' in outcome ? outcome.gasUsed?.toString() ?? null : null;
   const cause = outcome.status === 'settled' ? null : outcome.cause;
   const release = outcome.status === 'failed';
+  // The attempt that was mined becomes the record's transaction (a fee bump may have won).
+  const mined = 'txHash' in outcome ? outcome.txHash ?? null : null;
   const { rows } = await db.query<SettlementRow>(
     `with prev as (
        select settlement_key, account_id, usage_day, reserved_amount from settlements
@@ -309,13 +416,15 @@ export async function completeSettlement(db: pg.Pool, key: string, outcome: Fina
      ),
      done as (
        update settlements s set status = $2::text, failure_cause = $3::text, block_number = coalesce($4::bigint, s.block_number),
+              tx_hash = coalesce($8::text, s.tx_hash),
+              raw_tx = coalesce((select t.raw_tx from settlement_transactions t where t.tx_hash = $8::text), s.raw_tx),
               gas_used = coalesce($5::numeric, s.gas_used), reserved_amount = case when $6::boolean then 0 else s.reserved_amount end,
               updated_at = now(), completed_at = case when $2::text = 'pending' then null else now() end
        from prev where s.settlement_key = prev.settlement_key
        returning s.*
      )
      select done.*, pg_notify($7, ${ANNOUNCEMENT('done')}) from done`,
-    [key, outcome.status, cause, block, gasUsed, release, OUTCOME_CHANNEL],
+    [key, outcome.status, cause, block, gasUsed, release, OUTCOME_CHANNEL, mined],
   );
   if (rows[0]) return fromRow(rows[0]);
   const current = await findSettlement(db, key);

@@ -1,11 +1,12 @@
 // Wires the facilitator worker: task queue `facilitator`, the settlement workflows and their
 // activities with their dependencies injected (pool, chain provider, gas wallet signer).
+// Returns the activities' prefetch too, for a /settle handler in the same process.
 // No logic lives here.
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type pg from 'pg';
 import type { JsonRpcProvider } from 'ethers';
-import { createSettlementActivities } from '../activities/settlement/index.ts';
+import { createSettlementSteps, type SettlementPrefetch } from '../activities/settlement/index.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { TransactionSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
@@ -16,16 +17,17 @@ export async function createFacilitatorWorker(
   config: FacilitatorConfig,
   deps: { pool: pg.Pool; provider: JsonRpcProvider; signer: TransactionSigner },
   opts: { workflowBundle?: WorkflowBundle; connection?: NativeConnection } = {},
-): Promise<{ worker: Worker; connection: NativeConnection }> {
+): Promise<{ worker: Worker; connection: NativeConnection; prefetch: SettlementPrefetch }> {
   const connection = opts.connection ?? (await NativeConnection.connect({ address: config.temporal.address }));
+  const steps = createSettlementSteps({ ...deps, fees: createFeeOracle(deps.provider), config });
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: facilitatorWorkflowsPath }),
-    activities: createSettlementActivities({ ...deps, fees: createFeeOracle(deps.provider), config }),
+    activities: steps.activities,
     maxCachedWorkflows: 1000,
     shutdownForceTime: '10 seconds',
   });
-  return { worker, connection };
+  return { worker, connection, prefetch: steps.prefetch };
 }

@@ -8,21 +8,9 @@
 //   records the real outcome once the block comes.
 import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
-import { startFacilitatorStack, spawnFacilitatorWorker, type FacilitatorStack, type SpawnedWorker } from './support/facilitator.ts';
+import { startFacilitatorStack, spawnFacilitatorWorker, until, type FacilitatorStack, type SpawnedWorker } from './support/facilitator.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
 import { findSettlement, settlementKey } from '../facilitator/store.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, probe: () => Promise<T | null | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 describe('settlement durability', function () {
   this.timeout(180_000);

@@ -1,9 +1,11 @@
 // One x402 settlement, exactly once. Workflow id `settle:{chainId}:{token}:{payer}:{nonce}`
 // (started with USE_EXISTING + REJECT_DUPLICATE), so every /settle of one authorization
 // attaches to this run or reads its result. Steps: re-verify → guardrails + claim → sign and
-// store (activity `prepareSettlement`: nothing can reach the chain yet, so it may give up) →
-// broadcast → first-block inclusion → record (activity `deliverSettlement`: the signed bytes
-// exist, so it retries without limit and only ever re-sends them).
+// store → broadcast (fee bumps included) → first-block inclusion → record, all in the local
+// activity `settle` (patch `settlement-one-activity`): it retries without limit, and gives up
+// before signing only (nothing can reach the chain yet). Runs started before the patch split
+// the steps along that boundary into `prepareSettlement` and `deliverSettlement`; their
+// histories replay through that branch.
 // They are local activities: they run in the worker holding the workflow task, without a
 // server round trip per step, which keeps /settle close to a bare settle call. Durability does
 // not rest on their markers: every step is idempotent against the facilitator's PostgreSQL
@@ -13,6 +15,7 @@
 import {
   ActivityFailure,
   ParentClosePolicy,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -39,6 +42,14 @@ function afterSigning(inclusionTimeoutMs: number) {
   });
 }
 
+// Every step in one activity; it decides itself when giving up is safe (nothing signed).
+function oneStep(inclusionTimeoutMs: number) {
+  return proxyLocalActivities<SettlementActivities>({
+    startToCloseTimeout: inclusionTimeoutMs + 30_000,
+    retry: { initialInterval: '100 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' },
+  });
+}
+
 const watcher = proxyActivities<SettlementActivities>({
   startToCloseTimeout: '24 hours',
   heartbeatTimeout: '30 seconds',
@@ -56,7 +67,23 @@ function finish(outcome: SettlementOutcome): SettlementOutcome {
   return outcome;
 }
 
+async function watchIfPending(input: SettlementInput, outcome: SettlementOutcome): Promise<void> {
+  if (outcome.status !== 'pending') return;
+  // Keep watching the chain after answering: the transfer may still land, and the record
+  // (which later /settle calls read) must then say so. The watcher outlives this run.
+  await startChild(SettlementWatchWorkflow, {
+    workflowId: `watch:${input.key}`,
+    args: [{ key: input.key }],
+    parentClosePolicy: ParentClosePolicy.ABANDON,
+  });
+}
+
 export async function SettlementWorkflow(input: SettlementInput): Promise<SettlementOutcome> {
+  if (patched('settlement-one-activity')) {
+    const outcome = await oneStep(input.inclusionTimeoutMs).settle(input.key, input.inclusionTimeoutMs);
+    await watchIfPending(input, outcome);
+    return finish(outcome);
+  }
   let prepared;
   try {
     prepared = await beforeSigning.prepareSettlement(input.key);
@@ -80,15 +107,7 @@ export async function SettlementWorkflow(input: SettlementInput): Promise<Settle
     { key: TxHash, value: prepared.txHash },
   ]);
   const outcome = await afterSigning(input.inclusionTimeoutMs).deliverSettlement(input.key, input.inclusionTimeoutMs);
-  if (outcome.status === 'pending') {
-    // Keep watching the chain after answering: the transfer may still land, and the record
-    // (which later /settle calls read) must then say so. The watcher outlives this run.
-    await startChild(SettlementWatchWorkflow, {
-      workflowId: `watch:${input.key}`,
-      args: [{ key: input.key }],
-      parentClosePolicy: ParentClosePolicy.ABANDON,
-    });
-  }
+  await watchIfPending(input, outcome);
   return finish(outcome);
 }
 

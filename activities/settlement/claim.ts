@@ -1,15 +1,57 @@
-// Steps 2 and 3: the account's guardrails with the nonce claim (one transaction: 429 before
-// any claim), then the transfer signed by the gas wallet and stored with its gas nonce before
-// it is ever sent.
+// Steps 2 and 3: the account's guardrails with the nonce claim (429 before any claim), then
+// the transfer signed by the gas wallet and stored with its gas nonce before it is ever sent.
+// Fast path: the transfer is signed ahead with the gas nonce the claim is predicted to take
+// (the wallet's stored next nonce, or the node's count if higher), and the claim statement
+// takes that nonce and stores the bytes together: one round trip to PostgreSQL. When the
+// prediction no longer holds (another settlement took the nonce meanwhile), the statement only
+// claims, and signing takes the next nonce under the wallet's row lock, as it always did.
 import { Transaction } from 'ethers';
 import type { Account } from '../../facilitator/accounts.ts';
 import { transferCalldata } from '../../facilitator/chain.ts';
-import { reserveAndClaim, signAndPersist, type ClaimResult, type SettlementRecord } from '../../facilitator/store.ts';
+import { reserveAndClaim, signAndPersist, type ClaimResult, type PresignedTransaction, type SettlementRecord } from '../../facilitator/store.ts';
 import type { SettleRequest } from '../../facilitator/x402/schemas.ts';
 import { signerKindOf } from '../../facilitator/x402/verify.ts';
 import type { GasPlan, SettlementDeps, VerifiedTransfer } from './types.ts';
 
-export async function claim(deps: SettlementDeps, key: string, account: Account, request: SettleRequest, transfer: VerifiedTransfer): Promise<ClaimResult> {
+async function signTransfer(deps: SettlementDeps, request: SettleRequest, gas: GasPlan, nonce: number): Promise<{ raw: string; hash: string }> {
+  const payment = request.paymentPayload;
+  const raw = await deps.signer.signTransaction({
+    type: 2,
+    chainId: deps.config.domain.chainId,
+    to: deps.config.tokenAddress,
+    data: transferCalldata(payment.payload.authorization, payment.payload.signature, signerKindOf(deps.config.domain, payment.payload.authorization, payment.payload.signature)),
+    nonce,
+    gasLimit: gas.gasLimit,
+    maxFeePerGas: gas.maxFeePerGas,
+    maxPriorityFeePerGas: gas.maxPriorityFeePerGas,
+    value: 0n,
+  });
+  return { raw, hash: Transaction.from(raw).hash! };
+}
+
+/** The transfer signed with the predicted gas nonce, for the claim statement to store if the prediction holds. */
+export async function presign(deps: SettlementDeps, request: SettleRequest, gas: GasPlan, storedNonce: number | null): Promise<PresignedTransaction> {
+  const nonce = Math.max(storedNonce ?? 0, gas.chainNonce);
+  const signed = await signTransfer(deps, request, gas, nonce);
+  return {
+    gasWallet: deps.signer.address,
+    chainId: deps.config.domain.chainId,
+    chainNonce: gas.chainNonce,
+    nonce,
+    ...signed,
+    maxFeePerGas: gas.maxFeePerGas,
+    maxPriorityFeePerGas: gas.maxPriorityFeePerGas,
+  };
+}
+
+export async function claim(
+  deps: SettlementDeps,
+  key: string,
+  account: Account,
+  request: SettleRequest,
+  transfer: VerifiedTransfer,
+  presigned?: PresignedTransaction,
+): Promise<ClaimResult> {
   const requirements = request.paymentRequirements;
   return reserveAndClaim(deps.pool, {
     key,
@@ -20,32 +62,17 @@ export async function claim(deps: SettlementDeps, key: string, account: Account,
     amount: transfer.amount,
     validBefore: transfer.validBefore,
     defaults: deps.config.guardrails,
+    presigned,
   });
 }
 
 export async function sign(deps: SettlementDeps, key: string, request: SettleRequest, gas: GasPlan): Promise<SettlementRecord> {
-  const payment = request.paymentPayload;
-  const { authorization, signature } = payment.payload;
-  const data = transferCalldata(authorization, signature, signerKindOf(deps.config.domain, authorization, signature));
   const record = await signAndPersist(deps.pool, {
     key,
     gasWallet: deps.signer.address,
     chainId: deps.config.domain.chainId,
     chainNonce: gas.chainNonce,
-    sign: async (nonce) => {
-      const raw = await deps.signer.signTransaction({
-        type: 2,
-        chainId: deps.config.domain.chainId,
-        to: deps.config.tokenAddress,
-        data,
-        nonce,
-        gasLimit: gas.gasLimit,
-        maxFeePerGas: gas.maxFeePerGas,
-        maxPriorityFeePerGas: gas.maxPriorityFeePerGas,
-        value: 0n,
-      });
-      return { raw, hash: Transaction.from(raw).hash! };
-    },
+    sign: (nonce) => signTransfer(deps, request, gas, nonce),
   });
   if (!record.txHash) throw new Error('settlement was not signed');
   return record;

@@ -1,10 +1,14 @@
 // Steps 4 to 6: broadcast the stored bytes, wait for first-block inclusion, record the
-// outcome; and the long watch after an inclusion timeout. Every send is of the bytes stored
-// at signing, so a retry, a rebroadcast or a second worker after a crash can only ever put
-// that one transaction on chain (same hash, same gas nonce).
-import type { TransactionReceipt } from 'ethers';
+// outcome; and the long watch after an inclusion timeout. Every send is of bytes stored
+// before they are sent, all with the one gas nonce the settlement took, so a retry, a
+// rebroadcast or a second worker after a crash can only ever put one of them on chain.
+// Fee bumping: a transaction not mined after `feeBump.afterMs` is re-signed with the same gas
+// nonce and fees raised by `feeBump.percent` (nodes replace a pending transaction only for at
+// least +12.5 % on both fees), stored as the next attempt, then sent; every attempt stays
+// watched, and whichever is mined is the settlement's transaction.
+import { Transaction, type TransactionReceipt } from 'ethers';
 import { sendRaw } from '../../facilitator/chain.ts';
-import { completeSettlement, markBroadcast, type SettlementRecord } from '../../facilitator/store.ts';
+import { completeSettlement, markBroadcast, signedAttempts, storeFeeBump, type SettlementRecord, type SignedAttempt } from '../../facilitator/store.ts';
 import { outcomeOfRecord } from './verify.ts';
 import type { Inclusion, SettlementDeps, SettlementOutcome } from './types.ts';
 
@@ -21,25 +25,121 @@ export function signedOrThrow(record: SettlementRecord | null): Signed {
 }
 
 function inclusionOf(receipt: TransactionReceipt): Inclusion {
-  return { mined: true, success: receipt.status === 1, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed };
+  return { mined: true, success: receipt.status === 1, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed, txHash: receipt.hash };
 }
 
-export async function broadcast(deps: SettlementDeps, record: Signed): Promise<void> {
+/** The attempts to watch: the stored ones, and the record's current bytes (records from before attempts were stored). */
+export async function attemptsOf(deps: SettlementDeps, record: Signed): Promise<SignedAttempt[]> {
+  const stored = await signedAttempts(deps.pool, record.key);
+  if (stored.some((a) => a.txHash === record.txHash)) return stored;
+  return [...stored, { seq: stored.length, txHash: record.txHash, rawTx: record.rawTx, maxFeePerGas: null, maxPriorityFeePerGas: null }];
+}
+
+/** The first attempt of a record this worker just signed (no read back). */
+export function firstAttempt(record: Signed): SignedAttempt[] {
+  return [{ seq: 0, txHash: record.txHash, rawTx: record.rawTx, maxFeePerGas: null, maxPriorityFeePerGas: null }];
+}
+
+// Nodes without eth_sendRawTransactionSync (EIP-7966) get plain sends from then on.
+const withoutSyncSend = new WeakSet<object>();
+const SYNC_SEND_WAIT_MS = 1_000;
+
+type RpcReceipt = { transactionHash: string; status: string; blockNumber: string; gasUsed: string };
+
+/**
+ * Sends the stored bytes; with a node that has eth_sendRawTransactionSync (anvil, and chains
+ * adopting EIP-7966), the same call waits up to a second for the receipt, which saves the
+ * first receipt poll. Returns the inclusion when the node answered with one.
+ */
+async function send(deps: SettlementDeps, raw: string, hash: string): Promise<Inclusion | null> {
+  if (!withoutSyncSend.has(deps.provider)) {
+    try {
+      const receipt = (await deps.provider.send('eth_sendRawTransactionSync', [raw, SYNC_SEND_WAIT_MS])) as RpcReceipt | null;
+      if (receipt?.transactionHash) {
+        return { mined: true, success: Number(receipt.status) === 1, blockNumber: Number(receipt.blockNumber), gasUsed: BigInt(receipt.gasUsed), txHash: receipt.transactionHash };
+      }
+      return null;
+    } catch (err) {
+      const text = String((err as { error?: { message?: string } }).error?.message ?? (err as Error).message);
+      if (/not (found|supported|available)|unknown method|does not exist/i.test(text)) withoutSyncSend.add(deps.provider);
+      // Anything else (a wait that timed out, bytes the node already holds): the plain send
+      // below settles whether the node has them, and the poll finds the receipt.
+    }
+  }
+  await sendRaw(deps.provider, raw, hash);
+  return null;
+}
+
+/** Sends the record's stored bytes and counts the send; the inclusion when the node answered with it at once. */
+export async function broadcast(deps: SettlementDeps, record: Signed): Promise<Inclusion | null> {
   // The bytes are already stored (sign), so counting the attempt runs alongside the send.
-  await Promise.all([sendRaw(deps.provider, record.rawTx, record.txHash), markBroadcast(deps.pool, record.key)]);
+  const [inclusion] = await Promise.all([send(deps, record.rawTx, record.txHash), markBroadcast(deps.pool, record.key)]);
+  return inclusion;
 }
 
-/** Polls for the receipt until `untilMs`, re-sending the same bytes whenever the node seems to have lost them. */
-export async function awaitInclusion(deps: SettlementDeps, record: Signed, untilMs: number, beat: () => void = () => undefined): Promise<Inclusion> {
+const raised = (fee: bigint, percent: number) => (fee * BigInt(100 + percent) + 99n) / 100n + 1n;
+
+/**
+ * Re-signs the latest attempt's transaction (same gas nonce, calldata, gas limit) with higher
+ * fees and stores it before returning it: nothing is sent that is not stored first. Null when
+ * the record no longer waits for inclusion or the transaction is not the gas wallet's.
+ */
+async function bumpFees(deps: SettlementDeps, key: string, latest: SignedAttempt, seq: number): Promise<SignedAttempt | null> {
+  const tx = Transaction.from(latest.rawTx);
+  if (tx.from?.toLowerCase() !== deps.signer.address.toLowerCase() || tx.maxFeePerGas === null || tx.maxPriorityFeePerGas === null) return null;
+  const market = await deps.fees.current();
+  const maxPriorityFeePerGas = [raised(tx.maxPriorityFeePerGas, deps.config.feeBump.percent), market.maxPriorityFeePerGas].reduce((a, b) => (a > b ? a : b));
+  const maxFeePerGas = [raised(tx.maxFeePerGas, deps.config.feeBump.percent), market.maxFeePerGas, maxPriorityFeePerGas].reduce((a, b) => (a > b ? a : b));
+  const raw = await deps.signer.signTransaction({
+    type: 2,
+    chainId: tx.chainId,
+    to: tx.to,
+    data: tx.data,
+    nonce: tx.nonce,
+    gasLimit: tx.gasLimit,
+    value: tx.value,
+    maxFeePerGas,
+    maxPriorityFeePerGas,
+  });
+  return storeFeeBump(deps.pool, key, { seq, txHash: Transaction.from(raw).hash!, rawTx: raw, maxFeePerGas, maxPriorityFeePerGas });
+}
+
+/**
+ * Polls for a receipt of any attempt until `untilMs`; re-sends the latest bytes whenever the
+ * node seems to have lost them, and bumps the fees of a transaction left unmined too long.
+ */
+export async function awaitInclusion(
+  deps: SettlementDeps,
+  record: Signed,
+  attempts: SignedAttempt[],
+  untilMs: number,
+  beat: () => void = () => undefined,
+): Promise<Inclusion> {
+  const watched = [...attempts];
+  const { afterMs, max } = deps.config.feeBump;
   let lastSend = Date.now();
+  let lastBump = Date.now();
   for (let i = 0; ; i++) {
-    const receipt = await deps.provider.getTransactionReceipt(record.txHash);
+    const receipts = await Promise.all(watched.map((a) => deps.provider.getTransactionReceipt(a.txHash)));
+    const receipt = receipts.find((r) => r !== null);
     if (receipt) return inclusionOf(receipt);
     if (Date.now() >= untilMs) return { mined: false };
+    const latest = watched[watched.length - 1];
+    if (afterMs > 0 && watched.length <= max && Date.now() - lastBump >= afterMs) {
+      lastBump = Date.now();
+      const bumped = await bumpFees(deps, record.key, latest, watched.length);
+      if (bumped && !watched.some((a) => a.txHash === bumped.txHash)) {
+        watched.push(bumped);
+        lastSend = Date.now();
+        // A node refusing the replacement (underpriced for its rules) still holds the earlier one.
+        await Promise.all([sendRaw(deps.provider, bumped.rawTx, bumped.txHash).catch(() => undefined), markBroadcast(deps.pool, record.key)]);
+        continue;
+      }
+    }
     if (Date.now() - lastSend >= REBROADCAST_EVERY_MS) {
       lastSend = Date.now();
-      const known = await deps.provider.getTransaction(record.txHash);
-      if (!known) await sendRaw(deps.provider, record.rawTx, record.txHash).catch(() => undefined);
+      const known = await deps.provider.getTransaction(latest.txHash);
+      if (!known) await sendRaw(deps.provider, latest.rawTx, latest.txHash).catch(() => undefined);
     }
     beat();
     await sleep(Math.min(POLL_MS[Math.min(i + 1, POLL_MS.length - 1)], Math.max(untilMs - Date.now(), 0)));
@@ -52,8 +152,8 @@ export async function recordInclusion(deps: SettlementDeps, key: string, inclusi
         deps.pool,
         key,
         inclusion.success
-          ? { status: 'settled', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed }
-          : { status: 'failed', cause: 'reverted', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed },
+          ? { status: 'settled', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed, txHash: inclusion.txHash }
+          : { status: 'failed', cause: 'reverted', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed, txHash: inclusion.txHash },
       )
     : await completeSettlement(deps.pool, key, { status: 'pending', cause: 'inclusion_timeout' });
   return outcomeOfRecord(record);

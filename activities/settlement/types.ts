@@ -33,7 +33,8 @@ export type Prepared =
   /** Already settled or failed: the stored answer. */
   | { step: 'final'; outcome: SettlementOutcome };
 
-export type Inclusion = { mined: true; success: boolean; blockNumber: number; gasUsed: bigint } | { mined: false };
+/** First-block inclusion of one of the settlement's attempts (`txHash`: the one mined). */
+export type Inclusion = { mined: true; success: boolean; blockNumber: number; gasUsed: bigint; txHash: string } | { mined: false };
 
 /** The workflow's result and the facilitator's answer. `cause` is for operators only. */
 export type SettlementOutcome = {
@@ -44,12 +45,15 @@ export type SettlementOutcome = {
 };
 
 /**
- * Two activities along the durability boundary. `prepareSettlement` runs every step that
- * leaves nothing on chain (giving up is safe); `deliverSettlement` runs the steps after the
- * signed bytes exist (they retry without limit, only ever re-sending those bytes).
- * `watchSettlement` keeps watching after an inclusion timeout.
+ * `settle` runs every step in one local activity (SettlementWorkflow since the
+ * `settlement-one-activity` patch): it retries without limit, but gives up with `unavailable`
+ * after five minutes only while it is sure no signed bytes exist (giving up is then safe).
+ * `prepareSettlement` and `deliverSettlement` are the same steps split along that boundary,
+ * kept for runs started before the patch. `watchSettlement` keeps watching after an
+ * inclusion timeout.
  */
 export interface SettlementActivities {
+  settle(key: string, inclusionTimeoutMs: number): Promise<SettlementOutcome>;
   prepareSettlement(key: string): Promise<Prepared>;
   deliverSettlement(key: string, inclusionTimeoutMs: number): Promise<SettlementOutcome>;
   watchSettlement(key: string): Promise<SettlementOutcome>;

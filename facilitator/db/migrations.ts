@@ -73,6 +73,24 @@ export const facilitatorMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    // Every transaction signed for a settlement: the first (seq 0) and each fee bump, which
+    // re-signs the same gas nonce with higher fees. Stored before it is sent; whichever is
+    // mined becomes the settlement's tx_hash.
+    name: '0002_settlement_transactions',
+    sql: [
+      `create table settlement_transactions (
+        settlement_key text not null references settlements (settlement_key),
+        seq integer not null check (seq >= 0),
+        tx_hash text not null unique,
+        raw_tx text not null,
+        max_fee_per_gas numeric(78, 0),
+        max_priority_fee_per_gas numeric(78, 0),
+        created_at timestamptz not null default now(),
+        primary key (settlement_key, seq)
+      )`,
+    ],
+  },
 ];
 
 const LOCK_KEY = 402_402_001;

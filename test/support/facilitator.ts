@@ -109,3 +109,14 @@ export function spawnFacilitatorWorker(env: Record<string, string>): SpawnedWork
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return { child, ready, exited };
 }
+
+/** Polls `probe` (every 50 ms) until it returns something truthy, or fails naming `what`. */
+export async function until<T>(what: string, probe: () => Promise<T | null | undefined>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
