@@ -2,7 +2,10 @@
 // payer, nonce) before it is settled, and bound to its invocation in the same transaction
 // that writes the invocation row. A payment already bound is refused; one claimed but never
 // bound (a crash, or a failed settle) is resumed by a retry of the same payment for the same
-// agent, which the facilitator dedupes, so it is never collected twice.
+// agent, which the facilitator dedupes, so it is never collected twice. A payment bound to a
+// call whose workflow could not be started is released with the call's row (one statement),
+// so the same X-PAYMENT retried later buys the call it paid for; a claim already settled is
+// then bound again without settling (its transaction is reused).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { v7 as uuidv7 } from 'uuid';
 import { ApiError } from '../errors.ts';
@@ -16,7 +19,10 @@ export type ClaimInput = ClaimKey & { tenantId: string; agentId: string; amount:
 
 export type ClaimState = 'new' | 'resumed' | 'used';
 
-export async function claimPayment(em: EntityManager, input: ClaimInput): Promise<ClaimState> {
+/** The claim's state; `settledTransaction` when a resumed claim was already settled (do not settle again). */
+export type Claim = { state: ClaimState; settledTransaction: string | null };
+
+export async function claimPayment(em: EntityManager, input: ClaimInput): Promise<Claim> {
   const now = new Date();
   const inserted = await em.getConnection().execute<{ id: string }[]>(
     `insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, created_at, updated_at)
@@ -25,17 +31,18 @@ export async function claimPayment(em: EntityManager, input: ClaimInput): Promis
      returning id`,
     [`pay_${uuidv7()}`, input.tenantId, input.agentId, input.network, input.asset, input.payer, input.nonce, input.amount, now, now],
   );
-  if (inserted.length > 0) return 'new';
+  if (inserted.length > 0) return { state: 'new', settledTransaction: null };
   const existing = await em.fork().findOne(PaymentClaimSchema, {
     network: input.network,
     asset: input.asset,
     payer: input.payer,
     nonce: input.nonce,
   });
-  if (!existing || existing.invocationId) return 'used';
+  const used = { state: 'used', settledTransaction: null } as const;
+  if (!existing || existing.invocationId) return used;
   // Only the same call may resume an unbound claim: same tenant, same agent, same price.
-  if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount) return 'used';
-  return 'resumed';
+  if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount) return used;
+  return { state: 'resumed', settledTransaction: existing.status === 'settled' ? (existing.transaction ?? null) : null };
 }
 
 export async function recordSettlement(em: EntityManager, key: ClaimKey, status: PaymentClaimStatus, transaction: string | null): Promise<void> {
@@ -80,4 +87,19 @@ export async function insertBindingPayment(em: EntityManager, row: Invocation, p
     );
     if (bound !== 1) throw new ApiError(402, 'payment already used');
   });
+}
+
+/**
+ * Undoes an accepted transactional call whose workflow could not be started: deletes its row
+ * while still `pending` (nothing ran it) and, in the same statement, releases the payment
+ * bound to it, so the payment is neither lost (bound to a call that never runs) nor reusable
+ * for a call that did run. The claim keeps its settlement status and transaction: a retry of
+ * the same X-PAYMENT binds to its new call without settling again.
+ */
+export async function removeUnstartedCall(em: EntityManager, invocationId: string): Promise<void> {
+  await em.getConnection().execute(
+    `with removed as (delete from invocations where id = ? and status = 'pending' returning id)
+     update payment_claims set invocation_id = null, updated_at = now() where invocation_id in (select id from removed)`,
+    [invocationId],
+  );
 }

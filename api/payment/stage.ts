@@ -53,7 +53,10 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader
   const amount = requirements.maxAmountRequired;
   const em: EntityManager = deps.orm.em.fork() as EntityManager;
   const claim = await claimPayment(em, { ...key, tenantId: call.caller.tenantId, agentId: call.agent.id, amount });
-  if (claim === 'used') throw paymentError('payment already used');
+  if (claim.state === 'used') throw paymentError('payment already used');
+  // Settled for a call whose workflow never started (its binding was released): the money is
+  // already collected, so this call is the one it buys; nothing is settled again.
+  if (claim.settledTransaction) return settledPayment(key, amount, claim.settledTransaction);
 
   let target;
   try {
@@ -72,10 +75,9 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader
     throw paymentError(outcome.error);
   }
   await recordSettlement(em, key, 'settled', outcome.transaction);
-  return {
-    ...key,
-    amount,
-    transaction: outcome.transaction,
-    responseHeader: encodeBase64Json({ success: true, transaction: outcome.transaction, network: outcome.network, payer: outcome.payer }),
-  };
+  return settledPayment(key, amount, outcome.transaction, outcome.network, outcome.payer);
+}
+
+function settledPayment(key: ClaimKey, amount: string, transaction: string, network = key.network, payer = key.payer): PaymentRecord {
+  return { ...key, amount, transaction, responseHeader: encodeBase64Json({ success: true, transaction, network, payer }) };
 }

@@ -6,7 +6,7 @@
 // call) or writes nothing.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { InvocationSchema, type Invocation } from '../db/entities.ts';
-import { flushBindingPayment } from '../payment/claims.ts';
+import { flushBindingPayment, removeUnstartedCall } from '../payment/claims.ts';
 import type { BodyStore } from './body-store.ts';
 import type { PaymentRecord } from './call.ts';
 
@@ -57,7 +57,7 @@ export async function writeAccepted(orm: MikroORM, bodies: BodyStore, row: Accep
   await conn.execute(ROW_SQL, COLUMNS.map(([, get]) => get({ ...row, requestBodyId })));
 }
 
-/** Undoes an accepted row whose workflow could not be started (its body stays, an orphan). */
+/** Undoes an accepted row whose workflow could not be started (its body stays, an orphan), releasing its payment. */
 export async function removeAccepted(orm: MikroORM, id: string): Promise<void> {
-  await orm.em.getConnection().execute("delete from invocations where id = ? and status = 'pending'", [id]);
+  await removeUnstartedCall(orm.em.fork(), id);
 }
