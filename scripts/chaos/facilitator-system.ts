@@ -6,9 +6,9 @@
 // the facilitator is given can be routed through a proxy the scenario controls.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { createWriteStream, mkdirSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Agent, request } from 'undici';
 import { Contract, JsonRpcProvider, Wallet, getAddress, hexlify } from 'ethers';
@@ -53,7 +53,9 @@ export type FacilitatorSystem = {
   startWorker(): SpawnedWorker;
   /** SIGKILLs the current worker (if any) and waits for it to be gone. */
   killWorker(): Promise<void>;
-  close(): Promise<void>;
+  /** Stops everything; the data folder (with the workers' logs) is kept when `failed` or CHAOS_KEEP_DATA is set. */
+  close(failed?: boolean): Promise<void>;
+  dataDir: string;
 };
 
 async function localPostgres(): Promise<string | undefined> {
@@ -83,13 +85,15 @@ export async function startFacilitatorSystem(opts: {
     vault: { addr: 'http://127.0.0.1:9', token: 'unused' },
     log: verbose,
   });
+  let keepData = Boolean(process.env.CHAOS_KEEP_DATA);
   const cleanups: Array<() => Promise<unknown>> = [
-    // Kept with CHAOS_KEEP_DATA=1 (logs, the Temporal SQLite file) for a look after a failure.
-    async () => (process.env.CHAOS_KEEP_DATA ? undefined : rmSync(dataDir, { recursive: true, force: true })),
+    // Kept after a failure or with CHAOS_KEEP_DATA=1 (workers' logs, the Temporal SQLite file).
+    async () => (keepData ? undefined : rmSync(dataDir, { recursive: true, force: true })),
     () => infra.stop(),
     () => dropDatabase(infra.databaseUrl).then(() => dropDatabase(infra.facilitatorDatabaseUrl)).catch(() => undefined),
   ];
-  const close = async () => {
+  const close = async (failed = false) => {
+    keepData ||= failed;
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
     cleanups.length = 0;
   };
@@ -175,38 +179,51 @@ export async function startFacilitatorSystem(opts: {
       get: (path) => send('GET', path),
       startWorker() {
         if (worker) throw new Error('a facilitator worker is already running');
-        worker = spawnWorker(env);
+        worker = spawnWorker(env, join(dataDir, 'logs'));
         return worker;
       },
       killWorker,
       close,
+      dataDir,
     };
   } catch (err) {
-    await close();
+    await close(true);
     throw err;
   }
 }
 
-/** temporal/facilitator-worker-main.ts in its own process; `ready` once it polls its task queue. */
-function spawnWorker(env: Record<string, string>): SpawnedWorker {
+/**
+ * temporal/facilitator-worker-main.ts in its own process; `ready` once it polls its task queue.
+ * Its output goes to `<logDir>/facilitator-worker.log` (appended across restarts).
+ */
+function spawnWorker(env: Record<string, string>, logDir: string): SpawnedWorker {
   const child = spawn(process.execPath, ['temporal/facilitator-worker-main.ts'], {
     env: { ...process.env, ...env, LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  mkdirSync(logDir, { recursive: true });
+  const log = createWriteStream(join(logDir, 'facilitator-worker.log'), { flags: 'a' });
   const lastLines: string[] = [];
   const ready = new Promise<void>((resolveReady, reject) => {
     createInterface({ input: child.stdout! }).on('line', (line) => {
-      if (process.env.CHAOS_VERBOSE) console.log(`[worker ${child.pid}] ${line}`);
+      log.write(`${line}\n`);
+      if (process.env.CHAOS_VERBOSE) console.error(`[facilitator-worker ${child.pid}] ${line}`);
       if (line.includes('facilitator worker running')) resolveReady();
     });
     createInterface({ input: child.stderr! }).on('line', (line) => {
+      log.write(`${line}\n`);
       lastLines.push(line);
       if (lastLines.length > 10) lastLines.shift();
     });
     child.once('exit', (code, signal) => reject(new Error(`facilitator worker exited early (${signal ?? code}): ${lastLines.join(' | ')}`)));
   });
   ready.catch(() => undefined);
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const exited = new Promise<void>((r) =>
+    child.once('exit', () => {
+      log.end();
+      r();
+    }),
+  );
   return { child, ready, exited };
 }
 

@@ -23,6 +23,7 @@ import {
   type FacilitatorSystem,
   type Reply,
 } from './facilitator-system.ts';
+import type { ChaosScenario } from './harness.ts';
 
 const PENDING = 5;
 const VALUE = 100_000n;
@@ -106,6 +107,7 @@ async function run(): Promise<string> {
     overrides: { FACILITATOR_SETTLE_DEADLINE_MS: '8000', FACILITATOR_INCLUSION_TIMEOUT_MS: '6000' },
   });
   const rpc = proxy!;
+  let failed = false;
   try {
     const worker = system.startWorker();
     await worker.ready;
@@ -183,13 +185,16 @@ async function run(): Promise<string> {
       `${refusedConnections} RPC connections reset, ${outage503} 503s to the waiting callers; after it returned: ${PENDING}/${PENDING} pending settled with their stored transaction, ` +
       `the refused one settled on retry; on chain ${used.size} authorizations used once each, gas nonce +${gasNonceDelta}`
     );
+  } catch (err) {
+    failed = true;
+    throw new Error(`${(err as Error).message} (data and logs kept in ${system.dataDir})`, { cause: err });
   } finally {
-    await system.close();
+    await system.close(failed);
     await rpc.close();
   }
 }
 
-export const scenario = {
+export const scenario: ChaosScenario = {
   name: 'rpc-down',
   description: 'the RPC endpoint cut: readiness and /settle answer 503; settlements pending at the cut finish once it returns, one transaction each',
   run,

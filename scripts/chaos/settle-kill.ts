@@ -23,6 +23,7 @@ import {
   transfersTo,
   type Reply,
 } from './facilitator-system.ts';
+import type { ChaosScenario } from './harness.ts';
 
 const AUTHORIZATIONS = 20;
 const COPIES = 10;
@@ -44,6 +45,7 @@ async function run(): Promise<string> {
     // Short enough that the copies waiting through the crash get 503 + Retry-After and retry.
     overrides: { FACILITATOR_SETTLE_DEADLINE_MS: '10000', FACILITATOR_INCLUSION_TIMEOUT_MS: '8000' },
   });
+  let failed = false;
   try {
     const authorizations = await signAuthorizations(system, AUTHORIZATIONS, VALUE);
     const payTo = authorizations[0].payTo;
@@ -107,9 +109,13 @@ async function run(): Promise<string> {
       "select tx_hash from settlements where account_id = $1 and tx_hash is not null and status = 'broadcast' order by gas_nonce",
       [system.account.id],
     );
+    let inPool = 0;
     let dropped = 0;
-    for (const [i, { tx_hash }] of sent.entries()) {
-      if (i % 2 === 1 || !(await system.chain.getTransaction(tx_hash))) continue;
+    for (const { tx_hash } of sent) {
+      // A record may say broadcast for bytes the node never got (the kill landed between the two).
+      if (!(await system.chain.getTransaction(tx_hash))) continue;
+      inPool++;
+      if (inPool % 2 === 0) continue; // the first, third, ... are dropped
       await system.chain.send('anvil_dropTransaction', [tx_hash]);
       dropped++;
     }
@@ -156,16 +162,19 @@ async function run(): Promise<string> {
     const killState = ['claimed', 'signed', 'broadcast'].map((s) => `${atKill[s] ?? 0} ${s}`).join(', ');
     return (
       `${AUTHORIZATIONS}×${COPIES} settles: ${answers} answers (${firstAnswer503} first answers 503+Retry-After, ${retries} retries), all ended with their authorization's hash; ` +
-      `worker SIGKILLed at ${killState}, ${dropped} dropped from the pool; on chain: ${used.size} authorizations used once each, ${transfers} transfers, gas nonce +${gasNonceDelta} ` +
+      `worker SIGKILLed at ${killState} (${inPool} in the node's pool, ${dropped} of them dropped); on chain: ${used.size} authorizations used once each, ${transfers} transfers, gas nonce +${gasNonceDelta} ` +
       `(${attemptRows[0].sends} sends of stored bytes); daily usage ${reserved} = ${AUTHORIZATIONS}×${VALUE}, ceiling exact`
     );
+  } catch (err) {
+    failed = true;
+    throw new Error(`${(err as Error).message} (data and logs kept in ${system.dataDir})`, { cause: err });
   } finally {
     await system.chain.send('evm_setIntervalMining', [0]).catch(() => undefined);
-    await system.close();
+    await system.close(failed);
   }
 }
 
-export const scenario = {
+export const scenario: ChaosScenario = {
   name: 'settle-kill',
   description: '200 concurrent /settle over 20 authorizations while the facilitator worker is SIGKILLed mid-broadcast: exactly 20 transactions, every copy gets its hash',
   run,
