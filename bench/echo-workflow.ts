@@ -3,9 +3,15 @@
 // The activity options are the gateway's performInvocation ones (workflows/invocation.ts), so
 // the two differ only in what the gateway adds: the API, the claim check, the rows, the search
 // attributes, the activity's checks and observability.
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import { InvocationStatus } from '../temporal/search-attributes.ts';
 
-export type EchoInput = { url: string; body: string };
+export type EchoInput = {
+  url: string;
+  body: string;
+  /** Diagnostic (bench:throughput --bare-attributes): upsert the status before and after, as the gateway's workflow does. */
+  upserts?: boolean;
+};
 export type EchoActivities = { echo(input: EchoInput): Promise<number> };
 
 const { echo } = proxyActivities<EchoActivities>({
@@ -15,5 +21,8 @@ const { echo } = proxyActivities<EchoActivities>({
 });
 
 export async function EchoWorkflow(input: EchoInput): Promise<number> {
-  return echo(input);
+  if (input.upserts) upsertSearchAttributes([{ key: InvocationStatus, value: 'running' }]);
+  const status = await echo({ url: input.url, body: input.body });
+  if (input.upserts) upsertSearchAttributes([{ key: InvocationStatus, value: 'succeeded' }]);
+  return status;
 }

@@ -1,4 +1,4 @@
-// `npm run bench:throughput [-- --concurrency 16 --seconds 15 --rounds 2 --warmup 5 --settle 2]`
+// `npm run bench:throughput [-- --concurrency 16 --seconds 15 --rounds 2 --warmup 5 --settle 2 --profile DIR]`
 //
 // Sustained throughput of transactional invocations completed end to end, against a bare
 // echo workflow on the same Temporal server, in one run:
@@ -28,7 +28,9 @@ import type { Infra } from '../scripts/lib/infra.ts';
 import { freePort, waitFor } from '../scripts/lib/ports.ts';
 import { connectClient } from '../temporal/client.ts';
 import type { InvocationOutcome } from '../activities/invocation.ts';
+import { AgentId, InvocationStatus, TenantId } from '../temporal/search-attributes.ts';
 import { listeningPort, spawnInto, stopChildren } from './processes.ts';
+import { cpuBetween, cpuSnapshot, findPids, type CpuGroups } from './cpu.ts';
 import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
 import { finishResult, runAsMain, startResult, type BenchResult } from './result.ts';
 
@@ -41,17 +43,18 @@ const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
 
 /** One call end to end; resolves with the id it completed (for the row check), throws on any failure. */
 type Call = () => Promise<string>;
-type Window = { latencies: number[]; ids: string[]; errors: number; seconds: number };
+type Window = { latencies: number[]; ids: string[]; errors: number; seconds: number; cpuMs: Map<string, number>; completedAll: number };
 
 /**
  * `concurrency` loops calling back to back; counts what completes between `settle` and
  * `settle + seconds` after the start, then waits for the calls still running (not counted).
  */
-async function measure(call: Call, concurrency: number, settleS: number, seconds: number): Promise<Window> {
+async function measure(call: Call, concurrency: number, settleS: number, seconds: number, cpu: CpuGroups = {}): Promise<Window> {
+  const cpuBefore = await cpuSnapshot(cpu);
   const started = performance.now();
   const opens = started + settleS * 1000;
   const closes = opens + seconds * 1000;
-  const window: Window = { latencies: [], ids: [], errors: 0, seconds };
+  const window: Window = { latencies: [], ids: [], errors: 0, seconds, cpuMs: new Map(), completedAll: 0 };
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (performance.now() < closes) {
@@ -59,6 +62,7 @@ async function measure(call: Call, concurrency: number, settleS: number, seconds
         try {
           const id = await call();
           const t1 = performance.now();
+          window.completedAll++;
           if (t1 >= opens && t1 < closes) {
             window.latencies.push(t1 - t0);
             window.ids.push(id);
@@ -70,13 +74,18 @@ async function measure(call: Call, concurrency: number, settleS: number, seconds
       }
     }),
   );
+  window.cpuMs = cpuBetween(cpuBefore, await cpuSnapshot(cpu));
   return window;
 }
 
 function merge(windows: Window[]) {
   const latencies = windows.flatMap((w) => w.latencies).sort((a, b) => a - b);
   const seconds = windows.reduce((a, w) => a + w.seconds, 0);
-  return { rate: latencies.length / seconds, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), n: latencies.length, errors: windows.reduce((a, w) => a + w.errors, 0), ids: windows.flatMap((w) => w.ids) };
+  // CPU per completed call: everything the processes used while the loops ran, over every call they completed.
+  const completedAll = windows.reduce((a, w) => a + w.completedAll, 0);
+  const cpuPerCall = new Map<string, number>();
+  for (const w of windows) for (const [name, ms] of w.cpuMs) cpuPerCall.set(name, (cpuPerCall.get(name) ?? 0) + ms / completedAll);
+  return { rate: latencies.length / seconds, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), n: latencies.length, errors: windows.reduce((a, w) => a + w.errors, 0), ids: windows.flatMap((w) => w.ids), cpuPerCall };
 }
 
 export async function runThroughputBench(argv: string[] = []): Promise<BenchResult> {
@@ -89,6 +98,13 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
       rounds: { type: 'string', default: '2' },
       warmup: { type: 'string', default: '5' },
       settle: { type: 'string', default: '2' },
+      /** Write CPU profiles of the gateway API, the gateway worker and the echo worker into this directory. */
+      profile: { type: 'string' },
+      /**
+       * Diagnostic, not the baseline: the bare workflow also carries the gateway's search
+       * attributes (set at start, upserted before and after the activity), to see what they cost.
+       */
+      'bare-attributes': { type: 'boolean', default: false },
     },
   });
   const CONCURRENCY = Number(args.concurrency);
@@ -96,7 +112,7 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
   const ROUNDS = Number(args.rounds);
   const WARMUP = Number(args.warmup);
   const SETTLE = Number(args.settle);
-  const setup = `${CONCURRENCY} concurrent callers per target, ${ROUNDS} rounds × ${SECONDS} s windows (opened ${SETTLE} s after the loops start), ${WARMUP} s warm-up each, 1 KiB bodies`;
+  const setup = `${CONCURRENCY} concurrent callers per target, ${ROUNDS} rounds × ${SECONDS} s windows (opened ${SETTLE} s after the loops start), ${WARMUP} s warm-up each, 1 KiB bodies${args['bare-attributes'] ? '; DIAGNOSTIC: the bare workflow carries the gateway\'s search attributes' : ''}`;
   const result = startResult('throughput', `npm run bench:throughput -- ${argv.join(' ')}`.trim().replace(/ --$/, ''), setup);
   const children: ChildProcess[] = [];
   const child = (args: string[], env?: NodeJS.ProcessEnv) => spawnInto(children, args, env);
@@ -111,9 +127,10 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
     const upstreamUrl = `http://127.0.0.1:${await listeningPort(upstream)}`;
     const apiPort = await freePort();
     const env = gatewayEnvironment(infra, apiPort);
-    const gateway = child(['api/main.ts'], env);
-    const gatewayWorker = child(['temporal/gateway-worker-main.ts'], env);
-    const echoWorker = child(['bench/echo-worker.ts', infra.temporalAddress, ECHO_QUEUE]);
+    const profile = (name: string) => (args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`, `--cpu-prof-name=${name}.cpuprofile`] : []);
+    const gateway = child([...profile('api'), 'api/main.ts'], env);
+    const gatewayWorker = child([...profile('gateway-worker'), 'temporal/gateway-worker-main.ts'], env);
+    const echoWorker = child([...profile('echo-worker'), 'bench/echo-worker.ts', infra.temporalAddress, ECHO_QUEUE]);
     // Warnings and errors only: the workers' INFO lines (bundling, state changes) are noise here.
     for (const [name, c] of [['gateway', gateway], ['worker', gatewayWorker], ['echo worker', echoWorker]] as const) {
       createInterface({ input: c.stderr! }).on('line', (line) => {
@@ -122,7 +139,7 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
     }
     const apiUrl = `http://127.0.0.1:${apiPort}`;
 
-    const { auth, agent } = await createBenchAgent(apiUrl, infra, upstreamUrl);
+    const { tenant, auth, agent } = await createBenchAgent(apiUrl, infra, upstreamUrl);
 
     temporal = await connectClient(infra.temporalAddress, 'default');
     const client = temporal;
@@ -138,7 +155,21 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
     const echoBody = BODY.toString();
     const bareCall: Call = async () => {
       const workflowId = `bench-echo-${randomUUID()}`;
-      const handle = await client.workflow.start('EchoWorkflow', { taskQueue: ECHO_QUEUE, workflowId, args: [{ url: `${upstreamUrl}/agent`, body: echoBody }] });
+      const handle = await client.workflow.start('EchoWorkflow', {
+        taskQueue: ECHO_QUEUE,
+        workflowId,
+        args: [{ url: `${upstreamUrl}/agent`, body: echoBody, upserts: args['bare-attributes'] }],
+        ...(args['bare-attributes']
+          ? {
+              typedSearchAttributes: [
+                { key: TenantId, value: tenant },
+                { key: AgentId, value: agent.id },
+                { key: InvocationStatus, value: 'pending' },
+              ],
+              staticSummary: `bench (${agent.id})`,
+            }
+          : {}),
+      });
       const status = (await handle.result()) as number;
       if (status !== 200) throw new Error(`echo answered ${status}`);
       return workflowId;
@@ -151,10 +182,26 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
     // Both workers bundle their workflows on start: the first call of each waits for that.
     for (const t of targets) await waitFor(`first completion: ${t.name}`, async () => Boolean(await t.call()), 180_000);
     for (const t of targets) await measure(t.call, CONCURRENCY, 0, WARMUP); // JIT, pools, workflow caches
+    // Where the CPU goes, per process: the Temporal server found by its port, PostgreSQL as the
+    // backends connected to the bench database (the server may be shared with other work).
+    const temporalPort = infra.temporalAddress.split(':').at(-1)!;
+    const databaseName = new URL(infra.databaseUrl).pathname.slice(1);
+    const pgProbe = new pg.Client({ connectionString: infra.databaseUrl });
+    await pgProbe.connect();
+    const cpu: CpuGroups = {
+      'gateway API': () => [gateway.pid!],
+      'gateway worker': () => [gatewayWorker.pid!],
+      'echo worker': () => [echoWorker.pid!],
+      'Temporal server': () => findPids('start-dev', `--port ${temporalPort}`),
+      'PostgreSQL (bench database backends)': async () => (await pgProbe.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [databaseName])).rows.map((r) => r.pid),
+      upstream: () => [upstream.pid!],
+      'load generator (this process)': () => [process.pid],
+    };
     const windows = new Map(targets.map((t) => [t.name, [] as Window[]]));
     for (let round = 0; round < ROUNDS; round++) {
-      for (const t of targets) windows.get(t.name)!.push(await measure(t.call, CONCURRENCY, SETTLE, SECONDS));
+      for (const t of targets) windows.get(t.name)!.push(await measure(t.call, CONCURRENCY, SETTLE, SECONDS, cpu));
     }
+    await pgProbe.end();
     await api.close();
     const [bare, gw] = targets.map((t) => merge(windows.get(t.name)!));
 
@@ -171,6 +218,17 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
       rows: [bare, gw].map((r, i) => [targets[i].name, `${r.rate.toFixed(1)}/s`, fmt(r.p50), fmt(r.p99), String(r.n), String(r.errors)]),
     };
     result.tables.push(table);
+    const cpuTable = {
+      title: 'CPU per completed call, by process (ms; user + system, while the loops ran)',
+      header: ['process', 'bare echo workflow', 'gateway', 'difference'],
+      rows: [...gw.cpuPerCall.keys()].map((name) => {
+        const [b, g] = [bare.cpuPerCall.get(name) ?? 0, gw.cpuPerCall.get(name) ?? 0];
+        return [name, b.toFixed(2), g.toFixed(2), `${g - b >= 0 ? '+' : ''}${(g - b).toFixed(2)}`];
+      }),
+    };
+    const total = (m: Map<string, number>) => [...m.values()].reduce((a, v) => a + v, 0);
+    cpuTable.rows.push(['total', total(bare.cpuPerCall).toFixed(2), total(gw.cpuPerCall).toFixed(2), `+${(total(gw.cpuPerCall) - total(bare.cpuPerCall)).toFixed(2)}`]);
+    result.tables.push(cpuTable);
     const ratio = gw.rate / bare.rate;
     result.checks.push(
       { figure: `completed invocations/s, c=${CONCURRENCY}`, measured: `${gw.rate.toFixed(1)}/s`, baseline: `bare echo workflow ${bare.rate.toFixed(1)}/s`, ratio: `${(ratio * 100).toFixed(0)} %`, target: '≥ 80 % of the bare echo workflow', pass: ratio >= 0.8 },
@@ -182,6 +240,11 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
     say(`| ${table.header.join(' | ')} |`);
     say(`|${table.header.map(() => '---').join('|')}|`);
     for (const row of table.rows) say(`| ${row.join(' | ')} |`);
+    say();
+    say(`## ${cpuTable.title}`);
+    say(`| ${cpuTable.header.join(' | ')} |`);
+    say(`|${cpuTable.header.map(() => '---').join('|')}|`);
+    for (const row of cpuTable.rows) say(`| ${row.join(' | ')} |`);
     say();
     say(`rows checked: ${rows[0].n} of ${gw.ids.length} counted completions are succeeded`);
     say(`ratio: throughput ${(ratio * 100).toFixed(0)} % of the bare echo workflow, p50 ${(gw.p50 / bare.p50).toFixed(2)}×`);
