@@ -18,6 +18,7 @@ import { createReadiness } from './readiness.ts';
 import { createOutcomeListener } from './outcomes.ts';
 import type { TransactionSigner } from './signer.ts';
 import { createFacilitatorWorker } from '../temporal/facilitator-worker.ts';
+import { temporalClientInterceptors } from '../api/observability/tracing.ts';
 
 export type RunningFacilitator = {
   url: string;
@@ -52,7 +53,7 @@ async function embeddedWorker(config: FacilitatorConfig, deps: FacilitatorStartD
   const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
   const created = await createFacilitatorWorker(config, { pool: deps.pool, provider, signer: worker.signer }, { workflowBundle: worker.workflowBundle, connection });
   const running = created.worker.run();
-  const client = new Client({ connection: connection as unknown as ConnectionLike, namespace: config.temporal.namespace });
+  const client = new Client({ connection: connection as unknown as ConnectionLike, namespace: config.temporal.namespace, interceptors: { workflow: temporalClientInterceptors() } });
   return {
     client,
     prefetch: created.prefetch,

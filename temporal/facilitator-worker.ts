@@ -10,6 +10,7 @@ import { createSettlementSteps, type SettlementPrefetch } from '../activities/se
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { TransactionSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
+import { temporalWorkerTracing } from '../api/observability/tracing.ts';
 
 export const facilitatorWorkflowsPath = fileURLToPath(new URL('../workflows/facilitator.ts', import.meta.url));
 
@@ -20,12 +21,16 @@ export async function createFacilitatorWorker(
 ): Promise<{ worker: Worker; connection: NativeConnection; prefetch: SettlementPrefetch }> {
   const connection = opts.connection ?? (await NativeConnection.connect({ address: config.temporal.address }));
   const steps = createSettlementSteps({ ...deps, fees: createFeeOracle(deps.provider), config });
+  // Tracing (when started in this process): the OTel interceptors and the workflow spans' sink.
+  const tracing = temporalWorkerTracing();
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: facilitatorWorkflowsPath }),
     activities: steps.activities,
+    interceptors: { activity: tracing.activity, workflowModules: tracing.workflowModules },
+    sinks: tracing.sinks,
     maxCachedWorkflows: 1000,
     shutdownForceTime: '10 seconds',
   });

@@ -21,6 +21,7 @@ import { callAt, call } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { createAgent, waitForRow } from './support/proxy-helpers.ts';
 import { startWorkerProcess, stopWorkerProcess } from './support/worker-process.ts';
+import { encodePayment, newAccount, newPayTo, newPayer, settlingTenant, signPayment } from './support/x402.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../api/log.ts';
 import { connectClient } from '../temporal/client.ts';
@@ -193,6 +194,37 @@ describe('tracing', function () {
       // Nothing a caller sent (body, token, query) is in any exported span.
       const exported = JSON.stringify(receiver.spans);
       for (const secret of ['do-not-trace', 'hello', token.split('.')[2]]) assert.ok(!exported.includes(secret), `exported spans contain ${secret}`);
+    });
+
+    it('carries the trace to the facilitator on a paid call (its /settle server span is a child of the gateway client span)', async () => {
+      const account = await newAccount(`trace-${randomUUID()}`);
+      try {
+        const token = await settlingTenant(`t-trace-paid-${randomUUID()}`, account);
+        const payTo = newPayTo();
+        const created = await callAt(apiUrl, 'POST', '/v1/agents', { token, json: { name: `traced-priced-${randomUUID()}`, upstream_url: upstream.url, pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: payTo } } });
+        assert.equal(created.status, 201, created.text);
+        const payment = await signPayment(await newPayer(10_000n), { payTo, value: 1_000n });
+        const caller = callerTraceparent();
+        const res = await callAt(apiUrl, 'POST', `/v1/proxy/${created.json.id}`, { token, body: 'paid', headers: { 'content-type': 'text/plain', 'x-payment': encodePayment(payment), traceparent: caller.header } });
+        assert.equal(res.status, 202, res.text);
+
+        // The stack's facilitator runs in this process, so its server spans come from this provider.
+        const spans = await waitFor('the settlement spans', () => {
+          const inTrace = receiver.spans.filter((s) => s.traceId === caller.traceId);
+          return inTrace.some((s) => s.name === 'POST /settle') ? inTrace : undefined;
+        });
+        const server = spans.find((s) => s.name === 'POST /v1/proxy/:id')!;
+        const settle = spans.find((s) => s.name === 'POST /settle')!;
+        const settleClient = spans.find((s) => s.spanId === settle.parentSpanId);
+        assert.ok(settleClient, 'the /settle span has its parent in the trace');
+        assert.equal(settleClient.kind, 3);
+        assert.equal(settleClient.parentSpanId, server.spanId);
+        assert.equal(Number(settle.attributes['http.response.status_code']), 200);
+        // The payment header is nowhere in the exported spans.
+        assert.ok(!JSON.stringify(receiver.spans).includes(payment.payload.signature));
+      } finally {
+        await account.client.close();
+      }
     });
 
     it('gives a streaming call a client span under the API server span', async () => {

@@ -47,12 +47,13 @@ export function traceRequests(service: string) {
 }
 
 /**
- * Runs an upstream call inside a client span and gives it the headers to send: with tracing on,
- * `traceparent` (and `tracestate` when the trace has one) are the client span's, replacing what
- * the caller sent (the caller's trace is continued, not forwarded raw); with tracing off the
- * headers are returned as they are, so a caller's own traceparent reaches the upstream unchanged.
+ * Runs an outgoing HTTP call (to an upstream, to a facilitator) inside a client span and gives
+ * it the headers to send: with tracing on, `traceparent` (and `tracestate` when the trace has
+ * one) are the client span's, replacing what the caller sent (the caller's trace is continued,
+ * not forwarded raw); with tracing off the headers are returned as they are, so a caller's own
+ * traceparent reaches the upstream unchanged.
  */
-export async function traceUpstreamCall<T extends { status: number }>(
+export async function traceClientCall<T extends { status: number } | { statusCode: number }>(
   target: string,
   method: string,
   headers: Record<string, string>,
@@ -69,8 +70,9 @@ export async function traceUpstreamCall<T extends { status: number }>(
       propagation.inject(context.active(), out);
       try {
         const result = await call(out, span);
-        span.setAttribute('http.response.status_code', result.status);
-        if (result.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+        const status = 'status' in result ? result.status : result.statusCode;
+        span.setAttribute('http.response.status_code', status);
+        if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
         return result;
       } catch (err) {
         const errorClass = (err as { errorClass?: unknown }).errorClass;

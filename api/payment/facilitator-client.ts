@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { SettleResponse, type SettleRequest } from '../../facilitator/x402/schemas.ts';
+import { traceClientCall } from '../observability/spans.ts';
 
 export type FacilitatorTarget = { facilitatorUrl: string; certPem: string; keyPem: string };
 
@@ -54,15 +55,18 @@ export function createFacilitatorClient(opts: { caPem?: string; timeoutMs: numbe
         return { ok: false, error: 'settlement_unavailable' };
       }
       try {
-        const res = await request(url, {
-          method: 'POST',
-          dispatcher: poolFor(target, url.origin),
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify(body),
-          headersTimeout: opts.timeoutMs,
-          bodyTimeout: opts.timeoutMs,
-          signal: AbortSignal.timeout(opts.timeoutMs),
-        });
+        // A client span when tracing is on: the facilitator's spans join the caller's trace.
+        const res = await traceClientCall(url.href, 'POST', { 'content-type': 'application/json' }, (headers) =>
+          request(url, {
+            method: 'POST',
+            dispatcher: poolFor(target, url.origin),
+            headers,
+            body: JSON.stringify(body),
+            headersTimeout: opts.timeoutMs,
+            bodyTimeout: opts.timeoutMs,
+            signal: AbortSignal.timeout(opts.timeoutMs),
+          }),
+        );
         const text = await res.body.text();
         if (res.statusCode === 429 || res.statusCode === 403 || res.statusCode === 400) return { ok: false, error: 'settlement_refused' };
         if (res.statusCode !== 200) return { ok: false, error: 'settlement_unavailable' };

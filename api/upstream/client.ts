@@ -19,7 +19,7 @@ import { createUpstreamDispatcher, type Resolver } from './dispatcher.ts';
 import { BreakerRegistry, type BreakerOptions } from './breaker.ts';
 import { DEFAULT_RETRY, RETRYABLE_STATUSES, fullJitterDelay, parseRetryAfter, sleep, type RetryOptions } from './retry.ts';
 import { UpstreamError, classifyError } from './errors.ts';
-import { traceUpstreamCall } from '../observability/spans.ts';
+import { traceClientCall } from '../observability/spans.ts';
 
 export { UpstreamError, classifyError, type ErrorClass } from './errors.ts';
 
@@ -131,7 +131,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
 
   // One client span per call (retries included); with tracing on it supplies the traceparent sent.
   function open(req: UpstreamRequest): Promise<UpstreamResponse> {
-    return traceUpstreamCall(req.url, req.method ?? 'POST', req.headers, async (headers, span) => {
+    return traceClientCall(req.url, req.method ?? 'POST', req.headers, async (headers, span) => {
       const reply = await openUntraced({ ...req, headers });
       span?.setAttribute('gateway.upstream.attempts', reply.attempts);
       return reply;
