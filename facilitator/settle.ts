@@ -74,7 +74,7 @@ function toResponse(outcome: SettlementOutcome, network: string): SettleResponse
 export function settleHandler(deps: SettleDeps) {
   const { config } = deps;
 
-  async function awaitOutcome(key: string, payer: string, request: SettleRequest, saved: Promise<void>): Promise<SettlementOutcome | 'in_flight'> {
+  async function awaitOutcome(key: string, payer: string, request: SettleRequest): Promise<SettlementOutcome | 'in_flight'> {
     const deadline = Date.now() + config.settleDeadlineMs;
     // Registered before the start, so an outcome recorded at any point after it is seen.
     const announced = deps.outcomes.waitFor(key);
@@ -83,7 +83,7 @@ export function settleHandler(deps: SettleDeps) {
     try {
       let handle;
       try {
-        [, handle] = await Promise.all([saved, deps.temporal.workflow.start<typeof SettlementWorkflow>('SettlementWorkflow', {
+        handle = await deps.temporal.workflow.start<typeof SettlementWorkflow>('SettlementWorkflow', {
           taskQueue: config.temporal.taskQueue,
           workflowId: key,
           args: [{ key, inclusionTimeoutMs: config.inclusionTimeoutMs }],
@@ -96,7 +96,7 @@ export function settleHandler(deps: SettleDeps) {
             { key: SettlementStatus, value: 'received' },
           ],
           staticSummary: `${request.paymentPayload.payload.authorization.value} to ${request.paymentRequirements.payTo} from ${payer}`,
-        })]);
+        });
       } catch (err) {
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
         // Closed: the record is the stable answer (a watcher may have updated it since the run
@@ -170,14 +170,14 @@ export function settleHandler(deps: SettleDeps) {
     const key = settlementKey(config.domain.chainId, config.tokenAddress, authorization.from, authorization.nonce);
     let outcome: SettlementOutcome | 'in_flight';
     try {
-      // The claim check is written before the workflow can read it: alongside the start when
-      // this process's worker takes the request from memory (prefetch, which waits for the
-      // write to commit), before the start otherwise.
+      // The claim check is written before the workflow starts (a run that started without it
+      // could only wait for a retry to write it). This process's worker starts the first
+      // step's reads meanwhile (prefetch; it takes the request from memory once written).
       const saved = saveSettleRequest(deps.pool, key, account.id, request);
       saved.catch(() => undefined);
-      if (deps.prefetch) deps.prefetch(key, account.id, request, saved);
-      else await saved;
-      outcome = await awaitOutcome(key, signer, request, saved);
+      deps.prefetch?.(key, account.id, request, saved);
+      await saved;
+      outcome = await awaitOutcome(key, signer, request);
     } catch (err) {
       // PostgreSQL or Temporal unreachable: a protocol failure the caller may retry (the
       // settlement, if it started, goes on and dedupes the retry).
