@@ -133,7 +133,9 @@ async function run(): Promise<string> {
     // The outage: the facilitator loses its RPC, and the node loses the batch it held.
     rpc.cut();
     const cutAt = Date.now();
-    const { rows: held } = await system.pool.query<{ tx_hash: string }>("select tx_hash from settlements where status = 'broadcast'");
+    const { rows: held } = await system.pool.query<{ tx_hash: string; payer: string; nonce: string; gas_nonce: string }>(
+      "select tx_hash, payer, nonce, gas_nonce::text from settlements where status = 'broadcast'",
+    );
     for (const { tx_hash } of held) await system.chain.send('anvil_dropTransaction', [tx_hash]);
     await system.chain.send('evm_setAutomine', [true]);
 
@@ -172,9 +174,16 @@ async function run(): Promise<string> {
       if (txs.length !== 1) throw new Error(`authorization ${authorizationKey(auth)} consumed by ${txs.length} transactions`);
       if (finals[i].json.transaction.toLowerCase() !== txs[0].toLowerCase()) throw new Error(`authorization ${authorizationKey(auth)}: answered ${finals[i].json.transaction}, on chain ${txs[0]}`);
     }
-    const heldHashes = new Set(held.map((r) => r.tx_hash.toLowerCase()));
-    const pendingOnChain = pending.map((auth) => used.get(authorizationKey(auth))![0].toLowerCase());
-    if (!pendingOnChain.every((hash) => heldHashes.has(hash))) throw new Error('a pending settlement landed with another transaction than the one stored before the outage');
+    // Each pending settlement landed with the gas nonce it took before the outage (the stored
+    // bytes, or a fee bump of them: the same nonce, so never a second transfer).
+    const gasNonceBeforeCut = new Map(held.map((r) => [`${r.payer.toLowerCase()}:${r.nonce.toLowerCase()}`, Number(r.gas_nonce)]));
+    let sameBytes = 0;
+    for (const auth of pending) {
+      const onChain = used.get(authorizationKey(auth))![0];
+      const tx = await system.chain.getTransaction(onChain);
+      if (tx?.nonce !== gasNonceBeforeCut.get(authorizationKey(auth))) throw new Error(`authorization ${authorizationKey(auth)} landed with gas nonce ${tx?.nonce}, not the one it took before the outage`);
+      if (held.some((r) => r.tx_hash.toLowerCase() === onChain.toLowerCase())) sameBytes++;
+    }
     const gasNonceDelta = (await system.chain.getTransactionCount(system.gasWallet, 'pending')) - gasNonceBefore;
     if (gasNonceDelta !== all.length) throw new Error(`the gas wallet sent ${gasNonceDelta} transactions, expected ${all.length}`);
     const records = await recordsByStatus(system);
@@ -182,7 +191,7 @@ async function run(): Promise<string> {
 
     return (
       `RPC cut ${(OUTAGE_MS / 1000).toFixed(0)} s with ${PENDING} settlements broadcast and dropped by the node: readiness 503 (rpc false), /settle 503+Retry-After, ` +
-      `${refusedConnections} RPC connections reset, ${outage503} 503s to the waiting callers; after it returned: ${PENDING}/${PENDING} pending settled with their stored transaction, ` +
+      `${refusedConnections} RPC connections reset, ${outage503} 503s to the waiting callers; after it returned: ${PENDING}/${PENDING} pending settled with the gas nonce taken before the outage (${sameBytes} with the very bytes stored then), ` +
       `the refused one settled on retry; on chain ${used.size} authorizations used once each, gas nonce +${gasNonceDelta}`
     );
   } catch (err) {
