@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { request } from 'undici';
+import { SignJWT } from 'jose';
 import { stack } from './support/stack.ts';
 import { call, callAt } from './support/http.ts';
 import { createAgent, rawUpstream, readAll, type RawUpstream } from './support/proxy-helpers.ts';
@@ -101,6 +102,21 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
     assert.equal((await callAt(replica, 'PUT', '/v1/policy', { token, json: { default: 'deny', on_error: 'deny', rules: [] } })).status, 200);
     assert.equal(await streamAt(stack().apiUrl, token, agentId), 403);
     await call('PUT', '/v1/policy', { token, json: { default: 'allow', on_error: 'deny', rules: [] } });
+  });
+
+  it('remembers a verified token only until it expires', async () => {
+    const agentId = await createAgent(token, { upstream_url: up.url });
+    const secret = new TextEncoder().encode(stack().config.auth.jwtSecret!);
+    const exp = Math.floor(Date.now() / 1000) + 2;
+    const short = await new SignJWT({ tenant_id: (await call('GET', `/v1/agents/${agentId}`, { token })).json.tenant_id })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject('alice')
+      .setExpirationTime(exp)
+      .sign(secret);
+    assert.equal(await streamAt(replica, short, agentId), 200);
+    assert.equal(await streamAt(replica, short, agentId), 200);
+    await sleep(exp * 1000 - Date.now() + 50);
+    assert.equal(await streamAt(replica, short, agentId), 401);
   });
 
   describe('the feed', () => {

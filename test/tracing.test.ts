@@ -22,6 +22,7 @@ import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { createAgent, waitForRow } from './support/proxy-helpers.ts';
 import { startWorkerProcess, stopWorkerProcess } from './support/worker-process.ts';
 import { encodePayment, newAccount, newPayTo, newPayer, settlingTenant, signPayment } from './support/x402.ts';
+import { startFacilitatorStack } from './support/facilitator.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../api/log.ts';
 import { connectClient } from '../temporal/client.ts';
@@ -196,10 +197,13 @@ describe('tracing', function () {
       for (const secret of ['do-not-trace', 'hello', token.split('.')[2]]) assert.ok(!exported.includes(secret), `exported spans contain ${secret}`);
     });
 
-    it('carries the trace to the facilitator on a paid call (its /settle server span is a child of the gateway client span)', async () => {
+    it('carries the trace into a facilitator started with tracing on: /settle, the settlement workflow and its steps', async () => {
+      // A facilitator of its own (the stack's was built before tracing started): embedded worker
+      // on a task queue of its own, bundling its workflows with the tracing module.
+      const facilitator = await startFacilitatorStack(stack().infra, stack().temporal, { overrides: { FACILITATOR_TASK_QUEUE: `facilitator-traced-${randomUUID()}` }, ownBundle: true });
       const account = await newAccount(`trace-${randomUUID()}`);
       try {
-        const token = await settlingTenant(`t-trace-paid-${randomUUID()}`, account);
+        const token = await settlingTenant(`t-trace-paid-${randomUUID()}`, account, facilitator.url);
         const payTo = newPayTo();
         const created = await callAt(apiUrl, 'POST', '/v1/agents', { token, json: { name: `traced-priced-${randomUUID()}`, upstream_url: upstream.url, pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: payTo } } });
         assert.equal(created.status, 201, created.text);
@@ -208,10 +212,10 @@ describe('tracing', function () {
         const res = await callAt(apiUrl, 'POST', `/v1/proxy/${created.json.id}`, { token, body: 'paid', headers: { 'content-type': 'text/plain', 'x-payment': encodePayment(payment), traceparent: caller.header } });
         assert.equal(res.status, 202, res.text);
 
-        // The stack's facilitator runs in this process, so its server spans come from this provider.
         const spans = await waitFor('the settlement spans', () => {
           const inTrace = receiver.spans.filter((s) => s.traceId === caller.traceId);
-          return inTrace.some((s) => s.name === 'POST /settle') ? inTrace : undefined;
+          const ran = inTrace.find((s) => s.name === 'RunWorkflow:SettlementWorkflow');
+          return inTrace.some((s) => s.name === 'POST /settle') && ran && inTrace.some((s) => s.parentSpanId === ran.spanId) ? inTrace : undefined;
         });
         const server = spans.find((s) => s.name === 'POST /v1/proxy/:id')!;
         const settle = spans.find((s) => s.name === 'POST /settle')!;
@@ -220,10 +224,18 @@ describe('tracing', function () {
         assert.equal(settleClient.kind, 3);
         assert.equal(settleClient.parentSpanId, server.spanId);
         assert.equal(Number(settle.attributes['http.response.status_code']), 200);
+        const start = spans.find((s) => s.name === 'StartWorkflow:SettlementWorkflow')!;
+        const run = spans.find((s) => s.name === 'RunWorkflow:SettlementWorkflow')!;
+        assert.equal(start.parentSpanId, settle.spanId);
+        assert.equal(run.parentSpanId, start.spanId);
+        // The settlement's steps (local activities) are spans under the workflow run.
+        const steps = spans.filter((s) => s.parentSpanId === run.spanId).map((s) => s.name);
+        assert.ok(steps.length > 0 && steps.every((n) => n.startsWith('StartActivity:')), steps.join(', '));
         // The payment header is nowhere in the exported spans.
         assert.ok(!JSON.stringify(receiver.spans).includes(payment.payload.signature));
       } finally {
         await account.client.close();
+        await facilitator.close();
       }
     });
 

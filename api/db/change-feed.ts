@@ -46,8 +46,15 @@ const feeds = new WeakMap<MikroORM, ChangeFeed>();
 export function changeFeedFor(orm: MikroORM): ChangeFeed {
   let feed = feeds.get(orm);
   if (!feed) {
-    feed = createChangeFeed(String(orm.config.get('clientUrl')));
-    feeds.set(orm, feed);
+    const created = createChangeFeed(String(orm.config.get('clientUrl')));
+    feeds.set(orm, (feed = created));
+    // The feed lives as long as its ORM: closing the ORM (shutdown, a test's replica) closes
+    // it too, instead of leaving it reconnecting to a database nobody uses any more.
+    const close = orm.close.bind(orm);
+    orm.close = async (force?: boolean) => {
+      await created.close();
+      return close(force);
+    };
   }
   return feed;
 }

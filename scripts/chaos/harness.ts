@@ -404,6 +404,21 @@ export async function awaitTerminal(caller: Caller, agentId: string, ids: string
   return views;
 }
 
+/**
+ * Waits (up to `timeoutMs`) for a workflow to close and returns its status name and result. A
+ * row turns terminal before its workflow closes (the activity writes it, then the workflow
+ * returns), and an activity's result sent while Temporal was down is only recovered by its retry.
+ */
+export async function awaitWorkflow(temporal: Client, workflowId: string, timeoutMs: number): Promise<{ status: string; result: unknown }> {
+  const handle = temporal.workflow.getHandle(workflowId);
+  let timer: NodeJS.Timeout | undefined;
+  const result = await Promise.race([
+    handle.result().catch((err: Error) => ({ error: err.message })),
+    new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), timeoutMs))),
+  ]).finally(() => clearTimeout(timer));
+  return { status: (await handle.describe()).status.name, result };
+}
+
 /** Runs `count` jobs with at most `concurrency` at once. */
 export async function runPool<T>(count: number, concurrency: number, job: (i: number) => Promise<T>): Promise<T[]> {
   const results: T[] = new Array(count);

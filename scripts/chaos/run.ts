@@ -10,6 +10,12 @@
 // - It starts and stops its own isolated system (its own data folder under .chaos-data/, free
 //   ports, its own Temporal dev server, ...; scripts/chaos/harness.ts startSystem/withSystem), so
 //   each scenario runs alone as well as in the sequence. Bounded in count and time, loopback only.
+//
+// Each scenario runs in a child process of its own, in a process group of its own: a scenario
+// that crashes (an unhandled rejection; solc-js, loaded when the token contract is compiled,
+// turns those into a throw) or overruns SCENARIO_TIMEOUT_MS is reported as FAIL, and whatever
+// it had started (dev servers, app processes) is killed with its group instead of leaking.
+import { spawn } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
 import { existsSync } from 'node:fs';
@@ -17,6 +23,8 @@ import type { ChaosScenario } from './harness.ts';
 
 /** The six scenarios of issue 7, in the order they run. */
 export const SCENARIOS = ['worker-kill', 'temporal-restart', 'postgres-down', 'settle-kill', 'rpc-down', 'flapping-upstream'];
+const SCENARIO_TIMEOUT_MS = Number(process.env.CHAOS_SCENARIO_TIMEOUT_MS ?? 20 * 60_000);
+const RESULT_MARK = 'CHAOS-RESULT ';
 
 async function load(name: string): Promise<ChaosScenario> {
   const file = resolve(import.meta.dirname, `${name}.ts`);
@@ -26,6 +34,65 @@ async function load(name: string): Promise<ChaosScenario> {
   if (!s || typeof s.run !== 'function' || typeof s.name !== 'string') throw new Error(`scripts/chaos/${name}.ts does not export \`scenario = { name, description, run }\``);
   return s;
 }
+
+/** In the child: runs one scenario and prints its result on one marked line. */
+async function runHere(name: string): Promise<never> {
+  let result: { ok: boolean; text: string };
+  try {
+    const scenario = await load(name);
+    process.stderr.write(`... ${name}: ${scenario.description}\n`);
+    result = { ok: true, text: await scenario.run() };
+  } catch (err) {
+    result = { ok: false, text: (err as Error).message };
+  }
+  process.stdout.write(`${RESULT_MARK}${JSON.stringify(result)}\n`);
+  process.exit(result.ok ? 0 : 1);
+}
+
+/** In the runner: one scenario in its own process group; always resolves to its result. */
+function runChild(name: string): Promise<{ ok: boolean; text: string }> {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, [import.meta.filename, '--child', name], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    let result: { ok: boolean; text: string } | null = null;
+    const tail: string[] = [];
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+      for (let i = out.indexOf('\n'); i >= 0; i = out.indexOf('\n')) {
+        const line = out.slice(0, i);
+        out = out.slice(i + 1);
+        if (line.startsWith(RESULT_MARK)) result = JSON.parse(line.slice(RESULT_MARK.length)) as { ok: boolean; text: string };
+        else process.stderr.write(`${line}\n`);
+      }
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      process.stderr.write(c);
+      tail.push(...c.toString().split('\n').filter((l) => l.trim()));
+      tail.splice(0, Math.max(0, tail.length - 8));
+    });
+    const killGroup = () => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // the group is already gone
+      }
+    };
+    const timer = setTimeout(() => {
+      result = { ok: false, text: `did not finish within ${SCENARIO_TIMEOUT_MS / 1000} s` };
+      killGroup();
+    }, SCENARIO_TIMEOUT_MS);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      // Whatever the scenario left running (it crashed before its cleanup) goes with its group.
+      killGroup();
+      const crash = tail.find((l) => /Error|error:/.test(l)) ?? tail.at(-1) ?? '';
+      done(result ?? { ok: false, text: `crashed (${signal ?? `exit code ${code}`}): ${crash.trim()}` });
+    });
+  });
+}
+
+const childAt = process.argv.indexOf('--child');
+if (childAt >= 0) await runHere(process.argv[childAt + 1]);
 
 const asked = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 const unknown = asked.filter((a) => !SCENARIOS.includes(a));
@@ -39,16 +106,9 @@ const lines: string[] = [];
 let failed = 0;
 for (const name of names) {
   const started = Date.now();
-  let line: string;
-  try {
-    const scenario = await load(name);
-    process.stderr.write(`... ${name}: ${scenario.description}\n`);
-    const summary = await scenario.run();
-    line = `PASS ${name}: ${summary} [${((Date.now() - started) / 1000).toFixed(0)} s]`;
-  } catch (err) {
-    failed++;
-    line = `FAIL ${name}: ${(err as Error).message.replace(/\s+/g, ' ')} [${((Date.now() - started) / 1000).toFixed(0)} s]`;
-  }
+  const result = await runChild(name);
+  if (!result.ok) failed++;
+  const line = `${result.ok ? 'PASS' : 'FAIL'} ${name}: ${result.text.replace(/\s+/g, ' ')} [${((Date.now() - started) / 1000).toFixed(0)} s]`;
   lines.push(line);
   process.stdout.write(`${line}\n`);
 }

@@ -4,7 +4,7 @@
 // leaves no row behind (api/routes/proxy.ts removes the row of a call whose workflow did not
 // start) and nothing sent upstream.
 import { randomBytes } from 'node:crypto';
-import { awaitTerminal, check, createAgent, formatTally, invoke, runPool, tally, withSystem, type ChaosScenario, type InvokeResult } from './harness.ts';
+import { awaitTerminal, awaitWorkflow, check, createAgent, formatTally, invoke, runPool, tally, withSystem, type ChaosScenario, type InvokeResult } from './harness.ts';
 
 const BEFORE = 60;
 const DURING = 10;
@@ -33,6 +33,7 @@ export const scenario: ChaosScenario = {
         return { ...r, ms: Date.now() - t0 };
       });
       await system.startTemporal();
+      const restartedAt = Date.now();
       const outageSeconds = (Date.now() - downAt) / 1000;
       const after = await runPool(AFTER, 10, (i) => call('after', i));
 
@@ -63,9 +64,10 @@ export const scenario: ChaosScenario = {
       check(open.length === 0, `${open.length} accepted invocations not terminal 180 s after the restart, e.g. ${open[0]?.[0]}`);
       const notCompleted: string[] = [];
       for (const id of accepted) {
-        const d = await system.temporal.workflow.getHandle(id).describe();
-        if (d.status.name !== 'COMPLETED') notCompleted.push(`${id} ${d.status.name}`);
+        const { status: closed } = await awaitWorkflow(system.temporal, id, 120_000);
+        if (closed !== 'COMPLETED') notCompleted.push(`${id} ${closed}`);
       }
+      const workflowsClosedMs = Date.now() - restartedAt;
       check(notCompleted.length === 0, `${notCompleted.length} workflows not completed, e.g. ${notCompleted[0]}`);
       const twice = [...system.upstream.counts].filter(([, n]) => n > 1);
       check(twice.length === 0, `${twice.length} request ids reached the upstream more than once`);
@@ -78,7 +80,7 @@ export const scenario: ChaosScenario = {
         `${BEFORE} accepted before the stop (${inFlight} still in flight when Temporal went down); ` +
         `${DURING} calls during the ${outageSeconds.toFixed(0)} s outage: ${unavailable.length} x 503 with Retry-After (slowest after ${slowest503.toFixed(1)} s), ` +
         `${DURING - unavailable.length} x 202, no row and nothing sent for a 503; ${AFTER} accepted after the restart; ` +
-        `all ${accepted.length} accepted completed (${formatTally(outcomes)}), workflows completed, max 1 upstream request per id`
+        `all ${accepted.length} accepted completed (${formatTally(outcomes)}), every workflow COMPLETED within ${(workflowsClosedMs / 1000).toFixed(0)} s of the restart, max 1 upstream request per id`
       );
     }),
 };

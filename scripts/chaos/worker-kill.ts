@@ -3,7 +3,9 @@
 // API and workflow result agree), none is lost, and the counting upstream sees no request id
 // twice (the agent does not allow re-sending: an attempt cut by a kill ends `interrupted`).
 import { randomBytes } from 'node:crypto';
-import { awaitTerminal, check, createAgent, formatTally, invoke, runPool, sleep, tally, withSystem, type ChaosScenario, type InvokeResult } from './harness.ts';
+import { openOrm } from '../../api/db/orm.ts';
+import { closeOrphanedInvocations } from '../../api/proxy/orphans.ts';
+import { awaitTerminal, awaitWorkflow, check, createAgent, formatTally, invoke, runPool, sleep, tally, withSystem, type ChaosScenario, type InvokeResult } from './harness.ts';
 
 const CALLS = Number(process.env.CHAOS_CALLS ?? 1000);
 const CONCURRENCY = 20;
@@ -64,10 +66,9 @@ export const scenario: ChaosScenario = {
       const mismatched: string[] = [];
       await runPool(byInvocation.size, 20, async (i) => {
         const id = [...byInvocation.keys()][i];
-        const handle = system.temporal.workflow.getHandle(id);
-        const description = await handle.describe();
-        const outcome = (await handle.result()) as { status: string };
-        if (description.status.name !== 'COMPLETED' || outcome.status !== views.get(id)!.status) mismatched.push(`${id}: ${description.status.name}/${outcome.status} vs row ${views.get(id)!.status}`);
+        const { status, result } = await awaitWorkflow(system.temporal, id, 120_000);
+        const outcome = result as { status?: string } | undefined;
+        if (status !== 'COMPLETED' || outcome?.status !== views.get(id)!.status) mismatched.push(`${id}: ${status}/${outcome?.status} vs row ${views.get(id)!.status}`);
       });
       check(mismatched.length === 0, `${mismatched.length} workflows not completed or disagreeing with their row, e.g. ${mismatched[0]}`);
 
@@ -82,10 +83,18 @@ export const scenario: ChaosScenario = {
 
       // Calls cut by the API's kill never got an answer; their rows, if written, must not run twice
       // either. A row committed whose workflow never started (the kill fell between the two) stays
-      // `pending`: never accepted, never sent; counted here so the report shows it.
+      // `pending`: never accepted, never sent. The API's sweep (api/proxy/orphans.ts, run once a
+      // while after each start) closes them; here it runs at once, with every call long finished.
       const rows = await system.sql('select id, status from invocations where agent_id = $1', [agentId]);
       const orphans = rows.filter((r) => !byInvocation.has(String(r.id)) && (r.status === 'pending' || r.status === 'running'));
       const unanswered = rows.filter((r) => !byInvocation.has(String(r.id)));
+      const orm = await openOrm(system.infra.databaseUrl, { poolMax: 1 });
+      const swept = await closeOrphanedInvocations(orm, system.temporal, new Date()).finally(() => orm.close());
+      // Rows of unanswered calls whose workflow did start complete on their own; give them time.
+      const openRows = async () => (await system.sql(`select count(*)::int as n from invocations where agent_id = $1 and status in ('pending', 'running')`, [agentId]))[0].n as number;
+      let stillOpen = await openRows();
+      for (const until = Date.now() + 60_000; stillOpen > 0 && Date.now() < until; stillOpen = await openRows()) await sleep(1_000);
+      check(stillOpen === 0, `${stillOpen} rows still pending or running after the orphan sweep`);
 
       const apps = [...system.apps.values()];
       const crashes = apps.filter((a) => a.unexpectedExits > 0);
@@ -97,7 +106,7 @@ export const scenario: ChaosScenario = {
         `${statuses.succeeded ?? 0} succeeded, ${statuses.failed ?? 0} failed (${formatTally(failedClasses) || 'none'}); ` +
         `${accepted.length} workflows completed, outcome = row; upstream saw ${system.upstream.total()} requests, max 1 per request id; ` +
         `worker SIGKILLed ${system.apps.get('worker')!.kills}x, API ${system.apps.get('api')!.kills}x; ` +
-        `${unanswered.length} rows of unanswered calls (${orphans.length} left pending: committed, workflow never started)`
+        `${unanswered.length} rows of unanswered calls (${orphans.length} left pending with no workflow, ${swept} closed by the orphan sweep, 0 open after it)`
       );
     }),
 };

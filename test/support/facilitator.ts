@@ -64,7 +64,8 @@ export function facilitatorEnv(infra: Infra, overrides: Record<string, string> =
 export async function startFacilitatorStack(
   infra: Infra,
   temporal: Client,
-  opts: { overrides?: Record<string, string>; inProcessWorker?: boolean } = {},
+  // ownBundle: the embedded worker bundles its workflows itself (with what it was configured with, e.g. tracing).
+  opts: { overrides?: Record<string, string>; inProcessWorker?: boolean; ownBundle?: boolean } = {},
 ): Promise<FacilitatorStack> {
   const env = facilitatorEnv(infra, { ...(opts.inProcessWorker === false ? { FACILITATOR_EMBEDDED_WORKER: 'false' } : {}), ...opts.overrides });
   const config = loadFacilitatorConfig(env);
@@ -72,7 +73,7 @@ export async function startFacilitatorStack(
   await migrateFacilitator(pool);
   let worker;
   if (config.embeddedWorker) {
-    worker = { signer: await loadKeystoreSigner(config), workflowBundle: await facilitatorBundle() };
+    worker = { signer: await loadKeystoreSigner(config), workflowBundle: opts.ownBundle ? undefined : await facilitatorBundle() };
   }
   const running = await startFacilitator(config, { pool, temporal, worker, log: createLogger('facilitator', 'silent') });
 

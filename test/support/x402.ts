@@ -150,12 +150,12 @@ export async function transfersTo(provider: JsonRpcProvider, payTo: string): Pro
  * certificate and key, and its settlement configuration names the stack's facilitator.
  * Returns the tenant's bearer token.
  */
-export async function settlingTenant(tenant: string, account: TestAccount): Promise<string> {
+export async function settlingTenant(tenant: string, account: TestAccount, facilitatorUrl = stack().facilitator.url): Promise<string> {
   const token = await stack().token(tenant);
   const bundle = `${account.cert.certPem}\n${account.cert.keyPem}`;
   const credential = await call('POST', '/v1/credentials', { token, json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: bundle } });
   if (credential.status !== 201) throw new Error(`credential: ${credential.status} ${credential.text}`);
-  const config = await call('PUT', '/v1/settlement/config', { token, json: { facilitator_url: stack().facilitator.url, facilitator_credential_ref: credential.json.id } });
+  const config = await call('PUT', '/v1/settlement/config', { token, json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: credential.json.id } });
   if (config.status !== 201) throw new Error(`settlement config: ${config.status} ${config.text}`);
   return token;
 }
