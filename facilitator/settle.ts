@@ -74,7 +74,7 @@ function toResponse(outcome: SettlementOutcome, network: string): SettleResponse
 export function settleHandler(deps: SettleDeps) {
   const { config } = deps;
 
-  async function awaitOutcome(key: string, payer: string, request: SettleRequest): Promise<SettlementOutcome | 'in_flight'> {
+  async function awaitOutcome(key: string, payer: string, request: SettleRequest, accountId: string): Promise<SettlementOutcome | 'in_flight'> {
     const deadline = Date.now() + config.settleDeadlineMs;
     // Registered before the start, so an outcome recorded at any point after it is seen.
     const announced = deps.outcomes.waitFor(key);
@@ -83,7 +83,7 @@ export function settleHandler(deps: SettleDeps) {
     try {
       let handle;
       try {
-        handle = await deps.temporal.workflow.start<typeof SettlementWorkflow>('SettlementWorkflow', {
+        const starting = deps.temporal.workflow.start<typeof SettlementWorkflow>('SettlementWorkflow', {
           taskQueue: config.temporal.taskQueue,
           workflowId: key,
           args: [{ key, inclusionTimeoutMs: config.inclusionTimeoutMs }],
@@ -97,6 +97,10 @@ export function settleHandler(deps: SettleDeps) {
           ],
           staticSummary: `${request.paymentPayload.payload.authorization.value} to ${request.paymentRequirements.payTo} from ${payer}`,
         });
+        // This process's worker starts the first step's reads while the start is on its way
+        // (issued after it, so their CPU work does not delay the start itself).
+        deps.prefetch?.(key, accountId, request, Promise.resolve());
+        handle = await starting;
       } catch (err) {
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
         // Closed: the record is the stable answer (a watcher may have updated it since the run
@@ -171,13 +175,9 @@ export function settleHandler(deps: SettleDeps) {
     let outcome: SettlementOutcome | 'in_flight';
     try {
       // The claim check is written before the workflow starts (a run that started without it
-      // could only wait for a retry to write it). This process's worker starts the first
-      // step's reads meanwhile (prefetch; it takes the request from memory once written).
-      const saved = saveSettleRequest(deps.pool, key, account.id, request);
-      saved.catch(() => undefined);
-      deps.prefetch?.(key, account.id, request, saved);
-      await saved;
-      outcome = await awaitOutcome(key, signer, request);
+      // could only wait for a retry to write it).
+      await saveSettleRequest(deps.pool, key, account.id, request);
+      outcome = await awaitOutcome(key, signer, request, account.id);
     } catch (err) {
       // PostgreSQL or Temporal unreachable: a protocol failure the caller may retry (the
       // settlement, if it started, goes on and dedupes the retry).
