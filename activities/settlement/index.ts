@@ -123,7 +123,9 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
     if (!account) throw new Error('facilitator account missing');
     // A claimed record without bytes (resumed run) is signed under the row lock, never presigned.
     const presigned = existing ? undefined : await (reads.presigned ?? presign(deps, stored.request, checked.gas, storedNonce));
-    const claimed = await claim(deps, key, account, stored.request, checked.transfer, presigned);
+    // A claimed record keeps its claim and reservation: claiming again would meet the daily
+    // ceiling first and, with the ceiling full, refuse the very settlement it already holds.
+    const claimed = existing ? { claimed: existing } : await claim(deps, key, account, stored.request, checked.transfer, presigned);
     if ('rejected' in claimed) return { step: 'refused', payer, guardrail: claimed.rejected };
     const signed = claimed.claimed.rawTx ? claimed.claimed : await sign(deps, key, stored.request, checked.gas);
     return { step: 'signed', payer, txHash: signed.txHash!, record: signedOrThrow(signed) };
