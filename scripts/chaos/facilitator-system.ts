@@ -90,7 +90,8 @@ export async function startFacilitatorSystem(opts: {
     // Kept after a failure or with CHAOS_KEEP_DATA=1 (workers' logs, the Temporal SQLite file).
     async () => (keepData ? undefined : rmSync(dataDir, { recursive: true, force: true })),
     () => infra.stop(),
-    () => dropDatabase(infra.databaseUrl).then(() => dropDatabase(infra.facilitatorDatabaseUrl)).catch(() => undefined),
+    // The facilitator's database is kept with the data folder (its name is in the failure message).
+    async () => (keepData ? undefined : dropDatabase(infra.databaseUrl).then(() => dropDatabase(infra.facilitatorDatabaseUrl)).catch(() => undefined)),
   ];
   const close = async (failed = false) => {
     keepData ||= failed;

@@ -196,7 +196,7 @@ async function run(): Promise<string> {
     );
   } catch (err) {
     failed = true;
-    throw new Error(`${(err as Error).message} (data and logs kept in ${system.dataDir})`, { cause: err });
+    throw new Error(`${(err as Error).message} (data and logs kept in ${system.dataDir}, database ${system.config.databaseUrl})`, { cause: err });
   } finally {
     await system.close(failed);
     await rpc.close();

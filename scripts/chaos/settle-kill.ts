@@ -2,7 +2,7 @@
 // (ten copies each), over mutual TLS, while the facilitator WORKER (a child process; the HTTPS
 // process runs without an embedded worker) is SIGKILLed once mid-broadcast and restarted.
 // Mining is held until the kill, so the worker dies with transactions signed, stored and handed
-// to the node but not mined; some of those are then dropped from the node's pool, so only a
+// to the node but not mined (it is killed once 5 are); some of those are then dropped from the node's pool, so only a
 // re-send of the stored bytes after the restart can land them. Blocks then come every second.
 // Invariants (any violation throws):
 // - exactly 20 transactions on chain: one AuthorizationUsed per authorization, 20 Transfers to
@@ -29,6 +29,9 @@ const AUTHORIZATIONS = 20;
 const COPIES = 10;
 const VALUE = 250_000n; // 0.25 USDC
 const RETRY_DEADLINE_MS = 180_000;
+// The worker dies once this many settlements are broadcast (the rest are still being verified,
+// claimed or signed), so the node holds several transactions to lose.
+const KILL_AT_BROADCAST = 5;
 
 function shuffle<T>(items: T[]): T[] {
   for (let i = items.length - 1; i > 0; i--) {
@@ -90,12 +93,12 @@ async function run(): Promise<string> {
       return reply;
     });
 
-    // Kill the worker the moment the first transaction has been handed to the node.
+    // Kill the worker once a few transactions have been handed to the node.
     const killDeadline = Date.now() + 60_000;
     let atKill: Record<string, number> = {};
     for (;;) {
       atKill = await recordsByStatus(system);
-      if ((atKill.broadcast ?? 0) > 0) break;
+      if ((atKill.broadcast ?? 0) >= KILL_AT_BROADCAST) break;
       if (Date.now() > killDeadline) throw new Error(`no settlement reached broadcast within 60 s (records: ${JSON.stringify(atKill)})`);
       await sleep(10);
     }
@@ -104,19 +107,19 @@ async function run(): Promise<string> {
     const exitSignal = worker.child.signalCode;
     if (exitSignal !== 'SIGKILL') throw new Error(`the worker was not SIGKILLed (${exitSignal})`);
 
-    // The node loses every other transaction it was holding: only a re-send of the stored bytes lands those.
-    const { rows: sent } = await system.pool.query<{ tx_hash: string }>(
-      "select tx_hash from settlements where account_id = $1 and tx_hash is not null and status = 'broadcast' order by gas_nonce",
-      [system.account.id],
-    );
-    let inPool = 0;
+    // The node loses every other transaction of the gas wallet it holds (read from its pool: a
+    // record may say broadcast for bytes the node never got, and a fee bump replaces the first
+    // attempt in the pool): only a re-send of stored bytes can land those.
+    const pool = (await system.chain.send('txpool_content', [])) as Record<string, Record<string, Record<string, { hash: string }>>>;
+    const held = ['pending', 'queued']
+      .flatMap((part) => Object.entries(pool[part] ?? {}).filter(([from]) => from.toLowerCase() === system.gasWallet.toLowerCase()))
+      .flatMap(([, byNonce]) => Object.entries(byNonce).map(([nonce, tx]) => ({ nonce: Number(nonce), hash: tx.hash })))
+      .sort((a, b) => a.nonce - b.nonce);
+    const inPool = held.length;
     let dropped = 0;
-    for (const { tx_hash } of sent) {
-      // A record may say broadcast for bytes the node never got (the kill landed between the two).
-      if (!(await system.chain.getTransaction(tx_hash))) continue;
-      inPool++;
-      if (inPool % 2 === 0) continue; // the first, third, ... are dropped
-      await system.chain.send('anvil_dropTransaction', [tx_hash]);
+    for (const [i, tx] of held.entries()) {
+      if (i % 2 === 1) continue; // the first, third, ... are dropped
+      await system.chain.send('anvil_dropTransaction', [tx.hash]);
       dropped++;
     }
     // Blocks every second from now on, as on a live chain (Base: 2 s).
@@ -167,7 +170,7 @@ async function run(): Promise<string> {
     );
   } catch (err) {
     failed = true;
-    throw new Error(`${(err as Error).message} (data and logs kept in ${system.dataDir})`, { cause: err });
+    throw new Error(`${(err as Error).message} (data and logs kept in ${system.dataDir}, database ${system.config.databaseUrl})`, { cause: err });
   } finally {
     await system.chain.send('evm_setIntervalMining', [0]).catch(() => undefined);
     await system.close(failed);
