@@ -375,6 +375,21 @@ export async function invoke(caller: Caller, agentId: string, requestId: string,
   }
 }
 
+/** One streaming call (`/v1/proxy/{id}/stream`), read to its end; a failed connection is `refused`. */
+export async function invokeStream(caller: Caller, agentId: string, requestId: string, body = '{"hello":"chaos"}'): Promise<InvokeResult> {
+  try {
+    const res = await fetch(`${caller.apiUrl}/v1/proxy/${agentId}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${caller.token}`, 'content-type': 'application/json', 'x-request-id': requestId },
+      body,
+      signal: AbortSignal.timeout(120_000),
+    });
+    return { kind: 'answered', status: res.status, invocationId: res.headers.get('x-gateway-invocation-id'), body: await res.text(), retryAfter: res.headers.get('retry-after') };
+  } catch (err) {
+    return { kind: 'refused', error: ((err as Error).cause as Error | undefined)?.message ?? (err as Error).message };
+  }
+}
+
 export type InvocationView = { status: string; error_class: string | null; upstream_status: number | null; request_id?: string };
 
 export async function getInvocation(caller: Caller, agentId: string, invocationId: string): Promise<InvocationView | null> {

@@ -4,10 +4,11 @@
 // returns, everything recovers without restarting a process: the pools reconnect, /readyz is
 // 200 again, new calls complete, and calls that were in flight at the stop complete too.
 import { randomBytes } from 'node:crypto';
-import { awaitTerminal, check, createAgent, formatTally, invoke, runPool, sleep, tally, withSystem, type ChaosScenario, type InvokeResult } from './harness.ts';
+import { awaitTerminal, check, createAgent, formatTally, invoke, invokeStream, runPool, sleep, tally, withSystem, type ChaosScenario, type InvokeResult } from './harness.ts';
 
 const CALLS = 20;
 const OUTAGE_MS = 15_000;
+const STREAMS = 5;
 
 async function readiness(apiUrl: string): Promise<{ status: number; checks: Record<string, boolean> }> {
   const res = await fetch(`${apiUrl}/readyz`, { signal: AbortSignal.timeout(30_000) });
@@ -54,6 +55,10 @@ export const scenario: ChaosScenario = {
       const forwarded = during.filter((r) => system.upstream.counts.has(r.requestId));
       check(forwarded.length === 0 && system.upstream.total() === sentBefore, `${forwarded.length} calls reached the upstream while PostgreSQL was down`);
       const slowest500 = Math.max(...during.map((r) => r.ms)) / 1000;
+      // The streaming endpoint fails closed too: nothing is piped up without its row.
+      const streamed = await runPool(STREAMS, 5, (i) => invokeStream(caller, agentId, `chaos-${run}-stream-down-${i}`).then((result) => ({ requestId: `chaos-${run}-stream-down-${i}`, result })));
+      const badStreams = streamed.filter((r) => r.result.kind !== 'answered' || r.result.status !== 500 || r.result.body !== '' || system.upstream.counts.has(r.requestId));
+      check(badStreams.length === 0, `streaming with PostgreSQL down: ${badStreams.map((r) => (r.result.kind === 'answered' ? `${r.result.status} "${r.result.body.slice(0, 60)}"${system.upstream.counts.has(r.requestId) ? ' forwarded' : ''}` : 'refused')).join(', ')} (expected 500, no body, not forwarded)`);
       // A real outage, not a blip: the workers' retries and the pools' reconnects must span it.
       while (Date.now() - downAt < OUTAGE_MS) await sleep(250);
 
@@ -70,6 +75,8 @@ export const scenario: ChaosScenario = {
 
       const after = await runPool(CALLS, 10, (i) => call('after', i));
       check(accepted(after).length === CALLS, `after PostgreSQL returned: ${formatTally(tally(after.map(status)))}`);
+      const streamedAfter = await runPool(STREAMS, 5, (i) => invokeStream(caller, agentId, `chaos-${run}-stream-up-${i}`));
+      check(streamedAfter.every((r) => r.kind === 'answered' && r.status === 200), `streaming after PostgreSQL returned: ${formatTally(tally(streamedAfter.map((r) => (r.kind === 'answered' ? String(r.status) : 'refused'))))}`);
 
       const views = await awaitTerminal(caller, agentId, [...accepted(inFlight), ...accepted(after)], 180_000);
       const open = [...views].filter(([, v]) => !v || (v.status !== 'succeeded' && v.status !== 'failed'));
@@ -84,8 +91,8 @@ export const scenario: ChaosScenario = {
       const inFlightOutcomes = tally(accepted(inFlight).map((id) => (views.get(id)!.status === 'failed' ? `failed/${views.get(id)!.error_class}` : views.get(id)!.status)));
       return (
         `${CALLS} calls in flight at the stop (${upstreamAtStop} sent upstream) all completed (${formatTally(inFlightOutcomes)}); ` +
-        `PostgreSQL down ${outageSeconds.toFixed(0)} s: /readyz 503 {database: false}, ${CALLS} calls -> ${CALLS} x 500 with no body (slowest ${slowest500.toFixed(1)} s), 0 forwarded; ` +
-        `/readyz 200 again ${recoverySeconds.toFixed(1)} s after it returned, ${CALLS} new calls succeeded; no process restarted`
+        `PostgreSQL down ${outageSeconds.toFixed(0)} s: /readyz 503 {database: false}, ${CALLS} calls and ${STREAMS} streaming calls -> all 500 with no body (slowest ${slowest500.toFixed(1)} s), 0 forwarded; ` +
+        `/readyz 200 again ${recoverySeconds.toFixed(1)} s after it returned, ${CALLS} new calls succeeded, ${STREAMS} streaming calls 200; no process restarted`
       );
     }),
 };
