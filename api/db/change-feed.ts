@@ -30,16 +30,19 @@ export type ChangeFeed = {
   /** This process's own write, applied at once (its notification follows). */
   invalidate(key: string): void;
   /**
-   * Resolves once every notification committed before the call has reached this feed: a
-   * round trip on the LISTEN connection (PostgreSQL sends pending notifications before it
-   * reports the query done). A writer awaits it before answering, so by then PostgreSQL has
-   * dispatched its change to every listening replica.
+   * Resolves once every notification committed before the call has been applied here: a
+   * round trip on the LISTEN connection sent after the call (PostgreSQL sends pending
+   * notifications before it reports a query done). The proxy gate awaits it before it reads
+   * its caches, which makes a change committed before a call arrives in force for that call
+   * on every replica. Concurrent callers share one round trip (the next one sent after they
+   * asked); one that does not come back within the timeout counts as a lost subscription, so
+   * the caches stop answering (fail closed). Resolves at once while not subscribed.
    */
-  sync(timeoutMs?: number): Promise<void>;
+  sync(): Promise<void>;
   close(): Promise<void>;
 };
 
-export type ChangeFeedOptions = { heartbeatMs?: number; heartbeatTimeoutMs?: number };
+export type ChangeFeedOptions = { heartbeatMs?: number; heartbeatTimeoutMs?: number; syncTimeoutMs?: number };
 
 const feeds = new WeakMap<MikroORM, ChangeFeed>();
 
@@ -62,6 +65,7 @@ export function changeFeedFor(orm: MikroORM): ChangeFeed {
 export function createChangeFeed(connectionString: string, opts: ChangeFeedOptions = {}): ChangeFeed {
   const heartbeatMs = opts.heartbeatMs ?? 2_000;
   const heartbeatTimeoutMs = opts.heartbeatTimeoutMs ?? 2_000;
+  const syncTimeoutMs = opts.syncTimeoutMs ?? 500;
   const listeners: ChangeListener[] = [];
   let subscribed = false;
   let gen = 0;
@@ -117,21 +121,51 @@ export function createChangeFeed(connectionString: string, opts: ChangeFeedOptio
       .catch(() => lost(c));
   }
 
-  // A connection that died silently (no FIN, no error) is found by a query that does not
+  /** A `select 1` on the LISTEN connection; a connection that does not answer in time is dropped. */
+  function roundTrip(c: pg.Client, timeoutMs: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        lost(c);
+        resolve();
+      }, timeoutMs);
+      timer.unref();
+      c.query('select 1').then(
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        () => {
+          clearTimeout(timer);
+          lost(c);
+          resolve();
+        },
+      );
+    });
+  }
+
+  // A connection that died silently (no FIN, no error) is found by a heartbeat that does not
   // come back in time: the feed goes deaf-and-says-so instead of deaf-and-trusted.
   function beat(c: pg.Client): void {
-    let answered = false;
-    const timer = setTimeout(() => {
-      if (!answered) lost(c);
-    }, heartbeatTimeoutMs);
-    timer.unref();
-    c.query('select 1').then(
-      () => {
-        answered = true;
-        clearTimeout(timer);
-      },
-      () => lost(c),
-    );
+    void roundTrip(c, heartbeatTimeoutMs);
+  }
+
+  // Barriers: at most one round trip in flight; callers arriving meanwhile share the next.
+  let inflight: Promise<void> | null = null;
+  let queued: Promise<void> | null = null;
+  function barrier(): Promise<void> {
+    const c = client;
+    if (!c || !subscribed) return Promise.resolve();
+    if (!inflight) {
+      inflight = roundTrip(c, syncTimeoutMs).finally(() => {
+        inflight = null;
+      });
+      return inflight;
+    }
+    queued ??= inflight.then(() => {
+      queued = null;
+      return barrier();
+    });
+    return queued;
   }
 
   connect();
@@ -141,19 +175,7 @@ export function createChangeFeed(connectionString: string, opts: ChangeFeedOptio
     generation: () => gen,
     subscribe: (listener) => void listeners.push(listener),
     invalidate: emit,
-    async sync(timeoutMs = 1_000) {
-      const c = client;
-      if (!c || !subscribed) return;
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        c.query('select 1').catch(() => undefined),
-        new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, timeoutMs);
-          timer.unref();
-        }),
-      ]);
-      clearTimeout(timer);
-    },
+    sync: () => barrier(),
     async close() {
       closed = true;
       const c = client;

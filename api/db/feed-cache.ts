@@ -1,7 +1,8 @@
 // A bounded, TTL-capped read-through cache kept honest by the change feed (change-feed.ts):
 // it answers from memory only while the feed is live, drops what a notification names, and
 // never stores a read that a notification (or a loss of the feed) overtook. The TTL is a
-// safety net for what no notification can report, not the invalidation mechanism.
+// safety net for what no notification can report, not the invalidation mechanism. Callers
+// that need a change committed before their call to be seen await `feed.sync()` first.
 import type { ChangeFeed } from './change-feed.ts';
 
 export type FeedCache<V> = {
@@ -34,9 +35,6 @@ export function createFeedCache<V>(
     async get(key, load) {
       const live = feed.live();
       if (live) {
-        // One turn of the event loop first: a notification that reached this process in the
-        // same I/O batch as the request is applied before the request is answered from memory.
-        await new Promise(setImmediate);
         const hit = entries.get(key);
         if (hit && hit.expires > Date.now()) return hit.value;
         if (hit) entries.delete(key);

@@ -74,7 +74,9 @@ export function createPolicyStore(orm: MikroORM) {
       return { version: current.version, updatedAt: current.updatedAt, document: current.version === knownVersion ? null : current.document };
     },
 
+    /** The tenant's policy as of now (GET /v1/policy); the proxy's reads are made fresh by its gate. */
     async get(tenantId: string): Promise<(PolicyVersion & { document: PolicyDocument }) | null> {
+      await changeFeedFor(orm).sync();
       const probe = await this.probe(tenantId, null);
       return probe ? { version: probe.version, updatedAt: probe.updatedAt, document: probe.document as PolicyDocument } : null;
     },

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context } from 'koa';
 import type { Agent } from '../db/entities.ts';
 import { loadAgent } from './agent-row.ts';
+import { changeFeedFor } from '../db/change-feed.ts';
 import { ApiError, badRequest, notFound, unprocessable } from '../errors.ts';
 import { isId } from '../ids.ts';
 import { agentStatus } from '../agents/serialize.ts';
@@ -27,11 +28,16 @@ export function assertInvocable(agent: Agent): void {
 
 /** Everything before the body is read. Sets X-Request-ID first, so every answer carries it. */
 export async function admit(ctx: Context & { state: AuthState; params: Record<string, string> }, deps: AppDeps, limiter: RateLimiter): Promise<Admitted> {
+  // Every agent or policy change committed before this call is applied to this process's
+  // caches before they answer it (one round trip on the change feed, shared by concurrent
+  // calls): the agent read below and the policy read of the policy stage.
+  const fresh = changeFeedFor(deps.orm).sync();
   const requestId = requestIdFrom(ctx.get('x-request-id') || undefined, randomUUID);
   ctx.set('X-Request-ID', requestId);
 
   const { tenantId } = ctx.state.caller;
   if (!isId('agt', ctx.params.id)) throw notFound();
+  await fresh;
   const agent = await loadAgent(deps.orm, tenantId, ctx.params.id);
   if (!agent) throw notFound();
   assertInvocable(agent);
