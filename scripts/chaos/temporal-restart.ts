@@ -35,7 +35,11 @@ export const scenario: ChaosScenario = {
       await system.startTemporal();
       const restartedAt = Date.now();
       const outageSeconds = (Date.now() - downAt) / 1000;
-      const after = await runPool(AFTER, 10, (i) => call('after', i));
+      const after = await runPool(AFTER, 10, async (i) => {
+        const t0 = Date.now();
+        const r = await call('after', i);
+        return { ...r, ms: Date.now() - t0 };
+      });
 
       const status = (r: { result: InvokeResult }) => (r.result.kind === 'answered' ? String(r.result.status) : 'refused');
       for (const [phase, list] of [['before', before], ['after', after]] as const) {
@@ -79,7 +83,7 @@ export const scenario: ChaosScenario = {
       return (
         `${BEFORE} accepted before the stop (${inFlight} still in flight when Temporal went down); ` +
         `${DURING} calls during the ${outageSeconds.toFixed(0)} s outage: ${unavailable.length} x 503 with Retry-After (slowest after ${slowest503.toFixed(1)} s), ` +
-        `${DURING - unavailable.length} x 202, no row and nothing sent for a 503; ${AFTER} accepted after the restart; ` +
+        `${DURING - unavailable.length} x 202, no row and nothing sent for a 503; ${AFTER} accepted after the restart (slowest 202 in ${(Math.max(...after.map((r) => r.ms)) / 1000).toFixed(1)} s); ` +
         `all ${accepted.length} accepted completed (${formatTally(outcomes)}), every workflow COMPLETED within ${(workflowsClosedMs / 1000).toFixed(0)} s of the restart, max 1 upstream request per id`
       );
     }),
