@@ -12,12 +12,12 @@ import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { AgentSchema, InvocationSchema, type Invocation } from '../api/db/entities.ts';
 import { UpstreamError, classifyError, type ErrorClass, type UpstreamClient, type UpstreamResponse } from '../api/upstream/client.ts';
 import { classForStatus } from '../api/upstream/errors.ts';
 import { RETRYABLE_STATUSES } from '../api/upstream/retry.ts';
 import type { BodyStore } from '../api/proxy/body-store.ts';
 import { CREDENTIAL_UNAVAILABLE, type CredentialResolver } from '../api/credentials/resolver.ts';
+import { createInvocationStore, type BodyInsert, type Completion } from './invocation-store.ts';
 
 export type InvocationOutcome = {
   status: 'succeeded' | 'failed';
@@ -49,17 +49,6 @@ export function outcomeStatus(upstreamStatus: number): 'succeeded' | 'failed' {
   return RETRYABLE_STATUSES.has(upstreamStatus) ? 'failed' : 'succeeded';
 }
 
-function outcomeOf(row: Invocation): InvocationOutcome {
-  return {
-    status: row.status as 'succeeded' | 'failed',
-    upstreamStatus: row.upstreamStatus ?? null,
-    latencyMs: row.latencyMs ?? null,
-    errorClass: (row.errorClass as ErrorClass | null) ?? null,
-  };
-}
-
-const isTerminal = (row: Invocation) => row.status === 'succeeded' || row.status === 'failed';
-
 /** Reads the whole answer (the deadline bounds it), keeping it only when capture is on and it fits. */
 async function readResponse(reply: UpstreamResponse, capture: boolean): Promise<{ firstByteMs: number | null; captured: Buffer | null; broken: boolean; sha256: string | null }> {
   let firstByteMs: number | null = null;
@@ -83,23 +72,25 @@ async function readResponse(reply: UpstreamResponse, capture: boolean): Promise<
 }
 
 export function createInvocationActivities(deps: InvocationDeps): InvocationActivities {
-  async function complete(invocationId: string, fields: Partial<Invocation>): Promise<InvocationOutcome> {
-    const em = deps.orm.em.fork();
-    const now = new Date();
-    // Only a non-terminal row is completed: a row is completed exactly once, whoever races.
-    await em.nativeUpdate(InvocationSchema, { id: invocationId, status: { $in: ['pending', 'running'] } }, { ...fields, updatedAt: now, completedAt: now });
-    const row = await em.findOne(InvocationSchema, { id: invocationId });
+  const store = createInvocationStore(deps.orm);
+  // A body store in the gateway's own database (it offers insertSql) is read in the load
+  // statement and written in the completing one; any other goes through its interface.
+  const insertBody = deps.bodies.insertSql?.bind(deps.bodies);
+
+  async function complete(invocationId: string, completion: Completion, body?: BodyInsert): Promise<InvocationOutcome> {
     // No row: the call was never accepted (its commit failed after the workflow started and
     // the route's terminate did not land). Nothing was sent; the workflow just ends.
-    return row ? outcomeOf(row) : { status: 'failed', upstreamStatus: null, latencyMs: null, errorClass: 'internal' };
+    return (await store.complete(invocationId, completion, body)) ?? { status: 'failed', upstreamStatus: null, latencyMs: null, errorClass: 'internal' };
   }
 
   return {
     async performInvocation(invocationId) {
-      const em = deps.orm.em.fork();
-      const row = await em.findOneOrFail(InvocationSchema, { id: invocationId });
-      if (isTerminal(row)) return outcomeOf(row);
-      const agent = await em.findOneOrFail(AgentSchema, { id: row.agentId, tenantId: row.tenantId });
+      const row = await store.load(invocationId, { withBody: insertBody !== undefined });
+      // The row is committed alongside the workflow's start: an attempt may run before it lands.
+      if (!row) throw ApplicationFailure.retryable('invocation row not found', 'InvocationNotFound');
+      if (row.status === 'succeeded' || row.status === 'failed') return { status: row.status, upstreamStatus: row.upstreamStatus, latencyMs: row.latencyMs, errorClass: row.errorClass };
+      const agent = row.agent;
+      if (!agent) throw ApplicationFailure.retryable('agent of the invocation not found', 'AgentNotFound');
 
       // An earlier attempt may have delivered the request before its worker died.
       if (row.attempts > 0 && !agent.retryNonIdempotent) return complete(invocationId, { status: 'failed', errorClass: 'interrupted' });
@@ -114,10 +105,11 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
         if (err instanceof ApplicationFailure && !err.nonRetryable) throw err;
         return complete(invocationId, { status: 'failed', errorClass: 'credential' });
       }
-      const body = row.requestBodyId ? await deps.bodies.get(row.tenantId, row.requestBodyId) : null;
+      const body = insertBody ? row.requestBody : row.requestBodyId ? ((await deps.bodies.get(row.tenantId, row.requestBodyId))?.content ?? null) : null;
 
-      em.assign(row, { status: 'running', attempts: row.attempts + 1, updatedAt: new Date() });
-      await em.flush();
+      // Counted only if no other attempt counted one since the load (a zombie attempt whose
+      // heartbeat timed out): the loser retries, sees the count, and follows the rule above.
+      if (!(await store.claim(invocationId, row.attempts))) throw ApplicationFailure.retryable('another attempt claimed the invocation', 'InvocationClaimed');
 
       const heartbeat = setInterval(() => Context.current().heartbeat(), 2_000);
       try {
@@ -128,7 +120,7 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
             // Caller headers already passed the block-list when the row was written; the
             // transactional caller never sees the raw response, so ask for it uncompressed.
             headers: { ...row.requestHeaders, 'accept-encoding': 'identity', ...credentialHeaders, 'x-request-id': row.requestId },
-            body: body?.content,
+            body: body ?? undefined,
             deadlineMs: deps.upstreamTimeoutMs,
             deadlineCoversBody: true,
             signal: Context.current().cancellationSignal,
@@ -147,17 +139,22 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
           return await complete(invocationId, { status: 'failed', upstreamStatus: reply.status, errorClass, latencyMs, ttftMs });
         }
         const contentType = String(reply.headers['content-type'] ?? '') || null;
-        const responseBodyId = read.captured ? await deps.bodies.put(row.tenantId, contentType, read.captured) : null;
-        return await complete(invocationId, {
-          status: outcomeStatus(reply.status),
-          upstreamStatus: reply.status,
-          latencyMs,
-          ttftMs,
-          errorClass: classForStatus(reply.status),
-          responseBodyId,
-          responseContentType: contentType,
-          responseSha256: read.sha256,
-        });
+        const stored = read.captured ? insertBody?.(row.tenantId, contentType, read.captured) : undefined;
+        const responseBodyId = stored?.id ?? (read.captured ? await deps.bodies.put(row.tenantId, contentType, read.captured) : null);
+        return await complete(
+          invocationId,
+          {
+            status: outcomeStatus(reply.status),
+            upstreamStatus: reply.status,
+            latencyMs,
+            ttftMs,
+            errorClass: classForStatus(reply.status),
+            responseBodyId,
+            responseContentType: contentType,
+            responseSha256: read.sha256,
+          },
+          stored,
+        );
       } finally {
         clearInterval(heartbeat);
       }
