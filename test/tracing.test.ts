@@ -243,10 +243,13 @@ describe('tracing', function () {
       const token = await stack().token(`t-trace-${randomUUID()}`);
       const agentId = await createAgent(token, { upstream_url: upstream.url });
       const caller = callerTraceparent();
-      const before = upstream.received.length;
-      const res = await callAt(apiUrl, 'POST', `/v1/proxy/${agentId}/stream`, { token, json: { hello: 'stream' }, headers: { traceparent: caller.header } });
+      // Found by its request id: a late delivery of an earlier test's call may land on the shared upstream first.
+      const requestId = `trace-stream-${randomUUID()}`;
+      const res = await callAt(apiUrl, 'POST', `/v1/proxy/${agentId}/stream`, { token, json: { hello: 'stream' }, headers: { traceparent: caller.header, 'x-request-id': requestId } });
       assert.equal(res.status, 200, res.text);
-      const [, sentTrace, sentSpan] = TRACEPARENT.exec(String(upstream.received[before].headers.traceparent)) ?? [];
+      const received = upstream.received.find((r) => r.headers['x-request-id'] === requestId);
+      assert.ok(received, 'the upstream saw the streaming call');
+      const [, sentTrace, sentSpan] = TRACEPARENT.exec(String(received.headers.traceparent)) ?? [];
       assert.equal(sentTrace, caller.traceId);
 
       const spans = await waitFor('the streaming spans', () => {
