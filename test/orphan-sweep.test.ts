@@ -1,7 +1,7 @@
 // Rows an API process left `pending` when it died between the commit and the workflow start
 // (found by `npm run chaos -- worker-kill`): the sweep fails those with no workflow, and leaves
 // alone a row whose workflow exists (waiting for a worker) and a row young enough that its
-// start may still be under way.
+// start may still be under way. A paid orphan's payment is released, not lost with the row.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { stack } from './support/stack.ts';
@@ -23,6 +23,22 @@ async function pendingRow(tenantId: string, createdAt: Date): Promise<string> {
   return id;
 }
 
+/** A settled payment claim bound to the invocation, as the payment stage leaves it. */
+async function bindPayment(tenantId: string, invocationId: string): Promise<void> {
+  await stack()
+    .orm.em.getConnection()
+    .execute(
+      `insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, transaction, invocation_id)
+       values (?, ?, 'agt_x', 'base', '0xasset', '0xpayer', ?, '1000', 'settled', '0xtx', ?)`,
+      [randomUUID(), tenantId, `0x${randomUUID().replaceAll('-', '')}`, invocationId],
+    );
+}
+
+async function boundTo(invocationId: string): Promise<string | null> {
+  const rows = await stack().orm.em.getConnection().execute(`select invocation_id from payment_claims where tenant_id like 'tenant-orphans-%' and invocation_id = ?`, [invocationId]);
+  return rows.length ? String((rows[0] as { invocation_id: string }).invocation_id) : null;
+}
+
 async function row(id: string): Promise<{ status: string; error_class: string | null; completed_at: Date | null }> {
   const [r] = await stack().orm.em.getConnection().execute(`select status, error_class, completed_at from invocations where id = ?`, [id]);
   return r as { status: string; error_class: string | null; completed_at: Date | null };
@@ -37,6 +53,9 @@ describe('orphaned pending invocations', function () {
     const orphan = await pendingRow(tenant, old);
     const waiting = await pendingRow(tenant, old);
     const young = await pendingRow(tenant, new Date());
+    const paidOrphan = await pendingRow(tenant, old);
+    await bindPayment(tenant, paidOrphan);
+    await bindPayment(tenant, waiting);
     // A workflow on a task queue nobody polls: it exists, so its row must wait for it.
     const handle = await stack().temporal.workflow.start('InvocationWorkflow', {
       taskQueue: `nobody-${randomUUID()}`,
@@ -52,11 +71,15 @@ describe('orphaned pending invocations', function () {
       assert.ok(o.completed_at);
       assert.equal((await row(waiting)).status, 'pending');
       assert.equal((await row(young)).status, 'pending');
+      assert.equal(await boundTo(paidOrphan), null, 'the paid orphan released its payment');
+      assert.equal((await row(paidOrphan)).status, 'failed');
+      assert.equal(await boundTo(waiting), waiting, 'a call that will still run keeps its payment');
       // A second sweep finds nothing more of ours to close.
       await closeOrphanedInvocations(stack().orm, stack().temporal, new Date(Date.now() - 9 * 60_000));
       assert.equal((await row(waiting)).status, 'pending');
     } finally {
       await handle.terminate('test done').catch(() => undefined);
+      await stack().orm.em.getConnection().execute(`delete from payment_claims where tenant_id = ?`, [tenant]);
       await stack().orm.em.getConnection().execute(`delete from invocations where tenant_id = ?`, [tenant]);
     }
   });

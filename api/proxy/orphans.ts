@@ -27,8 +27,15 @@ export async function closeOrphanedInvocations(orm: MikroORM, temporal: Client, 
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
     }
+    // Its payment, if any, is released in the same statement (as for a start that failed in
+    // front of the caller, api/payment/claims.ts removeUnstartedCall): the call never ran, so
+    // the payer's retry of the same X-PAYMENT buys a new call without settling again.
     const done = await conn.execute<Array<{ id: string }>>(
-      `update invocations set status = 'failed', error_class = 'internal', updated_at = now(), completed_at = now() where id = ? and status = 'pending' returning id`,
+      `with closed as (
+         update invocations set status = 'failed', error_class = 'internal', updated_at = now(), completed_at = now()
+          where id = ? and status = 'pending' returning id),
+       released as (update payment_claims set invocation_id = null, updated_at = now() where invocation_id in (select id from closed))
+       select id from closed`,
       [id],
     );
     closed += done.length;
