@@ -10,7 +10,7 @@
 // stops trying: that is `failed`, with the upstream_status kept.
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { UpstreamError, classifyError, type ErrorClass, type UpstreamClient, type UpstreamResponse } from '../api/upstream/client.ts';
 import { classForStatus } from '../api/upstream/errors.ts';
@@ -86,8 +86,9 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
   return {
     async performInvocation(invocationId) {
       const row = await store.load(invocationId, { withBody: insertBody !== undefined });
-      // The row is committed alongside the workflow's start: an attempt may run before it lands.
-      if (!row) throw ApplicationFailure.retryable('invocation row not found', 'InvocationNotFound');
+      // The row is committed alongside the workflow's start: an attempt may run before it lands
+      // (expected under load, hence benign: logged at debug, not as a failed activity).
+      if (!row) throw ApplicationFailure.create({ message: 'invocation row not found yet', type: 'InvocationNotFound', category: ApplicationFailureCategory.BENIGN });
       if (row.status === 'succeeded' || row.status === 'failed') return { status: row.status, upstreamStatus: row.upstreamStatus, latencyMs: row.latencyMs, errorClass: row.errorClass };
       const agent = row.agent;
       if (!agent) throw ApplicationFailure.retryable('agent of the invocation not found', 'AgentNotFound');
