@@ -7,6 +7,7 @@ import type { Context } from 'koa';
 import type { Agent } from '../db/entities.ts';
 import { loadAgent } from './agent-row.ts';
 import { changeFeedFor } from '../db/change-feed.ts';
+import { gateFreshness } from './freshness.ts';
 import { ApiError, badRequest, notFound, unprocessable } from '../errors.ts';
 import { isId } from '../ids.ts';
 import { agentStatus } from '../agents/serialize.ts';
@@ -28,10 +29,12 @@ export function assertInvocable(agent: Agent): void {
 
 /** Everything before the body is read. Sets X-Request-ID first, so every answer carries it. */
 export async function admit(ctx: Context & { state: AuthState; params: Record<string, string> }, deps: AppDeps, limiter: RateLimiter): Promise<Admitted> {
-  // Every agent or policy change committed before this call is applied to this process's
-  // caches before they answer it (one round trip on the change feed, shared by concurrent
-  // calls): the agent read below and the policy read of the policy stage.
-  const fresh = changeFeedFor(deps.orm).sync();
+  // strict: every agent or policy change committed before this call is applied to this
+  // process's caches before they answer it (one round trip on the change feed, shared by
+  // concurrent calls): the agent read below and the policy read of the policy stage.
+  // notify: one turn of the event loop, so a notification that arrived with the request is
+  // applied first (freshness.ts).
+  const fresh = gateFreshness === 'strict' ? changeFeedFor(deps.orm).sync() : new Promise(setImmediate);
   const requestId = requestIdFrom(ctx.get('x-request-id') || undefined, randomUUID);
   ctx.set('X-Request-ID', requestId);
 
