@@ -1,5 +1,5 @@
 // The transactional invocation's statements on its row, as plain parameterised SQL: the
-// activity's hot path makes three round trips per call (load, claim, complete) instead of the
+// activity's hot path makes two round trips per call (load and claim, complete) instead of the
 // six MikroORM queries it made (row, agent, body, the `running` flush, the completing update
 // and its re-read), and skips the ORM's query building and unit of work, which were most of
 // the worker's CPU over a bare echo activity (docs/BENCHMARKS.md, throughput).
@@ -28,6 +28,8 @@ export type LoadedInvocation = {
   upstreamStatus: number | null;
   latencyMs: number | null;
   errorClass: ErrorClass | null;
+  /** The load claimed the row (see LOAD_AND_CLAIM); the fields above are as they were before. */
+  claimed: boolean;
   /** Null when the agent is gone (deleted rows are soft: only a broken database has none). */
   agent: { upstreamUrl: string | null; credentialRef: string | null; captureBody: boolean; retryNonIdempotent: boolean } | null;
 };
@@ -48,7 +50,10 @@ export type Completion = {
 export type BodyInsert = { sql: string; params: unknown[] };
 
 export interface InvocationStore {
-  /** One statement: the row, its agent and, when asked, its request body. Undefined when there is no row. */
+  /**
+   * One statement: the row, its agent and, when asked, its request body; it also claims the row
+   * (as claim does) when the call needs nothing resolved first. Undefined when there is no row.
+   */
   load(invocationId: string, opts: { withBody: boolean }): Promise<LoadedInvocation | undefined>;
   /** Marks the row running and counts the attempt; false when another attempt did so first or the row is terminal. */
   claim(invocationId: string, loadedAttempts: number): Promise<boolean>;
@@ -75,15 +80,29 @@ function outcomeOf(r: Raw): InvocationOutcome {
 const OUTCOME_COLUMNS = 'status, upstream_status, latency_ms, error_class';
 
 // The agent is matched in the row's tenant: a row never reaches another tenant's agent.
-const LOAD = (withBody: boolean) => `
-  select i.id, i.tenant_id, i.status, i.attempts, i.request_id, i.request_headers, i.request_body_id,
-         i.upstream_status, i.latency_ms, i.error_class,
-         a.id as agent_id, a.upstream_url, a.credential_ref, a.capture_body, a.retry_non_idempotent,
-         ${withBody ? 'b.content' : 'null'} as request_body
-    from invocations i
-    left join agents a on a.id = i.agent_id and a.tenant_id = i.tenant_id
-    ${withBody ? 'left join bodies b on b.id = i.request_body_id and b.tenant_id = i.tenant_id' : ''}
-   where i.id = ?`;
+// The same statement claims the row when nothing has to happen between the load and the
+// claim: the agent needs no credential (resolving none is no I/O), the body is read here or
+// there is none, the agent may be called (an upstream URL), and this is the first attempt or
+// the agent opted in to re-sending.
+const LOAD_AND_CLAIM = (withBody: boolean) => `
+  with loaded as (
+    select i.id, i.tenant_id, i.status, i.attempts, i.request_id, i.request_headers, i.request_body_id,
+           i.upstream_status, i.latency_ms, i.error_class,
+           a.id as agent_id, a.upstream_url, a.credential_ref, a.capture_body, a.retry_non_idempotent,
+           ${withBody ? 'b.content' : 'null::bytea'} as request_body
+      from invocations i
+      left join agents a on a.id = i.agent_id and a.tenant_id = i.tenant_id
+      ${withBody ? 'left join bodies b on b.id = i.request_body_id and b.tenant_id = i.tenant_id' : ''}
+     where i.id = ?
+  ), claimed as (
+    update invocations i set status = 'running', attempts = i.attempts + 1, updated_at = ?
+      from loaded l
+     where i.id = l.id and i.attempts = l.attempts and i.status in ('pending', 'running')
+       and l.agent_id is not null and l.upstream_url is not null and l.credential_ref is null
+       and (l.attempts = 0 or l.retry_non_idempotent) ${withBody ? '' : 'and l.request_body_id is null'}
+    returning i.id
+  )
+  select l.*, exists (select 1 from claimed) as claimed from loaded l`;
 
 const CLAIM = `
   update invocations set status = 'running', attempts = attempts + 1, updated_at = ?
@@ -103,7 +122,7 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
 
   return {
     async load(invocationId, { withBody }) {
-      const [r] = (await execute(LOAD(withBody), [invocationId])) as Raw[];
+      const [r] = (await execute(LOAD_AND_CLAIM(withBody), [invocationId, new Date()])) as Raw[];
       if (!r) return undefined;
       return {
         id: r.id as string,
@@ -117,6 +136,7 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
         upstreamStatus: numberOrNull(r.upstream_status),
         latencyMs: numberOrNull(r.latency_ms),
         errorClass: (r.error_class as ErrorClass | null) ?? null,
+        claimed: r.claimed === true,
         agent: r.agent_id
           ? {
               upstreamUrl: (r.upstream_url as string | null) ?? null,

@@ -110,7 +110,9 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
 
       // Counted only if no other attempt counted one since the load (a zombie attempt whose
       // heartbeat timed out): the loser retries, sees the count, and follows the rule above.
-      if (!(await store.claim(invocationId, row.attempts))) throw ApplicationFailure.retryable('another attempt claimed the invocation', 'InvocationClaimed');
+      // The load has counted it already when none of the steps above could stop the call or
+      // needed I/O (no credential): the usual case, one statement fewer.
+      if (!row.claimed && !(await store.claim(invocationId, row.attempts))) throw ApplicationFailure.retryable('another attempt claimed the invocation', 'InvocationClaimed');
 
       const heartbeat = setInterval(() => Context.current().heartbeat(), 2_000);
       try {
