@@ -16,6 +16,7 @@ import { jwksRoutes, receiptRoutes } from './routes/receipts.ts';
 import { healthRoutes } from './routes/health.ts';
 import { agentRoutes } from './routes/agents.ts';
 import { proxyRoutes } from './routes/proxy.ts';
+import { syncGateCaches } from './proxy/gate.ts';
 import { invocationRoutes } from './routes/invocations.ts';
 import { credentialRoutes } from './routes/credentials.ts';
 import { settlementRoutes } from './routes/settlement.ts';
@@ -33,6 +34,8 @@ export type AppDeps = {
 export function createApp(deps: AppDeps): Koa {
   const app = new Koa();
   app.proxy = false;
+  // Before anything else: a proxied call's cache barrier travels while the rest of the gate runs.
+  app.use(syncGateCaches(deps));
   // Outermost: the request id, access log and HTTP metrics see every answer, errors included.
   app.use(traceRequests('api'));
   app.use(observeRequests('api', deps.log));

@@ -30,7 +30,6 @@ export function observeRequests(service: string, log: Logger) {
     // Downstream handlers (the proxy) read the header: make it the one id of this request.
     ctx.req.headers['x-request-id'] = requestId;
     ctx.state.requestId = requestId;
-    ctx.state.log = log.child({ requestId });
     ctx.set('X-Request-ID', requestId);
     try {
       await next();
@@ -42,8 +41,9 @@ export function observeRequests(service: string, log: Logger) {
       httpRequests.inc(labels);
       httpDuration.observe(labels, seconds);
       if (ctx.status === 429) rateLimitRejections.inc({ limiter: limiterOf(route) });
-      const invocationId = ctx.response.get('X-Gateway-Invocation-ID') || undefined;
-      if (route !== '/metrics') {
+      // The line's object is built only when it will be written (a quiet LOG_LEVEL skips it).
+      if (route !== '/metrics' && log.isLevelEnabled('info')) {
+        const invocationId = ctx.response.get('X-Gateway-Invocation-ID') || undefined;
         log.info({ requestId, invocationId, traceId: activeTraceId(), method: ctx.method, route, status: ctx.status, durationMs: Math.round(seconds * 1000) }, 'request');
       }
     }

@@ -3,7 +3,8 @@
 // (400). Then, once the body is known: parse → policy (403) → payment (402). A call denied
 // by policy never reaches the payment stage, so it is never told to pay.
 import { randomUUID } from 'node:crypto';
-import type { Context } from 'koa';
+import type { IncomingMessage } from 'node:http';
+import type { Context, Next } from 'koa';
 import type { Agent } from '../db/entities.ts';
 import { loadAgent } from './agent-row.ts';
 import { changeFeedFor } from '../db/change-feed.ts';
@@ -27,14 +28,31 @@ export function assertInvocable(agent: Agent): void {
   if (agentStatus(agent) !== 'active' || agent.suspended) throw unprocessable('agent is not invocable');
 }
 
+// strict: the barrier of each proxied call, sent as the request arrives (syncGateCaches).
+const barriers = new WeakMap<IncomingMessage, Promise<void>>();
+
+/**
+ * Koa middleware, first in the app. strict: a proxied call's barrier (below) is sent as soon
+ * as its request has arrived, so the round trip overlaps auth and routing instead of following
+ * them; it is still sent after the call arrived, which is all the guarantee needs. Concurrent
+ * calls, and callers that turn out to be unauthenticated, share round trips (ChangeFeed.sync).
+ */
+export function syncGateCaches(deps: AppDeps) {
+  return function sendGateBarrier(ctx: Context, next: Next): Promise<void> {
+    if (gateFreshness === 'strict' && ctx.method === 'POST' && ctx.path.startsWith('/v1/proxy/')) barriers.set(ctx.req, changeFeedFor(deps.orm).sync());
+    return next();
+  };
+}
+
 /** Everything before the body is read. Sets X-Request-ID first, so every answer carries it. */
 export async function admit(ctx: Context & { state: AuthState; params: Record<string, string> }, deps: AppDeps, limiter: RateLimiter): Promise<Admitted> {
   // strict: every agent or policy change committed before this call is applied to this
   // process's caches before they answer it (one round trip on the change feed, shared by
-  // concurrent calls): the agent read below and the policy read of the policy stage.
+  // concurrent calls, sent as the request arrived): the agent read below and the policy read
+  // of the policy stage.
   // notify: one turn of the event loop, so a notification that arrived with the request is
   // applied first (freshness.ts).
-  const fresh = gateFreshness === 'strict' ? changeFeedFor(deps.orm).sync() : new Promise(setImmediate);
+  const fresh = gateFreshness === 'strict' ? (barriers.get(ctx.req) ?? changeFeedFor(deps.orm).sync()) : new Promise(setImmediate);
   const requestId = requestIdFrom(ctx.get('x-request-id') || undefined, randomUUID);
   ctx.set('X-Request-ID', requestId);
 

@@ -46,39 +46,42 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
     await runStages(deps, call, ctx.get('x-payment') || undefined);
 
     const invocationId = newId('inv');
-    const now = new Date();
-    const row: AcceptedRow = {
-      id: invocationId,
-      tenantId,
-      agentId: agent.id,
-      requestId,
-      caller: userId,
-      model,
-      contentType: call.contentType,
-      requestHeaders: forwardableHeaders(ctx.req.headers),
-      requestBytes: body.length,
-      ...recordedCallFields(call),
-      createdAt: now,
-      updatedAt: now,
-    };
-    // The commit (body and row; for a paid call also the payment bound to the row: one payment
-    // buys one call) and the workflow start run side by side; the 202 waits for both. The
-    // activity reads the row before it sends anything, so a workflow that outruns the commit
-    // only retries that read; if the commit fails, the workflow is terminated, nothing is sent.
-    const [written, started] = await Promise.allSettled([
-      writeAccepted(deps.orm, services.bodies, row, body, call.payment),
-      deps.temporal.workflow.start('InvocationWorkflow', {
-        taskQueue: deps.config.temporal.taskQueue,
-        workflowId: invocationId,
-        args: [{ invocationId, tenantId, agentId: agent.id, emitReceipts: agent.emitReceipts }],
-        typedSearchAttributes: [
-          { key: TenantId, value: tenantId },
-          { key: AgentId, value: agent.id },
-          { key: InvocationStatus, value: 'pending' },
-        ],
-        staticSummary: `${agent.name} (${agent.id})`,
-      }),
-    ]);
+    // The workflow start and the commit (body and row; for a paid call also the payment bound
+    // to the row: one payment buys one call) run side by side; the 202 waits for both. The
+    // start, the longer, is sent first; the row is built after it, inside the commit's promise,
+    // so nothing thrown there can leave a started workflow unanswered. The activity reads the
+    // row before it sends anything, so a workflow that outruns the commit only retries that
+    // read; if the commit fails, the workflow is terminated, nothing is sent.
+    const start = deps.temporal.workflow.start('InvocationWorkflow', {
+      taskQueue: deps.config.temporal.taskQueue,
+      workflowId: invocationId,
+      args: [{ invocationId, tenantId, agentId: agent.id, emitReceipts: agent.emitReceipts }],
+      typedSearchAttributes: [
+        { key: TenantId, value: tenantId },
+        { key: AgentId, value: agent.id },
+        { key: InvocationStatus, value: 'pending' },
+      ],
+      staticSummary: `${agent.name} (${agent.id})`,
+    });
+    const commit = (async () => {
+      const now = new Date();
+      const row: AcceptedRow = {
+        id: invocationId,
+        tenantId,
+        agentId: agent.id,
+        requestId,
+        caller: userId,
+        model,
+        contentType: call.contentType,
+        requestHeaders: forwardableHeaders(ctx.req.headers),
+        requestBytes: body.length,
+        ...recordedCallFields(call),
+        createdAt: now,
+        updatedAt: now,
+      };
+      await writeAccepted(deps.orm, services.bodies, row, body, call.payment);
+    })();
+    const [written, started] = await Promise.allSettled([commit, start]);
     if (written.status === 'rejected') {
       if (started.status === 'fulfilled') await started.value.terminate('invocation not accepted').catch(() => undefined);
       throw written.reason;
