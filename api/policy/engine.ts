@@ -7,15 +7,18 @@ import type { Logger } from '../log.ts';
 import { policyDecisions } from '../observability/metrics.ts';
 import { evaluatePolicy, type CallFacts, type Verdict } from './evaluate.ts';
 import { createMemoryRateWindow, createRedisRateWindow, type RateWindow } from './rate.ts';
-import { createPolicyStore, type PolicyStore } from './store.ts';
+import { createPolicyStore, type DecisionRecord, type PolicyStore } from './store.ts';
 import { redisClient } from './redis.ts';
 
 export type PolicySubject = CallFacts & { tenantId: string; userId: string; protocol: string };
 
 export type PolicyEngine = {
   store: PolicyStore;
-  /** The verdict for one call, recorded as a decision; null when the tenant has no policy. Throws when the store is unavailable. */
-  decide(subject: PolicySubject): Promise<Verdict | null>;
+  /**
+   * The verdict for one call, recorded as a decision (by `record`, the store's insert unless
+   * the caller writes it itself); null when the tenant has no policy. Throws when the store is unavailable.
+   */
+  decide(subject: PolicySubject, record?: (decision: DecisionRecord) => Promise<unknown>): Promise<Verdict | null>;
 };
 
 export function createPolicyEngine(opts: { orm: MikroORM; redisUrl?: string; log: Logger }): PolicyEngine {
@@ -25,7 +28,7 @@ export function createPolicyEngine(opts: { orm: MikroORM; redisUrl?: string; log
 
   return {
     store,
-    async decide(subject) {
+    async decide(subject, record = store.recordDecision) {
       // Every call counts toward its caller's rate, whether or not a rule asks for it now,
       // so a rate rule added later sees the true last minute. Started first: it overlaps
       // the version read, and only a rule that needs it waits for it.
@@ -43,7 +46,7 @@ export function createPolicyEngine(opts: { orm: MikroORM; redisUrl?: string; log
       else cache.set(subject.tenantId, { version: probe.version, document });
 
       const verdict = await evaluatePolicy(document, subject, () => rate);
-      await store.recordDecision({
+      await record({
         tenantId: subject.tenantId,
         agentId: subject.agentId,
         protocol: subject.protocol,

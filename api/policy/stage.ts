@@ -6,6 +6,7 @@
 import type { ProxyCall } from '../proxy/call.ts';
 import type { AppDeps } from '../app.ts';
 import { createPolicyEngine, type PolicyEngine } from './engine.ts';
+import type { DecisionRecord } from './store.ts';
 
 export type PolicyOutcome = { action: 'allow' | 'warn' | 'deny'; reason: string };
 
@@ -19,14 +20,29 @@ export function policyEngineFor(deps: AppDeps): PolicyEngine {
 }
 
 export async function policyStage(deps: AppDeps, call: ProxyCall): Promise<PolicyOutcome> {
-  const verdict = await policyEngineFor(deps).decide({
-    tenantId: call.caller.tenantId,
-    userId: call.caller.userId,
-    agentId: call.agent.id,
-    protocol: call.agent.protocol,
-    tool: call.mcp?.tool ?? null,
-    bodyBytes: call.bodyBytes,
-  });
+  // An admitted transactional call of an unpriced agent has its decision written in its accept
+  // commit (api/proxy/accept.ts), beside the workflow start instead of one commit before it;
+  // the decision is in the log before the 202 either way. A refusal, a streaming call and a
+  // priced agent's call (a payment must not be taken before its decision is recorded) record
+  // it here, before the call goes on.
+  const engine = policyEngineFor(deps);
+  let deferred: DecisionRecord | null = null;
+  const defer = call.mode === 'transactional' && !call.agent.pricing;
+  const verdict = await engine.decide(
+    {
+      tenantId: call.caller.tenantId,
+      userId: call.caller.userId,
+      agentId: call.agent.id,
+      protocol: call.agent.protocol,
+      tool: call.mcp?.tool ?? null,
+      bodyBytes: call.bodyBytes,
+    },
+    defer ? async (decision) => void (deferred = decision) : undefined,
+  );
   if (!verdict) return { action: 'allow', reason: 'no policy' };
+  if (deferred) {
+    if (verdict.action === 'deny') await engine.store.recordDecision(deferred);
+    else call.policyDecision = deferred;
+  }
   return { action: verdict.action, reason: verdict.reason };
 }

@@ -42,6 +42,17 @@ const toDate = (epochMs: unknown) => new Date(Number(epochMs));
 
 export type PolicyStore = ReturnType<typeof createPolicyStore>;
 
+/** The INSERT of one decision, also run inside another statement (the proxy's accept commit). */
+export function decisionInsertSql(d: DecisionRecord): { id: string; sql: string; params: unknown[] } {
+  const id = newId('pdec');
+  return {
+    id,
+    sql: `insert into policy_decisions (id, tenant_id, agent_id, protocol, mcp_tool, action, matched_rule, reason, created_at)
+         values (?, ?, ?, ?, ?, ?, ?, ?, clock_timestamp())`,
+    params: [id, d.tenantId, d.agentId, d.protocol, d.mcpTool, d.action, d.matchedRule === null ? '' : String(d.matchedRule), d.reason],
+  };
+}
+
 type CurrentPolicy = PolicyVersion & { document: unknown };
 
 // One cache per ORM (per process), shared by the app instances on it.
@@ -97,13 +108,9 @@ export function createPolicyStore(orm: MikroORM) {
     },
 
     async recordDecision(d: DecisionRecord): Promise<string> {
-      const id = newId('pdec');
-      await sql(
-        `insert into policy_decisions (id, tenant_id, agent_id, protocol, mcp_tool, action, matched_rule, reason, created_at)
-         values (?, ?, ?, ?, ?, ?, ?, ?, clock_timestamp())`,
-        [id, d.tenantId, d.agentId, d.protocol, d.mcpTool, d.action, d.matchedRule === null ? '' : String(d.matchedRule), d.reason],
-      );
-      return id;
+      const insert = decisionInsertSql(d);
+      await sql(insert.sql, insert.params);
+      return insert.id;
     },
 
     async listDecisions(tenantId: string, limit: number): Promise<PolicyDecision[]> {

@@ -7,6 +7,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { InvocationSchema, type Invocation } from '../db/entities.ts';
 import { flushBindingPayment, removeUnstartedCall } from '../payment/claims.ts';
+import { decisionInsertSql, type DecisionRecord } from '../policy/store.ts';
 import type { BodyStore } from './body-store.ts';
 import type { PaymentRecord } from './call.ts';
 
@@ -39,22 +40,28 @@ const COLUMNS: Array<[string, (r: AcceptedRow & { requestBodyId: string }) => un
 ];
 const ROW_SQL = `insert into invocations (${COLUMNS.map(([c]) => c).join(', ')}) values (${COLUMNS.map(([c]) => (c === 'request_headers' ? '?::jsonb' : '?')).join(', ')})`;
 
-export async function writeAccepted(orm: MikroORM, bodies: BodyStore, row: AcceptedRow, body: Buffer, payment: PaymentRecord | null): Promise<void> {
+/**
+ * `decision`: the call's policy decision, when the policy stage left it to this commit
+ * (policy/stage.ts): written in the same statement, so it commits with the row.
+ */
+export async function writeAccepted(orm: MikroORM, bodies: BodyStore, row: AcceptedRow, body: Buffer, payment: PaymentRecord | null, decision: DecisionRecord | null = null): Promise<void> {
+  const conn = orm.em.getConnection();
+  const ctes: Array<[string, { sql: string; params: unknown[] }]> = decision ? [['decision', decisionInsertSql(decision)]] : [];
   if (payment) {
+    // Not left to this commit by the policy stage (a priced agent); written alone if it were.
+    for (const [, insert] of ctes) await conn.execute(insert.sql, insert.params);
     const em = orm.em.fork();
     const requestBodyId = await bodies.stage(em, row.tenantId, row.contentType ?? null, body);
     em.create(InvocationSchema, { ...row, requestBodyId, mode: 'transactional', status: 'pending', attempts: 0 });
     return flushBindingPayment(em, payment, row.id);
   }
-  const conn = orm.em.getConnection();
   const inline = bodies.insertSql?.(row.tenantId, row.contentType ?? null, body);
-  if (inline) {
-    const values = COLUMNS.map(([, get]) => get({ ...row, requestBodyId: inline.id }));
-    await conn.execute(`with body as (${inline.sql}) ${ROW_SQL}`, [...inline.params, ...values]);
-    return;
-  }
-  const requestBodyId = await bodies.put(row.tenantId, row.contentType ?? null, body);
-  await conn.execute(ROW_SQL, COLUMNS.map(([, get]) => get({ ...row, requestBodyId })));
+  if (inline) ctes.unshift(['body', inline]);
+  const requestBodyId = inline ? inline.id : await bodies.put(row.tenantId, row.contentType ?? null, body);
+  const values = COLUMNS.map(([, get]) => get({ ...row, requestBodyId }));
+  // Data-modifying CTEs: every part runs, in one statement and one commit.
+  const withClause = ctes.length ? `with ${ctes.map(([name, insert]) => `${name} as (${insert.sql})`).join(', ')} ` : '';
+  await conn.execute(`${withClause}${ROW_SQL}`, [...ctes.flatMap(([, insert]) => insert.params), ...values]);
 }
 
 /** Undoes an accepted row whose workflow could not be started (its body stays, an orphan), releasing its payment. */

@@ -3,6 +3,7 @@
 // unless it must.
 import type { Agent } from '../db/entities.ts';
 import type { Caller } from '../auth.ts';
+import type { DecisionRecord } from '../policy/store.ts';
 
 export type McpCall = { method: string; tool: string | null };
 
@@ -34,6 +35,8 @@ export type ProxyCall = {
   policyWarning: string | null;
   /** Payment stage: the verified (and, when configured, settled) payment. */
   payment: PaymentRecord | null;
+  /** Policy stage: a decision left for the accept commit to write (policy/stage.ts says when). */
+  policyDecision?: DecisionRecord | null;
 };
 
 /** The invocation-row columns a call's parse and payment stages determine (both proxy paths). */

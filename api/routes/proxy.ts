@@ -12,6 +12,7 @@ import { serializeInvocation } from '../proxy/serialize.ts';
 import { AgentId, InvocationStatus, TenantId } from '../../temporal/search-attributes.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
 import { admit, runStages } from '../proxy/gate.ts';
+import { policyEngineFor } from '../policy/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import { createProxyServices, type ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
@@ -79,11 +80,13 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
         createdAt: now,
         updatedAt: now,
       };
-      await writeAccepted(deps.orm, services.bodies, row, body, call.payment);
+      await writeAccepted(deps.orm, services.bodies, row, body, call.payment, call.policyDecision ?? null);
     })();
     const [written, started] = await Promise.allSettled([commit, start]);
     if (written.status === 'rejected') {
       if (started.status === 'fulfilled') await started.value.terminate('invocation not accepted').catch(() => undefined);
+      // The decision was made even though the call was not accepted: logged on its own.
+      if (call.policyDecision) await policyEngineFor(deps).store.recordDecision(call.policyDecision).catch(() => undefined);
       throw written.reason;
     }
     if (started.status === 'rejected') {
