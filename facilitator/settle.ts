@@ -74,7 +74,7 @@ function toResponse(outcome: SettlementOutcome, network: string): SettleResponse
 export function settleHandler(deps: SettleDeps) {
   const { config } = deps;
 
-  async function awaitOutcome(key: string, payer: string, request: SettleRequest, accountId: string): Promise<SettlementOutcome | 'in_flight'> {
+  async function awaitOutcome(key: string, payer: string, request: SettleRequest): Promise<SettlementOutcome | 'in_flight'> {
     const deadline = Date.now() + config.settleDeadlineMs;
     // Registered before the start, so an outcome recorded at any point after it is seen.
     const announced = deps.outcomes.waitFor(key);
@@ -82,6 +82,7 @@ export function settleHandler(deps: SettleDeps) {
     let fallbackTimer: NodeJS.Timeout | undefined;
     try {
       let handle;
+      let ran: Promise<SettlementOutcome> | undefined;
       try {
         const starting = deps.temporal.workflow.start<typeof SettlementWorkflow>('SettlementWorkflow', {
           taskQueue: config.temporal.taskQueue,
@@ -97,10 +98,12 @@ export function settleHandler(deps: SettleDeps) {
           ],
           staticSummary: `${request.paymentPayload.payload.authorization.value} to ${request.paymentRequirements.payTo} from ${payer}`,
         });
-        // This process's worker starts the first step's reads while the start is on its way
-        // (issued after it, so their CPU work does not delay the start itself).
-        deps.prefetch?.(key, accountId, request, Promise.resolve());
         handle = await starting;
+        // Started here, with its first task handed to this process's worker: the run exists (so
+        // someone watches whatever happens next) and its activity runs in this process, so the
+        // steps run at once, here, and that activity waits for them instead of repeating them.
+        // A duplicate that attached to an existing run gets no eager task and only waits.
+        if (handle.eagerlyStarted) ran = deps.prefetch?.runNow?.(key, config.inclusionTimeoutMs);
       } catch (err) {
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
         // Closed: the record is the stable answer (a watcher may have updated it since the run
@@ -132,7 +135,10 @@ export function settleHandler(deps: SettleDeps) {
         record && !['claimed', 'signed', 'broadcast'].includes(record.status) ? outcomeOfRecord(record) : new Promise<never>(() => undefined),
       );
       alreadyDecided.catch(() => undefined);
-      return await Promise.race([fromRecord, alreadyDecided, fromWorkflow.catch((err) => (Date.now() >= deadline - 50 ? ('in_flight' as const) : Promise.reject(err))), timeUp]);
+      // The run here answers with the outcome it recorded; if it fails, the activity retries the
+      // steps, and the announcement or the workflow's result answers.
+      const fromRun = ran ? ran.catch(() => new Promise<never>(() => undefined)) : new Promise<never>(() => undefined);
+      return await Promise.race([fromRun, fromRecord, alreadyDecided, fromWorkflow.catch((err) => (Date.now() >= deadline - 50 ? ('in_flight' as const) : Promise.reject(err))), timeUp]);
     } finally {
       clearTimeout(timer);
       clearTimeout(fallbackTimer);
@@ -176,8 +182,12 @@ export function settleHandler(deps: SettleDeps) {
     try {
       // The claim check is written before the workflow starts (a run that started without it
       // could only wait for a retry to write it).
-      await saveSettleRequest(deps.pool, key, account.id, request);
-      outcome = await awaitOutcome(key, signer, request, account.id);
+      const saved = saveSettleRequest(deps.pool, key, account.id, request);
+      // This process's worker starts the first step's reads at once, while the claim check is
+      // written and the workflow start is on its way (they use the request only once it is stored).
+      deps.prefetch?.(key, account.id, request, saved);
+      await saved;
+      outcome = await awaitOutcome(key, signer, request);
     } catch (err) {
       // PostgreSQL or Temporal unreachable: a protocol failure the caller may retry (the
       // settlement, if it started, goes on and dedupes the retry).

@@ -3,13 +3,19 @@
 // activity runs its steps in order, and each step is idempotent against the facilitator's
 // records, so a retried or replayed activity only does what is still missing.
 //
-// Prefetch: a worker embedded in the /settle process is handed the request as the handler
-// starts the workflow, and starts the reads of step 1 (the record, the account, the chain's
+// Prefetch: a worker embedded in the /settle process is handed the request once the handler
+// has checked the signature, and starts the reads of step 1 (the record, the account, the chain's
 // authorizationState, eth_call simulation and pending nonce, the gas wallet's stored nonce)
-// right away, while the workflow start travels to Temporal and back. The activity then judges
-// those reads exactly as it judges its own: only the I/O started earlier. A prefetch is used
+// right away, while the claim check is written and the workflow start travels to Temporal and
+// back. The activity then judges those reads exactly as it judges its own: only the I/O
+// started earlier. A prefetch is used
 // once, by the first attempt that finds it within PREFETCH_TTL_MS; a retry, or a worker in
 // another process, reads everything itself.
+//
+// Steps run by the handler (runNow): once that handler's workflow start is acknowledged with
+// its eager task (so the run exists, and its activity will run in this process), the handler
+// runs the steps itself at once, and the activity, when it comes, waits for that run's outcome
+// (one run per key in this process), running the steps itself only if that run failed.
 import { Context } from '@temporalio/activity';
 import { getAddress } from 'ethers';
 import { completeSettlement, findSettlement, loadSettleRequest, recordRejected, storedGasNonce, type PresignedTransaction, type SettlementRecord } from '../../facilitator/store.ts';
@@ -37,7 +43,13 @@ type Reads = {
   presigned?: Promise<PresignedTransaction | undefined>;
 };
 
-export type SettlementPrefetch = (key: string, accountId: string, request: SettleRequest, saved: Promise<void>) => void;
+export type SettlementPrefetch = ((key: string, accountId: string, request: SettleRequest, saved: Promise<void>) => void) & {
+  /**
+   * Runs the settlement's steps now, in the /settle handler, once its workflow run exists (the
+   * start acknowledged); the run's activity in this process waits for them (see `settle`).
+   */
+  runNow?: (key: string, inclusionTimeoutMs: number) => Promise<SettlementOutcome>;
+};
 
 type PrepareResult = Prepared & { record?: Signed };
 
@@ -53,6 +65,18 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
     storedNonce: storedGasNonce(deps.pool, deps.signer.address, deps.config.domain.chainId),
   });
 
+  // One run of the steps per key in this process at a time: the handler's or the activity's,
+  // whichever comes first; the other waits for it. (Across processes, the records decide, as
+  // for a zombie worker: the UNIQUE claim, the row lock, the stored bytes.)
+  const running = new Map<string, Promise<SettlementOutcome>>();
+  function runOnce(key: string, run: () => Promise<SettlementOutcome>): Promise<SettlementOutcome> {
+    const current = running.get(key);
+    if (current) return current;
+    const started = run().finally(() => running.get(key) === started && running.delete(key));
+    running.set(key, started);
+    return started;
+  }
+
   const prefetch: SettlementPrefetch = (key, accountId, request, saved) => {
     if (prefetched.has(key) || prefetched.size >= 1_000) return;
     const chain = chainReads(request, accountId);
@@ -65,8 +89,12 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
     };
     for (const read of Object.values(reads)) (read as Promise<unknown>).catch(() => undefined);
     prefetched.set(key, reads);
+    // The claim check was not written (the handler answers 503): a retry prefetches afresh.
+    saved.catch(() => prefetched.get(key) === reads && prefetched.delete(key));
     setTimeout(() => prefetched.get(key) === reads && prefetched.delete(key), PREFETCH_TTL_MS).unref();
   };
+
+  prefetch.runNow = (key, inclusionTimeoutMs) => runOnce(key, async () => afterPrepare(key, await prepare(key), inclusionTimeoutMs));
 
   function readsFor(key: string): Reads {
     const early = prefetched.get(key);
@@ -147,29 +175,46 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
     return record !== undefined && !record?.rawTx;
   }
 
+  /** The outcome of a prepared settlement: its answer, or the delivery of its signed bytes. */
+  function afterPrepare(key: string, prepared: PrepareResult, inclusionTimeoutMs: number): Promise<SettlementOutcome> | SettlementOutcome {
+    switch (prepared.step) {
+      case 'final':
+        return prepared.outcome;
+      case 'rejected':
+        return { status: 'failed', payer: prepared.payer, transaction: null, cause: prepared.cause };
+      case 'refused':
+        return { status: 'rejected', payer: prepared.payer, transaction: null, cause: prepared.guardrail };
+    }
+    return deliver(key, inclusionTimeoutMs, prepared.record);
+  }
+
+  /** One attempt of the activity: every step, giving up only before anything is signed. */
+  async function attempt(key: string, inclusionTimeoutMs: number): Promise<SettlementOutcome> {
+    let prepared: PrepareResult;
+    try {
+      prepared = await prepare(key);
+    } catch (err) {
+      // Verification, claim or signing cannot complete (database or RPC outage): after five
+      // minutes, a plain failure, but only when nothing was signed (else keep retrying: the
+      // bytes must be delivered, or their gas nonce would stall the wallet).
+      const { scheduledTimestampMs } = Context.current().info;
+      if (Date.now() - scheduledTimestampMs < GIVE_UP_BEFORE_SIGNING_MS || !(await nothingSigned(key))) throw err;
+      return { status: 'failed', payer: '', transaction: null, cause: 'unavailable' };
+    }
+    return afterPrepare(key, prepared, inclusionTimeoutMs);
+  }
+
   const activities: SettlementActivities = {
-    /** Every step, in one local activity: one workflow task, no gap between the steps. */
+    /**
+     * Every step, in one local activity: one workflow task, no gap between the steps. When the
+     * /settle handler in this process already runs them (runNow), this waits for that run's
+     * outcome; if that run fails, this attempt runs the steps itself, with the activity's
+     * retries and its give-up rule.
+     */
     async settle(key, inclusionTimeoutMs): Promise<SettlementOutcome> {
-      let prepared: PrepareResult;
-      try {
-        prepared = await prepare(key);
-      } catch (err) {
-        // Verification, claim or signing cannot complete (database or RPC outage): after five
-        // minutes, a plain failure, but only when nothing was signed (else keep retrying: the
-        // bytes must be delivered, or their gas nonce would stall the wallet).
-        const { scheduledTimestampMs } = Context.current().info;
-        if (Date.now() - scheduledTimestampMs < GIVE_UP_BEFORE_SIGNING_MS || !(await nothingSigned(key))) throw err;
-        return { status: 'failed', payer: '', transaction: null, cause: 'unavailable' };
-      }
-      switch (prepared.step) {
-        case 'final':
-          return prepared.outcome;
-        case 'rejected':
-          return { status: 'failed', payer: prepared.payer, transaction: null, cause: prepared.cause };
-        case 'refused':
-          return { status: 'rejected', payer: prepared.payer, transaction: null, cause: prepared.guardrail };
-      }
-      return deliver(key, inclusionTimeoutMs, prepared.record);
+      const handed = running.get(key);
+      const outcome = handed ? await handed.catch(() => null) : null;
+      return outcome ?? runOnce(key, () => attempt(key, inclusionTimeoutMs));
     },
 
     async prepareSettlement(key): Promise<Prepared> {
