@@ -29,7 +29,7 @@ import { createWalletClient, http, publicActions } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { base } from 'viem/chains';
 import { settle as referenceSettle } from 'x402/facilitator';
-import { startInfra } from '../scripts/lib/infra.ts';
+import { appEnvironment, startInfra } from '../scripts/lib/infra.ts';
 import { canConnect, dropDatabase } from '../scripts/lib/postgres.ts';
 import { freePort, waitFor } from '../scripts/lib/ports.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
@@ -111,18 +111,11 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
   }
 
   try {
+    // The environment npm start gives the facilitator (TLS, keystore, chain, databases), on free ports.
     const env: Record<string, string> = {
+      ...appEnvironment(infra),
       FACILITATOR_PORT: '0',
       FACILITATOR_PUBLIC_PORT: '0',
-      FACILITATOR_TLS_CERT: infra.pki.files.serverCert,
-      FACILITATOR_TLS_KEY: infra.pki.files.serverKey,
-      FACILITATOR_TLS_CA: infra.pki.files.ca,
-      FACILITATOR_DATABASE_URL: infra.facilitatorDatabaseUrl,
-      CHAIN_RPC_URL: infra.chainRpcUrl,
-      TOKEN_ADDRESS: infra.tokenAddress,
-      TEMPORAL_ADDRESS: infra.temporalAddress,
-      FACILITATOR_KEYSTORE_FILE: infra.gasWallet.keystoreFile,
-      FACILITATOR_KEYSTORE_PASSWORD_FILE: infra.gasWallet.passwordFile,
       FACILITATOR_DEFAULT_DAILY_CEILING: String(10n ** 30n),
       FACILITATOR_EMBEDDED_WORKER: args.worker === 'embedded' ? 'true' : 'false',
       LOG_LEVEL: 'silent',
