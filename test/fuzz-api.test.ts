@@ -11,9 +11,9 @@ import fc from 'fast-check';
 import { SignJWT } from 'jose';
 import { stack } from './support/stack.ts';
 import { uniqueName } from './support/http.ts';
-import { clientTlsBundle, startCapturedGateway, type ExtraGateway } from './support/catalog.ts';
-import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { assertNoCrashes, assertSpecAnswer, forAllCases, fuzzClient, show, watchProcess, type FuzzClient } from './support/fuzz.ts';
+import { clientTlsBundle } from './support/catalog.ts';
+import type { TestUpstream } from './support/upstream.ts';
+import { assertSpecAnswer, forAllCases, show, useFuzzHarness, type FuzzClient } from './support/fuzz.ts';
 import {
   agentCreateBody,
   agentPatchBody,
@@ -48,26 +48,11 @@ function stored<T>(value: T): T {
 
 describe('hostile input: the management API (property-based)', function () {
   this.timeout(300_000);
-  let gateway: ExtraGateway;
+  const harness = useFuzzHarness();
   let client: FuzzClient;
   let upstream: TestUpstream;
-  let watch: ReturnType<typeof watchProcess>;
   const suffix = uniqueName('fz');
-
-  before(async () => {
-    gateway = await startCapturedGateway();
-    client = fuzzClient(gateway.url);
-    upstream = await startUpstream();
-    watch = watchProcess();
-  });
-  after(async () => {
-    watch.stop();
-    await client.close();
-    await gateway.close();
-    await upstream.close();
-  });
-
-  afterEach(() => assertNoCrashes(gateway.lines, watch));
+  before(() => ({ client, upstream } = harness));
 
   const tokenFor = (tenant: string, user = 'fuzzer') => stack().token(`${tenant}-${suffix}`, user);
 

@@ -11,10 +11,9 @@ import { hexlify, type Wallet } from 'ethers';
 import { stack } from './support/stack.ts';
 import { uniqueName } from './support/http.ts';
 import type { Reply } from './support/http.ts';
-import { startCapturedGateway, type ExtraGateway } from './support/catalog.ts';
-import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import type { TestUpstream } from './support/upstream.ts';
 import { newPayTo, newPayer, signPayment } from './support/x402.ts';
-import { assertErrorBody, assertNoCrashes, assertSpecAnswer, forAllCases, fuzzClient, show, watchProcess, type FuzzClient } from './support/fuzz.ts';
+import { assertErrorBody, assertSpecAnswer, forAllCases, show, useFuzzHarness, type FuzzClient } from './support/fuzz.ts';
 import { anyJson, headerValue, nastyString, requestIdValue, wireBytes } from './support/fuzz-arbitraries.ts';
 import { applyMutation, encodeHeader, encoding, garbageHeader, mutation } from './support/fuzz-payments.ts';
 
@@ -38,10 +37,12 @@ function assertChallenge(res: Reply, price: string, what: string): void {
 
 describe('hostile input: the proxy (property-based)', function () {
   this.timeout(300_000);
-  let gateway: ExtraGateway;
+  const harness = useFuzzHarness((req, res) => {
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ ok: true, bytes: req.body.length }));
+  });
   let client: FuzzClient;
   let upstream: TestUpstream;
-  let watch: ReturnType<typeof watchProcess>;
   let token: string;
   let tenant: string;
   const agents: Record<'priced' | 'replay' | 'free' | 'mcpPriced' | 'mcpFree', string> = { priced: '', replay: '', free: '', mcpPriced: '', mcpFree: '' };
@@ -49,13 +50,7 @@ describe('hostile input: the proxy (property-based)', function () {
   let payer: Wallet;
 
   before(async () => {
-    gateway = await startCapturedGateway();
-    client = fuzzClient(gateway.url);
-    upstream = await startUpstream((req, res) => {
-      res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ ok: true, bytes: req.body.length }));
-    });
-    watch = watchProcess();
+    ({ client, upstream } = harness);
     tenant = `tenant-fz-proxy-${uniqueName()}`;
     token = await stack().token(tenant);
     // The rate limiter is not under test: give every agent a bucket the fuzz cannot drain.
@@ -76,14 +71,6 @@ describe('hostile input: the proxy (property-based)', function () {
     }
     payer = await newPayer(0n);
   });
-  after(async () => {
-    watch.stop();
-    await client.close();
-    await gateway.close();
-    await upstream.close();
-  });
-
-  afterEach(() => assertNoCrashes(gateway.lines, watch));
 
   const invocationsOf = async (agentId: string) => Number((await sql<{ n: string }>('select count(*) as n from invocations where agent_id = ?', [agentId]))[0].n);
 

@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { Pool, type Dispatcher } from 'undici';
-import type { Reply } from './http.ts';
+import { parseJson, type Reply } from './http.ts';
+import { startCapturedGateway, type ExtraGateway } from './catalog.ts';
+import { startUpstream, type TestUpstream } from './upstream.ts';
 
 const DEFAULT_SEED = 20_261_122;
 
@@ -135,13 +137,7 @@ export function fuzzClient(origin: string, opts: { connections?: number; dispatc
       }
       const res = await pool.request({ origin, method: method as 'GET', path, headers, body });
       const text = await res.body.text();
-      let json: unknown;
-      try {
-        json = text ? JSON.parse(text) : undefined;
-      } catch {
-        json = undefined;
-      }
-      return { status: res.statusCode, headers: res.headers, text, json };
+      return { status: res.statusCode, headers: res.headers, text, json: parseJson(text) };
     },
     close: () => pool.close(),
   };
@@ -192,4 +188,30 @@ export function assertNoCrashes(lines: string[], watch: { problems: string[] }):
   assert.deepEqual(errors.slice(0, 3), [], 'the API logged unhandled errors');
   assert.deepEqual(watch.problems.slice(0, 3), [], 'unhandled rejections or exceptions');
   lines.length = 0;
+}
+
+export type FuzzHarness = { gateway: ExtraGateway; client: FuzzClient; upstream: TestUpstream };
+
+/**
+ * The fuzz suites' common frame, registered as mocha hooks of the calling suite: a gateway
+ * whose log lines are kept, a pooled client, an upstream, and after each test the check that
+ * nothing crashed. The fields are filled by the `before` hook.
+ */
+export function useFuzzHarness(handler?: Parameters<typeof startUpstream>[0]): FuzzHarness {
+  const harness = {} as FuzzHarness;
+  let watch: ReturnType<typeof watchProcess>;
+  before(async () => {
+    harness.gateway = await startCapturedGateway();
+    harness.client = fuzzClient(harness.gateway.url);
+    harness.upstream = await startUpstream(handler);
+    watch = watchProcess();
+  });
+  after(async () => {
+    watch.stop();
+    await harness.client.close();
+    await harness.gateway.close();
+    await harness.upstream.close();
+  });
+  afterEach(() => assertNoCrashes(harness.gateway.lines, watch));
+  return harness;
 }

@@ -22,13 +22,16 @@ export async function callAt(base: string, method: string, path: string, opts: C
   }
   const res = await request(`${base}${path}`, { method: method as 'GET', headers, body });
   const text = await res.body.text();
-  let json: unknown;
+  return { status: res.statusCode, headers: res.headers, text, json: parseJson(text) };
+}
+
+/** A reply body as JSON, or undefined when it is empty or not JSON (tests assert on both). */
+export function parseJson(text: string): unknown {
   try {
-    json = text ? JSON.parse(text) : undefined;
+    return text ? JSON.parse(text) : undefined;
   } catch {
-    json = undefined;
+    return undefined;
   }
-  return { status: res.statusCode, headers: res.headers, text, json };
 }
 
 /** Polls an invocation until it is terminal. */

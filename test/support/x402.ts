@@ -11,7 +11,7 @@ import { addAccount, type Account, type AccountKind } from '../../facilitator/ac
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../facilitator/x402/eip3009.ts';
 import type { Payment, PaymentRequirements, SettleRequest } from '../../facilitator/x402/schemas.ts';
 import { stack } from './stack.ts';
-import { call } from './http.ts';
+import { call, parseJson } from './http.ts';
 
 export const CHAIN_ID = 8453;
 
@@ -114,14 +114,7 @@ export async function facilitatorClient(cert?: CertAndKeyPem): Promise<Facilitat
       headers: { 'content-type': 'application/json' },
       body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
     });
-    const text = await res.body.text();
-    let json: unknown;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      json = undefined;
-    }
-    return { status: res.statusCode, json, headers: res.headers };
+    return { status: res.statusCode, json: parseJson(await res.body.text()), headers: res.headers };
   }
   return {
     get: (path, baseUrl = stack().facilitator.url) => send('GET', `${baseUrl}${path}`),
