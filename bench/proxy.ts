@@ -25,7 +25,7 @@ import { connectClient } from '../temporal/client.ts';
 import { AgentId, InvocationStatus, TenantId } from '../temporal/search-attributes.ts';
 import { listeningPort, spawnInto, stopChildren } from './processes.ts';
 import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
-import { finishResult, runAsMain, startResult, type BenchResult } from './result.ts';
+import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
 
 const parseOptions = (argv: string[]) => parseArgs({
   args: argv,
@@ -46,7 +46,6 @@ const parseOptions = (argv: string[]) => parseArgs({
 const BODY = Buffer.alloc(1024, 'b');
 
 const say = (line = '') => process.stdout.write(line + '\n');
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 const fmt = (ms: number) => `${ms.toFixed(2)} ms`;
 
 function rssMiB(pid: number): number {
@@ -88,12 +87,12 @@ function merge(samples: Sample[]): { p50: number; p99: number; rps: number; erro
   const all = samples.flatMap((s) => s.latencies).sort((a, b) => a - b);
   const completed = samples.reduce((a, s) => a + s.completed, 0);
   const seconds = samples.reduce((a, s) => a + s.seconds, 0);
-  return { p50: quantile(all, 0.5), p99: quantile(all, 0.99), rps: completed / seconds, errors: samples.reduce((a, s) => a + s.errors, 0), n: all.length };
+  return { p50: percentile(all, 0.5), p99: percentile(all, 0.99), rps: completed / seconds, errors: samples.reduce((a, s) => a + s.errors, 0), n: all.length };
 }
 
 function summarize(values: number[]) {
   const sorted = [...values].sort((a, b) => a - b);
-  return { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), mean: values.reduce((a, b) => a + b, 0) / values.length };
+  return { p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), mean: values.reduce((a, b) => a + b, 0) / values.length };
 }
 
 /** `STREAMS` concurrent streams of STREAM_BYTES up through `url`, echoed back down; returns the peak RSS growth of `pid`. */

@@ -66,3 +66,9 @@ export async function runAsMain(run: (argv: string[]) => Promise<BenchResult>): 
   const result = await run(argv);
   if (jsonFile) writeFileSync(jsonFile, JSON.stringify(result, null, 2));
 }
+
+/** Nearest-rank percentile (q in 0..1) of the samples, in any order; undefined when there are none. */
+export function percentile(samples: readonly number[], q: number): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+}

@@ -32,13 +32,12 @@ import { AgentId, InvocationStatus, TenantId } from '../temporal/search-attribut
 import { listeningPort, spawnInto, stopChildren } from './processes.ts';
 import { cpuBetween, cpuSnapshot, findPids, type CpuGroups } from './cpu.ts';
 import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
-import { finishResult, runAsMain, startResult, type BenchResult } from './result.ts';
+import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
 
 const BODY = Buffer.alloc(1024, 'b');
 const ECHO_QUEUE = 'bench-echo';
 
 const say = (line = '') => process.stdout.write(line + '\n');
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
 
 /** One call end to end; resolves with the id it completed (for the row check), throws on any failure. */
@@ -85,7 +84,7 @@ function merge(windows: Window[]) {
   const completedAll = windows.reduce((a, w) => a + w.completedAll, 0);
   const cpuPerCall = new Map<string, number>();
   for (const w of windows) for (const [name, ms] of w.cpuMs) cpuPerCall.set(name, (cpuPerCall.get(name) ?? 0) + ms / completedAll);
-  return { rate: latencies.length / seconds, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), n: latencies.length, errors: windows.reduce((a, w) => a + w.errors, 0), ids: windows.flatMap((w) => w.ids), cpuPerCall };
+  return { rate: latencies.length / seconds, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99), n: latencies.length, errors: windows.reduce((a, w) => a + w.errors, 0), ids: windows.flatMap((w) => w.ids), cpuPerCall };
 }
 
 export async function runThroughputBench(argv: string[] = []): Promise<BenchResult> {
