@@ -17,6 +17,7 @@
 // runs the steps itself at once, and the activity, when it comes, waits for that run's outcome
 // (one run per key in this process), running the steps itself only if that run failed.
 import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
 import { getAddress } from 'ethers';
 import { completeSettlement, findSettlement, loadSettleRequest, recordRejected, storedGasNonce, type PresignedTransaction, type SettlementRecord } from '../../facilitator/store.ts';
 import { findAccountById, type Account } from '../../facilitator/accounts.ts';
@@ -250,11 +251,35 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
       }
     },
   };
-  return { activities, prefetch };
+  return { activities: withCoarseFailures(activities), prefetch };
 }
 
-export function createSettlementActivities(deps: SettlementDeps): SettlementActivities {
-  return createSettlementSteps(deps).activities;
+/**
+ * What leaves an activity as a failure reaches the workflow history, the SDK's log and, with
+ * tracing on, a span. Errors from the RPC client quote the request they failed on (ethers puts
+ * the JSON-RPC payload in the message: calldata carrying the payment signature, or the signed
+ * transaction), so every failure is replaced at this boundary by one that names only its kind;
+ * the retry decision is kept.
+ */
+function withCoarseFailures(activities: SettlementActivities): SettlementActivities {
+  const coarse = (err: unknown): ApplicationFailure => {
+    const kind = (err as { code?: unknown })?.code;
+    const type = err instanceof ApplicationFailure ? (err.type ?? 'Error') : (err as Error)?.name || 'Error';
+    const message = typeof kind === 'string' ? `${type}: ${kind}` : type;
+    return err instanceof ApplicationFailure && err.nonRetryable ? ApplicationFailure.nonRetryable(message, type) : ApplicationFailure.retryable(message, type);
+  };
+  return Object.fromEntries(
+    Object.entries(activities).map(([name, run]) => [
+      name,
+      async (...args: unknown[]) => {
+        try {
+          return await (run as (...a: unknown[]) => Promise<unknown>)(...args);
+        } catch (err) {
+          throw coarse(err);
+        }
+      },
+    ]),
+  ) as unknown as SettlementActivities;
 }
 
 export type { SettlementActivities, SettlementDeps, SettlementOutcome } from './types.ts';
