@@ -97,9 +97,16 @@ export async function insertBindingPayment(em: EntityManager, row: Invocation, p
  * the same X-PAYMENT binds to its new call without settling again.
  */
 export async function removeUnstartedCall(em: EntityManager, invocationId: string): Promise<void> {
-  await em.getConnection().execute(
-    `with removed as (delete from invocations where id = ? and status = 'pending' returning id)
-     update payment_claims set invocation_id = null, updated_at = now() where invocation_id in (select id from removed)`,
-    [invocationId],
-  );
+  await em.getConnection().execute(releasingPayments(`delete from invocations where id = ? and status = 'pending' returning id`), [invocationId]);
+}
+
+/**
+ * One statement that runs `rowsStatement` (a data-modifying statement `returning id` over
+ * invocations whose calls never ran) and releases the payments bound to those rows; it answers
+ * the ids it touched.
+ */
+export function releasingPayments(rowsStatement: string): string {
+  return `with touched as (${rowsStatement}),
+     released as (update payment_claims set invocation_id = null, updated_at = now() where invocation_id in (select id from touched))
+     select id from touched`;
 }

@@ -58,7 +58,8 @@ export async function writeAccepted(orm: MikroORM, bodies: BodyStore, row: Accep
   const inline = bodies.insertSql?.(row.tenantId, row.contentType ?? null, body);
   if (inline) ctes.unshift(['body', inline]);
   const requestBodyId = inline ? inline.id : await bodies.put(row.tenantId, row.contentType ?? null, body);
-  const values = COLUMNS.map(([, get]) => get({ ...row, requestBodyId }));
+  const stored = { ...row, requestBodyId };
+  const values = COLUMNS.map(([, get]) => get(stored));
   // Data-modifying CTEs: every part runs, in one statement and one commit.
   const withClause = ctes.length ? `with ${ctes.map(([name, insert]) => `${name} as (${insert.sql})`).join(', ')} ` : '';
   await conn.execute(`${withClause}${ROW_SQL}`, [...ctes.flatMap(([, insert]) => insert.params), ...values]);

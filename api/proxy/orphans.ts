@@ -8,6 +8,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Logger } from '../log.ts';
+import { releasingPayments } from '../payment/claims.ts';
 
 /** Older than any workflow start could take (the client's retries give up after ~20 s). */
 export const ORPHAN_AGE_MS = 2 * 60_000;
@@ -31,11 +32,7 @@ export async function closeOrphanedInvocations(orm: MikroORM, temporal: Client, 
     // front of the caller, api/payment/claims.ts removeUnstartedCall): the call never ran, so
     // the payer's retry of the same X-PAYMENT buys a new call without settling again.
     const done = await conn.execute<Array<{ id: string }>>(
-      `with closed as (
-         update invocations set status = 'failed', error_class = 'internal', updated_at = now(), completed_at = now()
-          where id = ? and status = 'pending' returning id),
-       released as (update payment_claims set invocation_id = null, updated_at = now() where invocation_id in (select id from closed))
-       select id from closed`,
+      releasingPayments(`update invocations set status = 'failed', error_class = 'internal', updated_at = now(), completed_at = now() where id = ? and status = 'pending' returning id`),
       [id],
     );
     closed += done.length;
