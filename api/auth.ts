@@ -1,6 +1,6 @@
 // Bearer-token authentication for every /v1 route: a JWT verified with jose, either HS256
 // with a shared secret or RS256/ES256 against a JWKS. Any failure is 401 with no body.
-import { createSecretKey, type KeyObject } from 'node:crypto';
+import { createSecretKey, hash, type KeyObject } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import type { GatewayConfig } from './config.ts';
@@ -15,7 +15,9 @@ export type AuthState = { caller: Caller };
 // cost of a proxied call (a fifth of it, bench:proxy --profile). The same string verifies the
 // same way until a time claim says otherwise, so an entry keeps `exp`/`nbf` and is checked
 // against the clock on every use; it is also forgotten after a minute, so a key withdrawn
-// from the JWKS stops being honoured within that minute. Bounded, oldest out.
+// from the JWKS stops being honoured within that minute. Bounded, oldest out. Entries are keyed
+// by the token's SHA-256, not the token: a heap snapshot or dump of the process must not hand
+// out bearer tokens that are still valid.
 const TOKEN_CACHE_MAX = 10_000;
 const TOKEN_CACHE_TTL_MS = 60_000;
 
@@ -32,12 +34,13 @@ export function createVerifier(auth: GatewayConfig['auth']) {
 
   return async function verify(token: string): Promise<Caller | undefined> {
     const now = Date.now();
-    const known = remembered.get(token);
+    const cacheKey = hash('sha256', token, 'base64');
+    const known = remembered.get(cacheKey);
     if (known) {
       // jose's own rule: expired once now >= exp, not yet valid while now < nbf (no leeway).
       const seconds = Math.floor(now / 1000);
       if (known.until > now && (known.exp === undefined || seconds < known.exp) && (known.nbf === undefined || seconds >= known.nbf)) return known.caller;
-      remembered.delete(token);
+      remembered.delete(cacheKey);
     }
     try {
       const { payload } = await jwtVerify(token, key as KeyObject, { algorithms });
@@ -46,7 +49,7 @@ export function createVerifier(auth: GatewayConfig['auth']) {
       if (typeof tenantId !== 'string' || tenantId === '' || typeof userId !== 'string' || userId === '') return undefined;
       const caller = { tenantId, userId };
       if (remembered.size >= TOKEN_CACHE_MAX) remembered.delete(remembered.keys().next().value as string);
-      remembered.set(token, { caller, exp: payload.exp, nbf: payload.nbf, until: now + TOKEN_CACHE_TTL_MS });
+      remembered.set(cacheKey, { caller, exp: payload.exp, nbf: payload.nbf, until: now + TOKEN_CACHE_TTL_MS });
       return caller;
     } catch {
       return undefined;
