@@ -96,8 +96,8 @@ export async function insertBindingPayment(em: EntityManager, row: Invocation, p
  * for a call that did run. The claim keeps its settlement status and transaction: a retry of
  * the same X-PAYMENT binds to its new call without settling again.
  */
-export async function removeUnstartedCall(em: EntityManager, invocationId: string): Promise<void> {
-  await em.getConnection().execute(releasingPayments(`delete from invocations where id = ? and status = 'pending' returning id`), [invocationId]);
+export async function removeUnstartedCall(em: EntityManager, invocationId: string): Promise<boolean> {
+  return (await em.getConnection().execute<unknown[]>(releasingPayments(`delete from invocations where id = ? and status = 'pending' returning id`), [invocationId])).length > 0;
 }
 
 /**

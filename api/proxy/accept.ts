@@ -65,7 +65,11 @@ export async function writeAccepted(orm: MikroORM, bodies: BodyStore, row: Accep
   await conn.execute(`${withClause}${ROW_SQL}`, [...ctes.flatMap(([, insert]) => insert.params), ...values]);
 }
 
-/** Undoes an accepted row whose workflow could not be started (its body stays, an orphan), releasing its payment. */
-export async function removeAccepted(orm: MikroORM, id: string): Promise<void> {
-  await removeUnstartedCall(orm.em.fork(), id);
+/**
+ * Undoes an accepted row whose workflow could not be started (its body stays, an orphan),
+ * releasing its payment. Only a row no attempt has claimed (still `pending`): false means the
+ * start reached Temporal after all and its workflow is running the call.
+ */
+export function removeAccepted(orm: MikroORM, id: string): Promise<boolean> {
+  return removeUnstartedCall(orm.em.fork(), id);
 }

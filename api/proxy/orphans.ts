@@ -10,7 +10,7 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Logger } from '../log.ts';
 import { releasingPayments } from '../payment/claims.ts';
 
-/** Older than any workflow start could take (the client's retries give up after ~20 s). */
+/** Older than any workflow start could take (a start gives up after START_DEADLINE_MS, api/proxy/start.ts). */
 export const ORPHAN_AGE_MS = 2 * 60_000;
 
 /** Fails the pending transactional rows created before `olderThan` that have no workflow; returns how many. */

@@ -5,17 +5,17 @@
 import Router from '@koa/router';
 import { InvocationSchema } from '../db/entities.ts';
 import { isId, newId } from '../ids.ts';
-import { ApiError, notFound } from '../errors.ts';
+import { notFound } from '../errors.ts';
 import { MAX_TRANSACTIONAL_BODY, readCappedBody } from '../proxy/body.ts';
 import { forwardableHeaders } from '../upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
-import { AgentId, InvocationStatus, TenantId } from '../../temporal/search-attributes.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
 import { admit, runStages } from '../proxy/gate.ts';
 import { policyEngineFor } from '../policy/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import { createProxyServices, type ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
+import { assertTemporalReachable, startInvocationWorkflow, temporalUnavailable, terminateIfStarted } from '../proxy/start.ts';
 import { removeAccepted, writeAccepted, type AcceptedRow } from '../proxy/accept.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
@@ -46,6 +46,8 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
     };
     await runStages(deps, call, ctx.get('x-payment') || undefined);
 
+    // Temporal known down: refused before anything is written (a paid call's payment stays unbound).
+    assertTemporalReachable(deps.temporal);
     const invocationId = newId('inv');
     // The workflow start and the commit (body and row; for a paid call also the payment bound
     // to the row: one payment buys one call) run side by side; the 202 waits for both. The
@@ -53,17 +55,7 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
     // so nothing thrown there can leave a started workflow unanswered. The activity reads the
     // row before it sends anything, so a workflow that outruns the commit only retries that
     // read; if the commit fails, the workflow is terminated, nothing is sent.
-    const start = deps.temporal.workflow.start('InvocationWorkflow', {
-      taskQueue: deps.config.temporal.taskQueue,
-      workflowId: invocationId,
-      args: [{ invocationId, tenantId, agentId: agent.id, emitReceipts: agent.emitReceipts }],
-      typedSearchAttributes: [
-        { key: TenantId, value: tenantId },
-        { key: AgentId, value: agent.id },
-        { key: InvocationStatus, value: 'pending' },
-      ],
-      staticSummary: `${agent.name} (${agent.id})`,
-    });
+    const start = startInvocationWorkflow(deps.temporal, deps.config.temporal.taskQueue, invocationId, tenantId, agent);
     const commit = (async () => {
       const now = new Date();
       const row: AcceptedRow = {
@@ -90,10 +82,14 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
       throw written.reason;
     }
     if (started.status === 'rejected') {
-      // Not accepted: remove the row so no pending invocation is left that nothing will run.
-      await removeAccepted(deps.orm, invocationId).catch(() => undefined);
-      deps.log.warn({ invocationId, err: (started.reason as Error).message }, 'workflow start failed');
-      throw new ApiError(503, 'service temporarily unavailable', { 'Retry-After': '1' });
+      // Not accepted unless the start reached the server after all and its activity has claimed
+      // the row: the row is removed (its payment released) only while still unclaimed.
+      const removed = await removeAccepted(deps.orm, invocationId).catch(() => null);
+      deps.log.warn({ invocationId, err: (started.reason as Error).message, accepted: removed === false }, 'workflow start failed');
+      if (removed !== false) {
+        if (removed) terminateIfStarted(deps.temporal, invocationId);
+        throw temporalUnavailable();
+      }
     }
 
     ctx.status = 202;

@@ -1,0 +1,47 @@
+// A TCP relay in front of a real server, for failures that cannot be had on cue otherwise: a
+// request that reaches the server while its answer never comes back (a lost reply, a network
+// that fails one way). Everything the client sends is forwarded; what the server sends back is
+// dropped while `swallowReplies` is on. Dropping bytes mid-stream breaks the protocol above
+// (HTTP/2 framing, HPACK), so `cut()` closes every relayed connection afterwards.
+import { connect, createServer, type Socket } from 'node:net';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+
+export type TcpRelay = { address: string; swallowReplies: boolean; cut(): void; close(): Promise<void> };
+
+export async function startTcpRelay(target: string): Promise<TcpRelay> {
+  const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
+  const sockets = new Set<Socket>();
+  const relay: TcpRelay = {
+    address: '',
+    swallowReplies: false,
+    cut() {
+      for (const socket of sockets) socket.destroy();
+      sockets.clear();
+    },
+    async close() {
+      relay.cut();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+  const server = createServer((client) => {
+    const upstream = connect(port, host);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.on('data', (chunk: Buffer) => upstream.write(chunk));
+    upstream.on('data', (chunk: Buffer) => {
+      if (!relay.swallowReplies) client.write(chunk);
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  relay.address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return relay;
+}
