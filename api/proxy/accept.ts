@@ -9,36 +9,42 @@ import { InvocationSchema, type Invocation } from '../db/entities.ts';
 import { flushBindingPayment, removeUnstartedCall } from '../payment/claims.ts';
 import { decisionInsertSql, type DecisionRecord } from '../policy/store.ts';
 import type { BodyStore } from './body-store.ts';
+import { invocationColumns } from './invocation-columns.ts';
 import type { PaymentRecord } from './call.ts';
 
 export type AcceptedRow = Omit<Invocation, 'requestBodyId' | 'responseBodyId' | 'responseContentType' | 'upstreamStatus' | 'latencyMs' | 'ttftMs' | 'errorClass' | 'completedAt' | 'status' | 'mode' | 'attempts' | 'responseSha256'>;
 
-const COLUMNS: Array<[string, (r: AcceptedRow & { requestBodyId: string }) => unknown]> = [
-  ['id', (r) => r.id],
-  ['tenant_id', (r) => r.tenantId],
-  ['agent_id', (r) => r.agentId],
-  ['mode', () => 'transactional'],
-  ['status', () => 'pending'],
-  ['request_id', (r) => r.requestId],
-  ['caller', (r) => r.caller],
-  ['model', (r) => r.model ?? null],
-  ['content_type', (r) => r.contentType ?? null],
-  ['request_headers', (r) => JSON.stringify(r.requestHeaders)],
-  ['request_body_id', (r) => r.requestBodyId],
-  ['request_bytes', (r) => r.requestBytes ?? null],
-  ['attempts', () => 0],
-  ['mcp_method', (r) => r.mcpMethod ?? null],
-  ['mcp_tool', (r) => r.mcpTool ?? null],
-  ['payment_network', (r) => r.paymentNetwork ?? null],
-  ['payment_asset', (r) => r.paymentAsset ?? null],
-  ['payment_amount', (r) => r.paymentAmount ?? null],
-  ['payment_payer', (r) => r.paymentPayer ?? null],
-  ['payment_nonce', (r) => r.paymentNonce ?? null],
-  ['payment_transaction', (r) => r.paymentTransaction ?? null],
-  ['created_at', (r) => r.createdAt],
-  ['updated_at', (r) => r.updatedAt],
-];
-const ROW_SQL = `insert into invocations (${COLUMNS.map(([c]) => c).join(', ')}) values (${COLUMNS.map(([c]) => (c === 'request_headers' ? '?::jsonb' : '?')).join(', ')})`;
+// Every column an accepted row sets; the rest keep their defaults until the activity completes it.
+const ROW = invocationColumns([
+  'id',
+  'tenantId',
+  'agentId',
+  'mode',
+  'status',
+  'requestId',
+  'caller',
+  'model',
+  'contentType',
+  'requestHeaders',
+  'requestBodyId',
+  'requestBytes',
+  'attempts',
+  'mcpMethod',
+  'mcpTool',
+  'paymentNetwork',
+  'paymentAsset',
+  'paymentAmount',
+  'paymentPayer',
+  'paymentNonce',
+  'paymentTransaction',
+  'createdAt',
+  'updatedAt',
+]);
+const ROW_SQL = `insert into invocations (${ROW.names.join(', ')}) values (${ROW.placeholders.join(', ')})`;
+
+function accepted(row: AcceptedRow, requestBodyId: string) {
+  return { ...row, requestBodyId, mode: 'transactional' as const, status: 'pending' as const, attempts: 0 };
+}
 
 /**
  * `decision`: the call's policy decision, when the policy stage left it to this commit
@@ -52,14 +58,13 @@ export async function writeAccepted(orm: MikroORM, bodies: BodyStore, row: Accep
     for (const [, insert] of ctes) await conn.execute(insert.sql, insert.params);
     const em = orm.em.fork();
     const requestBodyId = await bodies.stage(em, row.tenantId, row.contentType ?? null, body);
-    em.create(InvocationSchema, { ...row, requestBodyId, mode: 'transactional', status: 'pending', attempts: 0 });
+    em.create(InvocationSchema, accepted(row, requestBodyId));
     return flushBindingPayment(em, payment, row.id);
   }
   const inline = bodies.insertSql?.(row.tenantId, row.contentType ?? null, body);
   if (inline) ctes.unshift(['body', inline]);
   const requestBodyId = inline ? inline.id : await bodies.put(row.tenantId, row.contentType ?? null, body);
-  const stored = { ...row, requestBodyId };
-  const values = COLUMNS.map(([, get]) => get(stored));
+  const values = ROW.values(accepted(row, requestBodyId));
   // Data-modifying CTEs: every part runs, in one statement and one commit.
   const withClause = ctes.length ? `with ${ctes.map(([name, insert]) => `${name} as (${insert.sql})`).join(', ')} ` : '';
   await conn.execute(`${withClause}${ROW_SQL}`, [...ctes.flatMap(([, insert]) => insert.params), ...values]);

@@ -1,0 +1,42 @@
+// The invocations table as the proxy's raw statements write it (the accept commit,
+// api/proxy/accept.ts; the streaming rows, api/proxy/records.ts): one mapping from a row's
+// fields to column names, placeholders and parameter values, so the writers list fields and
+// never spell columns. Names come from MikroORM's naming strategy, the one the entities use.
+import { UnderscoreNamingStrategy } from '@mikro-orm/core';
+import type { Invocation } from '../db/entities.ts';
+
+/** A row's fields: the entity's, and the columns only the raw writers set. */
+export type InvocationFields = Invocation & {
+  /** SHA-256 (hex) of the request body: streaming rows, which store no body. */
+  requestSha256: string | null;
+  /** The row session that writes a streaming row (api/proxy/row-session.ts). */
+  owner: string | null;
+};
+
+/** A field's name (the entity type also carries MikroORM's symbol keys). */
+export type InvocationField = Extract<keyof InvocationFields, string>;
+
+export type InvocationColumnSet<K extends InvocationField> = {
+  /** Column names, in the order given. */
+  names: string[];
+  /** One `?` placeholder per column, with its cast where the driver needs one (JSON as jsonb). */
+  placeholders: string[];
+  /** A row's parameter values, in column order: an absent field is null, a JSON field its text. */
+  values(row: { [F in K]?: InvocationFields[F] | null }): unknown[];
+};
+
+const naming = new UnderscoreNamingStrategy();
+const JSON_FIELDS: ReadonlySet<string> = new Set<InvocationField>(['requestHeaders']);
+
+export function invocationColumns<K extends InvocationField>(fields: readonly K[]): InvocationColumnSet<K> {
+  return {
+    names: fields.map((f) => naming.propertyToColumnName(f)),
+    placeholders: fields.map((f) => (JSON_FIELDS.has(f) ? '?::jsonb' : '?')),
+    values: (row) =>
+      fields.map((f) => {
+        const value = row[f];
+        if (value === undefined || value === null) return null;
+        return JSON_FIELDS.has(f) ? JSON.stringify(value) : value;
+      }),
+  };
+}
