@@ -1,7 +1,7 @@
-// The policy engine of one API process: the tenant's document cached by version, the caller
-// rate window, evaluation, and the decision record. Each call costs one primary-key read of
-// the version (the document travels only when it changed), so a replace on any replica is
-// in force for the next call on every replica, and an unreachable store fails the call.
+// The policy engine of one API process: the tenant's current document (from the store's cache,
+// which the change feed keeps true on every replica: api/policy/store.ts), the caller rate
+// window, evaluation, and the decision record. A replace on any replica is in force for the
+// next call on every replica, and an unreachable store fails the call.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '../log.ts';
 import { policyDecisions } from '../observability/metrics.ts';
@@ -24,7 +24,6 @@ export type PolicyEngine = {
 export function createPolicyEngine(opts: { orm: MikroORM; redisUrl?: string; log: Logger }): PolicyEngine {
   const store = createPolicyStore(opts.orm);
   const rates: RateWindow = opts.redisUrl ? createRedisRateWindow(redisClient(opts.redisUrl, opts.log)) : createMemoryRateWindow();
-  const cache = new Map<string, { version: number; document: unknown }>();
 
   return {
     store,
@@ -35,17 +34,9 @@ export function createPolicyEngine(opts: { orm: MikroORM; redisUrl?: string; log
       const rate = rates.hit(JSON.stringify([subject.tenantId, subject.userId]));
       rate.catch(() => undefined);
 
-      const cached = cache.get(subject.tenantId);
-      const probe = await store.probe(subject.tenantId, cached?.version ?? null);
-      if (!probe) {
-        cache.delete(subject.tenantId);
-        return null;
-      }
-      let document = probe.document;
-      if (document === null && cached?.version === probe.version) document = cached.document;
-      else cache.set(subject.tenantId, { version: probe.version, document });
-
-      const verdict = await evaluatePolicy(document, subject, () => rate);
+      const policy = await store.current(subject.tenantId);
+      if (!policy) return null;
+      const verdict = await evaluatePolicy(policy.document, subject, () => rate);
       await record({
         tenantId: subject.tenantId,
         agentId: subject.agentId,

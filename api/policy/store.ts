@@ -13,8 +13,8 @@ import type { PolicyDocument, PolicyAction } from './schema.ts';
 
 export type PolicyVersion = { version: number; updatedAt: Date };
 
-/** The probe's answer: the version always, the document only when it differs from the one known. */
-export type PolicyProbe = PolicyVersion & { document: unknown | null };
+/** A tenant's current policy as stored (the document is validated when evaluated). */
+export type CurrentPolicy = PolicyVersion & { document: unknown };
 
 export type DecisionRecord = {
   tenantId: string;
@@ -53,8 +53,6 @@ export function decisionInsertSql(d: DecisionRecord): { id: string; sql: string;
   };
 }
 
-type CurrentPolicy = PolicyVersion & { document: unknown };
-
 // One cache per ORM (per process), shared by the app instances on it.
 const caches = new WeakMap<MikroORM, FeedCache<CurrentPolicy | null>>();
 
@@ -78,18 +76,16 @@ export function createPolicyStore(orm: MikroORM) {
   }
 
   return {
-    /** The tenant's version, and its document unless it is `knownVersion`; null when the tenant has no policy. */
-    async probe(tenantId: string, knownVersion: number | null): Promise<PolicyProbe | null> {
-      const current = await cache.get(tenantId, () => read(tenantId));
-      if (!current) return null;
-      return { version: current.version, updatedAt: current.updatedAt, document: current.version === knownVersion ? null : current.document };
+    /** The tenant's policy from the feed-kept cache (read on a miss); null when the tenant has none. */
+    current(tenantId: string): Promise<CurrentPolicy | null> {
+      return cache.get(tenantId, () => read(tenantId));
     },
 
     /** The tenant's policy as of now (GET /v1/policy); the proxy's reads are made fresh by its gate. */
     async get(tenantId: string): Promise<(PolicyVersion & { document: PolicyDocument }) | null> {
       await changeFeedFor(orm).sync();
-      const probe = await this.probe(tenantId, null);
-      return probe ? { version: probe.version, updatedAt: probe.updatedAt, document: probe.document as PolicyDocument } : null;
+      const current = await this.current(tenantId);
+      return current ? { version: current.version, updatedAt: current.updatedAt, document: current.document as PolicyDocument } : null;
     },
 
     /** Wholesale replace; the version goes up by exactly one per replace, atomically. */
