@@ -5,8 +5,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createReceiptStore } from '../api/receipts/store.ts';
-import { signReceipt } from '../api/receipts/receipt.ts';
-import { keyRingLoader } from '../api/receipts/keys.ts';
+import { createClaimsSigner, NoSigningKeyError, type SignedReceipt } from '../api/receipts/signer.ts';
 import type { ReceiptConfig } from '../api/receipts/config.ts';
 import { receiptsIssued } from '../api/observability/metrics.ts';
 
@@ -17,18 +16,23 @@ export interface ReceiptActivities {
 
 export function createReceiptActivities(deps: { orm: MikroORM; receipts: ReceiptConfig }): ReceiptActivities {
   const store = createReceiptStore(deps.orm);
-  const keys = keyRingLoader(deps.receipts, { create: true });
+  const sign = createClaimsSigner(deps.receipts);
   return {
     async issueReceipt(invocationId) {
       const claims = await store.claimsFor(invocationId);
       // The workflow calls this only after the row is terminal; anything else is a bug worth retrying loudly.
       if (!claims) throw ApplicationFailure.retryable('invocation is not complete', 'InvocationNotComplete');
-      const ring = keys();
-      if (!ring) throw ApplicationFailure.retryable('no receipt signing key', 'NoSigningKey');
       const existing = await store.get(claims.tenant_id, invocationId);
       if (existing) return { kid: existing.kid };
-      const jws = await signReceipt({ ...claims, iat: Math.floor(Date.now() / 1000) }, ring.active);
-      const saved = await store.save({ invocationId, tenantId: claims.tenant_id, agentId: claims.agent_id, kid: ring.active.kid, jws });
+      let signed: SignedReceipt;
+      try {
+        signed = await sign(claims);
+      } catch (err) {
+        if (err instanceof NoSigningKeyError) throw ApplicationFailure.retryable(err.message, 'NoSigningKey');
+        throw err;
+      }
+      const { kid, jws } = signed;
+      const saved = await store.save({ invocationId, tenantId: claims.tenant_id, agentId: claims.agent_id, kid, jws });
       if (saved.jws === jws) receiptsIssued.inc({ kid: saved.kid });
       return { kid: saved.kid };
     },

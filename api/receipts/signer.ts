@@ -1,20 +1,36 @@
-// Signs receipts in the process that completes the invocation (the streaming path, which has
-// no workflow): the JWS is made before the completion is written and stored in the same
-// statement (api/proxy/records.ts), so a completed row and its receipt never diverge.
+// Signs receipts with the folder's active key, in both processes that issue them: the worker's
+// receipt activity (activities/receipts.ts, transactional calls) and the API for the streaming
+// path, which has no workflow: there the JWS is made before the completion is written and
+// stored in the same statement (api/proxy/records.ts), so a completed row and its receipt never
+// diverge. Both create the first key in an empty folder.
 import { keyRingLoader } from './keys.ts';
-import { signReceipt } from './receipt.ts';
+import { signReceipt, type ReceiptClaims } from './receipt.ts';
 import { receiptClaimsOf, type ReceiptFacts } from './store.ts';
 import type { ReceiptConfig } from './config.ts';
 
 export type SignedReceipt = { kid: string; jws: string };
 
-export function createReceiptSigner(config: ReceiptConfig): (facts: ReceiptFacts) => Promise<SignedReceipt> {
-  // Like the worker, it creates the first key in an empty folder.
+/** The key folder holds no usable key (yet): worth retrying, not a receipt to leave unsigned. */
+export class NoSigningKeyError extends Error {
+  constructor() {
+    super('no receipt signing key');
+    this.name = 'NoSigningKeyError';
+  }
+}
+
+/** Signs a receipt's claims, issued now, with the active key (the folder is re-read when it changes). */
+export function createClaimsSigner(config: ReceiptConfig): (claims: Omit<ReceiptClaims, 'iat'>) => Promise<SignedReceipt> {
   const keys = keyRingLoader(config, { create: true });
-  return async (facts) => {
+  return async (claims) => {
     const ring = keys();
-    if (!ring) throw new Error('no receipt signing key');
-    const jws = await signReceipt({ ...receiptClaimsOf(facts), iat: Math.floor(Date.now() / 1000) }, ring.active);
+    if (!ring) throw new NoSigningKeyError();
+    const jws = await signReceipt({ ...claims, iat: Math.floor(Date.now() / 1000) }, ring.active);
     return { kid: ring.active.kid, jws };
   };
+}
+
+/** Signs the receipt of a terminal row from its columns (the streaming path). */
+export function createReceiptSigner(config: ReceiptConfig): (facts: ReceiptFacts) => Promise<SignedReceipt> {
+  const sign = createClaimsSigner(config);
+  return (facts) => sign(receiptClaimsOf(facts));
 }
