@@ -2,12 +2,13 @@
 // request that reaches the server while its answer never comes back (a lost reply, a network
 // that fails one way). Everything the client sends is forwarded; what the server sends back is
 // dropped while `swallowReplies` is on. Dropping bytes mid-stream breaks the protocol above
-// (HTTP/2 framing, HPACK), so `cut()` closes every relayed connection afterwards.
+// (HTTP/2 framing, HPACK), so `cut()` closes every relayed connection afterwards. While `down`
+// is on, new connections are closed at once (with `cut()`: the server unreachable).
 import { connect, createServer, type Socket } from 'node:net';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 
-export type TcpRelay = { address: string; swallowReplies: boolean; cut(): void; close(): Promise<void> };
+export type TcpRelay = { address: string; swallowReplies: boolean; down: boolean; cut(): void; close(): Promise<void> };
 
 export async function startTcpRelay(target: string): Promise<TcpRelay> {
   const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
@@ -15,6 +16,7 @@ export async function startTcpRelay(target: string): Promise<TcpRelay> {
   const relay: TcpRelay = {
     address: '',
     swallowReplies: false,
+    down: false,
     cut() {
       for (const socket of sockets) socket.destroy();
       sockets.clear();
@@ -26,11 +28,13 @@ export async function startTcpRelay(target: string): Promise<TcpRelay> {
     },
   };
   const server = createServer((client) => {
+    if (relay.down) return client.destroy();
     const upstream = connect(port, host);
     for (const socket of [client, upstream]) {
       sockets.add(socket);
       socket.on('error', () => undefined);
       socket.on('close', () => {
+        sockets.delete(socket);
         client.destroy();
         upstream.destroy();
       });
