@@ -6,6 +6,7 @@ import { startGateway } from './gateway.ts';
 import { connectClient } from '../temporal/client.ts';
 import { startTracing, stopTracing } from './observability/tracing.ts';
 import { scheduleOrphanSweep } from './proxy/orphans.ts';
+import { scheduleStaleStreamSweep } from './proxy/stale-streams.ts';
 
 // Before the Temporal client and the app are built: they install tracing only when it is on.
 startTracing(process.env, 'agent-gateway-api');
@@ -16,6 +17,7 @@ const temporal = await connectClient(config.temporal.address, config.temporal.na
 const server = await startGateway(config, orm, temporal, log);
 log.info({ port: config.port }, 'gateway API listening');
 scheduleOrphanSweep(orm, temporal, log);
+scheduleStaleStreamSweep(orm, log);
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {

@@ -1,9 +1,13 @@
-// Writes streaming invocation rows off the call's latency path, through one group-commit
-// queue: while one statement is in flight, the rows that arrive meanwhile wait and then go
-// together in one multi-row statement. Idle, a row is written at once (no added delay);
-// busy, N rows cost one round trip and one commit instead of N (which matters most for
-// completions: the analytics trigger folds each completed row into its agent's hourly
-// rollup row, so separate completions of one agent would queue on that row's lock).
+// Writes streaming invocation rows through one group-commit queue on the process's row
+// session (row-session.ts: its own connection, holding the owner lock every row names): while
+// one statement is in flight, the rows that arrive meanwhile wait and then go together in one
+// multi-row statement, so N rows cost one round trip and one commit instead of N (which
+// matters most for completions: the analytics trigger folds each completed row into its
+// agent's hourly rollup row, so separate completions of one agent would queue on that row's
+// lock). A start is sent at once (at the end of the current event-loop turn, so the starts of
+// one turn share a statement): the call's first byte waits for it (stream.ts). A completion
+// waits for the next statement, at most COMPLETION_DELAY_MS: nobody waits for it, and riding
+// with the next start saves a write and a commit per call.
 //
 // Every queued item is a whole row, written as an upsert: the start inserts it `running`;
 // the completion inserts it whole or, when the start is there, completes it (only a row
@@ -17,6 +21,7 @@
 // retried a few times with backoff; only a row the database refuses as such is dropped (and
 // logged by the caller).
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { createRowSession, type RowSession } from './row-session.ts';
 import type { Invocation } from '../db/entities.ts';
 
 export type StartedRow = Pick<
@@ -64,15 +69,23 @@ export type CompletedRow = StartedRow &
   };
 
 export interface InvocationRecorder {
-  /** Resolves once the `running` row is committed. */
-  start(row: StartedRow): Promise<void>;
+  /**
+   * Resolves once the `running` row is committed. It is sent at the end of this event-loop
+   * turn (or when the statement in flight returns); `onSent` runs once it has been handed to
+   * the socket, after which it commits even if this process dies (row-session.ts).
+   */
+  start(row: StartedRow, onSent?: () => void): Promise<void>;
   /** Writes the whole terminal row (completing the started one); resolves once committed. */
   complete(row: CompletedRow): Promise<void>;
+  /** Stops writing (pending rows are failed) and closes the row session. */
+  close(): Promise<void>;
 }
 
 type QueuedRow = Omit<StartedRow, 'status' | 'completedAt'> & Partial<Omit<CompletedRow, 'status' | 'completedAt'>> & { status: string; completedAt?: Date | null };
 
 const MAX_BATCH = 256;
+/** How long a completion may wait for a start to share a statement with. */
+export const COMPLETION_DELAY_MS = 10;
 const RETRY_DELAYS_MS = [200, 1_000, 3_000, 10_000];
 
 const COLUMNS = [
@@ -105,14 +118,13 @@ const COLUMNS = [
   'created_at',
   'updated_at',
   'completed_at',
+  'owner',
 ];
 
 // What a completion sets on a started row.
 const COMPLETED = ['status', 'error_class', 'upstream_status', 'latency_ms', 'ttft_ms', 'response_content_type', 'request_sha256', 'response_sha256', 'updated_at', 'completed_at'];
 
-const ROW = `(${COLUMNS.map(() => '?').join(', ')})`;
-
-function paramsOf(r: QueuedRow): unknown[] {
+function paramsOf(r: QueuedRow, owner: string): unknown[] {
   return [
     r.id,
     r.tenantId,
@@ -143,15 +155,30 @@ function paramsOf(r: QueuedRow): unknown[] {
     r.createdAt,
     r.completedAt ?? r.createdAt,
     r.completedAt ?? null,
+    owner,
   ];
 }
 
-/** One statement for the rows (distinct ids), with their receipts. */
-function statementFor(rows: QueuedRow[]): { sql: string; params: unknown[] } {
-  const upsert = `insert into invocations (${COLUMNS.join(', ')}) values ${rows.map(() => ROW).join(', ')}
-    on conflict (id) do update set ${COMPLETED.map((c) => `${c} = excluded.${c}`).join(', ')}
-    where invocations.status = 'running' and excluded.status <> 'running'`;
-  const params = rows.flatMap(paramsOf);
+/** `($1, $2, ...), (...)`: `count` tuples of `width` numbered parameters from `from`. */
+function tuples(count: number, width: number, from = 1): string {
+  const out: string[] = [];
+  for (let i = 0, n = from; i < count; i++) {
+    const one: string[] = [];
+    for (let j = 0; j < width; j++) one.push(`$${n++}`);
+    out.push(`(${one.join(', ')})`);
+  }
+  return out.join(', ');
+}
+
+/**
+ * One statement for the rows (distinct ids), with their receipts. A start meeting a row that is
+ * there already (a paid call's row, inserted with its payment binding) only gives it its owner.
+ */
+function statementFor(rows: QueuedRow[], owner: string): { sql: string; params: unknown[] } {
+  const upsert = `insert into invocations (${COLUMNS.join(', ')}) values ${tuples(rows.length, COLUMNS.length)}
+    on conflict (id) do update set owner = case when excluded.status = 'running' then excluded.owner else invocations.owner end, ${COMPLETED.map((c) => `${c} = case when excluded.status = 'running' then invocations.${c} else excluded.${c} end`).join(', ')}
+    where invocations.status = 'running' and (excluded.status <> 'running' or invocations.owner is distinct from excluded.owner)`;
+  const params = rows.flatMap((r) => paramsOf(r, owner));
   const receipts = rows.filter((r) => r.receipt);
   if (receipts.length === 0) return { sql: upsert, params };
   return {
@@ -159,7 +186,7 @@ function statementFor(rows: QueuedRow[]): { sql: string; params: unknown[] } {
     sql: `with written as (${upsert} returning id)
       insert into receipts (invocation_id, tenant_id, agent_id, kid, jws)
       select v.invocation_id, v.tenant_id, v.agent_id, v.kid, v.jws
-        from (values ${receipts.map(() => '(?, ?, ?, ?, ?)').join(', ')}) as v(invocation_id, tenant_id, agent_id, kid, jws)
+        from (values ${tuples(receipts.length, 5, params.length + 1)}) as v(invocation_id, tenant_id, agent_id, kid, jws)
        where v.invocation_id in (select id from written)
       on conflict (invocation_id) do nothing`,
     params: [...params, ...receipts.flatMap((r) => [r.id, r.tenantId, r.agentId, r.receipt!.kid, r.receipt!.jws])],
@@ -175,45 +202,46 @@ function refusedAsSuch(err: unknown): boolean {
   return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23') || code === '08P01');
 }
 
-type Item = { row: QueuedRow; attempt: number; resolve: () => void; reject: (err: unknown) => void };
+type Item = { row: QueuedRow; attempt: number; resolve: () => void; reject: (err: unknown) => void; onSent?: () => void };
 
-export function createInvocationRecorder(orm: MikroORM): InvocationRecorder {
-  const execute = (rows: QueuedRow[]) => {
-    const { sql, params } = statementFor(rows);
-    return orm.em.getConnection().execute(sql, params);
-  };
+type Runner = (rows: QueuedRow[], onSent: () => void) => Promise<unknown>;
 
+/**
+ * One group-commit queue: while a statement is in flight the rows arriving meanwhile wait and
+ * go together in the next. Idle, a flush is scheduled `delayMs` later (0: at the end of the
+ * current event-loop turn, so the rows of one turn share it).
+ */
+function groupCommit(execute: Runner, delayMs: number) {
   let queue: Item[] = [];
   let flushing = false;
+  let closed = false;
+  let scheduled: NodeJS.Timeout | NodeJS.Immediate | null = null;
 
   async function writeAlone(item: Item): Promise<void> {
     try {
-      await execute([item.row]);
+      await execute([item.row], () => item.onSent?.());
       item.resolve();
     } catch (err) {
       const delay = RETRY_DELAYS_MS[item.attempt];
-      if (refusedAsSuch(err) || delay === undefined) return item.reject(err);
+      if (closed || refusedAsSuch(err) || delay === undefined) return item.reject(err);
       setTimeout(() => enqueue({ ...item, attempt: item.attempt + 1 }), delay).unref();
     }
   }
 
   async function drain(): Promise<void> {
+    scheduled = null;
     flushing = true;
     while (queue.length) {
       const batch = queue.slice(0, MAX_BATCH);
       queue = queue.slice(batch.length);
-      // A start and its completion in one batch become one row (the later item wins); lock
-      // order by id, so two replicas' batches cannot deadlock on the same rows.
+      // Lock order by id, so two replicas' batches cannot deadlock on the same rows.
       const byId = new Map<string, QueuedRow>();
-      for (const item of batch) {
-        const seen = byId.get(item.row.id);
-        // A start retried after its completion must not turn the row back to running.
-        if (seen && seen.status !== 'running' && item.row.status === 'running') continue;
-        byId.set(item.row.id, { ...seen, ...item.row });
-      }
+      for (const item of batch) byId.set(item.row.id, { ...byId.get(item.row.id), ...item.row });
       const rows = [...byId.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
       try {
-        await execute(rows);
+        await execute(rows, () => {
+          for (const item of batch) item.onSent?.();
+        });
         for (const item of batch) item.resolve();
       } catch {
         // Which row broke the batch is not said: each is written alone, so only it fails.
@@ -225,10 +253,52 @@ export function createInvocationRecorder(orm: MikroORM): InvocationRecorder {
   }
 
   function enqueue(item: Item): void {
+    if (closed) return item.reject(new Error('recorder closed'));
     queue.push(item);
-    if (!flushing) void drain();
+    // While a statement is in flight, everything queued goes with the next one anyway.
+    if (flushing || scheduled) return;
+    scheduled = delayMs === 0 ? setImmediate(() => void drain()) : setTimeout(() => void drain(), delayMs).unref();
   }
 
-  const write = (row: QueuedRow) => new Promise<void>((resolve, reject) => enqueue({ row, attempt: 0, resolve, reject }));
-  return { start: write, complete: write };
+  return {
+    write: (row: QueuedRow, onSent?: () => void) => new Promise<void>((resolve, reject) => enqueue({ row, attempt: 0, resolve, reject, onSent })),
+    close(): void {
+      closed = true;
+      if (scheduled) clearTimeout(scheduled as NodeJS.Timeout);
+      if (scheduled) clearImmediate(scheduled as NodeJS.Immediate);
+      for (const item of queue.splice(0)) item.reject(new Error('recorder closed'));
+    },
+  };
+}
+
+/**
+ * Starts go on `session` (the connection holding the owner lock, so every `running` row names
+ * a live owner), completions on `completions`, a second connection: a completion's statement
+ * runs the analytics trigger (milliseconds on a hot rollup row), which a start, awaited by its
+ * caller's first byte, must not queue behind. Both default to new sessions on the ORM's
+ * database, closed with it.
+ */
+export function createInvocationRecorder(
+  orm: MikroORM,
+  session: RowSession = createRowSession(String(orm.config.get('clientUrl'))),
+  completions: RowSession = createRowSession(String(orm.config.get('clientUrl')), { lock: false }),
+): InvocationRecorder {
+  const starts = groupCommit((rows, onSent) => session.run((owner) => statementFor(rows, owner), onSent), 0);
+  const ends = groupCommit((rows) => completions.run(() => statementFor(rows, session.owner)), COMPLETION_DELAY_MS);
+  const recorder: InvocationRecorder = {
+    start: starts.write,
+    complete: ends.write,
+    async close() {
+      starts.close();
+      ends.close();
+      await Promise.all([session.close(), completions.close()]);
+    },
+  };
+  // The sessions live as long as their ORM (shutdown, a test's replica), like the change feed.
+  const closeOrm = orm.close.bind(orm);
+  orm.close = async (force?: boolean) => {
+    await recorder.close();
+    return closeOrm(force);
+  };
+  return recorder;
 }

@@ -7,6 +7,7 @@ import { Migration20261122120000_payment_claims } from './Migration2026112212000
 import { Migration20261122123000_analytics_summaries } from './Migration20261122123000_analytics_summaries.ts';
 import { Migration20261122140000_cache_invalidation } from './Migration20261122140000_cache_invalidation.ts';
 import { Migration20261122150000_policy_decision_retention } from './Migration20261122150000_policy_decision_retention.ts';
+import { Migration20261122160000_stream_row_owner } from './Migration20261122160000_stream_row_owner.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -19,4 +20,5 @@ export const gatewayMigrations = [
   { name: 'Migration20261122123000_analytics_summaries', class: Migration20261122123000_analytics_summaries },
   { name: 'Migration20261122140000_cache_invalidation', class: Migration20261122140000_cache_invalidation },
   { name: 'Migration20261122150000_policy_decision_retention', class: Migration20261122150000_policy_decision_retention },
+  { name: 'Migration20261122160000_stream_row_owner', class: Migration20261122160000_stream_row_owner },
 ];

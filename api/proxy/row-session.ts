@@ -1,0 +1,111 @@
+// The connection streaming rows are written on (api/proxy/records.ts), one per API process,
+// and the process's identity for them: an owner id, held as a PostgreSQL session advisory
+// lock on that same connection. Every streaming row carries its owner; while the owner's lock
+// is held, its `running` rows are live calls, and once it is free (the process died, or its
+// connection did) the stale-stream sweep (stale-streams.ts) fails them `gateway_lost`. Rows
+// are only ever written on the connection that holds the lock, so a row cannot name an owner
+// whose lock was never taken.
+//
+// A plain pg client with parameterised statements, not the ORM's pool: the rows are the
+// proxy's hottest writes, and MikroORM's query formatting (parameters inlined client-side,
+// dates formatted) cost more CPU than the statement itself. Commits on this session do not
+// wait for the WAL flush (synchronous_commit = off): a streaming row outlives the API process
+// that wrote it once its statement returns, which is what the proxy promises; a PostgreSQL
+// crash may lose the last fraction of a second of rows (the same rows the process held before).
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+
+/** The advisory lock class of owner locks: key (OWNER_LOCK_CLASS, hashtext(owner)). */
+export const OWNER_LOCK_CLASS = 0x67_77_72_6f; // "gwro"
+
+export type RowSession = {
+  /** This process's owner id (stable for the life of the session object). */
+  readonly owner: string;
+  /**
+   * Runs one statement on the owning connection, (re)connecting and taking the lock first;
+   * the statement is built once the lock is held, for the owner that holds it. `onSent` runs
+   * once the statement has been handed to the socket: the session runs one statement at a
+   * time, so the pg client is idle and writes it synchronously. From then on the statement
+   * commits even if this process dies at once (PostgreSQL has it whole and commits at its
+   * Sync, before it writes anything back).
+   */
+  run<R = unknown>(build: (owner: string) => { sql: string; params: unknown[] }, onSent?: () => void): Promise<R[]>;
+  close(): Promise<void>;
+};
+
+const LOCK_ATTEMPTS = 20;
+
+/** `lock: false`: a plain connection for rows that need no live owner (completions). */
+export function createRowSession(connectionString: string, opts: { lock?: boolean } = {}): RowSession {
+  const lock = opts.lock ?? true;
+  let owner = `gw_${randomUUID()}`;
+  let everLocked = false;
+  let client: pg.Client | null = null;
+  let ready: Promise<pg.Client> | null = null;
+  let closed = false;
+
+  const drop = (c: pg.Client) => {
+    if (client !== c) return;
+    client = null;
+    ready = null;
+    c.end().catch(() => undefined);
+  };
+
+  async function open(): Promise<pg.Client> {
+    const c = new pg.Client({ connectionString, keepAlive: true, application_name: 'gateway-stream-rows' });
+    client = c;
+    c.on('error', () => drop(c));
+    c.on('end', () => drop(c));
+    try {
+      await c.connect();
+      // The socket must not keep a process alive that is otherwise done.
+      (c as unknown as { connection?: { stream?: { unref?: () => void } } }).connection?.stream?.unref?.();
+      await c.query('set synchronous_commit = off');
+      // The lock may be held for a moment by a sweep testing it, or (first connect only) by a
+      // process whose random id hashes alike: a fresh id then, the same one after that (rows
+      // already carry it).
+      for (let attempt = 0; lock; attempt++) {
+        const { rows } = await c.query<{ locked: boolean }>('select pg_try_advisory_lock($1, hashtext($2)) as locked', [OWNER_LOCK_CLASS, owner]);
+        if (rows[0].locked) break;
+        if (!everLocked) owner = `gw_${randomUUID()}`;
+        else if (attempt >= LOCK_ATTEMPTS) throw new Error('owner lock unavailable');
+        else await new Promise((r) => setTimeout(r, 50));
+      }
+      everLocked = true;
+      return c;
+    } catch (err) {
+      drop(c);
+      throw err;
+    }
+  }
+
+  return {
+    get owner() {
+      return owner;
+    },
+    async run<R>(build: (owner: string) => { sql: string; params: unknown[] }, onSent?: () => void): Promise<R[]> {
+      if (closed) throw new Error('row session closed');
+      ready ??= open();
+      const c = await ready;
+      const { sql, params } = build(owner);
+      try {
+        const result = c.query(sql, params);
+        onSent?.();
+        return (await result).rows as R[];
+      } catch (err) {
+        // A statement error leaves the session usable; a broken connection is replaced.
+        if ((err as { code?: unknown }).code === undefined) drop(c);
+        throw err;
+      }
+    },
+    async close() {
+      closed = true;
+      if (client) {
+        const c = client;
+        client = null;
+        ready = null;
+        await c.end().catch(() => undefined);
+      }
+    },
+  };
+}

@@ -1,0 +1,102 @@
+// A real API PROCESS killed mid-stream: its streaming row must not stay `running` forever (and
+// must not be missing). The row is there before the caller's first byte (the start statement is
+// sent before the head is written, row-session.ts); once the process is gone its owner lock is
+// free and the stale-stream sweep fails the row `gateway_lost`, while the rows of a live
+// process are left alone.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { request } from 'undici';
+import { freePort } from '../scripts/lib/ports.ts';
+import { stack } from './support/stack.ts';
+import { createAgent, rawUpstream, waitForRow } from './support/proxy-helpers.ts';
+import { exited } from './support/worker-process.ts';
+import { failStaleStreams } from '../api/proxy/stale-streams.ts';
+
+/** `node api/main.ts` on the stack's database, Temporal, vault and allow-list; resolves once listening. */
+async function startApiProcess(): Promise<{ child: ChildProcess; url: string }> {
+  const s = stack();
+  const port = await freePort();
+  const child = spawn(process.execPath, ['api/main.ts'], {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      DATABASE_URL: s.config.databaseUrl,
+      TEMPORAL_ADDRESS: s.config.temporal.address,
+      TEMPORAL_NAMESPACE: s.config.temporal.namespace,
+      AUTH_JWT_SECRET: s.infra.secrets.jwtSecret,
+      UPSTREAM_ALLOW: s.allow.join(','),
+      VAULT_ADDR: s.infra.vault.addr,
+      VAULT_TOKEN: s.infra.vault.token,
+      VAULT_KEKS: `dev:${s.infra.secrets.vaultKek}`,
+      LOG_LEVEL: 'info',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('gateway API listening')) resolve();
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`API exited (${code}) before listening: ${output.slice(-2000)}`)));
+  });
+  return { child, url: `http://127.0.0.1:${port}` };
+}
+
+describe('proxy: an API process lost mid-stream', function () {
+  this.timeout(60_000);
+
+  it('leaves its streaming row failed (gateway_lost), neither running nor missing; a live process’s row is left alone', async () => {
+    // The upstream sends its head and a first chunk, then holds the stream open.
+    const up = await rawUpstream((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('first chunk\n');
+    });
+    const api = await startApiProcess();
+    let live: ChildProcess | undefined;
+    try {
+      const token = await stack().token(`tenant-lost-${randomUUID()}`);
+      const agentId = await createAgent(token, { upstream_url: up.url });
+      const res = await request(`${api.url}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'x' });
+      assert.equal(res.statusCode, 200);
+      const invocationId = String(res.headers['x-gateway-invocation-id']);
+      const reader = res.body[Symbol.asyncIterator]();
+      assert.match(String((await reader.next()).value), /first chunk/);
+      res.body.on('error', () => undefined); // the connection breaks when the process dies
+
+      // Another process, still alive, mid-stream too.
+      const other = await startApiProcess();
+      live = other.child;
+      const res2 = await request(`${other.url}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'x' });
+      const liveId = String(res2.headers['x-gateway-invocation-id']);
+      res2.body.on('error', () => undefined);
+      await res2.body[Symbol.asyncIterator]().next();
+      assert.equal((await waitForRow(liveId, (r) => r.status === 'running')).status, 'running');
+
+      // Mid-stream, the row is there and running.
+      assert.equal((await waitForRow(invocationId, (r) => r.status === 'running')).status, 'running');
+      api.child.kill('SIGKILL');
+      await exited(api.child);
+
+      // PostgreSQL notices the dead session (its owner lock goes with it) as the socket closes.
+      let failed = 0;
+      for (let i = 0; i < 50 && failed === 0; i++) {
+        failed = await failStaleStreams(stack().orm);
+        if (!failed) await new Promise((r) => setTimeout(r, 100));
+      }
+      const row = await waitForRow(invocationId);
+      assert.equal(row.status, 'failed');
+      assert.equal(row.errorClass, 'gateway_lost');
+      assert.ok(row.completedAt);
+      assert.equal((await waitForRow(liveId, (r) => r.status === 'running')).status, 'running', 'the live process’s row is not touched');
+    } finally {
+      api.child.kill('SIGKILL');
+      live?.kill('SIGTERM');
+      if (live) await exited(live);
+      await up.close();
+    }
+  });
+});
