@@ -84,25 +84,29 @@ function checkTerms(payment: Payment, expect: VerifyExpectation): Terms {
   return { ok: true, payment: { payer: from, payTo: to, value, validAfter, validBefore, nonce: a.nonce.toLowerCase() } };
 }
 
+/** Whether the ECDSA signature recovers the payer the terms named (an EOA's signature). */
+function recoversPayer(payment: Payment, expect: VerifyExpectation, payer: string): boolean {
+  return recoverAuthorizer(expect.domain, payment.payload.authorization, payment.payload.signature) === payer;
+}
+
 /** Off-chain only: the terms, and an ECDSA signature that recovers `from` (EOA payers). */
 export function verifyExactPayment(payment: Payment, expect: VerifyExpectation): VerifyResult {
   const terms = checkTerms(payment, expect);
   if (!terms.ok) return terms;
-  const signer = recoverAuthorizer(expect.domain, payment.payload.authorization, payment.payload.signature);
-  if (signer !== terms.payment.payer) return fail('invalid_signature');
+  if (!recoversPayer(payment, expect, terms.payment.payer)) return fail('invalid_signature');
   return { ok: true, payment: terms.payment, signer: 'eoa' };
 }
 
 /**
- * The terms, then the signature of an EOA (recovery, no I/O) or of a contract wallet: when the
- * signature does not recover `from`, `from` must accept it through ERC-1271 (`contracts`, an
- * eth_call). Throws when that call cannot be made (the caller decides: fail closed or retry).
+ * The terms (checked once), then the signature of an EOA (recovery, no I/O) or of a contract
+ * wallet: when the signature does not recover `from`, `from` must accept it through ERC-1271
+ * (`contracts`, an eth_call). Throws when that call cannot be made (the caller decides: fail
+ * closed or retry).
  */
 export async function verifyPayment(payment: Payment, expect: VerifyExpectation, contracts: ContractSignatureCheck): Promise<VerifyResult> {
-  const offChain = verifyExactPayment(payment, expect);
-  if (offChain.ok || offChain.cause !== 'invalid_signature') return offChain;
   const terms = checkTerms(payment, expect);
   if (!terms.ok) return terms;
+  if (recoversPayer(payment, expect, terms.payment.payer)) return { ok: true, payment: terms.payment, signer: 'eoa' };
   const accepted = await contractAccepts(expect.domain, payment.payload.authorization, payment.payload.signature, contracts);
   return accepted ? { ok: true, payment: terms.payment, signer: 'contract' } : fail('invalid_signature');
 }
