@@ -48,6 +48,10 @@ const FacilitatorEnv = z.object({
   FACILITATOR_VALIDITY_MARGIN_S: z.coerce.number().int().nonnegative().default(6),
   FACILITATOR_ACCOUNT_CACHE_MS: z.coerce.number().int().nonnegative().default(2_000),
   FACILITATOR_READINESS_CACHE_MS: z.coerce.number().int().nonnegative().default(1_000),
+  // The outbox sweeper: every FACILITATOR_SWEEP_EVERY_MS, settlements whose workflow start was
+  // not acknowledged FACILITATOR_SWEEP_AFTER_MS after their request get it started (0: off).
+  FACILITATOR_SWEEP_EVERY_MS: z.coerce.number().int().nonnegative().default(2_000),
+  FACILITATOR_SWEEP_AFTER_MS: z.coerce.number().int().nonnegative().default(5_000),
   LOG_LEVEL: z.string().default('info'),
 });
 
@@ -72,6 +76,7 @@ export type FacilitatorConfig = {
   validityMarginSeconds: number;
   accountCacheMs: number;
   readinessCacheMs: number;
+  sweep: { everyMs: number; afterMs: number };
   logLevel: string;
 };
 
@@ -107,6 +112,7 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     validityMarginSeconds: e.FACILITATOR_VALIDITY_MARGIN_S,
     accountCacheMs: e.FACILITATOR_ACCOUNT_CACHE_MS,
     readinessCacheMs: e.FACILITATOR_READINESS_CACHE_MS,
+    sweep: { everyMs: e.FACILITATOR_SWEEP_EVERY_MS, afterMs: e.FACILITATOR_SWEEP_AFTER_MS },
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -16,6 +16,7 @@ import { createAccountLookup } from './accounts.ts';
 import { createChainProvider } from './chain.ts';
 import { createReadiness } from './readiness.ts';
 import { createOutcomeListener } from './outcomes.ts';
+import { startSweeper } from './sweeper.ts';
 import type { TransactionSigner } from './signer.ts';
 import { createFacilitatorWorker } from '../temporal/facilitator-worker.ts';
 import { temporalClientInterceptors } from '../api/observability/tracing.ts';
@@ -56,7 +57,7 @@ async function embeddedWorker(config: FacilitatorConfig, deps: FacilitatorStartD
   const client = new Client({ connection: connection as unknown as ConnectionLike, namespace: config.temporal.namespace, interceptors: { workflow: temporalClientInterceptors() } });
   return {
     client,
-    prefetch: created.prefetch,
+    runner: created.runner,
     async stop() {
       if (created.worker.getState() === 'RUNNING') created.worker.shutdown();
       await running.catch(() => undefined);
@@ -79,12 +80,14 @@ export async function startFacilitator(config: FacilitatorConfig, deps: Facilita
     cacheMs: config.readinessCacheMs,
   });
   const outcomes = await createOutcomeListener(config.databaseUrl, deps.log);
+  // Every settlement gets its workflow, even when /settle could not start it (see sweeper.ts).
+  const sweeper = startSweeper({ pool: deps.pool, temporal, config, log: deps.log });
   const appDeps = {
     config,
     pool: deps.pool,
     temporal,
     eagerStart: embedded !== undefined,
-    prefetch: embedded?.prefetch,
+    runner: embedded?.runner,
     readiness,
     lookupAccount: createAccountLookup(deps.pool, config.accountCacheMs),
     outcomes,
@@ -113,6 +116,7 @@ export async function startFacilitator(config: FacilitatorConfig, deps: Facilita
       publicServer.closeAllConnections();
       await Promise.all([new Promise((r) => tlsServer.close(r)), new Promise((r) => publicServer.close(r))]);
       provider.destroy();
+      await sweeper.stop();
       await outcomes.close();
       await embedded?.stop();
     },

@@ -1,25 +1,31 @@
 // POST /settle, in SPEC order: the client certificate maps to an active account (403), the
-// body parses (400), the facilitator is ready (503); then the authorization is handed to
-// SettlementWorkflow, started or attached by its deterministic id, and the caller waits for
-// its outcome up to the request deadline. Nothing touches the chain before those checks pass,
-// and the signed authorization reaches the workflow only by key (claim check in PostgreSQL).
+// body parses (400), the facilitator is ready (503), the signature holds; then the request is
+// stored by key (claim check in PostgreSQL: the signed authorization reaches the workflow only
+// by key) and SettlementWorkflow is started by its deterministic id. Nothing touches the chain
+// before those checks pass.
+// The outbox (a worker in this process, first request of its authorization): the handler runs
+// the steps at once, without waiting for the start's acknowledgement: the claim check and the
+// settlement row (claim, gas nonce and signed bytes) are committed before anything is sent, and
+// the workflow, started alongside or later by the sweeper (facilitator/sweeper.ts), follows
+// them through. The caller is answered as soon as the inclusion is known. A duplicate, or a
+// facilitator without a worker in its process, waits for the workflow's outcome as before.
 import type { TLSSocket } from 'node:tls';
 import { getAddress } from 'ethers';
 import type { Context } from 'koa';
 import getRawBody from 'raw-body';
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import type pg from 'pg';
 import type { Logger } from '../api/log.ts';
 import type { SettlementWorkflow } from '../workflows/settlement.ts';
 import type { SettlementOutcome } from '../activities/settlement/types.ts';
-import type { SettlementPrefetch } from '../activities/settlement/index.ts';
+import type { SettlementRunner } from '../activities/settlement/index.ts';
 import { outcomeOfRecord } from '../activities/settlement/verify.ts';
-import { Payer, SettlementStatus } from '../temporal/search-attributes.ts';
 import type { FacilitatorConfig } from './config.ts';
 import type { Account } from './accounts.ts';
 import type { Readiness } from './readiness.ts';
 import type { OutcomeListener } from './outcomes.ts';
-import { findSettlement, saveSettleRequest, settlementKey } from './store.ts';
+import { findSettlement, saveSettleRequest, settlementKey, workflowLabels } from './store.ts';
+import { recordWorkflowStart, startSettlementWorkflow } from './workflow-start.ts';
 import { recoverAuthorizer } from './x402/eip3009.ts';
 import { authorizationSigner } from './x402/verify.ts';
 import { CONTRACT_SIGNATURE_TIMEOUT_MS, contractSignatureCheckFor } from './x402/erc1271.ts';
@@ -34,8 +40,8 @@ export type SettleDeps = {
   temporal: Client;
   /** The client shares a connection with a worker in this process: start workflows eagerly. */
   eagerStart: boolean;
-  /** That worker's prefetch: the first step's reads start while the workflow start is on its way. */
-  prefetch?: SettlementPrefetch;
+  /** That worker's runner: the handler runs the steps itself (the outbox; after an eager start). */
+  runner?: SettlementRunner;
   readiness: Readiness;
   lookupAccount: (fingerprint: string) => Promise<Account | null>;
   outcomes: OutcomeListener;
@@ -73,42 +79,48 @@ function toResponse(outcome: SettlementOutcome, network: string): SettleResponse
 
 export function settleHandler(deps: SettleDeps) {
   const { config } = deps;
+  const never = new Promise<never>(() => undefined);
 
-  async function awaitOutcome(key: string, payer: string, request: SettleRequest): Promise<SettlementOutcome | 'in_flight'> {
+  /**
+   * Waits for the outcome of a settlement this handler does not run itself: the record's
+   * announcement, the record as it already is, the closed run's record or result, or the
+   * workflow's result (after a pause), whichever comes first, up to the request deadline.
+   * `starting`: this handler's start of the workflow (a rejection other than "closed": thrown).
+   */
+  async function awaitOutcome(key: string, starting: ReturnType<typeof startSettlementWorkflow>, opts: { eagerRun: boolean }): Promise<SettlementOutcome | 'in_flight'> {
     const deadline = Date.now() + config.settleDeadlineMs;
-    // Registered before the start, so an outcome recorded at any point after it is seen.
+    // Registered before anything below can record the outcome, so it is seen whenever it comes.
     const announced = deps.outcomes.waitFor(key);
     let timer: NodeJS.Timeout | undefined;
     let fallbackTimer: NodeJS.Timeout | undefined;
+    // A settlement already decided is answered from its record, without waiting for Temporal
+    // (a duplicate of an outbox settlement while Temporal is unreachable, or a late retry).
+    const alreadyDecided = findSettlement(deps.pool, key).then(
+      (record) => (record && !['claimed', 'signed', 'broadcast'].includes(record.status) ? outcomeOfRecord(record) : never),
+      () => never,
+    );
     try {
-      let handle;
-      let ran: Promise<SettlementOutcome> | undefined;
+      let handle: WorkflowHandle<typeof SettlementWorkflow>;
+      let ran: Promise<SettlementOutcome | null> | undefined;
       try {
-        const starting = deps.temporal.workflow.start<typeof SettlementWorkflow>('SettlementWorkflow', {
-          taskQueue: config.temporal.taskQueue,
-          workflowId: key,
-          args: [{ key, inclusionTimeoutMs: config.inclusionTimeoutMs }],
-          // A duplicate attaches to the running settlement; a closed one is never run again.
-          workflowIdConflictPolicy: 'USE_EXISTING',
-          workflowIdReusePolicy: 'REJECT_DUPLICATE',
-          requestEagerStart: deps.eagerStart,
-          typedSearchAttributes: [
-            { key: Payer, value: payer },
-            { key: SettlementStatus, value: 'received' },
-          ],
-          staticSummary: `${request.paymentPayload.payload.authorization.value} to ${request.paymentRequirements.payTo} from ${payer}`,
-        });
-        handle = await starting;
-        // Started here, with its first task handed to this process's worker: the run exists (so
-        // someone watches whatever happens next) and its activity runs in this process, so the
-        // steps run at once, here, and that activity waits for them instead of repeating them.
+        const first = await Promise.race([starting.then((started) => ({ started })), alreadyDecided.then((decided) => ({ decided }))]);
+        if ('decided' in first) return first.decided;
+        const { started } = first;
+        handle = started;
+        // Started here, with its first task handed to this process's worker: the run exists, so
+        // the steps run at once, here, and its activity waits for them instead of repeating them.
         // A duplicate that attached to an existing run gets no eager task and only waits.
-        if (handle.eagerlyStarted) ran = deps.prefetch?.runNow?.(key, config.inclusionTimeoutMs);
+        if (opts.eagerRun && started.eagerlyStarted) ran = deps.runner?.runStarted(key, config.inclusionTimeoutMs);
       } catch (err) {
-        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+        const record = await findSettlement(deps.pool, key);
+        // Temporal unreachable: a final record still answers (settled through the outbox, its
+        // workflow to come from the sweeper); anything else is the caller's to retry (503).
+        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
+          if (record?.status === 'settled' || record?.status === 'failed') return outcomeOfRecord(record);
+          throw err;
+        }
         // Closed: the record is the stable answer (a watcher may have updated it since the run
         // closed); without a record (guardrail refusal) the closed run's own result is.
-        const record = await findSettlement(deps.pool, key);
         if (record) return outcomeOfRecord(record);
         handle = deps.temporal.workflow.getHandle<typeof SettlementWorkflow>(key);
       }
@@ -130,14 +142,10 @@ export function settleHandler(deps: SettleDeps) {
         timer = setTimeout(() => resolve('in_flight'), Math.max(deadline - Date.now(), 0));
       });
       fromWorkflow.catch(() => undefined);
-      // A duplicate that attached to a run whose outcome was already announced reads it instead.
-      const alreadyDecided = findSettlement(deps.pool, key).then((record) =>
-        record && !['claimed', 'signed', 'broadcast'].includes(record.status) ? outcomeOfRecord(record) : new Promise<never>(() => undefined),
-      );
-      alreadyDecided.catch(() => undefined);
-      // The run here answers with the outcome it recorded; if it fails, the activity retries the
-      // steps, and the announcement or the workflow's result answers.
-      const fromRun = ran ? ran.catch(() => new Promise<never>(() => undefined)) : new Promise<never>(() => undefined);
+      // A run here (the eager start's, or the outbox run this handler joined) answers with its
+      // outcome; if it fails, the activity retries the steps, and the announcement or the
+      // workflow's result answers.
+      const fromRun = ran ? ran.then((o) => o ?? never, () => never) : never;
       return await Promise.race([fromRun, fromRecord, alreadyDecided, fromWorkflow.catch((err) => (Date.now() >= deadline - 50 ? ('in_flight' as const) : Promise.reject(err))), timeUp]);
     } finally {
       clearTimeout(timer);
@@ -146,48 +154,84 @@ export function settleHandler(deps: SettleDeps) {
     }
   }
 
+  /**
+   * The outbox (a worker in this process): the steps run here at once, before the workflow is
+   * started, for a request not stored before; the claim check is stored with the claim. The
+   * start is issued once the outcome is known (off the caller's path; its acknowledgement is
+   * recorded on the request, else the sweeper starts the workflow). Temporal unreachable does
+   * not stop the settlement: what was claimed is durable, and its workflow comes once Temporal
+   * is back. A duplicate or retry (request stored before) waits for the workflow as before.
+   */
+  async function settleHere(key: string, accountId: string, request: SettleRequest, runner: SettlementRunner): Promise<SettlementOutcome | 'in_flight'> {
+    const start = () => {
+      const starting = startSettlementWorkflow(deps.temporal, config, key, workflowLabels(request), deps.eagerStart);
+      starting.catch(() => undefined);
+      void recordWorkflowStart(deps.pool, key, starting).then((ok) => ok || deps.log.warn({ key }, 'settlement workflow not started; the sweeper will start it'));
+      return starting;
+    };
+    const outcome = await runner.runFresh(key, accountId, request, config.inclusionTimeoutMs).catch((err: unknown) => {
+      // The steps failed here (database or node): the workflow's activity retries them.
+      deps.log.warn({ key, err: (err as Error).message }, 'settle steps failed in the handler; left to the workflow');
+      return null;
+    });
+    if (outcome && outcome !== 'stored_before') {
+      start();
+      return outcome;
+    }
+    // Stored before (a duplicate or retry), claimed by another run, or the steps failed here:
+    // the claim check is stored (it may not be yet) before the workflow starts, and the
+    // workflow's outcome answers; its eager task (a start of ours) runs the steps here.
+    await saveSettleRequest(deps.pool, key, accountId, request);
+    return awaitOutcome(key, start(), { eagerRun: outcome === 'stored_before' });
+  }
+
   return async function settle(ctx: Context): Promise<void> {
     const fingerprint = peerFingerprint(ctx);
-    const account = fingerprint ? await deps.lookupAccount(fingerprint) : null;
+    // The account lookup (cached) and the body read overlap; the answers keep their order.
+    const looked = fingerprint ? deps.lookupAccount(fingerprint) : Promise.resolve(null);
+    const raw = getRawBody(ctx.req, { limit: MAX_BODY });
+    raw.catch(() => undefined);
+    const account = await looked;
     if (!account || !account.active) return reply(ctx, 403, { error: 'forbidden' });
 
     let request: SettleRequest;
     try {
-      const parsed = SettleRequest.safeParse(JSON.parse((await getRawBody(ctx.req, { limit: MAX_BODY })).toString('utf8')));
+      const parsed = SettleRequest.safeParse(JSON.parse((await raw).toString('utf8')));
       if (!parsed.success) return reply(ctx, 400, { error: 'malformed settle request' });
       request = parsed.data;
     } catch {
       return reply(ctx, 400, { error: 'malformed settle request' });
     }
 
-    const readiness = await deps.readiness.current();
-    if (!readiness.ready) return reply(ctx, 503, { error: 'facilitator not ready' }, { 'Retry-After': '5' });
-
     const authorization = request.paymentPayload.payload.authorization;
+    const signature = request.paymentPayload.payload.signature;
     // Only a request whose signature holds may open (and so name) a settlement: otherwise a
     // forged request could occupy a payer's nonce before the real one arrives.
-    // An EOA's signature recovers `from`; a contract wallet's is accepted by `from` (ERC-1271, an eth_call).
-    const signature = request.paymentPayload.payload.signature;
-    const signedBy = await authorizationSigner(config.domain, authorization, signature, contractSignatureCheckFor(config.chainRpcUrl, CONTRACT_SIGNATURE_TIMEOUT_MS)).catch(() => 'unreachable' as const);
+    // An EOA's signature recovers `from` (no I/O); a contract wallet's is accepted by `from`
+    // (ERC-1271, an eth_call), asked while readiness is read.
+    const signing = authorizationSigner(config.domain, authorization, signature, contractSignatureCheckFor(config.chainRpcUrl, CONTRACT_SIGNATURE_TIMEOUT_MS)).catch(() => 'unreachable' as const);
+    const readiness = await deps.readiness.current();
+    if (!readiness.ready) return reply(ctx, 503, { error: 'facilitator not ready' }, { 'Retry-After': '5' });
+    const signedBy = await signing;
     if (signedBy === 'unreachable') return reply(ctx, 503, { error: 'facilitator unavailable' }, { 'Retry-After': '2' });
     if (!signedBy) {
       deps.log.info({ account: account.id, cause: 'invalid_signature' }, 'settle refused before any claim');
       const payer = recoverAuthorizer(config.domain, authorization, signature) ? authorization.from : '';
       return reply(ctx, 200, toResponse({ status: 'failed', payer, transaction: null, cause: 'invalid_signature' }, config.network));
     }
-    const signer = getAddress(authorization.from.toLowerCase());
 
     const key = settlementKey(config.domain.chainId, config.tokenAddress, authorization.from, authorization.nonce);
     let outcome: SettlementOutcome | 'in_flight';
     try {
-      // The claim check is written before the workflow starts (a run that started without it
-      // could only wait for a retry to write it).
-      const saved = saveSettleRequest(deps.pool, key, account.id, request);
-      // This process's worker starts the first step's reads at once, while the claim check is
-      // written and the workflow start is on its way (they use the request only once it is stored).
-      deps.prefetch?.(key, account.id, request, saved);
-      await saved;
-      outcome = await awaitOutcome(key, signer, request);
+      if (deps.runner) outcome = await settleHere(key, account.id, request, deps.runner);
+      else {
+        // No worker here: the claim check is written before the workflow starts (a run that
+        // started without it could only wait for a retry to write it), and the workflow settles.
+        await saveSettleRequest(deps.pool, key, account.id, request);
+        const starting = startSettlementWorkflow(deps.temporal, config, key, workflowLabels(request), false);
+        outcome = await awaitOutcome(key, starting, { eagerRun: false });
+        void recordWorkflowStart(deps.pool, key, starting);
+      }
     } catch (err) {
       // PostgreSQL or Temporal unreachable: a protocol failure the caller may retry (the
       // settlement, if it started, goes on and dedupes the retry).

@@ -6,7 +6,7 @@
 // - the gas nonce is taken under the gas wallet's row lock and the signed bytes are stored
 //   with it before anything is sent; UNIQUE (gas_wallet, gas_nonce): one transaction per nonce.
 import type pg from 'pg';
-import { Transaction } from 'ethers';
+import { Transaction, getAddress } from 'ethers';
 import { v7 as uuidv7 } from 'uuid';
 import { inTransaction } from './db/pool.ts';
 import type { Account, AccountKind } from './accounts.ts';
@@ -93,21 +93,67 @@ async function notifyOutcome(db: pg.Pool | pg.PoolClient, key: string): Promise<
 
 // ---- claim check of the signed request ----
 
-export async function saveSettleRequest(db: pg.Pool, key: string, accountId: string, request: SettleRequest): Promise<void> {
-  // First writer wins: any later request for the key carries a signature over the same
-  // authorization (the handler checked it), so keeping the first loses nothing.
-  await db.query(
+/**
+ * Stores the request by key; true when this call stored it (the first request of its
+ * authorization), false when one was already there. First writer wins: any later request for
+ * the key carries a signature over the same authorization (the handler checked it), so keeping
+ * the first loses nothing.
+ */
+export async function saveSettleRequest(db: pg.Pool, key: string, accountId: string, request: SettleRequest): Promise<boolean> {
+  const { rowCount } = await db.query(
     'insert into settle_requests (settlement_key, account_id, request) values ($1, $2, $3) on conflict (settlement_key) do nothing',
     [key, accountId, JSON.stringify(request)],
   );
+  return rowCount === 1;
 }
 
-export async function loadSettleRequest(db: pg.Pool, key: string): Promise<{ accountId: string; request: SettleRequest } | null> {
-  const { rows } = await db.query<{ account_id: string; request: SettleRequest }>(
-    'select account_id, request from settle_requests where settlement_key = $1',
+export type StoredSettleRequest = {
+  accountId: string;
+  request: SettleRequest;
+  /** A durable refusal (guardrail, or a run that gave up before signing): answered, never claimed afresh. */
+  refusedCause: string | null;
+};
+
+export async function loadSettleRequest(db: pg.Pool, key: string): Promise<StoredSettleRequest | null> {
+  const { rows } = await db.query<{ account_id: string; request: SettleRequest; refused_cause: string | null }>(
+    'select account_id, request, refused_cause from settle_requests where settlement_key = $1',
     [key],
   );
-  return rows[0] ? { accountId: rows[0].account_id, request: rows[0].request } : null;
+  return rows[0] ? { accountId: rows[0].account_id, request: rows[0].request, refusedCause: rows[0].refused_cause } : null;
+}
+
+/** The settlement's workflow exists (its start was acknowledged, or found it already there). */
+export async function markWorkflowStarted(db: pg.Pool, key: string): Promise<void> {
+  await db.query('update settle_requests set workflow_started_at = now() where settlement_key = $1 and workflow_started_at is null', [key]);
+}
+
+/**
+ * Requests older than `olderThanMs` whose workflow start was never acknowledged and that opened
+ * something a workflow must follow (a settlement row, or a durable refusal): what the sweeper
+ * starts workflows for. A request that claimed nothing (refused before any claim, or answered
+ * 503) owes nothing and is left alone.
+ */
+export async function unstartedSettlements(db: pg.Pool, olderThanMs: number, limit: number): Promise<Array<{ key: string; payer: string; summary: string }>> {
+  const { rows } = await db.query<{ settlement_key: string; request: SettleRequest }>(
+    `select r.settlement_key, r.request from settle_requests r
+     where r.workflow_started_at is null and r.created_at < now() - make_interval(secs => $1::double precision / 1000)
+       and (r.refused_cause is not null or exists (select 1 from settlements s where s.settlement_key = r.settlement_key))
+     order by r.created_at limit $2`,
+    [olderThanMs, limit],
+  );
+  return rows.map((r) => ({ key: r.settlement_key, ...workflowLabels(r.request) }));
+}
+
+/** The search attribute and summary of a settlement's workflow, from its request (no signature). */
+export function workflowLabels(request: SettleRequest): { payer: string; summary: string } {
+  const a = request.paymentPayload.payload.authorization;
+  const payer = getAddress(a.from.toLowerCase());
+  return { payer, summary: `${a.value} to ${request.paymentRequirements.payTo} from ${payer}` };
+}
+
+/** Makes a refusal durable on the request (the first cause stays). */
+export async function markRefused(db: pg.Pool, key: string, cause: string): Promise<void> {
+  await db.query('update settle_requests set refused_cause = coalesce(refused_cause, $2) where settlement_key = $1', [key, cause]);
 }
 
 // ---- settlement records ----
@@ -115,6 +161,20 @@ export async function loadSettleRequest(db: pg.Pool, key: string): Promise<{ acc
 export async function findSettlement(db: pg.Pool | pg.PoolClient, key: string): Promise<SettlementRecord | null> {
   const { rows } = await db.query<SettlementRow>('select * from settlements where settlement_key = $1', [key]);
   return rows[0] ? fromRow(rows[0]) : null;
+}
+
+/**
+ * The record (if any) and whether a request for the key was stored before, in one query: what
+ * the /settle handler's outbox run needs to know before it claims.
+ */
+export async function findSettlementState(db: pg.Pool, key: string): Promise<{ record: SettlementRecord | null; requestStored: boolean }> {
+  const { rows } = await db.query<SettlementRow & { request_stored: boolean }>(
+    `select s.*, exists (select 1 from settle_requests r where r.settlement_key = $1) as request_stored
+     from (select $1::text as k) q left join settlements s on s.settlement_key = q.k`,
+    [key],
+  );
+  const row = rows[0];
+  return { record: row?.id ? fromRow(row) : null, requestStored: row?.request_stored === true };
 }
 
 export type ClaimInput = {
@@ -134,6 +194,12 @@ export type ClaimInput = {
    * (signAndPersist), as it always did.
    */
   presigned?: PresignedTransaction;
+  /**
+   * The outbox (a /settle handler claiming before its workflow exists): the request, stored as
+   * the claim check by the same statement (first writer wins), so the claim and its claim check
+   * commit together. A refusal stores it too, carrying the refusal.
+   */
+  request?: SettleRequest;
 };
 
 export type PresignedTransaction = {
@@ -150,7 +216,8 @@ export type PresignedTransaction = {
 
 export type GuardrailRejection = 'kind_not_allowed' | 'over_per_transaction_maximum' | 'over_daily_ceiling';
 
-export type ClaimResult = { claimed: SettlementRecord } | { rejected: GuardrailRejection };
+/** `raced`: the settlement was claimed by another run meanwhile; the record is theirs. */
+export type ClaimResult = { claimed: SettlementRecord; raced?: true } | { rejected: GuardrailRejection };
 
 /**
  * Guardrails, then the nonce claim: the account's allowed kinds and per-transaction maximum
@@ -161,11 +228,22 @@ export type ClaimResult = { claimed: SettlementRecord } | { rejected: GuardrailR
  */
 export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
   const result = await tryClaim(db, input);
-  // A refusal writes no record; it is announced all the same, so the caller waiting on the key
-  // answers 429 without waiting for the workflow to close.
+  // A refusal claims nothing and writes no settlement row; it is made durable on the request
+  // (a run started later, e.g. by the sweeper, answers it instead of claiming afresh) and
+  // announced in the same statement, so the caller waiting on the key answers 429 at once.
   if ('rejected' in result) {
     const refusal: AnnouncedOutcome = { key: input.key, status: 'rejected', payer: input.payer.toLowerCase(), tx: null, cause: result.rejected };
-    await db.query('select pg_notify($1, $2)', [OUTCOME_CHANNEL, JSON.stringify(refusal)]);
+    await db.query(
+      `with marked as (
+         insert into settle_requests as r (settlement_key, account_id, request, refused_cause)
+         select $4, $5, $6::jsonb, $3 where $6::jsonb is not null
+         on conflict (settlement_key) do update set refused_cause = coalesce(r.refused_cause, excluded.refused_cause)
+         returning 1
+       ),
+       updated as (update settle_requests set refused_cause = coalesce(refused_cause, $3) where settlement_key = $4 and $6::jsonb is null returning 1)
+       select pg_notify($1, $2), (select count(*) from marked), (select count(*) from updated)`,
+      [OUTCOME_CHANNEL, JSON.stringify(refusal), result.rejected, input.key, input.account.id, input.request ? JSON.stringify(input.request) : null],
+    );
   }
   return result;
 }
@@ -212,6 +290,11 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
        attempt as (
          insert into settlement_transactions (settlement_key, seq, tx_hash, raw_tx, max_fee_per_gas, max_priority_fee_per_gas)
          select settlement_key, 0, tx_hash, raw_tx, $18::numeric, $19::numeric from claimed where tx_hash is not null
+       ),
+       stored as (
+         insert into settle_requests (settlement_key, account_id, request)
+         select $2, $7, $20::jsonb where $20::jsonb is not null
+         on conflict (settlement_key) do nothing
        )
        select * from claimed`,
       [
@@ -234,6 +317,7 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
         pre?.hash ?? null,
         pre?.maxFeePerGas.toString() ?? null,
         pre?.maxPriorityFeePerGas.toString() ?? null,
+        input.request ? JSON.stringify(input.request) : null,
       ],
     );
     if (rows.length === 0) return { rejected: 'over_daily_ceiling' };
@@ -244,7 +328,7 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
     if ((err as { code?: string }).code !== '23505') throw err;
     const existing = await findSettlement(db, input.key);
     if (!existing) throw err;
-    return { claimed: existing };
+    return { claimed: existing, raced: true };
   }
 }
 
@@ -254,11 +338,17 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
  */
 export async function recordRejected(
   db: pg.Pool,
-  input: { key: string; accountId: string; payer: string; payTo: string; amount: bigint; validBefore: bigint; cause: string },
+  // request: the outbox's claim check, stored with the record (see ClaimInput.request).
+  input: { key: string; accountId: string; payer: string; payTo: string; amount: bigint; validBefore: bigint; cause: string; request?: SettleRequest },
 ): Promise<SettlementRecord> {
   const { chainId, token, nonce } = parseSettlementKey(input.key);
   await db.query(
-    `insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before,
+    `with stored as (
+       insert into settle_requests (settlement_key, account_id, request)
+       select $2, $7, $12::jsonb where $12::jsonb is not null
+       on conflict (settlement_key) do nothing
+     )
+     insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before,
                               status, failure_cause, completed_at)
      values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'failed', $11, now())
      on conflict (settlement_key) do nothing`,
@@ -274,6 +364,7 @@ export async function recordRejected(
       input.amount.toString(),
       input.validBefore.toString(),
       input.cause,
+      input.request ? JSON.stringify(input.request) : null,
     ],
   );
   await notifyOutcome(db, input.key);

@@ -1,12 +1,12 @@
 // Wires the facilitator worker: task queue `facilitator`, the settlement workflows and their
 // activities with their dependencies injected (pool, chain provider, gas wallet signer).
-// Returns the activities' prefetch too, for a /settle handler in the same process.
+// Returns the activities' runner too, for a /settle handler in the same process (the outbox).
 // No logic lives here.
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type pg from 'pg';
 import type { JsonRpcProvider } from 'ethers';
-import { createSettlementSteps, type SettlementPrefetch } from '../activities/settlement/index.ts';
+import { createSettlementSteps, type SettlementRunner } from '../activities/settlement/index.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { TransactionSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
@@ -18,7 +18,7 @@ export async function createFacilitatorWorker(
   config: FacilitatorConfig,
   deps: { pool: pg.Pool; provider: JsonRpcProvider; signer: TransactionSigner },
   opts: { workflowBundle?: WorkflowBundle; connection?: NativeConnection } = {},
-): Promise<{ worker: Worker; connection: NativeConnection; prefetch: SettlementPrefetch }> {
+): Promise<{ worker: Worker; connection: NativeConnection; runner: SettlementRunner }> {
   const connection = opts.connection ?? (await NativeConnection.connect({ address: config.temporal.address }));
   const steps = createSettlementSteps({ ...deps, fees: createFeeOracle(deps.provider), config });
   // Tracing (when started in this process): the OTel interceptors and the workflow spans' sink.
@@ -34,5 +34,5 @@ export async function createFacilitatorWorker(
     maxCachedWorkflows: 1000,
     shutdownForceTime: '10 seconds',
   });
-  return { worker, connection, prefetch: steps.prefetch };
+  return { worker, connection, runner: steps.runner };
 }

@@ -27,6 +27,7 @@ import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { findSettlement, settlementKey } from '../facilitator/store.ts';
+import { until } from './support/facilitator.ts';
 
 describe('facilitator', function () {
   this.timeout(120_000);
@@ -220,7 +221,9 @@ describe('facilitator', function () {
         const record = await findSettlement(stack().facilitator.pool, keyOf(c.payer.address, c.payment.payload.authorization.nonce));
         assert.equal(record?.status, 'failed', c.name);
         assert.equal(record?.failureCause, c.cause, c.name);
+        // The workflow is started once the outcome is known (the outbox): it may trail the answer by moments.
         const handle = stack().temporal.workflow.getHandle(keyOf(c.payer.address, c.payment.payload.authorization.nonce));
+        await until('the settlement workflow', () => handle.describe().then(() => true, () => false));
         await handle.result();
         const description = await handle.describe();
         assert.equal(description.searchAttributes.SettlementStatus?.[0], 'failed', c.name);

@@ -51,6 +51,8 @@ export async function claim(
   request: SettleRequest,
   transfer: VerifiedTransfer,
   presigned?: PresignedTransaction,
+  /** The outbox: the claim check is stored by the claim statement itself (first writer wins). */
+  storeRequest = false,
 ): Promise<ClaimResult> {
   const requirements = request.paymentRequirements;
   return reserveAndClaim(deps.pool, {
@@ -63,6 +65,7 @@ export async function claim(
     validBefore: transfer.validBefore,
     defaults: deps.config.guardrails,
     presigned,
+    request: storeRequest ? request : undefined,
   });
 }
 

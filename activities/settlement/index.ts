@@ -3,62 +3,79 @@
 // activity runs its steps in order, and each step is idempotent against the facilitator's
 // records, so a retried or replayed activity only does what is still missing.
 //
-// Prefetch: a worker embedded in the /settle process is handed the request once the handler
-// has checked the signature, and starts the reads of step 1 (the record, the account, the chain's
-// authorizationState, eth_call simulation and pending nonce, the gas wallet's stored nonce)
-// right away, while the claim check is written and the workflow start travels to Temporal and
-// back. The activity then judges those reads exactly as it judges its own: only the I/O
-// started earlier. A prefetch is used
-// once, by the first attempt that finds it within PREFETCH_TTL_MS; a retry, or a worker in
-// another process, reads everything itself.
+// Fresh reads: the handler's outbox run (below) reads step 1's inputs straight from the request
+// in memory (the record and the stored request's state in one query, the account, the chain's
+// authorizationState, eth_call simulation and pending nonce, the gas wallet's stored nonce) and
+// signs the transfer with the predicted gas nonce while they come. A run of the workflow's
+// activity without such a run in this process reads the stored request first.
 //
-// Steps run by the handler (runNow): once that handler's workflow start is acknowledged with
-// its eager task (so the run exists, and its activity will run in this process), the handler
-// runs the steps itself at once, and the activity, when it comes, waits for that run's outcome
-// (one run per key in this process), running the steps itself only if that run failed.
+// Steps run by the handler (runFresh, the outbox): for the first request of an authorization,
+// the handler runs the steps itself at once, before its workflow is started: the claim check
+// and the settlement row (claimed, carrying the signed bytes and gas nonce) are committed in
+// one statement before anything is sent, and the workflow (started once the outcome is known,
+// or by the sweeper) finishes whatever this process leaves undone. Such a run only works on what it
+// claims itself: a record claimed by another run is left to that run and to the workflow.
+// The activity, when it comes, waits for a run in progress here (one run per key in this
+// process) and takes the outcome of one that finished here; it runs the steps itself only if
+// there was none, or it failed. The caller is answered as soon as the inclusion is known; the
+// record is written just after (a duplicate meanwhile gets that same answer, from the run here
+// or from the record's announcement, and never a second broadcast).
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { getAddress } from 'ethers';
-import { completeSettlement, findSettlement, loadSettleRequest, recordRejected, storedGasNonce, type PresignedTransaction, type SettlementRecord } from '../../facilitator/store.ts';
+import { completeSettlement, findSettlement, findSettlementState, loadSettleRequest, markRefused, recordRejected, storedGasNonce, type PresignedTransaction, type SettlementRecord, type StoredSettleRequest } from '../../facilitator/store.ts';
 import { findAccountById, type Account } from '../../facilitator/accounts.ts';
 import type { SettleRequest } from '../../facilitator/x402/schemas.ts';
 import { outcomeOfRecord, reverify, type Reverified } from './verify.ts';
 import { claim, presign, sign } from './claim.ts';
-import { attemptsOf, awaitInclusion, broadcast, firstAttempt, recordInclusion, signedOrThrow, sleep, type Signed } from './send.ts';
+import { attemptsOf, awaitInclusion, broadcast, firstAttempt, outcomeOfInclusion, recordInclusion, signedOrThrow, sleep, type Signed } from './send.ts';
 import type { Prepared, SettlementActivities, SettlementDeps, SettlementOutcome } from './types.ts';
 
 const WATCH_WINDOW_MS = 10_000;
 const WATCH_PAUSE_MS = 2_000;
-const PREFETCH_TTL_MS = 5_000;
+/** How long a run's outcome is kept for an activity that comes after the run it would have waited for. */
+const FINISHED_TTL_MS = 60_000;
+const GUARDRAIL_CAUSES = new Set(['kind_not_allowed', 'over_per_transaction_maximum', 'over_daily_ceiling']);
 /** Before any bytes are signed, `settle` gives up after this long (nothing can be on chain). */
 const GIVE_UP_BEFORE_SIGNING_MS = 5 * 60_000;
 
-/** Step 1's reads of one settlement, started early (see the top of this file). */
+/** Step 1's reads of one settlement. */
 type Reads = {
-  stored: Promise<{ accountId: string; request: SettleRequest } | null>;
+  /** Fresh reads only: whether a request for the key was stored before this one (then not fresh). */
+  storedBefore?: Promise<boolean>;
+  stored: Promise<StoredSettleRequest | null>;
   existing: Promise<SettlementRecord | null>;
   checked: Promise<Reverified>;
   account: Promise<Account | null>;
   storedNonce: Promise<number | null>;
-  /** The transfer signed ahead with the predicted gas nonce (prefetch only: signing is CPU, done while waiting too). */
+  /** The transfer signed ahead with the predicted gas nonce (fresh reads only: signing is CPU, done while waiting too). */
   presigned?: Promise<PresignedTransaction | undefined>;
 };
 
-export type SettlementPrefetch = ((key: string, accountId: string, request: SettleRequest, saved: Promise<void>) => void) & {
+/** What a /settle handler in the worker's process may run itself. */
+export type SettlementRunner = {
   /**
-   * Runs the settlement's steps now, in the /settle handler, once its workflow run exists (the
-   * start acknowledged); the run's activity in this process waits for them (see `settle`).
+   * The outbox: runs the steps of a request not stored before, before its workflow is started,
+   * and resolves with the outcome as soon as it is known (before the record is written). The
+   * claim check is stored with the claim (or the refusal). `stored_before`: a request for the
+   * key was stored earlier (a duplicate or a retry): nothing done, the workflow decides. Null:
+   * the settlement was claimed by another run, for the caller to wait for its outcome.
    */
-  runNow?: (key: string, inclusionTimeoutMs: number) => Promise<SettlementOutcome>;
+  runFresh(key: string, accountId: string, request: SettleRequest, inclusionTimeoutMs: number): Promise<SettlementOutcome | 'stored_before' | null>;
+  /** Runs the steps of a settlement whose workflow this handler just started eagerly; its activity waits for them. */
+  runStarted(key: string, inclusionTimeoutMs: number): Promise<SettlementOutcome | null>;
 };
 
-type PrepareResult = Prepared & { record?: Signed };
+type PrepareResult = (Prepared | { step: 'elsewhere' } | { step: 'stored_before' }) & { record?: Signed };
 
-export function createSettlementSteps(deps: SettlementDeps): { activities: SettlementActivities; prefetch: SettlementPrefetch } {
+/** One run of the steps: its answer (as soon as the outcome is known) and its end (the record written). */
+type Run = { answer: Promise<SettlementOutcome | null>; done: Promise<SettlementOutcome | null> };
+type Announce = (outcome: SettlementOutcome) => void;
+
+export function createSettlementSteps(deps: SettlementDeps): { activities: SettlementActivities; runner: SettlementRunner } {
   // What this worker just signed and stored, handed to its own delivery step without reading
   // it back; a delivery on another worker (after a crash) reads the record instead.
   const justSigned = new Map<string, Signed>();
-  const prefetched = new Map<string, Reads>();
 
   const chainReads = (request: SettleRequest, accountId: string) => ({
     checked: reverify(deps, request),
@@ -69,40 +86,63 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
   // One run of the steps per key in this process at a time: the handler's or the activity's,
   // whichever comes first; the other waits for it. (Across processes, the records decide, as
   // for a zombie worker: the UNIQUE claim, the row lock, the stored bytes.)
-  const running = new Map<string, Promise<SettlementOutcome>>();
-  function runOnce(key: string, run: () => Promise<SettlementOutcome>): Promise<SettlementOutcome> {
+  const running = new Map<string, Run>();
+  // Outcomes of runs that ended here, for the activity that comes after (an inclusion timeout
+  // must not be waited for twice, nor stored bytes re-sent by the activity of a finished run).
+  const finished = new Map<string, SettlementOutcome>();
+  function runOnce(key: string, steps: (announce: Announce) => Promise<SettlementOutcome | null>): Run {
     const current = running.get(key);
     if (current) return current;
-    const started = run().finally(() => running.get(key) === started && running.delete(key));
-    running.set(key, started);
-    return started;
+    let announce!: Announce;
+    const announced = new Promise<SettlementOutcome>((resolve) => {
+      announce = resolve;
+    });
+    const done = steps(announce)
+      .then((outcome) => {
+        if (outcome) {
+          if (finished.size >= 10_000) finished.clear();
+          finished.set(key, outcome);
+          setTimeout(() => finished.get(key) === outcome && finished.delete(key), FINISHED_TTL_MS).unref();
+        }
+        return outcome;
+      })
+      .finally(() => running.get(key) === run && running.delete(key));
+    const run: Run = { answer: Promise.race([announced, done]), done };
+    run.answer.catch(() => undefined);
+    running.set(key, run);
+    return run;
   }
 
-  const prefetch: SettlementPrefetch = (key, accountId, request, saved) => {
-    if (prefetched.has(key) || prefetched.size >= 1_000) return;
+  /** The outbox run's reads: from the request in memory, with the record and the stored request's state in one query. */
+  function freshReads(key: string, accountId: string, request: SettleRequest): Reads {
+    const state = findSettlementState(deps.pool, key);
     const chain = chainReads(request, accountId);
     const reads: Reads = {
-      // The request is used from memory, but only once the handler has stored it (claim check).
-      stored: saved.then(() => ({ accountId, request })),
-      existing: findSettlement(deps.pool, key),
+      storedBefore: state.then((s) => s.requestStored),
+      stored: Promise.resolve({ accountId, request, refusedCause: null }),
+      existing: state.then((s) => s.record),
       ...chain,
       presigned: Promise.all([chain.checked, chain.storedNonce]).then(([checked, nonce]) => (checked.ok ? presign(deps, request, checked.gas, nonce) : undefined)),
     };
     for (const read of Object.values(reads)) (read as Promise<unknown>).catch(() => undefined);
-    prefetched.set(key, reads);
-    // The claim check was not written (the handler answers 503): a retry prefetches afresh.
-    saved.catch(() => prefetched.get(key) === reads && prefetched.delete(key));
-    setTimeout(() => prefetched.get(key) === reads && prefetched.delete(key), PREFETCH_TTL_MS).unref();
+    return reads;
+  }
+
+  const runner: SettlementRunner = {
+    async runFresh(key, accountId, request, inclusionTimeoutMs) {
+      let storedBefore = false;
+      const outcome = await runOnce(key, async (announce) => {
+        const prepared = await prepare(key, freshReads(key, accountId, request), true);
+        storedBefore = prepared.step === 'stored_before';
+        return afterPrepare(key, prepared, inclusionTimeoutMs, announce);
+      }).answer;
+      return storedBefore ? 'stored_before' : outcome;
+    },
+    runStarted: (key, inclusionTimeoutMs) => runOnce(key, async (announce) => afterPrepare(key, await prepare(key, readsFor(key)), inclusionTimeoutMs, announce)).answer,
   };
 
-  prefetch.runNow = (key, inclusionTimeoutMs) => runOnce(key, async () => afterPrepare(key, await prepare(key), inclusionTimeoutMs));
-
+  /** The reads of a run without fresh reads: the stored request first, then the chain. */
   function readsFor(key: string): Reads {
-    const early = prefetched.get(key);
-    if (early) {
-      prefetched.delete(key);
-      return early;
-    }
     // Sequential on this path: the chain is asked only once the stored request is known.
     const stored = loadSettleRequest(deps.pool, key);
     const later = stored.then((s) => (s ? chainReads(s.request, s.accountId) : null));
@@ -118,11 +158,16 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
     return reads;
   }
 
-  /** Re-verify → guardrails and claim → sign and store. Nothing here can reach the chain. */
-  async function prepare(key: string): Promise<PrepareResult> {
-    const reads = readsFor(key);
-    const [stored, existing] = await Promise.all([reads.stored, reads.existing]);
+  /**
+   * Re-verify → guardrails and claim → sign and store. Nothing here can reach the chain. `own`
+   * (the handler's outbox run): only for a request not stored before, which is stored with its
+   * claim (or refusal); a settlement claimed by another run is left to it ('elsewhere').
+   */
+  async function prepare(key: string, reads: Reads, own = false): Promise<PrepareResult> {
+    const [stored, existing, storedBefore] = await Promise.all([reads.stored, reads.existing, reads.storedBefore]);
+    if (own && storedBefore) return { step: 'stored_before' };
     if (existing?.status === 'settled' || existing?.status === 'failed') return { step: 'final', outcome: outcomeOfRecord(existing) };
+    if (own && existing) return { step: 'elsewhere' };
     // A resumed run whose bytes already exist goes straight to delivery: re-verifying now
     // would see its own transaction's effects (a used nonce) as a reason to refuse.
     if (existing?.txHash) return { step: 'signed', payer: getAddress(existing.payer), txHash: existing.txHash };
@@ -131,6 +176,12 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
     // Lowercased first: a mixed-case address with a bad checksum must not throw here (the
     // signature check, which does not care about case, already passed in the handler).
     const payer = getAddress(authorization.from.toLowerCase());
+    // Refused before (a guardrail, or a run that gave up before signing): the same answer, never a fresh claim.
+    if (!existing && stored.refusedCause) {
+      return GUARDRAIL_CAUSES.has(stored.refusedCause)
+        ? { step: 'refused', payer, guardrail: stored.refusedCause as 'over_daily_ceiling' }
+        : { step: 'rejected', payer, cause: stored.refusedCause };
+    }
 
     const [checked, account, storedNonce] = await Promise.all([reads.checked, reads.account, reads.storedNonce]);
     if (!checked.ok) {
@@ -145,6 +196,7 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
           amount: BigInt(authorization.value),
           validBefore: BigInt(authorization.validBefore),
           cause: checked.cause,
+          request: own ? stored.request : undefined,
         });
       }
       return { step: 'rejected', payer, cause: checked.cause };
@@ -154,19 +206,24 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
     const presigned = existing ? undefined : await (reads.presigned ?? presign(deps, stored.request, checked.gas, storedNonce));
     // A claimed record keeps its claim and reservation: claiming again would meet the daily
     // ceiling first and, with the ceiling full, refuse the very settlement it already holds.
-    const claimed = existing ? { claimed: existing } : await claim(deps, key, account, stored.request, checked.transfer, presigned);
+    const claimed = existing ? { claimed: existing } : await claim(deps, key, account, stored.request, checked.transfer, presigned, own);
     if ('rejected' in claimed) return { step: 'refused', payer, guardrail: claimed.rejected };
+    if (own && claimed.raced) return { step: 'elsewhere' };
     const signed = claimed.claimed.rawTx ? claimed.claimed : await sign(deps, key, stored.request, checked.gas);
     return { step: 'signed', payer, txHash: signed.txHash!, record: signedOrThrow(signed) };
   }
 
-  /** Broadcast → first-block inclusion → record. Only ever sends stored bytes. */
-  async function deliver(key: string, inclusionTimeoutMs: number, justNow?: Signed): Promise<SettlementOutcome> {
+  /**
+   * Broadcast → first-block inclusion → record. Only ever sends stored bytes. A mined outcome
+   * is announced (to the waiting caller) before the record is written.
+   */
+  async function deliver(key: string, inclusionTimeoutMs: number, justNow?: Signed, announce?: Announce): Promise<SettlementOutcome> {
     const record = signedOrThrow(justNow ?? (await findSettlement(deps.pool, key)));
     if (record.status === 'settled' || record.status === 'failed') return outcomeOfRecord(record);
     const attempts = justNow ? firstAttempt(record) : await attemptsOf(deps, record);
     const sent = await broadcast(deps, record);
     const inclusion = sent ?? (await awaitInclusion(deps, record, attempts, Date.now() + inclusionTimeoutMs));
+    if (inclusion.mined) announce?.(outcomeOfInclusion(record, inclusion));
     return recordInclusion(deps, key, inclusion);
   }
 
@@ -177,8 +234,11 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
   }
 
   /** The outcome of a prepared settlement: its answer, or the delivery of its signed bytes. */
-  function afterPrepare(key: string, prepared: PrepareResult, inclusionTimeoutMs: number): Promise<SettlementOutcome> | SettlementOutcome {
+  function afterPrepare(key: string, prepared: PrepareResult, inclusionTimeoutMs: number, announce?: Announce): Promise<SettlementOutcome | null> | SettlementOutcome | null {
     switch (prepared.step) {
+      case 'elsewhere':
+      case 'stored_before':
+        return null;
       case 'final':
         return prepared.outcome;
       case 'rejected':
@@ -186,23 +246,28 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
       case 'refused':
         return { status: 'rejected', payer: prepared.payer, transaction: null, cause: prepared.guardrail };
     }
-    return deliver(key, inclusionTimeoutMs, prepared.record);
+    return deliver(key, inclusionTimeoutMs, prepared.record, announce);
   }
 
   /** One attempt of the activity: every step, giving up only before anything is signed. */
-  async function attempt(key: string, inclusionTimeoutMs: number): Promise<SettlementOutcome> {
+  async function attempt(key: string, inclusionTimeoutMs: number, announce: Announce): Promise<SettlementOutcome | null> {
     let prepared: PrepareResult;
     try {
-      prepared = await prepare(key);
+      prepared = await prepare(key, readsFor(key));
     } catch (err) {
       // Verification, claim or signing cannot complete (database or RPC outage): after five
       // minutes, a plain failure, but only when nothing was signed (else keep retrying: the
       // bytes must be delivered, or their gas nonce would stall the wallet).
       const { scheduledTimestampMs } = Context.current().info;
       if (Date.now() - scheduledTimestampMs < GIVE_UP_BEFORE_SIGNING_MS || !(await nothingSigned(key))) throw err;
+      // Durable before it is given: a /settle of this authorization later (whose handler may
+      // run the steps before its workflow start is acknowledged) answers it instead of claiming.
+      await markRefused(deps.pool, key, 'unavailable').catch(() => {
+        throw err;
+      });
       return { status: 'failed', payer: '', transaction: null, cause: 'unavailable' };
     }
-    return afterPrepare(key, prepared, inclusionTimeoutMs);
+    return afterPrepare(key, prepared, inclusionTimeoutMs, announce);
   }
 
   const activities: SettlementActivities = {
@@ -213,13 +278,19 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
      * retries and its give-up rule.
      */
     async settle(key, inclusionTimeoutMs): Promise<SettlementOutcome> {
+      const ended = finished.get(key);
+      if (ended) return ended;
       const handed = running.get(key);
-      const outcome = handed ? await handed.catch(() => null) : null;
-      return outcome ?? runOnce(key, () => attempt(key, inclusionTimeoutMs));
+      const outcome = handed ? await handed.done.catch(() => null) : null;
+      if (outcome) return outcome;
+      const own = await runOnce(key, (announce) => attempt(key, inclusionTimeoutMs, announce)).done;
+      // Only the handler's outbox run leaves a settlement to others; an activity's run finishes it.
+      if (!own) throw new Error('settlement run ended without an outcome');
+      return own;
     },
 
     async prepareSettlement(key): Promise<Prepared> {
-      const { record, ...prepared } = await prepare(key);
+      const { record, ...prepared } = (await prepare(key, readsFor(key))) as Prepared & { record?: Signed };
       if (record) {
         if (justSigned.size >= 10_000) justSigned.clear();
         justSigned.set(key, record);
@@ -251,7 +322,7 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
       }
     },
   };
-  return { activities: withCoarseFailures(activities), prefetch };
+  return { activities: withCoarseFailures(activities), runner };
 }
 
 /**

@@ -6,7 +6,7 @@
 // nonce and fees raised by `feeBump.percent` (nodes replace a pending transaction only for at
 // least +12.5 % on both fees), stored as the next attempt, then sent; every attempt stays
 // watched, and whichever is mined is the settlement's transaction.
-import { Transaction, type TransactionReceipt } from 'ethers';
+import { Transaction, getAddress, type TransactionReceipt } from 'ethers';
 import { sendRaw } from '../../facilitator/chain.ts';
 import { completeSettlement, markBroadcast, signedAttempts, storeFeeBump, type SettlementRecord, type SignedAttempt } from '../../facilitator/store.ts';
 import { outcomeOfRecord } from './verify.ts';
@@ -144,6 +144,13 @@ export async function awaitInclusion(
     beat();
     await sleep(Math.min(POLL_MS[Math.min(i + 1, POLL_MS.length - 1)], Math.max(untilMs - Date.now(), 0)));
   }
+}
+
+/** What the record will say once `inclusion` (mined) is recorded: the caller's answer, given before the write. */
+export function outcomeOfInclusion(record: SettlementRecord, inclusion: Inclusion & { mined: true }): SettlementOutcome {
+  return inclusion.success
+    ? { status: 'settled', payer: getAddress(record.payer), transaction: inclusion.txHash, cause: null }
+    : { status: 'failed', payer: getAddress(record.payer), transaction: inclusion.txHash, cause: 'reverted' };
 }
 
 export async function recordInclusion(deps: SettlementDeps, key: string, inclusion: Inclusion): Promise<SettlementOutcome> {

@@ -91,6 +91,20 @@ export const facilitatorMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    // The outbox: a /settle handler claims and sends before its workflow start is acknowledged
+    // (the claim check and the settlement row are the durable intent). workflow_started_at
+    // records the acknowledgement; the sweeper starts the workflow of every claimed request
+    // still without one. refused_cause makes a guardrail refusal (or a run that gave up before
+    // signing) durable, so a run started later answers it instead of claiming afresh.
+    name: '0003_settle_request_outbox',
+    sql: [
+      `alter table settle_requests add column workflow_started_at timestamptz, add column refused_cause text`,
+      // Requests from before the outbox had their workflow started before anything else.
+      `update settle_requests set workflow_started_at = created_at`,
+      `create index settle_requests_unstarted on settle_requests (created_at) where workflow_started_at is null`,
+    ],
+  },
 ];
 
 const LOCK_KEY = 402_402_001;

@@ -1,0 +1,62 @@
+// The outbox sweeper. A /settle handler claims and sends on the strength of its PostgreSQL
+// records (the claim check and the settlement row), with its workflow start issued alongside
+// and not waited for. Every such settlement must still get its SettlementWorkflow (operators
+// find settlements in the Temporal UI; the workflow's activity finishes what a dead process
+// left half done: delivery of the stored bytes, the record, the watcher). When the start failed
+// (Temporal unreachable) or the process died before it, the request stays unmarked; every few
+// seconds this starts the workflow of each one older than a few seconds, with the same id and
+// policies as the handler (idempotent: a workflow that exists is found, a closed one is left
+// closed), and marks it. Every facilitator process runs one; they may overlap harmlessly.
+import type { Client } from '@temporalio/client';
+import type pg from 'pg';
+import type { Logger } from '../api/log.ts';
+import type { FacilitatorConfig } from './config.ts';
+import { unstartedSettlements } from './store.ts';
+import { recordWorkflowStart, startSettlementWorkflow } from './workflow-start.ts';
+
+const BATCH = 100;
+
+export type Sweeper = { sweepOnce(): Promise<number>; stop(): Promise<void> };
+
+export function startSweeper(deps: { pool: pg.Pool; temporal: Client; config: FacilitatorConfig; log: Logger }): Sweeper {
+  const { everyMs, afterMs } = deps.config.sweep;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let current: Promise<number> | undefined;
+
+  async function sweepOnce(): Promise<number> {
+    const due = await unstartedSettlements(deps.pool, afterMs, BATCH);
+    let started = 0;
+    for (const { key, payer, summary } of due) {
+      if (stopped) break;
+      const ok = await recordWorkflowStart(deps.pool, key, startSettlementWorkflow(deps.temporal, deps.config, key, { payer, summary }, false));
+      // Temporal still unreachable: the rest waits for the next round.
+      if (!ok) break;
+      started++;
+    }
+    if (started > 0) deps.log.info({ started }, 'sweeper started settlement workflows');
+    return started;
+  }
+
+  const schedule = () => {
+    if (stopped || everyMs <= 0) return;
+    timer = setTimeout(() => {
+      current = sweepOnce().catch((err) => {
+        deps.log.warn({ err: (err as Error).message }, 'settlement sweep failed');
+        return 0;
+      });
+      void current.finally(schedule);
+    }, everyMs);
+    timer.unref();
+  };
+  schedule();
+
+  return {
+    sweepOnce,
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await current;
+    },
+  };
+}

@@ -1,0 +1,50 @@
+// Starting a settlement's workflow: one deterministic id per authorization, USE_EXISTING (a
+// duplicate attaches to the running settlement) and REJECT_DUPLICATE (a closed one is never run
+// again). Used by the /settle handler (eagerly, when a worker runs in this process) and by the
+// outbox sweeper; both then record on the request that the workflow exists.
+import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import type pg from 'pg';
+import type { SettlementWorkflow } from '../workflows/settlement.ts';
+import { Payer, SettlementStatus } from '../temporal/search-attributes.ts';
+import type { FacilitatorConfig } from './config.ts';
+import { markWorkflowStarted } from './store.ts';
+
+export type WorkflowLabels = { payer: string; summary: string };
+
+export function startSettlementWorkflow(
+  temporal: Client,
+  config: FacilitatorConfig,
+  key: string,
+  labels: WorkflowLabels,
+  eager: boolean,
+): Promise<WorkflowHandle<typeof SettlementWorkflow> & { eagerlyStarted?: boolean }> {
+  return temporal.workflow.start<typeof SettlementWorkflow>('SettlementWorkflow', {
+    taskQueue: config.temporal.taskQueue,
+    workflowId: key,
+    args: [{ key, inclusionTimeoutMs: config.inclusionTimeoutMs }],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    workflowIdReusePolicy: 'REJECT_DUPLICATE',
+    requestEagerStart: eager,
+    typedSearchAttributes: [
+      { key: Payer, value: labels.payer },
+      { key: SettlementStatus, value: 'received' },
+    ],
+    // Amount, recipient and payer only: the signature never enters a history.
+    staticSummary: labels.summary,
+  });
+}
+
+/**
+ * Records, once the start settled, whether the workflow exists: started or attached, or closed
+ * already (REJECT_DUPLICATE). Anything else (Temporal unreachable) leaves the request for the
+ * sweeper. Never rejects.
+ */
+export async function recordWorkflowStart(pool: pg.Pool, key: string, starting: Promise<unknown>): Promise<boolean> {
+  try {
+    await starting;
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) return false;
+  }
+  await markWorkflowStarted(pool, key).catch(() => undefined);
+  return true;
+}

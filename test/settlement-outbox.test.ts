@@ -1,0 +1,144 @@
+// The settlement outbox (docs/SETTLEMENT.md, "The outbox"): /settle claims and sends on the
+// strength of its PostgreSQL records, with its workflow start issued alongside and not waited
+// for; the sweeper starts the workflow of every claimed settlement whose start was never
+// acknowledged.
+// - Temporal unreachable: /settle still settles (one transaction), a duplicate gets the same
+//   hash from the record, and once Temporal is back the sweeper creates the workflow, which
+//   completes with that same transaction and nothing more on chain;
+// - a process that died after claiming and signing, before its start and its broadcast: the
+//   sweeper starts the workflow, whose activity sends the stored bytes, exactly once.
+// Real parts: the shared dev server behind a TCP relay (Temporal "down": every connection
+// refused and cut), the stack's PostgreSQL and anvil, a facilitator on its own
+// task queue with a fast sweeper. The dead process's state is made with the facilitator's own
+// statements (claim check, re-verification, presigning, the claim), as its handler runs them.
+import assert from 'node:assert/strict';
+import { stack } from './support/stack.ts';
+import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
+import { startTcpRelay, type TcpRelay } from './support/tcp-relay.ts';
+import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
+import { findSettlement, reserveAndClaim, saveSettleRequest, settlementKey, storedGasNonce } from '../facilitator/store.ts';
+import { loadKeystoreSigner } from '../facilitator/signer.ts';
+import { createFeeOracle } from '../facilitator/fees.ts';
+import { createChainProvider } from '../facilitator/chain.ts';
+import { reverify } from '../activities/settlement/verify.ts';
+import { presign } from '../activities/settlement/claim.ts';
+import type { SettlementOutcome } from '../activities/settlement/types.ts';
+
+describe('settlement outbox', function () {
+  this.timeout(120_000);
+  let provider: ReturnType<typeof chainProvider>;
+  let gateway: TestAccount;
+  let relay: TcpRelay;
+  let facilitator: FacilitatorStack;
+
+  before(async () => {
+    provider = chainProvider();
+    gateway = await newAccount('outbox-gateway');
+    relay = await startTcpRelay(stack().infra.temporalAddress);
+    facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
+      overrides: { TEMPORAL_ADDRESS: relay.address, FACILITATOR_TASK_QUEUE: 'facilitator-outbox', FACILITATOR_SWEEP_EVERY_MS: '200', FACILITATOR_SWEEP_AFTER_MS: '500' },
+    });
+  });
+  after(async () => {
+    relay.down = false;
+    await facilitator.close();
+    await relay.close();
+    await gateway.client.close();
+    provider.destroy();
+  });
+
+  const keyOf = (payer: string, nonce: string) => settlementKey(8453, stack().infra.tokenAddress, payer, nonce);
+  const gasNonce = () => provider.getTransactionCount(stack().facilitator.gasWallet, 'latest');
+  const startedAt = async (key: string) =>
+    (await facilitator.pool.query<{ workflow_started_at: Date | null }>('select workflow_started_at from settle_requests where settlement_key = $1', [key])).rows[0]?.workflow_started_at ?? null;
+  /** The workflow's result, once the sweeper has started it and it has run (read on the shared stack's client). */
+  const workflowResult = (key: string) =>
+    until('the settlement workflow', async () => {
+      const handle = stack().temporal.workflow.getHandle(key);
+      const described = await handle.describe().catch(() => null);
+      return described?.status.name === 'COMPLETED' ? ((await handle.result()) as SettlementOutcome) : null;
+    }, 60_000);
+
+  it('Temporal unreachable: /settle settles once from the outbox, and the sweeper creates its workflow once Temporal is back', async () => {
+    const payer = await newPayer(1_000_000n);
+    const payTo = newPayTo();
+    const payment = await signPayment(payer, { payTo, value: 40_000n });
+    const body = settleBody(payment, requirements(payTo, 40_000n));
+    const key = keyOf(payer.address, payment.payload.authorization.nonce);
+    const nonceBefore = await gasNonce();
+
+    relay.down = true;
+    relay.cut();
+    const res = await gateway.client.post('/settle', body, facilitator.url);
+    assert.equal(res.status, 200, JSON.stringify(res.json));
+    assert.equal(res.json.success, true);
+    assert.match(res.json.transaction, /^0x[0-9a-f]{64}$/);
+    // A duplicate while Temporal is still down: the record answers, same hash, nothing sent.
+    const again = await gateway.client.post('/settle', body, facilitator.url);
+    assert.equal(again.status, 200, JSON.stringify(again.json));
+    assert.equal(again.json.transaction, res.json.transaction);
+    assert.equal((await findSettlement(facilitator.pool, key))?.status, 'settled');
+    assert.equal(await startedAt(key), null, 'no workflow yet');
+    assert.deepEqual(await transfersTo(provider, payTo), [{ hash: res.json.transaction, value: 40_000n }]);
+
+    relay.down = false;
+    const outcome = await workflowResult(key);
+    assert.equal(outcome.status, 'settled');
+    assert.equal(outcome.transaction, res.json.transaction, 'the workflow completes with the outbox transaction');
+    assert.ok(await startedAt(key), 'the sweeper marked the request');
+    const attributes = (await stack().temporal.workflow.getHandle(key).describe()).searchAttributes;
+    assert.deepEqual(attributes.SettlementStatus, ['settled']);
+    assert.deepEqual(attributes.TxHash, [res.json.transaction]);
+    assert.equal(await gasNonce(), nonceBefore + 1, 'exactly one transaction from the gas wallet');
+    assert.deepEqual(await transfersTo(provider, payTo), [{ hash: res.json.transaction, value: 40_000n }]);
+    assert.equal(await balanceOf(provider, payTo), 40_000n);
+  });
+
+  it('a settlement claimed and signed by a process that died before its workflow start: the sweeper starts it, and the stored bytes are sent exactly once', async () => {
+    const payer = await newPayer(1_000_000n);
+    const payTo = newPayTo();
+    const payment = await signPayment(payer, { payTo, value: 50_000n });
+    const request = settleBody(payment, requirements(payTo, 50_000n));
+    const key = keyOf(payer.address, payment.payload.authorization.nonce);
+    const nonceBefore = await gasNonce();
+
+    // What the dead handler committed: the claim check, then the claim with the signed bytes.
+    const config = facilitator.config;
+    const chain = createChainProvider(config.chainRpcUrl, config.domain.chainId);
+    try {
+      const deps = { pool: facilitator.pool, provider: chain, signer: await loadKeystoreSigner(config), fees: createFeeOracle(chain), config };
+      assert.equal(await saveSettleRequest(facilitator.pool, key, gateway.account.id, request), true);
+      const checked = await reverify(deps, request);
+      assert.ok(checked.ok);
+      const presigned = await presign(deps, request, checked.gas, await storedGasNonce(facilitator.pool, deps.signer.address, config.domain.chainId));
+      const claimed = await reserveAndClaim(facilitator.pool, {
+        key,
+        account: gateway.account,
+        kind: { network: 'base', asset: stack().infra.tokenAddress },
+        payer: payer.address,
+        payTo,
+        amount: 50_000n,
+        validBefore: BigInt(payment.payload.authorization.validBefore),
+        defaults: config.guardrails,
+        presigned,
+      });
+      assert.ok('claimed' in claimed && claimed.claimed.status === 'signed' && claimed.claimed.txHash === presigned.hash, 'claimed with its bytes');
+    } finally {
+      chain.destroy();
+    }
+    const stored = (await findSettlement(facilitator.pool, key))!;
+    assert.equal(await provider.getTransaction(stored.txHash!), null, 'nothing sent yet');
+
+    const outcome = await workflowResult(key);
+    assert.equal(outcome.status, 'settled');
+    assert.equal(outcome.transaction, stored.txHash, 'the stored transaction, not a new one');
+    const record = await findSettlement(facilitator.pool, key);
+    assert.equal(record?.status, 'settled');
+    assert.equal(record?.attempts, 1, 'sent once');
+    assert.equal(await gasNonce(), nonceBefore + 1, 'exactly one transaction from the gas wallet');
+    assert.deepEqual(await transfersTo(provider, payTo), [{ hash: stored.txHash, value: 50_000n }]);
+    // A /settle of the same authorization now answers from the record.
+    const res = await gateway.client.post('/settle', request, facilitator.url);
+    assert.equal(res.json.transaction, stored.txHash);
+  });
+});
