@@ -149,33 +149,23 @@ export function createChangeFeed(connectionString: string, opts: ChangeFeedOptio
     void roundTrip(c, heartbeatTimeoutMs);
   }
 
-  // Barriers: at most one round trip in flight; callers arriving meanwhile share the next. A
-  // round trip is sent at the end of the event-loop turn that asked for it (setImmediate), so
-  // the calls whose requests were read in one turn share it: one write instead of one each.
+  // Barriers: at most one round trip in flight; callers arriving meanwhile share the next.
   let inflight: Promise<void> | null = null;
   let queued: Promise<void> | null = null;
-  let gathering: Promise<void> | null = null;
   function barrier(): Promise<void> {
-    if (!client || !subscribed) return Promise.resolve();
-    if (inflight) {
-      queued ??= inflight.then(() => {
-        queued = null;
-        return barrier();
+    const c = client;
+    if (!c || !subscribed) return Promise.resolve();
+    if (!inflight) {
+      inflight = roundTrip(c, syncTimeoutMs).finally(() => {
+        inflight = null;
       });
-      return queued;
+      return inflight;
     }
-    gathering ??= new Promise<void>((resolve) =>
-      setImmediate(() => {
-        gathering = null;
-        const c = client;
-        if (!c || !subscribed) return resolve();
-        inflight = roundTrip(c, syncTimeoutMs).finally(() => {
-          inflight = null;
-        });
-        void inflight.then(resolve);
-      }),
-    );
-    return gathering;
+    queued ??= inflight.then(() => {
+      queued = null;
+      return barrier();
+    });
+    return queued;
   }
 
   connect();
