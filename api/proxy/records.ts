@@ -5,7 +5,7 @@
 // matters most for completions: the analytics trigger folds each completed row into its
 // agent's hourly rollup row, so separate completions of one agent would queue on that row's
 // lock). A start is sent at once (at the end of the current event-loop turn, so the starts of
-// one turn share a statement): the call's first byte waits for it (stream.ts). A completion
+// one turn share a statement); nobody waits for it (stream.ts). A completion
 // waits for the next statement, at most COMPLETION_DELAY_MS: nobody waits for it, and riding
 // with the next start saves a write and a commit per call.
 //
@@ -71,10 +71,10 @@ export type CompletedRow = StartedRow &
 export interface InvocationRecorder {
   /**
    * Resolves once the `running` row is committed. It is sent at the end of this event-loop
-   * turn (or when the statement in flight returns); `onSent` runs once it has been handed to
-   * the socket, after which it commits even if this process dies (row-session.ts).
+   * turn (or when the statement in flight returns); once sent, it commits even if this
+   * process dies (row-session.ts).
    */
-  start(row: StartedRow, onSent?: () => void): Promise<void>;
+  start(row: StartedRow): Promise<void>;
   /** Writes the whole terminal row (completing the started one); resolves once committed. */
   complete(row: CompletedRow): Promise<void>;
   /** Stops writing (pending rows are failed) and closes the row session. */
@@ -202,9 +202,9 @@ function refusedAsSuch(err: unknown): boolean {
   return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23') || code === '08P01');
 }
 
-type Item = { row: QueuedRow; attempt: number; resolve: () => void; reject: (err: unknown) => void; onSent?: () => void };
+type Item = { row: QueuedRow; attempt: number; resolve: () => void; reject: (err: unknown) => void };
 
-type Runner = (rows: QueuedRow[], onSent: () => void) => Promise<unknown>;
+type Runner = (rows: QueuedRow[]) => Promise<unknown>;
 
 /**
  * One group-commit queue: while a statement is in flight the rows arriving meanwhile wait and
@@ -219,7 +219,7 @@ function groupCommit(execute: Runner, delayMs: number) {
 
   async function writeAlone(item: Item): Promise<void> {
     try {
-      await execute([item.row], () => item.onSent?.());
+      await execute([item.row]);
       item.resolve();
     } catch (err) {
       const delay = RETRY_DELAYS_MS[item.attempt];
@@ -239,9 +239,7 @@ function groupCommit(execute: Runner, delayMs: number) {
       for (const item of batch) byId.set(item.row.id, { ...byId.get(item.row.id), ...item.row });
       const rows = [...byId.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
       try {
-        await execute(rows, () => {
-          for (const item of batch) item.onSent?.();
-        });
+        await execute(rows);
         for (const item of batch) item.resolve();
       } catch {
         // Which row broke the batch is not said: each is written alone, so only it fails.
@@ -261,7 +259,7 @@ function groupCommit(execute: Runner, delayMs: number) {
   }
 
   return {
-    write: (row: QueuedRow, onSent?: () => void) => new Promise<void>((resolve, reject) => enqueue({ row, attempt: 0, resolve, reject, onSent })),
+    write: (row: QueuedRow) => new Promise<void>((resolve, reject) => enqueue({ row, attempt: 0, resolve, reject })),
     close(): void {
       closed = true;
       if (scheduled) clearTimeout(scheduled as NodeJS.Timeout);
@@ -283,7 +281,7 @@ export function createInvocationRecorder(
   session: RowSession = createRowSession(String(orm.config.get('clientUrl'))),
   completions: RowSession = createRowSession(String(orm.config.get('clientUrl')), { lock: false }),
 ): InvocationRecorder {
-  const starts = groupCommit((rows, onSent) => session.run((owner) => statementFor(rows, owner), onSent), 0);
+  const starts = groupCommit((rows) => session.run((owner) => statementFor(rows, owner)), 0);
   const ends = groupCommit((rows) => completions.run(() => statementFor(rows, session.owner)), COMPLETION_DELAY_MS);
   const recorder: InvocationRecorder = {
     start: starts.write,

@@ -23,13 +23,12 @@ export type RowSession = {
   readonly owner: string;
   /**
    * Runs one statement on the owning connection, (re)connecting and taking the lock first;
-   * the statement is built once the lock is held, for the owner that holds it. `onSent` runs
-   * once the statement has been handed to the socket: the session runs one statement at a
-   * time, so the pg client is idle and writes it synchronously. From then on the statement
-   * commits even if this process dies at once (PostgreSQL has it whole and commits at its
-   * Sync, before it writes anything back).
+   * the statement is built once the lock is held, for the owner that holds it. The session
+   * runs one statement at a time, so the pg client is idle and writes it at once; from then
+   * on it commits even if this process dies (PostgreSQL has it whole and commits at its Sync,
+   * before it writes anything back).
    */
-  run<R = unknown>(build: (owner: string) => { sql: string; params: unknown[] }, onSent?: () => void): Promise<R[]>;
+  run<R = unknown>(build: (owner: string) => { sql: string; params: unknown[] }): Promise<R[]>;
   close(): Promise<void>;
 };
 
@@ -83,15 +82,13 @@ export function createRowSession(connectionString: string, opts: { lock?: boolea
     get owner() {
       return owner;
     },
-    async run<R>(build: (owner: string) => { sql: string; params: unknown[] }, onSent?: () => void): Promise<R[]> {
+    async run<R>(build: (owner: string) => { sql: string; params: unknown[] }): Promise<R[]> {
       if (closed) throw new Error('row session closed');
       ready ??= open();
       const c = await ready;
       const { sql, params } = build(owner);
       try {
-        const result = c.query(sql, params);
-        onSent?.();
-        return (await result).rows as R[];
+        return (await c.query(sql, params)).rows as R[];
       } catch (err) {
         // A statement error leaves the session usable; a broken connection is replaced.
         if ((err as { code?: unknown }).code === undefined) drop(c);

@@ -16,7 +16,7 @@ import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Context } from 'koa';
 import { errors as undiciErrors } from 'undici';
-import type { Completion, InvocationRecorder, StartedRow } from './records.ts';
+import type { Completion, StartedRow } from './records.ts';
 import { newId } from '../ids.ts';
 import { ApiError } from '../errors.ts';
 import { forwardableHeaders, forwardableResponseHeaders } from '../upstream/headers.ts';
@@ -41,27 +41,6 @@ export const MAX_MCP_BODY = 32 * 1024 * 1024;
 
 function contentLengthOf(value: string): number | null {
   return /^\d{1,15}$/.test(value) ? Number(value) : null;
-}
-
-/** How long the caller's first byte waits for the start row before the call goes on without it. */
-export const START_ROW_WAIT_MS = 1_000;
-
-/**
- * Queues the start row; resolves once its statement is sent (or failed, or START_ROW_WAIT_MS
- * passed: a database that does not take rows delays calls by that much, never fails them).
- */
-function startedWithin(recorder: InvocationRecorder, row: StartedRow, logFailure: (err: Error) => void): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, START_ROW_WAIT_MS);
-    const done = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    recorder.start(row, done).catch((err: Error) => {
-      done();
-      logFailure(err);
-    });
-  });
 }
 
 type PipeEnd = { by: 'done' } | { by: 'caller' } | { by: 'upstream'; err: unknown };
@@ -183,10 +162,10 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       // another call.
       await insertBindingPayment(deps.orm.em, { ...row, mode: 'streaming', attempts: 1, requestHeaders: {}, updatedAt: now } as Invocation, call.payment);
     }
-    // Written as the call starts, beside it (for a paid call: only its owner is added). The
-    // caller's first byte waits until the statement is on its way (below; it then commits even
-    // if this process dies), not for the commit: a call whose answer began has its row.
-    const started = startedWithin(services.recorder, row, logFailure);
+    // Written as the call starts, beside it (for a paid call, the start only adds its owner):
+    // sent at the end of this event-loop turn, after the upstream request, and not waited for
+    // (holding the head until it was sent cost c=1 throughput; docs/PROXY.md).
+    services.recorder.start(row).catch(logFailure);
 
     if (agent.emitReceipts) {
       if (Buffer.isBuffer(body)) requestDigest = digestOf(body);
@@ -232,7 +211,6 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     const contentType = String(reply.headers['content-type'] ?? '');
     const eventStream = /^text\/event-stream/i.test(contentType);
     if (eventStream) out['x-accel-buffering'] = 'no';
-    await started;
     res.writeHead(reply.status, out);
     if (eventStream) res.flushHeaders();
 
