@@ -2,7 +2,7 @@
 // a transfer before it is signed, and transaction receipts. A revert is a business answer
 // (decoded from the token's custom errors); anything else from the RPC is an outage and is
 // thrown, for the activity's retry policy to handle.
-import { Interface, JsonRpcProvider, Signature, isError, type TransactionRequest } from 'ethers';
+import { Interface, JsonRpcProvider, Signature, isError } from 'ethers';
 import { TOKEN_ABI } from '../contracts/chain.ts';
 import type { TransferAuthorization } from './x402/schemas.ts';
 import type { SignerKind } from './x402/verify.ts';
@@ -13,6 +13,23 @@ export function createChainProvider(rpcUrl: string, chainId: number): JsonRpcPro
   // staticNetwork: no network detection; cacheTimeout -1: no stale nonce or block reads;
   // batchMaxCount 1: no 10 ms batching stall on every call.
   return new JsonRpcProvider(rpcUrl, chainId, { staticNetwork: true, cacheTimeout: -1, batchMaxCount: 1 });
+}
+
+let rpcId = 0;
+
+/**
+ * One JSON-RPC call sent at once. ethers' `provider.send` queues every call and drains the
+ * queue on a `setTimeout(0)` (at least 1 ms, even with batching off); on the settlement's
+ * critical path (the verification reads, the send) that wait is paid per round, so those calls
+ * go straight to the provider's transport. Errors are ethers' own (`getRpcError`: a revert of an
+ * eth_call is a CALL_EXCEPTION with its data, as from `provider.call`).
+ */
+export async function rpcNow<T = unknown>(provider: JsonRpcProvider, method: string, params: unknown[]): Promise<T> {
+  const payload = { method, params, id: ++rpcId, jsonrpc: '2.0' as const };
+  const [result] = (await provider._send(payload)) as Array<{ result?: unknown; error?: { code: number; message: string; data?: unknown } }>;
+  if (!result) throw new Error('rpc answered nothing');
+  if (result.error) throw provider.getRpcError(payload, { id: payload.id, error: result.error });
+  return result.result as T;
 }
 
 /**
@@ -40,7 +57,7 @@ export function transferCalldata(a: TransferAuthorization, signature: string, si
 
 export async function authorizationUsed(provider: JsonRpcProvider, token: string, payer: string, nonce: string): Promise<boolean> {
   const data = tokenInterface.encodeFunctionData('authorizationState', [payer, nonce]);
-  const [used] = tokenInterface.decodeFunctionResult('authorizationState', await provider.call({ to: token, data }));
+  const [used] = tokenInterface.decodeFunctionResult('authorizationState', await rpcNow<string>(provider, 'eth_call', [{ to: token, data }, 'latest']));
   return used as boolean;
 }
 
@@ -89,15 +106,20 @@ function decodeError(data: string | null | undefined): { name: string | null; re
  * eth_call of the exact transaction the gas wallet would send. Null when it would succeed;
  * the cause when the token would revert. RPC failures are thrown.
  */
-export async function simulate(provider: JsonRpcProvider, tx: TransactionRequest): Promise<string | null> {
+export async function simulate(provider: JsonRpcProvider, tx: { from: string; to: string; data: string }): Promise<string | null> {
   try {
-    await provider.call(tx);
+    await rpcNow(provider, 'eth_call', [tx, 'latest']);
     return null;
   } catch (err) {
     if (!isError(err, 'CALL_EXCEPTION')) throw err;
     const decoded = decodeError(err.data);
     return revertCause(decoded.name, decoded.reason);
   }
+}
+
+/** The account's transaction count including the node's pending ones. */
+export async function pendingNonce(provider: JsonRpcProvider, address: string): Promise<number> {
+  return Number(await rpcNow<string>(provider, 'eth_getTransactionCount', [address, 'pending']));
 }
 
 /** Sends raw bytes; true when the node accepted them or already has this very transaction. */

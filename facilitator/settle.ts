@@ -18,7 +18,7 @@ import type pg from 'pg';
 import type { Logger } from '../api/log.ts';
 import type { SettlementWorkflow } from '../workflows/settlement.ts';
 import type { SettlementOutcome } from '../activities/settlement/types.ts';
-import type { SettlementRunner } from '../activities/settlement/index.ts';
+import type { FreshReads, SettlementRunner } from '../activities/settlement/index.ts';
 import { outcomeOfRecord } from '../activities/settlement/verify.ts';
 import type { FacilitatorConfig } from './config.ts';
 import type { Account } from './accounts.ts';
@@ -162,14 +162,14 @@ export function settleHandler(deps: SettleDeps) {
    * not stop the settlement: what was claimed is durable, and its workflow comes once Temporal
    * is back. A duplicate or retry (request stored before) waits for the workflow as before.
    */
-  async function settleHere(key: string, accountId: string, request: SettleRequest, runner: SettlementRunner): Promise<SettlementOutcome | 'in_flight'> {
+  async function settleHere(key: string, accountId: string, request: SettleRequest, runner: SettlementRunner, reads?: FreshReads): Promise<SettlementOutcome | 'in_flight'> {
     const start = () => {
       const starting = startSettlementWorkflow(deps.temporal, config, key, workflowLabels(request), deps.eagerStart);
       starting.catch(() => undefined);
       void recordWorkflowStart(deps.pool, key, starting).then((ok) => ok || deps.log.warn({ key }, 'settlement workflow not started; the sweeper will start it'));
       return starting;
     };
-    const outcome = await runner.runFresh(key, accountId, request, config.inclusionTimeoutMs).catch((err: unknown) => {
+    const outcome = await runner.runFresh(key, accountId, request, config.inclusionTimeoutMs, reads).catch((err: unknown) => {
       // The steps failed here (database or node): the workflow's activity retries them.
       deps.log.warn({ key, err: (err as Error).message }, 'settle steps failed in the handler; left to the workflow');
       return null;
@@ -205,6 +205,12 @@ export function settleHandler(deps: SettleDeps) {
 
     const authorization = request.paymentPayload.payload.authorization;
     const signature = request.paymentPayload.payload.signature;
+    const key = settlementKey(config.domain.chainId, config.tokenAddress, authorization.from, authorization.nonce);
+    // The outbox's reads (chain, records; nothing written) travel while readiness and the
+    // signature are checked; a request refused below never uses them.
+    const reads = deps.runner?.read(key, account.id, request);
+    // Lets those requests reach their sockets before the signature recovery holds the thread.
+    if (reads) await new Promise((resolve) => setImmediate(resolve));
     // Only a request whose signature holds may open (and so name) a settlement: otherwise a
     // forged request could occupy a payer's nonce before the real one arrives.
     // An EOA's signature recovers `from` (no I/O); a contract wallet's is accepted by `from`
@@ -220,10 +226,9 @@ export function settleHandler(deps: SettleDeps) {
       return reply(ctx, 200, toResponse({ status: 'failed', payer, transaction: null, cause: 'invalid_signature' }, config.network));
     }
 
-    const key = settlementKey(config.domain.chainId, config.tokenAddress, authorization.from, authorization.nonce);
     let outcome: SettlementOutcome | 'in_flight';
     try {
-      if (deps.runner) outcome = await settleHere(key, account.id, request, deps.runner);
+      if (deps.runner) outcome = await settleHere(key, account.id, request, deps.runner, reads);
       else {
         // No worker here: the claim check is written before the workflow starts (a run that
         // started without it could only wait for a retry to write it), and the workflow settles.

@@ -210,6 +210,7 @@ export type PresignedTransaction = {
   nonce: number;
   raw: string;
   hash: string;
+  gasLimit: bigint;
   maxFeePerGas: bigint;
   maxPriorityFeePerGas: bigint;
 };

@@ -19,6 +19,7 @@ import { deploySmartWallet, fund, tokenContract } from '../contracts/chain.ts';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../facilitator/x402/eip3009.ts';
 import type { Payment } from '../facilitator/x402/schemas.ts';
 import { findSettlement, settlementKey } from '../facilitator/store.ts';
+import { finalRecord } from './support/facilitator.ts';
 import { verifyGatePayment } from '../api/payment/verify.ts';
 
 const BYTES_OVERLOAD = tokenContract(getAddress('0x' + '11'.repeat(20)), null).interface.getFunction(
@@ -99,7 +100,7 @@ describe('contract-wallet (ERC-1271) payers', function () {
     assert.deepEqual(await transfersTo(provider, payTo), [{ hash: receipt.transaction, value: 40_000n }]);
     const tx = await provider.getTransaction(receipt.transaction);
     assert.equal(tx?.data.slice(0, 10), BYTES_OVERLOAD, 'submitted through transferWithAuthorization(..., bytes signature)');
-    const record = await findSettlement(stack().facilitator.pool, settlementKey(8453, stack().infra.tokenAddress, wallet, payment.payload.authorization.nonce));
+    const record = await finalRecord(stack().facilitator.pool, settlementKey(8453, stack().infra.tokenAddress, wallet, payment.payload.authorization.nonce));
     assert.equal(record?.status, 'settled');
 
     // The same X-PAYMENT again: refused, never forwarded, nothing moves.

@@ -27,7 +27,7 @@ import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { findSettlement, settlementKey } from '../facilitator/store.ts';
-import { until } from './support/facilitator.ts';
+import { finalRecord, until } from './support/facilitator.ts';
 
 describe('facilitator', function () {
   this.timeout(120_000);
@@ -144,7 +144,7 @@ describe('facilitator', function () {
       assert.equal(receipt?.status, 1);
       assert.ok(receipt!.gasUsed < 100_000n, `gas used ${receipt!.gasUsed} fits the fixed EOA limit with room`);
 
-      const record = await findSettlement(stack().facilitator.pool, keyOf(payer.address, payment.payload.authorization.nonce));
+      const record = await finalRecord(stack().facilitator.pool, keyOf(payer.address, payment.payload.authorization.nonce));
       assert.equal(record?.status, 'settled');
       assert.equal(record?.txHash, res.json.transaction);
       assert.equal(record?.amount, 250_000n);

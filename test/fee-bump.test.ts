@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { Transaction } from 'ethers';
 import { stack } from './support/stack.ts';
-import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
+import { finalRecord, startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
-import { findSettlement, settlementKey, signedAttempts } from '../facilitator/store.ts';
+import { settlementKey, signedAttempts } from '../facilitator/store.ts';
 
 describe('fee bumping of a stuck settlement transaction', function () {
   this.timeout(120_000);
@@ -85,7 +85,7 @@ describe('fee bumping of a stuck settlement transaction', function () {
     assert.equal(await balanceOf(provider, payTo), 40_000n);
     assert.equal(await provider.getTransactionCount(facilitator.gasWallet, 'latest'), gasNonceBefore + 1, 'one gas nonce used');
 
-    const record = await findSettlement(facilitator.pool, key);
+    const record = await finalRecord(facilitator.pool, key);
     assert.equal(record?.status, 'settled');
     assert.equal(record?.txHash, mined.txHash, 'the record names the attempt that was mined');
     assert.equal(record?.rawTx, mined.rawTx);

@@ -13,7 +13,7 @@
 // statements (claim check, re-verification, presigning, the claim), as its handler runs them.
 import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
-import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
+import { finalRecord, startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
 import { startTcpRelay, type TcpRelay } from './support/tcp-relay.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
 import { findSettlement, reserveAndClaim, saveSettleRequest, settlementKey, storedGasNonce } from '../facilitator/store.ts';
@@ -77,7 +77,7 @@ describe('settlement outbox', function () {
     const again = await gateway.client.post('/settle', body, facilitator.url);
     assert.equal(again.status, 200, JSON.stringify(again.json));
     assert.equal(again.json.transaction, res.json.transaction);
-    assert.equal((await findSettlement(facilitator.pool, key))?.status, 'settled');
+    assert.equal((await finalRecord(facilitator.pool, key)).status, 'settled');
     assert.equal(await startedAt(key), null, 'no workflow yet');
     assert.deepEqual(await transfersTo(provider, payTo), [{ hash: res.json.transaction, value: 40_000n }]);
 

@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { stack } from './support/stack.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
-import { findSettlement, reserveAndClaim, settlementKey } from '../facilitator/store.ts';
+import { reserveAndClaim, settlementKey } from '../facilitator/store.ts';
+import { finalRecord } from './support/facilitator.ts';
 
 describe('a settlement claimed before a crash', function () {
   this.timeout(60_000);
@@ -50,7 +51,7 @@ describe('a settlement claimed before a crash', function () {
     assert.equal(res.json.success, true);
     assert.deepEqual(await transfersTo(provider, payTo), [{ hash: res.json.transaction, value }]);
     assert.equal(await balanceOf(provider, payTo), value);
-    assert.equal((await findSettlement(stack().facilitator.pool, key))?.status, 'settled');
+    assert.equal((await finalRecord(stack().facilitator.pool, key)).status, 'settled');
     const { rows } = await stack().facilitator.pool.query<{ reserved: string }>('select reserved::text from daily_usage where account_id = $1', [account.account.id]);
     assert.deepEqual(rows, [{ reserved: String(value) }], 'reserved once');
   });

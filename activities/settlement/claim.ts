@@ -39,6 +39,7 @@ export async function presign(deps: SettlementDeps, request: SettleRequest, gas:
     chainNonce: gas.chainNonce,
     nonce,
     ...signed,
+    gasLimit: gas.gasLimit,
     maxFeePerGas: gas.maxFeePerGas,
     maxPriorityFeePerGas: gas.maxPriorityFeePerGas,
   };

@@ -28,6 +28,8 @@ import { findAccountById, type Account } from '../../facilitator/accounts.ts';
 import type { SettleRequest } from '../../facilitator/x402/schemas.ts';
 import { outcomeOfRecord, reverify, type Reverified } from './verify.ts';
 import { claim, presign, sign } from './claim.ts';
+import { EOA_TRANSFER_GAS_LIMIT } from '../../facilitator/chain.ts';
+import { signerKindOf } from '../../facilitator/x402/verify.ts';
 import { attemptsOf, awaitInclusion, broadcast, firstAttempt, outcomeOfInclusion, recordInclusion, signedOrThrow, sleep, type Signed } from './send.ts';
 import type { Prepared, SettlementActivities, SettlementDeps, SettlementOutcome } from './types.ts';
 
@@ -52,6 +54,9 @@ type Reads = {
   presigned?: Promise<PresignedTransaction | undefined>;
 };
 
+/** The outbox run's reads, started by the handler (opaque to it). */
+export type FreshReads = { readonly fresh: true };
+
 /** What a /settle handler in the worker's process may run itself. */
 export type SettlementRunner = {
   /**
@@ -61,7 +66,12 @@ export type SettlementRunner = {
    * key was stored earlier (a duplicate or a retry): nothing done, the workflow decides. Null:
    * the settlement was claimed by another run, for the caller to wait for its outcome.
    */
-  runFresh(key: string, accountId: string, request: SettleRequest, inclusionTimeoutMs: number): Promise<SettlementOutcome | 'stored_before' | null>;
+  runFresh(key: string, accountId: string, request: SettleRequest, inclusionTimeoutMs: number, reads?: FreshReads): Promise<SettlementOutcome | 'stored_before' | null>;
+  /**
+   * Starts the outbox run's reads (nothing is written): the handler issues them as soon as the
+   * request parses, so they travel while it checks readiness and the signature.
+   */
+  read(key: string, accountId: string, request: SettleRequest): FreshReads;
   /** Runs the steps of a settlement whose workflow this handler just started eagerly; its activity waits for them. */
   runStarted(key: string, inclusionTimeoutMs: number): Promise<SettlementOutcome | null>;
 };
@@ -113,6 +123,35 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
     return run;
   }
 
+  /**
+   * The transfer presigned while the chain reads travel: an EOA's transfer has a fixed gas
+   * limit, the fees are the oracle's and the nonce is the wallet's stored next one, so it can be
+   * signed before the node's pending count is in. Signed again if the reads then predict
+   * otherwise (the node's count higher, other fees, a contract wallet's estimate).
+   */
+  function presignEarly(request: SettleRequest, chain: ReturnType<typeof chainReads>): Promise<PresignedTransaction | undefined> {
+    const { authorization, signature } = request.paymentPayload.payload;
+    // Asked once the reads are out (the signer's kind costs a signature recovery: CPU).
+    const early = Promise.all([chain.storedNonce, deps.fees.current()]).then(([nonce, fees]) =>
+      nonce === null || signerKindOf(deps.config.domain, authorization, signature) !== 'eoa'
+        ? undefined
+        : presign(deps, request, { gasLimit: EOA_TRANSFER_GAS_LIMIT, ...fees, chainNonce: nonce }, nonce),
+    );
+    early.catch(() => undefined);
+    return Promise.all([chain.checked, chain.storedNonce, early]).then(([checked, nonce, signed]) => {
+      if (!checked.ok) return undefined;
+      const { gas } = checked;
+      const holds =
+        signed &&
+        signed.nonce === Math.max(nonce ?? 0, gas.chainNonce) &&
+        signed.gasLimit === gas.gasLimit &&
+        signed.maxFeePerGas === gas.maxFeePerGas &&
+        signed.maxPriorityFeePerGas === gas.maxPriorityFeePerGas;
+      // The claim statement checks the prediction against the node's count it was made with.
+      return holds ? { ...signed, chainNonce: gas.chainNonce } : presign(deps, request, gas, nonce);
+    });
+  }
+
   /** The outbox run's reads: from the request in memory, with the record and the stored request's state in one query. */
   function freshReads(key: string, accountId: string, request: SettleRequest): Reads {
     const state = findSettlementState(deps.pool, key);
@@ -122,17 +161,18 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
       stored: Promise.resolve({ accountId, request, refusedCause: null }),
       existing: state.then((s) => s.record),
       ...chain,
-      presigned: Promise.all([chain.checked, chain.storedNonce]).then(([checked, nonce]) => (checked.ok ? presign(deps, request, checked.gas, nonce) : undefined)),
+      presigned: presignEarly(request, chain),
     };
     for (const read of Object.values(reads)) (read as Promise<unknown>).catch(() => undefined);
     return reads;
   }
 
   const runner: SettlementRunner = {
-    async runFresh(key, accountId, request, inclusionTimeoutMs) {
+    read: (key, accountId, request) => freshReads(key, accountId, request) as unknown as FreshReads,
+    async runFresh(key, accountId, request, inclusionTimeoutMs, early) {
       let storedBefore = false;
       const outcome = await runOnce(key, async (announce) => {
-        const prepared = await prepare(key, freshReads(key, accountId, request), true);
+        const prepared = await prepare(key, (early as unknown as Reads | undefined) ?? freshReads(key, accountId, request), true);
         storedBefore = prepared.step === 'stored_before';
         return afterPrepare(key, prepared, inclusionTimeoutMs, announce);
       }).answer;

@@ -7,7 +7,7 @@
 // least +12.5 % on both fees), stored as the next attempt, then sent; every attempt stays
 // watched, and whichever is mined is the settlement's transaction.
 import { Transaction, getAddress, type TransactionReceipt } from 'ethers';
-import { sendRaw } from '../../facilitator/chain.ts';
+import { rpcNow, sendRaw } from '../../facilitator/chain.ts';
 import { completeSettlement, markBroadcast, signedAttempts, storeFeeBump, type SettlementRecord, type SignedAttempt } from '../../facilitator/store.ts';
 import { outcomeOfRecord } from './verify.ts';
 import type { Inclusion, SettlementDeps, SettlementOutcome } from './types.ts';
@@ -54,7 +54,7 @@ type RpcReceipt = { transactionHash: string; status: string; blockNumber: string
 async function send(deps: SettlementDeps, raw: string, hash: string): Promise<Inclusion | null> {
   if (!withoutSyncSend.has(deps.provider)) {
     try {
-      const receipt = (await deps.provider.send('eth_sendRawTransactionSync', [raw, SYNC_SEND_WAIT_MS])) as RpcReceipt | null;
+      const receipt = await rpcNow<RpcReceipt | null>(deps.provider, 'eth_sendRawTransactionSync', [raw, SYNC_SEND_WAIT_MS]);
       if (receipt?.transactionHash) {
         return { mined: true, success: Number(receipt.status) === 1, blockNumber: Number(receipt.blockNumber), gasUsed: BigInt(receipt.gasUsed), txHash: receipt.transactionHash };
       }

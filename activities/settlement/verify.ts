@@ -7,9 +7,9 @@
 import { getAddress } from 'ethers';
 import { verifyPayment } from '../../facilitator/x402/verify.ts';
 import { contractSignatureCheck } from '../../facilitator/x402/erc1271.ts';
-import { EOA_TRANSFER_GAS_LIMIT, authorizationUsed, simulate, transferCalldata } from '../../facilitator/chain.ts';
+import { EOA_TRANSFER_GAS_LIMIT, authorizationUsed, pendingNonce, simulate, transferCalldata } from '../../facilitator/chain.ts';
 import type { SettlementRecord } from '../../facilitator/store.ts';
-import type { SettleRequest } from '../../facilitator/x402/schemas.ts';
+import type { SettleRequest, TransferAuthorization } from '../../facilitator/x402/schemas.ts';
 import type { GasPlan, SettlementDeps, SettlementOutcome, VerifiedTransfer } from './types.ts';
 
 export function outcomeOfRecord(record: SettlementRecord): SettlementOutcome {
@@ -23,12 +23,35 @@ const GAS_HEADROOM_PERCENT = 120n;
 
 export type Reverified = { ok: true; transfer: VerifiedTransfer; gas: GasPlan } | { ok: false; cause: string };
 
+/** The gas wallet's transaction in its EOA form (the (v, r, s) overload); null when the signature has no EOA's shape. */
+function eoaTransfer(deps: SettlementDeps, a: TransferAuthorization, signature: string): { from: string; to: string; data: string } | null {
+  if (signature.length !== 132) return null;
+  try {
+    return { from: deps.signer.address, to: deps.config.tokenAddress, data: transferCalldata(a, signature, 'eoa') };
+  } catch {
+    return null; // not encodable (a bad checksum, a malformed signature): the check refuses it
+  }
+}
+
 export async function reverify(deps: SettlementDeps, request: SettleRequest): Promise<Reverified> {
   const requirements = request.paymentRequirements;
   const payment = request.paymentPayload;
   if (request.x402Version !== 1) return { ok: false, cause: 'unsupported_version' };
   if (requirements.scheme !== payment.scheme) return { ok: false, cause: 'unsupported_scheme' };
   if (requirements.network !== payment.network) return { ok: false, cause: 'network_mismatch' };
+  const token = deps.config.tokenAddress;
+  const authorization = payment.payload.authorization;
+  // The reads that do not depend on how the payer signed go out first and travel while the
+  // signature is checked (CPU); so does the simulation of an EOA's transfer when the signature
+  // has an EOA's length (the usual case; a contract wallet's is simulated after the check).
+  const early = <T>(read: Promise<T>) => (read.catch(() => undefined), read);
+  const used = early(authorizationUsed(deps.provider, token, authorization.from.toLowerCase(), authorization.nonce));
+  const fees = early(deps.fees.current());
+  const chainNonce = early(pendingNonce(deps.provider, deps.signer.address));
+  const eoaTx = eoaTransfer(deps, authorization, payment.payload.signature);
+  const eoaSimulation = eoaTx ? early(simulate(deps.provider, eoaTx)) : null;
+  // Lets those requests reach the socket before the signature check holds the thread.
+  await new Promise((resolve) => setImmediate(resolve));
   // A contract wallet's signature is asked of the wallet (ERC-1271) through the worker's node;
   // an RPC failure there is thrown, so the activity retries instead of refusing the payment.
   const checked = await verifyPayment(payment, {
@@ -42,19 +65,16 @@ export async function reverify(deps: SettlementDeps, request: SettleRequest): Pr
   }, contractSignatureCheck((tx) => deps.provider.call(tx)));
   if (!checked.ok) return { ok: false, cause: checked.cause };
 
-  const token = deps.config.tokenAddress;
-  const authorization = payment.payload.authorization;
-  const tx = { from: deps.signer.address, to: token, data: transferCalldata(authorization, payment.payload.signature, checked.signer) };
-  // One round of independent reads, in parallel.
   const eoa = checked.signer === 'eoa';
-  const [used, simulation, estimate, fees, chainNonce] = await Promise.all([
-    authorizationUsed(deps.provider, token, checked.payment.payer, authorization.nonce),
-    simulate(deps.provider, tx),
+  const tx = eoa && eoaTx ? eoaTx : { from: deps.signer.address, to: token, data: transferCalldata(authorization, payment.payload.signature, checked.signer) };
+  const [isUsed, simulation, estimate, fee, nonce] = await Promise.all([
+    used,
+    eoa && eoaSimulation ? eoaSimulation : simulate(deps.provider, tx),
     eoa ? Promise.resolve(null) : deps.provider.estimateGas(tx).catch(() => 300_000n),
-    deps.fees.current(),
-    deps.provider.getTransactionCount(deps.signer.address, 'pending'),
+    fees,
+    chainNonce,
   ]);
-  if (used) return { ok: false, cause: 'nonce_used' };
+  if (isUsed) return { ok: false, cause: 'nonce_used' };
   if (simulation) return { ok: false, cause: simulation };
 
   return {
@@ -62,9 +82,9 @@ export async function reverify(deps: SettlementDeps, request: SettleRequest): Pr
     transfer: { payer: checked.payment.payer, payTo: checked.payment.payTo, amount: checked.payment.value, validBefore: checked.payment.validBefore },
     gas: {
       gasLimit: estimate === null ? EOA_TRANSFER_GAS_LIMIT : (estimate * GAS_HEADROOM_PERCENT) / 100n,
-      maxFeePerGas: fees.maxFeePerGas,
-      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-      chainNonce,
+      maxFeePerGas: fee.maxFeePerGas,
+      maxPriorityFeePerGas: fee.maxPriorityFeePerGas,
+      chainNonce: nonce,
     },
   };
 }

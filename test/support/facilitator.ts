@@ -17,6 +17,7 @@ import { startFacilitator } from '../../facilitator/server.ts';
 import { loadKeystoreSigner } from '../../facilitator/signer.ts';
 import { createLogger } from '../../api/log.ts';
 import { facilitatorWorkflowsPath } from '../../temporal/facilitator-worker.ts';
+import { findSettlement, type SettlementRecord } from '../../facilitator/store.ts';
 
 export type FacilitatorStack = {
   config: FacilitatorConfig;
@@ -109,6 +110,17 @@ export function spawnFacilitatorWorker(env: Record<string, string>): SpawnedWork
   child.stderr?.resume();
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return { child, ready, exited };
+}
+
+/**
+ * The settlement's record once final (settled or failed): /settle answers as soon as the
+ * inclusion is known, and the record is written moments after.
+ */
+export function finalRecord(pool: pg.Pool, key: string): Promise<SettlementRecord> {
+  return until('the final settlement record', async () => {
+    const record = await findSettlement(pool, key);
+    return record?.status === 'settled' || record?.status === 'failed' ? record : null;
+  });
 }
 
 /** Polls `probe` (every 50 ms) until it returns something truthy, or fails naming `what`. */
