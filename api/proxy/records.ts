@@ -1,20 +1,22 @@
-// Writes streaming invocation rows through one group-commit queue on the process's row
-// session (row-session.ts: its own connection, holding the owner lock every row names): while
-// one statement is in flight, the rows that arrive meanwhile wait and then go together in one
-// multi-row statement, so N rows cost one round trip and one commit instead of N (which
-// matters most for completions: the analytics trigger folds each completed row into its
-// agent's hourly rollup row, so separate completions of one agent would queue on that row's
-// lock). A start is sent at once (at the end of the current event-loop turn, so the starts of
-// one turn share a statement); nobody waits for it (stream.ts). A completion
-// waits for the next statement, at most COMPLETION_DELAY_MS: nobody waits for it, and riding
-// with the next start saves a write and a commit per call.
+// Writes streaming invocation rows off the call's latency path, through two group-commit
+// queues on connections of the process's own (row-session.ts): while one statement is in
+// flight, the rows that arrive meanwhile wait and then go together in one multi-row
+// statement, so N rows cost one round trip and one commit instead of N (which matters most
+// for completions: the analytics trigger folds each completed row into its agent's hourly
+// rollup row, so separate completions of one agent would queue on that row's lock).
+// - Starts go on the row session, which holds the owner lock every row names; one is sent at
+//   the end of the event-loop turn that queued it (the starts of one turn share a statement).
+//   Nobody waits for it (stream.ts).
+// - Completions go on a second connection, so a start never queues behind a completion's
+//   trigger; one is sent at most COMPLETION_DELAY_MS after it was queued, so at low
+//   concurrency the completions of several calls share one write and one commit.
 //
 // Every queued item is a whole row, written as an upsert: the start inserts it `running`;
 // the completion inserts it whole or, when the start is there, completes it (only a row
 // still `running`: a terminal row is never rewritten). So a completion never depends on its
-// start having been written, and a start and completion that meet in one batch are written
-// as one row. A receipt (emit_receipts) is written in the completion's statement, for the
-// row it completed: the row's completion and its receipt commit together or not at all.
+// start having been written, and a start that arrives after its completion changes nothing.
+// A receipt (emit_receipts) is written in the completion's statement, for the row it
+// completed: the row's completion and its receipt commit together or not at all.
 //
 // One bad row must not lose the others: a batch that fails is written again row by row, and
 // a row that fails for a reason that may pass (the database unreachable, a deadlock) is
@@ -84,7 +86,7 @@ export interface InvocationRecorder {
 type QueuedRow = Omit<StartedRow, 'status' | 'completedAt'> & Partial<Omit<CompletedRow, 'status' | 'completedAt'>> & { status: string; completedAt?: Date | null };
 
 const MAX_BATCH = 256;
-/** How long a completion may wait for a start to share a statement with. */
+/** How long a completion may wait for others to share its statement. */
 export const COMPLETION_DELAY_MS = 10;
 const RETRY_DELAYS_MS = [200, 1_000, 3_000, 10_000];
 
@@ -262,8 +264,8 @@ function groupCommit(execute: Runner, delayMs: number) {
     write: (row: QueuedRow) => new Promise<void>((resolve, reject) => enqueue({ row, attempt: 0, resolve, reject })),
     close(): void {
       closed = true;
-      if (scheduled) clearTimeout(scheduled as NodeJS.Timeout);
-      if (scheduled) clearImmediate(scheduled as NodeJS.Immediate);
+      if (scheduled && delayMs === 0) clearImmediate(scheduled as NodeJS.Immediate);
+      else if (scheduled) clearTimeout(scheduled as NodeJS.Timeout);
       for (const item of queue.splice(0)) item.reject(new Error('recorder closed'));
     },
   };
