@@ -1,5 +1,5 @@
 // Rows an API process left `pending` when it died between the commit and the workflow start
-// (found by `npm run chaos -- worker-kill`): the sweep fails those with no workflow, and leaves
+// (found by `npm run chaos -- worker-kill`): the sweep fails those with no running workflow, and leaves
 // alone a row whose workflow exists (waiting for a worker) and a row young enough that its
 // start may still be under way. A paid orphan's payment is released, not lost with the row.
 import assert from 'node:assert/strict';
@@ -47,15 +47,24 @@ async function row(id: string): Promise<{ status: string; error_class: string | 
 describe('orphaned pending invocations', function () {
   this.timeout(60_000);
 
-  it('are failed when Temporal has no workflow for them; rows with a workflow and young rows are left alone', async () => {
+  it('are failed when Temporal has no running workflow for them; rows with a running workflow and young rows are left alone', async () => {
     const tenant = `tenant-orphans-${randomUUID()}`;
     const old = new Date(Date.now() - 10 * 60_000);
     const orphan = await pendingRow(tenant, old);
     const waiting = await pendingRow(tenant, old);
     const young = await pendingRow(tenant, new Date());
     const paidOrphan = await pendingRow(tenant, old);
+    // Its workflow was terminated without moving it (a start that failed in front of the caller
+    // whose row could not be removed): nothing will complete it either.
+    const abandoned = await pendingRow(tenant, old);
     await bindPayment(tenant, paidOrphan);
     await bindPayment(tenant, waiting);
+    const ended = await stack().temporal.workflow.start('InvocationWorkflow', {
+      taskQueue: `nobody-${randomUUID()}`,
+      workflowId: abandoned,
+      args: [{ invocationId: abandoned, tenantId: tenant, agentId: 'agt_x' }],
+    });
+    await ended.terminate('invocation not accepted');
     // A workflow on a task queue nobody polls: it exists, so its row must wait for it.
     const handle = await stack().temporal.workflow.start('InvocationWorkflow', {
       taskQueue: `nobody-${randomUUID()}`,
@@ -71,6 +80,7 @@ describe('orphaned pending invocations', function () {
       assert.ok(o.completed_at);
       assert.equal((await row(waiting)).status, 'pending');
       assert.equal((await row(young)).status, 'pending');
+      assert.equal((await row(abandoned)).status, 'failed', 'a row whose workflow closed without moving it');
       assert.equal(await boundTo(paidOrphan), null, 'the paid orphan released its payment');
       assert.equal((await row(paidOrphan)).status, 'failed');
       assert.equal(await boundTo(waiting), waiting, 'a call that will still run keeps its payment');

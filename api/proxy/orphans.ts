@@ -4,7 +4,9 @@
 // move its row, which would otherwise read `pending` forever (found by `npm run chaos --
 // worker-kill`, docs/CHAOS.md). Each API process sweeps once, a while after it starts: by then
 // the previous process's orphans are older than any start could take, and a row is closed
-// only when Temporal has no workflow with its id.
+// only when Temporal has no running workflow with its id: none at all, or one that was closed
+// without moving it (terminated after a start that failed in front of the caller whose row
+// could not be removed, api/routes/proxy.ts).
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Logger } from '../log.ts';
@@ -13,7 +15,7 @@ import { releasingPayments } from '../payment/claims.ts';
 /** Older than any workflow start could take (a start gives up after START_DEADLINE_MS, api/proxy/start.ts). */
 export const ORPHAN_AGE_MS = 2 * 60_000;
 
-/** Fails the pending transactional rows created before `olderThan` that have no workflow; returns how many. */
+/** Fails the pending transactional rows created before `olderThan` that have no running workflow; returns how many. */
 export async function closeOrphanedInvocations(orm: MikroORM, temporal: Client, olderThan: Date, limit = 1_000): Promise<number> {
   const conn = orm.em.getConnection();
   const rows = await conn.execute<Array<{ id: string }>>(
@@ -23,8 +25,8 @@ export async function closeOrphanedInvocations(orm: MikroORM, temporal: Client, 
   let closed = 0;
   for (const { id } of rows) {
     try {
-      await temporal.workflow.getHandle(id).describe();
-      continue; // its workflow exists (perhaps waiting for a worker): it will complete the row
+      const { status } = await temporal.workflow.getHandle(id).describe();
+      if (status.name === 'RUNNING') continue; // perhaps waiting for a worker: it will complete the row
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
     }

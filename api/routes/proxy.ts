@@ -87,7 +87,8 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
       const removed = await removeAccepted(deps.orm, invocationId).catch(() => null);
       deps.log.warn({ invocationId, err: (started.reason as Error).message, accepted: removed === false }, 'workflow start failed');
       if (removed !== false) {
-        if (removed) terminateIfStarted(deps.temporal, invocationId);
+        // Ended in case it exists; a row that could not be removed is then closed by the orphan sweep.
+        terminateIfStarted(deps.temporal, invocationId);
         throw temporalUnavailable();
       }
     }
