@@ -170,8 +170,11 @@ export function settleHandler(deps: SettleDeps) {
       return starting;
     };
     const outcome = await runner.runFresh(key, accountId, request, config.inclusionTimeoutMs, reads).catch((err: unknown) => {
-      // The steps failed here (database or node): the workflow's activity retries them.
-      deps.log.warn({ key, err: (err as Error).message }, 'settle steps failed in the handler; left to the workflow');
+      // The steps failed here (database or node): the workflow's activity retries them. Only the
+      // error's kind is logged: the RPC client quotes its request (the payment signature, the
+      // signed transaction) in its messages.
+      const kind = (err as { code?: unknown })?.code ?? (err as Error)?.name;
+      deps.log.warn({ key, err: String(kind) }, 'settle steps failed in the handler; left to the workflow');
       return null;
     });
     if (outcome && outcome !== 'stored_before') {
