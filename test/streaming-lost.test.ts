@@ -1,8 +1,9 @@
 // A real API PROCESS killed mid-stream: its streaming row must not stay `running` forever (and
-// must not be missing). The row is there before the caller's first byte (the start statement is
-// sent before the head is written, row-session.ts); once the process is gone its owner lock is
-// free and the stale-stream sweep fails the row `gateway_lost`, while the rows of a live
-// process are left alone.
+// must not be missing). Once the start row is written (at the end of the turn that admitted the
+// call, row-session.ts) and the process is gone, its owner lock is free and the stale-stream
+// sweep fails the row `gateway_lost`, while the rows of a live process are left alone. The
+// sweep's verdict is a guess: a process that was alive after all (only its row connection
+// broke) completes the row truthfully.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -96,6 +97,33 @@ describe('proxy: an API process lost mid-stream', function () {
       api.child.kill('SIGKILL');
       live?.kill('SIGTERM');
       if (live) await exited(live);
+      await up.close();
+    }
+  });
+
+  it('lets a live call complete a row the sweep failed as gateway_lost (its own completion is the truth)', async () => {
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((r) => (release = r));
+    const up = await rawUpstream((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('first chunk\n');
+      void released.then(() => res.end('last chunk\n'));
+    });
+    try {
+      const token = await stack().token(`tenant-lost-${randomUUID()}`);
+      const agentId = await createAgent(token, { upstream_url: up.url });
+      const res = await request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'x' });
+      const invocationId = String(res.headers['x-gateway-invocation-id']);
+      await waitForRow(invocationId, (r) => r.status === 'running');
+      // What a sweep does while this process's row connection is briefly broken.
+      await stack().orm.em.getConnection().execute(`update invocations set status = 'failed', error_class = 'gateway_lost', completed_at = now() where id = ?`, [invocationId]);
+      release();
+      assert.match(await res.body.text(), /first chunk\nlast chunk/);
+      const row = await waitForRow(invocationId, (r) => r.status === 'succeeded');
+      assert.equal(row.upstreamStatus, 200);
+      assert.equal(row.errorClass, null);
+    } finally {
+      release();
       await up.close();
     }
   });

@@ -13,7 +13,7 @@
 //
 // Every queued item is a whole row, written as an upsert: the start inserts it `running`;
 // the completion inserts it whole or, when the start is there, completes it (only a row
-// still `running`: a terminal row is never rewritten). So a completion never depends on its
+// still `running`, or one the stale-stream sweep failed as `gateway_lost`: no other terminal row is rewritten). So a completion never depends on its
 // start having been written, and a start that arrives after its completion changes nothing.
 // A receipt (emit_receipts) is written in the completion's statement, for the row it
 // completed: the row's completion and its receipt commit together or not at all.
@@ -179,7 +179,10 @@ function tuples(count: number, width: number, from = 1): string {
 function statementFor(rows: QueuedRow[], owner: string): { sql: string; params: unknown[] } {
   const upsert = `insert into invocations (${COLUMNS.join(', ')}) values ${tuples(rows.length, COLUMNS.length)}
     on conflict (id) do update set owner = case when excluded.status = 'running' then excluded.owner else invocations.owner end, ${COMPLETED.map((c) => `${c} = case when excluded.status = 'running' then invocations.${c} else excluded.${c} end`).join(', ')}
-    where invocations.status = 'running' and (excluded.status <> 'running' or invocations.owner is distinct from excluded.owner)`;
+    where (invocations.status = 'running' and (excluded.status <> 'running' or invocations.owner is distinct from excluded.owner))
+       -- The sweep's verdict is a guess (the owner's lock was free: its process, or only its row
+       -- connection, was lost); the process's own completion, if it comes, is the truth.
+       or (invocations.error_class = 'gateway_lost' and excluded.status <> 'running')`;
   const params = rows.flatMap((r) => paramsOf(r, owner));
   const receipts = rows.filter((r) => r.receipt);
   if (receipts.length === 0) return { sql: upsert, params };

@@ -8,10 +8,10 @@
 //
 // A plain pg client with parameterised statements, not the ORM's pool: the rows are the
 // proxy's hottest writes, and MikroORM's query formatting (parameters inlined client-side,
-// dates formatted) cost more CPU than the statement itself. Commits on this session do not
-// wait for the WAL flush (synchronous_commit = off): a streaming row outlives the API process
-// that wrote it once its statement returns, which is what the proxy promises; a PostgreSQL
-// crash may lose the last fraction of a second of rows (the same rows the process held before).
+// dates formatted) cost more CPU than the statement itself. Commits are synchronous, as the
+// server's default: the rows are the call's record (and carry its receipt), so a PostgreSQL
+// crash must not lose them; nobody waits for them, and group commit pays one WAL flush per
+// batch, so the flush costs the calls nothing.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 
@@ -59,7 +59,6 @@ export function createRowSession(connectionString: string, opts: { lock?: boolea
       await c.connect();
       // The socket must not keep a process alive that is otherwise done.
       (c as unknown as { connection?: { stream?: { unref?: () => void } } }).connection?.stream?.unref?.();
-      await c.query('set synchronous_commit = off');
       // The lock may be held for a moment by a sweep testing it, or (first connect only) by a
       // process whose random id hashes alike: a fresh id then, the same one after that (rows
       // already carry it).
