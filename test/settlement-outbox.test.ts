@@ -6,14 +6,19 @@
 //   hash from the record, and once Temporal is back the sweeper creates the workflow, which
 //   completes with that same transaction and nothing more on chain;
 // - a process that died after claiming and signing, before its start and its broadcast: the
-//   sweeper starts the workflow, whose activity sends the stored bytes, exactly once.
+//   sweeper starts the workflow, whose activity sends the stored bytes, exactly once;
+// - the facilitator process (HTTPS and embedded worker, as npm start runs it) SIGKILLed
+//   mid-broadcast, before any workflow exists, the node then losing the transaction: after a
+//   restart the sweeper's workflow re-sends the stored bytes, exactly one transaction.
 // Real parts: the shared dev server behind a TCP relay (Temporal "down": every connection
 // refused and cut), the stack's PostgreSQL and anvil, a facilitator on its own
 // task queue with a fast sweeper. The dead process's state is made with the facilitator's own
 // statements (claim check, re-verification, presigning, the claim), as its handler runs them.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { stack } from './support/stack.ts';
-import { finalRecord, startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
+import { facilitatorEnv, finalRecord, startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
 import { startTcpRelay, type TcpRelay } from './support/tcp-relay.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
 import { findSettlement, reserveAndClaim, saveSettleRequest, settlementKey, storedGasNonce } from '../facilitator/store.ts';
@@ -140,5 +145,59 @@ describe('settlement outbox', function () {
     // A /settle of the same authorization now answers from the record.
     const res = await gateway.client.post('/settle', request, facilitator.url);
     assert.equal(res.json.transaction, stored.txHash);
+  });
+
+  it('the facilitator process SIGKILLed mid-broadcast before its workflow exists: after a restart, exactly one transaction, with the stored hash', async () => {
+    const payer = await newPayer(1_000_000n);
+    const payTo = newPayTo();
+    const payment = await signPayment(payer, { payTo, value: 60_000n, validBefore: Math.floor(Date.now() / 1000) + 300 });
+    const body = settleBody(payment, requirements(payTo, 60_000n));
+    const key = keyOf(payer.address, payment.payload.authorization.nonce);
+    const nonceBefore = await gasNonce();
+    const overrides = { FACILITATOR_TASK_QUEUE: 'facilitator-outbox-kill', FACILITATOR_SWEEP_EVERY_MS: '200', FACILITATOR_SWEEP_AFTER_MS: '500' };
+
+    // As npm start runs it: one process, HTTPS and the embedded worker.
+    const child = spawn(process.execPath, ['facilitator/main.ts'], {
+      env: { ...process.env, ...facilitatorEnv(stack().infra, overrides), FACILITATOR_METRICS_PORT: '0', LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    let restarted: FacilitatorStack | undefined;
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: child.stdout! }).on('line', (line) => {
+          const found = /"url":"(https:[^"]+)"/.exec(line);
+          if (found) resolve(found[1]);
+        });
+        child.once('exit', (code) => reject(new Error(`facilitator exited early (${code})`)));
+      });
+      await provider.send('evm_setAutomine', [false]);
+      const inFlight = gateway.client.post('/settle', body, url).catch(() => null);
+      const sent = await until('the broadcast', async () => {
+        const record = await findSettlement(facilitator.pool, key);
+        return record?.status === 'broadcast' ? record : null;
+      });
+      child.kill('SIGKILL');
+      await exited;
+      assert.equal(await inFlight, null, 'the caller lost its connection, no answer');
+      assert.equal(await startedAt(key), null, 'no workflow was acknowledged before the kill');
+      await provider.send('anvil_dropTransaction', [sent.txHash]);
+      await provider.send('evm_setAutomine', [true]);
+
+      restarted = await startFacilitatorStack(stack().infra, stack().temporal, { overrides });
+      const outcome = await workflowResult(key);
+      assert.equal(outcome.status, 'settled');
+      assert.equal(outcome.transaction, sent.txHash, 'the stored transaction, not a new one');
+      const res = await gateway.client.post('/settle', body, restarted.url);
+      assert.equal(res.json.transaction, sent.txHash);
+      assert.equal(await gasNonce(), nonceBefore + 1, 'exactly one transaction from the gas wallet');
+      assert.deepEqual(await transfersTo(provider, payTo), [{ hash: sent.txHash, value: 60_000n }]);
+      const record = await finalRecord(facilitator.pool, key);
+      assert.equal(record.gasNonce, sent.gasNonce);
+    } finally {
+      child.kill('SIGKILL');
+      await provider.send('evm_setAutomine', [true]).catch(() => undefined);
+      await restarted?.close();
+    }
   });
 });
