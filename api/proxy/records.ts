@@ -25,6 +25,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createRowSession, type RowSession } from './row-session.ts';
 import type { Invocation } from '../db/entities.ts';
+import { invocationColumns, type InvocationFields } from './invocation-columns.ts';
 
 export type StartedRow = Pick<
   Invocation,
@@ -90,75 +91,53 @@ const MAX_BATCH = 256;
 export const COMPLETION_DELAY_MS = 10;
 const RETRY_DELAYS_MS = [200, 1_000, 3_000, 10_000];
 
-const COLUMNS = [
+// The row's fields, in column order (names from the shared mapping, invocation-columns.ts).
+const ROW = invocationColumns([
   'id',
-  'tenant_id',
-  'agent_id',
+  'tenantId',
+  'agentId',
   'mode',
   'status',
-  'request_id',
+  'requestId',
   'caller',
   'model',
-  'content_type',
-  'request_bytes',
-  'mcp_method',
-  'mcp_tool',
+  'contentType',
+  'requestBytes',
+  'mcpMethod',
+  'mcpTool',
   'attempts',
-  'payment_network',
-  'payment_asset',
-  'payment_amount',
-  'payment_payer',
-  'payment_nonce',
-  'payment_transaction',
-  'error_class',
-  'upstream_status',
-  'latency_ms',
-  'ttft_ms',
-  'response_content_type',
-  'request_sha256',
-  'response_sha256',
-  'created_at',
-  'updated_at',
-  'completed_at',
+  'paymentNetwork',
+  'paymentAsset',
+  'paymentAmount',
+  'paymentPayer',
+  'paymentNonce',
+  'paymentTransaction',
+  'errorClass',
+  'upstreamStatus',
+  'latencyMs',
+  'ttftMs',
+  'responseContentType',
+  'requestSha256',
+  'responseSha256',
+  'createdAt',
+  'updatedAt',
+  'completedAt',
   'owner',
-];
+] as const);
+const COLUMNS = ROW.names;
 
 // What a completion sets on a started row.
-const COMPLETED = ['status', 'error_class', 'upstream_status', 'latency_ms', 'ttft_ms', 'response_content_type', 'request_sha256', 'response_sha256', 'updated_at', 'completed_at'];
+const COMPLETED = invocationColumns(['status', 'errorClass', 'upstreamStatus', 'latencyMs', 'ttftMs', 'responseContentType', 'requestSha256', 'responseSha256', 'updatedAt', 'completedAt'] as const).names;
 
 function paramsOf(r: QueuedRow, owner: string): unknown[] {
-  return [
-    r.id,
-    r.tenantId,
-    r.agentId,
-    'streaming',
-    r.status,
-    r.requestId,
-    r.caller,
-    r.model ?? null,
-    r.contentType ?? null,
-    r.requestBytes ?? null,
-    r.mcpMethod ?? null,
-    r.mcpTool ?? null,
-    1,
-    r.paymentNetwork ?? null,
-    r.paymentAsset ?? null,
-    r.paymentAmount ?? null,
-    r.paymentPayer ?? null,
-    r.paymentNonce ?? null,
-    r.paymentTransaction ?? null,
-    r.errorClass ?? null,
-    r.upstreamStatus ?? null,
-    r.latencyMs ?? null,
-    r.ttftMs ?? null,
-    r.responseContentType ?? null,
-    r.requestSha256 ?? null,
-    r.responseSha256 ?? null,
-    r.createdAt,
-    r.completedAt ?? r.createdAt,
-    r.completedAt ?? null,
+  return ROW.values({
+    ...r,
+    status: r.status as InvocationFields['status'],
+    mode: 'streaming',
+    attempts: 1,
+    updatedAt: r.completedAt ?? r.createdAt,
     owner,
-  ];
+  });
 }
 
 /** `($1, $2, ...), (...)`: `count` tuples of `width` numbered parameters from `from`. */
