@@ -8,10 +8,11 @@ export async function connectClient(address: string, namespace: string): Promise
   const connection = await WatchedConnection.connect({
     address,
     connectTimeout: '5 seconds',
-    // After Temporal comes back, reconnect within ~2 s. grpc-js backs off up to 2 minutes by
+    // After Temporal comes back, reconnect within ~1 s. grpc-js backs off up to 2 minutes by
     // default, so a 45 s outage left the API answering 503 for ~25 s more after Temporal was up
-    // (found by `npm run chaos -- temporal-restart`, docs/CHAOS.md).
-    channelArgs: { 'grpc.initial_reconnect_backoff_ms': 500, 'grpc.max_reconnect_backoff_ms': 2_000 },
+    // (found by `npm run chaos -- temporal-restart`, docs/CHAOS.md); until it reconnects the API
+    // refuses transactional calls at once (temporalKnownDown), so the cap is that window.
+    channelArgs: { 'grpc.initial_reconnect_backoff_ms': 500, 'grpc.max_reconnect_backoff_ms': 1_000 },
   });
   return new Client({ connection, namespace, interceptors: { workflow: temporalClientInterceptors() } });
 }
@@ -28,7 +29,7 @@ class WatchedConnection extends Connection {
 
 /**
  * True while the client's channel has failed to connect and not connected since (grpc-js keeps
- * the channel in TRANSIENT_FAILURE, reconnecting in the background every 0.5–2 s, until a
+ * the channel in TRANSIENT_FAILURE, reconnecting in the background every 0.5–1 s, until a
  * connection succeeds): a call made now would only wait out its deadline. A channel that is
  * idle or was never used is not known down, so the first call after an outage still tries.
  */
