@@ -8,7 +8,7 @@ import { Migration20261122123000_analytics_summaries } from './Migration20261122
 import { Migration20261122140000_cache_invalidation } from './Migration20261122140000_cache_invalidation.ts';
 import { Migration20261122150000_policy_decision_retention } from './Migration20261122150000_policy_decision_retention.ts';
 import { Migration20261122160000_stream_row_owner } from './Migration20261122160000_stream_row_owner.ts';
-import { Migration20261122170000_analytics_statement_rollup } from './Migration20261122170000_analytics_statement_rollup.ts';
+import { Migration20261122170000_analytics_gateway_lost } from './Migration20261122170000_analytics_gateway_lost.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -22,5 +22,5 @@ export const gatewayMigrations = [
   { name: 'Migration20261122140000_cache_invalidation', class: Migration20261122140000_cache_invalidation },
   { name: 'Migration20261122150000_policy_decision_retention', class: Migration20261122150000_policy_decision_retention },
   { name: 'Migration20261122160000_stream_row_owner', class: Migration20261122160000_stream_row_owner },
-  { name: 'Migration20261122170000_analytics_statement_rollup', class: Migration20261122170000_analytics_statement_rollup },
+  { name: 'Migration20261122170000_analytics_gateway_lost', class: Migration20261122170000_analytics_gateway_lost },
 ];
