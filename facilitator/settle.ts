@@ -20,6 +20,7 @@ import type { SettlementWorkflow } from '../workflows/settlement.ts';
 import type { SettlementOutcome } from '../activities/settlement/types.ts';
 import type { FreshReads, SettlementRunner } from '../activities/settlement/index.ts';
 import { outcomeOfRecord } from '../activities/settlement/verify.ts';
+import { errorKind } from '../activities/settlement/error-kind.ts';
 import type { FacilitatorConfig } from './config.ts';
 import type { Account } from './accounts.ts';
 import type { Readiness } from './readiness.ts';
@@ -171,10 +172,8 @@ export function settleHandler(deps: SettleDeps) {
     };
     const outcome = await runner.runFresh(key, accountId, request, config.inclusionTimeoutMs, reads).catch((err: unknown) => {
       // The steps failed here (database or node): the workflow's activity retries them. Only the
-      // error's kind is logged: the RPC client quotes its request (the payment signature, the
-      // signed transaction) in its messages.
-      const kind = (err as { code?: unknown })?.code ?? (err as Error)?.name;
-      deps.log.warn({ key, err: String(kind) }, 'settle steps failed in the handler; left to the workflow');
+      // error's kind is logged (error-kind.ts).
+      deps.log.warn({ key, err: errorKind(err) }, 'settle steps failed in the handler; left to the workflow');
       return null;
     });
     if (outcome && outcome !== 'stored_before') {
@@ -243,7 +242,7 @@ export function settleHandler(deps: SettleDeps) {
     } catch (err) {
       // PostgreSQL or Temporal unreachable: a protocol failure the caller may retry (the
       // settlement, if it started, goes on and dedupes the retry).
-      deps.log.warn({ key, err: (err as Error).message }, 'settle could not be handed over');
+      deps.log.warn({ key, err: errorKind(err) }, 'settle could not be handed over');
       return reply(ctx, 503, { error: 'facilitator unavailable' }, { 'Retry-After': '2' });
     }
     if (outcome === 'in_flight') {

@@ -32,6 +32,7 @@ import { EOA_TRANSFER_GAS_LIMIT } from '../../facilitator/chain.ts';
 import { signerKindOf } from '../../facilitator/x402/verify.ts';
 import { attemptsOf, awaitInclusion, broadcast, firstAttempt, outcomeOfInclusion, recordInclusion, signedOrThrow, sleep, type Signed } from './send.ts';
 import type { Prepared, SettlementActivities, SettlementDeps, SettlementOutcome } from './types.ts';
+import { errorKind } from './error-kind.ts';
 
 const WATCH_WINDOW_MS = 10_000;
 const WATCH_PAUSE_MS = 2_000;
@@ -54,8 +55,8 @@ type Reads = {
   presigned?: Promise<PresignedTransaction | undefined>;
 };
 
-/** The outbox run's reads, started by the handler (opaque to it). */
-export type FreshReads = { readonly fresh: true };
+/** The outbox run's reads, started by the handler (which only hands them back to runFresh). */
+export type FreshReads = Reads;
 
 /** What a /settle handler in the worker's process may run itself. */
 export type SettlementRunner = {
@@ -168,11 +169,11 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
   }
 
   const runner: SettlementRunner = {
-    read: (key, accountId, request) => freshReads(key, accountId, request) as unknown as FreshReads,
+    read: freshReads,
     async runFresh(key, accountId, request, inclusionTimeoutMs, early) {
       let storedBefore = false;
       const outcome = await runOnce(key, async (announce) => {
-        const prepared = await prepare(key, (early as unknown as Reads | undefined) ?? freshReads(key, accountId, request), true);
+        const prepared = await prepare(key, early ?? freshReads(key, accountId, request), true);
         storedBefore = prepared.step === 'stored_before';
         return afterPrepare(key, prepared, inclusionTimeoutMs, announce);
       }).answer;
@@ -367,16 +368,13 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
 
 /**
  * What leaves an activity as a failure reaches the workflow history, the SDK's log and, with
- * tracing on, a span. Errors from the RPC client quote the request they failed on (ethers puts
- * the JSON-RPC payload in the message: calldata carrying the payment signature, or the signed
- * transaction), so every failure is replaced at this boundary by one that names only its kind;
- * the retry decision is kept.
+ * tracing on, a span: every failure is replaced at this boundary by one that names only its
+ * kind (error-kind.ts); the retry decision is kept.
  */
 function withCoarseFailures(activities: SettlementActivities): SettlementActivities {
   const coarse = (err: unknown): ApplicationFailure => {
-    const kind = (err as { code?: unknown })?.code;
     const type = err instanceof ApplicationFailure ? (err.type ?? 'Error') : (err as Error)?.name || 'Error';
-    const message = typeof kind === 'string' ? `${type}: ${kind}` : type;
+    const message = errorKind(err, type);
     return err instanceof ApplicationFailure && err.nonRetryable ? ApplicationFailure.nonRetryable(message, type) : ApplicationFailure.retryable(message, type);
   };
   return Object.fromEntries(
