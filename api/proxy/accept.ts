@@ -9,37 +9,13 @@ import { InvocationSchema, type Invocation } from '../db/entities.ts';
 import { flushBindingPayment, removeUnstartedCall } from '../payment/claims.ts';
 import { decisionInsertSql, type DecisionRecord } from '../policy/store.ts';
 import type { BodyStore } from './body-store.ts';
-import { invocationColumns } from './invocation-columns.ts';
+import { ADMITTED_CALL_FIELDS, invocationColumns } from './invocation-columns.ts';
 import type { PaymentRecord } from './call.ts';
 
 export type AcceptedRow = Omit<Invocation, 'requestBodyId' | 'responseBodyId' | 'responseContentType' | 'upstreamStatus' | 'latencyMs' | 'ttftMs' | 'errorClass' | 'completedAt' | 'status' | 'mode' | 'attempts' | 'responseSha256'>;
 
 // Every column an accepted row sets; the rest keep their defaults until the activity completes it.
-const ROW = invocationColumns([
-  'id',
-  'tenantId',
-  'agentId',
-  'mode',
-  'status',
-  'requestId',
-  'caller',
-  'model',
-  'contentType',
-  'requestHeaders',
-  'requestBodyId',
-  'requestBytes',
-  'attempts',
-  'mcpMethod',
-  'mcpTool',
-  'paymentNetwork',
-  'paymentAsset',
-  'paymentAmount',
-  'paymentPayer',
-  'paymentNonce',
-  'paymentTransaction',
-  'createdAt',
-  'updatedAt',
-]);
+const ROW = invocationColumns([...ADMITTED_CALL_FIELDS, 'requestHeaders', 'requestBodyId']);
 const ROW_SQL = `insert into invocations (${ROW.names.join(', ')}) values (${ROW.placeholders.join(', ')})`;
 
 function accepted(row: AcceptedRow, requestBodyId: string) {

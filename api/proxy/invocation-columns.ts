@@ -40,3 +40,28 @@ export function invocationColumns<K extends InvocationField>(fields: readonly K[
       }),
   };
 }
+
+/** What every writer of a new row sets: the call as it was admitted (accept.ts, records.ts add their own). */
+export const ADMITTED_CALL_FIELDS = [
+  'id',
+  'tenantId',
+  'agentId',
+  'mode',
+  'status',
+  'requestId',
+  'caller',
+  'model',
+  'contentType',
+  'requestBytes',
+  'attempts',
+  'mcpMethod',
+  'mcpTool',
+  'paymentNetwork',
+  'paymentAsset',
+  'paymentAmount',
+  'paymentPayer',
+  'paymentNonce',
+  'paymentTransaction',
+  'createdAt',
+  'updatedAt',
+] as const satisfies readonly InvocationField[];

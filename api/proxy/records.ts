@@ -25,7 +25,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createRowSession, type RowSession } from './row-session.ts';
 import type { Invocation } from '../db/entities.ts';
-import { invocationColumns, type InvocationFields } from './invocation-columns.ts';
+import { ADMITTED_CALL_FIELDS, invocationColumns, type InvocationFields } from './invocation-columns.ts';
 
 export type StartedRow = Pick<
   Invocation,
@@ -93,25 +93,7 @@ const RETRY_DELAYS_MS = [200, 1_000, 3_000, 10_000];
 
 // The row's fields, in column order (names from the shared mapping, invocation-columns.ts).
 const ROW = invocationColumns([
-  'id',
-  'tenantId',
-  'agentId',
-  'mode',
-  'status',
-  'requestId',
-  'caller',
-  'model',
-  'contentType',
-  'requestBytes',
-  'mcpMethod',
-  'mcpTool',
-  'attempts',
-  'paymentNetwork',
-  'paymentAsset',
-  'paymentAmount',
-  'paymentPayer',
-  'paymentNonce',
-  'paymentTransaction',
+  ...ADMITTED_CALL_FIELDS,
   'errorClass',
   'upstreamStatus',
   'latencyMs',
@@ -119,8 +101,6 @@ const ROW = invocationColumns([
   'responseContentType',
   'requestSha256',
   'responseSha256',
-  'createdAt',
-  'updatedAt',
   'completedAt',
   'owner',
 ] as const);
