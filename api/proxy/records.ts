@@ -5,8 +5,9 @@
 // for completions: the analytics trigger folds each completed row into its agent's hourly
 // rollup row, so separate completions of one agent would queue on that row's lock).
 // - Starts go on the row session, which holds the owner lock every row names; one is sent at
-//   the end of the event-loop turn that queued it (the starts of one turn share a statement).
-//   Nobody waits for it (stream.ts).
+//   most START_DELAY_MS after it was queued (the starts of that window share a statement).
+//   Nobody waits for it (stream.ts). A call that completes while its start is still queued
+//   is written once, whole, in its start's place (on the row session).
 // - Completions go on a second connection, so a start never queues behind a completion's
 //   trigger; one is sent at most COMPLETION_DELAY_MS after it was queued, so at low
 //   concurrency the completions of several calls share one write and one commit.
@@ -23,7 +24,7 @@
 // retried a few times with backoff; only a row the database refuses as such is dropped (and
 // logged by the caller).
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { createRowSession, type RowSession } from './row-session.ts';
+import { createRowSession, type RowSession, type Statement } from './row-session.ts';
 import type { Invocation } from '../db/entities.ts';
 import { ADMITTED_CALL_FIELDS, invocationColumns, type InvocationFields } from './invocation-columns.ts';
 
@@ -73,9 +74,9 @@ export type CompletedRow = StartedRow &
 
 export interface InvocationRecorder {
   /**
-   * Resolves once the `running` row is committed. It is sent at the end of this event-loop
-   * turn (or when the statement in flight returns); once sent, it commits even if this
-   * process dies (row-session.ts).
+   * Resolves once the `running` row is committed. It is sent within START_DELAY_MS (or when
+   * the statement in flight returns); once sent, it commits even if this process dies
+   * (row-session.ts).
    */
   start(row: StartedRow): Promise<void>;
   /** Writes the whole terminal row (completing the started one); resolves once committed. */
@@ -87,6 +88,13 @@ export interface InvocationRecorder {
 type QueuedRow = Omit<StartedRow, 'status' | 'completedAt'> & Partial<Omit<CompletedRow, 'status' | 'completedAt'>> & { status: string; completedAt?: Date | null };
 
 const MAX_BATCH = 256;
+/**
+ * How long a start may wait for others to share its statement. Short, since a process that
+ * dies before its start is sent leaves no row for the call (docs/PROXY.md); long enough that
+ * the starts of calls arriving together share one write, and that a call that ends within it
+ * (most, at 1 KiB) is written once, completed, instead of twice.
+ */
+export const START_DELAY_MS = 2;
 /** How long a completion may wait for others to share its statement. */
 export const COMPLETION_DELAY_MS = 10;
 const RETRY_DELAYS_MS = [200, 1_000, 3_000, 10_000];
@@ -109,8 +117,9 @@ const COLUMNS = ROW.names;
 // What a completion sets on a started row.
 const COMPLETED = invocationColumns(['status', 'errorClass', 'upstreamStatus', 'latencyMs', 'ttftMs', 'responseContentType', 'requestSha256', 'responseSha256', 'updatedAt', 'completedAt'] as const).names;
 
-function paramsOf(r: QueuedRow, owner: string): unknown[] {
-  return ROW.values({
+/** A row as the statement reads it: an object keyed by column name (JSON, see statementFor). */
+function recordOf(r: QueuedRow, owner: string): Record<string, unknown> {
+  const values = ROW.values({
     ...r,
     status: r.status as InvocationFields['status'],
     mode: 'streaming',
@@ -118,43 +127,39 @@ function paramsOf(r: QueuedRow, owner: string): unknown[] {
     updatedAt: r.completedAt ?? r.createdAt,
     owner,
   });
+  const record: Record<string, unknown> = {};
+  for (let i = 0; i < COLUMNS.length; i++) record[COLUMNS[i]] = values[i];
+  return record;
 }
 
-/** `($1, $2, ...), (...)`: `count` tuples of `width` numbered parameters from `from`. */
-function tuples(count: number, width: number, from = 1): string {
-  const out: string[] = [];
-  for (let i = 0, n = from; i < count; i++) {
-    const one: string[] = [];
-    for (let j = 0; j < width; j++) one.push(`$${n++}`);
-    out.push(`(${one.join(', ')})`);
-  }
-  return out.join(', ');
-}
-
-/**
- * One statement for the rows (distinct ids), with their receipts. A start meeting a row that is
- * there already (a paid call's row, inserted with its payment binding) only gives it its owner.
- */
-function statementFor(rows: QueuedRow[], owner: string): { sql: string; params: unknown[] } {
-  const upsert = `insert into invocations (${COLUMNS.join(', ')}) values ${tuples(rows.length, COLUMNS.length)}
+// The rows travel as one JSON array read by json_populate_recordset, typed by the table's own
+// row type, so the statement's text is the same whatever the batch size: each connection
+// prepares it once (a named statement) and PostgreSQL does not parse, analyse and plan it per
+// batch again (that was a fifth of its CPU on these connections; docs/PROXY.md).
+const ROWS = `select ${COLUMNS.join(', ')} from json_populate_recordset(null::invocations, $1::json)`;
+// A start meeting a row that is there already (a paid call's row, inserted with its payment
+// binding) only gives it its owner.
+const UPSERT = `insert into invocations (${COLUMNS.join(', ')}) ${ROWS}
     on conflict (id) do update set owner = case when excluded.status = 'running' then excluded.owner else invocations.owner end, ${COMPLETED.map((c) => `${c} = case when excluded.status = 'running' then invocations.${c} else excluded.${c} end`).join(', ')}
     where (invocations.status = 'running' and (excluded.status <> 'running' or invocations.owner is distinct from excluded.owner))
        -- The sweep's verdict is a guess (the owner's lock was free: its process, or only its row
        -- connection, was lost); the process's own completion, if it comes, is the truth.
        or (invocations.error_class = 'gateway_lost' and excluded.status <> 'running')`;
-  const params = rows.flatMap((r) => paramsOf(r, owner));
+// Receipts only for the rows this statement wrote: a receipt always matches its row.
+const UPSERT_WITH_RECEIPTS = `with written as (${UPSERT} returning id)
+    insert into receipts (invocation_id, tenant_id, agent_id, kid, jws)
+    select v.invocation_id, v.tenant_id, v.agent_id, v.kid, v.jws
+      from json_populate_recordset(null::receipts, $2::json) as v
+     where v.invocation_id in (select id from written)
+    on conflict (invocation_id) do nothing`;
+
+/** One statement for the rows (distinct ids), with their receipts. */
+function statementFor(rows: QueuedRow[], owner: string): Statement {
+  const params = [JSON.stringify(rows.map((r) => recordOf(r, owner)))];
   const receipts = rows.filter((r) => r.receipt);
-  if (receipts.length === 0) return { sql: upsert, params };
-  return {
-    // Only for the rows this statement wrote: a receipt always matches its row.
-    sql: `with written as (${upsert} returning id)
-      insert into receipts (invocation_id, tenant_id, agent_id, kid, jws)
-      select v.invocation_id, v.tenant_id, v.agent_id, v.kid, v.jws
-        from (values ${tuples(receipts.length, 5, params.length + 1)}) as v(invocation_id, tenant_id, agent_id, kid, jws)
-       where v.invocation_id in (select id from written)
-      on conflict (invocation_id) do nothing`,
-    params: [...params, ...receipts.flatMap((r) => [r.id, r.tenantId, r.agentId, r.receipt!.kid, r.receipt!.jws])],
-  };
+  if (receipts.length === 0) return { name: 'gw_stream_rows', sql: UPSERT, params };
+  const receiptRecords = receipts.map((r) => ({ invocation_id: r.id, tenant_id: r.tenantId, agent_id: r.agentId, kid: r.receipt!.kid, jws: r.receipt!.jws }));
+  return { name: 'gw_stream_rows_receipts', sql: UPSERT_WITH_RECEIPTS, params: [...params, JSON.stringify(receiptRecords)] };
 }
 
 /**
@@ -177,6 +182,8 @@ type Runner = (rows: QueuedRow[]) => Promise<unknown>;
  */
 function groupCommit(execute: Runner, delayMs: number) {
   let queue: Item[] = [];
+  // The queued items (not yet taken into a statement), by row id.
+  const waiting = new Map<string, Item>();
   let flushing = false;
   let closed = false;
   let scheduled: NodeJS.Timeout | NodeJS.Immediate | null = null;
@@ -198,6 +205,7 @@ function groupCommit(execute: Runner, delayMs: number) {
     while (queue.length) {
       const batch = queue.slice(0, MAX_BATCH);
       queue = queue.slice(batch.length);
+      for (const item of batch) if (waiting.get(item.row.id) === item) waiting.delete(item.row.id);
       // Lock order by id, so two replicas' batches cannot deadlock on the same rows.
       const byId = new Map<string, QueuedRow>();
       for (const item of batch) byId.set(item.row.id, { ...byId.get(item.row.id), ...item.row });
@@ -217,6 +225,7 @@ function groupCommit(execute: Runner, delayMs: number) {
   function enqueue(item: Item): void {
     if (closed) return item.reject(new Error('recorder closed'));
     queue.push(item);
+    waiting.set(item.row.id, item);
     // While a statement is in flight, everything queued goes with the next one anyway.
     if (flushing || scheduled) return;
     scheduled = delayMs === 0 ? setImmediate(() => void drain()) : setTimeout(() => void drain(), delayMs).unref();
@@ -224,10 +233,25 @@ function groupCommit(execute: Runner, delayMs: number) {
 
   return {
     write: (row: QueuedRow) => new Promise<void>((resolve, reject) => enqueue({ row, attempt: 0, resolve, reject })),
+    /**
+     * Folds `row` into the queued item of the same id, if one is still waiting: the two go out
+     * as one row in its statement. Resolves with that item; null if none is waiting.
+     */
+    absorb(row: QueuedRow): Promise<void> | null {
+      const item = waiting.get(row.id);
+      if (!item) return null;
+      item.row = { ...item.row, ...row };
+      return new Promise<void>((resolve, reject) => {
+        const [resolved, rejected] = [item.resolve, item.reject];
+        item.resolve = () => (resolved(), resolve());
+        item.reject = (err) => (rejected(err), reject(err));
+      });
+    },
     close(): void {
       closed = true;
       if (scheduled && delayMs === 0) clearImmediate(scheduled as NodeJS.Immediate);
       else if (scheduled) clearTimeout(scheduled as NodeJS.Timeout);
+      waiting.clear();
       for (const item of queue.splice(0)) item.reject(new Error('recorder closed'));
     },
   };
@@ -245,11 +269,12 @@ export function createInvocationRecorder(
   session: RowSession = createRowSession(String(orm.config.get('clientUrl'))),
   completions: RowSession = createRowSession(String(orm.config.get('clientUrl')), { lock: false }),
 ): InvocationRecorder {
-  const starts = groupCommit((rows) => session.run((owner) => statementFor(rows, owner)), 0);
+  const starts = groupCommit((rows) => session.run((owner) => statementFor(rows, owner)), START_DELAY_MS);
   const ends = groupCommit((rows) => completions.run(() => statementFor(rows, session.owner)), COMPLETION_DELAY_MS);
   const recorder: InvocationRecorder = {
     start: starts.write,
-    complete: ends.write,
+    // A call that ends before its start was sent is written once, whole, in the start's place.
+    complete: (row) => starts.absorb(row) ?? ends.write(row),
     async close() {
       starts.close();
       ends.close();

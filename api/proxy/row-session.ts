@@ -18,6 +18,9 @@ import pg from 'pg';
 /** The advisory lock class of owner locks: key (OWNER_LOCK_CLASS, hashtext(owner)). */
 export const OWNER_LOCK_CLASS = 0x67_77_72_6f; // "gwro"
 
+/** A statement; one with a `name` is prepared once per connection (its text must not vary). */
+export type Statement = { name?: string; sql: string; params: unknown[] };
+
 export type RowSession = {
   /** This process's owner id (stable for the life of the session object). */
   readonly owner: string;
@@ -28,7 +31,7 @@ export type RowSession = {
    * on it commits even if this process dies (PostgreSQL has it whole and commits at its Sync,
    * before it writes anything back).
    */
-  run<R = unknown>(build: (owner: string) => { sql: string; params: unknown[] }): Promise<R[]>;
+  run<R = unknown>(build: (owner: string) => Statement): Promise<R[]>;
   close(): Promise<void>;
 };
 
@@ -81,13 +84,13 @@ export function createRowSession(connectionString: string, opts: { lock?: boolea
     get owner() {
       return owner;
     },
-    async run<R>(build: (owner: string) => { sql: string; params: unknown[] }): Promise<R[]> {
+    async run<R>(build: (owner: string) => Statement): Promise<R[]> {
       if (closed) throw new Error('row session closed');
       ready ??= open();
       const c = await ready;
-      const { sql, params } = build(owner);
+      const { name, sql, params } = build(owner);
       try {
-        return (await c.query(sql, params)).rows as R[];
+        return (await c.query({ name, text: sql, values: params })).rows as R[];
       } catch (err) {
         // A statement error leaves the session usable; a broken connection is replaced.
         if ((err as { code?: unknown }).code === undefined) drop(c);

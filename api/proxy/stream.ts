@@ -163,8 +163,9 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       await insertBindingPayment(deps.orm.em, { ...row, mode: 'streaming', attempts: 1, requestHeaders: {}, updatedAt: now } as Invocation, call.payment);
     }
     // Written as the call starts, beside it (for a paid call, the start only adds its owner):
-    // sent at the end of this event-loop turn, after the upstream request, and not waited for
-    // (holding the head until it was sent cost c=1 throughput; docs/PROXY.md).
+    // sent within records.ts's START_DELAY_MS with the starts of other calls, or replaced by
+    // the whole row if the call ends first, and not waited for (holding the head until it was
+    // sent cost c=1 throughput; docs/PROXY.md).
     services.recorder.start(row).catch(logFailure);
 
     if (agent.emitReceipts) {

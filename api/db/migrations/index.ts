@@ -9,6 +9,7 @@ import { Migration20261122140000_cache_invalidation } from './Migration202611221
 import { Migration20261122150000_policy_decision_retention } from './Migration20261122150000_policy_decision_retention.ts';
 import { Migration20261122160000_stream_row_owner } from './Migration20261122160000_stream_row_owner.ts';
 import { Migration20261122170000_analytics_gateway_lost } from './Migration20261122170000_analytics_gateway_lost.ts';
+import { Migration20261124100000_sketch_index_inline } from './Migration20261124100000_sketch_index_inline.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -23,4 +24,5 @@ export const gatewayMigrations = [
   { name: 'Migration20261122150000_policy_decision_retention', class: Migration20261122150000_policy_decision_retention },
   { name: 'Migration20261122160000_stream_row_owner', class: Migration20261122160000_stream_row_owner },
   { name: 'Migration20261122170000_analytics_gateway_lost', class: Migration20261122170000_analytics_gateway_lost },
+  { name: 'Migration20261124100000_sketch_index_inline', class: Migration20261124100000_sketch_index_inline },
 ];
