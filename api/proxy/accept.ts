@@ -1,7 +1,8 @@
 // Writing an accepted transactional call: its body (the claim check) and its `pending` row,
 // in one commit. Unpaid calls — nearly all — take one statement (a data-modifying CTE when the
 // body store lives in this database: one round trip, one commit; measured 0.7 ms against
-// 2.3–2.8 ms for the same two rows through MikroORM's unit of work). A paid call goes through
+// 2.3–2.8 ms for the same two rows through MikroORM's unit of work), prepared once per
+// connection on the statement pool (db/statement-pool.ts). A paid call goes through
 // the payment module's transaction, which binds the payment to the row (one payment buys one
 // call) or writes nothing.
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -11,6 +12,7 @@ import { decisionInsertSql, type DecisionRecord } from '../policy/store.ts';
 import type { BodyStore } from './body-store.ts';
 import { ADMITTED_CALL_FIELDS, invocationColumns } from './invocation-columns.ts';
 import type { PaymentRecord } from './call.ts';
+import { numbered, statementPoolFor } from '../db/statement-pool.ts';
 
 export type AcceptedRow = Omit<Invocation, 'requestBodyId' | 'responseBodyId' | 'responseContentType' | 'upstreamStatus' | 'latencyMs' | 'ttftMs' | 'errorClass' | 'completedAt' | 'status' | 'mode' | 'attempts' | 'responseSha256'>;
 
@@ -27,11 +29,10 @@ function accepted(row: AcceptedRow, requestBodyId: string) {
  * (policy/stage.ts): written in the same statement, so it commits with the row.
  */
 export async function writeAccepted(orm: MikroORM, bodies: BodyStore, row: AcceptedRow, body: Buffer, payment: PaymentRecord | null, decision: DecisionRecord | null = null): Promise<void> {
-  const conn = orm.em.getConnection();
   const ctes: Array<[string, { sql: string; params: unknown[] }]> = decision ? [['decision', decisionInsertSql(decision)]] : [];
   if (payment) {
     // Not left to this commit by the policy stage (a priced agent); written alone if it were.
-    for (const [, insert] of ctes) await conn.execute(insert.sql, insert.params);
+    for (const [, insert] of ctes) await orm.em.getConnection().execute(insert.sql, insert.params);
     const em = orm.em.fork();
     const requestBodyId = await bodies.stage(em, row.tenantId, row.contentType ?? null, body);
     em.create(InvocationSchema, accepted(row, requestBodyId));
@@ -41,9 +42,11 @@ export async function writeAccepted(orm: MikroORM, bodies: BodyStore, row: Accep
   if (inline) ctes.unshift(['body', inline]);
   const requestBodyId = inline ? inline.id : await bodies.put(row.tenantId, row.contentType ?? null, body);
   const values = ROW.values(accepted(row, requestBodyId));
-  // Data-modifying CTEs: every part runs, in one statement and one commit.
+  // Data-modifying CTEs: every part runs, in one statement and one commit. The statement's
+  // text depends only on which parts it has, so it is prepared once per shape and connection.
   const withClause = ctes.length ? `with ${ctes.map(([name, insert]) => `${name} as (${insert.sql})`).join(', ')} ` : '';
-  await conn.execute(`${withClause}${ROW_SQL}`, [...ctes.flatMap(([, insert]) => insert.params), ...values]);
+  const shape = `gw_accept${ctes.map(([name]) => `_${name}`).join('')}`;
+  await statementPoolFor(orm).run(shape, numbered(`${withClause}${ROW_SQL}`), [...ctes.flatMap(([, insert]) => insert.params), ...values]);
 }
 
 /**

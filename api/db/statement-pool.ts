@@ -1,0 +1,42 @@
+// A small pool of plain `pg` connections for the proxy's hottest single statements (the
+// transactional accept commit), beside MikroORM's own pool. Statements run here are named, so
+// each connection prepares them once: PostgreSQL parses, analyses and plans them once instead
+// of per call, and the API sends typed parameters instead of MikroORM's client-side formatting
+// of every value into the query text (a 1 KiB body became 3 KB of escaped SQL). Both costs fell
+// on the 2 vCPUs the call's Temporal start needs at the same moment (docs/PROXY.md).
+import pg from 'pg';
+import type { MikroORM } from '@mikro-orm/postgresql';
+
+export type StatementPool = {
+  /** Runs a named statement; its text must be the same every time for the same name. */
+  run(name: string, sql: string, params: unknown[]): Promise<void>;
+};
+
+const pools = new WeakMap<MikroORM, StatementPool>();
+
+/** `?` placeholders (the ORM's style) numbered as `$1, $2, …` for a prepared statement. */
+export function numbered(sql: string): string {
+  let n = 0;
+  return sql.replace(/\?/g, () => `$${++n}`);
+}
+
+export function statementPoolFor(orm: MikroORM): StatementPool {
+  let pool = pools.get(orm);
+  if (pool) return pool;
+  const connections = new pg.Pool({ connectionString: String(orm.config.get('clientUrl')), max: 10, idleTimeoutMillis: 30_000, application_name: 'gateway-accept' });
+  // A connection that breaks while idle is dropped by the pool; its error must not crash the process.
+  connections.on('error', () => undefined);
+  pool = {
+    async run(name, sql, params) {
+      await connections.query({ name, text: sql, values: params });
+    },
+  };
+  pools.set(orm, pool);
+  // The pool lives as long as its ORM (shutdown, a test's replica), like the change feed.
+  const close = orm.close.bind(orm);
+  orm.close = async (force?: boolean) => {
+    await connections.end().catch(() => undefined);
+    return close(force);
+  };
+  return pool;
+}
