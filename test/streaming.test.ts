@@ -164,6 +164,36 @@ describe('proxy: streaming invocations', () => {
     }
   });
 
+  it('sends a small body that arrived whole as it is, and streams one that has not: the upstream has the first part before the caller sends the rest', async () => {
+    let firstPartSeen!: () => void;
+    const seen = new Promise<void>((r) => (firstPartSeen = r));
+    const up = await rawUpstream((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => {
+        chunks.push(chunk);
+        if (Buffer.concat(chunks).toString().startsWith('first-half;')) firstPartSeen();
+      });
+      req.on('end', () => res.end(JSON.stringify({ body: Buffer.concat(chunks).toString(), cl: req.headers['content-length'] ?? null })));
+    });
+    try {
+      const agentId = await createAgent(token, { upstream_url: up.url });
+      // Whole on arrival (headers and body in one write): forwarded with its length.
+      assert.deepEqual(await (await stream(token, agentId, 'small and whole')).body.json(), { body: 'small and whole', cl: '15' });
+      // Content-Length declared, but only half sent: the gateway must forward what it has, not
+      // wait for the rest (the caller sends the second half only once the upstream saw the first).
+      const body = new Readable({ read() {} });
+      const pending = stream(token, agentId, body, { 'content-length': String('first-half;second-half'.length) });
+      body.push('first-half;');
+      await Promise.race([seen, sleep(5_000).then(() => assert.fail('the upstream never saw the first half before the rest was sent'))]);
+      body.push('second-half');
+      body.push(null);
+      assert.deepEqual(await (await pending).body.json(), { body: 'first-half;second-half', cl: '22' });
+    } finally {
+      firstPartSeen();
+      await up.close();
+    }
+  });
+
   it('keeps memory flat: 128 MiB up and 128 MiB down pass with only a few MiB in flight', async function () {
     this.timeout(180_000);
     // Memory that does not grow with body size means bytes in flight stay bounded: what the

@@ -50,3 +50,17 @@ export async function readCappedBody(req: IncomingMessage, limit: number): Promi
     throw badRequest('could not read request body');
   }
 }
+
+/**
+ * A streamed body that has already arrived whole, as the bytes it is; null while any of it is
+ * still to come, or when its length is not declared. A small body comes in the packets of its
+ * headers, so by the time the gate has run Node's HTTP parser has put all of it in the
+ * request's buffer: sent as a buffer it skips a stream relay per call (the upstream client's
+ * lazy body) and may be sent again after a connect failure. Nothing is waited for and nothing
+ * is held beyond what the socket already delivered, so memory still does not grow with body size.
+ */
+export function arrivedBody(req: IncomingMessage, declaredLength: number | null): Buffer | null {
+  if (declaredLength === null || req.readableFlowing || req.readableLength !== declaredLength) return null;
+  if (declaredLength === 0) return req.complete ? Buffer.alloc(0) : null;
+  return req.read(declaredLength) as Buffer | null;
+}

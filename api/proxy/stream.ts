@@ -25,7 +25,7 @@ import type { UpstreamResponse } from '../upstream/client.ts';
 import { outcomeStatus } from '../../activities/invocation.ts';
 import { admit, runStages } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
-import { readCappedBody } from './body.ts';
+import { arrivedBody, readCappedBody } from './body.ts';
 import { recordedCallFields, type ProxyCall } from './call.ts';
 import type { Invocation } from '../db/entities.ts';
 import { insertBindingPayment } from '../payment/claims.ts';
@@ -79,11 +79,14 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     const { agent, requestId, model } = await admit(ctx, deps, services.limiter);
 
     const declaredLength = contentLengthOf(ctx.get('content-length'));
-    let body: Buffer | Readable = ctx.req;
+    let body: Buffer | Readable;
     let mcp: ProxyCall['mcp'] = null;
     if (agent.protocol === 'mcp') {
       body = await readCappedBody(ctx.req, MAX_MCP_BODY);
       mcp = parseMcpBody(body);
+    } else {
+      // A small body is usually here whole already: sent as the bytes it is (body.ts).
+      body = arrivedBody(ctx.req, declaredLength) ?? ctx.req;
     }
     const call: ProxyCall = {
       caller: ctx.state.caller,

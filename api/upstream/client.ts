@@ -144,7 +144,10 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(new DeadlineExpired()), req.deadlineMs);
     const finish = () => clearTimeout(timer);
-    const signal = req.signal ? AbortSignal.any([req.signal, deadline.signal]) : deadline.signal;
+    // The caller's hang-up or the deadline, whichever comes first: built only when used (a retry's
+    // wait, a transactional request), since AbortSignal.any is not free and most calls need neither.
+    let combined: AbortSignal | null = null;
+    const signal = () => (combined ??= req.signal ? AbortSignal.any([req.signal, deadline.signal]) : deadline.signal);
     const breaker = breakers.for(req.url);
     let stream = req.body && !Buffer.isBuffer(req.body) ? lazyBody(req.body) : null;
     const replayable = () => !stream || !stream.started;
@@ -170,7 +173,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
               body: stream ? stream.body : req.body,
               // A streamed upload may take as long as the caller takes: there, undici's own
               // headers timeout (restarted while body chunks flow) bounds the wait instead.
-              signal: req.deadlineCoversBody ? signal : req.signal,
+              signal: req.deadlineCoversBody ? signal() : req.signal,
               headersTimeout: req.deadlineCoversBody ? Math.max(1, Math.ceil(remaining)) : (req.idleTimeoutMs ?? req.deadlineMs),
               bodyTimeout: req.idleTimeoutMs ?? Math.max(1, Math.ceil(remaining)),
             });
@@ -188,7 +191,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
           finish();
           throw failure;
         }
-        await sleep(wait, signal).catch((e: unknown) => {
+        await sleep(wait, signal()).catch((e: unknown) => {
           finish();
           throw classify(e);
         });
@@ -202,7 +205,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
         const wait = Math.max(fullJitterDelay(attempt - 1, retry), retryAfter ?? 0);
         if (performance.now() + wait < deadlineAt) {
           res.body.dump().catch(() => undefined);
-          await sleep(wait, signal).catch((e: unknown) => {
+          await sleep(wait, signal()).catch((e: unknown) => {
             finish();
             throw classify(e);
           });
