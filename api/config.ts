@@ -6,6 +6,7 @@ import { loadAnalyticsConfig, type AnalyticsConfig } from './analytics/config.ts
 import { loadReceiptConfig, type ReceiptConfig } from './receipts/config.ts';
 import { loadObservabilityConfig, type ObservabilityConfig } from './observability/config.ts';
 import { loadPaymentConfig, type PaymentConfig } from './payment/config.ts';
+import { loadGateFreshness, type GateFreshness } from './proxy/freshness.ts';
 
 const csv = z
   .string()
@@ -45,6 +46,8 @@ export type GatewayConfig = {
   upstream: { allow: string[]; timeoutMs: number };
   redisUrl?: string;
   rateLimit: { agentRps: number; agentBurst: number; globalRps: number; globalBurst: number };
+  /** GATE_CACHE_FRESHNESS (api/proxy/freshness.ts). */
+  gateFreshness: GateFreshness;
   chainRpcUrl: string;
   logLevel: string;
   gitCommit?: string;
@@ -84,6 +87,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     upstream: { allow: e.UPSTREAM_ALLOW, timeoutMs: e.UPSTREAM_TIMEOUT_MS },
     redisUrl: e.REDIS_URL,
     rateLimit: { agentRps: e.RATE_LIMIT_AGENT_RPS, agentBurst: e.RATE_LIMIT_AGENT_BURST, globalRps: e.RATE_LIMIT_GLOBAL_RPS, globalBurst: e.RATE_LIMIT_GLOBAL_BURST },
+    gateFreshness: loadGateFreshness(env),
     chainRpcUrl: e.CHAIN_RPC_URL,
     logLevel: e.LOG_LEVEL,
     gitCommit: e.GIT_COMMIT,

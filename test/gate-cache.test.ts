@@ -1,8 +1,10 @@
-// The per-process caches of the proxy gate (agents, tenant policies) across replicas: a
-// second API instance with its own ORM and its own change feed (as a separate process would
-// have) on the same database. A change made through one instance, or straight in the
-// database, is in force for the other instance's next call; a feed that loses its
-// subscription stops answering from memory until it is back.
+// The per-process caches of the proxy gate (agents, tenant policies) across replicas: more API
+// instances with their own ORM and their own change feed (as separate processes would have) on
+// the same database. A change made through one instance is in force for another instance's
+// next call (the writer waits for every leased replica's acknowledgement, or for its lease to
+// run out); one made straight in the database is in force on the next call of a `strict`
+// instance and within moments on the others; a feed that loses its subscription stops
+// answering from memory until it is back.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -40,6 +42,9 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
   let replicaOrm: MikroORM;
   let replicaServer: Server;
   let replica: string;
+  let strictOrm: MikroORM;
+  let strictServer: Server;
+  let strictReplica: string;
   let token: string;
 
   before(async () => {
@@ -47,15 +52,22 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
     replicaOrm = await openOrm(stack().config.databaseUrl, { poolMax: 4 });
     replicaServer = await startGateway({ ...stack().config, port: 0 }, replicaOrm, stack().temporal, createLogger('replica', 'silent'));
     replica = `http://127.0.0.1:${(replicaServer.address() as AddressInfo).port}`;
+    strictOrm = await openOrm(stack().config.databaseUrl, { poolMax: 4 });
+    strictServer = await startGateway({ ...stack().config, port: 0, gateFreshness: 'strict' }, strictOrm, stack().temporal, createLogger('strict', 'silent'));
+    strictReplica = `http://127.0.0.1:${(strictServer.address() as AddressInfo).port}`;
     token = await stack().token(`tenant-cache-${randomUUID()}`);
-    await until(() => changeFeedFor(replicaOrm).live() && changeFeedFor(stack().orm).live());
+    await until(() => changeFeedFor(replicaOrm).live() && changeFeedFor(strictOrm).live() && changeFeedFor(stack().orm).live());
   });
 
   after(async () => {
-    replicaServer.closeAllConnections();
-    await new Promise((r) => replicaServer.close(r));
-    await changeFeedFor(replicaOrm).close();
-    await replicaOrm.close();
+    for (const server of [replicaServer, strictServer]) {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+    for (const orm of [replicaOrm, strictOrm]) {
+      await changeFeedFor(orm).close();
+      await orm.close();
+    }
     await up.close();
   });
 
@@ -74,17 +86,57 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
     });
   }
 
-  it('takes an upstream change made straight in the database on the next call', async () => {
+  it('strict: takes an upstream change made straight in the database on the next call', async () => {
+    const other = await rawUpstream((req, res) => void readAll(req).then(() => res.end('other')));
+    try {
+      const agentId = await createAgent(token, { upstream_url: up.url });
+      assert.equal(await streamAt(strictReplica, token, agentId), 200);
+      assert.equal(await streamAt(strictReplica, token, agentId), 200);
+      const before = other.hits.length;
+      await stack().orm.em.getConnection().execute('update agents set upstream_url = ? where id = ?', [other.url, agentId]);
+      assert.equal(await streamAt(strictReplica, token, agentId), 200);
+      assert.equal(other.hits.length, before + 1, 'the call went to the new upstream');
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('acknowledged: takes an upstream change made straight in the database as its notification arrives', async () => {
     const other = await rawUpstream((req, res) => void readAll(req).then(() => res.end('other')));
     try {
       const agentId = await createAgent(token, { upstream_url: up.url });
       assert.equal(await streamAt(replica, token, agentId), 200);
-      const before = other.hits.length;
-      await stack().orm.em.getConnection().execute('update agents set upstream_url = ? where id = ?', [other.url, agentId]);
       assert.equal(await streamAt(replica, token, agentId), 200);
-      assert.equal(other.hits.length, before + 1, 'the call went to the new upstream');
+      await stack().orm.em.getConnection().execute('update agents set upstream_url = ? where id = ?', [other.url, agentId]);
+      const changedAt = Date.now();
+      while (other.hits.length === 0) {
+        assert.ok(Date.now() - changedAt < 2_000, 'the replica still calls the old upstream 2 s after the change');
+        assert.equal(await streamAt(replica, token, agentId), 200);
+      }
     } finally {
       await other.close();
+    }
+  });
+
+  it('a write through the API waits for a leased replica that does not acknowledge, until its lease has run out', async () => {
+    const agentId = await createAgent(token, { upstream_url: up.url });
+    const conn = stack().orm.em.getConnection();
+    // A replica that holds a lease and hears nothing (a process stalled, or one that died with
+    // its lease still running): the writer cannot know it applied the change.
+    const silent = `rep_silent-${randomUUID()}`;
+    await conn.execute(`insert into gateway_cache_replicas (replica_id, lease_until) values (?, clock_timestamp() + interval '1500 milliseconds')`, [silent]);
+    try {
+      const started = Date.now();
+      const res = await call('POST', `/v1/agents/${agentId}/suspend`, { token, json: { reason: 'test' } });
+      assert.equal(res.status, 200, res.text);
+      const waited = Date.now() - started;
+      assert.ok(waited >= 1_200 && waited < 4_000, `the suspension answered after ${waited} ms`);
+      // Every live replica acknowledges: no such wait.
+      const quick = Date.now();
+      assert.equal((await call('POST', `/v1/agents/${agentId}/unsuspend`, { token, json: {} })).status, 200);
+      assert.ok(Date.now() - quick < 1_000, `the unsuspension answered after ${Date.now() - quick} ms`);
+    } finally {
+      await conn.execute('delete from gateway_cache_replicas where replica_id = ?', [silent]);
     }
   });
 

@@ -8,6 +8,7 @@ import { Readable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { stack } from './support/stack.ts';
+import { changeFeedFor } from '../api/db/change-feed.ts';
 import { call, uniqueName } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { startGateway } from '../api/gateway.ts';
@@ -450,6 +451,9 @@ describe('policy', () => {
       const marker = `closed-marker-${Date.now()}`;
       // Take the store away for real: the table is gone for every connection until restored.
       await conn.execute('alter table policies rename to policies_unavailable');
+      // A change made in SQL is in force as its notification (here the event trigger's `*`)
+      // arrives; the test waits for that instead of racing it (GATE_CACHE_FRESHNESS).
+      await changeFeedFor(stack().orm).sync();
       try {
         for (const [token, id] of [[t.token, a], [none.token, c]]) {
           const res = await invoke(token, id, marker);

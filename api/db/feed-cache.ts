@@ -1,8 +1,9 @@
 // A bounded, TTL-capped read-through cache kept honest by the change feed (change-feed.ts):
 // it answers from memory only while the feed is live, drops what a notification names, and
 // never stores a read that a notification (or a loss of the feed) overtook. The TTL is a
-// safety net for what no notification can report, not the invalidation mechanism. Callers
-// that need a change committed before their call to be seen await `feed.sync()` first.
+// safety net for what no notification can report, not the invalidation mechanism. A change
+// made through the API is applied here before its writer answers (feed.publish); callers that
+// need any change committed before their call to be seen, SQL too, await `feed.sync()` first.
 import type { ChangeFeed } from './change-feed.ts';
 
 export type FeedCache<V> = {

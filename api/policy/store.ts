@@ -96,10 +96,10 @@ export function createPolicyStore(orm: MikroORM) {
          returning version, (extract(epoch from updated_at) * 1000)::bigint as updated_ms`,
         [tenantId, JSON.stringify(document)],
       );
-      // In force here at once; answered once the notification is out to every replica.
+      // In force here at once; answered once every replica has applied it (ChangeFeed.publish).
       const feed = changeFeedFor(orm);
       feed.invalidate(`policy:${tenantId}`);
-      await feed.sync();
+      await feed.publish();
       return { version: Number(rows[0].version), updatedAt: toDate(rows[0].updated_ms) };
     },
 

@@ -71,11 +71,11 @@ export async function loadAgent(orm: MikroORM, tenantId: string, id: string): Pr
 
 /**
  * After a committed write to an agent: this process forgets it at once, and the caller waits
- * until this process's feed has received the row's notification, which PostgreSQL sends to
- * every listening replica at the same time: by the writer's answer, the change is out.
+ * until every replica has applied the change (ChangeFeed.publish): by the writer's answer, the
+ * change is in force everywhere.
  */
 export async function forgetAgent(orm: MikroORM, id: string): Promise<void> {
   const feed = changeFeedFor(orm);
   feed.invalidate(`agent:${id}`);
-  await feed.sync();
+  await feed.publish();
 }

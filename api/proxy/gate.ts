@@ -8,7 +8,6 @@ import type { Context, Next } from 'koa';
 import type { Agent } from '../db/entities.ts';
 import { loadAgent } from './agent-row.ts';
 import { changeFeedFor } from '../db/change-feed.ts';
-import { gateFreshness } from './freshness.ts';
 import { ApiError, badRequest, notFound, unprocessable } from '../errors.ts';
 import { isId } from '../ids.ts';
 import { agentStatus } from '../agents/serialize.ts';
@@ -38,27 +37,28 @@ const barriers = new WeakMap<IncomingMessage, Promise<void>>();
  * calls, and callers that turn out to be unauthenticated, share round trips (ChangeFeed.sync).
  */
 export function syncGateCaches(deps: AppDeps) {
+  const strict = deps.config.gateFreshness === 'strict';
   return function sendGateBarrier(ctx: Context, next: Next): Promise<void> {
-    if (gateFreshness === 'strict' && ctx.method === 'POST' && ctx.path.startsWith('/v1/proxy/')) barriers.set(ctx.req, changeFeedFor(deps.orm).sync());
+    if (strict && ctx.method === 'POST' && ctx.path.startsWith('/v1/proxy/')) barriers.set(ctx.req, changeFeedFor(deps.orm).sync());
     return next();
   };
 }
 
 /** Everything before the body is read. Sets X-Request-ID first, so every answer carries it. */
 export async function admit(ctx: Context & { state: AuthState; params: Record<string, string> }, deps: AppDeps, limiter: RateLimiter): Promise<Admitted> {
+  // acknowledged: nothing to wait for; a change made through the API was applied here before
+  // its writer answered (freshness.ts).
   // strict: every agent or policy change committed before this call is applied to this
   // process's caches before they answer it (one round trip on the change feed, shared by
   // concurrent calls, sent as the request arrived): the agent read below and the policy read
   // of the policy stage.
-  // notify: one turn of the event loop, so a notification that arrived with the request is
-  // applied first (freshness.ts).
-  const fresh = gateFreshness === 'strict' ? (barriers.get(ctx.req) ?? changeFeedFor(deps.orm).sync()) : new Promise(setImmediate);
+  const fresh = deps.config.gateFreshness === 'strict' ? (barriers.get(ctx.req) ?? changeFeedFor(deps.orm).sync()) : null;
   const requestId = requestIdFrom(ctx.get('x-request-id') || undefined, randomUUID);
   ctx.set('X-Request-ID', requestId);
 
   const { tenantId } = ctx.state.caller;
   if (!isId('agt', ctx.params.id)) throw notFound();
-  await fresh;
+  if (fresh) await fresh;
   const agent = await loadAgent(deps.orm, tenantId, ctx.params.id);
   if (!agent) throw notFound();
   assertInvocable(agent);

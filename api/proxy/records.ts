@@ -127,8 +127,10 @@ function recordOf(r: QueuedRow, owner: string): Record<string, unknown> {
     updatedAt: r.completedAt ?? r.createdAt,
     owner,
   });
+  // Most columns of a streaming row are null (payment, MCP, digests…): left out, since
+  // json_populate_recordset reads a missing key as null, and the JSON stays short.
   const record: Record<string, unknown> = {};
-  for (let i = 0; i < COLUMNS.length; i++) record[COLUMNS[i]] = values[i];
+  for (let i = 0; i < COLUMNS.length; i++) if (values[i] !== null) record[COLUMNS[i]] = values[i];
   return record;
 }
 

@@ -10,6 +10,7 @@ import { Migration20261122150000_policy_decision_retention } from './Migration20
 import { Migration20261122160000_stream_row_owner } from './Migration20261122160000_stream_row_owner.ts';
 import { Migration20261122170000_analytics_gateway_lost } from './Migration20261122170000_analytics_gateway_lost.ts';
 import { Migration20261124100000_sketch_index_inline } from './Migration20261124100000_sketch_index_inline.ts';
+import { Migration20261124110000_cache_replicas } from './Migration20261124110000_cache_replicas.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -25,4 +26,5 @@ export const gatewayMigrations = [
   { name: 'Migration20261122160000_stream_row_owner', class: Migration20261122160000_stream_row_owner },
   { name: 'Migration20261122170000_analytics_gateway_lost', class: Migration20261122170000_analytics_gateway_lost },
   { name: 'Migration20261124100000_sketch_index_inline', class: Migration20261124100000_sketch_index_inline },
+  { name: 'Migration20261124110000_cache_replicas', class: Migration20261124110000_cache_replicas },
 ];
