@@ -51,6 +51,13 @@ async function shutdown(code: number): Promise<never> {
 }
 process.on('SIGINT', () => void shutdown(0));
 process.on('SIGTERM', () => void shutdown(0));
+// A signal sent to `npm start` and its shell only (a `kill` of the npm process, a closed
+// terminal whose shell forwarded nothing) never reaches this process: it would keep the whole
+// system running with nobody to stop it. Losing the process that launched us is a stop too.
+const launcher = process.ppid;
+setInterval(() => {
+  if (process.ppid !== launcher) void shutdown(0);
+}, 1_000).unref();
 
 function run(name: string, script: string, childEnv: Record<string, string>): ChildProcess {
   const child = spawn(process.execPath, [script], { env: { ...process.env, ...childEnv }, stdio: ['ignore', 'pipe', 'pipe'] });

