@@ -166,5 +166,16 @@ describe('streaming receipts and row writes', () => {
       await Promise.all(both);
       assert.equal((await invocationRow(other.id))?.status, 'succeeded');
     });
+
+    it('writes what is queued when closed (a graceful stop): a start held for company and a completion waiting for its batch are committed', async () => {
+      const recorder = createInvocationRecorder(stack().orm);
+      const running = started();
+      const finished = started();
+      const writes = [recorder.start(running), recorder.complete({ ...finished, ...completion, completedAt: new Date() })];
+      await recorder.close();
+      await Promise.all(writes);
+      assert.equal((await invocationRow(running.id))?.status, 'running');
+      assert.equal((await invocationRow(finished.id))?.status, 'succeeded');
+    });
   });
 });

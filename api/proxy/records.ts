@@ -81,7 +81,7 @@ export interface InvocationRecorder {
   start(row: StartedRow): Promise<void>;
   /** Writes the whole terminal row (completing the started one); resolves once committed. */
   complete(row: CompletedRow): Promise<void>;
-  /** Stops writing (pending rows are failed) and closes the row session. */
+  /** Writes what is queued (for at most 2 s), then stops writing (what is left is failed) and closes the row session. */
   close(): Promise<void>;
 }
 
@@ -98,6 +98,8 @@ export const START_DELAY_MS = 2;
 /** How long a completion may wait for others to share its statement. */
 export const COMPLETION_DELAY_MS = 10;
 const RETRY_DELAYS_MS = [200, 1_000, 3_000, 10_000];
+/** How long close() may take to write what is queued. */
+const CLOSE_FLUSH_MS = 2_000;
 
 // The row's fields, in column order (names from the shared mapping, invocation-columns.ts).
 const ROW = invocationColumns([
@@ -189,6 +191,8 @@ function groupCommit(execute: Runner, delayMs: number) {
   let flushing = false;
   let closed = false;
   let scheduled: NodeJS.Timeout | NodeJS.Immediate | null = null;
+  let current: Promise<void> = Promise.resolve();
+  const run = () => (current = drain());
 
   async function writeAlone(item: Item): Promise<void> {
     try {
@@ -230,7 +234,7 @@ function groupCommit(execute: Runner, delayMs: number) {
     waiting.set(item.row.id, item);
     // While a statement is in flight, everything queued goes with the next one anyway.
     if (flushing || scheduled) return;
-    scheduled = delayMs === 0 ? setImmediate(() => void drain()) : setTimeout(() => void drain(), delayMs).unref();
+    scheduled = delayMs === 0 ? setImmediate(() => void run()) : setTimeout(() => void run(), delayMs).unref();
   }
 
   return {
@@ -248,6 +252,14 @@ function groupCommit(execute: Runner, delayMs: number) {
         item.resolve = () => (resolved(), resolve());
         item.reject = (err) => (rejected(err), reject(err));
       });
+    },
+    /** Writes what is queued now instead of after its delay; resolves once that is written (or failed). */
+    async flush(): Promise<void> {
+      if (scheduled && delayMs === 0) clearImmediate(scheduled as NodeJS.Immediate);
+      else if (scheduled) clearTimeout(scheduled as NodeJS.Timeout);
+      scheduled = null;
+      await current; // a statement in flight, and what queued behind it
+      if (queue.length) await run();
     },
     close(): void {
       closed = true;
@@ -278,6 +290,11 @@ export function createInvocationRecorder(
     // A call that ends before its start was sent is written once, whole, in the start's place.
     complete: (row) => starts.absorb(row) ?? ends.write(row),
     async close() {
+      // A graceful stop writes what is queued (starts held for company, completions waiting to
+      // share a statement) before the connections close, instead of failing it; bounded, so a
+      // database that is gone cannot hold the stop.
+      const flushed = Promise.all([starts.flush(), ends.flush()]).catch(() => undefined);
+      await Promise.race([flushed, new Promise((r) => setTimeout(r, CLOSE_FLUSH_MS).unref())]);
       starts.close();
       ends.close();
       await Promise.all([session.close(), completions.close()]);
