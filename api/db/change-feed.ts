@@ -28,6 +28,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { closeWithOrm } from './orm.ts';
 
 export const CHANNEL = 'gateway_cache';
 
@@ -56,8 +57,6 @@ export type ChangeFeed = {
    * once while not subscribed.
    */
   sync(): Promise<void>;
-  /** This replica's id in gateway_cache_replicas. */
-  readonly replicaId: string;
   close(): Promise<void>;
 };
 
@@ -70,13 +69,7 @@ export function changeFeedFor(orm: MikroORM): ChangeFeed {
   if (!feed) {
     const created = createChangeFeed(String(orm.config.get('clientUrl')));
     feeds.set(orm, (feed = created));
-    // The feed lives as long as its ORM: closing the ORM (shutdown, a test's replica) closes
-    // it too, instead of leaving it reconnecting to a database nobody uses any more.
-    const close = orm.close.bind(orm);
-    orm.close = async (force?: boolean) => {
-      await created.close();
-      return close(force);
-    };
+    closeWithOrm(orm, () => created.close());
   }
   return feed;
 }
@@ -276,7 +269,6 @@ export function createChangeFeed(connectionString: string, opts: ChangeFeedOptio
   connect();
 
   return {
-    replicaId,
     live: () => subscribed && performance.now() < leasedUntil,
     generation: () => gen,
     subscribe: (listener) => void listeners.push(listener),

@@ -6,6 +6,7 @@
 // on the 2 vCPUs the call's Temporal start needs at the same moment (docs/PROXY.md).
 import pg from 'pg';
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { closeWithOrm } from './orm.ts';
 
 export type StatementPool = {
   /** Runs a named statement; its text must be the same every time for the same name. */
@@ -32,11 +33,6 @@ export function statementPoolFor(orm: MikroORM): StatementPool {
     },
   };
   pools.set(orm, pool);
-  // The pool lives as long as its ORM (shutdown, a test's replica), like the change feed.
-  const close = orm.close.bind(orm);
-  orm.close = async (force?: boolean) => {
-    await connections.end().catch(() => undefined);
-    return close(force);
-  };
+  closeWithOrm(orm, () => connections.end().catch(() => undefined));
   return pool;
 }

@@ -24,6 +24,7 @@
 // retried a few times with backoff; only a row the database refuses as such is dropped (and
 // logged by the caller).
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { closeWithOrm } from '../db/orm.ts';
 import { createRowSession, type RowSession, type Statement } from './row-session.ts';
 import type { Invocation } from '../db/entities.ts';
 import { ADMITTED_CALL_FIELDS, invocationColumns, type InvocationFields } from './invocation-columns.ts';
@@ -181,18 +182,19 @@ type Runner = (rows: QueuedRow[]) => Promise<unknown>;
 
 /**
  * One group-commit queue: while a statement is in flight the rows arriving meanwhile wait and
- * go together in the next. Idle, a flush is scheduled `delayMs` later (0: at the end of the
- * current event-loop turn, so the rows of one turn share it).
+ * go together in the next. Idle, a flush is scheduled `delayMs` later.
  */
 function groupCommit(execute: Runner, delayMs: number) {
   let queue: Item[] = [];
-  // The queued items (not yet taken into a statement), by row id.
-  const waiting = new Map<string, Item>();
   let flushing = false;
   let closed = false;
-  let scheduled: NodeJS.Timeout | NodeJS.Immediate | null = null;
+  let scheduled: NodeJS.Timeout | null = null;
   let current: Promise<void> = Promise.resolve();
   const run = () => (current = drain());
+  const unschedule = () => {
+    if (scheduled) clearTimeout(scheduled);
+    scheduled = null;
+  };
 
   async function writeAlone(item: Item): Promise<void> {
     try {
@@ -211,7 +213,6 @@ function groupCommit(execute: Runner, delayMs: number) {
     while (queue.length) {
       const batch = queue.slice(0, MAX_BATCH);
       queue = queue.slice(batch.length);
-      for (const item of batch) if (waiting.get(item.row.id) === item) waiting.delete(item.row.id);
       // Lock order by id, so two replicas' batches cannot deadlock on the same rows.
       const byId = new Map<string, QueuedRow>();
       for (const item of batch) byId.set(item.row.id, { ...byId.get(item.row.id), ...item.row });
@@ -231,10 +232,9 @@ function groupCommit(execute: Runner, delayMs: number) {
   function enqueue(item: Item): void {
     if (closed) return item.reject(new Error('recorder closed'));
     queue.push(item);
-    waiting.set(item.row.id, item);
     // While a statement is in flight, everything queued goes with the next one anyway.
     if (flushing || scheduled) return;
-    scheduled = delayMs === 0 ? setImmediate(() => void run()) : setTimeout(() => void run(), delayMs).unref();
+    scheduled = setTimeout(() => void run(), delayMs).unref();
   }
 
   return {
@@ -244,7 +244,8 @@ function groupCommit(execute: Runner, delayMs: number) {
      * as one row in its statement. Resolves with that item; null if none is waiting.
      */
     absorb(row: QueuedRow): Promise<void> | null {
-      const item = waiting.get(row.id);
+      // The queue holds what arrived within the delay or one statement's time: a few rows.
+      const item = queue.find((queued) => queued.row.id === row.id);
       if (!item) return null;
       item.row = { ...item.row, ...row };
       return new Promise<void>((resolve, reject) => {
@@ -255,17 +256,13 @@ function groupCommit(execute: Runner, delayMs: number) {
     },
     /** Writes what is queued now instead of after its delay; resolves once that is written (or failed). */
     async flush(): Promise<void> {
-      if (scheduled && delayMs === 0) clearImmediate(scheduled as NodeJS.Immediate);
-      else if (scheduled) clearTimeout(scheduled as NodeJS.Timeout);
-      scheduled = null;
+      unschedule();
       await current; // a statement in flight, and what queued behind it
       if (queue.length) await run();
     },
     close(): void {
       closed = true;
-      if (scheduled && delayMs === 0) clearImmediate(scheduled as NodeJS.Immediate);
-      else if (scheduled) clearTimeout(scheduled as NodeJS.Timeout);
-      waiting.clear();
+      unschedule();
       for (const item of queue.splice(0)) item.reject(new Error('recorder closed'));
     },
   };
@@ -300,11 +297,6 @@ export function createInvocationRecorder(
       await Promise.all([session.close(), completions.close()]);
     },
   };
-  // The sessions live as long as their ORM (shutdown, a test's replica), like the change feed.
-  const closeOrm = orm.close.bind(orm);
-  orm.close = async (force?: boolean) => {
-    await recorder.close();
-    return closeOrm(force);
-  };
+  closeWithOrm(orm, () => recorder.close());
   return recorder;
 }
