@@ -1,7 +1,9 @@
 // Errors are mapped to responses in one place. A handler throws an ApiError with a status
-// and a coarse, caller-safe message; anything else is a 500 with no body, logged server-side.
+// and a coarse, caller-safe message; anything else is a 500 with no body, logged server-side
+// by its kind and where it was thrown.
 import type { Context, Next } from 'koa';
 import type { Logger } from './log.ts';
+import { errorFrames, errorKind } from '../activities/error-kind.ts';
 
 export class ApiError extends Error {
   readonly status: number;
@@ -43,7 +45,9 @@ export function errorMapper(log: Logger) {
         ctx.body = { error: status === 413 ? 'request body too large' : 'invalid request body' };
         return;
       }
-      log.error({ err: { message: (err as Error).message, name: (err as Error).name }, requestId: ctx.state.requestId }, 'unhandled error');
+      // Its kind and frames, not its message: a database error quotes the value it refused,
+      // which may be something the caller sent (activities/error-kind.ts).
+      log.error({ err: errorKind(err), at: errorFrames(err), requestId: ctx.state.requestId }, 'unhandled error');
       respondEmpty(ctx, 500);
     }
   };

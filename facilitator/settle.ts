@@ -20,7 +20,7 @@ import type { SettlementWorkflow } from '../workflows/settlement.ts';
 import type { SettlementOutcome } from '../activities/settlement/types.ts';
 import type { FreshReads, SettlementRunner } from '../activities/settlement/index.ts';
 import { outcomeOfRecord } from '../activities/settlement/verify.ts';
-import { errorKind } from '../activities/settlement/error-kind.ts';
+import { errorKind } from '../activities/error-kind.ts';
 import type { FacilitatorConfig } from './config.ts';
 import type { Account } from './accounts.ts';
 import type { Readiness } from './readiness.ts';

@@ -32,7 +32,7 @@ import { EOA_TRANSFER_GAS_LIMIT } from '../../facilitator/chain.ts';
 import { signerKindOf } from '../../facilitator/x402/verify.ts';
 import { attemptsOf, awaitInclusion, broadcast, firstAttempt, outcomeOfInclusion, recordInclusion, signedOrThrow, sleep, type Signed } from './send.ts';
 import type { Prepared, SettlementActivities, SettlementDeps, SettlementOutcome } from './types.ts';
-import { errorKind } from './error-kind.ts';
+import { errorKind } from '../error-kind.ts';
 
 const WATCH_WINDOW_MS = 10_000;
 const WATCH_PAUSE_MS = 2_000;

@@ -28,6 +28,7 @@ import { parseMcpBody } from './parse.ts';
 import { arrivedBody, readCappedBody } from './body.ts';
 import { recordedCallFields, type ProxyCall } from './call.ts';
 import type { Invocation } from '../db/entities.ts';
+import { errorKind } from '../../activities/error-kind.ts';
 import { insertBindingPayment } from '../payment/claims.ts';
 import type { ProxyServices } from './services.ts';
 import type { AppDeps } from '../app.ts';
@@ -126,7 +127,8 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     };
     // Rows are written off the latency path (records.ts: group commit, a completion that does
     // not depend on its start); what could not be written is logged, never the call's failure.
-    const logFailure = (err: Error) => deps.log.error({ invocationId, err: err.message }, 'could not record streaming invocation');
+    // By kind: a database error may quote the row's values (activities/error-kind.ts).
+    const logFailure = (err: Error) => deps.log.error({ invocationId, err: errorKind(err) }, 'could not record streaming invocation');
     let requestDigest: BodyDigest | null = null;
     let responseDigest: ReturnType<typeof digestOfEmitted> | null = null;
     const complete = async (fields: Omit<Completion, 'id'>) => {
@@ -142,7 +144,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       if (agent.emitReceipts) {
         // Signed before the write and stored in its statement: row and receipt commit together.
         done.receipt = await services.signReceipt(done).catch((err: Error) => {
-          deps.log.error({ invocationId, err: err.message }, 'could not sign streaming receipt');
+          deps.log.error({ invocationId, err: errorKind(err) }, 'could not sign streaming receipt');
           return null;
         });
       }
