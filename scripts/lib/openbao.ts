@@ -11,14 +11,30 @@ export async function startOpenBao(opts: { binary: string; port: number; rootTok
     env: { ...process.env, BAO_DEV_ROOT_TOKEN_ID: opts.rootToken, HOME: process.env.HOME ?? '/tmp' },
   });
   // The dev server prints its root token and unseal key at start; never pass those lines on.
+  // The last few others are kept for the error should it not come up.
+  const recent: string[] = [];
   const quiet = (chunk: Buffer) => {
     for (const line of chunk.toString().split('\n')) {
-      if (line.trim() && !/token|unseal/i.test(line)) opts.onOutput?.(line);
+      if (!line.trim() || /token|unseal/i.test(line)) continue;
+      opts.onOutput?.(line);
+      recent.push(line.trim());
+      if (recent.length > 5) recent.shift();
     }
   };
   child.stdout?.on('data', quiet);
   child.stderr?.on('data', quiet);
+  // A server that exits at start (a port taken, a bad flag) fails at once, saying why, instead
+  // of after the readiness timeout.
+  const exited = new Promise<never>((_, reject) =>
+    child.once('exit', (code, signal) => reject(new Error(`OpenBao exited at start (${signal ?? `code ${code}`})${recent.length ? `: ${recent.join(' | ')}` : ''}`))),
+  );
+  exited.catch(() => undefined);
   const url = `http://${address}`;
-  await waitFor('OpenBao', async () => (await fetch(`${url}/v1/sys/health`)).ok, 30_000);
+  try {
+    await Promise.race([exited, waitFor('OpenBao', async () => (await fetch(`${url}/v1/sys/health`)).ok, 60_000)]);
+  } catch (err) {
+    await stopChild(child);
+    throw recent.length && !/exited at start/.test((err as Error).message) ? new Error(`${(err as Error).message}; its last output: ${recent.join(' | ')}`) : err;
+  }
   return { url, child, stop: () => stopChild(child) };
 }
