@@ -60,6 +60,9 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
   const stop = async () => {
     await Promise.all(stops.splice(0).map((s) => s().catch(() => undefined)));
   };
+  // The servers being started side by side: when one fails, the others are let finish starting
+  // (each registers its stop once up) so that stopping leaves none of them running.
+  const starting: Promise<unknown>[] = [];
 
   try {
     // Fail fast, in one line, on anything we would have to start but cannot.
@@ -121,6 +124,7 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
 
     const pki = ensureDevPki(join(opts.dataDir, 'pki'));
 
+    starting.push(temporal, postgres, chain, vault, pki);
     const [temporalReady, pg, chainReady, vaultReady, pkiReady] = await Promise.all([temporal, postgres, chain, vault, pki]);
     const databaseUrl = withDatabase(pg.baseUrl, opts.databaseName);
     const facilitatorDatabaseUrl = withDatabase(pg.baseUrl, `${opts.databaseName}_facilitator`);
@@ -165,6 +169,7 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
       stop,
     };
   } catch (err) {
+    await Promise.allSettled(starting);
     await stop();
     throw err;
   }
