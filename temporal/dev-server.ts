@@ -30,18 +30,20 @@ export async function startTemporalDevServer(opts: {
   exited.catch(() => undefined);
 
   const address = `127.0.0.1:${opts.port}`;
-  await Promise.race([
-    exited,
-    waitFor('temporal dev server', async () => {
-      const connection = await Connection.connect({ address, connectTimeout: '1 second' });
-      try {
-        await connection.workflowService.describeNamespace({ namespace: opts.namespace });
-        return true;
-      } finally {
-        await connection.close();
-      }
-    }, 90_000),
-  ]);
+  const ready = waitFor('temporal dev server', async () => {
+    const connection = await Connection.connect({ address, connectTimeout: '1 second' });
+    try {
+      await connection.workflowService.describeNamespace({ namespace: opts.namespace });
+      return true;
+    } finally {
+      await connection.close();
+    }
+  }, 90_000);
+  // A server that never answered is stopped, not left running behind the error.
+  await Promise.race([exited, ready]).catch(async (err: unknown) => {
+    await stopChild(child);
+    throw err;
+  });
 
   return {
     address,
