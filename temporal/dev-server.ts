@@ -26,24 +26,26 @@ export async function startTemporalDevServer(opts: {
 
   const child = spawn(opts.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   for (const stream of [child.stdout, child.stderr]) stream?.on('data', (chunk: Buffer) => opts.onOutput?.(chunk.toString()));
-  const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`temporal dev server exited with code ${code}`))));
-  exited.catch(() => undefined);
+  // One that exits at start fails at once; one that never answers is stopped, not left running
+  // behind the error.
+  const gone = new AbortController();
+  child.once('exit', (code) => gone.abort(new Error(`temporal dev server exited with code ${code}`)));
 
   const address = `127.0.0.1:${opts.port}`;
-  const ready = waitFor('temporal dev server', async () => {
-    const connection = await Connection.connect({ address, connectTimeout: '1 second' });
-    try {
-      await connection.workflowService.describeNamespace({ namespace: opts.namespace });
-      return true;
-    } finally {
-      await connection.close();
-    }
-  }, 90_000);
-  // A server that never answered is stopped, not left running behind the error.
-  await Promise.race([exited, ready]).catch(async (err: unknown) => {
+  try {
+    await waitFor('temporal dev server', async () => {
+      const connection = await Connection.connect({ address, connectTimeout: '1 second' });
+      try {
+        await connection.workflowService.describeNamespace({ namespace: opts.namespace });
+        return true;
+      } finally {
+        await connection.close();
+      }
+    }, 90_000, gone.signal);
+  } catch (err) {
     await stopChild(child);
     throw err;
-  });
+  }
 
   return {
     address,

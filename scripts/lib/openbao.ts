@@ -23,18 +23,17 @@ export async function startOpenBao(opts: { binary: string; port: number; rootTok
   };
   child.stdout?.on('data', quiet);
   child.stderr?.on('data', quiet);
+  const lastOutput = () => (recent.length ? `; its last output: ${recent.join(' | ')}` : '');
   // A server that exits at start (a port taken, a bad flag) fails at once, saying why, instead
-  // of after the readiness timeout.
-  const exited = new Promise<never>((_, reject) =>
-    child.once('exit', (code, signal) => reject(new Error(`OpenBao exited at start (${signal ?? `code ${code}`})${recent.length ? `: ${recent.join(' | ')}` : ''}`))),
-  );
-  exited.catch(() => undefined);
+  // of after the readiness timeout ('close': after its output is drained).
+  const gone = new AbortController();
+  child.once('close', (code, signal) => gone.abort(new Error(`OpenBao exited at start (${signal ?? `code ${code}`})${lastOutput()}`)));
   const url = `http://${address}`;
   try {
-    await Promise.race([exited, waitFor('OpenBao', async () => (await fetch(`${url}/v1/sys/health`)).ok, 60_000)]);
+    await waitFor('OpenBao', async () => (await fetch(`${url}/v1/sys/health`, { signal: AbortSignal.timeout(2_000) })).ok, 60_000, gone.signal);
   } catch (err) {
     await stopChild(child);
-    throw recent.length && !/exited at start/.test((err as Error).message) ? new Error(`${(err as Error).message}; its last output: ${recent.join(' | ')}`) : err;
+    throw gone.signal.aborted ? err : new Error(`${(err as Error).message}${lastOutput()}`);
   }
   return { url, child, stop: () => stopChild(child) };
 }

@@ -27,10 +27,15 @@ export function freePort(): Promise<number> {
   });
 }
 
-export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+/** Polls `check` until it answers true; `signal` gives up early (its reason is thrown), e.g. when the server being waited for has exited. */
+export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 60_000, signal?: AbortSignal): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  // Also ends a check in flight: one can hang on a port that accepts and never answers.
+  const aborted = signal && new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
+  aborted?.catch(() => undefined);
   while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return;
+    signal?.throwIfAborted();
+    if (await Promise.race([check().catch(() => false), ...(aborted ? [aborted] : [])])) return;
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`${what} did not become ready within ${Math.round(timeoutMs / 1000)} s`);
