@@ -19,6 +19,8 @@ export type AcceptedRow = Omit<Invocation, 'requestBodyId' | 'responseBodyId' | 
 // Every column an accepted row sets; the rest keep their defaults until the activity completes it.
 const ROW = invocationColumns([...ADMITTED_CALL_FIELDS, 'requestHeaders', 'requestBodyId']);
 const ROW_SQL = `insert into invocations (${ROW.names.join(', ')}) values (${ROW.placeholders.join(', ')})`;
+// The accept statement of each shape (which CTEs it has), numbered for preparing.
+const STATEMENTS = new Map<string, string>();
 
 function accepted(row: AcceptedRow, requestBodyId: string) {
   return { ...row, requestBodyId, mode: 'transactional' as const, status: 'pending' as const, attempts: 0 };
@@ -43,10 +45,15 @@ export async function writeAccepted(orm: MikroORM, bodies: BodyStore, row: Accep
   const requestBodyId = inline ? inline.id : await bodies.put(row.tenantId, row.contentType ?? null, body);
   const values = ROW.values(accepted(row, requestBodyId));
   // Data-modifying CTEs: every part runs, in one statement and one commit. The statement's
-  // text depends only on which parts it has, so it is prepared once per shape and connection.
-  const withClause = ctes.length ? `with ${ctes.map(([name, insert]) => `${name} as (${insert.sql})`).join(', ')} ` : '';
+  // text depends only on which parts it has (each part's text is fixed), so it is built once
+  // per shape and prepared once per shape and connection.
   const shape = `gw_accept${ctes.map(([name]) => `_${name}`).join('')}`;
-  await statementPoolFor(orm).run(shape, numbered(`${withClause}${ROW_SQL}`), [...ctes.flatMap(([, insert]) => insert.params), ...values]);
+  let sql = STATEMENTS.get(shape);
+  if (!sql) {
+    const withClause = ctes.length ? `with ${ctes.map(([name, insert]) => `${name} as (${insert.sql})`).join(', ')} ` : '';
+    STATEMENTS.set(shape, (sql = numbered(`${withClause}${ROW_SQL}`)));
+  }
+  await statementPoolFor(orm).run(shape, sql, [...ctes.flatMap(([, insert]) => insert.params), ...values]);
 }
 
 /**
