@@ -1,6 +1,7 @@
 // OpenBao (Vault-compatible) dev server for source=vault credentials. Dev mode keeps
 // secrets in memory only: what you write there is gone after a restart.
 import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { waitFor } from './ports.ts';
 import { stopChild } from '../../temporal/dev-server.ts';
 
@@ -10,19 +11,17 @@ export async function startOpenBao(opts: { binary: string; port: number; rootTok
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, BAO_DEV_ROOT_TOKEN_ID: opts.rootToken, HOME: process.env.HOME ?? '/tmp' },
   });
-  // The dev server prints its root token and unseal key at start; never pass those lines on.
-  // The last few others are kept for the error should it not come up.
+  // The dev server prints its root token and unseal key at start; never pass those lines on
+  // (whole lines, so a value cannot come through on a chunk boundary without its label). The
+  // last few others are kept for the error should it not come up.
   const recent: string[] = [];
-  const quiet = (chunk: Buffer) => {
-    for (const line of chunk.toString().split('\n')) {
-      if (!line.trim() || /token|unseal/i.test(line)) continue;
-      opts.onOutput?.(line);
-      recent.push(line.trim());
-      if (recent.length > 5) recent.shift();
-    }
+  const quiet = (line: string) => {
+    if (!line.trim() || /token|unseal/i.test(line) || line.includes(opts.rootToken)) return;
+    opts.onOutput?.(line);
+    recent.push(line.trim());
+    if (recent.length > 5) recent.shift();
   };
-  child.stdout?.on('data', quiet);
-  child.stderr?.on('data', quiet);
+  for (const stream of [child.stdout, child.stderr]) if (stream) createInterface({ input: stream }).on('line', quiet);
   const lastOutput = () => (recent.length ? `; its last output: ${recent.join(' | ')}` : '');
   // A server that exits at start (a port taken, a bad flag) fails at once, saying why, instead
   // of after the readiness timeout ('close': after its output is drained).
