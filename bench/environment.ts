@@ -76,7 +76,8 @@ function anvilVersion(): string {
 export async function collectEnvironment(): Promise<Environment> {
   // "temporal version 1.9.1 (Server 1.32.0, UI 2.54.1)"
   const temporal = run(ensureTool('temporal'), ['--version']);
-  const dirty = run('git', ['status', '--porcelain', '--untracked-files=no']) !== '';
+  // The report this run rewrites does not count: a second run before a commit is still at HEAD.
+  const dirty = run('git', ['status', '--porcelain', '--untracked-files=no', '--', '.', ':(exclude)docs/BENCHMARKS.md']) !== '';
   return {
     date: new Date().toISOString(),
     machine: {
