@@ -36,7 +36,9 @@ export async function startTemporalDevServer(opts: {
     await waitFor('temporal dev server', async () => {
       const connection = await Connection.connect({ address, connectTimeout: '1 second' });
       try {
-        await connection.workflowService.describeNamespace({ namespace: opts.namespace });
+        // Bounded per try, like the connect: a port that accepts and never answers must not
+        // hold this connection open past the wait.
+        await connection.withDeadline(Date.now() + 2_000, () => connection.workflowService.describeNamespace({ namespace: opts.namespace }));
         return true;
       } finally {
         await connection.close();

@@ -27,15 +27,24 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Polls `check` until it answers true; `signal` gives up early (its reason is thrown), e.g. when the server being waited for has exited. */
+/**
+ * Polls `check` until it answers true, for at most `timeoutMs`, a check in flight included (one
+ * can hang on a port that accepts and never answers); `signal` gives up early (its reason is
+ * thrown), e.g. when the server being waited for has exited.
+ */
 export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 60_000, signal?: AbortSignal): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  // Also ends a check in flight: one can hang on a port that accepts and never answers.
   const aborted = signal && new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
   aborted?.catch(() => undefined);
   while (Date.now() < deadline) {
     signal?.throwIfAborted();
-    if (await Promise.race([check().catch(() => false), ...(aborted ? [aborted] : [])])) return;
+    let timer: NodeJS.Timeout | undefined;
+    const outlived = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), deadline - Date.now())));
+    try {
+      if (await Promise.race([check().catch(() => false), outlived, ...(aborted ? [aborted] : [])])) return;
+    } finally {
+      clearTimeout(timer);
+    }
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`${what} did not become ready within ${Math.round(timeoutMs / 1000)} s`);
