@@ -17,13 +17,19 @@ import { join } from 'node:path';
 import { collectEnvironment } from './environment.ts';
 import { updateReport, type Section } from './report.ts';
 import type { BenchResult } from './result.ts';
+import { parseCommand, usageExit } from '../scripts/lib/cli.ts';
 
 const ALL = ['analytics', 'proxy', 'settle', 'throughput'];
 const REPORT = 'docs/BENCHMARKS.md';
 
-const requested = process.argv.slice(2).map((arg) => {
+const USAGE = `usage: npm run bench [-- [--write] [NAME[=ARGS] ...]]
+  Runs the benchmarks (all, or those named: ${ALL.join(', ')}) and prints their figures;
+  --write also rewrites their sections of ${REPORT}.`;
+const { values, positionals } = parseCommand({ usage: USAGE, options: { write: { type: 'boolean' } }, allowPositionals: true });
+const write = values.write === true;
+const requested = positionals.map((arg) => {
   const [name, ...rest] = arg.split('=');
-  if (!ALL.includes(name)) throw new Error(`unknown benchmark "${name}" (known: ${ALL.join(', ')})`);
+  if (!ALL.includes(name)) usageExit(USAGE, `unknown benchmark "${name}"`);
   return { name, args: rest.join('=').split(' ').filter(Boolean) };
 });
 const runs = requested.length ? ALL.flatMap((name) => requested.filter((r) => r.name === name)) : ALL.map((name) => ({ name, args: [] as string[] }));
@@ -55,7 +61,7 @@ try {
     const result = await runOne(r.name, r.args, join(dir, `${r.name}.json`));
     fresh.push({ result, env });
     // Written after each benchmark, so an interrupted run keeps what it measured.
-    writeFileSync(REPORT, updateReport(readFileSync(REPORT, 'utf8'), fresh, env));
+    if (write) writeFileSync(REPORT, updateReport(readFileSync(REPORT, 'utf8'), fresh, env));
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });
@@ -63,6 +69,6 @@ try {
 const failed = fresh.filter((s) => s.result.error);
 const checks = fresh.flatMap((s) => s.result.checks);
 process.stdout.write(
-  `\n# ${REPORT} updated: ${fresh.length} benchmark(s), ${checks.filter((c) => c.pass === true).length} targets met, ${checks.filter((c) => c.pass === false).length} missed${failed.length ? `, FAILED: ${failed.map((s) => s.result.bench).join(', ')}` : ''}\n`,
+  `\n# ${write ? `${REPORT} updated` : `not written (--write rewrites ${REPORT})`}: ${fresh.length} benchmark(s), ${checks.filter((c) => c.pass === true).length} targets met, ${checks.filter((c) => c.pass === false).length} missed${failed.length ? `, FAILED: ${failed.map((s) => s.result.bench).join(', ')}` : ''}\n`,
 );
 process.exitCode = failed.length ? 1 : 0;

@@ -10,13 +10,13 @@
 // is (base, TOKEN_ADDRESS), or the local token of `npm start` when TOKEN_ADDRESS is unset.
 // Limits are in the token's smallest unit; an omitted limit uses the deployment default.
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { getAddress, getCreateAddress } from 'ethers';
 import { openFacilitatorPool } from '../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../facilitator/db/migrations.ts';
 import { addAccount, deactivateAccount, listAccounts, type Account, type AccountKind } from '../facilitator/accounts.ts';
 import { certFingerprint256 } from '../facilitator/pki.ts';
 import { DEV_ACCOUNTS } from '../contracts/chain.ts';
+import { parseCommand, reportUncaught, usageExit } from './lib/cli.ts';
 
 const USAGE = `usage:
   npm run facilitator -- accounts add --cert FILE --name NAME [--kind NETWORK:ASSET]... [--max-per-tx N] [--daily-ceiling N]
@@ -25,11 +25,11 @@ const USAGE = `usage:
 options: --database-url URL (default: FACILITATOR_DATABASE_URL, else the npm start database)`;
 
 function fail(message: string): never {
-  process.stderr.write(`${message}\n${USAGE}\n`);
-  process.exit(2);
+  return usageExit(USAGE, message);
 }
 
-const { values, positionals } = parseArgs({
+const { values, positionals } = parseCommand({
+  usage: USAGE,
   allowPositionals: true,
   options: {
     cert: { type: 'string' },
@@ -39,10 +39,11 @@ const { values, positionals } = parseArgs({
     'daily-ceiling': { type: 'string' },
     'database-url': { type: 'string' },
     json: { type: 'boolean' },
-    help: { type: 'boolean', short: 'h' },
   },
 });
-if (values.help || positionals[0] !== 'accounts') fail(values.help ? '' : 'unknown command');
+if (positionals[0] !== 'accounts') fail(positionals[0] ? `unknown command ${positionals[0]}` : 'name a command');
+
+reportUncaught('facilitator');
 
 const databaseUrl =
   values['database-url'] ??

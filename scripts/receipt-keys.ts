@@ -6,15 +6,20 @@
 import { generateKey, readKeys } from '../api/receipts/keys.ts';
 import { loadReceiptConfig } from '../api/receipts/config.ts';
 
-const config = loadReceiptConfig(process.env);
-const command = process.argv[2] ?? 'list';
-if (command === 'rotate') {
-  process.stdout.write(`added ${generateKey(config.keysDir)}\n`);
-} else if (command !== 'list') {
-  process.stderr.write('usage: npm run receipt-keys -- list|rotate\n');
-  process.exit(2);
-}
-const keys = readKeys(config.keysDir);
-const active = config.activeKid ?? keys.at(-1)?.kid;
-for (const key of keys) process.stdout.write(`${key.kid}${key.kid === active ? '  (active)' : ''}\n`);
-if (keys.length === 0) process.stdout.write(`no keys in ${config.keysDir} (the worker creates one on its first receipt)\n`);
+import { parseCommand, runCommand, usageExit } from './lib/cli.ts';
+
+const USAGE = `usage: npm run receipt-keys -- [list|rotate]
+  list    the signing keys in RECEIPT_KEYS_DIR (default DATA_DIR/receipt-keys), the active one marked
+  rotate  adds a new key, which becomes the active one unless RECEIPT_ACTIVE_KID pins another`;
+const { positionals } = parseCommand({ usage: USAGE, allowPositionals: true });
+const command = positionals[0] ?? 'list';
+if (positionals.length > 1 || (command !== 'list' && command !== 'rotate')) usageExit(USAGE, `unknown command: ${positionals.join(' ')}`);
+
+await runCommand('receipt-keys', async () => {
+  const config = loadReceiptConfig(process.env);
+  if (command === 'rotate') process.stdout.write(`added ${generateKey(config.keysDir)}\n`);
+  const keys = readKeys(config.keysDir);
+  const active = config.activeKid ?? keys.at(-1)?.kid;
+  for (const key of keys) process.stdout.write(`${key.kid}${key.kid === active ? '  (active)' : ''}\n`);
+  if (keys.length === 0) process.stdout.write(`no keys in ${config.keysDir} (the worker creates one on its first receipt)\n`);
+});

@@ -9,12 +9,13 @@ import { gatewayWorkflowsPath } from '../temporal/gateway-worker.ts';
 import { facilitatorWorkflowsPath } from '../temporal/facilitator-worker.ts';
 import * as gatewayWorkflows from '../workflows/index.ts';
 import * as facilitatorWorkflows from '../workflows/facilitator.ts';
+import { parseCommand, usageExit } from './lib/cli.ts';
 
-const files = process.argv.slice(2);
-if (files.length === 0) {
-  console.error('usage: npm run replay -- FILE [FILE...]');
-  process.exit(2);
-}
+const USAGE = `usage: npm run replay -- FILE [FILE...]
+  Replays workflow histories (temporal workflow show -w ID -o json > FILE) against the current
+  workflow code; exits 1 when any history does not replay.`;
+const { positionals: files } = parseCommand({ usage: USAGE, allowPositionals: true });
+if (files.length === 0) usageExit(USAGE, 'name at least one history file');
 
 const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 const workers = [

@@ -5,6 +5,13 @@
 import { loadVaultConfig } from '../api/credentials/config.ts';
 import { rewrapAll } from '../api/credentials/rotation.ts';
 import { openOrm } from '../api/db/orm.ts';
+import { parseCommand } from './lib/cli.ts';
+
+parseCommand({
+  usage: `usage: npm run rotate-kek
+  Re-wraps every managed credential's data key under VAULT_KEK_CURRENT (reads DATABASE_URL,
+  VAULT_KEKS and VAULT_KEK_CURRENT); prints counts, never key material.`,
+});
 
 const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway';
 let exitCode = 0;
@@ -25,7 +32,8 @@ try {
     await orm.close();
   }
 } catch (err) {
-  process.stderr.write(`rotate-kek failed: ${(err as Error).message}\n`);
-  exitCode = 1;
+  const message = (err as Error).message.split('\n')[0];
+  process.stderr.write(`rotate-kek failed: ${message}\n`);
+  exitCode = /^invalid configuration/.test(message) ? 2 : 1;
 }
 process.exit(exitCode);

@@ -4,16 +4,24 @@
 // local key folder (RECEIPT_KEYS_DIR, default DATA_DIR/receipt-keys). Prints the verified
 // claims and exits 0; prints why and exits 1 when the receipt does not verify.
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import type { JWK } from 'jose';
 import { verifyReceipt } from '../api/receipts/receipt.ts';
 import { readKeys } from '../api/receipts/keys.ts';
 import { loadReceiptConfig } from '../api/receipts/config.ts';
+import { parseCommand, usageExit, UsageError } from './lib/cli.ts';
 
-const { values, positionals } = parseArgs({ options: { jwks: { type: 'string' } }, allowPositionals: true });
-if (positionals.length !== 1) {
-  process.stderr.write('usage: npm run verify-receipt -- FILE [--jwks FILE_OR_URL]\n');
-  process.exit(2);
+const USAGE = `usage: npm run verify-receipt -- FILE [--jwks FILE_OR_URL]
+  Checks a trust receipt offline: FILE holds the compact JWS or the JSON answer of
+  GET /v1/invocations/{id}/receipt; keys from --jwks, else RECEIPT_KEYS_DIR (default DATA_DIR/receipt-keys).`;
+const { values, positionals } = parseCommand({ usage: USAGE, options: { jwks: { type: 'string' } }, allowPositionals: true });
+if (positionals.length !== 1) usageExit(USAGE, positionals.length ? 'name one receipt file' : 'the receipt FILE is missing');
+
+function readText(file: string, what: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    throw new UsageError(`${what} ${file}: cannot be read`);
+  }
 }
 
 /** The compact JWS inside FILE, whichever of the two shapes it has. */
@@ -39,14 +47,18 @@ async function jwks(): Promise<{ keys: JWK[] }> {
     if (!res.ok) throw new Error(`${values.jwks} answered ${res.status}`);
     return (await res.json()) as { keys: JWK[] };
   }
-  return JSON.parse(readFileSync(values.jwks, 'utf8')) as { keys: JWK[] };
+  return JSON.parse(readText(values.jwks, '--jwks')) as { keys: JWK[] };
 }
 
 try {
-  const jws = receiptOf(readFileSync(positionals[0], 'utf8'));
+  const jws = receiptOf(readText(positionals[0], 'receipt file'));
   const { kid, claims } = await verifyReceipt(jws, await jwks());
   process.stdout.write(`receipt verified (key ${kid})\n${JSON.stringify(claims, null, 2)}\n`);
 } catch (err) {
-  process.stderr.write(`receipt NOT verified: ${(err as Error).message}\n`);
+  if (err instanceof UsageError) {
+    process.stderr.write(`verify-receipt: ${err.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`receipt NOT verified: ${(err as Error).message.split('\n')[0]}\n`);
   process.exit(1);
 }

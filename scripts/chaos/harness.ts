@@ -158,6 +158,15 @@ async function localPostgres(): Promise<string | undefined> {
   return (await canConnect(local)) ? local : undefined;
 }
 
+// Systems still running, stopped in full when the runner forwards Ctrl-C or SIGTERM, so an
+// interrupted scenario leaves no server or database behind.
+const running = new Set<() => Promise<void>>();
+function stopAllOnSignal(signal: NodeJS.Signals): void {
+  void Promise.all([...running].map((stop) => stop().catch(() => undefined))).finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+}
+process.once('SIGTERM', stopAllOnSignal);
+process.once('SIGINT', stopAllOnSignal);
+
 export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem> {
   const runId = `${opts.name.replace(/[^a-z0-9]/gi, '_')}_${randomBytes(3).toString('hex')}`;
   const dataDir = resolve('.chaos-data', runId);
@@ -176,9 +185,12 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
 
   const cleanups: Array<() => Promise<unknown>> = [];
   const cleanup = async () => {
+    running.delete(cleanup);
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
+    cleanups.length = 0;
     for (const s of logs.values()) s.end();
   };
+  running.add(cleanup);
 
   try {
     const upstream = await startCountingUpstream(opts.upstreamDelayMs ?? 0);

