@@ -7,6 +7,7 @@ import { loadReceiptConfig, type ReceiptConfig } from './receipts/config.ts';
 import { loadObservabilityConfig, type ObservabilityConfig } from './observability/config.ts';
 import { loadPaymentConfig, type PaymentConfig } from './payment/config.ts';
 import { loadGateFreshness, type GateFreshness } from './proxy/freshness.ts';
+import { loadTemporalSettings, type TemporalConnectionOptions } from '../temporal/connection-settings.ts';
 
 const csv = z
   .string()
@@ -17,8 +18,6 @@ const GatewayEnv = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().default('127.0.0.1'),
   DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/gateway'),
-  TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
-  TEMPORAL_NAMESPACE: z.string().default('default'),
   TEMPORAL_TASK_QUEUE: z.string().default('gateway'),
   AUTH_JWT_SECRET: z.string().optional(),
   AUTH_JWKS_URL: z.string().url().optional(),
@@ -41,7 +40,8 @@ export type GatewayConfig = {
   port: number;
   host: string;
   databaseUrl: string;
-  temporal: { address: string; namespace: string; taskQueue: string };
+  /** TEMPORAL_* (temporal/connection-settings.ts): address, namespace, TLS, API key; TEMPORAL_TASK_QUEUE. */
+  temporal: { address: string; namespace: string; taskQueue: string; connection: TemporalConnectionOptions };
   auth: { jwtSecret?: string; jwksUrl?: string; tenantClaim: string; userClaim: string };
   upstream: { allow: string[]; timeoutMs: number };
   redisUrl?: string;
@@ -70,6 +70,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
   }
   const e = parsed.data;
+  const temporal = loadTemporalSettings(env);
   if (!e.AUTH_JWT_SECRET && !e.AUTH_JWKS_URL) {
     throw new Error('invalid configuration: set AUTH_JWT_SECRET or AUTH_JWKS_URL');
   }
@@ -77,7 +78,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     port: e.PORT,
     host: e.HOST,
     databaseUrl: e.DATABASE_URL,
-    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.TEMPORAL_TASK_QUEUE },
+    temporal: { address: temporal.connection.address, namespace: temporal.namespace, taskQueue: e.TEMPORAL_TASK_QUEUE, connection: temporal.connection },
     auth: {
       jwtSecret: e.AUTH_JWT_SECRET,
       jwksUrl: e.AUTH_JWKS_URL,

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { getAddress } from 'ethers';
 import { z } from 'zod';
 import type { TokenDomain } from './x402/eip3009.ts';
+import { loadTemporalSettings, type TemporalConnectionOptions } from '../temporal/connection-settings.ts';
 
 const amount = z.string().regex(/^[0-9]{1,78}$/, 'must be a decimal integer string');
 
@@ -22,8 +23,6 @@ const FacilitatorEnv = z.object({
   TOKEN_NAME: z.string().default('USD Coin'),
   TOKEN_VERSION: z.string().default('2'),
   FACILITATOR_NETWORK: z.string().default('base'),
-  TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
-  TEMPORAL_NAMESPACE: z.string().default('default'),
   FACILITATOR_TASK_QUEUE: z.string().default('facilitator'),
   // The HTTPS process runs a worker itself (and starts workflows eagerly on it); more workers
   // may run as separate processes (temporal/facilitator-worker-main.ts) either way.
@@ -65,7 +64,8 @@ export type FacilitatorConfig = {
   network: string;
   tokenAddress: string;
   domain: TokenDomain;
-  temporal: { address: string; namespace: string; taskQueue: string };
+  /** TEMPORAL_* (temporal/connection-settings.ts) and FACILITATOR_TASK_QUEUE. */
+  temporal: { address: string; namespace: string; taskQueue: string; connection: TemporalConnectionOptions };
   embeddedWorker: boolean;
   keystore: { file?: string; password?: string; passwordFile?: string };
   guardrails: { maxPerTx: bigint; dailyCeiling: bigint };
@@ -87,6 +87,7 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     throw new Error(`invalid facilitator configuration: ${issue.path.join('.')}: ${issue.message}`);
   }
   const e = parsed.data;
+  const temporal = loadTemporalSettings(env);
   if (e.FACILITATOR_INCLUSION_TIMEOUT_MS >= e.FACILITATOR_SETTLE_DEADLINE_MS) {
     throw new Error('invalid facilitator configuration: FACILITATOR_INCLUSION_TIMEOUT_MS must be below FACILITATOR_SETTLE_DEADLINE_MS');
   }
@@ -101,7 +102,7 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     network: e.FACILITATOR_NETWORK,
     tokenAddress,
     domain: { name: e.TOKEN_NAME, version: e.TOKEN_VERSION, chainId: e.CHAIN_ID, verifyingContract: tokenAddress },
-    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.FACILITATOR_TASK_QUEUE },
+    temporal: { address: temporal.connection.address, namespace: temporal.namespace, taskQueue: e.FACILITATOR_TASK_QUEUE, connection: temporal.connection },
     embeddedWorker: e.FACILITATOR_EMBEDDED_WORKER === 'true',
     keystore: { file: e.FACILITATOR_KEYSTORE_FILE, password: e.FACILITATOR_KEYSTORE_PASSWORD, passwordFile: e.FACILITATOR_KEYSTORE_PASSWORD_FILE },
     guardrails: { maxPerTx: BigInt(e.FACILITATOR_DEFAULT_MAX_PER_TX), dailyCeiling: BigInt(e.FACILITATOR_DEFAULT_DAILY_CEILING) },

@@ -50,7 +50,7 @@ export type FacilitatorStartDeps = {
 };
 
 async function embeddedWorker(config: FacilitatorConfig, deps: FacilitatorStartDeps, worker: NonNullable<FacilitatorStartDeps['worker']>) {
-  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  const connection = await NativeConnection.connect({ ...config.temporal.connection });
   const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
   const created = await createFacilitatorWorker(config, { pool: deps.pool, provider, signer: worker.signer }, { workflowBundle: worker.workflowBundle, connection });
   const running = created.worker.run();

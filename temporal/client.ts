@@ -3,10 +3,12 @@
 // span whose context travels to the workflow in its headers.
 import { Client, Connection } from '@temporalio/client';
 import { temporalClientInterceptors } from '../api/observability/tracing.ts';
+import type { TemporalConnectionOptions } from './connection-settings.ts';
 
-export async function connectClient(address: string, namespace: string): Promise<Client> {
+/** A client on `target`: an address (plain gRPC) or the full settings (TLS, API key). */
+export async function connectClient(target: string | TemporalConnectionOptions, namespace: string): Promise<Client> {
   const connection = await WatchedConnection.connect({
-    address,
+    ...(typeof target === 'string' ? { address: target } : target),
     connectTimeout: '5 seconds',
     // After Temporal comes back, reconnect within ~1 s. grpc-js backs off up to 2 minutes by
     // default, so a 45 s outage left the API answering 503 for ~25 s more after Temporal was up

@@ -15,6 +15,8 @@ export async function startTemporalDevServer(opts: {
   port: number;
   uiPort?: number;
   namespace: string;
+  /** Register the custom search attributes with the namespace (default true; a test of a bare cluster says false). */
+  searchAttributes?: boolean;
   onOutput?: (line: string) => void;
 }): Promise<DevServer> {
   const args = ['server', 'start-dev', '--db-filename', opts.dbFile, '--ip', '127.0.0.1', '--port', String(opts.port), '--namespace', opts.namespace, '--log-level', 'warn'];
@@ -22,7 +24,7 @@ export async function startTemporalDevServer(opts: {
   args.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
   if (opts.uiPort) args.push('--ui-port', String(opts.uiPort));
   else args.push('--headless');
-  for (const key of ALL_SEARCH_ATTRIBUTES) args.push('--search-attribute', `${key.name}=${TYPE_NAMES[key.type]}`);
+  if (opts.searchAttributes !== false) for (const key of ALL_SEARCH_ATTRIBUTES) args.push('--search-attribute', `${key.name}=${TYPE_NAMES[key.type]}`);
 
   const child = spawn(opts.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   for (const stream of [child.stdout, child.stderr]) stream?.on('data', (chunk: Buffer) => opts.onOutput?.(chunk.toString()));

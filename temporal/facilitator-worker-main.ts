@@ -7,9 +7,11 @@ import { createChainProvider } from '../facilitator/chain.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createLogger } from '../api/log.ts';
 import { createFacilitatorWorker } from './facilitator-worker.ts';
+import { requireSearchAttributes } from './search-attribute-setup.ts';
 
 const log = createLogger('facilitator-worker');
 const config = loadFacilitatorConfig();
+await requireSearchAttributes(config.temporal, log);
 const pool = openFacilitatorPool(config.databaseUrl);
 await migrateFacilitator(pool);
 const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);

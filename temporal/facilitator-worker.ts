@@ -19,7 +19,7 @@ export async function createFacilitatorWorker(
   deps: { pool: pg.Pool; provider: JsonRpcProvider; signer: TransactionSigner },
   opts: { workflowBundle?: WorkflowBundle; connection?: NativeConnection } = {},
 ): Promise<{ worker: Worker; connection: NativeConnection; runner: SettlementRunner }> {
-  const connection = opts.connection ?? (await NativeConnection.connect({ address: config.temporal.address }));
+  const connection = opts.connection ?? (await NativeConnection.connect({ ...config.temporal.connection }));
   const steps = createSettlementSteps({ ...deps, fees: createFeeOracle(deps.provider), config });
   // Tracing (when started in this process): the OTel interceptors and the workflow spans' sink.
   const tracing = temporalWorkerTracing();

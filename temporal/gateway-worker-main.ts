@@ -6,6 +6,7 @@ import { createGatewayWorker } from './gateway-worker.ts';
 import { startMetricsServer } from '../api/observability/http.ts';
 import { startTracing, stopTracing } from '../api/observability/tracing.ts';
 import { connectClient } from './client.ts';
+import { requireSearchAttributes } from './search-attribute-setup.ts';
 import { ensureRetentionSchedule, loadRetentionDays } from './retention-schedule.ts';
 
 // Before the worker is built: it installs the tracing interceptors only when tracing is on.
@@ -13,6 +14,7 @@ startTracing(process.env, 'agent-gateway-worker');
 const log = createLogger('worker');
 const config = loadGatewayConfig();
 const retentionDays = loadRetentionDays(process.env);
+await requireSearchAttributes(config.temporal, log);
 const orm = await openOrm(config.databaseUrl);
 const { worker, connection } = await createGatewayWorker(config, orm);
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => worker.shutdown());
@@ -21,7 +23,7 @@ const { workerMetricsPort, metricsHost } = config.observability;
 const metrics = workerMetricsPort ? await startMetricsServer(workerMetricsPort, metricsHost) : null;
 // Policy decision retention runs on a Temporal Schedule; each worker brings it to the configured
 // retention. Not fatal: the worker's own job is invocations, and the next start retries.
-await connectClient(config.temporal.address, config.temporal.namespace)
+await connectClient(config.temporal.connection, config.temporal.namespace)
   .then((client) => ensureRetentionSchedule(client, { taskQueue: config.temporal.taskQueue, retentionDays }).finally(() => client.connection.close()))
   .then((schedule) => log.info({ retentionDays, schedule }, 'policy decision retention schedule'))
   .catch((err: Error) => log.warn({ err: { name: err.name, message: err.message } }, 'policy decision retention schedule not set'));

@@ -28,7 +28,7 @@ export async function createGatewayWorker(
   orm: MikroORM,
   opts: { workflowBundle?: WorkflowBundle } = {},
 ): Promise<{ worker: Worker; connection: NativeConnection }> {
-  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  const connection = await NativeConnection.connect({ ...config.temporal.connection });
   const activities = createInvocationActivities({
     orm,
     upstream: createUpstreamClient({ allow: config.upstream.allow }),

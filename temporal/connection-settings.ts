@@ -1,0 +1,44 @@
+// Where and how every process reaches Temporal, read with @temporalio/envconfig so the project
+// follows the SDK's own conventions: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
+// TEMPORAL_TLS (true/false), TEMPORAL_TLS_CLIENT_CERT_PATH / _KEY_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH,
+// TEMPORAL_TLS_SERVER_NAME, TEMPORAL_PROFILE and a TOML profile file in TEMPORAL_CONFIG_FILE.
+// Plain, server TLS, mutual TLS and API-key connections all come out of the same settings.
+import { loadClientConnectConfig } from '@temporalio/envconfig';
+import type { TLSConfig } from '@temporalio/client';
+
+/** What a client Connection and a worker NativeConnection both take. */
+export type TemporalConnectionOptions = {
+  address: string;
+  tls?: TLSConfig | boolean;
+  apiKey?: string;
+  metadata?: Record<string, string>;
+};
+
+export type TemporalSettings = { namespace: string; connection: TemporalConnectionOptions };
+
+const DEFAULT_ADDRESS = '127.0.0.1:7233';
+
+export function loadTemporalSettings(env: NodeJS.ProcessEnv = process.env): TemporalSettings {
+  const strings = Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
+  let loaded;
+  try {
+    // No config file unless TEMPORAL_CONFIG_FILE names one: a developer's ~/.config/temporalio
+    // profile must not silently redirect a gateway.
+    loaded = loadClientConnectConfig({ overrideEnvVars: strings, disableFile: !strings.TEMPORAL_CONFIG_FILE });
+  } catch (err) {
+    throw new Error(`invalid configuration: Temporal connection (TEMPORAL_* or TEMPORAL_CONFIG_FILE): ${(err as Error).message.split('\n')[0]}`, { cause: err });
+  }
+  const options = loaded.connectionOptions;
+  const connection: TemporalConnectionOptions = { address: options.address ?? DEFAULT_ADDRESS };
+  if (options.tls !== undefined && options.tls !== null) connection.tls = options.tls as TLSConfig | boolean;
+  if (typeof options.apiKey === 'string' && options.apiKey) connection.apiKey = options.apiKey;
+  if (options.metadata && Object.keys(options.metadata).length) connection.metadata = options.metadata as Record<string, string>;
+  return { namespace: loaded.namespace || 'default', connection };
+}
+
+/** How the connection is secured, for logs and banners (never the key or certificates). */
+export function describeConnection(connection: TemporalConnectionOptions): string {
+  const tls = connection.tls;
+  const mode = !tls ? 'plain' : typeof tls === 'object' && tls.clientCertPair ? 'mutual TLS' : 'TLS';
+  return `${connection.address} (${mode}${connection.apiKey ? ', API key' : ''})`;
+}
