@@ -2,7 +2,7 @@
 // with a shared secret or RS256/ES256 against a JWKS. Any failure is 401 with no body.
 import { createSecretKey, hash, type KeyObject } from 'node:crypto';
 import type { Context, Next } from 'koa';
-import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
 import type { GatewayConfig } from './config.ts';
 import { respondEmpty } from './errors.ts';
 
@@ -23,6 +23,18 @@ const TOKEN_CACHE_TTL_MS = 60_000;
 
 type Remembered = { caller: Caller; exp: number | undefined; nbf: number | undefined; until: number };
 
+// Every rule a token must pass besides its signature: exp required (by default), issuer and
+// audience when configured, a maximum age by `iat` when configured.
+function verifyOptions(auth: GatewayConfig['auth'], algorithms: string[]): JWTVerifyOptions {
+  return {
+    algorithms,
+    ...(auth.issuer ? { issuer: auth.issuer } : {}),
+    ...(auth.audience ? { audience: auth.audience } : {}),
+    ...(auth.maxTokenAgeSeconds !== undefined ? { maxTokenAge: auth.maxTokenAgeSeconds } : {}),
+    ...(auth.requireExp ? { requiredClaims: ['exp'] } : {}),
+  };
+}
+
 export function createVerifier(auth: GatewayConfig['auth']) {
   const remembered = new Map<string, Remembered>();
   // The HS256 secret is imported once as a KeyObject: jose would otherwise import the raw
@@ -30,7 +42,7 @@ export function createVerifier(auth: GatewayConfig['auth']) {
   const key: KeyObject | JWTVerifyGetKey = auth.jwksUrl
     ? createRemoteJWKSet(new URL(auth.jwksUrl))
     : createSecretKey(Buffer.from(auth.jwtSecret ?? '', 'utf8'));
-  const algorithms = auth.jwksUrl ? ['RS256', 'ES256'] : ['HS256'];
+  const options = verifyOptions(auth, auth.jwksUrl ? ['RS256', 'ES256'] : ['HS256']);
 
   return async function verify(token: string): Promise<Caller | undefined> {
     const now = Date.now();
@@ -43,13 +55,16 @@ export function createVerifier(auth: GatewayConfig['auth']) {
       remembered.delete(cacheKey);
     }
     try {
-      const { payload } = await jwtVerify(token, key as KeyObject, { algorithms });
+      const { payload } = await jwtVerify(token, key as KeyObject, options);
       const tenantId = payload[auth.tenantClaim];
       const userId = payload[auth.userClaim];
       if (typeof tenantId !== 'string' || tenantId === '' || typeof userId !== 'string' || userId === '') return undefined;
       const caller = { tenantId, userId };
       if (remembered.size >= TOKEN_CACHE_MAX) remembered.delete(remembered.keys().next().value as string);
-      remembered.set(cacheKey, { caller, exp: payload.exp, nbf: payload.nbf, until: now + TOKEN_CACHE_TTL_MS });
+      // With a maximum age, the entry also ends when the token grows too old (jose checks the
+      // age with the same clock; iat is required by then).
+      const tooOldAt = auth.maxTokenAgeSeconds !== undefined && payload.iat !== undefined ? (payload.iat + auth.maxTokenAgeSeconds) * 1000 : Infinity;
+      remembered.set(cacheKey, { caller, exp: payload.exp, nbf: payload.nbf, until: Math.min(now + TOKEN_CACHE_TTL_MS, tooOldAt) });
       return caller;
     } catch {
       return undefined;

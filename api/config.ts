@@ -14,6 +14,9 @@ const csv = z
   .default('')
   .transform((value) => value.split(',').map((item) => item.trim()).filter(Boolean));
 
+/** RFC 7518 §3.2: an HMAC key at least as long as the hash output (SHA-256: 32 bytes). */
+export const MIN_HS256_SECRET_BYTES = 32;
+
 const GatewayEnv = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().default('127.0.0.1'),
@@ -23,6 +26,17 @@ const GatewayEnv = z.object({
   AUTH_JWKS_URL: z.string().url().optional(),
   AUTH_TENANT_CLAIM: z.string().default('tenant_id'),
   AUTH_USER_CLAIM: z.string().default('sub'),
+  // Checked when set, for HS256 and JWKS alike (api/auth.ts).
+  AUTH_ISSUER: z.string().min(1).optional(),
+  AUTH_AUDIENCE: z.string().min(1).optional(),
+  // Oldest accepted token by its `iat`, in seconds or with a unit (`90s`, `15m`, `12h`, `7d`).
+  AUTH_MAX_TOKEN_AGE: z
+    .string()
+    .regex(/^\d+\s*(s|m|h|d)?$/, 'a number of seconds, or with a unit: 90s, 15m, 12h, 7d')
+    .transform((v) => Number.parseInt(v, 10) * ({ s: 1, m: 60, h: 3600, d: 86400 }[v.trim().slice(-1)] ?? 1))
+    .optional(),
+  // A token without `exp` never expires; refused unless this is set to false.
+  AUTH_REQUIRE_EXP: z.enum(['true', 'false']).default('true'),
   UPSTREAM_ALLOW: csv,
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   REDIS_URL: z.string().optional(),
@@ -42,7 +56,17 @@ export type GatewayConfig = {
   databaseUrl: string;
   /** TEMPORAL_* (temporal/connection-settings.ts): address, namespace, TLS, API key; TEMPORAL_TASK_QUEUE. */
   temporal: { address: string; namespace: string; taskQueue: string; connection: TemporalConnectionOptions };
-  auth: { jwtSecret?: string; jwksUrl?: string; tenantClaim: string; userClaim: string };
+  auth: {
+    jwtSecret?: string;
+    jwksUrl?: string;
+    tenantClaim: string;
+    userClaim: string;
+    issuer?: string;
+    audience?: string;
+    /** Seconds; a token whose `iat` is older is refused. */
+    maxTokenAgeSeconds?: number;
+    requireExp: boolean;
+  };
   upstream: { allow: string[]; timeoutMs: number };
   redisUrl?: string;
   rateLimit: { agentRps: number; agentBurst: number; globalRps: number; globalBurst: number };
@@ -74,6 +98,10 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
   if (!e.AUTH_JWT_SECRET && !e.AUTH_JWKS_URL) {
     throw new Error('invalid configuration: set AUTH_JWT_SECRET or AUTH_JWKS_URL');
   }
+  const secretBytes = e.AUTH_JWT_SECRET === undefined ? undefined : Buffer.byteLength(e.AUTH_JWT_SECRET, 'utf8');
+  if (!e.AUTH_JWKS_URL && secretBytes !== undefined && secretBytes < MIN_HS256_SECRET_BYTES) {
+    throw new Error(`invalid configuration: AUTH_JWT_SECRET is ${secretBytes} bytes; HS256 needs at least ${MIN_HS256_SECRET_BYTES} (e.g. openssl rand -base64 32)`);
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -84,6 +112,10 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       jwksUrl: e.AUTH_JWKS_URL,
       tenantClaim: e.AUTH_TENANT_CLAIM,
       userClaim: e.AUTH_USER_CLAIM,
+      issuer: e.AUTH_ISSUER,
+      audience: e.AUTH_AUDIENCE,
+      maxTokenAgeSeconds: e.AUTH_MAX_TOKEN_AGE,
+      requireExp: e.AUTH_REQUIRE_EXP === 'true',
     },
     upstream: { allow: e.UPSTREAM_ALLOW, timeoutMs: e.UPSTREAM_TIMEOUT_MS },
     redisUrl: e.REDIS_URL,

@@ -116,7 +116,7 @@ try {
   await waitFor('gateway API', async () => (await fetch(`${apiUrl}/readyz`)).ok, 90_000);
   await waitFor('facilitator', async () => (await fetch(`http://127.0.0.1:${ports.facilitatorPublic}/healthz`)).ok, 30_000);
 
-  const token = await mintToken({ secret: childEnv.AUTH_JWT_SECRET, tenant: 'demo', user: 'demo-user', ttl: '24h', tenantClaim: env.AUTH_TENANT_CLAIM, userClaim: env.AUTH_USER_CLAIM });
+  const token = await mintToken({ secret: childEnv.AUTH_JWT_SECRET, tenant: 'demo', user: 'demo-user', ttl: '24h', tenantClaim: env.AUTH_TENANT_CLAIM, userClaim: env.AUTH_USER_CLAIM, issuer: env.AUTH_ISSUER, audience: env.AUTH_AUDIENCE });
   const demoUrl = `http://127.0.0.1:${ports.demo}/`;
   process.stdout.write(`
 ================================================================================
