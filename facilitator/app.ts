@@ -8,6 +8,7 @@ import type { Readiness } from './readiness.ts';
 import { settleHandler, type SettleDeps } from './settle.ts';
 import { observeRequests, observeSettlements } from '../api/observability/http.ts';
 import { traceRequests } from '../api/observability/spans.ts';
+import { errorFrames, errorKind } from '../activities/error-kind.ts';
 
 export type FacilitatorDeps = SettleDeps & { config: FacilitatorConfig; readiness: Readiness; log: Logger };
 
@@ -28,13 +29,16 @@ function readOnlyRoutes(deps: Pick<FacilitatorDeps, 'config' | 'readiness'>): Ro
   return router;
 }
 
-/** Unexpected errors become a bodiless 500, logged without request content. */
-function errorBoundary(log: Logger) {
+/**
+ * Unexpected errors become a bodiless 500, logged by kind and frames: an error's message can
+ * quote what a caller sent (a database refusal quotes the value), so it is never logged.
+ */
+export function errorBoundary(log: Logger) {
   return async (ctx: Koa.Context, next: Koa.Next) => {
     try {
       await next();
     } catch (err) {
-      log.error({ err: { name: (err as Error).name, message: (err as Error).message }, path: ctx.path }, 'unhandled error');
+      log.error({ err: errorKind(err), at: errorFrames(err), path: ctx.path }, 'unhandled error');
       ctx.body = null;
       ctx.status = 500;
     }

@@ -8,14 +8,20 @@ import Koa from 'koa';
 import { pino } from 'pino';
 import { request } from 'undici';
 import { errorMapper } from '../api/errors.ts';
+import { errorBoundary } from '../facilitator/app.ts';
+
+const boundaries = [
+  { name: 'the API', boundary: errorMapper },
+  { name: 'the facilitator', boundary: errorBoundary },
+];
 
 describe('unhandled errors in the log', () => {
-  it('logs the kind, code and frames of an unhandled error, not its message', async () => {
+  for (const { name, boundary } of boundaries) it(`${name}: logs the kind, code and frames of an unhandled error, not its message`, async () => {
     const quoted = `caller-value-${randomBytes(8).toString('hex')}`;
     const lines: string[] = [];
     const log = pino({ level: 'trace' }, { write: (chunk: string) => void lines.push(chunk) });
     const app = new Koa();
-    app.use(errorMapper(log));
+    app.use(boundary(log));
     app.use(function refusingRoute() {
       // What node-postgres throws for a value PostgreSQL refuses: the value is in the message.
       throw Object.assign(new Error(`invalid input syntax for type integer: "${quoted}"`), { code: '22P02' });

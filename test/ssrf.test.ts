@@ -59,9 +59,30 @@ const INTERNAL_URLS = [
   'http://localhost/',
   'http://LOCALHOST./',
   'http://api.localhost/',
+  // Special-purpose IPv6 ranges: local-use NAT64, IPv4-translated, discard-only, Teredo,
+  // IPv4-compatible, benchmarking, documentation, deprecated site-local; and IPv4 ones.
+  'http://[64:ff9b:1::808:808]/',
+  'http://[::ffff:0:808:808]/',
+  'http://[::ffff:0:7f00:1]/',
+  'http://[100::1]/',
+  'http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/',
+  'http://[::8.8.8.8]/',
+  'http://[::7f00:1]/',
+  'http://[2001:2::1]/',
+  'http://[2001:db8::1]/',
+  'http://[fec0::1]/',
+  'http://[5f00::1]/',
+  'http://[2002:a00:1::1]/',
+  'http://192.0.2.1/',
+  'http://198.18.0.1/',
+  'http://198.51.100.7/',
+  'http://203.0.113.9/',
+  'http://240.0.0.1/',
+  'http://255.255.255.255/',
+  'http://192.0.0.8/',
 ];
 const REFUSED_OTHERWISE = ['ftp://example.com/', 'file:///etc/passwd', 'http://user:pw@example.com/', 'not a url', 'http://[::1/'];
-const PUBLIC_URLS = ['https://example.com/agent', 'http://93.184.216.34/', 'http://8.8.8.8:8080/x', 'http://172.32.0.1/', 'http://[2606:4700:4700::1111]/', 'http://[::ffff:8.8.8.8]/'];
+const PUBLIC_URLS = ['https://example.com/agent', 'http://93.184.216.34/', 'http://8.8.8.8:8080/x', 'http://172.32.0.1/', 'http://[2606:4700:4700::1111]/', 'http://[::ffff:8.8.8.8]/', 'http://[64:ff9b::808:808]/', 'http://[2002:808:808::1]/'];
 
 describe('SSRF guard', () => {
   describe('create time: the upstream URL', () => {
@@ -93,8 +114,8 @@ describe('SSRF guard', () => {
 
   describe('connect time: the resolved address', () => {
     it('judges every resolved address, mapped forms by their IPv4', () => {
-      for (const a of ['127.0.0.1', '10.0.0.1', '169.254.169.254', '::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '64:ff9b::a00:1', 'fe80::1%eth0', '::', 'not-an-ip']) assert.equal(isInternalAddress(a), true, a);
-      for (const a of ['93.184.216.34', '2606:4700:4700::1111', '::ffff:8.8.8.8']) assert.equal(isInternalAddress(a), false, a);
+      for (const a of ['127.0.0.1', '10.0.0.1', '169.254.169.254', '::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '64:ff9b::a00:1', 'fe80::1%eth0', '::', 'not-an-ip', '64:ff9b:1::808:808', '::ffff:0:808:808', '100::1', '2001::1', '::8.8.8.8', '2001:db8::1', '198.18.0.1', '2606:4700:4700::1111%eth0']) assert.equal(isInternalAddress(a), true, a);
+      for (const a of ['93.184.216.34', '2606:4700:4700::1111', '::ffff:8.8.8.8', '64:ff9b::808:808', '2002:808:808::1']) assert.equal(isInternalAddress(a), false, a);
       assert.equal(isAllowedAddress('rebind.test', '127.0.0.1', '80', []), false);
       assert.equal(isAllowedAddress('rebind.test', '127.0.0.1', '80', ['127.0.0.1']), true);
     });
@@ -121,7 +142,7 @@ describe('SSRF guard', () => {
 
       it('never connects to an internal address a name rebinds to, and connects only to the address it checked', async () => {
         // First lookup public (nothing listens there: the connect fails, but not as blocked); then the inside.
-        const dns = rebindingResolver({ 'rebind.test': [['192.0.2.1'], ['127.0.0.1']] });
+        const dns = rebindingResolver({ 'rebind.test': [['93.184.216.34'], ['127.0.0.1']] });
         client = createUpstreamClient({ allow: [], resolver: dns, connectTimeoutMs: 300, retry: { maxAttempts: 1 } });
         const first = await open(`http://rebind.test:${inside.port}/agent`).catch((e: unknown) => e);
         assert.ok(first instanceof UpstreamError && first.errorClass !== 'blocked', `first: ${String(first)}`);

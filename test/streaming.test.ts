@@ -23,10 +23,25 @@ describe('proxy: streaming invocations', () => {
     token = await stack().token(`tenant-stream-${randomUUID()}`);
   });
 
-  it('passes the upstream’s status, headers (minus hop-by-hop) and body through, and records the call', async () => {
+  it('passes the upstream’s status, headers (minus hop-by-hop and origin-wide ones) and body through, and records the call', async () => {
     const up = await rawUpstream((req, res) => {
       void readAll(req).then((body) => {
-        res.writeHead(201, { 'content-type': 'application/json', 'x-upstream': 'yes', connection: 'x-hop', 'x-hop': '1', 'x-gateway-invocation-id': 'spoofed', 'set-cookie': ['a=1', 'b=2'] });
+        res.writeHead(201, {
+          'content-type': 'application/json',
+          'x-upstream': 'yes',
+          'cache-control': 'no-store',
+          connection: 'x-hop',
+          'x-hop': '1',
+          'x-gateway-invocation-id': 'spoofed',
+          // Act on the gateway's origin, which every tenant shares: never passed to callers.
+          'set-cookie': ['a=1', 'b=2'],
+          'alt-svc': 'h3=":443"',
+          'clear-site-data': '"cookies"',
+          'strict-transport-security': 'max-age=63072000',
+          'access-control-allow-origin': '*',
+          'access-control-allow-credentials': 'true',
+          'service-worker-allowed': '/',
+        });
         res.end(JSON.stringify({ got: body.toString(), rid: req.headers['x-request-id'] }));
       });
     });
@@ -36,7 +51,10 @@ describe('proxy: streaming invocations', () => {
       assert.equal(res.statusCode, 201);
       assert.equal(res.headers['x-upstream'], 'yes');
       assert.equal(res.headers['x-hop'], undefined);
-      assert.deepEqual(res.headers['set-cookie'], ['a=1', 'b=2']);
+      assert.equal(res.headers['cache-control'], 'no-store');
+      for (const name of ['set-cookie', 'alt-svc', 'clear-site-data', 'strict-transport-security', 'access-control-allow-origin', 'access-control-allow-credentials', 'service-worker-allowed']) {
+        assert.equal(res.headers[name], undefined, name);
+      }
       assert.equal(res.headers['x-request-id'], 'stream-rid-1');
       const invocationId = String(res.headers['x-gateway-invocation-id']);
       assert.match(invocationId, /^inv_[0-9a-f-]{36}$/);

@@ -31,9 +31,33 @@ const BLOCKED_REQUEST = new Set([
 ]);
 const BLOCKED_REQUEST_PREFIXES = ['proxy-', 'x-gateway-', 'x-forwarded-'];
 
-// On the way down: hop-by-hop headers, and anything that would pass for the gateway's own.
-const BLOCKED_RESPONSE = new Set(['connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authenticate', 'proxy-connection', 'x-payment-response', 'x-request-id']);
-const BLOCKED_RESPONSE_PREFIXES = ['x-gateway-'];
+// On the way down: hop-by-hop headers, anything that would pass for the gateway's own, and
+// anything that acts on the gateway's whole origin, which every tenant's agents share: cookies
+// (one agent could set or clear another's), Clear-Site-Data, Alt-Svc (redirects the origin's
+// future traffic), HSTS and key pinning, Service-Worker-Allowed, and CORS grants.
+const BLOCKED_RESPONSE = new Set([
+  'connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authenticate',
+  'proxy-connection',
+  'x-payment-response',
+  'payment-response',
+  'x-request-id',
+  'set-cookie',
+  'set-cookie2',
+  'clear-site-data',
+  'alt-svc',
+  'strict-transport-security',
+  'public-key-pins',
+  'public-key-pins-report-only',
+  'expect-ct',
+  'service-worker-allowed',
+]);
+const BLOCKED_RESPONSE_PREFIXES = ['x-gateway-', 'access-control-'];
 
 type Incoming = Record<string, string | string[] | undefined>;
 

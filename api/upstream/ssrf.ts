@@ -1,69 +1,47 @@
 // SSRF guard at create time: the URL's literal host. (The proxy checks the resolved address
-// again at connect time.) UPSTREAM_ALLOW names hosts or CIDRs that are exempt.
+// again at connect time.) UPSTREAM_ALLOW names hosts or CIDRs that are exempt. Which ranges
+// count as internal comes from ipaddr.js's special-purpose range names, not a hand-kept list.
 import { BlockList, isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
-const internal = new BlockList();
-internal.addSubnet('0.0.0.0', 8, 'ipv4');
-internal.addSubnet('10.0.0.0', 8, 'ipv4');
-internal.addSubnet('100.64.0.0', 10, 'ipv4');
-internal.addSubnet('127.0.0.0', 8, 'ipv4');
-internal.addSubnet('169.254.0.0', 16, 'ipv4');
-internal.addSubnet('172.16.0.0', 12, 'ipv4');
-internal.addSubnet('192.168.0.0', 16, 'ipv4');
-internal.addSubnet('192.0.0.0', 24, 'ipv4'); // IETF protocol assignments
-internal.addSubnet('198.18.0.0', 15, 'ipv4'); // benchmarking networks, often routed internally
-internal.addSubnet('224.0.0.0', 4, 'ipv4');
-internal.addSubnet('240.0.0.0', 4, 'ipv4');
-internal.addAddress('::', 'ipv6');
-internal.addAddress('::1', 'ipv6');
-internal.addSubnet('fc00::', 7, 'ipv6');
-internal.addSubnet('fe80::', 10, 'ipv6');
-internal.addSubnet('fec0::', 10, 'ipv6'); // deprecated site-local, still routed by some stacks
-internal.addSubnet('ff00::', 8, 'ipv6');
+// ipaddr.js names every special-purpose range of the IANA registries; only addresses routed on
+// the public internet pass. AS112 and AMT are public anycast services, so they count as public.
+const PUBLIC_V4 = new Set(['unicast', 'as112', 'amt']);
+const PUBLIC_V6 = new Set(['unicast', 'as112v6', 'amt']);
 
-/** Expands an IPv6 address to its eight 16-bit groups (handles `::` and a dotted IPv4 tail). */
-function ipv6Groups(address: string): number[] | undefined {
-  let text = address.toLowerCase().split('%')[0];
-  const v4tail = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (v4tail) {
-    const o = v4tail[1].split('.').map(Number);
-    text = text.slice(0, -v4tail[1].length) + `${((o[0] << 8) | o[1]).toString(16)}:${((o[2] << 8) | o[3]).toString(16)}`;
-  }
-  const [head, tail] = text.split('::');
-  const parse = (part: string | undefined) => (part ? part.split(':').map((g) => parseInt(g, 16)) : []);
-  const front = parse(head);
-  const back = text.includes('::') ? parse(tail) : [];
-  const fill = 8 - front.length - back.length;
-  if (fill < 0 || (!text.includes('::') && fill !== 0)) return undefined;
-  const groups = [...front, ...new Array(fill).fill(0), ...back];
-  return groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : undefined;
+function v4At(parts: number[], index: number): ipaddr.IPv4 {
+  return new ipaddr.IPv4([parts[index] >> 8, parts[index] & 255, parts[index + 1] >> 8, parts[index + 1] & 255]);
 }
 
-const dotted = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-
 /**
- * IPv6 forms that carry an IPv4 address are judged by that address: IPv4-mapped
- * (::ffff:a.b.c.d) and -compatible (::a.b.c.d), NAT64 (64:ff9b::/96) and 6to4 (2002::/16).
+ * IPv6 forms that carry an IPv4 address are judged by that address: IPv4-mapped (::ffff:0:0/96),
+ * well-known NAT64 (64:ff9b::/96) and 6to4 (2002::/16). Forms nothing here should reach are
+ * refused outright: IPv4-translated (::ffff:0:0:0/96), local-use NAT64 (64:ff9b:1::/48), the
+ * deprecated IPv4-compatible ::a.b.c.d, Teredo, discard-only (100::/64) and the rest of the
+ * special-purpose registry.
  */
-function embeddedIpv4(address: string): string | undefined {
-  const g = ipv6Groups(address);
-  if (!g) return undefined;
-  const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
-  if (zeros(0, 5) && (g[5] === 0xffff || (g[5] === 0 && (g[6] !== 0 || g[7] > 1)))) return dotted(g[6], g[7]);
-  if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return dotted(g[6], g[7]);
-  if (g[0] === 0x2002) return dotted(g[1], g[2]);
-  return undefined;
+function isInternalV6(address: ipaddr.IPv6): boolean {
+  const parts = address.parts;
+  const range = address.range();
+  if (range === 'ipv4Mapped') return isInternalV4(address.toIPv4Address());
+  if (range === '6to4') return isInternalV4(v4At(parts, 1));
+  if (range === 'rfc6052') return parts[2] !== 0 || isInternalV4(v4At(parts, 6)); // 64:ff9b:1::/48 is local use
+  if (parts.slice(0, 6).every((p) => p === 0)) return true; // ::a.b.c.d and :: / ::1
+  return !PUBLIC_V6.has(range);
+}
+
+function isInternalV4(address: ipaddr.IPv4): boolean {
+  return !PUBLIC_V4.has(address.range());
 }
 
 export function isInternalAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 4) return internal.check(address, 'ipv4');
-  if (family === 6) {
-    const v4 = embeddedIpv4(address);
-    if (v4) return internal.check(v4, 'ipv4');
-    return internal.check(address, 'ipv6');
-  }
-  return true; // not an address at all: refuse rather than guess
+  const bare = address.split('%')[0]; // a zone id names a link: only link-local addresses carry one
+  if (!isIP(bare)) return true; // not an address at all: refuse rather than guess
+  if (bare !== address) return true;
+  // Parsed from WHATWG URL's canonical form: ipaddr.js reads a dotted tail as IPv4-mapped even
+  // without ffff (`::8.8.8.8` would pass as ::ffff:8.8.8.8).
+  const parsed = ipaddr.parse(isIP(bare) === 6 ? new URL(`http://[${bare}]/`).hostname.slice(1, -1) : bare);
+  return parsed.kind() === 'ipv4' ? isInternalV4(parsed as ipaddr.IPv4) : isInternalV6(parsed as ipaddr.IPv6);
 }
 
 /** An allow-list entry is a host, a CIDR, or a host:port (only that port of the host). */
