@@ -11,16 +11,12 @@
 // W3C trace context (traceparent, tracestate) is not blocked: with tracing off the caller's
 // passes unchanged; with tracing on the upstream client replaces traceparent with its own span's
 // (api/observability/spans.ts), which continues the caller's trace.
+const HOP_BY_HOP = ['connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade'];
 const BLOCKED_REQUEST = new Set([
+  ...HOP_BY_HOP,
   'authorization',
   'cookie',
   'host',
-  'connection',
-  'keep-alive',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
   'content-length',
   'expect',
   'x-payment',
@@ -36,12 +32,7 @@ const BLOCKED_REQUEST_PREFIXES = ['proxy-', 'x-gateway-', 'x-forwarded-'];
 // (one agent could set or clear another's), Clear-Site-Data, Alt-Svc (redirects the origin's
 // future traffic), HSTS and key pinning, Service-Worker-Allowed, and CORS grants.
 const BLOCKED_RESPONSE = new Set([
-  'connection',
-  'keep-alive',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
+  ...HOP_BY_HOP,
   'proxy-authenticate',
   'proxy-connection',
   'x-payment-response',
