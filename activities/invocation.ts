@@ -128,6 +128,7 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
             deadlineCoversBody: true,
             signal: Context.current().cancellationSignal,
             resendAllowed: agent.retryNonIdempotent,
+            tenantId: row.tenantId,
           });
         } catch (err) {
           const errorClass = err instanceof UpstreamError ? err.errorClass : classifyError(err).errorClass;

@@ -87,7 +87,7 @@ describe('observability', () => {
     assert.ok(delta('gateway_upstream_outcomes_total', { mode: 'transactional', error_class: 'upstream_5xx' }) >= 1);
     assert.ok(delta('gateway_policy_decisions_total', { action: 'deny', source: 'rule' }) >= 1);
     assert.ok(delta('gateway_rate_limit_rejections_total', { limiter: 'analytics' }) >= 1);
-    assert.ok(text.includes('gateway_circuit_breaker_state'), 'the breaker gauge is exported');
+    assert.ok(text.includes('gateway_circuit_breakers{state="open"}'), 'the breaker gauge is exported');
     assert.ok(text.includes('process_cpu_seconds_total'), 'process metrics');
     // Labels are templates and classes, never ids, tenants or content.
     for (const secret of [tenant, agentId, ok.json.invocation_id, token, 'boom']) assert.ok(!text.includes(secret), `metrics never carry ${secret.slice(0, 12)}`);

@@ -37,12 +37,15 @@ export const upstreamLatency = new Histogram({
   registers: [registry],
 });
 
-export const breakerState = new Gauge({
-  name: 'gateway_circuit_breaker_state',
-  help: 'Circuit breaker state per upstream host: 0 closed, 1 half-open, 2 open',
-  labelNames: ['upstream'] as const,
+// Breakers are per tenant and upstream origin, both chosen by tenants: no label may carry
+// either, so the process reports how many breakers are in each state.
+export const breakerStates = new Gauge({
+  name: 'gateway_circuit_breakers',
+  help: 'Circuit breakers of this process (one per tenant and upstream origin), by state',
+  labelNames: ['state'] as const,
   registers: [registry],
 });
+for (const state of ['closed', 'half_open', 'open']) breakerStates.set({ state }, 0);
 
 export const rateLimitRejections = new Counter({
   name: 'gateway_rate_limit_rejections_total',
@@ -72,9 +75,10 @@ export const receiptsIssued = new Counter({
   registers: [registry],
 });
 
-/** Breaker transitions, for the upstream client's breaker (cockatiel's onStateChange). */
-export function recordBreakerState(upstream: string, state: 'closed' | 'half_open' | 'open'): void {
-  breakerState.set({ upstream }, state === 'closed' ? 0 : state === 'half_open' ? 1 : 2);
+/** A breaker's move between states: from null when created, to null when dropped. */
+export function recordBreakerTransition(from: 'closed' | 'half_open' | 'open' | null, to: 'closed' | 'half_open' | 'open' | null): void {
+  if (from) breakerStates.dec({ state: from });
+  if (to) breakerStates.inc({ state: to });
 }
 
 /** One completed upstream call (the worker records transactional ones itself; the streaming route calls this). */

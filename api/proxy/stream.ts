@@ -199,6 +199,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
         idleTimeoutMs: deps.config.upstream.timeoutMs,
         signal: hangup.signal,
         resendAllowed: agent.retryNonIdempotent,
+        tenantId: call.caller.tenantId,
       });
     } catch (err) {
       const errorClass: ErrorClass = err instanceof UpstreamError ? err.errorClass : classifyError(err).errorClass;

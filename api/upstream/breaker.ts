@@ -1,10 +1,10 @@
-// One circuit breaker per upstream origin (cockatiel). It opens on N consecutive failures OR
+// One circuit breaker per tenant and upstream origin (cockatiel). It opens on N consecutive failures OR
 // on an error rate over a sliding window, fails calls fast while open, and after a pause lets
 // a single probe through (half-open): the probe's success closes it, its failure re-opens it.
 // A failure is what says the upstream is unwell: connect errors, timeouts and 5xx answers.
 // 4xx answers, SSRF refusals and callers hanging up say nothing about its health.
 import { CircuitState, ConsecutiveBreaker, SamplingBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy, type IBreaker } from 'cockatiel';
-import { recordBreakerState } from '../observability/metrics.ts';
+import { recordBreakerTransition } from '../observability/metrics.ts';
 import { UpstreamError } from './errors.ts';
 
 export type BreakerOptions = {
@@ -58,30 +58,68 @@ const UNHEALTHY = new Set(['connect', 'timeout']);
 
 export type BreakerState = 'closed' | 'open' | 'half_open';
 
+/** At most this many breakers per process; the least recently used go first. */
+export const MAX_BREAKERS = 10_000;
+/** A breaker unused this long is dropped (it would have closed by then anyway). */
+export const BREAKER_IDLE_MS = 10 * 60_000;
+
+type Entry = { policy: CircuitBreakerPolicy; state: BreakerState; usedAt: number };
+
+const stateOf = (s: CircuitState): BreakerState => (s === CircuitState.Closed ? 'closed' : s === CircuitState.HalfOpen ? 'half_open' : 'open');
+
+/**
+ * One breaker per tenant and upstream origin: a tenant driving failures at an origin opens its
+ * own circuit only, never another tenant's agents on that origin. The map is kept in order of
+ * use and bounded: idle entries and, past MAX_BREAKERS, the least recently used are dropped.
+ */
 export class BreakerRegistry {
-  private readonly breakers = new Map<string, CircuitBreakerPolicy>();
+  private readonly breakers = new Map<string, Entry>();
   private readonly opts: BreakerOptions;
-  constructor(opts: Partial<BreakerOptions> = {}) {
+  private readonly limits: { max: number; idleMs: number };
+  constructor(opts: Partial<BreakerOptions> = {}, limits: Partial<{ max: number; idleMs: number }> = {}) {
     this.opts = { ...DEFAULT_BREAKER, ...opts };
+    this.limits = { max: MAX_BREAKERS, idleMs: BREAKER_IDLE_MS, ...limits };
   }
 
-  /** The breaker of the upstream's origin (scheme, host and port). */
-  for(url: string): CircuitBreakerPolicy {
-    const origin = new URL(url).origin;
-    let breaker = this.breakers.get(origin);
-    if (!breaker) {
+  get size(): number {
+    return this.breakers.size;
+  }
+
+  /** The breaker of this tenant's calls to the upstream's origin (scheme, host and port). */
+  for(url: string, tenantId = ''): CircuitBreakerPolicy {
+    const key = `${tenantId}\0${new URL(url).origin}`;
+    const now = performance.now();
+    let entry = this.breakers.get(key);
+    if (entry) {
+      this.breakers.delete(key); // re-inserted below: the map stays in order of use
+    } else {
       const policy = handleWhen((err) => err instanceof UpstreamError && UNHEALTHY.has(err.errorClass)).orWhenResult((r) => ((r as { statusCode?: number }).statusCode ?? 0) >= 500);
-      breaker = circuitBreaker(policy, { halfOpenAfter: this.opts.halfOpenAfterMs, breaker: new ConsecutiveOrRateBreaker(this.opts) });
-      // The gateway_circuit_breaker_state gauge (docs/OBSERVABILITY.md), per upstream host.
-      const host = new URL(url).host;
-      breaker.onStateChange((s) => recordBreakerState(host, s === CircuitState.Closed ? 'closed' : s === CircuitState.HalfOpen ? 'half_open' : 'open'));
-      this.breakers.set(origin, breaker);
+      const created: Entry = { policy: circuitBreaker(policy, { halfOpenAfter: this.opts.halfOpenAfterMs, breaker: new ConsecutiveOrRateBreaker(this.opts) }), state: 'closed', usedAt: now };
+      // The gateway_circuit_breakers gauge (docs/OBSERVABILITY.md) counts breakers by state.
+      recordBreakerTransition(null, 'closed');
+      created.policy.onStateChange((s) => {
+        const next = stateOf(s);
+        recordBreakerTransition(created.state, next);
+        created.state = next;
+      });
+      entry = created;
+      this.trim(now);
     }
-    return breaker;
+    entry.usedAt = now;
+    this.breakers.set(key, entry);
+    return entry.policy;
   }
 
-  state(url: string): BreakerState {
-    const s = this.for(url).state;
-    return s === CircuitState.Closed ? 'closed' : s === CircuitState.HalfOpen ? 'half_open' : 'open';
+  state(url: string, tenantId = ''): BreakerState {
+    return stateOf(this.for(url, tenantId).state);
+  }
+
+  /** Drops idle breakers from the old end, and the oldest beyond the bound. */
+  private trim(now: number): void {
+    for (const [key, entry] of this.breakers) {
+      if (this.breakers.size < this.limits.max && now - entry.usedAt < this.limits.idleMs) break;
+      this.breakers.delete(key);
+      recordBreakerTransition(entry.state, null);
+    }
   }
 }

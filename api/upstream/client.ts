@@ -43,6 +43,8 @@ export type UpstreamRequest = {
   signal?: AbortSignal;
   /** agent.retry_non_idempotent: may a request that reached the upstream be sent again? */
   resendAllowed: boolean;
+  /** Whose call this is: breakers are per tenant and origin, so one tenant cannot open another's. */
+  tenantId?: string;
 };
 
 export type UpstreamResponse = {
@@ -148,7 +150,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     // wait, a transactional request), since AbortSignal.any is not free and most calls need neither.
     let combined: AbortSignal | null = null;
     const signal = () => (combined ??= req.signal ? AbortSignal.any([req.signal, deadline.signal]) : deadline.signal);
-    const breaker = breakers.for(req.url);
+    const breaker = breakers.for(req.url, req.tenantId);
     let stream = req.body && !Buffer.isBuffer(req.body) ? lazyBody(req.body) : null;
     const replayable = () => !stream || !stream.started;
 

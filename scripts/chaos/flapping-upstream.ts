@@ -3,17 +3,20 @@
 // it; after the half-open pause (10 s, api/upstream/breaker.ts) one probe goes through — still
 // failing, it re-opens the circuit; once the upstream has recovered, the probe closes it and
 // calls flow again. Observed through the invocation records (status, error_class), the counting
-// upstream, and the worker's gateway_circuit_breaker_state gauge (0 closed, 1 half-open, 2 open).
+// upstream, and the worker's gateway_circuit_breakers gauge (breakers by state).
 import { randomBytes } from 'node:crypto';
 import { DEFAULT_BREAKER } from '../../api/upstream/breaker.ts';
 import { awaitTerminal, check, createAgent, invoke, sleep, withSystem, type ChaosScenario, type ChaosSystem, type InvocationView } from './harness.ts';
 
 const HALF_OPEN_WAIT_MS = DEFAULT_BREAKER.halfOpenAfterMs + 1_000;
 
+/** The worker's one breaker (one tenant, one origin) as 0 closed, 1 half-open, 2 open, from the gateway_circuit_breakers counts. */
 async function breakerGauge(system: ChaosSystem): Promise<number | null> {
   const text = await (await fetch(system.workerMetricsUrl)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`gateway_circuit_breaker_state{upstream="${system.upstream.hostPort}"}`));
-  return line ? Number(line.split(' ').pop()) : null;
+  const count = (state: string) => Number(text.split('\n').find((l) => l.startsWith(`gateway_circuit_breakers{state="${state}"}`))?.split(' ').pop() ?? 0);
+  if (count('open') > 0) return 2;
+  if (count('half_open') > 0) return 1;
+  return count('closed') > 0 ? 0 : null;
 }
 
 export const scenario: ChaosScenario = {

@@ -1,0 +1,73 @@
+// One tenant cannot disturb another's calls through what the gateway shares between them: a
+// tenant driving failures at an origin that other tenants' agents also use opens its own
+// circuit breaker only, and the breaker map stays bounded however many tenants and origins a
+// caller invents.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { request } from 'undici';
+import { stack } from './support/stack.ts';
+import { createAgent, rawUpstream, readAll } from './support/proxy-helpers.ts';
+import { BreakerRegistry } from '../api/upstream/breaker.ts';
+
+function stream(token: string, agentId: string, path = '') {
+  return request(`${stack().apiUrl}/v1/proxy/${agentId}/stream${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: 'x' });
+}
+
+describe('hostile tenant: shared upstream origins', function () {
+  this.timeout(60_000);
+
+  it("a tenant's failing traffic to a shared origin opens its own breaker only; another tenant's calls there go on", async () => {
+    // One origin, two agents' paths: the attacker's path fails, the victim's works.
+    const shared = await rawUpstream((req, res) => {
+      void readAll(req).then(() => {
+        if (req.url?.startsWith('/fail')) {
+          res.statusCode = 503;
+          res.end('down');
+        } else {
+          res.end('ok');
+        }
+      });
+    }, '/ok');
+    try {
+      const origin = new URL(shared.url).origin;
+      const attacker = await stack().token(`attacker-${randomUUID()}`);
+      const victim = await stack().token(`victim-${randomUUID()}`);
+      const attackerAgent = await createAgent(attacker, { upstream_url: `${origin}/fail` });
+      const victimAgent = await createAgent(victim, { upstream_url: `${origin}/ok` });
+
+      // Enough failures to open a breaker (5 consecutive), then some more: the attacker's calls fail fast.
+      const statuses: number[] = [];
+      for (let i = 0; i < 8; i++) {
+        const res = await stream(attacker, attackerAgent);
+        await res.body.dump();
+        statuses.push(res.statusCode);
+      }
+      assert.deepEqual(statuses.slice(0, 5), [503, 503, 503, 503, 503], 'the upstream answered the first failures itself');
+      assert.ok(statuses.slice(5).every((s) => s === 502), `then the attacker's circuit is open: ${statuses.join(',')}`);
+      const failHits = shared.hits.filter((h) => h.url?.startsWith('/fail')).length;
+      assert.equal(failHits, 5, 'calls on the open circuit were not sent');
+
+      // The victim, same origin, other tenant: every call reaches the upstream and succeeds.
+      for (let i = 0; i < 5; i++) {
+        const res = await stream(victim, victimAgent);
+        assert.equal(res.statusCode, 200, `victim call ${i}`);
+        assert.equal(await res.body.text(), 'ok');
+      }
+      assert.equal(shared.hits.filter((h) => h.url?.startsWith('/ok')).length, 5);
+    } finally {
+      await shared.close();
+    }
+  });
+
+  it('the breaker map is bounded: idle breakers are dropped, and the least recently used beyond the cap', async () => {
+    const registry = new BreakerRegistry({}, { max: 50, idleMs: 200 });
+    for (let i = 0; i < 500; i++) registry.for(`https://origin-${i}.example/`, `tenant-${i % 7}`);
+    assert.equal(registry.size, 50, 'capped');
+    const kept = registry.for('https://origin-499.example/', 'tenant-2');
+    assert.equal(registry.size, 50, 'a recent breaker is found again, not re-created');
+    assert.equal(registry.for('https://origin-499.example/', 'tenant-2'), kept);
+    await new Promise((r) => setTimeout(r, 250));
+    registry.for('https://fresh.example/', 'tenant-x');
+    assert.equal(registry.size, 1, 'idle breakers dropped on the next insert');
+  });
+});
