@@ -148,12 +148,13 @@ describe('hostile input: the management API (property-based)', function () {
 
     it('PUT /v1/credentials/{id}: 200, 400 or 409; version moves only on rotation; a rejected body changes nothing', async () => {
       const token = await tokenFor('tenant-fz-credput');
+      const tenant = `tenant-fz-credput-${suffix}`;
       const lanes: Json[] = [];
       for (let i = 0; i < 6; i++) {
         const kind = [
           { auth_type: 'bearer', source: 'managed', plaintext: `lane-secret-${i}-abcdefgh` },
           { auth_type: 'none', source: 'managed' },
-          { auth_type: 'api_key', source: 'vault', vault_ref: 'kv/data/fuzz/lane#token' },
+          { auth_type: 'api_key', source: 'vault', vault_ref: `secret/data/tenants/${tenant}/fuzz/lane#token` },
         ][i % 3];
         lanes.push(await newCredential(token, { name: `cred-lane-${i}`, ...kind }));
       }
