@@ -99,9 +99,9 @@ describe('credentials: the vault', () => {
         [{ name: 'n', auth_type: 'bearer', source: 'managed', plaintext: '' }, /plaintext must not be empty/],
         [{ name: 'n', auth_type: 'bearer', source: 'managed', plaintext: 42 }, /plaintext/],
         [{ name: 'n', auth_type: 'bearer', source: 'managed', plaintext: 'two\nlines' }, /plaintext must be printable/],
-        [{ name: 'n', auth_type: 'bearer', source: 'managed', plaintext: 'x', vault_ref: 'kv/data/a#b' }, /vault_ref is only valid for source vault/],
+        [{ name: 'n', auth_type: 'bearer', source: 'managed', plaintext: 'x', vault_ref: 'secret/data/tenants/tenant-creds/a#b' }, /vault_ref is only valid for source vault/],
         [{ name: 'n', auth_type: 'bearer', source: 'vault' }, /vault_ref is required/],
-        [{ name: 'n', auth_type: 'bearer', source: 'vault', vault_ref: 'kv/data/a#b', plaintext: 'x' }, /plaintext is only valid for source managed/],
+        [{ name: 'n', auth_type: 'bearer', source: 'vault', vault_ref: 'secret/data/tenants/tenant-creds/a#b', plaintext: 'x' }, /plaintext is only valid for source managed/],
         [{ name: 'n', auth_type: 'bearer', source: 'vault', vault_ref: 'secret/foo' }, /vault_ref must look like/],
         [{ name: 'n', auth_type: 'bearer', source: 'vault', vault_ref: 'secret/data/tenants/tenant-creds/../sys#x' }, /vault_ref must look like secret\/data\/tenants\/tenant-creds\/<path>#<field>/],
         [{ name: 'n', auth_type: 'bearer', source: 'managed', plaintext: 'x', header_name: 'X-Key' }, /header_name is only valid for auth_type api_key/],
@@ -179,7 +179,7 @@ describe('credentials: the vault', () => {
       assertError(await put({ plaintext: '' }), 400, /plaintext/);
       assertError(await put({ auth_type: 'oauth' }), 400, /auth_type/);
       assertError(await put({ auth_type: 'bearer' }), 400, /plaintext is required/);
-      assertError(await put({ vault_ref: 'kv/data/a#b' }), 400, /vault_ref is only valid for source vault/);
+      assertError(await put({ vault_ref: 'secret/data/tenants/tenant-creds/a#b' }), 400, /vault_ref is only valid for source vault/);
       assertError(await put({ source: 'vault' }), 400, /unknown field: source/);
       assertError(await put({ header_name: 'X-Key' }), 400, /header_name/);
       assertError(await call('PUT', `/v1/credentials/${c.id}`, { token, body: '[', headers: { 'content-type': 'application/json' } }), 400);
@@ -358,7 +358,7 @@ describe('credentials: the vault', () => {
         await api('PUT', `/v1/credentials/${managed.id}`, { name: 'canary-renamed' });
         await api('PUT', `/v1/credentials/${managed.id}`, { plaintext: canary });
         // Refused requests that carry the canary: the error must not echo it.
-        await api('POST', '/v1/credentials', { name: 'canary-bad', auth_type: 'bearer', source: 'vault', vault_ref: 'kv/data/x#y', plaintext: canary });
+        await api('POST', '/v1/credentials', { name: 'canary-bad', auth_type: 'bearer', source: 'vault', vault_ref: tenantVaultRef(tenant, 'x', 'y'), plaintext: canary });
         await api('POST', '/v1/credentials', { name: 'canary-managed', auth_type: 'bearer', source: 'managed', plaintext: canary });
         await api('POST', '/v1/credentials', { name: 'canary-managed', auth_type: 'bearer', source: 'managed', plaintext: canary }); // 409
         await api('POST', '/v1/credentials', { name: 'canary-x', auth_type: 'bearer', source: 'managed', plaintext: `${canary}\n` });
