@@ -6,12 +6,16 @@
 // resolve; and every unreadable reference looks the same to the caller.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { pino } from 'pino';
 import { request } from 'undici';
 import { stack } from './support/stack.ts';
-import { call, uniqueName, waitForInvocation, type Reply } from './support/http.ts';
+import { call, callAt, uniqueName, waitForInvocation, type Reply } from './support/http.ts';
 import { assertError, clientTlsBundle, tenantVaultRef, vaultWrite } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { loadSettlementClientTls, SettlementCredentialError } from '../api/settlement/tls.ts';
+import { startGateway } from '../api/gateway.ts';
+import { readVaultSecret, VaultReadError } from '../api/credentials/vault.ts';
 
 const sql = (text: string, params: unknown[]) => stack().orm.em.fork().getConnection().execute(text, params);
 
@@ -191,6 +195,39 @@ describe('hostile vault references', function () {
     assert.equal((first[1] as { poll: { status: string } }).poll.status, 'failed');
     for (const [name, outcome] of rest) assert.deepEqual(outcome, first[1], `${name} looks different from ${first[0]}`);
     neverSentVictim();
+  });
+
+  it('gives the vault\'s own denial the same outcome as a missing path', async () => {
+    // A gateway whose prefix check is wrong (its layout drops `tenants/`): the check passes
+    // `secret/data/<tenant>/…`, and only OpenBao's per-tenant policy stands in the way.
+    const config = stack().config;
+    const wrong = { ...config.vault, layout: { mount: 'secret', tenantPath: '{tenant_id}' } };
+    const server = await startGateway({ ...config, port: 0, vault: wrong }, stack().orm, stack().temporal, pino({ level: 'silent' }));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      await vaultWrite(`${acme}/exists`, { token: victimSecret });
+      const outcomes: unknown[] = [];
+      // Denied by the vault (the path exists) through the wrong gateway; missing (inside the
+      // tenant's prefix) through the right one: the caller must not tell them apart.
+      for (const [base, vault, ref] of [
+        [url, wrong, `secret/data/${acme}/exists#token`],
+        [stack().apiUrl, config.vault, `secret/data/tenants/${acme}/no-such-path#token`],
+      ] as const) {
+        const direct = await readVaultSecret(vault.server, vault.layout, acme, ref).then(
+          () => 'read',
+          (err: unknown) => (err instanceof VaultReadError ? [err.reason, err.message] : String(err)),
+        );
+        const agent = await newAgent(await planted(ref));
+        const streamed = await callAt(base, 'POST', `/v1/proxy/${agent}/stream`, { token, body: 'denied?' });
+        outcomes.push({ direct, stream: [streamed.status, streamed.text] });
+      }
+      assert.deepEqual(outcomes[0], outcomes[1]);
+      assert.deepEqual((outcomes[0] as { direct: unknown }).direct, ['unreadable', 'vault secret could not be read (unreadable)']);
+      neverSentVictim();
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 
   it('the vault itself refuses another tenant\'s path to the tokens the gateway reads with', async () => {
