@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { Runtime } from '@temporalio/worker';
 import { stack } from './support/stack.ts';
 import { callAt, call, uniqueName, waitForInvocation, type Reply } from './support/http.ts';
-import { assertEmpty, assertError, startBrokenGateway, startCapturedGateway, vaultWrite } from './support/catalog.ts';
+import { assertEmpty, assertError, startBrokenGateway, startCapturedGateway, tenantVaultRef, vaultWrite } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 
 type Row = { id: string; kek_id: string | null; wrapped_key: Buffer | null; secret_ciphertext: Buffer | null; version: number; masked_hint: string | null; vault_ref: string | null };
@@ -75,9 +75,9 @@ describe('credentials: the vault', () => {
     });
 
     it('stores only the reference of a vault secret; api_key defaults its header to X-API-Key', async () => {
-      const res = await create({ name: uniqueName('cred'), auth_type: 'api_key', source: 'vault', vault_ref: 'kv/data/agents/foo#token' });
+      const res = await create({ name: uniqueName('cred'), auth_type: 'api_key', source: 'vault', vault_ref: 'secret/data/tenants/tenant-creds/agents/foo#token' });
       assert.equal(res.status, 201, res.text);
-      assert.equal(res.json.vault_ref, 'kv/data/agents/foo#token');
+      assert.equal(res.json.vault_ref, 'secret/data/tenants/tenant-creds/agents/foo#token');
       assert.equal(res.json.header_name, 'X-API-Key');
       assert.ok(!('masked_hint' in res.json));
       const row = await rowOf(res.json.id);
@@ -99,11 +99,11 @@ describe('credentials: the vault', () => {
         [{ name: 'n', auth_type: 'bearer', source: 'managed', plaintext: '' }, /plaintext must not be empty/],
         [{ name: 'n', auth_type: 'bearer', source: 'managed', plaintext: 42 }, /plaintext/],
         [{ name: 'n', auth_type: 'bearer', source: 'managed', plaintext: 'two\nlines' }, /plaintext must be printable/],
-        [{ name: 'n', auth_type: 'bearer', source: 'managed', plaintext: 'x', vault_ref: 'kv/data/a#b' }, /vault_ref is only valid for source vault/],
+        [{ name: 'n', auth_type: 'bearer', source: 'managed', plaintext: 'x', vault_ref: 'secret/data/tenants/tenant-creds/a#b' }, /vault_ref is only valid for source vault/],
         [{ name: 'n', auth_type: 'bearer', source: 'vault' }, /vault_ref is required/],
-        [{ name: 'n', auth_type: 'bearer', source: 'vault', vault_ref: 'kv/data/a#b', plaintext: 'x' }, /plaintext is only valid for source managed/],
+        [{ name: 'n', auth_type: 'bearer', source: 'vault', vault_ref: 'secret/data/tenants/tenant-creds/a#b', plaintext: 'x' }, /plaintext is only valid for source managed/],
         [{ name: 'n', auth_type: 'bearer', source: 'vault', vault_ref: 'secret/foo' }, /vault_ref must look like/],
-        [{ name: 'n', auth_type: 'bearer', source: 'vault', vault_ref: 'kv/data/../sys#x' }, /vault_ref/],
+        [{ name: 'n', auth_type: 'bearer', source: 'vault', vault_ref: 'secret/data/tenants/tenant-creds/../sys#x' }, /vault_ref must look like secret\/data\/tenants\/tenant-creds\/<path>#<field>/],
         [{ name: 'n', auth_type: 'bearer', source: 'managed', plaintext: 'x', header_name: 'X-Key' }, /header_name is only valid for auth_type api_key/],
         [{ name: 'n', auth_type: 'api_key', source: 'managed', plaintext: 'x', header_name: 'Host' }, /header_name/],
         [{ name: 'n', auth_type: 'api_key', source: 'managed', plaintext: 'x', header_name: 'bad header' }, /header_name/],
@@ -166,9 +166,9 @@ describe('credentials: the vault', () => {
     });
 
     it('rotates a vault reference (version increments)', async () => {
-      const c = (await create({ name: uniqueName('cred'), auth_type: 'bearer', source: 'vault', vault_ref: 'kv/data/a#token' })).json;
-      const res = await call('PUT', `/v1/credentials/${c.id}`, { token, json: { vault_ref: 'kv/data/b#token' } });
-      assert.deepEqual([res.status, res.json.vault_ref, res.json.version], [200, 'kv/data/b#token', 2]);
+      const c = (await create({ name: uniqueName('cred'), auth_type: 'bearer', source: 'vault', vault_ref: 'secret/data/tenants/tenant-creds/a#token' })).json;
+      const res = await call('PUT', `/v1/credentials/${c.id}`, { token, json: { vault_ref: 'secret/data/tenants/tenant-creds/b#token' } });
+      assert.deepEqual([res.status, res.json.vault_ref, res.json.version], [200, 'secret/data/tenants/tenant-creds/b#token', 2]);
       assertError(await call('PUT', `/v1/credentials/${c.id}`, { token, json: { plaintext: 'x' } }), 400, /plaintext is only valid for source managed/);
     });
 
@@ -179,7 +179,7 @@ describe('credentials: the vault', () => {
       assertError(await put({ plaintext: '' }), 400, /plaintext/);
       assertError(await put({ auth_type: 'oauth' }), 400, /auth_type/);
       assertError(await put({ auth_type: 'bearer' }), 400, /plaintext is required/);
-      assertError(await put({ vault_ref: 'kv/data/a#b' }), 400, /vault_ref is only valid for source vault/);
+      assertError(await put({ vault_ref: 'secret/data/tenants/tenant-creds/a#b' }), 400, /vault_ref is only valid for source vault/);
       assertError(await put({ source: 'vault' }), 400, /unknown field: source/);
       assertError(await put({ header_name: 'X-Key' }), 400, /header_name/);
       assertError(await call('PUT', `/v1/credentials/${c.id}`, { token, body: '[', headers: { 'content-type': 'application/json' } }), 400);
@@ -252,20 +252,20 @@ describe('credentials: the vault', () => {
     });
 
     it('resolves an OpenBao KV v2 secret at call time, never storing it', async () => {
-      const path = `agents/${uniqueName('bao')}`;
+      const path = `tenants/tenant-creds/agents/${uniqueName('bao')}`;
       await vaultWrite(path, { token: 'bao-secret-one', other: 'x' });
-      const c = (await create({ name: uniqueName('cred'), auth_type: 'bearer', source: 'vault', vault_ref: `kv/data/${path}#token` })).json;
+      const c = (await create({ name: uniqueName('cred'), auth_type: 'bearer', source: 'vault', vault_ref: `secret/data/${path}#token` })).json;
       const agent = (await call('POST', '/v1/agents', { token, json: { name: uniqueName(), upstream_url: upstream.url, credential_ref: c.id } })).json;
       assert.equal((await invokeAndSee(agent.id)).authorization, 'Bearer bao-secret-one');
       // A new version in the vault is picked up by the next call: nothing was cached or copied.
       await vaultWrite(path, { token: 'bao-secret-two' });
       assert.equal((await invokeAndSee(agent.id)).authorization, 'Bearer bao-secret-two');
       const row = await rowOf(c.id);
-      assert.deepEqual([row.secret_ciphertext, row.masked_hint, row.vault_ref], [null, null, `kv/data/${path}#token`]);
+      assert.deepEqual([row.secret_ciphertext, row.masked_hint, row.vault_ref], [null, null, `secret/data/${path}#token`]);
     });
 
     it('fails the invocation, coarsely, when the vault has no such field', async () => {
-      const c = (await create({ name: uniqueName('cred'), auth_type: 'bearer', source: 'vault', vault_ref: 'kv/data/agents/does-not-exist#token' })).json;
+      const c = (await create({ name: uniqueName('cred'), auth_type: 'bearer', source: 'vault', vault_ref: 'secret/data/tenants/tenant-creds/agents/does-not-exist#token' })).json;
       const agent = (await call('POST', '/v1/agents', { token, json: { name: uniqueName(), upstream_url: upstream.url, credential_ref: c.id } })).json;
       const before = upstream.received.length;
       const invoked = await call('POST', `/v1/proxy/${agent.id}`, { token, body: 'never-sent' });
@@ -349,16 +349,16 @@ describe('credentials: the vault', () => {
       };
       const workflowIds: string[] = [];
       try {
-        await vaultWrite(`canary/${t.slice(-8)}`, { token: vaultCanary });
+        await vaultWrite(`tenants/${tenant}/canary`, { token: vaultCanary });
         const managed = (await api('POST', '/v1/credentials', { name: 'canary', auth_type: 'bearer', source: 'managed', plaintext: canary })).json;
-        const vaulted = (await api('POST', '/v1/credentials', { name: 'canary-vault', auth_type: 'api_key', source: 'vault', vault_ref: `kv/data/canary/${t.slice(-8)}#token` })).json;
-        const missing = (await api('POST', '/v1/credentials', { name: 'canary-missing', auth_type: 'bearer', source: 'vault', vault_ref: 'kv/data/canary/nowhere#token' })).json;
+        const vaulted = (await api('POST', '/v1/credentials', { name: 'canary-vault', auth_type: 'api_key', source: 'vault', vault_ref: tenantVaultRef(tenant, 'canary', 'token') })).json;
+        const missing = (await api('POST', '/v1/credentials', { name: 'canary-missing', auth_type: 'bearer', source: 'vault', vault_ref: tenantVaultRef(tenant, 'canary/nowhere', 'token') })).json;
         await api('GET', `/v1/credentials/${managed.id}`);
         await api('GET', '/v1/credentials');
         await api('PUT', `/v1/credentials/${managed.id}`, { name: 'canary-renamed' });
         await api('PUT', `/v1/credentials/${managed.id}`, { plaintext: canary });
         // Refused requests that carry the canary: the error must not echo it.
-        await api('POST', '/v1/credentials', { name: 'canary-bad', auth_type: 'bearer', source: 'vault', vault_ref: 'kv/data/x#y', plaintext: canary });
+        await api('POST', '/v1/credentials', { name: 'canary-bad', auth_type: 'bearer', source: 'vault', vault_ref: tenantVaultRef(tenant, 'x', 'y'), plaintext: canary });
         await api('POST', '/v1/credentials', { name: 'canary-managed', auth_type: 'bearer', source: 'managed', plaintext: canary });
         await api('POST', '/v1/credentials', { name: 'canary-managed', auth_type: 'bearer', source: 'managed', plaintext: canary }); // 409
         await api('POST', '/v1/credentials', { name: 'canary-x', auth_type: 'bearer', source: 'managed', plaintext: `${canary}\n` });

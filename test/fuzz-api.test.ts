@@ -19,6 +19,7 @@ import {
   agentPatchBody,
   credentialCreateBody,
   credentialPutBody,
+  withTenant,
   headerValue,
   idLike,
   nastyString,
@@ -127,7 +128,8 @@ describe('hostile input: the management API (property-based)', function () {
       const tenant = `tenant-fz-creds-${suffix}`;
       const token = await stack().token(tenant);
       const created = new Set<string>();
-      const runs = await forAllCases('POST /v1/credentials', credentialCreateBody, 1300, async (body) => {
+      const runs = await forAllCases('POST /v1/credentials', credentialCreateBody, 1300, async (generated) => {
+        const body = withTenant(generated, tenant);
         const res = await client.send('POST', '/v1/credentials', { token, json: body });
         assertSpecAnswer(res, [201, 400, 409], 'POST /v1/credentials');
         const b = isRecord(body) ? body : {};
@@ -138,6 +140,7 @@ describe('hostile input: the management API (property-based)', function () {
           const parsed = CredentialView.safeParse(res.json);
           assert.ok(parsed.success, `created credential does not match the Credential view: ${show(parsed.error?.issues[0])}`);
           assert.equal(res.json.version, 1);
+          if (res.json.source === 'vault') assert.ok(res.json.vault_ref.startsWith(`secret/data/tenants/${tenant}/`), `a vault_ref outside the tenant was stored: ${res.json.vault_ref}`);
           created.add(res.json.id);
         }
       });
@@ -148,12 +151,13 @@ describe('hostile input: the management API (property-based)', function () {
 
     it('PUT /v1/credentials/{id}: 200, 400 or 409; version moves only on rotation; a rejected body changes nothing', async () => {
       const token = await tokenFor('tenant-fz-credput');
+      const tenant = `tenant-fz-credput-${suffix}`;
       const lanes: Json[] = [];
       for (let i = 0; i < 6; i++) {
         const kind = [
           { auth_type: 'bearer', source: 'managed', plaintext: `lane-secret-${i}-abcdefgh` },
           { auth_type: 'none', source: 'managed' },
-          { auth_type: 'api_key', source: 'vault', vault_ref: 'kv/data/fuzz/lane#token' },
+          { auth_type: 'api_key', source: 'vault', vault_ref: `secret/data/tenants/${tenant}/fuzz/lane#token` },
         ][i % 3];
         lanes.push(await newCredential(token, { name: `cred-lane-${i}`, ...kind }));
       }
@@ -161,7 +165,7 @@ describe('hostile input: the management API (property-based)', function () {
       const arb = fc.tuple(credentialPutBody('managed'), credentialPutBody('vault'));
       const runs = await forAllCases('PUT /v1/credentials/{id}', arb, 900, async ([forManaged, forVault], { lane }) => {
         const before = lanes[lane];
-        const body = before.source === 'managed' ? forManaged : forVault;
+        const body = withTenant(before.source === 'managed' ? forManaged : forVault, tenant);
         const res = await client.send('PUT', `/v1/credentials/${before.id}`, { token, json: body });
         assertSpecAnswer(res, [200, 400, 409], 'PUT /v1/credentials/{id}');
         const b = isRecord(body) ? body : {};
@@ -174,6 +178,7 @@ describe('hostile input: the management API (property-based)', function () {
           const rotations = (b.plaintext !== undefined ? 1 : 0) + (b.vault_ref !== undefined ? 1 : 0);
           assert.equal(res.json.version, before.version + rotations, 'version increments once per rotation');
           assert.equal(res.json.source, before.source);
+          if (res.json.source === 'vault') assert.ok(res.json.vault_ref.startsWith(`secret/data/tenants/${tenant}/`), `a vault_ref outside the tenant was stored: ${res.json.vault_ref}`);
           if (typeof b.name === 'string') assert.equal(res.json.name, b.name.trim());
           lanes[lane] = stored(res.json);
           accepted += 1;

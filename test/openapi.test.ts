@@ -117,7 +117,7 @@ describe('OpenAPI document and reference page', () => {
 
     // Credentials.
     const cred = (await checked('POST', '/v1/credentials', { token, json: { name: 'bearer', auth_type: 'bearer', source: 'managed', plaintext: 'openapi-secret-0001' } })).json;
-    await checked('POST', '/v1/credentials', { token, json: { name: 'vault', auth_type: 'api_key', source: 'vault', vault_ref: 'kv/data/x#y', header_name: 'X-Key' } });
+    await checked('POST', '/v1/credentials', { token, json: { name: 'vault', auth_type: 'api_key', source: 'vault', vault_ref: `secret/data/tenants/${tenant}/x#y`, header_name: 'X-Key' } });
     const pem = (await checked('POST', '/v1/credentials', { token, json: { name: 'pem', auth_type: 'none', source: 'managed', plaintext: clientTlsBundle() } })).json;
     await checked('POST', '/v1/credentials', { token, json: { name: 'bearer', auth_type: 'none', source: 'managed' } }); // 409
     await checked('POST', '/v1/credentials', { token, json: { name: 'x', auth_type: 'bearer', source: 'managed' } }); // 400

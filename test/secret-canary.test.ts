@@ -1,13 +1,15 @@
 // The secret canary across processes. Unique canary values are configured as every kind of
 // secret the system holds: a managed credential's plaintext, an OpenBao secret, the gateway's
 // JWT signing secret (and the bearer tokens it signs), a facilitator client key (stored as a
-// credential), the payer's private key and the payment signature of a paid call, and the
-// facilitator's gas-wallet key. Traffic then runs through a real gateway worker process (its
+// credential), the payer's private key and the payment signature of a paid call, the
+// facilitator's gas-wallet key, and another tenant's OpenBao secret that this tenant aims at
+// (refused references on create and PUT, and a row planted by SQL that points there). Traffic then runs through a real gateway worker process (its
 // stdout read at trace level, its /metrics scraped), an in-process API and facilitator whose
 // every log line is kept, the stack's facilitator worker and the chain: credentials injected
 // upstream on both endpoints, refused and failed calls, a paid call settled on chain and its
 // replay. No canary may appear in an API response, a log line, a Temporal history, search
-// attribute or memo of the workflows created, or any /metrics output.
+// attribute or memo of the workflows created, or any /metrics output; the other tenant's
+// secret not even in what the upstream received.
 // (test/credentials.test.ts keeps the credential canary out of 500 paths and the in-process
 // worker's SDK log; this file adds the other secrets, real processes, payments and metrics.)
 import assert from 'node:assert/strict';
@@ -69,6 +71,7 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
   const workerLines: string[] = [];
   const taskQueue = `canary-${randomUUID()}`;
   const tenant = `tenant-canary-${randomUUID()}`;
+  const victim = `tenant-victim-${randomUUID()}`;
   let worker: ChildProcess | undefined;
   let workerMetricsPort: number;
   let api: Server;
@@ -85,6 +88,7 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
     upstream = await startUpstream();
     secrets.managed = canary('MANAGED');
     secrets.vault = canary('VAULT');
+    secrets.victimVault = canary('VICTIMVAULT');
     secrets.jwtSecret = canary('JWTSECRET');
     token = await mintToken({ secret: secrets.jwtSecret, tenant, user: 'canary-user' });
     secrets.bearerToken = token;
@@ -143,10 +147,12 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
 
   it('drives credentials, refusals, a paid call and its replay through every process', async () => {
     // Credentials: managed, in OpenBao, and the facilitator's client certificate and key.
-    const vaultPath = `canary/${randomUUID()}`;
+    const vaultPath = `tenants/${tenant}/canary/${randomUUID()}`;
     await vaultWrite(vaultPath, { token: secrets.vault });
+    const victimPath = `tenants/${victim}/canary`;
+    await vaultWrite(victimPath, { token: secrets.victimVault });
     const managed = await created('/v1/credentials', { name: 'managed', auth_type: 'bearer', source: 'managed', plaintext: secrets.managed });
-    const vaulted = await created('/v1/credentials', { name: 'vaulted', auth_type: 'api_key', source: 'vault', vault_ref: `kv/data/${vaultPath}#token` });
+    const vaulted = await created('/v1/credentials', { name: 'vaulted', auth_type: 'api_key', source: 'vault', vault_ref: `secret/data/${vaultPath}#token` });
     const tls = await created('/v1/credentials', { name: 'facilitator', auth_type: 'none', source: 'managed', plaintext: `${account.cert.certPem}\n${account.cert.keyPem}` });
     await send('GET', '/v1/credentials');
     await send('PUT', `/v1/credentials/${managed.id}`, { json: { plaintext: secrets.managed } });
@@ -173,11 +179,24 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
       assert.equal(streamed.status, 200, streamed.text);
     }
     // A failing injection: the vault has no such field.
-    const missing = await created('/v1/credentials', { name: 'missing', auth_type: 'bearer', source: 'vault', vault_ref: `kv/data/${vaultPath}#nope` });
+    const missing = await created('/v1/credentials', { name: 'missing', auth_type: 'bearer', source: 'vault', vault_ref: `secret/data/${vaultPath}#nope` });
     const broken = await created('/v1/agents', { name: uniqueName('canary'), upstream_url: upstream.url, credential_ref: missing.id });
     const failed = await send('POST', `/v1/proxy/${broken.id}`, { body: 'fails' });
     workflows.push(failed.json.invocation_id);
     assert.equal((await waitDone(broken.id, failed.json.invocation_id)).status, 'failed');
+
+    // Another tenant's vault secret: refused as a reference on create and on PUT, and a row
+    // planted by SQL that points at it resolves nowhere, on both endpoints.
+    const victimRef = `secret/data/${victimPath}#token`;
+    assert.equal((await send('POST', '/v1/credentials', { json: { name: 'victim', auth_type: 'bearer', source: 'vault', vault_ref: victimRef } })).status, 400);
+    assert.equal((await send('PUT', `/v1/credentials/${vaulted.id}`, { json: { vault_ref: victimRef } })).status, 400);
+    const planted = await created('/v1/credentials', { name: 'planted', auth_type: 'bearer', source: 'vault', vault_ref: `secret/data/${vaultPath}#token` });
+    await stack().orm.em.fork().getConnection().execute('update credentials set vault_ref = ? where id = ?', [victimRef, planted.id]);
+    const aimed = await created('/v1/agents', { name: uniqueName('canary-aimed'), upstream_url: upstream.url, credential_ref: planted.id });
+    const aimedCall = await send('POST', `/v1/proxy/${aimed.id}`, { body: 'aimed' });
+    workflows.push(aimedCall.json.invocation_id);
+    assert.equal((await waitDone(aimed.id, aimedCall.json.invocation_id)).status, 'failed');
+    assert.equal((await send('POST', `/v1/proxy/${aimed.id}/stream`, { body: 'aimed stream' })).status, 502);
 
     // A paid call, settled on chain through the captured facilitator, then replayed.
     const payer = await newPayer(1_000_000n);

@@ -54,7 +54,7 @@ describe('settlement configuration', () => {
     const mismatched = (await call('POST', '/v1/credentials', { token, json: { name: 'mismatched', auth_type: 'none', source: 'managed', plaintext: mismatchedBundle() } })).json.id;
     const expired = (await call('POST', '/v1/credentials', { token, json: { name: 'expired', auth_type: 'none', source: 'managed', plaintext: await expiredBundle() } })).json.id;
     const empty = (await call('POST', '/v1/credentials', { token, json: { name: 'empty', auth_type: 'none', source: 'managed' } })).json.id;
-    const unreadableVault = (await call('POST', '/v1/credentials', { token, json: { name: 'nowhere', auth_type: 'none', source: 'vault', vault_ref: 'kv/data/settle/nowhere#pem' } })).json.id;
+    const unreadableVault = (await call('POST', '/v1/credentials', { token, json: { name: 'nowhere', auth_type: 'none', source: 'vault', vault_ref: `secret/data/tenants/${tenant}/settle/nowhere#pem` } })).json.id;
     const cases: Array<[unknown, RegExp]> = [
       [{}, /facilitator_url is required/],
       [{ facilitator_url: FACILITATOR }, /facilitator_credential_ref is required/],
@@ -92,9 +92,9 @@ describe('settlement configuration', () => {
   });
 
   it('accepts a facilitator credential kept in OpenBao', async () => {
-    const path = `settle/${uniqueName('pem')}`;
+    const path = `tenants/${tenant}/settle/${uniqueName('pem')}`;
     await vaultWrite(path, { pem: clientTlsBundle() });
-    const vaulted = (await call('POST', '/v1/credentials', { token, json: { name: 'vaulted-cert', auth_type: 'none', source: 'vault', vault_ref: `kv/data/${path}#pem` } })).json.id;
+    const vaulted = (await call('POST', '/v1/credentials', { token, json: { name: 'vaulted-cert', auth_type: 'none', source: 'vault', vault_ref: `secret/data/${path}#pem` } })).json.id;
     const res = await put({ facilitator_url: FACILITATOR, facilitator_credential_ref: vaulted });
     assert.equal(res.status, 201, res.text);
     const tls = await loadSettlementClientTls(stack(), tenant);

@@ -29,6 +29,7 @@ async function startApiProcess(): Promise<{ child: ChildProcess; url: string }> 
       UPSTREAM_ALLOW: s.allow.join(','),
       VAULT_ADDR: s.infra.vault.addr,
       VAULT_TOKEN: s.infra.vault.token,
+      VAULT_TENANT_ROLE: s.infra.vault.tenantRole,
       VAULT_KEKS: `dev:${s.infra.secrets.vaultKek}`,
       LOG_LEVEL: 'info',
     },

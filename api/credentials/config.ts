@@ -5,9 +5,16 @@
 //                      All keys a stored secret may still be wrapped under must be listed.
 //   VAULT_KEK_CURRENT  the id new data keys are wrapped under (defaults to the only key).
 //   VAULT_ADDR         e.g. http://127.0.0.1:8200 (OpenBao or HashiCorp Vault, KV v2)
-//   VAULT_TOKEN        token with read access to the referenced KV v2 paths
+//   VAULT_TOKEN        the gateway's token: with VAULT_TENANT_ROLE, one that may only mint
+//                      child tokens through that role; without, one that reads the tenants' paths
+//   VAULT_MOUNT        the KV v2 mount tenants' secrets live under (default `secret`)
+//   VAULT_TENANT_PATH  each tenant's part of the mount, a template naming {tenant_id} as one
+//                      whole segment (default `tenants/{tenant_id}`)
+//   VAULT_TENANT_ROLE  token role whose child tokens are bound to one tenant (docs/CATALOG.md)
 //
 // Errors name the variable, never a key.
+import { z } from 'zod';
+import type { VaultLayout, VaultServer } from './vault.ts';
 
 export type Keyring = {
   /** Id of the key new data keys are wrapped under; undefined when no keyring is configured. */
@@ -18,8 +25,24 @@ export type Keyring = {
 export type VaultConfig = {
   keyring: Keyring;
   /** Vault/OpenBao server for source=vault credentials; undefined when not configured. */
-  server: { addr: string; token: string } | undefined;
+  server: VaultServer | undefined;
+  layout: VaultLayout;
 };
+
+const SEGMENT = /^[A-Za-z0-9_-]+$/;
+const VaultEnv = z.object({
+  VAULT_MOUNT: z
+    .string()
+    .default('secret')
+    .refine((m) => m.split('/').every((s) => SEGMENT.test(s)), 'a mount path: segments of letters, digits, - and _'),
+  VAULT_TENANT_PATH: z
+    .string()
+    .default('tenants/{tenant_id}')
+    .refine((t) => t.split('/').every((s) => s === '{tenant_id}' || SEGMENT.test(s)), 'segments of letters, digits, - and _, and {tenant_id}')
+    // A whole segment, exactly once: a tenant id is then never a prefix of another's path.
+    .refine((t) => t.split('/').filter((s) => s === '{tenant_id}').length === 1, 'must name {tenant_id} once, as a whole segment'),
+  VAULT_TENANT_ROLE: z.string().regex(SEGMENT, 'a token role name').optional(),
+});
 
 const KEK_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -43,8 +66,15 @@ export function parseKeyring(keks: string | undefined, current: string | undefin
 export function loadVaultConfig(env: NodeJS.ProcessEnv = process.env): VaultConfig {
   const addr = env.VAULT_ADDR?.trim();
   if (addr && !/^https?:\/\/[^/]+/.test(addr)) throw new Error('invalid configuration: VAULT_ADDR must be an http(s) URL');
+  const parsed = VaultEnv.safeParse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== '')));
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
+  }
+  const { VAULT_MOUNT: mount, VAULT_TENANT_PATH: tenantPath, VAULT_TENANT_ROLE: tenantRole } = parsed.data;
   return {
     keyring: parseKeyring(env.VAULT_KEKS, env.VAULT_KEK_CURRENT),
-    server: addr ? { addr: addr.replace(/\/+$/, ''), token: env.VAULT_TOKEN ?? '' } : undefined,
+    server: addr ? { addr: addr.replace(/\/+$/, ''), token: env.VAULT_TOKEN ?? '', ...(tenantRole ? { tenantRole } : {}) } : undefined,
+    layout: { mount, tenantPath },
   };
 }

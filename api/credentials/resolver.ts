@@ -4,8 +4,10 @@
 //   api_key → <header_name, default X-API-Key>: <secret>
 //   none    → nothing
 // Managed secrets are decrypted from their envelope; vault secrets are read from the KV v2
-// server now. Failures are ApplicationFailures with a coarse message (they are recorded in
-// the workflow history): never the secret, the key or the vault's answer.
+// server now, inside the tenant's own prefix. Failures are ApplicationFailures with a coarse
+// message (they are recorded in the workflow history): never the secret, the key or the
+// vault's answer, and one message for every unreadable reference (outside the tenant,
+// missing, denied, not a string), so no history tells which it was.
 import { ApplicationFailure } from '@temporalio/common';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { VaultConfig } from './config.ts';
@@ -35,9 +37,9 @@ export function createCredentialResolver(orm: MikroORM, vault: VaultConfig): Cre
       try {
         secret = await store.secretOf(credential);
       } catch (err) {
-        // An unreachable vault may come back; a missing field, a denied token or an
-        // envelope that does not open will not.
-        if (err instanceof VaultReadError) throw unavailable(err.reason, err.reason === 'unreachable');
+        // An unreachable vault may come back; an unreadable reference or an envelope that
+        // does not open will not.
+        if (err instanceof VaultReadError) throw err.reason === 'unreachable' ? unavailable('unreachable', true) : unavailable('unusable', false);
         throw unavailable('undecryptable', false);
       }
       if (!secret || !isHeaderSafe(secret)) throw unavailable('unusable', false);

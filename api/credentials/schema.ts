@@ -1,7 +1,6 @@
 // Credential request and response bodies (zod). The OpenAPI document is generated from these;
 // validation messages name the field, never internal state.
 import { z } from 'zod';
-import { parseVaultRef } from './vault.ts';
 import type { AuthType, CredentialSource } from './entity.ts';
 
 export const MAX_SECRET_CHARS = 65_536;
@@ -22,8 +21,11 @@ const PlaintextField = z
 const VaultRefField = z
   .string({ error: 'vault_ref must be a string' })
   .max(512, 'vault_ref is too long')
-  .refine((ref) => parseVaultRef(ref) !== undefined, 'vault_ref must look like <mount>/data/<path>#<field>')
-  .meta({ description: 'KV v2 secret and field in the Vault/OpenBao server, e.g. `kv/data/agents/foo#token`.', example: 'kv/data/agents/foo#token' });
+  // Its place (inside the caller's own tenant prefix) is checked by the route, which knows the tenant.
+  .meta({
+    description: 'KV v2 secret and field in the Vault/OpenBao server, inside the tenant\'s own prefix: `<mount>/data/tenants/<tenant id>/<path>#<field>` by default.',
+    example: 'secret/data/tenants/acme/openai#token',
+  });
 const HeaderNameField = z
   .string({ error: 'header_name must be a string' })
   .max(128, 'header_name is too long')

@@ -26,7 +26,8 @@ export function createSecretStore(orm: MikroORM, vault: VaultConfig): SecretStor
   return {
     vault,
     async secretOf(c) {
-      if (c.source === 'vault') return c.vaultRef ? readVaultSecret(vault.server, c.vaultRef) : null;
+      // Re-checked against the row's own tenant on every read (readVaultSecret), whoever wrote the row.
+      if (c.source === 'vault') return c.vaultRef ? readVaultSecret(vault.server, vault.layout, c.tenantId, c.vaultRef) : null;
       const sealed = sealedOf(c);
       return sealed ? unseal(vault.keyring, { tenantId: c.tenantId, credentialId: c.id, version: c.version }, sealed) : null;
     },

@@ -128,7 +128,7 @@ export const operations: Operation[] = [
   // Credentials.
   {
     method: 'post', path: '/v1/credentials', operationId: 'createCredential', tag: 'Credentials', summary: 'Store an upstream credential', auth: true,
-    description: 'source=managed stores `plaintext` envelope-encrypted (AES-256-GCM, per-version data key wrapped by the current key-encryption key); source=vault stores only `vault_ref`, read from Vault/OpenBao at call time.',
+    description: 'source=managed stores `plaintext` envelope-encrypted (AES-256-GCM, per-version data key wrapped by the current key-encryption key); source=vault stores only `vault_ref`, which must name a secret under the tenant\'s own prefix (`secret/data/tenants/<tenant id>/` by default; anything else is a 400), read from Vault/OpenBao at call time.',
     body: { schema: CredentialCreateInput, required: true },
     responses: { 201: { description: 'The stored credential (metadata only).', body: CredentialView }, 400: err('Invalid body.'), 401: unauthorized, 409: err('The name is taken in the tenant.'), 500: serverError },
   },

@@ -14,7 +14,7 @@ import { serializeCredential } from '../credentials/serialize.ts';
 import { maskedHint } from '../credentials/hint.ts';
 import { createSecretStore, type SecretStore } from '../credentials/secrets.ts';
 import { isCredentialReferenced, isFacilitatorCredential } from '../credentials/references.ts';
-import { readVaultSecret } from '../credentials/vault.ts';
+import { readVaultSecret, resolveTenantVaultRef, vaultRefRule } from '../credentials/vault.ts';
 import { facilitatorSecretProblem } from '../settlement/validate.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
@@ -47,6 +47,11 @@ function storeSecret(store: SecretStore, row: Credential, plaintext: string): vo
 export function credentialRoutes(deps: AppDeps): Router<AuthState> {
   const router = new Router<AuthState>();
   const store = createSecretStore(deps.orm, deps.config.vault);
+  const { layout } = deps.config.vault;
+  /** A vault_ref outside the caller's own prefix: 400, one message, decided without asking the vault. */
+  const refuseForeignRef = (tenantId: string, ref: string | undefined) => {
+    if (ref !== undefined && !resolveTenantVaultRef(layout, tenantId, ref)) throw badRequest(vaultRefRule(layout, tenantId));
+  };
 
   router.post('/credentials', async (ctx) => {
     const input = parseOr400(CredentialCreateInput, ctx.request.body);
@@ -56,6 +61,7 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
       credentialRuleError({ authType: input.auth_type, source: input.source, hasSecret: input.plaintext !== undefined, vaultRef: input.vault_ref ?? null, headerName: input.header_name ?? null }) ??
       (input.plaintext !== undefined ? headerSafetyError(input.auth_type, input.plaintext) : undefined);
     if (problem) throw badRequest(problem);
+    refuseForeignRef(ctx.state.caller.tenantId, input.vault_ref);
 
     const em = deps.orm.em.fork();
     const now = new Date();
@@ -111,6 +117,7 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
       const hasSecret = patch.plaintext !== undefined || current.secretCiphertext !== null;
       const ruleProblem = credentialRuleError({ authType, source: current.source, hasSecret, vaultRef: patch.vault_ref ?? current.vaultRef ?? null, headerName });
       if (ruleProblem) throw badRequest(ruleProblem);
+      refuseForeignRef(tenantId, patch.vault_ref);
       if (current.source === 'managed' && authType !== 'none') {
         if (patch.plaintext !== undefined) {
           const problem = headerSafetyError(authType, patch.plaintext);
@@ -123,7 +130,7 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
       }
       // The tenant's facilitator credential must keep holding a client certificate and key.
       if ((patch.plaintext !== undefined || patch.vault_ref !== undefined) && (await isFacilitatorCredential(em, tenantId, current.id))) {
-        const problem = await facilitatorSecretProblem(async () => patch.plaintext ?? (await readVaultSecret(deps.config.vault.server, patch.vault_ref!)));
+        const problem = await facilitatorSecretProblem(async () => patch.plaintext ?? (await readVaultSecret(deps.config.vault.server, layout, tenantId, patch.vault_ref!)));
         if (problem) throw badRequest(problem);
       }
 

@@ -7,7 +7,8 @@ import { mkdirSync } from 'node:fs';
 import { ensureTool } from './tools.ts';
 import { assertPortFree } from './ports.ts';
 import { ensureDatabase, startEmbeddedPostgres, withDatabase, type PostgresHandle } from './postgres.ts';
-import { startOpenBao } from './openbao.ts';
+import { configureTenantAccess, startOpenBao } from './openbao.ts';
+import { loadVaultConfig } from '../../api/credentials/config.ts';
 import { loadDevSecrets, type DevSecrets } from './secrets.ts';
 import { startTemporalDevServer, type DevServer } from '../../temporal/dev-server.ts';
 import { deployToken, startAnvil } from '../../contracts/chain.ts';
@@ -37,7 +38,9 @@ export type Infra = {
   facilitatorDatabaseUrl: string;
   chainRpcUrl: string;
   tokenAddress: string;
-  vault: { addr: string; token: string };
+  /** `token` is the gateway's (on our own OpenBao it may only mint per-tenant child tokens
+   *  through `tenantRole`); `adminToken` writes secrets as an operator would. */
+  vault: { addr: string; token: string; tenantRole?: string; adminToken: string };
   pki: DevPki;
   /** The facilitator's gas wallet keystore (generated on first start; funded on our own anvil). */
   gasWallet: DevGasWallet;
@@ -114,11 +117,12 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
         });
 
     const vault = opts.vault
-      ? Promise.resolve({ url: opts.vault.addr })
+      ? Promise.resolve({ url: opts.vault.addr, token: opts.vault.token, tenantRole: process.env.VAULT_TENANT_ROLE || undefined, adminToken: opts.vault.token })
       : startOpenBao({ binary: baoBinary!, port: opts.ports.openbao, rootToken: secrets.baoRootToken, onOutput: (line) => opts.log('openbao', line) }).then(
-          (bao) => {
+          async (bao) => {
             stops.push(bao.stop);
-            return bao;
+            const access = await configureTenantAccess(bao.url, secrets.baoRootToken, loadVaultConfig(process.env).layout);
+            return { url: bao.url, ...access, adminToken: secrets.baoRootToken };
           },
         );
 
@@ -148,7 +152,7 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
       facilitatorDatabaseUrl,
       chainRpcUrl: chainReady.rpcUrl,
       tokenAddress: token.address,
-      vault: { addr: vaultReady.url, token: opts.vault?.token ?? secrets.baoRootToken },
+      vault: { addr: vaultReady.url, token: vaultReady.token, tenantRole: vaultReady.tenantRole, adminToken: vaultReady.adminToken },
       pki: pkiReady,
       gasWallet,
       secrets,
@@ -186,6 +190,7 @@ export function appEnvironment(infra: Infra, extra: Record<string, string | unde
     TOKEN_ADDRESS: infra.tokenAddress,
     VAULT_ADDR: infra.vault.addr,
     VAULT_TOKEN: infra.vault.token,
+    VAULT_TENANT_ROLE: infra.vault.tenantRole,
     // Managed credentials' key-encryption keyring: the generated dev key unless one is configured.
     VAULT_KEKS: process.env.VAULT_KEKS ?? `dev:${infra.secrets.vaultKek}`,
     VAULT_KEK_CURRENT: process.env.VAULT_KEKS ? process.env.VAULT_KEK_CURRENT : 'dev',

@@ -36,3 +36,47 @@ export async function startOpenBao(opts: { binary: string; port: number; rootTok
   }
   return { url, child, stop: () => stopChild(child) };
 }
+
+/** The role every per-tenant child token is minted through, and the policies behind it. */
+export const TENANT_ROLE = 'gateway-tenant';
+
+/**
+ * Sets up the production layout on the dev server (docs/CATALOG.md): a templated policy that
+ * lets a token read only `<mount>/data/<tenant path>/*` of the tenant its identity alias names,
+ * a token role minting such tokens (alias = tenant id), and a gateway token that can do
+ * nothing but mint through that role. Returns the gateway token; the root token stays here
+ * (and with the tests, which write secrets as an operator would).
+ */
+export async function configureTenantAccess(url: string, rootToken: string, layout: { mount: string; tenantPath: string }): Promise<{ token: string; tenantRole: string }> {
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${url}/v1/${path}`, {
+      method,
+      headers: { 'x-vault-token': rootToken, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`OpenBao set-up: ${method} ${path} answered ${res.status}`);
+    return text ? (JSON.parse(text) as Record<string, any>) : {};
+  };
+  const auths = await call('GET', 'sys/auth');
+  const accessor = auths.data?.['token/']?.accessor;
+  if (typeof accessor !== 'string') throw new Error('OpenBao set-up: no token auth method');
+  // The alias name is the tenant id, as the gateway asked for it when minting (it only asks
+  // with ids that are lowercase, since the identity store folds case).
+  const tenantSegment = `{{identity.entity.aliases.${accessor}.name}}`;
+  const prefix = `${layout.mount}/data/${layout.tenantPath.replace('{tenant_id}', tenantSegment)}`;
+  await call('PUT', `sys/policies/acl/${TENANT_ROLE}`, { policy: `path "${prefix}/*" {\n  capabilities = ["read"]\n}\n` });
+  await call('PUT', 'sys/policies/acl/gateway', { policy: `path "auth/token/create/${TENANT_ROLE}" {\n  capabilities = ["update"]\n}\n` });
+  await call('POST', `auth/token/roles/${TENANT_ROLE}`, {
+    allowed_policies: [TENANT_ROLE],
+    allowed_entity_aliases: ['*'],
+    token_no_default_policy: true,
+    token_explicit_max_ttl: 900,
+    renewable: false,
+  });
+  const created = await call('POST', 'auth/token/create', { policies: ['gateway'], no_default_policy: true, ttl: '768h', display_name: 'gateway' });
+  const token = created.auth?.client_token;
+  if (typeof token !== 'string') throw new Error('OpenBao set-up: no gateway token');
+  return { token, tenantRole: TENANT_ROLE };
+}

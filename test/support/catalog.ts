@@ -53,19 +53,18 @@ export async function expiredBundle(): Promise<string> {
   return `${cert.toString('pem')}\n${keyPem}`;
 }
 
-/** Mounts a KV version 2 engine at `kv/` in the stack's OpenBao (once) and writes a secret. */
-let kvMounted: Promise<void> | undefined;
-export async function vaultWrite(path: string, data: Record<string, string>): Promise<void> {
-  const { addr, token } = stack().infra.vault;
-  kvMounted ??= (async () => {
-    const res = await request(`${addr}/v1/sys/mounts/kv`, { method: 'POST', headers: { 'x-vault-token': token, 'content-type': 'application/json' }, body: JSON.stringify({ type: 'kv', options: { version: '2' } }) });
-    const text = await res.body.text();
-    if (res.statusCode >= 300 && !/already in use|existing mount/i.test(text)) throw new Error(`mount kv: ${res.statusCode}`);
-  })();
-  await kvMounted;
-  const res = await request(`${addr}/v1/kv/data/${path}`, { method: 'POST', headers: { 'x-vault-token': token, 'content-type': 'application/json' }, body: JSON.stringify({ data }) });
+/** Writes a secret into the stack's OpenBao as an operator would (its root token), at
+ *  `secret/data/<path>`: the dev server's KV v2 mount. */
+export async function vaultWrite(path: string, data: Record<string, unknown>): Promise<void> {
+  const { addr, adminToken } = stack().infra.vault;
+  const res = await request(`${addr}/v1/secret/data/${path}`, { method: 'POST', headers: { 'x-vault-token': adminToken, 'content-type': 'application/json' }, body: JSON.stringify({ data }) });
   await res.body.dump();
   if (res.statusCode >= 300) throw new Error(`vault write ${path}: ${res.statusCode}`);
+}
+
+/** The tenant's own reference to a secret under its prefix (the default layout). */
+export function tenantVaultRef(tenant: string, path: string, field: string): string {
+  return `secret/data/tenants/${tenant}/${path}#${field}`;
 }
 
 export type ExtraGateway = { url: string; lines: string[]; close(): Promise<void> };

@@ -251,8 +251,22 @@ export const plaintext: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 1, arbitrary: wrongType },
 );
 
+// `{tenant}` in a vault_ref stands for the caller's tenant id (withTenant puts it in): a
+// reference is valid only under the caller's own prefix.
 export const vaultRef: fc.Arbitrary<unknown> = fc.oneof(
-  { weight: 3, arbitrary: fc.constantFrom('kv/data/agents/foo#token', 'secret/data/a/b#c') },
+  { weight: 3, arbitrary: fc.constantFrom('secret/data/tenants/{tenant}/agents/foo#token', 'kv/data/agents/foo#token', 'secret/data/a/b#c') },
+  {
+    weight: 2,
+    arbitrary: fc.constantFrom(
+      'secret/data/tenants/{tenant}/../other/x#token',
+      'secret/data/tenants/{tenant}/%2e%2e/x#token',
+      'secret/data/tenants/{tenant}%2fx#token',
+      'secret/data/tenants/{tenant}//x#token',
+      'secret/data/tenants/{tenant}2/x#token',
+      'secret/data/tenants/{tenant}#token',
+      'secret/metadata/tenants/{tenant}/x#token',
+    ),
+  },
   { weight: 2, arbitrary: fc.stringMatching(/^[a-z]{1,6}\/data\/[a-z0-9_/.-]{1,20}#[a-z_]{1,8}$/) },
   { weight: 2, arbitrary: fc.constantFrom('kv/data/../sys#x', 'kv/data/a', 'kv/metadata/a#b', '#', 'kv/data/a#b#c', 'kv//data/a#b', 'kv/data/a#b'.repeat(60)) },
   { weight: 1, arbitrary: wrongType },
@@ -275,7 +289,10 @@ const credentialFields = {
 };
 
 const credentialName = fc.oneof({ weight: 5, arbitrary: fc.string({ minLength: 1, maxLength: 40 }).filter((n) => n.trim().length > 0) }, { weight: 1, arbitrary: fc.constantFrom('dup-c', 'dup-d', ' dup-c') });
-const validVaultRef = fc.oneof(fc.constantFrom('kv/data/agents/foo#token'), fc.stringMatching(/^[a-z]{1,6}\/data\/[a-z0-9_]{1,10}(\/[a-z0-9_]{1,10}){0,2}#[a-z_]{1,8}$/));
+const validVaultRef = fc.oneof(
+  fc.constant('secret/data/tenants/{tenant}/agents/foo#token'),
+  fc.stringMatching(/^[a-z0-9_]{1,10}(\/[a-z0-9_]{1,10}){0,2}#[a-z_]{1,8}$/).map((rest) => `secret/data/tenants/{tenant}/${rest}`),
+);
 const validHeaderName = fc.oneof(fc.constantFrom('X-API-Key', 'X-Upstream-Token'), fc.stringMatching(/^X-[A-Za-z0-9]{1,12}$/));
 
 /** A credential the create rules accept. */
@@ -293,6 +310,13 @@ export const validCredential: fc.Arbitrary<Record<string, unknown>> = fc.constan
     ),
   ),
 ) as fc.Arbitrary<Record<string, unknown>>;
+
+/** The body with the caller's tenant id in place of `{tenant}` in its vault_ref. */
+export function withTenant(body: unknown, tenant: string): unknown {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return body;
+  const ref = (body as Record<string, unknown>).vault_ref;
+  return typeof ref === 'string' ? { ...body, vault_ref: ref.replaceAll('{tenant}', tenant) } : body;
+}
 
 const CREDENTIAL_KEYS = ['name', 'auth_type', 'source', 'plaintext', 'vault_ref', 'header_name'];
 

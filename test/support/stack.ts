@@ -75,6 +75,7 @@ export async function startStack(): Promise<Stack> {
     UPSTREAM_TIMEOUT_MS: '5000',
     VAULT_ADDR: infra.vault.addr,
     VAULT_TOKEN: infra.vault.token,
+    VAULT_TENANT_ROLE: infra.vault.tenantRole,
     // The dev key is current; `next` is a second key the KEK-rotation test rotates to, listed
     // up front as a deployment would before running `npm run rotate-kek`.
     VAULT_KEKS: `dev:${infra.secrets.vaultKek},next:${randomBytes(32).toString('base64')}`,

@@ -21,6 +21,7 @@ export function startWorkerProcess(taskQueue: string, env: Record<string, string
       UPSTREAM_ALLOW: s.allow.join(','),
       VAULT_ADDR: s.infra.vault.addr,
       VAULT_TOKEN: s.infra.vault.token,
+      VAULT_TENANT_ROLE: s.infra.vault.tenantRole,
       VAULT_KEKS: `dev:${s.infra.secrets.vaultKek}`,
       WORKER_METRICS_PORT: '0',
       LOG_LEVEL: 'info',
