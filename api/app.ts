@@ -8,7 +8,7 @@ import type { GatewayConfig } from './config.ts';
 import type { Logger } from './log.ts';
 import { createVerifier, requireAuth, type AuthState } from './auth.ts';
 import { errorMapper } from './errors.ts';
-import { observeRequests, serveMetrics } from './observability/http.ts';
+import { observeRequests } from './observability/http.ts';
 import { traceRequests } from './observability/spans.ts';
 import { policyRoutes } from './routes/policy.ts';
 import { analyticsRoutes } from './routes/analytics.ts';
@@ -40,7 +40,6 @@ export function createApp(deps: AppDeps): Koa {
   app.use(traceRequests('api'));
   app.use(observeRequests('api', deps.log));
   app.use(errorMapper(deps.log));
-  app.use(serveMetrics);
 
   const health = healthRoutes(deps);
   app.use(health.routes());

@@ -6,6 +6,10 @@ import type { Client } from '@temporalio/client';
 import { createApp } from './app.ts';
 import type { GatewayConfig } from './config.ts';
 import type { Logger } from './log.ts';
+import { cachedProbe } from './cached-probe.ts';
+import { readinessChecks } from './observability/metrics.ts';
+
+const READINESS_INTERVAL_MS = 1_000;
 
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { name: string; version: string };
 
@@ -16,10 +20,15 @@ export async function startGateway(config: GatewayConfig, orm: MikroORM, tempora
     temporal,
     log,
     version: { name: pkg.name, version: pkg.version, commit: config.gitCommit ?? null },
-    readiness: async () => ({
-      database: await orm.em.getConnection().execute('select 1').then(() => true, () => false),
-      temporal: await temporal.workflowService.getSystemInfo({}).then(() => true, () => false),
-    }),
+    // At most one database and one Temporal check per second, whatever the probe rate.
+    readiness: cachedProbe(async () => {
+      readinessChecks.inc();
+      const [database, temporalUp] = await Promise.all([
+        orm.em.getConnection().execute('select 1').then(() => true, () => false),
+        temporal.workflowService.getSystemInfo({}).then(() => true, () => false),
+      ]);
+      return { database, temporal: temporalUp };
+    }, READINESS_INTERVAL_MS),
   });
   const server = app.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {

@@ -6,6 +6,7 @@ import { startGateway } from './gateway.ts';
 import { connectClient } from '../temporal/client.ts';
 import { requireSearchAttributes } from '../temporal/search-attribute-setup.ts';
 import { startTracing, stopTracing } from './observability/tracing.ts';
+import { startMetricsServer } from './observability/http.ts';
 import { scheduleOrphanSweep } from './proxy/orphans.ts';
 import { scheduleStaleStreamSweep } from './proxy/stale-streams.ts';
 
@@ -18,6 +19,9 @@ await requireSearchAttributes(config.temporal, log);
 const temporal = await connectClient(config.temporal.connection, config.temporal.namespace);
 const server = await startGateway(config, orm, temporal, log);
 log.info({ port: config.port }, 'gateway API listening');
+// Prometheus scrapes the API on a listener of its own (API_METRICS_PORT on METRICS_HOST; 0 = off).
+const { apiMetricsPort, metricsHost } = config.observability;
+const metrics = apiMetricsPort ? await startMetricsServer(apiMetricsPort, metricsHost) : null;
 scheduleOrphanSweep(orm, temporal, log);
 scheduleStaleStreamSweep(orm, log);
 
@@ -25,6 +29,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     server.close();
     server.closeAllConnections();
+    metrics?.close();
     // The streaming calls cut just now record their outcome first (their completions are queued
     // within a few ms); closing the ORM then writes every queued row before its connections go.
     void new Promise((r) => setTimeout(r, 100))

@@ -43,6 +43,7 @@ export function gatewayEnvironment(infra: Infra, apiPort: number): NodeJS.Proces
       RATE_LIMIT_GLOBAL_RPS: '1000000000',
       RATE_LIMIT_GLOBAL_BURST: '1000000000',
       WORKER_METRICS_PORT: '0',
+      API_METRICS_PORT: '0',
       LOG_LEVEL: 'warn',
     }),
   };

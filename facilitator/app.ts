@@ -22,7 +22,7 @@ function readOnlyRoutes(deps: Pick<FacilitatorDeps, 'config' | 'readiness'>): Ro
       ctx.body = { status: 'ok' };
       return;
     }
-    const report = await deps.readiness.check();
+    const report = await deps.readiness.probe();
     ctx.status = report.ready ? 200 : 503;
     ctx.body = { status: report.ready ? 'ready' : 'not_ready', checks: report.checks };
   });

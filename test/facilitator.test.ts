@@ -2,6 +2,7 @@
 // and accounts, /settle exactly once (also under 50 concurrent duplicates), collection
 // outcomes with one coarse reason, every guardrail's 429, and readiness.
 import assert from 'node:assert/strict';
+import { createReadiness } from '../facilitator/readiness.ts';
 import { connect } from 'node:tls';
 import { request } from 'undici';
 import { Wallet, toQuantity, parseEther } from 'ethers';
@@ -326,9 +327,38 @@ describe('facilitator', function () {
       } finally {
         await provider.send('anvil_setBalance', [wallet, toQuantity(saved > parseEther('1') ? saved : parseEther('100'))]);
       }
-      const health = await request(`${stack().facilitator.publicUrl}/healthz?ready=1`);
-      assert.equal(health.statusCode, 200);
-      await health.body.dump();
+      // The open probe answers from a result at most 1 s old (PUBLIC_PROBE_INTERVAL_MS).
+      const deadline = Date.now() + 3_000;
+      let status = 0;
+      while (Date.now() < deadline) {
+        const health = await request(`${stack().facilitator.publicUrl}/healthz?ready=1`);
+        await health.body.dump();
+        status = health.statusCode;
+        if (status === 200) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      assert.equal(status, 200);
+    });
+
+    it('the open probe checks the RPC at most once a second however often it is asked, and never changes what /settle reads', async () => {
+      const calls: string[] = [];
+      const counting = new Proxy(provider, {
+        get(target, prop, receiver) {
+          if (prop === 'getBalance') return (...args: unknown[]) => (calls.push('getBalance'), (target.getBalance as (...a: unknown[]) => unknown)(...args));
+          return Reflect.get(target, prop, receiver);
+        },
+      });
+      const readiness = createReadiness({ provider: counting, gasWallet: stack().facilitator.gasWallet, lowWaterWei: 1n, cacheMs: 60_000 });
+      const settleView = await readiness.current();
+      assert.equal(settleView.ready, true);
+      const before = calls.length;
+      const reports = await Promise.all(Array.from({ length: 100 }, () => readiness.probe()));
+      assert.ok(reports.every((r) => r.ready));
+      assert.ok(calls.length - before <= 1, `${calls.length - before} RPC checks for 100 probes`);
+      // What /settle reads is its own: served from its cache, not re-measured by the probes.
+      const afterProbes = calls.length;
+      assert.equal((await readiness.current()).ready, true);
+      assert.equal(calls.length, afterProbes, '/settle read its cached state');
     });
   });
 });

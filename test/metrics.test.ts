@@ -31,7 +31,7 @@ function parse(text: string): Samples {
   return samples;
 }
 
-async function scrape(url = `${stack().apiUrl}/metrics`): Promise<{ text: string; samples: Samples; type: string }> {
+async function scrape(url = stack().metricsUrl): Promise<{ text: string; samples: Samples; type: string }> {
   const res = await request(url);
   assert.equal(res.statusCode, 200);
   const text = await res.body.text();
@@ -91,6 +91,21 @@ describe('observability', () => {
     assert.ok(text.includes('process_cpu_seconds_total'), 'process metrics');
     // Labels are templates and classes, never ids, tenants or content.
     for (const secret of [tenant, agentId, ok.json.invocation_id, token, 'boom']) assert.ok(!text.includes(secret), `metrics never carry ${secret.slice(0, 12)}`);
+  });
+
+  it('is not served on the public API port (it lives on the metrics listener)', async () => {
+    const res = await call('GET', '/metrics');
+    assert.equal(res.status, 404);
+    assert.ok(!res.text.includes('process_cpu_seconds_total'));
+  });
+
+  it('/readyz runs its database and Temporal checks at most once a second, whatever the probe rate', async () => {
+    const checks = async () => value((await scrape()).samples, 'gateway_readiness_checks_total');
+    await call('GET', '/readyz');
+    const before = await checks();
+    const answers = await Promise.all(Array.from({ length: 200 }, () => call('GET', '/readyz')));
+    assert.ok(answers.every((r) => r.status === 200 && r.json.status === 'ready'));
+    assert.ok((await checks()) - before <= 2, `${(await checks()) - before} checks for 200 probes`);
   });
 
   it('the worker listener serves the same registry: upstream outcomes recorded by the worker', async () => {

@@ -253,7 +253,7 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
       assert.equal(res.statusCode, 200, url);
       return text;
     };
-    haystacks.push(['the API /metrics', await scrape(`${apiUrl}/metrics`)]);
+    haystacks.push(['the API /metrics', await scrape(stack().metricsUrl)]);
     haystacks.push(['the worker process /metrics', await scrape(`http://127.0.0.1:${workerMetricsPort}/metrics`)]);
 
     const leaksIn = (pairs: Array<[string, string]>) => {

@@ -32,6 +32,7 @@ async function startApiProcess(): Promise<{ child: ChildProcess; url: string }> 
       VAULT_TENANT_ROLE: s.infra.vault.tenantRole,
       VAULT_KEKS: `dev:${s.infra.secrets.vaultKek}`,
       LOG_LEVEL: 'info',
+      API_METRICS_PORT: '0',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -47,6 +47,12 @@ export const breakerStates = new Gauge({
 });
 for (const state of ['closed', 'half_open', 'open']) breakerStates.set({ state }, 0);
 
+export const readinessChecks = new Counter({
+  name: 'gateway_readiness_checks_total',
+  help: 'Database and Temporal checks run for /readyz (at most one per second, whatever the probe rate)',
+  registers: [registry],
+});
+
 export const rateLimitRejections = new Counter({
   name: 'gateway_rate_limit_rejections_total',
   help: 'Requests rejected with 429, by limiter (agent: per-agent invocation limit; analytics: per-caller analytics limit)',

@@ -15,6 +15,7 @@ import { loadGatewayConfig, type GatewayConfig } from '../../api/config.ts';
 import { openOrm } from '../../api/db/orm.ts';
 import { createLogger } from '../../api/log.ts';
 import { startGateway } from '../../api/gateway.ts';
+import { startMetricsServer } from '../../api/observability/http.ts';
 import { mintToken } from '../../api/tokens.ts';
 import { connectClient } from '../../temporal/client.ts';
 import { createGatewayWorker, gatewayWorkflowsPath } from '../../temporal/gateway-worker.ts';
@@ -32,6 +33,8 @@ export type Stack = {
   allow: string[];
   /** The settlement facilitator, in-process (test/support/facilitator.ts). */
   facilitator: FacilitatorStack;
+  /** This process's metrics listener (API and worker share the registry), as api/main.ts starts it. */
+  metricsUrl: string;
 };
 
 let current: Stack | undefined;
@@ -106,6 +109,9 @@ export async function startStack(): Promise<Stack> {
   const server: Server = await startGateway(config, orm, temporal, createLogger('api', 'silent'));
   cleanups.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
   const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const metricsServer = await startMetricsServer(0, '127.0.0.1');
+  cleanups.push(() => new Promise((r) => metricsServer.close(r)));
+  const metricsUrl = `http://127.0.0.1:${(metricsServer.address() as AddressInfo).port}/metrics`;
 
   current = {
     infra,
@@ -116,6 +122,7 @@ export async function startStack(): Promise<Stack> {
     workflowBundle,
     allow,
     facilitator,
+    metricsUrl,
     token: (tenant, user = 'user-1') => mintToken({ secret: infra.secrets.jwtSecret, tenant, user }),
   };
   return current;
