@@ -43,6 +43,9 @@ const GatewayEnv = z.object({
   // Proxy rate limits (token buckets; see docs/PROXY.md): per-agent default, and one global bucket.
   RATE_LIMIT_AGENT_RPS: z.coerce.number().positive().default(50),
   RATE_LIMIT_AGENT_BURST: z.coerce.number().int().positive().default(100),
+  // The most a tenant may set as its own agent's rate_limit_rps / rate_limit_burst (400 above).
+  RATE_LIMIT_AGENT_MAX_RPS: z.coerce.number().positive().default(1000),
+  RATE_LIMIT_AGENT_MAX_BURST: z.coerce.number().int().positive().default(2000),
   RATE_LIMIT_GLOBAL_RPS: z.coerce.number().positive().default(2000),
   RATE_LIMIT_GLOBAL_BURST: z.coerce.number().int().positive().default(4000),
   CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
@@ -69,7 +72,7 @@ export type GatewayConfig = {
   };
   upstream: { allow: string[]; timeoutMs: number };
   redisUrl?: string;
-  rateLimit: { agentRps: number; agentBurst: number; globalRps: number; globalBurst: number };
+  rateLimit: { agentRps: number; agentBurst: number; agentMaxRps: number; agentMaxBurst: number; globalRps: number; globalBurst: number };
   /** GATE_CACHE_FRESHNESS (api/proxy/freshness.ts). */
   gateFreshness: GateFreshness;
   chainRpcUrl: string;
@@ -119,7 +122,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     },
     upstream: { allow: e.UPSTREAM_ALLOW, timeoutMs: e.UPSTREAM_TIMEOUT_MS },
     redisUrl: e.REDIS_URL,
-    rateLimit: { agentRps: e.RATE_LIMIT_AGENT_RPS, agentBurst: e.RATE_LIMIT_AGENT_BURST, globalRps: e.RATE_LIMIT_GLOBAL_RPS, globalBurst: e.RATE_LIMIT_GLOBAL_BURST },
+    rateLimit: { agentRps: e.RATE_LIMIT_AGENT_RPS, agentBurst: e.RATE_LIMIT_AGENT_BURST, agentMaxRps: e.RATE_LIMIT_AGENT_MAX_RPS, agentMaxBurst: e.RATE_LIMIT_AGENT_MAX_BURST, globalRps: e.RATE_LIMIT_GLOBAL_RPS, globalBurst: e.RATE_LIMIT_GLOBAL_BURST },
     gateFreshness: loadGateFreshness(env),
     chainRpcUrl: e.CHAIN_RPC_URL,
     logLevel: e.LOG_LEVEL,

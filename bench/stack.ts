@@ -42,6 +42,8 @@ export function gatewayEnvironment(infra: Infra, apiPort: number): NodeJS.Proces
       // The benches measure the gateway, not the limiter's refusals.
       RATE_LIMIT_GLOBAL_RPS: '1000000000',
       RATE_LIMIT_GLOBAL_BURST: '1000000000',
+      RATE_LIMIT_AGENT_MAX_RPS: '100000',
+      RATE_LIMIT_AGENT_MAX_BURST: '100000',
       WORKER_METRICS_PORT: '0',
       API_METRICS_PORT: '0',
       LOG_LEVEL: 'warn',

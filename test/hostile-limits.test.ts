@@ -7,7 +7,11 @@ import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { createAgent, rawUpstream, readAll } from './support/proxy-helpers.ts';
+import type { AddressInfo } from 'node:net';
 import { BreakerRegistry } from '../api/upstream/breaker.ts';
+import { startGateway } from '../api/gateway.ts';
+import { createLogger } from '../api/log.ts';
+import { callAt } from './support/http.ts';
 
 function stream(token: string, agentId: string, path = '') {
   return request(`${stack().apiUrl}/v1/proxy/${agentId}/stream${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: 'x' });
@@ -69,5 +73,34 @@ describe('hostile tenant: shared upstream origins', function () {
     await new Promise((r) => setTimeout(r, 250));
     registry.for('https://fresh.example/', 'tenant-x');
     assert.equal(registry.size, 1, 'idle breakers dropped on the next insert');
+  });
+});
+
+describe('hostile tenant: rates above the operator maximum', function () {
+  this.timeout(60_000);
+
+  it('rate_limit_rps and rate_limit_burst above RATE_LIMIT_AGENT_MAX_* are 400 on create and PATCH; at the maximum they are taken', async () => {
+    const base = stack().config;
+    const server = await startGateway({ ...base, port: 0, rateLimit: { ...base.rateLimit, agentMaxRps: 10, agentMaxBurst: 20 } }, stack().orm, stack().temporal, createLogger('api', 'silent'));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const token = await stack().token(`rates-${randomUUID()}`);
+      const create = (fields: Record<string, unknown>) => callAt(url, 'POST', '/v1/agents', { token, json: { name: `rates-${randomUUID()}`, ...fields } });
+      const tooFast = await create({ rate_limit_rps: 10.5 });
+      assert.equal(tooFast.status, 400);
+      assert.deepEqual(tooFast.json, { error: 'rate_limit_rps may be at most 10' });
+      const tooDeep = await create({ rate_limit_rps: 5, rate_limit_burst: 21 });
+      assert.equal(tooDeep.status, 400);
+      assert.deepEqual(tooDeep.json, { error: 'rate_limit_burst may be at most 20' });
+      const atMax = await create({ rate_limit_rps: 10, rate_limit_burst: 20 });
+      assert.equal(atMax.status, 201, atMax.text);
+      const patched = await callAt(url, 'PATCH', `/v1/agents/${atMax.json.id}`, { token, json: { rate_limit_rps: 1000 } });
+      assert.equal(patched.status, 400);
+      const unchanged = await callAt(url, 'GET', `/v1/agents/${atMax.json.id}`, { token });
+      assert.equal(unchanged.json.rate_limit_rps, 10);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });

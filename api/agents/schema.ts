@@ -141,6 +141,16 @@ export function agentRuleError(state: AgentRuleState): string | undefined {
   return undefined;
 }
 
+/**
+ * The operator's ceiling on what a tenant may set for its own agents (RATE_LIMIT_AGENT_MAX_RPS,
+ * RATE_LIMIT_AGENT_MAX_BURST): checked on the values a create or update sets.
+ */
+export function rateLimitCeilingError(set: { rate_limit_rps?: number | null; rate_limit_burst?: number | null }, max: { rps: number; burst: number }): string | undefined {
+  if (set.rate_limit_rps != null && set.rate_limit_rps > max.rps) return `rate_limit_rps may be at most ${max.rps}`;
+  if (set.rate_limit_burst != null && set.rate_limit_burst > max.burst) return `rate_limit_burst may be at most ${max.burst}`;
+  return undefined;
+}
+
 /** The create-time SSRF check on the URL's literal host (the proxy re-checks resolved addresses). */
 export function upstreamUrlError(url: string, allow: string[]): string | undefined {
   return isAllowedUpstream(url, allow) ? undefined : 'invalid upstream_url';

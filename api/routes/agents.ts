@@ -11,7 +11,7 @@ import { newId, isId } from '../ids.ts';
 import { badRequest, conflict, notFound } from '../errors.ts';
 import { parseOr400 } from '../validation.ts';
 import { pageOf, parsePage } from '../pagination.ts';
-import { AgentCreateInput, AgentPatchInput, AgentSuspendInput, agentRuleError, upstreamUrlError, type AgentRuleState, type PricingInput } from '../agents/schema.ts';
+import { AgentCreateInput, AgentPatchInput, AgentSuspendInput, agentRuleError, rateLimitCeilingError, upstreamUrlError, type AgentRuleState, type PricingInput } from '../agents/schema.ts';
 import { serializeAgent } from '../agents/serialize.ts';
 import { lockReferencedCredential } from '../credentials/references.ts';
 import { forgetAgent } from '../proxy/agent-row.ts';
@@ -48,6 +48,7 @@ async function checkCredentialRef(em: EntityManager, tenantId: string, ref: stri
 export function agentRoutes(deps: AppDeps): Router<AuthState> {
   const router = new Router<AuthState>();
   const allow = deps.config.upstream.allow;
+  const ceiling = { rps: deps.config.rateLimit.agentMaxRps, burst: deps.config.rateLimit.agentMaxBurst };
 
   /** Loads the tenant's agent for a write, row-locked; 404 when absent, 409 when deleted. */
   async function liveAgentForUpdate(em: EntityManager, tenantId: string, id: string): Promise<Agent> {
@@ -68,7 +69,7 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
       rate_limit_rps: input.rate_limit_rps ?? null,
       rate_limit_burst: input.rate_limit_burst ?? null,
     };
-    const problem = agentRuleError(state) ?? (input.upstream_url ? upstreamUrlError(input.upstream_url, allow) : undefined);
+    const problem = agentRuleError(state) ?? rateLimitCeilingError(input, ceiling) ?? (input.upstream_url ? upstreamUrlError(input.upstream_url, allow) : undefined);
     if (problem) throw badRequest(problem);
     const { tenantId, userId } = ctx.state.caller;
     const agent = await deps.orm.em.fork().transactional(async (em) => {
@@ -143,7 +144,7 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
         rate_limit_burst: patch.rate_limit_burst !== undefined ? patch.rate_limit_burst : (current.rateLimitBurst ?? null),
       };
       // The URL is checked when it is being set: an allow-list change must not freeze other edits.
-      const problem = agentRuleError(state) ?? (patch.upstream_url ? upstreamUrlError(patch.upstream_url, allow) : undefined);
+      const problem = agentRuleError(state) ?? rateLimitCeilingError(patch, ceiling) ?? (patch.upstream_url ? upstreamUrlError(patch.upstream_url, allow) : undefined);
       if (problem) throw badRequest(problem);
       if (patch.credential_ref !== undefined) await checkCredentialRef(em, tenantId, patch.credential_ref);
       const changes: Partial<Agent> = {

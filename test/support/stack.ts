@@ -76,6 +76,9 @@ export async function startStack(): Promise<Stack> {
     CHAIN_RPC_URL: infra.chainRpcUrl,
     UPSTREAM_ALLOW: allow.join(','),
     UPSTREAM_TIMEOUT_MS: '5000',
+    // The fuzz suites give agents rates up to the schema's own bound.
+    RATE_LIMIT_AGENT_MAX_RPS: '100000',
+    RATE_LIMIT_AGENT_MAX_BURST: '100000',
     VAULT_ADDR: infra.vault.addr,
     VAULT_TOKEN: infra.vault.token,
     VAULT_TENANT_ROLE: infra.vault.tenantRole,
