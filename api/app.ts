@@ -7,7 +7,8 @@ import type { Client } from '@temporalio/client';
 import type { GatewayConfig } from './config.ts';
 import type { Logger } from './log.ts';
 import { createVerifier, requireAuth, type AuthState } from './auth.ts';
-import { errorMapper } from './errors.ts';
+import { badRequest, errorMapper } from './errors.ts';
+import { MAX_BODY_DEPTH, nestsDeeperThan } from './json-depth.ts';
 import { observeRequests } from './observability/http.ts';
 import { traceRequests } from './observability/spans.ts';
 import { policyRoutes } from './routes/policy.ts';
@@ -52,6 +53,10 @@ export function createApp(deps: AppDeps): Koa {
   // JSON bodies for the management API only; the proxy reads its raw body itself.
   const json = bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', encoding: 'utf-8' });
   v1.use(async (ctx, next) => (ctx.path.startsWith('/v1/proxy/') ? next() : json(ctx, next)));
+  v1.use(async (ctx, next) => {
+    if (nestsDeeperThan(ctx.request.body, MAX_BODY_DEPTH)) throw badRequest(`JSON body nests deeper than ${MAX_BODY_DEPTH} levels`);
+    await next();
+  });
   for (const routes of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps), proxyRoutes(deps)]) v1.use(routes.routes(), routes.allowedMethods());
   for (const routes of [policyRoutes(deps), analyticsRoutes(deps), receiptRoutes(deps)]) v1.use(routes.routes(), routes.allowedMethods());
   const invocations = invocationRoutes(deps);

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { badRequest } from '../errors.ts';
 import type { McpCall } from './call.ts';
+import { MAX_MCP_DEPTH, nestsDeeperThan } from '../json-depth.ts';
 
 const JsonRpcRequest = z.object({
   jsonrpc: z.literal('2.0'),
@@ -18,6 +19,7 @@ export function parseMcpBody(body: Buffer): McpCall {
   } catch {
     throw badRequest('MCP body must be a JSON-RPC 2.0 request');
   }
+  if (nestsDeeperThan(parsed, MAX_MCP_DEPTH)) throw badRequest(`MCP body nests deeper than ${MAX_MCP_DEPTH} levels`);
   const request = JsonRpcRequest.safeParse(parsed);
   if (!request.success) throw badRequest('MCP body must be a single JSON-RPC 2.0 request');
   const params = request.data.params as { name?: unknown } | undefined;
