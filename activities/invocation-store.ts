@@ -109,10 +109,27 @@ const CLAIM = `
    where id = ? and attempts = ? and status in ('pending', 'running')`;
 
 // A row that is not terminal has none of the outcome's fields yet, so all are written.
+// Completing a row also lets go of the caller's request (body and headers) unless the agent
+// captures bodies: once the call is over nothing needs them, and a kept body is a copy of a
+// caller's data. The body row goes in the same statement (a completed row never points at a
+// deleted body, and a terminal row is never touched again); its digest stays for the receipt.
+const RELEASE_REQUEST = `
+  ending as (
+    select i.request_body_id, coalesce(a.capture_body, false) as keep
+      from invocations i left join agents a on a.id = i.agent_id and a.tenant_id = i.tenant_id
+     where i.id = ? and i.status in ('pending', 'running')
+  ),
+  released_body as (
+    delete from bodies where id = (select request_body_id from ending where not keep)
+  )`;
 const COMPLETE = `
   update invocations
      set status = ?, error_class = ?, upstream_status = ?, latency_ms = ?, ttft_ms = ?,
-         response_body_id = ?, response_content_type = ?, response_sha256 = ?, updated_at = ?, completed_at = ?
+         response_body_id = ?, response_content_type = ?, response_sha256 = ?, updated_at = ?, completed_at = ?,
+         request_body_id = case when (select keep from ending) then request_body_id end,
+         -- The receipt's request digest outlives the body (the statement reads the body before its delete).
+         request_sha256 = coalesce(request_sha256, (select b.sha256 from bodies b where b.id = invocations.request_body_id)),
+         request_headers = case when (select keep from ending) then request_headers else '{}'::jsonb end
    where id = ? and status in ('pending', 'running')
   returning ${OUTCOME_COLUMNS}`;
 
@@ -170,8 +187,8 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
       ];
       // The body and the completion commit together: a completed row never points at a body
       // that was not stored (an unused body, the row already terminal, is a harmless orphan).
-      const sql = body ? `with stored_body as (${body.sql}) ${COMPLETE}` : COMPLETE;
-      const [r] = (await execute(sql, body ? [...body.params, ...params] : params)) as Raw[];
+      const sql = body ? `with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE}` : `with ${RELEASE_REQUEST} ${COMPLETE}`;
+      const [r] = (await execute(sql, body ? [...body.params, invocationId, ...params] : [invocationId, ...params])) as Raw[];
       if (r) return outcomeOf(r);
       // Nothing completed: the row was terminal already (it keeps its outcome) or is absent.
       const [existing] = (await execute(`select ${OUTCOME_COLUMNS} from invocations where id = ?`, [invocationId])) as Raw[];
