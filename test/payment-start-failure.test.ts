@@ -59,6 +59,34 @@ describe('paid call whose workflow start fails', function () {
 
   const sql = <T>(query: string, params: unknown[]) => stack().orm.em.getConnection().execute<T[]>(query, params);
 
+  it('a settled payment whose call was not accepted resumes with the same header after its validBefore has passed', async () => {
+    const payTo = newPayTo();
+    const created = await call('POST', '/v1/agents', { token, json: { name: uniqueName('paid'), upstream_url: upstream.url, pricing: { amount: '3000', asset: 'USDC', network: 'base', pay_to: payTo } } });
+    assert.equal(created.status, 201, created.text);
+    const other = await call('POST', '/v1/agents', { token, json: { name: uniqueName('paid'), upstream_url: upstream.url, pricing: { amount: '3000', asset: 'USDC', network: 'base', pay_to: payTo } } });
+    const payer = await newPayer(100_000n);
+    const validBefore = Math.floor(Date.now() / 1000) + 9;
+    const header = encodePayment(await signPayment(payer, { payTo, value: 3_000n, validBefore }));
+    const marker = `expired-resume ${randomUUID()}`;
+    const send = (base: string, agentId = created.json.id as string) => callAt(base, 'POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': header } });
+
+    const failed = await send(broken.url);
+    assert.equal(failed.status, 503, failed.text);
+    assert.equal(await balanceOf(provider, payTo), 3_000n, 'settled before the start failed');
+    while (Math.floor(Date.now() / 1000) < validBefore + 1) await new Promise((r) => setTimeout(r, 250));
+
+    // Past validBefore: another agent (another call) is refused as an expired payment...
+    const elsewhere = await send(stack().apiUrl, other.json.id);
+    assert.equal(elsewhere.status, 402, elsewhere.text);
+    // ...while the call it paid for is bought by the settled claim, nothing settled again.
+    const resumed = await send(stack().apiUrl);
+    assert.equal(resumed.status, 202, resumed.text);
+    assert.equal((await waitForInvocation(token, created.json.id, resumed.json.invocation_id)).status, 'succeeded');
+    assert.equal((await transfersTo(provider, payTo)).length, 1, 'one transfer on chain');
+    assert.equal(await balanceOf(provider, payTo), 3_000n);
+    assert.equal((await send(stack().apiUrl)).status, 402, 'bound now');
+  });
+
   it('answers 503, leaves no pending row, releases the payment; the retry binds it to a new call without settling again', async () => {
     const payTo = newPayTo();
     const created = await call('POST', '/v1/agents', { token, json: { name: uniqueName('paid'), upstream_url: upstream.url, capture_body: true, pricing: { amount: '7000', asset: 'USDC', network: 'base', pay_to: payTo } } });

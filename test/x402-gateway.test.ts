@@ -228,8 +228,10 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     } finally {
       await provider.send('anvil_setBalance', [wallet, toQuantity(saved)]);
     }
-    assert.equal(first.status, 402);
-    assert.deepEqual(first.json, { error: 'settlement_unavailable' });
+    // Not known to be uncollected: never a 402 (an x402 client would sign a second authorization).
+    assert.equal(first.status, 503);
+    assert.deepEqual(first.json, { error: 'payment is still settling; retry with the same payment header' });
+    assert.ok(Number(first.headers['retry-after']) > 0);
     assert.equal(received(marker), 0);
 
     const retried = await call('POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': header } });

@@ -45,6 +45,18 @@ export async function claimPayment(em: EntityManager, input: ClaimInput): Promis
   return { state: 'resumed', settledTransaction: existing.status === 'settled' ? (existing.transaction ?? null) : null };
 }
 
+/**
+ * A payment settled for this very call (same tenant, agent and price) that no call holds yet,
+ * settled within `withinMs`: the money moved, so the same header buys the call whatever its
+ * validBefore says now. Null when there is none.
+ */
+export async function settledUnboundClaim(em: EntityManager, input: ClaimInput, withinMs: number): Promise<string | null> {
+  const existing = await em.fork().findOne(PaymentClaimSchema, { network: input.network, asset: input.asset, payer: input.payer, nonce: input.nonce });
+  if (!existing || existing.invocationId || existing.status !== 'settled' || !existing.transaction) return null;
+  if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount) return null;
+  return Date.now() - existing.updatedAt.getTime() <= withinMs ? existing.transaction : null;
+}
+
 export async function recordSettlement(em: EntityManager, key: ClaimKey, status: PaymentClaimStatus, transaction: string | null): Promise<void> {
   await em.fork().nativeUpdate(PaymentClaimSchema, { ...key, invocationId: null }, { status, transaction, updatedAt: new Date() });
 }

@@ -22,6 +22,9 @@ const PaymentEnv = z.object({
   TOKEN_VERSION: z.string().default('2'),
   X402_MAX_TIMEOUT_SECONDS: z.coerce.number().int().min(10).max(3600).default(60),
   X402_VALIDITY_MARGIN_S: z.coerce.number().int().nonnegative().default(6),
+  // How long a payment settled for a call that was then not accepted (a crash, an outage) can
+  // still buy that call with the same header, whatever its validBefore says.
+  X402_SETTLED_RESUME_HOURS: z.coerce.number().positive().default(24),
   SETTLEMENT_CA_FILE: z.string().optional(),
   SETTLEMENT_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
@@ -36,6 +39,8 @@ export type PaymentConfig = {
   /** PEM of the CA(s) trusted for the facilitator's server certificate; undefined: system roots. */
   settlementCaPem: string | undefined;
   settlementTimeoutMs: number;
+  /** X402_SETTLED_RESUME_HOURS, in ms. */
+  settledResumeMs: number;
   /** ERC-1271 checks of contract-wallet payers: the node and the deadline of one eth_call. */
   contractSignatures: { rpcUrl: string; timeoutMs: number };
 };
@@ -62,6 +67,7 @@ export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): Payment
     validityMarginSeconds: e.X402_VALIDITY_MARGIN_S,
     settlementCaPem,
     settlementTimeoutMs: e.SETTLEMENT_TIMEOUT_MS,
+    settledResumeMs: e.X402_SETTLED_RESUME_HOURS * 3_600_000,
     contractSignatures: { rpcUrl: e.CHAIN_RPC_URL, timeoutMs: e.X402_CONTRACT_SIGNATURE_TIMEOUT_MS },
   };
 }

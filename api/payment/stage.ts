@@ -13,11 +13,14 @@ import { verifyGatePayment } from './verify.ts';
 import { loadSettlementClientTls } from '../settlement/tls.ts';
 import { settlements } from '../observability/metrics.ts';
 import { challengeFor, requirementsFor } from './requirements.ts';
-import { claimPayment, recordSettlement, type ClaimKey } from './claims.ts';
+import { claimPayment, recordSettlement, settledUnboundClaim, type ClaimKey } from './claims.ts';
+import type { Payment, PaymentRequirements } from '../../facilitator/x402/schemas.ts';
 import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
 import type { PaymentConfig } from './config.ts';
 
 const paymentError = (message: string) => new ApiError(402, message);
+/** Retry-After of a 503 whose payment is still settling: a settle answers within seconds. */
+const SETTLING_RETRY_AFTER_S = 3;
 
 // One client (and so one set of keep-alive pools) per gateway configuration.
 const clients = new WeakMap<object, { config: PaymentConfig; client: FacilitatorClient }>();
@@ -44,6 +47,12 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader
   const payment = decodePaymentHeader(paymentHeader);
   if (!payment) throw paymentError('invalid payment');
   const verified = await verifyGatePayment(config, payment, requirements);
+  if (!verified.ok && verified.cause === 'expired') {
+    // Settled earlier for this call, then not accepted (a crash, an outage): the settled claim
+    // is looked up before the window decides, so the same header resumes it.
+    const resumed = await resumeSettled(deps, call, payment, requirements);
+    if (resumed) return resumed;
+  }
   if (!verified.ok) {
     deps.log.info({ requestId: call.requestId, agentId: call.agent.id, cause: verified.cause }, 'payment refused');
     throw paymentError('invalid payment');
@@ -69,6 +78,14 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader
 
   const outcome = await client.settle(target, { x402Version: 1, paymentPayload: payment, paymentRequirements: requirements });
   settlements.inc({ service: 'gateway', outcome: outcome.ok ? 'settled' : outcome.error });
+  if (!outcome.ok && outcome.error === 'settlement_unavailable') {
+    // Not known either way (no answer in time, a dropped connection, the facilitator busy with
+    // the same authorization): the transfer may still land. A 402 would make an x402 client
+    // sign a second authorization, so the payer is told to retry with the same header, which
+    // resumes this claim (the facilitator dedupes by nonce).
+    deps.log.info({ requestId: call.requestId, agentId: call.agent.id, outcome: outcome.error }, 'payment outcome not known yet');
+    throw new ApiError(503, 'payment is still settling; retry with the same payment header', { 'Retry-After': String(SETTLING_RETRY_AFTER_S) });
+  }
   if (!outcome.ok) {
     await recordSettlement(em, key, 'unsettled', null);
     deps.log.info({ requestId: call.requestId, agentId: call.agent.id, outcome: outcome.error }, 'payment not settled');
@@ -76,6 +93,20 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader
   }
   await recordSettlement(em, key, 'settled', outcome.transaction);
   return settledPayment(key, amount, outcome.transaction, outcome.network, outcome.payer);
+}
+
+/** A settled, unbound claim of this call's payment within X402_SETTLED_RESUME_HOURS, verified at a moment inside its window. */
+async function resumeSettled(deps: AppDeps, call: ProxyCall, payment: Payment, requirements: PaymentRequirements): Promise<PaymentRecord | null> {
+  const { config } = gateFor(deps);
+  const a = payment.payload.authorization;
+  const inside = Number(BigInt(a.validBefore) - BigInt(config.validityMarginSeconds) - 1n);
+  if (!Number.isSafeInteger(inside)) return null;
+  const verified = await verifyGatePayment(config, payment, requirements, inside);
+  if (!verified.ok) return null;
+  const key: ClaimKey = { network: config.network, asset: requirements.asset, payer: verified.payment.payer, nonce: verified.payment.nonce };
+  const amount = requirements.maxAmountRequired;
+  const transaction = await settledUnboundClaim(deps.orm.em.fork() as EntityManager, { ...key, tenantId: call.caller.tenantId, agentId: call.agent.id, amount }, config.settledResumeMs);
+  return transaction ? settledPayment(key, amount, transaction) : null;
 }
 
 function settledPayment(key: ClaimKey, amount: string, transaction: string, network = key.network, payer = key.payer): PaymentRecord {

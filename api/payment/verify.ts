@@ -9,14 +9,19 @@ import type { PaymentConfig } from './config.ts';
 
 export type GateVerifyResult = VerifyResult | { ok: false; cause: 'signature_check_unavailable' };
 
-export async function verifyGatePayment(config: PaymentConfig, payment: Payment, requirements: PaymentRequirements): Promise<GateVerifyResult> {
+/**
+ * `at` (unix seconds) judges the validity window at another moment than now: a payment already
+ * settled for this very call is judged at a moment inside its window (stage.ts), since the
+ * money moved while it was valid.
+ */
+export async function verifyGatePayment(config: PaymentConfig, payment: Payment, requirements: PaymentRequirements, at?: number): Promise<GateVerifyResult> {
   const expect = {
     network: config.network,
     domain: config.domain,
     asset: requirements.asset,
     payTo: requirements.payTo,
     amount: { exact: BigInt(requirements.maxAmountRequired) },
-    now: Math.floor(Date.now() / 1000),
+    now: at ?? Math.floor(Date.now() / 1000),
     marginSeconds: config.validityMarginSeconds,
   };
   try {
