@@ -72,10 +72,16 @@ export async function admit(ctx: Context & { state: AuthState; params: Record<st
   return { agent, requestId, model };
 }
 
-/** Policy, then payment. Fills call.policyWarning and call.payment; throws 403 or 402. */
-export async function runStages(deps: AppDeps, call: ProxyCall, paymentHeader: string | undefined): Promise<void> {
+/**
+ * Policy, then payment. Fills call.policyWarning and call.payment; throws 403 or 402.
+ * `beforePayment` holds every check that could still refuse the call after it: it runs once
+ * policy has allowed the call and before any money moves, so a payer is never charged for a
+ * call the gateway then refuses.
+ */
+export async function runStages(deps: AppDeps, call: ProxyCall, paymentHeader: string | undefined, beforePayment?: () => Promise<void>): Promise<void> {
   const policy = await policyStage(deps, call);
   if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
   if (policy.action === 'warn') call.policyWarning = policy.reason;
+  await beforePayment?.();
   call.payment = await paymentStage(deps, call, paymentHeader);
 }

@@ -103,7 +103,19 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       policyWarning: null,
       payment: null,
     };
-    await runStages(deps, call, ctx.get('x-payment') || undefined);
+    // The credential is resolved after policy and before payment: one that cannot be resolved
+    // refuses the call before the payer is charged.
+    let credentialHeaders: Record<string, string> = {};
+    let credentialFailed = false;
+    await runStages(deps, call, ctx.get('x-payment') || undefined, async () => {
+      try {
+        credentialHeaders = await services.credentials.headersFor(tenantId, agent.credentialRef);
+      } catch {
+        // A priced call is refused here, before the payment; a free one is recorded below.
+        if (agent.pricing) throw new ApiError(502, coarseMessage('credential'));
+        credentialFailed = true;
+      }
+    });
 
     const invocationId = newId('inv');
     const gatewayHeaders: Record<string, string> = { 'x-gateway-invocation-id': invocationId, 'x-request-id': requestId };
@@ -153,10 +165,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       }, logFailure);
     };
 
-    let credentialHeaders: Record<string, string>;
-    try {
-      credentialHeaders = await services.credentials.headersFor(tenantId, agent.credentialRef);
-    } catch {
+    if (credentialFailed) {
       await complete({ status: 'failed', errorClass: 'credential', upstreamStatus: null, latencyMs: null, ttftMs: null, responseContentType: null });
       throw new ApiError(502, coarseMessage('credential'));
     }

@@ -5,7 +5,8 @@
 import Router from '@koa/router';
 import { InvocationSchema } from '../db/entities.ts';
 import { isId, newId } from '../ids.ts';
-import { notFound } from '../errors.ts';
+import { ApiError, notFound } from '../errors.ts';
+import { coarseMessage } from '../upstream/errors.ts';
 import { MAX_TRANSACTIONAL_BODY, readCappedBody } from '../proxy/body.ts';
 import { forwardableHeaders } from '../upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
@@ -44,9 +45,17 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
       policyWarning: null,
       payment: null,
     };
-    await runStages(deps, call, ctx.get('x-payment') || undefined);
+    await runStages(deps, call, ctx.get('x-payment') || undefined, async () => {
+      // Before any payment: Temporal known down, and (for a priced call) a credential that
+      // cannot be resolved, which the workflow's call would otherwise fail after the payer paid.
+      assertTemporalReachable(deps.temporal);
+      if (agent.pricing && agent.credentialRef) await services.credentials.headersFor(tenantId, agent.credentialRef).catch(() => {
+        throw new ApiError(502, coarseMessage('credential'));
+      });
+    });
 
-    // Temporal known down: refused before anything is written (a paid call's payment stays unbound).
+    // Temporal gone down since: refused before anything is written (a paid call's payment stays
+    // unbound, and the same header resumes it).
     assertTemporalReachable(deps.temporal);
     const invocationId = newId('inv');
     // The workflow start and the commit (body and row; for a paid call also the payment bound
