@@ -7,6 +7,7 @@ import { loadReceiptConfig, type ReceiptConfig } from './receipts/config.ts';
 import { loadObservabilityConfig, type ObservabilityConfig } from './observability/config.ts';
 import { loadPaymentConfig, type PaymentConfig } from './payment/config.ts';
 import { loadGateFreshness, type GateFreshness } from './proxy/freshness.ts';
+import type { BodyPace } from './proxy/body.ts';
 import { loadTemporalSettings, type TemporalConnectionOptions } from '../temporal/connection-settings.ts';
 
 const csv = z
@@ -39,6 +40,11 @@ const GatewayEnv = z.object({
   AUTH_REQUIRE_EXP: z.enum(['true', 'false']).default('true'),
   UPSTREAM_ALLOW: csv,
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  // Reading a request body the gateway must hold (transactional, MCP): all of it within the
+  // timeout, and at least the minimum rate on average once the grace period is over (408).
+  BODY_READ_TIMEOUT_MS: z.coerce.number().int().positive().default(300_000),
+  BODY_MIN_BYTES_PER_S: z.coerce.number().int().nonnegative().default(1024),
+  BODY_RATE_GRACE_MS: z.coerce.number().int().nonnegative().default(10_000),
   REDIS_URL: z.string().optional(),
   // Proxy rate limits (token buckets; see docs/PROXY.md): per-agent default, and one global bucket.
   RATE_LIMIT_AGENT_RPS: z.coerce.number().positive().default(50),
@@ -71,6 +77,8 @@ export type GatewayConfig = {
     requireExp: boolean;
   };
   upstream: { allow: string[]; timeoutMs: number };
+  /** BODY_READ_TIMEOUT_MS, BODY_MIN_BYTES_PER_S, BODY_RATE_GRACE_MS (api/proxy/body.ts). */
+  bodyPace: BodyPace;
   redisUrl?: string;
   rateLimit: { agentRps: number; agentBurst: number; agentMaxRps: number; agentMaxBurst: number; globalRps: number; globalBurst: number };
   /** GATE_CACHE_FRESHNESS (api/proxy/freshness.ts). */
@@ -121,6 +129,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       requireExp: e.AUTH_REQUIRE_EXP === 'true',
     },
     upstream: { allow: e.UPSTREAM_ALLOW, timeoutMs: e.UPSTREAM_TIMEOUT_MS },
+    bodyPace: { timeoutMs: e.BODY_READ_TIMEOUT_MS, minBytesPerSecond: e.BODY_MIN_BYTES_PER_S, graceMs: e.BODY_RATE_GRACE_MS },
     redisUrl: e.REDIS_URL,
     rateLimit: { agentRps: e.RATE_LIMIT_AGENT_RPS, agentBurst: e.RATE_LIMIT_AGENT_BURST, agentMaxRps: e.RATE_LIMIT_AGENT_MAX_RPS, agentMaxBurst: e.RATE_LIMIT_AGENT_MAX_BURST, globalRps: e.RATE_LIMIT_GLOBAL_RPS, globalBurst: e.RATE_LIMIT_GLOBAL_BURST },
     gateFreshness: loadGateFreshness(env),

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { createAgent, rawUpstream, readAll } from './support/proxy-helpers.ts';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { BreakerRegistry } from '../api/upstream/breaker.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../api/log.ts';
@@ -98,6 +98,46 @@ describe('hostile tenant: rates above the operator maximum', function () {
       assert.equal(patched.status, 400);
       const unchanged = await callAt(url, 'GET', `/v1/agents/${atMax.json.id}`, { token });
       assert.equal(unchanged.json.rate_limit_rps, 10);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});
+
+describe('hostile tenant: slow uploads', function () {
+  this.timeout(60_000);
+
+  it('a body trickled in (slow loris) is cut with 408 on the transactional endpoint and for MCP on the streaming one', async () => {
+    const base = stack().config;
+    const server = await startGateway({ ...base, port: 0, bodyPace: { timeoutMs: 20_000, minBytesPerSecond: 200, graceMs: 1_000 } }, stack().orm, stack().temporal, createLogger('api', 'silent'));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      const token = await stack().token(`slow-${randomUUID()}`);
+      const httpAgent = await createAgent(token, { upstream_url: 'http://127.0.0.1:9/agent' });
+      const mcpAgent = await createAgent(token, { upstream_url: 'http://127.0.0.1:9/agent', protocol: 'mcp', mcp_transport: 'streamable_http' });
+      for (const path of [`/v1/proxy/${httpAgent}`, `/v1/proxy/${mcpAgent}/stream`]) {
+        const started = performance.now();
+        const answer = await new Promise<string>((resolve, reject) => {
+          const socket = connect(port, '127.0.0.1', () => {
+            socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n{`);
+            const drip = setInterval(() => socket.write(' '), 500);
+            socket.once('close', () => clearInterval(drip));
+          });
+          let text = '';
+          socket.on('data', (c: Buffer) => {
+            text += c.toString();
+            if (text.includes('\r\n\r\n') && text.includes('}')) socket.destroy();
+          });
+          socket.once('close', () => resolve(text));
+          socket.once('error', reject);
+          setTimeout(() => socket.destroy(), 15_000);
+        });
+        const ms = performance.now() - started;
+        assert.match(answer, /^HTTP\/1\.1 408 /, `${path}: ${answer.slice(0, 80)}`);
+        assert.match(answer, /"error":"request body arrived too slowly"/);
+        assert.ok(ms < 6_000, `${path}: cut after ${ms.toFixed(0)} ms`);
+      }
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

@@ -39,15 +39,55 @@ async function drain(req: IncomingMessage): Promise<boolean> {
   });
 }
 
-export async function readCappedBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/** How slowly a body may arrive: BODY_READ_TIMEOUT_MS, BODY_MIN_BYTES_PER_S after BODY_RATE_GRACE_MS. */
+export type BodyPace = { timeoutMs: number; minBytesPerSecond: number; graceMs: number };
+
+/**
+ * Watches a body being read: past the grace period it must have arrived at the minimum rate on
+ * average, and all of it within the deadline. A caller that trickles bytes (slow loris) would
+ * otherwise hold a connection, a buffer and a rate-limit token for as long as it likes.
+ */
+function watchPace(req: IncomingMessage, pace: BodyPace): { tooSlow(): boolean; stop(): void } {
+  const startedAt = performance.now();
+  let received = 0;
+  let slow = false;
+  const onData = (chunk: Buffer) => void (received += chunk.length);
+  req.on('data', onData);
+  const timer = setInterval(() => {
+    const elapsed = performance.now() - startedAt;
+    const owed = ((elapsed - pace.graceMs) / 1000) * pace.minBytesPerSecond;
+    if (elapsed >= pace.timeoutMs || (elapsed > pace.graceMs && received < owed)) {
+      slow = true;
+      clearInterval(timer);
+      // Ends the read (raw-body rejects on the stream's error) but keeps the socket, so the
+      // caller still gets its 408; the connection is closed after the answer.
+      req.pause();
+      req.emit('error', Object.assign(new Error('request body too slow'), { code: 'BODY_TOO_SLOW' }));
+    }
+  }, Math.min(1_000, pace.graceMs || 1_000));
+  timer.unref();
+  return {
+    tooSlow: () => slow,
+    stop: () => {
+      clearInterval(timer);
+      req.off('data', onData);
+    },
+  };
+}
+
+export async function readCappedBody(req: IncomingMessage, limit: number, pace?: BodyPace): Promise<Buffer> {
+  const watch = pace ? watchPace(req, pace) : null;
   try {
     return await getRawBody(req, { limit });
   } catch (err) {
+    if (watch?.tooSlow()) throw new ApiError(408, 'request body arrived too slowly', { Connection: 'close' });
     if ((err as { status?: number }).status === 413) {
       const drained = await drain(req);
       throw new ApiError(413, 'request body exceeds 32 MiB', drained ? {} : { Connection: 'close' });
     }
     throw badRequest('could not read request body');
+  } finally {
+    watch?.stop();
   }
 }
 

@@ -83,7 +83,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     let body: Buffer | Readable;
     let mcp: ProxyCall['mcp'] = null;
     if (agent.protocol === 'mcp') {
-      body = await readCappedBody(ctx.req, MAX_MCP_BODY);
+      body = await readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace);
       mcp = parseMcpBody(body);
     } else {
       // A small body is usually here whole already: sent as the bytes it is (body.ts).

@@ -30,7 +30,7 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
   router.post('/proxy/:id', async (ctx) => {
     const { tenantId, userId } = ctx.state.caller;
     const { agent, requestId, model } = await admit(ctx, deps, services.limiter);
-    const body = await readCappedBody(ctx.req, MAX_TRANSACTIONAL_BODY);
+    const body = await readCappedBody(ctx.req, MAX_TRANSACTIONAL_BODY, deps.config.bodyPace);
 
     const call: ProxyCall = {
       caller: ctx.state.caller,
