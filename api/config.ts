@@ -8,6 +8,7 @@ import { loadObservabilityConfig, type ObservabilityConfig } from './observabili
 import { loadPaymentConfig, type PaymentConfig } from './payment/config.ts';
 import { loadGateFreshness, type GateFreshness } from './proxy/freshness.ts';
 import type { BodyPace } from './proxy/body.ts';
+import type { BodyBudgetLimits } from './proxy/body-budget.ts';
 import { loadTemporalSettings, type TemporalConnectionOptions } from '../temporal/connection-settings.ts';
 
 const csv = z
@@ -45,6 +46,9 @@ const GatewayEnv = z.object({
   BODY_READ_TIMEOUT_MS: z.coerce.number().int().positive().default(300_000),
   BODY_MIN_BYTES_PER_S: z.coerce.number().int().nonnegative().default(1024),
   BODY_RATE_GRACE_MS: z.coerce.number().int().nonnegative().default(10_000),
+  // Request-body bytes held in memory at once: in all (503 past it) and per tenant (429).
+  BODY_INFLIGHT_MAX_BYTES: z.coerce.number().int().positive().default(512 * 1024 * 1024),
+  BODY_INFLIGHT_TENANT_MAX_BYTES: z.coerce.number().int().positive().default(128 * 1024 * 1024),
   REDIS_URL: z.string().optional(),
   // Proxy rate limits (token buckets; see docs/PROXY.md): per-agent default, and one global bucket.
   RATE_LIMIT_AGENT_RPS: z.coerce.number().positive().default(50),
@@ -79,6 +83,8 @@ export type GatewayConfig = {
   upstream: { allow: string[]; timeoutMs: number };
   /** BODY_READ_TIMEOUT_MS, BODY_MIN_BYTES_PER_S, BODY_RATE_GRACE_MS (api/proxy/body.ts). */
   bodyPace: BodyPace;
+  /** BODY_INFLIGHT_MAX_BYTES, BODY_INFLIGHT_TENANT_MAX_BYTES (api/proxy/body-budget.ts). */
+  bodyBudget: BodyBudgetLimits;
   redisUrl?: string;
   rateLimit: { agentRps: number; agentBurst: number; agentMaxRps: number; agentMaxBurst: number; globalRps: number; globalBurst: number };
   /** GATE_CACHE_FRESHNESS (api/proxy/freshness.ts). */
@@ -129,6 +135,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       requireExp: e.AUTH_REQUIRE_EXP === 'true',
     },
     upstream: { allow: e.UPSTREAM_ALLOW, timeoutMs: e.UPSTREAM_TIMEOUT_MS },
+    bodyBudget: { processBytes: e.BODY_INFLIGHT_MAX_BYTES, tenantBytes: e.BODY_INFLIGHT_TENANT_MAX_BYTES },
     bodyPace: { timeoutMs: e.BODY_READ_TIMEOUT_MS, minBytesPerSecond: e.BODY_MIN_BYTES_PER_S, graceMs: e.BODY_RATE_GRACE_MS },
     redisUrl: e.REDIS_URL,
     rateLimit: { agentRps: e.RATE_LIMIT_AGENT_RPS, agentBurst: e.RATE_LIMIT_AGENT_BURST, agentMaxRps: e.RATE_LIMIT_AGENT_MAX_RPS, agentMaxBurst: e.RATE_LIMIT_AGENT_MAX_BURST, globalRps: e.RATE_LIMIT_GLOBAL_RPS, globalBurst: e.RATE_LIMIT_GLOBAL_BURST },

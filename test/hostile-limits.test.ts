@@ -144,3 +144,51 @@ describe('hostile tenant: slow uploads', function () {
     }
   });
 });
+
+describe('hostile tenant: request bodies held in memory', function () {
+  this.timeout(60_000);
+
+  it("one tenant's bodies in flight are bounded (429), all tenants' too (503), both with Retry-After; released bytes admit calls again", async () => {
+    const MiB = 1024 * 1024;
+    const base = stack().config;
+    const server = await startGateway({ ...base, port: 0, bodyBudget: { processBytes: 2.5 * MiB, tenantBytes: 1.5 * MiB } }, stack().orm, stack().temporal, createLogger('api', 'silent'));
+    const port = (server.address() as AddressInfo).port;
+    const url = `http://127.0.0.1:${port}`;
+    const held: Array<ReturnType<typeof connect>> = [];
+    try {
+      const upstream = await rawUpstream((req, res) => void readAll(req).then(() => res.end('ok')));
+      const tokens = { a: await stack().token(`held-a-${randomUUID()}`), b: await stack().token(`held-b-${randomUUID()}`), c: await stack().token(`held-c-${randomUUID()}`) };
+      const agents = { a: await createAgent(tokens.a, { upstream_url: upstream.url }), b: await createAgent(tokens.b, { upstream_url: upstream.url }), c: await createAgent(tokens.c, { upstream_url: upstream.url }) };
+      // A body that stops half-way: 1 MiB held, the rest never sent.
+      const stall = (token: string, agentId: string) =>
+        new Promise<void>((resolve) => {
+          const socket = connect(port, '127.0.0.1', () => {
+            socket.write(`POST /v1/proxy/${agentId} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${2 * MiB}\r\n\r\n`);
+            socket.write(Buffer.alloc(MiB, 120), () => setTimeout(resolve, 300));
+          });
+          socket.on('error', () => undefined);
+          held.push(socket);
+        });
+      const send = (token: string, agentId: string) => callAt(url, 'POST', `/v1/proxy/${agentId}`, { token, body: Buffer.alloc(MiB, 121) });
+
+      await stall(tokens.a, agents.a);
+      const sameTenant = await send(tokens.a, agents.a);
+      assert.equal(sameTenant.status, 429, sameTenant.text);
+      assert.equal(sameTenant.headers['retry-after'], '1');
+      await stall(tokens.b, agents.b);
+      const anyone = await send(tokens.c, agents.c);
+      assert.equal(anyone.status, 503, anyone.text);
+      assert.equal(anyone.headers['retry-after'], '1');
+
+      for (const socket of held) socket.destroy();
+      await new Promise((r) => setTimeout(r, 300));
+      const again = await send(tokens.a, agents.a);
+      assert.equal(again.status, 202, again.text);
+      await upstream.close();
+    } finally {
+      for (const socket of held) socket.destroy();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});

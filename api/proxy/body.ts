@@ -3,6 +3,7 @@
 import type { IncomingMessage } from 'node:http';
 import getRawBody from 'raw-body';
 import { ApiError, badRequest } from '../errors.ts';
+import type { BodyReservation } from './body-budget.ts';
 
 export const MAX_TRANSACTIONAL_BODY = 32 * 1024 * 1024;
 
@@ -75,11 +76,24 @@ function watchPace(req: IncomingMessage, pace: BodyPace): { tooSlow(): boolean; 
   };
 }
 
-export async function readCappedBody(req: IncomingMessage, limit: number, pace?: BodyPace): Promise<Buffer> {
+export async function readCappedBody(req: IncomingMessage, limit: number, pace?: BodyPace, reservation?: BodyReservation): Promise<Buffer> {
   const watch = pace ? watchPace(req, pace) : null;
+  // Bytes held count against the in-flight budget as they arrive (the caller releases them).
+  let refused: unknown = null;
+  const onChunk = (chunk: Buffer) => {
+    try {
+      reservation?.take(chunk.length);
+    } catch (err) {
+      refused = err;
+      req.pause();
+      req.emit('error', err);
+    }
+  };
+  if (reservation) req.on('data', onChunk);
   try {
     return await getRawBody(req, { limit });
   } catch (err) {
+    if (refused) throw Object.assign(refused as ApiError, { headers: { ...(refused as ApiError).headers, Connection: 'close' } });
     if (watch?.tooSlow()) throw new ApiError(408, 'request body arrived too slowly', { Connection: 'close' });
     if ((err as { status?: number }).status === 413) {
       const drained = await drain(req);
@@ -88,6 +102,7 @@ export async function readCappedBody(req: IncomingMessage, limit: number, pace?:
     throw badRequest('could not read request body');
   } finally {
     watch?.stop();
+    req.off('data', onChunk);
   }
 }
 

@@ -10,6 +10,7 @@ import { createInvocationRecorder, type InvocationRecorder } from './records.ts'
 import { createReceiptSigner } from '../receipts/signer.ts';
 import type { ReceiptFacts } from '../receipts/store.ts';
 import type { SignedReceipt } from '../receipts/signer.ts';
+import { createBodyBudget, type BodyBudget } from './body-budget.ts';
 
 export type ProxyServices = {
   upstream: UpstreamClient;
@@ -20,6 +21,8 @@ export type ProxyServices = {
   recorder: InvocationRecorder;
   /** Receipts of streaming calls (emit_receipts), signed as the call completes. */
   signReceipt: (facts: ReceiptFacts) => Promise<SignedReceipt>;
+  /** Request-body bytes held in memory, bounded per process and per tenant. */
+  bodyBudget: BodyBudget;
 };
 
 export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServices> = {}): ProxyServices {
@@ -30,5 +33,6 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
     credentials: overrides.credentials ?? createCredentialResolver(deps.orm, deps.config.vault),
     recorder: overrides.recorder ?? createInvocationRecorder(deps.orm),
     signReceipt: overrides.signReceipt ?? createReceiptSigner(deps.config.receipts),
+    bodyBudget: overrides.bodyBudget ?? createBodyBudget(deps.config.bodyBudget),
   };
 }

@@ -83,7 +83,9 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     let body: Buffer | Readable;
     let mcp: ProxyCall['mcp'] = null;
     if (agent.protocol === 'mcp') {
-      body = await readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace);
+      const held = services.bodyBudget.open(tenantId);
+      ctx.res.once('close', held.release);
+      body = await readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace, held);
       mcp = parseMcpBody(body);
     } else {
       // A small body is usually here whole already: sent as the bytes it is (body.ts).

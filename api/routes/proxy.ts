@@ -30,7 +30,9 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
   router.post('/proxy/:id', async (ctx) => {
     const { tenantId, userId } = ctx.state.caller;
     const { agent, requestId, model } = await admit(ctx, deps, services.limiter);
-    const body = await readCappedBody(ctx.req, MAX_TRANSACTIONAL_BODY, deps.config.bodyPace);
+    const held = services.bodyBudget.open(tenantId);
+    ctx.res.once('close', held.release);
+    const body = await readCappedBody(ctx.req, MAX_TRANSACTIONAL_BODY, deps.config.bodyPace, held);
 
     const call: ProxyCall = {
       caller: ctx.state.caller,
