@@ -6,6 +6,11 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 
 export interface RetentionActivities {
   purgePolicyDecisions(input: { olderThanMs: number; limit: number }): Promise<number>;
+  /**
+   * Captured bodies (capture_body) older than the cutoff, at most `limit`, oldest first: the
+   * body rows go and the invocations that pointed at them keep their digests.
+   */
+  purgeCapturedBodies(input: { olderThanMs: number; limit: number }): Promise<number>;
 }
 
 export function createRetentionActivities(deps: { orm: MikroORM }): RetentionActivities {
@@ -17,6 +22,22 @@ export function createRetentionActivities(deps: { orm: MikroORM }): RetentionAct
              select id from policy_decisions where created_at < to_timestamp(? / 1000.0) order by created_at limit ?
            ) returning 1
          ) select count(*)::int as deleted from doomed`,
+        [olderThanMs, limit],
+      );
+      return Number(rows[0]?.deleted ?? 0);
+    },
+    async purgeCapturedBodies({ olderThanMs, limit }) {
+      const rows = await deps.orm.em.getConnection().execute<Array<{ deleted: number }>>(
+        `with doomed as (
+           select id from bodies where created_at < to_timestamp(? / 1000.0) order by created_at limit ?
+         ), unlinked_request as (
+           update invocations set request_sha256 = coalesce(request_sha256, (select sha256 from bodies b where b.id = request_body_id)), request_body_id = null
+            where request_body_id in (select id from doomed)
+         ), unlinked_response as (
+           update invocations set response_body_id = null where response_body_id in (select id from doomed)
+         ), gone as (
+           delete from bodies where id in (select id from doomed) returning 1
+         ) select count(*)::int as deleted from gone`,
         [olderThanMs, limit],
       );
       return Number(rows[0]?.deleted ?? 0);

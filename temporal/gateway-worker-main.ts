@@ -7,13 +7,14 @@ import { startMetricsServer } from '../api/observability/http.ts';
 import { startTracing, stopTracing } from '../api/observability/tracing.ts';
 import { connectClient } from './client.ts';
 import { requireSearchAttributes } from './search-attribute-setup.ts';
-import { ensureRetentionSchedule, loadRetentionDays } from './retention-schedule.ts';
+import { ensureRetentionSchedule, loadBodyRetentionDays, loadRetentionDays } from './retention-schedule.ts';
 
 // Before the worker is built: it installs the tracing interceptors only when tracing is on.
 startTracing(process.env, 'agent-gateway-worker');
 const log = createLogger('worker');
 const config = loadGatewayConfig();
 const retentionDays = loadRetentionDays(process.env);
+const bodyRetentionDays = loadBodyRetentionDays(process.env);
 await requireSearchAttributes(config.temporal, log);
 const orm = await openOrm(config.databaseUrl);
 const { worker, connection } = await createGatewayWorker(config, orm);
@@ -24,8 +25,8 @@ const metrics = workerMetricsPort ? await startMetricsServer(workerMetricsPort, 
 // Policy decision retention runs on a Temporal Schedule; each worker brings it to the configured
 // retention. Not fatal: the worker's own job is invocations, and the next start retries.
 await connectClient(config.temporal.connection, config.temporal.namespace)
-  .then((client) => ensureRetentionSchedule(client, { taskQueue: config.temporal.taskQueue, retentionDays }).finally(() => client.connection.close()))
-  .then((schedule) => log.info({ retentionDays, schedule }, 'policy decision retention schedule'))
+  .then((client) => ensureRetentionSchedule(client, { taskQueue: config.temporal.taskQueue, retentionDays, bodyRetentionDays }).finally(() => client.connection.close()))
+  .then((schedule) => log.info({ retentionDays, bodyRetentionDays, schedule }, 'retention schedule (policy decisions, captured bodies)'))
   .catch((err: Error) => log.warn({ err: { name: err.name, message: err.message } }, 'policy decision retention schedule not set'));
 log.info({ taskQueue: config.temporal.taskQueue }, 'gateway worker running');
 await worker.run();

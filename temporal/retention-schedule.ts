@@ -9,7 +9,15 @@ export const RETENTION_SCHEDULE_ID = 'policy-decision-retention';
 
 const RetentionEnv = z.object({
   POLICY_DECISION_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
+  BODY_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
 });
+
+/** BODY_RETENTION_DAYS: days a captured body (capture_body) is kept (default 30; 0 = forever). */
+export function loadBodyRetentionDays(env: NodeJS.ProcessEnv): number {
+  const parsed = RetentionEnv.safeParse(env);
+  if (!parsed.success) throw new Error(`invalid configuration: BODY_RETENTION_DAYS: ${parsed.error.issues[0].message}`);
+  return parsed.data.BODY_RETENTION_DAYS;
+}
 
 /** POLICY_DECISION_RETENTION_DAYS: days a policy decision is kept (default 30; 0 = forever). */
 export function loadRetentionDays(env: NodeJS.ProcessEnv): number {
@@ -18,12 +26,12 @@ export function loadRetentionDays(env: NodeJS.ProcessEnv): number {
   return parsed.data.POLICY_DECISION_RETENTION_DAYS;
 }
 
-export type RetentionScheduleOptions = { taskQueue: string; retentionDays: number; scheduleId?: string; every?: string };
+export type RetentionScheduleOptions = { taskQueue: string; retentionDays: number; bodyRetentionDays?: number; scheduleId?: string; every?: string };
 
 export async function ensureRetentionSchedule(client: Client, opts: RetentionScheduleOptions): Promise<'created' | 'updated' | 'deleted' | 'absent'> {
   const scheduleId = opts.scheduleId ?? RETENTION_SCHEDULE_ID;
   const handle = client.schedule.getHandle(scheduleId);
-  if (opts.retentionDays === 0) {
+  if (opts.retentionDays === 0 && !opts.bodyRetentionDays) {
     return handle.delete().then(
       () => 'deleted' as const,
       (err: unknown) => {
@@ -37,7 +45,8 @@ export async function ensureRetentionSchedule(client: Client, opts: RetentionSch
     workflowType: 'PolicyDecisionRetentionWorkflow',
     workflowId: `${scheduleId}-run`,
     taskQueue: opts.taskQueue,
-    args: [{ retentionDays: opts.retentionDays }],
+    // A policy retention of 0 keeps decisions forever: a cutoff a thousand years back deletes none.
+    args: [{ retentionDays: opts.retentionDays || 365_000, ...(opts.bodyRetentionDays ? { bodyRetentionDays: opts.bodyRetentionDays } : {}) }],
   };
   const spec = { intervals: [{ every: (opts.every ?? '1 hour') as '1 hour' }] };
   // A purge still running when the next is due makes the next one unnecessary.

@@ -3,11 +3,13 @@
 // (temporal/retention-schedule.ts), so each run is visible in the Web UI. Deterministic: the
 // cutoff comes from workflow time once per purge and is carried across continue-as-new; all
 // I/O is in the activity.
-import { continueAsNew, proxyActivities } from '@temporalio/workflow';
+import { continueAsNew, patched, proxyActivities } from '@temporalio/workflow';
 import type { RetentionActivities } from '../activities/retention.ts';
 
 export type RetentionInput = {
   retentionDays: number;
+  /** BODY_RETENTION_DAYS: captured bodies older than this go too (0 or absent: kept). */
+  bodyRetentionDays?: number;
   /** Rows per delete statement. */
   batchSize?: number;
   /** Batches before the run continues as new, so one run's history stays small. */
@@ -22,7 +24,7 @@ export type RetentionResult = { deleted: number; cutoff: string };
 
 const DAY_MS = 86_400_000;
 
-const { purgePolicyDecisions } = proxyActivities<RetentionActivities>({
+const { purgePolicyDecisions, purgeCapturedBodies } = proxyActivities<RetentionActivities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
 });
@@ -30,6 +32,13 @@ const { purgePolicyDecisions } = proxyActivities<RetentionActivities>({
 export async function PolicyDecisionRetentionWorkflow(input: RetentionInput): Promise<RetentionResult> {
   const batchSize = input.batchSize ?? 1000;
   const maxBatches = input.maxBatchesPerRun ?? 100;
+  // Captured bodies first, in their own bounded batches (the patch keeps older histories replaying).
+  if (input.bodyRetentionDays && input.cutoffMs === undefined && patched('captured-body-retention')) {
+    const bodyCutoffMs = Date.now() - input.bodyRetentionDays * DAY_MS;
+    for (let batch = 0; batch < maxBatches; batch++) {
+      if ((await purgeCapturedBodies({ olderThanMs: bodyCutoffMs, limit: batchSize })) < batchSize) break;
+    }
+  }
   const cutoffMs = input.cutoffMs ?? Date.now() - input.retentionDays * DAY_MS;
   let deleted = input.deletedBefore ?? 0;
   for (let batch = 0; batch < maxBatches; batch++) {
