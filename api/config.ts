@@ -41,6 +41,8 @@ const GatewayEnv = z.object({
   AUTH_REQUIRE_EXP: z.enum(['true', 'false']).default('true'),
   UPSTREAM_ALLOW: csv,
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  // Requests one tenant may have open to one upstream origin at a time (the pool holds 256).
+  UPSTREAM_TENANT_CONNECTIONS: z.coerce.number().int().positive().default(64),
   // Reading a request body the gateway must hold (transactional, MCP): all of it within the
   // timeout, and at least the minimum rate on average once the grace period is over (408).
   BODY_READ_TIMEOUT_MS: z.coerce.number().int().positive().default(300_000),
@@ -80,7 +82,7 @@ export type GatewayConfig = {
     maxTokenAgeSeconds?: number;
     requireExp: boolean;
   };
-  upstream: { allow: string[]; timeoutMs: number };
+  upstream: { allow: string[]; timeoutMs: number; tenantConnections: number };
   /** BODY_READ_TIMEOUT_MS, BODY_MIN_BYTES_PER_S, BODY_RATE_GRACE_MS (api/proxy/body.ts). */
   bodyPace: BodyPace;
   /** BODY_INFLIGHT_MAX_BYTES, BODY_INFLIGHT_TENANT_MAX_BYTES (api/proxy/body-budget.ts). */
@@ -134,7 +136,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       maxTokenAgeSeconds: e.AUTH_MAX_TOKEN_AGE,
       requireExp: e.AUTH_REQUIRE_EXP === 'true',
     },
-    upstream: { allow: e.UPSTREAM_ALLOW, timeoutMs: e.UPSTREAM_TIMEOUT_MS },
+    upstream: { allow: e.UPSTREAM_ALLOW, timeoutMs: e.UPSTREAM_TIMEOUT_MS, tenantConnections: e.UPSTREAM_TENANT_CONNECTIONS },
     bodyBudget: { processBytes: e.BODY_INFLIGHT_MAX_BYTES, tenantBytes: e.BODY_INFLIGHT_TENANT_MAX_BYTES },
     bodyPace: { timeoutMs: e.BODY_READ_TIMEOUT_MS, minBytesPerSecond: e.BODY_MIN_BYTES_PER_S, graceMs: e.BODY_RATE_GRACE_MS },
     redisUrl: e.REDIS_URL,

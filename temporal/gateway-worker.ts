@@ -31,7 +31,7 @@ export async function createGatewayWorker(
   const connection = await NativeConnection.connect({ ...config.temporal.connection });
   const activities = createInvocationActivities({
     orm,
-    upstream: createUpstreamClient({ allow: config.upstream.allow }),
+    upstream: createUpstreamClient({ allow: config.upstream.allow, tenantConnections: config.upstream.tenantConnections }),
     bodies: createPostgresBodyStore(orm),
     credentials: createCredentialResolver(orm, config.vault),
     upstreamTimeoutMs: config.upstream.timeoutMs,

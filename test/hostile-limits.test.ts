@@ -192,3 +192,48 @@ describe('hostile tenant: request bodies held in memory', function () {
     }
   });
 });
+
+describe('hostile tenant: connections to a shared origin', function () {
+  this.timeout(60_000);
+
+  it("one tenant's slow calls hold at most its own share of an origin's connections; another tenant's calls there are not queued behind them", async () => {
+    const held: Array<() => void> = [];
+    const shared = await rawUpstream((req, res) => {
+      void readAll(req).then(() => {
+        if (req.url?.startsWith('/slow')) held.push(() => res.end('late'));
+        else res.end('fast');
+      });
+    }, '/fast');
+    const base = stack().config;
+    const server = await startGateway({ ...base, port: 0, upstream: { ...base.upstream, tenantConnections: 2 } }, stack().orm, stack().temporal, createLogger('api', 'silent'));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const origin = new URL(shared.url).origin;
+      const hog = await stack().token(`hog-${randomUUID()}`);
+      const other = await stack().token(`other-${randomUUID()}`);
+      const slowAgent = await createAgent(hog, { upstream_url: `${origin}/slow` });
+      const fastAgent = await createAgent(other, { upstream_url: `${origin}/fast` });
+      const send = (token: string, agentId: string) =>
+        request(`${url}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'x' }).then(async (r) => ({ status: r.statusCode, text: await r.body.text() }));
+
+      const hogging = Array.from({ length: 5 }, () => send(hog, slowAgent));
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(shared.hits.filter((h) => h.url?.startsWith('/slow')).length, 2, 'the hog has two requests open; the rest wait for them');
+      const fast = await send(other, fastAgent);
+      assert.deepEqual(fast, { status: 200, text: 'fast' }, 'the other tenant is answered at once');
+
+      // The hog's waiting calls go through, two at a time, as its own calls finish.
+      while (held.length > 0 || shared.hits.filter((h) => h.url?.startsWith('/slow')).length < 5) {
+        held.shift()?.();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const answers = await Promise.all(hogging);
+      assert.ok(answers.every((a) => a.status === 200 && a.text === 'late'), JSON.stringify(answers));
+    } finally {
+      for (const end of held) end();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      await shared.close();
+    }
+  });
+});

@@ -17,6 +17,10 @@ import { request, type Dispatcher } from 'undici';
 import { BrokenCircuitError } from 'cockatiel';
 import { createUpstreamDispatcher, type Resolver } from './dispatcher.ts';
 import { BreakerRegistry, type BreakerOptions } from './breaker.ts';
+import { TenantSlots } from './tenant-slots.ts';
+
+/** Per tenant and origin; the pool to an origin holds 256 (dispatcher.ts), so no tenant can take it all. */
+export const DEFAULT_TENANT_CONNECTIONS = 64;
 import { DEFAULT_RETRY, RETRYABLE_STATUSES, fullJitterDelay, parseRetryAfter, sleep, type RetryOptions } from './retry.ts';
 import { UpstreamError, classifyError } from './errors.ts';
 import { traceClientCall } from '../observability/spans.ts';
@@ -69,6 +73,8 @@ export type UpstreamClientOptions = {
   connectTimeoutMs?: number;
   breaker?: Partial<BreakerOptions>;
   retry?: Partial<RetryOptions>;
+  /** UPSTREAM_TENANT_CONNECTIONS: requests one tenant may have open to one origin at a time. */
+  tenantConnections?: number;
 };
 
 export type UpstreamClient = {
@@ -129,6 +135,7 @@ class DeadlineExpired extends Error {
 export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClient {
   const dispatcher = createUpstreamDispatcher({ allow: opts.allow, resolver: opts.resolver, connectTimeoutMs: opts.connectTimeoutMs });
   const breakers = new BreakerRegistry(opts.breaker);
+  const slots = new TenantSlots(opts.tenantConnections ?? DEFAULT_TENANT_CONNECTIONS);
   const retry: RetryOptions = { ...DEFAULT_RETRY, ...opts.retry };
 
   // One client span per call (retries included); with tracing on it supplies the traceparent sent.
@@ -145,12 +152,19 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     const deadlineAt = startedAt + req.deadlineMs;
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(new DeadlineExpired()), req.deadlineMs);
-    const finish = () => clearTimeout(timer);
+    // The slot of the attempt whose answer is being read: given back when its body closes, or at
+    // the latest when the caller says it is done with the answer.
+    let releaseSlot = () => {};
+    const finish = () => {
+      clearTimeout(timer);
+      releaseSlot();
+    };
     // The caller's hang-up or the deadline, whichever comes first: built only when used (a retry's
     // wait, a transactional request), since AbortSignal.any is not free and most calls need neither.
     let combined: AbortSignal | null = null;
     const signal = () => (combined ??= req.signal ? AbortSignal.any([req.signal, deadline.signal]) : deadline.signal);
     const breaker = breakers.for(req.url, req.tenantId);
+    const slotKey = `${req.tenantId ?? ''}\0${new URL(req.url).origin}`;
     let stream = req.body && !Buffer.isBuffer(req.body) ? lazyBody(req.body) : null;
     const replayable = () => !stream || !stream.started;
 
@@ -163,6 +177,16 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     };
 
     for (let attempt = 1; ; attempt++) {
+      // One of the tenant's own slots to this origin, held until the answer's body is done.
+      let release = slots.tryAcquire(slotKey);
+      if (!release) {
+        try {
+          release = await slots.acquire(slotKey, signal());
+        } catch (e) {
+          finish();
+          throw classify(e);
+        }
+      }
       const remaining = deadlineAt - performance.now();
       let res: Dispatcher.ResponseData;
       try {
@@ -185,6 +209,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
           }
         });
       } catch (err) {
+        release();
         const failure = err instanceof UpstreamError ? err : classify(err);
         const retryable = (failure.errorClass === 'connect' || failure.errorClass === 'timeout') && !req.signal?.aborted && !deadline.signal.aborted;
         const allowed = failure.reached ? req.resendAllowed && !stream : replayable();
@@ -202,6 +227,8 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
         continue;
       }
 
+      res.body.once('close', release);
+      releaseSlot = release;
       if (RETRYABLE_STATUSES.has(res.statusCode) && req.resendAllowed && !stream && attempt < retry.maxAttempts) {
         const retryAfter = parseRetryAfter(res.headers['retry-after']);
         const wait = Math.max(fullJitterDelay(attempt - 1, retry), retryAfter ?? 0);
