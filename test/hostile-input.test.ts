@@ -70,6 +70,18 @@ describe('hostile input: pathological JSON', function () {
     assert.equal(upstream.received.length, before);
   });
 
+  it('a 1 000 000-element array: a 413 for a management body (over 1 MiB), accepted in an MCP request (within 32 MiB), promptly', async () => {
+    const million = `[${'0,'.repeat(999_999)}0]`;
+    const started = performance.now();
+    const agent = await call('POST', '/v1/agents', { token, body: `{"name":"n","metadata":{"x":${million}}}`, headers: { 'content-type': 'application/json' } });
+    assert.equal(agent.status, 413, agent.text.slice(0, 200));
+    assert.equal(typeof agent.json?.error, 'string');
+    const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"xs":${million}}}}`;
+    const mcp = await call('POST', `/v1/proxy/${mcpAgent}`, { token, body, headers: { 'content-type': 'application/json' } });
+    assert.equal(mcp.status, 202, mcp.text.slice(0, 200));
+    assert.ok(performance.now() - started < 10_000, 'answered promptly');
+  });
+
   it('an http agent forwards any body verbatim, however it nests (the gateway does not parse it)', async () => {
     const res = await call('POST', `/v1/proxy/${httpAgent}`, { token, body: nestedArrays(100_000), headers: { 'content-type': 'application/json' } });
     assert.equal(res.status, 202);
