@@ -15,7 +15,9 @@ export type FacilitatorDeps = SettleDeps & { config: FacilitatorConfig; readines
 function readOnlyRoutes(deps: Pick<FacilitatorDeps, 'config' | 'readiness'>): Router {
   const router = new Router();
   router.get('/supported', (ctx) => {
-    ctx.body = { kinds: [{ scheme: 'exact', network: deps.config.network, asset: deps.config.tokenAddress }] };
+    // x402Version beside the spec's three fields: the x402 reference clients' getSupported()
+    // requires it on each kind. Still one kind per deployment.
+    ctx.body = { kinds: [{ x402Version: 1, scheme: 'exact', network: deps.config.network, asset: deps.config.tokenAddress }] };
   });
   router.get('/healthz', async (ctx) => {
     if (ctx.query.ready === undefined) {

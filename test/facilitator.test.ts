@@ -49,7 +49,7 @@ describe('facilitator', function () {
 
   describe('open endpoints', () => {
     it('GET /supported names the one kind on both listeners', async () => {
-      const expected = { kinds: [{ scheme: 'exact', network: 'base', asset: stack().infra.tokenAddress }] };
+      const expected = { kinds: [{ x402Version: 1, scheme: 'exact', network: 'base', asset: stack().infra.tokenAddress }] };
       const open = await request(`${stack().facilitator.publicUrl}/supported`);
       assert.equal(open.statusCode, 200);
       assert.deepEqual(await open.body.json(), expected);

@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { stack } from './support/stack.ts';
 import { call, callAt, uniqueName } from './support/http.ts';
 import { tenantVaultRef } from './support/catalog.ts';
+import { closedPort } from './support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { balanceOf, chainProvider, encodePayment, newAccount, newPayTo, newPayer, signPayment, type TestAccount } from './support/x402.ts';
 import { connectClient } from '../temporal/client.ts';
@@ -65,6 +66,16 @@ describe('payer: refused calls are never charged', function () {
       assert.equal(await balanceOf(provider, agent.payTo), 0n, `${path}: nothing collected`);
     }
     assert.equal(upstream.received.length, 0);
+  });
+
+  it('a streaming call settled and then failed upstream still tells the payer its transaction (X-PAYMENT-RESPONSE)', async () => {
+    const agent = await pricedAgent({ upstream_url: `http://127.0.0.1:${await closedPort()}/agent` });
+    const res = await call('POST', `/v1/proxy/${agent.id}/stream`, { token, body: 'x', headers: { 'content-type': 'text/plain', 'x-payment': await header(agent.payTo) } });
+    assert.equal(res.status, 502, res.text);
+    const receipt = JSON.parse(Buffer.from(String(res.headers['x-payment-response']), 'base64').toString('utf8')) as { success: boolean; transaction: string };
+    assert.equal(receipt.success, true);
+    assert.match(receipt.transaction, /^0x[0-9a-f]{64}$/);
+    assert.equal(await balanceOf(provider, agent.payTo), 4_000n, 'collected once, and the payer can see where');
   });
 
   it('a transactional call while Temporal is known down is refused (503) before payment', async () => {
