@@ -139,7 +139,12 @@ async function run(): Promise<string> {
     for (const { tx_hash } of held) await system.chain.send('anvil_dropTransaction', [tx_hash]);
     await system.chain.send('evm_setAutomine', [true]);
 
-    const readyDown = await system.get('/healthz?ready=1');
+    // The open probe answers from a check at most 1 s old (facilitator/readiness.ts).
+    let readyDown = await system.get('/healthz?ready=1');
+    for (const until = Date.now() + 3_000; readyDown.status === 200 && Date.now() < until; ) {
+      await sleep(250);
+      readyDown = await system.get('/healthz?ready=1');
+    }
     if (readyDown.status !== 503 || readyDown.json?.checks?.rpc !== false) throw new Error(`readiness during the outage: ${readyDown.status} ${JSON.stringify(readyDown.json)}`);
     const settleDown = await system.post('/settle', refusedInOutage.body);
     if (settleDown.status !== 503 || !(Number(settleDown.retryAfter) > 0)) throw new Error(`/settle during the outage: ${settleDown.status} ${JSON.stringify(settleDown.json)}`);
