@@ -245,7 +245,9 @@ export function settleHandler(deps: SettleDeps) {
       deps.log.warn({ key, err: errorKind(err) }, 'settle could not be handed over');
       return reply(ctx, 503, { error: 'facilitator unavailable' }, { 'Retry-After': '2' });
     }
-    if (outcome === 'in_flight') {
+    // Not mined yet (neither the transfer nor its cancel): not a collection outcome, since the
+    // transfer may still land; the caller retries and gets the outcome once one is mined.
+    if (outcome === 'in_flight' || outcome.status === 'pending') {
       return reply(ctx, 503, { error: 'settlement in progress' }, { 'Retry-After': '2' });
     }
     deps.log.info({ key, account: account.id, status: outcome.status, cause: outcome.cause, transaction: outcome.transaction }, 'settle');

@@ -4,13 +4,18 @@
 // - no worker: the settle waits up to the request deadline, then 503 with Retry-After;
 // - worker killed mid-broadcast (bytes stored and sent, not yet mined, then dropped from the
 //   node's pool): after a restart exactly one transaction lands, with the stored hash;
-// - inclusion timeout: success false, the record keeps the hash as pending, and the watcher
-//   records the real outcome once the block comes.
+// - inclusion timeout: the transfer is replaced by a cancel at its gas nonce; 503 while neither
+//   is mined, then (the cancel mined) a final success false and no transfer;
+// - a transfer the node mined just before the cancel (a lagging RPC relay hides its receipt
+//   until the cancel is sent): success with the transfer's hash, one transaction.
 import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
 import { startFacilitatorStack, spawnFacilitatorWorker, until, type FacilitatorStack, type SpawnedWorker } from './support/facilitator.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
-import { findSettlement, settlementKey } from '../facilitator/store.ts';
+import { Transaction } from 'ethers';
+import { findSettlement, settlementKey, signedAttempts } from '../facilitator/store.ts';
+import { isCancelRaw } from '../activities/settlement/send.ts';
+import { startLaggingRpc, type LaggingRpc } from './support/lagging-rpc.ts';
 
 describe('settlement durability', function () {
   this.timeout(180_000);
@@ -126,45 +131,93 @@ describe('settlement durability', function () {
       await facilitator.close();
     });
 
-    it('answers success false and keeps the hash pending; the watcher records the settlement when the block comes', async () => {
+    it('replaces an unmined transfer by a cancel at the inclusion timeout: 503 while neither is mined, then a final success false and no transfer', async () => {
       const payer = await newPayer(1_000_000n);
       const payTo = newPayTo();
       const payment = await signPayment(payer, { payTo, value: 30_000n, validBefore: Math.floor(Date.now() / 1000) + 300 });
       const body = settleBody(payment, requirements(payTo, 30_000n));
       const key = keyOf(payer.address, payment.payload.authorization.nonce);
+      const nonceBefore = await gasNonce();
+      const balanceBefore = await balanceOf(provider, payer.address);
 
       await provider.send('evm_setAutomine', [false]);
       const res = await gateway.client.post('/settle', body, facilitator.url);
-      assert.equal(res.status, 200);
-      assert.equal(res.json.success, false);
-      assert.equal(res.json.errorReason, 'settlement_failed');
+      assert.equal(res.status, 503, 'not mined yet is not a collection outcome');
+      assert.ok(Number(res.headers['retry-after']) > 0);
       const pending = await findSettlement(facilitator.pool, key);
       assert.equal(pending?.status, 'pending');
       assert.equal(pending?.failureCause, 'inclusion_timeout');
-      assert.equal(res.json.transaction, pending?.txHash);
+      const attempts = await signedAttempts(facilitator.pool, key);
+      assert.ok(attempts.length >= 2, 'the transfer and its cancel');
+      assert.equal(isCancelRaw(attempts[0].rawTx), false);
+      assert.equal(isCancelRaw(attempts[attempts.length - 1].rawTx), true, 'the latest attempt is the cancel');
+      assert.equal(new Set(attempts.map((a) => Transaction.from(a.rawTx).nonce)).size, 1, 'every attempt at the one gas nonce');
 
-      // A retry meanwhile: the same pending answer, no second transaction.
+      // A retry meanwhile: still 503, no second transaction.
       const retry = await gateway.client.post('/settle', body, facilitator.url);
-      assert.equal(retry.json.success, false);
-      assert.equal(retry.json.transaction, pending?.txHash);
+      assert.equal(retry.status, 503);
 
       await provider.send('evm_mine', []);
       await provider.send('evm_setAutomine', [true]);
-      const settled = await until('the watcher', async () => {
+      const failed = await until('the watcher', async () => {
         const record = await findSettlement(facilitator.pool, key);
-        return record?.status === 'settled' ? record : null;
+        return record?.status === 'failed' ? record : null;
       });
-      assert.equal(settled.txHash, pending?.txHash);
+      assert.equal(failed.failureCause, 'inclusion_timeout');
       const after = await gateway.client.post('/settle', body, facilitator.url);
-      assert.equal(after.json.success, true);
-      assert.equal(after.json.transaction, pending?.txHash);
-      assert.deepEqual(await transfersTo(provider, payTo), [{ hash: pending!.txHash!, value: 30_000n }]);
+      assert.equal(after.status, 200);
+      assert.equal(after.json.success, false);
+      assert.equal(after.json.errorReason, 'settlement_failed');
+      assert.equal(after.json.transaction, undefined, 'the cancel is not the payer\'s transaction');
+      assert.deepEqual(await transfersTo(provider, payTo), []);
+      assert.equal(await balanceOf(provider, payer.address), balanceBefore, 'the payer was not charged');
+      assert.equal(await gasNonce(), nonceBefore + 1, 'one transaction at the gas nonce: the cancel');
 
       const watchHandle = stack().temporal.workflow.getHandle(`watch:${key}`);
-      assert.equal((await watchHandle.result()).status, 'settled');
-      const watch = await watchHandle.describe();
-      assert.equal(watch.type, 'SettlementWatchWorkflow');
-      assert.equal(watch.searchAttributes.SettlementStatus?.[0], 'settled');
+      assert.equal((await watchHandle.result()).status, 'failed');
+    });
+  });
+
+  describe('transfer mined as it is cancelled', () => {
+    let facilitator: FacilitatorStack;
+    let rpc: LaggingRpc;
+    before(async () => {
+      rpc = await startLaggingRpc(stack().infra.chainRpcUrl);
+      facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
+        overrides: {
+          FACILITATOR_TASK_QUEUE: 'facilitator-lagging-rpc',
+          CHAIN_RPC_URL: rpc.url,
+          FACILITATOR_SETTLE_DEADLINE_MS: '8000',
+          FACILITATOR_INCLUSION_TIMEOUT_MS: '1500',
+        },
+      });
+    });
+    after(async () => {
+      await facilitator.close();
+      await rpc.close();
+    });
+
+    it('answers success with the transfer when the node had mined it before the cancel', async () => {
+      const payer = await newPayer(1_000_000n);
+      const payTo = newPayTo();
+      const payment = await signPayment(payer, { payTo, value: 40_000n, validBefore: Math.floor(Date.now() / 1000) + 300 });
+      const body = settleBody(payment, requirements(payTo, 40_000n));
+      const key = keyOf(payer.address, payment.payload.authorization.nonce);
+      const nonceBefore = await gasNonce();
+
+      // anvil mines the transfer at once; the relay hides its receipt until the cancel is sent.
+      rpc.lagUntilCancel();
+      const res = await gateway.client.post('/settle', body, facilitator.url);
+      assert.equal(res.status, 200, JSON.stringify(res.json));
+      assert.equal(res.json.success, true);
+      const attempts = await signedAttempts(facilitator.pool, key);
+      assert.equal(rpc.cancelsSeen.length, 1, 'the cancel was sent');
+      assert.equal(res.json.transaction, attempts[0].txHash, 'the original transfer won');
+      assert.deepEqual(await transfersTo(provider, payTo), [{ hash: attempts[0].txHash, value: 40_000n }]);
+      assert.equal(await gasNonce(), nonceBefore + 1);
+      const record = await findSettlement(facilitator.pool, key);
+      assert.equal(record?.status, 'settled');
+      assert.equal(record?.txHash, attempts[0].txHash);
     });
   });
 });

@@ -30,11 +30,16 @@ import { outcomeOfRecord, reverify, type Reverified } from './verify.ts';
 import { claim, presign, sign } from './claim.ts';
 import { EOA_TRANSFER_GAS_LIMIT } from '../../facilitator/chain.ts';
 import { signerKindOf } from '../../facilitator/x402/verify.ts';
-import { attemptsOf, awaitInclusion, broadcast, firstAttempt, outcomeOfInclusion, recordInclusion, signedOrThrow, sleep, type Signed } from './send.ts';
+import { attemptsOf, awaitInclusion, broadcast, cancelAtGasNonce, firstAttempt, outcomeOfInclusion, recordInclusion, signedOrThrow, sleep, type Signed } from './send.ts';
 import type { Prepared, SettlementActivities, SettlementDeps, SettlementOutcome } from './types.ts';
 import { errorKind } from '../error-kind.ts';
 
 const WATCH_WINDOW_MS = 10_000;
+/** The most a settle waits for the transfer or its cancel to be mined after the inclusion timeout (the local activity's start-to-close leaves 30 s). */
+const MAX_CANCEL_WAIT_MS = 20_000;
+
+/** The wait after the cancel: the rest of the caller's deadline, less a margin for the answer. */
+const cancelWaitMs = (settleDeadlineMs: number, inclusionTimeoutMs: number) => Math.min(Math.max(settleDeadlineMs - inclusionTimeoutMs - 500, 1_000), MAX_CANCEL_WAIT_MS);
 const WATCH_PAUSE_MS = 2_000;
 /** How long a run's outcome is kept for an activity that comes after the run it would have waited for. */
 const FINISHED_TTL_MS = 60_000;
@@ -256,14 +261,21 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
 
   /**
    * Broadcast → first-block inclusion → record. Only ever sends stored bytes. A mined outcome
-   * is announced (to the waiting caller) before the record is written.
+   * is announced (to the waiting caller) before the record is written. Unmined at the
+   * inclusion timeout: the transfer is replaced by a cancel at its gas nonce, and whichever of
+   * the two is mined within the rest of the caller's deadline decides; neither yet: `pending`
+   * (the caller is told to retry; the watcher records the outcome when one is mined).
    */
   async function deliver(key: string, inclusionTimeoutMs: number, justNow?: Signed, announce?: Announce): Promise<SettlementOutcome> {
     const record = signedOrThrow(justNow ?? (await findSettlement(deps.pool, key)));
     if (record.status === 'settled' || record.status === 'failed') return outcomeOfRecord(record);
     const attempts = justNow ? firstAttempt(record) : await attemptsOf(deps, record);
     const sent = await broadcast(deps, record);
-    const inclusion = sent ?? (await awaitInclusion(deps, record, attempts, Date.now() + inclusionTimeoutMs));
+    let inclusion = sent ?? (await awaitInclusion(deps, record, attempts, Date.now() + inclusionTimeoutMs));
+    if (!inclusion.mined) {
+      const watched = await cancelAtGasNonce(deps, record);
+      inclusion = await awaitInclusion(deps, record, watched, Date.now() + cancelWaitMs(deps.config.settleDeadlineMs, inclusionTimeoutMs));
+    }
     if (inclusion.mined) announce?.(outcomeOfInclusion(record, inclusion));
     return recordInclusion(deps, key, inclusion);
   }

@@ -6,6 +6,10 @@
 // nonce and fees raised by `feeBump.percent` (nodes replace a pending transaction only for at
 // least +12.5 % on both fees), stored as the next attempt, then sent; every attempt stays
 // watched, and whichever is mined is the settlement's transaction.
+// Cancelling: a transfer still unmined at the inclusion timeout is replaced at its gas nonce by
+// a cancel (a zero-value send from the gas wallet to itself, higher fees), so the two can no
+// longer both land: whichever is mined decides the outcome, and a mined cancel makes the
+// `success: false` the caller gets final (the transfer can never land afterwards).
 import { Transaction, getAddress, type TransactionReceipt } from 'ethers';
 import { rpcNow, sendRaw } from '../../facilitator/chain.ts';
 import { completeSettlement, markBroadcast, signedAttempts, storeFeeBump, type SettlementRecord, type SignedAttempt } from '../../facilitator/store.ts';
@@ -24,8 +28,17 @@ export function signedOrThrow(record: SettlementRecord | null): Signed {
   return record as Signed;
 }
 
+/** Gas of a cancel: a plain value transfer. */
+const CANCEL_GAS_LIMIT = 21_000n;
+
+/** A cancel is the gas wallet's send to itself; a transfer goes to the token contract. */
+const isCancel = (tx: { from?: string | null; to?: string | null }) => !!tx.to && !!tx.from && tx.to.toLowerCase() === tx.from.toLowerCase();
+
+/** Whether these signed bytes are a cancel. */
+export const isCancelRaw = (rawTx: string) => isCancel(Transaction.from(rawTx));
+
 function inclusionOf(receipt: TransactionReceipt): Inclusion {
-  return { mined: true, success: receipt.status === 1, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed, txHash: receipt.hash };
+  return { mined: true, success: receipt.status === 1, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed, txHash: receipt.hash, cancelled: isCancel(receipt) };
 }
 
 /** The attempts to watch: the stored ones, and the record's current bytes (records from before attempts were stored). */
@@ -44,7 +57,7 @@ export function firstAttempt(record: Signed): SignedAttempt[] {
 const withoutSyncSend = new WeakSet<object>();
 const SYNC_SEND_WAIT_MS = 1_000;
 
-type RpcReceipt = { transactionHash: string; status: string; blockNumber: string; gasUsed: string };
+type RpcReceipt = { transactionHash: string; status: string; blockNumber: string; gasUsed: string; from: string; to: string | null };
 
 /**
  * Sends the stored bytes; with a node that has eth_sendRawTransactionSync (anvil, and chains
@@ -56,7 +69,14 @@ async function send(deps: SettlementDeps, raw: string, hash: string): Promise<In
     try {
       const receipt = await rpcNow<RpcReceipt | null>(deps.provider, 'eth_sendRawTransactionSync', [raw, SYNC_SEND_WAIT_MS]);
       if (receipt?.transactionHash) {
-        return { mined: true, success: Number(receipt.status) === 1, blockNumber: Number(receipt.blockNumber), gasUsed: BigInt(receipt.gasUsed), txHash: receipt.transactionHash };
+        return {
+          mined: true,
+          success: Number(receipt.status) === 1,
+          blockNumber: Number(receipt.blockNumber),
+          gasUsed: BigInt(receipt.gasUsed),
+          txHash: receipt.transactionHash,
+          cancelled: isCancel(receipt),
+        };
       }
       return null;
     } catch (err) {
@@ -80,28 +100,38 @@ export async function broadcast(deps: SettlementDeps, record: Signed): Promise<I
 const raised = (fee: bigint, percent: number) => (fee * BigInt(100 + percent) + 99n) / 100n + 1n;
 
 /**
- * Re-signs the latest attempt's transaction (same gas nonce, calldata, gas limit) with higher
- * fees and stores it before returning it: nothing is sent that is not stored first. Null when
- * the record no longer waits for inclusion or the transaction is not the gas wallet's.
+ * Re-signs the latest attempt at its gas nonce with higher fees, as the same transaction (a fee
+ * bump: same calldata and gas limit) or as a cancel, and stores it before returning it: nothing
+ * is sent that is not stored first. Null when the record no longer waits for inclusion or the
+ * transaction is not the gas wallet's.
  */
-async function bumpFees(deps: SettlementDeps, key: string, latest: SignedAttempt, seq: number): Promise<SignedAttempt | null> {
+async function replaceAtGasNonce(deps: SettlementDeps, key: string, latest: SignedAttempt, seq: number, as: 'bump' | 'cancel'): Promise<SignedAttempt | null> {
   const tx = Transaction.from(latest.rawTx);
   if (tx.from?.toLowerCase() !== deps.signer.address.toLowerCase() || tx.maxFeePerGas === null || tx.maxPriorityFeePerGas === null) return null;
   const market = await deps.fees.current();
   const maxPriorityFeePerGas = [raised(tx.maxPriorityFeePerGas, deps.config.feeBump.percent), market.maxPriorityFeePerGas].reduce((a, b) => (a > b ? a : b));
   const maxFeePerGas = [raised(tx.maxFeePerGas, deps.config.feeBump.percent), market.maxFeePerGas, maxPriorityFeePerGas].reduce((a, b) => (a > b ? a : b));
-  const raw = await deps.signer.signTransaction({
-    type: 2,
-    chainId: tx.chainId,
-    to: tx.to,
-    data: tx.data,
-    nonce: tx.nonce,
-    gasLimit: tx.gasLimit,
-    value: tx.value,
-    maxFeePerGas,
-    maxPriorityFeePerGas,
-  });
+  const payload = as === 'cancel' ? { to: deps.signer.address, data: '0x', gasLimit: CANCEL_GAS_LIMIT, value: 0n } : { to: tx.to, data: tx.data, gasLimit: tx.gasLimit, value: tx.value };
+  const raw = await deps.signer.signTransaction({ type: 2, chainId: tx.chainId, nonce: tx.nonce, maxFeePerGas, maxPriorityFeePerGas, ...payload });
   return storeFeeBump(deps.pool, key, { seq, txHash: Transaction.from(raw).hash!, rawTx: raw, maxFeePerGas, maxPriorityFeePerGas });
+}
+
+const nextSeq = (attempts: SignedAttempt[]) => attempts.reduce((max, a) => Math.max(max, a.seq), -1) + 1;
+
+/**
+ * After the inclusion timeout: replaces the transfer at its gas nonce with a cancel (stored,
+ * then sent), unless the latest attempt already is one. Returns every attempt to watch. A node
+ * refusing the cancel (the transfer already mined, or it keeps the transfer) is no failure:
+ * the watch then finds whichever of them is mined.
+ */
+export async function cancelAtGasNonce(deps: SettlementDeps, record: Signed): Promise<SignedAttempt[]> {
+  const attempts = await attemptsOf(deps, record);
+  const latest = attempts[attempts.length - 1];
+  if (isCancelRaw(latest.rawTx)) return attempts;
+  const cancel = await replaceAtGasNonce(deps, record.key, latest, nextSeq(attempts), 'cancel');
+  if (!cancel) return attempts;
+  await Promise.all([sendRaw(deps.provider, cancel.rawTx, cancel.txHash).catch(() => undefined), markBroadcast(deps.pool, record.key)]);
+  return attempts.some((a) => a.txHash === cancel.txHash) ? attempts : [...attempts, cancel];
 }
 
 /**
@@ -127,7 +157,7 @@ export async function awaitInclusion(
     const latest = watched[watched.length - 1];
     if (afterMs > 0 && watched.length <= max && Date.now() - lastBump >= afterMs) {
       lastBump = Date.now();
-      const bumped = await bumpFees(deps, record.key, latest, watched.length);
+      const bumped = await replaceAtGasNonce(deps, record.key, latest, nextSeq(watched), 'bump');
       if (bumped && !watched.some((a) => a.txHash === bumped.txHash)) {
         watched.push(bumped);
         lastSend = Date.now();
@@ -148,6 +178,7 @@ export async function awaitInclusion(
 
 /** What the record will say once `inclusion` (mined) is recorded: the caller's answer, given before the write. */
 export function outcomeOfInclusion(record: SettlementRecord, inclusion: Inclusion & { mined: true }): SettlementOutcome {
+  if (inclusion.cancelled) return { status: 'failed', payer: getAddress(record.payer), transaction: null, cause: 'inclusion_timeout' };
   return inclusion.success
     ? { status: 'settled', payer: getAddress(record.payer), transaction: inclusion.txHash, cause: null }
     : { status: 'failed', payer: getAddress(record.payer), transaction: inclusion.txHash, cause: 'reverted' };
@@ -158,7 +189,9 @@ export async function recordInclusion(deps: SettlementDeps, key: string, inclusi
     ? await completeSettlement(
         deps.pool,
         key,
-        inclusion.success
+        inclusion.cancelled
+          ? { status: 'failed', cause: 'inclusion_timeout', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed, txHash: inclusion.txHash }
+          : inclusion.success
           ? { status: 'settled', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed, txHash: inclusion.txHash }
           : { status: 'failed', cause: 'reverted', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed, txHash: inclusion.txHash },
       )

@@ -33,8 +33,8 @@ export type Prepared =
   /** Already settled or failed: the stored answer. */
   | { step: 'final'; outcome: SettlementOutcome };
 
-/** First-block inclusion of one of the settlement's attempts (`txHash`: the one mined). */
-export type Inclusion = { mined: true; success: boolean; blockNumber: number; gasUsed: bigint; txHash: string } | { mined: false };
+/** First-block inclusion of one of the settlement's attempts (`txHash`: the one mined; `cancelled`: it was the cancel). */
+export type Inclusion = { mined: true; success: boolean; blockNumber: number; gasUsed: bigint; txHash: string; cancelled: boolean } | { mined: false };
 
 /** The workflow's result and the facilitator's answer. `cause` is for operators only. */
 export type SettlementOutcome = {

@@ -14,7 +14,10 @@ import type { GasPlan, SettlementDeps, SettlementOutcome, VerifiedTransfer } fro
 
 export function outcomeOfRecord(record: SettlementRecord): SettlementOutcome {
   const status = record.status === 'settled' ? 'settled' : record.status === 'failed' ? 'failed' : 'pending';
-  return { status, payer: getAddress(record.payer), transaction: record.txHash, cause: record.failureCause };
+  // A transfer cancelled after the inclusion timeout has no transaction of the payer's (the
+  // record keeps the cancel's hash for operators).
+  const transaction = status === 'failed' && record.failureCause === 'inclusion_timeout' ? null : record.txHash;
+  return { status, payer: getAddress(record.payer), transaction, cause: record.failureCause };
 }
 
 // Estimates (contract-wallet signatures only) are padded: exact for the simulated state, the
