@@ -34,6 +34,9 @@ const FacilitatorEnv = z.object({
   // Guardrail defaults for accounts without their own limits (token smallest units).
   FACILITATOR_DEFAULT_MAX_PER_TX: amount.default('10000000'),
   FACILITATOR_DEFAULT_DAILY_CEILING: amount.default('1000000000'),
+  // Gas (wei) an account's settlements may burn per UTC day by reverting on chain after passing
+  // simulation (a payer draining its balance in between); beyond it its /settle answers 429.
+  FACILITATOR_FAILED_GAS_DAILY_WEI: amount.default('2000000000000000'),
   // Readiness: gas balance (wei) below this mark reports unhealthy and refuses /settle.
   FACILITATOR_GAS_LOW_WATER_WEI: amount.default('1000000000000000'),
   FACILITATOR_SETTLE_DEADLINE_MS: z.coerce.number().int().positive().default(25_000),
@@ -68,7 +71,7 @@ export type FacilitatorConfig = {
   temporal: { address: string; namespace: string; taskQueue: string; connection: TemporalConnectionOptions };
   embeddedWorker: boolean;
   keystore: { file?: string; password?: string; passwordFile?: string };
-  guardrails: { maxPerTx: bigint; dailyCeiling: bigint };
+  guardrails: { maxPerTx: bigint; dailyCeiling: bigint; failedGasDailyWei: bigint };
   gasLowWaterWei: bigint;
   settleDeadlineMs: number;
   inclusionTimeoutMs: number;
@@ -105,7 +108,11 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     temporal: { address: temporal.connection.address, namespace: temporal.namespace, taskQueue: e.FACILITATOR_TASK_QUEUE, connection: temporal.connection },
     embeddedWorker: e.FACILITATOR_EMBEDDED_WORKER === 'true',
     keystore: { file: e.FACILITATOR_KEYSTORE_FILE, password: e.FACILITATOR_KEYSTORE_PASSWORD, passwordFile: e.FACILITATOR_KEYSTORE_PASSWORD_FILE },
-    guardrails: { maxPerTx: BigInt(e.FACILITATOR_DEFAULT_MAX_PER_TX), dailyCeiling: BigInt(e.FACILITATOR_DEFAULT_DAILY_CEILING) },
+    guardrails: {
+      maxPerTx: BigInt(e.FACILITATOR_DEFAULT_MAX_PER_TX),
+      dailyCeiling: BigInt(e.FACILITATOR_DEFAULT_DAILY_CEILING),
+      failedGasDailyWei: BigInt(e.FACILITATOR_FAILED_GAS_DAILY_WEI),
+    },
     gasLowWaterWei: BigInt(e.FACILITATOR_GAS_LOW_WATER_WEI),
     settleDeadlineMs: e.FACILITATOR_SETTLE_DEADLINE_MS,
     inclusionTimeoutMs: e.FACILITATOR_INCLUSION_TIMEOUT_MS,

@@ -25,12 +25,12 @@ import type { FacilitatorConfig } from './config.ts';
 import type { Account } from './accounts.ts';
 import type { Readiness } from './readiness.ts';
 import type { OutcomeListener } from './outcomes.ts';
-import { findSettlement, saveSettleRequest, settlementKey, workflowLabels } from './store.ts';
+import { findSettlement, loadSettleRequest, saveSettleRequest, settlementKey, workflowLabels } from './store.ts';
 import { recordWorkflowStart, startSettlementWorkflow } from './workflow-start.ts';
 import { recoverAuthorizer } from './x402/eip3009.ts';
-import { authorizationSigner } from './x402/verify.ts';
+import { authorizationSigner, termsMismatch } from './x402/verify.ts';
 import { CONTRACT_SIGNATURE_TIMEOUT_MS, contractSignatureCheckFor } from './x402/erc1271.ts';
-import { SettleRequest, type SettleResponse } from './x402/schemas.ts';
+import { SettleRequest, type PaymentRequirements, type SettleResponse } from './x402/schemas.ts';
 
 /** The one reason a caller is ever given for a payment that was not collected. */
 export const COARSE_FAILURE_REASON = 'settlement_failed';
@@ -76,6 +76,34 @@ function toResponse(outcome: SettlementOutcome, network: string): SettleResponse
     payer: outcome.payer || undefined,
     ...(outcome.transaction ? { transaction: outcome.transaction } : {}),
   };
+}
+
+/** The requirements one settlement answers for: a duplicate with others is not that settlement's. */
+function sameRequirements(a: PaymentRequirements, b: PaymentRequirements): boolean {
+  return (
+    a.scheme === b.scheme &&
+    a.network === b.network &&
+    a.asset.toLowerCase() === b.asset.toLowerCase() &&
+    a.payTo.toLowerCase() === b.payTo.toLowerCase() &&
+    BigInt(a.maxAmountRequired) === BigInt(b.maxAmountRequired)
+  );
+}
+
+/**
+ * Why the request's requirements cannot be those of its authorization (null when they can):
+ * the time-independent terms, checked before the request may open or join a settlement.
+ */
+function requirementsMismatch(config: FacilitatorConfig, request: SettleRequest): string | null {
+  const { paymentPayload: payment, paymentRequirements: requirements } = request;
+  if (request.x402Version !== 1) return 'unsupported_version';
+  if (requirements.scheme !== payment.scheme || requirements.network !== payment.network) return 'requirements_mismatch';
+  return termsMismatch(payment, {
+    network: config.network,
+    domain: config.domain,
+    asset: requirements.asset,
+    payTo: requirements.payTo,
+    amount: { atMost: BigInt(requirements.maxAmountRequired) },
+  });
 }
 
 export function settleHandler(deps: SettleDeps) {
@@ -156,6 +184,21 @@ export function settleHandler(deps: SettleDeps) {
   }
 
   /**
+   * Whether the request stored for `key` (the one that owns its settlement) came from this
+   * account with these requirements. Only then is a duplicate answered with that settlement's
+   * outcome; another account, or other requirements, must never learn its transaction.
+   */
+  async function sameSubmission(key: string, accountId: string, request: SettleRequest): Promise<boolean> {
+    const stored = await loadSettleRequest(deps.pool, key);
+    return !stored || (stored.accountId === accountId && sameRequirements(stored.request.paymentRequirements, request.paymentRequirements));
+  }
+
+  /** The answer to an authorization some other submission owns: a consumed nonce, as far as this caller is concerned. */
+  function consumedElsewhere(request: SettleRequest): SettlementOutcome {
+    return { status: 'failed', payer: request.paymentPayload.payload.authorization.from, transaction: null, cause: 'nonce_used' };
+  }
+
+  /**
    * The outbox (a worker in this process): the steps run here at once, before the workflow is
    * started, for a request not stored before; the claim check is stored with the claim. The
    * start is issued once the outcome is known (off the caller's path; its acknowledgement is
@@ -183,7 +226,8 @@ export function settleHandler(deps: SettleDeps) {
     // Stored before (a duplicate or retry), claimed by another run, or the steps failed here:
     // the claim check is stored (it may not be yet) before the workflow starts, and the
     // workflow's outcome answers; its eager task (a start of ours) runs the steps here.
-    await saveSettleRequest(deps.pool, key, accountId, request);
+    const stored = await saveSettleRequest(deps.pool, key, accountId, request);
+    if (!stored && !(await sameSubmission(key, accountId, request))) return consumedElsewhere(request);
     return awaitOutcome(key, start(), { eagerRun: outcome === 'stored_before' });
   }
 
@@ -227,6 +271,13 @@ export function settleHandler(deps: SettleDeps) {
       const payer = recoverAuthorizer(config.domain, authorization, signature) ? authorization.from : '';
       return reply(ctx, 200, toResponse({ status: 'failed', payer, transaction: null, cause: 'invalid_signature' }, config.network));
     }
+    // Requirements that do not match the authorization claim nothing, so they cannot poison it
+    // for the submission that carries the right ones.
+    const mismatch = requirementsMismatch(config, request);
+    if (mismatch) {
+      deps.log.info({ account: account.id, cause: mismatch }, 'settle refused before any claim');
+      return reply(ctx, 200, toResponse({ status: 'failed', payer: authorization.from, transaction: null, cause: mismatch }, config.network));
+    }
 
     let outcome: SettlementOutcome | 'in_flight';
     try {
@@ -234,10 +285,13 @@ export function settleHandler(deps: SettleDeps) {
       else {
         // No worker here: the claim check is written before the workflow starts (a run that
         // started without it could only wait for a retry to write it), and the workflow settles.
-        await saveSettleRequest(deps.pool, key, account.id, request);
-        const starting = startSettlementWorkflow(deps.temporal, config, key, workflowLabels(request), false);
-        outcome = await awaitOutcome(key, starting, { eagerRun: false });
-        void recordWorkflowStart(deps.pool, key, starting);
+        const stored = await saveSettleRequest(deps.pool, key, account.id, request);
+        if (!stored && !(await sameSubmission(key, account.id, request))) outcome = consumedElsewhere(request);
+        else {
+          const starting = startSettlementWorkflow(deps.temporal, config, key, workflowLabels(request), false);
+          outcome = await awaitOutcome(key, starting, { eagerRun: false });
+          void recordWorkflowStart(deps.pool, key, starting);
+        }
       }
     } catch (err) {
       // PostgreSQL or Temporal unreachable: a protocol failure the caller may retry (the

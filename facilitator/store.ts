@@ -185,7 +185,7 @@ export type ClaimInput = {
   payTo: string;
   amount: bigint;
   validBefore: bigint;
-  defaults: { maxPerTx: bigint; dailyCeiling: bigint };
+  defaults: { maxPerTx: bigint; dailyCeiling: bigint; failedGasDailyWei: bigint };
   /**
    * The transaction signed ahead with the gas nonce this settlement is predicted to get. The
    * claim statement then also takes that nonce and stores the bytes (one round trip for claim,
@@ -215,7 +215,7 @@ export type PresignedTransaction = {
   maxPriorityFeePerGas: bigint;
 };
 
-export type GuardrailRejection = 'kind_not_allowed' | 'over_per_transaction_maximum' | 'over_daily_ceiling';
+export type GuardrailRejection = 'kind_not_allowed' | 'over_per_transaction_maximum' | 'over_daily_ceiling' | 'over_failed_gas_budget';
 
 /** `raced`: the settlement was claimed by another run meanwhile; the record is theirs. */
 export type ClaimResult = { claimed: SettlementRecord; raced?: true } | { rejected: GuardrailRejection };
@@ -269,7 +269,7 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
       `with reserved as (
          insert into daily_usage as u (account_id, day, reserved) values ($7, (now() at time zone 'utc')::date, $9)
          on conflict (account_id, day) do update set reserved = u.reserved + excluded.reserved
-           where u.reserved + excluded.reserved <= $11
+           where u.reserved + excluded.reserved <= $11 and u.failed_gas_wei < $21::numeric
          returning day
        ),
        taken as (
@@ -319,9 +319,10 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
         pre?.maxFeePerGas.toString() ?? null,
         pre?.maxPriorityFeePerGas.toString() ?? null,
         input.request ? JSON.stringify(input.request) : null,
+        input.defaults.failedGasDailyWei.toString(),
       ],
     );
-    if (rows.length === 0) return { rejected: 'over_daily_ceiling' };
+    if (rows.length === 0) return { rejected: (await overFailedGasBudget(db, input.account.id, input.defaults.failedGasDailyWei)) ? 'over_failed_gas_budget' : 'over_daily_ceiling' };
     return { claimed: fromRow(rows[0]) };
   } catch (err) {
     // Claimed meanwhile (a resumed run racing a zombie worker): the statement rolled back as a
@@ -478,9 +479,27 @@ export async function markBroadcast(db: pg.Pool, key: string): Promise<void> {
   );
 }
 
+/** Whether the account's settlements reverting today burned its whole failed-gas budget (asked only once a reservation was refused). */
+async function overFailedGasBudget(db: pg.Pool, accountId: string, budgetWei: bigint): Promise<boolean> {
+  const { rows } = await db.query<{ over: boolean }>(
+    `select failed_gas_wei >= $2::numeric as over from daily_usage where account_id = $1 and day = (now() at time zone 'utc')::date`,
+    [accountId, budgetWei.toString()],
+  );
+  return rows[0]?.over === true;
+}
+
+/** Gas burned today by the account's settlements that reverted on chain (wei). */
+export async function failedGasToday(db: pg.Pool): Promise<Map<string, bigint>> {
+  const { rows } = await db.query<{ account_id: string; failed_gas_wei: string }>(
+    `select account_id, failed_gas_wei from daily_usage where day = (now() at time zone 'utc')::date and failed_gas_wei > 0`,
+  );
+  return new Map(rows.map((r) => [r.account_id, BigInt(r.failed_gas_wei)]));
+}
+
 export type FinalOutcome =
   | { status: 'settled'; blockNumber: number; gasUsed: bigint; txHash?: string }
-  | { status: 'failed'; cause: string; blockNumber?: number; gasUsed?: bigint; txHash?: string }
+  /** `failedGasWei`: what a revert cost the gas wallet, charged to the account's failed-gas budget. */
+  | { status: 'failed'; cause: string; blockNumber?: number; gasUsed?: bigint; txHash?: string; failedGasWei?: bigint }
   | { status: 'pending'; cause: string };
 
 /**
@@ -502,8 +521,9 @@ export async function completeSettlement(db: pg.Pool, key: string, outcome: Fina
        where settlement_key = $1 and status not in ('settled', 'failed') for update
      ),
      released as (
-       update daily_usage d set reserved = greatest(d.reserved - prev.reserved_amount, 0)
-       from prev where $6::boolean and prev.reserved_amount > 0 and d.account_id = prev.account_id and d.day = prev.usage_day
+       update daily_usage d set reserved = case when $6::boolean and prev.reserved_amount > 0 then greatest(d.reserved - prev.reserved_amount, 0) else d.reserved end,
+              failed_gas_wei = d.failed_gas_wei + coalesce($9::numeric, 0)
+       from prev where (($6::boolean and prev.reserved_amount > 0) or $9::numeric is not null) and d.account_id = prev.account_id and d.day = prev.usage_day
        returning 1
      ),
      done as (
@@ -516,7 +536,7 @@ export async function completeSettlement(db: pg.Pool, key: string, outcome: Fina
        returning s.*
      )
      select done.*, pg_notify($7, ${ANNOUNCEMENT('done')}) from done`,
-    [key, outcome.status, cause, block, gasUsed, release, OUTCOME_CHANNEL, mined],
+    [key, outcome.status, cause, block, gasUsed, release, OUTCOME_CHANNEL, mined, 'failedGasWei' in outcome ? outcome.failedGasWei?.toString() ?? null : null],
   );
   if (rows[0]) return fromRow(rows[0]);
   const current = await findSettlement(db, key);

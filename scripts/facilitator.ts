@@ -15,6 +15,7 @@ import { openFacilitatorPool } from '../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../facilitator/db/migrations.ts';
 import { addAccount, deactivateAccount, listAccounts, type Account, type AccountKind } from '../facilitator/accounts.ts';
 import { certFingerprint256 } from '../facilitator/pki.ts';
+import { failedGasToday } from '../facilitator/store.ts';
 import { DEV_ACCOUNTS } from '../contracts/chain.ts';
 import { parseCommand, reportUncaught, usageExit } from './lib/cli.ts';
 
@@ -67,10 +68,11 @@ function kinds(): AccountKind[] {
   });
 }
 
-function show(a: Account): string {
+function show(a: Account, failedGasWei = 0n): string {
   const limits = `max/tx ${a.maxPerTx ?? 'default'}, daily ${a.dailyCeiling ?? 'default'}`;
   const kindList = a.allowedKinds.map((k) => `${k.network}:${k.asset}`).join(' ');
-  return `${a.id}  ${a.active ? 'active  ' : 'inactive'}  ${a.name}\n    sha256 ${a.certFingerprint}\n    kinds ${kindList}; ${limits}`;
+  const failed = failedGasWei > 0n ? `\n    gas burned by reverted settlements today: ${failedGasWei} wei` : '';
+  return `${a.id}  ${a.active ? 'active  ' : 'inactive'}  ${a.name}\n    sha256 ${a.certFingerprint}\n    kinds ${kindList}; ${limits}${failed}`;
 }
 
 const pool = openFacilitatorPool(databaseUrl, 2);
@@ -98,12 +100,17 @@ try {
     });
     process.stdout.write(`added\n${show(account)}\n`);
   } else if (action === 'list') {
-    const accounts = await listAccounts(pool);
+    const [accounts, failedGas] = await Promise.all([listAccounts(pool), failedGasToday(pool)]);
     if (values.json) {
-      const plain = accounts.map((a) => ({ ...a, maxPerTx: a.maxPerTx?.toString() ?? null, dailyCeiling: a.dailyCeiling?.toString() ?? null }));
+      const plain = accounts.map((a) => ({
+        ...a,
+        maxPerTx: a.maxPerTx?.toString() ?? null,
+        dailyCeiling: a.dailyCeiling?.toString() ?? null,
+        failedGasTodayWei: (failedGas.get(a.id) ?? 0n).toString(),
+      }));
       process.stdout.write(`${JSON.stringify(plain, null, 2)}\n`);
     } else {
-      process.stdout.write(accounts.length ? `${accounts.map(show).join('\n')}\n` : 'no accounts\n');
+      process.stdout.write(accounts.length ? `${accounts.map((a) => show(a, failedGas.get(a.id))).join('\n')}\n` : 'no accounts\n');
     }
   } else if (action === 'deactivate') {
     const target = values.cert ? certFingerprint256(readFileSync(values.cert, 'utf8')) : positionals[2];

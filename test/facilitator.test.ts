@@ -197,10 +197,14 @@ describe('facilitator', function () {
         { name: 'insufficient balance', payer: poor, payment: await signPayment(poor, { payTo, value: 1_000n }), reqs: requirements(payTo, 1_000n), cause: 'insufficient_balance' },
         { name: 'expired', payer: rich, payment: await signPayment(rich, { payTo, value: 1_000n, validBefore: now - 1 }), reqs: requirements(payTo, 1_000n), cause: 'expired' },
         { name: 'not yet valid', payer: rich, payment: await signPayment(rich, { payTo, value: 1_000n, validAfter: now + 3600 }), reqs: requirements(payTo, 1_000n), cause: 'not_yet_valid' },
-        { name: 'recipient mismatch', payer: rich, payment: await signPayment(rich, { payTo: newPayTo(), value: 1_000n }), reqs: requirements(payTo, 1_000n), cause: 'recipient_mismatch' },
-        { name: 'over maxAmountRequired', payer: rich, payment: await signPayment(rich, { payTo, value: 2_000n }), reqs: requirements(payTo, 1_000n), cause: 'amount_mismatch' },
-        { name: 'wrong asset', payer: rich, payment: await signPayment(rich, { payTo, value: 1_000n }), reqs: requirements(payTo, 1_000n, { asset: newPayTo() }), cause: 'asset_mismatch' },
-        { name: 'wrong network', payer: rich, payment: { ...(await signPayment(rich, { payTo, value: 1_000n })), network: 'base-sepolia' }, reqs: requirements(payTo, 1_000n, { network: 'base-sepolia' }), cause: 'network_mismatch' },
+      ];
+      // Requirements that do not match the authorization: the same answer, and nothing claimed
+      // or recorded, so they cannot poison the authorization for a submission with the right ones.
+      const mismatches = [
+        { name: 'recipient mismatch', payment: await signPayment(rich, { payTo: newPayTo(), value: 1_000n }), reqs: requirements(payTo, 1_000n) },
+        { name: 'over maxAmountRequired', payment: await signPayment(rich, { payTo, value: 2_000n }), reqs: requirements(payTo, 1_000n) },
+        { name: 'wrong asset', payment: await signPayment(rich, { payTo, value: 1_000n }), reqs: requirements(payTo, 1_000n, { asset: newPayTo() }) },
+        { name: 'wrong network', payment: { ...(await signPayment(rich, { payTo, value: 1_000n })), network: 'base-sepolia' }, reqs: requirements(payTo, 1_000n, { network: 'base-sepolia' }) },
       ];
       // A consumed nonce: the payer spends it directly first (gas paid by a dev account).
       const used = await signPayment(rich, { payTo, value: 1_000n });
@@ -229,6 +233,12 @@ describe('facilitator', function () {
         const description = await handle.describe();
         assert.equal(description.searchAttributes.SettlementStatus?.[0], 'failed', c.name);
         assert.equal(description.searchAttributes.ErrorClass?.[0], c.cause, c.name);
+      }
+      for (const m of mismatches) {
+        const res = await gateway.client.post('/settle', settleBody(m.payment, m.reqs));
+        assert.equal(res.status, 200, `${m.name}: ${JSON.stringify(res.json)}`);
+        assert.deepEqual([res.json.success, res.json.errorReason, res.json.transaction], [false, 'settlement_failed', undefined], m.name);
+        assert.equal(await findSettlement(stack().facilitator.pool, keyOf(rich.address, m.payment.payload.authorization.nonce)), null, m.name);
       }
       assert.equal(await gasNonce(), before, 'no collection failure spent gas');
 

@@ -43,7 +43,7 @@ const cancelWaitMs = (settleDeadlineMs: number, inclusionTimeoutMs: number) => M
 const WATCH_PAUSE_MS = 2_000;
 /** How long a run's outcome is kept for an activity that comes after the run it would have waited for. */
 const FINISHED_TTL_MS = 60_000;
-const GUARDRAIL_CAUSES = new Set(['kind_not_allowed', 'over_per_transaction_maximum', 'over_daily_ceiling']);
+const GUARDRAIL_CAUSES = new Set(['kind_not_allowed', 'over_per_transaction_maximum', 'over_daily_ceiling', 'over_failed_gas_budget']);
 /** Before any bytes are signed, `settle` gives up after this long (nothing can be on chain). */
 const GIVE_UP_BEFORE_SIGNING_MS = 5 * 60_000;
 
@@ -176,6 +176,14 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
   const runner: SettlementRunner = {
     read: freshReads,
     async runFresh(key, accountId, request, inclusionTimeoutMs, early) {
+      // Another request of this authorization is being run here: it owns the settlement, and
+      // this one is answered as a duplicate, not from its run; once that run is over its request
+      // is stored (with its claim or refusal), so the handler can tell whose settlement it is.
+      const current = running.get(key);
+      if (current) {
+        await current.answer.catch(() => undefined);
+        return 'stored_before';
+      }
       let storedBefore = false;
       const outcome = await runOnce(key, async (announce) => {
         const prepared = await prepare(key, early ?? freshReads(key, accountId, request), true);

@@ -14,6 +14,7 @@ import { Transaction, getAddress, type TransactionReceipt } from 'ethers';
 import { rpcNow, sendRaw } from '../../facilitator/chain.ts';
 import { completeSettlement, markBroadcast, signedAttempts, storeFeeBump, type SettlementRecord, type SignedAttempt } from '../../facilitator/store.ts';
 import { outcomeOfRecord } from './verify.ts';
+import { failedGasWei } from '../../api/observability/metrics.ts';
 import type { Inclusion, SettlementDeps, SettlementOutcome } from './types.ts';
 
 export type Signed = SettlementRecord & { rawTx: string; txHash: string };
@@ -38,7 +39,15 @@ const isCancel = (tx: { from?: string | null; to?: string | null }) => !!tx.to &
 export const isCancelRaw = (rawTx: string) => isCancel(Transaction.from(rawTx));
 
 function inclusionOf(receipt: TransactionReceipt): Inclusion {
-  return { mined: true, success: receipt.status === 1, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed, txHash: receipt.hash, cancelled: isCancel(receipt) };
+  return {
+    mined: true,
+    success: receipt.status === 1,
+    blockNumber: receipt.blockNumber,
+    gasUsed: receipt.gasUsed,
+    gasPrice: receipt.gasPrice,
+    txHash: receipt.hash,
+    cancelled: isCancel(receipt),
+  };
 }
 
 /** The attempts to watch: the stored ones, and the record's current bytes (records from before attempts were stored). */
@@ -57,7 +66,7 @@ export function firstAttempt(record: Signed): SignedAttempt[] {
 const withoutSyncSend = new WeakSet<object>();
 const SYNC_SEND_WAIT_MS = 1_000;
 
-type RpcReceipt = { transactionHash: string; status: string; blockNumber: string; gasUsed: string; from: string; to: string | null };
+type RpcReceipt = { transactionHash: string; status: string; blockNumber: string; gasUsed: string; effectiveGasPrice: string; from: string; to: string | null };
 
 /**
  * Sends the stored bytes; with a node that has eth_sendRawTransactionSync (anvil, and chains
@@ -74,6 +83,7 @@ async function send(deps: SettlementDeps, raw: string, hash: string): Promise<In
           success: Number(receipt.status) === 1,
           blockNumber: Number(receipt.blockNumber),
           gasUsed: BigInt(receipt.gasUsed),
+          gasPrice: BigInt(receipt.effectiveGasPrice ?? 0),
           txHash: receipt.transactionHash,
           cancelled: isCancel(receipt),
         };
@@ -193,9 +203,17 @@ export async function recordInclusion(deps: SettlementDeps, key: string, inclusi
           ? { status: 'failed', cause: 'inclusion_timeout', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed, txHash: inclusion.txHash }
           : inclusion.success
           ? { status: 'settled', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed, txHash: inclusion.txHash }
-          : { status: 'failed', cause: 'reverted', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed, txHash: inclusion.txHash },
+          : {
+              status: 'failed',
+              cause: 'reverted',
+              blockNumber: inclusion.blockNumber,
+              gasUsed: inclusion.gasUsed,
+              txHash: inclusion.txHash,
+              failedGasWei: inclusion.gasUsed * inclusion.gasPrice,
+            },
       )
     : await completeSettlement(deps.pool, key, { status: 'pending', cause: 'inclusion_timeout' });
+  if (inclusion.mined && !inclusion.success && !inclusion.cancelled) failedGasWei.inc({ account: record.accountId }, Number(inclusion.gasUsed * inclusion.gasPrice));
   return outcomeOfRecord(record);
 }
 

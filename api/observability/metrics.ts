@@ -74,6 +74,13 @@ export const settlements = new Counter({
   registers: [registry],
 });
 
+export const failedGasWei = new Counter({
+  name: 'facilitator_failed_gas_wei_total',
+  help: 'Gas (wei) the gas wallet spent on settlements that reverted on chain after passing simulation, by facilitator account',
+  labelNames: ['account'] as const,
+  registers: [registry],
+});
+
 export const receiptsIssued = new Counter({
   name: 'gateway_receipts_issued_total',
   help: 'Trust receipts signed, by signing key id',

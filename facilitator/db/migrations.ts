@@ -105,6 +105,12 @@ export const facilitatorMigrations: Migration[] = [
       `create index settle_requests_unstarted on settle_requests (created_at) where workflow_started_at is null`,
     ],
   },
+  {
+    // Gas the gas wallet spent on an account's settlements that reverted on chain after passing
+    // simulation, per day: over FACILITATOR_FAILED_GAS_DAILY_WEI, the account's /settle is 429.
+    name: '0004_failed_gas',
+    sql: [`alter table daily_usage add column failed_gas_wei numeric(78, 0) not null default 0`],
+  },
 ];
 
 const LOCK_KEY = 402_402_001;

@@ -56,22 +56,33 @@ function checksummed(address: string): string | null {
 
 type Terms = { ok: true; payment: VerifiedPayment } | { ok: false; cause: VerifyCause };
 
-/** Everything but the signature: protocol fields, asset, recipient, amount, window, nonce. */
-function checkTerms(payment: Payment, expect: VerifyExpectation): Terms {
-  if (payment.x402Version !== X402_VERSION) return fail('unsupported_version');
-  if (payment.scheme !== SCHEME_EXACT) return fail('unsupported_scheme');
-  if (payment.network !== expect.network) return fail('network_mismatch');
+/**
+ * The terms that do not depend on time: protocol fields, asset, recipient, amount. Null when
+ * they hold. The facilitator asks it before a request may join a settlement, so requirements
+ * that do not match the authorization never open (or poison) one.
+ */
+export function termsMismatch(payment: Payment, expect: Omit<VerifyExpectation, 'now' | 'marginSeconds'>): VerifyCause | null {
+  if (payment.x402Version !== X402_VERSION) return 'unsupported_version';
+  if (payment.scheme !== SCHEME_EXACT) return 'unsupported_scheme';
+  if (payment.network !== expect.network) return 'network_mismatch';
   const asset = checksummed(expect.asset);
-  if (!asset || asset !== getAddress(expect.domain.verifyingContract)) return fail('asset_mismatch');
-
+  if (!asset || asset !== getAddress(expect.domain.verifyingContract)) return 'asset_mismatch';
   const a = payment.payload.authorization;
   const to = checksummed(a.to);
   const payTo = checksummed(expect.payTo);
-  if (!to || !payTo || to !== payTo) return fail('recipient_mismatch');
+  if (!to || !payTo || to !== payTo) return 'recipient_mismatch';
   const value = BigInt(a.value);
-  if ('exact' in expect.amount ? value !== expect.amount.exact : value === 0n || value > expect.amount.atMost) {
-    return fail('amount_mismatch');
-  }
+  if ('exact' in expect.amount ? value !== expect.amount.exact : value === 0n || value > expect.amount.atMost) return 'amount_mismatch';
+  return null;
+}
+
+/** Everything but the signature: protocol fields, asset, recipient, amount, window, nonce. */
+function checkTerms(payment: Payment, expect: VerifyExpectation): Terms {
+  const mismatch = termsMismatch(payment, expect);
+  if (mismatch) return fail(mismatch);
+  const a = payment.payload.authorization;
+  const to = getAddress(a.to);
+  const value = BigInt(a.value);
   const validAfter = BigInt(a.validAfter);
   const validBefore = BigInt(a.validBefore);
   const now = BigInt(expect.now);

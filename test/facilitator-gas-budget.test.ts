@@ -1,0 +1,82 @@
+// Gas griefing is bounded: a settlement that passes simulation and then reverts on chain (the
+// payer drains its balance between the facilitator's checks and the block) costs the gas
+// wallet its gas. That cost is charged to the submitting account's daily failed-gas budget
+// (FACILITATOR_FAILED_GAS_DAILY_WEI, here 1 wei so one revert exhausts it); beyond it the
+// account's /settle answers 429 before any claim, while other accounts settle as before. The
+// cost is in the account's daily record and in the facilitator_failed_gas_wei_total metric.
+import assert from 'node:assert/strict';
+import { stack } from './support/stack.ts';
+import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
+import { chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, type TestAccount } from './support/x402.ts';
+import { failedGasToday, findSettlement, settlementKey } from '../facilitator/store.ts';
+import { tokenContract } from '../contracts/chain.ts';
+import { registry } from '../api/observability/metrics.ts';
+
+describe('facilitator: failed-gas budget per account', function () {
+  this.timeout(120_000);
+  let provider: ReturnType<typeof chainProvider>;
+  let facilitator: FacilitatorStack;
+  let griefer: TestAccount;
+  let bystander: TestAccount;
+
+  before(async () => {
+    provider = chainProvider();
+    facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
+      overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-gas-budget', FACILITATOR_FAILED_GAS_DAILY_WEI: '1' },
+    });
+    griefer = await newAccount('gas-griefer');
+    bystander = await newAccount('gas-bystander');
+  });
+  after(async () => {
+    await provider.send('evm_setAutomine', [true]).catch(() => undefined);
+    await griefer.client.close();
+    await bystander.client.close();
+    await facilitator.close();
+    provider.destroy();
+  });
+
+  const keyOf = (payer: string, nonce: string) => settlementKey(8453, stack().infra.tokenAddress, payer, nonce);
+  const gasNonce = () => provider.getTransactionCount(stack().facilitator.gasWallet, 'latest');
+
+  async function failedGasMetric(accountId: string): Promise<number> {
+    const metric = await registry.getSingleMetric('facilitator_failed_gas_wei_total')!.get();
+    return metric.values.find((v) => v.labels.account === accountId)?.value ?? 0;
+  }
+
+  it('a settlement that reverts after simulation is charged to the account; over its budget the account gets 429, others do not', async () => {
+    const payer = (await newPayer(5_000n)).connect(provider);
+    await provider.send('anvil_setBalance', [payer.address, '0xde0b6b3a7640000']);
+    const payTo = newPayTo();
+    const payment = await signPayment(payer, { payTo, value: 5_000n });
+    const key = keyOf(payer.address, payment.payload.authorization.nonce);
+
+    await provider.send('evm_setAutomine', [false]);
+    const answer = griefer.client.post('/settle', settleBody(payment, requirements(payTo, 5_000n)), facilitator.url);
+    await until('the broadcast', async () => ((await findSettlement(facilitator.pool, key))?.status === 'broadcast' ? true : null));
+    // The payer drains its balance in the same block, ahead of the transfer (a higher tip).
+    await tokenContract(stack().infra.tokenAddress, payer).transfer(newPayTo(), 5_000n, { gasLimit: 100_000n, maxPriorityFeePerGas: 50_000_000_000n, maxFeePerGas: 100_000_000_000n });
+    await provider.send('evm_mine', []);
+    await provider.send('evm_setAutomine', [true]);
+
+    const res = await answer;
+    assert.equal(res.status, 200);
+    assert.equal(res.json.success, false, JSON.stringify(res.json));
+    // The answer is given at inclusion; the record is written just after.
+    const record = await until('the record', async () => ((await findSettlement(facilitator.pool, key))?.status === 'failed' ? findSettlement(facilitator.pool, key) : null));
+    assert.equal(record?.failureCause, 'reverted');
+    const burned = (await failedGasToday(facilitator.pool)).get(griefer.account.id) ?? 0n;
+    assert.ok(burned > 0n, 'the revert\'s gas is in the account\'s daily record');
+    assert.equal(await failedGasMetric(griefer.account.id), Number(burned));
+
+    const before = await gasNonce();
+    const next = await signPayment(await newPayer(5_000n), { payTo, value: 5_000n });
+    const refused = await griefer.client.post('/settle', settleBody(next, requirements(payTo, 5_000n)), facilitator.url);
+    assert.equal(refused.status, 429);
+    assert.deepEqual(refused.json, { error: 'settlement limit exceeded' });
+    assert.equal(await findSettlement(facilitator.pool, keyOf(next.payload.authorization.from, next.payload.authorization.nonce)), null, 'nothing claimed');
+    assert.equal(await gasNonce(), before, 'no gas spent');
+
+    const other = await bystander.client.post('/settle', settleBody(await signPayment(await newPayer(5_000n), { payTo, value: 5_000n }), requirements(payTo, 5_000n)), facilitator.url);
+    assert.equal(other.json.success, true, JSON.stringify(other.json));
+  });
+});
