@@ -11,6 +11,10 @@ import { isAllowedAddress, isAllowedUpstream, isInternalAddress } from '../api/u
 import { resolveChecked, type Resolver } from '../api/upstream/dispatcher.ts';
 import { createUpstreamClient, UpstreamError, type UpstreamClient } from '../api/upstream/client.ts';
 import { BlockedAddressError } from '../api/upstream/errors.ts';
+import { readFile } from 'node:fs/promises';
+import { createFacilitatorClient } from '../api/payment/facilitator-client.ts';
+import { devCa, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment } from './support/x402.ts';
+import { issueClientCert } from '../facilitator/pki.ts';
 
 /** Fake DNS: each lookup of a name returns the next answer in its script (the last one repeats). */
 function rebindingResolver(script: Record<string, string[][]>): Resolver & { lookups: string[] } {
@@ -195,6 +199,44 @@ describe('SSRF guard', () => {
       } finally {
         await gateway.close();
         await inside.close();
+      }
+    });
+  });
+
+  describe('the facilitator client', () => {
+    const target = async (url: string) => ({ facilitatorUrl: url, ...(await issueClientCert(await devCa(), `ssrf-facilitator-${randomUUID()}`)) });
+    const port = () => new URL(stack().facilitator.url).port;
+    async function body() {
+      const payTo = newPayTo();
+      return settleBody(await signPayment(await newPayer(10_000n), { payTo, value: 1_000n }), requirements(payTo, 1_000n));
+    }
+
+    it('never connects to a facilitator whose name resolves to an internal address, unless UPSTREAM_ALLOW names it', async () => {
+      const inside = await rawUpstream((_req, res) => void res.end('inside'));
+      const dns = rebindingResolver({ 'rebind.test': [['127.0.0.1']] });
+      const client = createFacilitatorClient({ caPem: await readFile(stack().infra.pki.files.ca, 'utf8'), timeoutMs: 3_000, allow: [], resolver: dns });
+      try {
+        const outcome = await client.settle(await target(`https://rebind.test:${inside.port}/`), await body());
+        assert.deepEqual(outcome, { ok: false, error: 'settlement_refused' }, 'known not sent, so known not collected');
+        assert.equal(inside.hits.length, 0);
+        assert.deepEqual(dns.lookups, ['rebind.test']);
+      } finally {
+        await client.close();
+        await inside.close();
+      }
+    });
+
+    it('settles through the address it checked, the facilitator exempt by UPSTREAM_ALLOW', async () => {
+      const dns = rebindingResolver({ localhost: [['127.0.0.1']] });
+      const client = createFacilitatorClient({ caPem: await readFile(stack().infra.pki.files.ca, 'utf8'), timeoutMs: 10_000, allow: [`127.0.0.1:${port()}`], resolver: dns });
+      try {
+        const account = await newAccount(`ssrf-facilitator-${randomUUID()}`);
+        const outcome = await client.settle({ facilitatorUrl: `https://localhost:${port()}/`, ...account.cert }, await body());
+        assert.equal(outcome.ok, true, JSON.stringify(outcome));
+        assert.deepEqual(dns.lookups, ['localhost'], 'resolved by the guard, not by plain DNS');
+        await account.client.close();
+      } finally {
+        await client.close();
       }
     });
   });

@@ -2,8 +2,14 @@
 // tenant's client certificate and key, a deadline per call, and one keep-alive connection
 // pool per (facilitator, certificate) so a settle does not pay a TLS handshake each time.
 // Every answer is reduced to a coarse outcome; nothing a facilitator says is passed through.
+// The facilitator URL is a tenant's setting, so connections go through the proxy's SSRF
+// connector: the host is resolved once, every address checked against the guard (the
+// facilitator's own host is exempt only when UPSTREAM_ALLOW names it), and the socket goes to
+// the checked address (a name that rebinds to an internal address is never reached).
 import { createHash } from 'node:crypto';
 import { Agent, request } from 'undici';
+import { checkedConnector, type Resolver } from '../upstream/dispatcher.ts';
+import { BlockedAddressError } from '../upstream/errors.ts';
 import { SettleResponse, type SettleRequest } from '../../facilitator/x402/schemas.ts';
 import { traceClientCall } from '../observability/spans.ts';
 
@@ -21,7 +27,15 @@ export interface FacilitatorClient {
 
 const MAX_POOLS = 100;
 
-export function createFacilitatorClient(opts: { caPem?: string; timeoutMs: number }): FacilitatorClient {
+/** Whether a request failed because the guard refused the facilitator's address (nothing was sent). */
+function blockedByGuard(err: unknown): boolean {
+  for (let e = err as { cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+    if (e instanceof BlockedAddressError) return true;
+  }
+  return false;
+}
+
+export function createFacilitatorClient(opts: { caPem?: string; timeoutMs: number; allow: string[]; resolver?: Resolver }): FacilitatorClient {
   const pools = new Map<string, Agent>();
 
   function poolFor(target: FacilitatorTarget, origin: string): Agent {
@@ -35,7 +49,12 @@ export function createFacilitatorClient(opts: { caPem?: string; timeoutMs: numbe
         void agent.close();
       }
       pool = new Agent({
-        connect: { cert: target.certPem, key: target.keyPem, ...(opts.caPem ? { ca: opts.caPem } : {}), rejectUnauthorized: true },
+        connect: checkedConnector({
+          allow: opts.allow,
+          resolver: opts.resolver,
+          connectTimeoutMs: opts.timeoutMs,
+          tls: { cert: target.certPem, key: target.keyPem, ...(opts.caPem ? { ca: opts.caPem } : {}) },
+        }),
         keepAliveTimeout: 30_000,
         connections: 64,
       });
@@ -76,7 +95,9 @@ export function createFacilitatorClient(opts: { caPem?: string; timeoutMs: numbe
         if (!answer.success) return { ok: false, error: 'settlement_failed' };
         if (!answer.transaction || !/^0x[0-9a-fA-F]{64}$/.test(answer.transaction)) return { ok: false, error: 'settlement_unavailable' };
         return { ok: true, transaction: answer.transaction, network: answer.network ?? body.paymentRequirements.network, payer: answer.payer ?? body.paymentPayload.payload.authorization.from };
-      } catch {
+      } catch (err) {
+        // The guard refused the facilitator's address: nothing was sent, so nothing can be collected.
+        if (blockedByGuard(err)) return { ok: false, error: 'settlement_refused' };
         // Handshake refused, connection refused, deadline: the payment's state is unknown to
         // us, and a retry of the same payment resumes it (the facilitator dedupes by nonce).
         return { ok: false, error: 'settlement_unavailable' };

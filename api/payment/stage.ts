@@ -28,7 +28,7 @@ function gateFor(deps: AppDeps): { config: PaymentConfig; client: FacilitatorCli
   let gate = clients.get(deps.config);
   if (!gate) {
     const config = deps.config.payment;
-    gate = { config, client: createFacilitatorClient({ caPem: config.settlementCaPem, timeoutMs: config.settlementTimeoutMs }) };
+    gate = { config, client: createFacilitatorClient({ caPem: config.settlementCaPem, timeoutMs: config.settlementTimeoutMs, allow: deps.config.upstream.allow }) };
     clients.set(deps.config, gate);
   }
   return gate;

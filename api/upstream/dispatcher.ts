@@ -39,10 +39,14 @@ export async function resolveChecked(hostname: string, port: string, allow: stri
   return addresses[0];
 }
 
-export function createUpstreamDispatcher(opts: DispatcherOptions): Agent {
+/**
+ * A connector that resolves the host through the guard and connects to the checked address
+ * only. `tls`: client certificate and trust for HTTPS origins (the facilitator client's).
+ */
+export function checkedConnector(opts: { allow: string[]; resolver?: Resolver; connectTimeoutMs?: number; tls?: { cert: string; key: string; ca?: string } }): buildConnector.connector {
   const resolver = opts.resolver ?? systemResolver;
-  const base = buildConnector({ timeout: opts.connectTimeoutMs ?? 10_000 });
-  const connect: buildConnector.connector = (options: buildConnector.Options, callback) => {
+  const base = buildConnector({ timeout: opts.connectTimeoutMs ?? 10_000, ...(opts.tls ? { ...opts.tls, rejectUnauthorized: true } : {}) });
+  return (options: buildConnector.Options, callback) => {
     const port = String(options.port || (options.protocol === 'https:' ? 443 : 80));
     resolveChecked(options.hostname, port, opts.allow, resolver).then(
       ({ address }) => {
@@ -54,8 +58,11 @@ export function createUpstreamDispatcher(opts: DispatcherOptions): Agent {
       (err: Error) => callback(err, null),
     );
   };
+}
+
+export function createUpstreamDispatcher(opts: DispatcherOptions): Agent {
   return new Agent({
-    connect,
+    connect: checkedConnector(opts),
     keepAliveTimeout: 10_000,
     connections: opts.connections ?? 256,
     // The gateway speaks HTTP/1.1 upstream; h2 would need its own refused-stream handling.
