@@ -364,6 +364,17 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
     assert.equal(received(marker), 3);
   });
 
+  it('the OpenAPI document declares the v2 headers on both proxy operations', async () => {
+    const doc = (await call('GET', '/v1/openapi.json')).json;
+    for (const [path, ok] of [['/v1/proxy/{id}', '202'], ['/v1/proxy/{id}/stream', 'default']]) {
+      const op = doc.paths[path].post;
+      const params = op.parameters.filter((p: { in: string }) => p.in === 'header').map((p: { name: string }) => p.name);
+      assert.ok(params.includes('X-PAYMENT') && params.includes('PAYMENT-SIGNATURE'), path);
+      assert.ok(op.responses['402'].headers['PAYMENT-REQUIRED'], path);
+      assert.ok(op.responses[ok].headers['PAYMENT-RESPONSE'] && op.responses[ok].headers['X-PAYMENT-RESPONSE'], path);
+    }
+  });
+
   it('a streaming call settled in v2 and then failed upstream still carries PAYMENT-RESPONSE', async () => {
     const agent = await pricedAgent('4000', { upstream_url: `http://127.0.0.1:${await closedPort()}/agent` });
     const payer = await newPayer(1_000_000n);
