@@ -229,6 +229,27 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
     assert.equal(await balanceOf(provider, payer.address), 1_000_000n - 8_000n, 'two authorizations, two payments, nothing more');
   });
 
+  it('concurrent requests with one PAYMENT-SIGNATURE: one call on each endpoint, every other answer a 402 with PAYMENT-REQUIRED', async () => {
+    for (const path of ['', '/stream']) {
+      const agent = await pricedAgent('2000');
+      const payer = await newPayer(1_000_000n);
+      const marker = `race v2 ${randomUUID()}`;
+      const required = paymentRequiredOf(await post(`/v1/proxy/${agent.id}${path}`, marker));
+      const header = signatureHeader(required, (await signPayment(payer, { payTo: agent.payTo, value: 2_000n })).payload);
+      const replies = await Promise.all(Array.from({ length: 8 }, () => post(`/v1/proxy/${agent.id}${path}`, marker, { 'payment-signature': header })));
+      const ok = path ? 200 : 202;
+      assert.equal(replies.filter((r) => r.status === ok).length, 1, `${path}: ${JSON.stringify(replies.map((r) => r.status))}`);
+      for (const refused of replies.filter((r) => r.status !== ok)) {
+        assert.equal(refused.status, 402, `${path}: ${refused.text}`);
+        assert.equal(paymentRequiredOf(refused).error, refused.json.error);
+      }
+      const accepted = replies.find((r) => r.status === ok)!;
+      if (!path) await waitForInvocation(token, agent.id, accepted.json.invocation_id);
+      assert.equal(received(marker), 1);
+      assert.equal(await balanceOf(provider, agent.payTo), 2_000n);
+    }
+  });
+
   it('refuses a malformed or non-matching PAYMENT-SIGNATURE, or both headers at once, with 402 invalid payment before anything moves', async () => {
     const agent = await pricedAgent('5000');
     const payer = await newPayer(100_000n);
