@@ -10,8 +10,10 @@ export function createLogger(name: string, level = process.env.LOG_LEVEL ?? 'inf
       paths: [
         'req.headers.authorization',
         'req.headers["x-payment"]',
+        'req.headers["payment-signature"]',
         'headers.authorization',
         'headers["x-payment"]',
+        'headers["payment-signature"]',
         '*.plaintext',
         '*.privateKey',
         '*.signature',

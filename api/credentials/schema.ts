@@ -77,7 +77,7 @@ export const CredentialList = z
   .meta({ id: 'CredentialList' });
 
 /** Headers an api_key credential may not be injected as: framing, hop-by-hop and the gateway's own. */
-const RESERVED = new Set(['host', 'content-length', 'content-type', 'transfer-encoding', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'x-request-id', 'x-payment', 'cookie']);
+const RESERVED = new Set(['host', 'content-length', 'content-type', 'transfer-encoding', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'x-request-id', 'x-payment', 'payment-signature', 'cookie']);
 export function isReservedHeader(name: string): boolean {
   const lower = name.toLowerCase();
   return RESERVED.has(lower) || lower.startsWith('proxy-') || lower.startsWith('x-gateway-');

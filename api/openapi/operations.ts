@@ -57,6 +57,17 @@ const agentId: Param = { name: 'id', in: 'path', required: true, schema: { type:
 const credentialId: Param = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^cred_' }, description: 'Credential id (`cred_<uuidv7>`).' };
 const limit: Param = { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 }, description: 'Page size; clamped to [1, 100].' };
 const cursor: Param = { name: 'cursor', in: 'query', schema: { type: 'string' }, description: '`next_cursor` of the previous page.' };
+// x402, in either dialect (docs/SETTLEMENT.md): v1 X-PAYMENT / X-PAYMENT-RESPONSE, v2
+// PAYMENT-SIGNATURE / PAYMENT-RESPONSE; every payment 402 carries the v2 PAYMENT-REQUIRED.
+const paymentParams: Param[] = [
+  { name: 'X-PAYMENT', in: 'header', schema: { type: 'string' }, description: 'Base64 x402 v1 payment; priced agents only. Not together with PAYMENT-SIGNATURE (402).' },
+  { name: 'PAYMENT-SIGNATURE', in: 'header', schema: { type: 'string' }, description: 'Base64 x402 v2 PaymentPayload (network `eip155:8453`); priced agents only. Not together with X-PAYMENT (402).' },
+];
+const paymentReceipts = {
+  'X-PAYMENT-RESPONSE': 'Base64 JSON settlement receipt `{success, transaction, network, payer}` of a call paid with X-PAYMENT, once settled.',
+  'PAYMENT-RESPONSE': 'Base64 x402 v2 SettleResponse of a call paid with PAYMENT-SIGNATURE, once settled.',
+};
+const paymentRequired = { 'PAYMENT-REQUIRED': 'Base64 x402 v2 PaymentRequired: the challenge, its `error` saying why.' };
 
 export const operations: Operation[] = [
   // Probes and this description.
@@ -186,44 +197,47 @@ export const operations: Operation[] = [
     responses: { 204: { description: 'Removed.' }, 401: unauthorized, 404: err('The tenant has not configured settlement.'), 500: serverError },
   },
 
-  // Proxy (behaviour: SPEC "Proxy").
+  // Proxy (behaviour: SPEC "Proxy"; payment: docs/SETTLEMENT.md, both x402 dialects).
   {
     method: 'post', path: '/v1/proxy/{id}', operationId: 'invoke', tag: 'Proxy', summary: 'Invoke an agent (transactional)', auth: true,
     params: [
       agentId,
-      { name: 'X-PAYMENT', in: 'header', schema: { type: 'string' }, description: 'Base64 x402 payment; priced agents only.' },
+      ...paymentParams,
       { name: 'X-Gateway-Model', in: 'header', schema: { type: 'string', maxLength: 256 } },
       { name: 'X-Request-ID', in: 'header', schema: { type: 'string' } },
     ],
     body: { mediaType: '*/*', required: false },
     responses: {
-      202: { description: 'Accepted; poll the invocation.', body: InvocationAccepted, headers: { 'X-Gateway-Invocation-ID': 'The invocation id.' } },
+      202: { description: 'Accepted; poll the invocation.', body: InvocationAccepted, headers: { 'X-Gateway-Invocation-ID': 'The invocation id.', ...paymentReceipts } },
       400: err('X-Gateway-Model longer than 256 bytes, or an unparseable MCP body.'),
       401: unauthorized,
-      402: { description: 'Payment required (challenge) or payment failed (error).', oneOf: [PaymentChallenge, ErrorBody] },
+      402: { description: 'Payment required (challenge) or payment failed (error).', oneOf: [PaymentChallenge, ErrorBody], headers: paymentRequired },
       403: err('Denied by policy.'),
       404: notFound('agent'),
       413: err('Body over 32 MiB.'),
       422: err('The agent is pending, inactive or suspended.'),
       429: { description: 'Rate limited.', body: ErrorBody, headers: { 'Retry-After': 'Seconds, at most 60.' } },
       500: serverError,
+      502: err('The agent credential cannot be resolved.'),
+      503: { description: 'Temporal unreachable, or the payment is still settling (retry with the same payment header).', body: ErrorBody, headers: { 'Retry-After': 'Seconds.' } },
     },
   },
   {
     method: 'post', path: '/v1/proxy/{id}/stream', operationId: 'invokeStream', tag: 'Proxy', summary: 'Invoke an agent (streaming)', auth: true,
-    params: [agentId, { name: 'X-PAYMENT', in: 'header', schema: { type: 'string' } }, { name: 'X-Gateway-Model', in: 'header', schema: { type: 'string', maxLength: 256 } }],
+    params: [agentId, ...paymentParams, { name: 'X-Gateway-Model', in: 'header', schema: { type: 'string', maxLength: 256 } }],
     body: { mediaType: '*/*', required: false },
     responses: {
-      default: { description: "The upstream's own status, headers and body, streamed.", body: { mediaType: '*/*' }, headers: { 'X-Gateway-Invocation-ID': 'The invocation id.' } },
+      default: { description: "The upstream's own status, headers and body, streamed.", body: { mediaType: '*/*' }, headers: { 'X-Gateway-Invocation-ID': 'The invocation id.', ...paymentReceipts } },
       400: err('Invalid headers.'),
       401: unauthorized,
-      402: { description: 'Payment required or failed.', oneOf: [PaymentChallenge, ErrorBody] },
+      402: { description: 'Payment required or failed.', oneOf: [PaymentChallenge, ErrorBody], headers: paymentRequired },
       403: err('Denied by policy.'),
       404: notFound('agent'),
       422: err('The agent is not invocable.'),
       429: { description: 'Rate limited.', body: ErrorBody, headers: { 'Retry-After': 'Seconds, at most 60.' } },
       500: serverError,
       502: err('Upstream unreachable.'),
+      503: { description: 'The payment is still settling (retry with the same payment header).', body: ErrorBody, headers: { 'Retry-After': 'Seconds.' } },
       504: err('Upstream timed out.'),
     },
   },

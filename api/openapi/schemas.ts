@@ -46,7 +46,7 @@ export const PaymentRequirements = z
 
 export const PaymentChallenge = z
   .looseObject({ x402Version: z.int(), accepts: z.array(PaymentRequirements) })
-  .meta({ id: 'PaymentChallenge', description: 'x402 challenge (402 without X-PAYMENT).' });
+  .meta({ id: 'PaymentChallenge', description: 'x402 v1 challenge (402 without a payment header); the v2 one is in the PAYMENT-REQUIRED header.' });
 
 export const Health = z.looseObject({ status: z.string() }).meta({ id: 'Health' });
 export const Readiness = z.looseObject({ status: z.string(), checks: z.record(z.string(), z.boolean()) }).meta({ id: 'Readiness' });

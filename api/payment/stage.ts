@@ -1,24 +1,26 @@
 // Payment stage (after policy, before forwarding), SPEC proxy rules 4-5:
-// - priced agent, no X-PAYMENT: 402 with the x402 v1 challenge; nothing recorded or forwarded;
-// - X-PAYMENT: decoded and verified here (the gateway holds no key; it only checks the
-//   payer's EIP-712 signature and the terms), claimed in PostgreSQL, then, when the tenant
-//   has settlement configured, settled through its facilitator before the upstream is called.
-// Every failure is a 402 with a coarse `{error}`; the precise cause is only logged.
+// - priced agent, no payment header: 402 with the x402 v1 challenge in the body and the v2 one
+//   in PAYMENT-REQUIRED; nothing recorded or forwarded;
+// - X-PAYMENT (v1) or PAYMENT-SIGNATURE (v2, dialect.ts): decoded and verified here (the
+//   gateway holds no key; it only checks the payer's EIP-712 signature and the terms), claimed
+//   in PostgreSQL, then, when the tenant has settlement configured, settled through its
+//   facilitator before the upstream is called. Both dialects take the same path from the
+//   decoded v1 Payment on; only the receipt header differs.
+// Every failure is a 402 with a coarse `{error}` (and PAYMENT-REQUIRED); the precise cause is only logged.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors.ts';
 import type { PaymentRecord, ProxyCall } from '../proxy/call.ts';
 import type { AppDeps } from '../app.ts';
-import { decodePaymentHeader, encodeBase64Json } from '../../facilitator/x402/schemas.ts';
 import { verifyGatePayment } from './verify.ts';
 import { loadSettlementClientTls } from '../settlement/tls.ts';
 import { settlements } from '../observability/metrics.ts';
 import { challengeFor, requirementsFor } from './requirements.ts';
 import { claimPayment, recordSettlement, settledUnboundClaim, type ClaimKey } from './claims.ts';
-import type { Payment, PaymentRequirements } from '../../facilitator/x402/schemas.ts';
+import type { ChallengeEntry, Payment } from '../../facilitator/x402/schemas.ts';
 import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
+import { decodeOffer, offeredPayment, paymentRequiredHeader, paymentResponseValue, type Dialect, type PaymentHeaders } from './dialect.ts';
 import type { PaymentConfig } from './config.ts';
 
-const paymentError = (message: string) => new ApiError(402, message);
 /** Retry-After of a 503 whose payment is still settling: a settle answers within seconds. */
 const SETTLING_RETRY_AFTER_S = 3;
 
@@ -34,23 +36,31 @@ function gateFor(deps: AppDeps): { config: PaymentConfig; client: FacilitatorCli
   return gate;
 }
 
-export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader: string | undefined): Promise<PaymentRecord | null> {
+export async function paymentStage(deps: AppDeps, call: ProxyCall, headers: PaymentHeaders): Promise<PaymentRecord | null> {
   if (!call.agent.pricing) return null;
   const { config, client } = gateFor(deps);
   const requirements = requirementsFor(config, call);
   // A tool priced at 0 is free: nothing to pay, nothing to verify.
   if (BigInt(requirements.maxAmountRequired) === 0n) return null;
-  if (!paymentHeader) {
-    throw new ApiError(402, 'payment required', {}, challengeFor(config, call, 'X-PAYMENT header is required'));
+  const paymentError = (message: string) => new ApiError(402, message, paymentRequiredHeader(config, requirements, message));
+  const offer = offeredPayment(headers);
+  if (offer === 'none') {
+    const v1 = challengeFor(config, call, 'X-PAYMENT header is required');
+    throw new ApiError(402, 'payment required', paymentRequiredHeader(config, requirements, 'PAYMENT-SIGNATURE header is required'), v1);
   }
+  if (offer === 'both') {
+    deps.log.info({ requestId: call.requestId, agentId: call.agent.id, cause: 'two_payment_headers' }, 'payment refused');
+    throw paymentError('invalid payment');
+  }
+  const { dialect } = offer;
 
-  const payment = decodePaymentHeader(paymentHeader);
+  const payment = decodeOffer(config, offer, requirements);
   if (!payment) throw paymentError('invalid payment');
   const verified = await verifyGatePayment(config, payment, requirements);
   if (!verified.ok && verified.cause === 'expired') {
     // Settled earlier for this call, then not accepted (a crash, an outage): the settled claim
     // is looked up before the window decides, so the same header resumes it.
-    const resumed = await resumeSettled(deps, call, payment, requirements);
+    const resumed = await resumeSettled(deps, call, payment, requirements, dialect);
     if (resumed) return resumed;
   }
   if (!verified.ok) {
@@ -65,7 +75,7 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader
   if (claim.state === 'used') throw paymentError('payment already used');
   // Settled for a call whose workflow never started (its binding was released): the money is
   // already collected, so this call is the one it buys; nothing is settled again.
-  if (claim.settledTransaction) return settledPayment(key, amount, claim.settledTransaction);
+  if (claim.settledTransaction) return settledPayment(config, dialect, key, amount, claim.settledTransaction);
 
   let target;
   try {
@@ -74,8 +84,9 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader
     throw paymentError('settlement_unavailable');
   }
   // Without settlement configured the payment is verified and recorded only.
-  if (!target) return { ...key, amount, transaction: null, responseHeader: null };
+  if (!target) return { ...key, amount, transaction: null, dialect, responseHeader: null };
 
+  // The facilitator speaks v1 only: a v2 payment is settled as the v1 Payment it was reduced to.
   const outcome = await client.settle(target, { x402Version: 1, paymentPayload: payment, paymentRequirements: requirements });
   settlements.inc({ service: 'gateway', outcome: outcome.ok ? 'settled' : outcome.error });
   if (!outcome.ok && outcome.error === 'settlement_unavailable') {
@@ -92,11 +103,11 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, paymentHeader
     throw paymentError(outcome.error);
   }
   await recordSettlement(em, key, 'settled', outcome.transaction);
-  return settledPayment(key, amount, outcome.transaction, outcome.network, outcome.payer);
+  return settledPayment(config, dialect, key, amount, outcome.transaction, outcome.network, outcome.payer);
 }
 
 /** A settled, unbound claim of this call's payment within X402_SETTLED_RESUME_HOURS, verified at a moment inside its window. */
-async function resumeSettled(deps: AppDeps, call: ProxyCall, payment: Payment, requirements: PaymentRequirements): Promise<PaymentRecord | null> {
+async function resumeSettled(deps: AppDeps, call: ProxyCall, payment: Payment, requirements: ChallengeEntry, dialect: Dialect): Promise<PaymentRecord | null> {
   const { config } = gateFor(deps);
   const a = payment.payload.authorization;
   const inside = Number(BigInt(a.validBefore) - BigInt(config.validityMarginSeconds) - 1n);
@@ -106,9 +117,19 @@ async function resumeSettled(deps: AppDeps, call: ProxyCall, payment: Payment, r
   const key: ClaimKey = { network: config.network, asset: requirements.asset, payer: verified.payment.payer, nonce: verified.payment.nonce };
   const amount = requirements.maxAmountRequired;
   const transaction = await settledUnboundClaim(deps.orm.em.fork() as EntityManager, { ...key, tenantId: call.caller.tenantId, agentId: call.agent.id, amount }, config.settledResumeMs);
-  return transaction ? settledPayment(key, amount, transaction) : null;
+  return transaction ? settledPayment(config, dialect, key, amount, transaction) : null;
 }
 
-function settledPayment(key: ClaimKey, amount: string, transaction: string, network = key.network, payer = key.payer): PaymentRecord {
-  return { ...key, amount, transaction, responseHeader: encodeBase64Json({ success: true, transaction, network, payer }) };
+function settledPayment(config: PaymentConfig, dialect: Dialect, key: ClaimKey, amount: string, transaction: string, network = key.network, payer = key.payer): PaymentRecord {
+  return { ...key, amount, transaction, dialect, responseHeader: paymentResponseValue(config, dialect, { transaction, network, payer }) };
+}
+
+/**
+ * A 402 raised after this stage (the payment bound meanwhile by a concurrent request with the
+ * same authorization) carries the call's PAYMENT-REQUIRED like the stage's own 402s.
+ */
+export function withPaymentRequired(deps: AppDeps, call: ProxyCall, err: unknown): unknown {
+  if (!(err instanceof ApiError) || err.status !== 402 || !call.agent.pricing) return err;
+  const { config } = gateFor(deps);
+  return new ApiError(402, err.message, { ...err.headers, ...paymentRequiredHeader(config, requirementsFor(config, call), err.message) }, err.body);
 }

@@ -4,6 +4,7 @@
 import type { Agent } from '../db/entities.ts';
 import type { Caller } from '../auth.ts';
 import type { DecisionRecord } from '../policy/store.ts';
+import type { Dialect } from '../payment/dialect.ts';
 
 export type McpCall = { method: string; tool: string | null };
 
@@ -14,7 +15,9 @@ export type PaymentRecord = {
   payer: string;
   nonce: string;
   transaction: string | null;
-  /** base64 JSON for the X-PAYMENT-RESPONSE header, set after a successful settle. */
+  /** The x402 dialect the caller paid in: it names the receipt header (dialect.ts). */
+  dialect: Dialect;
+  /** base64 JSON for the receipt header (X-PAYMENT-RESPONSE or PAYMENT-RESPONSE), set after a successful settle. */
   responseHeader: string | null;
 };
 

@@ -15,6 +15,7 @@ import { requestIdFrom } from '../upstream/headers.ts';
 import { bucketsFor, type RateLimiter } from '../ratelimit/index.ts';
 import { policyStage } from '../policy/stage.ts';
 import { paymentStage } from '../payment/stage.ts';
+import type { PaymentHeaders } from '../payment/dialect.ts';
 import type { ProxyCall } from './call.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
@@ -78,10 +79,10 @@ export async function admit(ctx: Context & { state: AuthState; params: Record<st
  * policy has allowed the call and before any money moves, so a payer is never charged for a
  * call the gateway then refuses.
  */
-export async function runStages(deps: AppDeps, call: ProxyCall, paymentHeader: string | undefined, beforePayment?: () => Promise<void>): Promise<void> {
+export async function runStages(deps: AppDeps, call: ProxyCall, paymentHeaders: PaymentHeaders, beforePayment?: () => Promise<void>): Promise<void> {
   const policy = await policyStage(deps, call);
   if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
   if (policy.action === 'warn') call.policyWarning = policy.reason;
   await beforePayment?.();
-  call.payment = await paymentStage(deps, call, paymentHeader);
+  call.payment = await paymentStage(deps, call, paymentHeaders);
 }

@@ -30,6 +30,8 @@ import { recordedCallFields, type ProxyCall } from './call.ts';
 import type { Invocation } from '../db/entities.ts';
 import { errorKind } from '../../activities/error-kind.ts';
 import { insertBindingPayment } from '../payment/claims.ts';
+import { paymentHeadersOf, PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
+import { withPaymentRequired } from '../payment/stage.ts';
 import type { ProxyServices } from './services.ts';
 import type { AppDeps } from '../app.ts';
 import type { AuthState } from '../auth.ts';
@@ -109,7 +111,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     // refuses the call before the payer is charged.
     let credentialHeaders: Record<string, string> = {};
     let credentialFailed = false;
-    await runStages(deps, call, ctx.get('x-payment') || undefined, async () => {
+    await runStages(deps, call, paymentHeadersOf((name) => ctx.get(name)), async () => {
       try {
         credentialHeaders = await services.credentials.headersFor(tenantId, agent.credentialRef);
       } catch {
@@ -122,7 +124,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     const invocationId = newId('inv');
     const gatewayHeaders: Record<string, string> = { 'x-gateway-invocation-id': invocationId, 'x-request-id': requestId };
     if (call.policyWarning) gatewayHeaders['x-gateway-policy-warning'] = call.policyWarning;
-    if (call.payment?.responseHeader) gatewayHeaders['x-payment-response'] = call.payment.responseHeader;
+    if (call.payment?.responseHeader) gatewayHeaders[PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase()] = call.payment.responseHeader;
     ctx.set(gatewayHeaders);
 
     const now = new Date();
@@ -174,9 +176,13 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
 
     if (call.payment) {
       // A paid call binds its payment to its row, in one transaction, before anything is
-      // forwarded (402 if already bound): an unbound claim would let the same X-PAYMENT buy
-      // another call.
-      await insertBindingPayment(deps.orm.em, { ...row, mode: 'streaming', attempts: 1, requestHeaders: {}, updatedAt: now } as Invocation, call.payment);
+      // forwarded (402 if already bound): an unbound claim would let the same payment header
+      // buy another call.
+      try {
+        await insertBindingPayment(deps.orm.em, { ...row, mode: 'streaming', attempts: 1, requestHeaders: {}, updatedAt: now } as Invocation, call.payment);
+      } catch (err) {
+        throw withPaymentRequired(deps, call, err);
+      }
     }
     // Written as the call starts, beside it (for a paid call, the start only adds its owner):
     // sent within records.ts's START_DELAY_MS with the starts of other calls, or replaced by

@@ -12,6 +12,8 @@ import { forwardableHeaders } from '../upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
 import { admit, runStages } from '../proxy/gate.ts';
+import { paymentHeadersOf, PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
+import { withPaymentRequired } from '../payment/stage.ts';
 import { policyEngineFor } from '../policy/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import { createProxyServices, type ProxyServices } from '../proxy/services.ts';
@@ -47,7 +49,7 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
       policyWarning: null,
       payment: null,
     };
-    await runStages(deps, call, ctx.get('x-payment') || undefined, async () => {
+    await runStages(deps, call, paymentHeadersOf((name) => ctx.get(name)), async () => {
       // Before any payment: Temporal known down, and (for a priced call) a credential that
       // cannot be resolved, which the workflow's call would otherwise fail after the payer paid.
       assertTemporalReachable(deps.temporal);
@@ -90,7 +92,7 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
       if (started.status === 'fulfilled') await started.value.terminate('invocation not accepted').catch(() => undefined);
       // The decision was made even though the call was not accepted: logged on its own.
       if (call.policyDecision) await policyEngineFor(deps).store.recordDecision(call.policyDecision).catch(() => undefined);
-      throw written.reason;
+      throw withPaymentRequired(deps, call, written.reason);
     }
     if (started.status === 'rejected') {
       // Not accepted unless the start reached the server after all and its activity has claimed
@@ -107,7 +109,7 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
     ctx.status = 202;
     ctx.set('X-Gateway-Invocation-ID', invocationId);
     if (call.policyWarning) ctx.set('X-Gateway-Policy-Warning', call.policyWarning);
-    if (call.payment?.responseHeader) ctx.set('X-PAYMENT-RESPONSE', call.payment.responseHeader);
+    if (call.payment?.responseHeader) ctx.set(PAYMENT_RESPONSE_HEADER[call.payment.dialect], call.payment.responseHeader);
     ctx.body = { invocation_id: invocationId };
   });
 

@@ -2,8 +2,8 @@
 // rule 2), documented in docs/PROXY.md. Blocked on the way up:
 // - hop-by-hop (RFC 9110 §7.6.1): Connection and every header it names, Keep-Alive, TE,
 //   Trailer, Transfer-Encoding, Upgrade, Proxy-* (Proxy-Authorization, Proxy-Connection…);
-// - what authenticates the caller to us or belongs to us: Authorization, Cookie, X-PAYMENT,
-//   every X-Gateway-* header;
+// - what authenticates the caller to us or belongs to us: Authorization, Cookie, the x402
+//   payment of either dialect (X-PAYMENT, PAYMENT-SIGNATURE), every X-Gateway-* header;
 // - what the client recomputes or the gateway cannot vouch for: Host, Content-Length (the
 //   streaming route re-adds the caller's own when it pipes the body unchanged), Expect,
 //   Forwarded, X-Forwarded-*, X-Real-IP.
@@ -20,6 +20,7 @@ const BLOCKED_REQUEST = new Set([
   'content-length',
   'expect',
   'x-payment',
+  'payment-signature',
   'x-request-id',
   'forwarded',
   'x-real-ip',
@@ -37,6 +38,7 @@ const BLOCKED_RESPONSE = new Set([
   'proxy-connection',
   'x-payment-response',
   'payment-response',
+  'payment-required',
   'x-request-id',
   'set-cookie',
   'set-cookie2',
