@@ -116,8 +116,8 @@ export function settleHandler(deps: SettleDeps) {
    * workflow's result (after a pause), whichever comes first, up to the request deadline.
    * `starting`: this handler's start of the workflow (a rejection other than "closed": thrown).
    */
-  async function awaitOutcome(key: string, starting: ReturnType<typeof startSettlementWorkflow>, opts: { eagerRun: boolean }): Promise<SettlementOutcome | 'in_flight'> {
-    const deadline = Date.now() + config.settleDeadlineMs;
+  async function awaitOutcome(key: string, starting: ReturnType<typeof startSettlementWorkflow>, opts: { eagerRun: boolean; deadline: number }): Promise<SettlementOutcome | 'in_flight'> {
+    const { deadline } = opts;
     // Registered before anything below can record the outcome, so it is seen whenever it comes.
     const announced = deps.outcomes.waitFor(key);
     let timer: NodeJS.Timeout | undefined;
@@ -206,19 +206,32 @@ export function settleHandler(deps: SettleDeps) {
    * not stop the settlement: what was claimed is durable, and its workflow comes once Temporal
    * is back. A duplicate or retry (request stored before) waits for the workflow as before.
    */
-  async function settleHere(key: string, accountId: string, request: SettleRequest, runner: SettlementRunner, reads?: FreshReads): Promise<SettlementOutcome | 'in_flight'> {
+  async function settleHere(key: string, accountId: string, request: SettleRequest, runner: SettlementRunner, deadline: number, reads?: FreshReads): Promise<SettlementOutcome | 'in_flight'> {
     const start = () => {
       const starting = startSettlementWorkflow(deps.temporal, config, key, workflowLabels(request), deps.eagerStart);
       starting.catch(() => undefined);
       void recordWorkflowStart(deps.pool, key, starting).then((ok) => ok || deps.log.warn({ key }, 'settlement workflow not started; the sweeper will start it'));
       return starting;
     };
-    const outcome = await runner.runFresh(key, accountId, request, config.inclusionTimeoutMs, reads).catch((err: unknown) => {
+    const run = runner.runFresh(key, accountId, request, config.inclusionTimeoutMs, reads).catch((err: unknown) => {
       // The steps failed here (database or node): the workflow's activity retries them. Only the
       // error's kind is logged (error-kind.ts).
       deps.log.warn({ key, err: errorKind(err) }, 'settle steps failed in the handler; left to the workflow');
       return null;
     });
+    // The caller is answered by the deadline: a run still going on then (a slow node, or a
+    // duplicate waiting for the run it joined) goes on, and its workflow is started when it ends.
+    let timer: NodeJS.Timeout | undefined;
+    const timeUp = new Promise<'in_flight'>((resolve) => {
+      timer = setTimeout(() => resolve('in_flight'), Math.max(deadline - Date.now(), 0));
+    });
+    const outcome = await Promise.race([run, timeUp]).finally(() => clearTimeout(timer));
+    if (outcome === 'in_flight') {
+      void run.then((ended) => {
+        if (ended && ended !== 'stored_before') start();
+      });
+      return outcome;
+    }
     if (outcome && outcome !== 'stored_before') {
       start();
       return outcome;
@@ -228,10 +241,12 @@ export function settleHandler(deps: SettleDeps) {
     // workflow's outcome answers; its eager task (a start of ours) runs the steps here.
     const stored = await saveSettleRequest(deps.pool, key, accountId, request);
     if (!stored && !(await sameSubmission(key, accountId, request))) return consumedElsewhere(request);
-    return awaitOutcome(key, start(), { eagerRun: outcome === 'stored_before' });
+    return awaitOutcome(key, start(), { eagerRun: outcome === 'stored_before', deadline });
   }
 
   return async function settle(ctx: Context): Promise<void> {
+    // Every answer, final or 503, is given by this moment.
+    const deadline = Date.now() + config.settleDeadlineMs;
     const fingerprint = peerFingerprint(ctx);
     // The account lookup (cached) and the body read overlap; the answers keep their order.
     const looked = fingerprint ? deps.lookupAccount(fingerprint) : Promise.resolve(null);
@@ -281,7 +296,7 @@ export function settleHandler(deps: SettleDeps) {
 
     let outcome: SettlementOutcome | 'in_flight';
     try {
-      if (deps.runner) outcome = await settleHere(key, account.id, request, deps.runner, reads);
+      if (deps.runner) outcome = await settleHere(key, account.id, request, deps.runner, deadline, reads);
       else {
         // No worker here: the claim check is written before the workflow starts (a run that
         // started without it could only wait for a retry to write it), and the workflow settles.
@@ -289,7 +304,7 @@ export function settleHandler(deps: SettleDeps) {
         if (!stored && !(await sameSubmission(key, account.id, request))) outcome = consumedElsewhere(request);
         else {
           const starting = startSettlementWorkflow(deps.temporal, config, key, workflowLabels(request), false);
-          outcome = await awaitOutcome(key, starting, { eagerRun: false });
+          outcome = await awaitOutcome(key, starting, { eagerRun: false, deadline });
           void recordWorkflowStart(deps.pool, key, starting);
         }
       }

@@ -46,15 +46,16 @@ export async function claimPayment(em: EntityManager, input: ClaimInput): Promis
 }
 
 /**
- * A payment settled for this very call (same tenant, agent and price) that no call holds yet,
- * settled within `withinMs`: the money moved, so the same header buys the call whatever its
- * validBefore says now. Null when there is none.
+ * Whether this very call (same tenant, agent and price) claimed the payment within `withinMs`,
+ * no call holds it yet, and it is settled or its outcome is unknown (the process died between
+ * the settle and its record): the money may have moved, so the same header resumes the claim
+ * whatever its validBefore says now (the facilitator, asked again, dedupes by nonce).
  */
-export async function settledUnboundClaim(em: EntityManager, input: ClaimInput, withinMs: number): Promise<string | null> {
+export async function resumableUnboundClaim(em: EntityManager, input: ClaimInput, withinMs: number): Promise<boolean> {
   const existing = await em.fork().findOne(PaymentClaimSchema, { network: input.network, asset: input.asset, payer: input.payer, nonce: input.nonce });
-  if (!existing || existing.invocationId || existing.status !== 'settled' || !existing.transaction) return null;
-  if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount) return null;
-  return Date.now() - existing.updatedAt.getTime() <= withinMs ? existing.transaction : null;
+  if (!existing || existing.invocationId || (existing.status !== 'settled' && existing.status !== 'claimed')) return false;
+  if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount) return false;
+  return Date.now() - existing.updatedAt.getTime() <= withinMs;
 }
 
 export async function recordSettlement(em: EntityManager, key: ClaimKey, status: PaymentClaimStatus, transaction: string | null): Promise<void> {

@@ -11,11 +11,11 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors.ts';
 import type { PaymentRecord, ProxyCall } from '../proxy/call.ts';
 import type { AppDeps } from '../app.ts';
-import { verifyGatePayment } from './verify.ts';
+import { verifyGatePayment, type GateVerifyResult } from './verify.ts';
 import { loadSettlementClientTls } from '../settlement/tls.ts';
 import { settlements } from '../observability/metrics.ts';
 import { challengeFor, requirementsFor } from './requirements.ts';
-import { claimPayment, recordSettlement, settledUnboundClaim, type ClaimKey } from './claims.ts';
+import { claimPayment, recordSettlement, resumableUnboundClaim, type ClaimKey } from './claims.ts';
 import type { ChallengeEntry, Payment } from '../../facilitator/x402/schemas.ts';
 import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
 import { decodeOffer, offeredPayment, paymentRequiredHeader, paymentResponseValue, type Dialect, type PaymentHeaders } from './dialect.ts';
@@ -56,12 +56,12 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, headers: Paym
 
   const payment = decodeOffer(config, offer, requirements);
   if (!payment) throw paymentError('invalid payment');
-  const verified = await verifyGatePayment(config, payment, requirements);
+  let verified = await verifyGatePayment(config, payment, requirements);
   if (!verified.ok && verified.cause === 'expired') {
-    // Settled earlier for this call, then not accepted (a crash, an outage): the settled claim
-    // is looked up before the window decides, so the same header resumes it.
-    const resumed = await resumeSettled(deps, call, payment, requirements, dialect);
-    if (resumed) return resumed;
+    // Claimed earlier for this call and settled (or its outcome unknown), then not accepted (a
+    // crash, an outage): the claim is looked up before the window decides, so the same header
+    // resumes it, bound without settling again or settled again (the facilitator dedupes).
+    verified = (await resumableVerification(deps, call, payment, requirements)) ?? verified;
   }
   if (!verified.ok) {
     deps.log.info({ requestId: call.requestId, agentId: call.agent.id, cause: verified.cause }, 'payment refused');
@@ -106,8 +106,11 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, headers: Paym
   return settledPayment(config, dialect, key, amount, outcome.transaction, outcome.network, outcome.payer);
 }
 
-/** A settled, unbound claim of this call's payment within X402_SETTLED_RESUME_HOURS, verified at a moment inside its window. */
-async function resumeSettled(deps: AppDeps, call: ProxyCall, payment: Payment, requirements: ChallengeEntry, dialect: Dialect): Promise<PaymentRecord | null> {
+/**
+ * The payment verified at a moment inside its window, when this call holds an unbound claim of
+ * it within X402_SETTLED_RESUME_HOURS that is settled or whose outcome is unknown; null otherwise.
+ */
+async function resumableVerification(deps: AppDeps, call: ProxyCall, payment: Payment, requirements: ChallengeEntry): Promise<GateVerifyResult | null> {
   const { config } = gateFor(deps);
   const a = payment.payload.authorization;
   const inside = Number(BigInt(a.validBefore) - BigInt(config.validityMarginSeconds) - 1n);
@@ -115,9 +118,8 @@ async function resumeSettled(deps: AppDeps, call: ProxyCall, payment: Payment, r
   const verified = await verifyGatePayment(config, payment, requirements, inside);
   if (!verified.ok) return null;
   const key: ClaimKey = { network: config.network, asset: requirements.asset, payer: verified.payment.payer, nonce: verified.payment.nonce };
-  const amount = requirements.maxAmountRequired;
-  const transaction = await settledUnboundClaim(deps.orm.em.fork() as EntityManager, { ...key, tenantId: call.caller.tenantId, agentId: call.agent.id, amount }, config.settledResumeMs);
-  return transaction ? settledPayment(config, dialect, key, amount, transaction) : null;
+  const input = { ...key, tenantId: call.caller.tenantId, agentId: call.agent.id, amount: requirements.maxAmountRequired };
+  return (await resumableUnboundClaim(deps.orm.em.fork() as EntityManager, input, config.settledResumeMs)) ? verified : null;
 }
 
 function settledPayment(config: PaymentConfig, dialect: Dialect, key: ClaimKey, amount: string, transaction: string, network = key.network, payer = key.payer): PaymentRecord {
