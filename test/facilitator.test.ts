@@ -29,6 +29,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { findSettlement, settlementKey } from '../facilitator/store.ts';
 import { finalRecord, until } from './support/facilitator.ts';
+import { HTTPFacilitatorClient } from '@x402/core/server';
 
 describe('facilitator', function () {
   this.timeout(120_000);
@@ -56,6 +57,12 @@ describe('facilitator', function () {
       const overTls = await gateway.client.get('/supported');
       assert.equal(overTls.status, 200);
       assert.deepEqual(overTls.json, expected);
+    });
+
+    it('the x402 reference HTTPFacilitatorClient.getSupported() parses /supported unmodified', async () => {
+      const supported = await new HTTPFacilitatorClient({ url: stack().facilitator.publicUrl }).getSupported();
+      // The reference's schema keeps the fields it knows (`asset` is ours, beside them).
+      assert.deepEqual(supported.kinds, [{ x402Version: 1, scheme: 'exact', network: 'base' }]);
     });
 
     it('GET /healthz is live; ?ready=1 checks RPC and gas balance', async () => {
