@@ -193,8 +193,14 @@ export function settleHandler(deps: SettleDeps) {
     return !stored || (stored.accountId === accountId && sameRequirements(stored.request.paymentRequirements, request.paymentRequirements));
   }
 
-  /** The answer to an authorization some other submission owns: a consumed nonce, as far as this caller is concerned. */
-  function consumedElsewhere(request: SettleRequest): SettlementOutcome {
+  /**
+   * The answer to an authorization some other submission owns: a consumed nonce, as far as this
+   * caller is concerned, once that settlement is decided; before, 'in_flight' (503), since its
+   * transfer may still land (the caller may be the owner's own gateway under another account).
+   */
+  async function consumedElsewhere(key: string, request: SettleRequest): Promise<SettlementOutcome | 'in_flight'> {
+    const record = await findSettlement(deps.pool, key);
+    if (record && record.status !== 'settled' && record.status !== 'failed') return 'in_flight';
     return { status: 'failed', payer: request.paymentPayload.payload.authorization.from, transaction: null, cause: 'nonce_used' };
   }
 
@@ -240,7 +246,7 @@ export function settleHandler(deps: SettleDeps) {
     // the claim check is stored (it may not be yet) before the workflow starts, and the
     // workflow's outcome answers; its eager task (a start of ours) runs the steps here.
     const stored = await saveSettleRequest(deps.pool, key, accountId, request);
-    if (!stored && !(await sameSubmission(key, accountId, request))) return consumedElsewhere(request);
+    if (!stored && !(await sameSubmission(key, accountId, request))) return consumedElsewhere(key, request);
     return awaitOutcome(key, start(), { eagerRun: outcome === 'stored_before', deadline });
   }
 
@@ -301,7 +307,7 @@ export function settleHandler(deps: SettleDeps) {
         // No worker here: the claim check is written before the workflow starts (a run that
         // started without it could only wait for a retry to write it), and the workflow settles.
         const stored = await saveSettleRequest(deps.pool, key, account.id, request);
-        if (!stored && !(await sameSubmission(key, account.id, request))) outcome = consumedElsewhere(request);
+        if (!stored && !(await sameSubmission(key, account.id, request))) outcome = await consumedElsewhere(key, request);
         else {
           const starting = startSettlementWorkflow(deps.temporal, config, key, workflowLabels(request), false);
           outcome = await awaitOutcome(key, starting, { eagerRun: false, deadline });

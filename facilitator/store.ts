@@ -508,7 +508,7 @@ export type FinalOutcome =
  * keeps it, since the transfer may still land. The key is announced on OUTCOME_CHANNEL at
  * commit, for the /settle handlers waiting on it.
  */
-export async function completeSettlement(db: pg.Pool, key: string, outcome: FinalOutcome): Promise<SettlementRecord> {
+export async function completeSettlement(db: pg.Pool, key: string, outcome: FinalOutcome): Promise<SettlementRecord & { completedNow: boolean }> {
   const block = 'blockNumber' in outcome ? outcome.blockNumber ?? null : null;
   const gasUsed = 'gasUsed' in outcome ? outcome.gasUsed?.toString() ?? null : null;
   const cause = outcome.status === 'settled' ? null : outcome.cause;
@@ -538,8 +538,8 @@ export async function completeSettlement(db: pg.Pool, key: string, outcome: Fina
      select done.*, pg_notify($7, ${ANNOUNCEMENT('done')}) from done`,
     [key, outcome.status, cause, block, gasUsed, release, OUTCOME_CHANNEL, mined, 'failedGasWei' in outcome ? outcome.failedGasWei?.toString() ?? null : null],
   );
-  if (rows[0]) return fromRow(rows[0]);
+  if (rows[0]) return { ...fromRow(rows[0]), completedNow: true };
   const current = await findSettlement(db, key);
   if (!current) throw new Error('settlement record missing');
-  return current;
+  return { ...current, completedNow: false };
 }

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
 import { chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
 import { findSettlement, settlementKey } from '../facilitator/store.ts';
+import { startFacilitatorStack, until } from './support/facilitator.ts';
 
 describe('facilitator: one authorization, one owner', function () {
   this.timeout(120_000);
@@ -61,6 +62,30 @@ describe('facilitator: one authorization, one owner', function () {
     const res = await owner.client.post('/settle', settleBody(payment, requirements(payTo, 5_000n)));
     assert.equal(res.json.success, true, JSON.stringify(res.json));
     assert.deepEqual(await transfersTo(provider, payTo), [{ hash: res.json.transaction, value: 5_000n }]);
+  });
+
+  it('another account asking (another facilitator process) while the owner\'s transfer is in flight is told to retry, not that it failed', async () => {
+    // A second facilitator on the same database: its handler has no run of this authorization in memory.
+    const second = await startFacilitatorStack(stack().infra, stack().temporal, { overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-dedupe-second' } });
+    const payer = await newPayer(100_000n);
+    const payTo = newPayTo();
+    const payment = await signPayment(payer, { payTo, value: 5_000n });
+    const body = settleBody(payment, requirements(payTo, 5_000n));
+    const key = keyOf(payer.address, payment.payload.authorization.nonce);
+    await provider.send('evm_setAutomine', [false]);
+    try {
+      const owned = owner.client.post('/settle', body);
+      await until('the broadcast', async () => ((await findSettlement(stack().facilitator.pool, key))?.status === 'broadcast' ? true : null));
+      const meanwhile = await other.client.post('/settle', body, second.url);
+      assert.equal(meanwhile.status, 503, JSON.stringify(meanwhile.json));
+      await provider.send('evm_mine', []);
+      assert.equal((await owned).json.success, true);
+      await until('the record', async () => ((await findSettlement(stack().facilitator.pool, key))?.status === 'settled' ? true : null));
+      consumed((await other.client.post('/settle', body, second.url)).json);
+    } finally {
+      await provider.send('evm_setAutomine', [true]);
+      await second.close();
+    }
   });
 
   it('two accounts racing with one authorization: one settlement, and only its owner learns the transaction', async () => {

@@ -5,8 +5,9 @@
 // - the facilitator's answer is late (the gateway's deadline is shorter than the inclusion
 //   wait): once mining resumes, the same header gets the call, charged once;
 // - the transfer is still unmined at the facilitator's inclusion timeout: it is replaced by a
-//   cancel at its gas nonce; once the cancel is mined the same header gets 402 (nothing was
-//   collected, and nothing can be), and a fresh authorization then pays.
+//   cancel at its gas nonce; once the cancel is mined and the chain is past the authorization's
+//   validBefore, the same header gets 402 (nothing was collected, and nothing can be), and a
+//   fresh authorization then pays.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
@@ -104,10 +105,11 @@ describe('payer: a payment that can still land is never a 402', function () {
     assert.equal((await paidCall(agent.id, header)).status, 402, 'the payment bought one call');
   });
 
-  it('a transfer cancelled after the inclusion timeout: 503 until the cancel is mined, then 402 for that header, and nothing collected', async () => {
+  it('a transfer cancelled after the inclusion timeout: 503 until the authorization can no longer land, then 402 for that header, and nothing collected', async () => {
     const agent = await pricedAgent();
     const payer = await newPayer(100_000n);
-    const payment = await signPayment(payer, { payTo: agent.payTo, value: PRICE });
+    const validBefore = Math.floor(Date.now() / 1000) + 30;
+    const payment = await signPayment(payer, { payTo: agent.payTo, value: PRICE, validBefore });
     const header = encodePayment(payment);
     const key = keyOf(payer.address, payment.payload.authorization.nonce);
     const balanceBefore = await balanceOf(provider, payer.address);
@@ -124,6 +126,10 @@ describe('payer: a payment that can still land is never a 402', function () {
 
     await provider.send('evm_mine', []);
     await provider.send('evm_setAutomine', [true]);
+    // The cancel is mined; the authorization could still be submitted by anyone until validBefore.
+    assertStillSettling(await paidCall(agent.id, header));
+    await until('validBefore to pass', async () => (Date.now() / 1000 > validBefore + 1 ? true : null), 60_000);
+    await provider.send('evm_mine', []);
     await until('the cancel recorded', async () => ((await findSettlement(facilitator.pool, key))?.status === 'failed' ? true : null));
     const refused = await paidCall(agent.id, header);
     assert.equal(refused.status, 402, refused.text);

@@ -12,7 +12,8 @@ import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
 import { startFacilitatorStack, spawnFacilitatorWorker, until, type FacilitatorStack, type SpawnedWorker } from './support/facilitator.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
-import { Transaction } from 'ethers';
+import { Transaction, Wallet } from 'ethers';
+import { DEV_ACCOUNTS, tokenContract } from '../contracts/chain.ts';
 import { findSettlement, settlementKey, signedAttempts } from '../facilitator/store.ts';
 import { isCancelRaw } from '../activities/settlement/send.ts';
 import { startLaggingRpc, type LaggingRpc } from './support/lagging-rpc.ts';
@@ -134,7 +135,8 @@ describe('settlement durability', function () {
     it('replaces an unmined transfer by a cancel at the inclusion timeout: 503 while neither is mined, then a final success false and no transfer', async () => {
       const payer = await newPayer(1_000_000n);
       const payTo = newPayTo();
-      const payment = await signPayment(payer, { payTo, value: 30_000n, validBefore: Math.floor(Date.now() / 1000) + 300 });
+      const validBefore = Math.floor(Date.now() / 1000) + 20;
+      const payment = await signPayment(payer, { payTo, value: 30_000n, validBefore });
       const body = settleBody(payment, requirements(payTo, 30_000n));
       const key = keyOf(payer.address, payment.payload.authorization.nonce);
       const nonceBefore = await gasNonce();
@@ -159,6 +161,12 @@ describe('settlement durability', function () {
 
       await provider.send('evm_mine', []);
       await provider.send('evm_setAutomine', [true]);
+      // The cancel is mined, but the payer's authorization could still be submitted by anyone
+      // until validBefore: still not an outcome.
+      await until('the cancel mined', async () => ((await transfersTo(provider, payTo)).length === 0 && (await provider.getTransactionCount(stack().facilitator.gasWallet, 'latest')) > nonceBefore ? true : null));
+      assert.equal((await gateway.client.post('/settle', body, facilitator.url)).status, 503, 'still 503 before validBefore');
+      await until('validBefore to pass', async () => (Date.now() / 1000 > validBefore + 1 ? true : null));
+      await provider.send('evm_mine', []);
       const failed = await until('the watcher', async () => {
         const record = await findSettlement(facilitator.pool, key);
         return record?.status === 'failed' ? record : null;
@@ -178,6 +186,48 @@ describe('settlement durability', function () {
       const run = await stack().temporal.workflow.getHandle(key).result();
       const final = run.status === 'pending' ? await stack().temporal.workflow.getHandle(`watch:${key}`).result() : run;
       assert.equal(final.status, 'failed');
+    });
+  });
+
+  describe('an authorization submitted by someone else after its transfer was cancelled', () => {
+    let facilitator: FacilitatorStack;
+    before(async () => {
+      facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
+        overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-cancel-then-used', FACILITATOR_SETTLE_DEADLINE_MS: '6000', FACILITATOR_INCLUSION_TIMEOUT_MS: '1500' },
+      });
+    });
+    after(async () => {
+      await provider.send('evm_setAutomine', [true]).catch(() => undefined);
+      await facilitator.close();
+    });
+
+    it('is the settlement: the record says settled with that transaction, never failed', async () => {
+      const payer = await newPayer(1_000_000n);
+      const payTo = newPayTo();
+      const validBefore = Math.floor(Date.now() / 1000) + 20;
+      const payment = await signPayment(payer, { payTo, value: 35_000n, validBefore });
+      const body = settleBody(payment, requirements(payTo, 35_000n));
+      const key = keyOf(payer.address, payment.payload.authorization.nonce);
+
+      await provider.send('evm_setAutomine', [false]);
+      assert.equal((await gateway.client.post('/settle', body, facilitator.url)).status, 503);
+      await provider.send('evm_mine', []);
+      await provider.send('evm_setAutomine', [true]);
+      // The signature was public in the pool: a third party submits the authorization itself.
+      const submitter = new Wallet(DEV_ACCOUNTS[3].privateKey, provider);
+      const a = payment.payload.authorization;
+      const tx = await tokenContract(stack().infra.tokenAddress, submitter)['transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)'](a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, payment.payload.signature);
+      await tx.wait();
+      await until('validBefore to pass', async () => (Date.now() / 1000 > validBefore + 1 ? true : null));
+      await provider.send('evm_mine', []);
+      const settled = await until('the watcher', async () => {
+        const record = await findSettlement(facilitator.pool, key);
+        return record?.status === 'settled' ? record : null;
+      });
+      assert.equal(settled.txHash, tx.hash);
+      const after = await gateway.client.post('/settle', body, facilitator.url);
+      assert.equal(after.json.success, true);
+      assert.equal(after.json.transaction, tx.hash, 'the payer learns where its money went');
     });
   });
 

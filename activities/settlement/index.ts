@@ -181,7 +181,7 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
       // is stored (with its claim or refusal), so the handler can tell whose settlement it is.
       const current = running.get(key);
       if (current) {
-        await current.answer.catch(() => undefined);
+        await current.done.catch(() => undefined);
         return 'stored_before';
       }
       let storedBefore = false;
@@ -284,8 +284,8 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
       const watched = await cancelAtGasNonce(deps, record);
       inclusion = await awaitInclusion(deps, record, watched, Date.now() + cancelWaitMs(deps.config.settleDeadlineMs, inclusionTimeoutMs));
     }
-    if (inclusion.mined) announce?.(outcomeOfInclusion(record, inclusion));
-    return recordInclusion(deps, key, inclusion);
+    if (inclusion.mined && !inclusion.cancelled) announce?.(outcomeOfInclusion(record, inclusion));
+    return recordInclusion(deps, record, inclusion);
   }
 
   /** Whether giving up is safe: no signed bytes exist (a read that fails says "not sure"). */
@@ -377,7 +377,11 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
       for (;;) {
         const record = signedOrThrow(await findSettlement(deps.pool, key));
         const inclusion = await awaitInclusion(deps, record, await attemptsOf(deps, record), Date.now() + WATCH_WINDOW_MS, () => context.heartbeat());
-        if (inclusion.mined) return recordInclusion(deps, key, inclusion);
+        if (inclusion.mined) {
+          // A mined cancel stays pending until the chain is past the authorization's validBefore.
+          const outcome = await recordInclusion(deps, record, inclusion);
+          if (outcome.status !== 'pending') return outcome;
+        }
         context.heartbeat();
         await sleep(WATCH_PAUSE_MS);
       }

@@ -10,9 +10,9 @@
 // a cancel (a zero-value send from the gas wallet to itself, higher fees), so the two can no
 // longer both land: whichever is mined decides the outcome, and a mined cancel makes the
 // `success: false` the caller gets final (the transfer can never land afterwards).
-import { Transaction, getAddress, type TransactionReceipt } from 'ethers';
-import { rpcNow, sendRaw } from '../../facilitator/chain.ts';
-import { completeSettlement, markBroadcast, signedAttempts, storeFeeBump, type SettlementRecord, type SignedAttempt } from '../../facilitator/store.ts';
+import { Transaction, getAddress, zeroPadValue, type TransactionReceipt } from 'ethers';
+import { authorizationUsed, rpcNow, sendRaw, tokenInterface } from '../../facilitator/chain.ts';
+import { completeSettlement, markBroadcast, parseSettlementKey, signedAttempts, storeFeeBump, type FinalOutcome, type SettlementRecord, type SignedAttempt } from '../../facilitator/store.ts';
 import { outcomeOfRecord } from './verify.ts';
 import { failedGasWei } from '../../api/observability/metrics.ts';
 import type { Inclusion, SettlementDeps, SettlementOutcome } from './types.ts';
@@ -186,35 +186,57 @@ export async function awaitInclusion(
   }
 }
 
-/** What the record will say once `inclusion` (mined) is recorded: the caller's answer, given before the write. */
+/** What the record will say once `inclusion` (a mined transfer, not a cancel) is recorded: the caller's answer, given before the write. */
 export function outcomeOfInclusion(record: SettlementRecord, inclusion: Inclusion & { mined: true }): SettlementOutcome {
-  if (inclusion.cancelled) return { status: 'failed', payer: getAddress(record.payer), transaction: null, cause: 'inclusion_timeout' };
   return inclusion.success
     ? { status: 'settled', payer: getAddress(record.payer), transaction: inclusion.txHash, cause: null }
     : { status: 'failed', payer: getAddress(record.payer), transaction: inclusion.txHash, cause: 'reverted' };
 }
 
-export async function recordInclusion(deps: SettlementDeps, key: string, inclusion: Inclusion): Promise<SettlementOutcome> {
-  const record = inclusion.mined
-    ? await completeSettlement(
-        deps.pool,
-        key,
-        inclusion.cancelled
-          ? { status: 'failed', cause: 'inclusion_timeout', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed, txHash: inclusion.txHash }
-          : inclusion.success
-          ? { status: 'settled', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed, txHash: inclusion.txHash }
-          : {
-              status: 'failed',
-              cause: 'reverted',
-              blockNumber: inclusion.blockNumber,
-              gasUsed: inclusion.gasUsed,
-              txHash: inclusion.txHash,
-              failedGasWei: inclusion.gasUsed * inclusion.gasPrice,
-            },
-      )
-    : await completeSettlement(deps.pool, key, { status: 'pending', cause: 'inclusion_timeout' });
-  if (inclusion.mined && !inclusion.success && !inclusion.cancelled) failedGasWei.inc({ account: record.accountId }, Number(inclusion.gasUsed * inclusion.gasPrice));
-  return outcomeOfRecord(record);
+/** How far back the log of a payer's authorization is looked for (about two days of Base blocks). */
+const AUTHORIZATION_LOG_BLOCKS = 100_000;
+
+/**
+ * After a mined cancel. The payer's authorization itself stays valid until its validBefore, and
+ * its signature was public in the node's pool, so anyone could still submit it: the outcome is
+ * final only once the chain has a block at or past validBefore (no later block can include it).
+ * Then the token says whether it was used: settled (by whoever submitted it) or not (failed).
+ */
+async function afterCancel(deps: SettlementDeps, record: SettlementRecord, cancel: Inclusion & { mined: true }): Promise<FinalOutcome> {
+  const latest = await deps.provider.getBlock('latest');
+  if (!latest || BigInt(latest.timestamp) < record.validBefore) return { status: 'pending', cause: 'inclusion_timeout' };
+  const token = deps.config.tokenAddress;
+  const { nonce } = parseSettlementKey(record.key);
+  if (!(await authorizationUsed(deps.provider, token, record.payer, nonce))) {
+    return { status: 'failed', cause: 'inclusion_timeout', blockNumber: cancel.blockNumber, gasUsed: cancel.gasUsed, txHash: cancel.txHash };
+  }
+  const topics = [tokenInterface.getEvent('AuthorizationUsed')!.topicHash, zeroPadValue(record.payer, 32), nonce];
+  const logs = await deps.provider.getLogs({ address: token, topics, fromBlock: Math.max(latest.number - AUTHORIZATION_LOG_BLOCKS, 0), toBlock: latest.number });
+  const used = logs[0];
+  if (!used) throw new Error('authorization used but its log was not found');
+  return { status: 'settled', blockNumber: used.blockNumber, gasUsed: 0n, txHash: used.transactionHash };
+}
+
+/** Records a mined attempt's outcome, or `pending` (not mined, or a cancel mined before validBefore). */
+export async function recordInclusion(deps: SettlementDeps, record: SettlementRecord, inclusion: Inclusion): Promise<SettlementOutcome> {
+  let outcome: FinalOutcome;
+  if (!inclusion.mined) outcome = { status: 'pending', cause: 'inclusion_timeout' };
+  else if (inclusion.cancelled) outcome = await afterCancel(deps, record, inclusion);
+  else if (inclusion.success) outcome = { status: 'settled', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed, txHash: inclusion.txHash };
+  else {
+    outcome = {
+      status: 'failed',
+      cause: 'reverted',
+      blockNumber: inclusion.blockNumber,
+      gasUsed: inclusion.gasUsed,
+      txHash: inclusion.txHash,
+      failedGasWei: inclusion.gasUsed * inclusion.gasPrice,
+    };
+  }
+  const recorded = await completeSettlement(deps.pool, record.key, outcome);
+  // Counted by the run whose statement recorded it (a watcher may record the same revert again).
+  if (recorded.completedNow && outcome.status === 'failed' && outcome.failedGasWei) failedGasWei.inc({ account: recorded.accountId }, Number(outcome.failedGasWei));
+  return outcomeOfRecord(recorded);
 }
 
 export { sleep };

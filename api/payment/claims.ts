@@ -19,8 +19,12 @@ export type ClaimInput = ClaimKey & { tenantId: string; agentId: string; amount:
 
 export type ClaimState = 'new' | 'resumed' | 'used';
 
-/** The claim's state; `settledTransaction` when a resumed claim was already settled (do not settle again). */
-export type Claim = { state: ClaimState; settledTransaction: string | null };
+/**
+ * The claim's state; `settledTransaction` when a resumed claim was already settled (do not
+ * settle again); `outcomeUnknown` when a resumed claim was sent to settle and its answer never
+ * came (the transfer may have landed).
+ */
+export type Claim = { state: ClaimState; settledTransaction: string | null; outcomeUnknown?: boolean };
 
 export async function claimPayment(em: EntityManager, input: ClaimInput): Promise<Claim> {
   const now = new Date();
@@ -42,7 +46,7 @@ export async function claimPayment(em: EntityManager, input: ClaimInput): Promis
   if (!existing || existing.invocationId) return used;
   // Only the same call may resume an unbound claim: same tenant, same agent, same price.
   if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount) return used;
-  return { state: 'resumed', settledTransaction: existing.status === 'settled' ? (existing.transaction ?? null) : null };
+  return { state: 'resumed', settledTransaction: existing.status === 'settled' ? (existing.transaction ?? null) : null, outcomeUnknown: existing.status === 'claimed' };
 }
 
 /**

@@ -89,7 +89,9 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, headers: Paym
   // The facilitator speaks v1 only: a v2 payment is settled as the v1 Payment it was reduced to.
   const outcome = await client.settle(target, { x402Version: 1, paymentPayload: payment, paymentRequirements: requirements });
   settlements.inc({ service: 'gateway', outcome: outcome.ok ? 'settled' : outcome.error });
-  if (!outcome.ok && outcome.error === 'settlement_unavailable') {
+  // A refusal of this request says nothing of an earlier one for the same claim whose answer
+  // never came: that transfer may still land, so it is not a 402 either.
+  if (!outcome.ok && (outcome.error === 'settlement_unavailable' || (outcome.error === 'settlement_refused' && claim.outcomeUnknown))) {
     // Not known either way (no answer in time, a dropped connection, the facilitator busy with
     // the same authorization): the transfer may still land. A 402 would make an x402 client
     // sign a second authorization, so the payer is told to retry with the same header, which
