@@ -35,8 +35,9 @@ const FacilitatorEnv = z.object({
   FACILITATOR_DEFAULT_MAX_PER_TX: amount.default('10000000'),
   FACILITATOR_DEFAULT_DAILY_CEILING: amount.default('1000000000'),
   // Gas (wei) an account's settlements may burn per UTC day by reverting on chain after passing
-  // simulation (a payer draining its balance in between); beyond it its /settle answers 429.
-  FACILITATOR_FAILED_GAS_DAILY_WEI: amount.default('2000000000000000'),
+  // simulation (a payer draining its balance in between), counting what its settlements in
+  // flight could still burn (gas limit × max fee each); beyond it its /settle answers 429.
+  FACILITATOR_FAILED_GAS_DAILY_WEI: amount.default('10000000000000000'),
   // Readiness: gas balance (wei) below this mark reports unhealthy and refuses /settle.
   FACILITATOR_GAS_LOW_WATER_WEI: amount.default('1000000000000000'),
   FACILITATOR_SETTLE_DEADLINE_MS: z.coerce.number().int().positive().default(25_000),

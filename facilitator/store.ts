@@ -186,6 +186,8 @@ export type ClaimInput = {
   amount: bigint;
   validBefore: bigint;
   defaults: { maxPerTx: bigint; dailyCeiling: bigint; failedGasDailyWei: bigint };
+  /** What the transfer could burn if it reverts (gas limit × max fee): held against the failed-gas budget until the outcome. */
+  gasAtRiskWei: bigint;
   /**
    * The transaction signed ahead with the gas nonce this settlement is predicted to get. The
    * claim statement then also takes that nonce and stores the bytes (one round trip for claim,
@@ -267,9 +269,10 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
     // The settlement row carries the bytes exactly when the nonce was taken.
     const { rows } = await db.query<SettlementRow>(
       `with reserved as (
-         insert into daily_usage as u (account_id, day, reserved) values ($7, (now() at time zone 'utc')::date, $9)
-         on conflict (account_id, day) do update set reserved = u.reserved + excluded.reserved
-           where u.reserved + excluded.reserved <= $11 and u.failed_gas_wei < $21::numeric
+         insert into daily_usage as u (account_id, day, reserved, gas_at_risk_wei)
+         select $7, (now() at time zone 'utc')::date, $9, $22::numeric where $22::numeric <= $21::numeric
+         on conflict (account_id, day) do update set reserved = u.reserved + excluded.reserved, gas_at_risk_wei = u.gas_at_risk_wei + excluded.gas_at_risk_wei
+           where u.reserved + excluded.reserved <= $11 and u.failed_gas_wei + u.gas_at_risk_wei + excluded.gas_at_risk_wei <= $21::numeric
          returning day
        ),
        taken as (
@@ -281,9 +284,9 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
        ),
        claimed as (
          insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before,
-                                  status, usage_day, reserved_amount, gas_wallet, gas_nonce, raw_tx, tx_hash)
+                                  status, usage_day, reserved_amount, gas_at_risk_wei, gas_wallet, gas_nonce, raw_tx, tx_hash)
          select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, case when taken.nonce is null then 'claimed' else 'signed' end,
-                reserved.day, $9, case when taken.nonce is null then null else $12::text end, taken.nonce,
+                reserved.day, $9, $22::numeric, case when taken.nonce is null then null else $12::text end, taken.nonce,
                 case when taken.nonce is null then null else $16::text end, case when taken.nonce is null then null else $17::text end
          from reserved left join taken on true
          returning *
@@ -320,9 +323,13 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
         pre?.maxPriorityFeePerGas.toString() ?? null,
         input.request ? JSON.stringify(input.request) : null,
         input.defaults.failedGasDailyWei.toString(),
+        input.gasAtRiskWei.toString(),
       ],
     );
-    if (rows.length === 0) return { rejected: (await overFailedGasBudget(db, input.account.id, input.defaults.failedGasDailyWei)) ? 'over_failed_gas_budget' : 'over_daily_ceiling' };
+    if (rows.length === 0) {
+      const overGas = await overFailedGasBudget(db, input.account.id, input.gasAtRiskWei, input.defaults.failedGasDailyWei);
+      return { rejected: overGas ? 'over_failed_gas_budget' : 'over_daily_ceiling' };
+    }
     return { claimed: fromRow(rows[0]) };
   } catch (err) {
     // Claimed meanwhile (a resumed run racing a zombie worker): the statement rolled back as a
@@ -479,13 +486,13 @@ export async function markBroadcast(db: pg.Pool, key: string): Promise<void> {
   );
 }
 
-/** Whether the account's settlements reverting today burned its whole failed-gas budget (asked only once a reservation was refused). */
-async function overFailedGasBudget(db: pg.Pool, accountId: string, budgetWei: bigint): Promise<boolean> {
-  const { rows } = await db.query<{ over: boolean }>(
-    `select failed_gas_wei >= $2::numeric as over from daily_usage where account_id = $1 and day = (now() at time zone 'utc')::date`,
-    [accountId, budgetWei.toString()],
+/** Whether this settlement's gas at risk does not fit the account's failed-gas budget today (asked only once a reservation was refused). */
+async function overFailedGasBudget(db: pg.Pool, accountId: string, atRiskWei: bigint, budgetWei: bigint): Promise<boolean> {
+  const { rows } = await db.query<{ spent: string }>(
+    `select failed_gas_wei + gas_at_risk_wei as spent from daily_usage where account_id = $1 and day = (now() at time zone 'utc')::date`,
+    [accountId],
   );
-  return rows[0]?.over === true;
+  return BigInt(rows[0]?.spent ?? 0) + atRiskWei > budgetWei;
 }
 
 /** Gas burned today by the account's settlements that reverted on chain (wei). */
@@ -517,13 +524,15 @@ export async function completeSettlement(db: pg.Pool, key: string, outcome: Fina
   const mined = 'txHash' in outcome ? outcome.txHash ?? null : null;
   const { rows } = await db.query<SettlementRow>(
     `with prev as (
-       select settlement_key, account_id, usage_day, reserved_amount from settlements
+       select settlement_key, account_id, usage_day, reserved_amount, gas_at_risk_wei from settlements
        where settlement_key = $1 and status not in ('settled', 'failed') for update
      ),
      released as (
        update daily_usage d set reserved = case when $6::boolean and prev.reserved_amount > 0 then greatest(d.reserved - prev.reserved_amount, 0) else d.reserved end,
-              failed_gas_wei = d.failed_gas_wei + coalesce($9::numeric, 0)
-       from prev where (($6::boolean and prev.reserved_amount > 0) or $9::numeric is not null) and d.account_id = prev.account_id and d.day = prev.usage_day
+              failed_gas_wei = d.failed_gas_wei + coalesce($9::numeric, 0),
+              gas_at_risk_wei = case when $2::text <> 'pending' then greatest(d.gas_at_risk_wei - prev.gas_at_risk_wei, 0) else d.gas_at_risk_wei end
+       from prev where (($6::boolean and prev.reserved_amount > 0) or $9::numeric is not null or ($2::text <> 'pending' and prev.gas_at_risk_wei > 0))
+         and d.account_id = prev.account_id and d.day = prev.usage_day
        returning 1
      ),
      done as (
@@ -531,6 +540,7 @@ export async function completeSettlement(db: pg.Pool, key: string, outcome: Fina
               tx_hash = coalesce($8::text, s.tx_hash),
               raw_tx = coalesce((select t.raw_tx from settlement_transactions t where t.tx_hash = $8::text), s.raw_tx),
               gas_used = coalesce($5::numeric, s.gas_used), reserved_amount = case when $6::boolean then 0 else s.reserved_amount end,
+              gas_at_risk_wei = case when $2::text <> 'pending' then 0 else s.gas_at_risk_wei end,
               updated_at = now(), completed_at = case when $2::text = 'pending' then null else now() end
        from prev where s.settlement_key = prev.settlement_key
        returning s.*

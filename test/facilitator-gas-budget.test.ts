@@ -1,15 +1,18 @@
 // Gas griefing is bounded: a settlement that passes simulation and then reverts on chain (the
 // payer drains its balance between the facilitator's checks and the block) costs the gas
-// wallet its gas. That cost is charged to the submitting account's daily failed-gas budget
-// (FACILITATOR_FAILED_GAS_DAILY_WEI, here 1 wei so one revert exhausts it); beyond it the
-// account's /settle answers 429 before any claim, while other accounts settle as before. The
-// cost is in the account's daily record and in the facilitator_failed_gas_wei_total metric.
+// wallet its gas. Each settlement in flight holds what it could burn (gas limit × max fee)
+// against the account's daily failed-gas budget, and a revert's cost is charged to it. The
+// budget here is 1.15 × one settlement's worst case: one fits, a second alongside it does not;
+// with a budget equal to what the account burned, nothing fits. Beyond it the account's
+// /settle answers 429 before any claim, while other accounts settle as before. The cost is in
+// the account's daily record and in the facilitator_failed_gas_wei_total metric.
 import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
 import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
 import { chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, type TestAccount } from './support/x402.ts';
 import { failedGasToday, findSettlement, settlementKey } from '../facilitator/store.ts';
 import { tokenContract } from '../contracts/chain.ts';
+import { EOA_TRANSFER_GAS_LIMIT } from '../facilitator/chain.ts';
 import { registry } from '../api/observability/metrics.ts';
 
 describe('facilitator: failed-gas budget per account', function () {
@@ -21,8 +24,11 @@ describe('facilitator: failed-gas budget per account', function () {
 
   before(async () => {
     provider = chainProvider();
+    // The facilitator signs an EOA's transfer with a 150 000 gas limit at the node's max fee.
+    const { maxFeePerGas } = await provider.getFeeData();
+    const worstCase = EOA_TRANSFER_GAS_LIMIT * maxFeePerGas!;
     facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
-      overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-gas-budget', FACILITATOR_FAILED_GAS_DAILY_WEI: '1' },
+      overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-gas-budget', FACILITATOR_FAILED_GAS_DAILY_WEI: String((worstCase * 115n) / 100n) },
     });
     griefer = await newAccount('gas-griefer');
     bystander = await newAccount('gas-bystander');
@@ -49,10 +55,14 @@ describe('facilitator: failed-gas budget per account', function () {
     const payTo = newPayTo();
     const payment = await signPayment(payer, { payTo, value: 5_000n });
     const key = keyOf(payer.address, payment.payload.authorization.nonce);
+    const secondPayer = await newPayer(5_000n); // funded while blocks are still mined
 
     await provider.send('evm_setAutomine', [false]);
     const answer = griefer.client.post('/settle', settleBody(payment, requirements(payTo, 5_000n)), facilitator.url);
     await until('the broadcast', async () => ((await findSettlement(facilitator.pool, key))?.status === 'broadcast' ? true : null));
+    // A second settlement of the account while the first could still revert: over the budget.
+    const alongside = await griefer.client.post('/settle', settleBody(await signPayment(secondPayer, { payTo, value: 5_000n }), requirements(payTo, 5_000n)), facilitator.url);
+    assert.equal(alongside.status, 429, JSON.stringify(alongside.json));
     // The payer drains its balance in the same block, ahead of the transfer (a higher tip).
     await tokenContract(stack().infra.tokenAddress, payer).transfer(newPayTo(), 5_000n, { gasLimit: 100_000n, maxPriorityFeePerGas: 50_000_000_000n, maxFeePerGas: 100_000_000_000n });
     await provider.send('evm_mine', []);
@@ -68,13 +78,22 @@ describe('facilitator: failed-gas budget per account', function () {
     assert.ok(burned > 0n, 'the revert\'s gas is in the account\'s daily record');
     assert.equal(await failedGasMetric(griefer.account.id), Number(burned));
 
-    const before = await gasNonce();
-    const next = await signPayment(await newPayer(5_000n), { payTo, value: 5_000n });
-    const refused = await griefer.client.post('/settle', settleBody(next, requirements(payTo, 5_000n)), facilitator.url);
-    assert.equal(refused.status, 429);
-    assert.deepEqual(refused.json, { error: 'settlement limit exceeded' });
-    assert.equal(await findSettlement(facilitator.pool, keyOf(next.payload.authorization.from, next.payload.authorization.nonce)), null, 'nothing claimed');
-    assert.equal(await gasNonce(), before, 'no gas spent');
+    // A deployment whose budget is what the account already burned today (the same database):
+    // no settlement of the account fits any more.
+    const spent = await startFacilitatorStack(stack().infra, stack().temporal, {
+      overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-gas-budget-spent', FACILITATOR_FAILED_GAS_DAILY_WEI: String(burned) },
+    });
+    try {
+      const before = await gasNonce();
+      const next = await signPayment(await newPayer(5_000n), { payTo, value: 5_000n });
+      const refused = await griefer.client.post('/settle', settleBody(next, requirements(payTo, 5_000n)), spent.url);
+      assert.equal(refused.status, 429);
+      assert.deepEqual(refused.json, { error: 'settlement limit exceeded' });
+      assert.equal(await findSettlement(facilitator.pool, keyOf(next.payload.authorization.from, next.payload.authorization.nonce)), null, 'nothing claimed');
+      assert.equal(await gasNonce(), before, 'no gas spent');
+    } finally {
+      await spent.close();
+    }
 
     const other = await bystander.client.post('/settle', settleBody(await signPayment(await newPayer(5_000n), { payTo, value: 5_000n }), requirements(payTo, 5_000n)), facilitator.url);
     assert.equal(other.json.success, true, JSON.stringify(other.json));

@@ -125,6 +125,7 @@ describe('settlement outbox', function () {
         amount: 50_000n,
         validBefore: BigInt(payment.payload.authorization.validBefore),
         defaults: config.guardrails,
+        gasAtRiskWei: checked.gas.gasLimit * checked.gas.maxFeePerGas,
         presigned,
       });
       assert.ok('claimed' in claimed && claimed.claimed.status === 'signed' && claimed.claimed.txHash === presigned.hash, 'claimed with its bytes');

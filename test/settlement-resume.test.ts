@@ -43,6 +43,7 @@ describe('a settlement claimed before a crash', function () {
       amount: value,
       validBefore: BigInt(payment.payload.authorization.validBefore),
       defaults: stack().facilitator.config.guardrails,
+      gasAtRiskWei: 0n,
     });
     assert.ok('claimed' in claimed && claimed.claimed.status === 'claimed' && !claimed.claimed.rawTx, 'claimed, nothing signed');
 

@@ -51,6 +51,7 @@ export async function claim(
   account: Account,
   request: SettleRequest,
   transfer: VerifiedTransfer,
+  gas: GasPlan,
   presigned?: PresignedTransaction,
   /** The outbox: the claim check is stored by the claim statement itself (first writer wins). */
   storeRequest = false,
@@ -65,6 +66,7 @@ export async function claim(
     amount: transfer.amount,
     validBefore: transfer.validBefore,
     defaults: deps.config.guardrails,
+    gasAtRiskWei: gas.gasLimit * gas.maxFeePerGas,
     presigned,
     request: storeRequest ? request : undefined,
   });

@@ -260,7 +260,7 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
     const presigned = existing ? undefined : await (reads.presigned ?? presign(deps, stored.request, checked.gas, storedNonce));
     // A claimed record keeps its claim and reservation: claiming again would meet the daily
     // ceiling first and, with the ceiling full, refuse the very settlement it already holds.
-    const claimed = existing ? { claimed: existing } : await claim(deps, key, account, stored.request, checked.transfer, presigned, own);
+    const claimed = existing ? { claimed: existing } : await claim(deps, key, account, stored.request, checked.transfer, checked.gas, presigned, own);
     if ('rejected' in claimed) return { step: 'refused', payer, guardrail: claimed.rejected };
     if (own && claimed.raced) return { step: 'elsewhere' };
     const signed = claimed.claimed.rawTx ? claimed.claimed : await sign(deps, key, stored.request, checked.gas);

@@ -107,9 +107,15 @@ export const facilitatorMigrations: Migration[] = [
   },
   {
     // Gas the gas wallet spent on an account's settlements that reverted on chain after passing
-    // simulation, per day: over FACILITATOR_FAILED_GAS_DAILY_WEI, the account's /settle is 429.
+    // simulation, per day, and the gas its settlements in flight could still burn that way (each
+    // one's gas limit × max fee, held from claim to outcome): their sum stays within
+    // FACILITATOR_FAILED_GAS_DAILY_WEI, beyond which the account's /settle is 429.
     name: '0004_failed_gas',
-    sql: [`alter table daily_usage add column failed_gas_wei numeric(78, 0) not null default 0`],
+    sql: [
+      `alter table daily_usage add column failed_gas_wei numeric(78, 0) not null default 0,
+         add column gas_at_risk_wei numeric(78, 0) not null default 0`,
+      `alter table settlements add column gas_at_risk_wei numeric(78, 0) not null default 0`,
+    ],
   },
 ];
 

@@ -57,6 +57,8 @@ export function facilitatorEnv(infra: Infra, overrides: Record<string, string> =
     // Tests deactivate accounts and drain gas and expect the next call to see it.
     FACILITATOR_ACCOUNT_CACHE_MS: '0',
     FACILITATOR_READINESS_CACHE_MS: '0',
+    // The dev chain's gas (1 gwei tips) against the failed-gas budget; its own test sets it low.
+    FACILITATOR_FAILED_GAS_DAILY_WEI: '1000000000000000000',
     LOG_LEVEL: 'silent',
     ...overrides,
   };
