@@ -39,7 +39,9 @@ export const scenario: ChaosScenario = {
       const downAt = Date.now();
       const upstreamAtStop = system.upstream.total();
 
-      const ready1 = await readiness(system.apiUrl);
+      // /readyz may answer from a check up to 1 s old: the outage shows within 3 s.
+      let ready1 = await readiness(system.apiUrl);
+      for (const until = Date.now() + 3_000; ready1.status === 200 && Date.now() < until; ready1 = await readiness(system.apiUrl)) await sleep(200);
       check(ready1.status === 503 && ready1.checks.database === false, `/readyz with PostgreSQL down: ${ready1.status} ${JSON.stringify(ready1.checks)}`);
       // Requests the in-flight calls had already sent still land at the upstream after the stop;
       // give them time, so what follows counts only the outage calls.
