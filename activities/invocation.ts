@@ -12,19 +12,14 @@ import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { UpstreamError, classifyError, type ErrorClass, type UpstreamClient, type UpstreamResponse } from '../api/upstream/client.ts';
-import { classForStatus } from '../api/upstream/errors.ts';
-import { RETRYABLE_STATUSES } from '../api/upstream/retry.ts';
-import type { BodyStore } from '../api/proxy/body-store.ts';
-import { CREDENTIAL_UNAVAILABLE, type CredentialResolver } from '../api/credentials/resolver.ts';
-import { createInvocationStore, type BodyInsert, type Completion } from './invocation-store.ts';
+import { UpstreamError, classifyError, type ErrorClass, type UpstreamClient, type UpstreamResponse } from '../gateway/upstream/client.ts';
+import { classForStatus } from '../gateway/upstream/errors.ts';
+import { RETRYABLE_STATUSES } from '../gateway/upstream/retry.ts';
+import type { BodyStore } from '../gateway/body-store.ts';
+import { CREDENTIAL_UNAVAILABLE, type CredentialResolver } from '../gateway/credentials/resolver.ts';
+import { createInvocationStore, type BodyInsert, type Completion, type InvocationOutcome } from '../gateway/invocation-store.ts';
 
-export type InvocationOutcome = {
-  status: 'succeeded' | 'failed';
-  upstreamStatus: number | null;
-  latencyMs: number | null;
-  errorClass: ErrorClass | null;
-};
+export type { InvocationOutcome };
 
 export interface InvocationActivities {
   performInvocation(invocationId: string): Promise<InvocationOutcome>;

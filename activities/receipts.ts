@@ -4,10 +4,10 @@
 // signed receipt is kept, a retry returns it.
 import { ApplicationFailure } from '@temporalio/common';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { createReceiptStore } from '../api/receipts/store.ts';
-import { createClaimsSigner, NoSigningKeyError, type SignedReceipt } from '../api/receipts/signer.ts';
-import type { ReceiptConfig } from '../api/receipts/config.ts';
-import { receiptsIssued } from '../api/observability/metrics.ts';
+import { createReceiptStore } from '../gateway/receipts/store.ts';
+import { createClaimsSigner, NoSigningKeyError, type SignedReceipt } from '../gateway/receipts/signer.ts';
+import type { ReceiptConfig } from '../gateway/receipts/config.ts';
+import { receiptsIssued } from '../lib/observability/metrics.ts';
 
 export interface ReceiptActivities {
   /** Signs and stores the receipt of a completed invocation; answers the key id it was signed with. */

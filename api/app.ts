@@ -2,15 +2,12 @@
 import Koa from 'koa';
 import Router from '@koa/router';
 import { bodyParser } from '@koa/bodyparser';
-import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Client } from '@temporalio/client';
-import type { GatewayConfig } from './config.ts';
-import type { Logger } from './log.ts';
+import type { AppDeps } from './deps.ts';
 import { createVerifier, requireAuth, type AuthState } from './auth.ts';
 import { badRequest, errorMapper } from './errors.ts';
 import { MAX_BODY_DEPTH, nestsDeeperThan } from './json-depth.ts';
-import { observeRequests } from './observability/http.ts';
-import { traceRequests } from './observability/spans.ts';
+import { observeRequests } from '../lib/observability/http.ts';
+import { traceRequests } from '../lib/observability/spans.ts';
 import { policyRoutes } from './routes/policy.ts';
 import { analyticsRoutes } from './routes/analytics.ts';
 import { jwksRoutes, receiptRoutes } from './routes/receipts.ts';
@@ -22,15 +19,6 @@ import { invocationRoutes } from './routes/invocations.ts';
 import { credentialRoutes } from './routes/credentials.ts';
 import { settlementRoutes } from './routes/settlement.ts';
 import { openapiRoutes } from './openapi/routes.ts';
-
-export type AppDeps = {
-  config: GatewayConfig;
-  orm: MikroORM;
-  temporal: Client;
-  log: Logger;
-  version: { name: string; version: string; commit: string | null };
-  readiness: () => Promise<Record<string, boolean>>;
-};
 
 export function createApp(deps: AppDeps): Koa {
   const app = new Koa();

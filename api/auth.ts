@@ -3,7 +3,7 @@
 import { createSecretKey, hash, type KeyObject } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
-import type { GatewayConfig } from './config.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
 import { respondEmpty } from './errors.ts';
 
 export type Caller = { tenantId: string; userId: string };

@@ -2,26 +2,11 @@
 // and a coarse, caller-safe message; anything else is a 500 with no body, logged server-side
 // by its kind and where it was thrown.
 import type { Context, Next } from 'koa';
-import type { Logger } from './log.ts';
-import { errorFrames, errorKind } from '../activities/error-kind.ts';
+import type { Logger } from '../lib/log.ts';
+import { errorFrames, errorKind } from '../lib/error-kind.ts';
+import { ApiError } from '../lib/http-error.ts';
 
-export class ApiError extends Error {
-  readonly status: number;
-  readonly headers: Record<string, string>;
-  /** A body other than `{error: message}`, for the one answer that needs it: the x402 challenge. */
-  readonly body: Record<string, unknown> | undefined;
-  constructor(status: number, message: string, headers: Record<string, string> = {}, body?: Record<string, unknown>) {
-    super(message);
-    this.status = status;
-    this.headers = headers;
-    this.body = body;
-  }
-}
-
-export const badRequest = (message: string) => new ApiError(400, message);
-export const notFound = (what = 'not found') => new ApiError(404, what);
-export const conflict = (message: string) => new ApiError(409, message);
-export const unprocessable = (message: string) => new ApiError(422, message);
+export { ApiError, badRequest, conflict, notFound, unprocessable } from '../lib/http-error.ts';
 
 /** Body-less statuses per SPEC: 401 and 500 carry no body. */
 const BODYLESS = new Set([401, 500]);
@@ -46,7 +31,7 @@ export function errorMapper(log: Logger) {
         return;
       }
       // Its kind and frames, not its message: a database error quotes the value it refused,
-      // which may be something the caller sent (activities/error-kind.ts).
+      // which may be something the caller sent (lib/error-kind.ts).
       log.error({ err: errorKind(err), at: errorFrames(err), requestId: ctx.state.requestId }, 'unhandled error');
       respondEmpty(ctx, 500);
     }

@@ -4,10 +4,10 @@ import { readFileSync } from 'node:fs';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Client } from '@temporalio/client';
 import { createApp } from './app.ts';
-import type { GatewayConfig } from './config.ts';
-import type { Logger } from './log.ts';
-import { cachedProbe } from './cached-probe.ts';
-import { readinessChecks } from './observability/metrics.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
+import type { Logger } from '../lib/log.ts';
+import { cachedProbe } from '../lib/cached-probe.ts';
+import { readinessChecks } from '../lib/observability/metrics.ts';
 
 const READINESS_INTERVAL_MS = 1_000;
 

@@ -1,12 +1,12 @@
 // Process entry: `node api/main.ts` (npm start supervises it).
-import { loadGatewayConfig } from './config.ts';
-import { openOrm } from './db/orm.ts';
-import { createLogger } from './log.ts';
+import { loadGatewayConfig } from '../gateway/config.ts';
+import { openOrm } from '../gateway/db/orm.ts';
+import { createLogger } from '../lib/log.ts';
 import { startGateway } from './gateway.ts';
 import { connectClient } from '../temporal/client.ts';
 import { requireSearchAttributes } from '../temporal/search-attribute-setup.ts';
-import { startTracing, stopTracing } from './observability/tracing.ts';
-import { startMetricsServer } from './observability/http.ts';
+import { startTracing, stopTracing } from '../lib/observability/tracing.ts';
+import { startMetricsServer } from '../lib/observability/http.ts';
 import { scheduleOrphanSweep } from './proxy/orphans.ts';
 import { scheduleStaleStreamSweep } from './proxy/stale-streams.ts';
 

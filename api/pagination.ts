@@ -2,7 +2,7 @@
 // opaque `cursor` that encodes the last id of the previous page. Ids are UUIDv7, so id order
 // is creation order and a page boundary never shifts when rows are added.
 import { badRequest } from './errors.ts';
-import { isId, type IdPrefix } from './ids.ts';
+import { isId, type IdPrefix } from '../lib/ids.ts';
 
 export const DEFAULT_LIMIT = 20;
 export const MAX_LIMIT = 100;

@@ -35,17 +35,17 @@ import { freePort, waitFor } from '../scripts/lib/ports.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
 import { ALL_SEARCH_ATTRIBUTES } from '../temporal/search-attributes.ts';
 import { connectClient } from '../temporal/client.ts';
-import { DEV_ACCOUNTS, fund } from '../contracts/chain.ts';
+import { DEV_ACCOUNTS, fund } from '../scripts/dev/chain.ts';
 import { loadFacilitatorConfig } from '../facilitator/config.ts';
 import { openFacilitatorPool } from '../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../facilitator/db/migrations.ts';
 import { startFacilitator } from '../facilitator/server.ts';
 import { addAccount } from '../facilitator/accounts.ts';
-import { issueClientCert } from '../facilitator/pki.ts';
+import { issueClientCert } from '../scripts/dev/pki.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
-import { createLogger } from '../api/log.ts';
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../facilitator/x402/eip3009.ts';
-import type { Payment, PaymentRequirements } from '../facilitator/x402/schemas.ts';
+import { createLogger } from '../lib/log.ts';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../x402/eip3009.ts';
+import type { Payment, PaymentRequirements } from '../x402/schemas.ts';
 import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
 
 const AMOUNT = 10_000n;
@@ -76,7 +76,7 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
   const postgresUrl = process.env.DATABASE_URL ?? ((await canConnect(local)) ? local : undefined);
 
   say(`bench:settle: starting Temporal, PostgreSQL, anvil + token (data in ${dataDir})`);
-  // Our own dev server, so its SQLite pragmas can be chosen; the same flags as temporal/dev-server.ts otherwise.
+  // Our own dev server, so its SQLite pragmas can be chosen; the same flags as scripts/dev/temporal-dev-server.ts otherwise.
   await mkdir(dataDir, { recursive: true });
   const temporalPort = await freePort();
   const temporalArgs = ['server', 'start-dev', '--db-filename', join(dataDir, 'temporal.sqlite'), '--ip', '127.0.0.1', '--port', String(temporalPort), '--namespace', 'default', '--headless', '--log-level', 'error'];

@@ -7,7 +7,7 @@ import { request } from 'undici';
 import { startInfra, appEnvironment, type Infra } from '../scripts/lib/infra.ts';
 import { freePort, waitFor } from '../scripts/lib/ports.ts';
 import { canConnect, dropDatabase } from '../scripts/lib/postgres.ts';
-import { mintToken } from '../api/tokens.ts';
+import { mintToken } from '../gateway/tokens.ts';
 
 export async function startBenchInfra(name: string, dataDir: string): Promise<Infra> {
   const local = 'postgres://postgres@127.0.0.1:5432/postgres';

@@ -5,7 +5,7 @@
 import type pg from 'pg';
 import { getAddress } from 'ethers';
 import { v7 as uuidv7 } from 'uuid';
-import { certFingerprint256 } from './pki.ts';
+import { certFingerprint256 } from './fingerprint.ts';
 
 export type AccountKind = { network: string; asset: string };
 

@@ -2,13 +2,13 @@
 // endpoints; the open one serves only the read-only /supported and /healthz.
 import Koa from 'koa';
 import Router from '@koa/router';
-import type { Logger } from '../api/log.ts';
+import type { Logger } from '../lib/log.ts';
 import type { FacilitatorConfig } from './config.ts';
 import type { Readiness } from './readiness.ts';
 import { settleHandler, type SettleDeps } from './settle.ts';
-import { observeRequests, observeSettlements } from '../api/observability/http.ts';
-import { traceRequests } from '../api/observability/spans.ts';
-import { errorFrames, errorKind } from '../activities/error-kind.ts';
+import { observeRequests, observeSettlements } from '../lib/observability/http.ts';
+import { traceRequests } from '../lib/observability/spans.ts';
+import { errorFrames, errorKind } from '../lib/error-kind.ts';
 
 export type FacilitatorDeps = SettleDeps & { config: FacilitatorConfig; readiness: Readiness; log: Logger };
 

@@ -3,9 +3,9 @@
 // (decoded from the token's custom errors); anything else from the RPC is an outage and is
 // thrown, for the activity's retry policy to handle.
 import { Interface, JsonRpcProvider, Signature, isError } from 'ethers';
-import { TOKEN_ABI } from '../contracts/chain.ts';
-import type { TransferAuthorization } from './x402/schemas.ts';
-import type { SignerKind } from './x402/verify.ts';
+import { TOKEN_ABI } from '../contracts/token.ts';
+import type { TransferAuthorization } from '../x402/schemas.ts';
+import type { SignerKind } from '../x402/verify.ts';
 
 export const tokenInterface = new Interface(TOKEN_ABI);
 

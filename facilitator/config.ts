@@ -3,8 +3,8 @@
 import { readFileSync } from 'node:fs';
 import { getAddress } from 'ethers';
 import { z } from 'zod';
-import type { TokenDomain } from './x402/eip3009.ts';
-import { loadTemporalSettings, type TemporalConnectionOptions } from '../temporal/connection-settings.ts';
+import type { TokenDomain } from '../x402/eip3009.ts';
+import { loadTemporalSettings, type TemporalConnectionOptions } from '../lib/temporal-connection.ts';
 
 const amount = z.string().regex(/^[0-9]{1,78}$/, 'must be a decimal integer string');
 

@@ -8,13 +8,13 @@ import { openFacilitatorPool } from './db/pool.ts';
 import { migrateFacilitator } from './db/migrations.ts';
 import { startFacilitator } from './server.ts';
 import { loadKeystoreSigner } from './signer.ts';
-import { createLogger } from '../api/log.ts';
+import { createLogger } from '../lib/log.ts';
 import { connectClient } from '../temporal/client.ts';
 import { requireSearchAttributes } from '../temporal/search-attribute-setup.ts';
-import { startFacilitatorMetrics } from '../api/observability/facilitator.ts';
+import { startFacilitatorMetrics } from './metrics.ts';
 import { createChainProvider } from './chain.ts';
 import { gasWalletAddress } from './config.ts';
-import { startTracing, stopTracing } from '../api/observability/tracing.ts';
+import { startTracing, stopTracing } from '../lib/observability/tracing.ts';
 
 // Before the Temporal client and the apps are built: they install tracing only when it is on.
 startTracing(process.env, 'x402-facilitator');

@@ -4,7 +4,7 @@
 // own result stays the fallback (and the only source for answers without a record: guardrail
 // refusals), so a lost notification only costs latency. One LISTEN connection per process.
 import pg from 'pg';
-import type { Logger } from '../api/log.ts';
+import type { Logger } from '../lib/log.ts';
 import { OUTCOME_CHANNEL, type AnnouncedOutcome } from './store.ts';
 
 export type OutcomeWaiter = { promise: Promise<AnnouncedOutcome>; cancel(): void };

@@ -2,7 +2,7 @@
 // consults a cached result (it must not add an RPC round trip per settle); a cached "not
 // ready" is re-checked at once, so recovery is seen on the next call.
 import type { JsonRpcProvider } from 'ethers';
-import { cachedProbe } from '../api/cached-probe.ts';
+import { cachedProbe } from '../lib/cached-probe.ts';
 
 export type ReadinessReport = { ready: boolean; checks: { rpc: boolean; gas_balance: boolean } };
 

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { Client, type ConnectionLike } from '@temporalio/client';
 import { NativeConnection, type WorkflowBundle } from '@temporalio/worker';
 import type pg from 'pg';
-import type { Logger } from '../api/log.ts';
+import type { Logger } from '../lib/log.ts';
 import { requireTlsFiles, gasWalletAddress, type FacilitatorConfig } from './config.ts';
 import { createMutualTlsApp, createPublicApp } from './app.ts';
 import { createAccountLookup } from './accounts.ts';
@@ -19,7 +19,7 @@ import { createOutcomeListener } from './outcomes.ts';
 import { startSweeper } from './sweeper.ts';
 import type { TransactionSigner } from './signer.ts';
 import { createFacilitatorWorker } from '../temporal/facilitator-worker.ts';
-import { temporalClientInterceptors } from '../api/observability/tracing.ts';
+import { temporalClientInterceptors } from '../lib/observability/tracing.ts';
 
 export type RunningFacilitator = {
   url: string;

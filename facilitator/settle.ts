@@ -15,22 +15,22 @@ import type { Context } from 'koa';
 import getRawBody from 'raw-body';
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import type pg from 'pg';
-import type { Logger } from '../api/log.ts';
+import type { Logger } from '../lib/log.ts';
 import type { SettlementWorkflow } from '../workflows/settlement.ts';
 import type { SettlementOutcome } from '../activities/settlement/types.ts';
 import type { FreshReads, SettlementRunner } from '../activities/settlement/index.ts';
 import { outcomeOfRecord } from '../activities/settlement/verify.ts';
-import { errorKind } from '../activities/error-kind.ts';
+import { errorKind } from '../lib/error-kind.ts';
 import type { FacilitatorConfig } from './config.ts';
 import type { Account } from './accounts.ts';
 import type { Readiness } from './readiness.ts';
 import type { OutcomeListener } from './outcomes.ts';
 import { findSettlement, loadSettleRequest, saveSettleRequest, settlementKey, workflowLabels } from './store.ts';
 import { recordWorkflowStart, startSettlementWorkflow } from './workflow-start.ts';
-import { recoverAuthorizer } from './x402/eip3009.ts';
-import { authorizationSigner, termsMismatch } from './x402/verify.ts';
-import { CONTRACT_SIGNATURE_TIMEOUT_MS, contractSignatureCheckFor } from './x402/erc1271.ts';
-import { SettleRequest, type PaymentRequirements, type SettleResponse } from './x402/schemas.ts';
+import { recoverAuthorizer } from '../x402/eip3009.ts';
+import { authorizationSigner, termsMismatch } from '../x402/verify.ts';
+import { CONTRACT_SIGNATURE_TIMEOUT_MS, contractSignatureCheckFor } from '../x402/erc1271.ts';
+import { SettleRequest, type PaymentRequirements, type SettleResponse } from '../x402/schemas.ts';
 
 /** The one reason a caller is ever given for a payment that was not collected. */
 export const COARSE_FAILURE_REASON = 'settlement_failed';

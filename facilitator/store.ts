@@ -10,7 +10,7 @@ import { Transaction, getAddress } from 'ethers';
 import { v7 as uuidv7 } from 'uuid';
 import { inTransaction } from './db/pool.ts';
 import type { Account, AccountKind } from './accounts.ts';
-import type { SettleRequest } from './x402/schemas.ts';
+import type { SettleRequest } from '../x402/schemas.ts';
 
 export type SettlementStatus = 'claimed' | 'signed' | 'broadcast' | 'pending' | 'settled' | 'failed';
 

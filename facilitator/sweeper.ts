@@ -9,7 +9,7 @@
 // closed), and marks it. Every facilitator process runs one; they may overlap harmlessly.
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
-import type { Logger } from '../api/log.ts';
+import type { Logger } from '../lib/log.ts';
 import type { FacilitatorConfig } from './config.ts';
 import { unstartedSettlements } from './store.ts';
 import { recordWorkflowStart, startSettlementWorkflow } from './workflow-start.ts';

@@ -14,9 +14,9 @@ import { getAddress, getCreateAddress } from 'ethers';
 import { openFacilitatorPool } from '../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../facilitator/db/migrations.ts';
 import { addAccount, deactivateAccount, listAccounts, type Account, type AccountKind } from '../facilitator/accounts.ts';
-import { certFingerprint256 } from '../facilitator/pki.ts';
+import { certFingerprint256 } from './dev/pki.ts';
 import { failedGasToday } from '../facilitator/store.ts';
-import { DEV_ACCOUNTS } from '../contracts/chain.ts';
+import { DEV_ACCOUNTS } from './dev/chain.ts';
 import { parseCommand, reportUncaught, usageExit } from './lib/cli.ts';
 
 const USAGE = `usage:

@@ -1,6 +1,6 @@
 // `npm run migrate`: applies the committed migrations to DATABASE_URL (creating the
 // database when missing). `npm start` does this itself; this is for external databases.
-import { openOrm, migrate } from '../api/db/orm.ts';
+import { openOrm, migrate } from '../gateway/db/orm.ts';
 import { ensureDatabase } from './lib/postgres.ts';
 import { parseCommand, runCommand, UsageError } from './lib/cli.ts';
 

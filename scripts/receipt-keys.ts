@@ -3,8 +3,8 @@
 // (the newest) unless RECEIPT_ACTIVE_KID pins another; older keys stay published so the
 // receipts they signed keep verifying. Remove an old key file only when none of its
 // receipts need verifying any more.
-import { generateKey, readKeys } from '../api/receipts/keys.ts';
-import { loadReceiptConfig } from '../api/receipts/config.ts';
+import { generateKey, readKeys } from '../gateway/receipts/keys.ts';
+import { loadReceiptConfig } from '../gateway/receipts/config.ts';
 
 import { parseCommand, runCommand, usageExit } from './lib/cli.ts';
 

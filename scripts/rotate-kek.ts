@@ -2,9 +2,9 @@
 // Deploy order: add the new key to VAULT_KEKS everywhere (API and workers keep the old one
 // too), set VAULT_KEK_CURRENT to it, run this, then the old key may be dropped from VAULT_KEKS.
 // Reads DATABASE_URL, VAULT_KEKS and VAULT_KEK_CURRENT; prints counts, never key material.
-import { loadVaultConfig } from '../api/credentials/config.ts';
-import { rewrapAll } from '../api/credentials/rotation.ts';
-import { openOrm } from '../api/db/orm.ts';
+import { loadVaultConfig } from '../gateway/credentials/config.ts';
+import { rewrapAll } from '../gateway/credentials/rotation.ts';
+import { openOrm } from '../gateway/db/orm.ts';
 import { parseCommand } from './lib/cli.ts';
 
 parseCommand({

@@ -5,9 +5,9 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { appEnvironment, startInfra } from './lib/infra.ts';
 import { assertPortFree, waitFor } from './lib/ports.ts';
-import { stopChild } from '../temporal/dev-server.ts';
-import { mintToken } from '../api/tokens.ts';
-import { ensureDevAccount } from '../facilitator/dev-account.ts';
+import { stopChild } from './dev/temporal-dev-server.ts';
+import { mintToken } from '../gateway/tokens.ts';
+import { ensureDevAccount } from './dev/facilitator-account.ts';
 
 const env = process.env;
 const num = (name: string, fallback: number) => Number(env[name] ?? fallback);

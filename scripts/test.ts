@@ -1,5 +1,6 @@
-// `npm test`: type checking, lint, then the whole mocha suite against real services. Always
-// ends with one plain line `N passed, N failed` (the suite's, or a failed step's).
+// `npm test`: type checking, lint, the layer rules (.dependency-cruiser.cjs), then the whole
+// mocha suite against real services. Always ends with one plain line `N passed, N failed` (the
+// suite's, or a failed step's).
 import { spawnSync } from 'node:child_process';
 
 function step(name: string, command: string, args: string[]): boolean {
@@ -9,12 +10,18 @@ function step(name: string, command: string, args: string[]): boolean {
 }
 
 const bin = (tool: string) => `node_modules/.bin/${tool}`;
+/** Every folder of code, production and tooling: the layer rules (.dependency-cruiser.cjs) say what may import what. */
+const LAYERED = ['lib', 'x402', 'gateway', 'activities', 'workflows', 'temporal', 'api', 'facilitator', 'contracts', 'scripts', 'bench', 'test'];
 if (!step('type check', bin('tsc'), ['--noEmit', '-p', '.'])) {
   process.stdout.write('type check failed\n0 passed, 1 failed\n');
   process.exit(1);
 }
 if (!step('lint', bin('eslint'), ['.'])) {
   process.stdout.write('lint failed\n0 passed, 1 failed\n');
+  process.exit(1);
+}
+if (!step('layers', bin('depcruise'), ['--config', '.dependency-cruiser.cjs', '--output-type', 'err', ...LAYERED])) {
+  process.stdout.write('layer rules broken\n0 passed, 1 failed\n');
   process.exit(1);
 }
 // With no arguments, the whole suite; `npm test -- test/x.test.ts` runs one file (still one stack).

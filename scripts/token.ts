@@ -1,8 +1,8 @@
 // `npm run token -- --tenant T --user U [--ttl 1h]`: prints a bearer token valid for the
 // running configuration (AUTH_JWT_SECRET, or the secret `npm start` keeps in DATA_DIR).
 import { resolve } from 'node:path';
-import { mintToken } from '../api/tokens.ts';
-import { MIN_HS256_SECRET_BYTES } from '../api/config.ts';
+import { mintToken } from '../gateway/tokens.ts';
+import { MIN_HS256_SECRET_BYTES } from '../gateway/config.ts';
 import { loadDevSecrets } from './lib/secrets.ts';
 import { parseCommand, runCommand, usageExit, UsageError } from './lib/cli.ts';
 

@@ -5,9 +5,9 @@
 // claims and exits 0; prints why and exits 1 when the receipt does not verify.
 import { readFileSync } from 'node:fs';
 import type { JWK } from 'jose';
-import { verifyReceipt } from '../api/receipts/receipt.ts';
-import { readKeys } from '../api/receipts/keys.ts';
-import { loadReceiptConfig } from '../api/receipts/config.ts';
+import { verifyReceipt } from '../gateway/receipts/receipt.ts';
+import { readKeys } from '../gateway/receipts/keys.ts';
+import { loadReceiptConfig } from '../gateway/receipts/config.ts';
 import { parseCommand, usageExit, UsageError } from './lib/cli.ts';
 
 const USAGE = `usage: npm run verify-receipt -- FILE [--jwks FILE_OR_URL]

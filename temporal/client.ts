@@ -1,9 +1,9 @@
 // The Temporal client used by the API (starting workflows) and by tests and scripts. With
-// tracing on (api/observability/tracing.ts, started before this), each workflow start is a
+// tracing on (lib/observability/tracing.ts, started before this), each workflow start is a
 // span whose context travels to the workflow in its headers.
 import { Client, Connection } from '@temporalio/client';
-import { temporalClientInterceptors } from '../api/observability/tracing.ts';
-import type { TemporalConnectionOptions } from './connection-settings.ts';
+import { temporalClientInterceptors } from '../lib/observability/tracing.ts';
+import type { TemporalConnectionOptions } from '../lib/temporal-connection.ts';
 
 /** A client on `target`: an address (plain gRPC) or the full settings (TLS, API key). */
 export async function connectClient(target: string | TemporalConnectionOptions, namespace: string): Promise<Client> {

@@ -5,7 +5,7 @@ import { openFacilitatorPool } from '../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../facilitator/db/migrations.ts';
 import { createChainProvider } from '../facilitator/chain.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
-import { createLogger } from '../api/log.ts';
+import { createLogger } from '../lib/log.ts';
 import { createFacilitatorWorker } from './facilitator-worker.ts';
 import { requireSearchAttributes } from './search-attribute-setup.ts';
 

@@ -10,7 +10,7 @@ import { createSettlementSteps, type SettlementRunner } from '../activities/sett
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { TransactionSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
-import { temporalWorkerTracing } from '../api/observability/tracing.ts';
+import { temporalWorkerTracing } from '../lib/observability/tracing.ts';
 
 export const facilitatorWorkflowsPath = fileURLToPath(new URL('../workflows/facilitator.ts', import.meta.url));
 

@@ -1,10 +1,10 @@
 // Process entry: `node temporal/gateway-worker-main.ts` (npm start supervises it).
-import { loadGatewayConfig } from '../api/config.ts';
-import { openOrm } from '../api/db/orm.ts';
-import { createLogger } from '../api/log.ts';
+import { loadGatewayConfig } from '../gateway/config.ts';
+import { openOrm } from '../gateway/db/orm.ts';
+import { createLogger } from '../lib/log.ts';
 import { createGatewayWorker } from './gateway-worker.ts';
-import { startMetricsServer } from '../api/observability/http.ts';
-import { startTracing, stopTracing } from '../api/observability/tracing.ts';
+import { startMetricsServer } from '../lib/observability/http.ts';
+import { startTracing, stopTracing } from '../lib/observability/tracing.ts';
 import { connectClient } from './client.ts';
 import { requireSearchAttributes } from './search-attribute-setup.ts';
 import { ensureRetentionSchedule, loadBodyRetentionDays, loadRetentionDays } from './retention-schedule.ts';

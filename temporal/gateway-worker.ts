@@ -4,13 +4,13 @@ import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createInvocationActivities, createReceiptActivities, createRetentionActivities } from '../activities/index.ts';
-import { activityObservability } from '../api/observability/worker.ts';
-import { temporalWorkerTracing } from '../api/observability/tracing.ts';
-import { createLogger } from '../api/log.ts';
-import { createUpstreamClient } from '../api/upstream/client.ts';
-import { createPostgresBodyStore } from '../api/proxy/body-store.ts';
-import { createCredentialResolver } from '../api/credentials/resolver.ts';
-import type { GatewayConfig } from '../api/config.ts';
+import { activityObservability } from '../lib/observability/worker.ts';
+import { temporalWorkerTracing } from '../lib/observability/tracing.ts';
+import { createLogger } from '../lib/log.ts';
+import { createUpstreamClient } from '../gateway/upstream/client.ts';
+import { createPostgresBodyStore } from '../gateway/body-store.ts';
+import { createCredentialResolver } from '../gateway/credentials/resolver.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
 
 export const gatewayWorkflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 

@@ -6,7 +6,7 @@
 // the command that creates them.
 import { Connection } from '@temporalio/client';
 import { ALL_SEARCH_ATTRIBUTES } from './search-attributes.ts';
-import { describeConnection, type TemporalConnectionOptions } from './connection-settings.ts';
+import { describeConnection, type TemporalConnectionOptions } from '../lib/temporal-connection.ts';
 
 // temporal.api.enums.v1.IndexedValueType, by the SDK's SearchAttributeType names.
 const INDEXED_VALUE_TYPE: Record<string, number> = { TEXT: 1, KEYWORD: 2, INT: 3, DOUBLE: 4, BOOL: 5, DATETIME: 6, KEYWORD_LIST: 7 };

@@ -1,5 +1,5 @@
 // Custom search attributes: what makes the Temporal Web UI the operator's console.
-// Registered when the dev server starts (temporal/dev-server.ts); imported by workflows too,
+// Registered when the dev server starts (scripts/dev/temporal-dev-server.ts); imported by workflows too,
 // so this module stays free of I/O.
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 

@@ -12,9 +12,9 @@ import { call, callAt } from './support/http.ts';
 import { createAgent } from './support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { startGateway } from '../api/gateway.ts';
-import { createLogger } from '../api/log.ts';
+import { createLogger } from '../lib/log.ts';
 import { createGatewayWorker } from '../temporal/gateway-worker.ts';
-import type { GatewayConfig } from '../api/config.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
 
 describe('a call accepted before its agent was suspended or deleted', function () {
   this.timeout(90_000);

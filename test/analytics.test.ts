@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { exactPercentile } from '../api/analytics/sketch.ts';
-import { newId } from '../api/ids.ts';
+import { exactPercentile } from '../gateway/analytics/sketch.ts';
+import { newId } from '../lib/ids.ts';
 
 type Sample = {
   agent: string;

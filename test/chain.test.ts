@@ -20,8 +20,8 @@ import {
   parseUnits,
   type Contract,
 } from 'ethers';
-import { CHAIN_ID, DEV_ACCOUNTS, TOKEN_ABI, deployToken, fund, startAnvil, tokenContract, type RunningAnvil } from '../contracts/chain.ts';
-import { compileToken } from '../contracts/compile.ts';
+import { CHAIN_ID, DEV_ACCOUNTS, TOKEN_ABI, deployToken, fund, startAnvil, tokenContract, type RunningAnvil } from '../scripts/dev/chain.ts';
+import { compileToken } from '../scripts/dev/compile.ts';
 
 const CACHE_DIR = fileURLToPath(new URL('../.test-data/contracts', import.meta.url));
 const TRANSFER_TYPES = {

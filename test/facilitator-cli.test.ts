@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { stack } from './support/stack.ts';
 import { devCa, facilitatorClient, newPayTo, newPayer, requirements, settleBody, signPayment } from './support/x402.ts';
-import { certFingerprint256, issueClientCert } from '../facilitator/pki.ts';
+import { certFingerprint256, issueClientCert } from '../scripts/dev/pki.ts';
 
 const run = promisify(execFile);
 

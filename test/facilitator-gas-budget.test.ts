@@ -11,9 +11,9 @@ import { stack } from './support/stack.ts';
 import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
 import { chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, type TestAccount } from './support/x402.ts';
 import { failedGasToday, findSettlement, settlementKey } from '../facilitator/store.ts';
-import { tokenContract } from '../contracts/chain.ts';
+import { tokenContract } from '../scripts/dev/chain.ts';
 import { EOA_TRANSFER_GAS_LIMIT } from '../facilitator/chain.ts';
-import { registry } from '../api/observability/metrics.ts';
+import { registry } from '../lib/observability/metrics.ts';
 
 describe('facilitator: failed-gas budget per account', function () {
   this.timeout(120_000);

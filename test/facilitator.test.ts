@@ -6,7 +6,7 @@ import { createReadiness } from '../facilitator/readiness.ts';
 import { connect } from 'node:tls';
 import { request } from 'undici';
 import { Wallet, toQuantity, parseEther } from 'ethers';
-import { DEV_ACCOUNTS, tokenContract } from '../contracts/chain.ts';
+import { DEV_ACCOUNTS, tokenContract } from '../scripts/dev/chain.ts';
 import { stack } from './support/stack.ts';
 import {
   balanceOf,
@@ -23,7 +23,7 @@ import {
   type TestAccount,
 } from './support/x402.ts';
 import { deactivateAccount } from '../facilitator/accounts.ts';
-import { ensureDevPki, issueClientCert } from '../facilitator/pki.ts';
+import { ensureDevPki, issueClientCert } from '../scripts/dev/pki.ts';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

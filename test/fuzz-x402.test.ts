@@ -13,8 +13,8 @@ import { newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, 
 import { assertErrorBody, forAllCases, show } from './support/fuzz.ts';
 import { anyJson, queryPairs, queryString, wrongType } from './support/fuzz-arbitraries.ts';
 import { applyMutation, encodeHeader, encoding, garbageHeader, mutation, type Mutation } from './support/fuzz-payments.ts';
-import { decodePaymentHeader, Payment, SettleRequest } from '../facilitator/x402/schemas.ts';
-import { verifyExactPayment } from '../facilitator/x402/verify.ts';
+import { decodePaymentHeader, Payment, SettleRequest } from '../x402/schemas.ts';
+import { verifyExactPayment } from '../x402/verify.ts';
 import { settlementKey } from '../facilitator/store.ts';
 
 const PRICE = 1000n;

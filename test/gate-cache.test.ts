@@ -16,10 +16,10 @@ import { stack } from './support/stack.ts';
 import { call, callAt } from './support/http.ts';
 import { createAgent, rawUpstream, readAll, type RawUpstream } from './support/proxy-helpers.ts';
 import { startGateway } from '../api/gateway.ts';
-import { createLogger } from '../api/log.ts';
-import { openOrm } from '../api/db/orm.ts';
-import { changeFeedFor, createChangeFeed, type ChangeFeed } from '../api/db/change-feed.ts';
-import { createFeedCache } from '../api/db/feed-cache.ts';
+import { createLogger } from '../lib/log.ts';
+import { openOrm } from '../gateway/db/orm.ts';
+import { changeFeedFor, createChangeFeed, type ChangeFeed } from '../gateway/db/change-feed.ts';
+import { createFeedCache } from '../gateway/db/feed-cache.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

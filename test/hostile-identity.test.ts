@@ -10,8 +10,8 @@ import { exportJWK, generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import { stack } from './support/stack.ts';
 import { callAt } from './support/http.ts';
 import { startGateway } from '../api/gateway.ts';
-import { createLogger } from '../api/log.ts';
-import { loadGatewayConfig, type GatewayConfig } from '../api/config.ts';
+import { createLogger } from '../lib/log.ts';
+import { loadGatewayConfig, type GatewayConfig } from '../gateway/config.ts';
 
 type Auth = Partial<GatewayConfig['auth']>;
 

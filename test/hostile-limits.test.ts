@@ -8,9 +8,9 @@ import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { createAgent, rawUpstream, readAll } from './support/proxy-helpers.ts';
 import { connect, type AddressInfo } from 'node:net';
-import { BreakerRegistry } from '../api/upstream/breaker.ts';
+import { BreakerRegistry } from '../gateway/upstream/breaker.ts';
 import { startGateway } from '../api/gateway.ts';
-import { createLogger } from '../api/log.ts';
+import { createLogger } from '../lib/log.ts';
 import { callAt } from './support/http.ts';
 
 function stream(token: string, agentId: string, path = '') {

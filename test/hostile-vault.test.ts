@@ -13,9 +13,9 @@ import { stack } from './support/stack.ts';
 import { call, callAt, uniqueName, waitForInvocation, type Reply } from './support/http.ts';
 import { assertError, clientTlsBundle, tenantVaultRef, vaultWrite } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { loadSettlementClientTls, SettlementCredentialError } from '../api/settlement/tls.ts';
+import { loadSettlementClientTls, SettlementCredentialError } from '../gateway/settlement/tls.ts';
 import { startGateway } from '../api/gateway.ts';
-import { readVaultSecret, VaultReadError } from '../api/credentials/vault.ts';
+import { readVaultSecret, VaultReadError } from '../gateway/credentials/vault.ts';
 
 const sql = (text: string, params: unknown[]) => stack().orm.em.fork().getConnection().execute(text, params);
 

@@ -14,8 +14,8 @@ import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { newAccount, newPayTo, newPayer, requirements, settleBody, signPayment } from './support/x402.ts';
 import { startGateway } from '../api/gateway.ts';
-import { startMetricsServer } from '../api/observability/http.ts';
-import { startFacilitatorMetrics } from '../api/observability/facilitator.ts';
+import { startMetricsServer } from '../lib/observability/http.ts';
+import { startFacilitatorMetrics } from '../facilitator/metrics.ts';
 import { chainProvider } from './support/x402.ts';
 
 type Samples = Map<string, number>;

@@ -12,7 +12,7 @@ import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { agentRoutes } from '../api/routes/agents.ts';
 import { credentialRoutes } from '../api/routes/credentials.ts';
 import { settlementRoutes } from '../api/routes/settlement.ts';
-import type { AppDeps } from '../api/app.ts';
+import type { AppDeps } from '../api/deps.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
 const CHECKED_TAGS = new Set(['Agents', 'Credentials', 'Settlement']);

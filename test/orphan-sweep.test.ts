@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { stack } from './support/stack.ts';
-import { newId } from '../api/ids.ts';
+import { newId } from '../lib/ids.ts';
 import { closeOrphanedInvocations } from '../api/proxy/orphans.ts';
 
 async function pendingRow(tenantId: string, createdAt: Date): Promise<string> {

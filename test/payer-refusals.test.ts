@@ -15,12 +15,12 @@ import { closedPort } from './support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { balanceOf, chainProvider, encodePayment, newAccount, newPayTo, newPayer, signPayment, type TestAccount } from './support/x402.ts';
 import { connectClient } from '../temporal/client.ts';
-import { startTemporalDevServer } from '../temporal/dev-server.ts';
+import { startTemporalDevServer } from '../scripts/dev/temporal-dev-server.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
 import { freePort } from '../scripts/lib/ports.ts';
 import { startGateway } from '../api/gateway.ts';
-import { createLogger } from '../api/log.ts';
-import type { GatewayConfig } from '../api/config.ts';
+import { createLogger } from '../lib/log.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
 
 describe('payer: refused calls are never charged', function () {
   this.timeout(120_000);

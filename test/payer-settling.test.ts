@@ -19,8 +19,8 @@ import { startFacilitatorStack, until, type FacilitatorStack } from './support/f
 import { balanceOf, chainProvider, encodePayment, newAccount, newPayTo, newPayer, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
 import { findSettlement, settlementKey } from '../facilitator/store.ts';
 import { startGateway } from '../api/gateway.ts';
-import { createLogger } from '../api/log.ts';
-import type { GatewayConfig } from '../api/config.ts';
+import { createLogger } from '../lib/log.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
 
 describe('payer: a payment that can still land is never a 402', function () {
   this.timeout(120_000);

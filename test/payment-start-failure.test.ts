@@ -16,7 +16,7 @@ import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { balanceOf, chainProvider, encodePayment, newAccount, newPayTo, newPayer, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
 import { connectClient } from '../temporal/client.ts';
 import { startGateway } from '../api/gateway.ts';
-import { createLogger } from '../api/log.ts';
+import { createLogger } from '../lib/log.ts';
 import { deactivateAccount } from '../facilitator/accounts.ts';
 
 describe('paid call whose workflow start fails', function () {

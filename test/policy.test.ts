@@ -8,12 +8,12 @@ import { Readable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { stack } from './support/stack.ts';
-import { changeFeedFor } from '../api/db/change-feed.ts';
+import { changeFeedFor } from '../gateway/db/change-feed.ts';
 import { call, uniqueName } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { startGateway } from '../api/gateway.ts';
-import { createLogger } from '../api/log.ts';
-import { closeRedisClients } from '../api/policy/redis.ts';
+import { createLogger } from '../lib/log.ts';
+import { closeRedisClients } from '../gateway/policy/redis.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 // A port nothing listens on: every Redis command fails, for real.

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { stack } from './support/stack.ts';
 import { call, waitForInvocation } from './support/http.ts';
 import { createAgent, rawUpstream, readAll, waitForRow, type RawUpstream } from './support/proxy-helpers.ts';
-import { InvocationSchema } from '../api/db/entities.ts';
+import { InvocationSchema } from '../gateway/db/entities.ts';
 
 describe('proxy: invocation list and credential injection', () => {
   let up: RawUpstream;

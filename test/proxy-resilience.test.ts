@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { Readable } from 'node:stream';
 import { closedPort, rawUpstream, readAll, type RawUpstream } from './support/proxy-helpers.ts';
-import { createUpstreamClient, UpstreamError, type UpstreamClient, type UpstreamRequest } from '../api/upstream/client.ts';
-import { fullJitterDelay, parseRetryAfter } from '../api/upstream/retry.ts';
+import { createUpstreamClient, UpstreamError, type UpstreamClient, type UpstreamRequest } from '../gateway/upstream/client.ts';
+import { fullJitterDelay, parseRetryAfter } from '../gateway/upstream/retry.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // Each attempt counts with the breaker; tests of the retry loop keep it out of the way.

@@ -9,7 +9,7 @@ import { stack } from './support/stack.ts';
 import { call, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { closedPort, createAgent, invocationRow, nodeRequest, rawUpstream, readAll } from './support/proxy-helpers.ts';
-import { AgentSchema } from '../api/db/entities.ts';
+import { AgentSchema } from '../gateway/db/entities.ts';
 
 async function invoke(token: string, agentId: string, body: string | Buffer = 'x', headers: Record<string, string> = {}) {
   return call('POST', `/v1/proxy/${agentId}`, { token, body, headers });

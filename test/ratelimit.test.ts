@@ -8,8 +8,8 @@ import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { call } from './support/http.ts';
 import { createAgent, rawUpstream, readAll, startProxyApp, type RawUpstream } from './support/proxy-helpers.ts';
-import { createMemoryLimiter, createRedisLimiter, bucketsFor, retryAfterSeconds, type RateLimiter } from '../api/ratelimit/index.ts';
-import { TAKE_SCRIPT } from '../api/ratelimit/redis.ts';
+import { createMemoryLimiter, createRedisLimiter, bucketsFor, retryAfterSeconds, type RateLimiter } from '../gateway/ratelimit/index.ts';
+import { TAKE_SCRIPT } from '../gateway/ratelimit/redis.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const settings = { agentRps: 50, agentBurst: 100, globalRps: 2000, globalBurst: 4000 };

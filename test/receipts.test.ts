@@ -14,8 +14,8 @@ import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { newAccount, newPayTo, newPayer, signPayment, encodePayment, type TestAccount } from './support/x402.ts';
-import { verifyReceipt } from '../api/receipts/receipt.ts';
-import { generateKey } from '../api/receipts/keys.ts';
+import { verifyReceipt } from '../gateway/receipts/receipt.ts';
+import { generateKey } from '../gateway/receipts/keys.ts';
 import { createReceiptActivities } from '../activities/receipts.ts';
 
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');

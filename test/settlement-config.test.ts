@@ -9,7 +9,7 @@ import { request as httpsRequest } from 'node:https';
 import { stack } from './support/stack.ts';
 import { callAt, call, uniqueName } from './support/http.ts';
 import { assertEmpty, assertError, clientTlsBundle, expiredBundle, mismatchedBundle, startBrokenGateway, vaultWrite } from './support/catalog.ts';
-import { loadSettlementClientTls } from '../api/settlement/tls.ts';
+import { loadSettlementClientTls } from '../gateway/settlement/tls.ts';
 
 const FACILITATOR = 'https://facilitator.example.com';
 

@@ -13,7 +13,7 @@ import { stack } from './support/stack.ts';
 import { startFacilitatorStack, spawnFacilitatorWorker, until, type FacilitatorStack, type SpawnedWorker } from './support/facilitator.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
 import { Transaction, Wallet } from 'ethers';
-import { DEV_ACCOUNTS, tokenContract } from '../contracts/chain.ts';
+import { DEV_ACCOUNTS, tokenContract } from '../scripts/dev/chain.ts';
 import { findSettlement, settlementKey, signedAttempts } from '../facilitator/store.ts';
 import { isCancelRaw } from '../activities/settlement/send.ts';
 import { startLaggingRpc, type LaggingRpc } from './support/lagging-rpc.ts';

@@ -7,14 +7,14 @@ import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { createAgent, rawUpstream, readAll, startProxyApp, waitForRow, type RawUpstream } from './support/proxy-helpers.ts';
-import { isAllowedAddress, isAllowedUpstream, isInternalAddress } from '../api/upstream/ssrf.ts';
-import { resolveChecked, type Resolver } from '../api/upstream/dispatcher.ts';
-import { createUpstreamClient, UpstreamError, type UpstreamClient } from '../api/upstream/client.ts';
-import { BlockedAddressError } from '../api/upstream/errors.ts';
+import { isAllowedAddress, isAllowedUpstream, isInternalAddress } from '../gateway/upstream/ssrf.ts';
+import { resolveChecked, type Resolver } from '../gateway/upstream/dispatcher.ts';
+import { createUpstreamClient, UpstreamError, type UpstreamClient } from '../gateway/upstream/client.ts';
+import { BlockedAddressError } from '../gateway/upstream/errors.ts';
 import { readFile } from 'node:fs/promises';
 import { createFacilitatorClient } from '../api/payment/facilitator-client.ts';
 import { devCa, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment } from './support/x402.ts';
-import { issueClientCert } from '../facilitator/pki.ts';
+import { issueClientCert } from '../scripts/dev/pki.ts';
 
 /** Fake DNS: each lookup of a name returns the next answer in its script (the last one repeats). */
 function rebindingResolver(script: Record<string, string[][]>): Resolver & { lookups: string[] } {

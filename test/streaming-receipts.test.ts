@@ -10,7 +10,7 @@ import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { call } from './support/http.ts';
 import { createAgent, invocationRow, rawUpstream, readAll, waitForRow, type RawUpstream } from './support/proxy-helpers.ts';
-import { verifyReceipt } from '../api/receipts/receipt.ts';
+import { verifyReceipt } from '../gateway/receipts/receipt.ts';
 import { createInvocationRecorder, type StartedRow } from '../api/proxy/records.ts';
 
 const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');

@@ -9,7 +9,7 @@ import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { call } from './support/http.ts';
 import { closedPort, createAgent, nodeRequest, rawUpstream, readAll, waitForRow } from './support/proxy-helpers.ts';
-import { AgentSchema } from '../api/db/entities.ts';
+import { AgentSchema } from '../gateway/db/entities.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -21,13 +21,13 @@ import { createAgent, invocationRow, waitForRow } from './support/proxy-helpers.
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { startTcpRelay, type TcpRelay } from './support/tcp-relay.ts';
 import { connectClient } from '../temporal/client.ts';
-import { startTemporalDevServer, type DevServer } from '../temporal/dev-server.ts';
+import { startTemporalDevServer, type DevServer } from '../scripts/dev/temporal-dev-server.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
 import { freePort } from '../scripts/lib/ports.ts';
 import { startGateway } from '../api/gateway.ts';
-import { createLogger } from '../api/log.ts';
+import { createLogger } from '../lib/log.ts';
 import { START_DEADLINE_MS } from '../api/proxy/start.ts';
-import type { GatewayConfig } from '../api/config.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
 
 type Gateway = { url: string; temporal: Client; close(): Promise<void> };
 

@@ -24,9 +24,9 @@ import { startWorkerProcess, stopWorkerProcess } from './support/worker-process.
 import { encodePayment, newAccount, newPayTo, newPayer, settlingTenant, signPayment } from './support/x402.ts';
 import { startFacilitatorStack } from './support/facilitator.ts';
 import { startGateway } from '../api/gateway.ts';
-import { createLogger } from '../api/log.ts';
+import { createLogger } from '../lib/log.ts';
 import { connectClient } from '../temporal/client.ts';
-import { flushTracing, startTracing, stopTracing, tracingActive } from '../api/observability/tracing.ts';
+import { flushTracing, startTracing, stopTracing, tracingActive } from '../lib/observability/tracing.ts';
 
 type OtlpValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean };
 type ExportedSpan = { traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; attributes: Record<string, unknown>; service: string };

@@ -9,8 +9,8 @@ import { Transaction } from 'ethers';
 import type { Account } from '../../facilitator/accounts.ts';
 import { transferCalldata } from '../../facilitator/chain.ts';
 import { reserveAndClaim, signAndPersist, type ClaimResult, type PresignedTransaction, type SettlementRecord } from '../../facilitator/store.ts';
-import type { SettleRequest } from '../../facilitator/x402/schemas.ts';
-import { signerKindOf } from '../../facilitator/x402/verify.ts';
+import type { SettleRequest } from '../../x402/schemas.ts';
+import { signerKindOf } from '../../x402/verify.ts';
 import type { GasPlan, SettlementDeps, VerifiedTransfer } from './types.ts';
 
 async function signTransfer(deps: SettlementDeps, request: SettleRequest, gas: GasPlan, nonce: number): Promise<{ raw: string; hash: string }> {

@@ -25,14 +25,14 @@ import { ApplicationFailure } from '@temporalio/common';
 import { getAddress } from 'ethers';
 import { completeSettlement, findSettlement, findSettlementState, loadSettleRequest, markRefused, recordRejected, storedGasNonce, type PresignedTransaction, type SettlementRecord, type StoredSettleRequest } from '../../facilitator/store.ts';
 import { findAccountById, type Account } from '../../facilitator/accounts.ts';
-import type { SettleRequest } from '../../facilitator/x402/schemas.ts';
+import type { SettleRequest } from '../../x402/schemas.ts';
 import { outcomeOfRecord, reverify, type Reverified } from './verify.ts';
 import { claim, presign, sign } from './claim.ts';
 import { EOA_TRANSFER_GAS_LIMIT } from '../../facilitator/chain.ts';
-import { signerKindOf } from '../../facilitator/x402/verify.ts';
+import { signerKindOf } from '../../x402/verify.ts';
 import { attemptsOf, awaitInclusion, broadcast, cancelAtGasNonce, firstAttempt, outcomeOfInclusion, recordInclusion, signedOrThrow, sleep, type Signed } from './send.ts';
 import type { Prepared, SettlementActivities, SettlementDeps, SettlementOutcome } from './types.ts';
-import { errorKind } from '../error-kind.ts';
+import { errorKind } from '../../lib/error-kind.ts';
 
 const WATCH_WINDOW_MS = 10_000;
 /** The most a settle waits for the transfer or its cancel to be mined after the inclusion timeout (the local activity's start-to-close leaves 30 s). */

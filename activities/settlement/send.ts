@@ -14,7 +14,7 @@ import { Transaction, getAddress, zeroPadValue, type TransactionReceipt } from '
 import { authorizationUsed, rpcNow, sendRaw, tokenInterface } from '../../facilitator/chain.ts';
 import { completeSettlement, markBroadcast, parseSettlementKey, signedAttempts, storeFeeBump, type FinalOutcome, type SettlementRecord, type SignedAttempt } from '../../facilitator/store.ts';
 import { outcomeOfRecord } from './verify.ts';
-import { failedGasWei } from '../../api/observability/metrics.ts';
+import { failedGasWei } from '../../lib/observability/metrics.ts';
 import type { Inclusion, SettlementDeps, SettlementOutcome } from './types.ts';
 
 export type Signed = SettlementRecord & { rawTx: string; txHash: string };

@@ -5,11 +5,11 @@
 // (eth_call: this also covers the payer's balance, whose shortfall the token reports as its
 // own error). The gas wallet's nonce is read in the same round of calls.
 import { getAddress } from 'ethers';
-import { verifyPayment } from '../../facilitator/x402/verify.ts';
-import { contractSignatureCheck } from '../../facilitator/x402/erc1271.ts';
+import { verifyPayment } from '../../x402/verify.ts';
+import { contractSignatureCheck } from '../../x402/erc1271.ts';
 import { EOA_TRANSFER_GAS_LIMIT, authorizationUsed, pendingNonce, simulate, transferCalldata } from '../../facilitator/chain.ts';
 import type { SettlementRecord } from '../../facilitator/store.ts';
-import type { SettleRequest, TransferAuthorization } from '../../facilitator/x402/schemas.ts';
+import type { SettleRequest, TransferAuthorization } from '../../x402/schemas.ts';
 import type { GasPlan, SettlementDeps, SettlementOutcome, VerifiedTransfer } from './types.ts';
 
 export function outcomeOfRecord(record: SettlementRecord): SettlementOutcome {

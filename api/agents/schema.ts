@@ -2,7 +2,7 @@
 // document is generated from these schemas. Messages name the field, never internal state.
 import { z } from 'zod';
 import { isAddress } from 'ethers';
-import { isAllowedUpstream } from '../upstream/ssrf.ts';
+import { isAllowedUpstream } from '../../gateway/upstream/ssrf.ts';
 
 /** MCP protocol revisions the gateway knows (the spec's dated revision identifiers). */
 export const MCP_PROTOCOL_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;

@@ -1,7 +1,7 @@
 // The Agent as the API shows it (SPEC "Agent" plus the filled gaps of the catalog issue).
 import { getAddress } from 'ethers';
 import type { z } from 'zod';
-import type { Agent } from '../db/entities.ts';
+import type { Agent } from '../../gateway/db/entities.ts';
 import type { AgentView } from './schema.ts';
 
 export type AgentStatus = 'pending' | 'active' | 'inactive';

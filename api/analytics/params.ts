@@ -2,10 +2,12 @@
 // day (default hour), since required, until default now, both RFC 3339, since ≤ until, and a
 // window of at most 31 days. Anything else is a 400.
 import { badRequest } from '../errors.ts';
+import type { AnalyticsQuery } from '../../gateway/analytics/query.ts';
+
+export type { AnalyticsQuery };
 
 export const MAX_WINDOW_MS = 31 * 24 * 3600 * 1000;
 
-export type AnalyticsQuery = { bucket: 'hour' | 'day'; since: Date; until: Date };
 
 // RFC 3339 date-time: full date, T (or t / space per the RFC's note), time with optional
 // fraction, and a mandatory zone (Z or ±hh:mm).

@@ -1,10 +1,10 @@
 // Credential request and response bodies (zod). The OpenAPI document is generated from these;
 // validation messages name the field, never internal state.
+import { DEFAULT_API_KEY_HEADER, isHeaderSafe } from '../../gateway/credentials/header-rules.ts';
 import { z } from 'zod';
-import type { AuthType, CredentialSource } from './entity.ts';
+import type { AuthType, CredentialSource } from '../../gateway/credentials/entity.ts';
 
 export const MAX_SECRET_CHARS = 65_536;
-export const DEFAULT_API_KEY_HEADER = 'X-API-Key';
 
 const AuthTypeField = z.enum(['bearer', 'api_key', 'none'], { error: 'auth_type must be one of bearer, api_key, none' });
 const SourceField = z.enum(['managed', 'vault'], { error: 'source must be one of managed, vault' });
@@ -84,9 +84,6 @@ export function isReservedHeader(name: string): boolean {
 }
 
 /** A secret that becomes a header value must be one: visible ASCII, inner spaces, no line breaks. */
-export function isHeaderSafe(secret: string): boolean {
-  return /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(secret);
-}
 
 export type CredentialState = { authType: AuthType; source: CredentialSource; hasSecret: boolean; vaultRef: string | null; headerName: string | null };
 
@@ -97,3 +94,5 @@ export function credentialRuleError(state: CredentialState): string | undefined 
   if (state.headerName !== null && state.authType !== 'api_key') return 'header_name is only valid for auth_type api_key';
   return undefined;
 }
+
+export { DEFAULT_API_KEY_HEADER, isHeaderSafe };

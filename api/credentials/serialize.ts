@@ -1,5 +1,5 @@
 // The Credential as the API shows it: metadata only. The envelope columns never leave here.
-import type { Credential } from './entity.ts';
+import type { Credential } from '../../gateway/credentials/entity.ts';
 import type { z } from 'zod';
 import type { CredentialView } from './schema.ts';
 

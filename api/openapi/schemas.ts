@@ -2,7 +2,7 @@
 // and probe answers (described from SPEC; the proxy module owns their behaviour). Objects are
 // loose where another module may add fields, strict where this module controls the output.
 import { z } from 'zod';
-import { POLICY_ACTIONS, PolicyDocument } from '../policy/schema.ts';
+import { POLICY_ACTIONS, PolicyDocument } from '../../gateway/policy/schema.ts';
 
 export const ErrorBody = z
   .strictObject({ error: z.string().meta({ description: 'Coarse, caller-safe message; never internal state.' }) })

@@ -6,9 +6,9 @@
 // the gate verifies, claims and settles, so one authorization is one payment whatever its
 // envelope: the claim key names the v1 network, and the facilitator only ever sees v1.
 import { getAddress } from 'ethers';
-import { decodePaymentHeader, encodeBase64Json, type ChallengeEntry, type Payment } from '../../facilitator/x402/schemas.ts';
-import { PaymentPayloadV2, caip2Network, decodeBase64JsonHeader, type PaymentRequiredV2, type PaymentRequirementsV2, type SettleResponseV2 } from './x402-v2.ts';
-import type { PaymentConfig } from './config.ts';
+import { decodePaymentHeader, encodeBase64Json, type ChallengeEntry, type Payment } from '../../x402/schemas.ts';
+import { PaymentPayloadV2, caip2Network, decodeBase64JsonHeader, type PaymentRequiredV2, type PaymentRequirementsV2, type SettleResponseV2 } from '../../x402/v2.ts';
+import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
 export type Dialect = 'v1' | 'v2';
 

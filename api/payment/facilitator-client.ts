@@ -8,10 +8,10 @@
 // the checked address (a name that rebinds to an internal address is never reached).
 import { createHash } from 'node:crypto';
 import { Agent, request } from 'undici';
-import { checkedConnector, type Resolver } from '../upstream/dispatcher.ts';
-import { BlockedAddressError } from '../upstream/errors.ts';
-import { SettleResponse, type SettleRequest } from '../../facilitator/x402/schemas.ts';
-import { traceClientCall } from '../observability/spans.ts';
+import { checkedConnector, type Resolver } from '../../gateway/upstream/dispatcher.ts';
+import { BlockedAddressError } from '../../gateway/upstream/errors.ts';
+import { SettleResponse, type SettleRequest } from '../../x402/schemas.ts';
+import { traceClientCall } from '../../lib/observability/spans.ts';
 
 export type FacilitatorTarget = { facilitatorUrl: string; certPem: string; keyPem: string };
 

@@ -4,10 +4,10 @@
 // an absolute `resource` URL, `description` and `mimeType` strings, and `extra` with the
 // token's EIP-712 name and version; `outputSchema` is left out rather than null.
 import { getAddress } from 'ethers';
-import type { Pricing } from '../db/entities.ts';
+import type { Pricing } from '../../gateway/db/entities.ts';
 import type { ProxyCall } from '../proxy/call.ts';
-import type { Challenge, ChallengeEntry } from '../../facilitator/x402/schemas.ts';
-import type { PaymentConfig } from './config.ts';
+import type { Challenge, ChallengeEntry } from '../../x402/schemas.ts';
+import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
 export function priceOf(pricing: Pricing, call: Pick<ProxyCall, 'mcp'>): string {
   const tool = call.mcp?.method === 'tools/call' ? call.mcp.tool : null;

@@ -10,16 +10,16 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors.ts';
 import type { PaymentRecord, ProxyCall } from '../proxy/call.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import { verifyGatePayment, type GateVerifyResult } from './verify.ts';
-import { loadSettlementClientTls } from '../settlement/tls.ts';
-import { settlements } from '../observability/metrics.ts';
+import { loadSettlementClientTls } from '../../gateway/settlement/tls.ts';
+import { settlements } from '../../lib/observability/metrics.ts';
 import { challengeFor, requirementsFor } from './requirements.ts';
-import { claimPayment, recordSettlement, resumableUnboundClaim, type ClaimKey } from './claims.ts';
-import type { ChallengeEntry, Payment } from '../../facilitator/x402/schemas.ts';
+import { claimPayment, recordSettlement, resumableUnboundClaim, type ClaimKey } from '../../gateway/payment/claims.ts';
+import type { ChallengeEntry, Payment } from '../../x402/schemas.ts';
 import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
 import { decodeOffer, offeredPayment, paymentRequiredHeader, paymentResponseValue, type Dialect, type PaymentHeaders } from './dialect.ts';
-import type { PaymentConfig } from './config.ts';
+import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
 /** Retry-After of a 503 whose payment is still settling: a settle answers within seconds. */
 const SETTLING_RETRY_AFTER_S = 3;

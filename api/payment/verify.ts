@@ -1,11 +1,11 @@
 // The gate's verification of an X-PAYMENT: the terms and the signature, as
-// facilitator/x402/verify.ts checks them. An EOA's signature is checked without I/O; a
+// x402/verify.ts checks them. An EOA's signature is checked without I/O; a
 // contract wallet's (ERC-1271) by an eth_call to the configured node with a deadline, failing
 // closed: a node that is down or slow refuses the payment with the same coarse 402.
-import { verifyPayment, type VerifyResult } from '../../facilitator/x402/verify.ts';
-import { contractSignatureCheckFor } from '../../facilitator/x402/erc1271.ts';
-import type { Payment, PaymentRequirements } from '../../facilitator/x402/schemas.ts';
-import type { PaymentConfig } from './config.ts';
+import { verifyPayment, type VerifyResult } from '../../x402/verify.ts';
+import { contractSignatureCheckFor } from '../../x402/erc1271.ts';
+import type { Payment, PaymentRequirements } from '../../x402/schemas.ts';
+import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
 export type GateVerifyResult = VerifyResult | { ok: false; cause: 'signature_check_unavailable' };
 

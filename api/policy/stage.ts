@@ -4,9 +4,9 @@
 // (fail closed): without the store we cannot know the policy, only the engine's own
 // failures are on_error's to decide.
 import type { ProxyCall } from '../proxy/call.ts';
-import type { AppDeps } from '../app.ts';
-import { createPolicyEngine, type PolicyEngine } from './engine.ts';
-import type { DecisionRecord } from './store.ts';
+import type { AppDeps } from '../deps.ts';
+import { createPolicyEngine, type PolicyEngine } from '../../gateway/policy/engine.ts';
+import type { DecisionRecord } from '../../gateway/policy/store.ts';
 
 export type PolicyOutcome = { action: 'allow' | 'warn' | 'deny'; reason: string };
 

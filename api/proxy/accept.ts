@@ -6,13 +6,13 @@
 // the payment module's transaction, which binds the payment to the row (one payment buys one
 // call) or writes nothing.
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { InvocationSchema, type Invocation } from '../db/entities.ts';
-import { flushBindingPayment, removeUnstartedCall } from '../payment/claims.ts';
-import { decisionInsertSql, type DecisionRecord } from '../policy/store.ts';
-import type { BodyStore } from './body-store.ts';
+import { InvocationSchema, type Invocation } from '../../gateway/db/entities.ts';
+import { flushBindingPayment, removeUnstartedCall } from '../../gateway/payment/claims.ts';
+import { decisionInsertSql, type DecisionRecord } from '../../gateway/policy/store.ts';
+import type { BodyStore } from '../../gateway/body-store.ts';
 import { ADMITTED_CALL_FIELDS, invocationColumns } from './invocation-columns.ts';
 import type { PaymentRecord } from './call.ts';
-import { numbered, statementPoolFor } from '../db/statement-pool.ts';
+import { numbered, statementPoolFor } from '../../gateway/db/statement-pool.ts';
 
 export type AcceptedRow = Omit<Invocation, 'requestBodyId' | 'responseBodyId' | 'responseContentType' | 'upstreamStatus' | 'latencyMs' | 'ttftMs' | 'errorClass' | 'completedAt' | 'status' | 'mode' | 'attempts' | 'responseSha256'>;
 

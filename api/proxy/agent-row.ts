@@ -1,13 +1,13 @@
 // The proxy needs its agent on every call. It is kept in a per-process cache that the change
-// feed keeps honest (api/db/feed-cache.ts: any write to the agent's row, on any replica,
+// feed keeps honest (gateway/db/feed-cache.ts: any write to the agent's row, on any replica,
 // drops it; while the feed is down every call reads the database). A miss is a plain
 // primary-key read mapped by hand (a fraction of MikroORM's query building and hydration);
 // the Agent type makes a column the entity gains and this mapping misses a type error.
 // Cached agents are shared between calls: treat them as read-only.
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Agent, Pricing } from '../db/entities.ts';
-import { changeFeedFor } from '../db/change-feed.ts';
-import { createFeedCache, type FeedCache } from '../db/feed-cache.ts';
+import type { Agent, Pricing } from '../../gateway/db/entities.ts';
+import { changeFeedFor } from '../../gateway/db/change-feed.ts';
+import { createFeedCache, type FeedCache } from '../../gateway/db/feed-cache.ts';
 
 type Row = Record<string, unknown>;
 

@@ -4,8 +4,8 @@
 // process bound the call is 503, past the tenant's 429, both with Retry-After, and nothing read
 // so far is kept.
 import { ApiError } from '../errors.ts';
+import type { BodyBudgetLimits } from '../../gateway/config.ts';
 
-export type BodyBudgetLimits = { processBytes: number; tenantBytes: number };
 
 export type BodyReservation = {
   /** Takes `n` more bytes (a chunk as it arrives); throws 503 or 429 when a bound would be passed. */

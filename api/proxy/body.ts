@@ -4,6 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import getRawBody from 'raw-body';
 import { ApiError, badRequest } from '../errors.ts';
 import type { BodyReservation } from './body-budget.ts';
+import type { BodyPace } from '../../gateway/config.ts';
 
 export const MAX_TRANSACTIONAL_BODY = 32 * 1024 * 1024;
 
@@ -41,7 +42,6 @@ async function drain(req: IncomingMessage): Promise<boolean> {
 }
 
 /** How slowly a body may arrive: BODY_READ_TIMEOUT_MS, BODY_MIN_BYTES_PER_S after BODY_RATE_GRACE_MS. */
-export type BodyPace = { timeoutMs: number; minBytesPerSecond: number; graceMs: number };
 
 /**
  * Watches a body being read: past the grace period it must have arrived at the minimum rate on

@@ -1,9 +1,9 @@
 // What the proxy pipeline knows about one call as it passes through its stages
 // (SPEC order: parse → policy → payment → forward). Stages add to it; none reads the body
 // unless it must.
-import type { Agent } from '../db/entities.ts';
+import type { Agent } from '../../gateway/db/entities.ts';
 import type { Caller } from '../auth.ts';
-import type { DecisionRecord } from '../policy/store.ts';
+import type { DecisionRecord } from '../../gateway/policy/store.ts';
 import type { Dialect } from '../payment/dialect.ts';
 
 export type McpCall = { method: string; tool: string | null };

@@ -5,19 +5,19 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Context, Next } from 'koa';
-import type { Agent } from '../db/entities.ts';
+import type { Agent } from '../../gateway/db/entities.ts';
 import { loadAgent } from './agent-row.ts';
-import { changeFeedFor } from '../db/change-feed.ts';
+import { changeFeedFor } from '../../gateway/db/change-feed.ts';
 import { ApiError, badRequest, notFound, unprocessable } from '../errors.ts';
-import { isId } from '../ids.ts';
+import { isId } from '../../lib/ids.ts';
 import { agentStatus } from '../agents/serialize.ts';
-import { requestIdFrom } from '../upstream/headers.ts';
-import { bucketsFor, type RateLimiter } from '../ratelimit/index.ts';
+import { requestIdFrom } from '../../gateway/upstream/headers.ts';
+import { bucketsFor, type RateLimiter } from '../../gateway/ratelimit/index.ts';
 import { policyStage } from '../policy/stage.ts';
 import { paymentStage } from '../payment/stage.ts';
 import type { PaymentHeaders } from '../payment/dialect.ts';
 import type { ProxyCall } from './call.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 export const MAX_MODEL_BYTES = 256;

@@ -3,7 +3,7 @@
 // fields to column names, placeholders and parameter values, so the writers list fields and
 // never spell columns. Names come from MikroORM's naming strategy, the one the entities use.
 import { UnderscoreNamingStrategy } from '@mikro-orm/core';
-import type { Invocation } from '../db/entities.ts';
+import type { Invocation } from '../../gateway/db/entities.ts';
 
 /** A row's fields: the entity's, and the columns only the raw writers set. */
 export type InvocationFields = Invocation & {

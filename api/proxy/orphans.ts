@@ -9,8 +9,8 @@
 // could not be removed, api/routes/proxy.ts).
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import type { Logger } from '../log.ts';
-import { releasingPayments } from '../payment/claims.ts';
+import type { Logger } from '../../lib/log.ts';
+import { releasingPayments } from '../../gateway/payment/claims.ts';
 
 /** Older than any workflow start could take (a start gives up after START_DEADLINE_MS, api/proxy/start.ts). */
 export const ORPHAN_AGE_MS = 2 * 60_000;
@@ -31,7 +31,7 @@ export async function closeOrphanedInvocations(orm: MikroORM, temporal: Client, 
       if (!(err instanceof WorkflowNotFoundError)) throw err;
     }
     // Its payment, if any, is released in the same statement (as for a start that failed in
-    // front of the caller, api/payment/claims.ts removeUnstartedCall): the call never ran, so
+    // front of the caller, gateway/payment/claims.ts removeUnstartedCall): the call never ran, so
     // the payer's retry of the same X-PAYMENT buys a new call without settling again.
     const done = await conn.execute<Array<{ id: string }>>(
       releasingPayments(`update invocations set status = 'failed', error_class = 'internal', updated_at = now(), completed_at = now() where id = ? and status = 'pending' returning id`),

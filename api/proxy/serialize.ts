@@ -1,5 +1,5 @@
 // The Invocation as the poll endpoint shows it (SPEC "Invocation").
-import type { Invocation } from '../db/entities.ts';
+import type { Invocation } from '../../gateway/db/entities.ts';
 
 export function serializeInvocation(row: Invocation, responseBody?: Buffer | null) {
   const out: Record<string, unknown> = {

@@ -1,15 +1,15 @@
 // The long-lived parts the proxy routes share: the upstream client (SSRF-guarded dispatcher,
 // breakers), the rate limiter, the body store and the credential resolver. Built once per
 // app; tests pass their own (an empty allow-list with a rebinding resolver, a Redis limiter).
-import type { AppDeps } from '../app.ts';
-import { createUpstreamClient, type UpstreamClient } from '../upstream/client.ts';
-import { createRateLimiter, type RateLimiter } from '../ratelimit/index.ts';
-import { createPostgresBodyStore, type BodyStore } from './body-store.ts';
-import { createCredentialResolver, type CredentialResolver } from '../credentials/resolver.ts';
+import type { AppDeps } from '../deps.ts';
+import { createUpstreamClient, type UpstreamClient } from '../../gateway/upstream/client.ts';
+import { createRateLimiter, type RateLimiter } from '../../gateway/ratelimit/index.ts';
+import { createPostgresBodyStore, type BodyStore } from '../../gateway/body-store.ts';
+import { createCredentialResolver, type CredentialResolver } from '../../gateway/credentials/resolver.ts';
 import { createInvocationRecorder, type InvocationRecorder } from './records.ts';
-import { createReceiptSigner } from '../receipts/signer.ts';
-import type { ReceiptFacts } from '../receipts/store.ts';
-import type { SignedReceipt } from '../receipts/signer.ts';
+import { createReceiptSigner } from '../../gateway/receipts/signer.ts';
+import type { ReceiptFacts } from '../../gateway/receipts/store.ts';
+import type { SignedReceipt } from '../../gateway/receipts/signer.ts';
 import { createBodyBudget, type BodyBudget } from './body-budget.ts';
 
 export type ProxyServices = {

@@ -6,7 +6,7 @@
 // STALE_STREAM_SWEEP_MS; sweeps by several processes at once are harmless (one statement, the
 // row's `running` guard).
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../lib/log.ts';
 import { OWNER_LOCK_CLASS } from './row-session.ts';
 
 export const STALE_STREAM_SWEEP_MS = 30_000;

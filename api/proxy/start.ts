@@ -5,7 +5,7 @@
 // answer): the route then removes the row only if no attempt has claimed it, so the workflow
 // either runs the call (and the caller gets its 202) or finds no row and sends nothing.
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import type { Agent } from '../db/entities.ts';
+import type { Agent } from '../../gateway/db/entities.ts';
 import { ApiError } from '../errors.ts';
 import { AgentId, InvocationStatus, TenantId } from '../../temporal/search-attributes.ts';
 import { temporalKnownDown, withCallDeadline } from '../../temporal/client.ts';

@@ -17,27 +17,27 @@ import type { Readable } from 'node:stream';
 import type { Context } from 'koa';
 import { errors as undiciErrors } from 'undici';
 import type { Completion, StartedRow } from './records.ts';
-import { newId } from '../ids.ts';
+import { newId } from '../../lib/ids.ts';
 import { ApiError } from '../errors.ts';
-import { forwardableHeaders, forwardableResponseHeaders } from '../upstream/headers.ts';
-import { UpstreamError, classForStatus, classifyError, coarseMessage, statusForClass, type ErrorClass } from '../upstream/errors.ts';
-import type { UpstreamResponse } from '../upstream/client.ts';
+import { forwardableHeaders, forwardableResponseHeaders } from '../../gateway/upstream/headers.ts';
+import { UpstreamError, classForStatus, classifyError, coarseMessage, statusForClass, type ErrorClass } from '../../gateway/upstream/errors.ts';
+import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import { outcomeStatus } from '../../activities/invocation.ts';
 import { admit, runStages } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
 import { arrivedBody, readCappedBody } from './body.ts';
 import { recordedCallFields, type ProxyCall } from './call.ts';
-import type { Invocation } from '../db/entities.ts';
-import { errorKind } from '../../activities/error-kind.ts';
-import { insertBindingPayment } from '../payment/claims.ts';
+import type { Invocation } from '../../gateway/db/entities.ts';
+import { errorKind } from '../../lib/error-kind.ts';
+import { insertBindingPayment } from '../../gateway/payment/claims.ts';
 import { paymentHeadersOf, PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import type { ProxyServices } from './services.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 import { digestOf, digestOfEmitted, digestingBody, type BodyDigest } from './digest.ts';
-import type { SignedReceipt } from '../receipts/signer.ts';
-import { receiptsIssued } from '../observability/metrics.ts';
+import type { SignedReceipt } from '../../gateway/receipts/signer.ts';
+import { receiptsIssued } from '../../lib/observability/metrics.ts';
 
 /** An MCP body is one JSON-RPC request and must be read to be parsed; it is still capped. */
 export const MAX_MCP_BODY = 32 * 1024 * 1024;
@@ -143,7 +143,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     };
     // Rows are written off the latency path (records.ts: group commit, a completion that does
     // not depend on its start); what could not be written is logged, never the call's failure.
-    // By kind: a database error may quote the row's values (activities/error-kind.ts).
+    // By kind: a database error may quote the row's values (lib/error-kind.ts).
     const logFailure = (err: Error) => deps.log.error({ invocationId, err: errorKind(err) }, 'could not record streaming invocation');
     let requestDigest: BodyDigest | null = null;
     let responseDigest: ReturnType<typeof digestOfEmitted> | null = null;

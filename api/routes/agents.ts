@@ -6,16 +6,16 @@ import { LockMode, UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { getAddress } from 'ethers';
 import { z } from 'zod';
-import { AgentSchema, type Agent, type Pricing } from '../db/entities.ts';
-import { newId, isId } from '../ids.ts';
+import { AgentSchema, type Agent, type Pricing } from '../../gateway/db/entities.ts';
+import { newId, isId } from '../../lib/ids.ts';
 import { badRequest, conflict, notFound } from '../errors.ts';
 import { parseOr400 } from '../validation.ts';
 import { pageOf, parsePage } from '../pagination.ts';
 import { AgentCreateInput, AgentPatchInput, AgentSuspendInput, agentRuleError, rateLimitCeilingError, upstreamUrlError, type AgentRuleState, type PricingInput } from '../agents/schema.ts';
 import { serializeAgent } from '../agents/serialize.ts';
-import { lockReferencedCredential } from '../credentials/references.ts';
+import { lockReferencedCredential } from '../../gateway/credentials/references.ts';
 import { forgetAgent } from '../proxy/agent-row.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 export const AgentListQuery = z.object({

@@ -4,10 +4,10 @@
 import Router from '@koa/router';
 import { ApiError } from '../errors.ts';
 import { parseAnalyticsQuery } from '../analytics/params.ts';
-import { createAnalyticsReader } from '../analytics/query.ts';
-import { createMemoryLimiter, createRedisLimiter, type Limiter } from '../analytics/limiter.ts';
-import { redisClient } from '../policy/redis.ts';
-import type { AppDeps } from '../app.ts';
+import { createAnalyticsReader } from '../../gateway/analytics/query.ts';
+import { createMemoryLimiter, createRedisLimiter, type Limiter } from '../../gateway/analytics/limiter.ts';
+import { redisClient } from '../../gateway/policy/redis.ts';
+import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 export function analyticsLimiter(deps: AppDeps): Limiter {

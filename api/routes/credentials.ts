@@ -4,19 +4,19 @@
 import Router from '@koa/router';
 import { LockMode, UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { newId, isId } from '../ids.ts';
+import { newId, isId } from '../../lib/ids.ts';
 import { badRequest, conflict, notFound } from '../errors.ts';
 import { parseOr400 } from '../validation.ts';
 import { pageOf, parsePage } from '../pagination.ts';
-import { CredentialSchema, type AuthType, type Credential } from '../credentials/entity.ts';
+import { CredentialSchema, type AuthType, type Credential } from '../../gateway/credentials/entity.ts';
 import { CredentialCreateInput, CredentialUpdateInput, credentialRuleError, isHeaderSafe } from '../credentials/schema.ts';
 import { serializeCredential } from '../credentials/serialize.ts';
-import { maskedHint } from '../credentials/hint.ts';
-import { createSecretStore, type SecretStore } from '../credentials/secrets.ts';
-import { isCredentialReferenced, isFacilitatorCredential } from '../credentials/references.ts';
-import { readVaultSecret, resolveTenantVaultRef, vaultRefRule } from '../credentials/vault.ts';
-import { facilitatorSecretProblem } from '../settlement/validate.ts';
-import type { AppDeps } from '../app.ts';
+import { maskedHint } from '../../gateway/credentials/hint.ts';
+import { createSecretStore, type SecretStore } from '../../gateway/credentials/secrets.ts';
+import { isCredentialReferenced, isFacilitatorCredential } from '../../gateway/credentials/references.ts';
+import { readVaultSecret, resolveTenantVaultRef, vaultRefRule } from '../../gateway/credentials/vault.ts';
+import { facilitatorSecretProblem } from '../../gateway/settlement/validate.ts';
+import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 const NAME_TAKEN = 'a credential with this name already exists';

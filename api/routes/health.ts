@@ -1,6 +1,6 @@
 // Probes and build metadata; no authentication.
 import Router from '@koa/router';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 
 export function healthRoutes(deps: AppDeps): Router {
   const router = new Router();

@@ -4,11 +4,11 @@
 // Keyset paging on (created_at, id) follows the invocations_tenant_created index, so a page
 // boundary never shifts when newer rows arrive. Bodies are never listed.
 import Router from '@koa/router';
-import { InvocationSchema } from '../db/entities.ts';
+import { InvocationSchema } from '../../gateway/db/entities.ts';
 import { badRequest } from '../errors.ts';
-import { isId } from '../ids.ts';
+import { isId } from '../../lib/ids.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 const STATUSES = new Set(['pending', 'running', 'succeeded', 'failed']);

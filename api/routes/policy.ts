@@ -2,10 +2,10 @@
 // and the decisions its evaluations recorded.
 import Router from '@koa/router';
 import { badRequest, notFound } from '../errors.ts';
-import { PolicyDocument, describePolicyIssue } from '../policy/schema.ts';
+import { PolicyDocument, describePolicyIssue } from '../../gateway/policy/schema.ts';
 import { rejectNul } from '../validation.ts';
 import { policyEngineFor } from '../policy/stage.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 export const DECISIONS_DEFAULT_LIMIT = 20;

@@ -3,12 +3,12 @@
 // → parse → policy stage → payment stage → claim-check the body and write the invocation row
 // `pending` (one commit) while InvocationWorkflow starts → 202 once both are done. The streaming endpoint (api/proxy/stream.ts) passes the same gate.
 import Router from '@koa/router';
-import { InvocationSchema } from '../db/entities.ts';
-import { isId, newId } from '../ids.ts';
+import { InvocationSchema } from '../../gateway/db/entities.ts';
+import { isId, newId } from '../../lib/ids.ts';
 import { ApiError, notFound } from '../errors.ts';
-import { coarseMessage } from '../upstream/errors.ts';
+import { coarseMessage } from '../../gateway/upstream/errors.ts';
 import { MAX_TRANSACTIONAL_BODY, readCappedBody } from '../proxy/body.ts';
-import { forwardableHeaders } from '../upstream/headers.ts';
+import { forwardableHeaders } from '../../gateway/upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
 import { admit, runStages } from '../proxy/gate.ts';
@@ -20,7 +20,7 @@ import { createProxyServices, type ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
 import { assertTemporalReachable, startInvocationWorkflow, temporalUnavailable, terminateIfStarted } from '../proxy/start.ts';
 import { removeAccepted, writeAccepted, type AcceptedRow } from '../proxy/accept.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 export { MAX_TRANSACTIONAL_BODY } from '../proxy/body.ts';

@@ -2,11 +2,11 @@
 // the agent emits none) and the public keys that verify them, GET /.well-known/jwks.json
 // (no auth: verification must be possible for anyone holding a receipt).
 import Router from '@koa/router';
-import { isId } from '../ids.ts';
+import { isId } from '../../lib/ids.ts';
 import { notFound } from '../errors.ts';
-import { createReceiptStore } from '../receipts/store.ts';
-import { keyRingLoader } from '../receipts/keys.ts';
-import type { AppDeps } from '../app.ts';
+import { createReceiptStore } from '../../gateway/receipts/store.ts';
+import { keyRingLoader } from '../../gateway/receipts/keys.ts';
+import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 export function receiptRoutes(deps: AppDeps): Router<AuthState> {

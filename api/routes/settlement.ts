@@ -3,13 +3,13 @@
 import Router from '@koa/router';
 import { badRequest, notFound } from '../errors.ts';
 import { parseOr400 } from '../validation.ts';
-import { isAllowedUpstream } from '../upstream/ssrf.ts';
-import { createSecretStore } from '../credentials/secrets.ts';
-import { lockReferencedCredential } from '../credentials/references.ts';
-import { SettlementConfigSchema, type SettlementConfig } from '../settlement/entity.ts';
+import { isAllowedUpstream } from '../../gateway/upstream/ssrf.ts';
+import { createSecretStore } from '../../gateway/credentials/secrets.ts';
+import { lockReferencedCredential } from '../../gateway/credentials/references.ts';
+import { SettlementConfigSchema, type SettlementConfig } from '../../gateway/settlement/entity.ts';
 import { SettlementConfigInput } from '../settlement/schema.ts';
-import { facilitatorSecretProblem, facilitatorUrlProblem } from '../settlement/validate.ts';
-import type { AppDeps } from '../app.ts';
+import { facilitatorSecretProblem, facilitatorUrlProblem } from '../../gateway/settlement/validate.ts';
+import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 type Row = { tenant_id: string; facilitator_url: string; facilitator_credential_ref: string; created_at: Date | string; updated_at: Date | string; inserted?: boolean };

@@ -1,11 +1,11 @@
 // Chaos 6: a flapping upstream. Healthy, then answering 503: after 5 consecutive failures the
 // worker's breaker for that origin opens and calls fail fast as `circuit_open` without reaching
-// it; after the half-open pause (10 s, api/upstream/breaker.ts) one probe goes through — still
+// it; after the half-open pause (10 s, gateway/upstream/breaker.ts) one probe goes through — still
 // failing, it re-opens the circuit; once the upstream has recovered, the probe closes it and
 // calls flow again. Observed through the invocation records (status, error_class), the counting
 // upstream, and the worker's gateway_circuit_breakers gauge (breakers by state).
 import { randomBytes } from 'node:crypto';
-import { DEFAULT_BREAKER } from '../../api/upstream/breaker.ts';
+import { DEFAULT_BREAKER } from '../../gateway/upstream/breaker.ts';
 import { awaitTerminal, check, createAgent, invoke, sleep, withSystem, type ChaosScenario, type ChaosSystem, type InvocationView } from './harness.ts';
 
 const HALF_OPEN_WAIT_MS = DEFAULT_BREAKER.halfOpenAfterMs + 1_000;

@@ -14,9 +14,9 @@ import { Connection, Client } from '@temporalio/client';
 import { appEnvironment, startInfra, type Infra } from '../lib/infra.ts';
 import { canConnect, dropDatabase } from '../lib/postgres.ts';
 import { freePort, waitFor } from '../lib/ports.ts';
-import { stopChild } from '../../temporal/dev-server.ts';
-import { mintToken } from '../../api/tokens.ts';
-import { ensureDevAccount } from '../../facilitator/dev-account.ts';
+import { stopChild } from '../dev/temporal-dev-server.ts';
+import { mintToken } from '../../gateway/tokens.ts';
+import { ensureDevAccount } from '../dev/facilitator-account.ts';
 
 export type ChaosScenario = {
   name: string;

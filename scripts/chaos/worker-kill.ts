@@ -3,7 +3,7 @@
 // API and workflow result agree), none is lost, and the counting upstream sees no request id
 // twice (the agent does not allow re-sending: an attempt cut by a kill ends `interrupted`).
 import { randomBytes } from 'node:crypto';
-import { openOrm } from '../../api/db/orm.ts';
+import { openOrm } from '../../gateway/db/orm.ts';
 import { closeOrphanedInvocations } from '../../api/proxy/orphans.ts';
 import { awaitTerminal, awaitWorkflow, check, createAgent, formatTally, invoke, runPool, sleep, tally, withSystem, type ChaosScenario, type InvokeResult } from './harness.ts';
 

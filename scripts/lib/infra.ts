@@ -8,13 +8,13 @@ import { ensureTool } from './tools.ts';
 import { assertPortFree } from './ports.ts';
 import { ensureDatabase, startEmbeddedPostgres, withDatabase, type PostgresHandle } from './postgres.ts';
 import { configureTenantAccess, startOpenBao } from './openbao.ts';
-import { loadVaultConfig } from '../../api/credentials/config.ts';
+import { loadVaultConfig } from '../../gateway/credentials/config.ts';
 import { loadDevSecrets, type DevSecrets } from './secrets.ts';
-import { startTemporalDevServer, type DevServer } from '../../temporal/dev-server.ts';
-import { deployToken, startAnvil } from '../../contracts/chain.ts';
-import { ensureDevPki, type DevPki } from '../../facilitator/pki.ts';
-import { ensureDevGasWallet, fundDevGasWallet, type DevGasWallet } from '../../facilitator/dev-gas-wallet.ts';
-import { openOrm, migrate } from '../../api/db/orm.ts';
+import { startTemporalDevServer, type DevServer } from '../dev/temporal-dev-server.ts';
+import { deployToken, startAnvil } from '../dev/chain.ts';
+import { ensureDevPki, type DevPki } from '../dev/pki.ts';
+import { ensureDevGasWallet, fundDevGasWallet, type DevGasWallet } from '../dev/gas-wallet.ts';
+import { openOrm, migrate } from '../../gateway/db/orm.ts';
 
 export type InfraOptions = {
   dataDir: string;

@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { waitFor } from './ports.ts';
-import { stopChild } from '../../temporal/dev-server.ts';
+import { stopChild } from '../dev/temporal-dev-server.ts';
 
 export async function startOpenBao(opts: { binary: string; port: number; rootToken: string; onOutput?: (line: string) => void }) {
   const address = `127.0.0.1:${opts.port}`;

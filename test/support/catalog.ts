@@ -10,8 +10,8 @@ import { request } from 'undici';
 import { stack } from './stack.ts';
 import type { Reply } from './http.ts';
 import { startGateway } from '../../api/gateway.ts';
-import { openOrm } from '../../api/db/orm.ts';
-import '../../facilitator/pki.ts'; // installs the Reflect shim @peculiar/x509 needs
+import { openOrm } from '../../gateway/db/orm.ts';
+import '../../scripts/dev/pki.ts'; // installs the Reflect shim @peculiar/x509 needs
 
 /** A 4xx answer with the uniform `{error}` body and nothing else. */
 export function assertError(res: Reply, status: number, message?: RegExp): void {

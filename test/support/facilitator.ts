@@ -15,7 +15,7 @@ import { openFacilitatorPool } from '../../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../../facilitator/db/migrations.ts';
 import { startFacilitator } from '../../facilitator/server.ts';
 import { loadKeystoreSigner } from '../../facilitator/signer.ts';
-import { createLogger } from '../../api/log.ts';
+import { createLogger } from '../../lib/log.ts';
 import { facilitatorWorkflowsPath } from '../../temporal/facilitator-worker.ts';
 import { findSettlement, type SettlementRecord } from '../../facilitator/store.ts';
 

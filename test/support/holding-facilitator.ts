@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'undici';
-import type { CertAndKeyPem } from '../../facilitator/pki.ts';
+import type { CertAndKeyPem } from '../../scripts/dev/pki.ts';
 
 export type HoldingFacilitator = {
   url: string;

@@ -9,14 +9,14 @@ import { call, uniqueName } from './http.ts';
 import { once } from 'node:events';
 import Koa from 'koa';
 import Router from '@koa/router';
-import { InvocationSchema, type Invocation } from '../../api/db/entities.ts';
+import { InvocationSchema, type Invocation } from '../../gateway/db/entities.ts';
 import { errorMapper } from '../../api/errors.ts';
 import { createVerifier, requireAuth, type AuthState } from '../../api/auth.ts';
-import { createLogger } from '../../api/log.ts';
+import { createLogger } from '../../lib/log.ts';
 import { proxyRoutes } from '../../api/routes/proxy.ts';
 import { createProxyServices, type ProxyServices } from '../../api/proxy/services.ts';
-import type { AppDeps } from '../../api/app.ts';
-import type { GatewayConfig } from '../../api/config.ts';
+import type { AppDeps } from '../../api/deps.ts';
+import type { GatewayConfig } from '../../gateway/config.ts';
 
 export type RawUpstream = {
   url: string;

@@ -5,11 +5,11 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { Agent, request } from 'undici';
 import { Wallet, getAddress, hexlify, JsonRpcProvider } from 'ethers';
-import { fund, tokenContract } from '../../contracts/chain.ts';
-import { issueClientCert, type CertAndKeyPem } from '../../facilitator/pki.ts';
+import { fund, tokenContract } from '../../scripts/dev/chain.ts';
+import { issueClientCert, type CertAndKeyPem } from '../../scripts/dev/pki.ts';
 import { addAccount, type Account, type AccountKind } from '../../facilitator/accounts.ts';
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../facilitator/x402/eip3009.ts';
-import type { Payment, PaymentRequirements, SettleRequest } from '../../facilitator/x402/schemas.ts';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../x402/eip3009.ts';
+import type { Payment, PaymentRequirements, SettleRequest } from '../../x402/schemas.ts';
 import { stack } from './stack.ts';
 import { call, parseJson } from './http.ts';
 

@@ -1,0 +1,15 @@
+// What the gateway's Koa application is built from: handed to every route and stage at wiring
+// time (api/app.ts), so none of them imports the app itself.
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Client } from '@temporalio/client';
+import type { GatewayConfig } from '../gateway/config.ts';
+import type { Logger } from '../lib/log.ts';
+
+export type AppDeps = {
+  config: GatewayConfig;
+  orm: MikroORM;
+  temporal: Client;
+  log: Logger;
+  version: { name: string; version: string; commit: string | null };
+  readiness: () => Promise<Record<string, boolean>>;
+};

@@ -1,0 +1,158 @@
+// Gateway configuration: every process reads its settings from the environment, once,
+// through one zod schema, so a typo fails at start with the variable's name.
+import { z } from 'zod';
+import { loadVaultConfig, type VaultConfig } from './credentials/config.ts';
+import { loadAnalyticsConfig, type AnalyticsConfig } from './analytics/config.ts';
+import { loadReceiptConfig, type ReceiptConfig } from './receipts/config.ts';
+import { loadObservabilityConfig, type ObservabilityConfig } from '../lib/observability/config.ts';
+import { loadPaymentConfig, type PaymentConfig } from './payment/config.ts';
+import { loadGateFreshness, type GateFreshness } from './gate-freshness.ts';
+import { loadTemporalSettings, type TemporalConnectionOptions } from '../lib/temporal-connection.ts';
+
+/** How fast a proxied body must arrive (slow uploads answer 408). */
+export type BodyPace = { timeoutMs: number; minBytesPerSecond: number; graceMs: number };
+
+/** Bytes of request bodies in flight, per process and per tenant. */
+export type BodyBudgetLimits = { processBytes: number; tenantBytes: number };
+
+const csv = z
+  .string()
+  .default('')
+  .transform((value) => value.split(',').map((item) => item.trim()).filter(Boolean));
+
+/** RFC 7518 §3.2: an HMAC key at least as long as the hash output (SHA-256: 32 bytes). */
+export const MIN_HS256_SECRET_BYTES = 32;
+
+const GatewayEnv = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  HOST: z.string().default('127.0.0.1'),
+  DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/gateway'),
+  TEMPORAL_TASK_QUEUE: z.string().default('gateway'),
+  AUTH_JWT_SECRET: z.string().optional(),
+  AUTH_JWKS_URL: z.string().url().optional(),
+  AUTH_TENANT_CLAIM: z.string().default('tenant_id'),
+  AUTH_USER_CLAIM: z.string().default('sub'),
+  // Checked when set, for HS256 and JWKS alike (api/auth.ts).
+  AUTH_ISSUER: z.string().min(1).optional(),
+  AUTH_AUDIENCE: z.string().min(1).optional(),
+  // Oldest accepted token by its `iat`, in seconds or with a unit (`90s`, `15m`, `12h`, `7d`).
+  AUTH_MAX_TOKEN_AGE: z
+    .string()
+    .regex(/^\d+\s*(s|m|h|d)?$/, 'a number of seconds, or with a unit: 90s, 15m, 12h, 7d')
+    .transform((v) => Number.parseInt(v, 10) * ({ s: 1, m: 60, h: 3600, d: 86400 }[v.trim().slice(-1)] ?? 1))
+    .optional(),
+  // A token without `exp` never expires; refused unless this is set to false.
+  AUTH_REQUIRE_EXP: z.enum(['true', 'false']).default('true'),
+  UPSTREAM_ALLOW: csv,
+  UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  // Requests one tenant may have open to one upstream origin at a time (the pool holds 256).
+  UPSTREAM_TENANT_CONNECTIONS: z.coerce.number().int().positive().default(64),
+  // Reading a request body the gateway must hold (transactional, MCP): all of it within the
+  // timeout, and at least the minimum rate on average once the grace period is over (408).
+  BODY_READ_TIMEOUT_MS: z.coerce.number().int().positive().default(300_000),
+  BODY_MIN_BYTES_PER_S: z.coerce.number().int().nonnegative().default(1024),
+  BODY_RATE_GRACE_MS: z.coerce.number().int().nonnegative().default(10_000),
+  // Request-body bytes held in memory at once: in all (503 past it) and per tenant (429).
+  BODY_INFLIGHT_MAX_BYTES: z.coerce.number().int().positive().default(512 * 1024 * 1024),
+  BODY_INFLIGHT_TENANT_MAX_BYTES: z.coerce.number().int().positive().default(128 * 1024 * 1024),
+  REDIS_URL: z.string().optional(),
+  // Proxy rate limits (token buckets; see docs/PROXY.md): per-agent default, and one global bucket.
+  RATE_LIMIT_AGENT_RPS: z.coerce.number().positive().default(50),
+  RATE_LIMIT_AGENT_BURST: z.coerce.number().int().positive().default(100),
+  // The most a tenant may set as its own agent's rate_limit_rps / rate_limit_burst (400 above).
+  RATE_LIMIT_AGENT_MAX_RPS: z.coerce.number().positive().default(1000),
+  RATE_LIMIT_AGENT_MAX_BURST: z.coerce.number().int().positive().default(2000),
+  RATE_LIMIT_GLOBAL_RPS: z.coerce.number().positive().default(2000),
+  RATE_LIMIT_GLOBAL_BURST: z.coerce.number().int().positive().default(4000),
+  CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
+  LOG_LEVEL: z.string().default('info'),
+  GIT_COMMIT: z.string().optional(),
+});
+
+export type GatewayConfig = {
+  port: number;
+  host: string;
+  databaseUrl: string;
+  /** TEMPORAL_* (temporal/connection-settings.ts): address, namespace, TLS, API key; TEMPORAL_TASK_QUEUE. */
+  temporal: { address: string; namespace: string; taskQueue: string; connection: TemporalConnectionOptions };
+  auth: {
+    jwtSecret?: string;
+    jwksUrl?: string;
+    tenantClaim: string;
+    userClaim: string;
+    issuer?: string;
+    audience?: string;
+    /** Seconds; a token whose `iat` is older is refused. */
+    maxTokenAgeSeconds?: number;
+    requireExp: boolean;
+  };
+  upstream: { allow: string[]; timeoutMs: number; tenantConnections: number };
+  /** BODY_READ_TIMEOUT_MS, BODY_MIN_BYTES_PER_S, BODY_RATE_GRACE_MS (api/proxy/body.ts). */
+  bodyPace: BodyPace;
+  /** BODY_INFLIGHT_MAX_BYTES, BODY_INFLIGHT_TENANT_MAX_BYTES (api/proxy/body-budget.ts). */
+  bodyBudget: BodyBudgetLimits;
+  redisUrl?: string;
+  rateLimit: { agentRps: number; agentBurst: number; agentMaxRps: number; agentMaxBurst: number; globalRps: number; globalBurst: number };
+  /** GATE_CACHE_FRESHNESS (api/proxy/freshness.ts). */
+  gateFreshness: GateFreshness;
+  chainRpcUrl: string;
+  logLevel: string;
+  gitCommit?: string;
+  /** VAULT_KEKS, VAULT_KEK_CURRENT, VAULT_ADDR, VAULT_TOKEN (gateway/credentials/config.ts). */
+  vault: VaultConfig;
+  /** ANALYTICS_RATE_PER_MIN, ANALYTICS_RATE_BURST (gateway/analytics/config.ts). */
+  analytics: AnalyticsConfig;
+  /** RECEIPT_KEYS_DIR, RECEIPT_ACTIVE_KID, DATA_DIR (gateway/receipts/config.ts). */
+  receipts: ReceiptConfig;
+  /** WORKER_METRICS_PORT, METRICS_HOST, OTEL_* (lib/observability/config.ts). */
+  observability: ObservabilityConfig;
+  /** TOKEN_ADDRESS, CHAIN_ID, TOKEN_NAME/VERSION, X402_*, SETTLEMENT_CA_FILE, SETTLEMENT_TIMEOUT_MS (gateway/payment/config.ts). */
+  payment: PaymentConfig;
+};
+
+export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  const parsed = GatewayEnv.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
+  }
+  const e = parsed.data;
+  const temporal = loadTemporalSettings(env);
+  if (!e.AUTH_JWT_SECRET && !e.AUTH_JWKS_URL) {
+    throw new Error('invalid configuration: set AUTH_JWT_SECRET or AUTH_JWKS_URL');
+  }
+  const secretBytes = e.AUTH_JWT_SECRET === undefined ? undefined : Buffer.byteLength(e.AUTH_JWT_SECRET, 'utf8');
+  if (!e.AUTH_JWKS_URL && secretBytes !== undefined && secretBytes < MIN_HS256_SECRET_BYTES) {
+    throw new Error(`invalid configuration: AUTH_JWT_SECRET is ${secretBytes} bytes; HS256 needs at least ${MIN_HS256_SECRET_BYTES} (e.g. openssl rand -base64 32)`);
+  }
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    databaseUrl: e.DATABASE_URL,
+    temporal: { address: temporal.connection.address, namespace: temporal.namespace, taskQueue: e.TEMPORAL_TASK_QUEUE, connection: temporal.connection },
+    auth: {
+      jwtSecret: e.AUTH_JWT_SECRET,
+      jwksUrl: e.AUTH_JWKS_URL,
+      tenantClaim: e.AUTH_TENANT_CLAIM,
+      userClaim: e.AUTH_USER_CLAIM,
+      issuer: e.AUTH_ISSUER,
+      audience: e.AUTH_AUDIENCE,
+      maxTokenAgeSeconds: e.AUTH_MAX_TOKEN_AGE,
+      requireExp: e.AUTH_REQUIRE_EXP === 'true',
+    },
+    upstream: { allow: e.UPSTREAM_ALLOW, timeoutMs: e.UPSTREAM_TIMEOUT_MS, tenantConnections: e.UPSTREAM_TENANT_CONNECTIONS },
+    bodyBudget: { processBytes: e.BODY_INFLIGHT_MAX_BYTES, tenantBytes: e.BODY_INFLIGHT_TENANT_MAX_BYTES },
+    bodyPace: { timeoutMs: e.BODY_READ_TIMEOUT_MS, minBytesPerSecond: e.BODY_MIN_BYTES_PER_S, graceMs: e.BODY_RATE_GRACE_MS },
+    redisUrl: e.REDIS_URL,
+    rateLimit: { agentRps: e.RATE_LIMIT_AGENT_RPS, agentBurst: e.RATE_LIMIT_AGENT_BURST, agentMaxRps: e.RATE_LIMIT_AGENT_MAX_RPS, agentMaxBurst: e.RATE_LIMIT_AGENT_MAX_BURST, globalRps: e.RATE_LIMIT_GLOBAL_RPS, globalBurst: e.RATE_LIMIT_GLOBAL_BURST },
+    gateFreshness: loadGateFreshness(env),
+    chainRpcUrl: e.CHAIN_RPC_URL,
+    logLevel: e.LOG_LEVEL,
+    gitCommit: e.GIT_COMMIT,
+    vault: loadVaultConfig(env),
+    analytics: loadAnalyticsConfig(env),
+    receipts: loadReceiptConfig(env),
+    observability: loadObservabilityConfig(env),
+    payment: loadPaymentConfig(env),
+  };
+}

@@ -1,0 +1,205 @@
+// The transactional invocation's statements on its row, as plain parameterised SQL: the
+// activity's hot path makes two round trips per call (load and claim, complete) instead of the
+// six MikroORM queries it made (row, agent, body, the `running` flush, the completing update
+// and its re-read), and skips the ORM's query building and unit of work, which were most of
+// the worker's CPU over a bare echo activity (docs/BENCHMARKS.md, throughput).
+//
+// The guarantees are in the WHERE clauses, so they hold whoever races (a retried attempt, a
+// zombie attempt whose heartbeat timed out, abandonInvocation):
+// - claim: counts the attempt only if no other attempt counted one since this one loaded the
+//   row (`attempts = loaded`), and only on a row that is not terminal;
+// - complete: writes the outcome only on a row that is not terminal, so a row is completed
+//   exactly once; the analytics trigger (invocations_analytics_complete) folds it in then.
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { ErrorClass } from './upstream/client.ts';
+
+/** An invocation's outcome, as the transactional activity records it and the workflow returns it. */
+export type InvocationOutcome = {
+  status: 'succeeded' | 'failed';
+  upstreamStatus: number | null;
+  latencyMs: number | null;
+  errorClass: ErrorClass | null;
+};
+
+/** The row, its agent's settings for the call, and (bodies in this database) the request body. */
+export type LoadedInvocation = {
+  id: string;
+  tenantId: string;
+  status: 'pending' | 'running' | 'succeeded' | 'failed';
+  attempts: number;
+  requestId: string;
+  requestHeaders: Record<string, string>;
+  requestBodyId: string | null;
+  /** The request body when the load statement read it (loadBody), else null. */
+  requestBody: Buffer | null;
+  upstreamStatus: number | null;
+  latencyMs: number | null;
+  errorClass: ErrorClass | null;
+  /** The load claimed the row (see LOAD_AND_CLAIM); the fields above are as they were before. */
+  claimed: boolean;
+  /** Null when the agent is gone (deleted rows are soft: only a broken database has none). */
+  agent: { upstreamUrl: string | null; credentialRef: string | null; captureBody: boolean; retryNonIdempotent: boolean } | null;
+};
+
+/** What a completion records; absent fields are recorded as null. */
+export type Completion = {
+  status: 'succeeded' | 'failed';
+  errorClass: ErrorClass | null;
+  upstreamStatus?: number | null;
+  latencyMs?: number | null;
+  ttftMs?: number | null;
+  responseBodyId?: string | null;
+  responseContentType?: string | null;
+  responseSha256?: string | null;
+};
+
+/** A body INSERT to run in the completion's statement (BodyStore.insertSql). */
+export type BodyInsert = { sql: string; params: unknown[] };
+
+export interface InvocationStore {
+  /**
+   * One statement: the row, its agent and, when asked, its request body; it also claims the row
+   * (as claim does) when the call needs nothing resolved first. Undefined when there is no row.
+   */
+  load(invocationId: string, opts: { withBody: boolean }): Promise<LoadedInvocation | undefined>;
+  /** Marks the row running and counts the attempt; false when another attempt did so first or the row is terminal. */
+  claim(invocationId: string, loadedAttempts: number): Promise<boolean>;
+  /**
+   * Completes a non-terminal row and answers its outcome; a row already terminal keeps its
+   * outcome, which is answered instead. Undefined when there is no row. `body` is stored in
+   * the same statement (one round trip, one commit).
+   */
+  complete(invocationId: string, completion: Completion, body?: BodyInsert): Promise<InvocationOutcome | undefined>;
+}
+
+type Raw = Record<string, unknown>;
+const numberOrNull = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+
+function outcomeOf(r: Raw): InvocationOutcome {
+  return {
+    status: r.status as InvocationOutcome['status'],
+    upstreamStatus: numberOrNull(r.upstream_status),
+    latencyMs: numberOrNull(r.latency_ms),
+    errorClass: (r.error_class as ErrorClass | null) ?? null,
+  };
+}
+
+const OUTCOME_COLUMNS = 'status, upstream_status, latency_ms, error_class';
+
+// The agent is matched in the row's tenant: a row never reaches another tenant's agent.
+// The same statement claims the row when nothing has to happen between the load and the
+// claim: the agent needs no credential (resolving none is no I/O), the body is read here or
+// there is none, the agent may be called (an upstream URL), and this is the first attempt or
+// the agent opted in to re-sending.
+const LOAD_AND_CLAIM = (withBody: boolean) => `
+  with loaded as (
+    select i.id, i.tenant_id, i.status, i.attempts, i.request_id, i.request_headers, i.request_body_id,
+           i.upstream_status, i.latency_ms, i.error_class,
+           a.id as agent_id, a.upstream_url, a.credential_ref, a.capture_body, a.retry_non_idempotent,
+           ${withBody ? 'b.content' : 'null::bytea'} as request_body
+      from invocations i
+      left join agents a on a.id = i.agent_id and a.tenant_id = i.tenant_id
+      ${withBody ? 'left join bodies b on b.id = i.request_body_id and b.tenant_id = i.tenant_id' : ''}
+     where i.id = ?
+  ), claimed as (
+    update invocations i set status = 'running', attempts = i.attempts + 1, updated_at = ?
+      from loaded l
+     where i.id = l.id and i.attempts = l.attempts and i.status in ('pending', 'running')
+       and l.agent_id is not null and l.upstream_url is not null and l.credential_ref is null
+       and (l.attempts = 0 or l.retry_non_idempotent) ${withBody ? '' : 'and l.request_body_id is null'}
+    returning i.id
+  )
+  select l.*, exists (select 1 from claimed) as claimed from loaded l`;
+
+const CLAIM = `
+  update invocations set status = 'running', attempts = attempts + 1, updated_at = ?
+   where id = ? and attempts = ? and status in ('pending', 'running')`;
+
+// A row that is not terminal has none of the outcome's fields yet, so all are written.
+// Completing a row also lets go of the caller's request (body and headers) unless the agent
+// captures bodies: once the call is over nothing needs them, and a kept body is a copy of a
+// caller's data. The body row goes in the same statement (a completed row never points at a
+// deleted body, and a terminal row is never touched again); its digest stays for the receipt.
+const RELEASE_REQUEST = `
+  ending as (
+    select i.request_body_id, coalesce(a.capture_body, false) as keep
+      from invocations i left join agents a on a.id = i.agent_id and a.tenant_id = i.tenant_id
+     where i.id = ? and i.status in ('pending', 'running')
+  ),
+  released_body as (
+    delete from bodies where id = (select request_body_id from ending where not keep)
+  )`;
+const COMPLETE = `
+  update invocations
+     set status = ?, error_class = ?, upstream_status = ?, latency_ms = ?, ttft_ms = ?,
+         response_body_id = ?, response_content_type = ?, response_sha256 = ?, updated_at = ?, completed_at = ?,
+         request_body_id = case when (select keep from ending) then request_body_id end,
+         -- The receipt's request digest outlives the body (the statement reads the body before its delete).
+         request_sha256 = coalesce(request_sha256, (select b.sha256 from bodies b where b.id = invocations.request_body_id)),
+         request_headers = case when (select keep from ending) then request_headers else '{}'::jsonb end
+   where id = ? and status in ('pending', 'running')
+  returning ${OUTCOME_COLUMNS}`;
+
+export function createInvocationStore(orm: MikroORM): InvocationStore {
+  // Raw statements on the ORM's pool: no entity manager, identity map or change set.
+  const execute = (sql: string, params: unknown[], method: 'all' | 'run' = 'all') => orm.em.getConnection().execute(sql, params, method);
+
+  return {
+    async load(invocationId, { withBody }) {
+      const [r] = (await execute(LOAD_AND_CLAIM(withBody), [invocationId, new Date()])) as Raw[];
+      if (!r) return undefined;
+      return {
+        id: r.id as string,
+        tenantId: r.tenant_id as string,
+        status: r.status as LoadedInvocation['status'],
+        attempts: Number(r.attempts),
+        requestId: r.request_id as string,
+        requestHeaders: (r.request_headers as Record<string, string>) ?? {},
+        requestBodyId: (r.request_body_id as string | null) ?? null,
+        requestBody: r.request_body ? Buffer.from(r.request_body as Uint8Array) : null,
+        upstreamStatus: numberOrNull(r.upstream_status),
+        latencyMs: numberOrNull(r.latency_ms),
+        errorClass: (r.error_class as ErrorClass | null) ?? null,
+        claimed: r.claimed === true,
+        agent: r.agent_id
+          ? {
+              upstreamUrl: (r.upstream_url as string | null) ?? null,
+              credentialRef: (r.credential_ref as string | null) ?? null,
+              captureBody: Boolean(r.capture_body),
+              retryNonIdempotent: Boolean(r.retry_non_idempotent),
+            }
+          : null,
+      };
+    },
+
+    async claim(invocationId, loadedAttempts) {
+      const res = (await execute(CLAIM, [new Date(), invocationId, loadedAttempts], 'run')) as { affectedRows?: number };
+      return res.affectedRows === 1;
+    },
+
+    async complete(invocationId, c, body) {
+      const now = new Date();
+      const params = [
+        c.status,
+        c.errorClass,
+        c.upstreamStatus ?? null,
+        c.latencyMs ?? null,
+        c.ttftMs ?? null,
+        c.responseBodyId ?? null,
+        c.responseContentType ?? null,
+        c.responseSha256 ?? null,
+        now,
+        now,
+        invocationId,
+      ];
+      // The body and the completion commit together: a completed row never points at a body
+      // that was not stored (an unused body, the row already terminal, is a harmless orphan).
+      const sql = body ? `with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE}` : `with ${RELEASE_REQUEST} ${COMPLETE}`;
+      const [r] = (await execute(sql, body ? [...body.params, invocationId, ...params] : [invocationId, ...params])) as Raw[];
+      if (r) return outcomeOf(r);
+      // Nothing completed: the row was terminal already (it keeps its outcome) or is absent.
+      const [existing] = (await execute(`select ${OUTCOME_COLUMNS} from invocations where id = ?`, [invocationId])) as Raw[];
+      return existing ? outcomeOf(existing) : undefined;
+    },
+  };
+}

@@ -1,0 +1,128 @@
+// One payment buys one call. A verified payment is claimed in PostgreSQL by (network, asset,
+// payer, nonce) before it is settled, and bound to its invocation in the same transaction
+// that writes the invocation row. A payment already bound is refused; one claimed but never
+// bound (a crash, or a failed settle) is resumed by a retry of the same payment for the same
+// agent, which the facilitator dedupes, so it is never collected twice. A payment bound to a
+// call whose workflow could not be started is released with the call's row (one statement),
+// so the same X-PAYMENT retried later buys the call it paid for; a claim already settled is
+// then bound again without settling (its transaction is reused).
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { v7 as uuidv7 } from 'uuid';
+import { ApiError } from '../../lib/http-error.ts';
+import { PaymentClaimSchema, type PaymentClaimStatus } from './entity.ts';
+import { InvocationSchema, type Invocation } from '../db/entities.ts';
+
+export type ClaimKey = { network: string; asset: string; payer: string; nonce: string };
+
+export type ClaimInput = ClaimKey & { tenantId: string; agentId: string; amount: string };
+
+export type ClaimState = 'new' | 'resumed' | 'used';
+
+/**
+ * The claim's state; `settledTransaction` when a resumed claim was already settled (do not
+ * settle again); `outcomeUnknown` when a resumed claim was sent to settle and its answer never
+ * came (the transfer may have landed).
+ */
+export type Claim = { state: ClaimState; settledTransaction: string | null; outcomeUnknown?: boolean };
+
+export async function claimPayment(em: EntityManager, input: ClaimInput): Promise<Claim> {
+  const now = new Date();
+  const inserted = await em.getConnection().execute<{ id: string }[]>(
+    `insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, created_at, updated_at)
+     values (?, ?, ?, ?, ?, ?, ?, ?, 'claimed', ?, ?)
+     on conflict (network, asset, payer, nonce) do nothing
+     returning id`,
+    [`pay_${uuidv7()}`, input.tenantId, input.agentId, input.network, input.asset, input.payer, input.nonce, input.amount, now, now],
+  );
+  if (inserted.length > 0) return { state: 'new', settledTransaction: null };
+  const existing = await em.fork().findOne(PaymentClaimSchema, {
+    network: input.network,
+    asset: input.asset,
+    payer: input.payer,
+    nonce: input.nonce,
+  });
+  const used = { state: 'used', settledTransaction: null } as const;
+  if (!existing || existing.invocationId) return used;
+  // Only the same call may resume an unbound claim: same tenant, same agent, same price.
+  if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount) return used;
+  return { state: 'resumed', settledTransaction: existing.status === 'settled' ? (existing.transaction ?? null) : null, outcomeUnknown: existing.status === 'claimed' };
+}
+
+/**
+ * Whether this very call (same tenant, agent and price) claimed the payment within `withinMs`,
+ * no call holds it yet, and it is settled or its outcome is unknown (the process died between
+ * the settle and its record): the money may have moved, so the same header resumes the claim
+ * whatever its validBefore says now (the facilitator, asked again, dedupes by nonce).
+ */
+export async function resumableUnboundClaim(em: EntityManager, input: ClaimInput, withinMs: number): Promise<boolean> {
+  const existing = await em.fork().findOne(PaymentClaimSchema, { network: input.network, asset: input.asset, payer: input.payer, nonce: input.nonce });
+  if (!existing || existing.invocationId || (existing.status !== 'settled' && existing.status !== 'claimed')) return false;
+  if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount) return false;
+  return Date.now() - existing.updatedAt.getTime() <= withinMs;
+}
+
+export async function recordSettlement(em: EntityManager, key: ClaimKey, status: PaymentClaimStatus, transaction: string | null): Promise<void> {
+  await em.fork().nativeUpdate(PaymentClaimSchema, { ...key, invocationId: null }, { status, transaction, updatedAt: new Date() });
+}
+
+/**
+ * Flushes the invocation row (and whatever else `em` holds) and binds the payment to it, in one
+ * transaction: either both are written or neither. A payment bound meanwhile by a concurrent
+ * request with the same X-PAYMENT is refused with 402, and nothing of this call is written.
+ */
+export async function flushBindingPayment(em: EntityManager, payment: ClaimKey | null, invocationId: string): Promise<void> {
+  if (!payment) return em.flush();
+  await em.begin();
+  try {
+    await em.flush();
+    const bound = await em.nativeUpdate(
+      PaymentClaimSchema,
+      { network: payment.network, asset: payment.asset, payer: payment.payer, nonce: payment.nonce, invocationId: null },
+      { invocationId, updatedAt: new Date() },
+    );
+    if (bound !== 1) throw new ApiError(402, 'payment already used');
+    await em.commit();
+  } catch (err) {
+    await em.rollback();
+    throw err;
+  }
+}
+
+/**
+ * The streaming path's equivalent: inserts the invocation row and binds the payment in one
+ * transaction, before anything is forwarded (the streaming route otherwise overlaps its
+ * insert with connecting upstream; a paid call must not reach the upstream unbound).
+ */
+export async function insertBindingPayment(em: EntityManager, row: Invocation, payment: ClaimKey): Promise<void> {
+  await em.fork().transactional(async (tx) => {
+    await tx.insert(InvocationSchema, row);
+    const bound = await tx.nativeUpdate(
+      PaymentClaimSchema,
+      { network: payment.network, asset: payment.asset, payer: payment.payer, nonce: payment.nonce, invocationId: null },
+      { invocationId: row.id, updatedAt: new Date() },
+    );
+    if (bound !== 1) throw new ApiError(402, 'payment already used');
+  });
+}
+
+/**
+ * Undoes an accepted transactional call whose workflow could not be started: deletes its row
+ * while still `pending` (nothing ran it) and, in the same statement, releases the payment
+ * bound to it, so the payment is neither lost (bound to a call that never runs) nor reusable
+ * for a call that did run. The claim keeps its settlement status and transaction: a retry of
+ * the same X-PAYMENT binds to its new call without settling again.
+ */
+export async function removeUnstartedCall(em: EntityManager, invocationId: string): Promise<boolean> {
+  return (await em.getConnection().execute<unknown[]>(releasingPayments(`delete from invocations where id = ? and status = 'pending' returning id`), [invocationId])).length > 0;
+}
+
+/**
+ * One statement that runs `rowsStatement` (a data-modifying statement `returning id` over
+ * invocations whose calls never ran) and releases the payments bound to those rows; it answers
+ * the ids it touched.
+ */
+export function releasingPayments(rowsStatement: string): string {
+  return `with touched as (${rowsStatement}),
+     released as (update payment_claims set invocation_id = null, updated_at = now() where invocation_id in (select id from touched))
+     select id from touched`;
+}

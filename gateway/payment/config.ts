@@ -1,0 +1,73 @@
+// The payment gate's settings, read from the environment (like the other config modules):
+//   TOKEN_ADDRESS            the USDC contract payments are made in (default: USDC on Base)
+//   CHAIN_ID                 8453 (Base); part of the EIP-712 domain payers sign
+//   TOKEN_NAME, TOKEN_VERSION  the token's EIP-712 domain ("USD Coin", "2" for USDC on Base)
+//   X402_MAX_TIMEOUT_SECONDS maxTimeoutSeconds of the challenge (clients set validBefore from it)
+//   X402_VALIDITY_MARGIN_S   validBefore must be at least this far ahead when a payment arrives
+//   SETTLEMENT_CA_FILE       CA bundle trusted for facilitator server certificates (default: system roots)
+//   SETTLEMENT_TIMEOUT_MS    deadline of one /settle call to the facilitator
+//   CHAIN_RPC_URL            the node asked whether a contract-wallet payer accepts its signature (ERC-1271)
+//   X402_CONTRACT_SIGNATURE_TIMEOUT_MS  deadline of that eth_call (past it: the coarse 402)
+import { readFileSync } from 'node:fs';
+import { getAddress } from 'ethers';
+import { z } from 'zod';
+import type { TokenDomain } from '../../x402/eip3009.ts';
+
+const BASE_MAINNET_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
+
+const PaymentEnv = z.object({
+  TOKEN_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/).default(BASE_MAINNET_USDC),
+  CHAIN_ID: z.coerce.number().int().positive().default(8453),
+  TOKEN_NAME: z.string().default('USD Coin'),
+  TOKEN_VERSION: z.string().default('2'),
+  X402_MAX_TIMEOUT_SECONDS: z.coerce.number().int().min(10).max(3600).default(60),
+  X402_VALIDITY_MARGIN_S: z.coerce.number().int().nonnegative().default(6),
+  // How long a payment settled for a call that was then not accepted (a crash, an outage) can
+  // still buy that call with the same header, whatever its validBefore says.
+  X402_SETTLED_RESUME_HOURS: z.coerce.number().positive().default(24),
+  SETTLEMENT_CA_FILE: z.string().optional(),
+  SETTLEMENT_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
+  X402_CONTRACT_SIGNATURE_TIMEOUT_MS: z.coerce.number().int().positive().default(3_000),
+});
+
+export type PaymentConfig = {
+  network: 'base';
+  domain: TokenDomain;
+  maxTimeoutSeconds: number;
+  validityMarginSeconds: number;
+  /** PEM of the CA(s) trusted for the facilitator's server certificate; undefined: system roots. */
+  settlementCaPem: string | undefined;
+  settlementTimeoutMs: number;
+  /** X402_SETTLED_RESUME_HOURS, in ms. */
+  settledResumeMs: number;
+  /** ERC-1271 checks of contract-wallet payers: the node and the deadline of one eth_call. */
+  contractSignatures: { rpcUrl: string; timeoutMs: number };
+};
+
+export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): PaymentConfig {
+  const parsed = PaymentEnv.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
+  }
+  const e = parsed.data;
+  let settlementCaPem: string | undefined;
+  if (e.SETTLEMENT_CA_FILE) {
+    try {
+      settlementCaPem = readFileSync(e.SETTLEMENT_CA_FILE, 'utf8');
+    } catch {
+      throw new Error('invalid configuration: SETTLEMENT_CA_FILE cannot be read');
+    }
+  }
+  return {
+    network: 'base',
+    domain: { name: e.TOKEN_NAME, version: e.TOKEN_VERSION, chainId: e.CHAIN_ID, verifyingContract: getAddress(e.TOKEN_ADDRESS) },
+    maxTimeoutSeconds: e.X402_MAX_TIMEOUT_SECONDS,
+    validityMarginSeconds: e.X402_VALIDITY_MARGIN_S,
+    settlementCaPem,
+    settlementTimeoutMs: e.SETTLEMENT_TIMEOUT_MS,
+    settledResumeMs: e.X402_SETTLED_RESUME_HOURS * 3_600_000,
+    contractSignatures: { rpcUrl: e.CHAIN_RPC_URL, timeoutMs: e.X402_CONTRACT_SIGNATURE_TIMEOUT_MS },
+  };
+}

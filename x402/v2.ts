@@ -1,0 +1,67 @@
+// The x402 v2 wire objects the gateway speaks to its callers, as zod schemas mirroring
+// @x402/core's (src/schemas, types): PaymentRequired (the PAYMENT-REQUIRED header),
+// PaymentPayload (PAYMENT-SIGNATURE) and SettleResponse (PAYMENT-RESPONSE). @x402/* are dev
+// dependencies only, so the gateway validates with these. The `exact` EVM payload inside is
+// the v1 one (x402/schemas.ts): v2 changed the envelope, not the authorization.
+import { z } from 'zod';
+import { HexAddress, SignatureHex, TransferAuthorization, Uint256String } from './schemas.ts';
+
+const NonEmptyString = z.string().min(1);
+/** CAIP-2, as @x402/core checks it: at least 3 characters with a colon (`eip155:8453`). */
+export const NetworkV2 = z.string().min(3).refine((value) => value.includes(':'), 'network must be CAIP-2');
+const OptionalRecord = z.record(z.string(), z.unknown()).nullish();
+
+export const ResourceInfo = z.object({
+  url: NonEmptyString,
+  description: z.string().nullish(),
+  mimeType: z.string().nullish(),
+});
+export type ResourceInfo = z.infer<typeof ResourceInfo>;
+
+export const PaymentRequirementsV2 = z.object({
+  scheme: NonEmptyString,
+  network: NetworkV2,
+  amount: Uint256String,
+  asset: HexAddress,
+  payTo: HexAddress,
+  maxTimeoutSeconds: z.number().positive(),
+  extra: OptionalRecord,
+});
+export type PaymentRequirementsV2 = z.infer<typeof PaymentRequirementsV2>;
+
+/** The 402's PAYMENT-REQUIRED header, as the gateway writes it. */
+export type PaymentRequiredV2 = {
+  x402Version: 2;
+  error?: string;
+  resource: { url: string; description: string; mimeType: string };
+  accepts: Array<PaymentRequirementsV2 & { extra: { name: string; version: string } }>;
+};
+
+/** The decoded PAYMENT-SIGNATURE header: `accepted` names the requirements the payer chose. */
+export const PaymentPayloadV2 = z.object({
+  x402Version: z.literal(2),
+  resource: ResourceInfo.nullish(),
+  accepted: PaymentRequirementsV2,
+  payload: z.object({ signature: SignatureHex, authorization: TransferAuthorization }),
+  extensions: OptionalRecord,
+});
+export type PaymentPayloadV2 = z.infer<typeof PaymentPayloadV2>;
+
+/** The PAYMENT-RESPONSE header of a settled call. */
+export type SettleResponseV2 = { success: true; transaction: string; network: string; payer: string };
+
+/** The EVM network of a chain id in CAIP-2 (`eip155:8453` for Base). */
+export function caip2Network(chainId: number): string {
+  return `eip155:${chainId}`;
+}
+
+/** base64(JSON) of a header; null when it is not base64 of JSON. Bounded, so a huge header costs nothing to refuse. */
+export function decodeBase64JsonHeader(header: string, maxLength: number): unknown {
+  const trimmed = header.trim();
+  if (trimmed.length === 0 || trimmed.length > maxLength || !/^[A-Za-z0-9+/=_-]+$/.test(trimmed)) return null;
+  try {
+    return JSON.parse(Buffer.from(trimmed, 'base64').toString('utf8')) as unknown;
+  } catch {
+    return null;
+  }
+}
