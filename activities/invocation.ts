@@ -12,12 +12,23 @@ import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { UpstreamError, classifyError, type ErrorClass, type UpstreamClient, type UpstreamResponse } from '../gateway/upstream/client.ts';
+import {
+  UpstreamError,
+  classifyError,
+  type ErrorClass,
+  type UpstreamClient,
+  type UpstreamResponse,
+} from '../gateway/upstream/client.ts';
 import { classForStatus } from '../gateway/upstream/errors.ts';
 import { RETRYABLE_STATUSES } from '../gateway/upstream/retry.ts';
 import type { BodyStore } from '../gateway/body-store.ts';
 import { CREDENTIAL_UNAVAILABLE, type CredentialResolver } from '../gateway/credentials/resolver.ts';
-import { createInvocationStore, type BodyInsert, type Completion, type InvocationOutcome } from '../gateway/invocation-store.ts';
+import {
+  createInvocationStore,
+  type BodyInsert,
+  type Completion,
+  type InvocationOutcome,
+} from '../gateway/invocation-store.ts';
 
 export type { InvocationOutcome };
 
@@ -45,7 +56,10 @@ export function outcomeStatus(upstreamStatus: number): 'succeeded' | 'failed' {
 }
 
 /** Reads the whole answer (the deadline bounds it), keeping it only when capture is on and it fits. */
-async function readResponse(reply: UpstreamResponse, capture: boolean): Promise<{ firstByteMs: number | null; captured: Buffer | null; broken: boolean; sha256: string | null }> {
+async function readResponse(
+  reply: UpstreamResponse,
+  capture: boolean,
+): Promise<{ firstByteMs: number | null; captured: Buffer | null; broken: boolean; sha256: string | null }> {
   let firstByteMs: number | null = null;
   const chunks: Buffer[] = [];
   let size = 0;
@@ -63,7 +77,12 @@ async function readResponse(reply: UpstreamResponse, capture: boolean): Promise<
   } finally {
     reply.finish();
   }
-  return { firstByteMs, captured: capture && size <= MAX_CAPTURED_RESPONSE ? Buffer.concat(chunks) : null, broken: false, sha256: digest.digest('hex') };
+  return {
+    firstByteMs,
+    captured: capture && size <= MAX_CAPTURED_RESPONSE ? Buffer.concat(chunks) : null,
+    broken: false,
+    sha256: digest.digest('hex'),
+  };
 }
 
 export function createInvocationActivities(deps: InvocationDeps): InvocationActivities {
@@ -75,7 +94,14 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
   async function complete(invocationId: string, completion: Completion, body?: BodyInsert): Promise<InvocationOutcome> {
     // No row: the call was never accepted (its commit failed after the workflow started and
     // the route's terminate did not land). Nothing was sent; the workflow just ends.
-    return (await store.complete(invocationId, completion, body)) ?? { status: 'failed', upstreamStatus: null, latencyMs: null, errorClass: 'internal' };
+    return (
+      (await store.complete(invocationId, completion, body)) ?? {
+        status: 'failed',
+        upstreamStatus: null,
+        latencyMs: null,
+        errorClass: 'internal',
+      }
+    );
   }
 
   return {
@@ -83,13 +109,25 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
       const row = await store.load(invocationId, { withBody: insertBody !== undefined });
       // The row is committed alongside the workflow's start: an attempt may run before it lands
       // (expected under load, hence benign: logged at debug, not as a failed activity).
-      if (!row) throw ApplicationFailure.create({ message: 'invocation row not found yet', type: 'InvocationNotFound', category: ApplicationFailureCategory.BENIGN });
-      if (row.status === 'succeeded' || row.status === 'failed') return { status: row.status, upstreamStatus: row.upstreamStatus, latencyMs: row.latencyMs, errorClass: row.errorClass };
+      if (!row)
+        throw ApplicationFailure.create({
+          message: 'invocation row not found yet',
+          type: 'InvocationNotFound',
+          category: ApplicationFailureCategory.BENIGN,
+        });
+      if (row.status === 'succeeded' || row.status === 'failed')
+        return {
+          status: row.status,
+          upstreamStatus: row.upstreamStatus,
+          latencyMs: row.latencyMs,
+          errorClass: row.errorClass,
+        };
       const agent = row.agent;
       if (!agent) throw ApplicationFailure.retryable('agent of the invocation not found', 'AgentNotFound');
 
       // An earlier attempt may have delivered the request before its worker died.
-      if (row.attempts > 0 && !agent.retryNonIdempotent) return complete(invocationId, { status: 'failed', errorClass: 'interrupted' });
+      if (row.attempts > 0 && !agent.retryNonIdempotent)
+        return complete(invocationId, { status: 'failed', errorClass: 'interrupted' });
       if (!agent.upstreamUrl) return complete(invocationId, { status: 'failed', errorClass: 'protocol' });
 
       // Resolved before the attempt is counted: a vault that is briefly down is retried by
@@ -101,13 +139,18 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
         if (err instanceof ApplicationFailure && !err.nonRetryable) throw err;
         return complete(invocationId, { status: 'failed', errorClass: 'credential' });
       }
-      const body = insertBody ? row.requestBody : row.requestBodyId ? ((await deps.bodies.get(row.tenantId, row.requestBodyId))?.content ?? null) : null;
+      const body = insertBody
+        ? row.requestBody
+        : row.requestBodyId
+          ? ((await deps.bodies.get(row.tenantId, row.requestBodyId))?.content ?? null)
+          : null;
 
       // Counted only if no other attempt counted one since the load (a zombie attempt whose
       // heartbeat timed out): the loser retries, sees the count, and follows the rule above.
       // The load has counted it already when none of the steps above could stop the call or
       // needed I/O (no credential): the usual case, one statement fewer.
-      if (!row.claimed && !(await store.claim(invocationId, row.attempts))) throw ApplicationFailure.retryable('another attempt claimed the invocation', 'InvocationClaimed');
+      if (!row.claimed && !(await store.claim(invocationId, row.attempts)))
+        throw ApplicationFailure.retryable('another attempt claimed the invocation', 'InvocationClaimed');
 
       const heartbeat = setInterval(() => Context.current().heartbeat(), 2_000);
       try {
@@ -117,7 +160,12 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
             url: agent.upstreamUrl,
             // Caller headers already passed the block-list when the row was written; the
             // transactional caller never sees the raw response, so ask for it uncompressed.
-            headers: { ...row.requestHeaders, 'accept-encoding': 'identity', ...credentialHeaders, 'x-request-id': row.requestId },
+            headers: {
+              ...row.requestHeaders,
+              'accept-encoding': 'identity',
+              ...credentialHeaders,
+              'x-request-id': row.requestId,
+            },
             body: body ?? undefined,
             deadlineMs: deps.upstreamTimeoutMs,
             deadlineCoversBody: true,
@@ -135,11 +183,18 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
         const ttftMs = read.firstByteMs ?? reply.ttftMs;
         if (read.broken) {
           const errorClass: ErrorClass = reply.timedOut() ? 'timeout' : 'stream_interrupted';
-          return await complete(invocationId, { status: 'failed', upstreamStatus: reply.status, errorClass, latencyMs, ttftMs });
+          return await complete(invocationId, {
+            status: 'failed',
+            upstreamStatus: reply.status,
+            errorClass,
+            latencyMs,
+            ttftMs,
+          });
         }
         const contentType = String(reply.headers['content-type'] ?? '') || null;
         const stored = read.captured ? insertBody?.(row.tenantId, contentType, read.captured) : undefined;
-        const responseBodyId = stored?.id ?? (read.captured ? await deps.bodies.put(row.tenantId, contentType, read.captured) : null);
+        const responseBodyId =
+          stored?.id ?? (read.captured ? await deps.bodies.put(row.tenantId, contentType, read.captured) : null);
         return await complete(
           invocationId,
           {
@@ -162,7 +217,10 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
     async abandonInvocation(invocationId, failureType) {
       // performInvocation lets a failure escape on purpose only for an unavailable credential;
       // anything else that exhausted its retries (a database outage) is the gateway's own.
-      return complete(invocationId, { status: 'failed', errorClass: failureType === CREDENTIAL_UNAVAILABLE ? 'credential' : 'internal' });
+      return complete(invocationId, {
+        status: 'failed',
+        errorClass: failureType === CREDENTIAL_UNAVAILABLE ? 'credential' : 'internal',
+      });
     },
   };
 }

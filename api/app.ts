@@ -42,11 +42,14 @@ export function createApp(deps: AppDeps): Koa {
   const json = bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', encoding: 'utf-8' });
   v1.use(async (ctx, next) => (ctx.path.startsWith('/v1/proxy/') ? next() : json(ctx, next)));
   v1.use(async (ctx, next) => {
-    if (nestsDeeperThan(ctx.request.body, MAX_BODY_DEPTH)) throw badRequest(`JSON body nests deeper than ${MAX_BODY_DEPTH} levels`);
+    if (nestsDeeperThan(ctx.request.body, MAX_BODY_DEPTH))
+      throw badRequest(`JSON body nests deeper than ${MAX_BODY_DEPTH} levels`);
     await next();
   });
-  for (const routes of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps), proxyRoutes(deps)]) v1.use(routes.routes(), routes.allowedMethods());
-  for (const routes of [policyRoutes(deps), analyticsRoutes(deps), receiptRoutes(deps)]) v1.use(routes.routes(), routes.allowedMethods());
+  for (const routes of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps), proxyRoutes(deps)])
+    v1.use(routes.routes(), routes.allowedMethods());
+  for (const routes of [policyRoutes(deps), analyticsRoutes(deps), receiptRoutes(deps)])
+    v1.use(routes.routes(), routes.allowedMethods());
   const invocations = invocationRoutes(deps);
   v1.use(invocations.routes(), invocations.allowedMethods());
   app.use(v1.routes());

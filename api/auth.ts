@@ -51,20 +51,34 @@ export function createVerifier(auth: GatewayConfig['auth']) {
     if (known) {
       // jose's own rule: expired once now >= exp, not yet valid while now < nbf (no leeway).
       const seconds = Math.floor(now / 1000);
-      if (known.until > now && (known.exp === undefined || seconds < known.exp) && (known.nbf === undefined || seconds >= known.nbf)) return known.caller;
+      if (
+        known.until > now &&
+        (known.exp === undefined || seconds < known.exp) &&
+        (known.nbf === undefined || seconds >= known.nbf)
+      )
+        return known.caller;
       remembered.delete(cacheKey);
     }
     try {
       const { payload } = await jwtVerify(token, key as KeyObject, options);
       const tenantId = payload[auth.tenantClaim];
       const userId = payload[auth.userClaim];
-      if (typeof tenantId !== 'string' || tenantId === '' || typeof userId !== 'string' || userId === '') return undefined;
+      if (typeof tenantId !== 'string' || tenantId === '' || typeof userId !== 'string' || userId === '')
+        return undefined;
       const caller = { tenantId, userId };
       if (remembered.size >= TOKEN_CACHE_MAX) remembered.delete(remembered.keys().next().value as string);
       // With a maximum age, the entry also ends when the token grows too old (jose checks the
       // age with the same clock; iat is required by then).
-      const tooOldAt = auth.maxTokenAgeSeconds !== undefined && payload.iat !== undefined ? (payload.iat + auth.maxTokenAgeSeconds) * 1000 : Infinity;
-      remembered.set(cacheKey, { caller, exp: payload.exp, nbf: payload.nbf, until: Math.min(now + TOKEN_CACHE_TTL_MS, tooOldAt) });
+      const tooOldAt =
+        auth.maxTokenAgeSeconds !== undefined && payload.iat !== undefined
+          ? (payload.iat + auth.maxTokenAgeSeconds) * 1000
+          : Infinity;
+      remembered.set(cacheKey, {
+        caller,
+        exp: payload.exp,
+        nbf: payload.nbf,
+        until: Math.min(now + TOKEN_CACHE_TTL_MS, tooOldAt),
+      });
       return caller;
     } catch {
       return undefined;

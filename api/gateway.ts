@@ -11,9 +11,17 @@ import { readinessChecks } from '../lib/observability/metrics.ts';
 
 const READINESS_INTERVAL_MS = 1_000;
 
-const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { name: string; version: string };
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+  name: string;
+  version: string;
+};
 
-export async function startGateway(config: GatewayConfig, orm: MikroORM, temporal: Client, log: Logger): Promise<Server> {
+export async function startGateway(
+  config: GatewayConfig,
+  orm: MikroORM,
+  temporal: Client,
+  log: Logger,
+): Promise<Server> {
   const app = createApp({
     config,
     orm,
@@ -24,8 +32,17 @@ export async function startGateway(config: GatewayConfig, orm: MikroORM, tempora
     readiness: cachedProbe(async () => {
       readinessChecks.inc();
       const [database, temporalUp] = await Promise.all([
-        orm.em.getConnection().execute('select 1').then(() => true, () => false),
-        temporal.workflowService.getSystemInfo({}).then(() => true, () => false),
+        orm.em
+          .getConnection()
+          .execute('select 1')
+          .then(
+            () => true,
+            () => false,
+          ),
+        temporal.workflowService.getSystemInfo({}).then(
+          () => true,
+          () => false,
+        ),
       ]);
       return { database, temporal: temporalUp };
     }, READINESS_INTERVAL_MS),

@@ -31,8 +31,15 @@ export function parsePage(query: Record<string, string | string[] | undefined>, 
 }
 
 /** Rows were fetched with limit + 1: the extra one only says whether another page exists. */
-export function pageOf<T extends { id: string }, V>(rows: T[], limit: number, view: (row: T) => V): { data: V[]; next_cursor: string | null } {
+export function pageOf<T extends { id: string }, V>(
+  rows: T[],
+  limit: number,
+  view: (row: T) => V,
+): { data: V[]; next_cursor: string | null } {
   const page = rows.slice(0, limit);
   const more = rows.length > limit;
-  return { data: page.map(view), next_cursor: more ? Buffer.from(page[page.length - 1].id, 'utf8').toString('base64url') : null };
+  return {
+    data: page.map(view),
+    next_cursor: more ? Buffer.from(page[page.length - 1].id, 'utf8').toString('base64url') : null,
+  };
 }

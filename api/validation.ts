@@ -12,7 +12,8 @@ function fallbackMessage(issue: { path?: PropertyKey[]; code?: string }): string
 export function containsNul(value: unknown): boolean {
   if (typeof value === 'string') return value.includes('\u0000');
   if (Array.isArray(value)) return value.some(containsNul);
-  if (value && typeof value === 'object') return Object.entries(value).some(([k, v]) => k.includes('\u0000') || containsNul(v));
+  if (value && typeof value === 'object')
+    return Object.entries(value).some(([k, v]) => k.includes('\u0000') || containsNul(v));
   return false;
 }
 

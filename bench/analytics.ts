@@ -20,7 +20,13 @@ import { loadGatewayConfig } from '../gateway/config.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
 import { mintToken } from '../gateway/tokens.ts';
-import { canConnect, dropDatabase, ensureDatabase, startEmbeddedPostgres, withDatabase } from '../scripts/lib/postgres.ts';
+import {
+  canConnect,
+  dropDatabase,
+  ensureDatabase,
+  startEmbeddedPostgres,
+  withDatabase,
+} from '../scripts/lib/postgres.ts';
 import { freePort } from '../scripts/lib/ports.ts';
 import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
 
@@ -67,7 +73,11 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
   const AGENTS = Number(args.agents);
   const RUNS = Number(args.runs);
   const setup = `${N.toLocaleString('en')} invocations, ${AGENTS} agents, 31 days, ${RUNS} timed requests per query`;
-  const result = startResult('analytics', `npm run bench:analytics -- ${argv.join(' ')}`.trim().replace(/ --$/, ''), setup);
+  const result = startResult(
+    'analytics',
+    `npm run bench:analytics -- ${argv.join(' ')}`.trim().replace(/ --$/, ''),
+    setup,
+  );
   const server = await serverUrl();
   const dbUrl = withDatabase(server.url, `gw_bench_analytics_${process.pid}`);
   await ensureDatabase(dbUrl);
@@ -83,7 +93,8 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
     // million rows take minutes; the per-row cost is measured separately below.
     let t0 = performance.now();
     await conn.execute('alter table invocations disable trigger invocations_analytics_insert');
-    for (let from = 1; from <= N; from += 100_000) await conn.execute(seedSql(TENANT, from, Math.min(N, from + 99_999), N, AGENTS));
+    for (let from = 1; from <= N; from += 100_000)
+      await conn.execute(seedSql(TENANT, from, Math.min(N, from + 99_999), N, AGENTS));
     await conn.execute('alter table invocations enable trigger invocations_analytics_insert');
     const seeded = ms(t0);
     t0 = performance.now();
@@ -91,8 +102,13 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
     const rebuilt = ms(t0);
     await conn.execute('vacuum analyze analytics_hourly');
     await conn.execute('vacuum analyze invocations');
-    const [{ rows, keys }] = await conn.execute(`select count(*)::int as rows, sum((select count(*) from jsonb_object_keys(latency)) + (select count(*) from jsonb_object_keys(ttft)))::int as keys from analytics_hourly where tenant_id = ?`, [TENANT]);
-    result.notes.push(`seeded in ${(seeded / 1000).toFixed(1)} s; rollups rebuilt in ${(rebuilt / 1000).toFixed(1)} s: ${rows} hourly rows, ${keys} histogram buckets`);
+    const [{ rows, keys }] = await conn.execute(
+      `select count(*)::int as rows, sum((select count(*) from jsonb_object_keys(latency)) + (select count(*) from jsonb_object_keys(ttft)))::int as keys from analytics_hourly where tenant_id = ?`,
+      [TENANT],
+    );
+    result.notes.push(
+      `seeded in ${(seeded / 1000).toFixed(1)} s; rollups rebuilt in ${(rebuilt / 1000).toFixed(1)} s: ${rows} hourly rows, ${keys} histogram buckets`,
+    );
     say(result.notes.at(-1)!);
 
     // What the trigger costs a completing invocation: the same 20 000 rows with and without it.
@@ -106,7 +122,9 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
     await conn.execute(seedSql('bench-on', 1, sample, sample, AGENTS).replace(/'inv_bench_'/, `'inv_on_'`));
     const withTrigger = ms(t0);
     const perRowUs = ((withTrigger - without) * 1000) / sample;
-    result.notes.push(`rollup trigger: ${perRowUs.toFixed(0)} µs of database time per completed invocation (${sample} rows: ${without.toFixed(0)} ms without, ${withTrigger.toFixed(0)} ms with)`);
+    result.notes.push(
+      `rollup trigger: ${perRowUs.toFixed(0)} µs of database time per completed invocation (${sample} rows: ${without.toFixed(0)} ms without, ${withTrigger.toFixed(0)} ms with)`,
+    );
     say(result.notes.at(-1)!);
 
     // The API, in-process, on the bench database. Temporal is never reached by this endpoint
@@ -138,9 +156,10 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
       // Cold: the first read after the rollups were (re)built computes every summary from the
       // histograms; it writes them back after answering. Then wait for that to land.
       const cold = (await once()).took;
-      const pending = bucket === 'hour'
-        ? `select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`
-        : `select (select count(distinct (agent_id, date_trunc('day', bucket_start, 'UTC'))) from analytics_hourly where tenant_id = ?) - (select count(*) from analytics_daily_summary where tenant_id = ?) as n`;
+      const pending =
+        bucket === 'hour'
+          ? `select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`
+          : `select (select count(distinct (agent_id, date_trunc('day', bucket_start, 'UTC'))) from analytics_hourly where tenant_id = ?) - (select count(*) from analytics_daily_summary where tenant_id = ?) as n`;
       for (let i = 0; i < 300; i++) {
         const [{ n }] = await conn.execute(pending, bucket === 'hour' ? [TENANT] : [TENANT, TENANT]);
         if (Number(n) === 0) break;
@@ -155,7 +174,14 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
       }
       const total = last!.body.groups.reduce((s, g) => s + g.count, 0);
       if (total !== N) throw new Error(`the ${bucket} groups add up to ${total}, not ${N}`);
-      return { cold, p50: percentile(times, 0.5), p95: percentile(times, 0.95), max: Math.max(...times), groups: last!.body.groups.length, bytes: last!.bytes };
+      return {
+        cold,
+        p50: percentile(times, 0.5),
+        p95: percentile(times, 0.95),
+        max: Math.max(...times),
+        groups: last!.body.groups.length,
+        bytes: last!.bytes,
+      };
     }
 
     const hour = await timeQuery('hour');
@@ -180,24 +206,79 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
     say('');
     say('| query (31 days) | groups | response | cold (first read) | p50 | p95 | max |');
     say('|---|---|---|---|---|---|---|');
-    for (const [name, r] of [['hourly', hour], ['daily', day]] as const) {
-      say(`| ${name} | ${r.groups} | ${(r.bytes / 1024).toFixed(0)} KiB | ${r.cold.toFixed(0)} ms | ${r.p50.toFixed(1)} ms | ${r.p95.toFixed(1)} ms | ${r.max.toFixed(1)} ms |`);
+    for (const [name, r] of [
+      ['hourly', hour],
+      ['daily', day],
+    ] as const) {
+      say(
+        `| ${name} | ${r.groups} | ${(r.bytes / 1024).toFixed(0)} KiB | ${r.cold.toFixed(0)} ms | ${r.p50.toFixed(1)} ms | ${r.p95.toFixed(1)} ms | ${r.max.toFixed(1)} ms |`,
+      );
     }
-    say(`| baseline: hourly, exact, from the raw rows (SQL percentile_disc; no HTTP) | ${hour.groups} | | | ${percentile(baseTimes, 0.5).toFixed(0)} ms | | ${Math.max(...baseTimes).toFixed(0)} ms |`);
+    say(
+      `| baseline: hourly, exact, from the raw rows (SQL percentile_disc; no HTTP) | ${hour.groups} | | | ${percentile(baseTimes, 0.5).toFixed(0)} ms | | ${Math.max(...baseTimes).toFixed(0)} ms |`,
+    );
     say('');
     say(`target: 31-day hourly p50 < 300 ms: ${hour.p50 < 300 ? 'met' : 'NOT met'} (${hour.p50.toFixed(1)} ms)`);
-    const table = { title: 'GET /v1/analytics, 31 days', header: ['query (31 days)', 'groups', 'response', 'cold (first read)', 'p50', 'p95', 'max'], rows: [] as string[][] };
-    for (const [name, r] of [['hourly', hour], ['daily', day]] as const) {
-      table.rows.push([name, String(r.groups), `${(r.bytes / 1024).toFixed(0)} KiB`, `${r.cold.toFixed(0)} ms`, `${r.p50.toFixed(1)} ms`, `${r.p95.toFixed(1)} ms`, `${r.max.toFixed(1)} ms`]);
+    const table = {
+      title: 'GET /v1/analytics, 31 days',
+      header: ['query (31 days)', 'groups', 'response', 'cold (first read)', 'p50', 'p95', 'max'],
+      rows: [] as string[][],
+    };
+    for (const [name, r] of [
+      ['hourly', hour],
+      ['daily', day],
+    ] as const) {
+      table.rows.push([
+        name,
+        String(r.groups),
+        `${(r.bytes / 1024).toFixed(0)} KiB`,
+        `${r.cold.toFixed(0)} ms`,
+        `${r.p50.toFixed(1)} ms`,
+        `${r.p95.toFixed(1)} ms`,
+        `${r.max.toFixed(1)} ms`,
+      ]);
     }
-    table.rows.push(['baseline: hourly, exact, from the raw rows (SQL percentile_disc; no HTTP)', String(hour.groups), '', '', `${percentile(baseTimes, 0.5).toFixed(0)} ms`, '', `${Math.max(...baseTimes).toFixed(0)} ms`]);
+    table.rows.push([
+      'baseline: hourly, exact, from the raw rows (SQL percentile_disc; no HTTP)',
+      String(hour.groups),
+      '',
+      '',
+      `${percentile(baseTimes, 0.5).toFixed(0)} ms`,
+      '',
+      `${Math.max(...baseTimes).toFixed(0)} ms`,
+    ]);
     result.tables.push(table);
     const baseP50 = percentile(baseTimes, 0.5);
     result.checks.push(
-      { figure: '31-day hourly query p50', measured: `${hour.p50.toFixed(1)} ms`, baseline: `raw rows ${baseP50.toFixed(0)} ms`, ratio: `${(hour.p50 / baseP50).toFixed(3)}×`, target: '< 300 ms', pass: hour.p50 < 300 },
-      { figure: '31-day daily query p50', measured: `${day.p50.toFixed(1)} ms`, baseline: `raw rows (hourly) ${baseP50.toFixed(0)} ms`, ratio: `${(day.p50 / baseP50).toFixed(3)}×`, target: '(none)', pass: null },
+      {
+        figure: '31-day hourly query p50',
+        measured: `${hour.p50.toFixed(1)} ms`,
+        baseline: `raw rows ${baseP50.toFixed(0)} ms`,
+        ratio: `${(hour.p50 / baseP50).toFixed(3)}×`,
+        target: '< 300 ms',
+        pass: hour.p50 < 300,
+      },
+      {
+        figure: '31-day daily query p50',
+        measured: `${day.p50.toFixed(1)} ms`,
+        baseline: `raw rows (hourly) ${baseP50.toFixed(0)} ms`,
+        ratio: `${(day.p50 / baseP50).toFixed(3)}×`,
+        target: '(none)',
+        pass: null,
+      },
     );
-    say(JSON.stringify({ bench: 'analytics', invocations: N, agents: AGENTS, runs: RUNS, hourly: hour, daily: day, baselineMs: baseTimes, triggerUsPerRow: perRowUs }));
+    say(
+      JSON.stringify({
+        bench: 'analytics',
+        invocations: N,
+        agents: AGENTS,
+        runs: RUNS,
+        hourly: hour,
+        daily: day,
+        baselineMs: baseTimes,
+        triggerUsPerRow: perRowUs,
+      }),
+    );
   } finally {
     if (api) await new Promise((r) => api!.close(r));
     await orm.close();

@@ -43,12 +43,16 @@ export type CpuGroups = Record<string, () => number[] | Promise<number[]>>;
 
 export async function cpuSnapshot(groups: CpuGroups): Promise<Map<string, Map<number, number>>> {
   const snapshot = new Map<string, Map<number, number>>();
-  for (const [name, pids] of Object.entries(groups)) snapshot.set(name, new Map((await pids()).map((pid) => [pid, processCpuMs(pid)])));
+  for (const [name, pids] of Object.entries(groups))
+    snapshot.set(name, new Map((await pids()).map((pid) => [pid, processCpuMs(pid)])));
   return snapshot;
 }
 
 /** CPU milliseconds each group used between two snapshots (processes present in both). */
-export function cpuBetween(before: Map<string, Map<number, number>>, after: Map<string, Map<number, number>>): Map<string, number> {
+export function cpuBetween(
+  before: Map<string, Map<number, number>>,
+  after: Map<string, Map<number, number>>,
+): Map<string, number> {
   const used = new Map<string, number>();
   for (const [name, end] of after) {
     const start = before.get(name) ?? new Map<number, number>();

@@ -12,7 +12,12 @@ const dispatcher = new Agent({ keepAliveTimeout: 10_000, connections: 256 });
 
 const activities: EchoActivities = {
   async echo({ url, body }) {
-    const res = await request(url, { dispatcher, method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body });
+    const res = await request(url, {
+      dispatcher,
+      method: 'POST',
+      headers: { 'content-type': 'application/octet-stream' },
+      body,
+    });
     await res.body.arrayBuffer();
     return res.statusCode;
   },

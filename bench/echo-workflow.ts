@@ -17,7 +17,12 @@ export type EchoActivities = { echo(input: EchoInput): Promise<number> };
 const { echo } = proxyActivities<EchoActivities>({
   startToCloseTimeout: '5 minutes',
   heartbeatTimeout: '10 seconds',
-  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 20 },
+  retry: {
+    initialInterval: '200 milliseconds',
+    backoffCoefficient: 2,
+    maximumInterval: '10 seconds',
+    maximumAttempts: 20,
+  },
 });
 
 export async function EchoWorkflow(input: EchoInput): Promise<number> {

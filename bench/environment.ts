@@ -17,7 +17,19 @@ export type Environment = {
 };
 
 /** The npm packages whose versions the figures depend on. */
-const PACKAGES = ['@temporalio/worker', '@temporalio/client', 'pg', '@mikro-orm/postgresql', 'koa', 'undici', 'ethers', 'jose', 'zod', 'x402', 'viem'];
+const PACKAGES = [
+  '@temporalio/worker',
+  '@temporalio/client',
+  'pg',
+  '@mikro-orm/postgresql',
+  'koa',
+  'undici',
+  'ethers',
+  'jose',
+  'zod',
+  'x402',
+  'viem',
+];
 
 const require = createRequire(import.meta.url);
 
@@ -32,7 +44,9 @@ function run(file: string, args: string[]): string {
 function packageVersion(name: string): string {
   // Read from node_modules directly: some packages (x402) do not export their package.json.
   try {
-    return (JSON.parse(readFileSync(join(process.cwd(), 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+    return (
+      JSON.parse(readFileSync(join(process.cwd(), 'node_modules', name, 'package.json'), 'utf8')) as { version: string }
+    ).version;
   } catch {
     return 'not installed';
   }
@@ -77,7 +91,8 @@ export async function collectEnvironment(): Promise<Environment> {
   // "temporal version 1.9.1 (Server 1.32.0, UI 2.54.1)"
   const temporal = run(ensureTool('temporal'), ['--version']);
   // The report this run rewrites does not count: a second run before a commit is still at HEAD.
-  const dirty = run('git', ['status', '--porcelain', '--untracked-files=no', '--', '.', ':(exclude)docs/BENCHMARKS.md']) !== '';
+  const dirty =
+    run('git', ['status', '--porcelain', '--untracked-files=no', '--', '.', ':(exclude)docs/BENCHMARKS.md']) !== '';
   return {
     date: new Date().toISOString(),
     machine: {

@@ -2,7 +2,11 @@
 // this Node, collected in a list so the run can stop every one it started, and nothing else.
 import { spawn, type ChildProcess } from 'node:child_process';
 
-export function spawnInto(children: ChildProcess[], args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
+export function spawnInto(
+  children: ChildProcess[],
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): ChildProcess {
   const c = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(c);
   return c;

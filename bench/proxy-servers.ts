@@ -25,12 +25,22 @@ function upstream(req: IncomingMessage, res: ServerResponse): void {
   });
 }
 
-const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'proxy-connection']);
+const HOP = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'host',
+  'proxy-connection',
+]);
 const dispatcher = new Agent({ keepAliveTimeout: 10_000, connections: 256 });
 
 function bare(req: IncomingMessage, res: ServerResponse): void {
   const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = Array.isArray(v) ? v.join(', ') : v;
+  for (const [k, v] of Object.entries(req.headers))
+    if (v !== undefined && !HOP.has(k)) headers[k] = Array.isArray(v) ? v.join(', ') : v;
   request(target, { dispatcher, method: 'POST', headers, body: req }).then(
     (up) => {
       const out: Record<string, string | string[]> = {};

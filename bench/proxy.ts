@@ -27,22 +27,23 @@ import { listeningPort, spawnInto, stopChildren } from './processes.ts';
 import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
 import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
 
-const parseOptions = (argv: string[]) => parseArgs({
-  args: argv,
-  options: {
-    /** One or more fixed concurrencies (comma-separated); the streaming comparison runs at each. */
-    concurrency: { type: 'string', default: '1,8' },
-    seconds: { type: 'string', default: '5' },
-    rounds: { type: 'string', default: '3' },
-    starts: { type: 'string', default: '200' },
-    streams: { type: 'string', default: '20' },
-    'stream-mib': { type: 'string', default: '32' },
-    /** Write a CPU profile of the gateway process into this directory (for finding hot spots). */
-    profile: { type: 'string' },
-    /** Run only these parts (comma-separated: streaming, transactional, memory). */
-    only: { type: 'string', default: 'streaming,transactional,memory' },
-  },
-});
+const parseOptions = (argv: string[]) =>
+  parseArgs({
+    args: argv,
+    options: {
+      /** One or more fixed concurrencies (comma-separated); the streaming comparison runs at each. */
+      concurrency: { type: 'string', default: '1,8' },
+      seconds: { type: 'string', default: '5' },
+      rounds: { type: 'string', default: '3' },
+      starts: { type: 'string', default: '200' },
+      streams: { type: 'string', default: '20' },
+      'stream-mib': { type: 'string', default: '32' },
+      /** Write a CPU profile of the gateway process into this directory (for finding hot spots). */
+      profile: { type: 'string' },
+      /** Run only these parts (comma-separated: streaming, transactional, memory). */
+      only: { type: 'string', default: 'streaming,transactional,memory' },
+    },
+  });
 const BODY = Buffer.alloc(1024, 'b');
 
 const say = (line = '') => process.stdout.write(line + '\n');
@@ -68,7 +69,12 @@ async function load(target: Target, seconds: number, concurrency: number): Promi
       while (performance.now() < until) {
         const t0 = performance.now();
         try {
-          const res = await pool.request({ path: target.path, method: 'POST', headers: { 'content-type': 'application/octet-stream', ...target.headers }, body: BODY });
+          const res = await pool.request({
+            path: target.path,
+            method: 'POST',
+            headers: { 'content-type': 'application/octet-stream', ...target.headers },
+            body: BODY,
+          });
           await res.body.arrayBuffer();
           if (res.statusCode !== 200) errors++;
           else latencies.push(performance.now() - t0);
@@ -87,16 +93,32 @@ function merge(samples: Sample[]): { p50: number; p99: number; rps: number; erro
   const all = samples.flatMap((s) => s.latencies).sort((a, b) => a - b);
   const completed = samples.reduce((a, s) => a + s.completed, 0);
   const seconds = samples.reduce((a, s) => a + s.seconds, 0);
-  return { p50: percentile(all, 0.5), p99: percentile(all, 0.99), rps: completed / seconds, errors: samples.reduce((a, s) => a + s.errors, 0), n: all.length };
+  return {
+    p50: percentile(all, 0.5),
+    p99: percentile(all, 0.99),
+    rps: completed / seconds,
+    errors: samples.reduce((a, s) => a + s.errors, 0),
+    n: all.length,
+  };
 }
 
 function summarize(values: number[]) {
   const sorted = [...values].sort((a, b) => a - b);
-  return { p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), mean: values.reduce((a, b) => a + b, 0) / values.length };
+  return {
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    mean: values.reduce((a, b) => a + b, 0) / values.length,
+  };
 }
 
 /** `STREAMS` concurrent streams of STREAM_BYTES up through `url`, echoed back down; returns the peak RSS growth of `pid`. */
-async function memoryUnderStreams(url: string, headers: Record<string, string>, pid: number, STREAMS: number, STREAM_BYTES: number): Promise<{ baseline: number; peak: number; seconds: number }> {
+async function memoryUnderStreams(
+  url: string,
+  headers: Record<string, string>,
+  pid: number,
+  STREAMS: number,
+  STREAM_BYTES: number,
+): Promise<{ baseline: number; peak: number; seconds: number }> {
   const chunk = Buffer.alloc(64 * 1024, 'm');
   const baseline = rssMiB(pid);
   let peak = baseline;
@@ -163,7 +185,8 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
     const streamingTargets: string[] = [];
     for (const concurrency of PARTS.has('streaming') ? CONCURRENCIES : []) {
       const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
-      for (let round = 0; round < ROUNDS; round++) for (const t of targets) samples.get(t.name)!.push(await load(t, SECONDS, concurrency));
+      for (let round = 0; round < ROUNDS; round++)
+        for (const t of targets) samples.get(t.name)!.push(await load(t, SECONDS, concurrency));
       const streaming = Object.fromEntries(targets.map((t) => [t.name, merge(samples.get(t.name)!)]));
       const direct = streaming['direct'];
       const bareR = streaming['bare proxy'];
@@ -172,7 +195,11 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
       say(`## streaming, 1 KiB, concurrency ${concurrency}`);
       say(`| path | p50 | p99 | throughput | requests | errors |`);
       say(`|---|---|---|---|---|---|`);
-      const table = { title: `streaming, 1 KiB, concurrency ${concurrency}`, header: ['path', 'p50', 'p99', 'throughput', 'requests', 'errors'], rows: [] as string[][] };
+      const table = {
+        title: `streaming, 1 KiB, concurrency ${concurrency}`,
+        header: ['path', 'p50', 'p99', 'throughput', 'requests', 'errors'],
+        rows: [] as string[][],
+      };
       for (const t of targets) {
         const r = streaming[t.name];
         table.rows.push([t.name, fmt(r.p50), fmt(r.p99), `${r.rps.toFixed(0)} req/s`, String(r.n), String(r.errors)]);
@@ -182,9 +209,13 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
       const addedP50 = gw.p50 - direct.p50;
       const addedP99 = gw.p99 - direct.p99;
       say();
-      say(`added by the gateway vs direct:     p50 +${fmt(addedP50)}, p99 +${fmt(addedP99)}  (bare proxy adds p50 +${fmt(bareR.p50 - direct.p50)}, p99 +${fmt(bareR.p99 - direct.p99)})`);
+      say(
+        `added by the gateway vs direct:     p50 +${fmt(addedP50)}, p99 +${fmt(addedP99)}  (bare proxy adds p50 +${fmt(bareR.p50 - direct.p50)}, p99 +${fmt(bareR.p99 - direct.p99)})`,
+      );
       say(`added by the gateway vs bare proxy: p50 +${fmt(gw.p50 - bareR.p50)}, p99 +${fmt(gw.p99 - bareR.p99)}`);
-      say(`ratios: gateway/direct p50 ${(gw.p50 / direct.p50).toFixed(2)}×, gateway/bare p50 ${(gw.p50 / bareR.p50).toFixed(2)}×; throughput gateway/bare ${((gw.rps / bareR.rps) * 100).toFixed(0)} %, gateway/direct ${((gw.rps / direct.rps) * 100).toFixed(0)} %`);
+      say(
+        `ratios: gateway/direct p50 ${(gw.p50 / direct.p50).toFixed(2)}×, gateway/bare p50 ${(gw.p50 / bareR.p50).toFixed(2)}×; throughput gateway/bare ${((gw.rps / bareR.rps) * 100).toFixed(0)} %, gateway/direct ${((gw.rps / direct.rps) * 100).toFixed(0)} %`,
+      );
       const check = (ok: boolean) => (ok ? 'met' : 'MISSED');
       streamingTargets.push(
         `- c=${concurrency}: streaming adds ≤ 1 ms at p50: +${fmt(addedP50)} → ${check(addedP50 <= 1)}`,
@@ -192,9 +223,30 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
         `- c=${concurrency}: throughput ≥ 60 % of the bare proxy: ${((gw.rps / bareR.rps) * 100).toFixed(0)} % → ${check(gw.rps >= 0.6 * bareR.rps)}`,
       );
       result.checks.push(
-        { figure: `streaming c=${concurrency}: gateway p50`, measured: fmt(gw.p50), baseline: `direct ${fmt(direct.p50)}`, ratio: `+${fmt(addedP50)}`, target: 'adds ≤ 1 ms', pass: addedP50 <= 1 },
-        { figure: `streaming c=${concurrency}: gateway p99`, measured: fmt(gw.p99), baseline: `direct ${fmt(direct.p99)}`, ratio: `+${fmt(addedP99)}`, target: 'adds ≤ 3 ms', pass: addedP99 <= 3 },
-        { figure: `streaming c=${concurrency}: gateway throughput`, measured: `${gw.rps.toFixed(0)} req/s`, baseline: `bare proxy ${bareR.rps.toFixed(0)} req/s`, ratio: `${((gw.rps / bareR.rps) * 100).toFixed(0)} %`, target: '≥ 60 % of the bare proxy', pass: gw.rps >= 0.6 * bareR.rps },
+        {
+          figure: `streaming c=${concurrency}: gateway p50`,
+          measured: fmt(gw.p50),
+          baseline: `direct ${fmt(direct.p50)}`,
+          ratio: `+${fmt(addedP50)}`,
+          target: 'adds ≤ 1 ms',
+          pass: addedP50 <= 1,
+        },
+        {
+          figure: `streaming c=${concurrency}: gateway p99`,
+          measured: fmt(gw.p99),
+          baseline: `direct ${fmt(direct.p99)}`,
+          ratio: `+${fmt(addedP99)}`,
+          target: 'adds ≤ 3 ms',
+          pass: addedP99 <= 3,
+        },
+        {
+          figure: `streaming c=${concurrency}: gateway throughput`,
+          measured: `${gw.rps.toFixed(0)} req/s`,
+          baseline: `bare proxy ${bareR.rps.toFixed(0)} req/s`,
+          ratio: `${((gw.rps / bareR.rps) * 100).toFixed(0)} %`,
+          target: '≥ 60 % of the bare proxy',
+          pass: gw.rps >= 0.6 * bareR.rps,
+        },
       );
     }
 
@@ -225,7 +277,12 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
       };
       const acceptOnce = async () => {
         const t0 = performance.now();
-        const res = await txPool.request({ path: `/v1/proxy/${agent.id}`, method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: BODY });
+        const res = await txPool.request({
+          path: `/v1/proxy/${agent.id}`,
+          method: 'POST',
+          headers: { ...auth, 'content-type': 'application/octet-stream' },
+          body: BODY,
+        });
         await res.body.dump();
         if (res.statusCode !== 202) throw new Error(`transactional answered ${res.statusCode}`);
         return performance.now() - t0;
@@ -253,34 +310,77 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
         title: `transactional 202 vs bare workflow.start (sequential, ${STARTS} each, interleaved)`,
         header: ['path', 'p50', 'p99', 'mean'],
         rows: [
-          ['bare client.workflow.start (same workflow, search attributes, summary)', fmt(bs.p50), fmt(bs.p99), fmt(bs.mean)],
+          [
+            'bare client.workflow.start (same workflow, search attributes, summary)',
+            fmt(bs.p50),
+            fmt(bs.p99),
+            fmt(bs.mean),
+          ],
           ['POST /v1/proxy/{id} → 202', fmt(tx.p50), fmt(tx.p99), fmt(tx.mean)],
         ],
       });
-      result.checks.push({ figure: 'transactional 202 p50', measured: fmt(tx.p50), baseline: `bare start ${fmt(bs.p50)}`, ratio: `${(tx.p50 / bs.p50).toFixed(2)}×`, target: '≤ 1.3× the bare start', pass: tx.p50 <= 1.3 * bs.p50 });
+      result.checks.push({
+        figure: 'transactional 202 p50',
+        measured: fmt(tx.p50),
+        baseline: `bare start ${fmt(bs.p50)}`,
+        ratio: `${(tx.p50 / bs.p50).toFixed(2)}×`,
+        target: '≤ 1.3× the bare start',
+        pass: tx.p50 <= 1.3 * bs.p50,
+      });
     }
     if (PARTS.has('memory')) {
       // 3. Memory under big streams, the bare proxy alongside for reference.
       const bareMem = await memoryUnderStreams(`${bareUrl}/agent`, {}, bare.pid!, STREAMS, STREAM_BYTES);
-      gwMem = await memoryUnderStreams(`${apiUrl}/v1/proxy/${agent.id}/stream`, auth, gateway.pid!, STREAMS, STREAM_BYTES);
+      gwMem = await memoryUnderStreams(
+        `${apiUrl}/v1/proxy/${agent.id}/stream`,
+        auth,
+        gateway.pid!,
+        STREAMS,
+        STREAM_BYTES,
+      );
       say();
       say(`## RSS while ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB pass through (up and echoed down)`);
       say(`| process | baseline | peak | growth | wall time |`);
       say(`|---|---|---|---|---|`);
-      say(`| bare proxy | ${bareMem.baseline.toFixed(0)} MiB | ${bareMem.peak.toFixed(0)} MiB | ${(bareMem.peak - bareMem.baseline).toFixed(1)} MiB | ${bareMem.seconds.toFixed(1)} s |`);
-      say(`| gateway | ${gwMem.baseline.toFixed(0)} MiB | ${gwMem.peak.toFixed(0)} MiB | ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB | ${gwMem.seconds.toFixed(1)} s |`);
-      const memRow = (name: string, m: typeof bareMem) => [name, `${m.baseline.toFixed(0)} MiB`, `${m.peak.toFixed(0)} MiB`, `${(m.peak - m.baseline).toFixed(1)} MiB`, `${m.seconds.toFixed(1)} s`];
-      result.tables.push({ title: `RSS while ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB pass through (up and echoed down)`, header: ['process', 'baseline', 'peak', 'growth', 'wall time'], rows: [memRow('bare proxy', bareMem), memRow('gateway', gwMem)] });
+      say(
+        `| bare proxy | ${bareMem.baseline.toFixed(0)} MiB | ${bareMem.peak.toFixed(0)} MiB | ${(bareMem.peak - bareMem.baseline).toFixed(1)} MiB | ${bareMem.seconds.toFixed(1)} s |`,
+      );
+      say(
+        `| gateway | ${gwMem.baseline.toFixed(0)} MiB | ${gwMem.peak.toFixed(0)} MiB | ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB | ${gwMem.seconds.toFixed(1)} s |`,
+      );
+      const memRow = (name: string, m: typeof bareMem) => [
+        name,
+        `${m.baseline.toFixed(0)} MiB`,
+        `${m.peak.toFixed(0)} MiB`,
+        `${(m.peak - m.baseline).toFixed(1)} MiB`,
+        `${m.seconds.toFixed(1)} s`,
+      ];
+      result.tables.push({
+        title: `RSS while ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB pass through (up and echoed down)`,
+        header: ['process', 'baseline', 'peak', 'growth', 'wall time'],
+        rows: [memRow('bare proxy', bareMem), memRow('gateway', gwMem)],
+      });
       const growth = gwMem.peak - gwMem.baseline;
       const bareGrowth = bareMem.peak - bareMem.baseline;
-      result.checks.push({ figure: 'RSS growth, gateway', measured: `${growth.toFixed(1)} MiB`, baseline: `bare proxy ${bareGrowth.toFixed(1)} MiB`, ratio: `${(growth / bareGrowth).toFixed(2)}×`, target: '< 64 MiB', pass: growth < 64 });
+      result.checks.push({
+        figure: 'RSS growth, gateway',
+        measured: `${growth.toFixed(1)} MiB`,
+        baseline: `bare proxy ${bareGrowth.toFixed(1)} MiB`,
+        ratio: `${(growth / bareGrowth).toFixed(2)}×`,
+        target: '< 64 MiB',
+        pass: growth < 64,
+      });
     }
     const check = (ok: boolean) => (ok ? 'met' : 'MISSED');
     say();
     say(`## targets`);
     for (const line of streamingTargets) say(line);
-    if (tx && bs) say(`- 202 p50 ≤ 1.3× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 1.3 * bs.p50)}`);
-    if (gwMem) say(`- RSS growth < 64 MiB: ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB → ${check(gwMem.peak - gwMem.baseline < 64)}`);
+    if (tx && bs)
+      say(`- 202 p50 ≤ 1.3× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 1.3 * bs.p50)}`);
+    if (gwMem)
+      say(
+        `- RSS growth < 64 MiB: ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB → ${check(gwMem.peak - gwMem.baseline < 64)}`,
+      );
   } finally {
     // Children are stopped gracefully first (a CPU profile is written on exit).
     await stopChildren(children);

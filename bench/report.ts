@@ -43,8 +43,14 @@ export function renderSection(s: Section): string {
   if (result.error) return [...lines, `**The benchmark failed:** ${result.error}`, data].join('\n');
   for (const t of result.tables) lines.push(...renderTable(t));
   if (result.checks.length) {
-    lines.push(row(['figure', 'measured', 'baseline (same run)', 'ratio', 'target', 'result']), '|---|---|---|---|---|---|');
-    for (const c of result.checks) lines.push(row([c.figure, c.measured, c.baseline, c.ratio, c.target, c.pass === false ? '**MISS**' : passText(c.pass)]));
+    lines.push(
+      row(['figure', 'measured', 'baseline (same run)', 'ratio', 'target', 'result']),
+      '|---|---|---|---|---|---|',
+    );
+    for (const c of result.checks)
+      lines.push(
+        row([c.figure, c.measured, c.baseline, c.ratio, c.target, c.pass === false ? '**MISS**' : passText(c.pass)]),
+      );
     lines.push('');
   }
   for (const n of result.notes) lines.push(`- ${n}`);
@@ -59,18 +65,34 @@ export function renderSummary(sections: Section[], latest: Environment): string 
     '',
     `**Machine:** ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB memory; ${m.os} (${m.kernel}); load average at the start ${m.loadAtStart.join(', ')} (1, 5, 15 min).`,
     '',
-    `**Versions:** ${Object.entries(latest.versions).map(([k, v]) => `${k} ${v}`).join(', ')}.`,
+    `**Versions:** ${Object.entries(latest.versions)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}.`,
     '',
     row(['benchmark', 'figure', 'measured', 'baseline (same run)', 'ratio', 'target', 'result']),
     '|---|---|---|---|---|---|---|',
   ];
   for (const { result } of sections) {
     if (result.error) lines.push(row([result.bench, 'failed', result.error.slice(0, 120), '', '', '', '**FAILED**']));
-    for (const c of result.checks) lines.push(row([result.bench, c.figure, c.measured, c.baseline, c.ratio, c.target, c.pass === false ? '**MISS**' : passText(c.pass)]));
+    for (const c of result.checks)
+      lines.push(
+        row([
+          result.bench,
+          c.figure,
+          c.measured,
+          c.baseline,
+          c.ratio,
+          c.target,
+          c.pass === false ? '**MISS**' : passText(c.pass),
+        ]),
+      );
   }
   const older = sections.filter((s) => s.env.date !== latest.date);
   if (older.length) {
-    lines.push('', `Kept from earlier runs (not re-run this time): ${older.map((s) => `${s.result.bench} (${when(s.env.date)}, commit ${s.env.commit}, on ${s.env.machine.cores} × ${s.env.machine.cpu})`).join('; ')}.`);
+    lines.push(
+      '',
+      `Kept from earlier runs (not re-run this time): ${older.map((s) => `${s.result.bench} (${when(s.env.date)}, commit ${s.env.commit}, on ${s.env.machine.cores} × ${s.env.machine.cpu})`).join('; ')}.`,
+    );
   }
   return lines.join('\n');
 }

@@ -49,7 +49,11 @@ export function startResult(bench: string, command: string, setup: string): Benc
 /** Closes a result: its wall time and the load average the run ended under (figures on a busy machine carry noise). */
 export function finishResult(result: BenchResult, startedMs: number): BenchResult {
   result.seconds = Math.round((performance.now() - startedMs) / 1000);
-  result.notes.push(`load average at the end: ${loadavg().map((l) => l.toFixed(1)).join(', ')} (1, 5, 15 min; ${cpus().length} CPUs)`);
+  result.notes.push(
+    `load average at the end: ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(', ')} (1, 5, 15 min; ${cpus().length} CPUs)`,
+  );
   return result;
 }
 

@@ -25,14 +25,20 @@ const REPORT = 'docs/BENCHMARKS.md';
 const USAGE = `usage: npm run bench [-- [--write] [NAME[=ARGS] ...]]
   Runs the benchmarks (all, or those named: ${ALL.join(', ')}) and prints their figures;
   --write also rewrites their sections of ${REPORT}.`;
-const { values, positionals } = parseCommand({ usage: USAGE, options: { write: { type: 'boolean' } }, allowPositionals: true });
+const { values, positionals } = parseCommand({
+  usage: USAGE,
+  options: { write: { type: 'boolean' } },
+  allowPositionals: true,
+});
 const write = values.write === true;
 const requested = positionals.map((arg) => {
   const [name, ...rest] = arg.split('=');
   if (!ALL.includes(name)) usageExit(USAGE, `unknown benchmark "${name}"`);
   return { name, args: rest.join('=').split(' ').filter(Boolean) };
 });
-const runs = requested.length ? ALL.flatMap((name) => requested.filter((r) => r.name === name)) : ALL.map((name) => ({ name, args: [] as string[] }));
+const runs = requested.length
+  ? ALL.flatMap((name) => requested.filter((r) => r.name === name))
+  : ALL.map((name) => ({ name, args: [] as string[] }));
 
 function runOne(name: string, args: string[], jsonFile: string): Promise<BenchResult> {
   const started = new Date().toISOString();
@@ -46,13 +52,25 @@ function runOne(name: string, args: string[], jsonFile: string): Promise<BenchRe
         // no result written: reported as a failure below
       }
       const command = `npm run bench:${name}${args.length ? ` -- ${args.join(' ')}` : ''}`;
-      resolve({ bench: name, command, setup: '', startedAt: started, seconds: Math.round((performance.now() - t0) / 1000), tables: [], checks: [], notes: [], error: `\`${command}\` exited with ${signal ?? `code ${code}`}` });
+      resolve({
+        bench: name,
+        command,
+        setup: '',
+        startedAt: started,
+        seconds: Math.round((performance.now() - t0) / 1000),
+        tables: [],
+        checks: [],
+        notes: [],
+        error: `\`${command}\` exited with ${signal ?? `code ${code}`}`,
+      });
     });
   });
 }
 
 const env = await collectEnvironment();
-process.stdout.write(`# npm run bench: ${runs.map((r) => r.name).join(', ')} on ${env.machine.cores} × ${env.machine.cpu}, commit ${env.commit}\n`);
+process.stdout.write(
+  `# npm run bench: ${runs.map((r) => r.name).join(', ')} on ${env.machine.cores} × ${env.machine.cpu}, commit ${env.commit}\n`,
+);
 const dir = mkdtempSync(join(tmpdir(), 'gw-bench-'));
 const fresh: Section[] = [];
 try {

@@ -79,9 +79,24 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
   // Our own dev server, so its SQLite pragmas can be chosen; the same flags as scripts/dev/temporal-dev-server.ts otherwise.
   await mkdir(dataDir, { recursive: true });
   const temporalPort = await freePort();
-  const temporalArgs = ['server', 'start-dev', '--db-filename', join(dataDir, 'temporal.sqlite'), '--ip', '127.0.0.1', '--port', String(temporalPort), '--namespace', 'default', '--headless', '--log-level', 'error'];
+  const temporalArgs = [
+    'server',
+    'start-dev',
+    '--db-filename',
+    join(dataDir, 'temporal.sqlite'),
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(temporalPort),
+    '--namespace',
+    'default',
+    '--headless',
+    '--log-level',
+    'error',
+  ];
   for (const key of ALL_SEARCH_ATTRIBUTES) temporalArgs.push('--search-attribute', `${key.name}=Keyword`);
-  if (args['temporal-sqlite'] === 'wal') temporalArgs.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
+  if (args['temporal-sqlite'] === 'wal')
+    temporalArgs.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
   const temporalServer = spawn(ensureTool('temporal'), temporalArgs, { stdio: 'ignore' });
   const temporalAddress = `127.0.0.1:${temporalPort}`;
   await waitFor('temporal dev server', async () => {
@@ -96,7 +111,12 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
   const infra = await startInfra({
     temporalAddress,
     dataDir,
-    ports: { temporal: await freePort(), postgres: await freePort(), anvil: await freePort(), openbao: await freePort() },
+    ports: {
+      temporal: await freePort(),
+      postgres: await freePort(),
+      anvil: await freePort(),
+      openbao: await freePort(),
+    },
     postgresUrl,
     databaseName: `bench_settle_${runId}`,
     namespace: 'default',
@@ -104,7 +124,13 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
     log: () => undefined,
   });
   const cleanups: Array<() => Promise<unknown>> = [];
-  cleanups.push(() => new Promise((r) => { temporalServer.once('exit', r); temporalServer.kill('SIGTERM'); }));
+  cleanups.push(
+    () =>
+      new Promise((r) => {
+        temporalServer.once('exit', r);
+        temporalServer.kill('SIGTERM');
+      }),
+  );
   async function cleanup(): Promise<void> {
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
   }
@@ -135,10 +161,22 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
     cleanups.push(() => facilitator.close());
 
     if (!embedded) {
-      const child = spawn(process.execPath, ['temporal/facilitator-worker-main.ts'], { env: { ...process.env, ...env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'inherit'] });
-      cleanups.push(() => new Promise((r) => { child.once('exit', r); child.kill('SIGTERM'); }));
+      const child = spawn(process.execPath, ['temporal/facilitator-worker-main.ts'], {
+        env: { ...process.env, ...env, LOG_LEVEL: 'info' },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      cleanups.push(
+        () =>
+          new Promise((r) => {
+            child.once('exit', r);
+            child.kill('SIGTERM');
+          }),
+      );
       await new Promise<void>((resolveReady, reject) => {
-        createInterface({ input: child.stdout! }).on('line', (line) => line.includes('facilitator worker running') && resolveReady());
+        createInterface({ input: child.stdout! }).on(
+          'line',
+          (line) => line.includes('facilitator worker running') && resolveReady(),
+        );
         child.once('exit', (code) => reject(new Error(`facilitator worker exited (${code})`)));
       });
     }
@@ -146,8 +184,15 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
     // Our client: a facilitator account with its own certificate, one keep-alive connection.
     const ca = { certPem: infra.pki.caCertPem, keyPem: await readFile(infra.pki.files.caKey, 'utf8') };
     const cert = await issueClientCert(ca, 'bench-gateway');
-    await addAccount(pool, { name: 'bench', certPem: cert.certPem, allowedKinds: [{ network: 'base', asset: infra.tokenAddress }] });
-    const dispatcher = new Agent({ connect: { ca: infra.pki.caCertPem, cert: cert.certPem, key: cert.keyPem }, connections: 1 });
+    await addAccount(pool, {
+      name: 'bench',
+      certPem: cert.certPem,
+      allowedKinds: [{ network: 'base', asset: infra.tokenAddress }],
+    });
+    const dispatcher = new Agent({
+      connect: { ca: infra.pki.caCertPem, cert: cert.certPem, key: cert.keyPem },
+      connections: 1,
+    });
     cleanups.push(() => dispatcher.close());
 
     // The reference: x402's settle with a viem wallet client on the same anvil (its gas wallet is
@@ -176,18 +221,35 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
     };
     async function newPayment(): Promise<Payment> {
       const now = Math.floor(Date.now() / 1000);
-      const authorization = { from: payer.address, to: payTo, value: String(AMOUNT), validAfter: String(now - 600), validBefore: String(now + 300), nonce: hexlify(randomBytes(32)) };
+      const authorization = {
+        from: payer.address,
+        to: payTo,
+        value: String(AMOUNT),
+        validAfter: String(now - 600),
+        validBefore: String(now + 300),
+        nonce: hexlify(randomBytes(32)),
+      };
       const signature = await payer.signTypedData(domain, TRANSFER_WITH_AUTHORIZATION_TYPES, authorization);
       return { x402Version: 1, scheme: 'exact', network: 'base', payload: { signature, authorization } };
     }
 
     async function ours(): Promise<number> {
-      const body = JSON.stringify({ x402Version: 1, paymentPayload: await newPayment(), paymentRequirements: requirements });
+      const body = JSON.stringify({
+        x402Version: 1,
+        paymentPayload: await newPayment(),
+        paymentRequirements: requirements,
+      });
       const t0 = performance.now();
-      const res = await request(`${facilitator.url}/settle`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body });
+      const res = await request(`${facilitator.url}/settle`, {
+        method: 'POST',
+        dispatcher,
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
       const json = (await res.body.json()) as { success?: boolean };
       const elapsed = performance.now() - t0;
-      if (res.statusCode !== 200 || !json.success) throw new Error(`our /settle answered ${res.statusCode} ${JSON.stringify(json)}`);
+      if (res.statusCode !== 200 || !json.success)
+        throw new Error(`our /settle answered ${res.statusCode} ${JSON.stringify(json)}`);
       return elapsed;
     }
 
@@ -213,9 +275,14 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
       b.push(await reference());
     }
 
-    const row = (name: string, v: number[]) => say(`${name.padEnd(34)} ${fmt(percentile(v, 0.5))} ${fmt(percentile(v, 0.95))} ${fmt(percentile(v, 0.99))} ${fmt(mean(v))}`);
+    const row = (name: string, v: number[]) =>
+      say(
+        `${name.padEnd(34)} ${fmt(percentile(v, 0.5))} ${fmt(percentile(v, 0.95))} ${fmt(percentile(v, 0.99))} ${fmt(mean(v))}`,
+      );
     say('');
-    say(`/settle latency, ms (n=${N}, anvil automine, worker: ${args.worker}, Temporal SQLite: ${args['temporal-sqlite']})`);
+    say(
+      `/settle latency, ms (n=${N}, anvil automine, worker: ${args.worker}, Temporal SQLite: ${args['temporal-sqlite']})`,
+    );
     say(`${''.padEnd(34)}     p50     p95     p99    mean`);
     row('ours: POST /settle (mTLS, durable)', a);
     row('reference: x402 settle()', b);
@@ -223,15 +290,37 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
     const p95 = percentile(a, 0.95) / percentile(b, 0.95);
     say(`ratio ours/reference: p50 ${p50.toFixed(2)}x, p95 ${p95.toFixed(2)}x (target <= 1.5x)`);
     const ms = (v: number) => `${v.toFixed(1)} ms`;
-    const cells = (v: number[]) => [ms(percentile(v, 0.5)), ms(percentile(v, 0.95)), ms(percentile(v, 0.99)), ms(mean(v))];
+    const cells = (v: number[]) => [
+      ms(percentile(v, 0.5)),
+      ms(percentile(v, 0.95)),
+      ms(percentile(v, 0.99)),
+      ms(mean(v)),
+    ];
     result.tables.push({
       title: `/settle latency (n=${N}, anvil automine, worker: ${args.worker}, Temporal SQLite: ${args['temporal-sqlite']})`,
       header: ['path', 'p50', 'p95', 'p99', 'mean'],
-      rows: [['ours: POST /settle (mTLS, durable)', ...cells(a)], ['reference: x402 settle()', ...cells(b)]],
+      rows: [
+        ['ours: POST /settle (mTLS, durable)', ...cells(a)],
+        ['reference: x402 settle()', ...cells(b)],
+      ],
     });
     result.checks.push(
-      { figure: '/settle p50', measured: ms(percentile(a, 0.5)), baseline: `x402 settle() ${ms(percentile(b, 0.5))}`, ratio: `${p50.toFixed(2)}×`, target: '≤ 1.5× the reference', pass: p50 <= 1.5 },
-      { figure: '/settle p95', measured: ms(percentile(a, 0.95)), baseline: `x402 settle() ${ms(percentile(b, 0.95))}`, ratio: `${p95.toFixed(2)}×`, target: '≤ 1.5× the reference', pass: p95 <= 1.5 },
+      {
+        figure: '/settle p50',
+        measured: ms(percentile(a, 0.5)),
+        baseline: `x402 settle() ${ms(percentile(b, 0.5))}`,
+        ratio: `${p50.toFixed(2)}×`,
+        target: '≤ 1.5× the reference',
+        pass: p50 <= 1.5,
+      },
+      {
+        figure: '/settle p95',
+        measured: ms(percentile(a, 0.95)),
+        baseline: `x402 settle() ${ms(percentile(b, 0.95))}`,
+        ratio: `${p95.toFixed(2)}×`,
+        target: '≤ 1.5× the reference',
+        pass: p95 <= 1.5,
+      },
     );
   } finally {
     await cleanup();

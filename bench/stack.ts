@@ -13,7 +13,12 @@ export async function startBenchInfra(name: string, dataDir: string): Promise<In
   const local = 'postgres://postgres@127.0.0.1:5432/postgres';
   return startInfra({
     dataDir,
-    ports: { temporal: await freePort(), postgres: await freePort(), anvil: await freePort(), openbao: await freePort() },
+    ports: {
+      temporal: await freePort(),
+      postgres: await freePort(),
+      anvil: await freePort(),
+      openbao: await freePort(),
+    },
     postgresUrl: process.env.DATABASE_URL ?? ((await canConnect(local)) ? local : undefined),
     databaseName: `gw_bench_${name}_${process.pid}`,
     namespace: 'default',
@@ -52,7 +57,11 @@ export function gatewayEnvironment(infra: Infra, apiPort: number): NodeJS.Proces
 }
 
 /** Waits for the API, then creates a tenant's token and an agent on `upstreamUrl`/agent with its own limit opened wide. */
-export async function createBenchAgent(apiUrl: string, infra: Infra, upstreamUrl: string): Promise<{ tenant: string; auth: { authorization: string }; agent: { id: string } }> {
+export async function createBenchAgent(
+  apiUrl: string,
+  infra: Infra,
+  upstreamUrl: string,
+): Promise<{ tenant: string; auth: { authorization: string }; agent: { id: string } }> {
   await waitFor('gateway API', async () => (await request(`${apiUrl}/healthz`)).statusCode === 200, 60_000);
   const tenant = `bench-${randomUUID()}`;
   const token = await mintToken({ secret: infra.secrets.jwtSecret, tenant, user: 'bench' });
@@ -60,7 +69,12 @@ export async function createBenchAgent(apiUrl: string, infra: Infra, upstreamUrl
   const created = await request(`${apiUrl}/v1/agents`, {
     method: 'POST',
     headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: `bench-${randomUUID()}`, upstream_url: `${upstreamUrl}/agent`, rate_limit_rps: 100_000, rate_limit_burst: 100_000 }),
+    body: JSON.stringify({
+      name: `bench-${randomUUID()}`,
+      upstream_url: `${upstreamUrl}/agent`,
+      rate_limit_rps: 100_000,
+      rate_limit_burst: 100_000,
+    }),
   });
   const agent = (await created.body.json()) as { id: string };
   if (created.statusCode !== 201) throw new Error(`agent create answered ${created.statusCode}`);

@@ -42,13 +42,26 @@ const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
 
 /** One call end to end; resolves with the id it completed (for the row check), throws on any failure. */
 type Call = () => Promise<string>;
-type Window = { latencies: number[]; ids: string[]; errors: number; seconds: number; cpuMs: Map<string, number>; completedAll: number };
+type Window = {
+  latencies: number[];
+  ids: string[];
+  errors: number;
+  seconds: number;
+  cpuMs: Map<string, number>;
+  completedAll: number;
+};
 
 /**
  * `concurrency` loops calling back to back; counts what completes between `settle` and
  * `settle + seconds` after the start, then waits for the calls still running (not counted).
  */
-async function measure(call: Call, concurrency: number, settleS: number, seconds: number, cpu: CpuGroups = {}): Promise<Window> {
+async function measure(
+  call: Call,
+  concurrency: number,
+  settleS: number,
+  seconds: number,
+  cpu: CpuGroups = {},
+): Promise<Window> {
   const cpuBefore = await cpuSnapshot(cpu);
   const started = performance.now();
   const opens = started + settleS * 1000;
@@ -83,8 +96,17 @@ function merge(windows: Window[]) {
   // CPU per completed call: everything the processes used while the loops ran, over every call they completed.
   const completedAll = windows.reduce((a, w) => a + w.completedAll, 0);
   const cpuPerCall = new Map<string, number>();
-  for (const w of windows) for (const [name, ms] of w.cpuMs) cpuPerCall.set(name, (cpuPerCall.get(name) ?? 0) + ms / completedAll);
-  return { rate: latencies.length / seconds, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99), n: latencies.length, errors: windows.reduce((a, w) => a + w.errors, 0), ids: windows.flatMap((w) => w.ids), cpuPerCall };
+  for (const w of windows)
+    for (const [name, ms] of w.cpuMs) cpuPerCall.set(name, (cpuPerCall.get(name) ?? 0) + ms / completedAll);
+  return {
+    rate: latencies.length / seconds,
+    p50: percentile(latencies, 0.5),
+    p99: percentile(latencies, 0.99),
+    n: latencies.length,
+    errors: windows.reduce((a, w) => a + w.errors, 0),
+    ids: windows.flatMap((w) => w.ids),
+    cpuPerCall,
+  };
 }
 
 export async function runThroughputBench(argv: string[] = []): Promise<BenchResult> {
@@ -111,8 +133,12 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
   const ROUNDS = Number(args.rounds);
   const WARMUP = Number(args.warmup);
   const SETTLE = Number(args.settle);
-  const setup = `${CONCURRENCY} concurrent callers per target, ${ROUNDS} rounds × ${SECONDS} s windows (opened ${SETTLE} s after the loops start), ${WARMUP} s warm-up each, 1 KiB bodies${args['bare-attributes'] ? '; DIAGNOSTIC: the bare workflow carries the gateway\'s search attributes' : ''}`;
-  const result = startResult('throughput', `npm run bench:throughput -- ${argv.join(' ')}`.trim().replace(/ --$/, ''), setup);
+  const setup = `${CONCURRENCY} concurrent callers per target, ${ROUNDS} rounds × ${SECONDS} s windows (opened ${SETTLE} s after the loops start), ${WARMUP} s warm-up each, 1 KiB bodies${args['bare-attributes'] ? "; DIAGNOSTIC: the bare workflow carries the gateway's search attributes" : ''}`;
+  const result = startResult(
+    'throughput',
+    `npm run bench:throughput -- ${argv.join(' ')}`.trim().replace(/ --$/, ''),
+    setup,
+  );
   const children: ChildProcess[] = [];
   const child = (args: string[], env?: NodeJS.ProcessEnv) => spawnInto(children, args, env);
   let infra: Infra | undefined;
@@ -126,14 +152,20 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
     const upstreamUrl = `http://127.0.0.1:${await listeningPort(upstream)}`;
     const apiPort = await freePort();
     const env = gatewayEnvironment(infra, apiPort);
-    const profile = (name: string) => (args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`, `--cpu-prof-name=${name}.cpuprofile`] : []);
+    const profile = (name: string) =>
+      args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
     const gateway = child([...profile('api'), 'api/main.ts'], env);
     const gatewayWorker = child([...profile('gateway-worker'), 'temporal/gateway-worker-main.ts'], env);
     const echoWorker = child([...profile('echo-worker'), 'bench/echo-worker.ts', infra.temporalAddress, ECHO_QUEUE]);
     // Warnings and errors only: the workers' INFO lines (bundling, state changes) are noise here.
-    for (const [name, c] of [['gateway', gateway], ['worker', gatewayWorker], ['echo worker', echoWorker]] as const) {
+    for (const [name, c] of [
+      ['gateway', gateway],
+      ['worker', gatewayWorker],
+      ['echo worker', echoWorker],
+    ] as const) {
       createInterface({ input: c.stderr! }).on('line', (line) => {
-        if (!/\[INFO\]|^\s|^(asset|orphan|runtime|cacheable|optional|webpack|\.\/)/.test(line)) process.stderr.write(`[${name}] ${line}\n`);
+        if (!/\[INFO\]|^\s|^(asset|orphan|runtime|cacheable|optional|webpack|\.\/)/.test(line))
+          process.stderr.write(`[${name}] ${line}\n`);
       });
     }
     const apiUrl = `http://127.0.0.1:${apiPort}`;
@@ -144,9 +176,15 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
     const client = temporal;
     const api = new Pool(apiUrl, { connections: CONCURRENCY, pipelining: 1, keepAliveTimeout: 30_000 });
     const gatewayCall: Call = async () => {
-      const res = await api.request({ path: `/v1/proxy/${agent.id}`, method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: BODY });
+      const res = await api.request({
+        path: `/v1/proxy/${agent.id}`,
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/octet-stream' },
+        body: BODY,
+      });
       const accepted = (await res.body.json()) as { invocation_id?: string };
-      if (res.statusCode !== 202 || !accepted.invocation_id) throw new Error(`transactional answered ${res.statusCode}`);
+      if (res.statusCode !== 202 || !accepted.invocation_id)
+        throw new Error(`transactional answered ${res.statusCode}`);
       const outcome = (await client.workflow.getHandle(accepted.invocation_id).result()) as InvocationOutcome;
       if (outcome.status !== 'succeeded') throw new Error(`invocation ${outcome.status} (${outcome.errorClass})`);
       return accepted.invocation_id;
@@ -192,7 +230,13 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
       'gateway worker': () => [gatewayWorker.pid!],
       'echo worker': () => [echoWorker.pid!],
       'Temporal server': () => findPids('start-dev', `--port ${temporalPort}`),
-      'PostgreSQL (bench database backends)': async () => (await pgProbe.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [databaseName])).rows.map((r) => r.pid),
+      'PostgreSQL (bench database backends)': async () =>
+        (
+          await pgProbe.query<{ pid: number }>(
+            'select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()',
+            [databaseName],
+          )
+        ).rows.map((r) => r.pid),
       upstream: () => [upstream.pid!],
       'load generator (this process)': () => [process.pid],
     };
@@ -207,14 +251,25 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
     // Every counted gateway completion must be a `succeeded` row.
     const db = new pg.Client({ connectionString: infra.databaseUrl });
     await db.connect();
-    const { rows } = await db.query<{ n: number }>(`select count(*)::int as n from invocations where id = any($1) and status = 'succeeded'`, [gw.ids]);
+    const { rows } = await db.query<{ n: number }>(
+      `select count(*)::int as n from invocations where id = any($1) and status = 'succeeded'`,
+      [gw.ids],
+    );
     await db.end();
-    if (rows[0].n !== gw.ids.length) throw new Error(`${gw.ids.length} completions counted, but ${rows[0].n} rows are succeeded`);
+    if (rows[0].n !== gw.ids.length)
+      throw new Error(`${gw.ids.length} completions counted, but ${rows[0].n} rows are succeeded`);
 
     const table = {
       title: `transactional invocations completed end to end, ${CONCURRENCY} concurrent callers, ${ROUNDS} × ${SECONDS} s windows each, interleaved`,
       header: ['path', 'completions/s', 'p50 end to end', 'p99 end to end', 'completions', 'errors'],
-      rows: [bare, gw].map((r, i) => [targets[i].name, `${r.rate.toFixed(1)}/s`, fmt(r.p50), fmt(r.p99), String(r.n), String(r.errors)]),
+      rows: [bare, gw].map((r, i) => [
+        targets[i].name,
+        `${r.rate.toFixed(1)}/s`,
+        fmt(r.p50),
+        fmt(r.p99),
+        String(r.n),
+        String(r.errors),
+      ]),
     };
     result.tables.push(table);
     const cpuTable = {
@@ -226,12 +281,31 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
       }),
     };
     const total = (m: Map<string, number>) => [...m.values()].reduce((a, v) => a + v, 0);
-    cpuTable.rows.push(['total', total(bare.cpuPerCall).toFixed(2), total(gw.cpuPerCall).toFixed(2), `+${(total(gw.cpuPerCall) - total(bare.cpuPerCall)).toFixed(2)}`]);
+    cpuTable.rows.push([
+      'total',
+      total(bare.cpuPerCall).toFixed(2),
+      total(gw.cpuPerCall).toFixed(2),
+      `+${(total(gw.cpuPerCall) - total(bare.cpuPerCall)).toFixed(2)}`,
+    ]);
     result.tables.push(cpuTable);
     const ratio = gw.rate / bare.rate;
     result.checks.push(
-      { figure: `completed invocations/s, c=${CONCURRENCY}`, measured: `${gw.rate.toFixed(1)}/s`, baseline: `bare echo workflow ${bare.rate.toFixed(1)}/s`, ratio: `${(ratio * 100).toFixed(0)} %`, target: '≥ 80 % of the bare echo workflow', pass: ratio >= 0.8 },
-      { figure: `p50 end-to-end completion, c=${CONCURRENCY}`, measured: fmt(gw.p50), baseline: `bare echo workflow ${fmt(bare.p50)}`, ratio: `${(gw.p50 / bare.p50).toFixed(2)}×`, target: '(none)', pass: null },
+      {
+        figure: `completed invocations/s, c=${CONCURRENCY}`,
+        measured: `${gw.rate.toFixed(1)}/s`,
+        baseline: `bare echo workflow ${bare.rate.toFixed(1)}/s`,
+        ratio: `${(ratio * 100).toFixed(0)} %`,
+        target: '≥ 80 % of the bare echo workflow',
+        pass: ratio >= 0.8,
+      },
+      {
+        figure: `p50 end-to-end completion, c=${CONCURRENCY}`,
+        measured: fmt(gw.p50),
+        baseline: `bare echo workflow ${fmt(bare.p50)}`,
+        ratio: `${(gw.p50 / bare.p50).toFixed(2)}×`,
+        target: '(none)',
+        pass: null,
+      },
     );
     result.notes.push(`every counted gateway completion checked in PostgreSQL: ${rows[0].n} rows succeeded`);
     say();
@@ -246,7 +320,9 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
     for (const row of cpuTable.rows) say(`| ${row.join(' | ')} |`);
     say();
     say(`rows checked: ${rows[0].n} of ${gw.ids.length} counted completions are succeeded`);
-    say(`ratio: throughput ${(ratio * 100).toFixed(0)} % of the bare echo workflow, p50 ${(gw.p50 / bare.p50).toFixed(2)}×`);
+    say(
+      `ratio: throughput ${(ratio * 100).toFixed(0)} % of the bare echo workflow, p50 ${(gw.p50 / bare.p50).toFixed(2)}×`,
+    );
     say(`target: ≥ 80 % of the bare echo workflow → ${ratio >= 0.8 ? 'met' : 'MISSED'}`);
   } finally {
     await temporal?.connection.close().catch(() => undefined);

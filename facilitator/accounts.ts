@@ -53,7 +53,13 @@ export function normalizeKind(kind: AccountKind): AccountKind {
 
 export async function addAccount(
   db: pg.Pool | pg.PoolClient,
-  input: { name: string; certPem: string; allowedKinds: AccountKind[]; maxPerTx?: bigint | null; dailyCeiling?: bigint | null },
+  input: {
+    name: string;
+    certPem: string;
+    allowedKinds: AccountKind[];
+    maxPerTx?: bigint | null;
+    dailyCeiling?: bigint | null;
+  },
 ): Promise<Account> {
   const fingerprint = certFingerprint256(input.certPem);
   const { rows } = await db.query<AccountRow>(
@@ -100,7 +106,9 @@ export function createAccountLookup(db: pg.Pool, cacheMs: number): (fingerprint:
   return async (fingerprint) => {
     const hit = cache.get(fingerprint);
     if (hit && hit.until > Date.now()) return hit.account;
-    const { rows } = await db.query<AccountRow>('select * from facilitator_accounts where cert_fingerprint = $1', [fingerprint]);
+    const { rows } = await db.query<AccountRow>('select * from facilitator_accounts where cert_fingerprint = $1', [
+      fingerprint,
+    ]);
     const account = rows[0] ? fromRow(rows[0]) : null;
     if (cacheMs > 0) {
       if (cache.size > 10_000) cache.clear();

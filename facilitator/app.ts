@@ -17,7 +17,9 @@ function readOnlyRoutes(deps: Pick<FacilitatorDeps, 'config' | 'readiness'>): Ro
   router.get('/supported', (ctx) => {
     // x402Version beside the spec's three fields: the x402 reference clients' getSupported()
     // requires it on each kind. Still one kind per deployment.
-    ctx.body = { kinds: [{ x402Version: 1, scheme: 'exact', network: deps.config.network, asset: deps.config.tokenAddress }] };
+    ctx.body = {
+      kinds: [{ x402Version: 1, scheme: 'exact', network: deps.config.network, asset: deps.config.tokenAddress }],
+    };
   });
   router.get('/healthz', async (ctx) => {
     if (ctx.query.ready === undefined) {

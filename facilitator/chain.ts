@@ -26,7 +26,10 @@ let rpcId = 0;
  */
 export async function rpcNow<T = unknown>(provider: JsonRpcProvider, method: string, params: unknown[]): Promise<T> {
   const payload = { method, params, id: ++rpcId, jsonrpc: '2.0' as const };
-  const [result] = (await provider._send(payload)) as Array<{ result?: unknown; error?: { code: number; message: string; data?: unknown } }>;
+  const [result] = (await provider._send(payload)) as Array<{
+    result?: unknown;
+    error?: { code: number; message: string; data?: unknown };
+  }>;
   if (!result) throw new Error('rpc answered nothing');
   if (result.error) throw provider.getRpcError(payload, { id: payload.id, error: result.error });
   return result.result as T;
@@ -50,14 +53,28 @@ export function transferCalldata(a: TransferAuthorization, signature: string, si
   const args = [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce] as const;
   if ((signer ?? ((signature.length - 2) / 2 === 65 ? 'eoa' : 'contract')) === 'eoa') {
     const { v, r, s } = Signature.from(signature);
-    return tokenInterface.encodeFunctionData('transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)', [...args, v, r, s]);
+    return tokenInterface.encodeFunctionData(
+      'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)',
+      [...args, v, r, s],
+    );
   }
-  return tokenInterface.encodeFunctionData('transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)', [...args, signature]);
+  return tokenInterface.encodeFunctionData(
+    'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)',
+    [...args, signature],
+  );
 }
 
-export async function authorizationUsed(provider: JsonRpcProvider, token: string, payer: string, nonce: string): Promise<boolean> {
+export async function authorizationUsed(
+  provider: JsonRpcProvider,
+  token: string,
+  payer: string,
+  nonce: string,
+): Promise<boolean> {
   const data = tokenInterface.encodeFunctionData('authorizationState', [payer, nonce]);
-  const [used] = tokenInterface.decodeFunctionResult('authorizationState', await rpcNow<string>(provider, 'eth_call', [{ to: token, data }, 'latest']));
+  const [used] = tokenInterface.decodeFunctionResult(
+    'authorizationState',
+    await rpcNow<string>(provider, 'eth_call', [{ to: token, data }, 'latest']),
+  );
   return used as boolean;
 }
 
@@ -106,7 +123,10 @@ function decodeError(data: string | null | undefined): { name: string | null; re
  * eth_call of the exact transaction the gas wallet would send. Null when it would succeed;
  * the cause when the token would revert. RPC failures are thrown.
  */
-export async function simulate(provider: JsonRpcProvider, tx: { from: string; to: string; data: string }): Promise<string | null> {
+export async function simulate(
+  provider: JsonRpcProvider,
+  tx: { from: string; to: string; data: string },
+): Promise<string | null> {
   try {
     await rpcNow(provider, 'eth_call', [tx, 'latest']);
     return null;
@@ -128,7 +148,13 @@ export async function sendRaw(provider: JsonRpcProvider, raw: string, hash: stri
     await provider.send('eth_sendRawTransaction', [raw]);
   } catch (err) {
     // A re-send of bytes the node already holds, or that are already mined, is not a failure.
-    if (await provider.getTransaction(hash).then((tx) => tx !== null, () => false)) return;
+    if (
+      await provider.getTransaction(hash).then(
+        (tx) => tx !== null,
+        () => false,
+      )
+    )
+      return;
     throw err;
   }
 }

@@ -93,7 +93,9 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
   const e = parsed.data;
   const temporal = loadTemporalSettings(env);
   if (e.FACILITATOR_INCLUSION_TIMEOUT_MS >= e.FACILITATOR_SETTLE_DEADLINE_MS) {
-    throw new Error('invalid facilitator configuration: FACILITATOR_INCLUSION_TIMEOUT_MS must be below FACILITATOR_SETTLE_DEADLINE_MS');
+    throw new Error(
+      'invalid facilitator configuration: FACILITATOR_INCLUSION_TIMEOUT_MS must be below FACILITATOR_SETTLE_DEADLINE_MS',
+    );
   }
   const tokenAddress = getAddress(e.TOKEN_ADDRESS);
   return {
@@ -106,9 +108,18 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     network: e.FACILITATOR_NETWORK,
     tokenAddress,
     domain: { name: e.TOKEN_NAME, version: e.TOKEN_VERSION, chainId: e.CHAIN_ID, verifyingContract: tokenAddress },
-    temporal: { address: temporal.connection.address, namespace: temporal.namespace, taskQueue: e.FACILITATOR_TASK_QUEUE, connection: temporal.connection },
+    temporal: {
+      address: temporal.connection.address,
+      namespace: temporal.namespace,
+      taskQueue: e.FACILITATOR_TASK_QUEUE,
+      connection: temporal.connection,
+    },
     embeddedWorker: e.FACILITATOR_EMBEDDED_WORKER === 'true',
-    keystore: { file: e.FACILITATOR_KEYSTORE_FILE, password: e.FACILITATOR_KEYSTORE_PASSWORD, passwordFile: e.FACILITATOR_KEYSTORE_PASSWORD_FILE },
+    keystore: {
+      file: e.FACILITATOR_KEYSTORE_FILE,
+      password: e.FACILITATOR_KEYSTORE_PASSWORD,
+      passwordFile: e.FACILITATOR_KEYSTORE_PASSWORD_FILE,
+    },
     guardrails: {
       maxPerTx: BigInt(e.FACILITATOR_DEFAULT_MAX_PER_TX),
       dailyCeiling: BigInt(e.FACILITATOR_DEFAULT_DAILY_CEILING),
@@ -117,7 +128,11 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     gasLowWaterWei: BigInt(e.FACILITATOR_GAS_LOW_WATER_WEI),
     settleDeadlineMs: e.FACILITATOR_SETTLE_DEADLINE_MS,
     inclusionTimeoutMs: e.FACILITATOR_INCLUSION_TIMEOUT_MS,
-    feeBump: { afterMs: e.FACILITATOR_FEE_BUMP_AFTER_MS, percent: e.FACILITATOR_FEE_BUMP_PERCENT, max: e.FACILITATOR_MAX_FEE_BUMPS },
+    feeBump: {
+      afterMs: e.FACILITATOR_FEE_BUMP_AFTER_MS,
+      percent: e.FACILITATOR_FEE_BUMP_PERCENT,
+      max: e.FACILITATOR_MAX_FEE_BUMPS,
+    },
     validityMarginSeconds: e.FACILITATOR_VALIDITY_MARGIN_S,
     accountCacheMs: e.FACILITATOR_ACCOUNT_CACHE_MS,
     readinessCacheMs: e.FACILITATOR_READINESS_CACHE_MS,
@@ -130,7 +145,9 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
 export function requireTlsFiles(config: FacilitatorConfig): { certFile: string; keyFile: string; caFile: string } {
   const { certFile, keyFile, caFile } = config.tls;
   if (!certFile || !keyFile || !caFile) {
-    throw new Error('invalid facilitator configuration: set FACILITATOR_TLS_CERT, FACILITATOR_TLS_KEY and FACILITATOR_TLS_CA');
+    throw new Error(
+      'invalid facilitator configuration: set FACILITATOR_TLS_CERT, FACILITATOR_TLS_KEY and FACILITATOR_TLS_CA',
+    );
   }
   return { certFile, keyFile, caFile };
 }

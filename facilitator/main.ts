@@ -23,11 +23,19 @@ const log = createLogger('facilitator', config.logLevel);
 await requireSearchAttributes(config.temporal, log);
 const pool = openFacilitatorPool(config.databaseUrl);
 await migrateFacilitator(pool);
-const temporal = config.embeddedWorker ? undefined : await connectClient(config.temporal.connection, config.temporal.namespace);
+const temporal = config.embeddedWorker
+  ? undefined
+  : await connectClient(config.temporal.connection, config.temporal.namespace);
 const worker = config.embeddedWorker ? { signer: await loadKeystoreSigner(config) } : undefined;
 const running = await startFacilitator(config, { pool, log, temporal, worker });
-log.info({ url: running.url, publicUrl: running.publicUrl, embeddedWorker: config.embeddedWorker }, 'facilitator listening');
-const metrics = await startFacilitatorMetrics({ provider: createChainProvider(config.chainRpcUrl, config.domain.chainId), gasWallet: gasWalletAddress(config) });
+log.info(
+  { url: running.url, publicUrl: running.publicUrl, embeddedWorker: config.embeddedWorker },
+  'facilitator listening',
+);
+const metrics = await startFacilitatorMetrics({
+  provider: createChainProvider(config.chainRpcUrl, config.domain.chainId),
+  gasWallet: gasWalletAddress(config),
+});
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {

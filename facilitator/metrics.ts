@@ -6,11 +6,16 @@ import type { JsonRpcProvider } from 'ethers';
 import { registerGasBalance } from '../lib/observability/metrics.ts';
 import { startMetricsServer } from '../lib/observability/http.ts';
 
-export async function startFacilitatorMetrics(opts: { provider: JsonRpcProvider; gasWallet: string; env?: NodeJS.ProcessEnv }): Promise<Server | null> {
+export async function startFacilitatorMetrics(opts: {
+  provider: JsonRpcProvider;
+  gasWallet: string;
+  env?: NodeJS.ProcessEnv;
+}): Promise<Server | null> {
   const env = opts.env ?? process.env;
   registerGasBalance(() => opts.provider.getBalance(opts.gasWallet));
   const port = Number(env.FACILITATOR_METRICS_PORT ?? 9465);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error('invalid configuration: FACILITATOR_METRICS_PORT');
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error('invalid configuration: FACILITATOR_METRICS_PORT');
   if (port === 0) return null;
   return startMetricsServer(port, env.METRICS_HOST ?? '127.0.0.1');
 }

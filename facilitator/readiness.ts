@@ -23,7 +23,12 @@ export type Readiness = {
 const RPC_TIMEOUT_MS = 2_000;
 export const PUBLIC_PROBE_INTERVAL_MS = 1_000;
 
-export function createReadiness(opts: { provider: JsonRpcProvider; gasWallet: string; lowWaterWei: bigint; cacheMs: number }): Readiness {
+export function createReadiness(opts: {
+  provider: JsonRpcProvider;
+  gasWallet: string;
+  lowWaterWei: bigint;
+  cacheMs: number;
+}): Readiness {
   let last: { report: ReadinessReport; at: number } | undefined;
   let refreshing: Promise<ReadinessReport> | undefined;
 

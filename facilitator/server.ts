@@ -49,12 +49,24 @@ export type FacilitatorStartDeps = {
   worker?: { signer: TransactionSigner; workflowBundle?: WorkflowBundle };
 };
 
-async function embeddedWorker(config: FacilitatorConfig, deps: FacilitatorStartDeps, worker: NonNullable<FacilitatorStartDeps['worker']>) {
+async function embeddedWorker(
+  config: FacilitatorConfig,
+  deps: FacilitatorStartDeps,
+  worker: NonNullable<FacilitatorStartDeps['worker']>,
+) {
   const connection = await NativeConnection.connect({ ...config.temporal.connection });
   const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
-  const created = await createFacilitatorWorker(config, { pool: deps.pool, provider, signer: worker.signer }, { workflowBundle: worker.workflowBundle, connection });
+  const created = await createFacilitatorWorker(
+    config,
+    { pool: deps.pool, provider, signer: worker.signer },
+    { workflowBundle: worker.workflowBundle, connection },
+  );
   const running = created.worker.run();
-  const client = new Client({ connection: connection as unknown as ConnectionLike, namespace: config.temporal.namespace, interceptors: { workflow: temporalClientInterceptors() } });
+  const client = new Client({
+    connection: connection as unknown as ConnectionLike,
+    namespace: config.temporal.namespace,
+    interceptors: { workflow: temporalClientInterceptors() },
+  });
   return {
     client,
     runner: created.runner,
@@ -67,7 +79,10 @@ async function embeddedWorker(config: FacilitatorConfig, deps: FacilitatorStartD
   };
 }
 
-export async function startFacilitator(config: FacilitatorConfig, deps: FacilitatorStartDeps): Promise<RunningFacilitator> {
+export async function startFacilitator(
+  config: FacilitatorConfig,
+  deps: FacilitatorStartDeps,
+): Promise<RunningFacilitator> {
   const tls = requireTlsFiles(config);
   const embedded = deps.worker ? await embeddedWorker(config, deps, deps.worker) : undefined;
   const temporal = embedded?.client ?? deps.temporal;

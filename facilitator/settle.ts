@@ -96,7 +96,8 @@ function sameRequirements(a: PaymentRequirements, b: PaymentRequirements): boole
 function requirementsMismatch(config: FacilitatorConfig, request: SettleRequest): string | null {
   const { paymentPayload: payment, paymentRequirements: requirements } = request;
   if (request.x402Version !== 1) return 'unsupported_version';
-  if (requirements.scheme !== payment.scheme || requirements.network !== payment.network) return 'requirements_mismatch';
+  if (requirements.scheme !== payment.scheme || requirements.network !== payment.network)
+    return 'requirements_mismatch';
   return termsMismatch(payment, {
     network: config.network,
     domain: config.domain,
@@ -116,7 +117,11 @@ export function settleHandler(deps: SettleDeps) {
    * workflow's result (after a pause), whichever comes first, up to the request deadline.
    * `starting`: this handler's start of the workflow (a rejection other than "closed": thrown).
    */
-  async function awaitOutcome(key: string, starting: ReturnType<typeof startSettlementWorkflow>, opts: { eagerRun: boolean; deadline: number }): Promise<SettlementOutcome | 'in_flight'> {
+  async function awaitOutcome(
+    key: string,
+    starting: ReturnType<typeof startSettlementWorkflow>,
+    opts: { eagerRun: boolean; deadline: number },
+  ): Promise<SettlementOutcome | 'in_flight'> {
     const { deadline } = opts;
     // Registered before anything below can record the outcome, so it is seen whenever it comes.
     const announced = deps.outcomes.waitFor(key);
@@ -125,14 +130,18 @@ export function settleHandler(deps: SettleDeps) {
     // A settlement already decided is answered from its record, without waiting for Temporal
     // (a duplicate of an outbox settlement while Temporal is unreachable, or a late retry).
     const alreadyDecided = findSettlement(deps.pool, key).then(
-      (record) => (record && !['claimed', 'signed', 'broadcast'].includes(record.status) ? outcomeOfRecord(record) : never),
+      (record) =>
+        record && !['claimed', 'signed', 'broadcast'].includes(record.status) ? outcomeOfRecord(record) : never,
       () => never,
     );
     try {
       let handle: WorkflowHandle<typeof SettlementWorkflow>;
       let ran: Promise<SettlementOutcome | null> | undefined;
       try {
-        const first = await Promise.race([starting.then((started) => ({ started })), alreadyDecided.then((decided) => ({ decided }))]);
+        const first = await Promise.race([
+          starting.then((started) => ({ started })),
+          alreadyDecided.then((decided) => ({ decided })),
+        ]);
         if ('decided' in first) return first.decided;
         const { started } = first;
         handle = started;
@@ -153,14 +162,12 @@ export function settleHandler(deps: SettleDeps) {
         if (record) return outcomeOfRecord(record);
         handle = deps.temporal.workflow.getHandle<typeof SettlementWorkflow>(key);
       }
-      const fromRecord = announced.promise.then(
-        (a): SettlementOutcome => ({
-          status: a.status === 'settled' || a.status === 'failed' || a.status === 'rejected' ? a.status : 'pending',
-          payer: getAddress(a.payer),
-          transaction: a.tx,
-          cause: a.cause,
-        }),
-      );
+      const fromRecord = announced.promise.then((a): SettlementOutcome => ({
+        status: a.status === 'settled' || a.status === 'failed' || a.status === 'rejected' ? a.status : 'pending',
+        payer: getAddress(a.payer),
+        transaction: a.tx,
+        cause: a.cause,
+      }));
       // The workflow's own result is the fallback for an announcement this process missed (its
       // LISTEN connection was down). Asked only after a pause, so the common case costs the
       // Temporal server no history long-poll per settle.
@@ -174,8 +181,19 @@ export function settleHandler(deps: SettleDeps) {
       // A run here (the eager start's, or the outbox run this handler joined) answers with its
       // outcome; if it fails, the activity retries the steps, and the announcement or the
       // workflow's result answers.
-      const fromRun = ran ? ran.then((o) => o ?? never, () => never) : never;
-      return await Promise.race([fromRun, fromRecord, alreadyDecided, fromWorkflow.catch((err) => (Date.now() >= deadline - 50 ? ('in_flight' as const) : Promise.reject(err))), timeUp]);
+      const fromRun = ran
+        ? ran.then(
+            (o) => o ?? never,
+            () => never,
+          )
+        : never;
+      return await Promise.race([
+        fromRun,
+        fromRecord,
+        alreadyDecided,
+        fromWorkflow.catch((err) => (Date.now() >= deadline - 50 ? ('in_flight' as const) : Promise.reject(err))),
+        timeUp,
+      ]);
     } finally {
       clearTimeout(timer);
       clearTimeout(fallbackTimer);
@@ -190,7 +208,11 @@ export function settleHandler(deps: SettleDeps) {
    */
   async function sameSubmission(key: string, accountId: string, request: SettleRequest): Promise<boolean> {
     const stored = await loadSettleRequest(deps.pool, key);
-    return !stored || (stored.accountId === accountId && sameRequirements(stored.request.paymentRequirements, request.paymentRequirements));
+    return (
+      !stored ||
+      (stored.accountId === accountId &&
+        sameRequirements(stored.request.paymentRequirements, request.paymentRequirements))
+    );
   }
 
   /**
@@ -201,7 +223,12 @@ export function settleHandler(deps: SettleDeps) {
   async function consumedElsewhere(key: string, request: SettleRequest): Promise<SettlementOutcome | 'in_flight'> {
     const record = await findSettlement(deps.pool, key);
     if (record && record.status !== 'settled' && record.status !== 'failed') return 'in_flight';
-    return { status: 'failed', payer: request.paymentPayload.payload.authorization.from, transaction: null, cause: 'nonce_used' };
+    return {
+      status: 'failed',
+      payer: request.paymentPayload.payload.authorization.from,
+      transaction: null,
+      cause: 'nonce_used',
+    };
   }
 
   /**
@@ -212,11 +239,20 @@ export function settleHandler(deps: SettleDeps) {
    * not stop the settlement: what was claimed is durable, and its workflow comes once Temporal
    * is back. A duplicate or retry (request stored before) waits for the workflow as before.
    */
-  async function settleHere(key: string, accountId: string, request: SettleRequest, runner: SettlementRunner, deadline: number, reads?: FreshReads): Promise<SettlementOutcome | 'in_flight'> {
+  async function settleHere(
+    key: string,
+    accountId: string,
+    request: SettleRequest,
+    runner: SettlementRunner,
+    deadline: number,
+    reads?: FreshReads,
+  ): Promise<SettlementOutcome | 'in_flight'> {
     const start = () => {
       const starting = startSettlementWorkflow(deps.temporal, config, key, workflowLabels(request), deps.eagerStart);
       starting.catch(() => undefined);
-      void recordWorkflowStart(deps.pool, key, starting).then((ok) => ok || deps.log.warn({ key }, 'settlement workflow not started; the sweeper will start it'));
+      void recordWorkflowStart(deps.pool, key, starting).then(
+        (ok) => ok || deps.log.warn({ key }, 'settlement workflow not started; the sweeper will start it'),
+      );
       return starting;
     };
     const run = runner.runFresh(key, accountId, request, config.inclusionTimeoutMs, reads).catch((err: unknown) => {
@@ -282,22 +318,36 @@ export function settleHandler(deps: SettleDeps) {
     // forged request could occupy a payer's nonce before the real one arrives.
     // An EOA's signature recovers `from` (no I/O); a contract wallet's is accepted by `from`
     // (ERC-1271, an eth_call), asked while readiness is read.
-    const signing = authorizationSigner(config.domain, authorization, signature, contractSignatureCheckFor(config.chainRpcUrl, CONTRACT_SIGNATURE_TIMEOUT_MS)).catch(() => 'unreachable' as const);
+    const signing = authorizationSigner(
+      config.domain,
+      authorization,
+      signature,
+      contractSignatureCheckFor(config.chainRpcUrl, CONTRACT_SIGNATURE_TIMEOUT_MS),
+    ).catch(() => 'unreachable' as const);
     const readiness = await deps.readiness.current();
     if (!readiness.ready) return reply(ctx, 503, { error: 'facilitator not ready' }, { 'Retry-After': '5' });
     const signedBy = await signing;
-    if (signedBy === 'unreachable') return reply(ctx, 503, { error: 'facilitator unavailable' }, { 'Retry-After': '2' });
+    if (signedBy === 'unreachable')
+      return reply(ctx, 503, { error: 'facilitator unavailable' }, { 'Retry-After': '2' });
     if (!signedBy) {
       deps.log.info({ account: account.id, cause: 'invalid_signature' }, 'settle refused before any claim');
       const payer = recoverAuthorizer(config.domain, authorization, signature) ? authorization.from : '';
-      return reply(ctx, 200, toResponse({ status: 'failed', payer, transaction: null, cause: 'invalid_signature' }, config.network));
+      return reply(
+        ctx,
+        200,
+        toResponse({ status: 'failed', payer, transaction: null, cause: 'invalid_signature' }, config.network),
+      );
     }
     // Requirements that do not match the authorization claim nothing, so they cannot poison it
     // for the submission that carries the right ones.
     const mismatch = requirementsMismatch(config, request);
     if (mismatch) {
       deps.log.info({ account: account.id, cause: mismatch }, 'settle refused before any claim');
-      return reply(ctx, 200, toResponse({ status: 'failed', payer: authorization.from, transaction: null, cause: mismatch }, config.network));
+      return reply(
+        ctx,
+        200,
+        toResponse({ status: 'failed', payer: authorization.from, transaction: null, cause: mismatch }, config.network),
+      );
     }
 
     let outcome: SettlementOutcome | 'in_flight';
@@ -307,7 +357,8 @@ export function settleHandler(deps: SettleDeps) {
         // No worker here: the claim check is written before the workflow starts (a run that
         // started without it could only wait for a retry to write it), and the workflow settles.
         const stored = await saveSettleRequest(deps.pool, key, account.id, request);
-        if (!stored && !(await sameSubmission(key, account.id, request))) outcome = await consumedElsewhere(key, request);
+        if (!stored && !(await sameSubmission(key, account.id, request)))
+          outcome = await consumedElsewhere(key, request);
         else {
           const starting = startSettlementWorkflow(deps.temporal, config, key, workflowLabels(request), false);
           outcome = await awaitOutcome(key, starting, { eagerRun: false, deadline });
@@ -325,7 +376,10 @@ export function settleHandler(deps: SettleDeps) {
     if (outcome === 'in_flight' || outcome.status === 'pending') {
       return reply(ctx, 503, { error: 'settlement in progress' }, { 'Retry-After': '2' });
     }
-    deps.log.info({ key, account: account.id, status: outcome.status, cause: outcome.cause, transaction: outcome.transaction }, 'settle');
+    deps.log.info(
+      { key, account: account.id, status: outcome.status, cause: outcome.cause, transaction: outcome.transaction },
+      'settle',
+    );
     if (outcome.status === 'rejected') return reply(ctx, 429, { error: 'settlement limit exceeded' });
     return reply(ctx, 200, toResponse(outcome, config.network));
   };

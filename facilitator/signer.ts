@@ -17,7 +17,9 @@ export async function loadKeystoreSigner(config: FacilitatorConfig): Promise<Tra
   if (!file) throw new Error('invalid facilitator configuration: set FACILITATOR_KEYSTORE_FILE');
   const secret = password ?? (passwordFile ? readFileSync(passwordFile, 'utf8').trim() : undefined);
   if (secret === undefined) {
-    throw new Error('invalid facilitator configuration: set FACILITATOR_KEYSTORE_PASSWORD or FACILITATOR_KEYSTORE_PASSWORD_FILE');
+    throw new Error(
+      'invalid facilitator configuration: set FACILITATOR_KEYSTORE_PASSWORD or FACILITATOR_KEYSTORE_PASSWORD_FILE',
+    );
   }
   let wallet: Wallet | HDNodeWallet;
   try {

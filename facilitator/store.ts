@@ -81,14 +81,23 @@ export function parseSettlementKey(key: string): { chainId: number; token: strin
 export const OUTCOME_CHANNEL = 'settlement_outcome';
 
 /** The NOTIFY payload: what a waiting /settle handler answers from (JSON). */
-export type AnnouncedOutcome = { key: string; status: SettlementStatus | 'rejected'; payer: string; tx: string | null; cause: string | null };
+export type AnnouncedOutcome = {
+  key: string;
+  status: SettlementStatus | 'rejected';
+  payer: string;
+  tx: string | null;
+  cause: string | null;
+};
 
 // Builds the payload in SQL from the row `r`, so the announcement is exactly what was committed.
 const ANNOUNCEMENT = (r: string) =>
   `json_build_object('key', ${r}.settlement_key, 'status', ${r}.status, 'payer', ${r}.payer, 'tx', ${r}.tx_hash, 'cause', ${r}.failure_cause)::text`;
 
 async function notifyOutcome(db: pg.Pool | pg.PoolClient, key: string): Promise<void> {
-  await db.query(`select pg_notify($1, ${ANNOUNCEMENT('s')}) from settlements s where s.settlement_key = $2`, [OUTCOME_CHANNEL, key]);
+  await db.query(`select pg_notify($1, ${ANNOUNCEMENT('s')}) from settlements s where s.settlement_key = $2`, [
+    OUTCOME_CHANNEL,
+    key,
+  ]);
 }
 
 // ---- claim check of the signed request ----
@@ -99,7 +108,12 @@ async function notifyOutcome(db: pg.Pool | pg.PoolClient, key: string): Promise<
  * the key carries a signature over the same authorization (the handler checked it), so keeping
  * the first loses nothing.
  */
-export async function saveSettleRequest(db: pg.Pool, key: string, accountId: string, request: SettleRequest): Promise<boolean> {
+export async function saveSettleRequest(
+  db: pg.Pool,
+  key: string,
+  accountId: string,
+  request: SettleRequest,
+): Promise<boolean> {
   const { rowCount } = await db.query(
     'insert into settle_requests (settlement_key, account_id, request) values ($1, $2, $3) on conflict (settlement_key) do nothing',
     [key, accountId, JSON.stringify(request)],
@@ -119,12 +133,17 @@ export async function loadSettleRequest(db: pg.Pool, key: string): Promise<Store
     'select account_id, request, refused_cause from settle_requests where settlement_key = $1',
     [key],
   );
-  return rows[0] ? { accountId: rows[0].account_id, request: rows[0].request, refusedCause: rows[0].refused_cause } : null;
+  return rows[0]
+    ? { accountId: rows[0].account_id, request: rows[0].request, refusedCause: rows[0].refused_cause }
+    : null;
 }
 
 /** The settlement's workflow exists (its start was acknowledged, or found it already there). */
 export async function markWorkflowStarted(db: pg.Pool, key: string): Promise<void> {
-  await db.query('update settle_requests set workflow_started_at = now() where settlement_key = $1 and workflow_started_at is null', [key]);
+  await db.query(
+    'update settle_requests set workflow_started_at = now() where settlement_key = $1 and workflow_started_at is null',
+    [key],
+  );
 }
 
 /**
@@ -133,7 +152,11 @@ export async function markWorkflowStarted(db: pg.Pool, key: string): Promise<voi
  * starts workflows for. A request that claimed nothing (refused before any claim, or answered
  * 503) owes nothing and is left alone.
  */
-export async function unstartedSettlements(db: pg.Pool, olderThanMs: number, limit: number): Promise<Array<{ key: string; payer: string; summary: string }>> {
+export async function unstartedSettlements(
+  db: pg.Pool,
+  olderThanMs: number,
+  limit: number,
+): Promise<Array<{ key: string; payer: string; summary: string }>> {
   const { rows } = await db.query<{ settlement_key: string; request: SettleRequest }>(
     `select r.settlement_key, r.request from settle_requests r
      where r.workflow_started_at is null and r.created_at < now() - make_interval(secs => $1::double precision / 1000)
@@ -153,7 +176,10 @@ export function workflowLabels(request: SettleRequest): { payer: string; summary
 
 /** Makes a refusal durable on the request (the first cause stays). */
 export async function markRefused(db: pg.Pool, key: string, cause: string): Promise<void> {
-  await db.query('update settle_requests set refused_cause = coalesce(refused_cause, $2) where settlement_key = $1', [key, cause]);
+  await db.query('update settle_requests set refused_cause = coalesce(refused_cause, $2) where settlement_key = $1', [
+    key,
+    cause,
+  ]);
 }
 
 // ---- settlement records ----
@@ -167,7 +193,10 @@ export async function findSettlement(db: pg.Pool | pg.PoolClient, key: string): 
  * The record (if any) and whether a request for the key was stored before, in one query: what
  * the /settle handler's outbox run needs to know before it claims.
  */
-export async function findSettlementState(db: pg.Pool, key: string): Promise<{ record: SettlementRecord | null; requestStored: boolean }> {
+export async function findSettlementState(
+  db: pg.Pool,
+  key: string,
+): Promise<{ record: SettlementRecord | null; requestStored: boolean }> {
   const { rows } = await db.query<SettlementRow & { request_stored: boolean }>(
     `select s.*, exists (select 1 from settle_requests r where r.settlement_key = $1) as request_stored
      from (select $1::text as k) q left join settlements s on s.settlement_key = q.k`,
@@ -217,7 +246,8 @@ export type PresignedTransaction = {
   maxPriorityFeePerGas: bigint;
 };
 
-export type GuardrailRejection = 'kind_not_allowed' | 'over_per_transaction_maximum' | 'over_daily_ceiling' | 'over_failed_gas_budget';
+export type GuardrailRejection =
+  'kind_not_allowed' | 'over_per_transaction_maximum' | 'over_daily_ceiling' | 'over_failed_gas_budget';
 
 /** `raced`: the settlement was claimed by another run meanwhile; the record is theirs. */
 export type ClaimResult = { claimed: SettlementRecord; raced?: true } | { rejected: GuardrailRejection };
@@ -235,7 +265,13 @@ export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<C
   // (a run started later, e.g. by the sweeper, answers it instead of claiming afresh) and
   // announced in the same statement, so the caller waiting on the key answers 429 at once.
   if ('rejected' in result) {
-    const refusal: AnnouncedOutcome = { key: input.key, status: 'rejected', payer: input.payer.toLowerCase(), tx: null, cause: result.rejected };
+    const refusal: AnnouncedOutcome = {
+      key: input.key,
+      status: 'rejected',
+      payer: input.payer.toLowerCase(),
+      tx: null,
+      cause: result.rejected,
+    };
     await db.query(
       `with marked as (
          insert into settle_requests as r (settlement_key, account_id, request, refused_cause)
@@ -245,7 +281,14 @@ export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<C
        ),
        updated as (update settle_requests set refused_cause = coalesce(refused_cause, $3) where settlement_key = $4 and $6::jsonb is null returning 1)
        select pg_notify($1, $2), (select count(*) from marked), (select count(*) from updated)`,
-      [OUTCOME_CHANNEL, JSON.stringify(refusal), result.rejected, input.key, input.account.id, input.request ? JSON.stringify(input.request) : null],
+      [
+        OUTCOME_CHANNEL,
+        JSON.stringify(refusal),
+        result.rejected,
+        input.key,
+        input.account.id,
+        input.request ? JSON.stringify(input.request) : null,
+      ],
     );
   }
   return result;
@@ -256,7 +299,8 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
     (k) => k.network === input.kind.network && k.asset.toLowerCase() === input.kind.asset.toLowerCase(),
   );
   if (!allowed) return { rejected: 'kind_not_allowed' };
-  if (input.amount > (input.account.maxPerTx ?? input.defaults.maxPerTx)) return { rejected: 'over_per_transaction_maximum' };
+  if (input.amount > (input.account.maxPerTx ?? input.defaults.maxPerTx))
+    return { rejected: 'over_per_transaction_maximum' };
   const ceiling = input.account.dailyCeiling ?? input.defaults.dailyCeiling;
   if (input.amount > ceiling) return { rejected: 'over_daily_ceiling' };
 
@@ -327,7 +371,12 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
       ],
     );
     if (rows.length === 0) {
-      const overGas = await overFailedGasBudget(db, input.account.id, input.gasAtRiskWei, input.defaults.failedGasDailyWei);
+      const overGas = await overFailedGasBudget(
+        db,
+        input.account.id,
+        input.gasAtRiskWei,
+        input.defaults.failedGasDailyWei,
+      );
       return { rejected: overGas ? 'over_failed_gas_budget' : 'over_daily_ceiling' };
     }
     return { claimed: fromRow(rows[0]) };
@@ -348,7 +397,16 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
 export async function recordRejected(
   db: pg.Pool,
   // request: the outbox's claim check, stored with the record (see ClaimInput.request).
-  input: { key: string; accountId: string; payer: string; payTo: string; amount: bigint; validBefore: bigint; cause: string; request?: SettleRequest },
+  input: {
+    key: string;
+    accountId: string;
+    payer: string;
+    payTo: string;
+    amount: bigint;
+    validBefore: bigint;
+    cause: string;
+    request?: SettleRequest;
+  },
 ): Promise<SettlementRecord> {
   const { chainId, token, nonce } = parseSettlementKey(input.key);
   await db.query(
@@ -397,7 +455,10 @@ export async function signAndPersist(
   },
 ): Promise<SettlementRecord> {
   return inTransaction(db, async (client) => {
-    const { rows } = await client.query<SettlementRow>('select * from settlements where settlement_key = $1 for update', [input.key]);
+    const { rows } = await client.query<SettlementRow>(
+      'select * from settlements where settlement_key = $1 for update',
+      [input.key],
+    );
     const record = rows[0] ? fromRow(rows[0]) : null;
     if (!record) throw new Error('settlement record missing for signing');
     if (record.rawTx || record.status !== 'claimed') return record;
@@ -421,7 +482,15 @@ export async function signAndPersist(
        )
        update settlements set status = 'signed', gas_wallet = $2, gas_nonce = $3, raw_tx = $4, tx_hash = $5, updated_at = now()
        where settlement_key = $1 returning *`,
-      [input.key, address, nonce, signed.raw, signed.hash, fees.maxFeePerGas?.toString() ?? null, fees.maxPriorityFeePerGas?.toString() ?? null],
+      [
+        input.key,
+        address,
+        nonce,
+        signed.raw,
+        signed.hash,
+        fees.maxFeePerGas?.toString() ?? null,
+        fees.maxPriorityFeePerGas?.toString() ?? null,
+      ],
     );
     return fromRow(updated.rows[0]);
   });
@@ -429,16 +498,31 @@ export async function signAndPersist(
 
 /** The gas wallet's stored next nonce (null before its first transaction), for predicting the next claim's. */
 export async function storedGasNonce(db: pg.Pool, gasWallet: string, chainId: number): Promise<number | null> {
-  const { rows } = await db.query<{ next_nonce: string }>('select next_nonce from gas_wallets where address = $1 and chain_id = $2', [gasWallet.toLowerCase(), chainId]);
+  const { rows } = await db.query<{ next_nonce: string }>(
+    'select next_nonce from gas_wallets where address = $1 and chain_id = $2',
+    [gasWallet.toLowerCase(), chainId],
+  );
   return rows[0] ? Number(rows[0].next_nonce) : null;
 }
 
 /** One signed transaction of a settlement: seq 0 is the first, each fee bump adds one with the same gas nonce. */
-export type SignedAttempt = { seq: number; txHash: string; rawTx: string; maxFeePerGas: bigint | null; maxPriorityFeePerGas: bigint | null };
+export type SignedAttempt = {
+  seq: number;
+  txHash: string;
+  rawTx: string;
+  maxFeePerGas: bigint | null;
+  maxPriorityFeePerGas: bigint | null;
+};
 
 /** Every transaction signed for the settlement, oldest first (any of them may be the one mined). */
 export async function signedAttempts(db: pg.Pool, key: string): Promise<SignedAttempt[]> {
-  const { rows } = await db.query<{ seq: number; tx_hash: string; raw_tx: string; max_fee_per_gas: string | null; max_priority_fee_per_gas: string | null }>(
+  const { rows } = await db.query<{
+    seq: number;
+    tx_hash: string;
+    raw_tx: string;
+    max_fee_per_gas: string | null;
+    max_priority_fee_per_gas: string | null;
+  }>(
     'select seq, tx_hash, raw_tx, max_fee_per_gas, max_priority_fee_per_gas from settlement_transactions where settlement_key = $1 order by seq',
     [key],
   );
@@ -470,7 +554,14 @@ export async function storeFeeBump(db: pg.Pool, key: string, attempt: SignedAtte
      )
      update settlements s set raw_tx = $4, tx_hash = $3, updated_at = now() from added where s.settlement_key = added.settlement_key
      returning s.tx_hash`,
-    [key, attempt.seq, attempt.txHash, attempt.rawTx, attempt.maxFeePerGas?.toString() ?? null, attempt.maxPriorityFeePerGas?.toString() ?? null],
+    [
+      key,
+      attempt.seq,
+      attempt.txHash,
+      attempt.rawTx,
+      attempt.maxFeePerGas?.toString() ?? null,
+      attempt.maxPriorityFeePerGas?.toString() ?? null,
+    ],
   );
   if (rows.length > 0) return attempt;
   return (await signedAttempts(db, key)).find((a) => a.seq === attempt.seq) ?? null;
@@ -487,7 +578,12 @@ export async function markBroadcast(db: pg.Pool, key: string): Promise<void> {
 }
 
 /** Whether this settlement's gas at risk does not fit the account's failed-gas budget today (asked only once a reservation was refused). */
-async function overFailedGasBudget(db: pg.Pool, accountId: string, atRiskWei: bigint, budgetWei: bigint): Promise<boolean> {
+async function overFailedGasBudget(
+  db: pg.Pool,
+  accountId: string,
+  atRiskWei: bigint,
+  budgetWei: bigint,
+): Promise<boolean> {
   const { rows } = await db.query<{ spent: string }>(
     `select failed_gas_wei + gas_at_risk_wei as spent from daily_usage where account_id = $1 and day = (now() at time zone 'utc')::date`,
     [accountId],
@@ -515,13 +611,17 @@ export type FinalOutcome =
  * keeps it, since the transfer may still land. The key is announced on OUTCOME_CHANNEL at
  * commit, for the /settle handlers waiting on it.
  */
-export async function completeSettlement(db: pg.Pool, key: string, outcome: FinalOutcome): Promise<SettlementRecord & { completedNow: boolean }> {
-  const block = 'blockNumber' in outcome ? outcome.blockNumber ?? null : null;
-  const gasUsed = 'gasUsed' in outcome ? outcome.gasUsed?.toString() ?? null : null;
+export async function completeSettlement(
+  db: pg.Pool,
+  key: string,
+  outcome: FinalOutcome,
+): Promise<SettlementRecord & { completedNow: boolean }> {
+  const block = 'blockNumber' in outcome ? (outcome.blockNumber ?? null) : null;
+  const gasUsed = 'gasUsed' in outcome ? (outcome.gasUsed?.toString() ?? null) : null;
   const cause = outcome.status === 'settled' ? null : outcome.cause;
   const release = outcome.status === 'failed';
   // The attempt that was mined becomes the record's transaction (a fee bump may have won).
-  const mined = 'txHash' in outcome ? outcome.txHash ?? null : null;
+  const mined = 'txHash' in outcome ? (outcome.txHash ?? null) : null;
   const { rows } = await db.query<SettlementRow>(
     `with prev as (
        select settlement_key, account_id, usage_day, reserved_amount, gas_at_risk_wei from settlements
@@ -546,7 +646,17 @@ export async function completeSettlement(db: pg.Pool, key: string, outcome: Fina
        returning s.*
      )
      select done.*, pg_notify($7, ${ANNOUNCEMENT('done')}) from done`,
-    [key, outcome.status, cause, block, gasUsed, release, OUTCOME_CHANNEL, mined, 'failedGasWei' in outcome ? outcome.failedGasWei?.toString() ?? null : null],
+    [
+      key,
+      outcome.status,
+      cause,
+      block,
+      gasUsed,
+      release,
+      OUTCOME_CHANNEL,
+      mined,
+      'failedGasWei' in outcome ? (outcome.failedGasWei?.toString() ?? null) : null,
+    ],
   );
   if (rows[0]) return { ...fromRow(rows[0]), completedNow: true };
   const current = await findSettlement(db, key);

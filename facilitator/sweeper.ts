@@ -18,7 +18,12 @@ const BATCH = 100;
 
 export type Sweeper = { sweepOnce(): Promise<number>; stop(): Promise<void> };
 
-export function startSweeper(deps: { pool: pg.Pool; temporal: Client; config: FacilitatorConfig; log: Logger }): Sweeper {
+export function startSweeper(deps: {
+  pool: pg.Pool;
+  temporal: Client;
+  config: FacilitatorConfig;
+  log: Logger;
+}): Sweeper {
   const { everyMs, afterMs } = deps.config.sweep;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
@@ -29,7 +34,11 @@ export function startSweeper(deps: { pool: pg.Pool; temporal: Client; config: Fa
     let started = 0;
     for (const { key, payer, summary } of due) {
       if (stopped) break;
-      const ok = await recordWorkflowStart(deps.pool, key, startSettlementWorkflow(deps.temporal, deps.config, key, { payer, summary }, false));
+      const ok = await recordWorkflowStart(
+        deps.pool,
+        key,
+        startSettlementWorkflow(deps.temporal, deps.config, key, { payer, summary }, false),
+      );
       // Temporal still unreachable: the rest waits for the next round.
       if (!ok) break;
       started++;

@@ -22,7 +22,11 @@ export interface BodyStore {
    * Only a store in the gateway's own database: the INSERT for a body, to run inside another
    * statement (a data-modifying CTE), so body and row cost one round trip and one commit.
    */
-  insertSql?(tenantId: string, contentType: string | null, content: Buffer): { id: string; sql: string; params: unknown[] };
+  insertSql?(
+    tenantId: string,
+    contentType: string | null,
+    content: Buffer,
+  ): { id: string; sql: string; params: unknown[] };
 }
 
 export function createPostgresBodyStore(orm: MikroORM): BodyStore {
@@ -54,12 +58,27 @@ export function createPostgresBodyStore(orm: MikroORM): BodyStore {
       return {
         id,
         sql: 'insert into bodies (id, tenant_id, content_type, content, size_bytes, sha256, created_at) values (?, ?, ?, ?, ?, ?, ?)',
-        params: [id, tenantId, contentType, content, content.length, createHash('sha256').update(content).digest('hex'), new Date()],
+        params: [
+          id,
+          tenantId,
+          contentType,
+          content,
+          content.length,
+          createHash('sha256').update(content).digest('hex'),
+          new Date(),
+        ],
       };
     },
     async get(tenantId, id) {
       const row = await orm.em.fork().findOne(BodySchema, { id, tenantId });
-      return row ? { id: row.id, contentType: row.contentType ?? null, content: Buffer.from(row.content), sizeBytes: row.sizeBytes } : null;
+      return row
+        ? {
+            id: row.id,
+            contentType: row.contentType ?? null,
+            content: Buffer.from(row.content),
+            sizeBytes: row.sizeBytes,
+          }
+        : null;
     },
   };
 }

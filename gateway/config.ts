@@ -18,7 +18,12 @@ export type BodyBudgetLimits = { processBytes: number; tenantBytes: number };
 const csv = z
   .string()
   .default('')
-  .transform((value) => value.split(',').map((item) => item.trim()).filter(Boolean));
+  .transform((value) =>
+    value
+      .split(',')
+      .map((item) => item.trim())
+      .filter(Boolean),
+  );
 
 /** RFC 7518 §3.2: an HMAC key at least as long as the hash output (SHA-256: 32 bytes). */
 export const MIN_HS256_SECRET_BYTES = 32;
@@ -53,8 +58,16 @@ const GatewayEnv = z.object({
   BODY_MIN_BYTES_PER_S: z.coerce.number().int().nonnegative().default(1024),
   BODY_RATE_GRACE_MS: z.coerce.number().int().nonnegative().default(10_000),
   // Request-body bytes held in memory at once: in all (503 past it) and per tenant (429).
-  BODY_INFLIGHT_MAX_BYTES: z.coerce.number().int().positive().default(512 * 1024 * 1024),
-  BODY_INFLIGHT_TENANT_MAX_BYTES: z.coerce.number().int().positive().default(128 * 1024 * 1024),
+  BODY_INFLIGHT_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(512 * 1024 * 1024),
+  BODY_INFLIGHT_TENANT_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(128 * 1024 * 1024),
   REDIS_URL: z.string().optional(),
   // Proxy rate limits (token buckets; see docs/PROXY.md): per-agent default, and one global bucket.
   RATE_LIMIT_AGENT_RPS: z.coerce.number().positive().default(50),
@@ -92,7 +105,14 @@ export type GatewayConfig = {
   /** BODY_INFLIGHT_MAX_BYTES, BODY_INFLIGHT_TENANT_MAX_BYTES (api/proxy/body-budget.ts). */
   bodyBudget: BodyBudgetLimits;
   redisUrl?: string;
-  rateLimit: { agentRps: number; agentBurst: number; agentMaxRps: number; agentMaxBurst: number; globalRps: number; globalBurst: number };
+  rateLimit: {
+    agentRps: number;
+    agentBurst: number;
+    agentMaxRps: number;
+    agentMaxBurst: number;
+    globalRps: number;
+    globalBurst: number;
+  };
   /** GATE_CACHE_FRESHNESS (api/proxy/freshness.ts). */
   gateFreshness: GateFreshness;
   chainRpcUrl: string;
@@ -123,13 +143,20 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
   }
   const secretBytes = e.AUTH_JWT_SECRET === undefined ? undefined : Buffer.byteLength(e.AUTH_JWT_SECRET, 'utf8');
   if (!e.AUTH_JWKS_URL && secretBytes !== undefined && secretBytes < MIN_HS256_SECRET_BYTES) {
-    throw new Error(`invalid configuration: AUTH_JWT_SECRET is ${secretBytes} bytes; HS256 needs at least ${MIN_HS256_SECRET_BYTES} (e.g. openssl rand -base64 32)`);
+    throw new Error(
+      `invalid configuration: AUTH_JWT_SECRET is ${secretBytes} bytes; HS256 needs at least ${MIN_HS256_SECRET_BYTES} (e.g. openssl rand -base64 32)`,
+    );
   }
   return {
     port: e.PORT,
     host: e.HOST,
     databaseUrl: e.DATABASE_URL,
-    temporal: { address: temporal.connection.address, namespace: temporal.namespace, taskQueue: e.TEMPORAL_TASK_QUEUE, connection: temporal.connection },
+    temporal: {
+      address: temporal.connection.address,
+      namespace: temporal.namespace,
+      taskQueue: e.TEMPORAL_TASK_QUEUE,
+      connection: temporal.connection,
+    },
     auth: {
       jwtSecret: e.AUTH_JWT_SECRET,
       jwksUrl: e.AUTH_JWKS_URL,
@@ -140,11 +167,26 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       maxTokenAgeSeconds: e.AUTH_MAX_TOKEN_AGE,
       requireExp: e.AUTH_REQUIRE_EXP === 'true',
     },
-    upstream: { allow: e.UPSTREAM_ALLOW, timeoutMs: e.UPSTREAM_TIMEOUT_MS, tenantConnections: e.UPSTREAM_TENANT_CONNECTIONS },
+    upstream: {
+      allow: e.UPSTREAM_ALLOW,
+      timeoutMs: e.UPSTREAM_TIMEOUT_MS,
+      tenantConnections: e.UPSTREAM_TENANT_CONNECTIONS,
+    },
     bodyBudget: { processBytes: e.BODY_INFLIGHT_MAX_BYTES, tenantBytes: e.BODY_INFLIGHT_TENANT_MAX_BYTES },
-    bodyPace: { timeoutMs: e.BODY_READ_TIMEOUT_MS, minBytesPerSecond: e.BODY_MIN_BYTES_PER_S, graceMs: e.BODY_RATE_GRACE_MS },
+    bodyPace: {
+      timeoutMs: e.BODY_READ_TIMEOUT_MS,
+      minBytesPerSecond: e.BODY_MIN_BYTES_PER_S,
+      graceMs: e.BODY_RATE_GRACE_MS,
+    },
     redisUrl: e.REDIS_URL,
-    rateLimit: { agentRps: e.RATE_LIMIT_AGENT_RPS, agentBurst: e.RATE_LIMIT_AGENT_BURST, agentMaxRps: e.RATE_LIMIT_AGENT_MAX_RPS, agentMaxBurst: e.RATE_LIMIT_AGENT_MAX_BURST, globalRps: e.RATE_LIMIT_GLOBAL_RPS, globalBurst: e.RATE_LIMIT_GLOBAL_BURST },
+    rateLimit: {
+      agentRps: e.RATE_LIMIT_AGENT_RPS,
+      agentBurst: e.RATE_LIMIT_AGENT_BURST,
+      agentMaxRps: e.RATE_LIMIT_AGENT_MAX_RPS,
+      agentMaxBurst: e.RATE_LIMIT_AGENT_MAX_BURST,
+      globalRps: e.RATE_LIMIT_GLOBAL_RPS,
+      globalBurst: e.RATE_LIMIT_GLOBAL_BURST,
+    },
     gateFreshness: loadGateFreshness(env),
     chainRpcUrl: e.CHAIN_RPC_URL,
     logLevel: e.LOG_LEVEL,

@@ -38,7 +38,12 @@ export type LoadedInvocation = {
   /** The load claimed the row (see LOAD_AND_CLAIM); the fields above are as they were before. */
   claimed: boolean;
   /** Null when the agent is gone (deleted rows are soft: only a broken database has none). */
-  agent: { upstreamUrl: string | null; credentialRef: string | null; captureBody: boolean; retryNonIdempotent: boolean } | null;
+  agent: {
+    upstreamUrl: string | null;
+    credentialRef: string | null;
+    captureBody: boolean;
+    retryNonIdempotent: boolean;
+  } | null;
 };
 
 /** What a completion records; absent fields are recorded as null. */
@@ -142,7 +147,8 @@ const COMPLETE = `
 
 export function createInvocationStore(orm: MikroORM): InvocationStore {
   // Raw statements on the ORM's pool: no entity manager, identity map or change set.
-  const execute = (sql: string, params: unknown[], method: 'all' | 'run' = 'all') => orm.em.getConnection().execute(sql, params, method);
+  const execute = (sql: string, params: unknown[], method: 'all' | 'run' = 'all') =>
+    orm.em.getConnection().execute(sql, params, method);
 
   return {
     async load(invocationId, { withBody }) {
@@ -173,7 +179,9 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
     },
 
     async claim(invocationId, loadedAttempts) {
-      const res = (await execute(CLAIM, [new Date(), invocationId, loadedAttempts], 'run')) as { affectedRows?: number };
+      const res = (await execute(CLAIM, [new Date(), invocationId, loadedAttempts], 'run')) as {
+        affectedRows?: number;
+      };
       return res.affectedRows === 1;
     },
 
@@ -194,11 +202,18 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
       ];
       // The body and the completion commit together: a completed row never points at a body
       // that was not stored (an unused body, the row already terminal, is a harmless orphan).
-      const sql = body ? `with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE}` : `with ${RELEASE_REQUEST} ${COMPLETE}`;
-      const [r] = (await execute(sql, body ? [...body.params, invocationId, ...params] : [invocationId, ...params])) as Raw[];
+      const sql = body
+        ? `with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE}`
+        : `with ${RELEASE_REQUEST} ${COMPLETE}`;
+      const [r] = (await execute(
+        sql,
+        body ? [...body.params, invocationId, ...params] : [invocationId, ...params],
+      )) as Raw[];
       if (r) return outcomeOf(r);
       // Nothing completed: the row was terminal already (it keeps its outcome) or is absent.
-      const [existing] = (await execute(`select ${OUTCOME_COLUMNS} from invocations where id = ?`, [invocationId])) as Raw[];
+      const [existing] = (await execute(`select ${OUTCOME_COLUMNS} from invocations where id = ?`, [
+        invocationId,
+      ])) as Raw[];
       return existing ? outcomeOf(existing) : undefined;
     },
   };

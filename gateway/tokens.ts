@@ -13,7 +13,10 @@ export async function mintToken(opts: {
   issuer?: string;
   audience?: string;
 }): Promise<string> {
-  let jwt = new SignJWT({ [opts.tenantClaim ?? 'tenant_id']: opts.tenant, ...(opts.userClaim && opts.userClaim !== 'sub' ? { [opts.userClaim]: opts.user } : {}) })
+  let jwt = new SignJWT({
+    [opts.tenantClaim ?? 'tenant_id']: opts.tenant,
+    ...(opts.userClaim && opts.userClaim !== 'sub' ? { [opts.userClaim]: opts.user } : {}),
+  })
     .setProtectedHeader({ alg: 'HS256' })
     .setSubject(opts.user)
     .setIssuedAt()

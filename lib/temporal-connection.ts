@@ -19,20 +19,26 @@ export type TemporalSettings = { namespace: string; connection: TemporalConnecti
 const DEFAULT_ADDRESS = '127.0.0.1:7233';
 
 export function loadTemporalSettings(env: NodeJS.ProcessEnv = process.env): TemporalSettings {
-  const strings = Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
+  const strings = Object.fromEntries(
+    Object.entries(env).filter((entry): entry is [string, string] => typeof entry[1] === 'string'),
+  );
   let loaded;
   try {
     // No config file unless TEMPORAL_CONFIG_FILE names one: a developer's ~/.config/temporalio
     // profile must not silently redirect a gateway.
     loaded = loadClientConnectConfig({ overrideEnvVars: strings, disableFile: !strings.TEMPORAL_CONFIG_FILE });
   } catch (err) {
-    throw new Error(`invalid configuration: Temporal connection (TEMPORAL_* or TEMPORAL_CONFIG_FILE): ${(err as Error).message.split('\n')[0]}`, { cause: err });
+    throw new Error(
+      `invalid configuration: Temporal connection (TEMPORAL_* or TEMPORAL_CONFIG_FILE): ${(err as Error).message.split('\n')[0]}`,
+      { cause: err },
+    );
   }
   const options = loaded.connectionOptions;
   const connection: TemporalConnectionOptions = { address: options.address ?? DEFAULT_ADDRESS };
   if (options.tls !== undefined && options.tls !== null) connection.tls = options.tls as TLSConfig | boolean;
   if (typeof options.apiKey === 'string' && options.apiKey) connection.apiKey = options.apiKey;
-  if (options.metadata && Object.keys(options.metadata).length) connection.metadata = options.metadata as Record<string, string>;
+  if (options.metadata && Object.keys(options.metadata).length)
+    connection.metadata = options.metadata as Record<string, string>;
   return { namespace: loaded.namespace || 'default', connection };
 }
 

@@ -7,6 +7,8 @@ createServer((req, res) => {
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
     res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ echo: Buffer.concat(chunks).toString('utf8'), request_id: req.headers['x-request-id'] ?? null }));
+    res.end(
+      JSON.stringify({ echo: Buffer.concat(chunks).toString('utf8'), request_id: req.headers['x-request-id'] ?? null }),
+    );
   });
 }).listen(port, '127.0.0.1');

@@ -13,7 +13,13 @@ import { readFileSync } from 'node:fs';
 import { getAddress, getCreateAddress } from 'ethers';
 import { openFacilitatorPool } from '../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../facilitator/db/migrations.ts';
-import { addAccount, deactivateAccount, listAccounts, type Account, type AccountKind } from '../facilitator/accounts.ts';
+import {
+  addAccount,
+  deactivateAccount,
+  listAccounts,
+  type Account,
+  type AccountKind,
+} from '../facilitator/accounts.ts';
 import { certFingerprint256 } from './dev/pki.ts';
 import { failedGasToday } from '../facilitator/store.ts';
 import { DEV_ACCOUNTS } from './dev/chain.ts';
@@ -110,7 +116,9 @@ try {
       }));
       process.stdout.write(`${JSON.stringify(plain, null, 2)}\n`);
     } else {
-      process.stdout.write(accounts.length ? `${accounts.map((a) => show(a, failedGas.get(a.id))).join('\n')}\n` : 'no accounts\n');
+      process.stdout.write(
+        accounts.length ? `${accounts.map((a) => show(a, failedGas.get(a.id))).join('\n')}\n` : 'no accounts\n',
+      );
     }
   } else if (action === 'deactivate') {
     const target = values.cert ? certFingerprint256(readFileSync(values.cert, 'utf8')) : positionals[2];

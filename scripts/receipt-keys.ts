@@ -13,7 +13,8 @@ const USAGE = `usage: npm run receipt-keys -- [list|rotate]
   rotate  adds a new key, which becomes the active one unless RECEIPT_ACTIVE_KID pins another`;
 const { positionals } = parseCommand({ usage: USAGE, allowPositionals: true });
 const command = positionals[0] ?? 'list';
-if (positionals.length > 1 || (command !== 'list' && command !== 'rotate')) usageExit(USAGE, `unknown command: ${positionals.join(' ')}`);
+if (positionals.length > 1 || (command !== 'list' && command !== 'rotate'))
+  usageExit(USAGE, `unknown command: ${positionals.join(' ')}`);
 
 await runCommand('receipt-keys', async () => {
   const config = loadReceiptConfig(process.env);
@@ -21,5 +22,6 @@ await runCommand('receipt-keys', async () => {
   const keys = readKeys(config.keysDir);
   const active = config.activeKid ?? keys.at(-1)?.kid;
   for (const key of keys) process.stdout.write(`${key.kid}${key.kid === active ? '  (active)' : ''}\n`);
-  if (keys.length === 0) process.stdout.write(`no keys in ${config.keysDir} (the worker creates one on its first receipt)\n`);
+  if (keys.length === 0)
+    process.stdout.write(`no keys in ${config.keysDir} (the worker creates one on its first receipt)\n`);
 });

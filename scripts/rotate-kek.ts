@@ -25,7 +25,9 @@ try {
         `changed meanwhile ${report.changedMeanwhile}, failed ${report.failed.length}\n`,
     );
     if (report.failed.length > 0) {
-      process.stderr.write(`rotate-kek: these credentials could not be unwrapped (is their key in VAULT_KEKS?): ${report.failed.join(', ')}\n`);
+      process.stderr.write(
+        `rotate-kek: these credentials could not be unwrapped (is their key in VAULT_KEKS?): ${report.failed.join(', ')}\n`,
+      );
       exitCode = 1;
     }
   } finally {

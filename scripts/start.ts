@@ -30,7 +30,10 @@ function log(source: string, line: string): void {
 
 function gitCommit(): string | undefined {
   try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
   } catch {
     return undefined;
   }
@@ -60,7 +63,10 @@ setInterval(() => {
 }, 1_000).unref();
 
 function run(name: string, script: string, childEnv: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, [script], { env: { ...process.env, ...childEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [script], {
+    env: { ...process.env, ...childEnv },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   child.stdout?.on('data', (c: Buffer) => log(name, c.toString()));
   child.stderr?.on('data', (c: Buffer) => log(name, c.toString()));
   child.once('exit', (code, signal) => {
@@ -86,7 +92,9 @@ try {
     dataDir,
     ports,
     postgresUrl: env.DATABASE_URL,
-    databaseName: env.DATABASE_URL ? decodeURIComponent(new URL(env.DATABASE_URL).pathname.slice(1)) || 'gateway' : 'gateway',
+    databaseName: env.DATABASE_URL
+      ? decodeURIComponent(new URL(env.DATABASE_URL).pathname.slice(1)) || 'gateway'
+      : 'gateway',
     temporalAddress: env.TEMPORAL_ADDRESS,
     namespace: env.TEMPORAL_NAMESPACE ?? 'default',
     chainRpcUrl: env.CHAIN_RPC_URL,
@@ -114,9 +122,22 @@ try {
 
   const apiUrl = `http://127.0.0.1:${ports.api}`;
   await waitFor('gateway API', async () => (await fetch(`${apiUrl}/readyz`)).ok, 90_000);
-  await waitFor('facilitator', async () => (await fetch(`http://127.0.0.1:${ports.facilitatorPublic}/healthz`)).ok, 30_000);
+  await waitFor(
+    'facilitator',
+    async () => (await fetch(`http://127.0.0.1:${ports.facilitatorPublic}/healthz`)).ok,
+    30_000,
+  );
 
-  const token = await mintToken({ secret: childEnv.AUTH_JWT_SECRET, tenant: 'demo', user: 'demo-user', ttl: '24h', tenantClaim: env.AUTH_TENANT_CLAIM, userClaim: env.AUTH_USER_CLAIM, issuer: env.AUTH_ISSUER, audience: env.AUTH_AUDIENCE });
+  const token = await mintToken({
+    secret: childEnv.AUTH_JWT_SECRET,
+    tenant: 'demo',
+    user: 'demo-user',
+    ttl: '24h',
+    tenantClaim: env.AUTH_TENANT_CLAIM,
+    userClaim: env.AUTH_USER_CLAIM,
+    issuer: env.AUTH_ISSUER,
+    audience: env.AUTH_AUDIENCE,
+  });
   const demoUrl = `http://127.0.0.1:${ports.demo}/`;
   process.stdout.write(`
 ================================================================================

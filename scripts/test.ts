@@ -1,4 +1,4 @@
-// `npm test`: type checking, lint, the layer rules (.dependency-cruiser.cjs), then the whole
+// `npm test`: type checking, lint, formatting (Prettier), the layer rules (.dependency-cruiser.cjs), then the whole
 // mocha suite against real services. Always ends with one plain line `N passed, N failed` (the
 // suite's, or a failed step's).
 import { spawnSync } from 'node:child_process';
@@ -11,13 +11,30 @@ function step(name: string, command: string, args: string[]): boolean {
 
 const bin = (tool: string) => `node_modules/.bin/${tool}`;
 /** Every folder of code, production and tooling: the layer rules (.dependency-cruiser.cjs) say what may import what. */
-const LAYERED = ['lib', 'x402', 'gateway', 'activities', 'workflows', 'temporal', 'api', 'facilitator', 'contracts', 'scripts', 'bench', 'test'];
+const LAYERED = [
+  'lib',
+  'x402',
+  'gateway',
+  'activities',
+  'workflows',
+  'temporal',
+  'api',
+  'facilitator',
+  'contracts',
+  'scripts',
+  'bench',
+  'test',
+];
 if (!step('type check', bin('tsc'), ['--noEmit', '-p', '.'])) {
   process.stdout.write('type check failed\n0 passed, 1 failed\n');
   process.exit(1);
 }
 if (!step('lint', bin('eslint'), ['.'])) {
   process.stdout.write('lint failed\n0 passed, 1 failed\n');
+  process.exit(1);
+}
+if (!step('format', bin('prettier'), ['--check', '--log-level', 'warn', '.'])) {
+  process.stdout.write('formatting differs from Prettier (npm run format fixes it)\n0 passed, 1 failed\n');
   process.exit(1);
 }
 if (!step('layers', bin('depcruise'), ['--config', '.dependency-cruiser.cjs', '--output-type', 'err', ...LAYERED])) {

@@ -18,9 +18,27 @@ const { tenant, user, ttl } = values;
 await runCommand('token', async () => {
   const secret = process.env.AUTH_JWT_SECRET ?? loadDevSecrets(resolve(process.env.DATA_DIR ?? '.data')).jwtSecret;
   const bytes = Buffer.byteLength(secret, 'utf8');
-  if (bytes < MIN_HS256_SECRET_BYTES) throw new UsageError(`AUTH_JWT_SECRET is ${bytes} bytes; HS256 needs at least ${MIN_HS256_SECRET_BYTES} (the API refuses it too)`);
-  if (!/^\d+\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hr|hrs|hour|hours|d|day|days|w|week|weeks)$/i.test(ttl ?? '')) {
+  if (bytes < MIN_HS256_SECRET_BYTES)
+    throw new UsageError(
+      `AUTH_JWT_SECRET is ${bytes} bytes; HS256 needs at least ${MIN_HS256_SECRET_BYTES} (the API refuses it too)`,
+    );
+  if (
+    !/^\d+\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hr|hrs|hour|hours|d|day|days|w|week|weeks)$/i.test(
+      ttl ?? '',
+    )
+  ) {
     throw new UsageError(`--ttl ${ttl}: not a duration (e.g. 30m, 1h, 7d)`);
   }
-  console.log(await mintToken({ secret, tenant, user, ttl, tenantClaim: process.env.AUTH_TENANT_CLAIM, userClaim: process.env.AUTH_USER_CLAIM, issuer: process.env.AUTH_ISSUER, audience: process.env.AUTH_AUDIENCE }));
+  console.log(
+    await mintToken({
+      secret,
+      tenant,
+      user,
+      ttl,
+      tenantClaim: process.env.AUTH_TENANT_CLAIM,
+      userClaim: process.env.AUTH_USER_CLAIM,
+      issuer: process.env.AUTH_ISSUER,
+      audience: process.env.AUTH_AUDIENCE,
+    }),
+  );
 });

@@ -13,8 +13,13 @@ import { parseCommand, usageExit, UsageError } from './lib/cli.ts';
 const USAGE = `usage: npm run verify-receipt -- FILE [--jwks FILE_OR_URL]
   Checks a trust receipt offline: FILE holds the compact JWS or the JSON answer of
   GET /v1/invocations/{id}/receipt; keys from --jwks, else RECEIPT_KEYS_DIR (default DATA_DIR/receipt-keys).`;
-const { values, positionals } = parseCommand({ usage: USAGE, options: { jwks: { type: 'string' } }, allowPositionals: true });
-if (positionals.length !== 1) usageExit(USAGE, positionals.length ? 'name one receipt file' : 'the receipt FILE is missing');
+const { values, positionals } = parseCommand({
+  usage: USAGE,
+  options: { jwks: { type: 'string' } },
+  allowPositionals: true,
+});
+if (positionals.length !== 1)
+  usageExit(USAGE, positionals.length ? 'name one receipt file' : 'the receipt FILE is missing');
 
 function readText(file: string, what: string): string {
   try {

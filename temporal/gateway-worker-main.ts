@@ -25,9 +25,17 @@ const metrics = workerMetricsPort ? await startMetricsServer(workerMetricsPort, 
 // Policy decision retention runs on a Temporal Schedule; each worker brings it to the configured
 // retention. Not fatal: the worker's own job is invocations, and the next start retries.
 await connectClient(config.temporal.connection, config.temporal.namespace)
-  .then((client) => ensureRetentionSchedule(client, { taskQueue: config.temporal.taskQueue, retentionDays, bodyRetentionDays }).finally(() => client.connection.close()))
-  .then((schedule) => log.info({ retentionDays, bodyRetentionDays, schedule }, 'retention schedule (policy decisions, captured bodies)'))
-  .catch((err: Error) => log.warn({ err: { name: err.name, message: err.message } }, 'policy decision retention schedule not set'));
+  .then((client) =>
+    ensureRetentionSchedule(client, { taskQueue: config.temporal.taskQueue, retentionDays, bodyRetentionDays }).finally(
+      () => client.connection.close(),
+    ),
+  )
+  .then((schedule) =>
+    log.info({ retentionDays, bodyRetentionDays, schedule }, 'retention schedule (policy decisions, captured bodies)'),
+  )
+  .catch((err: Error) =>
+    log.warn({ err: { name: err.name, message: err.message } }, 'policy decision retention schedule not set'),
+  );
 log.info({ taskQueue: config.temporal.taskQueue }, 'gateway worker running');
 await worker.run();
 metrics?.close();

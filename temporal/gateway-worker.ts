@@ -31,7 +31,10 @@ export async function createGatewayWorker(
   const connection = await NativeConnection.connect({ ...config.temporal.connection });
   const activities = createInvocationActivities({
     orm,
-    upstream: createUpstreamClient({ allow: config.upstream.allow, tenantConnections: config.upstream.tenantConnections }),
+    upstream: createUpstreamClient({
+      allow: config.upstream.allow,
+      tenantConnections: config.upstream.tenantConnections,
+    }),
     bodies: createPostgresBodyStore(orm),
     credentials: createCredentialResolver(orm, config.vault),
     upstreamTimeoutMs: config.upstream.timeoutMs,
@@ -44,8 +47,15 @@ export async function createGatewayWorker(
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: gatewayWorkflowsPath }),
-    activities: { ...activities, ...createReceiptActivities({ orm, receipts: config.receipts }), ...createRetentionActivities({ orm }) },
-    interceptors: { activity: [...tracing.activity, activityObservability(createLogger('worker', config.logLevel))], workflowModules: tracing.workflowModules },
+    activities: {
+      ...activities,
+      ...createReceiptActivities({ orm, receipts: config.receipts }),
+      ...createRetentionActivities({ orm }),
+    },
+    interceptors: {
+      activity: [...tracing.activity, activityObservability(createLogger('worker', config.logLevel))],
+      workflowModules: tracing.workflowModules,
+    },
     sinks: tracing.sinks,
     ...gatewayWorkerTuning,
   });

@@ -2,7 +2,13 @@
 // every hour: visible, pausable and triggerable in the Web UI. Created or brought up to the
 // configured retention by every gateway worker at start (idempotent); a retention of 0 days
 // keeps decisions forever and deletes the schedule.
-import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client, type ScheduleOptionsAction } from '@temporalio/client';
+import {
+  ScheduleAlreadyRunning,
+  ScheduleNotFoundError,
+  ScheduleOverlapPolicy,
+  type Client,
+  type ScheduleOptionsAction,
+} from '@temporalio/client';
 import { z } from 'zod';
 
 export const RETENTION_SCHEDULE_ID = 'policy-decision-retention';
@@ -22,13 +28,23 @@ export function loadBodyRetentionDays(env: NodeJS.ProcessEnv): number {
 /** POLICY_DECISION_RETENTION_DAYS: days a policy decision is kept (default 30; 0 = forever). */
 export function loadRetentionDays(env: NodeJS.ProcessEnv): number {
   const parsed = RetentionEnv.safeParse(env);
-  if (!parsed.success) throw new Error(`invalid configuration: POLICY_DECISION_RETENTION_DAYS: ${parsed.error.issues[0].message}`);
+  if (!parsed.success)
+    throw new Error(`invalid configuration: POLICY_DECISION_RETENTION_DAYS: ${parsed.error.issues[0].message}`);
   return parsed.data.POLICY_DECISION_RETENTION_DAYS;
 }
 
-export type RetentionScheduleOptions = { taskQueue: string; retentionDays: number; bodyRetentionDays?: number; scheduleId?: string; every?: string };
+export type RetentionScheduleOptions = {
+  taskQueue: string;
+  retentionDays: number;
+  bodyRetentionDays?: number;
+  scheduleId?: string;
+  every?: string;
+};
 
-export async function ensureRetentionSchedule(client: Client, opts: RetentionScheduleOptions): Promise<'created' | 'updated' | 'deleted' | 'absent'> {
+export async function ensureRetentionSchedule(
+  client: Client,
+  opts: RetentionScheduleOptions,
+): Promise<'created' | 'updated' | 'deleted' | 'absent'> {
   const scheduleId = opts.scheduleId ?? RETENTION_SCHEDULE_ID;
   const handle = client.schedule.getHandle(scheduleId);
   if (opts.retentionDays === 0 && !opts.bodyRetentionDays) {
@@ -46,13 +62,24 @@ export async function ensureRetentionSchedule(client: Client, opts: RetentionSch
     workflowId: `${scheduleId}-run`,
     taskQueue: opts.taskQueue,
     // A policy retention of 0 keeps decisions forever: a cutoff a thousand years back deletes none.
-    args: [{ retentionDays: opts.retentionDays || 365_000, ...(opts.bodyRetentionDays ? { bodyRetentionDays: opts.bodyRetentionDays } : {}) }],
+    args: [
+      {
+        retentionDays: opts.retentionDays || 365_000,
+        ...(opts.bodyRetentionDays ? { bodyRetentionDays: opts.bodyRetentionDays } : {}),
+      },
+    ],
   };
   const spec = { intervals: [{ every: (opts.every ?? '1 hour') as '1 hour' }] };
   // A purge still running when the next is due makes the next one unnecessary.
   const policies = { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '10 minutes' } as const;
   try {
-    await client.schedule.create({ scheduleId, spec, action, policies, memo: { purpose: 'policy decision retention' } });
+    await client.schedule.create({
+      scheduleId,
+      spec,
+      action,
+      policies,
+      memo: { purpose: 'policy decision retention' },
+    });
     return 'created';
   } catch (err) {
     if (!(err instanceof ScheduleAlreadyRunning)) throw err;

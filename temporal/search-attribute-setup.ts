@@ -9,8 +9,24 @@ import { ALL_SEARCH_ATTRIBUTES } from './search-attributes.ts';
 import { describeConnection, type TemporalConnectionOptions } from '../lib/temporal-connection.ts';
 
 // temporal.api.enums.v1.IndexedValueType, by the SDK's SearchAttributeType names.
-const INDEXED_VALUE_TYPE: Record<string, number> = { TEXT: 1, KEYWORD: 2, INT: 3, DOUBLE: 4, BOOL: 5, DATETIME: 6, KEYWORD_LIST: 7 };
-const CLI_TYPE: Record<string, string> = { TEXT: 'Text', KEYWORD: 'Keyword', INT: 'Int', DOUBLE: 'Double', BOOL: 'Bool', DATETIME: 'Datetime', KEYWORD_LIST: 'KeywordList' };
+const INDEXED_VALUE_TYPE: Record<string, number> = {
+  TEXT: 1,
+  KEYWORD: 2,
+  INT: 3,
+  DOUBLE: 4,
+  BOOL: 5,
+  DATETIME: 6,
+  KEYWORD_LIST: 7,
+};
+const CLI_TYPE: Record<string, string> = {
+  TEXT: 'Text',
+  KEYWORD: 'Keyword',
+  INT: 'Int',
+  DOUBLE: 'Double',
+  BOOL: 'Bool',
+  DATETIME: 'Datetime',
+  KEYWORD_LIST: 'KeywordList',
+};
 
 export class SearchAttributesMissing extends Error {
   override name = 'SearchAttributesMissing';
@@ -49,7 +65,9 @@ export async function ensureSearchAttributes(connection: Connection, namespace: 
 }
 
 function unreachable(namespace: string, err: unknown): Error {
-  return new SearchAttributesMissing(`could not read the search attributes of Temporal namespace ${namespace} (${grpcReason(err)})`);
+  return new SearchAttributesMissing(
+    `could not read the search attributes of Temporal namespace ${namespace} (${grpcReason(err)})`,
+  );
 }
 
 function grpcReason(err: unknown): string {
@@ -71,7 +89,10 @@ export async function requireSearchAttributes(
     const added = await ensureSearchAttributes(connection, settings.namespace);
     if (added.length) log.info({ namespace: settings.namespace, added }, 'search attributes registered');
   } catch (err) {
-    const message = err instanceof SearchAttributesMissing ? err.message : `Temporal at ${describeConnection(settings.connection)} did not answer: ${grpcReason(err)}`;
+    const message =
+      err instanceof SearchAttributesMissing
+        ? err.message
+        : `Temporal at ${describeConnection(settings.connection)} did not answer: ${grpcReason(err)}`;
     process.stderr.write(`${message}\n`);
     process.exit(1);
   } finally {

@@ -38,15 +38,23 @@ describe('a call accepted before its agent was suspended or deleted', function (
       const b = await callAt(url, 'POST', `/v1/proxy/${deleted}`, { token, body: marks.deleted });
       assert.equal(a.status, 202);
       assert.equal(b.status, 202);
-      assert.equal((await call('POST', `/v1/agents/${suspended}/suspend`, { token, json: { reason: 'abuse' } })).status, 200);
+      assert.equal(
+        (await call('POST', `/v1/agents/${suspended}/suspend`, { token, json: { reason: 'abuse' } })).status,
+        200,
+      );
       assert.equal((await call('DELETE', `/v1/agents/${deleted}`, { token })).status, 204);
       assert.equal((await call('POST', `/v1/proxy/${suspended}`, { token, body: 'new' })).status, 422);
       assert.equal(upstream.received.length, 0, 'nothing ran yet');
 
-      const { worker, connection } = await createGatewayWorker(config, stack().orm, { workflowBundle: stack().workflowBundle });
+      const { worker, connection } = await createGatewayWorker(config, stack().orm, {
+        workflowBundle: stack().workflowBundle,
+      });
       const running = worker.run();
       try {
-        for (const [agentId, inv] of [[suspended, a.json.invocation_id], [deleted, b.json.invocation_id]] as const) {
+        for (const [agentId, inv] of [
+          [suspended, a.json.invocation_id],
+          [deleted, b.json.invocation_id],
+        ] as const) {
           assert.equal((await stack().temporal.workflow.getHandle(inv).result()).status, 'succeeded');
           const polled = await call('GET', `/v1/proxy/${agentId}/invocations/${inv}`, { token });
           assert.equal(polled.json.status, 'succeeded');
@@ -56,7 +64,8 @@ describe('a call accepted before its agent was suspended or deleted', function (
         await running;
         await connection.close();
       }
-      for (const mark of Object.values(marks)) assert.equal(upstream.received.filter((r) => r.body.toString() === mark).length, 1);
+      for (const mark of Object.values(marks))
+        assert.equal(upstream.received.filter((r) => r.body.toString() === mark).length, 1);
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

@@ -33,7 +33,10 @@ describe('agents: the catalog', () => {
       assert.equal(a.created_by, 'alice');
       assert.deepEqual([a.tags, a.metadata, a.pricing, a.upstream_url, a.credential_ref], [[], {}, null, null, null]);
       assert.deepEqual([a.emit_receipts, a.capture_body, a.suspended, a.suspended_reason], [false, false, false, null]);
-      assert.deepEqual([a.rate_limit_rps, a.rate_limit_burst, a.mcp_transport, a.mcp_protocol_version], [null, null, null, null]);
+      assert.deepEqual(
+        [a.rate_limit_rps, a.rate_limit_burst, a.mcp_transport, a.mcp_protocol_version],
+        [null, null, null, null],
+      );
       assert.ok(!Number.isNaN(Date.parse(a.created_at)) && a.created_at === a.updated_at);
     });
 
@@ -57,12 +60,21 @@ describe('agents: the catalog', () => {
       assert.equal(res.status, 201, res.text);
       const a = res.json;
       assert.equal(a.status, 'active');
-      assert.deepEqual(a.pricing, { amount: '10000', asset: 'USDC', network: 'base', pay_to: PAY_TO_CHECKSUMMED, tools: { search: '5000', free: '0' } });
+      assert.deepEqual(a.pricing, {
+        amount: '10000',
+        asset: 'USDC',
+        network: 'base',
+        pay_to: PAY_TO_CHECKSUMMED,
+        tools: { search: '5000', free: '0' },
+      });
       assert.equal(a.rate_limit_rps, 2.5);
       assert.equal(a.rate_limit_burst, 20);
       assert.deepEqual([a.name, a.description, a.tags, a.metadata], [name, 'echo', ['a', 'b'], { team: 'x', n: 1 }]);
       assert.deepEqual([a.protocol, a.mcp_transport, a.mcp_protocol_version], ['mcp', 'streamable_http', '2025-06-18']);
-      assert.equal((await create({ name: uniqueName(), rate_limit_rps: 1, rate_limit_burst: 3 })).json.rate_limit_burst, 3);
+      assert.equal(
+        (await create({ name: uniqueName(), rate_limit_rps: 1, rate_limit_burst: 3 })).json.rate_limit_burst,
+        3,
+      );
     });
 
     it('does not validate mcp_protocol_version for http agents', async () => {
@@ -83,7 +95,10 @@ describe('agents: the catalog', () => {
         [{ name: 'x', protocol: 'mcp' }, /mcp_transport/],
         [{ name: 'x', protocol: 'mcp', mcp_transport: 'sse' }, /mcp_transport/],
         [{ name: 'x', mcp_transport: 'streamable_http' }, /mcp_transport is only valid/],
-        [{ name: 'x', protocol: 'mcp', mcp_transport: 'streamable_http', mcp_protocol_version: '2023-01-01' }, /mcp_protocol_version/],
+        [
+          { name: 'x', protocol: 'mcp', mcp_transport: 'streamable_http', mcp_protocol_version: '2023-01-01' },
+          /mcp_protocol_version/,
+        ],
         [{ name: 'x', pricing: { ...pricing, asset: 'ETH' } }, /pricing.asset/],
         [{ name: 'x', pricing: { ...pricing, network: 'base-sepolia' } }, /pricing.network/],
         [{ name: 'x', pricing: { ...pricing, amount: '1.5' } }, /pricing.amount/],
@@ -100,7 +115,10 @@ describe('agents: the catalog', () => {
       ];
       for (const [json, message] of cases) assertError(await create(json), 400, message);
       // Not JSON at all, or not an object.
-      assertError(await call('POST', '/v1/agents', { token, body: '{"name":', headers: { 'content-type': 'application/json' } }), 400);
+      assertError(
+        await call('POST', '/v1/agents', { token, body: '{"name":', headers: { 'content-type': 'application/json' } }),
+        400,
+      );
       assertError(await call('POST', '/v1/agents', { token, json: ['x'] }), 400);
     });
 
@@ -179,7 +197,17 @@ describe('agents: the catalog', () => {
       });
       assert.equal(res.status, 200, res.text);
       assert.deepEqual(
-        [res.json.name, res.json.description, res.json.tags, res.json.metadata, res.json.emit_receipts, res.json.capture_body, res.json.rate_limit_rps, res.json.rate_limit_burst, res.json.retry_non_idempotent],
+        [
+          res.json.name,
+          res.json.description,
+          res.json.tags,
+          res.json.metadata,
+          res.json.emit_receipts,
+          res.json.capture_body,
+          res.json.rate_limit_rps,
+          res.json.rate_limit_burst,
+          res.json.retry_non_idempotent,
+        ],
         [name, 'd', ['t'], { k: 'v' }, true, true, 5, 7, true],
       );
       assert.equal(res.json.pricing.pay_to, PAY_TO_CHECKSUMMED);
@@ -196,7 +224,12 @@ describe('agents: the catalog', () => {
       assertError(await patch({ pricing: { ...pricing, network: 'ethereum' } }), 400, /pricing.network/);
       assertError(await patch({ pricing: { ...pricing, tools: { a: '1' } } }), 400, /pricing.tools/);
       assertError(await patch({ protocol: 'mcp' }), 400, /mcp_transport/);
-      const mcp = await patch({ protocol: 'mcp', mcp_transport: 'streamable_http', mcp_protocol_version: '2025-03-26', pricing: { ...pricing, tools: { a: '1' } } });
+      const mcp = await patch({
+        protocol: 'mcp',
+        mcp_transport: 'streamable_http',
+        mcp_protocol_version: '2025-03-26',
+        pricing: { ...pricing, tools: { a: '1' } },
+      });
       assert.equal(mcp.status, 200, mcp.text);
       assertError(await patch({ protocol: 'http' }), 400, /mcp_transport/);
       assertError(await patch({ mcp_protocol_version: '1999-01-01' }), 400, /mcp_protocol_version/);
@@ -231,7 +264,8 @@ describe('agents: the catalog', () => {
       const got = await call('GET', `/v1/agents/${a.id}`, { token });
       assert.equal(got.json.status, 'inactive');
       assertError(await call('POST', `/v1/proxy/${a.id}`, { token, body: 'x' }), 422);
-      const listed = async (query: string) => (await call('GET', `/v1/agents?limit=100${query}`, { token })).json.data.map((x: any) => x.id);
+      const listed = async (query: string) =>
+        (await call('GET', `/v1/agents?limit=100${query}`, { token })).json.data.map((x: any) => x.id);
       assert.ok(!(await listed('')).includes(a.id));
       assert.ok((await listed('&status=inactive')).includes(a.id));
       assert.equal((await call('DELETE', `/v1/agents/${a.id}`, { token })).status, 204);
@@ -259,7 +293,11 @@ describe('agents: the catalog', () => {
     it('answers 400 for a bad body, 404 for unknown, 409 for inactive agents', async () => {
       const a = (await create({ name: uniqueName() })).json;
       assertError(await call('POST', `/v1/agents/${a.id}/suspend`, { token, json: { reason: 7 } }), 400, /reason/);
-      assertError(await call('POST', `/v1/agents/${a.id}/unsuspend`, { token, json: { reason: 'x' } }), 400, /unknown field/);
+      assertError(
+        await call('POST', `/v1/agents/${a.id}/unsuspend`, { token, json: { reason: 'x' } }),
+        400,
+        /unknown field/,
+      );
       assertError(await call('POST', '/v1/agents/agt_0190a0a0-0000-7000-8000-000000000000/suspend', { token }), 404);
       await call('DELETE', `/v1/agents/${a.id}`, { token });
       assertError(await call('POST', `/v1/agents/${a.id}/suspend`, { token }), 409);
@@ -298,9 +336,13 @@ describe('agents: the catalog', () => {
         pages.push(res.json.data.map((a: any) => a.name));
         cursor = res.json.next_cursor;
       } while (cursor);
-      assert.deepEqual(pages, [['list-0', 'list-2'], ['list-3', 'list-4']]);
+      assert.deepEqual(pages, [
+        ['list-0', 'list-2'],
+        ['list-3', 'list-4'],
+      ]);
 
-      const names = async (q: string) => (await call('GET', `/v1/agents?${q}`, { token: t })).json.data.map((a: any) => a.name);
+      const names = async (q: string) =>
+        (await call('GET', `/v1/agents?${q}`, { token: t })).json.data.map((a: any) => a.name);
       assert.deepEqual(await names('status=inactive'), ['list-1']);
       assert.deepEqual(await names('status=pending'), ['list-4']);
       assert.deepEqual(await names('status=active'), ['list-0', 'list-2', 'list-3']);

@@ -49,7 +49,17 @@ async function insertSamples(tenant: string, samples: Sample[]): Promise<void> {
     const values: unknown[] = [];
     const rows = chunk.map((s, j) => {
       const later = (i + j) % 2 === 0;
-      values.push(newId('inv'), tenant, s.agent, later ? 'running' : s.status, later ? s.status : null, s.latency, s.ttft, s.errorClass, new Date(s.createdAt).toISOString());
+      values.push(
+        newId('inv'),
+        tenant,
+        s.agent,
+        later ? 'running' : s.status,
+        later ? s.status : null,
+        s.latency,
+        s.ttft,
+        s.errorClass,
+        new Date(s.createdAt).toISOString(),
+      );
       return `(?, ?, ?, 'transactional', ?, 'req', 'user', ?, ?, ?, ?, ?::timestamptz, 1)`;
     });
     await conn.execute(
@@ -58,7 +68,10 @@ async function insertSamples(tenant: string, samples: Sample[]): Promise<void> {
     );
   }
   // The completion: the final status was parked in `model` for the rows inserted running.
-  await conn.execute(`update invocations set status = model, model = null, completed_at = now() where tenant_id = ? and status = 'running' and model is not null`, [tenant]);
+  await conn.execute(
+    `update invocations set status = model, model = null, completed_at = now() where tenant_id = ? and status = 'running' and model is not null`,
+    [tenant],
+  );
 }
 
 function bruteForce(samples: Sample[], bucket: 'hour' | 'day') {
@@ -70,7 +83,11 @@ function bruteForce(samples: Sample[], bucket: 'hour' | 'day') {
   }
   const pct = (values: number[]) => {
     const sorted = [...values].sort((a, b) => a - b);
-    return { p50: exactPercentile(sorted, 0.5), p95: exactPercentile(sorted, 0.95), p99: exactPercentile(sorted, 0.99) };
+    return {
+      p50: exactPercentile(sorted, 0.5),
+      p95: exactPercentile(sorted, 0.95),
+      p99: exactPercentile(sorted, 0.99),
+    };
   };
   return [...groups.entries()]
     .map(([key, list]) => {
@@ -88,7 +105,9 @@ function bruteForce(samples: Sample[], bucket: 'hour' | 'day') {
         ttft_ms: pct(list.flatMap((s) => (s.ttft === null ? [] : [s.ttft]))),
       };
     })
-    .sort((a, b) => (a.bucket_start < b.bucket_start ? -1 : a.bucket_start > b.bucket_start ? 1 : a.agent_id < b.agent_id ? -1 : 1));
+    .sort((a, b) =>
+      a.bucket_start < b.bucket_start ? -1 : a.bucket_start > b.bucket_start ? 1 : a.agent_id < b.agent_id ? -1 : 1,
+    );
 }
 
 /** The sketch's guarantee: exact below 128; otherwise within 1/128 of the true nearest-rank value. */
@@ -190,29 +209,56 @@ describe('analytics', () => {
         const createdAt = base + Math.floor(random() ** 1.3 * 3 * 86_400_000);
         const roll = random();
         const failed = roll < 0.08;
-        const errorClass = failed ? classes[Math.floor(random() * 3)] : roll < 0.15 ? classes[2 + Math.floor(random() * 4)] : null;
+        const errorClass = failed
+          ? classes[Math.floor(random() * 3)]
+          : roll < 0.15
+            ? classes[2 + Math.floor(random() * 4)]
+            : null;
         // Agent 3 answers fast (every value below 128: exact); the others across 1 ms .. 60 s,
         // log-normal, with the odd outlier that moves p99 and nothing else.
         const small = agent === agents[2];
-        const latency = failed && random() < 0.7 ? null : small ? Math.floor(random() * 128) : Math.round(Math.exp(4 + random() * 4.5) * (random() < 0.02 ? 20 : 1));
+        const latency =
+          failed && random() < 0.7
+            ? null
+            : small
+              ? Math.floor(random() * 128)
+              : Math.round(Math.exp(4 + random() * 4.5) * (random() < 0.02 ? 20 : 1));
         const ttft = latency === null || random() < 0.1 ? null : Math.floor(latency * random());
         samples.push({ agent, createdAt, status: failed ? 'failed' : 'succeeded', errorClass, latency, ttft });
       }
       // One lonely sample: a group with one value, and another whose only row has no latency.
-      samples.push({ agent: agents[0], createdAt: base + 3 * 86_400_000 + 5 * 3600_000, status: 'succeeded', errorClass: null, latency: 4242, ttft: 17 });
-      samples.push({ agent: agents[1], createdAt: base + 3 * 86_400_000 + 6 * 3600_000, status: 'failed', errorClass: null, latency: null, ttft: null });
+      samples.push({
+        agent: agents[0],
+        createdAt: base + 3 * 86_400_000 + 5 * 3600_000,
+        status: 'succeeded',
+        errorClass: null,
+        latency: 4242,
+        ttft: 17,
+      });
+      samples.push({
+        agent: agents[1],
+        createdAt: base + 3 * 86_400_000 + 6 * 3600_000,
+        status: 'failed',
+        errorClass: null,
+        latency: null,
+        ttft: null,
+      });
       await insertSamples(tenant, samples);
       // Rows that are not terminal are not counted.
-      await stack().orm.em.getConnection().execute(
-        `insert into invocations (id, tenant_id, agent_id, mode, status, request_id, caller, created_at) values (?, ?, ?, 'transactional', 'running', 'r', 'u', ?::timestamptz)`,
-        [newId('inv'), tenant, agents[0], new Date(base + 3600_000).toISOString()],
-      );
+      await stack()
+        .orm.em.getConnection()
+        .execute(
+          `insert into invocations (id, tenant_id, agent_id, mode, status, request_id, caller, created_at) values (?, ?, ?, 'transactional', 'running', 'r', 'u', ?::timestamptz)`,
+          [newId('inv'), tenant, agents[0], new Date(base + 3600_000).toISOString()],
+        );
     });
 
     // A user per query: the endpoint's per-caller limit is not what these tests are about.
     let reader = 0;
     const query = async (bucket: string, since = '2026-10-01T00:00:00Z', until = '2026-10-04T23:59:59Z') =>
-      call('GET', `/v1/analytics?since=${since}&until=${until}&bucket=${bucket}`, { token: await stack().token(tenant, `reader-${(reader += 1)}`) });
+      call('GET', `/v1/analytics?since=${since}&until=${until}&bucket=${bucket}`, {
+        token: await stack().token(tenant, `reader-${(reader += 1)}`),
+      });
 
     it('hourly groups match a brute-force computation over the raw rows', async () => {
       const res = await query('hour');
@@ -232,7 +278,7 @@ describe('analytics', () => {
       const res = await query('day');
       assert.equal(res.status, 200);
       const expected = bruteForce(samples, 'day');
-      assert.equal(expected.length, 11, "three agents over three days, two on the fourth");
+      assert.equal(expected.length, 11, 'three agents over three days, two on the fourth');
       assertMatches(res.json.groups, expected, 'day');
       // Not an average of the hourly figures: for at least one group they differ.
       const hourly = (await query('hour')).json.groups;
@@ -246,15 +292,32 @@ describe('analytics', () => {
       const res = await query('hour', '2026-10-01T10:30:00Z', '2026-10-01T12:10:00Z');
       const starts = [...new Set(res.json.groups.map((g: any) => g.bucket_start))];
       assert.deepEqual(starts, ['2026-10-01T10:00:00.000Z', '2026-10-01T11:00:00.000Z', '2026-10-01T12:00:00.000Z']);
-      const expected = bruteForce(samples.filter((s) => s.createdAt >= Date.parse('2026-10-01T10:00:00Z') && s.createdAt < Date.parse('2026-10-01T13:00:00Z')), 'hour');
+      const expected = bruteForce(
+        samples.filter(
+          (s) => s.createdAt >= Date.parse('2026-10-01T10:00:00Z') && s.createdAt < Date.parse('2026-10-01T13:00:00Z'),
+        ),
+        'hour',
+      );
       assertMatches(res.json.groups, expected, 'window');
       const day = await query('day', '2026-10-02T23:00:00Z', '2026-10-03T01:00:00Z');
-      assertMatches(day.json.groups, bruteForce(samples.filter((s) => s.createdAt >= Date.parse('2026-10-02T00:00:00Z') && s.createdAt < Date.parse('2026-10-04T00:00:00Z')), 'day'), 'day window');
+      assertMatches(
+        day.json.groups,
+        bruteForce(
+          samples.filter(
+            (s) =>
+              s.createdAt >= Date.parse('2026-10-02T00:00:00Z') && s.createdAt < Date.parse('2026-10-04T00:00:00Z'),
+          ),
+          'day',
+        ),
+        'day window',
+      );
     });
 
     it('is tenant-scoped', async () => {
       const other = await caller();
-      const res = await call('GET', '/v1/analytics?since=2026-10-01T00:00:00Z&until=2026-10-04T23:59:59Z', { token: other.token });
+      const res = await call('GET', '/v1/analytics?since=2026-10-01T00:00:00Z&until=2026-10-04T23:59:59Z', {
+        token: other.token,
+      });
       assert.deepEqual(res.json.groups, []);
     });
 
@@ -263,32 +326,54 @@ describe('analytics', () => {
       const first = { hour: (await query('hour')).json, day: (await query('day')).json };
       // The summaries computed by those reads are written back after the answer.
       for (let i = 0; i < 100; i++) {
-        const [{ n }] = await conn.execute(`select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`, [tenant]);
-        const [{ d }] = await conn.execute(`select count(*)::int as d from analytics_daily_summary where tenant_id = ?`, [tenant]);
+        const [{ n }] = await conn.execute(
+          `select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`,
+          [tenant],
+        );
+        const [{ d }] = await conn.execute(
+          `select count(*)::int as d from analytics_daily_summary where tenant_id = ?`,
+          [tenant],
+        );
         if (n === 0 && d === 11) break;
         await new Promise((r) => setTimeout(r, 100));
       }
-      const [{ n }] = await conn.execute(`select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`, [tenant]);
+      const [{ n }] = await conn.execute(
+        `select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`,
+        [tenant],
+      );
       assert.equal(n, 0, 'every hourly row has a current summary');
       assert.deepEqual((await query('hour')).json, first.hour, 'answers from summaries equal answers from histograms');
       assert.deepEqual((await query('day')).json, first.day);
 
       // A late completion lands in an hour that already has a summary: a huge latency that
       // moves that hour's and that day's p99.
-      const late: Sample = { agent: samples[0].agent, createdAt: Date.parse('2026-10-01T07:42:00Z'), status: 'succeeded', errorClass: null, latency: 9_000_000, ttft: 5 };
+      const late: Sample = {
+        agent: samples[0].agent,
+        createdAt: Date.parse('2026-10-01T07:42:00Z'),
+        status: 'succeeded',
+        errorClass: null,
+        latency: 9_000_000,
+        ttft: 5,
+      };
       samples.push(late);
       await insertSamples(tenant, [late]);
       const hour = await query('hour');
       assertMatches(hour.json.groups, bruteForce(samples, 'hour'), 'hour after a late completion');
       const day = await query('day');
       assertMatches(day.json.groups, bruteForce(samples, 'day'), 'day after a late completion');
-      const changed = hour.json.groups.find((g: any) => g.bucket_start === '2026-10-01T07:00:00.000Z' && g.agent_id === late.agent);
+      const changed = hour.json.groups.find(
+        (g: any) => g.bucket_start === '2026-10-01T07:00:00.000Z' && g.agent_id === late.agent,
+      );
       assert.ok(changed.latency_ms.p99 > 8_900_000 || changed.count < 100, 'the stale summary was not used');
     });
 
     it('the rebuild function (backfill, repair) produces exactly what the trigger rolled up', async () => {
       const conn = stack().orm.em.getConnection();
-      const snapshot = () => conn.execute(`select agent_id, bucket_start, count, errors, by_error_class, latency, ttft from analytics_hourly where tenant_id = ? order by bucket_start, agent_id`, [tenant]);
+      const snapshot = () =>
+        conn.execute(
+          `select agent_id, bucket_start, count, errors, by_error_class, latency, ttft from analytics_hourly where tenant_id = ? order by bucket_start, agent_id`,
+          [tenant],
+        );
       const before = await snapshot();
       await conn.execute(`select analytics_rebuild(?)`, [tenant]);
       assert.deepEqual(await snapshot(), before);
@@ -311,7 +396,10 @@ describe('analytics', () => {
     it('rolls a real invocation up as it completes: count, errors, latency and TTFT', async () => {
       const { token } = await caller();
       const since = new Date(Date.now() - 60_000).toISOString();
-      const created = await call('POST', '/v1/agents', { token, json: { name: uniqueName('ana'), upstream_url: upstream.url } });
+      const created = await call('POST', '/v1/agents', {
+        token,
+        json: { name: uniqueName('ana'), upstream_url: upstream.url },
+      });
       const agentId = created.json.id;
       const done = [];
       for (const body of ['a', 'b', 'fail']) {
@@ -322,7 +410,10 @@ describe('analytics', () => {
       const res = await call('GET', `/v1/analytics?since=${since}`, { token });
       assert.equal(res.status, 200);
       const mine = res.json.groups.filter((g: any) => g.agent_id === agentId);
-      assert.equal(mine.reduce((s: number, g: any) => s + g.count, 0), 3);
+      assert.equal(
+        mine.reduce((s: number, g: any) => s + g.count, 0),
+        3,
+      );
       const errors = mine.reduce((s: number, g: any) => s + (g.by_error_class.upstream_5xx ?? 0), 0);
       assert.equal(errors, 1, 'the 500 answer is counted as upstream_5xx');
       if (mine.length === 1) {
@@ -353,7 +444,10 @@ describe('analytics', () => {
       assert.ok(limited, `a 429 within 40 calls (got ${statuses.join(',')})`);
       assert.equal(statuses.length, stack().config.analytics.burst + 1, 'exactly the burst passes');
       const retryAfter = Number(limited.headers['retry-after']);
-      assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${limited.headers['retry-after']}`);
+      assert.ok(
+        Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60,
+        `Retry-After ${limited.headers['retry-after']}`,
+      );
       assert.equal(typeof limited.json.error, 'string');
       // Another user of the same tenant has a bucket of its own.
       const other = await stack().token(tenant, 'someone-else');

@@ -20,7 +20,16 @@ import {
   parseUnits,
   type Contract,
 } from 'ethers';
-import { CHAIN_ID, DEV_ACCOUNTS, TOKEN_ABI, deployToken, fund, startAnvil, tokenContract, type RunningAnvil } from '../scripts/dev/chain.ts';
+import {
+  CHAIN_ID,
+  DEV_ACCOUNTS,
+  TOKEN_ABI,
+  deployToken,
+  fund,
+  startAnvil,
+  tokenContract,
+  type RunningAnvil,
+} from '../scripts/dev/chain.ts';
 import { compileToken } from '../scripts/dev/compile.ts';
 
 const CACHE_DIR = fileURLToPath(new URL('../.test-data/contracts', import.meta.url));
@@ -129,7 +138,10 @@ describe('local chain (anvil + USDC stand-in)', function () {
     const named = compiled.fragments.filter((f) => ['function', 'event', 'error'].includes(f.type));
     const compiledSignatures = new Set(named.map((f) => f.format('sighash')));
     for (const fragment of new Interface(TOKEN_ABI).fragments) {
-      assert.ok(compiledSignatures.has(fragment.format('sighash')), `not in the contract: ${fragment.format('sighash')}`);
+      assert.ok(
+        compiledSignatures.has(fragment.format('sighash')),
+        `not in the contract: ${fragment.format('sighash')}`,
+      );
     }
   });
 
@@ -151,7 +163,9 @@ describe('local chain (anvil + USDC stand-in)', function () {
     assert.equal(await token().authorizationState(payer.address, signed.authorization.nonce), false);
 
     const receipt = await (await submitWithVrs(signed)).wait();
-    const used = receipt.logs.map((log: any) => token().interface.parseLog(log)).find((e: any) => e?.name === 'AuthorizationUsed');
+    const used = receipt.logs
+      .map((log: any) => token().interface.parseLog(log))
+      .find((e: any) => e?.name === 'AuthorizationUsed');
     assert.deepEqual([...used.args], [payer.address, signed.authorization.nonce]);
     assert.equal(await token().authorizationState(payer.address, signed.authorization.nonce), true);
 
@@ -194,10 +208,25 @@ describe('local chain (anvil + USDC stand-in)', function () {
 
   it('receiveWithAuthorization can only be submitted by the payee', async function () {
     const now = BigInt((await provider.getBlock('latest'))!.timestamp);
-    const message = { from: payer.address, to: payee, value: 1n, validAfter: 0n, validBefore: now + 60n, nonce: hexlify(randomBytes(32)) };
+    const message = {
+      from: payer.address,
+      to: payee,
+      value: 1n,
+      validAfter: 0n,
+      validBefore: now + 60n,
+      nonce: hexlify(randomBytes(32)),
+    };
     const types = { ReceiveWithAuthorization: TRANSFER_TYPES.TransferWithAuthorization };
     const signature = await payer.signTypedData(domain, types, message);
-    const args = [message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce, signature] as const;
+    const args = [
+      message.from,
+      message.to,
+      message.value,
+      message.validAfter,
+      message.validBefore,
+      message.nonce,
+      signature,
+    ] as const;
     await assert.rejects(token().receiveWithAuthorization(...args), revertsWith('ERC20InvalidReceiver'));
     const payeeSigner = await provider.getSigner(payee); // anvil dev accounts are unlocked
     await (await tokenContract(tokenAddress, payeeSigner).receiveWithAuthorization(...args)).wait();

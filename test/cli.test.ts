@@ -11,7 +11,10 @@ type Run = { code: number | null; stdout: string; stderr: string };
 
 function run(script: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env, DEBUG: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [script, ...args], {
+      env: { ...process.env, ...env, DEBUG: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -31,11 +34,26 @@ writeFileSync(aFile, 'x');
 // A bad setting each command reads (a file where a folder is expected, a malformed key list,
 // an address nothing answers on).
 const COMMANDS: Array<{ name: string; script: string; badEnv: Record<string, string>; badEnvArgs?: string[] }> = [
-  { name: 'token', script: 'scripts/token.ts', badEnv: { AUTH_JWT_SECRET: '', DATA_DIR: aFile }, badEnvArgs: ['--tenant', 't', '--user', 'u'] },
+  {
+    name: 'token',
+    script: 'scripts/token.ts',
+    badEnv: { AUTH_JWT_SECRET: '', DATA_DIR: aFile },
+    badEnvArgs: ['--tenant', 't', '--user', 'u'],
+  },
   { name: 'replay', script: 'scripts/replay.ts', badEnv: {}, badEnvArgs: [aFile] },
-  { name: 'verify-receipt', script: 'scripts/verify-receipt.ts', badEnv: { RECEIPT_KEYS_DIR: join(aFile, 'keys') }, badEnvArgs: [aFile] },
+  {
+    name: 'verify-receipt',
+    script: 'scripts/verify-receipt.ts',
+    badEnv: { RECEIPT_KEYS_DIR: join(aFile, 'keys') },
+    badEnvArgs: [aFile],
+  },
   { name: 'receipt-keys', script: 'scripts/receipt-keys.ts', badEnv: { RECEIPT_ACTIVE_KID: 'not a kid!' } },
-  { name: 'facilitator', script: 'scripts/facilitator.ts', badEnv: { FACILITATOR_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' }, badEnvArgs: ['accounts', 'list'] },
+  {
+    name: 'facilitator',
+    script: 'scripts/facilitator.ts',
+    badEnv: { FACILITATOR_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' },
+    badEnvArgs: ['accounts', 'list'],
+  },
   { name: 'bench', script: 'bench/run.ts', badEnv: {}, badEnvArgs: ['nosuch'] },
   { name: 'chaos', script: 'scripts/chaos/run.ts', badEnv: {}, badEnvArgs: ['nosuch'] },
   { name: 'tools', script: 'scripts/lib/tools.ts', badEnv: {} },
@@ -71,7 +89,10 @@ describe('operator commands', function () {
           const r = await run(c.script, c.badEnvArgs ?? [], c.badEnv);
           assert.notEqual(r.code, 0, r.stdout + r.stderr);
           assert.doesNotMatch(r.stdout + r.stderr, STACK);
-          const errorLines = r.stderr.trim().split('\n').filter((l) => !/^\s*(usage:|npm run|\s{2})/.test(l));
+          const errorLines = r.stderr
+            .trim()
+            .split('\n')
+            .filter((l) => !/^\s*(usage:|npm run|\s{2})/.test(l));
           assert.ok(errorLines.length <= 1 || r.stdout.includes('FAILED'), `more than one line: ${r.stderr}`);
         });
       }

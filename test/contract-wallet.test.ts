@@ -14,7 +14,19 @@ import { AbiCoder, Wallet, getAddress, hexlify } from 'ethers';
 import { stack } from './support/stack.ts';
 import { call, waitForInvocation, uniqueName } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { balanceOf, chainProvider, domain, encodePayment, newAccount, newPayTo, requirements, settleBody, settlingTenant, transfersTo, type TestAccount } from './support/x402.ts';
+import {
+  balanceOf,
+  chainProvider,
+  domain,
+  encodePayment,
+  newAccount,
+  newPayTo,
+  requirements,
+  settleBody,
+  settlingTenant,
+  transfersTo,
+  type TestAccount,
+} from './support/x402.ts';
 import { deploySmartWallet, fund, tokenContract } from '../scripts/dev/chain.ts';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../x402/eip3009.ts';
 import type { Payment } from '../x402/schemas.ts';
@@ -27,7 +39,12 @@ const BYTES_OVERLOAD = tokenContract(getAddress('0x' + '11'.repeat(20)), null).i
 )!.selector;
 
 /** An authorization `from` the wallet, signed by `signer` (the wallet's owner, or not), in the wallet's 65-byte or wrapped format. */
-async function walletPayment(wallet: string, signer: Wallet, terms: { payTo: string; value: bigint }, format: 'plain' | 'wrapped' = 'plain'): Promise<Payment> {
+async function walletPayment(
+  wallet: string,
+  signer: Wallet,
+  terms: { payTo: string; value: bigint },
+  format: 'plain' | 'wrapped' = 'plain',
+): Promise<Payment> {
   const now = Math.floor(Date.now() / 1000);
   const authorization = {
     from: wallet,
@@ -38,7 +55,8 @@ async function walletPayment(wallet: string, signer: Wallet, terms: { payTo: str
     nonce: hexlify(randomBytes(32)),
   };
   const ownerSignature = await signer.signTypedData(domain(), TRANSFER_WITH_AUTHORIZATION_TYPES, authorization);
-  const signature = format === 'plain' ? ownerSignature : AbiCoder.defaultAbiCoder().encode(['bytes'], [ownerSignature]);
+  const signature =
+    format === 'plain' ? ownerSignature : AbiCoder.defaultAbiCoder().encode(['bytes'], [ownerSignature]);
   return { x402Version: 1, scheme: 'exact', network: 'base', payload: { signature, authorization } };
 }
 
@@ -69,7 +87,12 @@ describe('contract-wallet (ERC-1271) payers', function () {
   async function pricedAgent(payTo: string, amount: string): Promise<string> {
     const created = await call('POST', '/v1/agents', {
       token,
-      json: { name: uniqueName('priced-1271'), upstream_url: upstream.url, capture_body: true, pricing: { amount, asset: 'USDC', network: 'base', pay_to: payTo } },
+      json: {
+        name: uniqueName('priced-1271'),
+        upstream_url: upstream.url,
+        capture_body: true,
+        pricing: { amount, asset: 'USDC', network: 'base', pay_to: payTo },
+      },
     });
     assert.equal(created.status, 201, created.text);
     return created.json.id;
@@ -85,7 +108,11 @@ describe('contract-wallet (ERC-1271) payers', function () {
     assert.equal((payment.payload.signature.length - 2) / 2, 65);
     const marker = `1271 ${randomUUID()}`;
 
-    const res = await call('POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': encodePayment(payment) } });
+    const res = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: marker,
+      headers: { 'content-type': 'text/plain', 'x-payment': encodePayment(payment) },
+    });
     assert.equal(res.status, 202, res.text);
     const receipt = JSON.parse(Buffer.from(String(res.headers['x-payment-response']), 'base64').toString());
     assert.equal(receipt.success, true);
@@ -99,12 +126,23 @@ describe('contract-wallet (ERC-1271) payers', function () {
     assert.equal(await balanceOf(provider, wallet), before - 40_000n);
     assert.deepEqual(await transfersTo(provider, payTo), [{ hash: receipt.transaction, value: 40_000n }]);
     const tx = await provider.getTransaction(receipt.transaction);
-    assert.equal(tx?.data.slice(0, 10), BYTES_OVERLOAD, 'submitted through transferWithAuthorization(..., bytes signature)');
-    const record = await finalRecord(stack().facilitator.pool, settlementKey(8453, stack().infra.tokenAddress, wallet, payment.payload.authorization.nonce));
+    assert.equal(
+      tx?.data.slice(0, 10),
+      BYTES_OVERLOAD,
+      'submitted through transferWithAuthorization(..., bytes signature)',
+    );
+    const record = await finalRecord(
+      stack().facilitator.pool,
+      settlementKey(8453, stack().infra.tokenAddress, wallet, payment.payload.authorization.nonce),
+    );
     assert.equal(record?.status, 'settled');
 
     // The same X-PAYMENT again: refused, never forwarded, nothing moves.
-    const replay = await call('POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': encodePayment(payment) } });
+    const replay = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: marker,
+      headers: { 'content-type': 'text/plain', 'x-payment': encodePayment(payment) },
+    });
     assert.equal(replay.status, 402);
     assert.equal(received(marker), 1);
     assert.equal(await balanceOf(provider, payTo), 40_000n);
@@ -131,14 +169,24 @@ describe('contract-wallet (ERC-1271) payers', function () {
     const marker = `1271-forged ${randomUUID()}`;
     for (const format of ['plain', 'wrapped'] as const) {
       const forged = await walletPayment(wallet, stranger, { payTo, value: 10_000n }, format);
-      const res = await call('POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': encodePayment(forged) } });
+      const res = await call('POST', `/v1/proxy/${agentId}`, {
+        token,
+        body: marker,
+        headers: { 'content-type': 'text/plain', 'x-payment': encodePayment(forged) },
+      });
       assert.equal(res.status, 402);
       assert.deepEqual(res.json, { error: 'invalid payment' });
       const settled = await facilitatorAccount.client.post('/settle', settleBody(forged, requirements(payTo, 10_000n)));
       assert.equal(settled.status, 200);
       assert.equal(settled.json.success, false);
       assert.equal(settled.json.errorReason, 'settlement_failed');
-      assert.equal(await findSettlement(stack().facilitator.pool, settlementKey(8453, stack().infra.tokenAddress, wallet, forged.payload.authorization.nonce)), null);
+      assert.equal(
+        await findSettlement(
+          stack().facilitator.pool,
+          settlementKey(8453, stack().infra.tokenAddress, wallet, forged.payload.authorization.nonce),
+        ),
+        null,
+      );
     }
     assert.equal(received(marker), 0);
     assert.equal(await balanceOf(provider, payTo), 0n);
@@ -165,7 +213,11 @@ describe('contract-wallet (ERC-1271) payers', function () {
       const payTo = newPayTo();
       const reqs = requirements(payTo, 10_000n);
       const started = Date.now();
-      const result = await verifyGatePayment(config, await walletPayment(wallet, owner, { payTo, value: 10_000n }), reqs);
+      const result = await verifyGatePayment(
+        config,
+        await walletPayment(wallet, owner, { payTo, value: 10_000n }),
+        reqs,
+      );
       assert.deepEqual(result, { ok: false, cause: 'signature_check_unavailable' });
       assert.ok(Date.now() - started < 2_000, `answered after ${Date.now() - started} ms`);
 

@@ -16,7 +16,11 @@ const run = promisify(execFile);
 async function cli(...args: string[]): Promise<{ stdout: string; code: number; stderr: string }> {
   try {
     const { stdout, stderr } = await run(process.execPath, ['scripts/facilitator.ts', ...args], {
-      env: { ...process.env, FACILITATOR_DATABASE_URL: stack().infra.facilitatorDatabaseUrl, TOKEN_ADDRESS: stack().infra.tokenAddress },
+      env: {
+        ...process.env,
+        FACILITATOR_DATABASE_URL: stack().infra.facilitatorDatabaseUrl,
+        TOKEN_ADDRESS: stack().infra.tokenAddress,
+      },
     });
     return { stdout, stderr, code: 0 };
   } catch (err) {
@@ -35,7 +39,18 @@ describe('facilitator accounts CLI', function () {
     await writeFile(certFile, cert.certPem);
     const name = `cli-${Date.now()}`;
 
-    const added = await cli('accounts', 'add', '--cert', certFile, '--name', name, '--max-per-tx', '5000', '--daily-ceiling', '20000');
+    const added = await cli(
+      'accounts',
+      'add',
+      '--cert',
+      certFile,
+      '--name',
+      name,
+      '--max-per-tx',
+      '5000',
+      '--daily-ceiling',
+      '20000',
+    );
     assert.equal(added.code, 0, added.stderr);
     assert.match(added.stdout, /^added/);
     assert.match(added.stdout, new RegExp(certFingerprint256(cert.certPem)));
@@ -57,15 +72,24 @@ describe('facilitator accounts CLI', function () {
     const client = await facilitatorClient(cert);
     const payer = await newPayer();
     const payTo = newPayTo();
-    const ok = await client.post('/settle', settleBody(await signPayment(payer, { payTo, value: 5_000n }), requirements(payTo, 5_000n)));
+    const ok = await client.post(
+      '/settle',
+      settleBody(await signPayment(payer, { payTo, value: 5_000n }), requirements(payTo, 5_000n)),
+    );
     assert.equal(ok.json.success, true, JSON.stringify(ok.json));
-    const over = await client.post('/settle', settleBody(await signPayment(payer, { payTo, value: 5_001n }), requirements(payTo, 5_001n)));
+    const over = await client.post(
+      '/settle',
+      settleBody(await signPayment(payer, { payTo, value: 5_001n }), requirements(payTo, 5_001n)),
+    );
     assert.equal(over.status, 429);
 
     const deactivated = await cli('accounts', 'deactivate', '--cert', certFile);
     assert.equal(deactivated.code, 0, deactivated.stderr);
     assert.match(deactivated.stdout, /inactive/);
-    const denied = await client.post('/settle', settleBody(await signPayment(payer, { payTo, value: 1_000n }), requirements(payTo, 1_000n)));
+    const denied = await client.post(
+      '/settle',
+      settleBody(await signPayment(payer, { payTo, value: 1_000n }), requirements(payTo, 1_000n)),
+    );
     assert.equal(denied.status, 403);
     assert.equal((await cli('accounts', 'deactivate', 'fac_nonexistent')).code, 2);
     await client.close();

@@ -5,7 +5,17 @@
 // not match the authorization claims nothing, so the rightful submission still settles.
 import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
-import { chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
+import {
+  chainProvider,
+  newAccount,
+  newPayTo,
+  newPayer,
+  requirements,
+  settleBody,
+  signPayment,
+  transfersTo,
+  type TestAccount,
+} from './support/x402.ts';
 import { findSettlement, settlementKey } from '../facilitator/store.ts';
 import { startFacilitatorStack, until } from './support/facilitator.ts';
 
@@ -30,7 +40,7 @@ describe('facilitator: one authorization, one owner', function () {
   const consumed = (json: Record<string, unknown>) => {
     assert.equal(json.success, false, JSON.stringify(json));
     assert.equal(json.errorReason, 'settlement_failed');
-    assert.equal(json.transaction, undefined, 'never the owner\'s transaction');
+    assert.equal(json.transaction, undefined, "never the owner's transaction");
   };
 
   it('a settled authorization submitted by another account, or with other requirements, is a consumed nonce', async () => {
@@ -55,7 +65,11 @@ describe('facilitator: one authorization, one owner', function () {
     const payTo = newPayTo();
     const payment = await signPayment(payer, { payTo, value: 5_000n });
     const key = keyOf(payer.address, payment.payload.authorization.nonce);
-    for (const reqs of [requirements(newPayTo(), 5_000n), requirements(payTo, 4_999n), requirements(payTo, 5_000n, { asset: newPayTo() })]) {
+    for (const reqs of [
+      requirements(newPayTo(), 5_000n),
+      requirements(payTo, 4_999n),
+      requirements(payTo, 5_000n, { asset: newPayTo() }),
+    ]) {
       consumed((await other.client.post('/settle', settleBody(payment, reqs))).json);
     }
     assert.equal(await findSettlement(stack().facilitator.pool, key), null, 'nothing claimed');
@@ -64,9 +78,11 @@ describe('facilitator: one authorization, one owner', function () {
     assert.deepEqual(await transfersTo(provider, payTo), [{ hash: res.json.transaction, value: 5_000n }]);
   });
 
-  it('another account asking (another facilitator process) while the owner\'s transfer is in flight is told to retry, not that it failed', async () => {
+  it("another account asking (another facilitator process) while the owner's transfer is in flight is told to retry, not that it failed", async () => {
     // A second facilitator on the same database: its handler has no run of this authorization in memory.
-    const second = await startFacilitatorStack(stack().infra, stack().temporal, { overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-dedupe-second' } });
+    const second = await startFacilitatorStack(stack().infra, stack().temporal, {
+      overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-dedupe-second' },
+    });
     const payer = await newPayer(100_000n);
     const payTo = newPayTo();
     const payment = await signPayment(payer, { payTo, value: 5_000n });
@@ -75,12 +91,16 @@ describe('facilitator: one authorization, one owner', function () {
     await provider.send('evm_setAutomine', [false]);
     try {
       const owned = owner.client.post('/settle', body);
-      await until('the broadcast', async () => ((await findSettlement(stack().facilitator.pool, key))?.status === 'broadcast' ? true : null));
+      await until('the broadcast', async () =>
+        (await findSettlement(stack().facilitator.pool, key))?.status === 'broadcast' ? true : null,
+      );
       const meanwhile = await other.client.post('/settle', body, second.url);
       assert.equal(meanwhile.status, 503, JSON.stringify(meanwhile.json));
       await provider.send('evm_mine', []);
       assert.equal((await owned).json.success, true);
-      await until('the record', async () => ((await findSettlement(stack().facilitator.pool, key))?.status === 'settled' ? true : null));
+      await until('the record', async () =>
+        (await findSettlement(stack().facilitator.pool, key))?.status === 'settled' ? true : null,
+      );
       consumed((await other.client.post('/settle', body, second.url)).json);
     } finally {
       await provider.send('evm_setAutomine', [true]);
@@ -96,7 +116,9 @@ describe('facilitator: one authorization, one owner', function () {
     const transfers = await transfersTo(provider, payTo);
     assert.equal(transfers.length, 1, 'one transfer');
     const byOwner = new Map<TestAccount, boolean[]>();
-    [owner, other, owner, other].forEach((a, i) => byOwner.set(a, [...(byOwner.get(a) ?? []), answers[i].json.success === true]));
+    [owner, other, owner, other].forEach((a, i) =>
+      byOwner.set(a, [...(byOwner.get(a) ?? []), answers[i].json.success === true]),
+    );
     const winners = [...byOwner.entries()].filter(([, wins]) => wins.includes(true));
     assert.equal(winners.length, 1, 'exactly one account was answered with the settlement');
     const [winner] = winners[0];

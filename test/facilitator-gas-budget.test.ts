@@ -9,7 +9,16 @@
 import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
 import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
-import { chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, type TestAccount } from './support/x402.ts';
+import {
+  chainProvider,
+  newAccount,
+  newPayTo,
+  newPayer,
+  requirements,
+  settleBody,
+  signPayment,
+  type TestAccount,
+} from './support/x402.ts';
 import { failedGasToday, findSettlement, settlementKey } from '../facilitator/store.ts';
 import { tokenContract } from '../scripts/dev/chain.ts';
 import { EOA_TRANSFER_GAS_LIMIT } from '../facilitator/chain.ts';
@@ -28,7 +37,10 @@ describe('facilitator: failed-gas budget per account', function () {
     const { maxFeePerGas } = await provider.getFeeData();
     const worstCase = EOA_TRANSFER_GAS_LIMIT * maxFeePerGas!;
     facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
-      overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-gas-budget', FACILITATOR_FAILED_GAS_DAILY_WEI: String((worstCase * 115n) / 100n) },
+      overrides: {
+        FACILITATOR_TASK_QUEUE: 'facilitator-gas-budget',
+        FACILITATOR_FAILED_GAS_DAILY_WEI: String((worstCase * 115n) / 100n),
+      },
     });
     griefer = await newAccount('gas-griefer');
     bystander = await newAccount('gas-bystander');
@@ -59,12 +71,22 @@ describe('facilitator: failed-gas budget per account', function () {
 
     await provider.send('evm_setAutomine', [false]);
     const answer = griefer.client.post('/settle', settleBody(payment, requirements(payTo, 5_000n)), facilitator.url);
-    await until('the broadcast', async () => ((await findSettlement(facilitator.pool, key))?.status === 'broadcast' ? true : null));
+    await until('the broadcast', async () =>
+      (await findSettlement(facilitator.pool, key))?.status === 'broadcast' ? true : null,
+    );
     // A second settlement of the account while the first could still revert: over the budget.
-    const alongside = await griefer.client.post('/settle', settleBody(await signPayment(secondPayer, { payTo, value: 5_000n }), requirements(payTo, 5_000n)), facilitator.url);
+    const alongside = await griefer.client.post(
+      '/settle',
+      settleBody(await signPayment(secondPayer, { payTo, value: 5_000n }), requirements(payTo, 5_000n)),
+      facilitator.url,
+    );
     assert.equal(alongside.status, 429, JSON.stringify(alongside.json));
     // The payer drains its balance in the same block, ahead of the transfer (a higher tip).
-    await tokenContract(stack().infra.tokenAddress, payer).transfer(newPayTo(), 5_000n, { gasLimit: 100_000n, maxPriorityFeePerGas: 50_000_000_000n, maxFeePerGas: 100_000_000_000n });
+    await tokenContract(stack().infra.tokenAddress, payer).transfer(newPayTo(), 5_000n, {
+      gasLimit: 100_000n,
+      maxPriorityFeePerGas: 50_000_000_000n,
+      maxFeePerGas: 100_000_000_000n,
+    });
     await provider.send('evm_mine', []);
     await provider.send('evm_setAutomine', [true]);
 
@@ -72,16 +94,21 @@ describe('facilitator: failed-gas budget per account', function () {
     assert.equal(res.status, 200);
     assert.equal(res.json.success, false, JSON.stringify(res.json));
     // The answer is given at inclusion; the record is written just after.
-    const record = await until('the record', async () => ((await findSettlement(facilitator.pool, key))?.status === 'failed' ? findSettlement(facilitator.pool, key) : null));
+    const record = await until('the record', async () =>
+      (await findSettlement(facilitator.pool, key))?.status === 'failed' ? findSettlement(facilitator.pool, key) : null,
+    );
     assert.equal(record?.failureCause, 'reverted');
     const burned = (await failedGasToday(facilitator.pool)).get(griefer.account.id) ?? 0n;
-    assert.ok(burned > 0n, 'the revert\'s gas is in the account\'s daily record');
+    assert.ok(burned > 0n, "the revert's gas is in the account's daily record");
     assert.equal(await failedGasMetric(griefer.account.id), Number(burned));
 
     // A deployment whose budget is what the account already burned today (the same database):
     // no settlement of the account fits any more.
     const spent = await startFacilitatorStack(stack().infra, stack().temporal, {
-      overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-gas-budget-spent', FACILITATOR_FAILED_GAS_DAILY_WEI: String(burned) },
+      overrides: {
+        FACILITATOR_TASK_QUEUE: 'facilitator-gas-budget-spent',
+        FACILITATOR_FAILED_GAS_DAILY_WEI: String(burned),
+      },
     });
     try {
       const before = await gasNonce();
@@ -89,13 +116,24 @@ describe('facilitator: failed-gas budget per account', function () {
       const refused = await griefer.client.post('/settle', settleBody(next, requirements(payTo, 5_000n)), spent.url);
       assert.equal(refused.status, 429);
       assert.deepEqual(refused.json, { error: 'settlement limit exceeded' });
-      assert.equal(await findSettlement(facilitator.pool, keyOf(next.payload.authorization.from, next.payload.authorization.nonce)), null, 'nothing claimed');
+      assert.equal(
+        await findSettlement(
+          facilitator.pool,
+          keyOf(next.payload.authorization.from, next.payload.authorization.nonce),
+        ),
+        null,
+        'nothing claimed',
+      );
       assert.equal(await gasNonce(), before, 'no gas spent');
     } finally {
       await spent.close();
     }
 
-    const other = await bystander.client.post('/settle', settleBody(await signPayment(await newPayer(5_000n), { payTo, value: 5_000n }), requirements(payTo, 5_000n)), facilitator.url);
+    const other = await bystander.client.post(
+      '/settle',
+      settleBody(await signPayment(await newPayer(5_000n), { payTo, value: 5_000n }), requirements(payTo, 5_000n)),
+      facilitator.url,
+    );
     assert.equal(other.json.success, true, JSON.stringify(other.json));
   });
 });

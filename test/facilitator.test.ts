@@ -50,7 +50,9 @@ describe('facilitator', function () {
 
   describe('open endpoints', () => {
     it('GET /supported names the one kind on both listeners', async () => {
-      const expected = { kinds: [{ x402Version: 1, scheme: 'exact', network: 'base', asset: stack().infra.tokenAddress }] };
+      const expected = {
+        kinds: [{ x402Version: 1, scheme: 'exact', network: 'base', asset: stack().infra.tokenAddress }],
+      };
       const open = await request(`${stack().facilitator.publicUrl}/supported`);
       assert.equal(open.statusCode, 200);
       assert.deepEqual(await open.body.json(), expected);
@@ -85,10 +87,13 @@ describe('facilitator', function () {
     it('refuses the TLS handshake without a client certificate', async () => {
       const { port } = new URL(stack().facilitator.url);
       const error = await new Promise<Error | null>((resolve) => {
-        const socket = connect({ host: '127.0.0.1', port: Number(port), ca: stack().infra.pki.caCertPem, servername: 'localhost' }, () => {
-          // TLS 1.3: the server's refusal arrives after the client's handshake completes; a read shows it.
-          socket.write('POST /settle HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}');
-        });
+        const socket = connect(
+          { host: '127.0.0.1', port: Number(port), ca: stack().infra.pki.caCertPem, servername: 'localhost' },
+          () => {
+            // TLS 1.3: the server's refusal arrives after the client's handshake completes; a read shows it.
+            socket.write('POST /settle HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}');
+          },
+        );
         socket.once('data', () => resolve(null));
         socket.once('error', (err) => resolve(err));
         socket.once('close', () => resolve(new Error('closed without an answer')));
@@ -101,7 +106,10 @@ describe('facilitator', function () {
 
     it('refuses the handshake for a certificate from another CA', async () => {
       const other = await ensureDevPki(await mkdtemp(join(tmpdir(), 'other-ca-')));
-      const foreign = await issueClientCert({ certPem: other.caCertPem, keyPem: await readFile(other.files.caKey, 'utf8') }, 'foreign');
+      const foreign = await issueClientCert(
+        { certPem: other.caCertPem, keyPem: await readFile(other.files.caKey, 'utf8') },
+        'foreign',
+      );
       const client = await facilitatorClient(foreign);
       await assert.rejects(client.post('/settle', {}));
       await client.close();
@@ -110,7 +118,13 @@ describe('facilitator', function () {
     it('answers 403 for a valid certificate of no account, and for a deactivated account', async () => {
       const stranger = await facilitatorClient(await issueClientCert(await devCa(), 'no-account'));
       const before = await gasNonce();
-      const res = await stranger.post('/settle', settleBody(await signPayment(await newPayer(0n), { payTo: newPayTo(), value: 1n }), requirements(newPayTo(), 1n)));
+      const res = await stranger.post(
+        '/settle',
+        settleBody(
+          await signPayment(await newPayer(0n), { payTo: newPayTo(), value: 1n }),
+          requirements(newPayTo(), 1n),
+        ),
+      );
       assert.equal(res.status, 403);
       assert.deepEqual(res.json, { error: 'forbidden' });
       await stranger.close();
@@ -119,14 +133,21 @@ describe('facilitator', function () {
       await deactivateAccount(stack().facilitator.pool, leaving.account.id);
       const payer = await newPayer();
       const payTo = newPayTo();
-      const denied = await leaving.client.post('/settle', settleBody(await signPayment(payer, { payTo, value: 5n }), requirements(payTo, 5n)));
+      const denied = await leaving.client.post(
+        '/settle',
+        settleBody(await signPayment(payer, { payTo, value: 5n }), requirements(payTo, 5n)),
+      );
       assert.equal(denied.status, 403);
       await leaving.client.close();
       assert.equal(await gasNonce(), before, 'nothing was sent');
     });
 
     it('answers 400 for a malformed body', async () => {
-      for (const body of ['not json', '{}', JSON.stringify({ x402Version: 1, paymentPayload: {}, paymentRequirements: {} })]) {
+      for (const body of [
+        'not json',
+        '{}',
+        JSON.stringify({ x402Version: 1, paymentPayload: {}, paymentRequirements: {} }),
+      ]) {
         const res = await gateway.client.post('/settle', body);
         assert.equal(res.status, 400);
         assert.equal(typeof res.json.error, 'string');
@@ -152,7 +173,10 @@ describe('facilitator', function () {
       assert.equal(receipt?.status, 1);
       assert.ok(receipt!.gasUsed < 100_000n, `gas used ${receipt!.gasUsed} fits the fixed EOA limit with room`);
 
-      const record = await finalRecord(stack().facilitator.pool, keyOf(payer.address, payment.payload.authorization.nonce));
+      const record = await finalRecord(
+        stack().facilitator.pool,
+        keyOf(payer.address, payment.payload.authorization.nonce),
+      );
       assert.equal(record?.status, 'settled');
       assert.equal(record?.txHash, res.json.transaction);
       assert.equal(record?.amount, 250_000n);
@@ -176,8 +200,15 @@ describe('facilitator', function () {
       assert.equal(description.searchAttributes.SettlementStatus?.[0], 'settled');
       assert.equal(description.searchAttributes.TxHash?.[0], res.json.transaction);
       assert.equal(description.searchAttributes.Payer?.[0], payer.address);
-      const history = JSON.stringify(await stack().temporal.workflow.getHandle(keyOf(payer.address, payment.payload.authorization.nonce)).fetchHistory());
-      assert.ok(!history.includes(payment.payload.signature.slice(2)), 'the signature never enters the workflow history');
+      const history = JSON.stringify(
+        await stack()
+          .temporal.workflow.getHandle(keyOf(payer.address, payment.payload.authorization.nonce))
+          .fetchHistory(),
+      );
+      assert.ok(
+        !history.includes(payment.payload.signature.slice(2)),
+        'the signature never enters the workflow history',
+      );
     });
 
     it('50 concurrent /settle of one authorization give one transaction and one hash', async () => {
@@ -200,28 +231,76 @@ describe('facilitator', function () {
       const rich = await newPayer(1_000_000n);
       const poor = await newPayer(10n);
       const now = Math.floor(Date.now() / 1000);
-      const cases: Array<{ name: string; payer: typeof rich; payment: Awaited<ReturnType<typeof signPayment>>; reqs: ReturnType<typeof requirements>; cause: string | null }> = [
-        { name: 'insufficient balance', payer: poor, payment: await signPayment(poor, { payTo, value: 1_000n }), reqs: requirements(payTo, 1_000n), cause: 'insufficient_balance' },
-        { name: 'expired', payer: rich, payment: await signPayment(rich, { payTo, value: 1_000n, validBefore: now - 1 }), reqs: requirements(payTo, 1_000n), cause: 'expired' },
-        { name: 'not yet valid', payer: rich, payment: await signPayment(rich, { payTo, value: 1_000n, validAfter: now + 3600 }), reqs: requirements(payTo, 1_000n), cause: 'not_yet_valid' },
+      const cases: Array<{
+        name: string;
+        payer: typeof rich;
+        payment: Awaited<ReturnType<typeof signPayment>>;
+        reqs: ReturnType<typeof requirements>;
+        cause: string | null;
+      }> = [
+        {
+          name: 'insufficient balance',
+          payer: poor,
+          payment: await signPayment(poor, { payTo, value: 1_000n }),
+          reqs: requirements(payTo, 1_000n),
+          cause: 'insufficient_balance',
+        },
+        {
+          name: 'expired',
+          payer: rich,
+          payment: await signPayment(rich, { payTo, value: 1_000n, validBefore: now - 1 }),
+          reqs: requirements(payTo, 1_000n),
+          cause: 'expired',
+        },
+        {
+          name: 'not yet valid',
+          payer: rich,
+          payment: await signPayment(rich, { payTo, value: 1_000n, validAfter: now + 3600 }),
+          reqs: requirements(payTo, 1_000n),
+          cause: 'not_yet_valid',
+        },
       ];
       // Requirements that do not match the authorization: the same answer, and nothing claimed
       // or recorded, so they cannot poison the authorization for a submission with the right ones.
       const mismatches = [
-        { name: 'recipient mismatch', payment: await signPayment(rich, { payTo: newPayTo(), value: 1_000n }), reqs: requirements(payTo, 1_000n) },
-        { name: 'over maxAmountRequired', payment: await signPayment(rich, { payTo, value: 2_000n }), reqs: requirements(payTo, 1_000n) },
-        { name: 'wrong asset', payment: await signPayment(rich, { payTo, value: 1_000n }), reqs: requirements(payTo, 1_000n, { asset: newPayTo() }) },
-        { name: 'wrong network', payment: { ...(await signPayment(rich, { payTo, value: 1_000n })), network: 'base-sepolia' }, reqs: requirements(payTo, 1_000n, { network: 'base-sepolia' }) },
+        {
+          name: 'recipient mismatch',
+          payment: await signPayment(rich, { payTo: newPayTo(), value: 1_000n }),
+          reqs: requirements(payTo, 1_000n),
+        },
+        {
+          name: 'over maxAmountRequired',
+          payment: await signPayment(rich, { payTo, value: 2_000n }),
+          reqs: requirements(payTo, 1_000n),
+        },
+        {
+          name: 'wrong asset',
+          payment: await signPayment(rich, { payTo, value: 1_000n }),
+          reqs: requirements(payTo, 1_000n, { asset: newPayTo() }),
+        },
+        {
+          name: 'wrong network',
+          payment: { ...(await signPayment(rich, { payTo, value: 1_000n })), network: 'base-sepolia' },
+          reqs: requirements(payTo, 1_000n, { network: 'base-sepolia' }),
+        },
       ];
       // A consumed nonce: the payer spends it directly first (gas paid by a dev account).
       const used = await signPayment(rich, { payTo, value: 1_000n });
       {
         const submitter = new Wallet(DEV_ACCOUNTS[4].privateKey, provider);
         const a = used.payload.authorization;
-        const tx = await tokenContract(stack().infra.tokenAddress, submitter)['transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)'](a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, used.payload.signature);
+        const tx = await tokenContract(stack().infra.tokenAddress, submitter)[
+          'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)'
+        ](a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, used.payload.signature);
         await tx.wait();
       }
-      cases.push({ name: 'consumed nonce', payer: rich, payment: used, reqs: requirements(payTo, 1_000n), cause: 'nonce_used' });
+      cases.push({
+        name: 'consumed nonce',
+        payer: rich,
+        payment: used,
+        reqs: requirements(payTo, 1_000n),
+        cause: 'nonce_used',
+      });
 
       const before = await gasNonce();
       for (const c of cases) {
@@ -230,12 +309,22 @@ describe('facilitator', function () {
         assert.equal(res.json.success, false, c.name);
         assert.equal(res.json.errorReason, 'settlement_failed', c.name);
         assert.equal(res.json.transaction, undefined, c.name);
-        const record = await findSettlement(stack().facilitator.pool, keyOf(c.payer.address, c.payment.payload.authorization.nonce));
+        const record = await findSettlement(
+          stack().facilitator.pool,
+          keyOf(c.payer.address, c.payment.payload.authorization.nonce),
+        );
         assert.equal(record?.status, 'failed', c.name);
         assert.equal(record?.failureCause, c.cause, c.name);
         // The workflow is started once the outcome is known (the outbox): it may trail the answer by moments.
-        const handle = stack().temporal.workflow.getHandle(keyOf(c.payer.address, c.payment.payload.authorization.nonce));
-        await until('the settlement workflow', () => handle.describe().then(() => true, () => false));
+        const handle = stack().temporal.workflow.getHandle(
+          keyOf(c.payer.address, c.payment.payload.authorization.nonce),
+        );
+        await until('the settlement workflow', () =>
+          handle.describe().then(
+            () => true,
+            () => false,
+          ),
+        );
         await handle.result();
         const description = await handle.describe();
         assert.equal(description.searchAttributes.SettlementStatus?.[0], 'failed', c.name);
@@ -244,8 +333,16 @@ describe('facilitator', function () {
       for (const m of mismatches) {
         const res = await gateway.client.post('/settle', settleBody(m.payment, m.reqs));
         assert.equal(res.status, 200, `${m.name}: ${JSON.stringify(res.json)}`);
-        assert.deepEqual([res.json.success, res.json.errorReason, res.json.transaction], [false, 'settlement_failed', undefined], m.name);
-        assert.equal(await findSettlement(stack().facilitator.pool, keyOf(rich.address, m.payment.payload.authorization.nonce)), null, m.name);
+        assert.deepEqual(
+          [res.json.success, res.json.errorReason, res.json.transaction],
+          [false, 'settlement_failed', undefined],
+          m.name,
+        );
+        assert.equal(
+          await findSettlement(stack().facilitator.pool, keyOf(rich.address, m.payment.payload.authorization.nonce)),
+          null,
+          m.name,
+        );
       }
       assert.equal(await gasNonce(), before, 'no collection failure spent gas');
 
@@ -256,12 +353,15 @@ describe('facilitator', function () {
       assert.equal(res.status, 200);
       assert.deepEqual(Object.keys(res.json).sort(), ['errorReason', 'network', 'payer', 'success']);
       assert.equal(res.json.errorReason, 'settlement_failed');
-      assert.equal(await findSettlement(stack().facilitator.pool, keyOf(rich.address, forged.payload.authorization.nonce)), null);
+      assert.equal(
+        await findSettlement(stack().facilitator.pool, keyOf(rich.address, forged.payload.authorization.nonce)),
+        null,
+      );
     });
   });
 
   describe('guardrails', () => {
-    it('429 for a kind outside the account\'s allowed set, before any claim', async () => {
+    it("429 for a kind outside the account's allowed set, before any claim", async () => {
       const other = await newAccount('kinds-other-asset', { kinds: [{ network: 'base', asset: newPayTo() }] });
       const payer = await newPayer();
       const payTo = newPayTo();
@@ -270,7 +370,11 @@ describe('facilitator', function () {
       const res = await other.client.post('/settle', settleBody(payment, requirements(payTo, 1_000n)));
       assert.equal(res.status, 429);
       assert.equal(typeof res.json.error, 'string');
-      assert.equal(await findSettlement(stack().facilitator.pool, keyOf(payer.address, payment.payload.authorization.nonce)), null, 'no nonce claim');
+      assert.equal(
+        await findSettlement(stack().facilitator.pool, keyOf(payer.address, payment.payload.authorization.nonce)),
+        null,
+        'no nonce claim',
+      );
       assert.equal(await gasNonce(), before);
       await other.client.close();
     });
@@ -281,7 +385,10 @@ describe('facilitator', function () {
       const payTo = newPayTo();
       const over = await signPayment(payer, { payTo, value: 5_001n });
       assert.equal((await capped.client.post('/settle', settleBody(over, requirements(payTo, 5_001n)))).status, 429);
-      assert.equal(await findSettlement(stack().facilitator.pool, keyOf(payer.address, over.payload.authorization.nonce)), null);
+      assert.equal(
+        await findSettlement(stack().facilitator.pool, keyOf(payer.address, over.payload.authorization.nonce)),
+        null,
+      );
       const within = await signPayment(payer, { payTo, value: 5_000n });
       const ok = await capped.client.post('/settle', settleBody(within, requirements(payTo, 5_000n)));
       assert.equal(ok.json.success, true);
@@ -289,7 +396,10 @@ describe('facilitator', function () {
       const defaultMax = stack().facilitator.config.guardrails.maxPerTx;
       const whale = await newPayer(defaultMax + 10n);
       const big = await signPayment(whale, { payTo, value: defaultMax + 1n });
-      assert.equal((await gateway.client.post('/settle', settleBody(big, requirements(payTo, defaultMax + 1n)))).status, 429);
+      assert.equal(
+        (await gateway.client.post('/settle', settleBody(big, requirements(payTo, defaultMax + 1n)))).status,
+        429,
+      );
       await capped.client.close();
     });
 
@@ -301,14 +411,20 @@ describe('facilitator', function () {
       const payers = [];
       for (let i = 0; i < 8; i++) payers.push(await newPayer(100_000n));
       // 8 payments of 3000 against a ceiling of 10000: at most 3 fit.
-      const bodies = await Promise.all(payers.map(async (p) => settleBody(await signPayment(p, { payTo, value: 3_000n }), requirements(payTo, 3_000n))));
+      const bodies = await Promise.all(
+        payers.map(async (p) =>
+          settleBody(await signPayment(p, { payTo, value: 3_000n }), requirements(payTo, 3_000n)),
+        ),
+      );
       const replies = await Promise.all(bodies.map((b) => daily.client.post('/settle', b)));
       const settled = replies.filter((r) => r.status === 200 && r.json.success);
       const limited = replies.filter((r) => r.status === 429);
       assert.equal(settled.length, 3, JSON.stringify(replies.map((r) => r.status)));
       assert.equal(limited.length, 5);
       assert.equal(await balanceOf(provider, payTo), 9_000n);
-      const { rows } = await stack().facilitator.pool.query('select reserved from daily_usage where account_id = $1', [daily.account.id]);
+      const { rows } = await stack().facilitator.pool.query('select reserved from daily_usage where account_id = $1', [
+        daily.account.id,
+      ]);
       assert.equal(rows[0].reserved, '9000');
       await daily.client.close();
     });
@@ -317,10 +433,16 @@ describe('facilitator', function () {
       const daily = await newAccount('daily-release', { dailyCeiling: 5_000n });
       const payTo = newPayTo();
       const poor = await newPayer(0n);
-      const res = await daily.client.post('/settle', settleBody(await signPayment(poor, { payTo, value: 5_000n }), requirements(payTo, 5_000n)));
+      const res = await daily.client.post(
+        '/settle',
+        settleBody(await signPayment(poor, { payTo, value: 5_000n }), requirements(payTo, 5_000n)),
+      );
       assert.equal(res.json.success, false);
       const payer = await newPayer();
-      const ok = await daily.client.post('/settle', settleBody(await signPayment(payer, { payTo, value: 5_000n }), requirements(payTo, 5_000n)));
+      const ok = await daily.client.post(
+        '/settle',
+        settleBody(await signPayment(payer, { payTo, value: 5_000n }), requirements(payTo, 5_000n)),
+      );
       assert.equal(ok.json.success, true, 'the full ceiling is still available');
       await daily.client.close();
     });
@@ -337,12 +459,18 @@ describe('facilitator', function () {
         assert.deepEqual(await health.body.json(), { status: 'not_ready', checks: { rpc: true, gas_balance: false } });
         const payer = await newPayer();
         const payTo = newPayTo();
-        const res = await gateway.client.post('/settle', settleBody(await signPayment(payer, { payTo, value: 1_000n }), requirements(payTo, 1_000n)));
+        const res = await gateway.client.post(
+          '/settle',
+          settleBody(await signPayment(payer, { payTo, value: 1_000n }), requirements(payTo, 1_000n)),
+        );
         assert.equal(res.status, 503);
         assert.ok(res.headers['retry-after']);
         assert.equal(await balanceOf(provider, payTo), 0n);
       } finally {
-        await provider.send('anvil_setBalance', [wallet, toQuantity(saved > parseEther('1') ? saved : parseEther('100'))]);
+        await provider.send('anvil_setBalance', [
+          wallet,
+          toQuantity(saved > parseEther('1') ? saved : parseEther('100')),
+        ]);
       }
       // The open probe answers from a result at most 1 s old (PUBLIC_PROBE_INTERVAL_MS).
       const deadline = Date.now() + 3_000;
@@ -361,11 +489,20 @@ describe('facilitator', function () {
       const calls: string[] = [];
       const counting = new Proxy(provider, {
         get(target, prop, receiver) {
-          if (prop === 'getBalance') return (...args: unknown[]) => (calls.push('getBalance'), (target.getBalance as (...a: unknown[]) => unknown)(...args));
+          if (prop === 'getBalance')
+            return (...args: unknown[]) => (
+              calls.push('getBalance'),
+              (target.getBalance as (...a: unknown[]) => unknown)(...args)
+            );
           return Reflect.get(target, prop, receiver);
         },
       });
-      const readiness = createReadiness({ provider: counting, gasWallet: stack().facilitator.gasWallet, lowWaterWei: 1n, cacheMs: 60_000 });
+      const readiness = createReadiness({
+        provider: counting,
+        gasWallet: stack().facilitator.gasWallet,
+        lowWaterWei: 1n,
+        cacheMs: 60_000,
+      });
       const settleView = await readiness.current();
       assert.equal(settleView.ready, true);
       const before = calls.length;

@@ -6,7 +6,18 @@ import assert from 'node:assert/strict';
 import { Transaction } from 'ethers';
 import { stack } from './support/stack.ts';
 import { finalRecord, startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
-import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
+import {
+  balanceOf,
+  chainProvider,
+  newAccount,
+  newPayTo,
+  newPayer,
+  requirements,
+  settleBody,
+  signPayment,
+  transfersTo,
+  type TestAccount,
+} from './support/x402.ts';
 import { settlementKey, signedAttempts } from '../facilitator/store.ts';
 
 describe('fee bumping of a stuck settlement transaction', function () {
@@ -39,29 +50,49 @@ describe('fee bumping of a stuck settlement transaction', function () {
   it('re-signs the same gas nonce with higher fees until one attempt is mined: one transfer, attempts recorded', async () => {
     const payer = await newPayer(1_000_000n);
     const payTo = newPayTo();
-    const payment = await signPayment(payer, { payTo, value: 40_000n, validBefore: Math.floor(Date.now() / 1000) + 300 });
+    const payment = await signPayment(payer, {
+      payTo,
+      value: 40_000n,
+      validBefore: Math.floor(Date.now() / 1000) + 300,
+    });
     const key = settlementKey(8453, stack().infra.tokenAddress, payer.address, payment.payload.authorization.nonce);
     const gasNonceBefore = await provider.getTransactionCount(facilitator.gasWallet, 'latest');
 
     await provider.send('evm_setAutomine', [false]);
     let answer;
     try {
-      const inFlight = gateway.client.post('/settle', settleBody(payment, requirements(payTo, 40_000n)), facilitator.url);
+      const inFlight = gateway.client.post(
+        '/settle',
+        settleBody(payment, requirements(payTo, 40_000n)),
+        facilitator.url,
+      );
       // Two bumps stored (three attempts), the latest one held by the node in place of the others.
       const attempts = await until('two fee bumps', async () => {
         const stored = await signedAttempts(facilitator.pool, key);
         return stored.length >= 3 ? stored : null;
       });
-      const latest = await until('the node holding the latest bump', async () => ((await provider.getTransaction(attempts[2].txHash)) ? true : null));
+      const latest = await until('the node holding the latest bump', async () =>
+        (await provider.getTransaction(attempts[2].txHash)) ? true : null,
+      );
       assert.ok(latest);
-      assert.equal(await provider.getTransaction(attempts[0].txHash), null, 'the first attempt was replaced in the pool');
+      assert.equal(
+        await provider.getTransaction(attempts[0].txHash),
+        null,
+        'the first attempt was replaced in the pool',
+      );
 
       const txs = attempts.map((a) => Transaction.from(a.rawTx));
       for (let i = 1; i < txs.length; i++) {
         assert.equal(txs[i].nonce, txs[0].nonce, 'every attempt re-signs the same gas nonce');
         assert.equal(txs[i].data, txs[0].data, 'the same transfer');
-        assert.ok(txs[i].maxFeePerGas! * 1000n >= txs[i - 1].maxFeePerGas! * 1125n, 'maxFeePerGas raised by at least 12.5 %');
-        assert.ok(txs[i].maxPriorityFeePerGas! * 1000n >= txs[i - 1].maxPriorityFeePerGas! * 1125n, 'maxPriorityFeePerGas raised by at least 12.5 %');
+        assert.ok(
+          txs[i].maxFeePerGas! * 1000n >= txs[i - 1].maxFeePerGas! * 1125n,
+          'maxFeePerGas raised by at least 12.5 %',
+        );
+        assert.ok(
+          txs[i].maxPriorityFeePerGas! * 1000n >= txs[i - 1].maxPriorityFeePerGas! * 1125n,
+          'maxPriorityFeePerGas raised by at least 12.5 %',
+        );
       }
       assert.equal(txs[0].nonce, gasNonceBefore);
 
@@ -79,17 +110,29 @@ describe('fee bumping of a stuck settlement transaction', function () {
     assert.ok(mined, 'the answer is one of the stored attempts');
     assert.ok(mined.seq >= 1, `a bump was mined, not the first attempt (seq ${mined.seq})`);
     assert.equal((await provider.getTransactionReceipt(mined.txHash))?.status, 1);
-    for (const other of all.filter((a) => a !== mined)) assert.equal(await provider.getTransactionReceipt(other.txHash), null);
+    for (const other of all.filter((a) => a !== mined))
+      assert.equal(await provider.getTransactionReceipt(other.txHash), null);
 
-    assert.deepEqual(await transfersTo(provider, payTo), [{ hash: mined.txHash, value: 40_000n }], 'exactly one transfer');
+    assert.deepEqual(
+      await transfersTo(provider, payTo),
+      [{ hash: mined.txHash, value: 40_000n }],
+      'exactly one transfer',
+    );
     assert.equal(await balanceOf(provider, payTo), 40_000n);
-    assert.equal(await provider.getTransactionCount(facilitator.gasWallet, 'latest'), gasNonceBefore + 1, 'one gas nonce used');
+    assert.equal(
+      await provider.getTransactionCount(facilitator.gasWallet, 'latest'),
+      gasNonceBefore + 1,
+      'one gas nonce used',
+    );
 
     const record = await finalRecord(facilitator.pool, key);
     assert.equal(record?.status, 'settled');
     assert.equal(record?.txHash, mined.txHash, 'the record names the attempt that was mined');
     assert.equal(record?.rawTx, mined.rawTx);
     assert.equal(record?.gasNonce, gasNonceBefore);
-    assert.ok(record!.attempts >= all.length, `every attempt was sent (attempts ${record?.attempts}, signed ${all.length})`);
+    assert.ok(
+      record!.attempts >= all.length,
+      `every attempt was sent (attempts ${record?.attempts}, signed ${all.length})`,
+    );
   });
 });

@@ -25,10 +25,28 @@ describe('foundation: one call travels the whole way', () => {
 
   it('answers 401 with an empty body for a missing, invalid or claim-less token', async () => {
     const secret = new TextEncoder().encode(stack().infra.secrets.jwtSecret);
-    const noTenant = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('u').setExpirationTime('1h').sign(secret);
-    const wrongKey = await new SignJWT({ tenant_id: 't' }).setProtectedHeader({ alg: 'HS256' }).setSubject('u').sign(new TextEncoder().encode('not-the-secret-at-all-32-bytes!!'));
-    const expired = await new SignJWT({ tenant_id: 't' }).setProtectedHeader({ alg: 'HS256' }).setSubject('u').setExpirationTime(Math.floor(Date.now() / 1000) - 60).sign(secret);
-    for (const headers of [{} as Record<string, string>, { authorization: 'Bearer nonsense' }, { authorization: `Bearer ${noTenant}` }, { authorization: `Bearer ${wrongKey}` }, { authorization: `Bearer ${expired}` }, { authorization: 'Basic abc' }]) {
+    const noTenant = await new SignJWT({})
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject('u')
+      .setExpirationTime('1h')
+      .sign(secret);
+    const wrongKey = await new SignJWT({ tenant_id: 't' })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject('u')
+      .sign(new TextEncoder().encode('not-the-secret-at-all-32-bytes!!'));
+    const expired = await new SignJWT({ tenant_id: 't' })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject('u')
+      .setExpirationTime(Math.floor(Date.now() / 1000) - 60)
+      .sign(secret);
+    for (const headers of [
+      {} as Record<string, string>,
+      { authorization: 'Bearer nonsense' },
+      { authorization: `Bearer ${noTenant}` },
+      { authorization: `Bearer ${wrongKey}` },
+      { authorization: `Bearer ${expired}` },
+      { authorization: 'Basic abc' },
+    ]) {
       const res = await call('GET', '/v1/agents/agt_x', { headers });
       assert.equal(res.status, 401);
       assert.equal(res.text, '');
@@ -37,14 +55,21 @@ describe('foundation: one call travels the whole way', () => {
 
   it('creates an agent, invokes it through InvocationWorkflow and polls it to succeeded', async () => {
     const token = await stack().token('tenant-foundation');
-    const created = await call('POST', '/v1/agents', { token, json: { name: uniqueName(), upstream_url: upstream.url, capture_body: true } });
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: { name: uniqueName(), upstream_url: upstream.url, capture_body: true },
+    });
     assert.equal(created.status, 201);
     assert.equal(created.json.status, 'active');
     const agentId: string = created.json.id;
     assert.match(agentId, /^agt_[0-9a-f-]{36}$/);
 
     const body = `hello ${Date.now()}`;
-    const invoked = await call('POST', `/v1/proxy/${agentId}`, { token, body, headers: { 'content-type': 'text/plain', 'x-request-id': 'req-foundation-1' } });
+    const invoked = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      body,
+      headers: { 'content-type': 'text/plain', 'x-request-id': 'req-foundation-1' },
+    });
     assert.equal(invoked.status, 202);
     const invocationId: string = invoked.json.invocation_id;
     assert.match(invocationId, /^inv_[0-9a-f-]{36}$/);
@@ -80,7 +105,10 @@ describe('foundation: one call travels the whole way', () => {
 
   it('finds invocations in Temporal by tenant and agent search attributes', async () => {
     const token = await stack().token('tenant-search');
-    const created = await call('POST', '/v1/agents', { token, json: { name: uniqueName(), upstream_url: upstream.url } });
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: { name: uniqueName(), upstream_url: upstream.url },
+    });
     const invoked = await call('POST', `/v1/proxy/${created.json.id}`, { token, body: 'x' });
     await waitForInvocation(token, created.json.id, invoked.json.invocation_id);
     const query = `TenantId = 'tenant-search' AND AgentId = '${created.json.id}'`;
@@ -96,10 +124,17 @@ describe('foundation: one call travels the whole way', () => {
   it('keeps agents and invocations tenant-scoped: another tenant gets 404', async () => {
     const owner = await stack().token('tenant-a');
     const stranger = await stack().token('tenant-b');
-    const created = await call('POST', '/v1/agents', { token: owner, json: { name: uniqueName(), upstream_url: upstream.url } });
+    const created = await call('POST', '/v1/agents', {
+      token: owner,
+      json: { name: uniqueName(), upstream_url: upstream.url },
+    });
     const invoked = await call('POST', `/v1/proxy/${created.json.id}`, { token: owner, body: 'x' });
     assert.equal((await call('GET', `/v1/agents/${created.json.id}`, { token: stranger })).status, 404);
     assert.equal((await call('POST', `/v1/proxy/${created.json.id}`, { token: stranger, body: 'x' })).status, 404);
-    assert.equal((await call('GET', `/v1/proxy/${created.json.id}/invocations/${invoked.json.invocation_id}`, { token: stranger })).status, 404);
+    assert.equal(
+      (await call('GET', `/v1/proxy/${created.json.id}/invocations/${invoked.json.invocation_id}`, { token: stranger }))
+        .status,
+      404,
+    );
   });
 });

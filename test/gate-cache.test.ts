@@ -32,7 +32,11 @@ async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
 }
 
 async function streamAt(base: string, token: string, agentId: string): Promise<number> {
-  const res = await request(`${base}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'x' });
+  const res = await request(`${base}/v1/proxy/${agentId}/stream`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+    body: 'x',
+  });
   await res.body.dump();
   return res.statusCode;
 }
@@ -50,13 +54,25 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
   before(async () => {
     up = await rawUpstream((req, res) => void readAll(req).then(() => res.end('ok')));
     replicaOrm = await openOrm(stack().config.databaseUrl, { poolMax: 4 });
-    replicaServer = await startGateway({ ...stack().config, port: 0 }, replicaOrm, stack().temporal, createLogger('replica', 'silent'));
+    replicaServer = await startGateway(
+      { ...stack().config, port: 0 },
+      replicaOrm,
+      stack().temporal,
+      createLogger('replica', 'silent'),
+    );
     replica = `http://127.0.0.1:${(replicaServer.address() as AddressInfo).port}`;
     strictOrm = await openOrm(stack().config.databaseUrl, { poolMax: 4 });
-    strictServer = await startGateway({ ...stack().config, port: 0, gateFreshness: 'strict' }, strictOrm, stack().temporal, createLogger('strict', 'silent'));
+    strictServer = await startGateway(
+      { ...stack().config, port: 0, gateFreshness: 'strict' },
+      strictOrm,
+      stack().temporal,
+      createLogger('strict', 'silent'),
+    );
     strictReplica = `http://127.0.0.1:${(strictServer.address() as AddressInfo).port}`;
     token = await stack().token(`tenant-cache-${randomUUID()}`);
-    await until(() => changeFeedFor(replicaOrm).live() && changeFeedFor(strictOrm).live() && changeFeedFor(stack().orm).live());
+    await until(
+      () => changeFeedFor(replicaOrm).live() && changeFeedFor(strictOrm).live() && changeFeedFor(stack().orm).live(),
+    );
   });
 
   after(async () => {
@@ -93,7 +109,9 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
       assert.equal(await streamAt(strictReplica, token, agentId), 200);
       assert.equal(await streamAt(strictReplica, token, agentId), 200);
       const before = other.hits.length;
-      await stack().orm.em.getConnection().execute('update agents set upstream_url = ? where id = ?', [other.url, agentId]);
+      await stack()
+        .orm.em.getConnection()
+        .execute('update agents set upstream_url = ? where id = ?', [other.url, agentId]);
       assert.equal(await streamAt(strictReplica, token, agentId), 200);
       assert.equal(other.hits.length, before + 1, 'the call went to the new upstream');
     } finally {
@@ -107,7 +125,9 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
       const agentId = await createAgent(token, { upstream_url: up.url });
       assert.equal(await streamAt(replica, token, agentId), 200);
       assert.equal(await streamAt(replica, token, agentId), 200);
-      await stack().orm.em.getConnection().execute('update agents set upstream_url = ? where id = ?', [other.url, agentId]);
+      await stack()
+        .orm.em.getConnection()
+        .execute('update agents set upstream_url = ? where id = ?', [other.url, agentId]);
       const changedAt = Date.now();
       while (other.hits.length === 0) {
         assert.ok(Date.now() - changedAt < 2_000, 'the replica still calls the old upstream 2 s after the change');
@@ -124,7 +144,10 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
     // A replica that holds a lease and hears nothing (a process stalled, or one that died with
     // its lease still running): the writer cannot know it applied the change.
     const silent = `rep_silent-${randomUUID()}`;
-    await conn.execute(`insert into gateway_cache_replicas (replica_id, lease_until) values (?, clock_timestamp() + interval '1500 milliseconds')`, [silent]);
+    await conn.execute(
+      `insert into gateway_cache_replicas (replica_id, lease_until) values (?, clock_timestamp() + interval '1500 milliseconds')`,
+      [silent],
+    );
     try {
       const started = Date.now();
       const res = await call('POST', `/v1/agents/${agentId}/suspend`, { token, json: { reason: 'test' } });
@@ -151,7 +174,11 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
     assert.equal(back.status, 200, back.text);
     assert.equal(await streamAt(replica, token, agentId), 200);
     // And the other way round.
-    assert.equal((await callAt(replica, 'PUT', '/v1/policy', { token, json: { default: 'deny', on_error: 'deny', rules: [] } })).status, 200);
+    assert.equal(
+      (await callAt(replica, 'PUT', '/v1/policy', { token, json: { default: 'deny', on_error: 'deny', rules: [] } }))
+        .status,
+      200,
+    );
     assert.equal(await streamAt(stack().apiUrl, token, agentId), 403);
     await call('PUT', '/v1/policy', { token, json: { default: 'allow', on_error: 'deny', rules: [] } });
   });
@@ -160,7 +187,9 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
     const agentId = await createAgent(token, { upstream_url: up.url });
     const secret = new TextEncoder().encode(stack().config.auth.jwtSecret!);
     const exp = Math.floor(Date.now() / 1000) + 2;
-    const short = await new SignJWT({ tenant_id: (await call('GET', `/v1/agents/${agentId}`, { token })).json.tenant_id })
+    const short = await new SignJWT({
+      tenant_id: (await call('GET', `/v1/agents/${agentId}`, { token })).json.tenant_id,
+    })
       .setProtectedHeader({ alg: 'HS256' })
       .setSubject('alice')
       .setExpirationTime(exp)
@@ -192,13 +221,19 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
       assert.equal(reads.length, 1, 'the second read came from memory');
 
       // A notification, as the agents trigger sends it, from another connection.
-      await stack().orm.em.getConnection().execute(`select pg_notify('gateway_cache', ?)`, [`agent:${id}`]);
+      await stack()
+        .orm.em.getConnection()
+        .execute(`select pg_notify('gateway_cache', ?)`, [`agent:${id}`]);
       await until(() => cache.size === 0);
       await cache.get(id, load);
       assert.equal(reads.length, 2, 'read again after the notification');
 
       // The feed's connection killed by the server: deaf, so every call reads the database.
-      await stack().orm.em.getConnection().execute(`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'gateway-cache-feed' and datname = current_database() and pid <> pg_backend_pid()`);
+      await stack()
+        .orm.em.getConnection()
+        .execute(
+          `select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'gateway-cache-feed' and datname = current_database() and pid <> pg_backend_pid()`,
+        );
       await until(() => !feed.live());
       assert.equal(cache.size, 0, 'a lost subscription empties the cache');
       await cache.get(id, load);
@@ -220,7 +255,9 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
       // The read is in flight when the change is notified: what it got may predate the change.
       await cache.get(tenant, async () => {
         reads += 1;
-        await stack().orm.em.getConnection().execute(`select pg_notify('gateway_cache', ?)`, [`policy:${tenant}`]);
+        await stack()
+          .orm.em.getConnection()
+          .execute(`select pg_notify('gateway_cache', ?)`, [`policy:${tenant}`]);
         const seen = feed.generation();
         await until(() => feed.generation() !== seen || cache.size > 0, 2_000).catch(() => undefined);
         await sleep(100);

@@ -17,17 +17,28 @@ type Auth = Partial<GatewayConfig['auth']>;
 
 async function gatewayWith(auth: Auth): Promise<{ url: string; close(): Promise<void> }> {
   const base = stack().config;
-  const server = await startGateway({ ...base, port: 0, auth: { ...base.auth, ...auth } }, stack().orm, stack().temporal, createLogger('api', 'silent'));
+  const server = await startGateway(
+    { ...base, port: 0, auth: { ...base.auth, ...auth } },
+    stack().orm,
+    stack().temporal,
+    createLogger('api', 'silent'),
+  );
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
 const hsKey = () => new TextEncoder().encode(stack().config.auth.jwtSecret!);
 
 function hs256(payload: JWTPayload, opts: { exp?: number | null; iat?: number | null } = {}): Promise<string> {
-  let jwt = new SignJWT({ tenant_id: 'identity-tenant', ...payload }).setProtectedHeader({ alg: 'HS256' }).setSubject('identity-user');
+  let jwt = new SignJWT({ tenant_id: 'identity-tenant', ...payload })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject('identity-user');
   if (opts.iat !== null) jwt = jwt.setIssuedAt(opts.iat);
   if (opts.exp !== null) jwt = jwt.setExpirationTime(opts.exp ?? Math.floor(Date.now() / 1000) + 3600);
   return jwt.sign(hsKey());
@@ -83,7 +94,12 @@ describe('hostile identity: bearer tokens', function () {
 
   it('an HS256 secret shorter than 32 bytes is refused at start with one line naming the variable', () => {
     const env = { DATABASE_URL: 'postgres://x@127.0.0.1/x', AUTH_JWT_SECRET: 'short-secret' };
-    assert.throws(() => loadGatewayConfig(env), (err: Error) => /^invalid configuration: AUTH_JWT_SECRET is 12 bytes; HS256 needs at least 32/.test(err.message) && !err.message.includes('\n'));
+    assert.throws(
+      () => loadGatewayConfig(env),
+      (err: Error) =>
+        /^invalid configuration: AUTH_JWT_SECRET is 12 bytes; HS256 needs at least 32/.test(err.message) &&
+        !err.message.includes('\n'),
+    );
     assert.doesNotThrow(() => loadGatewayConfig({ ...env, AUTH_JWT_SECRET: 'x'.repeat(32) }));
   });
 
@@ -99,7 +115,10 @@ describe('hostile identity: bearer tokens', function () {
     const jwksUrl = `http://127.0.0.1:${(jwksServer.address() as AddressInfo).port}/jwks.json`;
     const url = await gw({ jwksUrl, jwtSecret: undefined, issuer: 'https://idp.example', audience: 'agent-gateway' });
     const es256 = (claims: JWTPayload, exp = true) => {
-      let jwt = new SignJWT({ tenant_id: 'identity-tenant', ...claims }).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setSubject('u').setIssuedAt();
+      let jwt = new SignJWT({ tenant_id: 'identity-tenant', ...claims })
+        .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+        .setSubject('u')
+        .setIssuedAt();
       if (exp) jwt = jwt.setExpirationTime('10m');
       return jwt.sign(privateKey);
     };
@@ -114,10 +133,19 @@ describe('hostile identity: bearer tokens', function () {
   it('npm run token mints what a gateway with AUTH_ISSUER and AUTH_AUDIENCE accepts', async () => {
     const url = await gw({ issuer: 'https://idp.example', audience: 'agent-gateway' });
     const minted = await new Promise<string>((resolve, reject) => {
-      const child = spawn(process.execPath, ['scripts/token.ts', '--tenant', 'identity-tenant', '--user', 'u', '--ttl', '5m'], {
-        env: { ...process.env, AUTH_JWT_SECRET: stack().config.auth.jwtSecret!, AUTH_ISSUER: 'https://idp.example', AUTH_AUDIENCE: 'agent-gateway' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        process.execPath,
+        ['scripts/token.ts', '--tenant', 'identity-tenant', '--user', 'u', '--ttl', '5m'],
+        {
+          env: {
+            ...process.env,
+            AUTH_JWT_SECRET: stack().config.auth.jwtSecret!,
+            AUTH_ISSUER: 'https://idp.example',
+            AUTH_AUDIENCE: 'agent-gateway',
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       let out = '';
       child.stdout.on('data', (c: Buffer) => (out += c.toString()));
       child.once('error', reject);

@@ -22,7 +22,11 @@ describe('hostile input: pathological JSON', function () {
   before(async () => {
     token = await stack().token(`json-${randomUUID()}`);
     upstream = await startUpstream();
-    mcpAgent = await createAgent(token, { upstream_url: upstream.url, protocol: 'mcp', mcp_transport: 'streamable_http' });
+    mcpAgent = await createAgent(token, {
+      upstream_url: upstream.url,
+      protocol: 'mcp',
+      mcp_transport: 'streamable_http',
+    });
     httpAgent = await createAgent(token, { upstream_url: upstream.url });
   });
   after(() => upstream.close());
@@ -30,7 +34,10 @@ describe('hostile input: pathological JSON', function () {
   const shapes: Array<[string, (inner: string) => string]> = [
     ['agent metadata', (inner) => `{"name":"n-${randomUUID()}","metadata":{"x":${inner}}}`],
     ['agent body', (inner) => inner],
-    ['policy rule match', (inner) => `{"default":"allow","on_error":"allow","rules":[{"action":"deny","match":${inner}}]}`],
+    [
+      'policy rule match',
+      (inner) => `{"default":"allow","on_error":"allow","rules":[{"action":"deny","match":${inner}}]}`,
+    ],
     ['credential', (inner) => `{"name":"c","auth_type":"none","source":"managed","extra":${inner}}`],
   ];
   const targets: Record<string, [string, string]> = {
@@ -50,7 +57,11 @@ describe('hostile input: pathological JSON', function () {
     ] as const) {
       it(`${name}: ${kind} is a 400 with {error}, never a 5xx`, async () => {
         const [method, path] = targets[name];
-        const res = await call(method, path, { token, body: wrap(inner), headers: { 'content-type': 'application/json' } });
+        const res = await call(method, path, {
+          token,
+          body: wrap(inner),
+          headers: { 'content-type': 'application/json' },
+        });
         assert.ok(res.status === 400 || res.status === 413, `${res.status} ${res.text.slice(0, 200)}`);
         assert.equal(typeof res.json?.error, 'string');
       });
@@ -73,17 +84,29 @@ describe('hostile input: pathological JSON', function () {
   it('a 1 000 000-element array: a 413 for a management body (over 1 MiB), accepted in an MCP request (within 32 MiB), promptly', async () => {
     const million = `[${'0,'.repeat(999_999)}0]`;
     const started = performance.now();
-    const agent = await call('POST', '/v1/agents', { token, body: `{"name":"n","metadata":{"x":${million}}}`, headers: { 'content-type': 'application/json' } });
+    const agent = await call('POST', '/v1/agents', {
+      token,
+      body: `{"name":"n","metadata":{"x":${million}}}`,
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(agent.status, 413, agent.text.slice(0, 200));
     assert.equal(typeof agent.json?.error, 'string');
     const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"xs":${million}}}}`;
-    const mcp = await call('POST', `/v1/proxy/${mcpAgent}`, { token, body, headers: { 'content-type': 'application/json' } });
+    const mcp = await call('POST', `/v1/proxy/${mcpAgent}`, {
+      token,
+      body,
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(mcp.status, 202, mcp.text.slice(0, 200));
     assert.ok(performance.now() - started < 10_000, 'answered promptly');
   });
 
   it('an http agent forwards any body verbatim, however it nests (the gateway does not parse it)', async () => {
-    const res = await call('POST', `/v1/proxy/${httpAgent}`, { token, body: nestedArrays(100_000), headers: { 'content-type': 'application/json' } });
+    const res = await call('POST', `/v1/proxy/${httpAgent}`, {
+      token,
+      body: nestedArrays(100_000),
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(res.status, 202);
   });
 

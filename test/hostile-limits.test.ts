@@ -14,7 +14,11 @@ import { createLogger } from '../lib/log.ts';
 import { callAt } from './support/http.ts';
 
 function stream(token: string, agentId: string, path = '') {
-  return request(`${stack().apiUrl}/v1/proxy/${agentId}/stream${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: 'x' });
+  return request(`${stack().apiUrl}/v1/proxy/${agentId}/stream${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' },
+    body: 'x',
+  });
 }
 
 describe('hostile tenant: shared upstream origins', function () {
@@ -46,8 +50,15 @@ describe('hostile tenant: shared upstream origins', function () {
         await res.body.dump();
         statuses.push(res.statusCode);
       }
-      assert.deepEqual(statuses.slice(0, 5), [503, 503, 503, 503, 503], 'the upstream answered the first failures itself');
-      assert.ok(statuses.slice(5).every((s) => s === 502), `then the attacker's circuit is open: ${statuses.join(',')}`);
+      assert.deepEqual(
+        statuses.slice(0, 5),
+        [503, 503, 503, 503, 503],
+        'the upstream answered the first failures itself',
+      );
+      assert.ok(
+        statuses.slice(5).every((s) => s === 502),
+        `then the attacker's circuit is open: ${statuses.join(',')}`,
+      );
       const failHits = shared.hits.filter((h) => h.url?.startsWith('/fail')).length;
       assert.equal(failHits, 5, 'calls on the open circuit were not sent');
 
@@ -81,11 +92,17 @@ describe('hostile tenant: rates above the operator maximum', function () {
 
   it('rate_limit_rps and rate_limit_burst above RATE_LIMIT_AGENT_MAX_* are 400 on create and PATCH; at the maximum they are taken', async () => {
     const base = stack().config;
-    const server = await startGateway({ ...base, port: 0, rateLimit: { ...base.rateLimit, agentMaxRps: 10, agentMaxBurst: 20 } }, stack().orm, stack().temporal, createLogger('api', 'silent'));
+    const server = await startGateway(
+      { ...base, port: 0, rateLimit: { ...base.rateLimit, agentMaxRps: 10, agentMaxBurst: 20 } },
+      stack().orm,
+      stack().temporal,
+      createLogger('api', 'silent'),
+    );
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
       const token = await stack().token(`rates-${randomUUID()}`);
-      const create = (fields: Record<string, unknown>) => callAt(url, 'POST', '/v1/agents', { token, json: { name: `rates-${randomUUID()}`, ...fields } });
+      const create = (fields: Record<string, unknown>) =>
+        callAt(url, 'POST', '/v1/agents', { token, json: { name: `rates-${randomUUID()}`, ...fields } });
       const tooFast = await create({ rate_limit_rps: 10.5 });
       assert.equal(tooFast.status, 400);
       assert.deepEqual(tooFast.json, { error: 'rate_limit_rps may be at most 10' });
@@ -94,7 +111,10 @@ describe('hostile tenant: rates above the operator maximum', function () {
       assert.deepEqual(tooDeep.json, { error: 'rate_limit_burst may be at most 20' });
       const atMax = await create({ rate_limit_rps: 10, rate_limit_burst: 20 });
       assert.equal(atMax.status, 201, atMax.text);
-      const patched = await callAt(url, 'PATCH', `/v1/agents/${atMax.json.id}`, { token, json: { rate_limit_rps: 1000 } });
+      const patched = await callAt(url, 'PATCH', `/v1/agents/${atMax.json.id}`, {
+        token,
+        json: { rate_limit_rps: 1000 },
+      });
       assert.equal(patched.status, 400);
       const unchanged = await callAt(url, 'GET', `/v1/agents/${atMax.json.id}`, { token });
       assert.equal(unchanged.json.rate_limit_rps, 10);
@@ -110,17 +130,28 @@ describe('hostile tenant: slow uploads', function () {
 
   it('a body trickled in (slow loris) is cut with 408 on the transactional endpoint and for MCP on the streaming one', async () => {
     const base = stack().config;
-    const server = await startGateway({ ...base, port: 0, bodyPace: { timeoutMs: 20_000, minBytesPerSecond: 200, graceMs: 1_000 } }, stack().orm, stack().temporal, createLogger('api', 'silent'));
+    const server = await startGateway(
+      { ...base, port: 0, bodyPace: { timeoutMs: 20_000, minBytesPerSecond: 200, graceMs: 1_000 } },
+      stack().orm,
+      stack().temporal,
+      createLogger('api', 'silent'),
+    );
     const port = (server.address() as AddressInfo).port;
     try {
       const token = await stack().token(`slow-${randomUUID()}`);
       const httpAgent = await createAgent(token, { upstream_url: 'http://127.0.0.1:9/agent' });
-      const mcpAgent = await createAgent(token, { upstream_url: 'http://127.0.0.1:9/agent', protocol: 'mcp', mcp_transport: 'streamable_http' });
+      const mcpAgent = await createAgent(token, {
+        upstream_url: 'http://127.0.0.1:9/agent',
+        protocol: 'mcp',
+        mcp_transport: 'streamable_http',
+      });
       for (const path of [`/v1/proxy/${httpAgent}`, `/v1/proxy/${mcpAgent}/stream`]) {
         const started = performance.now();
         const answer = await new Promise<string>((resolve, reject) => {
           const socket = connect(port, '127.0.0.1', () => {
-            socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n{`);
+            socket.write(
+              `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n{`,
+            );
             const drip = setInterval(() => socket.write(' '), 500);
             socket.once('close', () => clearInterval(drip));
           });
@@ -151,25 +182,41 @@ describe('hostile tenant: request bodies held in memory', function () {
   it("one tenant's bodies in flight are bounded (429), all tenants' too (503), both with Retry-After; released bytes admit calls again", async () => {
     const MiB = 1024 * 1024;
     const base = stack().config;
-    const server = await startGateway({ ...base, port: 0, bodyBudget: { processBytes: 2.5 * MiB, tenantBytes: 1.5 * MiB } }, stack().orm, stack().temporal, createLogger('api', 'silent'));
+    const server = await startGateway(
+      { ...base, port: 0, bodyBudget: { processBytes: 2.5 * MiB, tenantBytes: 1.5 * MiB } },
+      stack().orm,
+      stack().temporal,
+      createLogger('api', 'silent'),
+    );
     const port = (server.address() as AddressInfo).port;
     const url = `http://127.0.0.1:${port}`;
     const held: Array<ReturnType<typeof connect>> = [];
     try {
       const upstream = await rawUpstream((req, res) => void readAll(req).then(() => res.end('ok')));
-      const tokens = { a: await stack().token(`held-a-${randomUUID()}`), b: await stack().token(`held-b-${randomUUID()}`), c: await stack().token(`held-c-${randomUUID()}`) };
-      const agents = { a: await createAgent(tokens.a, { upstream_url: upstream.url }), b: await createAgent(tokens.b, { upstream_url: upstream.url }), c: await createAgent(tokens.c, { upstream_url: upstream.url }) };
+      const tokens = {
+        a: await stack().token(`held-a-${randomUUID()}`),
+        b: await stack().token(`held-b-${randomUUID()}`),
+        c: await stack().token(`held-c-${randomUUID()}`),
+      };
+      const agents = {
+        a: await createAgent(tokens.a, { upstream_url: upstream.url }),
+        b: await createAgent(tokens.b, { upstream_url: upstream.url }),
+        c: await createAgent(tokens.c, { upstream_url: upstream.url }),
+      };
       // A body that stops half-way: 1 MiB held, the rest never sent.
       const stall = (token: string, agentId: string) =>
         new Promise<void>((resolve) => {
           const socket = connect(port, '127.0.0.1', () => {
-            socket.write(`POST /v1/proxy/${agentId} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${2 * MiB}\r\n\r\n`);
+            socket.write(
+              `POST /v1/proxy/${agentId} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${2 * MiB}\r\n\r\n`,
+            );
             socket.write(Buffer.alloc(MiB, 120), () => setTimeout(resolve, 300));
           });
           socket.on('error', () => undefined);
           held.push(socket);
         });
-      const send = (token: string, agentId: string) => callAt(url, 'POST', `/v1/proxy/${agentId}`, { token, body: Buffer.alloc(MiB, 121) });
+      const send = (token: string, agentId: string) =>
+        callAt(url, 'POST', `/v1/proxy/${agentId}`, { token, body: Buffer.alloc(MiB, 121) });
 
       await stall(tokens.a, agents.a);
       const sameTenant = await send(tokens.a, agents.a);
@@ -205,7 +252,12 @@ describe('hostile tenant: connections to a shared origin', function () {
       });
     }, '/fast');
     const base = stack().config;
-    const server = await startGateway({ ...base, port: 0, upstream: { ...base.upstream, tenantConnections: 2 } }, stack().orm, stack().temporal, createLogger('api', 'silent'));
+    const server = await startGateway(
+      { ...base, port: 0, upstream: { ...base.upstream, tenantConnections: 2 } },
+      stack().orm,
+      stack().temporal,
+      createLogger('api', 'silent'),
+    );
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
       const origin = new URL(shared.url).origin;
@@ -214,11 +266,19 @@ describe('hostile tenant: connections to a shared origin', function () {
       const slowAgent = await createAgent(hog, { upstream_url: `${origin}/slow` });
       const fastAgent = await createAgent(other, { upstream_url: `${origin}/fast` });
       const send = (token: string, agentId: string) =>
-        request(`${url}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'x' }).then(async (r) => ({ status: r.statusCode, text: await r.body.text() }));
+        request(`${url}/v1/proxy/${agentId}/stream`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}` },
+          body: 'x',
+        }).then(async (r) => ({ status: r.statusCode, text: await r.body.text() }));
 
       const hogging = Array.from({ length: 5 }, () => send(hog, slowAgent));
       await new Promise((r) => setTimeout(r, 500));
-      assert.equal(shared.hits.filter((h) => h.url?.startsWith('/slow')).length, 2, 'the hog has two requests open; the rest wait for them');
+      assert.equal(
+        shared.hits.filter((h) => h.url?.startsWith('/slow')).length,
+        2,
+        'the hog has two requests open; the rest wait for them',
+      );
       const fast = await send(other, fastAgent);
       assert.deepEqual(fast, { status: 200, text: 'fast' }, 'the other tenant is answered at once');
 
@@ -228,7 +288,10 @@ describe('hostile tenant: connections to a shared origin', function () {
         await new Promise((r) => setTimeout(r, 50));
       }
       const answers = await Promise.all(hogging);
-      assert.ok(answers.every((a) => a.status === 200 && a.text === 'late'), JSON.stringify(answers));
+      assert.ok(
+        answers.every((a) => a.status === 200 && a.text === 'late'),
+        JSON.stringify(answers),
+      );
     } finally {
       for (const end of held) end();
       server.closeAllConnections();

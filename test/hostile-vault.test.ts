@@ -39,9 +39,15 @@ describe('hostile vault references', function () {
   after(() => upstream.close());
 
   const createVault = (vault_ref: unknown, as = token, auth_type = 'bearer') =>
-    call('POST', '/v1/credentials', { token: as, json: { name: uniqueName('hv'), auth_type, source: 'vault', vault_ref } });
+    call('POST', '/v1/credentials', {
+      token: as,
+      json: { name: uniqueName('hv'), auth_type, source: 'vault', vault_ref },
+    });
   const newAgent = async (credentialId: string, as = token) => {
-    const res = await call('POST', '/v1/agents', { token: as, json: { name: uniqueName('hv'), upstream_url: upstream.url, credential_ref: credentialId } });
+    const res = await call('POST', '/v1/agents', {
+      token: as,
+      json: { name: uniqueName('hv'), upstream_url: upstream.url, credential_ref: credentialId },
+    });
     assert.equal(res.status, 201, res.text);
     return res.json.id as string;
   };
@@ -52,7 +58,11 @@ describe('hostile vault references', function () {
     await sql('update credentials set vault_ref = ? where id = ?', [ref, created.json.id]);
     return created.json.id as string;
   };
-  const neverSentVictim = () => assert.ok(!JSON.stringify(upstream.received.map((r) => r.headers)).includes(victimSecret), 'the victim secret reached the upstream');
+  const neverSentVictim = () =>
+    assert.ok(
+      !JSON.stringify(upstream.received.map((r) => r.headers)).includes(victimSecret),
+      'the victim secret reached the upstream',
+    );
 
   const tricks = () => [
     `secret/data/tenants/${acme2}/openai#token`, // another tenant, whose id extends ours
@@ -88,17 +98,22 @@ describe('hostile vault references', function () {
   it('refuses every path trick on PUT, leaving the credential as it was', async () => {
     const own = tenantVaultRef(acme, 'openai', 'token');
     const created = (await createVault(own)).json;
-    for (const ref of tricks()) assertError(await call('PUT', `/v1/credentials/${created.id}`, { token, json: { vault_ref: ref } }), 400, rule);
+    for (const ref of tricks())
+      assertError(await call('PUT', `/v1/credentials/${created.id}`, { token, json: { vault_ref: ref } }), 400, rule);
     const now = await call('GET', `/v1/credentials/${created.id}`, { token });
     assert.deepEqual([now.json.vault_ref, now.json.version], [own, 1]);
   });
 
   it('gives a tenant whose id cannot own a vault prefix a clear 400', async () => {
     const upper = await stack().token(`HV-Upper-${randomBytes(3).toString('hex')}`);
-    assertError(await createVault('secret/data/tenants/HV-Upper/openai#token', upper), 400, /tenant id cannot own vault secrets/);
+    assertError(
+      await createVault('secret/data/tenants/HV-Upper/openai#token', upper),
+      400,
+      /tenant id cannot own vault secrets/,
+    );
   });
 
-  it('still resolves a tenant\'s own vault secrets, bearer and api_key, on both endpoints', async () => {
+  it("still resolves a tenant's own vault secrets, bearer and api_key, on both endpoints", async () => {
     const path = `own/${uniqueName('hv')}`;
     const bearer = `own-bearer-${randomBytes(8).toString('hex')}`;
     const apiKey = `own-key-${randomBytes(8).toString('hex')}`;
@@ -123,7 +138,11 @@ describe('hostile vault references', function () {
 
   it('never resolves a row planted by SQL outside its tenant, on either endpoint', async () => {
     const before = upstream.received.length;
-    for (const ref of [`secret/data/tenants/${acme2}/openai#token`, `secret/data/tenants/${acme}/../${acme2}/openai#token`, 'secret/data/other/openai#token']) {
+    for (const ref of [
+      `secret/data/tenants/${acme2}/openai#token`,
+      `secret/data/tenants/${acme}/../${acme2}/openai#token`,
+      'secret/data/other/openai#token',
+    ]) {
       for (const authType of ['bearer', 'api_key']) {
         const agent = await newAgent(await planted(ref, authType));
         const invoked = await call('POST', `/v1/proxy/${agent}`, { token, body: 'planted' });
@@ -136,15 +155,25 @@ describe('hostile vault references', function () {
     neverSentVictim();
   });
 
-  it('never uses another tenant\'s vault secret as the facilitator credential', async () => {
+  it("never uses another tenant's vault secret as the facilitator credential", async () => {
     const ref = `secret/data/tenants/${acme2}/openai#pem`;
     const facilitatorUrl = 'https://facilitator.example.com';
     // Planted before the configuration: PUT /v1/settlement/config reads it as the tenant and refuses.
-    assertError(await call('PUT', '/v1/settlement/config', { token, json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: await planted(ref) } }), 400, /could not be read/);
+    assertError(
+      await call('PUT', '/v1/settlement/config', {
+        token,
+        json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: await planted(ref) },
+      }),
+      400,
+      /could not be read/,
+    );
     // Planted after a good configuration: the settlement client's read refuses it too.
     await vaultWrite(`tenants/${acme}/facilitator`, { pem: clientTlsBundle() });
     const good = (await createVault(tenantVaultRef(acme, 'facilitator', 'pem'), token, 'none')).json.id;
-    const configured = await call('PUT', '/v1/settlement/config', { token, json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: good } });
+    const configured = await call('PUT', '/v1/settlement/config', {
+      token,
+      json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: good },
+    });
     assert.equal(configured.status, 201, configured.text);
     assert.equal((await loadSettlementClientTls(stack(), acme))?.credentialId, good);
     assertError(await call('PUT', `/v1/credentials/${good}`, { token, json: { vault_ref: ref } }), 400, rule);
@@ -175,7 +204,14 @@ describe('hostile vault references', function () {
       const described = await stack().temporal.workflow.getHandle(id).describe();
       const events = (history.events ?? []).map((e) => String(e.eventType));
       const strip = (v: unknown) =>
-        JSON.parse(JSON.stringify(v).replaceAll(id, 'INV').replaceAll(agent, 'AGT').replace(/"\d{4}-\d\d-\d\dT[^"]+"/g, '"T"').replace(/"(latency_ms|ttft_ms)":\d+/g, '"$1":0').replace(/"request_id":"[^"]*"/g, '"request_id":"R"'));
+        JSON.parse(
+          JSON.stringify(v)
+            .replaceAll(id, 'INV')
+            .replaceAll(agent, 'AGT')
+            .replace(/"\d{4}-\d\d-\d\dT[^"]+"/g, '"T"')
+            .replace(/"(latency_ms|ttft_ms)":\d+/g, '"$1":0')
+            .replace(/"request_id":"[^"]*"/g, '"request_id":"R"'),
+        );
       outcomes[name] = {
         poll: strip(polled),
         list: strip(listed?.data ?? []),
@@ -184,7 +220,12 @@ describe('hostile vault references', function () {
         // The activity's result (or failure) as recorded, without ids.
         recorded: strip(
           (history.events ?? [])
-            .map((e) => e.activityTaskCompletedEventAttributes?.result ?? e.activityTaskFailedEventAttributes?.failure?.message ?? null)
+            .map(
+              (e) =>
+                e.activityTaskCompletedEventAttributes?.result ??
+                e.activityTaskFailedEventAttributes?.failure?.message ??
+                null,
+            )
             .filter((x) => x !== null)
             .map((x) => (typeof x === 'string' ? x : JSON.stringify(x))),
         ),
@@ -197,12 +238,17 @@ describe('hostile vault references', function () {
     neverSentVictim();
   });
 
-  it('gives the vault\'s own denial the same outcome as a missing path', async () => {
+  it("gives the vault's own denial the same outcome as a missing path", async () => {
     // A gateway whose prefix check is wrong (its layout drops `tenants/`): the check passes
     // `secret/data/<tenant>/…`, and only OpenBao's per-tenant policy stands in the way.
     const config = stack().config;
     const wrong = { ...config.vault, layout: { mount: 'secret', tenantPath: '{tenant_id}' } };
-    const server = await startGateway({ ...config, port: 0, vault: wrong }, stack().orm, stack().temporal, pino({ level: 'silent' }));
+    const server = await startGateway(
+      { ...config, port: 0, vault: wrong },
+      stack().orm,
+      stack().temporal,
+      pino({ level: 'silent' }),
+    );
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
       await vaultWrite(`${acme}/exists`, { token: victimSecret });
@@ -222,7 +268,10 @@ describe('hostile vault references', function () {
         outcomes.push({ direct, stream: [streamed.status, streamed.text] });
       }
       assert.deepEqual(outcomes[0], outcomes[1]);
-      assert.deepEqual((outcomes[0] as { direct: unknown }).direct, ['unreadable', 'vault secret could not be read (unreadable)']);
+      assert.deepEqual((outcomes[0] as { direct: unknown }).direct, [
+        'unreadable',
+        'vault secret could not be read (unreadable)',
+      ]);
       neverSentVictim();
     } finally {
       server.closeAllConnections();
@@ -230,7 +279,7 @@ describe('hostile vault references', function () {
     }
   });
 
-  it('the vault itself refuses another tenant\'s path to the tokens the gateway reads with', async () => {
+  it("the vault itself refuses another tenant's path to the tokens the gateway reads with", async () => {
     const { addr, token: gatewayToken, tenantRole } = stack().infra.vault;
     assert.ok(tenantRole, 'the stack configures a tenant token role');
     const read = async (as: string, path: string) => {
@@ -239,7 +288,11 @@ describe('hostile vault references', function () {
       return res.statusCode;
     };
     const mint = async (body: unknown, path = `auth/token/create/${tenantRole}`) => {
-      const res = await request(`${addr}/v1/${path}`, { method: 'POST', headers: { 'x-vault-token': gatewayToken, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const res = await request(`${addr}/v1/${path}`, {
+        method: 'POST',
+        headers: { 'x-vault-token': gatewayToken, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       const json = (await res.body.json().catch(() => ({}))) as { auth?: { client_token?: string } };
       return { status: res.statusCode, token: json.auth?.client_token };
     };

@@ -13,16 +13,21 @@ describe('invocation store (transactional activity statements)', () => {
   const tenant = `tenant-store-${randomUUID()}`;
   const sql = (text: string, params: unknown[] = []) => stack().orm.em.getConnection().execute(text, params);
 
-  async function agent(fields: { upstreamUrl?: string | null; credentialRef?: string | null; retryNonIdempotent?: boolean } = {}): Promise<string> {
+  async function agent(
+    fields: { upstreamUrl?: string | null; credentialRef?: string | null; retryNonIdempotent?: boolean } = {},
+  ): Promise<string> {
     const id = `agt_${randomUUID().replaceAll('-', '')}`;
-    await sql(`insert into agents (id, tenant_id, name, upstream_url, credential_ref, retry_non_idempotent, created_by) values (?, ?, ?, ?, ?, ?, 'u')`, [
-      id,
-      tenant,
-      id,
-      fields.upstreamUrl === undefined ? 'http://127.0.0.1:9/agent' : fields.upstreamUrl,
-      fields.credentialRef ?? null,
-      fields.retryNonIdempotent ?? false,
-    ]);
+    await sql(
+      `insert into agents (id, tenant_id, name, upstream_url, credential_ref, retry_non_idempotent, created_by) values (?, ?, ?, ?, ?, ?, 'u')`,
+      [
+        id,
+        tenant,
+        id,
+        fields.upstreamUrl === undefined ? 'http://127.0.0.1:9/agent' : fields.upstreamUrl,
+        fields.credentialRef ?? null,
+        fields.retryNonIdempotent ?? false,
+      ],
+    );
     return id;
   }
 
@@ -36,7 +41,13 @@ describe('invocation store (transactional activity statements)', () => {
     return id;
   }
 
-  const rowOf = async (id: string) => ((await sql(`select status, attempts, error_class, upstream_status, latency_ms, response_body_id from invocations where id = ?`, [id])) as Array<Record<string, unknown>>)[0];
+  const rowOf = async (id: string) =>
+    (
+      (await sql(
+        `select status, attempts, error_class, upstream_status, latency_ms, response_body_id from invocations where id = ?`,
+        [id],
+      )) as Array<Record<string, unknown>>
+    )[0];
 
   it('loads row, agent and body in one statement and claims the row when nothing can stop the call', async () => {
     const store = createInvocationStore(stack().orm);
@@ -47,7 +58,14 @@ describe('invocation store (transactional activity statements)', () => {
     assert.equal(loaded?.requestBody?.toString(), 'hello');
     assert.deepEqual(loaded?.requestHeaders, { 'content-type': 'text/plain' });
     assert.equal(loaded?.agent?.upstreamUrl, 'http://127.0.0.1:9/agent');
-    assert.deepEqual(await rowOf(id), { status: 'running', attempts: 1, error_class: null, upstream_status: null, latency_ms: null, response_body_id: null });
+    assert.deepEqual(await rowOf(id), {
+      status: 'running',
+      attempts: 1,
+      error_class: null,
+      upstream_status: null,
+      latency_ms: null,
+      response_body_id: null,
+    });
     assert.equal(await store.load(`inv_${randomUUID().replaceAll('-', '')}`, { withBody: true }), undefined);
   });
 
@@ -70,7 +88,14 @@ describe('invocation store (transactional activity statements)', () => {
     const noUpstream = await invocation(await agent({ upstreamUrl: null }));
     for (const id of [withCredential, noUpstream]) {
       assert.equal((await store.load(id, { withBody: true }))?.claimed, false);
-      assert.deepEqual(await rowOf(id), { status: 'pending', attempts: 0, error_class: null, upstream_status: null, latency_ms: null, response_body_id: null });
+      assert.deepEqual(await rowOf(id), {
+        status: 'pending',
+        attempts: 0,
+        error_class: null,
+        upstream_status: null,
+        latency_ms: null,
+        response_body_id: null,
+      });
     }
   });
 
@@ -90,13 +115,40 @@ describe('invocation store (transactional activity statements)', () => {
     const id = await invocation(await agent());
     await store.load(id, { withBody: true });
     const captured = bodies.insertSql!(tenant, 'application/json', Buffer.from('{"ok":true}'));
-    const first = await store.complete(id, { status: 'succeeded', errorClass: null, upstreamStatus: 200, latencyMs: 12, ttftMs: 3, responseBodyId: captured.id, responseContentType: 'application/json', responseSha256: 'ab' }, captured);
+    const first = await store.complete(
+      id,
+      {
+        status: 'succeeded',
+        errorClass: null,
+        upstreamStatus: 200,
+        latencyMs: 12,
+        ttftMs: 3,
+        responseBodyId: captured.id,
+        responseContentType: 'application/json',
+        responseSha256: 'ab',
+      },
+      captured,
+    );
     assert.deepEqual(first, { status: 'succeeded', upstreamStatus: 200, latencyMs: 12, errorClass: null });
-    assert.equal((await bodies.get(tenant, captured.id))?.content.toString(), '{"ok":true}', 'the body committed with the row');
+    assert.equal(
+      (await bodies.get(tenant, captured.id))?.content.toString(),
+      '{"ok":true}',
+      'the body committed with the row',
+    );
     const second = await store.complete(id, { status: 'failed', errorClass: 'internal' });
     assert.deepEqual(second, first);
-    assert.deepEqual(await rowOf(id), { status: 'succeeded', attempts: 1, error_class: null, upstream_status: 200, latency_ms: '12', response_body_id: captured.id });
+    assert.deepEqual(await rowOf(id), {
+      status: 'succeeded',
+      attempts: 1,
+      error_class: null,
+      upstream_status: 200,
+      latency_ms: '12',
+      response_body_id: captured.id,
+    });
     assert.equal((await store.load(id, { withBody: true }))?.claimed, false, 'a terminal row is never claimed again');
-    assert.equal(await store.complete(`inv_${randomUUID().replaceAll('-', '')}`, { status: 'failed', errorClass: 'internal' }), undefined);
+    assert.equal(
+      await store.complete(`inv_${randomUUID().replaceAll('-', '')}`, { status: 'failed', errorClass: 'internal' }),
+      undefined,
+    );
   });
 });

@@ -26,7 +26,8 @@ type Tenant = {
   facilitatorUrl: string;
 };
 
-const sql = <T = Json>(query: string, params: unknown[] = []) => stack().orm.em.fork().getConnection().execute<T[]>(query, params);
+const sql = <T = Json>(query: string, params: unknown[] = []) =>
+  stack().orm.em.fork().getConnection().execute<T[]>(query, params);
 
 describe('tenant isolation matrix', function () {
   this.timeout(180_000);
@@ -34,7 +35,13 @@ describe('tenant isolation matrix', function () {
   const tenants: Tenant[] = [];
   const since = new Date(Date.now() - 3600_000).toISOString();
 
-  async function ok(method: string, path: string, token: string, json?: unknown, status = [200, 201, 202, 204]): Promise<Json> {
+  async function ok(
+    method: string,
+    path: string,
+    token: string,
+    json?: unknown,
+    status = [200, 201, 202, 204],
+  ): Promise<Json> {
     const res = await call(method, path, { token, ...(json === undefined ? {} : { json }) });
     assert.ok(status.includes(res.status), `${method} ${path}: ${res.status} ${res.text}`);
     return res.json;
@@ -43,28 +50,55 @@ describe('tenant isolation matrix', function () {
   async function setUpTenant(label: string): Promise<Tenant> {
     const name = `tenant-iso-${label}-${randomUUID()}`;
     const token = await stack().token(name);
-    const credential = (await ok('POST', '/v1/credentials', token, { name: 'facilitator-cert', auth_type: 'none', source: 'managed', plaintext: clientTlsBundle() })).id;
-    const agent = async (fields: Json) => (await ok('POST', '/v1/agents', token, { name: uniqueName(label), tags: [`tag-${label}`], ...fields })).id as string;
+    const credential = (
+      await ok('POST', '/v1/credentials', token, {
+        name: 'facilitator-cert',
+        auth_type: 'none',
+        source: 'managed',
+        plaintext: clientTlsBundle(),
+      })
+    ).id;
+    const agent = async (fields: Json) =>
+      (await ok('POST', '/v1/agents', token, { name: uniqueName(label), tags: [`tag-${label}`], ...fields }))
+        .id as string;
     const agents = {
       active: await agent({ upstream_url: upstream.url, credential_ref: credential, emit_receipts: true }),
       pending: await agent({}),
       suspended: await agent({ upstream_url: upstream.url }),
       deleted: await agent({ upstream_url: upstream.url }),
-      priced: await agent({ upstream_url: upstream.url, pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: newPayTo() } }),
+      priced: await agent({
+        upstream_url: upstream.url,
+        pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: newPayTo() },
+      }),
     };
     await ok('POST', `/v1/agents/${agents.suspended}/suspend`, token, { reason: 'iso' });
     await ok('DELETE', `/v1/agents/${agents.deleted}`, token);
     const facilitatorUrl = `https://facilitator-${label}.example.com`;
-    await ok('PUT', '/v1/settlement/config', token, { facilitator_url: facilitatorUrl, facilitator_credential_ref: credential });
+    await ok('PUT', '/v1/settlement/config', token, {
+      facilitator_url: facilitatorUrl,
+      facilitator_credential_ref: credential,
+    });
     // A warn rule for every call: each invocation leaves a decision behind.
-    await ok('PUT', '/v1/policy', token, { default: 'allow', on_error: 'deny', rules: [{ action: 'warn', match: { agents: [agents.active] } }] });
+    await ok('PUT', '/v1/policy', token, {
+      default: 'allow',
+      on_error: 'deny',
+      rules: [{ action: 'warn', match: { agents: [agents.active] } }],
+    });
     const invoked = await ok('POST', `/v1/proxy/${agents.active}`, token, { hello: label });
     const done = await waitForInvocation(token, agents.active, invoked.invocation_id);
     assert.equal(done.status, 'succeeded');
     await stack().temporal.workflow.getHandle(invoked.invocation_id).result();
     const decisions = await ok('GET', '/v1/policy/decisions?limit=100', token);
     assert.ok(decisions.data.length > 0, 'a decision was recorded');
-    return { name, token, agents, credential, invocation: invoked.invocation_id, decision: decisions.data[0].id, facilitatorUrl };
+    return {
+      name,
+      token,
+      agents,
+      credential,
+      invocation: invoked.invocation_id,
+      decision: decisions.data[0].id,
+      facilitatorUrl,
+    };
   }
 
   before(async () => {
@@ -91,15 +125,25 @@ describe('tenant isolation matrix', function () {
     view.agents = await get('/v1/agents?limit=100');
     view.credentials = await get('/v1/credentials?limit=100');
     view.rows = {
-      invocations: (await sql('select id, status, updated_at from invocations where tenant_id = ? order by id', [t.name])),
-      claims: (await sql('select id, invocation_id from payment_claims where tenant_id = ? order by id', [t.name])),
-      agents: (await sql('select id, name, suspended, deleted_at, updated_at from agents where tenant_id = ? order by id', [t.name])),
-      credentials: (await sql('select id, version, updated_at from credentials where tenant_id = ? order by id', [t.name])),
+      invocations: await sql('select id, status, updated_at from invocations where tenant_id = ? order by id', [
+        t.name,
+      ]),
+      claims: await sql('select id, invocation_id from payment_claims where tenant_id = ? order by id', [t.name]),
+      agents: await sql(
+        'select id, name, suspended, deleted_at, updated_at from agents where tenant_id = ? order by id',
+        [t.name],
+      ),
+      credentials: await sql('select id, version, updated_at from credentials where tenant_id = ? order by id', [
+        t.name,
+      ]),
     };
     return view;
   }
 
-  for (const [me, other] of [[0, 1], [1, 0]] as const) {
+  for (const [me, other] of [
+    [0, 1],
+    [1, 0],
+  ] as const) {
     it(`tenant ${'ab'[me]}: every id of tenant ${'ab'[other]} in every id slot of every endpoint is a 404, and changes nothing`, async () => {
       const self = tenants[me];
       const victim = tenants[other];
@@ -130,16 +174,24 @@ describe('tenant isolation matrix', function () {
       let calls = 0;
       for (const [method, path, json, headers] of slots) {
         for (const id of theirIds) {
-          const res = await call(method, path(id), { token: self.token, headers, ...(json === undefined ? {} : { json }) });
+          const res = await call(method, path(id), {
+            token: self.token,
+            headers,
+            ...(json === undefined ? {} : { json }),
+          });
           assertError(res, 404);
-          assert.ok(!theirIds.some((x) => res.text.includes(x)) && !res.text.includes(victim.name), `${method} ${path(id)}: the 404 names the resource`);
+          assert.ok(
+            !theirIds.some((x) => res.text.includes(x)) && !res.text.includes(victim.name),
+            `${method} ${path(id)}: the 404 names the resource`,
+          );
           calls += 1;
         }
       }
       assert.ok(calls >= 16 * 8);
 
       // Lists and aggregates, filtered by their ids: empty of them.
-      const theirs = (rows: Json[], key = 'id') => rows.filter((r) => theirIds.includes(r[key]) || theirIds.includes(r.agent_id));
+      const theirs = (rows: Json[], key = 'id') =>
+        rows.filter((r) => theirIds.includes(r[key]) || theirIds.includes(r.agent_id));
       for (const agentId of Object.values(victim.agents)) {
         const listed = await ok('GET', `/v1/invocations?agent_id=${agentId}&limit=100`, self.token);
         assert.deepEqual(listed.data, [], 'their invocations listed by their agent id');
@@ -149,13 +201,25 @@ describe('tenant isolation matrix', function () {
         assert.deepEqual(listed.data, [], `their agents listed (${status}, by their tag)`);
         assert.deepEqual(theirs((await ok('GET', `/v1/agents?status=${status}&limit=100`, self.token)).data), []);
       }
-      assert.deepEqual(theirs((await ok('GET', '/v1/credentials?limit=100', self.token)).data), [], 'their credentials listed');
-      assert.deepEqual(theirs((await ok('GET', '/v1/invocations?status=succeeded&limit=100', self.token)).data), [], 'their invocations listed');
+      assert.deepEqual(
+        theirs((await ok('GET', '/v1/credentials?limit=100', self.token)).data),
+        [],
+        'their credentials listed',
+      );
+      assert.deepEqual(
+        theirs((await ok('GET', '/v1/invocations?status=succeeded&limit=100', self.token)).data),
+        [],
+        'their invocations listed',
+      );
       const decisions = await ok('GET', '/v1/policy/decisions?limit=100', self.token);
       assert.deepEqual(theirs(decisions.data), [], 'their decisions listed');
       assert.ok(decisions.data.every((d: Json) => Object.values(self.agents).includes(d.agent_id)));
       for (const bucket of ['hour', 'day']) {
-        const analytics = await ok('GET', `/v1/analytics?since=${encodeURIComponent(since)}&bucket=${bucket}`, self.token);
+        const analytics = await ok(
+          'GET',
+          `/v1/analytics?since=${encodeURIComponent(since)}&bucket=${bucket}`,
+          self.token,
+        );
         assert.deepEqual(theirs(analytics.groups, 'agent_id'), [], `their agents in analytics (${bucket})`);
         assert.ok(analytics.groups.every((g: Json) => Object.values(self.agents).includes(g.agent_id)));
       }
@@ -164,12 +228,37 @@ describe('tenant isolation matrix', function () {
       assert.deepEqual((await ok('GET', '/v1/policy', self.token)).rules[0].match.agents, [self.agents.active]);
 
       // Their ids in bodies: references to their credential are refused as if absent.
-      assertError(await call('POST', '/v1/agents', { token: self.token, json: { name: uniqueName('iso'), credential_ref: victim.credential } }), 400);
-      assertError(await call('PATCH', `/v1/agents/${self.agents.pending}`, { token: self.token, json: { credential_ref: victim.credential } }), 400);
-      assertError(await call('PUT', '/v1/settlement/config', { token: self.token, json: { facilitator_url: self.facilitatorUrl, facilitator_credential_ref: victim.credential } }), 400);
+      assertError(
+        await call('POST', '/v1/agents', {
+          token: self.token,
+          json: { name: uniqueName('iso'), credential_ref: victim.credential },
+        }),
+        400,
+      );
+      assertError(
+        await call('PATCH', `/v1/agents/${self.agents.pending}`, {
+          token: self.token,
+          json: { credential_ref: victim.credential },
+        }),
+        400,
+      );
+      assertError(
+        await call('PUT', '/v1/settlement/config', {
+          token: self.token,
+          json: { facilitator_url: self.facilitatorUrl, facilitator_credential_ref: victim.credential },
+        }),
+        400,
+      );
       // Writes to the caller's own singletons touch only its own.
-      await ok('PUT', '/v1/settlement/config', self.token, { facilitator_url: self.facilitatorUrl, facilitator_credential_ref: self.credential });
-      await ok('PUT', '/v1/policy', self.token, { default: 'allow', on_error: 'deny', rules: [{ action: 'warn', match: { agents: [self.agents.active] } }] });
+      await ok('PUT', '/v1/settlement/config', self.token, {
+        facilitator_url: self.facilitatorUrl,
+        facilitator_credential_ref: self.credential,
+      });
+      await ok('PUT', '/v1/policy', self.token, {
+        default: 'allow',
+        on_error: 'deny',
+        rules: [{ action: 'warn', match: { agents: [self.agents.active] } }],
+      });
 
       assert.deepEqual(await viewOf(victim), before, 'their resources changed');
       assert.equal(upstream.received.length, received, 'something was forwarded upstream');

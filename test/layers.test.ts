@@ -13,13 +13,19 @@ const DEPCRUISE = resolve('node_modules/.bin/depcruise');
 function cruise(files: Record<string, string>): { status: number | null; output: string } {
   const dir = mkdtempSync(join(tmpdir(), 'layers-'));
   try {
-    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'nodenext', allowImportingTsExtensions: true, noEmit: true } }));
+    writeFileSync(
+      join(dir, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { module: 'nodenext', allowImportingTsExtensions: true, noEmit: true } }),
+    );
     for (const [path, text] of Object.entries(files)) {
       mkdirSync(dirname(join(dir, path)), { recursive: true });
       writeFileSync(join(dir, path), text);
     }
     const folders = [...new Set(Object.keys(files).map((p) => p.split('/')[0]))];
-    const run = spawnSync(DEPCRUISE, ['--config', CONFIG, '--output-type', 'err', ...folders], { cwd: dir, encoding: 'utf8' });
+    const run = spawnSync(DEPCRUISE, ['--config', CONFIG, '--output-type', 'err', ...folders], {
+      cwd: dir,
+      encoding: 'utf8',
+    });
     return { status: run.status, output: `${run.stdout}${run.stderr}` };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -34,7 +40,8 @@ const LAWFUL: Record<string, string> = {
   'activities/invocation.ts': "import { claims } from '../gateway/claims.ts';\nexport const act = claims;\n",
   'workflows/invocation.ts': "import type { act } from '../activities/invocation.ts';\nexport type W = typeof act;\n",
   'temporal/worker.ts': "import { act } from '../activities/invocation.ts';\nexport const worker = act;\n",
-  'api/app.ts': "import { claims } from '../gateway/claims.ts';\nimport { worker } from '../temporal/worker.ts';\nexport const app = claims + worker;\n",
+  'api/app.ts':
+    "import { claims } from '../gateway/claims.ts';\nimport { worker } from '../temporal/worker.ts';\nexport const app = claims + worker;\n",
   'facilitator/app.ts': "import { schema } from '../x402/schemas.ts';\nexport const fac = schema;\n",
   'scripts/dev/chain.ts': "import { fac } from '../../facilitator/app.ts';\nexport const chain = fac;\n",
 };

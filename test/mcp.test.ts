@@ -20,11 +20,23 @@ async function startMcpServer(): Promise<RawUpstream & { seen: IncomingMessage['
 
   function newServer(): McpServer {
     const server = new McpServer({ name: 'test-upstream', version: '1.0.0' }, { capabilities: { logging: {} } });
-    server.registerTool('echo', { description: 'Echoes its text', inputSchema: { text: z.string() } }, async ({ text }) => ({ content: [{ type: 'text', text: `echo: ${text}` }] }));
-    server.registerTool('count', { description: 'Counts to n, logging as it goes', inputSchema: { n: z.number().int().min(1).max(10) } }, async ({ n }, extra) => {
-      for (let i = 1; i <= n; i++) await extra.sendNotification({ method: 'notifications/message', params: { level: 'info', data: `step ${i}` } });
-      return { content: [{ type: 'text', text: `counted to ${n}` }] };
-    });
+    server.registerTool(
+      'echo',
+      { description: 'Echoes its text', inputSchema: { text: z.string() } },
+      async ({ text }) => ({ content: [{ type: 'text', text: `echo: ${text}` }] }),
+    );
+    server.registerTool(
+      'count',
+      { description: 'Counts to n, logging as it goes', inputSchema: { n: z.number().int().min(1).max(10) } },
+      async ({ n }, extra) => {
+        for (let i = 1; i <= n; i++)
+          await extra.sendNotification({
+            method: 'notifications/message',
+            params: { level: 'info', data: `step ${i}` },
+          });
+        return { content: [{ type: 'text', text: `counted to ${n}` }] };
+      },
+    );
     return server;
   }
 
@@ -34,12 +46,17 @@ async function startMcpServer(): Promise<RawUpstream & { seen: IncomingMessage['
     const body = req.method === 'POST' ? JSON.parse((await readAll(req)).toString() || 'null') : undefined;
     let transport = sessionId ? sessions.get(sessionId) : undefined;
     if (!transport && !sessionId && req.method === 'POST' && isInitializeRequest(body)) {
-      const created = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), onsessioninitialized: (id) => void sessions.set(id, created) });
+      const created = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (id) => void sessions.set(id, created),
+      });
       await newServer().connect(created);
       transport = created;
     }
     if (!transport) {
-      res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'no session' }, id: null }));
+      res
+        .writeHead(400, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'no session' }, id: null }));
       return;
     }
     await transport.handleRequest(req, res, body);
@@ -59,7 +76,12 @@ describe('proxy: MCP through the streaming endpoint', () => {
   after(() => mcp.close());
 
   it('lets the SDK client initialize, list tools and call them (SSE answers included), with sessions passing both ways', async () => {
-    const agentId = await createAgent(token, { upstream_url: mcp.url, protocol: 'mcp', mcp_transport: 'streamable_http', mcp_protocol_version: '2025-06-18' });
+    const agentId = await createAgent(token, {
+      upstream_url: mcp.url,
+      protocol: 'mcp',
+      mcp_transport: 'streamable_http',
+      mcp_protocol_version: '2025-06-18',
+    });
     const client = new Client({ name: 'gateway-test', version: '1.0.0' });
     const logs: string[] = [];
     client.setNotificationHandler(
@@ -104,7 +126,10 @@ describe('proxy: MCP through the streaming endpoint', () => {
     const methods = records.map((r) => r.mcp_method);
     assert.deepEqual(methods.slice(0, 2), ['initialize', 'notifications/initialized']);
     assert.ok(methods.includes('tools/list'));
-    assert.deepEqual(records.filter((r) => r.mcp_method === 'tools/call').map((r) => r.mcp_tool), ['echo', 'count']);
+    assert.deepEqual(
+      records.filter((r) => r.mcp_method === 'tools/call').map((r) => r.mcp_tool),
+      ['echo', 'count'],
+    );
     for (const r of records) {
       const row = await waitForRow(r.invocation_id);
       assert.equal(row.status, 'succeeded');
@@ -113,10 +138,23 @@ describe('proxy: MCP through the streaming endpoint', () => {
   });
 
   it('answers 400 on the streaming endpoint when an MCP body is not one JSON-RPC 2.0 request', async () => {
-    const agentId = await createAgent(token, { upstream_url: mcp.url, protocol: 'mcp', mcp_transport: 'streamable_http' });
+    const agentId = await createAgent(token, {
+      upstream_url: mcp.url,
+      protocol: 'mcp',
+      mcp_transport: 'streamable_http',
+    });
     const before = mcp.seen.length;
-    for (const body of ['{', '[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]', '{"jsonrpc":"2.0","id":1}', '"tools/list"']) {
-      const res = await call('POST', `/v1/proxy/${agentId}/stream`, { token, body, headers: { 'content-type': 'application/json' } });
+    for (const body of [
+      '{',
+      '[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]',
+      '{"jsonrpc":"2.0","id":1}',
+      '"tools/list"',
+    ]) {
+      const res = await call('POST', `/v1/proxy/${agentId}/stream`, {
+        token,
+        body,
+        headers: { 'content-type': 'application/json' },
+      });
       assert.equal(res.status, 400, body);
       assert.ok(res.json.error);
     }

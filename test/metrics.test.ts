@@ -62,7 +62,10 @@ describe('observability', () => {
     const before = (await scrape()).samples;
     const tenant = `metrics-${randomUUID()}`;
     const token = await stack().token(tenant);
-    const created = await call('POST', '/v1/agents', { token, json: { name: uniqueName('metrics'), upstream_url: upstream.url } });
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: { name: uniqueName('metrics'), upstream_url: upstream.url },
+    });
     const agentId = created.json.id;
     const ok = await call('POST', `/v1/proxy/${agentId}`, { token, body: 'fine' });
     await waitForInvocation(token, agentId, ok.json.invocation_id);
@@ -71,18 +74,32 @@ describe('observability', () => {
     await waitForInvocation(token, agentId, bad.json.invocation_id);
     await stack().temporal.workflow.getHandle(bad.json.invocation_id).result();
     assert.equal((await call('GET', '/v1/agents/agt_nope', { token })).status, 404);
-    await call('PUT', '/v1/policy', { token, json: { default: 'allow', on_error: 'allow', rules: [{ action: 'deny', match: { max_body_bytes: 100 } }] } });
+    await call('PUT', '/v1/policy', {
+      token,
+      json: { default: 'allow', on_error: 'allow', rules: [{ action: 'deny', match: { max_body_bytes: 100 } }] },
+    });
     assert.equal((await call('POST', `/v1/proxy/${agentId}`, { token, body: 'x'.repeat(100) })).status, 403);
-    for (let i = 0; i <= stack().config.analytics.burst; i++) await call('GET', '/v1/analytics?since=2026-01-01T00:00:00Z&until=2026-01-02T00:00:00Z', { token });
+    for (let i = 0; i <= stack().config.analytics.burst; i++)
+      await call('GET', '/v1/analytics?since=2026-01-01T00:00:00Z&until=2026-01-02T00:00:00Z', { token });
 
     const { text, samples, type } = await scrape();
     assert.match(type, /^text\/plain/);
-    const delta = (name: string, labels: Record<string, string>) => value(samples, name, labels) - value(before, name, labels);
-    assert.ok(delta('http_requests_total', { service: 'api', method: 'POST', route: '/v1/proxy/:id', status: '202' }) >= 2);
-    assert.ok(delta('http_requests_total', { service: 'api', method: 'POST', route: '/v1/proxy/:id', status: '403' }) >= 1);
-    assert.ok(delta('http_requests_total', { service: 'api', method: 'GET', route: '/v1/agents/:id', status: '404' }) >= 1);
+    const delta = (name: string, labels: Record<string, string>) =>
+      value(samples, name, labels) - value(before, name, labels);
+    assert.ok(
+      delta('http_requests_total', { service: 'api', method: 'POST', route: '/v1/proxy/:id', status: '202' }) >= 2,
+    );
+    assert.ok(
+      delta('http_requests_total', { service: 'api', method: 'POST', route: '/v1/proxy/:id', status: '403' }) >= 1,
+    );
+    assert.ok(
+      delta('http_requests_total', { service: 'api', method: 'GET', route: '/v1/agents/:id', status: '404' }) >= 1,
+    );
     assert.ok(delta('http_request_duration_seconds_count', { service: 'api', route: '/v1/proxy/:id' }) >= 3);
-    assert.ok(value(samples, 'http_request_duration_seconds_bucket', { route: '/v1/proxy/:id', le: '+Inf' }) >= 3, 'a histogram with buckets');
+    assert.ok(
+      value(samples, 'http_request_duration_seconds_bucket', { route: '/v1/proxy/:id', le: '+Inf' }) >= 3,
+      'a histogram with buckets',
+    );
     assert.ok(delta('gateway_upstream_outcomes_total', { mode: 'transactional', error_class: 'none' }) >= 1);
     assert.ok(delta('gateway_upstream_outcomes_total', { mode: 'transactional', error_class: 'upstream_5xx' }) >= 1);
     assert.ok(delta('gateway_policy_decisions_total', { action: 'deny', source: 'rule' }) >= 1);
@@ -90,7 +107,8 @@ describe('observability', () => {
     assert.ok(text.includes('gateway_circuit_breakers{state="open"}'), 'the breaker gauge is exported');
     assert.ok(text.includes('process_cpu_seconds_total'), 'process metrics');
     // Labels are templates and classes, never ids, tenants or content.
-    for (const secret of [tenant, agentId, ok.json.invocation_id, token, 'boom']) assert.ok(!text.includes(secret), `metrics never carry ${secret.slice(0, 12)}`);
+    for (const secret of [tenant, agentId, ok.json.invocation_id, token, 'boom'])
+      assert.ok(!text.includes(secret), `metrics never carry ${secret.slice(0, 12)}`);
   });
 
   it('is not served on the public API port (it lives on the metrics listener)', async () => {
@@ -124,18 +142,26 @@ describe('observability', () => {
   it('the facilitator: settlements by outcome, requests by route, and the gas balance', async () => {
     const provider = chainProvider();
     const account = await newAccount(`metrics-${randomUUID()}`);
-    const metricsServer = await startFacilitatorMetrics({ provider, gasWallet: stack().facilitator.gasWallet, env: { FACILITATOR_METRICS_PORT: '0' } });
+    const metricsServer = await startFacilitatorMetrics({
+      provider,
+      gasWallet: stack().facilitator.gasWallet,
+      env: { FACILITATOR_METRICS_PORT: '0' },
+    });
     assert.equal(metricsServer, null, 'port 0 turns the listener off');
     try {
       const before = (await scrape()).samples;
       const payTo = newPayTo();
       const payer = await newPayer(10_000n);
-      const settled = await account.client.post('/settle', settleBody(await signPayment(payer, { payTo, value: 500n }), requirements(payTo, 500n)));
+      const settled = await account.client.post(
+        '/settle',
+        settleBody(await signPayment(payer, { payTo, value: 500n }), requirements(payTo, 500n)),
+      );
       assert.equal(settled.status, 200);
       assert.equal(settled.json.success, true);
       assert.equal((await account.client.post('/settle', '{"not":"a settle request"}')).status, 400);
       const { samples } = await scrape();
-      const delta = (name: string, labels: Record<string, string>) => value(samples, name, labels) - value(before, name, labels);
+      const delta = (name: string, labels: Record<string, string>) =>
+        value(samples, name, labels) - value(before, name, labels);
       assert.equal(delta('settlements_total', { service: 'facilitator', outcome: 'settled' }), 1);
       assert.equal(delta('settlements_total', { service: 'facilitator', outcome: 'malformed' }), 1);
       assert.ok(delta('http_requests_total', { service: 'facilitator', route: '/settle', status: '200' }) >= 1);
@@ -160,15 +186,31 @@ describe('observability', () => {
     try {
       const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
       const token = await s.token(`logs-${randomUUID()}`);
-      const agent = await request(`${base}/v1/agents`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ name: uniqueName('logs'), upstream_url: upstream.url }) });
+      const agent = await request(`${base}/v1/agents`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: uniqueName('logs'), upstream_url: upstream.url }),
+      });
       const agentId = ((await agent.body.json()) as { id: string }).id;
       const marker = `body-marker-${randomUUID()}`;
-      const res = await request(`${base}/v1/proxy/${agentId}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'x-request-id': 'req-logs-1', 'x-payment': 'c2VjcmV0LXBheW1lbnQ=' }, body: marker });
+      const res = await request(`${base}/v1/proxy/${agentId}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${token}`,
+          'x-request-id': 'req-logs-1',
+          'x-payment': 'c2VjcmV0LXBheW1lbnQ=',
+        },
+        body: marker,
+      });
       const { invocation_id: invocationId } = (await res.body.json()) as { invocation_id: string };
       assert.equal(res.headers['x-request-id'], 'req-logs-1');
       const generated = await request(`${base}/healthz`);
       await generated.body.dump();
-      assert.match(String(generated.headers['x-request-id']), /^[0-9a-f-]{36}$/, 'one is made up when the caller sends none');
+      assert.match(
+        String(generated.headers['x-request-id']),
+        /^[0-9a-f-]{36}$/,
+        'one is made up when the caller sends none',
+      );
 
       const entries = lines.map((l) => JSON.parse(l));
       const entry = entries.find((e) => e.requestId === 'req-logs-1' && e.route === '/v1/proxy/:id');
@@ -177,9 +219,13 @@ describe('observability', () => {
       assert.equal(entry.status, 202);
       assert.equal(typeof entry.durationMs, 'number');
       const all = lines.join('\n');
-      for (const secret of [marker, token, 'c2VjcmV0LXBheW1lbnQ=']) assert.ok(!all.includes(secret), 'no body, token or payment in the logs');
+      for (const secret of [marker, token, 'c2VjcmV0LXBheW1lbnQ='])
+        assert.ok(!all.includes(secret), 'no body, token or payment in the logs');
     } finally {
-      await new Promise((r) => { server.closeAllConnections(); server.close(r); });
+      await new Promise((r) => {
+        server.closeAllConnections();
+        server.close(r);
+      });
     }
   });
 });

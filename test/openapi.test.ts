@@ -17,7 +17,11 @@ import type { AppDeps } from '../api/deps.ts';
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
 const CHECKED_TAGS = new Set(['Agents', 'Credentials', 'Settlement']);
 
-type Doc = { openapi: string; paths: Record<string, Record<string, any>>; components: { schemas: Record<string, unknown> } };
+type Doc = {
+  openapi: string;
+  paths: Record<string, Record<string, any>>;
+  components: { schemas: Record<string, unknown> };
+};
 
 describe('OpenAPI document and reference page', () => {
   let doc: Doc;
@@ -43,7 +47,9 @@ describe('OpenAPI document and reference page', () => {
   /** Finds the documented operation for a concrete request and validates the live answer against it. */
   function check(method: string, path: string, res: Reply): void {
     const bare = path.split('?')[0];
-    const entry = Object.entries(doc.paths).find(([template]) => new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`).test(bare));
+    const entry = Object.entries(doc.paths).find(([template]) =>
+      new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`).test(bare),
+    );
     assert.ok(entry, `${method} ${bare} is documented`);
     const op = entry[1][method.toLowerCase()];
     assert.ok(op, `${method} ${entry[0]} is documented`);
@@ -54,7 +60,9 @@ describe('OpenAPI document and reference page', () => {
     if (!response.content) {
       assert.equal(res.text, '', `${op.operationId} ${status} has no body`);
     } else if (json?.schema) {
-      const schema = JSON.parse(JSON.stringify(json.schema).replaceAll('"#/components/schemas/', '"openapi.json#/$defs/'));
+      const schema = JSON.parse(
+        JSON.stringify(json.schema).replaceAll('"#/components/schemas/', '"openapi.json#/$defs/'),
+      );
       const validate = ajv.compile(schema);
       assert.ok(validate(res.json), `${op.operationId} ${status}: ${ajv.errorsText(validate.errors)} in ${res.text}`);
       assert.match(String(res.headers['content-type']), /application\/json/);
@@ -63,7 +71,12 @@ describe('OpenAPI document and reference page', () => {
     seen.get(op.operationId)!.add(status);
   }
 
-  async function checked(method: string, path: string, opts: Parameters<typeof call>[2] = {}, base?: string): Promise<Reply> {
+  async function checked(
+    method: string,
+    path: string,
+    opts: Parameters<typeof call>[2] = {},
+    base?: string,
+  ): Promise<Reply> {
     const res = base ? await callAt(base, method, path, opts as any) : await call(method, path, opts);
     check(method, path, res);
     return res;
@@ -72,7 +85,9 @@ describe('OpenAPI document and reference page', () => {
   it('is OpenAPI 3.1 whose schemas all compile under JSON Schema 2020-12', () => {
     assert.equal(doc.openapi, '3.1.0');
     for (const name of Object.keys(doc.components.schemas)) ajv.compile({ $ref: `openapi.json#/$defs/${name}` });
-    assert.ok(doc.paths['/v1/agents'].post.requestBody.content['application/json'].schema.$ref.endsWith('/AgentCreate'));
+    assert.ok(
+      doc.paths['/v1/agents'].post.requestBody.content['application/json'].schema.$ref.endsWith('/AgentCreate'),
+    );
     const credential = doc.components.schemas.Credential as any;
     assert.ok(!('plaintext' in credential.properties), 'the secret is not a response field');
     assert.equal((doc.components.schemas.CredentialCreate as any).properties.plaintext.writeOnly, true);
@@ -83,21 +98,32 @@ describe('OpenAPI document and reference page', () => {
     const served = new Set<string>();
     for (const router of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps)]) {
       for (const layer of router.stack) {
-        for (const method of layer.methods.filter((m) => m !== 'HEAD')) served.add(`${method.toLowerCase()} /v1${String(layer.path).replace(/:(\w+)/g, '{$1}')}`);
+        for (const method of layer.methods.filter((m) => m !== 'HEAD'))
+          served.add(`${method.toLowerCase()} /v1${String(layer.path).replace(/:(\w+)/g, '{$1}')}`);
       }
     }
     const documented = new Set<string>();
-    for (const [path, ops] of Object.entries(doc.paths)) for (const [method, op] of Object.entries(ops)) if (CHECKED_TAGS.has(op.tags[0])) documented.add(`${method} ${path}`);
+    for (const [path, ops] of Object.entries(doc.paths))
+      for (const [method, op] of Object.entries(ops))
+        if (CHECKED_TAGS.has(op.tags[0])) documented.add(`${method} ${path}`);
     assert.deepEqual([...served].sort(), [...documented].sort());
   });
 
   it('serves every documented operation (no path of the document is unrouted)', async () => {
     const token = await stack().token(`tenant-openapi-routes-${uniqueName()}`);
     for (const [template, ops] of Object.entries(doc.paths)) {
-      const path = template.replace('{id}', 'agt_0190a0a0-0000-7000-8000-000000000000').replace('{inv_id}', 'inv_0190a0a0-0000-7000-8000-000000000000');
+      const path = template
+        .replace('{id}', 'agt_0190a0a0-0000-7000-8000-000000000000')
+        .replace('{inv_id}', 'inv_0190a0a0-0000-7000-8000-000000000000');
       for (const method of Object.keys(ops)) {
-        const res = await call(method.toUpperCase(), path, { token, ...(method === 'get' || method === 'delete' ? {} : { json: {} }) });
-        assert.ok(![405, 501].includes(res.status) && !(res.status === 404 && res.json === undefined), `${method} ${template} is routed (${res.status} ${res.text.slice(0, 60)})`);
+        const res = await call(method.toUpperCase(), path, {
+          token,
+          ...(method === 'get' || method === 'delete' ? {} : { json: {} }),
+        });
+        assert.ok(
+          ![405, 501].includes(res.status) && !(res.status === 404 && res.json === undefined),
+          `${method} ${template} is routed (${res.status} ${res.text.slice(0, 60)})`,
+        );
       }
     }
   });
@@ -116,9 +142,28 @@ describe('OpenAPI document and reference page', () => {
     await checked('GET', '/version');
 
     // Credentials.
-    const cred = (await checked('POST', '/v1/credentials', { token, json: { name: 'bearer', auth_type: 'bearer', source: 'managed', plaintext: 'openapi-secret-0001' } })).json;
-    await checked('POST', '/v1/credentials', { token, json: { name: 'vault', auth_type: 'api_key', source: 'vault', vault_ref: `secret/data/tenants/${tenant}/x#y`, header_name: 'X-Key' } });
-    const pem = (await checked('POST', '/v1/credentials', { token, json: { name: 'pem', auth_type: 'none', source: 'managed', plaintext: clientTlsBundle() } })).json;
+    const cred = (
+      await checked('POST', '/v1/credentials', {
+        token,
+        json: { name: 'bearer', auth_type: 'bearer', source: 'managed', plaintext: 'openapi-secret-0001' },
+      })
+    ).json;
+    await checked('POST', '/v1/credentials', {
+      token,
+      json: {
+        name: 'vault',
+        auth_type: 'api_key',
+        source: 'vault',
+        vault_ref: `secret/data/tenants/${tenant}/x#y`,
+        header_name: 'X-Key',
+      },
+    });
+    const pem = (
+      await checked('POST', '/v1/credentials', {
+        token,
+        json: { name: 'pem', auth_type: 'none', source: 'managed', plaintext: clientTlsBundle() },
+      })
+    ).json;
     await checked('POST', '/v1/credentials', { token, json: { name: 'bearer', auth_type: 'none', source: 'managed' } }); // 409
     await checked('POST', '/v1/credentials', { token, json: { name: 'x', auth_type: 'bearer', source: 'managed' } }); // 400
     await checked('POST', '/v1/credentials', { json: {} }); // 401
@@ -135,8 +180,30 @@ describe('OpenAPI document and reference page', () => {
     await checked('PUT', `/v1/credentials/${cred.id}`, { json: {} });
 
     // Agents.
-    const agent = (await checked('POST', '/v1/agents', { token, json: { name: 'a1', upstream_url: upstream.url, credential_ref: cred.id, pricing: undefined, tags: ['x'] } })).json;
-    const priced = (await checked('POST', '/v1/agents', { token, json: { name: 'a2', protocol: 'mcp', mcp_transport: 'streamable_http', pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: '0x52908400098527886e0f7030069857d2e4169ee7', tools: { t: '1' } }, rate_limit_rps: 3 } })).json;
+    const agent = (
+      await checked('POST', '/v1/agents', {
+        token,
+        json: { name: 'a1', upstream_url: upstream.url, credential_ref: cred.id, pricing: undefined, tags: ['x'] },
+      })
+    ).json;
+    const priced = (
+      await checked('POST', '/v1/agents', {
+        token,
+        json: {
+          name: 'a2',
+          protocol: 'mcp',
+          mcp_transport: 'streamable_http',
+          pricing: {
+            amount: '1000',
+            asset: 'USDC',
+            network: 'base',
+            pay_to: '0x52908400098527886e0f7030069857d2e4169ee7',
+            tools: { t: '1' },
+          },
+          rate_limit_rps: 3,
+        },
+      })
+    ).json;
     await checked('POST', '/v1/agents', { token, json: { name: 'a1' } }); // 409
     await checked('POST', '/v1/agents', { token, json: { name: 'a3', protocol: 'mcp' } }); // 400
     await checked('POST', '/v1/agents', { json: { name: 'a4' } }); // 401
@@ -172,7 +239,10 @@ describe('OpenAPI document and reference page', () => {
     await checked('GET', '/.well-known/jwks.json');
     await checked('GET', '/v1/policy', { token });
     await checked('PUT', '/v1/policy', { token, json: { default: 'allow', on_error: 'deny' } });
-    await checked('PUT', '/v1/policy', { token, json: { default: 'allow', on_error: 'deny', rules: [{ action: 'warn', match: { tools: ['read_*'] } }] } });
+    await checked('PUT', '/v1/policy', {
+      token,
+      json: { default: 'allow', on_error: 'deny', rules: [{ action: 'warn', match: { tools: ['read_*'] } }] },
+    });
     await checked('PUT', '/v1/policy', { token, json: { default: 'maybe' } });
     await checked('GET', '/v1/policy', { token });
     await checked('GET', '/v1/policy/decisions?limit=5', { token });
@@ -182,9 +252,18 @@ describe('OpenAPI document and reference page', () => {
     // Settlement.
     await checked('GET', '/v1/settlement/config', { token });
     await checked('GET', '/v1/settlement/config', {});
-    await checked('PUT', '/v1/settlement/config', { token, json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: pem.id } });
-    await checked('PUT', '/v1/settlement/config', { token, json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: pem.id } });
-    await checked('PUT', '/v1/settlement/config', { token, json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: cred.id } });
+    await checked('PUT', '/v1/settlement/config', {
+      token,
+      json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: pem.id },
+    });
+    await checked('PUT', '/v1/settlement/config', {
+      token,
+      json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: pem.id },
+    });
+    await checked('PUT', '/v1/settlement/config', {
+      token,
+      json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: cred.id },
+    });
     await checked('PUT', '/v1/settlement/config', { json: {} });
     await checked('GET', '/v1/settlement/config', { token });
     await checked('DELETE', `/v1/credentials/${pem.id}`, { token }); // 409: facilitator credential
@@ -219,7 +298,11 @@ describe('OpenAPI document and reference page', () => {
         ['PUT', `/v1/credentials/${unknownCred}`, {}],
         ['DELETE', `/v1/credentials/${unknownCred}`],
         ['GET', '/v1/settlement/config'],
-        ['PUT', '/v1/settlement/config', { facilitator_url: 'https://f.example.com', facilitator_credential_ref: unknownCred }],
+        [
+          'PUT',
+          '/v1/settlement/config',
+          { facilitator_url: 'https://f.example.com', facilitator_credential_ref: unknownCred },
+        ],
         ['DELETE', '/v1/settlement/config'],
       ] as Array<[string, string, unknown?]>) {
         await checked(method, path, { token, ...(json === undefined ? {} : { json }) }, broken.url);
@@ -233,7 +316,8 @@ describe('OpenAPI document and reference page', () => {
     for (const ops of Object.values(doc.paths)) {
       for (const op of Object.values(ops)) {
         if (!CHECKED_TAGS.has(op.tags[0])) continue;
-        for (const status of Object.keys(op.responses)) if (!seen.get(op.operationId)?.has(status)) missing.push(`${op.operationId} ${status}`);
+        for (const status of Object.keys(op.responses))
+          if (!seen.get(op.operationId)?.has(status)) missing.push(`${op.operationId} ${status}`);
       }
     }
     assert.deepEqual(missing, []);
@@ -244,7 +328,8 @@ describe('OpenAPI document and reference page', () => {
     assert.equal(page.status, 200);
     assert.match(String(page.headers['content-type']), /text\/html/);
     assert.match(String(page.headers['content-security-policy']), /default-src 'none'/);
-    for (const ops of Object.values(doc.paths)) for (const op of Object.values(ops)) assert.ok(page.text.includes(`id="op-${op.operationId}"`), op.operationId);
+    for (const ops of Object.values(doc.paths))
+      for (const op of Object.values(ops)) assert.ok(page.text.includes(`id="op-${op.operationId}"`), op.operationId);
     for (const name of Object.keys(doc.components.schemas)) assert.ok(page.text.includes(`id="schema-${name}"`), name);
     assert.ok(page.text.includes('mcp_transport') && page.text.includes('facilitator_credential_ref'));
   });

@@ -12,14 +12,10 @@ async function pendingRow(tenantId: string, createdAt: Date): Promise<string> {
   const id = newId('inv');
   await stack()
     .orm.em.getConnection()
-    .execute(`insert into invocations (id, tenant_id, agent_id, mode, status, request_id, caller, created_at, updated_at) values (?, ?, ?, 'transactional', 'pending', ?, 'u', ?, ?)`, [
-      id,
-      tenantId,
-      newId('agt'),
-      randomUUID(),
-      createdAt,
-      createdAt,
-    ]);
+    .execute(
+      `insert into invocations (id, tenant_id, agent_id, mode, status, request_id, caller, created_at, updated_at) values (?, ?, ?, 'transactional', 'pending', ?, 'u', ?, ?)`,
+      [id, tenantId, newId('agt'), randomUUID(), createdAt, createdAt],
+    );
   return id;
 }
 
@@ -35,12 +31,18 @@ async function bindPayment(tenantId: string, invocationId: string): Promise<void
 }
 
 async function boundTo(invocationId: string): Promise<string | null> {
-  const rows = await stack().orm.em.getConnection().execute(`select invocation_id from payment_claims where tenant_id like 'tenant-orphans-%' and invocation_id = ?`, [invocationId]);
+  const rows = await stack()
+    .orm.em.getConnection()
+    .execute(`select invocation_id from payment_claims where tenant_id like 'tenant-orphans-%' and invocation_id = ?`, [
+      invocationId,
+    ]);
   return rows.length ? String((rows[0] as { invocation_id: string }).invocation_id) : null;
 }
 
 async function row(id: string): Promise<{ status: string; error_class: string | null; completed_at: Date | null }> {
-  const [r] = await stack().orm.em.getConnection().execute(`select status, error_class, completed_at from invocations where id = ?`, [id]);
+  const [r] = await stack()
+    .orm.em.getConnection()
+    .execute(`select status, error_class, completed_at from invocations where id = ?`, [id]);
   return r as { status: string; error_class: string | null; completed_at: Date | null };
 }
 

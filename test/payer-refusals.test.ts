@@ -13,7 +13,16 @@ import { call, callAt, uniqueName } from './support/http.ts';
 import { tenantVaultRef } from './support/catalog.ts';
 import { closedPort } from './support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { balanceOf, chainProvider, encodePayment, newAccount, newPayTo, newPayer, signPayment, type TestAccount } from './support/x402.ts';
+import {
+  balanceOf,
+  chainProvider,
+  encodePayment,
+  newAccount,
+  newPayTo,
+  newPayer,
+  signPayment,
+  type TestAccount,
+} from './support/x402.ts';
 import { connectClient } from '../temporal/client.ts';
 import { startTemporalDevServer } from '../scripts/dev/temporal-dev-server.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
@@ -35,9 +44,20 @@ describe('payer: refused calls are never charged', function () {
     upstream = await startUpstream();
     account = await newAccount(`refusals-${randomUUID()}`);
     token = await stack().token(tenant);
-    const credential = await call('POST', '/v1/credentials', { token, json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: `${account.cert.certPem}\n${account.cert.keyPem}` } });
+    const credential = await call('POST', '/v1/credentials', {
+      token,
+      json: {
+        name: 'facilitator-client',
+        auth_type: 'none',
+        source: 'managed',
+        plaintext: `${account.cert.certPem}\n${account.cert.keyPem}`,
+      },
+    });
     assert.equal(credential.status, 201, credential.text);
-    const config = await call('PUT', '/v1/settlement/config', { token, json: { facilitator_url: stack().facilitator.url, facilitator_credential_ref: credential.json.id } });
+    const config = await call('PUT', '/v1/settlement/config', {
+      token,
+      json: { facilitator_url: stack().facilitator.url, facilitator_credential_ref: credential.json.id },
+    });
     assert.equal(config.status, 201, config.text);
   });
   after(async () => {
@@ -48,7 +68,15 @@ describe('payer: refused calls are never charged', function () {
 
   async function pricedAgent(fields: Record<string, unknown> = {}): Promise<{ id: string; payTo: string }> {
     const payTo = newPayTo();
-    const created = await call('POST', '/v1/agents', { token, json: { name: uniqueName('paid'), upstream_url: upstream.url, pricing: { amount: '4000', asset: 'USDC', network: 'base', pay_to: payTo }, ...fields } });
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: {
+        name: uniqueName('paid'),
+        upstream_url: upstream.url,
+        pricing: { amount: '4000', asset: 'USDC', network: 'base', pay_to: payTo },
+        ...fields,
+      },
+    });
     assert.equal(created.status, 201, created.text);
     return { id: created.json.id, payTo };
   }
@@ -57,11 +85,23 @@ describe('payer: refused calls are never charged', function () {
   }
 
   it('a credential that cannot be resolved refuses the call before payment, on both endpoints', async () => {
-    const missing = await call('POST', '/v1/credentials', { token, json: { name: `gone-${randomUUID()}`, auth_type: 'bearer', source: 'vault', vault_ref: tenantVaultRef(tenant, `nothing-here-${randomUUID()}`, 'token') } });
+    const missing = await call('POST', '/v1/credentials', {
+      token,
+      json: {
+        name: `gone-${randomUUID()}`,
+        auth_type: 'bearer',
+        source: 'vault',
+        vault_ref: tenantVaultRef(tenant, `nothing-here-${randomUUID()}`, 'token'),
+      },
+    });
     assert.equal(missing.status, 201, missing.text);
     for (const path of ['', '/stream']) {
       const agent = await pricedAgent({ credential_ref: missing.json.id });
-      const res = await call('POST', `/v1/proxy/${agent.id}${path}`, { token, body: 'x', headers: { 'content-type': 'text/plain', 'x-payment': await header(agent.payTo) } });
+      const res = await call('POST', `/v1/proxy/${agent.id}${path}`, {
+        token,
+        body: 'x',
+        headers: { 'content-type': 'text/plain', 'x-payment': await header(agent.payTo) },
+      });
       assert.equal(res.status, 502, `${path}: ${res.status} ${res.text}`);
       assert.equal(await balanceOf(provider, agent.payTo), 0n, `${path}: nothing collected`);
     }
@@ -70,9 +110,16 @@ describe('payer: refused calls are never charged', function () {
 
   it('a streaming call settled and then failed upstream still tells the payer its transaction (X-PAYMENT-RESPONSE)', async () => {
     const agent = await pricedAgent({ upstream_url: `http://127.0.0.1:${await closedPort()}/agent` });
-    const res = await call('POST', `/v1/proxy/${agent.id}/stream`, { token, body: 'x', headers: { 'content-type': 'text/plain', 'x-payment': await header(agent.payTo) } });
+    const res = await call('POST', `/v1/proxy/${agent.id}/stream`, {
+      token,
+      body: 'x',
+      headers: { 'content-type': 'text/plain', 'x-payment': await header(agent.payTo) },
+    });
     assert.equal(res.status, 502, res.text);
-    const receipt = JSON.parse(Buffer.from(String(res.headers['x-payment-response']), 'base64').toString('utf8')) as { success: boolean; transaction: string };
+    const receipt = JSON.parse(Buffer.from(String(res.headers['x-payment-response']), 'base64').toString('utf8')) as {
+      success: boolean;
+      transaction: string;
+    };
     assert.equal(receipt.success, true);
     assert.match(receipt.transaction, /^0x[0-9a-f]{64}$/);
     assert.equal(await balanceOf(provider, agent.payTo), 4_000n, 'collected once, and the payer can see where');
@@ -80,9 +127,18 @@ describe('payer: refused calls are never charged', function () {
 
   it('a transactional call while Temporal is known down is refused (503) before payment', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'gw-payer-outage-'));
-    const dev = await startTemporalDevServer({ binary: ensureTool('temporal'), dbFile: join(dir, 'temporal.db'), port: await freePort(), namespace: stack().config.temporal.namespace });
+    const dev = await startTemporalDevServer({
+      binary: ensureTool('temporal'),
+      dbFile: join(dir, 'temporal.db'),
+      port: await freePort(),
+      namespace: stack().config.temporal.namespace,
+    });
     const temporal = await connectClient(dev.address, stack().config.temporal.namespace);
-    const config: GatewayConfig = { ...stack().config, port: 0, temporal: { ...stack().config.temporal, address: dev.address } };
+    const config: GatewayConfig = {
+      ...stack().config,
+      port: 0,
+      temporal: { ...stack().config.temporal, address: dev.address },
+    };
     const server: Server = await startGateway(config, stack().orm, temporal, createLogger('api', 'silent'));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
@@ -91,8 +147,16 @@ describe('payer: refused calls are never charged', function () {
       // The first call after the outage finds the channel failing (its start is cut off at the
       // deadline); from then on the channel is known down.
       const free = await pricedAgent();
-      await callAt(url, 'POST', `/v1/proxy/${free.id}`, { token, body: 'x', headers: { 'content-type': 'text/plain', 'x-payment': await header(free.payTo) } });
-      const res = await callAt(url, 'POST', `/v1/proxy/${agent.id}`, { token, body: 'x', headers: { 'content-type': 'text/plain', 'x-payment': await header(agent.payTo) } });
+      await callAt(url, 'POST', `/v1/proxy/${free.id}`, {
+        token,
+        body: 'x',
+        headers: { 'content-type': 'text/plain', 'x-payment': await header(free.payTo) },
+      });
+      const res = await callAt(url, 'POST', `/v1/proxy/${agent.id}`, {
+        token,
+        body: 'x',
+        headers: { 'content-type': 'text/plain', 'x-payment': await header(agent.payTo) },
+      });
       assert.equal(res.status, 503, res.text);
       assert.deepEqual(res.json, { error: 'service temporarily unavailable' });
       assert.equal(await balanceOf(provider, agent.payTo), 0n, 'nothing collected');

@@ -16,7 +16,17 @@ import { stack } from './support/stack.ts';
 import { callAt, uniqueName } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
-import { balanceOf, chainProvider, encodePayment, newAccount, newPayTo, newPayer, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
+import {
+  balanceOf,
+  chainProvider,
+  encodePayment,
+  newAccount,
+  newPayTo,
+  newPayer,
+  signPayment,
+  transfersTo,
+  type TestAccount,
+} from './support/x402.ts';
 import { findSettlement, settlementKey } from '../facilitator/store.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
@@ -38,17 +48,36 @@ describe('payer: a payment that can still land is never a 402', function () {
     upstream = await startUpstream();
     account = await newAccount(`settling-${randomUUID()}`);
     facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
-      overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-payer-settling', FACILITATOR_SETTLE_DEADLINE_MS: '12000', FACILITATOR_INCLUSION_TIMEOUT_MS: '8000' },
+      overrides: {
+        FACILITATOR_TASK_QUEUE: 'facilitator-payer-settling',
+        FACILITATOR_SETTLE_DEADLINE_MS: '12000',
+        FACILITATOR_INCLUSION_TIMEOUT_MS: '8000',
+      },
     });
     // A gateway whose wait for the facilitator (1.5 s) ends before the facilitator's inclusion wait.
-    const config: GatewayConfig = { ...stack().config, port: 0, payment: { ...stack().config.payment, settlementTimeoutMs: 1_500 } };
+    const config: GatewayConfig = {
+      ...stack().config,
+      port: 0,
+      payment: { ...stack().config.payment, settlementTimeoutMs: 1_500 },
+    };
     server = await startGateway(config, stack().orm, stack().temporal, createLogger('api', 'silent'));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     const tenant = `payer-settling-${randomUUID()}`;
     token = await stack().token(tenant);
-    const credential = await callAt(url, 'POST', '/v1/credentials', { token, json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: `${account.cert.certPem}\n${account.cert.keyPem}` } });
+    const credential = await callAt(url, 'POST', '/v1/credentials', {
+      token,
+      json: {
+        name: 'facilitator-client',
+        auth_type: 'none',
+        source: 'managed',
+        plaintext: `${account.cert.certPem}\n${account.cert.keyPem}`,
+      },
+    });
     assert.equal(credential.status, 201, credential.text);
-    const settlement = await callAt(url, 'PUT', '/v1/settlement/config', { token, json: { facilitator_url: facilitator.url, facilitator_credential_ref: credential.json.id } });
+    const settlement = await callAt(url, 'PUT', '/v1/settlement/config', {
+      token,
+      json: { facilitator_url: facilitator.url, facilitator_credential_ref: credential.json.id },
+    });
     assert.equal(settlement.status, 201, settlement.text);
   });
   after(async () => {
@@ -62,12 +91,23 @@ describe('payer: a payment that can still land is never a 402', function () {
 
   async function pricedAgent(): Promise<{ id: string; payTo: string }> {
     const payTo = newPayTo();
-    const created = await callAt(url, 'POST', '/v1/agents', { token, json: { name: uniqueName('settling'), upstream_url: upstream.url, pricing: { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo } } });
+    const created = await callAt(url, 'POST', '/v1/agents', {
+      token,
+      json: {
+        name: uniqueName('settling'),
+        upstream_url: upstream.url,
+        pricing: { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo },
+      },
+    });
     assert.equal(created.status, 201, created.text);
     return { id: created.json.id, payTo };
   }
   const paidCall = (agentId: string, header: string) =>
-    callAt(url, 'POST', `/v1/proxy/${agentId}`, { token, body: 'x', headers: { 'content-type': 'text/plain', 'x-payment': header } });
+    callAt(url, 'POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: 'x',
+      headers: { 'content-type': 'text/plain', 'x-payment': header },
+    });
   const keyOf = (payer: string, nonce: string) => settlementKey(8453, stack().infra.tokenAddress, payer, nonce);
 
   function assertStillSettling(res: Awaited<ReturnType<typeof paidCall>>): void {
@@ -97,7 +137,10 @@ describe('payer: a payment that can still land is never a 402', function () {
       return r.status === 503 ? null : r;
     });
     assert.equal(res.status, 202, res.text);
-    const receipt = JSON.parse(Buffer.from(String(res.headers['x-payment-response']), 'base64').toString('utf8')) as { success: boolean; transaction: string };
+    const receipt = JSON.parse(Buffer.from(String(res.headers['x-payment-response']), 'base64').toString('utf8')) as {
+      success: boolean;
+      transaction: string;
+    };
     assert.equal(receipt.transaction, broadcast.txHash);
     await until('the call', async () => (upstream.received.length > before ? true : null));
     assert.equal(upstream.received.length, before + 1, 'the upstream was called once');
@@ -130,7 +173,9 @@ describe('payer: a payment that can still land is never a 402', function () {
     assertStillSettling(await paidCall(agent.id, header));
     await until('validBefore to pass', async () => (Date.now() / 1000 > validBefore + 1 ? true : null), 60_000);
     await provider.send('evm_mine', []);
-    await until('the cancel recorded', async () => ((await findSettlement(facilitator.pool, key))?.status === 'failed' ? true : null));
+    await until('the cancel recorded', async () =>
+      (await findSettlement(facilitator.pool, key))?.status === 'failed' ? true : null,
+    );
     const refused = await paidCall(agent.id, header);
     assert.equal(refused.status, 402, refused.text);
     assert.equal(refused.headers['x-payment-response'], undefined);
@@ -138,7 +183,10 @@ describe('payer: a payment that can still land is never a 402', function () {
     assert.deepEqual(await transfersTo(provider, agent.payTo), []);
     assert.equal(upstream.received.length, before, 'no call without the payment');
 
-    const fresh = await paidCall(agent.id, encodePayment(await signPayment(payer, { payTo: agent.payTo, value: PRICE })));
+    const fresh = await paidCall(
+      agent.id,
+      encodePayment(await signPayment(payer, { payTo: agent.payTo, value: PRICE })),
+    );
     assert.equal(fresh.status, 202, fresh.text);
     assert.equal(await balanceOf(provider, payer.address), balanceBefore - PRICE, 'charged once, for the call it got');
   });

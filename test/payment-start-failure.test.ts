@@ -13,7 +13,17 @@ import type { AddressInfo } from 'node:net';
 import { stack } from './support/stack.ts';
 import { call, callAt, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { balanceOf, chainProvider, encodePayment, newAccount, newPayTo, newPayer, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
+import {
+  balanceOf,
+  chainProvider,
+  encodePayment,
+  newAccount,
+  newPayTo,
+  newPayer,
+  signPayment,
+  transfersTo,
+  type TestAccount,
+} from './support/x402.ts';
 import { connectClient } from '../temporal/client.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
@@ -33,9 +43,15 @@ describe('paid call whose workflow start fails', function () {
     facilitatorAccount = await newAccount(`start-failure-${randomUUID()}`);
     token = await stack().token(`tenant-start-failure-${randomUUID()}`);
     const bundle = `${facilitatorAccount.cert.certPem}\n${facilitatorAccount.cert.keyPem}`;
-    const credential = await call('POST', '/v1/credentials', { token, json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: bundle } });
+    const credential = await call('POST', '/v1/credentials', {
+      token,
+      json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: bundle },
+    });
     assert.equal(credential.status, 201, credential.text);
-    const config = await call('PUT', '/v1/settlement/config', { token, json: { facilitator_url: stack().facilitator.url, facilitator_credential_ref: credential.json.id } });
+    const config = await call('PUT', '/v1/settlement/config', {
+      token,
+      json: { facilitator_url: stack().facilitator.url, facilitator_credential_ref: credential.json.id },
+    });
     assert.equal(config.status, 201, config.text);
 
     const temporal = await connectClient(stack().infra.temporalAddress, `no-such-namespace-${randomUUID()}`);
@@ -61,14 +77,33 @@ describe('paid call whose workflow start fails', function () {
 
   it('a settled payment whose call was not accepted resumes with the same header after its validBefore has passed', async () => {
     const payTo = newPayTo();
-    const created = await call('POST', '/v1/agents', { token, json: { name: uniqueName('paid'), upstream_url: upstream.url, pricing: { amount: '3000', asset: 'USDC', network: 'base', pay_to: payTo } } });
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: {
+        name: uniqueName('paid'),
+        upstream_url: upstream.url,
+        pricing: { amount: '3000', asset: 'USDC', network: 'base', pay_to: payTo },
+      },
+    });
     assert.equal(created.status, 201, created.text);
-    const other = await call('POST', '/v1/agents', { token, json: { name: uniqueName('paid'), upstream_url: upstream.url, pricing: { amount: '3000', asset: 'USDC', network: 'base', pay_to: payTo } } });
+    const other = await call('POST', '/v1/agents', {
+      token,
+      json: {
+        name: uniqueName('paid'),
+        upstream_url: upstream.url,
+        pricing: { amount: '3000', asset: 'USDC', network: 'base', pay_to: payTo },
+      },
+    });
     const payer = await newPayer(100_000n);
     const validBefore = Math.floor(Date.now() / 1000) + 9;
     const header = encodePayment(await signPayment(payer, { payTo, value: 3_000n, validBefore }));
     const marker = `expired-resume ${randomUUID()}`;
-    const send = (base: string, agentId = created.json.id as string) => callAt(base, 'POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': header } });
+    const send = (base: string, agentId = created.json.id as string) =>
+      callAt(base, 'POST', `/v1/proxy/${agentId}`, {
+        token,
+        body: marker,
+        headers: { 'content-type': 'text/plain', 'x-payment': header },
+      });
 
     const failed = await send(broken.url);
     assert.equal(failed.status, 503, failed.text);
@@ -89,7 +124,15 @@ describe('paid call whose workflow start fails', function () {
 
   it('answers 503, leaves no pending row, releases the payment; the retry binds it to a new call without settling again', async () => {
     const payTo = newPayTo();
-    const created = await call('POST', '/v1/agents', { token, json: { name: uniqueName('paid'), upstream_url: upstream.url, capture_body: true, pricing: { amount: '7000', asset: 'USDC', network: 'base', pay_to: payTo } } });
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: {
+        name: uniqueName('paid'),
+        upstream_url: upstream.url,
+        capture_body: true,
+        pricing: { amount: '7000', asset: 'USDC', network: 'base', pay_to: payTo },
+      },
+    });
     assert.equal(created.status, 201, created.text);
     const agentId = created.json.id;
     const payer = await newPayer(100_000n);
@@ -97,17 +140,29 @@ describe('paid call whose workflow start fails', function () {
     const header = encodePayment(payment);
     const nonce = payment.payload.authorization.nonce.toLowerCase();
     const marker = `start-failure ${randomUUID()}`;
-    const send = (base: string) => callAt(base, 'POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': header } });
+    const send = (base: string) =>
+      callAt(base, 'POST', `/v1/proxy/${agentId}`, {
+        token,
+        body: marker,
+        headers: { 'content-type': 'text/plain', 'x-payment': header },
+      });
 
     const failed = await send(broken.url);
     assert.equal(failed.status, 503, failed.text);
     // The payment was settled before the start was tried: the money moved, once.
     assert.equal(await balanceOf(provider, payTo), 7_000n);
-    const [claim] = await sql<{ invocation_id: string | null; status: string; transaction: string | null }>('select invocation_id, status, transaction from payment_claims where nonce = ?', [nonce]);
+    const [claim] = await sql<{ invocation_id: string | null; status: string; transaction: string | null }>(
+      'select invocation_id, status, transaction from payment_claims where nonce = ?',
+      [nonce],
+    );
     assert.equal(claim.invocation_id, null, 'the payment is not left bound to a call that never runs');
     assert.equal(claim.status, 'settled');
     assert.match(claim.transaction ?? '', /^0x[0-9a-f]{64}$/);
-    assert.deepEqual(await sql('select id, status from invocations where agent_id = ?', [agentId]), [], 'no pending row is left');
+    assert.deepEqual(
+      await sql('select id, status from invocations where agent_id = ?', [agentId]),
+      [],
+      'no pending row is left',
+    );
     assert.equal(upstream.received.filter((r) => r.body.toString() === marker).length, 0);
 
     // The tenant's facilitator account is switched off: a retry that asked the facilitator
@@ -117,11 +172,21 @@ describe('paid call whose workflow start fails', function () {
     assert.equal(retried.status, 202, retried.text);
     const done = await waitForInvocation(token, agentId, retried.json.invocation_id);
     assert.equal(done.status, 'succeeded');
-    assert.equal(upstream.received.filter((r) => r.body.toString() === marker).length, 1, 'the call it paid for ran once');
+    assert.equal(
+      upstream.received.filter((r) => r.body.toString() === marker).length,
+      1,
+      'the call it paid for ran once',
+    );
     assert.deepEqual(await transfersTo(provider, payTo), [{ hash: claim.transaction, value: 7_000n }]);
-    const [bound] = await sql<{ invocation_id: string | null; transaction: string | null }>('select invocation_id, transaction from payment_claims where nonce = ?', [nonce]);
+    const [bound] = await sql<{ invocation_id: string | null; transaction: string | null }>(
+      'select invocation_id, transaction from payment_claims where nonce = ?',
+      [nonce],
+    );
     assert.equal(bound.invocation_id, retried.json.invocation_id, 'bound to the new call');
-    const [row] = await sql<{ payment_transaction: string | null; payment_nonce: string | null }>('select payment_transaction, payment_nonce from invocations where id = ?', [retried.json.invocation_id]);
+    const [row] = await sql<{ payment_transaction: string | null; payment_nonce: string | null }>(
+      'select payment_transaction, payment_nonce from invocations where id = ?',
+      [retried.json.invocation_id],
+    );
     assert.equal(row.payment_transaction, claim.transaction);
     assert.equal(row.payment_nonce, nonce);
     assert.equal(retried.headers['x-payment-response'] !== undefined, true);

@@ -27,7 +27,13 @@ describe('facilitator dev PKI (mutual TLS)', function () {
     pki = await ensureDevPki(join(workDir, 'pki'));
 
     server = https.createServer(
-      { key: pki.serverKeyPem, cert: pki.serverCertPem, ca: pki.caCertPem, requestCert: true, rejectUnauthorized: true },
+      {
+        key: pki.serverKeyPem,
+        cert: pki.serverCertPem,
+        ca: pki.caCertPem,
+        requestCert: true,
+        rejectUnauthorized: true,
+      },
       (req, res) => {
         // `?? ''` keeps the handler answering even if a certificate-less client got through,
         // so such a regression fails the assertions instead of hanging the request.

@@ -23,7 +23,8 @@ async function tenantWithDecisions(count: number): Promise<{ token: string; ids:
   const put = await call('PUT', '/v1/policy', { token, json: { default: 'deny', on_error: 'deny', rules: [] } });
   assert.equal(put.status, 200, put.text);
   const agentId = await createAgent(token, { upstream_url: 'http://127.0.0.1:9/never' });
-  for (let i = 0; i < count; i++) assert.equal((await call('POST', `/v1/proxy/${agentId}`, { token, json: { i } })).status, 403);
+  for (let i = 0; i < count; i++)
+    assert.equal((await call('POST', `/v1/proxy/${agentId}`, { token, json: { i } })).status, 403);
   return { token, ids: await decisionIds(token) };
 }
 
@@ -35,7 +36,10 @@ async function decisionIds(token: string): Promise<string[]> {
 
 /** Ages decisions by `days` (PostgreSQL directly: the only way to let time pass). */
 async function age(ids: string[], days: number): Promise<void> {
-  for (const id of ids) await stack().orm.em.getConnection().execute(`update policy_decisions set created_at = now() - make_interval(days => ?) where id = ?`, [days, id]);
+  for (const id of ids)
+    await stack()
+      .orm.em.getConnection()
+      .execute(`update policy_decisions set created_at = now() - make_interval(days => ?) where id = ?`, [days, id]);
 }
 
 /** The histories of a workflow's chain of runs, first to last (followed through continue-as-new). */
@@ -45,7 +49,8 @@ async function runHistories(workflowId: string, firstRunId: string): Promise<His
   while (runId) {
     const history: History = await stack().temporal.workflow.getHandle(workflowId, runId).fetchHistory();
     histories.push(history);
-    runId = history.events?.find((e) => e.workflowExecutionContinuedAsNewEventAttributes)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId;
+    runId = history.events?.find((e) => e.workflowExecutionContinuedAsNewEventAttributes)
+      ?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId;
   }
   return histories;
 }
@@ -57,7 +62,8 @@ describe('policy decision retention', function () {
     assert.equal(loadRetentionDays({}), 30);
     assert.equal(loadRetentionDays({ POLICY_DECISION_RETENTION_DAYS: '7' }), 7);
     assert.equal(loadRetentionDays({ POLICY_DECISION_RETENTION_DAYS: '0' }), 0);
-    for (const bad of ['-1', '1.5', 'week']) assert.throws(() => loadRetentionDays({ POLICY_DECISION_RETENTION_DAYS: bad }), /POLICY_DECISION_RETENTION_DAYS/);
+    for (const bad of ['-1', '1.5', 'week'])
+      assert.throws(() => loadRetentionDays({ POLICY_DECISION_RETENTION_DAYS: bad }), /POLICY_DECISION_RETENTION_DAYS/);
   });
 
   it('deletes only decisions older than the retention, in bounded batches, continuing as new', async () => {
@@ -71,11 +77,14 @@ describe('policy decision retention', function () {
     const workflowId = `retention-${randomUUID()}`;
     // 5 old rows, batches of 2, 2 batches per run: run 1 deletes 2+2 and continues as new,
     // run 2 deletes the last one (a short batch ends the purge).
-    const handle = await s.temporal.workflow.start<typeof PolicyDecisionRetentionWorkflow>('PolicyDecisionRetentionWorkflow', {
-      taskQueue: s.config.temporal.taskQueue,
-      workflowId,
-      args: [{ retentionDays: 30, batchSize: 2, maxBatchesPerRun: 2 }],
-    });
+    const handle = await s.temporal.workflow.start<typeof PolicyDecisionRetentionWorkflow>(
+      'PolicyDecisionRetentionWorkflow',
+      {
+        taskQueue: s.config.temporal.taskQueue,
+        workflowId,
+        args: [{ retentionDays: 30, batchSize: 2, maxBatchesPerRun: 2 }],
+      },
+    );
     const result = await handle.result();
     assert.ok(result.deleted >= 5, `deleted ${result.deleted}`);
     assert.ok(Date.parse(result.cutoff) < Date.now() - 29 * DAY_MS);
@@ -98,14 +107,31 @@ describe('policy decision retention', function () {
     await age([ids[1]], 12);
     const s = stack();
     const scheduleId = `retention-test-${randomUUID()}`;
-    assert.equal(await ensureRetentionSchedule(s.temporal, { scheduleId, taskQueue: s.config.temporal.taskQueue, retentionDays: 30 }), 'created');
+    assert.equal(
+      await ensureRetentionSchedule(s.temporal, {
+        scheduleId,
+        taskQueue: s.config.temporal.taskQueue,
+        retentionDays: 30,
+      }),
+      'created',
+    );
     // Workers restart with a new setting: the schedule follows it.
-    assert.equal(await ensureRetentionSchedule(s.temporal, { scheduleId, taskQueue: s.config.temporal.taskQueue, retentionDays: 10 }), 'updated');
+    assert.equal(
+      await ensureRetentionSchedule(s.temporal, {
+        scheduleId,
+        taskQueue: s.config.temporal.taskQueue,
+        retentionDays: 10,
+      }),
+      'updated',
+    );
     const handle = s.temporal.schedule.getHandle(scheduleId);
     try {
       const described = await handle.describe();
       assert.equal(described.action.type, 'startWorkflow');
-      assert.equal(described.action.type === 'startWorkflow' && described.action.workflowType, 'PolicyDecisionRetentionWorkflow');
+      assert.equal(
+        described.action.type === 'startWorkflow' && described.action.workflowType,
+        'PolicyDecisionRetentionWorkflow',
+      );
       assert.deepEqual(described.action.type === 'startWorkflow' && described.action.args, [{ retentionDays: 10 }]);
       assert.equal(described.spec.intervals?.[0]?.every, 3_600_000);
 
@@ -119,8 +145,22 @@ describe('policy decision retention', function () {
       }
       assert.deepEqual(await decisionIds(token), [ids[0]]);
     } finally {
-      assert.equal(await ensureRetentionSchedule(s.temporal, { scheduleId, taskQueue: s.config.temporal.taskQueue, retentionDays: 0 }), 'deleted');
+      assert.equal(
+        await ensureRetentionSchedule(s.temporal, {
+          scheduleId,
+          taskQueue: s.config.temporal.taskQueue,
+          retentionDays: 0,
+        }),
+        'deleted',
+      );
     }
-    assert.equal(await ensureRetentionSchedule(s.temporal, { scheduleId, taskQueue: s.config.temporal.taskQueue, retentionDays: 0 }), 'absent');
+    assert.equal(
+      await ensureRetentionSchedule(s.temporal, {
+        scheduleId,
+        taskQueue: s.config.temporal.taskQueue,
+        retentionDays: 0,
+      }),
+      'absent',
+    );
   });
 });

@@ -29,27 +29,49 @@ async function tenant(prefix = 'pol'): Promise<{ name: string; token: string; us
 }
 
 async function agent(token: string, extra: Record<string, unknown> = {}): Promise<string> {
-  const res = await call('POST', '/v1/agents', { token, json: { name: uniqueName('pol'), upstream_url: upstream.url, ...extra } });
+  const res = await call('POST', '/v1/agents', {
+    token,
+    json: { name: uniqueName('pol'), upstream_url: upstream.url, ...extra },
+  });
   assert.equal(res.status, 201, res.text);
   return res.json.id;
 }
 
-const mcpAgent = (token: string) => agent(token, { protocol: 'mcp', mcp_transport: 'streamable_http', mcp_protocol_version: '2025-06-18' });
+const mcpAgent = (token: string) =>
+  agent(token, { protocol: 'mcp', mcp_transport: 'streamable_http', mcp_protocol_version: '2025-06-18' });
 
-const toolCall = (tool: string, marker = 'x') => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool, arguments: { marker } } });
+const toolCall = (tool: string, marker = 'x') =>
+  JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool, arguments: { marker } } });
 
 async function putPolicy(token: string, doc: unknown, base?: string): Promise<any> {
-  const res = base ? await callAt(base, 'PUT', '/v1/policy', token, JSON.stringify(doc), 'application/json') : await call('PUT', '/v1/policy', { token, json: doc });
+  const res = base
+    ? await callAt(base, 'PUT', '/v1/policy', token, JSON.stringify(doc), 'application/json')
+    : await call('PUT', '/v1/policy', { token, json: doc });
   assert.equal(res.status, 200, res.text);
   return res.json;
 }
 
 async function invoke(token: string, agentId: string, body = 'hello', headers: Record<string, string> = {}) {
-  return call('POST', `/v1/proxy/${agentId}`, { token, body, headers: { 'content-type': 'application/json', ...headers } });
+  return call('POST', `/v1/proxy/${agentId}`, {
+    token,
+    body,
+    headers: { 'content-type': 'application/json', ...headers },
+  });
 }
 
-async function callAt(base: string, method: string, path: string, token: string, body?: string, contentType = 'text/plain') {
-  const res = await request(`${base}${path}`, { method: method as 'GET', headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': contentType } : {}) }, body });
+async function callAt(
+  base: string,
+  method: string,
+  path: string,
+  token: string,
+  body?: string,
+  contentType = 'text/plain',
+) {
+  const res = await request(`${base}${path}`, {
+    method: method as 'GET',
+    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': contentType } : {}) },
+    body,
+  });
   const text = await res.body.text();
   let json: any;
   try {
@@ -69,10 +91,19 @@ async function decisions(token: string, query = ''): Promise<any> {
 /** A second API replica in this process: same database, its own policy cache and rate window. */
 async function replica(overrides: Record<string, unknown> = {}): Promise<{ url: string; close(): Promise<void> }> {
   const s = stack();
-  const server: Server = await startGateway({ ...s.config, port: 0, ...overrides } as typeof s.config, s.orm, s.temporal, createLogger('replica', 'silent'));
+  const server: Server = await startGateway(
+    { ...s.config, port: 0, ...overrides } as typeof s.config,
+    s.orm,
+    s.temporal,
+    createLogger('replica', 'silent'),
+  );
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -117,7 +148,11 @@ describe('policy', () => {
         assert.equal(typeof res.json.error, 'string');
         assert.deepEqual(Object.keys(res.json), ['error']);
       }
-      const notJson = await call('PUT', '/v1/policy', { token: t.token, body: '{"default":', headers: { 'content-type': 'application/json' } });
+      const notJson = await call('PUT', '/v1/policy', {
+        token: t.token,
+        body: '{"default":',
+        headers: { 'content-type': 'application/json' },
+      });
       assert.equal(notJson.status, 400);
       assert.equal((await call('GET', '/v1/policy', { token: t.token })).status, 404);
 
@@ -134,7 +169,10 @@ describe('policy', () => {
         default: 'warn',
         on_error: 'deny',
         rules: [
-          { action: 'deny', match: { agents: ['agt_a'], tools: ['read_*', 'write'], max_body_bytes: 1024, rate_per_min: 60 } },
+          {
+            action: 'deny',
+            match: { agents: ['agt_a'], tools: ['read_*', 'write'], max_body_bytes: 1024, rate_per_min: 60 },
+          },
           { action: 'allow', match: {} },
         ],
       };
@@ -150,13 +188,24 @@ describe('policy', () => {
       const second = await putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [] });
       assert.equal(second.version, 2);
       const read2 = await call('GET', '/v1/policy', { token: t.token });
-      assert.deepEqual(read2.json, { default: 'allow', on_error: 'allow', rules: [], version: 2, updated_at: second.updated_at });
+      assert.deepEqual(read2.json, {
+        default: 'allow',
+        on_error: 'allow',
+        rules: [],
+        version: 2,
+        updated_at: second.updated_at,
+      });
       assert.equal((await putPolicy(t.token, { default: 'deny', on_error: 'deny' })).version, 3);
       assert.deepEqual((await call('GET', '/v1/policy', { token: t.token })).json.rules, []);
 
       // Concurrent replaces each get their own version.
-      const versions = await Promise.all(Array.from({ length: 5 }, () => putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [] })));
-      assert.deepEqual(versions.map((v) => v.version).sort((a, b) => a - b), [4, 5, 6, 7, 8]);
+      const versions = await Promise.all(
+        Array.from({ length: 5 }, () => putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [] })),
+      );
+      assert.deepEqual(
+        versions.map((v) => v.version).sort((a, b) => a - b),
+        [4, 5, 6, 7, 8],
+      );
 
       // Another tenant sees none of it.
       const other = await tenant();
@@ -164,7 +213,10 @@ describe('policy', () => {
     });
 
     it('requires a token', async () => {
-      assert.equal((await call('PUT', '/v1/policy', { json: { default: 'allow', on_error: 'allow', rules: [] } })).status, 401);
+      assert.equal(
+        (await call('PUT', '/v1/policy', { json: { default: 'allow', on_error: 'allow', rules: [] } })).status,
+        401,
+      );
       assert.equal((await call('GET', '/v1/policy/decisions')).status, 401);
     });
   });
@@ -183,13 +235,20 @@ describe('policy', () => {
       const t = await tenant();
       const blocked = await agent(t.token);
       const free = await agent(t.token);
-      await putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [{ action: 'deny', match: { agents: [blocked] } }] });
+      await putPolicy(t.token, {
+        default: 'allow',
+        on_error: 'allow',
+        rules: [{ action: 'deny', match: { agents: [blocked] } }],
+      });
       const marker = `deny-marker-${Date.now()}`;
       const denied = await invoke(t.token, blocked, marker);
       assert.equal(denied.status, 403);
       assert.deepEqual(Object.keys(denied.json), ['error']);
       assert.equal(denied.headers['x-gateway-invocation-id'], undefined);
-      assert.ok(!upstream.received.some((r) => r.body.toString().includes(marker)), 'a denied call never reaches the upstream');
+      assert.ok(
+        !upstream.received.some((r) => r.body.toString().includes(marker)),
+        'a denied call never reaches the upstream',
+      );
       assert.equal((await invoke(t.token, free)).status, 202);
 
       const { data } = await decisions(t.token);
@@ -205,7 +264,16 @@ describe('policy', () => {
       assert.equal(deny.mcp_tool, null);
       assert.match(deny.id, /^pdec_[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
       assert.ok(!Number.isNaN(Date.parse(deny.created_at)));
-      assert.deepEqual(Object.keys(deny).sort(), ['action', 'agent_id', 'created_at', 'id', 'matched_rule', 'mcp_tool', 'protocol', 'reason']);
+      assert.deepEqual(Object.keys(deny).sort(), [
+        'action',
+        'agent_id',
+        'created_at',
+        'id',
+        'matched_rule',
+        'mcp_tool',
+        'protocol',
+        'reason',
+      ]);
       assert.ok(deny.reason.length > 0);
       assert.ok(!JSON.stringify(data).includes(marker), 'decisions never hold call content');
     });
@@ -224,7 +292,11 @@ describe('policy', () => {
       });
       assert.equal((await invoke(t.token, mcp, toolCall('delete_everything'))).status, 403);
       assert.equal((await invoke(t.token, mcp, toolCall('write_file'))).status, 403);
-      assert.equal((await invoke(t.token, mcp, toolCall('write_'))).status, 403, 'the wildcard matches the empty suffix');
+      assert.equal(
+        (await invoke(t.token, mcp, toolCall('write_'))).status,
+        403,
+        'the wildcard matches the empty suffix',
+      );
       const near = await invoke(t.token, mcp, toolCall('delete_everything_else'));
       assert.equal(near.status, 202, 'an exact pattern is not a prefix');
       assert.equal(near.headers['x-gateway-policy-warning'], 'rule 2 matched');
@@ -236,23 +308,24 @@ describe('policy', () => {
       assert.equal(plain.headers['x-gateway-policy-warning'], undefined);
 
       const { data } = await decisions(t.token);
-      assert.deepEqual(
-        data.map((d: any) => [d.protocol, d.mcp_tool, d.action, d.matched_rule]).reverse(),
-        [
-          ['mcp', 'delete_everything', 'deny', '1'],
-          ['mcp', 'write_file', 'deny', '1'],
-          ['mcp', 'write_', 'deny', '1'],
-          ['mcp', 'delete_everything_else', 'warn', '2'],
-          ['mcp', null, 'allow', ''],
-          ['http', null, 'allow', ''],
-        ],
-      );
+      assert.deepEqual(data.map((d: any) => [d.protocol, d.mcp_tool, d.action, d.matched_rule]).reverse(), [
+        ['mcp', 'delete_everything', 'deny', '1'],
+        ['mcp', 'write_file', 'deny', '1'],
+        ['mcp', 'write_', 'deny', '1'],
+        ['mcp', 'delete_everything_else', 'warn', '2'],
+        ['mcp', null, 'allow', ''],
+        ['http', null, 'allow', ''],
+      ]);
     });
 
     it('max_body_bytes: matches a body of at least that size', async () => {
       const t = await tenant();
       const a = await agent(t.token);
-      await putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [{ action: 'deny', match: { max_body_bytes: 100 } }] });
+      await putPolicy(t.token, {
+        default: 'allow',
+        on_error: 'allow',
+        rules: [{ action: 'deny', match: { max_body_bytes: 100 } }],
+      });
       assert.equal((await invoke(t.token, a, 'x'.repeat(99))).status, 202);
       assert.equal((await invoke(t.token, a, 'x'.repeat(100))).status, 403);
       assert.equal((await invoke(t.token, a, 'x'.repeat(5000))).status, 403);
@@ -263,7 +336,11 @@ describe('policy', () => {
       const t = await tenant();
       const a = await agent(t.token);
       const b = await agent(t.token);
-      await putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [{ action: 'deny', match: { rate_per_min: 3 } }] });
+      await putPolicy(t.token, {
+        default: 'allow',
+        on_error: 'allow',
+        rules: [{ action: 'deny', match: { rate_per_min: 3 } }],
+      });
       // The rate is the caller's, across agents: 3 calls pass, the 4th exceeds 3 a minute.
       assert.equal((await invoke(t.token, a)).status, 202);
       assert.equal((await invoke(t.token, b)).status, 202);
@@ -297,9 +374,17 @@ describe('policy', () => {
       assert.equal(small.headers['x-gateway-policy-warning'], undefined, 'rule 1 needs both fields; rule 2 allows');
       assert.equal((await invoke(t.token, b)).status, 403, 'no rule matches b: default deny');
       const { data } = await decisions(t.token);
-      assert.deepEqual(data.map((d: any) => [d.action, d.matched_rule]).reverse(), [['warn', '1'], ['allow', '2'], ['deny', '']]);
+      assert.deepEqual(data.map((d: any) => [d.action, d.matched_rule]).reverse(), [
+        ['warn', '1'],
+        ['allow', '2'],
+        ['deny', ''],
+      ]);
       // An absent or empty field matches anything.
-      await putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [{ action: 'deny', match: { agents: [], tools: [] } }] });
+      await putPolicy(t.token, {
+        default: 'allow',
+        on_error: 'allow',
+        rules: [{ action: 'deny', match: { agents: [], tools: [] } }],
+      });
       assert.equal((await invoke(t.token, b)).status, 403);
       await putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [{ action: 'warn' }] });
       assert.equal((await invoke(t.token, b)).headers['x-gateway-policy-warning'], 'rule 1 matched');
@@ -313,8 +398,12 @@ describe('policy', () => {
       const res = await invoke(t.token, a, marker);
       assert.equal(res.status, 202);
       assert.equal(res.headers['x-gateway-policy-warning'], 'no rule matched');
-      for (let i = 0; i < 50 && !upstream.received.some((r) => r.body.toString() === marker); i++) await new Promise((r) => setTimeout(r, 100));
-      assert.ok(upstream.received.some((r) => r.body.toString() === marker), 'a warned call is forwarded');
+      for (let i = 0; i < 50 && !upstream.received.some((r) => r.body.toString() === marker); i++)
+        await new Promise((r) => setTimeout(r, 100));
+      assert.ok(
+        upstream.received.some((r) => r.body.toString() === marker),
+        'a warned call is forwarded',
+      );
       const [d] = (await decisions(t.token)).data;
       assert.equal(d.action, 'warn');
       assert.equal(d.matched_rule, '');
@@ -323,9 +412,20 @@ describe('policy', () => {
     it('streaming: max_body_bytes reads Content-Length, and a chunked request without one always matches', async () => {
       const t = await tenant();
       const a = await agent(t.token);
-      await putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [{ action: 'deny', match: { max_body_bytes: 1_000_000 } }, { action: 'warn', match: {} }] });
+      await putPolicy(t.token, {
+        default: 'allow',
+        on_error: 'allow',
+        rules: [
+          { action: 'deny', match: { max_body_bytes: 1_000_000 } },
+          { action: 'warn', match: {} },
+        ],
+      });
       const url = `${stack().apiUrl}/v1/proxy/${a}/stream`;
-      const sized = await request(url, { method: 'POST', headers: { authorization: `Bearer ${t.token}`, 'content-type': 'text/plain' }, body: 'small' });
+      const sized = await request(url, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${t.token}`, 'content-type': 'text/plain' },
+        body: 'small',
+      });
       await sized.body.text();
       assert.equal(sized.statusCode, 200, 'a small declared body is allowed through');
       assert.equal(sized.headers['x-gateway-policy-warning'], 'rule 2 matched');
@@ -333,7 +433,11 @@ describe('policy', () => {
         yield Buffer.from('small but ');
         yield Buffer.from('undeclared');
       }
-      const chunked = await request(url, { method: 'POST', headers: { authorization: `Bearer ${t.token}`, 'content-type': 'text/plain' }, body: Readable.from(chunks()) });
+      const chunked = await request(url, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${t.token}`, 'content-type': 'text/plain' },
+        body: Readable.from(chunks()),
+      });
       const text = await chunked.body.text();
       assert.equal(chunked.statusCode, 403, text);
       assert.ok(!upstream.received.some((r) => r.body.toString() === 'small but undeclared'), 'never forwarded');
@@ -341,10 +445,16 @@ describe('policy', () => {
 
     it('deny comes before the payment gate: a denied priced call is 403, never a 402 challenge', async () => {
       const t = await tenant();
-      const priced = await agent(t.token, { pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: '0x' + '11'.repeat(20) } });
+      const priced = await agent(t.token, {
+        pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: '0x' + '11'.repeat(20) },
+      });
       const unpriced = await agent(t.token);
       assert.equal((await invoke(t.token, priced)).status, 402, 'without a policy the priced agent asks to pay');
-      await putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [{ action: 'deny', match: { agents: [priced] } }] });
+      await putPolicy(t.token, {
+        default: 'allow',
+        on_error: 'allow',
+        rules: [{ action: 'deny', match: { agents: [priced] } }],
+      });
       const denied = await invoke(t.token, priced);
       assert.equal(denied.status, 403);
       assert.equal(denied.json.accepts, undefined);
@@ -356,14 +466,22 @@ describe('policy', () => {
     it('pages newest first with limit defaulting to 20 and clamped to [1, 100], tenant-scoped', async () => {
       const t = await tenant();
       const a = await agent(t.token);
-      await putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [{ action: 'deny', match: { max_body_bytes: 1000 } }] });
+      await putPolicy(t.token, {
+        default: 'allow',
+        on_error: 'allow',
+        rules: [{ action: 'deny', match: { max_body_bytes: 1000 } }],
+      });
       // 105 decisions straight into the log through the proxy would be slow; 25 calls make the paging visible.
       for (let i = 0; i < 25; i++) await invoke(t.token, a, i % 2 === 0 ? 'small' : 'x'.repeat(1000));
       const page = await decisions(t.token);
       assert.equal(page.limit, 20);
       assert.equal(page.data.length, 20);
       const times = page.data.map((d: any) => Date.parse(d.created_at));
-      assert.deepEqual([...times].sort((x, y) => y - x), times, 'newest first');
+      assert.deepEqual(
+        [...times].sort((x, y) => y - x),
+        times,
+        'newest first',
+      );
       assert.equal(page.data[0].action, 'allow', 'the last call (i = 24, small) is first');
       assert.equal(page.data[1].action, 'deny');
       assert.deepEqual(await decisions(t.token, '?limit=5').then((p) => [p.limit, p.data.length]), [5, 5]);
@@ -388,9 +506,17 @@ describe('policy', () => {
       const b = await replica();
       try {
         await putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [] });
-        assert.equal((await callAt(b.url, 'POST', `/v1/proxy/${a}`, t.token, 'x')).status, 202, 'replica b caches version 1');
+        assert.equal(
+          (await callAt(b.url, 'POST', `/v1/proxy/${a}`, t.token, 'x')).status,
+          202,
+          'replica b caches version 1',
+        );
         await putPolicy(t.token, { default: 'deny', on_error: 'allow', rules: [] });
-        assert.equal((await callAt(b.url, 'POST', `/v1/proxy/${a}`, t.token, 'x')).status, 403, 'version 2 written through replica a is in force on b');
+        assert.equal(
+          (await callAt(b.url, 'POST', `/v1/proxy/${a}`, t.token, 'x')).status,
+          403,
+          'version 2 written through replica a is in force on b',
+        );
         await putPolicy(t.token, { default: 'allow', on_error: 'allow', rules: [] }, b.url);
         assert.equal((await invoke(t.token, a)).status, 202, 'and the other way round');
       } finally {
@@ -404,10 +530,18 @@ describe('policy', () => {
       const r1 = await replica({ redisUrl: REDIS_URL });
       const r2 = await replica({ redisUrl: REDIS_URL });
       try {
-        await putPolicy(t.token, { default: 'allow', on_error: 'deny', rules: [{ action: 'deny', match: { rate_per_min: 2 } }] });
+        await putPolicy(t.token, {
+          default: 'allow',
+          on_error: 'deny',
+          rules: [{ action: 'deny', match: { rate_per_min: 2 } }],
+        });
         assert.equal((await callAt(r1.url, 'POST', `/v1/proxy/${a}`, t.token, 'x')).status, 202);
         assert.equal((await callAt(r2.url, 'POST', `/v1/proxy/${a}`, t.token, 'x')).status, 202);
-        assert.equal((await callAt(r1.url, 'POST', `/v1/proxy/${a}`, t.token, 'x')).status, 403, 'the third call of the minute, whichever replica it reaches');
+        assert.equal(
+          (await callAt(r1.url, 'POST', `/v1/proxy/${a}`, t.token, 'x')).status,
+          403,
+          'the third call of the minute, whichever replica it reaches',
+        );
         assert.equal((await callAt(r2.url, 'POST', `/v1/proxy/${a}`, t.token, 'x')).status, 403);
       } finally {
         await r1.close();
@@ -421,20 +555,41 @@ describe('policy', () => {
       const b = await agent(t.token);
       const broken = await replica({ redisUrl: BROKEN_REDIS_URL });
       try {
-        await putPolicy(t.token, { default: 'allow', on_error: 'deny', rules: [{ action: 'allow', match: { agents: [b] } }, { action: 'warn', match: { rate_per_min: 1000 } }] });
+        await putPolicy(t.token, {
+          default: 'allow',
+          on_error: 'deny',
+          rules: [
+            { action: 'allow', match: { agents: [b] } },
+            { action: 'warn', match: { rate_per_min: 1000 } },
+          ],
+        });
         const failed = await callAt(broken.url, 'POST', `/v1/proxy/${a}`, t.token, 'x');
         assert.equal(failed.status, 403, 'on_error deny');
-        assert.equal((await callAt(broken.url, 'POST', `/v1/proxy/${b}`, t.token, 'x')).status, 202, 'rule 1 decides before the rate is needed');
-        await putPolicy(t.token, { default: 'allow', on_error: 'warn', rules: [{ action: 'deny', match: { rate_per_min: 1000 } }] });
+        assert.equal(
+          (await callAt(broken.url, 'POST', `/v1/proxy/${b}`, t.token, 'x')).status,
+          202,
+          'rule 1 decides before the rate is needed',
+        );
+        await putPolicy(t.token, {
+          default: 'allow',
+          on_error: 'warn',
+          rules: [{ action: 'deny', match: { rate_per_min: 1000 } }],
+        });
         const warned = await callAt(broken.url, 'POST', `/v1/proxy/${a}`, t.token, 'x');
         assert.equal(warned.status, 202);
         assert.equal(warned.headers['x-gateway-policy-warning'], 'policy evaluation failed');
         const { data } = await decisions(t.token);
-        assert.deepEqual(data.slice(0, 3).map((d: any) => [d.action, d.matched_rule, d.reason]).reverse(), [
-          ['deny', '', 'policy evaluation failed'],
-          ['allow', '1', 'rule 1 matched'],
-          ['warn', '', 'policy evaluation failed'],
-        ]);
+        assert.deepEqual(
+          data
+            .slice(0, 3)
+            .map((d: any) => [d.action, d.matched_rule, d.reason])
+            .reverse(),
+          [
+            ['deny', '', 'policy evaluation failed'],
+            ['allow', '1', 'rule 1 matched'],
+            ['warn', '', 'policy evaluation failed'],
+          ],
+        );
       } finally {
         await broken.close();
       }
@@ -455,7 +610,10 @@ describe('policy', () => {
       // arrives; the test waits for that instead of racing it (GATE_CACHE_FRESHNESS).
       await changeFeedFor(stack().orm).sync();
       try {
-        for (const [token, id] of [[t.token, a], [none.token, c]]) {
+        for (const [token, id] of [
+          [t.token, a],
+          [none.token, c],
+        ]) {
           const res = await invoke(token, id, marker);
           assert.equal(res.status, 500);
           assert.equal(res.text, '', '500 carries no body');

@@ -5,7 +5,12 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { Readable } from 'node:stream';
 import { closedPort, rawUpstream, readAll, type RawUpstream } from './support/proxy-helpers.ts';
-import { createUpstreamClient, UpstreamError, type UpstreamClient, type UpstreamRequest } from '../gateway/upstream/client.ts';
+import {
+  createUpstreamClient,
+  UpstreamError,
+  type UpstreamClient,
+  type UpstreamRequest,
+} from '../gateway/upstream/client.ts';
 import { fullJitterDelay, parseRetryAfter } from '../gateway/upstream/retry.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -13,7 +18,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const NO_BREAKER = { consecutiveFailures: 1_000_000, minimumRps: 1_000_000 };
 
 function req(url: string, extra: Partial<UpstreamRequest> = {}): UpstreamRequest {
-  return { url, headers: {}, body: Buffer.from('payload'), deadlineMs: 3_000, deadlineCoversBody: true, resendAllowed: false, ...extra };
+  return {
+    url,
+    headers: {},
+    body: Buffer.from('payload'),
+    deadlineMs: 3_000,
+    deadlineCoversBody: true,
+    resendAllowed: false,
+    ...extra,
+  };
 }
 
 describe('upstream resilience', () => {
@@ -23,10 +36,23 @@ describe('upstream resilience', () => {
   describe('retry timing', () => {
     it('draws full-jitter waits from [0, min(cap, base·2^n))', () => {
       const opts = { maxAttempts: 10, baseMs: 100, capMs: 1_000 };
-      assert.equal(fullJitterDelay(0, opts, () => 0), 0);
-      assert.equal(fullJitterDelay(0, opts, () => 0.999), 99);
-      assert.equal(fullJitterDelay(3, opts, () => 0.5), 400);
-      assert.equal(fullJitterDelay(8, opts, () => 0.999), 999, 'capped');
+      assert.equal(
+        fullJitterDelay(0, opts, () => 0),
+        0,
+      );
+      assert.equal(
+        fullJitterDelay(0, opts, () => 0.999),
+        99,
+      );
+      assert.equal(
+        fullJitterDelay(3, opts, () => 0.5),
+        400,
+      );
+      assert.equal(
+        fullJitterDelay(8, opts, () => 0.999),
+        999,
+        'capped',
+      );
     });
 
     it('reads Retry-After as seconds or as an HTTP date', () => {
@@ -41,7 +67,11 @@ describe('upstream resilience', () => {
   describe('retries', () => {
     it('retries a refused connection until the upstream appears, within the deadline', async () => {
       const port = await closedPort();
-      client = createUpstreamClient({ allow: ['127.0.0.1'], retry: { maxAttempts: 50, baseMs: 20, capMs: 100 }, breaker: NO_BREAKER });
+      client = createUpstreamClient({
+        allow: ['127.0.0.1'],
+        retry: { maxAttempts: 50, baseMs: 20, capMs: 100 },
+        breaker: NO_BREAKER,
+      });
       const server = createServer((r, res) => void readAll(r).then((b) => res.end(`late ${b}`)));
       setTimeout(() => server.listen(port, '127.0.0.1'), 400);
       try {
@@ -56,7 +86,11 @@ describe('upstream resilience', () => {
 
     it('gives up at the deadline (no retry may end past it)', async () => {
       const port = await closedPort();
-      client = createUpstreamClient({ allow: ['127.0.0.1'], retry: { maxAttempts: 1000, baseMs: 50, capMs: 200 }, breaker: NO_BREAKER });
+      client = createUpstreamClient({
+        allow: ['127.0.0.1'],
+        retry: { maxAttempts: 1000, baseMs: 50, capMs: 200 },
+        breaker: NO_BREAKER,
+      });
       const started = Date.now();
       const err = await client.open(req(`http://127.0.0.1:${port}/`, { deadlineMs: 600 })).catch((e: unknown) => e);
       assert.ok(err instanceof UpstreamError);
@@ -67,11 +101,17 @@ describe('upstream resilience', () => {
 
     it('retries a refused connection for a streamed body it has not started reading', async () => {
       const port = await closedPort();
-      client = createUpstreamClient({ allow: ['127.0.0.1'], retry: { maxAttempts: 50, baseMs: 20, capMs: 100 }, breaker: NO_BREAKER });
+      client = createUpstreamClient({
+        allow: ['127.0.0.1'],
+        retry: { maxAttempts: 50, baseMs: 20, capMs: 100 },
+        breaker: NO_BREAKER,
+      });
       const server = createServer((r, res) => void readAll(r).then((b) => res.end(`streamed ${b}`)));
       setTimeout(() => server.listen(port, '127.0.0.1'), 300);
       try {
-        const res = await client.open(req(`http://127.0.0.1:${port}/`, { body: Readable.from([Buffer.from('a'), Buffer.from('b')]) }));
+        const res = await client.open(
+          req(`http://127.0.0.1:${port}/`, { body: Readable.from([Buffer.from('a'), Buffer.from('b')]) }),
+        );
         assert.equal(await res.body.text(), 'streamed ab');
       } finally {
         server.close();
@@ -112,7 +152,9 @@ describe('upstream resilience', () => {
 
         // A streamed body cannot be sent twice, opt-in or not.
         hits = 0;
-        const streamed = await client.open(req(up.url, { resendAllowed: true, body: Readable.from([Buffer.from('s')]) }));
+        const streamed = await client.open(
+          req(up.url, { resendAllowed: true, body: Readable.from([Buffer.from('s')]) }),
+        );
         assert.equal(streamed.status, 503);
         await streamed.body.dump();
         assert.equal(hits, 1);
@@ -156,7 +198,10 @@ describe('upstream resilience', () => {
 
     it('opens after consecutive failures, fails fast, probes half-open, re-opens on a failed probe and closes on a good one', async () => {
       healthy = false;
-      client = createUpstreamClient({ allow: ['127.0.0.1'], breaker: { consecutiveFailures: 3, halfOpenAfterMs: 300 } });
+      client = createUpstreamClient({
+        allow: ['127.0.0.1'],
+        breaker: { consecutiveFailures: 3, halfOpenAfterMs: 300 },
+      });
       const call = async () => {
         try {
           const res = await client.open(req(up.url));
@@ -212,7 +257,10 @@ describe('upstream resilience', () => {
           ),
         );
       try {
-        client = createUpstreamClient({ allow: ['127.0.0.1'], breaker: { consecutiveFailures: 1, halfOpenAfterMs: 200 } });
+        client = createUpstreamClient({
+          allow: ['127.0.0.1'],
+          breaker: { consecutiveFailures: 1, halfOpenAfterMs: 200 },
+        });
         await (await client.open(req(slow.url))).body.dump();
         assert.equal(client.breakers.state(slow.url), 'open');
 
@@ -238,7 +286,10 @@ describe('upstream resilience', () => {
 
     it('opens on an error rate even without a long run of consecutive failures', async () => {
       healthy = true;
-      client = createUpstreamClient({ allow: ['127.0.0.1'], breaker: { consecutiveFailures: 1000, errorRate: 0.5, windowMs: 5_000, minimumRps: 1, halfOpenAfterMs: 10_000 } });
+      client = createUpstreamClient({
+        allow: ['127.0.0.1'],
+        breaker: { consecutiveFailures: 1000, errorRate: 0.5, windowMs: 5_000, minimumRps: 1, halfOpenAfterMs: 10_000 },
+      });
       const results: Array<number | string> = [];
       for (let i = 0; i < 30 && client.breakers.state(up.url) === 'closed'; i++) {
         healthy = i % 3 === 0; // two failures in every three calls, never more than two in a row

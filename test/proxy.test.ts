@@ -11,7 +11,12 @@ import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { closedPort, createAgent, invocationRow, nodeRequest, rawUpstream, readAll } from './support/proxy-helpers.ts';
 import { AgentSchema } from '../gateway/db/entities.ts';
 
-async function invoke(token: string, agentId: string, body: string | Buffer = 'x', headers: Record<string, string> = {}) {
+async function invoke(
+  token: string,
+  agentId: string,
+  body: string | Buffer = 'x',
+  headers: Record<string, string> = {},
+) {
   return call('POST', `/v1/proxy/${agentId}`, { token, body, headers });
 }
 
@@ -120,33 +125,54 @@ describe('proxy: transactional invocations', () => {
       assert.match(String(unusable.headers['x-request-id']), /^[0-9a-f-]{36}$/);
 
       // Error answers carry it too.
-      const missing = await call('POST', '/v1/proxy/agt_01890000-0000-7000-8000-000000000000', { token, body: 'x', headers: { 'x-request-id': 'on-404' } });
+      const missing = await call('POST', '/v1/proxy/agt_01890000-0000-7000-8000-000000000000', {
+        token,
+        body: 'x',
+        headers: { 'x-request-id': 'on-404' },
+      });
       assert.equal(missing.headers['x-request-id'], 'on-404');
     });
 
     it('never forwards the block-listed caller headers; forwards the rest', async () => {
       const agentId = await createAgent(token, { upstream_url: echo.url });
-      const res = await nodeRequest('POST', `/v1/proxy/${agentId}`, {
-        authorization: `Bearer ${token}`,
-        cookie: 'session=secret',
-        'proxy-authorization': 'Basic c2VjcmV0',
-        'x-gateway-model': 'gpt-test',
-        'x-gateway-anything': 'ours',
-        'x-forwarded-for': '10.0.0.1',
-        forwarded: 'for=10.0.0.1',
-        'x-real-ip': '10.0.0.1',
-        connection: 'x-hop-header',
-        'x-hop-header': 'hop',
-        'keep-alive': 'timeout=5',
-        'content-type': 'application/json',
-        'x-custom': 'kept',
-        accept: 'application/json',
-      }, 'headers-1');
+      const res = await nodeRequest(
+        'POST',
+        `/v1/proxy/${agentId}`,
+        {
+          authorization: `Bearer ${token}`,
+          cookie: 'session=secret',
+          'proxy-authorization': 'Basic c2VjcmV0',
+          'x-gateway-model': 'gpt-test',
+          'x-gateway-anything': 'ours',
+          'x-forwarded-for': '10.0.0.1',
+          forwarded: 'for=10.0.0.1',
+          'x-real-ip': '10.0.0.1',
+          connection: 'x-hop-header',
+          'x-hop-header': 'hop',
+          'keep-alive': 'timeout=5',
+          'content-type': 'application/json',
+          'x-custom': 'kept',
+          accept: 'application/json',
+        },
+        'headers-1',
+      );
       assert.equal(res.status, 202);
       await waitForInvocation(token, agentId, res.json.invocation_id);
       const seen = echo.received.find((r) => r.body.toString() === 'headers-1');
       assert.ok(seen);
-      for (const blocked of ['authorization', 'cookie', 'proxy-authorization', 'x-gateway-model', 'x-gateway-anything', 'x-forwarded-for', 'forwarded', 'x-real-ip', 'x-hop-header', 'keep-alive', 'x-payment']) {
+      for (const blocked of [
+        'authorization',
+        'cookie',
+        'proxy-authorization',
+        'x-gateway-model',
+        'x-gateway-anything',
+        'x-forwarded-for',
+        'forwarded',
+        'x-real-ip',
+        'x-hop-header',
+        'keep-alive',
+        'x-payment',
+      ]) {
         assert.equal(seen.headers[blocked], undefined, `${blocked} must not reach the upstream`);
       }
       assert.equal(seen.headers['x-custom'], 'kept');
@@ -176,7 +202,16 @@ describe('proxy: transactional invocations', () => {
         assert.ok(done.ttft_ms <= done.latency_ms);
         assert.equal(done.model, 'model-a');
         assert.equal(done.mode, 'transactional');
-        for (const field of ['mcp_method', 'mcp_tool', 'payment_network', 'payment_asset', 'payment_amount', 'payment_payer', 'payment_nonce']) assert.equal(done[field], null);
+        for (const field of [
+          'mcp_method',
+          'mcp_tool',
+          'payment_network',
+          'payment_asset',
+          'payment_amount',
+          'payment_payer',
+          'payment_nonce',
+        ])
+          assert.equal(done[field], null);
         assert.equal((await invocationRow(res.json.invocation_id))?.caller, 'user-1');
 
         const notCaptured = await createAgent(token, { upstream_url: echo.url });
@@ -199,12 +234,26 @@ describe('proxy: transactional invocations', () => {
 
   describe('MCP agents', () => {
     it('requires one JSON-RPC 2.0 request and records method and tool', async () => {
-      const agentId = await createAgent(token, { upstream_url: echo.url, protocol: 'mcp', mcp_transport: 'streamable_http' });
-      for (const bad of ['not json', '[{"jsonrpc":"2.0","method":"a","id":1}]', '{"jsonrpc":"1.0","method":"a","id":1}', '{"jsonrpc":"2.0","id":1}']) {
+      const agentId = await createAgent(token, {
+        upstream_url: echo.url,
+        protocol: 'mcp',
+        mcp_transport: 'streamable_http',
+      });
+      for (const bad of [
+        'not json',
+        '[{"jsonrpc":"2.0","method":"a","id":1}]',
+        '{"jsonrpc":"1.0","method":"a","id":1}',
+        '{"jsonrpc":"2.0","id":1}',
+      ]) {
         const res = await invoke(token, agentId, bad, { 'content-type': 'application/json' });
         assert.equal(res.status, 400, bad);
       }
-      const tool = await invoke(token, agentId, JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'search', arguments: {} } }), { 'content-type': 'application/json' });
+      const tool = await invoke(
+        token,
+        agentId,
+        JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'search', arguments: {} } }),
+        { 'content-type': 'application/json' },
+      );
       assert.equal(tool.status, 202);
       const done = await waitForInvocation(token, agentId, tool.json.invocation_id);
       assert.equal(done.mcp_method, 'tools/call');
@@ -254,7 +303,11 @@ describe('proxy: transactional invocations', () => {
         });
       });
       try {
-        const agentId = await createAgent(token, { upstream_url: up.url, retry_non_idempotent: true, capture_body: true });
+        const agentId = await createAgent(token, {
+          upstream_url: up.url,
+          retry_non_idempotent: true,
+          capture_body: true,
+        });
         const res = await invoke(token, agentId, 'again');
         const done = await waitForInvocation(token, agentId, res.json.invocation_id);
         assert.equal(done.status, 'succeeded');
@@ -262,7 +315,11 @@ describe('proxy: transactional invocations', () => {
         assert.equal(Buffer.from(done.response_body_b64, 'base64').toString(), 'ok again');
         assert.equal(seenAt.length, 3);
         assert.ok(seenAt[2] - seenAt[1] >= 950, 'waited for Retry-After');
-        assert.equal((await invocationRow(res.json.invocation_id))?.attempts, 1, 'one activity attempt did the retries');
+        assert.equal(
+          (await invocationRow(res.json.invocation_id))?.attempts,
+          1,
+          'one activity attempt did the retries',
+        );
       } finally {
         await up.close();
       }

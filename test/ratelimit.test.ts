@@ -8,7 +8,13 @@ import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { call } from './support/http.ts';
 import { createAgent, rawUpstream, readAll, startProxyApp, type RawUpstream } from './support/proxy-helpers.ts';
-import { createMemoryLimiter, createRedisLimiter, bucketsFor, retryAfterSeconds, type RateLimiter } from '../gateway/ratelimit/index.ts';
+import {
+  createMemoryLimiter,
+  createRedisLimiter,
+  bucketsFor,
+  retryAfterSeconds,
+  type RateLimiter,
+} from '../gateway/ratelimit/index.ts';
 import { TAKE_SCRIPT } from '../gateway/ratelimit/redis.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -28,7 +34,10 @@ describe('rate limits', () => {
     it('allows the burst, then refuses with Retry-After = ceil(time to the next token)', async () => {
       const bucket = [{ key: `a-${randomUUID()}`, rate: 0.4, burst: 3 }];
       const decisions = await takeN(limiter, 4, bucket);
-      assert.deepEqual(decisions.slice(0, 3).map((d) => d.allowed), [true, true, true]);
+      assert.deepEqual(
+        decisions.slice(0, 3).map((d) => d.allowed),
+        [true, true, true],
+      );
       assert.deepEqual(decisions[3], { allowed: false, retryAfterSeconds: 3, bucket: bucket[0].key }); // 2.5 s → 3
       now += 1000;
       const later = await limiter.take(bucket);
@@ -59,14 +68,33 @@ describe('rate limits', () => {
       const refused = await limiter.take([agent, global]);
       assert.equal(!refused.allowed && refused.bucket, global.key);
       // The refusal took nothing from the agent's bucket: 4 tokens are left.
-      assert.deepEqual((await takeN(limiter, 5, [agent])).map((d) => d.allowed), [true, true, true, true, false]);
+      assert.deepEqual(
+        (await takeN(limiter, 5, [agent])).map((d) => d.allowed),
+        [true, true, true, true, false],
+      );
     });
 
     it('uses the agent’s rate with a burst of 20 when only the rate is set, else the configured default', () => {
-      assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: 2, rateLimitBurst: null }, settings)[0], { key: 'agent:agt_1', rate: 2, burst: 20 });
-      assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: 2, rateLimitBurst: 7 }, settings)[0], { key: 'agent:agt_1', rate: 2, burst: 7 });
-      assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: null, rateLimitBurst: null }, settings)[0], { key: 'agent:agt_1', rate: 50, burst: 100 });
-      assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: null, rateLimitBurst: null }, settings)[1], { key: 'global', rate: 2000, burst: 4000 });
+      assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: 2, rateLimitBurst: null }, settings)[0], {
+        key: 'agent:agt_1',
+        rate: 2,
+        burst: 20,
+      });
+      assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: 2, rateLimitBurst: 7 }, settings)[0], {
+        key: 'agent:agt_1',
+        rate: 2,
+        burst: 7,
+      });
+      assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: null, rateLimitBurst: null }, settings)[0], {
+        key: 'agent:agt_1',
+        rate: 50,
+        burst: 100,
+      });
+      assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: null, rateLimitBurst: null }, settings)[1], {
+        key: 'global',
+        rate: 2000,
+        burst: 4000,
+      });
     });
   });
 
@@ -86,7 +114,10 @@ describe('rate limits', () => {
     it('applies the same rules: burst, Retry-After, and all-or-nothing', async () => {
       const bucket = { key: 'agent:one', rate: 0.4, burst: 3 };
       const decisions = await takeN(a, 4, [bucket]);
-      assert.deepEqual(decisions.map((d) => d.allowed), [true, true, true, false]);
+      assert.deepEqual(
+        decisions.map((d) => d.allowed),
+        [true, true, true, false],
+      );
       assert.equal(!decisions[3].allowed && decisions[3].retryAfterSeconds, 3);
       const tiny = { key: 'agent:tiny', rate: 0.001, burst: 1 };
       await a.take([tiny]);
@@ -98,7 +129,10 @@ describe('rate limits', () => {
       assert.equal((await a.take([agent, global])).allowed, true);
       const refused = await a.take([agent, global]);
       assert.equal(!refused.allowed && refused.bucket, 'global');
-      assert.deepEqual((await takeN(a, 5, [agent])).map((d) => d.allowed), [true, true, true, true, false]);
+      assert.deepEqual(
+        (await takeN(a, 5, [agent])).map((d) => d.allowed),
+        [true, true, true, true, false],
+      );
     });
 
     it('is one bucket for every replica: two clients spend the same tokens', async () => {
@@ -151,8 +185,10 @@ describe('rate limits', () => {
       // One token per 50 s: however slow the machine, no token refills during the 20 calls.
       const agentId = await createAgent(token, { upstream_url: up.url, rate_limit_rps: 0.02 });
       const statuses: number[] = [];
-      for (let i = 0; i < 10; i++) statuses.push((await call('POST', `/v1/proxy/${agentId}`, { token, body: 'x' })).status);
-      for (let i = 0; i < 10; i++) statuses.push((await call('POST', `/v1/proxy/${agentId}/stream`, { token, body: 'x' })).status);
+      for (let i = 0; i < 10; i++)
+        statuses.push((await call('POST', `/v1/proxy/${agentId}`, { token, body: 'x' })).status);
+      for (let i = 0; i < 10; i++)
+        statuses.push((await call('POST', `/v1/proxy/${agentId}/stream`, { token, body: 'x' })).status);
       assert.deepEqual(statuses, [...Array(10).fill(202), ...Array(10).fill(200)]);
       for (const path of [`/v1/proxy/${agentId}`, `/v1/proxy/${agentId}/stream`]) {
         const refused = await call('POST', path, { token, body: 'x' });
@@ -164,14 +200,20 @@ describe('rate limits', () => {
     });
 
     it('refuses calls past the global bucket whichever agent they are for (Retry-After capped at 60)', async () => {
-      const gateway = await startProxyApp({ rateLimit: { ...stack().config.rateLimit, globalRps: 0.01, globalBurst: 3 } });
+      const gateway = await startProxyApp({
+        rateLimit: { ...stack().config.rateLimit, globalRps: 0.01, globalBurst: 3 },
+      });
       try {
         const agents = [];
         for (let i = 0; i < 4; i++) agents.push(await createAgent(token, { upstream_url: up.url }));
         const statuses = [];
         let last;
         for (const agentId of agents) {
-          last = await request(`${gateway.url}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'x' });
+          last = await request(`${gateway.url}/v1/proxy/${agentId}/stream`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${token}` },
+            body: 'x',
+          });
           statuses.push(last.statusCode);
           await last.body.dump();
         }
@@ -192,7 +234,11 @@ describe('rate limits', () => {
         const agentId = await createAgent(token, { upstream_url: up.url, rate_limit_rps: 0.01, rate_limit_burst: 3 });
         const statuses = [];
         for (const i of [0, 1, 0, 1, 0]) {
-          const res = await request(`${replicas[i].url}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'x' });
+          const res = await request(`${replicas[i].url}/v1/proxy/${agentId}/stream`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${token}` },
+            body: 'x',
+          });
           statuses.push(res.statusCode);
           if (res.statusCode === 429) assert.equal(res.headers['retry-after'], '60');
           await res.body.dump();

@@ -41,14 +41,21 @@ describe('trust receipts', function () {
   after(() => upstream.close());
 
   async function agent(extra: Record<string, unknown> = {}): Promise<string> {
-    const created = await call('POST', '/v1/agents', { token, json: { name: uniqueName('rcpt'), upstream_url: upstream.url, emit_receipts: true, ...extra } });
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: { name: uniqueName('rcpt'), upstream_url: upstream.url, emit_receipts: true, ...extra },
+    });
     assert.equal(created.status, 201, created.text);
     return created.json.id;
   }
 
   /** Invokes, waits for the row, then for the receipt (signed right after, in the workflow). */
   async function invokeForReceipt(agentId: string, body: string, headers: Record<string, string> = {}, as = token) {
-    const invoked = await call('POST', `/v1/proxy/${agentId}`, { token: as, body, headers: { 'content-type': 'text/plain', ...headers } });
+    const invoked = await call('POST', `/v1/proxy/${agentId}`, {
+      token: as,
+      body,
+      headers: { 'content-type': 'text/plain', ...headers },
+    });
     assert.equal(invoked.status, 202, invoked.text);
     const invocation = await waitForInvocation(as, agentId, invoked.json.invocation_id);
     await stack().temporal.workflow.getHandle(invocation.invocation_id).result();
@@ -94,7 +101,11 @@ describe('trust receipts', function () {
     assert.equal(claims.agent_id, agentId);
     assert.equal(claims.status, 'succeeded');
     assert.equal(claims.request_sha256, sha256(body));
-    assert.equal(claims.response_sha256, sha256(answers.get(body)!), 'the digest of the answer the upstream gave, though the body was not captured');
+    assert.equal(
+      claims.response_sha256,
+      sha256(answers.get(body)!),
+      'the digest of the answer the upstream gave, though the body was not captured',
+    );
     assert.equal(invocation.response_body_b64, undefined);
     assert.equal(claims.upstream_status, 200);
     assert.equal(claims.latency_ms, invocation.latency_ms);
@@ -111,7 +122,11 @@ describe('trust receipts', function () {
     const jwksFile = join(dir, 'jwks.json');
     writeFileSync(receiptFile, receipt.text);
     writeFileSync(jwksFile, JSON.stringify(await jwks()));
-    const run = (file: string, extra: string[] = ['--jwks', jwksFile]) => spawnSync(process.execPath, ['scripts/verify-receipt.ts', file, ...extra], { encoding: 'utf8', env: { ...process.env, RECEIPT_KEYS_DIR: stack().config.receipts.keysDir } });
+    const run = (file: string, extra: string[] = ['--jwks', jwksFile]) =>
+      spawnSync(process.execPath, ['scripts/verify-receipt.ts', file, ...extra], {
+        encoding: 'utf8',
+        env: { ...process.env, RECEIPT_KEYS_DIR: stack().config.receipts.keysDir },
+      });
 
     const ok = run(receiptFile);
     assert.equal(ok.status, 0, ok.stderr);
@@ -126,7 +141,10 @@ describe('trust receipts', function () {
     const [h, p, s] = receipt.json.receipt.split('.');
     const claims = JSON.parse(Buffer.from(p, 'base64url').toString());
     claims.upstream_status = 201;
-    writeFileSync(join(dir, 'tampered.jws'), [h, Buffer.from(JSON.stringify(claims)).toString('base64url'), s].join('.'));
+    writeFileSync(
+      join(dir, 'tampered.jws'),
+      [h, Buffer.from(JSON.stringify(claims)).toString('base64url'), s].join('.'),
+    );
     const bad = run(join(dir, 'tampered.jws'));
     assert.equal(bad.status, 1);
     assert.match(bad.stderr, /NOT verified/);
@@ -142,7 +160,10 @@ describe('trust receipts', function () {
     const signed = await invokeForReceipt(loud, 'mine');
     assert.equal(signed.receipt.status, 200);
     const stranger = await stack().token(`other-${randomUUID()}`);
-    assert.equal((await call('GET', `/v1/invocations/${signed.invocation.invocation_id}/receipt`, { token: stranger })).status, 404);
+    assert.equal(
+      (await call('GET', `/v1/invocations/${signed.invocation.invocation_id}/receipt`, { token: stranger })).status,
+      404,
+    );
     assert.equal((await call('GET', '/v1/invocations/inv_nope/receipt', { token })).status, 404);
     assert.equal((await call('GET', `/v1/invocations/${signed.invocation.invocation_id}/receipt`)).status, 401);
   });
@@ -160,7 +181,11 @@ describe('trust receipts', function () {
     assert.equal(claims.request_sha256, sha256(body));
 
     const history = await stack().temporal.workflow.getHandle(invocation.invocation_id).fetchHistory();
-    const scheduled = (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+    const scheduled = (history.events ?? []).flatMap((e) =>
+      e.activityTaskScheduledEventAttributes?.activityType?.name
+        ? [e.activityTaskScheduledEventAttributes.activityType.name]
+        : [],
+    );
     assert.ok(scheduled.includes('issueReceipt'), `activities: ${scheduled.join(', ')}`);
     assert.ok(!JSON.stringify(history).includes(body));
   });
@@ -180,19 +205,35 @@ describe('trust receipts', function () {
     const account: TestAccount = await newAccount(`receipts-${randomUUID()}`);
     try {
       const bundle = `${account.cert.certPem}\n${account.cert.keyPem}`;
-      const credential = await call('POST', '/v1/credentials', { token: paidToken, json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: bundle } });
+      const credential = await call('POST', '/v1/credentials', {
+        token: paidToken,
+        json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: bundle },
+      });
       assert.equal(credential.status, 201, credential.text);
-      const settlement = await call('PUT', '/v1/settlement/config', { token: paidToken, json: { facilitator_url: stack().facilitator.url, facilitator_credential_ref: credential.json.id } });
+      const settlement = await call('PUT', '/v1/settlement/config', {
+        token: paidToken,
+        json: { facilitator_url: stack().facilitator.url, facilitator_credential_ref: credential.json.id },
+      });
       assert.equal(settlement.status, 201, settlement.text);
       const payTo = newPayTo();
       const created = await call('POST', '/v1/agents', {
         token: paidToken,
-        json: { name: uniqueName('rcpt-paid'), upstream_url: upstream.url, emit_receipts: true, pricing: { amount: '1500', asset: 'USDC', network: 'base', pay_to: payTo } },
+        json: {
+          name: uniqueName('rcpt-paid'),
+          upstream_url: upstream.url,
+          emit_receipts: true,
+          pricing: { amount: '1500', asset: 'USDC', network: 'base', pay_to: payTo },
+        },
       });
       assert.equal(created.status, 201, created.text);
       const payer = await newPayer(100_000n);
       const payment = await signPayment(payer, { payTo, value: 1500n });
-      const { invocation, receipt } = await invokeForReceipt(created.json.id, 'paid call', { 'x-payment': encodePayment(payment) }, paidToken);
+      const { invocation, receipt } = await invokeForReceipt(
+        created.json.id,
+        'paid call',
+        { 'x-payment': encodePayment(payment) },
+        paidToken,
+      );
       assert.equal(receipt.status, 200, receipt.text);
       const { claims } = await verifyReceipt(receipt.json.receipt, (await jwks()) as never);
       assert.equal(claims.payment?.network, 'base');
@@ -213,7 +254,10 @@ describe('trust receipts', function () {
     assert.equal(after.receipt.json.kid, kid);
     assert.notEqual(before.receipt.json.kid, kid);
     const keys = await jwks();
-    assert.ok(keys.keys.some((k) => k.kid === kid) && keys.keys.some((k) => k.kid === before.receipt.json.kid), 'both keys published');
+    assert.ok(
+      keys.keys.some((k) => k.kid === kid) && keys.keys.some((k) => k.kid === before.receipt.json.kid),
+      'both keys published',
+    );
     await verifyReceipt(before.receipt.json.receipt, keys as never);
     await verifyReceipt(after.receipt.json.receipt, keys as never);
   });

@@ -19,19 +19,35 @@ describe('npm run replay', function () {
   this.timeout(180_000);
 
   it('replays gateway and facilitator histories, each against its own worker bundle', async () => {
-    const gateway = readdirSync('test/histories').filter((f) => f.endsWith('.json')).map((f) => join('test/histories', f));
-    const facilitator = readdirSync('test/histories/facilitator').filter((f) => f.endsWith('.json')).map((f) => join('test/histories/facilitator', f));
+    const gateway = readdirSync('test/histories')
+      .filter((f) => f.endsWith('.json'))
+      .map((f) => join('test/histories', f));
+    const facilitator = readdirSync('test/histories/facilitator')
+      .filter((f) => f.endsWith('.json'))
+      .map((f) => join('test/histories/facilitator', f));
     assert.ok(gateway.length > 0 && facilitator.length > 0);
     const { code, stdout } = await replay([...gateway, ...facilitator]);
     assert.equal(code, 0, stdout);
     for (const file of gateway) assert.match(stdout, new RegExp(`^ok +${file} \\(\\w+, gateway\\)$`, 'm'));
-    for (const file of facilitator) assert.match(stdout, new RegExp(`^ok +${file} \\(Settlement\\w*, facilitator\\)$`, 'm'));
+    for (const file of facilitator)
+      assert.match(stdout, new RegExp(`^ok +${file} \\(Settlement\\w*, facilitator\\)$`, 'm'));
   });
 
   it('fails, naming the file, on a history of no known workflow type', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'replay-'));
     const file = join(dir, 'unknown.json');
-    writeFileSync(file, JSON.stringify({ events: [{ eventId: '1', eventType: 'EVENT_TYPE_WORKFLOW_EXECUTION_STARTED', workflowExecutionStartedEventAttributes: { workflowType: { name: 'NoSuchWorkflow' } } }] }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        events: [
+          {
+            eventId: '1',
+            eventType: 'EVENT_TYPE_WORKFLOW_EXECUTION_STARTED',
+            workflowExecutionStartedEventAttributes: { workflowType: { name: 'NoSuchWorkflow' } },
+          },
+        ],
+      }),
+    );
     const { code, stdout } = await replay([file]);
     assert.equal(code, 1);
     assert.match(stdout, new RegExp(`^FAILED +${file}: no worker runs workflow type NoSuchWorkflow`, 'm'));

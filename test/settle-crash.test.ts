@@ -14,7 +14,17 @@ import { exited } from './support/worker-process.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { startHoldingFacilitator, type HoldingFacilitator } from './support/holding-facilitator.ts';
 import { until } from './support/facilitator.ts';
-import { balanceOf, chainProvider, encodePayment, newAccount, newPayTo, newPayer, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
+import {
+  balanceOf,
+  chainProvider,
+  encodePayment,
+  newAccount,
+  newPayTo,
+  newPayer,
+  signPayment,
+  transfersTo,
+  type TestAccount,
+} from './support/x402.ts';
 
 describe('payer: a crash between settlement and acceptance', function () {
   this.timeout(120_000);
@@ -28,7 +38,11 @@ describe('payer: a crash between settlement and acceptance', function () {
     provider = chainProvider();
     upstream = await startUpstream();
     account = await newAccount(`crash-${randomUUID()}`);
-    relay = await startHoldingFacilitator({ facilitatorUrl: stack().facilitator.url, pki: stack().infra.pki.files, account: account.cert });
+    relay = await startHoldingFacilitator({
+      facilitatorUrl: stack().facilitator.url,
+      pki: stack().infra.pki.files,
+      account: account.cert,
+    });
   });
   after(async () => {
     await relay.close();
@@ -40,12 +54,30 @@ describe('payer: a crash between settlement and acceptance', function () {
   it('the same header after validBefore buys the call it paid for, settled once', async () => {
     const api = await startApiProcess();
     const token = await stack().token(`crash-${randomUUID()}`);
-    const credential = await callAt(api.url, 'POST', '/v1/credentials', { token, json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: `${account.cert.certPem}\n${account.cert.keyPem}` } });
+    const credential = await callAt(api.url, 'POST', '/v1/credentials', {
+      token,
+      json: {
+        name: 'facilitator-client',
+        auth_type: 'none',
+        source: 'managed',
+        plaintext: `${account.cert.certPem}\n${account.cert.keyPem}`,
+      },
+    });
     assert.equal(credential.status, 201, credential.text);
-    const relayed = await callAt(api.url, 'PUT', '/v1/settlement/config', { token, json: { facilitator_url: relay.url, facilitator_credential_ref: credential.json.id } });
+    const relayed = await callAt(api.url, 'PUT', '/v1/settlement/config', {
+      token,
+      json: { facilitator_url: relay.url, facilitator_credential_ref: credential.json.id },
+    });
     assert.equal(relayed.status, 201, relayed.text);
     const payTo = newPayTo();
-    const agent = await callAt(api.url, 'POST', '/v1/agents', { token, json: { name: uniqueName('crash'), upstream_url: upstream.url, pricing: { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo } } });
+    const agent = await callAt(api.url, 'POST', '/v1/agents', {
+      token,
+      json: {
+        name: uniqueName('crash'),
+        upstream_url: upstream.url,
+        pricing: { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo },
+      },
+    });
     assert.equal(agent.status, 201, agent.text);
 
     const payer = await newPayer(100_000n);
@@ -54,28 +86,59 @@ describe('payer: a crash between settlement and acceptance', function () {
     const header = encodePayment(await signPayment(payer, { payTo, value: PRICE, validBefore }));
     const before = upstream.received.length;
 
-    const lost = callAt(api.url, 'POST', `/v1/proxy/${agent.json.id}`, { token, body: 'x', headers: { 'content-type': 'text/plain', 'x-payment': header } }).catch(() => null);
+    const lost = callAt(api.url, 'POST', `/v1/proxy/${agent.json.id}`, {
+      token,
+      body: 'x',
+      headers: { 'content-type': 'text/plain', 'x-payment': header },
+    }).catch(() => null);
     const answer = await relay.held;
     assert.equal(answer.json.success, true, JSON.stringify(answer.json));
     api.child.kill('SIGKILL');
     await exited(api.child);
     assert.equal(await lost, null, 'the caller got no answer');
-    assert.deepEqual(await transfersTo(provider, payTo), [{ hash: answer.json.transaction, value: PRICE }], 'the payer was charged');
+    assert.deepEqual(
+      await transfersTo(provider, payTo),
+      [{ hash: answer.json.transaction, value: PRICE }],
+      'the payer was charged',
+    );
     assert.equal(upstream.received.length, before, 'no call yet');
 
     // The tenant points its settlement at the facilitator itself; the authorization expires.
-    const direct = await callAt(stack().apiUrl, 'PUT', '/v1/settlement/config', { token, json: { facilitator_url: stack().facilitator.url, facilitator_credential_ref: credential.json.id } });
+    const direct = await callAt(stack().apiUrl, 'PUT', '/v1/settlement/config', {
+      token,
+      json: { facilitator_url: stack().facilitator.url, facilitator_credential_ref: credential.json.id },
+    });
     assert.equal(direct.status, 200, direct.text);
     await until('validBefore to pass', async () => (Date.now() / 1000 > validBefore + 1 ? true : null));
 
-    const resumed = await callAt(stack().apiUrl, 'POST', `/v1/proxy/${agent.json.id}`, { token, body: 'x', headers: { 'content-type': 'text/plain', 'x-payment': header } });
+    const resumed = await callAt(stack().apiUrl, 'POST', `/v1/proxy/${agent.json.id}`, {
+      token,
+      body: 'x',
+      headers: { 'content-type': 'text/plain', 'x-payment': header },
+    });
     assert.equal(resumed.status, 202, resumed.text);
-    const receipt = JSON.parse(Buffer.from(String(resumed.headers['x-payment-response']), 'base64').toString('utf8')) as { transaction: string };
+    const receipt = JSON.parse(
+      Buffer.from(String(resumed.headers['x-payment-response']), 'base64').toString('utf8'),
+    ) as { transaction: string };
     assert.equal(receipt.transaction, answer.json.transaction, 'the transaction of the crashed call');
     await until('the call', async () => (upstream.received.length > before ? true : null));
     assert.equal(upstream.received.length, before + 1);
-    assert.deepEqual(await transfersTo(provider, payTo), [{ hash: answer.json.transaction, value: PRICE }], 'one transfer');
+    assert.deepEqual(
+      await transfersTo(provider, payTo),
+      [{ hash: answer.json.transaction, value: PRICE }],
+      'one transfer',
+    );
     assert.equal(await balanceOf(provider, payer.address), 100_000n - PRICE, 'charged once');
-    assert.equal((await callAt(stack().apiUrl, 'POST', `/v1/proxy/${agent.json.id}`, { token, body: 'x', headers: { 'content-type': 'text/plain', 'x-payment': header } })).status, 402, 'it bought one call');
+    assert.equal(
+      (
+        await callAt(stack().apiUrl, 'POST', `/v1/proxy/${agent.json.id}`, {
+          token,
+          body: 'x',
+          headers: { 'content-type': 'text/plain', 'x-payment': header },
+        })
+      ).status,
+      402,
+      'it bought one call',
+    );
   });
 });

@@ -8,7 +8,15 @@ import type { AddressInfo } from 'node:net';
 import { request as httpsRequest } from 'node:https';
 import { stack } from './support/stack.ts';
 import { callAt, call, uniqueName } from './support/http.ts';
-import { assertEmpty, assertError, clientTlsBundle, expiredBundle, mismatchedBundle, startBrokenGateway, vaultWrite } from './support/catalog.ts';
+import {
+  assertEmpty,
+  assertError,
+  clientTlsBundle,
+  expiredBundle,
+  mismatchedBundle,
+  startBrokenGateway,
+  vaultWrite,
+} from './support/catalog.ts';
 import { loadSettlementClientTls } from '../gateway/settlement/tls.ts';
 
 const FACILITATOR = 'https://facilitator.example.com';
@@ -20,7 +28,12 @@ describe('settlement configuration', () => {
   beforeEach(async () => {
     tenant = `tenant-settle-${uniqueName()}`;
     token = await stack().token(tenant);
-    pemCredential = (await call('POST', '/v1/credentials', { token, json: { name: 'facilitator-cert', auth_type: 'none', source: 'managed', plaintext: clientTlsBundle() } })).json.id;
+    pemCredential = (
+      await call('POST', '/v1/credentials', {
+        token,
+        json: { name: 'facilitator-cert', auth_type: 'none', source: 'managed', plaintext: clientTlsBundle() },
+      })
+    ).json.id;
   });
 
   const put = (json: unknown, as = token) => call('PUT', '/v1/settlement/config', { token: as, json });
@@ -29,12 +42,24 @@ describe('settlement configuration', () => {
     assertError(await call('GET', '/v1/settlement/config', { token }), 404, /not configured/);
     const created = await put({ facilitator_url: FACILITATOR, facilitator_credential_ref: pemCredential });
     assert.equal(created.status, 201, created.text);
-    assert.deepEqual({ ...created.json, created_at: 0, updated_at: 0 }, { tenant_id: tenant, facilitator_url: FACILITATOR, facilitator_credential_ref: pemCredential, created_at: 0, updated_at: 0 });
+    assert.deepEqual(
+      { ...created.json, created_at: 0, updated_at: 0 },
+      {
+        tenant_id: tenant,
+        facilitator_url: FACILITATOR,
+        facilitator_credential_ref: pemCredential,
+        created_at: 0,
+        updated_at: 0,
+      },
+    );
     const got = await call('GET', '/v1/settlement/config', { token });
     assert.equal(got.status, 200);
     assert.deepEqual(got.json, created.json);
 
-    const replaced = await put({ facilitator_url: 'https://127.0.0.1:8443', facilitator_credential_ref: pemCredential });
+    const replaced = await put({
+      facilitator_url: 'https://127.0.0.1:8443',
+      facilitator_credential_ref: pemCredential,
+    });
     assert.equal(replaced.status, 200);
     assert.equal(replaced.json.facilitator_url, 'https://127.0.0.1:8443');
     assert.equal(replaced.json.created_at, created.json.created_at);
@@ -48,13 +73,50 @@ describe('settlement configuration', () => {
   });
 
   it('answers 400 for bodies, URLs and credentials that cannot serve', async () => {
-    const bearer = (await call('POST', '/v1/credentials', { token, json: { name: 'bearer', auth_type: 'bearer', source: 'managed', plaintext: 'just-a-token-value' } })).json.id;
-    const certOnly = (await call('POST', '/v1/credentials', { token, json: { name: 'cert-only', auth_type: 'none', source: 'managed', plaintext: stack().infra.pki.clientCertPem } })).json.id;
-    const keyOnly = (await call('POST', '/v1/credentials', { token, json: { name: 'key-only', auth_type: 'none', source: 'managed', plaintext: stack().infra.pki.clientKeyPem } })).json.id;
-    const mismatched = (await call('POST', '/v1/credentials', { token, json: { name: 'mismatched', auth_type: 'none', source: 'managed', plaintext: mismatchedBundle() } })).json.id;
-    const expired = (await call('POST', '/v1/credentials', { token, json: { name: 'expired', auth_type: 'none', source: 'managed', plaintext: await expiredBundle() } })).json.id;
-    const empty = (await call('POST', '/v1/credentials', { token, json: { name: 'empty', auth_type: 'none', source: 'managed' } })).json.id;
-    const unreadableVault = (await call('POST', '/v1/credentials', { token, json: { name: 'nowhere', auth_type: 'none', source: 'vault', vault_ref: `secret/data/tenants/${tenant}/settle/nowhere#pem` } })).json.id;
+    const bearer = (
+      await call('POST', '/v1/credentials', {
+        token,
+        json: { name: 'bearer', auth_type: 'bearer', source: 'managed', plaintext: 'just-a-token-value' },
+      })
+    ).json.id;
+    const certOnly = (
+      await call('POST', '/v1/credentials', {
+        token,
+        json: { name: 'cert-only', auth_type: 'none', source: 'managed', plaintext: stack().infra.pki.clientCertPem },
+      })
+    ).json.id;
+    const keyOnly = (
+      await call('POST', '/v1/credentials', {
+        token,
+        json: { name: 'key-only', auth_type: 'none', source: 'managed', plaintext: stack().infra.pki.clientKeyPem },
+      })
+    ).json.id;
+    const mismatched = (
+      await call('POST', '/v1/credentials', {
+        token,
+        json: { name: 'mismatched', auth_type: 'none', source: 'managed', plaintext: mismatchedBundle() },
+      })
+    ).json.id;
+    const expired = (
+      await call('POST', '/v1/credentials', {
+        token,
+        json: { name: 'expired', auth_type: 'none', source: 'managed', plaintext: await expiredBundle() },
+      })
+    ).json.id;
+    const empty = (
+      await call('POST', '/v1/credentials', { token, json: { name: 'empty', auth_type: 'none', source: 'managed' } })
+    ).json.id;
+    const unreadableVault = (
+      await call('POST', '/v1/credentials', {
+        token,
+        json: {
+          name: 'nowhere',
+          auth_type: 'none',
+          source: 'vault',
+          vault_ref: `secret/data/tenants/${tenant}/settle/nowhere#pem`,
+        },
+      })
+    ).json.id;
     const cases: Array<[unknown, RegExp]> = [
       [{}, /facilitator_url is required/],
       [{ facilitator_url: FACILITATOR }, /facilitator_credential_ref is required/],
@@ -66,7 +128,10 @@ describe('settlement configuration', () => {
       [{ facilitator_url: 'https://10.0.0.5:8443', facilitator_credential_ref: pemCredential }, /facilitator_url/],
       [{ facilitator_url: 'https://localhost:8443', facilitator_credential_ref: pemCredential }, /facilitator_url/],
       [{ facilitator_url: `${FACILITATOR}/?x=1`, facilitator_credential_ref: pemCredential }, /query/],
-      [{ facilitator_url: FACILITATOR, facilitator_credential_ref: 'cred_0190a0a0-0000-7000-8000-000000000000' }, /does not name a credential/],
+      [
+        { facilitator_url: FACILITATOR, facilitator_credential_ref: 'cred_0190a0a0-0000-7000-8000-000000000000' },
+        /does not name a credential/,
+      ],
       [{ facilitator_url: FACILITATOR, facilitator_credential_ref: 'garbage' }, /does not name a credential/],
       [{ facilitator_url: FACILITATOR, facilitator_credential_ref: bearer }, /no PEM certificate/],
       [{ facilitator_url: FACILITATOR, facilitator_credential_ref: certOnly }, /no unencrypted PEM private key/],
@@ -83,8 +148,15 @@ describe('settlement configuration', () => {
   it('keeps the facilitator credential in use: DELETE is 409, a non-PEM rotation is 400, a PEM one is 200', async () => {
     assert.equal((await put({ facilitator_url: FACILITATOR, facilitator_credential_ref: pemCredential })).status, 201);
     assertError(await call('DELETE', `/v1/credentials/${pemCredential}`, { token }), 409, /referenced/);
-    assertError(await call('PUT', `/v1/credentials/${pemCredential}`, { token, json: { plaintext: 'not a certificate' } }), 400, /facilitator credential/);
-    const rotated = await call('PUT', `/v1/credentials/${pemCredential}`, { token, json: { plaintext: clientTlsBundle() } });
+    assertError(
+      await call('PUT', `/v1/credentials/${pemCredential}`, { token, json: { plaintext: 'not a certificate' } }),
+      400,
+      /facilitator credential/,
+    );
+    const rotated = await call('PUT', `/v1/credentials/${pemCredential}`, {
+      token,
+      json: { plaintext: clientTlsBundle() },
+    });
     assert.equal(rotated.status, 200);
     assert.equal(rotated.json.version, 2);
     assert.equal((await call('DELETE', '/v1/settlement/config', { token })).status, 204);
@@ -94,7 +166,12 @@ describe('settlement configuration', () => {
   it('accepts a facilitator credential kept in OpenBao', async () => {
     const path = `tenants/${tenant}/settle/${uniqueName('pem')}`;
     await vaultWrite(path, { pem: clientTlsBundle() });
-    const vaulted = (await call('POST', '/v1/credentials', { token, json: { name: 'vaulted-cert', auth_type: 'none', source: 'vault', vault_ref: `secret/data/${path}#pem` } })).json.id;
+    const vaulted = (
+      await call('POST', '/v1/credentials', {
+        token,
+        json: { name: 'vaulted-cert', auth_type: 'none', source: 'vault', vault_ref: `secret/data/${path}#pem` },
+      })
+    ).json.id;
     const res = await put({ facilitator_url: FACILITATOR, facilitator_credential_ref: vaulted });
     assert.equal(res.status, 201, res.text);
     const tls = await loadSettlementClientTls(stack(), tenant);
@@ -107,10 +184,19 @@ describe('settlement configuration', () => {
     assert.equal(await loadSettlementClientTls(stack(), tenant), null, 'null while unconfigured');
     const { pki } = stack().infra;
     // A stand-in facilitator that requires a client certificate from the dev CA.
-    const server = createServer({ key: pki.serverKeyPem, cert: pki.serverCertPem, ca: pki.caCertPem, requestCert: true, rejectUnauthorized: true }, (req, res) => {
-      const peer = (req.socket as import('node:tls').TLSSocket).getPeerCertificate();
-      res.end(JSON.stringify({ subject: peer.subject?.CN }));
-    });
+    const server = createServer(
+      {
+        key: pki.serverKeyPem,
+        cert: pki.serverCertPem,
+        ca: pki.caCertPem,
+        requestCert: true,
+        rejectUnauthorized: true,
+      },
+      (req, res) => {
+        const peer = (req.socket as import('node:tls').TLSSocket).getPeerCertificate();
+        res.end(JSON.stringify({ subject: peer.subject?.CN }));
+      },
+    );
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
@@ -121,11 +207,15 @@ describe('settlement configuration', () => {
       assert.equal(tls.certPem.trim(), pki.clientCertPem.trim());
       assert.equal(tls.keyPem.trim(), pki.clientKeyPem.trim());
       const answer = await new Promise<string>((resolve, reject) => {
-        const req = httpsRequest(`${url}/supported`, { cert: tls.certPem, key: tls.keyPem, ca: pki.caCertPem }, (res) => {
-          let body = '';
-          res.on('data', (c) => (body += c));
-          res.on('end', () => resolve(body));
-        });
+        const req = httpsRequest(
+          `${url}/supported`,
+          { cert: tls.certPem, key: tls.keyPem, ca: pki.caCertPem },
+          (res) => {
+            let body = '';
+            res.on('data', (c) => (body += c));
+            res.on('end', () => resolve(body));
+          },
+        );
         req.on('error', reject);
         req.end();
       });
@@ -136,11 +226,18 @@ describe('settlement configuration', () => {
   });
 
   it('answers 401 without a token and 500 with no body when the database is gone', async () => {
-    for (const method of ['GET', 'PUT', 'DELETE']) assertEmpty(await call(method, '/v1/settlement/config', { json: method === 'PUT' ? {} : undefined }), 401);
+    for (const method of ['GET', 'PUT', 'DELETE'])
+      assertEmpty(await call(method, '/v1/settlement/config', { json: method === 'PUT' ? {} : undefined }), 401);
     const broken = await startBrokenGateway();
     try {
       assertEmpty(await callAt(broken.url, 'GET', '/v1/settlement/config', { token }), 500);
-      assertEmpty(await callAt(broken.url, 'PUT', '/v1/settlement/config', { token, json: { facilitator_url: FACILITATOR, facilitator_credential_ref: pemCredential } }), 500);
+      assertEmpty(
+        await callAt(broken.url, 'PUT', '/v1/settlement/config', {
+          token,
+          json: { facilitator_url: FACILITATOR, facilitator_credential_ref: pemCredential },
+        }),
+        500,
+      );
       assertEmpty(await callAt(broken.url, 'DELETE', '/v1/settlement/config', { token }), 500);
     } finally {
       await broken.close();

@@ -10,8 +10,25 @@
 //   until the cancel is sent): success with the transfer's hash, one transaction.
 import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
-import { startFacilitatorStack, spawnFacilitatorWorker, until, type FacilitatorStack, type SpawnedWorker } from './support/facilitator.ts';
-import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
+import {
+  startFacilitatorStack,
+  spawnFacilitatorWorker,
+  until,
+  type FacilitatorStack,
+  type SpawnedWorker,
+} from './support/facilitator.ts';
+import {
+  balanceOf,
+  chainProvider,
+  newAccount,
+  newPayTo,
+  newPayer,
+  requirements,
+  settleBody,
+  signPayment,
+  transfersTo,
+  type TestAccount,
+} from './support/x402.ts';
 import { Transaction, Wallet } from 'ethers';
 import { DEV_ACCOUNTS, tokenContract } from '../scripts/dev/chain.ts';
 import { findSettlement, settlementKey, signedAttempts } from '../facilitator/store.ts';
@@ -43,7 +60,11 @@ describe('settlement durability', function () {
     before(async () => {
       facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
         inProcessWorker: false,
-        overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-durability', FACILITATOR_SETTLE_DEADLINE_MS: '4000', FACILITATOR_INCLUSION_TIMEOUT_MS: '3000' },
+        overrides: {
+          FACILITATOR_TASK_QUEUE: 'facilitator-durability',
+          FACILITATOR_SETTLE_DEADLINE_MS: '4000',
+          FACILITATOR_INCLUSION_TIMEOUT_MS: '3000',
+        },
       });
     });
     after(async () => {
@@ -75,7 +96,11 @@ describe('settlement durability', function () {
       assert.ok(worker, 'the previous test started a worker');
       const payer = await newPayer(1_000_000n);
       const payTo = newPayTo();
-      const payment = await signPayment(payer, { payTo, value: 20_000n, validBefore: Math.floor(Date.now() / 1000) + 300 });
+      const payment = await signPayment(payer, {
+        payTo,
+        value: 20_000n,
+        validBefore: Math.floor(Date.now() / 1000) + 300,
+      });
       const body = settleBody(payment, requirements(payTo, 20_000n));
       const key = keyOf(payer.address, payment.payload.authorization.nonce);
       const nonceBefore = await gasNonce();
@@ -103,10 +128,14 @@ describe('settlement durability', function () {
       worker = spawnFacilitatorWorker(facilitator.env);
       await worker.ready;
       // The same payment again (as the gateway's retry would send it) gets the settled answer.
-      const done = await until('the settled answer', async () => {
-        const res = await gateway.client.post('/settle', body, facilitator.url);
-        return res.status === 200 ? res : null;
-      }, 60_000);
+      const done = await until(
+        'the settled answer',
+        async () => {
+          const res = await gateway.client.post('/settle', body, facilitator.url);
+          return res.status === 200 ? res : null;
+        },
+        60_000,
+      );
       assert.equal(done.json.success, true, JSON.stringify(done.json));
       assert.equal(done.json.transaction, sent.txHash, 'the stored transaction, not a new one');
 
@@ -124,7 +153,11 @@ describe('settlement durability', function () {
     let facilitator: FacilitatorStack;
     before(async () => {
       facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
-        overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-inclusion', FACILITATOR_SETTLE_DEADLINE_MS: '8000', FACILITATOR_INCLUSION_TIMEOUT_MS: '1500' },
+        overrides: {
+          FACILITATOR_TASK_QUEUE: 'facilitator-inclusion',
+          FACILITATOR_SETTLE_DEADLINE_MS: '8000',
+          FACILITATOR_INCLUSION_TIMEOUT_MS: '1500',
+        },
       });
     });
     after(async () => {
@@ -153,7 +186,11 @@ describe('settlement durability', function () {
       assert.ok(attempts.length >= 2, 'the transfer and its cancel');
       assert.equal(isCancelRaw(attempts[0].rawTx), false);
       assert.equal(isCancelRaw(attempts[attempts.length - 1].rawTx), true, 'the latest attempt is the cancel');
-      assert.equal(new Set(attempts.map((a) => Transaction.from(a.rawTx).nonce)).size, 1, 'every attempt at the one gas nonce');
+      assert.equal(
+        new Set(attempts.map((a) => Transaction.from(a.rawTx).nonce)).size,
+        1,
+        'every attempt at the one gas nonce',
+      );
 
       // A retry meanwhile: still 503, no second transaction.
       const retry = await gateway.client.post('/settle', body, facilitator.url);
@@ -163,8 +200,17 @@ describe('settlement durability', function () {
       await provider.send('evm_setAutomine', [true]);
       // The cancel is mined, but the payer's authorization could still be submitted by anyone
       // until validBefore: still not an outcome.
-      await until('the cancel mined', async () => ((await transfersTo(provider, payTo)).length === 0 && (await provider.getTransactionCount(stack().facilitator.gasWallet, 'latest')) > nonceBefore ? true : null));
-      assert.equal((await gateway.client.post('/settle', body, facilitator.url)).status, 503, 'still 503 before validBefore');
+      await until('the cancel mined', async () =>
+        (await transfersTo(provider, payTo)).length === 0 &&
+        (await provider.getTransactionCount(stack().facilitator.gasWallet, 'latest')) > nonceBefore
+          ? true
+          : null,
+      );
+      assert.equal(
+        (await gateway.client.post('/settle', body, facilitator.url)).status,
+        503,
+        'still 503 before validBefore',
+      );
       await until('validBefore to pass', async () => (Date.now() / 1000 > validBefore + 1 ? true : null));
       await provider.send('evm_mine', []);
       const failed = await until('the watcher', async () => {
@@ -176,7 +222,7 @@ describe('settlement durability', function () {
       assert.equal(after.status, 200);
       assert.equal(after.json.success, false);
       assert.equal(after.json.errorReason, 'settlement_failed');
-      assert.equal(after.json.transaction, undefined, 'the cancel is not the payer\'s transaction');
+      assert.equal(after.json.transaction, undefined, "the cancel is not the payer's transaction");
       assert.deepEqual(await transfersTo(provider, payTo), []);
       assert.equal(await balanceOf(provider, payer.address), balanceBefore, 'the payer was not charged');
       assert.equal(await gasNonce(), nonceBefore + 1, 'one transaction at the gas nonce: the cancel');
@@ -193,7 +239,11 @@ describe('settlement durability', function () {
     let facilitator: FacilitatorStack;
     before(async () => {
       facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
-        overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-cancel-then-used', FACILITATOR_SETTLE_DEADLINE_MS: '6000', FACILITATOR_INCLUSION_TIMEOUT_MS: '1500' },
+        overrides: {
+          FACILITATOR_TASK_QUEUE: 'facilitator-cancel-then-used',
+          FACILITATOR_SETTLE_DEADLINE_MS: '6000',
+          FACILITATOR_INCLUSION_TIMEOUT_MS: '1500',
+        },
       });
     });
     after(async () => {
@@ -216,7 +266,9 @@ describe('settlement durability', function () {
       // The signature was public in the pool: a third party submits the authorization itself.
       const submitter = new Wallet(DEV_ACCOUNTS[3].privateKey, provider);
       const a = payment.payload.authorization;
-      const tx = await tokenContract(stack().infra.tokenAddress, submitter)['transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)'](a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, payment.payload.signature);
+      const tx = await tokenContract(stack().infra.tokenAddress, submitter)[
+        'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)'
+      ](a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, payment.payload.signature);
       await tx.wait();
       await until('validBefore to pass', async () => (Date.now() / 1000 > validBefore + 1 ? true : null));
       await provider.send('evm_mine', []);
@@ -253,7 +305,11 @@ describe('settlement durability', function () {
     it('answers success with the transfer when the node had mined it before the cancel', async () => {
       const payer = await newPayer(1_000_000n);
       const payTo = newPayTo();
-      const payment = await signPayment(payer, { payTo, value: 40_000n, validBefore: Math.floor(Date.now() / 1000) + 300 });
+      const payment = await signPayment(payer, {
+        payTo,
+        value: 40_000n,
+        validBefore: Math.floor(Date.now() / 1000) + 300,
+      });
       const body = settleBody(payment, requirements(payTo, 40_000n));
       const key = keyOf(payer.address, payment.payload.authorization.nonce);
       const nonceBefore = await gasNonce();

@@ -18,10 +18,33 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { stack } from './support/stack.ts';
-import { facilitatorEnv, finalRecord, startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
+import {
+  facilitatorEnv,
+  finalRecord,
+  startFacilitatorStack,
+  until,
+  type FacilitatorStack,
+} from './support/facilitator.ts';
 import { startTcpRelay, type TcpRelay } from './support/tcp-relay.ts';
-import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
-import { findSettlement, reserveAndClaim, saveSettleRequest, settlementKey, storedGasNonce } from '../facilitator/store.ts';
+import {
+  balanceOf,
+  chainProvider,
+  newAccount,
+  newPayTo,
+  newPayer,
+  requirements,
+  settleBody,
+  signPayment,
+  transfersTo,
+  type TestAccount,
+} from './support/x402.ts';
+import {
+  findSettlement,
+  reserveAndClaim,
+  saveSettleRequest,
+  settlementKey,
+  storedGasNonce,
+} from '../facilitator/store.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
 import { createChainProvider } from '../facilitator/chain.ts';
@@ -41,7 +64,12 @@ describe('settlement outbox', function () {
     gateway = await newAccount('outbox-gateway');
     relay = await startTcpRelay(stack().infra.temporalAddress);
     facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
-      overrides: { TEMPORAL_ADDRESS: relay.address, FACILITATOR_TASK_QUEUE: 'facilitator-outbox', FACILITATOR_SWEEP_EVERY_MS: '200', FACILITATOR_SWEEP_AFTER_MS: '500' },
+      overrides: {
+        TEMPORAL_ADDRESS: relay.address,
+        FACILITATOR_TASK_QUEUE: 'facilitator-outbox',
+        FACILITATOR_SWEEP_EVERY_MS: '200',
+        FACILITATOR_SWEEP_AFTER_MS: '500',
+      },
     });
   });
   after(async () => {
@@ -55,14 +83,23 @@ describe('settlement outbox', function () {
   const keyOf = (payer: string, nonce: string) => settlementKey(8453, stack().infra.tokenAddress, payer, nonce);
   const gasNonce = () => provider.getTransactionCount(stack().facilitator.gasWallet, 'latest');
   const startedAt = async (key: string) =>
-    (await facilitator.pool.query<{ workflow_started_at: Date | null }>('select workflow_started_at from settle_requests where settlement_key = $1', [key])).rows[0]?.workflow_started_at ?? null;
+    (
+      await facilitator.pool.query<{ workflow_started_at: Date | null }>(
+        'select workflow_started_at from settle_requests where settlement_key = $1',
+        [key],
+      )
+    ).rows[0]?.workflow_started_at ?? null;
   /** The workflow's result, once the sweeper has started it and it has run (read on the shared stack's client). */
   const workflowResult = (key: string) =>
-    until('the settlement workflow', async () => {
-      const handle = stack().temporal.workflow.getHandle(key);
-      const described = await handle.describe().catch(() => null);
-      return described?.status.name === 'COMPLETED' ? ((await handle.result()) as SettlementOutcome) : null;
-    }, 60_000);
+    until(
+      'the settlement workflow',
+      async () => {
+        const handle = stack().temporal.workflow.getHandle(key);
+        const described = await handle.describe().catch(() => null);
+        return described?.status.name === 'COMPLETED' ? ((await handle.result()) as SettlementOutcome) : null;
+      },
+      60_000,
+    );
 
   it('Temporal unreachable: /settle settles once from the outbox, and the sweeper creates its workflow once Temporal is back', async () => {
     const payer = await newPayer(1_000_000n);
@@ -111,11 +148,22 @@ describe('settlement outbox', function () {
     const config = facilitator.config;
     const chain = createChainProvider(config.chainRpcUrl, config.domain.chainId);
     try {
-      const deps = { pool: facilitator.pool, provider: chain, signer: await loadKeystoreSigner(config), fees: createFeeOracle(chain), config };
+      const deps = {
+        pool: facilitator.pool,
+        provider: chain,
+        signer: await loadKeystoreSigner(config),
+        fees: createFeeOracle(chain),
+        config,
+      };
       assert.equal(await saveSettleRequest(facilitator.pool, key, gateway.account.id, request), true);
       const checked = await reverify(deps, request);
       assert.ok(checked.ok);
-      const presigned = await presign(deps, request, checked.gas, await storedGasNonce(facilitator.pool, deps.signer.address, config.domain.chainId));
+      const presigned = await presign(
+        deps,
+        request,
+        checked.gas,
+        await storedGasNonce(facilitator.pool, deps.signer.address, config.domain.chainId),
+      );
       const claimed = await reserveAndClaim(facilitator.pool, {
         key,
         account: gateway.account,
@@ -128,7 +176,10 @@ describe('settlement outbox', function () {
         gasAtRiskWei: checked.gas.gasLimit * checked.gas.maxFeePerGas,
         presigned,
       });
-      assert.ok('claimed' in claimed && claimed.claimed.status === 'signed' && claimed.claimed.txHash === presigned.hash, 'claimed with its bytes');
+      assert.ok(
+        'claimed' in claimed && claimed.claimed.status === 'signed' && claimed.claimed.txHash === presigned.hash,
+        'claimed with its bytes',
+      );
     } finally {
       chain.destroy();
     }
@@ -151,15 +202,28 @@ describe('settlement outbox', function () {
   it('the facilitator process SIGKILLed mid-broadcast before its workflow exists: after a restart, exactly one transaction, with the stored hash', async () => {
     const payer = await newPayer(1_000_000n);
     const payTo = newPayTo();
-    const payment = await signPayment(payer, { payTo, value: 60_000n, validBefore: Math.floor(Date.now() / 1000) + 300 });
+    const payment = await signPayment(payer, {
+      payTo,
+      value: 60_000n,
+      validBefore: Math.floor(Date.now() / 1000) + 300,
+    });
     const body = settleBody(payment, requirements(payTo, 60_000n));
     const key = keyOf(payer.address, payment.payload.authorization.nonce);
     const nonceBefore = await gasNonce();
-    const overrides = { FACILITATOR_TASK_QUEUE: 'facilitator-outbox-kill', FACILITATOR_SWEEP_EVERY_MS: '200', FACILITATOR_SWEEP_AFTER_MS: '500' };
+    const overrides = {
+      FACILITATOR_TASK_QUEUE: 'facilitator-outbox-kill',
+      FACILITATOR_SWEEP_EVERY_MS: '200',
+      FACILITATOR_SWEEP_AFTER_MS: '500',
+    };
 
     // As npm start runs it: one process, HTTPS and the embedded worker.
     const child = spawn(process.execPath, ['facilitator/main.ts'], {
-      env: { ...process.env, ...facilitatorEnv(stack().infra, overrides), FACILITATOR_METRICS_PORT: '0', LOG_LEVEL: 'info' },
+      env: {
+        ...process.env,
+        ...facilitatorEnv(stack().infra, overrides),
+        FACILITATOR_METRICS_PORT: '0',
+        LOG_LEVEL: 'info',
+      },
       stdio: ['ignore', 'pipe', 'ignore'],
     });
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

@@ -31,12 +31,18 @@ describe('settlement workflow replay', function () {
     const payer = await newPayer(1_000_000n);
     await record('settlement-settled', async () => {
       const payment = await signPayment(payer, { payTo, value: 1_000n });
-      assert.equal((await account.client.post('/settle', settleBody(payment, requirements(payTo, 1_000n)))).json.success, true);
+      assert.equal(
+        (await account.client.post('/settle', settleBody(payment, requirements(payTo, 1_000n)))).json.success,
+        true,
+      );
       return { payer: payer.address, nonce: payment.payload.authorization.nonce };
     });
     await record('settlement-rejected', async () => {
       const payment = await signPayment(payer, { payTo: newPayTo(), value: 1_000n });
-      assert.equal((await account.client.post('/settle', settleBody(payment, requirements(payTo, 1_000n)))).json.success, false);
+      assert.equal(
+        (await account.client.post('/settle', settleBody(payment, requirements(payTo, 1_000n)))).json.success,
+        false,
+      );
       return { payer: payer.address, nonce: payment.payload.authorization.nonce };
     });
     await record('settlement-guardrail', async () => {

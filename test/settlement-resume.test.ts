@@ -9,7 +9,18 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { stack } from './support/stack.ts';
-import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
+import {
+  balanceOf,
+  chainProvider,
+  newAccount,
+  newPayTo,
+  newPayer,
+  requirements,
+  settleBody,
+  signPayment,
+  transfersTo,
+  type TestAccount,
+} from './support/x402.ts';
 import { reserveAndClaim, settlementKey } from '../facilitator/store.ts';
 import { finalRecord } from './support/facilitator.ts';
 
@@ -45,7 +56,10 @@ describe('a settlement claimed before a crash', function () {
       defaults: stack().facilitator.config.guardrails,
       gasAtRiskWei: 0n,
     });
-    assert.ok('claimed' in claimed && claimed.claimed.status === 'claimed' && !claimed.claimed.rawTx, 'claimed, nothing signed');
+    assert.ok(
+      'claimed' in claimed && claimed.claimed.status === 'claimed' && !claimed.claimed.rawTx,
+      'claimed, nothing signed',
+    );
 
     const res = await account.client.post('/settle', settleBody(payment, requirements(payTo, value)));
     assert.equal(res.status, 200, JSON.stringify(res.json));
@@ -53,7 +67,10 @@ describe('a settlement claimed before a crash', function () {
     assert.deepEqual(await transfersTo(provider, payTo), [{ hash: res.json.transaction, value }]);
     assert.equal(await balanceOf(provider, payTo), value);
     assert.equal((await finalRecord(stack().facilitator.pool, key)).status, 'settled');
-    const { rows } = await stack().facilitator.pool.query<{ reserved: string }>('select reserved::text from daily_usage where account_id = $1', [account.account.id]);
+    const { rows } = await stack().facilitator.pool.query<{ reserved: string }>(
+      'select reserved::text from daily_usage where account_id = $1',
+      [account.account.id],
+    );
     assert.deepEqual(rows, [{ reserved: String(value) }], 'reserved once');
   });
 });

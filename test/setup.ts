@@ -7,7 +7,17 @@ export const mochaHooks = {
     this.timeout(240_000);
     // Keep the SDK's own logs out of the test report unless asked for.
     if (!process.env.TEST_VERBOSE) {
-      Runtime.install({ logger: { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined }, telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
+      Runtime.install({
+        logger: {
+          log: () => undefined,
+          trace: () => undefined,
+          debug: () => undefined,
+          info: () => undefined,
+          warn: () => undefined,
+          error: () => undefined,
+        },
+        telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } },
+      });
     }
     await startStack();
   },

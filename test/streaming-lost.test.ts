@@ -28,7 +28,11 @@ describe('proxy: an API process lost mid-stream', function () {
     try {
       const token = await stack().token(`tenant-lost-${randomUUID()}`);
       const agentId = await createAgent(token, { upstream_url: up.url });
-      const res = await request(`${api.url}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'x' });
+      const res = await request(`${api.url}/v1/proxy/${agentId}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+        body: 'x',
+      });
       assert.equal(res.statusCode, 200);
       const invocationId = String(res.headers['x-gateway-invocation-id']);
       const reader = res.body[Symbol.asyncIterator]();
@@ -38,7 +42,11 @@ describe('proxy: an API process lost mid-stream', function () {
       // Another process, still alive, mid-stream too.
       const other = await startApiProcess();
       live = other.child;
-      const res2 = await request(`${other.url}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'x' });
+      const res2 = await request(`${other.url}/v1/proxy/${agentId}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+        body: 'x',
+      });
       const liveId = String(res2.headers['x-gateway-invocation-id']);
       res2.body.on('error', () => undefined);
       await res2.body[Symbol.asyncIterator]().next();
@@ -59,7 +67,11 @@ describe('proxy: an API process lost mid-stream', function () {
       assert.equal(row.status, 'failed');
       assert.equal(row.errorClass, 'gateway_lost');
       assert.ok(row.completedAt);
-      assert.equal((await waitForRow(liveId, (r) => r.status === 'running')).status, 'running', 'the live process’s row is not touched');
+      assert.equal(
+        (await waitForRow(liveId, (r) => r.status === 'running')).status,
+        'running',
+        'the live process’s row is not touched',
+      );
     } finally {
       api.child.kill('SIGKILL');
       live?.kill('SIGTERM');
@@ -79,11 +91,20 @@ describe('proxy: an API process lost mid-stream', function () {
     try {
       const token = await stack().token(`tenant-lost-${randomUUID()}`);
       const agentId = await createAgent(token, { upstream_url: up.url });
-      const res = await request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'x' });
+      const res = await request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+        body: 'x',
+      });
       const invocationId = String(res.headers['x-gateway-invocation-id']);
       await waitForRow(invocationId, (r) => r.status === 'running');
       // What a sweep does while this process's row connection is briefly broken.
-      await stack().orm.em.getConnection().execute(`update invocations set status = 'failed', error_class = 'gateway_lost', completed_at = now() where id = ?`, [invocationId]);
+      await stack()
+        .orm.em.getConnection()
+        .execute(
+          `update invocations set status = 'failed', error_class = 'gateway_lost', completed_at = now() where id = ?`,
+          [invocationId],
+        );
       release();
       assert.match(await res.body.text(), /first chunk\nlast chunk/);
       const row = await waitForRow(invocationId, (r) => r.status === 'succeeded');
@@ -91,7 +112,11 @@ describe('proxy: an API process lost mid-stream', function () {
       assert.equal(row.errorClass, null);
       // The rollup took the guess back out: it holds what a rebuild from the rows gives.
       const conn = stack().orm.em.getConnection();
-      const rollup = () => conn.execute(`select agent_id, bucket_start, count, errors, by_error_class, latency, ttft from analytics_hourly where tenant_id = ? order by bucket_start`, [row.tenantId]);
+      const rollup = () =>
+        conn.execute(
+          `select agent_id, bucket_start, count, errors, by_error_class, latency, ttft from analytics_hourly where tenant_id = ? order by bucket_start`,
+          [row.tenantId],
+        );
       const folded = await rollup();
       assert.equal(Number(folded[0].count), 1);
       assert.equal(Number(folded[0].errors), 0);

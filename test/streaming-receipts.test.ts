@@ -9,7 +9,14 @@ import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { call } from './support/http.ts';
-import { createAgent, invocationRow, rawUpstream, readAll, waitForRow, type RawUpstream } from './support/proxy-helpers.ts';
+import {
+  createAgent,
+  invocationRow,
+  rawUpstream,
+  readAll,
+  waitForRow,
+  type RawUpstream,
+} from './support/proxy-helpers.ts';
 import { verifyReceipt } from '../gateway/receipts/receipt.ts';
 import { createInvocationRecorder, type StartedRow } from '../api/proxy/records.ts';
 
@@ -82,7 +89,11 @@ describe('streaming receipts and row writes', () => {
     });
     try {
       const agentId = await createAgent(token, { upstream_url: broken.url, emit_receipts: true });
-      const res = await request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'abc' });
+      const res = await request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+        body: 'abc',
+      });
       await res.body.dump().catch(() => undefined);
       const invocationId = String(res.headers['x-gateway-invocation-id']);
       const receipt = await receiptOf(token, invocationId);
@@ -97,7 +108,11 @@ describe('streaming receipts and row writes', () => {
 
   it('issues no receipt for an agent without emit_receipts', async () => {
     const agentId = await createAgent(token, { upstream_url: up.url });
-    const res = await request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'q' });
+    const res = await request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+      body: 'q',
+    });
     await res.body.dump();
     const invocationId = String(res.headers['x-gateway-invocation-id']);
     await waitForRow(invocationId);
@@ -135,7 +150,14 @@ describe('streaming receipts and row writes', () => {
       paymentTransaction: null,
       createdAt: new Date(),
     });
-    const completion = { status: 'succeeded' as const, upstreamStatus: 200, errorClass: null, latencyMs: 3, ttftMs: 1, responseContentType: 'text/plain' };
+    const completion = {
+      status: 'succeeded' as const,
+      upstreamStatus: 200,
+      errorClass: null,
+      latencyMs: 3,
+      ttftMs: 1,
+      responseContentType: 'text/plain',
+    };
 
     it('writes a batch that one bad row breaks row by row: the other rows are kept', async () => {
       const recorder = createInvocationRecorder(stack().orm);
@@ -144,9 +166,17 @@ describe('streaming receipts and row writes', () => {
       // A row without a tenant is refused as such (NOT NULL), whatever the batch.
       const bad = { ...started(), tenantId: null as unknown as string };
       // The first row goes at once; the rest queue behind it and go as one batch.
-      const writes = [first, good[0], bad, good[1], good[2]].map((row) => recorder.start(row).then(() => 'ok', (err: Error) => err));
+      const writes = [first, good[0], bad, good[1], good[2]].map((row) =>
+        recorder.start(row).then(
+          () => 'ok',
+          (err: Error) => err,
+        ),
+      );
       const results = await Promise.all(writes);
-      assert.deepEqual(results.map((r) => r === 'ok'), [true, true, false, true, true]);
+      assert.deepEqual(
+        results.map((r) => r === 'ok'),
+        [true, true, false, true, true],
+      );
       for (const row of [first, ...good]) assert.equal((await invocationRow(row.id))?.status, 'running', row.id);
       assert.equal(await invocationRow(bad.id), null);
     });
@@ -162,7 +192,11 @@ describe('streaming receipts and row writes', () => {
 
       // Start and completion queued together (behind a write in flight) become one terminal row.
       const other = started();
-      const both = [recorder.start(started()), recorder.start(other), recorder.complete({ ...other, ...completion, completedAt: new Date() })];
+      const both = [
+        recorder.start(started()),
+        recorder.start(other),
+        recorder.complete({ ...other, ...completion, completedAt: new Date() }),
+      ];
       await Promise.all(both);
       assert.equal((await invocationRow(other.id))?.status, 'succeeded');
     });
@@ -171,7 +205,10 @@ describe('streaming receipts and row writes', () => {
       const recorder = createInvocationRecorder(stack().orm);
       const running = started();
       const finished = started();
-      const writes = [recorder.start(running), recorder.complete({ ...finished, ...completion, completedAt: new Date() })];
+      const writes = [
+        recorder.start(running),
+        recorder.complete({ ...finished, ...completion, completedAt: new Date() }),
+      ];
       await recorder.close();
       await Promise.all(writes);
       assert.equal((await invocationRow(running.id))?.status, 'running');

@@ -13,8 +13,19 @@ import { AgentSchema } from '../gateway/db/entities.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function stream(token: string, agentId: string, body: string | Buffer | Readable = 'x', headers: Record<string, string> = {}, signal?: AbortSignal) {
-  return request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}`, ...headers }, body, signal });
+function stream(
+  token: string,
+  agentId: string,
+  body: string | Buffer | Readable = 'x',
+  headers: Record<string, string> = {},
+  signal?: AbortSignal,
+) {
+  return request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, ...headers },
+    body,
+    signal,
+  });
 }
 
 describe('proxy: streaming invocations', () => {
@@ -47,12 +58,24 @@ describe('proxy: streaming invocations', () => {
     });
     try {
       const agentId = await createAgent(token, { upstream_url: up.url });
-      const res = await stream(token, agentId, 'hello', { 'x-request-id': 'stream-rid-1', 'x-gateway-model': 'm-1', 'content-type': 'text/plain' });
+      const res = await stream(token, agentId, 'hello', {
+        'x-request-id': 'stream-rid-1',
+        'x-gateway-model': 'm-1',
+        'content-type': 'text/plain',
+      });
       assert.equal(res.statusCode, 201);
       assert.equal(res.headers['x-upstream'], 'yes');
       assert.equal(res.headers['x-hop'], undefined);
       assert.equal(res.headers['cache-control'], 'no-store');
-      for (const name of ['set-cookie', 'alt-svc', 'clear-site-data', 'strict-transport-security', 'access-control-allow-origin', 'access-control-allow-credentials', 'service-worker-allowed']) {
+      for (const name of [
+        'set-cookie',
+        'alt-svc',
+        'clear-site-data',
+        'strict-transport-security',
+        'access-control-allow-origin',
+        'access-control-allow-credentials',
+        'service-worker-allowed',
+      ]) {
         assert.equal(res.headers[name], undefined, name);
       }
       assert.equal(res.headers['x-request-id'], 'stream-rid-1');
@@ -79,21 +102,35 @@ describe('proxy: streaming invocations', () => {
     const up = await rawUpstream((req, res) => void readAll(req).then(() => res.end('ok')));
     try {
       const agentId = await createAgent(token, { upstream_url: up.url });
-      const res = await nodeRequest('POST', `/v1/proxy/${agentId}/stream`, {
-        authorization: `Bearer ${token}`,
-        cookie: 'c=1',
-        'proxy-authorization': 'Basic x',
-        'x-payment': 'not-a-payment',
-        'x-gateway-model': 'm',
-        connection: 'x-hop',
-        'x-hop': '1',
-        'x-forwarded-for': '10.0.0.1',
-        'x-custom': 'kept',
-      }, 'b');
+      const res = await nodeRequest(
+        'POST',
+        `/v1/proxy/${agentId}/stream`,
+        {
+          authorization: `Bearer ${token}`,
+          cookie: 'c=1',
+          'proxy-authorization': 'Basic x',
+          'x-payment': 'not-a-payment',
+          'x-gateway-model': 'm',
+          connection: 'x-hop',
+          'x-hop': '1',
+          'x-forwarded-for': '10.0.0.1',
+          'x-custom': 'kept',
+        },
+        'b',
+      );
       // An unpriced agent ignores X-PAYMENT; the call passes.
       assert.equal(res.status, 200);
       const seen = up.hits[0].headers;
-      for (const blocked of ['authorization', 'cookie', 'proxy-authorization', 'x-payment', 'x-gateway-model', 'x-hop', 'x-forwarded-for']) assert.equal(seen[blocked], undefined, blocked);
+      for (const blocked of [
+        'authorization',
+        'cookie',
+        'proxy-authorization',
+        'x-payment',
+        'x-gateway-model',
+        'x-hop',
+        'x-forwarded-for',
+      ])
+        assert.equal(seen[blocked], undefined, blocked);
       assert.equal(seen['x-custom'], 'kept');
       assert.ok(seen['x-request-id']);
     } finally {
@@ -167,7 +204,16 @@ describe('proxy: streaming invocations', () => {
 
   it('pipes the request body up unchanged, with or without Content-Length', async () => {
     const up = await rawUpstream((req, res) => {
-      void readAll(req).then((body) => res.end(JSON.stringify({ len: body.length, te: req.headers['transfer-encoding'] ?? null, cl: req.headers['content-length'] ?? null, sum: body.reduce((a, b) => (a + b) % 65521, 0) })));
+      void readAll(req).then((body) =>
+        res.end(
+          JSON.stringify({
+            len: body.length,
+            te: req.headers['transfer-encoding'] ?? null,
+            cl: req.headers['content-length'] ?? null,
+            sum: body.reduce((a, b) => (a + b) % 65521, 0),
+          }),
+        ),
+      );
     });
     try {
       const agentId = await createAgent(token, { upstream_url: up.url });
@@ -175,7 +221,9 @@ describe('proxy: streaming invocations', () => {
       const sum = payload.reduce((a, b) => (a + b) % 65521, 0);
       const withLength = await (await stream(token, agentId, payload)).body.json();
       assert.deepEqual(withLength, { len: payload.length, te: null, cl: String(payload.length), sum });
-      const chunked = await (await stream(token, agentId, Readable.from([payload.subarray(0, 1000), payload.subarray(1000)]))).body.json();
+      const chunked = await (
+        await stream(token, agentId, Readable.from([payload.subarray(0, 1000), payload.subarray(1000)]))
+      ).body.json();
       assert.deepEqual(chunked, { len: payload.length, te: 'chunked', cl: null, sum });
     } finally {
       await up.close();
@@ -191,18 +239,26 @@ describe('proxy: streaming invocations', () => {
         chunks.push(chunk);
         if (Buffer.concat(chunks).toString().startsWith('first-half;')) firstPartSeen();
       });
-      req.on('end', () => res.end(JSON.stringify({ body: Buffer.concat(chunks).toString(), cl: req.headers['content-length'] ?? null })));
+      req.on('end', () =>
+        res.end(JSON.stringify({ body: Buffer.concat(chunks).toString(), cl: req.headers['content-length'] ?? null })),
+      );
     });
     try {
       const agentId = await createAgent(token, { upstream_url: up.url });
       // Whole on arrival (headers and body in one write): forwarded with its length.
-      assert.deepEqual(await (await stream(token, agentId, 'small and whole')).body.json(), { body: 'small and whole', cl: '15' });
+      assert.deepEqual(await (await stream(token, agentId, 'small and whole')).body.json(), {
+        body: 'small and whole',
+        cl: '15',
+      });
       // Content-Length declared, but only half sent: the gateway must forward what it has, not
       // wait for the rest (the caller sends the second half only once the upstream saw the first).
       const body = new Readable({ read() {} });
       const pending = stream(token, agentId, body, { 'content-length': String('first-half;second-half'.length) });
       body.push('first-half;');
-      await Promise.race([seen, sleep(5_000).then(() => assert.fail('the upstream never saw the first half before the rest was sent'))]);
+      await Promise.race([
+        seen,
+        sleep(5_000).then(() => assert.fail('the upstream never saw the first half before the rest was sent')),
+      ]);
       body.push('second-half');
       body.push(null);
       assert.deepEqual(await (await pending).body.json(), { body: 'first-half;second-half', cl: '22' });
@@ -295,7 +351,10 @@ describe('proxy: streaming invocations', () => {
       const it = res.body[Symbol.asyncIterator]();
       await it.next();
       ac.abort();
-      await Promise.race([closed, sleep(3000).then(() => assert.fail('upstream connection still open 3 s after the caller left'))]);
+      await Promise.race([
+        closed,
+        sleep(3000).then(() => assert.fail('upstream connection still open 3 s after the caller left')),
+      ]);
       const row = await waitForRow(invocationId);
       assert.equal(row.status, 'failed');
       assert.equal(row.errorClass, 'caller_aborted');
@@ -380,7 +439,15 @@ describe('proxy: streaming invocations', () => {
       const agentId = await createAgent(token, { upstream_url: up.url });
       assert.equal((await stream(token, agentId, 'x', { 'x-gateway-model': 'm'.repeat(257) })).statusCode, 400);
 
-      const priced = await createAgent(token, { upstream_url: up.url, pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: '0x000000000000000000000000000000000000dEaD' } });
+      const priced = await createAgent(token, {
+        upstream_url: up.url,
+        pricing: {
+          amount: '1000',
+          asset: 'USDC',
+          network: 'base',
+          pay_to: '0x000000000000000000000000000000000000dEaD',
+        },
+      });
       const challenge = await stream(token, priced);
       assert.equal(challenge.statusCode, 402);
       await challenge.body.dump();

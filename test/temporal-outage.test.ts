@@ -33,7 +33,10 @@ type Gateway = { url: string; temporal: Client; close(): Promise<void> };
 
 async function gatewayOn(temporalAddress: string, taskQueue = stack().config.temporal.taskQueue): Promise<Gateway> {
   const temporal = await connectClient(temporalAddress, stack().config.temporal.namespace);
-  const config: GatewayConfig = { ...stack().config, temporal: { ...stack().config.temporal, address: temporalAddress, taskQueue } };
+  const config: GatewayConfig = {
+    ...stack().config,
+    temporal: { ...stack().config.temporal, address: temporalAddress, taskQueue },
+  };
   const server: Server = await startGateway(config, stack().orm, temporal, createLogger('api', 'silent'));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
@@ -61,15 +64,31 @@ describe('transactional calls while Temporal is unreachable', function () {
 
   const invoke = async (gateway: Gateway, agentId: string, requestId: string) => {
     const t0 = performance.now();
-    const reply = await callAt(gateway.url, 'POST', `/v1/proxy/${agentId}`, { token, body: requestId, headers: { 'content-type': 'text/plain', 'x-request-id': requestId } });
+    const reply = await callAt(gateway.url, 'POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: requestId,
+      headers: { 'content-type': 'text/plain', 'x-request-id': requestId },
+    });
     return { ...reply, ms: performance.now() - t0 };
   };
-  const rowsOf = (agentId: string) => stack().orm.em.getConnection().execute<Array<{ id: string; request_id: string; status: string }>>('select id, request_id, status from invocations where agent_id = ? order by created_at', [agentId]);
+  const rowsOf = (agentId: string) =>
+    stack()
+      .orm.em.getConnection()
+      .execute<Array<{ id: string; request_id: string; status: string }>>(
+        'select id, request_id, status from invocations where agent_id = ? order by created_at',
+        [agentId],
+      );
 
   it('answers 503 with Retry-After within the start deadline, then at once, leaving nothing; accepts again once Temporal is back', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'gw-outage-'));
     const port = await freePort();
-    const devServer = () => startTemporalDevServer({ binary: ensureTool('temporal'), dbFile: join(dir, 'temporal.db'), port, namespace: stack().config.temporal.namespace });
+    const devServer = () =>
+      startTemporalDevServer({
+        binary: ensureTool('temporal'),
+        dbFile: join(dir, 'temporal.db'),
+        port,
+        namespace: stack().config.temporal.namespace,
+      });
     let server: DevServer = await devServer();
     const gateway = await gatewayOn(server.address);
     const agentId = await createAgent(token, { upstream_url: upstream.url });
@@ -82,13 +101,20 @@ describe('transactional calls while Temporal is unreachable', function () {
       assert.equal(first.status, 503, first.text);
       assert.deepEqual(first.json, { error: 'service temporarily unavailable' });
       assert.equal(first.headers['retry-after'], '1');
-      assert.ok(first.ms < START_DEADLINE_MS + 1_000, `the first call during the outage took ${first.ms.toFixed(0)} ms`);
+      assert.ok(
+        first.ms < START_DEADLINE_MS + 1_000,
+        `the first call during the outage took ${first.ms.toFixed(0)} ms`,
+      );
       // The channel is known down now: no wait at all.
       const second = await invoke(gateway, agentId, 'during-2');
       assert.equal(second.status, 503, second.text);
       assert.ok(second.ms < 500, `a call while Temporal is known down took ${second.ms.toFixed(0)} ms`);
 
-      assert.deepEqual((await rowsOf(agentId)).map((r) => r.request_id), ['before'], 'a 503 leaves no row');
+      assert.deepEqual(
+        (await rowsOf(agentId)).map((r) => r.request_id),
+        ['before'],
+        'a 503 leaves no row',
+      );
       assert.equal(upstream.received.length, 0, 'nothing sent (no worker serves this dev server)');
 
       server = await devServer();
@@ -101,7 +127,10 @@ describe('transactional calls while Temporal is unreachable', function () {
       assert.equal(after.status, 202, after.text);
       const acceptedAfterMs = performance.now() - backAt;
       assert.ok(acceptedAfterMs < 5_000, `accepted again ${acceptedAfterMs.toFixed(0)} ms after Temporal was back`);
-      assert.deepEqual((await rowsOf(agentId)).map((r) => r.request_id), ['before', 'after']);
+      assert.deepEqual(
+        (await rowsOf(agentId)).map((r) => r.request_id),
+        ['before', 'after'],
+      );
     } finally {
       await gateway.close();
       await server.stop();
@@ -152,13 +181,22 @@ describe('transactional calls while Temporal is unreachable', function () {
         assert.deepEqual(await rowsOf(agentId), [], 'no row left');
         // The route's terminate travels the same one-way relay: it reaches the server too.
         let ids: string[] = [];
-        for (const deadline = Date.now() + 15_000; ids.length === 0 && Date.now() < deadline; await new Promise((r) => setTimeout(r, 200))) {
+        for (
+          const deadline = Date.now() + 15_000;
+          ids.length === 0 && Date.now() < deadline;
+          await new Promise((r) => setTimeout(r, 200))
+        ) {
           ids = [];
-          for await (const execution of stack().temporal.workflow.list({ query: `AgentId = '${agentId}'` })) ids.push(execution.workflowId);
+          for await (const execution of stack().temporal.workflow.list({ query: `AgentId = '${agentId}'` }))
+            ids.push(execution.workflowId);
         }
         assert.equal(ids.length, 1, 'the start did reach the server');
         let status = '';
-        for (const deadline = Date.now() + 15_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
+        for (
+          const deadline = Date.now() + 15_000;
+          Date.now() < deadline;
+          await new Promise((r) => setTimeout(r, 100))
+        ) {
           status = (await stack().temporal.workflow.getHandle(ids[0]).describe()).status.name;
           if (status === 'TERMINATED') break;
         }

@@ -27,16 +27,30 @@ import { createLogger } from '../lib/log.ts';
 import { callAt } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 
-async function startTlsTerminator(pki: DevPki, target: string): Promise<{ address: string; handshakes: number; close(): void }> {
+async function startTlsTerminator(
+  pki: DevPki,
+  target: string,
+): Promise<{ address: string; handshakes: number; close(): void }> {
   const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
   const state = { handshakes: 0 };
   const server: TlsServer = createTlsServer(
-    { cert: pki.serverCertPem, key: pki.serverKeyPem, ca: pki.caCertPem, requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'] },
+    {
+      cert: pki.serverCertPem,
+      key: pki.serverKeyPem,
+      ca: pki.caCertPem,
+      requestCert: true,
+      rejectUnauthorized: true,
+      ALPNProtocols: ['h2'],
+    },
     (client) => {
       state.handshakes += 1;
       const upstream = netConnect(port, host);
       client.pipe(upstream).pipe(client);
-      for (const s of [client, upstream]) s.on('error', () => { client.destroy(); upstream.destroy(); });
+      for (const s of [client, upstream])
+        s.on('error', () => {
+          client.destroy();
+          upstream.destroy();
+        });
     },
   );
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -58,7 +72,13 @@ describe('Temporal over mutual TLS, on a namespace without the search attributes
 
   before(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'temporal-tls-'));
-    dev = await startTemporalDevServer({ binary: ensureTool('temporal'), dbFile: join(dir, 'temporal.db'), port: await freePort(), namespace: 'default', searchAttributes: false });
+    dev = await startTemporalDevServer({
+      binary: ensureTool('temporal'),
+      dbFile: join(dir, 'temporal.db'),
+      port: await freePort(),
+      namespace: 'default',
+      searchAttributes: false,
+    });
     cleanups.push(() => dev.stop());
     pki = await ensureDevPki(join(dir, 'pki'));
     tls = await startTlsTerminator(pki, dev.address);
@@ -117,19 +137,27 @@ describe('Temporal over mutual TLS, on a namespace without the search attributes
   });
 
   it('registers the missing search attributes at start, and a second (racing) start finds them there', async () => {
-    assert.deepEqual(Object.keys(await customAttributes()).filter((n) => ALL_SEARCH_ATTRIBUTES.some((k) => k.name === n)), []);
+    assert.deepEqual(
+      Object.keys(await customAttributes()).filter((n) => ALL_SEARCH_ATTRIBUTES.some((k) => k.name === n)),
+      [],
+    );
     const config = loadGatewayConfig(tlsEnvironment());
     const handshakesBefore = tls.handshakes;
-    const [a, b] = await Promise.all([0, 1].map(async () => {
-      const c = await Connection.connect({ ...config.temporal.connection });
-      try {
-        return await ensureSearchAttributes(c, 'default');
-      } finally {
-        await c.close();
-      }
-    }));
+    const [a, b] = await Promise.all(
+      [0, 1].map(async () => {
+        const c = await Connection.connect({ ...config.temporal.connection });
+        try {
+          return await ensureSearchAttributes(c, 'default');
+        } finally {
+          await c.close();
+        }
+      }),
+    );
     assert.ok(tls.handshakes > handshakesBefore, 'the calls went through the TLS endpoint');
-    assert.ok(a.length + b.length >= ALL_SEARCH_ATTRIBUTES.length, 'between them, the two starts registered every attribute');
+    assert.ok(
+      a.length + b.length >= ALL_SEARCH_ATTRIBUTES.length,
+      'between them, the two starts registered every attribute',
+    );
     const now = await customAttributes();
     for (const key of ALL_SEARCH_ATTRIBUTES) assert.ok(now[key.name] !== undefined, `${key.name} registered`);
     const c = await Connection.connect({ ...config.temporal.connection });
@@ -155,11 +183,20 @@ describe('Temporal over mutual TLS, on a namespace without the search attributes
     const client = await connectClient(config.temporal.connection, config.temporal.namespace);
     cleanups.push(() => client.connection.close());
     const server: Server = await startGateway(config, s.orm, client, createLogger('api', 'silent'));
-    cleanups.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+    cleanups.push(
+      () =>
+        new Promise((r) => {
+          server.closeAllConnections();
+          server.close(r);
+        }),
+    );
     const api = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
     const token = await s.token('tls-tenant');
-    const created = await callAt(api, 'POST', '/v1/agents', { token, json: { name: `tls-${Date.now()}`, upstream_url: upstream.url } });
+    const created = await callAt(api, 'POST', '/v1/agents', {
+      token,
+      json: { name: `tls-${Date.now()}`, upstream_url: upstream.url },
+    });
     assert.equal(created.status, 201, created.text);
     const accepted = await callAt(api, 'POST', `/v1/proxy/${created.json.id}`, { token, json: { hello: 'tls' } });
     assert.equal(accepted.status, 202, accepted.text);

@@ -23,9 +23,24 @@ describe('tenancy, authentication and errors', () => {
     const suffix = uniqueName('t');
     owner = await stack().token(`tenant-owner-${suffix}`);
     stranger = await stack().token(`tenant-stranger-${suffix}`);
-    credential = (await call('POST', '/v1/credentials', { token: owner, json: { name: 'owner-cert', auth_type: 'none', source: 'managed', plaintext: clientTlsBundle() } })).json;
-    agent = (await call('POST', '/v1/agents', { token: owner, json: { name: 'owner-agent', upstream_url: upstream.url, credential_ref: credential.id } })).json;
-    settlement = (await call('PUT', '/v1/settlement/config', { token: owner, json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: credential.id } })).json;
+    credential = (
+      await call('POST', '/v1/credentials', {
+        token: owner,
+        json: { name: 'owner-cert', auth_type: 'none', source: 'managed', plaintext: clientTlsBundle() },
+      })
+    ).json;
+    agent = (
+      await call('POST', '/v1/agents', {
+        token: owner,
+        json: { name: 'owner-agent', upstream_url: upstream.url, credential_ref: credential.id },
+      })
+    ).json;
+    settlement = (
+      await call('PUT', '/v1/settlement/config', {
+        token: owner,
+        json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: credential.id },
+      })
+    ).json;
     const invoked = await call('POST', `/v1/proxy/${agent.id}`, { token: owner, body: 'owner call' });
     invocationId = invoked.json.invocation_id;
     await waitForInvocation(owner, agent.id, invocationId);
@@ -64,7 +79,10 @@ describe('tenancy, authentication and errors', () => {
     for (const [method, path, json] of matrix) {
       const res = await call(method, path, { token: stranger, ...(json === undefined ? { body: 'x' } : { json }) });
       assertError(res, 404);
-      assert.ok(!res.text.includes(agent.id) && !res.text.includes(credential.id), 'the 404 says nothing about the resource');
+      assert.ok(
+        !res.text.includes(agent.id) && !res.text.includes(credential.id),
+        'the 404 says nothing about the resource',
+      );
     }
     assert.deepEqual(await ownerView(), before);
     assert.equal(upstream.received.length, received, 'nothing was forwarded');
@@ -76,14 +94,36 @@ describe('tenancy, authentication and errors', () => {
     const credentials = (await call('GET', '/v1/credentials?limit=100', { token: stranger })).json.data;
     assert.ok(!agents.some((a: any) => a.id === agent.id));
     assert.ok(!credentials.some((c: any) => c.id === credential.id));
-    assert.ok((await call('GET', '/v1/credentials?limit=100', { token: owner })).json.data.some((c: any) => c.id === credential.id));
+    assert.ok(
+      (await call('GET', '/v1/credentials?limit=100', { token: owner })).json.data.some(
+        (c: any) => c.id === credential.id,
+      ),
+    );
   });
 
   it("refuses references to another tenant's credential as if it did not exist (400)", async () => {
-    assertError(await call('POST', '/v1/agents', { token: stranger, json: { name: uniqueName(), credential_ref: credential.id } }), 400, /credential_ref does not name a credential/);
+    assertError(
+      await call('POST', '/v1/agents', {
+        token: stranger,
+        json: { name: uniqueName(), credential_ref: credential.id },
+      }),
+      400,
+      /credential_ref does not name a credential/,
+    );
     const own = (await call('POST', '/v1/agents', { token: stranger, json: { name: uniqueName() } })).json;
-    assertError(await call('PATCH', `/v1/agents/${own.id}`, { token: stranger, json: { credential_ref: credential.id } }), 400, /credential_ref does not name a credential/);
-    assertError(await call('PUT', '/v1/settlement/config', { token: stranger, json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: credential.id } }), 400, /does not name a credential/);
+    assertError(
+      await call('PATCH', `/v1/agents/${own.id}`, { token: stranger, json: { credential_ref: credential.id } }),
+      400,
+      /credential_ref does not name a credential/,
+    );
+    assertError(
+      await call('PUT', '/v1/settlement/config', {
+        token: stranger,
+        json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: credential.id },
+      }),
+      400,
+      /does not name a credential/,
+    );
     assertError(await call('GET', '/v1/settlement/config', { token: stranger }), 404);
     // The owner's own references work, and its credential is still protected by them.
     assertError(await call('DELETE', `/v1/credentials/${credential.id}`, { token: owner }), 409);
@@ -91,8 +131,15 @@ describe('tenancy, authentication and errors', () => {
 
   it('answers 401 with no body on every endpoint without a valid token, whatever the id', async () => {
     const secret = new TextEncoder().encode(stack().infra.secrets.jwtSecret);
-    const noUser = await new SignJWT({ tenant_id: 'tenant-owner' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('1h').sign(secret);
-    const noTenant = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('u').setExpirationTime('1h').sign(secret);
+    const noUser = await new SignJWT({ tenant_id: 'tenant-owner' })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setExpirationTime('1h')
+      .sign(secret);
+    const noTenant = await new SignJWT({})
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject('u')
+      .setExpirationTime('1h')
+      .sign(secret);
     const endpoints: Array<[string, string]> = [
       ['POST', '/v1/agents'],
       ['GET', '/v1/agents'],
@@ -123,7 +170,10 @@ describe('tenancy, authentication and errors', () => {
     const res = await call('POST', '/v1/agents', { token: owner, json: { name: 'owner-agent' } });
     assertError(res, 409);
     assert.ok(!/agents_live_name|constraint|duplicate key|select|insert/i.test(res.text), res.text);
-    const bad = await call('PUT', `/v1/credentials/${credential.id}`, { token: owner, json: { name: 'owner-cert', plaintext: 'x'.repeat(70_000) } });
+    const bad = await call('PUT', `/v1/credentials/${credential.id}`, {
+      token: owner,
+      json: { name: 'owner-cert', plaintext: 'x'.repeat(70_000) },
+    });
     assertError(bad, 400, /plaintext is too long/);
   });
 });

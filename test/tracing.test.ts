@@ -29,7 +29,15 @@ import { connectClient } from '../temporal/client.ts';
 import { flushTracing, startTracing, stopTracing, tracingActive } from '../lib/observability/tracing.ts';
 
 type OtlpValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean };
-type ExportedSpan = { traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; attributes: Record<string, unknown>; service: string };
+type ExportedSpan = {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes: Record<string, unknown>;
+  service: string;
+};
 
 /** An OTLP/HTTP receiver: POST /v1/traces with the JSON encoding, spans flattened with their service name. */
 async function startReceiver(): Promise<{ url: string; spans: ExportedSpan[]; close(): Promise<void> }> {
@@ -45,12 +53,23 @@ async function startReceiver(): Promise<{ url: string; spans: ExportedSpan[]; cl
       }
       let raw = Buffer.concat(chunks);
       if (req.headers['content-encoding'] === 'gzip') raw = gunzipSync(raw);
-      const doc = JSON.parse(raw.toString('utf8')) as { resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: OtlpValue }> }; scopeSpans: Array<{ spans: Array<Omit<ExportedSpan, 'attributes' | 'service'> & { attributes?: Array<{ key: string; value: OtlpValue }> }> }> }> };
+      const doc = JSON.parse(raw.toString('utf8')) as {
+        resourceSpans: Array<{
+          resource: { attributes: Array<{ key: string; value: OtlpValue }> };
+          scopeSpans: Array<{
+            spans: Array<
+              Omit<ExportedSpan, 'attributes' | 'service'> & { attributes?: Array<{ key: string; value: OtlpValue }> }
+            >;
+          }>;
+        }>;
+      };
       for (const rs of doc.resourceSpans) {
         const service = rs.resource.attributes.find((a) => a.key === 'service.name')?.value.stringValue ?? '';
         for (const ss of rs.scopeSpans) {
           for (const s of ss.spans) {
-            const attributes = Object.fromEntries((s.attributes ?? []).map((a) => [a.key, a.value.stringValue ?? a.value.intValue ?? a.value.boolValue]));
+            const attributes = Object.fromEntries(
+              (s.attributes ?? []).map((a) => [a.key, a.value.stringValue ?? a.value.intValue ?? a.value.boolValue]),
+            );
             spans.push({ ...s, parentSpanId: s.parentSpanId || undefined, attributes, service });
           }
         }
@@ -63,13 +82,21 @@ async function startReceiver(): Promise<{ url: string; spans: ExportedSpan[]; cl
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     spans,
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
 function startTracedWorker(taskQueue: string, otlp: string): Promise<ChildProcess> {
   // Export within a tenth of a second instead of the default five.
-  return startWorkerProcess(taskQueue, { OTEL_EXPORTER_OTLP_ENDPOINT: otlp, OTEL_SERVICE_NAME: 'traced-worker', OTEL_BSP_SCHEDULE_DELAY: '100' });
+  return startWorkerProcess(taskQueue, {
+    OTEL_EXPORTER_OTLP_ENDPOINT: otlp,
+    OTEL_SERVICE_NAME: 'traced-worker',
+    OTEL_BSP_SCHEDULE_DELAY: '100',
+  });
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/;
@@ -80,7 +107,11 @@ function callerTraceparent(): { header: string; traceId: string; spanId: string 
   return { header: `00-${traceId}-${spanId}-01`, traceId, spanId };
 }
 
-async function waitFor<T>(what: string, read: () => T | undefined | Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+async function waitFor<T>(
+  what: string,
+  read: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 20_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     // The API's spans are this process's: send what is buffered (the worker exports every 100 ms).
@@ -108,16 +139,31 @@ describe('tracing', function () {
       upstream = await startUpstream();
       const taskQueue = `traced-${randomUUID()}`;
       worker = await startTracedWorker(taskQueue, receiver.url);
-      assert.equal(startTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'traced-api' }, 'agent-gateway-api'), true);
+      assert.equal(
+        startTracing(
+          { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'traced-api' },
+          'agent-gateway-api',
+        ),
+        true,
+      );
       const s = stack();
       temporal = await connectClient(s.config.temporal.address, s.config.temporal.namespace);
-      api = await startGateway({ ...s.config, port: 0, temporal: { ...s.config.temporal, taskQueue } }, s.orm, temporal, createLogger('traced-api', 'silent'));
+      api = await startGateway(
+        { ...s.config, port: 0, temporal: { ...s.config.temporal, taskQueue } },
+        s.orm,
+        temporal,
+        createLogger('traced-api', 'silent'),
+      );
       apiUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
     });
 
     after(async () => {
       await stopTracing();
-      if (api) await new Promise((r) => { api!.closeAllConnections(); api!.close(r); });
+      if (api)
+        await new Promise((r) => {
+          api!.closeAllConnections();
+          api!.close(r);
+        });
       await temporal?.connection.close();
       if (worker) await stopWorkerProcess(worker);
       await upstream?.close();
@@ -146,7 +192,14 @@ describe('tracing', function () {
       assert.notEqual(sentSpan, caller.spanId, 'the gateway forwards its own span, not the caller header');
       assert.equal(upstream.received[0].headers.tracestate, 'vendor=abc');
 
-      const names = ['POST /v1/proxy/:id', 'StartWorkflow:InvocationWorkflow', 'RunWorkflow:InvocationWorkflow', 'StartActivity:performInvocation', 'RunActivity:performInvocation', 'POST'];
+      const names = [
+        'POST /v1/proxy/:id',
+        'StartWorkflow:InvocationWorkflow',
+        'RunWorkflow:InvocationWorkflow',
+        'StartActivity:performInvocation',
+        'RunActivity:performInvocation',
+        'POST',
+      ];
       const spans = await waitFor('the exported spans', () => {
         const inTrace = receiver.spans.filter((s) => s.traceId === caller.traceId);
         return names.every((n) => inTrace.some((s) => s.name === n)) ? inTrace : undefined;
@@ -194,28 +247,47 @@ describe('tracing', function () {
 
       // Nothing a caller sent (body, token, query) is in any exported span.
       const exported = JSON.stringify(receiver.spans);
-      for (const secret of ['do-not-trace', 'hello', token.split('.')[2]]) assert.ok(!exported.includes(secret), `exported spans contain ${secret}`);
+      for (const secret of ['do-not-trace', 'hello', token.split('.')[2]])
+        assert.ok(!exported.includes(secret), `exported spans contain ${secret}`);
     });
 
     it('carries the trace into a facilitator started with tracing on: /settle, the settlement workflow and its steps', async () => {
       // A facilitator of its own (the stack's was built before tracing started): embedded worker
       // on a task queue of its own, bundling its workflows with the tracing module.
-      const facilitator = await startFacilitatorStack(stack().infra, stack().temporal, { overrides: { FACILITATOR_TASK_QUEUE: `facilitator-traced-${randomUUID()}` }, ownBundle: true });
+      const facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
+        overrides: { FACILITATOR_TASK_QUEUE: `facilitator-traced-${randomUUID()}` },
+        ownBundle: true,
+      });
       const account = await newAccount(`trace-${randomUUID()}`);
       try {
         const token = await settlingTenant(`t-trace-paid-${randomUUID()}`, account, facilitator.url);
         const payTo = newPayTo();
-        const created = await callAt(apiUrl, 'POST', '/v1/agents', { token, json: { name: `traced-priced-${randomUUID()}`, upstream_url: upstream.url, pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: payTo } } });
+        const created = await callAt(apiUrl, 'POST', '/v1/agents', {
+          token,
+          json: {
+            name: `traced-priced-${randomUUID()}`,
+            upstream_url: upstream.url,
+            pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: payTo },
+          },
+        });
         assert.equal(created.status, 201, created.text);
         const payment = await signPayment(await newPayer(10_000n), { payTo, value: 1_000n });
         const caller = callerTraceparent();
-        const res = await callAt(apiUrl, 'POST', `/v1/proxy/${created.json.id}`, { token, body: 'paid', headers: { 'content-type': 'text/plain', 'x-payment': encodePayment(payment), traceparent: caller.header } });
+        const res = await callAt(apiUrl, 'POST', `/v1/proxy/${created.json.id}`, {
+          token,
+          body: 'paid',
+          headers: { 'content-type': 'text/plain', 'x-payment': encodePayment(payment), traceparent: caller.header },
+        });
         assert.equal(res.status, 202, res.text);
 
         const spans = await waitFor('the settlement spans', () => {
           const inTrace = receiver.spans.filter((s) => s.traceId === caller.traceId);
           const ran = inTrace.find((s) => s.name === 'RunWorkflow:SettlementWorkflow');
-          return inTrace.some((s) => s.name === 'POST /settle') && ran && inTrace.some((s) => s.parentSpanId === ran.spanId) ? inTrace : undefined;
+          return inTrace.some((s) => s.name === 'POST /settle') &&
+            ran &&
+            inTrace.some((s) => s.parentSpanId === ran.spanId)
+            ? inTrace
+            : undefined;
         });
         const server = spans.find((s) => s.name === 'POST /v1/proxy/:id')!;
         const settle = spans.find((s) => s.name === 'POST /settle')!;
@@ -245,7 +317,11 @@ describe('tracing', function () {
       const caller = callerTraceparent();
       // Found by its request id: a late delivery of an earlier test's call may land on the shared upstream first.
       const requestId = `trace-stream-${randomUUID()}`;
-      const res = await callAt(apiUrl, 'POST', `/v1/proxy/${agentId}/stream`, { token, json: { hello: 'stream' }, headers: { traceparent: caller.header, 'x-request-id': requestId } });
+      const res = await callAt(apiUrl, 'POST', `/v1/proxy/${agentId}/stream`, {
+        token,
+        json: { hello: 'stream' },
+        headers: { traceparent: caller.header, 'x-request-id': requestId },
+      });
       assert.equal(res.status, 200, res.text);
       const received = upstream.received.find((r) => r.headers['x-request-id'] === requestId);
       assert.ok(received, 'the upstream saw the streaming call');
@@ -254,7 +330,9 @@ describe('tracing', function () {
 
       const spans = await waitFor('the streaming spans', () => {
         const inTrace = receiver.spans.filter((s) => s.traceId === caller.traceId);
-        return inTrace.some((s) => s.name === 'POST') && inTrace.some((s) => s.name === 'POST /v1/proxy/:id/stream') ? inTrace : undefined;
+        return inTrace.some((s) => s.name === 'POST') && inTrace.some((s) => s.name === 'POST /v1/proxy/:id/stream')
+          ? inTrace
+          : undefined;
       });
       const server = spans.find((s) => s.name === 'POST /v1/proxy/:id/stream')!;
       const client = spans.find((s) => s.name === 'POST')!;
@@ -274,7 +352,11 @@ describe('tracing', function () {
         const token = await stack().token(`t-trace-${randomUUID()}`);
         const agentId = await createAgent(token, { upstream_url: upstream.url });
         const caller = callerTraceparent();
-        const res = await call('POST', `/v1/proxy/${agentId}`, { token, json: { hello: 'untraced' }, headers: { traceparent: caller.header } });
+        const res = await call('POST', `/v1/proxy/${agentId}`, {
+          token,
+          json: { hello: 'untraced' },
+          headers: { traceparent: caller.header },
+        });
         assert.equal(res.status, 202, res.text);
         await waitForRow(res.json.invocation_id as string);
         assert.equal(upstream.received[0].headers.traceparent, caller.header);

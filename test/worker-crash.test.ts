@@ -21,7 +21,10 @@ describe('a worker killed mid-invocation', function () {
   it('still completes each invocation exactly once (not re-sent without the opt-in, re-sent with it)', async () => {
     const taskQueue = `crash-${randomUUID()}`;
     const firstArrived: Record<string, () => void> = {};
-    const arrived = { plain: new Promise<void>((r) => (firstArrived.plain = r)), optIn: new Promise<void>((r) => (firstArrived.optIn = r)) };
+    const arrived = {
+      plain: new Promise<void>((r) => (firstArrived.plain = r)),
+      optIn: new Promise<void>((r) => (firstArrived.optIn = r)),
+    };
     const seen: Record<string, number> = { plain: 0, optIn: 0 };
     // Holds the first request of each agent until its caller dies; answers later ones at once.
     const up = await rawUpstream((req, res) => {
@@ -36,12 +39,20 @@ describe('a worker killed mid-invocation', function () {
     try {
       const token = await stack().token(`tenant-crash-${randomUUID()}`);
       const plain = await createAgent(token, { upstream_url: `${up.url}plain` });
-      const optIn = await createAgent(token, { upstream_url: `${up.url}opt-in`, retry_non_idempotent: true, capture_body: true });
+      const optIn = await createAgent(token, {
+        upstream_url: `${up.url}opt-in`,
+        retry_non_idempotent: true,
+        capture_body: true,
+      });
 
       const first = await startWorkerProcess(taskQueue, { UPSTREAM_TIMEOUT_MS: '60000' });
       children.push(first);
       const invoke = async (agentId: string) => {
-        const res = await request(`${gateway.url}/v1/proxy/${agentId}`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: 'once' });
+        const res = await request(`${gateway.url}/v1/proxy/${agentId}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}` },
+          body: 'once',
+        });
         assert.equal(res.statusCode, 202);
         return ((await res.body.json()) as { invocation_id: string }).invocation_id;
       };
@@ -72,7 +83,11 @@ describe('a worker killed mid-invocation', function () {
         assert.equal(result.status, id === plainId ? 'failed' : 'succeeded');
         const events = (await handle.fetchHistory()).events ?? [];
         assert.equal(events.filter((e) => e.activityTaskCompletedEventAttributes).length, 1, 'one activity completion');
-        assert.equal(events.filter((e) => e.workflowExecutionCompletedEventAttributes).length, 1, 'one workflow completion');
+        assert.equal(
+          events.filter((e) => e.workflowExecutionCompletedEventAttributes).length,
+          1,
+          'one workflow completion',
+        );
         const started = events.find((e) => e.activityTaskStartedEventAttributes)?.activityTaskStartedEventAttributes;
         assert.equal(started?.attempt, 2, 'the second worker ran the retried attempt');
       }

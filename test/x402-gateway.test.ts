@@ -10,7 +10,18 @@ import { getAddress, toQuantity } from 'ethers';
 import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { balanceOf, chainProvider, encodePayment, newAccount, newPayTo, newPayer, settlingTenant, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
+import {
+  balanceOf,
+  chainProvider,
+  encodePayment,
+  newAccount,
+  newPayTo,
+  newPayer,
+  settlingTenant,
+  signPayment,
+  transfersTo,
+  type TestAccount,
+} from './support/x402.ts';
 
 type Sent = { status: number; payment: string | undefined };
 
@@ -23,7 +34,11 @@ function payingFetch(privateKey: string, maxValue = 1_000_000n) {
     sent.push({ status: res.status, payment: headers['X-PAYMENT'] });
     return res;
   };
-  return { sent, pay: async (url: string, init: RequestInit) => wrapFetchWithPayment(recording, await createSigner('base', privateKey as `0x${string}`), maxValue)(url, init) };
+  return {
+    sent,
+    pay: async (url: string, init: RequestInit) =>
+      wrapFetchWithPayment(recording, await createSigner('base', privateKey as `0x${string}`), maxValue)(url, init),
+  };
 }
 
 describe('x402 payment gate through the gateway and the facilitator', function () {
@@ -49,8 +64,15 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     provider.destroy();
   });
 
-  async function pricedAgent(as: string, pricing: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<string> {
-    const created = await call('POST', '/v1/agents', { token: as, json: { name: uniqueName('priced'), upstream_url: upstream.url, capture_body: true, pricing, ...extra } });
+  async function pricedAgent(
+    as: string,
+    pricing: Record<string, unknown>,
+    extra: Record<string, unknown> = {},
+  ): Promise<string> {
+    const created = await call('POST', '/v1/agents', {
+      token: as,
+      json: { name: uniqueName('priced'), upstream_url: upstream.url, capture_body: true, pricing, ...extra },
+    });
     assert.equal(created.status, 201, created.text);
     return created.json.id;
   }
@@ -65,7 +87,11 @@ describe('x402 payment gate through the gateway and the facilitator', function (
 
     // The challenge as the client sees it first: nothing recorded, nothing forwarded.
     const marker = `x402-fetch ${randomUUID()}`;
-    const challenge = await call('POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain' } });
+    const challenge = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: marker,
+      headers: { 'content-type': 'text/plain' },
+    });
     assert.equal(challenge.status, 402);
     assert.equal(challenge.json.x402Version, 1);
     assert.equal(typeof challenge.json.error, 'string');
@@ -87,9 +113,16 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     assert.equal(await invocationCount(agentId), 0, 'no invocation record for a challenge');
 
     const { pay, sent } = payingFetch(payer.privateKey);
-    const res = await pay(url, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: marker });
+    const res = await pay(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' },
+      body: marker,
+    });
     assert.equal(res.status, 202, await res.clone().text());
-    assert.deepEqual(sent.map((s) => s.status), [402, 202]);
+    assert.deepEqual(
+      sent.map((s) => s.status),
+      [402, 202],
+    );
     assert.ok(sent[1].payment, 'the client paid with X-PAYMENT');
     const { invocation_id: invocationId } = (await res.json()) as { invocation_id: string };
     const receipt = decodeXPaymentResponse(res.headers.get('x-payment-response')!);
@@ -104,7 +137,10 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     assert.equal(done.payment_asset, stack().infra.tokenAddress);
     assert.equal(done.payment_amount, '25000');
     assert.equal(done.payment_payer, payer.address);
-    assert.equal(done.payment_nonce, JSON.parse(Buffer.from(sent[1].payment!, 'base64').toString()).payload.authorization.nonce.toLowerCase());
+    assert.equal(
+      done.payment_nonce,
+      JSON.parse(Buffer.from(sent[1].payment!, 'base64').toString()).payload.authorization.nonce.toLowerCase(),
+    );
     assert.equal(received(marker), 1, 'forwarded exactly once');
 
     assert.equal(await balanceOf(provider, payTo), 25_000n);
@@ -113,22 +149,37 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     assert.equal(await txOf(invocationId), receipt.transaction, 'the transaction hash is kept with the invocation');
 
     // Replaying the same X-PAYMENT: refused, never forwarded again, nothing moves.
-    const replay = await call('POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': sent[1].payment! } });
+    const replay = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: marker,
+      headers: { 'content-type': 'text/plain', 'x-payment': sent[1].payment! },
+    });
     assert.equal(replay.status, 402);
     assert.deepEqual(Object.keys(replay.json), ['error']);
-    const replayStream = await call('POST', `/v1/proxy/${agentId}/stream`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': sent[1].payment! } });
+    const replayStream = await call('POST', `/v1/proxy/${agentId}/stream`, {
+      token,
+      body: marker,
+      headers: { 'content-type': 'text/plain', 'x-payment': sent[1].payment! },
+    });
     assert.equal(replayStream.status, 402);
     assert.equal(received(marker), 1);
     assert.equal(await balanceOf(provider, payTo), 25_000n);
   });
 
   async function invocationCount(agentId: string): Promise<number> {
-    const rows = await stack().orm.em.getConnection().execute<Array<{ n: string }>>('select count(*) as n from invocations where agent_id = ?', [agentId]);
+    const rows = await stack()
+      .orm.em.getConnection()
+      .execute<Array<{ n: string }>>('select count(*) as n from invocations where agent_id = ?', [agentId]);
     return Number(rows[0].n);
   }
 
   async function txOf(invocationId: string): Promise<string | null> {
-    const rows = await stack().orm.em.getConnection().execute<Array<{ payment_transaction: string | null }>>('select payment_transaction from invocations where id = ?', [invocationId]);
+    const rows = await stack()
+      .orm.em.getConnection()
+      .execute<Array<{ payment_transaction: string | null }>>(
+        'select payment_transaction from invocations where id = ?',
+        [invocationId],
+      );
     return rows[0]?.payment_transaction ?? null;
   }
 
@@ -141,20 +192,37 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     );
     const payer = await newPayer(1_000_000n);
     const url = `${stack().apiUrl}/v1/proxy/${agentId}`;
-    const rpc = (method: string, params?: unknown) => JSON.stringify({ jsonrpc: '2.0', id: randomUUID(), method, ...(params ? { params } : {}) });
+    const rpc = (method: string, params?: unknown) =>
+      JSON.stringify({ jsonrpc: '2.0', id: randomUUID(), method, ...(params ? { params } : {}) });
 
     const toolCall = rpc('tools/call', { name: 'summarize', arguments: { text: 'x' } });
-    const challenge = await call('POST', `/v1/proxy/${agentId}`, { token, body: toolCall, headers: { 'content-type': 'application/json' } });
+    const challenge = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: toolCall,
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(challenge.status, 402);
     assert.equal(challenge.json.accepts[0].maxAmountRequired, '7000');
     assert.equal(challenge.json.accepts[0].mimeType, 'application/json');
-    const list = await call('POST', `/v1/proxy/${agentId}`, { token, body: rpc('tools/list'), headers: { 'content-type': 'application/json' } });
+    const list = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: rpc('tools/list'),
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(list.json.accepts[0].maxAmountRequired, '1000');
-    const otherTool = await call('POST', `/v1/proxy/${agentId}`, { token, body: rpc('tools/call', { name: 'echo' }), headers: { 'content-type': 'application/json' } });
+    const otherTool = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: rpc('tools/call', { name: 'echo' }),
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(otherTool.json.accepts[0].maxAmountRequired, '1000');
 
     const { pay } = payingFetch(payer.privateKey);
-    const res = await pay(url, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: toolCall });
+    const res = await pay(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: toolCall,
+    });
     assert.equal(res.status, 202, await res.clone().text());
     const { invocation_id: invocationId } = (await res.json()) as { invocation_id: string };
     const done = await waitForInvocation(token, agentId, invocationId);
@@ -164,7 +232,11 @@ describe('x402 payment gate through the gateway and the facilitator', function (
 
     // A payment for the flat price does not buy the tool.
     const cheap = await signPayment(payer, { payTo, value: 1_000n });
-    const refused = await call('POST', `/v1/proxy/${agentId}`, { token, body: toolCall, headers: { 'content-type': 'application/json', 'x-payment': encodePayment(cheap) } });
+    const refused = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: toolCall,
+      headers: { 'content-type': 'application/json', 'x-payment': encodePayment(cheap) },
+    });
     assert.equal(refused.status, 402);
     assert.equal(await balanceOf(provider, payTo), 7_000n);
   });
@@ -191,7 +263,11 @@ describe('x402 payment gate through the gateway and the facilitator', function (
       encodePayment(wrongSigner),
     ];
     for (const header of headers) {
-      const res = await call('POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': header } });
+      const res = await call('POST', `/v1/proxy/${agentId}`, {
+        token,
+        body: marker,
+        headers: { 'content-type': 'text/plain', 'x-payment': header },
+      });
       assert.equal(res.status, 402, header);
       assert.deepEqual(Object.keys(res.json), ['error']);
       assert.equal(res.json.error, 'invalid payment');
@@ -206,7 +282,11 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     const payer = await newPayer(0n);
     const payment = encodePayment(await signPayment(payer, { payTo, value: 9_000n }));
     const marker = `poor ${randomUUID()}`;
-    const res = await call('POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': payment } });
+    const res = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: marker,
+      headers: { 'content-type': 'text/plain', 'x-payment': payment },
+    });
     assert.equal(res.status, 402);
     assert.deepEqual(res.json, { error: 'settlement_failed' });
     assert.equal(received(marker), 0);
@@ -224,7 +304,11 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     await provider.send('anvil_setBalance', [wallet, '0x0']);
     let first;
     try {
-      first = await call('POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': header } });
+      first = await call('POST', `/v1/proxy/${agentId}`, {
+        token,
+        body: marker,
+        headers: { 'content-type': 'text/plain', 'x-payment': header },
+      });
     } finally {
       await provider.send('anvil_setBalance', [wallet, toQuantity(saved)]);
     }
@@ -234,12 +318,20 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     assert.ok(Number(first.headers['retry-after']) > 0);
     assert.equal(received(marker), 0);
 
-    const retried = await call('POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': header } });
+    const retried = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: marker,
+      headers: { 'content-type': 'text/plain', 'x-payment': header },
+    });
     assert.equal(retried.status, 202, retried.text);
     await waitForInvocation(token, agentId, retried.json.invocation_id);
     assert.equal(received(marker), 1);
     assert.equal(await balanceOf(provider, payTo), 6_000n);
-    const again = await call('POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': header } });
+    const again = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: marker,
+      headers: { 'content-type': 'text/plain', 'x-payment': header },
+    });
     assert.equal(again.status, 402, 'bound now: one payment, one call');
     assert.equal(received(marker), 1);
   });
@@ -251,7 +343,13 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     const header = encodePayment(await signPayment(payer, { payTo, value: 2_000n }));
     const marker = `race ${randomUUID()}`;
     const replies = await Promise.all(
-      Array.from({ length: 8 }, () => call('POST', `/v1/proxy/${agentId}`, { token, body: marker, headers: { 'content-type': 'text/plain', 'x-payment': header } })),
+      Array.from({ length: 8 }, () =>
+        call('POST', `/v1/proxy/${agentId}`, {
+          token,
+          body: marker,
+          headers: { 'content-type': 'text/plain', 'x-payment': header },
+        }),
+      ),
     );
     const accepted = replies.filter((r) => r.status === 202);
     assert.equal(accepted.length, 1, JSON.stringify(replies.map((r) => r.status)));
@@ -268,7 +366,11 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     const payer = await newPayer(100_000n);
     const marker = `stream ${randomUUID()}`;
     const { pay } = payingFetch(payer.privateKey);
-    const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: marker });
+    const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' },
+      body: marker,
+    });
     assert.equal(res.status, 200, await res.clone().text());
     assert.deepEqual(await res.json(), { echo: marker });
     const receipt = decodeXPaymentResponse(res.headers.get('x-payment-response')!);
@@ -284,7 +386,11 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     const agentId = await pricedAgent(other, { amount: '4000', asset: 'USDC', network: 'base', pay_to: payTo });
     const payer = await newPayer(100_000n);
     const { pay } = payingFetch(payer.privateKey);
-    const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}`, { method: 'POST', headers: { authorization: `Bearer ${other}`, 'content-type': 'text/plain' }, body: 'verify only' });
+    const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${other}`, 'content-type': 'text/plain' },
+      body: 'verify only',
+    });
     assert.equal(res.status, 202);
     assert.equal(res.headers.get('x-payment-response'), null);
     const { invocation_id: invocationId } = (await res.json()) as { invocation_id: string };

@@ -9,7 +9,12 @@ import { randomUUID } from 'node:crypto';
 import { getAddress, toQuantity, type Wallet } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { x402Client } from '@x402/core/client';
-import { decodePaymentRequiredHeader, decodePaymentResponseHeader, decodePaymentSignatureHeader, encodePaymentSignatureHeader } from '@x402/core/http';
+import {
+  decodePaymentRequiredHeader,
+  decodePaymentResponseHeader,
+  decodePaymentSignatureHeader,
+  encodePaymentSignatureHeader,
+} from '@x402/core/http';
 import { PaymentRequiredV2Schema } from '@x402/core/schemas';
 import { ExactEvmScheme, registerExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
@@ -17,7 +22,18 @@ import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation, type Reply } from './support/http.ts';
 import { closedPort } from './support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { balanceOf, chainProvider, encodePayment, newAccount, newPayTo, newPayer, settlingTenant, signPayment, transfersTo, type TestAccount } from './support/x402.ts';
+import {
+  balanceOf,
+  chainProvider,
+  encodePayment,
+  newAccount,
+  newPayTo,
+  newPayer,
+  settlingTenant,
+  signPayment,
+  transfersTo,
+  type TestAccount,
+} from './support/x402.ts';
 
 const NETWORK = 'eip155:8453';
 
@@ -27,7 +43,10 @@ type Sent = { status: number; signature: string | null; xPayment: string | null 
 /** An unmodified @x402 client over a fetch that remembers what it sent. */
 function payingFetch(kind: ClientKind, payer: Wallet) {
   const account = privateKeyToAccount(payer.privateKey as `0x${string}`);
-  const client = kind === 'v2-only' ? new x402Client().register('eip155:*', new ExactEvmScheme(account)) : registerExactEvmScheme(new x402Client(), { signer: account });
+  const client =
+    kind === 'v2-only'
+      ? new x402Client().register('eip155:*', new ExactEvmScheme(account))
+      : registerExactEvmScheme(new x402Client(), { signer: account });
   // The local test token is none of the client's default assets: allowed explicitly.
   client.setSpendControls({ allowedAssets: [{ network: NETWORK, asset: stack().infra.tokenAddress }] });
   const sent: Sent[] = [];
@@ -77,15 +96,28 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
     provider.destroy();
   });
 
-  async function pricedAgent(amount: string, extra: Record<string, unknown> = {}): Promise<{ id: string; payTo: string }> {
+  async function pricedAgent(
+    amount: string,
+    extra: Record<string, unknown> = {},
+  ): Promise<{ id: string; payTo: string }> {
     const payTo = newPayTo();
-    const created = await call('POST', '/v1/agents', { token, json: { name: uniqueName('v2'), upstream_url: upstream.url, capture_body: true, pricing: { amount, asset: 'USDC', network: 'base', pay_to: payTo }, ...extra } });
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: {
+        name: uniqueName('v2'),
+        upstream_url: upstream.url,
+        capture_body: true,
+        pricing: { amount, asset: 'USDC', network: 'base', pay_to: payTo },
+        ...extra,
+      },
+    });
     assert.equal(created.status, 201, created.text);
     return { id: created.json.id, payTo };
   }
 
   const received = (marker: string) => upstream.received.filter((r) => r.body.toString().includes(marker)).length;
-  const post = (path: string, body: string, headers: Record<string, string> = {}) => call('POST', path, { token, body, headers: { 'content-type': 'text/plain', ...headers } });
+  const post = (path: string, body: string, headers: Record<string, string> = {}) =>
+    call('POST', path, { token, body, headers: { 'content-type': 'text/plain', ...headers } });
 
   /** The receipt of a paid answer: PAYMENT-RESPONSE only, naming this payer and a transfer of `price` to `payTo` on chain. */
   async function assertSettled(res: Response, payer: Wallet, payTo: string, price: bigint): Promise<string> {
@@ -115,13 +147,30 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
         x402Version: 2,
         error: 'PAYMENT-SIGNATURE header is required',
         resource: { url, description: challenge.json.accepts[0].description, mimeType: '' },
-        accepts: [{ scheme: 'exact', network: NETWORK, amount: '25000', asset: stack().infra.tokenAddress, payTo: agent.payTo, maxTimeoutSeconds: 60, extra: { name: 'USD Coin', version: '2' } }],
+        accepts: [
+          {
+            scheme: 'exact',
+            network: NETWORK,
+            amount: '25000',
+            asset: stack().infra.tokenAddress,
+            payTo: agent.payTo,
+            maxTimeoutSeconds: 60,
+            extra: { name: 'USD Coin', version: '2' },
+          },
+        ],
       });
 
       const { pay, sent } = payingFetch(kind, payer);
-      const res = await pay(url, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: marker });
+      const res = await pay(url, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' },
+        body: marker,
+      });
       assert.equal(res.status, 202, await res.clone().text());
-      assert.deepEqual(sent.map((s) => s.status), [402, 202]);
+      assert.deepEqual(
+        sent.map((s) => s.status),
+        [402, 202],
+      );
       assert.ok(sent[1].signature, 'paid with PAYMENT-SIGNATURE');
       assert.equal(sent[1].xPayment, null);
       const transaction = await assertSettled(res, payer, agent.payTo, 25_000n);
@@ -132,12 +181,23 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
       assert.equal(done.payment_network, 'base', 'recorded under the v1 network name, as the claim is keyed');
       assert.equal(done.payment_amount, '25000');
       assert.equal(done.payment_payer, payer.address);
-      const { authorization } = decodePaymentSignatureHeader(sent[1].signature!).payload as { authorization: { nonce: string } };
+      const { authorization } = decodePaymentSignatureHeader(sent[1].signature!).payload as {
+        authorization: { nonce: string };
+      };
       assert.equal(done.payment_nonce, authorization.nonce.toLowerCase());
-      const rows = await stack().orm.em.getConnection().execute<Array<{ payment_transaction: string }>>('select payment_transaction from invocations where id = ?', [invocationId]);
+      const rows = await stack()
+        .orm.em.getConnection()
+        .execute<Array<{ payment_transaction: string }>>('select payment_transaction from invocations where id = ?', [
+          invocationId,
+        ]);
       assert.equal(rows[0].payment_transaction, transaction);
       assert.equal(received(marker), 1, 'forwarded exactly once');
-      assert.ok(upstream.received.filter((r) => r.body.toString().includes(marker)).every((r) => r.headers['payment-signature'] === undefined), 'the payment never reaches the upstream');
+      assert.ok(
+        upstream.received
+          .filter((r) => r.body.toString().includes(marker))
+          .every((r) => r.headers['payment-signature'] === undefined),
+        'the payment never reaches the upstream',
+      );
 
       // The same PAYMENT-SIGNATURE again: refused on both endpoints, nothing moves.
       for (const path of ['', '/stream']) {
@@ -155,10 +215,20 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
       const payer = await newPayer(1_000_000n);
       const marker = `v2 stream ${kind} ${randomUUID()}`;
       const { pay, sent } = payingFetch(kind, payer);
-      const res = await pay(`${stack().apiUrl}/v1/proxy/${agent.id}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: marker });
+      const res = await pay(`${stack().apiUrl}/v1/proxy/${agent.id}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' },
+        body: marker,
+      });
       assert.equal(res.status, 200, await res.clone().text());
       assert.deepEqual(await res.json(), { echo: marker });
-      assert.deepEqual(sent.map((s) => [s.status, Boolean(s.signature), Boolean(s.xPayment)]), [[402, false, false], [200, true, false]]);
+      assert.deepEqual(
+        sent.map((s) => [s.status, Boolean(s.signature), Boolean(s.xPayment)]),
+        [
+          [402, false, false],
+          [200, true, false],
+        ],
+      );
       assert.ok(res.headers.get('x-gateway-invocation-id'));
       await assertSettled(res, payer, agent.payTo, 3_000n);
       assert.equal(received(marker), 1);
@@ -167,12 +237,26 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
 
   it('charges an MCP tool its own price in v2 on the streaming endpoint', async () => {
     const payTo = newPayTo();
-    const agent = await pricedAgent('1000', { pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: payTo, tools: { summarize: '7000' } }, protocol: 'mcp', mcp_transport: 'streamable_http', mcp_protocol_version: '2025-06-18' });
+    const agent = await pricedAgent('1000', {
+      pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: payTo, tools: { summarize: '7000' } },
+      protocol: 'mcp',
+      mcp_transport: 'streamable_http',
+      mcp_protocol_version: '2025-06-18',
+    });
     agent.payTo = payTo;
     const payer = await newPayer(1_000_000n);
     const marker = randomUUID();
-    const toolCall = JSON.stringify({ jsonrpc: '2.0', id: marker, method: 'tools/call', params: { name: 'summarize', arguments: { text: marker } } });
-    const challenge = await call('POST', `/v1/proxy/${agent.id}/stream`, { token, body: toolCall, headers: { 'content-type': 'application/json' } });
+    const toolCall = JSON.stringify({
+      jsonrpc: '2.0',
+      id: marker,
+      method: 'tools/call',
+      params: { name: 'summarize', arguments: { text: marker } },
+    });
+    const challenge = await call('POST', `/v1/proxy/${agent.id}/stream`, {
+      token,
+      body: toolCall,
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(challenge.status, 402);
     const required = paymentRequiredOf(challenge);
     assert.equal(required.accepts[0].amount, '7000');
@@ -180,7 +264,11 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
     assert.equal(required.resource.description, challenge.json.accepts[0].description);
 
     const { pay } = payingFetch('v2-only', payer);
-    const res = await pay(`${stack().apiUrl}/v1/proxy/${agent.id}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: toolCall });
+    const res = await pay(`${stack().apiUrl}/v1/proxy/${agent.id}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: toolCall,
+    });
     assert.equal(res.status, 200, await res.clone().text());
     await res.arrayBuffer();
     await assertSettled(res, payer, agent.payTo, 7_000n);
@@ -213,7 +301,11 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
     const second = await pricedAgent('4000');
     const marker2 = `cross-back ${randomUUID()}`;
     const { pay, sent } = payingFetch('v2-only', payer);
-    const res = await pay(`${stack().apiUrl}/v1/proxy/${second.id}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: marker2 });
+    const res = await pay(`${stack().apiUrl}/v1/proxy/${second.id}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' },
+      body: marker2,
+    });
     assert.equal(res.status, 202, await res.clone().text());
     await waitForInvocation(token, second.id, ((await res.json()) as { invocation_id: string }).invocation_id);
     const v2 = decodePaymentSignatureHeader(sent[1].signature!);
@@ -226,7 +318,11 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
     }
     assert.equal(received(marker2), 1);
     assert.equal(await balanceOf(provider, second.payTo), 4_000n);
-    assert.equal(await balanceOf(provider, payer.address), 1_000_000n - 8_000n, 'two authorizations, two payments, nothing more');
+    assert.equal(
+      await balanceOf(provider, payer.address),
+      1_000_000n - 8_000n,
+      'two authorizations, two payments, nothing more',
+    );
   });
 
   it('concurrent requests with one PAYMENT-SIGNATURE: one call on each endpoint, every other answer a 402 with PAYMENT-REQUIRED', async () => {
@@ -235,10 +331,19 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
       const payer = await newPayer(1_000_000n);
       const marker = `race v2 ${randomUUID()}`;
       const required = paymentRequiredOf(await post(`/v1/proxy/${agent.id}${path}`, marker));
-      const header = signatureHeader(required, (await signPayment(payer, { payTo: agent.payTo, value: 2_000n })).payload);
-      const replies = await Promise.all(Array.from({ length: 8 }, () => post(`/v1/proxy/${agent.id}${path}`, marker, { 'payment-signature': header })));
+      const header = signatureHeader(
+        required,
+        (await signPayment(payer, { payTo: agent.payTo, value: 2_000n })).payload,
+      );
+      const replies = await Promise.all(
+        Array.from({ length: 8 }, () => post(`/v1/proxy/${agent.id}${path}`, marker, { 'payment-signature': header })),
+      );
       const ok = path ? 200 : 202;
-      assert.equal(replies.filter((r) => r.status === ok).length, 1, `${path}: ${JSON.stringify(replies.map((r) => r.status))}`);
+      assert.equal(
+        replies.filter((r) => r.status === ok).length,
+        1,
+        `${path}: ${JSON.stringify(replies.map((r) => r.status))}`,
+      );
       for (const refused of replies.filter((r) => r.status !== ok)) {
         assert.equal(refused.status, 402, `${path}: ${refused.text}`);
         assert.equal(paymentRequiredOf(refused).error, refused.json.error);
@@ -257,23 +362,43 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
     const required = paymentRequiredOf(await post(`/v1/proxy/${agent.id}`, marker));
     const accepted = required.accepts[0];
     const good = await signPayment(payer, { payTo: agent.payTo, value: 5_000n });
-    const v2 = (payload: unknown, override: Record<string, unknown> = {}) => Buffer.from(JSON.stringify({ x402Version: 2, resource: required.resource, accepted, payload, ...override })).toString('base64');
+    const v2 = (payload: unknown, override: Record<string, unknown> = {}) =>
+      Buffer.from(
+        JSON.stringify({ x402Version: 2, resource: required.resource, accepted, payload, ...override }),
+      ).toString('base64');
     const headers: Record<string, Record<string, string>> = {
       'not base64': { 'payment-signature': 'not base64 at all!' },
       'not JSON': { 'payment-signature': Buffer.from('{"x402Version":2,').toString('base64') },
       'JSON null': { 'payment-signature': Buffer.from('null').toString('base64') },
-      'no accepted': { 'payment-signature': Buffer.from(JSON.stringify({ x402Version: 2, payload: good.payload })).toString('base64') },
+      'no accepted': {
+        'payment-signature': Buffer.from(JSON.stringify({ x402Version: 2, payload: good.payload })).toString('base64'),
+      },
       'a v1 payment': { 'payment-signature': encodePayment(good) },
       'version as a string': { 'payment-signature': v2(good.payload, { x402Version: '2' }) },
       'v1 network name': { 'payment-signature': v2(good.payload, { accepted: { ...accepted, network: 'base' } }) },
-      'another chain': { 'payment-signature': v2(good.payload, { accepted: { ...accepted, network: 'eip155:84532' } }) },
-      'another amount accepted': { 'payment-signature': v2(good.payload, { accepted: { ...accepted, amount: '4999' } }) },
-      'another payTo accepted': { 'payment-signature': v2(good.payload, { accepted: { ...accepted, payTo: newPayTo() } }) },
+      'another chain': {
+        'payment-signature': v2(good.payload, { accepted: { ...accepted, network: 'eip155:84532' } }),
+      },
+      'another amount accepted': {
+        'payment-signature': v2(good.payload, { accepted: { ...accepted, amount: '4999' } }),
+      },
+      'another payTo accepted': {
+        'payment-signature': v2(good.payload, { accepted: { ...accepted, payTo: newPayTo() } }),
+      },
       'another scheme': { 'payment-signature': v2(good.payload, { accepted: { ...accepted, scheme: 'upto' } }) },
       'no signature': { 'payment-signature': v2({ authorization: good.payload.authorization }) },
-      'authorization for less': { 'payment-signature': v2((await signPayment(payer, { payTo: agent.payTo, value: 4_999n })).payload) },
-      'authorization to another payee': { 'payment-signature': v2((await signPayment(payer, { payTo: newPayTo(), value: 5_000n })).payload) },
-      'forged signature': { 'payment-signature': v2({ ...good.payload, authorization: { ...good.payload.authorization, nonce: `0x${'ab'.repeat(32)}` } }) },
+      'authorization for less': {
+        'payment-signature': v2((await signPayment(payer, { payTo: agent.payTo, value: 4_999n })).payload),
+      },
+      'authorization to another payee': {
+        'payment-signature': v2((await signPayment(payer, { payTo: newPayTo(), value: 5_000n })).payload),
+      },
+      'forged signature': {
+        'payment-signature': v2({
+          ...good.payload,
+          authorization: { ...good.payload.authorization, nonce: `0x${'ab'.repeat(32)}` },
+        }),
+      },
       'both headers': { 'payment-signature': v2(good.payload), 'x-payment': encodePayment(good) },
     };
     for (const [name, sent] of Object.entries(headers)) {
@@ -296,25 +421,61 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
     const agent = await pricedAgent('9000');
     const { pay, sent } = payingFetch('v2-only', await newPayer(0n));
     const marker = `poor v2 ${randomUUID()}`;
-    const res = await pay(`${stack().apiUrl}/v1/proxy/${agent.id}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: marker });
+    const res = await pay(`${stack().apiUrl}/v1/proxy/${agent.id}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' },
+      body: marker,
+    });
     assert.equal(res.status, 402);
-    assert.deepEqual(sent.map((s) => s.status), [402, 402]);
-    assert.equal(PaymentRequiredV2Schema.parse(decodePaymentRequiredHeader(res.headers.get('payment-required')!)).error, 'settlement_failed');
+    assert.deepEqual(
+      sent.map((s) => s.status),
+      [402, 402],
+    );
+    assert.equal(
+      PaymentRequiredV2Schema.parse(decodePaymentRequiredHeader(res.headers.get('payment-required')!)).error,
+      'settlement_failed',
+    );
     assert.deepEqual(await res.json(), { error: 'settlement_failed' });
     assert.equal(received(marker), 0);
   });
 
   it('policy runs before payment in v2 too: a denied call is a 403 and charges nothing', async () => {
     const agent = await pricedAgent('2000');
-    const policy = await call('PUT', '/v1/policy', { token, json: { default: 'allow', on_error: 'allow', rules: [{ action: 'deny', match: { agents: [agent.id] } }] } });
+    const policy = await call('PUT', '/v1/policy', {
+      token,
+      json: { default: 'allow', on_error: 'allow', rules: [{ action: 'deny', match: { agents: [agent.id] } }] },
+    });
     assert.ok([200, 201].includes(policy.status), policy.text);
     try {
       const payer = await newPayer(1_000_000n);
       const { pay, sent } = payingFetch('v2-only', payer);
-      const res = await pay(`${stack().apiUrl}/v1/proxy/${agent.id}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: 'denied' });
+      const res = await pay(`${stack().apiUrl}/v1/proxy/${agent.id}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' },
+        body: 'denied',
+      });
       assert.equal(res.status, 403);
-      assert.deepEqual(sent.map((s) => s.status), [403], 'never told to pay');
-      const forced = await post(`/v1/proxy/${agent.id}`, 'denied', { 'payment-signature': encodePaymentSignatureHeader({ x402Version: 2, resource: { url: 'x' }, accepted: { scheme: 'exact', network: NETWORK, amount: '2000', asset: stack().infra.tokenAddress, payTo: agent.payTo, maxTimeoutSeconds: 60, extra: {} }, payload: (await signPayment(payer, { payTo: agent.payTo, value: 2_000n })).payload }) });
+      assert.deepEqual(
+        sent.map((s) => s.status),
+        [403],
+        'never told to pay',
+      );
+      const forced = await post(`/v1/proxy/${agent.id}`, 'denied', {
+        'payment-signature': encodePaymentSignatureHeader({
+          x402Version: 2,
+          resource: { url: 'x' },
+          accepted: {
+            scheme: 'exact',
+            network: NETWORK,
+            amount: '2000',
+            asset: stack().infra.tokenAddress,
+            payTo: agent.payTo,
+            maxTimeoutSeconds: 60,
+            extra: {},
+          },
+          payload: (await signPayment(payer, { payTo: agent.payTo, value: 2_000n })).payload,
+        }),
+      });
       assert.equal(forced.status, 403);
       assert.equal(await balanceOf(provider, agent.payTo), 0n);
     } finally {
@@ -348,7 +509,11 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
     assert.deepEqual(await transfersTo(provider, agent.payTo), [{ hash: receipt.transaction, value: 6_000n }]);
     await waitForInvocation(token, agent.id, retried.json.invocation_id);
     assert.equal(received(marker), 1);
-    assert.equal((await post(`/v1/proxy/${agent.id}`, marker, { 'payment-signature': header })).status, 402, 'bound now');
+    assert.equal(
+      (await post(`/v1/proxy/${agent.id}`, marker, { 'payment-signature': header })).status,
+      402,
+      'bound now',
+    );
   });
 
   it('a settled v2 payment whose call was not accepted is bound again without settling, also once its authorization expired', async () => {
@@ -361,7 +526,8 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
     const header = signatureHeader(required, payment.payload);
     const nonce = payment.payload.authorization.nonce.toLowerCase();
     // Stands in for a call whose binding was released (a workflow that could not be started).
-    const release = () => stack().orm.em.getConnection().execute('update payment_claims set invocation_id = null where nonce = ?', [nonce]);
+    const release = () =>
+      stack().orm.em.getConnection().execute('update payment_claims set invocation_id = null where nonce = ?', [nonce]);
 
     const paid = await post(`/v1/proxy/${agent.id}/stream`, marker, { 'payment-signature': header });
     assert.equal(paid.status, 200, paid.text);
@@ -387,9 +553,14 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
 
   it('the OpenAPI document declares the v2 headers on both proxy operations', async () => {
     const doc = (await call('GET', '/v1/openapi.json')).json;
-    for (const [path, ok] of [['/v1/proxy/{id}', '202'], ['/v1/proxy/{id}/stream', 'default']]) {
+    for (const [path, ok] of [
+      ['/v1/proxy/{id}', '202'],
+      ['/v1/proxy/{id}/stream', 'default'],
+    ]) {
       const op = doc.paths[path].post;
-      const params = op.parameters.filter((p: { in: string }) => p.in === 'header').map((p: { name: string }) => p.name);
+      const params = op.parameters
+        .filter((p: { in: string }) => p.in === 'header')
+        .map((p: { name: string }) => p.name);
       assert.ok(params.includes('X-PAYMENT') && params.includes('PAYMENT-SIGNATURE'), path);
       assert.ok(op.responses['402'].headers['PAYMENT-REQUIRED'], path);
       assert.ok(op.responses[ok].headers['PAYMENT-RESPONSE'] && op.responses[ok].headers['X-PAYMENT-RESPONSE'], path);
@@ -400,7 +571,11 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
     const agent = await pricedAgent('4000', { upstream_url: `http://127.0.0.1:${await closedPort()}/agent` });
     const payer = await newPayer(1_000_000n);
     const { pay } = payingFetch('v2-only', payer);
-    const res = await pay(`${stack().apiUrl}/v1/proxy/${agent.id}/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: 'x' });
+    const res = await pay(`${stack().apiUrl}/v1/proxy/${agent.id}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' },
+      body: 'x',
+    });
     assert.equal(res.status, 502, await res.clone().text());
     await assertSettled(res, payer, agent.payTo, 4_000n);
   });

@@ -19,7 +19,12 @@ const { performInvocation } = proxyActivities<InvocationActivities>({
   // the heartbeat timeout lets a crashed worker's attempt be retried within seconds.
   startToCloseTimeout: '5 minutes',
   heartbeatTimeout: '10 seconds',
-  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 20 },
+  retry: {
+    initialInterval: '200 milliseconds',
+    backoffCoefficient: 2,
+    maximumInterval: '10 seconds',
+    maximumAttempts: 20,
+  },
 });
 
 const { abandonInvocation } = proxyActivities<InvocationActivities>({
@@ -44,7 +49,10 @@ export async function InvocationWorkflow(input: InvocationInput): Promise<Invoca
     // performInvocation records every upstream outcome itself; reaching here means it could
     // not (its retries ran out), so the row is closed as failed rather than left running.
     const cause = err instanceof ActivityFailure ? err.cause : undefined;
-    outcome = await abandonInvocation(input.invocationId, cause instanceof ApplicationFailure ? (cause.type ?? null) : null);
+    outcome = await abandonInvocation(
+      input.invocationId,
+      cause instanceof ApplicationFailure ? (cause.type ?? null) : null,
+    );
   }
   upsertSearchAttributes([
     { key: InvocationStatus, value: outcome.status },

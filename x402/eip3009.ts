@@ -18,7 +18,12 @@ export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
 };
 
 function typedDomain(domain: TokenDomain): TypedDataDomain {
-  return { name: domain.name, version: domain.version, chainId: domain.chainId, verifyingContract: getAddress(domain.verifyingContract) };
+  return {
+    name: domain.name,
+    version: domain.version,
+    chainId: domain.chainId,
+    verifyingContract: getAddress(domain.verifyingContract),
+  };
 }
 
 // Recovery is a pure function of its inputs and costs milliseconds of curve arithmetic; the
@@ -27,13 +32,26 @@ const recovered = new Map<string, string | null>();
 const MEMO_SIZE = 2_000;
 
 /** The address that signed `authorization` for `domain`, or null when the signature is unusable. */
-export function recoverAuthorizer(domain: TokenDomain, authorization: TransferAuthorization, signature: string): string | null {
-  const memoKey = JSON.stringify([domain.name, domain.version, domain.chainId, domain.verifyingContract.toLowerCase(), authorization, signature]);
+export function recoverAuthorizer(
+  domain: TokenDomain,
+  authorization: TransferAuthorization,
+  signature: string,
+): string | null {
+  const memoKey = JSON.stringify([
+    domain.name,
+    domain.version,
+    domain.chainId,
+    domain.verifyingContract.toLowerCase(),
+    authorization,
+    signature,
+  ]);
   const hit = recovered.get(memoKey);
   if (hit !== undefined) return hit;
   let signer: string | null;
   try {
-    signer = getAddress(verifyTypedData(typedDomain(domain), TRANSFER_WITH_AUTHORIZATION_TYPES, authorization, signature));
+    signer = getAddress(
+      verifyTypedData(typedDomain(domain), TRANSFER_WITH_AUTHORIZATION_TYPES, authorization, signature),
+    );
   } catch {
     signer = null;
   }

@@ -8,7 +8,9 @@
 // fails closed (402), the facilitator's handler answers 503, its worker retries.
 import { Interface, isError } from 'ethers';
 
-const ERC1271 = new Interface(['function isValidSignature(bytes32 hash, bytes signature) view returns (bytes4 magicValue)']);
+const ERC1271 = new Interface([
+  'function isValidSignature(bytes32 hash, bytes signature) view returns (bytes4 magicValue)',
+]);
 // What SignatureChecker accepts: the selector left-aligned in one 32-byte word.
 const MAGIC_WORD = `0x1626ba7e${'0'.repeat(56)}`;
 
@@ -55,7 +57,8 @@ export function rpcEthCall(rpcUrl: string, timeoutMs: number): EthCall {
       if (body.error.code === 3 || /revert/i.test(body.error.message ?? '')) throw new CallReverted();
       throw new Error(`rpc error ${body.error.code ?? ''}`);
     }
-    if (typeof body.result !== 'string' || !/^0x[0-9a-fA-F]*$/.test(body.result)) throw new Error('rpc answered no data');
+    if (typeof body.result !== 'string' || !/^0x[0-9a-fA-F]*$/.test(body.result))
+      throw new Error('rpc answered no data');
     return body.result;
   };
 }

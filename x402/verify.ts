@@ -33,7 +33,14 @@ export type VerifyExpectation = {
   marginSeconds: number;
 };
 
-export type VerifiedPayment = { payer: string; payTo: string; value: bigint; validAfter: bigint; validBefore: bigint; nonce: string };
+export type VerifiedPayment = {
+  payer: string;
+  payTo: string;
+  value: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: string;
+};
 
 /**
  * How the payer signed: `eoa` (the signature recovers `from`: the token's (v, r, s) entry point)
@@ -41,7 +48,8 @@ export type VerifiedPayment = { payer: string; payTo: string; value: bigint; val
  */
 export type SignerKind = 'eoa' | 'contract';
 
-export type VerifyResult = { ok: true; payment: VerifiedPayment; signer: SignerKind } | { ok: false; cause: VerifyCause };
+export type VerifyResult =
+  { ok: true; payment: VerifiedPayment; signer: SignerKind } | { ok: false; cause: VerifyCause };
 
 const fail = (cause: VerifyCause): VerifyResult => ({ ok: false, cause });
 
@@ -61,7 +69,10 @@ type Terms = { ok: true; payment: VerifiedPayment } | { ok: false; cause: Verify
  * they hold. The facilitator asks it before a request may join a settlement, so requirements
  * that do not match the authorization never open (or poison) one.
  */
-export function termsMismatch(payment: Payment, expect: Omit<VerifyExpectation, 'now' | 'marginSeconds'>): VerifyCause | null {
+export function termsMismatch(
+  payment: Payment,
+  expect: Omit<VerifyExpectation, 'now' | 'marginSeconds'>,
+): VerifyCause | null {
   if (payment.x402Version !== X402_VERSION) return 'unsupported_version';
   if (payment.scheme !== SCHEME_EXACT) return 'unsupported_scheme';
   if (payment.network !== expect.network) return 'network_mismatch';
@@ -72,7 +83,8 @@ export function termsMismatch(payment: Payment, expect: Omit<VerifyExpectation, 
   const payTo = checksummed(expect.payTo);
   if (!to || !payTo || to !== payTo) return 'recipient_mismatch';
   const value = BigInt(a.value);
-  if ('exact' in expect.amount ? value !== expect.amount.exact : value === 0n || value > expect.amount.atMost) return 'amount_mismatch';
+  if ('exact' in expect.amount ? value !== expect.amount.exact : value === 0n || value > expect.amount.atMost)
+    return 'amount_mismatch';
   return null;
 }
 
@@ -92,7 +104,10 @@ function checkTerms(payment: Payment, expect: VerifyExpectation): Terms {
   if (/^0x0{64}$/.test(a.nonce)) return fail('invalid_nonce');
   const from = checksummed(a.from);
   if (!from) return fail('invalid_signature');
-  return { ok: true, payment: { payer: from, payTo: to, value, validAfter, validBefore, nonce: a.nonce.toLowerCase() } };
+  return {
+    ok: true,
+    payment: { payer: from, payTo: to, value, validAfter, validBefore, nonce: a.nonce.toLowerCase() },
+  };
 }
 
 /** Whether the ECDSA signature recovers the payer the terms named (an EOA's signature). */
@@ -114,15 +129,29 @@ export function verifyExactPayment(payment: Payment, expect: VerifyExpectation):
  * (`contracts`, an eth_call). Throws when that call cannot be made (the caller decides: fail
  * closed or retry).
  */
-export async function verifyPayment(payment: Payment, expect: VerifyExpectation, contracts: ContractSignatureCheck): Promise<VerifyResult> {
+export async function verifyPayment(
+  payment: Payment,
+  expect: VerifyExpectation,
+  contracts: ContractSignatureCheck,
+): Promise<VerifyResult> {
   const terms = checkTerms(payment, expect);
   if (!terms.ok) return terms;
   if (recoversPayer(payment, expect, terms.payment.payer)) return { ok: true, payment: terms.payment, signer: 'eoa' };
-  const accepted = await contractAccepts(expect.domain, payment.payload.authorization, payment.payload.signature, contracts);
+  const accepted = await contractAccepts(
+    expect.domain,
+    payment.payload.authorization,
+    payment.payload.signature,
+    contracts,
+  );
   return accepted ? { ok: true, payment: terms.payment, signer: 'contract' } : fail('invalid_signature');
 }
 
-async function contractAccepts(domain: TokenDomain, a: TransferAuthorization, signature: string, contracts: ContractSignatureCheck): Promise<boolean> {
+async function contractAccepts(
+  domain: TokenDomain,
+  a: TransferAuthorization,
+  signature: string,
+  contracts: ContractSignatureCheck,
+): Promise<boolean> {
   const from = checksummed(a.from);
   if (!from) return false;
   let digest: string;

@@ -8,18 +8,33 @@
 import { Transaction } from 'ethers';
 import type { Account } from '../../facilitator/accounts.ts';
 import { transferCalldata } from '../../facilitator/chain.ts';
-import { reserveAndClaim, signAndPersist, type ClaimResult, type PresignedTransaction, type SettlementRecord } from '../../facilitator/store.ts';
+import {
+  reserveAndClaim,
+  signAndPersist,
+  type ClaimResult,
+  type PresignedTransaction,
+  type SettlementRecord,
+} from '../../facilitator/store.ts';
 import type { SettleRequest } from '../../x402/schemas.ts';
 import { signerKindOf } from '../../x402/verify.ts';
 import type { GasPlan, SettlementDeps, VerifiedTransfer } from './types.ts';
 
-async function signTransfer(deps: SettlementDeps, request: SettleRequest, gas: GasPlan, nonce: number): Promise<{ raw: string; hash: string }> {
+async function signTransfer(
+  deps: SettlementDeps,
+  request: SettleRequest,
+  gas: GasPlan,
+  nonce: number,
+): Promise<{ raw: string; hash: string }> {
   const payment = request.paymentPayload;
   const raw = await deps.signer.signTransaction({
     type: 2,
     chainId: deps.config.domain.chainId,
     to: deps.config.tokenAddress,
-    data: transferCalldata(payment.payload.authorization, payment.payload.signature, signerKindOf(deps.config.domain, payment.payload.authorization, payment.payload.signature)),
+    data: transferCalldata(
+      payment.payload.authorization,
+      payment.payload.signature,
+      signerKindOf(deps.config.domain, payment.payload.authorization, payment.payload.signature),
+    ),
     nonce,
     gasLimit: gas.gasLimit,
     maxFeePerGas: gas.maxFeePerGas,
@@ -30,7 +45,12 @@ async function signTransfer(deps: SettlementDeps, request: SettleRequest, gas: G
 }
 
 /** The transfer signed with the predicted gas nonce, for the claim statement to store if the prediction holds. */
-export async function presign(deps: SettlementDeps, request: SettleRequest, gas: GasPlan, storedNonce: number | null): Promise<PresignedTransaction> {
+export async function presign(
+  deps: SettlementDeps,
+  request: SettleRequest,
+  gas: GasPlan,
+  storedNonce: number | null,
+): Promise<PresignedTransaction> {
   const nonce = Math.max(storedNonce ?? 0, gas.chainNonce);
   const signed = await signTransfer(deps, request, gas, nonce);
   return {
@@ -72,7 +92,12 @@ export async function claim(
   });
 }
 
-export async function sign(deps: SettlementDeps, key: string, request: SettleRequest, gas: GasPlan): Promise<SettlementRecord> {
+export async function sign(
+  deps: SettlementDeps,
+  key: string,
+  request: SettleRequest,
+  gas: GasPlan,
+): Promise<SettlementRecord> {
   const record = await signAndPersist(deps.pool, {
     key,
     gasWallet: deps.signer.address,

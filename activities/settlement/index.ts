@@ -23,14 +23,36 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { getAddress } from 'ethers';
-import { completeSettlement, findSettlement, findSettlementState, loadSettleRequest, markRefused, recordRejected, storedGasNonce, type PresignedTransaction, type SettlementRecord, type StoredSettleRequest } from '../../facilitator/store.ts';
+import {
+  completeSettlement,
+  findSettlement,
+  findSettlementState,
+  loadSettleRequest,
+  markRefused,
+  recordRejected,
+  storedGasNonce,
+  type PresignedTransaction,
+  type SettlementRecord,
+  type StoredSettleRequest,
+} from '../../facilitator/store.ts';
 import { findAccountById, type Account } from '../../facilitator/accounts.ts';
 import type { SettleRequest } from '../../x402/schemas.ts';
 import { outcomeOfRecord, reverify, type Reverified } from './verify.ts';
 import { claim, presign, sign } from './claim.ts';
 import { EOA_TRANSFER_GAS_LIMIT } from '../../facilitator/chain.ts';
 import { signerKindOf } from '../../x402/verify.ts';
-import { attemptsOf, awaitInclusion, broadcast, cancelAtGasNonce, firstAttempt, outcomeOfInclusion, recordInclusion, signedOrThrow, sleep, type Signed } from './send.ts';
+import {
+  attemptsOf,
+  awaitInclusion,
+  broadcast,
+  cancelAtGasNonce,
+  firstAttempt,
+  outcomeOfInclusion,
+  recordInclusion,
+  signedOrThrow,
+  sleep,
+  type Signed,
+} from './send.ts';
 import type { Prepared, SettlementActivities, SettlementDeps, SettlementOutcome } from './types.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 
@@ -39,11 +61,17 @@ const WATCH_WINDOW_MS = 10_000;
 const MAX_CANCEL_WAIT_MS = 20_000;
 
 /** The wait after the cancel: the rest of the caller's deadline, less a margin for the answer. */
-const cancelWaitMs = (settleDeadlineMs: number, inclusionTimeoutMs: number) => Math.min(Math.max(settleDeadlineMs - inclusionTimeoutMs - 500, 1_000), MAX_CANCEL_WAIT_MS);
+const cancelWaitMs = (settleDeadlineMs: number, inclusionTimeoutMs: number) =>
+  Math.min(Math.max(settleDeadlineMs - inclusionTimeoutMs - 500, 1_000), MAX_CANCEL_WAIT_MS);
 const WATCH_PAUSE_MS = 2_000;
 /** How long a run's outcome is kept for an activity that comes after the run it would have waited for. */
 const FINISHED_TTL_MS = 60_000;
-const GUARDRAIL_CAUSES = new Set(['kind_not_allowed', 'over_per_transaction_maximum', 'over_daily_ceiling', 'over_failed_gas_budget']);
+const GUARDRAIL_CAUSES = new Set([
+  'kind_not_allowed',
+  'over_per_transaction_maximum',
+  'over_daily_ceiling',
+  'over_failed_gas_budget',
+]);
 /** Before any bytes are signed, `settle` gives up after this long (nothing can be on chain). */
 const GIVE_UP_BEFORE_SIGNING_MS = 5 * 60_000;
 
@@ -72,7 +100,13 @@ export type SettlementRunner = {
    * key was stored earlier (a duplicate or a retry): nothing done, the workflow decides. Null:
    * the settlement was claimed by another run, for the caller to wait for its outcome.
    */
-  runFresh(key: string, accountId: string, request: SettleRequest, inclusionTimeoutMs: number, reads?: FreshReads): Promise<SettlementOutcome | 'stored_before' | null>;
+  runFresh(
+    key: string,
+    accountId: string,
+    request: SettleRequest,
+    inclusionTimeoutMs: number,
+    reads?: FreshReads,
+  ): Promise<SettlementOutcome | 'stored_before' | null>;
   /**
    * Starts the outbox run's reads (nothing is written): the handler issues them as soon as the
    * request parses, so they travel while it checks readiness and the signature.
@@ -88,7 +122,10 @@ type PrepareResult = (Prepared | { step: 'elsewhere' } | { step: 'stored_before'
 type Run = { answer: Promise<SettlementOutcome | null>; done: Promise<SettlementOutcome | null> };
 type Announce = (outcome: SettlementOutcome) => void;
 
-export function createSettlementSteps(deps: SettlementDeps): { activities: SettlementActivities; runner: SettlementRunner } {
+export function createSettlementSteps(deps: SettlementDeps): {
+  activities: SettlementActivities;
+  runner: SettlementRunner;
+} {
   // What this worker just signed and stored, handed to its own delivery step without reading
   // it back; a delivery on another worker (after a crash) reads the record instead.
   const justSigned = new Map<string, Signed>();
@@ -135,7 +172,10 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
    * signed before the node's pending count is in. Signed again if the reads then predict
    * otherwise (the node's count higher, other fees, a contract wallet's estimate).
    */
-  function presignEarly(request: SettleRequest, chain: ReturnType<typeof chainReads>): Promise<PresignedTransaction | undefined> {
+  function presignEarly(
+    request: SettleRequest,
+    chain: ReturnType<typeof chainReads>,
+  ): Promise<PresignedTransaction | undefined> {
     const { authorization, signature } = request.paymentPayload.payload;
     // Asked once the reads are out (the signer's kind costs a signature recovery: CPU).
     const early = Promise.all([chain.storedNonce, deps.fees.current()]).then(([nonce, fees]) =>
@@ -192,7 +232,10 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
       }).answer;
       return storedBefore ? 'stored_before' : outcome;
     },
-    runStarted: (key, inclusionTimeoutMs) => runOnce(key, async (announce) => afterPrepare(key, await prepare(key, readsFor(key)), inclusionTimeoutMs, announce)).answer,
+    runStarted: (key, inclusionTimeoutMs) =>
+      runOnce(key, async (announce) =>
+        afterPrepare(key, await prepare(key, readsFor(key)), inclusionTimeoutMs, announce),
+      ).answer,
   };
 
   /** The reads of a run without fresh reads: the stored request first, then the chain. */
@@ -200,7 +243,8 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
     // Sequential on this path: the chain is asked only once the stored request is known.
     const stored = loadSettleRequest(deps.pool, key);
     const later = stored.then((s) => (s ? chainReads(s.request, s.accountId) : null));
-    const pick = <T>(f: (r: ReturnType<typeof chainReads>) => Promise<T>, none: T) => later.then((r) => (r ? f(r) : none));
+    const pick = <T>(f: (r: ReturnType<typeof chainReads>) => Promise<T>, none: T) =>
+      later.then((r) => (r ? f(r) : none));
     const reads: Reads = {
       stored,
       existing: findSettlement(deps.pool, key),
@@ -220,7 +264,8 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
   async function prepare(key: string, reads: Reads, own = false): Promise<PrepareResult> {
     const [stored, existing, storedBefore] = await Promise.all([reads.stored, reads.existing, reads.storedBefore]);
     if (own && storedBefore) return { step: 'stored_before' };
-    if (existing?.status === 'settled' || existing?.status === 'failed') return { step: 'final', outcome: outcomeOfRecord(existing) };
+    if (existing?.status === 'settled' || existing?.status === 'failed')
+      return { step: 'final', outcome: outcomeOfRecord(existing) };
     if (own && existing) return { step: 'elsewhere' };
     // A resumed run whose bytes already exist goes straight to delivery: re-verifying now
     // would see its own transaction's effects (a used nonce) as a reason to refuse.
@@ -257,10 +302,14 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
     }
     if (!account) throw new Error('facilitator account missing');
     // A claimed record without bytes (resumed run) is signed under the row lock, never presigned.
-    const presigned = existing ? undefined : await (reads.presigned ?? presign(deps, stored.request, checked.gas, storedNonce));
+    const presigned = existing
+      ? undefined
+      : await (reads.presigned ?? presign(deps, stored.request, checked.gas, storedNonce));
     // A claimed record keeps its claim and reservation: claiming again would meet the daily
     // ceiling first and, with the ceiling full, refuse the very settlement it already holds.
-    const claimed = existing ? { claimed: existing } : await claim(deps, key, account, stored.request, checked.transfer, checked.gas, presigned, own);
+    const claimed = existing
+      ? { claimed: existing }
+      : await claim(deps, key, account, stored.request, checked.transfer, checked.gas, presigned, own);
     if ('rejected' in claimed) return { step: 'refused', payer, guardrail: claimed.rejected };
     if (own && claimed.raced) return { step: 'elsewhere' };
     const signed = claimed.claimed.rawTx ? claimed.claimed : await sign(deps, key, stored.request, checked.gas);
@@ -274,7 +323,12 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
    * the two is mined within the rest of the caller's deadline decides; neither yet: `pending`
    * (the caller is told to retry; the watcher records the outcome when one is mined).
    */
-  async function deliver(key: string, inclusionTimeoutMs: number, justNow?: Signed, announce?: Announce): Promise<SettlementOutcome> {
+  async function deliver(
+    key: string,
+    inclusionTimeoutMs: number,
+    justNow?: Signed,
+    announce?: Announce,
+  ): Promise<SettlementOutcome> {
     const record = signedOrThrow(justNow ?? (await findSettlement(deps.pool, key)));
     if (record.status === 'settled' || record.status === 'failed') return outcomeOfRecord(record);
     const attempts = justNow ? firstAttempt(record) : await attemptsOf(deps, record);
@@ -282,7 +336,12 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
     let inclusion = sent ?? (await awaitInclusion(deps, record, attempts, Date.now() + inclusionTimeoutMs));
     if (!inclusion.mined) {
       const watched = await cancelAtGasNonce(deps, record);
-      inclusion = await awaitInclusion(deps, record, watched, Date.now() + cancelWaitMs(deps.config.settleDeadlineMs, inclusionTimeoutMs));
+      inclusion = await awaitInclusion(
+        deps,
+        record,
+        watched,
+        Date.now() + cancelWaitMs(deps.config.settleDeadlineMs, inclusionTimeoutMs),
+      );
     }
     if (inclusion.mined && !inclusion.cancelled) announce?.(outcomeOfInclusion(record, inclusion));
     return recordInclusion(deps, record, inclusion);
@@ -295,7 +354,12 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
   }
 
   /** The outcome of a prepared settlement: its answer, or the delivery of its signed bytes. */
-  function afterPrepare(key: string, prepared: PrepareResult, inclusionTimeoutMs: number, announce?: Announce): Promise<SettlementOutcome | null> | SettlementOutcome | null {
+  function afterPrepare(
+    key: string,
+    prepared: PrepareResult,
+    inclusionTimeoutMs: number,
+    announce?: Announce,
+  ): Promise<SettlementOutcome | null> | SettlementOutcome | null {
     switch (prepared.step) {
       case 'elsewhere':
       case 'stored_before':
@@ -311,7 +375,11 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
   }
 
   /** One attempt of the activity: every step, giving up only before anything is signed. */
-  async function attempt(key: string, inclusionTimeoutMs: number, announce: Announce): Promise<SettlementOutcome | null> {
+  async function attempt(
+    key: string,
+    inclusionTimeoutMs: number,
+    announce: Announce,
+  ): Promise<SettlementOutcome | null> {
     let prepared: PrepareResult;
     try {
       prepared = await prepare(key, readsFor(key));
@@ -376,7 +444,13 @@ export function createSettlementSteps(deps: SettlementDeps): { activities: Settl
       const context = Context.current();
       for (;;) {
         const record = signedOrThrow(await findSettlement(deps.pool, key));
-        const inclusion = await awaitInclusion(deps, record, await attemptsOf(deps, record), Date.now() + WATCH_WINDOW_MS, () => context.heartbeat());
+        const inclusion = await awaitInclusion(
+          deps,
+          record,
+          await attemptsOf(deps, record),
+          Date.now() + WATCH_WINDOW_MS,
+          () => context.heartbeat(),
+        );
         if (inclusion.mined) {
           // A mined cancel stays pending until the chain is past the authorization's validBefore.
           const outcome = await recordInclusion(deps, record, inclusion);
@@ -399,7 +473,9 @@ function withCoarseFailures(activities: SettlementActivities): SettlementActivit
   const coarse = (err: unknown): ApplicationFailure => {
     const type = err instanceof ApplicationFailure ? (err.type ?? 'Error') : (err as Error)?.name || 'Error';
     const message = errorKind(err, type);
-    return err instanceof ApplicationFailure && err.nonRetryable ? ApplicationFailure.nonRetryable(message, type) : ApplicationFailure.retryable(message, type);
+    return err instanceof ApplicationFailure && err.nonRetryable
+      ? ApplicationFailure.nonRetryable(message, type)
+      : ApplicationFailure.retryable(message, type);
   };
   return Object.fromEntries(
     Object.entries(activities).map(([name, run]) => [

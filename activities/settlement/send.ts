@@ -12,7 +12,16 @@
 // `success: false` the caller gets final (the transfer can never land afterwards).
 import { Transaction, getAddress, zeroPadValue, type TransactionReceipt } from 'ethers';
 import { authorizationUsed, rpcNow, sendRaw, tokenInterface } from '../../facilitator/chain.ts';
-import { completeSettlement, markBroadcast, parseSettlementKey, signedAttempts, storeFeeBump, type FinalOutcome, type SettlementRecord, type SignedAttempt } from '../../facilitator/store.ts';
+import {
+  completeSettlement,
+  markBroadcast,
+  parseSettlementKey,
+  signedAttempts,
+  storeFeeBump,
+  type FinalOutcome,
+  type SettlementRecord,
+  type SignedAttempt,
+} from '../../facilitator/store.ts';
 import { outcomeOfRecord } from './verify.ts';
 import { failedGasWei } from '../../lib/observability/metrics.ts';
 import type { Inclusion, SettlementDeps, SettlementOutcome } from './types.ts';
@@ -33,7 +42,8 @@ export function signedOrThrow(record: SettlementRecord | null): Signed {
 const CANCEL_GAS_LIMIT = 21_000n;
 
 /** A cancel is the gas wallet's send to itself; a transfer goes to the token contract. */
-const isCancel = (tx: { from?: string | null; to?: string | null }) => !!tx.to && !!tx.from && tx.to.toLowerCase() === tx.from.toLowerCase();
+const isCancel = (tx: { from?: string | null; to?: string | null }) =>
+  !!tx.to && !!tx.from && tx.to.toLowerCase() === tx.from.toLowerCase();
 
 /** Whether these signed bytes are a cancel. */
 export const isCancelRaw = (rawTx: string) => isCancel(Transaction.from(rawTx));
@@ -54,7 +64,10 @@ function inclusionOf(receipt: TransactionReceipt): Inclusion {
 export async function attemptsOf(deps: SettlementDeps, record: Signed): Promise<SignedAttempt[]> {
   const stored = await signedAttempts(deps.pool, record.key);
   if (stored.some((a) => a.txHash === record.txHash)) return stored;
-  return [...stored, { seq: stored.length, txHash: record.txHash, rawTx: record.rawTx, maxFeePerGas: null, maxPriorityFeePerGas: null }];
+  return [
+    ...stored,
+    { seq: stored.length, txHash: record.txHash, rawTx: record.rawTx, maxFeePerGas: null, maxPriorityFeePerGas: null },
+  ];
 }
 
 /** The first attempt of a record this worker just signed (no read back). */
@@ -66,7 +79,15 @@ export function firstAttempt(record: Signed): SignedAttempt[] {
 const withoutSyncSend = new WeakSet<object>();
 const SYNC_SEND_WAIT_MS = 1_000;
 
-type RpcReceipt = { transactionHash: string; status: string; blockNumber: string; gasUsed: string; effectiveGasPrice: string; from: string; to: string | null };
+type RpcReceipt = {
+  transactionHash: string;
+  status: string;
+  blockNumber: string;
+  gasUsed: string;
+  effectiveGasPrice: string;
+  from: string;
+  to: string | null;
+};
 
 /**
  * Sends the stored bytes; with a node that has eth_sendRawTransactionSync (anvil, and chains
@@ -76,7 +97,10 @@ type RpcReceipt = { transactionHash: string; status: string; blockNumber: string
 async function send(deps: SettlementDeps, raw: string, hash: string): Promise<Inclusion | null> {
   if (!withoutSyncSend.has(deps.provider)) {
     try {
-      const receipt = await rpcNow<RpcReceipt | null>(deps.provider, 'eth_sendRawTransactionSync', [raw, SYNC_SEND_WAIT_MS]);
+      const receipt = await rpcNow<RpcReceipt | null>(deps.provider, 'eth_sendRawTransactionSync', [
+        raw,
+        SYNC_SEND_WAIT_MS,
+      ]);
       if (receipt?.transactionHash) {
         return {
           mined: true,
@@ -91,7 +115,8 @@ async function send(deps: SettlementDeps, raw: string, hash: string): Promise<In
       return null;
     } catch (err) {
       const text = String((err as { error?: { message?: string } }).error?.message ?? (err as Error).message);
-      if (/not (found|supported|available)|unknown method|does not exist/i.test(text)) withoutSyncSend.add(deps.provider);
+      if (/not (found|supported|available)|unknown method|does not exist/i.test(text))
+        withoutSyncSend.add(deps.provider);
       // Anything else (a wait that timed out, bytes the node already holds): the plain send
       // below settles whether the node has them, and the poll finds the receipt.
     }
@@ -103,7 +128,10 @@ async function send(deps: SettlementDeps, raw: string, hash: string): Promise<In
 /** Sends the record's stored bytes and counts the send; the inclusion when the node answered with it at once. */
 export async function broadcast(deps: SettlementDeps, record: Signed): Promise<Inclusion | null> {
   // The bytes are already stored (sign), so counting the attempt runs alongside the send.
-  const [inclusion] = await Promise.all([send(deps, record.rawTx, record.txHash), markBroadcast(deps.pool, record.key)]);
+  const [inclusion] = await Promise.all([
+    send(deps, record.rawTx, record.txHash),
+    markBroadcast(deps.pool, record.key),
+  ]);
   return inclusion;
 }
 
@@ -115,15 +143,49 @@ const raised = (fee: bigint, percent: number) => (fee * BigInt(100 + percent) + 
  * is sent that is not stored first. Null when the record no longer waits for inclusion or the
  * transaction is not the gas wallet's.
  */
-async function replaceAtGasNonce(deps: SettlementDeps, key: string, latest: SignedAttempt, seq: number, as: 'bump' | 'cancel'): Promise<SignedAttempt | null> {
+async function replaceAtGasNonce(
+  deps: SettlementDeps,
+  key: string,
+  latest: SignedAttempt,
+  seq: number,
+  as: 'bump' | 'cancel',
+): Promise<SignedAttempt | null> {
   const tx = Transaction.from(latest.rawTx);
-  if (tx.from?.toLowerCase() !== deps.signer.address.toLowerCase() || tx.maxFeePerGas === null || tx.maxPriorityFeePerGas === null) return null;
+  if (
+    tx.from?.toLowerCase() !== deps.signer.address.toLowerCase() ||
+    tx.maxFeePerGas === null ||
+    tx.maxPriorityFeePerGas === null
+  )
+    return null;
   const market = await deps.fees.current();
-  const maxPriorityFeePerGas = [raised(tx.maxPriorityFeePerGas, deps.config.feeBump.percent), market.maxPriorityFeePerGas].reduce((a, b) => (a > b ? a : b));
-  const maxFeePerGas = [raised(tx.maxFeePerGas, deps.config.feeBump.percent), market.maxFeePerGas, maxPriorityFeePerGas].reduce((a, b) => (a > b ? a : b));
-  const payload = as === 'cancel' ? { to: deps.signer.address, data: '0x', gasLimit: CANCEL_GAS_LIMIT, value: 0n } : { to: tx.to, data: tx.data, gasLimit: tx.gasLimit, value: tx.value };
-  const raw = await deps.signer.signTransaction({ type: 2, chainId: tx.chainId, nonce: tx.nonce, maxFeePerGas, maxPriorityFeePerGas, ...payload });
-  return storeFeeBump(deps.pool, key, { seq, txHash: Transaction.from(raw).hash!, rawTx: raw, maxFeePerGas, maxPriorityFeePerGas });
+  const maxPriorityFeePerGas = [
+    raised(tx.maxPriorityFeePerGas, deps.config.feeBump.percent),
+    market.maxPriorityFeePerGas,
+  ].reduce((a, b) => (a > b ? a : b));
+  const maxFeePerGas = [
+    raised(tx.maxFeePerGas, deps.config.feeBump.percent),
+    market.maxFeePerGas,
+    maxPriorityFeePerGas,
+  ].reduce((a, b) => (a > b ? a : b));
+  const payload =
+    as === 'cancel'
+      ? { to: deps.signer.address, data: '0x', gasLimit: CANCEL_GAS_LIMIT, value: 0n }
+      : { to: tx.to, data: tx.data, gasLimit: tx.gasLimit, value: tx.value };
+  const raw = await deps.signer.signTransaction({
+    type: 2,
+    chainId: tx.chainId,
+    nonce: tx.nonce,
+    maxFeePerGas,
+    maxPriorityFeePerGas,
+    ...payload,
+  });
+  return storeFeeBump(deps.pool, key, {
+    seq,
+    txHash: Transaction.from(raw).hash!,
+    rawTx: raw,
+    maxFeePerGas,
+    maxPriorityFeePerGas,
+  });
 }
 
 const nextSeq = (attempts: SignedAttempt[]) => attempts.reduce((max, a) => Math.max(max, a.seq), -1) + 1;
@@ -140,7 +202,10 @@ export async function cancelAtGasNonce(deps: SettlementDeps, record: Signed): Pr
   if (isCancelRaw(latest.rawTx)) return attempts;
   const cancel = await replaceAtGasNonce(deps, record.key, latest, nextSeq(attempts), 'cancel');
   if (!cancel) return attempts;
-  await Promise.all([sendRaw(deps.provider, cancel.rawTx, cancel.txHash).catch(() => undefined), markBroadcast(deps.pool, record.key)]);
+  await Promise.all([
+    sendRaw(deps.provider, cancel.rawTx, cancel.txHash).catch(() => undefined),
+    markBroadcast(deps.pool, record.key),
+  ]);
   return attempts.some((a) => a.txHash === cancel.txHash) ? attempts : [...attempts, cancel];
 }
 
@@ -172,7 +237,10 @@ export async function awaitInclusion(
         watched.push(bumped);
         lastSend = Date.now();
         // A node refusing the replacement (underpriced for its rules) still holds the earlier one.
-        await Promise.all([sendRaw(deps.provider, bumped.rawTx, bumped.txHash).catch(() => undefined), markBroadcast(deps.pool, record.key)]);
+        await Promise.all([
+          sendRaw(deps.provider, bumped.rawTx, bumped.txHash).catch(() => undefined),
+          markBroadcast(deps.pool, record.key),
+        ]);
         continue;
       }
     }
@@ -187,7 +255,10 @@ export async function awaitInclusion(
 }
 
 /** What the record will say once `inclusion` (a mined transfer, not a cancel) is recorded: the caller's answer, given before the write. */
-export function outcomeOfInclusion(record: SettlementRecord, inclusion: Inclusion & { mined: true }): SettlementOutcome {
+export function outcomeOfInclusion(
+  record: SettlementRecord,
+  inclusion: Inclusion & { mined: true },
+): SettlementOutcome {
   return inclusion.success
     ? { status: 'settled', payer: getAddress(record.payer), transaction: inclusion.txHash, cause: null }
     : { status: 'failed', payer: getAddress(record.payer), transaction: inclusion.txHash, cause: 'reverted' };
@@ -202,27 +273,53 @@ const AUTHORIZATION_LOG_BLOCKS = 100_000;
  * final only once the chain has a block at or past validBefore (no later block can include it).
  * Then the token says whether it was used: settled (by whoever submitted it) or not (failed).
  */
-async function afterCancel(deps: SettlementDeps, record: SettlementRecord, cancel: Inclusion & { mined: true }): Promise<FinalOutcome> {
+async function afterCancel(
+  deps: SettlementDeps,
+  record: SettlementRecord,
+  cancel: Inclusion & { mined: true },
+): Promise<FinalOutcome> {
   const latest = await deps.provider.getBlock('latest');
-  if (!latest || BigInt(latest.timestamp) < record.validBefore) return { status: 'pending', cause: 'inclusion_timeout' };
+  if (!latest || BigInt(latest.timestamp) < record.validBefore)
+    return { status: 'pending', cause: 'inclusion_timeout' };
   const token = deps.config.tokenAddress;
   const { nonce } = parseSettlementKey(record.key);
   if (!(await authorizationUsed(deps.provider, token, record.payer, nonce))) {
-    return { status: 'failed', cause: 'inclusion_timeout', blockNumber: cancel.blockNumber, gasUsed: cancel.gasUsed, txHash: cancel.txHash };
+    return {
+      status: 'failed',
+      cause: 'inclusion_timeout',
+      blockNumber: cancel.blockNumber,
+      gasUsed: cancel.gasUsed,
+      txHash: cancel.txHash,
+    };
   }
   const topics = [tokenInterface.getEvent('AuthorizationUsed')!.topicHash, zeroPadValue(record.payer, 32), nonce];
-  const logs = await deps.provider.getLogs({ address: token, topics, fromBlock: Math.max(latest.number - AUTHORIZATION_LOG_BLOCKS, 0), toBlock: latest.number });
+  const logs = await deps.provider.getLogs({
+    address: token,
+    topics,
+    fromBlock: Math.max(latest.number - AUTHORIZATION_LOG_BLOCKS, 0),
+    toBlock: latest.number,
+  });
   const used = logs[0];
   if (!used) throw new Error('authorization used but its log was not found');
   return { status: 'settled', blockNumber: used.blockNumber, gasUsed: 0n, txHash: used.transactionHash };
 }
 
 /** Records a mined attempt's outcome, or `pending` (not mined, or a cancel mined before validBefore). */
-export async function recordInclusion(deps: SettlementDeps, record: SettlementRecord, inclusion: Inclusion): Promise<SettlementOutcome> {
+export async function recordInclusion(
+  deps: SettlementDeps,
+  record: SettlementRecord,
+  inclusion: Inclusion,
+): Promise<SettlementOutcome> {
   let outcome: FinalOutcome;
   if (!inclusion.mined) outcome = { status: 'pending', cause: 'inclusion_timeout' };
   else if (inclusion.cancelled) outcome = await afterCancel(deps, record, inclusion);
-  else if (inclusion.success) outcome = { status: 'settled', blockNumber: inclusion.blockNumber, gasUsed: inclusion.gasUsed, txHash: inclusion.txHash };
+  else if (inclusion.success)
+    outcome = {
+      status: 'settled',
+      blockNumber: inclusion.blockNumber,
+      gasUsed: inclusion.gasUsed,
+      txHash: inclusion.txHash,
+    };
   else {
     outcome = {
       status: 'failed',
@@ -235,7 +332,8 @@ export async function recordInclusion(deps: SettlementDeps, record: SettlementRe
   }
   const recorded = await completeSettlement(deps.pool, record.key, outcome);
   // Counted by the run whose statement recorded it (a watcher may record the same revert again).
-  if (recorded.completedNow && outcome.status === 'failed' && outcome.failedGasWei) failedGasWei.inc({ account: recorded.accountId }, Number(outcome.failedGasWei));
+  if (recorded.completedNow && outcome.status === 'failed' && outcome.failedGasWei)
+    failedGasWei.inc({ account: recorded.accountId }, Number(outcome.failedGasWei));
   return outcomeOfRecord(recorded);
 }
 

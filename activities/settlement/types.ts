@@ -34,7 +34,17 @@ export type Prepared =
   | { step: 'final'; outcome: SettlementOutcome };
 
 /** First-block inclusion of one of the settlement's attempts (`txHash`: the one mined; `cancelled`: it was the cancel). */
-export type Inclusion = { mined: true; success: boolean; blockNumber: number; gasUsed: bigint; gasPrice: bigint; txHash: string; cancelled: boolean } | { mined: false };
+export type Inclusion =
+  | {
+      mined: true;
+      success: boolean;
+      blockNumber: number;
+      gasUsed: bigint;
+      gasPrice: bigint;
+      txHash: string;
+      cancelled: boolean;
+    }
+  | { mined: false };
 
 /** The workflow's result and the facilitator's answer. `cause` is for operators only. */
 export type SettlementOutcome = {

@@ -7,7 +7,13 @@
 import { getAddress } from 'ethers';
 import { verifyPayment } from '../../x402/verify.ts';
 import { contractSignatureCheck } from '../../x402/erc1271.ts';
-import { EOA_TRANSFER_GAS_LIMIT, authorizationUsed, pendingNonce, simulate, transferCalldata } from '../../facilitator/chain.ts';
+import {
+  EOA_TRANSFER_GAS_LIMIT,
+  authorizationUsed,
+  pendingNonce,
+  simulate,
+  transferCalldata,
+} from '../../facilitator/chain.ts';
 import type { SettlementRecord } from '../../facilitator/store.ts';
 import type { SettleRequest, TransferAuthorization } from '../../x402/schemas.ts';
 import type { GasPlan, SettlementDeps, SettlementOutcome, VerifiedTransfer } from './types.ts';
@@ -27,7 +33,11 @@ const GAS_HEADROOM_PERCENT = 120n;
 export type Reverified = { ok: true; transfer: VerifiedTransfer; gas: GasPlan } | { ok: false; cause: string };
 
 /** The gas wallet's transaction in its EOA form (the (v, r, s) overload); null when the signature has no EOA's shape. */
-function eoaTransfer(deps: SettlementDeps, a: TransferAuthorization, signature: string): { from: string; to: string; data: string } | null {
+function eoaTransfer(
+  deps: SettlementDeps,
+  a: TransferAuthorization,
+  signature: string,
+): { from: string; to: string; data: string } | null {
   if (signature.length !== 132) return null;
   try {
     return { from: deps.signer.address, to: deps.config.tokenAddress, data: transferCalldata(a, signature, 'eoa') };
@@ -57,19 +67,30 @@ export async function reverify(deps: SettlementDeps, request: SettleRequest): Pr
   await new Promise((resolve) => setImmediate(resolve));
   // A contract wallet's signature is asked of the wallet (ERC-1271) through the worker's node;
   // an RPC failure there is thrown, so the activity retries instead of refusing the payment.
-  const checked = await verifyPayment(payment, {
-    network: deps.config.network,
-    domain: deps.config.domain,
-    asset: requirements.asset,
-    payTo: requirements.payTo,
-    amount: { atMost: BigInt(requirements.maxAmountRequired) },
-    now: Math.floor(Date.now() / 1000),
-    marginSeconds: deps.config.validityMarginSeconds,
-  }, contractSignatureCheck((tx) => deps.provider.call(tx)));
+  const checked = await verifyPayment(
+    payment,
+    {
+      network: deps.config.network,
+      domain: deps.config.domain,
+      asset: requirements.asset,
+      payTo: requirements.payTo,
+      amount: { atMost: BigInt(requirements.maxAmountRequired) },
+      now: Math.floor(Date.now() / 1000),
+      marginSeconds: deps.config.validityMarginSeconds,
+    },
+    contractSignatureCheck((tx) => deps.provider.call(tx)),
+  );
   if (!checked.ok) return { ok: false, cause: checked.cause };
 
   const eoa = checked.signer === 'eoa';
-  const tx = eoa && eoaTx ? eoaTx : { from: deps.signer.address, to: token, data: transferCalldata(authorization, payment.payload.signature, checked.signer) };
+  const tx =
+    eoa && eoaTx
+      ? eoaTx
+      : {
+          from: deps.signer.address,
+          to: token,
+          data: transferCalldata(authorization, payment.payload.signature, checked.signer),
+        };
   const [isUsed, simulation, estimate, fee, nonce] = await Promise.all([
     used,
     eoa && eoaSimulation ? eoaSimulation : simulate(deps.provider, tx),
@@ -82,7 +103,12 @@ export async function reverify(deps: SettlementDeps, request: SettleRequest): Pr
 
   return {
     ok: true,
-    transfer: { payer: checked.payment.payer, payTo: checked.payment.payTo, amount: checked.payment.value, validBefore: checked.payment.validBefore },
+    transfer: {
+      payer: checked.payment.payer,
+      payTo: checked.payment.payTo,
+      amount: checked.payment.value,
+      validBefore: checked.payment.validBefore,
+    },
     gas: {
       gasLimit: estimate === null ? EOA_TRANSFER_GAS_LIMIT : (estimate * GAS_HEADROOM_PERCENT) / 100n,
       maxFeePerGas: fee.maxFeePerGas,

@@ -22,7 +22,10 @@ const ToolPrice = z
 
 export const PricingInput = z
   .strictObject({
-    amount: Amount.meta({ description: 'Flat per-call price in the asset\'s smallest unit (USDC: 6 decimals).', example: '10000' }),
+    amount: Amount.meta({
+      description: "Flat per-call price in the asset's smallest unit (USDC: 6 decimals).",
+      example: '10000',
+    }),
     asset: z.literal('USDC', { error: 'pricing.asset must be USDC' }),
     network: z.literal('base', { error: 'pricing.network must be base' }),
     pay_to: z
@@ -46,20 +49,47 @@ const NameField = z
 /** Every mutable field; create makes `name` required, PATCH makes everything optional. */
 const mutable = {
   description: z.string({ error: 'description must be a string' }).max(4000, 'description is too long').nullable(),
-  tags: z.array(z.string({ error: 'tags must be strings' }).min(1, 'tags must not be empty').max(100, 'tag is too long'), { error: 'tags must be an array of strings' }).max(50, 'too many tags'),
+  tags: z
+    .array(z.string({ error: 'tags must be strings' }).min(1, 'tags must not be empty').max(100, 'tag is too long'), {
+      error: 'tags must be an array of strings',
+    })
+    .max(50, 'too many tags'),
   metadata: z
     .record(z.string(), z.unknown(), { error: 'metadata must be an object' })
     .refine((m) => JSON.stringify(m).length <= 16_384, 'metadata is too large'),
-  upstream_url: z.string({ error: 'upstream_url must be a string' }).max(2048, 'upstream_url is too long').nullable().meta({ description: 'http or https URL with a host; loopback, private, link-local and localhost hosts are rejected. Setting it makes a pending agent active; null makes it pending.' }),
-  credential_ref: z.string({ error: 'credential_ref must be a string' }).max(100).nullable().meta({ description: 'ID of a credential of the tenant, injected into upstream calls.' }),
+  upstream_url: z
+    .string({ error: 'upstream_url must be a string' })
+    .max(2048, 'upstream_url is too long')
+    .nullable()
+    .meta({
+      description:
+        'http or https URL with a host; loopback, private, link-local and localhost hosts are rejected. Setting it makes a pending agent active; null makes it pending.',
+    }),
+  credential_ref: z
+    .string({ error: 'credential_ref must be a string' })
+    .max(100)
+    .nullable()
+    .meta({ description: 'ID of a credential of the tenant, injected into upstream calls.' }),
   emit_receipts: z.boolean({ error: 'emit_receipts must be a boolean' }),
   capture_body: z.boolean({ error: 'capture_body must be a boolean' }),
   protocol: z.enum(['http', 'mcp'], { error: 'protocol must be http or mcp' }),
   mcp_transport: z.literal('streamable_http', { error: 'mcp_transport must be streamable_http' }).nullable(),
-  mcp_protocol_version: z.string({ error: 'mcp_protocol_version must be a string' }).max(32, 'mcp_protocol_version is too long').nullable().meta({ description: `Validated when protocol=mcp: one of ${MCP_PROTOCOL_VERSIONS.join(', ')}.` }),
+  mcp_protocol_version: z
+    .string({ error: 'mcp_protocol_version must be a string' })
+    .max(32, 'mcp_protocol_version is too long')
+    .nullable()
+    .meta({ description: `Validated when protocol=mcp: one of ${MCP_PROTOCOL_VERSIONS.join(', ')}.` }),
   pricing: PricingInput.nullable(),
-  rate_limit_rps: z.number({ error: 'rate_limit_rps must be a number' }).positive('rate_limit_rps must be positive').max(100_000, 'rate_limit_rps is too large').nullable(),
-  rate_limit_burst: z.int({ error: 'rate_limit_burst must be an integer' }).positive('rate_limit_burst must be positive').max(100_000, 'rate_limit_burst is too large').nullable(),
+  rate_limit_rps: z
+    .number({ error: 'rate_limit_rps must be a number' })
+    .positive('rate_limit_rps must be positive')
+    .max(100_000, 'rate_limit_rps is too large')
+    .nullable(),
+  rate_limit_burst: z
+    .int({ error: 'rate_limit_burst must be an integer' })
+    .positive('rate_limit_burst must be positive')
+    .max(100_000, 'rate_limit_burst is too large')
+    .nullable(),
   retry_non_idempotent: z.boolean({ error: 'retry_non_idempotent must be a boolean' }),
 };
 
@@ -70,9 +100,11 @@ const optionalAll = Object.fromEntries(Object.entries(mutable).map(([k, v]) => [
 export const AgentCreateInput = z.strictObject({ name: NameField, ...optionalAll }).meta({ id: 'AgentCreate' });
 export type AgentCreateInput = z.infer<typeof AgentCreateInput>;
 
-export const AgentPatchInput = z
-  .strictObject({ name: NameField.optional(), ...optionalAll })
-  .meta({ id: 'AgentPatch', description: 'Partial update: absent keys are unchanged, null clears a nullable field (pricing: null removes the price). Validated like create, on the resulting agent.' });
+export const AgentPatchInput = z.strictObject({ name: NameField.optional(), ...optionalAll }).meta({
+  id: 'AgentPatch',
+  description:
+    'Partial update: absent keys are unchanged, null clears a nullable field (pricing: null removes the price). Validated like create, on the resulting agent.',
+});
 export type AgentPatchInput = z.infer<typeof AgentPatchInput>;
 
 export const AgentSuspendInput = z
@@ -105,10 +137,15 @@ export const AgentView = z
         tools: z.record(z.string(), z.string()).optional(),
       })
       .nullable(),
-    status: z.enum(['pending', 'active', 'inactive']).meta({ description: 'Derived: inactive once deleted, else active when upstream_url is set, else pending.' }),
+    status: z
+      .enum(['pending', 'active', 'inactive'])
+      .meta({ description: 'Derived: inactive once deleted, else active when upstream_url is set, else pending.' }),
     created_by: z.string().meta({ description: 'Subject (user) claim of the token that created the agent.' }),
     rate_limit_rps: z.number().nullable(),
-    rate_limit_burst: z.int().nullable().meta({ description: 'Token-bucket depth; 20 when only rate_limit_rps is set.' }),
+    rate_limit_burst: z
+      .int()
+      .nullable()
+      .meta({ description: 'Token-bucket depth; 20 when only rate_limit_rps is set.' }),
     retry_non_idempotent: z.boolean(),
     suspended: z.boolean(),
     suspended_reason: z.string().nullable(),
@@ -117,7 +154,9 @@ export const AgentView = z
   })
   .meta({ id: 'Agent' });
 
-export const AgentList = z.strictObject({ data: z.array(AgentView), next_cursor: z.string().nullable() }).meta({ id: 'AgentList' });
+export const AgentList = z
+  .strictObject({ data: z.array(AgentView), next_cursor: z.string().nullable() })
+  .meta({ id: 'AgentList' });
 
 /** The fields the cross-field rules read, as they would stand after the create or update. */
 export type AgentRuleState = {
@@ -131,13 +170,20 @@ export type AgentRuleState = {
 
 /** SPEC create rules, checked on the resulting state; returns the first violation. */
 export function agentRuleError(state: AgentRuleState): string | undefined {
-  if (state.protocol === 'mcp' && state.mcp_transport !== 'streamable_http') return 'mcp_transport must be streamable_http when protocol is mcp';
-  if (state.protocol === 'http' && state.mcp_transport !== null) return 'mcp_transport is only valid when protocol is mcp';
-  if (state.protocol === 'mcp' && state.mcp_protocol_version !== null && !(MCP_PROTOCOL_VERSIONS as readonly string[]).includes(state.mcp_protocol_version)) {
+  if (state.protocol === 'mcp' && state.mcp_transport !== 'streamable_http')
+    return 'mcp_transport must be streamable_http when protocol is mcp';
+  if (state.protocol === 'http' && state.mcp_transport !== null)
+    return 'mcp_transport is only valid when protocol is mcp';
+  if (
+    state.protocol === 'mcp' &&
+    state.mcp_protocol_version !== null &&
+    !(MCP_PROTOCOL_VERSIONS as readonly string[]).includes(state.mcp_protocol_version)
+  ) {
     return `mcp_protocol_version must be one of ${MCP_PROTOCOL_VERSIONS.join(', ')}`;
   }
   if (state.protocol !== 'mcp' && state.pricing?.tools) return 'pricing.tools requires protocol mcp';
-  if (state.rate_limit_burst !== null && state.rate_limit_rps === null) return 'rate_limit_burst requires rate_limit_rps';
+  if (state.rate_limit_burst !== null && state.rate_limit_rps === null)
+    return 'rate_limit_burst requires rate_limit_rps';
   return undefined;
 }
 
@@ -145,9 +191,13 @@ export function agentRuleError(state: AgentRuleState): string | undefined {
  * The operator's ceiling on what a tenant may set for its own agents (RATE_LIMIT_AGENT_MAX_RPS,
  * RATE_LIMIT_AGENT_MAX_BURST): checked on the values a create or update sets.
  */
-export function rateLimitCeilingError(set: { rate_limit_rps?: number | null; rate_limit_burst?: number | null }, max: { rps: number; burst: number }): string | undefined {
+export function rateLimitCeilingError(
+  set: { rate_limit_rps?: number | null; rate_limit_burst?: number | null },
+  max: { rps: number; burst: number },
+): string | undefined {
   if (set.rate_limit_rps != null && set.rate_limit_rps > max.rps) return `rate_limit_rps may be at most ${max.rps}`;
-  if (set.rate_limit_burst != null && set.rate_limit_burst > max.burst) return `rate_limit_burst may be at most ${max.burst}`;
+  if (set.rate_limit_burst != null && set.rate_limit_burst > max.burst)
+    return `rate_limit_burst may be at most ${max.burst}`;
   return undefined;
 }
 

@@ -8,7 +8,6 @@ export type { AnalyticsQuery };
 
 export const MAX_WINDOW_MS = 31 * 24 * 3600 * 1000;
 
-
 // RFC 3339 date-time: full date, T (or t / space per the RFC's note), time with optional
 // fraction, and a mandatory zone (Z or ±hh:mm).
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$/;

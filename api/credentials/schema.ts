@@ -6,7 +6,9 @@ import type { AuthType, CredentialSource } from '../../gateway/credentials/entit
 
 export const MAX_SECRET_CHARS = 65_536;
 
-const AuthTypeField = z.enum(['bearer', 'api_key', 'none'], { error: 'auth_type must be one of bearer, api_key, none' });
+const AuthTypeField = z.enum(['bearer', 'api_key', 'none'], {
+  error: 'auth_type must be one of bearer, api_key, none',
+});
 const SourceField = z.enum(['managed', 'vault'], { error: 'source must be one of managed, vault' });
 const NameField = z
   .string({ error: (issue) => (issue.input === undefined ? 'name is required' : 'name must be a string') })
@@ -23,7 +25,8 @@ const VaultRefField = z
   .max(512, 'vault_ref is too long')
   // Its place (inside the caller's own tenant prefix) is checked by the route, which knows the tenant.
   .meta({
-    description: 'KV v2 secret and field in the Vault/OpenBao server, inside the tenant\'s own prefix: `<mount>/data/tenants/<tenant id>/<path>#<field>` by default.',
+    description:
+      "KV v2 secret and field in the Vault/OpenBao server, inside the tenant's own prefix: `<mount>/data/tenants/<tenant id>/<path>#<field>` by default.",
     example: 'secret/data/tenants/acme/openai#token',
   });
 const HeaderNameField = z
@@ -36,13 +39,22 @@ const HeaderNameField = z
 export const CredentialCreateInput = z
   .strictObject({
     name: NameField,
-    auth_type: z.enum(['bearer', 'api_key', 'none'], { error: (i) => (i.input === undefined ? 'auth_type is required' : 'auth_type must be one of bearer, api_key, none') }),
-    source: z.enum(['managed', 'vault'], { error: (i) => (i.input === undefined ? 'source is required' : 'source must be one of managed, vault') }),
+    auth_type: z.enum(['bearer', 'api_key', 'none'], {
+      error: (i) =>
+        i.input === undefined ? 'auth_type is required' : 'auth_type must be one of bearer, api_key, none',
+    }),
+    source: z.enum(['managed', 'vault'], {
+      error: (i) => (i.input === undefined ? 'source is required' : 'source must be one of managed, vault'),
+    }),
     plaintext: PlaintextField.optional(),
     vault_ref: VaultRefField.optional(),
     header_name: HeaderNameField.optional(),
   })
-  .meta({ id: 'CredentialCreate', description: 'A new upstream credential. `plaintext` for source=managed, `vault_ref` for source=vault; `header_name` for auth_type=api_key only.' });
+  .meta({
+    id: 'CredentialCreate',
+    description:
+      'A new upstream credential. `plaintext` for source=managed, `vault_ref` for source=vault; `header_name` for auth_type=api_key only.',
+  });
 export type CredentialCreateInput = z.infer<typeof CredentialCreateInput>;
 
 export const CredentialUpdateInput = z
@@ -53,7 +65,11 @@ export const CredentialUpdateInput = z
     vault_ref: VaultRefField.optional(),
     header_name: HeaderNameField.nullable().optional(),
   })
-  .meta({ id: 'CredentialUpdate', description: 'Every key is optional; an absent key leaves its value unchanged. A new plaintext or vault_ref is a rotation: version increments.' });
+  .meta({
+    id: 'CredentialUpdate',
+    description:
+      'Every key is optional; an absent key leaves its value unchanged. A new plaintext or vault_ref is a rotation: version increments.',
+  });
 export type CredentialUpdateInput = z.infer<typeof CredentialUpdateInput>;
 
 export const CredentialView = z
@@ -63,7 +79,10 @@ export const CredentialView = z
     name: z.string(),
     auth_type: AuthTypeField,
     source: SourceField,
-    masked_hint: z.string().nullable().optional().meta({ description: 'source=managed only: the last characters of the secret at most, never the secret; null when no secret is stored.' }),
+    masked_hint: z.string().nullable().optional().meta({
+      description:
+        'source=managed only: the last characters of the secret at most, never the secret; null when no secret is stored.',
+    }),
     vault_ref: z.string().optional().meta({ description: 'source=vault only.' }),
     header_name: z.string().optional().meta({ description: 'auth_type=api_key only.' }),
     version: z.int().min(1),
@@ -77,7 +96,21 @@ export const CredentialList = z
   .meta({ id: 'CredentialList' });
 
 /** Headers an api_key credential may not be injected as: framing, hop-by-hop and the gateway's own. */
-const RESERVED = new Set(['host', 'content-length', 'content-type', 'transfer-encoding', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'x-request-id', 'x-payment', 'payment-signature', 'cookie']);
+const RESERVED = new Set([
+  'host',
+  'content-length',
+  'content-type',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'upgrade',
+  'x-request-id',
+  'x-payment',
+  'payment-signature',
+  'cookie',
+]);
 export function isReservedHeader(name: string): boolean {
   const lower = name.toLowerCase();
   return RESERVED.has(lower) || lower.startsWith('proxy-') || lower.startsWith('x-gateway-');
@@ -85,13 +118,21 @@ export function isReservedHeader(name: string): boolean {
 
 /** A secret that becomes a header value must be one: visible ASCII, inner spaces, no line breaks. */
 
-export type CredentialState = { authType: AuthType; source: CredentialSource; hasSecret: boolean; vaultRef: string | null; headerName: string | null };
+export type CredentialState = {
+  authType: AuthType;
+  source: CredentialSource;
+  hasSecret: boolean;
+  vaultRef: string | null;
+  headerName: string | null;
+};
 
 /** Rules across fields, checked on the state a create or update would leave. */
 export function credentialRuleError(state: CredentialState): string | undefined {
-  if (state.source === 'managed' && state.authType !== 'none' && !state.hasSecret) return `plaintext is required for auth_type ${state.authType}`;
+  if (state.source === 'managed' && state.authType !== 'none' && !state.hasSecret)
+    return `plaintext is required for auth_type ${state.authType}`;
   if (state.source === 'vault' && !state.vaultRef) return 'vault_ref is required for source vault';
-  if (state.headerName !== null && state.authType !== 'api_key') return 'header_name is only valid for auth_type api_key';
+  if (state.headerName !== null && state.authType !== 'api_key')
+    return 'header_name is only valid for auth_type api_key';
   return undefined;
 }
 

@@ -56,7 +56,8 @@ function components(ops: Operation[]): Record<string, Json> {
   }
   const input = generate(inputs, 'input');
   const output = generate(outputs, 'output');
-  for (const id of Object.keys(input)) if (id in output) throw new Error(`schema ${id} is used both as a request and a response body`);
+  for (const id of Object.keys(input))
+    if (id in output) throw new Error(`schema ${id} is used both as a request and a response body`);
   return Object.fromEntries(Object.entries({ ...input, ...output }).sort(([a], [b]) => a.localeCompare(b)));
 }
 
@@ -65,7 +66,10 @@ function response(spec: ResponseSpec): Json {
   if (spec.body && 'mediaType' in spec.body) out.content = { [spec.body.mediaType]: {} };
   else if (spec.body) out.content = { 'application/json': { schema: ref(idOf(spec.body as z.ZodType)) } };
   else if (spec.oneOf) out.content = { 'application/json': { schema: { oneOf: spec.oneOf.map((s) => ref(idOf(s))) } } };
-  if (spec.headers) out.headers = Object.fromEntries(Object.entries(spec.headers).map(([name, description]) => [name, { description, schema: { type: 'string' } }]));
+  if (spec.headers)
+    out.headers = Object.fromEntries(
+      Object.entries(spec.headers).map(([name, description]) => [name, { description, schema: { type: 'string' } }]),
+    );
   return out;
 }
 
@@ -74,17 +78,26 @@ function operation(op: Operation): Json {
   if (op.description) out.description = op.description;
   if (!op.auth) out.security = [];
   if (op.params?.length) {
-    out.parameters = op.params.map((p) => ({ name: p.name, in: p.in, required: p.in === 'path' ? true : Boolean(p.required), ...(p.description ? { description: p.description } : {}), schema: p.schema }));
+    out.parameters = op.params.map((p) => ({
+      name: p.name,
+      in: p.in,
+      required: p.in === 'path' ? true : Boolean(p.required),
+      ...(p.description ? { description: p.description } : {}),
+      schema: p.schema,
+    }));
   }
   if (op.body) {
-    const content = 'schema' in op.body ? { 'application/json': { schema: ref(idOf(op.body.schema)) } } : { [op.body.mediaType]: {} };
+    const content =
+      'schema' in op.body ? { 'application/json': { schema: ref(idOf(op.body.schema)) } } : { [op.body.mediaType]: {} };
     out.requestBody = { required: op.body.required, content };
   }
   out.responses = Object.fromEntries(Object.entries(op.responses).map(([status, spec]) => [status, response(spec)]));
   return out;
 }
 
-const packageVersion = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+const packageVersion = (
+  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
 
 export function buildOpenApiDocument(ops: Operation[] = allOperations, version = packageVersion): Json {
   const paths: Record<string, Json> = {};
@@ -95,13 +108,16 @@ export function buildOpenApiDocument(ops: Operation[] = allOperations, version =
       title: 'Agent gateway API',
       version,
       description:
-        'Per-tenant agent catalog, credential vault, settlement configuration and the proxy. Every /v1 resource needs `Authorization: Bearer <JWT>` with tenant and user claims; another tenant\'s ids behave as absent (404). 4xx bodies are `{error}`; 401 and 500 have no body.',
+        "Per-tenant agent catalog, credential vault, settlement configuration and the proxy. Every /v1 resource needs `Authorization: Bearer <JWT>` with tenant and user claims; another tenant's ids behave as absent (404). 4xx bodies are `{error}`; 401 and 500 have no body.",
     },
     servers: [{ url: '/' }],
     security: [{ bearerAuth: [] }],
     tags: [...new Set(ops.map((o) => o.tag))].map((name) => ({ name })),
     paths,
-    components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } }, schemas: components(ops) },
+    components: {
+      securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } },
+      schemas: components(ops),
+    },
   };
 }
 

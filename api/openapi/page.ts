@@ -2,7 +2,8 @@
 // OpenAPI document (no script, no CDN), so it works offline and cannot drift from the JSON.
 type Json = Record<string, any>;
 
-const esc = (s: unknown) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+const esc = (s: unknown) =>
+  String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 const anchor = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, '-');
 const refName = (r: string) => r.split('/').pop()!;
 
@@ -14,14 +15,26 @@ function typeOf(schema: Json | undefined): string {
   if (schema.const !== undefined) return `<code>${esc(JSON.stringify(schema.const))}</code>`;
   if (schema.enum) return schema.enum.map((v: unknown) => `<code>${esc(JSON.stringify(v))}</code>`).join(' | ');
   if (schema.type === 'array') return `array of ${typeOf(schema.items)}`;
-  if (schema.type === 'object' && !schema.properties) return schema.additionalProperties && Object.keys(schema.additionalProperties).length ? `map of ${typeOf(schema.additionalProperties)}` : 'object';
+  if (schema.type === 'object' && !schema.properties)
+    return schema.additionalProperties && Object.keys(schema.additionalProperties).length
+      ? `map of ${typeOf(schema.additionalProperties)}`
+      : 'object';
   const types = Array.isArray(schema.type) ? schema.type.join(' | ') : (schema.type ?? 'any');
   return esc(schema.format ? `${types} (${schema.format})` : types);
 }
 
 function constraints(schema: Json): string {
   const parts: string[] = [];
-  for (const key of ['minLength', 'maxLength', 'minimum', 'maximum', 'exclusiveMinimum', 'maxItems', 'pattern', 'default']) {
+  for (const key of [
+    'minLength',
+    'maxLength',
+    'minimum',
+    'maximum',
+    'exclusiveMinimum',
+    'maxItems',
+    'pattern',
+    'default',
+  ]) {
     if (schema[key] !== undefined) parts.push(`${key}: ${JSON.stringify(schema[key])}`);
   }
   for (const alt of schema.anyOf ?? []) if (alt.type !== 'null') parts.push(constraints(alt));
@@ -35,7 +48,8 @@ function fieldTable(schema: Json): string {
     ([name, prop]) =>
       `<tr><td><code>${esc(name)}</code>${required.has(name) ? ' <span class="req">required</span>' : ''}</td><td>${typeOf(prop)}</td><td>${esc(prop.description ?? '')}${constraints(prop) ? `<div class="muted">${esc(constraints(prop))}</div>` : ''}${prop.properties ? fieldTable(prop) : ''}</td></tr>`,
   );
-  const extra = schema.additionalProperties === false ? '<p class="muted">No other fields are accepted or returned.</p>' : '';
+  const extra =
+    schema.additionalProperties === false ? '<p class="muted">No other fields are accepted or returned.</p>' : '';
   return `<table><thead><tr><th>Field</th><th>Type</th><th>Notes</th></tr></thead><tbody>${rows.join('')}</tbody></table>${extra}`;
 }
 
@@ -50,14 +64,25 @@ function operationHtml(path: string, method: string, op: Json): string {
   const params = (op.parameters ?? []) as Json[];
   const paramTable = params.length
     ? `<h4>Parameters</h4><table><thead><tr><th>Name</th><th>In</th><th>Type</th><th>Notes</th></tr></thead><tbody>${params
-        .map((p) => `<tr><td><code>${esc(p.name)}</code>${p.required ? ' <span class="req">required</span>' : ''}</td><td>${esc(p.in)}</td><td>${typeOf(p.schema)}</td><td>${esc(p.description ?? '')}${constraints(p.schema ?? {}) ? `<div class="muted">${esc(constraints(p.schema))}</div>` : ''}</td></tr>`)
+        .map(
+          (p) =>
+            `<tr><td><code>${esc(p.name)}</code>${p.required ? ' <span class="req">required</span>' : ''}</td><td>${esc(p.in)}</td><td>${typeOf(p.schema)}</td><td>${esc(p.description ?? '')}${constraints(p.schema ?? {}) ? `<div class="muted">${esc(constraints(p.schema))}</div>` : ''}</td></tr>`,
+        )
         .join('')}</tbody></table>`
     : '';
-  const body = op.requestBody ? `<h4>Request body${op.requestBody.required ? '' : ' (optional)'}</h4><p>${mediaSchema(op.requestBody.content)}</p>` : '';
+  const body = op.requestBody
+    ? `<h4>Request body${op.requestBody.required ? '' : ' (optional)'}</h4><p>${mediaSchema(op.requestBody.content)}</p>`
+    : '';
   const responses = Object.entries(op.responses as Record<string, Json>)
-    .map(([status, r]) => `<tr><td><code>${esc(status)}</code></td><td>${esc(r.description)}${r.headers ? `<div class="muted">headers: ${Object.keys(r.headers).map(esc).join(', ')}</div>` : ''}</td><td>${mediaSchema(r.content) || '<span class="muted">no body</span>'}</td></tr>`)
+    .map(
+      ([status, r]) =>
+        `<tr><td><code>${esc(status)}</code></td><td>${esc(r.description)}${r.headers ? `<div class="muted">headers: ${Object.keys(r.headers).map(esc).join(', ')}</div>` : ''}</td><td>${mediaSchema(r.content) || '<span class="muted">no body</span>'}</td></tr>`,
+    )
     .join('');
-  const auth = Array.isArray(op.security) && op.security.length === 0 ? '<span class="tag">no auth</span>' : '<span class="tag">bearer token</span>';
+  const auth =
+    Array.isArray(op.security) && op.security.length === 0
+      ? '<span class="tag">no auth</span>'
+      : '<span class="tag">bearer token</span>';
   return `<section class="op" id="op-${esc(op.operationId)}"><h3><span class="method ${esc(method)}">${esc(method.toUpperCase())}</span> <code>${esc(path)}</code> ${auth}</h3>
 <p><strong>${esc(op.summary)}</strong></p>${op.description ? `<p>${esc(op.description)}</p>` : ''}${paramTable}${body}
 <h4>Responses</h4><table><thead><tr><th>Status</th><th>Meaning</th><th>Body</th></tr></thead><tbody>${responses}</tbody></table></section>`;
@@ -78,7 +103,10 @@ export function renderReferencePage(doc: Json): string {
     }
   }
   const schemas = Object.entries((doc.components?.schemas ?? {}) as Record<string, Json>)
-    .map(([name, schema]) => `<section class="schema" id="schema-${anchor(name)}"><h3>${esc(name)}</h3>${schema.description ? `<p>${esc(schema.description)}</p>` : ''}${fieldTable(schema)}</section>`)
+    .map(
+      ([name, schema]) =>
+        `<section class="schema" id="schema-${anchor(name)}"><h3>${esc(name)}</h3>${schema.description ? `<p>${esc(schema.description)}</p>` : ''}${fieldTable(schema)}</section>`,
+    )
     .join('');
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">

@@ -8,7 +8,9 @@ export const ErrorBody = z
   .strictObject({ error: z.string().meta({ description: 'Coarse, caller-safe message; never internal state.' }) })
   .meta({ id: 'Error', description: 'Body of every 4xx answer that carries one. 401 and 500 have no body.' });
 
-export const InvocationAccepted = z.looseObject({ invocation_id: z.string().regex(/^inv_/) }).meta({ id: 'InvocationAccepted' });
+export const InvocationAccepted = z
+  .looseObject({ invocation_id: z.string().regex(/^inv_/) })
+  .meta({ id: 'InvocationAccepted' });
 
 const nullableString = z.string().nullable();
 export const Invocation = z
@@ -44,20 +46,36 @@ export const PaymentRequirements = z
   })
   .meta({ id: 'PaymentRequirements' });
 
-export const PaymentChallenge = z
-  .looseObject({ x402Version: z.int(), accepts: z.array(PaymentRequirements) })
-  .meta({ id: 'PaymentChallenge', description: 'x402 v1 challenge (402 without a payment header); the v2 one is in the PAYMENT-REQUIRED header.' });
+export const PaymentChallenge = z.looseObject({ x402Version: z.int(), accepts: z.array(PaymentRequirements) }).meta({
+  id: 'PaymentChallenge',
+  description: 'x402 v1 challenge (402 without a payment header); the v2 one is in the PAYMENT-REQUIRED header.',
+});
 
 export const Health = z.looseObject({ status: z.string() }).meta({ id: 'Health' });
-export const Readiness = z.looseObject({ status: z.string(), checks: z.record(z.string(), z.boolean()) }).meta({ id: 'Readiness' });
-export const Version = z.looseObject({ name: z.string(), version: z.string(), commit: z.string().nullable() }).meta({ id: 'Version' });
+export const Readiness = z
+  .looseObject({ status: z.string(), checks: z.record(z.string(), z.boolean()) })
+  .meta({ id: 'Readiness' });
+export const Version = z
+  .looseObject({ name: z.string(), version: z.string(), commit: z.string().nullable() })
+  .meta({ id: 'Version' });
 
 // Policy, analytics, invocation records and receipts (their modules own the behaviour; the
 // request schema is the policy module's own zod schema).
-export const PolicyDocumentInput = PolicyDocument.meta({ id: 'PolicyDocument', description: 'Wholesale replace: default, on_error and rules are set exactly as given.' });
-export const PolicyVersion = z.strictObject({ version: z.int(), updated_at: z.iso.datetime({ offset: true }) }).meta({ id: 'PolicyVersion' });
+export const PolicyDocumentInput = PolicyDocument.meta({
+  id: 'PolicyDocument',
+  description: 'Wholesale replace: default, on_error and rules are set exactly as given.',
+});
+export const PolicyVersion = z
+  .strictObject({ version: z.int(), updated_at: z.iso.datetime({ offset: true }) })
+  .meta({ id: 'PolicyVersion' });
 export const PolicyView = z
-  .looseObject({ default: z.enum(POLICY_ACTIONS), on_error: z.enum(POLICY_ACTIONS), rules: z.array(z.looseObject({ action: z.enum(POLICY_ACTIONS) })), version: z.int(), updated_at: z.iso.datetime({ offset: true }) })
+  .looseObject({
+    default: z.enum(POLICY_ACTIONS),
+    on_error: z.enum(POLICY_ACTIONS),
+    rules: z.array(z.looseObject({ action: z.enum(POLICY_ACTIONS) })),
+    version: z.int(),
+    updated_at: z.iso.datetime({ offset: true }),
+  })
   .meta({ id: 'Policy' });
 export const PolicyDecision = z
   .looseObject({
@@ -66,14 +84,22 @@ export const PolicyDecision = z
     protocol: z.string(),
     mcp_tool: z.string().nullable(),
     action: z.enum(POLICY_ACTIONS),
-    matched_rule: z.string().meta({ description: '1-based rule position; empty when the action came from default or on_error.' }),
+    matched_rule: z
+      .string()
+      .meta({ description: '1-based rule position; empty when the action came from default or on_error.' }),
     reason: z.string(),
     created_at: z.iso.datetime({ offset: true }),
   })
   .meta({ id: 'PolicyDecision' });
-export const PolicyDecisionList = z.looseObject({ data: z.array(PolicyDecision), limit: z.int() }).meta({ id: 'PolicyDecisionList' });
+export const PolicyDecisionList = z
+  .looseObject({ data: z.array(PolicyDecision), limit: z.int() })
+  .meta({ id: 'PolicyDecisionList' });
 
-const Percentiles = z.looseObject({ p50: z.number().nullable(), p95: z.number().nullable(), p99: z.number().nullable() });
+const Percentiles = z.looseObject({
+  p50: z.number().nullable(),
+  p95: z.number().nullable(),
+  p99: z.number().nullable(),
+});
 export const AnalyticsResult = z
   .looseObject({
     range: z.looseObject({ since: z.iso.datetime({ offset: true }), until: z.iso.datetime({ offset: true }) }),
@@ -92,8 +118,18 @@ export const AnalyticsResult = z
   })
   .meta({ id: 'AnalyticsResult' });
 
-export const InvocationList = z.looseObject({ data: z.array(Invocation), next_cursor: z.string().nullable() }).meta({ id: 'InvocationList' });
+export const InvocationList = z
+  .looseObject({ data: z.array(Invocation), next_cursor: z.string().nullable() })
+  .meta({ id: 'InvocationList' });
 export const Receipt = z
-  .looseObject({ invocation_id: z.string(), agent_id: z.string(), kid: z.string(), alg: z.string(), format: z.string(), receipt: z.string(), created_at: z.iso.datetime({ offset: true }) })
+  .looseObject({
+    invocation_id: z.string(),
+    agent_id: z.string(),
+    kid: z.string(),
+    alg: z.string(),
+    format: z.string(),
+    receipt: z.string(),
+    created_at: z.iso.datetime({ offset: true }),
+  })
   .meta({ id: 'Receipt' });
 export const Jwks = z.looseObject({ keys: z.array(z.record(z.string(), z.unknown())) }).meta({ id: 'JWKS' });

@@ -7,7 +7,14 @@
 // envelope: the claim key names the v1 network, and the facilitator only ever sees v1.
 import { getAddress } from 'ethers';
 import { decodePaymentHeader, encodeBase64Json, type ChallengeEntry, type Payment } from '../../x402/schemas.ts';
-import { PaymentPayloadV2, caip2Network, decodeBase64JsonHeader, type PaymentRequiredV2, type PaymentRequirementsV2, type SettleResponseV2 } from '../../x402/v2.ts';
+import {
+  PaymentPayloadV2,
+  caip2Network,
+  decodeBase64JsonHeader,
+  type PaymentRequiredV2,
+  type PaymentRequirementsV2,
+  type SettleResponseV2,
+} from '../../x402/v2.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
 export type Dialect = 'v1' | 'v2';
@@ -45,7 +52,11 @@ const MAX_V2_HEADER = 16_384;
  * requirements (scheme, network, amount, asset, payTo). The authorization itself is verified
  * afterwards by the same rules in both dialects.
  */
-export function decodeOffer(config: PaymentConfig, offer: { dialect: Dialect; header: string }, requirements: ChallengeEntry): Payment | null {
+export function decodeOffer(
+  config: PaymentConfig,
+  offer: { dialect: Dialect; header: string },
+  requirements: ChallengeEntry,
+): Payment | null {
   if (offer.dialect === 'v1') return decodePaymentHeader(offer.header);
   const parsed = PaymentPayloadV2.safeParse(decodeBase64JsonHeader(offer.header, MAX_V2_HEADER));
   if (!parsed.success || !sameTerms(parsed.data.accepted, requirementsV2(config, requirements))) return null;
@@ -63,7 +74,10 @@ function sameTerms(accepted: PaymentRequirementsV2, expected: PaymentRequirement
 }
 
 /** The v2 `accepts` entry of this call's (v1) requirements: same terms, CAIP-2 network. */
-export function requirementsV2(config: PaymentConfig, entry: ChallengeEntry): PaymentRequirementsV2 & { extra: { name: string; version: string } } {
+export function requirementsV2(
+  config: PaymentConfig,
+  entry: ChallengeEntry,
+): PaymentRequirementsV2 & { extra: { name: string; version: string } } {
   return {
     scheme: entry.scheme,
     network: caip2Network(config.domain.chainId),
@@ -76,7 +90,11 @@ export function requirementsV2(config: PaymentConfig, entry: ChallengeEntry): Pa
 }
 
 /** The PAYMENT-REQUIRED header of a 402 for this call, `error` saying why. */
-export function paymentRequiredHeader(config: PaymentConfig, entry: ChallengeEntry, error: string): Record<string, string> {
+export function paymentRequiredHeader(
+  config: PaymentConfig,
+  entry: ChallengeEntry,
+  error: string,
+): Record<string, string> {
   const required: PaymentRequiredV2 = {
     x402Version: 2,
     error,
@@ -90,8 +108,23 @@ export function paymentRequiredHeader(config: PaymentConfig, entry: ChallengeEnt
  * The receipt of a settled call, in the dialect it was paid in. v1 names the network the
  * facilitator answered (as before); v2 the configured chain in CAIP-2.
  */
-export function paymentResponseValue(config: PaymentConfig, dialect: Dialect, settled: { transaction: string; network: string; payer: string }): string {
-  if (dialect === 'v1') return encodeBase64Json({ success: true, transaction: settled.transaction, network: settled.network, payer: settled.payer });
-  const response: SettleResponseV2 = { success: true, transaction: settled.transaction, network: caip2Network(config.domain.chainId), payer: settled.payer };
+export function paymentResponseValue(
+  config: PaymentConfig,
+  dialect: Dialect,
+  settled: { transaction: string; network: string; payer: string },
+): string {
+  if (dialect === 'v1')
+    return encodeBase64Json({
+      success: true,
+      transaction: settled.transaction,
+      network: settled.network,
+      payer: settled.payer,
+    });
+  const response: SettleResponseV2 = {
+    success: true,
+    transaction: settled.transaction,
+    network: caip2Network(config.domain.chainId),
+    payer: settled.payer,
+  };
   return encodeBase64Json(response);
 }

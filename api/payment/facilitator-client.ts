@@ -35,12 +35,23 @@ function blockedByGuard(err: unknown): boolean {
   return false;
 }
 
-export function createFacilitatorClient(opts: { caPem?: string; timeoutMs: number; allow: string[]; resolver?: Resolver }): FacilitatorClient {
+export function createFacilitatorClient(opts: {
+  caPem?: string;
+  timeoutMs: number;
+  allow: string[];
+  resolver?: Resolver;
+}): FacilitatorClient {
   const pools = new Map<string, Agent>();
 
   function poolFor(target: FacilitatorTarget, origin: string): Agent {
     // Keyed by a digest, so no key material is kept as a map key.
-    const id = createHash('sha256').update(origin).update('\0').update(target.certPem).update('\0').update(target.keyPem).digest('hex');
+    const id = createHash('sha256')
+      .update(origin)
+      .update('\0')
+      .update(target.certPem)
+      .update('\0')
+      .update(target.keyPem)
+      .digest('hex');
     let pool = pools.get(id);
     if (!pool) {
       if (pools.size >= MAX_POOLS) {
@@ -87,14 +98,21 @@ export function createFacilitatorClient(opts: { caPem?: string; timeoutMs: numbe
           }),
         );
         const text = await res.body.text();
-        if (res.statusCode === 429 || res.statusCode === 403 || res.statusCode === 400) return { ok: false, error: 'settlement_refused' };
+        if (res.statusCode === 429 || res.statusCode === 403 || res.statusCode === 400)
+          return { ok: false, error: 'settlement_refused' };
         if (res.statusCode !== 200) return { ok: false, error: 'settlement_unavailable' };
         const parsed = SettleResponse.safeParse(JSON.parse(text));
         if (!parsed.success) return { ok: false, error: 'settlement_unavailable' };
         const answer = parsed.data;
         if (!answer.success) return { ok: false, error: 'settlement_failed' };
-        if (!answer.transaction || !/^0x[0-9a-fA-F]{64}$/.test(answer.transaction)) return { ok: false, error: 'settlement_unavailable' };
-        return { ok: true, transaction: answer.transaction, network: answer.network ?? body.paymentRequirements.network, payer: answer.payer ?? body.paymentPayload.payload.authorization.from };
+        if (!answer.transaction || !/^0x[0-9a-fA-F]{64}$/.test(answer.transaction))
+          return { ok: false, error: 'settlement_unavailable' };
+        return {
+          ok: true,
+          transaction: answer.transaction,
+          network: answer.network ?? body.paymentRequirements.network,
+          payer: answer.payer ?? body.paymentPayload.payload.authorization.from,
+        };
       } catch (err) {
         // The guard refused the facilitator's address: nothing was sent, so nothing can be collected.
         if (blockedByGuard(err)) return { ok: false, error: 'settlement_refused' };

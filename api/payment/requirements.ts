@@ -15,7 +15,10 @@ export function priceOf(pricing: Pricing, call: Pick<ProxyCall, 'mcp'>): string 
   return pricing.amount;
 }
 
-export function requirementsFor(config: PaymentConfig, call: Pick<ProxyCall, 'agent' | 'mcp' | 'resourceUrl'>): ChallengeEntry {
+export function requirementsFor(
+  config: PaymentConfig,
+  call: Pick<ProxyCall, 'agent' | 'mcp' | 'resourceUrl'>,
+): ChallengeEntry {
   const pricing = call.agent.pricing!;
   const tool = call.mcp?.method === 'tools/call' ? call.mcp.tool : null;
   return {
@@ -32,6 +35,10 @@ export function requirementsFor(config: PaymentConfig, call: Pick<ProxyCall, 'ag
   };
 }
 
-export function challengeFor(config: PaymentConfig, call: Pick<ProxyCall, 'agent' | 'mcp' | 'resourceUrl'>, error: string): Challenge {
+export function challengeFor(
+  config: PaymentConfig,
+  call: Pick<ProxyCall, 'agent' | 'mcp' | 'resourceUrl'>,
+  error: string,
+): Challenge {
   return { x402Version: 1, error, accepts: [requirementsFor(config, call)] };
 }

@@ -18,7 +18,14 @@ import { challengeFor, requirementsFor } from './requirements.ts';
 import { claimPayment, recordSettlement, resumableUnboundClaim, type ClaimKey } from '../../gateway/payment/claims.ts';
 import type { ChallengeEntry, Payment } from '../../x402/schemas.ts';
 import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
-import { decodeOffer, offeredPayment, paymentRequiredHeader, paymentResponseValue, type Dialect, type PaymentHeaders } from './dialect.ts';
+import {
+  decodeOffer,
+  offeredPayment,
+  paymentRequiredHeader,
+  paymentResponseValue,
+  type Dialect,
+  type PaymentHeaders,
+} from './dialect.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
 /** Retry-After of a 503 whose payment is still settling: a settle answers within seconds. */
@@ -30,26 +37,46 @@ function gateFor(deps: AppDeps): { config: PaymentConfig; client: FacilitatorCli
   let gate = clients.get(deps.config);
   if (!gate) {
     const config = deps.config.payment;
-    gate = { config, client: createFacilitatorClient({ caPem: config.settlementCaPem, timeoutMs: config.settlementTimeoutMs, allow: deps.config.upstream.allow }) };
+    gate = {
+      config,
+      client: createFacilitatorClient({
+        caPem: config.settlementCaPem,
+        timeoutMs: config.settlementTimeoutMs,
+        allow: deps.config.upstream.allow,
+      }),
+    };
     clients.set(deps.config, gate);
   }
   return gate;
 }
 
-export async function paymentStage(deps: AppDeps, call: ProxyCall, headers: PaymentHeaders): Promise<PaymentRecord | null> {
+export async function paymentStage(
+  deps: AppDeps,
+  call: ProxyCall,
+  headers: PaymentHeaders,
+): Promise<PaymentRecord | null> {
   if (!call.agent.pricing) return null;
   const { config, client } = gateFor(deps);
   const requirements = requirementsFor(config, call);
   // A tool priced at 0 is free: nothing to pay, nothing to verify.
   if (BigInt(requirements.maxAmountRequired) === 0n) return null;
-  const paymentError = (message: string) => new ApiError(402, message, paymentRequiredHeader(config, requirements, message));
+  const paymentError = (message: string) =>
+    new ApiError(402, message, paymentRequiredHeader(config, requirements, message));
   const offer = offeredPayment(headers);
   if (offer === 'none') {
     const v1 = challengeFor(config, call, 'X-PAYMENT header is required');
-    throw new ApiError(402, 'payment required', paymentRequiredHeader(config, requirements, 'PAYMENT-SIGNATURE header is required'), v1);
+    throw new ApiError(
+      402,
+      'payment required',
+      paymentRequiredHeader(config, requirements, 'PAYMENT-SIGNATURE header is required'),
+      v1,
+    );
   }
   if (offer === 'both') {
-    deps.log.info({ requestId: call.requestId, agentId: call.agent.id, cause: 'two_payment_headers' }, 'payment refused');
+    deps.log.info(
+      { requestId: call.requestId, agentId: call.agent.id, cause: 'two_payment_headers' },
+      'payment refused',
+    );
     throw paymentError('invalid payment');
   }
   const { dialect } = offer;
@@ -68,7 +95,12 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, headers: Paym
     throw paymentError('invalid payment');
   }
 
-  const key: ClaimKey = { network: config.network, asset: requirements.asset, payer: verified.payment.payer, nonce: verified.payment.nonce };
+  const key: ClaimKey = {
+    network: config.network,
+    asset: requirements.asset,
+    payer: verified.payment.payer,
+    nonce: verified.payment.nonce,
+  };
   const amount = requirements.maxAmountRequired;
   const em: EntityManager = deps.orm.em.fork() as EntityManager;
   const claim = await claimPayment(em, { ...key, tenantId: call.caller.tenantId, agentId: call.agent.id, amount });
@@ -87,17 +119,29 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, headers: Paym
   if (!target) return { ...key, amount, transaction: null, dialect, responseHeader: null };
 
   // The facilitator speaks v1 only: a v2 payment is settled as the v1 Payment it was reduced to.
-  const outcome = await client.settle(target, { x402Version: 1, paymentPayload: payment, paymentRequirements: requirements });
+  const outcome = await client.settle(target, {
+    x402Version: 1,
+    paymentPayload: payment,
+    paymentRequirements: requirements,
+  });
   settlements.inc({ service: 'gateway', outcome: outcome.ok ? 'settled' : outcome.error });
   // A refusal of this request says nothing of an earlier one for the same claim whose answer
   // never came: that transfer may still land, so it is not a 402 either.
-  if (!outcome.ok && (outcome.error === 'settlement_unavailable' || (outcome.error === 'settlement_refused' && claim.outcomeUnknown))) {
+  if (
+    !outcome.ok &&
+    (outcome.error === 'settlement_unavailable' || (outcome.error === 'settlement_refused' && claim.outcomeUnknown))
+  ) {
     // Not known either way (no answer in time, a dropped connection, the facilitator busy with
     // the same authorization): the transfer may still land. A 402 would make an x402 client
     // sign a second authorization, so the payer is told to retry with the same header, which
     // resumes this claim (the facilitator dedupes by nonce).
-    deps.log.info({ requestId: call.requestId, agentId: call.agent.id, outcome: outcome.error }, 'payment outcome not known yet');
-    throw new ApiError(503, 'payment is still settling; retry with the same payment header', { 'Retry-After': String(SETTLING_RETRY_AFTER_S) });
+    deps.log.info(
+      { requestId: call.requestId, agentId: call.agent.id, outcome: outcome.error },
+      'payment outcome not known yet',
+    );
+    throw new ApiError(503, 'payment is still settling; retry with the same payment header', {
+      'Retry-After': String(SETTLING_RETRY_AFTER_S),
+    });
   }
   if (!outcome.ok) {
     await recordSettlement(em, key, 'unsettled', null);
@@ -112,20 +156,51 @@ export async function paymentStage(deps: AppDeps, call: ProxyCall, headers: Paym
  * The payment verified at a moment inside its window, when this call holds an unbound claim of
  * it within X402_SETTLED_RESUME_HOURS that is settled or whose outcome is unknown; null otherwise.
  */
-async function resumableVerification(deps: AppDeps, call: ProxyCall, payment: Payment, requirements: ChallengeEntry): Promise<GateVerifyResult | null> {
+async function resumableVerification(
+  deps: AppDeps,
+  call: ProxyCall,
+  payment: Payment,
+  requirements: ChallengeEntry,
+): Promise<GateVerifyResult | null> {
   const { config } = gateFor(deps);
   const a = payment.payload.authorization;
   const inside = Number(BigInt(a.validBefore) - BigInt(config.validityMarginSeconds) - 1n);
   if (!Number.isSafeInteger(inside)) return null;
   const verified = await verifyGatePayment(config, payment, requirements, inside);
   if (!verified.ok) return null;
-  const key: ClaimKey = { network: config.network, asset: requirements.asset, payer: verified.payment.payer, nonce: verified.payment.nonce };
-  const input = { ...key, tenantId: call.caller.tenantId, agentId: call.agent.id, amount: requirements.maxAmountRequired };
-  return (await resumableUnboundClaim(deps.orm.em.fork() as EntityManager, input, config.settledResumeMs)) ? verified : null;
+  const key: ClaimKey = {
+    network: config.network,
+    asset: requirements.asset,
+    payer: verified.payment.payer,
+    nonce: verified.payment.nonce,
+  };
+  const input = {
+    ...key,
+    tenantId: call.caller.tenantId,
+    agentId: call.agent.id,
+    amount: requirements.maxAmountRequired,
+  };
+  return (await resumableUnboundClaim(deps.orm.em.fork() as EntityManager, input, config.settledResumeMs))
+    ? verified
+    : null;
 }
 
-function settledPayment(config: PaymentConfig, dialect: Dialect, key: ClaimKey, amount: string, transaction: string, network = key.network, payer = key.payer): PaymentRecord {
-  return { ...key, amount, transaction, dialect, responseHeader: paymentResponseValue(config, dialect, { transaction, network, payer }) };
+function settledPayment(
+  config: PaymentConfig,
+  dialect: Dialect,
+  key: ClaimKey,
+  amount: string,
+  transaction: string,
+  network = key.network,
+  payer = key.payer,
+): PaymentRecord {
+  return {
+    ...key,
+    amount,
+    transaction,
+    dialect,
+    responseHeader: paymentResponseValue(config, dialect, { transaction, network, payer }),
+  };
 }
 
 /**
@@ -135,5 +210,10 @@ function settledPayment(config: PaymentConfig, dialect: Dialect, key: ClaimKey, 
 export function withPaymentRequired(deps: AppDeps, call: ProxyCall, err: unknown): unknown {
   if (!(err instanceof ApiError) || err.status !== 402 || !call.agent.pricing) return err;
   const { config } = gateFor(deps);
-  return new ApiError(402, err.message, { ...err.headers, ...paymentRequiredHeader(config, requirementsFor(config, call), err.message) }, err.body);
+  return new ApiError(
+    402,
+    err.message,
+    { ...err.headers, ...paymentRequiredHeader(config, requirementsFor(config, call), err.message) },
+    err.body,
+  );
 }

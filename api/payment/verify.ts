@@ -14,7 +14,12 @@ export type GateVerifyResult = VerifyResult | { ok: false; cause: 'signature_che
  * settled for this very call is judged at a moment inside its window (stage.ts), since the
  * money moved while it was valid.
  */
-export async function verifyGatePayment(config: PaymentConfig, payment: Payment, requirements: PaymentRequirements, at?: number): Promise<GateVerifyResult> {
+export async function verifyGatePayment(
+  config: PaymentConfig,
+  payment: Payment,
+  requirements: PaymentRequirements,
+  at?: number,
+): Promise<GateVerifyResult> {
   const expect = {
     network: config.network,
     domain: config.domain,
@@ -25,7 +30,11 @@ export async function verifyGatePayment(config: PaymentConfig, payment: Payment,
     marginSeconds: config.validityMarginSeconds,
   };
   try {
-    return await verifyPayment(payment, expect, contractSignatureCheckFor(config.contractSignatures.rpcUrl, config.contractSignatures.timeoutMs));
+    return await verifyPayment(
+      payment,
+      expect,
+      contractSignatureCheckFor(config.contractSignatures.rpcUrl, config.contractSignatures.timeoutMs),
+    );
   } catch {
     return { ok: false, cause: 'signature_check_unavailable' };
   }

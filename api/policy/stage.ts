@@ -15,7 +15,8 @@ const engines = new WeakMap<AppDeps, PolicyEngine>();
 
 export function policyEngineFor(deps: AppDeps): PolicyEngine {
   let engine = engines.get(deps);
-  if (!engine) engines.set(deps, (engine = createPolicyEngine({ orm: deps.orm, redisUrl: deps.config.redisUrl, log: deps.log })));
+  if (!engine)
+    engines.set(deps, (engine = createPolicyEngine({ orm: deps.orm, redisUrl: deps.config.redisUrl, log: deps.log })));
   return engine;
 }
 

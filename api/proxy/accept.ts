@@ -14,7 +14,21 @@ import { ADMITTED_CALL_FIELDS, invocationColumns } from './invocation-columns.ts
 import type { PaymentRecord } from './call.ts';
 import { numbered, statementPoolFor } from '../../gateway/db/statement-pool.ts';
 
-export type AcceptedRow = Omit<Invocation, 'requestBodyId' | 'responseBodyId' | 'responseContentType' | 'upstreamStatus' | 'latencyMs' | 'ttftMs' | 'errorClass' | 'completedAt' | 'status' | 'mode' | 'attempts' | 'responseSha256'>;
+export type AcceptedRow = Omit<
+  Invocation,
+  | 'requestBodyId'
+  | 'responseBodyId'
+  | 'responseContentType'
+  | 'upstreamStatus'
+  | 'latencyMs'
+  | 'ttftMs'
+  | 'errorClass'
+  | 'completedAt'
+  | 'status'
+  | 'mode'
+  | 'attempts'
+  | 'responseSha256'
+>;
 
 // Every column an accepted row sets; the rest keep their defaults until the activity completes it.
 const ROW = invocationColumns([...ADMITTED_CALL_FIELDS, 'requestHeaders', 'requestBodyId']);
@@ -30,8 +44,17 @@ function accepted(row: AcceptedRow, requestBodyId: string) {
  * `decision`: the call's policy decision, when the policy stage left it to this commit
  * (policy/stage.ts): written in the same statement, so it commits with the row.
  */
-export async function writeAccepted(orm: MikroORM, bodies: BodyStore, row: AcceptedRow, body: Buffer, payment: PaymentRecord | null, decision: DecisionRecord | null = null): Promise<void> {
-  const ctes: Array<[string, { sql: string; params: unknown[] }]> = decision ? [['decision', decisionInsertSql(decision)]] : [];
+export async function writeAccepted(
+  orm: MikroORM,
+  bodies: BodyStore,
+  row: AcceptedRow,
+  body: Buffer,
+  payment: PaymentRecord | null,
+  decision: DecisionRecord | null = null,
+): Promise<void> {
+  const ctes: Array<[string, { sql: string; params: unknown[] }]> = decision
+    ? [['decision', decisionInsertSql(decision)]]
+    : [];
   if (payment) {
     // Not left to this commit by the policy stage (a priced agent); written alone if it were.
     for (const [, insert] of ctes) await orm.em.getConnection().execute(insert.sql, insert.params);
@@ -50,7 +73,9 @@ export async function writeAccepted(orm: MikroORM, bodies: BodyStore, row: Accep
   const shape = `gw_accept${ctes.map(([name]) => `_${name}`).join('')}`;
   let sql = STATEMENTS.get(shape);
   if (!sql) {
-    const withClause = ctes.length ? `with ${ctes.map(([name, insert]) => `${name} as (${insert.sql})`).join(', ')} ` : '';
+    const withClause = ctes.length
+      ? `with ${ctes.map(([name, insert]) => `${name} as (${insert.sql})`).join(', ')} `
+      : '';
     STATEMENTS.set(shape, (sql = numbered(`${withClause}${ROW_SQL}`)));
   }
   await statementPoolFor(orm).run(shape, sql, [...ctes.flatMap(([, insert]) => insert.params), ...values]);

@@ -13,7 +13,8 @@ type Row = Record<string, unknown>;
 
 const json = <T>(value: unknown): T => (typeof value === 'string' ? (JSON.parse(value) as T) : (value as T));
 const date = (value: unknown): Date => (value instanceof Date ? value : new Date(String(value)));
-const nullableNumber = (value: unknown): number | null => (value === null || value === undefined ? null : Number(value));
+const nullableNumber = (value: unknown): number | null =>
+  value === null || value === undefined ? null : Number(value);
 
 export function agentFromRow(row: Row): Agent {
   return {

@@ -6,7 +6,6 @@
 import { ApiError } from '../errors.ts';
 import type { BodyBudgetLimits } from '../../gateway/config.ts';
 
-
 export type BodyReservation = {
   /** Takes `n` more bytes (a chunk as it arrives); throws 503 or 429 when a bound would be passed. */
   take(n: number): void;
@@ -26,8 +25,10 @@ export function createBodyBudget(limits: BodyBudgetLimits) {
       return {
         take(n) {
           const tenantNow = tenantHeld.get(tenantId) ?? 0;
-          if (processHeld + n > limits.processBytes) throw new ApiError(503, 'too many request bodies in flight; retry shortly', { 'Retry-After': '1' });
-          if (tenantNow + n > limits.tenantBytes) throw new ApiError(429, "too many of this tenant's request bodies in flight", { 'Retry-After': '1' });
+          if (processHeld + n > limits.processBytes)
+            throw new ApiError(503, 'too many request bodies in flight; retry shortly', { 'Retry-After': '1' });
+          if (tenantNow + n > limits.tenantBytes)
+            throw new ApiError(429, "too many of this tenant's request bodies in flight", { 'Retry-After': '1' });
           processHeld += n;
           tenantHeld.set(tenantId, tenantNow + n);
           mine += n;

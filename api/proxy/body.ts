@@ -54,18 +54,21 @@ function watchPace(req: IncomingMessage, pace: BodyPace): { tooSlow(): boolean; 
   let slow = false;
   const onData = (chunk: Buffer) => void (received += chunk.length);
   req.on('data', onData);
-  const timer = setInterval(() => {
-    const elapsed = performance.now() - startedAt;
-    const owed = ((elapsed - pace.graceMs) / 1000) * pace.minBytesPerSecond;
-    if (elapsed >= pace.timeoutMs || (elapsed > pace.graceMs && received < owed)) {
-      slow = true;
-      clearInterval(timer);
-      // Ends the read (raw-body rejects on the stream's error) but keeps the socket, so the
-      // caller still gets its 408; the connection is closed after the answer.
-      req.pause();
-      req.emit('error', Object.assign(new Error('request body too slow'), { code: 'BODY_TOO_SLOW' }));
-    }
-  }, Math.min(1_000, pace.graceMs || 1_000));
+  const timer = setInterval(
+    () => {
+      const elapsed = performance.now() - startedAt;
+      const owed = ((elapsed - pace.graceMs) / 1000) * pace.minBytesPerSecond;
+      if (elapsed >= pace.timeoutMs || (elapsed > pace.graceMs && received < owed)) {
+        slow = true;
+        clearInterval(timer);
+        // Ends the read (raw-body rejects on the stream's error) but keeps the socket, so the
+        // caller still gets its 408; the connection is closed after the answer.
+        req.pause();
+        req.emit('error', Object.assign(new Error('request body too slow'), { code: 'BODY_TOO_SLOW' }));
+      }
+    },
+    Math.min(1_000, pace.graceMs || 1_000),
+  );
   timer.unref();
   return {
     tooSlow: () => slow,
@@ -76,7 +79,12 @@ function watchPace(req: IncomingMessage, pace: BodyPace): { tooSlow(): boolean; 
   };
 }
 
-export async function readCappedBody(req: IncomingMessage, limit: number, pace?: BodyPace, reservation?: BodyReservation): Promise<Buffer> {
+export async function readCappedBody(
+  req: IncomingMessage,
+  limit: number,
+  pace?: BodyPace,
+  reservation?: BodyReservation,
+): Promise<Buffer> {
   const watch = pace ? watchPace(req, pace) : null;
   // Bytes held count against the in-flight budget as they arrive (the caller releases them).
   let refused: unknown = null;
@@ -93,7 +101,8 @@ export async function readCappedBody(req: IncomingMessage, limit: number, pace?:
   try {
     return await getRawBody(req, { limit });
   } catch (err) {
-    if (refused) throw Object.assign(refused as ApiError, { headers: { ...(refused as ApiError).headers, Connection: 'close' } });
+    if (refused)
+      throw Object.assign(refused as ApiError, { headers: { ...(refused as ApiError).headers, Connection: 'close' } });
     if (watch?.tooSlow()) throw new ApiError(408, 'request body arrived too slowly', { Connection: 'close' });
     if ((err as { status?: number }).status === 413) {
       const drained = await drain(req);

@@ -33,7 +33,8 @@ export function digestingBody(source: Readable): { body: Readable; digest: BodyD
       piped = true;
       source.once('error', (err) => body.destroy(err));
       source.once('close', () => {
-        if (!source.readableEnded) body.destroy(Object.assign(new Error('request body ended early'), { code: 'ECONNRESET' }));
+        if (!source.readableEnded)
+          body.destroy(Object.assign(new Error('request body ended early'), { code: 'ECONNRESET' }));
       });
       source.pipe(body);
     }

@@ -40,20 +40,26 @@ const barriers = new WeakMap<IncomingMessage, Promise<void>>();
 export function syncGateCaches(deps: AppDeps) {
   const strict = deps.config.gateFreshness === 'strict';
   return function sendGateBarrier(ctx: Context, next: Next): Promise<void> {
-    if (strict && ctx.method === 'POST' && ctx.path.startsWith('/v1/proxy/')) barriers.set(ctx.req, changeFeedFor(deps.orm).sync());
+    if (strict && ctx.method === 'POST' && ctx.path.startsWith('/v1/proxy/'))
+      barriers.set(ctx.req, changeFeedFor(deps.orm).sync());
     return next();
   };
 }
 
 /** Everything before the body is read. Sets X-Request-ID first, so every answer carries it. */
-export async function admit(ctx: Context & { state: AuthState; params: Record<string, string> }, deps: AppDeps, limiter: RateLimiter): Promise<Admitted> {
+export async function admit(
+  ctx: Context & { state: AuthState; params: Record<string, string> },
+  deps: AppDeps,
+  limiter: RateLimiter,
+): Promise<Admitted> {
   // acknowledged: nothing to wait for; a change made through the API was applied here before
   // its writer answered (freshness.ts).
   // strict: every agent or policy change committed before this call is applied to this
   // process's caches before they answer it (one round trip on the change feed, shared by
   // concurrent calls, sent as the request arrived): the agent read below and the policy read
   // of the policy stage.
-  const fresh = deps.config.gateFreshness === 'strict' ? (barriers.get(ctx.req) ?? changeFeedFor(deps.orm).sync()) : null;
+  const fresh =
+    deps.config.gateFreshness === 'strict' ? (barriers.get(ctx.req) ?? changeFeedFor(deps.orm).sync()) : null;
   const requestId = requestIdFrom(ctx.get('x-request-id') || undefined, randomUUID);
   ctx.set('X-Request-ID', requestId);
 
@@ -65,11 +71,13 @@ export async function admit(ctx: Context & { state: AuthState; params: Record<st
   assertInvocable(agent);
 
   const decision = await limiter.take(bucketsFor(agent, deps.config.rateLimit));
-  if (!decision.allowed) throw new ApiError(429, 'rate limit exceeded', { 'Retry-After': String(decision.retryAfterSeconds) });
+  if (!decision.allowed)
+    throw new ApiError(429, 'rate limit exceeded', { 'Retry-After': String(decision.retryAfterSeconds) });
 
   const model = ctx.get('x-gateway-model') || null;
   // Node hands header values over as latin1 text, one character per byte on the wire.
-  if (model && Buffer.byteLength(model, 'latin1') > MAX_MODEL_BYTES) throw badRequest('X-Gateway-Model exceeds 256 bytes');
+  if (model && Buffer.byteLength(model, 'latin1') > MAX_MODEL_BYTES)
+    throw badRequest('X-Gateway-Model exceeds 256 bytes');
   return { agent, requestId, model };
 }
 
@@ -79,7 +87,12 @@ export async function admit(ctx: Context & { state: AuthState; params: Record<st
  * policy has allowed the call and before any money moves, so a payer is never charged for a
  * call the gateway then refuses.
  */
-export async function runStages(deps: AppDeps, call: ProxyCall, paymentHeaders: PaymentHeaders, beforePayment?: () => Promise<void>): Promise<void> {
+export async function runStages(
+  deps: AppDeps,
+  call: ProxyCall,
+  paymentHeaders: PaymentHeaders,
+  beforePayment?: () => Promise<void>,
+): Promise<void> {
   const policy = await policyStage(deps, call);
   if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
   if (policy.action === 'warn') call.policyWarning = policy.reason;

@@ -16,7 +16,12 @@ import { releasingPayments } from '../../gateway/payment/claims.ts';
 export const ORPHAN_AGE_MS = 2 * 60_000;
 
 /** Fails the pending transactional rows created before `olderThan` that have no running workflow; returns how many. */
-export async function closeOrphanedInvocations(orm: MikroORM, temporal: Client, olderThan: Date, limit = 1_000): Promise<number> {
+export async function closeOrphanedInvocations(
+  orm: MikroORM,
+  temporal: Client,
+  olderThan: Date,
+  limit = 1_000,
+): Promise<number> {
   const conn = orm.em.getConnection();
   const rows = await conn.execute<Array<{ id: string }>>(
     `select id from invocations where status = 'pending' and mode = 'transactional' and created_at < ? order by created_at limit ?`,
@@ -34,7 +39,9 @@ export async function closeOrphanedInvocations(orm: MikroORM, temporal: Client, 
     // front of the caller, gateway/payment/claims.ts removeUnstartedCall): the call never ran, so
     // the payer's retry of the same X-PAYMENT buys a new call without settling again.
     const done = await conn.execute<Array<{ id: string }>>(
-      releasingPayments(`update invocations set status = 'failed', error_class = 'internal', updated_at = now(), completed_at = now() where id = ? and status = 'pending' returning id`),
+      releasingPayments(
+        `update invocations set status = 'failed', error_class = 'internal', updated_at = now(), completed_at = now() where id = ? and status = 'pending' returning id`,
+      ),
       [id],
     );
     closed += done.length;

@@ -23,8 +23,10 @@ export function parseMcpBody(body: Buffer): McpCall {
   const request = JsonRpcRequest.safeParse(parsed);
   if (!request.success) throw badRequest('MCP body must be a single JSON-RPC 2.0 request');
   const params = request.data.params as { name?: unknown } | undefined;
-  const tool = request.data.method === 'tools/call' && typeof params?.name === 'string' ? params.name.slice(0, 256) : null;
+  const tool =
+    request.data.method === 'tools/call' && typeof params?.name === 'string' ? params.name.slice(0, 256) : null;
   // Both are recorded as text, which PostgreSQL cannot hold with U+0000 in it.
-  if (request.data.method.includes('\u0000') || tool?.includes('\u0000')) throw badRequest('MCP method and tool names must not contain NUL characters');
+  if (request.data.method.includes('\u0000') || tool?.includes('\u0000'))
+    throw badRequest('MCP method and tool names must not contain NUL characters');
   return { method: request.data.method, tool };
 }

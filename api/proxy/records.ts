@@ -86,7 +86,8 @@ export interface InvocationRecorder {
   close(): Promise<void>;
 }
 
-type QueuedRow = Omit<StartedRow, 'status' | 'completedAt'> & Partial<Omit<CompletedRow, 'status' | 'completedAt'>> & { status: string; completedAt?: Date | null };
+type QueuedRow = Omit<StartedRow, 'status' | 'completedAt'> &
+  Partial<Omit<CompletedRow, 'status' | 'completedAt'>> & { status: string; completedAt?: Date | null };
 
 const MAX_BATCH = 256;
 /**
@@ -118,7 +119,18 @@ const ROW = invocationColumns([
 const COLUMNS = ROW.names;
 
 // What a completion sets on a started row.
-const COMPLETED = invocationColumns(['status', 'errorClass', 'upstreamStatus', 'latencyMs', 'ttftMs', 'responseContentType', 'requestSha256', 'responseSha256', 'updatedAt', 'completedAt'] as const).names;
+const COMPLETED = invocationColumns([
+  'status',
+  'errorClass',
+  'upstreamStatus',
+  'latencyMs',
+  'ttftMs',
+  'responseContentType',
+  'requestSha256',
+  'responseSha256',
+  'updatedAt',
+  'completedAt',
+] as const).names;
 
 /** A row as the statement reads it: an object keyed by column name (JSON, see statementFor). */
 function recordOf(r: QueuedRow, owner: string): Record<string, unknown> {
@@ -163,8 +175,18 @@ function statementFor(rows: QueuedRow[], owner: string): Statement {
   const params = [JSON.stringify(rows.map((r) => recordOf(r, owner)))];
   const receipts = rows.filter((r) => r.receipt);
   if (receipts.length === 0) return { name: 'gw_stream_rows', sql: UPSERT, params };
-  const receiptRecords = receipts.map((r) => ({ invocation_id: r.id, tenant_id: r.tenantId, agent_id: r.agentId, kid: r.receipt!.kid, jws: r.receipt!.jws }));
-  return { name: 'gw_stream_rows_receipts', sql: UPSERT_WITH_RECEIPTS, params: [...params, JSON.stringify(receiptRecords)] };
+  const receiptRecords = receipts.map((r) => ({
+    invocation_id: r.id,
+    tenant_id: r.tenantId,
+    agent_id: r.agentId,
+    kid: r.receipt!.kid,
+    jws: r.receipt!.jws,
+  }));
+  return {
+    name: 'gw_stream_rows_receipts',
+    sql: UPSERT_WITH_RECEIPTS,
+    params: [...params, JSON.stringify(receiptRecords)],
+  };
 }
 
 /**

@@ -66,7 +66,10 @@ export function createRowSession(connectionString: string, opts: { lock?: boolea
       // process whose random id hashes alike: a fresh id then, the same one after that (rows
       // already carry it).
       for (let attempt = 0; lock; attempt++) {
-        const { rows } = await c.query<{ locked: boolean }>('select pg_try_advisory_lock($1, hashtext($2)) as locked', [OWNER_LOCK_CLASS, owner]);
+        const { rows } = await c.query<{ locked: boolean }>('select pg_try_advisory_lock($1, hashtext($2)) as locked', [
+          OWNER_LOCK_CLASS,
+          owner,
+        ]);
         if (rows[0].locked) break;
         if (!everLocked) owner = `gw_${randomUUID()}`;
         else if (attempt >= LOCK_ATTEMPTS) throw new Error('owner lock unavailable');

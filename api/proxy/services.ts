@@ -27,8 +27,17 @@ export type ProxyServices = {
 
 export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServices> = {}): ProxyServices {
   return {
-    upstream: overrides.upstream ?? createUpstreamClient({ allow: deps.config.upstream.allow, tenantConnections: deps.config.upstream.tenantConnections }),
-    limiter: overrides.limiter ?? createRateLimiter(deps.config.redisUrl, (err) => deps.log.warn({ err: err.message }, 'rate limiter unavailable; admitting calls')),
+    upstream:
+      overrides.upstream ??
+      createUpstreamClient({
+        allow: deps.config.upstream.allow,
+        tenantConnections: deps.config.upstream.tenantConnections,
+      }),
+    limiter:
+      overrides.limiter ??
+      createRateLimiter(deps.config.redisUrl, (err) =>
+        deps.log.warn({ err: err.message }, 'rate limiter unavailable; admitting calls'),
+      ),
     bodies: overrides.bodies ?? createPostgresBodyStore(deps.orm),
     credentials: overrides.credentials ?? createCredentialResolver(deps.orm, deps.config.vault),
     recorder: overrides.recorder ?? createInvocationRecorder(deps.orm),

@@ -23,7 +23,13 @@ export function assertTemporalReachable(temporal: Client): void {
   if (temporalKnownDown(temporal)) throw temporalUnavailable();
 }
 
-export function startInvocationWorkflow(temporal: Client, taskQueue: string, invocationId: string, tenantId: string, agent: Agent): Promise<WorkflowHandle> {
+export function startInvocationWorkflow(
+  temporal: Client,
+  taskQueue: string,
+  invocationId: string,
+  tenantId: string,
+  agent: Agent,
+): Promise<WorkflowHandle> {
   const input: InvocationInput = { invocationId, tenantId, agentId: agent.id, emitReceipts: agent.emitReceipts };
   return withCallDeadline(temporal, START_DEADLINE_MS, () =>
     temporal.workflow.start('InvocationWorkflow', {
@@ -46,5 +52,7 @@ export function startInvocationWorkflow(temporal: Client, taskQueue: string, inv
  * row (it sends nothing either way). Best effort, in the background.
  */
 export function terminateIfStarted(temporal: Client, invocationId: string): void {
-  void withCallDeadline(temporal, START_DEADLINE_MS * 2, () => temporal.workflow.getHandle(invocationId).terminate('invocation not accepted: its start failed')).catch(() => undefined);
+  void withCallDeadline(temporal, START_DEADLINE_MS * 2, () =>
+    temporal.workflow.getHandle(invocationId).terminate('invocation not accepted: its start failed'),
+  ).catch(() => undefined);
 }

@@ -20,7 +20,14 @@ import type { Completion, StartedRow } from './records.ts';
 import { newId } from '../../lib/ids.ts';
 import { ApiError } from '../errors.ts';
 import { forwardableHeaders, forwardableResponseHeaders } from '../../gateway/upstream/headers.ts';
-import { UpstreamError, classForStatus, classifyError, coarseMessage, statusForClass, type ErrorClass } from '../../gateway/upstream/errors.ts';
+import {
+  UpstreamError,
+  classForStatus,
+  classifyError,
+  coarseMessage,
+  statusForClass,
+  type ErrorClass,
+} from '../../gateway/upstream/errors.ts';
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import { outcomeStatus } from '../../activities/invocation.ts';
 import { admit, runStages } from './gate.ts';
@@ -111,20 +118,29 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     // refuses the call before the payer is charged.
     let credentialHeaders: Record<string, string> = {};
     let credentialFailed = false;
-    await runStages(deps, call, paymentHeadersOf((name) => ctx.get(name)), async () => {
-      try {
-        credentialHeaders = await services.credentials.headersFor(tenantId, agent.credentialRef);
-      } catch {
-        // A priced call is refused here, before the payment; a free one is recorded below.
-        if (agent.pricing) throw new ApiError(502, coarseMessage('credential'));
-        credentialFailed = true;
-      }
-    });
+    await runStages(
+      deps,
+      call,
+      paymentHeadersOf((name) => ctx.get(name)),
+      async () => {
+        try {
+          credentialHeaders = await services.credentials.headersFor(tenantId, agent.credentialRef);
+        } catch {
+          // A priced call is refused here, before the payment; a free one is recorded below.
+          if (agent.pricing) throw new ApiError(502, coarseMessage('credential'));
+          credentialFailed = true;
+        }
+      },
+    );
 
     const invocationId = newId('inv');
-    const gatewayHeaders: Record<string, string> = { 'x-gateway-invocation-id': invocationId, 'x-request-id': requestId };
+    const gatewayHeaders: Record<string, string> = {
+      'x-gateway-invocation-id': invocationId,
+      'x-request-id': requestId,
+    };
     if (call.policyWarning) gatewayHeaders['x-gateway-policy-warning'] = call.policyWarning;
-    if (call.payment?.responseHeader) gatewayHeaders[PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase()] = call.payment.responseHeader;
+    if (call.payment?.responseHeader)
+      gatewayHeaders[PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase()] = call.payment.responseHeader;
     ctx.set(gatewayHeaders);
 
     const now = new Date();
@@ -144,7 +160,8 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     // Rows are written off the latency path (records.ts: group commit, a completion that does
     // not depend on its start); what could not be written is logged, never the call's failure.
     // By kind: a database error may quote the row's values (lib/error-kind.ts).
-    const logFailure = (err: Error) => deps.log.error({ invocationId, err: errorKind(err) }, 'could not record streaming invocation');
+    const logFailure = (err: Error) =>
+      deps.log.error({ invocationId, err: errorKind(err) }, 'could not record streaming invocation');
     let requestDigest: BodyDigest | null = null;
     let responseDigest: ReturnType<typeof digestOfEmitted> | null = null;
     const complete = async (fields: Omit<Completion, 'id'>) => {
@@ -170,7 +187,14 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     };
 
     if (credentialFailed) {
-      await complete({ status: 'failed', errorClass: 'credential', upstreamStatus: null, latencyMs: null, ttftMs: null, responseContentType: null });
+      await complete({
+        status: 'failed',
+        errorClass: 'credential',
+        upstreamStatus: null,
+        latencyMs: null,
+        ttftMs: null,
+        responseContentType: null,
+      });
       throw new ApiError(502, coarseMessage('credential'));
     }
 
@@ -179,7 +203,11 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       // forwarded (402 if already bound): an unbound claim would let the same payment header
       // buy another call.
       try {
-        await insertBindingPayment(deps.orm.em, { ...row, mode: 'streaming', attempts: 1, requestHeaders: {}, updatedAt: now } as Invocation, call.payment);
+        await insertBindingPayment(
+          deps.orm.em,
+          { ...row, mode: 'streaming', attempts: 1, requestHeaders: {}, updatedAt: now } as Invocation,
+          call.payment,
+        );
       } catch (err) {
         throw withPaymentRequired(deps, call, err);
       }
@@ -201,7 +229,11 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     };
     ctx.res.once('close', onClose);
 
-    const headers: Record<string, string> = { ...forwardableHeaders(ctx.req.headers), ...credentialHeaders, 'x-request-id': requestId };
+    const headers: Record<string, string> = {
+      ...forwardableHeaders(ctx.req.headers),
+      ...credentialHeaders,
+      'x-request-id': requestId,
+    };
     // The caller's body goes up unchanged, so its declared length still holds.
     if (!Buffer.isBuffer(body) && declaredLength !== null) headers['content-length'] = String(declaredLength);
 
@@ -221,7 +253,14 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     } catch (err) {
       const errorClass: ErrorClass = err instanceof UpstreamError ? err.errorClass : classifyError(err).errorClass;
       ctx.res.off('close', onClose);
-      await complete({ status: 'failed', errorClass, upstreamStatus: null, latencyMs: null, ttftMs: null, responseContentType: null });
+      await complete({
+        status: 'failed',
+        errorClass,
+        upstreamStatus: null,
+        latencyMs: null,
+        ttftMs: null,
+        responseContentType: null,
+      });
       if (errorClass === 'caller_aborted') {
         ctx.respond = false; // nobody is left to answer
         return;
@@ -248,7 +287,13 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     reply.finish();
     res.off('close', onClose);
     const failure: ErrorClass | null =
-      ended.by === 'done' ? null : ended.by === 'caller' ? 'caller_aborted' : ended.err instanceof undiciErrors.BodyTimeoutError ? 'timeout' : 'stream_interrupted';
+      ended.by === 'done'
+        ? null
+        : ended.by === 'caller'
+          ? 'caller_aborted'
+          : ended.err instanceof undiciErrors.BodyTimeoutError
+            ? 'timeout'
+            : 'stream_interrupted';
     const end = performance.now();
     await complete({
       status: failure ? 'failed' : outcomeStatus(reply.status),

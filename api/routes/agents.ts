@@ -11,7 +11,16 @@ import { newId, isId } from '../../lib/ids.ts';
 import { badRequest, conflict, notFound } from '../errors.ts';
 import { parseOr400 } from '../validation.ts';
 import { pageOf, parsePage } from '../pagination.ts';
-import { AgentCreateInput, AgentPatchInput, AgentSuspendInput, agentRuleError, rateLimitCeilingError, upstreamUrlError, type AgentRuleState, type PricingInput } from '../agents/schema.ts';
+import {
+  AgentCreateInput,
+  AgentPatchInput,
+  AgentSuspendInput,
+  agentRuleError,
+  rateLimitCeilingError,
+  upstreamUrlError,
+  type AgentRuleState,
+  type PricingInput,
+} from '../agents/schema.ts';
 import { serializeAgent } from '../agents/serialize.ts';
 import { lockReferencedCredential } from '../../gateway/credentials/references.ts';
 import { forgetAgent } from '../proxy/agent-row.ts';
@@ -42,7 +51,8 @@ async function flushOr409(em: EntityManager): Promise<void> {
 }
 
 async function checkCredentialRef(em: EntityManager, tenantId: string, ref: string | null | undefined): Promise<void> {
-  if (ref && !(await lockReferencedCredential(em, tenantId, ref))) throw badRequest('credential_ref does not name a credential');
+  if (ref && !(await lockReferencedCredential(em, tenantId, ref)))
+    throw badRequest('credential_ref does not name a credential');
 }
 
 export function agentRoutes(deps: AppDeps): Router<AuthState> {
@@ -69,7 +79,10 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
       rate_limit_rps: input.rate_limit_rps ?? null,
       rate_limit_burst: input.rate_limit_burst ?? null,
     };
-    const problem = agentRuleError(state) ?? rateLimitCeilingError(input, ceiling) ?? (input.upstream_url ? upstreamUrlError(input.upstream_url, allow) : undefined);
+    const problem =
+      agentRuleError(state) ??
+      rateLimitCeilingError(input, ceiling) ??
+      (input.upstream_url ? upstreamUrlError(input.upstream_url, allow) : undefined);
     if (problem) throw badRequest(problem);
     const { tenantId, userId } = ctx.state.caller;
     const agent = await deps.orm.em.fork().transactional(async (em) => {
@@ -125,7 +138,9 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
 
   router.get('/agents/:id', async (ctx) => {
     if (!isId('agt', ctx.params.id)) throw notFound();
-    const agent = await deps.orm.em.fork().findOne(AgentSchema, { id: ctx.params.id, tenantId: ctx.state.caller.tenantId });
+    const agent = await deps.orm.em
+      .fork()
+      .findOne(AgentSchema, { id: ctx.params.id, tenantId: ctx.state.caller.tenantId });
     if (!agent) throw notFound();
     ctx.body = serializeAgent(agent);
   });
@@ -138,13 +153,23 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
       const state: AgentRuleState = {
         protocol: patch.protocol ?? current.protocol,
         mcp_transport: patch.mcp_transport !== undefined ? patch.mcp_transport : (current.mcpTransport ?? null),
-        mcp_protocol_version: patch.mcp_protocol_version !== undefined ? patch.mcp_protocol_version : (current.mcpProtocolVersion ?? null),
+        mcp_protocol_version:
+          patch.mcp_protocol_version !== undefined ? patch.mcp_protocol_version : (current.mcpProtocolVersion ?? null),
         pricing: patch.pricing !== undefined ? patch.pricing : ((current.pricing as PricingInput | null) ?? null),
-        rate_limit_rps: patch.rate_limit_rps !== undefined ? patch.rate_limit_rps : current.rateLimitRps == null ? null : Number(current.rateLimitRps),
-        rate_limit_burst: patch.rate_limit_burst !== undefined ? patch.rate_limit_burst : (current.rateLimitBurst ?? null),
+        rate_limit_rps:
+          patch.rate_limit_rps !== undefined
+            ? patch.rate_limit_rps
+            : current.rateLimitRps == null
+              ? null
+              : Number(current.rateLimitRps),
+        rate_limit_burst:
+          patch.rate_limit_burst !== undefined ? patch.rate_limit_burst : (current.rateLimitBurst ?? null),
       };
       // The URL is checked when it is being set: an allow-list change must not freeze other edits.
-      const problem = agentRuleError(state) ?? rateLimitCeilingError(patch, ceiling) ?? (patch.upstream_url ? upstreamUrlError(patch.upstream_url, allow) : undefined);
+      const problem =
+        agentRuleError(state) ??
+        rateLimitCeilingError(patch, ceiling) ??
+        (patch.upstream_url ? upstreamUrlError(patch.upstream_url, allow) : undefined);
       if (problem) throw badRequest(problem);
       if (patch.credential_ref !== undefined) await checkCredentialRef(em, tenantId, patch.credential_ref);
       const changes: Partial<Agent> = {
@@ -183,7 +208,11 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
     // Deleting an inactive agent again changes nothing.
     if (!agent.deletedAt) {
       const now = new Date();
-      await em.nativeUpdate(AgentSchema, { id: agent.id, tenantId: agent.tenantId, deletedAt: null }, { deletedAt: now, updatedAt: now });
+      await em.nativeUpdate(
+        AgentSchema,
+        { id: agent.id, tenantId: agent.tenantId, deletedAt: null },
+        { deletedAt: now, updatedAt: now },
+      );
       await forgetAgent(deps.orm, agent.id);
     }
     ctx.status = 204;
@@ -194,7 +223,10 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
       const { tenantId } = ctx.state.caller;
       const agent = await deps.orm.em.fork().transactional(async (em) => {
         const current = await liveAgentForUpdate(em, tenantId, ctx.params.id);
-        const input = action === 'suspend' ? parseOr400(AgentSuspendInput, ctx.request.body) : parseOr400(z.strictObject({}), ctx.request.body);
+        const input =
+          action === 'suspend'
+            ? parseOr400(AgentSuspendInput, ctx.request.body)
+            : parseOr400(z.strictObject({}), ctx.request.body);
         const reason = action === 'suspend' ? ((input as { reason?: string }).reason ?? null) : null;
         em.assign(current, { suspended: action === 'suspend', suspendedReason: reason, updatedAt: new Date() });
         await em.flush();

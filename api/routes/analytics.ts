@@ -13,7 +13,9 @@ import type { AuthState } from '../auth.ts';
 export function analyticsLimiter(deps: AppDeps): Limiter {
   const shape = { perMinute: deps.config.analytics.ratePerMin, burst: deps.config.analytics.burst };
   if (!deps.config.redisUrl) return createMemoryLimiter(shape);
-  return createRedisLimiter(redisClient(deps.config.redisUrl, deps.log), shape, (err) => deps.log.warn({ err: err.message }, 'analytics limiter unavailable; request let through'));
+  return createRedisLimiter(redisClient(deps.config.redisUrl, deps.log), shape, (err) =>
+    deps.log.warn({ err: err.message }, 'analytics limiter unavailable; request let through'),
+  );
 }
 
 export function analyticsRoutes(deps: AppDeps, limiter: Limiter = analyticsLimiter(deps)): Router<AuthState> {
@@ -23,7 +25,8 @@ export function analyticsRoutes(deps: AppDeps, limiter: Limiter = analyticsLimit
   router.get('/analytics', async (ctx) => {
     const { tenantId, userId } = ctx.state.caller;
     const verdict = await limiter.take(JSON.stringify([tenantId, userId]));
-    if (!verdict.allowed) throw new ApiError(429, 'analytics rate limit exceeded', { 'Retry-After': String(verdict.retryAfterSeconds) });
+    if (!verdict.allowed)
+      throw new ApiError(429, 'analytics rate limit exceeded', { 'Retry-After': String(verdict.retryAfterSeconds) });
     const query = parseAnalyticsQuery(ctx.query);
     ctx.body = await reader.query(tenantId, query);
   });

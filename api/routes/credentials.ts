@@ -9,7 +9,12 @@ import { badRequest, conflict, notFound } from '../errors.ts';
 import { parseOr400 } from '../validation.ts';
 import { pageOf, parsePage } from '../pagination.ts';
 import { CredentialSchema, type AuthType, type Credential } from '../../gateway/credentials/entity.ts';
-import { CredentialCreateInput, CredentialUpdateInput, credentialRuleError, isHeaderSafe } from '../credentials/schema.ts';
+import {
+  CredentialCreateInput,
+  CredentialUpdateInput,
+  credentialRuleError,
+  isHeaderSafe,
+} from '../credentials/schema.ts';
 import { serializeCredential } from '../credentials/serialize.ts';
 import { maskedHint } from '../../gateway/credentials/hint.ts';
 import { createSecretStore, type SecretStore } from '../../gateway/credentials/secrets.ts';
@@ -50,16 +55,24 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
   const { layout } = deps.config.vault;
   /** A vault_ref outside the caller's own prefix: 400, one message, decided without asking the vault. */
   const refuseForeignRef = (tenantId: string, ref: string | undefined) => {
-    if (ref !== undefined && !resolveTenantVaultRef(layout, tenantId, ref)) throw badRequest(vaultRefRule(layout, tenantId));
+    if (ref !== undefined && !resolveTenantVaultRef(layout, tenantId, ref))
+      throw badRequest(vaultRefRule(layout, tenantId));
   };
 
   router.post('/credentials', async (ctx) => {
     const input = parseOr400(CredentialCreateInput, ctx.request.body);
-    if (input.source === 'managed' && input.vault_ref !== undefined) throw badRequest('vault_ref is only valid for source vault');
-    if (input.source === 'vault' && input.plaintext !== undefined) throw badRequest('plaintext is only valid for source managed');
+    if (input.source === 'managed' && input.vault_ref !== undefined)
+      throw badRequest('vault_ref is only valid for source vault');
+    if (input.source === 'vault' && input.plaintext !== undefined)
+      throw badRequest('plaintext is only valid for source managed');
     const problem =
-      credentialRuleError({ authType: input.auth_type, source: input.source, hasSecret: input.plaintext !== undefined, vaultRef: input.vault_ref ?? null, headerName: input.header_name ?? null }) ??
-      (input.plaintext !== undefined ? headerSafetyError(input.auth_type, input.plaintext) : undefined);
+      credentialRuleError({
+        authType: input.auth_type,
+        source: input.source,
+        hasSecret: input.plaintext !== undefined,
+        vaultRef: input.vault_ref ?? null,
+        headerName: input.header_name ?? null,
+      }) ?? (input.plaintext !== undefined ? headerSafetyError(input.auth_type, input.plaintext) : undefined);
     if (problem) throw badRequest(problem);
     refuseForeignRef(ctx.state.caller.tenantId, input.vault_ref);
 
@@ -91,13 +104,17 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
     const page = parsePage(ctx.query, 'cred');
     const where: Record<string, unknown> = { tenantId: ctx.state.caller.tenantId };
     if (page.after) where.id = { $gt: page.after };
-    const rows = await deps.orm.em.fork().find(CredentialSchema, where, { orderBy: { id: 'asc' }, limit: page.limit + 1 });
+    const rows = await deps.orm.em
+      .fork()
+      .find(CredentialSchema, where, { orderBy: { id: 'asc' }, limit: page.limit + 1 });
     ctx.body = pageOf(rows, page.limit, serializeCredential);
   });
 
   router.get('/credentials/:id', async (ctx) => {
     if (!isId('cred', ctx.params.id)) throw notFound();
-    const row = await deps.orm.em.fork().findOne(CredentialSchema, { id: ctx.params.id, tenantId: ctx.state.caller.tenantId });
+    const row = await deps.orm.em
+      .fork()
+      .findOne(CredentialSchema, { id: ctx.params.id, tenantId: ctx.state.caller.tenantId });
     if (!row) throw notFound();
     ctx.body = serializeCredential(row);
   });
@@ -106,16 +123,33 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
     const { tenantId } = ctx.state.caller;
     if (!isId('cred', ctx.params.id)) throw notFound();
     const row = await deps.orm.em.fork().transactional(async (em) => {
-      const current = await em.findOne(CredentialSchema, { id: ctx.params.id, tenantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      const current = await em.findOne(
+        CredentialSchema,
+        { id: ctx.params.id, tenantId },
+        { lockMode: LockMode.PESSIMISTIC_WRITE },
+      );
       if (!current) throw notFound();
       const patch = parseOr400(CredentialUpdateInput, ctx.request.body);
-      if (patch.plaintext !== undefined && current.source !== 'managed') throw badRequest('plaintext is only valid for source managed');
-      if (patch.vault_ref !== undefined && current.source !== 'vault') throw badRequest('vault_ref is only valid for source vault');
+      if (patch.plaintext !== undefined && current.source !== 'managed')
+        throw badRequest('plaintext is only valid for source managed');
+      if (patch.vault_ref !== undefined && current.source !== 'vault')
+        throw badRequest('vault_ref is only valid for source vault');
       const authType = patch.auth_type ?? current.authType;
       // Leaving api_key drops its header name unless the body sets one (which is then refused).
-      const headerName = patch.header_name !== undefined ? patch.header_name : authType === 'api_key' ? (current.headerName ?? null) : null;
+      const headerName =
+        patch.header_name !== undefined
+          ? patch.header_name
+          : authType === 'api_key'
+            ? (current.headerName ?? null)
+            : null;
       const hasSecret = patch.plaintext !== undefined || current.secretCiphertext !== null;
-      const ruleProblem = credentialRuleError({ authType, source: current.source, hasSecret, vaultRef: patch.vault_ref ?? current.vaultRef ?? null, headerName });
+      const ruleProblem = credentialRuleError({
+        authType,
+        source: current.source,
+        hasSecret,
+        vaultRef: patch.vault_ref ?? current.vaultRef ?? null,
+        headerName,
+      });
       if (ruleProblem) throw badRequest(ruleProblem);
       refuseForeignRef(tenantId, patch.vault_ref);
       if (current.source === 'managed' && authType !== 'none') {
@@ -125,12 +159,19 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
         } else if (authType !== current.authType) {
           // The stored secret is about to be sent as a header: it must be able to be one.
           const stored = await store.secretOf(current);
-          if (stored === null || !isHeaderSafe(stored)) throw badRequest(`the stored secret cannot be sent for auth_type ${authType}; send a new plaintext`);
+          if (stored === null || !isHeaderSafe(stored))
+            throw badRequest(`the stored secret cannot be sent for auth_type ${authType}; send a new plaintext`);
         }
       }
       // The tenant's facilitator credential must keep holding a client certificate and key.
-      if ((patch.plaintext !== undefined || patch.vault_ref !== undefined) && (await isFacilitatorCredential(em, tenantId, current.id))) {
-        const problem = await facilitatorSecretProblem(async () => patch.plaintext ?? (await readVaultSecret(deps.config.vault.server, layout, tenantId, patch.vault_ref!)));
+      if (
+        (patch.plaintext !== undefined || patch.vault_ref !== undefined) &&
+        (await isFacilitatorCredential(em, tenantId, current.id))
+      ) {
+        const problem = await facilitatorSecretProblem(
+          async () =>
+            patch.plaintext ?? (await readVaultSecret(deps.config.vault.server, layout, tenantId, patch.vault_ref!)),
+        );
         if (problem) throw badRequest(problem);
       }
 
@@ -156,7 +197,11 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
     const { tenantId } = ctx.state.caller;
     if (!isId('cred', ctx.params.id)) throw notFound();
     await deps.orm.em.fork().transactional(async (em) => {
-      const current = await em.findOne(CredentialSchema, { id: ctx.params.id, tenantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      const current = await em.findOne(
+        CredentialSchema,
+        { id: ctx.params.id, tenantId },
+        { lockMode: LockMode.PESSIMISTIC_WRITE },
+      );
       if (!current) throw notFound();
       if (await isCredentialReferenced(em, tenantId, current.id)) throw conflict('credential is still referenced');
       em.remove(current);

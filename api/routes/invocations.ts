@@ -26,10 +26,12 @@ function one(query: Record<string, string | string[] | undefined>, name: string)
 function dateParam(value: string | undefined, name: string): Date | undefined {
   if (value === undefined) return undefined;
   // RFC 3339 date-time: a date, a time and an explicit offset.
-  if (!/^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/.test(value)) throw badRequest(`${name} must be an RFC 3339 date-time`);
+  if (!/^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/.test(value))
+    throw badRequest(`${name} must be an RFC 3339 date-time`);
   const date = new Date(value);
   // Year 0000 parses in JavaScript but PostgreSQL has no year 0: refuse it here, not with a 500.
-  if (Number.isNaN(date.getTime()) || date.getUTCFullYear() < 1) throw badRequest(`${name} must be an RFC 3339 date-time`);
+  if (Number.isNaN(date.getTime()) || date.getUTCFullYear() < 1)
+    throw badRequest(`${name} must be an RFC 3339 date-time`);
   return date;
 }
 
@@ -61,7 +63,8 @@ export function invocationRoutes(deps: AppDeps): Router<AuthState> {
     const rawCursor = one(query, 'cursor');
 
     if (agentId !== undefined && !isId('agt', agentId)) throw badRequest('invalid agent_id');
-    if (status !== undefined && !STATUSES.has(status)) throw badRequest('status must be pending, running, succeeded or failed');
+    if (status !== undefined && !STATUSES.has(status))
+      throw badRequest('status must be pending, running, succeeded or failed');
     if (since && until && since > until) throw badRequest('since is after until');
     let limit = DEFAULT_INVOCATION_LIMIT;
     if (rawLimit !== undefined) {
@@ -78,9 +81,16 @@ export function invocationRoutes(deps: AppDeps): Router<AuthState> {
     if (until) created.$lte = until;
     if (since || until) where.createdAt = created;
     const conditions: Record<string, unknown>[] = [where];
-    if (cursor) conditions.push({ $or: [{ createdAt: { $lt: cursor.at } }, { createdAt: cursor.at, id: { $lt: cursor.id } }] });
+    if (cursor)
+      conditions.push({ $or: [{ createdAt: { $lt: cursor.at } }, { createdAt: cursor.at, id: { $lt: cursor.id } }] });
 
-    const rows = await deps.orm.em.fork().find(InvocationSchema, { $and: conditions }, { orderBy: [{ createdAt: 'desc' }, { id: 'desc' }], limit: limit + 1 });
+    const rows = await deps.orm.em
+      .fork()
+      .find(
+        InvocationSchema,
+        { $and: conditions },
+        { orderBy: [{ createdAt: 'desc' }, { id: 'desc' }], limit: limit + 1 },
+      );
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     ctx.body = {

@@ -18,7 +18,12 @@ import { policyEngineFor } from '../policy/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import { createProxyServices, type ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
-import { assertTemporalReachable, startInvocationWorkflow, temporalUnavailable, terminateIfStarted } from '../proxy/start.ts';
+import {
+  assertTemporalReachable,
+  startInvocationWorkflow,
+  temporalUnavailable,
+  terminateIfStarted,
+} from '../proxy/start.ts';
 import { removeAccepted, writeAccepted, type AcceptedRow } from '../proxy/accept.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
@@ -49,14 +54,20 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
       policyWarning: null,
       payment: null,
     };
-    await runStages(deps, call, paymentHeadersOf((name) => ctx.get(name)), async () => {
-      // Before any payment: Temporal known down, and (for a priced call) a credential that
-      // cannot be resolved, which the workflow's call would otherwise fail after the payer paid.
-      assertTemporalReachable(deps.temporal);
-      if (agent.pricing && agent.credentialRef) await services.credentials.headersFor(tenantId, agent.credentialRef).catch(() => {
-        throw new ApiError(502, coarseMessage('credential'));
-      });
-    });
+    await runStages(
+      deps,
+      call,
+      paymentHeadersOf((name) => ctx.get(name)),
+      async () => {
+        // Before any payment: Temporal known down, and (for a priced call) a credential that
+        // cannot be resolved, which the workflow's call would otherwise fail after the payer paid.
+        assertTemporalReachable(deps.temporal);
+        if (agent.pricing && agent.credentialRef)
+          await services.credentials.headersFor(tenantId, agent.credentialRef).catch(() => {
+            throw new ApiError(502, coarseMessage('credential'));
+          });
+      },
+    );
 
     // Temporal gone down since: refused before anything is written (a paid call's payment stays
     // unbound, and the same header resumes it).
@@ -89,16 +100,23 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
     })();
     const [written, started] = await Promise.allSettled([commit, start]);
     if (written.status === 'rejected') {
-      if (started.status === 'fulfilled') await started.value.terminate('invocation not accepted').catch(() => undefined);
+      if (started.status === 'fulfilled')
+        await started.value.terminate('invocation not accepted').catch(() => undefined);
       // The decision was made even though the call was not accepted: logged on its own.
-      if (call.policyDecision) await policyEngineFor(deps).store.recordDecision(call.policyDecision).catch(() => undefined);
+      if (call.policyDecision)
+        await policyEngineFor(deps)
+          .store.recordDecision(call.policyDecision)
+          .catch(() => undefined);
       throw withPaymentRequired(deps, call, written.reason);
     }
     if (started.status === 'rejected') {
       // Not accepted unless the start reached the server after all and its activity has claimed
       // the row: the row is removed (its payment released) only while still unclaimed.
       const removed = await removeAccepted(deps.orm, invocationId).catch(() => null);
-      deps.log.warn({ invocationId, err: (started.reason as Error).message, accepted: removed === false }, 'workflow start failed');
+      deps.log.warn(
+        { invocationId, err: (started.reason as Error).message, accepted: removed === false },
+        'workflow start failed',
+      );
       if (removed !== false) {
         // Ended in case it exists; a row that could not be removed is then closed by the orphan sweep.
         terminateIfStarted(deps.temporal, invocationId);
@@ -109,7 +127,8 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
     ctx.status = 202;
     ctx.set('X-Gateway-Invocation-ID', invocationId);
     if (call.policyWarning) ctx.set('X-Gateway-Policy-Warning', call.policyWarning);
-    if (call.payment?.responseHeader) ctx.set(PAYMENT_RESPONSE_HEADER[call.payment.dialect], call.payment.responseHeader);
+    if (call.payment?.responseHeader)
+      ctx.set(PAYMENT_RESPONSE_HEADER[call.payment.dialect], call.payment.responseHeader);
     ctx.body = { invocation_id: invocationId };
   });
 

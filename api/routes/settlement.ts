@@ -12,7 +12,14 @@ import { facilitatorSecretProblem, facilitatorUrlProblem } from '../../gateway/s
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
-type Row = { tenant_id: string; facilitator_url: string; facilitator_credential_ref: string; created_at: Date | string; updated_at: Date | string; inserted?: boolean };
+type Row = {
+  tenant_id: string;
+  facilitator_url: string;
+  facilitator_credential_ref: string;
+  created_at: Date | string;
+  updated_at: Date | string;
+  inserted?: boolean;
+};
 
 const iso = (d: Date | string) => new Date(d).toISOString();
 
@@ -46,7 +53,9 @@ export function settlementRoutes(deps: AppDeps): Router<AuthState> {
 
   router.put('/settlement/config', async (ctx) => {
     const input = parseOr400(SettlementConfigInput, ctx.request.body);
-    const urlProblem = facilitatorUrlProblem(input.facilitator_url, (url) => isAllowedUpstream(url, deps.config.upstream.allow));
+    const urlProblem = facilitatorUrlProblem(input.facilitator_url, (url) =>
+      isAllowedUpstream(url, deps.config.upstream.allow),
+    );
     if (urlProblem) throw badRequest(urlProblem);
     const { tenantId } = ctx.state.caller;
     const row = await deps.orm.em.fork().transactional(async (em) => {
@@ -73,7 +82,9 @@ export function settlementRoutes(deps: AppDeps): Router<AuthState> {
   });
 
   router.delete('/settlement/config', async (ctx) => {
-    const deleted = await deps.orm.em.fork().nativeDelete(SettlementConfigSchema, { tenantId: ctx.state.caller.tenantId });
+    const deleted = await deps.orm.em
+      .fork()
+      .nativeDelete(SettlementConfigSchema, { tenantId: ctx.state.caller.tenantId });
     if (deleted === 0) throw notFound('settlement is not configured');
     ctx.status = 204;
   });

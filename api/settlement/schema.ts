@@ -4,13 +4,26 @@ import { z } from 'zod';
 export const SettlementConfigInput = z
   .strictObject({
     facilitator_url: z
-      .string({ error: (i) => (i.input === undefined ? 'facilitator_url is required' : 'facilitator_url must be a string') })
+      .string({
+        error: (i) => (i.input === undefined ? 'facilitator_url is required' : 'facilitator_url must be a string'),
+      })
       .max(2048, 'facilitator_url is too long')
-      .meta({ description: 'https URL of the facilitator; `/settle` is called on it with mutual TLS.', example: 'https://facilitator.example.com' }),
+      .meta({
+        description: 'https URL of the facilitator; `/settle` is called on it with mutual TLS.',
+        example: 'https://facilitator.example.com',
+      }),
     facilitator_credential_ref: z
-      .string({ error: (i) => (i.input === undefined ? 'facilitator_credential_ref is required' : 'facilitator_credential_ref must be a string') })
+      .string({
+        error: (i) =>
+          i.input === undefined
+            ? 'facilitator_credential_ref is required'
+            : 'facilitator_credential_ref must be a string',
+      })
       .max(100)
-      .meta({ description: "ID of a credential of the tenant whose secret is a PEM client certificate and its private key (see docs/CATALOG.md)." }),
+      .meta({
+        description:
+          'ID of a credential of the tenant whose secret is a PEM client certificate and its private key (see docs/CATALOG.md).',
+      }),
   })
   .meta({ id: 'SettlementConfigInput' });
 export type SettlementConfigInput = z.infer<typeof SettlementConfigInput>;

@@ -126,8 +126,12 @@ export async function migrateFacilitator(pool: pg.Pool): Promise<string[]> {
   const applied: string[] = [];
   try {
     await client.query('select pg_advisory_lock($1)', [LOCK_KEY]);
-    await client.query('create table if not exists facilitator_migrations (name text primary key, applied_at timestamptz not null default now())');
-    const done = new Set((await client.query<{ name: string }>('select name from facilitator_migrations')).rows.map((r) => r.name));
+    await client.query(
+      'create table if not exists facilitator_migrations (name text primary key, applied_at timestamptz not null default now())',
+    );
+    const done = new Set(
+      (await client.query<{ name: string }>('select name from facilitator_migrations')).rows.map((r) => r.name),
+    );
     for (const migration of facilitatorMigrations) {
       if (done.has(migration.name)) continue;
       await client.query('begin');

@@ -4,7 +4,12 @@ import pg from 'pg';
 
 // numeric(78,0) and bigint come back as strings; amounts stay exact as bigint in code.
 export function openFacilitatorPool(databaseUrl: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000 });
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max,
+    idleTimeoutMillis: 30_000,
+    connectionTimeoutMillis: 5_000,
+  });
   // An idle client's error (server restart) must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
   return pool;

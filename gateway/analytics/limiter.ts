@@ -61,9 +61,16 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {allowed, wait}
 `;
 
-type WithBucket = Redis & { gwTokenBucket(key: string, burst: string, perMs: string, ttlMs: string): Promise<[number, number]> };
+type WithBucket = Redis & {
+  gwTokenBucket(key: string, burst: string, perMs: string, ttlMs: string): Promise<[number, number]>;
+};
 
-export function createRedisLimiter(redis: Redis, shape: BucketShape, onError: (err: Error) => void, prefix = 'gw:analytics:limit:'): Limiter {
+export function createRedisLimiter(
+  redis: Redis,
+  shape: BucketShape,
+  onError: (err: Error) => void,
+  prefix = 'gw:analytics:limit:',
+): Limiter {
   if (!('gwTokenBucket' in redis)) redis.defineCommand('gwTokenBucket', { numberOfKeys: 1, lua: TOKEN_BUCKET });
   const client = redis as WithBucket;
   const perMs = shape.perMinute / 60_000;
@@ -71,8 +78,15 @@ export function createRedisLimiter(redis: Redis, shape: BucketShape, onError: (e
   return {
     async take(caller) {
       try {
-        const [allowed, wait] = await client.gwTokenBucket(prefix + caller, String(shape.burst), String(perMs), String(ttlMs));
-        return Number(allowed) === 1 ? { allowed: true } : { allowed: false, retryAfterSeconds: retryAfterSeconds(Number(wait)) };
+        const [allowed, wait] = await client.gwTokenBucket(
+          prefix + caller,
+          String(shape.burst),
+          String(perMs),
+          String(ttlMs),
+        );
+        return Number(allowed) === 1
+          ? { allowed: true }
+          : { allowed: false, retryAfterSeconds: retryAfterSeconds(Number(wait)) };
       } catch (err) {
         onError(err as Error);
         return { allowed: true };

@@ -49,7 +49,14 @@ function summarize(latency: Sketch, ttft: Sketch): Summary {
   return { latency_ms: percentiles(latency), ttft_ms: percentiles(ttft) };
 }
 
-function group(agent: string, start: number, count: number, errors: number, classes: Record<string, number>, summary: Summary): AnalyticsGroup {
+function group(
+  agent: string,
+  start: number,
+  count: number,
+  errors: number,
+  classes: Record<string, number>,
+  summary: Summary,
+): AnalyticsGroup {
   return {
     agent_id: agent,
     bucket_start: new Date(start).toISOString(),
@@ -99,7 +106,10 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
             `update analytics_hourly as h set summary = v.summary::jsonb, summary_count = v.n::bigint
              from (values ${chunk.map(() => '(?, ?::timestamptz, ?, ?)').join(', ')}) as v(agent_id, bucket_start, n, summary)
              where h.tenant_id = ? and h.agent_id = v.agent_id and h.bucket_start = v.bucket_start and h.count = v.n::bigint`,
-            [...chunk.flatMap((f) => [f.agent, new Date(f.start).toISOString(), f.count, JSON.stringify(f.summary)]), tenantId],
+            [
+              ...chunk.flatMap((f) => [f.agent, new Date(f.start).toISOString(), f.count, JSON.stringify(f.summary)]),
+              tenantId,
+            ],
           );
         }
       });
@@ -122,7 +132,14 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
         range,
       ),
     ]);
-    type Day = { agent: string; start: number; count: number; errors: number; classes: Record<string, number>; summary: Summary | null };
+    type Day = {
+      agent: string;
+      start: number;
+      count: number;
+      errors: number;
+      classes: Record<string, number>;
+      summary: Summary | null;
+    };
     const days = new Map<string, Day>();
     const keyOf = (agent: string, start: number) => `${start}\u0000${agent}`;
     for (const row of rows) {
@@ -144,20 +161,21 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
     if (stale.length > 0) {
       // The usual case is today's few agent-days: fetch exactly those. A cold window (after a
       // rebuild) fetches the range in one scan instead of a join against a huge VALUES list.
-      const hist = stale.length <= STALE_DAYS_BY_LIST
-        ? await sql(
-            `select h.agent_id, (extract(epoch from d.day) * 1000)::bigint as day_ms, h.count, h.latency, h.ttft
+      const hist =
+        stale.length <= STALE_DAYS_BY_LIST
+          ? await sql(
+              `select h.agent_id, (extract(epoch from d.day) * 1000)::bigint as day_ms, h.count, h.latency, h.ttft
              from analytics_hourly as h
              join (values ${stale.map(() => '(?, ?::timestamptz)').join(', ')}) as d(agent_id, day)
                on h.agent_id = d.agent_id and h.bucket_start >= d.day and h.bucket_start < d.day + interval '1 day'
              where h.tenant_id = ?`,
-            [...stale.flatMap((d) => [d.agent, new Date(d.start).toISOString()]), tenantId],
-          )
-        : await sql(
-            `select agent_id, (extract(epoch from date_trunc('day', bucket_start, 'UTC')) * 1000)::bigint as day_ms, count, latency, ttft
+              [...stale.flatMap((d) => [d.agent, new Date(d.start).toISOString()]), tenantId],
+            )
+          : await sql(
+              `select agent_id, (extract(epoch from date_trunc('day', bucket_start, 'UTC')) * 1000)::bigint as day_ms, count, latency, ttft
              from analytics_hourly where tenant_id = ? and bucket_start >= ?::timestamptz and bucket_start < ?::timestamptz`,
-            range,
-          );
+              range,
+            );
       const merged = new Map<string, { count: number; latency: Sketch; ttft: Sketch }>();
       const wanted = new Set(stale.map((d) => keyOf(d.agent, d.start)));
       for (const row of hist) {
@@ -184,7 +202,13 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
              values ${chunk.map(() => '(?, ?, ?::timestamptz, ?, ?::jsonb)').join(', ')}
              on conflict (tenant_id, day, agent_id) do update set count = excluded.count, summary = excluded.summary
              where s.count <> excluded.count`,
-            chunk.flatMap((f) => [tenantId, f.day.agent, new Date(f.day.start).toISOString(), f.count, JSON.stringify(f.summary)]),
+            chunk.flatMap((f) => [
+              tenantId,
+              f.day.agent,
+              new Date(f.day.start).toISOString(),
+              f.count,
+              JSON.stringify(f.summary),
+            ]),
           );
         }
       });

@@ -38,9 +38,15 @@ const VaultEnv = z.object({
   VAULT_TENANT_PATH: z
     .string()
     .default('tenants/{tenant_id}')
-    .refine((t) => t.split('/').every((s) => s === '{tenant_id}' || SEGMENT.test(s)), 'segments of letters, digits, - and _, and {tenant_id}')
+    .refine(
+      (t) => t.split('/').every((s) => s === '{tenant_id}' || SEGMENT.test(s)),
+      'segments of letters, digits, - and _, and {tenant_id}',
+    )
     // A whole segment, exactly once: a tenant id is then never a prefix of another's path.
-    .refine((t) => t.split('/').filter((s) => s === '{tenant_id}').length === 1, 'must name {tenant_id} once, as a whole segment'),
+    .refine(
+      (t) => t.split('/').filter((s) => s === '{tenant_id}').length === 1,
+      'must name {tenant_id} once, as a whole segment',
+    ),
   VAULT_TENANT_ROLE: z.string().regex(SEGMENT, 'a token role name').optional(),
 });
 
@@ -48,7 +54,10 @@ const KEK_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
 export function parseKeyring(keks: string | undefined, current: string | undefined): Keyring {
   const keys = new Map<string, Buffer>();
-  for (const entry of (keks ?? '').split(',').map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of (keks ?? '')
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     const colon = entry.indexOf(':');
     const id = colon > 0 ? entry.slice(0, colon) : '';
     if (!KEK_ID.test(id)) throw new Error('invalid configuration: VAULT_KEKS: each entry is id:base64key');
@@ -58,14 +67,17 @@ export function parseKeyring(keks: string | undefined, current: string | undefin
     keys.set(id, key);
   }
   const chosen = current?.trim() || (keys.size === 1 ? [...keys.keys()][0] : undefined);
-  if (chosen !== undefined && !keys.has(chosen)) throw new Error('invalid configuration: VAULT_KEK_CURRENT names no key of VAULT_KEKS');
-  if (chosen === undefined && keys.size > 1) throw new Error('invalid configuration: set VAULT_KEK_CURRENT when VAULT_KEKS has several keys');
+  if (chosen !== undefined && !keys.has(chosen))
+    throw new Error('invalid configuration: VAULT_KEK_CURRENT names no key of VAULT_KEKS');
+  if (chosen === undefined && keys.size > 1)
+    throw new Error('invalid configuration: set VAULT_KEK_CURRENT when VAULT_KEKS has several keys');
   return { current: chosen, keys };
 }
 
 export function loadVaultConfig(env: NodeJS.ProcessEnv = process.env): VaultConfig {
   const addr = env.VAULT_ADDR?.trim();
-  if (addr && !/^https?:\/\/[^/]+/.test(addr)) throw new Error('invalid configuration: VAULT_ADDR must be an http(s) URL');
+  if (addr && !/^https?:\/\/[^/]+/.test(addr))
+    throw new Error('invalid configuration: VAULT_ADDR must be an http(s) URL');
   const parsed = VaultEnv.safeParse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== '')));
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -74,7 +86,9 @@ export function loadVaultConfig(env: NodeJS.ProcessEnv = process.env): VaultConf
   const { VAULT_MOUNT: mount, VAULT_TENANT_PATH: tenantPath, VAULT_TENANT_ROLE: tenantRole } = parsed.data;
   return {
     keyring: parseKeyring(env.VAULT_KEKS, env.VAULT_KEK_CURRENT),
-    server: addr ? { addr: addr.replace(/\/+$/, ''), token: env.VAULT_TOKEN ?? '', ...(tenantRole ? { tenantRole } : {}) } : undefined,
+    server: addr
+      ? { addr: addr.replace(/\/+$/, ''), token: env.VAULT_TOKEN ?? '', ...(tenantRole ? { tenantRole } : {}) }
+      : undefined,
     layout: { mount, tenantPath },
   };
 }

@@ -53,7 +53,10 @@ const keyAad = (kekId: string, a: SecretAddress) => `credential-data-key|${kekId
 
 function kek(keyring: Keyring, id: string | undefined): Buffer {
   const key = id === undefined ? undefined : keyring.keys.get(id);
-  if (!key) throw new EnvelopeError(id === undefined ? 'no key-encryption key is configured' : `key-encryption key ${id} is not in the keyring`);
+  if (!key)
+    throw new EnvelopeError(
+      id === undefined ? 'no key-encryption key is configured' : `key-encryption key ${id} is not in the keyring`,
+    );
   return key;
 }
 

@@ -22,7 +22,11 @@ export interface CredentialResolver {
 export const CREDENTIAL_UNAVAILABLE = 'CredentialUnavailable';
 
 function unavailable(reason: string, retryable: boolean): ApplicationFailure {
-  return ApplicationFailure.create({ type: CREDENTIAL_UNAVAILABLE, message: `credential could not be resolved (${reason})`, nonRetryable: !retryable });
+  return ApplicationFailure.create({
+    type: CREDENTIAL_UNAVAILABLE,
+    message: `credential could not be resolved (${reason})`,
+    nonRetryable: !retryable,
+  });
 }
 
 export function createCredentialResolver(orm: MikroORM, vault: VaultConfig): CredentialResolver {
@@ -39,7 +43,8 @@ export function createCredentialResolver(orm: MikroORM, vault: VaultConfig): Cre
       } catch (err) {
         // An unreachable vault may come back; an unreadable reference or an envelope that
         // does not open will not.
-        if (err instanceof VaultReadError) throw err.reason === 'unreachable' ? unavailable('unreachable', true) : unavailable('unusable', false);
+        if (err instanceof VaultReadError)
+          throw err.reason === 'unreachable' ? unavailable('unreachable', true) : unavailable('unusable', false);
         throw unavailable('undecryptable', false);
       }
       if (!secret || !isHeaderSafe(secret)) throw unavailable('unusable', false);

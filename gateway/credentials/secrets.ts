@@ -27,9 +27,12 @@ export function createSecretStore(orm: MikroORM, vault: VaultConfig): SecretStor
     vault,
     async secretOf(c) {
       // Re-checked against the row's own tenant on every read (readVaultSecret), whoever wrote the row.
-      if (c.source === 'vault') return c.vaultRef ? readVaultSecret(vault.server, vault.layout, c.tenantId, c.vaultRef) : null;
+      if (c.source === 'vault')
+        return c.vaultRef ? readVaultSecret(vault.server, vault.layout, c.tenantId, c.vaultRef) : null;
       const sealed = sealedOf(c);
-      return sealed ? unseal(vault.keyring, { tenantId: c.tenantId, credentialId: c.id, version: c.version }, sealed) : null;
+      return sealed
+        ? unseal(vault.keyring, { tenantId: c.tenantId, credentialId: c.id, version: c.version }, sealed)
+        : null;
     },
     async find(tenantId, credentialId) {
       return (await orm.em.fork().findOne(CredentialSchema, { id: credentialId, tenantId })) ?? undefined;

@@ -38,7 +38,11 @@ const isPlainSegment = (s: string) => SEGMENT.test(s) && !/^\.+$/.test(s);
 /** The tenant's prefix as path segments (`secret`, `data`, `tenants`, `<id>`); undefined when the id cannot own one. */
 export function tenantVaultPrefix(layout: VaultLayout, tenantId: string): string[] | undefined {
   if (!VAULT_TENANT_ID.test(tenantId)) return undefined;
-  return [...layout.mount.split('/'), 'data', ...layout.tenantPath.split('/').map((s) => (s === '{tenant_id}' ? tenantId : s))];
+  return [
+    ...layout.mount.split('/'),
+    'data',
+    ...layout.tenantPath.split('/').map((s) => (s === '{tenant_id}' ? tenantId : s)),
+  ];
 }
 
 /**
@@ -87,7 +91,11 @@ type ChildToken = { token: string; renewAt: number };
 type TokenCache = { tokens: Map<string, ChildToken>; minting: Map<string, Promise<ChildToken>> };
 const childTokens = new WeakMap<VaultServer, TokenCache>();
 
-async function mintChildToken(server: VaultServer & { tenantRole: string }, tenantId: string, timeoutMs: number): Promise<ChildToken> {
+async function mintChildToken(
+  server: VaultServer & { tenantRole: string },
+  tenantId: string,
+  timeoutMs: number,
+): Promise<ChildToken> {
   let status: number;
   let payload: unknown;
   try {
@@ -106,13 +114,19 @@ async function mintChildToken(server: VaultServer & { tenantRole: string }, tena
   const auth = (payload as { auth?: { client_token?: unknown; lease_duration?: unknown } } | undefined)?.auth;
   // The gateway's own token failing to mint is an operator's problem, not the reference's.
   if (status !== 200 || typeof auth?.client_token !== 'string') throw new VaultReadError('unreachable');
-  const ttlS = typeof auth.lease_duration === 'number' && auth.lease_duration > 0 ? auth.lease_duration : CHILD_TOKEN_TTL_S;
+  const ttlS =
+    typeof auth.lease_duration === 'number' && auth.lease_duration > 0 ? auth.lease_duration : CHILD_TOKEN_TTL_S;
   // Renewed once four fifths of its life have passed, so a read never carries an expiring token.
   return { token: auth.client_token, renewAt: Date.now() + ttlS * 800 };
 }
 
 /** The tenant's child token, cached (one mint in flight per tenant) until shortly before it expires. */
-async function tenantToken(server: VaultServer & { tenantRole: string }, tenantId: string, timeoutMs: number, fresh: boolean): Promise<string> {
+async function tenantToken(
+  server: VaultServer & { tenantRole: string },
+  tenantId: string,
+  timeoutMs: number,
+  fresh: boolean,
+): Promise<string> {
   let cache = childTokens.get(server);
   if (!cache) childTokens.set(server, (cache = { tokens: new Map(), minting: new Map() }));
   const now = Date.now();
@@ -130,9 +144,19 @@ async function tenantToken(server: VaultServer & { tenantRole: string }, tenantI
   return token.token;
 }
 
-async function readKv(addr: string, token: string, path: string, timeoutMs: number): Promise<{ status: number; payload: unknown }> {
+async function readKv(
+  addr: string,
+  token: string,
+  path: string,
+  timeoutMs: number,
+): Promise<{ status: number; payload: unknown }> {
   try {
-    const res = await request(`${addr}/v1/${path}`, { method: 'GET', headers: { 'x-vault-token': token }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    const res = await request(`${addr}/v1/${path}`, {
+      method: 'GET',
+      headers: { 'x-vault-token': token },
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
     return { status: res.statusCode, payload: res.statusCode === 200 ? await res.body.json() : await res.body.dump() };
   } catch {
     throw new VaultReadError('unreachable');
@@ -140,14 +164,28 @@ async function readKv(addr: string, token: string, path: string, timeoutMs: numb
 }
 
 /** The field's value, read now as the tenant; VaultReadError (coarse) otherwise. */
-export async function readVaultSecret(server: VaultServer | undefined, layout: VaultLayout, tenantId: string, ref: string, timeoutMs = 5_000): Promise<string> {
+export async function readVaultSecret(
+  server: VaultServer | undefined,
+  layout: VaultLayout,
+  tenantId: string,
+  ref: string,
+  timeoutMs = 5_000,
+): Promise<string> {
   const parsed = resolveTenantVaultRef(layout, tenantId, ref);
   if (!server || !parsed) throw new VaultReadError('unreadable');
   // Keyed by the server object itself: one cache per configuration.
-  const asTenant = server.tenantRole ? (fresh: boolean) => tenantToken(server as VaultServer & { tenantRole: string }, tenantId, timeoutMs, fresh) : undefined;
-  let { status, payload } = await readKv(server.addr, asTenant ? await asTenant(false) : server.token, parsed.path, timeoutMs);
+  const asTenant = server.tenantRole
+    ? (fresh: boolean) => tenantToken(server as VaultServer & { tenantRole: string }, tenantId, timeoutMs, fresh)
+    : undefined;
+  let { status, payload } = await readKv(
+    server.addr,
+    asTenant ? await asTenant(false) : server.token,
+    parsed.path,
+    timeoutMs,
+  );
   // A cached child token may have been revoked behind our back: one more try with a new one.
-  if (asTenant && status === 403) ({ status, payload } = await readKv(server.addr, await asTenant(true), parsed.path, timeoutMs));
+  if (asTenant && status === 403)
+    ({ status, payload } = await readKv(server.addr, await asTenant(true), parsed.path, timeoutMs));
   // Only the vault's own trouble may pass; every refusal of this reference is one answer.
   if (status >= 500 || status === 429) throw new VaultReadError('unreachable');
   if (status !== 200) throw new VaultReadError('unreadable');

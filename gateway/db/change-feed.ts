@@ -60,7 +60,12 @@ export type ChangeFeed = {
   close(): Promise<void>;
 };
 
-export type ChangeFeedOptions = { heartbeatMs?: number; heartbeatTimeoutMs?: number; syncTimeoutMs?: number; leaseMs?: number };
+export type ChangeFeedOptions = {
+  heartbeatMs?: number;
+  heartbeatTimeoutMs?: number;
+  syncTimeoutMs?: number;
+  leaseMs?: number;
+};
 
 const feeds = new WeakMap<MikroORM, ChangeFeed>();
 

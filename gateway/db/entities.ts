@@ -101,4 +101,11 @@ export const InvocationSchema = defineEntity({
 });
 export type Invocation = InferEntity<typeof InvocationSchema>;
 
-export const gatewayEntities = [AgentSchema, BodySchema, InvocationSchema, CredentialSchema, SettlementConfigSchema, PaymentClaimSchema];
+export const gatewayEntities = [
+  AgentSchema,
+  BodySchema,
+  InvocationSchema,
+  CredentialSchema,
+  SettlementConfigSchema,
+  PaymentClaimSchema,
+];

@@ -6,7 +6,10 @@ import { gatewayMigrations } from './migrations/index.ts';
 
 export type Orm = MikroORM;
 
-export async function openOrm(databaseUrl: string, opts: { poolMax?: number; poolMin?: number } = {}): Promise<MikroORM> {
+export async function openOrm(
+  databaseUrl: string,
+  opts: { poolMax?: number; poolMin?: number } = {},
+): Promise<MikroORM> {
   const max = opts.poolMax ?? 10;
   return MikroORM.init({
     clientUrl: databaseUrl,

@@ -24,7 +24,12 @@ export function numbered(sql: string): string {
 export function statementPoolFor(orm: MikroORM): StatementPool {
   let pool = pools.get(orm);
   if (pool) return pool;
-  const connections = new pg.Pool({ connectionString: String(orm.config.get('clientUrl')), max: 10, idleTimeoutMillis: 30_000, application_name: 'gateway-accept' });
+  const connections = new pg.Pool({
+    connectionString: String(orm.config.get('clientUrl')),
+    max: 10,
+    idleTimeoutMillis: 30_000,
+    application_name: 'gateway-accept',
+  });
   // A connection that breaks while idle is dropped by the pool; its error must not crash the process.
   connections.on('error', () => undefined);
   pool = {

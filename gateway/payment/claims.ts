@@ -32,7 +32,18 @@ export async function claimPayment(em: EntityManager, input: ClaimInput): Promis
      values (?, ?, ?, ?, ?, ?, ?, ?, 'claimed', ?, ?)
      on conflict (network, asset, payer, nonce) do nothing
      returning id`,
-    [`pay_${uuidv7()}`, input.tenantId, input.agentId, input.network, input.asset, input.payer, input.nonce, input.amount, now, now],
+    [
+      `pay_${uuidv7()}`,
+      input.tenantId,
+      input.agentId,
+      input.network,
+      input.asset,
+      input.payer,
+      input.nonce,
+      input.amount,
+      now,
+      now,
+    ],
   );
   if (inserted.length > 0) return { state: 'new', settledTransaction: null };
   const existing = await em.fork().findOne(PaymentClaimSchema, {
@@ -44,8 +55,13 @@ export async function claimPayment(em: EntityManager, input: ClaimInput): Promis
   const used = { state: 'used', settledTransaction: null } as const;
   if (!existing || existing.invocationId) return used;
   // Only the same call may resume an unbound claim: same tenant, same agent, same price.
-  if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount) return used;
-  return { state: 'resumed', settledTransaction: existing.status === 'settled' ? (existing.transaction ?? null) : null, outcomeUnknown: existing.status === 'claimed' };
+  if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount)
+    return used;
+  return {
+    state: 'resumed',
+    settledTransaction: existing.status === 'settled' ? (existing.transaction ?? null) : null,
+    outcomeUnknown: existing.status === 'claimed',
+  };
 }
 
 /**
@@ -55,14 +71,28 @@ export async function claimPayment(em: EntityManager, input: ClaimInput): Promis
  * whatever its validBefore says now (the facilitator, asked again, dedupes by nonce).
  */
 export async function resumableUnboundClaim(em: EntityManager, input: ClaimInput, withinMs: number): Promise<boolean> {
-  const existing = await em.fork().findOne(PaymentClaimSchema, { network: input.network, asset: input.asset, payer: input.payer, nonce: input.nonce });
-  if (!existing || existing.invocationId || (existing.status !== 'settled' && existing.status !== 'claimed')) return false;
-  if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount) return false;
+  const existing = await em.fork().findOne(PaymentClaimSchema, {
+    network: input.network,
+    asset: input.asset,
+    payer: input.payer,
+    nonce: input.nonce,
+  });
+  if (!existing || existing.invocationId || (existing.status !== 'settled' && existing.status !== 'claimed'))
+    return false;
+  if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount)
+    return false;
   return Date.now() - existing.updatedAt.getTime() <= withinMs;
 }
 
-export async function recordSettlement(em: EntityManager, key: ClaimKey, status: PaymentClaimStatus, transaction: string | null): Promise<void> {
-  await em.fork().nativeUpdate(PaymentClaimSchema, { ...key, invocationId: null }, { status, transaction, updatedAt: new Date() });
+export async function recordSettlement(
+  em: EntityManager,
+  key: ClaimKey,
+  status: PaymentClaimStatus,
+  transaction: string | null,
+): Promise<void> {
+  await em
+    .fork()
+    .nativeUpdate(PaymentClaimSchema, { ...key, invocationId: null }, { status, transaction, updatedAt: new Date() });
 }
 
 /**
@@ -70,14 +100,24 @@ export async function recordSettlement(em: EntityManager, key: ClaimKey, status:
  * transaction: either both are written or neither. A payment bound meanwhile by a concurrent
  * request with the same X-PAYMENT is refused with 402, and nothing of this call is written.
  */
-export async function flushBindingPayment(em: EntityManager, payment: ClaimKey | null, invocationId: string): Promise<void> {
+export async function flushBindingPayment(
+  em: EntityManager,
+  payment: ClaimKey | null,
+  invocationId: string,
+): Promise<void> {
   if (!payment) return em.flush();
   await em.begin();
   try {
     await em.flush();
     const bound = await em.nativeUpdate(
       PaymentClaimSchema,
-      { network: payment.network, asset: payment.asset, payer: payment.payer, nonce: payment.nonce, invocationId: null },
+      {
+        network: payment.network,
+        asset: payment.asset,
+        payer: payment.payer,
+        nonce: payment.nonce,
+        invocationId: null,
+      },
       { invocationId, updatedAt: new Date() },
     );
     if (bound !== 1) throw new ApiError(402, 'payment already used');
@@ -98,7 +138,13 @@ export async function insertBindingPayment(em: EntityManager, row: Invocation, p
     await tx.insert(InvocationSchema, row);
     const bound = await tx.nativeUpdate(
       PaymentClaimSchema,
-      { network: payment.network, asset: payment.asset, payer: payment.payer, nonce: payment.nonce, invocationId: null },
+      {
+        network: payment.network,
+        asset: payment.asset,
+        payer: payment.payer,
+        nonce: payment.nonce,
+        invocationId: null,
+      },
       { invocationId: row.id, updatedAt: new Date() },
     );
     if (bound !== 1) throw new ApiError(402, 'payment already used');
@@ -113,7 +159,16 @@ export async function insertBindingPayment(em: EntityManager, row: Invocation, p
  * the same X-PAYMENT binds to its new call without settling again.
  */
 export async function removeUnstartedCall(em: EntityManager, invocationId: string): Promise<boolean> {
-  return (await em.getConnection().execute<unknown[]>(releasingPayments(`delete from invocations where id = ? and status = 'pending' returning id`), [invocationId])).length > 0;
+  return (
+    (
+      await em
+        .getConnection()
+        .execute<unknown[]>(
+          releasingPayments(`delete from invocations where id = ? and status = 'pending' returning id`),
+          [invocationId],
+        )
+    ).length > 0
+  );
 }
 
 /**

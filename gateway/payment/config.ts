@@ -16,7 +16,10 @@ import type { TokenDomain } from '../../x402/eip3009.ts';
 const BASE_MAINNET_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
 
 const PaymentEnv = z.object({
-  TOKEN_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/).default(BASE_MAINNET_USDC),
+  TOKEN_ADDRESS: z
+    .string()
+    .regex(/^0x[0-9a-fA-F]{40}$/)
+    .default(BASE_MAINNET_USDC),
   CHAIN_ID: z.coerce.number().int().positive().default(8453),
   TOKEN_NAME: z.string().default('USD Coin'),
   TOKEN_VERSION: z.string().default('2'),
@@ -62,7 +65,12 @@ export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): Payment
   }
   return {
     network: 'base',
-    domain: { name: e.TOKEN_NAME, version: e.TOKEN_VERSION, chainId: e.CHAIN_ID, verifyingContract: getAddress(e.TOKEN_ADDRESS) },
+    domain: {
+      name: e.TOKEN_NAME,
+      version: e.TOKEN_VERSION,
+      chainId: e.CHAIN_ID,
+      verifyingContract: getAddress(e.TOKEN_ADDRESS),
+    },
     maxTimeoutSeconds: e.X402_MAX_TIMEOUT_SECONDS,
     validityMarginSeconds: e.X402_VALIDITY_MARGIN_S,
     settlementCaPem,

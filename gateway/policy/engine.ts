@@ -23,7 +23,9 @@ export type PolicyEngine = {
 
 export function createPolicyEngine(opts: { orm: MikroORM; redisUrl?: string; log: Logger }): PolicyEngine {
   const store = createPolicyStore(opts.orm);
-  const rates: RateWindow = opts.redisUrl ? createRedisRateWindow(redisClient(opts.redisUrl, opts.log)) : createMemoryRateWindow();
+  const rates: RateWindow = opts.redisUrl
+    ? createRedisRateWindow(redisClient(opts.redisUrl, opts.log))
+    : createMemoryRateWindow();
 
   return {
     store,

@@ -37,7 +37,8 @@ async function matches(match: PolicyMatch | undefined, facts: CallFacts, rate: R
     const tool = facts.tool;
     if (tool === null || !match.tools.some((pattern) => toolMatches(pattern, tool))) return false;
   }
-  if (match.max_body_bytes !== undefined && facts.bodyBytes !== null && facts.bodyBytes < match.max_body_bytes) return false;
+  if (match.max_body_bytes !== undefined && facts.bodyBytes !== null && facts.bodyBytes < match.max_body_bytes)
+    return false;
   // Last: the only condition that costs a round trip.
   if (match.rate_per_min !== undefined && !((await rate()) > match.rate_per_min)) return false;
   return true;
@@ -55,7 +56,8 @@ export async function evaluatePolicy(stored: unknown, facts: CallFacts, rate: Ra
   const policy = parsed.data;
   try {
     for (const [index, rule] of policy.rules.entries()) {
-      if (await matches(rule.match, facts, rate)) return { action: rule.action, matchedRule: index + 1, source: 'rule', reason: `rule ${index + 1} matched` };
+      if (await matches(rule.match, facts, rate))
+        return { action: rule.action, matchedRule: index + 1, source: 'rule', reason: `rule ${index + 1} matched` };
     }
     return { action: policy.default, matchedRule: null, source: 'default', reason: 'no rule matched' };
   } catch {

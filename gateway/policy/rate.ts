@@ -25,7 +25,11 @@ export function createMemoryRateWindow(now: () => number = Date.now): RateWindow
         for (const [key, w] of windows) if (second - w.last >= seconds) windows.delete(key);
       }
       let w = windows.get(caller);
-      if (!w) windows.set(caller, (w = { stamps: new Float64Array(seconds).fill(-1), counts: new Uint32Array(seconds), last: second }));
+      if (!w)
+        windows.set(
+          caller,
+          (w = { stamps: new Float64Array(seconds).fill(-1), counts: new Uint32Array(seconds), last: second }),
+        );
       const slot = second % seconds;
       if (w.stamps[slot] !== second) {
         w.stamps[slot] = second;

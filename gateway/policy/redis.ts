@@ -10,7 +10,12 @@ const clients = new Map<string, Redis>();
 export function redisClient(url: string, log?: Logger): Redis {
   let client = clients.get(url);
   if (!client) {
-    client = new Redis(url, { maxRetriesPerRequest: 1, commandTimeout: 500, connectTimeout: 2_000, enableAutoPipelining: true });
+    client = new Redis(url, {
+      maxRetriesPerRequest: 1,
+      commandTimeout: 500,
+      connectTimeout: 2_000,
+      enableAutoPipelining: true,
+    });
     let lastReport = 0;
     client.on('error', (err: Error) => {
       // ioredis reports every reconnect attempt; one line per 30 s is enough to act on.

@@ -50,8 +50,10 @@ export function describePolicyIssue(error: z.ZodError, input: unknown): string {
   const issue = error.issues[0];
   const field = issue.path.join('.');
   const given = typeof input === 'object' && input !== null ? (input as Record<string, unknown>) : {};
-  if (issue.code === 'unrecognized_keys') return `unknown field${field ? ` in ${field}` : ''}: ${issue.keys.join(', ')}`;
+  if (issue.code === 'unrecognized_keys')
+    return `unknown field${field ? ` in ${field}` : ''}: ${issue.keys.join(', ')}`;
   if ((field === 'default' || field === 'on_error') && given[field] === undefined) return `${field} is required`;
-  if (issue.message && !issue.message.startsWith('Invalid')) return field ? `${field}: ${issue.message}` : issue.message;
+  if (issue.message && !issue.message.startsWith('Invalid'))
+    return field ? `${field}: ${issue.message}` : issue.message;
   return field ? `invalid ${field}` : 'invalid policy document';
 }

@@ -49,7 +49,16 @@ export function decisionInsertSql(d: DecisionRecord): { id: string; sql: string;
     id,
     sql: `insert into policy_decisions (id, tenant_id, agent_id, protocol, mcp_tool, action, matched_rule, reason, created_at)
          values (?, ?, ?, ?, ?, ?, ?, ?, clock_timestamp())`,
-    params: [id, d.tenantId, d.agentId, d.protocol, d.mcpTool, d.action, d.matchedRule === null ? '' : String(d.matchedRule), d.reason],
+    params: [
+      id,
+      d.tenantId,
+      d.agentId,
+      d.protocol,
+      d.mcpTool,
+      d.action,
+      d.matchedRule === null ? '' : String(d.matchedRule),
+      d.reason,
+    ],
   };
 }
 
@@ -59,7 +68,9 @@ const caches = new WeakMap<MikroORM, FeedCache<CurrentPolicy | null>>();
 function policyCacheFor(orm: MikroORM): FeedCache<CurrentPolicy | null> {
   let cache = caches.get(orm);
   if (!cache) {
-    cache = createFeedCache<CurrentPolicy | null>(changeFeedFor(orm), { keyOf: (key) => (key.startsWith('policy:') ? key.slice('policy:'.length) : null) });
+    cache = createFeedCache<CurrentPolicy | null>(changeFeedFor(orm), {
+      keyOf: (key) => (key.startsWith('policy:') ? key.slice('policy:'.length) : null),
+    });
     caches.set(orm, cache);
   }
   return cache;
@@ -70,9 +81,16 @@ export function createPolicyStore(orm: MikroORM) {
   const cache = policyCacheFor(orm);
 
   async function read(tenantId: string): Promise<CurrentPolicy | null> {
-    const rows = await sql(`select version, (extract(epoch from updated_at) * 1000)::bigint as updated_ms, document from policies where tenant_id = ?`, [tenantId]);
+    const rows = await sql(
+      `select version, (extract(epoch from updated_at) * 1000)::bigint as updated_ms, document from policies where tenant_id = ?`,
+      [tenantId],
+    );
     if (rows.length === 0) return null;
-    return { version: Number(rows[0].version), updatedAt: toDate(rows[0].updated_ms), document: rows[0].document ?? null };
+    return {
+      version: Number(rows[0].version),
+      updatedAt: toDate(rows[0].updated_ms),
+      document: rows[0].document ?? null,
+    };
   }
 
   return {
@@ -85,7 +103,9 @@ export function createPolicyStore(orm: MikroORM) {
     async get(tenantId: string): Promise<(PolicyVersion & { document: PolicyDocument }) | null> {
       await changeFeedFor(orm).sync();
       const current = await this.current(tenantId);
-      return current ? { version: current.version, updatedAt: current.updatedAt, document: current.document as PolicyDocument } : null;
+      return current
+        ? { version: current.version, updatedAt: current.updatedAt, document: current.document as PolicyDocument }
+        : null;
     },
 
     /** Wholesale replace; the version goes up by exactly one per replace, atomically. */

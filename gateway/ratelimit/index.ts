@@ -24,7 +24,10 @@ export function createRateLimiter(redisUrl: string | undefined, onError?: (err: 
 }
 
 /** The buckets one proxied call of this agent takes a token from. */
-export function bucketsFor(agent: Pick<Agent, 'id' | 'rateLimitRps' | 'rateLimitBurst'>, settings: RateLimitSettings): Bucket[] {
+export function bucketsFor(
+  agent: Pick<Agent, 'id' | 'rateLimitRps' | 'rateLimitBurst'>,
+  settings: RateLimitSettings,
+): Bucket[] {
   // PostgreSQL doubles may arrive as strings.
   const ownRate = agent.rateLimitRps == null ? null : Number(agent.rateLimitRps);
   const rate = ownRate ?? settings.agentRps;

@@ -61,7 +61,9 @@ export function createMemoryLimiter(now: () => number = () => performance.now())
       });
       const allowed = waitMs === 0;
       buckets.forEach((b, i) => states.set(b.key, { tokens: allowed ? refilled[i] - 1 : refilled[i], at }));
-      return allowed ? { allowed: true } : { allowed: false, retryAfterSeconds: retryAfterSeconds(waitMs), bucket: refusing };
+      return allowed
+        ? { allowed: true }
+        : { allowed: false, retryAfterSeconds: retryAfterSeconds(waitMs), bucket: refusing };
     },
     async close() {
       states.clear();

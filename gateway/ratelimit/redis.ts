@@ -52,9 +52,14 @@ return {allowed, math.ceil(wait), slowest}
 /** Key namespace; deployments (or test runs) sharing one Redis keep their buckets apart with their own. */
 export const DEFAULT_PREFIX = 'gw:rl:';
 
-type WithTake = Redis & { gwTakeTokens(numKeys: number, ...args: Array<string | number>): Promise<[number, number, number]> };
+type WithTake = Redis & {
+  gwTakeTokens(numKeys: number, ...args: Array<string | number>): Promise<[number, number, number]>;
+};
 
-export function createRedisLimiter(url: string, opts: { onError?: (err: Error) => void; prefix?: string } = {}): RateLimiter {
+export function createRedisLimiter(
+  url: string,
+  opts: { onError?: (err: Error) => void; prefix?: string } = {},
+): RateLimiter {
   const prefix = opts.prefix ?? DEFAULT_PREFIX;
   const redis = new Redis(url, {
     // A limiter that waits on a sick Redis would stall every call: fail fast instead.
@@ -73,7 +78,11 @@ export function createRedisLimiter(url: string, opts: { onError?: (err: Error) =
       try {
         const [allowed, waitMs, slowest] = await redis.gwTakeTokens(keys.length, ...keys, ...args);
         if (allowed === 1) return { allowed: true };
-        return { allowed: false, retryAfterSeconds: retryAfterSeconds(waitMs), bucket: buckets[slowest - 1]?.key ?? '' };
+        return {
+          allowed: false,
+          retryAfterSeconds: retryAfterSeconds(waitMs),
+          bucket: buckets[slowest - 1]?.key ?? '',
+        };
       } catch (err) {
         // Fail open: an unreachable Redis must not take the gateway down with it (logged by the caller's onError).
         opts.onError?.(err as Error);

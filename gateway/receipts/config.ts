@@ -7,7 +7,10 @@ import { z } from 'zod';
 const ReceiptEnv = z.object({
   DATA_DIR: z.string().default('.data'),
   RECEIPT_KEYS_DIR: z.string().optional(),
-  RECEIPT_ACTIVE_KID: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/).optional(),
+  RECEIPT_ACTIVE_KID: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/)
+    .optional(),
 });
 
 export type ReceiptConfig = {

@@ -16,7 +16,10 @@ const SUFFIX = '.jwk.json';
 
 /** Key ids sort by creation: `rk-20261122T101500Z-3f9a1c`. */
 export function newKid(now = new Date()): string {
-  const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const stamp = now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
   return `rk-${stamp}-${randomBytes(3).toString('hex')}`;
 }
 
@@ -47,7 +50,8 @@ export function readKeys(dir: string): SigningKey[] {
   return files.sort().map((file) => {
     const jwk = JSON.parse(readFileSync(join(dir, file), 'utf8')) as JWK & { d?: string };
     const kid = file.slice(0, -SUFFIX.length);
-    if (jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || !jwk.d) throw new Error(`receipt key ${kid} is not an Ed25519 private JWK`);
+    if (jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || !jwk.d)
+      throw new Error(`receipt key ${kid} is not an Ed25519 private JWK`);
     const privateKey = createPrivateKey({ key: jwk as import('node:crypto').JsonWebKey, format: 'jwk' });
     return { kid, privateKey, publicJwk: publicJwkOf(kid, privateKey) };
   });

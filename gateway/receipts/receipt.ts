@@ -8,7 +8,13 @@ import type { SigningKey } from './keys.ts';
 export const RECEIPT_TYP = 'gateway-receipt+jws';
 export const RECEIPT_VERSION = 1;
 
-export type ReceiptPayment = { network: string; asset: string | null; payer: string; amount: string; transaction: string | null };
+export type ReceiptPayment = {
+  network: string;
+  asset: string | null;
+  payer: string;
+  amount: string;
+  transaction: string | null;
+};
 
 export type ReceiptClaims = {
   ver: number;

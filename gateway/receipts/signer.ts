@@ -19,7 +19,9 @@ export class NoSigningKeyError extends Error {
 }
 
 /** Signs a receipt's claims, issued now, with the active key (the folder is re-read when it changes). */
-export function createClaimsSigner(config: ReceiptConfig): (claims: Omit<ReceiptClaims, 'iat'>) => Promise<SignedReceipt> {
+export function createClaimsSigner(
+  config: ReceiptConfig,
+): (claims: Omit<ReceiptClaims, 'iat'>) => Promise<SignedReceipt> {
   const keys = keyRingLoader(config, { create: true });
   return async (claims) => {
     const ring = keys();

@@ -39,7 +39,15 @@ export function receiptClaimsOf(f: ReceiptFacts): Omit<ReceiptClaims, 'iat'> {
     upstream_status: f.upstreamStatus,
     latency_ms: f.latencyMs,
     completed_at: f.completedAt.toISOString(),
-    payment: paid ? { network: f.paymentNetwork!, asset: f.paymentAsset ?? null, payer: f.paymentPayer!, amount: f.paymentAmount!, transaction: f.paymentTransaction ?? null } : null,
+    payment: paid
+      ? {
+          network: f.paymentNetwork!,
+          asset: f.paymentAsset ?? null,
+          payer: f.paymentPayer!,
+          amount: f.paymentAmount!,
+          transaction: f.paymentTransaction ?? null,
+        }
+      : null,
   };
 }
 
@@ -81,7 +89,13 @@ export function createReceiptStore(orm: MikroORM) {
     },
 
     /** Saves the receipt unless one exists; returns the stored one either way. */
-    async save(r: { invocationId: string; tenantId: string; agentId: string; kid: string; jws: string }): Promise<StoredReceipt> {
+    async save(r: {
+      invocationId: string;
+      tenantId: string;
+      agentId: string;
+      kid: string;
+      jws: string;
+    }): Promise<StoredReceipt> {
       await sql(
         `insert into receipts (invocation_id, tenant_id, agent_id, kid, jws) values (?, ?, ?, ?, ?) on conflict (invocation_id) do nothing`,
         [r.invocationId, r.tenantId, r.agentId, r.kid, r.jws],
@@ -97,7 +111,13 @@ export function createReceiptStore(orm: MikroORM) {
       );
       if (rows.length === 0) return null;
       const r = rows[0];
-      return { invocationId: r.invocation_id, agentId: r.agent_id, kid: r.kid, jws: r.jws, createdAt: new Date(Number(r.created_ms)) };
+      return {
+        invocationId: r.invocation_id,
+        agentId: r.agent_id,
+        kid: r.kid,
+        jws: r.jws,
+        createdAt: new Date(Number(r.created_ms)),
+      };
     },
 
     async exists(invocationId: string): Promise<boolean> {

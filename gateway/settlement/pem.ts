@@ -10,7 +10,8 @@ const CERT_BLOCK = /-----BEGIN CERTIFICATE-----\r?\n[\s\S]+?\r?\n-----END CERTIF
 const KEY_BLOCK = /-----BEGIN ((?:RSA |EC )?PRIVATE KEY)-----\r?\n[\s\S]+?\r?\n-----END \1-----/g;
 
 /** Why a bundle was refused, coarse and safe to show the caller. */
-export type BundleProblem = 'no_certificate' | 'no_private_key' | 'several_private_keys' | 'unreadable' | 'mismatch' | 'expired';
+export type BundleProblem =
+  'no_certificate' | 'no_private_key' | 'several_private_keys' | 'unreadable' | 'mismatch' | 'expired';
 
 export function parseClientTlsBundle(secret: string, now = new Date()): ClientTlsBundle | BundleProblem {
   const certs: string[] = secret.match(CERT_BLOCK) ?? [];
@@ -23,7 +24,11 @@ export function parseClientTlsBundle(secret: string, now = new Date()): ClientTl
     const key = createPrivateKey(keys[0]!);
     for (const extra of certs.slice(1)) new X509Certificate(extra);
     if (!leaf.checkPrivateKey(key)) return 'mismatch';
-    if (new Date(leaf.validTo).getTime() < now.getTime() || new Date(leaf.validFrom).getTime() > now.getTime() + 5 * 60_000) return 'expired';
+    if (
+      new Date(leaf.validTo).getTime() < now.getTime() ||
+      new Date(leaf.validFrom).getTime() > now.getTime() + 5 * 60_000
+    )
+      return 'expired';
   } catch {
     return 'unreadable';
   }

@@ -21,7 +21,10 @@ export class SettlementCredentialError extends Error {
  * settlement configuration. Throws SettlementCredentialError (coarse message, no secret) when
  * the referenced credential is gone, unreadable, or no longer holds a usable certificate/key.
  */
-export async function loadSettlementClientTls(deps: { orm: MikroORM; config: { vault: VaultConfig } }, tenantId: string): Promise<SettlementClientTls | null> {
+export async function loadSettlementClientTls(
+  deps: { orm: MikroORM; config: { vault: VaultConfig } },
+  tenantId: string,
+): Promise<SettlementClientTls | null> {
   const row = await deps.orm.em.fork().findOne(SettlementConfigSchema, { tenantId });
   if (!row) return null;
   const store = createSecretStore(deps.orm, deps.config.vault);

@@ -3,7 +3,15 @@
 // a single probe through (half-open): the probe's success closes it, its failure re-opens it.
 // A failure is what says the upstream is unwell: connect errors, timeouts and 5xx answers.
 // 4xx answers, SSRF refusals and callers hanging up say nothing about its health.
-import { CircuitState, ConsecutiveBreaker, SamplingBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy, type IBreaker } from 'cockatiel';
+import {
+  CircuitState,
+  ConsecutiveBreaker,
+  SamplingBreaker,
+  circuitBreaker,
+  handleWhen,
+  type CircuitBreakerPolicy,
+  type IBreaker,
+} from 'cockatiel';
 import { recordBreakerTransition } from '../../lib/observability/metrics.ts';
 import { UpstreamError } from './errors.ts';
 
@@ -33,7 +41,11 @@ class ConsecutiveOrRateBreaker implements IBreaker {
   private readonly sampling: SamplingBreaker;
   constructor(opts: BreakerOptions) {
     this.consecutive = new ConsecutiveBreaker(opts.consecutiveFailures);
-    this.sampling = new SamplingBreaker({ threshold: opts.errorRate, duration: opts.windowMs, minimumRps: opts.minimumRps });
+    this.sampling = new SamplingBreaker({
+      threshold: opts.errorRate,
+      duration: opts.windowMs,
+      minimumRps: opts.minimumRps,
+    });
   }
   get state(): unknown {
     return { consecutive: this.consecutive.state, sampling: this.sampling.state };
@@ -65,7 +77,8 @@ export const BREAKER_IDLE_MS = 10 * 60_000;
 
 type Entry = { policy: CircuitBreakerPolicy; state: BreakerState; usedAt: number };
 
-const stateOf = (s: CircuitState): BreakerState => (s === CircuitState.Closed ? 'closed' : s === CircuitState.HalfOpen ? 'half_open' : 'open');
+const stateOf = (s: CircuitState): BreakerState =>
+  s === CircuitState.Closed ? 'closed' : s === CircuitState.HalfOpen ? 'half_open' : 'open';
 
 /**
  * One breaker per tenant and upstream origin: a tenant driving failures at an origin opens its
@@ -93,8 +106,17 @@ export class BreakerRegistry {
     if (entry) {
       this.breakers.delete(key); // re-inserted below: the map stays in order of use
     } else {
-      const policy = handleWhen((err) => err instanceof UpstreamError && UNHEALTHY.has(err.errorClass)).orWhenResult((r) => ((r as { statusCode?: number }).statusCode ?? 0) >= 500);
-      const created: Entry = { policy: circuitBreaker(policy, { halfOpenAfter: this.opts.halfOpenAfterMs, breaker: new ConsecutiveOrRateBreaker(this.opts) }), state: 'closed', usedAt: now };
+      const policy = handleWhen((err) => err instanceof UpstreamError && UNHEALTHY.has(err.errorClass)).orWhenResult(
+        (r) => ((r as { statusCode?: number }).statusCode ?? 0) >= 500,
+      );
+      const created: Entry = {
+        policy: circuitBreaker(policy, {
+          halfOpenAfter: this.opts.halfOpenAfterMs,
+          breaker: new ConsecutiveOrRateBreaker(this.opts),
+        }),
+        state: 'closed',
+        usedAt: now,
+      };
       // The gateway_circuit_breakers gauge (docs/OBSERVABILITY.md) counts breakers by state.
       recordBreakerTransition(null, 'closed');
       created.policy.onStateChange((s) => {

@@ -21,7 +21,14 @@ import { TenantSlots } from './tenant-slots.ts';
 
 /** Per tenant and origin; the pool to an origin holds 256 (dispatcher.ts), so no tenant can take it all. */
 export const DEFAULT_TENANT_CONNECTIONS = 64;
-import { DEFAULT_RETRY, RETRYABLE_STATUSES, fullJitterDelay, parseRetryAfter, sleep, type RetryOptions } from './retry.ts';
+import {
+  DEFAULT_RETRY,
+  RETRYABLE_STATUSES,
+  fullJitterDelay,
+  parseRetryAfter,
+  sleep,
+  type RetryOptions,
+} from './retry.ts';
 import { UpstreamError, classifyError } from './errors.ts';
 import { traceClientCall } from '../../lib/observability/spans.ts';
 
@@ -98,7 +105,8 @@ function lazyBody(source: Readable) {
   const onEnd = () => body.push(null);
   const onError = (err: Error) => body.destroy(err);
   const onClose = () => {
-    if (!source.readableEnded) body.destroy(Object.assign(new Error('request body ended early'), { code: 'ECONNRESET' }));
+    if (!source.readableEnded)
+      body.destroy(Object.assign(new Error('request body ended early'), { code: 'ECONNRESET' }));
   };
   const body: Readable = new Readable({
     read() {
@@ -133,7 +141,11 @@ class DeadlineExpired extends Error {
 }
 
 export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClient {
-  const dispatcher = createUpstreamDispatcher({ allow: opts.allow, resolver: opts.resolver, connectTimeoutMs: opts.connectTimeoutMs });
+  const dispatcher = createUpstreamDispatcher({
+    allow: opts.allow,
+    resolver: opts.resolver,
+    connectTimeoutMs: opts.connectTimeoutMs,
+  });
   const breakers = new BreakerRegistry(opts.breaker);
   const slots = new TenantSlots(opts.tenantConnections ?? DEFAULT_TENANT_CONNECTIONS);
   const retry: RetryOptions = { ...DEFAULT_RETRY, ...opts.retry };
@@ -200,7 +212,9 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
               // A streamed upload may take as long as the caller takes: there, undici's own
               // headers timeout (restarted while body chunks flow) bounds the wait instead.
               signal: req.deadlineCoversBody ? signal() : req.signal,
-              headersTimeout: req.deadlineCoversBody ? Math.max(1, Math.ceil(remaining)) : (req.idleTimeoutMs ?? req.deadlineMs),
+              headersTimeout: req.deadlineCoversBody
+                ? Math.max(1, Math.ceil(remaining))
+                : (req.idleTimeoutMs ?? req.deadlineMs),
               bodyTimeout: req.idleTimeoutMs ?? Math.max(1, Math.ceil(remaining)),
             });
           } catch (err) {
@@ -211,7 +225,10 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       } catch (err) {
         release();
         const failure = err instanceof UpstreamError ? err : classify(err);
-        const retryable = (failure.errorClass === 'connect' || failure.errorClass === 'timeout') && !req.signal?.aborted && !deadline.signal.aborted;
+        const retryable =
+          (failure.errorClass === 'connect' || failure.errorClass === 'timeout') &&
+          !req.signal?.aborted &&
+          !deadline.signal.aborted;
         const allowed = failure.reached ? req.resendAllowed && !stream : replayable();
         const wait = fullJitterDelay(attempt - 1, retry);
         if (!retryable || !allowed || attempt >= retry.maxAttempts || performance.now() + wait >= deadlineAt) {

@@ -29,7 +29,12 @@ export type DispatcherOptions = {
  * when any resolved address is internal and not allowed (a name that resolves to both a
  * public and a private address is refused: we cannot know which one a later lookup favours).
  */
-export async function resolveChecked(hostname: string, port: string, allow: string[], resolver: Resolver): Promise<ResolvedAddress> {
+export async function resolveChecked(
+  hostname: string,
+  port: string,
+  allow: string[],
+  resolver: Resolver,
+): Promise<ResolvedAddress> {
   const host = hostname.replace(/^\[|\]$/g, '');
   const addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await resolver(host);
   if (addresses.length === 0) throw Object.assign(new Error('no address'), { code: 'ENOTFOUND' });
@@ -43,16 +48,25 @@ export async function resolveChecked(hostname: string, port: string, allow: stri
  * A connector that resolves the host through the guard and connects to the checked address
  * only. `tls`: client certificate and trust for HTTPS origins (the facilitator client's).
  */
-export function checkedConnector(opts: { allow: string[]; resolver?: Resolver; connectTimeoutMs?: number; tls?: { cert: string; key: string; ca?: string } }): buildConnector.connector {
+export function checkedConnector(opts: {
+  allow: string[];
+  resolver?: Resolver;
+  connectTimeoutMs?: number;
+  tls?: { cert: string; key: string; ca?: string };
+}): buildConnector.connector {
   const resolver = opts.resolver ?? systemResolver;
-  const base = buildConnector({ timeout: opts.connectTimeoutMs ?? 10_000, ...(opts.tls ? { ...opts.tls, rejectUnauthorized: true } : {}) });
+  const base = buildConnector({
+    timeout: opts.connectTimeoutMs ?? 10_000,
+    ...(opts.tls ? { ...opts.tls, rejectUnauthorized: true } : {}),
+  });
   return (options: buildConnector.Options, callback) => {
     const port = String(options.port || (options.protocol === 'https:' ? 443 : 80));
     resolveChecked(options.hostname, port, opts.allow, resolver).then(
       ({ address }) => {
         const host = options.hostname.replace(/^\[|\]$/g, '');
         // TLS keeps the name for SNI and certificate checks while the socket goes to the checked address.
-        const servername = options.protocol === 'https:' && !isIP(host) ? (options.servername ?? host) : options.servername;
+        const servername =
+          options.protocol === 'https:' && !isIP(host) ? (options.servername ?? host) : options.servername;
         base({ ...options, hostname: address, servername }, callback);
       },
       (err: Error) => callback(err, null),

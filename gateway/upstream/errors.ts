@@ -70,13 +70,18 @@ export function classifyError(err: unknown): { errorClass: ErrorClass; reached: 
   if (code === 'UND_ERR_CONNECT_TIMEOUT') return { errorClass: 'timeout', reached: false };
   if (CONNECT_PHASE.has(code)) return { errorClass: 'connect', reached: false };
   // TLS handshake failures happen before the request is written.
-  if (code.startsWith('ERR_TLS_') || code.startsWith('ERR_SSL_') || /CERT|SELF_SIGNED/.test(code)) return { errorClass: 'connect', reached: false };
+  if (code.startsWith('ERR_TLS_') || code.startsWith('ERR_SSL_') || /CERT|SELF_SIGNED/.test(code))
+    return { errorClass: 'connect', reached: false };
   if (err instanceof AggregateError) {
     // Happy-eyeballs connect failures arrive as an AggregateError of per-address errors.
     const inner = err.errors.map(classifyError);
-    if (inner.length && inner.every((c) => !c.reached)) return inner.some((c) => c.errorClass === 'timeout') ? { errorClass: 'timeout', reached: false } : { errorClass: 'connect', reached: false };
+    if (inner.length && inner.every((c) => !c.reached))
+      return inner.some((c) => c.errorClass === 'timeout')
+        ? { errorClass: 'timeout', reached: false }
+        : { errorClass: 'connect', reached: false };
   }
-  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) return { errorClass: 'timeout', reached: true };
+  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError)
+    return { errorClass: 'timeout', reached: true };
   if ((err as Error)?.name === 'TimeoutError' || code === 'ETIMEDOUT') return { errorClass: 'timeout', reached: true };
   // Anything else (reset, closed socket, protocol error) may have happened after the request was written.
   return { errorClass: 'connect', reached: true };

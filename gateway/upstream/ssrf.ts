@@ -78,7 +78,10 @@ export function isAllowedUpstream(raw: string, allow: string[]): boolean {
   if (!url.hostname || url.username || url.password) return false;
   // WHATWG URL parsing already normalises decimal, octal and hex IPv4 forms to dotted quads.
   // A trailing dot names the same host (`localhost.`), so it is judged without it.
-  const host = url.hostname.replace(/^\[|\]$/g, '').replace(/\.$/, '').toLowerCase();
+  const host = url.hostname
+    .replace(/^\[|\]$/g, '')
+    .replace(/\.$/, '')
+    .toLowerCase();
   const port = url.port || (url.protocol === 'https:' ? '443' : '80');
   if (matchesAllow(host, allow, port)) return true;
   if (host === 'localhost' || host.endsWith('.localhost')) return false;

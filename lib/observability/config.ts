@@ -11,7 +11,13 @@ const ObservabilityEnv = z.object({
   OTEL_SERVICE_NAME: z.string().optional(),
 });
 
-export type ObservabilityConfig = { workerMetricsPort: number; apiMetricsPort: number; metricsHost: string; otlpEndpoint?: string; serviceName?: string };
+export type ObservabilityConfig = {
+  workerMetricsPort: number;
+  apiMetricsPort: number;
+  metricsHost: string;
+  otlpEndpoint?: string;
+  serviceName?: string;
+};
 
 export function loadObservabilityConfig(env: NodeJS.ProcessEnv): ObservabilityConfig {
   const parsed = ObservabilityEnv.safeParse(env);
@@ -20,5 +26,11 @@ export function loadObservabilityConfig(env: NodeJS.ProcessEnv): ObservabilityCo
     throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
   }
   const e = parsed.data;
-  return { workerMetricsPort: e.WORKER_METRICS_PORT, apiMetricsPort: e.API_METRICS_PORT, metricsHost: e.METRICS_HOST, otlpEndpoint: e.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: e.OTEL_SERVICE_NAME };
+  return {
+    workerMetricsPort: e.WORKER_METRICS_PORT,
+    apiMetricsPort: e.API_METRICS_PORT,
+    metricsHost: e.METRICS_HOST,
+    otlpEndpoint: e.OTEL_EXPORTER_OTLP_ENDPOINT,
+    serviceName: e.OTEL_SERVICE_NAME,
+  };
 }

@@ -44,7 +44,18 @@ export function observeRequests(service: string, log: Logger) {
       // The line's object is built only when it will be written (a quiet LOG_LEVEL skips it).
       if (route !== '/metrics' && log.isLevelEnabled('info')) {
         const invocationId = ctx.response.get('X-Gateway-Invocation-ID') || undefined;
-        log.info({ requestId, invocationId, traceId: activeTraceId(), method: ctx.method, route, status: ctx.status, durationMs: Math.round(seconds * 1000) }, 'request');
+        log.info(
+          {
+            requestId,
+            invocationId,
+            traceId: activeTraceId(),
+            method: ctx.method,
+            route,
+            status: ctx.status,
+            durationMs: Math.round(seconds * 1000),
+          },
+          'request',
+        );
       }
     }
   };
@@ -81,11 +92,18 @@ export async function observeSettlements(ctx: Context, next: Next): Promise<void
   if (ctx.path !== '/settle' || ctx.method !== 'POST') return;
   const body = ctx.body as { success?: unknown } | null | undefined;
   const outcome =
-    ctx.status === 200 ? (body?.success === true ? 'settled' : 'failed')
-    : ctx.status === 429 ? 'rejected'
-    : ctx.status === 503 ? 'unavailable'
-    : ctx.status === 403 ? 'forbidden'
-    : ctx.status === 400 ? 'malformed'
-    : 'error';
+    ctx.status === 200
+      ? body?.success === true
+        ? 'settled'
+        : 'failed'
+      : ctx.status === 429
+        ? 'rejected'
+        : ctx.status === 503
+          ? 'unavailable'
+          : ctx.status === 403
+            ? 'forbidden'
+            : ctx.status === 400
+              ? 'malformed'
+              : 'error';
   settlements.inc({ service: 'facilitator', outcome });
 }

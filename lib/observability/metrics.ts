@@ -89,13 +89,20 @@ export const receiptsIssued = new Counter({
 });
 
 /** A breaker's move between states: from null when created, to null when dropped. */
-export function recordBreakerTransition(from: 'closed' | 'half_open' | 'open' | null, to: 'closed' | 'half_open' | 'open' | null): void {
+export function recordBreakerTransition(
+  from: 'closed' | 'half_open' | 'open' | null,
+  to: 'closed' | 'half_open' | 'open' | null,
+): void {
   if (from) breakerStates.dec({ state: from });
   if (to) breakerStates.inc({ state: to });
 }
 
 /** One completed upstream call (the worker records transactional ones itself; the streaming route calls this). */
-export function recordUpstreamOutcome(mode: 'transactional' | 'streaming', errorClass: string | null, latencyMs: number | null): void {
+export function recordUpstreamOutcome(
+  mode: 'transactional' | 'streaming',
+  errorClass: string | null,
+  latencyMs: number | null,
+): void {
   upstreamOutcomes.inc({ mode, error_class: errorClass ?? 'none' });
   if (latencyMs !== null) upstreamLatency.observe({ mode }, latencyMs / 1000);
 }
@@ -112,7 +119,10 @@ export function registerGasBalance(read: () => Promise<bigint>, timeoutMs = 2_00
     registers: [registry],
     async collect() {
       this.reset();
-      const balance = await Promise.race([read(), new Promise<null>((r) => setTimeout(() => r(null), timeoutMs).unref())]).catch(() => null);
+      const balance = await Promise.race([
+        read(),
+        new Promise<null>((r) => setTimeout(() => r(null), timeoutMs).unref()),
+      ]).catch(() => null);
       if (balance !== null) this.set(Number(balance));
     },
   });

@@ -25,7 +25,11 @@ export function traceRequests(service: string) {
   return async function traceRequest(ctx: Context, next: Next): Promise<void> {
     if (!tracingActive()) return next();
     const parent = propagation.extract(context.active(), ctx.req.headers);
-    const span = tracer.startSpan(ctx.method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': ctx.method, 'gateway.service': service } }, parent);
+    const span = tracer.startSpan(
+      ctx.method,
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': ctx.method, 'gateway.service': service } },
+      parent,
+    );
     try {
       await context.with(trace.setSpan(parent, span), next);
     } catch (err) {
@@ -64,7 +68,15 @@ export async function traceClientCall<T extends { status: number } | { statusCod
   const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
   return tracer.startActiveSpan(
     method,
-    { kind: SpanKind.CLIENT, attributes: { 'http.request.method': method, 'server.address': url.hostname, 'server.port': port, 'url.scheme': url.protocol.replace(':', '') } },
+    {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'http.request.method': method,
+        'server.address': url.hostname,
+        'server.port': port,
+        'url.scheme': url.protocol.replace(':', ''),
+      },
+    },
     async (span) => {
       const out = { ...headers };
       propagation.inject(context.active(), out);

@@ -12,7 +12,12 @@ import { createRequire } from 'node:module';
 import { trace, context, propagation, type SpanContext } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
-import { NodeTracerProvider, BatchSpanProcessor, type ReadableSpan, type SpanProcessor } from '@opentelemetry/sdk-trace-node';
+import {
+  NodeTracerProvider,
+  BatchSpanProcessor,
+  type ReadableSpan,
+  type SpanProcessor,
+} from '@opentelemetry/sdk-trace-node';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
   OpenTelemetryActivityInboundInterceptor,
@@ -43,7 +48,8 @@ export function tracingSettings(env: NodeJS.ProcessEnv, defaultServiceName: stri
   const e = parsed.data;
   const endpoint = e.OTEL_EXPORTER_OTLP_ENDPOINT;
   // The signal-specific variable is the full URL; the generic one is a base the path is appended to.
-  const tracesUrl = e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (endpoint ? `${endpoint.replace(/\/+$/, '')}/v1/traces` : undefined);
+  const tracesUrl =
+    e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (endpoint ? `${endpoint.replace(/\/+$/, '')}/v1/traces` : undefined);
   const enabled = e.OTEL_TRACES_ENABLED === 'true' || (e.OTEL_TRACES_ENABLED !== 'false' && tracesUrl !== undefined);
   return { enabled, tracesUrl, serviceName: e.OTEL_SERVICE_NAME ?? defaultServiceName };
 }
@@ -102,19 +108,33 @@ export function temporalClientInterceptors(): WorkflowClientInterceptor[] {
  * for the workflow run and the activities it schedules, made inside the isolate) and the sink
  * that carries those workflow spans out to this process's exporter. Empty when tracing is off.
  */
-export function temporalWorkerTracing(): { activity: ActivityInterceptorsFactory[]; workflowModules: string[]; sinks: WorkerOptions['sinks'] } {
+export function temporalWorkerTracing(): {
+  activity: ActivityInterceptorsFactory[];
+  workflowModules: string[];
+  sinks: WorkerOptions['sinks'];
+} {
   if (!active) return { activity: [], workflowModules: [], sinks: {} };
   const processor = temporalSpanProcessor(active.processor);
   return {
-    activity: [(ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) })],
-    workflowModules: [createRequire(import.meta.url).resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors')],
+    activity: [
+      (ctx) => ({
+        inbound: new OpenTelemetryActivityInboundInterceptor(ctx),
+        outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+      }),
+    ],
+    workflowModules: [
+      createRequire(import.meta.url).resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors'),
+    ],
     // The interceptors package types its arguments with its own 1.x SDK copy.
     sinks: { exporter: makeWorkflowExporter(processor as never, active.resource as never) },
   };
 }
 
 /** Spans from the workflow isolate, as the 1.x SDK shapes them. */
-type LegacySpan = ReadableSpan & { parentSpanId?: string; instrumentationLibrary?: { name: string; version?: string; schemaUrl?: string } };
+type LegacySpan = ReadableSpan & {
+  parentSpanId?: string;
+  instrumentationLibrary?: { name: string; version?: string; schemaUrl?: string };
+};
 
 /**
  * The 2.x exporter reads `parentSpanContext` and `instrumentationScope`; the workflow isolate's
@@ -128,8 +148,14 @@ export function temporalSpanProcessor(next: SpanProcessor): SpanProcessor {
       const legacy = span as LegacySpan;
       if (legacy.instrumentationScope) return next.onEnd(span);
       const own = span.spanContext();
-      const parentSpanContext: SpanContext | undefined = legacy.parentSpanId ? { traceId: own.traceId, spanId: legacy.parentSpanId, traceFlags: own.traceFlags } : undefined;
-      next.onEnd({ ...span, parentSpanContext, instrumentationScope: legacy.instrumentationLibrary ?? { name: '@temporalio/interceptor-workflow' } });
+      const parentSpanContext: SpanContext | undefined = legacy.parentSpanId
+        ? { traceId: own.traceId, spanId: legacy.parentSpanId, traceFlags: own.traceFlags }
+        : undefined;
+      next.onEnd({
+        ...span,
+        parentSpanContext,
+        instrumentationScope: legacy.instrumentationLibrary ?? { name: '@temporalio/interceptor-workflow' },
+      });
     },
     forceFlush: () => next.forceFlush(),
     shutdown: async () => undefined,

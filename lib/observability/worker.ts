@@ -6,7 +6,12 @@ import type { Logger } from '../log.ts';
 import { recordUpstreamOutcome } from './metrics.ts';
 import { activeTraceId } from './spans.ts';
 
-type Outcome = { status?: string; errorClass?: string | null; latencyMs?: number | null; upstreamStatus?: number | null };
+type Outcome = {
+  status?: string;
+  errorClass?: string | null;
+  latencyMs?: number | null;
+  upstreamStatus?: number | null;
+};
 
 /** Activities whose result is an invocation's final outcome. */
 const OUTCOME_ACTIVITIES = new Set(['performInvocation', 'abandonInvocation']);
@@ -25,14 +30,35 @@ export function activityObservability(log: Logger): ActivityInterceptorsFactory 
           if (OUTCOME_ACTIVITIES.has(activityType)) {
             const outcome = (result ?? {}) as Outcome;
             recordUpstreamOutcome('transactional', outcome.errorClass ?? null, outcome.latencyMs ?? null);
-            log.info({ invocationId, traceId, activity: activityType, attempt, durationMs, status: outcome.status, upstreamStatus: outcome.upstreamStatus, errorClass: outcome.errorClass }, 'invocation completed');
+            log.info(
+              {
+                invocationId,
+                traceId,
+                activity: activityType,
+                attempt,
+                durationMs,
+                status: outcome.status,
+                upstreamStatus: outcome.upstreamStatus,
+                errorClass: outcome.errorClass,
+              },
+              'invocation completed',
+            );
           } else {
             log.info({ invocationId, traceId, activity: activityType, attempt, durationMs }, 'activity completed');
           }
           return result;
         } catch (err) {
           // The failure's type and message only: activity errors are classified, never raw upstream text.
-          log.warn({ invocationId, traceId, activity: activityType, attempt, err: { name: (err as Error).name, message: (err as Error).message } }, 'activity failed');
+          log.warn(
+            {
+              invocationId,
+              traceId,
+              activity: activityType,
+              attempt,
+              err: { name: (err as Error).name, message: (err as Error).message },
+            },
+            'activity failed',
+          );
           throw err;
         }
       },

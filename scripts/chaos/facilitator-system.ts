@@ -73,10 +73,17 @@ export async function startFacilitatorSystem(opts: {
 }): Promise<FacilitatorSystem> {
   const runId = `${process.pid}_${randomBytes(3).toString('hex')}`;
   const dataDir = resolve('.chaos-data', `${opts.name}-${runId}`);
-  const verbose = process.env.CHAOS_VERBOSE ? (source: string, line: string) => console.log(`[${source}] ${line}`) : () => undefined;
+  const verbose = process.env.CHAOS_VERBOSE
+    ? (source: string, line: string) => console.log(`[${source}] ${line}`)
+    : () => undefined;
   const infra = await startInfra({
     dataDir,
-    ports: { temporal: await freePort(), postgres: await freePort(), anvil: await freePort(), openbao: await freePort() },
+    ports: {
+      temporal: await freePort(),
+      postgres: await freePort(),
+      anvil: await freePort(),
+      openbao: await freePort(),
+    },
     postgresUrl: await localPostgres(),
     databaseName: `chaos_${opts.name.replace(/\W/g, '_')}_${runId}`,
     namespace: 'default',
@@ -91,7 +98,12 @@ export async function startFacilitatorSystem(opts: {
     async () => (keepData ? undefined : rmSync(dataDir, { recursive: true, force: true })),
     () => infra.stop(),
     // The facilitator's database is kept with the data folder (its name is in the failure message).
-    async () => (keepData ? undefined : dropDatabase(infra.databaseUrl).then(() => dropDatabase(infra.facilitatorDatabaseUrl)).catch(() => undefined)),
+    async () =>
+      keepData
+        ? undefined
+        : dropDatabase(infra.databaseUrl)
+            .then(() => dropDatabase(infra.facilitatorDatabaseUrl))
+            .catch(() => undefined),
   ];
   const close = async (failed = false) => {
     keepData ||= failed;
@@ -118,7 +130,11 @@ export async function startFacilitatorSystem(opts: {
     await migrateFacilitator(pool);
     const temporal = await connectClient(config.temporal.address, config.temporal.namespace);
     cleanups.push(() => temporal.connection.close());
-    const running: RunningFacilitator = await startFacilitator(config, { pool, temporal, log: createLogger('facilitator', env.LOG_LEVEL) });
+    const running: RunningFacilitator = await startFacilitator(config, {
+      pool,
+      temporal,
+      log: createLogger('facilitator', env.LOG_LEVEL),
+    });
     cleanups.push(() => running.close());
 
     const caPem = await readFile(infra.pki.files.ca, 'utf8');
@@ -153,7 +169,11 @@ export async function startFacilitatorSystem(opts: {
       return { status: res.statusCode, json, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
     }
 
-    const chain = new JsonRpcProvider(infra.chainRpcUrl, CHAIN_ID, { staticNetwork: true, cacheTimeout: -1, batchMaxCount: 1 });
+    const chain = new JsonRpcProvider(infra.chainRpcUrl, CHAIN_ID, {
+      staticNetwork: true,
+      cacheTimeout: -1,
+      batchMaxCount: 1,
+    });
     cleanups.push(async () => chain.destroy());
 
     let worker: SpawnedWorker | undefined;
@@ -216,7 +236,9 @@ function spawnWorker(env: Record<string, string>, logDir: string): SpawnedWorker
       lastLines.push(line);
       if (lastLines.length > 10) lastLines.shift();
     });
-    child.once('exit', (code, signal) => reject(new Error(`facilitator worker exited early (${signal ?? code}): ${lastLines.join(' | ')}`)));
+    child.once('exit', (code, signal) =>
+      reject(new Error(`facilitator worker exited early (${signal ?? code}): ${lastLines.join(' | ')}`)),
+    );
   });
   ready.catch(() => undefined);
   const exited = new Promise<void>((r) =>
@@ -234,10 +256,16 @@ export type Authorization = { body: SettleRequest; payer: string; nonce: string;
  * `count` signed EIP-3009 authorizations as x402 clients build them, from payers funded with
  * exactly what they authorize (spread over a few payers, each with several nonces).
  */
-export async function signAuthorizations(system: FacilitatorSystem, count: number, value: bigint, payers = 4): Promise<Authorization[]> {
+export async function signAuthorizations(
+  system: FacilitatorSystem,
+  count: number,
+  value: bigint,
+  payers = 4,
+): Promise<Authorization[]> {
   const wallets = Array.from({ length: payers }, () => new Wallet(hexlify(randomBytes(32))));
   const perPayer = Math.ceil(count / payers);
-  for (const wallet of wallets) await fund(system.infra.chainRpcUrl, system.infra.tokenAddress, wallet.address, { usdc: value * BigInt(perPayer) });
+  for (const wallet of wallets)
+    await fund(system.infra.chainRpcUrl, system.infra.tokenAddress, wallet.address, { usdc: value * BigInt(perPayer) });
   const payTo = new Wallet(hexlify(randomBytes(32))).address;
   const domain = { name: 'USD Coin', version: '2', chainId: CHAIN_ID, verifyingContract: system.infra.tokenAddress };
   const now = Math.floor(Date.now() / 1000);
@@ -265,7 +293,11 @@ export async function signAuthorizations(system: FacilitatorSystem, count: numbe
         nonce: hexlify(randomBytes(32)),
       };
       const signature = await wallet.signTypedData(domain, TRANSFER_WITH_AUTHORIZATION_TYPES, authorization);
-      const body: SettleRequest = { x402Version: 1, paymentPayload: { x402Version: 1, scheme: 'exact', network: 'base', payload: { signature, authorization } }, paymentRequirements: requirements };
+      const body: SettleRequest = {
+        x402Version: 1,
+        paymentPayload: { x402Version: 1, scheme: 'exact', network: 'base', payload: { signature, authorization } },
+        paymentRequirements: requirements,
+      };
       return { body, payer: wallet.address, nonce: authorization.nonce.toLowerCase(), value, payTo: getAddress(payTo) };
     }),
   );
@@ -294,7 +326,12 @@ export async function transfersTo(system: FacilitatorSystem, payTo: string, from
  * A client that retries 503s (honouring Retry-After, capped) until it gets a final answer or
  * `deadlineMs` passes; returns the first answer and the final one.
  */
-export async function settleWithRetry(system: FacilitatorSystem, body: SettleRequest, deadlineMs: number, first?: Reply): Promise<{ first: Reply; last: Reply; tries: number }> {
+export async function settleWithRetry(
+  system: FacilitatorSystem,
+  body: SettleRequest,
+  deadlineMs: number,
+  first?: Reply,
+): Promise<{ first: Reply; last: Reply; tries: number }> {
   let reply = first ?? (await system.post('/settle', body));
   const initial = reply;
   let tries = 1;
@@ -310,13 +347,19 @@ export async function settleWithRetry(system: FacilitatorSystem, body: SettleReq
 
 /** The account's reserved daily usage (sum over days) from the facilitator's own table. */
 export async function reservedUsage(system: FacilitatorSystem): Promise<bigint> {
-  const { rows } = await system.pool.query<{ reserved: string | null }>('select sum(reserved)::text as reserved from daily_usage where account_id = $1', [system.account.id]);
+  const { rows } = await system.pool.query<{ reserved: string | null }>(
+    'select sum(reserved)::text as reserved from daily_usage where account_id = $1',
+    [system.account.id],
+  );
   return BigInt(rows[0]?.reserved ?? '0');
 }
 
 /** Settlement records of the account by status. */
 export async function recordsByStatus(system: FacilitatorSystem): Promise<Record<string, number>> {
-  const { rows } = await system.pool.query<{ status: string; n: string }>('select status, count(*)::text as n from settlements where account_id = $1 group by status', [system.account.id]);
+  const { rows } = await system.pool.query<{ status: string; n: string }>(
+    'select status, count(*)::text as n from settlements where account_id = $1 group by status',
+    [system.account.id],
+  );
   return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
 }
 

@@ -6,14 +6,31 @@
 // upstream, and the worker's gateway_circuit_breakers gauge (breakers by state).
 import { randomBytes } from 'node:crypto';
 import { DEFAULT_BREAKER } from '../../gateway/upstream/breaker.ts';
-import { awaitTerminal, check, createAgent, invoke, sleep, withSystem, type ChaosScenario, type ChaosSystem, type InvocationView } from './harness.ts';
+import {
+  awaitTerminal,
+  check,
+  createAgent,
+  invoke,
+  sleep,
+  withSystem,
+  type ChaosScenario,
+  type ChaosSystem,
+  type InvocationView,
+} from './harness.ts';
 
 const HALF_OPEN_WAIT_MS = DEFAULT_BREAKER.halfOpenAfterMs + 1_000;
 
 /** The worker's one breaker (one tenant, one origin) as 0 closed, 1 half-open, 2 open, from the gateway_circuit_breakers counts. */
 async function breakerGauge(system: ChaosSystem): Promise<number | null> {
   const text = await (await fetch(system.workerMetricsUrl)).text();
-  const count = (state: string) => Number(text.split('\n').find((l) => l.startsWith(`gateway_circuit_breakers{state="${state}"}`))?.split(' ').pop() ?? 0);
+  const count = (state: string) =>
+    Number(
+      text
+        .split('\n')
+        .find((l) => l.startsWith(`gateway_circuit_breakers{state="${state}"}`))
+        ?.split(' ')
+        .pop() ?? 0,
+    );
   if (count('open') > 0) return 2;
   if (count('half_open') > 0) return 1;
   return count('closed') > 0 ? 0 : null;
@@ -21,7 +38,8 @@ async function breakerGauge(system: ChaosSystem): Promise<number | null> {
 
 export const scenario: ChaosScenario = {
   name: 'flapping-upstream',
-  description: 'a flapping upstream: the breaker opens, calls fail fast, a failed probe re-opens it, a good probe closes it',
+  description:
+    'a flapping upstream: the breaker opens, calls fail fast, a failed probe re-opens it, a good probe closes it',
   run: () =>
     withSystem({ name: 'flapping-upstream' }, async (system) => {
       const caller = { apiUrl: system.apiUrl, token: await system.token('chaos-flapping') };
@@ -32,12 +50,19 @@ export const scenario: ChaosScenario = {
       const call = async (): Promise<{ view: InvocationView; reached: boolean }> => {
         const requestId = `chaos-${run}-${n++}`;
         const r = await invoke(caller, agentId, requestId);
-        check(r.kind === 'answered' && r.status === 202 && r.invocationId !== null, `call ${requestId} not accepted: ${JSON.stringify(r)}`);
+        check(
+          r.kind === 'answered' && r.status === 202 && r.invocationId !== null,
+          `call ${requestId} not accepted: ${JSON.stringify(r)}`,
+        );
         const view = (await awaitTerminal(caller, agentId, [r.invocationId], 60_000)).get(r.invocationId);
-        check(!!view && (view.status === 'succeeded' || view.status === 'failed'), `call ${requestId} not terminal after 60 s`);
+        check(
+          !!view && (view.status === 'succeeded' || view.status === 'failed'),
+          `call ${requestId} not terminal after 60 s`,
+        );
         return { view, reached: system.upstream.counts.has(requestId) };
       };
-      const describe = (c: { view: InvocationView; reached: boolean }) => `${c.view.status}/${c.view.error_class ?? 'none'}${c.reached ? '' : ' (not sent)'}`;
+      const describe = (c: { view: InvocationView; reached: boolean }) =>
+        `${c.view.status}/${c.view.error_class ?? 'none'}${c.reached ? '' : ' (not sent)'}`;
 
       // Healthy.
       for (let i = 0; i < 5; i++) {
@@ -53,28 +78,49 @@ export const scenario: ChaosScenario = {
       for (let i = 0; i < DEFAULT_BREAKER.consecutiveFailures + 5; i++) down.push(await call());
       const reachedWhileFailing = down.filter((c) => c.reached).length;
       const failedFast = down.filter((c) => c.view.error_class === 'circuit_open');
-      check(reachedWhileFailing <= DEFAULT_BREAKER.consecutiveFailures, `${reachedWhileFailing} calls reached a failing upstream (breaker opens after ${DEFAULT_BREAKER.consecutiveFailures})`);
-      check(failedFast.length >= 5 && failedFast.every((c) => !c.reached && c.view.status === 'failed'), `fail-fast calls: ${down.map(describe).join(', ')}`);
-      check(down.slice(-5).every((c) => c.view.error_class === 'circuit_open'), `after the breaker opened: ${down.slice(-5).map(describe).join(', ')}`);
+      check(
+        reachedWhileFailing <= DEFAULT_BREAKER.consecutiveFailures,
+        `${reachedWhileFailing} calls reached a failing upstream (breaker opens after ${DEFAULT_BREAKER.consecutiveFailures})`,
+      );
+      check(
+        failedFast.length >= 5 && failedFast.every((c) => !c.reached && c.view.status === 'failed'),
+        `fail-fast calls: ${down.map(describe).join(', ')}`,
+      );
+      check(
+        down.slice(-5).every((c) => c.view.error_class === 'circuit_open'),
+        `after the breaker opened: ${down.slice(-5).map(describe).join(', ')}`,
+      );
       const open1 = await breakerGauge(system);
       check(open1 === 2, `breaker gauge ${open1} after it opened (2 = open)`);
 
       // Still failing after the pause: the half-open probe reaches the upstream, fails, re-opens.
       await sleep(HALF_OPEN_WAIT_MS);
       const probe1 = await call();
-      check(probe1.reached && probe1.view.status === 'failed' && probe1.view.error_class === 'upstream_5xx', `first probe (upstream still failing): ${describe(probe1)}`);
+      check(
+        probe1.reached && probe1.view.status === 'failed' && probe1.view.error_class === 'upstream_5xx',
+        `first probe (upstream still failing): ${describe(probe1)}`,
+      );
       const reopened = await call();
-      check(reopened.view.error_class === 'circuit_open' && !reopened.reached, `after the failed probe: ${describe(reopened)}`);
+      check(
+        reopened.view.error_class === 'circuit_open' && !reopened.reached,
+        `after the failed probe: ${describe(reopened)}`,
+      );
       const open2 = await breakerGauge(system);
       check(open2 === 2, `breaker gauge ${open2} after the failed probe (2 = open)`);
 
       // Recovered: the next probe succeeds and closes the circuit.
       system.upstream.mode = 'ok';
       const openWhileRecovered = await call();
-      check(openWhileRecovered.view.error_class === 'circuit_open' && !openWhileRecovered.reached, `recovered upstream, circuit still open: ${describe(openWhileRecovered)}`);
+      check(
+        openWhileRecovered.view.error_class === 'circuit_open' && !openWhileRecovered.reached,
+        `recovered upstream, circuit still open: ${describe(openWhileRecovered)}`,
+      );
       await sleep(HALF_OPEN_WAIT_MS);
       const probe2 = await call();
-      check(probe2.reached && probe2.view.status === 'succeeded', `second probe (upstream recovered): ${describe(probe2)}`);
+      check(
+        probe2.reached && probe2.view.status === 'succeeded',
+        `second probe (upstream recovered): ${describe(probe2)}`,
+      );
       const closed = await breakerGauge(system);
       check(closed === 0, `breaker gauge ${closed} after the good probe (0 = closed)`);
       for (let i = 0; i < 5; i++) {

@@ -162,7 +162,9 @@ async function localPostgres(): Promise<string | undefined> {
 // interrupted scenario leaves no server or database behind.
 const running = new Set<() => Promise<void>>();
 function stopAllOnSignal(signal: NodeJS.Signals): void {
-  void Promise.all([...running].map((stop) => stop().catch(() => undefined))).finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  void Promise.all([...running].map((stop) => stop().catch(() => undefined))).finally(() =>
+    process.exit(signal === 'SIGINT' ? 130 : 143),
+  );
 }
 process.once('SIGTERM', stopAllOnSignal);
 process.once('SIGINT', stopAllOnSignal);
@@ -180,7 +182,8 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
   const verbose = Boolean(process.env.CHAOS_VERBOSE);
   const log = (source: string, line: string) => {
     logTo(source, line);
-    if (verbose) for (const l of line.split('\n')) if (l.trim()) process.stderr.write(`[${opts.name}:${source}] ${l}\n`);
+    if (verbose)
+      for (const l of line.split('\n')) if (l.trim()) process.stderr.write(`[${opts.name}:${source}] ${l}\n`);
   };
 
   const cleanups: Array<() => Promise<unknown>> = [];
@@ -199,7 +202,12 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
     const postgresUrl = opts.embeddedPostgres ? undefined : await localPostgres();
     const infra = await startInfra({
       dataDir,
-      ports: { temporal: await freePort(), postgres: await freePort(), anvil: await freePort(), openbao: await freePort() },
+      ports: {
+        temporal: await freePort(),
+        postgres: await freePort(),
+        anvil: await freePort(),
+        openbao: await freePort(),
+      },
       postgresUrl,
       databaseName: `chaos_${runId}`.toLowerCase(),
       namespace: 'default',
@@ -207,9 +215,15 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
       log,
     });
     cleanups.push(() => infra.stop());
-    if (postgresUrl) cleanups.push(() => dropDatabase(infra.databaseUrl).then(() => dropDatabase(infra.facilitatorDatabaseUrl)));
+    if (postgresUrl)
+      cleanups.push(() => dropDatabase(infra.databaseUrl).then(() => dropDatabase(infra.facilitatorDatabaseUrl)));
 
-    const ports = { api: await freePort(), facilitator: await freePort(), facilitatorPublic: await freePort(), workerMetrics: await freePort() };
+    const ports = {
+      api: await freePort(),
+      facilitator: await freePort(),
+      facilitatorPublic: await freePort(),
+      workerMetrics: await freePort(),
+    };
     const env = appEnvironment(infra, {
       PORT: String(ports.api),
       FACILITATOR_PORT: String(ports.facilitator),
@@ -230,11 +244,19 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
     let stopping = false;
 
     const spawnApp = (name: AppName): AppProcess => {
-      const child = spawn(process.execPath, [SCRIPTS[name]], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [SCRIPTS[name]], {
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       child.stdout?.on('data', (c: Buffer) => log(name, c.toString()));
       child.stderr?.on('data', (c: Buffer) => log(name, c.toString()));
       const previous = apps.get(name);
-      const app: AppProcess = { name, child, unexpectedExits: previous?.unexpectedExits ?? 0, kills: previous?.kills ?? 0 };
+      const app: AppProcess = {
+        name,
+        child,
+        unexpectedExits: previous?.unexpectedExits ?? 0,
+        kills: previous?.kills ?? 0,
+      };
       child.once('exit', (code, signal) => {
         if (stopping || (child as ChildProcess & { chaosKilled?: boolean }).chaosKilled) return;
         app.unexpectedExits++;
@@ -247,11 +269,23 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
     const ready = async (name: AppName) => {
       const app = apps.get(name)!;
       const alive = async () => {
-        if (app.child.exitCode !== null || app.child.signalCode !== null) throw new Error(`${name} exited during start (see ${join(dataDir, 'logs', `${name}.log`)})`);
+        if (app.child.exitCode !== null || app.child.signalCode !== null)
+          throw new Error(`${name} exited during start (see ${join(dataDir, 'logs', `${name}.log`)})`);
       };
-      if (name === 'api') await waitFor('gateway API', async () => (await alive(), (await fetch(`${apiUrl}/healthz`)).ok), 60_000);
-      else if (name === 'facilitator') await waitFor('facilitator', async () => (await alive(), (await fetch(`${facilitatorPublicUrl}/healthz`)).ok), 60_000);
-      else if (name === 'worker') await waitFor('gateway worker', async () => (await alive(), (await fetch(`http://127.0.0.1:${ports.workerMetrics}/metrics`)).ok), 90_000);
+      if (name === 'api')
+        await waitFor('gateway API', async () => (await alive(), (await fetch(`${apiUrl}/healthz`)).ok), 60_000);
+      else if (name === 'facilitator')
+        await waitFor(
+          'facilitator',
+          async () => (await alive(), (await fetch(`${facilitatorPublicUrl}/healthz`)).ok),
+          60_000,
+        );
+      else if (name === 'worker')
+        await waitFor(
+          'gateway worker',
+          async () => (await alive(), (await fetch(`http://127.0.0.1:${ports.workerMetrics}/metrics`)).ok),
+          90_000,
+        );
       else await alive();
     };
 
@@ -274,7 +308,8 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
     });
 
     const wanted = opts.apps ?? ['api', 'worker'];
-    if (wanted.includes('facilitator')) await ensureDevAccount(infra.facilitatorDatabaseUrl, infra.pki.clientCertPem, infra.tokenAddress);
+    if (wanted.includes('facilitator'))
+      await ensureDevAccount(infra.facilitatorDatabaseUrl, infra.pki.clientCertPem, infra.tokenAddress);
     await Promise.all(wanted.map((name) => start(name)));
 
     const connection = await Connection.connect({ address: infra.temporalAddress });
@@ -332,7 +367,10 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
     };
   } catch (err) {
     await cleanup();
-    throw new Error(`${opts.name}: the system did not start: ${(err as Error).message} (logs in ${join(dataDir, 'logs')})`, { cause: err });
+    throw new Error(
+      `${opts.name}: the system did not start: ${(err as Error).message} (logs in ${join(dataDir, 'logs')})`,
+      { cause: err },
+    );
   }
 }
 
@@ -371,48 +409,94 @@ export type InvokeResult =
   | { kind: 'refused'; error: string };
 
 /** One transactional call; a connection that fails (API down) is `refused`, never thrown. */
-export async function invoke(caller: Caller, agentId: string, requestId: string, body = '{"hello":"chaos"}'): Promise<InvokeResult> {
+export async function invoke(
+  caller: Caller,
+  agentId: string,
+  requestId: string,
+  body = '{"hello":"chaos"}',
+): Promise<InvokeResult> {
   try {
     const res = await fetch(`${caller.apiUrl}/v1/proxy/${agentId}`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${caller.token}`, 'content-type': 'application/json', 'x-request-id': requestId },
+      headers: {
+        authorization: `Bearer ${caller.token}`,
+        'content-type': 'application/json',
+        'x-request-id': requestId,
+      },
       body,
       signal: AbortSignal.timeout(120_000),
     });
     const text = await res.text();
     let invocationId: string | null = null;
     if (res.status === 202) invocationId = (JSON.parse(text) as { invocation_id: string }).invocation_id;
-    return { kind: 'answered', status: res.status, invocationId, body: text, retryAfter: res.headers.get('retry-after') };
+    return {
+      kind: 'answered',
+      status: res.status,
+      invocationId,
+      body: text,
+      retryAfter: res.headers.get('retry-after'),
+    };
   } catch (err) {
     return { kind: 'refused', error: ((err as Error).cause as Error | undefined)?.message ?? (err as Error).message };
   }
 }
 
 /** One streaming call (`/v1/proxy/{id}/stream`), read to its end; a failed connection is `refused`. */
-export async function invokeStream(caller: Caller, agentId: string, requestId: string, body = '{"hello":"chaos"}'): Promise<InvokeResult> {
+export async function invokeStream(
+  caller: Caller,
+  agentId: string,
+  requestId: string,
+  body = '{"hello":"chaos"}',
+): Promise<InvokeResult> {
   try {
     const res = await fetch(`${caller.apiUrl}/v1/proxy/${agentId}/stream`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${caller.token}`, 'content-type': 'application/json', 'x-request-id': requestId },
+      headers: {
+        authorization: `Bearer ${caller.token}`,
+        'content-type': 'application/json',
+        'x-request-id': requestId,
+      },
       body,
       signal: AbortSignal.timeout(120_000),
     });
-    return { kind: 'answered', status: res.status, invocationId: res.headers.get('x-gateway-invocation-id'), body: await res.text(), retryAfter: res.headers.get('retry-after') };
+    return {
+      kind: 'answered',
+      status: res.status,
+      invocationId: res.headers.get('x-gateway-invocation-id'),
+      body: await res.text(),
+      retryAfter: res.headers.get('retry-after'),
+    };
   } catch (err) {
     return { kind: 'refused', error: ((err as Error).cause as Error | undefined)?.message ?? (err as Error).message };
   }
 }
 
-export type InvocationView = { status: string; error_class: string | null; upstream_status: number | null; request_id?: string };
+export type InvocationView = {
+  status: string;
+  error_class: string | null;
+  upstream_status: number | null;
+  request_id?: string;
+};
 
-export async function getInvocation(caller: Caller, agentId: string, invocationId: string): Promise<InvocationView | null> {
-  const res = await fetch(`${caller.apiUrl}/v1/proxy/${agentId}/invocations/${invocationId}`, { headers: { authorization: `Bearer ${caller.token}` } });
+export async function getInvocation(
+  caller: Caller,
+  agentId: string,
+  invocationId: string,
+): Promise<InvocationView | null> {
+  const res = await fetch(`${caller.apiUrl}/v1/proxy/${agentId}/invocations/${invocationId}`, {
+    headers: { authorization: `Bearer ${caller.token}` },
+  });
   if (res.status !== 200) return null;
   return (await res.json()) as InvocationView;
 }
 
 /** Polls until every invocation is terminal (through the API) or the deadline passes; returns each one's last view. */
-export async function awaitTerminal(caller: Caller, agentId: string, ids: string[], timeoutMs: number): Promise<Map<string, InvocationView | null>> {
+export async function awaitTerminal(
+  caller: Caller,
+  agentId: string,
+  ids: string[],
+  timeoutMs: number,
+): Promise<Map<string, InvocationView | null>> {
   const views = new Map<string, InvocationView | null>();
   const open = new Set(ids);
   const deadline = Date.now() + timeoutMs;
@@ -437,7 +521,11 @@ export async function awaitTerminal(caller: Caller, agentId: string, ids: string
  * row turns terminal before its workflow closes (the activity writes it, then the workflow
  * returns), and an activity's result sent while Temporal was down is only recovered by its retry.
  */
-export async function awaitWorkflow(temporal: Client, workflowId: string, timeoutMs: number): Promise<{ status: string; result: unknown }> {
+export async function awaitWorkflow(
+  temporal: Client,
+  workflowId: string,
+  timeoutMs: number,
+): Promise<{ status: string; result: unknown }> {
   const handle = temporal.workflow.getHandle(workflowId);
   let timer: NodeJS.Timeout | undefined;
   const result = await Promise.race([

@@ -31,7 +31,15 @@ const VALUE = 100_000n;
 // (503) while the chain is unreachable and every retry budget of a short outage is exceeded.
 const OUTAGE_MS = 12_000;
 
-type RpcProxy = { url: string; up: boolean; cut(): void; restore(): void; connections: number; refused: number; close(): Promise<void> };
+type RpcProxy = {
+  url: string;
+  up: boolean;
+  cut(): void;
+  restore(): void;
+  connections: number;
+  refused: number;
+  close(): Promise<void>;
+};
 
 /** A TCP proxy to `target` (host:port) that can be cut: open connections destroyed, new ones reset at once. */
 async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
@@ -50,10 +58,11 @@ async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
     restore() {
       proxy.up = true;
     },
-    close: () => new Promise((r) => {
-      proxy.cut();
-      server.close(() => r());
-    }),
+    close: () =>
+      new Promise((r) => {
+        proxy.cut();
+        server.close(() => r());
+      }),
   };
   const server: Server = createServer((client) => {
     if (!proxy.up) {
@@ -93,7 +102,8 @@ function settleUntilFinal(system: FacilitatorSystem, auth: Authorization, bad: s
         await sleep(Math.min(Number(reply.retryAfter) * 1000 || 1000, 2_000));
         continue;
       }
-      if (reply.status !== 200 || reply.json?.success !== true) bad.push(`${authorizationKey(auth)}: ${reply.status} ${JSON.stringify(reply.json)}`);
+      if (reply.status !== 200 || reply.json?.success !== true)
+        bad.push(`${authorizationKey(auth)}: ${reply.status} ${JSON.stringify(reply.json)}`);
       return answers;
     }
   })();
@@ -117,44 +127,57 @@ async function run(): Promise<string> {
     const bad: string[] = [];
 
     const readyBefore = await system.get('/healthz?ready=1');
-    if (readyBefore.status !== 200) throw new Error(`not ready before the outage: ${readyBefore.status} ${JSON.stringify(readyBefore.json)}`);
+    if (readyBefore.status !== 200)
+      throw new Error(`not ready before the outage: ${readyBefore.status} ${JSON.stringify(readyBefore.json)}`);
     const first = await system.post('/settle', baseline.body);
-    if (first.status !== 200 || first.json?.success !== true) throw new Error(`baseline settle failed: ${first.status} ${JSON.stringify(first.json)}`);
+    if (first.status !== 200 || first.json?.success !== true)
+      throw new Error(`baseline settle failed: ${first.status} ${JSON.stringify(first.json)}`);
 
     // Blocks held: the batch is signed, stored and handed to the node, and stays in its pool.
     await system.chain.send('evm_setAutomine', [false]);
     const inFlight = pending.map((auth) => settleUntilFinal(system, auth, bad, 120_000));
     const broadcastBy = Date.now() + 60_000;
     while (((await recordsByStatus(system)).broadcast ?? 0) < PENDING) {
-      if (Date.now() > broadcastBy) throw new Error(`the batch did not reach broadcast: ${JSON.stringify(await recordsByStatus(system))}`);
+      if (Date.now() > broadcastBy)
+        throw new Error(`the batch did not reach broadcast: ${JSON.stringify(await recordsByStatus(system))}`);
       await sleep(20);
     }
 
     // The outage: the facilitator loses its RPC, and the node loses the batch it held.
     rpc.cut();
     const cutAt = Date.now();
-    const { rows: held } = await system.pool.query<{ tx_hash: string; payer: string; nonce: string; gas_nonce: string }>(
-      "select tx_hash, payer, nonce, gas_nonce::text from settlements where status = 'broadcast'",
-    );
+    const { rows: held } = await system.pool.query<{
+      tx_hash: string;
+      payer: string;
+      nonce: string;
+      gas_nonce: string;
+    }>("select tx_hash, payer, nonce, gas_nonce::text from settlements where status = 'broadcast'");
     for (const { tx_hash } of held) await system.chain.send('anvil_dropTransaction', [tx_hash]);
     await system.chain.send('evm_setAutomine', [true]);
 
     // The open probe answers from a check at most 1 s old (facilitator/readiness.ts).
     let readyDown = await system.get('/healthz?ready=1');
-    for (const until = Date.now() + 3_000; readyDown.status === 200 && Date.now() < until; ) {
+    for (const until = Date.now() + 3_000; readyDown.status === 200 && Date.now() < until;) {
       await sleep(250);
       readyDown = await system.get('/healthz?ready=1');
     }
-    if (readyDown.status !== 503 || readyDown.json?.checks?.rpc !== false) throw new Error(`readiness during the outage: ${readyDown.status} ${JSON.stringify(readyDown.json)}`);
+    if (readyDown.status !== 503 || readyDown.json?.checks?.rpc !== false)
+      throw new Error(`readiness during the outage: ${readyDown.status} ${JSON.stringify(readyDown.json)}`);
     const settleDown = await system.post('/settle', refusedInOutage.body);
-    if (settleDown.status !== 503 || !(Number(settleDown.retryAfter) > 0)) throw new Error(`/settle during the outage: ${settleDown.status} ${JSON.stringify(settleDown.json)}`);
+    if (settleDown.status !== 503 || !(Number(settleDown.retryAfter) > 0))
+      throw new Error(`/settle during the outage: ${settleDown.status} ${JSON.stringify(settleDown.json)}`);
     const retryDown = await system.post('/settle', pending[0].body);
-    if (retryDown.status !== 503) throw new Error(`a retry of a pending settlement during the outage: ${retryDown.status} ${JSON.stringify(retryDown.json)}`);
+    if (retryDown.status !== 503)
+      throw new Error(
+        `a retry of a pending settlement during the outage: ${retryDown.status} ${JSON.stringify(retryDown.json)}`,
+      );
     await sleep(Math.max(OUTAGE_MS - (Date.now() - cutAt), 0));
     // Still pending, nothing given up, nothing on chain for them.
     const during = await recordsByStatus(system);
-    if ((during.broadcast ?? 0) !== PENDING || (during.failed ?? 0) > 0) throw new Error(`records during the outage: ${JSON.stringify(during)}`);
-    if ((await authorizationsUsed(system, fromBlock + 1)).size !== 1) throw new Error('a dropped transaction landed during the outage');
+    if ((during.broadcast ?? 0) !== PENDING || (during.failed ?? 0) > 0)
+      throw new Error(`records during the outage: ${JSON.stringify(during)}`);
+    if ((await authorizationsUsed(system, fromBlock + 1)).size !== 1)
+      throw new Error('a dropped transaction landed during the outage');
     const refusedConnections = rpc.refused;
 
     rpc.restore();
@@ -164,33 +187,48 @@ async function run(): Promise<string> {
       await sleep(200);
       readyAgain = await system.get('/healthz?ready=1');
     }
-    if (readyAgain.status !== 200) throw new Error(`not ready 30 s after the RPC returned: ${JSON.stringify(readyAgain.json)}`);
+    if (readyAgain.status !== 200)
+      throw new Error(`not ready 30 s after the RPC returned: ${JSON.stringify(readyAgain.json)}`);
     const answered = await Promise.all([...inFlight, settleUntilFinal(system, refusedInOutage, bad, 60_000)]);
     if (bad.length > 0) throw new Error(`${bad.length} wrong answer(s), first: ${bad.slice(0, 3).join('; ')}`);
     const finals = answered.map((answers) => answers.at(-1)!);
-    if (finals.some((reply) => reply.status !== 200)) throw new Error('a settlement still answered 503 after the RPC returned');
-    const outage503 = answered.slice(0, PENDING).reduce((n, answers) => n + answers.filter((r) => r.status === 503).length, 0);
+    if (finals.some((reply) => reply.status !== 200))
+      throw new Error('a settlement still answered 503 after the RPC returned');
+    const outage503 = answered
+      .slice(0, PENDING)
+      .reduce((n, answers) => n + answers.filter((r) => r.status === 503).length, 0);
 
     const all = [baseline, refusedInOutage, ...pending];
     const used = await authorizationsUsed(system, fromBlock + 1);
-    if (used.size !== all.length) throw new Error(`${used.size} authorizations consumed on chain, expected ${all.length}`);
+    if (used.size !== all.length)
+      throw new Error(`${used.size} authorizations consumed on chain, expected ${all.length}`);
     for (const [i, auth] of [...pending, refusedInOutage].entries()) {
       const txs = used.get(authorizationKey(auth)) ?? [];
-      if (txs.length !== 1) throw new Error(`authorization ${authorizationKey(auth)} consumed by ${txs.length} transactions`);
-      if (finals[i].json.transaction.toLowerCase() !== txs[0].toLowerCase()) throw new Error(`authorization ${authorizationKey(auth)}: answered ${finals[i].json.transaction}, on chain ${txs[0]}`);
+      if (txs.length !== 1)
+        throw new Error(`authorization ${authorizationKey(auth)} consumed by ${txs.length} transactions`);
+      if (finals[i].json.transaction.toLowerCase() !== txs[0].toLowerCase())
+        throw new Error(
+          `authorization ${authorizationKey(auth)}: answered ${finals[i].json.transaction}, on chain ${txs[0]}`,
+        );
     }
     // Each pending settlement landed with the gas nonce it took before the outage (the stored
     // bytes, or a fee bump of them: the same nonce, so never a second transfer).
-    const gasNonceBeforeCut = new Map(held.map((r) => [`${r.payer.toLowerCase()}:${r.nonce.toLowerCase()}`, Number(r.gas_nonce)]));
+    const gasNonceBeforeCut = new Map(
+      held.map((r) => [`${r.payer.toLowerCase()}:${r.nonce.toLowerCase()}`, Number(r.gas_nonce)]),
+    );
     let sameBytes = 0;
     for (const auth of pending) {
       const onChain = used.get(authorizationKey(auth))![0];
       const tx = await system.chain.getTransaction(onChain);
-      if (tx?.nonce !== gasNonceBeforeCut.get(authorizationKey(auth))) throw new Error(`authorization ${authorizationKey(auth)} landed with gas nonce ${tx?.nonce}, not the one it took before the outage`);
+      if (tx?.nonce !== gasNonceBeforeCut.get(authorizationKey(auth)))
+        throw new Error(
+          `authorization ${authorizationKey(auth)} landed with gas nonce ${tx?.nonce}, not the one it took before the outage`,
+        );
       if (held.some((r) => r.tx_hash.toLowerCase() === onChain.toLowerCase())) sameBytes++;
     }
     const gasNonceDelta = (await system.chain.getTransactionCount(system.gasWallet, 'pending')) - gasNonceBefore;
-    if (gasNonceDelta !== all.length) throw new Error(`the gas wallet sent ${gasNonceDelta} transactions, expected ${all.length}`);
+    if (gasNonceDelta !== all.length)
+      throw new Error(`the gas wallet sent ${gasNonceDelta} transactions, expected ${all.length}`);
     const records = await recordsByStatus(system);
     if (records.settled !== all.length) throw new Error(`settlement records ${JSON.stringify(records)}`);
 
@@ -201,7 +239,10 @@ async function run(): Promise<string> {
     );
   } catch (err) {
     failed = true;
-    throw new Error(`${(err as Error).message} (data and logs kept in ${system.dataDir}, database ${system.config.databaseUrl})`, { cause: err });
+    throw new Error(
+      `${(err as Error).message} (data and logs kept in ${system.dataDir}, database ${system.config.databaseUrl})`,
+      { cause: err },
+    );
   } finally {
     await system.close(failed);
     await rpc.close();
@@ -210,7 +251,8 @@ async function run(): Promise<string> {
 
 export const scenario: ChaosScenario = {
   name: 'rpc-down',
-  description: 'the RPC endpoint cut: readiness and /settle answer 503; settlements pending at the cut finish once it returns, one transaction each',
+  description:
+    'the RPC endpoint cut: readiness and /settle answer 503; settlements pending at the cut finish once it returns, one transaction each',
   run,
 };
 

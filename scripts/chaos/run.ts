@@ -23,7 +23,14 @@ import type { ChaosScenario } from './harness.ts';
 import { parseCommand, usageExit } from '../lib/cli.ts';
 
 /** The six scenarios of issue 7, in the order they run. */
-export const SCENARIOS = ['worker-kill', 'temporal-restart', 'postgres-down', 'settle-kill', 'rpc-down', 'flapping-upstream'];
+export const SCENARIOS = [
+  'worker-kill',
+  'temporal-restart',
+  'postgres-down',
+  'settle-kill',
+  'rpc-down',
+  'flapping-upstream',
+];
 const SCENARIO_TIMEOUT_MS = Number(process.env.CHAOS_SCENARIO_TIMEOUT_MS ?? 20 * 60_000);
 const RESULT_MARK = 'CHAOS-RESULT ';
 
@@ -32,7 +39,8 @@ async function load(name: string): Promise<ChaosScenario> {
   if (!existsSync(file)) throw new Error(`no scenario module scripts/chaos/${name}.ts`);
   const mod = (await import(pathToFileURL(file).href)) as { scenario?: ChaosScenario };
   const s = mod.scenario;
-  if (!s || typeof s.run !== 'function' || typeof s.name !== 'string') throw new Error(`scripts/chaos/${name}.ts does not export \`scenario = { name, description, run }\``);
+  if (!s || typeof s.run !== 'function' || typeof s.name !== 'string')
+    throw new Error(`scripts/chaos/${name}.ts does not export \`scenario = { name, description, run }\``);
   return s;
 }
 
@@ -53,7 +61,10 @@ async function runHere(name: string): Promise<never> {
 /** In the runner: one scenario in its own process group; always resolves to its result. */
 function runChild(name: string): Promise<{ ok: boolean; text: string }> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, [import.meta.filename, '--child', name], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [import.meta.filename, '--child', name], {
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let result: { ok: boolean; text: string } | null = null;
     const tail: string[] = [];
     let out = '';
@@ -62,13 +73,19 @@ function runChild(name: string): Promise<{ ok: boolean; text: string }> {
       for (let i = out.indexOf('\n'); i >= 0; i = out.indexOf('\n')) {
         const line = out.slice(0, i);
         out = out.slice(i + 1);
-        if (line.startsWith(RESULT_MARK)) result = JSON.parse(line.slice(RESULT_MARK.length)) as { ok: boolean; text: string };
+        if (line.startsWith(RESULT_MARK))
+          result = JSON.parse(line.slice(RESULT_MARK.length)) as { ok: boolean; text: string };
         else process.stderr.write(`${line}\n`);
       }
     });
     child.stderr.on('data', (c: Buffer) => {
       process.stderr.write(c);
-      tail.push(...c.toString().split('\n').filter((l) => l.trim()));
+      tail.push(
+        ...c
+          .toString()
+          .split('\n')
+          .filter((l) => l.trim()),
+      );
       tail.splice(0, Math.max(0, tail.length - 8));
     });
     const killGroup = () => {
@@ -132,5 +149,6 @@ for (const name of names) {
   lines.push(line);
   process.stdout.write(`${line}\n`);
 }
-if (names.length > 1) process.stdout.write(`\n${lines.join('\n')}\n${names.length - failed}/${names.length} scenarios passed\n`);
+if (names.length > 1)
+  process.stdout.write(`\n${lines.join('\n')}\n${names.length - failed}/${names.length} scenarios passed\n`);
 process.exit(stopping ? 130 : failed ? 1 : 0);

@@ -68,7 +68,8 @@ async function run(): Promise<string> {
     const check = (auth: (typeof authorizations)[number], reply: Reply): void => {
       answers++;
       if (reply.status === 503) {
-        if (!reply.retryAfter || !(Number(reply.retryAfter) > 0)) bad.push(`503 without Retry-After: ${JSON.stringify(reply.json)}`);
+        if (!reply.retryAfter || !(Number(reply.retryAfter) > 0))
+          bad.push(`503 without Retry-After: ${JSON.stringify(reply.json)}`);
         return;
       }
       if (reply.status !== 200 || reply.json?.success !== true || typeof reply.json.transaction !== 'string') {
@@ -99,7 +100,8 @@ async function run(): Promise<string> {
     for (;;) {
       atKill = await recordsByStatus(system);
       if ((atKill.broadcast ?? 0) >= KILL_AT_BROADCAST) break;
-      if (Date.now() > killDeadline) throw new Error(`no settlement reached broadcast within 60 s (records: ${JSON.stringify(atKill)})`);
+      if (Date.now() > killDeadline)
+        throw new Error(`no settlement reached broadcast within 60 s (records: ${JSON.stringify(atKill)})`);
       await sleep(10);
     }
     await system.killWorker();
@@ -110,9 +112,14 @@ async function run(): Promise<string> {
     // The node loses every other transaction of the gas wallet it holds (read from its pool: a
     // record may say broadcast for bytes the node never got, and a fee bump replaces the first
     // attempt in the pool): only a re-send of stored bytes can land those.
-    const pool = (await system.chain.send('txpool_content', [])) as Record<string, Record<string, Record<string, { hash: string }>>>;
+    const pool = (await system.chain.send('txpool_content', [])) as Record<
+      string,
+      Record<string, Record<string, { hash: string }>>
+    >;
     const held = ['pending', 'queued']
-      .flatMap((part) => Object.entries(pool[part] ?? {}).filter(([from]) => from.toLowerCase() === system.gasWallet.toLowerCase()))
+      .flatMap((part) =>
+        Object.entries(pool[part] ?? {}).filter(([from]) => from.toLowerCase() === system.gasWallet.toLowerCase()),
+      )
       .flatMap(([, byNonce]) => Object.entries(byNonce).map(([nonce, tx]) => ({ nonce: Number(nonce), hash: tx.hash })))
       .sort((a, b) => a.nonce - b.nonce);
     const inPool = held.length;
@@ -132,35 +139,49 @@ async function run(): Promise<string> {
     // Let the last blocks come, then read the chain.
     const hashes = new Map<string, string>();
     for (const [i, reply] of finals.entries()) {
-      if (reply.status !== 200) bad.push(`copy ${i} still ${reply.status} after ${RETRY_DEADLINE_MS / 1000} s of retries`);
+      if (reply.status !== 200)
+        bad.push(`copy ${i} still ${reply.status} after ${RETRY_DEADLINE_MS / 1000} s of retries`);
     }
     if (bad.length > 0) throw new Error(`${bad.length} wrong answer(s), first: ${bad.slice(0, 3).join('; ')}`);
     for (const auth of authorizations) {
       const seen = hashesSeen.get(authorizationKey(auth));
-      if (!seen || seen.size !== 1) throw new Error(`authorization ${authorizationKey(auth)} answered with ${seen?.size ?? 0} distinct hashes`);
+      if (!seen || seen.size !== 1)
+        throw new Error(`authorization ${authorizationKey(auth)} answered with ${seen?.size ?? 0} distinct hashes`);
       hashes.set(authorizationKey(auth), [...seen][0]);
     }
 
     const used = await authorizationsUsed(system, fromBlock + 1);
-    if (used.size !== AUTHORIZATIONS) throw new Error(`${used.size} authorizations consumed on chain, expected ${AUTHORIZATIONS}`);
+    if (used.size !== AUTHORIZATIONS)
+      throw new Error(`${used.size} authorizations consumed on chain, expected ${AUTHORIZATIONS}`);
     for (const [key, txs] of used) {
       if (txs.length !== 1) throw new Error(`authorization ${key} consumed by ${txs.length} transactions`);
-      if (hashes.get(key) !== txs[0].toLowerCase()) throw new Error(`authorization ${key}: answered ${hashes.get(key)}, on chain ${txs[0]}`);
+      if (hashes.get(key) !== txs[0].toLowerCase())
+        throw new Error(`authorization ${key}: answered ${hashes.get(key)}, on chain ${txs[0]}`);
     }
     const transfers = await transfersTo(system, payTo, fromBlock + 1);
-    if (transfers !== AUTHORIZATIONS) throw new Error(`${transfers} transfers to the payee, expected ${AUTHORIZATIONS}`);
+    if (transfers !== AUTHORIZATIONS)
+      throw new Error(`${transfers} transfers to the payee, expected ${AUTHORIZATIONS}`);
     const balance = (await system.token.balanceOf(payTo)) as bigint;
-    if (balance !== VALUE * BigInt(AUTHORIZATIONS)) throw new Error(`payee holds ${balance}, expected ${VALUE * BigInt(AUTHORIZATIONS)}`);
+    if (balance !== VALUE * BigInt(AUTHORIZATIONS))
+      throw new Error(`payee holds ${balance}, expected ${VALUE * BigInt(AUTHORIZATIONS)}`);
     // Nothing else may still be queued behind them: wait two blocks, then count the gas wallet's transactions.
     await sleep(2_500);
     const gasNonceDelta = (await system.chain.getTransactionCount(system.gasWallet, 'pending')) - gasNonceBefore;
-    if (gasNonceDelta !== AUTHORIZATIONS) throw new Error(`the gas wallet sent ${gasNonceDelta} transactions, expected ${AUTHORIZATIONS}`);
+    if (gasNonceDelta !== AUTHORIZATIONS)
+      throw new Error(`the gas wallet sent ${gasNonceDelta} transactions, expected ${AUTHORIZATIONS}`);
 
     const reserved = await reservedUsage(system);
-    if (reserved !== VALUE * BigInt(AUTHORIZATIONS)) throw new Error(`daily usage reserved ${reserved}, expected ${VALUE * BigInt(AUTHORIZATIONS)} (once per authorization)`);
+    if (reserved !== VALUE * BigInt(AUTHORIZATIONS))
+      throw new Error(
+        `daily usage reserved ${reserved}, expected ${VALUE * BigInt(AUTHORIZATIONS)} (once per authorization)`,
+      );
     const records = await recordsByStatus(system);
-    if (records.settled !== AUTHORIZATIONS || Object.keys(records).length !== 1) throw new Error(`settlement records ${JSON.stringify(records)}, expected ${AUTHORIZATIONS} settled`);
-    const { rows: attemptRows } = await system.pool.query<{ sends: string }>('select sum(attempts)::text as sends from settlements where account_id = $1', [system.account.id]);
+    if (records.settled !== AUTHORIZATIONS || Object.keys(records).length !== 1)
+      throw new Error(`settlement records ${JSON.stringify(records)}, expected ${AUTHORIZATIONS} settled`);
+    const { rows: attemptRows } = await system.pool.query<{ sends: string }>(
+      'select sum(attempts)::text as sends from settlements where account_id = $1',
+      [system.account.id],
+    );
 
     const killState = ['claimed', 'signed', 'broadcast'].map((s) => `${atKill[s] ?? 0} ${s}`).join(', ');
     return (
@@ -170,7 +191,10 @@ async function run(): Promise<string> {
     );
   } catch (err) {
     failed = true;
-    throw new Error(`${(err as Error).message} (data and logs kept in ${system.dataDir}, database ${system.config.databaseUrl})`, { cause: err });
+    throw new Error(
+      `${(err as Error).message} (data and logs kept in ${system.dataDir}, database ${system.config.databaseUrl})`,
+      { cause: err },
+    );
   } finally {
     await system.chain.send('evm_setIntervalMining', [0]).catch(() => undefined);
     await system.close(failed);
@@ -179,7 +203,8 @@ async function run(): Promise<string> {
 
 export const scenario: ChaosScenario = {
   name: 'settle-kill',
-  description: '200 concurrent /settle over 20 authorizations while the facilitator worker is SIGKILLed mid-broadcast: exactly 20 transactions, every copy gets its hash',
+  description:
+    '200 concurrent /settle over 20 authorizations while the facilitator worker is SIGKILLed mid-broadcast: exactly 20 transactions, every copy gets its hash',
   run,
 };
 

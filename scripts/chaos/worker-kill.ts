@@ -5,7 +5,20 @@
 import { randomBytes } from 'node:crypto';
 import { openOrm } from '../../gateway/db/orm.ts';
 import { closeOrphanedInvocations } from '../../api/proxy/orphans.ts';
-import { awaitTerminal, awaitWorkflow, check, createAgent, formatTally, invoke, runPool, sleep, tally, withSystem, type ChaosScenario, type InvokeResult } from './harness.ts';
+import {
+  awaitTerminal,
+  awaitWorkflow,
+  check,
+  createAgent,
+  formatTally,
+  invoke,
+  runPool,
+  sleep,
+  tally,
+  withSystem,
+  type ChaosScenario,
+  type InvokeResult,
+} from './harness.ts';
 
 const CALLS = Number(process.env.CHAOS_CALLS ?? 1000);
 const CONCURRENCY = 20;
@@ -39,28 +52,41 @@ export const scenario: ChaosScenario = {
         }
       })();
 
-      const results: Array<{ requestId: string; result: InvokeResult }> = await runPool(CALLS, CONCURRENCY, async (i) => {
-        while (faultsDone < FAULTS.length && sent >= ((faultsDone + 1) * CALLS) / (FAULTS.length + 1) + CONCURRENCY) await sleep(20);
-        sent++;
-        const requestId = `chaos-${run}-${i}`;
-        const result = await invoke(caller, agentId, requestId, JSON.stringify({ call: i }));
-        // The API is down: wait for it instead of burning the remaining calls on refusals.
-        if (result.kind === 'refused') while (apiDown) await sleep(100);
-        return { requestId, result };
-      });
+      const results: Array<{ requestId: string; result: InvokeResult }> = await runPool(
+        CALLS,
+        CONCURRENCY,
+        async (i) => {
+          while (faultsDone < FAULTS.length && sent >= ((faultsDone + 1) * CALLS) / (FAULTS.length + 1) + CONCURRENCY)
+            await sleep(20);
+          sent++;
+          const requestId = `chaos-${run}-${i}`;
+          const result = await invoke(caller, agentId, requestId, JSON.stringify({ call: i }));
+          // The API is down: wait for it instead of burning the remaining calls on refusals.
+          if (result.kind === 'refused') while (apiDown) await sleep(100);
+          return { requestId, result };
+        },
+      );
       await chaos;
       const sendSeconds = (Date.now() - started) / 1000;
 
       const accepted = results.filter((r) => r.result.kind === 'answered' && r.result.status === 202);
       const refused = results.filter((r) => r.result.kind === 'refused');
       const other = results.filter((r) => r.result.kind === 'answered' && r.result.status !== 202);
-      check(other.length === 0, `answers other than 202: ${formatTally(tally(other.map((r) => String((r.result as { status: number }).status))))}`);
-      const byInvocation = new Map(accepted.map((r) => [(r.result as { invocationId: string }).invocationId, r.requestId]));
+      check(
+        other.length === 0,
+        `answers other than 202: ${formatTally(tally(other.map((r) => String((r.result as { status: number }).status))))}`,
+      );
+      const byInvocation = new Map(
+        accepted.map((r) => [(r.result as { invocationId: string }).invocationId, r.requestId]),
+      );
 
       // Every accepted call ends, exactly once: the API's view is terminal ...
       const views = await awaitTerminal(caller, agentId, [...byInvocation.keys()], 300_000);
       const open = [...views].filter(([, v]) => !v || (v.status !== 'succeeded' && v.status !== 'failed'));
-      check(open.length === 0, `${open.length} accepted invocations not terminal after 300 s, e.g. ${open[0]?.[0]} ${open[0]?.[1]?.status ?? 'missing'}`);
+      check(
+        open.length === 0,
+        `${open.length} accepted invocations not terminal after 300 s, e.g. ${open[0]?.[0]} ${open[0]?.[1]?.status ?? 'missing'}`,
+      );
 
       // ... its workflow is closed as completed and returned the same outcome the row holds ...
       const mismatched: string[] = [];
@@ -68,38 +94,64 @@ export const scenario: ChaosScenario = {
         const id = [...byInvocation.keys()][i];
         const { status, result } = await awaitWorkflow(system.temporal, id, 120_000);
         const outcome = result as { status?: string } | undefined;
-        if (status !== 'COMPLETED' || outcome?.status !== views.get(id)!.status) mismatched.push(`${id}: ${status}/${outcome?.status} vs row ${views.get(id)!.status}`);
+        if (status !== 'COMPLETED' || outcome?.status !== views.get(id)!.status)
+          mismatched.push(`${id}: ${status}/${outcome?.status} vs row ${views.get(id)!.status}`);
       });
-      check(mismatched.length === 0, `${mismatched.length} workflows not completed or disagreeing with their row, e.g. ${mismatched[0]}`);
+      check(
+        mismatched.length === 0,
+        `${mismatched.length} workflows not completed or disagreeing with their row, e.g. ${mismatched[0]}`,
+      );
 
       // ... and the upstream saw no request twice; a succeeded call exactly once.
       const twice = [...system.upstream.counts].filter(([, n]) => n > 1);
-      check(twice.length === 0, `${twice.length} request ids reached the upstream more than once, e.g. ${twice[0]?.[0]}`);
+      check(
+        twice.length === 0,
+        `${twice.length} request ids reached the upstream more than once, e.g. ${twice[0]?.[0]}`,
+      );
       const ours = new Set(results.map((r) => r.requestId));
       const strangers = [...system.upstream.counts.keys()].filter((id) => !ours.has(id));
       check(strangers.length === 0, `the upstream saw request ids nobody sent: ${strangers.slice(0, 3).join(', ')}`);
-      const unsent = [...views].filter(([id, v]) => v!.status === 'succeeded' && system.upstream.counts.get(byInvocation.get(id)!) !== 1);
-      check(unsent.length === 0, `${unsent.length} succeeded invocations the upstream did not see exactly once, e.g. ${unsent[0]?.[0]}`);
+      const unsent = [...views].filter(
+        ([id, v]) => v!.status === 'succeeded' && system.upstream.counts.get(byInvocation.get(id)!) !== 1,
+      );
+      check(
+        unsent.length === 0,
+        `${unsent.length} succeeded invocations the upstream did not see exactly once, e.g. ${unsent[0]?.[0]}`,
+      );
 
       // Calls cut by the API's kill never got an answer; their rows, if written, must not run twice
       // either. A row committed whose workflow never started (the kill fell between the two) stays
       // `pending`: never accepted, never sent. The API's sweep (api/proxy/orphans.ts, run once a
       // while after each start) closes them; here it runs at once, with every call long finished.
       const rows = await system.sql('select id, status from invocations where agent_id = $1', [agentId]);
-      const orphans = rows.filter((r) => !byInvocation.has(String(r.id)) && (r.status === 'pending' || r.status === 'running'));
+      const orphans = rows.filter(
+        (r) => !byInvocation.has(String(r.id)) && (r.status === 'pending' || r.status === 'running'),
+      );
       const unanswered = rows.filter((r) => !byInvocation.has(String(r.id)));
       const orm = await openOrm(system.infra.databaseUrl, { poolMax: 1 });
       const swept = await closeOrphanedInvocations(orm, system.temporal, new Date()).finally(() => orm.close());
       // Rows of unanswered calls whose workflow did start complete on their own; give them time.
-      const openRows = async () => (await system.sql(`select count(*)::int as n from invocations where agent_id = $1 and status in ('pending', 'running')`, [agentId]))[0].n as number;
+      const openRows = async () =>
+        (
+          await system.sql(
+            `select count(*)::int as n from invocations where agent_id = $1 and status in ('pending', 'running')`,
+            [agentId],
+          )
+        )[0].n as number;
       let stillOpen = await openRows();
-      for (const until = Date.now() + 60_000; stillOpen > 0 && Date.now() < until; stillOpen = await openRows()) await sleep(1_000);
+      for (const until = Date.now() + 60_000; stillOpen > 0 && Date.now() < until; stillOpen = await openRows())
+        await sleep(1_000);
       check(stillOpen === 0, `${stillOpen} rows still pending or running after the orphan sweep`);
 
       const apps = [...system.apps.values()];
       const crashes = apps.filter((a) => a.unexpectedExits > 0);
-      check(crashes.length === 0, `processes exited on their own: ${crashes.map((a) => `${a.name} x${a.unexpectedExits}`).join(', ')}`);
-      const failedClasses = tally([...views.values()].filter((v) => v!.status === 'failed').map((v) => v!.error_class ?? 'none'));
+      check(
+        crashes.length === 0,
+        `processes exited on their own: ${crashes.map((a) => `${a.name} x${a.unexpectedExits}`).join(', ')}`,
+      );
+      const failedClasses = tally(
+        [...views.values()].filter((v) => v!.status === 'failed').map((v) => v!.error_class ?? 'none'),
+      );
       const statuses = tally([...views.values()].map((v) => v!.status));
       return (
         `${CALLS} calls in ${sendSeconds.toFixed(0)} s: ${accepted.length} accepted (202), ${refused.length} refused while the API was down; ` +

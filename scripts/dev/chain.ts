@@ -12,7 +12,6 @@ import { CHAIN_ID, TOKEN_ABI, tokenContract } from '../../contracts/token.ts';
 export { CHAIN_ID, TOKEN_ABI, tokenContract };
 import { compileContract, compileToken } from './compile.ts';
 
-
 /**
  * PUBLIC TEST KEYS, known to everyone: anvil's default accounts, derived from the mnemonic
  * "test test test test test test test test test test test junk" at m/44'/60'/0'/0/{0..4}.
@@ -21,11 +20,26 @@ import { compileContract, compileToken } from './compile.ts';
  * Account 0 deploys the token and is its only minter.
  */
 export const DEV_ACCOUNTS = [
-  { address: '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266', privateKey: '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80' },
-  { address: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8', privateKey: '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d' },
-  { address: '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC', privateKey: '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a' },
-  { address: '0x90F79bf6EB2c4f870365E785982E1f101E93b906', privateKey: '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6' },
-  { address: '0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65', privateKey: '0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a' },
+  {
+    address: '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266',
+    privateKey: '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80',
+  },
+  {
+    address: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',
+    privateKey: '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d',
+  },
+  {
+    address: '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC',
+    privateKey: '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a',
+  },
+  {
+    address: '0x90F79bf6EB2c4f870365E785982E1f101E93b906',
+    privateKey: '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6',
+  },
+  {
+    address: '0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65',
+    privateKey: '0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a',
+  },
 ] as const;
 
 export interface RunningAnvil {
@@ -136,7 +150,12 @@ export async function deploySmartWallet(rpcUrl: string, owner: string, cacheDir:
  * Gives `to` test money: `usdc` (smallest units, 6 decimals) is minted on top of its balance,
  * `eth` (wei) replaces its ETH balance, which is how anvil exposes it.
  */
-export async function fund(rpcUrl: string, token: string, to: string, amounts: { eth?: bigint; usdc?: bigint }): Promise<void> {
+export async function fund(
+  rpcUrl: string,
+  token: string,
+  to: string,
+  amounts: { eth?: bigint; usdc?: bigint },
+): Promise<void> {
   await withProvider(rpcUrl, async (provider) => {
     if (amounts.eth !== undefined) await provider.send('anvil_setBalance', [to, toQuantity(amounts.eth)]);
     if (amounts.usdc !== undefined && amounts.usdc > 0n) {
@@ -182,7 +201,12 @@ function anvilCommand(): { file: string; args: string[] } {
   }
 }
 
-function explainEarlyExit(port: number, code: number | null, signal: NodeJS.Signals | null, lastLines: string[]): string {
+function explainEarlyExit(
+  port: number,
+  code: number | null,
+  signal: NodeJS.Signals | null,
+  lastLines: string[],
+): string {
   if (lastLines.some((line) => /address already in use/i.test(line))) {
     return `anvil: port ${port} on 127.0.0.1 is already in use (another anvil or a previous start still running?)`;
   }

@@ -64,7 +64,11 @@ function cacheKey(name: ContractName, source: string): string {
 async function compile(name: ContractName, source: string): Promise<CompiledContract> {
   // Imported lazily: loading solc-js (an 8 MB emscripten build) is itself slow, and a cache hit needs none of it.
   const { default: solc } = await import('solc');
-  const input = { language: 'Solidity', sources: { [`${name}.sol`]: { content: source } }, settings: solcSettings(name) };
+  const input = {
+    language: 'Solidity',
+    sources: { [`${name}.sol`]: { content: source } },
+    settings: solcSettings(name),
+  };
   const output = JSON.parse(solc.compile(JSON.stringify(input), { import: readImport }));
   const errors = (output.errors ?? []).filter((e: { severity: string }) => e.severity === 'error');
   if (errors.length > 0) {

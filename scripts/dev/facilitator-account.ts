@@ -6,12 +6,23 @@ import { migrateFacilitator } from '../../facilitator/db/migrations.ts';
 import { addAccount } from '../../facilitator/accounts.ts';
 import { certFingerprint256 } from './pki.ts';
 
-export async function ensureDevAccount(databaseUrl: string, clientCertPem: string, tokenAddress: string): Promise<void> {
+export async function ensureDevAccount(
+  databaseUrl: string,
+  clientCertPem: string,
+  tokenAddress: string,
+): Promise<void> {
   const pool = openFacilitatorPool(databaseUrl, 1);
   try {
     await migrateFacilitator(pool);
-    const { rowCount } = await pool.query('select 1 from facilitator_accounts where cert_fingerprint = $1', [certFingerprint256(clientCertPem)]);
-    if (!rowCount) await addAccount(pool, { name: 'dev-gateway', certPem: clientCertPem, allowedKinds: [{ network: 'base', asset: tokenAddress }] });
+    const { rowCount } = await pool.query('select 1 from facilitator_accounts where cert_fingerprint = $1', [
+      certFingerprint256(clientCertPem),
+    ]);
+    if (!rowCount)
+      await addAccount(pool, {
+        name: 'dev-gateway',
+        certPem: clientCertPem,
+        allowedKinds: [{ network: 'base', asset: tokenAddress }],
+      });
   } finally {
     await pool.end();
   }

@@ -31,7 +31,8 @@ export async function fundDevGasWallet(rpcUrl: string, chainId: number, address:
   const provider = new JsonRpcProvider(rpcUrl, chainId, { staticNetwork: true });
   try {
     const target = parseEther(eth);
-    if ((await provider.getBalance(address)) < target / 2n) await provider.send('anvil_setBalance', [address, toQuantity(target)]);
+    if ((await provider.getBalance(address)) < target / 2n)
+      await provider.send('anvil_setBalance', [address, toQuantity(target)]);
   } finally {
     provider.destroy();
   }

@@ -100,11 +100,15 @@ export async function ensureDevPki(dir: string, opts: DevPkiOptions = {}): Promi
     // Regenerating silently would replace the CA and orphan every client
     // certificate issued from it, so a half-populated directory is an error.
     const missing = Object.values(files).filter((_, i) => !present[i]);
-    throw new Error(`dev PKI in ${dir} is incomplete (missing ${missing.join(', ')}); delete the PKI files to regenerate`);
+    throw new Error(
+      `dev PKI in ${dir} is incomplete (missing ${missing.join(', ')}); delete the PKI files to regenerate`,
+    );
   }
 
   const [caCertPem, caKeyPem, serverCertPem, serverKeyPem, clientCertPem, clientKeyPem] = await Promise.all(
-    [files.ca, files.caKey, files.serverCert, files.serverKey, files.clientCert, files.clientKey].map((f) => readFile(f, 'utf8')),
+    [files.ca, files.caKey, files.serverCert, files.serverKey, files.clientCert, files.clientKey].map((f) =>
+      readFile(f, 'utf8'),
+    ),
   );
 
   if (coversHosts(serverCertPem, serverHosts)) {
@@ -118,11 +122,8 @@ export async function ensureDevPki(dir: string, opts: DevPkiOptions = {}): Promi
 
 /** Issues a client certificate (clientAuth) signed by `ca`, e.g. for another facilitator account. */
 export async function issueClientCert(ca: CertAndKeyPem, commonName: string): Promise<CertAndKeyPem> {
-  return issueLeaf(ca, commonName, [
-    new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth]),
-  ]);
+  return issueLeaf(ca, commonName, [new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth])]);
 }
-
 
 async function generateDevPki(dir: string, files: DevPkiFiles, serverHosts: string[]): Promise<DevPki> {
   const ca = await createCa();
@@ -182,15 +183,15 @@ async function issueServerCert(ca: CertAndKeyPem, hosts: string[]): Promise<Cert
 }
 
 /** Signs a fresh end-entity key with `ca`; `purposeExtensions` add EKU / SAN. */
-async function issueLeaf(ca: CertAndKeyPem, commonName: string, purposeExtensions: Extension[]): Promise<CertAndKeyPem> {
+async function issueLeaf(
+  ca: CertAndKeyPem,
+  commonName: string,
+  purposeExtensions: Extension[],
+): Promise<CertAndKeyPem> {
   const caCert = new x509.X509Certificate(ca.certPem);
-  const caKey = await crypto.subtle.importKey(
-    'pkcs8',
-    x509.PemConverter.decodeFirst(ca.keyPem),
-    KEY_ALGORITHM,
-    false,
-    ['sign'],
-  );
+  const caKey = await crypto.subtle.importKey('pkcs8', x509.PemConverter.decodeFirst(ca.keyPem), KEY_ALGORITHM, false, [
+    'sign',
+  ]);
   const keys = await generateKeyPair();
   const notBefore = new Date(Date.now() - CLOCK_SKEW_MS);
   // A leaf outliving its CA would fail verification anyway; cap it so the
@@ -232,7 +233,9 @@ async function exportPrivateKeyPem(key: webcrypto.CryptoKey): Promise<string> {
 
 function coversHosts(certPem: string, hosts: string[]): boolean {
   const cert = new NodeX509Certificate(certPem);
-  return hosts.every((host) => (isIP(host) ? cert.checkIP(host) : cert.checkHost(host, { subject: 'never' })) !== undefined);
+  return hosts.every(
+    (host) => (isIP(host) ? cert.checkIP(host) : cert.checkHost(host, { subject: 'never' })) !== undefined,
+  );
 }
 
 /** Write to a temp file and rename, so a crash never leaves a truncated PEM behind. */
@@ -243,7 +246,9 @@ async function writePem(path: string, pem: string, isPrivateKey: boolean): Promi
 }
 
 function pathsIn(dir: string): DevPkiFiles {
-  return Object.fromEntries(Object.entries(FILE_NAMES).map(([k, name]) => [k, join(dir, name)])) as unknown as DevPkiFiles;
+  return Object.fromEntries(
+    Object.entries(FILE_NAMES).map(([k, name]) => [k, join(dir, name)]),
+  ) as unknown as DevPkiFiles;
 }
 
 async function exists(path: string): Promise<boolean> {

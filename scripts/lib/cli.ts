@@ -28,7 +28,12 @@ export function parseCommand<O extends Options>(spec: CommandSpec<O>) {
     process.exit(0);
   }
   try {
-    return parseArgs({ args, options: spec.options ?? ({} as O), allowPositionals: spec.allowPositionals ?? false, strict: true });
+    return parseArgs({
+      args,
+      options: spec.options ?? ({} as O),
+      allowPositionals: spec.allowPositionals ?? false,
+      strict: true,
+    });
   } catch (err) {
     // node:util's advice on positionals that start with '-' is noise here.
     return usageExit(spec.usage, (err as Error).message.replace(/\. To specify a positional argument.*$/s, ''));

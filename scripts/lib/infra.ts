@@ -70,7 +70,8 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
   try {
     // Fail fast, in one line, on anything we would have to start but cannot.
     if (!opts.temporalAddress) await assertPortFree(opts.ports.temporal, 'Temporal', 'TEMPORAL_PORT');
-    if (!opts.temporalAddress && opts.ports.temporalUi) await assertPortFree(opts.ports.temporalUi, 'Temporal UI', 'TEMPORAL_UI_PORT');
+    if (!opts.temporalAddress && opts.ports.temporalUi)
+      await assertPortFree(opts.ports.temporalUi, 'Temporal UI', 'TEMPORAL_UI_PORT');
     if (!opts.postgresUrl) await assertPortFree(opts.ports.postgres, 'embedded PostgreSQL', 'EMBEDDED_PG_PORT');
     if (!opts.chainRpcUrl) await assertPortFree(opts.ports.anvil, 'anvil', 'ANVIL_PORT');
     if (!opts.vault) await assertPortFree(opts.ports.openbao, 'OpenBao', 'OPENBAO_PORT');
@@ -117,19 +118,37 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
         });
 
     const vault = opts.vault
-      ? Promise.resolve({ url: opts.vault.addr, token: opts.vault.token, tenantRole: process.env.VAULT_TENANT_ROLE || undefined, adminToken: opts.vault.token })
-      : startOpenBao({ binary: baoBinary!, port: opts.ports.openbao, rootToken: secrets.baoRootToken, onOutput: (line) => opts.log('openbao', line) }).then(
-          async (bao) => {
-            stops.push(bao.stop);
-            const access = await configureTenantAccess(bao.url, secrets.baoRootToken, loadVaultConfig(process.env).layout);
-            return { url: bao.url, ...access, adminToken: secrets.baoRootToken };
-          },
-        );
+      ? Promise.resolve({
+          url: opts.vault.addr,
+          token: opts.vault.token,
+          tenantRole: process.env.VAULT_TENANT_ROLE || undefined,
+          adminToken: opts.vault.token,
+        })
+      : startOpenBao({
+          binary: baoBinary!,
+          port: opts.ports.openbao,
+          rootToken: secrets.baoRootToken,
+          onOutput: (line) => opts.log('openbao', line),
+        }).then(async (bao) => {
+          stops.push(bao.stop);
+          const access = await configureTenantAccess(
+            bao.url,
+            secrets.baoRootToken,
+            loadVaultConfig(process.env).layout,
+          );
+          return { url: bao.url, ...access, adminToken: secrets.baoRootToken };
+        });
 
     const pki = ensureDevPki(join(opts.dataDir, 'pki'));
 
     starting.push(temporal, postgres, chain, vault, pki);
-    const [temporalReady, pg, chainReady, vaultReady, pkiReady] = await Promise.all([temporal, postgres, chain, vault, pki]);
+    const [temporalReady, pg, chainReady, vaultReady, pkiReady] = await Promise.all([
+      temporal,
+      postgres,
+      chain,
+      vault,
+      pki,
+    ]);
     const databaseUrl = withDatabase(pg.baseUrl, opts.databaseName);
     const facilitatorDatabaseUrl = withDatabase(pg.baseUrl, `${opts.databaseName}_facilitator`);
     await ensureDatabase(databaseUrl);
@@ -152,7 +171,12 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
       facilitatorDatabaseUrl,
       chainRpcUrl: chainReady.rpcUrl,
       tokenAddress: token.address,
-      vault: { addr: vaultReady.url, token: vaultReady.token, tenantRole: vaultReady.tenantRole, adminToken: vaultReady.adminToken },
+      vault: {
+        addr: vaultReady.url,
+        token: vaultReady.token,
+        tenantRole: vaultReady.tenantRole,
+        adminToken: vaultReady.adminToken,
+      },
       pki: pkiReady,
       gasWallet,
       secrets,

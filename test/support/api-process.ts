@@ -5,7 +5,9 @@ import { freePort } from '../../scripts/lib/ports.ts';
 import { stack } from './stack.ts';
 
 /** `node api/main.ts` on the stack's database, Temporal, vault and allow-list; resolves once listening. */
-export async function startApiProcess(extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string }> {
+export async function startApiProcess(
+  extraEnv: Record<string, string> = {},
+): Promise<{ child: ChildProcess; url: string }> {
   const s = stack();
   const port = await freePort();
   const child = spawn(process.execPath, ['api/main.ts'], {

@@ -35,7 +35,9 @@ export function clientTlsBundle(): string {
 
 /** The dev client certificate with some other key. */
 export function mismatchedBundle(): string {
-  const other = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const other = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+    .privateKey.export({ type: 'pkcs8', format: 'pem' })
+    .toString();
   return `${stack().infra.pki.clientCertPem.trim()}\n${other}`;
 }
 
@@ -45,11 +47,20 @@ export async function expiredBundle(): Promise<string> {
   const alg = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
   const keys = (await webcrypto.subtle.generateKey(alg, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
   const cert = await x509.X509CertificateGenerator.createSelfSigned(
-    { serialNumber: '01', name: 'CN=expired', notBefore: new Date('2020-01-01'), notAfter: new Date('2021-01-01'), keys, signingAlgorithm: alg },
+    {
+      serialNumber: '01',
+      name: 'CN=expired',
+      notBefore: new Date('2020-01-01'),
+      notAfter: new Date('2021-01-01'),
+      keys,
+      signingAlgorithm: alg,
+    },
     webcrypto,
   );
   const pkcs8 = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey));
-  const keyPem = createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' }).export({ type: 'pkcs8', format: 'pem' }).toString();
+  const keyPem = createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' })
+    .export({ type: 'pkcs8', format: 'pem' })
+    .toString();
   return `${cert.toString('pem')}\n${keyPem}`;
 }
 
@@ -57,7 +68,11 @@ export async function expiredBundle(): Promise<string> {
  *  `secret/data/<path>`: the dev server's KV v2 mount. */
 export async function vaultWrite(path: string, data: Record<string, unknown>): Promise<void> {
   const { addr, adminToken } = stack().infra.vault;
-  const res = await request(`${addr}/v1/secret/data/${path}`, { method: 'POST', headers: { 'x-vault-token': adminToken, 'content-type': 'application/json' }, body: JSON.stringify({ data }) });
+  const res = await request(`${addr}/v1/secret/data/${path}`, {
+    method: 'POST',
+    headers: { 'x-vault-token': adminToken, 'content-type': 'application/json' },
+    body: JSON.stringify({ data }),
+  });
   await res.body.dump();
   if (res.statusCode >= 300) throw new Error(`vault write ${path}: ${res.statusCode}`);
 }
@@ -89,7 +104,12 @@ function capturingLogger(lines: string[]) {
 /** A second API instance on the stack's database and Temporal whose every log line is kept. */
 export async function startCapturedGateway(): Promise<ExtraGateway> {
   const lines: string[] = [];
-  const server = await startGateway({ ...stack().config, port: 0 }, stack().orm, stack().temporal, capturingLogger(lines));
+  const server = await startGateway(
+    { ...stack().config, port: 0 },
+    stack().orm,
+    stack().temporal,
+    capturingLogger(lines),
+  );
   return listen(server, lines, async () => undefined);
 }
 
@@ -103,5 +123,3 @@ export async function startBrokenGateway(): Promise<ExtraGateway> {
   const server = await startGateway({ ...stack().config, port: 0 }, orm, stack().temporal, capturingLogger(lines));
   return listen(server, lines, () => orm.close());
 }
-
-

@@ -33,7 +33,14 @@ export type FacilitatorStack = {
 };
 
 let bundle: Promise<WorkflowBundle> | undefined;
-const silentLogger = { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+const silentLogger = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
 
 /** The facilitator worker's workflow bundle, built once per run. */
 export function facilitatorBundle(): Promise<WorkflowBundle> {
@@ -70,15 +77,26 @@ export async function startFacilitatorStack(
   // ownBundle: the embedded worker bundles its workflows itself (with what it was configured with, e.g. tracing).
   opts: { overrides?: Record<string, string>; inProcessWorker?: boolean; ownBundle?: boolean } = {},
 ): Promise<FacilitatorStack> {
-  const env = facilitatorEnv(infra, { ...(opts.inProcessWorker === false ? { FACILITATOR_EMBEDDED_WORKER: 'false' } : {}), ...opts.overrides });
+  const env = facilitatorEnv(infra, {
+    ...(opts.inProcessWorker === false ? { FACILITATOR_EMBEDDED_WORKER: 'false' } : {}),
+    ...opts.overrides,
+  });
   const config = loadFacilitatorConfig(env);
   const pool = openFacilitatorPool(config.databaseUrl);
   await migrateFacilitator(pool);
   let worker;
   if (config.embeddedWorker) {
-    worker = { signer: await loadKeystoreSigner(config), workflowBundle: opts.ownBundle ? undefined : await facilitatorBundle() };
+    worker = {
+      signer: await loadKeystoreSigner(config),
+      workflowBundle: opts.ownBundle ? undefined : await facilitatorBundle(),
+    };
   }
-  const running = await startFacilitator(config, { pool, temporal, worker, log: createLogger('facilitator', 'silent') });
+  const running = await startFacilitator(config, {
+    pool,
+    temporal,
+    worker,
+    log: createLogger('facilitator', 'silent'),
+  });
 
   return {
     config,
@@ -126,7 +144,11 @@ export function finalRecord(pool: pg.Pool, key: string): Promise<SettlementRecor
 }
 
 /** Polls `probe` (every 50 ms) until it returns something truthy, or fails naming `what`. */
-export async function until<T>(what: string, probe: () => Promise<T | null | undefined>, timeoutMs = 30_000): Promise<T> {
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | null | undefined>,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();

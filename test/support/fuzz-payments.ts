@@ -30,10 +30,32 @@ export type Mutation = {
 
 export const mutation: fc.Arbitrary<Mutation> = fc.record({
   path: fc.constantFrom(...PAYMENT_PATHS),
-  how: fc.constantFrom('none', 'wrong', 'wrong', 'drop', 'flip-case', 'flip-case', 'flip-hex', 'flip-hex', 'numeric', 'pad', 'extra'),
+  how: fc.constantFrom(
+    'none',
+    'wrong',
+    'wrong',
+    'drop',
+    'flip-case',
+    'flip-case',
+    'flip-hex',
+    'flip-hex',
+    'numeric',
+    'pad',
+    'extra',
+  ),
   value: wrongType,
   at: fc.nat({ max: 200 }),
-  numeric: fc.constantFrom('0', '-1', '1e3', '0x10', ' 1000', '1000.0', '١٠٠٠', '115792089237316195423570985008687907853269984665640564039457584007913129639936', '99999999999999999999'),
+  numeric: fc.constantFrom(
+    '0',
+    '-1',
+    '1e3',
+    '0x10',
+    ' 1000',
+    '1000.0',
+    '١٠٠٠',
+    '115792089237316195423570985008687907853269984665640564039457584007913129639936',
+    '99999999999999999999',
+  ),
 }) as fc.Arbitrary<Mutation>;
 
 function flipCase(text: string, at: number): string {
@@ -74,7 +96,8 @@ export function applyMutation<T>(doc: T, m: Mutation): unknown {
       parent[key] = typeof current === 'string' ? flipCase(current, m.at) : m.value;
       break;
     case 'flip-hex':
-      parent[key] = typeof current === 'string' ? flipHex(current, m.at) : typeof current === 'number' ? current + 1 : m.value;
+      parent[key] =
+        typeof current === 'string' ? flipHex(current, m.at) : typeof current === 'number' ? current + 1 : m.value;
       break;
     case 'numeric':
       parent[key] = typeof current === 'number' ? Number(m.numeric) : m.numeric;
@@ -92,7 +115,16 @@ export function applyMutation<T>(doc: T, m: Mutation): unknown {
 /** How an X-PAYMENT header is made from a (possibly mutated) payment document. */
 export type Encoding = 'base64' | 'base64url' | 'unpadded' | 'spaced' | 'utf16' | 'double';
 
-export const encoding: fc.Arbitrary<Encoding> = fc.constantFrom('base64', 'base64', 'base64', 'base64url', 'unpadded', 'spaced', 'utf16', 'double');
+export const encoding: fc.Arbitrary<Encoding> = fc.constantFrom(
+  'base64',
+  'base64',
+  'base64',
+  'base64url',
+  'unpadded',
+  'spaced',
+  'utf16',
+  'double',
+);
 
 export function encodeHeader(doc: unknown, how: Encoding): string {
   const json = JSON.stringify(doc) ?? 'undefined';
@@ -117,5 +149,18 @@ export const garbageHeader: fc.Arbitrary<string> = fc.oneof(
   { weight: 2, arbitrary: headerValue },
   { weight: 2, arbitrary: fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b).toString('base64')) },
   { weight: 3, arbitrary: anyJson.map((j) => Buffer.from(JSON.stringify(j) ?? 'null').toString('base64')) },
-  { weight: 1, arbitrary: fc.constantFrom('=', '====', 'e30=', 'bnVsbA==', 'W10=', 'A'.repeat(8193), 'A'.repeat(8192), '%7B%7D', 'eyJ4NDAyVmVyc2lvbiI6MX0') },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      '=',
+      '====',
+      'e30=',
+      'bnVsbA==',
+      'W10=',
+      'A'.repeat(8193),
+      'A'.repeat(8192),
+      '%7B%7D',
+      'eyJ4NDAyVmVyc2lvbiI6MX0',
+    ),
+  },
 );

@@ -15,7 +15,8 @@ import { startUpstream, type TestUpstream } from './upstream.ts';
 const DEFAULT_SEED = 20_261_122;
 
 /** The run's seed: FC_SEED when set, else a fixed default. */
-export const FUZZ_SEED = process.env.FC_SEED !== undefined && process.env.FC_SEED !== '' ? Number(process.env.FC_SEED) : DEFAULT_SEED;
+export const FUZZ_SEED =
+  process.env.FC_SEED !== undefined && process.env.FC_SEED !== '' ? Number(process.env.FC_SEED) : DEFAULT_SEED;
 if (!Number.isSafeInteger(FUZZ_SEED)) throw new Error(`FC_SEED must be an integer, got ${process.env.FC_SEED}`);
 
 /** FC_SCALE multiplies every property's case count (e.g. 0.1 while iterating, 10 for a long soak). */
@@ -34,7 +35,9 @@ function announce(): void {
   process.once('exit', () => {
     const cases = tally.reduce((n, t) => n + t.cases, 0);
     const ms = tally.reduce((n, t) => n + t.ms, 0);
-    console.log(`fuzz: ${cases} generated cases over ${tally.length} properties in ${(ms / 1000).toFixed(1)} s (seed ${FUZZ_SEED})`);
+    console.log(
+      `fuzz: ${cases} generated cases over ${tally.length} properties in ${(ms / 1000).toFixed(1)} s (seed ${FUZZ_SEED})`,
+    );
   });
 }
 
@@ -104,7 +107,9 @@ export async function forAllCases<T>(
 export function show(value: unknown): string {
   let text: string;
   try {
-    text = JSON.stringify(value, (_k, v) => (typeof v === 'bigint' ? `${v}n` : Buffer.isBuffer(v) ? `<buffer ${v.toString('base64')}>` : v));
+    text = JSON.stringify(value, (_k, v) =>
+      typeof v === 'bigint' ? `${v}n` : Buffer.isBuffer(v) ? `<buffer ${v.toString('base64')}>` : v,
+    );
   } catch {
     text = String(value);
   }
@@ -125,7 +130,9 @@ export type FuzzClient = {
 
 /** An HTTP client with its own keep-alive pool to one origin (never one connection per case). */
 export function fuzzClient(origin: string, opts: { connections?: number; dispatcher?: Dispatcher } = {}): FuzzClient {
-  const pool = opts.dispatcher ?? new Pool(origin, { connections: opts.connections ?? FUZZ_CONCURRENCY * 2, keepAliveTimeout: 30_000 });
+  const pool =
+    opts.dispatcher ??
+    new Pool(origin, { connections: opts.connections ?? FUZZ_CONCURRENCY * 2, keepAliveTimeout: 30_000 });
   return {
     async send(method, path, req = {}) {
       const headers: Record<string, string> = { ...req.headers };
@@ -147,9 +154,17 @@ export function fuzzClient(origin: string, opts: { connections?: number; dispatc
  * The answer is one the spec's tables allow for this endpoint: never 5xx; a 4xx carries
  * exactly `{error: string}` (401 carries nothing).
  */
-export function assertSpecAnswer(res: Reply, allowed: readonly number[], what: string, opts: { ownBody?: readonly number[] } = {}): void {
+export function assertSpecAnswer(
+  res: Reply,
+  allowed: readonly number[],
+  what: string,
+  opts: { ownBody?: readonly number[] } = {},
+): void {
   assert.ok(res.status < 500, `${what}: ${res.status} (a 5xx for caller input) ${res.text.slice(0, 300)}`);
-  assert.ok(allowed.includes(res.status), `${what}: status ${res.status} is not one of ${allowed.join(', ')}: ${res.text.slice(0, 300)}`);
+  assert.ok(
+    allowed.includes(res.status),
+    `${what}: status ${res.status} is not one of ${allowed.join(', ')}: ${res.text.slice(0, 300)}`,
+  );
   // Statuses whose body is not `{error}` by spec (the x402 challenge); the caller checks those.
   if (opts.ownBody?.includes(res.status)) return;
   if (res.status === 401) {
@@ -160,8 +175,15 @@ export function assertSpecAnswer(res: Reply, allowed: readonly number[], what: s
 }
 
 export function assertErrorBody(res: Reply, what: string): void {
-  assert.ok(res.json && typeof res.json === 'object' && !Array.isArray(res.json), `${what}: ${res.status} without a JSON object body: ${res.text.slice(0, 300)}`);
-  assert.deepEqual(Object.keys(res.json), ['error'], `${what}: ${res.status} body is not exactly {error}: ${res.text.slice(0, 300)}`);
+  assert.ok(
+    res.json && typeof res.json === 'object' && !Array.isArray(res.json),
+    `${what}: ${res.status} without a JSON object body: ${res.text.slice(0, 300)}`,
+  );
+  assert.deepEqual(
+    Object.keys(res.json),
+    ['error'],
+    `${what}: ${res.status} body is not exactly {error}: ${res.text.slice(0, 300)}`,
+  );
   assert.equal(typeof res.json.error, 'string', `${what}: error is not a string`);
   assert.ok(res.json.error.length > 0 && res.json.error.length <= 300, `${what}: error message is empty or long`);
 }
@@ -169,7 +191,8 @@ export function assertErrorBody(res: Reply, what: string): void {
 /** Counts unhandled rejections and uncaught exceptions while the fuzz runs (it must see none). */
 export function watchProcess(): { problems: string[]; stop(): void } {
   const problems: string[] = [];
-  const onRejection = (reason: unknown) => problems.push(`unhandledRejection: ${(reason as Error)?.stack ?? String(reason)}`);
+  const onRejection = (reason: unknown) =>
+    problems.push(`unhandledRejection: ${(reason as Error)?.stack ?? String(reason)}`);
   const onException = (err: Error) => problems.push(`uncaughtException: ${err.stack ?? err.message}`);
   process.on('unhandledRejection', onRejection);
   process.on('uncaughtExceptionMonitor', onException);

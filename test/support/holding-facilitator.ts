@@ -16,21 +16,40 @@ export type HoldingFacilitator = {
   close(): Promise<void>;
 };
 
-export async function startHoldingFacilitator(opts: { facilitatorUrl: string; pki: { serverCert: string; serverKey: string; ca: string }; account: CertAndKeyPem }): Promise<HoldingFacilitator> {
+export async function startHoldingFacilitator(opts: {
+  facilitatorUrl: string;
+  pki: { serverCert: string; serverKey: string; ca: string };
+  account: CertAndKeyPem;
+}): Promise<HoldingFacilitator> {
   const ca = readFileSync(opts.pki.ca, 'utf8');
-  const upstream = new Agent({ connect: { cert: opts.account.certPem, key: opts.account.keyPem, ca, rejectUnauthorized: true } });
+  const upstream = new Agent({
+    connect: { cert: opts.account.certPem, key: opts.account.keyPem, ca, rejectUnauthorized: true },
+  });
   let hold!: (answer: { status: number; json: Record<string, unknown> }) => void;
   const held = new Promise<{ status: number; json: Record<string, unknown> }>((resolve) => {
     hold = resolve;
   });
   const server: Server = createServer(
-    { cert: readFileSync(opts.pki.serverCert), key: readFileSync(opts.pki.serverKey), ca, requestCert: true, rejectUnauthorized: true },
+    {
+      cert: readFileSync(opts.pki.serverCert),
+      key: readFileSync(opts.pki.serverKey),
+      ca,
+      requestCert: true,
+      rejectUnauthorized: true,
+    },
     (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        void request(new URL('/settle', opts.facilitatorUrl), { method: 'POST', dispatcher: upstream, headers: { 'content-type': 'application/json' }, body: Buffer.concat(chunks) })
-          .then(async (answer) => hold({ status: answer.statusCode, json: (await answer.body.json()) as Record<string, unknown> }))
+        void request(new URL('/settle', opts.facilitatorUrl), {
+          method: 'POST',
+          dispatcher: upstream,
+          headers: { 'content-type': 'application/json' },
+          body: Buffer.concat(chunks),
+        })
+          .then(async (answer) =>
+            hold({ status: answer.statusCode, json: (await answer.body.json()) as Record<string, unknown> }),
+          )
           .catch(() => res.destroy());
       });
     },

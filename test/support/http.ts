@@ -35,7 +35,12 @@ export function parseJson(text: string): unknown {
 }
 
 /** Polls an invocation until it is terminal. */
-export async function waitForInvocation(token: string, agentId: string, invocationId: string, timeoutMs = 30_000): Promise<any> {
+export async function waitForInvocation(
+  token: string,
+  agentId: string,
+  invocationId: string,
+  timeoutMs = 30_000,
+): Promise<any> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const res = await call('GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token });

@@ -38,8 +38,13 @@ export async function startLaggingRpc(upstreamUrl: string): Promise<LaggingRpc> 
       lagging = false;
     }
     if (lagging && call.method === 'eth_getTransactionReceipt') return { jsonrpc: '2.0', id: call.id, result: null };
-    if (lagging && call.method === 'eth_sendRawTransactionSync') return { jsonrpc: '2.0', id: call.id, error: { code: -32601, message: 'method not supported' } };
-    const res = await fetch(upstreamUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(call) });
+    if (lagging && call.method === 'eth_sendRawTransactionSync')
+      return { jsonrpc: '2.0', id: call.id, error: { code: -32601, message: 'method not supported' } };
+    const res = await fetch(upstreamUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(call),
+    });
     return res.json();
   }
 

@@ -1,7 +1,13 @@
 // Helpers shared by the proxy tests: raw local upstreams (the handler sees the request as it
 // arrives, so tests can hold, stream or break an answer), agent creation, and direct reads of
 // invocation rows.
-import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import assert from 'node:assert/strict';
 import { stack } from './stack.ts';
@@ -27,7 +33,10 @@ export type RawUpstream = {
   close(): Promise<void>;
 };
 
-export async function rawUpstream(handler: (req: IncomingMessage, res: ServerResponse) => void, path = '/agent'): Promise<RawUpstream> {
+export async function rawUpstream(
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+  path = '/agent',
+): Promise<RawUpstream> {
   const hits: IncomingMessage[] = [];
   const sockets = new Set<Socket>();
   const server = createServer((req, res) => {
@@ -74,7 +83,11 @@ export async function invocationRow(id: string): Promise<Invocation | null> {
 }
 
 /** Polls the row until `done(row)` holds (streaming rows are completed just after the response ends). */
-export async function waitForRow(id: string, done: (row: Invocation) => boolean = (r) => r.status === 'succeeded' || r.status === 'failed', timeoutMs = 15_000): Promise<Invocation> {
+export async function waitForRow(
+  id: string,
+  done: (row: Invocation) => boolean = (r) => r.status === 'succeeded' || r.status === 'failed',
+  timeoutMs = 15_000,
+): Promise<Invocation> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const row = await invocationRow(id);
@@ -94,20 +107,29 @@ export async function closedPort(): Promise<number> {
 }
 
 /** A request through node:http, which (unlike undici) lets a test send hop-by-hop headers. */
-export function nodeRequest(method: string, path: string, headers: Record<string, string>, body: string | Buffer): Promise<{ status: number; headers: IncomingMessage['headers']; text: string; json: any }> {
+export function nodeRequest(
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body: string | Buffer,
+): Promise<{ status: number; headers: IncomingMessage['headers']; text: string; json: any }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${stack().apiUrl}${path}`, { method, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
-      void readAll(res).then((buf) => {
-        const text = buf.toString();
-        let json: unknown;
-        try {
-          json = text ? JSON.parse(text) : undefined;
-        } catch {
-          json = undefined;
-        }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
-      }, reject);
-    });
+    const req = httpRequest(
+      `${stack().apiUrl}${path}`,
+      { method, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } },
+      (res) => {
+        void readAll(res).then((buf) => {
+          const text = buf.toString();
+          let json: unknown;
+          try {
+            json = text ? JSON.parse(text) : undefined;
+          } catch {
+            json = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+        }, reject);
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -118,7 +140,10 @@ export function nodeRequest(method: string, path: string, headers: Record<string
  * its own configuration and services: what the SSRF and rate-limit tests need to run under
  * an empty allow-list, a rebinding resolver or a shared Redis limiter.
  */
-export async function startProxyApp(configPatch: Partial<GatewayConfig> = {}, overrides: Partial<ProxyServices> = {}): Promise<{ url: string; services: ProxyServices; close(): Promise<void> }> {
+export async function startProxyApp(
+  configPatch: Partial<GatewayConfig> = {},
+  overrides: Partial<ProxyServices> = {},
+): Promise<{ url: string; services: ProxyServices; close(): Promise<void> }> {
   const config = { ...stack().config, ...configPatch };
   const deps: AppDeps = {
     config,

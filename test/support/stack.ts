@@ -54,10 +54,17 @@ async function localPostgres(): Promise<string | undefined> {
 export async function startStack(): Promise<Stack> {
   const runId = `${process.pid}_${randomBytes(3).toString('hex')}`;
   const dataDir = resolve('.test-data', `run-${runId}`);
-  const quiet = process.env.TEST_VERBOSE ? (source: string, line: string) => console.log(`[${source}] ${line}`) : () => undefined;
+  const quiet = process.env.TEST_VERBOSE
+    ? (source: string, line: string) => console.log(`[${source}] ${line}`)
+    : () => undefined;
   const infra = await startInfra({
     dataDir,
-    ports: { temporal: await freePort(), postgres: await freePort(), anvil: await freePort(), openbao: await freePort() },
+    ports: {
+      temporal: await freePort(),
+      postgres: await freePort(),
+      anvil: await freePort(),
+      openbao: await freePort(),
+    },
     postgresUrl: await localPostgres(),
     databaseName: `gw_test_${runId}`,
     namespace: 'default',
@@ -65,7 +72,11 @@ export async function startStack(): Promise<Stack> {
     log: quiet,
   });
   cleanups.push(() => infra.stop());
-  cleanups.push(() => dropDatabase(infra.databaseUrl).then(() => dropDatabase(infra.facilitatorDatabaseUrl)).catch(() => undefined));
+  cleanups.push(() =>
+    dropDatabase(infra.databaseUrl)
+      .then(() => dropDatabase(infra.facilitatorDatabaseUrl))
+      .catch(() => undefined),
+  );
 
   const allow = ['127.0.0.1'];
   const config = loadGatewayConfig({
@@ -110,7 +121,13 @@ export async function startStack(): Promise<Stack> {
   });
 
   const server: Server = await startGateway(config, orm, temporal, createLogger('api', 'silent'));
-  cleanups.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+  cleanups.push(
+    () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(r);
+      }),
+  );
   const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const metricsServer = await startMetricsServer(0, '127.0.0.1');
   cleanups.push(() => new Promise((r) => metricsServer.close(r)));

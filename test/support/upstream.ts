@@ -31,6 +31,10 @@ export async function startUpstream(
   return {
     url: `http://127.0.0.1:${port}/agent`,
     received,
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }

@@ -8,7 +8,11 @@ import { stack } from './stack.ts';
  * Starts the worker with `env` on top of the stack's settings; resolves once it is polling.
  * `onOutput` sees everything it writes (stdout and stderr), for tests that read its logs.
  */
-export function startWorkerProcess(taskQueue: string, env: Record<string, string | undefined> = {}, onOutput: (chunk: string) => void = () => undefined): Promise<ChildProcess> {
+export function startWorkerProcess(
+  taskQueue: string,
+  env: Record<string, string | undefined> = {},
+  onOutput: (chunk: string) => void = () => undefined,
+): Promise<ChildProcess> {
   const s = stack();
   const child = spawn(process.execPath, ['temporal/gateway-worker-main.ts'], {
     env: {
@@ -43,7 +47,9 @@ export function startWorkerProcess(taskQueue: string, env: Record<string, string
 }
 
 export function exited(child: ChildProcess): Promise<void> {
-  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
+  return child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve()
+    : new Promise((r) => child.once('exit', () => r()));
 }
 
 /** SIGTERM, then SIGKILL if it has not exited within `graceMs`. */

@@ -47,7 +47,11 @@ export async function signPayment(
   return { x402Version: 1, scheme: 'exact', network: 'base', payload: { signature, authorization } };
 }
 
-export function requirements(payTo: string, maxAmountRequired: bigint | string, overrides: Partial<PaymentRequirements> = {}): PaymentRequirements {
+export function requirements(
+  payTo: string,
+  maxAmountRequired: bigint | string,
+  overrides: Partial<PaymentRequirements> = {},
+): PaymentRequirements {
   return {
     scheme: 'exact',
     network: 'base',
@@ -106,7 +110,10 @@ export type FacilitatorTlsClient = {
 
 export async function facilitatorClient(cert?: CertAndKeyPem): Promise<FacilitatorTlsClient> {
   const caPem = (await devCa()).certPem;
-  const agent = new Agent({ connect: { ca: caPem, ...(cert ? { cert: cert.certPem, key: cert.keyPem } : {}) }, connections: 128 });
+  const agent = new Agent({
+    connect: { ca: caPem, ...(cert ? { cert: cert.certPem, key: cert.keyPem } : {}) },
+    connections: 128,
+  });
   async function send(method: 'GET' | 'POST', url: string, body?: unknown): Promise<FacilitatorReply> {
     const res = await request(url, {
       method,
@@ -124,7 +131,11 @@ export async function facilitatorClient(cert?: CertAndKeyPem): Promise<Facilitat
 }
 
 export function chainProvider(): JsonRpcProvider {
-  return new JsonRpcProvider(stack().infra.chainRpcUrl, CHAIN_ID, { staticNetwork: true, cacheTimeout: -1, batchMaxCount: 1 });
+  return new JsonRpcProvider(stack().infra.chainRpcUrl, CHAIN_ID, {
+    staticNetwork: true,
+    cacheTimeout: -1,
+    batchMaxCount: 1,
+  });
 }
 
 export async function balanceOf(provider: JsonRpcProvider, account: string): Promise<bigint> {
@@ -132,10 +143,16 @@ export async function balanceOf(provider: JsonRpcProvider, account: string): Pro
 }
 
 /** Transfer events of the token to `payTo` (one per collected payment). */
-export async function transfersTo(provider: JsonRpcProvider, payTo: string): Promise<Array<{ hash: string; value: bigint }>> {
+export async function transfersTo(
+  provider: JsonRpcProvider,
+  payTo: string,
+): Promise<Array<{ hash: string; value: bigint }>> {
   const token = tokenContract(stack().infra.tokenAddress, provider);
   const events = await token.queryFilter(token.filters.Transfer(null, payTo), 0, 'latest');
-  return events.map((e) => ({ hash: e.transactionHash, value: (e as unknown as { args: { value: bigint } }).args.value }));
+  return events.map((e) => ({
+    hash: e.transactionHash,
+    value: (e as unknown as { args: { value: bigint } }).args.value,
+  }));
 }
 
 /**
@@ -143,12 +160,22 @@ export async function transfersTo(provider: JsonRpcProvider, payTo: string): Pro
  * certificate and key, and its settlement configuration names the stack's facilitator.
  * Returns the tenant's bearer token.
  */
-export async function settlingTenant(tenant: string, account: TestAccount, facilitatorUrl = stack().facilitator.url): Promise<string> {
+export async function settlingTenant(
+  tenant: string,
+  account: TestAccount,
+  facilitatorUrl = stack().facilitator.url,
+): Promise<string> {
   const token = await stack().token(tenant);
   const bundle = `${account.cert.certPem}\n${account.cert.keyPem}`;
-  const credential = await call('POST', '/v1/credentials', { token, json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: bundle } });
+  const credential = await call('POST', '/v1/credentials', {
+    token,
+    json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: bundle },
+  });
   if (credential.status !== 201) throw new Error(`credential: ${credential.status} ${credential.text}`);
-  const config = await call('PUT', '/v1/settlement/config', { token, json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: credential.json.id } });
+  const config = await call('PUT', '/v1/settlement/config', {
+    token,
+    json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: credential.json.id },
+  });
   if (config.status !== 201) throw new Error(`settlement config: ${config.status} ${config.text}`);
   return token;
 }

@@ -25,7 +25,9 @@ export class Migration20261122100000_policy extends Migration {
         created_at timestamptz not null default now()
       )`);
     // Newest first per tenant: the only read path (GET /v1/policy/decisions).
-    this.addSql(`create index policy_decisions_tenant_newest on policy_decisions (tenant_id, created_at desc, id desc)`);
+    this.addSql(
+      `create index policy_decisions_tenant_newest on policy_decisions (tenant_id, created_at desc, id desc)`,
+    );
   }
 
   override down(): void {

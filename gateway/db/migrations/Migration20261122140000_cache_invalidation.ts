@@ -24,8 +24,12 @@ export class Migration20261122140000_cache_invalidation extends Migration {
       end
       $$`);
     for (const table of ['agents', 'policies']) {
-      this.addSql(`create trigger ${table}_cache_notify after insert or update or delete on ${table} for each row execute function gateway_cache_notify()`);
-      this.addSql(`create trigger ${table}_cache_truncate after truncate on ${table} for each statement execute function gateway_cache_notify()`);
+      this.addSql(
+        `create trigger ${table}_cache_notify after insert or update or delete on ${table} for each row execute function gateway_cache_notify()`,
+      );
+      this.addSql(
+        `create trigger ${table}_cache_truncate after truncate on ${table} for each statement execute function gateway_cache_notify()`,
+      );
     }
     this.addSql(`
       create function gateway_cache_notify_ddl() returns event_trigger language plpgsql as $$

@@ -7,7 +7,9 @@ import { Migration } from '@mikro-orm/migrations';
 export class Migration20261122160000_stream_row_owner extends Migration {
   override up(): void {
     this.addSql('alter table invocations add column owner text');
-    this.addSql(`create index invocations_running_streams on invocations (owner) where status = 'running' and mode = 'streaming'`);
+    this.addSql(
+      `create index invocations_running_streams on invocations (owner) where status = 'running' and mode = 'streaming'`,
+    );
   }
 
   override down(): void {

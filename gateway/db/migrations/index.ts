@@ -22,7 +22,10 @@ export const gatewayMigrations = [
   { name: 'Migration20261122120000_payment_claims', class: Migration20261122120000_payment_claims },
   { name: 'Migration20261122123000_analytics_summaries', class: Migration20261122123000_analytics_summaries },
   { name: 'Migration20261122140000_cache_invalidation', class: Migration20261122140000_cache_invalidation },
-  { name: 'Migration20261122150000_policy_decision_retention', class: Migration20261122150000_policy_decision_retention },
+  {
+    name: 'Migration20261122150000_policy_decision_retention',
+    class: Migration20261122150000_policy_decision_retention,
+  },
   { name: 'Migration20261122160000_stream_row_owner', class: Migration20261122160000_stream_row_owner },
   { name: 'Migration20261122170000_analytics_gateway_lost', class: Migration20261122170000_analytics_gateway_lost },
   { name: 'Migration20261124100000_sketch_index_inline', class: Migration20261124100000_sketch_index_inline },
