@@ -5,7 +5,7 @@
 // refusals), so a lost notification only costs latency. One LISTEN connection per process.
 import pg from 'pg';
 import type { Logger } from '../lib/log.ts';
-import { OUTCOME_CHANNEL, type AnnouncedOutcome } from './store.ts';
+import { OUTCOME_CHANNEL, type AnnouncedOutcome } from './store/records.ts';
 
 export type OutcomeWaiter = { promise: Promise<AnnouncedOutcome>; cancel(): void };
 

@@ -11,7 +11,7 @@ import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import type { Logger } from '../lib/log.ts';
 import type { FacilitatorConfig } from './config.ts';
-import { unstartedSettlements } from './store.ts';
+import { unstartedSettlements } from './store/requests.ts';
 import { recordWorkflowStart, startSettlementWorkflow } from './workflow-start.ts';
 
 const BATCH = 100;

@@ -7,7 +7,7 @@ import type pg from 'pg';
 import type { SettlementWorkflow } from '../workflows/settlement.ts';
 import { Payer, SettlementStatus } from '../temporal/search-attributes.ts';
 import type { FacilitatorConfig } from './config.ts';
-import { markWorkflowStarted } from './store.ts';
+import { markWorkflowStarted } from './store/requests.ts';
 
 export type WorkflowLabels = { payer: string; summary: string };
 

@@ -21,7 +21,7 @@ import {
   type AccountKind,
 } from '../facilitator/accounts.ts';
 import { certFingerprint256 } from './dev/pki.ts';
-import { failedGasToday } from '../facilitator/store.ts';
+import { failedGasToday } from '../facilitator/store/claims.ts';
 import { DEV_ACCOUNTS } from './dev/chain.ts';
 import { parseCommand, reportUncaught, usageExit } from './lib/cli.ts';
 

@@ -30,7 +30,7 @@ import {
 import { deploySmartWallet, fund, tokenContract } from '../scripts/dev/chain.ts';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../x402/eip3009.ts';
 import type { Payment } from '../x402/schemas.ts';
-import { findSettlement, settlementKey } from '../facilitator/store.ts';
+import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { finalRecord } from './support/facilitator.ts';
 import { verifyGatePayment } from '../api/payment/verify.ts';
 

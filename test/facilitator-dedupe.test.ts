@@ -16,7 +16,7 @@ import {
   transfersTo,
   type TestAccount,
 } from './support/x402.ts';
-import { findSettlement, settlementKey } from '../facilitator/store.ts';
+import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { startFacilitatorStack, until } from './support/facilitator.ts';
 
 describe('facilitator: one authorization, one owner', function () {

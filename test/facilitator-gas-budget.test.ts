@@ -19,7 +19,8 @@ import {
   signPayment,
   type TestAccount,
 } from './support/x402.ts';
-import { failedGasToday, findSettlement, settlementKey } from '../facilitator/store.ts';
+import { failedGasToday } from '../facilitator/store/claims.ts';
+import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { tokenContract } from '../scripts/dev/chain.ts';
 import { EOA_TRANSFER_GAS_LIMIT } from '../facilitator/chain.ts';
 import { registry } from '../lib/observability/metrics.ts';

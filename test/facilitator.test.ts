@@ -27,7 +27,7 @@ import { ensureDevPki, issueClientCert } from '../scripts/dev/pki.ts';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { findSettlement, settlementKey } from '../facilitator/store.ts';
+import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { finalRecord, until } from './support/facilitator.ts';
 import { HTTPFacilitatorClient } from '@x402/core/server';
 

@@ -18,7 +18,8 @@ import {
   transfersTo,
   type TestAccount,
 } from './support/x402.ts';
-import { settlementKey, signedAttempts } from '../facilitator/store.ts';
+import { signedAttempts } from '../facilitator/store/gas.ts';
+import { settlementKey } from '../facilitator/store/records.ts';
 
 describe('fee bumping of a stuck settlement transaction', function () {
   this.timeout(120_000);

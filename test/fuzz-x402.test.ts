@@ -30,7 +30,7 @@ import {
 } from './support/fuzz-payments.ts';
 import { decodePaymentHeader, Payment, SettleRequest } from '../x402/schemas.ts';
 import { verifyExactPayment } from '../x402/verify.ts';
-import { settlementKey } from '../facilitator/store.ts';
+import { settlementKey } from '../facilitator/store/records.ts';
 
 const PRICE = 1000n;
 

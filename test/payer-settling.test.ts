@@ -27,7 +27,7 @@ import {
   transfersTo,
   type TestAccount,
 } from './support/x402.ts';
-import { findSettlement, settlementKey } from '../facilitator/store.ts';
+import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
 import type { GatewayConfig } from '../gateway/config.ts';

@@ -31,7 +31,8 @@ import {
 } from './support/x402.ts';
 import { Transaction, Wallet } from 'ethers';
 import { DEV_ACCOUNTS, tokenContract } from '../scripts/dev/chain.ts';
-import { findSettlement, settlementKey, signedAttempts } from '../facilitator/store.ts';
+import { signedAttempts } from '../facilitator/store/gas.ts';
+import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { isCancelRaw } from '../activities/settlement/send.ts';
 import { startLaggingRpc, type LaggingRpc } from './support/lagging-rpc.ts';
 

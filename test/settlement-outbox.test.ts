@@ -38,13 +38,10 @@ import {
   transfersTo,
   type TestAccount,
 } from './support/x402.ts';
-import {
-  findSettlement,
-  reserveAndClaim,
-  saveSettleRequest,
-  settlementKey,
-  storedGasNonce,
-} from '../facilitator/store.ts';
+import { reserveAndClaim } from '../facilitator/store/claims.ts';
+import { storedGasNonce } from '../facilitator/store/gas.ts';
+import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
+import { saveSettleRequest } from '../facilitator/store/requests.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
 import { createChainProvider } from '../facilitator/chain.ts';

@@ -9,7 +9,7 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { stack } from './support/stack.ts';
 import { facilitatorBundle } from './support/facilitator.ts';
 import { newAccount, newPayTo, newPayer, requirements, settleBody, signPayment } from './support/x402.ts';
-import { settlementKey } from '../facilitator/store.ts';
+import { settlementKey } from '../facilitator/store/records.ts';
 
 const dir = new URL('./histories/facilitator/', import.meta.url);
 

@@ -21,7 +21,8 @@ import {
   transfersTo,
   type TestAccount,
 } from './support/x402.ts';
-import { reserveAndClaim, settlementKey } from '../facilitator/store.ts';
+import { reserveAndClaim } from '../facilitator/store/claims.ts';
+import { settlementKey } from '../facilitator/store/records.ts';
 import { finalRecord } from './support/facilitator.ts';
 
 describe('a settlement claimed before a crash', function () {

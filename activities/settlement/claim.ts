@@ -8,13 +8,9 @@
 import { Transaction } from 'ethers';
 import type { Account } from '../../facilitator/accounts.ts';
 import { transferCalldata } from '../../facilitator/chain.ts';
-import {
-  reserveAndClaim,
-  signAndPersist,
-  type ClaimResult,
-  type PresignedTransaction,
-  type SettlementRecord,
-} from '../../facilitator/store.ts';
+import { reserveAndClaim, type ClaimResult, type PresignedTransaction } from '../../facilitator/store/claims.ts';
+import { signAndPersist } from '../../facilitator/store/gas.ts';
+import { type SettlementRecord } from '../../facilitator/store/records.ts';
 import type { SettleRequest } from '../../x402/schemas.ts';
 import { signerKindOf } from '../../x402/verify.ts';
 import type { GasPlan, SettlementDeps, VerifiedTransfer } from './types.ts';

@@ -23,18 +23,16 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { getAddress } from 'ethers';
+import { type PresignedTransaction } from '../../facilitator/store/claims.ts';
+import { storedGasNonce } from '../../facilitator/store/gas.ts';
 import {
   completeSettlement,
   findSettlement,
   findSettlementState,
-  loadSettleRequest,
-  markRefused,
   recordRejected,
-  storedGasNonce,
-  type PresignedTransaction,
   type SettlementRecord,
-  type StoredSettleRequest,
-} from '../../facilitator/store.ts';
+} from '../../facilitator/store/records.ts';
+import { loadSettleRequest, markRefused, type StoredSettleRequest } from '../../facilitator/store/requests.ts';
 import { findAccountById, type Account } from '../../facilitator/accounts.ts';
 import type { SettleRequest } from '../../x402/schemas.ts';
 import { outcomeOfRecord, reverify, type Reverified } from './verify.ts';

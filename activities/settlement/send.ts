@@ -12,16 +12,14 @@
 // `success: false` the caller gets final (the transfer can never land afterwards).
 import { Transaction, getAddress, zeroPadValue, type TransactionReceipt } from 'ethers';
 import { authorizationUsed, rpcNow, sendRaw, tokenInterface } from '../../facilitator/chain.ts';
+import { signedAttempts, storeFeeBump, type SignedAttempt } from '../../facilitator/store/gas.ts';
 import {
   completeSettlement,
   markBroadcast,
   parseSettlementKey,
-  signedAttempts,
-  storeFeeBump,
   type FinalOutcome,
   type SettlementRecord,
-  type SignedAttempt,
-} from '../../facilitator/store.ts';
+} from '../../facilitator/store/records.ts';
 import { outcomeOfRecord } from './verify.ts';
 import { failedGasWei } from '../../lib/observability/metrics.ts';
 import type { Inclusion, SettlementDeps, SettlementOutcome } from './types.ts';

@@ -7,7 +7,7 @@ import type { JsonRpcProvider } from 'ethers';
 import type { FacilitatorConfig } from '../../facilitator/config.ts';
 import type { TransactionSigner } from '../../facilitator/signer.ts';
 import type { FeeOracle } from '../../facilitator/fees.ts';
-import type { GuardrailRejection } from '../../facilitator/store.ts';
+import type { GuardrailRejection } from '../../facilitator/store/claims.ts';
 
 export type SettlementDeps = {
   pool: pg.Pool;

@@ -14,7 +14,7 @@ import {
   simulate,
   transferCalldata,
 } from '../../facilitator/chain.ts';
-import type { SettlementRecord } from '../../facilitator/store.ts';
+import type { SettlementRecord } from '../../facilitator/store/records.ts';
 import type { SettleRequest, TransferAuthorization } from '../../x402/schemas.ts';
 import type { GasPlan, SettlementDeps, SettlementOutcome, VerifiedTransfer } from './types.ts';
 

@@ -17,7 +17,7 @@ import { startFacilitator } from '../../facilitator/server.ts';
 import { loadKeystoreSigner } from '../../facilitator/signer.ts';
 import { createLogger } from '../../lib/log.ts';
 import { facilitatorWorkflowsPath } from '../../temporal/facilitator-worker.ts';
-import { findSettlement, type SettlementRecord } from '../../facilitator/store.ts';
+import { findSettlement, type SettlementRecord } from '../../facilitator/store/records.ts';
 
 export type FacilitatorStack = {
   config: FacilitatorConfig;

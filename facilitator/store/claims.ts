@@ -1,0 +1,222 @@
+// Guardrails and the nonce claim: the account's allowed kinds and per-transaction maximum, then
+// the daily reservation (amount and failed-gas budget) and the claim row in one statement, so
+// both commit or neither does.
+import type pg from 'pg';
+import { v7 as uuidv7 } from 'uuid';
+import type { Account, AccountKind } from '../accounts.ts';
+import type { SettleRequest } from '../../x402/schemas.ts';
+import {
+  OUTCOME_CHANNEL,
+  findSettlement,
+  fromRow,
+  parseSettlementKey,
+  type AnnouncedOutcome,
+  type SettlementRecord,
+  type SettlementRow,
+} from './records.ts';
+
+export type ClaimInput = {
+  key: string;
+  account: Account;
+  kind: AccountKind;
+  payer: string;
+  payTo: string;
+  amount: bigint;
+  validBefore: bigint;
+  defaults: { maxPerTx: bigint; dailyCeiling: bigint; failedGasDailyWei: bigint };
+  /** What the transfer could burn if it reverts (gas limit × max fee): held against the failed-gas budget until the outcome. */
+  gasAtRiskWei: bigint;
+  /**
+   * The transaction signed ahead with the gas nonce this settlement is predicted to get. The
+   * claim statement then also takes that nonce and stores the bytes (one round trip for claim,
+   * nonce and bytes), but only if the wallet's next nonce is still the prediction; otherwise
+   * the record is claimed without bytes and signing takes the nonce under the row lock
+   * (signAndPersist), as it always did.
+   */
+  presigned?: PresignedTransaction;
+  /**
+   * The outbox (a /settle handler claiming before its workflow exists): the request, stored as
+   * the claim check by the same statement (first writer wins), so the claim and its claim check
+   * commit together. A refusal stores it too, carrying the refusal.
+   */
+  request?: SettleRequest;
+};
+
+export type PresignedTransaction = {
+  gasWallet: string;
+  chainId: number;
+  /** The node's pending count when the prediction was made (it wins when higher, as in signing). */
+  chainNonce: number;
+  nonce: number;
+  raw: string;
+  hash: string;
+  gasLimit: bigint;
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
+};
+
+export type GuardrailRejection =
+  'kind_not_allowed' | 'over_per_transaction_maximum' | 'over_daily_ceiling' | 'over_failed_gas_budget';
+
+/** `raced`: the settlement was claimed by another run meanwhile; the record is theirs. */
+export type ClaimResult = { claimed: SettlementRecord; raced?: true } | { rejected: GuardrailRejection };
+
+/**
+ * Guardrails, then the nonce claim: the account's allowed kinds and per-transaction maximum
+ * (checked here), then the reservation against its daily ceiling and the claim row in ONE
+ * statement, so both commit or neither does. The reservation is a conditional upsert: concurrent
+ * settles of one account serialize on the usage row and each re-checks the ceiling, so they
+ * cannot overshoot it. Rejected: nothing is written. Already claimed: the existing record.
+ */
+export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
+  const result = await tryClaim(db, input);
+  // A refusal claims nothing and writes no settlement row; it is made durable on the request
+  // (a run started later, e.g. by the sweeper, answers it instead of claiming afresh) and
+  // announced in the same statement, so the caller waiting on the key answers 429 at once.
+  if ('rejected' in result) {
+    const refusal: AnnouncedOutcome = {
+      key: input.key,
+      status: 'rejected',
+      payer: input.payer.toLowerCase(),
+      tx: null,
+      cause: result.rejected,
+    };
+    await db.query(
+      `with marked as (
+         insert into settle_requests as r (settlement_key, account_id, request, refused_cause)
+         select $4, $5, $6::jsonb, $3 where $6::jsonb is not null
+         on conflict (settlement_key) do update set refused_cause = coalesce(r.refused_cause, excluded.refused_cause)
+         returning 1
+       ),
+       updated as (update settle_requests set refused_cause = coalesce(refused_cause, $3) where settlement_key = $4 and $6::jsonb is null returning 1)
+       select pg_notify($1, $2), (select count(*) from marked), (select count(*) from updated)`,
+      [
+        OUTCOME_CHANNEL,
+        JSON.stringify(refusal),
+        result.rejected,
+        input.key,
+        input.account.id,
+        input.request ? JSON.stringify(input.request) : null,
+      ],
+    );
+  }
+  return result;
+}
+
+async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
+  const allowed = input.account.allowedKinds.some(
+    (k) => k.network === input.kind.network && k.asset.toLowerCase() === input.kind.asset.toLowerCase(),
+  );
+  if (!allowed) return { rejected: 'kind_not_allowed' };
+  if (input.amount > (input.account.maxPerTx ?? input.defaults.maxPerTx))
+    return { rejected: 'over_per_transaction_maximum' };
+  const ceiling = input.account.dailyCeiling ?? input.defaults.dailyCeiling;
+  if (input.amount > ceiling) return { rejected: 'over_daily_ceiling' };
+
+  const { chainId, token, nonce } = parseSettlementKey(input.key);
+  const pre = input.presigned;
+  try {
+    // reserved: the conditional reservation (empty: over the ceiling, nothing is written).
+    // taken (presigned only): the predicted gas nonce, taken under the wallet's row lock only
+    // if it is still the wallet's next one. attempt: the stored bytes' first attempt row.
+    // The settlement row carries the bytes exactly when the nonce was taken.
+    const { rows } = await db.query<SettlementRow>(
+      `with reserved as (
+         insert into daily_usage as u (account_id, day, reserved, gas_at_risk_wei)
+         select $7, (now() at time zone 'utc')::date, $9, $22::numeric where $22::numeric <= $21::numeric
+         on conflict (account_id, day) do update set reserved = u.reserved + excluded.reserved, gas_at_risk_wei = u.gas_at_risk_wei + excluded.gas_at_risk_wei
+           where u.reserved + excluded.reserved <= $11 and u.failed_gas_wei + u.gas_at_risk_wei + excluded.gas_at_risk_wei <= $21::numeric
+         returning day
+       ),
+       taken as (
+         insert into gas_wallets as w (address, chain_id, next_nonce)
+         select $12::text, $13::integer, $15::bigint + 1 from reserved where $12::text is not null
+         on conflict (address, chain_id) do update set next_nonce = excluded.next_nonce, updated_at = now()
+           where greatest(w.next_nonce, $14::bigint) = $15::bigint
+         returning next_nonce - 1 as nonce
+       ),
+       claimed as (
+         insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before,
+                                  status, usage_day, reserved_amount, gas_at_risk_wei, gas_wallet, gas_nonce, raw_tx, tx_hash)
+         select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, case when taken.nonce is null then 'claimed' else 'signed' end,
+                reserved.day, $9, $22::numeric, case when taken.nonce is null then null else $12::text end, taken.nonce,
+                case when taken.nonce is null then null else $16::text end, case when taken.nonce is null then null else $17::text end
+         from reserved left join taken on true
+         returning *
+       ),
+       attempt as (
+         insert into settlement_transactions (settlement_key, seq, tx_hash, raw_tx, max_fee_per_gas, max_priority_fee_per_gas)
+         select settlement_key, 0, tx_hash, raw_tx, $18::numeric, $19::numeric from claimed where tx_hash is not null
+       ),
+       stored as (
+         insert into settle_requests (settlement_key, account_id, request)
+         select $2, $7, $20::jsonb where $20::jsonb is not null
+         on conflict (settlement_key) do nothing
+       )
+       select * from claimed`,
+      [
+        `stl_${uuidv7()}`,
+        input.key,
+        chainId,
+        token,
+        input.payer.toLowerCase(),
+        nonce,
+        input.account.id,
+        input.payTo.toLowerCase(),
+        input.amount.toString(),
+        input.validBefore.toString(),
+        ceiling.toString(),
+        pre?.gasWallet.toLowerCase() ?? null,
+        pre?.chainId ?? null,
+        pre?.chainNonce ?? null,
+        pre?.nonce ?? null,
+        pre?.raw ?? null,
+        pre?.hash ?? null,
+        pre?.maxFeePerGas.toString() ?? null,
+        pre?.maxPriorityFeePerGas.toString() ?? null,
+        input.request ? JSON.stringify(input.request) : null,
+        input.defaults.failedGasDailyWei.toString(),
+        input.gasAtRiskWei.toString(),
+      ],
+    );
+    if (rows.length === 0) {
+      const overGas = await overFailedGasBudget(
+        db,
+        input.account.id,
+        input.gasAtRiskWei,
+        input.defaults.failedGasDailyWei,
+      );
+      return { rejected: overGas ? 'over_failed_gas_budget' : 'over_daily_ceiling' };
+    }
+    return { claimed: fromRow(rows[0]) };
+  } catch (err) {
+    // Claimed meanwhile (a resumed run racing a zombie worker): the statement rolled back as a
+    // whole, reservation included; the existing claim stands.
+    if ((err as { code?: string }).code !== '23505') throw err;
+    const existing = await findSettlement(db, input.key);
+    if (!existing) throw err;
+    return { claimed: existing, raced: true };
+  }
+}
+
+/** Whether this settlement's gas at risk does not fit the account's failed-gas budget today (asked only once a reservation was refused). */
+async function overFailedGasBudget(
+  db: pg.Pool,
+  accountId: string,
+  atRiskWei: bigint,
+  budgetWei: bigint,
+): Promise<boolean> {
+  const { rows } = await db.query<{ spent: string }>(
+    `select failed_gas_wei + gas_at_risk_wei as spent from daily_usage where account_id = $1 and day = (now() at time zone 'utc')::date`,
+    [accountId],
+  );
+  return BigInt(rows[0]?.spent ?? 0) + atRiskWei > budgetWei;
+}
+
+/** Gas burned today by the account's settlements that reverted on chain (wei). */
+export async function failedGasToday(db: pg.Pool): Promise<Map<string, bigint>> {
+  const { rows } = await db.query<{ account_id: string; failed_gas_wei: string }>(
+    `select account_id, failed_gas_wei from daily_usage where day = (now() at time zone 'utc')::date and failed_gas_wei > 0`,
+  );
+  return new Map(rows.map((r) => [r.account_id, BigInt(r.failed_gas_wei)]));
+}

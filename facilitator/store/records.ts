@@ -1,0 +1,239 @@
+// The settlement records: one row per authorization (UNIQUE chain, token, payer, nonce), its
+// key, the outcome statement (which releases the reservation exactly once) and the NOTIFY
+// announcement of it, so a retried activity or a second worker finds the work already done.
+import type pg from 'pg';
+import { v7 as uuidv7 } from 'uuid';
+import type { SettleRequest } from '../../x402/schemas.ts';
+
+export type SettlementStatus = 'claimed' | 'signed' | 'broadcast' | 'pending' | 'settled' | 'failed';
+
+export type SettlementRecord = {
+  id: string;
+  key: string;
+  accountId: string;
+  payer: string;
+  payTo: string;
+  amount: bigint;
+  validBefore: bigint;
+  status: SettlementStatus;
+  failureCause: string | null;
+  gasNonce: number | null;
+  txHash: string | null;
+  rawTx: string | null;
+  blockNumber: number | null;
+  attempts: number;
+};
+
+export type SettlementRow = {
+  id: string;
+  settlement_key: string;
+  account_id: string;
+  payer: string;
+  pay_to: string;
+  amount: string;
+  valid_before: string;
+  status: SettlementStatus;
+  failure_cause: string | null;
+  gas_nonce: string | null;
+  tx_hash: string | null;
+  raw_tx: string | null;
+  block_number: string | null;
+  attempts: number;
+};
+
+export function fromRow(row: SettlementRow): SettlementRecord {
+  return {
+    id: row.id,
+    key: row.settlement_key,
+    accountId: row.account_id,
+    payer: row.payer,
+    payTo: row.pay_to,
+    amount: BigInt(row.amount),
+    validBefore: BigInt(row.valid_before),
+    status: row.status,
+    failureCause: row.failure_cause,
+    gasNonce: row.gas_nonce === null ? null : Number(row.gas_nonce),
+    txHash: row.tx_hash,
+    rawTx: row.raw_tx,
+    blockNumber: row.block_number === null ? null : Number(row.block_number),
+    attempts: row.attempts,
+  };
+}
+
+/** Workflow id and record key of one authorization: `settle:{chainId}:{token}:{payer}:{nonce}`, lowercase hex. */
+export function settlementKey(chainId: number, token: string, payer: string, nonce: string): string {
+  return `settle:${chainId}:${token.toLowerCase()}:${payer.toLowerCase()}:${nonce.toLowerCase()}`;
+}
+
+export function parseSettlementKey(key: string): { chainId: number; token: string; payer: string; nonce: string } {
+  const [, chainId, token, payer, nonce] = key.split(':');
+  return { chainId: Number(chainId), token, payer, nonce };
+}
+
+/** PostgreSQL channel on which a settlement's outcome is announced when its record gets one. */
+export const OUTCOME_CHANNEL = 'settlement_outcome';
+
+/** The NOTIFY payload: what a waiting /settle handler answers from (JSON). */
+export type AnnouncedOutcome = {
+  key: string;
+  status: SettlementStatus | 'rejected';
+  payer: string;
+  tx: string | null;
+  cause: string | null;
+};
+
+// Builds the payload in SQL from the row `r`, so the announcement is exactly what was committed.
+const ANNOUNCEMENT = (r: string) =>
+  `json_build_object('key', ${r}.settlement_key, 'status', ${r}.status, 'payer', ${r}.payer, 'tx', ${r}.tx_hash, 'cause', ${r}.failure_cause)::text`;
+
+async function notifyOutcome(db: pg.Pool | pg.PoolClient, key: string): Promise<void> {
+  await db.query(`select pg_notify($1, ${ANNOUNCEMENT('s')}) from settlements s where s.settlement_key = $2`, [
+    OUTCOME_CHANNEL,
+    key,
+  ]);
+}
+
+export async function findSettlement(db: pg.Pool | pg.PoolClient, key: string): Promise<SettlementRecord | null> {
+  const { rows } = await db.query<SettlementRow>('select * from settlements where settlement_key = $1', [key]);
+  return rows[0] ? fromRow(rows[0]) : null;
+}
+
+/**
+ * The record (if any) and whether a request for the key was stored before, in one query: what
+ * the /settle handler's outbox run needs to know before it claims.
+ */
+export async function findSettlementState(
+  db: pg.Pool,
+  key: string,
+): Promise<{ record: SettlementRecord | null; requestStored: boolean }> {
+  const { rows } = await db.query<SettlementRow & { request_stored: boolean }>(
+    `select s.*, exists (select 1 from settle_requests r where r.settlement_key = $1) as request_stored
+     from (select $1::text as k) q left join settlements s on s.settlement_key = q.k`,
+    [key],
+  );
+  const row = rows[0];
+  return { record: row?.id ? fromRow(row) : null, requestStored: row?.request_stored === true };
+}
+
+/**
+ * A settlement rejected by re-verification before any claim: recorded as failed (with the
+ * precise cause, for operators) without a reservation, so duplicates get the same answer.
+ */
+export async function recordRejected(
+  db: pg.Pool,
+  // request: the outbox's claim check, stored with the record (see ClaimInput.request, claims.ts).
+  input: {
+    key: string;
+    accountId: string;
+    payer: string;
+    payTo: string;
+    amount: bigint;
+    validBefore: bigint;
+    cause: string;
+    request?: SettleRequest;
+  },
+): Promise<SettlementRecord> {
+  const { chainId, token, nonce } = parseSettlementKey(input.key);
+  await db.query(
+    `with stored as (
+       insert into settle_requests (settlement_key, account_id, request)
+       select $2, $7, $12::jsonb where $12::jsonb is not null
+       on conflict (settlement_key) do nothing
+     )
+     insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before,
+                              status, failure_cause, completed_at)
+     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'failed', $11, now())
+     on conflict (settlement_key) do nothing`,
+    [
+      `stl_${uuidv7()}`,
+      input.key,
+      chainId,
+      token,
+      input.payer.toLowerCase(),
+      nonce,
+      input.accountId,
+      input.payTo.toLowerCase(),
+      input.amount.toString(),
+      input.validBefore.toString(),
+      input.cause,
+      input.request ? JSON.stringify(input.request) : null,
+    ],
+  );
+  await notifyOutcome(db, input.key);
+  return (await findSettlement(db, input.key))!;
+}
+
+/** Counts one send of the stored bytes. */
+export async function markBroadcast(db: pg.Pool, key: string): Promise<void> {
+  await db.query(
+    `update settlements set attempts = attempts + 1, updated_at = now(),
+            status = case when status = 'signed' then 'broadcast' else status end
+     where settlement_key = $1`,
+    [key],
+  );
+}
+
+export type FinalOutcome =
+  | { status: 'settled'; blockNumber: number; gasUsed: bigint; txHash?: string }
+  /** `failedGasWei`: what a revert cost the gas wallet, charged to the account's failed-gas budget. */
+  | { status: 'failed'; cause: string; blockNumber?: number; gasUsed?: bigint; txHash?: string; failedGasWei?: bigint }
+  | { status: 'pending'; cause: string };
+
+/**
+ * Records the outcome, in one statement: a failure releases the daily reservation exactly once
+ * (only a record not yet final is updated, and it gives back what it still holds); `pending`
+ * keeps it, since the transfer may still land. The key is announced on OUTCOME_CHANNEL at
+ * commit, for the /settle handlers waiting on it.
+ */
+export async function completeSettlement(
+  db: pg.Pool,
+  key: string,
+  outcome: FinalOutcome,
+): Promise<SettlementRecord & { completedNow: boolean }> {
+  const block = 'blockNumber' in outcome ? (outcome.blockNumber ?? null) : null;
+  const gasUsed = 'gasUsed' in outcome ? (outcome.gasUsed?.toString() ?? null) : null;
+  const cause = outcome.status === 'settled' ? null : outcome.cause;
+  const release = outcome.status === 'failed';
+  // The attempt that was mined becomes the record's transaction (a fee bump may have won).
+  const mined = 'txHash' in outcome ? (outcome.txHash ?? null) : null;
+  const { rows } = await db.query<SettlementRow>(
+    `with prev as (
+       select settlement_key, account_id, usage_day, reserved_amount, gas_at_risk_wei from settlements
+       where settlement_key = $1 and status not in ('settled', 'failed') for update
+     ),
+     released as (
+       update daily_usage d set reserved = case when $6::boolean and prev.reserved_amount > 0 then greatest(d.reserved - prev.reserved_amount, 0) else d.reserved end,
+              failed_gas_wei = d.failed_gas_wei + coalesce($9::numeric, 0),
+              gas_at_risk_wei = case when $2::text <> 'pending' then greatest(d.gas_at_risk_wei - prev.gas_at_risk_wei, 0) else d.gas_at_risk_wei end
+       from prev where (($6::boolean and prev.reserved_amount > 0) or $9::numeric is not null or ($2::text <> 'pending' and prev.gas_at_risk_wei > 0))
+         and d.account_id = prev.account_id and d.day = prev.usage_day
+       returning 1
+     ),
+     done as (
+       update settlements s set status = $2::text, failure_cause = $3::text, block_number = coalesce($4::bigint, s.block_number),
+              tx_hash = coalesce($8::text, s.tx_hash),
+              raw_tx = coalesce((select t.raw_tx from settlement_transactions t where t.tx_hash = $8::text), s.raw_tx),
+              gas_used = coalesce($5::numeric, s.gas_used), reserved_amount = case when $6::boolean then 0 else s.reserved_amount end,
+              gas_at_risk_wei = case when $2::text <> 'pending' then 0 else s.gas_at_risk_wei end,
+              updated_at = now(), completed_at = case when $2::text = 'pending' then null else now() end
+       from prev where s.settlement_key = prev.settlement_key
+       returning s.*
+     )
+     select done.*, pg_notify($7, ${ANNOUNCEMENT('done')}) from done`,
+    [
+      key,
+      outcome.status,
+      cause,
+      block,
+      gasUsed,
+      release,
+      OUTCOME_CHANNEL,
+      mined,
+      'failedGasWei' in outcome ? (outcome.failedGasWei?.toString() ?? null) : null,
+    ],
+  );
+  if (rows[0]) return { ...fromRow(rows[0]), completedNow: true };
+  const current = await findSettlement(db, key);
+  if (!current) throw new Error('settlement record missing');
+  return { ...current, completedNow: false };
+}
