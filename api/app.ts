@@ -14,6 +14,7 @@ import { jwksRoutes, receiptRoutes } from './routes/receipts.ts';
 import { healthRoutes } from './routes/health.ts';
 import { agentRoutes } from './routes/agents.ts';
 import { proxyRoutes } from './routes/proxy.ts';
+import { createProxyServices } from './proxy/services.ts';
 import { syncGateCaches } from './proxy/gate.ts';
 import { invocationRoutes } from './routes/invocations.ts';
 import { credentialRoutes } from './routes/credentials.ts';
@@ -46,9 +47,11 @@ export function createApp(deps: AppDeps): Koa {
       throw badRequest(`JSON body nests deeper than ${MAX_BODY_DEPTH} levels`);
     await next();
   });
-  for (const routes of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps), proxyRoutes(deps)])
+  // The long-lived services, wired once: the proxy routes and the policy routes share them.
+  const services = createProxyServices(deps);
+  for (const routes of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps), proxyRoutes(deps, services)])
     v1.use(routes.routes(), routes.allowedMethods());
-  for (const routes of [policyRoutes(deps), analyticsRoutes(deps), receiptRoutes(deps)])
+  for (const routes of [policyRoutes(deps, services.policy), analyticsRoutes(deps), receiptRoutes(deps)])
     v1.use(routes.routes(), routes.allowedMethods());
   const invocations = invocationRoutes(deps);
   v1.use(invocations.routes(), invocations.allowedMethods());

@@ -31,32 +31,29 @@ import type { PaymentConfig } from '../../gateway/payment/config.ts';
 /** Retry-After of a 503 whose payment is still settling: a settle answers within seconds. */
 const SETTLING_RETRY_AFTER_S = 3;
 
-// One client (and so one set of keep-alive pools) per gateway configuration.
-const clients = new WeakMap<object, { config: PaymentConfig; client: FacilitatorClient }>();
-function gateFor(deps: AppDeps): { config: PaymentConfig; client: FacilitatorClient } {
-  let gate = clients.get(deps.config);
-  if (!gate) {
-    const config = deps.config.payment;
-    gate = {
-      config,
-      client: createFacilitatorClient({
-        caPem: config.settlementCaPem,
-        timeoutMs: config.settlementTimeoutMs,
-        allow: deps.config.upstream.allow,
-      }),
-    };
-    clients.set(deps.config, gate);
-  }
-  return gate;
+/** The payment stage's long-lived parts: its configuration and the facilitator client (one set of keep-alive pools per app). */
+export type PaymentGate = { config: PaymentConfig; client: FacilitatorClient };
+
+export function createPaymentGate(deps: AppDeps): PaymentGate {
+  const config = deps.config.payment;
+  return {
+    config,
+    client: createFacilitatorClient({
+      caPem: config.settlementCaPem,
+      timeoutMs: config.settlementTimeoutMs,
+      allow: deps.config.upstream.allow,
+    }),
+  };
 }
 
 export async function paymentStage(
   deps: AppDeps,
+  gate: PaymentGate,
   call: ProxyCall,
   headers: PaymentHeaders,
 ): Promise<PaymentRecord | null> {
   if (!call.agent.pricing) return null;
-  const { config, client } = gateFor(deps);
+  const { config, client } = gate;
   const requirements = requirementsFor(config, call);
   // A tool priced at 0 is free: nothing to pay, nothing to verify.
   if (BigInt(requirements.maxAmountRequired) === 0n) return null;
@@ -88,7 +85,7 @@ export async function paymentStage(
     // Claimed earlier for this call and settled (or its outcome unknown), then not accepted (a
     // crash, an outage): the claim is looked up before the window decides, so the same header
     // resumes it, bound without settling again or settled again (the facilitator dedupes).
-    verified = (await resumableVerification(deps, call, payment, requirements)) ?? verified;
+    verified = (await resumableVerification(deps, config, call, payment, requirements)) ?? verified;
   }
   if (!verified.ok) {
     deps.log.info({ requestId: call.requestId, agentId: call.agent.id, cause: verified.cause }, 'payment refused');
@@ -158,11 +155,11 @@ export async function paymentStage(
  */
 async function resumableVerification(
   deps: AppDeps,
+  config: PaymentConfig,
   call: ProxyCall,
   payment: Payment,
   requirements: ChallengeEntry,
 ): Promise<GateVerifyResult | null> {
-  const { config } = gateFor(deps);
   const a = payment.payload.authorization;
   const inside = Number(BigInt(a.validBefore) - BigInt(config.validityMarginSeconds) - 1n);
   if (!Number.isSafeInteger(inside)) return null;
@@ -209,7 +206,7 @@ function settledPayment(
  */
 export function withPaymentRequired(deps: AppDeps, call: ProxyCall, err: unknown): unknown {
   if (!(err instanceof ApiError) || err.status !== 402 || !call.agent.pricing) return err;
-  const { config } = gateFor(deps);
+  const config = deps.config.payment;
   return new ApiError(
     402,
     err.message,

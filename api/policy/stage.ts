@@ -10,23 +10,17 @@ import type { DecisionRecord } from '../../gateway/policy/store.ts';
 
 export type PolicyOutcome = { action: 'allow' | 'warn' | 'deny'; reason: string };
 
-// One engine (cache, rate window) per app instance; the deps object is the app's identity.
-const engines = new WeakMap<AppDeps, PolicyEngine>();
-
-export function policyEngineFor(deps: AppDeps): PolicyEngine {
-  let engine = engines.get(deps);
-  if (!engine)
-    engines.set(deps, (engine = createPolicyEngine({ orm: deps.orm, redisUrl: deps.config.redisUrl, log: deps.log })));
-  return engine;
+/** One engine (cache, rate window) per app, built at wiring time and shared by the proxy and the policy routes. */
+export function createAppPolicyEngine(deps: AppDeps): PolicyEngine {
+  return createPolicyEngine({ orm: deps.orm, redisUrl: deps.config.redisUrl, log: deps.log });
 }
 
-export async function policyStage(deps: AppDeps, call: ProxyCall): Promise<PolicyOutcome> {
+export async function policyStage(engine: PolicyEngine, call: ProxyCall): Promise<PolicyOutcome> {
   // An admitted transactional call of an unpriced agent has its decision written in its accept
   // commit (api/proxy/accept.ts), beside the workflow start instead of one commit before it;
   // the decision is in the log before the 202 either way. A refusal, a streaming call and a
   // priced agent's call (a payment must not be taken before its decision is recorded) record
   // it here, before the call goes on.
-  const engine = policyEngineFor(deps);
   let deferred: DecisionRecord | null = null;
   const defer = call.mode === 'transactional' && !call.agent.pricing;
   const verdict = await engine.decide(

@@ -19,6 +19,7 @@ import type { PaymentHeaders } from '../payment/dialect.ts';
 import type { ProxyCall } from './call.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
+import type { ProxyServices } from './services.ts';
 
 export const MAX_MODEL_BYTES = 256;
 
@@ -89,13 +90,14 @@ export async function admit(
  */
 export async function runStages(
   deps: AppDeps,
+  services: Pick<ProxyServices, 'policy' | 'payment'>,
   call: ProxyCall,
   paymentHeaders: PaymentHeaders,
   beforePayment?: () => Promise<void>,
 ): Promise<void> {
-  const policy = await policyStage(deps, call);
+  const policy = await policyStage(services.policy, call);
   if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
   if (policy.action === 'warn') call.policyWarning = policy.reason;
   await beforePayment?.();
-  call.payment = await paymentStage(deps, call, paymentHeaders);
+  call.payment = await paymentStage(deps, services.payment, call, paymentHeaders);
 }

@@ -1,6 +1,7 @@
 // The long-lived parts the proxy routes share: the upstream client (SSRF-guarded dispatcher,
-// breakers), the rate limiter, the body store and the credential resolver. Built once per
-// app; tests pass their own (an empty allow-list with a rebinding resolver, a Redis limiter).
+// breakers), the rate limiter, the body store, the credential resolver, the policy engine and
+// the payment gate. Built once per app at wiring time (api/app.ts); tests pass their own (an
+// empty allow-list with a rebinding resolver, a Redis limiter).
 import type { AppDeps } from '../deps.ts';
 import { createUpstreamClient, type UpstreamClient } from '../../gateway/upstream/client.ts';
 import { createRateLimiter, type RateLimiter } from '../../gateway/ratelimit/index.ts';
@@ -11,6 +12,9 @@ import { createReceiptSigner } from '../../gateway/receipts/signer.ts';
 import type { ReceiptFacts } from '../../gateway/receipts/store.ts';
 import type { SignedReceipt } from '../../gateway/receipts/signer.ts';
 import { createBodyBudget, type BodyBudget } from './body-budget.ts';
+import type { PolicyEngine } from '../../gateway/policy/engine.ts';
+import { createAppPolicyEngine } from '../policy/stage.ts';
+import { createPaymentGate, type PaymentGate } from '../payment/stage.ts';
 
 export type ProxyServices = {
   upstream: UpstreamClient;
@@ -23,6 +27,10 @@ export type ProxyServices = {
   signReceipt: (facts: ReceiptFacts) => Promise<SignedReceipt>;
   /** Request-body bytes held in memory, bounded per process and per tenant. */
   bodyBudget: BodyBudget;
+  /** The tenant policies (cache, rate window); the policy routes share it. */
+  policy: PolicyEngine;
+  /** The payment stage's configuration and facilitator client. */
+  payment: PaymentGate;
 };
 
 export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServices> = {}): ProxyServices {
@@ -43,5 +51,7 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
     recorder: overrides.recorder ?? createInvocationRecorder(deps.orm),
     signReceipt: overrides.signReceipt ?? createReceiptSigner(deps.config.receipts),
     bodyBudget: overrides.bodyBudget ?? createBodyBudget(deps.config.bodyBudget),
+    policy: overrides.policy ?? createAppPolicyEngine(deps),
+    payment: overrides.payment ?? createPaymentGate(deps),
   };
 }

@@ -120,6 +120,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     let credentialFailed = false;
     await runStages(
       deps,
+      services,
       call,
       paymentHeadersOf((name) => ctx.get(name)),
       async () => {

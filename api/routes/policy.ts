@@ -4,7 +4,7 @@ import Router from '@koa/router';
 import { badRequest, notFound } from '../errors.ts';
 import { PolicyDocument, describePolicyIssue } from '../../gateway/policy/schema.ts';
 import { rejectNul } from '../validation.ts';
-import { policyEngineFor } from '../policy/stage.ts';
+import type { PolicyEngine } from '../../gateway/policy/engine.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
@@ -18,9 +18,9 @@ export function decisionsLimit(raw: unknown): number {
   return Math.min(DECISIONS_MAX_LIMIT, Math.max(1, Math.trunc(value)));
 }
 
-export function policyRoutes(deps: AppDeps): Router<AuthState> {
+export function policyRoutes(deps: AppDeps, policy: PolicyEngine): Router<AuthState> {
   const router = new Router<AuthState>();
-  const engine = () => policyEngineFor(deps);
+  const engine = () => policy;
 
   router.put('/policy', async (ctx) => {
     rejectNul(ctx.request.body);

@@ -14,9 +14,8 @@ import { parseMcpBody } from '../proxy/parse.ts';
 import { admit, runStages } from '../proxy/gate.ts';
 import { paymentHeadersOf, PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
-import { policyEngineFor } from '../policy/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
-import { createProxyServices, type ProxyServices } from '../proxy/services.ts';
+import type { ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
 import {
   assertTemporalReachable,
@@ -30,9 +29,8 @@ import type { AuthState } from '../auth.ts';
 
 export { MAX_TRANSACTIONAL_BODY } from '../proxy/body.ts';
 
-export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {}): Router<AuthState> {
+export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<AuthState> {
   const router = new Router<AuthState>();
-  const services = createProxyServices(deps, overrides);
 
   router.post('/proxy/:id', async (ctx) => {
     const { tenantId, userId } = ctx.state.caller;
@@ -56,6 +54,7 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
     };
     await runStages(
       deps,
+      services,
       call,
       paymentHeadersOf((name) => ctx.get(name)),
       async () => {
@@ -103,10 +102,7 @@ export function proxyRoutes(deps: AppDeps, overrides: Partial<ProxyServices> = {
       if (started.status === 'fulfilled')
         await started.value.terminate('invocation not accepted').catch(() => undefined);
       // The decision was made even though the call was not accepted: logged on its own.
-      if (call.policyDecision)
-        await policyEngineFor(deps)
-          .store.recordDecision(call.policyDecision)
-          .catch(() => undefined);
+      if (call.policyDecision) await services.policy.store.recordDecision(call.policyDecision).catch(() => undefined);
       throw withPaymentRequired(deps, call, written.reason);
     }
     if (started.status === 'rejected') {
