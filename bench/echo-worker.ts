@@ -1,10 +1,10 @@
 // `node bench/echo-worker.ts TEMPORAL_ADDRESS TASK_QUEUE`: the worker of bench/throughput.ts's
 // bare baseline, in its own process as the gateway worker is, with the gateway worker's tuning
-// (temporal/gateway-worker.ts gatewayWorkerTuning). Prints `echo worker running` once polling.
+// (temporal/worker-tuning.ts). Prints `echo worker running` once polling.
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { Agent, request } from 'undici';
-import { gatewayWorkerTuning } from '../temporal/gateway-worker.ts';
+import { workerTuning } from '../temporal/worker-tuning.ts';
 import type { EchoActivities } from './echo-workflow.ts';
 
 const [address, taskQueue] = process.argv.slice(2);
@@ -30,7 +30,7 @@ const worker = await Worker.create({
   taskQueue,
   workflowsPath: fileURLToPath(new URL('./echo-workflow.ts', import.meta.url)),
   activities,
-  ...gatewayWorkerTuning,
+  ...workerTuning,
 });
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => worker.shutdown());
 process.stdout.write('echo worker running\n');

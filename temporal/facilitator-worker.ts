@@ -11,6 +11,7 @@ import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { TransactionSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
 import { temporalWorkerTracing } from '../lib/observability/tracing.ts';
+import { workerTuning } from './worker-tuning.ts';
 
 export const facilitatorWorkflowsPath = fileURLToPath(new URL('../workflows/facilitator.ts', import.meta.url));
 
@@ -31,8 +32,7 @@ export async function createFacilitatorWorker(
     activities: steps.activities,
     interceptors: { activity: tracing.activity, workflowModules: tracing.workflowModules },
     sinks: tracing.sinks,
-    maxCachedWorkflows: 1000,
-    shutdownForceTime: '10 seconds',
+    ...workerTuning,
   });
   return { worker, connection, runner: steps.runner };
 }

@@ -1,7 +1,7 @@
 // Wires the gateway worker: task queue `gateway`, the invocation workflow and its activities
 // with their dependencies injected. No logic lives here.
 import { fileURLToPath } from 'node:url';
-import { NativeConnection, Worker, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
+import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createInvocationActivities, createReceiptActivities, createRetentionActivities } from '../activities/index.ts';
 import { activityObservability } from '../lib/observability/worker.ts';
@@ -11,17 +11,9 @@ import { createUpstreamClient } from '../gateway/upstream/client.ts';
 import { createPostgresBodyStore } from '../gateway/body-store.ts';
 import { createCredentialResolver } from '../gateway/credentials/resolver.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
+import { workerTuning } from './worker-tuning.ts';
 
 export const gatewayWorkflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
-
-/**
- * The worker's tuning, apart from what it runs. bench/throughput.ts runs its bare baseline
- * worker with the same options, so the comparison is between workflows, not settings.
- */
-export const gatewayWorkerTuning = {
-  maxCachedWorkflows: 1000,
-  shutdownForceTime: '10 seconds',
-} satisfies Partial<WorkerOptions>;
 
 export async function createGatewayWorker(
   config: GatewayConfig,
@@ -57,7 +49,7 @@ export async function createGatewayWorker(
       workflowModules: tracing.workflowModules,
     },
     sinks: tracing.sinks,
-    ...gatewayWorkerTuning,
+    ...workerTuning,
   });
   return { worker, connection };
 }

@@ -10,7 +10,7 @@ import { AgentSchema, type Agent, type Pricing } from '../../gateway/db/entities
 import { newId, isId } from '../../lib/ids.ts';
 import { badRequest, conflict, notFound } from '../errors.ts';
 import { parseOr400 } from '../validation.ts';
-import { pageOf, parsePage } from '../pagination.ts';
+import { listPage, ownedRow, parsePage } from '../pagination.ts';
 import {
   AgentCreateInput,
   AgentPatchInput,
@@ -131,18 +131,11 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
     if (query.status === 'active') where.upstreamUrl = { $ne: null };
     if (query.protocol) where.protocol = query.protocol;
     if (query.tag) where.tags = { $contains: [query.tag] };
-    if (page.after) where.id = { $gt: page.after };
-    const rows = await deps.orm.em.fork().find(AgentSchema, where, { orderBy: { id: 'asc' }, limit: page.limit + 1 });
-    ctx.body = pageOf(rows, page.limit, serializeAgent);
+    ctx.body = await listPage(deps.orm, AgentSchema, where, page, serializeAgent);
   });
 
   router.get('/agents/:id', async (ctx) => {
-    if (!isId('agt', ctx.params.id)) throw notFound();
-    const agent = await deps.orm.em
-      .fork()
-      .findOne(AgentSchema, { id: ctx.params.id, tenantId: ctx.state.caller.tenantId });
-    if (!agent) throw notFound();
-    ctx.body = serializeAgent(agent);
+    ctx.body = serializeAgent(await ownedRow(deps.orm, AgentSchema, 'agt', ctx.params.id, ctx.state.caller.tenantId));
   });
 
   router.patch('/agents/:id', async (ctx) => {

@@ -7,7 +7,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId, isId } from '../../lib/ids.ts';
 import { badRequest, conflict, notFound } from '../errors.ts';
 import { parseOr400 } from '../validation.ts';
-import { pageOf, parsePage } from '../pagination.ts';
+import { listPage, ownedRow, parsePage } from '../pagination.ts';
 import { CredentialSchema, type AuthType, type Credential } from '../../gateway/credentials/entity.ts';
 import {
   CredentialCreateInput,
@@ -102,20 +102,17 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
 
   router.get('/credentials', async (ctx) => {
     const page = parsePage(ctx.query, 'cred');
-    const where: Record<string, unknown> = { tenantId: ctx.state.caller.tenantId };
-    if (page.after) where.id = { $gt: page.after };
-    const rows = await deps.orm.em
-      .fork()
-      .find(CredentialSchema, where, { orderBy: { id: 'asc' }, limit: page.limit + 1 });
-    ctx.body = pageOf(rows, page.limit, serializeCredential);
+    ctx.body = await listPage(
+      deps.orm,
+      CredentialSchema,
+      { tenantId: ctx.state.caller.tenantId },
+      page,
+      serializeCredential,
+    );
   });
 
   router.get('/credentials/:id', async (ctx) => {
-    if (!isId('cred', ctx.params.id)) throw notFound();
-    const row = await deps.orm.em
-      .fork()
-      .findOne(CredentialSchema, { id: ctx.params.id, tenantId: ctx.state.caller.tenantId });
-    if (!row) throw notFound();
+    const row = await ownedRow(deps.orm, CredentialSchema, 'cred', ctx.params.id, ctx.state.caller.tenantId);
     ctx.body = serializeCredential(row);
   });
 
