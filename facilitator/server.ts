@@ -69,7 +69,7 @@ async function embeddedWorker(
   });
   return {
     client,
-    runner: created.runner,
+    fastPath: created.fastPath,
     async stop() {
       if (created.worker.getState() === 'RUNNING') created.worker.shutdown();
       await running.catch(() => undefined);
@@ -102,7 +102,7 @@ export async function startFacilitator(
     pool: deps.pool,
     temporal,
     eagerStart: embedded !== undefined,
-    runner: embedded?.runner,
+    fastPath: embedded?.fastPath,
     readiness,
     lookupAccount: createAccountLookup(deps.pool, config.accountCacheMs),
     outcomes,

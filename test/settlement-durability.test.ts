@@ -33,7 +33,7 @@ import { Transaction, Wallet } from 'ethers';
 import { DEV_ACCOUNTS, tokenContract } from '../scripts/dev/chain.ts';
 import { signedAttempts } from '../facilitator/store/gas.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
-import { isCancelRaw } from '../activities/settlement/send.ts';
+import { isCancelRaw } from '../facilitator/settlement/send.ts';
 import { startLaggingRpc, type LaggingRpc } from './support/lagging-rpc.ts';
 
 describe('settlement durability', function () {

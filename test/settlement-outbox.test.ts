@@ -45,9 +45,9 @@ import { saveSettleRequest } from '../facilitator/store/requests.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
 import { createChainProvider } from '../facilitator/chain.ts';
-import { reverify } from '../activities/settlement/verify.ts';
-import { presign } from '../activities/settlement/claim.ts';
-import type { SettlementOutcome } from '../activities/settlement/types.ts';
+import { reverify } from '../facilitator/settlement/verify.ts';
+import { presign } from '../facilitator/settlement/claim.ts';
+import type { SettlementOutcome } from '../facilitator/settlement/types.ts';
 
 describe('settlement outbox', function () {
   this.timeout(120_000);

@@ -1,7 +1,7 @@
 // Committed SettlementWorkflow histories (test/histories/facilitator/) must replay against
 // today's workflow code without non-determinism. With RECORD_HISTORIES=1 this file first runs
 // the recorded scenarios on the real stack and rewrites them: settled, refused by
-// re-verification, refused by a guardrail.
+// re-verification (a payer without funds), refused by a guardrail.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Worker } from '@temporalio/worker';
@@ -16,7 +16,16 @@ const dir = new URL('./histories/facilitator/', import.meta.url);
 async function record(name: string, run: () => Promise<{ payer: string; nonce: string }>): Promise<void> {
   const { payer, nonce } = await run();
   const handle = stack().temporal.workflow.getHandle(settlementKey(8453, stack().infra.tokenAddress, payer, nonce));
-  await handle.result();
+  // The fast path answers before it starts the workflow: wait for the run to exist.
+  for (let i = 0; ; i++) {
+    try {
+      await handle.result();
+      break;
+    } catch (err) {
+      if (i >= 50 || (err as Error).name !== 'WorkflowNotFoundError') throw err;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
   writeFileSync(new URL(`${name}.json`, dir), `${historyToJSON(await handle.fetchHistory())}\n`);
 }
 
@@ -38,12 +47,14 @@ describe('settlement workflow replay', function () {
       return { payer: payer.address, nonce: payment.payload.authorization.nonce };
     });
     await record('settlement-rejected', async () => {
-      const payment = await signPayment(payer, { payTo: newPayTo(), value: 1_000n });
+      // Refused by re-verification on the chain (the payer cannot pay), not by the handler's checks.
+      const broke = await newPayer(0n);
+      const payment = await signPayment(broke, { payTo, value: 1_000n });
       assert.equal(
         (await account.client.post('/settle', settleBody(payment, requirements(payTo, 1_000n)))).json.success,
         false,
       );
-      return { payer: payer.address, nonce: payment.payload.authorization.nonce };
+      return { payer: broke.address, nonce: payment.payload.authorization.nonce };
     });
     await record('settlement-guardrail', async () => {
       const payment = await signPayment(payer, { payTo, value: 1_000n });

@@ -1,17 +1,16 @@
 // One x402 settlement, exactly once. Workflow id `settle:{chainId}:{token}:{payer}:{nonce}`
 // (started with USE_EXISTING + REJECT_DUPLICATE), so every /settle of one authorization
-// attaches to this run or reads its result. Steps: re-verify → guardrails + claim → sign and
-// store → broadcast (fee bumps included) → first-block inclusion → record, all in the local
-// activity `settle` (patch `settlement-one-activity`): it retries without limit, and gives up
-// before signing only (nothing can reach the chain yet). Runs started before the patch split
-// the steps along that boundary into `prepareSettlement` and `deliverSettlement`; their
-// histories replay through that branch.
-// They are local activities: they run in the worker holding the workflow task, without a
-// server round trip per step, which keeps /settle close to a bare settle call. Durability does
-// not rest on their markers: every step is idempotent against the facilitator's PostgreSQL
-// records (the claim row, the stored raw bytes with their gas nonce), so a run replayed after
-// a worker crash redoes only what is missing and can only re-send the one stored transaction.
-// Business rejections complete the workflow with a status; they are not workflow failures.
+// attaches to this run or reads its result. The steps, each a local activity recorded with its
+// result (patch `settlement-steps`): verify → claim (guardrails, the nonce claim, the transfer
+// signed and stored) → broadcast → confirm (first-block inclusion, or the cancel at the gas
+// nonce after the inclusion timeout; the record). A step that decides the settlement ends it.
+// Local activities run in the worker holding the workflow task, without a server round trip
+// per step. Durability does not rest on their markers: every step is idempotent against the
+// facilitator's PostgreSQL records (the claim row, the stored raw bytes with their gas nonce),
+// so a run replayed after a worker crash redoes only what is missing and can only re-send the
+// one stored transaction. Business rejections complete the workflow with a status; they are
+// not workflow failures. Runs started before the patch replay through their branches below:
+// every step in one activity (`settlement-one-activity`), or prepare and deliver.
 import {
   ActivityFailure,
   ParentClosePolicy,
@@ -42,7 +41,7 @@ function afterSigning(inclusionTimeoutMs: number) {
   });
 }
 
-// Every step in one activity; it decides itself when giving up is safe (nothing signed).
+// Each step decides itself when giving up is safe (nothing signed); delivery retries without limit.
 function oneStep(inclusionTimeoutMs: number) {
   return proxyLocalActivities<SettlementActivities>({
     startToCloseTimeout: inclusionTimeoutMs + 30_000,
@@ -78,7 +77,29 @@ async function watchIfPending(input: SettlementInput, outcome: SettlementOutcome
   });
 }
 
+/** The per-step settlement: each step's result in the history, its progress in the Web UI's details. */
+async function settleStepByStep(input: SettlementInput): Promise<SettlementOutcome> {
+  const steps = oneStep(input.inclusionTimeoutMs);
+  const verified = await steps.verifySettlement(input.key);
+  if (verified.step === 'decided') return finish(verified.outcome);
+  setCurrentDetails('verified');
+  const claimed = verified.step === 'signed' ? verified : await steps.claimSettlement(input.key);
+  if (claimed.step === 'decided') return finish(claimed.outcome);
+  setCurrentDetails(`signed: ${claimed.txHash}`);
+  const sent = await steps.broadcastSettlement(input.key);
+  if (sent.step === 'decided') return finish(sent.outcome);
+  upsertSearchAttributes([
+    { key: SettlementStatus, value: 'broadcast' },
+    { key: TxHash, value: sent.txHash },
+  ]);
+  setCurrentDetails(`broadcast: ${sent.txHash}`);
+  const outcome = await steps.confirmSettlement(input.key, input.inclusionTimeoutMs);
+  await watchIfPending(input, outcome);
+  return finish(outcome);
+}
+
 export async function SettlementWorkflow(input: SettlementInput): Promise<SettlementOutcome> {
+  if (patched('settlement-steps')) return settleStepByStep(input);
   if (patched('settlement-one-activity')) {
     const outcome = await oneStep(input.inclusionTimeoutMs).settle(input.key, input.inclusionTimeoutMs);
     await watchIfPending(input, outcome);

@@ -6,11 +6,11 @@
 // prediction no longer holds (another settlement took the nonce meanwhile), the statement only
 // claims, and signing takes the next nonce under the wallet's row lock, as it always did.
 import { Transaction } from 'ethers';
-import type { Account } from '../../facilitator/accounts.ts';
-import { transferCalldata } from '../../facilitator/chain.ts';
-import { reserveAndClaim, type ClaimResult, type PresignedTransaction } from '../../facilitator/store/claims.ts';
-import { signAndPersist } from '../../facilitator/store/gas.ts';
-import { type SettlementRecord } from '../../facilitator/store/records.ts';
+import type { Account } from '../accounts.ts';
+import { transferCalldata } from '../chain.ts';
+import { reserveAndClaim, type ClaimResult, type PresignedTransaction } from '../store/claims.ts';
+import { signAndPersist } from '../store/gas.ts';
+import { type SettlementRecord } from '../store/records.ts';
 import type { SettleRequest } from '../../x402/schemas.ts';
 import { signerKindOf } from '../../x402/verify.ts';
 import type { GasPlan, SettlementDeps, VerifiedTransfer } from './types.ts';

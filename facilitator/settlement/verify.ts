@@ -7,14 +7,8 @@
 import { getAddress } from 'ethers';
 import { verifyPayment } from '../../x402/verify.ts';
 import { contractSignatureCheck } from '../../x402/erc1271.ts';
-import {
-  EOA_TRANSFER_GAS_LIMIT,
-  authorizationUsed,
-  pendingNonce,
-  simulate,
-  transferCalldata,
-} from '../../facilitator/chain.ts';
-import type { SettlementRecord } from '../../facilitator/store/records.ts';
+import { EOA_TRANSFER_GAS_LIMIT, authorizationUsed, pendingNonce, simulate, transferCalldata } from '../chain.ts';
+import type { SettlementRecord } from '../store/records.ts';
 import type { SettleRequest, TransferAuthorization } from '../../x402/schemas.ts';
 import type { GasPlan, SettlementDeps, SettlementOutcome, VerifiedTransfer } from './types.ts';
 

@@ -11,15 +11,15 @@
 // longer both land: whichever is mined decides the outcome, and a mined cancel makes the
 // `success: false` the caller gets final (the transfer can never land afterwards).
 import { Transaction, getAddress, zeroPadValue, type TransactionReceipt } from 'ethers';
-import { authorizationUsed, rpcNow, sendRaw, tokenInterface } from '../../facilitator/chain.ts';
-import { signedAttempts, storeFeeBump, type SignedAttempt } from '../../facilitator/store/gas.ts';
+import { authorizationUsed, rpcNow, sendRaw, tokenInterface } from '../chain.ts';
+import { signedAttempts, storeFeeBump, type SignedAttempt } from '../store/gas.ts';
 import {
   completeSettlement,
   markBroadcast,
   parseSettlementKey,
   type FinalOutcome,
   type SettlementRecord,
-} from '../../facilitator/store/records.ts';
+} from '../store/records.ts';
 import { outcomeOfRecord } from './verify.ts';
 import { failedGasWei } from '../../lib/observability/metrics.ts';
 import type { Inclusion, SettlementDeps, SettlementOutcome } from './types.ts';
