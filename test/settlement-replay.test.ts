@@ -13,19 +13,27 @@ import { settlementKey } from '../facilitator/store/records.ts';
 
 const dir = new URL('./histories/facilitator/', import.meta.url);
 
-async function record(name: string, run: () => Promise<{ payer: string; nonce: string }>): Promise<void> {
-  const { payer, nonce } = await run();
-  const handle = stack().temporal.workflow.getHandle(settlementKey(8453, stack().infra.tokenAddress, payer, nonce));
-  // The fast path answers before it starts the workflow: wait for the run to exist.
+type Payloads = { payloads: { data: string }[] };
+const decode = (payloads: Payloads) =>
+  JSON.parse(Buffer.from(payloads.payloads[0].data, 'base64').toString('utf8')) as Record<string, unknown>;
+
+/** The workflow's result; the fast path answers before it starts the workflow, so it may not exist yet. */
+async function waitForResult(handle: { result(): Promise<unknown> }): Promise<void> {
   for (let i = 0; ; i++) {
     try {
       await handle.result();
-      break;
+      return;
     } catch (err) {
       if (i >= 50 || (err as Error).name !== 'WorkflowNotFoundError') throw err;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
+}
+
+async function record(name: string, run: () => Promise<{ payer: string; nonce: string }>): Promise<void> {
+  const { payer, nonce } = await run();
+  const handle = stack().temporal.workflow.getHandle(settlementKey(8453, stack().infra.tokenAddress, payer, nonce));
+  await waitForResult(handle);
   writeFileSync(new URL(`${name}.json`, dir), `${historyToJSON(await handle.fetchHistory())}\n`);
 }
 
@@ -63,6 +71,41 @@ describe('settlement workflow replay', function () {
     });
     await account.client.close();
     await capped.client.close();
+  });
+
+  it('records each step of a settlement as its own local activity with its result (what the Web UI shows)', async () => {
+    const account = await newAccount('steps-viewer');
+    const payTo = newPayTo();
+    const payer = await newPayer(1_000_000n);
+    const payment = await signPayment(payer, { payTo, value: 1_000n });
+    try {
+      const answer = await account.client.post('/settle', settleBody(payment, requirements(payTo, 1_000n)));
+      assert.equal(answer.json.success, true);
+      const handle = stack().temporal.workflow.getHandle(
+        settlementKey(8453, stack().infra.tokenAddress, payer.address, payment.payload.authorization.nonce),
+      );
+      await waitForResult(handle);
+      const history = JSON.parse(historyToJSON(await handle.fetchHistory())) as {
+        events: { markerRecordedEventAttributes?: { markerName: string; details: Record<string, Payloads> } }[];
+      };
+      const steps = history.events
+        .map((e) => e.markerRecordedEventAttributes)
+        .filter((m) => m?.markerName === 'core_local_activity')
+        .map((m) => ({ type: decode(m!.details.data).activity_type, result: decode(m!.details.result) }));
+      assert.deepEqual(
+        steps.map((step) => step.type),
+        ['verifySettlement', 'claimSettlement', 'broadcastSettlement', 'confirmSettlement'],
+      );
+      assert.equal(steps[0].result.step, 'verified');
+      assert.equal(steps[1].result.step, 'signed');
+      assert.equal(steps[1].result.txHash, answer.json.transaction);
+      assert.equal(steps[3].result.status, 'settled');
+      assert.equal(steps[3].result.transaction, answer.json.transaction);
+      // The signed authorization never enters the history.
+      assert.ok(!JSON.stringify(history).includes(payment.payload.signature.slice(2)));
+    } finally {
+      await account.client.close();
+    }
   });
 
   it('has committed histories to replay', () => {
