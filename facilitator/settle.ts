@@ -12,6 +12,7 @@ import type { FacilitatorConfig } from './config.ts';
 import type { Account } from './accounts.ts';
 import type { Readiness } from './readiness.ts';
 import { settlementKey } from './store/records.ts';
+import { staticGuardrail } from './store/claims.ts';
 import { createSettlementOwner, type OwnerDeps } from './settlement/owner.ts';
 import type { SettlementOutcome } from './settlement/types.ts';
 import { recoverAuthorizer } from '../x402/eip3009.ts';
@@ -140,6 +141,19 @@ export function settleHandler(deps: SettleDeps) {
         200,
         toResponse({ status: 'failed', payer: authorization.from, transaction: null, cause: mismatch }, config.network),
       );
+    }
+
+    // The guardrails that need no usage, before anything is stored: a submission they refuse
+    // claims nothing, so it cannot take the authorization from the account it belongs to.
+    const refused = staticGuardrail({
+      account,
+      kind: { network: request.paymentRequirements.network, asset: request.paymentRequirements.asset },
+      amount: BigInt(authorization.value),
+      defaults: config.guardrails,
+    });
+    if (refused) {
+      deps.log.info({ account: account.id, cause: refused }, 'settle refused before any claim');
+      return reply(ctx, 429, { error: 'settlement limit exceeded' });
     }
 
     let outcome: SettlementOutcome | 'in_flight';

@@ -127,4 +127,43 @@ describe('facilitator: one authorization, one owner', function () {
       else consumed(answers[i].json);
     }
   });
+
+  it("a refusal of another account racing the owner's claim does not refuse the owner's settlement", async () => {
+    const capped = await newAccount('dedupe-capped', { maxPerTx: 1n });
+    try {
+      for (let round = 0; round < 5; round++) {
+        const payer = await newPayer(100_000n);
+        const payTo = newPayTo();
+        const payment = await signPayment(payer, { payTo, value: 5_000n });
+        const body = settleBody(payment, requirements(payTo, 5_000n));
+        const [mine, theirs] = await Promise.all([
+          owner.client.post('/settle', body),
+          capped.client.post('/settle', body),
+        ]);
+        const transfers = await transfersTo(provider, payTo);
+        if (mine.json.success === true) {
+          assert.equal(transfers.length, 1);
+          assert.equal(mine.json.transaction, transfers[0].hash);
+        } else {
+          // The capped account's refusal came first: it claimed nothing, so the owner's retry settles.
+          assert.equal(transfers.length, 0, JSON.stringify(mine.json));
+        }
+        // Whatever the order, the owner's retry ends with the one transfer, never a refusal.
+        let again = await owner.client.post('/settle', body);
+        for (let i = 0; again.status === 503 && i < 20; i++) {
+          await new Promise((r) => setTimeout(r, 250));
+          again = await owner.client.post('/settle', body);
+        }
+        assert.equal(again.status, 200, JSON.stringify(again.json));
+        assert.equal(again.json.success, true, JSON.stringify(again.json));
+        assert.deepEqual(
+          (await transfersTo(provider, payTo)).map((t) => t.hash),
+          [again.json.transaction],
+        );
+        assert.notEqual(theirs.json.transaction, again.json.transaction, 'the capped account never learns it');
+      }
+    } finally {
+      await capped.client.close();
+    }
+  });
 });

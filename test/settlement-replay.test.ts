@@ -43,7 +43,8 @@ describe('settlement workflow replay', function () {
   before(async function () {
     if (!process.env.RECORD_HISTORIES) return;
     const account = await newAccount('replay-recorder');
-    const capped = await newAccount('replay-capped', { maxPerTx: 1n });
+    // A daily ceiling that one settlement of 1,000 leaves too little of for a second.
+    const capped = await newAccount('replay-capped', { dailyCeiling: 1_500n });
     const payTo = newPayTo();
     const payer = await newPayer(1_000_000n);
     await record('settlement-settled', async () => {
@@ -65,6 +66,11 @@ describe('settlement workflow replay', function () {
       return { payer: broke.address, nonce: payment.payload.authorization.nonce };
     });
     await record('settlement-guardrail', async () => {
+      const first = await signPayment(payer, { payTo, value: 1_000n });
+      assert.equal(
+        (await capped.client.post('/settle', settleBody(first, requirements(payTo, 1_000n)))).json.success,
+        true,
+      );
       const payment = await signPayment(payer, { payTo, value: 1_000n });
       assert.equal((await capped.client.post('/settle', settleBody(payment, requirements(payTo, 1_000n)))).status, 429);
       return { payer: payer.address, nonce: payment.payload.authorization.nonce };

@@ -2,8 +2,8 @@
 // itself, at once, instead of waiting for its workflow's start (a server round trip) and first
 // task; the workflow is started once the outcome is known. It keeps /settle close to a bare
 // settle call. Its invariants:
-// 1. It runs only the first request of an authorization (no claim check stored before); a
-//    duplicate or a retry is left to the workflow.
+// 1. It runs only the first request of an authorization (no claim check stored before, no run
+//    here in the last minute); a duplicate or a retry is left to the workflow.
 // 2. It works only on what it claims itself: its claim check is stored by its claim statement
 //    (or with its refusal), and a settlement another run claimed is left to that run.
 // 3. It runs the same steps as the workflow (steps.ts): nothing is sent that is not stored.
@@ -68,13 +68,18 @@ export function createFastPath(steps: SettlementSteps): FastPath {
       done: Promise.resolve(),
       active: true,
     };
-    if (runs.size >= MAX_FINISHED) for (const [k, r] of runs) if (!r.active) runs.delete(k);
+    // Past the cap, the oldest finished runs go first (their activities most likely came long ago).
+    for (const [k, r] of runs) {
+      if (runs.size < MAX_FINISHED) break;
+      if (!r.active) runs.delete(k);
+    }
     runs.set(key, run);
     return run;
   }
 
   function close(key: string, run: Run): void {
     run.active = false;
+    steps.forget(key);
     for (const result of Object.values(run.results)) result.resolve(undefined);
     setTimeout(() => runs.get(key) === run && runs.delete(key), FINISHED_TTL_MS).unref();
   }
@@ -110,8 +115,10 @@ export function createFastPath(steps: SettlementSteps): FastPath {
     async run(key, accountId, request, inclusionTimeoutMs, reads) {
       // Another request of this authorization is being run here: it owns the settlement, and
       // this one is answered as a duplicate once that run's request is stored.
+      // A run that ended here recently keeps its step results for the workflow's activities: a
+      // later request (a retry, another account) is not a fresh one and leaves them alone.
       const current = runs.get(key);
-      if (current?.active) {
+      if (current) {
         await current.done.catch(() => undefined);
         return 'stored_before';
       }

@@ -47,6 +47,7 @@ const cancelWaitMs = (settleDeadlineMs: number, inclusionTimeoutMs: number) =>
   Math.min(Math.max(settleDeadlineMs - inclusionTimeoutMs - 500, 1_000), MAX_CANCEL_WAIT_MS);
 /** Hand-overs kept in memory for the next step, at most (a crash or a lost step only costs a read). */
 const MAX_HANDOVERS = 10_000;
+const HANDOVER_MS = 5_000;
 const GUARDRAIL_CAUSES = new Set([
   'kind_not_allowed',
   'over_per_transaction_maximum',
@@ -109,31 +110,38 @@ export type SettlementSteps = {
   nothingSigned(key: string): Promise<boolean>;
   /** Gives up before signing, durably: a later /settle of this authorization gets the same answer. */
   giveUp(key: string): Promise<Decided>;
+  /** Drops what the steps left each other for `key` (a run that ended). */
+  forget(key: string): void;
 };
 
 const decided = (outcome: SettlementOutcome): Decided => ({ step: 'decided', outcome });
 
-/** Keeps at most MAX_HANDOVERS entries: a hand-over lost costs the next step a read, never correctness. */
+/**
+ * What one step leaves for the next in this process: taken once, and only within HANDOVER_MS
+ * (the next step of one run follows at once; an entry older than that belongs to a run that
+ * stopped, and the records may have moved on since). At most MAX_HANDOVERS entries; a hand-over
+ * lost costs the next step a read, never correctness.
+ */
 function handovers<T>() {
-  const map = new Map<string, T>();
+  const map = new Map<string, { value: T; at: number }>();
   return {
     put(key: string, value: T) {
-      if (map.size >= MAX_HANDOVERS) map.clear();
-      map.set(key, value);
+      if (map.size >= MAX_HANDOVERS) map.delete(map.keys().next().value!);
+      map.set(key, { value, at: Date.now() });
     },
     take(key: string): T | undefined {
-      const value = map.get(key);
+      const entry = map.get(key);
       map.delete(key);
-      return value;
+      return entry && Date.now() - entry.at <= HANDOVER_MS ? entry.value : undefined;
     },
-    peek: (key: string) => map.get(key),
+    forget: (key: string) => void map.delete(key),
   };
 }
 
 export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
   const verified = handovers<Verification>();
   const signedNow = handovers<Signed>();
-  const minedAtSend = handovers<Inclusion>();
+  const sentNow = handovers<{ record: Signed; inclusion: Inclusion | null }>();
 
   const chainReads = (request: SettleRequest, accountId: string) => ({
     checked: reverify(deps, request),
@@ -258,7 +266,16 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
       if (again.step !== 'verified') return again as Claimed;
       v = verified.take(key)!;
     }
-    const { stored, existing, payer, checked, account, storedNonce } = v;
+    const { stored, payer, checked, account, storedNonce } = v;
+    let { existing } = v;
+    if (!own) {
+      // A workflow step may follow its verification on another worker, or after a retry: what
+      // another run did meanwhile (claimed, signed, decided) is read first.
+      const now = await findSettlement(deps.pool, key);
+      if (now?.status === 'settled' || now?.status === 'failed') return decided(outcomeOfRecord(now));
+      if (now?.txHash) return { step: 'signed', payer: getAddress(now.payer), txHash: now.txHash };
+      existing = now;
+    }
     if (!account) throw new Error('facilitator account missing');
     // A claimed record without bytes (resumed run) is signed under the row lock, never presigned.
     const presigned = existing
@@ -269,8 +286,12 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
     const claimed = existing
       ? { claimed: existing }
       : await claimNonce(deps, key, account, stored.request, checked.transfer, checked.gas, presigned, own);
-    if ('rejected' in claimed)
+    if ('rejected' in claimed) {
+      // Refused while another submission's claim of this authorization stands (its account may
+      // differ): that settlement is not refused; it goes on under its own run.
+      if (await findSettlement(deps.pool, key)) return own ? { step: 'elsewhere' } : claimStep(key, false);
       return decided({ status: 'rejected', payer, transaction: null, cause: claimed.rejected });
+    }
     if (own && claimed.raced) return { step: 'elsewhere' };
     const signed = claimed.claimed.rawTx ? claimed.claimed : await sign(deps, key, stored.request, checked.gas);
     const record = signedOrThrow(signed);
@@ -279,7 +300,7 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
   }
 
   async function signedRecord(key: string): Promise<Signed | Decided> {
-    const record = signedNow.peek(key) ?? signedOrThrow(await findSettlement(deps.pool, key));
+    const record = signedNow.take(key) ?? signedOrThrow(await findSettlement(deps.pool, key));
     return record.status === 'settled' || record.status === 'failed' ? decided(outcomeOfRecord(record)) : record;
   }
 
@@ -294,17 +315,18 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
       const record = await signedRecord(key);
       if ('step' in record) return record;
       const inclusion = await sendStored(deps, record);
-      if (inclusion) minedAtSend.put(key, inclusion);
+      sentNow.put(key, { record, inclusion });
       return { step: 'sent', txHash: record.txHash, mined: !!inclusion };
     },
 
     async confirm(key, inclusionTimeoutMs, announce) {
-      const justNow = signedNow.take(key);
-      const atSend = minedAtSend.take(key);
-      const record = justNow ?? signedOrThrow(await findSettlement(deps.pool, key));
+      // Just sent here: the record as it was sent and the node's receipt, if it came with the send.
+      const justSent = sentNow.take(key);
+      const record = justSent?.record ?? signedOrThrow(await findSettlement(deps.pool, key));
       if (record.status === 'settled' || record.status === 'failed') return outcomeOfRecord(record);
-      const attempts = justNow ? firstAttempt(record) : await attemptsOf(deps, record);
-      let inclusion = atSend ?? (await awaitInclusion(deps, record, attempts, Date.now() + inclusionTimeoutMs));
+      const attempts = justSent ? firstAttempt(record) : await attemptsOf(deps, record);
+      let inclusion =
+        justSent?.inclusion ?? (await awaitInclusion(deps, record, attempts, Date.now() + inclusionTimeoutMs));
       if (!inclusion.mined) {
         const watched = await cancelAtGasNonce(deps, record);
         inclusion = await awaitInclusion(
@@ -343,6 +365,12 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
     async nothingSigned(key) {
       const record = await findSettlement(deps.pool, key).catch(() => undefined);
       return record !== undefined && !record?.rawTx;
+    },
+
+    forget(key) {
+      verified.forget(key);
+      signedNow.forget(key);
+      sentNow.forget(key);
     },
 
     async giveUp(key) {

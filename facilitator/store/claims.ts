@@ -72,7 +72,8 @@ export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<C
   const result = await tryClaim(db, input);
   // A refusal claims nothing and writes no settlement row; it is made durable on the request
   // (a run started later, e.g. by the sweeper, answers it instead of claiming afresh) and
-  // announced in the same statement, so the caller waiting on the key answers 429 at once.
+  // announced in the same statement, so the caller waiting on the key answers 429 at once. Not
+  // while another submission's claim of the authorization stands: that settlement goes on.
   if ('rejected' in result) {
     const refusal: AnnouncedOutcome = {
       key: input.key,
@@ -82,14 +83,19 @@ export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<C
       cause: result.rejected,
     };
     await db.query(
-      `with marked as (
+      `with claimed as (select 1 from settlements where settlement_key = $4),
+       marked as (
          insert into settle_requests as r (settlement_key, account_id, request, refused_cause)
-         select $4, $5, $6::jsonb, $3 where $6::jsonb is not null
+         select $4, $5, $6::jsonb, $3 where $6::jsonb is not null and not exists (select 1 from claimed)
          on conflict (settlement_key) do update set refused_cause = coalesce(r.refused_cause, excluded.refused_cause)
          returning 1
        ),
-       updated as (update settle_requests set refused_cause = coalesce(refused_cause, $3) where settlement_key = $4 and $6::jsonb is null returning 1)
-       select pg_notify($1, $2), (select count(*) from marked), (select count(*) from updated)`,
+       updated as (
+         update settle_requests set refused_cause = coalesce(refused_cause, $3)
+          where settlement_key = $4 and $6::jsonb is null and not exists (select 1 from claimed) returning 1
+       )
+       select case when not exists (select 1 from claimed) then pg_notify($1, $2) end,
+              (select count(*) from marked), (select count(*) from updated)`,
       [
         OUTCOME_CHANNEL,
         JSON.stringify(refusal),
@@ -103,15 +109,28 @@ export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<C
   return result;
 }
 
-async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
+/**
+ * The guardrails that depend on the account and the amount alone (no usage): its allowed kinds,
+ * its per-transaction maximum, a ceiling the amount alone passes. The /settle handler asks
+ * them before anything is stored, so a submission they refuse claims nothing and cannot take
+ * the authorization from the account it belongs to; the claim asks them again.
+ */
+export function staticGuardrail(
+  input: Pick<ClaimInput, 'account' | 'kind' | 'amount' | 'defaults'>,
+): GuardrailRejection | null {
   const allowed = input.account.allowedKinds.some(
     (k) => k.network === input.kind.network && k.asset.toLowerCase() === input.kind.asset.toLowerCase(),
   );
-  if (!allowed) return { rejected: 'kind_not_allowed' };
-  if (input.amount > (input.account.maxPerTx ?? input.defaults.maxPerTx))
-    return { rejected: 'over_per_transaction_maximum' };
+  if (!allowed) return 'kind_not_allowed';
+  if (input.amount > (input.account.maxPerTx ?? input.defaults.maxPerTx)) return 'over_per_transaction_maximum';
+  if (input.amount > (input.account.dailyCeiling ?? input.defaults.dailyCeiling)) return 'over_daily_ceiling';
+  return null;
+}
+
+async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
+  const refused = staticGuardrail(input);
+  if (refused) return { rejected: refused };
   const ceiling = input.account.dailyCeiling ?? input.defaults.dailyCeiling;
-  if (input.amount > ceiling) return { rejected: 'over_daily_ceiling' };
 
   const { chainId, token, nonce } = parseSettlementKey(input.key);
   const pre = input.presigned;
