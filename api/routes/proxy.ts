@@ -123,8 +123,11 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
   router.get('/proxy/:id/invocations/:invId', async (ctx) => {
     const { tenantId } = ctx.state.caller;
     if (!isId('agt', ctx.params.id) || !isId('inv', ctx.params.invId)) throw notFound();
-    const em = deps.orm.em.fork();
-    const row = await em.findOne(InvocationSchema, { id: ctx.params.invId, tenantId, agentId: ctx.params.id });
+    const { id: agentId, invId } = ctx.params;
+    // A streaming call's row may still be on its way when its id is polled (recent-read.ts).
+    const row = await services.recentReads.find(tenantId, invId, () =>
+      deps.orm.em.fork().findOne(InvocationSchema, { id: invId, tenantId, agentId }),
+    );
     if (!row) throw notFound();
     // SPEC: the body appears once the call is complete, and only when it was captured.
     let responseBody: Buffer | null = null;
