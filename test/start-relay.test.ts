@@ -63,14 +63,16 @@ describe('start relay', function () {
       assert.equal(seen(marker), 0);
 
       const r = relay();
-      assert.equal(await r.runOnce(), 1);
+      // (Other tests' old unstarted intents, if any, are started too.)
+      assert.ok((await r.runOnce()) >= 1);
       await r.stop();
       assert.equal((await waitForInvocation(token, agentId, invocationId)).status, 'succeeded');
       assert.equal(seen(marker), 1, 'sent once');
-      // A later round finds nothing to start: the call is done.
-      const again = relay();
-      assert.equal(await again.runOnce(), 0);
-      await again.stop();
+      const [marked] = await sql<{ workflow_started_at: Date | null }>(
+        'select workflow_started_at from invocations where id = ?',
+        [invocationId],
+      );
+      assert.ok(marked.workflow_started_at, 'marked started, so no relay starts it again');
     } finally {
       api.child.kill('SIGKILL');
       await temporalLink.close();

@@ -2,7 +2,7 @@
 // (422) → rate limit (429) → X-Gateway-Model (400) → body within 32 MiB (413, while reading)
 // → parse → policy stage → a place in the start backlog (503) → payment stage → the body, the
 // invocation row `pending` (the intent to start) and a paid call's payment in one commit → 202
-// → InvocationWorkflow started by this process at once, else by the start relay
+// → InvocationWorkflow started by this process at once (not waited for), else by the start relay
 // (api/proxy/start-relay.ts). The streaming endpoint (api/proxy/stream.ts) passes the same gate.
 import Router from '@koa/router';
 import { InvocationSchema } from '../../gateway/db/entities.ts';
@@ -97,18 +97,15 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       place?.release();
       throw err;
     }
-    // Accepted. The start runs after the answer; if it fails (Temporal away, a deadline), the
-    // call keeps its place in the backlog until a relay starts it.
+    // Accepted. The start is sent now, inside the call's trace, and not waited for: the 202 goes
+    // out while it travels. If it fails (Temporal away, a deadline), the call keeps its place in
+    // the backlog until a relay starts it.
     const accepted = place!;
     accepted.bind(invocationId);
-    // After the answer is written ('close' also comes when the caller went away meanwhile).
-    ctx.res.once('close', () => {
-      startInvocationWorkflow(deps.temporal, deps.config.temporal.taskQueue, invocationId, tenantId, agent).then(
-        () => accepted.release(),
-        (err: Error) =>
-          deps.log.warn({ invocationId, err: err.message }, 'workflow start failed; left to the start relay'),
-      );
-    });
+    startInvocationWorkflow(deps.temporal, deps.config.temporal.taskQueue, invocationId, tenantId, agent).then(
+      () => accepted.release(),
+      (err: Error) => deps.log.warn({ invocationId, err: err.message }, 'workflow start failed; left to the start relay'),
+    );
 
     ctx.status = 202;
     ctx.set('X-Gateway-Invocation-ID', invocationId);
