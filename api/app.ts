@@ -14,15 +14,18 @@ import { jwksRoutes, receiptRoutes } from './routes/receipts.ts';
 import { healthRoutes } from './routes/health.ts';
 import { agentRoutes } from './routes/agents.ts';
 import { proxyRoutes } from './routes/proxy.ts';
-import { createProxyServices } from './proxy/services.ts';
+import { createProxyServices, type ProxyServices } from './proxy/services.ts';
 import { syncGateCaches } from './proxy/gate.ts';
 import { invocationRoutes } from './routes/invocations.ts';
 import { credentialRoutes } from './routes/credentials.ts';
 import { settlementRoutes } from './routes/settlement.ts';
 import { openapiRoutes } from './openapi/routes.ts';
 
-export function createApp(deps: AppDeps): Koa {
+/** `services`: the long-lived services the caller wired itself (api/gateway.ts: the start backlog its relay shares). */
+export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Koa {
   const app = new Koa();
+  // The long-lived services, wired once: the proxy routes, the policy routes and /readyz share them.
+  const services = createProxyServices(deps, wired);
   app.proxy = false;
   // Before anything else: a proxied call's cache barrier travels while the rest of the gate runs.
   app.use(syncGateCaches(deps));
@@ -31,7 +34,7 @@ export function createApp(deps: AppDeps): Koa {
   app.use(observeRequests('api', deps.log));
   app.use(errorMapper(deps.log));
 
-  const health = healthRoutes(deps);
+  const health = healthRoutes(deps, services.startBacklog);
   app.use(health.routes());
   // The API description and its reference page are public: they describe, they hold no tenant data.
   app.use(openapiRoutes().routes());
@@ -47,8 +50,6 @@ export function createApp(deps: AppDeps): Koa {
       throw badRequest(`JSON body nests deeper than ${MAX_BODY_DEPTH} levels`);
     await next();
   });
-  // The long-lived services, wired once: the proxy routes and the policy routes share them.
-  const services = createProxyServices(deps);
   for (const routes of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps), proxyRoutes(deps, services)])
     v1.use(routes.routes(), routes.allowedMethods());
   for (const routes of [policyRoutes(deps, services.policy), analyticsRoutes(deps), receiptRoutes(deps)])

@@ -11,5 +11,5 @@ export type AppDeps = {
   temporal: Client;
   log: Logger;
   version: { name: string; version: string; commit: string | null };
-  readiness: () => Promise<Record<string, boolean>>;
+  readiness: () => Promise<{ database: boolean; temporal: boolean }>;
 };

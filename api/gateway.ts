@@ -8,6 +8,8 @@ import type { GatewayConfig } from '../gateway/config.ts';
 import type { Logger } from '../lib/log.ts';
 import { cachedProbe } from '../lib/cached-probe.ts';
 import { readinessChecks } from '../lib/observability/metrics.ts';
+import { createStartBacklog } from './proxy/start-backlog.ts';
+import { startRelay } from './proxy/start-relay.ts';
 
 const READINESS_INTERVAL_MS = 1_000;
 
@@ -21,32 +23,38 @@ export async function startGateway(
   orm: MikroORM,
   temporal: Client,
   log: Logger,
+  /** `relay`: run the start relay in this process (api/main.ts, the test stack's API). */
+  opts: { relay?: boolean } = {},
 ): Promise<Server> {
-  const app = createApp({
-    config,
-    orm,
-    temporal,
-    log,
-    version: { name: pkg.name, version: pkg.version, commit: config.gitCommit ?? null },
-    // At most one database and one Temporal check per second, whatever the probe rate.
-    readiness: cachedProbe(async () => {
-      readinessChecks.inc();
-      const [database, temporalUp] = await Promise.all([
-        orm.em
-          .getConnection()
-          .execute('select 1')
-          .then(
+  const startBacklog = createStartBacklog(config.startBacklog);
+  const app = createApp(
+    {
+      config,
+      orm,
+      temporal,
+      log,
+      version: { name: pkg.name, version: pkg.version, commit: config.gitCommit ?? null },
+      // At most one database and one Temporal check per second, whatever the probe rate.
+      readiness: cachedProbe(async () => {
+        readinessChecks.inc();
+        const [database, temporalUp] = await Promise.all([
+          orm.em
+            .getConnection()
+            .execute('select 1')
+            .then(
+              () => true,
+              () => false,
+            ),
+          temporal.workflowService.getSystemInfo({}).then(
             () => true,
             () => false,
           ),
-        temporal.workflowService.getSystemInfo({}).then(
-          () => true,
-          () => false,
-        ),
-      ]);
-      return { database, temporal: temporalUp };
-    }, READINESS_INTERVAL_MS),
-  });
+        ]);
+        return { database, temporal: temporalUp };
+      }, READINESS_INTERVAL_MS),
+    },
+    { startBacklog },
+  );
   const server = app.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
@@ -55,5 +63,9 @@ export async function startGateway(
   // Bodies may legitimately take long (32 MiB uploads); headers may not.
   server.headersTimeout = 30_000;
   server.requestTimeout = 0;
+  if (opts.relay) {
+    const relay = startRelay({ orm, temporal, taskQueue: config.temporal.taskQueue, log, backlog: startBacklog });
+    server.once('close', () => void relay.stop());
+  }
   return server;
 }

@@ -7,7 +7,6 @@ import { connectClient } from '../temporal/client.ts';
 import { requireSearchAttributes } from '../temporal/search-attribute-setup.ts';
 import { startTracing, stopTracing } from '../lib/observability/tracing.ts';
 import { startMetricsServer } from '../lib/observability/http.ts';
-import { scheduleOrphanSweep } from './proxy/orphans.ts';
 import { scheduleStaleStreamSweep } from './proxy/stale-streams.ts';
 
 // Before the Temporal client and the app are built: they install tracing only when it is on.
@@ -17,12 +16,12 @@ const config = loadGatewayConfig();
 const orm = await openOrm(config.databaseUrl);
 await requireSearchAttributes(config.temporal, log);
 const temporal = await connectClient(config.temporal.connection, config.temporal.namespace);
-const server = await startGateway(config, orm, temporal, log);
+// The start relay runs here: every accepted call's workflow is started, whoever accepted it.
+const server = await startGateway(config, orm, temporal, log, { relay: true });
 log.info({ port: config.port }, 'gateway API listening');
 // Prometheus scrapes the API on a listener of its own (API_METRICS_PORT on METRICS_HOST; 0 = off).
 const { apiMetricsPort, metricsHost } = config.observability;
 const metrics = apiMetricsPort ? await startMetricsServer(apiMetricsPort, metricsHost) : null;
-scheduleOrphanSweep(orm, temporal, log);
 scheduleStaleStreamSweep(orm, log);
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {

@@ -5,8 +5,9 @@
 //    upstream directly, through a bare undici pass-through proxy, and through the gateway's
 //    POST /v1/proxy/{id}/stream (auth, agent lookup, rate limit, stages, row written and
 //    completed). Targets are measured round-robin in several rounds so drift hits all alike.
-// 2. Transactional: the 202 of POST /v1/proxy/{id} (body stored, row written, workflow
-//    started) against a bare `client.workflow.start` on the same Temporal server.
+// 2. Transactional: the 202 of POST /v1/proxy/{id} (body, row and intent to start committed;
+//    the workflow started after the answer) against a bare `client.workflow.start` on the same
+//    Temporal server.
 // 3. Memory: the gateway's RSS while N streams of M MiB each pass through both ways at once.
 // Upstream, bare proxy and gateway API are separate processes; the load comes from this one.
 // Infrastructure (Temporal, PostgreSQL, ...) is started as for the tests and removed after.
@@ -319,14 +320,24 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
           ['POST /v1/proxy/{id} → 202', fmt(tx.p50), fmt(tx.p99), fmt(tx.mean)],
         ],
       });
-      result.checks.push({
-        figure: 'transactional 202 p50',
-        measured: fmt(tx.p50),
-        baseline: `bare start ${fmt(bs.p50)}`,
-        ratio: `${(tx.p50 / bs.p50).toFixed(2)}×`,
-        target: '≤ 1.3× the bare start',
-        pass: tx.p50 <= 1.3 * bs.p50,
-      });
+      result.checks.push(
+        {
+          figure: 'transactional 202 p50',
+          measured: fmt(tx.p50),
+          baseline: `bare start ${fmt(bs.p50)}`,
+          ratio: `${(tx.p50 / bs.p50).toFixed(2)}×`,
+          target: '≤ 0.8× the bare start',
+          pass: tx.p50 <= 0.8 * bs.p50,
+        },
+        {
+          figure: 'transactional 202 p99',
+          measured: fmt(tx.p99),
+          baseline: `bare start ${fmt(bs.p99)}`,
+          ratio: `${(tx.p99 / bs.p99).toFixed(2)}×`,
+          target: '≤ 1.0× the bare start',
+          pass: tx.p99 <= 1.0 * bs.p99,
+        },
+      );
     }
     if (PARTS.has('memory')) {
       // 3. Memory under big streams, the bare proxy alongside for reference.
@@ -375,8 +386,10 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
     say();
     say(`## targets`);
     for (const line of streamingTargets) say(line);
-    if (tx && bs)
-      say(`- 202 p50 ≤ 1.3× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 1.3 * bs.p50)}`);
+    if (tx && bs) {
+      say(`- 202 p50 ≤ 0.8× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 0.8 * bs.p50)}`);
+      say(`- 202 p99 ≤ 1.0× bare start: ${(tx.p99 / bs.p99).toFixed(2)}× → ${check(tx.p99 <= bs.p99)}`);
+    }
     if (gwMem)
       say(
         `- RSS growth < 64 MiB: ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB → ${check(gwMem.peak - gwMem.baseline < 64)}`,

@@ -68,6 +68,11 @@ const GatewayEnv = z.object({
     .int()
     .positive()
     .default(128 * 1024 * 1024),
+  // Accepted transactional calls whose workflow start is not yet known, in this process and per
+  // tenant (503 past either; api/proxy/start-backlog.ts): the bound on calls accepted while
+  // Temporal is unreachable.
+  START_BACKLOG_MAX: z.coerce.number().int().positive().default(1_000),
+  START_BACKLOG_TENANT_MAX: z.coerce.number().int().positive().default(250),
   REDIS_URL: z.string().optional(),
   // Proxy rate limits (token buckets; see docs/PROXY.md): per-agent default, and one global bucket.
   RATE_LIMIT_AGENT_RPS: z.coerce.number().positive().default(50),
@@ -104,6 +109,8 @@ export type GatewayConfig = {
   bodyPace: BodyPace;
   /** BODY_INFLIGHT_MAX_BYTES, BODY_INFLIGHT_TENANT_MAX_BYTES (api/proxy/body-budget.ts). */
   bodyBudget: BodyBudgetLimits;
+  /** START_BACKLOG_MAX, START_BACKLOG_TENANT_MAX (api/proxy/start-backlog.ts). */
+  startBacklog: { process: number; tenant: number };
   redisUrl?: string;
   rateLimit: {
     agentRps: number;
@@ -173,6 +180,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       tenantConnections: e.UPSTREAM_TENANT_CONNECTIONS,
     },
     bodyBudget: { processBytes: e.BODY_INFLIGHT_MAX_BYTES, tenantBytes: e.BODY_INFLIGHT_TENANT_MAX_BYTES },
+    startBacklog: { process: e.START_BACKLOG_MAX, tenant: e.START_BACKLOG_TENANT_MAX },
     bodyPace: {
       timeoutMs: e.BODY_READ_TIMEOUT_MS,
       minBytesPerSecond: e.BODY_MIN_BYTES_PER_S,

@@ -47,3 +47,9 @@ const ID_SHAPE = /^[a-z]+_[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}
 export function isId(prefix: IdPrefix, value: string): boolean {
   return value.startsWith(`${prefix}_`) && ID_SHAPE.test(value);
 }
+
+/** When a well-formed id was minted (its UUIDv7 timestamp, ms since the epoch). */
+export function mintedAt(id: string): number {
+  const hex = id.slice(id.indexOf('_') + 1).replaceAll('-', '');
+  return parseInt(hex.slice(0, 12), 16);
+}

@@ -17,7 +17,9 @@ describe('foundation: one call travels the whole way', () => {
     assert.equal((await call('GET', '/healthz')).status, 200);
     const ready = await call('GET', '/readyz');
     assert.equal(ready.status, 200);
-    assert.deepEqual(ready.json.checks, { database: true, temporal: true });
+    assert.deepEqual(ready.json.checks, { database: true, start_backlog: true });
+    assert.equal(ready.json.temporal, 'reachable');
+    assert.equal(ready.json.start_backlog.accepted_unstarted, 0);
     const version = await call('GET', '/version');
     assert.equal(version.json.name, 'agent-gateway');
     assert.match(version.json.version, /^\d+\.\d+\.\d+/);

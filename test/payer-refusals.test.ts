@@ -125,7 +125,7 @@ describe('payer: refused calls are never charged', function () {
     assert.equal(await balanceOf(provider, agent.payTo), 4_000n, 'collected once, and the payer can see where');
   });
 
-  it('a transactional call while Temporal is known down is refused (503) before payment', async () => {
+  it('while Temporal is away a paid call is accepted into the start backlog, and one past its bound is refused (503) before payment', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'gw-payer-outage-'));
     const dev = await startTemporalDevServer({
       binary: ensureTool('temporal'),
@@ -138,20 +138,24 @@ describe('payer: refused calls are never charged', function () {
       ...stack().config,
       port: 0,
       temporal: { ...stack().config.temporal, address: dev.address },
+      startBacklog: { process: 1, tenant: 1 },
     };
     const server: Server = await startGateway(config, stack().orm, temporal, createLogger('api', 'silent'));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
       const agent = await pricedAgent();
       await dev.stop();
-      // The first call after the outage finds the channel failing (its start is cut off at the
-      // deadline); from then on the channel is known down.
-      const free = await pricedAgent();
-      await callAt(url, 'POST', `/v1/proxy/${free.id}`, {
+      // The first call is accepted and paid (its row commits; its start waits for Temporal) and
+      // holds the backlog's one place.
+      const first = await pricedAgent();
+      const kept = await callAt(url, 'POST', `/v1/proxy/${first.id}`, {
         token,
         body: 'x',
-        headers: { 'content-type': 'text/plain', 'x-payment': await header(free.payTo) },
+        headers: { 'content-type': 'text/plain', 'x-payment': await header(first.payTo) },
       });
+      assert.equal(kept.status, 202, kept.text);
+      assert.ok(kept.headers['x-payment-response']);
+      assert.equal(await balanceOf(provider, first.payTo), 4_000n, 'the accepted call is paid');
       const res = await callAt(url, 'POST', `/v1/proxy/${agent.id}`, {
         token,
         body: 'x',
@@ -159,7 +163,9 @@ describe('payer: refused calls are never charged', function () {
       });
       assert.equal(res.status, 503, res.text);
       assert.deepEqual(res.json, { error: 'service temporarily unavailable' });
-      assert.equal(await balanceOf(provider, agent.payTo), 0n, 'nothing collected');
+      assert.equal(res.headers['retry-after'], '1');
+      assert.equal(await balanceOf(provider, agent.payTo), 0n, 'nothing collected for the refused call');
+      await stack().orm.em.getConnection().execute('delete from invocations where id = ?', [kept.json.invocation_id]);
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

@@ -1,11 +1,12 @@
-// A paid transactional call whose InvocationWorkflow cannot be started: the gateway answers
-// 503, removes the call's row (nothing will run it) and releases the payment bound to it, so
-// the money already collected is not lost. The same X-PAYMENT retried later buys the call it
-// paid for: it binds to the new invocation without settling again (one transfer on chain),
-// and after that it is used.
+// A paid transactional call whose InvocationWorkflow cannot be started when it is accepted:
+// the payment is settled and bound to the call's row in the accept commit, the caller gets its
+// 202 with the payment receipt, and the call waits as an intent to start. Nothing runs it, and
+// nothing releases its payment, until a start relay on a process that reaches Temporal starts
+// it: then it runs once, paid once, and the same X-PAYMENT buys nothing more.
 // The failing start is real, not a stub: a second gateway instance, on the same database,
 // whose Temporal client names a namespace the server does not have, so the server refuses
-// StartWorkflowExecution (NotFound) after the payment was settled and bound.
+// StartWorkflowExecution (NotFound) after the payment was settled and bound. (A payment settled
+// for a call that was then not accepted at all is test/settle-crash.test.ts.)
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
@@ -27,9 +28,9 @@ import {
 import { connectClient } from '../temporal/client.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
-import { deactivateAccount } from '../facilitator/accounts.ts';
+import { startRelay } from '../api/proxy/start-relay.ts';
 
-describe('paid call whose workflow start fails', function () {
+describe('paid call accepted while its workflow cannot be started', function () {
   this.timeout(120_000);
   let provider: ReturnType<typeof chainProvider>;
   let upstream: TestUpstream;
@@ -75,54 +76,7 @@ describe('paid call whose workflow start fails', function () {
 
   const sql = <T>(query: string, params: unknown[]) => stack().orm.em.getConnection().execute<T[]>(query, params);
 
-  it('a settled payment whose call was not accepted resumes with the same header after its validBefore has passed', async () => {
-    const payTo = newPayTo();
-    const created = await call('POST', '/v1/agents', {
-      token,
-      json: {
-        name: uniqueName('paid'),
-        upstream_url: upstream.url,
-        pricing: { amount: '3000', asset: 'USDC', network: 'base', pay_to: payTo },
-      },
-    });
-    assert.equal(created.status, 201, created.text);
-    const other = await call('POST', '/v1/agents', {
-      token,
-      json: {
-        name: uniqueName('paid'),
-        upstream_url: upstream.url,
-        pricing: { amount: '3000', asset: 'USDC', network: 'base', pay_to: payTo },
-      },
-    });
-    const payer = await newPayer(100_000n);
-    const validBefore = Math.floor(Date.now() / 1000) + 9;
-    const header = encodePayment(await signPayment(payer, { payTo, value: 3_000n, validBefore }));
-    const marker = `expired-resume ${randomUUID()}`;
-    const send = (base: string, agentId = created.json.id as string) =>
-      callAt(base, 'POST', `/v1/proxy/${agentId}`, {
-        token,
-        body: marker,
-        headers: { 'content-type': 'text/plain', 'x-payment': header },
-      });
-
-    const failed = await send(broken.url);
-    assert.equal(failed.status, 503, failed.text);
-    assert.equal(await balanceOf(provider, payTo), 3_000n, 'settled before the start failed');
-    while (Math.floor(Date.now() / 1000) < validBefore + 1) await new Promise((r) => setTimeout(r, 250));
-
-    // Past validBefore: another agent (another call) is refused as an expired payment...
-    const elsewhere = await send(stack().apiUrl, other.json.id);
-    assert.equal(elsewhere.status, 402, elsewhere.text);
-    // ...while the call it paid for is bought by the settled claim, nothing settled again.
-    const resumed = await send(stack().apiUrl);
-    assert.equal(resumed.status, 202, resumed.text);
-    assert.equal((await waitForInvocation(token, created.json.id, resumed.json.invocation_id)).status, 'succeeded');
-    assert.equal((await transfersTo(provider, payTo)).length, 1, 'one transfer on chain');
-    assert.equal(await balanceOf(provider, payTo), 3_000n);
-    assert.equal((await send(stack().apiUrl)).status, 402, 'bound now');
-  });
-
-  it('answers 503, leaves no pending row, releases the payment; the retry binds it to a new call without settling again', async () => {
+  it('answers 202 with the receipt; the call waits, paid and bound, until a relay starts it; it runs once', async () => {
     const payTo = newPayTo();
     const created = await call('POST', '/v1/agents', {
       token,
@@ -147,30 +101,39 @@ describe('paid call whose workflow start fails', function () {
         headers: { 'content-type': 'text/plain', 'x-payment': header },
       });
 
-    const failed = await send(broken.url);
-    assert.equal(failed.status, 503, failed.text);
-    // The payment was settled before the start was tried: the money moved, once.
+    const accepted = await send(broken.url);
+    assert.equal(accepted.status, 202, accepted.text);
+    assert.ok(accepted.headers['x-payment-response'], 'the receipt of the settlement that bought the call');
+    const invocationId = accepted.json.invocation_id as string;
+    // The payment was settled and bound with the row: the money moved, once, for this call.
     assert.equal(await balanceOf(provider, payTo), 7_000n);
     const [claim] = await sql<{ invocation_id: string | null; status: string; transaction: string | null }>(
       'select invocation_id, status, transaction from payment_claims where nonce = ?',
       [nonce],
     );
-    assert.equal(claim.invocation_id, null, 'the payment is not left bound to a call that never runs');
+    assert.equal(claim.invocation_id, invocationId, 'the payment is bound to the accepted call');
     assert.equal(claim.status, 'settled');
     assert.match(claim.transaction ?? '', /^0x[0-9a-f]{64}$/);
-    assert.deepEqual(
-      await sql('select id, status from invocations where agent_id = ?', [agentId]),
-      [],
-      'no pending row is left',
-    );
+    // Its start failed: the call waits, pending, sent nowhere, readable at once on any replica.
+    await new Promise((r) => setTimeout(r, 500));
+    const waiting = await callAt(stack().apiUrl, 'GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token });
+    assert.equal(waiting.status, 200, waiting.text);
+    assert.equal(waiting.json.status, 'pending');
     assert.equal(upstream.received.filter((r) => r.body.toString() === marker).length, 0);
+    assert.equal((await send(stack().apiUrl)).status, 402, 'the payment buys no second call meanwhile');
 
-    // The tenant's facilitator account is switched off: a retry that asked the facilitator
-    // again would get 403 (a 402 settlement_refused here), so a 202 shows it settled nothing.
-    await deactivateAccount(stack().facilitator.pool, facilitatorAccount.account.id);
-    const retried = await send(stack().apiUrl);
-    assert.equal(retried.status, 202, retried.text);
-    const done = await waitForInvocation(token, agentId, retried.json.invocation_id);
+    // A relay on a process that reaches Temporal starts it.
+    const relay = startRelay({
+      orm: stack().orm,
+      temporal: stack().temporal,
+      taskQueue: stack().config.temporal.taskQueue,
+      log: createLogger('relay', 'silent'),
+      everyMs: 0,
+      afterMs: 0,
+    });
+    assert.ok((await relay.runOnce()) >= 1, 'the relay started the waiting call');
+    await relay.stop();
+    const done = await waitForInvocation(token, agentId, invocationId);
     assert.equal(done.status, 'succeeded');
     assert.equal(
       upstream.received.filter((r) => r.body.toString() === marker).length,
@@ -178,18 +141,12 @@ describe('paid call whose workflow start fails', function () {
       'the call it paid for ran once',
     );
     assert.deepEqual(await transfersTo(provider, payTo), [{ hash: claim.transaction, value: 7_000n }]);
-    const [bound] = await sql<{ invocation_id: string | null; transaction: string | null }>(
-      'select invocation_id, transaction from payment_claims where nonce = ?',
-      [nonce],
-    );
-    assert.equal(bound.invocation_id, retried.json.invocation_id, 'bound to the new call');
     const [row] = await sql<{ payment_transaction: string | null; payment_nonce: string | null }>(
       'select payment_transaction, payment_nonce from invocations where id = ?',
-      [retried.json.invocation_id],
+      [invocationId],
     );
     assert.equal(row.payment_transaction, claim.transaction);
     assert.equal(row.payment_nonce, nonce);
-    assert.equal(retried.headers['x-payment-response'] !== undefined, true);
 
     const again = await send(stack().apiUrl);
     assert.equal(again.status, 402, 'bound now: one payment, one call');

@@ -1,12 +1,10 @@
-// Transactional calls while Temporal cannot be reached (issue 4). A call made during an outage
-// gets its 503 with Retry-After within the start deadline (api/proxy/start.ts), and at once
-// while the client's channel is known down; it leaves no row and sends nothing; calls are
-// accepted again as soon as Temporal is back. A start whose answer is lost after the server
-// created the workflow (the ambiguous case) is never answered 503 for a call that runs, and
-// never leaves a row nothing runs: if the workflow already claimed the row the caller gets its
-// 202; otherwise the row is removed and the workflow terminated, nothing sent.
-// Real parts: a dev server of this test's own, stopped and started again; a TCP relay in front
-// of the shared dev server that forwards requests and drops the answers.
+// Transactional calls while Temporal is stopped (the accept outbox, docs/PROXY.md): a call is
+// accepted (202) once its row commits, so calls keep being accepted through an outage, up to
+// the start backlog's bound per process and per tenant (503 with Retry-After beyond it, before
+// anything is written); /readyz reports the backlog; once Temporal is back the start relay
+// starts every accepted call and each completes exactly once.
+// Real parts: a Temporal dev server of this test's own, stopped for 20 s and started again on
+// the same file; the stack's PostgreSQL; a gateway worker on the test's own task queue.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,72 +12,31 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Client } from '@temporalio/client';
 import { stack } from './support/stack.ts';
-import { callAt } from './support/http.ts';
-import { createAgent, invocationRow, waitForRow } from './support/proxy-helpers.ts';
+import { callAt, waitForInvocation } from './support/http.ts';
+import { createAgent } from './support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { startTcpRelay, type TcpRelay } from './support/tcp-relay.ts';
 import { connectClient } from '../temporal/client.ts';
+import { createGatewayWorker } from '../temporal/gateway-worker.ts';
 import { startTemporalDevServer, type DevServer } from '../scripts/dev/temporal-dev-server.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
 import { freePort } from '../scripts/lib/ports.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
-import { START_DEADLINE_MS } from '../api/proxy/start.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 
-type Gateway = { url: string; temporal: Client; close(): Promise<void> };
+const OUTAGE_MS = 20_000;
+const BACKLOG = { process: 12, tenant: 8 };
 
-async function gatewayOn(temporalAddress: string, taskQueue = stack().config.temporal.taskQueue): Promise<Gateway> {
-  const temporal = await connectClient(temporalAddress, stack().config.temporal.namespace);
-  const config: GatewayConfig = {
-    ...stack().config,
-    temporal: { ...stack().config.temporal, address: temporalAddress, taskQueue },
-  };
-  const server: Server = await startGateway(config, stack().orm, temporal, createLogger('api', 'silent'));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    temporal,
-    async close() {
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
-      // A start cut off by its deadline may still have one SDK back-off timer pending, which
-      // throws if it fires on a closed channel: let it run out first.
-      await new Promise((r) => setTimeout(r, START_DEADLINE_MS));
-      await temporal.connection.close();
-    },
-  };
-}
-
-describe('transactional calls while Temporal is unreachable', function () {
-  this.timeout(120_000);
+describe('transactional calls while Temporal is stopped', function () {
+  this.timeout(180_000);
   let upstream: TestUpstream;
-  let token: string;
   before(async () => {
     upstream = await startUpstream();
-    token = await stack().token(`tenant-outage-${randomUUID()}`);
   });
   after(() => upstream.close());
 
-  const invoke = async (gateway: Gateway, agentId: string, requestId: string) => {
-    const t0 = performance.now();
-    const reply = await callAt(gateway.url, 'POST', `/v1/proxy/${agentId}`, {
-      token,
-      body: requestId,
-      headers: { 'content-type': 'text/plain', 'x-request-id': requestId },
-    });
-    return { ...reply, ms: performance.now() - t0 };
-  };
-  const rowsOf = (agentId: string) =>
-    stack()
-      .orm.em.getConnection()
-      .execute<Array<{ id: string; request_id: string; status: string }>>(
-        'select id, request_id, status from invocations where agent_id = ? order by created_at',
-        [agentId],
-      );
-
-  it('answers 503 with Retry-After within the start deadline, then at once, leaving nothing; accepts again once Temporal is back', async () => {
+  it('accepts calls through a 20 s outage up to the backlog (503 beyond it), and each accepted call completes once after the restart', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'gw-outage-'));
     const port = await freePort();
     const devServer = () =>
@@ -90,124 +47,114 @@ describe('transactional calls while Temporal is unreachable', function () {
         namespace: stack().config.temporal.namespace,
       });
     let server: DevServer = await devServer();
-    const gateway = await gatewayOn(server.address);
-    const agentId = await createAgent(token, { upstream_url: upstream.url });
+    const taskQueue = `outage-${randomUUID()}`;
+    const config: GatewayConfig = {
+      ...stack().config,
+      temporal: {
+        ...stack().config.temporal,
+        address: server.address,
+        taskQueue,
+        connection: { ...stack().config.temporal.connection, address: server.address },
+      },
+      startBacklog: BACKLOG,
+    };
+    const temporal = await connectClient(server.address, config.temporal.namespace);
+    const gateway: Server = await startGateway(config, stack().orm, temporal, createLogger('api', 'silent'), {
+      relay: true,
+    });
+    const url = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
+    const [tokenA, tokenB] = await Promise.all([
+      stack().token(`tenant-outage-a-${randomUUID()}`),
+      stack().token(`tenant-outage-b-${randomUUID()}`),
+    ]);
+    const agentA = await createAgent(tokenA, { upstream_url: upstream.url });
+    const agentB = await createAgent(tokenB, { upstream_url: upstream.url });
+    const invoke = (token: string, agentId: string, marker: string) =>
+      callAt(url, 'POST', `/v1/proxy/${agentId}`, {
+        token,
+        body: marker,
+        headers: { 'content-type': 'text/plain' },
+      });
+    const accepted: Array<{ token: string; agentId: string; id: string; marker: string }> = [];
+    const refused: number[] = [];
+    const send = async (token: string, agentId: string, n: number, label: string) => {
+      for (let i = 0; i < n; i++) {
+        const marker = `${label}-${i}-${randomUUID()}`;
+        const reply = await invoke(token, agentId, marker);
+        if (reply.status === 202) accepted.push({ token, agentId, id: reply.json.invocation_id, marker });
+        else {
+          assert.equal(reply.status, 503, reply.text);
+          assert.deepEqual(reply.json, { error: 'service temporarily unavailable' });
+          assert.equal(reply.headers['retry-after'], '1');
+          refused.push(reply.status);
+        }
+        await new Promise((r) => setTimeout(r, 400));
+      }
+    };
+    let worker: Awaited<ReturnType<typeof createGatewayWorker>> | undefined;
+    let running: Promise<void> | undefined;
     try {
-      const before = await invoke(gateway, agentId, 'before');
-      assert.equal(before.status, 202, before.text);
-
       await server.stop();
-      const first = await invoke(gateway, agentId, 'during-1');
-      assert.equal(first.status, 503, first.text);
-      assert.deepEqual(first.json, { error: 'service temporarily unavailable' });
-      assert.equal(first.headers['retry-after'], '1');
-      assert.ok(
-        first.ms < START_DEADLINE_MS + 1_000,
-        `the first call during the outage took ${first.ms.toFixed(0)} ms`,
-      );
-      // The channel is known down now: no wait at all.
-      const second = await invoke(gateway, agentId, 'during-2');
-      assert.equal(second.status, 503, second.text);
-      assert.ok(second.ms < 500, `a call while Temporal is known down took ${second.ms.toFixed(0)} ms`);
-
-      assert.deepEqual(
-        (await rowsOf(agentId)).map((r) => r.request_id),
-        ['before'],
-        'a 503 leaves no row',
-      );
-      assert.equal(upstream.received.length, 0, 'nothing sent (no worker serves this dev server)');
+      const stoppedAt = Date.now();
+      // Calls arrive through the outage: tenant A fills its bound (8), tenant B the process's (12).
+      await send(tokenA, agentA, 10, 'a');
+      await send(tokenB, agentB, 6, 'b');
+      assert.equal(accepted.length, BACKLOG.process, 'accepted up to the process bound');
+      assert.equal(accepted.filter((a) => a.agentId === agentA).length, BACKLOG.tenant, 'tenant A up to its bound');
+      assert.equal(refused.length, 16 - BACKLOG.process);
+      const ready = await callAt(url, 'GET', '/readyz');
+      assert.equal(ready.status, 503, ready.text);
+      assert.equal(ready.json.temporal, 'unreachable');
+      assert.deepEqual(ready.json.start_backlog, { accepted_unstarted: BACKLOG.process, limit: BACKLOG.process });
+      assert.equal(upstream.received.length, 0, 'nothing sent during the outage');
+      // Every accepted call is readable at once, `pending`.
+      for (const a of accepted) {
+        const poll = await callAt(url, 'GET', `/v1/proxy/${a.agentId}/invocations/${a.id}`, { token: a.token });
+        assert.equal(poll.status, 200, poll.text);
+        assert.equal(poll.json.status, 'pending');
+      }
+      await new Promise((r) => setTimeout(r, Math.max(OUTAGE_MS - (Date.now() - stoppedAt), 0)));
 
       server = await devServer();
-      const backAt = performance.now();
-      let after = await invoke(gateway, agentId, 'after');
-      while (after.status === 503 && performance.now() - backAt < 10_000) {
-        await new Promise((r) => setTimeout(r, 100));
-        after = await invoke(gateway, agentId, 'after');
+      worker = await createGatewayWorker(config, stack().orm, { workflowBundle: stack().workflowBundle });
+      running = worker.worker.run();
+      for (const a of accepted) {
+        const done = await waitForInvocation(a.token, a.agentId, a.id, 60_000);
+        assert.equal(done.status, 'succeeded', JSON.stringify(done));
       }
-      assert.equal(after.status, 202, after.text);
-      const acceptedAfterMs = performance.now() - backAt;
-      assert.ok(acceptedAfterMs < 5_000, `accepted again ${acceptedAfterMs.toFixed(0)} ms after Temporal was back`);
-      assert.deepEqual(
-        (await rowsOf(agentId)).map((r) => r.request_id),
-        ['before', 'after'],
-      );
+      for (const a of accepted) {
+        assert.equal(
+          upstream.received.filter((r) => r.body.toString() === a.marker).length,
+          1,
+          `${a.marker} sent once`,
+        );
+      }
+      assert.equal(upstream.received.length, accepted.length, 'no call sent twice, none that was refused');
+      // The places come back as the relay starts the calls.
+      let after = await callAt(url, 'GET', '/readyz');
+      for (const until = Date.now() + 10_000; after.status !== 200 && Date.now() < until;) {
+        await new Promise((r) => setTimeout(r, 250));
+        after = await callAt(url, 'GET', '/readyz');
+      }
+      assert.equal(after.status, 200, after.text);
+      assert.equal(after.json.start_backlog.accepted_unstarted, 0);
+      const more = await invoke(tokenA, agentA, `after-${randomUUID()}`);
+      assert.equal(more.status, 202, more.text);
+      assert.equal((await waitForInvocation(tokenA, agentA, more.json.invocation_id, 30_000)).status, 'succeeded');
     } finally {
-      await gateway.close();
+      gateway.closeAllConnections();
+      await new Promise((r) => gateway.close(r));
+      if (worker) {
+        worker.worker.shutdown();
+        await running;
+        await worker.connection.close();
+      }
+      await temporal.connection.close();
       await server.stop();
-      // No worker serves this dev server: its rows would stay pending.
-      await stack().orm.em.getConnection().execute('delete from invocations where agent_id = ?', [agentId]);
+      await stack()
+        .orm.em.getConnection()
+        .execute('delete from invocations where agent_id in (?, ?)', [agentA, agentB]);
       rmSync(dir, { recursive: true, force: true });
     }
-  });
-
-  describe('a start whose answer is lost (the workflow was created)', () => {
-    let relay: TcpRelay;
-    before(async () => {
-      relay = await startTcpRelay(stack().infra.temporalAddress);
-    });
-    after(() => relay.close());
-
-    it('answers 202 when the workflow has claimed the row: the call runs once', async () => {
-      const gateway = await gatewayOn(relay.address);
-      try {
-        const agentId = await createAgent(token, { upstream_url: upstream.url });
-        const requestId = `lost-answer-${randomUUID()}`;
-        relay.swallowReplies = true;
-        const reply = await invoke(gateway, agentId, requestId).finally(() => {
-          relay.swallowReplies = false;
-          relay.cut();
-        });
-        assert.equal(reply.status, 202, reply.text);
-        assert.ok(reply.ms >= START_DEADLINE_MS - 50, 'answered after the start deadline, not on its acknowledgement');
-        const row = await waitForRow(reply.json.invocation_id as string);
-        assert.equal(row.status, 'succeeded');
-        assert.equal(row.requestId, requestId);
-        assert.equal(upstream.received.filter((r) => r.headers['x-request-id'] === requestId).length, 1);
-        assert.equal((await stack().temporal.workflow.getHandle(row.id).describe()).status.name, 'COMPLETED');
-      } finally {
-        await gateway.close();
-      }
-    });
-
-    it('answers 503 when no worker has claimed the row: row removed, workflow terminated, nothing sent', async () => {
-      // A task queue no worker polls: the workflow is created but cannot claim the row.
-      const gateway = await gatewayOn(relay.address, `outage-${randomUUID()}`);
-      try {
-        const agentId = await createAgent(token, { upstream_url: upstream.url });
-        const requestId = `lost-answer-${randomUUID()}`;
-        relay.swallowReplies = true;
-        const reply = await invoke(gateway, agentId, requestId);
-        assert.equal(reply.status, 503, reply.text);
-        assert.deepEqual(await rowsOf(agentId), [], 'no row left');
-        // The route's terminate travels the same one-way relay: it reaches the server too.
-        let ids: string[] = [];
-        for (
-          const deadline = Date.now() + 15_000;
-          ids.length === 0 && Date.now() < deadline;
-          await new Promise((r) => setTimeout(r, 200))
-        ) {
-          ids = [];
-          for await (const execution of stack().temporal.workflow.list({ query: `AgentId = '${agentId}'` }))
-            ids.push(execution.workflowId);
-        }
-        assert.equal(ids.length, 1, 'the start did reach the server');
-        let status = '';
-        for (
-          const deadline = Date.now() + 15_000;
-          Date.now() < deadline;
-          await new Promise((r) => setTimeout(r, 100))
-        ) {
-          status = (await stack().temporal.workflow.getHandle(ids[0]).describe()).status.name;
-          if (status === 'TERMINATED') break;
-        }
-        assert.equal(status, 'TERMINATED');
-        assert.equal(await invocationRow(ids[0]), null);
-        assert.equal(upstream.received.filter((r) => r.headers['x-request-id'] === requestId).length, 0);
-      } finally {
-        relay.swallowReplies = false;
-        relay.cut();
-        await gateway.close();
-      }
-    });
   });
 });

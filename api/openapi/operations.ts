@@ -129,7 +129,7 @@ export const operations: Operation[] = [
     path: '/readyz',
     operationId: 'readiness',
     tag: 'Service',
-    summary: 'Readiness (database and Temporal reachable)',
+    summary: 'Readiness (database reachable, start backlog with room)',
     auth: false,
     responses: { 200: { description: 'Ready.', body: Readiness }, 503: { description: 'Not ready.', body: Readiness } },
   },

@@ -53,7 +53,24 @@ export const PaymentChallenge = z.looseObject({ x402Version: z.int(), accepts: z
 
 export const Health = z.looseObject({ status: z.string() }).meta({ id: 'Health' });
 export const Readiness = z
-  .looseObject({ status: z.string(), checks: z.record(z.string(), z.boolean()) })
+  .object({
+    status: z.enum(['ready', 'not_ready']),
+    checks: z.object({
+      database: z.boolean(),
+      start_backlog: z.boolean().meta({ description: 'The start backlog has room.' }),
+    }),
+    temporal: z.enum(['reachable', 'unreachable']).meta({
+      description:
+        'Reported, not required: transactional calls are accepted while Temporal is away, up to the start backlog.',
+    }),
+    start_backlog: z.object({
+      accepted_unstarted: z
+        .number()
+        .int()
+        .meta({ description: 'Accepted calls of this process whose workflow start is not yet known.' }),
+      limit: z.number().int(),
+    }),
+  })
   .meta({ id: 'Readiness' });
 export const Version = z
   .looseObject({ name: z.string(), version: z.string(), commit: z.string().nullable() })

@@ -7,7 +7,7 @@
 // call) or writes nothing.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { InvocationSchema, type Invocation } from '../../gateway/db/entities.ts';
-import { flushBindingPayment, removeUnstartedCall } from '../../gateway/payment/claims.ts';
+import { flushBindingPayment } from '../../gateway/payment/claims.ts';
 import { decisionInsertSql, type DecisionRecord } from '../../gateway/policy/store.ts';
 import type { BodyStore } from '../../gateway/body-store.ts';
 import { ADMITTED_CALL_FIELDS, invocationColumns } from './invocation-columns.ts';
@@ -79,13 +79,4 @@ export async function writeAccepted(
     STATEMENTS.set(shape, (sql = numbered(`${withClause}${ROW_SQL}`)));
   }
   await statementPoolFor(orm).run(shape, sql, [...ctes.flatMap(([, insert]) => insert.params), ...values]);
-}
-
-/**
- * Undoes an accepted row whose workflow could not be started (its body stays, an orphan),
- * releasing its payment. Only a row no attempt has claimed (still `pending`): false means the
- * start reached Temporal after all and its workflow is running the call.
- */
-export function removeAccepted(orm: MikroORM, id: string): Promise<boolean> {
-  return removeUnstartedCall(orm.em.fork(), id);
 }

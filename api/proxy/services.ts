@@ -12,6 +12,8 @@ import { createReceiptSigner } from '../../gateway/receipts/signer.ts';
 import type { ReceiptFacts } from '../../gateway/receipts/store.ts';
 import type { SignedReceipt } from '../../gateway/receipts/signer.ts';
 import { createBodyBudget, type BodyBudget } from './body-budget.ts';
+import { createStartBacklog, type StartBacklog } from './start-backlog.ts';
+import { createRecentReads, type RecentReads } from './recent-read.ts';
 import type { PolicyEngine } from '../../gateway/policy/engine.ts';
 import { createAppPolicyEngine } from '../policy/stage.ts';
 import { createPaymentGate, type PaymentGate } from '../payment/stage.ts';
@@ -27,6 +29,10 @@ export type ProxyServices = {
   signReceipt: (facts: ReceiptFacts) => Promise<SignedReceipt>;
   /** Request-body bytes held in memory, bounded per process and per tenant. */
   bodyBudget: BodyBudget;
+  /** Accepted transactional calls whose workflow start is not yet known, bounded; the start relay and /readyz read it. */
+  startBacklog: StartBacklog;
+  /** Reads of just-minted invocation ids, which wait briefly for a row still on its way. */
+  recentReads: RecentReads;
   /** The tenant policies (cache, rate window); the policy routes share it. */
   policy: PolicyEngine;
   /** The payment stage's configuration and facilitator client. */
@@ -51,6 +57,8 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
     recorder: overrides.recorder ?? createInvocationRecorder(deps.orm),
     signReceipt: overrides.signReceipt ?? createReceiptSigner(deps.config.receipts),
     bodyBudget: overrides.bodyBudget ?? createBodyBudget(deps.config.bodyBudget),
+    startBacklog: overrides.startBacklog ?? createStartBacklog(deps.config.startBacklog),
+    recentReads: overrides.recentReads ?? createRecentReads(),
     policy: overrides.policy ?? createAppPolicyEngine(deps),
     payment: overrides.payment ?? createPaymentGate(deps),
   };

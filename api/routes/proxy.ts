@@ -1,7 +1,9 @@
 // The proxy endpoints. One transactional call: (auth) → agent in tenant (404) → invocable
 // (422) → rate limit (429) → X-Gateway-Model (400) → body within 32 MiB (413, while reading)
-// → parse → policy stage → payment stage → claim-check the body and write the invocation row
-// `pending` (one commit) while InvocationWorkflow starts → 202 once both are done. The streaming endpoint (api/proxy/stream.ts) passes the same gate.
+// → parse → policy stage → a place in the start backlog (503) → payment stage → the body, the
+// invocation row `pending` (the intent to start) and a paid call's payment in one commit → 202
+// → InvocationWorkflow started by this process at once (not waited for), else by the start relay
+// (api/proxy/start-relay.ts). The streaming endpoint (api/proxy/stream.ts) passes the same gate.
 import Router from '@koa/router';
 import { InvocationSchema } from '../../gateway/db/entities.ts';
 import { isId, newId } from '../../lib/ids.ts';
@@ -17,13 +19,9 @@ import { withPaymentRequired } from '../payment/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import type { ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
-import {
-  assertTemporalReachable,
-  startInvocationWorkflow,
-  temporalUnavailable,
-  terminateIfStarted,
-} from '../proxy/start.ts';
-import { removeAccepted, writeAccepted, type AcceptedRow } from '../proxy/accept.ts';
+import { startInvocationWorkflow } from '../proxy/start.ts';
+import type { BacklogPlace } from '../proxy/start-backlog.ts';
+import { writeAccepted, type AcceptedRow } from '../proxy/accept.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
@@ -52,34 +50,27 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       policyWarning: null,
       payment: null,
     };
-    await runStages(
-      deps,
-      services,
-      call,
-      paymentHeadersOf((name) => ctx.get(name)),
-      async () => {
-        // Before any payment: Temporal known down, and (for a priced call) a credential that
-        // cannot be resolved, which the workflow's call would otherwise fail after the payer paid.
-        assertTemporalReachable(deps.temporal);
-        if (agent.pricing && agent.credentialRef)
-          await services.credentials.headersFor(tenantId, agent.credentialRef).catch(() => {
-            throw new ApiError(502, coarseMessage('credential'));
-          });
-      },
-    );
-
-    // Temporal gone down since: refused before anything is written (a paid call's payment stays
-    // unbound, and the same header resumes it).
-    assertTemporalReachable(deps.temporal);
+    let place: BacklogPlace | undefined;
     const invocationId = newId('inv');
-    // The workflow start and the commit (body and row; for a paid call also the payment bound
-    // to the row: one payment buys one call) run side by side; the 202 waits for both. The
-    // start, the longer, is sent first; the row is built after it, inside the commit's promise,
-    // so nothing thrown there can leave a started workflow unanswered. The activity reads the
-    // row before it sends anything, so a workflow that outruns the commit only retries that
-    // read; if the commit fails, the workflow is terminated, nothing is sent.
-    const start = startInvocationWorkflow(deps.temporal, deps.config.temporal.taskQueue, invocationId, tenantId, agent);
-    const commit = (async () => {
+    try {
+      await runStages(
+        deps,
+        services,
+        call,
+        paymentHeadersOf((name) => ctx.get(name)),
+        async () => {
+          // Before any payment: a place in the start backlog (503 past its bound, Temporal away
+          // too long), and (for a priced call) a credential that cannot be resolved, which the
+          // workflow's call would otherwise fail after the payer paid.
+          place = services.startBacklog.reserve(tenantId);
+          if (agent.pricing && agent.credentialRef)
+            await services.credentials.headersFor(tenantId, agent.credentialRef).catch(() => {
+              throw new ApiError(502, coarseMessage('credential'));
+            });
+        },
+      );
+      // The accept commit: body, row `pending` (the intent to start) and, for a paid call, the
+      // payment bound to the row (one payment buys one call). The 202 follows it.
       const now = new Date();
       const row: AcceptedRow = {
         id: invocationId,
@@ -95,30 +86,26 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
         createdAt: now,
         updatedAt: now,
       };
-      await writeAccepted(deps.orm, services.bodies, row, body, call.payment, call.policyDecision ?? null);
-    })();
-    const [written, started] = await Promise.allSettled([commit, start]);
-    if (written.status === 'rejected') {
-      if (started.status === 'fulfilled')
-        await started.value.terminate('invocation not accepted').catch(() => undefined);
-      // The decision was made even though the call was not accepted: logged on its own.
-      if (call.policyDecision) await services.policy.store.recordDecision(call.policyDecision).catch(() => undefined);
-      throw withPaymentRequired(deps, call, written.reason);
-    }
-    if (started.status === 'rejected') {
-      // Not accepted unless the start reached the server after all and its activity has claimed
-      // the row: the row is removed (its payment released) only while still unclaimed.
-      const removed = await removeAccepted(deps.orm, invocationId).catch(() => null);
-      deps.log.warn(
-        { invocationId, err: (started.reason as Error).message, accepted: removed === false },
-        'workflow start failed',
-      );
-      if (removed !== false) {
-        // Ended in case it exists; a row that could not be removed is then closed by the orphan sweep.
-        terminateIfStarted(deps.temporal, invocationId);
-        throw temporalUnavailable();
+      try {
+        await writeAccepted(deps.orm, services.bodies, row, body, call.payment, call.policyDecision ?? null);
+      } catch (err) {
+        // The decision was made even though the call was not accepted: logged on its own.
+        if (call.policyDecision) await services.policy.store.recordDecision(call.policyDecision).catch(() => undefined);
+        throw withPaymentRequired(deps, call, err);
       }
+    } catch (err) {
+      place?.release();
+      throw err;
     }
+    // Accepted. The start is sent now, inside the call's trace, and not waited for: the 202 goes
+    // out while it travels. If it fails (Temporal away, a deadline), the call keeps its place in
+    // the backlog until a relay starts it.
+    const accepted = place!;
+    accepted.bind(invocationId);
+    startInvocationWorkflow(deps.temporal, deps.config.temporal.taskQueue, invocationId, tenantId, agent).then(
+      () => accepted.release(),
+      (err: Error) => deps.log.warn({ invocationId, err: err.message }, 'workflow start failed; left to the start relay'),
+    );
 
     ctx.status = 202;
     ctx.set('X-Gateway-Invocation-ID', invocationId);
@@ -133,8 +120,11 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
   router.get('/proxy/:id/invocations/:invId', async (ctx) => {
     const { tenantId } = ctx.state.caller;
     if (!isId('agt', ctx.params.id) || !isId('inv', ctx.params.invId)) throw notFound();
-    const em = deps.orm.em.fork();
-    const row = await em.findOne(InvocationSchema, { id: ctx.params.invId, tenantId, agentId: ctx.params.id });
+    const { id: agentId, invId } = ctx.params;
+    // A streaming call's row may still be on its way when its id is polled (recent-read.ts).
+    const row = await services.recentReads.find(tenantId, invId, () =>
+      deps.orm.em.fork().findOne(InvocationSchema, { id: invId, tenantId, agentId }),
+    );
     if (!row) throw notFound();
     // SPEC: the body appears once the call is complete, and only when it was captured.
     let responseBody: Buffer | null = null;

@@ -152,26 +152,6 @@ export async function insertBindingPayment(em: EntityManager, row: Invocation, p
 }
 
 /**
- * Undoes an accepted transactional call whose workflow could not be started: deletes its row
- * while still `pending` (nothing ran it) and, in the same statement, releases the payment
- * bound to it, so the payment is neither lost (bound to a call that never runs) nor reusable
- * for a call that did run. The claim keeps its settlement status and transaction: a retry of
- * the same X-PAYMENT binds to its new call without settling again.
- */
-export async function removeUnstartedCall(em: EntityManager, invocationId: string): Promise<boolean> {
-  return (
-    (
-      await em
-        .getConnection()
-        .execute<unknown[]>(
-          releasingPayments(`delete from invocations where id = ? and status = 'pending' returning id`),
-          [invocationId],
-        )
-    ).length > 0
-  );
-}
-
-/**
  * One statement that runs `rowsStatement` (a data-modifying statement `returning id` over
  * invocations whose calls never ran) and releases the payments bound to those rows; it answers
  * the ids it touched.

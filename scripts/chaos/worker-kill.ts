@@ -3,8 +3,6 @@
 // API and workflow result agree), none is lost, and the counting upstream sees no request id
 // twice (the agent does not allow re-sending: an attempt cut by a kill ends `interrupted`).
 import { randomBytes } from 'node:crypto';
-import { openOrm } from '../../gateway/db/orm.ts';
-import { closeOrphanedInvocations } from '../../api/proxy/orphans.ts';
 import {
   awaitTerminal,
   awaitWorkflow,
@@ -120,16 +118,14 @@ export const scenario: ChaosScenario = {
       );
 
       // Calls cut by the API's kill never got an answer; their rows, if written, must not run twice
-      // either. A row committed whose workflow never started (the kill fell between the two) stays
-      // `pending`: never accepted, never sent. The API's sweep (api/proxy/orphans.ts, run once a
-      // while after each start) closes them; here it runs at once, with every call long finished.
+      // either. A row committed whose workflow never started (the kill fell between the commit
+      // and the start) is an accepted call: the restarted API's start relay starts it
+      // (api/proxy/start-relay.ts), and it completes once like the others.
       const rows = await system.sql('select id, status from invocations where agent_id = $1', [agentId]);
       const orphans = rows.filter(
         (r) => !byInvocation.has(String(r.id)) && (r.status === 'pending' || r.status === 'running'),
       );
       const unanswered = rows.filter((r) => !byInvocation.has(String(r.id)));
-      const orm = await openOrm(system.infra.databaseUrl, { poolMax: 1 });
-      const swept = await closeOrphanedInvocations(orm, system.temporal, new Date()).finally(() => orm.close());
       // Rows of unanswered calls whose workflow did start complete on their own; give them time.
       const openRows = async () =>
         (
@@ -141,7 +137,7 @@ export const scenario: ChaosScenario = {
       let stillOpen = await openRows();
       for (const until = Date.now() + 60_000; stillOpen > 0 && Date.now() < until; stillOpen = await openRows())
         await sleep(1_000);
-      check(stillOpen === 0, `${stillOpen} rows still pending or running after the orphan sweep`);
+      check(stillOpen === 0, `${stillOpen} rows still pending or running after the start relay's rounds`);
 
       const apps = [...system.apps.values()];
       const crashes = apps.filter((a) => a.unexpectedExits > 0);
@@ -158,7 +154,7 @@ export const scenario: ChaosScenario = {
         `${statuses.succeeded ?? 0} succeeded, ${statuses.failed ?? 0} failed (${formatTally(failedClasses) || 'none'}); ` +
         `${accepted.length} workflows completed, outcome = row; upstream saw ${system.upstream.total()} requests, max 1 per request id; ` +
         `worker SIGKILLed ${system.apps.get('worker')!.kills}x, API ${system.apps.get('api')!.kills}x; ` +
-        `${unanswered.length} rows of unanswered calls (${orphans.length} left pending with no workflow, ${swept} closed by the orphan sweep, 0 open after it)`
+        `${unanswered.length} rows of unanswered calls (${orphans.length} pending or running at the end of the calls, 0 open after the start relay's rounds)`
       );
     }),
 };

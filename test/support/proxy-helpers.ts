@@ -151,7 +151,7 @@ export async function startProxyApp(
     temporal: stack().temporal,
     log: createLogger('test-proxy', 'silent'),
     version: { name: 'test', version: '0.0.0', commit: null },
-    readiness: async () => ({}),
+    readiness: async () => ({ database: true, temporal: true }),
   };
   const services = createProxyServices(deps, overrides);
   const app = new Koa();

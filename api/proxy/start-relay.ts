@@ -1,0 +1,141 @@
+// The start relay: every accepted transactional call gets its InvocationWorkflow, even when the
+// process that accepted it died before starting it or Temporal was unreachable then. A `pending`
+// transactional row is its call's intent to start; the accepting process starts it right after
+// its 202, and every RELAY_EVERY_MS each API process starts the intents older than
+// RELAY_AFTER_MS (longer than any start the accepting process may still be making) that no
+// relay has started. A relay leases its batch first (start_lease_until), so two relays do not
+// start the same row at once; the start itself is idempotent (start.ts: USE_EXISTING,
+// REJECT_DUPLICATE). A row whose workflow closed without moving it (terminated by an operator)
+// is failed `internal` and its payment released, as its call never ran.
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import type { Logger } from '../../lib/log.ts';
+import { releasingPayments } from '../../gateway/payment/claims.ts';
+import { temporalKnownDown } from '../../temporal/client.ts';
+import { startInvocationWorkflow } from './start.ts';
+import type { StartBacklog } from './start-backlog.ts';
+
+export const RELAY_EVERY_MS = 1_000;
+/** Older than a start the accepting process may still be making (START_DEADLINE_MS), with a margin. */
+export const RELAY_AFTER_MS = 3_000;
+const LEASE_MS = 30_000;
+const BATCH = 200;
+
+type Intent = { id: string; tenant_id: string; agent_id: string; agent_name: string; emit_receipts: boolean };
+
+/** Leases a batch of unstarted intents older than `afterMs` (none another relay holds). */
+const LEASE = `
+  update invocations i set start_lease_until = now() + make_interval(secs => ? / 1000.0)
+    from agents a
+   where i.id in (select id from invocations
+                   where status = 'pending' and mode = 'transactional' and workflow_started_at is null
+                     and created_at < now() - make_interval(secs => ? / 1000.0)
+                     and (start_lease_until is null or start_lease_until < now())
+                   order by created_at limit ? for update skip locked)
+     and a.id = i.agent_id
+  returning i.id, i.tenant_id, i.agent_id, a.name as agent_name, a.emit_receipts`;
+
+const MARK_STARTED = `update invocations set workflow_started_at = now(), start_lease_until = null where id in (select jsonb_array_elements_text(?::jsonb))`;
+const DROP_LEASE = `update invocations set start_lease_until = null where id in (select jsonb_array_elements_text(?::jsonb)) and workflow_started_at is null`;
+/** The held calls whose start is known now: started by a relay, moved by their workflow, or gone. */
+const KNOWN_STARTED = `
+  select held.id from jsonb_array_elements_text(?::jsonb) as held(id)
+   where not exists (select 1 from invocations i where i.id = held.id and i.status = 'pending' and i.workflow_started_at is null)`;
+const CLOSE_NEVER_RUN = releasingPayments(
+  `update invocations set status = 'failed', error_class = 'internal', updated_at = now(), completed_at = now() where id = ? and status = 'pending' returning id`,
+);
+
+export type StartRelay = {
+  /** One round; returns how many workflows it started. */
+  runOnce(): Promise<number>;
+  stop(): Promise<void>;
+};
+
+export type StartRelayDeps = {
+  orm: MikroORM;
+  temporal: Client;
+  taskQueue: string;
+  log: Logger;
+  /** This process's backlog: the places of calls a relay started are given back. */
+  backlog?: StartBacklog;
+  everyMs?: number;
+  afterMs?: number;
+};
+
+export function startRelay(deps: StartRelayDeps): StartRelay {
+  const conn = () => deps.orm.em.getConnection();
+  const { everyMs = RELAY_EVERY_MS, afterMs = RELAY_AFTER_MS } = deps;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let current: Promise<number> | undefined;
+
+  async function reconcile(): Promise<void> {
+    const held = deps.backlog?.held() ?? [];
+    if (!held.length) return;
+    const known = await conn().execute<Array<{ id: string }>>(KNOWN_STARTED, [JSON.stringify(held)]);
+    deps.backlog?.releaseStarted(known.map((row) => row.id));
+  }
+
+  async function startOne(intent: Intent): Promise<'started' | 'closed'> {
+    try {
+      await startInvocationWorkflow(deps.temporal, deps.taskQueue, intent.id, intent.tenant_id, {
+        id: intent.agent_id,
+        name: intent.agent_name,
+        emitReceipts: intent.emit_receipts,
+      });
+      return 'started';
+    } catch (err) {
+      if (err instanceof WorkflowExecutionAlreadyStartedError) return 'closed';
+      throw err;
+    }
+  }
+
+  async function runOnce(): Promise<number> {
+    await reconcile();
+    if (temporalKnownDown(deps.temporal)) return 0;
+    const due = await conn().execute<Intent[]>(LEASE, [LEASE_MS, afterMs, BATCH]);
+    const started: string[] = [];
+    let unreachable: unknown;
+    for (const [i, intent] of due.entries()) {
+      if (stopped) break;
+      try {
+        if ((await startOne(intent)) === 'started') started.push(intent.id);
+        else await conn().execute(CLOSE_NEVER_RUN, [intent.id]);
+      } catch (err) {
+        // Temporal unreachable again: the rest is left for a later round, leases dropped.
+        unreachable = err;
+        await conn().execute(DROP_LEASE, [JSON.stringify(due.slice(i).map((d) => d.id))]);
+        break;
+      }
+    }
+    if (started.length) {
+      await conn().execute(MARK_STARTED, [JSON.stringify(started)]);
+      deps.backlog?.releaseStarted(started);
+      deps.log.info({ started: started.length }, 'start relay started accepted calls');
+    }
+    if (unreachable) deps.log.warn({ err: (unreachable as Error).message }, 'start relay: Temporal unreachable');
+    return started.length;
+  }
+
+  const schedule = () => {
+    if (stopped || everyMs <= 0) return;
+    timer = setTimeout(() => {
+      current = runOnce().catch((err: Error) => {
+        deps.log.warn({ err: err.message }, 'start relay round failed');
+        return 0;
+      });
+      void current.finally(schedule);
+    }, everyMs);
+    timer.unref();
+  };
+  schedule();
+
+  return {
+    runOnce,
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await current;
+    },
+  };
+}

@@ -1,0 +1,95 @@
+// An invocation id the gateway has handed out is readable at once, on any replica: a poll never
+// answers 404 because the row is not written yet. A transactional row commits before its 202;
+// a streaming row is written beside the call, and a poll of a just-minted id that is not found
+// waits for it briefly (api/proxy/recent-read.ts). Each pair here is a call on one API replica
+// and, as soon as its answer is in, a poll on the other.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { stack } from './support/stack.ts';
+import { callAt } from './support/http.ts';
+import { createAgent } from './support/proxy-helpers.ts';
+import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { startGateway } from '../api/gateway.ts';
+import { createLogger } from '../lib/log.ts';
+import { newId } from '../lib/ids.ts';
+
+const PAIRS = 1_000;
+const CONCURRENCY = 8;
+
+async function pool(n: number, concurrency: number, run: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < n; i = next++) await run(i);
+    }),
+  );
+}
+
+describe('records readable the moment their id is handed out', function () {
+  this.timeout(300_000);
+  let upstream: TestUpstream;
+  let replica: Server;
+  let replicas: string[];
+  let token: string;
+  let agentId: string;
+  before(async () => {
+    upstream = await startUpstream();
+    replica = await startGateway(stack().config, stack().orm, stack().temporal, createLogger('api', 'silent'));
+    replicas = [stack().apiUrl, `http://127.0.0.1:${(replica.address() as AddressInfo).port}`];
+    token = await stack().token(`tenant-at-once-${randomUUID()}`);
+    agentId = await createAgent(token, { upstream_url: upstream.url, rate_limit_rps: 100_000 });
+  });
+  after(async () => {
+    replica.closeAllConnections();
+    await new Promise((r) => replica.close(r));
+    await upstream.close();
+  });
+
+  const poll = (base: string, id: string) => callAt(base, 'GET', `/v1/proxy/${agentId}/invocations/${id}`, { token });
+
+  it(`${PAIRS} streaming calls, each polled on the other replica as soon as its whole answer is in: no 404`, async () => {
+    const notFound: string[] = [];
+    await pool(PAIRS, CONCURRENCY, async (i) => {
+      const [on, other] = [replicas[i % 2], replicas[(i + 1) % 2]];
+      const streamed = await callAt(on, 'POST', `/v1/proxy/${agentId}/stream`, {
+        token,
+        body: `s-${i}`,
+        headers: { 'content-type': 'text/plain' },
+      });
+      assert.equal(streamed.status, 200, streamed.text);
+      const id = streamed.headers['x-gateway-invocation-id'] as string;
+      const read = await poll(other, id);
+      if (read.status === 404) notFound.push(id);
+      else assert.equal(read.status, 200, read.text);
+    });
+    assert.deepEqual(notFound, []);
+  });
+
+  it(`${PAIRS} transactional calls, each polled on the other replica as soon as its 202 is in: no 404`, async () => {
+    const notFound: string[] = [];
+    await pool(PAIRS, CONCURRENCY, async (i) => {
+      const [on, other] = [replicas[i % 2], replicas[(i + 1) % 2]];
+      const accepted = await callAt(on, 'POST', `/v1/proxy/${agentId}`, {
+        token,
+        body: `t-${i}`,
+        headers: { 'content-type': 'text/plain' },
+      });
+      assert.equal(accepted.status, 202, accepted.text);
+      const read = await poll(other, accepted.json.invocation_id);
+      if (read.status === 404) notFound.push(accepted.json.invocation_id);
+      else assert.equal(read.status, 200, read.text);
+    });
+    assert.deepEqual(notFound, []);
+  });
+
+  it("a just-minted id that was never handed out, or another tenant's, is still 404", async () => {
+    assert.equal((await poll(replicas[0], newId('inv'))).status, 404);
+    const otherToken = await stack().token(`tenant-at-once-other-${randomUUID()}`);
+    const streamed = await callAt(replicas[0], 'POST', `/v1/proxy/${agentId}/stream`, { token, body: 'mine' });
+    const id = streamed.headers['x-gateway-invocation-id'] as string;
+    const foreign = await callAt(replicas[1], 'GET', `/v1/proxy/${agentId}/invocations/${id}`, { token: otherToken });
+    assert.equal(foreign.status, 404);
+  });
+});
