@@ -133,9 +133,15 @@ export async function loadConfigOrExit<T>(
   }
   problems.push(...(await takenPorts(listeners, env)));
   if (problems.length === 0) return config as T;
+  return exitWithProblems(processName, problems);
+}
+
+/** Prints the problems, one line each under a heading naming the process, and exits 2. */
+export function exitWithProblems(processName: string, problems: string[]): never {
+  const unique = [...new Set(problems)];
   process.stderr.write(
-    `${processName}: invalid configuration (${problems.length} problem${problems.length > 1 ? 's' : ''}; nothing started):\n` +
-      problems.map((p) => `  ${p}\n`).join(''),
+    `${processName}: invalid configuration (${unique.length} problem${unique.length > 1 ? 's' : ''}; nothing started):\n` +
+      unique.map((p) => `  ${p}\n`).join(''),
   );
   process.exit(2);
 }
