@@ -5,14 +5,23 @@ import { createLogger } from '../lib/log.ts';
 import { startGateway } from './gateway.ts';
 import { connectClient } from '../temporal/client.ts';
 import { requireSearchAttributes } from '../temporal/search-attribute-setup.ts';
-import { startTracing, stopTracing } from '../lib/observability/tracing.ts';
+import { startTracing, stopTracing, tracingSettings } from '../lib/observability/tracing.ts';
+import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
 import { startMetricsServer } from '../lib/observability/http.ts';
 import { scheduleStaleStreamSweep } from './proxy/stale-streams.ts';
 
+// Every setting and the listeners' ports checked first: all the mistakes, one line each, exit 2.
+const config = await loadConfigOrExit(
+  'api',
+  () => gatherConfig({ config: loadGatewayConfig, tracing: () => tracingSettings(process.env, 'api') }).config,
+  [
+    { variable: 'PORT', fallback: 8080, hostVariable: 'HOST' },
+    { variable: 'API_METRICS_PORT', fallback: 9466, hostVariable: 'METRICS_HOST' },
+  ],
+);
 // Before the Temporal client and the app are built: they install tracing only when it is on.
 startTracing(process.env, 'agent-gateway-api');
-const log = createLogger('api');
-const config = loadGatewayConfig();
+const log = createLogger('api', config.logLevel);
 const orm = await openOrm(config.databaseUrl);
 await requireSearchAttributes(config.temporal, log);
 const temporal = await connectClient(config.temporal.connection, config.temporal.namespace);

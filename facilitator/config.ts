@@ -5,6 +5,7 @@ import { getAddress } from 'ethers';
 import { z } from 'zod';
 import type { TokenDomain } from '../x402/eip3009.ts';
 import { loadTemporalSettings, type TemporalConnectionOptions } from '../lib/temporal-connection.ts';
+import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv } from '../lib/config.ts';
 
 const amount = z.string().regex(/^[0-9]{1,78}$/, 'must be a decimal integer string');
 
@@ -18,7 +19,7 @@ const FacilitatorEnv = z.object({
   FACILITATOR_DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/facilitator'),
   CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
   CHAIN_ID: z.coerce.number().int().positive().default(8453),
-  TOKEN_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/),
+  TOKEN_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a token contract address (0x and 40 hex digits)'),
   // The token's EIP-712 domain; USDC on Base mainnet signs as "USD Coin" version "2".
   TOKEN_NAME: z.string().default('USD Coin'),
   TOKEN_VERSION: z.string().default('2'),
@@ -55,7 +56,10 @@ const FacilitatorEnv = z.object({
   // not acknowledged FACILITATOR_SWEEP_AFTER_MS after their request get it started (0: off).
   FACILITATOR_SWEEP_EVERY_MS: z.coerce.number().int().nonnegative().default(2_000),
   FACILITATOR_SWEEP_AFTER_MS: z.coerce.number().int().nonnegative().default(5_000),
-  LOG_LEVEL: z.string().default('info'),
+  // The Prometheus listener (facilitator/metrics.ts; 0 = off).
+  FACILITATOR_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9465),
+  METRICS_HOST: z.string().default('127.0.0.1'),
+  LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
 });
 
 export type FacilitatorConfig = {
@@ -81,22 +85,22 @@ export type FacilitatorConfig = {
   accountCacheMs: number;
   readinessCacheMs: number;
   sweep: { everyMs: number; afterMs: number };
+  /** FACILITATOR_METRICS_PORT on METRICS_HOST (0 = off). */
+  metrics: { port: number; host: string };
   logLevel: string;
 };
 
+/** Every setting of the facilitator; a ConfigError lists every problem at once. */
 export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): FacilitatorConfig {
-  const parsed = FacilitatorEnv.safeParse(env);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new Error(`invalid facilitator configuration: ${issue.path.join('.')}: ${issue.message}`);
-  }
-  const e = parsed.data;
-  const temporal = loadTemporalSettings(env);
-  if (e.FACILITATOR_INCLUSION_TIMEOUT_MS >= e.FACILITATOR_SETTLE_DEADLINE_MS) {
-    throw new Error(
-      'invalid facilitator configuration: FACILITATOR_INCLUSION_TIMEOUT_MS must be below FACILITATOR_SETTLE_DEADLINE_MS',
-    );
-  }
+  const { env: e, temporal } = gatherConfig({
+    env: () => {
+      const e = parseEnv(FacilitatorEnv, env);
+      if (e.FACILITATOR_INCLUSION_TIMEOUT_MS >= e.FACILITATOR_SETTLE_DEADLINE_MS)
+        throw new ConfigError('FACILITATOR_INCLUSION_TIMEOUT_MS must be below FACILITATOR_SETTLE_DEADLINE_MS');
+      return e;
+    },
+    temporal: () => loadTemporalSettings(env),
+  });
   const tokenAddress = getAddress(e.TOKEN_ADDRESS);
   return {
     port: e.FACILITATOR_PORT,
@@ -137,6 +141,7 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     accountCacheMs: e.FACILITATOR_ACCOUNT_CACHE_MS,
     readinessCacheMs: e.FACILITATOR_READINESS_CACHE_MS,
     sweep: { everyMs: e.FACILITATOR_SWEEP_EVERY_MS, afterMs: e.FACILITATOR_SWEEP_AFTER_MS },
+    metrics: { port: e.FACILITATOR_METRICS_PORT, host: e.METRICS_HOST },
     logLevel: e.LOG_LEVEL,
   };
 }
@@ -145,16 +150,14 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
 export function requireTlsFiles(config: FacilitatorConfig): { certFile: string; keyFile: string; caFile: string } {
   const { certFile, keyFile, caFile } = config.tls;
   if (!certFile || !keyFile || !caFile) {
-    throw new Error(
-      'invalid facilitator configuration: set FACILITATOR_TLS_CERT, FACILITATOR_TLS_KEY and FACILITATOR_TLS_CA',
-    );
+    throw new ConfigError('FACILITATOR_TLS_CERT, FACILITATOR_TLS_KEY and FACILITATOR_TLS_CA must all be set');
   }
   return { certFile, keyFile, caFile };
 }
 
 /** The gas wallet's address, read from the keystore's public `address` field without decrypting it. */
 export function gasWalletAddress(config: FacilitatorConfig): string {
-  if (!config.keystore.file) throw new Error('invalid facilitator configuration: set FACILITATOR_KEYSTORE_FILE');
+  if (!config.keystore.file) throw new ConfigError('FACILITATOR_KEYSTORE_FILE must be set');
   const json = JSON.parse(readFileSync(config.keystore.file, 'utf8')) as { address?: string };
   if (!json.address) throw new Error('the gas wallet keystore has no address field');
   return getAddress(json.address.startsWith('0x') ? json.address : `0x${json.address}`);

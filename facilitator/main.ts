@@ -13,12 +13,30 @@ import { connectClient } from '../temporal/client.ts';
 import { requireSearchAttributes } from '../temporal/search-attribute-setup.ts';
 import { startFacilitatorMetrics } from './metrics.ts';
 import { createChainProvider } from './chain.ts';
-import { gasWalletAddress } from './config.ts';
-import { startTracing, stopTracing } from '../lib/observability/tracing.ts';
+import { gasWalletAddress, requireTlsFiles } from './config.ts';
+import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
+import { startTracing, stopTracing, tracingSettings } from '../lib/observability/tracing.ts';
 
+// Every setting and the listeners' ports checked first: all the mistakes, one line each, exit 2.
+const config = await loadConfigOrExit(
+  'facilitator',
+  () =>
+    gatherConfig({
+      config: () => {
+        const loaded = loadFacilitatorConfig();
+        requireTlsFiles(loaded);
+        return loaded;
+      },
+      tracing: () => tracingSettings(process.env, 'facilitator'),
+    }).config,
+  [
+    { variable: 'FACILITATOR_PORT', fallback: 8443, hostVariable: 'FACILITATOR_HOST' },
+    { variable: 'FACILITATOR_PUBLIC_PORT', fallback: 8444, hostVariable: 'FACILITATOR_HOST' },
+    { variable: 'FACILITATOR_METRICS_PORT', fallback: 9465, hostVariable: 'METRICS_HOST' },
+  ],
+);
 // Before the Temporal client and the apps are built: they install tracing only when it is on.
 startTracing(process.env, 'x402-facilitator');
-const config = loadFacilitatorConfig();
 const log = createLogger('facilitator', config.logLevel);
 await requireSearchAttributes(config.temporal, log);
 const pool = openFacilitatorPool(config.databaseUrl);

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { Wallet, type HDNodeWallet, type TransactionRequest } from 'ethers';
 import type { FacilitatorConfig } from './config.ts';
+import { ConfigError } from '../lib/config.ts';
 
 export interface TransactionSigner {
   readonly address: string;
@@ -14,12 +15,10 @@ export interface TransactionSigner {
 
 export async function loadKeystoreSigner(config: FacilitatorConfig): Promise<TransactionSigner> {
   const { file, password, passwordFile } = config.keystore;
-  if (!file) throw new Error('invalid facilitator configuration: set FACILITATOR_KEYSTORE_FILE');
+  if (!file) throw new ConfigError('FACILITATOR_KEYSTORE_FILE must be set');
   const secret = password ?? (passwordFile ? readFileSync(passwordFile, 'utf8').trim() : undefined);
   if (secret === undefined) {
-    throw new Error(
-      'invalid facilitator configuration: set FACILITATOR_KEYSTORE_PASSWORD or FACILITATOR_KEYSTORE_PASSWORD_FILE',
-    );
+    throw new ConfigError('FACILITATOR_KEYSTORE_PASSWORD or FACILITATOR_KEYSTORE_PASSWORD_FILE must be set');
   }
   let wallet: Wallet | HDNodeWallet;
   try {

@@ -8,6 +8,7 @@ import { loadObservabilityConfig, type ObservabilityConfig } from '../lib/observ
 import { loadPaymentConfig, type PaymentConfig } from './payment/config.ts';
 import { loadGateFreshness, type GateFreshness } from './gate-freshness.ts';
 import { loadTemporalSettings, type TemporalConnectionOptions } from '../lib/temporal-connection.ts';
+import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv } from '../lib/config.ts';
 
 /** How fast a proxied body must arrive (slow uploads answer 408). */
 export type BodyPace = { timeoutMs: number; minBytesPerSecond: number; graceMs: number };
@@ -83,7 +84,7 @@ const GatewayEnv = z.object({
   RATE_LIMIT_GLOBAL_RPS: z.coerce.number().positive().default(2000),
   RATE_LIMIT_GLOBAL_BURST: z.coerce.number().int().positive().default(4000),
   CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
-  LOG_LEVEL: z.string().default('info'),
+  LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   GIT_COMMIT: z.string().optional(),
 });
 
@@ -137,23 +138,32 @@ export type GatewayConfig = {
   payment: PaymentConfig;
 };
 
-export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
-  const parsed = GatewayEnv.safeParse(env);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
-  }
-  const e = parsed.data;
-  const temporal = loadTemporalSettings(env);
-  if (!e.AUTH_JWT_SECRET && !e.AUTH_JWKS_URL) {
-    throw new Error('invalid configuration: set AUTH_JWT_SECRET or AUTH_JWKS_URL');
-  }
-  const secretBytes = e.AUTH_JWT_SECRET === undefined ? undefined : Buffer.byteLength(e.AUTH_JWT_SECRET, 'utf8');
-  if (!e.AUTH_JWKS_URL && secretBytes !== undefined && secretBytes < MIN_HS256_SECRET_BYTES) {
-    throw new Error(
-      `invalid configuration: AUTH_JWT_SECRET is ${secretBytes} bytes; HS256 needs at least ${MIN_HS256_SECRET_BYTES} (e.g. openssl rand -base64 32)`,
+/** An HS256 secret or a JWKS URL, and a secret long enough for HS256. */
+function checkAuthSecret(env: NodeJS.ProcessEnv): void {
+  const secret = env.AUTH_JWT_SECRET;
+  if (!secret && !env.AUTH_JWKS_URL)
+    throw new ConfigError('AUTH_JWT_SECRET or AUTH_JWKS_URL must be set (npm start generates a secret into DATA_DIR)');
+  const bytes = secret === undefined ? undefined : Buffer.byteLength(secret, 'utf8');
+  if (!env.AUTH_JWKS_URL && bytes !== undefined && bytes < MIN_HS256_SECRET_BYTES)
+    throw new ConfigError(
+      `AUTH_JWT_SECRET is ${bytes} bytes; HS256 needs at least ${MIN_HS256_SECRET_BYTES} (e.g. openssl rand -base64 32)`,
     );
-  }
+}
+
+/** Every setting of the API and the gateway worker; a ConfigError lists every problem at once. */
+export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  const parts = gatherConfig({
+    env: () => parseEnv(GatewayEnv, env),
+    auth: () => checkAuthSecret(env),
+    temporal: () => loadTemporalSettings(env),
+    gateFreshness: () => loadGateFreshness(env),
+    vault: () => loadVaultConfig(env),
+    analytics: () => loadAnalyticsConfig(env),
+    receipts: () => loadReceiptConfig(env),
+    observability: () => loadObservabilityConfig(env),
+    payment: () => loadPaymentConfig(env),
+  });
+  const { env: e, temporal } = parts;
   return {
     port: e.PORT,
     host: e.HOST,
@@ -195,14 +205,14 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       globalRps: e.RATE_LIMIT_GLOBAL_RPS,
       globalBurst: e.RATE_LIMIT_GLOBAL_BURST,
     },
-    gateFreshness: loadGateFreshness(env),
+    gateFreshness: parts.gateFreshness,
     chainRpcUrl: e.CHAIN_RPC_URL,
     logLevel: e.LOG_LEVEL,
     gitCommit: e.GIT_COMMIT,
-    vault: loadVaultConfig(env),
-    analytics: loadAnalyticsConfig(env),
-    receipts: loadReceiptConfig(env),
-    observability: loadObservabilityConfig(env),
-    payment: loadPaymentConfig(env),
+    vault: parts.vault,
+    analytics: parts.analytics,
+    receipts: parts.receipts,
+    observability: parts.observability,
+    payment: parts.payment,
   };
 }

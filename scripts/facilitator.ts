@@ -1,16 +1,21 @@
-// `npm run facilitator -- accounts add|list|deactivate`: the operator's tool for facilitator
-// accounts. An account is a client certificate (by SHA-256 fingerprint) with its guardrails.
+// `npm run facilitator -- accounts add|list|deactivate | certs issue`: the operator's tool for
+// facilitator accounts. An account is a client certificate (by SHA-256 fingerprint) with its
+// guardrails.
 //
 //   accounts add --cert FILE --name NAME [--kind NETWORK:ASSET]... [--max-per-tx N] [--daily-ceiling N]
 //   accounts list [--json]
 //   accounts deactivate ID_OR_FINGERPRINT | --cert FILE
+//   certs issue --name NAME [--out DIR]
 //
 // The database is FACILITATOR_DATABASE_URL (or --database-url); without either, the one
 // `npm start` runs (embedded PostgreSQL on EMBEDDED_PG_PORT, default 5433). The default kind
 // is (base, TOKEN_ADDRESS), or the local token of `npm start` when TOKEN_ADDRESS is unset.
 // Limits are in the token's smallest unit; an omitted limit uses the deployment default.
+// `certs issue` signs a client certificate with the dev CA of `npm start` (DATA_DIR/pki), for a
+// local system only: a deployment's certificates come from its own CA.
 import { readFileSync } from 'node:fs';
-import { getAddress, getCreateAddress } from 'ethers';
+import { join, resolve } from 'node:path';
+import { getAddress } from 'ethers';
 import { openFacilitatorPool } from '../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../facilitator/db/migrations.ts';
 import {
@@ -20,16 +25,20 @@ import {
   type Account,
   type AccountKind,
 } from '../facilitator/accounts.ts';
-import { certFingerprint256 } from './dev/pki.ts';
+import { certFingerprint256, issueClientCertFiles } from './dev/pki.ts';
 import { failedGasToday } from '../facilitator/store/claims.ts';
-import { DEV_ACCOUNTS } from './dev/chain.ts';
-import { parseCommand, reportUncaught, usageExit } from './lib/cli.ts';
+import { DEV_TOKEN_ADDRESS } from './dev/chain.ts';
+import { parseCommand, reportUncaught, runCommand, usageExit, UsageError } from './lib/cli.ts';
+import { announceDataDir, dataDir } from './lib/secrets.ts';
 
 const USAGE = `usage:
   npm run facilitator -- accounts add --cert FILE --name NAME [--kind NETWORK:ASSET]... [--max-per-tx N] [--daily-ceiling N]
   npm run facilitator -- accounts list [--json]
   npm run facilitator -- accounts deactivate ID_OR_FINGERPRINT | --cert FILE
-options: --database-url URL (default: FACILITATOR_DATABASE_URL, else the npm start database)`;
+  npm run facilitator -- certs issue --name NAME [--out DIR]
+options: --database-url URL (default: FACILITATOR_DATABASE_URL, else the npm start database)
+  certs issue: a client certificate for NAME from npm start's dev CA (DATA_DIR/pki), written to
+  DIR (default DATA_DIR/pki/clients) as NAME-cert.pem and NAME-key.pem; register it with accounts add`;
 
 function fail(message: string): never {
   return usageExit(USAGE, message);
@@ -46,9 +55,34 @@ const { values, positionals } = parseCommand({
     'daily-ceiling': { type: 'string' },
     'database-url': { type: 'string' },
     json: { type: 'boolean' },
+    out: { type: 'string' },
   },
 });
+if (positionals[0] === 'certs') await issueCert();
 if (positionals[0] !== 'accounts') fail(positionals[0] ? `unknown command ${positionals[0]}` : 'name a command');
+
+/** `certs issue --name NAME [--out DIR]`: a client certificate from the dev CA of npm start. */
+async function issueCert(): Promise<never> {
+  if (positionals[1] !== 'issue' || positionals.length > 2) fail('the certs command is: certs issue --name NAME');
+  const name = values.name;
+  if (!name) fail('certs issue needs --name NAME');
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(name) || name.startsWith('.'))
+    fail(`--name ${name}: 1-64 letters, digits, dots, dashes or underscores`);
+  return runCommand('facilitator', async () => {
+    const dir = dataDir();
+    announceDataDir('facilitator', dir);
+    const pkiDir = join(dir, 'pki');
+    const issued = await issueClientCertFiles(pkiDir, name, resolve(values.out ?? join(pkiDir, 'clients'))).catch(
+      (err: Error) => {
+        throw new UsageError(err.message);
+      },
+    );
+    process.stdout.write(
+      `issued ${issued.certFile}\n       ${issued.keyFile}\n    sha256 ${certFingerprint256(issued.certPem)}\n` +
+        `register it: npm run facilitator -- accounts add --cert ${issued.certFile} --name ${name}\n`,
+    );
+  });
+}
 
 reportUncaught('facilitator');
 
@@ -65,7 +99,7 @@ function amount(flag: string, value: string | undefined): bigint | null {
 
 function kinds(): AccountKind[] {
   // The token `npm start` deploys lands at dev account 0's first contract address.
-  const fallback = process.env.TOKEN_ADDRESS ?? getCreateAddress({ from: DEV_ACCOUNTS[0].address, nonce: 0 });
+  const fallback = process.env.TOKEN_ADDRESS ?? DEV_TOKEN_ADDRESS;
   const given = values.kind ?? [`base:${fallback}`];
   return given.map((k) => {
     const [network, asset] = k.split(':');

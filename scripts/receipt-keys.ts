@@ -7,6 +7,7 @@ import { generateKey, readKeys } from '../gateway/receipts/keys.ts';
 import { loadReceiptConfig } from '../gateway/receipts/config.ts';
 
 import { parseCommand, runCommand, usageExit } from './lib/cli.ts';
+import { announceDataDir } from './lib/secrets.ts';
 
 const USAGE = `usage: npm run receipt-keys -- [list|rotate]
   list    the signing keys in RECEIPT_KEYS_DIR (default DATA_DIR/receipt-keys), the active one marked
@@ -18,6 +19,7 @@ if (positionals.length > 1 || (command !== 'list' && command !== 'rotate'))
 
 await runCommand('receipt-keys', async () => {
   const config = loadReceiptConfig(process.env);
+  if (!process.env.RECEIPT_KEYS_DIR) announceDataDir('receipt-keys');
   if (command === 'rotate') process.stdout.write(`added ${generateKey(config.keysDir)}\n`);
   const keys = readKeys(config.keysDir);
   const active = config.activeKid ?? keys.at(-1)?.kid;

@@ -2,27 +2,28 @@
 // Infrastructure first (scripts/lib/infra.ts), then the gateway worker, the facilitator, the
 // API and a demo echo agent; one banner when everything answers; Ctrl-C stops it all.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { resolve } from 'node:path';
 import { appEnvironment, startInfra } from './lib/infra.ts';
-import { assertPortFree, waitFor } from './lib/ports.ts';
+import { waitFor } from './lib/ports.ts';
+import { checkStartSettings } from './lib/start-check.ts';
+import { parseCommand } from './lib/cli.ts';
+import { exitWithProblems } from '../lib/config.ts';
 import { stopChild } from './dev/temporal-dev-server.ts';
 import { mintToken } from '../gateway/tokens.ts';
 import { ensureDevAccount } from './dev/facilitator-account.ts';
+import { dataDir as dataDirOf } from './lib/secrets.ts';
+
+parseCommand({
+  usage: `usage: npm start
+  Starts the whole system on embedded defaults (Temporal dev server, PostgreSQL, anvil, OpenBao,
+  the worker, the facilitator, the API and a demo agent) with its data in DATA_DIR (default .data);
+  prints one banner when everything answers. Ctrl-C stops it all. Settings: README.md, Configuration.`,
+});
 
 const env = process.env;
-const num = (name: string, fallback: number) => Number(env[name] ?? fallback);
-const dataDir = resolve(env.DATA_DIR ?? '.data');
-const ports = {
-  api: num('PORT', 8080),
-  facilitator: num('FACILITATOR_PORT', 8443),
-  facilitatorPublic: num('FACILITATOR_PUBLIC_PORT', 8444),
-  temporal: num('TEMPORAL_PORT', 7233),
-  temporalUi: num('TEMPORAL_UI_PORT', 8233),
-  postgres: num('EMBEDDED_PG_PORT', 5433),
-  anvil: num('ANVIL_PORT', 8545),
-  openbao: num('OPENBAO_PORT', 8200),
-  demo: num('DEMO_UPSTREAM_PORT', 8099),
-};
+const dataDir = dataDirOf(env);
+// Every setting of every process it will run, and every port, checked before anything starts.
+const { ports, problems } = await checkStartSettings(env);
+if (problems.length) exitWithProblems('npm start', problems);
 
 function log(source: string, line: string): void {
   for (const l of line.split('\n')) if (l.trim()) process.stdout.write(`[${source}] ${l}\n`);
@@ -79,14 +80,6 @@ function run(name: string, script: string, childEnv: Record<string, string>): Ch
 }
 
 try {
-  for (const [what, port, variable] of [
-    ['gateway API', ports.api, 'PORT'],
-    ['facilitator', ports.facilitator, 'FACILITATOR_PORT'],
-    ['facilitator public', ports.facilitatorPublic, 'FACILITATOR_PUBLIC_PORT'],
-    ['demo upstream', ports.demo, 'DEMO_UPSTREAM_PORT'],
-  ] as const) {
-    await assertPortFree(port, what, variable);
-  }
   log('start', `data folder: ${dataDir}`);
   const infra = await startInfra({
     dataDir,

@@ -9,6 +9,7 @@ import { verifyReceipt } from '../gateway/receipts/receipt.ts';
 import { readKeys } from '../gateway/receipts/keys.ts';
 import { loadReceiptConfig } from '../gateway/receipts/config.ts';
 import { parseCommand, usageExit, UsageError } from './lib/cli.ts';
+import { announceDataDir } from './lib/secrets.ts';
 
 const USAGE = `usage: npm run verify-receipt -- FILE [--jwks FILE_OR_URL]
   Checks a trust receipt offline: FILE holds the compact JWS or the JSON answer of
@@ -43,6 +44,7 @@ function receiptOf(text: string): string {
 async function jwks(): Promise<{ keys: JWK[] }> {
   if (!values.jwks) {
     const config = loadReceiptConfig(process.env);
+    if (!process.env.RECEIPT_KEYS_DIR) announceDataDir('verify-receipt');
     const keys = readKeys(config.keysDir).map((k) => k.publicJwk);
     if (keys.length === 0) throw new Error(`no keys in ${config.keysDir}; pass --jwks`);
     return { keys };

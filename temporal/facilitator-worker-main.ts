@@ -6,11 +6,13 @@ import { migrateFacilitator } from '../facilitator/db/migrations.ts';
 import { createChainProvider } from '../facilitator/chain.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createLogger } from '../lib/log.ts';
+import { loadConfigOrExit } from '../lib/config.ts';
 import { createFacilitatorWorker } from './facilitator-worker.ts';
 import { requireSearchAttributes } from './search-attribute-setup.ts';
 
-const log = createLogger('facilitator-worker');
-const config = loadFacilitatorConfig();
+// Every setting checked first: all the mistakes, one line each, exit 2.
+const config = await loadConfigOrExit('facilitator-worker', () => loadFacilitatorConfig());
+const log = createLogger('facilitator-worker', config.logLevel);
 await requireSearchAttributes(config.temporal, log);
 const pool = openFacilitatorPool(config.databaseUrl);
 await migrateFacilitator(pool);

@@ -4,17 +4,27 @@ import { openOrm } from '../gateway/db/orm.ts';
 import { createLogger } from '../lib/log.ts';
 import { createGatewayWorker } from './gateway-worker.ts';
 import { startMetricsServer } from '../lib/observability/http.ts';
-import { startTracing, stopTracing } from '../lib/observability/tracing.ts';
+import { startTracing, stopTracing, tracingSettings } from '../lib/observability/tracing.ts';
 import { connectClient } from './client.ts';
 import { requireSearchAttributes } from './search-attribute-setup.ts';
-import { ensureRetentionSchedule, loadBodyRetentionDays, loadRetentionDays } from './retention-schedule.ts';
+import { ensureRetentionSchedule, loadRetention } from './retention-schedule.ts';
+import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
 
+// Every setting and the metrics port checked first: all the mistakes, one line each, exit 2.
+const { config, retention } = await loadConfigOrExit(
+  'worker',
+  () =>
+    gatherConfig({
+      config: loadGatewayConfig,
+      retention: () => loadRetention(process.env),
+      tracing: () => tracingSettings(process.env, 'worker'),
+    }),
+  [{ variable: 'WORKER_METRICS_PORT', fallback: 9464, hostVariable: 'METRICS_HOST' }],
+);
+const { retentionDays, bodyRetentionDays } = retention;
 // Before the worker is built: it installs the tracing interceptors only when tracing is on.
 startTracing(process.env, 'agent-gateway-worker');
-const log = createLogger('worker');
-const config = loadGatewayConfig();
-const retentionDays = loadRetentionDays(process.env);
-const bodyRetentionDays = loadBodyRetentionDays(process.env);
+const log = createLogger('worker', config.logLevel);
 await requireSearchAttributes(config.temporal, log);
 const orm = await openOrm(config.databaseUrl);
 const { worker, connection } = await createGatewayWorker(config, orm);

@@ -10,6 +10,7 @@ import {
   type ScheduleOptionsAction,
 } from '@temporalio/client';
 import { z } from 'zod';
+import { parseEnv } from '../lib/config.ts';
 
 export const RETENTION_SCHEDULE_ID = 'policy-decision-retention';
 
@@ -18,19 +19,13 @@ const RetentionEnv = z.object({
   BODY_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
 });
 
-/** BODY_RETENTION_DAYS: days a captured body (capture_body) is kept (default 30; 0 = forever). */
-export function loadBodyRetentionDays(env: NodeJS.ProcessEnv): number {
-  const parsed = RetentionEnv.safeParse(env);
-  if (!parsed.success) throw new Error(`invalid configuration: BODY_RETENTION_DAYS: ${parsed.error.issues[0].message}`);
-  return parsed.data.BODY_RETENTION_DAYS;
-}
-
-/** POLICY_DECISION_RETENTION_DAYS: days a policy decision is kept (default 30; 0 = forever). */
-export function loadRetentionDays(env: NodeJS.ProcessEnv): number {
-  const parsed = RetentionEnv.safeParse(env);
-  if (!parsed.success)
-    throw new Error(`invalid configuration: POLICY_DECISION_RETENTION_DAYS: ${parsed.error.issues[0].message}`);
-  return parsed.data.POLICY_DECISION_RETENTION_DAYS;
+/**
+ * POLICY_DECISION_RETENTION_DAYS: days a policy decision is kept; BODY_RETENTION_DAYS: days a
+ * captured body (capture_body) is kept (default 30 each; 0 = forever).
+ */
+export function loadRetention(env: NodeJS.ProcessEnv): { retentionDays: number; bodyRetentionDays: number } {
+  const e = parseEnv(RetentionEnv, env);
+  return { retentionDays: e.POLICY_DECISION_RETENTION_DAYS, bodyRetentionDays: e.BODY_RETENTION_DAYS };
 }
 
 export type RetentionScheduleOptions = {

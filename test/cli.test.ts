@@ -1,12 +1,19 @@
 // Every operator command behaves like a finished tool: `--help` prints its usage and exits 0
-// (and starts nothing), a bad argument is one line plus the usage and exit 2, and a bad
-// configuration is one line and a non-zero exit; never a stack trace.
+// (and starts nothing); a bad argument (an unknown flag, a missing or bad value) is one line on
+// stderr and exit 2; a bad configuration is reported before anything starts, every problem on
+// a line of its own; never a stack trace. And the commands that read the data folder read the
+// one npm start uses, and say so.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-
+import { Wallet } from 'ethers';
+import { stack } from './support/stack.ts';
+import { freePort } from '../scripts/lib/ports.ts';
+import { balanceOf, chainProvider } from './support/x402.ts';
 type Run = { code: number | null; stdout: string; stderr: string };
 
 function run(script: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
@@ -31,60 +38,98 @@ function run(script: string, args: string[], env: Record<string, string> = {}): 
 const aFile = join(mkdtempSync(join(tmpdir(), 'cli-')), 'not-a-folder');
 writeFileSync(aFile, 'x');
 
-// A bad setting each command reads (a file where a folder is expected, a malformed key list,
-// an address nothing answers on).
-const COMMANDS: Array<{ name: string; script: string; badEnv: Record<string, string>; badEnvArgs?: string[] }> = [
+// A bad value of an argument and a bad setting each command reads (a file where a folder is
+// expected, a malformed key list, an address nothing answers on).
+type Command = {
+  name: string;
+  script: string;
+  /** Arguments with a bad value, or an option whose value is missing. */
+  badArgs: string[];
+  badEnv?: Record<string, string>;
+  badEnvArgs?: string[];
+};
+const COMMANDS: Command[] = [
   {
     name: 'token',
     script: 'scripts/token.ts',
+    badArgs: ['--tenant', 't', '--user', 'u', '--ttl', 'soon'],
     badEnv: { AUTH_JWT_SECRET: '', DATA_DIR: aFile },
     badEnvArgs: ['--tenant', 't', '--user', 'u'],
   },
-  { name: 'replay', script: 'scripts/replay.ts', badEnv: {}, badEnvArgs: [aFile] },
+  { name: 'replay', script: 'scripts/replay.ts', badArgs: [], badEnvArgs: [aFile] },
   {
     name: 'verify-receipt',
     script: 'scripts/verify-receipt.ts',
+    badArgs: ['receipt.jws', '--jwks'],
     badEnv: { RECEIPT_KEYS_DIR: join(aFile, 'keys') },
     badEnvArgs: [aFile],
   },
-  { name: 'receipt-keys', script: 'scripts/receipt-keys.ts', badEnv: { RECEIPT_ACTIVE_KID: 'not a kid!' } },
+  {
+    name: 'receipt-keys',
+    script: 'scripts/receipt-keys.ts',
+    badArgs: ['shred'],
+    badEnv: { RECEIPT_ACTIVE_KID: 'not a kid!' },
+  },
   {
     name: 'facilitator',
     script: 'scripts/facilitator.ts',
+    badArgs: ['certs', 'issue', '--name', '../escape'],
     badEnv: { FACILITATOR_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' },
     badEnvArgs: ['accounts', 'list'],
   },
-  { name: 'bench', script: 'bench/run.ts', badEnv: {}, badEnvArgs: ['nosuch'] },
-  { name: 'chaos', script: 'scripts/chaos/run.ts', badEnv: {}, badEnvArgs: ['nosuch'] },
-  { name: 'tools', script: 'scripts/lib/tools.ts', badEnv: {} },
-  { name: 'migrate', script: 'scripts/migrate.ts', badEnv: { DATABASE_URL: 'not a url' } },
-  { name: 'rotate-kek', script: 'scripts/rotate-kek.ts', badEnv: { VAULT_KEKS: 'bad' } },
+  { name: 'bench', script: 'bench/run.ts', badArgs: ['nosuch'] },
+  { name: 'chaos', script: 'scripts/chaos/run.ts', badArgs: ['nosuch'] },
+  { name: 'tools', script: 'scripts/lib/tools.ts', badArgs: ['temporal'] },
+  { name: 'migrate', script: 'scripts/migrate.ts', badArgs: ['now'], badEnv: { DATABASE_URL: 'not a url' } },
+  { name: 'rotate-kek', script: 'scripts/rotate-kek.ts', badArgs: ['all'], badEnv: { VAULT_KEKS: 'bad' } },
+  {
+    name: 'dev',
+    script: 'scripts/dev.ts',
+    badArgs: ['fund', '0x12'],
+    badEnv: { ANVIL_PORT: '1', CHAIN_RPC_URL: '' },
+    badEnvArgs: ['fund', Wallet.createRandom().address],
+  },
+  { name: 'start', script: 'scripts/start.ts', badArgs: ['now'], badEnv: { LOG_LEVEL: 'loud' } },
 ];
 
 const STACK = /^\s+at .+\(?.*:\d+:\d+\)?$/m;
+/** The lines a command may add to its one error line: where it reads its data folder. */
+const DATA_FOLDER = /: data folder /;
+
+function assertOneLineExit2(r: Run, name: string, mentions?: RegExp): void {
+  assert.equal(r.code, 2, r.stdout + r.stderr);
+  const lines = r.stderr.trim().split('\n');
+  assert.equal(lines.length, 1, `one line, not: ${r.stderr}`);
+  assert.match(lines[0], new RegExp(`^${name}: `));
+  if (mentions) assert.match(lines[0], mentions);
+  assert.doesNotMatch(r.stdout + r.stderr, STACK);
+}
 
 describe('operator commands', function () {
   this.timeout(120_000);
 
   for (const c of COMMANDS) {
-    describe(`npm run ${c.name}`, () => {
+    const invoked = c.name === 'start' ? 'npm start' : `npm run ${c.name}`;
+    describe(invoked, () => {
       it('--help: usage on stdout, exit 0', async () => {
         const r = await run(c.script, ['--help']);
         assert.equal(r.code, 0, r.stderr);
-        assert.match(r.stdout, new RegExp(`^usage:[\\s\\S]*npm run ${c.name}`));
+        assert.match(r.stdout, new RegExp(`^usage:[\\s\\S]*${invoked}`));
+        assert.equal(r.stderr, '');
         assert.doesNotMatch(r.stdout + r.stderr, STACK);
       });
 
-      it('an unknown option: one line naming it, the usage, exit 2', async () => {
-        const r = await run(c.script, ['--no-such-option']);
-        assert.equal(r.code, 2, r.stdout + r.stderr);
-        const lines = r.stderr.trim().split('\n');
-        assert.match(lines[0], /--no-such-option/);
-        assert.match(lines[1], /^usage:/);
-        assert.doesNotMatch(r.stderr, STACK);
+      it('an unknown option: one line naming it, exit 2', async () => {
+        assertOneLineExit2(await run(c.script, ['--no-such-option']), c.name, /--no-such-option/);
       });
 
-      if (c.badEnvArgs !== undefined || Object.keys(c.badEnv).length > 0) {
+      if (c.badArgs.length) {
+        it('a bad or missing value: one line, exit 2', async () => {
+          assertOneLineExit2(await run(c.script, c.badArgs), c.name);
+        });
+      }
+
+      if (c.badEnv || c.badEnvArgs) {
         it('a bad setting or input: one line, a non-zero exit, no stack trace', async () => {
           const r = await run(c.script, c.badEnvArgs ?? [], c.badEnv);
           assert.notEqual(r.code, 0, r.stdout + r.stderr);
@@ -92,7 +137,7 @@ describe('operator commands', function () {
           const errorLines = r.stderr
             .trim()
             .split('\n')
-            .filter((l) => !/^\s*(usage:|npm run|\s{2})/.test(l));
+            .filter((l) => !/^\s/.test(l) && !DATA_FOLDER.test(l));
           assert.ok(errorLines.length <= 1 || r.stdout.includes('FAILED'), `more than one line: ${r.stderr}`);
         });
       }
@@ -103,5 +148,166 @@ describe('operator commands', function () {
     const r = await run('scripts/chaos/run.ts', ['--help', 'worker-kill']);
     assert.equal(r.code, 0);
     assert.doesNotMatch(r.stdout + r.stderr, /^(PASS|FAIL) |^\.\.\. worker-kill/m);
+  });
+});
+
+describe('configuration errors, reported together before anything starts', function () {
+  this.timeout(120_000);
+  let taken: Server;
+  let takenPort: number;
+
+  before(async () => {
+    taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    takenPort = (taken.address() as { port: number }).port;
+  });
+  after(() => new Promise((resolve) => taken.close(resolve)));
+
+  /** Every expected line is there, each on a line of its own; exit 2, no stack trace. */
+  function assertReported(r: Run, name: string, expected: RegExp[]): void {
+    assert.equal(r.code, 2, r.stdout + r.stderr);
+    assert.doesNotMatch(r.stdout + r.stderr, STACK);
+    const lines = r.stderr.trim().split('\n');
+    assert.match(
+      lines[0],
+      new RegExp(`^${name}: invalid configuration \\(${expected.length} problems; nothing started\\):$`),
+    );
+    for (const pattern of expected)
+      assert.equal(lines.filter((l) => pattern.test(l)).length, 1, `${pattern} once in:\n${r.stderr}`);
+    assert.equal(lines.length, expected.length + 1, r.stderr);
+  }
+
+  const GATEWAY_MISTAKES = () => ({
+    PORT: 'eighty',
+    LOG_LEVEL: 'loud',
+    AUTH_JWT_SECRET: 'short-secret',
+  });
+  const GATEWAY_LINES = [
+    /^ {2}PORT must be a number$/,
+    /^ {2}LOG_LEVEL must be one of .*info/,
+    /^ {2}AUTH_JWT_SECRET is 12 bytes/,
+  ];
+
+  it('the API: a bad PORT, an unknown LOG_LEVEL, a short secret and a taken metrics port', async () => {
+    const r = await run('api/main.ts', [], { ...GATEWAY_MISTAKES(), API_METRICS_PORT: String(takenPort) });
+    assertReported(r, 'api', [
+      ...GATEWAY_LINES,
+      new RegExp(`^ {2}API_METRICS_PORT: 127\\.0\\.0\\.1:${takenPort} is taken`),
+    ]);
+  });
+
+  it('the worker: the same mistakes and its own metrics port taken', async () => {
+    const r = await run('temporal/gateway-worker-main.ts', [], {
+      ...GATEWAY_MISTAKES(),
+      WORKER_METRICS_PORT: String(takenPort),
+      BODY_RETENTION_DAYS: '-1',
+    });
+    assertReported(r, 'worker', [
+      ...GATEWAY_LINES,
+      /^ {2}BODY_RETENTION_DAYS must be at least 0$/,
+      new RegExp(`^ {2}WORKER_METRICS_PORT: 127\\.0\\.0\\.1:${takenPort} is taken`),
+    ]);
+  });
+
+  it('the facilitator: a bad port, an unknown LOG_LEVEL, a bad token address and a taken metrics port', async () => {
+    const r = await run('facilitator/main.ts', [], {
+      FACILITATOR_PORT: 'x',
+      FACILITATOR_PUBLIC_PORT: String(await freePort()),
+      LOG_LEVEL: 'loud',
+      TOKEN_ADDRESS: '0x12',
+      FACILITATOR_METRICS_PORT: String(takenPort),
+    });
+    assertReported(r, 'facilitator', [
+      /^ {2}FACILITATOR_PORT must be a number$/,
+      /^ {2}LOG_LEVEL must be one of/,
+      /^ {2}TOKEN_ADDRESS must be a token contract address/,
+      new RegExp(`^ {2}FACILITATOR_METRICS_PORT: 127\\.0\\.0\\.1:${takenPort} is taken`),
+    ]);
+  });
+
+  it('npm start: the settings of every process it would run, checked before it starts any', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'start-'));
+    const r = await run('scripts/start.ts', [], {
+      ...GATEWAY_MISTAKES(),
+      DATA_DIR: dataDir,
+      ANVIL_PORT: '99999',
+      DEMO_UPSTREAM_PORT: String(takenPort),
+      // Every other port free, whatever else runs on this machine.
+      ...Object.fromEntries(
+        await Promise.all(
+          ['FACILITATOR_PORT', 'FACILITATOR_PUBLIC_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'EMBEDDED_PG_PORT']
+            .concat(['OPENBAO_PORT', 'API_METRICS_PORT', 'WORKER_METRICS_PORT', 'FACILITATOR_METRICS_PORT'])
+            .map(async (variable) => [variable, String(await freePort())]),
+        ),
+      ),
+    });
+    assertReported(r, 'npm start', [
+      ...GATEWAY_LINES,
+      /^ {2}ANVIL_PORT must be a port number from 1 to 65535$/,
+      new RegExp(`^ {2}DEMO_UPSTREAM_PORT: 127\\.0\\.0\\.1:${takenPort} is taken`),
+    ]);
+    assert.equal(existsSync(join(dataDir, 'secrets.json')), false, 'nothing started, nothing written');
+  });
+});
+
+describe('commands and the data folder of npm start', function () {
+  this.timeout(120_000);
+
+  it('npm run token never makes a secret up: without one it names the data folder and says to run npm start', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'token-'));
+    const r = await run('scripts/token.ts', ['--tenant', 't', '--user', 'u'], {
+      AUTH_JWT_SECRET: '',
+      DATA_DIR: dataDir,
+    });
+    assert.equal(r.code, 2, r.stderr);
+    assert.equal(r.stdout, '');
+    const lines = r.stderr.trim().split('\n');
+    assert.deepEqual(lines.length, 2, r.stderr);
+    assert.match(lines[0], new RegExp(`^token: data folder ${dataDir} \\(DATA_DIR`));
+    assert.match(lines[1], /^token: no secret in .*secrets\.json: run npm start first/);
+    assert.equal(existsSync(join(dataDir, 'secrets.json')), false);
+  });
+
+  it('npm run token reads the secret npm start keeps, and the running API accepts the token', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'token-'));
+    writeFileSync(join(dataDir, 'secrets.json'), JSON.stringify({ jwtSecret: stack().infra.secrets.jwtSecret }));
+    const r = await run('scripts/token.ts', ['--tenant', 'cli-t', '--user', 'u', '--api', stack().apiUrl], {
+      AUTH_JWT_SECRET: '',
+      DATA_DIR: dataDir,
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /^token: data folder /);
+    const res = await fetch(`${stack().apiUrl}/v1/agents`, { headers: { authorization: `Bearer ${r.stdout.trim()}` } });
+    assert.equal(res.status, 200);
+  });
+
+  it('npm run token refuses, in one line, a secret the running API does not use', async () => {
+    const r = await run('scripts/token.ts', ['--tenant', 't', '--user', 'u', '--api', stack().apiUrl], {
+      AUTH_JWT_SECRET: randomBytes(32).toString('base64url'),
+    });
+    assertOneLineExit2(r, 'token', /refuses tokens signed with the secret from AUTH_JWT_SECRET/);
+    assert.equal(r.stdout, '');
+  });
+});
+
+describe('npm run dev -- fund', function () {
+  this.timeout(120_000);
+
+  it('mints the dev token to an address on the local chain: its balance grows by the amount', async () => {
+    const payer = Wallet.createRandom().address;
+    const provider = chainProvider();
+    try {
+      const before = await balanceOf(provider, payer);
+      const env = { CHAIN_RPC_URL: stack().infra.chainRpcUrl, TOKEN_ADDRESS: stack().infra.tokenAddress };
+      const r = await run('scripts/dev.ts', ['fund', payer, '2.5'], env);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, new RegExp(`^funded ${payer} with 2\\.5 USDC .*balance 2\\.5 USDC`));
+      assert.equal((await balanceOf(provider, payer)) - before, 2_500_000n);
+      const again = await run('scripts/dev.ts', ['fund', payer], env);
+      assert.equal(again.code, 0, again.stderr);
+      assert.equal((await balanceOf(provider, payer)) - before, 102_500_000n, 'the default amount is 100 USDC');
+    } finally {
+      provider.destroy();
+    }
   });
 });

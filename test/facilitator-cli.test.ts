@@ -3,9 +3,9 @@
 // with its certificate, and once deactivated gets 403.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { stack } from './support/stack.ts';
 import { devCa, facilitatorClient, newPayTo, newPayer, requirements, settleBody, signPayment } from './support/x402.ts';
@@ -20,6 +20,8 @@ async function cli(...args: string[]): Promise<{ stdout: string; code: number; s
         ...process.env,
         FACILITATOR_DATABASE_URL: stack().infra.facilitatorDatabaseUrl,
         TOKEN_ADDRESS: stack().infra.tokenAddress,
+        // The data folder of the test stack: its dev CA is in DATA_DIR/pki, as npm start's is.
+        DATA_DIR: dirname(dirname(stack().infra.pki.files.ca)),
       },
     });
     return { stdout, stderr, code: 0 };
@@ -92,6 +94,35 @@ describe('facilitator accounts CLI', function () {
     );
     assert.equal(denied.status, 403);
     assert.equal((await cli('accounts', 'deactivate', 'fac_nonexistent')).code, 2);
+    await client.close();
+  });
+
+  it('certs issue: a client certificate from the dev CA, which the facilitator accepts once it is an account', async () => {
+    const out = await mkdtemp(join(tmpdir(), 'fac-certs-'));
+    const name = `issued-${Date.now()}`;
+    const issued = await cli('certs', 'issue', '--name', name, '--out', out);
+    assert.equal(issued.code, 0, issued.stderr);
+    assert.match(issued.stderr, /^facilitator: data folder /);
+    const certFile = join(out, `${name}-cert.pem`);
+    const keyFile = join(out, `${name}-key.pem`);
+    assert.match(issued.stdout, new RegExp(`accounts add --cert ${certFile} --name ${name}`));
+    assert.equal((await stat(keyFile)).mode & 0o777, 0o600);
+    const cert = { certPem: await readFile(certFile, 'utf8'), keyPem: await readFile(keyFile, 'utf8') };
+    assert.match(issued.stdout, new RegExp(certFingerprint256(cert.certPem)));
+
+    const again = await cli('certs', 'issue', '--name', name, '--out', out);
+    assert.equal(again.code, 2);
+    assert.match(again.stderr, /exists already/);
+
+    const client = await facilitatorClient(cert);
+    const payer = await newPayer();
+    const payTo = newPayTo();
+    assert.equal((await cli('accounts', 'add', '--cert', certFile, '--name', name)).code, 0);
+    const settled = await client.post(
+      '/settle',
+      settleBody(await signPayment(payer, { payTo, value: 1_000n }), requirements(payTo, 1_000n)),
+    );
+    assert.equal(settled.json.success, true, JSON.stringify(settled.json));
     await client.close();
   });
 });

@@ -12,7 +12,9 @@ import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { stack } from './support/stack.ts';
 import { call } from './support/http.ts';
 import { createAgent } from './support/proxy-helpers.ts';
-import { ensureRetentionSchedule, loadRetentionDays } from '../temporal/retention-schedule.ts';
+import { ensureRetentionSchedule, loadRetention } from '../temporal/retention-schedule.ts';
+
+const loadRetentionDays = (env: NodeJS.ProcessEnv) => loadRetention(env).retentionDays;
 import type { PolicyDecisionRetentionWorkflow } from '../workflows/retention.ts';
 
 const DAY_MS = 86_400_000;

@@ -14,6 +14,7 @@
 //
 // Errors name the variable, never a key.
 import { z } from 'zod';
+import { ConfigError, gatherConfig, parseEnv } from '../../lib/config.ts';
 import type { VaultLayout, VaultServer } from './vault.ts';
 
 export type Keyring = {
@@ -76,16 +77,16 @@ export function parseKeyring(keks: string | undefined, current: string | undefin
 
 export function loadVaultConfig(env: NodeJS.ProcessEnv = process.env): VaultConfig {
   const addr = env.VAULT_ADDR?.trim();
-  if (addr && !/^https?:\/\/[^/]+/.test(addr))
-    throw new Error('invalid configuration: VAULT_ADDR must be an http(s) URL');
-  const parsed = VaultEnv.safeParse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== '')));
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
-  }
-  const { VAULT_MOUNT: mount, VAULT_TENANT_PATH: tenantPath, VAULT_TENANT_ROLE: tenantRole } = parsed.data;
+  const { settings, keyring } = gatherConfig({
+    addr: () => {
+      if (addr && !/^https?:\/\/[^/]+/.test(addr)) throw new ConfigError('VAULT_ADDR must be an http(s) URL');
+    },
+    settings: () => parseEnv(VaultEnv, Object.fromEntries(Object.entries(env).filter(([, v]) => v !== ''))),
+    keyring: () => parseKeyring(env.VAULT_KEKS, env.VAULT_KEK_CURRENT),
+  });
+  const { VAULT_MOUNT: mount, VAULT_TENANT_PATH: tenantPath, VAULT_TENANT_ROLE: tenantRole } = settings;
   return {
-    keyring: parseKeyring(env.VAULT_KEKS, env.VAULT_KEK_CURRENT),
+    keyring,
     server: addr
       ? { addr: addr.replace(/\/+$/, ''), token: env.VAULT_TOKEN ?? '', ...(tenantRole ? { tenantRole } : {}) }
       : undefined,

@@ -11,6 +11,7 @@
 import { readFileSync } from 'node:fs';
 import { getAddress } from 'ethers';
 import { z } from 'zod';
+import { parseEnv } from '../../lib/config.ts';
 import type { TokenDomain } from '../../x402/eip3009.ts';
 
 const BASE_MAINNET_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
@@ -18,7 +19,7 @@ const BASE_MAINNET_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
 const PaymentEnv = z.object({
   TOKEN_ADDRESS: z
     .string()
-    .regex(/^0x[0-9a-fA-F]{40}$/)
+    .regex(/^0x[0-9a-fA-F]{40}$/, 'must be a token contract address (0x and 40 hex digits)')
     .default(BASE_MAINNET_USDC),
   CHAIN_ID: z.coerce.number().int().positive().default(8453),
   TOKEN_NAME: z.string().default('USD Coin'),
@@ -49,12 +50,7 @@ export type PaymentConfig = {
 };
 
 export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): PaymentConfig {
-  const parsed = PaymentEnv.safeParse(env);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
-  }
-  const e = parsed.data;
+  const e = parseEnv(PaymentEnv, env);
   let settlementCaPem: string | undefined;
   if (e.SETTLEMENT_CA_FILE) {
     try {

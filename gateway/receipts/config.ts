@@ -3,6 +3,7 @@
 // /.well-known/jwks.json, so receipts signed before a rotation keep verifying.
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
+import { parseEnv } from '../../lib/config.ts';
 
 const ReceiptEnv = z.object({
   DATA_DIR: z.string().default('.data'),
@@ -21,11 +22,6 @@ export type ReceiptConfig = {
 };
 
 export function loadReceiptConfig(env: NodeJS.ProcessEnv): ReceiptConfig {
-  const parsed = ReceiptEnv.safeParse(env);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
-  }
-  const e = parsed.data;
+  const e = parseEnv(ReceiptEnv, env);
   return { keysDir: resolve(e.RECEIPT_KEYS_DIR ?? join(e.DATA_DIR, 'receipt-keys')), activeKid: e.RECEIPT_ACTIVE_KID };
 }

@@ -2,6 +2,7 @@
 // METRICS_HOST (loopback by default), never on the public API port (0 turns a listener off).
 // Tracing: off unless an OTLP endpoint is configured.
 import { z } from 'zod';
+import { parseEnv } from '../config.ts';
 
 const ObservabilityEnv = z.object({
   WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
@@ -20,12 +21,7 @@ export type ObservabilityConfig = {
 };
 
 export function loadObservabilityConfig(env: NodeJS.ProcessEnv): ObservabilityConfig {
-  const parsed = ObservabilityEnv.safeParse(env);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
-  }
-  const e = parsed.data;
+  const e = parseEnv(ObservabilityEnv, env);
   return {
     workerMetricsPort: e.WORKER_METRICS_PORT,
     apiMetricsPort: e.API_METRICS_PORT,

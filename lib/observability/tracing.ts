@@ -28,6 +28,7 @@ import {
 import type { WorkflowClientInterceptor } from '@temporalio/client';
 import type { ActivityInterceptorsFactory, WorkerOptions } from '@temporalio/worker';
 import { z } from 'zod';
+import { parseEnv } from '../config.ts';
 
 const TracingEnv = z.object({
   OTEL_TRACES_ENABLED: z.enum(['true', 'false']).optional(),
@@ -40,12 +41,7 @@ export type TracingSettings = { enabled: boolean; tracesUrl?: string; serviceNam
 
 /** Reads the standard OTel variables; an explicit OTEL_TRACES_ENABLED=false wins over an endpoint. */
 export function tracingSettings(env: NodeJS.ProcessEnv, defaultServiceName: string): TracingSettings {
-  const parsed = TracingEnv.safeParse(env);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new Error(`invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
-  }
-  const e = parsed.data;
+  const e = parseEnv(TracingEnv, env);
   const endpoint = e.OTEL_EXPORTER_OTLP_ENDPOINT;
   // The signal-specific variable is the full URL; the generic one is a base the path is appended to.
   const tracesUrl =

@@ -33,6 +33,7 @@ export const SCENARIOS = [
 ];
 const SCENARIO_TIMEOUT_MS = Number(process.env.CHAOS_SCENARIO_TIMEOUT_MS ?? 20 * 60_000);
 const RESULT_MARK = 'CHAOS-RESULT ';
+const CHILD_VARIABLE = 'CHAOS_RUN_SCENARIO';
 
 async function load(name: string): Promise<ChaosScenario> {
   const file = resolve(import.meta.dirname, `${name}.ts`);
@@ -61,7 +62,8 @@ async function runHere(name: string): Promise<never> {
 /** In the runner: one scenario in its own process group; always resolves to its result. */
 function runChild(name: string): Promise<{ ok: boolean; text: string }> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, [import.meta.filename, '--child', name], {
+    const child = spawn(process.execPath, [import.meta.filename], {
+      env: { ...process.env, [CHILD_VARIABLE]: name },
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -125,8 +127,13 @@ function runChild(name: string): Promise<{ ok: boolean; text: string }> {
   });
 }
 
-const childAt = process.argv.indexOf('--child');
-if (childAt >= 0) await runHere(process.argv[childAt + 1]);
+// The runner names the scenario its child runs in the environment, not on the command line:
+// the command line is the user's, parsed strictly below.
+const childScenario = process.env[CHILD_VARIABLE];
+if (childScenario) {
+  delete process.env[CHILD_VARIABLE];
+  await runHere(childScenario);
+}
 
 const USAGE = `usage: npm run chaos [-- NAME...]
   Runs the chaos scenarios (all, or those named), each on its own isolated system; one PASS/FAIL

@@ -108,6 +108,14 @@ export async function startAnvil(opts: {
   return { rpcUrl, child, stop: () => stopChild(child) };
 }
 
+/** Where `npm start` deploys the token: dev account 0's first contract, the same on every fresh chain. */
+export const DEV_TOKEN_ADDRESS = getCreateAddress({ from: DEV_ACCOUNTS[0].address, nonce: 0 });
+
+/** The local chain `npm start` runs: CHAIN_RPC_URL, else anvil on ANVIL_PORT (default 8545). */
+export function devChainRpcUrl(env: NodeJS.ProcessEnv = process.env): string {
+  return env.CHAIN_RPC_URL || `http://127.0.0.1:${env.ANVIL_PORT || 8545}`;
+}
+
 /**
  * Deploys the token from dev account 0 unless it is already there. The first contract an account
  * creates always lands at the same address, so every fresh chain gets the token at one known
@@ -115,7 +123,7 @@ export async function startAnvil(opts: {
  */
 export async function deployToken(rpcUrl: string, cacheDir: string): Promise<{ address: string; deployer: string }> {
   const deployer = DEV_ACCOUNTS[0].address;
-  const address = getCreateAddress({ from: deployer, nonce: 0 });
+  const address = DEV_TOKEN_ADDRESS;
   await withProvider(rpcUrl, async (provider) => {
     if ((await provider.getCode(address)) !== '0x') return;
     const sent = await provider.getTransactionCount(deployer);
@@ -163,6 +171,26 @@ export async function fund(
       await minted.wait();
     }
   });
+}
+
+/**
+ * `fund` for a person at the command line, on a chain that must be the local anvil with the dev
+ * token (anything else is refused: minting goes through anvil's unlocked dev account 0). Returns
+ * the balance after minting.
+ */
+export async function fundOnDevChain(rpcUrl: string, token: string, to: string, usdc: bigint): Promise<bigint> {
+  await withProvider(rpcUrl, async (provider) => {
+    let client: string;
+    try {
+      client = String(await provider.send('web3_clientVersion', []));
+    } catch {
+      throw new Error(`no chain answers at ${rpcUrl}: is npm start running? (CHAIN_RPC_URL, ANVIL_PORT)`);
+    }
+    if (!/anvil/i.test(client)) throw new Error(`${rpcUrl} is ${client}, not the local anvil chain: refusing to mint`);
+    if ((await provider.getCode(token)) === '0x') throw new Error(`no token contract at ${token} on ${rpcUrl}`);
+  });
+  await fund(rpcUrl, token, to, { usdc });
+  return withProvider(rpcUrl, (provider) => tokenContract(token, provider).balanceOf(to) as Promise<bigint>);
 }
 
 async function withProvider<T>(rpcUrl: string, use: (provider: JsonRpcProvider) => Promise<T>): Promise<T> {

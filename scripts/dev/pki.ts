@@ -174,6 +174,31 @@ async function createCa(): Promise<CertAndKeyPem> {
   return { certPem: cert.toString('pem'), keyPem: await exportPrivateKeyPem(keys.privateKey) };
 }
 
+/**
+ * `npm run facilitator -- certs issue`: a client certificate and key for `commonName` from the
+ * dev CA in `pkiDir`, written to `outDir` as `<name>-cert.pem` and `<name>-key.pem` (0600).
+ * Refuses to overwrite: a certificate may already be some account's.
+ */
+export async function issueClientCertFiles(
+  pkiDir: string,
+  commonName: string,
+  outDir: string,
+): Promise<{ certFile: string; keyFile: string; certPem: string }> {
+  const files = pathsIn(pkiDir);
+  if (!(await exists(files.ca)) || !(await exists(files.caKey)))
+    throw new Error(`no dev CA in ${pkiDir} (${FILE_NAMES.ca}, ${FILE_NAMES.caKey}): run npm start first`);
+  const certFile = join(outDir, `${commonName}-cert.pem`);
+  const keyFile = join(outDir, `${commonName}-key.pem`);
+  for (const file of [certFile, keyFile])
+    if (await exists(file)) throw new Error(`${file} exists already: choose another --name or remove it`);
+  const [certPem, keyPem] = await Promise.all([readFile(files.ca, 'utf8'), readFile(files.caKey, 'utf8')]);
+  const issued = await issueClientCert({ certPem, keyPem }, commonName);
+  await mkdir(outDir, { recursive: true });
+  await writePem(keyFile, issued.keyPem, true);
+  await writePem(certFile, issued.certPem, false);
+  return { certFile, keyFile, certPem: issued.certPem };
+}
+
 async function issueServerCert(ca: CertAndKeyPem, hosts: string[]): Promise<CertAndKeyPem> {
   const altNames = hosts.map((host) => ({ type: isIP(host) ? ('ip' as const) : ('dns' as const), value: host }));
   return issueLeaf(ca, hosts[0], [

@@ -1,5 +1,6 @@
 // What every operator command shares: `--help` prints its usage and exits 0; an unknown or
-// malformed argument prints one line (and the usage) and exits 2; a mistake the user can fix
+// malformed argument (an unknown flag, a missing or bad value) prints one line naming it and
+// where the usage is, and exits 2; a mistake the user can fix
 // (a missing file, a bad setting) prints one line and exits 2; anything else prints one line
 // naming its kind and exits 1. No stack trace reaches the user unless DEBUG is set.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
@@ -12,7 +13,7 @@ export class UsageError extends Error {
 type Options = NonNullable<ParseArgsConfig['options']>;
 
 export type CommandSpec<O extends Options> = {
-  /** The command's usage text, printed by --help and after an argument error. */
+  /** The command's usage text, printed by --help; its first `npm run NAME` names the command. */
   usage: string;
   options?: O;
   allowPositionals?: boolean;
@@ -40,9 +41,16 @@ export function parseCommand<O extends Options>(spec: CommandSpec<O>) {
   }
 }
 
-/** One line naming the mistake, then the usage; exit 2. */
+/** The command's name, from its usage text (`usage: npm run NAME ...`, `usage: npm start`). */
+function commandName(usage: string): string {
+  return /npm (?:run (\S+)|(start|test))/.exec(usage)?.slice(1).find(Boolean) ?? 'command';
+}
+
+/** One line naming the mistake and where the usage is; exit 2. */
 export function usageExit(usage: string, message: string): never {
-  process.stderr.write(`${firstLine(message)}\n${usage.trimEnd()}\n`);
+  const name = commandName(usage);
+  const help = name === 'start' || name === 'test' ? `npm ${name} -- --help` : `npm run ${name} -- --help`;
+  process.stderr.write(`${name}: ${firstLine(message)} (usage: ${help})\n`);
   process.exit(2);
 }
 
