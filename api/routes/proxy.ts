@@ -43,6 +43,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       caller: ctx.state.caller,
       agent,
       mode: 'transactional',
+      invocationId: newId('inv'),
       requestId,
       model,
       contentType: ctx.get('content-type') || null,
@@ -71,7 +72,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
     // Temporal gone down since: refused before anything is written (a paid call's payment stays
     // unbound, and the same header resumes it).
     assertTemporalReachable(deps.temporal);
-    const invocationId = newId('inv');
+    const { invocationId } = call;
     // The workflow start and the commit (body and row; for a paid call also the payment bound
     // to the row: one payment buys one call) run side by side; the 202 waits for both. The
     // start, the longer, is sent first; the row is built after it, inside the commit's promise,
@@ -102,7 +103,10 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       if (started.status === 'fulfilled')
         await started.value.terminate('invocation not accepted').catch(() => undefined);
       // The decision was made even though the call was not accepted: logged on its own.
-      if (call.policyDecision) await services.policy.store.recordDecision(call.policyDecision).catch(() => undefined);
+      if (call.policyDecision)
+        await services.policy.store
+          .recordDecision({ ...call.policyDecision, invocationId: null })
+          .catch(() => undefined);
       throw withPaymentRequired(deps, call, written.reason);
     }
     if (started.status === 'rejected') {
