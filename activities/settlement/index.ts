@@ -267,7 +267,8 @@ export function createSettlementSteps(deps: SettlementDeps): {
     if (own && existing) return { step: 'elsewhere' };
     // A resumed run whose bytes already exist goes straight to delivery: re-verifying now
     // would see its own transaction's effects (a used nonce) as a reason to refuse.
-    if (existing?.txHash) return { step: 'signed', payer: getAddress(existing.payer), txHash: existing.txHash };
+    if (existing?.txHash)
+      return { step: 'signed', payer: getAddress(existing.payer), txHash: existing.txHash.toLowerCase() };
     if (!stored) throw new Error('settle request missing for key');
     const authorization = stored.request.paymentPayload.payload.authorization;
     // Lowercased first: a mixed-case address with a bad checksum must not throw here (the
@@ -311,7 +312,7 @@ export function createSettlementSteps(deps: SettlementDeps): {
     if ('rejected' in claimed) return { step: 'refused', payer, guardrail: claimed.rejected };
     if (own && claimed.raced) return { step: 'elsewhere' };
     const signed = claimed.claimed.rawTx ? claimed.claimed : await sign(deps, key, stored.request, checked.gas);
-    return { step: 'signed', payer, txHash: signed.txHash!, record: signedOrThrow(signed) };
+    return { step: 'signed', payer, txHash: signed.txHash!.toLowerCase(), record: signedOrThrow(signed) };
   }
 
   /**
