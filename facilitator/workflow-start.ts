@@ -26,7 +26,8 @@ export function startSettlementWorkflow(
     workflowIdReusePolicy: 'REJECT_DUPLICATE',
     requestEagerStart: eager,
     typedSearchAttributes: [
-      { key: Payer, value: labels.payer },
+      // Lowercase hex, like the workflow id: a Web UI query typed in lowercase finds it.
+      { key: Payer, value: labels.payer.toLowerCase() },
       { key: SettlementStatus, value: 'received' },
     ],
     // Amount, recipient and payer only: the signature never enters a history.

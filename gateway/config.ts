@@ -50,6 +50,9 @@ const GatewayEnv = z.object({
   // A token without `exp` never expires; refused unless this is set to false.
   AUTH_REQUIRE_EXP: z.enum(['true', 'false']).default('true'),
   UPSTREAM_ALLOW: csv,
+  // `npm start` sets it: refusing a local upstream_url also says how to allow it (the
+  // UPSTREAM_ALLOW value that would), which only the machine's own operator should be told.
+  UPSTREAM_ALLOW_HINT: z.enum(['true', 'false']).default('false'),
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   // Requests one tenant may have open to one upstream origin at a time (the pool holds 256).
   UPSTREAM_TENANT_CONNECTIONS: z.coerce.number().int().positive().default(64),
@@ -105,7 +108,8 @@ export type GatewayConfig = {
     maxTokenAgeSeconds?: number;
     requireExp: boolean;
   };
-  upstream: { allow: string[]; timeoutMs: number; tenantConnections: number };
+  /** UPSTREAM_ALLOW, UPSTREAM_ALLOW_HINT, UPSTREAM_TIMEOUT_MS, UPSTREAM_TENANT_CONNECTIONS. */
+  upstream: { allow: string[]; allowHint: boolean; timeoutMs: number; tenantConnections: number };
   /** BODY_READ_TIMEOUT_MS, BODY_MIN_BYTES_PER_S, BODY_RATE_GRACE_MS (api/proxy/body.ts). */
   bodyPace: BodyPace;
   /** BODY_INFLIGHT_MAX_BYTES, BODY_INFLIGHT_TENANT_MAX_BYTES (api/proxy/body-budget.ts). */
@@ -186,6 +190,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     },
     upstream: {
       allow: e.UPSTREAM_ALLOW,
+      allowHint: e.UPSTREAM_ALLOW_HINT === 'true',
       timeoutMs: e.UPSTREAM_TIMEOUT_MS,
       tenantConnections: e.UPSTREAM_TENANT_CONNECTIONS,
     },

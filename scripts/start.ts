@@ -106,6 +106,8 @@ try {
     // The demo echo agent and the local facilitator are on loopback: exempt exactly their
     // host:ports from the SSRF guard (upstream URLs and facilitator_url share it).
     UPSTREAM_ALLOW: env.UPSTREAM_ALLOW ?? `127.0.0.1:${ports.demo},127.0.0.1:${ports.facilitator}`,
+    // A local agent refused by the SSRF guard is told which UPSTREAM_ALLOW would admit it.
+    UPSTREAM_ALLOW_HINT: env.UPSTREAM_ALLOW_HINT ?? 'true',
     GIT_COMMIT: env.GIT_COMMIT ?? gitCommit(),
   });
   run('demo', 'scripts/demo-upstream.ts', childEnv);

@@ -5,6 +5,8 @@ import { stack } from './support/stack.ts';
 import { call, uniqueName } from './support/http.ts';
 import { assertError } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { upstreamUrlProblem } from '../api/upstream-url.ts';
+import { loadGatewayConfig } from '../gateway/config.ts';
 
 const PAY_TO_LOWER = '0x52908400098527886e0f7030069857d2e4169ee7';
 const PAY_TO_CHECKSUMMED = '0x52908400098527886E0F7030069857D2E4169EE7';
@@ -148,6 +150,59 @@ describe('agents: the catalog', () => {
       ];
       for (const url of bad) assertError(await create({ name: uniqueName(), upstream_url: url }), 400, /upstream_url/);
       assert.equal((await create({ name: uniqueName(), upstream_url: 'https://agents.example.com/v1' })).status, 201);
+    });
+
+    it('names the cause of an invalid upstream_url, on create and PATCH', async () => {
+      const causes: Array<[string, string]> = [
+        ['not a url', 'invalid upstream_url: not an absolute URL'],
+        ['ftp://example.com/x', 'invalid upstream_url: the scheme must be http or https'],
+        ['http://user:pw@example.com/', 'invalid upstream_url: credentials in the URL are not accepted'],
+        ['http://localhost:8080/', 'invalid upstream_url: localhost is not reachable through the gateway'],
+        ['http://127.0.0.2/', 'invalid upstream_url: a loopback address is not reachable through the gateway'],
+        ['http://[::1]/', 'invalid upstream_url: a loopback address'],
+        ['http://10.1.2.3/', 'invalid upstream_url: a private address'],
+        ['http://[fd12:3456::1]/', 'invalid upstream_url: a private address'],
+        ['http://169.254.169.254/latest/meta-data', 'invalid upstream_url: a link-local address'],
+        ['http://0.0.0.0/', 'invalid upstream_url: an unspecified address'],
+        ['http://192.0.2.1/', 'invalid upstream_url: a reserved address'],
+      ];
+      const pending = (await create({ name: uniqueName() })).json;
+      for (const [url, message] of causes) {
+        for (const res of [
+          await create({ name: uniqueName(), upstream_url: url }),
+          await call('PATCH', `/v1/agents/${pending.id}`, { token, json: { upstream_url: url } }),
+        ]) {
+          assert.equal(res.status, 400, url);
+          assert.deepEqual(Object.keys(res.json), ['error']);
+          assert.ok(res.json.error.startsWith(message), `${url}: ${res.json.error}`);
+          // The stack is not `npm start`: no hint at the operator's allow-list.
+          assert.ok(!res.json.error.includes('UPSTREAM_ALLOW'), res.json.error);
+        }
+      }
+    });
+
+    it('under npm start (UPSTREAM_ALLOW_HINT), a refused local host is told the UPSTREAM_ALLOW that admits it', () => {
+      const upstream = { allow: ['127.0.0.1:8099', '127.0.0.1:8443'], allowHint: true };
+      assert.equal(
+        upstreamUrlProblem('upstream_url', 'http://127.0.0.1:9000/agent', upstream),
+        'invalid upstream_url: a loopback address is not reachable through the gateway; to allow it, restart npm start with UPSTREAM_ALLOW=127.0.0.1:8099,127.0.0.1:8443,127.0.0.1:9000',
+      );
+      assert.match(
+        upstreamUrlProblem('upstream_url', 'http://localhost/', upstream)!,
+        /UPSTREAM_ALLOW=127\.0\.0\.1:8099,127\.0\.0\.1:8443,localhost:80$/,
+      );
+      assert.match(upstreamUrlProblem('upstream_url', 'https://[::1]/', upstream)!, /,::1$/);
+      // Causes no allow-list entry fixes get no hint.
+      assert.equal(
+        upstreamUrlProblem('upstream_url', 'ftp://127.0.0.1/', upstream),
+        'invalid upstream_url: the scheme must be http or https',
+      );
+      assert.equal(upstreamUrlProblem('upstream_url', 'http://127.0.0.1:8099/', upstream), undefined);
+      assert.equal(loadGatewayConfig({ AUTH_JWT_SECRET: 'x'.repeat(32) }).upstream.allowHint, false);
+      assert.equal(
+        loadGatewayConfig({ AUTH_JWT_SECRET: 'x'.repeat(32), UPSTREAM_ALLOW_HINT: 'true' }).upstream.allowHint,
+        true,
+      );
     });
 
     it('answers 409 for a name held by an active or pending agent, and frees it on delete', async () => {

@@ -187,6 +187,21 @@ describe('analytics', () => {
       assert.deepEqual(Object.keys(res.json).sort(), ['bucket', 'groups', 'range']);
     });
 
+    it('reads an unencoded + offset (decoded as a space) as the + it was, like every endpoint', async () => {
+      const { token } = await caller();
+      for (const since of [
+        '2026-10-01T00:00:00Z',
+        '2026-10-01T00:00:00+00:00',
+        '2026-10-01T02:00:00+02:00',
+        '2026-10-01T02:00:00%2B02:00',
+        '2026-10-01%2002:00:00+02:00',
+      ]) {
+        const res = await call('GET', `/v1/analytics?since=${since}&until=2026-10-02T00:00:00+00:00`, { token });
+        assert.equal(res.status, 200, `${since}: ${res.text}`);
+        assert.deepEqual(res.json.range, { since: '2026-10-01T00:00:00.000Z', until: '2026-10-02T00:00:00.000Z' });
+      }
+    });
+
     it('requires a token', async () => {
       assert.equal((await call('GET', '/v1/analytics?since=2026-10-01T00:00:00Z')).status, 401);
     });

@@ -198,8 +198,18 @@ describe('facilitator', function () {
       const description = await handle.describe();
       assert.equal(description.type, 'SettlementWorkflow');
       assert.equal(description.searchAttributes.SettlementStatus?.[0], 'settled');
-      assert.equal(description.searchAttributes.TxHash?.[0], res.json.transaction);
-      assert.equal(description.searchAttributes.Payer?.[0], payer.address);
+      // Both in lowercase hex, like the workflow id: a Web UI query typed in lowercase finds them.
+      assert.equal(description.searchAttributes.TxHash?.[0], res.json.transaction.toLowerCase());
+      assert.equal(description.searchAttributes.Payer?.[0], payer.address.toLowerCase());
+      assert.notEqual(payer.address, payer.address.toLowerCase(), 'the payer address is checksummed (mixed case)');
+      const query = `Payer = '${payer.address.toLowerCase()}' AND TxHash = '${res.json.transaction.toLowerCase()}'`;
+      let found: string[] = [];
+      for (let i = 0; i < 50 && found.length === 0; i++) {
+        found = [];
+        for await (const w of stack().temporal.workflow.list({ query })) found.push(w.workflowId);
+        if (found.length === 0) await new Promise((r) => setTimeout(r, 200));
+      }
+      assert.deepEqual(found, [handle.workflowId]);
       const history = JSON.stringify(
         await stack()
           .temporal.workflow.getHandle(keyOf(payer.address, payment.payload.authorization.nonce))

@@ -111,6 +111,27 @@ describe('observability', () => {
       assert.ok(!text.includes(secret), `metrics never carry ${secret.slice(0, 12)}`);
   });
 
+  it('labels every request with its route template or `unmatched`, never a regular expression', async () => {
+    const before = (await scrape()).samples;
+    assert.equal((await call('GET', '/v1')).status, 404);
+    // Stopped by the /v1 router's auth middleware, whose own path is a regular expression.
+    assert.equal((await call('GET', '/v1/agents/agt_nope')).status, 401);
+    assert.equal((await call('GET', '/nowhere')).status, 404);
+    const token = await stack().token(`metrics-routes-${randomUUID()}`);
+    assert.equal((await call('DELETE', '/v1/analytics', { token })).status, 405);
+    const { text, samples } = await scrape();
+    const delta = (labels: Record<string, string>) =>
+      value(samples, 'http_requests_total', { service: 'api', ...labels }) -
+      value(before, 'http_requests_total', { service: 'api', ...labels });
+    assert.ok(delta({ method: 'GET', route: '/v1/agents/:id', status: '401' }) >= 1, 'a 401 names its route');
+    assert.ok(delta({ method: 'GET', route: 'unmatched', status: '404' }) >= 2, 'GET /v1 and /nowhere are unmatched');
+    assert.ok(delta({ method: 'DELETE', route: 'unmatched', status: '405' }) >= 1);
+    const routes = new Set([...text.matchAll(/\broute="([^"]*)"/g)].map((m) => m[1]));
+    assert.ok(routes.size > 0);
+    for (const route of routes)
+      assert.match(route, /^(unmatched|\/[A-Za-z0-9_.\-/:]*)$/, `route label ${route} is a template`);
+  });
+
   it('is not served on the public API port (it lives on the metrics listener)', async () => {
     const res = await call('GET', '/metrics');
     assert.equal(res.status, 404);

@@ -1,21 +1,64 @@
 // The OpenAPI 3.1 document and the reference page match what the server does: every live
 // answer of a scenario that walks all management endpoints (every documented status of the
-// Agents, Credentials and Settlement operations, 500s from a gateway whose database is gone)
-// is checked against the document's operation and validated with Ajv (JSON Schema 2020-12).
+// Agents, Credentials, Settlement and Policy operations, 500s from a gateway whose database is
+// gone) and the proxy's answers and records (a captured body, a failed call, a streaming call,
+// an MCP call, a 402 challenge and a paid call) is checked against the document's operation
+// and validated with Ajv (JSON Schema 2020-12), strictly: every object the document declares
+// is closed for the check, so a field an answer carries that the document does not declare
+// fails it.
 import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { stack } from './support/stack.ts';
 import { call, callAt, uniqueName, waitForInvocation, type Reply } from './support/http.ts';
 import { clientTlsBundle, startBrokenGateway } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { encodePayment, newPayTo, newPayer, signPayment } from './support/x402.ts';
 import { agentRoutes } from '../api/routes/agents.ts';
 import { credentialRoutes } from '../api/routes/credentials.ts';
 import { settlementRoutes } from '../api/routes/settlement.ts';
+import { policyRoutes } from '../api/routes/policy.ts';
+import { analyticsRoutes } from '../api/routes/analytics.ts';
+import { jwksRoutes, receiptRoutes } from '../api/routes/receipts.ts';
+import { healthRoutes } from '../api/routes/health.ts';
+import { proxyRoutes } from '../api/routes/proxy.ts';
+import { invocationRoutes } from '../api/routes/invocations.ts';
+import { openapiRoutes } from '../api/openapi/routes.ts';
 import type { AppDeps } from '../api/deps.ts';
+import { createLogger } from '../lib/log.ts';
+import type { PolicyEngine } from '../gateway/policy/engine.ts';
+import type { ProxyServices } from '../api/proxy/services.ts';
+import type { Limiter } from '../gateway/analytics/limiter.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
-const CHECKED_TAGS = new Set(['Agents', 'Credentials', 'Settlement']);
+/** The tags whose every documented status is answered live below. */
+const CHECKED_TAGS = new Set(['Agents', 'Credentials', 'Settlement', 'Policy']);
+
+/**
+ * The schema with every object that declares properties closed (additionalProperties false
+ * where it is absent or `{}`): a field the document does not declare fails validation. Maps
+ * (additionalProperties with a schema of their own) stay maps.
+ */
+function closed(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(closed);
+  if (!schema || typeof schema !== 'object') return schema;
+  const out: Record<string, unknown> = Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, closed(v)]));
+  const extra = out.additionalProperties;
+  const open = extra === undefined || (typeof extra === 'object' && extra !== null && Object.keys(extra).length === 0);
+  if (out.properties && open) out.additionalProperties = false;
+  return out;
+}
+
+/** A local port nothing listens on: an upstream that refuses connections. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((r) => server.close(r));
+  return port;
+}
 
 type Doc = {
   openapi: string;
@@ -39,7 +82,9 @@ describe('OpenAPI document and reference page', () => {
     ajv.addKeyword('example');
     addFormats(ajv);
     // The components, addressable as openapi.json#/$defs/<name> (their own $refs rewritten to match).
-    const defs = JSON.parse(JSON.stringify(doc.components.schemas).replaceAll('"#/components/schemas/', '"#/$defs/'));
+    const defs = closed(
+      JSON.parse(JSON.stringify(doc.components.schemas).replaceAll('"#/components/schemas/', '"#/$defs/')),
+    );
     ajv.addSchema({ $id: 'openapi.json', $defs: defs }, 'openapi.json');
   });
   after(() => upstream.close());
@@ -60,9 +105,9 @@ describe('OpenAPI document and reference page', () => {
     if (!response.content) {
       assert.equal(res.text, '', `${op.operationId} ${status} has no body`);
     } else if (json?.schema) {
-      const schema = JSON.parse(
-        JSON.stringify(json.schema).replaceAll('"#/components/schemas/', '"openapi.json#/$defs/'),
-      );
+      const schema = closed(
+        JSON.parse(JSON.stringify(json.schema).replaceAll('"#/components/schemas/', '"openapi.json#/$defs/')),
+      ) as object;
       const validate = ajv.compile(schema);
       assert.ok(validate(res.json), `${op.operationId} ${status}: ${ajv.errorsText(validate.errors)} in ${res.text}`);
       assert.match(String(res.headers['content-type']), /application\/json/);
@@ -93,19 +138,66 @@ describe('OpenAPI document and reference page', () => {
     assert.equal((doc.components.schemas.CredentialCreate as any).properties.plaintext.writeOnly, true);
   });
 
-  it('documents exactly the routes the catalog, vault and settlement routers serve', () => {
-    const deps = { config: stack().config, orm: stack().orm } as AppDeps;
+  it('the check is strict: an answer carrying a field the document does not declare fails it', () => {
+    const validate = ajv.compile({ $ref: 'openapi.json#/$defs/Invocation' });
+    const now = new Date().toISOString();
+    const invocation = {
+      invocation_id: 'inv_0190a0a0-0000-7000-8000-000000000000',
+      agent_id: 'agt_0190a0a0-0000-7000-8000-000000000000',
+      status: 'succeeded',
+      created_at: now,
+      updated_at: now,
+      completed_at: now,
+      upstream_status: 200,
+      latency_ms: 3,
+      ttft_ms: null,
+      error_class: null,
+      mode: 'transactional',
+      model: null,
+      request_id: 'r',
+      mcp_method: null,
+      mcp_tool: null,
+      payment_network: null,
+      payment_asset: null,
+      payment_amount: null,
+      payment_payer: null,
+      payment_nonce: null,
+      payment_transaction: null,
+    };
+    assert.ok(validate(invocation), ajv.errorsText(validate.errors));
+    assert.equal(validate({ ...invocation, undeclared: 1 }), false);
+    const decisions = ajv.compile({ $ref: 'openapi.json#/$defs/PolicyDecisionList' });
+    assert.equal(decisions({ data: [], limit: 1, undeclared: true }), false);
+  });
+
+  it('documents exactly the routes the API serves', () => {
+    const deps = { config: stack().config, orm: stack().orm, log: createLogger('api', 'silent') } as AppDeps;
+    const none = {} as never;
     const served = new Set<string>();
-    for (const router of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps)]) {
+    const routers: Array<[string, { stack: Array<{ path: string | RegExp; methods: string[] }> }]> = [
+      ['', healthRoutes(deps, none)],
+      ['', openapiRoutes()],
+      ['', jwksRoutes(deps)],
+      ...[
+        agentRoutes(deps),
+        credentialRoutes(deps),
+        settlementRoutes(deps),
+        proxyRoutes(deps, none as ProxyServices),
+        policyRoutes(deps, none as PolicyEngine),
+        analyticsRoutes(deps, none as Limiter),
+        receiptRoutes(deps),
+        invocationRoutes(deps),
+      ].map((router): [string, (typeof routers)[number][1]] => ['/v1', router]),
+    ];
+    for (const [prefix, router] of routers) {
       for (const layer of router.stack) {
         for (const method of layer.methods.filter((m) => m !== 'HEAD'))
-          served.add(`${method.toLowerCase()} /v1${String(layer.path).replace(/:(\w+)/g, '{$1}')}`);
+          served.add(`${method.toLowerCase()} ${prefix}${String(layer.path).replace(/:(\w+)/g, '{$1}')}`);
       }
     }
     const documented = new Set<string>();
     for (const [path, ops] of Object.entries(doc.paths))
-      for (const [method, op] of Object.entries(ops))
-        if (CHECKED_TAGS.has(op.tags[0])) documented.add(`${method} ${path}`);
+      for (const method of Object.keys(ops)) documented.add(`${method} ${path.replace('{inv_id}', '{invId}')}`);
     assert.deepEqual([...served].sort(), [...documented].sort());
   });
 
@@ -135,6 +227,7 @@ describe('OpenAPI document and reference page', () => {
     const other = await stack().token(`${tenant}-other`);
     const unknownAgent = 'agt_0190a0a0-0000-7000-8000-000000000000';
     const unknownCred = 'cred_0190a0a0-0000-7000-8000-000000000000';
+    const huge = { filler: 'x'.repeat(1024 * 1024 + 1) }; // over the 1 MiB JSON cap
 
     // Service endpoints.
     await checked('GET', '/healthz');
@@ -167,6 +260,7 @@ describe('OpenAPI document and reference page', () => {
     await checked('POST', '/v1/credentials', { token, json: { name: 'bearer', auth_type: 'none', source: 'managed' } }); // 409
     await checked('POST', '/v1/credentials', { token, json: { name: 'x', auth_type: 'bearer', source: 'managed' } }); // 400
     await checked('POST', '/v1/credentials', { json: {} }); // 401
+    await checked('POST', '/v1/credentials', { token, json: huge }); // 413
     await checked('GET', '/v1/credentials?limit=1', { token });
     await checked('GET', '/v1/credentials?cursor=zzz', { token });
     await checked('GET', '/v1/credentials', {});
@@ -178,6 +272,7 @@ describe('OpenAPI document and reference page', () => {
     await checked('PUT', `/v1/credentials/${cred.id}`, { token, json: { name: 'pem' } }); // 409
     await checked('PUT', `/v1/credentials/${unknownCred}`, { token, json: {} });
     await checked('PUT', `/v1/credentials/${cred.id}`, { json: {} });
+    await checked('PUT', `/v1/credentials/${cred.id}`, { token, json: huge }); // 413
 
     // Agents.
     const agent = (
@@ -207,6 +302,7 @@ describe('OpenAPI document and reference page', () => {
     await checked('POST', '/v1/agents', { token, json: { name: 'a1' } }); // 409
     await checked('POST', '/v1/agents', { token, json: { name: 'a3', protocol: 'mcp' } }); // 400
     await checked('POST', '/v1/agents', { json: { name: 'a4' } }); // 401
+    await checked('POST', '/v1/agents', { token, json: huge }); // 413
     await checked('GET', '/v1/agents?limit=1', { token });
     await checked('GET', '/v1/agents?status=nope', { token });
     await checked('GET', '/v1/agents', {});
@@ -218,19 +314,96 @@ describe('OpenAPI document and reference page', () => {
     await checked('PATCH', `/v1/agents/${priced.id}`, { token, json: { protocol: 'nope' } }); // 400
     await checked('PATCH', `/v1/agents/${unknownAgent}`, { token, json: {} });
     await checked('PATCH', `/v1/agents/${priced.id}`, { json: {} });
+    await checked('PATCH', `/v1/agents/${priced.id}`, { token, json: huge }); // 413
     await checked('POST', `/v1/agents/${priced.id}/suspend`, { token, json: { reason: 'r' } });
     await checked('POST', `/v1/agents/${priced.id}/suspend`, { token, json: { reason: 1 } });
     await checked('POST', `/v1/agents/${unknownAgent}/suspend`, { token });
     await checked('POST', `/v1/agents/${priced.id}/suspend`, {});
+    await checked('POST', `/v1/agents/${priced.id}/suspend`, { token, json: huge }); // 413
     await checked('POST', `/v1/agents/${priced.id}/unsuspend`, { token });
     await checked('POST', `/v1/agents/${priced.id}/unsuspend`, { token, json: { x: 1 } });
     await checked('POST', `/v1/agents/${unknownAgent}/unsuspend`, { token });
     await checked('POST', `/v1/agents/${priced.id}/unsuspend`, {});
+    await checked('POST', `/v1/agents/${priced.id}/unsuspend`, { token, json: huge }); // 413
 
     // Proxy: one call through, polled.
     const invoked = await checked('POST', `/v1/proxy/${agent.id}`, { token, body: 'hi' });
     await waitForInvocation(token, agent.id, invoked.json.invocation_id);
     await checked('GET', `/v1/proxy/${agent.id}/invocations/${invoked.json.invocation_id}`, { token });
+
+    // Every field a poll or a list answers, from real calls.
+    const poll = async (agentId: string, invocationId: string) => {
+      // A streaming call's row is written beside the call: it may not be there at once.
+      for (let i = 0; i < 100; i++) {
+        if ((await call('GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token })).status === 200) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await waitForInvocation(token, agentId, invocationId);
+      return (await checked('GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token })).json;
+    };
+    // A captured body, the caller's model and request id.
+    const capturing = (
+      await checked('POST', '/v1/agents', {
+        token,
+        json: { name: 'cap', upstream_url: upstream.url, capture_body: true },
+      })
+    ).json;
+    const kept = await checked('POST', `/v1/proxy/${capturing.id}`, {
+      token,
+      body: 'keep',
+      headers: { 'x-gateway-model': 'model-1', 'x-request-id': 'openapi-request-1' },
+    });
+    const keptPoll = await poll(capturing.id, kept.json.invocation_id);
+    assert.ok(keptPoll.response_body_b64, 'the captured body is polled');
+    assert.deepEqual(
+      [keptPoll.model, keptPoll.request_id, keptPoll.mode],
+      ['model-1', 'openapi-request-1', 'transactional'],
+    );
+    // A failed call: its error class.
+    const down = (
+      await checked('POST', '/v1/agents', {
+        token,
+        json: { name: 'down', upstream_url: `http://127.0.0.1:${await closedPort()}/` },
+      })
+    ).json;
+    const refused = await checked('POST', `/v1/proxy/${down.id}`, { token, body: 'x' });
+    assert.equal((await poll(down.id, refused.json.invocation_id)).error_class, 'connect');
+    // A streaming call: its mode and time to first byte.
+    const streamed = await checked('POST', `/v1/proxy/${agent.id}/stream`, { token, body: 'stream' });
+    const streamedId = String(streamed.headers['x-gateway-invocation-id']);
+    const streamedPoll = await poll(agent.id, streamedId);
+    assert.equal(streamedPoll.mode, 'streaming');
+    assert.equal(typeof streamedPoll.ttft_ms, 'number');
+    // A priced agent: the 402 challenge, then a paid call (verified only: no settlement configured yet).
+    const payTo = newPayTo();
+    const paid = (
+      await checked('POST', '/v1/agents', {
+        token,
+        json: {
+          name: 'paid',
+          upstream_url: upstream.url,
+          pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: payTo },
+        },
+      })
+    ).json;
+    const challenge = await checked('POST', `/v1/proxy/${paid.id}`, { token, body: 'pay?' });
+    assert.equal(challenge.status, 402);
+    const payer = await newPayer(100_000n);
+    const payment = encodePayment(await signPayment(payer, { payTo, value: 1000n }));
+    const bought = await checked('POST', `/v1/proxy/${paid.id}`, {
+      token,
+      body: 'paid',
+      headers: { 'x-payment': payment },
+    });
+    assert.equal(bought.status, 202, bought.text);
+    const boughtPoll = await poll(paid.id, bought.json.invocation_id);
+    assert.deepEqual(
+      [boughtPoll.payment_amount, boughtPoll.payment_network, boughtPoll.payment_payer],
+      ['1000', 'base', payer.address],
+    );
+    await checked('GET', `/v1/invocations?agent_id=${down.id}`, { token });
+    await checked('GET', `/v1/invocations?agent_id=${paid.id}`, { token });
+    await checked('GET', `/v1/invocations?since=${new Date(Date.now() - 3_600_000).toISOString()}`, { token });
 
     // Invocation records, receipts, policy and analytics (their modules own them; the document must still be true).
     await checked('GET', `/v1/invocations?agent_id=${agent.id}`, { token });
@@ -244,8 +417,32 @@ describe('OpenAPI document and reference page', () => {
       json: { default: 'allow', on_error: 'deny', rules: [{ action: 'warn', match: { tools: ['read_*'] } }] },
     });
     await checked('PUT', '/v1/policy', { token, json: { default: 'maybe' } });
+    await checked('PUT', '/v1/policy', { json: { default: 'allow', on_error: 'deny' } }); // 401
+    await checked('PUT', '/v1/policy', { token, json: huge }); // 413
     await checked('GET', '/v1/policy', { token });
-    await checked('GET', '/v1/policy/decisions?limit=5', { token });
+    await checked('GET', '/v1/policy', {}); // 401
+    // An MCP call the policy warns on: its decision names the invocation it decided.
+    const mcp = (
+      await checked('POST', '/v1/agents', {
+        token,
+        json: { name: 'mcp', protocol: 'mcp', mcp_transport: 'streamable_http', upstream_url: upstream.url },
+      })
+    ).json;
+    const tool = await checked('POST', `/v1/proxy/${mcp.id}`, {
+      token,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'read_file' } }),
+    });
+    const toolPoll = await poll(mcp.id, tool.json.invocation_id);
+    assert.deepEqual([toolPoll.mcp_method, toolPoll.mcp_tool], ['tools/call', 'read_file']);
+    const decisions = await checked('GET', '/v1/policy/decisions?limit=5', { token });
+    assert.equal(decisions.json.data[0].invocation_id, tool.json.invocation_id);
+    await checked('GET', '/v1/policy/decisions?since=yesterday', { token }); // 400
+    await checked('GET', '/v1/policy/decisions', {}); // 401
+    await checked('DELETE', '/v1/policy', { token });
+    await checked('DELETE', '/v1/policy', { token }); // 404
+    await checked('DELETE', '/v1/policy', {}); // 401
+    await checked('GET', '/v1/policy', { token }); // 404
     await checked('GET', `/v1/analytics?since=${new Date(Date.now() - 3_600_000).toISOString()}`, { token });
     await checked('GET', '/v1/analytics', { token });
 
@@ -265,6 +462,7 @@ describe('OpenAPI document and reference page', () => {
       json: { facilitator_url: 'https://facilitator.example.com', facilitator_credential_ref: cred.id },
     });
     await checked('PUT', '/v1/settlement/config', { json: {} });
+    await checked('PUT', '/v1/settlement/config', { token, json: huge }); // 413
     await checked('GET', '/v1/settlement/config', { token });
     await checked('DELETE', `/v1/credentials/${pem.id}`, { token }); // 409: facilitator credential
     await checked('DELETE', '/v1/settlement/config', { token });
@@ -304,6 +502,10 @@ describe('OpenAPI document and reference page', () => {
           { facilitator_url: 'https://f.example.com', facilitator_credential_ref: unknownCred },
         ],
         ['DELETE', '/v1/settlement/config'],
+        ['PUT', '/v1/policy', { default: 'allow', on_error: 'deny' }],
+        ['GET', '/v1/policy'],
+        ['DELETE', '/v1/policy'],
+        ['GET', '/v1/policy/decisions'],
       ] as Array<[string, string, unknown?]>) {
         await checked(method, path, { token, ...(json === undefined ? {} : { json }) }, broken.url);
       }

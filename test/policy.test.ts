@@ -212,12 +212,38 @@ describe('policy', () => {
       assert.equal((await call('GET', '/v1/policy', { token: other.token })).status, 404);
     });
 
+    it('DELETE returns the tenant to no policy: calls pass unrecorded, and versions keep counting', async () => {
+      const t = await tenant();
+      const a = await agent(t.token);
+      assert.equal((await call('DELETE', '/v1/policy', { token: t.token })).status, 404, 'nothing to remove');
+      await putPolicy(t.token, { default: 'deny', on_error: 'deny' });
+      await putPolicy(t.token, { default: 'deny', on_error: 'deny' });
+      assert.equal((await invoke(t.token, a)).status, 403);
+      const other = await tenant();
+      await putPolicy(other.token, { default: 'deny', on_error: 'deny' });
+
+      const removed = await call('DELETE', '/v1/policy', { token: t.token });
+      assert.equal(removed.status, 204);
+      assert.equal(removed.text, '');
+      assert.equal((await call('GET', '/v1/policy', { token: t.token })).status, 404);
+      assert.equal((await call('DELETE', '/v1/policy', { token: t.token })).status, 404, 'already removed');
+      const before = (await decisions(t.token)).data.length;
+      assert.equal((await invoke(t.token, a)).status, 202, 'in force at once: the call passes unchanged');
+      assert.equal((await decisions(t.token)).data.length, before, 'and no decision is recorded');
+      assert.equal((await call('GET', '/v1/policy', { token: other.token })).status, 200, "another tenant's stays");
+
+      // Replacing again continues the count: version 3 was the removal.
+      assert.equal((await putPolicy(t.token, { default: 'deny', on_error: 'deny' })).version, 4);
+      assert.equal((await invoke(t.token, a)).status, 403);
+    });
+
     it('requires a token', async () => {
       assert.equal(
         (await call('PUT', '/v1/policy', { json: { default: 'allow', on_error: 'allow', rules: [] } })).status,
         401,
       );
       assert.equal((await call('GET', '/v1/policy/decisions')).status, 401);
+      assert.equal((await call('DELETE', '/v1/policy')).status, 401);
     });
   });
 
@@ -249,7 +275,8 @@ describe('policy', () => {
         !upstream.received.some((r) => r.body.toString().includes(marker)),
         'a denied call never reaches the upstream',
       );
-      assert.equal((await invoke(t.token, free)).status, 202);
+      const accepted = await invoke(t.token, free);
+      assert.equal(accepted.status, 202);
 
       const { data } = await decisions(t.token);
       assert.equal(data.length, 2);
@@ -257,6 +284,12 @@ describe('policy', () => {
       assert.equal(allowed.agent_id, free);
       assert.equal(allowed.action, 'allow');
       assert.equal(allowed.matched_rule, '');
+      assert.equal(
+        allowed.invocation_id,
+        accepted.json.invocation_id,
+        'a decision names the invocation it let through',
+      );
+      assert.equal(deny.invocation_id, null, 'a denied call never becomes an invocation');
       assert.equal(deny.agent_id, blocked);
       assert.equal(deny.action, 'deny');
       assert.equal(deny.matched_rule, '1');
@@ -269,6 +302,7 @@ describe('policy', () => {
         'agent_id',
         'created_at',
         'id',
+        'invocation_id',
         'matched_rule',
         'mcp_tool',
         'protocol',
@@ -496,6 +530,33 @@ describe('policy', () => {
 
       const other = await tenant();
       assert.deepEqual(await decisions(other.token), { data: [], limit: 20 });
+    });
+
+    it('since/until narrow the page, inclusive, with the one timestamp reading of every endpoint', async () => {
+      const t = await tenant();
+      const a = await agent(t.token);
+      await putPolicy(t.token, { default: 'allow', on_error: 'allow' });
+      for (let i = 0; i < 3; i++) {
+        await invoke(t.token, a);
+        await new Promise((r) => setTimeout(r, 5)); // three distinct milliseconds
+      }
+      const all = (await decisions(t.token)).data;
+      assert.equal(all.length, 3);
+      const [newest, middle, oldest] = all.map((d: any) => d.created_at as string);
+      const ids = (query: string) => decisions(t.token, query).then((p) => p.data.map((d: any) => d.created_at));
+      assert.deepEqual(await ids(`?since=${middle}&until=${middle}`), [middle], 'both bounds inclusive');
+      assert.deepEqual(await ids(`?since=${middle}`), [newest, middle]);
+      assert.deepEqual(await ids(`?until=${middle}`), [middle, oldest]);
+      // The same instant as +00:00 with the + unencoded (it arrives as a space), encoded, and as +02:00.
+      const plus = middle.replace('Z', '+00:00');
+      const east = new Date(Date.parse(middle) + 2 * 3_600_000).toISOString().replace('Z', '+02:00');
+      for (const since of [plus, encodeURIComponent(plus), east, east.replace('T', '%20')])
+        assert.deepEqual(await ids(`?since=${since}&until=${plus}`), [middle], since);
+      for (const bad of ['since=yesterday', 'until=2026-02-30T00:00:00Z', `since=${newest}&until=${oldest}`]) {
+        const res = await call('GET', `/v1/policy/decisions?${bad}`, { token: t.token });
+        assert.equal(res.status, 400, bad);
+        assert.deepEqual(Object.keys(res.json), ['error']);
+      }
     });
   });
 

@@ -67,6 +67,12 @@ describe('proxy: invocation list and credential injection', () => {
         'payment_amount',
         'payment_payer',
         'payment_nonce',
+        'payment_transaction',
+        'ttft_ms',
+        'error_class',
+        'mode',
+        'model',
+        'request_id',
       ])
         assert.ok(field in first, field);
       assert.equal(first.response_body_b64, undefined);
@@ -104,6 +110,23 @@ describe('proxy: invocation list and credential injection', () => {
         window.json.data.map((i: { invocation_id: string }) => i.invocation_id),
         [ids[3], ids[2], ids[1]],
       );
+      // The same window as +00:00 with the + unencoded (decoded to a space), encoded, and as
+      // another offset: the one timestamp reading every endpoint shares.
+      const plus = (iso: string) => iso.replace('Z', '+00:00');
+      const east = (iso: string) => new Date(Date.parse(iso) + 5.5 * 3_600_000).toISOString().replace('Z', '+05:30');
+      for (const [from, to] of [
+        [plus(since), plus(until)],
+        [encodeURIComponent(plus(since)), encodeURIComponent(plus(until))],
+        [east(since), east(until)],
+      ]) {
+        const same = await call('GET', `/v1/invocations?since=${from}&until=${to}`, { token });
+        assert.equal(same.status, 200, `${from} ${same.text}`);
+        assert.deepEqual(
+          same.json.data.map((i: { invocation_id: string }) => i.invocation_id),
+          [ids[3], ids[2], ids[1]],
+          from,
+        );
+      }
       const future = await call('GET', `/v1/invocations?since=${new Date(Date.now() + 60_000).toISOString()}`, {
         token,
       });

@@ -2,7 +2,6 @@
 // document is generated from these schemas. Messages name the field, never internal state.
 import { z } from 'zod';
 import { isAddress } from 'ethers';
-import { isAllowedUpstream } from '../../gateway/upstream/ssrf.ts';
 
 /** MCP protocol revisions the gateway knows (the spec's dated revision identifiers). */
 export const MCP_PROTOCOL_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
@@ -199,9 +198,4 @@ export function rateLimitCeilingError(
   if (set.rate_limit_burst != null && set.rate_limit_burst > max.burst)
     return `rate_limit_burst may be at most ${max.burst}`;
   return undefined;
-}
-
-/** The create-time SSRF check on the URL's literal host (the proxy re-checks resolved addresses). */
-export function upstreamUrlError(url: string, allow: string[]): string | undefined {
-  return isAllowedUpstream(url, allow) ? undefined : 'invalid upstream_url';
 }

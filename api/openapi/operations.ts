@@ -60,6 +60,28 @@ const unauthorized: ResponseSpec = {
 };
 const serverError: ResponseSpec = { description: 'Unexpected server error. No body.' };
 const notFound = (what: string) => err(`No ${what} with that id in the caller's tenant.`);
+/** Every management operation with a JSON body: the body parser's cap (docs/PROXY.md "Pathological JSON"). */
+const bodyTooLarge = err('JSON body over 1 MiB.');
+const slowBody = err('The body arrived too slowly (docs/PROXY.md "Slow uploads"); the connection is closed.');
+const rateLimited = (what: string): ResponseSpec => ({
+  description: what,
+  body: ErrorBody,
+  headers: { 'Retry-After': 'Seconds, at most 60.' },
+});
+const timeRange = (what: string): Param[] => [
+  {
+    name: 'since',
+    in: 'query',
+    schema: { type: 'string', format: 'date-time' },
+    description: `${what} at or after this RFC 3339 instant. An unencoded \`+hh:mm\` offset (its \`+\` decoded as a space) is read as the \`+\` it was.`,
+  },
+  {
+    name: 'until',
+    in: 'query',
+    schema: { type: 'string', format: 'date-time' },
+    description: `${what} at or before this RFC 3339 instant (read like since).`,
+  },
+];
 
 const agentId: Param = {
   name: 'id',
@@ -178,6 +200,7 @@ export const operations: Operation[] = [
         'Invalid body, missing name, invalid upstream_url, or an invalid protocol/pricing combination; credential_ref naming no credential of the tenant.',
       ),
       401: unauthorized,
+      413: bodyTooLarge,
       409: err('An active or pending agent with the same name exists in the tenant.'),
       500: serverError,
     },
@@ -234,6 +257,7 @@ export const operations: Operation[] = [
       200: { description: 'The updated agent.', body: AgentView },
       400: err('Invalid body or combination.'),
       401: unauthorized,
+      413: bodyTooLarge,
       404: notFound('agent'),
       409: err('The new name is taken by an active or pending agent, or the agent is inactive.'),
       500: serverError,
@@ -267,6 +291,7 @@ export const operations: Operation[] = [
       200: { description: 'The suspended agent.', body: AgentView },
       400: err('Invalid body.'),
       401: unauthorized,
+      413: bodyTooLarge,
       404: notFound('agent'),
       409: err('The agent is inactive.'),
       500: serverError,
@@ -284,6 +309,7 @@ export const operations: Operation[] = [
       200: { description: 'The agent.', body: AgentView },
       400: err('Invalid body.'),
       401: unauthorized,
+      413: bodyTooLarge,
       404: notFound('agent'),
       409: err('The agent is inactive.'),
       500: serverError,
@@ -305,6 +331,7 @@ export const operations: Operation[] = [
       201: { description: 'The stored credential (metadata only).', body: CredentialView },
       400: err('Invalid body.'),
       401: unauthorized,
+      413: bodyTooLarge,
       409: err('The name is taken in the tenant.'),
       500: serverError,
     },
@@ -354,6 +381,7 @@ export const operations: Operation[] = [
       200: { description: 'The updated credential.', body: CredentialView },
       400: err('Invalid body, empty name or plaintext, invalid auth_type, or a field of the other source.'),
       401: unauthorized,
+      413: bodyTooLarge,
       404: notFound('credential'),
       409: err('The new name conflicts with another credential in the tenant.'),
       500: serverError,
@@ -406,6 +434,7 @@ export const operations: Operation[] = [
       201: { description: 'Created.', body: SettlementConfigView },
       400: err('Invalid body or URL; the credential is absent or holds no usable client certificate and key.'),
       401: unauthorized,
+      413: bodyTooLarge,
       500: serverError,
     },
   },
@@ -454,13 +483,17 @@ export const operations: Operation[] = [
       },
       403: err('Denied by policy.'),
       404: notFound('agent'),
+      408: slowBody,
       413: err('Body over 32 MiB.'),
       422: err('The agent is pending, inactive or suspended.'),
-      429: { description: 'Rate limited.', body: ErrorBody, headers: { 'Retry-After': 'Seconds, at most 60.' } },
+      429: rateLimited(
+        "The agent's or the global rate limit, or too many of the tenant's request bodies in flight (Retry-After: 1).",
+      ),
       500: serverError,
       502: err('The agent credential cannot be resolved.'),
       503: {
-        description: 'Temporal unreachable, or the payment is still settling (retry with the same payment header).',
+        description:
+          'Temporal unreachable (nothing was written; a payment stays unbound), too many request bodies in flight in this process, or the payment is still settling (retry with the same payment header).',
         body: ErrorBody,
         headers: { 'Retry-After': 'Seconds.' },
       },
@@ -477,6 +510,7 @@ export const operations: Operation[] = [
       agentId,
       ...paymentParams,
       { name: 'X-Gateway-Model', in: 'header', schema: { type: 'string', maxLength: 256 } },
+      { name: 'X-Request-ID', in: 'header', schema: { type: 'string' } },
     ],
     body: { mediaType: '*/*', required: false },
     responses: {
@@ -485,7 +519,7 @@ export const operations: Operation[] = [
         body: { mediaType: '*/*' },
         headers: { 'X-Gateway-Invocation-ID': 'The invocation id.', ...paymentReceipts },
       },
-      400: err('Invalid headers.'),
+      400: err('X-Gateway-Model longer than 256 bytes, or an unparseable MCP body.'),
       401: unauthorized,
       402: {
         description: 'Payment required or failed.',
@@ -494,12 +528,17 @@ export const operations: Operation[] = [
       },
       403: err('Denied by policy.'),
       404: notFound('agent'),
+      408: slowBody,
+      413: err("An MCP agent's JSON-RPC request over 32 MiB (a plain body is not capped)."),
       422: err('The agent is not invocable.'),
-      429: { description: 'Rate limited.', body: ErrorBody, headers: { 'Retry-After': 'Seconds, at most 60.' } },
+      429: rateLimited(
+        "The agent's or the global rate limit, or (MCP) too many of the tenant's request bodies in flight (Retry-After: 1).",
+      ),
       500: serverError,
-      502: err('Upstream unreachable.'),
+      502: err('Upstream unreachable, its circuit open, or the agent credential cannot be resolved.'),
       503: {
-        description: 'The payment is still settling (retry with the same payment header).',
+        description:
+          'The payment is still settling (retry with the same payment header), or (MCP) too many request bodies in flight in this process.',
         body: ErrorBody,
         headers: { 'Retry-After': 'Seconds.' },
       },
@@ -533,14 +572,13 @@ export const operations: Operation[] = [
     params: [
       { name: 'agent_id', in: 'query', schema: { type: 'string', pattern: '^agt_' } },
       { name: 'status', in: 'query', schema: { type: 'string', enum: ['pending', 'running', 'succeeded', 'failed'] } },
-      { name: 'since', in: 'query', schema: { type: 'string', format: 'date-time' } },
-      { name: 'until', in: 'query', schema: { type: 'string', format: 'date-time' } },
+      ...timeRange('Invocations created'),
       limit,
       cursor,
     ],
     responses: {
       200: { description: 'A page of invocations (bodies are never listed).', body: InvocationList },
-      400: err('Invalid filter, limit or cursor.'),
+      400: err('Invalid filter, limit or cursor; since after until.'),
       401: unauthorized,
       500: serverError,
     },
@@ -583,6 +621,7 @@ export const operations: Operation[] = [
       200: { description: 'The new version.', body: PolicyVersion },
       400: err('Malformed document (never stored).'),
       401: unauthorized,
+      413: bodyTooLarge,
       500: serverError,
     },
   },
@@ -601,15 +640,34 @@ export const operations: Operation[] = [
     },
   },
   {
+    method: 'delete',
+    path: '/v1/policy',
+    operationId: 'deletePolicy',
+    tag: 'Policy',
+    summary: 'Remove the policy document (back to no policy)',
+    description:
+      'An addition to SPEC. Calls then pass unchanged and no decision is recorded. The version count continues: the next PUT answers the version after the removal.',
+    auth: true,
+    responses: {
+      204: { description: 'Removed.' },
+      401: unauthorized,
+      404: err('The tenant has no policy.'),
+      500: serverError,
+    },
+  },
+  {
     method: 'get',
     path: '/v1/policy/decisions',
     operationId: 'listPolicyDecisions',
     tag: 'Policy',
     summary: 'Recorded policy decisions, newest first',
     auth: true,
-    params: [limit],
+    description:
+      '`limit` is clamped and never refused. `since`/`until` (an addition to SPEC) narrow the page to decisions made in that window.',
+    params: [limit, ...timeRange('Decisions made')],
     responses: {
       200: { description: 'Decisions and the effective limit.', body: PolicyDecisionList },
+      400: err('since or until is not an RFC 3339 date-time, or since is after until.'),
       401: unauthorized,
       500: serverError,
     },
@@ -626,13 +684,11 @@ export const operations: Operation[] = [
     params: [
       { name: 'group_by', in: 'query', schema: { type: 'string', enum: ['agent_id'] } },
       { name: 'bucket', in: 'query', schema: { type: 'string', enum: ['hour', 'day'], default: 'hour' } },
-      { name: 'since', in: 'query', required: true, schema: { type: 'string', format: 'date-time' } },
-      {
-        name: 'until',
-        in: 'query',
-        schema: { type: 'string', format: 'date-time' },
-        description: 'Default now; the window is at most 31 days.',
-      },
+      ...timeRange('Buckets of invocations created').map((p) =>
+        p.name === 'since'
+          ? { ...p, required: true }
+          : { ...p, description: `${p.description} Default now; the window is at most 31 days.` },
+      ),
     ],
     responses: {
       200: { description: 'Groups per agent and bucket.', body: AnalyticsResult },
@@ -640,11 +696,7 @@ export const operations: Operation[] = [
         'Missing or invalid since/until, unsupported group_by or bucket, since after until, or a window over 31 days.',
       ),
       401: unauthorized,
-      429: {
-        description: 'Per-caller analytics limit.',
-        body: ErrorBody,
-        headers: { 'Retry-After': 'Seconds, at most 60.' },
-      },
+      429: rateLimited('Per-caller analytics limit.'),
       500: serverError,
     },
   },

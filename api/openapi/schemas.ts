@@ -1,8 +1,10 @@
 // Schemas the API description needs beyond the resources' own: the error body and the proxy
 // and probe answers (described from SPEC; the proxy module owns their behaviour). Objects are
-// loose where another module may add fields, strict where this module controls the output.
+// loose where another module may add fields, strict where this module controls the output;
+// either way every field an answer carries is declared: test/openapi.test.ts validates live
+// answers with every declared object closed, so an undeclared field fails it.
 import { z } from 'zod';
-import { POLICY_ACTIONS, PolicyDocument } from '../../gateway/policy/schema.ts';
+import { POLICY_ACTIONS, PolicyDocument, PolicyRule } from '../../gateway/policy/schema.ts';
 
 export const ErrorBody = z
   .strictObject({ error: z.string().meta({ description: 'Coarse, caller-safe message; never internal state.' }) })
@@ -23,6 +25,17 @@ export const Invocation = z
     completed_at: z.iso.datetime({ offset: true }).nullable(),
     upstream_status: z.int().nullable(),
     latency_ms: z.int().nullable(),
+    ttft_ms: z
+      .int()
+      .nullable()
+      .meta({ description: 'Time to the first upstream body byte (streaming calls); null otherwise or until known.' }),
+    error_class: nullableString.meta({
+      description:
+        'Why the call failed or counts as an error (`connect`, `timeout`, `blocked`, `circuit_open`, `upstream_4xx`, `upstream_5xx`, `stream_interrupted`, `caller_aborted`, `interrupted`, `credential`, `protocol`, `internal`, `gateway_lost`); null for a clean answer or while running. docs/PROXY.md "Error classes".',
+    }),
+    mode: z.enum(['transactional', 'streaming']),
+    model: nullableString.meta({ description: "The caller's `X-Gateway-Model`, when given." }),
+    request_id: z.string().meta({ description: 'The `X-Request-ID` the call carried upstream.' }),
     mcp_method: nullableString,
     mcp_tool: nullableString,
     payment_network: nullableString,
@@ -30,7 +43,13 @@ export const Invocation = z
     payment_amount: nullableString,
     payment_payer: nullableString,
     payment_nonce: nullableString,
-    response_body_b64: z.string().optional().meta({ description: 'Present only when a response body was captured.' }),
+    payment_transaction: nullableString.meta({
+      description: 'The settlement transaction hash, when the payment was settled through a facilitator.',
+    }),
+    response_body_b64: z
+      .string()
+      .optional()
+      .meta({ description: 'Present only on the poll, once complete, when a response body was captured.' }),
   })
   .meta({ id: 'Invocation' });
 
@@ -43,13 +62,25 @@ export const PaymentRequirements = z
     payTo: z.string(),
     resource: z.string(),
     maxTimeoutSeconds: z.int(),
+    description: z.string().optional(),
+    mimeType: z.string().optional(),
+    extra: z
+      .looseObject({ name: z.string(), version: z.string() })
+      .optional()
+      .meta({ description: "The token's EIP-712 domain name and version." }),
   })
   .meta({ id: 'PaymentRequirements' });
 
-export const PaymentChallenge = z.looseObject({ x402Version: z.int(), accepts: z.array(PaymentRequirements) }).meta({
-  id: 'PaymentChallenge',
-  description: 'x402 v1 challenge (402 without a payment header); the v2 one is in the PAYMENT-REQUIRED header.',
-});
+export const PaymentChallenge = z
+  .looseObject({
+    x402Version: z.int(),
+    error: z.string().optional().meta({ description: 'Why payment is required (x402 v1).' }),
+    accepts: z.array(PaymentRequirements),
+  })
+  .meta({
+    id: 'PaymentChallenge',
+    description: 'x402 v1 challenge (402 without a payment header); the v2 one is in the PAYMENT-REQUIRED header.',
+  });
 
 export const Health = z.looseObject({ status: z.string() }).meta({ id: 'Health' });
 export const Readiness = z
@@ -89,7 +120,7 @@ export const PolicyView = z
   .looseObject({
     default: z.enum(POLICY_ACTIONS),
     on_error: z.enum(POLICY_ACTIONS),
-    rules: z.array(z.looseObject({ action: z.enum(POLICY_ACTIONS) })),
+    rules: z.array(PolicyRule),
     version: z.int(),
     updated_at: z.iso.datetime({ offset: true }),
   })
@@ -105,6 +136,10 @@ export const PolicyDecision = z
       .string()
       .meta({ description: '1-based rule position; empty when the action came from default or on_error.' }),
     reason: z.string(),
+    invocation_id: z.string().regex(/^inv_/).nullable().meta({
+      description:
+        'The id of the invocation the call was given (an addition to SPEC); null for a deny, which never becomes one. A call refused after the policy stage (402, 503) has no invocation record under it.',
+    }),
     created_at: z.iso.datetime({ offset: true }),
   })
   .meta({ id: 'PolicyDecision' });

@@ -25,6 +25,8 @@ export type ProxyCall = {
   caller: Caller;
   agent: Agent;
   mode: 'transactional' | 'streaming';
+  /** The id the call's invocation gets once it is accepted (also recorded on its policy decision). */
+  invocationId: string;
   requestId: string;
   model: string | null;
   contentType: string | null;

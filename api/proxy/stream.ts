@@ -104,6 +104,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       caller: ctx.state.caller,
       agent,
       mode: 'streaming',
+      invocationId: newId('inv'),
       requestId,
       model,
       contentType: ctx.get('content-type') || null,
@@ -134,7 +135,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       },
     );
 
-    const invocationId = newId('inv');
+    const { invocationId } = call;
     const gatewayHeaders: Record<string, string> = {
       'x-gateway-invocation-id': invocationId,
       'x-request-id': requestId,

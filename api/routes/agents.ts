@@ -17,10 +17,10 @@ import {
   AgentSuspendInput,
   agentRuleError,
   rateLimitCeilingError,
-  upstreamUrlError,
   type AgentRuleState,
   type PricingInput,
 } from '../agents/schema.ts';
+import { upstreamUrlProblem } from '../upstream-url.ts';
 import { serializeAgent } from '../agents/serialize.ts';
 import { lockReferencedCredential } from '../../gateway/credentials/references.ts';
 import { forgetAgent } from '../proxy/agent-row.ts';
@@ -57,7 +57,6 @@ async function checkCredentialRef(em: EntityManager, tenantId: string, ref: stri
 
 export function agentRoutes(deps: AppDeps): Router<AuthState> {
   const router = new Router<AuthState>();
-  const allow = deps.config.upstream.allow;
   const ceiling = { rps: deps.config.rateLimit.agentMaxRps, burst: deps.config.rateLimit.agentMaxBurst };
 
   /** Loads the tenant's agent for a write, row-locked; 404 when absent, 409 when deleted. */
@@ -82,7 +81,7 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
     const problem =
       agentRuleError(state) ??
       rateLimitCeilingError(input, ceiling) ??
-      (input.upstream_url ? upstreamUrlError(input.upstream_url, allow) : undefined);
+      (input.upstream_url ? upstreamUrlProblem('upstream_url', input.upstream_url, deps.config.upstream) : undefined);
     if (problem) throw badRequest(problem);
     const { tenantId, userId } = ctx.state.caller;
     const agent = await deps.orm.em.fork().transactional(async (em) => {
@@ -162,7 +161,7 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
       const problem =
         agentRuleError(state) ??
         rateLimitCeilingError(patch, ceiling) ??
-        (patch.upstream_url ? upstreamUrlError(patch.upstream_url, allow) : undefined);
+        (patch.upstream_url ? upstreamUrlProblem('upstream_url', patch.upstream_url, deps.config.upstream) : undefined);
       if (problem) throw badRequest(problem);
       if (patch.credential_ref !== undefined) await checkCredentialRef(em, tenantId, patch.credential_ref);
       const changes: Partial<Agent> = {

@@ -1,11 +1,12 @@
 // GET /v1/invocations: the tenant's invocation records, newest first, as `{data, next_cursor}`.
-// Filters: agent_id, status, since, until (RFC 3339, inclusive), limit (1–100, default 20;
+// Filters: agent_id, status, since, until (RFC 3339, inclusive; api/query-time.ts), limit (1–100, default 20;
 // out-of-range values are clamped), cursor (opaque, from the previous page's next_cursor).
 // Keyset paging on (created_at, id) follows the invocations_tenant_created index, so a page
 // boundary never shifts when newer rows arrive. Bodies are never listed.
 import Router from '@koa/router';
 import { InvocationSchema } from '../../gateway/db/entities.ts';
 import { badRequest } from '../errors.ts';
+import { timeWindow } from '../query-time.ts';
 import { isId } from '../../lib/ids.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import type { AppDeps } from '../deps.ts';
@@ -21,18 +22,6 @@ function one(query: Record<string, string | string[] | undefined>, name: string)
   const value = query[name];
   if (Array.isArray(value)) throw badRequest(`${name} may be given once`);
   return value === '' ? undefined : value;
-}
-
-function dateParam(value: string | undefined, name: string): Date | undefined {
-  if (value === undefined) return undefined;
-  // RFC 3339 date-time: a date, a time and an explicit offset.
-  if (!/^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/.test(value))
-    throw badRequest(`${name} must be an RFC 3339 date-time`);
-  const date = new Date(value);
-  // Year 0000 parses in JavaScript but PostgreSQL has no year 0: refuse it here, not with a 500.
-  if (Number.isNaN(date.getTime()) || date.getUTCFullYear() < 1)
-    throw badRequest(`${name} must be an RFC 3339 date-time`);
-  return date;
 }
 
 export function encodeCursor(c: Cursor): string {
@@ -57,15 +46,13 @@ export function invocationRoutes(deps: AppDeps): Router<AuthState> {
     const query = ctx.query;
     const agentId = one(query, 'agent_id');
     const status = one(query, 'status');
-    const since = dateParam(one(query, 'since'), 'since');
-    const until = dateParam(one(query, 'until'), 'until');
+    const { since, until } = timeWindow(query);
     const rawLimit = one(query, 'limit');
     const rawCursor = one(query, 'cursor');
 
     if (agentId !== undefined && !isId('agt', agentId)) throw badRequest('invalid agent_id');
     if (status !== undefined && !STATUSES.has(status))
       throw badRequest('status must be pending, running, succeeded or failed');
-    if (since && until && since > until) throw badRequest('since is after until');
     let limit = DEFAULT_INVOCATION_LIMIT;
     if (rawLimit !== undefined) {
       if (!/^-?\d{1,9}$/.test(rawLimit)) throw badRequest('limit must be an integer');

@@ -1,9 +1,10 @@
-// /v1/policy: the tenant's policy document (wholesale replace, read back with its version)
-// and the decisions its evaluations recorded.
+// /v1/policy: the tenant's policy document (wholesale replace, read back with its version,
+// removed to return to "no policy") and the decisions its evaluations recorded.
 import Router from '@koa/router';
 import { badRequest, notFound } from '../errors.ts';
 import { PolicyDocument, describePolicyIssue } from '../../gateway/policy/schema.ts';
 import { rejectNul } from '../validation.ts';
+import { timeWindow } from '../query-time.ts';
 import type { PolicyEngine } from '../../gateway/policy/engine.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
@@ -36,9 +37,19 @@ export function policyRoutes(deps: AppDeps, policy: PolicyEngine): Router<AuthSt
     ctx.body = { ...current.document, version: current.version, updated_at: current.updatedAt.toISOString() };
   });
 
+  // Back to no policy: calls pass unchanged and no decision is recorded (an addition to SPEC).
+  router.delete('/policy', async (ctx) => {
+    if (!(await engine().store.remove(ctx.state.caller.tenantId))) throw notFound('no policy');
+    ctx.status = 204;
+  });
+
   router.get('/policy/decisions', async (ctx) => {
     const limit = decisionsLimit(ctx.query.limit);
-    ctx.body = { data: await engine().store.listDecisions(ctx.state.caller.tenantId, limit), limit };
+    const { since, until } = timeWindow(ctx.query);
+    ctx.body = {
+      data: await engine().store.listDecisions(ctx.state.caller.tenantId, { limit, since, until }),
+      limit,
+    };
   });
 
   return router;

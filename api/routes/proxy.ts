@@ -41,6 +41,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       caller: ctx.state.caller,
       agent,
       mode: 'transactional',
+      invocationId: newId('inv'),
       requestId,
       model,
       contentType: ctx.get('content-type') || null,
@@ -51,7 +52,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       payment: null,
     };
     let place: BacklogPlace | undefined;
-    const invocationId = newId('inv');
+    const { invocationId } = call;
     try {
       await runStages(
         deps,
@@ -104,7 +105,8 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
     accepted.bind(invocationId);
     startInvocationWorkflow(deps.temporal, deps.config.temporal.taskQueue, invocationId, tenantId, agent).then(
       () => accepted.release(),
-      (err: Error) => deps.log.warn({ invocationId, err: err.message }, 'workflow start failed; left to the start relay'),
+      (err: Error) =>
+        deps.log.warn({ invocationId, err: err.message }, 'workflow start failed; left to the start relay'),
     );
 
     ctx.status = 202;

@@ -3,7 +3,7 @@
 import Router from '@koa/router';
 import { badRequest, notFound } from '../errors.ts';
 import { parseOr400 } from '../validation.ts';
-import { isAllowedUpstream } from '../../gateway/upstream/ssrf.ts';
+import { upstreamUrlProblem } from '../upstream-url.ts';
 import { createSecretStore } from '../../gateway/credentials/secrets.ts';
 import { lockReferencedCredential } from '../../gateway/credentials/references.ts';
 import { SettlementConfigSchema, type SettlementConfig } from '../../gateway/settlement/entity.ts';
@@ -54,7 +54,7 @@ export function settlementRoutes(deps: AppDeps): Router<AuthState> {
   router.put('/settlement/config', async (ctx) => {
     const input = parseOr400(SettlementConfigInput, ctx.request.body);
     const urlProblem = facilitatorUrlProblem(input.facilitator_url, (url) =>
-      isAllowedUpstream(url, deps.config.upstream.allow),
+      upstreamUrlProblem('facilitator_url', url, deps.config.upstream),
     );
     if (urlProblem) throw badRequest(urlProblem);
     const { tenantId } = ctx.state.caller;

@@ -257,9 +257,11 @@ export function outcomeOfInclusion(
   record: SettlementRecord,
   inclusion: Inclusion & { mined: true },
 ): SettlementOutcome {
+  // The transaction in lowercase hex (SettlementWorkflow's TxHash search attribute is set from it).
+  const transaction = inclusion.txHash.toLowerCase();
   return inclusion.success
-    ? { status: 'settled', payer: getAddress(record.payer), transaction: inclusion.txHash, cause: null }
-    : { status: 'failed', payer: getAddress(record.payer), transaction: inclusion.txHash, cause: 'reverted' };
+    ? { status: 'settled', payer: getAddress(record.payer), transaction, cause: null }
+    : { status: 'failed', payer: getAddress(record.payer), transaction, cause: 'reverted' };
 }
 
 /** How far back the log of a payer's authorization is looked for (about two days of Base blocks). */

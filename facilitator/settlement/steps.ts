@@ -220,7 +220,8 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
     if (own && existing) return { step: 'elsewhere' };
     // Bytes stored by an earlier run go straight to delivery: re-verifying now would see their
     // own transaction's effects (a used nonce) as a reason to refuse.
-    if (existing?.txHash) return { step: 'signed', payer: getAddress(existing.payer), txHash: existing.txHash };
+    if (existing?.txHash)
+      return { step: 'signed', payer: getAddress(existing.payer), txHash: existing.txHash.toLowerCase() };
     if (!stored) throw new Error('settle request missing for key');
     const authorization = stored.request.paymentPayload.payload.authorization;
     // Lowercased first: a mixed-case address with a bad checksum must not throw here (the
@@ -273,7 +274,7 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
       // another run did meanwhile (claimed, signed, decided) is read first.
       const now = await findSettlement(deps.pool, key);
       if (now?.status === 'settled' || now?.status === 'failed') return decided(outcomeOfRecord(now));
-      if (now?.txHash) return { step: 'signed', payer: getAddress(now.payer), txHash: now.txHash };
+      if (now?.txHash) return { step: 'signed', payer: getAddress(now.payer), txHash: now.txHash.toLowerCase() };
       existing = now;
     }
     if (!account) throw new Error('facilitator account missing');
@@ -296,7 +297,7 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
     const signed = claimed.claimed.rawTx ? claimed.claimed : await sign(deps, key, stored.request, checked.gas);
     const record = signedOrThrow(signed);
     signedNow.put(key, record);
-    return { step: 'signed', payer, txHash: record.txHash };
+    return { step: 'signed', payer, txHash: record.txHash.toLowerCase() };
   }
 
   async function signedRecord(key: string): Promise<Signed | Decided> {
@@ -316,7 +317,7 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
       if ('step' in record) return record;
       const inclusion = await sendStored(deps, record);
       sentNow.put(key, { record, inclusion });
-      return { step: 'sent', txHash: record.txHash, mined: !!inclusion };
+      return { step: 'sent', txHash: record.txHash.toLowerCase(), mined: !!inclusion };
     },
 
     async confirm(key, inclusionTimeoutMs, announce) {

@@ -16,7 +16,9 @@ export function outcomeOfRecord(record: SettlementRecord): SettlementOutcome {
   const status = record.status === 'settled' ? 'settled' : record.status === 'failed' ? 'failed' : 'pending';
   // A transfer cancelled after the inclusion timeout has no transaction of the payer's (the
   // record keeps the cancel's hash for operators).
-  const transaction = status === 'failed' && record.failureCause === 'inclusion_timeout' ? null : record.txHash;
+  // Lowercase hex: SettlementWorkflow's TxHash search attribute is set from it.
+  const transaction =
+    status === 'failed' && record.failureCause === 'inclusion_timeout' ? null : (record.txHash?.toLowerCase() ?? null);
   return { status, payer: getAddress(record.payer), transaction, cause: record.failureCause };
 }
 

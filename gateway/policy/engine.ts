@@ -10,7 +10,13 @@ import { createMemoryRateWindow, createRedisRateWindow, type RateWindow } from '
 import { createPolicyStore, type DecisionRecord, type PolicyStore } from './store.ts';
 import { redisClient } from './redis.ts';
 
-export type PolicySubject = CallFacts & { tenantId: string; userId: string; protocol: string };
+export type PolicySubject = CallFacts & {
+  tenantId: string;
+  userId: string;
+  protocol: string;
+  /** The id the call's invocation gets if it goes on; recorded on the decision unless it is a deny. */
+  invocationId?: string | null;
+};
 
 export type PolicyEngine = {
   store: PolicyStore;
@@ -47,6 +53,7 @@ export function createPolicyEngine(opts: { orm: MikroORM; redisUrl?: string; log
         action: verdict.action,
         matchedRule: verdict.matchedRule,
         reason: verdict.reason,
+        invocationId: verdict.action === 'deny' ? null : (subject.invocationId ?? null),
       });
       policyDecisions.inc({ action: verdict.action, source: verdict.source });
       return verdict;

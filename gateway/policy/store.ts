@@ -24,6 +24,8 @@ export type DecisionRecord = {
   action: PolicyAction;
   matchedRule: number | null;
   reason: string;
+  /** The invocation the call was given; null for a denied call (it never becomes one). */
+  invocationId: string | null;
 };
 
 export type PolicyDecision = {
@@ -34,8 +36,12 @@ export type PolicyDecision = {
   action: PolicyAction;
   matched_rule: string;
   reason: string;
+  invocation_id: string | null;
   created_at: string;
 };
+
+/** The decisions page: newest first, at most `limit`, created within [since, until] when given. */
+export type DecisionQuery = { limit: number; since?: Date; until?: Date };
 
 type Row = Record<string, unknown>;
 const toDate = (epochMs: unknown) => new Date(Number(epochMs));
@@ -47,8 +53,8 @@ export function decisionInsertSql(d: DecisionRecord): { id: string; sql: string;
   const id = newId('pdec');
   return {
     id,
-    sql: `insert into policy_decisions (id, tenant_id, agent_id, protocol, mcp_tool, action, matched_rule, reason, created_at)
-         values (?, ?, ?, ?, ?, ?, ?, ?, clock_timestamp())`,
+    sql: `insert into policy_decisions (id, tenant_id, agent_id, protocol, mcp_tool, action, matched_rule, reason, invocation_id, created_at)
+         values (?, ?, ?, ?, ?, ?, ?, ?, ?, clock_timestamp())`,
     params: [
       id,
       d.tenantId,
@@ -58,6 +64,7 @@ export function decisionInsertSql(d: DecisionRecord): { id: string; sql: string;
       d.action,
       d.matchedRule === null ? '' : String(d.matchedRule),
       d.reason,
+      d.invocationId,
     ],
   };
 }
@@ -85,7 +92,8 @@ export function createPolicyStore(orm: MikroORM) {
       `select version, (extract(epoch from updated_at) * 1000)::bigint as updated_ms, document from policies where tenant_id = ?`,
       [tenantId],
     );
-    if (rows.length === 0) return null;
+    // A removed policy keeps its row (and version count) with no document: the tenant has none.
+    if (rows.length === 0 || rows[0].document === null) return null;
     return {
       version: Number(rows[0].version),
       updatedAt: toDate(rows[0].updated_ms),
@@ -123,17 +131,36 @@ export function createPolicyStore(orm: MikroORM) {
       return { version: Number(rows[0].version), updatedAt: toDate(rows[0].updated_ms) };
     },
 
+    /**
+     * Back to no policy (DELETE /v1/policy); false when the tenant had none. The row stays as a
+     * tombstone, so versions keep counting up across a removal and a new replace.
+     */
+    async remove(tenantId: string): Promise<boolean> {
+      const rows = await sql(
+        `update policies set document = null, version = version + 1, updated_at = clock_timestamp()
+         where tenant_id = ? and document is not null returning version`,
+        [tenantId],
+      );
+      if (rows.length === 0) return false;
+      const feed = changeFeedFor(orm);
+      feed.invalidate(`policy:${tenantId}`);
+      await feed.publish();
+      return true;
+    },
+
     async recordDecision(d: DecisionRecord): Promise<string> {
       const insert = decisionInsertSql(d);
       await sql(insert.sql, insert.params);
       return insert.id;
     },
 
-    async listDecisions(tenantId: string, limit: number): Promise<PolicyDecision[]> {
+    async listDecisions(tenantId: string, { limit, since, until }: DecisionQuery): Promise<PolicyDecision[]> {
       const rows = await sql(
-        `select id, agent_id, protocol, mcp_tool, action, matched_rule, reason, (extract(epoch from created_at) * 1000)::bigint as created_ms
-         from policy_decisions where tenant_id = ? order by created_at desc, id desc limit ?`,
-        [tenantId, limit],
+        // Times are shown to the millisecond (floored), so `until` takes in its whole millisecond.
+        `select id, agent_id, protocol, mcp_tool, action, matched_rule, reason, invocation_id, floor(extract(epoch from created_at) * 1000)::bigint as created_ms
+         from policy_decisions where tenant_id = ? and created_at >= coalesce(?::timestamptz, '-infinity')
+         and created_at < coalesce(?::timestamptz + interval '1 millisecond', 'infinity') order by created_at desc, id desc limit ?`,
+        [tenantId, since ?? null, until ?? null, limit],
       );
       return rows.map((r) => ({
         id: String(r.id),
@@ -143,6 +170,7 @@ export function createPolicyStore(orm: MikroORM) {
         action: r.action as PolicyAction,
         matched_rule: String(r.matched_rule),
         reason: String(r.reason),
+        invocation_id: (r.invocation_id as string | null) ?? null,
         created_at: toDate(r.created_ms).toISOString(),
       }));
     },

@@ -15,7 +15,7 @@ export async function facilitatorSecretProblem(read: () => Promise<string | null
 }
 
 /** The facilitator is called over mutual TLS: https only, and not at an internal host unless allow-listed. */
-export function facilitatorUrlProblem(raw: string, isAllowed: (url: string) => boolean): string | undefined {
+export function facilitatorUrlProblem(raw: string, refusal: (url: string) => string | undefined): string | undefined {
   let url: URL;
   try {
     url = new URL(raw);
@@ -24,6 +24,5 @@ export function facilitatorUrlProblem(raw: string, isAllowed: (url: string) => b
   }
   if (url.protocol !== 'https:' || !url.hostname) return 'facilitator_url must be an https URL';
   if (url.search || url.hash) return 'facilitator_url must not carry a query or fragment';
-  if (!isAllowed(raw)) return 'invalid facilitator_url';
-  return undefined;
+  return refusal(raw);
 }

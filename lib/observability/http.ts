@@ -7,16 +7,11 @@ import Koa from 'koa';
 import type { Context, Next } from 'koa';
 import type { Logger } from '../log.ts';
 import { activeTraceId } from './spans.ts';
+import { routeTemplate } from './route.ts';
 import { httpDuration, httpRequests, rateLimitRejections, registry, settlements } from './metrics.ts';
 
 /** A caller's X-Request-ID is honored when it is a sane token; anything else is replaced. */
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** Route template for labels: the matched router path, never the raw URL (unbounded, may hold ids). */
-function routeOf(ctx: Context): string {
-  const matched = (ctx as Context & { _matchedRoute?: string | RegExp })._matchedRoute;
-  return typeof matched === 'string' ? matched : 'unmatched';
-}
 
 function limiterOf(route: string): string {
   return route.startsWith('/v1/analytics') ? 'analytics' : route.startsWith('/v1/proxy') ? 'agent' : 'other';
@@ -34,7 +29,8 @@ export function observeRequests(service: string, log: Logger) {
     try {
       await next();
     } finally {
-      const route = routeOf(ctx);
+      // The route template, never the raw URL (unbounded, may hold ids).
+      const route = routeTemplate(ctx);
       const status = String(ctx.status);
       const seconds = (performance.now() - started) / 1000;
       const labels = { service, method: ctx.method, route, status };
@@ -64,7 +60,7 @@ export function observeRequests(service: string, log: Logger) {
 /** GET /metrics in the Prometheus text format. */
 export async function serveMetrics(ctx: Context, next: Next): Promise<void> {
   if (ctx.path !== '/metrics' || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) return next();
-  (ctx as Context & { _matchedRoute?: string })._matchedRoute = '/metrics';
+  ctx.state.route = '/metrics';
   ctx.set('Content-Type', registry.contentType);
   ctx.body = await registry.metrics();
 }

@@ -6,6 +6,7 @@
 import { SpanKind, SpanStatusCode, context, propagation, trace, type Span } from '@opentelemetry/api';
 import type { Context, Next } from 'koa';
 import { tracingActive } from './tracing.ts';
+import { UNMATCHED, routeTemplate } from './route.ts';
 
 const tracer = trace.getTracer('agent-gateway');
 
@@ -16,8 +17,8 @@ export function activeTraceId(): string | undefined {
 }
 
 function routeOf(ctx: Context): string | undefined {
-  const matched = (ctx as Context & { _matchedRoute?: string | RegExp })._matchedRoute;
-  return typeof matched === 'string' ? matched : undefined;
+  const route = routeTemplate(ctx);
+  return route === UNMATCHED ? undefined : route;
 }
 
 /** Koa middleware: continues the caller's W3C trace (traceparent/tracestate) with a server span. */

@@ -11,6 +11,7 @@ import { Migration20261122160000_stream_row_owner } from './Migration20261122160
 import { Migration20261122170000_analytics_gateway_lost } from './Migration20261122170000_analytics_gateway_lost.ts';
 import { Migration20261124100000_sketch_index_inline } from './Migration20261124100000_sketch_index_inline.ts';
 import { Migration20261124110000_cache_replicas } from './Migration20261124110000_cache_replicas.ts';
+import { Migration20261125100000_policy_removal_decision_invocation } from './Migration20261125100000_policy_removal_decision_invocation.ts';
 import { Migration20261125100000_start_intents } from './Migration20261125100000_start_intents.ts';
 
 // Order matters: this list is the migration history.
@@ -31,5 +32,9 @@ export const gatewayMigrations = [
   { name: 'Migration20261122170000_analytics_gateway_lost', class: Migration20261122170000_analytics_gateway_lost },
   { name: 'Migration20261124100000_sketch_index_inline', class: Migration20261124100000_sketch_index_inline },
   { name: 'Migration20261124110000_cache_replicas', class: Migration20261124110000_cache_replicas },
+  {
+    name: 'Migration20261125100000_policy_removal_decision_invocation',
+    class: Migration20261125100000_policy_removal_decision_invocation,
+  },
   { name: 'Migration20261125100000_start_intents', class: Migration20261125100000_start_intents },
 ];
