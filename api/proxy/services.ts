@@ -1,7 +1,8 @@
 // The long-lived parts the proxy routes share: the upstream client (SSRF-guarded dispatcher,
-// breakers), the rate limiter, the body store, the credential resolver, the policy engine and
-// the payment gate. Built once per app at wiring time (api/app.ts); tests pass their own (an
-// empty allow-list with a rebinding resolver, a Redis limiter).
+// breakers), the rate limiter, the body store, the credential resolver, the policy engine,
+// the payment gate and the accept commit's statement pool. Built once per app at wiring time
+// (api/app.ts); tests pass their own (an empty allow-list with a rebinding resolver, a Redis
+// limiter).
 import type { AppDeps } from '../deps.ts';
 import { createUpstreamClient, type UpstreamClient } from '../../gateway/upstream/client.ts';
 import { createRateLimiter, type RateLimiter } from '../../gateway/ratelimit/index.ts';
@@ -15,6 +16,7 @@ import { createBodyBudget, type BodyBudget } from './body-budget.ts';
 import type { PolicyEngine } from '../../gateway/policy/engine.ts';
 import { createAppPolicyEngine } from '../policy/stage.ts';
 import { createPaymentGate, type PaymentGate } from '../payment/stage.ts';
+import { createStatementPool, type StatementPool } from '../../gateway/db/statement-pool.ts';
 
 export type ProxyServices = {
   upstream: UpstreamClient;
@@ -31,6 +33,8 @@ export type ProxyServices = {
   policy: PolicyEngine;
   /** The payment stage's configuration and facilitator client. */
   payment: PaymentGate;
+  /** Prepared statements of the transactional accept commit. */
+  statements: StatementPool;
 };
 
 export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServices> = {}): ProxyServices {
@@ -53,5 +57,6 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
     bodyBudget: overrides.bodyBudget ?? createBodyBudget(deps.config.bodyBudget),
     policy: overrides.policy ?? createAppPolicyEngine(deps),
     payment: overrides.payment ?? createPaymentGate(deps),
+    statements: overrides.statements ?? createStatementPool(deps.orm),
   };
 }

@@ -95,7 +95,13 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
         createdAt: now,
         updatedAt: now,
       };
-      await writeAccepted(deps.orm, services.bodies, row, body, call.payment, call.policyDecision ?? null);
+      await writeAccepted(
+        { orm: deps.orm, bodies: services.bodies, statements: services.statements },
+        row,
+        body,
+        call.payment,
+        call.policyDecision ?? null,
+      );
     })();
     const [written, started] = await Promise.allSettled([commit, start]);
     if (written.status === 'rejected') {
