@@ -1,4 +1,5 @@
-// Starts the gateway API on its dependencies (used by api/main.ts and by the tests).
+// Starts the gateway API on its dependencies (used by api/main.ts and by the tests). `shared`
+// holds the per-process parts its caller already built; any missing are built for this app.
 import type { Server } from 'node:http';
 import { readFileSync } from 'node:fs';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -8,6 +9,8 @@ import type { GatewayConfig } from '../gateway/config.ts';
 import type { Logger } from '../lib/log.ts';
 import { cachedProbe } from '../lib/cached-probe.ts';
 import { readinessChecks } from '../lib/observability/metrics.ts';
+import { createVaultClient } from '../gateway/credentials/vault.ts';
+import type { AppDeps } from './deps.ts';
 
 const READINESS_INTERVAL_MS = 1_000;
 
@@ -21,12 +24,14 @@ export async function startGateway(
   orm: MikroORM,
   temporal: Client,
   log: Logger,
+  shared: Partial<Pick<AppDeps, 'vaultClient'>> = {},
 ): Promise<Server> {
   const app = createApp({
     config,
     orm,
     temporal,
     log,
+    vaultClient: shared.vaultClient ?? createVaultClient(config.vault),
     version: { name: pkg.name, version: pkg.version, commit: config.gitCommit ?? null },
     // At most one database and one Temporal check per second, whatever the probe rate.
     readiness: cachedProbe(async () => {

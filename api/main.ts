@@ -9,6 +9,7 @@ import { startTracing, stopTracing } from '../lib/observability/tracing.ts';
 import { startMetricsServer } from '../lib/observability/http.ts';
 import { scheduleOrphanSweep } from './proxy/orphans.ts';
 import { scheduleStaleStreamSweep } from './proxy/stale-streams.ts';
+import { createVaultClient } from '../gateway/credentials/vault.ts';
 
 // Before the Temporal client and the app are built: they install tracing only when it is on.
 startTracing(process.env, 'agent-gateway-api');
@@ -17,7 +18,9 @@ const config = loadGatewayConfig();
 const orm = await openOrm(config.databaseUrl);
 await requireSearchAttributes(config.temporal, log);
 const temporal = await connectClient(config.temporal.connection, config.temporal.namespace);
-const server = await startGateway(config, orm, temporal, log);
+// The per-process services, built once here and handed to the app.
+const vaultClient = createVaultClient(config.vault);
+const server = await startGateway(config, orm, temporal, log, { vaultClient });
 log.info({ port: config.port }, 'gateway API listening');
 // Prometheus scrapes the API on a listener of its own (API_METRICS_PORT on METRICS_HOST; 0 = off).
 const { apiMetricsPort, metricsHost } = config.observability;

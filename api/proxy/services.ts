@@ -51,7 +51,7 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
         deps.log.warn({ err: err.message }, 'rate limiter unavailable; admitting calls'),
       ),
     bodies: overrides.bodies ?? createPostgresBodyStore(deps.orm),
-    credentials: overrides.credentials ?? createCredentialResolver(deps.orm, deps.config.vault),
+    credentials: overrides.credentials ?? createCredentialResolver(deps.orm, deps.config.vault, deps.vaultClient),
     recorder: overrides.recorder ?? createInvocationRecorder(deps.orm),
     signReceipt: overrides.signReceipt ?? createReceiptSigner(deps.config.receipts),
     bodyBudget: overrides.bodyBudget ?? createBodyBudget(deps.config.bodyBudget),

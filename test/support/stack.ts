@@ -19,6 +19,7 @@ import { startMetricsServer } from '../../lib/observability/http.ts';
 import { mintToken } from '../../gateway/tokens.ts';
 import { connectClient } from '../../temporal/client.ts';
 import { createGatewayWorker, gatewayWorkflowsPath } from '../../temporal/gateway-worker.ts';
+import { createVaultClient, type VaultClient } from '../../gateway/credentials/vault.ts';
 import { startFacilitatorStack, type FacilitatorStack } from './facilitator.ts';
 
 export type Stack = {
@@ -33,6 +34,8 @@ export type Stack = {
   allow: string[];
   /** The settlement facilitator, in-process (test/support/facilitator.ts). */
   facilitator: FacilitatorStack;
+  /** The vault reader (child tokens) the in-process API and worker share, as one process would. */
+  vaultClient: VaultClient;
   /** This process's metrics listener (API and worker share the registry), as api/main.ts starts it. */
   metricsUrl: string;
 };
@@ -112,7 +115,8 @@ export async function startStack(): Promise<Stack> {
 
   // Bundle once per run; every worker of the run (including ones tests start) reuses it.
   const workflowBundle = await bundleWorkflowCode({ workflowsPath: gatewayWorkflowsPath, logger: silentLogger });
-  const { worker, connection } = await createGatewayWorker(config, orm, { workflowBundle });
+  const vaultClient = createVaultClient(config.vault);
+  const { worker, connection } = await createGatewayWorker(config, orm, { workflowBundle, vaultClient });
   const running = worker.run();
   cleanups.push(async () => {
     shutdownWorker(worker);
@@ -120,7 +124,7 @@ export async function startStack(): Promise<Stack> {
     await connection.close();
   });
 
-  const server: Server = await startGateway(config, orm, temporal, createLogger('api', 'silent'));
+  const server: Server = await startGateway(config, orm, temporal, createLogger('api', 'silent'), { vaultClient });
   cleanups.push(
     () =>
       new Promise((r) => {
@@ -143,6 +147,7 @@ export async function startStack(): Promise<Stack> {
     allow,
     facilitator,
     metricsUrl,
+    vaultClient,
     token: (tenant, user = 'user-1') => mintToken({ secret: infra.secrets.jwtSecret, tenant, user }),
   };
   return current;
