@@ -49,7 +49,12 @@ export function createApp(deps: AppDeps): Koa {
   });
   // The long-lived services, wired once: the proxy routes and the policy routes share them.
   const services = createProxyServices(deps);
-  for (const routes of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps), proxyRoutes(deps, services)])
+  for (const routes of [
+    agentRoutes(deps, services.agents),
+    credentialRoutes(deps),
+    settlementRoutes(deps),
+    proxyRoutes(deps, services),
+  ])
     v1.use(routes.routes(), routes.allowedMethods());
   for (const routes of [policyRoutes(deps, services.policy), analyticsRoutes(deps), receiptRoutes(deps)])
     v1.use(routes.routes(), routes.allowedMethods());

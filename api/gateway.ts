@@ -10,6 +10,7 @@ import type { Logger } from '../lib/log.ts';
 import { cachedProbe } from '../lib/cached-probe.ts';
 import { readinessChecks } from '../lib/observability/metrics.ts';
 import { createVaultClient } from '../gateway/credentials/vault.ts';
+import { openChangeFeed } from '../gateway/db/change-feed.ts';
 import type { AppDeps } from './deps.ts';
 
 const READINESS_INTERVAL_MS = 1_000;
@@ -24,13 +25,16 @@ export async function startGateway(
   orm: MikroORM,
   temporal: Client,
   log: Logger,
-  shared: Partial<Pick<AppDeps, 'vaultClient'>> = {},
+  shared: Partial<Pick<AppDeps, 'feed' | 'vaultClient'>> = {},
 ): Promise<Server> {
+  // A feed of this app's own lives as long as its server.
+  const feed = shared.feed ?? openChangeFeed(orm);
   const app = createApp({
     config,
     orm,
     temporal,
     log,
+    feed,
     vaultClient: shared.vaultClient ?? createVaultClient(config.vault),
     version: { name: pkg.name, version: pkg.version, commit: config.gitCommit ?? null },
     // At most one database and one Temporal check per second, whatever the probe rate.
@@ -57,6 +61,7 @@ export async function startGateway(
     server.once('listening', resolve);
     server.once('error', reject);
   });
+  if (!shared.feed) server.once('close', () => void feed.close());
   // Bodies may legitimately take long (32 MiB uploads); headers may not.
   server.headersTimeout = 30_000;
   server.requestTimeout = 0;

@@ -10,6 +10,7 @@ import { startMetricsServer } from '../lib/observability/http.ts';
 import { scheduleOrphanSweep } from './proxy/orphans.ts';
 import { scheduleStaleStreamSweep } from './proxy/stale-streams.ts';
 import { createVaultClient } from '../gateway/credentials/vault.ts';
+import { openChangeFeed } from '../gateway/db/change-feed.ts';
 
 // Before the Temporal client and the app are built: they install tracing only when it is on.
 startTracing(process.env, 'agent-gateway-api');
@@ -19,8 +20,9 @@ const orm = await openOrm(config.databaseUrl);
 await requireSearchAttributes(config.temporal, log);
 const temporal = await connectClient(config.temporal.connection, config.temporal.namespace);
 // The per-process services, built once here and handed to the app.
+const feed = openChangeFeed(orm);
 const vaultClient = createVaultClient(config.vault);
-const server = await startGateway(config, orm, temporal, log, { vaultClient });
+const server = await startGateway(config, orm, temporal, log, { feed, vaultClient });
 log.info({ port: config.port }, 'gateway API listening');
 // Prometheus scrapes the API on a listener of its own (API_METRICS_PORT on METRICS_HOST; 0 = off).
 const { apiMetricsPort, metricsHost } = config.observability;

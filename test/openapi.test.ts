@@ -10,6 +10,7 @@ import { call, callAt, uniqueName, waitForInvocation, type Reply } from './suppo
 import { clientTlsBundle, startBrokenGateway } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { agentRoutes } from '../api/routes/agents.ts';
+import { createAgentRows } from '../api/proxy/agent-row.ts';
 import { credentialRoutes } from '../api/routes/credentials.ts';
 import { settlementRoutes } from '../api/routes/settlement.ts';
 import type { AppDeps } from '../api/deps.ts';
@@ -96,7 +97,11 @@ describe('OpenAPI document and reference page', () => {
   it('documents exactly the routes the catalog, vault and settlement routers serve', () => {
     const deps = { config: stack().config, orm: stack().orm } as AppDeps;
     const served = new Set<string>();
-    for (const router of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps)]) {
+    for (const router of [
+      agentRoutes(deps, createAgentRows(deps.orm, stack().feed)),
+      credentialRoutes(deps),
+      settlementRoutes(deps),
+    ]) {
       for (const layer of router.stack) {
         for (const method of layer.methods.filter((m) => m !== 'HEAD'))
           served.add(`${method.toLowerCase()} /v1${String(layer.path).replace(/:(\w+)/g, '{$1}')}`);

@@ -1,6 +1,6 @@
 // The long-lived parts the proxy routes share: the upstream client (SSRF-guarded dispatcher,
 // breakers), the rate limiter, the body store, the credential resolver, the policy engine,
-// the payment gate and the accept commit's statement pool. Built once per app at wiring time
+// the payment gate, the accept commit's statement pool and the agent cache. Built once per app at wiring time
 // (api/app.ts); tests pass their own (an empty allow-list with a rebinding resolver, a Redis
 // limiter).
 import type { AppDeps } from '../deps.ts';
@@ -12,6 +12,7 @@ import { createInvocationRecorder, type InvocationRecorder } from './records.ts'
 import { createReceiptSigner } from '../../gateway/receipts/signer.ts';
 import type { ReceiptFacts } from '../../gateway/receipts/store.ts';
 import type { SignedReceipt } from '../../gateway/receipts/signer.ts';
+import { createAgentRows, type AgentRows } from './agent-row.ts';
 import { createBodyBudget, type BodyBudget } from './body-budget.ts';
 import type { PolicyEngine } from '../../gateway/policy/engine.ts';
 import { createAppPolicyEngine } from '../policy/stage.ts';
@@ -35,6 +36,8 @@ export type ProxyServices = {
   payment: PaymentGate;
   /** Prepared statements of the transactional accept commit. */
   statements: StatementPool;
+  /** The agents the gate reads (cache); the agent routes forget what they write. */
+  agents: AgentRows;
 };
 
 export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServices> = {}): ProxyServices {
@@ -58,5 +61,6 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
     policy: overrides.policy ?? createAppPolicyEngine(deps),
     payment: overrides.payment ?? createPaymentGate(deps),
     statements: overrides.statements ?? createStatementPool(deps.orm),
+    agents: overrides.agents ?? createAgentRows(deps.orm, deps.feed),
   };
 }

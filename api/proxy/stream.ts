@@ -86,7 +86,7 @@ function pipeDown(source: Readable, res: ServerResponse): Promise<PipeEnd> {
 export function streamRoute(deps: AppDeps, services: ProxyServices) {
   return async function stream(ctx: Context & { state: AuthState; params: Record<string, string> }): Promise<void> {
     const { tenantId, userId } = ctx.state.caller;
-    const { agent, requestId, model } = await admit(ctx, deps, services.limiter);
+    const { agent, requestId, model } = await admit(ctx, deps, services);
 
     const declaredLength = contentLengthOf(ctx.get('content-length'));
     let body: Buffer | Readable;

@@ -23,7 +23,7 @@ import {
 } from '../agents/schema.ts';
 import { serializeAgent } from '../agents/serialize.ts';
 import { lockReferencedCredential } from '../../gateway/credentials/references.ts';
-import { forgetAgent } from '../proxy/agent-row.ts';
+import type { AgentRows } from '../proxy/agent-row.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
@@ -55,7 +55,7 @@ async function checkCredentialRef(em: EntityManager, tenantId: string, ref: stri
     throw badRequest('credential_ref does not name a credential');
 }
 
-export function agentRoutes(deps: AppDeps): Router<AuthState> {
+export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState> {
   const router = new Router<AuthState>();
   const allow = deps.config.upstream.allow;
   const ceiling = { rps: deps.config.rateLimit.agentMaxRps, burst: deps.config.rateLimit.agentMaxBurst };
@@ -188,7 +188,7 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
       return current;
     });
     // The row's trigger tells every replica; this one need not wait for its own notification.
-    await forgetAgent(deps.orm, agent.id);
+    await agents.forget(agent.id);
     ctx.body = serializeAgent(agent);
   });
 
@@ -206,7 +206,7 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
         { id: agent.id, tenantId: agent.tenantId, deletedAt: null },
         { deletedAt: now, updatedAt: now },
       );
-      await forgetAgent(deps.orm, agent.id);
+      await agents.forget(agent.id);
     }
     ctx.status = 204;
   });
@@ -225,7 +225,7 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
         await em.flush();
         return current;
       });
-      await forgetAgent(deps.orm, agent.id);
+      await agents.forget(agent.id);
       ctx.body = serializeAgent(agent);
     });
   }

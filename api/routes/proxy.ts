@@ -34,7 +34,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
 
   router.post('/proxy/:id', async (ctx) => {
     const { tenantId, userId } = ctx.state.caller;
-    const { agent, requestId, model } = await admit(ctx, deps, services.limiter);
+    const { agent, requestId, model } = await admit(ctx, deps, services);
     const held = services.bodyBudget.open(tenantId);
     ctx.res.once('close', held.release);
     const body = await readCappedBody(ctx.req, MAX_TRANSACTIONAL_BODY, deps.config.bodyPace, held);

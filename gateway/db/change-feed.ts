@@ -23,8 +23,8 @@
 //   makes no round trip for it. A change made in SQL behind the API's back is applied by each
 //   replica as its notification arrives; `sync()` (GATE_CACHE_FRESHNESS=strict) also covers
 //   those, at one round trip per call.
-// One feed per MikroORM instance (one per process in production; a test replica with its
-// own ORM has its own feed, like a separate process would).
+// One feed per API process, opened where it is wired (api/main.ts) and handed to the caches
+// and writers; a test replica has its own, like a separate process would.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -67,15 +67,10 @@ export type ChangeFeedOptions = {
   leaseMs?: number;
 };
 
-const feeds = new WeakMap<MikroORM, ChangeFeed>();
-
-export function changeFeedFor(orm: MikroORM): ChangeFeed {
-  let feed = feeds.get(orm);
-  if (!feed) {
-    const created = createChangeFeed(String(orm.config.get('clientUrl')));
-    feeds.set(orm, (feed = created));
-    closeWithOrm(orm, () => created.close());
-  }
+/** A feed on the ORM's database, closed with the ORM (before its pool). */
+export function openChangeFeed(orm: MikroORM, opts: ChangeFeedOptions = {}): ChangeFeed {
+  const feed = createChangeFeed(String(orm.config.get('clientUrl')), opts);
+  closeWithOrm(orm, () => feed.close());
   return feed;
 }
 

@@ -20,6 +20,7 @@ import { mintToken } from '../../gateway/tokens.ts';
 import { connectClient } from '../../temporal/client.ts';
 import { createGatewayWorker, gatewayWorkflowsPath } from '../../temporal/gateway-worker.ts';
 import { createVaultClient, type VaultClient } from '../../gateway/credentials/vault.ts';
+import { openChangeFeed, type ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { startFacilitatorStack, type FacilitatorStack } from './facilitator.ts';
 
 export type Stack = {
@@ -34,6 +35,8 @@ export type Stack = {
   allow: string[];
   /** The settlement facilitator, in-process (test/support/facilitator.ts). */
   facilitator: FacilitatorStack;
+  /** The change feed of the stack's API (its gate caches), as api/main.ts opens it. */
+  feed: ChangeFeed;
   /** The vault reader (child tokens) the in-process API and worker share, as one process would. */
   vaultClient: VaultClient;
   /** This process's metrics listener (API and worker share the registry), as api/main.ts starts it. */
@@ -115,6 +118,7 @@ export async function startStack(): Promise<Stack> {
 
   // Bundle once per run; every worker of the run (including ones tests start) reuses it.
   const workflowBundle = await bundleWorkflowCode({ workflowsPath: gatewayWorkflowsPath, logger: silentLogger });
+  const feed = openChangeFeed(orm);
   const vaultClient = createVaultClient(config.vault);
   const { worker, connection } = await createGatewayWorker(config, orm, { workflowBundle, vaultClient });
   const running = worker.run();
@@ -124,7 +128,10 @@ export async function startStack(): Promise<Stack> {
     await connection.close();
   });
 
-  const server: Server = await startGateway(config, orm, temporal, createLogger('api', 'silent'), { vaultClient });
+  const server: Server = await startGateway(config, orm, temporal, createLogger('api', 'silent'), {
+    feed,
+    vaultClient,
+  });
   cleanups.push(
     () =>
       new Promise((r) => {
@@ -147,6 +154,7 @@ export async function startStack(): Promise<Stack> {
     allow,
     facilitator,
     metricsUrl,
+    feed,
     vaultClient,
     token: (tenant, user = 'user-1') => mintToken({ secret: infra.secrets.jwtSecret, tenant, user }),
   };
