@@ -8,8 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { bundleWorkflowCode, type WorkflowBundle, type Worker } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { startInfra, type Infra } from '../../scripts/lib/infra.ts';
-import { freePort } from '../../scripts/lib/ports.ts';
+import { freeInfraPorts, startInfra, type Infra } from '../../scripts/lib/infra.ts';
 import { canConnect, dropDatabase } from '../../scripts/lib/postgres.ts';
 import { loadGatewayConfig, type GatewayConfig } from '../../gateway/config.ts';
 import { openOrm } from '../../gateway/db/orm.ts';
@@ -65,12 +64,7 @@ export async function startStack(): Promise<Stack> {
     : () => undefined;
   const infra = await startInfra({
     dataDir,
-    ports: {
-      temporal: await freePort(),
-      postgres: await freePort(),
-      anvil: await freePort(),
-      openbao: await freePort(),
-    },
+    ports: await freeInfraPorts(),
     postgresUrl: await localPostgres(),
     databaseName: `gw_test_${runId}`,
     namespace: 'default',
