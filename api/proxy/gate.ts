@@ -13,7 +13,7 @@ import { requestIdFrom } from '../../gateway/upstream/headers.ts';
 import { bucketsFor } from '../../gateway/ratelimit/index.ts';
 import { policyStage } from '../policy/stage.ts';
 import { paymentStage } from '../payment/stage.ts';
-import type { PaymentHeaders } from '../payment/dialect.ts';
+import { paymentHeadersOf } from '../payment/dialect.ts';
 import type { ProxyCall } from './call.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
@@ -85,15 +85,20 @@ export async function admit(
  * call the gateway then refuses.
  */
 export async function runStages(
+  ctx: Pick<Context, 'get'>,
   deps: AppDeps,
   services: Pick<ProxyServices, 'policy' | 'payment'>,
   call: ProxyCall,
-  paymentHeaders: PaymentHeaders,
   beforePayment?: () => Promise<void>,
 ): Promise<void> {
   const policy = await policyStage(services.policy, call);
   if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
   if (policy.action === 'warn') call.policyWarning = policy.reason;
   await beforePayment?.();
-  call.payment = await paymentStage(deps, services.payment, call, paymentHeaders);
+  call.payment = await paymentStage(
+    deps,
+    services.payment,
+    call,
+    paymentHeadersOf((name) => ctx.get(name)),
+  );
 }

@@ -12,7 +12,7 @@ import { forwardableHeaders } from '../../gateway/upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
 import { admit, runStages } from '../proxy/gate.ts';
-import { paymentHeadersOf, PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
+import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import type { ProxyServices } from '../proxy/services.ts';
@@ -52,21 +52,15 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       policyWarning: null,
       payment: null,
     };
-    await runStages(
-      deps,
-      services,
-      call,
-      paymentHeadersOf((name) => ctx.get(name)),
-      async () => {
-        // Before any payment: Temporal known down, and (for a priced call) a credential that
-        // cannot be resolved, which the workflow's call would otherwise fail after the payer paid.
-        assertTemporalReachable(deps.temporal);
-        if (agent.pricing && agent.credentialRef)
-          await services.credentials.headersFor(tenantId, agent.credentialRef).catch(() => {
-            throw new ApiError(502, coarseMessage('credential'));
-          });
-      },
-    );
+    await runStages(ctx, deps, services, call, async () => {
+      // Before any payment: Temporal known down, and (for a priced call) a credential that
+      // cannot be resolved, which the workflow's call would otherwise fail after the payer paid.
+      assertTemporalReachable(deps.temporal);
+      if (agent.pricing && agent.credentialRef)
+        await services.credentials.headersFor(tenantId, agent.credentialRef).catch(() => {
+          throw new ApiError(502, coarseMessage('credential'));
+        });
+    });
 
     // Temporal gone down since: refused before anything is written (a paid call's payment stays
     // unbound, and the same header resumes it).
