@@ -50,7 +50,12 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
       throw badRequest(`JSON body nests deeper than ${MAX_BODY_DEPTH} levels`);
     await next();
   });
-  for (const routes of [agentRoutes(deps), credentialRoutes(deps), settlementRoutes(deps), proxyRoutes(deps, services)])
+  for (const routes of [
+    agentRoutes(deps, services.agents),
+    credentialRoutes(deps),
+    settlementRoutes(deps),
+    proxyRoutes(deps, services),
+  ])
     v1.use(routes.routes(), routes.allowedMethods());
   for (const routes of [policyRoutes(deps, services.policy), analyticsRoutes(deps), receiptRoutes(deps)])
     v1.use(routes.routes(), routes.allowedMethods());

@@ -1,4 +1,5 @@
-// Starts the gateway API on its dependencies (used by api/main.ts and by the tests).
+// Starts the gateway API on its dependencies (used by api/main.ts and by the tests). `shared`
+// holds the per-process parts its caller already built; any missing are built for this app.
 import type { Server } from 'node:http';
 import { readFileSync } from 'node:fs';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -10,6 +11,9 @@ import { cachedProbe } from '../lib/cached-probe.ts';
 import { readinessChecks } from '../lib/observability/metrics.ts';
 import { createStartBacklog } from './proxy/start-backlog.ts';
 import { startRelay } from './proxy/start-relay.ts';
+import { createVaultClient } from '../gateway/credentials/vault.ts';
+import { openChangeFeed } from '../gateway/db/change-feed.ts';
+import type { AppDeps } from './deps.ts';
 
 const READINESS_INTERVAL_MS = 1_000;
 
@@ -18,14 +22,18 @@ const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url),
   version: string;
 };
 
+/** `relay`: run the start relay in this process (api/main.ts; tests that need one run their own). */
+export type GatewayOptions = Partial<Pick<AppDeps, 'feed' | 'vaultClient'>> & { relay?: boolean };
+
 export async function startGateway(
   config: GatewayConfig,
   orm: MikroORM,
   temporal: Client,
   log: Logger,
-  /** `relay`: run the start relay in this process (api/main.ts, the test stack's API). */
-  opts: { relay?: boolean } = {},
+  shared: GatewayOptions = {},
 ): Promise<Server> {
+  // A feed of this app's own lives as long as its server.
+  const feed = shared.feed ?? openChangeFeed(orm);
   const startBacklog = createStartBacklog(config.startBacklog);
   const app = createApp(
     {
@@ -33,6 +41,8 @@ export async function startGateway(
       orm,
       temporal,
       log,
+      feed,
+      vaultClient: shared.vaultClient ?? createVaultClient(config.vault),
       version: { name: pkg.name, version: pkg.version, commit: config.gitCommit ?? null },
       // At most one database and one Temporal check per second, whatever the probe rate.
       readiness: cachedProbe(async () => {
@@ -60,10 +70,11 @@ export async function startGateway(
     server.once('listening', resolve);
     server.once('error', reject);
   });
+  if (!shared.feed) server.once('close', () => void feed.close());
   // Bodies may legitimately take long (32 MiB uploads); headers may not.
   server.headersTimeout = 30_000;
   server.requestTimeout = 0;
-  if (opts.relay) {
+  if (shared.relay) {
     const relay = startRelay({ orm, temporal, taskQueue: config.temporal.taskQueue, log, backlog: startBacklog });
     server.once('close', () => void relay.stop());
   }

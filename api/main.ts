@@ -9,6 +9,8 @@ import { startTracing, stopTracing, tracingSettings } from '../lib/observability
 import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
 import { startMetricsServer } from '../lib/observability/http.ts';
 import { scheduleStaleStreamSweep } from './proxy/stale-streams.ts';
+import { createVaultClient } from '../gateway/credentials/vault.ts';
+import { openChangeFeed } from '../gateway/db/change-feed.ts';
 
 // Every setting and the listeners' ports checked first: all the mistakes, one line each, exit 2.
 const config = await loadConfigOrExit(
@@ -25,8 +27,11 @@ const log = createLogger('api', config.logLevel);
 const orm = await openOrm(config.databaseUrl);
 await requireSearchAttributes(config.temporal, log);
 const temporal = await connectClient(config.temporal.connection, config.temporal.namespace);
-// The start relay runs here: every accepted call's workflow is started, whoever accepted it.
-const server = await startGateway(config, orm, temporal, log, { relay: true });
+// The per-process services, built once here and handed to the app; the start relay runs here
+// too: every accepted call's workflow is started, whoever accepted it.
+const feed = openChangeFeed(orm);
+const vaultClient = createVaultClient(config.vault);
+const server = await startGateway(config, orm, temporal, log, { feed, vaultClient, relay: true });
 log.info({ port: config.port }, 'gateway API listening');
 // Prometheus scrapes the API on a listener of its own (API_METRICS_PORT on METRICS_HOST; 0 = off).
 const { apiMetricsPort, metricsHost } = config.observability;

@@ -29,7 +29,7 @@ import { createWalletClient, http, publicActions } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { base } from 'viem/chains';
 import { settle as referenceSettle } from 'x402/facilitator';
-import { appEnvironment, startInfra } from '../scripts/lib/infra.ts';
+import { appEnvironment, freeInfraPorts, startInfra } from '../scripts/lib/infra.ts';
 import { canConnect, dropDatabase } from '../scripts/lib/postgres.ts';
 import { freePort, waitFor } from '../scripts/lib/ports.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
@@ -111,12 +111,7 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
   const infra = await startInfra({
     temporalAddress,
     dataDir,
-    ports: {
-      temporal: await freePort(),
-      postgres: await freePort(),
-      anvil: await freePort(),
-      openbao: await freePort(),
-    },
+    ports: await freeInfraPorts(),
     postgresUrl,
     databaseName: `bench_settle_${runId}`,
     namespace: 'default',

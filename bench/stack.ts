@@ -4,8 +4,8 @@
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { request } from 'undici';
-import { startInfra, appEnvironment, type Infra } from '../scripts/lib/infra.ts';
-import { freePort, waitFor } from '../scripts/lib/ports.ts';
+import { startInfra, appEnvironment, freeInfraPorts, type Infra } from '../scripts/lib/infra.ts';
+import { waitFor } from '../scripts/lib/ports.ts';
 import { canConnect, dropDatabase } from '../scripts/lib/postgres.ts';
 import { mintToken } from '../gateway/tokens.ts';
 
@@ -13,12 +13,7 @@ export async function startBenchInfra(name: string, dataDir: string): Promise<In
   const local = 'postgres://postgres@127.0.0.1:5432/postgres';
   return startInfra({
     dataDir,
-    ports: {
-      temporal: await freePort(),
-      postgres: await freePort(),
-      anvil: await freePort(),
-      openbao: await freePort(),
-    },
+    ports: await freeInfraPorts(),
     postgresUrl: process.env.DATABASE_URL ?? ((await canConnect(local)) ? local : undefined),
     databaseName: `gw_bench_${name}_${process.pid}`,
     namespace: 'default',

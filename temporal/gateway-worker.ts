@@ -1,5 +1,6 @@
 // Wires the gateway worker: task queue `gateway`, the invocation workflow and its activities
-// with their dependencies injected. No logic lives here.
+// with their dependencies injected (`vaultClient` when the process shares one with its API).
+// No logic lives here.
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -10,6 +11,7 @@ import { createLogger } from '../lib/log.ts';
 import { createUpstreamClient } from '../gateway/upstream/client.ts';
 import { createPostgresBodyStore } from '../gateway/body-store.ts';
 import { createCredentialResolver } from '../gateway/credentials/resolver.ts';
+import { createVaultClient, type VaultClient } from '../gateway/credentials/vault.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { workerTuning } from './worker-tuning.ts';
 
@@ -18,7 +20,7 @@ export const gatewayWorkflowsPath = fileURLToPath(new URL('../workflows/index.ts
 export async function createGatewayWorker(
   config: GatewayConfig,
   orm: MikroORM,
-  opts: { workflowBundle?: WorkflowBundle } = {},
+  opts: { workflowBundle?: WorkflowBundle; vaultClient?: VaultClient } = {},
 ): Promise<{ worker: Worker; connection: NativeConnection }> {
   const connection = await NativeConnection.connect({ ...config.temporal.connection });
   const activities = createInvocationActivities({
@@ -28,7 +30,7 @@ export async function createGatewayWorker(
       tenantConnections: config.upstream.tenantConnections,
     }),
     bodies: createPostgresBodyStore(orm),
-    credentials: createCredentialResolver(orm, config.vault),
+    credentials: createCredentialResolver(orm, config.vault, opts.vaultClient ?? createVaultClient(config.vault)),
     upstreamTimeoutMs: config.upstream.timeoutMs,
   });
   // Tracing (when started in this process): the OTel interceptors and the workflow spans' sink.

@@ -18,7 +18,7 @@ import { createAgent, rawUpstream, readAll, type RawUpstream } from './support/p
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
 import { openOrm } from '../gateway/db/orm.ts';
-import { changeFeedFor, createChangeFeed, type ChangeFeed } from '../gateway/db/change-feed.ts';
+import { createChangeFeed, openChangeFeed, type ChangeFeed } from '../gateway/db/change-feed.ts';
 import { createFeedCache } from '../gateway/db/feed-cache.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -44,9 +44,11 @@ async function streamAt(base: string, token: string, agentId: string): Promise<n
 describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
   let up: RawUpstream;
   let replicaOrm: MikroORM;
+  let replicaFeed: ChangeFeed;
   let replicaServer: Server;
   let replica: string;
   let strictOrm: MikroORM;
+  let strictFeed: ChangeFeed;
   let strictServer: Server;
   let strictReplica: string;
   let token: string;
@@ -54,25 +56,27 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
   before(async () => {
     up = await rawUpstream((req, res) => void readAll(req).then(() => res.end('ok')));
     replicaOrm = await openOrm(stack().config.databaseUrl, { poolMax: 4 });
+    replicaFeed = openChangeFeed(replicaOrm);
     replicaServer = await startGateway(
       { ...stack().config, port: 0 },
       replicaOrm,
       stack().temporal,
       createLogger('replica', 'silent'),
+      { feed: replicaFeed },
     );
     replica = `http://127.0.0.1:${(replicaServer.address() as AddressInfo).port}`;
     strictOrm = await openOrm(stack().config.databaseUrl, { poolMax: 4 });
+    strictFeed = openChangeFeed(strictOrm);
     strictServer = await startGateway(
       { ...stack().config, port: 0, gateFreshness: 'strict' },
       strictOrm,
       stack().temporal,
       createLogger('strict', 'silent'),
+      { feed: strictFeed },
     );
     strictReplica = `http://127.0.0.1:${(strictServer.address() as AddressInfo).port}`;
     token = await stack().token(`tenant-cache-${randomUUID()}`);
-    await until(
-      () => changeFeedFor(replicaOrm).live() && changeFeedFor(strictOrm).live() && changeFeedFor(stack().orm).live(),
-    );
+    await until(() => replicaFeed.live() && strictFeed.live() && stack().feed.live());
   });
 
   after(async () => {
@@ -80,10 +84,8 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
     }
-    for (const orm of [replicaOrm, strictOrm]) {
-      await changeFeedFor(orm).close();
-      await orm.close();
-    }
+    // Each replica's feed closes with its ORM.
+    for (const orm of [replicaOrm, strictOrm]) await orm.close();
     await up.close();
   });
 

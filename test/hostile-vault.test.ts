@@ -15,7 +15,7 @@ import { assertError, clientTlsBundle, tenantVaultRef, vaultWrite } from './supp
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { loadSettlementClientTls, SettlementCredentialError } from '../gateway/settlement/tls.ts';
 import { startGateway } from '../api/gateway.ts';
-import { readVaultSecret, VaultReadError } from '../gateway/credentials/vault.ts';
+import { createVaultClient, VaultReadError } from '../gateway/credentials/vault.ts';
 
 const sql = (text: string, params: unknown[]) => stack().orm.em.fork().getConnection().execute(text, params);
 
@@ -259,10 +259,12 @@ describe('hostile vault references', function () {
         [url, wrong, `secret/data/${acme}/exists#token`],
         [stack().apiUrl, config.vault, `secret/data/tenants/${acme}/no-such-path#token`],
       ] as const) {
-        const direct = await readVaultSecret(vault.server, vault.layout, acme, ref).then(
-          () => 'read',
-          (err: unknown) => (err instanceof VaultReadError ? [err.reason, err.message] : String(err)),
-        );
+        const direct = await createVaultClient(vault)
+          .read(acme, ref)
+          .then(
+            () => 'read',
+            (err: unknown) => (err instanceof VaultReadError ? [err.reason, err.message] : String(err)),
+          );
         const agent = await newAgent(await planted(ref));
         const streamed = await callAt(base, 'POST', `/v1/proxy/${agent}/stream`, { token, body: 'denied?' });
         outcomes.push({ direct, stream: [streamed.status, streamed.text] });

@@ -17,6 +17,7 @@ import { clientTlsBundle, startBrokenGateway } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { encodePayment, newPayTo, newPayer, signPayment } from './support/x402.ts';
 import { agentRoutes } from '../api/routes/agents.ts';
+import { createAgentRows } from '../api/proxy/agent-row.ts';
 import { credentialRoutes } from '../api/routes/credentials.ts';
 import { settlementRoutes } from '../api/routes/settlement.ts';
 import { policyRoutes } from '../api/routes/policy.ts';
@@ -179,7 +180,7 @@ describe('OpenAPI document and reference page', () => {
       ['', openapiRoutes()],
       ['', jwksRoutes(deps)],
       ...[
-        agentRoutes(deps),
+        agentRoutes(deps, createAgentRows(deps.orm, stack().feed)),
         credentialRoutes(deps),
         settlementRoutes(deps),
         proxyRoutes(deps, none as ProxyServices),

@@ -8,7 +8,6 @@ import { Readable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { stack } from './support/stack.ts';
-import { changeFeedFor } from '../gateway/db/change-feed.ts';
 import { call, uniqueName } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { startGateway } from '../api/gateway.ts';
@@ -669,7 +668,7 @@ describe('policy', () => {
       await conn.execute('alter table policies rename to policies_unavailable');
       // A change made in SQL is in force as its notification (here the event trigger's `*`)
       // arrives; the test waits for that instead of racing it (GATE_CACHE_FRESHNESS).
-      await changeFeedFor(stack().orm).sync();
+      await stack().feed.sync();
       try {
         for (const [token, id] of [
           [t.token, a],

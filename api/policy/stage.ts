@@ -12,7 +12,7 @@ export type PolicyOutcome = { action: 'allow' | 'warn' | 'deny'; reason: string 
 
 /** One engine (cache, rate window) per app, built at wiring time and shared by the proxy and the policy routes. */
 export function createAppPolicyEngine(deps: AppDeps): PolicyEngine {
-  return createPolicyEngine({ orm: deps.orm, redisUrl: deps.config.redisUrl, log: deps.log });
+  return createPolicyEngine({ orm: deps.orm, feed: deps.feed, redisUrl: deps.config.redisUrl, log: deps.log });
 }
 
 export async function policyStage(engine: PolicyEngine, call: ProxyCall): Promise<PolicyOutcome> {

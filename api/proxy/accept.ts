@@ -12,7 +12,7 @@ import { decisionInsertSql, type DecisionRecord } from '../../gateway/policy/sto
 import type { BodyStore } from '../../gateway/body-store.ts';
 import { ADMITTED_CALL_FIELDS, invocationColumns } from './invocation-columns.ts';
 import type { PaymentRecord } from './call.ts';
-import { numbered, statementPoolFor } from '../../gateway/db/statement-pool.ts';
+import { numbered, type StatementPool } from '../../gateway/db/statement-pool.ts';
 
 export type AcceptedRow = Omit<
   Invocation,
@@ -40,13 +40,15 @@ function accepted(row: AcceptedRow, requestBodyId: string) {
   return { ...row, requestBodyId, mode: 'transactional' as const, status: 'pending' as const, attempts: 0 };
 }
 
+/** Where an accepted call is written: the ORM, the body store and the app's statement pool. */
+export type AcceptStores = { orm: MikroORM; bodies: BodyStore; statements: StatementPool };
+
 /**
  * `decision`: the call's policy decision, when the policy stage left it to this commit
  * (policy/stage.ts): written in the same statement, so it commits with the row.
  */
 export async function writeAccepted(
-  orm: MikroORM,
-  bodies: BodyStore,
+  { orm, bodies, statements }: AcceptStores,
   row: AcceptedRow,
   body: Buffer,
   payment: PaymentRecord | null,
@@ -78,5 +80,5 @@ export async function writeAccepted(
       : '';
     STATEMENTS.set(shape, (sql = numbered(`${withClause}${ROW_SQL}`)));
   }
-  await statementPoolFor(orm).run(shape, sql, [...ctes.flatMap(([, insert]) => insert.params), ...values]);
+  await statements.run(shape, sql, [...ctes.flatMap(([, insert]) => insert.params), ...values]);
 }

@@ -6,8 +6,8 @@
 // Cached agents are shared between calls: treat them as read-only.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Agent, Pricing } from '../../gateway/db/entities.ts';
-import { changeFeedFor } from '../../gateway/db/change-feed.ts';
-import { createFeedCache, type FeedCache } from '../../gateway/db/feed-cache.ts';
+import type { ChangeFeed } from '../../gateway/db/change-feed.ts';
+import { createFeedCache } from '../../gateway/db/feed-cache.ts';
 
 type Row = Record<string, unknown>;
 
@@ -44,39 +44,38 @@ export function agentFromRow(row: Row): Agent {
   };
 }
 
-const caches = new WeakMap<MikroORM, FeedCache<Agent | null>>();
-
-function agentCacheFor(orm: MikroORM): FeedCache<Agent | null> {
-  let cache = caches.get(orm);
-  if (!cache) {
-    cache = createFeedCache<Agent | null>(changeFeedFor(orm), {
-      keyOf: (key) => (key.startsWith('agent:') ? key.slice('agent:'.length) : null),
-      // An unknown id is not remembered: a 404 costs a read, a created agent is usable at once.
-      cacheable: (agent) => agent !== null,
-    });
-    caches.set(orm, cache);
-  }
-  return cache;
-}
+/** The proxy's agent reads and the agent writers' invalidation, over one cache. */
+export type AgentRows = {
+  /** The tenant's agent (cached per process), or null when there is none with this id in the tenant. */
+  load(tenantId: string, id: string): Promise<Agent | null>;
+  /**
+   * After a committed write to an agent: this process forgets it at once, and the caller waits
+   * until every replica has applied the change (ChangeFeed.publish): by the writer's answer, the
+   * change is in force everywhere.
+   */
+  forget(id: string): Promise<void>;
+};
 
 async function readAgent(orm: MikroORM, id: string): Promise<Agent | null> {
   const rows = await orm.em.getConnection().execute<Row[]>('select * from agents where id = ?', [id]);
   return rows[0] ? agentFromRow(rows[0]) : null;
 }
 
-/** The tenant's agent (cached per process), or null when there is none with this id in the tenant. */
-export async function loadAgent(orm: MikroORM, tenantId: string, id: string): Promise<Agent | null> {
-  const agent = await agentCacheFor(orm).get(id, () => readAgent(orm, id));
-  return agent && agent.tenantId === tenantId ? agent : null;
-}
-
-/**
- * After a committed write to an agent: this process forgets it at once, and the caller waits
- * until every replica has applied the change (ChangeFeed.publish): by the writer's answer, the
- * change is in force everywhere.
- */
-export async function forgetAgent(orm: MikroORM, id: string): Promise<void> {
-  const feed = changeFeedFor(orm);
-  feed.invalidate(`agent:${id}`);
-  await feed.publish();
+/** Built once per app (api/proxy/services.ts), shared by the gate and the agent routes. */
+export function createAgentRows(orm: MikroORM, feed: ChangeFeed): AgentRows {
+  const cache = createFeedCache<Agent | null>(feed, {
+    keyOf: (key) => (key.startsWith('agent:') ? key.slice('agent:'.length) : null),
+    // An unknown id is not remembered: a 404 costs a read, a created agent is usable at once.
+    cacheable: (agent) => agent !== null,
+  });
+  return {
+    async load(tenantId, id) {
+      const agent = await cache.get(id, () => readAgent(orm, id));
+      return agent && agent.tenantId === tenantId ? agent : null;
+    },
+    async forget(id) {
+      feed.invalidate(`agent:${id}`);
+      await feed.publish();
+    },
+  };
 }

@@ -6,16 +6,14 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Context, Next } from 'koa';
 import type { Agent } from '../../gateway/db/entities.ts';
-import { loadAgent } from './agent-row.ts';
-import { changeFeedFor } from '../../gateway/db/change-feed.ts';
 import { ApiError, badRequest, notFound, unprocessable } from '../errors.ts';
 import { isId } from '../../lib/ids.ts';
 import { agentStatus } from '../agents/serialize.ts';
 import { requestIdFrom } from '../../gateway/upstream/headers.ts';
-import { bucketsFor, type RateLimiter } from '../../gateway/ratelimit/index.ts';
+import { bucketsFor } from '../../gateway/ratelimit/index.ts';
 import { policyStage } from '../policy/stage.ts';
 import { paymentStage } from '../payment/stage.ts';
-import type { PaymentHeaders } from '../payment/dialect.ts';
+import { paymentHeadersOf } from '../payment/dialect.ts';
 import type { ProxyCall } from './call.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
@@ -41,8 +39,7 @@ const barriers = new WeakMap<IncomingMessage, Promise<void>>();
 export function syncGateCaches(deps: AppDeps) {
   const strict = deps.config.gateFreshness === 'strict';
   return function sendGateBarrier(ctx: Context, next: Next): Promise<void> {
-    if (strict && ctx.method === 'POST' && ctx.path.startsWith('/v1/proxy/'))
-      barriers.set(ctx.req, changeFeedFor(deps.orm).sync());
+    if (strict && ctx.method === 'POST' && ctx.path.startsWith('/v1/proxy/')) barriers.set(ctx.req, deps.feed.sync());
     return next();
   };
 }
@@ -51,7 +48,7 @@ export function syncGateCaches(deps: AppDeps) {
 export async function admit(
   ctx: Context & { state: AuthState; params: Record<string, string> },
   deps: AppDeps,
-  limiter: RateLimiter,
+  services: Pick<ProxyServices, 'agents' | 'limiter'>,
 ): Promise<Admitted> {
   // acknowledged: nothing to wait for; a change made through the API was applied here before
   // its writer answered (freshness.ts).
@@ -59,19 +56,18 @@ export async function admit(
   // process's caches before they answer it (one round trip on the change feed, shared by
   // concurrent calls, sent as the request arrived): the agent read below and the policy read
   // of the policy stage.
-  const fresh =
-    deps.config.gateFreshness === 'strict' ? (barriers.get(ctx.req) ?? changeFeedFor(deps.orm).sync()) : null;
+  const fresh = deps.config.gateFreshness === 'strict' ? (barriers.get(ctx.req) ?? deps.feed.sync()) : null;
   const requestId = requestIdFrom(ctx.get('x-request-id') || undefined, randomUUID);
   ctx.set('X-Request-ID', requestId);
 
   const { tenantId } = ctx.state.caller;
   if (!isId('agt', ctx.params.id)) throw notFound();
   if (fresh) await fresh;
-  const agent = await loadAgent(deps.orm, tenantId, ctx.params.id);
+  const agent = await services.agents.load(tenantId, ctx.params.id);
   if (!agent) throw notFound();
   assertInvocable(agent);
 
-  const decision = await limiter.take(bucketsFor(agent, deps.config.rateLimit));
+  const decision = await services.limiter.take(bucketsFor(agent, deps.config.rateLimit));
   if (!decision.allowed)
     throw new ApiError(429, 'rate limit exceeded', { 'Retry-After': String(decision.retryAfterSeconds) });
 
@@ -89,15 +85,20 @@ export async function admit(
  * call the gateway then refuses.
  */
 export async function runStages(
+  ctx: Pick<Context, 'get'>,
   deps: AppDeps,
   services: Pick<ProxyServices, 'policy' | 'payment'>,
   call: ProxyCall,
-  paymentHeaders: PaymentHeaders,
   beforePayment?: () => Promise<void>,
 ): Promise<void> {
   const policy = await policyStage(services.policy, call);
   if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
   if (policy.action === 'warn') call.policyWarning = policy.reason;
   await beforePayment?.();
-  call.payment = await paymentStage(deps, services.payment, call, paymentHeaders);
+  call.payment = await paymentStage(
+    deps,
+    services.payment,
+    call,
+    paymentHeadersOf((name) => ctx.get(name)),
+  );
 }

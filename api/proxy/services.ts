@@ -1,7 +1,8 @@
 // The long-lived parts the proxy routes share: the upstream client (SSRF-guarded dispatcher,
-// breakers), the rate limiter, the body store, the credential resolver, the policy engine and
-// the payment gate. Built once per app at wiring time (api/app.ts); tests pass their own (an
-// empty allow-list with a rebinding resolver, a Redis limiter).
+// breakers), the rate limiter, the body store, the credential resolver, the policy engine,
+// the payment gate, the accept commit's statement pool and the agent cache. Built once per app at wiring time
+// (api/app.ts); tests pass their own (an empty allow-list with a rebinding resolver, a Redis
+// limiter).
 import type { AppDeps } from '../deps.ts';
 import { createUpstreamClient, type UpstreamClient } from '../../gateway/upstream/client.ts';
 import { createRateLimiter, type RateLimiter } from '../../gateway/ratelimit/index.ts';
@@ -11,12 +12,14 @@ import { createInvocationRecorder, type InvocationRecorder } from './records.ts'
 import { createReceiptSigner } from '../../gateway/receipts/signer.ts';
 import type { ReceiptFacts } from '../../gateway/receipts/store.ts';
 import type { SignedReceipt } from '../../gateway/receipts/signer.ts';
+import { createAgentRows, type AgentRows } from './agent-row.ts';
 import { createBodyBudget, type BodyBudget } from './body-budget.ts';
 import { createStartBacklog, type StartBacklog } from './start-backlog.ts';
 import { createRecentReads, type RecentReads } from './recent-read.ts';
 import type { PolicyEngine } from '../../gateway/policy/engine.ts';
 import { createAppPolicyEngine } from '../policy/stage.ts';
 import { createPaymentGate, type PaymentGate } from '../payment/stage.ts';
+import { createStatementPool, type StatementPool } from '../../gateway/db/statement-pool.ts';
 
 export type ProxyServices = {
   upstream: UpstreamClient;
@@ -37,6 +40,10 @@ export type ProxyServices = {
   policy: PolicyEngine;
   /** The payment stage's configuration and facilitator client. */
   payment: PaymentGate;
+  /** Prepared statements of the transactional accept commit. */
+  statements: StatementPool;
+  /** The agents the gate reads (cache); the agent routes forget what they write. */
+  agents: AgentRows;
 };
 
 export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServices> = {}): ProxyServices {
@@ -53,7 +60,7 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
         deps.log.warn({ err: err.message }, 'rate limiter unavailable; admitting calls'),
       ),
     bodies: overrides.bodies ?? createPostgresBodyStore(deps.orm),
-    credentials: overrides.credentials ?? createCredentialResolver(deps.orm, deps.config.vault),
+    credentials: overrides.credentials ?? createCredentialResolver(deps.orm, deps.config.vault, deps.vaultClient),
     recorder: overrides.recorder ?? createInvocationRecorder(deps.orm),
     signReceipt: overrides.signReceipt ?? createReceiptSigner(deps.config.receipts),
     bodyBudget: overrides.bodyBudget ?? createBodyBudget(deps.config.bodyBudget),
@@ -61,5 +68,7 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
     recentReads: overrides.recentReads ?? createRecentReads(),
     policy: overrides.policy ?? createAppPolicyEngine(deps),
     payment: overrides.payment ?? createPaymentGate(deps),
+    statements: overrides.statements ?? createStatementPool(deps.orm),
+    agents: overrides.agents ?? createAgentRows(deps.orm, deps.feed),
   };
 }

@@ -12,6 +12,8 @@
 //   mid-stream cuts the caller's response short and is recorded failed (stream_interrupted).
 // - Before the first byte: 502 unreachable/refused/blocked/circuit open, 504 timeout, with
 //   coarse bodies that never name the upstream.
+// streamRoute reads as its stages, in order: admitCall, passStages, setGatewayHeaders, the row
+// (callRecord), bindPayment, the upstream request, then relay or answerUnreached.
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Context } from 'koa';
@@ -37,7 +39,7 @@ import { recordedCallFields, type ProxyCall } from './call.ts';
 import type { Invocation } from '../../gateway/db/entities.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import { insertBindingPayment } from '../../gateway/payment/claims.ts';
-import { paymentHeadersOf, PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
+import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import type { ProxyServices } from './services.ts';
 import type { AppDeps } from '../deps.ts';
@@ -83,227 +85,294 @@ function pipeDown(source: Readable, res: ServerResponse): Promise<PipeEnd> {
   });
 }
 
-export function streamRoute(deps: AppDeps, services: ProxyServices) {
-  return async function stream(ctx: Context & { state: AuthState; params: Record<string, string> }): Promise<void> {
-    const { tenantId, userId } = ctx.state.caller;
-    const { agent, requestId, model } = await admit(ctx, deps, services.limiter);
+type StreamCtx = Context & { state: AuthState; params: Record<string, string> };
 
-    const declaredLength = contentLengthOf(ctx.get('content-length'));
-    let body: Buffer | Readable;
-    let mcp: ProxyCall['mcp'] = null;
-    if (agent.protocol === 'mcp') {
-      const held = services.bodyBudget.open(tenantId);
-      ctx.res.once('close', held.release);
-      body = await readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace, held);
-      mcp = parseMcpBody(body);
-    } else {
-      // A small body is usually here whole already: sent as the bytes it is (body.ts).
-      body = arrivedBody(ctx.req, declaredLength) ?? ctx.req;
+/** The call as the gate sees it: admitted, its body (read when MCP must parse it) and its facts. */
+async function admitCall(
+  ctx: StreamCtx,
+  deps: AppDeps,
+  services: ProxyServices,
+): Promise<{ call: ProxyCall; body: Buffer | Readable; declaredLength: number | null }> {
+  const { agent, requestId, model } = await admit(ctx, deps, services);
+  const declaredLength = contentLengthOf(ctx.get('content-length'));
+  let body: Buffer | Readable;
+  let mcp: ProxyCall['mcp'] = null;
+  if (agent.protocol === 'mcp') {
+    const held = services.bodyBudget.open(ctx.state.caller.tenantId);
+    ctx.res.once('close', held.release);
+    body = await readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace, held);
+    mcp = parseMcpBody(body);
+  } else {
+    // A small body is usually here whole already: sent as the bytes it is (body.ts).
+    body = arrivedBody(ctx.req, declaredLength) ?? ctx.req;
+  }
+  const call: ProxyCall = {
+    invocationId: newId('inv'),
+    caller: ctx.state.caller,
+    agent,
+    mode: 'streaming',
+    requestId,
+    model,
+    contentType: ctx.get('content-type') || null,
+    // SPEC Limits: without Content-Length a streamed body counts as arbitrarily large.
+    bodyBytes: Buffer.isBuffer(body) ? body.length : declaredLength,
+    resourceUrl: `${ctx.protocol}://${ctx.host}${ctx.originalUrl}`,
+    mcp,
+    policyWarning: null,
+    payment: null,
+  };
+  return { call, body, declaredLength };
+}
+
+/**
+ * Policy and payment, with the credential resolved between them: one that cannot be resolved
+ * refuses a priced call before the payer is charged. Null when a free call's credential
+ * failed (recorded by the caller).
+ */
+async function passStages(
+  ctx: StreamCtx,
+  deps: AppDeps,
+  services: ProxyServices,
+  call: ProxyCall,
+): Promise<Record<string, string> | null> {
+  let credentialHeaders: Record<string, string> | null = {};
+  await runStages(ctx, deps, services, call, async () => {
+    try {
+      credentialHeaders = await services.credentials.headersFor(call.caller.tenantId, call.agent.credentialRef);
+    } catch {
+      // A priced call is refused here, before the payment; a free one is recorded below.
+      if (call.agent.pricing) throw new ApiError(502, coarseMessage('credential'));
+      credentialHeaders = null;
     }
-    const call: ProxyCall = {
-      caller: ctx.state.caller,
-      agent,
-      mode: 'streaming',
-      invocationId: newId('inv'),
-      requestId,
-      model,
-      contentType: ctx.get('content-type') || null,
-      // SPEC Limits: without Content-Length a streamed body counts as arbitrarily large.
-      bodyBytes: Buffer.isBuffer(body) ? body.length : declaredLength,
-      resourceUrl: `${ctx.protocol}://${ctx.host}${ctx.originalUrl}`,
-      mcp,
-      policyWarning: null,
-      payment: null,
-    };
-    // The credential is resolved after policy and before payment: one that cannot be resolved
-    // refuses the call before the payer is charged.
-    let credentialHeaders: Record<string, string> = {};
-    let credentialFailed = false;
-    await runStages(
-      deps,
-      services,
-      call,
-      paymentHeadersOf((name) => ctx.get(name)),
-      async () => {
-        try {
-          credentialHeaders = await services.credentials.headersFor(tenantId, agent.credentialRef);
-        } catch {
-          // A priced call is refused here, before the payment; a free one is recorded below.
-          if (agent.pricing) throw new ApiError(502, coarseMessage('credential'));
-          credentialFailed = true;
-        }
-      },
-    );
+  });
+  return credentialHeaders;
+}
 
-    const { invocationId } = call;
-    const gatewayHeaders: Record<string, string> = {
-      'x-gateway-invocation-id': invocationId,
-      'x-request-id': requestId,
-    };
-    if (call.policyWarning) gatewayHeaders['x-gateway-policy-warning'] = call.policyWarning;
-    if (call.payment?.responseHeader)
-      gatewayHeaders[PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase()] = call.payment.responseHeader;
-    ctx.set(gatewayHeaders);
+/** The gateway's own response headers, set now so that every answer carries them. */
+function setGatewayHeaders(ctx: StreamCtx, call: ProxyCall, invocationId: string): Record<string, string> {
+  const gatewayHeaders: Record<string, string> = {
+    'x-gateway-invocation-id': invocationId,
+    'x-request-id': call.requestId,
+  };
+  if (call.policyWarning) gatewayHeaders['x-gateway-policy-warning'] = call.policyWarning;
+  if (call.payment?.responseHeader)
+    gatewayHeaders[PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase()] = call.payment.responseHeader;
+  ctx.set(gatewayHeaders);
+  return gatewayHeaders;
+}
 
-    const now = new Date();
-    const row: StartedRow = {
-      id: invocationId,
-      tenantId,
-      agentId: agent.id,
-      status: 'running',
-      requestId,
-      caller: userId,
-      model,
-      contentType: call.contentType,
-      requestBytes: call.bodyBytes,
-      ...recordedCallFields(call),
-      createdAt: now,
-    };
-    // Rows are written off the latency path (records.ts: group commit, a completion that does
-    // not depend on its start); what could not be written is logged, never the call's failure.
-    // By kind: a database error may quote the row's values (lib/error-kind.ts).
-    const logFailure = (err: Error) =>
-      deps.log.error({ invocationId, err: errorKind(err) }, 'could not record streaming invocation');
-    let requestDigest: BodyDigest | null = null;
-    let responseDigest: ReturnType<typeof digestOfEmitted> | null = null;
-    const complete = async (fields: Omit<Completion, 'id'>) => {
-      const completedAt = new Date();
-      const done = {
-        ...row,
-        ...fields,
-        completedAt,
-        requestSha256: requestDigest?.value() ?? null,
-        responseSha256: responseDigest?.digest.value() ?? null,
-        receipt: null as SignedReceipt | null,
-      };
-      if (agent.emitReceipts) {
-        // Signed before the write and stored in its statement: row and receipt commit together.
-        done.receipt = await services.signReceipt(done).catch((err: Error) => {
-          deps.log.error({ invocationId, err: errorKind(err) }, 'could not sign streaming receipt');
-          return null;
-        });
-      }
-      services.recorder.complete(done).then(() => {
-        if (done.receipt) receiptsIssued.inc({ kid: done.receipt.kid });
-      }, logFailure);
-    };
+function startedRow(call: ProxyCall, invocationId: string, now: Date): StartedRow {
+  return {
+    id: invocationId,
+    tenantId: call.caller.tenantId,
+    agentId: call.agent.id,
+    status: 'running',
+    requestId: call.requestId,
+    caller: call.caller.userId,
+    model: call.model,
+    contentType: call.contentType,
+    requestBytes: call.bodyBytes,
+    ...recordedCallFields(call),
+    createdAt: now,
+  };
+}
 
-    if (credentialFailed) {
-      await complete({
-        status: 'failed',
-        errorClass: 'credential',
-        upstreamStatus: null,
-        latencyMs: null,
-        ttftMs: null,
-        responseContentType: null,
+/**
+ * The call's row, written off the latency path (records.ts: group commit, a completion that does
+ * not depend on its start): what could not be written is logged, never the call's failure. With
+ * emit_receipts, the digests taken while piping go into a receipt signed as the call completes.
+ */
+function callRecord(deps: AppDeps, services: ProxyServices, call: ProxyCall, row: StartedRow) {
+  const digests = {
+    request: null as BodyDigest | null,
+    response: null as ReturnType<typeof digestOfEmitted> | null,
+  };
+  // By kind: a database error may quote the row's values (lib/error-kind.ts).
+  const logFailure = (err: Error) =>
+    deps.log.error({ invocationId: row.id, err: errorKind(err) }, 'could not record streaming invocation');
+  const complete = async (fields: Omit<Completion, 'id'>) => {
+    const completedAt = new Date();
+    const done = {
+      ...row,
+      ...fields,
+      completedAt,
+      requestSha256: digests.request?.value() ?? null,
+      responseSha256: digests.response?.digest.value() ?? null,
+      receipt: null as SignedReceipt | null,
+    };
+    if (call.agent.emitReceipts) {
+      // Signed before the write and stored in its statement: row and receipt commit together.
+      done.receipt = await services.signReceipt(done).catch((err: Error) => {
+        deps.log.error({ invocationId: row.id, err: errorKind(err) }, 'could not sign streaming receipt');
+        return null;
       });
+    }
+    services.recorder.complete(done).then(() => {
+      if (done.receipt) receiptsIssued.inc({ kid: done.receipt.kid });
+    }, logFailure);
+  };
+  return { digests, logFailure, complete };
+}
+
+type CallRecord = ReturnType<typeof callRecord>;
+
+/** A call that failed before any upstream byte: no status, no timings. */
+function failedBeforeUpstream(errorClass: ErrorClass): Omit<Completion, 'id'> {
+  return {
+    status: 'failed',
+    errorClass,
+    upstreamStatus: null,
+    latencyMs: null,
+    ttftMs: null,
+    responseContentType: null,
+  };
+}
+
+/**
+ * A paid call binds its payment to its row, in one transaction, before anything is forwarded
+ * (402 if already bound): an unbound claim would let the same payment header buy another call.
+ */
+async function bindPayment(deps: AppDeps, call: ProxyCall, row: StartedRow): Promise<void> {
+  try {
+    await insertBindingPayment(
+      deps.orm.em,
+      { ...row, mode: 'streaming', attempts: 1, requestHeaders: {}, updatedAt: row.createdAt } as Invocation,
+      call.payment!,
+    );
+  } catch (err) {
+    throw withPaymentRequired(deps, call, err);
+  }
+}
+
+/** Aborts the upstream call when the caller hangs up before the response is done. */
+function watchHangup(res: ServerResponse): { signal: AbortSignal; stop(): void } {
+  const hangup = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) hangup.abort();
+  };
+  res.once('close', onClose);
+  return { signal: hangup.signal, stop: () => res.off('close', onClose) };
+}
+
+function upstreamHeaders(
+  ctx: StreamCtx,
+  call: ProxyCall,
+  credentialHeaders: Record<string, string>,
+  body: Buffer | Readable,
+  declaredLength: number | null,
+): Record<string, string> {
+  const headers: Record<string, string> = {
+    ...forwardableHeaders(ctx.req.headers),
+    ...credentialHeaders,
+    'x-request-id': call.requestId,
+  };
+  // The caller's body goes up unchanged, so its declared length still holds.
+  if (!Buffer.isBuffer(body) && declaredLength !== null) headers['content-length'] = String(declaredLength);
+  return headers;
+}
+
+/** The upstream could not be reached: recorded, then 502/504, or nothing when the caller is gone. */
+async function answerUnreached(ctx: StreamCtx, record: CallRecord, err: unknown): Promise<void> {
+  const errorClass: ErrorClass = err instanceof UpstreamError ? err.errorClass : classifyError(err).errorClass;
+  await record.complete(failedBeforeUpstream(errorClass));
+  if (errorClass === 'caller_aborted') {
+    ctx.respond = false; // nobody is left to answer
+    return;
+  }
+  throw new ApiError(statusForClass(errorClass), coarseMessage(errorClass));
+}
+
+/** Pipes the upstream's answer down as it arrives; returns the outcome to record. */
+async function relay(
+  ctx: StreamCtx,
+  call: ProxyCall,
+  reply: UpstreamResponse,
+  gatewayHeaders: Record<string, string>,
+  record: CallRecord,
+  hangup: { stop(): void },
+): Promise<Omit<Completion, 'id'>> {
+  const res = ctx.res;
+  ctx.respond = false;
+  const out: Record<string, string | string[]> = { ...forwardableResponseHeaders(reply.headers), ...gatewayHeaders };
+  const contentType = String(reply.headers['content-type'] ?? '');
+  const eventStream = /^text\/event-stream/i.test(contentType);
+  if (eventStream) out['x-accel-buffering'] = 'no';
+  res.writeHead(reply.status, out);
+  if (eventStream) res.flushHeaders();
+
+  let firstByteAt: number | null = null;
+  reply.body.once('data', () => {
+    firstByteAt = performance.now();
+  });
+  if (call.agent.emitReceipts) record.digests.response = digestOfEmitted(reply.body);
+  const ended = await pipeDown(reply.body, res);
+  record.digests.response?.finish(ended.by === 'done');
+  reply.finish();
+  hangup.stop();
+  const failure: ErrorClass | null =
+    ended.by === 'done'
+      ? null
+      : ended.by === 'caller'
+        ? 'caller_aborted'
+        : ended.err instanceof undiciErrors.BodyTimeoutError
+          ? 'timeout'
+          : 'stream_interrupted';
+  const end = performance.now();
+  return {
+    status: failure ? 'failed' : outcomeStatus(reply.status),
+    upstreamStatus: reply.status,
+    errorClass: failure ?? classForStatus(reply.status),
+    latencyMs: Math.round(end - reply.startedAt),
+    ttftMs: Math.round((firstByteAt ?? end) - reply.startedAt),
+    responseContentType: contentType || null,
+  };
+}
+
+export function streamRoute(deps: AppDeps, services: ProxyServices) {
+  return async function stream(ctx: StreamCtx): Promise<void> {
+    const admitted = await admitCall(ctx, deps, services);
+    const { call, declaredLength } = admitted;
+    const credentialHeaders = await passStages(ctx, deps, services, call);
+    const { invocationId } = call;
+    const gatewayHeaders = setGatewayHeaders(ctx, call, invocationId);
+    const row = startedRow(call, invocationId, new Date());
+    const record = callRecord(deps, services, call, row);
+
+    if (credentialHeaders === null) {
+      await record.complete(failedBeforeUpstream('credential'));
       throw new ApiError(502, coarseMessage('credential'));
     }
-
-    if (call.payment) {
-      // A paid call binds its payment to its row, in one transaction, before anything is
-      // forwarded (402 if already bound): an unbound claim would let the same payment header
-      // buy another call.
-      try {
-        await insertBindingPayment(
-          deps.orm.em,
-          { ...row, mode: 'streaming', attempts: 1, requestHeaders: {}, updatedAt: now } as Invocation,
-          call.payment,
-        );
-      } catch (err) {
-        throw withPaymentRequired(deps, call, err);
-      }
-    }
+    if (call.payment) await bindPayment(deps, call, row);
     // Written as the call starts, beside it (for a paid call, the start only adds its owner):
     // sent within records.ts's START_DELAY_MS with the starts of other calls, or replaced by
     // the whole row if the call ends first, and not waited for (holding the head until it was
     // sent cost c=1 throughput; docs/PROXY.md).
-    services.recorder.start(row).catch(logFailure);
+    services.recorder.start(row).catch(record.logFailure);
 
-    if (agent.emitReceipts) {
-      if (Buffer.isBuffer(body)) requestDigest = digestOf(body);
-      else ({ body, digest: requestDigest } = digestingBody(body));
+    let body = admitted.body;
+    if (call.agent.emitReceipts) {
+      if (Buffer.isBuffer(body)) record.digests.request = digestOf(body);
+      else ({ body, digest: record.digests.request } = digestingBody(body));
     }
 
-    const hangup = new AbortController();
-    const onClose = () => {
-      if (!ctx.res.writableFinished) hangup.abort();
-    };
-    ctx.res.once('close', onClose);
-
-    const headers: Record<string, string> = {
-      ...forwardableHeaders(ctx.req.headers),
-      ...credentialHeaders,
-      'x-request-id': requestId,
-    };
-    // The caller's body goes up unchanged, so its declared length still holds.
-    if (!Buffer.isBuffer(body) && declaredLength !== null) headers['content-length'] = String(declaredLength);
-
+    const hangup = watchHangup(ctx.res);
     let reply: UpstreamResponse;
     try {
       reply = await services.upstream.open({
-        url: agent.upstreamUrl!,
-        headers,
+        url: call.agent.upstreamUrl!,
+        headers: upstreamHeaders(ctx, call, credentialHeaders, body, declaredLength),
         body,
         deadlineMs: deps.config.upstream.timeoutMs,
         deadlineCoversBody: false,
         idleTimeoutMs: deps.config.upstream.timeoutMs,
         signal: hangup.signal,
-        resendAllowed: agent.retryNonIdempotent,
+        resendAllowed: call.agent.retryNonIdempotent,
         tenantId: call.caller.tenantId,
       });
     } catch (err) {
-      const errorClass: ErrorClass = err instanceof UpstreamError ? err.errorClass : classifyError(err).errorClass;
-      ctx.res.off('close', onClose);
-      await complete({
-        status: 'failed',
-        errorClass,
-        upstreamStatus: null,
-        latencyMs: null,
-        ttftMs: null,
-        responseContentType: null,
-      });
-      if (errorClass === 'caller_aborted') {
-        ctx.respond = false; // nobody is left to answer
-        return;
-      }
-      throw new ApiError(statusForClass(errorClass), coarseMessage(errorClass));
+      hangup.stop();
+      return answerUnreached(ctx, record, err);
     }
-
-    const res = ctx.res;
-    ctx.respond = false;
-    const out: Record<string, string | string[]> = { ...forwardableResponseHeaders(reply.headers), ...gatewayHeaders };
-    const contentType = String(reply.headers['content-type'] ?? '');
-    const eventStream = /^text\/event-stream/i.test(contentType);
-    if (eventStream) out['x-accel-buffering'] = 'no';
-    res.writeHead(reply.status, out);
-    if (eventStream) res.flushHeaders();
-
-    let firstByteAt: number | null = null;
-    reply.body.once('data', () => {
-      firstByteAt = performance.now();
-    });
-    if (agent.emitReceipts) responseDigest = digestOfEmitted(reply.body);
-    const ended = await pipeDown(reply.body, res);
-    responseDigest?.finish(ended.by === 'done');
-    reply.finish();
-    res.off('close', onClose);
-    const failure: ErrorClass | null =
-      ended.by === 'done'
-        ? null
-        : ended.by === 'caller'
-          ? 'caller_aborted'
-          : ended.err instanceof undiciErrors.BodyTimeoutError
-            ? 'timeout'
-            : 'stream_interrupted';
-    const end = performance.now();
-    await complete({
-      status: failure ? 'failed' : outcomeStatus(reply.status),
-      upstreamStatus: reply.status,
-      errorClass: failure ?? classForStatus(reply.status),
-      latencyMs: Math.round(end - reply.startedAt),
-      ttftMs: Math.round((firstByteAt ?? end) - reply.startedAt),
-      responseContentType: contentType || null,
-    });
+    await record.complete(await relay(ctx, call, reply, gatewayHeaders, record, hangup));
   };
 }

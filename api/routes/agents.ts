@@ -23,7 +23,7 @@ import {
 import { upstreamUrlProblem } from '../upstream-url.ts';
 import { serializeAgent } from '../agents/serialize.ts';
 import { lockReferencedCredential } from '../../gateway/credentials/references.ts';
-import { forgetAgent } from '../proxy/agent-row.ts';
+import type { AgentRows } from '../proxy/agent-row.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
@@ -55,7 +55,7 @@ async function checkCredentialRef(em: EntityManager, tenantId: string, ref: stri
     throw badRequest('credential_ref does not name a credential');
 }
 
-export function agentRoutes(deps: AppDeps): Router<AuthState> {
+export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState> {
   const router = new Router<AuthState>();
   const ceiling = { rps: deps.config.rateLimit.agentMaxRps, burst: deps.config.rateLimit.agentMaxBurst };
 
@@ -187,7 +187,7 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
       return current;
     });
     // The row's trigger tells every replica; this one need not wait for its own notification.
-    await forgetAgent(deps.orm, agent.id);
+    await agents.forget(agent.id);
     ctx.body = serializeAgent(agent);
   });
 
@@ -205,7 +205,7 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
         { id: agent.id, tenantId: agent.tenantId, deletedAt: null },
         { deletedAt: now, updatedAt: now },
       );
-      await forgetAgent(deps.orm, agent.id);
+      await agents.forget(agent.id);
     }
     ctx.status = 204;
   });
@@ -224,7 +224,7 @@ export function agentRoutes(deps: AppDeps): Router<AuthState> {
         await em.flush();
         return current;
       });
-      await forgetAgent(deps.orm, agent.id);
+      await agents.forget(agent.id);
       ctx.body = serializeAgent(agent);
     });
   }

@@ -19,7 +19,7 @@ import { serializeCredential } from '../credentials/serialize.ts';
 import { maskedHint } from '../../gateway/credentials/hint.ts';
 import { createSecretStore, type SecretStore } from '../../gateway/credentials/secrets.ts';
 import { isCredentialReferenced, isFacilitatorCredential } from '../../gateway/credentials/references.ts';
-import { readVaultSecret, resolveTenantVaultRef, vaultRefRule } from '../../gateway/credentials/vault.ts';
+import { resolveTenantVaultRef, vaultRefRule } from '../../gateway/credentials/vault.ts';
 import { facilitatorSecretProblem } from '../../gateway/settlement/validate.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
@@ -51,7 +51,7 @@ function storeSecret(store: SecretStore, row: Credential, plaintext: string): vo
 
 export function credentialRoutes(deps: AppDeps): Router<AuthState> {
   const router = new Router<AuthState>();
-  const store = createSecretStore(deps.orm, deps.config.vault);
+  const store = createSecretStore(deps.orm, deps.config.vault, deps.vaultClient);
   const { layout } = deps.config.vault;
   /** A vault_ref outside the caller's own prefix: 400, one message, decided without asking the vault. */
   const refuseForeignRef = (tenantId: string, ref: string | undefined) => {
@@ -166,8 +166,7 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
         (await isFacilitatorCredential(em, tenantId, current.id))
       ) {
         const problem = await facilitatorSecretProblem(
-          async () =>
-            patch.plaintext ?? (await readVaultSecret(deps.config.vault.server, layout, tenantId, patch.vault_ref!)),
+          async () => patch.plaintext ?? (await deps.vaultClient.read(tenantId, patch.vault_ref!)),
         );
         if (problem) throw badRequest(problem);
       }

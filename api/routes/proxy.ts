@@ -14,7 +14,7 @@ import { forwardableHeaders } from '../../gateway/upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
 import { admit, runStages } from '../proxy/gate.ts';
-import { paymentHeadersOf, PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
+import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import type { ProxyServices } from '../proxy/services.ts';
@@ -32,7 +32,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
 
   router.post('/proxy/:id', async (ctx) => {
     const { tenantId, userId } = ctx.state.caller;
-    const { agent, requestId, model } = await admit(ctx, deps, services.limiter);
+    const { agent, requestId, model } = await admit(ctx, deps, services);
     const held = services.bodyBudget.open(tenantId);
     ctx.res.once('close', held.release);
     const body = await readCappedBody(ctx.req, MAX_TRANSACTIONAL_BODY, deps.config.bodyPace, held);
@@ -54,22 +54,16 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
     let place: BacklogPlace | undefined;
     const { invocationId } = call;
     try {
-      await runStages(
-        deps,
-        services,
-        call,
-        paymentHeadersOf((name) => ctx.get(name)),
-        async () => {
-          // Before any payment: a place in the start backlog (503 past its bound, Temporal away
-          // too long), and (for a priced call) a credential that cannot be resolved, which the
-          // workflow's call would otherwise fail after the payer paid.
-          place = services.startBacklog.reserve(tenantId);
-          if (agent.pricing && agent.credentialRef)
-            await services.credentials.headersFor(tenantId, agent.credentialRef).catch(() => {
-              throw new ApiError(502, coarseMessage('credential'));
-            });
-        },
-      );
+      await runStages(ctx, deps, services, call, async () => {
+        // Before any payment: a place in the start backlog (503 past its bound, Temporal away
+        // too long), and (for a priced call) a credential that cannot be resolved, which the
+        // workflow's call would otherwise fail after the payer paid.
+        place = services.startBacklog.reserve(tenantId);
+        if (agent.pricing && agent.credentialRef)
+          await services.credentials.headersFor(tenantId, agent.credentialRef).catch(() => {
+            throw new ApiError(502, coarseMessage('credential'));
+          });
+      });
       // The accept commit: body, row `pending` (the intent to start) and, for a paid call, the
       // payment bound to the row (one payment buys one call). The 202 follows it.
       const now = new Date();
@@ -88,7 +82,13 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
         updatedAt: now,
       };
       try {
-        await writeAccepted(deps.orm, services.bodies, row, body, call.payment, call.policyDecision ?? null);
+        await writeAccepted(
+          { orm: deps.orm, bodies: services.bodies, statements: services.statements },
+          row,
+          body,
+          call.payment,
+          call.policyDecision ?? null,
+        );
       } catch (err) {
         // The decision was made even though the call was not accepted: logged on its own.
         if (call.policyDecision) await services.policy.store.recordDecision(call.policyDecision).catch(() => undefined);

@@ -43,7 +43,7 @@ const fromEntity = (c: SettlementConfig): Row => ({
 
 export function settlementRoutes(deps: AppDeps): Router<AuthState> {
   const router = new Router<AuthState>();
-  const store = createSecretStore(deps.orm, deps.config.vault);
+  const store = createSecretStore(deps.orm, deps.config.vault, deps.vaultClient);
 
   router.get('/settlement/config', async (ctx) => {
     const row = await deps.orm.em.fork().findOne(SettlementConfigSchema, { tenantId: ctx.state.caller.tenantId });

@@ -13,7 +13,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { VaultConfig } from './config.ts';
 import { createSecretStore } from './secrets.ts';
 import { DEFAULT_API_KEY_HEADER, isHeaderSafe } from './header-rules.ts';
-import { VaultReadError } from './vault.ts';
+import { VaultReadError, type VaultClient } from './vault.ts';
 
 export interface CredentialResolver {
   headersFor(tenantId: string, credentialRef: string | null | undefined): Promise<Record<string, string>>;
@@ -29,8 +29,12 @@ function unavailable(reason: string, retryable: boolean): ApplicationFailure {
   });
 }
 
-export function createCredentialResolver(orm: MikroORM, vault: VaultConfig): CredentialResolver {
-  const store = createSecretStore(orm, vault);
+export function createCredentialResolver(
+  orm: MikroORM,
+  vault: VaultConfig,
+  vaultClient: VaultClient,
+): CredentialResolver {
+  const store = createSecretStore(orm, vault, vaultClient);
   return {
     async headersFor(tenantId, credentialRef) {
       if (!credentialRef) return {};

@@ -4,7 +4,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { CredentialSchema, type Credential } from './entity.ts';
 import { seal, unseal, type Sealed } from './envelope.ts';
-import { readVaultSecret } from './vault.ts';
+import type { VaultClient } from './vault.ts';
 import type { VaultConfig } from './config.ts';
 
 export type SecretStore = {
@@ -22,13 +22,12 @@ export function sealedOf(c: Credential): Sealed | undefined {
   return { kekId: c.kekId, wrappedKey: Buffer.from(c.wrappedKey), ciphertext: Buffer.from(c.secretCiphertext) };
 }
 
-export function createSecretStore(orm: MikroORM, vault: VaultConfig): SecretStore {
+export function createSecretStore(orm: MikroORM, vault: VaultConfig, vaultClient: VaultClient): SecretStore {
   return {
     vault,
     async secretOf(c) {
-      // Re-checked against the row's own tenant on every read (readVaultSecret), whoever wrote the row.
-      if (c.source === 'vault')
-        return c.vaultRef ? readVaultSecret(vault.server, vault.layout, c.tenantId, c.vaultRef) : null;
+      // Re-checked against the row's own tenant on every read (VaultClient.read), whoever wrote the row.
+      if (c.source === 'vault') return c.vaultRef ? vaultClient.read(c.tenantId, c.vaultRef) : null;
       const sealed = sealedOf(c);
       return sealed
         ? unseal(vault.keyring, { tenantId: c.tenantId, credentialId: c.id, version: c.version }, sealed)

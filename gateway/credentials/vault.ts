@@ -89,7 +89,6 @@ export class VaultReadError extends Error {
 const CHILD_TOKEN_TTL_S = 300;
 type ChildToken = { token: string; renewAt: number };
 type TokenCache = { tokens: Map<string, ChildToken>; minting: Map<string, Promise<ChildToken>> };
-const childTokens = new WeakMap<VaultServer, TokenCache>();
 
 async function mintChildToken(
   server: VaultServer & { tenantRole: string },
@@ -123,20 +122,18 @@ async function mintChildToken(
 /** The tenant's child token, cached (one mint in flight per tenant) until shortly before it expires. */
 async function tenantToken(
   server: VaultServer & { tenantRole: string },
+  cache: TokenCache,
   tenantId: string,
   timeoutMs: number,
   fresh: boolean,
 ): Promise<string> {
-  let cache = childTokens.get(server);
-  if (!cache) childTokens.set(server, (cache = { tokens: new Map(), minting: new Map() }));
   const now = Date.now();
   const held = cache.tokens.get(tenantId);
   if (held && !fresh && held.renewAt > now) return held.token;
   let minting = cache.minting.get(tenantId);
   if (!minting) {
     for (const [id, token] of cache.tokens) if (token.renewAt <= now) cache.tokens.delete(id);
-    const done = cache;
-    minting = mintChildToken(server, tenantId, timeoutMs).finally(() => done.minting.delete(tenantId));
+    minting = mintChildToken(server, tenantId, timeoutMs).finally(() => cache.minting.delete(tenantId));
     cache.minting.set(tenantId, minting);
   }
   const token = await minting;
@@ -163,19 +160,33 @@ async function readKv(
   }
 }
 
-/** The field's value, read now as the tenant; VaultReadError (coarse) otherwise. */
-export async function readVaultSecret(
+/** Reads tenants' secrets from one vault configuration; holds that configuration's child tokens. */
+export type VaultClient = {
+  /** The field's value, read now as the tenant; VaultReadError (coarse) otherwise. */
+  read(tenantId: string, ref: string, timeoutMs?: number): Promise<string>;
+};
+
+/** One per process, built where it is wired (api/main.ts, the worker), so every reader shares its child tokens. */
+export function createVaultClient(vault: { server: VaultServer | undefined; layout: VaultLayout }): VaultClient {
+  const cache: TokenCache = { tokens: new Map(), minting: new Map() };
+  return {
+    read: (tenantId, ref, timeoutMs = 5_000) =>
+      readVaultSecret(vault.server, vault.layout, cache, tenantId, ref, timeoutMs),
+  };
+}
+
+async function readVaultSecret(
   server: VaultServer | undefined,
   layout: VaultLayout,
+  cache: TokenCache,
   tenantId: string,
   ref: string,
-  timeoutMs = 5_000,
+  timeoutMs: number,
 ): Promise<string> {
   const parsed = resolveTenantVaultRef(layout, tenantId, ref);
   if (!server || !parsed) throw new VaultReadError('unreadable');
-  // Keyed by the server object itself: one cache per configuration.
   const asTenant = server.tenantRole
-    ? (fresh: boolean) => tenantToken(server as VaultServer & { tenantRole: string }, tenantId, timeoutMs, fresh)
+    ? (fresh: boolean) => tenantToken(server as VaultServer & { tenantRole: string }, cache, tenantId, timeoutMs, fresh)
     : undefined;
   let { status, payload } = await readKv(
     server.addr,

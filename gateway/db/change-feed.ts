@@ -23,12 +23,15 @@
 //   makes no round trip for it. A change made in SQL behind the API's back is applied by each
 //   replica as its notification arrives; `sync()` (GATE_CACHE_FRESHNESS=strict) also covers
 //   those, at one round trip per call.
-// One feed per MikroORM instance (one per process in production; a test replica with its
-// own ORM has its own feed, like a separate process would).
+// One feed per API process, opened where it is wired (api/main.ts) and handed to the caches
+// and writers; a test replica has its own, like a separate process would. The parts: the
+// connection and its lease (feed-connection.ts, feed-lease.ts) and the writers'
+// acknowledgements (feed-acks.ts); this file puts them together with the listeners and `sync`.
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { closeWithOrm } from './orm.ts';
+import { openFeedConnection, type FeedConnection } from './feed-connection.ts';
+import { createFeedAcks } from './feed-acks.ts';
 
 export const CHANNEL = 'gateway_cache';
 
@@ -67,152 +70,68 @@ export type ChangeFeedOptions = {
   leaseMs?: number;
 };
 
-const feeds = new WeakMap<MikroORM, ChangeFeed>();
-
-export function changeFeedFor(orm: MikroORM): ChangeFeed {
-  let feed = feeds.get(orm);
-  if (!feed) {
-    const created = createChangeFeed(String(orm.config.get('clientUrl')));
-    feeds.set(orm, (feed = created));
-    closeWithOrm(orm, () => created.close());
-  }
+/** A feed on the ORM's database, closed with the ORM (before its pool). */
+export function openChangeFeed(orm: MikroORM, opts: ChangeFeedOptions = {}): ChangeFeed {
+  const feed = createChangeFeed(String(orm.config.get('clientUrl')), opts);
+  closeWithOrm(orm, () => feed.close());
   return feed;
 }
 
-// A lease is taken for LEASE_MS of the database's clock from when its statement runs; this
-// process counts it from when it sent the statement, less a margin for clock rates, so its own
-// end of the lease always comes first.
-const LEASE_MARGIN_MS = 500;
-
-const RENEW_LEASE = `insert into gateway_cache_replicas (replica_id, lease_until) values ($1, clock_timestamp() + $2 * interval '1 millisecond')
-  on conflict (replica_id) do update set lease_until = excluded.lease_until`;
-// Replicas of processes long gone (their rows are never read once their lease has passed).
-const FORGET_OLD_REPLICAS = `delete from gateway_cache_replicas where lease_until < clock_timestamp() - interval '1 hour'`;
-const LEASED_REPLICAS = `select replica_id, ceil(extract(epoch from lease_until - clock_timestamp()) * 1000)::int as remaining_ms
-  from gateway_cache_replicas where lease_until > clock_timestamp()`;
-
 export function createChangeFeed(connectionString: string, opts: ChangeFeedOptions = {}): ChangeFeed {
-  const heartbeatMs = opts.heartbeatMs ?? 1_000;
-  const heartbeatTimeoutMs = opts.heartbeatTimeoutMs ?? 2_000;
-  const syncTimeoutMs = opts.syncTimeoutMs ?? 500;
   const leaseMs = opts.leaseMs ?? 4_000;
+  const syncTimeoutMs = opts.syncTimeoutMs ?? 500;
   const replicaId = `rep_${randomUUID()}`;
-  const listeners: ChangeListener[] = [];
-  let subscribed = false;
-  let leasedUntil = 0; // performance.now() at which this process stops trusting its lease
-  let gen = 0;
-  let closed = false;
-  let client: pg.Client | null = null;
-  let retryMs = 100;
-  let heartbeat: NodeJS.Timeout | null = null;
-  // publish(): acknowledgements awaited, by sync token, then by replica id.
-  const awaiting = new Map<string, Map<string, () => void>>();
+  const listeners = createListeners();
+  const connection = openFeedConnection({
+    connectionString,
+    channel: CHANNEL,
+    replicaId,
+    heartbeatMs: opts.heartbeatMs ?? 1_000,
+    heartbeatTimeoutMs: opts.heartbeatTimeoutMs ?? 2_000,
+    leaseMs,
+    onNotification: (c, payload) => {
+      const acknowledge = (ack: string) =>
+        void c.query('select pg_notify($1, $2)', [CHANNEL, ack]).catch(() => connection.drop(c));
+      if (!acks.receive(payload, acknowledge)) listeners.emit(payload);
+    },
+    onReset: () => listeners.emit('*'),
+  });
+  const acks = createFeedAcks({ channel: CHANNEL, replicaId, leaseMs, connection });
 
-  const emit = (key: string) => {
-    gen += 1;
-    for (const listener of listeners) listener(key);
+  return {
+    live: connection.live,
+    generation: listeners.generation,
+    subscribe: listeners.subscribe,
+    invalidate: listeners.emit,
+    publish: acks.publish,
+    sync: sharedBarrier(connection, syncTimeoutMs),
+    close: connection.close,
   };
+}
 
-  function lost(failed: pg.Client): void {
-    if (client !== failed) return;
-    client = null;
-    subscribed = false;
-    leasedUntil = 0;
-    if (heartbeat) clearInterval(heartbeat);
-    heartbeat = null;
-    emit('*');
-    failed.removeAllListeners('notification');
-    failed.end().catch(() => undefined);
-    if (closed) return;
-    const wait = retryMs;
-    retryMs = Math.min(retryMs * 2, 5_000);
-    setTimeout(connect, wait).unref();
-  }
+/** The caches' listeners, and the generation every emitted key (or loss) moves on. */
+function createListeners() {
+  const listeners: ChangeListener[] = [];
+  let gen = 0;
+  return {
+    emit(key: string): void {
+      gen += 1;
+      for (const listener of listeners) listener(key);
+    },
+    generation: () => gen,
+    subscribe: (listener: ChangeListener) => void listeners.push(listener),
+  };
+}
 
-  /** Renews the lease on `c`; a renewal that fails or does not come back in time drops the connection. */
-  function renewLease(c: pg.Client): Promise<void> {
-    const sentAt = performance.now();
-    return bounded(c, c.query(RENEW_LEASE, [replicaId, leaseMs]), heartbeatTimeoutMs).then((ok) => {
-      if (ok && client === c) leasedUntil = sentAt + leaseMs - LEASE_MARGIN_MS;
-    });
-  }
-
-  function onNotification(c: pg.Client, payload: string): void {
-    if (payload.startsWith('sync:')) {
-      // Every notification committed before the token has been applied (they arrive in commit
-      // order and are applied as they arrive): say so.
-      c.query('select pg_notify($1, $2)', [CHANNEL, `ack:${payload.slice(5)}:${replicaId}`]).catch(() => lost(c));
-      return;
-    }
-    if (payload.startsWith('ack:')) {
-      const [, token, replica] = payload.split(':');
-      awaiting.get(token)?.get(replica)?.();
-      return;
-    }
-    emit(payload);
-  }
-
-  function connect(): void {
-    if (closed) return;
-    const c = new pg.Client({ connectionString, keepAlive: true, application_name: 'gateway-cache-feed' });
-    client = c;
-    c.on('error', () => lost(c));
-    c.on('end', () => lost(c));
-    c.on('notification', (msg) => {
-      if (msg.channel === CHANNEL) onNotification(c, msg.payload ?? '*');
-    });
-    c.connect()
-      .then(() => {
-        // The socket must not keep a process alive that is otherwise done.
-        (c as unknown as { connection?: { stream?: { unref?: () => void } } }).connection?.stream?.unref?.();
-        return c.query(`listen ${CHANNEL}`);
-      })
-      .then(() => c.query(FORGET_OLD_REPLICAS))
-      // Leased only after LISTEN: a writer that does not see this lease committed before it was
-      // taken, and its notification is delivered here before the lease's statement returns.
-      .then(() => renewLease(c))
-      .then(() => {
-        if (client !== c || leasedUntil === 0) return;
-        // Anything cached before this point may have missed a notification.
-        emit('*');
-        subscribed = true;
-        retryMs = 100;
-        heartbeat = setInterval(() => void renewLease(c), heartbeatMs);
-        heartbeat.unref();
-      })
-      .catch(() => lost(c));
-  }
-
-  /** `query` on `c`, resolving false (and dropping `c`) if it fails or takes longer than `timeoutMs`. */
-  function bounded(c: pg.Client, query: Promise<unknown>, timeoutMs: number): Promise<boolean> {
-    return new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => {
-        lost(c);
-        resolve(false);
-      }, timeoutMs);
-      timer.unref();
-      query.then(
-        () => {
-          clearTimeout(timer);
-          resolve(true);
-        },
-        () => {
-          clearTimeout(timer);
-          lost(c);
-          resolve(false);
-        },
-      );
-    });
-  }
-
-  // Barriers: at most one round trip in flight; callers arriving meanwhile share the next.
+/** ChangeFeed.sync: at most one round trip in flight; callers arriving meanwhile share the next. */
+function sharedBarrier(connection: FeedConnection, timeoutMs: number): () => Promise<void> {
   let inflight: Promise<void> | null = null;
   let queued: Promise<void> | null = null;
-  function barrier(): Promise<void> {
-    const c = client;
-    if (!c || !subscribed) return Promise.resolve();
+  const barrier = (): Promise<void> => {
+    const c = connection.subscribed();
+    if (!c) return Promise.resolve();
     if (!inflight) {
-      inflight = bounded(c, c.query('select 1'), syncTimeoutMs).then(() => {
+      inflight = connection.bounded(c, c.query('select 1'), timeoutMs).then(() => {
         inflight = null;
       });
       return inflight;
@@ -222,72 +141,6 @@ export function createChangeFeed(connectionString: string, opts: ChangeFeedOptio
       return barrier();
     });
     return queued;
-  }
-
-  /** One statement on the feed's connection if it is up, else on a connection of its own. */
-  async function run<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
-    if (client && subscribed) return (await client.query<R>(sql, params)).rows;
-    const own = new pg.Client({ connectionString, application_name: 'gateway-cache-publish' });
-    await own.connect();
-    try {
-      return (await own.query<R>(sql, params)).rows;
-    } finally {
-      await own.end().catch(() => undefined);
-    }
-  }
-
-  async function publish(): Promise<void> {
-    const token = randomUUID();
-    let replicas: Array<{ replica_id: string; remaining_ms: number }>;
-    try {
-      replicas = await run(LEASED_REPLICAS, []);
-    } catch {
-      // The write is committed; who holds a lease is unknown: every lease taken so far ends
-      // within leaseMs, and one renewed after the commit applied the change first.
-      await new Promise((r) => setTimeout(r, leaseMs + 50));
-      return;
-    }
-    if (replicas.length === 0) return;
-    const pending = new Map<string, () => void>();
-    awaiting.set(token, pending);
-    const waits = replicas.map(
-      (r) =>
-        new Promise<void>((resolve) => {
-          // Not acknowledged (or the acknowledgement not heard here): by the lease's end it no
-          // longer answers from memory unless it renewed, and a renewal applies the change first.
-          const timer = setTimeout(resolve, Math.max(0, r.remaining_ms) + 50);
-          pending.set(r.replica_id, () => {
-            clearTimeout(timer);
-            resolve();
-          });
-        }),
-    );
-    try {
-      // Not sent: nobody acknowledges, and each lease is waited out instead.
-      await run('select pg_notify($1, $2)', [CHANNEL, `sync:${token}`]).catch(() => undefined);
-      await Promise.all(waits);
-    } finally {
-      awaiting.delete(token);
-    }
-  }
-
-  connect();
-
-  return {
-    live: () => subscribed && performance.now() < leasedUntil,
-    generation: () => gen,
-    subscribe: (listener) => void listeners.push(listener),
-    invalidate: emit,
-    publish,
-    sync: () => barrier(),
-    async close() {
-      closed = true;
-      const c = client;
-      if (c) {
-        // Writers need not wait for a replica that is gone.
-        await bounded(c, c.query('delete from gateway_cache_replicas where replica_id = $1', [replicaId]), 1_000);
-        lost(c);
-      }
-    },
   };
+  return barrier;
 }

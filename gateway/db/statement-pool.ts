@@ -13,17 +13,14 @@ export type StatementPool = {
   run(name: string, sql: string, params: unknown[]): Promise<void>;
 };
 
-const pools = new WeakMap<MikroORM, StatementPool>();
-
 /** `?` placeholders (the ORM's style) numbered as `$1, $2, …` for a prepared statement. */
 export function numbered(sql: string): string {
   let n = 0;
   return sql.replace(/\?/g, () => `$${++n}`);
 }
 
-export function statementPoolFor(orm: MikroORM): StatementPool {
-  let pool = pools.get(orm);
-  if (pool) return pool;
+/** A pool on the ORM's database, closed with the ORM; built once where the app is wired (api/proxy/services.ts). */
+export function createStatementPool(orm: MikroORM): StatementPool {
   const connections = new pg.Pool({
     connectionString: String(orm.config.get('clientUrl')),
     max: 10,
@@ -32,12 +29,10 @@ export function statementPoolFor(orm: MikroORM): StatementPool {
   });
   // A connection that breaks while idle is dropped by the pool; its error must not crash the process.
   connections.on('error', () => undefined);
-  pool = {
+  closeWithOrm(orm, () => connections.end().catch(() => undefined));
+  return {
     async run(name, sql, params) {
       await connections.query({ name, text: sql, values: params });
     },
   };
-  pools.set(orm, pool);
-  closeWithOrm(orm, () => connections.end().catch(() => undefined));
-  return pool;
 }

@@ -4,6 +4,7 @@
 // next call on every replica, and an unreachable store fails the call.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '../../lib/log.ts';
+import type { ChangeFeed } from '../db/change-feed.ts';
 import { policyDecisions } from '../../lib/observability/metrics.ts';
 import { evaluatePolicy, type CallFacts, type Verdict } from './evaluate.ts';
 import { createMemoryRateWindow, createRedisRateWindow, type RateWindow } from './rate.ts';
@@ -27,8 +28,13 @@ export type PolicyEngine = {
   decide(subject: PolicySubject, record?: (decision: DecisionRecord) => Promise<unknown>): Promise<Verdict | null>;
 };
 
-export function createPolicyEngine(opts: { orm: MikroORM; redisUrl?: string; log: Logger }): PolicyEngine {
-  const store = createPolicyStore(opts.orm);
+export function createPolicyEngine(opts: {
+  orm: MikroORM;
+  feed: ChangeFeed;
+  redisUrl?: string;
+  log: Logger;
+}): PolicyEngine {
+  const store = createPolicyStore(opts.orm, opts.feed);
   const rates: RateWindow = opts.redisUrl
     ? createRedisRateWindow(redisClient(opts.redisUrl, opts.log))
     : createMemoryRateWindow();

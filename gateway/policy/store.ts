@@ -7,8 +7,8 @@
 // empties the cache too.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { newId } from '../../lib/ids.ts';
-import { changeFeedFor } from '../db/change-feed.ts';
-import { createFeedCache, type FeedCache } from '../db/feed-cache.ts';
+import type { ChangeFeed } from '../db/change-feed.ts';
+import { createFeedCache } from '../db/feed-cache.ts';
 import type { PolicyDocument, PolicyAction } from './schema.ts';
 
 export type PolicyVersion = { version: number; updatedAt: Date };
@@ -69,23 +69,12 @@ export function decisionInsertSql(d: DecisionRecord): { id: string; sql: string;
   };
 }
 
-// One cache per ORM (per process), shared by the app instances on it.
-const caches = new WeakMap<MikroORM, FeedCache<CurrentPolicy | null>>();
-
-function policyCacheFor(orm: MikroORM): FeedCache<CurrentPolicy | null> {
-  let cache = caches.get(orm);
-  if (!cache) {
-    cache = createFeedCache<CurrentPolicy | null>(changeFeedFor(orm), {
-      keyOf: (key) => (key.startsWith('policy:') ? key.slice('policy:'.length) : null),
-    });
-    caches.set(orm, cache);
-  }
-  return cache;
-}
-
-export function createPolicyStore(orm: MikroORM) {
+/** One per policy engine (one per app), over the process's change feed. */
+export function createPolicyStore(orm: MikroORM, feed: ChangeFeed) {
   const sql = <T = Row>(query: string, params: unknown[] = []) => orm.em.getConnection().execute<T[]>(query, params);
-  const cache = policyCacheFor(orm);
+  const cache = createFeedCache<CurrentPolicy | null>(feed, {
+    keyOf: (key) => (key.startsWith('policy:') ? key.slice('policy:'.length) : null),
+  });
 
   async function read(tenantId: string): Promise<CurrentPolicy | null> {
     const rows = await sql(
@@ -109,7 +98,7 @@ export function createPolicyStore(orm: MikroORM) {
 
     /** The tenant's policy as of now (GET /v1/policy); the proxy's reads are made fresh by its gate. */
     async get(tenantId: string): Promise<(PolicyVersion & { document: PolicyDocument }) | null> {
-      await changeFeedFor(orm).sync();
+      await feed.sync();
       const current = await this.current(tenantId);
       return current
         ? { version: current.version, updatedAt: current.updatedAt, document: current.document as PolicyDocument }
@@ -125,7 +114,6 @@ export function createPolicyStore(orm: MikroORM) {
         [tenantId, JSON.stringify(document)],
       );
       // In force here at once; answered once every replica has applied it (ChangeFeed.publish).
-      const feed = changeFeedFor(orm);
       feed.invalidate(`policy:${tenantId}`);
       await feed.publish();
       return { version: Number(rows[0].version), updatedAt: toDate(rows[0].updated_ms) };
@@ -142,7 +130,6 @@ export function createPolicyStore(orm: MikroORM) {
         [tenantId],
       );
       if (rows.length === 0) return false;
-      const feed = changeFeedFor(orm);
       feed.invalidate(`policy:${tenantId}`);
       await feed.publish();
       return true;

@@ -6,6 +6,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { VaultConfig } from '../credentials/config.ts';
 import { createSecretStore } from '../credentials/secrets.ts';
+import type { VaultClient } from '../credentials/vault.ts';
 import { SettlementConfigSchema } from './entity.ts';
 import { parseClientTlsBundle } from './pem.ts';
 
@@ -22,12 +23,12 @@ export class SettlementCredentialError extends Error {
  * the referenced credential is gone, unreadable, or no longer holds a usable certificate/key.
  */
 export async function loadSettlementClientTls(
-  deps: { orm: MikroORM; config: { vault: VaultConfig } },
+  deps: { orm: MikroORM; config: { vault: VaultConfig }; vaultClient: VaultClient },
   tenantId: string,
 ): Promise<SettlementClientTls | null> {
   const row = await deps.orm.em.fork().findOne(SettlementConfigSchema, { tenantId });
   if (!row) return null;
-  const store = createSecretStore(deps.orm, deps.config.vault);
+  const store = createSecretStore(deps.orm, deps.config.vault, deps.vaultClient);
   const credential = await store.find(tenantId, row.facilitatorCredentialRef);
   if (!credential) throw new SettlementCredentialError('facilitator credential not found');
   let secret: string | null;

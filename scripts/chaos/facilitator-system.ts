@@ -13,8 +13,7 @@ import { createInterface } from 'node:readline';
 import { Agent, request } from 'undici';
 import { Contract, JsonRpcProvider, Wallet, getAddress, hexlify } from 'ethers';
 import type pg from 'pg';
-import { appEnvironment, startInfra, type Infra } from '../lib/infra.ts';
-import { freePort } from '../lib/ports.ts';
+import { appEnvironment, freeInfraPorts, startInfra, type Infra } from '../lib/infra.ts';
 import { canConnect, dropDatabase } from '../lib/postgres.ts';
 import { fund, TOKEN_ABI } from '../dev/chain.ts';
 import { issueClientCert } from '../dev/pki.ts';
@@ -78,12 +77,7 @@ export async function startFacilitatorSystem(opts: {
     : () => undefined;
   const infra = await startInfra({
     dataDir,
-    ports: {
-      temporal: await freePort(),
-      postgres: await freePort(),
-      anvil: await freePort(),
-      openbao: await freePort(),
-    },
+    ports: await freeInfraPorts(),
     postgresUrl: await localPostgres(),
     databaseName: `chaos_${opts.name.replace(/\W/g, '_')}_${runId}`,
     namespace: 'default',

@@ -4,11 +4,11 @@
 // The contract every scenario keeps:
 // - It is a module `scripts/chaos/<name>.ts` exporting
 //     export const scenario = { name: string, description: string, run: () => Promise<string> };
-//   (the type is ChaosScenario in scripts/chaos/harness.ts).
+//   (the type is ChaosScenario in scripts/chaos/report.ts).
 // - `run` resolves to a one-line summary — the counts that prove the claim — and throws an Error
 //   with a clear message on any violated invariant.
 // - It starts and stops its own isolated system (its own data folder under .chaos-data/, free
-//   ports, its own Temporal dev server, ...; scripts/chaos/harness.ts startSystem/withSystem), so
+//   ports, its own Temporal dev server, ...; scripts/chaos/system.ts startSystem/withSystem), so
 //   each scenario runs alone as well as in the sequence. Bounded in count and time, loopback only.
 //
 // Each scenario runs in a child process of its own, in a process group of its own: a scenario

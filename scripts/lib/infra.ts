@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { mkdirSync } from 'node:fs';
 import { ensureTool } from './tools.ts';
-import { assertPortFree } from './ports.ts';
+import { assertPortFree, freePort } from './ports.ts';
 import { ensureDatabase, startEmbeddedPostgres, withDatabase, type PostgresHandle } from './postgres.ts';
 import { configureTenantAccess, startOpenBao } from './openbao.ts';
 import { loadVaultConfig } from '../../gateway/credentials/config.ts';
@@ -30,6 +30,11 @@ export type InfraOptions = {
   persistChain: boolean;
   log: (source: string, line: string) => void;
 };
+
+/** Free loopback ports for every server startInfra runs, for a run beside others (tests, chaos, benchmarks). */
+export async function freeInfraPorts(): Promise<InfraOptions['ports']> {
+  return { temporal: await freePort(), postgres: await freePort(), anvil: await freePort(), openbao: await freePort() };
+}
 
 export type Infra = {
   temporalAddress: string;

@@ -150,6 +150,8 @@ export async function startProxyApp(
     orm: stack().orm,
     temporal: stack().temporal,
     log: createLogger('test-proxy', 'silent'),
+    feed: stack().feed,
+    vaultClient: stack().vaultClient,
     version: { name: 'test', version: '0.0.0', commit: null },
     readiness: async () => ({ database: true, temporal: true }),
   };

@@ -8,8 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { bundleWorkflowCode, type WorkflowBundle, type Worker } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { startInfra, type Infra } from '../../scripts/lib/infra.ts';
-import { freePort } from '../../scripts/lib/ports.ts';
+import { freeInfraPorts, startInfra, type Infra } from '../../scripts/lib/infra.ts';
 import { canConnect, dropDatabase } from '../../scripts/lib/postgres.ts';
 import { loadGatewayConfig, type GatewayConfig } from '../../gateway/config.ts';
 import { openOrm } from '../../gateway/db/orm.ts';
@@ -19,6 +18,8 @@ import { startMetricsServer } from '../../lib/observability/http.ts';
 import { mintToken } from '../../gateway/tokens.ts';
 import { connectClient } from '../../temporal/client.ts';
 import { createGatewayWorker, gatewayWorkflowsPath } from '../../temporal/gateway-worker.ts';
+import { createVaultClient, type VaultClient } from '../../gateway/credentials/vault.ts';
+import { openChangeFeed, type ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { startFacilitatorStack, type FacilitatorStack } from './facilitator.ts';
 
 export type Stack = {
@@ -33,6 +34,10 @@ export type Stack = {
   allow: string[];
   /** The settlement facilitator, in-process (test/support/facilitator.ts). */
   facilitator: FacilitatorStack;
+  /** The change feed of the stack's API (its gate caches), as api/main.ts opens it. */
+  feed: ChangeFeed;
+  /** The vault reader (child tokens) the in-process API and worker share, as one process would. */
+  vaultClient: VaultClient;
   /** This process's metrics listener (API and worker share the registry), as api/main.ts starts it. */
   metricsUrl: string;
 };
@@ -59,12 +64,7 @@ export async function startStack(): Promise<Stack> {
     : () => undefined;
   const infra = await startInfra({
     dataDir,
-    ports: {
-      temporal: await freePort(),
-      postgres: await freePort(),
-      anvil: await freePort(),
-      openbao: await freePort(),
-    },
+    ports: await freeInfraPorts(),
     postgresUrl: await localPostgres(),
     databaseName: `gw_test_${runId}`,
     namespace: 'default',
@@ -112,7 +112,9 @@ export async function startStack(): Promise<Stack> {
 
   // Bundle once per run; every worker of the run (including ones tests start) reuses it.
   const workflowBundle = await bundleWorkflowCode({ workflowsPath: gatewayWorkflowsPath, logger: silentLogger });
-  const { worker, connection } = await createGatewayWorker(config, orm, { workflowBundle });
+  const feed = openChangeFeed(orm);
+  const vaultClient = createVaultClient(config.vault);
+  const { worker, connection } = await createGatewayWorker(config, orm, { workflowBundle, vaultClient });
   const running = worker.run();
   cleanups.push(async () => {
     shutdownWorker(worker);
@@ -120,7 +122,10 @@ export async function startStack(): Promise<Stack> {
     await connection.close();
   });
 
-  const server: Server = await startGateway(config, orm, temporal, createLogger('api', 'silent'));
+  const server: Server = await startGateway(config, orm, temporal, createLogger('api', 'silent'), {
+    feed,
+    vaultClient,
+  });
   cleanups.push(
     () =>
       new Promise((r) => {
@@ -143,6 +148,8 @@ export async function startStack(): Promise<Stack> {
     allow,
     facilitator,
     metricsUrl,
+    feed,
+    vaultClient,
     token: (tenant, user = 'user-1') => mintToken({ secret: infra.secrets.jwtSecret, tenant, user }),
   };
   return current;
