@@ -15,6 +15,7 @@ import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
 import { createGatewayWorker } from '../temporal/gateway-worker.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
+import { workflowResult } from './support/workflows.ts';
 
 describe('a call accepted before its agent was suspended or deleted', function () {
   this.timeout(90_000);
@@ -55,7 +56,7 @@ describe('a call accepted before its agent was suspended or deleted', function (
           [suspended, a.json.invocation_id],
           [deleted, b.json.invocation_id],
         ] as const) {
-          assert.equal((await stack().temporal.workflow.getHandle(inv).result()).status, 'succeeded');
+          assert.equal((await workflowResult(inv)).status, 'succeeded');
           const polled = await call('GET', `/v1/proxy/${agentId}/invocations/${inv}`, { token });
           assert.equal(polled.json.status, 'succeeded');
         }

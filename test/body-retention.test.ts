@@ -9,6 +9,7 @@ import { createAgent } from './support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { Worker } from '@temporalio/worker';
 import type { PolicyDecisionRetentionWorkflow } from '../workflows/retention.ts';
+import { workflowResult } from './support/workflows.ts';
 
 type Kept = {
   request_body_id: string | null;
@@ -53,7 +54,7 @@ describe('request bodies kept only as long as needed', function () {
       assert.equal(res.status, 202);
       const done = await waitForInvocation(token, agentId, res.json.invocation_id);
       assert.equal(done.status, outcome);
-      await stack().temporal.workflow.getHandle(res.json.invocation_id).result();
+      await workflowResult(res.json.invocation_id);
       const after = await kept(res.json.invocation_id, marker);
       assert.equal(after.request_body_id, null);
       assert.deepEqual(after.request_headers, {});

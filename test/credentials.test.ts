@@ -17,6 +17,7 @@ import {
   vaultWrite,
 } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { workflowResult } from './support/workflows.ts';
 
 type Row = {
   id: string;
@@ -689,10 +690,7 @@ describe('credentials: the vault', () => {
           ).json;
           const invoked = await api('POST', `/v1/proxy/${agent.id}`, undefined);
           workflowIds.push(invoked.json.invocation_id);
-          await stack()
-            .temporal.workflow.getHandle(invoked.json.invocation_id)
-            .result()
-            .catch(() => undefined);
+          await workflowResult(invoked.json.invocation_id).catch(() => undefined);
           await api('GET', `/v1/proxy/${agent.id}/invocations/${invoked.json.invocation_id}`);
           await api('GET', `/v1/agents/${agent.id}`);
         }

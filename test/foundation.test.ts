@@ -5,6 +5,7 @@ import { SignJWT } from 'jose';
 import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { startedWorkflow } from './support/workflows.ts';
 
 describe('foundation: one call travels the whole way', () => {
   let upstream: TestUpstream;
@@ -91,7 +92,7 @@ describe('foundation: one call travels the whole way', () => {
     assert.equal(seen.headers.authorization, undefined);
 
     // The workflow is in Temporal under the invocation id, findable by tenant and agent.
-    const handle = stack().temporal.workflow.getHandle(invocationId);
+    const handle = await startedWorkflow(invocationId);
     // The row is completed by the activity; the workflow's last search-attribute update follows it.
     assert.equal((await handle.result()).status, 'succeeded');
     const description = await handle.describe();

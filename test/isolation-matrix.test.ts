@@ -13,6 +13,7 @@ import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { assertError, clientTlsBundle } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { newPayTo, newPayer, signPayment, encodePayment } from './support/x402.ts';
+import { workflowResult } from './support/workflows.ts';
 
 type Json = Record<string, any>;
 
@@ -87,7 +88,7 @@ describe('tenant isolation matrix', function () {
     const invoked = await ok('POST', `/v1/proxy/${agents.active}`, token, { hello: label });
     const done = await waitForInvocation(token, agents.active, invoked.invocation_id);
     assert.equal(done.status, 'succeeded');
-    await stack().temporal.workflow.getHandle(invoked.invocation_id).result();
+    await workflowResult(invoked.invocation_id);
     const decisions = await ok('GET', '/v1/policy/decisions?limit=100', token);
     assert.ok(decisions.data.length > 0, 'a decision was recorded');
     return {

@@ -17,6 +17,7 @@ import { startGateway } from '../api/gateway.ts';
 import { startMetricsServer } from '../lib/observability/http.ts';
 import { startFacilitatorMetrics } from '../facilitator/metrics.ts';
 import { chainProvider } from './support/x402.ts';
+import { workflowResult } from './support/workflows.ts';
 
 type Samples = Map<string, number>;
 
@@ -69,10 +70,10 @@ describe('observability', () => {
     const agentId = created.json.id;
     const ok = await call('POST', `/v1/proxy/${agentId}`, { token, body: 'fine' });
     await waitForInvocation(token, agentId, ok.json.invocation_id);
-    await stack().temporal.workflow.getHandle(ok.json.invocation_id).result();
+    await workflowResult(ok.json.invocation_id);
     const bad = await call('POST', `/v1/proxy/${agentId}`, { token, body: 'boom' });
     await waitForInvocation(token, agentId, bad.json.invocation_id);
-    await stack().temporal.workflow.getHandle(bad.json.invocation_id).result();
+    await workflowResult(bad.json.invocation_id);
     assert.equal((await call('GET', '/v1/agents/agt_nope', { token })).status, 404);
     await call('PUT', '/v1/policy', {
       token,

@@ -17,6 +17,7 @@ import { newAccount, newPayTo, newPayer, signPayment, encodePayment, type TestAc
 import { verifyReceipt } from '../gateway/receipts/receipt.ts';
 import { generateKey } from '../gateway/receipts/keys.ts';
 import { createReceiptActivities } from '../activities/receipts.ts';
+import { workflowResult } from './support/workflows.ts';
 
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 
@@ -58,7 +59,7 @@ describe('trust receipts', function () {
     });
     assert.equal(invoked.status, 202, invoked.text);
     const invocation = await waitForInvocation(as, agentId, invoked.json.invocation_id);
-    await stack().temporal.workflow.getHandle(invocation.invocation_id).result();
+    await workflowResult(invocation.invocation_id);
     const receipt = await call('GET', `/v1/invocations/${invocation.invocation_id}/receipt`, { token: as });
     return { invocation, receipt };
   }

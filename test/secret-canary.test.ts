@@ -33,6 +33,7 @@ import { startGateway } from '../api/gateway.ts';
 import { mintToken } from '../gateway/tokens.ts';
 import { loadFacilitatorConfig } from '../facilitator/config.ts';
 import { startFacilitator, type RunningFacilitator } from '../facilitator/server.ts';
+import { workflowResult } from './support/workflows.ts';
 
 type Json = Record<string, any>;
 
@@ -170,7 +171,7 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
     return res.json as Json;
   };
   const waitDone = async (agentId: string, invocationId: string) => {
-    await stack().temporal.workflow.getHandle(invocationId).result();
+    await workflowResult(invocationId);
     const res = await send('GET', `/v1/proxy/${agentId}/invocations/${invocationId}`);
     assert.ok(['succeeded', 'failed'].includes(res.json.status), res.text);
     return res.json as Json;
@@ -357,7 +358,7 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
     // Every workflow of the tenant (invocations) and of the payer (settlements).
     const ids = new Set<string>();
     for await (const wf of stack().temporal.workflow.list({ query: `TenantId = '${tenant}'` })) ids.add(wf.workflowId);
-    for await (const wf of stack().temporal.workflow.list({ query: `Payer = '${payerAddress}'` }))
+    for await (const wf of stack().temporal.workflow.list({ query: `Payer = '${payerAddress.toLowerCase()}'` }))
       ids.add(wf.workflowId);
     assert.ok(
       workflowIds.every((id) => ids.has(id)),

@@ -14,12 +14,16 @@ import type { ReceiptFacts } from '../../gateway/receipts/store.ts';
 import type { SignedReceipt } from '../../gateway/receipts/signer.ts';
 import { createAgentRows, type AgentRows } from './agent-row.ts';
 import { createBodyBudget, type BodyBudget } from './body-budget.ts';
+import pLimit, { type LimitFunction } from 'p-limit';
 import { createStartBacklog, type StartBacklog } from './start-backlog.ts';
 import { createRecentReads, type RecentReads } from './recent-read.ts';
 import type { PolicyEngine } from '../../gateway/policy/engine.ts';
 import { createAppPolicyEngine } from '../policy/stage.ts';
 import { createPaymentGate, type PaymentGate } from '../payment/stage.ts';
 import { createStatementPool, type StatementPool } from '../../gateway/db/statement-pool.ts';
+
+/** Workflow starts in flight at once per process (a start takes a few ms on a healthy server). */
+const STARTS_IN_FLIGHT = 32;
 
 export type ProxyServices = {
   upstream: UpstreamClient;
@@ -34,6 +38,12 @@ export type ProxyServices = {
   bodyBudget: BodyBudget;
   /** Accepted transactional calls whose workflow start is not yet known, bounded; the start relay and /readyz read it. */
   startBacklog: StartBacklog;
+  /**
+   * The workflow starts this process has in flight at once. The 202 does not wait for its
+   * start, so callers could outpace Temporal; beyond this the starts queue here (their calls
+   * hold their backlog places) instead of piling onto the server and timing out.
+   */
+  startQueue: LimitFunction;
   /** Reads of just-minted invocation ids, which wait briefly for a row still on its way. */
   recentReads: RecentReads;
   /** The tenant policies (cache, rate window); the policy routes share it. */
@@ -65,6 +75,7 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
     signReceipt: overrides.signReceipt ?? createReceiptSigner(deps.config.receipts),
     bodyBudget: overrides.bodyBudget ?? createBodyBudget(deps.config.bodyBudget),
     startBacklog: overrides.startBacklog ?? createStartBacklog(deps.config.startBacklog),
+    startQueue: overrides.startQueue ?? pLimit(STARTS_IN_FLIGHT),
     recentReads: overrides.recentReads ?? createRecentReads(),
     policy: overrides.policy ?? createAppPolicyEngine(deps),
     payment: overrides.payment ?? createPaymentGate(deps),

@@ -98,16 +98,20 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       place?.release();
       throw err;
     }
-    // Accepted. The start is sent now, inside the call's trace, and not waited for: the 202 goes
-    // out while it travels. If it fails (Temporal away, a deadline), the call keeps its place in
-    // the backlog until a relay starts it.
+    // Accepted. The start is sent now (or as soon as one of the process's starts in flight ends),
+    // inside the call's trace, and not waited for: the 202 goes out while it travels. If it fails
+    // (Temporal away, a deadline), the call keeps its place in the backlog until a relay starts it.
     const accepted = place!;
     accepted.bind(invocationId);
-    startInvocationWorkflow(deps.temporal, deps.config.temporal.taskQueue, invocationId, tenantId, agent).then(
-      () => accepted.release(),
-      (err: Error) =>
-        deps.log.warn({ invocationId, err: err.message }, 'workflow start failed; left to the start relay'),
-    );
+    services
+      .startQueue(() =>
+        startInvocationWorkflow(deps.temporal, deps.config.temporal.taskQueue, invocationId, tenantId, agent),
+      )
+      .then(
+        () => accepted.release(),
+        (err: Error) =>
+          deps.log.warn({ invocationId, err: err.message }, 'workflow start failed; left to the start relay'),
+      );
 
     ctx.status = 202;
     ctx.set('X-Gateway-Invocation-ID', invocationId);

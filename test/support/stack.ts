@@ -122,10 +122,16 @@ export async function startStack(): Promise<Stack> {
     await connection.close();
   });
 
-  const server: Server = await startGateway(config, orm, temporal, createLogger('api', 'silent'), {
-    feed,
-    vaultClient,
-  });
+  const server: Server = await startGateway(
+    config,
+    orm,
+    temporal,
+    createLogger('api', process.env.TEST_API_LOG ?? 'silent'),
+    {
+      feed,
+      vaultClient,
+    },
+  );
   cleanups.push(
     () =>
       new Promise((r) => {

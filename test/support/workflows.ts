@@ -1,0 +1,24 @@
+// An accepted transactional call's workflow, read through Temporal. The 202 follows the accept
+// commit and the start travels beside it (docs/PROXY.md, the accept outbox), so right after a
+// 202 the workflow may not exist yet: these wait for it to.
+import type { Client } from '@temporalio/client';
+import { stack } from './stack.ts';
+
+/** Resolves once the workflow `id` exists (up to `timeoutMs`), with its handle. */
+export async function startedWorkflow(id: string, client: Client = stack().temporal, timeoutMs = 10_000) {
+  const handle = client.workflow.getHandle(id);
+  for (const until = Date.now() + timeoutMs; ;) {
+    try {
+      await handle.describe();
+      return handle;
+    } catch (err) {
+      if ((err as Error).name !== 'WorkflowNotFoundError' || Date.now() > until) throw err;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
+/** The result of the workflow `id`, once it exists. */
+export async function workflowResult(id: string, client: Client = stack().temporal): Promise<any> {
+  return (await startedWorkflow(id, client)).result();
+}
