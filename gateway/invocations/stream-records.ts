@@ -24,10 +24,10 @@
 // retried a few times with backoff; only a row the database refuses as such is dropped (and
 // logged by the caller).
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { closeWithOrm } from '../../gateway/db/orm.ts';
+import { closeWithOrm } from '../db/orm.ts';
 import { createRowSession, type RowSession, type Statement } from './row-session.ts';
-import type { Invocation } from '../../gateway/db/entities.ts';
-import { ADMITTED_CALL_FIELDS, invocationColumns, type InvocationFields } from './invocation-columns.ts';
+import type { Invocation } from '../db/entities.ts';
+import { ADMITTED_CALL_FIELDS, invocationColumns, type InvocationFields } from './columns.ts';
 
 export type StartedRow = Pick<
   Invocation,
