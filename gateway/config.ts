@@ -89,7 +89,30 @@ const GatewayEnv = z.object({
   CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   GIT_COMMIT: z.string().optional(),
+  // Behind a load balancer: the scheme and host callers reach the API on come from the proxy's
+  // X-Forwarded-Proto / X-Forwarded-Host, which only a trusted proxy may set (api/public-url.ts).
+  TRUST_PROXY: z.enum(['true', 'false']).default('false'),
 });
+
+/**
+ * PUBLIC_URL: the base URL callers reach the API on (scheme, host, optional path prefix), which
+ * x402 challenges carry as their `resource`. Without a trailing slash; undefined when unset.
+ */
+export function loadPublicUrl(env: NodeJS.ProcessEnv): string | undefined {
+  const value = env.PUBLIC_URL?.trim();
+  if (!value) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (!url || !['http:', 'https:'].includes(url.protocol) || url.username || url.password || url.search || url.hash)
+    throw new ConfigError(
+      'PUBLIC_URL must be the absolute http(s) URL callers reach the API on, without credentials, query or fragment (e.g. https://gateway.example.com)',
+    );
+  return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+}
 
 export type GatewayConfig = {
   port: number;
@@ -130,6 +153,8 @@ export type GatewayConfig = {
   chainRpcUrl: string;
   logLevel: string;
   gitCommit?: string;
+  /** PUBLIC_URL and TRUST_PROXY: the URL callers reach the API on (api/public-url.ts). */
+  publicAddress: { url?: string; trustProxy: boolean };
   /** VAULT_KEKS, VAULT_KEK_CURRENT, VAULT_ADDR, VAULT_TOKEN (gateway/credentials/config.ts). */
   vault: VaultConfig;
   /** ANALYTICS_RATE_PER_MIN, ANALYTICS_RATE_BURST (gateway/analytics/config.ts). */
@@ -166,6 +191,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     receipts: () => loadReceiptConfig(env),
     observability: () => loadObservabilityConfig(env),
     payment: () => loadPaymentConfig(env),
+    publicUrl: () => loadPublicUrl(env),
   });
   const { env: e, temporal } = parts;
   return {
@@ -214,6 +240,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     chainRpcUrl: e.CHAIN_RPC_URL,
     logLevel: e.LOG_LEVEL,
     gitCommit: e.GIT_COMMIT,
+    publicAddress: { url: parts.publicUrl, trustProxy: e.TRUST_PROXY === 'true' },
     vault: parts.vault,
     analytics: parts.analytics,
     receipts: parts.receipts,

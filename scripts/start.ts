@@ -11,6 +11,10 @@ import { stopChild } from './dev/temporal-dev-server.ts';
 import { mintToken } from '../gateway/tokens.ts';
 import { ensureDevAccount } from './dev/facilitator-account.ts';
 import { dataDir as dataDirOf } from './lib/secrets.ts';
+import { loadPublicUrl } from '../gateway/config.ts';
+
+/** The demo priced agent's payee: anvil's dev account 9 (any address would do). */
+const DEMO_PAY_TO = '0xa0Ee7A142d267C1f36714E4a8F75612F20a79720';
 
 parseCommand({
   usage: `usage: npm start
@@ -24,6 +28,22 @@ const dataDir = dataDirOf(env);
 // Every setting of every process it will run, and every port, checked before anything starts.
 const { ports, problems } = await checkStartSettings(env);
 if (problems.length) exitWithProblems('npm start', problems);
+
+// Where the facilitator's gas key lives. npm start's default runs the facilitator's worker in its
+// HTTPS process (the /settle fast path, eager workflow starts); FACILITATOR_EMBEDDED_WORKER=false
+// runs it as a process of its own, the only one holding the key: the production mode
+// (docs/DEPLOYMENT.md).
+const KEYSTORE_SECRETS = ['FACILITATOR_KEYSTORE_PASSWORD', 'FACILITATOR_KEYSTORE_PASSWORD_FILE'];
+const facilitatorMode =
+  env.FACILITATOR_EMBEDDED_WORKER === 'false'
+    ? {
+        separated: true,
+        line: 'separated worker: only the facilitator worker process holds the gas key (the production mode)',
+      }
+    : {
+        separated: false,
+        line: 'embedded worker: the HTTPS process holds the gas key (development; production runs FACILITATOR_EMBEDDED_WORKER=false, docs/DEPLOYMENT.md)',
+      };
 
 function log(source: string, line: string): void {
   for (const l of line.split('\n')) if (l.trim()) process.stdout.write(`[${source}] ${l}\n`);
@@ -63,11 +83,11 @@ setInterval(() => {
   if (process.ppid !== launcher) void shutdown(0);
 }, 1_000).unref();
 
-function run(name: string, script: string, childEnv: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, [script], {
-    env: { ...process.env, ...childEnv },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+/** Spawns a supervised child; `withheld` names variables it must not see, even inherited. */
+function run(name: string, script: string, childEnv: Record<string, string>, withheld: string[] = []): ChildProcess {
+  const full: NodeJS.ProcessEnv = { ...process.env, ...childEnv };
+  for (const key of withheld) delete full[key];
+  const child = spawn(process.execPath, [script], { env: full, stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout?.on('data', (c: Buffer) => log(name, c.toString()));
   child.stderr?.on('data', (c: Buffer) => log(name, c.toString()));
   child.once('exit', (code, signal) => {
@@ -112,7 +132,13 @@ try {
   });
   run('demo', 'scripts/demo-upstream.ts', childEnv);
   run('worker', 'temporal/gateway-worker-main.ts', childEnv);
-  run('facilitator', 'facilitator/main.ts', childEnv);
+  log('start', `facilitator mode: ${facilitatorMode.line}`);
+  if (facilitatorMode.separated) {
+    // The gas key's password goes to the facilitator's worker only: the HTTPS process that
+    // faces the network cannot decrypt the keystore (it reads the wallet's address, for metrics).
+    run('facilitator-worker', 'temporal/facilitator-worker-main.ts', childEnv);
+    run('facilitator', 'facilitator/main.ts', childEnv, KEYSTORE_SECRETS);
+  } else run('facilitator', 'facilitator/main.ts', childEnv);
   run('api', 'api/main.ts', childEnv);
 
   const apiUrl = `http://127.0.0.1:${ports.api}`;
@@ -134,11 +160,20 @@ try {
     audience: env.AUTH_AUDIENCE,
   });
   const demoUrl = `http://127.0.0.1:${ports.demo}/`;
+  const publicUrl = loadPublicUrl(env);
+  const publicLine = publicUrl
+    ? `${publicUrl}  (PUBLIC_URL: x402 challenges name it)`
+    : env.TRUST_PROXY === 'true'
+      ? 'from X-Forwarded-Proto / X-Forwarded-Host (TRUST_PROXY=true)'
+      : `${apiUrl}  (the request's own address; set PUBLIC_URL behind a load balancer)`;
   process.stdout.write(`
 ================================================================================
  Agent gateway is up
    API           ${apiUrl}        (GET /healthz, /readyz, /version; /v1 with a bearer token)
+   API reference ${apiUrl}/docs   (OpenAPI document: ${apiUrl}/v1/openapi.json)
+   Public URL    ${publicLine}
    Facilitator   https://127.0.0.1:${ports.facilitator}  (mutual TLS: /settle)   http://127.0.0.1:${ports.facilitatorPublic} (/supported, /healthz)
+                 ${facilitatorMode.line}
    Temporal UI   ${infra.temporalUiUrl ?? '(external Temporal: ' + infra.temporalAddress + ')'}
    Chain         ${infra.chainRpcUrl} (chain id 8453), USDC token ${infra.tokenAddress}
    Data folder   ${dataDir}
@@ -153,6 +188,14 @@ try {
    INV=$(curl -s -X POST ${apiUrl}/v1/proxy/$AGENT -H "Authorization: Bearer $TOKEN" -d 'hello' \\
      | sed -E 's/.*"invocation_id":"([^"]+)".*/\\1/')
    sleep 1; curl -s ${apiUrl}/v1/proxy/$AGENT/invocations/$INV -H "Authorization: Bearer $TOKEN"
+
+ A priced agent (0.01 USDC a call): unpaid calls answer 402 with an x402 challenge
+ (docs/SETTLEMENT.md; fund a payer with: npm run dev -- fund ADDRESS):
+   PRICED=$(curl -s -X POST ${apiUrl}/v1/agents -H "Authorization: Bearer $TOKEN" \\
+     -H 'content-type: application/json' -d '{"name":"priced-'$RANDOM'","upstream_url":"${demoUrl}",
+     "pricing":{"amount":"10000","asset":"USDC","network":"base","pay_to":"${DEMO_PAY_TO}"}}' \\
+     | sed -E 's/.*"id":"([^"]+)".*/\\1/')
+   curl -s -X POST ${apiUrl}/v1/proxy/$PRICED -H "Authorization: Bearer $TOKEN" -d 'hello'
 
  Ctrl-C stops everything; the next npm start reuses ${dataDir}.
 ================================================================================

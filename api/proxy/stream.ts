@@ -21,6 +21,7 @@ import { errors as undiciErrors } from 'undici';
 import type { Completion, StartedRow } from '../../gateway/invocations/stream-records.ts';
 import { newId } from '../../lib/ids.ts';
 import { ApiError } from '../errors.ts';
+import { publicRequestUrl } from '../public-url.ts';
 import { forwardableHeaders, forwardableResponseHeaders } from '../../gateway/upstream/headers.ts';
 import {
   UpstreamError,
@@ -116,7 +117,7 @@ async function admitCall(
     contentType: ctx.get('content-type') || null,
     // SPEC Limits: without Content-Length a streamed body counts as arbitrarily large.
     bodyBytes: Buffer.isBuffer(body) ? body.length : declaredLength,
-    resourceUrl: `${ctx.protocol}://${ctx.host}${ctx.originalUrl}`,
+    resourceUrl: publicRequestUrl(ctx, deps.config.publicAddress),
     mcp,
     policyWarning: null,
     payment: null,

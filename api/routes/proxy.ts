@@ -24,6 +24,7 @@ import type { BacklogPlace } from '../proxy/start-backlog.ts';
 import { writeAccepted, type AcceptedRow } from '../../gateway/invocations/accept.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
+import { publicRequestUrl } from '../public-url.ts';
 
 export { MAX_TRANSACTIONAL_BODY } from '../proxy/body.ts';
 
@@ -46,7 +47,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       model,
       contentType: ctx.get('content-type') || null,
       bodyBytes: body.length,
-      resourceUrl: `${ctx.protocol}://${ctx.host}${ctx.originalUrl}`,
+      resourceUrl: publicRequestUrl(ctx, deps.config.publicAddress),
       mcp: agent.protocol === 'mcp' ? parseMcpBody(body) : null,
       policyWarning: null,
       payment: null,

@@ -11,6 +11,7 @@ import { stack } from './stack.ts';
 import type { Reply } from './http.ts';
 import { startGateway } from '../../api/gateway.ts';
 import { openOrm } from '../../gateway/db/orm.ts';
+import type { GatewayConfig } from '../../gateway/config.ts';
 import '../../scripts/dev/pki.ts'; // installs the Reflect shim @peculiar/x509 needs
 
 /** A 4xx answer with the uniform `{error}` body and nothing else. */
@@ -101,11 +102,14 @@ function capturingLogger(lines: string[]) {
   return pino({ name: 'api', level: 'trace' }, { write: (chunk: string) => void lines.push(chunk) });
 }
 
-/** A second API instance on the stack's database and Temporal whose every log line is kept. */
-export async function startCapturedGateway(): Promise<ExtraGateway> {
+/**
+ * A second API instance on the stack's database and Temporal whose every log line is kept;
+ * `overrides` replace parts of the stack's configuration (PUBLIC_URL, TRUST_PROXY, ...).
+ */
+export async function startCapturedGateway(overrides: Partial<GatewayConfig> = {}): Promise<ExtraGateway> {
   const lines: string[] = [];
   const server = await startGateway(
-    { ...stack().config, port: 0 },
+    { ...stack().config, ...overrides, port: 0 },
     stack().orm,
     stack().temporal,
     capturingLogger(lines),

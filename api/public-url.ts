@@ -1,0 +1,32 @@
+// The URL a caller reached: what an x402 challenge carries as its `resource`. Behind a
+// TLS-terminating load balancer the request the API sees is plain HTTP to an internal address,
+// so the public one comes from PUBLIC_URL when it is set, else (TRUST_PROXY=true) from the
+// X-Forwarded-Proto / X-Forwarded-Host the load balancer writes, else from the request itself.
+// Forwarded headers are read only with TRUST_PROXY: anyone can send them, and a caller must not
+// choose the URL the gateway names in its challenges. When a proxy appends to a list instead of
+// setting the header, the last entry (written by the nearest proxy) counts.
+import type { Context } from 'koa';
+import type { GatewayConfig } from '../gateway/config.ts';
+
+// host, host:port, or a bracketed IPv6 address with an optional port; nothing else.
+const HOST =
+  /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+
+/** The last entry of a header a proxy may have appended to, when it is well formed. */
+function forwarded(ctx: Context, name: string, valid: (value: string) => boolean): string | undefined {
+  const value = ctx.get(name).split(',').pop()?.trim() ?? '';
+  return value && valid(value) ? value : undefined;
+}
+
+/** The absolute public URL of this request (scheme, host, path and query). */
+export function publicRequestUrl(ctx: Context, address: GatewayConfig['publicAddress']): string {
+  if (address.url) return `${address.url}${ctx.originalUrl}`;
+  // The app runs with app.proxy off, so ctx.protocol and ctx.host are the connection's own.
+  let protocol = ctx.protocol;
+  let host = ctx.host;
+  if (address.trustProxy) {
+    protocol = forwarded(ctx, 'x-forwarded-proto', (v) => v === 'http' || v === 'https') ?? protocol;
+    host = forwarded(ctx, 'x-forwarded-host', (v) => HOST.test(v)) ?? host;
+  }
+  return `${protocol}://${host}${ctx.originalUrl}`;
+}
