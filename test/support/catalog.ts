@@ -115,7 +115,7 @@ export async function startCapturedGateway(): Promise<ExtraGateway> {
 
 /**
  * An API instance whose database refuses connections (nothing listens on port 1): a real
- * failure underneath every handler, for the spec's 500 rows (no body, nothing internal logged).
+ * failure underneath every handler, for the v1 contract's 500 rows (no body, nothing internal logged).
  */
 export async function startBrokenGateway(): Promise<ExtraGateway> {
   const lines: string[] = [];
