@@ -28,7 +28,7 @@ import {
   type BodyInsert,
   type Completion,
   type InvocationOutcome,
-} from '../gateway/invocation-store.ts';
+} from '../gateway/invocations/store.ts';
 
 export type { InvocationOutcome };
 

@@ -8,7 +8,7 @@ import { requireSearchAttributes } from '../temporal/search-attribute-setup.ts';
 import { startTracing, stopTracing, tracingSettings } from '../lib/observability/tracing.ts';
 import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
 import { startMetricsServer } from '../lib/observability/http.ts';
-import { scheduleStaleStreamSweep } from './proxy/stale-streams.ts';
+import { scheduleStaleStreamSweep } from '../gateway/invocations/stale-streams.ts';
 import { createVaultClient } from '../gateway/credentials/vault.ts';
 import { openChangeFeed } from '../gateway/db/change-feed.ts';
 

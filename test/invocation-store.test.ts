@@ -1,4 +1,4 @@
-// The transactional activity's statements (gateway/invocation-store.ts) against the real
+// The transactional activity's statements (gateway/invocations/store.ts) against the real
 // PostgreSQL: the guards that keep a call from being sent twice without the opt-in and a row
 // from being completed twice, whoever races (a zombie attempt, abandonInvocation). The
 // end-to-end paths are in test/proxy.test.ts and test/worker-crash.test.ts; a zombie attempt
@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { stack } from './support/stack.ts';
-import { createInvocationStore } from '../gateway/invocation-store.ts';
+import { createInvocationStore } from '../gateway/invocations/store.ts';
 import { createPostgresBodyStore } from '../gateway/body-store.ts';
 
 describe('invocation store (transactional activity statements)', () => {

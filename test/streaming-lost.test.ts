@@ -1,6 +1,6 @@
 // A real API PROCESS killed mid-stream: its streaming row must not stay `running` forever (and
 // must not be missing). Once the start row is written (at the end of the turn that admitted the
-// call, row-session.ts) and the process is gone, its owner lock is free and the stale-stream
+// call, gateway/invocations/row-session.ts) and the process is gone, its owner lock is free and the stale-stream
 // sweep fails the row `gateway_lost`, while the rows of a live process are left alone. The
 // sweep's verdict is a guess: a process that was alive after all (only its row connection
 // broke) completes the row truthfully.
@@ -12,7 +12,7 @@ import { stack } from './support/stack.ts';
 import { createAgent, rawUpstream, waitForRow } from './support/proxy-helpers.ts';
 import { exited } from './support/worker-process.ts';
 import { startApiProcess } from './support/api-process.ts';
-import { failStaleStreams } from '../api/proxy/stale-streams.ts';
+import { failStaleStreams } from '../gateway/invocations/stale-streams.ts';
 
 describe('proxy: an API process lost mid-stream', function () {
   this.timeout(60_000);

@@ -18,7 +18,7 @@ import {
   type RawUpstream,
 } from './support/proxy-helpers.ts';
 import { verifyReceipt } from '../gateway/receipts/receipt.ts';
-import { createInvocationRecorder, type StartedRow } from '../api/proxy/records.ts';
+import { createInvocationRecorder, type StartedRow } from '../gateway/invocations/stream-records.ts';
 
 const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -17,7 +17,7 @@ export function createAppPolicyEngine(deps: AppDeps): PolicyEngine {
 
 export async function policyStage(engine: PolicyEngine, call: ProxyCall): Promise<PolicyOutcome> {
   // An admitted transactional call of an unpriced agent has its decision written in its accept
-  // commit (api/proxy/accept.ts), beside the workflow start instead of one commit before it;
+  // commit (gateway/invocations/accept.ts), beside the workflow start instead of one commit before it;
   // the decision is in the log before the 202 either way. A refusal, a streaming call and a
   // priced agent's call (a payment must not be taken before its decision is recorded) record
   // it here, before the call goes on.

@@ -1,5 +1,5 @@
 // Reading an invocation the gateway has just handed out. A streaming call's id leaves in its
-// response headers while its row is still queued (records.ts writes it within a few ms, off the
+// response headers while its row is still queued (gateway/invocations/stream-records.ts writes it within a few ms, off the
 // call's path), on this replica or another. So a read of an id that is not found, but was
 // minted moments ago (its UUIDv7 carries the time), looks again for a short while before its
 // 404: an id the gateway handed out is never answered 404 because its row is not written yet.

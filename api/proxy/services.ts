@@ -8,7 +8,7 @@ import { createUpstreamClient, type UpstreamClient } from '../../gateway/upstrea
 import { createRateLimiter, type RateLimiter } from '../../gateway/ratelimit/index.ts';
 import { createPostgresBodyStore, type BodyStore } from '../../gateway/body-store.ts';
 import { createCredentialResolver, type CredentialResolver } from '../../gateway/credentials/resolver.ts';
-import { createInvocationRecorder, type InvocationRecorder } from './records.ts';
+import { createInvocationRecorder, type InvocationRecorder } from '../../gateway/invocations/stream-records.ts';
 import { createReceiptSigner } from '../../gateway/receipts/signer.ts';
 import type { ReceiptFacts } from '../../gateway/receipts/store.ts';
 import type { SignedReceipt } from '../../gateway/receipts/signer.ts';

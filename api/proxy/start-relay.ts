@@ -10,7 +10,14 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Logger } from '../../lib/log.ts';
-import { releasingPayments } from '../../gateway/payment/claims.ts';
+import {
+  closeNeverRun,
+  dropLeases,
+  knownStarted,
+  leaseIntents,
+  markStarted,
+  type Intent,
+} from '../../gateway/invocations/intents.ts';
 import { temporalKnownDown } from '../../temporal/client.ts';
 import { startInvocationWorkflow } from './start.ts';
 import type { StartBacklog } from './start-backlog.ts';
@@ -20,30 +27,6 @@ export const RELAY_EVERY_MS = 1_000;
 export const RELAY_AFTER_MS = 3_000;
 const LEASE_MS = 30_000;
 const BATCH = 200;
-
-type Intent = { id: string; tenant_id: string; agent_id: string; agent_name: string; emit_receipts: boolean };
-
-/** Leases a batch of unstarted intents older than `afterMs` (none another relay holds). */
-const LEASE = `
-  update invocations i set start_lease_until = now() + make_interval(secs => ? / 1000.0)
-    from agents a
-   where i.id in (select id from invocations
-                   where status = 'pending' and mode = 'transactional' and workflow_started_at is null
-                     and created_at < now() - make_interval(secs => ? / 1000.0)
-                     and (start_lease_until is null or start_lease_until < now())
-                   order by created_at limit ? for update skip locked)
-     and a.id = i.agent_id
-  returning i.id, i.tenant_id, i.agent_id, a.name as agent_name, a.emit_receipts`;
-
-const MARK_STARTED = `update invocations set workflow_started_at = now(), start_lease_until = null where id in (select jsonb_array_elements_text(?::jsonb))`;
-const DROP_LEASE = `update invocations set start_lease_until = null where id in (select jsonb_array_elements_text(?::jsonb)) and workflow_started_at is null`;
-/** The held calls whose start is known now: started by a relay, moved by their workflow, or gone. */
-const KNOWN_STARTED = `
-  select held.id from jsonb_array_elements_text(?::jsonb) as held(id)
-   where not exists (select 1 from invocations i where i.id = held.id and i.status = 'pending' and i.workflow_started_at is null)`;
-const CLOSE_NEVER_RUN = releasingPayments(
-  `update invocations set status = 'failed', error_class = 'internal', updated_at = now(), completed_at = now() where id = ? and status = 'pending' returning id`,
-);
 
 export type StartRelay = {
   /** One round; returns how many workflows it started. */
@@ -63,7 +46,6 @@ export type StartRelayDeps = {
 };
 
 export function startRelay(deps: StartRelayDeps): StartRelay {
-  const conn = () => deps.orm.em.getConnection();
   const { everyMs = RELAY_EVERY_MS, afterMs = RELAY_AFTER_MS } = deps;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
@@ -72,8 +54,7 @@ export function startRelay(deps: StartRelayDeps): StartRelay {
   async function reconcile(): Promise<void> {
     const held = deps.backlog?.held() ?? [];
     if (!held.length) return;
-    const known = await conn().execute<Array<{ id: string }>>(KNOWN_STARTED, [JSON.stringify(held)]);
-    deps.backlog?.releaseStarted(known.map((row) => row.id));
+    deps.backlog?.releaseStarted(await knownStarted(deps.orm, held));
   }
 
   async function startOne(intent: Intent): Promise<'started' | 'closed'> {
@@ -93,23 +74,26 @@ export function startRelay(deps: StartRelayDeps): StartRelay {
   async function runOnce(): Promise<number> {
     await reconcile();
     if (temporalKnownDown(deps.temporal)) return 0;
-    const due = await conn().execute<Intent[]>(LEASE, [LEASE_MS, afterMs, BATCH]);
+    const due = await leaseIntents(deps.orm, { leaseMs: LEASE_MS, afterMs, batch: BATCH });
     const started: string[] = [];
     let unreachable: unknown;
     for (const [i, intent] of due.entries()) {
       if (stopped) break;
       try {
         if ((await startOne(intent)) === 'started') started.push(intent.id);
-        else await conn().execute(CLOSE_NEVER_RUN, [intent.id]);
+        else await closeNeverRun(deps.orm, intent.id);
       } catch (err) {
         // Temporal unreachable again: the rest is left for a later round, leases dropped.
         unreachable = err;
-        await conn().execute(DROP_LEASE, [JSON.stringify(due.slice(i).map((d) => d.id))]);
+        await dropLeases(
+          deps.orm,
+          due.slice(i).map((d) => d.id),
+        );
         break;
       }
     }
     if (started.length) {
-      await conn().execute(MARK_STARTED, [JSON.stringify(started)]);
+      await markStarted(deps.orm, started);
       deps.backlog?.releaseStarted(started);
       deps.log.info({ started: started.length }, 'start relay started accepted calls');
     }

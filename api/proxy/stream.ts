@@ -5,7 +5,7 @@
 // - Event streams get `X-Accel-Buffering: no` and their headers flushed at once.
 // - The row is written as the call starts (in parallel with it: the first byte does not wait
 //   for the database) and completed at the end with latency, TTFT and outcome; neither
-//   write is waited for (records.ts queues them, group-committed).
+//   write is waited for (gateway/invocations/stream-records.ts queues them, group-committed).
 // - emit_receipts: both bodies are hashed as they pass (nothing held) and the receipt is
 //   signed at completion and stored in the completion's statement.
 // - A caller that hangs up aborts the upstream call (caller_aborted); an upstream that dies
@@ -18,7 +18,7 @@ import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Context } from 'koa';
 import { errors as undiciErrors } from 'undici';
-import type { Completion, StartedRow } from './records.ts';
+import type { Completion, StartedRow } from '../../gateway/invocations/stream-records.ts';
 import { newId } from '../../lib/ids.ts';
 import { ApiError } from '../errors.ts';
 import { forwardableHeaders, forwardableResponseHeaders } from '../../gateway/upstream/headers.ts';
@@ -178,7 +178,7 @@ function startedRow(call: ProxyCall, invocationId: string, now: Date): StartedRo
 }
 
 /**
- * The call's row, written off the latency path (records.ts: group commit, a completion that does
+ * The call's row, written off the latency path (gateway/invocations/stream-records.ts: group commit, a completion that does
  * not depend on its start): what could not be written is logged, never the call's failure. With
  * emit_receipts, the digests taken while piping go into a receipt signed as the call completes.
  */
@@ -344,7 +344,7 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
     }
     if (call.payment) await bindPayment(deps, call, row);
     // Written as the call starts, beside it (for a paid call, the start only adds its owner):
-    // sent within records.ts's START_DELAY_MS with the starts of other calls, or replaced by
+    // sent within stream-records.ts's START_DELAY_MS with the starts of other calls, or replaced by
     // the whole row if the call ends first, and not waited for (holding the head until it was
     // sent cost c=1 throughput; docs/PROXY.md).
     services.recorder.start(row).catch(record.logFailure);

@@ -21,7 +21,7 @@ import type { ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
 import { startInvocationWorkflow } from '../proxy/start.ts';
 import type { BacklogPlace } from '../proxy/start-backlog.ts';
-import { writeAccepted, type AcceptedRow } from '../proxy/accept.ts';
+import { writeAccepted, type AcceptedRow } from '../../gateway/invocations/accept.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 

@@ -1,7 +1,7 @@
 // Signs receipts with the folder's active key, in both processes that issue them: the worker's
 // receipt activity (activities/receipts.ts, transactional calls) and the API for the streaming
 // path, which has no workflow: there the JWS is made before the completion is written and
-// stored in the same statement (api/proxy/records.ts), so a completed row and its receipt never
+// stored in the same statement (gateway/invocations/stream-records.ts), so a completed row and its receipt never
 // diverge. Both create the first key in an empty folder.
 import { keyRingLoader } from './keys.ts';
 import { signReceipt, type ReceiptClaims } from './receipt.ts';

@@ -1,8 +1,8 @@
 import { Migration } from '@mikro-orm/migrations';
 
-// Streaming rows name the API process that writes them (api/proxy/row-session.ts: an owner id
+// Streaming rows name the API process that writes them (gateway/invocations/row-session.ts: an owner id
 // held as a session advisory lock), so the stale-stream sweep can fail the `running` rows of a
-// process that died (api/proxy/stale-streams.ts). The partial index holds only live streaming
+// process that died (gateway/invocations/stale-streams.ts). The partial index holds only live streaming
 // rows: the sweep reads it, the other writes barely notice it.
 export class Migration20261122160000_stream_row_owner extends Migration {
   override up(): void {

@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 // A streaming row the stale-stream sweep failed as `gateway_lost` may later be completed by its
-// own process (api/proxy/records.ts): the sweep's verdict was a guess (the owner's lock was
+// own process (gateway/invocations/stream-records.ts): the sweep's verdict was a guess (the owner's lock was
 // free because only its row connection broke). The rollup trigger folded the guess in when the
 // row turned terminal; this trigger takes it back out and folds the truth in, so the rollups
 // keep matching the rows (and analytics_rebuild()).

@@ -1,15 +1,15 @@
 // The invocations table as the proxy's raw statements write it (the accept commit,
-// api/proxy/accept.ts; the streaming rows, api/proxy/records.ts): one mapping from a row's
+// gateway/invocations/accept.ts; the streaming rows, gateway/invocations/stream-records.ts): one mapping from a row's
 // fields to column names, placeholders and parameter values, so the writers list fields and
 // never spell columns. Names come from MikroORM's naming strategy, the one the entities use.
 import { UnderscoreNamingStrategy } from '@mikro-orm/core';
-import type { Invocation } from '../../gateway/db/entities.ts';
+import type { Invocation } from '../db/entities.ts';
 
 /** A row's fields: the entity's, and the columns only the raw writers set. */
 export type InvocationFields = Invocation & {
   /** SHA-256 (hex) of the request body: streaming rows, which store no body. */
   requestSha256: string | null;
-  /** The row session that writes a streaming row (api/proxy/row-session.ts). */
+  /** The row session that writes a streaming row (gateway/invocations/row-session.ts). */
   owner: string | null;
 };
 

@@ -24,10 +24,10 @@
 // retried a few times with backoff; only a row the database refuses as such is dropped (and
 // logged by the caller).
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { closeWithOrm } from '../../gateway/db/orm.ts';
+import { closeWithOrm } from '../db/orm.ts';
 import { createRowSession, type RowSession, type Statement } from './row-session.ts';
-import type { Invocation } from '../../gateway/db/entities.ts';
-import { ADMITTED_CALL_FIELDS, invocationColumns, type InvocationFields } from './invocation-columns.ts';
+import type { Invocation } from '../db/entities.ts';
+import { ADMITTED_CALL_FIELDS, invocationColumns, type InvocationFields } from './columns.ts';
 
 export type StartedRow = Pick<
   Invocation,
@@ -103,9 +103,8 @@ const RETRY_DELAYS_MS = [200, 1_000, 3_000, 10_000];
 /** How long close() may take to write what is queued. */
 const CLOSE_FLUSH_MS = 2_000;
 
-// The row's fields, in column order (names from the shared mapping, invocation-columns.ts).
-const ROW = invocationColumns([
-  ...ADMITTED_CALL_FIELDS,
+// What a call's outcome sets, on the whole row and on a started one.
+const OUTCOME_FIELDS = [
   'errorClass',
   'upstreamStatus',
   'latencyMs',
@@ -113,24 +112,14 @@ const ROW = invocationColumns([
   'responseContentType',
   'requestSha256',
   'responseSha256',
-  'completedAt',
-  'owner',
-] as const);
+] as const;
+
+// The row's fields, in column order (names from the shared mapping, columns.ts).
+const ROW = invocationColumns([...ADMITTED_CALL_FIELDS, ...OUTCOME_FIELDS, 'completedAt', 'owner'] as const);
 const COLUMNS = ROW.names;
 
 // What a completion sets on a started row.
-const COMPLETED = invocationColumns([
-  'status',
-  'errorClass',
-  'upstreamStatus',
-  'latencyMs',
-  'ttftMs',
-  'responseContentType',
-  'requestSha256',
-  'responseSha256',
-  'updatedAt',
-  'completedAt',
-] as const).names;
+const COMPLETED = invocationColumns(['status', ...OUTCOME_FIELDS, 'updatedAt', 'completedAt'] as const).names;
 
 /** A row as the statement reads it: an object keyed by column name (JSON, see statementFor). */
 function recordOf(r: QueuedRow, owner: string): Record<string, unknown> {

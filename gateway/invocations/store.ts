@@ -11,7 +11,7 @@
 // - complete: writes the outcome only on a row that is not terminal, so a row is completed
 //   exactly once; the analytics trigger (invocations_analytics_complete) folds it in then.
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { ErrorClass } from './upstream/client.ts';
+import type { ErrorClass } from '../upstream/client.ts';
 
 /** An invocation's outcome, as the transactional activity records it and the workflow returns it. */
 export type InvocationOutcome = {

@@ -1,4 +1,4 @@
-// The connection streaming rows are written on (api/proxy/records.ts), one per API process,
+// The connection streaming rows are written on (gateway/invocations/stream-records.ts), one per API process,
 // and the process's identity for them: an owner id, held as a PostgreSQL session advisory
 // lock on that same connection. Every streaming row carries its owner; while the owner's lock
 // is held, its `running` rows are live calls, and once it is free (the process died, or its

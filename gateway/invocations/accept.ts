@@ -6,13 +6,12 @@
 // the payment module's transaction, which binds the payment to the row (one payment buys one
 // call) or writes nothing.
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { InvocationSchema, type Invocation } from '../../gateway/db/entities.ts';
-import { flushBindingPayment } from '../../gateway/payment/claims.ts';
-import { decisionInsertSql, type DecisionRecord } from '../../gateway/policy/store.ts';
-import type { BodyStore } from '../../gateway/body-store.ts';
-import { ADMITTED_CALL_FIELDS, invocationColumns } from './invocation-columns.ts';
-import type { PaymentRecord } from './call.ts';
-import { numbered, type StatementPool } from '../../gateway/db/statement-pool.ts';
+import { InvocationSchema, type Invocation } from '../db/entities.ts';
+import { flushBindingPayment, type ClaimKey } from '../payment/claims.ts';
+import { decisionInsertSql, type DecisionRecord } from '../policy/store.ts';
+import type { BodyStore } from '../body-store.ts';
+import { ADMITTED_CALL_FIELDS, invocationColumns } from './columns.ts';
+import { numbered, type StatementPool } from '../db/statement-pool.ts';
 
 export type AcceptedRow = Omit<
   Invocation,
@@ -51,7 +50,7 @@ export async function writeAccepted(
   { orm, bodies, statements }: AcceptStores,
   row: AcceptedRow,
   body: Buffer,
-  payment: PaymentRecord | null,
+  payment: ClaimKey | null,
   decision: DecisionRecord | null = null,
 ): Promise<void> {
   const ctes: Array<[string, { sql: string; params: unknown[] }]> = decision
