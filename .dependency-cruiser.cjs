@@ -67,6 +67,14 @@ module.exports = {
       to: { path: '^(api|gateway)/' },
     },
     {
+      name: 'examples-stand-alone',
+      comment:
+        'examples/ are scripts a user copies: they import published packages and each other, nothing of the project.',
+      severity: 'error',
+      from: { path: '^examples/' },
+      to: { path: '^(lib|x402|gateway|activities|workflows|temporal|api|facilitator|contracts|scripts|bench|test)/' },
+    },
+    {
       name: 'production-never-imports-dev-material',
       comment: 'No production file imports scripts/, bench/, test/ or a dev-only module.',
       severity: 'error',

@@ -8,7 +8,7 @@ import { ApiError } from '../lib/http-error.ts';
 
 export { ApiError, badRequest, conflict, notFound, unprocessable } from '../lib/http-error.ts';
 
-/** Body-less statuses per SPEC: 401 and 500 carry no body. */
+/** Body-less statuses per the v1 contract: 401 and 500 carry no body. */
 const BODYLESS = new Set([401, 500]);
 
 export function errorMapper(log: Logger) {

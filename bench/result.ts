@@ -16,7 +16,7 @@ export type Check = {
   baseline: string;
   /** The comparison, formatted ("+3.84 ms", "1.86×", "25 %"). */
   ratio: string;
-  /** The target as the issue states it ("≤ 1.3× the bare start"). */
+  /** The target, as docs/BENCHMARKS.md states it ("≤ 1.3× the bare start"). */
   target: string;
   /** null: reported for information, no target. */
   pass: boolean | null;

@@ -15,7 +15,7 @@ export type FacilitatorDeps = SettleDeps & { config: FacilitatorConfig; readines
 function readOnlyRoutes(deps: Pick<FacilitatorDeps, 'config' | 'readiness'>): Router {
   const router = new Router();
   router.get('/supported', (ctx) => {
-    // x402Version beside the spec's three fields: the x402 reference clients' getSupported()
+    // x402Version beside the v1 contract's three fields: the x402 reference clients' getSupported()
     // requires it on each kind. Still one kind per deployment.
     ctx.body = {
       kinds: [{ x402Version: 1, scheme: 'exact', network: deps.config.network, asset: deps.config.tokenAddress }],

@@ -1,4 +1,4 @@
-// The facilitator process's metrics listener and its gas balance gauge. The SPEC gives the
+// The facilitator process's metrics listener and its gas balance gauge. The v1 contract gives the
 // facilitator exactly three endpoints, so /metrics is not added to either of its API
 // listeners: it has a port of its own (FACILITATOR_METRICS_PORT, default 9465; 0 = off).
 import type { Server } from 'node:http';

@@ -1,4 +1,4 @@
-// POST /settle, in SPEC order: the client certificate maps to an active account (403), the
+// POST /settle, in the v1 contract's order: the client certificate maps to an active account (403), the
 // body parses (400), the facilitator is ready (503), the signature holds and the requirements
 // match the authorization (else success false, nothing claimed); then the settlement's owner
 // (settlement/owner.ts) settles it, and the outcome is mapped to the answer: 200 with the

@@ -1,4 +1,4 @@
-// Resource ids are a type prefix plus a UUIDv7 (SPEC: Conventions): time-ordered, so
+// Resource ids are a type prefix plus a UUIDv7 (docs/API.md "Conventions"): time-ordered, so
 // primary-key indexes stay append-mostly and ids sort by creation.
 import { getRandomValues } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';

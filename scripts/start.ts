@@ -170,7 +170,7 @@ try {
 ================================================================================
  Agent gateway is up
    API           ${apiUrl}        (GET /healthz, /readyz, /version; /v1 with a bearer token)
-   API reference ${apiUrl}/docs   (OpenAPI document: ${apiUrl}/v1/openapi.json)
+   API reference ${apiUrl}/docs   (OpenAPI document: ${apiUrl}/v1/openapi.json; docs/API.md)
    Public URL    ${publicLine}
    Facilitator   https://127.0.0.1:${ports.facilitator}  (mutual TLS: /settle)   http://127.0.0.1:${ports.facilitatorPublic} (/supported, /healthz)
                  ${facilitatorMode.line}

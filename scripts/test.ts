@@ -23,6 +23,7 @@ const LAYERED = [
   'contracts',
   'scripts',
   'bench',
+  'examples',
   'test',
 ];
 if (!step('type check', bin('tsc'), ['--noEmit', '-p', '.'])) {

@@ -1,5 +1,5 @@
 // The agent catalog through HTTP: create rules, PATCH, soft delete, suspension, list with
-// filters and cursor pagination, and every status code of SPEC "Agents".
+// filters and cursor pagination, and every status code of docs/API.md "Agents".
 import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
 import { call, uniqueName } from './support/http.ts';

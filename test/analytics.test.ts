@@ -1,4 +1,4 @@
-// Analytics: every parameter rule and 400 of the SPEC; the figures (counts, error rates,
+// Analytics: every parameter rule and 400 of the v1 contract; the figures (counts, error rates,
 // errors by class, latency and TTFT p50/p95/p99) held against a brute-force computation
 // over the raw invocation rows, per hour and per day; the live path (a real invocation is
 // rolled up by the trigger as it completes); and the endpoint's own 429.

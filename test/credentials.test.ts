@@ -1,4 +1,4 @@
-// The credential vault through HTTP: create/list/get/PUT/DELETE with every status of SPEC
+// The credential vault through HTTP: create/list/get/PUT/DELETE with every status of docs/API.md
 // "Credentials", envelope encryption at rest, injection into upstream calls (managed and
 // OpenBao-backed), KEK rotation with `npm run rotate-kek`, and a canary secret that must
 // never appear in a response, a log line, a Temporal history or a search attribute.

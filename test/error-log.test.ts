@@ -1,6 +1,6 @@
 // An unhandled error is logged by its kind and where it was thrown, never by its message: a
 // database error quotes the value it refused (`invalid input syntax for type integer: "…"`),
-// and that value can be something a caller sent. The answer is the spec's bodiless 500.
+// and that value can be something a caller sent. The answer is the v1 contract's bodiless 500.
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';

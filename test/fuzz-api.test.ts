@@ -384,7 +384,7 @@ describe('hostile input: the management API (property-based)', function () {
   });
 
   describe('query strings', () => {
-    it('GET /v1/analytics: 200, 400 or 429; a window the spec accepts is answered', async () => {
+    it('GET /v1/analytics: 200, 400 or 429; a window the v1 contract accepts is answered', async () => {
       const tenant = `tenant-fz-analytics-${suffix}`;
       const now = Date.now();
       const params = {

@@ -1,6 +1,6 @@
 // Pathological JSON from a hostile tenant: deeply nested documents, huge arrays and many keys
 // on every endpoint that parses JSON (management bodies, agent metadata, policy documents,
-// settlement configuration, MCP bodies on the proxy). Each is a 4xx with the spec's `{error}`,
+// settlement configuration, MCP bodies on the proxy). Each is a 4xx with the v1 contract's `{error}`,
 // never a 500, a stack overflow or a stalled process; the gateway answers normally afterwards.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';

@@ -1,5 +1,5 @@
-// The tenant's settlement configuration through HTTP (every status of SPEC "Settlement
-// configuration" and of the PUT/DELETE this issue adds), the facilitator credential format
+// The tenant's settlement configuration through HTTP (every status of docs/API.md "Settlement
+// configuration" and of the PUT/DELETE the gateway adds), the facilitator credential format
 // (PEM client certificate + private key, managed or from OpenBao), and the loader the x402
 // settlement client uses, proven by a real mutual-TLS handshake.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The x402 v1 wire objects (SPEC "x402 objects") as zod schemas, shared by the gateway (the
+// The x402 v1 wire objects (docs/API.md "x402 payments") as zod schemas, shared by the gateway (the
 // facilitator's client) and the facilitator. Parsing is strict about the fields a settlement
 // depends on and lenient about optional extras, like the reference implementation.
 import { z } from 'zod';

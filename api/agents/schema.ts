@@ -1,9 +1,9 @@
-// Agent request and response bodies (zod) and the create rules of SPEC "Agents". The OpenAPI
+// Agent request and response bodies (zod) and the create rules of docs/API.md "Agents". The OpenAPI
 // document is generated from these schemas. Messages name the field, never internal state.
 import { z } from 'zod';
 import { isAddress } from 'ethers';
 
-/** MCP protocol revisions the gateway knows (the spec's dated revision identifiers). */
+/** MCP protocol revisions the gateway knows (the MCP specification's dated revision identifiers). */
 export const MCP_PROTOCOL_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
 
 const UINT256_MAX = (1n << 256n) - 1n;
@@ -167,7 +167,7 @@ export type AgentRuleState = {
   rate_limit_burst: number | null;
 };
 
-/** SPEC create rules, checked on the resulting state; returns the first violation. */
+/** The create rules of docs/API.md "Agents", checked on the resulting state; returns the first violation. */
 export function agentRuleError(state: AgentRuleState): string | undefined {
   if (state.protocol === 'mcp' && state.mcp_transport !== 'streamable_http')
     return 'mcp_transport must be streamable_http when protocol is mcp';

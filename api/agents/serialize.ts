@@ -1,4 +1,4 @@
-// The Agent as the API shows it (SPEC "Agent" plus the filled gaps of the catalog issue).
+// The Agent as the API shows it (docs/API.md "Agents", and the fields docs/CATALOG.md adds).
 import { getAddress } from 'ethers';
 import type { z } from 'zod';
 import type { Agent } from '../../gateway/db/entities.ts';

@@ -1,4 +1,4 @@
-// GET /v1/analytics parameters (SPEC "Analytics"): group_by agent_id only, bucket hour or
+// GET /v1/analytics parameters (docs/API.md "Analytics"): group_by agent_id only, bucket hour or
 // day (default hour), since required, until default now, both RFC 3339, since ≤ until, and a
 // window of at most 31 days (since/until read by api/query-time.ts). Anything else is a 400.
 import { badRequest } from '../errors.ts';

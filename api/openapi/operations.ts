@@ -453,7 +453,7 @@ export const operations: Operation[] = [
     },
   },
 
-  // Proxy (behaviour: SPEC "Proxy"; payment: docs/SETTLEMENT.md, both x402 dialects).
+  // Proxy (behaviour: docs/API.md "Invocations"; payment: docs/SETTLEMENT.md, both x402 dialects).
   {
     method: 'post',
     path: '/v1/proxy/{id}',
@@ -493,7 +493,7 @@ export const operations: Operation[] = [
       502: err('The agent credential cannot be resolved.'),
       503: {
         description:
-          'Temporal unreachable (nothing was written; a payment stays unbound), too many request bodies in flight in this process, or the payment is still settling (retry with the same payment header).',
+          'The start backlog is full (Temporal away for a while; nothing was written, a payment stays unbound; Retry-After: 1), too many request bodies in flight in this process, or the payment is still settling (retry with the same payment header).',
         body: ErrorBody,
         headers: { 'Retry-After': 'Seconds.' },
       },
@@ -646,7 +646,7 @@ export const operations: Operation[] = [
     tag: 'Policy',
     summary: 'Remove the policy document (back to no policy)',
     description:
-      'An addition to SPEC. Calls then pass unchanged and no decision is recorded. The version count continues: the next PUT answers the version after the removal.',
+      'An addition to the v1 contract. Calls then pass unchanged and no decision is recorded. The version count continues: the next PUT answers the version after the removal.',
     auth: true,
     responses: {
       204: { description: 'Removed.' },
@@ -663,7 +663,7 @@ export const operations: Operation[] = [
     summary: 'Recorded policy decisions, newest first',
     auth: true,
     description:
-      '`limit` is clamped and never refused. `since`/`until` (an addition to SPEC) narrow the page to decisions made in that window.',
+      '`limit` is clamped and never refused. `since`/`until` (an addition to the v1 contract) narrow the page to decisions made in that window.',
     params: [limit, ...timeRange('Decisions made')],
     responses: {
       200: { description: 'Decisions and the effective limit.', body: PolicyDecisionList },

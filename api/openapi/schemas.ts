@@ -1,5 +1,5 @@
 // Schemas the API description needs beyond the resources' own: the error body and the proxy
-// and probe answers (described from SPEC; the proxy module owns their behaviour). Objects are
+// and probe answers (described from the v1 contract; the proxy module owns their behaviour). Objects are
 // loose where another module may add fields, strict where this module controls the output;
 // either way every field an answer carries is declared: test/openapi.test.ts validates live
 // answers with every declared object closed, so an undeclared field fails it.
@@ -138,7 +138,7 @@ export const PolicyDecision = z
     reason: z.string(),
     invocation_id: z.string().regex(/^inv_/).nullable().meta({
       description:
-        'The id of the invocation the call was given (an addition to SPEC); null for a deny, which never becomes one. A call refused after the policy stage (402, 503) has no invocation record under it.',
+        'The id of the invocation the call was given (an addition to the v1 contract); null for a deny, which never becomes one. A call refused after the policy stage (402, 503) has no invocation record under it.',
     }),
     created_at: z.iso.datetime({ offset: true }),
   })

@@ -1,4 +1,4 @@
-// Payment stage (after policy, before forwarding), SPEC proxy rules 4-5:
+// Payment stage (after policy, before forwarding), the v1 contract (docs/API.md "x402 payments"):
 // - priced agent, no payment header: 402 with the x402 v1 challenge in the body and the v2 one
 //   in PAYMENT-REQUIRED; nothing recorded or forwarded;
 // - X-PAYMENT (v1) or PAYMENT-SIGNATURE (v2, dialect.ts): decoded and verified here (the

@@ -1,5 +1,5 @@
 // What the proxy pipeline knows about one call as it passes through its stages
-// (SPEC order: parse → policy → payment → forward). Stages add to it; none reads the body
+// (the v1 contract's order: parse → policy → payment → forward). Stages add to it; none reads the body
 // unless it must.
 import type { Agent } from '../../gateway/db/entities.ts';
 import type { Caller } from '../auth.ts';

@@ -1,4 +1,4 @@
-// The gate both invoke endpoints pass, in SPEC order: (auth, done by the /v1 router) →
+// The gate both invoke endpoints pass, in the v1 contract's order: (auth, done by the /v1 router) →
 // agent in the caller's tenant (404) → invocable (422) → rate limit (429) → X-Gateway-Model
 // (400). Then, once the body is known: parse → policy (403) → payment (402). A call denied
 // by policy never reaches the payment stage, so it is never told to pay.

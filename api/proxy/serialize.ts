@@ -1,4 +1,4 @@
-// The Invocation as the poll endpoint shows it (SPEC "Invocation").
+// The Invocation as the poll endpoint shows it (docs/API.md "Invocations").
 import type { Invocation } from '../../gateway/db/entities.ts';
 
 export function serializeInvocation(row: Invocation, responseBody?: Buffer | null) {

@@ -115,7 +115,7 @@ async function admitCall(
     requestId,
     model,
     contentType: ctx.get('content-type') || null,
-    // SPEC Limits: without Content-Length a streamed body counts as arbitrarily large.
+    // docs/API.md "Limits": without Content-Length a streamed body counts as arbitrarily large.
     bodyBytes: Buffer.isBuffer(body) ? body.length : declaredLength,
     resourceUrl: publicRequestUrl(ctx, deps.config.publicAddress),
     mcp,

@@ -37,7 +37,7 @@ export function policyRoutes(deps: AppDeps, policy: PolicyEngine): Router<AuthSt
     ctx.body = { ...current.document, version: current.version, updated_at: current.updatedAt.toISOString() };
   });
 
-  // Back to no policy: calls pass unchanged and no decision is recorded (an addition to SPEC).
+  // Back to no policy: calls pass unchanged and no decision is recorded (an addition to the v1 contract).
   router.delete('/policy', async (ctx) => {
     if (!(await engine().store.remove(ctx.state.caller.tenantId))) throw notFound('no policy');
     ctx.status = 204;

@@ -133,7 +133,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       deps.orm.em.fork().findOne(InvocationSchema, { id: invId, tenantId, agentId }),
     );
     if (!row) throw notFound();
-    // SPEC: the body appears once the call is complete, and only when it was captured.
+    // The v1 contract: the body appears once the call is complete, and only when it was captured.
     let responseBody: Buffer | null = null;
     if (row.responseBodyId && (row.status === 'succeeded' || row.status === 'failed')) {
       responseBody = (await services.bodies.get(tenantId, row.responseBodyId))?.content ?? null;

@@ -1,4 +1,4 @@
-// Reads the rollups of a window and shapes the SPEC's groups. Buckets are UTC hours or days;
+// Reads the rollups of a window and shapes the v1 contract's groups. Buckets are UTC hours or days;
 // a bucket is included when it overlaps [since, until], and its figures cover the whole
 // bucket (the window is widened to whole buckets at both ends).
 //

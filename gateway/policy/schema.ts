@@ -1,4 +1,4 @@
-// The policy document (SPEC "Policy document"), validated strictly: a malformed document is
+// The policy document (docs/API.md "Policy"), validated strictly: a malformed document is
 // a 400 and never reaches the store. Unknown keys anywhere are malformed, so a typo such as
 // `max_body_byte` cannot silently turn a rule into a catch-all.
 import { z } from 'zod';

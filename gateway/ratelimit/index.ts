@@ -16,7 +16,7 @@ export type RateLimitSettings = {
   globalBurst: number;
 };
 
-/** SPEC: a burst of 20 when the agent sets only its rate. */
+/** The v1 contract: a burst of 20 when the agent sets only its rate. */
 export const AGENT_DEFAULT_BURST_WITH_RATE = 20;
 
 export function createRateLimiter(redisUrl: string | undefined, onError?: (err: Error) => void): RateLimiter {

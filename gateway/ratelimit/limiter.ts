@@ -1,7 +1,7 @@
 // Token buckets. A call takes one token from every bucket it is subject to (its agent's and
 // the global one) all or nothing: a call refused by one bucket takes nothing from the others.
 // Retry-After is the time until every refusing bucket has a token again, in whole seconds,
-// at least 1 and at most 60 (SPEC Limits).
+// at least 1 and at most 60 (docs/API.md "Limits").
 
 export type Bucket = {
   /** Bucket name, e.g. `agent:agt_…` or `global`. */

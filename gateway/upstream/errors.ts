@@ -87,7 +87,7 @@ export function classifyError(err: unknown): { errorClass: ErrorClass; reached: 
   return { errorClass: 'connect', reached: true };
 }
 
-/** The caller-facing status for a failure before the first upstream byte (SPEC: 502 unreachable, 504 timeout). */
+/** The caller-facing status for a failure before the first upstream byte (the v1 contract: 502 unreachable, 504 timeout). */
 export function statusForClass(errorClass: ErrorClass): number {
   return errorClass === 'timeout' ? 504 : 502;
 }

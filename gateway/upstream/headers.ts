@@ -1,5 +1,5 @@
-// Which headers cross the gateway. Requests use a block-list, not a pass-all (SPEC Proxy
-// rule 2), documented in docs/PROXY.md. Blocked on the way up:
+// Which headers cross the gateway. Requests use a block-list, not a pass-all (docs/API.md
+// "Invocations"), documented in docs/PROXY.md. Blocked on the way up:
 // - hop-by-hop (RFC 9110 §7.6.1): Connection and every header it names, Keep-Alive, TE,
 //   Trailer, Transfer-Encoding, Upgrade, Proxy-* (Proxy-Authorization, Proxy-Connection…);
 // - what authenticates the caller to us or belongs to us: Authorization, Cookie, the x402

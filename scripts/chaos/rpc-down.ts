@@ -1,4 +1,4 @@
-// Chaos scenario 5 (issue 7): the RPC endpoint goes down. A loopback TCP proxy we control sits
+// Chaos scenario 5 (docs/CHAOS.md): the RPC endpoint goes down. A loopback TCP proxy we control sits
 // between the facilitator (HTTPS process and worker) and anvil. With blocks held, a batch of
 // settlements is signed and handed to the node; then the proxy is cut (open connections
 // destroyed, new ones reset) and the node loses those transactions. Invariants:

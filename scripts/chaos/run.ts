@@ -22,7 +22,7 @@ import { existsSync } from 'node:fs';
 import type { ChaosScenario } from './harness.ts';
 import { parseCommand, usageExit } from '../lib/cli.ts';
 
-/** The six scenarios of issue 7, in the order they run. */
+/** The six chaos scenarios (docs/CHAOS.md), in the order they run. */
 export const SCENARIOS = [
   'worker-kill',
   'temporal-restart',

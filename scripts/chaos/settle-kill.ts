@@ -1,4 +1,4 @@
-// Chaos scenario 4 (issue 7): 200 concurrent /settle requests over 20 EIP-3009 authorizations
+// Chaos scenario 4 (docs/CHAOS.md): 200 concurrent /settle requests over 20 EIP-3009 authorizations
 // (ten copies each), over mutual TLS, while the facilitator WORKER (a child process; the HTTPS
 // process runs without an embedded worker) is SIGKILLed once mid-broadcast and restarted.
 // Mining is held until the kill, so the worker dies with transactions signed, stored and handed

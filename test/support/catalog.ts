@@ -119,7 +119,7 @@ export async function startCapturedGateway(overrides: Partial<GatewayConfig> = {
 
 /**
  * An API instance whose database refuses connections (nothing listens on port 1): a real
- * failure underneath every handler, for the spec's 500 rows (no body, nothing internal logged).
+ * failure underneath every handler, for the v1 contract's 500 rows (no body, nothing internal logged).
  */
 export async function startBrokenGateway(): Promise<ExtraGateway> {
   const lines: string[] = [];

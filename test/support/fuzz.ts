@@ -151,7 +151,7 @@ export function fuzzClient(origin: string, opts: { connections?: number; dispatc
 }
 
 /**
- * The answer is one the spec's tables allow for this endpoint: never 5xx; a 4xx carries
+ * The answer is one the v1 contract's tables allow for this endpoint: never 5xx; a 4xx carries
  * exactly `{error: string}` (401 carries nothing).
  */
 export function assertSpecAnswer(

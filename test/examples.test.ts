@@ -1,0 +1,105 @@
+// The examples in examples/ run as a user runs them (`node examples/NAME.ts`, a child process
+// with only environment settings) against the test stack: each pays a priced agent of a tenant
+// with settlement configured, from a payer funded with the dev token, and prints the answer.
+// Asserted from outside: the exit status, what the example printed, the transfer on chain and the
+// one call that reached the agent. Every example file is run here, so one that rots fails.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { readdir } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { stack } from './support/stack.ts';
+import { call, uniqueName } from './support/http.ts';
+import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, settlingTenant } from './support/x402.ts';
+
+const run = promisify(execFile);
+const PRICE = 10_000n;
+
+type Outcome = { code: number; stdout: string; stderr: string };
+
+/** Runs one example as a child process with these settings (and no other gateway settings). */
+async function runExample(file: string, settings: Record<string, string>, args: string[] = []): Promise<Outcome> {
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...settings };
+  try {
+    const { stdout, stderr } = await run(process.execPath, [`examples/${file}`, ...args], { env, timeout: 60_000 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: e.code ?? -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+describe('examples/ run against the stack', function () {
+  this.timeout(120_000);
+  const provider = () => chainProvider();
+  let upstream: TestUpstream;
+  let token: string;
+
+  before(async () => {
+    upstream = await startUpstream();
+    token = await settlingTenant(`tenant-examples-${randomUUID()}`, await newAccount(`examples-${randomUUID()}`));
+  });
+  after(() => upstream.close());
+
+  async function pricedAgent(payTo: string): Promise<string> {
+    const res = await call('POST', '/v1/agents', {
+      token,
+      json: {
+        name: uniqueName('paid-example'),
+        upstream_url: upstream.url,
+        capture_body: true,
+        pricing: { amount: PRICE.toString(), asset: 'USDC', network: 'base', pay_to: payTo },
+      },
+    });
+    assert.equal(res.status, 201, res.text);
+    return res.json.id as string;
+  }
+
+  const examples = ['pay-x402-fetch.ts', 'pay-x402-v2.ts'];
+
+  it('runs every example in the folder (settings.ts is what they share)', async () => {
+    const files = (await readdir('examples')).filter((f) => f.endsWith('.ts') && f !== 'settings.ts');
+    assert.deepEqual(files.sort(), [...examples].sort());
+  });
+
+  for (const file of examples) {
+    it(`${file} pays a priced agent (settled on chain once) and prints the agent's answer`, async () => {
+      const payTo = newPayTo();
+      const agentId = await pricedAgent(payTo);
+      const payer = await newPayer(1_000_000n);
+      const marker = `example ${file} ${randomUUID()}`;
+      const out = await runExample(
+        file,
+        {
+          GATEWAY_URL: stack().apiUrl,
+          TOKEN: token,
+          PAYER_PRIVATE_KEY: payer.privateKey,
+          TOKEN_ADDRESS: stack().infra.tokenAddress,
+          BODY: marker,
+        },
+        [agentId],
+      );
+      assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+      assert.match(out.stdout, /invocation inv_\S+ succeeded, upstream status 200/);
+      assert.match(
+        out.stdout,
+        new RegExp(`paid ${PRICE} USDC units from ${payer.address}, settled in transaction 0x[0-9a-f]{64}`, 'i'),
+      );
+      assert.ok(out.stdout.includes(`answer: ${JSON.stringify({ echo: marker })}`), out.stdout);
+      assert.equal(
+        upstream.received.filter((r) => r.body.toString() === marker).length,
+        1,
+        'one call reached the agent',
+      );
+      assert.equal(await balanceOf(provider(), payTo), PRICE, 'the price moved to pay_to once');
+      assert.equal(await balanceOf(provider(), payer.address), 1_000_000n - PRICE);
+    });
+  }
+
+  it('without a payer key, prints a new one and the command that funds it (exit 2)', async () => {
+    const out = await runExample('pay-x402-fetch.ts', { GATEWAY_URL: stack().apiUrl, TOKEN: token }, ['agt_x']);
+    assert.equal(out.code, 2);
+    assert.match(out.stderr, /export PAYER_PRIVATE_KEY=0x[0-9a-f]{64}\n {2}npm run dev -- fund 0x[0-9a-fA-F]{40}/);
+  });
+});
