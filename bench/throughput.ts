@@ -174,6 +174,18 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
 
     temporal = await connectClient(infra.temporalAddress, 'default');
     const client = temporal;
+    // The 202 follows the accept commit and the workflow start travels beside it (docs/PROXY.md):
+    // right after a 202 the workflow may not exist yet.
+    const acceptedResult = async (id: string): Promise<unknown> => {
+      for (const until = Date.now() + 10_000; ;) {
+        try {
+          return await client.workflow.getHandle(id).result();
+        } catch (err) {
+          if ((err as Error).name !== 'WorkflowNotFoundError' || Date.now() > until) throw err;
+          await new Promise((r) => setTimeout(r, 5));
+        }
+      }
+    };
     const api = new Pool(apiUrl, { connections: CONCURRENCY, pipelining: 1, keepAliveTimeout: 30_000 });
     const gatewayCall: Call = async () => {
       const res = await api.request({
@@ -185,7 +197,7 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
       const accepted = (await res.body.json()) as { invocation_id?: string };
       if (res.statusCode !== 202 || !accepted.invocation_id)
         throw new Error(`transactional answered ${res.statusCode}`);
-      const outcome = (await client.workflow.getHandle(accepted.invocation_id).result()) as InvocationOutcome;
+      const outcome = (await acceptedResult(accepted.invocation_id)) as InvocationOutcome;
       if (outcome.status !== 'succeeded') throw new Error(`invocation ${outcome.status} (${outcome.errorClass})`);
       return accepted.invocation_id;
     };
