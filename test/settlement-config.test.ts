@@ -72,6 +72,30 @@ describe('settlement configuration', () => {
     assertError(await call('DELETE', '/v1/settlement/config', { token }), 404);
   });
 
+  it('warns on the answer that prices an agent while the tenant has no settlement configured', async () => {
+    const pricing = {
+      amount: '1000',
+      asset: 'USDC',
+      network: 'base',
+      pay_to: '0xa0Ee7A142d267C1f36714E4a8F75612F20a79720',
+    };
+    const agent = (extra: Record<string, unknown>) =>
+      call('POST', '/v1/agents', { token, json: { name: uniqueName('warned'), upstream_url: FACILITATOR, ...extra } });
+    const priced = await agent({ pricing });
+    assert.equal(priced.status, 201, priced.text);
+    assert.match(String(priced.headers['x-gateway-warning']), /not collected/);
+    const free = await agent({});
+    assert.equal(free.headers['x-gateway-warning'], undefined, 'an unpriced agent has nothing to warn of');
+    const repriced = await call('PATCH', `/v1/agents/${free.json.id}`, { token, json: { pricing } });
+    assert.equal(repriced.status, 200, repriced.text);
+    assert.match(String(repriced.headers['x-gateway-warning']), /not collected/);
+
+    assert.equal((await put({ facilitator_url: FACILITATOR, facilitator_credential_ref: pemCredential })).status, 201);
+    const collected = await agent({ pricing });
+    assert.equal(collected.status, 201, collected.text);
+    assert.equal(collected.headers['x-gateway-warning'], undefined, 'settlement configured: collected');
+  });
+
   it('answers 400 for bodies, URLs and credentials that cannot serve', async () => {
     const bearer = (
       await call('POST', '/v1/credentials', {

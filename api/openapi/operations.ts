@@ -135,6 +135,12 @@ const paymentRequired = {
   'PAYMENT-REQUIRED': 'Base64 x402 v2 PaymentRequired: the challenge, its `error` saying why.',
 };
 
+/** On an answer that prices an agent in a tenant without settlement configured (an addition to the v1 contract). */
+const uncollectedWarning = {
+  'X-Gateway-Warning':
+    'Present when the agent is priced and its tenant has no settlement configured: payments are verified but not collected.',
+};
+
 export const operations: Operation[] = [
   // Probes and this description.
   {
@@ -195,7 +201,7 @@ export const operations: Operation[] = [
       'protocol defaults to http; protocol=mcp requires mcp_transport=streamable_http (rejected for http); pricing requires asset USDC and network base; pricing.tools requires mcp. Status is pending without upstream_url, else active.',
     body: { schema: AgentCreateInput, required: true },
     responses: {
-      201: { description: 'The created agent.', body: AgentView },
+      201: { description: 'The created agent.', body: AgentView, headers: uncollectedWarning },
       400: err(
         'Invalid body, missing name, invalid upstream_url, or an invalid protocol/pricing combination; credential_ref naming no credential of the tenant.',
       ),
@@ -254,7 +260,7 @@ export const operations: Operation[] = [
       'Every mutable field, pricing included (null removes it); validated like create on the resulting agent. Setting upstream_url on a pending agent makes it active.',
     body: { schema: AgentPatchInput, required: true },
     responses: {
-      200: { description: 'The updated agent.', body: AgentView },
+      200: { description: 'The updated agent.', body: AgentView, headers: uncollectedWarning },
       400: err('Invalid body or combination.'),
       401: unauthorized,
       413: bodyTooLarge,

@@ -22,6 +22,7 @@ import {
 } from '../agents/schema.ts';
 import { upstreamUrlProblem } from '../upstream-url.ts';
 import { serializeAgent } from '../agents/serialize.ts';
+import { SettlementConfigSchema } from '../../gateway/settlement/entity.ts';
 import { lockReferencedCredential } from '../../gateway/credentials/references.ts';
 import type { AgentRows } from '../proxy/agent-row.ts';
 import type { AppDeps } from '../deps.ts';
@@ -66,6 +67,21 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
     if (!agent) throw notFound();
     if (agent.deletedAt) throw conflict('agent is inactive');
     return agent;
+  }
+
+  /**
+   * A priced agent in a tenant without settlement configured: payments are verified and
+   * claimed, never collected (docs/SETTLEMENT.md). Said on the answer that prices it, as a
+   * header, so the body stays the Agent resource.
+   */
+  async function warnIfUncollected(ctx: { set(name: string, value: string): void }, agent: Agent): Promise<void> {
+    if (!agent.pricing) return;
+    const config = await deps.orm.em.fork().findOne(SettlementConfigSchema, { tenantId: agent.tenantId });
+    if (!config)
+      ctx.set(
+        'X-Gateway-Warning',
+        'no settlement configured for this tenant: payments for this agent are verified but not collected (PUT /v1/settlement/config)',
+      );
   }
 
   router.post('/agents', async (ctx) => {
@@ -115,6 +131,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
       await flushOr409(em);
       return created;
     });
+    await warnIfUncollected(ctx, agent);
     ctx.status = 201;
     ctx.body = serializeAgent(agent);
   });
@@ -188,6 +205,8 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
     });
     // The row's trigger tells every replica; this one need not wait for its own notification.
     await agents.forget(agent.id);
+    // Priced by this request (the body set pricing): said as on create.
+    if ((ctx.request.body as { pricing?: unknown } | undefined)?.pricing) await warnIfUncollected(ctx, agent);
     ctx.body = serializeAgent(agent);
   });
 
