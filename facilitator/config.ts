@@ -91,6 +91,20 @@ export type FacilitatorConfig = {
 };
 
 /** Every setting of the facilitator; a ConfigError lists every problem at once. */
+/** The deployment's default guardrails alone (the operator's tool shows effective limits with them). */
+export function guardrailDefaults(env: NodeJS.ProcessEnv = process.env): FacilitatorConfig['guardrails'] {
+  const e = FacilitatorEnv.pick({
+    FACILITATOR_DEFAULT_MAX_PER_TX: true,
+    FACILITATOR_DEFAULT_DAILY_CEILING: true,
+    FACILITATOR_FAILED_GAS_DAILY_WEI: true,
+  }).parse(env);
+  return {
+    maxPerTx: BigInt(e.FACILITATOR_DEFAULT_MAX_PER_TX),
+    dailyCeiling: BigInt(e.FACILITATOR_DEFAULT_DAILY_CEILING),
+    failedGasDailyWei: BigInt(e.FACILITATOR_FAILED_GAS_DAILY_WEI),
+  };
+}
+
 export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): FacilitatorConfig {
   const { env: e, temporal } = gatherConfig({
     env: () => {

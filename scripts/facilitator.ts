@@ -26,7 +26,8 @@ import {
   type AccountKind,
 } from '../facilitator/accounts.ts';
 import { certFingerprint256, issueClientCertFiles } from './dev/pki.ts';
-import { failedGasToday } from '../facilitator/store/claims.ts';
+import { usageToday } from '../facilitator/store/claims.ts';
+import { guardrailDefaults } from '../facilitator/config.ts';
 import { DEV_TOKEN_ADDRESS } from './dev/chain.ts';
 import { parseCommand, reportUncaught, runCommand, usageExit, UsageError } from './lib/cli.ts';
 import { announceDataDir, dataDir } from './lib/secrets.ts';
@@ -108,11 +109,16 @@ function kinds(): AccountKind[] {
   });
 }
 
-function show(a: Account, failedGasWei = 0n): string {
-  const limits = `max/tx ${a.maxPerTx ?? 'default'}, daily ${a.dailyCeiling ?? 'default'}`;
+type Usage = { reserved: bigint; failedGasWei: bigint };
+
+/** The account with its effective limits (its own, else the deployment's default, said so) and today's usage. */
+function show(a: Account, usage: Usage = { reserved: 0n, failedGasWei: 0n }): string {
+  const defaults = guardrailDefaults();
+  const limit = (own: bigint | null, fallback: bigint) => (own === null ? `${fallback} (default)` : `${own}`);
+  const limits = `max/tx ${limit(a.maxPerTx, defaults.maxPerTx)}, daily ${limit(a.dailyCeiling, defaults.dailyCeiling)}`;
   const kindList = a.allowedKinds.map((k) => `${k.network}:${k.asset}`).join(' ');
-  const failed = failedGasWei > 0n ? `\n    gas burned by reverted settlements today: ${failedGasWei} wei` : '';
-  return `${a.id}  ${a.active ? 'active  ' : 'inactive'}  ${a.name}\n    sha256 ${a.certFingerprint}\n    kinds ${kindList}; ${limits}${failed}`;
+  const today = `today (UTC): ${usage.reserved} of the daily ceiling reserved, ${usage.failedGasWei} of ${defaults.failedGasDailyWei} wei of failed-gas budget burned`;
+  return `${a.id}  ${a.active ? 'active  ' : 'inactive'}  ${a.name}\n    sha256 ${a.certFingerprint}\n    kinds ${kindList}; ${limits}\n    ${today}`;
 }
 
 const pool = openFacilitatorPool(databaseUrl, 2);
@@ -140,18 +146,22 @@ try {
     });
     process.stdout.write(`added\n${show(account)}\n`);
   } else if (action === 'list') {
-    const [accounts, failedGas] = await Promise.all([listAccounts(pool), failedGasToday(pool)]);
+    const [accounts, usage] = await Promise.all([listAccounts(pool), usageToday(pool)]);
     if (values.json) {
+      const defaults = guardrailDefaults();
       const plain = accounts.map((a) => ({
         ...a,
         maxPerTx: a.maxPerTx?.toString() ?? null,
         dailyCeiling: a.dailyCeiling?.toString() ?? null,
-        failedGasTodayWei: (failedGas.get(a.id) ?? 0n).toString(),
+        effectiveMaxPerTx: (a.maxPerTx ?? defaults.maxPerTx).toString(),
+        effectiveDailyCeiling: (a.dailyCeiling ?? defaults.dailyCeiling).toString(),
+        usedToday: (usage.get(a.id)?.reserved ?? 0n).toString(),
+        failedGasTodayWei: (usage.get(a.id)?.failedGasWei ?? 0n).toString(),
       }));
       process.stdout.write(`${JSON.stringify(plain, null, 2)}\n`);
     } else {
       process.stdout.write(
-        accounts.length ? `${accounts.map((a) => show(a, failedGas.get(a.id))).join('\n')}\n` : 'no accounts\n',
+        accounts.length ? `${accounts.map((a) => show(a, usage.get(a.id))).join('\n')}\n` : 'no accounts\n',
       );
     }
   } else if (action === 'deactivate') {

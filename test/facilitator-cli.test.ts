@@ -84,6 +84,21 @@ describe('facilitator accounts CLI', function () {
       settleBody(await signPayment(payer, { payTo, value: 5_001n }), requirements(payTo, 5_001n)),
     );
     assert.equal(over.status, 429);
+    // The list shows what is in force and what today has used: the settled 5,000 of the ceiling.
+    const after = (JSON.parse((await cli('accounts', 'list', '--json')).stdout) as Array<Record<string, unknown>>).find(
+      (a) => a.name === name,
+    )!;
+    assert.equal(after.effectiveMaxPerTx, '5000');
+    assert.equal(after.effectiveDailyCeiling, '20000');
+    assert.equal(after.usedToday, '5000');
+    const text = (await cli('accounts', 'list')).stdout;
+    assert.match(
+      text,
+      new RegExp(
+        `${name}[\\s\\S]*max/tx 5000, daily 20000[\\s\\S]*today \\(UTC\\): 5000 of the daily ceiling reserved`,
+      ),
+    );
+    assert.doesNotMatch(text, /max\/tx default/, 'an account without limits of its own shows the default in force');
 
     const deactivated = await cli('accounts', 'deactivate', '--cert', certFile);
     assert.equal(deactivated.code, 0, deactivated.stderr);

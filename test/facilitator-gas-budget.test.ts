@@ -19,7 +19,7 @@ import {
   signPayment,
   type TestAccount,
 } from './support/x402.ts';
-import { failedGasToday } from '../facilitator/store/claims.ts';
+import { usageToday } from '../facilitator/store/claims.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { tokenContract } from '../scripts/dev/chain.ts';
 import { EOA_TRANSFER_GAS_LIMIT } from '../facilitator/chain.ts';
@@ -99,7 +99,7 @@ describe('facilitator: failed-gas budget per account', function () {
       (await findSettlement(facilitator.pool, key))?.status === 'failed' ? findSettlement(facilitator.pool, key) : null,
     );
     assert.equal(record?.failureCause, 'reverted');
-    const burned = (await failedGasToday(facilitator.pool)).get(griefer.account.id) ?? 0n;
+    const burned = (await usageToday(facilitator.pool)).get(griefer.account.id)?.failedGasWei ?? 0n;
     assert.ok(burned > 0n, "the revert's gas is in the account's daily record");
     assert.equal(await failedGasMetric(griefer.account.id), Number(burned));
 

@@ -233,9 +233,12 @@ async function overFailedGasBudget(
 }
 
 /** Gas burned today by the account's settlements that reverted on chain (wei). */
-export async function failedGasToday(db: pg.Pool): Promise<Map<string, bigint>> {
-  const { rows } = await db.query<{ account_id: string; failed_gas_wei: string }>(
-    `select account_id, failed_gas_wei from daily_usage where day = (now() at time zone 'utc')::date and failed_gas_wei > 0`,
+/** Each account's usage of the UTC day: amount reserved against its ceiling, gas burned by reverts. */
+export async function usageToday(db: pg.Pool): Promise<Map<string, { reserved: bigint; failedGasWei: bigint }>> {
+  const { rows } = await db.query<{ account_id: string; reserved: string; failed_gas_wei: string }>(
+    `select account_id, reserved, failed_gas_wei from daily_usage where day = (now() at time zone 'utc')::date`,
   );
-  return new Map(rows.map((r) => [r.account_id, BigInt(r.failed_gas_wei)]));
+  return new Map(
+    rows.map((r) => [r.account_id, { reserved: BigInt(r.reserved), failedGasWei: BigInt(r.failed_gas_wei) }]),
+  );
 }
