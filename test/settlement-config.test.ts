@@ -72,6 +72,14 @@ describe('settlement configuration', () => {
     assertError(await call('DELETE', '/v1/settlement/config', { token }), 404);
   });
 
+  it("names a PEM credential by its certificate's subject and fingerprint tail, nothing of the key", async () => {
+    const got = await call('GET', `/v1/credentials/${pemCredential}`, { token });
+    assert.equal(got.status, 200, got.text);
+    const hint = String(got.json.masked_hint);
+    assert.match(hint, /^certificate .+, sha256 …[0-9A-F]{8}$/);
+    assert.ok(!hint.includes('PRIVATE') && !hint.includes('-----'), hint);
+  });
+
   it('warns on the answer that prices an agent while the tenant has no settlement configured', async () => {
     const pricing = {
       amount: '1000',

@@ -81,7 +81,7 @@ export const CredentialView = z
     source: SourceField,
     masked_hint: z.string().nullable().optional().meta({
       description:
-        'source=managed only: the last characters of the secret at most, never the secret; null when no secret is stored.',
+        "source=managed only: the last characters of the secret at most, never the secret; for a PEM bundle with a certificate, the certificate's subject and the tail of its SHA-256 fingerprint; null when no secret is stored.",
     }),
     vault_ref: z.string().optional().meta({ description: 'source=vault only.' }),
     header_name: z.string().optional().meta({ description: 'auth_type=api_key only.' }),
