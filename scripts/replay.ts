@@ -4,18 +4,25 @@
 // worker that runs its workflow type: the gateway's (InvocationWorkflow) or the
 // facilitator's (SettlementWorkflow, SettlementWatchWorkflow).
 import { readFileSync } from 'node:fs';
-import { Worker, bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
+import { DefaultLogger, Runtime, Worker, bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import { gatewayWorkflowsPath } from '../temporal/gateway-worker.ts';
 import { facilitatorWorkflowsPath } from '../temporal/facilitator-worker.ts';
 import * as gatewayWorkflows from '../workflows/index.ts';
 import * as facilitatorWorkflows from '../workflows/facilitator.ts';
 import { parseCommand, usageExit } from './lib/cli.ts';
 
-const USAGE = `usage: npm run replay -- FILE [FILE...]
+const USAGE = `usage: npm run replay -- [--verbose] FILE [FILE...]
   Replays workflow histories (temporal workflow show -w ID -o json > FILE) against the current
-  workflow code; exits 1 when any history does not replay.`;
-const { positionals: files } = parseCommand({ usage: USAGE, allowPositionals: true });
+  workflow code, one line per history; exits 1 when any history does not replay.
+  --verbose also prints the SDK's replay worker logs.`;
+const { positionals: files, values } = parseCommand({
+  usage: USAGE,
+  options: { verbose: { type: 'boolean' } },
+  allowPositionals: true,
+});
 if (files.length === 0) usageExit(USAGE, 'name at least one history file');
+// The replay worker's own lifecycle lines drown the one line per history, unless asked for.
+if (!values.verbose) Runtime.install({ logger: new DefaultLogger('ERROR') });
 
 const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 const workers = [

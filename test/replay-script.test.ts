@@ -28,6 +28,8 @@ describe('npm run replay', function () {
     assert.ok(gateway.length > 0 && facilitator.length > 0);
     const { code, stdout } = await replay([...gateway, ...facilitator]);
     assert.equal(code, 0, stdout);
+    // One line per history, nothing else (the SDK's worker logs only with --verbose).
+    assert.equal(stdout.trim().split('\n').length, gateway.length + facilitator.length, stdout);
     for (const file of gateway) assert.match(stdout, new RegExp(`^ok +${file} \\(\\w+, gateway\\)$`, 'm'));
     for (const file of facilitator)
       assert.match(stdout, new RegExp(`^ok +${file} \\(Settlement\\w*, facilitator\\)$`, 'm'));
