@@ -129,6 +129,8 @@ try {
     // A local agent refused by the SSRF guard is told which UPSTREAM_ALLOW would admit it.
     UPSTREAM_ALLOW_HINT: env.UPSTREAM_ALLOW_HINT ?? 'true',
     GIT_COMMIT: env.GIT_COMMIT ?? gitCommit(),
+    // Readable log lines in a terminal; JSON (for a collector) otherwise.
+    LOG_FORMAT: env.LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json'),
   });
   run('demo', 'scripts/demo-upstream.ts', childEnv);
   run('worker', 'temporal/gateway-worker-main.ts', childEnv);
