@@ -57,10 +57,11 @@ describe('examples/ run against the stack', function () {
   }
 
   const examples = ['pay-x402-fetch.ts', 'pay-x402-v2.ts'];
+  const others = ['call-agent.ts'];
 
   it('runs every example in the folder (settings.ts is what they share)', async () => {
     const files = (await readdir('examples')).filter((f) => f.endsWith('.ts') && f !== 'settings.ts');
-    assert.deepEqual(files.sort(), [...examples].sort());
+    assert.deepEqual(files.sort(), [...examples, ...others].sort());
   });
 
   for (const file of examples) {
@@ -96,6 +97,45 @@ describe('examples/ run against the stack', function () {
       assert.equal(await balanceOf(provider(), payer.address), 1_000_000n - PRICE);
     });
   }
+
+  it('call-agent.ts creates an agent, calls it transactionally and streaming, and prints both answers', async () => {
+    const marker = `example call-agent ${randomUUID()}`;
+    const out = await runExample('call-agent.ts', {
+      GATEWAY_URL: stack().apiUrl,
+      TOKEN: token,
+      UPSTREAM_URL: upstream.url,
+      BODY: marker,
+    });
+    assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+    const answer = JSON.stringify({ echo: marker });
+    assert.ok(out.stdout.includes(`transactional answer: ${answer}`), out.stdout);
+    assert.ok(out.stdout.includes(`streaming answer: ${answer}`), out.stdout);
+    const agentId = /agent (agt_\S+) created/.exec(out.stdout)?.[1];
+    assert.ok(agentId, out.stdout);
+    const agent = await call('GET', `/v1/agents/${agentId}`, { token });
+    assert.equal(agent.status, 200, agent.text);
+    assert.equal(agent.json.upstream_url, upstream.url);
+    // Both calls are invocations of the new agent, and each reached the upstream once.
+    const ids = [
+      /transactional: invocation (inv_\S+) succeeded/,
+      /streaming: invocation (inv_[^,\s]+), status 200/,
+    ].map((re) => re.exec(out.stdout)?.[1]);
+    for (const id of ids) {
+      assert.ok(id, out.stdout);
+      // A streaming row is written beside the call, not before its answer: wait for it.
+      let row = await call('GET', `/v1/proxy/${agentId}/invocations/${id}`, { token });
+      for (let i = 0; i < 50 && row.json?.status !== 'succeeded'; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        row = await call('GET', `/v1/proxy/${agentId}/invocations/${id}`, { token });
+      }
+      assert.equal(row.json?.status, 'succeeded', row.text);
+    }
+    assert.equal(
+      upstream.received.filter((r) => r.body.toString() === marker).length,
+      2,
+      'two calls reached the agent',
+    );
+  });
 
   it('without a payer key, prints a new one and the command that funds it (exit 2)', async () => {
     const out = await runExample('pay-x402-fetch.ts', { GATEWAY_URL: stack().apiUrl, TOKEN: token }, ['agt_x']);
