@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { stack } from './support/stack.ts';
 import { call, uniqueName } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { startMcpServer } from './support/mcp-server.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, settlingTenant } from './support/x402.ts';
 
 const run = promisify(execFile);
@@ -57,7 +58,7 @@ describe('examples/ run against the stack', function () {
   }
 
   const examples = ['pay-x402-fetch.ts', 'pay-x402-v2.ts'];
-  const others = ['call-agent.ts'];
+  const others = ['call-agent.ts', 'mcp-client.ts'];
 
   it('runs every example in the folder (settings.ts is what they share)', async () => {
     const files = (await readdir('examples')).filter((f) => f.endsWith('.ts') && f !== 'settings.ts');
@@ -135,6 +136,56 @@ describe('examples/ run against the stack', function () {
       2,
       'two calls reached the agent',
     );
+  });
+
+  it('mcp-client.ts calls a tool of an MCP agent through the gateway with the SDK client', async () => {
+    const mcp = await startMcpServer();
+    try {
+      const agent = await call('POST', '/v1/agents', {
+        token,
+        json: {
+          name: uniqueName('mcp-example'),
+          upstream_url: mcp.url,
+          protocol: 'mcp',
+          mcp_transport: 'streamable_http',
+          mcp_protocol_version: '2025-06-18',
+        },
+      });
+      assert.equal(agent.status, 201, agent.text);
+      const agentId = agent.json.id as string;
+      const marker = `example mcp-client ${randomUUID()}`;
+      const out = await runExample(
+        'mcp-client.ts',
+        {
+          GATEWAY_URL: stack().apiUrl,
+          TOKEN: token,
+          TOOL: 'echo',
+          ARGUMENTS: JSON.stringify({ text: marker }),
+        },
+        [agentId],
+      );
+      assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+      assert.match(out.stdout, /connected to test-upstream, session \S+/);
+      assert.match(out.stdout, /tools: (count, echo|echo, count)/);
+      assert.ok(
+        out.stdout.includes(`echo answered: ${JSON.stringify([{ type: 'text', text: `echo: ${marker}` }])}`),
+        out.stdout,
+      );
+      // The tool call is an invocation of the agent, recorded with its method and tool.
+      let calls: { mcp_method: string; mcp_tool: string | null; status: string }[] = [];
+      for (let i = 0; i < 50 && !calls.some((c) => c.mcp_tool === 'echo' && c.status === 'succeeded'); i++) {
+        if (i) await new Promise((r) => setTimeout(r, 100));
+        const listed = await call('GET', `/v1/invocations?agent_id=${agentId}&limit=100`, { token });
+        calls = listed.json.data;
+      }
+      assert.ok(
+        calls.some((c) => c.mcp_method === 'tools/call' && c.mcp_tool === 'echo' && c.status === 'succeeded'),
+        JSON.stringify(calls),
+      );
+      for (const headers of mcp.seen) assert.equal(headers.authorization, undefined, 'the token stayed at the gateway');
+    } finally {
+      await mcp.close();
+    }
   });
 
   it('without a payer key, prints a new one and the command that funds it (exit 2)', async () => {
