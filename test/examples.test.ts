@@ -58,7 +58,7 @@ describe('examples/ run against the stack', function () {
   }
 
   const examples = ['pay-x402-fetch.ts', 'pay-x402-v2.ts'];
-  const others = ['call-agent.ts', 'mcp-client.ts'];
+  const others = ['call-agent.ts', 'mcp-client.ts', 'verify-receipt.ts'];
 
   it('runs every example in the folder (settings.ts is what they share)', async () => {
     const files = (await readdir('examples')).filter((f) => f.endsWith('.ts') && f !== 'settings.ts');
@@ -186,6 +186,35 @@ describe('examples/ run against the stack', function () {
     } finally {
       await mcp.close();
     }
+  });
+
+  it("verify-receipt.ts checks an invocation's receipt offline, and the request body against it", async () => {
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: { name: uniqueName('receipt-example'), upstream_url: upstream.url, emit_receipts: true },
+    });
+    assert.equal(created.status, 201, created.text);
+    const marker = `example verify-receipt ${randomUUID()}`;
+    const invoked = await call('POST', `/v1/proxy/${created.json.id}`, {
+      token,
+      body: marker,
+      headers: { 'content-type': 'text/plain' },
+    });
+    assert.equal(invoked.status, 202, invoked.text);
+    const invocationId = invoked.json.invocation_id as string;
+    const settings = { GATEWAY_URL: stack().apiUrl, TOKEN: token };
+
+    const out = await runExample('verify-receipt.ts', { ...settings, BODY: marker }, [invocationId]);
+    assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+    assert.match(out.stdout, new RegExp(`receipt verified \\(key \\S+\\): invocation ${invocationId} succeeded`));
+    assert.match(out.stdout, /request body matches the receipt \(SHA-256 [0-9a-f]{64}\)/);
+    const receipt = await call('GET', `/v1/invocations/${invocationId}/receipt`, { token });
+    assert.equal(receipt.status, 200, receipt.text);
+    assert.ok(out.stdout.includes(`key ${receipt.json.kid}`), out.stdout);
+
+    const wrong = await runExample('verify-receipt.ts', { ...settings, BODY: `${marker}!` }, [invocationId]);
+    assert.equal(wrong.code, 1, wrong.stdout);
+    assert.match(wrong.stderr, /receipt NOT verified: BODY is not what the call sent/);
   });
 
   it('without a payer key, prints a new one and the command that funds it (exit 2)', async () => {
