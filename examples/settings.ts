@@ -1,7 +1,8 @@
-// What the payment examples read, and how they report. Settings come from the environment (the
-// agent id may also be the first argument), with the defaults of a local `npm start`:
+// What the examples read, and how they report. Settings come from the environment (the agent
+// id may also be the first argument), with the defaults of a local `npm start`. Every example:
 //   GATEWAY_URL        the gateway API (default http://127.0.0.1:8080)
 //   TOKEN              a bearer token of the agent's tenant (npm start's banner exports one)
+// The payment examples also (other examples name their own settings at their top):
 //   AGENT_ID           a priced agent (`pricing` set), or the first argument
 //   PAYER_PRIVATE_KEY  the payer's key (0x and 64 hex digits), funded with dev USDC by
 //                      `npm run dev -- fund ADDRESS`; without it, one is made up and printed
@@ -12,9 +13,11 @@
 //                      deploys on its anvil chain; its banner prints it)
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 
-export type Settings = {
-  gateway: string;
-  token: string;
+/** Where the gateway is and the bearer token calls carry: what every example reads. */
+export type Gateway = { gateway: string; token: string };
+
+/** What the payment examples read. */
+export type Settings = Gateway & {
   agentId: string;
   payerKey: `0x${string}`;
   body: string;
@@ -31,7 +34,7 @@ export function fail(message: string, status = 1): never {
   process.exit(status);
 }
 
-export function settings(): Settings {
+export function gatewaySettings(): Gateway {
   const env = process.env;
   const token =
     env.TOKEN ??
@@ -39,6 +42,27 @@ export function settings(): Settings {
       "TOKEN is not set: a bearer token of the agent's tenant (npm start prints one; or npm run token -- --tenant T --user U)",
       2,
     );
+  return { gateway: (env.GATEWAY_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, ''), token };
+}
+
+/** A call to the gateway API with the bearer token; exits 1 unless it answers `expected`. */
+export async function api<T>(s: Gateway, method: string, path: string, expected: number, json?: unknown): Promise<T> {
+  const res = await fetch(`${s.gateway}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${s.token}`,
+      ...(json === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: json === undefined ? undefined : JSON.stringify(json),
+  });
+  const text = await res.text();
+  if (res.status !== expected) fail(`${method} ${s.gateway}${path} answered ${res.status}: ${text}`);
+  return JSON.parse(text) as T;
+}
+
+export function settings(): Settings {
+  const env = process.env;
+  const gateway = gatewaySettings();
   const payerKey = env.PAYER_PRIVATE_KEY;
   if (!payerKey) {
     const key = generatePrivateKey();
@@ -57,8 +81,7 @@ export function settings(): Settings {
   const tokenAddress = env.TOKEN_ADDRESS ?? DEV_TOKEN_ADDRESS;
   if (!/^0x[0-9a-fA-F]{40}$/.test(tokenAddress)) fail('TOKEN_ADDRESS must be 0x and 40 hex digits', 2);
   return {
-    gateway: (env.GATEWAY_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, ''),
-    token,
+    ...gateway,
     agentId,
     payerKey: payerKey as `0x${string}`,
     body: env.BODY ?? 'hello',
@@ -80,13 +103,15 @@ export type Invocation = {
 };
 
 /** Polls the invocation until it is `succeeded` or `failed` (at most `seconds`). */
-export async function finished(s: Settings, invocationId: string, seconds = 30): Promise<Invocation> {
-  const url = `${s.gateway}/v1/proxy/${s.agentId}/invocations/${invocationId}`;
+export async function finished(
+  s: Gateway & { agentId: string },
+  invocationId: string,
+  seconds = 30,
+): Promise<Invocation> {
   const until = Date.now() + seconds * 1000;
   for (;;) {
-    const res = await fetch(url, { headers: { authorization: `Bearer ${s.token}` } });
-    if (res.status !== 200) fail(`GET ${url} answered ${res.status}: ${await res.text()}`);
-    const invocation = (await res.json()) as Invocation;
+    const path = `/v1/proxy/${s.agentId}/invocations/${invocationId}`;
+    const invocation = await api<Invocation>(s, 'GET', path, 200);
     if (invocation.status === 'succeeded' || invocation.status === 'failed') return invocation;
     if (Date.now() > until) fail(`invocation ${invocationId} is still ${invocation.status} after ${seconds} s`);
     await new Promise((r) => setTimeout(r, 250));

@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { stack } from './support/stack.ts';
 import { call, uniqueName } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { startMcpServer } from './support/mcp-server.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, settlingTenant } from './support/x402.ts';
 
 const run = promisify(execFile);
@@ -57,10 +58,11 @@ describe('examples/ run against the stack', function () {
   }
 
   const examples = ['pay-x402-fetch.ts', 'pay-x402-v2.ts'];
+  const others = ['call-agent.ts', 'mcp-client.ts', 'verify-receipt.ts'];
 
   it('runs every example in the folder (settings.ts is what they share)', async () => {
     const files = (await readdir('examples')).filter((f) => f.endsWith('.ts') && f !== 'settings.ts');
-    assert.deepEqual(files.sort(), [...examples].sort());
+    assert.deepEqual(files.sort(), [...examples, ...others].sort());
   });
 
   for (const file of examples) {
@@ -96,6 +98,124 @@ describe('examples/ run against the stack', function () {
       assert.equal(await balanceOf(provider(), payer.address), 1_000_000n - PRICE);
     });
   }
+
+  it('call-agent.ts creates an agent, calls it transactionally and streaming, and prints both answers', async () => {
+    const marker = `example call-agent ${randomUUID()}`;
+    const out = await runExample('call-agent.ts', {
+      GATEWAY_URL: stack().apiUrl,
+      TOKEN: token,
+      UPSTREAM_URL: upstream.url,
+      BODY: marker,
+    });
+    assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+    const answer = JSON.stringify({ echo: marker });
+    assert.ok(out.stdout.includes(`transactional answer: ${answer}`), out.stdout);
+    assert.ok(out.stdout.includes(`streaming answer: ${answer}`), out.stdout);
+    const agentId = /agent (agt_\S+) created/.exec(out.stdout)?.[1];
+    assert.ok(agentId, out.stdout);
+    const agent = await call('GET', `/v1/agents/${agentId}`, { token });
+    assert.equal(agent.status, 200, agent.text);
+    assert.equal(agent.json.upstream_url, upstream.url);
+    // Both calls are invocations of the new agent, and each reached the upstream once.
+    const ids = [
+      /transactional: invocation (inv_\S+) succeeded/,
+      /streaming: invocation (inv_[^,\s]+), status 200/,
+    ].map((re) => re.exec(out.stdout)?.[1]);
+    for (const id of ids) {
+      assert.ok(id, out.stdout);
+      // A streaming row is written beside the call, not before its answer: wait for it.
+      let row = await call('GET', `/v1/proxy/${agentId}/invocations/${id}`, { token });
+      for (let i = 0; i < 50 && row.json?.status !== 'succeeded'; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        row = await call('GET', `/v1/proxy/${agentId}/invocations/${id}`, { token });
+      }
+      assert.equal(row.json?.status, 'succeeded', row.text);
+    }
+    assert.equal(
+      upstream.received.filter((r) => r.body.toString() === marker).length,
+      2,
+      'two calls reached the agent',
+    );
+  });
+
+  it('mcp-client.ts calls a tool of an MCP agent through the gateway with the SDK client', async () => {
+    const mcp = await startMcpServer();
+    try {
+      const agent = await call('POST', '/v1/agents', {
+        token,
+        json: {
+          name: uniqueName('mcp-example'),
+          upstream_url: mcp.url,
+          protocol: 'mcp',
+          mcp_transport: 'streamable_http',
+          mcp_protocol_version: '2025-06-18',
+        },
+      });
+      assert.equal(agent.status, 201, agent.text);
+      const agentId = agent.json.id as string;
+      const marker = `example mcp-client ${randomUUID()}`;
+      const out = await runExample(
+        'mcp-client.ts',
+        {
+          GATEWAY_URL: stack().apiUrl,
+          TOKEN: token,
+          TOOL: 'echo',
+          ARGUMENTS: JSON.stringify({ text: marker }),
+        },
+        [agentId],
+      );
+      assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+      assert.match(out.stdout, /connected to test-upstream, session \S+/);
+      assert.match(out.stdout, /tools: (count, echo|echo, count)/);
+      assert.ok(
+        out.stdout.includes(`echo answered: ${JSON.stringify([{ type: 'text', text: `echo: ${marker}` }])}`),
+        out.stdout,
+      );
+      // The tool call is an invocation of the agent, recorded with its method and tool.
+      let calls: { mcp_method: string; mcp_tool: string | null; status: string }[] = [];
+      for (let i = 0; i < 50 && !calls.some((c) => c.mcp_tool === 'echo' && c.status === 'succeeded'); i++) {
+        if (i) await new Promise((r) => setTimeout(r, 100));
+        const listed = await call('GET', `/v1/invocations?agent_id=${agentId}&limit=100`, { token });
+        calls = listed.json.data;
+      }
+      assert.ok(
+        calls.some((c) => c.mcp_method === 'tools/call' && c.mcp_tool === 'echo' && c.status === 'succeeded'),
+        JSON.stringify(calls),
+      );
+      for (const headers of mcp.seen) assert.equal(headers.authorization, undefined, 'the token stayed at the gateway');
+    } finally {
+      await mcp.close();
+    }
+  });
+
+  it("verify-receipt.ts checks an invocation's receipt offline, and the request body against it", async () => {
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: { name: uniqueName('receipt-example'), upstream_url: upstream.url, emit_receipts: true },
+    });
+    assert.equal(created.status, 201, created.text);
+    const marker = `example verify-receipt ${randomUUID()}`;
+    const invoked = await call('POST', `/v1/proxy/${created.json.id}`, {
+      token,
+      body: marker,
+      headers: { 'content-type': 'text/plain' },
+    });
+    assert.equal(invoked.status, 202, invoked.text);
+    const invocationId = invoked.json.invocation_id as string;
+    const settings = { GATEWAY_URL: stack().apiUrl, TOKEN: token };
+
+    const out = await runExample('verify-receipt.ts', { ...settings, BODY: marker }, [invocationId]);
+    assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+    assert.match(out.stdout, new RegExp(`receipt verified \\(key \\S+\\): invocation ${invocationId} succeeded`));
+    assert.match(out.stdout, /request body matches the receipt \(SHA-256 [0-9a-f]{64}\)/);
+    const receipt = await call('GET', `/v1/invocations/${invocationId}/receipt`, { token });
+    assert.equal(receipt.status, 200, receipt.text);
+    assert.ok(out.stdout.includes(`key ${receipt.json.kid}`), out.stdout);
+
+    const wrong = await runExample('verify-receipt.ts', { ...settings, BODY: `${marker}!` }, [invocationId]);
+    assert.equal(wrong.code, 1, wrong.stdout);
+    assert.match(wrong.stderr, /receipt NOT verified: BODY is not what the call sent/);
+  });
 
   it('without a payer key, prints a new one and the command that funds it (exit 2)', async () => {
     const out = await runExample('pay-x402-fetch.ts', { GATEWAY_URL: stack().apiUrl, TOKEN: token }, ['agt_x']);

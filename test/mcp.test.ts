@@ -2,69 +2,12 @@
 // SDK's McpServer, stateful, answering over SSE) through the gateway's streaming endpoint.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { z } from 'zod';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { stack } from './support/stack.ts';
 import { call } from './support/http.ts';
-import { createAgent, rawUpstream, readAll, waitForRow, type RawUpstream } from './support/proxy-helpers.ts';
-
-/** A stateful MCP server over streamable HTTP: one transport per session, as the SDK's examples do. */
-async function startMcpServer(): Promise<RawUpstream & { seen: IncomingMessage['headers'][] }> {
-  const sessions = new Map<string, StreamableHTTPServerTransport>();
-  const seen: IncomingMessage['headers'][] = [];
-
-  function newServer(): McpServer {
-    const server = new McpServer({ name: 'test-upstream', version: '1.0.0' }, { capabilities: { logging: {} } });
-    server.registerTool(
-      'echo',
-      { description: 'Echoes its text', inputSchema: { text: z.string() } },
-      async ({ text }) => ({ content: [{ type: 'text', text: `echo: ${text}` }] }),
-    );
-    server.registerTool(
-      'count',
-      { description: 'Counts to n, logging as it goes', inputSchema: { n: z.number().int().min(1).max(10) } },
-      async ({ n }, extra) => {
-        for (let i = 1; i <= n; i++)
-          await extra.sendNotification({
-            method: 'notifications/message',
-            params: { level: 'info', data: `step ${i}` },
-          });
-        return { content: [{ type: 'text', text: `counted to ${n}` }] };
-      },
-    );
-    return server;
-  }
-
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    seen.push(req.headers);
-    const sessionId = req.headers['mcp-session-id'] as string | undefined;
-    const body = req.method === 'POST' ? JSON.parse((await readAll(req)).toString() || 'null') : undefined;
-    let transport = sessionId ? sessions.get(sessionId) : undefined;
-    if (!transport && !sessionId && req.method === 'POST' && isInitializeRequest(body)) {
-      const created = new StreamableHTTPServerTransport({
-        sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (id) => void sessions.set(id, created),
-      });
-      await newServer().connect(created);
-      transport = created;
-    }
-    if (!transport) {
-      res
-        .writeHead(400, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'no session' }, id: null }));
-      return;
-    }
-    await transport.handleRequest(req, res, body);
-  }
-
-  const up = await rawUpstream((req, res) => void handle(req, res), '/mcp');
-  return Object.assign(up, { seen });
-}
+import { createAgent, waitForRow } from './support/proxy-helpers.ts';
+import { startMcpServer } from './support/mcp-server.ts';
 
 describe('proxy: MCP through the streaming endpoint', () => {
   let token: string;
