@@ -10,6 +10,8 @@
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import type { Logger } from '../lib/log.ts';
+import { errorKind } from '../lib/error-kind.ts';
+import { runRounds } from '../lib/rounds.ts';
 import type { FacilitatorConfig } from './config.ts';
 import { unstartedSettlements } from './store/requests.ts';
 import { recordWorkflowStart, startSettlementWorkflow } from './workflow-start.ts';
@@ -26,8 +28,6 @@ export function startSweeper(deps: {
 }): Sweeper {
   const { everyMs, afterMs } = deps.config.sweep;
   let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let current: Promise<number> | undefined;
 
   async function sweepOnce(): Promise<number> {
     const due = await unstartedSettlements(deps.pool, afterMs, BATCH);
@@ -47,25 +47,15 @@ export function startSweeper(deps: {
     return started;
   }
 
-  const schedule = () => {
-    if (stopped || everyMs <= 0) return;
-    timer = setTimeout(() => {
-      current = sweepOnce().catch((err) => {
-        deps.log.warn({ err: (err as Error).message }, 'settlement sweep failed');
-        return 0;
-      });
-      void current.finally(schedule);
-    }, everyMs);
-    timer.unref();
-  };
-  schedule();
+  const rounds = runRounds(everyMs, sweepOnce, (err) =>
+    deps.log.warn({ err: errorKind(err) }, 'settlement sweep failed'),
+  );
 
   return {
     sweepOnce,
     async stop() {
       stopped = true;
-      clearTimeout(timer);
-      await current;
+      await rounds.stop();
     },
   };
 }

@@ -10,6 +10,8 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Logger } from '../../lib/log.ts';
+import { errorKind } from '../../lib/error-kind.ts';
+import { runRounds } from '../../lib/rounds.ts';
 import {
   closeNeverRun,
   dropLeases,
@@ -48,8 +50,6 @@ export type StartRelayDeps = {
 export function startRelay(deps: StartRelayDeps): StartRelay {
   const { everyMs = RELAY_EVERY_MS, afterMs = RELAY_AFTER_MS } = deps;
   let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let current: Promise<number> | undefined;
 
   async function reconcile(): Promise<void> {
     const held = deps.backlog?.held() ?? [];
@@ -97,29 +97,19 @@ export function startRelay(deps: StartRelayDeps): StartRelay {
       deps.backlog?.releaseStarted(started);
       deps.log.info({ started: started.length }, 'start relay started accepted calls');
     }
-    if (unreachable) deps.log.warn({ err: (unreachable as Error).message }, 'start relay: Temporal unreachable');
+    if (unreachable) deps.log.warn({ err: errorKind(unreachable) }, 'start relay: Temporal unreachable');
     return started.length;
   }
 
-  const schedule = () => {
-    if (stopped || everyMs <= 0) return;
-    timer = setTimeout(() => {
-      current = runOnce().catch((err: Error) => {
-        deps.log.warn({ err: err.message }, 'start relay round failed');
-        return 0;
-      });
-      void current.finally(schedule);
-    }, everyMs);
-    timer.unref();
-  };
-  schedule();
+  const rounds = runRounds(everyMs, runOnce, (err) =>
+    deps.log.warn({ err: errorKind(err) }, 'start relay round failed'),
+  );
 
   return {
     runOnce,
     async stop() {
       stopped = true;
-      clearTimeout(timer);
-      await current;
+      await rounds.stop();
     },
   };
 }

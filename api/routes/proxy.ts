@@ -7,6 +7,7 @@
 import Router from '@koa/router';
 import { InvocationSchema } from '../../gateway/db/entities.ts';
 import { isId, newId } from '../../lib/ids.ts';
+import { errorKind } from '../../lib/error-kind.ts';
 import { ApiError, notFound } from '../errors.ts';
 import { coarseMessage } from '../../gateway/upstream/errors.ts';
 import { MAX_TRANSACTIONAL_BODY, readCappedBody } from '../proxy/body.ts';
@@ -110,8 +111,8 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       )
       .then(
         () => accepted.release(),
-        (err: Error) =>
-          deps.log.warn({ invocationId, err: err.message }, 'workflow start failed; left to the start relay'),
+        (err: unknown) =>
+          deps.log.warn({ invocationId, err: errorKind(err) }, 'workflow start failed; left to the start relay'),
       );
 
     ctx.status = 202;
