@@ -1,4 +1,5 @@
-// `npm test`: type checking, lint, formatting (Prettier), the layer rules (.dependency-cruiser.cjs), then the whole
+// `npm test`: type checking, lint, formatting (Prettier), the layer rules (.dependency-cruiser.cjs), unused
+// dependencies and files (knip.jsonc), then the whole
 // mocha suite against real services. Always ends with one plain line `N passed, N failed` (the
 // suite's, or a failed step's).
 import { spawnSync } from 'node:child_process';
@@ -40,6 +41,12 @@ if (!step('format', bin('prettier'), ['--check', '--log-level', 'warn', '.'])) {
 }
 if (!step('layers', bin('depcruise'), ['--config', '.dependency-cruiser.cjs', '--output-type', 'err', ...LAYERED])) {
   process.stdout.write('layer rules broken\n0 passed, 1 failed\n');
+  process.exit(1);
+}
+// knip.jsonc: no unused dependency or file, nothing imported that package.json does not list.
+// Exports used only inside their own module are not enforced yet (`npx knip` lists them).
+if (!step('unused', bin('knip'), ['--no-progress', '--exclude', 'exports,types'])) {
+  process.stdout.write('unused dependencies or files (knip.jsonc)\n0 passed, 1 failed\n');
   process.exit(1);
 }
 // With no arguments, the whole suite; `npm test -- test/x.test.ts` runs one file (still one stack).
