@@ -28,6 +28,7 @@ import {
   withDatabase,
 } from '../scripts/lib/postgres.ts';
 import { freePort } from '../scripts/lib/ports.ts';
+import { startStep, timedStep, type Step } from '../scripts/lib/progress.ts';
 import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
 
 const TENANT = 'bench-tenant';
@@ -91,17 +92,23 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
     // Seeding: bulk rows with the rollup triggers off, then one rebuild (the same function the
     // migration backfills with, tested to equal the trigger's result). Through the trigger the
     // million rows take minutes; the per-row cost is measured separately below.
+    const seeding = startStep('analytics: seeding', `${N.toLocaleString('en')} invocations, 100,000 per statement`);
     let t0 = performance.now();
     await conn.execute('alter table invocations disable trigger invocations_analytics_insert');
-    for (let from = 1; from <= N; from += 100_000)
+    for (let from = 1; from <= N; from += 100_000) {
       await conn.execute(seedSql(TENANT, from, Math.min(N, from + 99_999), N, AGENTS));
+      seeding.progress(Math.min(N, from + 99_999), N, 'rows');
+    }
     await conn.execute('alter table invocations enable trigger invocations_analytics_insert');
     const seeded = ms(t0);
+    seeding.end();
+    const rebuilding = startStep('analytics: rebuilding the rollups', 'then vacuum analyze');
     t0 = performance.now();
     await conn.execute(`select analytics_rebuild(?)`, [TENANT]);
     const rebuilt = ms(t0);
     await conn.execute('vacuum analyze analytics_hourly');
     await conn.execute('vacuum analyze invocations');
+    rebuilding.end();
     const [{ rows, keys }] = await conn.execute(
       `select count(*)::int as rows, sum((select count(*) from jsonb_object_keys(latency)) + (select count(*) from jsonb_object_keys(ttft)))::int as keys from analytics_hourly where tenant_id = ?`,
       [TENANT],
@@ -113,6 +120,10 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
 
     // What the trigger costs a completing invocation: the same 20 000 rows with and without it.
     const sample = 20_000;
+    const triggerCost = startStep(
+      'analytics: rollup trigger cost',
+      `${sample.toLocaleString('en')} rows without, then with it`,
+    );
     await conn.execute('alter table invocations disable trigger invocations_analytics_insert');
     t0 = performance.now();
     await conn.execute(seedSql('bench-off', 1, sample, sample, AGENTS).replace(/'inv_bench_'/, `'inv_off_'`));
@@ -122,6 +133,7 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
     await conn.execute(seedSql('bench-on', 1, sample, sample, AGENTS).replace(/'inv_bench_'/, `'inv_on_'`));
     const withTrigger = ms(t0);
     const perRowUs = ((withTrigger - without) * 1000) / sample;
+    triggerCost.end();
     result.notes.push(
       `rollup trigger: ${perRowUs.toFixed(0)} µs of database time per completed invocation (${sample} rows: ${without.toFixed(0)} ms without, ${withTrigger.toFixed(0)} ms with)`,
     );
@@ -143,7 +155,13 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
     const base = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
     const token = await mintToken({ secret, tenant: TENANT, user: 'bench' });
 
-    async function timeQuery(bucket: 'hour' | 'day') {
+    const timeQuery = (bucket: 'hour' | 'day') =>
+      timedStep(
+        `analytics: timing the ${bucket === 'hour' ? 'hourly' : 'daily'} query`,
+        `${RUNS} requests after a cold one and 3 warm-ups`,
+        (step) => timeQueryRuns(bucket, step),
+      );
+    async function timeQueryRuns(bucket: 'hour' | 'day', step: Step) {
       const url = `${base}/v1/analytics?since=${SINCE}&until=${UNTIL}&bucket=${bucket}`;
       const once = async () => {
         const start = performance.now();
@@ -171,6 +189,7 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
       for (let i = 0; i < RUNS; i++) {
         last = await once();
         times.push(last.took);
+        step.progress(i + 1, RUNS, 'requests');
       }
       const total = last!.body.groups.reduce((s, g) => s + g.count, 0);
       if (total !== N) throw new Error(`the ${bucket} groups add up to ${total}, not ${N}`);
@@ -197,11 +216,13 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
         and status in ('succeeded', 'failed')
       group by 1, 2`;
     const baseTimes: number[] = [];
+    const baseline = startStep('analytics: baseline', '3 exact queries over the raw rows');
     for (let i = 0; i < 3; i++) {
       const start = performance.now();
       await conn.execute(baselineSql, [TENANT, SINCE, UNTIL]);
       baseTimes.push(ms(start));
     }
+    baseline.end();
 
     say('');
     say('| query (31 days) | groups | response | cold (first read) | p50 | p95 | max |');

@@ -22,6 +22,7 @@ import { parseArgs } from 'node:util';
 import { Pool, request } from 'undici';
 import type { Infra } from '../scripts/lib/infra.ts';
 import { freePort } from '../scripts/lib/ports.ts';
+import { startStep, timedStep } from '../scripts/lib/progress.ts';
 import { connectClient } from '../temporal/client.ts';
 import { AgentId, InvocationStatus, TenantId } from '../temporal/search-attributes.ts';
 import { listeningPort, spawnInto, stopChildren } from './processes.ts';
@@ -182,12 +183,21 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
       { name: 'bare proxy', origin: bareUrl, path: '/agent', headers: {} },
       { name: 'gateway', origin: apiUrl, path: `/v1/proxy/${agent.id}/stream`, headers: auth },
     ];
-    for (const t of targets) await load(t, 1, Math.max(...CONCURRENCIES)); // warm-up: JIT, pools, caches
+    await timedStep('proxy: warm-up', '1 s per target', async () => {
+      for (const t of targets) await load(t, 1, Math.max(...CONCURRENCIES)); // JIT, pools, caches
+    });
     const streamingTargets: string[] = [];
     for (const concurrency of PARTS.has('streaming') ? CONCURRENCIES : []) {
       const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
-      for (let round = 0; round < ROUNDS; round++)
+      const streamingStep = startStep(
+        `proxy: streaming at concurrency ${concurrency}`,
+        `${ROUNDS} rounds × ${targets.length} targets × ${SECONDS} s`,
+      );
+      for (let round = 0; round < ROUNDS; round++) {
         for (const t of targets) samples.get(t.name)!.push(await load(t, SECONDS, concurrency));
+        streamingStep.progress(round + 1, ROUNDS, 'rounds');
+      }
+      streamingStep.end();
       const streaming = Object.fromEntries(targets.map((t) => [t.name, merge(samples.get(t.name)!)]));
       const direct = streaming['direct'];
       const bareR = streaming['bare proxy'];
@@ -288,6 +298,7 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
         if (res.statusCode !== 202) throw new Error(`transactional answered ${res.statusCode}`);
         return performance.now() - t0;
       };
+      const startsStep = startStep('proxy: transactional starts', `20 warm-ups, then ${STARTS} of each, interleaved`);
       for (let i = 0; i < 20; i++) {
         await startOnce();
         await acceptOnce();
@@ -295,7 +306,9 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
       for (let i = 0; i < STARTS; i++) {
         bareStarts.push(await startOnce());
         gatewayStarts.push(await acceptOnce());
+        startsStep.progress(i + 1, STARTS, 'starts');
       }
+      startsStep.end();
       await txPool.close();
       await temporal.connection.close();
       tx = summarize(gatewayStarts);
@@ -341,6 +354,10 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
     }
     if (PARTS.has('memory')) {
       // 3. Memory under big streams, the bare proxy alongside for reference.
+      const memoryStep = startStep(
+        'proxy: memory',
+        `${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB, bare proxy then gateway`,
+      );
       const bareMem = await memoryUnderStreams(`${bareUrl}/agent`, {}, bare.pid!, STREAMS, STREAM_BYTES);
       gwMem = await memoryUnderStreams(
         `${apiUrl}/v1/proxy/${agent.id}/stream`,
@@ -349,6 +366,7 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
         STREAMS,
         STREAM_BYTES,
       );
+      memoryStep.end();
       say();
       say(`## RSS while ${STREAMS} streams × ${STREAM_BYTES / 1048576} MiB pass through (up and echoed down)`);
       say(`| process | baseline | peak | growth | wall time |`);

@@ -18,6 +18,7 @@ import { collectEnvironment } from './environment.ts';
 import { updateReport, type Section } from './report.ts';
 import type { BenchResult } from './result.ts';
 import { parseCommand, usageExit } from '../scripts/lib/cli.ts';
+import { startStep } from '../scripts/lib/progress.ts';
 
 const ALL = ['analytics', 'proxy', 'settle', 'throughput'];
 const REPORT = 'docs/BENCHMARKS.md';
@@ -43,15 +44,21 @@ const runs = requested.length
 function runOne(name: string, args: string[], jsonFile: string): Promise<BenchResult> {
   const started = new Date().toISOString();
   const t0 = performance.now();
+  const command = `npm run bench:${name}${args.length ? ` -- ${args.join(' ')}` : ''}`;
+  const step = startStep(`bench ${name}`, command);
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [`bench/${name}.ts`, ...args, '--json', jsonFile], { stdio: 'inherit' });
     child.once('exit', (code, signal) => {
       try {
-        if (code === 0) return resolve(JSON.parse(readFileSync(jsonFile, 'utf8')) as BenchResult);
+        if (code === 0) {
+          const result = JSON.parse(readFileSync(jsonFile, 'utf8')) as BenchResult;
+          step.end();
+          return resolve(result);
+        }
       } catch {
         // no result written: reported as a failure below
       }
-      const command = `npm run bench:${name}${args.length ? ` -- ${args.join(' ')}` : ''}`;
+      step.fail();
       resolve({
         bench: name,
         command,

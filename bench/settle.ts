@@ -33,6 +33,7 @@ import { appEnvironment, freeInfraPorts, startInfra } from '../scripts/lib/infra
 import { canConnect, dropDatabase } from '../scripts/lib/postgres.ts';
 import { freePort, waitFor } from '../scripts/lib/ports.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
+import { startStep } from '../scripts/lib/progress.ts';
 import { ALL_SEARCH_ATTRIBUTES } from '../temporal/search-attributes.ts';
 import { connectClient } from '../temporal/client.ts';
 import { DEV_ACCOUNTS, fund } from '../scripts/dev/chain.ts';
@@ -75,7 +76,10 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
   const local = 'postgres://postgres@127.0.0.1:5432/postgres';
   const postgresUrl = process.env.DATABASE_URL ?? ((await canConnect(local)) ? local : undefined);
 
-  say(`bench:settle: starting Temporal, PostgreSQL, anvil + token (data in ${dataDir})`);
+  const starting = startStep(
+    'settle: starting the stack',
+    `Temporal, PostgreSQL, anvil and the token; data in ${dataDir}`,
+  );
   // Our own dev server, so its SQLite pragmas can be chosen; the same flags as scripts/dev/temporal-dev-server.ts otherwise.
   await mkdir(dataDir, { recursive: true });
   const temporalPort = await freePort();
@@ -118,6 +122,7 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
     persistChain: false,
     log: () => undefined,
   });
+  starting.end();
   const cleanups: Array<() => Promise<unknown>> = [];
   cleanups.push(
     () =>
@@ -257,18 +262,21 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
       return elapsed;
     }
 
-    say(`warming up (${WARMUP} each)...`);
+    const warming = startStep('settle: warm-up', `${WARMUP} settles each`);
     for (let i = 0; i < WARMUP; i++) {
       await ours();
       await reference();
     }
-    say(`measuring ${N} settles each, interleaved...`);
+    warming.end();
+    const measuring = startStep('settle: measuring', `${N} settles each, interleaved`);
     const a: number[] = [];
     const b: number[] = [];
     for (let i = 0; i < N; i++) {
       a.push(await ours());
       b.push(await reference());
+      measuring.progress(i + 1, N, 'settles');
     }
+    measuring.end();
 
     const row = (name: string, v: number[]) =>
       say(

@@ -8,18 +8,24 @@ import { startInfra, appEnvironment, freeInfraPorts, type Infra } from '../scrip
 import { waitFor } from '../scripts/lib/ports.ts';
 import { canConnect, dropDatabase } from '../scripts/lib/postgres.ts';
 import { mintToken } from '../gateway/tokens.ts';
+import { timedStep } from '../scripts/lib/progress.ts';
 
 export async function startBenchInfra(name: string, dataDir: string): Promise<Infra> {
   const local = 'postgres://postgres@127.0.0.1:5432/postgres';
-  return startInfra({
-    dataDir,
-    ports: await freeInfraPorts(),
-    postgresUrl: process.env.DATABASE_URL ?? ((await canConnect(local)) ? local : undefined),
-    databaseName: `gw_bench_${name}_${process.pid}`,
-    namespace: 'default',
-    persistChain: false,
-    log: () => undefined,
-  });
+  return timedStep(
+    `${name}: starting the stack`,
+    'Temporal dev server, PostgreSQL, anvil and the token, OpenBao',
+    async () =>
+      startInfra({
+        dataDir,
+        ports: await freeInfraPorts(),
+        postgresUrl: process.env.DATABASE_URL ?? ((await canConnect(local)) ? local : undefined),
+        databaseName: `gw_bench_${name}_${process.pid}`,
+        namespace: 'default',
+        persistChain: false,
+        log: () => undefined,
+      }),
+  );
 }
 
 export async function removeBenchInfra(infra: Infra | undefined, dataDir: string): Promise<void> {

@@ -26,6 +26,7 @@ import { Pool } from 'undici';
 import type { Client } from '@temporalio/client';
 import type { Infra } from '../scripts/lib/infra.ts';
 import { freePort, waitFor } from '../scripts/lib/ports.ts';
+import { startStep, timedStep } from '../scripts/lib/progress.ts';
 import { connectClient } from '../temporal/client.ts';
 import type { InvocationOutcome } from '../activities/invocation.ts';
 import { AgentId, InvocationStatus, TenantId } from '../temporal/search-attributes.ts';
@@ -229,8 +230,13 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
     ];
 
     // Both workers bundle their workflows on start: the first call of each waits for that.
-    for (const t of targets) await waitFor(`first completion: ${t.name}`, async () => Boolean(await t.call()), 180_000);
-    for (const t of targets) await measure(t.call, CONCURRENCY, 0, WARMUP); // JIT, pools, workflow caches
+    await timedStep('throughput: first completions', 'the workers bundle their workflows', async () => {
+      for (const t of targets)
+        await waitFor(`first completion: ${t.name}`, async () => Boolean(await t.call()), 180_000);
+    });
+    await timedStep('throughput: warm-up', `${WARMUP} s per target`, async () => {
+      for (const t of targets) await measure(t.call, CONCURRENCY, 0, WARMUP); // JIT, pools, workflow caches
+    });
     // Where the CPU goes, per process: the Temporal server found by its port, PostgreSQL as the
     // backends connected to the bench database (the server may be shared with other work).
     const temporalPort = infra.temporalAddress.split(':').at(-1)!;
@@ -253,9 +259,12 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
       'load generator (this process)': () => [process.pid],
     };
     const windows = new Map(targets.map((t) => [t.name, [] as Window[]]));
+    const rounds = startStep('throughput: measuring', `${ROUNDS} rounds × ${targets.length} targets × ${SECONDS} s`);
     for (let round = 0; round < ROUNDS; round++) {
       for (const t of targets) windows.get(t.name)!.push(await measure(t.call, CONCURRENCY, SETTLE, SECONDS, cpu));
+      rounds.progress(round + 1, ROUNDS, 'rounds');
     }
+    rounds.end();
     await pgProbe.end();
     await api.close();
     const [bare, gw] = targets.map((t) => merge(windows.get(t.name)!));

@@ -149,6 +149,33 @@ describe('operator commands', function () {
     assert.equal(r.code, 0);
     assert.doesNotMatch(r.stdout + r.stderr, /^(PASS|FAIL) |^\.\.\. worker-kill/m);
   });
+
+  it('npm run tools, with both tools there: one line naming both binaries, nothing on stderr', async () => {
+    const r = await run('scripts/lib/tools.ts', []);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stderr, '');
+    const m = /^tools ready: temporal (\S+), bao (\S+)\n$/.exec(r.stdout);
+    assert.ok(m, r.stdout);
+    assert.ok(existsSync(m[1]) && existsSync(m[2]), r.stdout);
+  });
+
+  it('npm run bench:analytics: each step on stderr, started and done with its duration; figures on stdout', async () => {
+    const r = await run('bench/analytics.ts', ['--invocations', '2000', '--runs', '1'], {
+      DATABASE_URL: stack().infra.databaseUrl,
+    });
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    const lines = r.stderr.trim().split('\n');
+    const started = lines.filter((l) => /^analytics: .+ \.\.\.$/.test(l));
+    const done = lines.filter((l) => /^analytics: .+: done in \d+\.\d s$/.test(l));
+    assert.ok(
+      started.some((l) => l.startsWith('analytics: seeding (2,000 invocations')),
+      r.stderr,
+    );
+    assert.ok(started.length >= 5 && done.length === started.length, r.stderr);
+    assert.equal(lines.length, started.length + done.length, r.stderr);
+    assert.match(r.stdout, /^# analytics benchmark: 2,000 invocations/m);
+    assert.doesNotMatch(r.stdout, / \.\.\.$|done in/m);
+  });
 });
 
 describe('configuration errors, reported together before anything starts', function () {

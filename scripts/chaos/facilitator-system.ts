@@ -24,6 +24,7 @@ import { migrateFacilitator } from '../../facilitator/db/migrations.ts';
 import { startFacilitator, type RunningFacilitator } from '../../facilitator/server.ts';
 import { createLogger } from '../../lib/log.ts';
 import { connectClient } from '../../temporal/client.ts';
+import { startStep, timedStep } from '../lib/progress.ts';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../x402/eip3009.ts';
 import type { PaymentRequirements, SettleRequest } from '../../x402/schemas.ts';
 
@@ -72,6 +73,7 @@ export async function startFacilitatorSystem(opts: {
 }): Promise<FacilitatorSystem> {
   const runId = `${process.pid}_${randomBytes(3).toString('hex')}`;
   const dataDir = resolve('.chaos-data', `${opts.name}-${runId}`);
+  const starting = startStep(`${opts.name}: starting its system`, 'Temporal, PostgreSQL, anvil, the facilitator');
   const verbose = process.env.CHAOS_VERBOSE
     ? (source: string, line: string) => console.log(`[${source}] ${line}`)
     : () => undefined;
@@ -179,6 +181,7 @@ export async function startFacilitatorSystem(opts: {
       await current.exited;
     };
     cleanups.push(killWorker);
+    starting.end();
 
     return {
       infra,
@@ -197,11 +200,12 @@ export async function startFacilitatorSystem(opts: {
         worker = spawnWorker(env, join(dataDir, 'logs'));
         return worker;
       },
-      killWorker,
-      close,
+      killWorker: () => timedStep(`${opts.name}: SIGKILL the facilitator worker`, undefined, killWorker),
+      close: (failed) => timedStep(`${opts.name}: stopping its system`, undefined, () => close(failed)),
       dataDir,
     };
   } catch (err) {
+    starting.fail();
     await close(true);
     throw err;
   }

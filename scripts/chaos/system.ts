@@ -11,6 +11,7 @@ import { Connection, Client } from '@temporalio/client';
 import { appEnvironment, freeInfraPorts, startInfra, type Infra } from '../lib/infra.ts';
 import { canConnect, dropDatabase } from '../lib/postgres.ts';
 import { freePort } from '../lib/ports.ts';
+import { startStep, timedStep } from '../lib/progress.ts';
 import { mintToken } from '../../gateway/tokens.ts';
 import { ensureDevAccount } from '../dev/facilitator-account.ts';
 import { check } from './report.ts';
@@ -127,6 +128,13 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
     logs.close();
   };
   running.add(cleanup);
+  const wanted = opts.apps ?? ['api', 'worker'];
+  const starting = startStep(
+    `${opts.name}: starting its system`,
+    `Temporal, ${opts.embeddedPostgres ? 'embedded ' : ''}PostgreSQL, anvil, OpenBao, ${wanted.join(', ')}`,
+  );
+  // A scenario's faults, each a step with its duration on stderr.
+  const step = (what: string, work: () => Promise<void>) => timedStep(`${opts.name}: ${what}`, undefined, work);
 
   try {
     const upstream = await startCountingUpstream(opts.upstreamDelayMs ?? 0);
@@ -177,7 +185,6 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
     });
     cleanups.push(() => processes.stopAll());
 
-    const wanted = opts.apps ?? ['api', 'worker'];
     if (wanted.includes('facilitator'))
       await ensureDevAccount(infra.facilitatorDatabaseUrl, infra.pki.clientCertPem, infra.tokenAddress);
     await Promise.all(wanted.map((name) => processes.start(name)));
@@ -188,6 +195,22 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
 
     const checks = checksPool(infra.databaseUrl);
     cleanups.push(() => checks.end());
+    starting.end();
+
+    const temporalServer = (action: 'stop' | 'start') =>
+      step(`${action} Temporal`, async () => {
+        check(infra.parts.temporal !== null, 'this system does not run its own Temporal');
+        await infra.parts.temporal[action]();
+      });
+    const postgresServer = (action: 'stop' | 'start') =>
+      step(`${action} PostgreSQL`, async () => {
+        check(
+          infra.parts.postgres !== null,
+          `${action === 'stop' ? 'stopping' : 'starting'} PostgreSQL needs embeddedPostgres: true`,
+        );
+        if (action === 'stop') await checks.end();
+        await infra.parts.postgres[action]();
+      });
 
     return {
       name: opts.name,
@@ -203,31 +226,20 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
       temporal,
       sql: checks.query,
       token: (tenant, user = 'chaos-user') => mintToken({ secret: env.AUTH_JWT_SECRET, tenant, user }),
-      kill: processes.kill,
-      start: processes.start,
-      stopTemporal: async () => {
-        check(infra.parts.temporal !== null, 'this system does not run its own Temporal');
-        await infra.parts.temporal.stop();
-      },
-      startTemporal: async () => {
-        check(infra.parts.temporal !== null, 'this system does not run its own Temporal');
-        await infra.parts.temporal.start();
-      },
-      stopPostgres: async () => {
-        check(infra.parts.postgres !== null, 'stopping PostgreSQL needs embeddedPostgres: true');
-        await checks.end();
-        await infra.parts.postgres.stop();
-      },
-      startPostgres: async () => {
-        check(infra.parts.postgres !== null, 'starting PostgreSQL needs embeddedPostgres: true');
-        await infra.parts.postgres.start();
-      },
-      stop: async () => {
-        await cleanup();
-        if (!process.env.CHAOS_KEEP_DATA) rmSync(dataDir, { recursive: true, force: true });
-      },
+      kill: (name) => step(`SIGKILL ${name}`, () => processes.kill(name)),
+      start: (name) => step(`start ${name}`, () => processes.start(name)),
+      stopTemporal: () => temporalServer('stop'),
+      startTemporal: () => temporalServer('start'),
+      stopPostgres: () => postgresServer('stop'),
+      startPostgres: () => postgresServer('start'),
+      stop: () =>
+        step('stopping its system', async () => {
+          await cleanup();
+          if (!process.env.CHAOS_KEEP_DATA) rmSync(dataDir, { recursive: true, force: true });
+        }),
     };
   } catch (err) {
+    starting.fail();
     await cleanup();
     throw new Error(`${opts.name}: the system did not start: ${(err as Error).message} (logs in ${logDir})`, {
       cause: err,

