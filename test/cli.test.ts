@@ -78,6 +78,10 @@ const COMMANDS: Command[] = [
     badEnvArgs: ['accounts', 'list'],
   },
   { name: 'bench', script: 'bench/run.ts', badArgs: ['nosuch'] },
+  { name: 'bench:analytics', script: 'bench/analytics.ts', badArgs: ['--runs'] },
+  { name: 'bench:proxy', script: 'bench/proxy.ts', badArgs: ['--seconds'] },
+  { name: 'bench:settle', script: 'bench/settle.ts', badArgs: ['--n'] },
+  { name: 'bench:throughput', script: 'bench/throughput.ts', badArgs: ['--concurrency'] },
   { name: 'chaos', script: 'scripts/chaos/run.ts', badArgs: ['nosuch'] },
   { name: 'tools', script: 'scripts/lib/tools.ts', badArgs: ['temporal'] },
   { name: 'migrate', script: 'scripts/migrate.ts', badArgs: ['now'], badEnv: { DATABASE_URL: 'not a url' } },
@@ -141,6 +145,32 @@ describe('operator commands', function () {
           assert.ok(errorLines.length <= 1 || r.stdout.includes('FAILED'), `more than one line: ${r.stderr}`);
         });
       }
+    });
+  }
+
+  it('npm test -- --help: usage on stdout, exit 0, and no step runs', async () => {
+    const r = await run('scripts/test.ts', ['--help']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^usage: npm test/);
+    assert.doesNotMatch(r.stdout, /^> type check/m);
+  });
+
+  // The examples are commands too (README, "Commands"): --help sends nothing (call-agent would
+  // create an agent), and a flag they do not take is one line, exit 2.
+  for (const [name, script] of [
+    ['example:call-agent', 'examples/call-agent.ts'],
+    ['example:x402-fetch', 'examples/pay-x402-fetch.ts'],
+    ['example:x402-v2', 'examples/pay-x402-v2.ts'],
+    ['example:mcp-client', 'examples/mcp-client.ts'],
+    ['example:verify-receipt', 'examples/verify-receipt.ts'],
+  ]) {
+    it(`npm run ${name} -- --help: usage, exit 0, nothing sent; an unknown option: one line, exit 2`, async () => {
+      const unreachable = { GATEWAY_URL: 'http://127.0.0.1:1', TOKEN: 'not-used' };
+      const help = await run(script, ['--help'], unreachable);
+      assert.equal(help.code, 0, help.stderr);
+      assert.match(help.stdout, new RegExp(`^usage: npm run ${name}`));
+      assert.equal(help.stderr, '');
+      assertOneLineExit2(await run(script, ['--no-such-option'], unreachable), name, /--no-such-option/);
     });
   }
 
