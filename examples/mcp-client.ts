@@ -46,7 +46,8 @@ try {
   console.log(`${tool} answered${result.isError ? ' with an error' : ''}: ${JSON.stringify(result.content)}`);
   if (result.isError) process.exitCode = 1;
 } catch (err) {
-  fail(`MCP through ${s.gateway}/v1/proxy/${agentId}/stream: ${(err as Error).message}`);
+  // The SDK's message for a server that is not MCP is pages of schema errors; its first line says enough.
+  fail(`MCP through ${s.gateway}/v1/proxy/${agentId}/stream: ${(err as Error).message.split('\n')[0]}`);
 } finally {
   await client.close();
 }
