@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { Wallet } from 'ethers';
 import { stack } from './support/stack.ts';
 import { freePort } from '../scripts/lib/ports.ts';
+import { dropDatabase, withDatabase } from '../scripts/lib/postgres.ts';
 import { balanceOf, chainProvider } from './support/x402.ts';
 type Run = { code: number | null; stdout: string; stderr: string };
 
@@ -339,5 +340,29 @@ describe('npm run dev -- fund', function () {
     } finally {
       provider.destroy();
     }
+  });
+});
+
+describe('npm run migrate', function () {
+  this.timeout(120_000);
+
+  it('creates a missing facilitator database and migrates it, then finds it up to date', async () => {
+    const url = withDatabase(stack().infra.facilitatorDatabaseUrl, `migrate_cli_${randomBytes(4).toString('hex')}`);
+    try {
+      const first = await run('scripts/migrate.ts', [], { DATABASE_URL: '', FACILITATOR_DATABASE_URL: url });
+      assert.equal(first.code, 0, first.stderr);
+      assert.match(first.stdout, /^facilitator: applied: 0001_init, /m);
+      assert.doesNotMatch(first.stdout, /^gateway: /m, 'no gateway database was named');
+      const again = await run('scripts/migrate.ts', [], { DATABASE_URL: '', FACILITATOR_DATABASE_URL: url });
+      assert.equal(again.code, 0, again.stderr);
+      assert.equal(again.stdout.trim(), 'facilitator: up to date');
+    } finally {
+      await dropDatabase(url);
+    }
+  });
+
+  it('with neither database named: one line naming both variables, exit 2', async () => {
+    const r = await run('scripts/migrate.ts', [], { DATABASE_URL: '', FACILITATOR_DATABASE_URL: '' });
+    assertOneLineExit2(r, 'migrate', /DATABASE_URL.*FACILITATOR_DATABASE_URL/);
   });
 });
