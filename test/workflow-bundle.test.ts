@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
-import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
@@ -45,7 +45,12 @@ function assertRefused(r: { code: number | null; stdout: string; stderr: string 
 
 describe('prebuilt workflow bundles (npm run build)', function () {
   this.timeout(240_000);
-  const dir = mkdtempSync(join(tmpdir(), 'workflow-bundles-'));
+  const folders: string[] = [];
+  const folder = (prefix: string) => {
+    folders.push(mkdtempSync(join(tmpdir(), prefix)));
+    return folders.at(-1)!;
+  };
+  const dir = folder('workflow-bundles-');
   let upstream: TestUpstream;
   const children: ChildProcess[] = [];
 
@@ -59,6 +64,7 @@ describe('prebuilt workflow bundles (npm run build)', function () {
   after(async () => {
     for (const child of children) await stopWorkerProcess(child);
     await upstream?.close();
+    for (const made of folders) rmSync(made, { recursive: true, force: true });
   });
 
   it('writes each bundle with a manifest of its sources, tracing interceptors included', () => {
@@ -100,7 +106,7 @@ describe('prebuilt workflow bundles (npm run build)', function () {
   });
 
   it('refuses a missing bundle in production: one line, exit 2', async () => {
-    const empty = mkdtempSync(join(tmpdir(), 'no-bundle-'));
+    const empty = folder('no-bundle-');
     assertRefused(
       await refusedWorkerProcess({ NODE_ENV: 'production', WORKFLOW_BUNDLE_DIR: empty }),
       /^ {2}WORKFLOW_BUNDLE_DIR: the gateway workflow bundle \S+gateway\.js is missing/,
@@ -108,7 +114,7 @@ describe('prebuilt workflow bundles (npm run build)', function () {
   });
 
   it('refuses a bundle built from other sources, naming the file that changed', async () => {
-    const stale = mkdtempSync(join(tmpdir(), 'stale-bundle-'));
+    const stale = folder('stale-bundle-');
     cpSync(dir, stale, { recursive: true });
     const manifestFile = join(stale, 'gateway.json');
     const manifest = JSON.parse(readFileSync(manifestFile, 'utf8'));
