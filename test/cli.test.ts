@@ -58,6 +58,7 @@ const COMMANDS: Command[] = [
     badEnvArgs: ['--tenant', 't', '--user', 'u'],
   },
   { name: 'replay', script: 'scripts/replay.ts', badArgs: [], badEnvArgs: [aFile] },
+  { name: 'build', script: 'scripts/build.ts', badArgs: ['--out'], badEnvArgs: ['--out', join(aFile, 'bundles')] },
   {
     name: 'verify-receipt',
     script: 'scripts/verify-receipt.ts',
