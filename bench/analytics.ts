@@ -12,7 +12,6 @@
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { parseArgs } from 'node:util';
 import { request } from 'undici';
 import { Client } from '@temporalio/client';
 import { openOrm, migrate } from '../gateway/db/orm.ts';
@@ -30,6 +29,11 @@ import {
 import { freePort } from '../scripts/lib/ports.ts';
 import { startStep, timedStep, type Step } from '../scripts/lib/progress.ts';
 import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
+import { parseCommand } from '../scripts/lib/cli.ts';
+
+const USAGE = `usage: npm run bench:analytics [-- --invocations N --agents N --runs N --keep --json FILE]
+  The analytics benchmark: N invocations (default one million) over 31 days, GET /v1/analytics
+  timed for 31-day windows (docs/BENCHMARKS.md, "Analytics"); --json writes the result to FILE.`;
 
 const TENANT = 'bench-tenant';
 const SINCE = '2026-09-01T00:00:00Z';
@@ -61,7 +65,8 @@ function seedSql(tenant: string, from: number, to: number, total: number, AGENTS
 
 export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResult> {
   const startedMs = performance.now();
-  const { values: args } = parseArgs({
+  const { values: args } = parseCommand({
+    usage: USAGE,
     args: argv,
     options: {
       invocations: { type: 'string', default: '1000000' },

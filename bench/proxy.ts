@@ -18,7 +18,6 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { parseArgs } from 'node:util';
 import { Pool, request } from 'undici';
 import type { Infra } from '../scripts/lib/infra.ts';
 import { freePort } from '../scripts/lib/ports.ts';
@@ -28,9 +27,16 @@ import { AgentId, InvocationStatus, TenantId } from '../temporal/search-attribut
 import { listeningPort, spawnInto, stopChildren } from './processes.ts';
 import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
 import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
+import { parseCommand } from '../scripts/lib/cli.ts';
+
+const USAGE = `usage: npm run bench:proxy [-- --concurrency 1,8 --seconds 5 --rounds 3 --starts 200 --streams 20 --stream-mib 32
+                            --profile DIR --only streaming,transactional,memory --json FILE]
+  The proxy's overhead against a bare proxy and a bare workflow start, and RSS under N streams
+  (docs/BENCHMARKS.md, "Proxy"); --json writes the result to FILE.`;
 
 const parseOptions = (argv: string[]) =>
-  parseArgs({
+  parseCommand({
+    usage: USAGE,
     args: argv,
     options: {
       /** One or more fixed concurrencies (comma-separated); the streaming comparison runs at each. */

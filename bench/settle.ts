@@ -22,7 +22,6 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { join, resolve } from 'node:path';
 import { mkdir, readFile, rm } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 import { Wallet, hexlify } from 'ethers';
 import { createWalletClient, http, publicActions } from 'viem';
@@ -48,6 +47,11 @@ import { createLogger } from '../lib/log.ts';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../x402/eip3009.ts';
 import type { Payment, PaymentRequirements } from '../x402/schemas.ts';
 import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
+import { parseCommand } from '../scripts/lib/cli.ts';
+
+const USAGE = `usage: npm run bench:settle [-- --n 100 --warmup 10 --worker embedded|process --temporal-sqlite wal|default --keep --json FILE]
+  /settle latency on anvil against the x402 reference settle (docs/BENCHMARKS.md, "Settlement");
+  --json writes the result to FILE.`;
 
 const AMOUNT = 10_000n;
 const say = (line: string) => process.stdout.write(`${line}\n`);
@@ -56,7 +60,8 @@ const fmt = (v: number) => v.toFixed(1).padStart(7);
 
 export async function runSettleBench(argv: string[] = []): Promise<BenchResult> {
   const startedMs = performance.now();
-  const { values: args } = parseArgs({
+  const { values: args } = parseCommand({
+    usage: USAGE,
     args: argv,
     options: {
       n: { type: 'string', default: '100' },

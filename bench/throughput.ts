@@ -20,7 +20,6 @@ import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { Pool } from 'undici';
 import type { Client } from '@temporalio/client';
@@ -34,6 +33,12 @@ import { listeningPort, spawnInto, stopChildren } from './processes.ts';
 import { cpuBetween, cpuSnapshot, findPids, type CpuGroups } from './cpu.ts';
 import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
 import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
+import { parseCommand } from '../scripts/lib/cli.ts';
+
+const USAGE = `usage: npm run bench:throughput [-- --concurrency 16 --seconds 15 --rounds 2 --warmup 5 --settle 2 --profile DIR
+                                 --bare-attributes --json FILE]
+  Completed invocations per second against a bare echo workflow (docs/BENCHMARKS.md,
+  "Throughput"); --json writes the result to FILE.`;
 
 const BODY = Buffer.alloc(1024, 'b');
 const ECHO_QUEUE = 'bench-echo';
@@ -112,7 +117,8 @@ function merge(windows: Window[]) {
 
 export async function runThroughputBench(argv: string[] = []): Promise<BenchResult> {
   const startedMs = performance.now();
-  const { values: args } = parseArgs({
+  const { values: args } = parseCommand({
+    usage: USAGE,
     args: argv,
     options: {
       concurrency: { type: 'string', default: '16' },

@@ -9,8 +9,12 @@
 // Run against `npm start`:
 //   npm run example:call-agent
 import { randomUUID } from 'node:crypto';
-import { api, fail, finished, gatewaySettings } from './settings.ts';
+import { api, fail, finished, gatewaySettings, usage } from './settings.ts';
 
+usage(`usage: npm run example:call-agent
+  Creates an agent on UPSTREAM_URL (default npm start's echo agent) and calls it transactionally
+  and streaming, printing both answers. Settings: GATEWAY_URL, TOKEN, UPSTREAM_URL, BODY
+  (examples/call-agent.ts).`);
 const s = gatewaySettings();
 const body = process.env.BODY ?? 'hello';
 const agent = await api<{ id: string; name: string }>(s, 'POST', '/v1/agents', 201, {

@@ -8,12 +8,16 @@
 //   AGENT_ID   the MCP agent, or the first argument
 //   TOOL       the tool to call (default: the first the server lists)
 //   ARGUMENTS  its arguments, a JSON object (default {})
-// Run against `npm start`, with an MCP agent of the token's tenant:
+// Run against `npm start`, with an MCP agent of the token's tenant (npm start's demo agent is an
+// MCP server at http://127.0.0.1:8099/mcp with one tool, `echo`; docs/API.md, "Invocations"):
 //   TOOL=echo ARGUMENTS='{"text":"hi"}' npm run example:mcp-client -- agt_…
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { fail, gatewaySettings } from './settings.ts';
+import { fail, gatewaySettings, usage } from './settings.ts';
 
+usage(`usage: npm run example:mcp-client -- AGENT_ID
+  Calls a tool of an MCP agent through the gateway with the MCP SDK's client, printing its tools
+  and the tool's answer. Settings: GATEWAY_URL, TOKEN, TOOL, ARGUMENTS (examples/mcp-client.ts).`);
 const s = gatewaySettings();
 const agentId =
   process.argv[2] ??
@@ -42,7 +46,8 @@ try {
   console.log(`${tool} answered${result.isError ? ' with an error' : ''}: ${JSON.stringify(result.content)}`);
   if (result.isError) process.exitCode = 1;
 } catch (err) {
-  fail(`MCP through ${s.gateway}/v1/proxy/${agentId}/stream: ${(err as Error).message}`);
+  // The SDK's message for a server that is not MCP is pages of schema errors; its first line says enough.
+  fail(`MCP through ${s.gateway}/v1/proxy/${agentId}/stream: ${(err as Error).message.split('\n')[0]}`);
 } finally {
   await client.close();
 }

@@ -6,8 +6,11 @@
 // call completes. Settings: examples/settings.ts. Run against `npm start`:
 //   npm run example:x402-fetch -- agt_…
 import { createSigner, wrapFetchWithPayment } from 'x402-fetch';
-import { fail, report, settings } from './settings.ts';
+import { fail, report, settings, usage } from './settings.ts';
 
+usage(`usage: npm run example:x402-fetch -- AGENT_ID
+  Pays a priced agent with x402-fetch (x402 v1) on the transactional endpoint and prints the
+  invocation, the payment and the answer. Settings: examples/settings.ts.`);
 const s = settings();
 const pay = wrapFetchWithPayment(fetch, await createSigner('base', s.payerKey), s.maxPayment);
 const url = `${s.gateway}/v1/proxy/${s.agentId}`;

@@ -10,8 +10,11 @@ import { decodePaymentResponseHeader } from '@x402/core/http';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { privateKeyToAccount } from 'viem/accounts';
-import { fail, report, settings } from './settings.ts';
+import { fail, report, settings, usage } from './settings.ts';
 
+usage(`usage: npm run example:x402-v2 -- AGENT_ID
+  Pays a priced agent with @x402/fetch and @x402/evm (x402 v2) on the streaming endpoint and
+  prints the invocation, the payment and the answer. Settings: examples/settings.ts.`);
 const s = settings();
 const client = new x402Client().register('eip155:*', new ExactEvmScheme(privateKeyToAccount(s.payerKey)));
 // The client pays only in assets it knows (USDC on the real networks) or is told about: the

@@ -34,6 +34,21 @@ export function fail(message: string, status = 1): never {
   process.exit(status);
 }
 
+/**
+ * `--help` (or `-h`) prints the example's usage and exits 0, before anything is sent; any other
+ * argument that starts with `-` is not one the example takes: one line naming it, exit 2.
+ */
+export function usage(text: string): void {
+  const args = process.argv.slice(2);
+  if (args.includes('--help') || args.includes('-h')) {
+    process.stdout.write(`${text.trimEnd()}\n`);
+    process.exit(0);
+  }
+  const flag = args.find((a) => a.startsWith('-'));
+  const command = /npm run (\S+)/.exec(text)?.[1] ?? 'the example';
+  if (flag) fail(`${command}: unknown option ${flag} (usage: npm run ${command} -- --help)`, 2);
+}
+
 export function gatewaySettings(): Gateway {
   const env = process.env;
   const token =

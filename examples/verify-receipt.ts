@@ -11,8 +11,12 @@
 //   BODY=hello npm run example:verify-receipt -- inv_…
 import { createHash } from 'node:crypto';
 import { compactVerify, createLocalJWKSet, decodeProtectedHeader, type JSONWebKeySet } from 'jose';
-import { api, fail, gatewaySettings } from './settings.ts';
+import { api, fail, gatewaySettings, usage } from './settings.ts';
 
+usage(`usage: npm run example:verify-receipt -- INVOCATION_ID
+  Fetches the invocation's trust receipt and the gateway's JWKS once, verifies the receipt
+  offline and, with BODY, the request body against its request_sha256. Settings: GATEWAY_URL,
+  TOKEN, BODY (examples/verify-receipt.ts).`);
 const s = gatewaySettings();
 const invocationId =
   process.argv[2] ??

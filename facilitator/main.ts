@@ -16,9 +16,11 @@ import { createChainProvider } from './chain.ts';
 import { gasWalletAddress, requireTlsFiles } from './config.ts';
 import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
 import { startTracing, stopTracing, tracingSettings } from '../lib/observability/tracing.ts';
+import { installTemporalRuntime } from '../lib/observability/temporal-runtime.ts';
+import { prebuiltWorkflowBundle } from '../temporal/workflow-bundles.ts';
 
 // Every setting and the listeners' ports checked first: all the mistakes, one line each, exit 2.
-const config = await loadConfigOrExit(
+const { config, bundle } = await loadConfigOrExit(
   'facilitator',
   () =>
     gatherConfig({
@@ -28,7 +30,10 @@ const config = await loadConfigOrExit(
         return loaded;
       },
       tracing: () => tracingSettings(process.env, 'facilitator'),
-    }).config,
+      // The embedded worker's prebuilt bundle, when NODE_ENV=production (or WORKFLOW_BUNDLE_DIR) asks for one.
+      bundle: () =>
+        process.env.FACILITATOR_EMBEDDED_WORKER === 'false' ? undefined : prebuiltWorkflowBundle('facilitator'),
+    }),
   [
     { variable: 'FACILITATOR_PORT', fallback: 8443, hostVariable: 'FACILITATOR_HOST' },
     { variable: 'FACILITATOR_PUBLIC_PORT', fallback: 8444, hostVariable: 'FACILITATOR_HOST' },
@@ -38,13 +43,20 @@ const config = await loadConfigOrExit(
 // Before the Temporal client and the apps are built: they install tracing only when it is on.
 startTracing(process.env, 'x402-facilitator');
 const log = createLogger('facilitator', config.logLevel);
+// The embedded worker's SDK: its logs through this logger, its core metrics on the metrics listener.
+const runtime = config.embeddedWorker
+  ? await installTemporalRuntime({ log, level: config.logLevel, metrics: process.env.FACILITATOR_METRICS_PORT !== '0' })
+  : undefined;
 await requireSearchAttributes(config.temporal, log);
 const pool = openFacilitatorPool(config.databaseUrl);
 await migrateFacilitator(pool);
 const temporal = config.embeddedWorker
   ? undefined
   : await connectClient(config.temporal.connection, config.temporal.namespace);
-const worker = config.embeddedWorker ? { signer: await loadKeystoreSigner(config) } : undefined;
+if (bundle) log.info({ workflowBundle: bundle.file, builtAt: bundle.builtAt }, 'prebuilt workflow bundle');
+const worker = config.embeddedWorker
+  ? { signer: await loadKeystoreSigner(config), workflowBundle: bundle?.workflowBundle }
+  : undefined;
 const running = await startFacilitator(config, { pool, log, temporal, worker });
 log.info(
   { url: running.url, publicUrl: running.publicUrl, embeddedWorker: config.embeddedWorker },
@@ -53,6 +65,7 @@ log.info(
 const metrics = await startFacilitatorMetrics({
   provider: createChainProvider(config.chainRpcUrl, config.domain.chainId),
   gasWallet: gasWalletAddress(config),
+  extra: runtime?.coreMetrics,
 });
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {

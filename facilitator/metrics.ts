@@ -4,12 +4,14 @@
 import type { Server } from 'node:http';
 import type { JsonRpcProvider } from 'ethers';
 import { registerGasBalance } from '../lib/observability/metrics.ts';
-import { startMetricsServer } from '../lib/observability/http.ts';
+import { startMetricsServer, type ExtraMetrics } from '../lib/observability/http.ts';
 
 export async function startFacilitatorMetrics(opts: {
   provider: JsonRpcProvider;
   gasWallet: string;
   env?: NodeJS.ProcessEnv;
+  /** The embedded worker's Temporal SDK metrics, served on the same listener. */
+  extra?: ExtraMetrics;
 }): Promise<Server | null> {
   const env = opts.env ?? process.env;
   registerGasBalance(() => opts.provider.getBalance(opts.gasWallet));
@@ -17,5 +19,5 @@ export async function startFacilitatorMetrics(opts: {
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new Error('invalid configuration: FACILITATOR_METRICS_PORT');
   if (port === 0) return null;
-  return startMetricsServer(port, env.METRICS_HOST ?? '127.0.0.1');
+  return startMetricsServer(port, env.METRICS_HOST ?? '127.0.0.1', opts.extra);
 }

@@ -12,8 +12,9 @@ import * as facilitatorWorkflows from '../workflows/facilitator.ts';
 import { parseCommand, usageExit } from './lib/cli.ts';
 
 const USAGE = `usage: npm run replay -- [--verbose] FILE [FILE...]
-  Replays workflow histories (temporal workflow show -w ID -o json > FILE) against the current
-  workflow code, one line per history; exits 1 when any history does not replay.
+  Replays workflow histories (.tools/venv/bin/temporal workflow show -w ID -o json > FILE, the
+  Temporal CLI npm start uses) against the current workflow code, one line per history; exits 1
+  when any history does not replay.
   --verbose also prints the SDK's replay worker logs.`;
 const { positionals: files, values } = parseCommand({
   usage: USAGE,

@@ -1,8 +1,18 @@
 // `npm test`: type checking, lint, formatting (Prettier), the layer rules (.dependency-cruiser.cjs), unused
-// dependencies and files (knip.jsonc), then the whole
-// mocha suite against real services. Always ends with one plain line `N passed, N failed` (the
+// dependencies and files (knip.jsonc), then the whole mocha suite against real services. Always ends with one plain line `N passed, N failed` (the
 // suite's, or a failed step's).
 import { spawnSync } from 'node:child_process';
+
+const USAGE = `usage: npm test [-- FILE...]
+  Type check (tsc --noEmit), lint (eslint), formatting (Prettier --check), the layer rules
+  (dependency-cruiser) and unused dependencies and files (knip), then mocha over test/**/*.test.ts, or over the FILEs named (other
+  arguments go to mocha as they are), against one shared stack of real services. Ends with
+  one line: N passed, N failed.`;
+// --help runs nothing: the steps below take minutes.
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
 
 function step(name: string, command: string, args: string[]): boolean {
   process.stdout.write(`\n> ${name}: ${command} ${args.join(' ')}\n`);

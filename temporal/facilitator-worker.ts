@@ -2,7 +2,6 @@
 // activities with their dependencies injected (pool, chain provider, gas wallet signer).
 // Returns the fast path too, for a /settle handler in the same process (facilitator/settlement/fast-path.ts).
 // No logic lives here.
-import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type pg from 'pg';
 import type { JsonRpcProvider } from 'ethers';
@@ -14,8 +13,9 @@ import type { TransactionSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
 import { temporalWorkerTracing } from '../lib/observability/tracing.ts';
 import { workerTuning } from './worker-tuning.ts';
+import { workflowSources } from './workflow-bundles.ts';
 
-export const facilitatorWorkflowsPath = fileURLToPath(new URL('../workflows/facilitator.ts', import.meta.url));
+export const facilitatorWorkflowsPath = workflowSources.facilitator;
 
 export async function createFacilitatorWorker(
   config: FacilitatorConfig,
@@ -33,7 +33,7 @@ export async function createFacilitatorWorker(
     taskQueue: config.temporal.taskQueue,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: facilitatorWorkflowsPath }),
     activities: createSettlementActivities(steps, fastPath),
-    interceptors: { activity: tracing.activity, workflowModules: tracing.workflowModules },
+    interceptors: { activity: tracing.activity, workflowModules: opts.workflowBundle ? [] : tracing.workflowModules },
     sinks: tracing.sinks,
     ...workerTuning,
   });

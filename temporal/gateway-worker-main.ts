@@ -9,15 +9,19 @@ import { connectClient } from './client.ts';
 import { requireSearchAttributes } from './search-attribute-setup.ts';
 import { ensureRetentionSchedule, loadRetention } from './retention-schedule.ts';
 import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
+import { installTemporalRuntime } from '../lib/observability/temporal-runtime.ts';
+import { prebuiltWorkflowBundle } from './workflow-bundles.ts';
 
 // Every setting and the metrics port checked first: all the mistakes, one line each, exit 2.
-const { config, retention } = await loadConfigOrExit(
+const { config, retention, bundle } = await loadConfigOrExit(
   'worker',
   () =>
     gatherConfig({
       config: loadGatewayConfig,
       retention: () => loadRetention(process.env),
       tracing: () => tracingSettings(process.env, 'worker'),
+      // NODE_ENV=production (or WORKFLOW_BUNDLE_DIR): the bundle `npm run build` wrote, checked against the sources.
+      bundle: () => prebuiltWorkflowBundle('gateway'),
     }),
   [{ variable: 'WORKER_METRICS_PORT', fallback: 9464, hostVariable: 'METRICS_HOST' }],
 );
@@ -25,13 +29,18 @@ const { retentionDays, bodyRetentionDays } = retention;
 // Before the worker is built: it installs the tracing interceptors only when tracing is on.
 startTracing(process.env, 'agent-gateway-worker');
 const log = createLogger('worker', config.logLevel);
+const { workerMetricsPort, metricsHost } = config.observability;
+// The SDK's logs through this logger, its core metrics beside the process's own (before any connection).
+const runtime = await installTemporalRuntime({ log, level: config.logLevel, metrics: workerMetricsPort > 0 });
 await requireSearchAttributes(config.temporal, log);
 const orm = await openOrm(config.databaseUrl);
-const { worker, connection } = await createGatewayWorker(config, orm);
+if (bundle) log.info({ workflowBundle: bundle.file, builtAt: bundle.builtAt }, 'prebuilt workflow bundle');
+const { worker, connection } = await createGatewayWorker(config, orm, { workflowBundle: bundle?.workflowBundle });
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => worker.shutdown());
 // Prometheus scrapes the worker on its own port (WORKER_METRICS_PORT; 0 = off).
-const { workerMetricsPort, metricsHost } = config.observability;
-const metrics = workerMetricsPort ? await startMetricsServer(workerMetricsPort, metricsHost) : null;
+const metrics = workerMetricsPort
+  ? await startMetricsServer(workerMetricsPort, metricsHost, runtime.coreMetrics)
+  : null;
 // Policy decision retention runs on a Temporal Schedule; each worker brings it to the configured
 // retention. Not fatal: the worker's own job is invocations, and the next start retries.
 await connectClient(config.temporal.connection, config.temporal.namespace)

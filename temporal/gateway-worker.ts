@@ -1,7 +1,6 @@
 // Wires the gateway worker: task queue `gateway`, the invocation workflow and its activities
 // with their dependencies injected (`vaultClient` when the process shares one with its API).
 // No logic lives here.
-import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createInvocationActivities, createReceiptActivities, createRetentionActivities } from '../activities/index.ts';
@@ -14,8 +13,9 @@ import { createCredentialResolver } from '../gateway/credentials/resolver.ts';
 import { createVaultClient, type VaultClient } from '../gateway/credentials/vault.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { workerTuning } from './worker-tuning.ts';
+import { workflowSources } from './workflow-bundles.ts';
 
-export const gatewayWorkflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+export const gatewayWorkflowsPath = workflowSources.gateway;
 
 export async function createGatewayWorker(
   config: GatewayConfig,
@@ -48,7 +48,7 @@ export async function createGatewayWorker(
     },
     interceptors: {
       activity: [...tracing.activity, activityObservability(createLogger('worker', config.logLevel))],
-      workflowModules: tracing.workflowModules,
+      workflowModules: opts.workflowBundle ? [] : tracing.workflowModules,
     },
     sinks: tracing.sinks,
     ...workerTuning,

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { Wallet } from 'ethers';
 import { stack } from './support/stack.ts';
 import { freePort } from '../scripts/lib/ports.ts';
+import { dropDatabase, withDatabase } from '../scripts/lib/postgres.ts';
 import { balanceOf, chainProvider } from './support/x402.ts';
 type Run = { code: number | null; stdout: string; stderr: string };
 
@@ -57,6 +58,7 @@ const COMMANDS: Command[] = [
     badEnvArgs: ['--tenant', 't', '--user', 'u'],
   },
   { name: 'replay', script: 'scripts/replay.ts', badArgs: [], badEnvArgs: [aFile] },
+  { name: 'build', script: 'scripts/build.ts', badArgs: ['--out'], badEnvArgs: ['--out', join(aFile, 'bundles')] },
   {
     name: 'verify-receipt',
     script: 'scripts/verify-receipt.ts',
@@ -78,6 +80,10 @@ const COMMANDS: Command[] = [
     badEnvArgs: ['accounts', 'list'],
   },
   { name: 'bench', script: 'bench/run.ts', badArgs: ['nosuch'] },
+  { name: 'bench:analytics', script: 'bench/analytics.ts', badArgs: ['--runs'] },
+  { name: 'bench:proxy', script: 'bench/proxy.ts', badArgs: ['--seconds'] },
+  { name: 'bench:settle', script: 'bench/settle.ts', badArgs: ['--n'] },
+  { name: 'bench:throughput', script: 'bench/throughput.ts', badArgs: ['--concurrency'] },
   { name: 'chaos', script: 'scripts/chaos/run.ts', badArgs: ['nosuch'] },
   { name: 'tools', script: 'scripts/lib/tools.ts', badArgs: ['temporal'] },
   { name: 'migrate', script: 'scripts/migrate.ts', badArgs: ['now'], badEnv: { DATABASE_URL: 'not a url' } },
@@ -141,6 +147,32 @@ describe('operator commands', function () {
           assert.ok(errorLines.length <= 1 || r.stdout.includes('FAILED'), `more than one line: ${r.stderr}`);
         });
       }
+    });
+  }
+
+  it('npm test -- --help: usage on stdout, exit 0, and no step runs', async () => {
+    const r = await run('scripts/test.ts', ['--help']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^usage: npm test/);
+    assert.doesNotMatch(r.stdout, /^> type check/m);
+  });
+
+  // The examples are commands too (README, "Commands"): --help sends nothing (call-agent would
+  // create an agent), and a flag they do not take is one line, exit 2.
+  for (const [name, script] of [
+    ['example:call-agent', 'examples/call-agent.ts'],
+    ['example:x402-fetch', 'examples/pay-x402-fetch.ts'],
+    ['example:x402-v2', 'examples/pay-x402-v2.ts'],
+    ['example:mcp-client', 'examples/mcp-client.ts'],
+    ['example:verify-receipt', 'examples/verify-receipt.ts'],
+  ]) {
+    it(`npm run ${name} -- --help: usage, exit 0, nothing sent; an unknown option: one line, exit 2`, async () => {
+      const unreachable = { GATEWAY_URL: 'http://127.0.0.1:1', TOKEN: 'not-used' };
+      const help = await run(script, ['--help'], unreachable);
+      assert.equal(help.code, 0, help.stderr);
+      assert.match(help.stdout, new RegExp(`^usage: npm run ${name}`));
+      assert.equal(help.stderr, '');
+      assertOneLineExit2(await run(script, ['--no-such-option'], unreachable), name, /--no-such-option/);
     });
   }
 
@@ -336,5 +368,29 @@ describe('npm run dev -- fund', function () {
     } finally {
       provider.destroy();
     }
+  });
+});
+
+describe('npm run migrate', function () {
+  this.timeout(120_000);
+
+  it('creates a missing facilitator database and migrates it, then finds it up to date', async () => {
+    const url = withDatabase(stack().infra.facilitatorDatabaseUrl, `migrate_cli_${randomBytes(4).toString('hex')}`);
+    try {
+      const first = await run('scripts/migrate.ts', [], { DATABASE_URL: '', FACILITATOR_DATABASE_URL: url });
+      assert.equal(first.code, 0, first.stderr);
+      assert.match(first.stdout, /^facilitator: applied: 0001_init, /m);
+      assert.doesNotMatch(first.stdout, /^gateway: /m, 'no gateway database was named');
+      const again = await run('scripts/migrate.ts', [], { DATABASE_URL: '', FACILITATOR_DATABASE_URL: url });
+      assert.equal(again.code, 0, again.stderr);
+      assert.equal(again.stdout.trim(), 'facilitator: up to date');
+    } finally {
+      await dropDatabase(url);
+    }
+  });
+
+  it('with neither database named: one line naming both variables, exit 2', async () => {
+    const r = await run('scripts/migrate.ts', [], { DATABASE_URL: '', FACILITATOR_DATABASE_URL: '' });
+    assertOneLineExit2(r, 'migrate', /DATABASE_URL.*FACILITATOR_DATABASE_URL/);
   });
 });

@@ -4,7 +4,7 @@
 // Asserted from outside: the exit status, what the example printed, the transfer on chain and the
 // one call that reached the agent. Every example file is run here, so one that rots fails.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { promisify } from 'node:util';
@@ -12,6 +12,7 @@ import { stack } from './support/stack.ts';
 import { call, uniqueName } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { startMcpServer } from './support/mcp-server.ts';
+import { freePort, isPortFree, waitFor } from '../scripts/lib/ports.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, settlingTenant } from './support/x402.ts';
 
 const run = promisify(execFile);
@@ -185,6 +186,46 @@ describe('examples/ run against the stack', function () {
       for (const headers of mcp.seen) assert.equal(headers.authorization, undefined, 'the token stayed at the gateway');
     } finally {
       await mcp.close();
+    }
+  });
+
+  it("mcp-client.ts, as docs/API.md runs it, calls the echo tool of npm start's demo agent at /mcp", async () => {
+    // npm start runs scripts/demo-upstream.ts as its demo agent; here it runs alone on a free port.
+    const port = await freePort();
+    const demo = spawn(process.execPath, ['scripts/demo-upstream.ts'], {
+      env: { ...process.env, DEMO_UPSTREAM_PORT: String(port) },
+      stdio: 'ignore',
+    });
+    try {
+      await waitFor('the demo agent', async () => !(await isPortFree(port)), 30_000);
+      const agent = await call('POST', '/v1/agents', {
+        token,
+        json: {
+          name: uniqueName('mcp-demo'),
+          upstream_url: `http://127.0.0.1:${port}/mcp`,
+          protocol: 'mcp',
+          mcp_transport: 'streamable_http',
+        },
+      });
+      assert.equal(agent.status, 201, agent.text);
+      const marker = `demo mcp ${randomUUID()}`;
+      const out = await runExample(
+        'mcp-client.ts',
+        { GATEWAY_URL: stack().apiUrl, TOKEN: token, TOOL: 'echo', ARGUMENTS: JSON.stringify({ text: marker }) },
+        [agent.json.id as string],
+      );
+      assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+      assert.match(out.stdout, /connected to demo-echo/);
+      assert.match(out.stdout, /^tools: echo$/m);
+      assert.ok(
+        out.stdout.includes(`echo answered: ${JSON.stringify([{ type: 'text', text: `echo: ${marker}` }])}`),
+        out.stdout,
+      );
+      // The plain echo is unchanged beside it.
+      const plain = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: 'hi' });
+      assert.deepEqual(await plain.json(), { echo: 'hi', request_id: null });
+    } finally {
+      demo.kill('SIGTERM');
     }
   });
 

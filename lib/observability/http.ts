@@ -57,24 +57,30 @@ export function observeRequests(service: string, log: Logger) {
   };
 }
 
-/** GET /metrics in the Prometheus text format. */
-export async function serveMetrics(ctx: Context, next: Next): Promise<void> {
-  if (ctx.path !== '/metrics' || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) return next();
-  ctx.state.route = '/metrics';
-  ctx.set('Content-Type', registry.contentType);
-  ctx.body = await registry.metrics();
+/** More metrics text for the same scrape: the Temporal SDK's core metrics in a worker process. */
+export type ExtraMetrics = () => Promise<string>;
+
+/** GET /metrics in the Prometheus text format: the registry, then `extra` when given. */
+export function metricsHandler(extra?: ExtraMetrics) {
+  return async function serve(ctx: Context, next: Next): Promise<void> {
+    if (ctx.path !== '/metrics' || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) return next();
+    ctx.state.route = '/metrics';
+    ctx.set('Content-Type', registry.contentType);
+    const [own, more] = await Promise.all([registry.metrics(), extra?.() ?? '']);
+    ctx.body = more ? `${own.trimEnd()}\n${more}` : own;
+  };
 }
 
 /** A Koa app serving only /metrics: the worker's and the facilitator's metrics listeners. */
-export function createMetricsApp(): Koa {
+export function createMetricsApp(extra?: ExtraMetrics): Koa {
   const app = new Koa();
-  app.use(serveMetrics);
+  app.use(metricsHandler(extra));
   return app;
 }
 
 /** Listens for scrapes on a port of its own (processes without an HTTP API of their own). */
-export async function startMetricsServer(port: number, host: string): Promise<Server> {
-  const server = createMetricsApp().listen(port, host);
+export async function startMetricsServer(port: number, host: string, extra?: ExtraMetrics): Promise<Server> {
+  const server = createMetricsApp(extra).listen(port, host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', reject);

@@ -99,17 +99,32 @@ export function temporalClientInterceptors(): WorkflowClientInterceptor[] {
 }
 
 /**
+ * The workflow interceptor module that makes the workflow spans inside the isolate. A prebuilt
+ * workflow bundle (`npm run build`) always includes it, so one bundle serves tracing on and off.
+ */
+export const tracingWorkflowModules: readonly string[] = [
+  createRequire(import.meta.url).resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors'),
+];
+
+/**
+ * With tracing off, a bundle built with `tracingWorkflowModules` still hands its workflow spans
+ * to the `exporter` sink: this one drops them (an unregistered sink would be an error per call).
+ */
+const droppedWorkflowSpans = { exporter: { export: { fn: () => undefined, callDuringReplay: false } } };
+
+/**
  * The worker's part: activity interceptors (a span per activity run, continuing the workflow's
  * context from the activity headers), the workflow interceptor module for the bundle (spans
  * for the workflow run and the activities it schedules, made inside the isolate) and the sink
- * that carries those workflow spans out to this process's exporter. Empty when tracing is off.
+ * that carries those workflow spans out to this process's exporter. When tracing is off: no
+ * interceptor, and a sink that drops what a prebuilt traced bundle sends it.
  */
 export function temporalWorkerTracing(): {
   activity: ActivityInterceptorsFactory[];
   workflowModules: string[];
   sinks: WorkerOptions['sinks'];
 } {
-  if (!active) return { activity: [], workflowModules: [], sinks: {} };
+  if (!active) return { activity: [], workflowModules: [], sinks: droppedWorkflowSpans };
   const processor = temporalSpanProcessor(active.processor);
   return {
     activity: [
@@ -118,9 +133,7 @@ export function temporalWorkerTracing(): {
         outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
       }),
     ],
-    workflowModules: [
-      createRequire(import.meta.url).resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors'),
-    ],
+    workflowModules: [...tracingWorkflowModules],
     // The interceptors package types its arguments with its own 1.x SDK copy.
     sinks: { exporter: makeWorkflowExporter(processor as never, active.resource as never) },
   };

@@ -11,6 +11,8 @@ export type CountingUpstream = {
   /** Requests seen per X-Request-ID. */
   counts: Map<string, number>;
   total(): number;
+  /** X-Request-IDs of the requests received and not yet answered (held by `delayMs`), oldest first: calls a kill can land on. */
+  inFlight(): string[];
   mode: UpstreamMode;
   /** Milliseconds each answer waits before it is sent (so kills land on calls in flight). */
   delayMs: number;
@@ -20,18 +22,22 @@ export type CountingUpstream = {
 export async function startCountingUpstream(delayMs = 0): Promise<CountingUpstream> {
   const counts = new Map<string, number>();
   let total = 0;
+  const held = new Map<number, string>();
   const state: CountingUpstream = {
     url: '',
     hostPort: '',
     counts,
     total: () => total,
+    inFlight: () => [...held.values()],
     mode: 'ok',
     delayMs,
     close: async () => undefined,
   };
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const id = String(req.headers['x-request-id'] ?? '');
-    total++;
+    const seq = total++;
+    held.set(seq, id);
+    res.once('close', () => held.delete(seq));
     counts.set(id, (counts.get(id) ?? 0) + 1);
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));

@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { freePort } from '../../scripts/lib/ports.ts';
 import { stack } from './stack.ts';
+import { stackProcessEnv } from './worker-process.ts';
 
 /** `node api/main.ts` on the stack's database, Temporal, vault and allow-list; resolves once listening. */
 export async function startApiProcess(
@@ -14,16 +15,7 @@ export async function startApiProcess(
     env: {
       ...process.env,
       PORT: String(port),
-      DATABASE_URL: s.config.databaseUrl,
-      TEMPORAL_ADDRESS: s.config.temporal.address,
-      TEMPORAL_NAMESPACE: s.config.temporal.namespace,
-      AUTH_JWT_SECRET: s.infra.secrets.jwtSecret,
-      UPSTREAM_ALLOW: s.allow.join(','),
-      VAULT_ADDR: s.infra.vault.addr,
-      VAULT_TOKEN: s.infra.vault.token,
-      VAULT_TENANT_ROLE: s.infra.vault.tenantRole,
-      VAULT_KEKS: `dev:${s.infra.secrets.vaultKek}`,
-      LOG_LEVEL: 'info',
+      ...stackProcessEnv(),
       API_METRICS_PORT: '0',
       CHAIN_RPC_URL: s.infra.chainRpcUrl,
       TOKEN_ADDRESS: s.infra.tokenAddress,

@@ -34,16 +34,17 @@ export function parseJson(text: string): unknown {
   }
 }
 
-/** Polls an invocation until it is terminal. */
+/** Polls an invocation until it is terminal (on the stack's API, or the one at `base`). */
 export async function waitForInvocation(
   token: string,
   agentId: string,
   invocationId: string,
   timeoutMs = 30_000,
+  base = stack().apiUrl,
 ): Promise<any> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const res = await call('GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token });
+    const res = await callAt(base, 'GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token });
     if (res.status !== 200) throw new Error(`poll answered ${res.status}`);
     if (res.json.status === 'succeeded' || res.json.status === 'failed') return res.json;
     if (Date.now() > deadline) throw new Error(`invocation still ${res.json.status} after ${timeoutMs} ms`);
