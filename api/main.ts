@@ -1,6 +1,6 @@
 // Process entry: `node api/main.ts` (npm start supervises it).
 import { loadGatewayConfig } from '../gateway/config.ts';
-import { openOrm } from '../gateway/db/orm.ts';
+import { openOrm, requireMigratedDatabase } from '../gateway/db/orm.ts';
 import { createLogger } from '../lib/log.ts';
 import { startGateway } from './gateway.ts';
 import { connectClient } from '../temporal/client.ts';
@@ -24,6 +24,7 @@ const config = await loadConfigOrExit(
 // Before the Temporal client and the app are built: they install tracing only when it is on.
 startTracing(process.env, 'agent-gateway-api');
 const log = createLogger('api', config.logLevel);
+await requireMigratedDatabase('api', config.databaseUrl);
 const orm = await openOrm(config.databaseUrl);
 await requireSearchAttributes(config.temporal, log);
 const temporal = await connectClient(config.temporal.connection, config.temporal.namespace);

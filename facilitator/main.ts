@@ -5,7 +5,7 @@
 // (temporal/facilitator-worker-main.ts).
 import { loadFacilitatorConfig } from './config.ts';
 import { openFacilitatorPool } from './db/pool.ts';
-import { migrateFacilitator } from './db/migrations.ts';
+import { migrateFacilitatorOrExit } from './db/migrations.ts';
 import { startFacilitator } from './server.ts';
 import { loadKeystoreSigner } from './signer.ts';
 import { createLogger } from '../lib/log.ts';
@@ -49,7 +49,7 @@ const runtime = config.embeddedWorker
   : undefined;
 await requireSearchAttributes(config.temporal, log);
 const pool = openFacilitatorPool(config.databaseUrl);
-await migrateFacilitator(pool);
+await migrateFacilitatorOrExit('facilitator', pool, config.databaseUrl);
 const temporal = config.embeddedWorker
   ? undefined
   : await connectClient(config.temporal.connection, config.temporal.namespace);

@@ -2,7 +2,7 @@
 // only process that decrypts the gas wallet keystore.
 import { loadFacilitatorConfig } from '../facilitator/config.ts';
 import { openFacilitatorPool } from '../facilitator/db/pool.ts';
-import { migrateFacilitator } from '../facilitator/db/migrations.ts';
+import { migrateFacilitatorOrExit } from '../facilitator/db/migrations.ts';
 import { createChainProvider } from '../facilitator/chain.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createLogger } from '../lib/log.ts';
@@ -21,7 +21,7 @@ const log = createLogger('facilitator-worker', config.logLevel);
 await installTemporalRuntime({ log, level: config.logLevel, metrics: false });
 await requireSearchAttributes(config.temporal, log);
 const pool = openFacilitatorPool(config.databaseUrl);
-await migrateFacilitator(pool);
+await migrateFacilitatorOrExit('facilitator-worker', pool, config.databaseUrl);
 const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
 const signer = await loadKeystoreSigner(config);
 if (bundle) log.info({ workflowBundle: bundle.file, builtAt: bundle.builtAt }, 'prebuilt workflow bundle');

@@ -1,6 +1,6 @@
 // Process entry: `node temporal/gateway-worker-main.ts` (npm start supervises it).
 import { loadGatewayConfig } from '../gateway/config.ts';
-import { openOrm } from '../gateway/db/orm.ts';
+import { openOrm, requireMigratedDatabase } from '../gateway/db/orm.ts';
 import { createLogger } from '../lib/log.ts';
 import { createGatewayWorker } from './gateway-worker.ts';
 import { startMetricsServer } from '../lib/observability/http.ts';
@@ -33,6 +33,7 @@ const { workerMetricsPort, metricsHost } = config.observability;
 // The SDK's logs through this logger, its core metrics beside the process's own (before any connection).
 const runtime = await installTemporalRuntime({ log, level: config.logLevel, metrics: workerMetricsPort > 0 });
 await requireSearchAttributes(config.temporal, log);
+await requireMigratedDatabase('worker', config.databaseUrl);
 const orm = await openOrm(config.databaseUrl);
 if (bundle) log.info({ workflowBundle: bundle.file, builtAt: bundle.builtAt }, 'prebuilt workflow bundle');
 const { worker, connection } = await createGatewayWorker(config, orm, { workflowBundle: bundle?.workflowBundle });

@@ -13,7 +13,9 @@ import { join } from 'node:path';
 import { Wallet } from 'ethers';
 import { stack } from './support/stack.ts';
 import { freePort } from '../scripts/lib/ports.ts';
-import { dropDatabase, withDatabase } from '../scripts/lib/postgres.ts';
+import { dropDatabase, ensureDatabase, withDatabase } from '../scripts/lib/postgres.ts';
+import { stackProcessEnv } from './support/worker-process.ts';
+import { facilitatorEnv } from './support/facilitator.ts';
 import { balanceOf, chainProvider } from './support/x402.ts';
 type Run = { code: number | null; stdout: string; stderr: string };
 
@@ -368,6 +370,72 @@ describe('npm run dev -- fund', function () {
     } finally {
       provider.destroy();
     }
+  });
+});
+
+describe('a database that is missing, empty or unreachable at start', function () {
+  this.timeout(120_000);
+
+  /** One problem line naming the variable and the fix; exit 2, no stack trace. */
+  function assertDatabaseRefusal(r: Run, name: string, line: RegExp): void {
+    assert.equal(r.code, 2, r.stdout + r.stderr);
+    assert.doesNotMatch(r.stdout + r.stderr, STACK);
+    const lines = r.stderr.trim().split('\n');
+    assert.deepEqual(lines.slice(0, 1), [`${name}: invalid configuration (1 problem; nothing started):`], r.stderr);
+    assert.equal(lines.length, 2, r.stderr);
+    assert.match(lines[1], line);
+  }
+
+  it('the API and the worker refuse a database that does not exist, and create none', async () => {
+    const url = withDatabase(stack().config.databaseUrl, `missing_${randomBytes(4).toString('hex')}`);
+    const env = { ...stackProcessEnv(), DATABASE_URL: url, PORT: '0', API_METRICS_PORT: '0', WORKER_METRICS_PORT: '0' };
+    for (const [entry, name] of [
+      ['api/main.ts', 'api'],
+      ['temporal/gateway-worker-main.ts', 'worker'],
+    ]) {
+      const r = await run(entry, [], env as Record<string, string>);
+      assertDatabaseRefusal(r, name, /^ {2}DATABASE_URL: the database .*\/missing_\w+ does not exist; npm run migrate/);
+    }
+    const created = await run('scripts/migrate.ts', [], { DATABASE_URL: url, FACILITATOR_DATABASE_URL: '' });
+    try {
+      assert.match(created.stdout, /^gateway: applied: /m, 'the refusals left no database behind: migrate created it');
+    } finally {
+      await dropDatabase(url);
+    }
+  });
+
+  it('the API refuses a database that was never migrated, naming npm run migrate', async () => {
+    const url = withDatabase(stack().config.databaseUrl, `unmigrated_${randomBytes(4).toString('hex')}`);
+    await ensureDatabase(url);
+    try {
+      const r = await run('api/main.ts', [], {
+        ...(stackProcessEnv() as Record<string, string>),
+        DATABASE_URL: url,
+        PORT: '0',
+        API_METRICS_PORT: '0',
+      });
+      assertDatabaseRefusal(
+        r,
+        'api',
+        /^ {2}DATABASE_URL: the database .* lacks (\d+) of \1 migrations .*run npm run migrate/,
+      );
+    } finally {
+      await dropDatabase(url);
+    }
+  });
+
+  it('the facilitator worker refuses a database that does not exist, in one line', async () => {
+    const url = withDatabase(stack().infra.facilitatorDatabaseUrl, `missing_${randomBytes(4).toString('hex')}`);
+    const r = await run(
+      'temporal/facilitator-worker-main.ts',
+      [],
+      facilitatorEnv(stack().infra, { FACILITATOR_DATABASE_URL: url }),
+    );
+    assertDatabaseRefusal(
+      r,
+      'facilitator-worker',
+      /^ {2}FACILITATOR_DATABASE_URL: the database .* does not exist; npm run migrate/,
+    );
   });
 });
 
