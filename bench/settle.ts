@@ -148,6 +148,7 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
       FACILITATOR_PUBLIC_PORT: '0',
       FACILITATOR_DEFAULT_DAILY_CEILING: String(10n ** 30n),
       FACILITATOR_EMBEDDED_WORKER: args.worker === 'embedded' ? 'true' : 'false',
+      FACILITATOR_WORKER_METRICS_PORT: '0',
       LOG_LEVEL: 'silent',
     };
     const config = loadFacilitatorConfig(env);

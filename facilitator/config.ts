@@ -58,6 +58,8 @@ const FacilitatorEnv = z.object({
   FACILITATOR_SWEEP_AFTER_MS: z.coerce.number().int().nonnegative().default(5_000),
   // The Prometheus listener (facilitator/metrics.ts; 0 = off).
   FACILITATOR_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9465),
+  // The separate facilitator worker's own listener: the SDK's temporal_* metrics and the gas gauge.
+  FACILITATOR_WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9467),
   METRICS_HOST: z.string().default('127.0.0.1'),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
 });
@@ -87,6 +89,8 @@ export type FacilitatorConfig = {
   sweep: { everyMs: number; afterMs: number };
   /** FACILITATOR_METRICS_PORT on METRICS_HOST (0 = off). */
   metrics: { port: number; host: string };
+  /** FACILITATOR_WORKER_METRICS_PORT on METRICS_HOST, for the separate worker process (0 = off). */
+  workerMetrics: { port: number; host: string };
   logLevel: string;
 };
 
@@ -156,6 +160,7 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     readinessCacheMs: e.FACILITATOR_READINESS_CACHE_MS,
     sweep: { everyMs: e.FACILITATOR_SWEEP_EVERY_MS, afterMs: e.FACILITATOR_SWEEP_AFTER_MS },
     metrics: { port: e.FACILITATOR_METRICS_PORT, host: e.METRICS_HOST },
+    workerMetrics: { port: e.FACILITATOR_WORKER_METRICS_PORT, host: e.METRICS_HOST },
     logLevel: e.LOG_LEVEL,
   };
 }

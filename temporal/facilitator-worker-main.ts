@@ -6,6 +6,7 @@ import { migrateFacilitatorOrExit } from '../facilitator/db/migrations.ts';
 import { createChainProvider } from '../facilitator/chain.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createLogger } from '../lib/log.ts';
+import { startFacilitatorMetrics } from '../facilitator/metrics.ts';
 import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
 import { installTemporalRuntime } from '../lib/observability/temporal-runtime.ts';
 import { prebuiltWorkflowBundle } from './workflow-bundles.ts';
@@ -13,12 +14,15 @@ import { createFacilitatorWorker } from './facilitator-worker.ts';
 import { requireSearchAttributes } from './search-attribute-setup.ts';
 
 // Every setting checked first: all the mistakes, one line each, exit 2.
-const { config, bundle } = await loadConfigOrExit('facilitator-worker', () =>
-  gatherConfig({ config: () => loadFacilitatorConfig(), bundle: () => prebuiltWorkflowBundle('facilitator') }),
+const { config, bundle } = await loadConfigOrExit(
+  'facilitator-worker',
+  () => gatherConfig({ config: () => loadFacilitatorConfig(), bundle: () => prebuiltWorkflowBundle('facilitator') }),
+  [{ variable: 'FACILITATOR_WORKER_METRICS_PORT', fallback: 9467, hostVariable: 'METRICS_HOST' }],
 );
 const log = createLogger('facilitator-worker', config.logLevel);
-// The SDK's logs through this logger (before any connection). No metrics listener of its own yet.
-await installTemporalRuntime({ log, level: config.logLevel, metrics: false });
+const { port: metricsPort, host: metricsHost } = config.workerMetrics;
+// The SDK's logs through this logger, its core metrics beside the process's own (before any connection).
+const runtime = await installTemporalRuntime({ log, level: config.logLevel, metrics: metricsPort > 0 });
 await requireSearchAttributes(config.temporal, log);
 const pool = openFacilitatorPool(config.databaseUrl);
 await migrateFacilitatorOrExit('facilitator-worker', pool, config.databaseUrl);
@@ -31,8 +35,16 @@ const { worker, connection } = await createFacilitatorWorker(
   { workflowBundle: bundle?.workflowBundle },
 );
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => worker.shutdown());
+// Prometheus scrapes the worker on its own port (FACILITATOR_WORKER_METRICS_PORT; 0 = off).
+const metrics = await startFacilitatorMetrics({
+  provider,
+  gasWallet: signer.address,
+  listener: { port: metricsPort, host: metricsHost },
+  extra: runtime.coreMetrics,
+});
 log.info({ taskQueue: config.temporal.taskQueue, gasWallet: signer.address }, 'facilitator worker running');
 await worker.run();
+metrics?.close();
 await connection.close();
 provider.destroy();
 await pool.end();

@@ -19,6 +19,7 @@ import {
   type TlsTerminator,
 } from './support/bare-temporal.ts';
 import { ensureDevPki, type DevPki } from '../scripts/dev/pki.ts';
+import { freePort } from '../scripts/lib/ports.ts';
 import { loadGatewayConfig } from '../gateway/config.ts';
 import { loadFacilitatorConfig } from '../facilitator/config.ts';
 import { settlementKey } from '../facilitator/store/records.ts';
@@ -206,7 +207,11 @@ describe('Temporal over mutual TLS, on a namespace without the search attributes
     cleanups.push(() => facilitatorClient.connection.close());
     const facilitator = await startFacilitatorStack(s.infra, facilitatorClient, { inProcessWorker: false, overrides });
     cleanups.push(() => facilitator.close());
-    const worker = spawnFacilitatorWorker(facilitator.env);
+    const workerMetricsPort = await freePort();
+    const worker = spawnFacilitatorWorker({
+      ...facilitator.env,
+      FACILITATOR_WORKER_METRICS_PORT: String(workerMetricsPort),
+    });
     cleanups.push(async () => {
       worker.child.kill('SIGTERM');
       await worker.exited;
@@ -266,5 +271,11 @@ describe('Temporal over mutual TLS, on a namespace without the search attributes
       WorkflowNotFoundError,
       "not on the stack's own server",
     );
+
+    // The separate worker's own metrics listener: its SDK's temporal_* metrics count the
+    // settlement it ran, beside the gas balance gauge of the wallet it holds.
+    const scrape = await fetch(`http://127.0.0.1:${workerMetricsPort}/metrics`).then((r) => r.text());
+    assert.match(scrape, /^temporal_workflow_completed\{[^}]*workflow_type="SettlementWorkflow"[^}]*\} [1-9]/m);
+    assert.match(scrape, /^facilitator_gas_balance_wei(\{[^}]*\})? [1-9]/m);
   });
 });

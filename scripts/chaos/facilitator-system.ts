@@ -117,6 +117,7 @@ export async function startFacilitatorSystem(opts: {
       FACILITATOR_EMBEDDED_WORKER: 'false',
       FACILITATOR_READINESS_CACHE_MS: '0',
       FACILITATOR_METRICS_PORT: '0',
+      FACILITATOR_WORKER_METRICS_PORT: '0',
       LOG_LEVEL: process.env.CHAOS_VERBOSE ? 'info' : 'silent',
       ...opts.overrides,
     };

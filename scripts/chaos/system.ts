@@ -166,6 +166,7 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
       FACILITATOR_PUBLIC_PORT: String(ports.facilitatorPublic),
       WORKER_METRICS_PORT: String(ports.workerMetrics),
       FACILITATOR_METRICS_PORT: '0',
+      FACILITATOR_WORKER_METRICS_PORT: '0',
       API_METRICS_PORT: '0',
       UPSTREAM_ALLOW: `${upstream.hostPort},127.0.0.1:${ports.facilitator}`,
       // The scenarios drive load on purpose: the per-agent limit must not be what answers.

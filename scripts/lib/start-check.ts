@@ -23,7 +23,13 @@ export const START_PORTS = {
   apiMetrics: { variable: 'API_METRICS_PORT', fallback: 9466, hostVariable: 'METRICS_HOST' },
   workerMetrics: { variable: 'WORKER_METRICS_PORT', fallback: 9464, hostVariable: 'METRICS_HOST' },
   facilitatorMetrics: { variable: 'FACILITATOR_METRICS_PORT', fallback: 9465, hostVariable: 'METRICS_HOST' },
-} satisfies Record<string, Listener & { unlessSet?: string }>;
+  facilitatorWorkerMetrics: {
+    variable: 'FACILITATOR_WORKER_METRICS_PORT',
+    fallback: 9467,
+    hostVariable: 'METRICS_HOST',
+    onlyWith: { variable: 'FACILITATOR_EMBEDDED_WORKER', value: 'false' },
+  },
+} satisfies Record<string, Listener & { unlessSet?: string; onlyWith?: { variable: string; value: string } }>;
 
 export type StartPorts = Record<keyof typeof START_PORTS, number>;
 
@@ -54,7 +60,10 @@ export async function checkStartSettings(env: NodeJS.ProcessEnv): Promise<{ port
   }
   // A port the children's settings already refused is said once.
   problems.push(...badPorts.filter((line) => !problems.some((p) => p.startsWith(`${line.split(' ')[0]} `))));
-  const listeners = Object.values(START_PORTS).filter((p) => !('unlessSet' in p && env[p.unlessSet]));
+  const listeners = Object.values(START_PORTS).filter(
+    (p) =>
+      !('unlessSet' in p && env[p.unlessSet]) && !('onlyWith' in p && env[p.onlyWith.variable] !== p.onlyWith.value),
+  );
   problems.push(...(await takenPorts(listeners, env)));
   return { ports, problems };
 }

@@ -66,6 +66,8 @@ export function facilitatorEnv(infra: Infra, overrides: Record<string, string> =
     FACILITATOR_READINESS_CACHE_MS: '0',
     // The dev chain's gas (1 gwei tips) against the failed-gas budget; its own test sets it low.
     FACILITATOR_FAILED_GAS_DAILY_WEI: '1000000000000000000',
+    // A separate worker's metrics listener: only where a test scrapes it (several run at once).
+    FACILITATOR_WORKER_METRICS_PORT: '0',
     LOG_LEVEL: 'silent',
     ...overrides,
   };
