@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { TokenDomain } from '../x402/eip3009.ts';
 import { loadTemporalSettings, type TemporalConnectionOptions } from '../lib/temporal-connection.ts';
 import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv } from '../lib/config.ts';
+import { loadWorkerVersion, type WorkerVersion } from '../lib/worker-version.ts';
 
 const amount = z.string().regex(/^[0-9]{1,78}$/, 'must be a decimal integer string');
 
@@ -72,8 +73,14 @@ export type FacilitatorConfig = {
   network: string;
   tokenAddress: string;
   domain: TokenDomain;
-  /** TEMPORAL_* (temporal/connection-settings.ts) and FACILITATOR_TASK_QUEUE. */
-  temporal: { address: string; namespace: string; taskQueue: string; connection: TemporalConnectionOptions };
+  /** TEMPORAL_* (lib/temporal-connection.ts), FACILITATOR_TASK_QUEUE, the worker's deployment version (lib/worker-version.ts). */
+  temporal: {
+    address: string;
+    namespace: string;
+    taskQueue: string;
+    connection: TemporalConnectionOptions;
+    version: WorkerVersion;
+  };
   embeddedWorker: boolean;
   keystore: { file?: string; password?: string; passwordFile?: string };
   guardrails: { maxPerTx: bigint; dailyCeiling: bigint; failedGasDailyWei: bigint };
@@ -106,7 +113,11 @@ export function guardrailDefaults(env: NodeJS.ProcessEnv = process.env): Facilit
 }
 
 export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): FacilitatorConfig {
-  const { env: e, temporal } = gatherConfig({
+  const {
+    env: e,
+    temporal,
+    version,
+  } = gatherConfig({
     env: () => {
       const e = parseEnv(FacilitatorEnv, env);
       if (e.FACILITATOR_INCLUSION_TIMEOUT_MS >= e.FACILITATOR_SETTLE_DEADLINE_MS)
@@ -114,6 +125,7 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
       return e;
     },
     temporal: () => loadTemporalSettings(env),
+    version: () => loadWorkerVersion(env, 'FACILITATOR_DEPLOYMENT_NAME', 'agent-gateway-facilitator'),
   });
   const tokenAddress = getAddress(e.TOKEN_ADDRESS);
   return {
@@ -131,6 +143,7 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
       namespace: temporal.namespace,
       taskQueue: e.FACILITATOR_TASK_QUEUE,
       connection: temporal.connection,
+      version,
     },
     embeddedWorker: e.FACILITATOR_EMBEDDED_WORKER === 'true',
     keystore: {

@@ -9,6 +9,7 @@ import { createLogger } from '../lib/log.ts';
 import { loadConfigOrExit } from '../lib/config.ts';
 import { createFacilitatorWorker } from './facilitator-worker.ts';
 import { requireSearchAttributes } from './search-attribute-setup.ts';
+import { runWorkerVersion } from './worker-deployment.ts';
 
 // Every setting checked first: all the mistakes, one line each, exit 2.
 const config = await loadConfigOrExit('facilitator-worker', () => loadFacilitatorConfig());
@@ -20,8 +21,13 @@ const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
 const signer = await loadKeystoreSigner(config);
 const { worker, connection } = await createFacilitatorWorker(config, { pool, provider, signer });
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => worker.shutdown());
-log.info({ taskQueue: config.temporal.taskQueue, gasWallet: signer.address }, 'facilitator worker running');
-await worker.run();
+const { namespace, taskQueue, version } = config.temporal;
+const { running } = await runWorkerVersion(worker, connection, namespace, version, log);
+log.info(
+  { taskQueue, deployment: version.deploymentName, buildId: version.buildId, gasWallet: signer.address },
+  'facilitator worker running',
+);
+await running;
 await connection.close();
 provider.destroy();
 await pool.end();

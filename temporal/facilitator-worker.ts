@@ -14,6 +14,7 @@ import type { TransactionSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
 import { temporalWorkerTracing } from '../lib/observability/tracing.ts';
 import { workerTuning } from './worker-tuning.ts';
+import { workerVersioning } from './worker-deployment.ts';
 
 export const facilitatorWorkflowsPath = fileURLToPath(new URL('../workflows/facilitator.ts', import.meta.url));
 
@@ -36,6 +37,7 @@ export async function createFacilitatorWorker(
     interceptors: { activity: tracing.activity, workflowModules: tracing.workflowModules },
     sinks: tracing.sinks,
     ...workerTuning,
+    ...workerVersioning(config.temporal.version),
   });
   return { worker, connection, fastPath };
 }

@@ -9,6 +9,7 @@ import { connectClient } from './client.ts';
 import { requireSearchAttributes } from './search-attribute-setup.ts';
 import { ensureRetentionSchedule, loadRetention } from './retention-schedule.ts';
 import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
+import { runWorkerVersion } from './worker-deployment.ts';
 
 // Every setting and the metrics port checked first: all the mistakes, one line each, exit 2.
 const { config, retention } = await loadConfigOrExit(
@@ -46,8 +47,11 @@ await connectClient(config.temporal.connection, config.temporal.namespace)
   .catch((err: Error) =>
     log.warn({ err: { name: err.name, message: err.message } }, 'policy decision retention schedule not set'),
   );
-log.info({ taskQueue: config.temporal.taskQueue }, 'gateway worker running');
-await worker.run();
+// Polling starts here; a fresh deployment takes this worker's version as its current one.
+const { namespace, taskQueue, version } = config.temporal;
+const { running } = await runWorkerVersion(worker, connection, namespace, version, log);
+log.info({ taskQueue, deployment: version.deploymentName, buildId: version.buildId }, 'gateway worker running');
+await running;
 metrics?.close();
 await connection.close();
 await orm.close();

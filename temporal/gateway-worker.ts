@@ -14,6 +14,7 @@ import { createCredentialResolver } from '../gateway/credentials/resolver.ts';
 import { createVaultClient, type VaultClient } from '../gateway/credentials/vault.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { workerTuning } from './worker-tuning.ts';
+import { workerVersioning } from './worker-deployment.ts';
 
 export const gatewayWorkflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
@@ -52,6 +53,7 @@ export async function createGatewayWorker(
     },
     sinks: tracing.sinks,
     ...workerTuning,
+    ...workerVersioning(config.temporal.version),
   });
   return { worker, connection };
 }
