@@ -63,13 +63,7 @@ async function embeddedWorker(
     { workflowBundle: worker.workflowBundle, connection },
   );
   // Polling from here; a fresh deployment takes this worker's version as its current one.
-  const { running } = await runWorkerVersion(
-    created.worker,
-    connection,
-    config.temporal.namespace,
-    config.temporal.version,
-    deps.log,
-  );
+  const { running } = await runWorkerVersion(created.worker, connection, config.temporal, deps.log);
   const client = new Client({
     connection: connection as unknown as ConnectionLike,
     namespace: config.temporal.namespace,

@@ -21,8 +21,8 @@ const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
 const signer = await loadKeystoreSigner(config);
 const { worker, connection } = await createFacilitatorWorker(config, { pool, provider, signer });
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => worker.shutdown());
-const { namespace, taskQueue, version } = config.temporal;
-const { running } = await runWorkerVersion(worker, connection, namespace, version, log);
+const { taskQueue, version } = config.temporal;
+const { running } = await runWorkerVersion(worker, connection, config.temporal, log);
 log.info(
   { taskQueue, deployment: version.deploymentName, buildId: version.buildId, gasWallet: signer.address },
   'facilitator worker running',

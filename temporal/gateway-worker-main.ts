@@ -48,8 +48,8 @@ await connectClient(config.temporal.connection, config.temporal.namespace)
     log.warn({ err: { name: err.name, message: err.message } }, 'policy decision retention schedule not set'),
   );
 // Polling starts here; a fresh deployment takes this worker's version as its current one.
-const { namespace, taskQueue, version } = config.temporal;
-const { running } = await runWorkerVersion(worker, connection, namespace, version, log);
+const { taskQueue, version } = config.temporal;
+const { running } = await runWorkerVersion(worker, connection, config.temporal, log);
 log.info({ taskQueue, deployment: version.deploymentName, buildId: version.buildId }, 'gateway worker running');
 await running;
 metrics?.close();

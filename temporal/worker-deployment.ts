@@ -5,12 +5,20 @@
 //   version of the first worker that polls it; workers racing there all end up satisfied;
 // - a new version beside a current one waits for the operator's `set-current-version`
 //   (docs/DEPLOYMENT.md, "Upgrading"), unless TEMPORAL_PROMOTE_VERSION=always (`npm start`,
-//   the only workers of its deployment) makes it current at once.
-// The version only exists once its worker polls, so this runs beside `worker.run()`.
+//   the only workers of its deployments) makes it current at once.
+// The version only exists once its worker polls, so this runs beside `worker.run()`. A current
+// version's new task queue is routed to it a moment after its first poll: the worker counts as
+// running once the server lists the queue in the version, so a workflow started then is not
+// left waiting for the routing.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Logger } from '../lib/log.ts';
 import type { WorkerVersion } from '../lib/worker-version.ts';
+
+/** What a worker polls, as GatewayConfig.temporal and FacilitatorConfig.temporal both say it. */
+export type VersionedQueue = { namespace: string; taskQueue: string; version: WorkerVersion };
+
+type Service = Pick<NativeConnection, 'workflowService'>;
 
 /** The Worker.create options that make a worker run as `version`. */
 export function workerVersioning(version: WorkerVersion): Pick<WorkerOptions, 'workerDeploymentOptions'> {
@@ -38,6 +46,9 @@ export type VersionState = {
 // gRPC codes that retrying cannot change: a malformed request, no right to manage deployments,
 // a server without Worker Deployments.
 const FINAL_CODES = new Set([3, 7, 12, 16]);
+// temporal.api.enums.v1: TaskQueueType WORKFLOW and ACTIVITY; RoutingConfigUpdateState COMPLETED.
+const QUEUE_TYPES = [1, 2];
+const ROUTING_COMPLETED = 2;
 
 function reason(err: unknown): string {
   const e = err as { details?: string; message?: string };
@@ -45,62 +56,106 @@ function reason(err: unknown): string {
 }
 
 /**
- * Makes this worker's version current when the deployment has none (or, with `promote: always`,
- * whatever is current). Retries while the version is not yet known to the server (its worker
- * has not polled) for up to `timeoutMs`; logs the outcome, with the command to run when the
- * version is left waiting or could not be set. Never throws: the worker runs either way.
- * `signal` (the worker stopped) ends the attempts quietly.
+ * Calls `attempt` until it returns a value, with backoff, until `deadline` or `signal`: then
+ * undefined, with the last error. An error with a final gRPC code ends the attempts at once.
  */
-export async function ensureCurrentVersion(
-  connection: Pick<NativeConnection, 'workflowService'>,
-  namespace: string,
-  version: WorkerVersion,
-  log: Logger,
-  { timeoutMs = 60_000, signal }: { timeoutMs?: number; signal?: AbortSignal } = {},
-): Promise<VersionState> {
-  const { deploymentName, buildId } = version;
-  const fields = { deployment: deploymentName, buildId, behavior: version.behavior };
-  const service = connection.workflowService;
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (let delay = 100; Date.now() < deadline; delay = Math.min(delay * 2, 2_000)) {
-    if (signal?.aborted) return { current: false };
+async function retrying<T>(
+  attempt: () => Promise<T | undefined>,
+  deadline: number,
+  signal?: AbortSignal,
+): Promise<{ value?: T; error?: unknown }> {
+  let error: unknown;
+  for (let delay = 50; Date.now() < deadline && !signal?.aborted; delay = Math.min(delay * 2, 1_000)) {
     try {
-      const described = await service.describeWorkerDeployment({ namespace, deploymentName });
-      const current = described.workerDeploymentInfo?.routingConfig?.currentDeploymentVersion?.buildId || undefined;
-      if (current === buildId) {
-        log.info(fields, 'worker deployment version is current');
-        return { current: true };
-      }
-      if (current && version.promote === 'first') {
-        log.warn(
-          { ...fields, currentBuildId: current, promote: promoteCommand(namespace, version) },
-          'this worker version is not current: it runs the workflows pinned to it and no new ones until promoted',
-        );
-        return { current: false, currentBuildId: current };
-      }
-      await service.setWorkerDeploymentCurrentVersion({
-        namespace,
-        deploymentName,
-        buildId,
-        // Another worker making a version current in between fails this call; the next round reads it.
-        conflictToken: described.conflictToken,
-        // `always` (npm start): this version replaces the previous one whatever queues that one polled.
-        ignoreMissingTaskQueues: version.promote === 'always',
-      });
-      log.info({ ...fields, previousBuildId: current ?? null }, 'worker deployment version made current');
-      return { current: true };
+      const value = await attempt();
+      if (value !== undefined) return { value };
     } catch (err) {
-      lastError = err;
+      error = err;
       if (FINAL_CODES.has((err as { code?: number }).code ?? -1)) break;
     }
     await sleep(delay, undefined, { signal }).catch(() => undefined);
   }
-  log.error(
-    { ...fields, reason: reason(lastError), promote: promoteCommand(namespace, version) },
-    'could not make this worker version current: it gets no new workflows until it is promoted',
-  );
-  return { current: false };
+  return { error };
+}
+
+/** One round: the deployment's current build id, and this version made current when it should be. */
+async function settleRound(
+  service: Service,
+  { namespace, version }: VersionedQueue,
+): Promise<VersionState & { previousBuildId?: string }> {
+  const { deploymentName, buildId } = version;
+  const described = await service.workflowService.describeWorkerDeployment({ namespace, deploymentName });
+  const current = described.workerDeploymentInfo?.routingConfig?.currentDeploymentVersion?.buildId || undefined;
+  if (current === buildId) return { current: true };
+  if (current && version.promote === 'first') return { current: false, currentBuildId: current };
+  await service.workflowService.setWorkerDeploymentCurrentVersion({
+    namespace,
+    deploymentName,
+    buildId,
+    // Another worker making a version current in between fails this call; the next round reads it.
+    conflictToken: described.conflictToken,
+    // `always` (npm start): this version replaces the previous one whatever queues that one polled.
+    ignoreMissingTaskQueues: version.promote === 'always',
+  });
+  return { current: true, previousBuildId: current };
+}
+
+/** True once the version lists the task queue (workflows and activities) and its routing is settled. */
+async function routed(service: Service, { namespace, taskQueue, version }: VersionedQueue): Promise<true | undefined> {
+  const { deploymentName, buildId } = version;
+  const [described, deployment] = await Promise.all([
+    service.workflowService.describeWorkerDeploymentVersion({
+      namespace,
+      deploymentVersion: { deploymentName, buildId },
+    }),
+    service.workflowService.describeWorkerDeployment({ namespace, deploymentName }),
+  ]);
+  const types = (described.workerDeploymentVersionInfo?.taskQueueInfos ?? [])
+    .filter((q) => q.name === taskQueue)
+    .map((q) => q.type);
+  const settled = deployment.workerDeploymentInfo?.routingConfigUpdateState === ROUTING_COMPLETED;
+  return (QUEUE_TYPES.every((t) => types.includes(t)) && settled) || undefined;
+}
+
+/**
+ * Makes this worker's version current when the deployment has none (or, with `promote: always`,
+ * whatever is current), then waits until the server routes the worker's task queue to it.
+ * Retries while the version is not yet known to the server (its worker has not polled) for up
+ * to `timeoutMs`; logs the outcome, with the command to run when the version is left waiting or
+ * could not be set. Never throws: the worker runs either way. `signal` (the worker stopped)
+ * ends the attempts quietly.
+ */
+export async function ensureCurrentVersion(
+  connection: Service,
+  queue: VersionedQueue,
+  log: Logger,
+  { timeoutMs = 60_000, signal }: { timeoutMs?: number; signal?: AbortSignal } = {},
+): Promise<VersionState> {
+  const { namespace, version } = queue;
+  const fields = { deployment: version.deploymentName, buildId: version.buildId, behavior: version.behavior };
+  const deadline = Date.now() + timeoutMs;
+  const settled = await retrying(() => settleRound(connection, queue), deadline, signal);
+  const state = settled.value;
+  if (!state) {
+    if (!signal?.aborted)
+      log.error(
+        { ...fields, reason: reason(settled.error), promote: promoteCommand(namespace, version) },
+        'could not make this worker version current: it gets no new workflows until it is promoted',
+      );
+    return { current: false };
+  }
+  if (!state.current) {
+    log.warn(
+      { ...fields, currentBuildId: state.currentBuildId, promote: promoteCommand(namespace, version) },
+      'this worker version is not current: it runs the workflows pinned to it and no new ones until promoted',
+    );
+    return state;
+  }
+  // Not fatal: the routing follows within moments; a workflow started before waits for it.
+  if ((await retrying(() => routed(connection, queue), deadline, signal)).value === undefined && !signal?.aborted)
+    log.warn({ ...fields, taskQueue: queue.taskQueue }, 'the task queue is not yet routed to this worker version');
+  log.info({ ...fields, previousBuildId: state.previousBuildId }, 'worker deployment version is current');
+  return { current: true };
 }
 
 /**
@@ -109,9 +164,8 @@ export async function ensureCurrentVersion(
  */
 export async function runWorkerVersion(
   worker: Worker,
-  connection: Pick<NativeConnection, 'workflowService'>,
-  namespace: string,
-  version: WorkerVersion,
+  connection: Service,
+  queue: VersionedQueue,
   log: Logger,
 ): Promise<VersionState & { running: Promise<void> }> {
   const running = worker.run();
@@ -121,7 +175,7 @@ export async function runWorkerVersion(
     () => stopped.abort(),
   );
   const state = await Promise.race([
-    ensureCurrentVersion(connection, namespace, version, log, { signal: stopped.signal }),
+    ensureCurrentVersion(connection, queue, log, { signal: stopped.signal }),
     running.then((): VersionState => ({ current: false })),
   ]);
   return { ...state, running };

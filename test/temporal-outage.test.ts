@@ -122,8 +122,7 @@ describe('transactional calls while Temporal is stopped', function () {
       ({ running } = await runWorkerVersion(
         worker.worker,
         worker.connection,
-        config.temporal.namespace,
-        config.temporal.version,
+        config.temporal,
         createLogger('worker', 'silent'),
       ));
       for (const a of accepted) {

@@ -176,13 +176,7 @@ describe('Temporal over mutual TLS, on a namespace without the search attributes
     cleanups.push(() => upstream.close());
     const { worker, connection } = await createGatewayWorker(config, s.orm, { workflowBundle: s.workflowBundle });
     // A fresh server: the worker's version becomes the deployment's current one as it polls.
-    const { running } = await runWorkerVersion(
-      worker,
-      connection,
-      config.temporal.namespace,
-      config.temporal.version,
-      createLogger('worker', 'silent'),
-    );
+    const { running } = await runWorkerVersion(worker, connection, config.temporal, createLogger('worker', 'silent'));
     cleanups.push(async () => {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;

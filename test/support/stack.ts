@@ -118,13 +118,7 @@ export async function startStack(): Promise<Stack> {
   const { worker, connection } = await createGatewayWorker(config, orm, { workflowBundle, vaultClient });
   // Every run is a fresh dev server: this worker's version becomes the deployment's current one,
   // which the workers tests start later (same deployment, same build id) join on their own queues.
-  const version = await runWorkerVersion(
-    worker,
-    connection,
-    config.temporal.namespace,
-    config.temporal.version,
-    createLogger('worker', 'silent'),
-  );
+  const version = await runWorkerVersion(worker, connection, config.temporal, createLogger('worker', 'silent'));
   cleanups.push(async () => {
     shutdownWorker(worker);
     await version.running;
