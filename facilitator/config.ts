@@ -4,9 +4,9 @@ import { readFileSync } from 'node:fs';
 import { getAddress } from 'ethers';
 import { z } from 'zod';
 import type { TokenDomain } from '../x402/eip3009.ts';
-import { loadTemporalSettings, type TemporalConnectionOptions } from '../lib/temporal-connection.ts';
+import { loadTemporalSettings, type TemporalWorkerSettings } from '../lib/temporal-connection.ts';
 import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv } from '../lib/config.ts';
-import { loadWorkerVersion, type WorkerVersion } from '../lib/worker-version.ts';
+import { loadWorkerVersion } from '../lib/worker-version.ts';
 
 const amount = z.string().regex(/^[0-9]{1,78}$/, 'must be a decimal integer string');
 
@@ -74,13 +74,7 @@ export type FacilitatorConfig = {
   tokenAddress: string;
   domain: TokenDomain;
   /** TEMPORAL_* (lib/temporal-connection.ts), FACILITATOR_TASK_QUEUE, the worker's deployment version (lib/worker-version.ts). */
-  temporal: {
-    address: string;
-    namespace: string;
-    taskQueue: string;
-    connection: TemporalConnectionOptions;
-    version: WorkerVersion;
-  };
+  temporal: TemporalWorkerSettings;
   embeddedWorker: boolean;
   keystore: { file?: string; password?: string; passwordFile?: string };
   guardrails: { maxPerTx: bigint; dailyCeiling: bigint; failedGasDailyWei: bigint };

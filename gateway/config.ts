@@ -7,9 +7,9 @@ import { loadReceiptConfig, type ReceiptConfig } from './receipts/config.ts';
 import { loadObservabilityConfig, type ObservabilityConfig } from '../lib/observability/config.ts';
 import { loadPaymentConfig, type PaymentConfig } from './payment/config.ts';
 import { loadGateFreshness, type GateFreshness } from './gate-freshness.ts';
-import { loadTemporalSettings, type TemporalConnectionOptions } from '../lib/temporal-connection.ts';
+import { loadTemporalSettings, type TemporalWorkerSettings } from '../lib/temporal-connection.ts';
 import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv } from '../lib/config.ts';
-import { loadWorkerVersion, type WorkerVersion } from '../lib/worker-version.ts';
+import { loadWorkerVersion } from '../lib/worker-version.ts';
 
 /** How fast a proxied body must arrive (slow uploads answer 408). */
 export type BodyPace = { timeoutMs: number; minBytesPerSecond: number; graceMs: number };
@@ -123,13 +123,7 @@ export type GatewayConfig = {
    * TEMPORAL_* (lib/temporal-connection.ts): address, namespace, TLS, API key; TEMPORAL_TASK_QUEUE;
    * the worker's deployment version (lib/worker-version.ts).
    */
-  temporal: {
-    address: string;
-    namespace: string;
-    taskQueue: string;
-    connection: TemporalConnectionOptions;
-    version: WorkerVersion;
-  };
+  temporal: TemporalWorkerSettings;
   auth: {
     jwtSecret?: string;
     jwksUrl?: string;

@@ -14,9 +14,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Logger } from '../lib/log.ts';
 import type { WorkerVersion } from '../lib/worker-version.ts';
+import type { TemporalWorkerSettings } from '../lib/temporal-connection.ts';
 
-/** What a worker polls, as GatewayConfig.temporal and FacilitatorConfig.temporal both say it. */
-export type VersionedQueue = { namespace: string; taskQueue: string; version: WorkerVersion };
+/** What a worker polls and runs as (GatewayConfig.temporal and FacilitatorConfig.temporal). */
+export type VersionedQueue = Pick<TemporalWorkerSettings, 'namespace' | 'taskQueue' | 'version'>;
 
 type Service = Pick<NativeConnection, 'workflowService'>;
 
