@@ -4,8 +4,9 @@ import { readFileSync } from 'node:fs';
 import { getAddress } from 'ethers';
 import { z } from 'zod';
 import type { TokenDomain } from '../x402/eip3009.ts';
-import { loadTemporalSettings, type TemporalConnectionOptions } from '../lib/temporal-connection.ts';
+import { loadTemporalSettings, type TemporalWorkerSettings } from '../lib/temporal-connection.ts';
 import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv } from '../lib/config.ts';
+import { loadWorkerVersion } from '../lib/worker-version.ts';
 
 const amount = z.string().regex(/^[0-9]{1,78}$/, 'must be a decimal integer string');
 
@@ -74,8 +75,8 @@ export type FacilitatorConfig = {
   network: string;
   tokenAddress: string;
   domain: TokenDomain;
-  /** TEMPORAL_* (temporal/connection-settings.ts) and FACILITATOR_TASK_QUEUE. */
-  temporal: { address: string; namespace: string; taskQueue: string; connection: TemporalConnectionOptions };
+  /** TEMPORAL_* (lib/temporal-connection.ts), FACILITATOR_TASK_QUEUE, the worker's deployment version (lib/worker-version.ts). */
+  temporal: TemporalWorkerSettings;
   embeddedWorker: boolean;
   keystore: { file?: string; password?: string; passwordFile?: string };
   guardrails: { maxPerTx: bigint; dailyCeiling: bigint; failedGasDailyWei: bigint };
@@ -110,7 +111,11 @@ export function guardrailDefaults(env: NodeJS.ProcessEnv = process.env): Facilit
 }
 
 export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): FacilitatorConfig {
-  const { env: e, temporal } = gatherConfig({
+  const {
+    env: e,
+    temporal,
+    version,
+  } = gatherConfig({
     env: () => {
       const e = parseEnv(FacilitatorEnv, env);
       if (e.FACILITATOR_INCLUSION_TIMEOUT_MS >= e.FACILITATOR_SETTLE_DEADLINE_MS)
@@ -118,6 +123,7 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
       return e;
     },
     temporal: () => loadTemporalSettings(env),
+    version: () => loadWorkerVersion(env, 'FACILITATOR_DEPLOYMENT_NAME', 'agent-gateway-facilitator'),
   });
   const tokenAddress = getAddress(e.TOKEN_ADDRESS);
   return {
@@ -135,6 +141,7 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
       namespace: temporal.namespace,
       taskQueue: e.FACILITATOR_TASK_QUEUE,
       connection: temporal.connection,
+      version,
     },
     embeddedWorker: e.FACILITATOR_EMBEDDED_WORKER === 'true',
     keystore: {

@@ -19,6 +19,7 @@ import { createOutcomeListener } from './outcomes.ts';
 import { startSweeper } from './sweeper.ts';
 import type { TransactionSigner } from './signer.ts';
 import { createFacilitatorWorker } from '../temporal/facilitator-worker.ts';
+import { runWorkerVersion } from '../temporal/worker-deployment.ts';
 import { temporalClientInterceptors } from '../lib/observability/tracing.ts';
 
 export type RunningFacilitator = {
@@ -61,7 +62,8 @@ async function embeddedWorker(
     { pool: deps.pool, provider, signer: worker.signer },
     { workflowBundle: worker.workflowBundle, connection },
   );
-  const running = created.worker.run();
+  // Polling from here; a fresh deployment takes this worker's version as its current one.
+  const { running } = await runWorkerVersion(created.worker, connection, config.temporal, deps.log);
   const client = new Client({
     connection: connection as unknown as ConnectionLike,
     namespace: config.temporal.namespace,

@@ -7,8 +7,9 @@ import { loadReceiptConfig, type ReceiptConfig } from './receipts/config.ts';
 import { loadObservabilityConfig, type ObservabilityConfig } from '../lib/observability/config.ts';
 import { loadPaymentConfig, type PaymentConfig } from './payment/config.ts';
 import { loadGateFreshness, type GateFreshness } from './gate-freshness.ts';
-import { loadTemporalSettings, type TemporalConnectionOptions } from '../lib/temporal-connection.ts';
+import { loadTemporalSettings, type TemporalWorkerSettings } from '../lib/temporal-connection.ts';
 import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv } from '../lib/config.ts';
+import { loadWorkerVersion } from '../lib/worker-version.ts';
 
 /** How fast a proxied body must arrive (slow uploads answer 408). */
 export type BodyPace = { timeoutMs: number; minBytesPerSecond: number; graceMs: number };
@@ -118,8 +119,11 @@ export type GatewayConfig = {
   port: number;
   host: string;
   databaseUrl: string;
-  /** TEMPORAL_* (temporal/connection-settings.ts): address, namespace, TLS, API key; TEMPORAL_TASK_QUEUE. */
-  temporal: { address: string; namespace: string; taskQueue: string; connection: TemporalConnectionOptions };
+  /**
+   * TEMPORAL_* (lib/temporal-connection.ts): address, namespace, TLS, API key; TEMPORAL_TASK_QUEUE;
+   * the worker's deployment version (lib/worker-version.ts).
+   */
+  temporal: TemporalWorkerSettings;
   auth: {
     jwtSecret?: string;
     jwksUrl?: string;
@@ -185,6 +189,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     env: () => parseEnv(GatewayEnv, env),
     auth: () => checkAuthSecret(env),
     temporal: () => loadTemporalSettings(env),
+    version: () => loadWorkerVersion(env, 'TEMPORAL_DEPLOYMENT_NAME', 'agent-gateway'),
     gateFreshness: () => loadGateFreshness(env),
     vault: () => loadVaultConfig(env),
     analytics: () => loadAnalyticsConfig(env),
@@ -203,6 +208,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       namespace: temporal.namespace,
       taskQueue: e.TEMPORAL_TASK_QUEUE,
       connection: temporal.connection,
+      version: parts.version,
     },
     auth: {
       jwtSecret: e.AUTH_JWT_SECRET,

@@ -5,6 +5,7 @@
 // Plain, server TLS, mutual TLS and API-key connections all come out of the same settings.
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { TLSConfig } from '@temporalio/client';
+import type { WorkerVersion } from './worker-version.ts';
 
 /** What a client Connection and a worker NativeConnection both take. */
 export type TemporalConnectionOptions = {
@@ -15,6 +16,15 @@ export type TemporalConnectionOptions = {
 };
 
 export type TemporalSettings = { namespace: string; connection: TemporalConnectionOptions };
+
+/** What a process with a worker knows of Temporal: the connection, its task queue and the version its worker runs as. */
+export type TemporalWorkerSettings = {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+  connection: TemporalConnectionOptions;
+  version: WorkerVersion;
+};
 
 const DEFAULT_ADDRESS = '127.0.0.1:7233';
 

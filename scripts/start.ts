@@ -129,6 +129,12 @@ try {
     // A local agent refused by the SSRF guard is told which UPSTREAM_ALLOW would admit it.
     UPSTREAM_ALLOW_HINT: env.UPSTREAM_ALLOW_HINT ?? 'true',
     GIT_COMMIT: env.GIT_COMMIT ?? gitCommit(),
+    // The workers' deployment version (docs/DEPLOYMENT.md, "Upgrading"): npm start's are the only
+    // workers of their deployments, so each start makes its version current, and workflows follow
+    // the new code (every workflow change is patched and replay-tested) instead of waiting for
+    // the previous version's workers, which are gone.
+    TEMPORAL_PROMOTE_VERSION: env.TEMPORAL_PROMOTE_VERSION ?? 'always',
+    TEMPORAL_VERSIONING_BEHAVIOR: env.TEMPORAL_VERSIONING_BEHAVIOR ?? 'auto-upgrade',
     // Readable log lines in a terminal; JSON (for a collector) otherwise.
     LOG_FORMAT: env.LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json'),
   });

@@ -12,6 +12,7 @@ import { installTemporalRuntime } from '../lib/observability/temporal-runtime.ts
 import { prebuiltWorkflowBundle } from './workflow-bundles.ts';
 import { createFacilitatorWorker } from './facilitator-worker.ts';
 import { requireSearchAttributes } from './search-attribute-setup.ts';
+import { runWorkerVersion } from './worker-deployment.ts';
 
 // Every setting checked first: all the mistakes, one line each, exit 2.
 const { config, bundle } = await loadConfigOrExit(
@@ -42,8 +43,13 @@ const metrics = await startFacilitatorMetrics({
   listener: { port: metricsPort, host: metricsHost },
   extra: runtime.coreMetrics,
 });
-log.info({ taskQueue: config.temporal.taskQueue, gasWallet: signer.address }, 'facilitator worker running');
-await worker.run();
+const { taskQueue, version } = config.temporal;
+const { running } = await runWorkerVersion(worker, connection, config.temporal, log);
+log.info(
+  { taskQueue, deployment: version.deploymentName, buildId: version.buildId, gasWallet: signer.address },
+  'facilitator worker running',
+);
+await running;
 metrics?.close();
 await connection.close();
 provider.destroy();

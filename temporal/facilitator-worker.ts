@@ -14,6 +14,7 @@ import { createFeeOracle } from '../facilitator/fees.ts';
 import { temporalWorkerTracing } from '../lib/observability/tracing.ts';
 import { workerTuning } from './worker-tuning.ts';
 import { workflowSources } from './workflow-bundles.ts';
+import { workerVersioning } from './worker-deployment.ts';
 
 export const facilitatorWorkflowsPath = workflowSources.facilitator;
 
@@ -36,6 +37,7 @@ export async function createFacilitatorWorker(
     interceptors: { activity: tracing.activity, workflowModules: opts.workflowBundle ? [] : tracing.workflowModules },
     sinks: tracing.sinks,
     ...workerTuning,
+    ...workerVersioning(config.temporal.version),
   });
   return { worker, connection, fastPath };
 }

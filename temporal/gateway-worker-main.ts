@@ -11,6 +11,7 @@ import { ensureRetentionSchedule, loadRetention } from './retention-schedule.ts'
 import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
 import { installTemporalRuntime } from '../lib/observability/temporal-runtime.ts';
 import { prebuiltWorkflowBundle } from './workflow-bundles.ts';
+import { runWorkerVersion } from './worker-deployment.ts';
 
 // Every setting and the metrics port checked first: all the mistakes, one line each, exit 2.
 const { config, retention, bundle } = await loadConfigOrExit(
@@ -56,8 +57,11 @@ await connectClient(config.temporal.connection, config.temporal.namespace)
   .catch((err: Error) =>
     log.warn({ err: { name: err.name, message: err.message } }, 'policy decision retention schedule not set'),
   );
-log.info({ taskQueue: config.temporal.taskQueue }, 'gateway worker running');
-await worker.run();
+// Polling starts here; a fresh deployment takes this worker's version as its current one.
+const { taskQueue, version } = config.temporal;
+const { running } = await runWorkerVersion(worker, connection, config.temporal, log);
+log.info({ taskQueue, deployment: version.deploymentName, buildId: version.buildId }, 'gateway worker running');
+await running;
 metrics?.close();
 await connection.close();
 await orm.close();

@@ -14,6 +14,7 @@ import { createVaultClient, type VaultClient } from '../gateway/credentials/vaul
 import type { GatewayConfig } from '../gateway/config.ts';
 import { workerTuning } from './worker-tuning.ts';
 import { workflowSources } from './workflow-bundles.ts';
+import { workerVersioning } from './worker-deployment.ts';
 
 export const gatewayWorkflowsPath = workflowSources.gateway;
 
@@ -52,6 +53,7 @@ export async function createGatewayWorker(
     },
     sinks: tracing.sinks,
     ...workerTuning,
+    ...workerVersioning(config.temporal.version),
   });
   return { worker, connection };
 }

@@ -257,29 +257,35 @@ describe('configuration errors, reported together before anything starts', funct
     ]);
   });
 
-  it('the worker: the same mistakes and its own metrics port taken', async () => {
+  it('the worker: the same mistakes, its own metrics port taken and bad deployment version settings', async () => {
     const r = await run('temporal/gateway-worker-main.ts', [], {
       ...GATEWAY_MISTAKES(),
       WORKER_METRICS_PORT: String(takenPort),
       BODY_RETENTION_DAYS: '-1',
+      TEMPORAL_DEPLOYMENT_NAME: 'agent.gateway',
+      TEMPORAL_VERSIONING_BEHAVIOR: 'sometimes',
     });
     assertReported(r, 'worker', [
       ...GATEWAY_LINES,
       /^ {2}BODY_RETENTION_DAYS must be at least 0$/,
+      /^ {2}TEMPORAL_DEPLOYMENT_NAME must be a name without dots or spaces/,
+      /^ {2}TEMPORAL_VERSIONING_BEHAVIOR must be one of pinned, auto-upgrade$/,
       new RegExp(`^ {2}WORKER_METRICS_PORT: 127\\.0\\.0\\.1:${takenPort} is taken`),
     ]);
   });
 
-  it('the facilitator: a bad port, an unknown LOG_LEVEL, a bad token address and a taken metrics port', async () => {
+  it('the facilitator: a bad port, an unknown LOG_LEVEL, a bad token address, a taken metrics port and a bad promotion setting', async () => {
     const r = await run('facilitator/main.ts', [], {
       FACILITATOR_PORT: 'x',
       FACILITATOR_PUBLIC_PORT: String(await freePort()),
       LOG_LEVEL: 'loud',
       TOKEN_ADDRESS: '0x12',
       FACILITATOR_METRICS_PORT: String(takenPort),
+      TEMPORAL_PROMOTE_VERSION: 'never',
     });
     assertReported(r, 'facilitator', [
       /^ {2}FACILITATOR_PORT must be a number$/,
+      /^ {2}TEMPORAL_PROMOTE_VERSION must be one of first, always$/,
       /^ {2}LOG_LEVEL must be one of/,
       /^ {2}TOKEN_ADDRESS must be a token contract address/,
       new RegExp(`^ {2}FACILITATOR_METRICS_PORT: 127\\.0\\.0\\.1:${takenPort} is taken`),

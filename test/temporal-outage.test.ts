@@ -18,6 +18,7 @@ import { createAgent } from './support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { connectClient } from '../temporal/client.ts';
 import { createGatewayWorker } from '../temporal/gateway-worker.ts';
+import { runWorkerVersion } from '../temporal/worker-deployment.ts';
 import { startTemporalDevServer, type DevServer } from '../scripts/dev/temporal-dev-server.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
 import { freePort } from '../scripts/lib/ports.ts';
@@ -117,7 +118,13 @@ describe('transactional calls while Temporal is stopped', function () {
 
       server = await devServer();
       worker = await createGatewayWorker(config, stack().orm, { workflowBundle: stack().workflowBundle });
-      running = worker.worker.run();
+      // A fresh server: the worker's version becomes the deployment's current one as it polls.
+      ({ running } = await runWorkerVersion(
+        worker.worker,
+        worker.connection,
+        config.temporal,
+        createLogger('worker', 'silent'),
+      ));
       for (const a of accepted) {
         const done = await waitForInvocation(a.token, a.agentId, a.id, 60_000);
         assert.equal(done.status, 'succeeded', JSON.stringify(done));

@@ -27,6 +27,7 @@ import { connectClient } from '../temporal/client.ts';
 import { ensureSearchAttributes } from '../temporal/search-attribute-setup.ts';
 import { ALL_SEARCH_ATTRIBUTES } from '../temporal/search-attributes.ts';
 import { createGatewayWorker } from '../temporal/gateway-worker.ts';
+import { runWorkerVersion } from '../temporal/worker-deployment.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
 import { callAt, uniqueName, waitForInvocation } from './support/http.ts';
@@ -102,7 +103,8 @@ describe('Temporal over mutual TLS, on a namespace without the search attributes
       const config = loadGatewayConfig(tlsEnvironment());
       const s = stack();
       const { worker, connection } = await createGatewayWorker(config, s.orm, { workflowBundle: s.workflowBundle });
-      const running = worker.run();
+      // A fresh server: the worker's version becomes the deployment's current one as it polls.
+      const { running } = await runWorkerVersion(worker, connection, config.temporal, createLogger('worker', 'silent'));
       cleanups.push(async () => {
         if (worker.getState() === 'RUNNING') worker.shutdown();
         await running;

@@ -18,6 +18,7 @@ import { startMetricsServer } from '../../lib/observability/http.ts';
 import { mintToken } from '../../gateway/tokens.ts';
 import { connectClient } from '../../temporal/client.ts';
 import { createGatewayWorker, gatewayWorkflowsPath } from '../../temporal/gateway-worker.ts';
+import { runWorkerVersion } from '../../temporal/worker-deployment.ts';
 import { createVaultClient, type VaultClient } from '../../gateway/credentials/vault.ts';
 import { openChangeFeed, type ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { startFacilitatorStack, type FacilitatorStack } from './facilitator.ts';
@@ -115,12 +116,16 @@ export async function startStack(): Promise<Stack> {
   const feed = openChangeFeed(orm);
   const vaultClient = createVaultClient(config.vault);
   const { worker, connection } = await createGatewayWorker(config, orm, { workflowBundle, vaultClient });
-  const running = worker.run();
+  // Every run is a fresh dev server: this worker's version becomes the deployment's current one,
+  // which the workers tests start later (same deployment, same build id) join on their own queues.
+  const version = await runWorkerVersion(worker, connection, config.temporal, createLogger('worker', 'silent'));
   cleanups.push(async () => {
     shutdownWorker(worker);
-    await running;
+    await version.running;
     await connection.close();
   });
+  if (!version.current)
+    throw new Error(`the gateway worker's version ${config.temporal.version.buildId} did not become current`);
 
   const server: Server = await startGateway(
     config,

@@ -1,0 +1,183 @@
+// Runs a worker as a Temporal Worker Deployment version (lib/worker-version.ts) and makes that
+// version the deployment's current one when it should be. A version that is not current gets
+// no new workflows, so:
+// - a deployment without a current version (the first deploy, every fresh dev server) takes the
+//   version of the first worker that polls it; workers racing there all end up satisfied;
+// - a new version beside a current one waits for the operator's `set-current-version`
+//   (docs/DEPLOYMENT.md, "Upgrading"), unless TEMPORAL_PROMOTE_VERSION=always (`npm start`,
+//   the only workers of its deployments) makes it current at once.
+// The version only exists once its worker polls, so this runs beside `worker.run()`. A current
+// version's new task queue is routed to it a moment after its first poll: the worker counts as
+// running once the server lists the queue in the version, so a workflow started then is not
+// left waiting for the routing.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
+import type { Logger } from '../lib/log.ts';
+import type { WorkerVersion } from '../lib/worker-version.ts';
+import type { TemporalWorkerSettings } from '../lib/temporal-connection.ts';
+
+/** What a worker polls and runs as (GatewayConfig.temporal and FacilitatorConfig.temporal). */
+export type VersionedQueue = Pick<TemporalWorkerSettings, 'namespace' | 'taskQueue' | 'version'>;
+
+type Service = Pick<NativeConnection, 'workflowService'>;
+
+/** The Worker.create options that make a worker run as `version`. */
+export function workerVersioning(version: WorkerVersion): Pick<WorkerOptions, 'workerDeploymentOptions'> {
+  return {
+    workerDeploymentOptions: {
+      version: { deploymentName: version.deploymentName, buildId: version.buildId },
+      useWorkerVersioning: true,
+      defaultVersioningBehavior: version.behavior,
+    },
+  };
+}
+
+/** The operator's command that makes `version` current. */
+export function promoteCommand(namespace: string, version: WorkerVersion): string {
+  return `temporal worker deployment set-current-version --namespace ${namespace} --deployment-name ${version.deploymentName} --build-id ${version.buildId} --yes`;
+}
+
+export type VersionState = {
+  /** This worker's version is the deployment's current version. */
+  current: boolean;
+  /** The build id that is current instead (absent: none, or unknown). */
+  currentBuildId?: string;
+};
+
+// gRPC codes that retrying cannot change: a malformed request, no right to manage deployments,
+// a server without Worker Deployments.
+const FINAL_CODES = new Set([3, 7, 12, 16]);
+// temporal.api.enums.v1: TaskQueueType WORKFLOW and ACTIVITY; RoutingConfigUpdateState COMPLETED.
+const QUEUE_TYPES = [1, 2];
+const ROUTING_COMPLETED = 2;
+
+function reason(err: unknown): string {
+  const e = err as { details?: string; message?: string };
+  return (e.details || e.message || String(err)).split('\n')[0];
+}
+
+/**
+ * Calls `attempt` until it returns a value, with backoff, until `deadline` or `signal`: then
+ * undefined, with the last error. An error with a final gRPC code ends the attempts at once.
+ */
+async function retrying<T>(
+  attempt: () => Promise<T | undefined>,
+  deadline: number,
+  signal?: AbortSignal,
+): Promise<{ value?: T; error?: unknown }> {
+  let error: unknown;
+  for (let delay = 50; Date.now() < deadline && !signal?.aborted; delay = Math.min(delay * 2, 1_000)) {
+    try {
+      const value = await attempt();
+      if (value !== undefined) return { value };
+    } catch (err) {
+      error = err;
+      if (FINAL_CODES.has((err as { code?: number }).code ?? -1)) break;
+    }
+    await sleep(delay, undefined, { signal }).catch(() => undefined);
+  }
+  return { error };
+}
+
+/** One round: the deployment's current build id, and this version made current when it should be. */
+async function settleRound(
+  service: Service,
+  { namespace, version }: VersionedQueue,
+): Promise<VersionState & { previousBuildId?: string }> {
+  const { deploymentName, buildId } = version;
+  const described = await service.workflowService.describeWorkerDeployment({ namespace, deploymentName });
+  const current = described.workerDeploymentInfo?.routingConfig?.currentDeploymentVersion?.buildId || undefined;
+  if (current === buildId) return { current: true };
+  if (current && version.promote === 'first') return { current: false, currentBuildId: current };
+  await service.workflowService.setWorkerDeploymentCurrentVersion({
+    namespace,
+    deploymentName,
+    buildId,
+    // Another worker making a version current in between fails this call; the next round reads it.
+    conflictToken: described.conflictToken,
+    // `always` (npm start): this version replaces the previous one whatever queues that one polled.
+    ignoreMissingTaskQueues: version.promote === 'always',
+  });
+  return { current: true, previousBuildId: current };
+}
+
+/** True once the version lists the task queue (workflows and activities) and its routing is settled. */
+async function routed(service: Service, { namespace, taskQueue, version }: VersionedQueue): Promise<true | undefined> {
+  const { deploymentName, buildId } = version;
+  const [described, deployment] = await Promise.all([
+    service.workflowService.describeWorkerDeploymentVersion({
+      namespace,
+      deploymentVersion: { deploymentName, buildId },
+    }),
+    service.workflowService.describeWorkerDeployment({ namespace, deploymentName }),
+  ]);
+  const types = (described.workerDeploymentVersionInfo?.taskQueueInfos ?? [])
+    .filter((q) => q.name === taskQueue)
+    .map((q) => q.type);
+  const settled = deployment.workerDeploymentInfo?.routingConfigUpdateState === ROUTING_COMPLETED;
+  return (QUEUE_TYPES.every((t) => types.includes(t)) && settled) || undefined;
+}
+
+/**
+ * Makes this worker's version current when the deployment has none (or, with `promote: always`,
+ * whatever is current), then waits until the server routes the worker's task queue to it.
+ * Retries while the version is not yet known to the server (its worker has not polled) for up
+ * to `timeoutMs`; logs the outcome, with the command to run when the version is left waiting or
+ * could not be set. Never throws: the worker runs either way. `signal` (the worker stopped)
+ * ends the attempts quietly.
+ */
+export async function ensureCurrentVersion(
+  connection: Service,
+  queue: VersionedQueue,
+  log: Logger,
+  { timeoutMs = 60_000, signal }: { timeoutMs?: number; signal?: AbortSignal } = {},
+): Promise<VersionState> {
+  const { namespace, version } = queue;
+  const fields = { deployment: version.deploymentName, buildId: version.buildId, behavior: version.behavior };
+  const deadline = Date.now() + timeoutMs;
+  const settled = await retrying(() => settleRound(connection, queue), deadline, signal);
+  const state = settled.value;
+  if (!state) {
+    if (!signal?.aborted)
+      log.error(
+        { ...fields, reason: reason(settled.error), promote: promoteCommand(namespace, version) },
+        'could not make this worker version current: it gets no new workflows until it is promoted',
+      );
+    return { current: false };
+  }
+  if (!state.current) {
+    log.warn(
+      { ...fields, currentBuildId: state.currentBuildId, promote: promoteCommand(namespace, version) },
+      'this worker version is not current: it runs the workflows pinned to it and no new ones until promoted',
+    );
+    return state;
+  }
+  // Not fatal: the routing follows within moments; a workflow started before waits for it.
+  if ((await retrying(() => routed(connection, queue), deadline, signal)).value === undefined && !signal?.aborted)
+    log.warn({ ...fields, taskQueue: queue.taskQueue }, 'the task queue is not yet routed to this worker version');
+  log.info({ ...fields, previousBuildId: state.previousBuildId }, 'worker deployment version is current');
+  return { current: true };
+}
+
+/**
+ * Starts the worker and, once it polls, settles its version (ensureCurrentVersion). Resolves
+ * with the run's promise and the version's state; rejects when the run fails first.
+ */
+export async function runWorkerVersion(
+  worker: Worker,
+  connection: Service,
+  queue: VersionedQueue,
+  log: Logger,
+): Promise<VersionState & { running: Promise<void> }> {
+  const running = worker.run();
+  const stopped = new AbortController();
+  running.then(
+    () => stopped.abort(),
+    () => stopped.abort(),
+  );
+  const state = await Promise.race([
+    ensureCurrentVersion(connection, queue, log, { signal: stopped.signal }),
+    running.then((): VersionState => ({ current: false })),
+  ]);
+  return { ...state, running };
+}

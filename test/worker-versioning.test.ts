@@ -1,0 +1,208 @@
+// Workers run as Temporal Worker Deployment versions (lib/worker-version.ts,
+// temporal/worker-deployment.ts), through the real dev server:
+// - the stack's gateway and facilitator workers are the current versions of their deployments,
+//   named after the package version and commit, and a workflow records the version that ran it;
+// - a rolling upgrade with PINNED workflows, on a deployment and task queue of its own: worker
+//   processes A (build X, current) and B (build Y) poll the same queue; B does not take over by
+//   itself; once promoted with the documented command, a call in flight when B arrived finishes
+//   on A and a new call runs on B.
+import assert from 'node:assert/strict';
+import { execFile as execFileCb, execFileSync, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { request } from 'undici';
+import { stack } from './support/stack.ts';
+import { call } from './support/http.ts';
+import { createAgent, rawUpstream, readAll, startProxyApp, waitForRow } from './support/proxy-helpers.ts';
+import { startWorkerProcess, stopWorkerProcess } from './support/worker-process.ts';
+import { startedWorkflow } from './support/workflows.ts';
+import { until } from './support/facilitator.ts';
+import { ensureTool } from '../scripts/lib/tools.ts';
+
+const execFile = promisify(execFileCb);
+
+/** What the build id must be, worked out here from package.json and git, not by the code under test. */
+function expectedBuildId(): string {
+  const { version } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
+  let commit = process.env.GIT_COMMIT;
+  try {
+    commit ||= execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  } catch {
+    commit = undefined;
+  }
+  return commit ? `${version}+${commit}` : version;
+}
+
+async function currentVersion(deploymentName: string): Promise<{ deploymentName?: string; buildId?: string }> {
+  const { namespace } = stack().config.temporal;
+  const described = await stack().temporal.workflowService.describeWorkerDeployment({ namespace, deploymentName });
+  const current = described.workerDeploymentInfo?.routingConfig?.currentDeploymentVersion;
+  return { deploymentName: current?.deploymentName ?? undefined, buildId: current?.buildId ?? undefined };
+}
+
+async function knownBuildIds(deploymentName: string): Promise<string[]> {
+  const { namespace } = stack().config.temporal;
+  const described = await stack().temporal.workflowService.describeWorkerDeployment({ namespace, deploymentName });
+  return (described.workerDeploymentInfo?.versionSummaries ?? []).map((v) => v.deploymentVersion?.buildId ?? '');
+}
+
+/** The version the workflow is on, and the version and worker identity of every task it completed. */
+async function ranOn(workflowId: string) {
+  const handle = await startedWorkflow(workflowId);
+  const info = (await handle.describe()).raw.workflowExecutionInfo?.versioningInfo;
+  const events = (await handle.fetchHistory()).events ?? [];
+  return {
+    behavior: info?.behavior,
+    deploymentName: info?.deploymentVersion?.deploymentName,
+    buildId: info?.deploymentVersion?.buildId,
+    taskBuildIds: [
+      ...new Set(
+        events
+          .filter((e) => e.workflowTaskCompletedEventAttributes)
+          .map((e) => e.workflowTaskCompletedEventAttributes?.deploymentVersion?.buildId),
+      ),
+    ],
+    activityWorkers: [
+      ...new Set(
+        events
+          .filter((e) => e.activityTaskStartedEventAttributes)
+          .map((e) => e.activityTaskStartedEventAttributes?.identity),
+      ),
+    ],
+  };
+}
+
+// temporal.api.enums.v1.VersioningBehavior
+const PINNED = 1;
+
+describe('workers as Worker Deployment versions', function () {
+  this.timeout(180_000);
+
+  it("the stack's workers are their deployments' current versions, and a workflow records the version that ran it", async () => {
+    const buildId = expectedBuildId();
+    for (const deploymentName of ['agent-gateway', 'agent-gateway-facilitator'])
+      assert.deepEqual(await currentVersion(deploymentName), { deploymentName, buildId }, deploymentName);
+
+    const token = await stack().token(`tenant-version-${randomUUID()}`);
+    const up = await rawUpstream((req, res) => void readAll(req).then(() => res.end('ok')));
+    try {
+      const agent = await createAgent(token, { upstream_url: up.url });
+      const res = await call('POST', `/v1/proxy/${agent}`, { token, body: 'which version?' });
+      assert.equal(res.status, 202, res.text);
+      const id = res.json.invocation_id as string;
+      assert.equal((await (await startedWorkflow(id)).result()).status, 'succeeded');
+      const ran = await ranOn(id);
+      assert.equal(ran.behavior, PINNED);
+      assert.equal(ran.deploymentName, 'agent-gateway');
+      assert.equal(ran.buildId, buildId);
+      assert.deepEqual(ran.taskBuildIds, [buildId]);
+    } finally {
+      await up.close();
+    }
+  });
+
+  it('a rolling upgrade: a call in flight finishes on the version that started it, a new one runs on the promoted version', async () => {
+    const taskQueue = `upgrade-${randomUUID()}`;
+    const deployment = `upgrade-${randomUUID().slice(0, 8)}`;
+    const [x, y] = ['1.0.0+aaaaaaa', '1.1.0+bbbbbbb'];
+    const workerEnv = (buildId: string) => ({
+      TEMPORAL_DEPLOYMENT_NAME: deployment,
+      TEMPORAL_BUILD_ID: buildId,
+      UPSTREAM_TIMEOUT_MS: '60000',
+    });
+    // The upstream holds the first call's request until released; answers others at once.
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let arrived!: () => void;
+    const heldArrived = new Promise<void>((r) => (arrived = r));
+    const up = await rawUpstream((req: IncomingMessage, res: ServerResponse) => {
+      void readAll(req).then(async (body) => {
+        if (body.toString() === 'held') {
+          arrived();
+          await released;
+        }
+        res.end(`answered ${body.toString()}`);
+      });
+    });
+    const gateway = await startProxyApp({ temporal: { ...stack().config.temporal, taskQueue } });
+    const children: ChildProcess[] = [];
+    try {
+      const token = await stack().token(`tenant-upgrade-${randomUUID()}`);
+      const agent = await createAgent(token, { upstream_url: up.url });
+      const invoke = async (body: string) => {
+        const res = await request(`${gateway.url}/v1/proxy/${agent}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}` },
+          body,
+        });
+        assert.equal(res.statusCode, 202);
+        return ((await res.body.json()) as { invocation_id: string }).invocation_id;
+      };
+
+      // A, alone on a new deployment, becomes its current version.
+      const a = await startWorkerProcess(taskQueue, workerEnv(x));
+      children.push(a);
+      assert.deepEqual(await currentVersion(deployment), { deploymentName: deployment, buildId: x });
+      const held = await invoke('held');
+      await heldArrived;
+
+      // B starts beside it and does not take over by itself.
+      let bOutput = '';
+      const b = await startWorkerProcess(taskQueue, workerEnv(y), (chunk) => (bOutput += chunk));
+      children.push(b);
+      assert.match(bOutput, /this worker version is not current/);
+      assert.deepEqual(await currentVersion(deployment), { deploymentName: deployment, buildId: x });
+
+      // The operator promotes B (docs/DEPLOYMENT.md, "Upgrading"), once the server knows it.
+      await until(`build ${y} known to the deployment`, async () => (await knownBuildIds(deployment)).includes(y));
+      const { address, namespace } = stack().config.temporal;
+      await until('set-current-version accepted', () =>
+        execFile(ensureTool('temporal'), [
+          ...['worker', 'deployment', 'set-current-version', '--address', address, '--namespace', namespace],
+          ...['--deployment-name', deployment, '--build-id', y, '--yes'],
+        ]).then(
+          () => true,
+          () => false,
+        ),
+      );
+      assert.deepEqual(await currentVersion(deployment), { deploymentName: deployment, buildId: y });
+
+      const fresh = await invoke('fresh');
+      assert.equal((await waitForRow(fresh, undefined, 60_000)).status, 'succeeded');
+      assert.equal((await invocationStatus(held)).status, 'running', 'the first call is still held');
+      release();
+      assert.equal((await waitForRow(held, undefined, 60_000)).status, 'succeeded');
+
+      const heldRan = await ranOn(held);
+      const freshRan = await ranOn(fresh);
+      assert.deepEqual(
+        { buildId: heldRan.buildId, behavior: heldRan.behavior, tasks: heldRan.taskBuildIds },
+        { buildId: x, behavior: PINNED, tasks: [x] },
+        'the call in flight stayed on A',
+      );
+      assert.deepEqual(
+        { buildId: freshRan.buildId, behavior: freshRan.behavior, tasks: freshRan.taskBuildIds },
+        { buildId: y, behavior: PINNED, tasks: [y] },
+        'the new call ran on B',
+      );
+      assert.deepEqual(heldRan.activityWorkers.map(pidOf), [a.pid], 'A made the held upstream call');
+      assert.deepEqual(freshRan.activityWorkers.map(pidOf), [b.pid], 'B made the new upstream call');
+    } finally {
+      release();
+      for (const child of children) await stopWorkerProcess(child);
+      await gateway.close();
+      await up.close();
+    }
+  });
+});
+
+/** A worker's default identity is `pid@host`. */
+function pidOf(identity: string | null | undefined): number {
+  return Number(identity?.split('@')[0]);
+}
+
+async function invocationStatus(id: string) {
+  return waitForRow(id, () => true);
+}
