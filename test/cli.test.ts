@@ -430,6 +430,22 @@ describe('a database that is missing, empty or unreachable at start', function (
     }
   });
 
+  it('an unreachable database: one line naming it, exit 1 (a later start may find it), no stack trace', async () => {
+    const r = await run('api/main.ts', [], {
+      ...(stackProcessEnv() as Record<string, string>),
+      DATABASE_URL: `postgres://gateway:secret-password@127.0.0.1:${await freePort()}/gateway`,
+      PORT: '0',
+      API_METRICS_PORT: '0',
+    });
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.doesNotMatch(r.stdout + r.stderr, STACK);
+    assert.doesNotMatch(r.stdout + r.stderr, /secret-password/);
+    assert.match(
+      r.stderr.trim(),
+      /^api: DATABASE_URL: cannot use the database 127\.0\.0\.1:\d+\/gateway \(.*ECONNREFUSED.*\); nothing started$/,
+    );
+  });
+
   it('the facilitator worker refuses a database that does not exist, in one line', async () => {
     const url = withDatabase(stack().infra.facilitatorDatabaseUrl, `missing_${randomBytes(4).toString('hex')}`);
     const r = await run(

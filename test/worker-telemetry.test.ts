@@ -8,6 +8,8 @@ import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { request } from 'undici';
+import { pino } from 'pino';
+import { sdkLogger } from '../lib/observability/temporal-runtime.ts';
 import { freePort } from '../scripts/lib/ports.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { workflowResult } from './support/workflows.ts';
@@ -100,5 +102,26 @@ describe('the Temporal SDK telemetry of a worker process', function () {
       'core logs are forwarded',
     );
     assert.ok(!output.includes(marker), 'the call body is never logged');
+  });
+});
+
+describe('the SDK logger keeps secrets out of the logs', () => {
+  it('an SDK error quoting an RPC URL with its API key is logged with the URL cut to its host', () => {
+    const lines: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
+    const key = `key-${randomUUID()}`;
+    const err = new Error(`request failed (requestUrl="https://rpc.example.com/v2/${key}", code=SERVER_ERROR)`);
+    sdkLogger(log).warn(`Activity failed against https://user:${key}@rpc.example.com:8545`, {
+      error: err,
+      requestUrl: `https://rpc.example.com/v2/${key}?apikey=${key}`,
+      activityType: 'broadcastSettlement',
+    });
+    assert.equal(lines.length, 1);
+    assert.doesNotMatch(lines[0], new RegExp(key));
+    const entry = JSON.parse(lines[0]);
+    assert.equal(entry.activityType, 'broadcastSettlement');
+    assert.equal(entry.requestUrl, 'https://rpc.example.com/[redacted]');
+    assert.match(entry.error.message, /requestUrl="https:\/\/rpc\.example\.com\/\[redacted\]"/);
+    assert.equal(entry.msg, 'Activity failed against https://rpc.example.com:8545');
   });
 });

@@ -4,8 +4,7 @@
 // guarantees (one settlement per authorization, one transaction per gas nonce). Applied in
 // order under an advisory lock, so the HTTPS process, the worker and the CLI may all run them.
 import type pg from 'pg';
-import { databaseProblem } from '../../lib/database-check.ts';
-import { exitWithProblems } from '../../lib/config.ts';
+import { databaseProblem, exitOnDatabaseProblem } from '../../lib/database-check.ts';
 
 type Migration = { name: string; sql: string[] };
 
@@ -154,9 +153,9 @@ export async function migrateFacilitator(pool: pg.Pool): Promise<string[]> {
   return applied;
 }
 
-/** A process entry's migration at start: a missing or unreachable database ends it in one line (exit 2). */
+/** A process entry's migration at start: a missing or unreachable database ends it in one line. */
 export async function migrateFacilitatorOrExit(processName: string, pool: pg.Pool, databaseUrl: string): Promise<void> {
   await migrateFacilitator(pool).catch((err: unknown) =>
-    exitWithProblems(processName, [databaseProblem('FACILITATOR_DATABASE_URL', databaseUrl, err)]),
+    exitOnDatabaseProblem(processName, databaseProblem('FACILITATOR_DATABASE_URL', databaseUrl, err)),
   );
 }

@@ -1,6 +1,5 @@
 // One MikroORM instance per process; request handlers and activities fork its EntityManager.
-import { gatewaySchemaProblem } from '../../lib/database-check.ts';
-import { exitWithProblems } from '../../lib/config.ts';
+import { exitOnDatabaseProblem, gatewaySchemaProblem } from '../../lib/database-check.ts';
 import { MikroORM } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import { gatewayEntities } from './entities.ts';
@@ -41,13 +40,13 @@ export function closeWithOrm(orm: MikroORM, close: () => Promise<unknown>): void
 }
 
 /**
- * For the API and the workers, which never migrate: exits in one line (exit 2) unless the
- * database exists and carries every committed migration, before MikroORM would create it empty.
+ * For the API and the workers, which never migrate: exits in one line unless the database
+ * exists and carries every committed migration, before MikroORM would create it empty.
  */
 export async function requireMigratedDatabase(processName: string, databaseUrl: string): Promise<void> {
   const expected = gatewayMigrations.map((m) => m.name);
   const problem = await gatewaySchemaProblem('DATABASE_URL', databaseUrl, expected);
-  if (problem) exitWithProblems(processName, [problem]);
+  if (problem) exitOnDatabaseProblem(processName, problem);
 }
 
 /** Applies every pending migration; safe to run from several processes (MikroORM locks its table). */

@@ -26,16 +26,27 @@ const SDK_LEVEL: Record<string, LogLevel> = {
   silent: 'ERROR',
 };
 
+// A URL keeps its scheme and host: RPC and collector URLs often carry an API key in their
+// path, query or user part, and an SDK error message may quote one (e.g. ethers' requestUrl).
+const URL_IN_TEXT = /\b([a-z][a-z0-9+.-]*:\/\/)(?:[^\s/@'"]*@)?([^\s/?#'"@]+)([^\s'"]*)/gi;
+export function redactUrls(text: string): string {
+  return text.replace(URL_IN_TEXT, (_, scheme: string, host: string, rest: string) =>
+    rest ? `${scheme}${host}/[redacted]` : `${scheme}${host}`,
+  );
+}
+
 /**
  * The SDK's log metadata, flattened to what cannot carry a payload: ids, names, counts, flags.
  * Objects and arrays (workflow or activity arguments, headers, a failure's details) are dropped;
- * an error keeps its type and message only, as the project's own lines do.
+ * an error keeps its type and message only, as the project's own lines do; URLs lose all but
+ * their host.
  */
 function safeMeta(meta: LogMetadata | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(meta ?? {})) {
-    if (value instanceof Error) out[key] = { name: value.name, message: value.message };
-    else if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') out[key] = value;
+    if (value instanceof Error) out[key] = { name: value.name, message: redactUrls(value.message) };
+    else if (typeof value === 'string') out[key] = redactUrls(value);
+    else if (typeof value === 'number' || typeof value === 'boolean') out[key] = value;
     else if (typeof value === 'bigint') out[key] = String(value);
   }
   return out;
@@ -44,7 +55,7 @@ function safeMeta(meta: LogMetadata | undefined): Record<string, unknown> {
 /** The SDK's Logger interface, writing through pino. */
 export function sdkLogger(log: Logger): SdkLogger {
   const write = (level: LogLevel, message: string, meta?: LogMetadata) =>
-    log[PINO_LEVEL[level] ?? 'info'](safeMeta(meta), message);
+    log[PINO_LEVEL[level] ?? 'info'](safeMeta(meta), redactUrls(message));
   return {
     log: write,
     trace: (message, meta) => write('TRACE', message, meta),
@@ -81,7 +92,9 @@ export async function installTemporalRuntime(opts: {
   level: string;
   metrics: boolean;
 }): Promise<TemporalRuntime> {
-  const core = SDK_LEVEL[opts.level] ?? 'INFO';
+  // Core at DEBUG or TRACE prints activity inputs (small payloads in full): never below INFO.
+  const requested = SDK_LEVEL[opts.level] ?? 'INFO';
+  const core: LogLevel = requested === 'TRACE' || requested === 'DEBUG' ? 'INFO' : requested;
   const logging = { filter: { core, other: core === 'ERROR' ? 'ERROR' : ('WARN' as LogLevel) }, forward: {} };
   const logger = sdkLogger(opts.log);
   if (!opts.metrics) {
