@@ -195,7 +195,12 @@ describe('scale-out: two APIs and two workers on one Temporal, PostgreSQL and Re
       const invocationByRequest = new Map<string, string>();
 
       type Sent = { i: number; tenant: number; api: Api; stream: boolean; requestId: string; result: InvokeResult };
+      // The last third waits for the kills (at most 20 s), so there are calls after them however
+      // slowly a loaded machine finds its target.
+      let killed!: () => void;
+      const kills = new Promise<void>((resolve) => (killed = resolve));
       const calls = runPool(CALLS, CONCURRENCY, async (i): Promise<Sent> => {
+        if (i >= 2 * KILL_AT) await Promise.race([kills, sleep(20_000)]);
         const api = alive[i % alive.length];
         const which = i % tenants.length;
         const caller: Caller = { apiUrl: api.url, token: tenants[which].token };
@@ -232,6 +237,7 @@ describe('scale-out: two APIs and two workers on one Temporal, PostgreSQL and Re
       apiKilled.child.kill('SIGKILL');
       workerKilled.kill('SIGKILL');
       await Promise.all([exited(apiKilled.child), exited(workerKilled)]);
+      killed();
       const results = await calls;
 
       const accepted = results.filter(
