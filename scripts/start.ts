@@ -1,7 +1,7 @@
 // `npm start`: the whole system on embedded defaults, as supervised child processes.
 // Infrastructure first (scripts/lib/infra.ts), then the gateway worker, the facilitator, the
 // API and a demo echo agent; one banner when everything answers; Ctrl-C stops it all.
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { appEnvironment, startInfra } from './lib/infra.ts';
 import { waitFor } from './lib/ports.ts';
 import { checkStartSettings } from './lib/start-check.ts';
@@ -12,6 +12,8 @@ import { mintToken } from '../gateway/tokens.ts';
 import { ensureDevAccount } from './dev/facilitator-account.ts';
 import { dataDir as dataDirOf } from './lib/secrets.ts';
 import { loadPublicUrl } from '../gateway/config.ts';
+import { commitOfCheckout } from '../lib/worker-version.ts';
+import { startVersioning } from './lib/start-versioning.ts';
 
 /** The demo priced agent's payee: anvil's dev account 9 (any address would do). */
 const DEMO_PAY_TO = '0xa0Ee7A142d267C1f36714E4a8F75612F20a79720';
@@ -34,6 +36,9 @@ if (problems.length) exitWithProblems('npm start', problems);
 // runs it as a process of its own, the only one holding the key: the production mode
 // (docs/DEPLOYMENT.md).
 const KEYSTORE_SECRETS = ['FACILITATOR_KEYSTORE_PASSWORD', 'FACILITATOR_KEYSTORE_PASSWORD_FILE'];
+// The workers' deployment version rule: npm start's own on its own dev server, the production
+// defaults on a Temporal named by TEMPORAL_ADDRESS (it may be shared).
+const versioning = startVersioning(env);
 const facilitatorMode =
   env.FACILITATOR_EMBEDDED_WORKER === 'false'
     ? {
@@ -47,17 +52,6 @@ const facilitatorMode =
 
 function log(source: string, line: string): void {
   for (const l of line.split('\n')) if (l.trim()) process.stdout.write(`[${source}] ${l}\n`);
-}
-
-function gitCommit(): string | undefined {
-  try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-    }).trim();
-  } catch {
-    return undefined;
-  }
 }
 
 const children: ChildProcess[] = [];
@@ -128,16 +122,12 @@ try {
     UPSTREAM_ALLOW: env.UPSTREAM_ALLOW ?? `127.0.0.1:${ports.demo},127.0.0.1:${ports.facilitator}`,
     // A local agent refused by the SSRF guard is told which UPSTREAM_ALLOW would admit it.
     UPSTREAM_ALLOW_HINT: env.UPSTREAM_ALLOW_HINT ?? 'true',
-    GIT_COMMIT: env.GIT_COMMIT ?? gitCommit(),
-    // The workers' deployment version (docs/DEPLOYMENT.md, "Upgrading"): npm start's are the only
-    // workers of their deployments, so each start makes its version current, and workflows follow
-    // the new code (every workflow change is patched and replay-tested) instead of waiting for
-    // the previous version's workers, which are gone.
-    TEMPORAL_PROMOTE_VERSION: env.TEMPORAL_PROMOTE_VERSION ?? 'always',
-    TEMPORAL_VERSIONING_BEHAVIOR: env.TEMPORAL_VERSIONING_BEHAVIOR ?? 'auto-upgrade',
+    GIT_COMMIT: env.GIT_COMMIT ?? commitOfCheckout() ?? undefined,
+    ...versioning.env,
     // Readable log lines in a terminal; JSON (for a collector) otherwise.
     LOG_FORMAT: env.LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json'),
   });
+  log('start', `worker versions: ${versioning.line}`);
   run('demo', 'scripts/demo-upstream.ts', childEnv);
   run('worker', 'temporal/gateway-worker-main.ts', childEnv);
   log('start', `facilitator mode: ${facilitatorMode.line}`);
@@ -183,6 +173,7 @@ try {
    Facilitator   https://127.0.0.1:${ports.facilitator}  (mutual TLS: /settle)   http://127.0.0.1:${ports.facilitatorPublic} (/supported, /healthz)
                  ${facilitatorMode.line}
    Temporal UI   ${infra.temporalUiUrl ?? '(external Temporal: ' + infra.temporalAddress + ')'}
+   Versions      ${versioning.line}
    Chain         ${infra.chainRpcUrl} (chain id 8453), USDC token ${infra.tokenAddress}
    Data folder   ${dataDir}
 

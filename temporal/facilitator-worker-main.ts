@@ -44,6 +44,7 @@ const metrics = await startFacilitatorMetrics({
   extra: runtime.coreMetrics,
 });
 const { taskQueue, version } = config.temporal;
+if (version.caution) log.warn({ deployment: version.deploymentName, buildId: version.buildId }, version.caution);
 const { running } = await runWorkerVersion(worker, connection, config.temporal, log);
 log.info(
   { taskQueue, deployment: version.deploymentName, buildId: version.buildId, gasWallet: signer.address },

@@ -59,6 +59,7 @@ await connectClient(config.temporal.connection, config.temporal.namespace)
   );
 // Polling starts here; a fresh deployment takes this worker's version as its current one.
 const { taskQueue, version } = config.temporal;
+if (version.caution) log.warn({ deployment: version.deploymentName, buildId: version.buildId }, version.caution);
 const { running } = await runWorkerVersion(worker, connection, config.temporal, log);
 log.info({ taskQueue, deployment: version.deploymentName, buildId: version.buildId }, 'gateway worker running');
 await running;

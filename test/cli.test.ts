@@ -14,6 +14,7 @@ import { Wallet } from 'ethers';
 import { stack } from './support/stack.ts';
 import { freePort } from '../scripts/lib/ports.ts';
 import { dropDatabase, ensureDatabase, withDatabase } from '../scripts/lib/postgres.ts';
+import { startVersioning } from '../scripts/lib/start-versioning.ts';
 import { stackProcessEnv } from './support/worker-process.ts';
 import { facilitatorEnv } from './support/facilitator.ts';
 import { balanceOf, chainProvider } from './support/x402.ts';
@@ -314,6 +315,37 @@ describe('configuration errors, reported together before anything starts', funct
       new RegExp(`^ {2}DEMO_UPSTREAM_PORT: 127\\.0\\.0\\.1:${takenPort} is taken`),
     ]);
     assert.equal(existsSync(join(dataDir, 'secrets.json')), false, 'nothing started, nothing written');
+  });
+});
+
+describe("npm start's worker versioning (scripts/lib/start-versioning.ts)", () => {
+  it('on its own dev server: promote on every start, workflows auto-upgrade, and the startup line says why', () => {
+    const own = startVersioning({});
+    assert.deepEqual(own.env, { TEMPORAL_PROMOTE_VERSION: 'always', TEMPORAL_VERSIONING_BEHAVIOR: 'auto-upgrade' });
+    assert.match(
+      own.line,
+      /^TEMPORAL_PROMOTE_VERSION=always, TEMPORAL_VERSIONING_BEHAVIOR=auto-upgrade: .*own dev server/,
+    );
+    // Explicit settings win.
+    assert.deepEqual(startVersioning({ TEMPORAL_VERSIONING_BEHAVIOR: 'pinned' }).env, {
+      TEMPORAL_PROMOTE_VERSION: 'always',
+      TEMPORAL_VERSIONING_BEHAVIOR: 'pinned',
+    });
+  });
+
+  it('on a Temporal named by TEMPORAL_ADDRESS: the production defaults, said so; explicit settings pass through', () => {
+    const external = startVersioning({ TEMPORAL_ADDRESS: 'temporal.example.com:7233' });
+    assert.deepEqual(external.env, {}, 'the children read the production defaults');
+    assert.match(
+      external.line,
+      /^TEMPORAL_PROMOTE_VERSION=first, TEMPORAL_VERSIONING_BEHAVIOR=pinned: this version becomes current only on a deployment without one .*TEMPORAL_ADDRESS/,
+    );
+    const asked = startVersioning({
+      TEMPORAL_ADDRESS: 'temporal.example.com:7233',
+      TEMPORAL_PROMOTE_VERSION: 'always',
+    });
+    assert.deepEqual(asked.env, {}, 'an explicit setting reaches the children as it is, from the environment');
+    assert.match(asked.line, /^TEMPORAL_PROMOTE_VERSION=always, .*: each start makes this version current/);
   });
 });
 

@@ -5,11 +5,16 @@
 // - a rolling upgrade with PINNED workflows, on a deployment and task queue of its own: worker
 //   processes A (build X, current) and B (build Y) poll the same queue; B does not take over by
 //   itself; once promoted with the documented command, a call in flight when B arrived finishes
-//   on A and a new call runs on B.
+//   on A and a new call runs on B;
+// - the build id's rule: an explicit TEMPORAL_BUILD_ID, else a commit cut to 12 characters,
+//   else (no commit known) a hash of the workflow code that changes with that code only;
+// - TEMPORAL_PROMOTE_VERSION=always in production comes with a caution the worker logs.
 import assert from 'node:assert/strict';
 import { execFile as execFileCb, execFileSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { request } from 'undici';
@@ -20,19 +25,24 @@ import { startWorkerProcess, stopWorkerProcess } from './support/worker-process.
 import { startedWorkflow } from './support/workflows.ts';
 import { until } from './support/facilitator.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
+import { loadWorkerVersion } from '../lib/worker-version.ts';
+import { workflowCodeHash } from '../lib/workflow-code-hash.ts';
 
 const execFile = promisify(execFileCb);
 
+const { version: packageVersion } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
+
 /** What the build id must be, worked out here from package.json and git, not by the code under test. */
-function expectedBuildId(): string {
-  const { version } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
-  let commit = process.env.GIT_COMMIT;
+function expectedBuildId(): string | RegExp {
+  let commit = process.env.GIT_COMMIT?.trim().slice(0, 12);
   try {
-    commit ||= execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    commit ||= execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { encoding: 'utf8' }).trim();
   } catch {
     commit = undefined;
   }
-  return commit ? `${version}+${commit}` : version;
+  return commit
+    ? `${packageVersion}+${commit}`
+    : new RegExp(`^${packageVersion.replace(/\./g, '\\.')}\\+src-[0-9a-f]{12}$`);
 }
 
 async function currentVersion(deploymentName: string): Promise<{ deploymentName?: string; buildId?: string }> {
@@ -81,7 +91,10 @@ describe('workers as Worker Deployment versions', function () {
   this.timeout(180_000);
 
   it("the stack's workers are their deployments' current versions, and a workflow records the version that ran it", async () => {
-    const buildId = expectedBuildId();
+    const expected = expectedBuildId();
+    const buildId = (await currentVersion('agent-gateway')).buildId ?? '';
+    if (typeof expected === 'string') assert.equal(buildId, expected);
+    else assert.match(buildId, expected);
     for (const deploymentName of ['agent-gateway', 'agent-gateway-facilitator'])
       assert.deepEqual(await currentVersion(deploymentName), { deploymentName, buildId }, deploymentName);
 
@@ -206,3 +219,59 @@ function pidOf(identity: string | null | undefined): number {
 async function invocationStatus(id: string) {
   return waitForRow(id, () => true);
 }
+
+describe('the build id and the promotion caution (lib/worker-version.ts)', () => {
+  const version = (env: NodeJS.ProcessEnv) => loadWorkerVersion(env, 'TEMPORAL_DEPLOYMENT_NAME', 'agent-gateway');
+
+  it('a commit is cut to 12 characters, so a 40-character SHA and a short one of one commit give one id', () => {
+    const sha = 'f3c9a1b27d4e8a0c5b6d7e8f9a0b1c2d3e4f5a6b';
+    assert.equal(version({ GIT_COMMIT: sha }).buildId, `${packageVersion}+f3c9a1b27d4e`);
+    assert.equal(version({ GIT_COMMIT: sha.slice(0, 12) }).buildId, version({ GIT_COMMIT: sha }).buildId);
+    assert.equal(version({ GIT_COMMIT: sha, TEMPORAL_BUILD_ID: 'release-7' }).buildId, 'release-7');
+  });
+
+  it('the workflow code hash (the id without a commit) changes with the workflow code and its SDK, not with other code', () => {
+    // A copy of the files a bundle is built from, an activity beside them, and the SDK packages' manifests.
+    const root = mkdtempSync(join(tmpdir(), 'workflow-code-'));
+    const copy = (path: string) => cpSync(path, join(root, path), { recursive: true });
+    try {
+      for (const path of ['workflows', 'temporal/search-attributes.ts', 'activities/invocation.ts']) copy(path);
+      for (const pkg of ['@temporalio/workflow', '@temporalio/common', '@temporalio/interceptors-opentelemetry'])
+        copy(`node_modules/${pkg}/package.json`);
+      const original = workflowCodeHash(root);
+      assert.equal(original, workflowCodeHash(), 'the copy hashes as the checkout does');
+      assert.equal(workflowCodeHash(root), original, 'stable across calls');
+
+      writeFileSync(join(root, 'activities/invocation.ts'), '// another activity\n');
+      assert.equal(workflowCodeHash(root), original, 'activity code is not workflow code');
+
+      const workflow = join(root, 'workflows/invocation.ts');
+      const before = readFileSync(workflow);
+      writeFileSync(workflow, `${before.toString()}\n// a change\n`);
+      const changed = workflowCodeHash(root);
+      assert.notEqual(changed, original, 'a workflow change is a new id');
+      writeFileSync(workflow, before);
+      assert.equal(workflowCodeHash(root), original);
+
+      mkdirSync(join(root, 'workflows/more'));
+      writeFileSync(join(root, 'workflows/more/extra.ts'), 'export {};\n');
+      assert.notEqual(workflowCodeHash(root), original, 'a new workflow module is a new id');
+      rmSync(join(root, 'workflows/more'), { recursive: true });
+
+      const sdk = join(root, 'node_modules/@temporalio/workflow/package.json');
+      writeFileSync(sdk, JSON.stringify({ version: '0.0.0-other' }));
+      assert.notEqual(workflowCodeHash(root), original, 'another workflow SDK is a new id');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('TEMPORAL_PROMOTE_VERSION=always in production comes with a caution, nowhere else', () => {
+    assert.match(
+      version({ TEMPORAL_PROMOTE_VERSION: 'always', NODE_ENV: 'production' }).caution ?? '',
+      /TEMPORAL_PROMOTE_VERSION=always in production: .*rolling the deployment back/,
+    );
+    assert.equal(version({ TEMPORAL_PROMOTE_VERSION: 'always' }).caution, undefined);
+    assert.equal(version({ NODE_ENV: 'production' }).caution, undefined);
+  });
+});

@@ -3,7 +3,9 @@
 // NODE_ENV=production loads the gateway bundle instead of bundling, and an invocation completes
 // through it with tracing off (the bundle carries the tracing interceptors: their spans go to a
 // sink that drops them). A production worker refuses a bundle that is missing or built from
-// other sources: one line naming it and why, exit 2, no stack trace, nothing started.
+// other sources: one line naming it and why, exit 2, no stack trace, nothing started. The
+// workflow code hash a build id falls back to (lib/workflow-code-hash.ts) covers every project
+// file a bundle holds; a production worker told to promote on every start warns once.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -11,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { workflowCodeFiles } from '../lib/workflow-code-hash.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { workflowResult } from './support/workflows.ts';
 import {
@@ -79,12 +82,27 @@ describe('prebuilt workflow bundles (npm run build)', function () {
     assert.ok(JSON.parse(readFileSync(join(dir, 'facilitator.json'), 'utf8')).files['workflows/settlement.ts']);
   });
 
+  it('the workflow code hash a build id falls back to covers every project file of both bundles', () => {
+    const hashed = workflowCodeFiles();
+    for (const name of ['gateway', 'facilitator']) {
+      const files = Object.keys(JSON.parse(readFileSync(join(dir, `${name}.json`), 'utf8')).files);
+      assert.ok(files.length > 0);
+      assert.deepEqual(
+        files.filter((f) => !hashed.includes(f)),
+        [],
+        `${name}: bundled but not in lib/workflow-code-hash.ts`,
+      );
+    }
+  });
+
   it('a production worker process runs an invocation on the prebuilt bundle, tracing off', async () => {
     const taskQueue = `bundle-${randomUUID()}`;
     let output = '';
     const worker = await startWorkerProcess(
       taskQueue,
-      { NODE_ENV: 'production', WORKFLOW_BUNDLE_DIR: dir },
+      // Promoting on every start is risky in production: the worker says so (its version is the
+      // stack's, already current, so the promotion itself changes nothing).
+      { NODE_ENV: 'production', WORKFLOW_BUNDLE_DIR: dir, TEMPORAL_PROMOTE_VERSION: 'always' },
       (c) => (output += c),
     );
     children.push(worker);
@@ -101,6 +119,7 @@ describe('prebuilt workflow bundles (npm run build)', function () {
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l));
     assert.equal(entries.find((e) => e.msg === 'prebuilt workflow bundle')?.workflowBundle, join(dir, 'gateway.js'));
+    assert.equal(entries.filter((e) => /^TEMPORAL_PROMOTE_VERSION=always in production/.test(e.msg)).length, 1);
     // Bundling at start would say so; a sink the bundle calls but the worker lacks is an error per call.
     assert.doesNotMatch(output, /Workflow bundle created|unregistered external sink|sink function threw/);
   });
