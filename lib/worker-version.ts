@@ -18,6 +18,10 @@ export type WorkerVersion = {
   behavior: VersioningBehavior;
   /** `first`: make this version current only when the deployment has none; `always`: on every start. */
   promote: 'first' | 'always';
+  /** How often a running worker checks whether to take over from a version left without pollers (0: never). */
+  promoteCheckMs: number;
+  /** A poller not seen for this long counts as gone (a live one polls again at least every minute). */
+  promoteStaleMs: number;
 };
 
 const root = new URL('..', import.meta.url);
@@ -77,6 +81,8 @@ export function loadWorkerVersion(
             .optional(),
           TEMPORAL_VERSIONING_BEHAVIOR: z.enum(['pinned', 'auto-upgrade']).default('pinned'),
           TEMPORAL_PROMOTE_VERSION: z.enum(['first', 'always']).default('first'),
+          TEMPORAL_PROMOTE_CHECK_MS: z.coerce.number().int().nonnegative().default(30_000),
+          TEMPORAL_PROMOTE_STALE_MS: z.coerce.number().int().positive().default(120_000),
         }),
         env,
       ),
@@ -87,5 +93,7 @@ export function loadWorkerVersion(
     buildId: e.TEMPORAL_BUILD_ID ?? defaultBuildId(env),
     behavior: e.TEMPORAL_VERSIONING_BEHAVIOR === 'pinned' ? 'PINNED' : 'AUTO_UPGRADE',
     promote: e.TEMPORAL_PROMOTE_VERSION,
+    promoteCheckMs: e.TEMPORAL_PROMOTE_CHECK_MS,
+    promoteStaleMs: e.TEMPORAL_PROMOTE_STALE_MS,
   };
 }
