@@ -19,7 +19,7 @@ import { createOutcomeListener } from './outcomes.ts';
 import { startSweeper } from './sweeper.ts';
 import type { TransactionSigner } from './signer.ts';
 import { createFacilitatorWorker } from '../temporal/facilitator-worker.ts';
-import { runWorkerVersion } from '../temporal/worker-deployment.ts';
+import { startWorkerVersion } from '../temporal/worker-deployment.ts';
 import { temporalClientInterceptors } from '../lib/observability/tracing.ts';
 
 export type RunningFacilitator = {
@@ -62,8 +62,16 @@ async function embeddedWorker(
     { pool: deps.pool, provider, signer: worker.signer },
     { workflowBundle: worker.workflowBundle, connection },
   );
-  // Polling from here; a fresh deployment takes this worker's version as its current one.
-  const { running } = await runWorkerVersion(created.worker, connection, config.temporal, deps.log);
+  // Polling from here; a fresh deployment takes this worker's version as its current one. The
+  // listeners do not wait for that (up to a minute when the server is slow to route the queue):
+  // a settlement started before its routing settles waits a moment for it.
+  const { running } = startWorkerVersion(created.worker, connection, config.temporal, deps.log);
+  // A worker that fails (not one shut down) takes the process with it: an HTTPS process whose
+  // settlements' workflows nobody runs must not go on taking /settle; its supervisor restarts it.
+  running.catch((err: Error) => {
+    deps.log.fatal({ err: { name: err.name, message: err.message } }, 'the embedded facilitator worker failed');
+    process.exit(1);
+  });
   const client = new Client({
     connection: connection as unknown as ConnectionLike,
     namespace: config.temporal.namespace,

@@ -25,6 +25,10 @@ export type WorkerVersion = {
   promote: 'first' | 'always';
   /** A setting the worker should warn about once at start (the settings are valid, but risky). */
   caution?: string;
+  /** How often a running worker checks whether to take over from a version left without pollers (0: never). */
+  promoteCheckMs: number;
+  /** A poller not seen for this long counts as gone (a live one polls again at least every minute). */
+  promoteStaleMs: number;
 };
 
 const root = new URL('..', import.meta.url);
@@ -101,6 +105,8 @@ export function loadWorkerVersion(
             .enum(['pinned', 'auto-upgrade'])
             .default(VERSIONING_DEFAULTS.TEMPORAL_VERSIONING_BEHAVIOR),
           TEMPORAL_PROMOTE_VERSION: z.enum(['first', 'always']).default(VERSIONING_DEFAULTS.TEMPORAL_PROMOTE_VERSION),
+          TEMPORAL_PROMOTE_CHECK_MS: z.coerce.number().int().nonnegative().default(30_000),
+          TEMPORAL_PROMOTE_STALE_MS: z.coerce.number().int().positive().default(120_000),
         }),
         env,
       ),
@@ -118,5 +124,7 @@ export function loadWorkerVersion(
         caution:
           'TEMPORAL_PROMOTE_VERSION=always in production: any worker that (re)starts makes its version current, an old one rolling the deployment back; use first and promote with set-current-version',
       }),
+    promoteCheckMs: e.TEMPORAL_PROMOTE_CHECK_MS,
+    promoteStaleMs: e.TEMPORAL_PROMOTE_STALE_MS,
   };
 }

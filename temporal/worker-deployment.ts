@@ -5,7 +5,10 @@
 //   version of the first worker that polls it; workers racing there all end up satisfied;
 // - a new version beside a current one waits for the operator's `set-current-version`
 //   (docs/DEPLOYMENT.md, "Upgrading"), unless TEMPORAL_PROMOTE_VERSION=always (`npm start`,
-//   the only workers of its deployments) makes it current at once.
+//   the only workers of its deployments) makes it current at once;
+// - while it runs, a version that is not current takes over once the current version has no
+//   pollers left on its task queues: orchestrators stop the old workers by themselves (a rolling
+//   update, a restart in place), and new workflows would otherwise queue for nobody.
 // The version only exists once its worker polls, so this runs beside `worker.run()`. A current
 // version's new task queue is routed to it a moment after its first poll: the worker counts as
 // running once the server lists the queue in the version, so a workflow started then is not
@@ -13,6 +16,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Logger } from '../lib/log.ts';
+import { workerVersionCurrent } from '../lib/observability/metrics.ts';
 import type { WorkerVersion } from '../lib/worker-version.ts';
 import type { TemporalWorkerSettings } from '../lib/temporal-connection.ts';
 
@@ -47,9 +51,11 @@ export type VersionState = {
 // gRPC codes that retrying cannot change: a malformed request, no right to manage deployments,
 // a server without Worker Deployments.
 const FINAL_CODES = new Set([3, 7, 12, 16]);
-// temporal.api.enums.v1: TaskQueueType WORKFLOW and ACTIVITY; RoutingConfigUpdateState COMPLETED.
+// temporal.api.enums.v1: TaskQueueType WORKFLOW and ACTIVITY; TaskQueueKind NORMAL;
+// RoutingConfigUpdateState UNSPECIFIED (a server that does not report it) and COMPLETED.
 const QUEUE_TYPES = [1, 2];
-const ROUTING_COMPLETED = 2;
+const NORMAL_QUEUE = 1;
+const ROUTING_SETTLED = new Set([0, 2]);
 
 function reason(err: unknown): string {
   const e = err as { details?: string; message?: string };
@@ -79,16 +85,20 @@ async function retrying<T>(
   return { error };
 }
 
-/** One round: the deployment's current build id, and this version made current when it should be. */
+/**
+ * One round: the deployment's current build id, and this version made current when there is
+ * none or `mayReplace(current)` says so. `promoted` when this round made it current.
+ */
 async function settleRound(
   service: Service,
   { namespace, version }: VersionedQueue,
-): Promise<VersionState & { previousBuildId?: string }> {
+  mayReplace: (currentBuildId: string) => Promise<boolean>,
+): Promise<VersionState & { previousBuildId?: string; promoted?: boolean }> {
   const { deploymentName, buildId } = version;
   const described = await service.workflowService.describeWorkerDeployment({ namespace, deploymentName });
   const current = described.workerDeploymentInfo?.routingConfig?.currentDeploymentVersion?.buildId || undefined;
   if (current === buildId) return { current: true };
-  if (current && version.promote === 'first') return { current: false, currentBuildId: current };
+  if (current && !(await mayReplace(current))) return { current: false, currentBuildId: current };
   await service.workflowService.setWorkerDeploymentCurrentVersion({
     namespace,
     deploymentName,
@@ -98,7 +108,49 @@ async function settleRound(
     // `always` (npm start): this version replaces the previous one whatever queues that one polled.
     ignoreMissingTaskQueues: version.promote === 'always',
   });
-  return { current: true, previousBuildId: current };
+  return { current: true, previousBuildId: current, promoted: true };
+}
+
+function millis(at: { seconds?: unknown; nanos?: number | null } | null | undefined): number {
+  return Number(at?.seconds ?? 0) * 1000 + (at?.nanos ?? 0) / 1e6;
+}
+
+/**
+ * Whether a worker of `buildId` polled, within `promoteStaleMs`, this worker's task queue or
+ * any other queue that version lists (workflows or activities). The server lists a poller for
+ * minutes after its worker stopped, with the time of its last poll; a live worker polls again
+ * at least every minute, even when idle.
+ */
+async function polledBy(
+  service: Service,
+  { namespace, taskQueue, version }: VersionedQueue,
+  buildId: string,
+): Promise<boolean> {
+  const { deploymentName } = version;
+  const since = Date.now() - version.promoteStaleMs;
+  const described = await service.workflowService.describeWorkerDeploymentVersion({
+    namespace,
+    deploymentVersion: { deploymentName, buildId },
+  });
+  const queues = new Set([taskQueue]);
+  for (const q of described.workerDeploymentVersionInfo?.taskQueueInfos ?? []) if (q.name) queues.add(q.name);
+  for (const name of queues)
+    for (const taskQueueType of QUEUE_TYPES) {
+      const { pollers } = await service.workflowService.describeTaskQueue({
+        namespace,
+        taskQueue: { name, kind: NORMAL_QUEUE },
+        taskQueueType,
+        reportPollers: true,
+      });
+      const live = (pollers ?? []).some(
+        (p) =>
+          p.deploymentOptions?.deploymentName === deploymentName &&
+          p.deploymentOptions.buildId === buildId &&
+          millis(p.lastAccessTime) >= since,
+      );
+      if (live) return true;
+    }
+  return false;
 }
 
 /** True once the version lists the task queue (workflows and activities) and its routing is settled. */
@@ -114,7 +166,7 @@ async function routed(service: Service, { namespace, taskQueue, version }: Versi
   const types = (described.workerDeploymentVersionInfo?.taskQueueInfos ?? [])
     .filter((q) => q.name === taskQueue)
     .map((q) => q.type);
-  const settled = deployment.workerDeploymentInfo?.routingConfigUpdateState === ROUTING_COMPLETED;
+  const settled = ROUTING_SETTLED.has(deployment.workerDeploymentInfo?.routingConfigUpdateState ?? 0);
   return (QUEUE_TYPES.every((t) => types.includes(t)) && settled) || undefined;
 }
 
@@ -135,7 +187,11 @@ export async function ensureCurrentVersion(
   const { namespace, version } = queue;
   const fields = { deployment: version.deploymentName, buildId: version.buildId, behavior: version.behavior };
   const deadline = Date.now() + timeoutMs;
-  const settled = await retrying(() => settleRound(connection, queue), deadline, signal);
+  const settled = await retrying(
+    () => settleRound(connection, queue, async () => version.promote === 'always'),
+    deadline,
+    signal,
+  );
   const state = settled.value;
   if (!state) {
     if (!signal?.aborted)
@@ -159,9 +215,73 @@ export async function ensureCurrentVersion(
   return { current: true };
 }
 
+function recordCurrent({ deploymentName, buildId }: WorkerVersion, current: boolean): void {
+  workerVersionCurrent.set({ deployment: deploymentName, build_id: buildId }, current ? 1 : 0);
+}
+
 /**
- * Starts the worker and, once it polls, settles its version (ensureCurrentVersion). Resolves
- * with the run's promise and the version's state; rejects when the run fails first.
+ * Every `promoteCheckMs` until `signal`: makes this version current when the current one has
+ * no live pollers left (its workers were stopped; polledBy), and keeps the
+ * worker_version_current gauge. Racing replicas are safe: the conflict token lets one set it,
+ * and the others then find their own build id current. Never throws.
+ */
+async function watchCurrentVersion(service: Service, queue: VersionedQueue, log: Logger, signal: AbortSignal) {
+  const { namespace, version } = queue;
+  if (!version.promoteCheckMs) return;
+  const fields = { deployment: version.deploymentName, buildId: version.buildId };
+  let problem: string | undefined;
+  while (!signal.aborted) {
+    await sleep(version.promoteCheckMs, undefined, { signal, ref: false }).catch(() => undefined);
+    if (signal.aborted) return;
+    try {
+      const state = await settleRound(service, queue, async (current) => !(await polledBy(service, queue, current)));
+      recordCurrent(version, state.current);
+      problem = undefined;
+      if (state.promoted)
+        log.info(
+          { ...fields, previousBuildId: state.previousBuildId, taskQueue: queue.taskQueue },
+          'promoted this worker version: the current version has no pollers left',
+        );
+    } catch (err) {
+      // Once per distinct problem: the next round retries.
+      if (!signal.aborted && reason(err) !== problem)
+        log.warn(
+          { ...fields, reason: reason(err), promote: promoteCommand(namespace, version) },
+          'could not check whether this worker version should take over',
+        );
+      problem = reason(err);
+    }
+  }
+}
+
+/**
+ * Starts the worker and, beside it, settles its version (ensureCurrentVersion), then keeps
+ * checking it while the worker runs (watchCurrentVersion). `version` resolves once settled
+ * (never rejects); `running` is the run's promise.
+ */
+export function startWorkerVersion(
+  worker: Worker,
+  connection: Service,
+  queue: VersionedQueue,
+  log: Logger,
+): { running: Promise<void>; version: Promise<VersionState> } {
+  const running = worker.run();
+  const stopped = new AbortController();
+  running.then(
+    () => stopped.abort(),
+    () => stopped.abort(),
+  );
+  const version = ensureCurrentVersion(connection, queue, log, { signal: stopped.signal }).then((state) => {
+    recordCurrent(queue.version, state.current);
+    void watchCurrentVersion(connection, queue, log, stopped.signal);
+    return state;
+  });
+  return { running, version };
+}
+
+/**
+ * Starts the worker and waits until its version is settled (startWorkerVersion). Resolves with
+ * the run's promise and the version's state; rejects when the run fails first.
  */
 export async function runWorkerVersion(
   worker: Worker,
@@ -169,15 +289,7 @@ export async function runWorkerVersion(
   queue: VersionedQueue,
   log: Logger,
 ): Promise<VersionState & { running: Promise<void> }> {
-  const running = worker.run();
-  const stopped = new AbortController();
-  running.then(
-    () => stopped.abort(),
-    () => stopped.abort(),
-  );
-  const state = await Promise.race([
-    ensureCurrentVersion(connection, queue, log, { signal: stopped.signal }),
-    running.then((): VersionState => ({ current: false })),
-  ]);
+  const { running, version } = startWorkerVersion(worker, connection, queue, log);
+  const state = await Promise.race([version, running.then((): VersionState => ({ current: false }))]);
   return { ...state, running };
 }

@@ -9,6 +9,8 @@
 // - the build id's rule: an explicit TEMPORAL_BUILD_ID, else a commit cut to 12 characters,
 //   else (no commit known) a hash of the workflow code that changes with that code only;
 // - TEMPORAL_PROMOTE_VERSION=always in production comes with a caution the worker logs.
+// - a new version takes over by itself once the current version's workers are gone (killed,
+//   as an orchestrator's rolling update or restart stops them), and new calls run on it.
 import assert from 'node:assert/strict';
 import { execFile as execFileCb, execFileSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -21,7 +23,7 @@ import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { call } from './support/http.ts';
 import { createAgent, rawUpstream, readAll, startProxyApp, waitForRow } from './support/proxy-helpers.ts';
-import { startWorkerProcess, stopWorkerProcess } from './support/worker-process.ts';
+import { exited, startWorkerProcess, stopWorkerProcess } from './support/worker-process.ts';
 import { startedWorkflow } from './support/workflows.ts';
 import { until } from './support/facilitator.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
@@ -50,6 +52,21 @@ async function currentVersion(deploymentName: string): Promise<{ deploymentName?
   const described = await stack().temporal.workflowService.describeWorkerDeployment({ namespace, deploymentName });
   const current = described.workerDeploymentInfo?.routingConfig?.currentDeploymentVersion;
   return { deploymentName: current?.deploymentName ?? undefined, buildId: current?.buildId ?? undefined };
+}
+
+/** Waits until `buildId` is current and the server has finished routing the deployment's queues to it. */
+async function routedTo(deploymentName: string, buildId: string): Promise<void> {
+  const { namespace } = stack().config.temporal;
+  await until(`routing to ${buildId} completed`, async () => {
+    const { workerDeploymentInfo: info } = await stack().temporal.workflowService.describeWorkerDeployment({
+      namespace,
+      deploymentName,
+    });
+    return (
+      info?.routingConfig?.currentDeploymentVersion?.buildId === buildId &&
+      info.routingConfigUpdateState === ROUTING_COMPLETED
+    );
+  });
 }
 
 async function knownBuildIds(deploymentName: string): Promise<string[]> {
@@ -84,8 +101,9 @@ async function ranOn(workflowId: string) {
   };
 }
 
-// temporal.api.enums.v1.VersioningBehavior
+// temporal.api.enums.v1: VersioningBehavior PINNED; RoutingConfigUpdateState COMPLETED.
 const PINNED = 1;
+const ROUTING_COMPLETED = 2;
 
 describe('workers as Worker Deployment versions', function () {
   this.timeout(180_000);
@@ -181,6 +199,8 @@ describe('workers as Worker Deployment versions', function () {
         ),
       );
       assert.deepEqual(await currentVersion(deployment), { deploymentName: deployment, buildId: y });
+      // The routing follows the promotion a moment later: a call started before could still go to A.
+      await routedTo(deployment, y);
 
       const fresh = await invoke('fresh');
       assert.equal((await waitForRow(fresh, undefined, 60_000)).status, 'succeeded');
@@ -204,6 +224,66 @@ describe('workers as Worker Deployment versions', function () {
       assert.deepEqual(freshRan.activityWorkers.map(pidOf), [b.pid], 'B made the new upstream call');
     } finally {
       release();
+      for (const child of children) await stopWorkerProcess(child);
+      await gateway.close();
+      await up.close();
+    }
+  });
+
+  it("a new version takes over by itself once the current version's workers are gone", async () => {
+    const taskQueue = `takeover-${randomUUID()}`;
+    const deployment = `takeover-${randomUUID().slice(0, 8)}`;
+    const [x, y] = ['2.0.0+ccccccc', '2.1.0+ddddddd'];
+    const workerEnv = (buildId: string) => ({
+      TEMPORAL_DEPLOYMENT_NAME: deployment,
+      TEMPORAL_BUILD_ID: buildId,
+      TEMPORAL_PROMOTE_VERSION: 'first',
+      // Checked twice a second; a poller unseen for 5 s counts as gone (production: 30 s, 2 min).
+      TEMPORAL_PROMOTE_CHECK_MS: '500',
+      TEMPORAL_PROMOTE_STALE_MS: '5000',
+    });
+    const up = await rawUpstream((req, res) => void readAll(req).then((body) => res.end(`answered ${body}`)));
+    const gateway = await startProxyApp({ temporal: { ...stack().config.temporal, taskQueue } });
+    const children: ChildProcess[] = [];
+    try {
+      const a = await startWorkerProcess(taskQueue, workerEnv(x));
+      children.push(a);
+      assert.deepEqual(await currentVersion(deployment), { deploymentName: deployment, buildId: x });
+
+      // A dies without a word, as a node or a rolling update takes it; B starts on its own.
+      a.kill('SIGKILL');
+      await exited(a);
+      let bOutput = '';
+      const b = await startWorkerProcess(taskQueue, workerEnv(y), (chunk) => (bOutput += chunk));
+      children.push(b);
+      assert.match(bOutput, /this worker version is not current/, 'B starts beside the current version X');
+
+      await until(`build ${y} current`, async () => (await currentVersion(deployment)).buildId === y, 60_000);
+      await routedTo(deployment, y);
+      const promoted = bOutput
+        .split('\n')
+        .filter((line) => line.includes('promoted this worker version'))
+        .map((line) => JSON.parse(line) as { buildId?: string; previousBuildId?: string });
+      assert.deepEqual(
+        promoted.map((r) => [r.previousBuildId, r.buildId]),
+        [[x, y]],
+        'B logged taking over from X',
+      );
+
+      const token = await stack().token(`tenant-takeover-${randomUUID()}`);
+      const agent = await createAgent(token, { upstream_url: up.url });
+      const res = await request(`${gateway.url}/v1/proxy/${agent}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+        body: 'after',
+      });
+      assert.equal(res.statusCode, 202);
+      const { invocation_id: id } = (await res.body.json()) as { invocation_id: string };
+      assert.equal((await waitForRow(id, undefined, 60_000)).status, 'succeeded');
+      const ran = await ranOn(id);
+      assert.deepEqual({ buildId: ran.buildId, tasks: ran.taskBuildIds }, { buildId: y, tasks: [y] });
+      assert.deepEqual(ran.activityWorkers.map(pidOf), [b.pid], 'B made the upstream call');
+    } finally {
       for (const child of children) await stopWorkerProcess(child);
       await gateway.close();
       await up.close();

@@ -88,6 +88,15 @@ export const receiptsIssued = new Counter({
   registers: [registry],
 });
 
+// One series per worker version this process runs (a deployment and its build id: one or two
+// per process), so an alert can fire on a version left behind: 0 means it gets no new workflows.
+export const workerVersionCurrent = new Gauge({
+  name: 'worker_version_current',
+  help: "1 when this process's worker version is its Worker Deployment's current version, else 0; by deployment and build id",
+  labelNames: ['deployment', 'build_id'] as const,
+  registers: [registry],
+});
+
 /** A breaker's move between states: from null when created, to null when dropped. */
 export function recordBreakerTransition(
   from: 'closed' | 'half_open' | 'open' | null,
