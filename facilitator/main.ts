@@ -57,7 +57,9 @@ if (bundle) log.info({ workflowBundle: bundle.file, builtAt: bundle.builtAt }, '
 const worker = config.embeddedWorker
   ? { signer: await loadKeystoreSigner(config), workflowBundle: bundle?.workflowBundle }
   : undefined;
-const running = await startFacilitator(config, { pool, log, temporal, worker });
+// An embedded worker that fails takes the process with it: an HTTPS process whose settlements'
+// workflows nobody runs must not go on taking /settle; its supervisor restarts it.
+const running = await startFacilitator(config, { pool, log, temporal, worker, onWorkerFailure: () => process.exit(1) });
 log.info(
   { url: running.url, publicUrl: running.publicUrl, embeddedWorker: config.embeddedWorker },
   'facilitator listening',

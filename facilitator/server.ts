@@ -42,6 +42,8 @@ export type FacilitatorStartDeps = {
   log: Logger;
   /** A Temporal client, when the workers run elsewhere (FACILITATOR_EMBEDDED_WORKER=false). */
   temporal?: Client;
+  /** Called when the embedded worker fails after it started (not when it is shut down). */
+  onWorkerFailure?: (err: Error) => void;
   /**
    * Runs a worker in this process. Its client then shares the worker's connection, which lets
    * /settle start workflows eagerly: the first workflow task comes back with the start call,
@@ -66,11 +68,10 @@ async function embeddedWorker(
   // listeners do not wait for that (up to a minute when the server is slow to route the queue):
   // a settlement started before its routing settles waits a moment for it.
   const { running } = startWorkerVersion(created.worker, connection, config.temporal, deps.log);
-  // A worker that fails (not one shut down) takes the process with it: an HTTPS process whose
-  // settlements' workflows nobody runs must not go on taking /settle; its supervisor restarts it.
+  // A worker that fails (not one shut down) is the caller's to act on (the process entry exits).
   running.catch((err: Error) => {
-    deps.log.fatal({ err: { name: err.name, message: err.message } }, 'the embedded facilitator worker failed');
-    process.exit(1);
+    deps.log.error({ err: { name: err.name, message: err.message } }, 'the embedded facilitator worker failed');
+    deps.onWorkerFailure?.(err);
   });
   const client = new Client({
     connection: connection as unknown as ConnectionLike,
