@@ -54,6 +54,9 @@ const temporal = config.embeddedWorker
   ? undefined
   : await connectClient(config.temporal.connection, config.temporal.namespace);
 if (bundle) log.info({ workflowBundle: bundle.file, builtAt: bundle.builtAt }, 'prebuilt workflow bundle');
+const { version } = config.temporal;
+if (config.embeddedWorker && version.caution)
+  log.warn({ deployment: version.deploymentName, buildId: version.buildId }, version.caution);
 const worker = config.embeddedWorker
   ? { signer: await loadKeystoreSigner(config), workflowBundle: bundle?.workflowBundle }
   : undefined;
