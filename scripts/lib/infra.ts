@@ -2,6 +2,7 @@
 // run: Temporal dev server, PostgreSQL, anvil with the token, OpenBao, the dev PKI, the
 // development secrets and the migrations. Each part is skipped when configuration points at
 // an existing one (TEMPORAL_ADDRESS, DATABASE_URL, CHAIN_RPC_URL, VAULT_ADDR).
+import { defaultBuildId } from '../../lib/worker-version.ts';
 import { join } from 'node:path';
 import { mkdirSync } from 'node:fs';
 import { ensureTool } from './tools.ts';
@@ -232,6 +233,9 @@ export function appEnvironment(infra: Infra, extra: Record<string, string | unde
     FACILITATOR_FAILED_GAS_DAILY_WEI: process.env.FACILITATOR_FAILED_GAS_DAILY_WEI ?? '1000000000000000000',
     // The gateway trusts the dev CA for the facilitator's server certificate.
     SETTLEMENT_CA_FILE: infra.pki.files.ca,
+    // One build id for every process of this system however often one restarts: a commit made
+    // meanwhile must not turn a restarted worker into a version nobody made current.
+    TEMPORAL_BUILD_ID: process.env.TEMPORAL_BUILD_ID ?? defaultBuildId(process.env),
     ...extra,
   };
   return Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));

@@ -4,6 +4,7 @@
 // Tests that need a second facilitator (another task queue, a worker in a child process they
 // can kill) start one with `startFacilitatorStack(..., overrides)` and spawn a worker with
 // `spawnFacilitatorWorker(env)`.
+import { defaultBuildId } from '../../lib/worker-version.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type pg from 'pg';
@@ -68,6 +69,8 @@ export function facilitatorEnv(infra: Infra, overrides: Record<string, string> =
     FACILITATOR_FAILED_GAS_DAILY_WEI: '1000000000000000000',
     // A separate worker's metrics listener: only where a test scrapes it (several run at once).
     FACILITATOR_WORKER_METRICS_PORT: '0',
+    // One build id for the run, the stack's workers' (a commit made meanwhile changes nothing).
+    TEMPORAL_BUILD_ID: defaultBuildId(process.env),
     LOG_LEVEL: 'silent',
     ...overrides,
   };

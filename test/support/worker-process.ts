@@ -22,6 +22,8 @@ export function stackProcessEnv(): Record<string, string | undefined> {
     VAULT_TENANT_ROLE: s.infra.vault.tenantRole,
     VAULT_KEKS: `dev:${s.infra.secrets.vaultKek}`,
     LOG_LEVEL: 'info',
+    // The stack's own build id, fixed for the run (a commit made meanwhile changes nothing).
+    TEMPORAL_BUILD_ID: s.config.temporal.version.buildId,
   };
 }
 
