@@ -1,3 +1,3 @@
-export { createInvocationActivities, type InvocationActivities, type InvocationOutcome } from './invocation.ts';
-export { createReceiptActivities, type ReceiptActivities } from './receipts.ts';
-export { createRetentionActivities, type RetentionActivities } from './retention.ts';
+export { createInvocationActivities } from './invocation.ts';
+export { createReceiptActivities } from './receipts.ts';
+export { createRetentionActivities } from './retention.ts';

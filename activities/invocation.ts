@@ -48,7 +48,7 @@ export type InvocationDeps = {
 };
 
 /** Largest response body kept when capture_body is on (the request side has the same cap). */
-export const MAX_CAPTURED_RESPONSE = 32 * 1024 * 1024;
+const MAX_CAPTURED_RESPONSE = 32 * 1024 * 1024;
 
 /** The v1 contract's status for a completed answer (see the rule at the top). */
 export function outcomeStatus(upstreamStatus: number): 'succeeded' | 'failed' {

@@ -5,8 +5,8 @@ import type { EntityName, MikroORM } from '@mikro-orm/core';
 import { badRequest, notFound } from './errors.ts';
 import { isId, type IdPrefix } from '../lib/ids.ts';
 
-export const DEFAULT_LIMIT = 20;
-export const MAX_LIMIT = 100;
+const DEFAULT_LIMIT = 20;
+const MAX_LIMIT = 100;
 
 export type Page = { limit: number; after: string | undefined };
 
@@ -32,7 +32,7 @@ export function parsePage(query: Record<string, string | string[] | undefined>, 
 }
 
 /** Rows were fetched with limit + 1: the extra one only says whether another page exists. */
-export function pageOf<T extends { id: string }, V>(
+function pageOf<T extends { id: string }, V>(
   rows: T[],
   limit: number,
   view: (row: T) => V,

@@ -9,7 +9,7 @@ import { badRequest } from './errors.ts';
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$/;
 
 /** The instant an RFC 3339 date-time names; null when it is not one (or names no real day). */
-export function parseRfc3339(value: string): Date | null {
+function parseRfc3339(value: string): Date | null {
   const m = RFC3339.exec(value);
   if (!m) return null;
   const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
@@ -32,7 +32,7 @@ function restorePlus(value: string): string {
  * Query parameter `name` as an instant: undefined when absent or empty; a 400 naming the
  * parameter when it is given twice or is not an RFC 3339 date-time.
  */
-export function timeParam(query: Record<string, unknown>, name: string): Date | undefined {
+function timeParam(query: Record<string, unknown>, name: string): Date | undefined {
   const raw = query[name];
   if (raw === undefined || raw === '') return undefined;
   if (typeof raw !== 'string') throw badRequest(`${name} may be given once`);

@@ -9,7 +9,7 @@ function fallbackMessage(issue: { path?: PropertyKey[]; code?: string }): string
 }
 
 /** True when a string anywhere in the value (keys included) holds U+0000. */
-export function containsNul(value: unknown): boolean {
+function containsNul(value: unknown): boolean {
   if (typeof value === 'string') return value.includes('\u0000');
   if (Array.isArray(value)) return value.some(containsNul);
   if (value && typeof value === 'object')

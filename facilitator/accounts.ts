@@ -47,7 +47,7 @@ function fromRow(row: AccountRow): Account {
   };
 }
 
-export function normalizeKind(kind: AccountKind): AccountKind {
+function normalizeKind(kind: AccountKind): AccountKind {
   return { network: kind.network, asset: getAddress(kind.asset) };
 }
 

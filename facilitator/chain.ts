@@ -89,7 +89,7 @@ const FIAT_TOKEN_REASONS: Array<[RegExp, string]> = [
 ];
 
 /** Why a simulated or mined transfer would not move the money, from the token's custom error. */
-export function revertCause(errorName: string | null, reason?: string | null): string {
+function revertCause(errorName: string | null, reason?: string | null): string {
   if (errorName === 'Error' && reason) {
     for (const [pattern, cause] of FIAT_TOKEN_REASONS) if (pattern.test(reason)) return cause;
   }

@@ -6,7 +6,7 @@
 // for a fee read while a recent one exists.
 import type { JsonRpcProvider } from 'ethers';
 
-export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
+type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
 
 export type FeeOracle = { current(): Promise<Fees> };
 

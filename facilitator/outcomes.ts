@@ -7,7 +7,7 @@ import pg from 'pg';
 import type { Logger } from '../lib/log.ts';
 import { OUTCOME_CHANNEL, type AnnouncedOutcome } from './store/records.ts';
 
-export type OutcomeWaiter = { promise: Promise<AnnouncedOutcome>; cancel(): void };
+type OutcomeWaiter = { promise: Promise<AnnouncedOutcome>; cancel(): void };
 
 export type OutcomeListener = {
   /** Resolves when `key`'s outcome is announced; register before the work that may announce it starts. */

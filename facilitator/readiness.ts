@@ -4,7 +4,7 @@
 import type { JsonRpcProvider } from 'ethers';
 import { cachedProbe } from '../lib/cached-probe.ts';
 
-export type ReadinessReport = { ready: boolean; checks: { rpc: boolean; gas_balance: boolean } };
+type ReadinessReport = { ready: boolean; checks: { rpc: boolean; gas_balance: boolean } };
 
 export type Readiness = {
   /**
@@ -21,7 +21,7 @@ export type Readiness = {
 };
 
 const RPC_TIMEOUT_MS = 2_000;
-export const PUBLIC_PROBE_INTERVAL_MS = 1_000;
+const PUBLIC_PROBE_INTERVAL_MS = 1_000;
 
 export function createReadiness(opts: {
   provider: JsonRpcProvider;

@@ -21,7 +21,7 @@ import { CONTRACT_SIGNATURE_TIMEOUT_MS, contractSignatureCheckFor } from '../x40
 import { SettleRequest, type SettleResponse } from '../x402/schemas.ts';
 
 /** The one reason a caller is ever given for a payment that was not collected. */
-export const COARSE_FAILURE_REASON = 'settlement_failed';
+const COARSE_FAILURE_REASON = 'settlement_failed';
 
 export type SettleDeps = OwnerDeps & {
   config: FacilitatorConfig;

@@ -7,7 +7,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { BodySchema } from './db/entities.ts';
 import { newId } from '../lib/ids.ts';
 
-export type StoredBody = { id: string; contentType: string | null; content: Buffer; sizeBytes: number };
+type StoredBody = { id: string; contentType: string | null; content: Buffer; sizeBytes: number };
 
 export interface BodyStore {
   /** Stores a body on its own. */

@@ -9,7 +9,7 @@ import { exitWithProblems } from './config.ts';
 export type DatabaseProblem = { line: string; transient: boolean };
 
 /** host:port/database of a connection URL, never its user or password. */
-export function describeDatabase(url: string): string {
+function describeDatabase(url: string): string {
   try {
     const u = new URL(url);
     return `${u.hostname}:${u.port || 5432}${u.pathname}`;

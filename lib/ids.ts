@@ -24,7 +24,7 @@ function random16(): Uint8Array {
 }
 
 /** A UUIDv7 string, monotonic within this process. */
-export function uuidV7(): string {
+function uuidV7(): string {
   const random = random16();
   const now = Date.now();
   if (now > lastMs) {

@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { gatherConfig, parseEnv } from './config.ts';
 import { workflowCodeHash } from './workflow-code-hash.ts';
 
-export type VersioningBehavior = 'PINNED' | 'AUTO_UPGRADE';
+type VersioningBehavior = 'PINNED' | 'AUTO_UPGRADE';
 
 export type WorkerVersion = {
   deploymentName: string;
@@ -40,7 +40,7 @@ export const VERSIONING_DEFAULTS = {
 } as const;
 
 /** How much of a commit names it in a build id: git's abbreviation length varies with the clone. */
-export const COMMIT_LENGTH = 12;
+const COMMIT_LENGTH = 12;
 
 let checkoutCommit: string | null | undefined;
 /** This checkout's commit, abbreviated to COMMIT_LENGTH, when it is one (once per process). */

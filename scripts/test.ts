@@ -1,11 +1,11 @@
 // `npm test`: type checking, lint, formatting (Prettier), the layer rules (.dependency-cruiser.cjs), unused
-// dependencies and files (knip.jsonc), then the whole mocha suite against real services. Always ends with one plain line `N passed, N failed` (the
+// dependencies, files and exports (knip.jsonc), then the whole mocha suite against real services. Always ends with one plain line `N passed, N failed` (the
 // suite's, or a failed step's).
 import { spawnSync } from 'node:child_process';
 
 const USAGE = `usage: npm test [-- FILE...]
   Type check (tsc --noEmit), lint (eslint), formatting (Prettier --check), the layer rules
-  (dependency-cruiser) and unused dependencies and files (knip), then mocha over test/**/*.test.ts, or over the FILEs named (other
+  (dependency-cruiser) and unused dependencies, files and exports (knip), then mocha over test/**/*.test.ts, or over the FILEs named (other
   arguments go to mocha as they are), against one shared stack of real services. Ends with
   one line: N passed, N failed.`;
 // --help runs nothing: the steps below take minutes.
@@ -53,10 +53,9 @@ if (!step('layers', bin('depcruise'), ['--config', '.dependency-cruiser.cjs', '-
   process.stdout.write('layer rules broken\n0 passed, 1 failed\n');
   process.exit(1);
 }
-// knip.jsonc: no unused dependency or file, nothing imported that package.json does not list.
-// Exports used only inside their own module are not enforced yet (`npx knip` lists them).
-if (!step('unused', bin('knip'), ['--no-progress', '--exclude', 'exports,types'])) {
-  process.stdout.write('unused dependencies or files (knip.jsonc)\n0 passed, 1 failed\n');
+// knip.jsonc: no unused dependency, file or export, nothing imported that package.json does not list.
+if (!step('unused', bin('knip'), ['--no-progress'])) {
+  process.stdout.write('unused dependencies, files or exports (knip.jsonc)\n0 passed, 1 failed\n');
   process.exit(1);
 }
 // With no arguments, the whole suite; `npm test -- test/x.test.ts` runs one file (still one stack).

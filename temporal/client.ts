@@ -41,7 +41,7 @@ export function temporalKnownDown(client: Client): boolean {
 }
 
 /** A call to Temporal that did not settle within its deadline (it may still have reached the server). */
-export class CallDeadlineExceeded extends Error {
+class CallDeadlineExceeded extends Error {
   constructor(ms: number) {
     super(`no answer from Temporal within ${ms} ms`);
     this.name = 'CallDeadlineExceeded';

@@ -12,7 +12,7 @@ import {
 import { z } from 'zod';
 import { parseEnv } from '../lib/config.ts';
 
-export const RETENTION_SCHEDULE_ID = 'policy-decision-retention';
+const RETENTION_SCHEDULE_ID = 'policy-decision-retention';
 
 const RetentionEnv = z.object({
   POLICY_DECISION_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),

@@ -28,7 +28,7 @@ const CLI_TYPE: Record<string, string> = {
   KEYWORD_LIST: 'KeywordList',
 };
 
-export class SearchAttributesMissing extends Error {
+class SearchAttributesMissing extends Error {
   override name = 'SearchAttributesMissing';
 }
 

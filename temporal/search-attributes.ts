@@ -12,5 +12,3 @@ export const TxHash = defineSearchAttributeKey('TxHash', SearchAttributeType.KEY
 export const SettlementStatus = defineSearchAttributeKey('SettlementStatus', SearchAttributeType.KEYWORD);
 
 export const ALL_SEARCH_ATTRIBUTES = [TenantId, AgentId, InvocationStatus, ErrorClass, Payer, TxHash, SettlementStatus];
-
-export const TASK_QUEUES = { gateway: 'gateway', facilitator: 'facilitator' } as const;

@@ -37,7 +37,7 @@ export function workerVersioning(version: WorkerVersion): Pick<WorkerOptions, 'w
 }
 
 /** The operator's command that makes `version` current. */
-export function promoteCommand(namespace: string, version: WorkerVersion): string {
+function promoteCommand(namespace: string, version: WorkerVersion): string {
   return `temporal worker deployment set-current-version --namespace ${namespace} --deployment-name ${version.deploymentName} --build-id ${version.buildId} --yes`;
 }
 
@@ -178,7 +178,7 @@ async function routed(service: Service, { namespace, taskQueue, version }: Versi
  * could not be set. Never throws: the worker runs either way. `signal` (the worker stopped)
  * ends the attempts quietly.
  */
-export async function ensureCurrentVersion(
+async function ensureCurrentVersion(
   connection: Service,
   queue: VersionedQueue,
   log: Logger,

@@ -13,7 +13,7 @@ export const Uint256String = z
   .refine((value) => /^[0-9]{1,78}$/.test(value) && BigInt(value) <= MAX_UINT256, 'out of uint256 range');
 
 export const HexAddress = z.string().regex(/^0x[0-9a-fA-F]{40}$/);
-export const Bytes32Hex = z.string().regex(/^0x[0-9a-fA-F]{64}$/);
+const Bytes32Hex = z.string().regex(/^0x[0-9a-fA-F]{64}$/);
 /** A 65-byte ECDSA signature (r, s, v) or a longer contract-wallet signature. */
 export const SignatureHex = z.string().regex(/^0x(?:[0-9a-fA-F]{2}){65,}$/);
 

@@ -8,18 +8,18 @@ import { HexAddress, SignatureHex, TransferAuthorization, Uint256String } from '
 
 const NonEmptyString = z.string().min(1);
 /** CAIP-2, as @x402/core checks it: at least 3 characters with a colon (`eip155:8453`). */
-export const NetworkV2 = z
+const NetworkV2 = z
   .string()
   .min(3)
   .refine((value) => value.includes(':'), 'network must be CAIP-2');
 const OptionalRecord = z.record(z.string(), z.unknown()).nullish();
 
-export const ResourceInfo = z.object({
+const ResourceInfo = z.object({
   url: NonEmptyString,
   description: z.string().nullish(),
   mimeType: z.string().nullish(),
 });
-export type ResourceInfo = z.infer<typeof ResourceInfo>;
+type ResourceInfo = z.infer<typeof ResourceInfo>;
 
 export const PaymentRequirementsV2 = z.object({
   scheme: NonEmptyString,

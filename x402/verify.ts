@@ -33,7 +33,7 @@ export type VerifyExpectation = {
   marginSeconds: number;
 };
 
-export type VerifiedPayment = {
+type VerifiedPayment = {
   payer: string;
   payTo: string;
   value: bigint;

@@ -100,4 +100,4 @@ function withCoarseFailures(activities: SettlementActivities): SettlementActivit
   ) as unknown as SettlementActivities;
 }
 
-export type { SettlementActivities, SettlementOutcome } from './types.ts';
+export type { SettlementActivities } from './types.ts';

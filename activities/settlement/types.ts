@@ -3,7 +3,7 @@
 // workflow history: addresses, amounts, hashes and causes, never signed bytes.
 import type { Broadcast, Claimed, Prepared, SettlementOutcome, Verified } from '../../facilitator/settlement/types.ts';
 
-export type { Broadcast, Claimed, Prepared, SettlementOutcome, Verified };
+export type { Prepared, SettlementOutcome };
 
 /**
  * One activity per step of a settlement (SettlementWorkflow since the `settlement-steps`

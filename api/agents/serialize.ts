@@ -13,7 +13,7 @@ export function agentStatus(agent: Agent): AgentStatus {
 }
 
 /** Burst depth of the per-agent token bucket: the override, else 20 when a rate is set. */
-export const DEFAULT_BURST = 20;
+const DEFAULT_BURST = 20;
 
 export function serializeAgent(agent: Agent): z.infer<typeof AgentView> {
   return {

@@ -7,7 +7,7 @@ import type { AnalyticsQuery } from '../../gateway/analytics/query.ts';
 
 export type { AnalyticsQuery };
 
-export const MAX_WINDOW_MS = 31 * 24 * 3600 * 1000;
+const MAX_WINDOW_MS = 31 * 24 * 3600 * 1000;
 
 function single(value: unknown, name: string): string | undefined {
   if (value === undefined) return undefined;

@@ -1,10 +1,10 @@
 // Credential request and response bodies (zod). The OpenAPI document is generated from these;
 // validation messages name the field, never internal state.
-import { DEFAULT_API_KEY_HEADER, isHeaderSafe } from '../../gateway/credentials/header-rules.ts';
+import { isHeaderSafe } from '../../gateway/credentials/header-rules.ts';
 import { z } from 'zod';
 import type { AuthType, CredentialSource } from '../../gateway/credentials/entity.ts';
 
-export const MAX_SECRET_CHARS = 65_536;
+const MAX_SECRET_CHARS = 65_536;
 
 const AuthTypeField = z.enum(['bearer', 'api_key', 'none'], {
   error: 'auth_type must be one of bearer, api_key, none',
@@ -111,7 +111,7 @@ const RESERVED = new Set([
   'payment-signature',
   'cookie',
 ]);
-export function isReservedHeader(name: string): boolean {
+function isReservedHeader(name: string): boolean {
   const lower = name.toLowerCase();
   return RESERVED.has(lower) || lower.startsWith('proxy-') || lower.startsWith('x-gateway-');
 }
@@ -136,4 +136,4 @@ export function credentialRuleError(state: CredentialState): string | undefined 
   return undefined;
 }
 
-export { DEFAULT_API_KEY_HEADER, isHeaderSafe };
+export { isHeaderSafe };

@@ -99,7 +99,7 @@ const packageVersion = (
   JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
 ).version;
 
-export function buildOpenApiDocument(ops: Operation[] = allOperations, version = packageVersion): Json {
+function buildOpenApiDocument(ops: Operation[] = allOperations, version = packageVersion): Json {
   const paths: Record<string, Json> = {};
   for (const op of ops) (paths[op.path] ??= {})[op.method] = operation(op);
   return {

@@ -23,7 +23,7 @@ import {
   Version,
 } from './schemas.ts';
 
-export type Param = {
+type Param = {
   name: string;
   in: 'path' | 'query' | 'header';
   required?: boolean;

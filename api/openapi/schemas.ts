@@ -53,7 +53,7 @@ export const Invocation = z
   })
   .meta({ id: 'Invocation' });
 
-export const PaymentRequirements = z
+const PaymentRequirements = z
   .looseObject({
     scheme: z.string(),
     network: z.string(),
@@ -125,7 +125,7 @@ export const PolicyView = z
     updated_at: z.iso.datetime({ offset: true }),
   })
   .meta({ id: 'Policy' });
-export const PolicyDecision = z
+const PolicyDecision = z
   .looseObject({
     id: z.string().regex(/^pdec_/),
     agent_id: z.string(),

@@ -19,7 +19,7 @@ import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
 export type Dialect = 'v1' | 'v2';
 
-export const PAYMENT_REQUIRED_HEADER = 'PAYMENT-REQUIRED';
+const PAYMENT_REQUIRED_HEADER = 'PAYMENT-REQUIRED';
 /** The header a settled call's receipt is answered in, by the dialect it was paid in. */
 export const PAYMENT_RESPONSE_HEADER: Record<Dialect, string> = { v1: 'X-PAYMENT-RESPONSE', v2: 'PAYMENT-RESPONSE' };
 
@@ -74,7 +74,7 @@ function sameTerms(accepted: PaymentRequirementsV2, expected: PaymentRequirement
 }
 
 /** The v2 `accepts` entry of this call's (v1) requirements: same terms, CAIP-2 network. */
-export function requirementsV2(
+function requirementsV2(
   config: PaymentConfig,
   entry: ChallengeEntry,
 ): PaymentRequirementsV2 & { extra: { name: string; version: string } } {

@@ -13,9 +13,9 @@ import { BlockedAddressError } from '../../gateway/upstream/errors.ts';
 import { SettleResponse, type SettleRequest } from '../../x402/schemas.ts';
 import { traceClientCall } from '../../lib/observability/spans.ts';
 
-export type FacilitatorTarget = { facilitatorUrl: string; certPem: string; keyPem: string };
+type FacilitatorTarget = { facilitatorUrl: string; certPem: string; keyPem: string };
 
-export type SettleOutcome =
+type SettleOutcome =
   | { ok: true; transaction: string; network: string; payer: string }
   /** settlement_failed: the facilitator answered, and the payment was not collected. */
   | { ok: false; error: 'settlement_failed' | 'settlement_refused' | 'settlement_unavailable' };

@@ -9,7 +9,7 @@ import type { ProxyCall } from '../proxy/call.ts';
 import type { Challenge, ChallengeEntry } from '../../x402/schemas.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
-export function priceOf(pricing: Pricing, call: Pick<ProxyCall, 'mcp'>): string {
+function priceOf(pricing: Pricing, call: Pick<ProxyCall, 'mcp'>): string {
   const tool = call.mcp?.method === 'tools/call' ? call.mcp.tool : null;
   if (tool && pricing.tools && Object.hasOwn(pricing.tools, tool)) return pricing.tools[tool];
   return pricing.amount;

@@ -16,7 +16,7 @@ const date = (value: unknown): Date => (value instanceof Date ? value : new Date
 const nullableNumber = (value: unknown): number | null =>
   value === null || value === undefined ? null : Number(value);
 
-export function agentFromRow(row: Row): Agent {
+function agentFromRow(row: Row): Agent {
   return {
     id: row.id as string,
     tenantId: row.tenant_id as string,

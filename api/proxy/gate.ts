@@ -19,11 +19,11 @@ import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 import type { ProxyServices } from './services.ts';
 
-export const MAX_MODEL_BYTES = 256;
+const MAX_MODEL_BYTES = 256;
 
 export type Admitted = { agent: Agent; requestId: string; model: string | null };
 
-export function assertInvocable(agent: Agent): void {
+function assertInvocable(agent: Agent): void {
   if (agentStatus(agent) !== 'active' || agent.suspended) throw unprocessable('agent is not invocable');
 }
 

@@ -8,9 +8,9 @@
 import { mintedAt } from '../../lib/ids.ts';
 
 /** An id minted this recently may still have its row on the way. */
-export const RECENT_ID_MS = 30_000;
+const RECENT_ID_MS = 30_000;
 /** The longest a read waits for such a row. */
-export const RECENT_READ_WAIT_MS = 2_000;
+const RECENT_READ_WAIT_MS = 2_000;
 /** Clock skew between replicas tolerated for an id minted "in the future". */
 const SKEW_MS = 2_000;
 const PAUSES_MS = [5, 10, 20, 40, 80, 160, 320, 500];

@@ -24,9 +24,9 @@ import { temporalKnownDown } from '../../temporal/client.ts';
 import { startInvocationWorkflow } from './start.ts';
 import type { StartBacklog } from './start-backlog.ts';
 
-export const RELAY_EVERY_MS = 1_000;
+const RELAY_EVERY_MS = 1_000;
 /** Older than a start the accepting process may still be making (START_DEADLINE_MS), with a margin. */
-export const RELAY_AFTER_MS = 3_000;
+const RELAY_AFTER_MS = 3_000;
 const LEASE_MS = 30_000;
 const BATCH = 200;
 

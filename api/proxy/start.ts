@@ -11,7 +11,7 @@ import { withCallDeadline } from '../../temporal/client.ts';
 import type { InvocationInput } from '../../workflows/invocation.ts';
 
 /** How long one start may take before it is left to the relay (a start takes ~4 ms here). */
-export const START_DEADLINE_MS = 2_000;
+const START_DEADLINE_MS = 2_000;
 
 /** What a start needs of the call's agent. */
 export type StartedAgent = { id: string; name: string; emitReceipts: boolean };

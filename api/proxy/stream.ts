@@ -50,7 +50,7 @@ import type { SignedReceipt } from '../../gateway/receipts/signer.ts';
 import { receiptsIssued } from '../../lib/observability/metrics.ts';
 
 /** An MCP body is one JSON-RPC request and must be read to be parsed; it is still capped. */
-export const MAX_MCP_BODY = 32 * 1024 * 1024;
+const MAX_MCP_BODY = 32 * 1024 * 1024;
 
 function contentLengthOf(value: string): number | null {
   return /^\d{1,15}$/.test(value) ? Number(value) : null;

@@ -28,7 +28,7 @@ import type { AgentRows } from '../proxy/agent-row.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
-export const AgentListQuery = z.object({
+const AgentListQuery = z.object({
   status: z.enum(['pending', 'active', 'inactive'], { error: 'status must be pending, active or inactive' }).optional(),
   tag: z.string({ error: 'tag may be given once' }).min(1).max(100).optional(),
   protocol: z.enum(['http', 'mcp'], { error: 'protocol must be http or mcp' }).optional(),

@@ -10,7 +10,7 @@ import { redisClient } from '../../gateway/policy/redis.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
-export function analyticsLimiter(deps: AppDeps): Limiter {
+function analyticsLimiter(deps: AppDeps): Limiter {
   const shape = { perMinute: deps.config.analytics.ratePerMin, burst: deps.config.analytics.burst };
   if (!deps.config.redisUrl) return createMemoryLimiter(shape);
   return createRedisLimiter(redisClient(deps.config.redisUrl, deps.log), shape, (err) =>

@@ -13,8 +13,8 @@ import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 const STATUSES = new Set(['pending', 'running', 'succeeded', 'failed']);
-export const DEFAULT_INVOCATION_LIMIT = 20;
-export const MAX_INVOCATION_LIMIT = 100;
+const DEFAULT_INVOCATION_LIMIT = 20;
+const MAX_INVOCATION_LIMIT = 100;
 
 type Cursor = { at: Date; id: string };
 
@@ -24,7 +24,7 @@ function one(query: Record<string, string | string[] | undefined>, name: string)
   return value === '' ? undefined : value;
 }
 
-export function encodeCursor(c: Cursor): string {
+function encodeCursor(c: Cursor): string {
   return Buffer.from(JSON.stringify([c.at.toISOString(), c.id])).toString('base64url');
 }
 

@@ -9,11 +9,11 @@ import type { PolicyEngine } from '../../gateway/policy/engine.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
-export const DECISIONS_DEFAULT_LIMIT = 20;
-export const DECISIONS_MAX_LIMIT = 100;
+const DECISIONS_DEFAULT_LIMIT = 20;
+const DECISIONS_MAX_LIMIT = 100;
 
 /** `limit` is clamped, never refused: absent or unreadable gives the default. */
-export function decisionsLimit(raw: unknown): number {
+function decisionsLimit(raw: unknown): number {
   const value = typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : NaN;
   if (!Number.isFinite(value)) return DECISIONS_DEFAULT_LIMIT;
   return Math.min(DECISIONS_MAX_LIMIT, Math.max(1, Math.trunc(value)));

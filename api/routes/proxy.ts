@@ -27,8 +27,6 @@ import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 import { publicRequestUrl } from '../public-url.ts';
 
-export { MAX_TRANSACTIONAL_BODY } from '../proxy/body.ts';
-
 export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<AuthState> {
   const router = new Router<AuthState>();
 

@@ -8,7 +8,7 @@ import { databaseProblem, exitOnDatabaseProblem } from '../../lib/database-check
 
 type Migration = { name: string; sql: string[] };
 
-export const facilitatorMigrations: Migration[] = [
+const facilitatorMigrations: Migration[] = [
   {
     name: '0001_init',
     sql: [

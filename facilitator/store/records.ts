@@ -5,7 +5,7 @@ import type pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
 import type { SettleRequest } from '../../x402/schemas.ts';
 
-export type SettlementStatus = 'claimed' | 'signed' | 'broadcast' | 'pending' | 'settled' | 'failed';
+type SettlementStatus = 'claimed' | 'signed' | 'broadcast' | 'pending' | 'settled' | 'failed';
 
 export type SettlementRecord = {
   id: string;

@@ -7,7 +7,7 @@ import type { Redis } from 'ioredis';
 import { retryAfterSeconds } from '../ratelimit/limiter.ts';
 import { TAKE_SCRIPT, type WithTake } from '../ratelimit/redis.ts';
 
-export type LimitVerdict = { allowed: true } | { allowed: false; retryAfterSeconds: number };
+type LimitVerdict = { allowed: true } | { allowed: false; retryAfterSeconds: number };
 
 export type Limiter = { take(caller: string): Promise<LimitVerdict> };
 

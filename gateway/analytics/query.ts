@@ -40,7 +40,7 @@ const WRITE_BACK_CHUNK = 500;
 const STALE_DAYS_BY_LIST = 200;
 const LAST_INSTANT = Date.parse('9999-12-31T23:59:59.999Z');
 
-export function bucketStart(ms: number, bucket: 'hour' | 'day'): number {
+function bucketStart(ms: number, bucket: 'hour' | 'day'): number {
   const size = bucket === 'hour' ? HOUR : DAY;
   return Math.floor(ms / size) * size;
 }

@@ -9,18 +9,8 @@ export type Sketch = Record<string, number>;
 const EXACT = 128;
 const SUB_BUCKETS = 64;
 
-/** Mirror of analytics_sketch_index, for tests and tools; the database computes the live one. */
-export function sketchIndex(value: number): number {
-  const v = Math.max(0, Math.trunc(value));
-  if (v < EXACT) return v;
-  const e = Math.floor(Math.log2(v));
-  // Math.log2 may be off by one just below a power of two; settle e exactly.
-  const exp = 2 ** e > v ? e - 1 : 2 ** (e + 1) <= v ? e + 1 : e;
-  return EXACT + (exp - 7) * SUB_BUCKETS + (Math.floor(v / 2 ** (exp - 6)) - SUB_BUCKETS);
-}
-
 /** The value a bucket reports: the value itself below 128, else the bucket's midpoint (rounded down). */
-export function sketchValue(index: number): number {
+function sketchValue(index: number): number {
   if (index < EXACT) return index;
   const k = index - EXACT;
   const shift = Math.floor(k / SUB_BUCKETS) + 1; // e - 6

@@ -53,7 +53,7 @@ const VaultEnv = z.object({
 
 const KEK_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
-export function parseKeyring(keks: string | undefined, current: string | undefined): Keyring {
+function parseKeyring(keks: string | undefined, current: string | undefined): Keyring {
   const keys = new Map<string, Buffer>();
   for (const entry of (keks ?? '')
     .split(',')

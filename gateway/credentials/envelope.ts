@@ -22,7 +22,7 @@ export type SecretAddress = { tenantId: string; credentialId: string; version: n
 export type Sealed = { kekId: string; wrappedKey: Buffer; ciphertext: Buffer };
 
 /** Raised for a missing KEK or a blob that fails authentication; carries no key material. */
-export class EnvelopeError extends Error {
+class EnvelopeError extends Error {
   override name = 'EnvelopeError';
 }
 

@@ -27,7 +27,7 @@ export type VaultServer = {
  * as it is: lowercase (the vault's identity store folds case, so `Acme` would share `acme`'s
  * alias), digits, `-` and `_`, at most 128 characters.
  */
-export const VAULT_TENANT_ID = /^[a-z0-9][a-z0-9_-]{0,127}$/;
+const VAULT_TENANT_ID = /^[a-z0-9][a-z0-9_-]{0,127}$/;
 
 const SEGMENT = /^[A-Za-z0-9._-]+$/;
 const FIELD = /^[A-Za-z0-9._-]{1,128}$/;
@@ -36,7 +36,7 @@ const FIELD = /^[A-Za-z0-9._-]{1,128}$/;
 const isPlainSegment = (s: string) => SEGMENT.test(s) && !/^\.+$/.test(s);
 
 /** The tenant's prefix as path segments (`secret`, `data`, `tenants`, `<id>`); undefined when the id cannot own one. */
-export function tenantVaultPrefix(layout: VaultLayout, tenantId: string): string[] | undefined {
+function tenantVaultPrefix(layout: VaultLayout, tenantId: string): string[] | undefined {
   if (!VAULT_TENANT_ID.test(tenantId)) return undefined;
   return [
     ...layout.mount.split('/'),

@@ -33,9 +33,9 @@ import { closeWithOrm } from './orm.ts';
 import { openFeedConnection, type FeedConnection } from './feed-connection.ts';
 import { createFeedAcks } from './feed-acks.ts';
 
-export const CHANNEL = 'gateway_cache';
+const CHANNEL = 'gateway_cache';
 
-export type ChangeListener = (key: string) => void;
+type ChangeListener = (key: string) => void;
 
 export type ChangeFeed = {
   /** True while subscribed and leased; only then may a cache answer without the database. */

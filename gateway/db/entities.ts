@@ -57,7 +57,6 @@ export const BodySchema = defineEntity({
     createdAt: p.datetime(),
   },
 });
-export type Body = InferEntity<typeof BodySchema>;
 
 export type InvocationStatus = 'pending' | 'running' | 'succeeded' | 'failed';
 

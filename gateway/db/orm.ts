@@ -5,8 +5,6 @@ import { Migrator } from '@mikro-orm/migrations';
 import { gatewayEntities } from './entities.ts';
 import { gatewayMigrations } from './migrations/index.ts';
 
-export type Orm = MikroORM;
-
 export async function openOrm(
   databaseUrl: string,
   opts: { poolMax?: number; poolMin?: number } = {},

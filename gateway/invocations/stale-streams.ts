@@ -9,7 +9,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '../../lib/log.ts';
 import { OWNER_LOCK_CLASS } from './row-session.ts';
 
-export const STALE_STREAM_SWEEP_MS = 30_000;
+const STALE_STREAM_SWEEP_MS = 30_000;
 
 /**
  * One statement: the owners of `running` streaming rows whose lock can be taken (for the

@@ -22,7 +22,7 @@ export type InvocationOutcome = {
 };
 
 /** The row, its agent's settings for the call, and (bodies in this database) the request body. */
-export type LoadedInvocation = {
+type LoadedInvocation = {
   id: string;
   tenantId: string;
   status: 'pending' | 'running' | 'succeeded' | 'failed';

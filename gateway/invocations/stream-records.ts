@@ -63,9 +63,9 @@ export type Completion = {
 };
 
 /** A signed receipt for the completed row, stored with its completion. */
-export type RowReceipt = { kid: string; jws: string };
+type RowReceipt = { kid: string; jws: string };
 
-export type CompletedRow = StartedRow &
+type CompletedRow = StartedRow &
   Completion & {
     completedAt: Date;
     requestSha256?: string | null;
@@ -96,9 +96,9 @@ const MAX_BATCH = 256;
  * the starts of calls arriving together share one write, and that a call that ends within it
  * (most, at 1 KiB) is written once, completed, instead of twice.
  */
-export const START_DELAY_MS = 2;
+const START_DELAY_MS = 2;
 /** How long a completion may wait for others to share its statement. */
-export const COMPLETION_DELAY_MS = 10;
+const COMPLETION_DELAY_MS = 10;
 const RETRY_DELAYS_MS = [200, 1_000, 3_000, 10_000];
 /** How long close() may take to write what is queued. */
 const CLOSE_FLUSH_MS = 2_000;

@@ -16,7 +16,7 @@ export type ClaimKey = { network: string; asset: string; payer: string; nonce: s
 
 export type ClaimInput = ClaimKey & { tenantId: string; agentId: string; amount: string };
 
-export type ClaimState = 'new' | 'resumed' | 'used';
+type ClaimState = 'new' | 'resumed' | 'used';
 
 /**
  * The claim's state; `settledTransaction` when a resumed claim was already settled (do not

@@ -1,7 +1,7 @@
 // One x402 payment the gateway has accepted: claimed by (network, asset, payer, nonce) before
 // it is settled, then bound to the one invocation it buys (migration
 // Migration20261122120000_payment_claims). The signature itself is never stored here.
-import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import { defineEntity, p } from '@mikro-orm/core';
 
 export type PaymentClaimStatus = 'claimed' | 'settled' | 'unsettled';
 
@@ -24,4 +24,3 @@ export const PaymentClaimSchema = defineEntity({
     updatedAt: p.datetime(),
   },
 });
-export type PaymentClaim = InferEntity<typeof PaymentClaimSchema>;

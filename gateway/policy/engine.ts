@@ -11,7 +11,7 @@ import { createMemoryRateWindow, createRedisRateWindow, type RateWindow } from '
 import { createPolicyStore, type DecisionRecord, type PolicyStore } from './store.ts';
 import { redisClient } from './redis.ts';
 
-export type PolicySubject = CallFacts & {
+type PolicySubject = CallFacts & {
   tenantId: string;
   userId: string;
   protocol: string;

@@ -25,7 +25,7 @@ export type Verdict = {
   reason: string;
 };
 
-export function toolMatches(pattern: string, tool: string): boolean {
+function toolMatches(pattern: string, tool: string): boolean {
   return pattern.endsWith('*') ? tool.startsWith(pattern.slice(0, -1)) : tool === pattern;
 }
 

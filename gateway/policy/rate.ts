@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 
-export const RATE_WINDOW_MS = 60_000;
+const RATE_WINDOW_MS = 60_000;
 
 export type RateWindow = {
   /** Records one request for `caller` and returns the requests in the window, this one included. */

@@ -3,7 +3,7 @@ import type { Agent } from '../db/entities.ts';
 import { createMemoryLimiter, type Bucket, type RateLimiter } from './limiter.ts';
 import { createRedisLimiter } from './redis.ts';
 
-export type { Bucket, Decision, RateLimiter } from './limiter.ts';
+export type { Bucket, RateLimiter } from './limiter.ts';
 export { createMemoryLimiter, retryAfterSeconds } from './limiter.ts';
 export { createRedisLimiter } from './redis.ts';
 
@@ -17,7 +17,7 @@ export type RateLimitSettings = {
 };
 
 /** The v1 contract: a burst of 20 when the agent sets only its rate. */
-export const AGENT_DEFAULT_BURST_WITH_RATE = 20;
+const AGENT_DEFAULT_BURST_WITH_RATE = 20;
 
 export function createRateLimiter(redisUrl: string | undefined, onError?: (err: Error) => void): RateLimiter {
   return redisUrl ? createRedisLimiter(redisUrl, { onError }) : createMemoryLimiter();

@@ -19,7 +19,7 @@ export interface RateLimiter {
   close(): Promise<void>;
 }
 
-export const MAX_RETRY_AFTER_SECONDS = 60;
+const MAX_RETRY_AFTER_SECONDS = 60;
 
 /** ceil(time until the next token), clamped to [1, 60]. */
 export function retryAfterSeconds(waitMs: number): number {

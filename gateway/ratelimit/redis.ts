@@ -50,7 +50,7 @@ return {allowed, math.ceil(wait), slowest}
 `;
 
 /** Key namespace; deployments (or test runs) sharing one Redis keep their buckets apart with their own. */
-export const DEFAULT_PREFIX = 'gw:rl:';
+const DEFAULT_PREFIX = 'gw:rl:';
 
 export type WithTake = Redis & {
   gwTakeTokens(numKeys: number, ...args: Array<string | number>): Promise<[number, number, number]>;

@@ -15,7 +15,7 @@ export type KeyRing = { active: SigningKey; keys: SigningKey[] };
 const SUFFIX = '.jwk.json';
 
 /** Key ids sort by creation: `rk-20261122T101500Z-3f9a1c`. */
-export function newKid(now = new Date()): string {
+function newKid(now = new Date()): string {
   const stamp = now
     .toISOString()
     .replace(/[-:]/g, '')
@@ -23,7 +23,7 @@ export function newKid(now = new Date()): string {
   return `rk-${stamp}-${randomBytes(3).toString('hex')}`;
 }
 
-export function publicJwkOf(kid: string, privateKey: KeyObject): JWK {
+function publicJwkOf(kid: string, privateKey: KeyObject): JWK {
   const { kty, crv, x } = createPublicKey(privateKey).export({ format: 'jwk' });
   return { kty, crv, x, kid, alg: 'EdDSA', use: 'sig' };
 }

@@ -5,10 +5,10 @@
 import { CompactSign, compactVerify, importJWK, decodeProtectedHeader, type JWK } from 'jose';
 import type { SigningKey } from './keys.ts';
 
-export const RECEIPT_TYP = 'gateway-receipt+jws';
-export const RECEIPT_VERSION = 1;
+const RECEIPT_TYP = 'gateway-receipt+jws';
+const RECEIPT_VERSION = 1;
 
-export type ReceiptPayment = {
+type ReceiptPayment = {
   network: string;
   asset: string | null;
   payer: string;

@@ -71,9 +71,9 @@ const UNHEALTHY = new Set(['connect', 'timeout']);
 export type BreakerState = 'closed' | 'open' | 'half_open';
 
 /** At most this many breakers per process; the least recently used go first. */
-export const MAX_BREAKERS = 10_000;
+const MAX_BREAKERS = 10_000;
 /** A breaker unused this long is dropped (it would have closed by then anyway). */
-export const BREAKER_IDLE_MS = 10 * 60_000;
+const BREAKER_IDLE_MS = 10 * 60_000;
 
 type Entry = { policy: CircuitBreakerPolicy; state: BreakerState; usedAt: number };
 

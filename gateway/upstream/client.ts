@@ -20,7 +20,7 @@ import { BreakerRegistry, type BreakerOptions } from './breaker.ts';
 import { TenantSlots } from './tenant-slots.ts';
 
 /** Per tenant and origin; the pool to an origin holds 256 (dispatcher.ts), so no tenant can take it all. */
-export const DEFAULT_TENANT_CONNECTIONS = 64;
+const DEFAULT_TENANT_CONNECTIONS = 64;
 import {
   DEFAULT_RETRY,
   RETRYABLE_STATUSES,

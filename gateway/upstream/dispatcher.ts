@@ -13,7 +13,7 @@ export type ResolvedAddress = { address: string; family: number };
 /** Resolves a host name to every address it has (tests pass a rebinding resolver here). */
 export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>;
 
-export const systemResolver: Resolver = (hostname) => lookup(hostname, { all: true, verbatim: true });
+const systemResolver: Resolver = (hostname) => lookup(hostname, { all: true, verbatim: true });
 
 export type DispatcherOptions = {
   /** UPSTREAM_ALLOW: hosts, host:port pairs or CIDRs exempt from the guard. */

@@ -14,7 +14,7 @@ function v4At(parts: number[], index: number): ipaddr.IPv4 {
 }
 
 /** Why an address is internal, in the words an error message uses; null for a public address. */
-export type InternalClass = 'loopback' | 'private' | 'link-local' | 'unspecified' | 'reserved';
+type InternalClass = 'loopback' | 'private' | 'link-local' | 'unspecified' | 'reserved';
 
 const CLASS_OF_RANGE: Record<string, InternalClass> = {
   loopback: 'loopback',
@@ -53,7 +53,7 @@ function internalClassV4(address: ipaddr.IPv4): InternalClass | null {
 }
 
 /** What kind of internal address this is; null when it is public. Anything not an address is `reserved`. */
-export function internalClass(address: string): InternalClass | null {
+function internalClass(address: string): InternalClass | null {
   const bare = address.split('%')[0]; // a zone id names a link: only link-local addresses carry one
   if (!isIP(bare)) return 'reserved'; // not an address at all: refuse rather than guess
   if (bare !== address) return 'link-local';

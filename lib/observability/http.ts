@@ -61,7 +61,7 @@ export function observeRequests(service: string, log: Logger) {
 export type ExtraMetrics = () => Promise<string>;
 
 /** GET /metrics in the Prometheus text format: the registry, then `extra` when given. */
-export function metricsHandler(extra?: ExtraMetrics) {
+function metricsHandler(extra?: ExtraMetrics) {
   return async function serve(ctx: Context, next: Next): Promise<void> {
     if (ctx.path !== '/metrics' || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) return next();
     ctx.state.route = '/metrics';
@@ -72,7 +72,7 @@ export function metricsHandler(extra?: ExtraMetrics) {
 }
 
 /** A Koa app serving only /metrics: the worker's and the facilitator's metrics listeners. */
-export function createMetricsApp(extra?: ExtraMetrics): Koa {
+function createMetricsApp(extra?: ExtraMetrics): Koa {
   const app = new Koa();
   app.use(metricsHandler(extra));
   return app;

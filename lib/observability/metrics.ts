@@ -22,14 +22,14 @@ export const httpDuration = new Histogram({
   registers: [registry],
 });
 
-export const upstreamOutcomes = new Counter({
+const upstreamOutcomes = new Counter({
   name: 'gateway_upstream_outcomes_total',
   help: 'Completed upstream calls by mode and error class (`none` when the upstream answered below 400)',
   labelNames: ['mode', 'error_class'] as const,
   registers: [registry],
 });
 
-export const upstreamLatency = new Histogram({
+const upstreamLatency = new Histogram({
   name: 'gateway_upstream_latency_seconds',
   help: 'Upstream call latency of completed invocations, by mode',
   labelNames: ['mode'] as const,
@@ -39,7 +39,7 @@ export const upstreamLatency = new Histogram({
 
 // Breakers are per tenant and upstream origin, both chosen by tenants: no label may carry
 // either, so the process reports how many breakers are in each state.
-export const breakerStates = new Gauge({
+const breakerStates = new Gauge({
   name: 'gateway_circuit_breakers',
   help: 'Circuit breakers of this process (one per tenant and upstream origin), by state',
   labelNames: ['state'] as const,

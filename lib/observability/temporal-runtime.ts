@@ -29,7 +29,7 @@ const SDK_LEVEL: Record<string, LogLevel> = {
 // A URL keeps its scheme and host: RPC and collector URLs often carry an API key in their
 // path, query or user part, and an SDK error message may quote one (e.g. ethers' requestUrl).
 const URL_IN_TEXT = /\b([a-z][a-z0-9+.-]*:\/\/)(?:[^\s/@'"]*@)?([^\s/?#'"@]+)([^\s'"]*)/gi;
-export function redactUrls(text: string): string {
+function redactUrls(text: string): string {
   return text.replace(URL_IN_TEXT, (_, scheme: string, host: string, rest: string) =>
     rest ? `${scheme}${host}/[redacted]` : `${scheme}${host}`,
   );

@@ -150,7 +150,7 @@ type LegacySpan = ReadableSpan & {
  * 1.x spans carry `parentSpanId` and `instrumentationLibrary`. Without this the workflow spans
  * would lose their parent (or fail to serialise).
  */
-export function temporalSpanProcessor(next: SpanProcessor): SpanProcessor {
+function temporalSpanProcessor(next: SpanProcessor): SpanProcessor {
   return {
     onStart: () => undefined,
     onEnd(span) {

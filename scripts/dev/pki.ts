@@ -29,7 +29,7 @@ export interface CertAndKeyPem {
   keyPem: string;
 }
 
-export interface DevPkiFiles {
+interface DevPkiFiles {
   ca: string;
   /** The CA private key, needed only to issue more certificates (issueClientCert). */
   caKey: string;
@@ -55,7 +55,7 @@ export interface DevPkiOptions {
 }
 
 /** Common name of the client certificate the gateway presents by default. */
-export const DEV_CLIENT_COMMON_NAME = 'dev-gateway';
+const DEV_CLIENT_COMMON_NAME = 'dev-gateway';
 
 const DEFAULT_SERVER_HOSTS = ['localhost', '127.0.0.1', '::1'];
 const CA_VALIDITY_YEARS = 5;

@@ -57,7 +57,7 @@ export type Infra = {
   stop(): Promise<void>;
 };
 
-export type Restartable = { stop(): Promise<void>; start(): Promise<void> };
+type Restartable = { stop(): Promise<void>; start(): Promise<void> };
 
 export async function startInfra(opts: InfraOptions): Promise<Infra> {
   mkdirSync(opts.dataDir, { recursive: true });

@@ -54,7 +54,7 @@ export async function startOpenBao(opts: {
 }
 
 /** The role every per-tenant child token is minted through, and the policies behind it. */
-export const TENANT_ROLE = 'gateway-tenant';
+const TENANT_ROLE = 'gateway-tenant';
 
 /**
  * Sets up the production layout on the dev server (docs/CATALOG.md): a templated policy that

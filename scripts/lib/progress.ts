@@ -15,7 +15,7 @@ export type Step = {
 };
 
 /** `12.3 s` below a minute, `4 min 05 s` above. */
-export function formatDuration(ms: number): string {
+function formatDuration(ms: number): string {
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
   const s = Math.round(ms / 1000);
   return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`;

@@ -10,7 +10,7 @@ import { tracingSettings } from '../../lib/observability/tracing.ts';
 import { gatherConfig, problemsOf, takenPorts, type Listener } from '../../lib/config.ts';
 
 /** The ports npm start reads, their defaults, and when the process behind each is not started. */
-export const START_PORTS = {
+const START_PORTS = {
   api: { variable: 'PORT', fallback: 8080, hostVariable: 'HOST' },
   facilitator: { variable: 'FACILITATOR_PORT', fallback: 8443, hostVariable: 'FACILITATOR_HOST' },
   facilitatorPublic: { variable: 'FACILITATOR_PUBLIC_PORT', fallback: 8444, hostVariable: 'FACILITATOR_HOST' },

@@ -59,7 +59,7 @@ export const wrongType: fc.Arbitrary<unknown> = fc.oneof(
 export const anyJson: fc.Arbitrary<unknown> = fc.jsonValue({ maxDepth: 3 });
 
 /** Mostly the valid value, sometimes a wrong one. */
-export function field<T>(valid: fc.Arbitrary<T>, validWeight = 4): fc.Arbitrary<unknown> {
+function field<T>(valid: fc.Arbitrary<T>, validWeight = 4): fc.Arbitrary<unknown> {
   return fc.oneof(
     { weight: validWeight, arbitrary: valid as fc.Arbitrary<unknown> },
     { weight: 1, arbitrary: wrongType },
@@ -67,7 +67,7 @@ export function field<T>(valid: fc.Arbitrary<T>, validWeight = 4): fc.Arbitrary<
 }
 
 /** A record whose keys are each optional, plus now and then an unknown key. */
-export function looseRecord(
+function looseRecord(
   model: Record<string, fc.Arbitrary<unknown>>,
   required: string[] = [],
 ): fc.Arbitrary<Record<string, unknown>> {
@@ -90,7 +90,7 @@ export function looseRecord(
 }
 
 /** A body: mostly a (near-valid) record, sometimes arbitrary JSON of any shape. */
-export function bodyOf(record: fc.Arbitrary<Record<string, unknown>>): fc.Arbitrary<unknown> {
+function bodyOf(record: fc.Arbitrary<Record<string, unknown>>): fc.Arbitrary<unknown> {
   return fc.oneof({ weight: 9, arbitrary: record as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: anyJson });
 }
 
@@ -98,7 +98,7 @@ export function bodyOf(record: fc.Arbitrary<Record<string, unknown>>): fc.Arbitr
  * A valid document with exactly one thing wrong: one key replaced by a wrong value, removed,
  * or joined by an unknown key.
  */
-export function mutateOne(
+function mutateOne(
   valid: fc.Arbitrary<Record<string, unknown>>,
   keys: string[],
 ): fc.Arbitrary<Record<string, unknown>> {
@@ -120,7 +120,7 @@ export function mutateOne(
 }
 
 /** The usual mix: valid documents, one-thing-wrong ones, loose records and arbitrary JSON. */
-export function bodyMix(
+function bodyMix(
   valid: fc.Arbitrary<Record<string, unknown>>,
   loose: fc.Arbitrary<Record<string, unknown>>,
   keys: string[],
@@ -133,10 +133,10 @@ export function bodyMix(
   );
 }
 
-export const evmAddressBytes = fc.uint8Array({ minLength: 20, maxLength: 20 }).map((b) => hexlify(b));
+const evmAddressBytes = fc.uint8Array({ minLength: 20, maxLength: 20 }).map((b) => hexlify(b));
 
 /** An address as callers write it: lower case, checksummed, upper case, or broken checksum. */
-export const evmAddress: fc.Arbitrary<string> = fc
+const evmAddress: fc.Arbitrary<string> = fc
   .tuple(evmAddressBytes, fc.constantFrom('lower', 'checksum', 'upper', 'badcase'))
   .map(([a, how]) => {
     if (how === 'lower') return a;
@@ -153,7 +153,7 @@ export const evmAddress: fc.Arbitrary<string> = fc
   });
 
 const UINT256_MAX = (1n << 256n) - 1n;
-export const decimalAmount: fc.Arbitrary<string> = fc.oneof(
+const decimalAmount: fc.Arbitrary<string> = fc.oneof(
   { weight: 4, arbitrary: fc.bigInt({ min: 1n, max: 10n ** 12n }).map(String) },
   { weight: 1, arbitrary: fc.bigInt({ min: 1n, max: UINT256_MAX }).map(String) },
   {
@@ -183,7 +183,7 @@ export const idLike = (prefix: string) =>
 
 // ---------------------------------------------------------------- agents
 
-export const upstreamUrl = (allowed: string) =>
+const upstreamUrl = (allowed: string) =>
   fc.oneof(
     { weight: 3, arbitrary: fc.constant(allowed) },
     { weight: 2, arbitrary: fc.constantFrom('https://agent.example.com/v1', 'http://api.example.org:8080/path?q=1') },
@@ -213,7 +213,7 @@ export const upstreamUrl = (allowed: string) =>
     { weight: 1, arbitrary: wrongType },
   );
 
-export const pricingValid = fc.record(
+const pricingValid = fc.record(
   {
     amount: decimalAmount,
     asset: fc.constantFrom('USDC', 'USDC', 'usdc', 'ETH'),
@@ -228,10 +228,7 @@ export const pricingValid = fc.record(
   { requiredKeys: ['amount', 'asset', 'network', 'pay_to'] },
 );
 
-export function agentFields(refs: {
-  upstreamUrl: string;
-  credentialIds: string[];
-}): Record<string, fc.Arbitrary<unknown>> {
+function agentFields(refs: { upstreamUrl: string; credentialIds: string[] }): Record<string, fc.Arbitrary<unknown>> {
   const credentialRef = fc.oneof(
     ...(refs.credentialIds.length ? [{ weight: 3, arbitrary: fc.constantFrom(...refs.credentialIds) }] : []),
     { weight: 1, arbitrary: idLike('cred') },
@@ -292,7 +289,7 @@ const validPricing = (mcp: boolean) =>
   );
 
 /** An agent document the create rules accept (names may still collide: 409). */
-export function validAgent(
+function validAgent(
   refs: { upstreamUrl: string; credentialIds: string[] },
   withName = true,
 ): fc.Arbitrary<Record<string, unknown>> {
@@ -368,7 +365,7 @@ const printableSecret = fc.string({
   maxLength: 80,
 });
 
-export const plaintext: fc.Arbitrary<unknown> = fc.oneof(
+const plaintext: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 6, arbitrary: printableSecret },
   { weight: 2, arbitrary: nastyString },
   {
@@ -386,7 +383,7 @@ export const plaintext: fc.Arbitrary<unknown> = fc.oneof(
 
 // `{tenant}` in a vault_ref stands for the caller's tenant id (withTenant puts it in): a
 // reference is valid only under the caller's own prefix.
-export const vaultRef: fc.Arbitrary<unknown> = fc.oneof(
+const vaultRef: fc.Arbitrary<unknown> = fc.oneof(
   {
     weight: 3,
     arbitrary: fc.constantFrom(
@@ -423,7 +420,7 @@ export const vaultRef: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 1, arbitrary: wrongType },
 );
 
-export const headerName: fc.Arbitrary<unknown> = fc.oneof(
+const headerName: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 3, arbitrary: fc.constantFrom('X-API-Key', 'X-Upstream-Token', 'api-key') },
   { weight: 2, arbitrary: fc.stringMatching(/^[A-Za-z][A-Za-z0-9-]{0,20}$/) },
   {
@@ -476,7 +473,7 @@ const validHeaderName = fc.oneof(
 );
 
 /** A credential the create rules accept. */
-export const validCredential: fc.Arbitrary<Record<string, unknown>> = fc
+const validCredential: fc.Arbitrary<Record<string, unknown>> = fc
   .constantFrom('bearer', 'api_key', 'none')
   .chain((auth) =>
     fc.constantFrom('managed', 'vault').chain((source) =>
@@ -613,13 +610,13 @@ const toolPattern = fc.oneof(
   fc.string({ maxLength: 12 }),
   wrongType,
 );
-export const policyMatch = looseRecord({
+const policyMatch = looseRecord({
   agents: field(fc.array(fc.oneof(idLike('agt'), nastyString), { maxLength: 4 })),
   tools: field(fc.array(toolPattern, { maxLength: 4 })),
   max_body_bytes: count,
   rate_per_min: count,
 });
-export const policyRule = looseRecord({ action, match: field(policyMatch) }, ['action']);
+const policyRule = looseRecord({ action, match: field(policyMatch) }, ['action']);
 const validAction = fc.constantFrom('allow', 'warn', 'deny');
 const validMatch = fc.record(
   {

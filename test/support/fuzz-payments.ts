@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { anyJson, headerValue, wrongType } from './fuzz-arbitraries.ts';
 
-export const PAYMENT_PATHS: string[][] = [
+const PAYMENT_PATHS: string[][] = [
   ['x402Version'],
   ['scheme'],
   ['network'],

@@ -15,15 +15,15 @@ import { startUpstream, type TestUpstream } from './upstream.ts';
 const DEFAULT_SEED = 20_261_122;
 
 /** The run's seed: FC_SEED when set, else a fixed default. */
-export const FUZZ_SEED =
+const FUZZ_SEED =
   process.env.FC_SEED !== undefined && process.env.FC_SEED !== '' ? Number(process.env.FC_SEED) : DEFAULT_SEED;
 if (!Number.isSafeInteger(FUZZ_SEED)) throw new Error(`FC_SEED must be an integer, got ${process.env.FC_SEED}`);
 
 /** FC_SCALE multiplies every property's case count (e.g. 0.1 while iterating, 10 for a long soak). */
-export const FUZZ_SCALE = process.env.FC_SCALE ? Number(process.env.FC_SCALE) : 1;
+const FUZZ_SCALE = process.env.FC_SCALE ? Number(process.env.FC_SCALE) : 1;
 
 /** Lanes that run cases at once: enough to overlap I/O, few enough for a 2-core CI machine. */
-export const FUZZ_CONCURRENCY = Number(process.env.FC_CONCURRENCY ?? 6);
+const FUZZ_CONCURRENCY = Number(process.env.FC_CONCURRENCY ?? 6);
 
 let announced = false;
 const tally: Array<{ name: string; cases: number; ms: number }> = [];
@@ -41,18 +41,13 @@ function announce(): void {
   });
 }
 
-/** Cases run so far in this process (every fuzz file adds to it). */
-export function fuzzCaseCount(): number {
-  return tally.reduce((n, t) => n + t.cases, 0);
-}
-
 /** The property's own seed: the run's seed mixed with its name. */
-export function seedFor(name: string): number {
+function seedFor(name: string): number {
   const h = createHash('sha256').update(`${FUZZ_SEED}:${name}`).digest();
   return h.readInt32BE(0);
 }
 
-export function scaled(n: number): number {
+function scaled(n: number): number {
   return Math.max(1, Math.round(n * FUZZ_SCALE));
 }
 
@@ -116,7 +111,7 @@ export function show(value: unknown): string {
   return text === undefined ? String(value) : text.length > 3000 ? `${text.slice(0, 3000)}…` : text;
 }
 
-export type FuzzRequest = {
+type FuzzRequest = {
   token?: string;
   json?: unknown;
   body?: string | Buffer;
@@ -129,7 +124,7 @@ export type FuzzClient = {
 };
 
 /** An HTTP client with its own keep-alive pool to one origin (never one connection per case). */
-export function fuzzClient(origin: string, opts: { connections?: number; dispatcher?: Dispatcher } = {}): FuzzClient {
+function fuzzClient(origin: string, opts: { connections?: number; dispatcher?: Dispatcher } = {}): FuzzClient {
   const pool =
     opts.dispatcher ??
     new Pool(origin, { connections: opts.connections ?? FUZZ_CONCURRENCY * 2, keepAliveTimeout: 30_000 });
@@ -189,7 +184,7 @@ export function assertErrorBody(res: Reply, what: string): void {
 }
 
 /** Counts unhandled rejections and uncaught exceptions while the fuzz runs (it must see none). */
-export function watchProcess(): { problems: string[]; stop(): void } {
+function watchProcess(): { problems: string[]; stop(): void } {
   const problems: string[] = [];
   const onRejection = (reason: unknown) =>
     problems.push(`unhandledRejection: ${(reason as Error)?.stack ?? String(reason)}`);
@@ -206,7 +201,7 @@ export function watchProcess(): { problems: string[]; stop(): void } {
 }
 
 /** After each fuzz test: no handler crashed into an unhandled error (even one mapped to a 4xx), no stray rejection. */
-export function assertNoCrashes(lines: string[], watch: { problems: string[] }): void {
+function assertNoCrashes(lines: string[], watch: { problems: string[] }): void {
   const errors = lines.filter((l) => /"level":(50|60)/.test(l));
   assert.deepEqual(errors.slice(0, 3), [], 'the API logged unhandled errors');
   assert.deepEqual(watch.problems.slice(0, 3), [], 'unhandled rejections or exceptions');

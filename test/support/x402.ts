@@ -100,7 +100,7 @@ export async function newAccount(
   return { account, cert, client: await facilitatorClient(cert) };
 }
 
-export type FacilitatorReply = { status: number; json: any; headers: Record<string, string | string[] | undefined> };
+type FacilitatorReply = { status: number; json: any; headers: Record<string, string | string[] | undefined> };
 
 export type FacilitatorTlsClient = {
   get(path: string, baseUrl?: string): Promise<FacilitatorReply>;
