@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { getAddress } from 'ethers';
 import { z } from 'zod';
 import type { TokenDomain } from '../x402/eip3009.ts';
+import { TokenAddressSetting } from '../x402/schemas.ts';
 import { loadTemporalSettings, type TemporalWorkerSettings } from '../lib/temporal-connection.ts';
 import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv } from '../lib/config.ts';
 import { loadWorkerVersion } from '../lib/worker-version.ts';
@@ -20,7 +21,7 @@ const FacilitatorEnv = z.object({
   FACILITATOR_DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/facilitator'),
   CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
   CHAIN_ID: z.coerce.number().int().positive().default(8453),
-  TOKEN_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a token contract address (0x and 40 hex digits)'),
+  TOKEN_ADDRESS: TokenAddressSetting,
   // The token's EIP-712 domain; USDC on Base mainnet signs as "USD Coin" version "2".
   TOKEN_NAME: z.string().default('USD Coin'),
   TOKEN_VERSION: z.string().default('2'),
@@ -172,19 +173,57 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
   };
 }
 
-/** The TLS files of the mutual-TLS listener; only the HTTPS process needs them. */
-export function requireTlsFiles(config: FacilitatorConfig): { certFile: string; keyFile: string; caFile: string } {
+/** The TLS files of the mutual-TLS listener, each read once at start; only the HTTPS process needs them. */
+export function requireTlsFiles(config: FacilitatorConfig): { cert: Buffer; key: Buffer; ca: Buffer } {
   const { certFile, keyFile, caFile } = config.tls;
   if (!certFile || !keyFile || !caFile) {
     throw new ConfigError('FACILITATOR_TLS_CERT, FACILITATOR_TLS_KEY and FACILITATOR_TLS_CA must all be set');
   }
-  return { certFile, keyFile, caFile };
+  const problems: string[] = [];
+  const read = (variable: string, file: string): Buffer => {
+    try {
+      return readFileSync(file);
+    } catch (err) {
+      problems.push(`${variable}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`);
+      return Buffer.alloc(0);
+    }
+  };
+  const files = {
+    cert: read('FACILITATOR_TLS_CERT', certFile),
+    key: read('FACILITATOR_TLS_KEY', keyFile),
+    ca: read('FACILITATOR_TLS_CA', caFile),
+  };
+  if (problems.length) throw new ConfigError(problems);
+  return files;
 }
 
 /** The gas wallet's address, read from the keystore's public `address` field without decrypting it. */
 export function gasWalletAddress(config: FacilitatorConfig): string {
-  if (!config.keystore.file) throw new ConfigError('FACILITATOR_KEYSTORE_FILE must be set');
-  const json = JSON.parse(readFileSync(config.keystore.file, 'utf8')) as { address?: string };
-  if (!json.address) throw new Error('the gas wallet keystore has no address field');
-  return getAddress(json.address.startsWith('0x') ? json.address : `0x${json.address}`);
+  const file = config.keystore.file;
+  if (!file) throw new ConfigError('FACILITATOR_KEYSTORE_FILE must be set');
+  let address: unknown;
+  try {
+    address = (JSON.parse(readFileSync(file, 'utf8')) as { address?: unknown }).address;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new ConfigError(`FACILITATOR_KEYSTORE_FILE: cannot read ${file} as a JSON keystore (${code ?? 'not JSON'})`);
+  }
+  if (typeof address !== 'string' || !/^(0x)?[0-9a-fA-F]{40}$/.test(address))
+    throw new ConfigError(`FACILITATOR_KEYSTORE_FILE: ${file} has no address field; is it an ethers JSON keystore?`);
+  return getAddress(`0x${address.replace(/^0x/, '').toLowerCase()}`);
+}
+
+/** The keystore's password, from FACILITATOR_KEYSTORE_PASSWORD or the file FACILITATOR_KEYSTORE_PASSWORD_FILE names. */
+export function keystorePassword(config: FacilitatorConfig): string {
+  const { password, passwordFile } = config.keystore;
+  if (password !== undefined) return password;
+  if (!passwordFile)
+    throw new ConfigError('FACILITATOR_KEYSTORE_PASSWORD or FACILITATOR_KEYSTORE_PASSWORD_FILE must be set');
+  try {
+    return readFileSync(passwordFile, 'utf8').trim();
+  } catch (err) {
+    throw new ConfigError(
+      `FACILITATOR_KEYSTORE_PASSWORD_FILE: cannot read ${passwordFile} (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`,
+    );
+  }
 }

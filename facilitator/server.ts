@@ -4,7 +4,6 @@
 // read-only endpoints.
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer as createHttpServer, type Server } from 'node:http';
-import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { Client, type ConnectionLike } from '@temporalio/client';
 import { NativeConnection, type WorkflowBundle } from '@temporalio/worker';
@@ -121,9 +120,7 @@ export async function startFacilitator(
   };
   const tlsServer = createHttpsServer(
     {
-      cert: readFileSync(tls.certFile),
-      key: readFileSync(tls.keyFile),
-      ca: readFileSync(tls.caFile),
+      ...tls,
       requestCert: true,
       rejectUnauthorized: true,
     },

@@ -4,7 +4,7 @@
 // pays gas to submit them.
 import { readFileSync } from 'node:fs';
 import { Wallet, type HDNodeWallet, type TransactionRequest } from 'ethers';
-import type { FacilitatorConfig } from './config.ts';
+import { gasWalletAddress, keystorePassword, type FacilitatorConfig } from './config.ts';
 import { ConfigError } from '../lib/config.ts';
 
 export interface TransactionSigner {
@@ -13,19 +13,24 @@ export interface TransactionSigner {
   signTransaction(tx: TransactionRequest): Promise<string>;
 }
 
+/**
+ * Decrypts the keystore. Every failure is a ConfigError naming the variable to fix: the file,
+ * its address field and the password are checked first, so a wrong password is the only
+ * reason left when decryption fails.
+ */
 export async function loadKeystoreSigner(config: FacilitatorConfig): Promise<TransactionSigner> {
-  const { file, password, passwordFile } = config.keystore;
-  if (!file) throw new ConfigError('FACILITATOR_KEYSTORE_FILE must be set');
-  const secret = password ?? (passwordFile ? readFileSync(passwordFile, 'utf8').trim() : undefined);
-  if (secret === undefined) {
-    throw new ConfigError('FACILITATOR_KEYSTORE_PASSWORD or FACILITATOR_KEYSTORE_PASSWORD_FILE must be set');
-  }
+  gasWalletAddress(config);
+  const secret = keystorePassword(config);
   let wallet: Wallet | HDNodeWallet;
   try {
-    wallet = await Wallet.fromEncryptedJson(readFileSync(file, 'utf8'), secret);
+    wallet = await Wallet.fromEncryptedJson(readFileSync(config.keystore.file!, 'utf8'), secret);
   } catch {
     // Never echo the password or the decryption detail.
-    throw new Error('the gas wallet keystore could not be decrypted with the configured password');
+    const source =
+      config.keystore.password !== undefined ? 'FACILITATOR_KEYSTORE_PASSWORD' : 'FACILITATOR_KEYSTORE_PASSWORD_FILE';
+    throw new ConfigError(
+      `${source}: it does not decrypt FACILITATOR_KEYSTORE_FILE (a wrong password, or another wallet's file)`,
+    );
   }
   return {
     address: wallet.address,

@@ -74,6 +74,16 @@ export function gatherConfig<T extends Record<string, () => unknown>>(
   return results as { [K in keyof T]: ReturnType<T[K]> };
 }
 
+/** The problem lines `check` throws (none when it passes); rethrows anything that is no configuration error. */
+export function problemsIn(check: () => unknown): string[] {
+  try {
+    check();
+    return [];
+  } catch (err) {
+    return problemsOf(err);
+  }
+}
+
 /** The problem lines of a configuration error; rethrows anything else. */
 export function problemsOf(err: unknown): string[] {
   if (err instanceof ConfigError) return err.problems;

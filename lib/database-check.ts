@@ -12,6 +12,9 @@ export type DatabaseProblem = { line: string; transient: boolean };
 function describeDatabase(url: string): string {
   try {
     const u = new URL(url);
+    // An unescaped '/' in a password ends the authority early and leaves the rest of the
+    // password, up to its '@', in the path: name nothing then.
+    if (u.pathname.includes('@')) return 'the configured database';
     return `${u.hostname}:${u.port || 5432}${u.pathname}`;
   } catch {
     return 'the configured database';

@@ -3,8 +3,10 @@
 // TEMPORAL_TLS (true/false), TEMPORAL_TLS_CLIENT_CERT_PATH / _KEY_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH,
 // TEMPORAL_TLS_SERVER_NAME, TEMPORAL_PROFILE and a TOML profile file in TEMPORAL_CONFIG_FILE.
 // Plain, server TLS, mutual TLS and API-key connections all come out of the same settings.
-import { loadClientConnectConfig } from '@temporalio/envconfig';
+import { existsSync } from 'node:fs';
+import { loadClientConfigProfile, toClientOptions, type ClientConfigProfile } from '@temporalio/envconfig';
 import type { TLSConfig } from '@temporalio/client';
+import { ConfigError } from './config.ts';
 import type { WorkerVersion } from './worker-version.ts';
 
 /** What a client Connection and a worker NativeConnection both take. */
@@ -32,17 +34,24 @@ export function loadTemporalSettings(env: NodeJS.ProcessEnv = process.env): Temp
   const strings = Object.fromEntries(
     Object.entries(env).filter((entry): entry is [string, string] => typeof entry[1] === 'string'),
   );
-  let loaded;
+  const file = strings.TEMPORAL_CONFIG_FILE;
+  // envconfig ignores a config file that is not there and connects to its defaults instead.
+  if (file && !existsSync(file))
+    throw new ConfigError(`TEMPORAL_CONFIG_FILE: ${file} does not exist; name the TOML profile file, or unset it`);
+  let profile: ClientConfigProfile;
   try {
     // No config file unless TEMPORAL_CONFIG_FILE names one: a developer's ~/.config/temporalio
     // profile must not silently redirect a gateway.
-    loaded = loadClientConnectConfig({ overrideEnvVars: strings, disableFile: !strings.TEMPORAL_CONFIG_FILE });
+    profile = loadClientConfigProfile({ overrideEnvVars: strings, disableFile: !file });
   } catch (err) {
     throw new Error(
       `invalid configuration: Temporal connection (TEMPORAL_* or TEMPORAL_CONFIG_FILE): ${(err as Error).message.split('\n')[0]}`,
       { cause: err },
     );
   }
+  const problems = settingsProblems(profile);
+  if (problems.length) throw new ConfigError(problems);
+  const loaded = toClientOptions(profile);
   const options = loaded.connectionOptions;
   const connection: TemporalConnectionOptions = { address: options.address ?? DEFAULT_ADDRESS };
   if (options.tls !== undefined && options.tls !== null) connection.tls = options.tls as TLSConfig | boolean;
@@ -50,6 +59,23 @@ export function loadTemporalSettings(env: NodeJS.ProcessEnv = process.env): Temp
   if (options.metadata && Object.keys(options.metadata).length)
     connection.metadata = options.metadata as Record<string, string>;
   return { namespace: loaded.namespace || 'default', connection };
+}
+
+/** What envconfig would otherwise drop or do silently: half a client certificate pair, an API key in clear. */
+function settingsProblems(profile: ClientConfigProfile): string[] {
+  const problems: string[] = [];
+  const tls = profile.tls;
+  if (tls && !tls.disabled && Boolean(tls.clientCert) !== Boolean(tls.clientKey)) {
+    const [given, missing] = tls.clientCert ? ['CERT', 'KEY'] : ['KEY', 'CERT'];
+    problems.push(
+      `TEMPORAL_TLS_CLIENT_${missing}_PATH: TEMPORAL_TLS_CLIENT_${given}_PATH is set without it; mutual TLS needs both (or neither, for server TLS only)`,
+    );
+  }
+  if (profile.apiKey !== undefined && tls?.disabled)
+    problems.push(
+      'TEMPORAL_TLS: false would send TEMPORAL_API_KEY over plaintext gRPC; an API key needs TLS (unset TEMPORAL_TLS or set it to true)',
+    );
+  return problems;
 }
 
 /** How the connection is secured, for logs and banners (never the key or certificates). */

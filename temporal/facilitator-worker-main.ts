@@ -1,13 +1,20 @@
 // Process entry: `node temporal/facilitator-worker-main.ts` (npm start supervises it). The
 // only process that decrypts the gas wallet keystore.
-import { loadFacilitatorConfig } from '../facilitator/config.ts';
+import { gasWalletAddress, keystorePassword, loadFacilitatorConfig } from '../facilitator/config.ts';
 import { openFacilitatorPool } from '../facilitator/db/pool.ts';
 import { migrateFacilitatorOrExit } from '../facilitator/db/migrations.ts';
 import { createChainProvider } from '../facilitator/chain.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createLogger } from '../lib/log.ts';
 import { startFacilitatorMetrics } from '../facilitator/metrics.ts';
-import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
+import {
+  ConfigError,
+  exitWithProblems,
+  gatherConfig,
+  loadConfigOrExit,
+  problemsIn,
+  problemsOf,
+} from '../lib/config.ts';
 import { installTemporalRuntime } from '../lib/observability/temporal-runtime.ts';
 import { prebuiltWorkflowBundle } from './workflow-bundles.ts';
 import { createFacilitatorWorker } from './facilitator-worker.ts';
@@ -17,8 +24,21 @@ import { runWorkerVersion } from './worker-deployment.ts';
 // Every setting checked first: all the mistakes, one line each, exit 2.
 const { config, bundle } = await loadConfigOrExit(
   'facilitator-worker',
-  () => gatherConfig({ config: () => loadFacilitatorConfig(), bundle: () => prebuiltWorkflowBundle('facilitator') }),
+  () =>
+    gatherConfig({
+      config: () => {
+        const loaded = loadFacilitatorConfig();
+        const problems = [...problemsIn(() => gasWalletAddress(loaded)), ...problemsIn(() => keystorePassword(loaded))];
+        if (problems.length) throw new ConfigError(problems);
+        return loaded;
+      },
+      bundle: () => prebuiltWorkflowBundle('facilitator'),
+    }),
   [{ variable: 'FACILITATOR_WORKER_METRICS_PORT', fallback: 9467, hostVariable: 'METRICS_HOST' }],
+);
+// The gas key, decrypted before anything connects: a wrong password is one line, exit 2.
+const signer = await loadKeystoreSigner(config).catch((err: unknown) =>
+  exitWithProblems('facilitator-worker', problemsOf(err)),
 );
 const log = createLogger('facilitator-worker', config.logLevel);
 const { port: metricsPort, host: metricsHost } = config.workerMetrics;
@@ -28,7 +48,6 @@ await requireSearchAttributes(config.temporal, log);
 const pool = openFacilitatorPool(config.databaseUrl);
 await migrateFacilitatorOrExit('facilitator-worker', pool, config.databaseUrl);
 const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
-const signer = await loadKeystoreSigner(config);
 if (bundle) log.info({ workflowBundle: bundle.file, builtAt: bundle.builtAt }, 'prebuilt workflow bundle');
 const { worker, connection } = await createFacilitatorWorker(
   config,

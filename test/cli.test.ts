@@ -293,6 +293,89 @@ describe('configuration errors, reported together before anything starts', funct
     ]);
   });
 
+  it('the API: an API key the Temporal settings would send in clear, a token address with a wrong checksum', async () => {
+    const r = await run('api/main.ts', [], {
+      AUTH_JWT_SECRET: randomBytes(32).toString('hex'),
+      TEMPORAL_API_KEY: 'a-temporal-cloud-key',
+      TEMPORAL_TLS: 'false',
+      // npm start's token address, one letter's case changed: the EIP-55 checksum no longer holds.
+      TOKEN_ADDRESS: '0x5fbDB2315678afecb367f032d93F642f64180aa3',
+    });
+    assertReported(r, 'api', [
+      /^ {2}TEMPORAL_TLS: false would send TEMPORAL_API_KEY over plaintext gRPC/,
+      /^ {2}TOKEN_ADDRESS has a wrong EIP-55 checksum/,
+    ]);
+    assert.doesNotMatch(r.stderr, /a-temporal-cloud-key/);
+  });
+
+  it('the worker: half a client certificate pair for Temporal, named instead of dropped', async () => {
+    const r = await run('temporal/gateway-worker-main.ts', [], {
+      AUTH_JWT_SECRET: randomBytes(32).toString('hex'),
+      TEMPORAL_TLS_CLIENT_CERT_PATH: aFile,
+      LOG_LEVEL: 'loud',
+    });
+    assertReported(r, 'worker', [
+      /^ {2}TEMPORAL_TLS_CLIENT_KEY_PATH: TEMPORAL_TLS_CLIENT_CERT_PATH is set without it/,
+      /^ {2}LOG_LEVEL must be one of/,
+    ]);
+  });
+
+  it('the facilitator: a TEMPORAL_CONFIG_FILE that is not there (not a silent fallback to 127.0.0.1:7233)', async () => {
+    const missing = join(tmpdir(), `missing-${randomBytes(4).toString('hex')}.toml`);
+    const r = await run(
+      'facilitator/main.ts',
+      [],
+      facilitatorEnv(stack().infra, {
+        FACILITATOR_METRICS_PORT: '0',
+        TEMPORAL_CONFIG_FILE: missing,
+        LOG_LEVEL: 'loud',
+      }),
+    );
+    assertReported(r, 'facilitator', [
+      /^ {2}TEMPORAL_CONFIG_FILE: .*\.toml does not exist/,
+      /^ {2}LOG_LEVEL must be one of/,
+    ]);
+  });
+
+  it('the facilitator: the TLS and keystore files it reads at start, each one it cannot read', async () => {
+    const missing = join(tmpdir(), `missing-${randomBytes(4).toString('hex')}`);
+    const r = await run(
+      'facilitator/main.ts',
+      [],
+      facilitatorEnv(stack().infra, {
+        FACILITATOR_METRICS_PORT: '0',
+        FACILITATOR_TLS_KEY: `${missing}-key.pem`,
+        FACILITATOR_KEYSTORE_FILE: aFile,
+        LOG_LEVEL: 'info',
+      }),
+    );
+    assertReported(r, 'facilitator', [
+      /^ {2}FACILITATOR_TLS_KEY: cannot read .*-key\.pem \(ENOENT\)$/,
+      /^ {2}FACILITATOR_KEYSTORE_FILE: cannot read .* as a JSON keystore/,
+    ]);
+  });
+
+  it('the facilitator worker: a keystore password that does not decrypt it, one line before it connects', async () => {
+    const r = await run(
+      'temporal/facilitator-worker-main.ts',
+      [],
+      facilitatorEnv(stack().infra, {
+        FACILITATOR_KEYSTORE_PASSWORD: 'not-the-password',
+        // Nothing answers there: the refusal must come before any connection is tried.
+        TEMPORAL_ADDRESS: '127.0.0.1:1',
+        FACILITATOR_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none',
+        LOG_LEVEL: 'info',
+      }),
+    );
+    assert.equal(r.code, 2, r.stdout + r.stderr);
+    assert.doesNotMatch(r.stdout + r.stderr, STACK);
+    assert.doesNotMatch(r.stdout + r.stderr, /not-the-password/);
+    assert.deepEqual(r.stderr.trim().split('\n'), [
+      'facilitator-worker: invalid configuration (1 problem; nothing started):',
+      "  FACILITATOR_KEYSTORE_PASSWORD: it does not decrypt FACILITATOR_KEYSTORE_FILE (a wrong password, or another wallet's file)",
+    ]);
+  });
+
   it('npm start: the settings of every process it would run, checked before it starts any', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'start-'));
     const r = await run('scripts/start.ts', [], {
@@ -476,6 +559,20 @@ describe('a database that is missing, empty or unreachable at start', function (
       r.stderr.trim(),
       /^api: DATABASE_URL: cannot use the database 127\.0\.0\.1:\d+\/gateway \(.*ECONNREFUSED.*\); nothing started$/,
     );
+  });
+
+  it('a password with an unescaped slash: the line names no part of it', async () => {
+    // The URL parser ends the authority at the '/': the host is "gateway", the path holds the rest.
+    const r = await run('api/main.ts', [], {
+      ...(stackProcessEnv() as Record<string, string>),
+      DATABASE_URL: `postgres://gateway:4242/slash-secret@127.0.0.1:${await freePort()}/gateway`,
+      PORT: '0',
+      API_METRICS_PORT: '0',
+    });
+    assert.notEqual(r.code, 0, r.stdout + r.stderr);
+    assert.doesNotMatch(r.stdout + r.stderr, STACK);
+    assert.doesNotMatch(r.stdout + r.stderr, /slash-secret/);
+    assert.match(r.stderr.trim(), /^api: DATABASE_URL: cannot use the database the configured database \(/);
   });
 
   it('the facilitator worker refuses a database that does not exist, in one line', async () => {

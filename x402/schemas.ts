@@ -1,6 +1,7 @@
 // The x402 v1 wire objects (docs/API.md "x402 payments") as zod schemas, shared by the gateway (the
 // facilitator's client) and the facilitator. Parsing is strict about the fields a settlement
 // depends on and lenient about optional extras, like the reference implementation.
+import { isAddress } from 'ethers';
 import { z } from 'zod';
 
 const MAX_UINT256 = (1n << 256n) - 1n;
@@ -13,6 +14,15 @@ export const Uint256String = z
   .refine((value) => /^[0-9]{1,78}$/.test(value) && BigInt(value) <= MAX_UINT256, 'out of uint256 range');
 
 export const HexAddress = z.string().regex(/^0x[0-9a-fA-F]{40}$/);
+
+/** TOKEN_ADDRESS as an operator writes it: all one case, or mixed case with its EIP-55 checksum right. */
+export const TokenAddressSetting = z
+  .string()
+  .regex(/^0x[0-9a-fA-F]{40}$/, 'must be a token contract address (0x and 40 hex digits)')
+  .refine(
+    (value) => !/^0x[0-9a-fA-F]{40}$/.test(value) || isAddress(value),
+    'has a wrong EIP-55 checksum (a mistyped letter?): copy the address again, or write it all in lowercase',
+  );
 const Bytes32Hex = z.string().regex(/^0x[0-9a-fA-F]{64}$/);
 /** A 65-byte ECDSA signature (r, s, v) or a longer contract-wallet signature. */
 export const SignatureHex = z.string().regex(/^0x(?:[0-9a-fA-F]{2}){65,}$/);

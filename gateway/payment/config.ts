@@ -13,14 +13,12 @@ import { getAddress } from 'ethers';
 import { z } from 'zod';
 import { parseEnv } from '../../lib/config.ts';
 import type { TokenDomain } from '../../x402/eip3009.ts';
+import { TokenAddressSetting } from '../../x402/schemas.ts';
 
 const BASE_MAINNET_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
 
 const PaymentEnv = z.object({
-  TOKEN_ADDRESS: z
-    .string()
-    .regex(/^0x[0-9a-fA-F]{40}$/, 'must be a token contract address (0x and 40 hex digits)')
-    .default(BASE_MAINNET_USDC),
+  TOKEN_ADDRESS: TokenAddressSetting.default(BASE_MAINNET_USDC),
   CHAIN_ID: z.coerce.number().int().positive().default(8453),
   TOKEN_NAME: z.string().default('USD Coin'),
   TOKEN_VERSION: z.string().default('2'),
