@@ -39,15 +39,31 @@ const { apiMetricsPort, metricsHost } = config.observability;
 const metrics = apiMetricsPort ? await startMetricsServer(apiMetricsPort, metricsHost) : null;
 scheduleStaleStreamSweep(orm, log);
 
+// A stop (SIGTERM from a supervisor or a rolling update) takes no new connection and lets the
+// requests in hand finish, up to API_SHUTDOWN_GRACE_MS; a second signal, or the grace's end, cuts
+// what is left.
+let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    server.close();
-    server.closeAllConnections();
-    metrics?.close();
-    // The streaming calls cut just now record their outcome first (their completions are queued
-    // within a few ms); closing the ORM then writes every queued row before its connections go.
-    void new Promise((r) => setTimeout(r, 100))
-      .then(() => Promise.allSettled([temporal.connection.close(), orm.close(), stopTracing()]))
-      .then(() => process.exit(0));
+  process.on(signal, () => {
+    if (stopping) return server.closeAllConnections();
+    stopping = true;
+    log.info({ graceMs: config.shutdownGraceMs }, 'stopping: finishing the requests in hand');
+    const drained = new Promise<void>((resolve) => server.close(() => resolve()));
+    // Keep-alive connections that finish their request are closed as they go idle.
+    const idle = setInterval(() => server.closeIdleConnections(), 100);
+    void Promise.race([drained, new Promise((r) => setTimeout(r, config.shutdownGraceMs))]).then(() => {
+      clearInterval(idle);
+      server.closeAllConnections();
+      stop();
+    });
   });
+}
+
+function stop(): void {
+  metrics?.close();
+  // The streaming calls cut just now record their outcome first (their completions are queued
+  // within a few ms); closing the ORM then writes every queued row before its connections go.
+  void new Promise((r) => setTimeout(r, 100))
+    .then(() => Promise.allSettled([temporal.connection.close(), orm.close(), stopTracing()]))
+    .then(() => process.exit(0));
 }

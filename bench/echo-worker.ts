@@ -4,7 +4,7 @@
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { Agent, request } from 'undici';
-import { workerTuning } from '../temporal/worker-tuning.ts';
+import { gatewayActivityGraceMs, workerTuning } from '../temporal/worker-tuning.ts';
 import type { EchoActivities } from './echo-workflow.ts';
 
 const [address, taskQueue] = process.argv.slice(2);
@@ -30,7 +30,7 @@ const worker = await Worker.create({
   taskQueue,
   workflowsPath: fileURLToPath(new URL('./echo-workflow.ts', import.meta.url)),
   activities,
-  ...workerTuning,
+  ...workerTuning(gatewayActivityGraceMs(30_000)),
 });
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => worker.shutdown());
 process.stdout.write('echo worker running\n');

@@ -12,7 +12,7 @@ import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { TransactionSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
 import { temporalWorkerTracing } from '../lib/observability/tracing.ts';
-import { workerTuning } from './worker-tuning.ts';
+import { FACILITATOR_ACTIVITY_GRACE_MS, workerTuning } from './worker-tuning.ts';
 import { workflowSources } from './workflow-bundles.ts';
 import { workerVersioning } from './worker-deployment.ts';
 
@@ -36,7 +36,7 @@ export async function createFacilitatorWorker(
     activities: createSettlementActivities(steps, fastPath),
     interceptors: { activity: tracing.activity, workflowModules: opts.workflowBundle ? [] : tracing.workflowModules },
     sinks: tracing.sinks,
-    ...workerTuning,
+    ...workerTuning(FACILITATOR_ACTIVITY_GRACE_MS),
     ...workerVersioning(config.temporal.version),
   });
   return { worker, connection, fastPath };

@@ -12,7 +12,7 @@ import { createPostgresBodyStore } from '../gateway/body-store.ts';
 import { createCredentialResolver } from '../gateway/credentials/resolver.ts';
 import { createVaultClient, type VaultClient } from '../gateway/credentials/vault.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
-import { workerTuning } from './worker-tuning.ts';
+import { gatewayActivityGraceMs, workerTuning } from './worker-tuning.ts';
 import { workflowSources } from './workflow-bundles.ts';
 import { workerVersioning } from './worker-deployment.ts';
 
@@ -52,7 +52,7 @@ export async function createGatewayWorker(
       workflowModules: opts.workflowBundle ? [] : tracing.workflowModules,
     },
     sinks: tracing.sinks,
-    ...workerTuning,
+    ...workerTuning(gatewayActivityGraceMs(config.upstream.timeoutMs)),
     ...workerVersioning(config.temporal.version),
   });
   return { worker, connection };

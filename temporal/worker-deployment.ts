@@ -237,8 +237,10 @@ async function watchCurrentVersion(service: Service, queue: VersionedQueue, log:
       const state = await settleRound(service, queue, async (current) => !(await polledBy(service, queue, current)));
       recordCurrent(version, state.current);
       problem = undefined;
+      // Warn: an operator who sees it unexpectedly (a rollout whose new workers all died, and an
+      // old worker that was draining took over again) must know which version now takes new work.
       if (state.promoted)
-        log.info(
+        log.warn(
           { ...fields, previousBuildId: state.previousBuildId, taskQueue: queue.taskQueue },
           'promoted this worker version: the current version has no pollers left',
         );

@@ -99,4 +99,57 @@ describe('a worker killed mid-invocation', function () {
       await up.close();
     }
   });
+
+  it('a worker stopped with SIGTERM lets the call it is making finish before it exits', async () => {
+    const taskQueue = `drain-${randomUUID()}`;
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let arrived!: () => void;
+    const atUpstream = new Promise<void>((r) => (arrived = r));
+    let requests = 0;
+    // Holds the call until the test has asked the worker to stop, then answers it.
+    const up = await rawUpstream((req, res) => {
+      void readAll(req).then(async () => {
+        requests += 1;
+        arrived();
+        await held;
+        res.end('answered after the stop was asked');
+      });
+    }, '/');
+    const gateway = await startProxyApp({ temporal: { ...stack().config.temporal, taskQueue } });
+    try {
+      const token = await stack().token(`tenant-drain-${randomUUID()}`);
+      const agent = await createAgent(token, { upstream_url: up.url, capture_body: true });
+      const worker = await startWorkerProcess(taskQueue, { UPSTREAM_TIMEOUT_MS: '20000' });
+      children.push(worker);
+      const res = await request(`${gateway.url}/v1/proxy/${agent}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+        body: 'drain me',
+      });
+      assert.equal(res.statusCode, 202);
+      const { invocation_id: id } = (await res.body.json()) as { invocation_id: string };
+      await atUpstream;
+
+      worker.kill('SIGTERM');
+      const gone = exited(worker);
+      // Still running a second after the stop was asked: it waits for the call, not the other way round.
+      const early = await Promise.race([gone.then(() => 'exited'), new Promise((r) => setTimeout(r, 1000, 'running'))]);
+      assert.equal(early, 'running', 'the worker must not exit while its activity is at the upstream');
+      release();
+      await gone;
+
+      const row = await waitForRow(id, undefined, 30_000);
+      assert.equal(row.status, 'succeeded', `the call finished on the stopping worker (${row.errorClass})`);
+      assert.equal(row.upstreamStatus, 200);
+      assert.equal(row.attempts, 1);
+      assert.equal(requests, 1);
+      // The workflow's last task needs a poller: a worker of the next deployment picks it up.
+      children.push(await startWorkerProcess(taskQueue, { UPSTREAM_TIMEOUT_MS: '20000' }));
+      assert.equal((await stack().temporal.workflow.getHandle(id).result()).status, 'succeeded');
+    } finally {
+      await gateway.close();
+      await up.close();
+    }
+  });
 });
