@@ -13,22 +13,30 @@ export type PostgresHandle = {
   start?(): Promise<void>;
 };
 
-/** Creates the database named in `url` when it does not exist yet. */
+/**
+ * Creates the database named in `url` when it does not exist yet. The database itself is tried
+ * first: a managed role may have no CONNECT on `postgres`, and an existing database needs none.
+ */
 export async function ensureDatabase(url: string): Promise<void> {
-  const target = new URL(url);
-  const name = decodeURIComponent(target.pathname.slice(1));
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString(), connectionTimeoutMillis: 5_000 });
-  await client.connect();
+  const own = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
   try {
-    const found = await client.query('select 1 from pg_database where datname = $1', [name]);
-    if (found.rowCount === 0) await client.query(`create database ${pg.escapeIdentifier(name)}`);
+    await own.connect();
+    await own.end();
+    return;
+  } catch (err) {
+    // 3D000: the database does not exist; anything else (auth, network) is the caller's to see.
+    if ((err as { code?: string }).code !== '3D000') throw err;
+  }
+  const name = decodeURIComponent(new URL(url).pathname.slice(1));
+  const admin = new pg.Client({ connectionString: withDatabase(url, 'postgres'), connectionTimeoutMillis: 5_000 });
+  await admin.connect();
+  try {
+    await admin.query(`create database ${pg.escapeIdentifier(name)}`);
   } catch (err) {
     // A concurrent creator won the race: the database exists, which is all we need.
     if ((err as { code?: string }).code !== '42P04') throw err;
   } finally {
-    await client.end();
+    await admin.end();
   }
 }
 
