@@ -1,12 +1,11 @@
 // Facilitator configuration from the environment (zod), like the gateway's. One file serves
 // the HTTPS process, its Temporal worker and the operator CLI; each checks the parts it needs.
-import { readFileSync } from 'node:fs';
 import { getAddress } from 'ethers';
 import { z } from 'zod';
 import type { TokenDomain } from '../x402/eip3009.ts';
 import { TokenAddressSetting } from '../x402/schemas.ts';
 import { loadTemporalSettings, type TemporalWorkerSettings } from '../lib/temporal-connection.ts';
-import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv } from '../lib/config.ts';
+import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv, readSettingFile } from '../lib/config.ts';
 import { loadWorkerVersion } from '../lib/worker-version.ts';
 
 const amount = z.string().regex(/^[0-9]{1,78}$/, 'must be a decimal integer string');
@@ -179,38 +178,27 @@ export function requireTlsFiles(config: FacilitatorConfig): { cert: Buffer; key:
   if (!certFile || !keyFile || !caFile) {
     throw new ConfigError('FACILITATOR_TLS_CERT, FACILITATOR_TLS_KEY and FACILITATOR_TLS_CA must all be set');
   }
-  const problems: string[] = [];
-  const read = (variable: string, file: string): Buffer => {
-    try {
-      return readFileSync(file);
-    } catch (err) {
-      problems.push(`${variable}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`);
-      return Buffer.alloc(0);
-    }
-  };
-  const files = {
-    cert: read('FACILITATOR_TLS_CERT', certFile),
-    key: read('FACILITATOR_TLS_KEY', keyFile),
-    ca: read('FACILITATOR_TLS_CA', caFile),
-  };
-  if (problems.length) throw new ConfigError(problems);
-  return files;
+  return gatherConfig({
+    cert: () => readSettingFile('FACILITATOR_TLS_CERT', certFile),
+    key: () => readSettingFile('FACILITATOR_TLS_KEY', keyFile),
+    ca: () => readSettingFile('FACILITATOR_TLS_CA', caFile),
+  });
 }
 
-/** The gas wallet's address, read from the keystore's public `address` field without decrypting it. */
-export function gasWalletAddress(config: FacilitatorConfig): string {
+/** The gas wallet keystore's text and its public `address` field (read without decrypting it). */
+export function readKeystore(config: FacilitatorConfig): { json: string; address: string } {
   const file = config.keystore.file;
   if (!file) throw new ConfigError('FACILITATOR_KEYSTORE_FILE must be set');
+  const json = readSettingFile('FACILITATOR_KEYSTORE_FILE', file).toString('utf8');
   let address: unknown;
   try {
-    address = (JSON.parse(readFileSync(file, 'utf8')) as { address?: unknown }).address;
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new ConfigError(`FACILITATOR_KEYSTORE_FILE: cannot read ${file} as a JSON keystore (${code ?? 'not JSON'})`);
+    address = (JSON.parse(json) as { address?: unknown }).address;
+  } catch {
+    throw new ConfigError(`FACILITATOR_KEYSTORE_FILE: cannot read ${file} as a JSON keystore (not JSON)`);
   }
   if (typeof address !== 'string' || !/^(0x)?[0-9a-fA-F]{40}$/.test(address))
     throw new ConfigError(`FACILITATOR_KEYSTORE_FILE: ${file} has no address field; is it an ethers JSON keystore?`);
-  return getAddress(`0x${address.replace(/^0x/, '').toLowerCase()}`);
+  return { json, address: getAddress(`0x${address.replace(/^0x/, '').toLowerCase()}`) };
 }
 
 /** The keystore's password, from FACILITATOR_KEYSTORE_PASSWORD or the file FACILITATOR_KEYSTORE_PASSWORD_FILE names. */
@@ -219,11 +207,18 @@ export function keystorePassword(config: FacilitatorConfig): string {
   if (password !== undefined) return password;
   if (!passwordFile)
     throw new ConfigError('FACILITATOR_KEYSTORE_PASSWORD or FACILITATOR_KEYSTORE_PASSWORD_FILE must be set');
-  try {
-    return readFileSync(passwordFile, 'utf8').trim();
-  } catch (err) {
-    throw new ConfigError(
-      `FACILITATOR_KEYSTORE_PASSWORD_FILE: cannot read ${passwordFile} (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`,
-    );
-  }
+  return readSettingFile('FACILITATOR_KEYSTORE_PASSWORD_FILE', passwordFile).toString('utf8').trim();
+}
+
+/**
+ * The files a facilitator process reads at start, read now, every one that fails a line of its
+ * own: the HTTPS process's TLS files, the keystore (its address, for the gas gauge) and, where
+ * the gas key is decrypted, its password.
+ */
+export function requireStartFiles(config: FacilitatorConfig, needs: { tls: boolean; decrypts: boolean }): void {
+  gatherConfig({
+    tls: () => needs.tls && requireTlsFiles(config),
+    keystore: () => readKeystore(config),
+    password: () => needs.decrypts && keystorePassword(config),
+  });
 }

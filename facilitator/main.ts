@@ -7,21 +7,14 @@ import { loadFacilitatorConfig } from './config.ts';
 import { openFacilitatorPool } from './db/pool.ts';
 import { migrateFacilitatorOrExit } from './db/migrations.ts';
 import { startFacilitator } from './server.ts';
-import { loadKeystoreSigner } from './signer.ts';
+import { loadKeystoreSignerOrExit } from './signer.ts';
 import { createLogger } from '../lib/log.ts';
 import { connectClient } from '../temporal/client.ts';
 import { requireSearchAttributes } from '../temporal/search-attribute-setup.ts';
 import { startFacilitatorMetrics } from './metrics.ts';
 import { createChainProvider } from './chain.ts';
-import { gasWalletAddress, keystorePassword, requireTlsFiles } from './config.ts';
-import {
-  ConfigError,
-  exitWithProblems,
-  gatherConfig,
-  loadConfigOrExit,
-  problemsIn,
-  problemsOf,
-} from '../lib/config.ts';
+import { readKeystore, requireStartFiles } from './config.ts';
+import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
 import { startTracing, stopTracing, tracingSettings } from '../lib/observability/tracing.ts';
 import { installTemporalRuntime } from '../lib/observability/temporal-runtime.ts';
 import { prebuiltWorkflowBundle } from '../temporal/workflow-bundles.ts';
@@ -33,13 +26,7 @@ const { config, bundle } = await loadConfigOrExit(
     gatherConfig({
       config: () => {
         const loaded = loadFacilitatorConfig();
-        // The files it reads at start, read now: a missing one is a line here, not a crash later.
-        const problems = [
-          ...problemsIn(() => requireTlsFiles(loaded)),
-          ...problemsIn(() => gasWalletAddress(loaded)),
-          ...(loaded.embeddedWorker ? problemsIn(() => keystorePassword(loaded)) : []),
-        ];
-        if (problems.length) throw new ConfigError(problems);
+        requireStartFiles(loaded, { tls: true, decrypts: loaded.embeddedWorker });
         return loaded;
       },
       tracing: () => tracingSettings(process.env, 'facilitator'),
@@ -54,9 +41,7 @@ const { config, bundle } = await loadConfigOrExit(
   ],
 );
 // The embedded worker's gas key, decrypted before anything connects: a wrong password is one line, exit 2.
-const signer = config.embeddedWorker
-  ? await loadKeystoreSigner(config).catch((err: unknown) => exitWithProblems('facilitator', problemsOf(err)))
-  : undefined;
+const signer = config.embeddedWorker ? await loadKeystoreSignerOrExit('facilitator', config) : undefined;
 // Before the Temporal client and the apps are built: they install tracing only when it is on.
 startTracing(process.env, 'x402-facilitator');
 const log = createLogger('facilitator', config.logLevel);
@@ -74,7 +59,7 @@ if (bundle) log.info({ workflowBundle: bundle.file, builtAt: bundle.builtAt }, '
 const { version } = config.temporal;
 if (config.embeddedWorker && version.caution)
   log.warn({ deployment: version.deploymentName, buildId: version.buildId }, version.caution);
-const worker = config.embeddedWorker ? { signer: signer!, workflowBundle: bundle?.workflowBundle } : undefined;
+const worker = signer ? { signer, workflowBundle: bundle?.workflowBundle } : undefined;
 // An embedded worker that fails takes the process with it: an HTTPS process whose settlements'
 // workflows nobody runs must not go on taking /settle; its supervisor restarts it.
 const running = await startFacilitator(config, { pool, log, temporal, worker, onWorkerFailure: () => process.exit(1) });
@@ -84,7 +69,7 @@ log.info(
 );
 const metrics = await startFacilitatorMetrics({
   provider: createChainProvider(config.chainRpcUrl, config.domain.chainId),
-  gasWallet: gasWalletAddress(config),
+  gasWallet: readKeystore(config).address,
   extra: runtime?.coreMetrics,
 });
 

@@ -9,7 +9,7 @@ import { Client, type ConnectionLike } from '@temporalio/client';
 import { NativeConnection, type WorkflowBundle } from '@temporalio/worker';
 import type pg from 'pg';
 import type { Logger } from '../lib/log.ts';
-import { requireTlsFiles, gasWalletAddress, type FacilitatorConfig } from './config.ts';
+import { requireTlsFiles, readKeystore, type FacilitatorConfig } from './config.ts';
 import { createMutualTlsApp, createPublicApp } from './app.ts';
 import { createAccountLookup } from './accounts.ts';
 import { createChainProvider } from './chain.ts';
@@ -100,7 +100,7 @@ export async function startFacilitator(
   const provider = createChainProvider(config.chainRpcUrl, config.domain.chainId);
   const readiness = createReadiness({
     provider,
-    gasWallet: gasWalletAddress(config),
+    gasWallet: readKeystore(config).address,
     lowWaterWei: config.gasLowWaterWei,
     cacheMs: config.readinessCacheMs,
   });

@@ -2,10 +2,9 @@
 // the shipped one; the shipped one decrypts an ethers JSON keystore once, at worker start.
 // The facilitator never holds a payer's key: payers sign authorizations, this wallet only
 // pays gas to submit them.
-import { readFileSync } from 'node:fs';
 import { Wallet, type HDNodeWallet, type TransactionRequest } from 'ethers';
-import { gasWalletAddress, keystorePassword, type FacilitatorConfig } from './config.ts';
-import { ConfigError } from '../lib/config.ts';
+import { keystorePassword, readKeystore, type FacilitatorConfig } from './config.ts';
+import { ConfigError, exitWithProblems, problemsOf } from '../lib/config.ts';
 
 export interface TransactionSigner {
   readonly address: string;
@@ -19,11 +18,11 @@ export interface TransactionSigner {
  * reason left when decryption fails.
  */
 export async function loadKeystoreSigner(config: FacilitatorConfig): Promise<TransactionSigner> {
-  gasWalletAddress(config);
+  const { json } = readKeystore(config);
   const secret = keystorePassword(config);
   let wallet: Wallet | HDNodeWallet;
   try {
-    wallet = await Wallet.fromEncryptedJson(readFileSync(config.keystore.file!, 'utf8'), secret);
+    wallet = await Wallet.fromEncryptedJson(json, secret);
   } catch {
     // Never echo the password or the decryption detail.
     const source =
@@ -36,4 +35,9 @@ export async function loadKeystoreSigner(config: FacilitatorConfig): Promise<Tra
     address: wallet.address,
     signTransaction: (tx) => wallet.signTransaction(tx),
   };
+}
+
+/** loadKeystoreSigner for a process entry: a key it cannot load ends the process, one line, exit 2. */
+export function loadKeystoreSignerOrExit(processName: string, config: FacilitatorConfig): Promise<TransactionSigner> {
+  return loadKeystoreSigner(config).catch((err: unknown) => exitWithProblems(processName, problemsOf(err)));
 }

@@ -4,6 +4,7 @@
 // gathers the errors of all its loaders, adds the listeners it would fail to bind (a taken
 // port), and prints them all before it starts anything (reportConfigErrors). Values are never
 // quoted: a problem line may be about a secret.
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { z } from 'zod';
 
@@ -74,13 +75,12 @@ export function gatherConfig<T extends Record<string, () => unknown>>(
   return results as { [K in keyof T]: ReturnType<T[K]> };
 }
 
-/** The problem lines `check` throws (none when it passes); rethrows anything that is no configuration error. */
-export function problemsIn(check: () => unknown): string[] {
+/** The file a setting names, read at start; one that cannot be read is a problem naming the setting. */
+export function readSettingFile(variable: string, file: string): Buffer {
   try {
-    check();
-    return [];
+    return readFileSync(file);
   } catch (err) {
-    return problemsOf(err);
+    throw new ConfigError(`${variable}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`);
   }
 }
 

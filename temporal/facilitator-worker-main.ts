@@ -1,20 +1,13 @@
 // Process entry: `node temporal/facilitator-worker-main.ts` (npm start supervises it). The
 // only process that decrypts the gas wallet keystore.
-import { gasWalletAddress, keystorePassword, loadFacilitatorConfig } from '../facilitator/config.ts';
+import { loadFacilitatorConfig, requireStartFiles } from '../facilitator/config.ts';
 import { openFacilitatorPool } from '../facilitator/db/pool.ts';
 import { migrateFacilitatorOrExit } from '../facilitator/db/migrations.ts';
 import { createChainProvider } from '../facilitator/chain.ts';
-import { loadKeystoreSigner } from '../facilitator/signer.ts';
+import { loadKeystoreSignerOrExit } from '../facilitator/signer.ts';
 import { createLogger } from '../lib/log.ts';
 import { startFacilitatorMetrics } from '../facilitator/metrics.ts';
-import {
-  ConfigError,
-  exitWithProblems,
-  gatherConfig,
-  loadConfigOrExit,
-  problemsIn,
-  problemsOf,
-} from '../lib/config.ts';
+import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
 import { installTemporalRuntime } from '../lib/observability/temporal-runtime.ts';
 import { prebuiltWorkflowBundle } from './workflow-bundles.ts';
 import { createFacilitatorWorker } from './facilitator-worker.ts';
@@ -28,8 +21,7 @@ const { config, bundle } = await loadConfigOrExit(
     gatherConfig({
       config: () => {
         const loaded = loadFacilitatorConfig();
-        const problems = [...problemsIn(() => gasWalletAddress(loaded)), ...problemsIn(() => keystorePassword(loaded))];
-        if (problems.length) throw new ConfigError(problems);
+        requireStartFiles(loaded, { tls: false, decrypts: true });
         return loaded;
       },
       bundle: () => prebuiltWorkflowBundle('facilitator'),
@@ -37,9 +29,7 @@ const { config, bundle } = await loadConfigOrExit(
   [{ variable: 'FACILITATOR_WORKER_METRICS_PORT', fallback: 9467, hostVariable: 'METRICS_HOST' }],
 );
 // The gas key, decrypted before anything connects: a wrong password is one line, exit 2.
-const signer = await loadKeystoreSigner(config).catch((err: unknown) =>
-  exitWithProblems('facilitator-worker', problemsOf(err)),
-);
+const signer = await loadKeystoreSignerOrExit('facilitator-worker', config);
 const log = createLogger('facilitator-worker', config.logLevel);
 const { port: metricsPort, host: metricsHost } = config.workerMetrics;
 // The SDK's logs through this logger, its core metrics beside the process's own (before any connection).

@@ -8,10 +8,9 @@
 //   SETTLEMENT_TIMEOUT_MS    deadline of one /settle call to the facilitator
 //   CHAIN_RPC_URL            the node asked whether a contract-wallet payer accepts its signature (ERC-1271)
 //   X402_CONTRACT_SIGNATURE_TIMEOUT_MS  deadline of that eth_call (past it: the coarse 402)
-import { readFileSync } from 'node:fs';
 import { getAddress } from 'ethers';
 import { z } from 'zod';
-import { parseEnv } from '../../lib/config.ts';
+import { parseEnv, readSettingFile } from '../../lib/config.ts';
 import type { TokenDomain } from '../../x402/eip3009.ts';
 import { TokenAddressSetting } from '../../x402/schemas.ts';
 
@@ -49,14 +48,9 @@ export type PaymentConfig = {
 
 export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): PaymentConfig {
   const e = parseEnv(PaymentEnv, env);
-  let settlementCaPem: string | undefined;
-  if (e.SETTLEMENT_CA_FILE) {
-    try {
-      settlementCaPem = readFileSync(e.SETTLEMENT_CA_FILE, 'utf8');
-    } catch {
-      throw new Error('invalid configuration: SETTLEMENT_CA_FILE cannot be read');
-    }
-  }
+  const settlementCaPem = e.SETTLEMENT_CA_FILE
+    ? readSettingFile('SETTLEMENT_CA_FILE', e.SETTLEMENT_CA_FILE).toString('utf8')
+    : undefined;
   return {
     network: 'base',
     domain: {
