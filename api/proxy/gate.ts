@@ -1,6 +1,6 @@
-// The gate both invoke endpoints pass, in the v1 contract's order: (auth, done by the /v1 router) →
-// agent in the caller's tenant (404) → invocable (422) → X-Gateway-Model (400) → rate limit
-// (429). Then, once the body is known: parse → policy (403) → payment (402). A call denied
+// The gate both invoke endpoints pass: (auth, done by the /v1 router) → agent in the caller's
+// tenant (404) → invocable (422) → X-Gateway-Model (400) → rate limit (429). Then, once the body
+// is known, in the v1 contract's order: parse → policy (403) → payment (402). A call denied
 // by policy never reaches the payment stage, so it is never told to pay. The header check
 // comes before the rate limit, and a body refused for its size or its parse gives its tokens
 // back (refundIfRefused): a call refused for what it sent reaches no upstream and costs its
