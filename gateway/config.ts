@@ -89,6 +89,11 @@ const GatewayEnv = z.object({
   RATE_LIMIT_AGENT_MAX_BURST: z.coerce.number().int().positive().default(2000),
   RATE_LIMIT_GLOBAL_RPS: z.coerce.number().positive().default(2000),
   RATE_LIMIT_GLOBAL_BURST: z.coerce.number().int().positive().default(4000),
+  // Each tenant's share over all its agents (default: a quarter of the global bucket; below it).
+  RATE_LIMIT_TENANT_RPS: z.coerce.number().positive().optional(),
+  RATE_LIMIT_TENANT_BURST: z.coerce.number().int().positive().optional(),
+  // Live (active or pending) agents one tenant may have: each has its own rate-limit bucket.
+  TENANT_MAX_AGENTS: z.coerce.number().int().positive().default(1000),
   CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   GIT_COMMIT: z.string().optional(),
@@ -153,9 +158,14 @@ export type GatewayConfig = {
     agentBurst: number;
     agentMaxRps: number;
     agentMaxBurst: number;
+    /** RATE_LIMIT_TENANT_RPS, RATE_LIMIT_TENANT_BURST: one bucket per tenant (gateway/ratelimit/index.ts). */
+    tenantRps: number;
+    tenantBurst: number;
     globalRps: number;
     globalBurst: number;
   };
+  /** TENANT_MAX_AGENTS: live agents per tenant (gateway/agent-count.ts). */
+  tenantMaxAgents: number;
   /** GATE_CACHE_FRESHNESS (api/proxy/freshness.ts). */
   gateFreshness: GateFreshness;
   chainRpcUrl: string;
@@ -185,6 +195,27 @@ function checkAuthSecret(env: NodeJS.ProcessEnv): void {
     throw new ConfigError(
       `AUTH_JWT_SECRET is ${bytes} bytes; HS256 needs at least ${MIN_HS256_SECRET_BYTES} (e.g. openssl rand -base64 32)`,
     );
+}
+
+/**
+ * The tenant bucket, a quarter of the global one unless set, and below it: a tenant whose share
+ * were the whole global bucket could drain it alone, and every other tenant's calls would be
+ * refused while it does.
+ */
+function tenantRateLimit(e: z.infer<typeof GatewayEnv>): { tenantRps: number; tenantBurst: number } {
+  const tenantRps = e.RATE_LIMIT_TENANT_RPS ?? e.RATE_LIMIT_GLOBAL_RPS / 4;
+  const tenantBurst = e.RATE_LIMIT_TENANT_BURST ?? Math.max(1, Math.floor(e.RATE_LIMIT_GLOBAL_BURST / 4));
+  const problems: string[] = [];
+  if (tenantRps >= e.RATE_LIMIT_GLOBAL_RPS)
+    problems.push(
+      'RATE_LIMIT_TENANT_RPS must be below RATE_LIMIT_GLOBAL_RPS (one tenant could drain the global bucket)',
+    );
+  if (tenantBurst >= e.RATE_LIMIT_GLOBAL_BURST && e.RATE_LIMIT_GLOBAL_BURST > 1)
+    problems.push(
+      'RATE_LIMIT_TENANT_BURST must be below RATE_LIMIT_GLOBAL_BURST (one tenant could drain the global bucket)',
+    );
+  if (problems.length) throw new ConfigError(problems);
+  return { tenantRps, tenantBurst };
 }
 
 /** Every setting of the API and the gateway worker; a ConfigError lists every problem at once. */
@@ -244,9 +275,11 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       agentBurst: e.RATE_LIMIT_AGENT_BURST,
       agentMaxRps: e.RATE_LIMIT_AGENT_MAX_RPS,
       agentMaxBurst: e.RATE_LIMIT_AGENT_MAX_BURST,
+      ...tenantRateLimit(e),
       globalRps: e.RATE_LIMIT_GLOBAL_RPS,
       globalBurst: e.RATE_LIMIT_GLOBAL_BURST,
     },
+    tenantMaxAgents: e.TENANT_MAX_AGENTS,
     gateFreshness: parts.gateFreshness,
     chainRpcUrl: e.CHAIN_RPC_URL,
     logLevel: e.LOG_LEVEL,

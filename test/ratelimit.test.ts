@@ -18,7 +18,14 @@ import {
 import { TAKE_SCRIPT } from '../gateway/ratelimit/redis.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-const settings = { agentRps: 50, agentBurst: 100, globalRps: 2000, globalBurst: 4000 };
+const settings = {
+  agentRps: 50,
+  agentBurst: 100,
+  tenantRps: 500,
+  tenantBurst: 1000,
+  globalRps: 2000,
+  globalBurst: 4000,
+};
 
 async function takeN(limiter: RateLimiter, n: number, buckets: Parameters<RateLimiter['take']>[0]) {
   const out = [];
@@ -75,26 +82,28 @@ describe('rate limits', () => {
     });
 
     it('uses the agent’s rate with a burst of 20 when only the rate is set, else the configured default', () => {
-      assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: 2, rateLimitBurst: null }, settings)[0], {
-        key: 'agent:agt_1',
-        rate: 2,
-        burst: 20,
-      });
-      assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: 2, rateLimitBurst: 7 }, settings)[0], {
+      assert.deepEqual(
+        bucketsFor({ id: 'agt_1', tenantId: 't1', rateLimitRps: 2, rateLimitBurst: null }, settings)[0],
+        {
+          key: 'agent:agt_1',
+          rate: 2,
+          burst: 20,
+        },
+      );
+      assert.deepEqual(bucketsFor({ id: 'agt_1', tenantId: 't1', rateLimitRps: 2, rateLimitBurst: 7 }, settings)[0], {
         key: 'agent:agt_1',
         rate: 2,
         burst: 7,
       });
-      assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: null, rateLimitBurst: null }, settings)[0], {
-        key: 'agent:agt_1',
-        rate: 50,
-        burst: 100,
-      });
-      assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: null, rateLimitBurst: null }, settings)[1], {
-        key: 'global',
-        rate: 2000,
-        burst: 4000,
-      });
+      // Then the tenant's bucket and the global one, for every agent alike.
+      assert.deepEqual(
+        bucketsFor({ id: 'agt_1', tenantId: 't1', rateLimitRps: null, rateLimitBurst: null }, settings),
+        [
+          { key: 'agent:agt_1', rate: 50, burst: 100 },
+          { key: 'tenant:t1', rate: 500, burst: 1000 },
+          { key: 'global', rate: 2000, burst: 4000 },
+        ],
+      );
     });
   });
 

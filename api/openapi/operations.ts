@@ -207,7 +207,9 @@ export const operations: Operation[] = [
       ),
       401: unauthorized,
       413: bodyTooLarge,
-      409: err('An active or pending agent with the same name exists in the tenant.'),
+      409: err(
+        'An active or pending agent with the same name exists in the tenant, or the tenant already has TENANT_MAX_AGENTS active or pending agents.',
+      ),
       500: serverError,
     },
   },

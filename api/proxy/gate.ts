@@ -1,7 +1,10 @@
-// The gate both invoke endpoints pass, in the v1 contract's order: (auth, done by the /v1 router) →
-// agent in the caller's tenant (404) → invocable (422) → rate limit (429) → X-Gateway-Model
-// (400). Then, once the body is known: parse → policy (403) → payment (402). A call denied
-// by policy never reaches the payment stage, so it is never told to pay.
+// The gate both invoke endpoints pass: (auth, done by the /v1 router) → agent in the caller's
+// tenant (404) → invocable (422) → X-Gateway-Model (400) → rate limit (429). Then, once the body
+// is known, in the v1 contract's order: parse → policy (403) → payment (402). A call denied
+// by policy never reaches the payment stage, so it is never told to pay. The header check
+// comes before the rate limit, and a body refused for its size or its parse gives its tokens
+// back (refundIfRefused): a call refused for what it sent reaches no upstream and costs its
+// tenant's buckets nothing, so a flood of such calls drains no one's budget.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Context, Next } from 'koa';
@@ -21,7 +24,13 @@ import type { ProxyServices } from './services.ts';
 
 const MAX_MODEL_BYTES = 256;
 
-export type Admitted = { agent: Agent; requestId: string; model: string | null };
+export type Admitted = {
+  agent: Agent;
+  requestId: string;
+  model: string | null;
+  /** Returns the call's rate-limit tokens; at most once. */
+  giveBack(): Promise<void>;
+};
 
 function assertInvocable(agent: Agent): void {
   if (agentStatus(agent) !== 'active' || agent.suspended) throw unprocessable('agent is not invocable');
@@ -67,15 +76,39 @@ export async function admit(
   if (!agent) throw notFound();
   assertInvocable(agent);
 
-  const decision = await services.limiter.take(bucketsFor(agent, deps.config.rateLimit));
-  if (!decision.allowed)
-    throw new ApiError(429, 'rate limit exceeded', { 'Retry-After': String(decision.retryAfterSeconds) });
-
   const model = ctx.get('x-gateway-model') || null;
   // Node hands header values over as latin1 text, one character per byte on the wire.
   if (model && Buffer.byteLength(model, 'latin1') > MAX_MODEL_BYTES)
     throw badRequest('X-Gateway-Model exceeds 256 bytes');
-  return { agent, requestId, model };
+
+  const buckets = bucketsFor(agent, deps.config.rateLimit);
+  const decision = await services.limiter.take(buckets);
+  if (!decision.allowed)
+    throw new ApiError(429, 'rate limit exceeded', { 'Retry-After': String(decision.retryAfterSeconds) });
+  let given = false;
+  const giveBack = async () => {
+    if (given) return;
+    given = true;
+    await services.limiter.giveBack(buckets);
+  };
+  return { agent, requestId, model, giveBack };
+}
+
+/**
+ * Runs a check of what the caller sent (the body's size: 413, its parse: 400); a call it
+ * refuses with `status` gives its rate-limit tokens back before the refusal goes out.
+ */
+export async function refundIfRefused<T>(
+  admitted: Pick<Admitted, 'giveBack'>,
+  status: 400 | 413,
+  check: () => T | Promise<T>,
+): Promise<T> {
+  try {
+    return await check();
+  } catch (err) {
+    if (err instanceof ApiError && err.status === status) await admitted.giveBack();
+    throw err;
+  }
 }
 
 /**

@@ -33,7 +33,7 @@ import {
 } from '../../gateway/upstream/errors.ts';
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import { outcomeStatus } from '../../activities/invocation.ts';
-import { admit, runStages } from './gate.ts';
+import { admit, refundIfRefused, runStages } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
 import { arrivedBody, readCappedBody } from './body.ts';
 import { recordedCallFields, type ProxyCall } from './call.ts';
@@ -47,7 +47,7 @@ import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 import { digestOf, digestOfEmitted, digestingBody, type BodyDigest } from './digest.ts';
 import type { SignedReceipt } from '../../gateway/receipts/signer.ts';
-import { receiptsIssued } from '../../lib/observability/metrics.ts';
+import { receiptsIssued, recordUpstreamOutcome } from '../../lib/observability/metrics.ts';
 
 /** An MCP body is one JSON-RPC request and must be read to be parsed; it is still capped. */
 const MAX_MCP_BODY = 32 * 1024 * 1024;
@@ -94,15 +94,19 @@ async function admitCall(
   deps: AppDeps,
   services: ProxyServices,
 ): Promise<{ call: ProxyCall; body: Buffer | Readable; declaredLength: number | null }> {
-  const { agent, requestId, model } = await admit(ctx, deps, services);
+  const admitted = await admit(ctx, deps, services);
+  const { agent, requestId, model } = admitted;
   const declaredLength = contentLengthOf(ctx.get('content-length'));
   let body: Buffer | Readable;
   let mcp: ProxyCall['mcp'] = null;
   if (agent.protocol === 'mcp') {
     const held = services.bodyBudget.open(ctx.state.caller.tenantId);
     ctx.res.once('close', held.release);
-    body = await readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace, held);
-    mcp = parseMcpBody(body);
+    const read = await refundIfRefused(admitted, 413, () =>
+      readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace, held),
+    );
+    body = read;
+    mcp = await refundIfRefused(admitted, 400, () => parseMcpBody(read));
   } else {
     // A small body is usually here whole already: sent as the bytes it is (body.ts).
     body = arrivedBody(ctx.req, declaredLength) ?? ctx.req;
@@ -192,6 +196,7 @@ function callRecord(deps: AppDeps, services: ProxyServices, call: ProxyCall, row
   const logFailure = (err: Error) =>
     deps.log.error({ invocationId: row.id, err: errorKind(err) }, 'could not record streaming invocation');
   const complete = async (fields: Omit<Completion, 'id'>) => {
+    recordUpstreamOutcome('streaming', fields.errorClass, fields.latencyMs);
     const completedAt = new Date();
     const done = {
       ...row,
@@ -374,6 +379,12 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       hangup.stop();
       return answerUnreached(ctx, record, err);
     }
-    await record.complete(await relay(ctx, call, reply, gatewayHeaders, record, hangup));
+    // The answer holds its tenant's connection slot until its body closes: one that cannot be relayed is closed here.
+    const outcome = await relay(ctx, call, reply, gatewayHeaders, record, hangup).catch((err: unknown) => {
+      reply.body.destroy();
+      reply.finish();
+      throw err;
+    });
+    await record.complete(outcome);
   };
 }

@@ -24,6 +24,7 @@ import { upstreamUrlProblem } from '../upstream-url.ts';
 import { serializeAgent } from '../agents/serialize.ts';
 import { SettlementConfigSchema } from '../../gateway/settlement/entity.ts';
 import { lockReferencedCredential } from '../../gateway/credentials/references.ts';
+import { hasRoomForAgent } from '../../gateway/tenant-agents.ts';
 import type { AgentRows } from '../proxy/agent-row.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
@@ -101,6 +102,11 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
     if (problem) throw badRequest(problem);
     const { tenantId, userId } = ctx.state.caller;
     const agent = await deps.orm.em.fork().transactional(async (em) => {
+      // 409: the body is valid; the tenant's state refuses it until one of its agents is deleted.
+      if (!(await hasRoomForAgent(em, tenantId, deps.config.tenantMaxAgents)))
+        throw conflict(
+          `this tenant has ${deps.config.tenantMaxAgents} active or pending agents, the most allowed; delete one first`,
+        );
       await checkCredentialRef(em, tenantId, input.credential_ref);
       const now = new Date();
       const created = em.create(AgentSchema, {

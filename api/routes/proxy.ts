@@ -1,6 +1,6 @@
 // The proxy endpoints. One transactional call: (auth) → agent in tenant (404) → invocable
-// (422) → rate limit (429) → X-Gateway-Model (400) → body within 32 MiB (413, while reading)
-// → parse → policy stage → a place in the start backlog (503) → payment stage → the body, the
+// (422) → X-Gateway-Model (400) → rate limit (429) → body within 32 MiB (413, while reading)
+// → parse (a 413 or a parse 400 gives the rate-limit tokens back) → policy stage → a place in the start backlog (503) → payment stage → the body, the
 // invocation row `pending` (the intent to start) and a paid call's payment in one commit → 202
 // → InvocationWorkflow started by this process at once (not waited for), else by the start relay
 // (api/proxy/start-relay.ts). The streaming endpoint (api/proxy/stream.ts) passes the same gate.
@@ -14,7 +14,7 @@ import { MAX_TRANSACTIONAL_BODY, readCappedBody } from '../proxy/body.ts';
 import { forwardableHeaders } from '../../gateway/upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
-import { admit, runStages } from '../proxy/gate.ts';
+import { admit, refundIfRefused, runStages } from '../proxy/gate.ts';
 import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
@@ -32,10 +32,13 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
 
   router.post('/proxy/:id', async (ctx) => {
     const { tenantId, userId } = ctx.state.caller;
-    const { agent, requestId, model } = await admit(ctx, deps, services);
+    const admitted = await admit(ctx, deps, services);
+    const { agent, requestId, model } = admitted;
     const held = services.bodyBudget.open(tenantId);
     ctx.res.once('close', held.release);
-    const body = await readCappedBody(ctx.req, MAX_TRANSACTIONAL_BODY, deps.config.bodyPace, held);
+    const body = await refundIfRefused(admitted, 413, () =>
+      readCappedBody(ctx.req, MAX_TRANSACTIONAL_BODY, deps.config.bodyPace, held),
+    );
 
     const call: ProxyCall = {
       caller: ctx.state.caller,
@@ -47,7 +50,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       contentType: ctx.get('content-type') || null,
       bodyBytes: body.length,
       resourceUrl: publicRequestUrl(ctx, deps.config.publicAddress),
-      mcp: agent.protocol === 'mcp' ? parseMcpBody(body) : null,
+      mcp: agent.protocol === 'mcp' ? await refundIfRefused(admitted, 400, () => parseMcpBody(body)) : null,
       policyWarning: null,
       payment: null,
     };

@@ -11,7 +11,10 @@ export type RateLimitSettings = {
   /** Per-agent default when the agent sets no rate of its own. */
   agentRps: number;
   agentBurst: number;
-  /** One bucket over every proxied call the deployment takes. */
+  /** One bucket per tenant over all its agents' calls: its share of the gateway, whatever its agents' rates. */
+  tenantRps: number;
+  tenantBurst: number;
+  /** One bucket over every proxied call the deployment takes: a last-resort capacity guard. */
   globalRps: number;
   globalBurst: number;
 };
@@ -23,9 +26,15 @@ export function createRateLimiter(redisUrl: string | undefined, onError?: (err: 
   return redisUrl ? createRedisLimiter(redisUrl, { onError }) : createMemoryLimiter();
 }
 
-/** The buckets one proxied call of this agent takes a token from. */
+/**
+ * The buckets one proxied call of this agent takes a token from, all or nothing: its agent's,
+ * its tenant's, the global one. The tenant's bucket is what makes the global one fair: a tenant
+ * however many agents it has takes at most its tenant rate from the global bucket (a call its
+ * own bucket refuses takes nothing from the others), and the tenant rate is below the global
+ * one (gateway/config.ts), so the rest stays for the other tenants (docs/PROXY.md "Rate limits").
+ */
 export function bucketsFor(
-  agent: Pick<Agent, 'id' | 'rateLimitRps' | 'rateLimitBurst'>,
+  agent: Pick<Agent, 'id' | 'tenantId' | 'rateLimitRps' | 'rateLimitBurst'>,
   settings: RateLimitSettings,
 ): Bucket[] {
   // PostgreSQL doubles may arrive as strings.
@@ -34,6 +43,7 @@ export function bucketsFor(
   const burst = agent.rateLimitBurst ?? (ownRate ? AGENT_DEFAULT_BURST_WITH_RATE : settings.agentBurst);
   return [
     { key: `agent:${agent.id}`, rate, burst: Math.max(1, burst) },
+    { key: `tenant:${agent.tenantId}`, rate: settings.tenantRps, burst: Math.max(1, settings.tenantBurst) },
     { key: 'global', rate: settings.globalRps, burst: Math.max(1, settings.globalBurst) },
   ];
 }

@@ -1,10 +1,12 @@
-// Token buckets. A call takes one token from every bucket it is subject to (its agent's and
-// the global one) all or nothing: a call refused by one bucket takes nothing from the others.
+// Token buckets. A call takes one token from every bucket it is subject to (its agent's, its
+// tenant's and the global one) all or nothing: a call refused by one bucket takes nothing from
+// the others. A call the gateway then refuses for what it sent (a body over the cap, one that
+// does not parse) gives its tokens back (giveBack), so refused calls cost their tenant nothing.
 // Retry-After is the time until every refusing bucket has a token again, in whole seconds,
 // at least 1 and at most 60 (docs/API.md "Limits").
 
 export type Bucket = {
-  /** Bucket name, e.g. `agent:agt_…` or `global`. */
+  /** Bucket name, e.g. `agent:agt_…`, `tenant:…` or `global`. */
   key: string;
   /** Refill rate in tokens per second. */
   rate: number;
@@ -16,6 +18,8 @@ export type Decision = { allowed: true } | { allowed: false; retryAfterSeconds: 
 
 export interface RateLimiter {
   take(buckets: Bucket[]): Promise<Decision>;
+  /** Returns the token an allowed `take` of the same buckets spent (never past a bucket's burst). */
+  giveBack(buckets: Bucket[]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -41,6 +45,11 @@ export function createMemoryLimiter(now: () => number = () => performance.now())
     for (const [key, state] of states) if (at - state.at > 3_600_000) states.delete(key);
   }
 
+  const refill = (b: Bucket, at: number): number => {
+    const state = states.get(b.key) ?? { tokens: b.burst, at };
+    return Math.min(b.burst, state.tokens + (Math.max(0, at - state.at) * b.rate) / 1000);
+  };
+
   return {
     async take(buckets) {
       const at = now();
@@ -48,8 +57,7 @@ export function createMemoryLimiter(now: () => number = () => performance.now())
       let waitMs = 0;
       let refusing = '';
       const refilled = buckets.map((b) => {
-        const state = states.get(b.key) ?? { tokens: b.burst, at };
-        const tokens = Math.min(b.burst, state.tokens + (Math.max(0, at - state.at) * b.rate) / 1000);
+        const tokens = refill(b, at);
         if (tokens < 1) {
           const wait = ((1 - tokens) * 1000) / b.rate;
           if (wait > waitMs) {
@@ -64,6 +72,10 @@ export function createMemoryLimiter(now: () => number = () => performance.now())
       return allowed
         ? { allowed: true }
         : { allowed: false, retryAfterSeconds: retryAfterSeconds(waitMs), bucket: refusing };
+    },
+    async giveBack(buckets) {
+      const at = now();
+      for (const b of buckets) states.set(b.key, { tokens: Math.min(b.burst, refill(b, at) + 1), at });
     },
     async close() {
       states.clear();

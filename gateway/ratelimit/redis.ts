@@ -49,11 +49,34 @@ end
 return {allowed, math.ceil(wait), slowest}
 `;
 
+// The same buckets, refilled as above, each given one token back (at most its burst). A bucket
+// that has expired is full already and stays absent.
+const GIVE_BACK_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+for i = 1, #KEYS do
+  local rate = tonumber(ARGV[2 * i - 1])
+  local burst = tonumber(ARGV[2 * i])
+  local state = redis.call('HMGET', KEYS[i], 'tokens', 'at')
+  local have = tonumber(state[1])
+  local at = tonumber(state[2])
+  if have ~= nil and at ~= nil then
+    local elapsed = now - at
+    if elapsed < 0 then elapsed = 0 end
+    have = math.min(burst, have + elapsed * rate / 1000 + 1)
+    redis.call('HSET', KEYS[i], 'tokens', tostring(have), 'at', tostring(now))
+    redis.call('PEXPIRE', KEYS[i], math.ceil(burst * 1000 / rate) + 1000)
+  end
+end
+return 1
+`;
+
 /** Key namespace; deployments (or test runs) sharing one Redis keep their buckets apart with their own. */
 const DEFAULT_PREFIX = 'gw:rl:';
 
 export type WithTake = Redis & {
   gwTakeTokens(numKeys: number, ...args: Array<string | number>): Promise<[number, number, number]>;
+  gwGiveBackTokens(numKeys: number, ...args: Array<string | number>): Promise<number>;
 };
 
 export function createRedisLimiter(
@@ -70,13 +93,16 @@ export function createRedisLimiter(
   }) as WithTake;
   redis.on('error', (err: Error) => opts.onError?.(err));
   redis.defineCommand('gwTakeTokens', { lua: TAKE_SCRIPT });
+  redis.defineCommand('gwGiveBackTokens', { lua: GIVE_BACK_SCRIPT });
+  const argsOf = (buckets: Bucket[]) => [
+    ...buckets.map((b) => prefix + b.key),
+    ...buckets.flatMap((b) => [String(b.rate), String(b.burst)]),
+  ];
 
   return {
     async take(buckets: Bucket[]): Promise<Decision> {
-      const keys = buckets.map((b) => prefix + b.key);
-      const args = buckets.flatMap((b) => [String(b.rate), String(b.burst)]);
       try {
-        const [allowed, waitMs, slowest] = await redis.gwTakeTokens(keys.length, ...keys, ...args);
+        const [allowed, waitMs, slowest] = await redis.gwTakeTokens(buckets.length, ...argsOf(buckets));
         if (allowed === 1) return { allowed: true };
         return {
           allowed: false,
@@ -88,6 +114,10 @@ export function createRedisLimiter(
         opts.onError?.(err as Error);
         return { allowed: true };
       }
+    },
+    async giveBack(buckets: Bucket[]): Promise<void> {
+      // A token not given back only makes the limit stricter for a moment: logged, never the call's failure.
+      await redis.gwGiveBackTokens(buckets.length, ...argsOf(buckets)).catch((err: Error) => opts.onError?.(err));
     },
     async close() {
       await redis.quit().catch(() => redis.disconnect());

@@ -258,7 +258,10 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
           continue;
         }
       }
-      if (!req.deadlineCoversBody) finish();
+      // Streaming: the deadline bounded getting here; the body is bounded by idleTimeoutMs. The
+      // slot stays held while the body flows (released once, when it closes or at finish()):
+      // a long stream is an open request to the origin, and counts against its tenant's bound.
+      if (!req.deadlineCoversBody) clearTimeout(timer);
       return {
         status: res.statusCode,
         headers: res.headers,

@@ -169,9 +169,12 @@ export async function startSystem(opts: ChaosSystemOptions): Promise<ChaosSystem
       FACILITATOR_WORKER_METRICS_PORT: '0',
       API_METRICS_PORT: '0',
       UPSTREAM_ALLOW: `${upstream.hostPort},127.0.0.1:${ports.facilitator}`,
-      // The scenarios drive load on purpose: the per-agent limit must not be what answers.
+      // The scenarios drive load on purpose from one tenant: the per-agent and per-tenant limits
+      // must not be what answers (the tenant's stays below the global 2000/s, 4000).
       RATE_LIMIT_AGENT_RPS: '5000',
       RATE_LIMIT_AGENT_BURST: '10000',
+      RATE_LIMIT_TENANT_RPS: '1500',
+      RATE_LIMIT_TENANT_BURST: '3000',
       LOG_LEVEL: 'warn',
       ...opts.env,
     });

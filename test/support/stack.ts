@@ -88,9 +88,12 @@ export async function startStack(): Promise<Stack> {
     CHAIN_RPC_URL: infra.chainRpcUrl,
     UPSTREAM_ALLOW: allow.join(','),
     UPSTREAM_TIMEOUT_MS: '5000',
-    // The fuzz suites give agents rates up to the schema's own bound.
+    // The fuzz suites give agents rates up to the schema's own bound, and send thousands of calls
+    // from one tenant: its bucket is most of the global one (2000/s, 4000) here.
     RATE_LIMIT_AGENT_MAX_RPS: '100000',
     RATE_LIMIT_AGENT_MAX_BURST: '100000',
+    RATE_LIMIT_TENANT_RPS: '1500',
+    RATE_LIMIT_TENANT_BURST: '3000',
     VAULT_ADDR: infra.vault.addr,
     VAULT_TOKEN: infra.vault.token,
     VAULT_TENANT_ROLE: infra.vault.tenantRole,
