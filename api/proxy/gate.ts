@@ -14,7 +14,7 @@ import { bucketsFor } from '../../gateway/ratelimit/index.ts';
 import { policyStage } from '../policy/stage.ts';
 import { paymentStage } from '../payment/stage.ts';
 import { paymentHeadersOf } from '../payment/dialect.ts';
-import { refuseOpenCircuit } from './open-circuit.ts';
+import { refuseKnownFailure } from './known-failure.ts';
 import type { ProxyCall } from './call.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
@@ -95,8 +95,8 @@ export async function runStages(
   const policy = await policyStage(services.policy, call);
   if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
   if (policy.action === 'warn') call.policyWarning = policy.reason;
-  // Both endpoints: an upstream known to be failing is not paid for (503 before payment).
-  await refuseOpenCircuit(services.upstream, call);
+  // Both endpoints: an upstream call known to fail is not paid for (an open circuit, a blocked address).
+  await refuseKnownFailure(deps, services.upstream, call);
   await beforePayment?.();
   call.payment = await paymentStage(
     deps,
