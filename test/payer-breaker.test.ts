@@ -242,6 +242,31 @@ describe('payer: an open breaker refuses a paid call before payment', function (
     }
   });
 
+  it('with Redis unreachable, the check fails open: a paid call to a healthy upstream is served', async () => {
+    const broken = 'redis://127.0.0.1:1';
+    const app = await startProxyApp(
+      {},
+      {
+        upstream: createUpstreamClient({
+          allow: stack().allow,
+          circuits: createOpenCircuits({ redisUrl: broken, local: createMemoryCircuits() }),
+        }),
+      },
+    );
+    const upstream = await startUpstream();
+    try {
+      const payTo = newPayTo();
+      const paidAgent = await agent(upstream.url, payTo);
+      const served = await send(app.url, paidAgent, '/stream', (await payment(payTo)).header);
+      assert.equal(served.status, 200, served.text);
+      assert.equal(receiptOf(served).success, true);
+    } finally {
+      await upstream.close();
+      await app.close();
+      await closeRedisClients([broken]);
+    }
+  });
+
   it('two identical paid streaming calls at once: one is served with the receipt, the 402 carries none', async () => {
     const upstream = await startUpstream();
     try {

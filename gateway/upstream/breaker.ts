@@ -131,9 +131,8 @@ export class BreakerRegistry {
         const next = stateOf(s);
         recordBreakerTransition(created.state, next);
         created.state = next;
-        // Half-open needs no word: the opening was announced for the open period only.
+        // Announced for the open period only: half-open and closed need no word (open-circuits.ts).
         if (next === 'open') this.circuits.opened(key, this.opts.halfOpenAfterMs);
-        else if (next === 'closed') this.circuits.closed(key);
       });
       entry = created;
       this.trim(now);

@@ -2,10 +2,14 @@
 // upstream's breaker is open would be charged and then fail fast without reaching it, so the
 // gate refuses it before the payment stage (docs/PROXY.md, "Breaker"). The breakers that open
 // are the ones of whatever process made the calls (an API's streaming calls, a worker's
-// transactional ones); they announce here when they open and close.
+// transactional ones); they announce here when they open, for their open period. A closing is
+// not announced: a breaker closes only after its own period has ended, so its announcement has
+// expired by then, and another breaker of the same circuit that opened later is still failing
+// calls fast until its own period ends.
 // - In memory: one table per process, shared by every breaker registry in it (an API and a
 //   worker run in one process share what they know).
-// - With REDIS_URL: an opening is also written to Redis as a key whose TTL is the open period,
+// - With REDIS_URL: an opening is also written to Redis as a key whose TTL is the open period
+//   (every breaker has the same period, so a later opening never shortens an earlier one),
 //   so every API replica learns what any worker or replica's breaker knows. Reads are cached
 //   for a second per circuit; Redis away fails open (not refused here; the breaker still fails
 //   the call fast), like the rate limiter: an outage of Redis must not refuse every paid call.
@@ -14,10 +18,8 @@ import type { Logger } from '../../lib/log.ts';
 import { redisClient } from '../policy/redis.ts';
 
 export type OpenCircuits = {
-  /** The breaker of `key` opened: calls fail fast for `forMs`, then one probe is let through. */
+  /** A breaker of `key` opened: calls fail fast for `forMs`, then one probe is let through. */
   opened(key: string, forMs: number): void;
-  /** The breaker of `key` closed (its probe succeeded). */
-  closed(key: string): void;
   /** Milliseconds until the circuit of `key` may half-open; 0 when it is not known to be open. */
   openFor(key: string): Promise<number>;
 };
@@ -48,12 +50,10 @@ export function createMemoryCircuits(): OpenCircuits {
   const until = new Map<string, number>();
   return {
     opened(key, forMs) {
+      const later = Math.max(until.get(key) ?? 0, Date.now() + forMs);
       until.delete(key);
       trim(until, (u) => u <= Date.now());
-      until.set(key, Date.now() + forMs);
-    },
-    closed(key) {
-      until.delete(key);
+      until.set(key, later);
     },
     openFor(key) {
       const left = (until.get(key) ?? 0) - Date.now();
@@ -88,11 +88,6 @@ function redisCircuits(url: string, local: OpenCircuits, log?: Logger): OpenCirc
       redis()
         .set(redisKey(key), String(until), 'PX', Math.max(1, Math.ceil(forMs)))
         .catch(failOpen);
-    },
-    closed(key) {
-      local.closed(key);
-      reads.delete(key);
-      redis().del(redisKey(key)).catch(failOpen);
     },
     async openFor(key) {
       const own = await local.openFor(key);
