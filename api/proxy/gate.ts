@@ -80,8 +80,9 @@ export async function admit(
 }
 
 /**
- * Policy, then payment. Fills call.policyWarning and call.payment; throws 403 or 402.
- * `beforePayment` holds every check that could still refuse the call after it: it runs once
+ * Policy, then payment. Fills call.policyWarning and call.payment; throws 403 or 402, or for a
+ * priced call known to fail without the upstream 502/503 (known-failure.ts).
+ * `beforePayment` holds the endpoint's own checks that could still refuse the call: it runs once
  * policy has allowed the call and before any money moves, so a payer is never charged for a
  * call the gateway then refuses.
  */
