@@ -5,6 +5,7 @@ import type { Context, Next } from 'koa';
 import type { Logger } from '../lib/log.ts';
 import { errorFrames, errorKind } from '../lib/error-kind.ts';
 import { ApiError } from '../lib/http-error.ts';
+import { PAYMENT_RESPONSE_HEADER } from './payment/dialect.ts';
 
 export { ApiError, badRequest, conflict, notFound, unprocessable } from '../lib/http-error.ts';
 
@@ -17,6 +18,9 @@ export function errorMapper(log: Logger) {
       await next();
     } catch (err) {
       if (err instanceof ApiError) {
+        // A 402 says the payment bought nothing: whatever set a receipt before the refusal
+        // (a settled payment another request then bound), it does not go out with one.
+        if (err.status === 402) for (const name of Object.values(PAYMENT_RESPONSE_HEADER)) ctx.remove(name);
         ctx.set(err.headers);
         if (BODYLESS.has(err.status)) return respondEmpty(ctx, err.status);
         ctx.status = err.status;

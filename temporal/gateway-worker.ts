@@ -8,6 +8,7 @@ import { activityObservability } from '../lib/observability/worker.ts';
 import { temporalWorkerTracing } from '../lib/observability/tracing.ts';
 import { createLogger } from '../lib/log.ts';
 import { createUpstreamClient } from '../gateway/upstream/client.ts';
+import { createOpenCircuits } from '../gateway/upstream/open-circuits.ts';
 import { createPostgresBodyStore } from '../gateway/body-store.ts';
 import { createCredentialResolver } from '../gateway/credentials/resolver.ts';
 import { createVaultClient, type VaultClient } from '../gateway/credentials/vault.ts';
@@ -24,11 +25,14 @@ export async function createGatewayWorker(
   opts: { workflowBundle?: WorkflowBundle; vaultClient?: VaultClient } = {},
 ): Promise<{ worker: Worker; connection: NativeConnection }> {
   const connection = await NativeConnection.connect({ ...config.temporal.connection });
+  const log = createLogger('worker', config.logLevel);
   const activities = createInvocationActivities({
     orm,
     upstream: createUpstreamClient({
       allow: config.upstream.allow,
       tenantConnections: config.upstream.tenantConnections,
+      // With REDIS_URL the APIs learn of this worker's open circuits, and refuse paid calls to them.
+      circuits: createOpenCircuits({ redisUrl: config.redisUrl, log }),
     }),
     bodies: createPostgresBodyStore(orm),
     credentials: createCredentialResolver(orm, config.vault, opts.vaultClient ?? createVaultClient(config.vault)),
@@ -48,7 +52,7 @@ export async function createGatewayWorker(
       ...createRetentionActivities({ orm }),
     },
     interceptors: {
-      activity: [...tracing.activity, activityObservability(createLogger('worker', config.logLevel))],
+      activity: [...tracing.activity, activityObservability(log)],
       workflowModules: opts.workflowBundle ? [] : tracing.workflowModules,
     },
     sinks: tracing.sinks,

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { stack } from './support/stack.ts';
 import { call, callAt, uniqueName } from './support/http.ts';
 import { tenantVaultRef } from './support/catalog.ts';
-import { closedPort } from './support/proxy-helpers.ts';
+import { closedPort, startProxyApp } from './support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import {
   balanceOf,
@@ -106,6 +106,29 @@ describe('payer: refused calls are never charged', function () {
       assert.equal(await balanceOf(provider, agent.payTo), 0n, `${path}: nothing collected`);
     }
     assert.equal(upstream.received.length, 0);
+  });
+
+  it('an upstream address the SSRF guard no longer admits refuses the call before payment, on both endpoints', async () => {
+    const agent = await pricedAgent();
+    // An API whose allow-list has narrowed since the agent was created to the facilitator alone:
+    // the agent's loopback upstream is blocked, the payment could still be collected.
+    const allow = [new URL(stack().facilitator.url).host];
+    const narrowed = await startProxyApp({ upstream: { ...stack().config.upstream, allow } });
+    try {
+      for (const path of ['', '/stream']) {
+        const res = await callAt(narrowed.url, 'POST', `/v1/proxy/${agent.id}${path}`, {
+          token,
+          body: 'x',
+          headers: { 'content-type': 'text/plain', 'x-payment': await header(agent.payTo) },
+        });
+        assert.equal(res.status, 502, `${path}: ${res.status} ${res.text}`);
+        assert.deepEqual(res.json, { error: 'upstream unreachable' });
+        assert.equal(res.headers['x-payment-response'], undefined);
+        assert.equal(await balanceOf(provider, agent.payTo), 0n, `${path}: nothing collected`);
+      }
+    } finally {
+      await narrowed.close();
+    }
   });
 
   it('a streaming call settled and then failed upstream still tells the payer its transaction (X-PAYMENT-RESPONSE)', async () => {

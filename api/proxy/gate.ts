@@ -17,6 +17,7 @@ import { bucketsFor } from '../../gateway/ratelimit/index.ts';
 import { policyStage } from '../policy/stage.ts';
 import { paymentStage } from '../payment/stage.ts';
 import { paymentHeadersOf } from '../payment/dialect.ts';
+import { refuseKnownFailure } from './known-failure.ts';
 import type { ProxyCall } from './call.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
@@ -112,21 +113,24 @@ export async function refundIfRefused<T>(
 }
 
 /**
- * Policy, then payment. Fills call.policyWarning and call.payment; throws 403 or 402.
- * `beforePayment` holds every check that could still refuse the call after it: it runs once
+ * Policy, then payment. Fills call.policyWarning and call.payment; throws 403 or 402, or for a
+ * priced call known to fail without the upstream 502/503 (known-failure.ts).
+ * `beforePayment` holds the endpoint's own checks that could still refuse the call: it runs once
  * policy has allowed the call and before any money moves, so a payer is never charged for a
  * call the gateway then refuses.
  */
 export async function runStages(
   ctx: Pick<Context, 'get'>,
   deps: AppDeps,
-  services: Pick<ProxyServices, 'policy' | 'payment'>,
+  services: Pick<ProxyServices, 'policy' | 'payment' | 'upstream'>,
   call: ProxyCall,
   beforePayment?: () => Promise<void>,
 ): Promise<void> {
   const policy = await policyStage(services.policy, call);
   if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
   if (policy.action === 'warn') call.policyWarning = policy.reason;
+  // Both endpoints: an upstream call known to fail is not paid for (an open circuit, a blocked address).
+  await refuseKnownFailure(deps, services.upstream, call);
   await beforePayment?.();
   call.payment = await paymentStage(
     deps,

@@ -5,6 +5,7 @@
 // limiter).
 import type { AppDeps } from '../deps.ts';
 import { createUpstreamClient, type UpstreamClient } from '../../gateway/upstream/client.ts';
+import { createOpenCircuits } from '../../gateway/upstream/open-circuits.ts';
 import { createRateLimiter, type RateLimiter } from '../../gateway/ratelimit/index.ts';
 import { createPostgresBodyStore, type BodyStore } from '../../gateway/body-store.ts';
 import { createCredentialResolver, type CredentialResolver } from '../../gateway/credentials/resolver.ts';
@@ -63,6 +64,7 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
       createUpstreamClient({
         allow: deps.config.upstream.allow,
         tenantConnections: deps.config.upstream.tenantConnections,
+        circuits: createOpenCircuits({ redisUrl: deps.config.redisUrl, log: deps.log }),
       }),
     limiter:
       overrides.limiter ??

@@ -13,7 +13,7 @@
 // - Before the first byte: 502 unreachable/refused/blocked/circuit open, 504 timeout, with
 //   coarse bodies that never name the upstream.
 // streamRoute reads as its stages, in order: admitCall, passStages, setGatewayHeaders, the row
-// (callRecord), bindPayment, the upstream request, then relay or answerUnreached.
+// (callRecord), bindPayment and setPaymentResponse, the upstream request, then relay or answerUnreached.
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Context } from 'koa';
@@ -160,10 +160,20 @@ function setGatewayHeaders(ctx: StreamCtx, call: ProxyCall, invocationId: string
     'x-request-id': call.requestId,
   };
   if (call.policyWarning) gatewayHeaders['x-gateway-policy-warning'] = call.policyWarning;
-  if (call.payment?.responseHeader)
-    gatewayHeaders[PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase()] = call.payment.responseHeader;
   ctx.set(gatewayHeaders);
   return gatewayHeaders;
+}
+
+/**
+ * The receipt of the call's settled payment, set once the payment is bound to this call: a
+ * concurrent request with the same payment that bound it first makes this one a 402, which
+ * never carries a receipt (the error mapper also strips one from any 402).
+ */
+function setPaymentResponse(ctx: StreamCtx, call: ProxyCall, gatewayHeaders: Record<string, string>): void {
+  if (!call.payment?.responseHeader) return;
+  const name = PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase();
+  gatewayHeaders[name] = call.payment.responseHeader;
+  ctx.set(name, call.payment.responseHeader);
 }
 
 function startedRow(call: ProxyCall, invocationId: string, now: Date): StartedRow {
@@ -348,7 +358,10 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       await record.complete(failedBeforeUpstream('credential'));
       throw new ApiError(502, coarseMessage('credential'));
     }
-    if (call.payment) await bindPayment(deps, call, row);
+    if (call.payment) {
+      await bindPayment(deps, call, row);
+      setPaymentResponse(ctx, call, gatewayHeaders);
+    }
     // Written as the call starts, beside it (for a paid call, the start only adds its owner):
     // sent within stream-records.ts's START_DELAY_MS with the starts of other calls, or replaced by
     // the whole row if the call ends first, and not waited for (holding the head until it was

@@ -14,6 +14,7 @@ import {
 } from 'cockatiel';
 import { recordBreakerTransition } from '../../lib/observability/metrics.ts';
 import { UpstreamError } from './errors.ts';
+import { circuitKey, createOpenCircuits, type OpenCircuits } from './open-circuits.ts';
 
 export type BreakerOptions = {
   /** Open after this many consecutive failures. */
@@ -89,9 +90,16 @@ export class BreakerRegistry {
   private readonly breakers = new Map<string, Entry>();
   private readonly opts: BreakerOptions;
   private readonly limits: { max: number; idleMs: number };
-  constructor(opts: Partial<BreakerOptions> = {}, limits: Partial<{ max: number; idleMs: number }> = {}) {
+  /** Where openings are announced, for the payment gate (open-circuits.ts). */
+  readonly circuits: OpenCircuits;
+  constructor(
+    opts: Partial<BreakerOptions> = {},
+    limits: Partial<{ max: number; idleMs: number }> = {},
+    circuits: OpenCircuits = createOpenCircuits(),
+  ) {
     this.opts = { ...DEFAULT_BREAKER, ...opts };
     this.limits = { max: MAX_BREAKERS, idleMs: BREAKER_IDLE_MS, ...limits };
+    this.circuits = circuits;
   }
 
   get size(): number {
@@ -100,7 +108,7 @@ export class BreakerRegistry {
 
   /** The breaker of this tenant's calls to the upstream's origin (scheme, host and port). */
   for(url: string, tenantId = ''): CircuitBreakerPolicy {
-    const key = `${tenantId}\0${new URL(url).origin}`;
+    const key = circuitKey(url, tenantId);
     const now = performance.now();
     let entry = this.breakers.get(key);
     if (entry) {
@@ -123,6 +131,8 @@ export class BreakerRegistry {
         const next = stateOf(s);
         recordBreakerTransition(created.state, next);
         created.state = next;
+        // Announced for the open period only: half-open and closed need no word (open-circuits.ts).
+        if (next === 'open') this.circuits.opened(key, this.opts.halfOpenAfterMs);
       });
       entry = created;
       this.trim(now);

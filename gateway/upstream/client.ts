@@ -18,6 +18,7 @@ import { BrokenCircuitError } from 'cockatiel';
 import { createUpstreamDispatcher, type Resolver } from './dispatcher.ts';
 import { BreakerRegistry, type BreakerOptions } from './breaker.ts';
 import { TenantSlots } from './tenant-slots.ts';
+import type { OpenCircuits } from './open-circuits.ts';
 
 /** Per tenant and origin; the pool to an origin holds 256 (dispatcher.ts), so no tenant can take it all. */
 const DEFAULT_TENANT_CONNECTIONS = 64;
@@ -79,6 +80,8 @@ export type UpstreamClientOptions = {
   resolver?: Resolver;
   connectTimeoutMs?: number;
   breaker?: Partial<BreakerOptions>;
+  /** Where the breakers announce openings (open-circuits.ts): this process's table by default. */
+  circuits?: OpenCircuits;
   retry?: Partial<RetryOptions>;
   /** UPSTREAM_TENANT_CONNECTIONS: requests one tenant may have open to one origin at a time. */
   tenantConnections?: number;
@@ -146,7 +149,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     resolver: opts.resolver,
     connectTimeoutMs: opts.connectTimeoutMs,
   });
-  const breakers = new BreakerRegistry(opts.breaker);
+  const breakers = new BreakerRegistry(opts.breaker, {}, opts.circuits);
   const slots = new TenantSlots(opts.tenantConnections ?? DEFAULT_TENANT_CONNECTIONS);
   const retry: RetryOptions = { ...DEFAULT_RETRY, ...opts.retry };
 
