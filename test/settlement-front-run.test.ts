@@ -3,11 +3,13 @@
 // - front-run: someone else submits the same transferWithAuthorization, with higher fees, in
 //   the block that then reverts the facilitator's transfer. The payer's USDC moved (once), so
 //   the settlement is settled with the front-runner's transaction, never `success: false`
-//   (which would make the payer sign and pay again);
+//   (which would make the payer sign and pay again), and the gateway serves the call; but a
+//   payer who spends the same nonce on another authorization has paid nothing for this one;
 // - a stalled chain: the transfer is replaced by its cancel at the inclusion timeout and the
 //   cancel is mined; the authorization is still valid and unused, so the transfer is submitted
 //   again at a new gas nonce and settles: the payer is charged once, for the call it asked.
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { Transaction, Wallet, hexlify, randomBytes, parseEther } from 'ethers';
 import { stack } from './support/stack.ts';
 import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
@@ -17,12 +19,16 @@ import {
   newAccount,
   newPayTo,
   newPayer,
+  encodePayment,
   requirements,
   settleBody,
+  settlingTenant,
   signPayment,
   transfersTo,
   type TestAccount,
 } from './support/x402.ts';
+import { call, uniqueName, waitForInvocation } from './support/http.ts';
+import { startUpstream } from './support/upstream.ts';
 import { tokenContract } from '../scripts/dev/chain.ts';
 import type { Payment } from '../x402/schemas.ts';
 import { signedAttempts } from '../facilitator/store/gas.ts';
@@ -66,16 +72,17 @@ describe('an authorization used outside the facilitator’s own transfer', funct
   };
 
   /**
-   * Settles `body` with mining paused; once the facilitator's transfer is in the node's pool,
-   * `submitted` (signed by a third party, far higher fees) goes in too, and one block mines
-   * both: `submitted` first, so the facilitator's transfer reverts on the used nonce.
+   * Runs `settle` (a /settle, or a paid gateway call) with mining paused; once the
+   * facilitator's transfer is in the node's pool, `submitted` (sent by a third party, far
+   * higher fees) goes in too, and one block mines both: `submitted` first, so the
+   * facilitator's transfer reverts on the used nonce.
    */
-  async function frontRun(body: ReturnType<typeof settleBody>, key: string, submitted: Payment) {
+  async function frontRun<T>(settle: () => Promise<T>, key: string, submitted: Payment) {
     const frontRunner = new Wallet(hexlify(randomBytes(32)), provider);
     await provider.send('anvil_setBalance', [frontRunner.address, `0x${parseEther('1').toString(16)}`]);
     await provider.send('evm_setAutomine', [false]);
     try {
-      const inFlight = gateway.client.post('/settle', body, facilitator.url);
+      const inFlight = settle();
       const sent = await until('the facilitator’s broadcast', async () => {
         const record = await findSettlement(facilitator.pool, key);
         return record?.txHash && (await provider.getTransaction(record.txHash)) ? record : null;
@@ -115,7 +122,11 @@ describe('an authorization used outside the facilitator’s own transfer', funct
     const payerBefore = await balanceOf(provider, payer.address);
     const gasBefore = await failedGasToday();
 
-    const { answer, frontRun: theirs, revert } = await frontRun(body, key, payment);
+    const {
+      answer,
+      frontRun: theirs,
+      revert,
+    } = await frontRun(() => gateway.client.post('/settle', body, facilitator.url), key, payment);
     assert.equal(answer.status, 200, JSON.stringify(answer.json));
     assert.equal(answer.json.success, true, JSON.stringify(answer.json));
     assert.equal(answer.json.transaction, theirs, 'the transaction that moved the payer’s money');
@@ -135,6 +146,55 @@ describe('an authorization used outside the facilitator’s own transfer', funct
     );
   });
 
+  it('through the gateway: a front-run paid call is served once, with the front-runner’s transaction in X-PAYMENT-RESPONSE', async () => {
+    const upstream = await startUpstream();
+    try {
+      const token = await settlingTenant(`tenant-front-run-${randomUUID()}`, gateway, facilitator.url);
+      const payTo = newPayTo();
+      const created = await call('POST', '/v1/agents', {
+        token,
+        json: {
+          name: uniqueName('priced-front-run'),
+          upstream_url: upstream.url,
+          pricing: { amount: '25000', asset: 'USDC', network: 'base', pay_to: payTo },
+        },
+      });
+      assert.equal(created.status, 201, created.text);
+      const payer = await newPayer(1_000_000n);
+      const payment = await signPayment(payer, {
+        payTo,
+        value: 25_000n,
+        validBefore: Math.floor(Date.now() / 1000) + 300,
+      });
+      const key = keyOf(payer.address, payment.payload.authorization.nonce);
+      const payerBefore = await balanceOf(provider, payer.address);
+      const marker = `front-run ${randomUUID()}`;
+
+      const { answer, frontRun: theirs } = await frontRun(
+        () =>
+          call('POST', `/v1/proxy/${created.json.id}`, {
+            token,
+            body: marker,
+            headers: { 'content-type': 'text/plain', 'x-payment': encodePayment(payment) },
+          }),
+        key,
+        payment,
+      );
+      assert.equal(answer.status, 202, answer.text);
+      const receipt = JSON.parse(Buffer.from(String(answer.headers['x-payment-response']), 'base64').toString());
+      assert.equal(receipt.success, true);
+      assert.equal(receipt.transaction, theirs);
+      const done = await waitForInvocation(token, created.json.id, answer.json.invocation_id);
+      assert.equal(done.status, 'succeeded');
+      assert.equal(done.payment_transaction, theirs);
+      assert.equal(upstream.received.filter((r) => r.body.toString().includes(marker)).length, 1, 'served once');
+      assert.equal(await balanceOf(provider, payer.address), payerBefore - 25_000n, 'the payer charged once');
+      assert.deepEqual(await transfersTo(provider, payTo), [{ hash: theirs, value: 25_000n }]);
+    } finally {
+      await upstream.close();
+    }
+  });
+
   it('the payer spends the same nonce on another authorization first: the facilitator’s transfer reverts and nothing was collected for this payment, so success false', async () => {
     const payer = await newPayer(1_000_000n);
     const payTo = newPayTo();
@@ -146,7 +206,7 @@ describe('an authorization used outside the facilitator’s own transfer', funct
     const body = settleBody(payment, requirements(payTo, 65_000n));
     const key = keyOf(payer.address, nonce);
 
-    const { answer, revert } = await frontRun(body, key, decoy);
+    const { answer, revert } = await frontRun(() => gateway.client.post('/settle', body, facilitator.url), key, decoy);
     assert.equal(answer.status, 200, JSON.stringify(answer.json));
     assert.equal(answer.json.success, false, 'not collected: the call must not be served');
     assert.equal(answer.json.errorReason, 'settlement_failed');
