@@ -7,12 +7,19 @@
 //   payer who spends the same nonce on another authorization has paid nothing for this one;
 // - a stalled chain: the transfer is replaced by its cancel at the inclusion timeout and the
 //   cancel is mined; the authorization is still valid and unused, so the transfer is submitted
-//   again at a new gas nonce and settles: the payer is charged once, for the call it asked.
+//   again at a new gas nonce and settles: the payer is charged once, for the call it asked;
+//   also when the worker dies between the cancel and its mining (its successor submits it).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Transaction, Wallet, hexlify, randomBytes, parseEther } from 'ethers';
 import { stack } from './support/stack.ts';
-import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
+import {
+  spawnFacilitatorWorker,
+  startFacilitatorStack,
+  until,
+  type FacilitatorStack,
+  type SpawnedWorker,
+} from './support/facilitator.ts';
 import {
   balanceOf,
   chainProvider,
@@ -271,5 +278,85 @@ describe('an authorization used outside the facilitator’s own transfer', funct
     assert.equal(record?.status, 'settled');
     assert.equal(record?.txHash, mined.txHash);
     assert.equal(record?.gasNonce, nonceBefore + 1);
+  });
+
+  describe('the worker dies between the cancel and its mining', () => {
+    let crashing: FacilitatorStack;
+    let worker: SpawnedWorker | undefined;
+    before(async () => {
+      crashing = await startFacilitatorStack(stack().infra, stack().temporal, {
+        inProcessWorker: false,
+        overrides: {
+          FACILITATOR_TASK_QUEUE: 'facilitator-resubmit-crash',
+          FACILITATOR_SETTLE_DEADLINE_MS: '4000',
+          FACILITATOR_INCLUSION_TIMEOUT_MS: '1500',
+          FACILITATOR_FEE_BUMP_AFTER_MS: '0',
+        },
+      });
+    });
+    after(async () => {
+      worker?.child.kill('SIGKILL');
+      await worker?.exited;
+      await provider.send('evm_setAutomine', [true]).catch(() => undefined);
+      await crashing.close();
+    });
+
+    it('the restarted worker finds the mined cancel and submits the transfer again, once; the payer charged once', async () => {
+      worker = spawnFacilitatorWorker(crashing.env);
+      await worker.ready;
+      const payer = await newPayer(1_000_000n);
+      const payTo = newPayTo();
+      const payment = await signPayment(payer, {
+        payTo,
+        value: 75_000n,
+        validBefore: Math.floor(Date.now() / 1000) + 300,
+      });
+      const body = settleBody(payment, requirements(payTo, 75_000n));
+      const key = keyOf(payer.address, payment.payload.authorization.nonce);
+      const payerBefore = await balanceOf(provider, payer.address);
+      const nonceBefore = await provider.getTransactionCount(crashing.gasWallet, 'latest');
+
+      await provider.send('evm_setAutomine', [false]);
+      try {
+        const first = await gateway.client.post('/settle', body, crashing.url);
+        assert.equal(first.status, 503, 'nothing mined yet');
+        await until('the cancel in the pool', async () => {
+          const attempts = await signedAttempts(crashing.pool, key);
+          const latest = attempts[attempts.length - 1];
+          return latest && isCancelRaw(latest.rawTx) && (await provider.getTransaction(latest.txHash)) ? true : null;
+        });
+        worker.child.kill('SIGKILL');
+        await worker.exited;
+        await provider.send('evm_mine', []);
+      } finally {
+        await provider.send('evm_setAutomine', [true]);
+      }
+
+      worker = spawnFacilitatorWorker(crashing.env);
+      await worker.ready;
+      const settled = await until(
+        'the settled answer',
+        async () => {
+          const res = await gateway.client.post('/settle', body, crashing.url);
+          return res.status === 200 ? res : null;
+        },
+        60_000,
+      );
+      assert.equal(settled.json.success, true, JSON.stringify(settled.json));
+      const attempts = await signedAttempts(crashing.pool, key);
+      const transfers = attempts.filter((a) => !isCancelRaw(a.rawTx));
+      assert.equal(
+        new Set(transfers.map((a) => Transaction.from(a.rawTx).nonce)).size,
+        2,
+        'the transfer at its first gas nonce, then once again at the next',
+      );
+      assert.deepEqual(await transfersTo(provider, payTo), [{ hash: settled.json.transaction, value: 75_000n }]);
+      assert.equal(await balanceOf(provider, payer.address), payerBefore - 75_000n, 'the payer charged once');
+      assert.equal(
+        await provider.getTransactionCount(crashing.gasWallet, 'latest'),
+        nonceBefore + 2,
+        'the cancel, then the transfer',
+      );
+    });
   });
 });
