@@ -70,6 +70,22 @@ describe('an authorization used outside the facilitator’s own transfer', funct
 
   const keyOf = (payer: string, nonce: string) => settlementKey(8453, stack().infra.tokenAddress, payer, nonce);
   const gasNonce = () => provider.getTransactionCount(facilitator.gasWallet, 'latest');
+  /** A fresh payer's signed payment of `value` to a fresh payTo (or `payTo`), with its settle body, key and the payer's balance. */
+  async function newPayment(value: bigint, validInS = 300, payTo = newPayTo()) {
+    const payer = await newPayer(1_000_000n);
+    const validBefore = Math.floor(Date.now() / 1000) + validInS;
+    const payment = await signPayment(payer, { payTo, value, validBefore });
+    return {
+      payer,
+      payTo,
+      payment,
+      validBefore,
+      body: settleBody(payment, requirements(payTo, value)),
+      key: keyOf(payer.address, payment.payload.authorization.nonce),
+      payerBefore: await balanceOf(provider, payer.address),
+    };
+  }
+
   const failedGasToday = async () => {
     const { rows } = await facilitator.pool.query<{ wei: string }>(
       'select coalesce(sum(failed_gas_wei), 0)::text as wei from daily_usage where account_id = $1',
@@ -117,16 +133,7 @@ describe('an authorization used outside the facilitator’s own transfer', funct
   }
 
   it('front-run: the facilitator’s transfer reverts because another submitter used the authorization first; settled with that transaction, the payer charged once', async () => {
-    const payer = await newPayer(1_000_000n);
-    const payTo = newPayTo();
-    const payment = await signPayment(payer, {
-      payTo,
-      value: 45_000n,
-      validBefore: Math.floor(Date.now() / 1000) + 300,
-    });
-    const body = settleBody(payment, requirements(payTo, 45_000n));
-    const key = keyOf(payer.address, payment.payload.authorization.nonce);
-    const payerBefore = await balanceOf(provider, payer.address);
+    const { payer, payTo, payment, body, key, payerBefore } = await newPayment(45_000n);
     const gasBefore = await failedGasToday();
 
     const {
@@ -167,14 +174,7 @@ describe('an authorization used outside the facilitator’s own transfer', funct
         },
       });
       assert.equal(created.status, 201, created.text);
-      const payer = await newPayer(1_000_000n);
-      const payment = await signPayment(payer, {
-        payTo,
-        value: 25_000n,
-        validBefore: Math.floor(Date.now() / 1000) + 300,
-      });
-      const key = keyOf(payer.address, payment.payload.authorization.nonce);
-      const payerBefore = await balanceOf(provider, payer.address);
+      const { payer, payment, key, payerBefore } = await newPayment(25_000n, 300, payTo);
       const marker = `front-run ${randomUUID()}`;
 
       const { answer, frontRun: theirs } = await frontRun(
@@ -203,15 +203,10 @@ describe('an authorization used outside the facilitator’s own transfer', funct
   });
 
   it('the payer spends the same nonce on another authorization first: the facilitator’s transfer reverts and nothing was collected for this payment, so success false', async () => {
-    const payer = await newPayer(1_000_000n);
-    const payTo = newPayTo();
-    const validBefore = Math.floor(Date.now() / 1000) + 300;
-    const payment = await signPayment(payer, { payTo, value: 65_000n, validBefore });
+    const { payer, payTo, payment, validBefore, body, key } = await newPayment(65_000n);
     const nonce = payment.payload.authorization.nonce;
     // Same payer, same nonce, 1 unit to an address of its own: the nonce is used, the payee unpaid.
     const decoy = await signPayment(payer, { payTo: newPayTo(), value: 1n, validBefore, nonce });
-    const body = settleBody(payment, requirements(payTo, 65_000n));
-    const key = keyOf(payer.address, nonce);
 
     const { answer, revert } = await frontRun(() => gateway.client.post('/settle', body, facilitator.url), key, decoy);
     assert.equal(answer.status, 200, JSON.stringify(answer.json));
@@ -225,16 +220,7 @@ describe('an authorization used outside the facilitator’s own transfer', funct
   });
 
   it('a stalled chain: the transfer is cancelled at the inclusion timeout, the cancel is mined, and the transfer is submitted again and settles; the payer charged once', async () => {
-    const payer = await newPayer(1_000_000n);
-    const payTo = newPayTo();
-    const payment = await signPayment(payer, {
-      payTo,
-      value: 55_000n,
-      validBefore: Math.floor(Date.now() / 1000) + 120,
-    });
-    const body = settleBody(payment, requirements(payTo, 55_000n));
-    const key = keyOf(payer.address, payment.payload.authorization.nonce);
-    const payerBefore = await balanceOf(provider, payer.address);
+    const { payer, payTo, body, key, payerBefore } = await newPayment(55_000n, 120);
     const nonceBefore = await gasNonce();
 
     await provider.send('evm_setAutomine', [false]);
@@ -304,16 +290,7 @@ describe('an authorization used outside the facilitator’s own transfer', funct
     it('the restarted worker finds the mined cancel and submits the transfer again, once; the payer charged once', async () => {
       worker = spawnFacilitatorWorker(crashing.env);
       await worker.ready;
-      const payer = await newPayer(1_000_000n);
-      const payTo = newPayTo();
-      const payment = await signPayment(payer, {
-        payTo,
-        value: 75_000n,
-        validBefore: Math.floor(Date.now() / 1000) + 300,
-      });
-      const body = settleBody(payment, requirements(payTo, 75_000n));
-      const key = keyOf(payer.address, payment.payload.authorization.nonce);
-      const payerBefore = await balanceOf(provider, payer.address);
+      const { payer, payTo, body, key, payerBefore } = await newPayment(75_000n);
       const nonceBefore = await provider.getTransactionCount(crashing.gasWallet, 'latest');
 
       await provider.send('evm_setAutomine', [false]);
