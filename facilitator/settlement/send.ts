@@ -14,7 +14,7 @@
 // A revert is checked against the token: the authorization used by someone else's transaction
 // that paid this settlement is a settlement, never a failure.
 import { Transaction, getAddress, type TransactionReceipt } from 'ethers';
-import { authorizationUse, pendingNonce, rpcNow, sendRaw } from '../chain.ts';
+import { authorizationUse, pendingNonce, rpcNow, sendRaw, simulate } from '../chain.ts';
 import { signedAttempts, storeFeeBump, storeResubmission, type SignedAttempt } from '../store/gas.ts';
 import {
   completeSettlement,
@@ -328,7 +328,9 @@ const MAX_RESUBMISSIONS = 2;
 /**
  * Submits the transfer again after its cancel was mined: the same calldata and gas limit, the
  * gas wallet's next nonce and the market's fees, stored before it is sent (storeResubmission).
- * Null when the bound is reached or another run already decided the record.
+ * Null when the bound is reached, when the transfer would now revert (the payer drained its
+ * balance meanwhile, say: no gas is spent on it, and the record waits for validBefore), or when
+ * another run already decided the record.
  */
 async function resubmit(deps: SettlementDeps, record: SettlementRecord): Promise<Signed | null> {
   const stored = await signedAttempts(deps.pool, record.key);
@@ -336,7 +338,12 @@ async function resubmit(deps: SettlementDeps, record: SettlementRecord): Promise
   if (!transfer || record.gasNonce === null) return null;
   if (new Set(stored.map((a) => gasNonceOf(a.rawTx))).size > MAX_RESUBMISSIONS) return null;
   const tx = Transaction.from(transfer.rawTx);
-  const [fees, chainNonce] = await Promise.all([deps.fees.current(), pendingNonce(deps.provider, deps.signer.address)]);
+  const [refused, fees, chainNonce] = await Promise.all([
+    simulate(deps.provider, { from: deps.signer.address, to: tx.to!, data: tx.data }),
+    deps.fees.current(),
+    pendingNonce(deps.provider, deps.signer.address),
+  ]);
+  if (refused) return null;
   const again = await storeResubmission(deps.pool, {
     key: record.key,
     fromGasNonce: record.gasNonce,
