@@ -184,9 +184,12 @@ describe('settlement durability', function () {
       const res = await gateway.client.post('/settle', body, facilitator.url);
       assert.equal(res.status, 503, 'not mined yet is not a collection outcome');
       assert.ok(Number(res.headers['retry-after']) > 0);
-      const pending = await findSettlement(facilitator.pool, key);
-      assert.equal(pending?.status, 'pending');
-      assert.equal(pending?.failureCause, 'inclusion_timeout');
+      // The answer comes at the deadline; the record says `pending` once the cancel wait ends.
+      const pending = await until('the record pending', async () => {
+        const record = await findSettlement(facilitator.pool, key);
+        return record?.status === 'pending' ? record : null;
+      });
+      assert.equal(pending.failureCause, 'inclusion_timeout');
       const attempts = await signedAttempts(facilitator.pool, key);
       assert.ok(attempts.length >= 2, 'the transfer and its cancel');
       assert.equal(isCancelRaw(attempts[0].rawTx), false);
