@@ -2,12 +2,12 @@
 // a transfer before it is signed, and transaction receipts. A revert is a business answer
 // (decoded from the token's custom errors); anything else from the RPC is an outage and is
 // thrown, for the activity's retry policy to handle.
-import { Interface, JsonRpcProvider, Signature, isError } from 'ethers';
+import { Interface, JsonRpcProvider, Signature, isError, zeroPadValue } from 'ethers';
 import { TOKEN_ABI } from '../contracts/token.ts';
 import type { TransferAuthorization } from '../x402/schemas.ts';
 import type { SignerKind } from '../x402/verify.ts';
 
-export const tokenInterface = new Interface(TOKEN_ABI);
+const tokenInterface = new Interface(TOKEN_ABI);
 
 export function createChainProvider(rpcUrl: string, chainId: number): JsonRpcProvider {
   // staticNetwork: no network detection; cacheTimeout -1: no stale nonce or block reads;
@@ -76,6 +76,57 @@ export async function authorizationUsed(
     await rpcNow<string>(provider, 'eth_call', [{ to: token, data }, 'latest']),
   );
   return used as boolean;
+}
+
+/** How far back the log of a payer's authorization is looked for (about two days of Base blocks), in chunks nodes accept. */
+const AUTHORIZATION_LOG_BLOCKS = 100_000;
+const LOG_CHUNK_BLOCKS = 2_000;
+const same = (a: string | undefined, b: string) => a?.toLowerCase() === b.toLowerCase();
+
+/** What became of an authorization: unused, or used, and then whether that use paid this settlement (`paid`: its transaction). */
+export type AuthorizationUse = { used: false } | { used: true; paid: { txHash: string; blockNumber: number } | null };
+
+/**
+ * Whether the payer's authorization was used, by whom and for what, as of `toBlock`. A used
+ * authorization pays this settlement only when its AuthorizationUsed log is followed, in the
+ * same call, by the token's Transfer of exactly `amount` from the payer to `payTo` (the token
+ * emits the two together, OpenZeppelin's ERC3009 and FiatToken alike). The payer may have
+ * used the nonce for another authorization (another recipient or amount) or cancelled it:
+ * then nothing was collected for this settlement (`paid: null`), whatever the nonce's state
+ * says. A used authorization whose log is not found within the window is thrown (not known).
+ */
+export async function authorizationUse(
+  provider: JsonRpcProvider,
+  token: string,
+  settlement: { payer: string; nonce: string; payTo: string; amount: bigint },
+  toBlock: number,
+): Promise<AuthorizationUse> {
+  if (!(await authorizationUsed(provider, token, settlement.payer, settlement.nonce))) return { used: false };
+  const used = tokenInterface.getEvent('AuthorizationUsed')!.topicHash;
+  const canceled = tokenInterface.getEvent('AuthorizationCanceled')!.topicHash;
+  const payer = zeroPadValue(settlement.payer, 32);
+  for (let to = toBlock; to >= 0 && toBlock - to < AUTHORIZATION_LOG_BLOCKS; to -= LOG_CHUNK_BLOCKS) {
+    const logs = await provider.getLogs({
+      address: token,
+      topics: [[used, canceled], payer, settlement.nonce],
+      fromBlock: Math.max(to - LOG_CHUNK_BLOCKS + 1, 0),
+      toBlock: to,
+    });
+    const log = logs[logs.length - 1];
+    if (!log) continue;
+    if (!same(log.topics[0], used)) return { used: true, paid: null };
+    const receipt = await provider.getTransactionReceipt(log.transactionHash);
+    const transfer = receipt?.logs.find((l) => l.index === log.index + 1);
+    const paid =
+      !!transfer &&
+      same(transfer.address, token) &&
+      same(transfer.topics[0], tokenInterface.getEvent('Transfer')!.topicHash) &&
+      same(transfer.topics[1], payer) &&
+      same(transfer.topics[2], zeroPadValue(settlement.payTo, 32)) &&
+      BigInt(transfer.data) === settlement.amount;
+    return { used: true, paid: paid ? { txHash: log.transactionHash, blockNumber: log.blockNumber } : null };
+  }
+  throw new Error('authorization used but its log was not found');
 }
 
 // Real USDC (FiatToken) reverts with strings rather than custom errors; for the operator's

@@ -5,9 +5,10 @@
 // - the facilitator's answer is late (the gateway's deadline is shorter than the inclusion
 //   wait): once mining resumes, the same header gets the call, charged once;
 // - the transfer is still unmined at the facilitator's inclusion timeout: it is replaced by a
-//   cancel at its gas nonce; once the cancel is mined and the chain is past the authorization's
-//   validBefore, the same header gets 402 (nothing was collected, and nothing can be), and a
-//   fresh authorization then pays.
+//   cancel at its gas nonce; once the cancel is mined too close to the authorization's
+//   validBefore for the transfer to be submitted again (settlement-front-run.test.ts has the
+//   re-submission) and the chain is past validBefore, the same header gets 402 (nothing was
+//   collected, and nothing can be), and a fresh authorization then pays.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
@@ -52,6 +53,9 @@ describe('payer: a payment that can still land is never a 402', function () {
         FACILITATOR_TASK_QUEUE: 'facilitator-payer-settling',
         FACILITATOR_SETTLE_DEADLINE_MS: '12000',
         FACILITATOR_INCLUSION_TIMEOUT_MS: '8000',
+        // A payment 30 s from its validBefore is accepted, and its cancel, mined after the 8 s
+        // inclusion timeout, leaves less than this: the transfer is not submitted again.
+        FACILITATOR_VALIDITY_MARGIN_S: '25',
       },
     });
     // A gateway whose wait for the facilitator (1.5 s) ends before the facilitator's inclusion wait.

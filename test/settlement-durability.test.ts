@@ -5,7 +5,8 @@
 // - worker killed mid-broadcast (bytes stored and sent, not yet mined, then dropped from the
 //   node's pool): after a restart exactly one transaction lands, with the stored hash;
 // - inclusion timeout: the transfer is replaced by a cancel at its gas nonce; 503 while neither
-//   is mined, then (the cancel mined) a final success false and no transfer;
+//   is mined, then (the cancel mined, the authorization too close to its validBefore to submit
+//   the transfer again) a final success false and no transfer;
 // - a transfer the node mined just before the cancel (a lagging RPC relay hides its receipt
 //   until the cancel is sent): success with the transfer's hash, one transaction.
 import assert from 'node:assert/strict';
@@ -158,6 +159,9 @@ describe('settlement durability', function () {
           FACILITATOR_TASK_QUEUE: 'facilitator-inclusion',
           FACILITATOR_SETTLE_DEADLINE_MS: '8000',
           FACILITATOR_INCLUSION_TIMEOUT_MS: '1500',
+          // The payment is accepted (validBefore 35 s away), but once its cancel is mined (8 s
+          // later) less than the margin is left: the transfer is not submitted again.
+          FACILITATOR_VALIDITY_MARGIN_S: '30',
         },
       });
     });
@@ -169,7 +173,7 @@ describe('settlement durability', function () {
     it('replaces an unmined transfer by a cancel at the inclusion timeout: 503 while neither is mined, then a final success false and no transfer', async () => {
       const payer = await newPayer(1_000_000n);
       const payTo = newPayTo();
-      const validBefore = Math.floor(Date.now() / 1000) + 20;
+      const validBefore = Math.floor(Date.now() / 1000) + 35;
       const payment = await signPayment(payer, { payTo, value: 30_000n, validBefore });
       const body = settleBody(payment, requirements(payTo, 30_000n));
       const key = keyOf(payer.address, payment.payload.authorization.nonce);
@@ -180,9 +184,12 @@ describe('settlement durability', function () {
       const res = await gateway.client.post('/settle', body, facilitator.url);
       assert.equal(res.status, 503, 'not mined yet is not a collection outcome');
       assert.ok(Number(res.headers['retry-after']) > 0);
-      const pending = await findSettlement(facilitator.pool, key);
-      assert.equal(pending?.status, 'pending');
-      assert.equal(pending?.failureCause, 'inclusion_timeout');
+      // The answer comes at the deadline; the record says `pending` once the cancel wait ends.
+      const pending = await until('the record pending', async () => {
+        const record = await findSettlement(facilitator.pool, key);
+        return record?.status === 'pending' ? record : null;
+      });
+      assert.equal(pending.failureCause, 'inclusion_timeout');
       const attempts = await signedAttempts(facilitator.pool, key);
       assert.ok(attempts.length >= 2, 'the transfer and its cancel');
       assert.equal(isCancelRaw(attempts[0].rawTx), false);
@@ -212,7 +219,7 @@ describe('settlement durability', function () {
         503,
         'still 503 before validBefore',
       );
-      await until('validBefore to pass', async () => (Date.now() / 1000 > validBefore + 1 ? true : null));
+      await until('validBefore to pass', async () => (Date.now() / 1000 > validBefore + 1 ? true : null), 60_000);
       await provider.send('evm_mine', []);
       const failed = await until('the watcher', async () => {
         const record = await findSettlement(facilitator.pool, key);
@@ -244,6 +251,9 @@ describe('settlement durability', function () {
           FACILITATOR_TASK_QUEUE: 'facilitator-cancel-then-used',
           FACILITATOR_SETTLE_DEADLINE_MS: '6000',
           FACILITATOR_INCLUSION_TIMEOUT_MS: '1500',
+          // Too close to validBefore once the cancel is mined for the facilitator to submit the
+          // transfer again (settlement-front-run.test.ts has that case): the third party does.
+          FACILITATOR_VALIDITY_MARGIN_S: '30',
         },
       });
     });
@@ -255,7 +265,7 @@ describe('settlement durability', function () {
     it('is the settlement: the record says settled with that transaction, never failed', async () => {
       const payer = await newPayer(1_000_000n);
       const payTo = newPayTo();
-      const validBefore = Math.floor(Date.now() / 1000) + 20;
+      const validBefore = Math.floor(Date.now() / 1000) + 35;
       const payment = await signPayment(payer, { payTo, value: 35_000n, validBefore });
       const body = settleBody(payment, requirements(payTo, 35_000n));
       const key = keyOf(payer.address, payment.payload.authorization.nonce);
@@ -271,8 +281,7 @@ describe('settlement durability', function () {
         'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)'
       ](a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, payment.payload.signature);
       await tx.wait();
-      await until('validBefore to pass', async () => (Date.now() / 1000 > validBefore + 1 ? true : null));
-      await provider.send('evm_mine', []);
+      // Used is final: the token decides at once, without waiting for validBefore.
       const settled = await until('the watcher', async () => {
         const record = await findSettlement(facilitator.pool, key);
         return record?.status === 'settled' ? record : null;

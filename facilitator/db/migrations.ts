@@ -118,6 +118,14 @@ const facilitatorMigrations: Migration[] = [
       `alter table settlements add column gas_at_risk_wei numeric(78, 0) not null default 0`,
     ],
   },
+  {
+    // A settlement whose authorization someone else submitted is settled with that transaction,
+    // and one transaction may use several payers' authorizations (a batching submitter), so the
+    // settlements' tx_hash is no longer unique. The gas wallet's own transactions stay unique
+    // in settlement_transactions.
+    name: '0005_foreign_settlement_transactions',
+    sql: [`alter table settlements drop constraint if exists settlements_tx_hash_key`],
+  },
 ];
 
 const LOCK_KEY = 402_402_001;

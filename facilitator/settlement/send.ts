@@ -8,11 +8,14 @@
 // watched, and whichever is mined is the settlement's transaction.
 // Cancelling: a transfer still unmined at the inclusion timeout is replaced at its gas nonce by
 // a cancel (a zero-value send from the gas wallet to itself, higher fees), so the two can no
-// longer both land: whichever is mined decides the outcome, and a mined cancel makes the
-// `success: false` the caller gets final (the transfer can never land afterwards).
-import { Transaction, getAddress, zeroPadValue, type TransactionReceipt } from 'ethers';
-import { authorizationUsed, rpcNow, sendRaw, tokenInterface } from '../chain.ts';
-import { signedAttempts, storeFeeBump, type SignedAttempt } from '../store/gas.ts';
+// longer both land: whichever is mined decides the outcome. After a mined cancel the payer's
+// authorization may still be valid: the transfer is then submitted again at a new gas nonce
+// (the chain only stalled, and the payer asked to pay for this call), within bounds.
+// A revert is checked against the token: the authorization used by someone else's transaction
+// that paid this settlement is a settlement, never a failure.
+import { Transaction, getAddress, type TransactionReceipt } from 'ethers';
+import { authorizationUse, pendingNonce, rpcNow, sendRaw, simulate } from '../chain.ts';
+import { signedAttempts, storeFeeBump, storeResubmission, type SignedAttempt } from '../store/gas.ts';
 import {
   completeSettlement,
   markBroadcast,
@@ -43,6 +46,9 @@ const CANCEL_GAS_LIMIT = 21_000n;
 const isCancel = (tx: { from?: string | null; to?: string | null }) =>
   !!tx.to && !!tx.from && tx.to.toLowerCase() === tx.from.toLowerCase();
 
+/** The gas nonce of signed bytes. */
+const gasNonceOf = (rawTx: string) => Transaction.from(rawTx).nonce;
+
 /** Whether these signed bytes are a cancel. */
 export const isCancelRaw = (rawTx: string) => isCancel(Transaction.from(rawTx));
 
@@ -60,11 +66,15 @@ function inclusionOf(receipt: TransactionReceipt): Inclusion {
 
 /** The attempts to watch: the stored ones, and the record's current bytes (records from before attempts were stored). */
 export async function attemptsOf(deps: SettlementDeps, record: Signed): Promise<SignedAttempt[]> {
-  const stored = await signedAttempts(deps.pool, record.key);
+  const all = await signedAttempts(deps.pool, record.key);
+  // Only the record's gas nonce: after a re-submission, the earlier nonce's transfer and its
+  // mined cancel are history (watching them would find that cancel again).
+  const round = gasNonceOf(record.rawTx);
+  const stored = all.filter((a) => gasNonceOf(a.rawTx) === round);
   if (stored.some((a) => a.txHash === record.txHash)) return stored;
   return [
     ...stored,
-    { seq: stored.length, txHash: record.txHash, rawTx: record.rawTx, maxFeePerGas: null, maxPriorityFeePerGas: null },
+    { seq: all.length, txHash: record.txHash, rawTx: record.rawTx, maxFeePerGas: null, maxPriorityFeePerGas: null },
   ];
 }
 
@@ -252,59 +262,149 @@ export async function awaitInclusion(
   }
 }
 
-/** What the record will say once `inclusion` (a mined transfer, not a cancel) is recorded: the caller's answer, given before the write. */
+/** What the record will say once `inclusion` (a transfer mined and successful) is recorded: the caller's answer, given before the write. */
 export function outcomeOfInclusion(
   record: SettlementRecord,
   inclusion: Inclusion & { mined: true },
 ): SettlementOutcome {
   // The transaction in lowercase hex (SettlementWorkflow's TxHash search attribute is set from it).
-  const transaction = inclusion.txHash.toLowerCase();
-  return inclusion.success
-    ? { status: 'settled', payer: getAddress(record.payer), transaction, cause: null }
-    : { status: 'failed', payer: getAddress(record.payer), transaction, cause: 'reverted' };
+  return {
+    status: 'settled',
+    payer: getAddress(record.payer),
+    transaction: inclusion.txHash.toLowerCase(),
+    cause: null,
+  };
 }
 
-/** How far back the log of a payer's authorization is looked for (about two days of Base blocks). */
-const AUTHORIZATION_LOG_BLOCKS = 100_000;
+/** What the token says of this settlement's authorization as of `toBlock`. */
+function authorizationUseOf(deps: SettlementDeps, record: SettlementRecord, toBlock: number) {
+  const { nonce } = parseSettlementKey(record.key);
+  return authorizationUse(
+    deps.provider,
+    deps.config.tokenAddress,
+    { payer: record.payer, nonce, payTo: record.payTo, amount: record.amount },
+    toBlock,
+  );
+}
 
 /**
- * After a mined cancel. The payer's authorization itself stays valid until its validBefore, and
- * its signature was public in the node's pool, so anyone could still submit it: the outcome is
- * final only once the chain has a block at or past validBefore (no later block can include it).
- * Then the token says whether it was used: settled (by whoever submitted it) or not (failed).
+ * A mined transfer that reverted. When the token's authorization is used and that use paid
+ * this settlement (someone else submitted the same authorization first: the payer's signature
+ * was public in the node's pool), the payer's money moved: the settlement is settled, with the
+ * transaction that used the authorization, and never answered `success: false` (the payer would
+ * sign and pay again). Either way the revert's gas is charged to the account's failed-gas budget.
+ */
+async function afterRevert(
+  deps: SettlementDeps,
+  record: SettlementRecord,
+  revert: Inclusion & { mined: true },
+): Promise<FinalOutcome> {
+  const failedGasWei = revert.gasUsed * revert.gasPrice;
+  const use = await authorizationUseOf(deps, record, revert.blockNumber);
+  if (use.used && use.paid)
+    return {
+      status: 'settled',
+      blockNumber: use.paid.blockNumber,
+      gasUsed: revert.gasUsed,
+      txHash: use.paid.txHash,
+      failedGasWei,
+    };
+  return {
+    status: 'failed',
+    cause: 'reverted',
+    blockNumber: revert.blockNumber,
+    gasUsed: revert.gasUsed,
+    txHash: revert.txHash,
+    failedGasWei,
+  };
+}
+
+/**
+ * Times the transfer is submitted again after a mined cancel: each round costs a cancel's gas,
+ * so a chain that stalls again and again does not turn one payment into many of them.
+ */
+const MAX_RESUBMISSIONS = 2;
+
+/**
+ * Submits the transfer again after its cancel was mined: the same calldata and gas limit, the
+ * gas wallet's next nonce and the market's fees, stored before it is sent (storeResubmission).
+ * Null when the bound is reached, when the transfer would now revert (the payer drained its
+ * balance meanwhile, say: no gas is spent on it, and the record waits for validBefore), or when
+ * another run already decided the record.
+ */
+async function resubmit(deps: SettlementDeps, record: SettlementRecord): Promise<Signed | null> {
+  const stored = await signedAttempts(deps.pool, record.key);
+  const transfer = stored.find((a) => !isCancelRaw(a.rawTx));
+  if (!transfer || record.gasNonce === null) return null;
+  if (new Set(stored.map((a) => gasNonceOf(a.rawTx))).size > MAX_RESUBMISSIONS) return null;
+  const tx = Transaction.from(transfer.rawTx);
+  const [refused, fees, chainNonce] = await Promise.all([
+    simulate(deps.provider, { from: deps.signer.address, to: tx.to!, data: tx.data }),
+    deps.fees.current(),
+    pendingNonce(deps.provider, deps.signer.address),
+  ]);
+  if (refused) return null;
+  const again = await storeResubmission(deps.pool, {
+    key: record.key,
+    fromGasNonce: record.gasNonce,
+    gasWallet: deps.signer.address,
+    chainId: Number(tx.chainId),
+    chainNonce,
+    sign: async (nonce) => {
+      const raw = await deps.signer.signTransaction({
+        type: 2,
+        chainId: tx.chainId,
+        nonce,
+        to: tx.to,
+        data: tx.data,
+        gasLimit: tx.gasLimit,
+        value: 0n,
+        ...fees,
+      });
+      return { raw, hash: Transaction.from(raw).hash! };
+    },
+  });
+  if (!again?.rawTx || again.status === 'settled' || again.status === 'failed') return null;
+  return signedOrThrow(again);
+}
+
+/**
+ * After a mined cancel. The token decides first: an authorization used since (anyone could
+ * submit it: its signature was public in the node's pool) is settled when that use paid this
+ * settlement, failed when the payer used or cancelled its nonce otherwise. Unused while the
+ * chain is still more than the validity margin before validBefore: the payer asked to pay for
+ * this call and the chain only stalled, so the transfer is submitted again at a new gas nonce
+ * (at most MAX_RESUBMISSIONS times). Unused closer to validBefore: `pending` until the chain has
+ * a block at or past validBefore (no later block can include it), then failed.
  */
 async function afterCancel(
   deps: SettlementDeps,
   record: SettlementRecord,
   cancel: Inclusion & { mined: true },
-): Promise<FinalOutcome> {
+): Promise<FinalOutcome | { resubmitted: Signed }> {
   const latest = await deps.provider.getBlock('latest');
-  if (!latest || BigInt(latest.timestamp) < record.validBefore)
-    return { status: 'pending', cause: 'inclusion_timeout' };
-  const token = deps.config.tokenAddress;
-  const { nonce } = parseSettlementKey(record.key);
-  if (!(await authorizationUsed(deps.provider, token, record.payer, nonce))) {
-    return {
-      status: 'failed',
-      cause: 'inclusion_timeout',
-      blockNumber: cancel.blockNumber,
-      gasUsed: cancel.gasUsed,
-      txHash: cancel.txHash,
-    };
+  if (!latest) throw new Error('the node has no latest block');
+  const cancelled = {
+    status: 'failed' as const,
+    cause: 'inclusion_timeout',
+    blockNumber: cancel.blockNumber,
+    gasUsed: cancel.gasUsed,
+    txHash: cancel.txHash,
+  };
+  const use = await authorizationUseOf(deps, record, latest.number);
+  if (use.used)
+    return use.paid
+      ? { status: 'settled', blockNumber: use.paid.blockNumber, gasUsed: 0n, txHash: use.paid.txHash }
+      : cancelled;
+  const now = BigInt(latest.timestamp);
+  if (now + BigInt(deps.config.validityMarginSeconds) < record.validBefore) {
+    const again = await resubmit(deps, record);
+    if (again) return { resubmitted: again };
   }
-  const topics = [tokenInterface.getEvent('AuthorizationUsed')!.topicHash, zeroPadValue(record.payer, 32), nonce];
-  const logs = await deps.provider.getLogs({
-    address: token,
-    topics,
-    fromBlock: Math.max(latest.number - AUTHORIZATION_LOG_BLOCKS, 0),
-    toBlock: latest.number,
-  });
-  const used = logs[0];
-  if (!used) throw new Error('authorization used but its log was not found');
-  return { status: 'settled', blockNumber: used.blockNumber, gasUsed: 0n, txHash: used.transactionHash };
+  return now < record.validBefore ? { status: 'pending', cause: 'inclusion_timeout' } : cancelled;
 }
 
-/** Records a mined attempt's outcome, or `pending` (not mined, or a cancel mined before validBefore). */
+/** Records a mined attempt's outcome, or `pending` (not mined, a cancel mined before validBefore, or a transfer submitted again and not yet mined). */
 export async function recordInclusion(
   deps: SettlementDeps,
   record: SettlementRecord,
@@ -312,27 +412,26 @@ export async function recordInclusion(
 ): Promise<SettlementOutcome> {
   let outcome: FinalOutcome;
   if (!inclusion.mined) outcome = { status: 'pending', cause: 'inclusion_timeout' };
-  else if (inclusion.cancelled) outcome = await afterCancel(deps, record, inclusion);
-  else if (inclusion.success)
+  else if (inclusion.cancelled) {
+    const next = await afterCancel(deps, record, inclusion);
+    if ('resubmitted' in next) {
+      // Sent now; a node answering with the receipt (anvil, EIP-7966) decides it at once,
+      // else the record waits (`pending`, its bytes now the submitted transfer's) for the watch.
+      const included = await broadcast(deps, next.resubmitted);
+      if (included?.mined) return recordInclusion(deps, next.resubmitted, included);
+      outcome = { status: 'pending', cause: 'inclusion_timeout' };
+    } else outcome = next;
+  } else if (inclusion.success)
     outcome = {
       status: 'settled',
       blockNumber: inclusion.blockNumber,
       gasUsed: inclusion.gasUsed,
       txHash: inclusion.txHash,
     };
-  else {
-    outcome = {
-      status: 'failed',
-      cause: 'reverted',
-      blockNumber: inclusion.blockNumber,
-      gasUsed: inclusion.gasUsed,
-      txHash: inclusion.txHash,
-      failedGasWei: inclusion.gasUsed * inclusion.gasPrice,
-    };
-  }
+  else outcome = await afterRevert(deps, record, inclusion);
   const recorded = await completeSettlement(deps.pool, record.key, outcome);
   // Counted by the run whose statement recorded it (a watcher may record the same revert again).
-  if (recorded.completedNow && outcome.status === 'failed' && outcome.failedGasWei)
+  if (recorded.completedNow && 'failedGasWei' in outcome && outcome.failedGasWei)
     failedGasWei.inc({ account: recorded.accountId }, Number(outcome.failedGasWei));
   return outcomeOfRecord(recorded);
 }

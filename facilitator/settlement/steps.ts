@@ -337,7 +337,10 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
           Date.now() + cancelWaitMs(deps.config.settleDeadlineMs, inclusionTimeoutMs),
         );
       }
-      if (inclusion.mined && !inclusion.cancelled) announce?.(outcomeOfInclusion(record, inclusion));
+      // Only a successful transfer is announced before its record: a revert asks the token first
+      // (someone else may have used the authorization), a cancel may be followed by a re-submission.
+      if (inclusion.mined && inclusion.success && !inclusion.cancelled)
+        announce?.(outcomeOfInclusion(record, inclusion));
       return recordInclusion(deps, record, inclusion);
     },
 

@@ -1,38 +1,67 @@
 // The gas wallet's transactions: the next gas nonce taken under the wallet's row lock with the
-// signed bytes stored before anything is sent (UNIQUE gas_wallet, gas_nonce), and fee bumps at
-// that nonce.
+// signed bytes stored before anything is sent (UNIQUE gas_wallet, gas_nonce), fee bumps at
+// that nonce, and the transfer submitted again at a new nonce after its cancel was mined.
 import type pg from 'pg';
 import { Transaction } from 'ethers';
 import { inTransaction } from '../db/pool.ts';
 import { fromRow, type SettlementRecord, type SettlementRow } from './records.ts';
+
+type NextNonceSigning = {
+  key: string;
+  gasWallet: string;
+  chainId: number;
+  /** The node's pending transaction count; wins over the stored nonce if the wallet was used elsewhere. */
+  chainNonce: number;
+  sign: (nonce: number) => Promise<{ raw: string; hash: string }>;
+};
 
 /**
  * Takes the gas wallet's next nonce, signs the transaction with it and stores the raw bytes
  * and hash, all under the gas wallet's row lock: one nonce at a time, and nothing is ever
  * sent that is not stored first. Idempotent: a record that already has its bytes keeps them.
  */
-export async function signAndPersist(
+export async function signAndPersist(db: pg.Pool, input: NextNonceSigning): Promise<SettlementRecord> {
+  const record = await signAtNextNonce(db, input, (r) => !r.rawTx && r.status === 'claimed');
+  if (!record) throw new Error('settlement record missing for signing');
+  return record;
+}
+
+/**
+ * The transfer submitted again after its cancel was mined: signed with the gas wallet's next
+ * nonce and stored as the settlement's next attempt (its bytes and gas nonce become the
+ * record's), under the settlement's and the wallet's row locks, before anything is sent. Only
+ * a record still at gas nonce `fromGasNonce` and not final takes it, so two workers that saw
+ * the same mined cancel submit once. Returns the record as it now is (null: none).
+ */
+export function storeResubmission(
   db: pg.Pool,
-  input: {
-    key: string;
-    gasWallet: string;
-    chainId: number;
-    /** The node's pending transaction count; wins over the stored nonce if the wallet was used elsewhere. */
-    chainNonce: number;
-    sign: (nonce: number) => Promise<{ raw: string; hash: string }>;
-  },
-): Promise<SettlementRecord> {
+  input: NextNonceSigning & { fromGasNonce: number },
+): Promise<SettlementRecord | null> {
+  return signAtNextNonce(
+    db,
+    input,
+    (r) => r.gasNonce === input.fromGasNonce && r.status !== 'settled' && r.status !== 'failed',
+  );
+}
+
+/**
+ * Under the settlement's row lock, and only when `takes` the record as it is: the wallet's next
+ * nonce (the stored one, or the node's count if that is higher: the wallet was used elsewhere;
+ * taken in one statement that also locks the wallet's row until commit), the bytes signed with
+ * it, stored as the settlement's next attempt and as the record's bytes. Else the record as is.
+ */
+async function signAtNextNonce(
+  db: pg.Pool,
+  input: NextNonceSigning,
+  takes: (record: SettlementRecord) => boolean,
+): Promise<SettlementRecord | null> {
   return inTransaction(db, async (client) => {
     const { rows } = await client.query<SettlementRow>(
       'select * from settlements where settlement_key = $1 for update',
       [input.key],
     );
     const record = rows[0] ? fromRow(rows[0]) : null;
-    if (!record) throw new Error('settlement record missing for signing');
-    if (record.rawTx || record.status !== 'claimed') return record;
-
-    // Take the next gas nonce (the stored one, or the node's count if that is higher: the wallet
-    // was used elsewhere) in one statement that also locks the wallet's row until commit.
+    if (!record || !takes(record)) return record;
     const address = input.gasWallet.toLowerCase();
     const taken = await client.query<{ nonce: string }>(
       `insert into gas_wallets as w (address, chain_id, next_nonce) values ($1, $2, $3::bigint + 1)
@@ -46,9 +75,10 @@ export async function signAndPersist(
     const updated = await client.query<SettlementRow>(
       `with attempt as (
          insert into settlement_transactions (settlement_key, seq, tx_hash, raw_tx, max_fee_per_gas, max_priority_fee_per_gas)
-         values ($1, 0, $5, $4, $6, $7)
+         select $1, coalesce(max(seq), -1) + 1, $5, $4, $6, $7 from settlement_transactions where settlement_key = $1
        )
-       update settlements set status = 'signed', gas_wallet = $2, gas_nonce = $3, raw_tx = $4, tx_hash = $5, updated_at = now()
+       update settlements set status = case when status = 'claimed' then 'signed' else status end,
+              gas_wallet = $2, gas_nonce = $3, raw_tx = $4, tx_hash = $5, updated_at = now()
        where settlement_key = $1 returning *`,
       [
         input.key,

@@ -174,8 +174,8 @@ export async function markBroadcast(db: pg.Pool, key: string): Promise<void> {
 }
 
 export type FinalOutcome =
-  | { status: 'settled'; blockNumber: number; gasUsed: bigint; txHash?: string }
-  /** `failedGasWei`: what a revert cost the gas wallet, charged to the account's failed-gas budget. */
+  /** `failedGasWei`: what a revert cost the gas wallet, charged to the account's failed-gas budget (also when someone else's transaction settled it). */
+  | { status: 'settled'; blockNumber: number; gasUsed: bigint; txHash?: string; failedGasWei?: bigint }
   | { status: 'failed'; cause: string; blockNumber?: number; gasUsed?: bigint; txHash?: string; failedGasWei?: bigint }
   | { status: 'pending'; cause: string };
 
