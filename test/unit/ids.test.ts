@@ -1,7 +1,7 @@
 // Ids are UUIDv7 behind a type prefix: lists sort by id as by creation, so ids minted in one
 // process must be in order even many to a millisecond, unique, and of the shape isId accepts.
 import assert from 'node:assert/strict';
-import { isId, newId } from '../lib/ids.ts';
+import { isId, newId } from '../../lib/ids.ts';
 
 describe('ids', () => {
   it('mints unique, well-formed ids in the order they were minted, many per millisecond', () => {
