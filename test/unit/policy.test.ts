@@ -159,7 +159,7 @@ describe('policy evaluation', () => {
       bodyBytes: fc.option(fc.nat({ max: 3000 }), { nil: null }),
     });
 
-    it('a verdict names the rule that decided, and that rule decides alone: rules after it and removing those before it that do not match change nothing', async () => {
+    it('a verdict names the rule that decided: that rule matches on its own, and rules appended after it change nothing', async () => {
       await fc.assert(
         fc.asyncProperty(doc, callFacts, fc.nat({ max: 25 }), doc, async (policy, call, count, other) => {
           const verdict = await evaluatePolicy(policy, call, probe(count));
