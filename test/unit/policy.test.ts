@@ -75,6 +75,7 @@ describe('policy evaluation', () => {
     assert.equal(await action(['fs.*'], 'fs.read'), 'deny');
     assert.equal(await action(['fs.*'], 'fs.'), 'deny');
     assert.equal(await action(['fs.*'], 'fsx'), 'allow');
+    assert.equal(await action(['fs.*'], 'xfs.read'), 'allow');
     assert.equal(await action(['*'], 'anything'), 'deny');
     assert.equal(await action(['*'], null), 'allow');
     assert.equal(await action(['a', 'b*'], 'bee'), 'deny');

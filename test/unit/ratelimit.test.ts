@@ -58,6 +58,8 @@ describe('rate limiter (in process)', () => {
     assert.deepEqual(await limiter.take([fast, slow]), { allowed: false, retryAfterSeconds: 1, bucket: 'slow' });
     time.now += 1_000;
     assert.equal((await limiter.take([fast, slow])).allowed, true);
+    // Whatever the order the buckets come in.
+    assert.deepEqual(await limiter.take([slow, fast]), { allowed: false, retryAfterSeconds: 10, bucket: 'slow' });
   });
 
   it('caps Retry-After at 60 s for a bucket slower than one a minute', async () => {

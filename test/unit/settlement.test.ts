@@ -112,7 +112,6 @@ describe('settlement decisions', () => {
         }),
       );
     assert.equal(isCancelRaw(await sign(gasWallet.address)), true);
-    assert.equal(isCancelRaw(await sign(gasWallet.address.toLowerCase())), true);
     assert.equal(isCancelRaw(await sign(TOKEN)), false);
   });
 
