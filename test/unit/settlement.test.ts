@@ -1,13 +1,17 @@
-// The settlement steps' pure decisions (facilitator/settlement/, facilitator/store/records.ts):
-// what a stored record answers, what a mined transaction makes of it, whether stored bytes
-// are a cancel, and the settlement key that makes one authorization one settlement. Signing
-// is local with an ethers Wallet; no chain.
+// The settlement steps' pure decisions (facilitator/settlement/, facilitator/store/,
+// facilitator/chain.ts): what a stored record answers, what a mined transaction makes of it,
+// whether stored bytes are a cancel, the settlement key that makes one authorization one
+// settlement, the guardrails an account's own limits decide, and which token entry point the
+// transfer calls. Signing is local with an ethers Wallet; no chain.
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { Transaction, Wallet, getAddress, hexlify } from 'ethers';
 import { outcomeOfRecord } from '../../facilitator/settlement/verify.ts';
 import { isCancelRaw, outcomeOfInclusion, signedOrThrow } from '../../facilitator/settlement/send.ts';
 import { parseSettlementKey, settlementKey, type SettlementRecord } from '../../facilitator/store/records.ts';
+import { staticGuardrail } from '../../facilitator/store/claims.ts';
+import { tokenInterface, transferCalldata } from '../../facilitator/chain.ts';
+import type { Account } from '../../facilitator/accounts.ts';
 
 const gasWallet = new Wallet('0x' + '55'.repeat(32));
 const TOKEN = getAddress('0x833589fcd6edb6e08f4c7c32d4f71b54bda02913');
@@ -145,5 +149,84 @@ describe('settlement decisions', () => {
     assert.notEqual(settlementKey(8453, TOKEN, PAYER, '0x' + '02'.repeat(32)), key);
     assert.notEqual(settlementKey(84532, TOKEN, PAYER, '0x' + '01'.repeat(32)), key);
     assert.notEqual(settlementKey(8453, PAYER, TOKEN, '0x' + '01'.repeat(32)), key);
+  });
+
+  describe('guardrails decided by the account and the amount alone', () => {
+    const kind = { network: 'base', asset: TOKEN };
+    const account = (over: Partial<Account> = {}): Account => ({
+      id: 'acct_1',
+      name: 'a',
+      certFingerprint: 'f',
+      allowedKinds: [kind],
+      maxPerTx: null,
+      dailyCeiling: null,
+      active: true,
+      createdAt: new Date(0),
+      deactivatedAt: null,
+      ...over,
+    });
+    const defaults = { maxPerTx: 1_000n, dailyCeiling: 5_000n, failedGasDailyWei: 1n };
+    const judge = (amount: bigint, over: Partial<Account> = {}, k = kind) =>
+      staticGuardrail({ account: account(over), kind: k, amount, defaults });
+
+    it('refuses a kind the account may not settle, the asset compared in any case', () => {
+      assert.equal(judge(1n, {}, { network: 'base', asset: TOKEN.toLowerCase() }), null);
+      assert.equal(judge(1n, {}, { network: 'base-sepolia', asset: TOKEN }), 'kind_not_allowed');
+      assert.equal(judge(1n, {}, { network: 'base', asset: PAYER }), 'kind_not_allowed');
+      assert.equal(judge(1n, { allowedKinds: [] }), 'kind_not_allowed');
+    });
+
+    it('holds an amount to the account’s per-transaction maximum and ceiling, else the defaults', () => {
+      assert.equal(judge(1_000n), null);
+      assert.equal(judge(1_001n), 'over_per_transaction_maximum');
+      assert.equal(judge(2_000n, { maxPerTx: 2_000n }), null);
+      assert.equal(judge(11n, { maxPerTx: 10n }), 'over_per_transaction_maximum');
+      assert.equal(judge(6_000n, { maxPerTx: 10_000n }), 'over_daily_ceiling');
+      assert.equal(judge(6_000n, { maxPerTx: 10_000n, dailyCeiling: 6_000n }), null);
+      // A kind it may not settle is refused before any amount is looked at.
+      assert.equal(judge(10n ** 30n, { allowedKinds: [] }), 'kind_not_allowed');
+    });
+  });
+
+  describe('the transfer’s calldata', () => {
+    const authorization = {
+      from: PAYER,
+      to: getAddress('0x' + '77'.repeat(20)),
+      value: '1000',
+      validAfter: '0',
+      validBefore: '1800000600',
+      nonce: '0x' + '01'.repeat(32),
+    };
+    const EOA = 'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)';
+    const CONTRACT = 'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)';
+
+    it('calls the (v, r, s) entry point for an EOA and the bytes one for a contract wallet, with the signed terms', async () => {
+      const signature = await gasWallet.signMessage('any 65-byte signature');
+      const eoa = tokenInterface.parseTransaction({ data: transferCalldata(authorization, signature, 'eoa') })!;
+      assert.equal(eoa.signature, EOA);
+      assert.deepEqual(eoa.args.slice(0, 6).map(String), [
+        authorization.from,
+        authorization.to,
+        '1000',
+        '0',
+        '1800000600',
+        authorization.nonce,
+      ]);
+      const contract = tokenInterface.parseTransaction({
+        data: transferCalldata(authorization, signature, 'contract'),
+      })!;
+      assert.equal(contract.signature, CONTRACT);
+      assert.equal(contract.args[6], signature);
+      // Unverified: by length, 65 bytes taken for an EOA's.
+      assert.equal(
+        tokenInterface.parseTransaction({ data: transferCalldata(authorization, signature) })!.signature,
+        EOA,
+      );
+      const long = signature + 'ab'.repeat(20);
+      assert.equal(
+        tokenInterface.parseTransaction({ data: transferCalldata(authorization, long) })!.signature,
+        CONTRACT,
+      );
+    });
   });
 });

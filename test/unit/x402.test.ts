@@ -21,6 +21,7 @@ import {
   type TransferAuthorization,
 } from '../../x402/schemas.ts';
 import { PaymentPayloadV2, caip2Network, decodeBase64JsonHeader } from '../../x402/v2.ts';
+import { contractSignatureCheck, type EthCall } from '../../x402/erc1271.ts';
 import {
   authorizationSigner,
   signerKindOf,
@@ -384,6 +385,54 @@ describe('verifying an exact payment', () => {
         },
       ),
       { numRuns: 200 },
+    );
+  });
+});
+
+describe('ERC-1271 check of a contract wallet', () => {
+  const wallet = getAddress('0x' + '44'.repeat(20));
+  const digest = '0x' + '12'.repeat(32);
+  const signature = '0x' + '34'.repeat(65);
+  const MAGIC = '0x1626ba7e' + '0'.repeat(56);
+  /** Stand-in for the node's eth_call: answers `result` (or throws it) and keeps what it was asked. */
+  const node = (result: string | Error) => {
+    const asked: Array<{ to: string; data: string }> = [];
+    const call: EthCall = async (tx) => {
+      asked.push(tx);
+      if (result instanceof Error) throw result;
+      return result;
+    };
+    return Object.assign(call, { asked });
+  };
+
+  it('asks the wallet isValidSignature(digest, signature) and accepts only the magic word', async () => {
+    const accepting = node(MAGIC);
+    assert.equal(await contractSignatureCheck(accepting)(wallet, digest, signature), true);
+    assert.equal(accepting.asked.length, 1);
+    assert.equal(accepting.asked[0].to, wallet);
+    assert.equal(accepting.asked[0].data.slice(0, 10), '0x1626ba7e');
+    // Extra return data after the word is tolerated, as OpenZeppelin's SignatureChecker does.
+    assert.equal(await contractSignatureCheck(node(MAGIC + '00'.repeat(32)))(wallet, digest, signature), true);
+    assert.equal(
+      await contractSignatureCheck(node(MAGIC.toUpperCase().replace('0X', '0x')))(wallet, digest, signature),
+      true,
+    );
+    for (const answer of [
+      '0x',
+      '0x1626ba7e',
+      '0xffffffff' + '0'.repeat(56),
+      '0x' + '0'.repeat(64),
+      '0x0000001626ba7e' + '0'.repeat(50),
+    ])
+      assert.equal(await contractSignatureCheck(node(answer))(wallet, digest, signature), false, answer);
+  });
+
+  it('takes a revert for a refusal and throws anything else, for its caller to fail closed or retry', async () => {
+    const revert = Object.assign(new Error('execution reverted'), { code: 'CALL_EXCEPTION' });
+    assert.equal(await contractSignatureCheck(node(revert))(wallet, digest, signature), false);
+    await assert.rejects(
+      contractSignatureCheck(node(new Error('connect ECONNREFUSED')))(wallet, digest, signature),
+      /ECONNREFUSED/,
     );
   });
 });
