@@ -12,8 +12,8 @@ const USAGE = `usage: npm test [-- FILE...]
   (dependency-cruiser) and unused dependencies, files and exports (knip), then the unit layer
   (test/unit/, no services; a failure there stops the run) and mocha over the other
   test/**/*.test.ts, or only over the FILEs named (other arguments go to mocha as they are),
-  against one shared stack of real services. Ends with one line: N passed, N failed, N skipped
-  (both layers summed).`;
+  against one shared stack of real services (FILEs all under test/unit/: without it). Ends with
+  one line: N passed, N failed, N skipped (both layers summed).`;
 // --help runs nothing: the steps below take minutes.
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
   process.stdout.write(`${USAGE}\n`);
@@ -92,9 +92,14 @@ if (!step('unused', bin('knip'), ['--no-progress'])) {
   process.stdout.write('unused dependencies, files or exports (knip.jsonc)\n0 passed, 1 failed\n');
   process.exit(1);
 }
-// `npm test -- test/x.test.ts` runs that file only (still one stack); `mocha --config test/unit/.mocharc.json FILE`
-// runs a unit test without one.
-if (process.argv.length > 2) finish([mochaRun('tests', process.argv.slice(2))]);
+// `npm test -- test/x.test.ts` runs that file only (still one stack); files all under test/unit/
+// run with the unit layer's config, without one.
+const args = process.argv.slice(2);
+if (args.length > 0) {
+  const files = args.filter((arg) => arg.endsWith('.ts'));
+  const unitOnly = files.length > 0 && files.every((file) => file.replace(/^\.\//, '').startsWith('test/unit/'));
+  finish([mochaRun('tests', unitOnly ? ['--config', 'test/unit/.mocharc.json', ...args] : args)]);
+}
 // The unit layer first: seconds, no services. A failure there is a fault in the logic the whole
 // suite stands on, so the suite's minutes are not spent on it.
 const unit = mochaRun('unit tests', ['--config', 'test/unit/.mocharc.json', 'test/unit/**/*.test.ts']);
