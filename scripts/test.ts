@@ -1,23 +1,57 @@
 // `npm test`: type checking, lint, formatting (Prettier), the layer rules (.dependency-cruiser.cjs), unused
-// dependencies, files and exports (knip.jsonc), then the whole mocha suite against real services. Always ends with one plain line `N passed, N failed` (the
-// suite's, or a failed step's).
+// dependencies, files and exports (knip.jsonc), then the unit layer (test/unit/, no services) and the
+// whole mocha suite against real services. Always ends with one plain line `N passed, N failed, N skipped`
+// (both layers' counts summed, or a failed step's).
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const USAGE = `usage: npm test [-- FILE...]
   Type check (tsc --noEmit), lint (eslint), formatting (Prettier --check), the layer rules
-  (dependency-cruiser) and unused dependencies, files and exports (knip), then mocha over test/**/*.test.ts, or over the FILEs named (other
-  arguments go to mocha as they are), against one shared stack of real services. Ends with
-  one line: N passed, N failed.`;
+  (dependency-cruiser) and unused dependencies, files and exports (knip), then the unit layer
+  (test/unit/, no services; a failure there stops the run) and mocha over the other
+  test/**/*.test.ts, or only over the FILEs named (other arguments go to mocha as they are),
+  against one shared stack of real services (FILEs all under test/unit/: without it). Ends with
+  one line: N passed, N failed, N skipped (both layers summed).`;
 // --help runs nothing: the steps below take minutes.
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
 }
 
-function step(name: string, command: string, args: string[]): boolean {
+function step(name: string, command: string, args: string[], env: NodeJS.ProcessEnv = process.env): boolean {
   process.stdout.write(`\n> ${name}: ${command} ${args.join(' ')}\n`);
-  const result = spawnSync(command, args, { stdio: 'inherit', env: process.env });
+  const result = spawnSync(command, args, { stdio: 'inherit', env });
   return result.status === 0;
+}
+
+type Counts = { passes: number; failures: number; pending: number };
+
+/**
+ * One mocha run; its reporter (test/support/summary-reporter.cjs) writes the counts to a file
+ * instead of its closing line. A run that ended without counts, or failed with none counted
+ * (mocha itself broke), counts as one failure.
+ */
+function mochaRun(name: string, args: string[]): Counts {
+  const dir = mkdtempSync(join(tmpdir(), 'npm-test-'));
+  const file = join(dir, 'counts.json');
+  const ok = step(name, process.execPath, [bin('mocha'), ...args], { ...process.env, MOCHA_SUMMARY_FILE: file });
+  let counts: Counts = { passes: 0, failures: 0, pending: 0 };
+  try {
+    counts = JSON.parse(readFileSync(file, 'utf8')) as Counts;
+  } catch {
+    // no counts: the run broke before its end
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return ok || counts.failures > 0 ? counts : { ...counts, failures: counts.failures + 1 };
+}
+
+function finish(runs: Counts[]): never {
+  const sum = (key: keyof Counts) => runs.reduce((total, run) => total + run[key], 0);
+  process.stdout.write(`${sum('passes')} passed, ${sum('failures')} failed, ${sum('pending')} skipped\n`);
+  process.exit(sum('failures') === 0 ? 0 : 1);
 }
 
 const bin = (tool: string) => `node_modules/.bin/${tool}`;
@@ -58,7 +92,16 @@ if (!step('unused', bin('knip'), ['--no-progress'])) {
   process.stdout.write('unused dependencies, files or exports (knip.jsonc)\n0 passed, 1 failed\n');
   process.exit(1);
 }
-// With no arguments, the whole suite; `npm test -- test/x.test.ts` runs one file (still one stack).
-const specs = process.argv.length > 2 ? process.argv.slice(2) : ['test/**/*.test.ts'];
-const ok = step('tests', process.execPath, [bin('mocha'), ...specs]);
-process.exit(ok ? 0 : 1);
+// `npm test -- test/x.test.ts` runs that file only (still one stack); files all under test/unit/
+// run with the unit layer's config, without one.
+const args = process.argv.slice(2);
+if (args.length > 0) {
+  const files = args.filter((arg) => arg.endsWith('.ts'));
+  const unitOnly = files.length > 0 && files.every((file) => file.replace(/^\.\//, '').startsWith('test/unit/'));
+  finish([mochaRun('tests', unitOnly ? ['--config', 'test/unit/.mocharc.json', ...args] : args)]);
+}
+// The unit layer first: seconds, no services. A failure there is a fault in the logic the whole
+// suite stands on, so the suite's minutes are not spent on it.
+const unit = mochaRun('unit tests', ['--config', 'test/unit/.mocharc.json', 'test/unit/**/*.test.ts']);
+if (unit.failures > 0) finish([unit]);
+finish([unit, mochaRun('integration tests', ['test/**/*.test.ts', '--ignore', 'test/unit/**'])]);

@@ -15,6 +15,7 @@ import { SignJWT } from 'jose';
 import { stack } from './support/stack.ts';
 import { call, callAt } from './support/http.ts';
 import { createAgent, rawUpstream, readAll, type RawUpstream } from './support/proxy-helpers.ts';
+import { waitFor } from './support/wait.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
 import { openOrm } from '../gateway/db/orm.ts';
@@ -22,14 +23,6 @@ import { createChangeFeed, openChangeFeed, type ChangeFeed } from '../gateway/db
 import { createFeedCache } from '../gateway/db/feed-cache.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await sleep(20);
-  }
-}
 
 async function streamAt(base: string, token: string, agentId: string): Promise<number> {
   const res = await request(`${base}/v1/proxy/${agentId}/stream`, {
@@ -76,7 +69,7 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
     );
     strictReplica = `http://127.0.0.1:${(strictServer.address() as AddressInfo).port}`;
     token = await stack().token(`tenant-cache-${randomUUID()}`);
-    await until(() => replicaFeed.live() && strictFeed.live() && stack().feed.live());
+    await waitFor(() => replicaFeed.live() && strictFeed.live() && stack().feed.live());
   });
 
   after(async () => {
@@ -130,11 +123,13 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
       await stack()
         .orm.em.getConnection()
         .execute('update agents set upstream_url = ? where id = ?', [other.url, agentId]);
-      const changedAt = Date.now();
-      while (other.hits.length === 0) {
-        assert.ok(Date.now() - changedAt < 2_000, 'the replica still calls the old upstream 2 s after the change');
-        assert.equal(await streamAt(replica, token, agentId), 200);
-      }
+      await waitFor(
+        async () => {
+          assert.equal(await streamAt(replica, token, agentId), 200);
+          return other.hits.length > 0;
+        },
+        { timeoutMs: 2_000, everyMs: 0, what: 'the replica to call the new upstream after the change' },
+      );
     } finally {
       await other.close();
     }
@@ -217,7 +212,7 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
         reads.push(id);
         return 'v';
       };
-      await until(() => feed.live());
+      await waitFor(() => feed.live());
       await cache.get(id, load);
       await cache.get(id, load);
       assert.equal(reads.length, 1, 'the second read came from memory');
@@ -226,7 +221,7 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
       await stack()
         .orm.em.getConnection()
         .execute(`select pg_notify('gateway_cache', ?)`, [`agent:${id}`]);
-      await until(() => cache.size === 0);
+      await waitFor(() => cache.size === 0);
       await cache.get(id, load);
       assert.equal(reads.length, 2, 'read again after the notification');
 
@@ -236,33 +231,33 @@ describe('gate caches across replicas (LISTEN/NOTIFY)', () => {
         .execute(
           `select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'gateway-cache-feed' and datname = current_database() and pid <> pg_backend_pid()`,
         );
-      await until(() => !feed.live());
+      await waitFor(() => !feed.live());
       assert.equal(cache.size, 0, 'a lost subscription empties the cache');
       await cache.get(id, load);
       await cache.get(id, load);
       assert.equal(reads.length, 4, 'no answer from memory while the feed is down');
 
       // Back: answered from memory again.
-      await until(() => feed.live());
+      await waitFor(() => feed.live());
       await cache.get(id, load);
       await cache.get(id, load);
       assert.equal(reads.length, 5);
     });
 
     it('does not keep a read that a notification overtook', async () => {
-      await until(() => feed.live());
+      await waitFor(() => feed.live());
       const cache = createFeedCache<string>(feed, { keyOf: (k) => (k.startsWith('policy:') ? k.slice(7) : null) });
       const tenant = `t-${randomUUID()}`;
       let reads = 0;
       // The read is in flight when the change is notified: what it got may predate the change.
       await cache.get(tenant, async () => {
         reads += 1;
+        const before = feed.generation();
         await stack()
           .orm.em.getConnection()
           .execute(`select pg_notify('gateway_cache', ?)`, [`policy:${tenant}`]);
-        const seen = feed.generation();
-        await until(() => feed.generation() !== seen || cache.size > 0, 2_000).catch(() => undefined);
-        await sleep(100);
+        // Every notification moves the generation (it may have arrived before execute returned).
+        await waitFor(() => feed.generation() !== before, { what: 'the notification to reach the feed' });
         return 'old';
       });
       assert.equal(cache.size, 0, 'the raced read was not stored');

@@ -1,6 +1,7 @@
 // The upstream client's resilience rules, against real local servers: connect failures
 // retried with full-jitter backoff under the deadline, what may and may not be re-sent, and
-// the breaker's open → half-open → closed (or re-opened) cycle.
+// the breaker's open → half-open → closed (or re-opened) cycle. The backoff arithmetic and the
+// breaker's rules alone are unit tests (test/unit/retry.test.ts, test/unit/breaker.test.ts).
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { Readable } from 'node:stream';
@@ -11,7 +12,6 @@ import {
   type UpstreamClient,
   type UpstreamRequest,
 } from '../gateway/upstream/client.ts';
-import { fullJitterDelay, parseRetryAfter } from '../gateway/upstream/retry.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // Each attempt counts with the breaker; tests of the retry loop keep it out of the way.
@@ -32,37 +32,6 @@ function req(url: string, extra: Partial<UpstreamRequest> = {}): UpstreamRequest
 describe('upstream resilience', () => {
   let client: UpstreamClient;
   afterEach(() => client?.close());
-
-  describe('retry timing', () => {
-    it('draws full-jitter waits from [0, min(cap, base·2^n))', () => {
-      const opts = { maxAttempts: 10, baseMs: 100, capMs: 1_000 };
-      assert.equal(
-        fullJitterDelay(0, opts, () => 0),
-        0,
-      );
-      assert.equal(
-        fullJitterDelay(0, opts, () => 0.999),
-        99,
-      );
-      assert.equal(
-        fullJitterDelay(3, opts, () => 0.5),
-        400,
-      );
-      assert.equal(
-        fullJitterDelay(8, opts, () => 0.999),
-        999,
-        'capped',
-      );
-    });
-
-    it('reads Retry-After as seconds or as an HTTP date', () => {
-      assert.equal(parseRetryAfter('3'), 3000);
-      const fromDate = parseRetryAfter(new Date(Date.now() + 5000).toUTCString()) ?? 0;
-      assert.ok(fromDate > 3000 && fromDate <= 5000, String(fromDate));
-      assert.equal(parseRetryAfter('soon'), undefined);
-      assert.equal(parseRetryAfter(undefined), undefined);
-    });
-  });
 
   describe('retries', () => {
     it('retries a refused connection until the upstream appears, within the deadline', async () => {

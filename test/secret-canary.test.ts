@@ -25,7 +25,7 @@ import { stack } from './support/stack.ts';
 import { callAt, uniqueName, type Reply } from './support/http.ts';
 import { vaultWrite } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { startWorkerProcess } from './support/worker-process.ts';
+import { startWorkerProcess, stopWorkerProcess } from './support/worker-process.ts';
 import { newAccount, newPayTo, newPayer, signPayment, encodePayment, type TestAccount } from './support/x402.ts';
 import { facilitatorEnv } from './support/facilitator.ts';
 import { freePort } from '../scripts/lib/ports.ts';
@@ -141,9 +141,7 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
   });
 
   after(async () => {
-    worker?.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 200));
-    worker?.kill('SIGKILL');
+    if (worker) await stopWorkerProcess(worker);
     api?.closeAllConnections();
     await new Promise((r) => api?.close(r));
     await facilitator?.close();

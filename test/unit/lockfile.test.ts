@@ -14,13 +14,13 @@ type Locked = {
   optionalDependencies?: Record<string, string>;
 };
 const packages = (
-  JSON.parse(readFileSync(new URL('../package-lock.json', import.meta.url), 'utf8')) as {
+  JSON.parse(readFileSync(new URL('../../package-lock.json', import.meta.url), 'utf8')) as {
     packages: Record<string, Locked>;
   }
 ).packages;
 
 const allowScripts = (
-  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
     allowScripts?: Record<string, boolean>;
   }
 ).allowScripts;

@@ -5,8 +5,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
-import { certFingerprint256, ensureDevPki, issueClientCert } from '../scripts/dev/pki.ts';
-import type { CertAndKeyPem, DevPki } from '../scripts/dev/pki.ts';
+import { certFingerprint256, ensureDevPki, issueClientCert } from '../../scripts/dev/pki.ts';
+import type { CertAndKeyPem, DevPki } from '../../scripts/dev/pki.ts';
 
 interface ClientResult {
   status?: number;

@@ -1,0 +1,232 @@
+// The settlement steps' pure decisions (facilitator/settlement/, facilitator/store/,
+// facilitator/chain.ts): what a stored record answers, what a mined transaction makes of it,
+// whether stored bytes are a cancel, the settlement key that makes one authorization one
+// settlement, the guardrails an account's own limits decide, and which token entry point the
+// transfer calls. Signing is local with an ethers Wallet; no chain.
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { Transaction, Wallet, getAddress, hexlify } from 'ethers';
+import { outcomeOfRecord } from '../../facilitator/settlement/verify.ts';
+import { isCancelRaw, outcomeOfInclusion, signedOrThrow } from '../../facilitator/settlement/send.ts';
+import { parseSettlementKey, settlementKey, type SettlementRecord } from '../../facilitator/store/records.ts';
+import { staticGuardrail } from '../../facilitator/store/claims.ts';
+import { tokenInterface, transferCalldata } from '../../facilitator/chain.ts';
+import type { Account } from '../../facilitator/accounts.ts';
+
+const gasWallet = new Wallet('0x' + '55'.repeat(32));
+const TOKEN = getAddress('0x833589fcd6edb6e08f4c7c32d4f71b54bda02913');
+const PAYER = getAddress('0x' + '66'.repeat(20));
+const HASH = '0x' + 'AB'.repeat(32);
+
+function record(over: Partial<SettlementRecord> = {}): SettlementRecord {
+  return {
+    id: 'stl_1',
+    key: settlementKey(8453, TOKEN, PAYER, '0x' + '01'.repeat(32)),
+    accountId: 'acct_1',
+    payer: PAYER.toLowerCase(),
+    payTo: getAddress('0x' + '77'.repeat(20)),
+    amount: 1000n,
+    validBefore: 1_800_000_600n,
+    status: 'pending',
+    failureCause: null,
+    gasNonce: 3,
+    txHash: HASH,
+    rawTx: '0x02',
+    blockNumber: null,
+    attempts: 1,
+    ...over,
+  };
+}
+
+const mined = (over: { success?: boolean; cancelled?: boolean } = {}) => ({
+  mined: true as const,
+  success: true,
+  blockNumber: 10,
+  gasUsed: 50_000n,
+  gasPrice: 1n,
+  txHash: HASH,
+  cancelled: false,
+  ...over,
+});
+
+describe('settlement decisions', () => {
+  it('answers a stored record: settled, failed or still pending, payer checksummed, transaction in lowercase', () => {
+    assert.deepEqual(outcomeOfRecord(record({ status: 'settled' })), {
+      status: 'settled',
+      payer: PAYER,
+      transaction: HASH.toLowerCase(),
+      cause: null,
+    });
+    assert.deepEqual(outcomeOfRecord(record({ status: 'failed', failureCause: 'reverted' })), {
+      status: 'failed',
+      payer: PAYER,
+      transaction: HASH.toLowerCase(),
+      cause: 'reverted',
+    });
+    for (const status of ['pending', 'claimed', 'signed', 'broadcast'] as SettlementRecord['status'][])
+      assert.equal(outcomeOfRecord(record({ status })).status, 'pending', status);
+    assert.equal(outcomeOfRecord(record({ txHash: null })).transaction, null);
+  });
+
+  it('gives no transaction for a transfer cancelled at the inclusion timeout (the hash is the cancel’s)', () => {
+    assert.deepEqual(outcomeOfRecord(record({ status: 'failed', failureCause: 'inclusion_timeout' })), {
+      status: 'failed',
+      payer: PAYER,
+      transaction: null,
+      cause: 'inclusion_timeout',
+    });
+  });
+
+  it('makes a mined transfer settled, a reverted one failed, before the record is written', () => {
+    assert.deepEqual(outcomeOfInclusion(record(), mined()), {
+      status: 'settled',
+      payer: PAYER,
+      transaction: HASH.toLowerCase(),
+      cause: null,
+    });
+    assert.deepEqual(outcomeOfInclusion(record(), mined({ success: false })), {
+      status: 'failed',
+      payer: PAYER,
+      transaction: HASH.toLowerCase(),
+      cause: 'reverted',
+    });
+  });
+
+  it('refuses to deliver a record with no signed bytes stored', () => {
+    assert.throws(() => signedOrThrow(null), /no signed transaction/);
+    assert.throws(() => signedOrThrow(record({ rawTx: null })), /no signed transaction/);
+    assert.throws(() => signedOrThrow(record({ txHash: null })), /no signed transaction/);
+    const r = record();
+    assert.equal(signedOrThrow(r), r);
+  });
+
+  it('tells a cancel (the gas wallet paying itself) from a transfer by the signed bytes', async () => {
+    const sign = (to: string) =>
+      gasWallet.signTransaction(
+        Transaction.from({
+          type: 2,
+          chainId: 8453,
+          nonce: 3,
+          to,
+          value: 0n,
+          data: to === TOKEN ? '0xe3ee160e' : '0x',
+          gasLimit: 21_000n,
+          maxFeePerGas: 2n,
+          maxPriorityFeePerGas: 1n,
+        }),
+      );
+    assert.equal(isCancelRaw(await sign(gasWallet.address)), true);
+    assert.equal(isCancelRaw(await sign(TOKEN)), false);
+  });
+
+  it('keys a settlement by chain, token, payer and nonce, whatever their case, and reads the key back', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 2 ** 31 }),
+        fc.uint8Array({ minLength: 20, maxLength: 20 }),
+        fc.uint8Array({ minLength: 20, maxLength: 20 }),
+        fc.uint8Array({ minLength: 32, maxLength: 32 }),
+        (chainId, token, payer, nonce) => {
+          const t = getAddress(hexlify(token));
+          const p = getAddress(hexlify(payer));
+          const n = hexlify(nonce);
+          const key = settlementKey(chainId, t, p, n);
+          assert.equal(
+            settlementKey(chainId, t.toLowerCase(), p.toLowerCase(), n.toUpperCase().replace('0X', '0x')),
+            key,
+          );
+          assert.deepEqual(parseSettlementKey(key), {
+            chainId,
+            token: t.toLowerCase(),
+            payer: p.toLowerCase(),
+            nonce: n.toLowerCase(),
+          });
+        },
+      ),
+    );
+    // Another nonce, payer, token or chain is another settlement.
+    const key = settlementKey(8453, TOKEN, PAYER, '0x' + '01'.repeat(32));
+    assert.notEqual(settlementKey(8453, TOKEN, PAYER, '0x' + '02'.repeat(32)), key);
+    assert.notEqual(settlementKey(84532, TOKEN, PAYER, '0x' + '01'.repeat(32)), key);
+    assert.notEqual(settlementKey(8453, PAYER, TOKEN, '0x' + '01'.repeat(32)), key);
+  });
+
+  describe('guardrails decided by the account and the amount alone', () => {
+    const kind = { network: 'base', asset: TOKEN };
+    const account = (over: Partial<Account> = {}): Account => ({
+      id: 'acct_1',
+      name: 'a',
+      certFingerprint: 'f',
+      allowedKinds: [kind],
+      maxPerTx: null,
+      dailyCeiling: null,
+      active: true,
+      createdAt: new Date(0),
+      deactivatedAt: null,
+      ...over,
+    });
+    const defaults = { maxPerTx: 1_000n, dailyCeiling: 5_000n, failedGasDailyWei: 1n };
+    const judge = (amount: bigint, over: Partial<Account> = {}, k = kind) =>
+      staticGuardrail({ account: account(over), kind: k, amount, defaults });
+
+    it('refuses a kind the account may not settle, the asset compared in any case', () => {
+      assert.equal(judge(1n, {}, { network: 'base', asset: TOKEN.toLowerCase() }), null);
+      assert.equal(judge(1n, {}, { network: 'base-sepolia', asset: TOKEN }), 'kind_not_allowed');
+      assert.equal(judge(1n, {}, { network: 'base', asset: PAYER }), 'kind_not_allowed');
+      assert.equal(judge(1n, { allowedKinds: [] }), 'kind_not_allowed');
+    });
+
+    it('holds an amount to the account’s per-transaction maximum and ceiling, else the defaults', () => {
+      assert.equal(judge(1_000n), null);
+      assert.equal(judge(1_001n), 'over_per_transaction_maximum');
+      assert.equal(judge(2_000n, { maxPerTx: 2_000n }), null);
+      assert.equal(judge(11n, { maxPerTx: 10n }), 'over_per_transaction_maximum');
+      assert.equal(judge(6_000n, { maxPerTx: 10_000n }), 'over_daily_ceiling');
+      assert.equal(judge(6_000n, { maxPerTx: 10_000n, dailyCeiling: 6_000n }), null);
+      // A kind it may not settle is refused before any amount is looked at.
+      assert.equal(judge(10n ** 30n, { allowedKinds: [] }), 'kind_not_allowed');
+    });
+  });
+
+  describe('the transfer’s calldata', () => {
+    const authorization = {
+      from: PAYER,
+      to: getAddress('0x' + '77'.repeat(20)),
+      value: '1000',
+      validAfter: '0',
+      validBefore: '1800000600',
+      nonce: '0x' + '01'.repeat(32),
+    };
+    const EOA = 'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)';
+    const CONTRACT = 'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)';
+
+    it('calls the (v, r, s) entry point for an EOA and the bytes one for a contract wallet, with the signed terms', async () => {
+      const signature = await gasWallet.signMessage('any 65-byte signature');
+      const eoa = tokenInterface.parseTransaction({ data: transferCalldata(authorization, signature, 'eoa') })!;
+      assert.equal(eoa.signature, EOA);
+      assert.deepEqual(eoa.args.slice(0, 6).map(String), [
+        authorization.from,
+        authorization.to,
+        '1000',
+        '0',
+        '1800000600',
+        authorization.nonce,
+      ]);
+      const contract = tokenInterface.parseTransaction({
+        data: transferCalldata(authorization, signature, 'contract'),
+      })!;
+      assert.equal(contract.signature, CONTRACT);
+      assert.equal(contract.args[6], signature);
+      // Unverified: by length, 65 bytes taken for an EOA's.
+      assert.equal(
+        tokenInterface.parseTransaction({ data: transferCalldata(authorization, signature) })!.signature,
+        EOA,
+      );
+      const long = signature + 'ab'.repeat(20);
+      assert.equal(
+        tokenInterface.parseTransaction({ data: transferCalldata(authorization, long) })!.signature,
+        CONTRACT,
+      );
+    });
+  });
+});
