@@ -7,7 +7,7 @@ import { TOKEN_ABI } from '../contracts/token.ts';
 import type { TransferAuthorization } from '../x402/schemas.ts';
 import type { SignerKind } from '../x402/verify.ts';
 
-const tokenInterface = new Interface(TOKEN_ABI);
+export const tokenInterface = new Interface(TOKEN_ABI);
 
 export function createChainProvider(rpcUrl: string, chainId: number): JsonRpcProvider {
   // staticNetwork: no network detection; cacheTimeout -1: no stale nonce or block reads;

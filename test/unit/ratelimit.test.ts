@@ -122,33 +122,44 @@ describe('rate limiter (in process)', () => {
 });
 
 describe('buckets of a proxied call', () => {
-  const settings = { agentRps: 10, agentBurst: 30, globalRps: 1000, globalBurst: 2000 };
+  const settings = {
+    agentRps: 10,
+    agentBurst: 30,
+    tenantRps: 250,
+    tenantBurst: 500,
+    globalRps: 1000,
+    globalBurst: 2000,
+  };
 
-  it('gives the agent its own rate (burst 20 when only the rate is set) or the defaults, and the global bucket', () => {
-    assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: null, rateLimitBurst: null }, settings), [
+  it('gives the agent its own rate (burst 20 when only the rate is set) or the defaults, its tenant’s bucket and the global one', () => {
+    assert.deepEqual(bucketsFor({ id: 'agt_1', tenantId: 't1', rateLimitRps: null, rateLimitBurst: null }, settings), [
       { key: 'agent:agt_1', rate: 10, burst: 30 },
+      { key: 'tenant:t1', rate: 250, burst: 500 },
       { key: 'global', rate: 1000, burst: 2000 },
     ]);
-    assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: 2, rateLimitBurst: null }, settings)[0], {
+    assert.deepEqual(bucketsFor({ id: 'agt_1', tenantId: 't1', rateLimitRps: 2, rateLimitBurst: null }, settings)[0], {
       key: 'agent:agt_1',
       rate: 2,
       burst: 20,
     });
-    assert.deepEqual(bucketsFor({ id: 'agt_1', rateLimitRps: 2, rateLimitBurst: 4 }, settings)[0], {
+    assert.deepEqual(bucketsFor({ id: 'agt_1', tenantId: 't1', rateLimitRps: 2, rateLimitBurst: 4 }, settings)[0], {
       key: 'agent:agt_1',
       rate: 2,
       burst: 4,
     });
     // A rate read from PostgreSQL as a string is a number all the same.
-    const fromDb = { id: 'agt_1', rateLimitRps: '2.5' as unknown as number, rateLimitBurst: null };
+    const fromDb = { id: 'agt_1', tenantId: 't1', rateLimitRps: '2.5' as unknown as number, rateLimitBurst: null };
     assert.equal(bucketsFor(fromDb, settings)[0].rate, 2.5);
   });
 
   it('never hands out a bucket that holds no token', () => {
-    const buckets = bucketsFor({ id: 'agt_1', rateLimitRps: 1, rateLimitBurst: 0 }, { ...settings, globalBurst: 0 });
+    const buckets = bucketsFor(
+      { id: 'agt_1', tenantId: 't1', rateLimitRps: 1, rateLimitBurst: 0 },
+      { ...settings, tenantBurst: 0, globalBurst: 0 },
+    );
     assert.deepEqual(
       buckets.map((b) => b.burst),
-      [1, 1],
+      [1, 1, 1],
     );
   });
 });
