@@ -6,7 +6,8 @@
 // invocation, so generated calls reach past the 404; the proxy paths always name an agent with
 // a real upstream, which no other operation is given (so none deletes or suspends it on purpose).
 // What it checks is SCHEMATHESIS_CHECKS; a failure prints Schemathesis's own report, each
-// failing case with a curl command that repeats it.
+// failing case with a curl command that repeats it. Seeded like the fast-check suites (FC_SEED,
+// a fixed default, so CI draws the same cases every run; FC_SCALE multiplies the examples).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -17,6 +18,7 @@ import { ensureTool } from '../scripts/lib/tools.ts';
 import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { FUZZ_SCALE, FUZZ_SEED } from './support/fuzz.ts';
 
 /**
  * What every generated answer must satisfy: no 5xx for anything a caller can send; a method a
@@ -36,10 +38,10 @@ const SCHEMATHESIS_CHECKS = [
   'use_after_free',
   'missing_required_header',
 ];
-/** Per operation and phase: about a minute in all on two cores (measured 2026-11). */
-const MAX_EXAMPLES = 60;
+/** Per operation and phase: 70-90 s in all on the 2-core test machine, beside other test runs (measured 2026-11-27). */
+const MAX_EXAMPLES = Math.max(1, Math.round(60 * FUZZ_SCALE));
 /** A run that outlives this is stopped and fails: it must never hold the suite. */
-const RUN_LIMIT_MS = 180_000;
+const RUN_LIMIT_MS = 180_000 * Math.max(1, FUZZ_SCALE);
 
 type Run = { code: number | null; output: string };
 
@@ -146,6 +148,8 @@ describe('Schemathesis: the API fuzzed from its OpenAPI document', function () {
         SCHEMATHESIS_CHECKS.join(','),
         '--max-examples',
         String(MAX_EXAMPLES),
+        '--seed',
+        String(FUZZ_SEED),
         '--workers',
         '2',
         '--generation-database',
