@@ -5,6 +5,7 @@ import { bodyParser } from '@koa/bodyparser';
 import type { AppDeps } from './deps.ts';
 import { createVerifier, requireAuth, type AuthState } from './auth.ts';
 import { badRequest, errorMapper } from './errors.ts';
+import { answerUnservedMethods } from './allowed-methods.ts';
 import { MAX_BODY_DEPTH, nestsDeeperThan } from './json-depth.ts';
 import { observeRequests } from '../lib/observability/http.ts';
 import { traceRequests } from '../lib/observability/spans.ts';
@@ -33,6 +34,8 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
   app.use(traceRequests('api'));
   app.use(observeRequests('api', deps.log));
   app.use(errorMapper(deps.log));
+  // 405 with Allow for a served path asked with another method, on every router below.
+  app.use(answerUnservedMethods());
 
   const health = healthRoutes(deps, services.startBacklog);
   app.use(health.routes());
@@ -55,13 +58,12 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
     credentialRoutes(deps),
     settlementRoutes(deps),
     proxyRoutes(deps, services),
+    policyRoutes(deps, services.policy),
+    analyticsRoutes(deps),
+    receiptRoutes(deps),
+    invocationRoutes(deps),
   ])
-    v1.use(routes.routes(), routes.allowedMethods());
-  for (const routes of [policyRoutes(deps, services.policy), analyticsRoutes(deps), receiptRoutes(deps)])
-    v1.use(routes.routes(), routes.allowedMethods());
-  const invocations = invocationRoutes(deps);
-  v1.use(invocations.routes(), invocations.allowedMethods());
+    v1.use(routes.routes());
   app.use(v1.routes());
-  app.use(v1.allowedMethods());
   return app;
 }

@@ -4,7 +4,19 @@
 // fraction, and a mandatory zone (`Z` or ±hh:mm). A `+` typed unencoded in a URL is a space
 // once the query is decoded (form encoding), so `…T00:00:00+00:00` arrives as
 // `…T00:00:00 00:00`: a trailing ` hh:mm` is read as the `+hh:mm` it was, the same everywhere.
+// The instant named must lie in years 1 to 9999 once in UTC: an offset can carry a written
+// 0001-01-01 into year 0 or 9999-12-31 into year 10000, which PostgreSQL and Date#toISOString
+// do not read back as the same instant.
 import { badRequest } from './errors.ts';
+
+const FIRST_INSTANT = Date.parse('0001-01-01T00:00:00.000Z');
+const LAST_INSTANT = Date.parse('9999-12-31T23:59:59.999Z');
+
+/** Whether a date is one an API timestamp may name: a real instant in years 1 to 9999 (UTC). */
+export function inTimestampRange(date: Date): boolean {
+  const ms = date.getTime();
+  return ms >= FIRST_INSTANT && ms <= LAST_INSTANT;
+}
 
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$/;
 
@@ -30,7 +42,7 @@ function restorePlus(value: string): string {
 
 /**
  * Query parameter `name` as an instant: undefined when absent or empty; a 400 naming the
- * parameter when it is given twice or is not an RFC 3339 date-time.
+ * parameter when it is given twice, is not an RFC 3339 date-time or names an instant out of range.
  */
 function timeParam(query: Record<string, unknown>, name: string): Date | undefined {
   const raw = query[name];
@@ -38,6 +50,7 @@ function timeParam(query: Record<string, unknown>, name: string): Date | undefin
   if (typeof raw !== 'string') throw badRequest(`${name} may be given once`);
   const date = parseRfc3339(restorePlus(raw));
   if (!date) throw badRequest(`${name} must be an RFC 3339 date-time`);
+  if (!inTimestampRange(date)) throw badRequest(`${name} must lie between years 0001 and 9999 in UTC`);
   return date;
 }
 

@@ -185,13 +185,13 @@ describe('operator commands', function () {
     assert.doesNotMatch(r.stdout + r.stderr, /^(PASS|FAIL) |^\.\.\. worker-kill/m);
   });
 
-  it('npm run tools, with both tools there: one line naming both binaries, nothing on stderr', async () => {
+  it('npm run tools, with every tool there: one line naming every binary, nothing on stderr', async () => {
     const r = await run('scripts/lib/tools.ts', []);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stderr, '');
-    const m = /^tools ready: temporal (\S+), bao (\S+)\n$/.exec(r.stdout);
+    const m = /^tools ready: temporal (\S+), bao (\S+), schemathesis (\S+)\n$/.exec(r.stdout);
     assert.ok(m, r.stdout);
-    assert.ok(existsSync(m[1]) && existsSync(m[2]), r.stdout);
+    assert.ok(existsSync(m[1]) && existsSync(m[2]) && existsSync(m[3]), r.stdout);
   });
 
   it('npm run bench:analytics: each step on stderr, started and done with its duration; figures on stdout', async () => {

@@ -13,7 +13,8 @@ import { createMemoryLimiter, createRedisLimiter, type RateLimiter } from '../ga
 import { loadGatewayConfig } from '../gateway/config.ts';
 import { startCapturedGateway } from './support/catalog.ts';
 
-const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+// The run's own Redis (test/support/stack.ts), read once the stack is up.
+const redisUrl = () => stack().redisUrl;
 
 /** Waits for `check` to hold, polling; fails with `what` after `timeoutMs`. */
 async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
@@ -54,7 +55,7 @@ describe('fairness between tenants', function () {
         // never runs dry, however fast the flood. Without the tenant bucket the flood drains it.
         const limiter: RateLimiter =
           kind === 'redis'
-            ? createRedisLimiter(REDIS_URL, { prefix: `gw:rl:fair:${randomUUID()}:` })
+            ? createRedisLimiter(redisUrl(), { prefix: `gw:rl:fair:${randomUUID()}:` })
             : createMemoryLimiter();
         const gateway = await startProxyApp(
           {
@@ -128,7 +129,7 @@ describe('fairness between tenants', function () {
       it(`giveBack returns the token a take spent, never past the burst (${kind})`, async () => {
         const limiter: RateLimiter =
           kind === 'redis'
-            ? createRedisLimiter(REDIS_URL, { prefix: `gw:rl:give:${randomUUID()}:` })
+            ? createRedisLimiter(redisUrl(), { prefix: `gw:rl:give:${randomUUID()}:` })
             : createMemoryLimiter();
         try {
           const buckets = [

@@ -28,7 +28,8 @@ import { createMemoryCircuits, createOpenCircuits } from '../gateway/upstream/op
 import { closeRedisClients } from '../gateway/policy/redis.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 
-const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+// The run's own Redis (test/support/stack.ts), read once the stack is up.
+const redisUrl = () => stack().redisUrl;
 const PRICE = 4_000n;
 const FUNDS = 100_000n;
 /** The breaker opens on this many consecutive failures (gateway/upstream/breaker.ts). */
@@ -61,7 +62,7 @@ describe('payer: an open breaker refuses a paid call before payment', function (
   after(async () => {
     await account.client.close();
     provider.destroy();
-    await closeRedisClients([REDIS_URL]);
+    await closeRedisClients([redisUrl()]);
   });
 
   async function agent(upstreamUrl: string, payTo?: string): Promise<string> {
@@ -205,11 +206,11 @@ describe('payer: an open breaker refuses a paid call before payment', function (
     // Two replicas as two processes would be: each its own breakers and memory, Redis shared.
     const replica = () =>
       startProxyApp(
-        { redisUrl: REDIS_URL },
+        { redisUrl: redisUrl() },
         {
           upstream: createUpstreamClient({
             allow: stack().allow,
-            circuits: createOpenCircuits({ redisUrl: REDIS_URL, local: createMemoryCircuits() }),
+            circuits: createOpenCircuits({ redisUrl: redisUrl(), local: createMemoryCircuits() }),
           }),
         },
       );

@@ -14,7 +14,8 @@ import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
 import { closeRedisClients } from '../gateway/policy/redis.ts';
 
-const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+// The run's own Redis (test/support/stack.ts), read once the stack is up.
+const redisUrl = () => stack().redisUrl;
 // A port nothing listens on: every Redis command fails, for real.
 const BROKEN_REDIS_URL = 'redis://127.0.0.1:1';
 
@@ -113,7 +114,7 @@ describe('policy', () => {
   after(async () => {
     await upstream.close();
     // Only the connections this file opened: the stack's own (if configured) stays up.
-    await closeRedisClients([REDIS_URL, BROKEN_REDIS_URL]);
+    await closeRedisClients([redisUrl(), BROKEN_REDIS_URL]);
   });
 
   describe('document', () => {
@@ -587,8 +588,8 @@ describe('policy', () => {
     it('shares the caller rate through Redis across replicas', async () => {
       const t = await tenant();
       const a = await agent(t.token);
-      const r1 = await replica({ redisUrl: REDIS_URL });
-      const r2 = await replica({ redisUrl: REDIS_URL });
+      const r1 = await replica({ redisUrl: redisUrl() });
+      const r2 = await replica({ redisUrl: redisUrl() });
       try {
         await putPolicy(t.token, {
           default: 'allow',

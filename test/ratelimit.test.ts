@@ -1,5 +1,5 @@
 // Rate limits: the token-bucket arithmetic (memory, on a controlled clock), the same rules on
-// the real Redis at 127.0.0.1:6379 (one Lua script, shared by every replica), and the 429s
+// the test stack's own Redis (one Lua script, shared by every replica), and the 429s
 // the invoke endpoints give, per agent and globally, in memory and shared through Redis.
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
@@ -17,7 +17,8 @@ import {
 } from '../gateway/ratelimit/index.ts';
 import { TAKE_SCRIPT } from '../gateway/ratelimit/redis.ts';
 
-const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+// The run's own Redis (test/support/stack.ts), read once the stack is up.
+const redisUrl = () => stack().redisUrl;
 const settings = {
   agentRps: 50,
   agentBurst: 100,
@@ -112,8 +113,8 @@ describe('rate limits', () => {
     let a: RateLimiter;
     let b: RateLimiter;
     before(() => {
-      a = createRedisLimiter(REDIS_URL, { prefix });
-      b = createRedisLimiter(REDIS_URL, { prefix });
+      a = createRedisLimiter(redisUrl(), { prefix });
+      b = createRedisLimiter(redisUrl(), { prefix });
     });
     after(async () => {
       await a.close();
@@ -153,7 +154,7 @@ describe('rate limits', () => {
     });
 
     it('keeps the decision in one Lua script on Redis’s clock, and lets idle buckets expire', async () => {
-      const redis = new Redis(REDIS_URL);
+      const redis = new Redis(redisUrl());
       try {
         const sha = createHash('sha1').update(TAKE_SCRIPT).digest('hex');
         assert.deepEqual(await redis.script('EXISTS', sha), [1]);
@@ -236,8 +237,8 @@ describe('rate limits', () => {
     it('shares an agent’s bucket between two gateway replicas through Redis', async () => {
       const prefix = `gw:rl:test:${randomUUID()}:`;
       const replicas = [
-        await startProxyApp({ redisUrl: REDIS_URL }, { limiter: createRedisLimiter(REDIS_URL, { prefix }) }),
-        await startProxyApp({ redisUrl: REDIS_URL }, { limiter: createRedisLimiter(REDIS_URL, { prefix }) }),
+        await startProxyApp({ redisUrl: redisUrl() }, { limiter: createRedisLimiter(redisUrl(), { prefix }) }),
+        await startProxyApp({ redisUrl: redisUrl() }, { limiter: createRedisLimiter(redisUrl(), { prefix }) }),
       ];
       try {
         const agentId = await createAgent(token, { upstream_url: up.url, rate_limit_rps: 0.01, rate_limit_burst: 3 });

@@ -28,7 +28,8 @@ import {
   type InvokeResult,
 } from '../scripts/chaos/calls.ts';
 
-const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+// The run's own Redis (test/support/stack.ts), read once the stack is up.
+const redisUrl = () => stack().redisUrl;
 
 type Api = { child: ChildProcess; url: string };
 
@@ -41,7 +42,7 @@ describe('scale-out: two APIs and two workers on one Temporal, PostgreSQL and Re
 
   before(async function () {
     this.timeout(150_000);
-    const env = { TEMPORAL_TASK_QUEUE: taskQueue, REDIS_URL };
+    const env = { TEMPORAL_TASK_QUEUE: taskQueue, REDIS_URL: redisUrl() };
     // Started together: each worker bundles its workflows, the slow part.
     const started = await Promise.allSettled([
       startApiProcess(env),

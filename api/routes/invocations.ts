@@ -6,7 +6,7 @@
 import Router from '@koa/router';
 import { InvocationSchema } from '../../gateway/db/entities.ts';
 import { badRequest } from '../errors.ts';
-import { timeWindow } from '../query-time.ts';
+import { inTimestampRange, timeWindow } from '../query-time.ts';
 import { isId } from '../../lib/ids.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import type { AppDeps } from '../deps.ts';
@@ -30,9 +30,10 @@ function encodeCursor(c: Cursor): string {
 
 function decodeCursor(value: string): Cursor {
   try {
-    const [at, id] = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as [string, string];
-    const date = new Date(at);
-    if (typeof id === 'string' && isId('inv', id) && !Number.isNaN(date.getTime())) return { at: date, id };
+    const [at, id] = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as [unknown, unknown];
+    // A caller can write any cursor: its instant is bounded as a since/until would be.
+    const date = new Date(typeof at === 'string' ? at : NaN);
+    if (typeof id === 'string' && isId('inv', id) && inTimestampRange(date)) return { at: date, id };
   } catch {
     // fall through to the one answer for every malformed cursor
   }

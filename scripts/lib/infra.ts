@@ -1,7 +1,9 @@
 // The infrastructure under the gateway, started the same way by `npm start` and by the test
 // run: Temporal dev server, PostgreSQL, anvil with the token, OpenBao, the dev PKI, the
 // development secrets and the migrations. Each part is skipped when configuration points at
-// an existing one (TEMPORAL_ADDRESS, DATABASE_URL, CHAIN_RPC_URL, VAULT_ADDR).
+// an existing one (TEMPORAL_ADDRESS, DATABASE_URL, CHAIN_RPC_URL, VAULT_ADDR). A Redis is started
+// only when asked for (`ports.redis`: the test stack's shared limiters); `npm start` runs one
+// API, whose limits live in memory unless REDIS_URL names a Redis.
 import { defaultBuildId } from '../../lib/worker-version.ts';
 import { join } from 'node:path';
 import { mkdirSync } from 'node:fs';
@@ -9,6 +11,7 @@ import { ensureTool } from './tools.ts';
 import { assertPortFree, freePort } from './ports.ts';
 import { ensureDatabase, startEmbeddedPostgres, withDatabase, type PostgresHandle } from './postgres.ts';
 import { configureTenantAccess, startOpenBao } from './openbao.ts';
+import { startRedis } from './redis.ts';
 import { loadVaultConfig } from '../../gateway/credentials/config.ts';
 import { loadDevSecrets, type DevSecrets } from './secrets.ts';
 import { startTemporalDevServer, type DevServer } from '../dev/temporal-dev-server.ts';
@@ -19,7 +22,8 @@ import { openOrm, migrate } from '../../gateway/db/orm.ts';
 
 export type InfraOptions = {
   dataDir: string;
-  ports: { temporal: number; temporalUi?: number; postgres: number; anvil: number; openbao: number };
+  /** `redis`: start a redis-server on this port (none otherwise). */
+  ports: { temporal: number; temporalUi?: number; postgres: number; anvil: number; openbao: number; redis?: number };
   /** An existing PostgreSQL server (any database on it); otherwise an embedded one is started. */
   postgresUrl?: string;
   databaseName: string;
@@ -44,6 +48,8 @@ export type Infra = {
   facilitatorDatabaseUrl: string;
   chainRpcUrl: string;
   tokenAddress: string;
+  /** The Redis this run started (`ports.redis`), else null. */
+  redisUrl: string | null;
   /** `token` is the gateway's (on our own OpenBao it may only mint per-tenant child tokens
    *  through `tenantRole`); `adminToken` writes secrets as an operator would. */
   vault: { addr: string; token: string; tenantRole?: string; adminToken: string };
@@ -145,14 +151,26 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
           return { url: bao.url, ...access, adminToken: secrets.baoRootToken };
         });
 
+    const redis = opts.ports.redis
+      ? startRedis({
+          port: opts.ports.redis,
+          dataDir: join(opts.dataDir, 'redis'),
+          onOutput: (line) => opts.log('redis', line),
+        }).then((server) => {
+          stops.push(server.stop);
+          return server.url;
+        })
+      : Promise.resolve(null);
+
     const pki = ensureDevPki(join(opts.dataDir, 'pki'));
 
-    starting.push(temporal, postgres, chain, vault, pki);
-    const [temporalReady, pg, chainReady, vaultReady, pkiReady] = await Promise.all([
+    starting.push(temporal, postgres, chain, vault, redis, pki);
+    const [temporalReady, pg, chainReady, vaultReady, redisUrl, pkiReady] = await Promise.all([
       temporal,
       postgres,
       chain,
       vault,
+      redis,
       pki,
     ]);
     const databaseUrl = withDatabase(pg.baseUrl, opts.databaseName);
@@ -177,6 +195,7 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
       facilitatorDatabaseUrl,
       chainRpcUrl: chainReady.rpcUrl,
       tokenAddress: token.address,
+      redisUrl,
       vault: {
         addr: vaultReady.url,
         token: vaultReady.token,

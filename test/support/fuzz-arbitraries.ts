@@ -725,6 +725,22 @@ export const rfc3339 = (anchor: number): fc.Arbitrary<string> =>
         ),
     },
     {
+      // The first and last days RFC 3339 can write, at any time and offset: many name an instant
+      // before year 1 or after year 9999 once in UTC.
+      weight: 1,
+      arbitrary: fc
+        .tuple(
+          fc.constantFrom('0001-01-01', '9999-12-31'),
+          fc.integer({ min: 0, max: 86_399 }),
+          fc.integer({ min: -(23 * 60 + 59), max: 23 * 60 + 59 }),
+        )
+        .map(([day, s, offset]) => {
+          const two = (n: number) => String(n).padStart(2, '0');
+          const zone = `${offset < 0 ? '-' : '+'}${two(Math.floor(Math.abs(offset) / 60))}:${two(Math.abs(offset) % 60)}`;
+          return `${day}T${two(Math.floor(s / 3600))}:${two(Math.floor(s / 60) % 60)}:${two(s % 60)}${zone}`;
+        }),
+    },
+    {
       weight: 1,
       arbitrary: fc.constantFrom(
         '2024-02-30T00:00:00Z',

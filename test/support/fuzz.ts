@@ -14,13 +14,13 @@ import { startUpstream, type TestUpstream } from './upstream.ts';
 
 const DEFAULT_SEED = 20_261_122;
 
-/** The run's seed: FC_SEED when set, else a fixed default. */
-const FUZZ_SEED =
+/** The run's seed: FC_SEED when set, else a fixed default (test/schemathesis.test.ts seeds with it too). */
+export const FUZZ_SEED =
   process.env.FC_SEED !== undefined && process.env.FC_SEED !== '' ? Number(process.env.FC_SEED) : DEFAULT_SEED;
 if (!Number.isSafeInteger(FUZZ_SEED)) throw new Error(`FC_SEED must be an integer, got ${process.env.FC_SEED}`);
 
 /** FC_SCALE multiplies every property's case count (e.g. 0.1 while iterating, 10 for a long soak). */
-const FUZZ_SCALE = process.env.FC_SCALE ? Number(process.env.FC_SCALE) : 1;
+export const FUZZ_SCALE = process.env.FC_SCALE ? Number(process.env.FC_SCALE) : 1;
 
 /** Lanes that run cases at once: enough to overlap I/O, few enough for a 2-core CI machine. */
 const FUZZ_CONCURRENCY = Number(process.env.FC_CONCURRENCY ?? 6);

@@ -1,5 +1,6 @@
 // The one stack a test run shares (root hooks in test/setup.ts): one Temporal dev server, one
-// fresh PostgreSQL database, one anvil with the token, one OpenBao, and the gateway itself
+// fresh PostgreSQL database, one anvil with the token, one OpenBao, one Redis (for the tests of
+// limits shared across replicas; the stack's own API limits in memory), and the gateway itself
 // (API on a free port, worker in-process). Tests reach it through `stack()`.
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
@@ -9,6 +10,7 @@ import { bundleWorkflowCode, type WorkflowBundle, type Worker } from '@temporali
 import type { Client } from '@temporalio/client';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { freeInfraPorts, startInfra, type Infra } from '../../scripts/lib/infra.ts';
+import { freePort } from '../../scripts/lib/ports.ts';
 import { canConnect, dropDatabase } from '../../scripts/lib/postgres.ts';
 import { loadGatewayConfig, type GatewayConfig } from '../../gateway/config.ts';
 import { openOrm } from '../../gateway/db/orm.ts';
@@ -27,6 +29,8 @@ export type Stack = {
   infra: Infra;
   config: GatewayConfig;
   apiUrl: string;
+  /** The run's own Redis (scripts/lib/redis.ts), for replicas that share limits through it. */
+  redisUrl: string;
   orm: MikroORM;
   temporal: Client;
   workflowBundle: WorkflowBundle;
@@ -65,7 +69,7 @@ export async function startStack(): Promise<Stack> {
     : () => undefined;
   const infra = await startInfra({
     dataDir,
-    ports: await freeInfraPorts(),
+    ports: { ...(await freeInfraPorts()), redis: await freePort() },
     postgresUrl: await localPostgres(),
     databaseName: `gw_test_${runId}`,
     namespace: 'default',
@@ -156,6 +160,7 @@ export async function startStack(): Promise<Stack> {
     infra,
     config,
     apiUrl,
+    redisUrl: infra.redisUrl!,
     orm,
     temporal,
     workflowBundle,

@@ -1,0 +1,165 @@
+// Property-based fuzzing of the whole API from its own description: Schemathesis (PyPI, pinned in
+// scripts/lib/tools.ts, installed into .tools/venv) reads GET /v1/openapi.json of the live test
+// stack and sends generated requests to every operation (examples, boundary values, random
+// data, and sequences that reuse what one call created), with a valid bearer token of a tenant
+// of its own. Path parameters are, half the time, the ids of a real agent, credential and
+// invocation, so generated calls reach past the 404; the proxy paths always name an agent with
+// a real upstream, which no other operation is given (so none deletes or suspends it on purpose).
+// What it checks is SCHEMATHESIS_CHECKS; a failure prints Schemathesis's own report, each
+// failing case with a curl command that repeats it. Seeded like the fast-check suites (FC_SEED,
+// a fixed default, so CI draws the same cases every run; FC_SCALE multiplies the examples).
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensureTool } from '../scripts/lib/tools.ts';
+import { stack } from './support/stack.ts';
+import { call, uniqueName, waitForInvocation } from './support/http.ts';
+import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { FUZZ_SCALE, FUZZ_SEED } from './support/fuzz.ts';
+
+/**
+ * What every generated answer must satisfy: no 5xx for anything a caller can send; a method a
+ * path does not serve is a 405 whose Allow names the documented methods; an operation that
+ * needs the token refuses a call without it; a created resource can be read, a deleted one no
+ * longer; a missing required header is refused. The conformance checks
+ * (status_code_conformance, content_type_conformance, response_headers_conformance,
+ * response_schema_conformance, positive_data_acceptance, negative_data_rejection) join once the
+ * document is generated from the schemas that validate requests and answers.
+ */
+const SCHEMATHESIS_CHECKS = [
+  'not_a_server_error',
+  'unsupported_method',
+  'allow_header_conformance',
+  'ignored_auth',
+  'ensure_resource_availability',
+  'use_after_free',
+  'missing_required_header',
+];
+/** Per operation and phase: 70-90 s in all on the 2-core test machine, beside other test runs (measured 2026-11-27). */
+const MAX_EXAMPLES = Math.max(1, Math.round(60 * FUZZ_SCALE));
+/** A run that outlives this is stopped and fails: it must never hold the suite. */
+const RUN_LIMIT_MS = 180_000 * Math.max(1, FUZZ_SCALE);
+
+type Run = { code: number | null; output: string };
+
+function runSchemathesis(args: string[], cwd: string, env: Record<string, string>): Promise<Run> {
+  // Asynchronously: the API under test answers from this very process.
+  const child = spawn(ensureTool('schemathesis'), args, {
+    cwd,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  for (const stream of [child.stdout, child.stderr]) stream.on('data', (chunk: Buffer) => (output += chunk));
+  const limit = setTimeout(() => {
+    output += `\n(stopped after ${RUN_LIMIT_MS / 1000} s)\n`;
+    child.kill('SIGKILL');
+  }, RUN_LIMIT_MS);
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => {
+      clearTimeout(limit);
+      resolve({ code, output });
+    });
+  });
+}
+
+/** The report from its failures section on (the whole report when it has none), bounded. */
+function report(output: string): string {
+  const failures = output.search(/^=+ FAILURES =+$/m);
+  const shown = failures >= 0 ? output.slice(failures) : output;
+  return shown.length > 60_000 ? `${shown.slice(0, 60_000)}\n… (${shown.length - 60_000} more characters)` : shown;
+}
+
+const toml = (value: string) => JSON.stringify(value);
+
+describe('Schemathesis: the API fuzzed from its OpenAPI document', function () {
+  this.timeout(RUN_LIMIT_MS + 60_000);
+  let upstream: TestUpstream;
+  let dir: string;
+
+  before(async () => {
+    upstream = await startUpstream();
+    dir = mkdtempSync(join(tmpdir(), 'schemathesis-'));
+  });
+  after(async () => {
+    await upstream.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it(`passes every check on every generated request (checks: ${SCHEMATHESIS_CHECKS.join(', ')})`, async () => {
+    const token = await stack().token(`tenant-schemathesis-${randomUUID()}`);
+    const credential = await call('POST', '/v1/credentials', {
+      token,
+      json: { name: uniqueName('cred'), auth_type: 'bearer', source: 'managed', plaintext: randomUUID() },
+    });
+    assert.equal(credential.status, 201, credential.text);
+    const agent = async () => {
+      const created = await call('POST', '/v1/agents', {
+        token,
+        json: {
+          name: uniqueName(),
+          upstream_url: upstream.url,
+          credential_ref: credential.json.id,
+          emit_receipts: true,
+        },
+      });
+      assert.equal(created.status, 201, created.text);
+      return created.json.id as string;
+    };
+    const proxied = await agent();
+    const managed = await agent();
+    const invoked = await call('POST', `/v1/proxy/${proxied}`, { token, body: '{}' });
+    assert.equal(invoked.status, 202, invoked.text);
+    await waitForInvocation(token, proxied, invoked.json.invocation_id);
+
+    const config = join(dir, 'schemathesis.toml');
+    const invocations = `{ dictionary = "invocations", probability = 0.5 }`;
+    writeFileSync(
+      config,
+      [
+        'headers = { Authorization = "Bearer ${GATEWAY_TOKEN}" }',
+        '[dictionaries.ids]',
+        `values = [${toml(managed)}, ${toml(credential.json.id)}]`,
+        '[dictionaries.agents]',
+        `values = [${toml(proxied)}, ${toml(managed)}]`,
+        '[dictionaries.invocations]',
+        `values = [${toml(invoked.json.invocation_id)}]`,
+        '[parameters]',
+        '"path.id" = { dictionary = "ids", probability = 0.5 }',
+        `"path.inv_id" = ${invocations}`,
+        '"query.agent_id" = { dictionary = "agents", probability = 0.5 }',
+        '[[operations]]',
+        'include-path-regex = "^/v1/proxy/"',
+        `parameters = { "path.id" = ${toml(proxied)}, "path.inv_id" = ${invocations} }`,
+        '',
+      ].join('\n'),
+    );
+    const run = await runSchemathesis(
+      [
+        '--config-file',
+        config,
+        'run',
+        `${stack().apiUrl}/v1/openapi.json`,
+        '--checks',
+        SCHEMATHESIS_CHECKS.join(','),
+        '--max-examples',
+        String(MAX_EXAMPLES),
+        '--seed',
+        String(FUZZ_SEED),
+        '--workers',
+        '2',
+        '--generation-database',
+        'none',
+        '--no-color',
+      ],
+      dir,
+      { GATEWAY_TOKEN: token },
+    );
+    if (process.env.TEST_VERBOSE) console.log(run.output);
+    assert.equal(run.code, 0, `Schemathesis failed (exit ${run.code}):\n${report(run.output)}`);
+  });
+});
