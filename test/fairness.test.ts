@@ -4,6 +4,7 @@
 // and a long stream holds its tenant's connection slot for its whole life.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import type { ServerResponse } from 'node:http';
 import { request } from 'undici';
 import { stack } from './support/stack.ts';
@@ -195,6 +196,34 @@ describe('fairness between tenants', function () {
       const statuses = [];
       for (let i = 0; i < 4; i++) statuses.push((await send({}, valid)).status);
       assert.deepEqual(statuses, [200, 200, 200, 429], 'the burst of 3 is still whole');
+    });
+    it('a refusal that cost the gateway work keeps its token: a large unparseable body, a chunked body over the cap', async () => {
+      const token = await stack().token(`costly-checks-${randomUUID()}`);
+      const agentId = await createAgent(token, {
+        upstream_url: up.url,
+        protocol: 'mcp',
+        mcp_transport: 'streamable_http',
+        mcp_protocol_version: '2025-06-18',
+        rate_limit_rps: 0.01,
+        rate_limit_burst: 3,
+      });
+      const send = (body: string | Readable) =>
+        request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body,
+        }).then(async (r) => ({ status: r.statusCode, text: await r.body.text() }));
+      // Parsed whole before it is refused: 100 KiB of JSON that is no JSON-RPC request.
+      const large = JSON.stringify({ padding: 'x'.repeat(100 * 1024) });
+      assert.equal((await send(large)).status, 400);
+      assert.equal((await send(large)).status, 400);
+      // No declared length: read up to the cap before it is refused.
+      function* chunks() {
+        for (let i = 0; i < 33; i++) yield Buffer.alloc(1024 * 1024, 0x20);
+      }
+      assert.equal((await send(Readable.from(chunks()))).status, 413);
+      const valid = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+      assert.equal((await send(valid)).status, 429, 'the three refusals each spent a token');
     });
   });
 

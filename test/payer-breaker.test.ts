@@ -170,6 +170,43 @@ describe('payer: an open breaker refuses a paid call before payment', function (
     }
   });
 
+  it('a free tool of a priced MCP agent is not refused for its open circuit: nothing is paid, the breaker answers it', async () => {
+    const upstream = await flakyUpstream();
+    try {
+      const freeAgent = await agent(upstream.url);
+      const created = await call('POST', '/v1/agents', {
+        token,
+        json: {
+          name: uniqueName('mcp-free-tool'),
+          upstream_url: upstream.url,
+          protocol: 'mcp',
+          mcp_transport: 'streamable_http',
+          mcp_protocol_version: '2025-06-18',
+          pricing: {
+            amount: String(PRICE),
+            asset: 'USDC',
+            network: 'base',
+            pay_to: newPayTo(),
+            tools: { lookup: '0' },
+          },
+        },
+      });
+      assert.equal(created.status, 201, created.text);
+      await openByStreaming(stack().apiUrl, freeAgent);
+      const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'lookup' } });
+      const accepted = await callAt(stack().apiUrl, 'POST', `/v1/proxy/${created.json.id}`, {
+        token,
+        body,
+        headers: { 'content-type': 'application/json' },
+      });
+      assert.equal(accepted.status, 202, accepted.text);
+      const done = await waitForInvocation(token, created.json.id, accepted.json.invocation_id);
+      assert.equal(done.error_class, 'circuit_open', JSON.stringify(done));
+    } finally {
+      await upstream.close();
+    }
+  });
+
   it('opened by the worker’s transactional calls: the API refuses paid calls on both endpoints before payment', async () => {
     const upstream = await flakyUpstream();
     try {

@@ -15,6 +15,11 @@ function priceOf(pricing: Pricing, call: Pick<ProxyCall, 'mcp'>): string {
   return pricing.amount;
 }
 
+/** Whether this call is charged: a priced agent, and a price above 0 for it (a tool priced 0 is free). */
+export function isChargeable(call: Pick<ProxyCall, 'agent' | 'mcp'>): boolean {
+  return !!call.agent.pricing && BigInt(priceOf(call.agent.pricing, call)) !== 0n;
+}
+
 export function requirementsFor(
   config: PaymentConfig,
   call: Pick<ProxyCall, 'agent' | 'mcp' | 'resourceUrl'>,

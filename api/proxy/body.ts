@@ -79,6 +79,16 @@ function watchPace(req: IncomingMessage, pace: BodyPace): { tooSlow(): boolean; 
   };
 }
 
+/** A Content-Length header's value as a number, or null (absent, chunked or not a length). */
+export function contentLengthOf(value: string | undefined): number | null {
+  return value !== undefined && /^\d{1,15}$/.test(value) ? Number(value) : null;
+}
+
+/** A body declared over `limit`: refused before any of it is read. */
+export function declaredOver(req: IncomingMessage, limit: number): boolean {
+  return (contentLengthOf(req.headers['content-length']) ?? 0) > limit;
+}
+
 export async function readCappedBody(
   req: IncomingMessage,
   limit: number,
@@ -99,7 +109,9 @@ export async function readCappedBody(
   };
   if (reservation) req.on('data', onChunk);
   try {
-    return await getRawBody(req, { limit });
+    // With the declared length, raw-body refuses a body over the cap before reading a byte of it.
+    const length = contentLengthOf(req.headers['content-length']);
+    return await getRawBody(req, length === null ? { limit } : { limit, length });
   } catch (err) {
     if (refused)
       throw Object.assign(refused as ApiError, { headers: { ...(refused as ApiError).headers, Connection: 'close' } });

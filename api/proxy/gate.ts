@@ -97,19 +97,30 @@ export async function admit(
 
 /**
  * Runs a check of what the caller sent (the body's size: 413, its parse: 400); a call it
- * refuses with `status` gives its rate-limit tokens back before the refusal goes out.
+ * refuses with `status` gives its rate-limit tokens back before the refusal goes out, but only
+ * when `cheap()` says the refusal cost the gateway next to nothing (a declared length over the
+ * cap, refused before a byte is read; a small body's parse). Reading 32 MiB or parsing a large
+ * body is work every tenant's calls wait behind: those refusals keep their tokens.
  */
 export async function refundIfRefused<T>(
   admitted: Pick<Admitted, 'giveBack'>,
   status: 400 | 413,
   check: () => T | Promise<T>,
+  cheap: () => boolean,
 ): Promise<T> {
   try {
     return await check();
   } catch (err) {
-    if (err instanceof ApiError && err.status === status) await admitted.giveBack();
+    if (err instanceof ApiError && err.status === status && cheap()) await admitted.giveBack();
     throw err;
   }
+}
+
+/** A parse refusal of a body this small costs less than the token it gives back. */
+const CHEAP_PARSE_BYTES = 64 * 1024;
+
+export function cheapToParse(body: Buffer): boolean {
+  return body.length <= CHEAP_PARSE_BYTES;
 }
 
 /**

@@ -33,13 +33,14 @@ import {
 } from '../../gateway/upstream/errors.ts';
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import { outcomeStatus } from '../../activities/invocation.ts';
-import { admit, refundIfRefused, runStages } from './gate.ts';
+import { admit, cheapToParse, refundIfRefused, runStages } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
-import { arrivedBody, readCappedBody } from './body.ts';
+import { arrivedBody, contentLengthOf, declaredOver, readCappedBody } from './body.ts';
 import { recordedCallFields, type ProxyCall } from './call.ts';
 import type { Invocation } from '../../gateway/db/entities.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import { insertBindingPayment } from '../../gateway/payment/claims.ts';
+import { isChargeable } from '../payment/requirements.ts';
 import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import type { ProxyServices } from './services.ts';
@@ -51,10 +52,6 @@ import { receiptsIssued, recordUpstreamOutcome } from '../../lib/observability/m
 
 /** An MCP body is one JSON-RPC request and must be read to be parsed; it is still capped. */
 const MAX_MCP_BODY = 32 * 1024 * 1024;
-
-function contentLengthOf(value: string): number | null {
-  return /^\d{1,15}$/.test(value) ? Number(value) : null;
-}
 
 type PipeEnd = { by: 'done' } | { by: 'caller' } | { by: 'upstream'; err: unknown };
 
@@ -102,11 +99,19 @@ async function admitCall(
   if (agent.protocol === 'mcp') {
     const held = services.bodyBudget.open(ctx.state.caller.tenantId);
     ctx.res.once('close', held.release);
-    const read = await refundIfRefused(admitted, 413, () =>
-      readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace, held),
+    const read = await refundIfRefused(
+      admitted,
+      413,
+      () => readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace, held),
+      () => declaredOver(ctx.req, MAX_MCP_BODY),
     );
     body = read;
-    mcp = await refundIfRefused(admitted, 400, () => parseMcpBody(read));
+    mcp = await refundIfRefused(
+      admitted,
+      400,
+      () => parseMcpBody(read),
+      () => cheapToParse(read),
+    );
   } else {
     // A small body is usually here whole already: sent as the bytes it is (body.ts).
     body = arrivedBody(ctx.req, declaredLength) ?? ctx.req;
@@ -146,7 +151,7 @@ async function passStages(
       credentialHeaders = await services.credentials.headersFor(call.caller.tenantId, call.agent.credentialRef);
     } catch {
       // A priced call is refused here, before the payment; a free one is recorded below.
-      if (call.agent.pricing) throw new ApiError(502, coarseMessage('credential'));
+      if (isChargeable(call)) throw new ApiError(502, coarseMessage('credential'));
       credentialHeaders = null;
     }
   });

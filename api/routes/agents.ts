@@ -25,6 +25,7 @@ import { serializeAgent } from '../agents/serialize.ts';
 import { SettlementConfigSchema } from '../../gateway/settlement/entity.ts';
 import { lockReferencedCredential } from '../../gateway/credentials/references.ts';
 import { hasRoomForAgent } from '../../gateway/tenant-agents.ts';
+import { createKeyedQueue } from '../../lib/keyed-queue.ts';
 import type { AgentRows } from '../proxy/agent-row.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
@@ -85,6 +86,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
       );
   }
 
+  const createsOfTenant = createKeyedQueue();
   router.post('/agents', async (ctx) => {
     const input = parseOr400(AgentCreateInput, ctx.request.body);
     const state: AgentRuleState = {
@@ -101,42 +103,47 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
       (input.upstream_url ? upstreamUrlProblem('upstream_url', input.upstream_url, deps.config.upstream) : undefined);
     if (problem) throw badRequest(problem);
     const { tenantId, userId } = ctx.state.caller;
-    const agent = await deps.orm.em.fork().transactional(async (em) => {
-      // 409: the body is valid; the tenant's state refuses it until one of its agents is deleted.
-      if (!(await hasRoomForAgent(em, tenantId, deps.config.tenantMaxAgents)))
-        throw conflict(
-          `this tenant has ${deps.config.tenantMaxAgents} active or pending agents, the most allowed; delete one first`,
-        );
-      await checkCredentialRef(em, tenantId, input.credential_ref);
-      const now = new Date();
-      const created = em.create(AgentSchema, {
-        id: newId('agt'),
-        tenantId,
-        name: input.name,
-        description: input.description ?? null,
-        tags: input.tags ?? [],
-        metadata: input.metadata ?? {},
-        upstreamUrl: input.upstream_url ?? null,
-        credentialRef: input.credential_ref ?? null,
-        emitReceipts: input.emit_receipts ?? false,
-        captureBody: input.capture_body ?? false,
-        protocol: state.protocol,
-        mcpTransport: state.mcp_transport,
-        mcpProtocolVersion: state.mcp_protocol_version,
-        pricing: normalisePricing(input.pricing) ?? null,
-        rateLimitRps: state.rate_limit_rps,
-        rateLimitBurst: state.rate_limit_burst,
-        retryNonIdempotent: input.retry_non_idempotent ?? false,
-        suspended: false,
-        suspendedReason: null,
-        deletedAt: null,
-        createdBy: userId,
-        createdAt: now,
-        updatedAt: now,
-      });
-      await flushOr409(em);
-      return created;
-    });
+    // A tenant's creates queue here, one at a time per process, and not on pooled connections
+    // waiting for its advisory lock (tenant-agents.ts): a tenant sending many at once cannot
+    // hold the pool every other tenant's requests need.
+    const agent = await createsOfTenant(tenantId, () =>
+      deps.orm.em.fork().transactional(async (em) => {
+        // 409: the body is valid; the tenant's state refuses it until one of its agents is deleted.
+        if (!(await hasRoomForAgent(em, tenantId, deps.config.tenantMaxAgents)))
+          throw conflict(
+            `this tenant has ${deps.config.tenantMaxAgents} active or pending agents, the most allowed; delete one first`,
+          );
+        await checkCredentialRef(em, tenantId, input.credential_ref);
+        const now = new Date();
+        const created = em.create(AgentSchema, {
+          id: newId('agt'),
+          tenantId,
+          name: input.name,
+          description: input.description ?? null,
+          tags: input.tags ?? [],
+          metadata: input.metadata ?? {},
+          upstreamUrl: input.upstream_url ?? null,
+          credentialRef: input.credential_ref ?? null,
+          emitReceipts: input.emit_receipts ?? false,
+          captureBody: input.capture_body ?? false,
+          protocol: state.protocol,
+          mcpTransport: state.mcp_transport,
+          mcpProtocolVersion: state.mcp_protocol_version,
+          pricing: normalisePricing(input.pricing) ?? null,
+          rateLimitRps: state.rate_limit_rps,
+          rateLimitBurst: state.rate_limit_burst,
+          retryNonIdempotent: input.retry_non_idempotent ?? false,
+          suspended: false,
+          suspendedReason: null,
+          deletedAt: null,
+          createdBy: userId,
+          createdAt: now,
+          updatedAt: now,
+        });
+        await flushOr409(em);
+        return created;
+      }),
+    );
     await warnIfUncollected(ctx, agent);
     ctx.status = 201;
     ctx.body = serializeAgent(agent);

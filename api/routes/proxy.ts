@@ -10,11 +10,12 @@ import { isId, newId } from '../../lib/ids.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import { ApiError, notFound } from '../errors.ts';
 import { coarseMessage } from '../../gateway/upstream/errors.ts';
-import { MAX_TRANSACTIONAL_BODY, readCappedBody } from '../proxy/body.ts';
+import { MAX_TRANSACTIONAL_BODY, declaredOver, readCappedBody } from '../proxy/body.ts';
 import { forwardableHeaders } from '../../gateway/upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
-import { admit, refundIfRefused, runStages } from '../proxy/gate.ts';
+import { isChargeable } from '../payment/requirements.ts';
+import { admit, cheapToParse, refundIfRefused, runStages } from '../proxy/gate.ts';
 import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
@@ -36,8 +37,11 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
     const { agent, requestId, model } = admitted;
     const held = services.bodyBudget.open(tenantId);
     ctx.res.once('close', held.release);
-    const body = await refundIfRefused(admitted, 413, () =>
-      readCappedBody(ctx.req, MAX_TRANSACTIONAL_BODY, deps.config.bodyPace, held),
+    const body = await refundIfRefused(
+      admitted,
+      413,
+      () => readCappedBody(ctx.req, MAX_TRANSACTIONAL_BODY, deps.config.bodyPace, held),
+      () => declaredOver(ctx.req, MAX_TRANSACTIONAL_BODY),
     );
 
     const call: ProxyCall = {
@@ -50,7 +54,15 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       contentType: ctx.get('content-type') || null,
       bodyBytes: body.length,
       resourceUrl: publicRequestUrl(ctx, deps.config.publicAddress),
-      mcp: agent.protocol === 'mcp' ? await refundIfRefused(admitted, 400, () => parseMcpBody(body)) : null,
+      mcp:
+        agent.protocol === 'mcp'
+          ? await refundIfRefused(
+              admitted,
+              400,
+              () => parseMcpBody(body),
+              () => cheapToParse(body),
+            )
+          : null,
       policyWarning: null,
       payment: null,
     };
@@ -62,7 +74,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
         // too long), and (for a priced call) a credential that cannot be resolved, which the
         // workflow's call would otherwise fail after the payer paid.
         place = services.startBacklog.reserve(tenantId);
-        if (agent.pricing && agent.credentialRef)
+        if (isChargeable(call) && agent.credentialRef)
           await services.credentials.headersFor(tenantId, agent.credentialRef).catch(() => {
             throw new ApiError(502, coarseMessage('credential'));
           });
