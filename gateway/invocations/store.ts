@@ -12,6 +12,7 @@
 //   exactly once; the analytics trigger (invocations_analytics_complete) folds it in then.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { ErrorClass } from '../upstream/client.ts';
+import { releasingPayments } from '../payment/claims.ts';
 
 /** An invocation's outcome, as the transactional activity records it and the workflow returns it. */
 export type InvocationOutcome = {
@@ -134,7 +135,7 @@ const RELEASE_REQUEST = `
   released_body as (
     delete from bodies where id = (select request_body_id from ending where not keep)
   )`;
-const COMPLETE = `
+const COMPLETE = (returning: string) => `
   update invocations
      set status = ?, error_class = ?, upstream_status = ?, latency_ms = ?, ttft_ms = ?,
          response_body_id = ?, response_content_type = ?, response_sha256 = ?, updated_at = ?, completed_at = ?,
@@ -143,7 +144,42 @@ const COMPLETE = `
          request_sha256 = coalesce(request_sha256, (select b.sha256 from bodies b where b.id = invocations.request_body_id)),
          request_headers = case when (select keep from ending) then request_headers else '{}'::jsonb end
    where id = ? and status in ('pending', 'running')
-  returning ${OUTCOME_COLUMNS}`;
+  returning ${returning}`;
+
+// A call whose workflow ended without completing its row (terminated, or gone from Temporal):
+// closed as a completion would close it (failed, request let go unless captured), and its
+// payment released when the row counts no attempt: nothing ever reached the upstream.
+const CLOSE_UNFINISHED = releasingPayments(COMPLETE('id, attempts'), RELEASE_REQUEST);
+
+/**
+ * Fails an unfinished call whose workflow closed without completing it, with `errorClass`
+ * saying why; null when the row was terminal (or absent) already, else whether its payment
+ * was released (the call never reached its upstream).
+ */
+export async function closeUnfinished(
+  orm: MikroORM,
+  invocationId: string,
+  errorClass: string,
+): Promise<{ released: boolean } | null> {
+  const now = new Date();
+  const [r] = await orm.em
+    .getConnection()
+    .execute<Array<{ released: boolean }>>(CLOSE_UNFINISHED, [
+      invocationId,
+      'failed',
+      errorClass,
+      null,
+      null,
+      null,
+      null,
+      null,
+      null,
+      now,
+      now,
+      invocationId,
+    ]);
+  return r ? { released: r.released } : null;
+}
 
 export function createInvocationStore(orm: MikroORM): InvocationStore {
   // Raw statements on the ORM's pool: no entity manager, identity map or change set.
@@ -203,8 +239,8 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
       // The body and the completion commit together: a completed row never points at a body
       // that was not stored (an unused body, the row already terminal, is a harmless orphan).
       const sql = body
-        ? `with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE}`
-        : `with ${RELEASE_REQUEST} ${COMPLETE}`;
+        ? `with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`
+        : `with ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`;
       const [r] = (await execute(
         sql,
         body ? [...body.params, invocationId, ...params] : [invocationId, ...params],

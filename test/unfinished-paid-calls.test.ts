@@ -1,0 +1,251 @@
+// A paid call the gateway lost before it reached its upstream must not keep its payment: its row
+// is closed and the same payment header buys the call it paid for, once, charged once.
+// - Streaming: a real API process binds the payment to its row and is SIGKILLed before the row
+//   has its owner (its row connection is held at the TCP level, so its forwarding mark can
+//   never be written; every other connection works). The lost-stream sweep fails the owner-less
+//   row `gateway_lost` and releases the payment; the same X-PAYMENT then streams once.
+// - Transactional: a call accepted by a gateway whose task queue no worker polls, started (and
+//   marked started by a start relay), then terminated through the Temporal client before any
+//   worker ran it. The closed-workflow check fails the row `workflow_terminated`, deletes its
+//   request body and releases the payment; the same X-PAYMENT then runs once.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { request } from 'undici';
+import { stack } from './support/stack.ts';
+import { call, callAt, waitForInvocation } from './support/http.ts';
+import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { startApiProcess } from './support/api-process.ts';
+import { exited } from './support/worker-process.ts';
+import { startTcpRelay } from './support/tcp-relay.ts';
+import { until } from './support/facilitator.ts';
+import {
+  balanceOf,
+  chainProvider,
+  encodePayment,
+  newAccount,
+  newPayTo,
+  newPayer,
+  settlingTenant,
+  signPayment,
+  transfersTo,
+  type TestAccount,
+} from './support/x402.ts';
+import { failStaleStreams } from '../gateway/invocations/stale-streams.ts';
+import { startGateway } from '../api/gateway.ts';
+import { startRelay } from '../api/proxy/start-relay.ts';
+import { checkUnfinishedCalls } from '../api/proxy/unfinished-calls.ts';
+import { createLogger } from '../lib/log.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
+
+const PRICE = 3_000n;
+const FUNDS = 100_000n;
+
+describe('a paid call lost before its upstream: row closed, payment resumable once', function () {
+  this.timeout(120_000);
+  let provider: ReturnType<typeof chainProvider>;
+  let upstream: TestUpstream;
+  let account: TestAccount;
+  let token: string;
+
+  before(async () => {
+    provider = chainProvider();
+    upstream = await startUpstream();
+    account = await newAccount(`unfinished-${randomUUID()}`);
+    token = await settlingTenant(`tenant-unfinished-${randomUUID()}`, account);
+  });
+  after(async () => {
+    await upstream.close();
+    await account.client.close();
+    provider.destroy();
+  });
+
+  const sql = <T>(query: string, params: unknown[]) => stack().orm.em.getConnection().execute<T[]>(query, params);
+
+  async function pricedAgent(payTo: string): Promise<string> {
+    const agent = await call('POST', '/v1/agents', {
+      token,
+      json: {
+        name: `unfinished-${randomUUID()}`,
+        upstream_url: upstream.url,
+        pricing: { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo },
+      },
+    });
+    assert.equal(agent.status, 201, agent.text);
+    return agent.json.id as string;
+  }
+
+  const claimOf = async (agentId: string) =>
+    (
+      await sql<{ invocation_id: string | null; transaction: string | null; status: string }>(
+        'select invocation_id, transaction, status from payment_claims where agent_id = ?',
+        [agentId],
+      )
+    )[0];
+
+  const receiptOf = (header: unknown) =>
+    JSON.parse(Buffer.from(String(header), 'base64').toString('utf8')) as { transaction: string };
+
+  const received = (mark: string) => upstream.received.filter((r) => r.body.toString() === mark).length;
+
+  it('streaming: an API process killed between the binding and the forwarding mark', async () => {
+    const payTo = newPayTo();
+    const agentId = await pricedAgent(payTo);
+    const payer = await newPayer(FUNDS);
+    const header = encodePayment(await signPayment(payer, { payTo, value: PRICE }));
+    const mark = `stream-${randomUUID()}`;
+
+    const database = new URL(stack().config.databaseUrl);
+    const pgRelay = await startTcpRelay(`${database.hostname}:${database.port}`);
+    // Only the API's row connections (application_name gateway-stream-rows) are held.
+    pgRelay.holdMatching = 'gateway-stream-rows';
+    database.host = pgRelay.address;
+    const api = await startApiProcess({ DATABASE_URL: database.toString() });
+    try {
+      const lost = request(`${api.url}/v1/proxy/${agentId}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'x-payment': header, 'content-type': 'text/plain' },
+        body: mark,
+      }).catch(() => null);
+      const bound = await until('the payment bound to the call', async () => {
+        const claim = await claimOf(agentId);
+        return claim?.invocation_id ? claim : null;
+      });
+      const [row] = await sql<{ status: string; owner: string | null; attempts: number }>(
+        'select status, owner, attempts from invocations where id = ?',
+        [bound.invocation_id],
+      );
+      assert.deepEqual(row, { status: 'running', owner: null, attempts: 0 }, 'bound, without an owner');
+      api.child.kill('SIGKILL');
+      await exited(api.child);
+      assert.equal(await lost, null, 'the caller got no answer');
+      assert.equal(received(mark), 0, 'the upstream was never contacted');
+      assert.equal(bound.status, 'settled');
+
+      assert.ok((await failStaleStreams(stack().orm, 0)) >= 1);
+      const [closed] = await sql<{ status: string; error_class: string; completed_at: Date | null }>(
+        'select status, error_class, completed_at from invocations where id = ?',
+        [bound.invocation_id],
+      );
+      assert.equal(closed.status, 'failed');
+      assert.equal(closed.error_class, 'gateway_lost');
+      assert.ok(closed.completed_at);
+      assert.equal((await claimOf(agentId)).invocation_id, null, 'the payment is released');
+
+      const resumed = await request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'x-payment': header, 'content-type': 'text/plain' },
+        body: mark,
+      });
+      assert.equal(resumed.statusCode, 200);
+      assert.match(await resumed.body.text(), new RegExp(mark));
+      assert.equal(receiptOf(resumed.headers['x-payment-response']).transaction, bound.transaction);
+      assert.equal(received(mark), 1, 'served once');
+      await assertChargedOnce(payTo, payer.address, bound.transaction!);
+      const again = await request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'x-payment': header },
+        body: mark,
+      });
+      assert.equal(again.statusCode, 402, 'it bought one call');
+      await again.body.dump();
+    } finally {
+      api.child.kill('SIGKILL');
+      await pgRelay.close();
+    }
+  });
+
+  it('transactional: a workflow terminated before any worker ran it', async () => {
+    const payTo = newPayTo();
+    const agentId = await pricedAgent(payTo);
+    const payer = await newPayer(FUNDS);
+    const header = encodePayment(await signPayment(payer, { payTo, value: PRICE }));
+    const mark = `tx-${randomUUID()}`;
+
+    const taskQueue = `unpolled-${randomUUID()}`;
+    const config: GatewayConfig = { ...stack().config, port: 0, temporal: { ...stack().config.temporal, taskQueue } };
+    const log = createLogger('api', 'silent');
+    const server: Server = await startGateway(config, stack().orm, stack().temporal, log);
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const accepted = await callAt(url, 'POST', `/v1/proxy/${agentId}`, {
+        token,
+        body: mark,
+        headers: { 'content-type': 'text/plain', 'x-payment': header },
+      });
+      assert.equal(accepted.status, 202, accepted.text);
+      const id = accepted.json.invocation_id as string;
+      const transaction = receiptOf(accepted.headers['x-payment-response']).transaction;
+      const handle = stack().temporal.workflow.getHandle(id);
+      await until('the workflow started', () =>
+        handle.describe().then(
+          () => true,
+          () => null,
+        ),
+      );
+      // A relay attaches to the running workflow and marks the intent started: the relay is done with it.
+      const relay = startRelay({
+        orm: stack().orm,
+        temporal: stack().temporal,
+        taskQueue,
+        log,
+        everyMs: 0,
+        afterMs: 0,
+      });
+      await relay.runOnce();
+      await relay.stop();
+      const [started] = await sql<{ status: string; workflow_started_at: Date | null; request_body_id: string }>(
+        'select status, workflow_started_at, request_body_id from invocations where id = ?',
+        [id],
+      );
+      assert.equal(started.status, 'pending');
+      assert.ok(started.workflow_started_at);
+      await handle.terminate('an operator ended it');
+
+      const check = checkUnfinishedCalls({ orm: stack().orm, temporal: stack().temporal, log, everyMs: 0, afterMs: 0 });
+      await check.runOnce();
+      await check.stop();
+      const [closed] = await sql<{ status: string; error_class: string; request_body_id: string | null }>(
+        'select status, error_class, request_body_id from invocations where id = ?',
+        [id],
+      );
+      assert.equal(closed.status, 'failed');
+      assert.equal(closed.error_class, 'workflow_terminated');
+      assert.equal(closed.request_body_id, null);
+      assert.equal(
+        (await sql('select 1 from bodies where id = ?', [started.request_body_id])).length,
+        0,
+        'the request body is deleted',
+      );
+      assert.equal((await claimOf(agentId)).invocation_id, null, 'the payment is released');
+      assert.equal(received(mark), 0, 'never ran');
+
+      const resumed = await call('POST', `/v1/proxy/${agentId}`, {
+        token,
+        body: mark,
+        headers: { 'content-type': 'text/plain', 'x-payment': header },
+      });
+      assert.equal(resumed.status, 202, resumed.text);
+      assert.equal(receiptOf(resumed.headers['x-payment-response']).transaction, transaction);
+      const done = await waitForInvocation(token, agentId, resumed.json.invocation_id as string);
+      assert.equal(done.status, 'succeeded');
+      assert.equal(received(mark), 1, 'ran once');
+      await assertChargedOnce(payTo, payer.address, transaction);
+      const again = await call('POST', `/v1/proxy/${agentId}`, {
+        token,
+        body: mark,
+        headers: { 'content-type': 'text/plain', 'x-payment': header },
+      });
+      assert.equal(again.status, 402, 'it bought one call');
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  async function assertChargedOnce(payTo: string, payerAddress: string, transaction: string): Promise<void> {
+    assert.deepEqual(await transfersTo(provider, payTo), [{ hash: transaction, value: PRICE }], 'one transfer');
+    assert.equal(await balanceOf(provider, payerAddress), FUNDS - PRICE, 'charged once');
+  }
+});
