@@ -85,6 +85,15 @@ async function readResponse(
   };
 }
 
+/**
+ * Whether this attempt was cancelled because its workflow ended (terminated, cancelled, or
+ * closed: the heartbeat finds it gone) rather than by its own deadline: the row then says so.
+ */
+function endedByWorkflow(): boolean {
+  const details = Context.current().cancellationDetails;
+  return Boolean(details?.notFound || details?.cancelRequested);
+}
+
 export function createInvocationActivities(deps: InvocationDeps): InvocationActivities {
   const store = createInvocationStore(deps.orm);
   // A body store in the gateway's own database (it offers insertSql) is read in the load
@@ -174,7 +183,11 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
             tenantId: row.tenantId,
           });
         } catch (err) {
-          const errorClass = err instanceof UpstreamError ? err.errorClass : classifyError(err).errorClass;
+          const errorClass = endedByWorkflow()
+            ? 'workflow_terminated'
+            : err instanceof UpstreamError
+              ? err.errorClass
+              : classifyError(err).errorClass;
           return await complete(invocationId, { status: 'failed', errorClass });
         }
 
@@ -182,7 +195,11 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
         const latencyMs = Math.round(performance.now() - reply.startedAt);
         const ttftMs = read.firstByteMs ?? reply.ttftMs;
         if (read.broken) {
-          const errorClass: ErrorClass = reply.timedOut() ? 'timeout' : 'stream_interrupted';
+          const errorClass: ErrorClass = endedByWorkflow()
+            ? 'workflow_terminated'
+            : reply.timedOut()
+              ? 'timeout'
+              : 'stream_interrupted';
           return await complete(invocationId, {
             status: 'failed',
             upstreamStatus: reply.status,

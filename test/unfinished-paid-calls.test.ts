@@ -8,6 +8,10 @@
 //   marked started by a start relay), then terminated through the Temporal client before any
 //   worker ran it. The closed-workflow check fails the row `workflow_terminated`, deletes its
 //   request body and releases the payment; the same X-PAYMENT then runs once.
+// - Transactional, terminated while its request is at the upstream: the call may have been
+//   served, so its payment stays with it (402 payment already used), whether its live activity
+//   closes the row (it learns from its heartbeat that its workflow is gone) or the check does
+//   (its worker was SIGKILLed).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
@@ -17,7 +21,7 @@ import { stack } from './support/stack.ts';
 import { call, callAt, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { startApiProcess } from './support/api-process.ts';
-import { exited } from './support/worker-process.ts';
+import { exited, startWorkerProcess } from './support/worker-process.ts';
 import { startTcpRelay } from './support/tcp-relay.ts';
 import { until } from './support/facilitator.ts';
 import {
@@ -42,33 +46,37 @@ import type { GatewayConfig } from '../gateway/config.ts';
 const PRICE = 3_000n;
 const FUNDS = 100_000n;
 
-describe('a paid call lost before its upstream: row closed, payment resumable once', function () {
+describe('a paid call lost to a crash or a terminated workflow: its row closed, its payment resumable once exactly when the call never reached its upstream', function () {
   this.timeout(120_000);
   let provider: ReturnType<typeof chainProvider>;
   let upstream: TestUpstream;
+  /** Receives calls and answers none (closed at the end). */
+  let slow: TestUpstream;
   let account: TestAccount;
   let token: string;
 
   before(async () => {
     provider = chainProvider();
     upstream = await startUpstream();
+    slow = await startUpstream(() => undefined);
     account = await newAccount(`unfinished-${randomUUID()}`);
     token = await settlingTenant(`tenant-unfinished-${randomUUID()}`, account);
   });
   after(async () => {
     await upstream.close();
+    await slow.close();
     await account.client.close();
     provider.destroy();
   });
 
   const sql = <T>(query: string, params: unknown[]) => stack().orm.em.getConnection().execute<T[]>(query, params);
 
-  async function pricedAgent(payTo: string): Promise<string> {
+  async function pricedAgent(payTo: string, upstreamUrl = upstream.url): Promise<string> {
     const agent = await call('POST', '/v1/agents', {
       token,
       json: {
         name: `unfinished-${randomUUID()}`,
-        upstream_url: upstream.url,
+        upstream_url: upstreamUrl,
         pricing: { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo },
       },
     });
@@ -87,7 +95,54 @@ describe('a paid call lost before its upstream: row closed, payment resumable on
   const receiptOf = (header: unknown) =>
     JSON.parse(Buffer.from(String(header), 'base64').toString('utf8')) as { transaction: string };
 
-  const received = (mark: string) => upstream.received.filter((r) => r.body.toString() === mark).length;
+  const received = (mark: string, at = upstream) => at.received.filter((r) => r.body.toString() === mark).length;
+
+  const rowOf = async (id: string) =>
+    (
+      await sql<{ status: string; error_class: string | null; request_body_id: string | null }>(
+        'select status, error_class, request_body_id from invocations where id = ?',
+        [id],
+      )
+    )[0];
+
+  const bodyKept = async (bodyId: string) => (await sql('select 1 from bodies where id = ?', [bodyId])).length > 0;
+
+  /** A paid call at the slow upstream, through the API at `base`: its row (running) and the payment's facts. */
+  async function callAtTheUpstream(base: string) {
+    const payTo = newPayTo();
+    const agentId = await pricedAgent(payTo, slow.url);
+    const payer = await newPayer(FUNDS);
+    const header = encodePayment(await signPayment(payer, { payTo, value: PRICE }));
+    const mark = `slow-${randomUUID()}`;
+    const accepted = await callAt(base, 'POST', `/v1/proxy/${agentId}`, {
+      token,
+      body: mark,
+      headers: { 'content-type': 'text/plain', 'x-payment': header },
+    });
+    assert.equal(accepted.status, 202, accepted.text);
+    const id = accepted.json.invocation_id as string;
+    await until('the call at the upstream', async () => (received(mark, slow) ? true : null));
+    const [{ request_body_id: bodyId }] = await sql<{ request_body_id: string }>(
+      'select request_body_id from invocations where id = ?',
+      [id],
+    );
+    const transaction = receiptOf(accepted.headers['x-payment-response']).transaction;
+    return { id, agentId, payTo, payer, header, mark, bodyId, transaction };
+  }
+
+  /** The call may have been served: its payment stays with it, charged once. */
+  async function assertPaymentKept(c: Awaited<ReturnType<typeof callAtTheUpstream>>): Promise<void> {
+    assert.equal((await claimOf(c.agentId)).invocation_id, c.id, 'the payment stays with the call');
+    const again = await call('POST', `/v1/proxy/${c.agentId}`, {
+      token,
+      body: c.mark,
+      headers: { 'content-type': 'text/plain', 'x-payment': c.header },
+    });
+    assert.equal(again.status, 402, again.text);
+    assert.equal(again.json.error, 'payment already used');
+    assert.equal(received(c.mark, slow), 1, 'sent once');
+    await assertChargedOnce(c.payTo, c.payer.address, c.transaction);
+  }
 
   it('streaming: an API process killed between the binding and the forwarding mark', async () => {
     const payTo = newPayTo();
@@ -239,6 +294,49 @@ describe('a paid call lost before its upstream: row closed, payment resumable on
       });
       assert.equal(again.status, 402, 'it bought one call');
     } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  it('transactional: terminated while its request is at the upstream, its live activity closes the row', async () => {
+    const c = await callAtTheUpstream(stack().apiUrl);
+    await stack().temporal.workflow.getHandle(c.id).terminate('an operator ended it');
+    // The activity's next heartbeat finds its workflow gone; its cancellation ends the call.
+    const row = await until('the row closed', async () => {
+      const r = await rowOf(c.id);
+      return r.status === 'failed' ? r : null;
+    });
+    assert.equal(row.error_class, 'workflow_terminated');
+    assert.equal(row.request_body_id, null);
+    assert.equal(await bodyKept(c.bodyId), false, 'the request body is deleted');
+    await assertPaymentKept(c);
+  });
+
+  it('transactional: terminated while its request is at the upstream and its worker is gone, the check closes the row', async () => {
+    const taskQueue = `crashing-${randomUUID()}`;
+    const config: GatewayConfig = { ...stack().config, port: 0, temporal: { ...stack().config.temporal, taskQueue } };
+    const log = createLogger('api', 'silent');
+    const server: Server = await startGateway(config, stack().orm, stack().temporal, log);
+    const worker = await startWorkerProcess(taskQueue);
+    try {
+      const c = await callAtTheUpstream(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+      worker.kill('SIGKILL');
+      await exited(worker);
+      await stack().temporal.workflow.getHandle(c.id).terminate('an operator ended it');
+      assert.equal((await rowOf(c.id)).status, 'running', 'nothing else will complete it');
+
+      const check = checkUnfinishedCalls({ orm: stack().orm, temporal: stack().temporal, log, everyMs: 0, afterMs: 0 });
+      await check.runOnce();
+      await check.stop();
+      const row = await rowOf(c.id);
+      assert.equal(row.status, 'failed');
+      assert.equal(row.error_class, 'workflow_terminated');
+      assert.equal(row.request_body_id, null);
+      assert.equal(await bodyKept(c.bodyId), false, 'the request body is deleted');
+      await assertPaymentKept(c);
+    } finally {
+      worker.kill('SIGKILL');
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
     }
