@@ -167,7 +167,8 @@ const UPSERT_WITH_RECEIPTS = `with written as (${UPSERT} returning id)
     on conflict (invocation_id) do nothing`;
 
 // On the row session, so the owner it names is held (row-session.ts). Not group-committed: the
-// paid call waits for it, and there is one per call.
+// paid call waits for it, and there is one per call. A start sent meanwhile waits behind it for
+// one round trip, as behind a start statement in flight.
 const MARK_FORWARDING = `update invocations set owner = $1, attempts = 1, updated_at = now()
    where id = $2 and status = 'running' and mode = 'streaming' and attempts = 0 returning id`;
 
