@@ -3,7 +3,9 @@
 // - Streaming: a real API process binds the payment to its row and is SIGKILLed before the row
 //   has its owner (its row connection is held at the TCP level, so its forwarding mark can
 //   never be written; every other connection works). The lost-stream sweep fails the owner-less
-//   row `gateway_lost` and releases the payment; the same X-PAYMENT then streams once.
+//   row `gateway_lost` and releases the payment; the same X-PAYMENT then streams once. The same
+//   process left alive gives up on its mark after its deadline, forwards nothing, releases the
+//   payment itself and answers 503 "retry with the same payment header".
 // - Transactional: a call accepted by a gateway whose task queue no worker polls, started (and
 //   marked started by a start relay), then terminated through the Temporal client before any
 //   worker ran it. The closed-workflow check fails the row `workflow_terminated`, deletes its
@@ -144,70 +146,113 @@ describe('a paid call lost to a crash or a terminated workflow: its row closed, 
     await assertChargedOnce(c.payTo, c.payer.address, c.transaction);
   }
 
-  it('streaming: an API process killed between the binding and the forwarding mark', async () => {
+  /**
+   * A paid stream sent to an API process whose row connections are held at the TCP level (every
+   * other connection works): it settles and binds, and its forwarding mark cannot be written.
+   */
+  async function paidStreamWithHeldRows() {
     const payTo = newPayTo();
     const agentId = await pricedAgent(payTo);
     const payer = await newPayer(FUNDS);
     const header = encodePayment(await signPayment(payer, { payTo, value: PRICE }));
     const mark = `stream-${randomUUID()}`;
-
     const database = new URL(stack().config.databaseUrl);
     const pgRelay = await startTcpRelay(`${database.hostname}:${database.port}`);
     // Only the API's row connections (application_name gateway-stream-rows) are held.
     pgRelay.holdMatching = 'gateway-stream-rows';
     database.host = pgRelay.address;
     const api = await startApiProcess({ DATABASE_URL: database.toString() });
+    const answer = request(`${api.url}/v1/proxy/${agentId}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'x-payment': header, 'content-type': 'text/plain' },
+      body: mark,
+    }).catch(() => null);
+    const bound = await until('the payment bound to the call', async () => {
+      const claim = await claimOf(agentId);
+      return claim?.invocation_id ? claim : null;
+    });
+    assert.equal(bound.status, 'settled');
+    const [row] = await sql<{ status: string; owner: string | null; attempts: number }>(
+      'select status, owner, attempts from invocations where id = ?',
+      [bound.invocation_id],
+    );
+    assert.deepEqual(row, { status: 'running', owner: null, attempts: 0 }, 'bound, without an owner');
+    return {
+      agentId,
+      payTo,
+      payer,
+      header,
+      mark,
+      api,
+      answer,
+      id: bound.invocation_id!,
+      transaction: bound.transaction!,
+      async close() {
+        api.child.kill('SIGKILL');
+        await pgRelay.close();
+      },
+    };
+  }
+
+  /** The stream's row is closed with `errorClass`, its payment released; the same header then streams once. */
+  async function assertStreamResumesOnce(c: Awaited<ReturnType<typeof paidStreamWithHeldRows>>, errorClass: string) {
+    const [closed] = await sql<{ status: string; error_class: string; completed_at: Date | null }>(
+      'select status, error_class, completed_at from invocations where id = ?',
+      [c.id],
+    );
+    assert.equal(closed.status, 'failed');
+    assert.equal(closed.error_class, errorClass);
+    assert.ok(closed.completed_at);
+    assert.equal((await claimOf(c.agentId)).invocation_id, null, 'the payment is released');
+    assert.equal(received(c.mark), 0, 'the upstream was never contacted');
+
+    const resumed = await request(`${stack().apiUrl}/v1/proxy/${c.agentId}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'x-payment': c.header, 'content-type': 'text/plain' },
+      body: c.mark,
+    });
+    assert.equal(resumed.statusCode, 200);
+    assert.match(await resumed.body.text(), new RegExp(c.mark));
+    assert.equal(receiptOf(resumed.headers['x-payment-response']).transaction, c.transaction);
+    assert.equal(received(c.mark), 1, 'served once');
+    await assertChargedOnce(c.payTo, c.payer.address, c.transaction);
+    const again = await request(`${stack().apiUrl}/v1/proxy/${c.agentId}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'x-payment': c.header },
+      body: c.mark,
+    });
+    assert.equal(again.statusCode, 402, 'it bought one call');
+    await again.body.dump();
+  }
+
+  it('streaming: an API process killed between the binding and the forwarding mark', async () => {
+    const c = await paidStreamWithHeldRows();
     try {
-      const lost = request(`${api.url}/v1/proxy/${agentId}/stream`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'x-payment': header, 'content-type': 'text/plain' },
-        body: mark,
-      }).catch(() => null);
-      const bound = await until('the payment bound to the call', async () => {
-        const claim = await claimOf(agentId);
-        return claim?.invocation_id ? claim : null;
-      });
-      const [row] = await sql<{ status: string; owner: string | null; attempts: number }>(
-        'select status, owner, attempts from invocations where id = ?',
-        [bound.invocation_id],
-      );
-      assert.deepEqual(row, { status: 'running', owner: null, attempts: 0 }, 'bound, without an owner');
-      api.child.kill('SIGKILL');
-      await exited(api.child);
-      assert.equal(await lost, null, 'the caller got no answer');
-      assert.equal(received(mark), 0, 'the upstream was never contacted');
-      assert.equal(bound.status, 'settled');
-
+      c.api.child.kill('SIGKILL');
+      await exited(c.api.child);
+      assert.equal(await c.answer, null, 'the caller got no answer');
+      assert.equal(received(c.mark), 0, 'the upstream was never contacted');
       assert.ok((await failStaleStreams(stack().orm, 0)) >= 1);
-      const [closed] = await sql<{ status: string; error_class: string; completed_at: Date | null }>(
-        'select status, error_class, completed_at from invocations where id = ?',
-        [bound.invocation_id],
-      );
-      assert.equal(closed.status, 'failed');
-      assert.equal(closed.error_class, 'gateway_lost');
-      assert.ok(closed.completed_at);
-      assert.equal((await claimOf(agentId)).invocation_id, null, 'the payment is released');
-
-      const resumed = await request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'x-payment': header, 'content-type': 'text/plain' },
-        body: mark,
-      });
-      assert.equal(resumed.statusCode, 200);
-      assert.match(await resumed.body.text(), new RegExp(mark));
-      assert.equal(receiptOf(resumed.headers['x-payment-response']).transaction, bound.transaction);
-      assert.equal(received(mark), 1, 'served once');
-      await assertChargedOnce(payTo, payer.address, bound.transaction!);
-      const again = await request(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'x-payment': header },
-        body: mark,
-      });
-      assert.equal(again.statusCode, 402, 'it bought one call');
-      await again.body.dump();
+      await assertStreamResumesOnce(c, 'gateway_lost');
     } finally {
-      api.child.kill('SIGKILL');
-      await pgRelay.close();
+      await c.close();
+    }
+  });
+
+  it('streaming: a live API process whose forwarding mark is not written gives the payment back and says resend', async () => {
+    const c = await paidStreamWithHeldRows();
+    try {
+      // The mark's deadline (10 s) passes: the process forwards nothing and releases the payment.
+      const answer = await c.answer;
+      assert.ok(answer);
+      assert.equal(answer.statusCode, 503);
+      assert.equal(answer.headers['retry-after'], '3');
+      assert.deepEqual(await answer.body.json(), {
+        error: 'payment is still settling; retry with the same payment header',
+      });
+      await assertStreamResumesOnce(c, 'internal');
+    } finally {
+      await c.close();
     }
   });
 
