@@ -137,7 +137,8 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
       // An earlier attempt may have delivered the request before its worker died.
       if (row.attempts > 0 && !agent.retryNonIdempotent)
         return complete(invocationId, { status: 'failed', errorClass: 'interrupted' });
-      if (!agent.upstreamUrl) return complete(invocationId, { status: 'failed', errorClass: 'protocol' });
+      if (!agent.upstreamUrl)
+        return complete(invocationId, { status: 'failed', errorClass: 'protocol', beforeAttempt: true });
 
       // Resolved before the attempt is counted: a vault that is briefly down is retried by
       // Temporal (the failure says whether it may be), and nothing has been sent yet.
@@ -146,7 +147,7 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
         credentialHeaders = await deps.credentials.headersFor(row.tenantId, agent.credentialRef);
       } catch (err) {
         if (err instanceof ApplicationFailure && !err.nonRetryable) throw err;
-        return complete(invocationId, { status: 'failed', errorClass: 'credential' });
+        return complete(invocationId, { status: 'failed', errorClass: 'credential', beforeAttempt: true });
       }
       const body = insertBody
         ? row.requestBody
@@ -234,9 +235,11 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
     async abandonInvocation(invocationId, failureType) {
       // performInvocation lets a failure escape on purpose only for an unavailable credential;
       // anything else that exhausted its retries (a database outage) is the gateway's own.
+      // A row that counts no attempt was never sent: its payment is released (beforeAttempt).
       return complete(invocationId, {
         status: 'failed',
         errorClass: failureType === CREDENTIAL_UNAVAILABLE ? 'credential' : 'internal',
+        beforeAttempt: true,
       });
     },
   };

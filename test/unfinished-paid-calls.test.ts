@@ -10,6 +10,8 @@
 //   marked started by a start relay), then terminated through the Temporal client before any
 //   worker ran it. The closed-workflow check fails the row `workflow_terminated`, deletes its
 //   request body and releases the payment; the same X-PAYMENT then runs once.
+// - Transactional, failed by its activity before any attempt (the agent lost its upstream_url
+//   after the call was accepted): recorded `protocol`, and its payment released the same way.
 // - Transactional, terminated while its request is at the upstream: the call may have been
 //   served, so its payment stays with it (402 payment already used), whether its live activity
 //   closes the row (it learns from its heartbeat that its workflow is gone) or the check does
@@ -43,6 +45,7 @@ import { startGateway } from '../api/gateway.ts';
 import { startRelay } from '../api/proxy/start-relay.ts';
 import { checkUnfinishedCalls } from '../api/proxy/unfinished-calls.ts';
 import { createLogger } from '../lib/log.ts';
+import { createGatewayWorker } from '../temporal/gateway-worker.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 
 const PRICE = 3_000n;
@@ -338,6 +341,65 @@ describe('a paid call lost to a crash or a terminated workflow: its row closed, 
         headers: { 'content-type': 'text/plain', 'x-payment': header },
       });
       assert.equal(again.status, 402, 'it bought one call');
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  it('transactional: failed by its activity before any attempt (no upstream_url any more): the payment is released', async () => {
+    const payTo = newPayTo();
+    const agentId = await pricedAgent(payTo);
+    const payer = await newPayer(FUNDS);
+    const header = encodePayment(await signPayment(payer, { payTo, value: PRICE }));
+    const mark = `protocol-${randomUUID()}`;
+    const taskQueue = `later-${randomUUID()}`;
+    const config: GatewayConfig = { ...stack().config, port: 0, temporal: { ...stack().config.temporal, taskQueue } };
+    const server: Server = await startGateway(config, stack().orm, stack().temporal, createLogger('api', 'silent'));
+    try {
+      const accepted = await callAt(
+        `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        'POST',
+        `/v1/proxy/${agentId}`,
+        {
+          token,
+          body: mark,
+          headers: { 'content-type': 'text/plain', 'x-payment': header },
+        },
+      );
+      assert.equal(accepted.status, 202, accepted.text);
+      const transaction = receiptOf(accepted.headers['x-payment-response']).transaction;
+      const cleared = await call('PATCH', `/v1/agents/${agentId}`, { token, json: { upstream_url: null } });
+      assert.equal(cleared.status, 200, cleared.text);
+
+      const { worker, connection } = await createGatewayWorker(config, stack().orm, {
+        workflowBundle: stack().workflowBundle,
+      });
+      const running = worker.run();
+      let failed;
+      try {
+        failed = await waitForInvocation(token, agentId, accepted.json.invocation_id as string);
+      } finally {
+        worker.shutdown();
+        await running;
+        await connection.close();
+      }
+      assert.equal(failed.status, 'failed');
+      assert.equal(failed.error_class, 'protocol');
+      assert.equal((await claimOf(agentId)).invocation_id, null, 'the payment is released');
+
+      const restored = await call('PATCH', `/v1/agents/${agentId}`, { token, json: { upstream_url: upstream.url } });
+      assert.equal(restored.status, 200, restored.text);
+      const resumed = await call('POST', `/v1/proxy/${agentId}`, {
+        token,
+        body: mark,
+        headers: { 'content-type': 'text/plain', 'x-payment': header },
+      });
+      assert.equal(resumed.status, 202, resumed.text);
+      assert.equal(receiptOf(resumed.headers['x-payment-response']).transaction, transaction);
+      assert.equal((await waitForInvocation(token, agentId, resumed.json.invocation_id as string)).status, 'succeeded');
+      assert.equal(received(mark), 1, 'ran once');
+      await assertChargedOnce(payTo, payer.address, transaction);
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

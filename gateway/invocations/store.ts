@@ -57,6 +57,12 @@ export type Completion = {
   responseBodyId?: string | null;
   responseContentType?: string | null;
   responseSha256?: string | null;
+  /**
+   * Completed before this attempt counted itself (the call could not be made, or was given
+   * up): a row that counts no attempt then never reached its upstream, and its payment is
+   * released in the same statement (the same payment header buys the call it paid for).
+   */
+  beforeAttempt?: boolean;
 };
 
 /** A body INSERT to run in the completion's statement (BodyStore.insertSql). */
@@ -145,6 +151,8 @@ const COMPLETE = (returning: string) => `
          request_headers = case when (select keep from ending) then request_headers else '{}'::jsonb end
    where id = ? and status in ('pending', 'running')
   returning ${returning}`;
+
+const COMPLETE_BEFORE_ATTEMPT = releasingPayments(COMPLETE(`id, attempts, ${OUTCOME_COLUMNS}`), RELEASE_REQUEST);
 
 // A call whose workflow ended without completing its row (terminated, or gone from Temporal):
 // closed as a completion would close it (failed, request let go unless captured), and its
@@ -240,7 +248,9 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
       // that was not stored (an unused body, the row already terminal, is a harmless orphan).
       const sql = body
         ? `with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`
-        : `with ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`;
+        : c.beforeAttempt
+          ? COMPLETE_BEFORE_ATTEMPT
+          : `with ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`;
       const [r] = (await execute(
         sql,
         body ? [...body.params, invocationId, ...params] : [invocationId, ...params],
