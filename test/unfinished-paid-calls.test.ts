@@ -49,6 +49,7 @@ import { createGatewayWorker } from '../temporal/gateway-worker.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 
 const PRICE = 3_000n;
+const log = createLogger('api', 'silent');
 const FUNDS = 100_000n;
 
 describe('a paid call lost to a crash or a terminated workflow: its row closed, its payment resumable once exactly when the call never reached its upstream', function () {
@@ -99,6 +100,20 @@ describe('a paid call lost to a crash or a terminated workflow: its row closed, 
 
   const receiptOf = (header: unknown) =>
     JSON.parse(Buffer.from(String(header), 'base64').toString('utf8')) as { transaction: string };
+
+  /** A gateway API (no start relay, no check) that starts its workflows on `taskQueue`. */
+  async function gatewayOn(taskQueue: string) {
+    const config: GatewayConfig = { ...stack().config, port: 0, temporal: { ...stack().config.temporal, taskQueue } };
+    const server: Server = await startGateway(config, stack().orm, stack().temporal, log);
+    return {
+      config,
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      async close() {
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+      },
+    };
+  }
 
   const received = (mark: string, at = upstream) => at.received.filter((r) => r.body.toString() === mark).length;
 
@@ -267,12 +282,9 @@ describe('a paid call lost to a crash or a terminated workflow: its row closed, 
     const mark = `tx-${randomUUID()}`;
 
     const taskQueue = `unpolled-${randomUUID()}`;
-    const config: GatewayConfig = { ...stack().config, port: 0, temporal: { ...stack().config.temporal, taskQueue } };
-    const log = createLogger('api', 'silent');
-    const server: Server = await startGateway(config, stack().orm, stack().temporal, log);
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const gateway = await gatewayOn(taskQueue);
     try {
-      const accepted = await callAt(url, 'POST', `/v1/proxy/${agentId}`, {
+      const accepted = await callAt(gateway.url, 'POST', `/v1/proxy/${agentId}`, {
         token,
         body: mark,
         headers: { 'content-type': 'text/plain', 'x-payment': header },
@@ -342,8 +354,7 @@ describe('a paid call lost to a crash or a terminated workflow: its row closed, 
       });
       assert.equal(again.status, 402, 'it bought one call');
     } finally {
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
+      await gateway.close();
     }
   });
 
@@ -353,26 +364,19 @@ describe('a paid call lost to a crash or a terminated workflow: its row closed, 
     const payer = await newPayer(FUNDS);
     const header = encodePayment(await signPayment(payer, { payTo, value: PRICE }));
     const mark = `protocol-${randomUUID()}`;
-    const taskQueue = `later-${randomUUID()}`;
-    const config: GatewayConfig = { ...stack().config, port: 0, temporal: { ...stack().config.temporal, taskQueue } };
-    const server: Server = await startGateway(config, stack().orm, stack().temporal, createLogger('api', 'silent'));
+    const gateway = await gatewayOn(`later-${randomUUID()}`);
     try {
-      const accepted = await callAt(
-        `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        'POST',
-        `/v1/proxy/${agentId}`,
-        {
-          token,
-          body: mark,
-          headers: { 'content-type': 'text/plain', 'x-payment': header },
-        },
-      );
+      const accepted = await callAt(gateway.url, 'POST', `/v1/proxy/${agentId}`, {
+        token,
+        body: mark,
+        headers: { 'content-type': 'text/plain', 'x-payment': header },
+      });
       assert.equal(accepted.status, 202, accepted.text);
       const transaction = receiptOf(accepted.headers['x-payment-response']).transaction;
       const cleared = await call('PATCH', `/v1/agents/${agentId}`, { token, json: { upstream_url: null } });
       assert.equal(cleared.status, 200, cleared.text);
 
-      const { worker, connection } = await createGatewayWorker(config, stack().orm, {
+      const { worker, connection } = await createGatewayWorker(gateway.config, stack().orm, {
         workflowBundle: stack().workflowBundle,
       });
       const running = worker.run();
@@ -401,8 +405,7 @@ describe('a paid call lost to a crash or a terminated workflow: its row closed, 
       assert.equal(received(mark), 1, 'ran once');
       await assertChargedOnce(payTo, payer.address, transaction);
     } finally {
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
+      await gateway.close();
     }
   });
 
@@ -422,12 +425,10 @@ describe('a paid call lost to a crash or a terminated workflow: its row closed, 
 
   it('transactional: terminated while its request is at the upstream and its worker is gone, the check closes the row', async () => {
     const taskQueue = `crashing-${randomUUID()}`;
-    const config: GatewayConfig = { ...stack().config, port: 0, temporal: { ...stack().config.temporal, taskQueue } };
-    const log = createLogger('api', 'silent');
-    const server: Server = await startGateway(config, stack().orm, stack().temporal, log);
+    const gateway = await gatewayOn(taskQueue);
     const worker = await startWorkerProcess(taskQueue);
     try {
-      const c = await callAtTheUpstream(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+      const c = await callAtTheUpstream(gateway.url);
       worker.kill('SIGKILL');
       await exited(worker);
       await stack().temporal.workflow.getHandle(c.id).terminate('an operator ended it');
@@ -444,8 +445,7 @@ describe('a paid call lost to a crash or a terminated workflow: its row closed, 
       await assertPaymentKept(c);
     } finally {
       worker.kill('SIGKILL');
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
+      await gateway.close();
     }
   });
 
