@@ -85,6 +85,15 @@ async function readResponse(
   };
 }
 
+/**
+ * Whether this attempt was cancelled because its workflow ended (terminated, cancelled, or
+ * closed: the heartbeat finds it gone) rather than by its own deadline: the row then says so.
+ */
+function endedByWorkflow(): boolean {
+  const details = Context.current().cancellationDetails;
+  return Boolean(details?.notFound || details?.cancelRequested);
+}
+
 export function createInvocationActivities(deps: InvocationDeps): InvocationActivities {
   const store = createInvocationStore(deps.orm);
   // A body store in the gateway's own database (it offers insertSql) is read in the load
@@ -128,7 +137,8 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
       // An earlier attempt may have delivered the request before its worker died.
       if (row.attempts > 0 && !agent.retryNonIdempotent)
         return complete(invocationId, { status: 'failed', errorClass: 'interrupted' });
-      if (!agent.upstreamUrl) return complete(invocationId, { status: 'failed', errorClass: 'protocol' });
+      if (!agent.upstreamUrl)
+        return complete(invocationId, { status: 'failed', errorClass: 'protocol', beforeAttempt: true });
 
       // Resolved before the attempt is counted: a vault that is briefly down is retried by
       // Temporal (the failure says whether it may be), and nothing has been sent yet.
@@ -137,7 +147,7 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
         credentialHeaders = await deps.credentials.headersFor(row.tenantId, agent.credentialRef);
       } catch (err) {
         if (err instanceof ApplicationFailure && !err.nonRetryable) throw err;
-        return complete(invocationId, { status: 'failed', errorClass: 'credential' });
+        return complete(invocationId, { status: 'failed', errorClass: 'credential', beforeAttempt: true });
       }
       const body = insertBody
         ? row.requestBody
@@ -174,7 +184,11 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
             tenantId: row.tenantId,
           });
         } catch (err) {
-          const errorClass = err instanceof UpstreamError ? err.errorClass : classifyError(err).errorClass;
+          const errorClass = endedByWorkflow()
+            ? 'workflow_terminated'
+            : err instanceof UpstreamError
+              ? err.errorClass
+              : classifyError(err).errorClass;
           return await complete(invocationId, { status: 'failed', errorClass });
         }
 
@@ -182,7 +196,11 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
         const latencyMs = Math.round(performance.now() - reply.startedAt);
         const ttftMs = read.firstByteMs ?? reply.ttftMs;
         if (read.broken) {
-          const errorClass: ErrorClass = reply.timedOut() ? 'timeout' : 'stream_interrupted';
+          const errorClass: ErrorClass = endedByWorkflow()
+            ? 'workflow_terminated'
+            : reply.timedOut()
+              ? 'timeout'
+              : 'stream_interrupted';
           return await complete(invocationId, {
             status: 'failed',
             upstreamStatus: reply.status,
@@ -217,9 +235,11 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
     async abandonInvocation(invocationId, failureType) {
       // performInvocation lets a failure escape on purpose only for an unavailable credential;
       // anything else that exhausted its retries (a database outage) is the gateway's own.
+      // A row that counts no attempt was never sent: its payment is released (beforeAttempt).
       return complete(invocationId, {
         status: 'failed',
         errorClass: failureType === CREDENTIAL_UNAVAILABLE ? 'credential' : 'internal',
+        beforeAttempt: true,
       });
     },
   };

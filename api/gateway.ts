@@ -11,6 +11,7 @@ import { cachedProbe } from '../lib/cached-probe.ts';
 import { readinessChecks } from '../lib/observability/metrics.ts';
 import { createStartBacklog } from './proxy/start-backlog.ts';
 import { startRelay } from './proxy/start-relay.ts';
+import { checkUnfinishedCalls } from './proxy/unfinished-calls.ts';
 import { createVaultClient } from '../gateway/credentials/vault.ts';
 import { openChangeFeed } from '../gateway/db/change-feed.ts';
 import type { AppDeps } from './deps.ts';
@@ -22,7 +23,10 @@ const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url),
   version: string;
 };
 
-/** `relay`: run the start relay in this process (api/main.ts; tests that need one run their own). */
+/**
+ * `relay`: run the start relay and the closed-workflow check in this process (api/main.ts;
+ * tests that need them run their own).
+ */
 export type GatewayOptions = Partial<Pick<AppDeps, 'feed' | 'vaultClient'>> & { relay?: boolean };
 
 export async function startGateway(
@@ -76,7 +80,8 @@ export async function startGateway(
   server.requestTimeout = 0;
   if (shared.relay) {
     const relay = startRelay({ orm, temporal, taskQueue: config.temporal.taskQueue, log, backlog: startBacklog });
-    server.once('close', () => void relay.stop());
+    const unfinished = checkUnfinishedCalls({ orm, temporal, log });
+    server.once('close', () => void Promise.all([relay.stop(), unfinished.stop()]));
   }
   return server;
 }

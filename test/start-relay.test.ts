@@ -128,7 +128,7 @@ describe('start relay', function () {
       assert.ok(rows.get(waiting)!.workflow_started_at, 'attached to its running workflow, not started twice');
       assert.equal((await running.describe()).runId, running.firstExecutionRunId, 'the same run');
       assert.equal(rows.get(closed)!.status, 'failed');
-      assert.equal(rows.get(closed)!.error_class, 'internal');
+      assert.equal(rows.get(closed)!.error_class, 'workflow_terminated');
       const [claim] = await sql<{ invocation_id: string | null }>(
         'select invocation_id from payment_claims where tenant_id = ?',
         [tenant],

@@ -31,7 +31,7 @@ export const Invocation = z
       .meta({ description: 'Time to the first upstream body byte (streaming calls); null otherwise or until known.' }),
     error_class: nullableString.meta({
       description:
-        'Why the call failed or counts as an error (`connect`, `timeout`, `blocked`, `circuit_open`, `upstream_4xx`, `upstream_5xx`, `stream_interrupted`, `caller_aborted`, `interrupted`, `credential`, `protocol`, `internal`, `gateway_lost`); null for a clean answer or while running. docs/PROXY.md "Error classes".',
+        'Why the call failed or counts as an error (`connect`, `timeout`, `blocked`, `circuit_open`, `upstream_4xx`, `upstream_5xx`, `stream_interrupted`, `caller_aborted`, `interrupted`, `credential`, `protocol`, `internal`, `gateway_lost`, `workflow_terminated`, `workflow_failed`); null for a clean answer or while running. docs/PROXY.md "Error classes".',
     }),
     mode: z.enum(['transactional', 'streaming']),
     model: nullableString.meta({ description: "The caller's `X-Gateway-Model`, when given." }),

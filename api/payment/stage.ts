@@ -34,6 +34,13 @@ const SETTLING_RETRY_AFTER_S = 3;
 /** The payment stage's long-lived parts: its configuration and the facilitator client (one set of keep-alive pools per app). */
 export type PaymentGate = { config: PaymentConfig; client: FacilitatorClient };
 
+/** The answer whose only advice is to resend the same payment header (docs/SETTLEMENT.md, the payer's promise). */
+export function stillSettling(): ApiError {
+  return new ApiError(503, 'payment is still settling; retry with the same payment header', {
+    'Retry-After': String(SETTLING_RETRY_AFTER_S),
+  });
+}
+
 export function createPaymentGate(deps: AppDeps): PaymentGate {
   const config = deps.config.payment;
   return {
@@ -136,9 +143,7 @@ export async function paymentStage(
       { requestId: call.requestId, agentId: call.agent.id, outcome: outcome.error },
       'payment outcome not known yet',
     );
-    throw new ApiError(503, 'payment is still settling; retry with the same payment header', {
-      'Retry-After': String(SETTLING_RETRY_AFTER_S),
-    });
+    throw stillSettling();
   }
   if (!outcome.ok) {
     await recordSettlement(em, key, 'unsettled', null);

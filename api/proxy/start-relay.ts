@@ -6,21 +6,17 @@
 // relay has started. A relay leases its batch first (start_lease_until), so two relays do not
 // start the same row at once; the start itself is idempotent (start.ts: USE_EXISTING,
 // REJECT_DUPLICATE). A row whose workflow closed without moving it (terminated by an operator)
-// is failed `internal` and its payment released, as its call never ran.
+// is closed as the closed-workflow check closes one (unfinished-calls.ts): failed, saying why,
+// its body deleted and its payment released, as its call never ran.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Logger } from '../../lib/log.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import { runRounds } from '../../lib/rounds.ts';
-import {
-  closeNeverRun,
-  dropLeases,
-  knownStarted,
-  leaseIntents,
-  markStarted,
-  type Intent,
-} from '../../gateway/invocations/intents.ts';
+import { dropLeases, knownStarted, leaseIntents, markStarted, type Intent } from '../../gateway/invocations/intents.ts';
+import { closeUnfinished } from '../../gateway/invocations/store.ts';
 import { temporalKnownDown } from '../../temporal/client.ts';
+import { closedWorkflowClass } from './unfinished-calls.ts';
 import { startInvocationWorkflow } from './start.ts';
 import type { StartBacklog } from './start-backlog.ts';
 
@@ -71,6 +67,12 @@ export function startRelay(deps: StartRelayDeps): StartRelay {
     }
   }
 
+  /** The intent's workflow closed before it moved the row: closed saying why. */
+  async function closeClosed(id: string): Promise<void> {
+    const errorClass = await closedWorkflowClass(deps.temporal, id);
+    if (errorClass) await closeUnfinished(deps.orm, id, errorClass);
+  }
+
   async function runOnce(): Promise<number> {
     await reconcile();
     if (temporalKnownDown(deps.temporal)) return 0;
@@ -81,7 +83,7 @@ export function startRelay(deps: StartRelayDeps): StartRelay {
       if (stopped) break;
       try {
         if ((await startOne(intent)) === 'started') started.push(intent.id);
-        else await closeNeverRun(deps.orm, intent.id);
+        else await closeClosed(intent.id);
       } catch (err) {
         // Temporal unreachable again: the rest is left for a later round, leases dropped.
         unreachable = err;

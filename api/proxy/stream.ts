@@ -42,7 +42,8 @@ import { errorKind } from '../../lib/error-kind.ts';
 import { insertBindingPayment } from '../../gateway/payment/claims.ts';
 import { isChargeable } from '../payment/requirements.ts';
 import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
-import { withPaymentRequired } from '../payment/stage.ts';
+import { stillSettling, withPaymentRequired } from '../payment/stage.ts';
+import { closeUnforwarded } from '../../gateway/invocations/stale-streams.ts';
 import type { ProxyServices } from './services.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
@@ -249,20 +250,42 @@ function failedBeforeUpstream(errorClass: ErrorClass): Omit<Completion, 'id'> {
   };
 }
 
+/** How long a paid call waits for its forwarding mark before it gives its payment back. */
+const MARK_DEADLINE_MS = 10_000;
+
 /**
  * A paid call binds its payment to its row, in one transaction, before anything is forwarded
  * (402 if already bound): an unbound claim would let the same payment header buy another call.
+ * The row is inserted counting no attempt and forwarded only once its forwarding mark (owner
+ * and attempt) has committed: a process lost in between leaves a row known never to have
+ * reached the upstream, whose payment the lost-stream sweep releases. A mark that fails, or
+ * finds the row already closed by that sweep, forwards nothing: the payment is released and
+ * the payer told to resend the same header.
  */
-async function bindPayment(deps: AppDeps, call: ProxyCall, row: StartedRow): Promise<void> {
+async function bindPayment(deps: AppDeps, services: ProxyServices, call: ProxyCall, row: StartedRow): Promise<void> {
   try {
     await insertBindingPayment(
       deps.orm.em,
-      { ...row, mode: 'streaming', attempts: 1, requestHeaders: {}, updatedAt: row.createdAt } as Invocation,
+      { ...row, mode: 'streaming', attempts: 0, requestHeaders: {}, updatedAt: row.createdAt } as Invocation,
       call.payment!,
     );
   } catch (err) {
     throw withPaymentRequired(deps, call, err);
   }
+  let timer: NodeJS.Timeout | undefined;
+  const marked = await Promise.race([
+    services.recorder.markForwarding(row.id),
+    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), MARK_DEADLINE_MS))),
+  ]).catch((err: unknown) => {
+    deps.log.warn({ invocationId: row.id, err: errorKind(err) }, 'could not mark a paid stream forwarding');
+    return false;
+  });
+  clearTimeout(timer);
+  if (marked) return;
+  await closeUnforwarded(deps.orm, row.id).catch((err: unknown) =>
+    deps.log.error({ invocationId: row.id, err: errorKind(err) }, 'could not release an unforwarded payment'),
+  );
+  throw stillSettling();
 }
 
 /** Aborts the upstream call when the caller hangs up before the response is done. */
@@ -364,14 +387,14 @@ export function streamRoute(deps: AppDeps, services: ProxyServices) {
       throw new ApiError(502, coarseMessage('credential'));
     }
     if (call.payment) {
-      await bindPayment(deps, call, row);
+      await bindPayment(deps, services, call, row);
       setPaymentResponse(ctx, call, gatewayHeaders);
     }
-    // Written as the call starts, beside it (for a paid call, the start only adds its owner):
+    // Written as the call starts, beside it (a paid call's row is written and owned already):
     // sent within stream-records.ts's START_DELAY_MS with the starts of other calls, or replaced by
     // the whole row if the call ends first, and not waited for (holding the head until it was
     // sent cost c=1 throughput; docs/PROXY.md).
-    services.recorder.start(row).catch(record.logFailure);
+    else services.recorder.start(row).catch(record.logFailure);
 
     let body = admitted.body;
     if (call.agent.emitReceipts) {

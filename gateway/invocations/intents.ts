@@ -1,10 +1,11 @@
 // The intents to start InvocationWorkflow: a transactional row `pending` that no start is
 // known to have reached. These are the start relay's statements over them (api/proxy/start-relay.ts
 // runs them with Temporal): lease a batch (two relays never take one row), mark what was
-// started, give back the leases of what was not, tell which held calls are known started, and
-// fail a row whose workflow closed without running it (its payment released).
+// started, give back the leases of what was not, and tell which held calls are known started.
+// Also the closed-workflow check's lease (api/proxy/unfinished-calls.ts): the calls started
+// but still unfinished a while later, whose workflows it asks about. The two never lease the
+// same row (unstarted intents are the relay's), so they share the lease column.
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { releasingPayments } from '../payment/claims.ts';
 
 export type Intent = { id: string; tenant_id: string; agent_id: string; agent_name: string; emit_receipts: boolean };
 
@@ -26,9 +27,16 @@ const DROP_LEASE = `update invocations set start_lease_until = null where id in 
 const KNOWN_STARTED = `
   select held.id from jsonb_array_elements_text(?::jsonb) as held(id)
    where not exists (select 1 from invocations i where i.id = held.id and i.status = 'pending' and i.workflow_started_at is null)`;
-const CLOSE_NEVER_RUN = releasingPayments(
-  `update invocations set status = 'failed', error_class = 'internal', updated_at = now(), completed_at = now() where id = ? and status = 'pending' returning id`,
-);
+/** Started (or running) calls unmoved for `afterMs`, none another check holds: their workflows are asked about. */
+const LEASE_UNFINISHED = `
+  update invocations set start_lease_until = now() + make_interval(secs => ? / 1000.0)
+   where id in (select id from invocations
+                 where status in ('pending', 'running') and mode = 'transactional'
+                   and (status = 'running' or workflow_started_at is not null)
+                   and updated_at < now() - make_interval(secs => ? / 1000.0)
+                   and (start_lease_until is null or start_lease_until < now())
+                 order by updated_at limit ? for update skip locked)
+  returning id`;
 
 /** Ids travel as one JSON array parameter. */
 const ids = (list: string[]) => [JSON.stringify(list)];
@@ -55,7 +63,16 @@ export async function knownStarted(orm: MikroORM, held: string[]): Promise<strin
   return rows.map((row) => row.id);
 }
 
-/** Fails a `pending` row whose workflow closed without running it, releasing its payment. */
-export async function closeNeverRun(orm: MikroORM, id: string): Promise<void> {
-  await orm.em.getConnection().execute(CLOSE_NEVER_RUN, [id]);
+/**
+ * Leases up to `batch` started calls unmoved for `afterMs`, for `leaseMs`: a call whose
+ * workflow is still running is asked about again once its lease has run out.
+ */
+export async function leaseUnfinished(
+  orm: MikroORM,
+  opts: { leaseMs: number; afterMs: number; batch: number },
+): Promise<string[]> {
+  const rows = await orm.em
+    .getConnection()
+    .execute<Array<{ id: string }>>(LEASE_UNFINISHED, [opts.leaseMs, opts.afterMs, opts.batch]);
+  return rows.map((row) => row.id);
 }

@@ -5,28 +5,66 @@
 // It is failed with error_class `gateway_lost`. Every API process sweeps every
 // STALE_STREAM_SWEEP_MS; sweeps by several processes at once are harmless (one statement, the
 // row's `running` guard).
+//
+// A paid call's row is inserted with its payment binding and no owner; it takes its owner, and
+// counts its attempt, in the statement that lets it be forwarded (stream-records.ts,
+// markForwarding). A row still without an owner OWNERLESS_AFTER_MS later belongs to a process
+// that died (or failed) between the two: it is failed `gateway_lost` too, and since its call
+// never reached the upstream (attempts = 0), its payment is released in the same statement,
+// so the same payment header buys the call it paid for. A live process whose mark comes after
+// the sweep finds its row closed and forwards nothing (the mark's guard), so a payment never
+// serves two calls.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '../../lib/log.ts';
+import { releasingPayments } from '../payment/claims.ts';
 import { OWNER_LOCK_CLASS } from './row-session.ts';
 
 const STALE_STREAM_SWEEP_MS = 30_000;
+/** Far longer than a live process takes from its payment binding to its forwarding mark (one round trip). */
+const OWNERLESS_AFTER_MS = 60_000;
 
 /**
  * One statement: the owners of `running` streaming rows whose lock can be taken (for the
- * statement only: a transaction-level lock, released as it ends) are gone; their rows fail.
+ * statement only: a transaction-level lock, released as it ends) are gone; their rows fail,
+ * and so do owner-less rows older than the bound, releasing the payments of the rows whose
+ * call was never forwarded.
  */
-const SWEEP = `
-  with owners as (select distinct owner from invocations where status = 'running' and mode = 'streaming' and owner is not null),
-  gone as (select owner from owners where pg_try_advisory_xact_lock(?, hashtext(owner)))
-  update invocations
+const SWEEP = releasingPayments(
+  `update invocations
      set status = 'failed', error_class = 'gateway_lost', updated_at = now(), completed_at = now()
-   where status = 'running' and mode = 'streaming' and owner in (select owner from gone)
-  returning id`;
+   where status = 'running' and mode = 'streaming'
+     and (owner in (select owner from gone)
+          or (owner is null and created_at < now() - make_interval(secs => ? / 1000.0)))
+  returning id, attempts`,
+  `owners as (select distinct owner from invocations where status = 'running' and mode = 'streaming' and owner is not null),
+  gone as (select owner from owners where pg_try_advisory_xact_lock(?, hashtext(owner)))`,
+);
 
-/** Fails the running streaming rows of owners that are gone; returns how many. */
-export async function failStaleStreams(orm: MikroORM): Promise<number> {
-  const rows = await orm.em.getConnection().execute<Array<{ id: string }>>(SWEEP, [OWNER_LOCK_CLASS]);
+/**
+ * Fails the running streaming rows of owners that are gone, and the owner-less ones older than
+ * `ownerlessAfterMs`; returns how many.
+ */
+export async function failStaleStreams(orm: MikroORM, ownerlessAfterMs = OWNERLESS_AFTER_MS): Promise<number> {
+  const rows = await orm.em.getConnection().execute<Array<{ id: string }>>(SWEEP, [OWNER_LOCK_CLASS, ownerlessAfterMs]);
   return rows.length;
+}
+
+// Only its own process may say a call was not forwarded whatever its row holds: attempts is
+// set back to 0, so the statement releases the payment.
+const CLOSE_UNFORWARDED = releasingPayments(
+  `update invocations
+     set status = 'failed', error_class = 'internal', attempts = 0, updated_at = now(), completed_at = now()
+   where id = ? and status = 'running' and mode = 'streaming'
+  returning id, attempts`,
+);
+
+/**
+ * A paid streaming call whose forwarding mark failed or did not answer in time, closed by its
+ * own process, which forwarded nothing: failed `internal`, its payment released at once (a mark
+ * committed meanwhile changes nothing, the call is not forwarded).
+ */
+export async function closeUnforwarded(orm: MikroORM, id: string): Promise<void> {
+  await orm.em.getConnection().execute(CLOSE_UNFORWARDED, [id]);
 }
 
 /** Sweeps every `everyMs` (never keeps the process alive). */

@@ -12,6 +12,7 @@
 //   exactly once; the analytics trigger (invocations_analytics_complete) folds it in then.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { ErrorClass } from '../upstream/client.ts';
+import { releasingPayments } from '../payment/claims.ts';
 
 /** An invocation's outcome, as the transactional activity records it and the workflow returns it. */
 export type InvocationOutcome = {
@@ -56,6 +57,12 @@ export type Completion = {
   responseBodyId?: string | null;
   responseContentType?: string | null;
   responseSha256?: string | null;
+  /**
+   * Completed before this attempt counted itself (the call could not be made, or was given
+   * up): a row that counts no attempt then never reached its upstream, and its payment is
+   * released in the same statement (the same payment header buys the call it paid for).
+   */
+  beforeAttempt?: boolean;
 };
 
 /** A body INSERT to run in the completion's statement (BodyStore.insertSql). */
@@ -134,7 +141,7 @@ const RELEASE_REQUEST = `
   released_body as (
     delete from bodies where id = (select request_body_id from ending where not keep)
   )`;
-const COMPLETE = `
+const COMPLETE = (returning: string) => `
   update invocations
      set status = ?, error_class = ?, upstream_status = ?, latency_ms = ?, ttft_ms = ?,
          response_body_id = ?, response_content_type = ?, response_sha256 = ?, updated_at = ?, completed_at = ?,
@@ -143,7 +150,44 @@ const COMPLETE = `
          request_sha256 = coalesce(request_sha256, (select b.sha256 from bodies b where b.id = invocations.request_body_id)),
          request_headers = case when (select keep from ending) then request_headers else '{}'::jsonb end
    where id = ? and status in ('pending', 'running')
-  returning ${OUTCOME_COLUMNS}`;
+  returning ${returning}`;
+
+const COMPLETE_BEFORE_ATTEMPT = releasingPayments(COMPLETE(`id, attempts, ${OUTCOME_COLUMNS}`), RELEASE_REQUEST);
+
+// A call whose workflow ended without completing its row (terminated, or gone from Temporal):
+// closed as a completion would close it (failed, request let go unless captured), and its
+// payment released when the row counts no attempt: nothing ever reached the upstream.
+const CLOSE_UNFINISHED = releasingPayments(COMPLETE('id, attempts'), RELEASE_REQUEST);
+
+/**
+ * Fails an unfinished call whose workflow closed without completing it, with `errorClass`
+ * saying why; null when the row was terminal (or absent) already, else whether its payment
+ * was released (the call never reached its upstream).
+ */
+export async function closeUnfinished(
+  orm: MikroORM,
+  invocationId: string,
+  errorClass: string,
+): Promise<{ released: boolean } | null> {
+  const now = new Date();
+  const [r] = await orm.em
+    .getConnection()
+    .execute<Array<{ released: boolean }>>(CLOSE_UNFINISHED, [
+      invocationId,
+      'failed',
+      errorClass,
+      null,
+      null,
+      null,
+      null,
+      null,
+      null,
+      now,
+      now,
+      invocationId,
+    ]);
+  return r ? { released: r.released } : null;
+}
 
 export function createInvocationStore(orm: MikroORM): InvocationStore {
   // Raw statements on the ORM's pool: no entity manager, identity map or change set.
@@ -203,8 +247,10 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
       // The body and the completion commit together: a completed row never points at a body
       // that was not stored (an unused body, the row already terminal, is a harmless orphan).
       const sql = body
-        ? `with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE}`
-        : `with ${RELEASE_REQUEST} ${COMPLETE}`;
+        ? `with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`
+        : c.beforeAttempt
+          ? COMPLETE_BEFORE_ATTEMPT
+          : `with ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`;
       const [r] = (await execute(
         sql,
         body ? [...body.params, invocationId, ...params] : [invocationId, ...params],

@@ -80,6 +80,13 @@ export interface InvocationRecorder {
    * (row-session.ts).
    */
   start(row: StartedRow): Promise<void>;
+  /**
+   * A paid call's row, inserted with its payment binding (no owner, no attempt counted), takes
+   * this process's owner and counts its attempt; the call is forwarded only once this has
+   * committed, so a row without them never reached the upstream (stale-streams.ts). False when
+   * the row is no longer running (the lost-stream sweep closed it): nothing may be forwarded.
+   */
+  markForwarding(id: string): Promise<boolean>;
   /** Writes the whole terminal row (completing the started one); resolves once committed. */
   complete(row: CompletedRow): Promise<void>;
   /** Writes what is queued (for at most 2 s), then stops writing (what is left is failed) and closes the row session. */
@@ -158,6 +165,12 @@ const UPSERT_WITH_RECEIPTS = `with written as (${UPSERT} returning id)
       from json_populate_recordset(null::receipts, $2::json) as v
      where v.invocation_id in (select id from written)
     on conflict (invocation_id) do nothing`;
+
+// On the row session, so the owner it names is held (row-session.ts). Not group-committed: the
+// paid call waits for it, and there is one per call. A start sent meanwhile waits behind it for
+// one round trip, as behind a start statement in flight.
+const MARK_FORWARDING = `update invocations set owner = $1, attempts = 1, updated_at = now()
+   where id = $2 and status = 'running' and mode = 'streaming' and attempts = 0 returning id`;
 
 /** One statement for the rows (distinct ids), with their receipts. */
 function statementFor(rows: QueuedRow[], owner: string): Statement {
@@ -295,6 +308,14 @@ export function createInvocationRecorder(
   const ends = groupCommit((rows) => completions.run(() => statementFor(rows, session.owner)), COMPLETION_DELAY_MS);
   const recorder: InvocationRecorder = {
     start: starts.write,
+    async markForwarding(id) {
+      const rows = await session.run((owner) => ({
+        name: 'gw_stream_forwarding',
+        sql: MARK_FORWARDING,
+        params: [owner, id],
+      }));
+      return rows.length === 1;
+    },
     // A call that ends before its start was sent is written once, whole, in the start's place.
     complete: (row) => starts.absorb(row) ?? ends.write(row),
     async close() {

@@ -152,12 +152,18 @@ export async function insertBindingPayment(em: EntityManager, row: Invocation, p
 }
 
 /**
- * One statement that runs `rowsStatement` (a data-modifying statement `returning id` over
- * invocations whose calls never ran) and releases the payments bound to those rows; it answers
- * the ids it touched.
+ * One statement that runs `rowsStatement` (a data-modifying statement `returning id, attempts`
+ * over invocations it closes) and releases the payments bound to the rows whose call never
+ * reached its upstream: `attempts = 0`, since a call counts its attempt in the statement that
+ * lets it be forwarded (the transactional claim, the streaming row's forwarding mark), so a
+ * released payment was never used. The same payment header then buys the call it paid for
+ * (a settled claim is bound again without settling: claimPayment). Answers what the rows
+ * statement returns and whether each payment was released.
  */
-export function releasingPayments(rowsStatement: string): string {
-  return `with touched as (${rowsStatement}),
-     released as (update payment_claims set invocation_id = null, updated_at = now() where invocation_id in (select id from touched))
-     select id from touched`;
+export function releasingPayments(rowsStatement: string, before = ''): string {
+  // `before`: CTEs the rows statement reads (data-modifying ones must be at the top level).
+  return `with ${before ? `${before}, ` : ''}touched as (${rowsStatement}),
+     released as (update payment_claims set invocation_id = null, updated_at = now()
+                   where invocation_id in (select id from touched where attempts = 0) returning invocation_id)
+     select touched.*, exists (select 1 from released r where r.invocation_id = touched.id) as released from touched`;
 }

@@ -27,7 +27,11 @@ export type ErrorClass =
   /** The gateway could not form the call (e.g. the agent lost its upstream_url). */
   | 'protocol'
   /** The gateway itself failed (e.g. its database was down for longer than the activity's retries). */
-  | 'internal';
+  | 'internal'
+  /** A transactional call's workflow was terminated or cancelled before it completed the call. */
+  | 'workflow_terminated'
+  /** A transactional call's workflow failed, timed out or was forgotten by Temporal before it completed the call. */
+  | 'workflow_failed';
 
 export class UpstreamError extends Error {
   readonly errorClass: ErrorClass;

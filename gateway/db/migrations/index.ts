@@ -13,6 +13,7 @@ import { Migration20261124100000_sketch_index_inline } from './Migration20261124
 import { Migration20261124110000_cache_replicas } from './Migration20261124110000_cache_replicas.ts';
 import { Migration20261125100000_policy_removal_decision_invocation } from './Migration20261125100000_policy_removal_decision_invocation.ts';
 import { Migration20261125100000_start_intents } from './Migration20261125100000_start_intents.ts';
+import { Migration20261127100000_unfinished_calls } from './Migration20261127100000_unfinished_calls.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -37,4 +38,5 @@ export const gatewayMigrations = [
     class: Migration20261125100000_policy_removal_decision_invocation,
   },
   { name: 'Migration20261125100000_start_intents', class: Migration20261125100000_start_intents },
+  { name: 'Migration20261127100000_unfinished_calls', class: Migration20261127100000_unfinished_calls },
 ];
