@@ -7,6 +7,8 @@ import { connectClient } from '../temporal/client.ts';
 import { requireSearchAttributes } from '../temporal/search-attribute-setup.ts';
 import { startTracing, stopTracing, tracingSettings } from '../lib/observability/tracing.ts';
 import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
+import { loadReceiptConfig } from '../gateway/receipts/config.ts';
+import { requireReceiptKeys } from '../gateway/receipts/keys.ts';
 import { startMetricsServer } from '../lib/observability/http.ts';
 import { scheduleStaleStreamSweep } from '../gateway/invocations/stale-streams.ts';
 import { createVaultClient } from '../gateway/credentials/vault.ts';
@@ -15,7 +17,13 @@ import { openChangeFeed } from '../gateway/db/change-feed.ts';
 // Every setting and the listeners' ports checked first: all the mistakes, one line each, exit 2.
 const config = await loadConfigOrExit(
   'api',
-  () => gatherConfig({ config: loadGatewayConfig, tracing: () => tracingSettings(process.env, 'api') }).config,
+  () =>
+    gatherConfig({
+      config: loadGatewayConfig,
+      tracing: () => tracingSettings(process.env, 'api'),
+      // It signs streaming receipts and publishes the keys: the same folder as the workers'.
+      receiptKeys: () => requireReceiptKeys(loadReceiptConfig(process.env)),
+    }).config,
   [
     { variable: 'PORT', fallback: 8080, hostVariable: 'HOST' },
     { variable: 'API_METRICS_PORT', fallback: 9466, hostVariable: 'METRICS_HOST' },

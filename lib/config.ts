@@ -48,9 +48,25 @@ function mustBe(issue: Issue): string {
   }
 }
 
+/**
+ * The settings that are set: a variable given as an empty string (what compose and Kubernetes
+ * templates write for a value they leave out) counts as unset, never as an empty path, URL or
+ * number, so it takes its default or is the one-line "must be set" of a required setting.
+ */
+export function setSettings(env: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter((entry): entry is [string, string] => typeof entry[1] === 'string' && entry[1] !== ''),
+  );
+}
+
+/** Removes the empty settings from a process's environment, before anything reads it (see setSettings). */
+export function unsetEmptySettings(env: NodeJS.ProcessEnv = process.env): void {
+  for (const [name, value] of Object.entries(env)) if (value === '') delete env[name];
+}
+
 /** Parses the environment with a zod schema; every failing variable is one line of a ConfigError. */
 export function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv): z.infer<S> {
-  const parsed = schema.safeParse(env);
+  const parsed = schema.safeParse(setSettings(env));
   if (parsed.success) return parsed.data;
   throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.')} ${mustBe(issue)}`));
 }
@@ -135,6 +151,7 @@ export async function loadConfigOrExit<T>(
 ): Promise<T> {
   let config: T | undefined;
   const problems: string[] = [];
+  unsetEmptySettings(env);
   try {
     config = load();
   } catch (err) {

@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { loadClientConfigProfile, toClientOptions, type ClientConfigProfile } from '@temporalio/envconfig';
 import type { TLSConfig } from '@temporalio/client';
-import { ConfigError } from './config.ts';
+import { ConfigError, setSettings } from './config.ts';
 import type { WorkerVersion } from './worker-version.ts';
 
 /** What a client Connection and a worker NativeConnection both take. */
@@ -31,9 +31,8 @@ export type TemporalWorkerSettings = {
 const DEFAULT_ADDRESS = '127.0.0.1:7233';
 
 export function loadTemporalSettings(env: NodeJS.ProcessEnv = process.env): TemporalSettings {
-  const strings = Object.fromEntries(
-    Object.entries(env).filter((entry): entry is [string, string] => typeof entry[1] === 'string'),
-  );
+  // An empty TEMPORAL_TLS_CLIENT_KEY_PATH is unset: envconfig would try to read the file ''.
+  const strings = setSettings(env);
   const file = strings.TEMPORAL_CONFIG_FILE;
   // envconfig ignores a config file that is not there and connects to its defaults instead.
   if (file && !existsSync(file))

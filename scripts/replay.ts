@@ -1,7 +1,10 @@
 // `npm run replay -- FILE [FILE...]`: replays workflow histories exported with
-// `temporal workflow show -w ID -o json > FILE` against today's workflow code. Exits non-zero
-// on any non-determinism, naming the file. Each history is replayed against the bundle of the
-// worker that runs its workflow type: the gateway's (InvocationWorkflow) or the
+// `temporal workflow show -w ID -o json > FILE` against today's workflow code. Exits 1 on any
+// history that does not replay (non-determinism, or a workflow type no worker runs), naming the
+// file. A file that is not a workflow history at all (a glob that also took package.json) is
+// skipped with a line of its own, so it never reads as a history that failed; a run in which no
+// file was a history exits 2, since it checked nothing. Each history is replayed against the
+// bundle of the worker that runs its workflow type: the gateway's (InvocationWorkflow) or the
 // facilitator's (SettlementWorkflow, SettlementWatchWorkflow).
 import { readFileSync } from 'node:fs';
 import { DefaultLogger, Runtime, Worker, bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
@@ -13,8 +16,11 @@ import { parseCommand, usageExit } from './lib/cli.ts';
 
 const USAGE = `usage: npm run replay -- [--verbose] FILE [FILE...]
   Replays workflow histories (.tools/venv/bin/temporal workflow show -w ID -o json > FILE, the
-  Temporal CLI npm start uses) against the current workflow code, one line per history; exits 1
-  when any history does not replay.
+  Temporal CLI npm start uses) against the current workflow code, one line per file:
+    ok       FILE  replays
+    FAILED   FILE  does not replay (or no worker runs its workflow type): exit 1
+    skipped  FILE  not a workflow history (not JSON, or no workflow start event); not a failure
+  Exits 2 when no file was a history. Keep histories in a folder of their own (histories/*.json).
   --verbose also prints the SDK's replay worker logs.`;
 const { positionals: files, values } = parseCommand({
   usage: USAGE,
@@ -43,22 +49,45 @@ function bundleFor(path: string): Promise<WorkflowBundle> {
 
 type History = { events?: Array<{ workflowExecutionStartedEventAttributes?: { workflowType?: { name?: string } } }> };
 
-function workflowType(history: History): string | undefined {
-  return history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name;
+/** The history in a file, or why the file is not one (never a replay failure). */
+function readHistory(file: string): { history: History; type: string } | { notHistory: string } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return { notHistory: code ? `cannot read it (${code})` : 'not JSON' };
+  }
+  const history = parsed as History;
+  const type = Array.isArray(history?.events)
+    ? history.events[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name
+    : undefined;
+  if (typeof type !== 'string') return { notHistory: 'no workflow start event' };
+  return { history, type };
 }
 
 let failed = 0;
+let replayed = 0;
 for (const file of files) {
+  const read = readHistory(file);
+  if ('notHistory' in read) {
+    console.log(`skipped ${file}: not a workflow history (${read.notHistory})`);
+    continue;
+  }
+  replayed += 1;
+  const { history, type } = read;
   try {
-    const history = JSON.parse(readFileSync(file, 'utf8')) as History;
-    const type = workflowType(history);
-    const worker = workers.find((w) => type !== undefined && w.types.includes(type));
-    if (!worker) throw new Error(`no worker runs workflow type ${type ?? '(none: not a workflow history)'}`);
+    const worker = workers.find((w) => w.types.includes(type));
+    if (!worker) throw new Error(`no worker runs workflow type ${type}`);
     await Worker.runReplayHistory({ workflowBundle: await bundleFor(worker.path) }, history, file);
     console.log(`ok      ${file} (${type}, ${worker.name})`);
   } catch (err) {
     failed += 1;
     console.log(`FAILED  ${file}: ${(err as Error).message}`);
   }
+}
+if (replayed === 0) {
+  process.stderr.write(`replay: none of the ${files.length} file(s) is a workflow history; nothing was replayed\n`);
+  process.exit(2);
 }
 process.exit(failed ? 1 : 0);

@@ -14,6 +14,8 @@ import { dataDir as dataDirOf } from './lib/secrets.ts';
 import { loadPublicUrl } from '../gateway/config.ts';
 import { commitOfCheckout } from '../lib/worker-version.ts';
 import { startVersioning } from './lib/start-versioning.ts';
+import { loadReceiptConfig } from '../gateway/receipts/config.ts';
+import { generateKey, readKeys } from '../gateway/receipts/keys.ts';
 
 /** The demo priced agent's payee: anvil's dev account 9 (any address would do). */
 const DEMO_PAY_TO = '0xa0Ee7A142d267C1f36714E4a8F75612F20a79720';
@@ -30,6 +32,14 @@ const dataDir = dataDirOf(env);
 // Every setting of every process it will run, and every port, checked before anything starts.
 const { ports, problems } = await checkStartSettings(env);
 if (problems.length) exitWithProblems('npm start', problems);
+// A receipt key folder named by RECEIPT_KEYS_DIR gets no key from the processes: npm start, the
+// operator of its one machine, makes the first as `npm run receipt-keys -- init` would.
+const receipts = loadReceiptConfig(env);
+try {
+  if (receipts.provisioned && readKeys(receipts.keysDir).length === 0) generateKey(receipts.keysDir);
+} catch {
+  // A key file it cannot read: the API and the worker name it in their one line at start.
+}
 
 // Where the facilitator's gas key lives. npm start's default runs the facilitator's worker in its
 // HTTPS process (the /settle fast path, eager workflow starts); FACILITATOR_EMBEDDED_WORKER=false

@@ -10,6 +10,8 @@ import { connectClient } from './client.ts';
 import { requireSearchAttributes } from './search-attribute-setup.ts';
 import { ensureRetentionSchedule, loadRetention } from './retention-schedule.ts';
 import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
+import { loadReceiptConfig } from '../gateway/receipts/config.ts';
+import { requireReceiptKeys } from '../gateway/receipts/keys.ts';
 import { installTemporalRuntime } from '../lib/observability/temporal-runtime.ts';
 import { prebuiltWorkflowBundle } from './workflow-bundles.ts';
 import { runWorkerVersion } from './worker-deployment.ts';
@@ -22,6 +24,8 @@ const { config, retention, bundle } = await loadConfigOrExit(
       config: loadGatewayConfig,
       retention: () => loadRetention(process.env),
       tracing: () => tracingSettings(process.env, 'worker'),
+      // It signs receipts: a deployment's key folder must hold the keys the APIs publish.
+      receiptKeys: () => requireReceiptKeys(loadReceiptConfig(process.env)),
       // NODE_ENV=production (or WORKFLOW_BUNDLE_DIR): the bundle `npm run build` wrote, checked against the sources.
       bundle: () => prebuiltWorkflowBundle('gateway'),
     }),

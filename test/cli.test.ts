@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -611,5 +611,69 @@ describe('npm run migrate', function () {
   it('with neither database named: one line naming both variables, exit 2', async () => {
     const r = await run('scripts/migrate.ts', [], { DATABASE_URL: '', FACILITATOR_DATABASE_URL: '' });
     assertOneLineExit2(r, 'migrate', /DATABASE_URL.*FACILITATOR_DATABASE_URL/);
+  });
+});
+
+describe('a setting given as an empty string (what compose and Kubernetes templates write)', function () {
+  this.timeout(120_000);
+
+  // Every variable the guide and the README name (wildcards left out): all of them empty at once.
+  const EMPTY = Object.fromEntries(
+    [
+      ...new Set(
+        ['README.md', 'docs/DEPLOYMENT.md'].flatMap((doc) =>
+          [...readFileSync(doc, 'utf8').matchAll(/`([A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]|PORT|HOST)`/g)].map((m) => m[1]),
+        ),
+      ),
+    ].map((name) => [name, '']),
+  );
+
+  const ENTRIES = [
+    { name: 'api', script: 'api/main.ts' },
+    { name: 'worker', script: 'temporal/gateway-worker-main.ts' },
+    { name: 'facilitator', script: 'facilitator/main.ts' },
+    { name: 'facilitator-worker', script: 'temporal/facilitator-worker-main.ts' },
+  ];
+
+  it('covers the Temporal certificate paths and the facilitator files', () => {
+    for (const name of ['TEMPORAL_TLS_CLIENT_KEY_PATH', 'TEMPORAL_TLS_CLIENT_CERT_PATH', 'FACILITATOR_TLS_KEY'])
+      assert.ok(name in EMPTY, name);
+  });
+
+  for (const entry of ENTRIES) {
+    it(`${entry.name}: is unset, so each is its default or a one-line "must be set"; exit 2, no stack trace`, async () => {
+      // LOG_LEVEL=loud: one mistake for sure, so the process stops before it connects anywhere.
+      const r = await run(entry.script, [], { ...EMPTY, LOG_LEVEL: 'loud' });
+      assert.equal(r.code, 2, r.stdout + r.stderr);
+      assert.doesNotMatch(r.stdout + r.stderr, STACK);
+      assert.doesNotMatch(r.stderr, /ENOENT|''/);
+      const [heading, ...problems] = r.stderr.trim().split('\n');
+      assert.match(
+        heading,
+        new RegExp(`^${entry.name}: invalid configuration \\(\\d+ problems?; nothing started\\):$`),
+      );
+      assert.ok(
+        problems.some((l) => /^ {2}LOG_LEVEL must be one of/.test(l)),
+        r.stderr,
+      );
+      // An empty path is no path: not half a certificate pair, not a file that cannot be read.
+      assert.doesNotMatch(r.stderr, /TEMPORAL_TLS_CLIENT_/);
+      for (const line of problems.filter((l) => !/^ {2}LOG_LEVEL /.test(l)))
+        assert.match(line, /^ {2}[A-Z][A-Z0-9_]+(?::| must be set| or [A-Z_]+ must be set)/, r.stderr);
+    });
+  }
+
+  it('the three Temporal certificate paths empty: no TLS problem and no file read, only the real mistake', async () => {
+    const r = await run('temporal/gateway-worker-main.ts', [], {
+      TEMPORAL_TLS_CLIENT_KEY_PATH: '',
+      TEMPORAL_TLS_CLIENT_CERT_PATH: '',
+      TEMPORAL_TLS_SERVER_CA_CERT_PATH: '',
+      AUTH_JWT_SECRET: randomBytes(32).toString('hex'),
+      LOG_LEVEL: 'loud',
+    });
+    assert.equal(r.code, 2, r.stdout + r.stderr);
+    assert.deepEqual(r.stderr.trim().split('\n').slice(1), [
+      '  LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent',
+    ]);
   });
 });

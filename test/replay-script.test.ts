@@ -1,6 +1,7 @@
 // `npm run replay` (scripts/replay.ts) replays the committed histories of both workers, each
 // against the bundle of the worker that runs its workflow type, and fails on one that is not
-// a history of a known workflow.
+// a history of a known workflow. A file that is no history at all (what `*.json` also takes in
+// a project folder) is skipped, with a line that says so, and fails nothing.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readdirSync, writeFileSync, mkdtempSync } from 'node:fs';
@@ -53,5 +54,29 @@ describe('npm run replay', function () {
     const { code, stdout } = await replay([file]);
     assert.equal(code, 1);
     assert.match(stdout, new RegExp(`^FAILED +${file}: no worker runs workflow type NoSuchWorkflow`, 'm'));
+  });
+
+  it('skips, with a line of its own, files that are not histories (package.json, tsconfig.json, not JSON)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'replay-'));
+    const notJson = join(dir, 'notes.json');
+    writeFileSync(notJson, 'not json');
+    const history = join(
+      'test/histories',
+      readdirSync('test/histories').find((f) => f.endsWith('.json'))!,
+    );
+    const { code, stdout } = await replay(['package.json', 'tsconfig.json', notJson, history]);
+    assert.equal(code, 0, stdout);
+    assert.doesNotMatch(stdout, /FAILED/);
+    assert.match(stdout, /^skipped package\.json: not a workflow history \(no workflow start event\)$/m);
+    assert.match(stdout, /^skipped tsconfig\.json: not a workflow history/m);
+    assert.match(stdout, new RegExp(`^skipped ${notJson}: not a workflow history \\(not JSON\\)$`, 'm'));
+    assert.match(stdout, new RegExp(`^ok +${history} `, 'm'));
+  });
+
+  it('exits 2 when no file is a history: nothing was checked', async () => {
+    const { code, stdout } = await replay(['package.json', 'package-lock.json']);
+    assert.equal(code, 2, stdout);
+    assert.doesNotMatch(stdout, /FAILED/);
+    assert.equal(stdout.trim().split('\n').length, 2, stdout);
   });
 });

@@ -15,13 +15,24 @@ const ReceiptEnv = z.object({
 });
 
 export type ReceiptConfig = {
-  /** Folder of `<kid>.jwk.json` private keys (created, with one key, when empty). */
+  /** Folder of `<kid>.jwk.json` private keys. */
   keysDir: string;
+  /**
+   * RECEIPT_KEYS_DIR was set: a deployment's folder, whose keys are made before its processes
+   * start (npm run receipt-keys -- init) and never by a process, since an API and a worker
+   * each making their own first key would sign with keys the other does not publish. Unset,
+   * the development folder under DATA_DIR gets its first key from whoever signs first.
+   */
+  provisioned: boolean;
   /** The signing key; default the newest key id (ids start with their creation time). */
   activeKid?: string;
 };
 
 export function loadReceiptConfig(env: NodeJS.ProcessEnv): ReceiptConfig {
   const e = parseEnv(ReceiptEnv, env);
-  return { keysDir: resolve(e.RECEIPT_KEYS_DIR ?? join(e.DATA_DIR, 'receipt-keys')), activeKid: e.RECEIPT_ACTIVE_KID };
+  return {
+    keysDir: resolve(e.RECEIPT_KEYS_DIR ?? join(e.DATA_DIR, 'receipt-keys')),
+    provisioned: e.RECEIPT_KEYS_DIR !== undefined,
+    activeKid: e.RECEIPT_ACTIVE_KID,
+  };
 }

@@ -7,6 +7,7 @@ import { generateKeyPairSync, createPrivateKey, createPublicKey, randomBytes, ty
 import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JWK } from 'jose';
+import { ConfigError } from '../../lib/config.ts';
 import type { ReceiptConfig } from './config.ts';
 
 export type SigningKey = { kid: string; privateKey: KeyObject; publicJwk: JWK };
@@ -55,6 +56,27 @@ export function readKeys(dir: string): SigningKey[] {
     const privateKey = createPrivateKey({ key: jwk as import('node:crypto').JsonWebKey, format: 'jwk' });
     return { kid, privateKey, publicJwk: publicJwkOf(kid, privateKey) };
   });
+}
+
+/**
+ * At the start of a process that signs receipts (the API, a gateway worker): a deployment's key
+ * folder (RECEIPT_KEYS_DIR) must already hold the keys, readable, with RECEIPT_ACTIVE_KID among
+ * them; a problem is one line naming the setting, not a failure on the first receipt.
+ */
+export function requireReceiptKeys(config: ReceiptConfig): void {
+  if (!config.provisioned) return;
+  let keys: SigningKey[];
+  try {
+    keys = readKeys(config.keysDir);
+  } catch (err) {
+    throw new ConfigError(`RECEIPT_KEYS_DIR: ${(err as Error).message} (in ${config.keysDir})`);
+  }
+  if (keys.length === 0)
+    throw new ConfigError(
+      `RECEIPT_KEYS_DIR: ${config.keysDir} holds no receipt signing key; make the first once with npm run receipt-keys -- init, and give every API and gateway worker the same keys`,
+    );
+  if (config.activeKid && !keys.some((k) => k.kid === config.activeKid))
+    throw new ConfigError(`RECEIPT_ACTIVE_KID: ${config.activeKid} is not a key in ${config.keysDir}`);
 }
 
 /** The folder's modification time (a key added or removed changes it); -1 when absent. */

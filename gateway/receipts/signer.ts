@@ -2,7 +2,8 @@
 // receipt activity (activities/receipts.ts, transactional calls) and the API for the streaming
 // path, which has no workflow: there the JWS is made before the completion is written and
 // stored in the same statement (gateway/invocations/stream-records.ts), so a completed row and its receipt never
-// diverge. Both create the first key in an empty folder.
+// diverge. Both create the first key in an empty development folder; a deployment's folder
+// (RECEIPT_KEYS_DIR) is provisioned before they start (requireReceiptKeys).
 import { keyRingLoader } from './keys.ts';
 import { signReceipt, type ReceiptClaims } from './receipt.ts';
 import { receiptClaimsOf, type ReceiptFacts } from './store.ts';
@@ -22,7 +23,7 @@ export class NoSigningKeyError extends Error {
 export function createClaimsSigner(
   config: ReceiptConfig,
 ): (claims: Omit<ReceiptClaims, 'iat'>) => Promise<SignedReceipt> {
-  const keys = keyRingLoader(config, { create: true });
+  const keys = keyRingLoader(config, { create: !config.provisioned });
   return async (claims) => {
     const ring = keys();
     if (!ring) throw new NoSigningKeyError();

@@ -5,11 +5,14 @@
 // @peculiar/x509 over Node's own WebCrypto and kept as PEM files so that the
 // gateway and facilitator agree on the same CA across restarts.
 //
-// This is a development convenience, not a production PKI: the CA key sits
-// next to the certificates so operators (and tests) can issue more client
-// certificates for additional facilitator accounts.
+// The dev PKI is a development convenience, not a production PKI: the CA key
+// sits next to the certificates so operators (and tests) can issue more client
+// certificates for additional facilitator accounts. The same issuing code serves
+// an operator's own CA (`npm run facilitator -- certs ca | certs issue --ca-cert
+// --ca-key`): leaves are always ECDSA P-256, signed with whatever key the CA has
+// (ECDSA P-256 / P-384, or RSA).
 
-import { X509Certificate as NodeX509Certificate, webcrypto } from 'node:crypto';
+import { X509Certificate as NodeX509Certificate, createPrivateKey, createPublicKey, webcrypto } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
 import { access, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
@@ -151,14 +154,14 @@ async function generateDevPki(dir: string, files: DevPkiFiles, serverHosts: stri
   };
 }
 
-async function createCa(): Promise<CertAndKeyPem> {
+async function createCa(commonName = 'x402 facilitator dev CA'): Promise<CertAndKeyPem> {
   const keys = await generateKeyPair();
   const notBefore = new Date(Date.now() - CLOCK_SKEW_MS);
   // serialNumber is omitted on purpose: @peculiar/x509 then draws 16 random
   // bytes and encodes them as a positive INTEGER.
   const cert = await x509.X509CertificateGenerator.createSelfSigned(
     {
-      name: [{ CN: ['x402 facilitator dev CA'] }],
+      name: [{ CN: [commonName] }],
       keys,
       notBefore,
       notAfter: addYears(notBefore, CA_VALIDITY_YEARS),
@@ -174,34 +177,90 @@ async function createCa(): Promise<CertAndKeyPem> {
   return { certPem: cert.toString('pem'), keyPem: await exportPrivateKeyPem(keys.privateKey) };
 }
 
-/**
- * `npm run facilitator -- certs issue`: a client certificate and key for `commonName` from the
- * dev CA in `pkiDir`, written to `outDir` as `<name>-cert.pem` and `<name>-key.pem` (0600).
- * Refuses to overwrite: a certificate may already be some account's.
- */
-export async function issueClientCertFiles(
-  pkiDir: string,
-  commonName: string,
-  outDir: string,
-): Promise<{ certFile: string; keyFile: string; certPem: string }> {
+/** The CA files a certificate is issued from: npm start's dev CA (devCaFiles) or an operator's own. */
+export type CaFiles = { certFile: string; keyFile: string };
+
+/** The dev CA of `npm start` in `pkiDir`; refuses when npm start never made one. */
+export async function devCaFiles(pkiDir: string): Promise<CaFiles> {
   const files = pathsIn(pkiDir);
   if (!(await exists(files.ca)) || !(await exists(files.caKey)))
     throw new Error(`no dev CA in ${pkiDir} (${FILE_NAMES.ca}, ${FILE_NAMES.caKey}): run npm start first`);
+  return { certFile: files.ca, keyFile: files.caKey };
+}
+
+/**
+ * `npm run facilitator -- certs ca`: a new CA (ECDSA P-256, self-signed, 5 years) for the
+ * facilitator's mutual TLS, written to `outDir` as ca-cert.pem and ca-key.pem (0600).
+ * Refuses to overwrite: certificates may already have been issued from it.
+ */
+export async function createCaFiles(outDir: string, commonName: string): Promise<CaFiles> {
+  const ca = { certFile: join(outDir, FILE_NAMES.ca), keyFile: join(outDir, FILE_NAMES.caKey) };
+  await refuseExisting([ca.certFile, ca.keyFile], 'choose another --out or remove it');
+  const created = await createCa(commonName);
+  await mkdir(outDir, { recursive: true, mode: 0o700 });
+  await writePem(ca.keyFile, created.keyPem, true);
+  await writePem(ca.certFile, created.certPem, false);
+  return ca;
+}
+
+/**
+ * `npm run facilitator -- certs issue`: a certificate and key (ECDSA P-256) for `commonName`
+ * from the CA in `caFiles`, written to `outDir` as `<name>-cert.pem` and `<name>-key.pem`
+ * (0600): a client certificate (clientAuth) for a facilitator account, or, given `serverHosts`,
+ * the facilitator's server certificate (serverAuth, the hosts as subject alternative names).
+ * Refuses to overwrite: a certificate may already be some account's.
+ */
+export async function issueCertFiles(
+  caFiles: CaFiles,
+  commonName: string,
+  outDir: string,
+  serverHosts: string[] = [],
+): Promise<{ certFile: string; keyFile: string; certPem: string }> {
   const certFile = join(outDir, `${commonName}-cert.pem`);
   const keyFile = join(outDir, `${commonName}-key.pem`);
-  for (const file of [certFile, keyFile])
-    if (await exists(file)) throw new Error(`${file} exists already: choose another --name or remove it`);
-  const [certPem, keyPem] = await Promise.all([readFile(files.ca, 'utf8'), readFile(files.caKey, 'utf8')]);
-  const issued = await issueClientCert({ certPem, keyPem }, commonName);
+  await refuseExisting([certFile, keyFile], 'choose another --name or remove it');
+  const ca = await readCa(caFiles);
+  const issued = serverHosts.length
+    ? await issueServerCert(ca, serverHosts, commonName)
+    : await issueClientCert(ca, commonName);
   await mkdir(outDir, { recursive: true });
   await writePem(keyFile, issued.keyPem, true);
   await writePem(certFile, issued.certPem, false);
   return { certFile, keyFile, certPem: issued.certPem };
 }
 
-async function issueServerCert(ca: CertAndKeyPem, hosts: string[]): Promise<CertAndKeyPem> {
+async function refuseExisting(files: string[], advice: string): Promise<void> {
+  for (const file of files) if (await exists(file)) throw new Error(`${file} exists already: ${advice}`);
+}
+
+/** An operator's CA: a CA certificate and the unencrypted private key that matches it. */
+async function readCa(caFiles: CaFiles): Promise<CertAndKeyPem> {
+  const read = (file: string) =>
+    readFile(file, 'utf8').catch((err: NodeJS.ErrnoException) => {
+      throw new Error(`cannot read ${file} (${err.code ?? 'unreadable'})`);
+    });
+  const [certPem, keyPem] = await Promise.all([read(caFiles.certFile), read(caFiles.keyFile)]);
+  let cert: NodeX509Certificate;
+  try {
+    cert = new NodeX509Certificate(certPem);
+  } catch {
+    throw new Error(`${caFiles.certFile} is not a PEM certificate`);
+  }
+  if (!cert.ca) throw new Error(`${caFiles.certFile} is not a CA certificate (basicConstraints CA:FALSE or absent)`);
+  let publicOfKey: string;
+  try {
+    publicOfKey = createPublicKey(createPrivateKey(keyPem)).export({ type: 'spki', format: 'pem' }).toString();
+  } catch {
+    throw new Error(`${caFiles.keyFile} is not an unencrypted PEM private key`);
+  }
+  if (publicOfKey !== cert.publicKey.export({ type: 'spki', format: 'pem' }).toString())
+    throw new Error(`${caFiles.keyFile} is not the key of ${caFiles.certFile}`);
+  return { certPem, keyPem };
+}
+
+async function issueServerCert(ca: CertAndKeyPem, hosts: string[], commonName = hosts[0]): Promise<CertAndKeyPem> {
   const altNames = hosts.map((host) => ({ type: isIP(host) ? ('ip' as const) : ('dns' as const), value: host }));
-  return issueLeaf(ca, hosts[0], [
+  return issueLeaf(ca, commonName, [
     new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
     new x509.SubjectAlternativeNameExtension(altNames),
   ]);
@@ -214,9 +273,7 @@ async function issueLeaf(
   purposeExtensions: Extension[],
 ): Promise<CertAndKeyPem> {
   const caCert = new x509.X509Certificate(ca.certPem);
-  const caKey = await crypto.subtle.importKey('pkcs8', x509.PemConverter.decodeFirst(ca.keyPem), KEY_ALGORITHM, false, [
-    'sign',
-  ]);
+  const { caKey, signingAlgorithm } = await importCaKey(ca.keyPem);
   const keys = await generateKeyPair();
   const notBefore = new Date(Date.now() - CLOCK_SKEW_MS);
   // A leaf outliving its CA would fail verification anyway; cap it so the
@@ -233,7 +290,7 @@ async function issueLeaf(
       signingKey: caKey,
       notBefore,
       notAfter,
-      signingAlgorithm: SIGNING_ALGORITHM,
+      signingAlgorithm,
       extensions: [
         new x509.BasicConstraintsExtension(false, undefined, true),
         new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
@@ -245,6 +302,33 @@ async function issueLeaf(
     crypto,
   );
   return { certPem: cert.toString('pem'), keyPem: await exportPrivateKeyPem(keys.privateKey) };
+}
+
+/**
+ * The CA's signing key for WebCrypto, whatever PEM form it comes in (PKCS#8, SEC1 "EC PRIVATE
+ * KEY", PKCS#1 "RSA PRIVATE KEY"): ECDSA P-256 or P-384, or RSA (PKCS#1 v1.5 with SHA-256).
+ */
+async function importCaKey(
+  keyPem: string,
+): Promise<{ caKey: webcrypto.CryptoKey; signingAlgorithm: webcrypto.EcdsaParams | webcrypto.RsaHashedImportParams }> {
+  const key = createPrivateKey(keyPem);
+  const der = key.export({ type: 'pkcs8', format: 'der' });
+  const curve = key.asymmetricKeyDetails?.namedCurve;
+  if (key.asymmetricKeyType === 'ec' && (curve === 'prime256v1' || curve === 'secp384r1')) {
+    const [namedCurve, hash] = curve === 'prime256v1' ? ['P-256', 'SHA-256'] : ['P-384', 'SHA-384'];
+    const caKey = await crypto.subtle.importKey('pkcs8', der, { name: 'ECDSA', namedCurve }, false, ['sign']);
+    return { caKey, signingAlgorithm: { name: 'ECDSA', hash } };
+  }
+  if (key.asymmetricKeyType === 'rsa') {
+    const algorithm = { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' };
+    return {
+      caKey: await crypto.subtle.importKey('pkcs8', der, algorithm, false, ['sign']),
+      signingAlgorithm: algorithm,
+    };
+  }
+  throw new Error(
+    `the CA key is ${key.asymmetricKeyType}${curve ? ` ${curve}` : ''}; certificates are issued with an ECDSA P-256 or P-384 or an RSA CA key`,
+  );
 }
 
 async function generateKeyPair(): Promise<webcrypto.CryptoKeyPair> {

@@ -4,6 +4,7 @@
 // (a missing file, a bad setting) prints one line and exits 2; anything else prints one line
 // naming its kind and exits 1. No stack trace reaches the user unless DEBUG is set.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { unsetEmptySettings } from '../../lib/config.ts';
 
 /** A mistake the user can fix: reported as its message alone, exit 2. */
 export class UsageError extends Error {
@@ -23,6 +24,8 @@ export type CommandSpec<O extends Options> = {
 
 /** Parses the command line; answers --help and argument errors itself (and exits). */
 export function parseCommand<O extends Options>(spec: CommandSpec<O>) {
+  // A command reads its settings as the processes do: an empty one is unset.
+  unsetEmptySettings();
   const args = spec.args ?? process.argv.slice(2);
   if (args.includes('--help') || args.includes('-h')) {
     process.stdout.write(`${spec.usage.trimEnd()}\n`);

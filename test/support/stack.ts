@@ -24,6 +24,7 @@ import { runWorkerVersion } from '../../temporal/worker-deployment.ts';
 import { createVaultClient, type VaultClient } from '../../gateway/credentials/vault.ts';
 import { openChangeFeed, type ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { startFacilitatorStack, type FacilitatorStack } from './facilitator.ts';
+import { generateKey, readKeys } from '../../gateway/receipts/keys.ts';
 
 export type Stack = {
   infra: Infra;
@@ -111,6 +112,8 @@ export async function startStack(): Promise<Stack> {
     // Receipt signing keys of this run, not the developer's .data folder.
     RECEIPT_KEYS_DIR: resolve(dataDir, 'receipt-keys'),
   });
+  // A provisioned folder, as a deployment's: its first key is made before anything signs.
+  if (readKeys(config.receipts.keysDir).length === 0) generateKey(config.receipts.keysDir);
   const orm = await openOrm(config.databaseUrl);
   cleanups.push(() => orm.close());
   const temporal = await connectClient(config.temporal.address, config.temporal.namespace);
