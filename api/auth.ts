@@ -3,6 +3,7 @@
 import { createSecretKey, hash, type KeyObject } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
+import { LRUCache } from 'lru-cache';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { respondEmpty } from './errors.ts';
 
@@ -15,13 +16,14 @@ export type AuthState = { caller: Caller };
 // cost of a proxied call (a fifth of it, bench:proxy --profile). The same string verifies the
 // same way until a time claim says otherwise, so an entry keeps `exp`/`nbf` and is checked
 // against the clock on every use; it is also forgotten after a minute, so a key withdrawn
-// from the JWKS stops being honoured within that minute. Bounded, oldest out. Entries are keyed
-// by the token's SHA-256, not the token: a heap snapshot or dump of the process must not hand
-// out bearer tokens that are still valid.
+// from the JWKS stops being honoured within that minute. Bounded at 10,000 tokens (more callers
+// than one replica serves at once, a few MB), least recently used out. Entries are keyed by the
+// token's SHA-256, not the token: a heap snapshot or dump of the process must not hand out
+// bearer tokens that are still valid.
 const TOKEN_CACHE_MAX = 10_000;
 const TOKEN_CACHE_TTL_MS = 60_000;
 
-type Remembered = { caller: Caller; exp: number | undefined; nbf: number | undefined; until: number };
+type Remembered = { caller: Caller; exp: number | undefined; nbf: number | undefined };
 
 // Every rule a token must pass besides its signature: exp required (by default), issuer and
 // audience when configured, a maximum age by `iat` when configured.
@@ -36,7 +38,7 @@ function verifyOptions(auth: GatewayConfig['auth'], algorithms: string[]): JWTVe
 }
 
 export function createVerifier(auth: GatewayConfig['auth']) {
-  const remembered = new Map<string, Remembered>();
+  const remembered = new LRUCache<string, Remembered>({ max: TOKEN_CACHE_MAX, ttl: TOKEN_CACHE_TTL_MS });
   // The HS256 secret is imported once as a KeyObject: jose would otherwise import the raw
   // bytes again on every request, which every proxied call pays for.
   const key: KeyObject | JWTVerifyGetKey = auth.jwksUrl
@@ -51,11 +53,7 @@ export function createVerifier(auth: GatewayConfig['auth']) {
     if (known) {
       // jose's own rule: expired once now >= exp, not yet valid while now < nbf (no leeway).
       const seconds = Math.floor(now / 1000);
-      if (
-        known.until > now &&
-        (known.exp === undefined || seconds < known.exp) &&
-        (known.nbf === undefined || seconds >= known.nbf)
-      )
+      if ((known.exp === undefined || seconds < known.exp) && (known.nbf === undefined || seconds >= known.nbf))
         return known.caller;
       remembered.delete(cacheKey);
     }
@@ -66,19 +64,15 @@ export function createVerifier(auth: GatewayConfig['auth']) {
       if (typeof tenantId !== 'string' || tenantId === '' || typeof userId !== 'string' || userId === '')
         return undefined;
       const caller = { tenantId, userId };
-      if (remembered.size >= TOKEN_CACHE_MAX) remembered.delete(remembered.keys().next().value as string);
       // With a maximum age, the entry also ends when the token grows too old (jose checks the
       // age with the same clock; iat is required by then).
       const tooOldAt =
         auth.maxTokenAgeSeconds !== undefined && payload.iat !== undefined
           ? (payload.iat + auth.maxTokenAgeSeconds) * 1000
           : Infinity;
-      remembered.set(cacheKey, {
-        caller,
-        exp: payload.exp,
-        nbf: payload.nbf,
-        until: Math.min(now + TOKEN_CACHE_TTL_MS, tooOldAt),
-      });
+      // (lru-cache reads a ttl of 0 as "forever": a token already at its age limit is not kept.)
+      const ttl = Math.min(TOKEN_CACHE_TTL_MS, tooOldAt - now);
+      if (ttl > 0) remembered.set(cacheKey, { caller, exp: payload.exp, nbf: payload.nbf }, { ttl });
       return caller;
     } catch {
       return undefined;

@@ -1,4 +1,5 @@
 // Process entry: `node api/main.ts` (npm start supervises it).
+import { setTimeout as sleep } from 'node:timers/promises';
 import { loadGatewayConfig } from '../gateway/config.ts';
 import { openOrm, requireMigratedDatabase } from '../gateway/db/orm.ts';
 import { createLogger } from '../lib/log.ts';
@@ -59,7 +60,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     const drained = new Promise<void>((resolve) => server.close(() => resolve()));
     // Keep-alive connections that finish their request are closed as they go idle.
     const idle = setInterval(() => server.closeIdleConnections(), 100);
-    void Promise.race([drained, new Promise((r) => setTimeout(r, config.shutdownGraceMs))]).then(() => {
+    void Promise.race([drained, sleep(config.shutdownGraceMs)]).then(() => {
       clearInterval(idle);
       server.closeAllConnections();
       stop();
@@ -71,7 +72,7 @@ function stop(): void {
   metrics?.close();
   // The streaming calls cut just now record their outcome first (their completions are queued
   // within a few ms); closing the ORM then writes every queued row before its connections go.
-  void new Promise((r) => setTimeout(r, 100))
+  void sleep(100)
     .then(() => Promise.allSettled([temporal.connection.close(), orm.close(), stopTracing()]))
     .then(() => process.exit(0));
 }

@@ -4,6 +4,7 @@
 // deployment defaults). Operators manage them with `npm run facilitator -- accounts ...`.
 import type pg from 'pg';
 import { getAddress } from 'ethers';
+import { LRUCache } from 'lru-cache';
 import { v7 as uuidv7 } from 'uuid';
 import { certFingerprint256 } from './fingerprint.ts';
 
@@ -99,21 +100,22 @@ export async function findAccountById(db: pg.Pool | pg.PoolClient, id: string): 
 
 /**
  * Fingerprint → account lookups for the mutual-TLS listener, cached for `cacheMs` so the hot
- * path does not query per request; a deactivation takes effect within that time.
+ * path does not query per request; a deactivation takes effect within that time. A
+ * certificate with no account is remembered too (one query per `cacheMs`, however often it
+ * calls). Bounded at 10,000 certificates, far more than a facilitator has accounts, least
+ * recently used out.
  */
 export function createAccountLookup(db: pg.Pool, cacheMs: number): (fingerprint: string) => Promise<Account | null> {
-  const cache = new Map<string, { account: Account | null; until: number }>();
+  // lru-cache reads a ttl of 0 as "forever": FACILITATOR_ACCOUNT_CACHE_MS=0 means no cache.
+  const cache = cacheMs > 0 ? new LRUCache<string, { account: Account | null }>({ max: 10_000, ttl: cacheMs }) : null;
   return async (fingerprint) => {
-    const hit = cache.get(fingerprint);
-    if (hit && hit.until > Date.now()) return hit.account;
+    const hit = cache?.get(fingerprint);
+    if (hit) return hit.account;
     const { rows } = await db.query<AccountRow>('select * from facilitator_accounts where cert_fingerprint = $1', [
       fingerprint,
     ]);
     const account = rows[0] ? fromRow(rows[0]) : null;
-    if (cacheMs > 0) {
-      if (cache.size > 10_000) cache.clear();
-      cache.set(fingerprint, { account, until: Date.now() + cacheMs });
-    }
+    cache?.set(fingerprint, { account });
     return account;
   };
 }

@@ -14,7 +14,10 @@
 // running once the server lists the queue in the version, so a workflow started then is not
 // left waiting for the routing.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { status } from '@grpc/grpc-js';
+import proto from '@temporalio/proto';
 import type { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
+import { ExponentialBackoff, handleWhen, noJitterGenerator, retry } from 'cockatiel';
 import type { Logger } from '../lib/log.ts';
 import { workerVersionCurrent } from '../lib/observability/metrics.ts';
 import type { WorkerVersion } from '../lib/worker-version.ts';
@@ -48,14 +51,23 @@ export type VersionState = {
   currentBuildId?: string;
 };
 
+const { RoutingConfigUpdateState, TaskQueueKind, TaskQueueType } = proto.temporal.api.enums.v1;
+
 // gRPC codes that retrying cannot change: a malformed request, no right to manage deployments,
 // a server without Worker Deployments.
-const FINAL_CODES = new Set([3, 7, 12, 16]);
-// temporal.api.enums.v1: TaskQueueType WORKFLOW and ACTIVITY; TaskQueueKind NORMAL;
-// RoutingConfigUpdateState UNSPECIFIED (a server that does not report it) and COMPLETED.
-const QUEUE_TYPES = [1, 2];
-const NORMAL_QUEUE = 1;
-const ROUTING_SETTLED = new Set([0, 2]);
+const FINAL_CODES = new Set<number>([
+  status.INVALID_ARGUMENT,
+  status.PERMISSION_DENIED,
+  status.UNIMPLEMENTED,
+  status.UNAUTHENTICATED,
+]);
+// The queues a version serves: its workflows' and its activities'.
+const QUEUE_TYPES = [TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY];
+// Routing settled: COMPLETED, or UNSPECIFIED from a server that does not report it.
+const ROUTING_SETTLED = new Set<number>([
+  RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_UNSPECIFIED,
+  RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED,
+]);
 
 function reason(err: unknown): string {
   const e = err as { details?: string; message?: string };
@@ -63,8 +75,9 @@ function reason(err: unknown): string {
 }
 
 /**
- * Calls `attempt` until it returns a value, with backoff, until `deadline` or `signal`: then
- * undefined, with the last error. An error with a final gRPC code ends the attempts at once.
+ * Calls `attempt` until it returns a value, with backoff (50 ms doubling to 1 s), until
+ * `deadline` or `signal`: then undefined, with the last error. An error with a final gRPC code
+ * ends the attempts at once.
  */
 async function retrying<T>(
   attempt: () => Promise<T | undefined>,
@@ -72,17 +85,29 @@ async function retrying<T>(
   signal?: AbortSignal,
 ): Promise<{ value?: T; error?: unknown }> {
   let error: unknown;
-  for (let delay = 50; Date.now() < deadline && !signal?.aborted; delay = Math.min(delay * 2, 1_000)) {
-    try {
-      const value = await attempt();
-      if (value !== undefined) return { value };
-    } catch (err) {
-      error = err;
-      if (FINAL_CODES.has((err as { code?: number }).code ?? -1)) break;
-    }
-    await sleep(delay, undefined, { signal }).catch(() => undefined);
+  const open = () => Date.now() < deadline && !signal?.aborted;
+  // cockatiel's wait does not end on the signal: unreferenced, it cannot hold a stopping
+  // process, and the attempt after it sees the signal and makes no call.
+  const policy = retry(
+    handleWhen((err) => !FINAL_CODES.has((err as { code?: number }).code ?? -1) && open()).orWhenResult(
+      (value) => value === undefined && open(),
+    ),
+    { backoff: new ExponentialBackoff({ initialDelay: 50, maxDelay: 1_000, generator: noJitterGenerator }) },
+  ).dangerouslyUnref();
+  try {
+    const value = await policy.execute(async () => {
+      if (!open()) return undefined;
+      try {
+        return await attempt();
+      } catch (err) {
+        error = err;
+        throw err;
+      }
+    }, signal);
+    return value === undefined ? { error } : { value };
+  } catch (err) {
+    return { error: err };
   }
-  return { error };
 }
 
 /**
@@ -138,7 +163,7 @@ async function polledBy(
     for (const taskQueueType of QUEUE_TYPES) {
       const { pollers } = await service.workflowService.describeTaskQueue({
         namespace,
-        taskQueue: { name, kind: NORMAL_QUEUE },
+        taskQueue: { name, kind: TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
         taskQueueType,
         reportPollers: true,
       });
@@ -166,7 +191,10 @@ async function routed(service: Service, { namespace, taskQueue, version }: Versi
   const types = (described.workerDeploymentVersionInfo?.taskQueueInfos ?? [])
     .filter((q) => q.name === taskQueue)
     .map((q) => q.type);
-  const settled = ROUTING_SETTLED.has(deployment.workerDeploymentInfo?.routingConfigUpdateState ?? 0);
+  const settled = ROUTING_SETTLED.has(
+    deployment.workerDeploymentInfo?.routingConfigUpdateState ??
+      RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_UNSPECIFIED,
+  );
   return (QUEUE_TYPES.every((t) => types.includes(t)) && settled) || undefined;
 }
 

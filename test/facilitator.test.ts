@@ -22,7 +22,7 @@ import {
   transfersTo,
   type TestAccount,
 } from './support/x402.ts';
-import { deactivateAccount } from '../facilitator/accounts.ts';
+import { createAccountLookup, deactivateAccount } from '../facilitator/accounts.ts';
 import { ensureDevPki, issueClientCert } from '../scripts/dev/pki.ts';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -140,6 +140,23 @@ describe('facilitator', function () {
       assert.equal(denied.status, 403);
       await leaving.client.close();
       assert.equal(await gasNonce(), before, 'nothing was sent');
+    });
+
+    it('account lookups are cached for FACILITATOR_ACCOUNT_CACHE_MS, and not at all with 0', async () => {
+      const pool = stack().facilitator.pool;
+      const { account, client } = await newAccount('cached-lookup');
+      await client.close();
+      const cached = createAccountLookup(pool, 300);
+      const uncached = createAccountLookup(pool, 0);
+      assert.equal((await cached(account.certFingerprint))?.active, true);
+      assert.equal((await uncached(account.certFingerprint))?.active, true);
+      await deactivateAccount(pool, account.id);
+      assert.equal((await uncached(account.certFingerprint))?.active, false, '0: every lookup reads the table');
+      // Within the cache time the remembered account answers; once it runs out, the table does.
+      await until('the cached lookup to see the deactivation', async () => {
+        const seen = await cached(account.certFingerprint);
+        return seen?.active === false;
+      });
     });
 
     it('answers 400 for a malformed body', async () => {

@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { stack } from './support/stack.ts';
 import { callAt, type Reply } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
@@ -23,7 +24,6 @@ import {
   invoke,
   invokeStream,
   runPool,
-  sleep,
   type Caller,
   type InvokeResult,
 } from '../scripts/chaos/calls.ts';

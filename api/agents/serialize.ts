@@ -2,6 +2,7 @@
 import { getAddress } from 'ethers';
 import type { z } from 'zod';
 import type { Agent } from '../../gateway/db/entities.ts';
+import { ownBurst } from '../../gateway/ratelimit/index.ts';
 import type { AgentView } from './schema.ts';
 
 export type AgentStatus = 'pending' | 'active' | 'inactive';
@@ -11,9 +12,6 @@ export function agentStatus(agent: Agent): AgentStatus {
   if (agent.deletedAt) return 'inactive';
   return agent.upstreamUrl ? 'active' : 'pending';
 }
-
-/** Burst depth of the per-agent token bucket: the override, else 20 when a rate is set. */
-const DEFAULT_BURST = 20;
 
 export function serializeAgent(agent: Agent): z.infer<typeof AgentView> {
   return {
@@ -35,7 +33,7 @@ export function serializeAgent(agent: Agent): z.infer<typeof AgentView> {
     created_by: agent.createdBy,
     // double precision may come back from the driver as a string.
     rate_limit_rps: agent.rateLimitRps == null ? null : Number(agent.rateLimitRps),
-    rate_limit_burst: agent.rateLimitBurst ?? (agent.rateLimitRps ? DEFAULT_BURST : null),
+    rate_limit_burst: ownBurst(agent),
     retry_non_idempotent: agent.retryNonIdempotent,
     suspended: agent.suspended,
     suspended_reason: agent.suspendedReason ?? null,

@@ -7,6 +7,7 @@
 // facilitator's own host is exempt only when UPSTREAM_ALLOW names it), and the socket goes to
 // the checked address (a name that rebinds to an internal address is never reached).
 import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { Agent, request } from 'undici';
 import { checkedConnector, type Resolver } from '../../gateway/upstream/dispatcher.ts';
 import { BlockedAddressError } from '../../gateway/upstream/errors.ts';
@@ -25,6 +26,9 @@ export interface FacilitatorClient {
   close(): Promise<void>;
 }
 
+// Connection pools by (facilitator, client certificate): a deployment has a few facilitators
+// and one certificate per tenant, so 100 keeps every active pair's keep-alive connections while
+// a tenant changing certificates again and again cannot grow the open sockets without bound.
 const MAX_POOLS = 100;
 
 /** Whether a request failed because the guard refused the facilitator's address (nothing was sent). */
@@ -41,7 +45,13 @@ export function createFacilitatorClient(opts: {
   allow: string[];
   resolver?: Resolver;
 }): FacilitatorClient {
-  const pools = new Map<string, Agent>();
+  // The least recently used pool is closed when a new one would pass the bound.
+  const pools = new LRUCache<string, Agent>({
+    max: MAX_POOLS,
+    dispose: (agent, _id, reason) => {
+      if (reason === 'evict') void agent.close();
+    },
+  });
 
   function poolFor(target: FacilitatorTarget, origin: string): Agent {
     // Keyed by a digest, so no key material is kept as a map key.
@@ -54,11 +64,6 @@ export function createFacilitatorClient(opts: {
       .digest('hex');
     let pool = pools.get(id);
     if (!pool) {
-      if (pools.size >= MAX_POOLS) {
-        const [oldest, agent] = pools.entries().next().value as [string, Agent];
-        pools.delete(oldest);
-        void agent.close();
-      }
       pool = new Agent({
         connect: checkedConnector({
           allow: opts.allow,

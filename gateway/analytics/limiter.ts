@@ -3,8 +3,10 @@
 // process by default; shared through Redis (the proxy limiter's Lua script, on Redis's clock) when configured.
 // Redis unreachable: the limiter lets the request through (fails open) and says so in the
 // log; a limiter outage must not turn into an analytics outage.
+// A token bucket like the proxy's (not rate-limiter-flexible's fixed window): ANALYTICS_RATE_BURST
+// is a bucket's depth, and a refused caller waits for one token, not for a window to end.
 import type { Redis } from 'ioredis';
-import { retryAfterSeconds } from '../ratelimit/limiter.ts';
+import { createMemoryLimiter as createTokenBuckets, retryAfterSeconds } from '../ratelimit/limiter.ts';
 import { TAKE_SCRIPT, type WithTake } from '../ratelimit/redis.ts';
 
 type LimitVerdict = { allowed: true } | { allowed: false; retryAfterSeconds: number };
@@ -13,24 +15,14 @@ export type Limiter = { take(caller: string): Promise<LimitVerdict> };
 
 export type BucketShape = { perMinute: number; burst: number };
 
-export function createMemoryLimiter(shape: BucketShape, now: () => number = Date.now): Limiter {
-  const perMs = shape.perMinute / 60_000;
-  const refillMs = shape.burst / perMs;
-  const buckets = new Map<string, { tokens: number; at: number }>();
+/** The proxy's in-memory token buckets (gateway/ratelimit/limiter.ts), one per caller. */
+export function createMemoryLimiter(shape: BucketShape): Limiter {
+  const buckets = createTokenBuckets();
+  const rate = shape.perMinute / 60;
   return {
     async take(caller) {
-      const t = now();
-      const b = buckets.get(caller) ?? { tokens: shape.burst, at: t };
-      b.tokens = Math.min(shape.burst, b.tokens + (t - b.at) * perMs);
-      b.at = t;
-      buckets.set(caller, b);
-      // A bucket idle long enough to be full again is the same as no bucket: forget it.
-      if (buckets.size > 10_000) for (const [k, v] of buckets) if (t - v.at >= refillMs) buckets.delete(k);
-      if (b.tokens >= 1) {
-        b.tokens -= 1;
-        return { allowed: true };
-      }
-      return { allowed: false, retryAfterSeconds: retryAfterSeconds((1 - b.tokens) / perMs) };
+      const decision = await buckets.take([{ key: caller, rate, burst: shape.burst }]);
+      return decision.allowed ? decision : { allowed: false, retryAfterSeconds: decision.retryAfterSeconds };
     },
   };
 }

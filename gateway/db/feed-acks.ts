@@ -4,6 +4,7 @@
 // notification committed before it (PostgreSQL delivers them in commit order); one that does not
 // is waited out until its lease ends, by when it no longer answers from memory.
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { FeedConnection } from './feed-connection.ts';
 import { LEASED_REPLICAS } from './feed-lease.ts';
 
@@ -46,7 +47,7 @@ export function createFeedAcks(opts: {
     } catch {
       // The write is committed; who holds a lease is unknown: every lease taken so far ends
       // within leaseMs, and one renewed after the commit applied the change first.
-      await new Promise((r) => setTimeout(r, leaseMs + 50));
+      await sleep(leaseMs + 50);
       return;
     }
     if (replicas.length === 0) return;

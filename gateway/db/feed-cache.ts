@@ -4,6 +4,7 @@
 // safety net for what no notification can report, not the invalidation mechanism. A change
 // made through the API is applied here before its writer answers (feed.publish); callers that
 // need any change committed before their call to be seen, SQL too, await `feed.sync()` first.
+import { LRUCache } from 'lru-cache';
 import type { ChangeFeed } from './change-feed.ts';
 
 export type FeedCache<V> = {
@@ -22,9 +23,9 @@ export function createFeedCache<V>(
     ttlMs?: number;
   },
 ): FeedCache<V> {
-  const max = opts.max ?? 10_000;
-  const ttlMs = opts.ttlMs ?? 60_000;
-  const entries = new Map<string, { value: V; expires: number }>();
+  // Least recently used out past `max` (10,000 by default: a replica's active agents or
+  // policies); an entry older than `ttlMs` is never answered from.
+  const entries = new LRUCache<string, { value: V }>({ max: opts.max ?? 10_000, ttl: opts.ttlMs ?? 60_000 });
 
   feed.subscribe((feedKey) => {
     if (feedKey === '*') return entries.clear();
@@ -37,15 +38,12 @@ export function createFeedCache<V>(
       const live = feed.live();
       if (live) {
         const hit = entries.get(key);
-        if (hit && hit.expires > Date.now()) return hit.value;
-        if (hit) entries.delete(key);
+        if (hit) return hit.value;
       }
       const generation = feed.generation();
       const value = await load();
       if (live && feed.live() && feed.generation() === generation && (opts.cacheable?.(value) ?? true)) {
-        // Oldest first out: a Map iterates in insertion order.
-        if (entries.size >= max) entries.delete(entries.keys().next().value as string);
-        entries.set(key, { value, expires: Date.now() + ttlMs });
+        entries.set(key, { value });
       }
       return value;
     },

@@ -13,6 +13,7 @@
 // crash must not lose them; nobody waits for them, and group commit pays one WAL flush per
 // batch, so the flush costs the calls nothing.
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 
 /** The advisory lock class of owner locks: key (OWNER_LOCK_CLASS, hashtext(owner)). */
@@ -73,7 +74,7 @@ export function createRowSession(connectionString: string, opts: { lock?: boolea
         if (rows[0].locked) break;
         if (!everLocked) owner = `gw_${randomUUID()}`;
         else if (attempt >= LOCK_ATTEMPTS) throw new Error('owner lock unavailable');
-        else await new Promise((r) => setTimeout(r, 50));
+        else await sleep(50);
       }
       everLocked = true;
       return c;

@@ -23,6 +23,7 @@
 // a row that fails for a reason that may pass (the database unreachable, a deadlock) is
 // retried a few times with backoff; only a row the database refuses as such is dropped (and
 // logged by the caller).
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { closeWithOrm } from '../db/orm.ts';
 import { createRowSession, type RowSession, type Statement } from './row-session.ts';
@@ -106,6 +107,11 @@ const MAX_BATCH = 256;
 const START_DELAY_MS = 2;
 /** How long a completion may wait for others to share its statement. */
 const COMPLETION_DELAY_MS = 10;
+/**
+ * Waits before a failed row is queued again. Not a cockatiel retry policy: a retried row goes
+ * back into the group-commit queue and joins the next batch, where a policy around its write
+ * would hold the queue (and every row behind it) through its backoff.
+ */
 const RETRY_DELAYS_MS = [200, 1_000, 3_000, 10_000];
 /** How long close() may take to write what is queued. */
 const CLOSE_FLUSH_MS = 2_000;
@@ -323,7 +329,7 @@ export function createInvocationRecorder(
       // share a statement) before the connections close, instead of failing it; bounded, so a
       // database that is gone cannot hold the stop.
       const flushed = Promise.all([starts.flush(), ends.flush()]).catch(() => undefined);
-      await Promise.race([flushed, new Promise((r) => setTimeout(r, CLOSE_FLUSH_MS).unref())]);
+      await Promise.race([flushed, sleep(CLOSE_FLUSH_MS, undefined, { ref: false })]);
       starts.close();
       ends.close();
       await Promise.all([session.close(), completions.close()]);

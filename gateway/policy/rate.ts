@@ -2,6 +2,8 @@
 // proxied call is recorded; the count includes the call being evaluated. With Redis the
 // window is shared by every replica (an exact sliding log in a sorted set, on Redis's own
 // clock); without it each process keeps its own (per-second buckets, fixed memory).
+// Not rate-limiter-flexible: its counters are fixed windows, reset when a window ends, while a
+// rule on "the last minute" must still count, a second into a window, the calls of 59 s ago.
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 

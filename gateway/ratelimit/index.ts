@@ -22,6 +22,15 @@ export type RateLimitSettings = {
 /** The v1 contract: a burst of 20 when the agent sets only its rate. */
 const AGENT_DEFAULT_BURST_WITH_RATE = 20;
 
+/**
+ * The agent's own burst depth: its override, else 20 when it sets its own rate; null when it
+ * sets neither (the deployment's default bucket applies). The API shows this value.
+ */
+export function ownBurst(agent: Pick<Agent, 'rateLimitRps' | 'rateLimitBurst'>): number | null {
+  // PostgreSQL doubles may arrive as strings; a rate is positive when set.
+  return agent.rateLimitBurst ?? (Number(agent.rateLimitRps) > 0 ? AGENT_DEFAULT_BURST_WITH_RATE : null);
+}
+
 export function createRateLimiter(redisUrl: string | undefined, onError?: (err: Error) => void): RateLimiter {
   return redisUrl ? createRedisLimiter(redisUrl, { onError }) : createMemoryLimiter();
 }
@@ -40,7 +49,7 @@ export function bucketsFor(
   // PostgreSQL doubles may arrive as strings.
   const ownRate = agent.rateLimitRps == null ? null : Number(agent.rateLimitRps);
   const rate = ownRate ?? settings.agentRps;
-  const burst = agent.rateLimitBurst ?? (ownRate ? AGENT_DEFAULT_BURST_WITH_RATE : settings.agentBurst);
+  const burst = ownBurst(agent) ?? settings.agentBurst;
   return [
     { key: `agent:${agent.id}`, rate, burst: Math.max(1, burst) },
     { key: `tenant:${agent.tenantId}`, rate: settings.tenantRps, burst: Math.max(1, settings.tenantBurst) },

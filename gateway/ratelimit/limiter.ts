@@ -4,6 +4,9 @@
 // does not parse) gives its tokens back (giveBack), so refused calls cost their tenant nothing.
 // Retry-After is the time until every refusing bucket has a token again, in whole seconds,
 // at least 1 and at most 60 (docs/API.md "Limits").
+// Written here, not with rate-limiter-flexible: its limiters count fixed windows rather than
+// refill continuously, and its RateLimiterUnion keeps what the accepting limiters took when
+// another refuses, so neither the token bucket nor the all-or-nothing take is expressible.
 
 export type Bucket = {
   /** Bucket name, e.g. `agent:agt_…`, `tenant:…` or `global`. */

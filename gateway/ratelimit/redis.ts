@@ -1,6 +1,7 @@
 // The shared limiter: every replica takes tokens from the same buckets in Redis. ONE Lua
 // script does the whole decision atomically, on Redis's own clock (TIME), so replicas with
 // skewed clocks still agree and no two replicas can spend the same token.
+// (Not rate-limiter-flexible's RateLimiterRedis: it counts fixed windows; limiter.ts says why.)
 import { Redis } from 'ioredis';
 import { retryAfterSeconds, type Bucket, type Decision, type RateLimiter } from './limiter.ts';
 

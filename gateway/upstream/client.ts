@@ -11,8 +11,12 @@
 //   (retry_non_idempotent) and the body is a buffer. 429 and 503 honour Retry-After.
 // - Waits are full-jitter exponential; no wait may end past the call's deadline.
 // - An SSRF refusal, an open circuit or the caller hanging up ends the call at once.
+// Written out rather than as a cockatiel retry policy (the library's breaker is used below):
+// cockatiel decides to retry before it knows the wait, so it cannot give up when the wait would
+// pass the deadline, and its wait does not end when the caller hangs up.
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
 import { BrokenCircuitError } from 'cockatiel';
 import { createUpstreamDispatcher, type Resolver } from './dispatcher.ts';
@@ -22,14 +26,7 @@ import type { OpenCircuits } from './open-circuits.ts';
 
 /** Per tenant and origin; the pool to an origin holds 256 (dispatcher.ts), so no tenant can take it all. */
 const DEFAULT_TENANT_CONNECTIONS = 64;
-import {
-  DEFAULT_RETRY,
-  RETRYABLE_STATUSES,
-  fullJitterDelay,
-  parseRetryAfter,
-  sleep,
-  type RetryOptions,
-} from './retry.ts';
+import { DEFAULT_RETRY, RETRYABLE_STATUSES, fullJitterDelay, parseRetryAfter, type RetryOptions } from './retry.ts';
 import { UpstreamError, classifyError } from './errors.ts';
 import { traceClientCall } from '../../lib/observability/spans.ts';
 
@@ -238,7 +235,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
           finish();
           throw failure;
         }
-        await sleep(wait, signal()).catch((e: unknown) => {
+        await sleep(wait, undefined, { signal: signal() }).catch((e: unknown) => {
           finish();
           throw classify(e);
         });
@@ -254,7 +251,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
         const wait = Math.max(fullJitterDelay(attempt - 1, retry), retryAfter ?? 0);
         if (performance.now() + wait < deadlineAt) {
           res.body.dump().catch(() => undefined);
-          await sleep(wait, signal()).catch((e: unknown) => {
+          await sleep(wait, undefined, { signal: signal() }).catch((e: unknown) => {
             finish();
             throw classify(e);
           });

@@ -26,18 +26,3 @@ export function parseRetryAfter(value: string | string[] | undefined, now = Date
 
 /** Statuses that say "try again": rate limited or a gateway/availability failure upstream. */
 export const RETRYABLE_STATUSES = new Set([429, 502, 503, 504]);
-
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}

@@ -10,6 +10,7 @@
 // re-aggregate every update into prom-client with label sets we cannot know in advance.
 import { createServer } from 'node:net';
 import { Runtime, type LogLevel, type Logger as SdkLogger, type LogMetadata } from '@temporalio/worker';
+import { handleWhen, retry } from 'cockatiel';
 import type { Logger } from '../log.ts';
 
 /** Scrapes of core's exporter give up after this: /metrics still answers with the process's own. */
@@ -101,27 +102,29 @@ export async function installTemporalRuntime(opts: {
     Runtime.install({ logger, telemetryOptions: { logging } });
     return { coreMetrics: async () => '' };
   }
-  for (let attempt = 1; ; attempt++) {
+  // Another process may bind the free port between our probe and core's bind: two more tries,
+  // each on a port of its own.
+  const portTaken = retry(
+    handleWhen((err) => /address|bind|in use/i.test((err as Error).message)),
+    { maxAttempts: 2 },
+  );
+  const port = await portTaken.execute(async () => {
     const port = await freeLoopbackPort();
-    try {
-      Runtime.install({
-        logger,
-        telemetryOptions: { logging, metrics: { prometheus: { bindAddress: `127.0.0.1:${port}` } } },
-      });
-    } catch (err) {
-      if (attempt < 3 && /address|bind|in use/i.test((err as Error).message)) continue;
-      throw err;
-    }
-    const url = `http://127.0.0.1:${port}/metrics`;
-    return {
-      async coreMetrics() {
-        try {
-          const res = await fetch(url, { signal: AbortSignal.timeout(SCRAPE_TIMEOUT_MS) });
-          return res.ok ? await res.text() : '';
-        } catch {
-          return '';
-        }
-      },
-    };
-  }
+    Runtime.install({
+      logger,
+      telemetryOptions: { logging, metrics: { prometheus: { bindAddress: `127.0.0.1:${port}` } } },
+    });
+    return port;
+  });
+  const url = `http://127.0.0.1:${port}/metrics`;
+  return {
+    async coreMetrics() {
+      try {
+        const res = await fetch(url, { signal: AbortSignal.timeout(SCRAPE_TIMEOUT_MS) });
+        return res.ok ? await res.text() : '';
+      } catch {
+        return '';
+      }
+    },
+  };
 }

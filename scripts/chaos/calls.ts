@@ -2,10 +2,9 @@
 // (a refused connection is a result, never a throw), polling their outcomes, and a bounded pool
 // to run many at once.
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import { check } from './report.ts';
-
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export type Caller = { apiUrl: string; token: string };
 

@@ -10,6 +10,7 @@ import { createWriteStream, mkdirSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
 import { Contract, JsonRpcProvider, Wallet, getAddress, hexlify } from 'ethers';
 import type pg from 'pg';
@@ -29,7 +30,6 @@ import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../x402/eip3009.ts';
 import type { PaymentRequirements, SettleRequest } from '../../x402/schemas.ts';
 
 export const CHAIN_ID = 8453;
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export type Reply = { status: number; json: any; retryAfter: string | undefined };
 

@@ -5,13 +5,13 @@
 // calls flow again. Observed through the invocation records (status, error_class), the counting
 // upstream, and the worker's gateway_circuit_breakers gauge (breakers by state).
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DEFAULT_BREAKER } from '../../gateway/upstream/breaker.ts';
 import {
   awaitTerminal,
   check,
   createAgent,
   invoke,
-  sleep,
   withSystem,
   type ChaosScenario,
   type ChaosSystem,

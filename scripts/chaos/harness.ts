@@ -14,7 +14,6 @@ export {
   invoke,
   invokeStream,
   runPool,
-  sleep,
   type Caller,
   type InvocationView,
   type InvokeResult,

@@ -4,6 +4,7 @@
 // returns, everything recovers without restarting a process: the pools reconnect, /readyz is
 // 200 again, new calls complete, and calls that were in flight at the stop complete too.
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   awaitTerminal,
   check,
@@ -12,7 +13,6 @@ import {
   invoke,
   invokeStream,
   runPool,
-  sleep,
   tally,
   withSystem,
   type ChaosScenario,

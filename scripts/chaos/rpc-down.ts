@@ -11,13 +11,13 @@
 //   the number of authorizations.
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   authorizationKey,
   authorizationsUsed,
   recordsByStatus,
   runIfMain,
   signAuthorizations,
-  sleep,
   startFacilitatorSystem,
   type Authorization,
   type FacilitatorSystem,

@@ -11,6 +11,7 @@
 //   hash>} or 503 with Retry-After, and a client retrying the 503s ends with the hash;
 // - daily-ceiling usage counted once per authorization: the account's ceiling is exactly the
 //   20 amounts (a double reservation would refuse one with 429) and `daily_usage` holds that sum.
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   authorizationKey,
   authorizationsUsed,
@@ -18,7 +19,6 @@ import {
   reservedUsage,
   runIfMain,
   signAuthorizations,
-  sleep,
   startFacilitatorSystem,
   transfersTo,
   type Reply,

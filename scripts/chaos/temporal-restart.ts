@@ -4,6 +4,7 @@
 // the start backlog, and the start relay (api/proxy/start-relay.ts) starts them once Temporal is
 // back: none is lost, none runs twice, all complete after the restart.
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   awaitTerminal,
   awaitWorkflow,
@@ -58,7 +59,7 @@ export const scenario: ChaosScenario = {
         `select count(*)::int as n from invocations where agent_id = $1 and status = 'pending' and request_id like $2`,
         [agentId, `chaos-${run}-during-%`],
       );
-      await new Promise((r) => setTimeout(r, Math.max(0, downAt + MIN_OUTAGE_MS - Date.now())));
+      await sleep(Math.max(0, downAt + MIN_OUTAGE_MS - Date.now()));
       await system.startTemporal();
       const restartedAt = Date.now();
       const outageSeconds = (Date.now() - downAt) / 1000;

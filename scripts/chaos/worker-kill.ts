@@ -3,6 +3,7 @@
 // API and workflow result agree), none is lost, and the counting upstream sees no request id
 // twice (the agent does not allow re-sending: an attempt cut by a kill ends `interrupted`).
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   awaitTerminal,
   awaitWorkflow,
@@ -11,7 +12,6 @@ import {
   formatTally,
   invoke,
   runPool,
-  sleep,
   tally,
   withSystem,
   type ChaosScenario,

@@ -1,5 +1,6 @@
 // Port helpers: a one-line error for a taken port, and free ports for test runs.
 import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export function isPortFree(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
@@ -54,7 +55,7 @@ export async function waitFor(
     } finally {
       clearTimeout(timer);
     }
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
   throw new Error(`${what} did not become ready within ${Math.round(timeoutMs / 1000)} s`);
 }
