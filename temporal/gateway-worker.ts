@@ -9,6 +9,7 @@ import { temporalWorkerTracing } from '../lib/observability/tracing.ts';
 import { createLogger } from '../lib/log.ts';
 import { createUpstreamClient } from '../gateway/upstream/client.ts';
 import { createOpenCircuits } from '../gateway/upstream/open-circuits.ts';
+import { queryRows } from '../gateway/db/orm.ts';
 import { createPostgresBodyStore } from '../gateway/body-store.ts';
 import { createCredentialResolver } from '../gateway/credentials/resolver.ts';
 import { createVaultClient, type VaultClient } from '../gateway/credentials/vault.ts';
@@ -31,8 +32,9 @@ export async function createGatewayWorker(
     upstream: createUpstreamClient({
       allow: config.upstream.allow,
       tenantConnections: config.upstream.tenantConnections,
-      // With REDIS_URL the APIs learn of this worker's open circuits, and refuse paid calls to them.
-      circuits: createOpenCircuits({ redisUrl: config.redisUrl, log }),
+      // The APIs learn of this worker's open circuits (through Redis, else the database), and
+      // refuse paid calls to them before payment.
+      circuits: createOpenCircuits({ redisUrl: config.redisUrl, query: queryRows(orm), log }),
     }),
     bodies: createPostgresBodyStore(orm),
     credentials: createCredentialResolver(orm, config.vault, opts.vaultClient ?? createVaultClient(config.vault)),

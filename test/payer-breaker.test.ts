@@ -26,6 +26,7 @@ import {
 import { createUpstreamClient } from '../gateway/upstream/client.ts';
 import { createMemoryCircuits, createOpenCircuits } from '../gateway/upstream/open-circuits.ts';
 import { closeRedisClients } from '../gateway/policy/redis.ts';
+import { queryRows } from '../gateway/db/orm.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 
 // The run's own Redis (test/support/stack.ts), read once the stack is up.
@@ -170,7 +171,7 @@ describe('payer: an open breaker refuses a paid call before payment', function (
     }
   });
 
-  it('a free tool of a priced MCP agent is not refused for its open circuit: nothing is paid, the breaker answers it', async () => {
+  it('a free tool of a priced MCP agent is not refused for its open circuit: accepted and run like any free call', async () => {
     const upstream = await flakyUpstream();
     try {
       const freeAgent = await agent(upstream.url);
@@ -200,8 +201,10 @@ describe('payer: an open breaker refuses a paid call before payment', function (
         headers: { 'content-type': 'application/json' },
       });
       assert.equal(accepted.status, 202, accepted.text);
+      // Accepted and run like any free call: the worker's breaker, or the still-failing upstream, answers it.
       const done = await waitForInvocation(token, created.json.id, accepted.json.invocation_id);
-      assert.equal(done.error_class, 'circuit_open', JSON.stringify(done));
+      assert.ok(['circuit_open', 'upstream_5xx'].includes(done.error_class), JSON.stringify(done));
+      assert.equal(done.payment_amount, null);
     } finally {
       await upstream.close();
     }
@@ -268,6 +271,42 @@ describe('payer: an open breaker refuses a paid call before payment', function (
         );
       }
 
+      upstream.recover();
+      const paid = await payment(payTo);
+      const served = await payOnceRecovered(b.url, paidAgent, '/stream', paid);
+      assert.equal(served.status, 200, served.text);
+      assert.equal(await balanceOf(provider, payTo), PRICE);
+    } finally {
+      await upstream.close();
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('without Redis, a circuit one process’s breaker opened refuses paid calls on another API through the database', async () => {
+    // Two processes as a worker and an API without REDIS_URL would be: each its own breakers and
+    // memory, the gateway's database shared.
+    const replica = () =>
+      startProxyApp(
+        {},
+        {
+          upstream: createUpstreamClient({
+            allow: stack().allow,
+            circuits: createOpenCircuits({ query: queryRows(stack().orm), local: createMemoryCircuits() }),
+          }),
+        },
+      );
+    const [a, b] = [await replica(), await replica()];
+    const upstream = await flakyUpstream();
+    try {
+      const freeAgent = await agent(upstream.url);
+      const payTo = newPayTo();
+      const paidAgent = await agent(upstream.url, payTo);
+      await openByStreaming(a.url, freeAgent);
+      for (const path of ['', '/stream'] as const) {
+        const paid = await payment(payTo);
+        await assertRefusedUnpaid(await send(b.url, paidAgent, path, paid.header), paid, payTo, `b ${path || '/'}`);
+      }
       upstream.recover();
       const paid = await payment(payTo);
       const served = await payOnceRecovered(b.url, paidAgent, '/stream', paid);

@@ -6,6 +6,7 @@
 import type { AppDeps } from '../deps.ts';
 import { createUpstreamClient, type UpstreamClient } from '../../gateway/upstream/client.ts';
 import { createOpenCircuits } from '../../gateway/upstream/open-circuits.ts';
+import { queryRows } from '../../gateway/db/orm.ts';
 import { createRateLimiter, type RateLimiter } from '../../gateway/ratelimit/index.ts';
 import { createPostgresBodyStore, type BodyStore } from '../../gateway/body-store.ts';
 import { createCredentialResolver, type CredentialResolver } from '../../gateway/credentials/resolver.ts';
@@ -64,7 +65,7 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
       createUpstreamClient({
         allow: deps.config.upstream.allow,
         tenantConnections: deps.config.upstream.tenantConnections,
-        circuits: createOpenCircuits({ redisUrl: deps.config.redisUrl, log: deps.log }),
+        circuits: createOpenCircuits({ redisUrl: deps.config.redisUrl, query: queryRows(deps.orm), log: deps.log }),
       }),
     limiter:
       overrides.limiter ??

@@ -24,6 +24,11 @@ export async function openOrm(
   });
 }
 
+/** One statement (`?` placeholders) on the ORM's pool, its rows as plain objects. */
+export function queryRows(orm: MikroORM): (sql: string, params: unknown[]) => Promise<Array<Record<string, unknown>>> {
+  return (sql, params) => orm.em.getConnection().execute(sql, params);
+}
+
 /**
  * Ties something of the ORM's own (a connection or pool beside its pool, the change feed) to the
  * ORM's life: closing the ORM (shutdown, a test's replica) closes it first, instead of leaving

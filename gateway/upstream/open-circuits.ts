@@ -8,12 +8,14 @@
 // calls fast until its own period ends.
 // - In memory: one table per process, shared by every breaker registry in it (an API and a
 //   worker run in one process share what they know).
-// - With REDIS_URL: an opening is also written to Redis as a key whose TTL is the open period
-//   (every breaker has the same period, so a later opening never shortens an earlier one),
-//   so every API replica learns what any worker or replica's breaker knows. Reads are cached
-//   for a second per circuit; Redis away fails open (not refused here; the breaker still fails
-//   the call fast), like the rate limiter: an outage of Redis must not refuse every paid call.
+// - Shared by every process: with REDIS_URL a key whose TTL is the open period; without it a
+//   row of the gateway's database (`open_circuits`), its deadline on the database's clock. So
+//   every API learns what any worker's or replica's breaker knows. Reads are cached for a
+//   second per circuit; a store that cannot be reached fails open (not refused here; the
+//   breaker still fails the call fast), like the rate limiter: its outage must not refuse
+//   every paid call.
 import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { Logger } from '../../lib/log.ts';
 import { redisClient } from '../policy/redis.ts';
 
@@ -31,29 +33,15 @@ export function circuitKey(url: string, tenantId = ''): string {
 
 /** At most this many circuits remembered per table; the same bound as the breakers themselves. */
 const MAX_ENTRIES = 10_000;
-/** How long a Redis read (open or not) is trusted before it is asked again. */
-const REDIS_READ_CACHE_MS = 1_000;
-const REDIS_PREFIX = 'gw:circuit:';
-
-/** Keeps `map` within MAX_ENTRIES: expired entries first, then the oldest. */
-function trim<V>(map: Map<string, V>, expired: (v: V) => boolean): void {
-  if (map.size < MAX_ENTRIES) return;
-  for (const [k, v] of map) if (expired(v)) map.delete(k);
-  for (const k of map.keys()) {
-    if (map.size < MAX_ENTRIES) break;
-    map.delete(k);
-  }
-}
+/** How long a shared read (open or not) is trusted before it is asked again. */
+const SHARED_READ_CACHE_MS = 1_000;
 
 /** A table of open circuits in this process's memory (until when each stays open, epoch ms). */
 export function createMemoryCircuits(): OpenCircuits {
-  const until = new Map<string, number>();
+  const until = new LRUCache<string, number>({ max: MAX_ENTRIES });
   return {
     opened(key, forMs) {
-      const later = Math.max(until.get(key) ?? 0, Date.now() + forMs);
-      until.delete(key);
-      trim(until, (u) => u <= Date.now());
-      until.set(key, later);
+      until.set(key, Math.max(until.get(key) ?? 0, Date.now() + forMs));
     },
     openFor(key) {
       const left = (until.get(key) ?? 0) - Date.now();
@@ -66,17 +54,53 @@ export function createMemoryCircuits(): OpenCircuits {
 /** This process's table: the default of every upstream client created in it. */
 const processCircuits = createMemoryCircuits();
 
-function redisCircuits(url: string, local: OpenCircuits, log?: Logger): OpenCircuits {
+/** Where every process's announcements meet: Redis or the gateway's database. */
+type SharedStore = {
+  /** Records `key` open for `forMs` from now (a later deadline is never shortened). */
+  announce(key: string, forMs: number): Promise<unknown>;
+  /** Milliseconds `key` stays open, 0 when it is not. */
+  remaining(key: string): Promise<number>;
+};
+
+/** Tenant ids and origins are the tenants' own text: hashed into fixed-size keys. */
+const hashed = (key: string) => createHash('sha256').update(key).digest('hex');
+
+function redisStore(url: string, log?: Logger): SharedStore {
   // Created on first use: a process whose breakers never open never connects for them.
   const redis = () => redisClient(url, log);
-  // Tenant ids and origins are the tenants' own text: hashed into fixed-size keys.
-  const redisKey = (key: string) => REDIS_PREFIX + createHash('sha256').update(key).digest('hex');
-  const reads = new Map<string, { at: number; until: Promise<number> }>();
+  const redisKey = (key: string) => `gw:circuit:${hashed(key)}`;
+  return {
+    // Every breaker has the same period, so a later opening never shortens an earlier one.
+    announce: (key, forMs) =>
+      redis().set(redisKey(key), String(Date.now() + forMs), 'PX', Math.max(1, Math.ceil(forMs))),
+    remaining: async (key) => Math.max(0, await redis().pttl(redisKey(key))),
+  };
+}
+
+/** Runs one statement on the gateway's database (`?` placeholders) and gives its rows. */
+export type QueryRows = (sql: string, params: unknown[]) => Promise<Array<Record<string, unknown>>>;
+
+// One statement per opening; rows a day past their deadline go with it (openings are rare).
+const ANNOUNCE = `with gone as (delete from open_circuits where open_until < now() - interval '1 day')
+insert into open_circuits (circuit, open_until) values (?, now() + ? * interval '1 millisecond')
+on conflict (circuit) do update set open_until = greatest(open_circuits.open_until, excluded.open_until)`;
+const REMAINING = `select greatest(0, extract(epoch from open_until - now()) * 1000)::float8 as ms
+from open_circuits where circuit = ?`;
+
+function databaseStore(query: QueryRows): SharedStore {
+  return {
+    announce: (key, forMs) => query(ANNOUNCE, [hashed(key), Math.ceil(forMs)]),
+    remaining: async (key) => Number((await query(REMAINING, [hashed(key)]))[0]?.ms ?? 0),
+  };
+}
+
+function sharedCircuits(store: SharedStore, local: OpenCircuits, log?: Logger): OpenCircuits {
+  const reads = new LRUCache<string, { at: number; until: Promise<number> }>({ max: MAX_ENTRIES });
   let lastWarn = 0;
   const failOpen = (err: Error): number => {
     if (Date.now() - lastWarn > 30_000) {
       lastWarn = Date.now();
-      log?.warn({ err: err.message }, 'open circuits unavailable in redis; paid calls not checked against them');
+      log?.warn({ err: err.message }, 'open circuits unavailable; paid calls not checked against them');
     }
     return 0;
   };
@@ -84,25 +108,15 @@ function redisCircuits(url: string, local: OpenCircuits, log?: Logger): OpenCirc
     opened(key, forMs) {
       local.opened(key, forMs);
       reads.delete(key);
-      const until = Date.now() + forMs;
-      redis()
-        .set(redisKey(key), String(until), 'PX', Math.max(1, Math.ceil(forMs)))
-        .catch(failOpen);
+      store.announce(key, forMs).catch(failOpen);
     },
     async openFor(key) {
       const own = await local.openFor(key);
       if (own > 0) return own;
       let read = reads.get(key);
-      if (!read || Date.now() - read.at > REDIS_READ_CACHE_MS) {
+      if (!read || Date.now() - read.at > SHARED_READ_CACHE_MS) {
         const at = Date.now();
-        read = {
-          at,
-          until: redis()
-            .pttl(redisKey(key))
-            .then((ttl) => (ttl > 0 ? at + ttl : 0), failOpen),
-        };
-        reads.delete(key);
-        trim(reads, (r) => Date.now() - r.at > REDIS_READ_CACHE_MS);
+        read = { at, until: store.remaining(key).then((ms) => (ms > 0 ? at + ms : 0), failOpen) };
         reads.set(key, read);
       }
       return Math.max(0, (await read.until) - Date.now());
@@ -112,9 +126,14 @@ function redisCircuits(url: string, local: OpenCircuits, log?: Logger): OpenCirc
 
 /**
  * The open circuits a process's breakers publish to and its payment gate reads: this process's
- * table (or `local`), and Redis too when `redisUrl` is set.
+ * table (or `local`), and what every process shares: Redis when `redisUrl` is set, else the
+ * gateway's database through `query` (absent: this process alone, as in a test of one app).
  */
-export function createOpenCircuits(opts: { redisUrl?: string; log?: Logger; local?: OpenCircuits } = {}): OpenCircuits {
+export function createOpenCircuits(
+  opts: { redisUrl?: string; query?: QueryRows; log?: Logger; local?: OpenCircuits } = {},
+): OpenCircuits {
   const local = opts.local ?? processCircuits;
-  return opts.redisUrl ? redisCircuits(opts.redisUrl, local, opts.log) : local;
+  if (opts.redisUrl) return sharedCircuits(redisStore(opts.redisUrl, opts.log), local, opts.log);
+  if (opts.query) return sharedCircuits(databaseStore(opts.query), local, opts.log);
+  return local;
 }
