@@ -31,6 +31,7 @@ const LAYERED = [
   'temporal',
   'api',
   'facilitator',
+  'facilitator-service',
   'contracts',
   'scripts',
   'bench',

@@ -14,7 +14,7 @@ import type { Infra } from '../../scripts/lib/infra.ts';
 import { loadFacilitatorConfig, type FacilitatorConfig } from '../../facilitator/config.ts';
 import { openFacilitatorPool } from '../../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../../facilitator/db/migrations.ts';
-import { startFacilitator } from '../../facilitator/server.ts';
+import { startFacilitator } from '../../facilitator-service/server.ts';
 import { loadKeystoreSigner } from '../../facilitator/signer.ts';
 import { createLogger } from '../../lib/log.ts';
 import { facilitatorWorkflowsPath } from '../../temporal/facilitator-worker.ts';
