@@ -1,4 +1,4 @@
-// Process entry: `node facilitator/main.ts`. HTTPS with mutual TLS on FACILITATOR_PORT,
+// Process entry: `node facilitator-service/main.ts`. HTTPS with mutual TLS on FACILITATOR_PORT,
 // plain HTTP for the read-only endpoints on FACILITATOR_PUBLIC_PORT, and (unless
 // FACILITATOR_EMBEDDED_WORKER=false) the facilitator's Temporal worker in the same process, so
 // /settle starts its workflow eagerly. More workers can run as separate processes

@@ -1,9 +1,10 @@
 // Who settles a /settle request, and how its answer is learned. SettlementWorkflow owns every
-// settlement; the handler either runs a fresh request's steps on the fast path (fast-path.ts,
-// a worker in this process) and starts the workflow once the outcome is known, or stores the
-// claim check, starts or joins the workflow and waits for the recorded outcome. A submission
-// that does not own the authorization (another account, other requirements) never learns the
-// owner's transaction. Every answer is given by the request's deadline: 'in_flight' then.
+// settlement; the handler either runs a fresh request's steps on the fast path
+// (facilitator/settlement/fast-path.ts, a worker in this process) and starts the workflow once
+// the outcome is known, or stores the claim check, starts or joins the workflow and waits for
+// the recorded outcome. A submission that does not own the authorization (another account,
+// other requirements) never learns the owner's transaction. Every answer is given by the
+// request's deadline: 'in_flight' then.
 import { getAddress } from 'ethers';
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import type pg from 'pg';

@@ -1,4 +1,4 @@
-// Starts the facilitator's two listeners on their dependencies (used by facilitator/main.ts
+// Starts the facilitator's two listeners on their dependencies (used by facilitator-service/main.ts
 // and by the test stack): HTTPS with mutual TLS for /settle (a client without a certificate
 // from our CA fails the handshake: requestCert + rejectUnauthorized), and plain HTTP for the
 // read-only endpoints.

@@ -1,7 +1,7 @@
 // POST /settle, in the v1 contract's order: the client certificate maps to an active account (403), the
 // body parses (400), the facilitator is ready (503), the signature holds and the requirements
 // match the authorization (else success false, nothing claimed); then the settlement's owner
-// (settlement/owner.ts) settles it, and the outcome is mapped to the answer: 200 with the
+// (owner.ts) settles it, and the outcome is mapped to the answer: 200 with the
 // outcome, 429 for a guardrail, 503 while the transfer may still land or when the request
 // could not be handed over. Nothing touches the chain before those checks pass.
 import type { TLSSocket } from 'node:tls';

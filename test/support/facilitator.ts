@@ -1,4 +1,4 @@
-// The facilitator of the test stack, in-process as facilitator/main.ts runs it: its mutual-TLS
+// The facilitator of the test stack, in-process as facilitator-service/main.ts runs it: its mutual-TLS
 // listener and its public port on free ports, its own database (migrated), and its embedded
 // Temporal worker holding the dev gas wallet (workflows started eagerly on it).
 // Tests that need a second facilitator (another task queue, a worker in a child process they
