@@ -1,8 +1,10 @@
-// The project's layers, checked by `npm test` (scripts/check-layers.ts runs dependency-cruiser
-// with this file). From the ground up: lib/ → x402/ → gateway/ → activities/, workflows/ →
-// temporal/ → the front doors api/ and facilitator/ → scripts/, bench/, test/. Imports only go
-// down; docs/ARCHITECTURE.md explains each folder.
-const PRODUCTION = '^(lib|x402|gateway|activities|workflows|temporal|api|facilitator|contracts)/';
+// The project's layers, checked by `npm test` (scripts/test.ts runs dependency-cruiser with this
+// file). From the ground up: lib/ → x402/ → the domains gateway/ and facilitator/ → activities/,
+// workflows/ → temporal/ → the doors api/ and facilitator-service/ → scripts/, bench/, test/.
+// Imports only go down; docs/ARCHITECTURE.md explains each folder, one rule per row of its table.
+const PRODUCTION = '^(lib|x402|gateway|facilitator|activities|workflows|temporal|api|facilitator-service|contracts)/';
+/** The two doors: the processes' HTTP fronts, which only scripts, benchmarks and tests import. */
+const DOORS = '^(api|facilitator-service)/';
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -19,28 +21,47 @@ module.exports = {
       comment: 'lib/ is process infrastructure: it imports nothing of the project.',
       severity: 'error',
       from: { path: '^lib/' },
-      to: { path: '^(x402|gateway|activities|workflows|temporal|api|facilitator|contracts|scripts|bench|test)/' },
+      to: {
+        path: '^(x402|gateway|facilitator|activities|workflows|temporal|api|facilitator-service|contracts|scripts|bench|test)/',
+      },
     },
     {
       name: 'x402-is-pure-protocol',
       comment: 'x402/ is the protocol: it imports only lib/.',
       severity: 'error',
       from: { path: '^x402/' },
-      to: { path: '^(gateway|activities|workflows|temporal|api|facilitator|contracts|scripts|bench|test)/' },
+      to: {
+        path: '^(gateway|facilitator|activities|workflows|temporal|api|facilitator-service|contracts|scripts|bench|test)/',
+      },
     },
     {
       name: 'gateway-domain-below-the-doors',
-      comment: 'The gateway domain imports only lib/, x402/ and the token contract description; no Koa.',
+      comment:
+        'The gateway domain imports only lib/, x402/ and the token contract description; never the facilitator; no Koa.',
       severity: 'error',
       from: { path: '^gateway/' },
-      to: { path: '^(activities|workflows|temporal|api|facilitator|scripts|bench|test)/|^node_modules/(koa|@koa)/' },
+      to: {
+        path: '^(facilitator|activities|workflows|temporal|api|facilitator-service|scripts|bench|test)/|^contracts/(?!token\\.ts$)|^node_modules/(koa|@koa)/',
+      },
+    },
+    {
+      name: 'facilitator-domain-below-the-doors',
+      comment:
+        'The facilitator domain imports only lib/, x402/ and the token contract description; never the gateway, Temporal or its own service; no Koa.',
+      severity: 'error',
+      from: { path: '^facilitator/' },
+      to: {
+        path: '^(gateway|activities|workflows|temporal|api|facilitator-service|scripts|bench|test)/|^contracts/(?!token\\.ts$)|^node_modules/(koa|@koa)/',
+      },
     },
     {
       name: 'activities-are-adapters',
-      comment: 'activities/ adapt the domain to Temporal: never the Koa app, never Koa.',
+      comment: 'activities/ adapt the domains to Temporal: never a door, never Koa.',
       severity: 'error',
       from: { path: '^activities/' },
-      to: { path: '^(api|temporal|workflows/(?!.*types)|scripts|bench|test)/|^node_modules/(koa|@koa)/' },
+      to: {
+        path: '^(api|facilitator-service|temporal|workflows/(?!.*types)|scripts|bench|test)/|^node_modules/(koa|@koa)/',
+      },
     },
     {
       name: 'workflows-stay-deterministic',
@@ -48,22 +69,29 @@ module.exports = {
       severity: 'error',
       from: { path: '^workflows/' },
       to: {
-        path: '^(lib|x402|gateway|api|facilitator|scripts|bench|test)/|^activities/(?!.*types\\.ts$)',
+        path: '^(lib|x402|gateway|facilitator|api|facilitator-service|scripts|bench|test)/|^activities/(?!.*types\\.ts$)',
         dependencyTypesNot: ['type-only'],
       },
     },
     {
+      name: 'temporal-below-the-doors',
+      comment: 'temporal/ wires workers and clients over the floors below: it never imports a door.',
+      severity: 'error',
+      from: { path: '^temporal/' },
+      to: { path: DOORS },
+    },
+    {
       name: 'api-does-not-reach-into-the-facilitator',
-      comment: 'api/ never imports facilitator/: the protocol both use is in x402/.',
+      comment: 'api/ never imports the facilitator, its domain or its service: the protocol both use is in x402/.',
       severity: 'error',
       from: { path: '^api/' },
-      to: { path: '^facilitator/' },
+      to: { path: '^(facilitator|facilitator-service)/' },
     },
     {
       name: 'facilitator-is-its-own-service',
-      comment: 'facilitator/ never imports the gateway: neither api/ nor the gateway domain.',
+      comment: 'facilitator-service/ never imports the gateway: neither api/ nor the gateway domain.',
       severity: 'error',
-      from: { path: '^facilitator/' },
+      from: { path: '^facilitator-service/' },
       to: { path: '^(api|gateway)/' },
     },
     {
@@ -72,7 +100,9 @@ module.exports = {
         'examples/ are scripts a user copies: they import published packages and each other, nothing of the project.',
       severity: 'error',
       from: { path: '^examples/' },
-      to: { path: '^(lib|x402|gateway|activities|workflows|temporal|api|facilitator|contracts|scripts|bench|test)/' },
+      to: {
+        path: '^(lib|x402|gateway|facilitator|activities|workflows|temporal|api|facilitator-service|contracts|scripts|bench|test)/',
+      },
     },
     {
       name: 'production-never-imports-dev-material',

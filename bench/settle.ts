@@ -39,7 +39,7 @@ import { DEV_ACCOUNTS, fund } from '../scripts/dev/chain.ts';
 import { loadFacilitatorConfig } from '../facilitator/config.ts';
 import { openFacilitatorPool } from '../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../facilitator/db/migrations.ts';
-import { startFacilitator } from '../facilitator/server.ts';
+import { startFacilitator } from '../facilitator-service/server.ts';
 import { addAccount } from '../facilitator/accounts.ts';
 import { issueClientCert } from '../scripts/dev/pki.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';

@@ -145,8 +145,8 @@ try {
     // The gas key's password goes to the facilitator's worker only: the HTTPS process that
     // faces the network cannot decrypt the keystore (it reads the wallet's address, for metrics).
     run('facilitator-worker', 'temporal/facilitator-worker-main.ts', childEnv);
-    run('facilitator', 'facilitator/main.ts', childEnv, KEYSTORE_SECRETS);
-  } else run('facilitator', 'facilitator/main.ts', childEnv);
+    run('facilitator', 'facilitator-service/main.ts', childEnv, KEYSTORE_SECRETS);
+  } else run('facilitator', 'facilitator-service/main.ts', childEnv);
   run('api', 'api/main.ts', childEnv);
 
   const apiUrl = `http://127.0.0.1:${ports.api}`;

@@ -65,6 +65,7 @@ const LAYERED = [
   'temporal',
   'api',
   'facilitator',
+  'facilitator-service',
   'contracts',
   'scripts',
   'bench',

@@ -276,7 +276,7 @@ describe('configuration errors, reported together before anything starts', funct
   });
 
   it('the facilitator: a bad port, an unknown LOG_LEVEL, a bad token address, a taken metrics port and a bad promotion setting', async () => {
-    const r = await run('facilitator/main.ts', [], {
+    const r = await run('facilitator-service/main.ts', [], {
       FACILITATOR_PORT: 'x',
       FACILITATOR_PUBLIC_PORT: String(await freePort()),
       LOG_LEVEL: 'loud',
@@ -323,7 +323,7 @@ describe('configuration errors, reported together before anything starts', funct
   it('the facilitator: a TEMPORAL_CONFIG_FILE that is not there (not a silent fallback to 127.0.0.1:7233)', async () => {
     const missing = join(tmpdir(), `missing-${randomBytes(4).toString('hex')}.toml`);
     const r = await run(
-      'facilitator/main.ts',
+      'facilitator-service/main.ts',
       [],
       facilitatorEnv(stack().infra, {
         FACILITATOR_METRICS_PORT: '0',
@@ -340,7 +340,7 @@ describe('configuration errors, reported together before anything starts', funct
   it('the facilitator: the TLS and keystore files it reads at start, each one it cannot read', async () => {
     const missing = join(tmpdir(), `missing-${randomBytes(4).toString('hex')}`);
     const r = await run(
-      'facilitator/main.ts',
+      'facilitator-service/main.ts',
       [],
       facilitatorEnv(stack().infra, {
         FACILITATOR_METRICS_PORT: '0',
@@ -631,7 +631,7 @@ describe('a setting given as an empty string (what compose and Kubernetes templa
   const ENTRIES = [
     { name: 'api', script: 'api/main.ts' },
     { name: 'worker', script: 'temporal/gateway-worker-main.ts' },
-    { name: 'facilitator', script: 'facilitator/main.ts' },
+    { name: 'facilitator', script: 'facilitator-service/main.ts' },
     { name: 'facilitator-worker', script: 'temporal/facilitator-worker-main.ts' },
   ];
 

@@ -175,7 +175,7 @@ describe("the facilitator's production secrets, with the project's own commands"
     assert.match(weak.stderr, /at least 12 characters/);
   });
 
-  /** An HTTPS listener with the facilitator's TLS settings (facilitator/server.ts): mutual TLS against `ca`. */
+  /** An HTTPS listener with the facilitator's TLS settings (facilitator-service/server.ts): mutual TLS against `ca`. */
   async function mutualTlsServer(files: { cert: string; key: string; ca: string }) {
     const server = https.createServer(
       {

@@ -2,7 +2,7 @@
 // and accounts, /settle exactly once (also under 50 concurrent duplicates), collection
 // outcomes with one coarse reason, every guardrail's 429, and readiness.
 import assert from 'node:assert/strict';
-import { createReadiness } from '../facilitator/readiness.ts';
+import { createReadiness } from '../facilitator-service/readiness.ts';
 import { connect } from 'node:tls';
 import { request } from 'undici';
 import { Wallet, toQuantity, parseEther } from 'ethers';

@@ -143,7 +143,7 @@ const ENTRIES: Entry[] = [
   },
   {
     name: 'facilitator',
-    file: 'facilitator/main.ts',
+    file: 'facilitator-service/main.ts',
     ready: 'facilitator listening',
     async env(relay) {
       const ports = [await freePort(), await freePort(), await freePort()];

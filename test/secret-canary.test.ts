@@ -32,7 +32,7 @@ import { freePort } from '../scripts/lib/ports.ts';
 import { startGateway } from '../api/gateway.ts';
 import { mintToken } from '../gateway/tokens.ts';
 import { loadFacilitatorConfig } from '../facilitator/config.ts';
-import { startFacilitator, type RunningFacilitator } from '../facilitator/server.ts';
+import { startFacilitator, type RunningFacilitator } from '../facilitator-service/server.ts';
 import { workflowResult } from './support/workflows.ts';
 
 type Json = Record<string, any>;

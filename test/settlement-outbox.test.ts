@@ -214,7 +214,7 @@ describe('settlement outbox', function () {
     };
 
     // As npm start runs it: one process, HTTPS and the embedded worker.
-    const child = spawn(process.execPath, ['facilitator/main.ts'], {
+    const child = spawn(process.execPath, ['facilitator-service/main.ts'], {
       env: {
         ...process.env,
         ...facilitatorEnv(stack().infra, overrides),

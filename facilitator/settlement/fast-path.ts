@@ -11,7 +11,7 @@
 //    step's result from the run (waiting for it if the run is still at that step) instead of
 //    repeating it, and run a step themselves only when no run here reached it.
 // 5. Every settlement it claims gets its workflow: started by the handler once the outcome is
-//    known, else by the sweeper (facilitator/sweeper.ts).
+//    known, else by the sweeper (facilitator-service/sweeper.ts).
 import type { SettleRequest } from '../../x402/schemas.ts';
 import type { NotOwned, Reads, SettlementSteps } from './steps.ts';
 import type { Broadcast, Claimed, SettlementOutcome, Verified } from './types.ts';

@@ -22,7 +22,7 @@ import { addAccount, type Account } from '../../facilitator/accounts.ts';
 import { loadFacilitatorConfig, type FacilitatorConfig } from '../../facilitator/config.ts';
 import { openFacilitatorPool } from '../../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../../facilitator/db/migrations.ts';
-import { startFacilitator, type RunningFacilitator } from '../../facilitator/server.ts';
+import { startFacilitator, type RunningFacilitator } from '../../facilitator-service/server.ts';
 import { createLogger } from '../../lib/log.ts';
 import { connectClient } from '../../temporal/client.ts';
 import { startStep, timedStep } from '../lib/progress.ts';

@@ -11,7 +11,7 @@ export type AppName = 'api' | 'worker' | 'facilitator' | 'facilitator-worker';
 const SCRIPTS: Record<AppName, string> = {
   api: 'api/main.ts',
   worker: 'temporal/gateway-worker-main.ts',
-  facilitator: 'facilitator/main.ts',
+  facilitator: 'facilitator-service/main.ts',
   'facilitator-worker': 'temporal/facilitator-worker-main.ts',
 };
 

@@ -155,7 +155,7 @@ async function run(): Promise<string> {
     for (const { tx_hash } of held) await system.chain.send('anvil_dropTransaction', [tx_hash]);
     await system.chain.send('evm_setAutomine', [true]);
 
-    // The open probe answers from a check at most 1 s old (facilitator/readiness.ts).
+    // The open probe answers from a check at most 1 s old (facilitator-service/readiness.ts).
     let readyDown = await system.get('/healthz?ready=1');
     for (const until = Date.now() + 3_000; readyDown.status === 200 && Date.now() < until;) {
       await sleep(250);

@@ -1,4 +1,4 @@
-// The facilitator of the test stack, in-process as facilitator/main.ts runs it: its mutual-TLS
+// The facilitator of the test stack, in-process as facilitator-service/main.ts runs it: its mutual-TLS
 // listener and its public port on free ports, its own database (migrated), and its embedded
 // Temporal worker holding the dev gas wallet (workflows started eagerly on it).
 // Tests that need a second facilitator (another task queue, a worker in a child process they
@@ -14,7 +14,7 @@ import type { Infra } from '../../scripts/lib/infra.ts';
 import { loadFacilitatorConfig, type FacilitatorConfig } from '../../facilitator/config.ts';
 import { openFacilitatorPool } from '../../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../../facilitator/db/migrations.ts';
-import { startFacilitator } from '../../facilitator/server.ts';
+import { startFacilitator } from '../../facilitator-service/server.ts';
 import { loadKeystoreSigner } from '../../facilitator/signer.ts';
 import { createLogger } from '../../lib/log.ts';
 import { facilitatorWorkflowsPath } from '../../temporal/facilitator-worker.ts';

@@ -8,7 +8,7 @@ import Koa from 'koa';
 import { pino } from 'pino';
 import { request } from 'undici';
 import { errorMapper } from '../../api/errors.ts';
-import { errorBoundary } from '../../facilitator/app.ts';
+import { errorBoundary } from '../../facilitator-service/app.ts';
 
 const boundaries = [
   { name: 'the API', boundary: errorMapper },

@@ -1,20 +1,20 @@
 // POST /settle, in the v1 contract's order: the client certificate maps to an active account (403), the
 // body parses (400), the facilitator is ready (503), the signature holds and the requirements
 // match the authorization (else success false, nothing claimed); then the settlement's owner
-// (settlement/owner.ts) settles it, and the outcome is mapped to the answer: 200 with the
+// (owner.ts) settles it, and the outcome is mapped to the answer: 200 with the
 // outcome, 429 for a guardrail, 503 while the transfer may still land or when the request
 // could not be handed over. Nothing touches the chain before those checks pass.
 import type { TLSSocket } from 'node:tls';
 import type { Context } from 'koa';
 import getRawBody from 'raw-body';
 import { errorKind } from '../lib/error-kind.ts';
-import type { FacilitatorConfig } from './config.ts';
-import type { Account } from './accounts.ts';
+import type { FacilitatorConfig } from '../facilitator/config.ts';
+import type { Account } from '../facilitator/accounts.ts';
 import type { Readiness } from './readiness.ts';
-import { settlementKey } from './store/records.ts';
-import { staticGuardrail } from './store/claims.ts';
-import { createSettlementOwner, type OwnerDeps } from './settlement/owner.ts';
-import type { SettlementOutcome } from './settlement/types.ts';
+import { settlementKey } from '../facilitator/store/records.ts';
+import { staticGuardrail } from '../facilitator/store/claims.ts';
+import { createSettlementOwner, type OwnerDeps } from './owner.ts';
+import type { SettlementOutcome } from '../facilitator/settlement/types.ts';
 import { recoverAuthorizer } from '../x402/eip3009.ts';
 import { authorizationSigner, termsMismatch } from '../x402/verify.ts';
 import { CONTRACT_SIGNATURE_TIMEOUT_MS, contractSignatureCheckFor } from '../x402/erc1271.ts';

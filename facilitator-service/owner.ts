@@ -1,25 +1,26 @@
 // Who settles a /settle request, and how its answer is learned. SettlementWorkflow owns every
-// settlement; the handler either runs a fresh request's steps on the fast path (fast-path.ts,
-// a worker in this process) and starts the workflow once the outcome is known, or stores the
-// claim check, starts or joins the workflow and waits for the recorded outcome. A submission
-// that does not own the authorization (another account, other requirements) never learns the
-// owner's transaction. Every answer is given by the request's deadline: 'in_flight' then.
+// settlement; the handler either runs a fresh request's steps on the fast path
+// (facilitator/settlement/fast-path.ts, a worker in this process) and starts the workflow once
+// the outcome is known, or stores the claim check, starts or joins the workflow and waits for
+// the recorded outcome. A submission that does not own the authorization (another account,
+// other requirements) never learns the owner's transaction. Every answer is given by the
+// request's deadline: 'in_flight' then.
 import { getAddress } from 'ethers';
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import type pg from 'pg';
-import type { Logger } from '../../lib/log.ts';
-import { errorKind } from '../../lib/error-kind.ts';
-import type { SettlementWorkflow } from '../../workflows/settlement.ts';
-import type { PaymentRequirements, SettleRequest } from '../../x402/schemas.ts';
-import type { FacilitatorConfig } from '../config.ts';
-import type { OutcomeListener } from '../outcomes.ts';
-import { findSettlement } from '../store/records.ts';
-import { loadSettleRequest, saveSettleRequest, workflowLabels } from '../store/requests.ts';
-import { recordWorkflowStart, startSettlementWorkflow } from '../workflow-start.ts';
-import type { FastPath } from './fast-path.ts';
-import type { Reads } from './steps.ts';
-import type { SettlementOutcome } from './types.ts';
-import { outcomeOfRecord } from './verify.ts';
+import type { Logger } from '../lib/log.ts';
+import { errorKind } from '../lib/error-kind.ts';
+import type { SettlementWorkflow } from '../workflows/settlement.ts';
+import type { PaymentRequirements, SettleRequest } from '../x402/schemas.ts';
+import type { FacilitatorConfig } from '../facilitator/config.ts';
+import type { OutcomeListener } from '../facilitator/outcomes.ts';
+import { findSettlement } from '../facilitator/store/records.ts';
+import { loadSettleRequest, saveSettleRequest, workflowLabels } from '../facilitator/store/requests.ts';
+import { recordWorkflowStart, startSettlementWorkflow } from './workflow-start.ts';
+import type { FastPath } from '../facilitator/settlement/fast-path.ts';
+import type { Reads } from '../facilitator/settlement/steps.ts';
+import type { SettlementOutcome } from '../facilitator/settlement/types.ts';
+import { outcomeOfRecord } from '../facilitator/settlement/verify.ts';
 
 export type OwnerDeps = {
   config: FacilitatorConfig;

@@ -1,19 +1,19 @@
-// Process entry: `node facilitator/main.ts`. HTTPS with mutual TLS on FACILITATOR_PORT,
+// Process entry: `node facilitator-service/main.ts`. HTTPS with mutual TLS on FACILITATOR_PORT,
 // plain HTTP for the read-only endpoints on FACILITATOR_PUBLIC_PORT, and (unless
 // FACILITATOR_EMBEDDED_WORKER=false) the facilitator's Temporal worker in the same process, so
 // /settle starts its workflow eagerly. More workers can run as separate processes
 // (temporal/facilitator-worker-main.ts).
-import { loadFacilitatorConfig } from './config.ts';
-import { openFacilitatorPool } from './db/pool.ts';
-import { migrateFacilitatorOrExit } from './db/migrations.ts';
+import { loadFacilitatorConfig } from '../facilitator/config.ts';
+import { openFacilitatorPool } from '../facilitator/db/pool.ts';
+import { migrateFacilitatorOrExit } from '../facilitator/db/migrations.ts';
 import { startFacilitator } from './server.ts';
-import { loadKeystoreSignerOrExit } from './signer.ts';
+import { loadKeystoreSignerOrExit } from '../facilitator/signer.ts';
 import { createLogger } from '../lib/log.ts';
 import { connectClient } from '../temporal/client.ts';
 import { requireSearchAttributes } from '../temporal/search-attribute-setup.ts';
-import { startFacilitatorMetrics } from './metrics.ts';
-import { createChainProvider } from './chain.ts';
-import { readKeystore, requireStartFiles } from './config.ts';
+import { startFacilitatorMetrics } from '../facilitator/metrics.ts';
+import { createChainProvider } from '../facilitator/chain.ts';
+import { readKeystore, requireStartFiles } from '../facilitator/config.ts';
 import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
 import { startTracing, stopTracing, tracingSettings } from '../lib/observability/tracing.ts';
 import { installTemporalRuntime } from '../lib/observability/temporal-runtime.ts';

@@ -3,7 +3,7 @@
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from '../lib/log.ts';
-import type { FacilitatorConfig } from './config.ts';
+import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { Readiness } from './readiness.ts';
 import { settleHandler, type SettleDeps } from './settle.ts';
 import { observeRequests, observeSettlements } from '../lib/observability/http.ts';

@@ -1,4 +1,4 @@
-// Starts the facilitator's two listeners on their dependencies (used by facilitator/main.ts
+// Starts the facilitator's two listeners on their dependencies (used by facilitator-service/main.ts
 // and by the test stack): HTTPS with mutual TLS for /settle (a client without a certificate
 // from our CA fails the handshake: requestCert + rejectUnauthorized), and plain HTTP for the
 // read-only endpoints.
@@ -9,14 +9,14 @@ import { Client, type ConnectionLike } from '@temporalio/client';
 import { NativeConnection, type WorkflowBundle } from '@temporalio/worker';
 import type pg from 'pg';
 import type { Logger } from '../lib/log.ts';
-import { requireTlsFiles, readKeystore, type FacilitatorConfig } from './config.ts';
+import { requireTlsFiles, readKeystore, type FacilitatorConfig } from '../facilitator/config.ts';
 import { createMutualTlsApp, createPublicApp } from './app.ts';
-import { createAccountLookup } from './accounts.ts';
-import { createChainProvider } from './chain.ts';
+import { createAccountLookup } from '../facilitator/accounts.ts';
+import { createChainProvider } from '../facilitator/chain.ts';
 import { createReadiness } from './readiness.ts';
-import { createOutcomeListener } from './outcomes.ts';
+import { createOutcomeListener } from '../facilitator/outcomes.ts';
 import { startSweeper } from './sweeper.ts';
-import type { TransactionSigner } from './signer.ts';
+import type { TransactionSigner } from '../facilitator/signer.ts';
 import { createFacilitatorWorker } from '../temporal/facilitator-worker.ts';
 import { startWorkerVersion } from '../temporal/worker-deployment.ts';
 import { temporalClientInterceptors } from '../lib/observability/tracing.ts';

@@ -6,8 +6,8 @@ import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle 
 import type pg from 'pg';
 import type { SettlementWorkflow } from '../workflows/settlement.ts';
 import { Payer, SettlementStatus } from '../temporal/search-attributes.ts';
-import type { FacilitatorConfig } from './config.ts';
-import { markWorkflowStarted } from './store/requests.ts';
+import type { FacilitatorConfig } from '../facilitator/config.ts';
+import { markWorkflowStarted } from '../facilitator/store/requests.ts';
 
 export type WorkflowLabels = { payer: string; summary: string };
 

@@ -12,8 +12,8 @@ import type pg from 'pg';
 import type { Logger } from '../lib/log.ts';
 import { errorKind } from '../lib/error-kind.ts';
 import { runRounds } from '../lib/rounds.ts';
-import type { FacilitatorConfig } from './config.ts';
-import { unstartedSettlements } from './store/requests.ts';
+import type { FacilitatorConfig } from '../facilitator/config.ts';
+import { unstartedSettlements } from '../facilitator/store/requests.ts';
 import { recordWorkflowStart, startSettlementWorkflow } from './workflow-start.ts';
 
 const BATCH = 100;
