@@ -136,7 +136,15 @@ describe('OpenAPI document and reference page', () => {
     );
     const credential = doc.components.schemas.Credential as any;
     assert.ok(!('plaintext' in credential.properties), 'the secret is not a response field');
-    assert.equal((doc.components.schemas.CredentialCreate as any).properties.plaintext.writeOnly, true);
+    // CredentialCreate is one variant per source and auth type: each that takes a plaintext marks it write-only.
+    const plaintexts: any[] = [];
+    const walk = (schema: any): void => {
+      if (schema?.properties?.plaintext?.type) plaintexts.push(schema.properties.plaintext);
+      for (const variant of schema?.oneOf ?? []) walk(variant);
+    };
+    walk(doc.components.schemas.CredentialCreate);
+    assert.equal(plaintexts.length, 3);
+    for (const plaintext of plaintexts) assert.equal(plaintext.writeOnly, true);
   });
 
   it('the check is strict: an answer carrying a field the document does not declare fails it', () => {
@@ -177,7 +185,7 @@ describe('OpenAPI document and reference page', () => {
     const served = new Set<string>();
     const routers: Array<[string, { stack: Array<{ path: string | RegExp; methods: string[] }> }]> = [
       ['', healthRoutes(deps, none)],
-      ['', openapiRoutes()],
+      ['', openapiRoutes({ rps: 1, burst: 1 })],
       ['', jwksRoutes(deps)],
       ...[
         agentRoutes(deps, createAgentRows(deps.orm, stack().feed)),

@@ -42,6 +42,10 @@ function constraints(schema: Json): string {
 }
 
 function fieldTable(schema: Json): string {
+  // A body of variants (one per protocol, per credential source and auth type): each its table.
+  const variants: Json[] | undefined = schema.oneOf;
+  if (!schema.properties && variants?.every((v) => v.properties || v.oneOf))
+    return `<p>One of:</p><ol>${variants.map((v) => `<li>${fieldTable(v)}</li>`).join('')}</ol>`;
   if (!schema.properties) return `<p>${typeOf(schema)}</p>`;
   const required = new Set<string>(schema.required ?? []);
   const rows = Object.entries(schema.properties as Record<string, Json>).map(
