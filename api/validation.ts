@@ -66,8 +66,9 @@ export function parseQuery<S extends z.ZodObject>(
   const shape = schema.shape as Record<string, z.ZodType>;
   const values: Record<string, unknown> = {};
   for (const [name, raw] of Object.entries(query)) {
+    // Parameters the endpoint does not define are ignored (`__proto__` and the like included).
+    if (!Object.hasOwn(shape, name)) continue;
     const field = shape[name];
-    if (!field) continue; // parameters the endpoint does not define are ignored, as HTTP caches expect
     const type = inner(field)._zod.def.type;
     if (Array.isArray(raw) && type !== 'array' && type !== 'union') throw badRequest(`${name} may be given once`);
     values[name] = type === 'number' && typeof raw === 'string' && /^-?[0-9]{1,16}$/.test(raw) ? Number(raw) : raw;

@@ -70,7 +70,7 @@ function mutableFields(ceiling: RateCeiling) {
     metadata: z
       .record(z.string(), JsonValue, { error: 'metadata must be an object' })
       .refine((m) => JSON.stringify(m).length <= 16_384, 'metadata is too large')
-      .meta({ description: 'Free-form JSON object, at most 16 KiB serialized.' }),
+      .meta({ description: 'Free-form JSON object, at most 16 KiB serialized; the body nests at most 32 levels.' }),
     upstream_url: z
       .string({ error: 'upstream_url must be a string' })
       .max(2048, 'upstream_url is too long')
