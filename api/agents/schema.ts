@@ -32,7 +32,8 @@ export const PricingInput = z
     pay_to: z
       .string({ error: 'pricing.pay_to must be a hex address' })
       .regex(/^0x[0-9a-fA-F]{40}$/, 'pricing.pay_to must be a hex address')
-      .refine((a) => isAddress(a), 'pricing.pay_to has an invalid checksum'),
+      .refine((a) => isAddress(a), 'pricing.pay_to has an invalid checksum')
+      .meta({ description: 'All lower case, all upper case, or mixed case with a valid EIP-55 checksum (else 400).' }),
     tools: z
       .record(z.string().min(1, 'pricing.tools names must not be empty').max(200), ToolPrice)
       .optional()

@@ -93,7 +93,7 @@ function agentOperations(ceiling: RateCeiling): Operation[] {
       params: { path },
       description:
         'Every mutable field, pricing included (null removes it); validated like create on the resulting agent. Setting upstream_url on a pending agent makes it active.',
-      body: { schema: bodies.patch, id: 'AgentPatch', required: true },
+      body: { schema: bodies.patch, id: 'AgentPatch', required: false },
       responses: {
         200: { description: 'The updated agent.', body: AgentView, headers: uncollectedWarning },
         400: err('Invalid body or combination.'),
@@ -220,7 +220,7 @@ const credentialOperations: Operation[] = [
     params: { path: CredentialPath },
     description:
       'Absent keys leave values unchanged. A new plaintext is encrypted under the current key-encryption key with a fresh data key and increments version; so does a new vault_ref.',
-    body: { schema: CredentialUpdateInput, required: true },
+    body: { schema: CredentialUpdateInput, required: false },
     responses: {
       200: { description: 'The updated credential.', body: CredentialView },
       400: err('Invalid body, empty name or plaintext, invalid auth_type, or a field of the other source.'),
