@@ -231,6 +231,20 @@ describe('OpenAPI document and reference page', () => {
       ['post', '/v1/agents', {}, { name: uniqueName(), rate_limit_rps: agentMaxRps + 1 }, false],
       ['post', '/v1/agents', {}, { name: uniqueName(), rate_limit_rps: agentMaxRps }, true],
       ['post', '/v1/agents', {}, { name: 'x'.repeat(199) + '  ' }, false],
+      [
+        'put',
+        '/v1/policy',
+        {},
+        { default: 'allow', on_error: 'deny', rules: [{ action: 'deny', match: { tools: ['a*b'] } }] },
+        false,
+      ],
+      [
+        'put',
+        '/v1/policy',
+        {},
+        { default: 'allow', on_error: 'deny', rules: [{ action: 'deny', match: { tools: ['a_*'] } }] },
+        true,
+      ],
     ];
     for (const [method, template, query, json, expected] of cases) {
       const what = `${method} ${template} ${JSON.stringify(query)} ${JSON.stringify(json) ?? ''}`;
