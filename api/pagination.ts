@@ -28,7 +28,7 @@ export const PageQuery = {
     .min(1, 'invalid cursor')
     .max(512, 'invalid cursor')
     .optional()
-    .meta({ description: '`next_cursor` of the previous page (opaque).' }),
+    .meta({ description: '`next_cursor` of the previous page (opaque); any other value is a 400.' }),
 };
 
 export type Page = { limit: number; after: string | undefined };
