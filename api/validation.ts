@@ -116,10 +116,27 @@ const NOT_TRIMMED = /[^\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u2
  * length is checked before trimming so that the document's maxLength is the rule.
  */
 export function nameField(emptyMessage: string) {
-  return z
-    .string({ error: (i) => (i.input === undefined ? 'name is required' : 'name must be a string') })
-    .max(200, 'name is too long')
+  return maxChars(
+    z.string({ error: (i) => (i.input === undefined ? 'name is required' : 'name must be a string') }),
+    200,
+    'name is too long',
+  )
     .regex(NO_NUL, 'name must not contain NUL characters')
     .regex(NOT_TRIMMED, emptyMessage)
     .trim();
+}
+
+/**
+ * At most `max` characters as JSON Schema's maxLength counts them (code points): zod's .max
+ * counts UTF-16 units, so an emoji would count twice and the document's limit would not be
+ * the server's.
+ */
+export function maxChars(schema: z.ZodString, max: number, message: string): z.ZodString {
+  return schema
+    .refine((value) => {
+      let count = 0;
+      for (const _ of value) if (++count > max) return false;
+      return true;
+    }, message)
+    .meta({ maxLength: max });
 }

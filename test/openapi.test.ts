@@ -231,6 +231,9 @@ describe('OpenAPI document and reference page', () => {
       ['post', '/v1/agents', {}, { name: uniqueName(), rate_limit_rps: agentMaxRps + 1 }, false],
       ['post', '/v1/agents', {}, { name: uniqueName(), rate_limit_rps: agentMaxRps }, true],
       ['post', '/v1/agents', {}, { name: 'x'.repeat(199) + '  ' }, false],
+      // Lengths are characters (code points), as JSON Schema counts them, not UTF-16 units.
+      ['post', '/v1/agents', {}, { name: `${'\u{1F600}'.repeat(150)}${uniqueName()}` }, true],
+      ['post', '/v1/agents', {}, { name: '\u{1F600}'.repeat(201) }, false],
       [
         'put',
         '/v1/policy',

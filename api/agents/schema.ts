@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { isAddress } from 'ethers';
 import { PageQuery } from '../pagination.ts';
-import { idField, idParam, nameField, NO_NUL } from '../validation.ts';
+import { idField, idParam, maxChars, nameField, NO_NUL } from '../validation.ts';
 
 /** MCP protocol revisions the gateway knows (the MCP specification's dated revision identifiers). */
 export const MCP_PROTOCOL_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
@@ -35,7 +35,10 @@ export const PricingInput = z
       .refine((a) => isAddress(a), 'pricing.pay_to has an invalid checksum')
       .meta({ description: 'All lower case, all upper case, or mixed case with a valid EIP-55 checksum (else 400).' }),
     tools: z
-      .record(z.string().min(1, 'pricing.tools names must not be empty').max(200), ToolPrice)
+      .record(
+        maxChars(z.string().min(1, 'pricing.tools names must not be empty'), 200, 'pricing.tools name is too long'),
+        ToolPrice,
+      )
       .optional()
       .meta({ description: 'Per-MCP-tool price overrides; requires protocol mcp.' }),
   })
@@ -62,19 +65,24 @@ function mutableFields(ceiling: RateCeiling) {
   const rps = Math.min(ceiling.rps, ABSOLUTE_MAX);
   const burst = Math.min(ceiling.burst, ABSOLUTE_MAX);
   return {
-    description: z.string({ error: 'description must be a string' }).max(4000, 'description is too long').nullable(),
+    description: maxChars(
+      z.string({ error: 'description must be a string' }),
+      4000,
+      'description is too long',
+    ).nullable(),
     tags: z
-      .array(z.string({ error: 'tags must be strings' }).min(1, 'tags must not be empty').max(100, 'tag is too long'), {
-        error: 'tags must be an array of strings',
-      })
+      .array(
+        maxChars(z.string({ error: 'tags must be strings' }).min(1, 'tags must not be empty'), 100, 'tag is too long'),
+        {
+          error: 'tags must be an array of strings',
+        },
+      )
       .max(50, 'too many tags'),
     metadata: z
       .record(z.string(), JsonValue, { error: 'metadata must be an object' })
       .refine((m) => JSON.stringify(m).length <= 16_384, 'metadata is too large')
       .meta({ description: 'Free-form JSON object, at most 16 KiB serialized; the body nests at most 32 levels.' }),
-    upstream_url: z
-      .string({ error: 'upstream_url must be a string' })
-      .max(2048, 'upstream_url is too long')
+    upstream_url: maxChars(z.string({ error: 'upstream_url must be a string' }), 2048, 'upstream_url is too long')
       .nullable()
       .meta({
         description:
@@ -87,9 +95,11 @@ function mutableFields(ceiling: RateCeiling) {
     capture_body: z.boolean({ error: 'capture_body must be a boolean' }),
     protocol: z.enum(['http', 'mcp'], { error: 'protocol must be http or mcp' }),
     mcp_transport: z.literal('streamable_http', { error: 'mcp_transport must be streamable_http' }).nullable(),
-    mcp_protocol_version: z
-      .string({ error: 'mcp_protocol_version must be a string' })
-      .max(32, 'mcp_protocol_version is too long')
+    mcp_protocol_version: maxChars(
+      z.string({ error: 'mcp_protocol_version must be a string' }),
+      32,
+      'mcp_protocol_version is too long',
+    )
       .nullable()
       .meta({ description: `Validated when protocol=mcp: one of ${MCP_PROTOCOL_VERSIONS.join(', ')}.` }),
     pricing: PricingInput.nullable(),
@@ -171,7 +181,9 @@ export function agentBodies(ceiling: RateCeiling) {
 }
 
 export const AgentSuspendInput = z
-  .strictObject({ reason: z.string({ error: 'reason must be a string' }).max(500, 'reason is too long').optional() })
+  .strictObject({
+    reason: maxChars(z.string({ error: 'reason must be a string' }), 500, 'reason is too long').optional(),
+  })
   .meta({ id: 'AgentSuspend' });
 
 export const AgentUnsuspendInput = z.strictObject({}).meta({ id: 'AgentUnsuspend', description: 'No fields.' });
@@ -229,10 +241,7 @@ export const AgentListQuery = z.object({
     .enum(['pending', 'active', 'inactive'], { error: 'status must be pending, active or inactive' })
     .optional()
     .meta({ description: 'Inactive (deleted) agents are listed only with status=inactive.' }),
-  tag: z
-    .string({ error: 'tag may be given once' })
-    .min(1, 'tag must not be empty')
-    .max(100, 'tag is too long')
+  tag: maxChars(z.string({ error: 'tag may be given once' }).min(1, 'tag must not be empty'), 100, 'tag is too long')
     .regex(NO_NUL, 'tag must not contain NUL characters')
     .optional()
     .meta({ description: 'Only agents carrying this tag.' }),

@@ -3,7 +3,7 @@
 import { HEADER_SAFE, isHeaderSafe } from '../../gateway/credentials/header-rules.ts';
 import { z } from 'zod';
 import { PageQuery } from '../pagination.ts';
-import { idParam, nameField } from '../validation.ts';
+import { idParam, maxChars, nameField } from '../validation.ts';
 import type { AuthType, CredentialSource } from '../../gateway/credentials/entity.ts';
 
 const MAX_SECRET_CHARS = 65_536;
@@ -13,17 +13,20 @@ const AuthTypeField = z.enum(['bearer', 'api_key', 'none'], {
 });
 const SourceField = z.enum(['managed', 'vault'], { error: 'source must be one of managed, vault' });
 const NameField = nameField('name must not be empty');
-const PlaintextField = z
-  .string({ error: 'plaintext must be a string' })
-  .min(1, 'plaintext must not be empty')
-  .max(MAX_SECRET_CHARS, 'plaintext is too long')
-  .meta({ description: 'The secret. Write-only: never returned, logged or stored unencrypted.', writeOnly: true });
-const VaultRefField = z
-  .string({
-    error: (i) => (i.input === undefined ? 'vault_ref is required for source vault' : 'vault_ref must be a string'),
-  })
-  .min(1, 'vault_ref is required for source vault')
-  .max(512, 'vault_ref is too long')
+const PlaintextField = maxChars(
+  z.string({ error: 'plaintext must be a string' }).min(1, 'plaintext must not be empty'),
+  MAX_SECRET_CHARS,
+  'plaintext is too long',
+).meta({ description: 'The secret. Write-only: never returned, logged or stored unencrypted.', writeOnly: true });
+const VaultRefField = maxChars(
+  z
+    .string({
+      error: (i) => (i.input === undefined ? 'vault_ref is required for source vault' : 'vault_ref must be a string'),
+    })
+    .min(1, 'vault_ref is required for source vault'),
+  512,
+  'vault_ref is too long',
+)
   // Its place (inside the caller's own tenant prefix) is checked by the route, which knows the tenant.
   .meta({
     description:
