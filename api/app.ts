@@ -40,7 +40,8 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
   const health = healthRoutes(deps, services.startBacklog);
   app.use(health.routes());
   // The API description and its reference page are public: they describe, they hold no tenant data.
-  app.use(openapiRoutes().routes());
+  const { agentMaxRps: rps, agentMaxBurst: burst } = deps.config.rateLimit;
+  app.use(openapiRoutes({ rps, burst }).routes());
   app.use(jwksRoutes(deps).routes());
 
   const v1 = new Router<AuthState>({ prefix: '/v1' });

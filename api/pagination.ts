@@ -1,38 +1,50 @@
 // Cursor pagination for the management lists: `limit` (clamped to 1..100, default 20) and an
-// opaque `cursor` that encodes the last id of the previous page. Ids are UUIDv7, so id order
-// is creation order and a page boundary never shifts when rows are added.
+// opaque `cursor` that encodes the last id of the previous page (their zod schemas are the
+// document's too). Ids are UUIDv7, so id order is creation order and a page boundary never
+// shifts when rows are added.
 import type { EntityName, MikroORM } from '@mikro-orm/core';
+import { z } from 'zod';
 import { badRequest, notFound } from './errors.ts';
 import { isId, type IdPrefix } from '../lib/ids.ts';
 
 const DEFAULT_LIMIT = 20;
 const MAX_LIMIT = 100;
 
-export type Page = { limit: number; after: string | undefined };
+/** `limit` of every list: any integer, clamped (SPEC: out-of-range values are not refused). */
+const LimitParam = z
+  .int({ error: 'limit must be an integer' })
+  .optional()
+  .meta({ description: `Page size, default ${DEFAULT_LIMIT}; clamped to [1, ${MAX_LIMIT}].` });
 
-function single(value: string | string[] | undefined, name: string): string | undefined {
-  if (Array.isArray(value)) throw badRequest(`${name} may be given once`);
-  return value;
+export function clampLimit(limit: number | undefined): number {
+  return limit === undefined ? DEFAULT_LIMIT : Math.min(MAX_LIMIT, Math.max(1, limit));
 }
 
-export function parsePage(query: Record<string, string | string[] | undefined>, prefix: IdPrefix): Page {
-  const rawLimit = single(query.limit, 'limit');
-  let limit = DEFAULT_LIMIT;
-  if (rawLimit !== undefined) {
-    if (!/^-?\d{1,9}$/.test(rawLimit)) throw badRequest('limit must be an integer');
-    limit = Math.min(MAX_LIMIT, Math.max(1, Number(rawLimit)));
-  }
-  const rawCursor = single(query.cursor, 'cursor');
+/** The query parameters of a paged list (its filters added by the endpoint). */
+export const PageQuery = {
+  limit: LimitParam,
+  cursor: z
+    .string({ error: 'cursor may be given once' })
+    .min(1, 'invalid cursor')
+    .max(512, 'invalid cursor')
+    .optional()
+    .meta({ description: '`next_cursor` of the previous page (opaque); any other value is a 400.' }),
+};
+
+export type Page = { limit: number; after: string | undefined };
+
+/** The page a parsed `limit` and `cursor` name; a cursor that is not one of ours is a 400. */
+export function pageOf(query: { limit?: number; cursor?: string }, prefix: IdPrefix): Page {
   let after: string | undefined;
-  if (rawCursor !== undefined) {
-    after = Buffer.from(rawCursor, 'base64url').toString('utf8');
+  if (query.cursor !== undefined) {
+    after = Buffer.from(query.cursor, 'base64url').toString('utf8');
     if (!isId(prefix, after)) throw badRequest('invalid cursor');
   }
-  return { limit, after };
+  return { limit: clampLimit(query.limit), after };
 }
 
 /** Rows were fetched with limit + 1: the extra one only says whether another page exists. */
-function pageOf<T extends { id: string }, V>(
+function pageRows<T extends { id: string }, V>(
   rows: T[],
   limit: number,
   view: (row: T) => V,
@@ -57,7 +69,7 @@ export async function listPage<T extends { id: string }, V>(
   const rows = (await orm.em
     .fork()
     .find(entity, filter as never, { orderBy: { id: 'asc' } as never, limit: page.limit + 1 })) as T[];
-  return pageOf(rows, page.limit, view);
+  return pageRows(rows, page.limit, view);
 }
 
 /** The tenant's row with this id; 404 for a malformed id, another tenant's row or none. */

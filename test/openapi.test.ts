@@ -136,7 +136,15 @@ describe('OpenAPI document and reference page', () => {
     );
     const credential = doc.components.schemas.Credential as any;
     assert.ok(!('plaintext' in credential.properties), 'the secret is not a response field');
-    assert.equal((doc.components.schemas.CredentialCreate as any).properties.plaintext.writeOnly, true);
+    // CredentialCreate is one variant per source and auth type: each that takes a plaintext marks it write-only.
+    const plaintexts: any[] = [];
+    const walk = (schema: any): void => {
+      if (schema?.properties?.plaintext?.type) plaintexts.push(schema.properties.plaintext);
+      for (const variant of schema?.oneOf ?? []) walk(variant);
+    };
+    walk(doc.components.schemas.CredentialCreate);
+    assert.equal(plaintexts.length, 3);
+    for (const plaintext of plaintexts) assert.equal(plaintext.writeOnly, true);
   });
 
   it('the check is strict: an answer carrying a field the document does not declare fails it', () => {
@@ -171,13 +179,95 @@ describe('OpenAPI document and reference page', () => {
     assert.equal(decisions({ data: [], limit: 1, undeclared: true }), false);
   });
 
+  it('what the document allows is accepted and what it forbids is a 400 (queries and bodies the fuzzers found)', async () => {
+    const token = await stack().token(`tenant-openapi-agree-${uniqueName()}`);
+    const { agentMaxRps } = stack().config.rateLimit;
+    /** Does the document's operation take this request? Query values are read as the server reads them. */
+    function documentTakes(method: string, template: string, query: Record<string, string>, json?: unknown): boolean {
+      const op = doc.paths[template][method];
+      const params: any[] = (op.parameters ?? []).filter((p: any) => p.in === 'query');
+      for (const p of params) if (p.required && !(p.name in query)) return false;
+      for (const [name, raw] of Object.entries(query)) {
+        const param = params.find((p) => p.name === name);
+        if (!param) continue;
+        const value = param.schema.type === 'integer' && /^-?[0-9]+$/.test(raw) ? Number(raw) : raw;
+        if (!ajv.compile(param.schema)(value)) return false;
+      }
+      if (json === undefined) return true;
+      const schema = JSON.parse(
+        JSON.stringify(op.requestBody.content['application/json'].schema).replaceAll(
+          '"#/components/schemas/',
+          '"openapi.json#/$defs/',
+        ),
+      );
+      return ajv.compile(schema)(json);
+    }
+    const cases: Array<[string, string, Record<string, string>, unknown, boolean]> = [
+      ['get', '/v1/agents', { cursor: '' }, undefined, false],
+      ['get', '/v1/agents', { limit: '-5' }, undefined, true],
+      ['get', '/v1/credentials', { limit: '1e2' }, undefined, false],
+      ['get', '/v1/invocations', { agent_id: '' }, undefined, false],
+      ['get', '/v1/invocations', { status: '' }, undefined, false],
+      ['get', '/v1/invocations', { limit: '-1', since: '' }, undefined, false],
+      ['get', '/v1/invocations', { limit: '-1' }, undefined, true],
+      ['get', '/v1/policy/decisions', { limit: 'abc' }, undefined, true],
+      ['get', '/v1/analytics', { bucket: 'day' }, undefined, false],
+      ['post', '/v1/credentials', {}, { name: uniqueName('c'), auth_type: 'bearer', source: 'managed' }, false],
+      ['post', '/v1/credentials', {}, { name: uniqueName('c'), auth_type: 'none', source: 'managed' }, true],
+      ['post', '/v1/credentials', {}, { name: 'a\u0000b', auth_type: 'none', source: 'managed' }, false],
+      ['post', '/v1/credentials', {}, { name: ' \u3000', auth_type: 'none', source: 'managed' }, false],
+      [
+        'post',
+        '/v1/credentials',
+        {},
+        { name: uniqueName('c'), auth_type: 'bearer', source: 'managed', plaintext: 'a b\n' },
+        false,
+      ],
+      ['post', '/v1/agents', {}, { name: uniqueName(), protocol: 'mcp' }, false],
+      ['post', '/v1/agents', {}, { name: uniqueName(), protocol: 'mcp', mcp_transport: 'streamable_http' }, true],
+      ['post', '/v1/agents', {}, { name: uniqueName(), mcp_transport: 'streamable_http' }, false],
+      ['post', '/v1/agents', {}, { name: uniqueName(), metadata: { k: ['a\u0000'] } }, false],
+      ['post', '/v1/agents', {}, { name: uniqueName(), metadata: { k: [1, { n: null }] } }, true],
+      ['post', '/v1/agents', {}, { name: uniqueName(), rate_limit_rps: agentMaxRps + 1 }, false],
+      ['post', '/v1/agents', {}, { name: uniqueName(), rate_limit_rps: agentMaxRps }, true],
+      ['post', '/v1/agents', {}, { name: 'x'.repeat(199) + '  ' }, false],
+      // Lengths are characters (code points), as JSON Schema counts them, not UTF-16 units.
+      ['post', '/v1/agents', {}, { name: `${'\u{1F600}'.repeat(150)}${uniqueName()}` }, true],
+      ['post', '/v1/agents', {}, { name: '\u{1F600}'.repeat(201) }, false],
+      [
+        'put',
+        '/v1/policy',
+        {},
+        { default: 'allow', on_error: 'deny', rules: [{ action: 'deny', match: { tools: ['a*b'] } }] },
+        false,
+      ],
+      [
+        'put',
+        '/v1/policy',
+        {},
+        { default: 'allow', on_error: 'deny', rules: [{ action: 'deny', match: { tools: ['a_*'] } }] },
+        true,
+      ],
+    ];
+    for (const [method, template, query, json, expected] of cases) {
+      const what = `${method} ${template} ${JSON.stringify(query)} ${JSON.stringify(json) ?? ''}`;
+      assert.equal(documentTakes(method, template, query, json), expected, `the document on ${what}`);
+      const res = await call(method.toUpperCase(), `${template}?${new URLSearchParams(query)}`, {
+        token,
+        ...(json === undefined ? {} : { json }),
+      });
+      assert.equal(res.status < 400, expected, `the server on ${what}: ${res.status} ${res.text}`);
+      if (!expected) assert.equal(res.status, 400, `${what}: ${res.text}`);
+    }
+  });
+
   it('documents exactly the routes the API serves', () => {
     const deps = { config: stack().config, orm: stack().orm, log: createLogger('api', 'silent') } as AppDeps;
     const none = {} as never;
     const served = new Set<string>();
     const routers: Array<[string, { stack: Array<{ path: string | RegExp; methods: string[] }> }]> = [
       ['', healthRoutes(deps, none)],
-      ['', openapiRoutes()],
+      ['', openapiRoutes({ rps: 1, burst: 1 })],
       ['', jwksRoutes(deps)],
       ...[
         agentRoutes(deps, createAgentRows(deps.orm, stack().feed)),

@@ -2,6 +2,8 @@
 // document is generated from these schemas. Messages name the field, never internal state.
 import { z } from 'zod';
 import { isAddress } from 'ethers';
+import { PageQuery } from '../pagination.ts';
+import { idField, idParam, maxChars, nameField, NO_NUL } from '../validation.ts';
 
 /** MCP protocol revisions the gateway knows (the MCP specification's dated revision identifiers). */
 export const MCP_PROTOCOL_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
@@ -30,85 +32,161 @@ export const PricingInput = z
     pay_to: z
       .string({ error: 'pricing.pay_to must be a hex address' })
       .regex(/^0x[0-9a-fA-F]{40}$/, 'pricing.pay_to must be a hex address')
-      .refine((a) => isAddress(a), 'pricing.pay_to has an invalid checksum'),
+      .refine((a) => isAddress(a), 'pricing.pay_to has an invalid checksum')
+      .meta({ description: 'All lower case, all upper case, or mixed case with a valid EIP-55 checksum (else 400).' }),
     tools: z
-      .record(z.string().min(1, 'pricing.tools names must not be empty').max(200), ToolPrice)
+      .record(
+        maxChars(z.string().min(1, 'pricing.tools names must not be empty'), 200, 'pricing.tools name is too long'),
+        ToolPrice,
+      )
       .optional()
       .meta({ description: 'Per-MCP-tool price overrides; requires protocol mcp.' }),
   })
   .meta({ id: 'PricingInput', description: 'Presence enables the x402 payment gate.' });
 export type PricingInput = z.infer<typeof PricingInput>;
 
-const NameField = z
-  .string({ error: (i) => (i.input === undefined ? 'name is required' : 'name must be a string') })
-  .trim()
-  .min(1, 'name is required')
-  .max(200, 'name is too long');
+const NameField = nameField('name is required');
+
+/** Any JSON value whose strings (keys included) hold no U+0000; the agent's `metadata` values. */
+const JsonValue: z.ZodType<z.core.util.JSONType> = z
+  .lazy(() =>
+    z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(JsonValue), z.record(z.string(), JsonValue)]),
+  )
+  .meta({ id: 'JsonValue' });
+
+/** The operator's ceiling on what a tenant may set (RATE_LIMIT_AGENT_MAX_RPS, RATE_LIMIT_AGENT_MAX_BURST). */
+export type RateCeiling = { rps: number; burst: number };
+
+/** Schema bound for a rate field: the operator's ceiling, never above 100 000. */
+const ABSOLUTE_MAX = 100_000;
 
 /** Every mutable field; create makes `name` required, PATCH makes everything optional. */
-const mutable = {
-  description: z.string({ error: 'description must be a string' }).max(4000, 'description is too long').nullable(),
-  tags: z
-    .array(z.string({ error: 'tags must be strings' }).min(1, 'tags must not be empty').max(100, 'tag is too long'), {
-      error: 'tags must be an array of strings',
-    })
-    .max(50, 'too many tags'),
-  metadata: z
-    .record(z.string(), z.unknown(), { error: 'metadata must be an object' })
-    .refine((m) => JSON.stringify(m).length <= 16_384, 'metadata is too large'),
-  upstream_url: z
-    .string({ error: 'upstream_url must be a string' })
-    .max(2048, 'upstream_url is too long')
-    .nullable()
-    .meta({
-      description:
-        'http or https URL with a host; loopback, private, link-local and localhost hosts are rejected. Setting it makes a pending agent active; null makes it pending.',
-    }),
-  credential_ref: z
-    .string({ error: 'credential_ref must be a string' })
-    .max(100)
-    .nullable()
-    .meta({ description: 'ID of a credential of the tenant, injected into upstream calls.' }),
-  emit_receipts: z.boolean({ error: 'emit_receipts must be a boolean' }),
-  capture_body: z.boolean({ error: 'capture_body must be a boolean' }),
-  protocol: z.enum(['http', 'mcp'], { error: 'protocol must be http or mcp' }),
-  mcp_transport: z.literal('streamable_http', { error: 'mcp_transport must be streamable_http' }).nullable(),
-  mcp_protocol_version: z
-    .string({ error: 'mcp_protocol_version must be a string' })
-    .max(32, 'mcp_protocol_version is too long')
-    .nullable()
-    .meta({ description: `Validated when protocol=mcp: one of ${MCP_PROTOCOL_VERSIONS.join(', ')}.` }),
-  pricing: PricingInput.nullable(),
-  rate_limit_rps: z
-    .number({ error: 'rate_limit_rps must be a number' })
-    .positive('rate_limit_rps must be positive')
-    .max(100_000, 'rate_limit_rps is too large')
-    .nullable(),
-  rate_limit_burst: z
-    .int({ error: 'rate_limit_burst must be an integer' })
-    .positive('rate_limit_burst must be positive')
-    .max(100_000, 'rate_limit_burst is too large')
-    .nullable(),
-  retry_non_idempotent: z.boolean({ error: 'retry_non_idempotent must be a boolean' }),
-};
+function mutableFields(ceiling: RateCeiling) {
+  const rps = Math.min(ceiling.rps, ABSOLUTE_MAX);
+  const burst = Math.min(ceiling.burst, ABSOLUTE_MAX);
+  return {
+    description: maxChars(
+      z.string({ error: 'description must be a string' }),
+      4000,
+      'description is too long',
+    ).nullable(),
+    tags: z
+      .array(
+        maxChars(z.string({ error: 'tags must be strings' }).min(1, 'tags must not be empty'), 100, 'tag is too long'),
+        {
+          error: 'tags must be an array of strings',
+        },
+      )
+      .max(50, 'too many tags'),
+    metadata: z
+      .record(z.string(), JsonValue, { error: 'metadata must be an object' })
+      .refine((m) => JSON.stringify(m).length <= 16_384, 'metadata is too large')
+      .meta({ description: 'Free-form JSON object, at most 16 KiB serialized; the body nests at most 32 levels.' }),
+    upstream_url: maxChars(z.string({ error: 'upstream_url must be a string' }), 2048, 'upstream_url is too long')
+      .nullable()
+      .meta({
+        description:
+          'http or https URL with a host; loopback, private, link-local and localhost hosts are rejected (400). Setting it makes a pending agent active; null makes it pending.',
+      }),
+    credential_ref: idField('cred', 'credential_ref does not name a credential')
+      .nullable()
+      .meta({ description: 'ID of a credential of the tenant, injected into upstream calls; another id is a 400.' }),
+    emit_receipts: z.boolean({ error: 'emit_receipts must be a boolean' }),
+    capture_body: z.boolean({ error: 'capture_body must be a boolean' }),
+    protocol: z.enum(['http', 'mcp'], { error: 'protocol must be http or mcp' }),
+    mcp_transport: z.literal('streamable_http', { error: 'mcp_transport must be streamable_http' }).nullable(),
+    mcp_protocol_version: maxChars(
+      z.string({ error: 'mcp_protocol_version must be a string' }),
+      32,
+      'mcp_protocol_version is too long',
+    )
+      .nullable()
+      .meta({ description: `Validated when protocol=mcp: one of ${MCP_PROTOCOL_VERSIONS.join(', ')}.` }),
+    pricing: PricingInput.nullable(),
+    rate_limit_rps: z
+      .number({ error: 'rate_limit_rps must be a number' })
+      .positive('rate_limit_rps must be positive')
+      .max(rps, `rate_limit_rps may be at most ${rps}`)
+      .nullable()
+      .meta({ description: "Per-agent calls per second; the maximum is the operator's ceiling." }),
+    rate_limit_burst: z
+      .int({ error: 'rate_limit_burst must be an integer' })
+      .positive('rate_limit_burst must be positive')
+      .max(burst, `rate_limit_burst may be at most ${burst}`)
+      .nullable()
+      .meta({ description: 'Token-bucket depth; requires rate_limit_rps (400 without it).' }),
+    retry_non_idempotent: z.boolean({ error: 'retry_non_idempotent must be a boolean' }),
+  };
+}
 
-const optionalAll = Object.fromEntries(Object.entries(mutable).map(([k, v]) => [k, v.optional()])) as {
-  [K in keyof typeof mutable]: z.ZodOptional<(typeof mutable)[K]>;
-};
+function allOptional<T extends Record<string, z.ZodType>>(fields: T): { [K in keyof T]: z.ZodOptional<T[K]> } {
+  return Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, v.optional()])) as {
+    [K in keyof T]: z.ZodOptional<T[K]>;
+  };
+}
 
-export const AgentCreateInput = z.strictObject({ name: NameField, ...optionalAll }).meta({ id: 'AgentCreate' });
-export type AgentCreateInput = z.infer<typeof AgentCreateInput>;
-
-export const AgentPatchInput = z.strictObject({ name: NameField.optional(), ...optionalAll }).meta({
-  id: 'AgentPatch',
-  description:
-    'Partial update: absent keys are unchanged, null clears a nullable field (pricing: null removes the price). Validated like create, on the resulting agent.',
+/** Pricing of an http agent: no per-tool prices. */
+const HttpPricingInput = PricingInput.extend({
+  tools: z.never({ error: 'pricing.tools requires protocol mcp' }).optional(),
+}).meta({
+  id: 'HttpPricingInput',
+  description: 'Presence enables the x402 payment gate. No per-tool prices (mcp only).',
 });
-export type AgentPatchInput = z.infer<typeof AgentPatchInput>;
+
+/**
+ * The create and update bodies under the operator's rate ceiling. Create is one variant per
+ * protocol, so the protocol rules (mcp needs mcp_transport, a known mcp_protocol_version and
+ * alone takes pricing.tools) are the schema's, and the document's (oneOf). An update is checked
+ * against the agent it would leave (agentRuleError), which no schema of the body can say.
+ */
+export function agentBodies(ceiling: RateCeiling) {
+  const fields = allOptional(mutableFields(ceiling));
+  const {
+    protocol: _protocol,
+    mcp_transport: _transport,
+    mcp_protocol_version: version,
+    pricing: _pricing,
+    ...common
+  } = fields;
+  const http = z.strictObject({
+    name: NameField,
+    ...common,
+    protocol: z.literal('http').optional().meta({ description: 'Default http.' }),
+    mcp_transport: z.null({ error: 'mcp_transport is only valid when protocol is mcp' }).optional(),
+    mcp_protocol_version: version.meta({ description: 'Not validated for protocol http.' }),
+    pricing: HttpPricingInput.nullable().optional(),
+  });
+  const mcp = z.strictObject({
+    name: NameField,
+    ...common,
+    protocol: z.literal('mcp'),
+    mcp_transport: z.literal('streamable_http', {
+      error: 'mcp_transport must be streamable_http when protocol is mcp',
+    }),
+    mcp_protocol_version: z
+      .enum(MCP_PROTOCOL_VERSIONS, { error: `mcp_protocol_version must be one of ${MCP_PROTOCOL_VERSIONS.join(', ')}` })
+      .nullable()
+      .optional(),
+    pricing: PricingInput.nullable().optional(),
+  });
+  const create = z.discriminatedUnion('protocol', [http, mcp], { error: 'protocol must be http or mcp' }).meta({
+    description:
+      'rate_limit_burst requires rate_limit_rps; credential_ref must name a credential of the tenant; upstream_url must be a public http(s) URL (else 400).',
+  });
+  const patch = z.strictObject({ name: NameField.optional(), ...fields }).meta({
+    description:
+      'Partial update: absent keys are unchanged, null clears a nullable field (pricing: null removes the price). Validated like create, on the resulting agent (400).',
+  });
+  return { create, patch };
+}
 
 export const AgentSuspendInput = z
-  .strictObject({ reason: z.string({ error: 'reason must be a string' }).max(500, 'reason is too long').optional() })
+  .strictObject({
+    reason: maxChars(z.string({ error: 'reason must be a string' }), 500, 'reason is too long').optional(),
+  })
   .meta({ id: 'AgentSuspend' });
+
+export const AgentUnsuspendInput = z.strictObject({}).meta({ id: 'AgentUnsuspend', description: 'No fields.' });
 
 const Timestamp = z.iso.datetime({ offset: true });
 
@@ -157,6 +235,23 @@ export const AgentList = z
   .strictObject({ data: z.array(AgentView), next_cursor: z.string().nullable() })
   .meta({ id: 'AgentList' });
 
+/** GET /v1/agents: filters and the page. */
+export const AgentListQuery = z.object({
+  status: z
+    .enum(['pending', 'active', 'inactive'], { error: 'status must be pending, active or inactive' })
+    .optional()
+    .meta({ description: 'Inactive (deleted) agents are listed only with status=inactive.' }),
+  tag: maxChars(z.string({ error: 'tag may be given once' }).min(1, 'tag must not be empty'), 100, 'tag is too long')
+    .regex(NO_NUL, 'tag must not contain NUL characters')
+    .optional()
+    .meta({ description: 'Only agents carrying this tag.' }),
+  protocol: z.enum(['http', 'mcp'], { error: 'protocol must be http or mcp' }).optional(),
+  ...PageQuery,
+});
+
+/** Path of every /v1/agents/{id} operation. */
+export const AgentPath = z.object({ id: idParam('agt', 'Agent') });
+
 /** The fields the cross-field rules read, as they would stand after the create or update. */
 export type AgentRuleState = {
   protocol: 'http' | 'mcp';
@@ -183,19 +278,5 @@ export function agentRuleError(state: AgentRuleState): string | undefined {
   if (state.protocol !== 'mcp' && state.pricing?.tools) return 'pricing.tools requires protocol mcp';
   if (state.rate_limit_burst !== null && state.rate_limit_rps === null)
     return 'rate_limit_burst requires rate_limit_rps';
-  return undefined;
-}
-
-/**
- * The operator's ceiling on what a tenant may set for its own agents (RATE_LIMIT_AGENT_MAX_RPS,
- * RATE_LIMIT_AGENT_MAX_BURST): checked on the values a create or update sets.
- */
-export function rateLimitCeilingError(
-  set: { rate_limit_rps?: number | null; rate_limit_burst?: number | null },
-  max: { rps: number; burst: number },
-): string | undefined {
-  if (set.rate_limit_rps != null && set.rate_limit_rps > max.rps) return `rate_limit_rps may be at most ${max.rps}`;
-  if (set.rate_limit_burst != null && set.rate_limit_burst > max.burst)
-    return `rate_limit_burst may be at most ${max.burst}`;
   return undefined;
 }

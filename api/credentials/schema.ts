@@ -1,7 +1,9 @@
 // Credential request and response bodies (zod). The OpenAPI document is generated from these;
 // validation messages name the field, never internal state.
-import { isHeaderSafe } from '../../gateway/credentials/header-rules.ts';
+import { HEADER_SAFE, isHeaderSafe } from '../../gateway/credentials/header-rules.ts';
 import { z } from 'zod';
+import { PageQuery } from '../pagination.ts';
+import { idParam, maxChars, nameField } from '../validation.ts';
 import type { AuthType, CredentialSource } from '../../gateway/credentials/entity.ts';
 
 const MAX_SECRET_CHARS = 65_536;
@@ -10,19 +12,21 @@ const AuthTypeField = z.enum(['bearer', 'api_key', 'none'], {
   error: 'auth_type must be one of bearer, api_key, none',
 });
 const SourceField = z.enum(['managed', 'vault'], { error: 'source must be one of managed, vault' });
-const NameField = z
-  .string({ error: (issue) => (issue.input === undefined ? 'name is required' : 'name must be a string') })
-  .trim()
-  .min(1, 'name must not be empty')
-  .max(200, 'name is too long');
-const PlaintextField = z
-  .string({ error: 'plaintext must be a string' })
-  .min(1, 'plaintext must not be empty')
-  .max(MAX_SECRET_CHARS, 'plaintext is too long')
-  .meta({ description: 'The secret. Write-only: never returned, logged or stored unencrypted.', writeOnly: true });
-const VaultRefField = z
-  .string({ error: 'vault_ref must be a string' })
-  .max(512, 'vault_ref is too long')
+const NameField = nameField('name must not be empty');
+const PlaintextField = maxChars(
+  z.string({ error: 'plaintext must be a string' }).min(1, 'plaintext must not be empty'),
+  MAX_SECRET_CHARS,
+  'plaintext is too long',
+).meta({ description: 'The secret. Write-only: never returned, logged or stored unencrypted.', writeOnly: true });
+const VaultRefField = maxChars(
+  z
+    .string({
+      error: (i) => (i.input === undefined ? 'vault_ref is required for source vault' : 'vault_ref must be a string'),
+    })
+    .min(1, 'vault_ref is required for source vault'),
+  512,
+  'vault_ref is too long',
+)
   // Its place (inside the caller's own tenant prefix) is checked by the route, which knows the tenant.
   .meta({
     description:
@@ -36,24 +40,100 @@ const HeaderNameField = z
   .refine((name) => !isReservedHeader(name), 'header_name names a header the gateway controls')
   .meta({ description: 'Header the api_key secret is sent in (default X-API-Key).' });
 
-export const CredentialCreateInput = z
-  .strictObject({
-    name: NameField,
-    auth_type: z.enum(['bearer', 'api_key', 'none'], {
+/** A field one kind of credential does not take: present, it is a 400 naming the rule. */
+const notFor = (message: string) => z.never({ error: message }).optional();
+/** A secret sent as a header (bearer, api_key) must be able to be one: visible ASCII, no edge spaces. */
+const headerSecret = (authType: string) =>
+  z
+    .string({
       error: (i) =>
-        i.input === undefined ? 'auth_type is required' : 'auth_type must be one of bearer, api_key, none',
+        i.input === undefined ? `plaintext is required for auth_type ${authType}` : 'plaintext must be a string',
+    })
+    .min(1, 'plaintext must not be empty')
+    .max(MAX_SECRET_CHARS, 'plaintext is too long')
+    .regex(
+      HEADER_SAFE,
+      `plaintext must be printable ASCII without line breaks or edge spaces for auth_type ${authType}`,
+    )
+    .meta({ description: `The secret, sent as the ${authType} header. Write-only.`, writeOnly: true });
+
+const authError = (i: { input?: unknown }) =>
+  (i.input as { auth_type?: unknown } | undefined)?.auth_type === undefined
+    ? 'auth_type is required'
+    : 'auth_type must be one of bearer, api_key, none';
+
+/**
+ * One variant per (source, auth_type): zod checks the source, then the auth type, then that
+ * variant's fields, and the document lists the same variants (oneOf), so "plaintext is
+ * required for bearer" or "no header_name without api_key" is in both.
+ */
+const managed = z.discriminatedUnion(
+  'auth_type',
+  [
+    z.strictObject({
+      name: NameField,
+      auth_type: z.literal('none'),
+      source: z.literal('managed'),
+      plaintext: PlaintextField.optional(),
+      vault_ref: notFor('vault_ref is only valid for source vault'),
+      header_name: notFor('header_name is only valid for auth_type api_key'),
     }),
-    source: z.enum(['managed', 'vault'], {
-      error: (i) => (i.input === undefined ? 'source is required' : 'source must be one of managed, vault'),
+    z.strictObject({
+      name: NameField,
+      auth_type: z.literal('bearer'),
+      source: z.literal('managed'),
+      plaintext: headerSecret('bearer'),
+      vault_ref: notFor('vault_ref is only valid for source vault'),
+      header_name: notFor('header_name is only valid for auth_type api_key'),
     }),
-    plaintext: PlaintextField.optional(),
-    vault_ref: VaultRefField.optional(),
-    header_name: HeaderNameField.optional(),
+    z.strictObject({
+      name: NameField,
+      auth_type: z.literal('api_key'),
+      source: z.literal('managed'),
+      plaintext: headerSecret('api_key'),
+      vault_ref: notFor('vault_ref is only valid for source vault'),
+      header_name: HeaderNameField.optional(),
+    }),
+  ],
+  { error: authError },
+);
+const vault = z.discriminatedUnion(
+  'auth_type',
+  [
+    z.strictObject({
+      name: NameField,
+      auth_type: z.enum(['none', 'bearer']),
+      source: z.literal('vault'),
+      vault_ref: VaultRefField,
+      plaintext: notFor('plaintext is only valid for source managed'),
+      header_name: notFor('header_name is only valid for auth_type api_key'),
+    }),
+    z.strictObject({
+      name: NameField,
+      auth_type: z.literal('api_key'),
+      source: z.literal('vault'),
+      vault_ref: VaultRefField,
+      plaintext: notFor('plaintext is only valid for source managed'),
+      header_name: HeaderNameField.optional(),
+    }),
+  ],
+  { error: authError },
+);
+
+export const CredentialCreateInput = z
+  .discriminatedUnion('source', [managed, vault], {
+    // No source: the message names the first missing field in field order, as for one object.
+    error: (i) => {
+      const body = (i.input ?? {}) as { name?: unknown; auth_type?: unknown; source?: unknown };
+      if (body.name === undefined) return 'name is required';
+      if (body.auth_type === undefined) return 'auth_type is required';
+      return body.source === undefined ? 'source is required' : 'source must be one of managed, vault';
+    },
   })
   .meta({
     id: 'CredentialCreate',
     description:
-      'A new upstream credential. `plaintext` for source=managed, `vault_ref` for source=vault; `header_name` for auth_type=api_key only.',
+      "A new upstream credential: `plaintext` for source=managed (required unless auth_type=none), `vault_ref` for source=vault; `header_name` for auth_type=api_key only. A vault_ref outside the tenant's own prefix is a 400.",
   });
 export type CredentialCreateInput = z.infer<typeof CredentialCreateInput>;
 
@@ -94,6 +174,12 @@ export const CredentialView = z
 export const CredentialList = z
   .strictObject({ data: z.array(CredentialView), next_cursor: z.string().nullable() })
   .meta({ id: 'CredentialList' });
+
+/** GET /v1/credentials: the page. */
+export const CredentialListQuery = z.object(PageQuery);
+
+/** Path of every /v1/credentials/{id} operation. */
+export const CredentialPath = z.object({ id: idParam('cred', 'Credential') });
 
 /** Headers an api_key credential may not be injected as: framing, hop-by-hop and the gateway's own. */
 const RESERVED = new Set([

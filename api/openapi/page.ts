@@ -1,6 +1,7 @@
 // The rendered API reference: one self-contained HTML page built on the server from the same
 // OpenAPI document (no script, no CDN), so it works offline and cannot drift from the JSON.
 type Json = Record<string, any>;
+const NO_NUL_PATTERN = '^[^\\u0000]*$';
 
 const esc = (s: unknown) =>
   String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
@@ -9,6 +10,7 @@ const refName = (r: string) => r.split('/').pop()!;
 
 function typeOf(schema: Json | undefined): string {
   if (!schema || Object.keys(schema).length === 0) return 'any';
+  if (schema.not && Object.keys(schema.not).length === 0) return 'not accepted here';
   if (schema.$ref) return `<a href="#schema-${anchor(refName(schema.$ref))}">${esc(refName(schema.$ref))}</a>`;
   if (schema.anyOf) return schema.anyOf.map(typeOf).join(' | ');
   if (schema.oneOf) return schema.oneOf.map(typeOf).join(' | ');
@@ -35,6 +37,8 @@ function constraints(schema: Json): string {
     'pattern',
     'default',
   ]) {
+    // Every request string excludes U+0000 (the document's description says so): not repeated per field.
+    if (key === 'pattern' && schema.pattern === NO_NUL_PATTERN) continue;
     if (schema[key] !== undefined) parts.push(`${key}: ${JSON.stringify(schema[key])}`);
   }
   for (const alt of schema.anyOf ?? []) if (alt.type !== 'null') parts.push(constraints(alt));
@@ -42,6 +46,10 @@ function constraints(schema: Json): string {
 }
 
 function fieldTable(schema: Json): string {
+  // A body of variants (one per protocol, per credential source and auth type): each its table.
+  const variants: Json[] | undefined = schema.oneOf;
+  if (!schema.properties && variants?.every((v) => v.properties || v.oneOf))
+    return `<p>One of:</p><ol>${variants.map((v) => `<li>${fieldTable(v)}</li>`).join('')}</ol>`;
   if (!schema.properties) return `<p>${typeOf(schema)}</p>`;
   const required = new Set<string>(schema.required ?? []);
   const rows = Object.entries(schema.properties as Record<string, Json>).map(

@@ -1,8 +1,11 @@
 // The Invocation as the poll endpoint shows it (docs/API.md "Invocations").
+import type { z } from 'zod';
 import type { Invocation } from '../../gateway/db/entities.ts';
+import type { InvocationView } from './schema.ts';
 
-export function serializeInvocation(row: Invocation, responseBody?: Buffer | null) {
-  const out: Record<string, unknown> = {
+/** Typed by the schema the document declares: a field it does not declare does not compile. */
+export function serializeInvocation(row: Invocation, responseBody?: Buffer | null): z.infer<typeof InvocationView> {
+  const out: z.infer<typeof InvocationView> = {
     invocation_id: row.id,
     agent_id: row.agentId,
     status: row.status,

@@ -5,18 +5,17 @@ import Router from '@koa/router';
 import { LockMode, UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { getAddress } from 'ethers';
-import { z } from 'zod';
 import { AgentSchema, type Agent, type Pricing } from '../../gateway/db/entities.ts';
 import { newId, isId } from '../../lib/ids.ts';
 import { badRequest, conflict, notFound } from '../errors.ts';
-import { parseOr400 } from '../validation.ts';
-import { listPage, ownedRow, parsePage } from '../pagination.ts';
+import { parseOr400, parseQuery } from '../validation.ts';
+import { listPage, ownedRow, pageOf } from '../pagination.ts';
 import {
-  AgentCreateInput,
-  AgentPatchInput,
+  AgentListQuery,
   AgentSuspendInput,
+  AgentUnsuspendInput,
+  agentBodies,
   agentRuleError,
-  rateLimitCeilingError,
   type AgentRuleState,
   type PricingInput,
 } from '../agents/schema.ts';
@@ -29,12 +28,6 @@ import { createKeyedQueue } from '../../lib/keyed-queue.ts';
 import type { AgentRows } from '../proxy/agent-row.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
-
-const AgentListQuery = z.object({
-  status: z.enum(['pending', 'active', 'inactive'], { error: 'status must be pending, active or inactive' }).optional(),
-  tag: z.string({ error: 'tag may be given once' }).min(1).max(100).optional(),
-  protocol: z.enum(['http', 'mcp'], { error: 'protocol must be http or mcp' }).optional(),
-});
 
 const NAME_TAKEN = 'an active or pending agent with this name exists';
 
@@ -60,7 +53,7 @@ async function checkCredentialRef(em: EntityManager, tenantId: string, ref: stri
 
 export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState> {
   const router = new Router<AuthState>();
-  const ceiling = { rps: deps.config.rateLimit.agentMaxRps, burst: deps.config.rateLimit.agentMaxBurst };
+  const bodies = agentBodies({ rps: deps.config.rateLimit.agentMaxRps, burst: deps.config.rateLimit.agentMaxBurst });
 
   /** Loads the tenant's agent for a write, row-locked; 404 when absent, 409 when deleted. */
   async function liveAgentForUpdate(em: EntityManager, tenantId: string, id: string): Promise<Agent> {
@@ -88,7 +81,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
 
   const createsOfTenant = createKeyedQueue();
   router.post('/agents', async (ctx) => {
-    const input = parseOr400(AgentCreateInput, ctx.request.body);
+    const input = parseOr400(bodies.create, ctx.request.body);
     const state: AgentRuleState = {
       protocol: input.protocol ?? 'http',
       mcp_transport: input.mcp_transport ?? null,
@@ -99,7 +92,6 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
     };
     const problem =
       agentRuleError(state) ??
-      rateLimitCeilingError(input, ceiling) ??
       (input.upstream_url ? upstreamUrlProblem('upstream_url', input.upstream_url, deps.config.upstream) : undefined);
     if (problem) throw badRequest(problem);
     const { tenantId, userId } = ctx.state.caller;
@@ -150,8 +142,8 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
   });
 
   router.get('/agents', async (ctx) => {
-    const query = parseOr400(AgentListQuery, ctx.query);
-    const page = parsePage(ctx.query, 'agt');
+    const query = parseQuery(AgentListQuery, ctx.query);
+    const page = pageOf(query, 'agt');
     const where: Record<string, unknown> = { tenantId: ctx.state.caller.tenantId };
     // Inactive (deleted) agents appear only when asked for by status.
     if (query.status === 'inactive') where.deletedAt = { $ne: null };
@@ -171,7 +163,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
     const { tenantId } = ctx.state.caller;
     const agent = await deps.orm.em.fork().transactional(async (em) => {
       const current = await liveAgentForUpdate(em, tenantId, ctx.params.id);
-      const patch = parseOr400(AgentPatchInput, ctx.request.body);
+      const patch = parseOr400(bodies.patch, ctx.request.body);
       const state: AgentRuleState = {
         protocol: patch.protocol ?? current.protocol,
         mcp_transport: patch.mcp_transport !== undefined ? patch.mcp_transport : (current.mcpTransport ?? null),
@@ -190,7 +182,6 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
       // The URL is checked when it is being set: an allow-list change must not freeze other edits.
       const problem =
         agentRuleError(state) ??
-        rateLimitCeilingError(patch, ceiling) ??
         (patch.upstream_url ? upstreamUrlProblem('upstream_url', patch.upstream_url, deps.config.upstream) : undefined);
       if (problem) throw badRequest(problem);
       if (patch.credential_ref !== undefined) await checkCredentialRef(em, tenantId, patch.credential_ref);
@@ -250,7 +241,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
         const input =
           action === 'suspend'
             ? parseOr400(AgentSuspendInput, ctx.request.body)
-            : parseOr400(z.strictObject({}), ctx.request.body);
+            : parseOr400(AgentUnsuspendInput, ctx.request.body);
         const reason = action === 'suspend' ? ((input as { reason?: string }).reason ?? null) : null;
         em.assign(current, { suspended: action === 'suspend', suspendedReason: reason, updatedAt: new Date() });
         await em.flush();

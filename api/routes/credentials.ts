@@ -6,11 +6,12 @@ import { LockMode, UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId, isId } from '../../lib/ids.ts';
 import { badRequest, conflict, notFound } from '../errors.ts';
-import { parseOr400 } from '../validation.ts';
-import { listPage, ownedRow, parsePage } from '../pagination.ts';
+import { parseOr400, parseQuery } from '../validation.ts';
+import { listPage, ownedRow, pageOf } from '../pagination.ts';
 import { CredentialSchema, type AuthType, type Credential } from '../../gateway/credentials/entity.ts';
 import {
   CredentialCreateInput,
+  CredentialListQuery,
   CredentialUpdateInput,
   credentialRuleError,
   isHeaderSafe,
@@ -60,21 +61,11 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
   };
 
   router.post('/credentials', async (ctx) => {
+    // Every rule across fields (source, auth_type, plaintext, header_name) is the schema's.
     const input = parseOr400(CredentialCreateInput, ctx.request.body);
-    if (input.source === 'managed' && input.vault_ref !== undefined)
-      throw badRequest('vault_ref is only valid for source vault');
-    if (input.source === 'vault' && input.plaintext !== undefined)
-      throw badRequest('plaintext is only valid for source managed');
-    const problem =
-      credentialRuleError({
-        authType: input.auth_type,
-        source: input.source,
-        hasSecret: input.plaintext !== undefined,
-        vaultRef: input.vault_ref ?? null,
-        headerName: input.header_name ?? null,
-      }) ?? (input.plaintext !== undefined ? headerSafetyError(input.auth_type, input.plaintext) : undefined);
-    if (problem) throw badRequest(problem);
-    refuseForeignRef(ctx.state.caller.tenantId, input.vault_ref);
+    const vaultRef = input.source === 'vault' ? input.vault_ref : undefined;
+    const plaintext = input.source === 'managed' ? input.plaintext : undefined;
+    refuseForeignRef(ctx.state.caller.tenantId, vaultRef);
 
     const em = deps.orm.em.fork();
     const now = new Date();
@@ -84,9 +75,9 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
       name: input.name,
       authType: input.auth_type,
       source: input.source,
-      headerName: input.header_name ?? null,
+      headerName: input.auth_type === 'api_key' ? (input.header_name ?? null) : null,
       maskedHint: null,
-      vaultRef: input.vault_ref ?? null,
+      vaultRef: vaultRef ?? null,
       version: 1,
       kekId: null,
       wrappedKey: null,
@@ -94,14 +85,14 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
       createdAt: now,
       updatedAt: now,
     });
-    if (input.plaintext !== undefined) storeSecret(store, row, input.plaintext);
+    if (plaintext !== undefined) storeSecret(store, row, plaintext);
     await flushOr409(em);
     ctx.status = 201;
     ctx.body = serializeCredential(row);
   });
 
   router.get('/credentials', async (ctx) => {
-    const page = parsePage(ctx.query, 'cred');
+    const page = pageOf(parseQuery(CredentialListQuery, ctx.query), 'cred');
     ctx.body = await listPage(
       deps.orm,
       CredentialSchema,

@@ -3,7 +3,8 @@
 import Router from '@koa/router';
 import { badRequest, notFound } from '../errors.ts';
 import { PolicyDocument, describePolicyIssue } from '../../gateway/policy/schema.ts';
-import { rejectNul } from '../validation.ts';
+import { parseQuery, rejectNul } from '../validation.ts';
+import { DecisionsQuery } from '../policy/schema.ts';
 import { timeWindow } from '../query-time.ts';
 import type { PolicyEngine } from '../../gateway/policy/engine.ts';
 import type { AppDeps } from '../deps.ts';
@@ -44,8 +45,9 @@ export function policyRoutes(deps: AppDeps, policy: PolicyEngine): Router<AuthSt
   });
 
   router.get('/policy/decisions', async (ctx) => {
-    const limit = decisionsLimit(ctx.query.limit);
-    const { since, until } = timeWindow(ctx.query);
+    const query = parseQuery(DecisionsQuery, ctx.query);
+    const limit = decisionsLimit(query.limit);
+    const { since, until } = timeWindow(query);
     ctx.body = {
       data: await engine().store.listDecisions(ctx.state.caller.tenantId, { limit, since, until }),
       limit,

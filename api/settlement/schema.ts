@@ -1,17 +1,20 @@
 // Settlement configuration bodies (zod); the OpenAPI document is generated from these.
 import { z } from 'zod';
+import { idPattern, maxChars } from '../validation.ts';
 
 export const SettlementConfigInput = z
   .strictObject({
-    facilitator_url: z
-      .string({
+    facilitator_url: maxChars(
+      z.string({
         error: (i) => (i.input === undefined ? 'facilitator_url is required' : 'facilitator_url must be a string'),
-      })
-      .max(2048, 'facilitator_url is too long')
-      .meta({
-        description: 'https URL of the facilitator; `/settle` is called on it with mutual TLS.',
-        example: 'https://facilitator.example.com',
       }),
+      2048,
+      'facilitator_url is too long',
+    ).meta({
+      description:
+        'https URL of the facilitator with a public host (else 400); `/settle` is called on it with mutual TLS.',
+      example: 'https://facilitator.example.com',
+    }),
     facilitator_credential_ref: z
       .string({
         error: (i) =>
@@ -19,7 +22,7 @@ export const SettlementConfigInput = z
             ? 'facilitator_credential_ref is required'
             : 'facilitator_credential_ref must be a string',
       })
-      .max(100)
+      .regex(idPattern('cred'), 'facilitator_credential_ref does not name a credential')
       .meta({
         description:
           'ID of a credential of the tenant whose secret is a PEM client certificate and its private key (see docs/CATALOG.md).',

@@ -1,0 +1,36 @@
+// GET /v1/invocations and the receipt endpoint: their query, path and answers (zod). The
+// OpenAPI document is generated from these; the route parses its query with them.
+import { z } from 'zod';
+import { PageQuery } from '../pagination.ts';
+import { idField, idParam, instantParam } from '../validation.ts';
+import { InvocationView } from '../proxy/schema.ts';
+
+export const InvocationListQuery = z.object({
+  agent_id: idField('agt', 'invalid agent_id').optional().meta({ description: 'Only calls of this agent.' }),
+  status: z
+    .enum(['pending', 'running', 'succeeded', 'failed'], {
+      error: 'status must be pending, running, succeeded or failed',
+    })
+    .optional(),
+  since: instantParam('since', 'Invocations created at or after this RFC 3339 instant.').optional(),
+  until: instantParam('until', 'Invocations created at or before this RFC 3339 instant; not before since.').optional(),
+  ...PageQuery,
+});
+
+export const InvocationList = z
+  .strictObject({ data: z.array(InvocationView), next_cursor: z.string().nullable() })
+  .meta({ id: 'InvocationList' });
+
+export const ReceiptPath = z.object({ inv_id: idParam('inv', 'Invocation') });
+
+export const Receipt = z
+  .strictObject({
+    invocation_id: z.string(),
+    agent_id: z.string(),
+    kid: z.string(),
+    alg: z.literal('EdDSA'),
+    format: z.literal('jws-compact'),
+    receipt: z.string(),
+    created_at: z.iso.datetime({ offset: true }),
+  })
+  .meta({ id: 'Receipt' });

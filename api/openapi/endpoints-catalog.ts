@@ -1,0 +1,307 @@
+// The catalog operations (agents, credentials, settlement configuration): the zod schemas each
+// route parses with and the statuses it answers. Fields are described on the schemas.
+import {
+  AgentList,
+  AgentListQuery,
+  AgentPath,
+  AgentSuspendInput,
+  AgentUnsuspendInput,
+  AgentView,
+  agentBodies,
+  type RateCeiling,
+} from '../agents/schema.ts';
+import {
+  CredentialCreateInput,
+  CredentialList,
+  CredentialListQuery,
+  CredentialPath,
+  CredentialUpdateInput,
+  CredentialView,
+} from '../credentials/schema.ts';
+import { SettlementConfigInput, SettlementConfigView } from '../settlement/schema.ts';
+import { bodyTooLarge, err, notFound, serverError, unauthorized, type Operation } from './responses.ts';
+
+/** On an answer that prices an agent in a tenant without settlement configured (an addition to the v1 contract). */
+const uncollectedWarning = {
+  'X-Gateway-Warning':
+    'Present when the agent is priced and its tenant has no settlement configured: payments are verified but not collected.',
+};
+
+function agentOperations(ceiling: RateCeiling): Operation[] {
+  const bodies = agentBodies(ceiling);
+  const path = AgentPath;
+  return [
+    {
+      method: 'post',
+      path: '/v1/agents',
+      operationId: 'createAgent',
+      tag: 'Agents',
+      summary: 'Create an agent',
+      auth: true,
+      description:
+        'protocol defaults to http; protocol=mcp requires mcp_transport=streamable_http (rejected for http); pricing requires asset USDC and network base; pricing.tools requires mcp. Status is pending without upstream_url, else active.',
+      body: { schema: bodies.create, id: 'AgentCreate', required: true },
+      responses: {
+        201: { description: 'The created agent.', body: AgentView, headers: uncollectedWarning },
+        400: err(
+          'Invalid body, missing name, invalid upstream_url, or an invalid protocol/pricing combination; credential_ref naming no credential of the tenant.',
+        ),
+        401: unauthorized,
+        413: bodyTooLarge,
+        409: err(
+          'An active or pending agent with the same name exists in the tenant, or the tenant already has TENANT_MAX_AGENTS active or pending agents.',
+        ),
+        500: serverError,
+      },
+    },
+    {
+      method: 'get',
+      path: '/v1/agents',
+      operationId: 'listAgents',
+      tag: 'Agents',
+      summary: 'List agents',
+      auth: true,
+      description: 'Oldest first. Inactive (deleted) agents are listed only with status=inactive.',
+      params: { query: AgentListQuery },
+      responses: {
+        200: { description: 'A page of agents.', body: AgentList },
+        400: err('Invalid filter, limit or cursor; a parameter given twice.'),
+        401: unauthorized,
+        500: serverError,
+      },
+    },
+    {
+      method: 'get',
+      path: '/v1/agents/{id}',
+      operationId: 'getAgent',
+      tag: 'Agents',
+      summary: 'Get an agent (inactive ones included)',
+      auth: true,
+      params: { path },
+      responses: {
+        200: { description: 'The agent.', body: AgentView },
+        401: unauthorized,
+        404: notFound('agent'),
+        500: serverError,
+      },
+    },
+    {
+      method: 'patch',
+      path: '/v1/agents/{id}',
+      operationId: 'updateAgent',
+      tag: 'Agents',
+      summary: 'Update an agent',
+      auth: true,
+      params: { path },
+      description:
+        'Every mutable field, pricing included (null removes it); validated like create on the resulting agent. Setting upstream_url on a pending agent makes it active.',
+      body: { schema: bodies.patch, id: 'AgentPatch', required: false },
+      responses: {
+        200: { description: 'The updated agent.', body: AgentView, headers: uncollectedWarning },
+        400: err('Invalid body or combination.'),
+        401: unauthorized,
+        413: bodyTooLarge,
+        404: notFound('agent'),
+        409: err('The new name is taken by an active or pending agent, or the agent is inactive.'),
+        500: serverError,
+      },
+    },
+    {
+      method: 'delete',
+      path: '/v1/agents/{id}',
+      operationId: 'deleteAgent',
+      tag: 'Agents',
+      summary: 'Soft-delete an agent (status becomes inactive)',
+      auth: true,
+      params: { path },
+      responses: {
+        204: { description: 'Deleted (also when it already was).' },
+        401: unauthorized,
+        404: notFound('agent'),
+        500: serverError,
+      },
+    },
+    {
+      method: 'post',
+      path: '/v1/agents/{id}/suspend',
+      operationId: 'suspendAgent',
+      tag: 'Agents',
+      summary: 'Suspend an agent (it stays listed and rejects invocations with 422)',
+      auth: true,
+      params: { path },
+      body: { schema: AgentSuspendInput, required: false },
+      responses: {
+        200: { description: 'The suspended agent.', body: AgentView },
+        400: err('Invalid body.'),
+        401: unauthorized,
+        413: bodyTooLarge,
+        404: notFound('agent'),
+        409: err('The agent is inactive.'),
+        500: serverError,
+      },
+    },
+    {
+      method: 'post',
+      path: '/v1/agents/{id}/unsuspend',
+      operationId: 'unsuspendAgent',
+      tag: 'Agents',
+      summary: 'Lift a suspension',
+      auth: true,
+      params: { path },
+      body: { schema: AgentUnsuspendInput, required: false },
+      responses: {
+        200: { description: 'The agent.', body: AgentView },
+        400: err('Invalid body.'),
+        401: unauthorized,
+        413: bodyTooLarge,
+        404: notFound('agent'),
+        409: err('The agent is inactive.'),
+        500: serverError,
+      },
+    },
+  ];
+}
+
+const credentialOperations: Operation[] = [
+  {
+    method: 'post',
+    path: '/v1/credentials',
+    operationId: 'createCredential',
+    tag: 'Credentials',
+    summary: 'Store an upstream credential',
+    auth: true,
+    description:
+      "source=managed stores `plaintext` envelope-encrypted (AES-256-GCM, per-version data key wrapped by the current key-encryption key); source=vault stores only `vault_ref`, which must name a secret under the tenant's own prefix (`secret/data/tenants/<tenant id>/` by default; anything else is a 400), read from Vault/OpenBao at call time.",
+    body: { schema: CredentialCreateInput, required: true },
+    responses: {
+      201: { description: 'The stored credential (metadata only).', body: CredentialView },
+      400: err('Invalid body.'),
+      401: unauthorized,
+      413: bodyTooLarge,
+      409: err('The name is taken in the tenant.'),
+      500: serverError,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/credentials',
+    operationId: 'listCredentials',
+    tag: 'Credentials',
+    summary: 'List credentials (metadata only)',
+    auth: true,
+    params: { query: CredentialListQuery },
+    responses: {
+      200: { description: 'A page of credentials.', body: CredentialList },
+      400: err('Invalid limit or cursor; a parameter given twice.'),
+      401: unauthorized,
+      500: serverError,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/credentials/{id}',
+    operationId: 'getCredential',
+    tag: 'Credentials',
+    summary: 'Get a credential (metadata only)',
+    auth: true,
+    params: { path: CredentialPath },
+    responses: {
+      200: { description: 'The credential.', body: CredentialView },
+      401: unauthorized,
+      404: notFound('credential'),
+      500: serverError,
+    },
+  },
+  {
+    method: 'put',
+    path: '/v1/credentials/{id}',
+    operationId: 'updateCredential',
+    tag: 'Credentials',
+    summary: 'Update or rotate a credential',
+    auth: true,
+    params: { path: CredentialPath },
+    description:
+      'Absent keys leave values unchanged. A new plaintext is encrypted under the current key-encryption key with a fresh data key and increments version; so does a new vault_ref.',
+    body: { schema: CredentialUpdateInput, required: false },
+    responses: {
+      200: { description: 'The updated credential.', body: CredentialView },
+      400: err('Invalid body, empty name or plaintext, invalid auth_type, or a field of the other source.'),
+      401: unauthorized,
+      413: bodyTooLarge,
+      404: notFound('credential'),
+      409: err('The new name conflicts with another credential in the tenant.'),
+      500: serverError,
+    },
+  },
+  {
+    method: 'delete',
+    path: '/v1/credentials/{id}',
+    operationId: 'deleteCredential',
+    tag: 'Credentials',
+    summary: 'Delete a credential',
+    auth: true,
+    params: { path: CredentialPath },
+    responses: {
+      204: { description: 'Deleted.' },
+      401: unauthorized,
+      404: notFound('credential'),
+      409: err("Still referenced by an agent's credential_ref or the tenant's facilitator_credential_ref."),
+      500: serverError,
+    },
+  },
+];
+
+const settlementOperations: Operation[] = [
+  {
+    method: 'get',
+    path: '/v1/settlement/config',
+    operationId: 'getSettlementConfig',
+    tag: 'Settlement',
+    summary: "The tenant's settlement configuration",
+    auth: true,
+    responses: {
+      200: { description: 'The configuration.', body: SettlementConfigView },
+      401: unauthorized,
+      404: err('The tenant has not configured settlement.'),
+      500: serverError,
+    },
+  },
+  {
+    method: 'put',
+    path: '/v1/settlement/config',
+    operationId: 'putSettlementConfig',
+    tag: 'Settlement',
+    summary: 'Create or replace the settlement configuration',
+    auth: true,
+    description:
+      'facilitator_credential_ref must name a credential of the tenant whose secret holds a PEM client certificate and its private key.',
+    body: { schema: SettlementConfigInput, required: true },
+    responses: {
+      200: { description: 'Replaced.', body: SettlementConfigView },
+      201: { description: 'Created.', body: SettlementConfigView },
+      400: err('Invalid body or URL; the credential is absent or holds no usable client certificate and key.'),
+      401: unauthorized,
+      413: bodyTooLarge,
+      500: serverError,
+    },
+  },
+  {
+    method: 'delete',
+    path: '/v1/settlement/config',
+    operationId: 'deleteSettlementConfig',
+    tag: 'Settlement',
+    summary: 'Remove the settlement configuration',
+    auth: true,
+    responses: {
+      204: { description: 'Removed.' },
+      401: unauthorized,
+      404: err('The tenant has not configured settlement.'),
+      500: serverError,
+    },
+  },
+];
+
+/** Agents (under the operator's rate ceiling), credentials and the settlement configuration. */
+export function catalogOperations(ceiling: RateCeiling): Operation[] {
+  return [...agentOperations(ceiling), ...credentialOperations, ...settlementOperations];
+}

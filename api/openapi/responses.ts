@@ -1,0 +1,44 @@
+// The shape of one operation of the document and the answers many operations share. Bodies
+// and parameters are the zod schemas the routes parse with; the document is generated from
+// them (api/openapi/document.ts).
+import type { z } from 'zod';
+import { ErrorBody } from './schemas.ts';
+
+export type ResponseSpec = {
+  description: string;
+  /** A registered (`.meta({ id })`) zod schema, or a raw media type with any content. */
+  body?: z.ZodType | { mediaType: string };
+  /** Alternative bodies (e.g. a 402 challenge or an error). */
+  oneOf?: z.ZodType[];
+  headers?: Record<string, string>;
+};
+
+export type Operation = {
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  path: string;
+  operationId: string;
+  tag: string;
+  summary: string;
+  description?: string;
+  /** Bearer token required (every /v1 resource); false for probes and this description. */
+  auth: boolean;
+  /** The object schemas the route reads its path, query and headers with. */
+  params?: { path?: z.ZodObject; query?: z.ZodObject; header?: z.ZodObject };
+  /** A JSON body (its component id from the schema's meta, or `id` for a schema built per process) or a raw one. */
+  body?: { schema: z.ZodType; id?: string; required: boolean } | { mediaType: string; required: boolean };
+  responses: Record<string, ResponseSpec>;
+};
+
+export const err = (description: string): ResponseSpec => ({ description, body: ErrorBody });
+export const unauthorized: ResponseSpec = {
+  description: 'Missing or invalid bearer token, or absent tenant/user claims. No body.',
+};
+export const serverError: ResponseSpec = { description: 'Unexpected server error. No body.' };
+export const notFound = (what: string) => err(`No ${what} with that id in the caller's tenant.`);
+/** Every management operation with a JSON body: the body parser's cap (docs/PROXY.md "Pathological JSON"). */
+export const bodyTooLarge = err('JSON body over 1 MiB.');
+export const rateLimited = (what: string): ResponseSpec => ({
+  description: what,
+  body: ErrorBody,
+  headers: { 'Retry-After': 'Seconds, at most 60.' },
+});
