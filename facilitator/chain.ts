@@ -2,7 +2,7 @@
 // a transfer before it is signed, and transaction receipts. A revert is a business answer
 // (decoded from the token's custom errors); anything else from the RPC is an outage and is
 // thrown, for the activity's retry policy to handle.
-import { Interface, JsonRpcProvider, Signature, isError, zeroPadValue } from 'ethers';
+import { Interface, JsonRpcProvider, Signature, isError, toQuantity, zeroPadValue } from 'ethers';
 import { TOKEN_ABI } from '../contracts/token.ts';
 import type { TransferAuthorization } from '../x402/schemas.ts';
 import type { SignerKind } from '../x402/verify.ts';
@@ -64,16 +64,23 @@ export function transferCalldata(a: TransferAuthorization, signature: string, si
   );
 }
 
+/**
+ * The token's `authorizationState(payer, nonce)` at `block` (a number: as of that block, which a
+ * node that does not have it yet refuses with an error rather than answering from its own
+ * older head; default the node's latest).
+ */
 export async function authorizationUsed(
   provider: JsonRpcProvider,
   token: string,
   payer: string,
   nonce: string,
+  block: number | 'latest' = 'latest',
 ): Promise<boolean> {
   const data = tokenInterface.encodeFunctionData('authorizationState', [payer, nonce]);
+  const tag = block === 'latest' ? block : toQuantity(block);
   const [used] = tokenInterface.decodeFunctionResult(
     'authorizationState',
-    await rpcNow<string>(provider, 'eth_call', [{ to: token, data }, 'latest']),
+    await rpcNow<string>(provider, 'eth_call', [{ to: token, data }, tag]),
   );
   return used as boolean;
 }
@@ -87,13 +94,18 @@ const same = (a: string | undefined, b: string) => a?.toLowerCase() === b.toLowe
 export type AuthorizationUse = { used: false } | { used: true; paid: { txHash: string; blockNumber: number } | null };
 
 /**
- * Whether the payer's authorization was used, by whom and for what, as of `toBlock`. A used
+ * Whether the payer's authorization was used, by whom and for what, as of `toBlock`: the
+ * state is read at that very block and the logs are looked for up to it, so the two always
+ * speak of the same chain (a use after `toBlock` is neither seen nor looked for). A used
  * authorization pays this settlement only when its AuthorizationUsed log is followed, in the
  * same call, by the token's Transfer of exactly `amount` from the payer to `payTo` (the token
  * emits the two together, OpenZeppelin's ERC3009 and FiatToken alike). The payer may have
  * used the nonce for another authorization (another recipient or amount) or cancelled it:
  * then nothing was collected for this settlement (`paid: null`), whatever the nonce's state
- * says. A used authorization whose log is not found within the window is thrown (not known).
+ * says. Whatever the node cannot tell yet is thrown, never answered (the step retries): a node
+ * without `toBlock` (behind the one that reported it), a used authorization whose log is not
+ * found within the window, a log whose transaction has no receipt (a load-balanced RPC whose
+ * log index is ahead of its receipts).
  */
 export async function authorizationUse(
   provider: JsonRpcProvider,
@@ -101,7 +113,7 @@ export async function authorizationUse(
   settlement: { payer: string; nonce: string; payTo: string; amount: bigint },
   toBlock: number,
 ): Promise<AuthorizationUse> {
-  if (!(await authorizationUsed(provider, token, settlement.payer, settlement.nonce))) return { used: false };
+  if (!(await authorizationUsed(provider, token, settlement.payer, settlement.nonce, toBlock))) return { used: false };
   const used = tokenInterface.getEvent('AuthorizationUsed')!.topicHash;
   const canceled = tokenInterface.getEvent('AuthorizationCanceled')!.topicHash;
   const payer = zeroPadValue(settlement.payer, 32);
@@ -116,7 +128,9 @@ export async function authorizationUse(
     if (!log) continue;
     if (!same(log.topics[0], used)) return { used: true, paid: null };
     const receipt = await provider.getTransactionReceipt(log.transactionHash);
-    const transfer = receipt?.logs.find((l) => l.index === log.index + 1);
+    // Not "not paid": a node that has the log but not yet its receipt knows nothing either way.
+    if (!receipt) throw new Error('the transaction that used the authorization has no receipt yet');
+    const transfer = receipt.logs.find((l) => l.index === log.index + 1);
     const paid =
       !!transfer &&
       same(transfer.address, token) &&

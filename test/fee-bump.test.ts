@@ -3,7 +3,8 @@
 // (each attempt stored before it is sent), then, once a block is mined, the attempt that was
 // included is the settlement's transaction: one transfer, one gas nonce, every attempt recorded.
 import assert from 'node:assert/strict';
-import { Transaction } from 'ethers';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Transaction, Wallet, hexlify } from 'ethers';
 import { stack } from './support/stack.ts';
 import { finalRecord, startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
 import {
@@ -18,8 +19,8 @@ import {
   transfersTo,
   type TestAccount,
 } from './support/x402.ts';
-import { signedAttempts } from '../facilitator/store/gas.ts';
-import { settlementKey } from '../facilitator/store/records.ts';
+import { signedAttempts, storeFeeBump } from '../facilitator/store/gas.ts';
+import { findSettlement, parseSettlementKey, settlementKey } from '../facilitator/store/records.ts';
 
 describe('fee bumping of a stuck settlement transaction', function () {
   this.timeout(120_000);
@@ -135,5 +136,62 @@ describe('fee bumping of a stuck settlement transaction', function () {
       record!.attempts >= all.length,
       `every attempt was sent (attempts ${record?.attempts}, signed ${all.length})`,
     );
+  });
+
+  it('a bump signed at the gas nonce before a re-submission is not stored: the record keeps the submitted transfer', async () => {
+    // A record as a re-submission leaves it: pending at its new gas nonce (8), while a watcher
+    // still following the cancelled round (nonce 7) bumps what it saw. Signed by a wallet of the
+    // test's own, at gas nonces no node will ever see (nothing is sent).
+    const wallet = new Wallet(hexlify(randomBytes(32)));
+    const signAt = (nonce: number, maxFeePerGas: bigint) =>
+      wallet.signTransaction({
+        type: 2,
+        chainId: 8453,
+        nonce,
+        to: stack().infra.tokenAddress,
+        data: '0xe3ee160e',
+        gasLimit: 150_000n,
+        maxFeePerGas,
+        maxPriorityFeePerGas: 1n,
+        value: 0n,
+      });
+    const payer = newPayTo();
+    const key = settlementKey(8453, stack().infra.tokenAddress, payer, hexlify(randomBytes(32)));
+    const current = await signAt(8, 10n);
+    const currentHash = Transaction.from(current).hash!;
+    await facilitator.pool.query(
+      `insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount,
+         valid_before, status, gas_wallet, gas_nonce, tx_hash, raw_tx)
+       values ($1, $2, 8453, $3, $4, $5, $6, $7, 1, 1, 'pending', $8, 8, $9, $10)`,
+      [
+        `stl_${randomUUID()}`,
+        key,
+        stack().infra.tokenAddress.toLowerCase(),
+        payer.toLowerCase(),
+        parseSettlementKey(key).nonce,
+        gateway.account.id,
+        newPayTo(),
+        wallet.address.toLowerCase(),
+        currentHash,
+        current,
+      ],
+    );
+    const attempt = async (nonce: number, seq: number) => {
+      const rawTx = await signAt(nonce, 20n);
+      return { seq, txHash: Transaction.from(rawTx).hash!, rawTx, maxFeePerGas: 20n, maxPriorityFeePerGas: 1n };
+    };
+
+    assert.equal(await storeFeeBump(facilitator.pool, key, await attempt(7, 2)), null, 'the earlier round’s bump');
+    let record = await findSettlement(facilitator.pool, key);
+    assert.equal(record?.txHash, currentHash, 'the re-submitted transfer stays the record’s');
+    assert.equal(record?.rawTx, current);
+    assert.deepEqual(await signedAttempts(facilitator.pool, key), []);
+
+    // A bump of the current round is stored as before.
+    const bump = await attempt(8, 2);
+    assert.deepEqual(await storeFeeBump(facilitator.pool, key, bump), bump);
+    record = await findSettlement(facilitator.pool, key);
+    assert.equal(record?.txHash, bump.txHash);
+    assert.equal(record?.rawTx, bump.rawTx);
   });
 });

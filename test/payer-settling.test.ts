@@ -53,9 +53,11 @@ describe('payer: a payment that can still land is never a 402', function () {
         FACILITATOR_TASK_QUEUE: 'facilitator-payer-settling',
         FACILITATOR_SETTLE_DEADLINE_MS: '12000',
         FACILITATOR_INCLUSION_TIMEOUT_MS: '8000',
-        // A payment 30 s from its validBefore is accepted, and its cancel, mined after the 8 s
-        // inclusion timeout, leaves less than this: the transfer is not submitted again.
-        FACILITATOR_VALIDITY_MARGIN_S: '25',
+        // A payment 30 s from its validBefore is accepted, and its cancel, mined some 12 s later
+        // (the settle deadline), leaves more than this margin but less than the margin plus an
+        // inclusion timeout (20 s): a transfer submitted again could stall as long and land after
+        // validBefore, so it is not submitted again.
+        FACILITATOR_VALIDITY_MARGIN_S: '12',
       },
     });
     // A gateway whose wait for the facilitator (1.5 s) ends before the facilitator's inclusion wait.

@@ -160,7 +160,8 @@ describe('settlement durability', function () {
           FACILITATOR_SETTLE_DEADLINE_MS: '8000',
           FACILITATOR_INCLUSION_TIMEOUT_MS: '1500',
           // The payment is accepted (validBefore 35 s away), but once its cancel is mined (8 s
-          // later) less than the margin is left: the transfer is not submitted again.
+          // later) less than the margin plus an inclusion timeout is left: the transfer is not
+          // submitted again.
           FACILITATOR_VALIDITY_MARGIN_S: '30',
         },
       });

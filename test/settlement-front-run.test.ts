@@ -8,7 +8,11 @@
 // - a stalled chain: the transfer is replaced by its cancel at the inclusion timeout and the
 //   cancel is mined; the authorization is still valid and unused, so the transfer is submitted
 //   again at a new gas nonce and settles: the payer is charged once, for the call it asked;
-//   also when the worker dies between the cancel and its mining (its successor submits it).
+//   also when the worker dies between the cancel and its mining (its successor submits it);
+// - a use after the revert: the facilitator's transfer reverts because the payer moved its
+//   balance away, then the payer tops up and submits the same authorization itself before the
+//   revert is recorded: settled with the payer's transaction, in bounded time (the token's
+//   state and the log window end at the same block).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Transaction, Wallet, hexlify, randomBytes, parseEther } from 'ethers';
@@ -36,7 +40,7 @@ import {
 } from './support/x402.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream } from './support/upstream.ts';
-import { tokenContract } from '../scripts/dev/chain.ts';
+import { fund, tokenContract } from '../scripts/dev/chain.ts';
 import type { Payment } from '../x402/schemas.ts';
 import { signedAttempts } from '../facilitator/store/gas.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
@@ -84,6 +88,42 @@ describe('an authorization used outside the facilitator’s own transfer', funct
       key: keyOf(payer.address, payment.payload.authorization.nonce),
       payerBefore: await balanceOf(provider, payer.address),
     };
+  }
+
+  /**
+   * A facilitator whose worker runs in its own process, for a test to kill (`down`) and start
+   * again (`up`) around what the chain does meanwhile.
+   */
+  function killableWorker(queue: string, inclusionTimeoutMs: number) {
+    const killable = {
+      stack: undefined as unknown as FacilitatorStack,
+      worker: undefined as SpawnedWorker | undefined,
+      async up() {
+        killable.worker = spawnFacilitatorWorker(killable.stack.env);
+        await killable.worker.ready;
+      },
+      async down() {
+        killable.worker?.child.kill('SIGKILL');
+        await killable.worker?.exited;
+      },
+    };
+    before(async () => {
+      killable.stack = await startFacilitatorStack(stack().infra, stack().temporal, {
+        inProcessWorker: false,
+        overrides: {
+          FACILITATOR_TASK_QUEUE: queue,
+          FACILITATOR_SETTLE_DEADLINE_MS: '4000',
+          FACILITATOR_INCLUSION_TIMEOUT_MS: String(inclusionTimeoutMs),
+          FACILITATOR_FEE_BUMP_AFTER_MS: '0',
+        },
+      });
+    });
+    after(async () => {
+      await killable.down();
+      await provider.send('evm_setAutomine', [true]).catch(() => undefined);
+      await killable.stack.close();
+    });
+    return killable;
   }
 
   const failedGasToday = async () => {
@@ -267,60 +307,39 @@ describe('an authorization used outside the facilitator’s own transfer', funct
   });
 
   describe('the worker dies between the cancel and its mining', () => {
-    let crashing: FacilitatorStack;
-    let worker: SpawnedWorker | undefined;
-    before(async () => {
-      crashing = await startFacilitatorStack(stack().infra, stack().temporal, {
-        inProcessWorker: false,
-        overrides: {
-          FACILITATOR_TASK_QUEUE: 'facilitator-resubmit-crash',
-          FACILITATOR_SETTLE_DEADLINE_MS: '4000',
-          FACILITATOR_INCLUSION_TIMEOUT_MS: '1500',
-          FACILITATOR_FEE_BUMP_AFTER_MS: '0',
-        },
-      });
-    });
-    after(async () => {
-      worker?.child.kill('SIGKILL');
-      await worker?.exited;
-      await provider.send('evm_setAutomine', [true]).catch(() => undefined);
-      await crashing.close();
-    });
+    const crashing = killableWorker('facilitator-resubmit-crash', 1500);
 
     it('the restarted worker finds the mined cancel and submits the transfer again, once; the payer charged once', async () => {
-      worker = spawnFacilitatorWorker(crashing.env);
-      await worker.ready;
+      await crashing.up();
       const { payer, payTo, body, key, payerBefore } = await newPayment(75_000n);
-      const nonceBefore = await provider.getTransactionCount(crashing.gasWallet, 'latest');
+      const nonceBefore = await provider.getTransactionCount(crashing.stack.gasWallet, 'latest');
 
       await provider.send('evm_setAutomine', [false]);
       try {
-        const first = await gateway.client.post('/settle', body, crashing.url);
+        const first = await gateway.client.post('/settle', body, crashing.stack.url);
         assert.equal(first.status, 503, 'nothing mined yet');
         await until('the cancel in the pool', async () => {
-          const attempts = await signedAttempts(crashing.pool, key);
+          const attempts = await signedAttempts(crashing.stack.pool, key);
           const latest = attempts[attempts.length - 1];
           return latest && isCancelRaw(latest.rawTx) && (await provider.getTransaction(latest.txHash)) ? true : null;
         });
-        worker.child.kill('SIGKILL');
-        await worker.exited;
+        await crashing.down();
         await provider.send('evm_mine', []);
       } finally {
         await provider.send('evm_setAutomine', [true]);
       }
 
-      worker = spawnFacilitatorWorker(crashing.env);
-      await worker.ready;
+      await crashing.up();
       const settled = await until(
         'the settled answer',
         async () => {
-          const res = await gateway.client.post('/settle', body, crashing.url);
+          const res = await gateway.client.post('/settle', body, crashing.stack.url);
           return res.status === 200 ? res : null;
         },
         60_000,
       );
       assert.equal(settled.json.success, true, JSON.stringify(settled.json));
-      const attempts = await signedAttempts(crashing.pool, key);
+      const attempts = await signedAttempts(crashing.stack.pool, key);
       const transfers = attempts.filter((a) => !isCancelRaw(a.rawTx));
       assert.equal(
         new Set(transfers.map((a) => Transaction.from(a.rawTx).nonce)).size,
@@ -330,10 +349,81 @@ describe('an authorization used outside the facilitator’s own transfer', funct
       assert.deepEqual(await transfersTo(provider, payTo), [{ hash: settled.json.transaction, value: 75_000n }]);
       assert.equal(await balanceOf(provider, payer.address), payerBefore - 75_000n, 'the payer charged once');
       assert.equal(
-        await provider.getTransactionCount(crashing.gasWallet, 'latest'),
+        await provider.getTransactionCount(crashing.stack.gasWallet, 'latest'),
         nonceBefore + 2,
         'the cancel, then the transfer',
       );
+    });
+  });
+
+  describe('the payer uses the authorization itself after the facilitator’s transfer reverted', () => {
+    // The inclusion timeout is long enough that no cancel is sent while the test holds the transfer in the pool.
+    const blind = killableWorker('facilitator-late-use', 3500);
+
+    it('drained before the transfer, topped up and used by the payer after it: settled in bounded time with the payer’s transaction, charged once', async () => {
+      await blind.up();
+      const { payer, payTo, payment, body, key, payerBefore } = await newPayment(35_000n);
+      const token = stack().infra.tokenAddress;
+      const signer = payer.connect(provider);
+      await provider.send('anvil_setBalance', [payer.address, `0x${parseEther('1').toString(16)}`]);
+
+      // The worker is gone while the chain moves, so the revert is first seen after the payer's
+      // later use of the authorization (as by a worker that was down, or retrying an outage).
+      await provider.send('evm_setAutomine', [false]);
+      let revertBlock;
+      try {
+        const first = gateway.client.post('/settle', body, blind.stack.url);
+        const sent = await until('the facilitator’s broadcast', async () => {
+          const record = await findSettlement(blind.stack.pool, key);
+          return record?.txHash && (await provider.getTransaction(record.txHash)) ? record : null;
+        });
+        await blind.down();
+        assert.equal((await first).status, 503, 'nothing mined yet');
+        const ours = Transaction.from(sent.rawTx!);
+        // The payer moves its whole balance away first, in the same block: the transfer reverts.
+        await tokenContract(token, signer).transfer(newPayTo(), payerBefore, {
+          gasLimit: 100_000n,
+          maxPriorityFeePerGas: ours.maxPriorityFeePerGas! * 10n,
+          maxFeePerGas: ours.maxFeePerGas! * 10n,
+        });
+        await provider.send('evm_mine', []);
+        const revert = await provider.getTransactionReceipt(sent.txHash!);
+        assert.equal(revert?.status, 0, 'the facilitator’s transfer reverted');
+        assert.equal(await balanceOf(provider, payer.address), 0n);
+        revertBlock = revert!.blockNumber;
+      } finally {
+        await provider.send('evm_setAutomine', [true]);
+      }
+      // Blocks later, the payer tops up and submits the same (public) authorization itself.
+      await fund(stack().infra.chainRpcUrl, token, payer.address, { usdc: 100_000n });
+      const a = payment.payload.authorization;
+      const own = await (
+        await tokenContract(token, signer)[
+          'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)'
+        ](a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, payment.payload.signature, {
+          gasLimit: 200_000n,
+        })
+      ).wait();
+      assert.equal(own?.status, 1);
+      assert.ok(own!.blockNumber > revertBlock, 'used after the revert’s block');
+
+      await blind.up();
+      const answer = await until(
+        'a final answer',
+        async () => {
+          const res = await gateway.client.post('/settle', body, blind.stack.url);
+          return res.status === 200 ? res : null;
+        },
+        60_000,
+      );
+      // What the chain says: this authorization paid payTo once, by the payer's own transaction.
+      assert.equal(answer.json.success, true, JSON.stringify(answer.json));
+      assert.equal(answer.json.transaction, own!.hash);
+      assert.deepEqual(await transfersTo(provider, payTo), [{ hash: own!.hash, value: 35_000n }]);
+      assert.equal(await balanceOf(provider, payer.address), 100_000n - 35_000n, 'the payer charged once');
+      const record = await findSettlement(blind.stack.pool, key);
+      assert.equal(record?.status, 'settled');
+      assert.equal(record?.txHash, own!.hash);
     });
   });
 });

@@ -290,9 +290,14 @@ function authorizationUseOf(deps: SettlementDeps, record: SettlementRecord, toBl
 /**
  * A mined transfer that reverted. When the token's authorization is used and that use paid
  * this settlement (someone else submitted the same authorization first: the payer's signature
- * was public in the node's pool), the payer's money moved: the settlement is settled, with the
- * transaction that used the authorization, and never answered `success: false` (the payer would
- * sign and pay again). Either way the revert's gas is charged to the account's failed-gas budget.
+ * was public in the node's pool; or, after a revert for want of balance, the payer or anyone
+ * submitted it once the balance was back), the payer's money moved: the settlement is settled,
+ * with the transaction that used the authorization, and never answered `success: false` (the
+ * payer would sign and pay again, charged twice for one call). The token is asked as of the
+ * node's latest block (at least the revert's: a node behind it errors and the step retries), so
+ * every use up to the moment of the record counts, and the log window ends where the state was
+ * read: a use after the revert's block is found, not looked for in vain forever. Either way
+ * the revert's gas is charged to the account's failed-gas budget.
  */
 async function afterRevert(
   deps: SettlementDeps,
@@ -300,7 +305,8 @@ async function afterRevert(
   revert: Inclusion & { mined: true },
 ): Promise<FinalOutcome> {
   const failedGasWei = revert.gasUsed * revert.gasPrice;
-  const use = await authorizationUseOf(deps, record, revert.blockNumber);
+  const latest = await deps.provider.getBlockNumber();
+  const use = await authorizationUseOf(deps, record, Math.max(latest, revert.blockNumber));
   if (use.used && use.paid)
     return {
       status: 'settled',
@@ -369,10 +375,27 @@ async function resubmit(deps: SettlementDeps, record: SettlementRecord): Promise
 }
 
 /**
+ * Whether a transfer whose cancel was mined at chain time `nowS` may be submitted again: the
+ * authorization must outlive a whole inclusion timeout plus the validity margin. The chain just
+ * stalled for at least that timeout, and a re-submitted transfer is never cancelled again: one
+ * mined after validBefore reverts (its gas charged) and, unmined, it holds back the gas
+ * wallet's later nonces.
+ */
+export function mayResubmit(
+  config: { inclusionTimeoutMs: number; validityMarginSeconds: number },
+  nowS: number,
+  validBefore: bigint,
+): boolean {
+  const needS = Math.ceil(config.inclusionTimeoutMs / 1000) + config.validityMarginSeconds;
+  return validBefore - BigInt(nowS) > BigInt(needS);
+}
+
+/**
  * After a mined cancel. The token decides first: an authorization used since (anyone could
  * submit it: its signature was public in the node's pool) is settled when that use paid this
  * settlement, failed when the payer used or cancelled its nonce otherwise. Unused while the
- * chain is still more than the validity margin before validBefore: the payer asked to pay for
+ * chain is still more than an inclusion timeout plus the validity margin before validBefore
+ * (mayResubmit): the payer asked to pay for
  * this call and the chain only stalled, so the transfer is submitted again at a new gas nonce
  * (at most MAX_RESUBMISSIONS times). Unused closer to validBefore: `pending` until the chain has
  * a block at or past validBefore (no later block can include it), then failed.
@@ -396,12 +419,11 @@ async function afterCancel(
     return use.paid
       ? { status: 'settled', blockNumber: use.paid.blockNumber, gasUsed: 0n, txHash: use.paid.txHash }
       : cancelled;
-  const now = BigInt(latest.timestamp);
-  if (now + BigInt(deps.config.validityMarginSeconds) < record.validBefore) {
+  if (mayResubmit(deps.config, latest.timestamp, record.validBefore)) {
     const again = await resubmit(deps, record);
     if (again) return { resubmitted: again };
   }
-  return now < record.validBefore ? { status: 'pending', cause: 'inclusion_timeout' } : cancelled;
+  return BigInt(latest.timestamp) < record.validBefore ? { status: 'pending', cause: 'inclusion_timeout' } : cancelled;
 }
 
 /** Records a mined attempt's outcome, or `pending` (not mined, a cancel mined before validBefore, or a transfer submitted again and not yet mined). */

@@ -136,13 +136,19 @@ export async function signedAttempts(db: pg.Pool, key: string): Promise<SignedAt
 /**
  * Stores a fee bump (the same gas nonce re-signed with higher fees) as attempt `seq`, and makes
  * it the bytes later re-sends use, before it is ever sent. Only a record still waiting for
- * inclusion takes one; a second writer of the same seq (a retried activity) keeps the first.
- * Returns the stored attempt of that seq, or null when the record no longer waits.
+ * inclusion, at the gas nonce of these bytes, takes one: a watcher still looking at the round
+ * before a re-submission (the earlier nonce, whose cancel was mined) must not put that round's
+ * bytes back in place of the submitted transfer. A second writer of the same seq (a retried
+ * activity) keeps the first. Returns the stored attempt of that seq, or null when the record no
+ * longer waits at that nonce.
  */
 export async function storeFeeBump(db: pg.Pool, key: string, attempt: SignedAttempt): Promise<SignedAttempt | null> {
+  const { nonce } = Transaction.from(attempt.rawTx);
   const { rows } = await db.query<{ tx_hash: string }>(
     `with waiting as (
-       select settlement_key from settlements where settlement_key = $1 and status in ('signed', 'broadcast', 'pending') for update
+       select settlement_key from settlements
+       where settlement_key = $1 and status in ('signed', 'broadcast', 'pending') and gas_nonce = $7
+       for update
      ),
      added as (
        insert into settlement_transactions (settlement_key, seq, tx_hash, raw_tx, max_fee_per_gas, max_priority_fee_per_gas)
@@ -159,8 +165,12 @@ export async function storeFeeBump(db: pg.Pool, key: string, attempt: SignedAtte
       attempt.rawTx,
       attempt.maxFeePerGas?.toString() ?? null,
       attempt.maxPriorityFeePerGas?.toString() ?? null,
+      nonce,
     ],
   );
   if (rows.length > 0) return attempt;
-  return (await signedAttempts(db, key)).find((a) => a.seq === attempt.seq) ?? null;
+  return (
+    (await signedAttempts(db, key)).find((a) => a.seq === attempt.seq && Transaction.from(a.rawTx).nonce === nonce) ??
+    null
+  );
 }

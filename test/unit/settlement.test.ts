@@ -2,15 +2,28 @@
 // facilitator/chain.ts): what a stored record answers, what a mined transaction makes of it,
 // whether stored bytes are a cancel, the settlement key that makes one authorization one
 // settlement, the guardrails an account's own limits decide, and which token entry point the
-// transfer calls. Signing is local with an ethers Wallet; no chain.
+// transfer calls, what the token's word on an authorization is when the node cannot give it
+// yet, and when a cancelled transfer may be submitted again. Signing is local with an ethers
+// Wallet; no chain (the node is a stand-in RPC answering ethers' own JSON-RPC transport).
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { Transaction, Wallet, getAddress, hexlify } from 'ethers';
+import {
+  JsonRpcProvider,
+  Transaction,
+  Wallet,
+  getAddress,
+  hexlify,
+  toBeHex,
+  toQuantity,
+  zeroPadValue,
+  type JsonRpcPayload,
+  type JsonRpcResult,
+} from 'ethers';
 import { outcomeOfRecord } from '../../facilitator/settlement/verify.ts';
-import { isCancelRaw, outcomeOfInclusion, signedOrThrow } from '../../facilitator/settlement/send.ts';
+import { isCancelRaw, mayResubmit, outcomeOfInclusion, signedOrThrow } from '../../facilitator/settlement/send.ts';
 import { parseSettlementKey, settlementKey, type SettlementRecord } from '../../facilitator/store/records.ts';
 import { staticGuardrail } from '../../facilitator/store/claims.ts';
-import { tokenInterface, transferCalldata } from '../../facilitator/chain.ts';
+import { authorizationUse, tokenInterface, transferCalldata } from '../../facilitator/chain.ts';
 import type { Account } from '../../facilitator/accounts.ts';
 
 const gasWallet = new Wallet('0x' + '55'.repeat(32));
@@ -223,6 +236,137 @@ describe('settlement decisions', () => {
         tokenInterface.parseTransaction({ data: transferCalldata(authorization, long) })!.signature,
         CONTRACT,
       );
+    });
+  });
+
+  describe('the token’s word on an authorization, from a node that is behind or inconsistent', () => {
+    const NONCE = '0x' + '01'.repeat(32);
+    const PAY_TO = getAddress('0x' + '77'.repeat(20));
+    const USE_TX = '0x' + 'cd'.repeat(32);
+    const REVERT_BLOCK = 120;
+    const settlement = { payer: PAYER, nonce: NONCE, payTo: PAY_TO, amount: 1000n };
+    const topic = (event: string) => tokenInterface.getEvent(event)!.topicHash;
+    const log = (index: number, topics: string[], data = '0x') => ({
+      address: TOKEN,
+      topics,
+      data,
+      blockNumber: toQuantity(REVERT_BLOCK),
+      blockHash: '0x' + 'ee'.repeat(32),
+      transactionHash: USE_TX,
+      transactionIndex: '0x0',
+      logIndex: toQuantity(index),
+      removed: false,
+    });
+    const usedLog = log(0, [topic('AuthorizationUsed'), zeroPadValue(PAYER, 32), NONCE]);
+    const transferLog = log(
+      1,
+      [topic('Transfer'), zeroPadValue(PAYER, 32), zeroPadValue(PAY_TO, 32)],
+      toBeHex(1000n, 32),
+    );
+
+    /**
+     * Stand-in for a load-balanced RPC (no node here can lag on purpose): eth_call is answered by
+     * a node whose head is `callHead` (a block above it: "header not found", as geth answers; at
+     * `latest`: the state at its own head), eth_getLogs by a node that has the use at
+     * REVERT_BLOCK, eth_getTransactionReceipt by `receipt`.
+     */
+    class StandInRpc extends JsonRpcProvider {
+      calls: unknown[] = [];
+      readonly callHead: number;
+      readonly receipt: object | null;
+      constructor(callHead: number, receipt: object | null) {
+        super('http://stand-in.invalid', 8453, { staticNetwork: true, cacheTimeout: -1, batchMaxCount: 1 });
+        this.callHead = callHead;
+        this.receipt = receipt;
+      }
+      override async _send(payload: JsonRpcPayload | JsonRpcPayload[]): Promise<JsonRpcResult[]> {
+        return (Array.isArray(payload) ? payload : [payload]).map((p) => this.answer(p));
+      }
+      private answer({ id, method, params }: JsonRpcPayload): JsonRpcResult {
+        const args = params as unknown[];
+        switch (method) {
+          case 'eth_call': {
+            this.calls.push(args[1]);
+            const block = args[1] === 'latest' ? this.callHead : Number(args[1]);
+            if (block > this.callHead) return { id, error: { code: -32000, message: 'header not found' } } as never;
+            const used = block >= REVERT_BLOCK;
+            return { id, result: tokenInterface.encodeFunctionResult('authorizationState', [used]) };
+          }
+          case 'eth_getLogs':
+            return {
+              id,
+              result: Number((args[0] as { toBlock: string }).toBlock) >= REVERT_BLOCK ? [usedLog] : [],
+            } as never;
+          case 'eth_getTransactionReceipt':
+            return { id, result: this.receipt } as never;
+          default:
+            return { id, error: { code: -32601, message: `the stand-in has no ${method}` } } as never;
+        }
+      }
+    }
+    const receiptOf = (logs: object[]) => ({
+      transactionHash: USE_TX,
+      transactionIndex: '0x0',
+      blockHash: '0x' + 'ee'.repeat(32),
+      blockNumber: toQuantity(REVERT_BLOCK),
+      from: getAddress('0x' + '88'.repeat(20)),
+      to: TOKEN,
+      contractAddress: null,
+      cumulativeGasUsed: '0x1',
+      gasUsed: '0x1',
+      effectiveGasPrice: '0x1',
+      logsBloom: '0x' + '00'.repeat(256),
+      status: '0x1',
+      type: '0x2',
+      logs,
+    });
+
+    it('settles a use whose Transfer paid this settlement, reading the state at the block in question', async () => {
+      const rpc = new StandInRpc(REVERT_BLOCK, receiptOf([usedLog, transferLog]));
+      try {
+        assert.deepEqual(await authorizationUse(rpc, TOKEN, settlement, REVERT_BLOCK), {
+          used: true,
+          paid: { txHash: USE_TX, blockNumber: REVERT_BLOCK },
+        });
+        assert.deepEqual(rpc.calls, [toQuantity(REVERT_BLOCK)]);
+      } finally {
+        rpc.destroy();
+      }
+    });
+
+    it('throws (not known yet) when the log is there but its receipt is not, never "used, paid nothing"', async () => {
+      const rpc = new StandInRpc(REVERT_BLOCK, null);
+      try {
+        await assert.rejects(authorizationUse(rpc, TOKEN, settlement, REVERT_BLOCK), /no receipt/);
+      } finally {
+        rpc.destroy();
+      }
+    });
+
+    it('throws (not known yet) when the node answering eth_call is behind the block whose logs have the use, never "unused"', async () => {
+      const rpc = new StandInRpc(REVERT_BLOCK - 1, receiptOf([usedLog, transferLog]));
+      try {
+        // ethers reports the node's error as a CALL_EXCEPTION without data; thrown all the same.
+        await assert.rejects(authorizationUse(rpc, TOKEN, settlement, REVERT_BLOCK));
+        assert.deepEqual(rpc.calls, [toQuantity(REVERT_BLOCK)], 'asked as of the block, not at the node’s head');
+      } finally {
+        rpc.destroy();
+      }
+    });
+  });
+
+  describe('submitting a cancelled transfer again', () => {
+    const config = { inclusionTimeoutMs: 15_000, validityMarginSeconds: 6 };
+    const NOW = 1_800_000_000;
+
+    it('only while the authorization outlives a whole inclusion timeout plus the validity margin', () => {
+      assert.equal(mayResubmit(config, NOW, BigInt(NOW + 22)), true);
+      assert.equal(mayResubmit(config, NOW, BigInt(NOW + 21)), false);
+      // Past the margin alone, but the re-submitted transfer could stall a whole timeout and land after validBefore.
+      assert.equal(mayResubmit(config, NOW, BigInt(NOW + 10)), false);
+      assert.equal(mayResubmit(config, NOW, BigInt(NOW)), false);
+      assert.equal(mayResubmit({ ...config, inclusionTimeoutMs: 1_500 }, NOW, BigInt(NOW + 9)), true);
+      assert.equal(mayResubmit({ ...config, inclusionTimeoutMs: 1_500 }, NOW, BigInt(NOW + 8)), false);
     });
   });
 });
