@@ -42,7 +42,6 @@ const temporal = await connectClient(config.temporal.connection, config.temporal
 const feed = openChangeFeed(orm);
 const vaultClient = createVaultClient(config.vault);
 const server = await startGateway(config, orm, temporal, log, { feed, vaultClient, relay: true });
-log.info({ port: config.port }, 'gateway API listening');
 // Prometheus scrapes the API on a listener of its own (API_METRICS_PORT on METRICS_HOST; 0 = off).
 const { apiMetricsPort, metricsHost } = config.observability;
 const metrics = apiMetricsPort ? await startMetricsServer(apiMetricsPort, metricsHost) : null;
@@ -67,6 +66,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     });
   });
 }
+
+// Said once a stop is handled: a supervisor that signals as soon as it reads this line is heard.
+log.info({ port: config.port }, 'gateway API listening');
 
 function stop(): void {
   metrics?.close();
