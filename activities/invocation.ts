@@ -2,12 +2,8 @@
 // call the upstream through the shared client (SSRF guard, breaker, retries), record the
 // outcome. Idempotent by design: a retried attempt finds the row already terminal and returns
 // it; an attempt that may already have reached the upstream before its worker died is not
-// re-sent unless the agent opted in (retry_non_idempotent).
-//
-// Outcome rule (docs/PROXY.md): any upstream answer completes the call `succeeded` with its
-// upstream_status (error_class upstream_4xx/upstream_5xx records a 4xx/5xx for analytics),
-// except a retryable answer (429, 502, 503, 504) that is still the answer when the gateway
-// stops trying: that is `failed`, with the upstream_status kept.
+// re-sent unless the agent opted in (retry_non_idempotent). The outcome rule is the domain's
+// (gateway/invocations/outcome.ts).
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
@@ -20,7 +16,6 @@ import {
   type UpstreamResponse,
 } from '../gateway/upstream/client.ts';
 import { classForStatus } from '../gateway/upstream/errors.ts';
-import { RETRYABLE_STATUSES } from '../gateway/upstream/retry.ts';
 import type { BodyStore } from '../gateway/body-store.ts';
 import { CREDENTIAL_UNAVAILABLE, type CredentialResolver } from '../gateway/credentials/resolver.ts';
 import {
@@ -29,6 +24,7 @@ import {
   type Completion,
   type InvocationOutcome,
 } from '../gateway/invocations/store.ts';
+import { outcomeStatus } from '../gateway/invocations/outcome.ts';
 
 export type { InvocationOutcome };
 
@@ -49,11 +45,6 @@ export type InvocationDeps = {
 
 /** Largest response body kept when capture_body is on (the request side has the same cap). */
 const MAX_CAPTURED_RESPONSE = 32 * 1024 * 1024;
-
-/** The v1 contract's status for a completed answer (see the rule at the top). */
-export function outcomeStatus(upstreamStatus: number): 'succeeded' | 'failed' {
-  return RETRYABLE_STATUSES.has(upstreamStatus) ? 'failed' : 'succeeded';
-}
 
 /** Reads the whole answer (the deadline bounds it), keeping it only when capture is on and it fits. */
 async function readResponse(

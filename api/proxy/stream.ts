@@ -32,7 +32,7 @@ import {
   type ErrorClass,
 } from '../../gateway/upstream/errors.ts';
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
-import { outcomeStatus } from '../../activities/invocation.ts';
+import { outcomeStatus } from '../../gateway/invocations/outcome.ts';
 import { admit, cheapToParse, refundIfRefused, runStages } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
 import { arrivedBody, contentLengthOf, declaredOver, readCappedBody } from './body.ts';
