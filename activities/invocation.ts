@@ -17,7 +17,7 @@ import {
 } from '../gateway/upstream/client.ts';
 import { classForStatus } from '../gateway/upstream/errors.ts';
 import type { BodyStore } from '../gateway/body-store.ts';
-import { CREDENTIAL_UNAVAILABLE, type CredentialResolver } from '../gateway/credentials/resolver.ts';
+import { CredentialUnavailable, type CredentialResolver } from '../gateway/credentials/resolver.ts';
 import {
   createInvocationStore,
   type BodyInsert,
@@ -42,6 +42,18 @@ export type InvocationDeps = {
   /** Overall deadline of one upstream call, retries and body included. */
   upstreamTimeoutMs: number;
 };
+
+/** The failure type an unavailable credential leaves in the history, read by abandonInvocation. */
+const CREDENTIAL_UNAVAILABLE = 'CredentialUnavailable';
+
+/** The domain's unavailable credential as Temporal's failure: retried only while it may come back. */
+function credentialFailure(err: CredentialUnavailable): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: CREDENTIAL_UNAVAILABLE,
+    message: err.message,
+    nonRetryable: !err.retryable,
+  });
+}
 
 /** Largest response body kept when capture_body is on (the request side has the same cap). */
 const MAX_CAPTURED_RESPONSE = 32 * 1024 * 1024;
@@ -137,7 +149,7 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
       try {
         credentialHeaders = await deps.credentials.headersFor(row.tenantId, agent.credentialRef);
       } catch (err) {
-        if (err instanceof ApplicationFailure && !err.nonRetryable) throw err;
+        if (err instanceof CredentialUnavailable && err.retryable) throw credentialFailure(err);
         return complete(invocationId, { status: 'failed', errorClass: 'credential', beforeAttempt: true });
       }
       const body = insertBody
