@@ -104,8 +104,8 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
   const insertBody = deps.bodies.insertSql?.bind(deps.bodies);
 
   async function complete(invocationId: string, completion: Completion, body?: BodyInsert): Promise<InvocationOutcome> {
-    // No row: the call was never accepted (its commit failed after the workflow started and
-    // the route's terminate did not land). Nothing was sent; the workflow just ends.
+    // No row: it is gone (see performInvocation's load). Nothing was sent; the workflow ends
+    // with the outcome `internal`.
     return (
       (await store.complete(invocationId, completion, body)) ?? {
         status: 'failed',
@@ -119,8 +119,10 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
   return {
     async performInvocation(invocationId) {
       const row = await store.load(invocationId, { withBody: insertBody !== undefined });
-      // The row is committed alongside the workflow's start: an attempt may run before it lands
-      // (expected under load, hence benign: logged at debug, not as a failed activity).
+      // The accept commit writes the row before anything starts the workflow (the route or the
+      // start relay), so a missing row was deleted since, or the workflow was started by hand.
+      // The attempt fails as benign (logged at debug, not as a failed activity) and is retried
+      // until its attempts run out; abandonInvocation then finds no row either.
       if (!row)
         throw ApplicationFailure.create({
           message: 'invocation row not found yet',
