@@ -2,12 +2,8 @@
 // call the upstream through the shared client (SSRF guard, breaker, retries), record the
 // outcome. Idempotent by design: a retried attempt finds the row already terminal and returns
 // it; an attempt that may already have reached the upstream before its worker died is not
-// re-sent unless the agent opted in (retry_non_idempotent).
-//
-// Outcome rule (docs/PROXY.md): any upstream answer completes the call `succeeded` with its
-// upstream_status (error_class upstream_4xx/upstream_5xx records a 4xx/5xx for analytics),
-// except a retryable answer (429, 502, 503, 504) that is still the answer when the gateway
-// stops trying: that is `failed`, with the upstream_status kept.
+// re-sent unless the agent opted in (retry_non_idempotent). The outcome rule is the domain's
+// (gateway/invocations/outcome.ts).
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
@@ -20,15 +16,15 @@ import {
   type UpstreamResponse,
 } from '../gateway/upstream/client.ts';
 import { classForStatus } from '../gateway/upstream/errors.ts';
-import { RETRYABLE_STATUSES } from '../gateway/upstream/retry.ts';
 import type { BodyStore } from '../gateway/body-store.ts';
-import { CREDENTIAL_UNAVAILABLE, type CredentialResolver } from '../gateway/credentials/resolver.ts';
+import { CredentialUnavailable, type CredentialResolver } from '../gateway/credentials/resolver.ts';
 import {
   createInvocationStore,
   type BodyInsert,
   type Completion,
   type InvocationOutcome,
 } from '../gateway/invocations/store.ts';
+import { outcomeStatus } from '../gateway/invocations/outcome.ts';
 
 export type { InvocationOutcome };
 
@@ -47,13 +43,20 @@ export type InvocationDeps = {
   upstreamTimeoutMs: number;
 };
 
+/** The failure type an unavailable credential leaves in the history, read by abandonInvocation. */
+const CREDENTIAL_UNAVAILABLE = 'CredentialUnavailable';
+
+/** The domain's unavailable credential as Temporal's failure: retried only while it may come back. */
+function credentialFailure(err: CredentialUnavailable): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: CREDENTIAL_UNAVAILABLE,
+    message: err.message,
+    nonRetryable: !err.retryable,
+  });
+}
+
 /** Largest response body kept when capture_body is on (the request side has the same cap). */
 const MAX_CAPTURED_RESPONSE = 32 * 1024 * 1024;
-
-/** The v1 contract's status for a completed answer (see the rule at the top). */
-export function outcomeStatus(upstreamStatus: number): 'succeeded' | 'failed' {
-  return RETRYABLE_STATUSES.has(upstreamStatus) ? 'failed' : 'succeeded';
-}
 
 /** Reads the whole answer (the deadline bounds it), keeping it only when capture is on and it fits. */
 async function readResponse(
@@ -101,8 +104,8 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
   const insertBody = deps.bodies.insertSql?.bind(deps.bodies);
 
   async function complete(invocationId: string, completion: Completion, body?: BodyInsert): Promise<InvocationOutcome> {
-    // No row: the call was never accepted (its commit failed after the workflow started and
-    // the route's terminate did not land). Nothing was sent; the workflow just ends.
+    // No row: it is gone (see performInvocation's load). Nothing was sent; the workflow ends
+    // with the outcome `internal`.
     return (
       (await store.complete(invocationId, completion, body)) ?? {
         status: 'failed',
@@ -116,8 +119,10 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
   return {
     async performInvocation(invocationId) {
       const row = await store.load(invocationId, { withBody: insertBody !== undefined });
-      // The row is committed alongside the workflow's start: an attempt may run before it lands
-      // (expected under load, hence benign: logged at debug, not as a failed activity).
+      // The accept commit writes the row before anything starts the workflow (the route or the
+      // start relay), so a missing row was deleted since, or the workflow was started by hand.
+      // The attempt fails as benign (logged at debug, not as a failed activity) and is retried
+      // until its attempts run out; abandonInvocation then finds no row either.
       if (!row)
         throw ApplicationFailure.create({
           message: 'invocation row not found yet',
@@ -146,7 +151,7 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
       try {
         credentialHeaders = await deps.credentials.headersFor(row.tenantId, agent.credentialRef);
       } catch (err) {
-        if (err instanceof ApplicationFailure && !err.nonRetryable) throw err;
+        if (err instanceof CredentialUnavailable && err.retryable) throw credentialFailure(err);
         return complete(invocationId, { status: 'failed', errorClass: 'credential', beforeAttempt: true });
       }
       const body = insertBody

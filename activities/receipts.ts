@@ -7,7 +7,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { createReceiptStore } from '../gateway/receipts/store.ts';
 import { createClaimsSigner, NoSigningKeyError, type SignedReceipt } from '../gateway/receipts/signer.ts';
 import type { ReceiptConfig } from '../gateway/receipts/config.ts';
-import { receiptsIssued } from '../lib/observability/metrics.ts';
+import { receiptsIssued } from '../gateway/metrics.ts';
 
 export interface ReceiptActivities {
   /** Signs and stores the receipt of a completed invocation; answers the key id it was signed with. */

@@ -8,6 +8,7 @@ import { badRequest, errorMapper } from './errors.ts';
 import { answerUnservedMethods } from './allowed-methods.ts';
 import { MAX_BODY_DEPTH, nestsDeeperThan } from './json-depth.ts';
 import { observeRequests } from '../lib/observability/http.ts';
+import { countRateLimitRejection } from './metrics.ts';
 import { traceRequests } from '../lib/observability/spans.ts';
 import { policyRoutes } from './routes/policy.ts';
 import { analyticsRoutes } from './routes/analytics.ts';
@@ -32,7 +33,7 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
   app.use(syncGateCaches(deps));
   // Outermost: the request id, access log and HTTP metrics see every answer, errors included.
   app.use(traceRequests('api'));
-  app.use(observeRequests('api', deps.log));
+  app.use(observeRequests('api', deps.log, countRateLimitRejection));
   app.use(errorMapper(deps.log));
   // 405 with Allow for a served path asked with another method, on every router below.
   app.use(answerUnservedMethods());

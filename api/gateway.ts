@@ -8,7 +8,7 @@ import { createApp } from './app.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import type { Logger } from '../lib/log.ts';
 import { cachedProbe } from '../lib/cached-probe.ts';
-import { readinessChecks } from '../lib/observability/metrics.ts';
+import { readinessChecks } from './metrics.ts';
 import { createStartBacklog } from './proxy/start-backlog.ts';
 import { startRelay } from './proxy/start-relay.ts';
 import { checkUnfinishedCalls } from './proxy/unfinished-calls.ts';

@@ -6,7 +6,8 @@ import type { Logger } from '../lib/log.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { Readiness } from './readiness.ts';
 import { settleHandler, type SettleDeps } from './settle.ts';
-import { observeRequests, observeSettlements } from '../lib/observability/http.ts';
+import { observeRequests } from '../lib/observability/http.ts';
+import { settlements } from '../facilitator/metrics.ts';
 import { traceRequests } from '../lib/observability/spans.ts';
 import { errorFrames, errorKind } from '../lib/error-kind.ts';
 
@@ -57,6 +58,28 @@ export function createPublicApp(deps: Pick<FacilitatorDeps, 'config' | 'readines
   app.use(errorBoundary(deps.log));
   app.use(router.routes()).use(router.allowedMethods());
   return app;
+}
+
+/** The /settle outcomes, read from the answer it gives (status and `success`). */
+async function observeSettlements(ctx: Koa.Context, next: Koa.Next): Promise<void> {
+  await next();
+  if (ctx.path !== '/settle' || ctx.method !== 'POST') return;
+  const body = ctx.body as { success?: unknown } | null | undefined;
+  const outcome =
+    ctx.status === 200
+      ? body?.success === true
+        ? 'settled'
+        : 'failed'
+      : ctx.status === 429
+        ? 'rejected'
+        : ctx.status === 503
+          ? 'unavailable'
+          : ctx.status === 403
+            ? 'forbidden'
+            : ctx.status === 400
+              ? 'malformed'
+              : 'error';
+  settlements.inc({ service: 'facilitator', outcome });
 }
 
 export function createMutualTlsApp(deps: FacilitatorDeps): Koa {

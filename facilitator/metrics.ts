@@ -1,10 +1,45 @@
-// The facilitator process's metrics listener and its gas balance gauge. The v1 contract gives the
-// facilitator exactly three endpoints, so /metrics is not added to either of its API
-// listeners: it has a port of its own (FACILITATOR_METRICS_PORT, default 9465; 0 = off).
+// The facilitator's own metrics (docs/OBSERVABILITY.md), defined with
+// lib/observability/metrics.ts's helpers, and the process's metrics listener with its gas
+// balance gauge. The v1 contract gives the facilitator exactly three endpoints, so /metrics is
+// not added to either of its API listeners: it has a port of its own
+// (FACILITATOR_METRICS_PORT, default 9465; 0 = off).
 import type { Server } from 'node:http';
 import type { JsonRpcProvider } from 'ethers';
-import { registerGasBalance } from '../lib/observability/metrics.ts';
+import { counter, gauge, registry } from '../lib/observability/metrics.ts';
 import { startMetricsServer, type ExtraMetrics } from '../lib/observability/http.ts';
+
+// The gateway counts the same metric under service="gateway" (gateway/metrics.ts).
+export const settlements = counter({
+  name: 'settlements_total',
+  help: 'Settlements by service (gateway client or facilitator) and outcome',
+  labelNames: ['service', 'outcome'] as const,
+});
+
+export const failedGasWei = counter({
+  name: 'facilitator_failed_gas_wei_total',
+  help: 'Gas (wei) the gas wallet spent on settlements that reverted on chain after passing simulation, by facilitator account',
+  labelNames: ['account'] as const,
+});
+
+/**
+ * The gas wallet balance, read on each scrape (with a deadline, so a slow RPC cannot hang the
+ * scrape). The first reader a process registers is the one read.
+ */
+function registerGasBalance(read: () => Promise<bigint>, timeoutMs = 2_000): void {
+  if (registry.getSingleMetric('facilitator_gas_balance_wei')) return;
+  gauge({
+    name: 'facilitator_gas_balance_wei',
+    help: 'Gas wallet balance in wei at scrape time (absent when the RPC did not answer in time)',
+    async collect() {
+      this.reset();
+      const balance = await Promise.race([
+        read(),
+        new Promise<null>((r) => setTimeout(() => r(null), timeoutMs).unref()),
+      ]).catch(() => null);
+      if (balance !== null) this.set(Number(balance));
+    },
+  });
+}
 
 export async function startFacilitatorMetrics(opts: {
   provider: JsonRpcProvider;

@@ -4,7 +4,7 @@
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createInvocationActivities, createReceiptActivities, createRetentionActivities } from '../activities/index.ts';
-import { activityObservability } from '../lib/observability/worker.ts';
+import { activityObservability } from '../activities/observability.ts';
 import { temporalWorkerTracing } from '../lib/observability/tracing.ts';
 import { createLogger } from '../lib/log.ts';
 import { createUpstreamClient } from '../gateway/upstream/client.ts';

@@ -19,7 +19,7 @@ import proto from '@temporalio/proto';
 import type { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import { ExponentialBackoff, handleWhen, noJitterGenerator, retry } from 'cockatiel';
 import type { Logger } from '../lib/log.ts';
-import { workerVersionCurrent } from '../lib/observability/metrics.ts';
+import { gauge } from '../lib/observability/metrics.ts';
 import type { WorkerVersion } from '../lib/worker-version.ts';
 import type { TemporalWorkerSettings } from '../lib/temporal-connection.ts';
 
@@ -242,6 +242,14 @@ async function ensureCurrentVersion(
   log.info({ ...fields, previousBuildId: state.previousBuildId }, 'worker deployment version is current');
   return { current: true };
 }
+
+// One series per worker version this process runs (a deployment and its build id: one or two
+// per process), so an alert can fire on a version left behind: 0 means it gets no new workflows.
+const workerVersionCurrent = gauge({
+  name: 'worker_version_current',
+  help: "1 when this process's worker version is its Worker Deployment's current version, else 0; by deployment and build id",
+  labelNames: ['deployment', 'build_id'] as const,
+});
 
 function recordCurrent({ deploymentName, buildId }: WorkerVersion, current: boolean): void {
   workerVersionCurrent.set({ deployment: deploymentName, build_id: buildId }, current ? 1 : 0);

@@ -32,7 +32,7 @@ import {
   type ErrorClass,
 } from '../../gateway/upstream/errors.ts';
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
-import { outcomeStatus } from '../../activities/invocation.ts';
+import { outcomeStatus } from '../../gateway/invocations/outcome.ts';
 import { admit, cheapToParse, refundIfRefused, runStages } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
 import { arrivedBody, contentLengthOf, declaredOver, readCappedBody } from './body.ts';
@@ -49,7 +49,7 @@ import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 import { digestOf, digestOfEmitted, digestingBody, type BodyDigest } from './digest.ts';
 import type { SignedReceipt } from '../../gateway/receipts/signer.ts';
-import { receiptsIssued, recordUpstreamOutcome } from '../../lib/observability/metrics.ts';
+import { receiptsIssued, recordUpstreamOutcome } from '../../gateway/metrics.ts';
 
 /** An MCP body is one JSON-RPC request and must be read to be parsed; it is still capped. */
 const MAX_MCP_BODY = 32 * 1024 * 1024;

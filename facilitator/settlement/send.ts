@@ -24,7 +24,7 @@ import {
   type SettlementRecord,
 } from '../store/records.ts';
 import { outcomeOfRecord } from './verify.ts';
-import { failedGasWei } from '../../lib/observability/metrics.ts';
+import { failedGasWei } from '../metrics.ts';
 import type { Inclusion, SettlementDeps, SettlementOutcome } from './types.ts';
 
 export type Signed = SettlementRecord & { rawTx: string; txHash: string };

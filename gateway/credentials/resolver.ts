@@ -4,11 +4,11 @@
 //   api_key → <header_name, default X-API-Key>: <secret>
 //   none    → nothing
 // Managed secrets are decrypted from their envelope; vault secrets are read from the KV v2
-// server now, inside the tenant's own prefix. Failures are ApplicationFailures with a coarse
-// message (they are recorded in the workflow history): never the secret, the key or the
-// vault's answer, and one message for every unreadable reference (outside the tenant,
-// missing, denied, not a string), so no history tells which it was.
-import { ApplicationFailure } from '@temporalio/common';
+// server now, inside the tenant's own prefix. A failure is a CredentialUnavailable with a
+// coarse reason (its callers record it: the activity in a workflow history, the proxy in a
+// response): never the secret, the key or the vault's answer, and one reason for every
+// unreadable reference (outside the tenant, missing, denied, not a string), so nothing
+// recorded tells which it was.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { VaultConfig } from './config.ts';
 import { createSecretStore } from './secrets.ts';
@@ -19,14 +19,20 @@ export interface CredentialResolver {
   headersFor(tenantId: string, credentialRef: string | null | undefined): Promise<Record<string, string>>;
 }
 
-export const CREDENTIAL_UNAVAILABLE = 'CredentialUnavailable';
+/** Why a credential could not be resolved: only an unreachable vault may come back. */
+export type CredentialUnavailableReason = 'not_found' | 'unreachable' | 'unusable' | 'undecryptable';
 
-function unavailable(reason: string, retryable: boolean): ApplicationFailure {
-  return ApplicationFailure.create({
-    type: CREDENTIAL_UNAVAILABLE,
-    message: `credential could not be resolved (${reason})`,
-    nonRetryable: !retryable,
-  });
+export class CredentialUnavailable extends Error {
+  override name = 'CredentialUnavailable';
+  readonly reason: CredentialUnavailableReason;
+  constructor(reason: CredentialUnavailableReason) {
+    super(`credential could not be resolved (${reason})`);
+    this.reason = reason;
+  }
+  /** Whether trying again later may succeed (the vault was unreachable). */
+  get retryable(): boolean {
+    return this.reason === 'unreachable';
+  }
 }
 
 export function createCredentialResolver(
@@ -39,7 +45,7 @@ export function createCredentialResolver(
     async headersFor(tenantId, credentialRef) {
       if (!credentialRef) return {};
       const credential = await store.find(tenantId, credentialRef);
-      if (!credential) throw unavailable('not_found', false);
+      if (!credential) throw new CredentialUnavailable('not_found');
       if (credential.authType === 'none') return {};
       let secret: string | null;
       try {
@@ -48,10 +54,10 @@ export function createCredentialResolver(
         // An unreachable vault may come back; an unreadable reference or an envelope that
         // does not open will not.
         if (err instanceof VaultReadError)
-          throw err.reason === 'unreachable' ? unavailable('unreachable', true) : unavailable('unusable', false);
-        throw unavailable('undecryptable', false);
+          throw new CredentialUnavailable(err.reason === 'unreachable' ? 'unreachable' : 'unusable');
+        throw new CredentialUnavailable('undecryptable');
       }
-      if (!secret || !isHeaderSafe(secret)) throw unavailable('unusable', false);
+      if (!secret || !isHeaderSafe(secret)) throw new CredentialUnavailable('unusable');
       if (credential.authType === 'bearer') return { authorization: `Bearer ${secret}` };
       return { [(credential.headerName ?? DEFAULT_API_KEY_HEADER).toLowerCase()]: secret };
     },

@@ -1,7 +1,7 @@
 // Writing an accepted transactional call: its body (the claim check) and its `pending` row,
 // in one commit. Unpaid calls — nearly all — take one statement (a data-modifying CTE when the
-// body store lives in this database: one round trip, one commit; measured 0.7 ms against
-// 2.3–2.8 ms for the same two rows through MikroORM's unit of work), prepared once per
+// body store lives in this database: one round trip, one commit, far cheaper than the ORM's
+// unit of work; docs/BENCHMARKS.md, "Proxy"), prepared once per
 // connection on the statement pool (db/statement-pool.ts). A paid call goes through
 // the payment module's transaction, which binds the payment to the row (one payment buys one
 // call) or writes nothing.

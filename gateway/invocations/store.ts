@@ -1,8 +1,6 @@
-// The transactional invocation's statements on its row, as plain parameterised SQL: the
-// activity's hot path makes two round trips per call (load and claim, complete) instead of the
-// six MikroORM queries it made (row, agent, body, the `running` flush, the completing update
-// and its re-read), and skips the ORM's query building and unit of work, which were most of
-// the worker's CPU over a bare echo activity (docs/BENCHMARKS.md, throughput).
+// The transactional invocation's statements on its row, as plain parameterised SQL: two round
+// trips per call (load and claim, complete), without the ORM's query building and unit of
+// work, which cost the worker most of its CPU per call (docs/BENCHMARKS.md, "Throughput").
 //
 // The guarantees are in the WHERE clauses, so they hold whoever races (a retried attempt, a
 // zombie attempt whose heartbeat timed out, abandonInvocation):

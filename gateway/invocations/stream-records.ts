@@ -1,28 +1,15 @@
-// Writes streaming invocation rows off the call's latency path, through two group-commit
-// queues on connections of the process's own (row-session.ts): while one statement is in
-// flight, the rows that arrive meanwhile wait and then go together in one multi-row
-// statement, so N rows cost one round trip and one commit instead of N (which matters most
-// for completions: the analytics trigger folds each completed row into its agent's hourly
-// rollup row, so separate completions of one agent would queue on that row's lock).
-// - Starts go on the row session, which holds the owner lock every row names; one is sent at
-//   most START_DELAY_MS after it was queued (the starts of that window share a statement).
-//   Nobody waits for it (stream.ts). A call that completes while its start is still queued
-//   is written once, whole, in its start's place (on the row session).
-// - Completions go on a second connection, so a start never queues behind a completion's
-//   trigger; one is sent at most COMPLETION_DELAY_MS after it was queued, so at low
-//   concurrency the completions of several calls share one write and one commit.
-//
-// Every queued item is a whole row, written as an upsert: the start inserts it `running`;
-// the completion inserts it whole or, when the start is there, completes it (only a row
-// still `running`, or one the stale-stream sweep failed as `gateway_lost`: no other terminal row is rewritten). So a completion never depends on its
-// start having been written, and a start that arrives after its completion changes nothing.
-// A receipt (emit_receipts) is written in the completion's statement, for the row it
-// completed: the row's completion and its receipt commit together or not at all.
-//
-// One bad row must not lose the others: a batch that fails is written again row by row, and
-// a row that fails for a reason that may pass (the database unreachable, a deadlock) is
-// retried a few times with backoff; only a row the database refuses as such is dropped (and
-// logged by the caller).
+// Writes streaming invocation rows off the call's latency path (docs/PROXY.md, "Pipeline",
+// row writes) through two group-commit queues on connections of the process's own
+// (row-session.ts): N rows cost one statement and one commit, which matters most for
+// completions, since the analytics trigger folds each into its agent's hourly rollup row and
+// separate completions of one agent would queue on that row's lock. Starts go on the row
+// session, which holds the owner lock every row names; completions on a second connection,
+// so a start never queues behind a completion's trigger. Every item is a whole row, upserted:
+// a completion never depends on its start having been written (a call that ends while its
+// start is queued is written once, whole), a start after its completion changes nothing, and
+// only a `running` row, or one the stale-stream sweep failed as `gateway_lost`, is completed.
+// A receipt commits in its completion's statement. A failed batch is written again row by row,
+// retrying what may pass, so one bad row cannot lose the others.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { closeWithOrm } from '../db/orm.ts';
@@ -154,7 +141,7 @@ function recordOf(r: QueuedRow, owner: string): Record<string, unknown> {
 // The rows travel as one JSON array read by json_populate_recordset, typed by the table's own
 // row type, so the statement's text is the same whatever the batch size: each connection
 // prepares it once (a named statement) and PostgreSQL does not parse, analyse and plan it per
-// batch again (that was a fifth of its CPU on these connections; docs/PROXY.md).
+// batch again (docs/PROXY.md, "Pipeline").
 const ROWS = `select ${COLUMNS.join(', ')} from json_populate_recordset(null::invocations, $1::json)`;
 // A start meeting a row that is there already (a paid call's row, inserted with its payment
 // binding) only gives it its owner.

@@ -5,7 +5,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '../../lib/log.ts';
 import type { ChangeFeed } from '../db/change-feed.ts';
-import { policyDecisions } from '../../lib/observability/metrics.ts';
+import { policyDecisions } from '../metrics.ts';
 import { evaluatePolicy, type CallFacts, type Verdict } from './evaluate.ts';
 import { createMemoryRateWindow, createRedisRateWindow, type RateWindow } from './rate.ts';
 import { createPolicyStore, type DecisionRecord, type PolicyStore } from './store.ts';

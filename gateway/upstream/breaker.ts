@@ -12,7 +12,7 @@ import {
   type CircuitBreakerPolicy,
   type IBreaker,
 } from 'cockatiel';
-import { recordBreakerTransition } from '../../lib/observability/metrics.ts';
+import { recordBreakerTransition } from '../metrics.ts';
 import { UpstreamError } from './errors.ts';
 import { circuitKey, createOpenCircuits, type OpenCircuits } from './open-circuits.ts';
 

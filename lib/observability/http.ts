@@ -1,6 +1,7 @@
 // Koa middleware shared by the API and the facilitator: the request id, one structured access
 // log line per request, HTTP metrics, and the /metrics endpoint. The log line carries ids and
-// figures only: never a header value other than the request id, never a body.
+// figures only: never a header value other than the request id, never a body. A service counts
+// what its own routes mean (the API's 429s by limiter) through the `answered` hook.
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import Koa from 'koa';
@@ -8,16 +9,15 @@ import type { Context, Next } from 'koa';
 import type { Logger } from '../log.ts';
 import { activeTraceId } from './spans.ts';
 import { routeTemplate } from './route.ts';
-import { httpDuration, httpRequests, rateLimitRejections, registry, settlements } from './metrics.ts';
+import { httpDuration, httpRequests, registry } from './metrics.ts';
 
 /** A caller's X-Request-ID is honored when it is a sane token; anything else is replaced. */
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-function limiterOf(route: string): string {
-  return route.startsWith('/v1/analytics') ? 'analytics' : route.startsWith('/v1/proxy') ? 'agent' : 'other';
-}
+/** Called once per answer, with its route template, after the HTTP metrics are recorded. */
+type Answered = (ctx: Context, route: string) => void;
 
-export function observeRequests(service: string, log: Logger) {
+export function observeRequests(service: string, log: Logger, answered?: Answered) {
   return async function observe(ctx: Context, next: Next): Promise<void> {
     const started = performance.now();
     const given = ctx.get('x-request-id');
@@ -36,7 +36,7 @@ export function observeRequests(service: string, log: Logger) {
       const labels = { service, method: ctx.method, route, status };
       httpRequests.inc(labels);
       httpDuration.observe(labels, seconds);
-      if (ctx.status === 429) rateLimitRejections.inc({ limiter: limiterOf(route) });
+      answered?.(ctx, route);
       // The line's object is built only when it will be written (a quiet LOG_LEVEL skips it).
       if (route !== '/metrics' && log.isLevelEnabled('info')) {
         const invocationId = ctx.response.get('X-Gateway-Invocation-ID') || undefined;
@@ -86,26 +86,4 @@ export async function startMetricsServer(port: number, host: string, extra?: Ext
     server.once('error', reject);
   });
   return server;
-}
-
-/** The facilitator's /settle outcomes, read from the answer it gives (status and `success`). */
-export async function observeSettlements(ctx: Context, next: Next): Promise<void> {
-  await next();
-  if (ctx.path !== '/settle' || ctx.method !== 'POST') return;
-  const body = ctx.body as { success?: unknown } | null | undefined;
-  const outcome =
-    ctx.status === 200
-      ? body?.success === true
-        ? 'settled'
-        : 'failed'
-      : ctx.status === 429
-        ? 'rejected'
-        : ctx.status === 503
-          ? 'unavailable'
-          : ctx.status === 403
-            ? 'forbidden'
-            : ctx.status === 400
-              ? 'malformed'
-              : 'error';
-  settlements.inc({ service: 'facilitator', outcome });
 }

@@ -2,9 +2,10 @@
 // activity with its invocation id (the workflow id) and records the upstream outcome
 // metrics, without the activities having to know about either. Ids and figures only.
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
-import type { Logger } from '../log.ts';
-import { recordUpstreamOutcome } from './metrics.ts';
-import { activeTraceId } from './spans.ts';
+import type { Logger } from '../lib/log.ts';
+import { activeTraceId } from '../lib/observability/spans.ts';
+import { recordUpstreamOutcome } from '../gateway/metrics.ts';
+import type { InvocationActivities } from './invocation.ts';
 
 type Outcome = {
   status?: string;
@@ -14,7 +15,10 @@ type Outcome = {
 };
 
 /** Activities whose result is an invocation's final outcome. */
-const OUTCOME_ACTIVITIES = new Set(['performInvocation', 'abandonInvocation']);
+const OUTCOME_ACTIVITIES = new Set<string>([
+  'performInvocation',
+  'abandonInvocation',
+] satisfies (keyof InvocationActivities)[]);
 
 export function activityObservability(log: Logger): ActivityInterceptorsFactory {
   return (ctx) => ({

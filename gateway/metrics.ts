@@ -1,0 +1,64 @@
+// The gateway's own metrics (names, labels and what records them: docs/OBSERVABILITY.md),
+// defined with lib/observability/metrics.ts's helpers. The API's request-level ones are in
+// api/metrics.ts.
+import { counter, gauge, histogram } from '../lib/observability/metrics.ts';
+
+const upstreamOutcomes = counter({
+  name: 'gateway_upstream_outcomes_total',
+  help: 'Completed upstream calls by mode and error class (`none` when the upstream answered below 400)',
+  labelNames: ['mode', 'error_class'] as const,
+});
+
+const upstreamLatency = histogram({
+  name: 'gateway_upstream_latency_seconds',
+  help: 'Upstream call latency of completed invocations, by mode',
+  labelNames: ['mode'] as const,
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+});
+
+// Breakers are per tenant and upstream origin, both chosen by tenants: no label may carry
+// either, so the process reports how many breakers are in each state.
+const breakerStates = gauge({
+  name: 'gateway_circuit_breakers',
+  help: 'Circuit breakers of this process (one per tenant and upstream origin), by state',
+  labelNames: ['state'] as const,
+});
+for (const state of ['closed', 'half_open', 'open']) breakerStates.set({ state }, 0);
+
+export const policyDecisions = counter({
+  name: 'gateway_policy_decisions_total',
+  help: 'Policy evaluations by resulting action and what decided it (rule, default, on_error)',
+  labelNames: ['action', 'source'] as const,
+});
+
+// The facilitator counts the same metric under service="facilitator" (facilitator/metrics.ts).
+export const settlements = counter({
+  name: 'settlements_total',
+  help: 'Settlements by service (gateway client or facilitator) and outcome',
+  labelNames: ['service', 'outcome'] as const,
+});
+
+export const receiptsIssued = counter({
+  name: 'gateway_receipts_issued_total',
+  help: 'Trust receipts signed, by signing key id',
+  labelNames: ['kid'] as const,
+});
+
+/** A breaker's move between states: from null when created, to null when dropped. */
+export function recordBreakerTransition(
+  from: 'closed' | 'half_open' | 'open' | null,
+  to: 'closed' | 'half_open' | 'open' | null,
+): void {
+  if (from) breakerStates.dec({ state: from });
+  if (to) breakerStates.inc({ state: to });
+}
+
+/** One completed upstream call (the worker records transactional ones itself; the streaming route calls this). */
+export function recordUpstreamOutcome(
+  mode: 'transactional' | 'streaming',
+  errorClass: string | null,
+  latencyMs: number | null,
+): void {
+  upstreamOutcomes.inc({ mode, error_class: errorClass ?? 'none' });
+  if (latencyMs !== null) upstreamLatency.observe({ mode }, latencyMs / 1000);
+}
