@@ -24,7 +24,7 @@ import {
   type TestAccount,
 } from './support/x402.ts';
 import { createUpstreamClient } from '../gateway/upstream/client.ts';
-import { createMemoryCircuits, createOpenCircuits } from '../gateway/upstream/open-circuits.ts';
+import { createMemoryCircuits, createOpenCircuits, type QueryRows } from '../gateway/upstream/open-circuits.ts';
 import { closeRedisClients } from '../gateway/policy/redis.ts';
 import { queryRows } from '../gateway/db/orm.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
@@ -242,82 +242,48 @@ describe('payer: an open breaker refuses a paid call before payment', function (
     }
   });
 
-  it('with Redis, a circuit one API replica opened refuses paid calls on another replica', async () => {
-    // Two replicas as two processes would be: each its own breakers and memory, Redis shared.
-    const replica = () =>
-      startProxyApp(
-        { redisUrl: redisUrl() },
-        {
-          upstream: createUpstreamClient({
-            allow: stack().allow,
-            circuits: createOpenCircuits({ redisUrl: redisUrl(), local: createMemoryCircuits() }),
-          }),
-        },
-      );
-    const [a, b] = [await replica(), await replica()];
-    const upstream = await flakyUpstream();
-    try {
-      const freeAgent = await agent(upstream.url);
-      const payTo = newPayTo();
-      const paidAgent = await agent(upstream.url, payTo);
-      await openByStreaming(a.url, freeAgent);
-      for (const path of ['', '/stream'] as const) {
-        const paid = await payment(payTo);
-        await assertRefusedUnpaid(
-          await send(b.url, paidAgent, path, paid.header),
-          paid,
-          payTo,
-          `replica b ${path || '/'}`,
+  // Two replicas as two processes would be: each its own breakers and memory, the shared store
+  // (Redis, else the gateway's database) the only way one learns what the other's breaker knows.
+  const sharedStores: Array<[string, () => { redisUrl?: string; query?: QueryRows }]> = [
+    ['with Redis', () => ({ redisUrl: redisUrl() })],
+    ['without Redis, through the database', () => ({ query: queryRows(stack().orm) })],
+  ];
+  for (const [store, shared] of sharedStores) {
+    it(`${store}, a circuit one API replica opened refuses paid calls on another replica`, async () => {
+      const replica = () =>
+        startProxyApp(
+          { redisUrl: shared().redisUrl },
+          {
+            upstream: createUpstreamClient({
+              allow: stack().allow,
+              circuits: createOpenCircuits({ ...shared(), local: createMemoryCircuits() }),
+            }),
+          },
         );
-      }
+      const [a, b] = [await replica(), await replica()];
+      const upstream = await flakyUpstream();
+      try {
+        const freeAgent = await agent(upstream.url);
+        const payTo = newPayTo();
+        const paidAgent = await agent(upstream.url, payTo);
+        await openByStreaming(a.url, freeAgent);
+        for (const path of ['', '/stream'] as const) {
+          const paid = await payment(payTo);
+          await assertRefusedUnpaid(await send(b.url, paidAgent, path, paid.header), paid, payTo, `b ${path || '/'}`);
+        }
 
-      upstream.recover();
-      const paid = await payment(payTo);
-      const served = await payOnceRecovered(b.url, paidAgent, '/stream', paid);
-      assert.equal(served.status, 200, served.text);
-      assert.equal(await balanceOf(provider, payTo), PRICE);
-    } finally {
-      await upstream.close();
-      await a.close();
-      await b.close();
-    }
-  });
-
-  it('without Redis, a circuit one process’s breaker opened refuses paid calls on another API through the database', async () => {
-    // Two processes as a worker and an API without REDIS_URL would be: each its own breakers and
-    // memory, the gateway's database shared.
-    const replica = () =>
-      startProxyApp(
-        {},
-        {
-          upstream: createUpstreamClient({
-            allow: stack().allow,
-            circuits: createOpenCircuits({ query: queryRows(stack().orm), local: createMemoryCircuits() }),
-          }),
-        },
-      );
-    const [a, b] = [await replica(), await replica()];
-    const upstream = await flakyUpstream();
-    try {
-      const freeAgent = await agent(upstream.url);
-      const payTo = newPayTo();
-      const paidAgent = await agent(upstream.url, payTo);
-      await openByStreaming(a.url, freeAgent);
-      for (const path of ['', '/stream'] as const) {
+        upstream.recover();
         const paid = await payment(payTo);
-        await assertRefusedUnpaid(await send(b.url, paidAgent, path, paid.header), paid, payTo, `b ${path || '/'}`);
+        const served = await payOnceRecovered(b.url, paidAgent, '/stream', paid);
+        assert.equal(served.status, 200, served.text);
+        assert.equal(await balanceOf(provider, payTo), PRICE);
+      } finally {
+        await upstream.close();
+        await a.close();
+        await b.close();
       }
-      upstream.recover();
-      const paid = await payment(payTo);
-      const served = await payOnceRecovered(b.url, paidAgent, '/stream', paid);
-      assert.equal(served.status, 200, served.text);
-      assert.equal(await balanceOf(provider, payTo), PRICE);
-    } finally {
-      await upstream.close();
-      await a.close();
-      await b.close();
-    }
-  });
+    });
+  }
 
   it('with Redis unreachable, the check fails open: a paid call to a healthy upstream is served', async () => {
     const broken = 'redis://127.0.0.1:1';
