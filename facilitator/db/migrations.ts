@@ -126,6 +126,14 @@ const facilitatorMigrations: Migration[] = [
     name: '0005_foreign_settlement_transactions',
     sql: [`alter table settlements drop constraint if exists settlements_tx_hash_key`],
   },
+  {
+    // A revert whose authorization is still unused keeps its settlement pending (anyone may
+    // still submit the authorization until validBefore), and a watcher reads that revert again
+    // and again: the revert whose gas was charged to the account's failed-gas budget is kept,
+    // so each reverted transaction is charged once.
+    name: '0006_charged_revert',
+    sql: [`alter table settlements add column charged_revert_tx text`],
+  },
 ];
 
 const LOCK_KEY = 402_402_001;
