@@ -16,7 +16,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Transaction, parseEther, type TransactionReceipt } from 'ethers';
 import { stack } from './support/stack.ts';
-import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
+import { pastValidBefore, startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
 import {
   balanceOf,
   chainProvider,
@@ -163,13 +163,12 @@ describe('a facilitator transfer that reverts with the authorization unused', fu
     assertStillSettling(await c.send());
 
     // The chain's clock reaches validBefore: the authorization can no longer be used.
-    const latest = (await provider.getBlock('latest'))!;
-    await provider.send('evm_increaseTime', [Math.max(c.validBefore - latest.timestamp, 0)]);
-    await provider.send('evm_mine', []);
-    const final = await until('the final answer', async () => {
-      const res = await c.send();
-      return res.status === 503 ? null : res;
-    });
+    const final = await pastValidBefore(provider, c.validBefore, () =>
+      until('the final answer', async () => {
+        const res = await c.send();
+        return res.status === 503 ? null : res;
+      }),
+    );
     assert.equal(final.status, 402, final.text);
     assert.equal(final.json.error, 'settlement_failed');
     assert.equal(final.headers['x-payment-response'], undefined);
