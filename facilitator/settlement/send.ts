@@ -473,7 +473,7 @@ export async function recordInclusion(
       : await afterRevert(deps, record, inclusion);
     if ('resubmitted' in next) {
       // A revert's gas is charged before the re-submission moves the record to its new nonce.
-      if (!inclusion.cancelled) await completeSettlement(deps.pool, record.key, chargeOnly(inclusion));
+      if (!inclusion.cancelled) await complete(deps, record.key, chargeOnly(inclusion));
       // Sent now; a node answering with the receipt (anvil, EIP-7966) decides it at once,
       // else the record waits (`pending`, its bytes now the submitted transfer's) for the watch.
       const included = await broadcast(deps, next.resubmitted);
@@ -489,11 +489,15 @@ export async function recordInclusion(
     (!outcome.txHash || outcome.txHash.toLowerCase() === record.txHash?.toLowerCase())
   )
     return outcomeOfRecord(record);
-  const recorded = await completeSettlement(deps.pool, record.key, outcome);
-  // Counted by the run whose statement charged it (a watcher may record the same revert again).
-  if (recorded.gasChargedNow && 'failedGasWei' in outcome && outcome.failedGasWei)
+  return outcomeOfRecord(await complete(deps, record.key, outcome));
+}
+
+/** Writes the outcome; a revert's gas is counted in the metric by the statement that charged it (a watcher may record the same revert again). */
+async function complete(deps: SettlementDeps, key: string, outcome: FinalOutcome): Promise<SettlementRecord> {
+  const recorded = await completeSettlement(deps.pool, key, outcome);
+  if (recorded.gasChargedNow && outcome.failedGasWei)
     failedGasWei.inc({ account: recorded.accountId }, Number(outcome.failedGasWei));
-  return outcomeOfRecord(recorded);
+  return recorded;
 }
 
 /** The revert's gas charged to the account's budget; the record stays `pending`, its bytes the re-submission's. */
