@@ -11,7 +11,8 @@
 // - a payer who tops up meanwhile gets its call: the watcher submits the transfer again once its
 //   simulation succeeds, the same header buys the call once, and the payer is charged once.
 // Either way the revert's gas is charged to the account's failed-gas budget once, however many
-// times the watcher reads the revert.
+// times the watcher reads the revert. A pending revert whose watcher was lost is decided once
+// validBefore has passed: the sweeper starts its watcher again.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Transaction, parseEther, type TransactionReceipt } from 'ethers';
@@ -56,6 +57,8 @@ describe('a facilitator transfer that reverts with the authorization unused', fu
         // Long enough that no cancel is sent while the test holds the transfer in the pool.
         FACILITATOR_INCLUSION_TIMEOUT_MS: '5000',
         FACILITATOR_FEE_BUMP_AFTER_MS: '0',
+        // The sweeper restarts the watcher of a settlement pending this long past validBefore.
+        FACILITATOR_SWEEP_AFTER_MS: '1000',
       },
     });
     upstream = await startUpstream();
@@ -230,5 +233,32 @@ describe('a facilitator transfer that reverts with the authorization unused', fu
     const again = await c.send();
     assert.equal(again.status, 402, again.text);
     assert.equal(again.json.error, 'payment already used');
+  });
+
+  it('the watcher of a pending revert is lost: the sweeper starts it again once validBefore has passed, and the failure is final', async () => {
+    const c = await pricedCall(15_000n, 15);
+    const { answer, revert } = await drainedCall(c);
+    assertStillSettling(answer);
+    // An operator terminates the watcher (the record stays pending: nothing decides it).
+    const watcher = stack().temporal.workflow.getHandle(`watch:${c.key}`);
+    await until('the watcher', async () => (await watcher.describe().catch(() => null))?.status.name === 'RUNNING');
+    await watcher.terminate('test: a lost watcher');
+
+    const record = await pastValidBefore(provider, c.validBefore, () =>
+      until(
+        'the final record',
+        async () => {
+          const found = await findSettlement(facilitator.pool, c.key);
+          return found?.status === 'pending' ? null : found;
+        },
+        60_000,
+      ),
+    );
+    assert.equal(record?.status, 'failed');
+    assert.equal(record?.failureCause, 'reverted');
+    assert.equal(record?.txHash, revert.hash);
+    assert.equal((await watcher.describe()).status.name, 'COMPLETED', 'a new watcher decided it');
+    assert.deepEqual(await transfersTo(provider, c.payTo), [], 'nothing collected');
+    assert.equal(c.served(), 0, 'never forwarded');
   });
 });

@@ -132,7 +132,11 @@ const facilitatorMigrations: Migration[] = [
     // and again: the revert whose gas was charged to the account's failed-gas budget is kept,
     // so each reverted transaction is charged once.
     name: '0006_charged_revert',
-    sql: [`alter table settlements add column charged_revert_tx text`],
+    // The sweeper finds pending settlements past their validBefore (their watcher gone) by this.
+    sql: [
+      `alter table settlements add column charged_revert_tx text`,
+      `create index settlements_pending on settlements (updated_at) where status = 'pending'`,
+    ],
   },
 ];
 

@@ -238,3 +238,24 @@ export async function completeSettlement(
   if (!current) throw new Error('settlement record missing');
   return { ...current, completedNow: false, gasChargedNow: false };
 }
+
+/**
+ * Pending settlements whose validBefore is more than `marginMs` behind the database's clock and
+ * that no statement touched for as long: a watcher decides such a record within seconds of the
+ * chain passing validBefore (it can no longer land), so one still pending has lost its watcher
+ * (or the chain stalls). Each is touched as it is returned, so it comes back only after another
+ * `marginMs`.
+ */
+export async function overduePending(db: pg.Pool, marginMs: number, limit: number): Promise<string[]> {
+  const { rows } = await db.query<{ settlement_key: string }>(
+    `update settlements set updated_at = now()
+     where settlement_key in (
+       select settlement_key from settlements
+       where status = 'pending' and updated_at < now() - make_interval(secs => $1::double precision / 1000)
+         and valid_before < extract(epoch from now()) - $1::double precision / 1000
+       order by updated_at limit $2 for update skip locked)
+     returning settlement_key`,
+    [marginMs, limit],
+  );
+  return rows.map((r) => r.settlement_key);
+}
