@@ -7,6 +7,10 @@
 // seconds this starts the workflow of each one older than a few seconds, with the same id and
 // policies as the handler (idempotent: a workflow that exists is found, a closed one is left
 // closed), and marks it. Every facilitator process runs one; they may overlap harmlessly.
+// It also starts the watcher again of a settlement still `pending` past its validBefore plus the
+// same delay (a revert or a mined cancel with the authorization unused stays pending until the
+// chain passes validBefore, and its watcher then decides it within seconds): one whose watcher
+// was lost (terminated by an operator, say) is decided rather than left pending for good.
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import type { Logger } from '../lib/log.ts';
@@ -14,7 +18,8 @@ import { errorKind } from '../lib/error-kind.ts';
 import { runRounds } from '../lib/rounds.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import { unstartedSettlements } from '../facilitator/store/requests.ts';
-import { recordWorkflowStart, startSettlementWorkflow } from './workflow-start.ts';
+import { overduePending } from '../facilitator/store/records.ts';
+import { recordWorkflowStart, startSettlementWorkflow, startWatchWorkflow } from './workflow-start.ts';
 
 const BATCH = 100;
 
@@ -44,7 +49,17 @@ export function startSweeper(deps: {
       started++;
     }
     if (started > 0) deps.log.info({ started }, 'sweeper started settlement workflows');
-    return started;
+    let watched = 0;
+    for (const key of stopped ? [] : await overduePending(deps.pool, afterMs, BATCH)) {
+      const ok = await startWatchWorkflow(deps.temporal, deps.config, key).then(
+        () => true,
+        () => false,
+      );
+      if (!ok) break;
+      watched++;
+    }
+    if (watched > 0) deps.log.info({ watched }, 'sweeper started watchers of overdue pending settlements');
+    return started + watched;
   }
 
   const rounds = runRounds(everyMs, sweepOnce, (err) =>

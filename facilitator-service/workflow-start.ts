@@ -4,7 +4,7 @@
 // outbox sweeper; both then record on the request that the workflow exists.
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import type pg from 'pg';
-import type { SettlementWorkflow } from '../workflows/settlement.ts';
+import type { SettlementWatchWorkflow, SettlementWorkflow } from '../workflows/settlement.ts';
 import { Payer, SettlementStatus } from '../temporal/search-attributes.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import { markWorkflowStarted } from '../facilitator/store/requests.ts';
@@ -32,6 +32,21 @@ export function startSettlementWorkflow(
     ],
     // Amount, recipient and payer only: the signature never enters a history.
     staticSummary: labels.summary,
+  });
+}
+
+/**
+ * Starts the watcher of a pending settlement (the one SettlementWorkflow starts as its child,
+ * same id): USE_EXISTING finds a running one; a closed one is started again (its record is still
+ * pending, so it decided nothing).
+ */
+export function startWatchWorkflow(temporal: Client, config: FacilitatorConfig, key: string): Promise<unknown> {
+  return temporal.workflow.start<typeof SettlementWatchWorkflow>('SettlementWatchWorkflow', {
+    taskQueue: config.temporal.taskQueue,
+    workflowId: `watch:${key}`,
+    args: [{ key }],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
   });
 }
 

@@ -54,7 +54,8 @@ const FacilitatorEnv = z.object({
   FACILITATOR_ACCOUNT_CACHE_MS: z.coerce.number().int().nonnegative().default(2_000),
   FACILITATOR_READINESS_CACHE_MS: z.coerce.number().int().nonnegative().default(1_000),
   // The outbox sweeper: every FACILITATOR_SWEEP_EVERY_MS, settlements whose workflow start was
-  // not acknowledged FACILITATOR_SWEEP_AFTER_MS after their request get it started (0: off).
+  // not acknowledged FACILITATOR_SWEEP_AFTER_MS after their request get it started (0: off),
+  // and settlements still pending that long past their validBefore get their watcher again.
   FACILITATOR_SWEEP_EVERY_MS: z.coerce.number().int().nonnegative().default(2_000),
   FACILITATOR_SWEEP_AFTER_MS: z.coerce.number().int().nonnegative().default(5_000),
   // The Prometheus listener (facilitator/metrics.ts; 0 = off).

@@ -5,10 +5,12 @@
 // budget here is 1.15 × one settlement's worst case: one fits, a second alongside it does not;
 // with a budget equal to what the account burned, nothing fits. Beyond it the account's
 // /settle answers 429 before any claim, while other accounts settle as before. The cost is in
-// the account's daily record and in the facilitator_failed_gas_wei_total metric.
+// the account's daily record and in the facilitator_failed_gas_wei_total metric, once per
+// reverted transaction (the revert keeps its settlement pending until validBefore, and the
+// watcher reads it again meanwhile).
 import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
-import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
+import { pastValidBefore, startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
 import {
   chainProvider,
   newAccount,
@@ -66,7 +68,9 @@ describe('facilitator: failed-gas budget per account', function () {
     const payer = (await newPayer(5_000n)).connect(provider);
     await provider.send('anvil_setBalance', [payer.address, '0xde0b6b3a7640000']);
     const payTo = newPayTo();
-    const payment = await signPayment(payer, { payTo, value: 5_000n });
+    // Short-lived: the revert keeps the settlement pending until the chain passes validBefore.
+    const validBefore = Math.floor(Date.now() / 1000) + 30;
+    const payment = await signPayment(payer, { payTo, value: 5_000n, validBefore });
     const key = keyOf(payer.address, payment.payload.authorization.nonce);
     const secondPayer = await newPayer(5_000n); // funded while blocks are still mined
 
@@ -91,16 +95,27 @@ describe('facilitator: failed-gas budget per account', function () {
     await provider.send('evm_mine', []);
     await provider.send('evm_setAutomine', [true]);
 
+    // The authorization is still unused and valid: anyone may submit it again, so the answer
+    // is not final yet, but the revert's gas is charged already.
     const res = await answer;
-    assert.equal(res.status, 200);
-    assert.equal(res.json.success, false, JSON.stringify(res.json));
-    // The answer is given at inclusion; the record is written just after.
-    const record = await until('the record', async () =>
-      (await findSettlement(facilitator.pool, key))?.status === 'failed' ? findSettlement(facilitator.pool, key) : null,
-    );
-    assert.equal(record?.failureCause, 'reverted');
+    assert.equal(res.status, 503, JSON.stringify(res.json));
+    assert.equal((await findSettlement(facilitator.pool, key))?.failureCause, 'reverted');
     const burned = (await usageToday(facilitator.pool)).get(griefer.account.id)?.failedGasWei ?? 0n;
     assert.ok(burned > 0n, "the revert's gas is in the account's daily record");
+    assert.equal(await failedGasMetric(griefer.account.id), Number(burned));
+    // Once the chain is past validBefore the failure is final, and its gas was charged once.
+    const body = settleBody(payment, requirements(payTo, 5_000n));
+    const final = await pastValidBefore(provider, validBefore, () =>
+      until('the final answer', async () => {
+        const retried = await griefer.client.post('/settle', body, facilitator.url);
+        return retried.status === 200 ? retried : null;
+      }),
+    );
+    assert.equal(final.json.success, false, JSON.stringify(final.json));
+    const record = await findSettlement(facilitator.pool, key);
+    assert.equal(record?.status, 'failed');
+    assert.equal(record?.failureCause, 'reverted');
+    assert.equal((await usageToday(facilitator.pool)).get(griefer.account.id)?.failedGasWei, burned);
     assert.equal(await failedGasMetric(griefer.account.id), Number(burned));
 
     // A deployment whose budget is what the account already burned today (the same database):

@@ -126,6 +126,18 @@ const facilitatorMigrations: Migration[] = [
     name: '0005_foreign_settlement_transactions',
     sql: [`alter table settlements drop constraint if exists settlements_tx_hash_key`],
   },
+  {
+    // A revert whose authorization is still unused keeps its settlement pending (anyone may
+    // still submit the authorization until validBefore), and a watcher reads that revert again
+    // and again: the revert whose gas was charged to the account's failed-gas budget is kept,
+    // so each reverted transaction is charged once.
+    name: '0006_charged_revert',
+    // The sweeper finds pending settlements past their validBefore (their watcher gone) by this.
+    sql: [
+      `alter table settlements add column charged_revert_tx text`,
+      `create index settlements_pending on settlements (updated_at) where status = 'pending'`,
+    ],
+  },
 ];
 
 const LOCK_KEY = 402_402_001;

@@ -293,36 +293,58 @@ function authorizationUseOf(deps: SettlementDeps, record: SettlementRecord, toBl
  * was public in the node's pool; or, after a revert for want of balance, the payer or anyone
  * submitted it once the balance was back), the payer's money moved: the settlement is settled,
  * with the transaction that used the authorization, and never answered `success: false` (the
- * payer would sign and pay again, charged twice for one call). The token is asked as of the
- * node's latest block (at least the revert's: a node behind it errors and the step retries), so
- * every use up to the moment of the record counts, and the log window ends where the state was
- * read: a use after the revert's block is found, not looked for in vain forever. Either way
- * the revert's gas is charged to the account's failed-gas budget.
+ * payer would sign and pay again, charged twice for one call). Used otherwise (the payer spent
+ * or cancelled the nonce): failed, nothing was collected and nothing can be. Unused: the
+ * reverted transaction is public with the signed authorization in its calldata, so anyone can
+ * submit it again until validBefore, once the payer has the funds (or its wallet accepts the
+ * signature again). A final failure now would make the payer sign and pay again, then be
+ * charged a second time by the old authorization; so the record stays `pending` (answered
+ * `503`) until the chain has a block at or past validBefore (then failed: it can no longer
+ * land), or the authorization is used. While the chain is far enough from validBefore
+ * (mayResubmit) and the transfer would now succeed (the payer topped up), it is submitted
+ * again at a new gas nonce, within the bound shared with re-submissions after a cancel, so the
+ * payer gets its call instead of waiting. The token is asked as of the node's latest block (at
+ * least the revert's: a node behind it errors and the step retries), with that block's
+ * timestamp as the chain's clock, so every use up to the moment of the record counts and the
+ * log window ends where the state was read. Whatever the outcome, the revert's gas is charged
+ * to the account's failed-gas budget, once (completeSettlement).
  */
 async function afterRevert(
   deps: SettlementDeps,
   record: SettlementRecord,
   revert: Inclusion & { mined: true },
-): Promise<FinalOutcome> {
+): Promise<FinalOutcome | { resubmitted: Signed }> {
   const failedGasWei = revert.gasUsed * revert.gasPrice;
-  const latest = await deps.provider.getBlockNumber();
-  const use = await authorizationUseOf(deps, record, Math.max(latest, revert.blockNumber));
+  const charged = { failedGasWei, revertTxHash: revert.txHash };
+  const latest = await deps.provider.getBlock('latest');
+  if (!latest) throw new Error('the node has no latest block');
+  const atBlock = Math.max(latest.number, revert.blockNumber);
+  const use = await authorizationUseOf(deps, record, atBlock);
   if (use.used && use.paid)
     return {
       status: 'settled',
       blockNumber: use.paid.blockNumber,
       gasUsed: revert.gasUsed,
       txHash: use.paid.txHash,
-      failedGasWei,
+      ...charged,
     };
-  return {
-    status: 'failed',
+  const failed = {
+    status: 'failed' as const,
     cause: 'reverted',
     blockNumber: revert.blockNumber,
     gasUsed: revert.gasUsed,
     txHash: revert.txHash,
-    failedGasWei,
+    ...charged,
   };
+  // A latest block older than the revert's (a load-balanced node behind) says nothing of the
+  // chain's clock now: not known, so the step retries.
+  if (latest.number < revert.blockNumber) throw new Error('the node is behind the revert’s block');
+  if (use.used || BigInt(latest.timestamp) >= record.validBefore) return failed;
+  if (mayResubmit(deps.config, latest.timestamp, record.validBefore)) {
+    const again = await resubmit(deps, record);
+    if (again) return { resubmitted: again };
+  }
+  return { status: 'pending', cause: 'reverted', txHash: revert.txHash, ...charged };
 }
 
 /**
@@ -426,7 +448,11 @@ async function afterCancel(
   return BigInt(latest.timestamp) < record.validBefore ? { status: 'pending', cause: 'inclusion_timeout' } : cancelled;
 }
 
-/** Records a mined attempt's outcome, or `pending` (not mined, a cancel mined before validBefore, or a transfer submitted again and not yet mined). */
+/**
+ * Records a mined attempt's outcome, or `pending` (not mined; a cancel mined, or a transfer
+ * reverted, with the authorization unused before validBefore; or a transfer submitted again
+ * and not yet mined).
+ */
 export async function recordInclusion(
   deps: SettlementDeps,
   record: SettlementRecord,
@@ -434,28 +460,54 @@ export async function recordInclusion(
 ): Promise<SettlementOutcome> {
   let outcome: FinalOutcome;
   if (!inclusion.mined) outcome = { status: 'pending', cause: 'inclusion_timeout' };
-  else if (inclusion.cancelled) {
-    const next = await afterCancel(deps, record, inclusion);
-    if ('resubmitted' in next) {
-      // Sent now; a node answering with the receipt (anvil, EIP-7966) decides it at once,
-      // else the record waits (`pending`, its bytes now the submitted transfer's) for the watch.
-      const included = await broadcast(deps, next.resubmitted);
-      if (included?.mined) return recordInclusion(deps, next.resubmitted, included);
-      outcome = { status: 'pending', cause: 'inclusion_timeout' };
-    } else outcome = next;
-  } else if (inclusion.success)
+  else if (inclusion.success && !inclusion.cancelled)
     outcome = {
       status: 'settled',
       blockNumber: inclusion.blockNumber,
       gasUsed: inclusion.gasUsed,
       txHash: inclusion.txHash,
     };
-  else outcome = await afterRevert(deps, record, inclusion);
-  const recorded = await completeSettlement(deps.pool, record.key, outcome);
-  // Counted by the run whose statement recorded it (a watcher may record the same revert again).
-  if (recorded.completedNow && 'failedGasWei' in outcome && outcome.failedGasWei)
+  else {
+    const next = inclusion.cancelled
+      ? await afterCancel(deps, record, inclusion)
+      : await afterRevert(deps, record, inclusion);
+    if ('resubmitted' in next) {
+      // A revert's gas is charged before the re-submission moves the record to its new nonce.
+      if (!inclusion.cancelled) await complete(deps, record.key, chargeOnly(inclusion));
+      // Sent now; a node answering with the receipt (anvil, EIP-7966) decides it at once,
+      // else the record waits (`pending`, its bytes now the submitted transfer's) for the watch.
+      const included = await broadcast(deps, next.resubmitted);
+      if (included?.mined) return recordInclusion(deps, next.resubmitted, included);
+      outcome = { status: 'pending', cause: 'inclusion_timeout' };
+    } else outcome = next;
+  }
+  // A watcher re-reading a revert that is still undecided writes (and announces) nothing new.
+  if (
+    outcome.status === 'pending' &&
+    record.status === 'pending' &&
+    record.failureCause === outcome.cause &&
+    (!outcome.txHash || outcome.txHash.toLowerCase() === record.txHash?.toLowerCase())
+  )
+    return outcomeOfRecord(record);
+  return outcomeOfRecord(await complete(deps, record.key, outcome));
+}
+
+/** Writes the outcome; a revert's gas is counted in the metric by the statement that charged it (a watcher may record the same revert again). */
+async function complete(deps: SettlementDeps, key: string, outcome: FinalOutcome): Promise<SettlementRecord> {
+  const recorded = await completeSettlement(deps.pool, key, outcome);
+  if (recorded.gasChargedNow && outcome.failedGasWei)
     failedGasWei.inc({ account: recorded.accountId }, Number(outcome.failedGasWei));
-  return outcomeOfRecord(recorded);
+  return recorded;
+}
+
+/** The revert's gas charged to the account's budget; the record stays `pending`, its bytes the re-submission's. */
+function chargeOnly(revert: Inclusion & { mined: true }): FinalOutcome {
+  return {
+    status: 'pending',
+    cause: 'reverted',
+    failedGasWei: revert.gasUsed * revert.gasPrice,
+    revertTxHash: revert.txHash,
+  };
 }
 
 export { sleep };

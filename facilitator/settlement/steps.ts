@@ -357,7 +357,8 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
           beat,
         );
         if (inclusion.mined) {
-          // A mined cancel stays pending until the chain is past the authorization's validBefore.
+          // A mined cancel, or a revert with the authorization unused, stays pending until the
+          // chain is past the authorization's validBefore (or the authorization is used).
           const outcome = await recordInclusion(deps, record, inclusion);
           if (outcome.status !== 'pending') return outcome;
         }

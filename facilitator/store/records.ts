@@ -173,39 +173,49 @@ export async function markBroadcast(db: pg.Pool, key: string): Promise<void> {
   );
 }
 
+/**
+ * `failedGasWei`: what the revert `revertTxHash` cost the gas wallet, charged to the account's
+ * failed-gas budget once per reverted transaction (also when someone else's transaction settled
+ * it, and while a revert keeps the settlement pending).
+ */
+type RevertCharge = { failedGasWei?: bigint; revertTxHash?: string };
+
 export type FinalOutcome =
-  /** `failedGasWei`: what a revert cost the gas wallet, charged to the account's failed-gas budget (also when someone else's transaction settled it). */
-  | { status: 'settled'; blockNumber: number; gasUsed: bigint; txHash?: string; failedGasWei?: bigint }
-  | { status: 'failed'; cause: string; blockNumber?: number; gasUsed?: bigint; txHash?: string; failedGasWei?: bigint }
-  | { status: 'pending'; cause: string };
+  | ({ status: 'settled'; blockNumber: number; gasUsed: bigint; txHash?: string } & RevertCharge)
+  | ({ status: 'failed'; cause: string; blockNumber?: number; gasUsed?: bigint; txHash?: string } & RevertCharge)
+  | ({ status: 'pending'; cause: string; txHash?: string } & RevertCharge);
 
 /**
  * Records the outcome, in one statement: a failure releases the daily reservation exactly once
  * (only a record not yet final is updated, and it gives back what it still holds); `pending`
- * keeps it, since the transfer may still land. The key is announced on OUTCOME_CHANNEL at
- * commit, for the /settle handlers waiting on it.
+ * keeps it, since the transfer may still land. A revert's gas is charged once per reverted
+ * transaction (`charged_revert_tx`). The key is announced on OUTCOME_CHANNEL at commit, for the
+ * /settle handlers waiting on it. `gasChargedNow`: this statement charged the revert's gas.
  */
 export async function completeSettlement(
   db: pg.Pool,
   key: string,
   outcome: FinalOutcome,
-): Promise<SettlementRecord & { completedNow: boolean }> {
+): Promise<SettlementRecord & { completedNow: boolean; gasChargedNow: boolean }> {
   const block = 'blockNumber' in outcome ? (outcome.blockNumber ?? null) : null;
   const gasUsed = 'gasUsed' in outcome ? (outcome.gasUsed?.toString() ?? null) : null;
   const cause = outcome.status === 'settled' ? null : outcome.cause;
   const release = outcome.status === 'failed';
   // The attempt that was mined becomes the record's transaction (a fee bump may have won).
-  const mined = 'txHash' in outcome ? (outcome.txHash ?? null) : null;
-  const { rows } = await db.query<SettlementRow>(
+  const mined = outcome.txHash ?? null;
+  const charge = outcome.failedGasWei === undefined ? null : outcome.failedGasWei.toString();
+  const { rows } = await db.query<SettlementRow & { gas_charged: boolean }>(
     `with prev as (
-       select settlement_key, account_id, usage_day, reserved_amount, gas_at_risk_wei from settlements
+       select settlement_key, account_id, usage_day, reserved_amount, gas_at_risk_wei,
+              ($9::numeric is not null and charged_revert_tx is distinct from lower($10::text)) as charge
+       from settlements
        where settlement_key = $1 and status not in ('settled', 'failed') for update
      ),
      released as (
        update daily_usage d set reserved = case when $6::boolean and prev.reserved_amount > 0 then greatest(d.reserved - prev.reserved_amount, 0) else d.reserved end,
-              failed_gas_wei = d.failed_gas_wei + coalesce($9::numeric, 0),
+              failed_gas_wei = d.failed_gas_wei + case when prev.charge then $9::numeric else 0 end,
               gas_at_risk_wei = case when $2::text <> 'pending' then greatest(d.gas_at_risk_wei - prev.gas_at_risk_wei, 0) else d.gas_at_risk_wei end
-       from prev where (($6::boolean and prev.reserved_amount > 0) or $9::numeric is not null or ($2::text <> 'pending' and prev.gas_at_risk_wei > 0))
+       from prev where (($6::boolean and prev.reserved_amount > 0) or prev.charge or ($2::text <> 'pending' and prev.gas_at_risk_wei > 0))
          and d.account_id = prev.account_id and d.day = prev.usage_day
        returning 1
      ),
@@ -215,25 +225,37 @@ export async function completeSettlement(
               raw_tx = coalesce((select t.raw_tx from settlement_transactions t where t.tx_hash = $8::text), s.raw_tx),
               gas_used = coalesce($5::numeric, s.gas_used), reserved_amount = case when $6::boolean then 0 else s.reserved_amount end,
               gas_at_risk_wei = case when $2::text <> 'pending' then 0 else s.gas_at_risk_wei end,
+              charged_revert_tx = case when prev.charge then lower($10::text) else s.charged_revert_tx end,
               updated_at = now(), completed_at = case when $2::text = 'pending' then null else now() end
        from prev where s.settlement_key = prev.settlement_key
-       returning s.*
+       returning s.*, prev.charge as gas_charged
      )
      select done.*, pg_notify($7, ${ANNOUNCEMENT('done')}) from done`,
-    [
-      key,
-      outcome.status,
-      cause,
-      block,
-      gasUsed,
-      release,
-      OUTCOME_CHANNEL,
-      mined,
-      'failedGasWei' in outcome ? (outcome.failedGasWei?.toString() ?? null) : null,
-    ],
+    [key, outcome.status, cause, block, gasUsed, release, OUTCOME_CHANNEL, mined, charge, outcome.revertTxHash ?? null],
   );
-  if (rows[0]) return { ...fromRow(rows[0]), completedNow: true };
+  if (rows[0]) return { ...fromRow(rows[0]), completedNow: true, gasChargedNow: rows[0].gas_charged };
   const current = await findSettlement(db, key);
   if (!current) throw new Error('settlement record missing');
-  return { ...current, completedNow: false };
+  return { ...current, completedNow: false, gasChargedNow: false };
+}
+
+/**
+ * Pending settlements whose validBefore is more than `marginMs` behind the database's clock and
+ * that no statement touched for as long: a watcher decides such a record within seconds of the
+ * chain passing validBefore (it can no longer land), so one still pending has lost its watcher
+ * (or the chain stalls). Each is touched as it is returned, so it comes back only after another
+ * `marginMs`.
+ */
+export async function overduePending(db: pg.Pool, marginMs: number, limit: number): Promise<string[]> {
+  const { rows } = await db.query<{ settlement_key: string }>(
+    `update settlements set updated_at = now()
+     where settlement_key in (
+       select settlement_key from settlements
+       where status = 'pending' and updated_at < now() - make_interval(secs => $1::double precision / 1000)
+         and valid_before < extract(epoch from now()) - $1::double precision / 1000
+       order by updated_at limit $2 for update skip locked)
+     returning settlement_key`,
+    [marginMs, limit],
+  );
+  return rows.map((r) => r.settlement_key);
 }

@@ -162,3 +162,27 @@ export async function until<T>(
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/**
+ * Runs `then` with the chain's clock moved to `validBefore` (evm_increaseTime and a mined
+ * block: no authorization valid before it can land any more), then puts the clock back to
+ * the wall clock, so the one anvil of the test run does not stay ahead for the files after
+ * this one (their authorizations are signed against the wall clock).
+ */
+export async function pastValidBefore<T>(
+  provider: {
+    send(method: string, params: unknown[]): Promise<unknown>;
+    getBlock(tag: 'latest'): Promise<{ timestamp: number } | null>;
+  },
+  validBefore: number,
+  then: () => Promise<T>,
+): Promise<T> {
+  const latest = await provider.getBlock('latest');
+  await provider.send('evm_increaseTime', [Math.max(validBefore - (latest?.timestamp ?? 0), 0)]);
+  await provider.send('evm_mine', []);
+  try {
+    return await then();
+  } finally {
+    await provider.send('evm_setTime', [Math.floor(Date.now() / 1000)]);
+  }
+}
