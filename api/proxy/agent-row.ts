@@ -37,6 +37,8 @@ function agentFromRow(row: Row): Agent {
     retryNonIdempotent: row.retry_non_idempotent as boolean,
     suspended: row.suspended as boolean,
     suspendedReason: (row.suspended_reason as string | null) ?? null,
+    public: row.public as boolean,
+    publicDescription: (row.public_description as string | null) ?? null,
     deletedAt: row.deleted_at === null || row.deleted_at === undefined ? null : date(row.deleted_at),
     createdBy: row.created_by as string,
     createdAt: date(row.created_at),

@@ -36,6 +36,9 @@ export const AgentSchema = defineEntity({
     retryNonIdempotent: p.boolean(),
     suspended: p.boolean(),
     suspendedReason: p.string().nullable(),
+    /** Open to any x402 client at the public URLs, no token (docs/API.md "Selling an agent to any x402 client"). */
+    public: p.boolean().default(false),
+    publicDescription: p.string().nullable().default(null),
     deletedAt: p.datetime().nullable(),
     createdBy: p.string(),
     createdAt: p.datetime(),
