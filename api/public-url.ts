@@ -35,3 +35,13 @@ export function publicBaseUrl(ctx: Context, address: GatewayConfig['publicAddres
 export function publicRequestUrl(ctx: Context, address: GatewayConfig['publicAddress']): string {
   return `${publicBaseUrl(ctx, address)}${ctx.originalUrl}`;
 }
+
+/**
+ * The caller's network address: the connection's, or with TRUST_PROXY the last X-Forwarded-For
+ * entry (written by the nearest proxy). What unauthenticated traffic is rate limited by.
+ */
+export function clientAddress(ctx: Context, address: GatewayConfig['publicAddress']): string {
+  const socket = ctx.req.socket.remoteAddress ?? 'unknown';
+  if (!address.trustProxy) return socket;
+  return forwarded(ctx, 'x-forwarded-for', (v) => /^[0-9A-Fa-f:.]{2,45}$/.test(v)) ?? socket;
+}

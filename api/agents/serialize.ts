@@ -14,7 +14,7 @@ export function agentStatus(agent: Agent): AgentStatus {
 }
 
 /** Where a public agent is served, outside /v1 (api/routes/public.ts). */
-function publicAgentUrls(base: string, agentId: string): { transactional: string; stream: string } {
+export function publicAgentUrls(base: string, agentId: string): { transactional: string; stream: string } {
   const transactional = `${base}/public/agents/${agentId}`;
   return { transactional, stream: `${transactional}/stream` };
 }

@@ -51,6 +51,12 @@ export type AgentRows = {
   /** The tenant's agent (cached per process), or null when there is none with this id in the tenant. */
   load(tenantId: string, id: string): Promise<Agent | null>;
   /**
+   * The agent, whatever its tenant, when it is public (not deleted): what the public URLs serve
+   * (api/proxy/public-door.ts); null otherwise. Same cache, so turning `public` off, suspending
+   * or deleting the agent closes its URLs on every replica as the change feed delivers it.
+   */
+  loadPublic(id: string): Promise<Agent | null>;
+  /**
    * After a committed write to an agent: this process forgets it at once, and the caller waits
    * until every replica has applied the change (ChangeFeed.publish): by the writer's answer, the
    * change is in force everywhere.
@@ -74,6 +80,10 @@ export function createAgentRows(orm: MikroORM, feed: ChangeFeed): AgentRows {
     async load(tenantId, id) {
       const agent = await cache.get(id, () => readAgent(orm, id));
       return agent && agent.tenantId === tenantId ? agent : null;
+    },
+    async loadPublic(id) {
+      const agent = await cache.get(id, () => readAgent(orm, id));
+      return agent && agent.public && !agent.deletedAt ? agent : null;
     },
     async forget(id) {
       feed.invalidate(`agent:${id}`);

@@ -38,6 +38,7 @@ export type StartedRow = Pick<
   | 'status'
   | 'requestId'
   | 'caller'
+  | 'callerKind'
   | 'model'
   | 'contentType'
   | 'requestBytes'

@@ -1,0 +1,90 @@
+// The public door (docs/API.md "Selling an agent to any x402 client"): a public agent's URLs,
+// no token, paid per call by any x402 client. The agent comes from the gate's cache whatever its
+// tenant, and only while public and invocable: anything else is a 404 that says nothing about
+// it. The caller is the payer (`x402:<checksummed address>`), known before policy from the
+// verified payment, and the call then passes the /v1 stages unchanged.
+// An unpaid call is a challenge: it takes no token from the agent's, tenant's or global buckets
+// (they are for calls that are paid), but from the challenge buckets, per client address over
+// every agent and per tenant over its public agents, so a flood at one tenant's agent throttles
+// neither another tenant's challenges nor anyone's paid calls. It writes nothing and calls no
+// upstream: an http agent's challenge goes out before the body is read; an MCP agent's, whose
+// price may be the tool's, once the body is parsed, still before policy. A paid call also takes
+// its payer's bucket.
+import type { Context } from 'koa';
+import { notFound } from '../errors.ts';
+import { bucketsFor, type Bucket } from '../../gateway/ratelimit/index.ts';
+import { ApiError } from '../errors.ts';
+import { challengeError, payerOf } from '../payment/stage.ts';
+import { offeredPayment, paymentHeadersOf } from '../payment/dialect.ts';
+import { clientAddress, publicRequestUrl } from '../public-url.ts';
+import { admitAgent, takeTokens, type Door, type GateCtx } from './gate.ts';
+import type { Agent } from '../../gateway/db/entities.ts';
+import type { AppDeps } from '../deps.ts';
+import type { ProxyServices } from './services.ts';
+
+/** A bucket's depth: two seconds of its rate. */
+const bucket = (key: string, rate: number): Bucket => ({ key, rate, burst: Math.max(1, Math.ceil(rate * 2)) });
+
+/** The buckets an unpaid request at a public URL takes from (a challenge, the HTML page). */
+export function challengeBuckets(ctx: Context, deps: AppDeps, agent: Pick<Agent, 'tenantId'>): Bucket[] {
+  const limits = deps.config.publicAgents;
+  return [
+    bucket(`public-client:${clientAddress(ctx, deps.config.publicAddress)}`, limits.challengeRpsPerClient),
+    bucket(`public-tenant:${agent.tenantId}`, limits.challengeRpsPerTenant),
+  ];
+}
+
+/** The public agent the URL names, or 404 (absent, not public, deleted, pending or suspended). */
+export function admitPublicAgent(ctx: GateCtx, deps: AppDeps, services: Pick<ProxyServices, 'agents'>) {
+  return admitAgent(ctx, deps, (id) => services.agents.loadPublic(id), notFound);
+}
+
+export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents' | 'limiter' | 'payment'>): Door {
+  return {
+    issuesPollKeys: true,
+    async admit(ctx) {
+      const admitted = await admitPublicAgent(ctx, deps, services);
+      const { agent } = admitted;
+      const headers = paymentHeadersOf((name) => ctx.get(name));
+      const caller = { tenantId: agent.tenantId, userId: '', kind: 'x402' as const };
+      if (offeredPayment(headers) === 'none') {
+        await takeTokens(services.limiter, challengeBuckets(ctx, deps, agent));
+        if (agent.protocol !== 'mcp') {
+          const resourceUrl = publicRequestUrl(ctx, deps.config.publicAddress);
+          throw challengeError(deps.config.payment, { agent, mcp: null, resourceUrl });
+        }
+      }
+      const giveBack =
+        offeredPayment(headers) === 'none'
+          ? async () => undefined
+          : await takeTokens(services.limiter, bucketsFor(agent, deps.config.rateLimit));
+      return {
+        ...admitted,
+        caller,
+        giveBack,
+        async identify(call) {
+          let payer: string | null;
+          try {
+            payer = await payerOf(deps, services.payment, call, headers);
+          } catch (err) {
+            // Refused before anything ran (no payment, or one that does not verify): its tokens come back.
+            await giveBack();
+            throw err;
+          }
+          // Every public call is paid: a tool priced 0 has no payer to answer to.
+          if (!payer) {
+            await giveBack();
+            throw new ApiError(403, 'free calls are not served on the public URL');
+          }
+          call.caller = { tenantId: agent.tenantId, userId: `x402:${payer}`, kind: 'x402' };
+          try {
+            await takeTokens(services.limiter, [bucket(`public-payer:${payer}`, deps.config.publicAgents.payerRps)]);
+          } catch (err) {
+            await giveBack();
+            throw err;
+          }
+        },
+      };
+    },
+  };
+}
