@@ -1,0 +1,243 @@
+// Public paid agents on the real stack (docs/API.md "Selling an agent to any x402 client"): a
+// tenant opens a priced agent; unmodified x402 clients (x402-fetch 1.x, @x402/fetch 2.x) pay it
+// with no token on both URLs; the payer, and only the payer, polls its call; the URLs close at
+// once; unpaid challenges write nothing, reveal nothing and throttle no other tenant.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { getAddress } from 'ethers';
+import { privateKeyToAccount } from 'viem/accounts';
+import { wrapFetchWithPayment as wrapV1, createSigner } from 'x402-fetch';
+import { x402Client } from '@x402/core/client';
+import { ExactEvmScheme } from '@x402/evm/exact/client';
+import { wrapFetchWithPayment as wrapV2 } from '@x402/fetch';
+import type { Wallet } from 'ethers';
+import { stack } from './support/stack.ts';
+import { call, uniqueName } from './support/http.ts';
+import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { chainProvider, newAccount, newPayTo, newPayer, settlingTenant, type TestAccount } from './support/x402.ts';
+
+const SECRET = `upstream-secret-${randomUUID()}`;
+
+/** An unmodified x402 client of either major version, as a fetch. */
+async function payingFetch(kind: 'x402-fetch' | '@x402/fetch', payer: Wallet): Promise<typeof fetch> {
+  if (kind === 'x402-fetch')
+    return wrapV1(fetch, await createSigner('base', payer.privateKey as `0x${string}`), 1_000_000n) as typeof fetch;
+  const client = new x402Client().register(
+    'eip155:*',
+    new ExactEvmScheme(privateKeyToAccount(payer.privateKey as `0x${string}`)),
+  );
+  client.setSpendControls({ allowedAssets: [{ network: 'eip155:8453', asset: stack().infra.tokenAddress }] });
+  return wrapV2(fetch, client);
+}
+
+async function rowCounts(): Promise<Record<string, number>> {
+  const conn = stack().orm.em.getConnection();
+  const out: Record<string, number> = {};
+  for (const table of ['invocations', 'bodies', 'payment_claims', 'policy_decisions']) {
+    const [row] = await conn.execute<Array<{ n: string }>>(`select count(*) as n from ${table}`);
+    out[table] = Number(row.n);
+  }
+  return out;
+}
+
+describe('public paid agents', function () {
+  this.timeout(180_000);
+  let upstream: TestUpstream;
+  let account: TestAccount;
+  let tenant: string;
+  let token: string;
+  let provider: ReturnType<typeof chainProvider>;
+
+  before(async () => {
+    provider = chainProvider();
+    upstream = await startUpstream();
+    account = await newAccount(`public-${randomUUID()}`);
+    tenant = `tenant-public-${randomUUID()}`;
+    token = await settlingTenant(tenant, account);
+  });
+  after(async () => {
+    await upstream.close();
+    await account.client.close();
+    provider.destroy();
+  });
+
+  async function publicAgent(extra: Record<string, unknown> = {}, as = token): Promise<any> {
+    const credential = await call('POST', '/v1/credentials', {
+      token: as,
+      json: { name: uniqueName('cred'), auth_type: 'bearer', source: 'managed', plaintext: SECRET },
+    });
+    assert.equal(credential.status, 201, credential.text);
+    const created = await call('POST', '/v1/agents', {
+      token: as,
+      json: {
+        name: uniqueName('public'),
+        upstream_url: upstream.url,
+        credential_ref: credential.json.id,
+        capture_body: true,
+        pricing: { amount: '10000', asset: 'USDC', network: 'base', pay_to: newPayTo() },
+        public: true,
+        public_description: 'Echoes <b>what</b> you send & more',
+        ...extra,
+      },
+    });
+    assert.equal(created.status, 201, created.text);
+    return created.json;
+  }
+
+  it('makes only a priced agent of a settling tenant public, keeps it priced and its settlement configured', async () => {
+    const unpriced = await call('POST', '/v1/agents', {
+      token,
+      json: { name: uniqueName('free'), upstream_url: upstream.url, public: true },
+    });
+    assert.equal(unpriced.status, 400);
+    assert.match(unpriced.json.error, /public agent must be priced/);
+
+    const other = await stack().token(`tenant-unsettled-${randomUUID()}`);
+    const unsettled = await call('POST', '/v1/agents', {
+      token: other,
+      json: {
+        name: uniqueName('unsettled'),
+        upstream_url: upstream.url,
+        pricing: { amount: '10000', asset: 'USDC', network: 'base', pay_to: newPayTo() },
+        public: true,
+      },
+    });
+    assert.equal(unsettled.status, 400);
+    assert.match(unsettled.json.error, /settlement/);
+
+    const agent = await publicAgent();
+    assert.equal(agent.public, true);
+    assert.equal(agent.public_url, `${stack().apiUrl}/public/agents/${agent.id}`);
+    assert.equal(agent.public_stream_url, `${stack().apiUrl}/public/agents/${agent.id}/stream`);
+    const unprice = await call('PATCH', `/v1/agents/${agent.id}`, { token, json: { pricing: null } });
+    assert.equal(unprice.status, 400);
+    assert.equal((await call('DELETE', '/v1/settlement/config', { token })).status, 409);
+    const both = await call('PATCH', `/v1/agents/${agent.id}`, { token, json: { pricing: null, public: false } });
+    assert.equal(both.status, 200, both.text);
+    assert.equal(both.json.public_url, null);
+  });
+
+  for (const kind of ['x402-fetch', '@x402/fetch'] as const) {
+    it(`${kind} pays a public agent with no token on both URLs; only the payer polls the call`, async () => {
+      const agent = await publicAgent();
+      const payer = await newPayer(1_000_000n);
+      const pay = await payingFetch(kind, payer);
+
+      const marker = `public ${kind} ${randomUUID()}`;
+      const res = await pay(agent.public_url, {
+        method: 'POST',
+        headers: { 'content-type': 'text/plain' },
+        body: marker,
+      });
+      assert.equal(res.status, 202, await res.clone().text());
+      const accepted = (await res.json()) as { invocation_id: string; poll_url: string };
+      assert.match(accepted.poll_url, new RegExp(`/public/invocations/${accepted.invocation_id}\\?key=`));
+      const poll = accepted.poll_url.slice(stack().apiUrl.length);
+      let polled: any;
+      for (const deadline = Date.now() + 30_000; ;) {
+        polled = await call('GET', poll);
+        assert.equal(polled.status, 200, polled.text);
+        if (polled.json.status === 'succeeded' || polled.json.status === 'failed') break;
+        assert.ok(Date.now() < deadline, 'the call completes');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.equal(polled.json.status, 'succeeded');
+      assert.equal(polled.json.caller_kind, 'x402');
+      assert.equal(getAddress(polled.json.payment_payer), payer.address);
+      assert.equal(Buffer.from(polled.json.response_body_b64, 'base64').toString().includes(marker), true);
+      // Nobody else: no key, another key, the key for another id.
+      const [path] = poll.split('?');
+      assert.equal((await call('GET', path)).status, 404);
+      assert.equal((await call('GET', `${path}?key=${'A'.repeat(22)}`)).status, 404);
+      assert.equal((await call('GET', `/public/invocations/inv_${randomUUID()}?${poll.split('?')[1]}`)).status, 404);
+      // The tenant sees the payer as the caller.
+      const tenantView = await call('GET', `/v1/proxy/${agent.id}/invocations/${accepted.invocation_id}`, { token });
+      assert.equal(tenantView.json.caller_kind, 'x402');
+      const [row] = await stack()
+        .orm.em.getConnection()
+        .execute<Array<{ caller: string }>>('select caller from invocations where id = ?', [accepted.invocation_id]);
+      assert.equal(row.caller, `x402:${payer.address}`);
+
+      const streamed = await pay(agent.public_stream_url, {
+        method: 'POST',
+        headers: { 'content-type': 'text/plain' },
+        body: `${marker} stream`,
+      });
+      assert.equal(streamed.status, 200, await streamed.clone().text());
+      assert.ok((await streamed.text()).includes(`${marker} stream`));
+      assert.ok(streamed.headers.get(kind === 'x402-fetch' ? 'x-payment-response' : 'payment-response'));
+    });
+  }
+
+  it('closes the public URLs at once when the agent turns private, is suspended or deleted', async () => {
+    const never = await publicAgent({ public: false });
+    const closed = async (id: string) => {
+      for (const [method, path] of [
+        ['POST', `/public/agents/${id}`],
+        ['POST', `/public/agents/${id}/stream`],
+        ['GET', `/public/agents/${id}`],
+      ]) {
+        const res = await call(method, path, { body: 'x', headers: { accept: 'text/html' } });
+        assert.equal(res.status, 404, `${method} ${path}`);
+        assert.deepEqual(res.json, { error: 'not found' });
+      }
+    };
+    await closed(never.id);
+    for (const change of [
+      (id: string) => call('PATCH', `/v1/agents/${id}`, { token, json: { public: false } }),
+      (id: string) => call('POST', `/v1/agents/${id}/suspend`, { token, json: {} }),
+      (id: string) => call('DELETE', `/v1/agents/${id}`, { token }),
+    ]) {
+      const agent = await publicAgent();
+      assert.equal((await call('POST', `/public/agents/${agent.id}`, { body: 'x' })).status, 402);
+      const changed = await change(agent.id);
+      assert.ok(changed.status < 300, changed.text);
+      await closed(agent.id);
+    }
+  });
+
+  it('answers a challenge and a browser page with nothing of the upstream, credential or tenant; /v1 still needs a token', async () => {
+    const agent = await publicAgent();
+    const challenge = await call('POST', `/public/agents/${agent.id}`, { body: 'x' });
+    assert.equal(challenge.status, 402);
+    assert.equal(challenge.json.accepts[0].resource, agent.public_url);
+    assert.ok(challenge.headers['payment-required']);
+    const page = await call('GET', `/public/agents/${agent.id}`, { headers: { accept: 'text/html' } });
+    assert.equal(page.status, 200);
+    assert.match(String(page.headers['content-type']), /text\/html/);
+    assert.match(String(page.headers['content-security-policy']), /default-src 'none'/);
+    assert.ok(page.text.includes('Echoes &lt;b&gt;what&lt;/b&gt; you send &amp; more'));
+    assert.ok(!page.text.includes('<b>') && !page.text.includes('<script'));
+    assert.ok(page.text.includes('0.01 USDC'));
+    for (const reply of [challenge, page]) {
+      const seen =
+        JSON.stringify(reply.headers) +
+        reply.text +
+        Buffer.from(String(reply.headers['payment-required']), 'base64').toString();
+      for (const secret of [SECRET, upstream.url, new URL(upstream.url).host, tenant, agent.credential_ref])
+        assert.ok(!seen.includes(secret), `nothing of ${secret}`);
+    }
+    assert.equal((await call('POST', `/v1/proxy/${agent.id}`, { body: 'x' })).status, 401);
+  });
+
+  it('a challenge flood writes nothing, reaches no upstream and throttles no other tenant', async () => {
+    const agent = await publicAgent();
+    const otherToken = await stack().token(`tenant-other-${randomUUID()}`);
+    const otherAgent = await call('POST', '/v1/agents', {
+      token: otherToken,
+      json: { name: uniqueName('other'), upstream_url: upstream.url },
+    });
+    const before = await rowCounts();
+    const reached = upstream.received.length;
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, () => call('POST', `/public/agents/${agent.id}`, { body: 'flood' })),
+    );
+    const statuses = new Set(answers.map((a) => a.status));
+    assert.ok(statuses.has(402) && statuses.has(429), [...statuses].join(','));
+    assert.deepEqual(await rowCounts(), before, 'no row written');
+    assert.equal(upstream.received.length, reached, 'no upstream call');
+    // Another tenant's calls are not throttled.
+    const other = await call('POST', `/v1/proxy/${otherAgent.json.id}`, { token: otherToken, body: 'mine' });
+    assert.equal(other.status, 202, other.text);
+  });
+});
