@@ -68,12 +68,10 @@ const barriers = new WeakMap<IncomingMessage, Promise<void>>();
 export function syncGateCaches(deps: AppDeps) {
   const strict = deps.config.gateFreshness === 'strict';
   return function sendGateBarrier(ctx: Context, next: Next): Promise<void> {
-    if (
-      strict &&
-      ctx.method === 'POST' &&
-      (ctx.path.startsWith('/v1/proxy/') || ctx.path.startsWith('/public/agents/'))
-    )
-      barriers.set(ctx.req, deps.feed.sync());
+    // A public agent's URLs, any method: the page or challenge of a just-closed agent is a 404 too.
+    const gated =
+      (ctx.method === 'POST' && ctx.path.startsWith('/v1/proxy/')) || ctx.path.startsWith('/public/agents/');
+    if (strict && gated) barriers.set(ctx.req, deps.feed.sync());
     return next();
   };
 }
