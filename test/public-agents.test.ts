@@ -240,4 +240,27 @@ describe('public paid agents', function () {
     const other = await call('POST', `/v1/proxy/${otherAgent.json.id}`, { token: otherToken, body: 'mine' });
     assert.equal(other.status, 202, other.text);
   });
+
+  it('a flood of made-up payments is limited like challenges and writes nothing', async () => {
+    const agent = await publicAgent();
+    // Once this client's challenge bucket has refilled from earlier tests.
+    for (const deadline = Date.now() + 30_000; ;) {
+      const probe = await call('POST', `/public/agents/${agent.id}`, { body: 'probe' });
+      if (probe.status === 402) break;
+      assert.ok(Date.now() < deadline, 'the challenge bucket refills');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const before = await rowCounts();
+    const junk = Buffer.from(
+      JSON.stringify({ x402Version: 1, scheme: 'exact', network: 'base', payload: {} }),
+    ).toString('base64');
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, () =>
+        call('POST', `/public/agents/${agent.id}`, { body: 'junk', headers: { 'x-payment': junk } }),
+      ),
+    );
+    const statuses = new Set(answers.map((a) => a.status));
+    assert.ok(statuses.has(402) && statuses.has(429), [...statuses].join(','));
+    assert.deepEqual(await rowCounts(), before, 'no row written');
+  });
 });

@@ -47,17 +47,17 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
       const { agent } = admitted;
       const headers = paymentHeadersOf((name) => ctx.get(name));
       const caller = { tenantId: agent.tenantId, userId: '', kind: 'x402' as const };
-      if (offeredPayment(headers) === 'none') {
+      const unpaid = offeredPayment(headers) === 'none';
+      if (unpaid) {
         await takeTokens(services.limiter, challengeBuckets(ctx, deps, agent));
         if (agent.protocol !== 'mcp') {
           const resourceUrl = publicRequestUrl(ctx, deps.config.publicAddress);
           throw challengeError(deps.config.payment, { agent, mcp: null, resourceUrl });
         }
       }
-      const giveBack =
-        offeredPayment(headers) === 'none'
-          ? async () => undefined
-          : await takeTokens(services.limiter, bucketsFor(agent, deps.config.rateLimit));
+      const giveBack = unpaid
+        ? async () => undefined
+        : await takeTokens(services.limiter, bucketsFor(agent, deps.config.rateLimit));
       return {
         ...admitted,
         caller,
@@ -67,8 +67,13 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
           try {
             payer = await payerOf(deps, services.payment, call, headers);
           } catch (err) {
-            // Refused before anything ran (no payment, or one that does not verify): its tokens come back.
-            await giveBack();
+            // No payment, or one that does not verify: not a paid call, so its call tokens come
+            // back and it counts as a challenge instead (a stream of made-up payments is limited
+            // per client like unpaid requests; past that, 429).
+            if (!unpaid) {
+              await giveBack();
+              await takeTokens(services.limiter, challengeBuckets(ctx, deps, agent));
+            }
             throw err;
           }
           // Every public call is paid: a tool priced 0 has no payer to answer to.
