@@ -12,7 +12,8 @@ import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment as wrapV2 } from '@x402/fetch';
 import type { Wallet } from 'ethers';
 import { stack } from './support/stack.ts';
-import { call, uniqueName } from './support/http.ts';
+import { call, callAt, uniqueName } from './support/http.ts';
+import { startCapturedGateway } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { chainProvider, newAccount, newPayTo, newPayer, settlingTenant, type TestAccount } from './support/x402.ts';
 
@@ -229,8 +230,14 @@ describe('public paid agents', function () {
     });
     const before = await rowCounts();
     const reached = upstream.received.length;
+    // Forwarded addresses are not the client's without TRUST_PROXY: one socket, one bucket.
     const answers = await Promise.all(
-      Array.from({ length: 60 }, () => call('POST', `/public/agents/${agent.id}`, { body: 'flood' })),
+      Array.from({ length: 60 }, (_, i) =>
+        call('POST', `/public/agents/${agent.id}`, {
+          body: 'flood',
+          headers: { 'x-forwarded-for': `198.51.100.${i}` },
+        }),
+      ),
     );
     const statuses = new Set(answers.map((a) => a.status));
     assert.ok(statuses.has(402) && statuses.has(429), [...statuses].join(','));
@@ -241,26 +248,62 @@ describe('public paid agents', function () {
     assert.equal(other.status, 202, other.text);
   });
 
-  it('a flood of made-up payments is limited like challenges and writes nothing', async () => {
-    const agent = await publicAgent();
-    // Once this client's challenge bucket has refilled from earlier tests.
-    for (const deadline = Date.now() + 30_000; ;) {
-      const probe = await call('POST', `/public/agents/${agent.id}`, { body: 'probe' });
-      if (probe.status === 402) break;
-      assert.ok(Date.now() < deadline, 'the challenge bucket refills');
-      await new Promise((r) => setTimeout(r, 200));
+  it('behind a trusted proxy: challenges are limited per client address and per tenant, never across tenants', async () => {
+    const gateway = await startCapturedGateway({
+      publicAddress: { url: 'https://gateway.example/base', trustProxy: true },
+      publicAgents: { challengeRpsPerClient: 1, challengeRpsPerTenant: 3, payerRps: 20 },
+    });
+    try {
+      const agent = await publicAgent();
+      const read = await callAt(gateway.url, 'GET', `/v1/agents/${agent.id}`, { token });
+      assert.equal(read.json.public_url, `https://gateway.example/base/public/agents/${agent.id}`);
+      const otherAccount = await newAccount(`public-other-${randomUUID()}`);
+      const otherToken = await settlingTenant(`tenant-public-other-${randomUUID()}`, otherAccount);
+      const other = await publicAgent({}, otherToken);
+      await otherAccount.client.close();
+      const challenge = (id: string, client: string) =>
+        callAt(gateway.url, 'POST', `/public/agents/${id}`, { body: 'x', headers: { 'x-forwarded-for': client } });
+
+      // One client: its own bucket (1/s, 2 deep) refuses it; another client is still answered.
+      const one = await Promise.all(Array.from({ length: 6 }, () => challenge(agent.id, '203.0.113.1')));
+      assert.deepEqual(new Set(one.map((r) => r.status)), new Set([402, 429]));
+      assert.equal((await challenge(agent.id, '203.0.113.2')).status, 402);
+      // Many clients at one tenant: its bucket (3/s, 6 deep) refuses them; the other tenant's is untouched.
+      const many = await Promise.all(Array.from({ length: 20 }, (_, i) => challenge(agent.id, `203.0.113.${10 + i}`)));
+      assert.ok(many.some((r) => r.status === 429));
+      for (const client of ['203.0.113.100', '203.0.113.101', '203.0.113.102'])
+        assert.equal((await challenge(other.id, client)).status, 402);
+    } finally {
+      await gateway.close();
     }
-    const before = await rowCounts();
-    const junk = Buffer.from(
-      JSON.stringify({ x402Version: 1, scheme: 'exact', network: 'base', payload: {} }),
-    ).toString('base64');
-    const answers = await Promise.all(
-      Array.from({ length: 60 }, () =>
-        call('POST', `/public/agents/${agent.id}`, { body: 'junk', headers: { 'x-payment': junk } }),
-      ),
-    );
-    const statuses = new Set(answers.map((a) => a.status));
-    assert.ok(statuses.has(402) && statuses.has(429), [...statuses].join(','));
-    assert.deepEqual(await rowCounts(), before, 'no row written');
+  });
+
+  it('a flood of made-up payments is limited like challenges and writes nothing', async () => {
+    // Its own client address behind a trusted proxy: a bucket no other test has drawn from.
+    const gateway = await startCapturedGateway({
+      publicAddress: { trustProxy: true },
+      publicAgents: { challengeRpsPerClient: 1, challengeRpsPerTenant: 1000, payerRps: 20 },
+    });
+    try {
+      const agent = await publicAgent();
+      const before = await rowCounts();
+      const junk = Buffer.from(
+        JSON.stringify({ x402Version: 1, scheme: 'exact', network: 'base', payload: {} }),
+      ).toString('base64');
+      const client = `192.0.2.${Math.floor(Math.random() * 250) + 1}`;
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, () =>
+          callAt(gateway.url, 'POST', `/public/agents/${agent.id}`, {
+            body: 'junk',
+            headers: { 'x-payment': junk, 'x-forwarded-for': client },
+          }),
+        ),
+      );
+      const statuses = new Set(answers.map((a) => a.status));
+      assert.ok(statuses.has(402) && statuses.has(429), [...statuses].join(','));
+      assert.deepEqual(await rowCounts(), before, 'no row written');
+    } finally {
+      await gateway.close();
+    }
   });
 });
