@@ -184,6 +184,16 @@ describe('public paid agents', function () {
       }
     };
     await closed(never.id);
+    // Another replica, whose cache holds the agent open, closes it by the writer's answer too.
+    const replica = await startCapturedGateway();
+    try {
+      const agent = await publicAgent();
+      assert.equal((await callAt(replica.url, 'POST', `/public/agents/${agent.id}`, { body: 'x' })).status, 402);
+      assert.equal((await call('PATCH', `/v1/agents/${agent.id}`, { token, json: { public: false } })).status, 200);
+      assert.equal((await callAt(replica.url, 'POST', `/public/agents/${agent.id}`, { body: 'x' })).status, 404);
+    } finally {
+      await replica.close();
+    }
     for (const change of [
       (id: string) => call('PATCH', `/v1/agents/${id}`, { token, json: { public: false } }),
       (id: string) => call('POST', `/v1/agents/${id}/suspend`, { token, json: {} }),
@@ -195,6 +205,38 @@ describe('public paid agents', function () {
       assert.ok(changed.status < 300, changed.text);
       await closed(agent.id);
     }
+  });
+
+  it('prices an MCP tool call by its tool before policy and writes nothing; a free tool is not served publicly', async () => {
+    const payTo = newPayTo();
+    const agent = await publicAgent({
+      pricing: {
+        amount: '1000',
+        asset: 'USDC',
+        network: 'base',
+        pay_to: payTo,
+        tools: { summarize: '7000', ping: '0' },
+      },
+      protocol: 'mcp',
+      mcp_transport: 'streamable_http',
+    });
+    const tool = (name: string) =>
+      JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {} } });
+    const before = await rowCounts();
+    for (const path of [agent.public_url, agent.public_stream_url]) {
+      const challenge = await call('POST', path.slice(stack().apiUrl.length), {
+        body: tool('summarize'),
+        headers: { 'content-type': 'application/json' },
+      });
+      assert.equal(challenge.status, 402, challenge.text);
+      assert.equal(challenge.json.accepts[0].maxAmountRequired, '7000');
+      const free = await call('POST', path.slice(stack().apiUrl.length), {
+        body: tool('ping'),
+        headers: { 'content-type': 'application/json' },
+      });
+      assert.equal(free.status, 403, free.text);
+    }
+    assert.deepEqual(await rowCounts(), before, 'no row written');
   });
 
   it('answers a challenge and a browser page with nothing of the upstream, credential or tenant; /v1 still needs a token', async () => {
