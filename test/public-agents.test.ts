@@ -170,40 +170,57 @@ describe('public paid agents', function () {
     });
   }
 
-  it('closes the public URLs at once when the agent turns private, is suspended or deleted', async () => {
-    const never = await publicAgent({ public: false });
+  it('closes the public URLs at once, on every replica, when the agent turns private, is suspended or deleted', async () => {
+    // A second replica (own cache, own change feed), its unpaid-request limits out of the way.
+    const replica = await startCapturedGateway({
+      publicAgents: {
+        challengeRpsPerClient: 1000,
+        challengeRpsPerTenant: 1000,
+        payerRps: 1000,
+        pollRpsPerClient: 1000,
+      },
+    });
+    const junk = Buffer.from('{}').toString('base64');
     const closed = async (id: string) => {
-      for (const [method, path] of [
-        ['POST', `/public/agents/${id}`],
-        ['POST', `/public/agents/${id}/stream`],
-        ['GET', `/public/agents/${id}`],
-      ]) {
-        const res = await call(method, path, { body: 'x', headers: { accept: 'text/html' } });
-        assert.equal(res.status, 404, `${method} ${path}`);
-        assert.deepEqual(res.json, { error: 'not found' });
-      }
+      for (const base of [stack().apiUrl, replica.url])
+        for (const [method, path, headers] of [
+          // On the stack's API with a payment header: paid requests are not limited per client.
+          ['POST', `/public/agents/${id}`, { 'x-payment': junk }],
+          ['POST', `/public/agents/${id}/stream`, { 'x-payment': junk }],
+          ...(base === replica.url
+            ? [
+                ['POST', `/public/agents/${id}`, {}],
+                ['POST', `/public/agents/${id}/stream`, {}],
+                ['GET', `/public/agents/${id}`, { accept: 'text/html' }],
+              ]
+            : []),
+        ] as Array<[string, string, Record<string, string>]>) {
+          const res = await callAt(base, method, path, { body: 'x', headers });
+          assert.equal(res.status, 404, `${method} ${path} ${JSON.stringify(headers)}`);
+          assert.deepEqual(res.json, { error: 'not found' });
+        }
     };
-    await closed(never.id);
-    // Another replica, whose cache holds the agent open, closes it by the writer's answer too.
-    const replica = await startCapturedGateway();
     try {
-      const agent = await publicAgent();
-      assert.equal((await callAt(replica.url, 'POST', `/public/agents/${agent.id}`, { body: 'x' })).status, 402);
-      assert.equal((await call('PATCH', `/v1/agents/${agent.id}`, { token, json: { public: false } })).status, 200);
-      assert.equal((await callAt(replica.url, 'POST', `/public/agents/${agent.id}`, { body: 'x' })).status, 404);
+      await closed((await publicAgent({ public: false })).id);
+      for (const change of [
+        (id: string) => call('PATCH', `/v1/agents/${id}`, { token, json: { public: false } }),
+        (id: string) => call('POST', `/v1/agents/${id}/suspend`, { token, json: {} }),
+        (id: string) => call('DELETE', `/v1/agents/${id}`, { token }),
+      ]) {
+        const agent = await publicAgent();
+        // Open, and in both replicas' caches.
+        for (const base of [stack().apiUrl, replica.url])
+          assert.equal(
+            (await callAt(base, 'POST', `/public/agents/${agent.id}`, { body: 'x', headers: { 'x-payment': junk } }))
+              .status,
+            402,
+          );
+        const changed = await change(agent.id);
+        assert.ok(changed.status < 300, changed.text);
+        await closed(agent.id);
+      }
     } finally {
       await replica.close();
-    }
-    for (const change of [
-      (id: string) => call('PATCH', `/v1/agents/${id}`, { token, json: { public: false } }),
-      (id: string) => call('POST', `/v1/agents/${id}/suspend`, { token, json: {} }),
-      (id: string) => call('DELETE', `/v1/agents/${id}`, { token }),
-    ]) {
-      const agent = await publicAgent();
-      assert.equal((await call('POST', `/public/agents/${agent.id}`, { body: 'x' })).status, 402);
-      const changed = await change(agent.id);
-      assert.ok(changed.status < 300, changed.text);
-      await closed(agent.id);
     }
   });
 
@@ -293,7 +310,7 @@ describe('public paid agents', function () {
   it('behind a trusted proxy: challenges are limited per client address and per tenant, never across tenants', async () => {
     const gateway = await startCapturedGateway({
       publicAddress: { url: 'https://gateway.example/base', trustProxy: true },
-      publicAgents: { challengeRpsPerClient: 1, challengeRpsPerTenant: 3, payerRps: 20 },
+      publicAgents: { challengeRpsPerClient: 1, challengeRpsPerTenant: 3, payerRps: 20, pollRpsPerClient: 20 },
     });
     try {
       const agent = await publicAgent();
@@ -324,7 +341,7 @@ describe('public paid agents', function () {
     // Its own client address behind a trusted proxy: a bucket no other test has drawn from.
     const gateway = await startCapturedGateway({
       publicAddress: { trustProxy: true },
-      publicAgents: { challengeRpsPerClient: 1, challengeRpsPerTenant: 1000, payerRps: 20 },
+      publicAgents: { challengeRpsPerClient: 1, challengeRpsPerTenant: 1000, payerRps: 20, pollRpsPerClient: 20 },
     });
     try {
       const agent = await publicAgent();

@@ -25,35 +25,46 @@ import type { ProxyServices } from './services.ts';
 /** A bucket's depth: two seconds of its rate. */
 const bucket = (key: string, rate: number): Bucket => ({ key, rate, burst: Math.max(1, Math.ceil(rate * 2)) });
 
-/** The buckets an unpaid request at a public URL takes from (a challenge, the HTML page). */
-export function challengeBuckets(ctx: Context, deps: AppDeps, agent: Pick<Agent, 'tenantId'>): Bucket[] {
+/** The bucket of an unpaid request's client address, over every agent (challenges, pages) or its polls. */
+export function clientBucket(ctx: Context, deps: AppDeps, use: 'challenge' | 'poll'): Bucket {
   const limits = deps.config.publicAgents;
-  return [
-    bucket(`public-client:${clientAddress(ctx, deps.config.publicAddress)}`, limits.challengeRpsPerClient),
-    bucket(`public-tenant:${agent.tenantId}`, limits.challengeRpsPerTenant),
-  ];
+  const address = clientAddress(ctx, deps.config.publicAddress);
+  return use === 'poll'
+    ? bucket(`public-poll:${address}`, limits.pollRpsPerClient)
+    : bucket(`public-client:${address}`, limits.challengeRpsPerClient);
 }
 
+const tenantBucket = (deps: AppDeps, agent: Pick<Agent, 'tenantId'>) =>
+  bucket(`public-tenant:${agent.tenantId}`, deps.config.publicAgents.challengeRpsPerTenant);
+
 /** The public agent the URL names, or 404 (absent, not public, deleted, pending or suspended). */
-export function admitPublicAgent(ctx: GateCtx, deps: AppDeps, services: Pick<ProxyServices, 'agents'>) {
+function admitPublicAgent(ctx: GateCtx, deps: AppDeps, services: Pick<ProxyServices, 'agents'>) {
   return admitAgent(ctx, deps, (id) => services.agents.loadPublic(id), notFound);
+}
+
+/**
+ * An unpaid request (a challenge, the page): the client's bucket first, so a client scanning
+ * ids is refused before it costs reads, then the agent, then its tenant's challenge bucket.
+ */
+export async function admitUnpaid(ctx: GateCtx, deps: AppDeps, services: Pick<ProxyServices, 'agents' | 'limiter'>) {
+  await takeTokens(services.limiter, [clientBucket(ctx, deps, 'challenge')]);
+  const admitted = await admitPublicAgent(ctx, deps, services);
+  await takeTokens(services.limiter, [tenantBucket(deps, admitted.agent)]);
+  return admitted;
 }
 
 export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents' | 'limiter' | 'payment'>): Door {
   return {
     issuesPollKeys: true,
     async admit(ctx) {
-      const admitted = await admitPublicAgent(ctx, deps, services);
-      const { agent } = admitted;
       const headers = paymentHeadersOf((name) => ctx.get(name));
-      const caller = { tenantId: agent.tenantId, userId: '', kind: 'x402' as const };
       const unpaid = offeredPayment(headers) === 'none';
-      if (unpaid) {
-        await takeTokens(services.limiter, challengeBuckets(ctx, deps, agent));
-        if (agent.protocol !== 'mcp') {
-          const resourceUrl = publicRequestUrl(ctx, deps.config.publicAddress);
-          throw challengeError(deps.config.payment, { agent, mcp: null, resourceUrl });
-        }
+      const admitted = unpaid ? await admitUnpaid(ctx, deps, services) : await admitPublicAgent(ctx, deps, services);
+      const { agent } = admitted;
+      const caller = { tenantId: agent.tenantId, userId: '', kind: 'x402' as const };
+      if (unpaid && agent.protocol !== 'mcp') {
+        const resourceUrl = publicRequestUrl(ctx, deps.config.publicAddress);
+        throw challengeError(deps.config.payment, { agent, mcp: null, resourceUrl });
       }
       const giveBack = unpaid
         ? async () => undefined
@@ -72,7 +83,7 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
             // per client like unpaid requests; past that, 429).
             if (!unpaid) {
               await giveBack();
-              await takeTokens(services.limiter, challengeBuckets(ctx, deps, agent));
+              await takeTokens(services.limiter, [clientBucket(ctx, deps, 'challenge'), tenantBucket(deps, agent)]);
             }
             throw err;
           }

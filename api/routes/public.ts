@@ -12,7 +12,7 @@ import { challengeError } from '../payment/stage.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import { takeTokens } from '../proxy/gate.ts';
-import { admitPublicAgent, challengeBuckets, publicDoor } from '../proxy/public-door.ts';
+import { admitUnpaid, clientBucket, publicDoor } from '../proxy/public-door.ts';
 import { publicBaseUrl, publicRequestUrl } from '../public-url.ts';
 import { transactionalRoute } from './proxy.ts';
 import { publicAgentUrls } from '../agents/serialize.ts';
@@ -58,8 +58,7 @@ export function publicRoutes(deps: AppDeps, services: ProxyServices): Router {
 
   // A browser gets the page; any other client the challenge (with the flat price). Both unpaid.
   router.get('/agents/:id', async (ctx) => {
-    const { agent } = await admitPublicAgent(ctx, deps, services);
-    await takeTokens(services.limiter, challengeBuckets(ctx, deps, agent));
+    const { agent } = await admitUnpaid(ctx, deps, services);
     if (ctx.accepts('application/json', 'text/html') === 'text/html') {
       ctx.set('Content-Security-Policy', PAGE_CSP);
       ctx.set('X-Content-Type-Options', 'nosniff');
@@ -74,6 +73,8 @@ export function publicRoutes(deps: AppDeps, services: ProxyServices): Router {
 
   // The payer's poll: the key its 202 handed out, compared by hash; anything else is 404.
   router.get('/invocations/:invId', async (ctx) => {
+    // Unauthenticated reads: limited per client address before the database is asked.
+    await takeTokens(services.limiter, [clientBucket(ctx, deps, 'poll')]);
     const key = typeof ctx.query.key === 'string' ? ctx.query.key : '';
     if (!isId('inv', ctx.params.invId) || !/^[A-Za-z0-9_-]{22}$/.test(key)) throw notFound();
     const row = await deps.orm.em.fork().findOne(InvocationSchema, { id: ctx.params.invId, callerKind: 'x402' });
