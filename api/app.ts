@@ -22,6 +22,7 @@ import { invocationRoutes } from './routes/invocations.ts';
 import { credentialRoutes } from './routes/credentials.ts';
 import { settlementRoutes } from './routes/settlement.ts';
 import { openapiRoutes } from './openapi/routes.ts';
+import { publicRoutes } from './routes/public.ts';
 
 /** `services`: the long-lived services the caller wired itself (api/gateway.ts: the start backlog its relay shares). */
 export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Koa {
@@ -44,6 +45,8 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
   const { agentMaxRps: rps, agentMaxBurst: burst } = deps.config.rateLimit;
   app.use(openapiRoutes({ rps, burst }).routes());
   app.use(jwksRoutes(deps).routes());
+  // Public agents: no token, paid per call with x402 (api/routes/public.ts); the raw body is the proxy's.
+  app.use(publicRoutes(deps, services).routes());
 
   const v1 = new Router<AuthState>({ prefix: '/v1' });
   v1.use(requireAuth(createVerifier(deps.config.auth)));

@@ -7,7 +7,11 @@ import { LRUCache } from 'lru-cache';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { respondEmpty } from './errors.ts';
 
-export type Caller = { tenantId: string; userId: string };
+/**
+ * Who a call is from: `token`, a /v1 bearer token's tenant and user claims; `x402`, the payer of
+ * a public agent's call (userId `x402:<checksummed address>`, tenantId the agent's).
+ */
+export type Caller = { tenantId: string; userId: string; kind: 'token' | 'x402' };
 
 export type AuthState = { caller: Caller };
 
@@ -63,7 +67,7 @@ export function createVerifier(auth: GatewayConfig['auth']) {
       const userId = payload[auth.userClaim];
       if (typeof tenantId !== 'string' || tenantId === '' || typeof userId !== 'string' || userId === '')
         return undefined;
-      const caller = { tenantId, userId };
+      const caller: Caller = { tenantId, userId, kind: 'token' };
       // With a maximum age, the entry also ends when the token grows too old (jose checks the
       // age with the same clock; iat is required by then).
       const tooOldAt =

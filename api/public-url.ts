@@ -18,9 +18,9 @@ function forwarded(ctx: Context, name: string, valid: (value: string) => boolean
   return value && valid(value) ? value : undefined;
 }
 
-/** The absolute public URL of this request (scheme, host, path and query). */
-export function publicRequestUrl(ctx: Context, address: GatewayConfig['publicAddress']): string {
-  if (address.url) return `${address.url}${ctx.originalUrl}`;
+/** The absolute public base URL callers reach the API on (scheme, host, PUBLIC_URL's path prefix). */
+export function publicBaseUrl(ctx: Context, address: GatewayConfig['publicAddress']): string {
+  if (address.url) return address.url;
   // The app runs with app.proxy off, so ctx.protocol and ctx.host are the connection's own.
   let protocol = ctx.protocol;
   let host = ctx.host;
@@ -28,5 +28,20 @@ export function publicRequestUrl(ctx: Context, address: GatewayConfig['publicAdd
     protocol = forwarded(ctx, 'x-forwarded-proto', (v) => v === 'http' || v === 'https') ?? protocol;
     host = forwarded(ctx, 'x-forwarded-host', (v) => HOST.test(v)) ?? host;
   }
-  return `${protocol}://${host}${ctx.originalUrl}`;
+  return `${protocol}://${host}`;
+}
+
+/** The absolute public URL of this request (scheme, host, path and query). */
+export function publicRequestUrl(ctx: Context, address: GatewayConfig['publicAddress']): string {
+  return `${publicBaseUrl(ctx, address)}${ctx.originalUrl}`;
+}
+
+/**
+ * The caller's network address: the connection's, or with TRUST_PROXY the last X-Forwarded-For
+ * entry (written by the nearest proxy). What unauthenticated traffic is rate limited by.
+ */
+export function clientAddress(ctx: Context, address: GatewayConfig['publicAddress']): string {
+  const socket = ctx.req.socket.remoteAddress ?? 'unknown';
+  if (!address.trustProxy) return socket;
+  return forwarded(ctx, 'x-forwarded-for', (v) => /^[0-9A-Fa-f:.]{2,45}$/.test(v)) ?? socket;
 }

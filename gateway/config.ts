@@ -100,6 +100,13 @@ const GatewayEnv = z.object({
   // Behind a load balancer: the scheme and host callers reach the API on come from the proxy's
   // X-Forwarded-Proto / X-Forwarded-Host, which only a trusted proxy may set (api/public-url.ts).
   TRUST_PROXY: z.enum(['true', 'false']).default('false'),
+  // Public agents (docs/API.md "Selling an agent to any x402 client"): unpaid challenges per
+  // client address (all agents) and per tenant (all its public agents), paid calls per payer,
+  // and polls of public calls per client address.
+  PUBLIC_CHALLENGE_RPS_PER_CLIENT: z.coerce.number().positive().default(5),
+  PUBLIC_CHALLENGE_RPS: z.coerce.number().positive().default(100),
+  PUBLIC_PAYER_RPS: z.coerce.number().positive().default(20),
+  PUBLIC_POLL_RPS_PER_CLIENT: z.coerce.number().positive().default(20),
 });
 
 /**
@@ -173,6 +180,13 @@ export type GatewayConfig = {
   gitCommit?: string;
   /** PUBLIC_URL and TRUST_PROXY: the URL callers reach the API on (api/public-url.ts). */
   publicAddress: { url?: string; trustProxy: boolean };
+  /** PUBLIC_CHALLENGE_RPS_PER_CLIENT, PUBLIC_CHALLENGE_RPS, PUBLIC_PAYER_RPS, PUBLIC_POLL_RPS_PER_CLIENT (api/proxy/public-door.ts). */
+  publicAgents: {
+    challengeRpsPerClient: number;
+    challengeRpsPerTenant: number;
+    payerRps: number;
+    pollRpsPerClient: number;
+  };
   /** VAULT_KEKS, VAULT_KEK_CURRENT, VAULT_ADDR, VAULT_TOKEN (gateway/credentials/config.ts). */
   vault: VaultConfig;
   /** ANALYTICS_RATE_PER_MIN, ANALYTICS_RATE_BURST (gateway/analytics/config.ts). */
@@ -285,6 +299,12 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     logLevel: e.LOG_LEVEL,
     gitCommit: e.GIT_COMMIT,
     publicAddress: { url: parts.publicUrl, trustProxy: e.TRUST_PROXY === 'true' },
+    publicAgents: {
+      challengeRpsPerClient: e.PUBLIC_CHALLENGE_RPS_PER_CLIENT,
+      challengeRpsPerTenant: e.PUBLIC_CHALLENGE_RPS,
+      payerRps: e.PUBLIC_PAYER_RPS,
+      pollRpsPerClient: e.PUBLIC_POLL_RPS_PER_CLIENT,
+    },
     vault: parts.vault,
     analytics: parts.analytics,
     receipts: parts.receipts,

@@ -164,6 +164,7 @@ describe('OpenAPI document and reference page', () => {
       mode: 'transactional',
       model: null,
       request_id: 'r',
+      caller_kind: 'token',
       mcp_method: null,
       mcp_tool: null,
       payment_network: null,

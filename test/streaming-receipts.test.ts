@@ -138,6 +138,7 @@ describe('streaming receipts and row writes', () => {
       status: 'running',
       requestId: randomUUID(),
       caller: 'alice',
+      callerKind: 'token',
       model: null,
       contentType: null,
       requestBytes: 1,

@@ -116,6 +116,17 @@ function mutableFields(ceiling: RateCeiling) {
       .nullable()
       .meta({ description: 'Token-bucket depth; requires rate_limit_rps (400 without it).' }),
     retry_non_idempotent: z.boolean({ error: 'retry_non_idempotent must be a boolean' }),
+    public: z.boolean({ error: 'public must be a boolean' }).meta({
+      description:
+        "Open the agent to any x402 client at public_url and public_stream_url, no token. Requires pricing and the tenant's settlement configuration; a public agent cannot be un-priced (set public false first).",
+    }),
+    public_description: maxChars(
+      z.string({ error: 'public_description must be a string' }),
+      1000,
+      'public_description is too long',
+    )
+      .nullable()
+      .meta({ description: 'What an unauthenticated caller is told the agent does (challenges, the HTML page).' }),
   };
 }
 
@@ -226,6 +237,16 @@ export const AgentView = z
     retry_non_idempotent: z.boolean(),
     suspended: z.boolean(),
     suspended_reason: z.string().nullable(),
+    public: z.boolean(),
+    public_description: z.string().nullable(),
+    public_url: z
+      .string()
+      .nullable()
+      .meta({ description: 'Transactional URL for any x402 client, no token; null unless public and not deleted.' }),
+    public_stream_url: z
+      .string()
+      .nullable()
+      .meta({ description: 'Streaming URL for any x402 client, no token; null unless public and not deleted.' }),
     created_at: Timestamp,
     updated_at: Timestamp,
   })
@@ -260,6 +281,7 @@ export type AgentRuleState = {
   pricing: PricingInput | null;
   rate_limit_rps: number | null;
   rate_limit_burst: number | null;
+  public: boolean;
 };
 
 /** The create rules of docs/API.md "Agents", checked on the resulting state; returns the first violation. */
@@ -278,5 +300,7 @@ export function agentRuleError(state: AgentRuleState): string | undefined {
   if (state.protocol !== 'mcp' && state.pricing?.tools) return 'pricing.tools requires protocol mcp';
   if (state.rate_limit_burst !== null && state.rate_limit_rps === null)
     return 'rate_limit_burst requires rate_limit_rps';
+  // A public agent is paid per call: without a price it would be a free, open relay.
+  if (state.public && !state.pricing) return 'a public agent must be priced: set pricing, or set public to false';
   return undefined;
 }

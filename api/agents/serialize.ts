@@ -13,7 +13,15 @@ export function agentStatus(agent: Agent): AgentStatus {
   return agent.upstreamUrl ? 'active' : 'pending';
 }
 
-export function serializeAgent(agent: Agent): z.infer<typeof AgentView> {
+/** Where a public agent is served, outside /v1 (api/routes/public.ts). */
+export function publicAgentUrls(base: string, agentId: string): { transactional: string; stream: string } {
+  const transactional = `${base}/public/agents/${agentId}`;
+  return { transactional, stream: `${transactional}/stream` };
+}
+
+/** `base`: the public base URL (api/public-url.ts publicBaseUrl), for the agent's public URLs. */
+export function serializeAgent(agent: Agent, base: string): z.infer<typeof AgentView> {
+  const open = agent.public && !agent.deletedAt ? publicAgentUrls(base, agent.id) : null;
   return {
     id: agent.id,
     tenant_id: agent.tenantId,
@@ -37,6 +45,10 @@ export function serializeAgent(agent: Agent): z.infer<typeof AgentView> {
     retry_non_idempotent: agent.retryNonIdempotent,
     suspended: agent.suspended,
     suspended_reason: agent.suspendedReason ?? null,
+    public: agent.public,
+    public_description: agent.publicDescription ?? null,
+    public_url: open?.transactional ?? null,
+    public_stream_url: open?.stream ?? null,
     created_at: agent.createdAt.toISOString(),
     updated_at: agent.updatedAt.toISOString(),
   };

@@ -8,6 +8,7 @@
 //   decoded v1 Payment on; only the receipt header differs.
 // Every failure is a 402 with a coarse `{error}` (and PAYMENT-REQUIRED); the precise cause is only logged.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { getAddress } from 'ethers';
 import { ApiError } from '../errors.ts';
 import type { PaymentRecord, ProxyCall } from '../proxy/call.ts';
 import type { AppDeps } from '../deps.ts';
@@ -53,29 +54,34 @@ export function createPaymentGate(deps: AppDeps): PaymentGate {
   };
 }
 
-export async function paymentStage(
-  deps: AppDeps,
-  gate: PaymentGate,
-  call: ProxyCall,
-  headers: PaymentHeaders,
-): Promise<PaymentRecord | null> {
+/** The 402 of a call offering no payment: the v1 challenge in the body, the v2 one in PAYMENT-REQUIRED. */
+export function challengeError(
+  config: PaymentConfig,
+  call: Pick<ProxyCall, 'agent' | 'mcp' | 'resourceUrl'>,
+): ApiError {
+  const v1 = challengeFor(config, call, 'X-PAYMENT header is required');
+  return new ApiError(
+    402,
+    'payment required',
+    paymentRequiredHeader(config, requirementsFor(config, call), 'PAYMENT-SIGNATURE header is required'),
+    v1,
+  );
+}
+
+/**
+ * The offered payment, decoded and verified against this call's terms; null when the call costs
+ * nothing. Throws the challenge when none is offered and the coarse 402 when it does not verify.
+ */
+async function verifiedOffer(deps: AppDeps, gate: PaymentGate, call: ProxyCall, headers: PaymentHeaders) {
   if (!call.agent.pricing) return null;
-  const { config, client } = gate;
+  const { config } = gate;
   const requirements = requirementsFor(config, call);
   // A tool priced at 0 is free: nothing to pay, nothing to verify.
   if (BigInt(requirements.maxAmountRequired) === 0n) return null;
   const paymentError = (message: string) =>
     new ApiError(402, message, paymentRequiredHeader(config, requirements, message));
   const offer = offeredPayment(headers);
-  if (offer === 'none') {
-    const v1 = challengeFor(config, call, 'X-PAYMENT header is required');
-    throw new ApiError(
-      402,
-      'payment required',
-      paymentRequiredHeader(config, requirements, 'PAYMENT-SIGNATURE header is required'),
-      v1,
-    );
-  }
+  if (offer === 'none') throw challengeError(config, call);
   if (offer === 'both') {
     deps.log.info(
       { requestId: call.requestId, agentId: call.agent.id, cause: 'two_payment_headers' },
@@ -98,6 +104,34 @@ export async function paymentStage(
     deps.log.info({ requestId: call.requestId, agentId: call.agent.id, cause: verified.cause }, 'payment refused');
     throw paymentError('invalid payment');
   }
+  return { dialect, payment, verified, requirements, paymentError };
+}
+
+/**
+ * The checksummed address of the payer of this call's offered payment, verified against the
+ * call's terms; null when the call costs nothing. A public call's caller (api/proxy/public-door.ts),
+ * known before policy; the payment stage then verifies it again, claims and settles it.
+ */
+export async function payerOf(
+  deps: AppDeps,
+  gate: PaymentGate,
+  call: ProxyCall,
+  headers: PaymentHeaders,
+): Promise<string | null> {
+  const offer = await verifiedOffer(deps, gate, call, headers);
+  return offer ? getAddress(offer.verified.payment.payer) : null;
+}
+
+export async function paymentStage(
+  deps: AppDeps,
+  gate: PaymentGate,
+  call: ProxyCall,
+  headers: PaymentHeaders,
+): Promise<PaymentRecord | null> {
+  const offer = await verifiedOffer(deps, gate, call, headers);
+  if (!offer) return null;
+  const { config, client } = gate;
+  const { dialect, payment, verified, requirements, paymentError } = offer;
 
   const key: ClaimKey = {
     network: config.network,

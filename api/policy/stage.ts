@@ -31,6 +31,7 @@ export async function policyStage(engine: PolicyEngine, call: ProxyCall): Promis
       protocol: call.agent.protocol,
       tool: call.mcp?.tool ?? null,
       bodyBytes: call.bodyBytes,
+      callerKind: call.caller.kind,
       invocationId: call.invocationId,
     },
     defer ? async (decision) => void (deferred = decision) : undefined,

@@ -37,6 +37,8 @@ function agentFromRow(row: Row): Agent {
     retryNonIdempotent: row.retry_non_idempotent as boolean,
     suspended: row.suspended as boolean,
     suspendedReason: (row.suspended_reason as string | null) ?? null,
+    public: row.public as boolean,
+    publicDescription: (row.public_description as string | null) ?? null,
     deletedAt: row.deleted_at === null || row.deleted_at === undefined ? null : date(row.deleted_at),
     createdBy: row.created_by as string,
     createdAt: date(row.created_at),
@@ -48,6 +50,12 @@ function agentFromRow(row: Row): Agent {
 export type AgentRows = {
   /** The tenant's agent (cached per process), or null when there is none with this id in the tenant. */
   load(tenantId: string, id: string): Promise<Agent | null>;
+  /**
+   * The agent, whatever its tenant, when it is public (not deleted): what the public URLs serve
+   * (api/proxy/public-door.ts); null otherwise. Same cache, so turning `public` off, suspending
+   * or deleting the agent closes its URLs on every replica as the change feed delivers it.
+   */
+  loadPublic(id: string): Promise<Agent | null>;
   /**
    * After a committed write to an agent: this process forgets it at once, and the caller waits
    * until every replica has applied the change (ChangeFeed.publish): by the writer's answer, the
@@ -72,6 +80,10 @@ export function createAgentRows(orm: MikroORM, feed: ChangeFeed): AgentRows {
     async load(tenantId, id) {
       const agent = await cache.get(id, () => readAgent(orm, id));
       return agent && agent.tenantId === tenantId ? agent : null;
+    },
+    async loadPublic(id) {
+      const agent = await cache.get(id, () => readAgent(orm, id));
+      return agent && agent.public && !agent.deletedAt ? agent : null;
     },
     async forget(id) {
       feed.invalidate(`agent:${id}`);

@@ -1,4 +1,5 @@
-// The gate both invoke endpoints pass: (auth, done by the /v1 router) → agent in the caller's
+// The gate both invoke endpoints pass, at either door (Door: /v1 with a token, or a public
+// agent's URL, api/proxy/public-door.ts): (auth, done by the /v1 router) → agent in the caller's
 // tenant (404) → invocable (422) → X-Gateway-Model (400) → rate limit (429). Then, once the body
 // is known, in the v1 contract's order: parse → policy (403) → payment (402). A call denied
 // by policy never reaches the payment stage, so it is never told to pay. The header check
@@ -20,21 +21,39 @@ import { paymentHeadersOf } from '../payment/dialect.ts';
 import { refuseKnownFailure } from './known-failure.ts';
 import type { ProxyCall } from './call.ts';
 import type { AppDeps } from '../deps.ts';
-import type { AuthState } from '../auth.ts';
+import type { AuthState, Caller } from '../auth.ts';
+import type { Bucket, RateLimiter } from '../../gateway/ratelimit/index.ts';
 import type { ProxyServices } from './services.ts';
 
 const MAX_MODEL_BYTES = 256;
 
 export type Admitted = {
   agent: Agent;
+  /** Who the call is from. A public call's is completed from its payment by `identify`, before policy. */
+  caller: Caller;
   requestId: string;
   model: string | null;
   /** Returns the call's rate-limit tokens; at most once. */
   giveBack(): Promise<void>;
+  /** Runs before policy once the call's facts are known: a public call's payer becomes `call.caller` (public-door.ts). */
+  identify?(call: ProxyCall): Promise<void>;
 };
 
-function assertInvocable(agent: Agent): void {
-  if (agentStatus(agent) !== 'active' || agent.suspended) throw unprocessable('agent is not invocable');
+/** A proxied call's context, either door: /v1 (the token's caller in state) or a public agent's URL. */
+export type GateCtx = Context & { state: Partial<AuthState>; params: Record<string, string> };
+
+/**
+ * Where a call comes in: /v1 with a bearer token (tokenDoor), or a public agent's URL, paid by
+ * any x402 client (public-door.ts). Both then pass the same stages, record and receipt.
+ */
+export type Door = {
+  admit(ctx: GateCtx): Promise<Admitted>;
+  /** The 202 of a transactional call hands out a poll capability (the caller has no token to poll with). */
+  issuesPollKeys: boolean;
+};
+
+function isInvocable(agent: Agent): boolean {
+  return agentStatus(agent) === 'active' && !agent.suspended;
 }
 
 // strict: the barrier of each proxied call, sent as the request arrives (syncGateCaches).
@@ -49,17 +68,24 @@ const barriers = new WeakMap<IncomingMessage, Promise<void>>();
 export function syncGateCaches(deps: AppDeps) {
   const strict = deps.config.gateFreshness === 'strict';
   return function sendGateBarrier(ctx: Context, next: Next): Promise<void> {
-    if (strict && ctx.method === 'POST' && ctx.path.startsWith('/v1/proxy/')) barriers.set(ctx.req, deps.feed.sync());
+    // A public agent's URLs, any method: the page or challenge of a just-closed agent is a 404 too.
+    const gated =
+      (ctx.method === 'POST' && ctx.path.startsWith('/v1/proxy/')) || ctx.path.startsWith('/public/agents/');
+    if (strict && gated) barriers.set(ctx.req, deps.feed.sync());
     return next();
   };
 }
 
-/** Everything before the body is read. Sets X-Request-ID first, so every answer carries it. */
-export async function admit(
-  ctx: Context & { state: AuthState; params: Record<string, string> },
+/**
+ * The agent's part of admission, both doors: X-Request-ID (set first, so every answer carries
+ * it), the agent `find` gives (404 when none), invocable (`closed` when not), X-Gateway-Model.
+ */
+export async function admitAgent(
+  ctx: GateCtx,
   deps: AppDeps,
-  services: Pick<ProxyServices, 'agents' | 'limiter'>,
-): Promise<Admitted> {
+  find: (id: string) => Promise<Agent | null>,
+  closed: () => ApiError,
+): Promise<Pick<Admitted, 'agent' | 'requestId' | 'model'>> {
   // acknowledged: nothing to wait for; a change made through the API was applied here before
   // its writer answered (freshness.ts).
   // strict: every agent or policy change committed before this call is applied to this
@@ -70,29 +96,48 @@ export async function admit(
   const requestId = requestIdFrom(ctx.get('x-request-id') || undefined, randomUUID);
   ctx.set('X-Request-ID', requestId);
 
-  const { tenantId } = ctx.state.caller;
   if (!isId('agt', ctx.params.id)) throw notFound();
   if (fresh) await fresh;
-  const agent = await services.agents.load(tenantId, ctx.params.id);
+  const agent = await find(ctx.params.id);
   if (!agent) throw notFound();
-  assertInvocable(agent);
+  if (!isInvocable(agent)) throw closed();
 
   const model = ctx.get('x-gateway-model') || null;
   // Node hands header values over as latin1 text, one character per byte on the wire.
   if (model && Buffer.byteLength(model, 'latin1') > MAX_MODEL_BYTES)
     throw badRequest('X-Gateway-Model exceeds 256 bytes');
+  return { agent, requestId, model };
+}
 
-  const buckets = bucketsFor(agent, deps.config.rateLimit);
-  const decision = await services.limiter.take(buckets);
+/** Takes a token from every bucket (all or nothing; 429 when one is empty); returns the give-back, at most once effective. */
+export async function takeTokens(limiter: RateLimiter, buckets: Bucket[]): Promise<() => Promise<void>> {
+  const decision = await limiter.take(buckets);
   if (!decision.allowed)
     throw new ApiError(429, 'rate limit exceeded', { 'Retry-After': String(decision.retryAfterSeconds) });
   let given = false;
-  const giveBack = async () => {
+  return async () => {
     if (given) return;
     given = true;
-    await services.limiter.giveBack(buckets);
+    await limiter.giveBack(buckets);
   };
-  return { agent, requestId, model, giveBack };
+}
+
+/** /v1: the token's caller, the agent in its tenant (422 when not invocable), the agent, tenant and global buckets. */
+export function tokenDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents' | 'limiter'>): Door {
+  return {
+    issuesPollKeys: false,
+    async admit(ctx) {
+      const caller = ctx.state.caller!;
+      const admitted = await admitAgent(
+        ctx,
+        deps,
+        (id) => services.agents.load(caller.tenantId, id),
+        () => unprocessable('agent is not invocable'),
+      );
+      const giveBack = await takeTokens(services.limiter, bucketsFor(admitted.agent, deps.config.rateLimit));
+      return { ...admitted, caller, giveBack };
+    },
+  };
 }
 
 /**
@@ -124,7 +169,7 @@ export function cheapToParse(body: Buffer): boolean {
 }
 
 /**
- * Policy, then payment. Fills call.policyWarning and call.payment; throws 403 or 402, or for a
+ * The caller's identity (a public call: its payer, else its challenge), policy, then payment. Fills call.policyWarning and call.payment; throws 403 or 402, or for a
  * priced call known to fail without the upstream 502/503 (known-failure.ts).
  * `beforePayment` holds the endpoint's own checks that could still refuse the call: it runs once
  * policy has allowed the call and before any money moves, so a payer is never charged for a
@@ -135,8 +180,10 @@ export async function runStages(
   deps: AppDeps,
   services: Pick<ProxyServices, 'policy' | 'payment' | 'upstream'>,
   call: ProxyCall,
+  admitted: Pick<Admitted, 'identify'>,
   beforePayment?: () => Promise<void>,
 ): Promise<void> {
+  await admitted.identify?.(call);
   const policy = await policyStage(services.policy, call);
   if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
   if (policy.action === 'warn') call.policyWarning = policy.reason;

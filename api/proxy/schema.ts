@@ -52,6 +52,9 @@ export const InvocationView = z
     mode: z.enum(['transactional', 'streaming']),
     model: nullableString.meta({ description: "The caller's `X-Gateway-Model`, when given." }),
     request_id: z.string().meta({ description: 'The `X-Request-ID` the call carried upstream.' }),
+    caller_kind: z.enum(['token', 'x402']).meta({
+      description: "`token`: a /v1 bearer token's caller; `x402`: a public agent's payer (no token).",
+    }),
     mcp_method: nullableString,
     mcp_tool: nullableString,
     payment_network: nullableString,

@@ -19,6 +19,7 @@ export function serializeInvocation(row: Invocation, responseBody?: Buffer | nul
     mode: row.mode,
     model: row.model ?? null,
     request_id: row.requestId,
+    caller_kind: row.callerKind,
     mcp_method: row.mcpMethod ?? null,
     mcp_tool: row.mcpTool ?? null,
     payment_network: row.paymentNetwork ?? null,

@@ -16,7 +16,6 @@
 // (callRecord), bindPayment and setPaymentResponse, the upstream request, then relay or answerUnreached.
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { Context } from 'koa';
 import { errors as undiciErrors } from 'undici';
 import type { Completion, StartedRow } from '../../gateway/invocations/stream-records.ts';
 import { newId } from '../../lib/ids.ts';
@@ -33,7 +32,7 @@ import {
 } from '../../gateway/upstream/errors.ts';
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import { outcomeStatus } from '../../gateway/invocations/outcome.ts';
-import { admit, cheapToParse, refundIfRefused, runStages } from './gate.ts';
+import { cheapToParse, refundIfRefused, runStages, type Admitted, type Door, type GateCtx } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
 import { arrivedBody, contentLengthOf, declaredOver, readCappedBody } from './body.ts';
 import { recordedCallFields, type ProxyCall } from './call.ts';
@@ -46,7 +45,6 @@ import { stillSettling, withPaymentRequired } from '../payment/stage.ts';
 import { closeUnforwarded } from '../../gateway/invocations/stale-streams.ts';
 import type { ProxyServices } from './services.ts';
 import type { AppDeps } from '../deps.ts';
-import type { AuthState } from '../auth.ts';
 import { digestOf, digestOfEmitted, digestingBody, type BodyDigest } from './digest.ts';
 import type { SignedReceipt } from '../../gateway/receipts/signer.ts';
 import { receiptsIssued, recordUpstreamOutcome } from '../../gateway/metrics.ts';
@@ -84,21 +82,22 @@ function pipeDown(source: Readable, res: ServerResponse): Promise<PipeEnd> {
   });
 }
 
-type StreamCtx = Context & { state: AuthState; params: Record<string, string> };
+type StreamCtx = GateCtx;
 
 /** The call as the gate sees it: admitted, its body (read when MCP must parse it) and its facts. */
 async function admitCall(
   ctx: StreamCtx,
   deps: AppDeps,
   services: ProxyServices,
-): Promise<{ call: ProxyCall; body: Buffer | Readable; declaredLength: number | null }> {
-  const admitted = await admit(ctx, deps, services);
+  door: Door,
+): Promise<{ call: ProxyCall; admitted: Admitted; body: Buffer | Readable; declaredLength: number | null }> {
+  const admitted = await door.admit(ctx);
   const { agent, requestId, model } = admitted;
   const declaredLength = contentLengthOf(ctx.get('content-length'));
   let body: Buffer | Readable;
   let mcp: ProxyCall['mcp'] = null;
   if (agent.protocol === 'mcp') {
-    const held = services.bodyBudget.open(ctx.state.caller.tenantId);
+    const held = services.bodyBudget.open(admitted.caller.tenantId);
     ctx.res.once('close', held.release);
     const read = await refundIfRefused(
       admitted,
@@ -119,7 +118,7 @@ async function admitCall(
   }
   const call: ProxyCall = {
     invocationId: newId('inv'),
-    caller: ctx.state.caller,
+    caller: admitted.caller,
     agent,
     mode: 'streaming',
     requestId,
@@ -132,7 +131,7 @@ async function admitCall(
     policyWarning: null,
     payment: null,
   };
-  return { call, body, declaredLength };
+  return { call, admitted, body, declaredLength };
 }
 
 /**
@@ -145,9 +144,10 @@ async function passStages(
   deps: AppDeps,
   services: ProxyServices,
   call: ProxyCall,
+  admitted: Admitted,
 ): Promise<Record<string, string> | null> {
   let credentialHeaders: Record<string, string> | null = {};
-  await runStages(ctx, deps, services, call, async () => {
+  await runStages(ctx, deps, services, call, admitted, async () => {
     try {
       credentialHeaders = await services.credentials.headersFor(call.caller.tenantId, call.agent.credentialRef);
     } catch {
@@ -190,6 +190,7 @@ function startedRow(call: ProxyCall, invocationId: string, now: Date): StartedRo
     status: 'running',
     requestId: call.requestId,
     caller: call.caller.userId,
+    callerKind: call.caller.kind,
     model: call.model,
     contentType: call.contentType,
     requestBytes: call.bodyBytes,
@@ -372,11 +373,12 @@ async function relay(
   };
 }
 
-export function streamRoute(deps: AppDeps, services: ProxyServices) {
+/** POST of a streaming call, at either door (gate.ts Door). */
+export function streamRoute(deps: AppDeps, services: ProxyServices, door: Door) {
   return async function stream(ctx: StreamCtx): Promise<void> {
-    const admitted = await admitCall(ctx, deps, services);
+    const admitted = await admitCall(ctx, deps, services, door);
     const { call, declaredLength } = admitted;
-    const credentialHeaders = await passStages(ctx, deps, services, call);
+    const credentialHeaders = await passStages(ctx, deps, services, call, admitted.admitted);
     const { invocationId } = call;
     const gatewayHeaders = setGatewayHeaders(ctx, call, invocationId);
     const row = startedRow(call, invocationId, new Date());

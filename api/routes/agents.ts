@@ -21,6 +21,7 @@ import {
 } from '../agents/schema.ts';
 import { upstreamUrlProblem } from '../upstream-url.ts';
 import { serializeAgent } from '../agents/serialize.ts';
+import { publicBaseUrl } from '../public-url.ts';
 import { SettlementConfigSchema } from '../../gateway/settlement/entity.ts';
 import { lockReferencedCredential } from '../../gateway/credentials/references.ts';
 import { hasRoomForAgent } from '../../gateway/tenant-agents.ts';
@@ -51,9 +52,25 @@ async function checkCredentialRef(em: EntityManager, tenantId: string, ref: stri
     throw badRequest('credential_ref does not name a credential');
 }
 
+/**
+ * Making an agent public needs the tenant's settlement configured: an anonymous payer's payment
+ * must be collected, not only verified. The row is share-locked until the agent's write commits,
+ * so a concurrent DELETE /v1/settlement/config (which locks it for update, then counts public
+ * agents) either waits and sees this agent public, or has already removed the row.
+ */
+async function checkSettlementForPublic(em: EntityManager, tenantId: string): Promise<void> {
+  const config = await em.findOne(SettlementConfigSchema, { tenantId }, { lockMode: LockMode.PESSIMISTIC_READ });
+  if (!config)
+    throw badRequest('a public agent needs settlement configured for the tenant (PUT /v1/settlement/config) first');
+}
+
 export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState> {
   const router = new Router<AuthState>();
   const bodies = agentBodies({ rps: deps.config.rateLimit.agentMaxRps, burst: deps.config.rateLimit.agentMaxBurst });
+  const serialize = (ctx: Parameters<typeof publicBaseUrl>[0]) => {
+    const base = publicBaseUrl(ctx, deps.config.publicAddress);
+    return (agent: Agent) => serializeAgent(agent, base);
+  };
 
   /** Loads the tenant's agent for a write, row-locked; 404 when absent, 409 when deleted. */
   async function liveAgentForUpdate(em: EntityManager, tenantId: string, id: string): Promise<Agent> {
@@ -89,6 +106,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
       pricing: input.pricing ?? null,
       rate_limit_rps: input.rate_limit_rps ?? null,
       rate_limit_burst: input.rate_limit_burst ?? null,
+      public: input.public ?? false,
     };
     const problem =
       agentRuleError(state) ??
@@ -106,6 +124,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
             `this tenant has ${deps.config.tenantMaxAgents} active or pending agents, the most allowed; delete one first`,
           );
         await checkCredentialRef(em, tenantId, input.credential_ref);
+        if (state.public) await checkSettlementForPublic(em, tenantId);
         const now = new Date();
         const created = em.create(AgentSchema, {
           id: newId('agt'),
@@ -127,6 +146,8 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
           retryNonIdempotent: input.retry_non_idempotent ?? false,
           suspended: false,
           suspendedReason: null,
+          public: state.public,
+          publicDescription: input.public_description ?? null,
           deletedAt: null,
           createdBy: userId,
           createdAt: now,
@@ -138,7 +159,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
     );
     await warnIfUncollected(ctx, agent);
     ctx.status = 201;
-    ctx.body = serializeAgent(agent);
+    ctx.body = serialize(ctx)(agent);
   });
 
   router.get('/agents', async (ctx) => {
@@ -152,11 +173,11 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
     if (query.status === 'active') where.upstreamUrl = { $ne: null };
     if (query.protocol) where.protocol = query.protocol;
     if (query.tag) where.tags = { $contains: [query.tag] };
-    ctx.body = await listPage(deps.orm, AgentSchema, where, page, serializeAgent);
+    ctx.body = await listPage(deps.orm, AgentSchema, where, page, serialize(ctx));
   });
 
   router.get('/agents/:id', async (ctx) => {
-    ctx.body = serializeAgent(await ownedRow(deps.orm, AgentSchema, 'agt', ctx.params.id, ctx.state.caller.tenantId));
+    ctx.body = serialize(ctx)(await ownedRow(deps.orm, AgentSchema, 'agt', ctx.params.id, ctx.state.caller.tenantId));
   });
 
   router.patch('/agents/:id', async (ctx) => {
@@ -178,6 +199,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
               : Number(current.rateLimitRps),
         rate_limit_burst:
           patch.rate_limit_burst !== undefined ? patch.rate_limit_burst : (current.rateLimitBurst ?? null),
+        public: patch.public ?? current.public,
       };
       // The URL is checked when it is being set: an allow-list change must not freeze other edits.
       const problem =
@@ -185,6 +207,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
         (patch.upstream_url ? upstreamUrlProblem('upstream_url', patch.upstream_url, deps.config.upstream) : undefined);
       if (problem) throw badRequest(problem);
       if (patch.credential_ref !== undefined) await checkCredentialRef(em, tenantId, patch.credential_ref);
+      if (patch.public === true) await checkSettlementForPublic(em, tenantId);
       const changes: Partial<Agent> = {
         protocol: state.protocol,
         mcpTransport: state.mcp_transport,
@@ -202,6 +225,8 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
       if (patch.capture_body !== undefined) changes.captureBody = patch.capture_body;
       if (patch.pricing !== undefined) changes.pricing = normalisePricing(patch.pricing) ?? null;
       if (patch.retry_non_idempotent !== undefined) changes.retryNonIdempotent = patch.retry_non_idempotent;
+      if (patch.public !== undefined) changes.public = patch.public;
+      if (patch.public_description !== undefined) changes.publicDescription = patch.public_description;
       if (Object.keys(patch).length > 0) changes.updatedAt = new Date();
       em.assign(current, changes);
       await flushOr409(em);
@@ -211,7 +236,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
     await agents.forget(agent.id);
     // Priced by this request (the body set pricing): said as on create.
     if ((ctx.request.body as { pricing?: unknown } | undefined)?.pricing) await warnIfUncollected(ctx, agent);
-    ctx.body = serializeAgent(agent);
+    ctx.body = serialize(ctx)(agent);
   });
 
   router.delete('/agents/:id', async (ctx) => {
@@ -248,7 +273,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
         return current;
       });
       await agents.forget(agent.id);
-      ctx.body = serializeAgent(agent);
+      ctx.body = serialize(ctx)(agent);
     });
   }
 

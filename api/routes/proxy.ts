@@ -4,6 +4,7 @@
 // invocation row `pending` (the intent to start) and a paid call's payment in one commit → 202
 // → InvocationWorkflow started by this process at once (not waited for), else by the start relay
 // (api/proxy/start-relay.ts). The streaming endpoint (api/proxy/stream.ts) passes the same gate.
+import { createHash, randomBytes } from 'node:crypto';
 import Router from '@koa/router';
 import { InvocationSchema } from '../../gateway/db/entities.ts';
 import { isId, newId } from '../../lib/ids.ts';
@@ -15,7 +16,7 @@ import { forwardableHeaders } from '../../gateway/upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
 import { isChargeable } from '../payment/requirements.ts';
-import { admit, cheapToParse, refundIfRefused, runStages } from '../proxy/gate.ts';
+import { cheapToParse, refundIfRefused, runStages, tokenDoor, type Door, type GateCtx } from '../proxy/gate.ts';
 import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
@@ -26,15 +27,20 @@ import type { BacklogPlace } from '../proxy/start-backlog.ts';
 import { writeAccepted, type AcceptedRow } from '../../gateway/invocations/accept.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
-import { publicRequestUrl } from '../public-url.ts';
+import { publicBaseUrl, publicRequestUrl } from '../public-url.ts';
 
-export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<AuthState> {
-  const router = new Router<AuthState>();
+/** The poll capability of a public call (docs/API.md): 128 random bits; only its SHA-256 is stored. */
+function newPollKey(): { key: string; sha256: string } {
+  const key = randomBytes(16).toString('base64url');
+  return { key, sha256: createHash('sha256').update(key).digest('hex') };
+}
 
-  router.post('/proxy/:id', async (ctx) => {
-    const { tenantId, userId } = ctx.state.caller;
-    const admitted = await admit(ctx, deps, services);
+/** POST of a transactional call, at either door (gate.ts Door). */
+export function transactionalRoute(deps: AppDeps, services: ProxyServices, door: Door) {
+  return async function transactional(ctx: GateCtx): Promise<void> {
+    const admitted = await door.admit(ctx);
     const { agent, requestId, model } = admitted;
+    const { tenantId } = admitted.caller;
     const held = services.bodyBudget.open(tenantId);
     ctx.res.once('close', held.release);
     const body = await refundIfRefused(
@@ -45,7 +51,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
     );
 
     const call: ProxyCall = {
-      caller: ctx.state.caller,
+      caller: admitted.caller,
       agent,
       mode: 'transactional',
       invocationId: newId('inv'),
@@ -67,9 +73,10 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       payment: null,
     };
     let place: BacklogPlace | undefined;
+    const pollKey = door.issuesPollKeys ? newPollKey() : null;
     const { invocationId } = call;
     try {
-      await runStages(ctx, deps, services, call, async () => {
+      await runStages(ctx, deps, services, call, admitted, async () => {
         // Before any payment: a place in the start backlog (503 past its bound, Temporal away
         // too long), and (for a priced call) a credential that cannot be resolved, which the
         // workflow's call would otherwise fail after the payer paid.
@@ -87,7 +94,10 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
         tenantId,
         agentId: agent.id,
         requestId,
-        caller: userId,
+        // The payer, for a public call: known once the stages ran (gate.ts identify).
+        caller: call.caller.userId,
+        callerKind: call.caller.kind,
+        pollKeySha256: pollKey?.sha256 ?? null,
         model,
         contentType: call.contentType,
         requestHeaders: forwardableHeaders(ctx.req.headers),
@@ -133,10 +143,21 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
     if (call.policyWarning) ctx.set('X-Gateway-Policy-Warning', call.policyWarning);
     if (call.payment?.responseHeader)
       ctx.set(PAYMENT_RESPONSE_HEADER[call.payment.dialect], call.payment.responseHeader);
-    ctx.body = { invocation_id: invocationId };
-  });
+    ctx.body = pollKey
+      ? {
+          invocation_id: invocationId,
+          poll_url: `${publicBaseUrl(ctx, deps.config.publicAddress)}/public/invocations/${invocationId}?key=${pollKey.key}`,
+        }
+      : { invocation_id: invocationId };
+  };
+}
 
-  router.post('/proxy/:id/stream', streamRoute(deps, services));
+export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<AuthState> {
+  const router = new Router<AuthState>();
+  const door = tokenDoor(deps, services);
+
+  router.post('/proxy/:id', transactionalRoute(deps, services, door));
+  router.post('/proxy/:id/stream', streamRoute(deps, services, door));
 
   router.get('/proxy/:id/invocations/:invId', async (ctx) => {
     const { tenantId } = ctx.state.caller;

@@ -1,7 +1,9 @@
 // /v1/settlement/config: the tenant's facilitator endpoint and the credential holding the
 // client certificate presented to it. One per tenant: PUT creates (201) or replaces (200).
 import Router from '@koa/router';
-import { badRequest, notFound } from '../errors.ts';
+import { LockMode } from '@mikro-orm/core';
+import { badRequest, conflict, notFound } from '../errors.ts';
+import { AgentSchema } from '../../gateway/db/entities.ts';
 import { parseOr400 } from '../validation.ts';
 import { upstreamUrlProblem } from '../upstream-url.ts';
 import { createSecretStore } from '../../gateway/credentials/secrets.ts';
@@ -82,10 +84,20 @@ export function settlementRoutes(deps: AppDeps): Router<AuthState> {
   });
 
   router.delete('/settlement/config', async (ctx) => {
-    const deleted = await deps.orm.em
-      .fork()
-      .nativeDelete(SettlementConfigSchema, { tenantId: ctx.state.caller.tenantId });
-    if (deleted === 0) throw notFound('settlement is not configured');
+    const { tenantId } = ctx.state.caller;
+    await deps.orm.em.fork().transactional(async (em) => {
+      // Locked first, then the count: an agent made public concurrently holds a share lock on
+      // this row until it commits (api/routes/agents.ts), so it is counted or it saw no row.
+      const config = await em.findOne(SettlementConfigSchema, { tenantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!config) throw notFound('settlement is not configured');
+      // Public agents are paid by anonymous payers: their payments must keep being collected.
+      const open = await em.count(AgentSchema, { tenantId, public: true, deletedAt: null });
+      if (open > 0)
+        throw conflict(
+          `${open} public agent(s) of this tenant are paid through this configuration; make them private (public: false) first`,
+        );
+      await em.nativeDelete(SettlementConfigSchema, { tenantId });
+    });
     ctx.status = 204;
   });
 

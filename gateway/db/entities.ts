@@ -36,6 +36,9 @@ export const AgentSchema = defineEntity({
     retryNonIdempotent: p.boolean(),
     suspended: p.boolean(),
     suspendedReason: p.string().nullable(),
+    /** Open to any x402 client at the public URLs, no token (docs/API.md "Selling an agent to any x402 client"). */
+    public: p.boolean().default(false),
+    publicDescription: p.string().nullable().default(null),
     deletedAt: p.datetime().nullable(),
     createdBy: p.string(),
     createdAt: p.datetime(),
@@ -71,6 +74,10 @@ export const InvocationSchema = defineEntity({
     status: p.string().$type<InvocationStatus>(),
     requestId: p.string(),
     caller: p.string(),
+    /** `token`: caller is a /v1 token's user claim; `x402`: caller is `x402:<payer address>` (public agents). */
+    callerKind: p.string().$type<'token' | 'x402'>().default('token'),
+    /** SHA-256 (hex) of a public call's poll key (docs/API.md "Selling an agent to any x402 client"). */
+    pollKeySha256: p.string().nullable().default(null),
     model: p.string().nullable(),
     contentType: p.string().nullable(),
     requestHeaders: p.json<Record<string, string>>(),

@@ -50,6 +50,7 @@ export const ADMITTED_CALL_FIELDS = [
   'status',
   'requestId',
   'caller',
+  'callerKind',
   'model',
   'contentType',
   'requestBytes',

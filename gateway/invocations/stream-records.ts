@@ -25,6 +25,7 @@ export type StartedRow = Pick<
   | 'status'
   | 'requestId'
   | 'caller'
+  | 'callerKind'
   | 'model'
   | 'contentType'
   | 'requestBytes'

@@ -10,6 +10,8 @@ export type CallFacts = {
   tool: string | null;
   /** Request body size; null when unknown (streaming without Content-Length): treated as unbounded. */
   bodyBytes: number | null;
+  /** How the caller came in: a /v1 token, or a public agent's payer (x402). */
+  callerKind: 'token' | 'x402';
 };
 
 /** The caller's requests over the last minute, this one included. Asked at most once, and only when a rule needs it. */
@@ -32,6 +34,7 @@ function toolMatches(pattern: string, tool: string): boolean {
 async function matches(match: PolicyMatch | undefined, facts: CallFacts, rate: RateProbe): Promise<boolean> {
   if (!match) return true;
   if (match.agents?.length && !match.agents.includes(facts.agentId)) return false;
+  if (match.callers?.length && !match.callers.includes(facts.callerKind)) return false;
   if (match.tools?.length) {
     // A tool condition never matches a call without a tool (every protocol=http call).
     const tool = facts.tool;

@@ -26,6 +26,11 @@ const Count = (field: string) =>
 
 export const PolicyMatch = z.strictObject({
   agents: z.array(z.string().min(1).max(256)).max(1000).optional(),
+  // token: a /v1 bearer token's caller; x402: a public agent's payer (no token).
+  callers: z
+    .array(z.enum(['token', 'x402'], { error: 'callers entries must be token or x402' }))
+    .max(2)
+    .optional(),
   tools: z.array(ToolPattern).max(1000).optional(),
   max_body_bytes: Count('max_body_bytes').optional(),
   rate_per_min: Count('rate_per_min').optional(),

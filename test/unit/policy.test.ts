@@ -13,6 +13,7 @@ const facts = (over: Partial<CallFacts> = {}): CallFacts => ({
   agentId: 'agt_a',
   tool: null,
   bodyBytes: 100,
+  callerKind: 'token',
   ...over,
 });
 
@@ -83,6 +84,16 @@ describe('policy evaluation', () => {
     assert.equal(await action([], null), 'deny');
   });
 
+  it("matches callers by how the caller came in: a /v1 token or a public agent's payer", async () => {
+    const doc = { default: 'allow', on_error: 'deny', rules: [{ action: 'deny', match: { callers: ['x402'] } }] };
+    assert.equal((await evaluatePolicy(doc, facts({ callerKind: 'token' }), noRate)).action, 'allow');
+    assert.equal((await evaluatePolicy(doc, facts({ callerKind: 'x402' }), noRate)).action, 'deny');
+    assert.equal(
+      PolicyDocument.safeParse({ ...doc, rules: [{ action: 'deny', match: { callers: ['bot'] } }] }).success,
+      false,
+    );
+  });
+
   it('reads max_body_bytes as "at least", an unknown size as unbounded', async () => {
     const doc = { default: 'allow', on_error: 'deny', rules: [{ action: 'deny', match: { max_body_bytes: 1000 } }] };
     assert.equal((await evaluatePolicy(doc, facts({ bodyBytes: 999 }), noRate)).action, 'allow');
@@ -147,6 +158,7 @@ describe('policy evaluation', () => {
       {
         agents: fc.array(fc.constantFrom('agt_a', 'agt_b', 'agt_c'), { maxLength: 3 }),
         tools: fc.array(fc.constantFrom('search', 'fs.*', 'fs.read', '*'), { maxLength: 3 }),
+        callers: fc.array(fc.constantFrom('token' as const, 'x402' as const), { maxLength: 2 }),
         max_body_bytes: fc.nat({ max: 2000 }),
         rate_per_min: fc.nat({ max: 20 }),
       },
@@ -158,6 +170,7 @@ describe('policy evaluation', () => {
       agentId: fc.constantFrom('agt_a', 'agt_b', 'agt_z'),
       tool: fc.option(fc.constantFrom('search', 'fs.read', 'fs.write', 'other'), { nil: null }),
       bodyBytes: fc.option(fc.nat({ max: 3000 }), { nil: null }),
+      callerKind: fc.constantFrom('token' as const, 'x402' as const),
     });
 
     it('a verdict names the rule that decided: that rule matches on its own, and rules appended after it change nothing', async () => {

@@ -14,7 +14,9 @@ import { Migration20261124110000_cache_replicas } from './Migration2026112411000
 import { Migration20261125100000_policy_removal_decision_invocation } from './Migration20261125100000_policy_removal_decision_invocation.ts';
 import { Migration20261125100000_start_intents } from './Migration20261125100000_start_intents.ts';
 import { Migration20261127100000_unfinished_calls } from './Migration20261127100000_unfinished_calls.ts';
-import { Migration20261127110000_open_circuits } from './Migration20261127110000_open_circuits.ts';
+import { Migration20261127105000_open_circuits } from './Migration20261127105000_open_circuits.ts';
+import { Migration20261127110000_public_agents } from './Migration20261127110000_public_agents.ts';
+import { Migration20261127110100_invocation_caller_kind } from './Migration20261127110100_invocation_caller_kind.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -40,5 +42,7 @@ export const gatewayMigrations = [
   },
   { name: 'Migration20261125100000_start_intents', class: Migration20261125100000_start_intents },
   { name: 'Migration20261127100000_unfinished_calls', class: Migration20261127100000_unfinished_calls },
-  { name: 'Migration20261127110000_open_circuits', class: Migration20261127110000_open_circuits },
+  { name: 'Migration20261127105000_open_circuits', class: Migration20261127105000_open_circuits },
+  { name: 'Migration20261127110000_public_agents', class: Migration20261127110000_public_agents },
+  { name: 'Migration20261127110100_invocation_caller_kind', class: Migration20261127110100_invocation_caller_kind },
 ];
