@@ -6,7 +6,11 @@
 //   in PostgreSQL, then, when the tenant has settlement configured, settled through its
 //   facilitator before the upstream is called. Both dialects take the same path from the
 //   decoded v1 Payment on; only the receipt header differs.
-// Every failure is a 402 with a coarse `{error}` (and PAYMENT-REQUIRED); the precise cause is only logged.
+// - a v2 PaymentPayload in an MCP request's `params._meta["x402/payment"]` (the x402 MCP
+//   transport, mcp-transport.ts) takes the v2 path; a payment identifier (identifier.ts) gives
+//   a retry the first attempt's outcome.
+// Every failure is a 402 with a coarse `{error}` (and PAYMENT-REQUIRED); the precise cause is
+// only logged. A call whose route chose the MCP answer style gets it as a JSON-RPC tool result.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors.ts';
 import type { PaymentRecord, ProxyCall } from '../proxy/call.ts';
@@ -23,9 +27,12 @@ import {
   offeredPayment,
   paymentRequiredHeader,
   paymentResponseValue,
+  settleResponseV2,
   type Dialect,
   type PaymentHeaders,
 } from './dialect.ts';
+import { inAnswerStyle } from './mcp-transport.ts';
+import { answerKnownIdentifier, identifierConflict, identifiesBoundClaim } from './identifier.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
 /** Retry-After of a 503 whose payment is still settling: a settle answers within seconds. */
@@ -65,15 +72,25 @@ export async function paymentStage(
   // A tool priced at 0 is free: nothing to pay, nothing to verify.
   if (BigInt(requirements.maxAmountRequired) === 0n) return null;
   const paymentError = (message: string) =>
-    new ApiError(402, message, paymentRequiredHeader(config, requirements, message));
+    inAnswerStyle(
+      config,
+      call,
+      requirements,
+      new ApiError(402, message, paymentRequiredHeader(config, requirements, message)),
+    );
   const offer = offeredPayment(headers);
   if (offer === 'none') {
     const v1 = challengeFor(config, call, 'X-PAYMENT header is required');
-    throw new ApiError(
-      402,
-      'payment required',
-      paymentRequiredHeader(config, requirements, 'PAYMENT-SIGNATURE header is required'),
-      v1,
+    throw inAnswerStyle(
+      config,
+      call,
+      requirements,
+      new ApiError(
+        402,
+        'payment required',
+        paymentRequiredHeader(config, requirements, 'PAYMENT-SIGNATURE header is required'),
+        v1,
+      ),
     );
   }
   if (offer === 'both') {
@@ -85,14 +102,16 @@ export async function paymentStage(
   }
   const { dialect } = offer;
 
-  const payment = decodeOffer(config, offer, requirements);
-  if (!payment) throw paymentError('invalid payment');
+  const decoded = decodeOffer(config, offer, requirements);
+  if (!decoded) throw paymentError('invalid payment');
+  const { payment, paymentId } = decoded;
   let verified = await verifyGatePayment(config, payment, requirements);
   if (!verified.ok && verified.cause === 'expired') {
     // Claimed earlier for this call and settled (or its outcome unknown), then not accepted (a
-    // crash, an outage): the claim is looked up before the window decides, so the same header
-    // resumes it, bound without settling again or settled again (the facilitator dedupes).
-    verified = (await resumableVerification(deps, config, call, payment, requirements)) ?? verified;
+    // crash, an outage), or already answered under this payment identifier: the claim is looked
+    // up before the window decides, so the same payment resumes it, bound without settling again
+    // or settled again (the facilitator dedupes), or gets its first answer back.
+    verified = (await resumableVerification(deps, config, call, payment, requirements, paymentId)) ?? verified;
   }
   if (!verified.ok) {
     deps.log.info({ requestId: call.requestId, agentId: call.agent.id, cause: verified.cause }, 'payment refused');
@@ -107,7 +126,11 @@ export async function paymentStage(
   };
   const amount = requirements.maxAmountRequired;
   const em: EntityManager = deps.orm.em.fork() as EntityManager;
-  const claim = await claimPayment(em, { ...key, tenantId: call.caller.tenantId, agentId: call.agent.id, amount });
+  const scope = { tenantId: call.caller.tenantId, agentId: call.agent.id };
+  if (paymentId)
+    await answerKnownIdentifier(em, config, { ...scope, payer: key.payer, nonce: key.nonce, paymentId, dialect });
+  const claim = await claimPayment(em, { ...key, ...scope, amount, paymentId });
+  if (claim.state === 'conflict') throw identifierConflict();
   if (claim.state === 'used') throw paymentError('payment already used');
   // Settled for a call whose workflow never started (its binding was released): the money is
   // already collected, so this call is the one it buys; nothing is settled again.
@@ -120,7 +143,7 @@ export async function paymentStage(
     throw paymentError('settlement_unavailable');
   }
   // Without settlement configured the payment is verified and recorded only.
-  if (!target) return { ...key, amount, transaction: null, dialect, responseHeader: null };
+  if (!target) return { ...key, amount, transaction: null, dialect, responseHeader: null, metaResponse: null };
 
   // The facilitator speaks v1 only: a v2 payment is settled as the v1 Payment it was reduced to.
   const outcome = await client.settle(target, {
@@ -164,6 +187,7 @@ async function resumableVerification(
   call: ProxyCall,
   payment: Payment,
   requirements: ChallengeEntry,
+  paymentId: string | null,
 ): Promise<GateVerifyResult | null> {
   const a = payment.payload.authorization;
   const inside = Number(BigInt(a.validBefore) - BigInt(config.validityMarginSeconds) - 1n);
@@ -182,9 +206,10 @@ async function resumableVerification(
     agentId: call.agent.id,
     amount: requirements.maxAmountRequired,
   };
-  return (await resumableUnboundClaim(deps.orm.em.fork() as EntityManager, input, config.settledResumeMs))
-    ? verified
-    : null;
+  const em = deps.orm.em.fork() as EntityManager;
+  if (await resumableUnboundClaim(em, input, config.settledResumeMs)) return verified;
+  const answered = paymentId && (await identifiesBoundClaim(em, config, { ...input, paymentId }));
+  return answered ? verified : null;
 }
 
 function settledPayment(
@@ -202,6 +227,7 @@ function settledPayment(
     transaction,
     dialect,
     responseHeader: paymentResponseValue(config, dialect, { transaction, network, payer }),
+    metaResponse: dialect === 'mcp' ? settleResponseV2(config, { transaction, payer }) : null,
   };
 }
 
@@ -212,10 +238,16 @@ function settledPayment(
 export function withPaymentRequired(deps: AppDeps, call: ProxyCall, err: unknown): unknown {
   if (!(err instanceof ApiError) || err.status !== 402 || !call.agent.pricing) return err;
   const config = deps.config.payment;
-  return new ApiError(
-    402,
-    err.message,
-    { ...err.headers, ...paymentRequiredHeader(config, requirementsFor(config, call), err.message) },
-    err.body,
+  const requirements = requirementsFor(config, call);
+  return inAnswerStyle(
+    config,
+    call,
+    requirements,
+    new ApiError(
+      402,
+      err.message,
+      { ...err.headers, ...paymentRequiredHeader(config, requirements, err.message) },
+      err.body,
+    ),
   );
 }

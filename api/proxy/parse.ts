@@ -1,5 +1,8 @@
 // Parse stage. For protocol=mcp the body must be exactly one JSON-RPC 2.0 request; its
 // method (and, for tools/call, the tool name) drive policy, per-tool prices and records.
+// A payment carried the x402 MCP transport's way, in `params._meta["x402/payment"]`, is taken
+// out here: the gate reads it, and the upstream gets the request re-serialized without that one
+// key (the only change the gateway ever makes to a forwarded body; other bodies go as sent).
 import { z } from 'zod';
 import { badRequest } from '../errors.ts';
 import type { McpCall } from './call.ts';
@@ -28,5 +31,18 @@ export function parseMcpBody(body: Buffer): McpCall {
   // Both are recorded as text, which PostgreSQL cannot hold with U+0000 in it.
   if (request.data.method.includes('\u0000') || tool?.includes('\u0000'))
     throw badRequest('MCP method and tool names must not contain NUL characters');
-  return { method: request.data.method, tool };
+  return { method: request.data.method, tool, rpcId: request.data.id, ...paymentInMeta(parsed as JsonRpc) };
+}
+
+/** The key of the x402 MCP transport's payment in a request's `params._meta`. */
+const PAYMENT_META_KEY = 'x402/payment';
+
+type JsonRpc = { params?: { _meta?: Record<string, unknown> } };
+
+function paymentInMeta(request: JsonRpc): Pick<McpCall, 'payment' | 'forwardBody'> {
+  const meta = request.params?._meta;
+  if (!meta || typeof meta !== 'object' || Array.isArray(meta) || !Object.hasOwn(meta, PAYMENT_META_KEY)) return {};
+  const { [PAYMENT_META_KEY]: payment, ...rest } = meta;
+  const forwarded = { ...request, params: { ...request.params, _meta: rest } };
+  return { payment, forwardBody: Buffer.from(JSON.stringify(forwarded), 'utf8') };
 }

@@ -66,6 +66,8 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
       policyWarning: null,
       payment: null,
     };
+    // A payment in `_meta` is never forwarded or stored: the body without it (api/proxy/parse.ts).
+    const forwarded = call.mcp?.forwardBody ?? body;
     let place: BacklogPlace | undefined;
     const { invocationId } = call;
     try {
@@ -91,7 +93,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
         model,
         contentType: call.contentType,
         requestHeaders: forwardableHeaders(ctx.req.headers),
-        requestBytes: body.length,
+        requestBytes: forwarded.length,
         ...recordedCallFields(call),
         createdAt: now,
         updatedAt: now,
@@ -100,7 +102,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
         await writeAccepted(
           { orm: deps.orm, bodies: services.bodies, statements: services.statements },
           row,
-          body,
+          forwarded,
           call.payment,
           call.policyDecision ?? null,
         );

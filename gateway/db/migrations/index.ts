@@ -14,6 +14,7 @@ import { Migration20261124110000_cache_replicas } from './Migration2026112411000
 import { Migration20261125100000_policy_removal_decision_invocation } from './Migration20261125100000_policy_removal_decision_invocation.ts';
 import { Migration20261125100000_start_intents } from './Migration20261125100000_start_intents.ts';
 import { Migration20261127100000_unfinished_calls } from './Migration20261127100000_unfinished_calls.ts';
+import { Migration20261127120000_payment_identifiers } from './Migration20261127120000_payment_identifiers.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -39,4 +40,5 @@ export const gatewayMigrations = [
   },
   { name: 'Migration20261125100000_start_intents', class: Migration20261125100000_start_intents },
   { name: 'Migration20261127100000_unfinished_calls', class: Migration20261127100000_unfinished_calls },
+  { name: 'Migration20261127120000_payment_identifiers', class: Migration20261127120000_payment_identifiers },
 ];
