@@ -10,10 +10,11 @@ import { randomUUID } from 'node:crypto';
 import { getAddress } from 'ethers';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { decodePaymentRequiredHeader } from '@x402/core/http';
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { PaymentRequiredV2Schema } from '@x402/core/schemas';
 import { stack } from './support/stack.ts';
-import { call, uniqueName } from './support/http.ts';
+import { call, uniqueName, waitForInvocation } from './support/http.ts';
+import { invocationRow } from './support/proxy-helpers.ts';
 import { startMcpServer } from './support/mcp-server.ts';
 import {
   balanceOf,
@@ -103,7 +104,7 @@ describe('x402 MCP transport: a tool paid in _meta through /v1', function () {
           });
           await assert.rejects(
             client.callTool({ name: 'echo', arguments: { text: 'unpaid' } }),
-            /402/,
+            (err: { code?: number }) => err.code === 402,
             'the SDK client sees the 402 of an unpaid call',
           );
 
@@ -146,4 +147,61 @@ describe('x402 MCP transport: a tool paid in _meta through /v1', function () {
       }
     });
   }
+  it('accepts a _meta payment on the transactional endpoint too: 202 with PAYMENT-RESPONSE, the body forwarded and stored without it', async () => {
+    const mcp = await startMcpServer({ json: true });
+    try {
+      const payTo = newPayTo();
+      const created = await call('POST', '/v1/agents', {
+        token,
+        json: {
+          name: uniqueName('mcp-x402-tx'),
+          upstream_url: mcp.url,
+          protocol: 'mcp',
+          mcp_transport: 'streamable_http',
+          capture_body: true,
+          pricing: { amount: '1', asset: 'USDC', network: 'base', pay_to: payTo, tools: { echo: String(PRICE) } },
+        },
+      });
+      assert.equal(created.status, 201, created.text);
+      const agentId = created.json.id as string;
+      const marker = `transactional meta ${randomUUID()}`;
+      const request = (meta?: Record<string, unknown>) =>
+        call('POST', `/v1/proxy/${agentId}`, {
+          token,
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({
+            jsonrpc: '2.0',
+            id: 'tx-1',
+            method: 'tools/call',
+            params: { name: 'echo', arguments: { text: marker }, ...(meta ? { _meta: meta } : {}) },
+          }),
+        });
+      const unpaid = await request();
+      assert.equal(unpaid.status, 402, unpaid.text);
+      const payer = await newPayer(1_000_000n);
+      const payment = await v2PayerClient(payer).createPaymentPayload(
+        decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string),
+      );
+      const paid = await request({ 'x402/payment': payment });
+      assert.equal(paid.status, 202, paid.text);
+      const receipt = decodePaymentResponseHeader(paid.headers['payment-response'] as string);
+      assert.equal(receipt.success, true);
+      const done = await waitForInvocation(token, agentId, paid.json.invocation_id);
+      assert.equal(done.payment_transaction, receipt.transaction);
+      assert.deepEqual(await transfersTo(provider, payTo), [{ hash: receipt.transaction, value: PRICE }]);
+      const reached = mcp.bodies.filter((b) => JSON.stringify(b).includes(marker)) as Array<{
+        params: { _meta?: Record<string, unknown> };
+      }>;
+      assert.equal(reached.length, 1);
+      assert.deepEqual(reached[0].params._meta, {});
+      const row = await invocationRow(paid.json.invocation_id);
+      assert.equal(
+        row?.requestBytes,
+        Buffer.byteLength(JSON.stringify(reached[0])),
+        'the stored body is the one forwarded',
+      );
+    } finally {
+      await mcp.close();
+    }
+  });
 });

@@ -24,6 +24,7 @@ import type { ChallengeEntry, Payment } from '../../x402/schemas.ts';
 import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
 import {
   decodeOffer,
+  mcpPaymentOf,
   offeredPayment,
   paymentRequiredHeader,
   paymentResponseValue,
@@ -78,7 +79,7 @@ export async function paymentStage(
       requirements,
       new ApiError(402, message, paymentRequiredHeader(config, requirements, message)),
     );
-  const offer = offeredPayment(headers);
+  const offer = offeredPayment({ ...headers, ...mcpPaymentOf(call) });
   if (offer === 'none') {
     const v1 = challengeFor(config, call, 'X-PAYMENT header is required');
     throw inAnswerStyle(

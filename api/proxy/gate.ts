@@ -16,7 +16,7 @@ import { requestIdFrom } from '../../gateway/upstream/headers.ts';
 import { bucketsFor } from '../../gateway/ratelimit/index.ts';
 import { policyStage } from '../policy/stage.ts';
 import { paymentStage } from '../payment/stage.ts';
-import { mcpPaymentOf, paymentHeadersOf } from '../payment/dialect.ts';
+import { paymentHeadersOf } from '../payment/dialect.ts';
 import { refuseKnownFailure } from './known-failure.ts';
 import type { ProxyCall } from './call.ts';
 import type { AppDeps } from '../deps.ts';
@@ -143,8 +143,10 @@ export async function runStages(
   // Both endpoints: an upstream call known to fail is not paid for (an open circuit, a blocked address).
   await refuseKnownFailure(deps, services.upstream, call);
   await beforePayment?.();
-  call.payment = await paymentStage(deps, services.payment, call, {
-    ...paymentHeadersOf((name) => ctx.get(name)),
-    ...mcpPaymentOf(call),
-  });
+  call.payment = await paymentStage(
+    deps,
+    services.payment,
+    call,
+    paymentHeadersOf((name) => ctx.get(name)),
+  );
 }
