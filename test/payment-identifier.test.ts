@@ -126,6 +126,31 @@ describe('x402 payment-identifier: a retry gets the first outcome, never a secon
     assert.notEqual(theirs.json.invocation_id, invocationId);
   });
 
+  it('answers concurrent resends of one payment under one identifier with one invocation, never a 402', async () => {
+    const { agentId, payTo } = await pricedAgent('payment-id-race');
+    const path = `/v1/proxy/${agentId}`;
+    const payer = await newPayer(1_000_000n);
+    const header = await signedWithId(payer, path, generatePaymentId());
+    const marker = `payment id race ${randomUUID()}`;
+    const answers = await Promise.all(
+      Array.from({ length: 4 }, () => post(path, marker, { 'payment-signature': header })),
+    );
+    const ids = new Set<string>();
+    for (let res of answers) {
+      // A 503 says resend the same payment: the resend gets the call that bound it.
+      for (let i = 0; res.status === 503 && i < 20; i++) {
+        await new Promise((r) => setTimeout(r, Number(res.headers['retry-after']) * 100));
+        res = await post(path, marker, { 'payment-signature': header });
+      }
+      assert.equal(res.status, 202, res.text);
+      ids.add(res.json.invocation_id as string);
+    }
+    assert.equal(ids.size, 1, 'one invocation for every resend');
+    await waitForInvocation(token, agentId, [...ids][0]);
+    assert.equal(received(marker), 1);
+    assert.equal((await transfersTo(provider, payTo)).length, 1);
+  });
+
   it('refuses a malformed identifier as an invalid payment, before anything is claimed', async () => {
     const { agentId } = await pricedAgent('payment-id-bad');
     const path = `/v1/proxy/${agentId}`;

@@ -135,7 +135,11 @@ export async function paymentStage(
   if (claim.state === 'used') throw paymentError('payment already used');
   // Settled for a call whose workflow never started (its binding was released): the money is
   // already collected, so this call is the one it buys; nothing is settled again.
-  if (claim.settledTransaction) return settledPayment(config, dialect, key, amount, claim.settledTransaction);
+  const settled = (transaction: string, network?: string, payer?: string) => ({
+    ...settledPayment(config, dialect, key, amount, transaction, network, payer),
+    paymentId,
+  });
+  if (claim.settledTransaction) return settled(claim.settledTransaction);
 
   let target;
   try {
@@ -144,7 +148,8 @@ export async function paymentStage(
     throw paymentError('settlement_unavailable');
   }
   // Without settlement configured the payment is verified and recorded only.
-  if (!target) return { ...key, amount, transaction: null, dialect, responseHeader: null, metaResponse: null };
+  if (!target)
+    return { ...key, amount, transaction: null, dialect, responseHeader: null, metaResponse: null, paymentId };
 
   // The facilitator speaks v1 only: a v2 payment is settled as the v1 Payment it was reduced to.
   const outcome = await client.settle(target, {
@@ -175,7 +180,7 @@ export async function paymentStage(
     throw paymentError(outcome.error);
   }
   await recordSettlement(em, key, 'settled', outcome.transaction);
-  return settledPayment(config, dialect, key, amount, outcome.transaction, outcome.network, outcome.payer);
+  return settled(outcome.transaction, outcome.network, outcome.payer);
 }
 
 /**
@@ -238,6 +243,9 @@ function settledPayment(
  */
 export function withPaymentRequired(deps: AppDeps, call: ProxyCall, err: unknown): unknown {
   if (!(err instanceof ApiError) || err.status !== 402 || !call.agent.pricing) return err;
+  // A concurrent resend under the same payment identifier bound it first: that call's answer is
+  // the one this payer gets back, on its next resend (identifier.ts), so not a 402 now.
+  if (call.payment?.paymentId) return stillSettling();
   const config = deps.config.payment;
   const requirements = requirementsFor(config, call);
   return inAnswerStyle(

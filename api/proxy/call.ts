@@ -34,6 +34,8 @@ export type PaymentRecord = {
   responseHeader: string | null;
   /** An MCP-transport payment's SettleResponse, for the result's `_meta["x402/payment-response"]` (api/proxy/mcp-receipt.ts). */
   metaResponse: SettleResponseV2 | null;
+  /** The payer's payment identifier (payment-identifier extension), when it sent one. */
+  paymentId?: string | null;
 };
 
 export type ProxyCall = {
