@@ -4,7 +4,7 @@
 // transform that holds back only the one JSON-RPC response it looks for, never more than
 // MAX_HELD_BYTES:
 // - application/json: the whole body (one JSON-RPC response to one request), parsed, the key
-//   added to `result._meta`, re-serialized;
+//   added to `result._meta`, re-serialized (numbers as the upstream wrote them);
 // - text/event-stream: events pass as they complete; the first whose data is the JSON-RPC
 //   response to this request (same id, a `result`) is re-written with the key; everything after
 //   it passes untouched and unparsed.
@@ -14,6 +14,7 @@
 import { Transform, pipeline, type Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ProxyCall } from './call.ts';
+import { parseKeepingNumbers } from './parse.ts';
 import type { SettleResponseV2 } from '../../x402/v2.ts';
 
 /** What is held back to find the response: one tools/call result, as MCP servers answer it. */
@@ -55,13 +56,15 @@ export function mcpReceiptInjector(
 function withReceipt(text: string, { rpcId, receipt }: Receipt): string | null {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    parsed = parseKeepingNumbers(text);
   } catch {
     return null;
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return null;
   const response = parsed as { id?: unknown; result?: unknown };
-  if (response.id !== rpcId || !response.result || typeof response.result !== 'object') return null;
+  // Numbers come back as raw JSON (parseKeepingNumbers): ids are compared as written.
+  if (JSON.stringify(response.id) !== JSON.stringify(rpcId)) return null;
+  if (!response.result || typeof response.result !== 'object' || Array.isArray(response.result)) return null;
   const result = response.result as { _meta?: unknown };
   const meta = result._meta && typeof result._meta === 'object' && !Array.isArray(result._meta) ? result._meta : {};
   return JSON.stringify({ ...response, result: { ...result, _meta: { ...meta, [RESPONSE_META_KEY]: receipt } } });

@@ -9,6 +9,7 @@ import { PaymentRequiredV2Schema } from '@x402/core/schemas';
 import { ApiError } from '../../api/errors.ts';
 import { inAnswerStyle, mcpPaymentRequired } from '../../api/payment/mcp-transport.ts';
 import { mcpReceiptInjector } from '../../api/proxy/mcp-receipt.ts';
+import { parseMcpBody } from '../../api/proxy/parse.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 import type { ChallengeEntry } from '../../x402/schemas.ts';
 
@@ -75,9 +76,11 @@ describe('the receipt in a paid MCP result', () => {
   };
 
   it('adds _meta["x402/payment-response"] to a JSON result, keeping the result’s own _meta', async () => {
-    const body = JSON.stringify({ jsonrpc: '2.0', id: 7, result: { content: [], _meta: { mine: 1 } } });
-    const out = JSON.parse(await through('application/json', [body.slice(0, 5), body.slice(5)]));
+    const body = '{"jsonrpc":"2.0","id":7,"result":{"content":[],"big":12345678901234567890123,"_meta":{"mine":1}}}';
+    const text = await through('application/json', [body.slice(0, 5), body.slice(5)]);
+    const out = JSON.parse(text);
     assert.deepEqual(out.result._meta, { mine: 1, 'x402/payment-response': receipt });
+    assert.ok(text.includes('"big":12345678901234567890123'), 'numbers as the upstream wrote them');
   });
 
   it('re-writes only the SSE event answering the request, split anywhere, and passes the others byte for byte', async () => {
@@ -103,5 +106,27 @@ describe('the receipt in a paid MCP result', () => {
     assert.equal(await through('application/json', [other]), other);
     assert.equal(mcpReceiptInjector(paid, { 'content-type': 'application/json', 'content-encoding': 'gzip' }), null);
     assert.equal(mcpReceiptInjector(paid, { 'content-type': 'text/plain' }), null);
+  });
+});
+
+describe('the request forwarded without its _meta payment', () => {
+  it('removes only the x402/payment key and keeps every other byte of meaning, numbers as written', () => {
+    const sent =
+      '{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"n":12345678901234567890123,"f":1.0,"s":"\\u00e9"},' +
+      '"_meta":{"x402/payment":{"x402Version":2},"progressToken":7}}}';
+    const parsed = parseMcpBody(Buffer.from(sent));
+    assert.deepEqual(parsed.payment, { x402Version: 2 });
+    assert.equal(
+      parsed.forwardBody?.toString(),
+      '{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"n":12345678901234567890123,"f":1.0,"s":"é"},"_meta":{"progressToken":7}}}',
+    );
+  });
+
+  it('leaves a request without the key alone (nothing to forward but what was sent)', () => {
+    const parsed = parseMcpBody(
+      Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{}}}'),
+    );
+    assert.equal(parsed.forwardBody, undefined);
+    assert.equal(parsed.payment, undefined);
   });
 });
