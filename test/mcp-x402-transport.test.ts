@@ -12,6 +12,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { PaymentRequiredV2Schema } from '@x402/core/schemas';
+import { appendPaymentIdentifierToExtensions, generatePaymentId } from '@x402/extensions/payment-identifier';
 import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { invocationRow } from './support/proxy-helpers.ts';
@@ -147,7 +148,7 @@ describe('x402 MCP transport: a tool paid in _meta through /v1', function () {
       }
     });
   }
-  it('accepts a _meta payment on the transactional endpoint too: 202 with PAYMENT-RESPONSE, the body forwarded and stored without it', async () => {
+  it('accepts a _meta payment on the transactional endpoint too: 202 with PAYMENT-RESPONSE, the body forwarded and stored without it, a resend under its identifier answered with the same call', async () => {
     const mcp = await startMcpServer({ json: true });
     try {
       const payTo = newPayTo();
@@ -182,12 +183,21 @@ describe('x402 MCP transport: a tool paid in _meta through /v1', function () {
       const payment = await v2PayerClient(payer).createPaymentPayload(
         decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string),
       );
+      // With a payment identifier: the resend below gets the same call back.
+      payment.extensions = appendPaymentIdentifierToExtensions(payment.extensions ?? {}, generatePaymentId());
       const paid = await request({ 'x402/payment': payment });
       assert.equal(paid.status, 202, paid.text);
       const receipt = decodePaymentResponseHeader(paid.headers['payment-response'] as string);
       assert.equal(receipt.success, true);
       const done = await waitForInvocation(token, agentId, paid.json.invocation_id);
       assert.equal(done.payment_transaction, receipt.transaction);
+      const resent = await request({ 'x402/payment': payment });
+      assert.equal(resent.status, 202, resent.text);
+      assert.deepEqual(resent.json, { invocation_id: paid.json.invocation_id });
+      assert.equal(
+        decodePaymentResponseHeader(resent.headers['payment-response'] as string).transaction,
+        receipt.transaction,
+      );
       assert.deepEqual(await transfersTo(provider, payTo), [{ hash: receipt.transaction, value: PRICE }]);
       const reached = mcp.bodies.filter((b) => JSON.stringify(b).includes(marker)) as Array<{
         params: { _meta?: Record<string, unknown> };
