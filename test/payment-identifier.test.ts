@@ -22,6 +22,7 @@ import {
   newPayTo,
   newPayer,
   settlingTenant,
+  signPayment,
   transfersTo,
   v2PayerClient,
   type TestAccount,
@@ -148,6 +149,37 @@ describe('x402 payment-identifier: a retry gets the first outcome, never a secon
     assert.equal(ids.size, 1, 'one invocation for every resend');
     await waitForInvocation(token, agentId, [...ids][0]);
     assert.equal(received(marker), 1);
+    assert.equal((await transfersTo(provider, payTo)).length, 1);
+  });
+
+  it('answers a resend under the identifier after the authorization expired with the first call, where without one it is refused', async () => {
+    const { agentId, payTo } = await pricedAgent('payment-id-expired');
+    const path = `/v1/proxy/${agentId}`;
+    const payer = await newPayer(1_000_000n);
+    const challenge = await post(path, 'challenge');
+    const required = decodePaymentRequiredHeader(challenge.headers['payment-required'] as string);
+    // Valid for 10 s: the gate wants 6 s left (X402_VALIDITY_MARGIN_S), so it expires for the gate 4 s from now.
+    const validBefore = Math.floor(Date.now() / 1000) + 10;
+    const signed = await signPayment(payer, { payTo, value: PRICE, validBefore });
+    const header = (id: string | null) =>
+      encodePaymentSignatureHeader({
+        x402Version: 2,
+        resource: required.resource,
+        accepted: required.accepts[0],
+        payload: signed.payload,
+        ...(id ? { extensions: appendPaymentIdentifierToExtensions({ ...required.extensions }, id) } : {}),
+      });
+    const paymentId = generatePaymentId();
+    const first = await post(path, 'expiring', { 'payment-signature': header(paymentId) });
+    assert.equal(first.status, 202, first.text);
+    while (Date.now() / 1000 <= validBefore - 6) await new Promise((r) => setTimeout(r, 200));
+
+    const again = await post(path, 'expiring', { 'payment-signature': header(paymentId) });
+    assert.equal(again.status, 202, again.text);
+    assert.deepEqual(again.json, { invocation_id: first.json.invocation_id });
+    const bare = await post(path, 'expiring', { 'payment-signature': header(null) });
+    assert.equal(bare.status, 402, bare.text);
+    assert.deepEqual(bare.json, { error: 'invalid payment' });
     assert.equal((await transfersTo(provider, payTo)).length, 1);
   });
 
