@@ -18,6 +18,7 @@ import {
 import { PaymentRequiredV2Schema } from '@x402/core/schemas';
 import { ExactEvmScheme, registerExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
+import { declarePaymentIdentifierExtension } from '@x402/extensions/payment-identifier';
 import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation, type Reply } from './support/http.ts';
 import { closedPort } from './support/proxy-helpers.ts';
@@ -158,6 +159,8 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
             extra: { name: 'USD Coin', version: '2' },
           },
         ],
+        // Declared, not required (test/payment-identifier.test.ts).
+        extensions: { 'payment-identifier': declarePaymentIdentifierExtension(false) },
       });
 
       const { pay, sent } = payingFetch(kind, payer);

@@ -38,6 +38,8 @@ export type PaymentRequiredV2 = {
   error?: string;
   resource: { url: string; description: string; mimeType: string };
   accepts: Array<PaymentRequirementsV2 & { extra: { name: string; version: string } }>;
+  /** Extensions the server declares (x402 v2): the gateway declares `payment-identifier`. */
+  extensions?: Record<string, unknown>;
 };
 
 /** The decoded PAYMENT-SIGNATURE header: `accepted` names the requirements the payer chose. */

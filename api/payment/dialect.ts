@@ -5,7 +5,17 @@
 // Both carry the same EIP-3009 authorization. A v2 payment is reduced here to the v1 Payment
 // the gate verifies, claims and settles, so one authorization is one payment whatever its
 // envelope: the claim key names the v1 network, and the facilitator only ever sees v1.
+// - mcp: the x402 MCP transport, a v2 PaymentPayload in the JSON-RPC request's
+//   `params._meta["x402/payment"]` (api/proxy/parse.ts takes it out); the receipt goes in the
+//   result's `_meta["x402/payment-response"]` (api/proxy/mcp-receipt.ts) and PAYMENT-RESPONSE.
+// v2 challenges declare the payment-identifier extension; a v2 or MCP payment may carry an
+// identifier (api/payment/identifier.ts).
 import { getAddress } from 'ethers';
+import {
+  declarePaymentIdentifierExtension,
+  extractAndValidatePaymentIdentifier,
+  PAYMENT_IDENTIFIER,
+} from '@x402/extensions/payment-identifier';
 import { decodePaymentHeader, encodeBase64Json, type ChallengeEntry, type Payment } from '../../x402/schemas.ts';
 import {
   PaymentPayloadV2,
@@ -17,14 +27,29 @@ import {
 } from '../../x402/v2.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
-export type Dialect = 'v1' | 'v2';
+export type Dialect = 'v1' | 'v2' | 'mcp';
 
 const PAYMENT_REQUIRED_HEADER = 'PAYMENT-REQUIRED';
 /** The header a settled call's receipt is answered in, by the dialect it was paid in. */
-export const PAYMENT_RESPONSE_HEADER: Record<Dialect, string> = { v1: 'X-PAYMENT-RESPONSE', v2: 'PAYMENT-RESPONSE' };
+export const PAYMENT_RESPONSE_HEADER: Record<Dialect, string> = {
+  v1: 'X-PAYMENT-RESPONSE',
+  v2: 'PAYMENT-RESPONSE',
+  mcp: 'PAYMENT-RESPONSE',
+};
 
-/** The payment headers of a request, as sent ('' counts as absent). */
-export type PaymentHeaders = { xPayment?: string; paymentSignature?: string };
+/**
+ * The payments a request carries, as sent ('' counts as absent): its headers and, for an MCP
+ * request, the `_meta` payment (`mcp` set, whatever its value, when the key was present).
+ */
+export type PaymentHeaders = { xPayment?: string; paymentSignature?: string; mcp?: { payload: unknown } };
+
+/** The `_meta` payment an MCP call carried (api/proxy/parse.ts), as an offer beside the headers. */
+export function mcpPaymentOf(call: { mcp: { payment?: unknown; forwardBody?: Buffer } | null }): PaymentHeaders {
+  return call.mcp?.forwardBody ? { mcp: { payload: call.mcp.payment } } : {};
+}
+
+type Offer =
+  { dialect: 'v1'; header: string } | { dialect: 'v2'; header: string } | { dialect: 'mcp'; payload: unknown };
 
 export function paymentHeadersOf(get: (name: string) => string): PaymentHeaders {
   return { xPayment: get('x-payment') || undefined, paymentSignature: get('payment-signature') || undefined };
@@ -35,32 +60,55 @@ export function paymentHeadersOf(get: (name: string) => string): PaymentHeaders 
  * refused (402 invalid payment): two envelopes may carry two authorizations, and the gate
  * will not guess which one the payer meant to spend.
  */
-export function offeredPayment(headers: PaymentHeaders): { dialect: Dialect; header: string } | 'none' | 'both' {
-  if (headers.xPayment && headers.paymentSignature) return 'both';
-  if (headers.xPayment) return { dialect: 'v1', header: headers.xPayment };
-  if (headers.paymentSignature) return { dialect: 'v2', header: headers.paymentSignature };
-  return 'none';
+export function offeredPayment(headers: PaymentHeaders): Offer | 'none' | 'both' {
+  const offers: Offer[] = [];
+  if (headers.xPayment) offers.push({ dialect: 'v1', header: headers.xPayment });
+  if (headers.paymentSignature) offers.push({ dialect: 'v2', header: headers.paymentSignature });
+  if (headers.mcp) offers.push({ dialect: 'mcp', payload: headers.mcp.payload });
+  if (offers.length > 1) return 'both';
+  return offers[0] ?? 'none';
 }
 
 // A v2 payload repeats the requirements and the resource: larger than a v1 one, still bounded
 // (Node refuses request heads over 16 KiB anyway).
 const MAX_V2_HEADER = 16_384;
 
+/** An offered payment as the gate takes it: the v1 Payment, and the payer's payment identifier if any. */
+export type DecodedOffer = { payment: Payment; paymentId: string | null };
+
 /**
- * The v1 Payment an offered header carries, or null when it is not one the gate could accept:
- * not base64 JSON of the dialect's schema, or (v2) an `accepted` entry other than this call's
- * requirements (scheme, network, amount, asset, payTo). The authorization itself is verified
- * afterwards by the same rules in both dialects.
+ * The v1 Payment an offered payment carries, or null when it is not one the gate could accept:
+ * not (base64) JSON of the dialect's schema, (v2, mcp) an `accepted` entry other than this call's
+ * requirements (scheme, network, amount, asset, payTo), or a payment-identifier extension whose
+ * id breaks the extension's schema. The authorization itself is verified afterwards by the same
+ * rules in every dialect.
  */
-export function decodeOffer(
-  config: PaymentConfig,
-  offer: { dialect: Dialect; header: string },
-  requirements: ChallengeEntry,
-): Payment | null {
-  if (offer.dialect === 'v1') return decodePaymentHeader(offer.header);
-  const parsed = PaymentPayloadV2.safeParse(decodeBase64JsonHeader(offer.header, MAX_V2_HEADER));
+export function decodeOffer(config: PaymentConfig, offer: Offer, requirements: ChallengeEntry): DecodedOffer | null {
+  if (offer.dialect === 'v1') {
+    const payment = decodePaymentHeader(offer.header);
+    return payment && { payment, paymentId: null };
+  }
+  const raw = offer.dialect === 'v2' ? decodeBase64JsonHeader(offer.header, MAX_V2_HEADER) : offer.payload;
+  const parsed = PaymentPayloadV2.safeParse(raw);
   if (!parsed.success || !sameTerms(parsed.data.accepted, requirementsV2(config, requirements))) return null;
-  return { x402Version: 1, scheme: parsed.data.accepted.scheme, network: config.network, payload: parsed.data.payload };
+  const paymentId = paymentIdentifierOf(parsed.data);
+  if (paymentId === undefined) return null;
+  const payment: Payment = {
+    x402Version: 1,
+    scheme: parsed.data.accepted.scheme,
+    network: config.network,
+    payload: parsed.data.payload,
+  };
+  return { payment, paymentId };
+}
+
+/** The payment-identifier extension's id (null when none was sent), undefined when it is malformed. */
+function paymentIdentifierOf(payload: PaymentPayloadV2): string | null | undefined {
+  if (!payload.extensions || !Object.hasOwn(payload.extensions, PAYMENT_IDENTIFIER)) return null;
+  const { id, validation } = extractAndValidatePaymentIdentifier(
+    payload as unknown as Parameters<typeof extractAndValidatePaymentIdentifier>[0],
+  );
+  return validation.valid ? id : undefined;
 }
 
 function sameTerms(accepted: PaymentRequirementsV2, expected: PaymentRequirementsV2): boolean {
@@ -89,19 +137,27 @@ function requirementsV2(
   };
 }
 
+/**
+ * The v2 PaymentRequired of this call, `error` saying why. It declares the payment-identifier
+ * extension, not required: a payer that sends an id gets the first outcome back on a retry.
+ */
+export function paymentRequiredV2(config: PaymentConfig, entry: ChallengeEntry, error: string): PaymentRequiredV2 {
+  return {
+    x402Version: 2,
+    error,
+    resource: { url: entry.resource, description: entry.description, mimeType: entry.mimeType },
+    accepts: [requirementsV2(config, entry)],
+    extensions: { [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false) },
+  };
+}
+
 /** The PAYMENT-REQUIRED header of a 402 for this call, `error` saying why. */
 export function paymentRequiredHeader(
   config: PaymentConfig,
   entry: ChallengeEntry,
   error: string,
 ): Record<string, string> {
-  const required: PaymentRequiredV2 = {
-    x402Version: 2,
-    error,
-    resource: { url: entry.resource, description: entry.description, mimeType: entry.mimeType },
-    accepts: [requirementsV2(config, entry)],
-  };
-  return { [PAYMENT_REQUIRED_HEADER]: encodeBase64Json(required) };
+  return { [PAYMENT_REQUIRED_HEADER]: encodeBase64Json(paymentRequiredV2(config, entry, error)) };
 }
 
 /**
@@ -120,11 +176,18 @@ export function paymentResponseValue(
       network: settled.network,
       payer: settled.payer,
     });
-  const response: SettleResponseV2 = {
+  return encodeBase64Json(settleResponseV2(config, settled));
+}
+
+/** The v2 SettleResponse of a settled call (PAYMENT-RESPONSE, and the MCP result's `_meta`). */
+export function settleResponseV2(
+  config: PaymentConfig,
+  settled: { transaction: string; payer: string },
+): SettleResponseV2 {
+  return {
     success: true,
     transaction: settled.transaction,
     network: caip2Network(config.domain.chainId),
     payer: settled.payer,
   };
-  return encodeBase64Json(response);
 }

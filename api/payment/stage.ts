@@ -6,7 +6,11 @@
 //   in PostgreSQL, then, when the tenant has settlement configured, settled through its
 //   facilitator before the upstream is called. Both dialects take the same path from the
 //   decoded v1 Payment on; only the receipt header differs.
-// Every failure is a 402 with a coarse `{error}` (and PAYMENT-REQUIRED); the precise cause is only logged.
+// - a v2 PaymentPayload in an MCP request's `params._meta["x402/payment"]` (the x402 MCP
+//   transport, mcp-transport.ts) takes the v2 path; a payment identifier (identifier.ts) gives
+//   a retry the first attempt's outcome.
+// Every failure is a 402 with a coarse `{error}` (and PAYMENT-REQUIRED); the precise cause is
+// only logged. A call whose route chose the MCP answer style gets it as a JSON-RPC tool result.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { getAddress } from 'ethers';
 import { ApiError } from '../errors.ts';
@@ -21,12 +25,16 @@ import type { ChallengeEntry, Payment } from '../../x402/schemas.ts';
 import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
 import {
   decodeOffer,
+  mcpPaymentOf,
   offeredPayment,
   paymentRequiredHeader,
   paymentResponseValue,
+  settleResponseV2,
   type Dialect,
   type PaymentHeaders,
 } from './dialect.ts';
+import { inAnswerStyle } from './mcp-transport.ts';
+import { answerKnownIdentifier, identifierConflict, identifiesBoundClaim } from './identifier.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
 /** Retry-After of a 503 whose payment is still settling: a settle answers within seconds. */
@@ -79,9 +87,14 @@ async function verifiedOffer(deps: AppDeps, gate: PaymentGate, call: ProxyCall, 
   // A tool priced at 0 is free: nothing to pay, nothing to verify.
   if (BigInt(requirements.maxAmountRequired) === 0n) return null;
   const paymentError = (message: string) =>
-    new ApiError(402, message, paymentRequiredHeader(config, requirements, message));
-  const offer = offeredPayment(headers);
-  if (offer === 'none') throw challengeError(config, call);
+    inAnswerStyle(
+      config,
+      call,
+      requirements,
+      new ApiError(402, message, paymentRequiredHeader(config, requirements, message)),
+    );
+  const offer = offeredPayment({ ...headers, ...mcpPaymentOf(call) });
+  if (offer === 'none') throw inAnswerStyle(config, call, requirements, challengeError(config, call));
   if (offer === 'both') {
     deps.log.info(
       { requestId: call.requestId, agentId: call.agent.id, cause: 'two_payment_headers' },
@@ -91,20 +104,22 @@ async function verifiedOffer(deps: AppDeps, gate: PaymentGate, call: ProxyCall, 
   }
   const { dialect } = offer;
 
-  const payment = decodeOffer(config, offer, requirements);
-  if (!payment) throw paymentError('invalid payment');
+  const decoded = decodeOffer(config, offer, requirements);
+  if (!decoded) throw paymentError('invalid payment');
+  const { payment, paymentId } = decoded;
   let verified = await verifyGatePayment(config, payment, requirements);
   if (!verified.ok && verified.cause === 'expired') {
     // Claimed earlier for this call and settled (or its outcome unknown), then not accepted (a
-    // crash, an outage): the claim is looked up before the window decides, so the same header
-    // resumes it, bound without settling again or settled again (the facilitator dedupes).
-    verified = (await resumableVerification(deps, config, call, payment, requirements)) ?? verified;
+    // crash, an outage), or already answered under this payment identifier: the claim is looked
+    // up before the window decides, so the same payment resumes it, bound without settling again
+    // or settled again (the facilitator dedupes), or gets its first answer back.
+    verified = (await resumableVerification(deps, config, call, payment, requirements, paymentId)) ?? verified;
   }
   if (!verified.ok) {
     deps.log.info({ requestId: call.requestId, agentId: call.agent.id, cause: verified.cause }, 'payment refused');
     throw paymentError('invalid payment');
   }
-  return { dialect, payment, verified, requirements, paymentError };
+  return { dialect, payment, paymentId, verified, requirements, paymentError };
 }
 
 /**
@@ -131,7 +146,7 @@ export async function paymentStage(
   const offer = await verifiedOffer(deps, gate, call, headers);
   if (!offer) return null;
   const { config, client } = gate;
-  const { dialect, payment, verified, requirements, paymentError } = offer;
+  const { dialect, payment, paymentId, verified, requirements, paymentError } = offer;
 
   const key: ClaimKey = {
     network: config.network,
@@ -141,11 +156,19 @@ export async function paymentStage(
   };
   const amount = requirements.maxAmountRequired;
   const em: EntityManager = deps.orm.em.fork() as EntityManager;
-  const claim = await claimPayment(em, { ...key, tenantId: call.caller.tenantId, agentId: call.agent.id, amount });
+  const scope = { tenantId: call.caller.tenantId, agentId: call.agent.id };
+  if (paymentId)
+    await answerKnownIdentifier(em, config, { ...scope, payer: key.payer, nonce: key.nonce, paymentId, dialect });
+  const claim = await claimPayment(em, { ...key, ...scope, amount, paymentId });
+  if (claim.state === 'conflict') throw identifierConflict();
   if (claim.state === 'used') throw paymentError('payment already used');
   // Settled for a call whose workflow never started (its binding was released): the money is
   // already collected, so this call is the one it buys; nothing is settled again.
-  if (claim.settledTransaction) return settledPayment(config, dialect, key, amount, claim.settledTransaction);
+  const settled = (transaction: string, network?: string, payer?: string) => ({
+    ...settledPayment(config, dialect, key, amount, transaction, network, payer),
+    paymentId,
+  });
+  if (claim.settledTransaction) return settled(claim.settledTransaction);
 
   let target;
   try {
@@ -154,7 +177,8 @@ export async function paymentStage(
     throw paymentError('settlement_unavailable');
   }
   // Without settlement configured the payment is verified and recorded only.
-  if (!target) return { ...key, amount, transaction: null, dialect, responseHeader: null };
+  if (!target)
+    return { ...key, amount, transaction: null, dialect, responseHeader: null, metaResponse: null, paymentId };
 
   // The facilitator speaks v1 only: a v2 payment is settled as the v1 Payment it was reduced to.
   const outcome = await client.settle(target, {
@@ -185,7 +209,7 @@ export async function paymentStage(
     throw paymentError(outcome.error);
   }
   await recordSettlement(em, key, 'settled', outcome.transaction);
-  return settledPayment(config, dialect, key, amount, outcome.transaction, outcome.network, outcome.payer);
+  return settled(outcome.transaction, outcome.network, outcome.payer);
 }
 
 /**
@@ -198,6 +222,7 @@ async function resumableVerification(
   call: ProxyCall,
   payment: Payment,
   requirements: ChallengeEntry,
+  paymentId: string | null,
 ): Promise<GateVerifyResult | null> {
   const a = payment.payload.authorization;
   const inside = Number(BigInt(a.validBefore) - BigInt(config.validityMarginSeconds) - 1n);
@@ -216,9 +241,10 @@ async function resumableVerification(
     agentId: call.agent.id,
     amount: requirements.maxAmountRequired,
   };
-  return (await resumableUnboundClaim(deps.orm.em.fork() as EntityManager, input, config.settledResumeMs))
-    ? verified
-    : null;
+  const em = deps.orm.em.fork() as EntityManager;
+  if (await resumableUnboundClaim(em, input, config.settledResumeMs)) return verified;
+  const answered = paymentId && (await identifiesBoundClaim(em, config, { ...input, paymentId }));
+  return answered ? verified : null;
 }
 
 function settledPayment(
@@ -236,6 +262,7 @@ function settledPayment(
     transaction,
     dialect,
     responseHeader: paymentResponseValue(config, dialect, { transaction, network, payer }),
+    metaResponse: dialect === 'mcp' ? settleResponseV2(config, { transaction, payer }) : null,
   };
 }
 
@@ -245,11 +272,20 @@ function settledPayment(
  */
 export function withPaymentRequired(deps: AppDeps, call: ProxyCall, err: unknown): unknown {
   if (!(err instanceof ApiError) || err.status !== 402 || !call.agent.pricing) return err;
+  // A concurrent resend under the same payment identifier bound it first: that call's answer is
+  // the one this payer gets back, on its next resend (identifier.ts), so not a 402 now.
+  if (call.payment?.paymentId) return stillSettling();
   const config = deps.config.payment;
-  return new ApiError(
-    402,
-    err.message,
-    { ...err.headers, ...paymentRequiredHeader(config, requirementsFor(config, call), err.message) },
-    err.body,
+  const requirements = requirementsFor(config, call);
+  return inAnswerStyle(
+    config,
+    call,
+    requirements,
+    new ApiError(
+      402,
+      err.message,
+      { ...err.headers, ...paymentRequiredHeader(config, requirements, err.message) },
+      err.body,
+    ),
   );
 }

@@ -5,8 +5,21 @@ import type { Agent } from '../../gateway/db/entities.ts';
 import type { Caller } from '../auth.ts';
 import type { DecisionRecord } from '../../gateway/policy/store.ts';
 import type { Dialect } from '../payment/dialect.ts';
+import type { SettleResponseV2 } from '../../x402/v2.ts';
 
-export type McpCall = { method: string; tool: string | null };
+export type McpCall = {
+  method: string;
+  tool: string | null;
+  /** The JSON-RPC request's id (absent for a notification): the response that answers it carries the same. */
+  rpcId?: string | number;
+  /**
+   * `params._meta["x402/payment"]` as sent (the x402 MCP transport's PaymentPayload), undefined
+   * when the key is absent. Never forwarded: `forwardBody` is the request without it.
+   */
+  payment?: unknown;
+  /** The body to forward and store when `payment` was present: re-serialized without that one key. */
+  forwardBody?: Buffer;
+};
 
 export type PaymentRecord = {
   network: string;
@@ -19,6 +32,10 @@ export type PaymentRecord = {
   dialect: Dialect;
   /** base64 JSON for the receipt header (X-PAYMENT-RESPONSE or PAYMENT-RESPONSE), set after a successful settle. */
   responseHeader: string | null;
+  /** An MCP-transport payment's SettleResponse, for the result's `_meta["x402/payment-response"]` (api/proxy/mcp-receipt.ts). */
+  metaResponse: SettleResponseV2 | null;
+  /** The payer's payment identifier (payment-identifier extension), when it sent one. */
+  paymentId?: string | null;
 };
 
 export type ProxyCall = {
@@ -40,6 +57,12 @@ export type ProxyCall = {
   policyWarning: string | null;
   /** Payment stage: the verified (and, when configured, settled) payment. */
   payment: PaymentRecord | null;
+  /**
+   * How payment refusals are answered: `http` (default) is the v1 contract's 402; `mcp` is the
+   * x402 MCP transport's JSON-RPC tool result (HTTP 200, `isError: true`, api/payment/mcp-transport.ts),
+   * for routes outside /v1 that choose it. /v1 never sets it.
+   */
+  paymentAnswer?: 'http' | 'mcp';
   /** Policy stage: a decision left for the accept commit to write (policy/stage.ts says when). */
   policyDecision?: DecisionRecord | null;
 };

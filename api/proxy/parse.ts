@@ -1,5 +1,8 @@
 // Parse stage. For protocol=mcp the body must be exactly one JSON-RPC 2.0 request; its
 // method (and, for tools/call, the tool name) drive policy, per-tool prices and records.
+// A payment carried the x402 MCP transport's way, in `params._meta["x402/payment"]`, is taken
+// out here: the gate reads it, and the upstream gets the request re-serialized without that one
+// key (the only change the gateway ever makes to a forwarded body; other bodies go as sent).
 import { z } from 'zod';
 import { badRequest } from '../errors.ts';
 import type { McpCall } from './call.ts';
@@ -28,5 +31,34 @@ export function parseMcpBody(body: Buffer): McpCall {
   // Both are recorded as text, which PostgreSQL cannot hold with U+0000 in it.
   if (request.data.method.includes('\u0000') || tool?.includes('\u0000'))
     throw badRequest('MCP method and tool names must not contain NUL characters');
-  return { method: request.data.method, tool };
+  return { method: request.data.method, tool, rpcId: request.data.id, ...paymentInMeta(parsed as JsonRpc, body) };
+}
+
+/** The key of the x402 MCP transport's payment in a request's `params._meta`. */
+const PAYMENT_META_KEY = 'x402/payment';
+
+type JsonRpc = { params?: { _meta?: Record<string, unknown> } };
+
+function paymentInMeta(request: JsonRpc, body: Buffer): Pick<McpCall, 'payment' | 'forwardBody'> {
+  const meta = request.params?._meta;
+  if (!meta || typeof meta !== 'object' || Array.isArray(meta) || !Object.hasOwn(meta, PAYMENT_META_KEY)) return {};
+  const payment = meta[PAYMENT_META_KEY];
+  // Parsed again keeping every number's own text, so the re-serialized request says exactly what
+  // the caller's did (no rounding past 2^53, `1.0` stays `1.0`), less the payment.
+  const exact = parseKeepingNumbers(body.toString('utf8')) as Required<JsonRpc>;
+  delete exact.params._meta![PAYMENT_META_KEY];
+  return { payment, forwardBody: Buffer.from(JSON.stringify(exact), 'utf8') };
+}
+
+type Reviver = (this: unknown, key: string, value: unknown) => unknown;
+/** JSON.rawJSON and the reviver's source text (Node 21+; not yet in TypeScript's lib). */
+const rawJson = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
+
+function keepNumberText(_key: string, value: unknown, context?: { source?: string }): unknown {
+  return typeof value === 'number' && context?.source !== undefined ? rawJson(context.source) : value;
+}
+
+/** JSON.parse whose numbers JSON.stringify writes back as they were written (throws as JSON.parse does). */
+export function parseKeepingNumbers(text: string): unknown {
+  return JSON.parse(text, keepNumberText as Reviver) as unknown;
 }

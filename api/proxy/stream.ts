@@ -34,6 +34,7 @@ import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import { outcomeStatus } from '../../gateway/invocations/outcome.ts';
 import { cheapToParse, refundIfRefused, runStages, type Admitted, type Door, type GateCtx } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
+import { mcpReceiptInjector } from './mcp-receipt.ts';
 import { arrivedBody, contentLengthOf, declaredOver, readCappedBody } from './body.ts';
 import { recordedCallFields, type ProxyCall } from './call.ts';
 import type { Invocation } from '../../gateway/db/entities.ts';
@@ -105,13 +106,14 @@ async function admitCall(
       () => readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace, held),
       () => declaredOver(ctx.req, MAX_MCP_BODY),
     );
-    body = read;
     mcp = await refundIfRefused(
       admitted,
       400,
       () => parseMcpBody(read),
       () => cheapToParse(read),
     );
+    // A payment in `_meta` is never forwarded: the body goes up without it (parse.ts).
+    body = mcp.forwardBody ?? read;
   } else {
     // A small body is usually here whole already: sent as the bytes it is (body.ts).
     body = arrivedBody(ctx.req, declaredLength) ?? ctx.req;
@@ -339,6 +341,9 @@ async function relay(
   const res = ctx.res;
   ctx.respond = false;
   const out: Record<string, string | string[]> = { ...forwardableResponseHeaders(reply.headers), ...gatewayHeaders };
+  // An MCP-transport payment's receipt goes into the JSON-RPC result (mcp-receipt.ts).
+  const injectReceipt = mcpReceiptInjector(call, reply.headers);
+  if (injectReceipt) delete out['content-length'];
   const contentType = String(reply.headers['content-type'] ?? '');
   const eventStream = /^text\/event-stream/i.test(contentType);
   if (eventStream) out['x-accel-buffering'] = 'no';
@@ -349,8 +354,9 @@ async function relay(
   reply.body.once('data', () => {
     firstByteAt = performance.now();
   });
-  if (call.agent.emitReceipts) record.digests.response = digestOfEmitted(reply.body);
-  const ended = await pipeDown(reply.body, res);
+  const source = injectReceipt ? injectReceipt(reply.body) : reply.body;
+  if (call.agent.emitReceipts) record.digests.response = digestOfEmitted(source);
+  const ended = await pipeDown(source, res);
   record.digests.response?.finish(ended.by === 'done');
   reply.finish();
   hangup.stop();

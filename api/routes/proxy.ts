@@ -72,6 +72,8 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
       policyWarning: null,
       payment: null,
     };
+    // A payment in `_meta` is never forwarded or stored: the body without it (api/proxy/parse.ts).
+    const forwarded = call.mcp?.forwardBody ?? body;
     let place: BacklogPlace | undefined;
     const pollKey = door.issuesPollKeys ? newPollKey() : null;
     const { invocationId } = call;
@@ -101,7 +103,7 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
         model,
         contentType: call.contentType,
         requestHeaders: forwardableHeaders(ctx.req.headers),
-        requestBytes: body.length,
+        requestBytes: forwarded.length,
         ...recordedCallFields(call),
         createdAt: now,
         updatedAt: now,
@@ -110,7 +112,7 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
         await writeAccepted(
           { orm: deps.orm, bodies: services.bodies, statements: services.statements },
           row,
-          body,
+          forwarded,
           call.payment,
           call.policyDecision ?? null,
         );

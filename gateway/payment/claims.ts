@@ -16,7 +16,8 @@ export type ClaimKey = { network: string; asset: string; payer: string; nonce: s
 
 export type ClaimInput = ClaimKey & { tenantId: string; agentId: string; amount: string };
 
-type ClaimState = 'new' | 'resumed' | 'used';
+/** `conflict`: another claim of this tenant, agent and payer holds the same payment identifier. */
+type ClaimState = 'new' | 'resumed' | 'used' | 'conflict';
 
 /**
  * The claim's state; `settledTransaction` when a resumed claim was already settled (do not
@@ -25,26 +26,41 @@ type ClaimState = 'new' | 'resumed' | 'used';
  */
 export type Claim = { state: ClaimState; settledTransaction: string | null; outcomeUnknown?: boolean };
 
-export async function claimPayment(em: EntityManager, input: ClaimInput): Promise<Claim> {
+/** The unique index that keeps one payment identifier to one claim per tenant, agent and payer. */
+const PAYMENT_ID_INDEX = 'payment_claims_payment_id';
+
+export async function claimPayment(
+  em: EntityManager,
+  input: ClaimInput & { paymentId?: string | null },
+): Promise<Claim> {
   const now = new Date();
-  const inserted = await em.getConnection().execute<{ id: string }[]>(
-    `insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, created_at, updated_at)
-     values (?, ?, ?, ?, ?, ?, ?, ?, 'claimed', ?, ?)
-     on conflict (network, asset, payer, nonce) do nothing
-     returning id`,
-    [
-      `pay_${uuidv7()}`,
-      input.tenantId,
-      input.agentId,
-      input.network,
-      input.asset,
-      input.payer,
-      input.nonce,
-      input.amount,
-      now,
-      now,
-    ],
-  );
+  let inserted: { id: string }[];
+  try {
+    inserted = await em.getConnection().execute<{ id: string }[]>(
+      `insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, payment_id, created_at, updated_at)
+       values (?, ?, ?, ?, ?, ?, ?, ?, 'claimed', ?, ?, ?)
+       on conflict (network, asset, payer, nonce) do nothing
+       returning id`,
+      [
+        `pay_${uuidv7()}`,
+        input.tenantId,
+        input.agentId,
+        input.network,
+        input.asset,
+        input.payer,
+        input.nonce,
+        input.amount,
+        input.paymentId ?? null,
+        now,
+        now,
+      ],
+    );
+  } catch (err) {
+    // A concurrent request claimed another authorization under the same identifier first.
+    if ((err as { constraint?: string }).constraint === PAYMENT_ID_INDEX)
+      return { state: 'conflict', settledTransaction: null };
+    throw err;
+  }
   if (inserted.length > 0) return { state: 'new', settledTransaction: null };
   const existing = await em.fork().findOne(PaymentClaimSchema, {
     network: input.network,
@@ -82,6 +98,36 @@ export async function resumableUnboundClaim(em: EntityManager, input: ClaimInput
   if (existing.tenantId !== input.tenantId || existing.agentId !== input.agentId || existing.amount !== input.amount)
     return false;
   return Date.now() - existing.updatedAt.getTime() <= withinMs;
+}
+
+/** The claim a payment identifier names, as the payment-identifier extension's retries need it. */
+export type IdentifiedClaim = { nonce: string; invocationId: string | null; transaction: string | null };
+
+/**
+ * The claim this tenant's agent holds under `paymentId` for this payer, claimed within
+ * `withinMs`; null when there is none. An identifier older than the window is forgotten first
+ * (cleared from its claim), so it names nothing and may be used again.
+ */
+export async function identifiedClaim(
+  em: EntityManager,
+  scope: { tenantId: string; agentId: string; payer: string; paymentId: string },
+  withinMs: number,
+): Promise<IdentifiedClaim | null> {
+  const since = new Date(Date.now() - withinMs);
+  const key = [scope.tenantId, scope.agentId, scope.payer, scope.paymentId];
+  const conn = em.getConnection();
+  await conn.execute(
+    `update payment_claims set payment_id = null
+      where tenant_id = ? and agent_id = ? and payer = ? and payment_id = ? and created_at < ?`,
+    [...key, since],
+  );
+  const rows = await conn.execute<{ nonce: string; invocation_id: string | null; transaction: string | null }[]>(
+    `select nonce, invocation_id, transaction from payment_claims
+      where tenant_id = ? and agent_id = ? and payer = ? and payment_id = ?`,
+    key,
+  );
+  const row = rows[0];
+  return row ? { nonce: row.nonce, invocationId: row.invocation_id, transaction: row.transaction } : null;
 }
 
 export async function recordSettlement(

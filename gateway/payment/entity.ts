@@ -20,6 +20,8 @@ export const PaymentClaimSchema = defineEntity({
     status: p.string().$type<PaymentClaimStatus>(),
     transaction: p.string().nullable(),
     invocationId: p.string().nullable(),
+    /** The payer's payment identifier (x402 payment-identifier extension), when it sent one. */
+    paymentId: p.string().nullable(),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
   },

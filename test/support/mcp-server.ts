@@ -1,5 +1,6 @@
-// A real MCP server for tests (the SDK's McpServer, stateful, answering over SSE) with two
-// tools: `echo` ({text}) and `count` ({n}, logging each step as a notification).
+// A real MCP server for tests (the SDK's McpServer, stateful, answering over SSE, or in plain
+// JSON with `json: true`) with two tools: `echo` ({text}) and `count` ({n}, logging each step as
+// a notification). It records the headers and the JSON-RPC bodies that reached it.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
@@ -9,9 +10,12 @@ import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { rawUpstream, readAll, type RawUpstream } from './proxy-helpers.ts';
 
 /** A stateful MCP server over streamable HTTP: one transport per session, as the SDK's examples do. */
-export async function startMcpServer(): Promise<RawUpstream & { seen: IncomingMessage['headers'][] }> {
+export async function startMcpServer(
+  opts: { json?: boolean } = {},
+): Promise<RawUpstream & { seen: IncomingMessage['headers'][]; bodies: unknown[] }> {
   const sessions = new Map<string, StreamableHTTPServerTransport>();
   const seen: IncomingMessage['headers'][] = [];
+  const bodies: unknown[] = [];
 
   function newServer(): McpServer {
     const server = new McpServer({ name: 'test-upstream', version: '1.0.0' }, { capabilities: { logging: {} } });
@@ -39,10 +43,12 @@ export async function startMcpServer(): Promise<RawUpstream & { seen: IncomingMe
     seen.push(req.headers);
     const sessionId = req.headers['mcp-session-id'] as string | undefined;
     const body = req.method === 'POST' ? JSON.parse((await readAll(req)).toString() || 'null') : undefined;
+    if (body !== undefined) bodies.push(body);
     let transport = sessionId ? sessions.get(sessionId) : undefined;
     if (!transport && !sessionId && req.method === 'POST' && isInitializeRequest(body)) {
       const created = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
+        enableJsonResponse: opts.json ?? false,
         onsessioninitialized: (id) => void sessions.set(id, created),
       });
       await newServer().connect(created);
@@ -58,5 +64,5 @@ export async function startMcpServer(): Promise<RawUpstream & { seen: IncomingMe
   }
 
   const up = await rawUpstream((req, res) => void handle(req, res), '/mcp');
-  return Object.assign(up, { seen });
+  return Object.assign(up, { seen, bodies });
 }

@@ -5,6 +5,9 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { Agent, request } from 'undici';
 import { Wallet, getAddress, hexlify, JsonRpcProvider } from 'ethers';
+import { privateKeyToAccount } from 'viem/accounts';
+import { x402Client } from '@x402/core/client';
+import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { fund, tokenContract } from '../../scripts/dev/chain.ts';
 import { issueClientCert, type CertAndKeyPem } from '../../scripts/dev/pki.ts';
 import { addAccount, type Account, type AccountKind } from '../../facilitator/accounts.ts';
@@ -24,6 +27,16 @@ export async function newPayer(usdc = 10_000_000n): Promise<Wallet> {
   const wallet = new Wallet(hexlify(randomBytes(32)));
   if (usdc > 0n) await fund(stack().infra.chainRpcUrl, stack().infra.tokenAddress, wallet.address, { usdc });
   return wallet;
+}
+
+/** An unmodified x402 v2 client (@x402/core with @x402/evm's `exact` scheme) paying as `payer`, the local token allowed. */
+export function v2PayerClient(payer: Wallet): x402Client {
+  const client = new x402Client().register(
+    'eip155:*',
+    new ExactEvmScheme(privateKeyToAccount(payer.privateKey as `0x${string}`)),
+  );
+  client.setSpendControls({ allowedAssets: [{ network: `eip155:${CHAIN_ID}`, asset: stack().infra.tokenAddress }] });
+  return client;
 }
 
 export function newPayTo(): string {

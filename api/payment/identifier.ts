@@ -1,0 +1,66 @@
+// The x402 payment-identifier extension (x402 specs/extensions/payment_identifier.md): a payer
+// that sends an `id` with its v2 (or MCP) payment and retries with the same `id` gets the first
+// attempt's outcome instead of a second call or charge. The identifier is kept with the payment's
+// claim, scoped to the tenant, the agent and the payer, for X402_SETTLED_RESUME_HOURS (24 h).
+// - same id, same authorization, already bound to a call: that call's answer again, `202
+//   {invocation_id}` with X-Gateway-Invocation-ID and the receipt header naming the same
+//   transaction (nothing is verified against the chain, settled or forwarded again);
+// - same id, same authorization, not bound (still settling, or released): the claim resumes as
+//   without an identifier;
+// - same id, another authorization: `409`, before anything is claimed or settled.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { ApiError, conflict } from '../errors.ts';
+import { identifiedClaim } from '../../gateway/payment/claims.ts';
+import type { PaymentConfig } from '../../gateway/payment/config.ts';
+import { PAYMENT_RESPONSE_HEADER, paymentResponseValue, type Dialect } from './dialect.ts';
+
+/** The answer of the first attempt a retry with the same payment identifier gets back. */
+class EarlierOutcome extends ApiError {}
+
+export function identifierConflict(): ApiError {
+  return conflict('payment identifier already used with another payment');
+}
+
+export type IdentifiedPayment = {
+  tenantId: string;
+  agentId: string;
+  payer: string;
+  nonce: string;
+  paymentId: string;
+  dialect: Dialect;
+};
+
+/**
+ * Throws the first attempt's answer or the 409 when the identifier is known; returns when it
+ * is new, or names this very authorization still unbound (the claim then resumes).
+ */
+export async function answerKnownIdentifier(
+  em: EntityManager,
+  config: PaymentConfig,
+  offered: IdentifiedPayment,
+): Promise<void> {
+  const known = await identifiedClaim(em, offered, config.settledResumeMs);
+  if (!known) return;
+  if (known.nonce !== offered.nonce) throw identifierConflict();
+  if (!known.invocationId) return;
+  const headers: Record<string, string> = { 'X-Gateway-Invocation-ID': known.invocationId };
+  if (known.transaction)
+    headers[PAYMENT_RESPONSE_HEADER[offered.dialect]] = paymentResponseValue(config, offered.dialect, {
+      transaction: known.transaction,
+      network: config.network,
+      payer: offered.payer,
+    });
+  throw new EarlierOutcome(202, 'payment identifier already answered', headers, {
+    invocation_id: known.invocationId,
+  });
+}
+
+/** Whether this tenant's agent holds `paymentId` for this authorization, bound to a call, within the window. */
+export async function identifiesBoundClaim(
+  em: EntityManager,
+  config: PaymentConfig,
+  offered: Omit<IdentifiedPayment, 'dialect'>,
+): Promise<boolean> {
+  const known = await identifiedClaim(em, offered, config.settledResumeMs);
+  return !!known && known.nonce === offered.nonce && !!known.invocationId;
+}
