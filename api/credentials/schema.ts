@@ -148,7 +148,7 @@ export const CredentialUpdateInput = z
   .meta({
     id: 'CredentialUpdate',
     description:
-      'Every key is optional; an absent key leaves its value unchanged. A new plaintext or vault_ref is a rotation: version increments.',
+      "Every key is optional; an absent key leaves its value unchanged. A new plaintext or vault_ref is a rotation: version increments. Checked on the credential it would leave (else 400): plaintext only for a managed credential, vault_ref only for a vault one (inside the tenant's own prefix), header_name only with auth_type api_key; a bearer or api_key secret must be printable ASCII without line breaks or edge spaces; the tenant's facilitator credential must keep holding a PEM client certificate and key.",
   });
 export type CredentialUpdateInput = z.infer<typeof CredentialUpdateInput>;
 
