@@ -202,8 +202,6 @@ def before_call(context, case, kwargs):
         _analytics_window(query)
     elif route == ("POST", "/v1/agents") and body is not None:
         _agent_references(body)
-        if body.get("rate_limit_burst") is not None and body.get("rate_limit_rps") is None:
-            body["rate_limit_rps"] = 1
     elif route == ("PATCH", "/v1/agents/{id}") and body is not None:
         _agent_patch(case.path_parameters["id"], body)
     elif route == ("POST", "/v1/credentials") and body is not None:
