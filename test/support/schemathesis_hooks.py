@@ -9,7 +9,9 @@
 # positive_data_acceptance stays on for every operation and still catches a schema-valid
 # request the server refuses for any other reason. Only fields the schema already allows are
 # rewritten, with values the schema also allows, so the case stays schema-valid (Schemathesis
-# re-validates a case after before_call). Negative cases are never touched.
+# re-validates a case after before_call). Negative cases are never touched, except that no
+# case may delete the seeded credentials the whole run relies on. filter_failure holds
+# use_after_free to the agents' soft delete (a deleted agent reads back inactive).
 #
 # The seeded values come from the environment the test gives the run (FUZZ_* variables).
 import json
