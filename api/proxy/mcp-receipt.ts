@@ -166,7 +166,11 @@ function sseInjector(target: Receipt): Transform {
         scan = at + 1;
         if (end < 0) continue;
         const eventEnd = at > start && held[at - 1] === CR ? at - 1 : at;
-        const rewritten = rewrite(held.toString('utf8', start, eventEnd));
+        // Only an event with a `{` in it can carry a JSON-RPC response.
+        const rewritten =
+          eventEnd > start && held.subarray(start, eventEnd).includes(0x7b)
+            ? rewrite(held.toString('utf8', start, eventEnd))
+            : null;
         if (rewritten !== null) {
           passing = true;
           out.push(Buffer.from(held.subarray(passFrom, start)), Buffer.from(`${rewritten}\n\n`, 'utf8'));
