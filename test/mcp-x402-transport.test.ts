@@ -214,4 +214,41 @@ describe('x402 MCP transport: a tool paid in _meta through /v1', function () {
       await mcp.close();
     }
   });
+
+  it('refuses, on both endpoints and before any upstream call, a large body with a _meta payment and a payment key the parsed request does not show', async () => {
+    const mcp = await startMcpServer({ json: true });
+    try {
+      const created = await call('POST', '/v1/agents', {
+        token,
+        json: {
+          name: uniqueName('mcp-x402-big'),
+          upstream_url: mcp.url,
+          protocol: 'mcp',
+          mcp_transport: 'streamable_http',
+        },
+      });
+      assert.equal(created.status, 201, created.text);
+      const agentId = created.json.id as string;
+      const numbers = Array.from({ length: 4 * 1024 * 1024 }, (_, i) => i % 10).join(',');
+      const large = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"n":[${numbers}]},"_meta":{"x402/payment":0}}}`;
+      assert.ok(large.length >= 8 * 1024 * 1024);
+      const hidden =
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"x402/payment":0},"_meta":{}}}';
+      for (const path of [`/v1/proxy/${agentId}`, `/v1/proxy/${agentId}/stream`]) {
+        const big = await call('POST', path, { token, headers: { 'content-type': 'application/json' }, body: large });
+        assert.equal(big.status, 400, big.text);
+        assert.match(big.json.error as string, /x402\/payment.*at most 64 KiB/);
+        const duplicate = await call('POST', path, {
+          token,
+          headers: { 'content-type': 'application/json' },
+          body: hidden,
+        });
+        assert.equal(duplicate.status, 400, duplicate.text);
+        assert.match(duplicate.json.error as string, /duplicate or hidden x402\/payment/);
+      }
+      assert.equal(mcp.bodies.length, 0, 'nothing reached the upstream');
+    } finally {
+      await mcp.close();
+    }
+  });
 });

@@ -54,20 +54,26 @@ export function mcpReceiptInjector(
 
 /** The response with the receipt in `result._meta`, or null when it is not this request's result. */
 function withReceipt(text: string, { rpcId, receipt }: Receipt): string | null {
-  let parsed: unknown;
-  try {
-    parsed = parseKeepingNumbers(text);
-  } catch {
-    return null;
-  }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return null;
-  const response = parsed as { id?: unknown; result?: unknown };
-  // Numbers come back as raw JSON (parseKeepingNumbers): ids are compared as written.
-  if (JSON.stringify(response.id) !== JSON.stringify(rpcId)) return null;
-  if (!response.result || typeof response.result !== 'object' || Array.isArray(response.result)) return null;
-  const result = response.result as { _meta?: unknown };
+  // A plain parse decides; only the one matching response is parsed again keeping its numbers'
+  // text (one object per number), so a stream of other events costs one plain parse each.
+  if (!text.startsWith('{') || !isResultFor(text, rpcId)) return null;
+  const response = parseKeepingNumbers(text) as { result: { _meta?: unknown } };
+  const result = response.result;
   const meta = result._meta && typeof result._meta === 'object' && !Array.isArray(result._meta) ? result._meta : {};
   return JSON.stringify({ ...response, result: { ...result, _meta: { ...meta, [RESPONSE_META_KEY]: receipt } } });
+}
+
+function isResultFor(text: string, rpcId: string | number): boolean {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return false;
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return false;
+  const response = parsed as { id?: unknown; result?: unknown };
+  if (response.id !== rpcId) return false;
+  return !!response.result && typeof response.result === 'object' && !Array.isArray(response.result);
 }
 
 function jsonInjector(target: Receipt): Transform {
@@ -94,11 +100,20 @@ function jsonInjector(target: Receipt): Transform {
   });
 }
 
-/** An event ends at a blank line (LF or CRLF line ends). */
-const EVENT_END = /\r?\n\r?\n/;
+const LF = 0x0a;
+const CR = 0x0d;
 
+/**
+ * Events are found with one forward scan for line feeds: an event ends at a blank line (LF or
+ * CRLF line ends, `\r?\n\r?\n`). The held bytes live in one buffer grown by doubling, so a
+ * byte is copied a bounded number of times however the upstream chunks its answer.
+ */
 function sseInjector(target: Receipt): Transform {
-  let pending = Buffer.alloc(0);
+  let held = Buffer.alloc(0);
+  let length = 0;
+  /** Where the event being read starts, and where to look for its end next. */
+  let start = 0;
+  let scan = 0;
   let passing = false;
   /** The event re-written with the receipt, or null when it is not the response to this request. */
   const rewrite = (event: string): string | null => {
@@ -109,35 +124,71 @@ function sseInjector(target: Receipt): Transform {
     if (injected === null) return null;
     return [...lines.filter((l) => !l.startsWith('data:')), `data: ${injected}`].join('\n');
   };
+  const append = (chunk: Buffer) => {
+    if (length + chunk.length > held.length) {
+      // Sized on what is still held, not on what passed: a long stream of small events stays small.
+      const grown = Buffer.allocUnsafe(Math.max(2 * (length - start + chunk.length), 4096));
+      held.copy(grown, 0, start, length);
+      length -= start;
+      scan -= start;
+      start = 0;
+      held = grown;
+    }
+    chunk.copy(held, length);
+    length += chunk.length;
+  };
+  /** The end of the blank line at the line feed `at` (after it), 0 when incomplete, -1 when none. */
+  const blankLineEnd = (at: number): number => {
+    if (at + 1 >= length) return 0;
+    if (held[at + 1] === LF) return at + 2;
+    if (held[at + 1] !== CR) return -1;
+    if (at + 2 >= length) return 0;
+    return held[at + 2] === LF ? at + 3 : -1;
+  };
   return new Transform({
     transform(chunk: Buffer, _encoding, callback) {
       if (passing) return callback(null, chunk);
-      pending = Buffer.concat([pending, chunk]);
+      append(chunk);
       const out: Buffer[] = [];
-      // latin1 keeps one character per byte, so indexes found in the text are byte offsets.
-      for (let match = EVENT_END.exec(pending.toString('latin1')); match;) {
-        const end = match.index + match[0].length;
-        const event = pending.subarray(0, match.index).toString('utf8');
-        const rewritten = rewrite(event);
-        out.push(rewritten === null ? pending.subarray(0, end) : Buffer.from(`${rewritten}\n\n`, 'utf8'));
-        pending = pending.subarray(end);
-        if (rewritten !== null) {
-          passing = true;
-          out.push(pending);
-          pending = Buffer.alloc(0);
+      // Events that are not the answer pass as they are, as one run of bytes per chunk.
+      let passFrom = start;
+      while (!passing) {
+        const at = held.subarray(0, length).indexOf(LF, scan);
+        if (at < 0) {
+          scan = length;
           break;
         }
-        match = EVENT_END.exec(pending.toString('latin1'));
+        const end = blankLineEnd(at);
+        if (end === 0) {
+          scan = at;
+          break;
+        }
+        scan = at + 1;
+        if (end < 0) continue;
+        const eventEnd = at > start && held[at - 1] === CR ? at - 1 : at;
+        // Only an event with a `{` in it can carry a JSON-RPC response.
+        const rewritten =
+          eventEnd > start && held.subarray(start, eventEnd).includes(0x7b)
+            ? rewrite(held.toString('utf8', start, eventEnd))
+            : null;
+        if (rewritten !== null) {
+          passing = true;
+          out.push(Buffer.from(held.subarray(passFrom, start)), Buffer.from(`${rewritten}\n\n`, 'utf8'));
+          passFrom = end;
+          start = end;
+          break;
+        }
+        start = end;
+        scan = end;
       }
-      if (!passing && pending.length > MAX_HELD_BYTES) {
-        passing = true;
-        out.push(pending);
-        pending = Buffer.alloc(0);
-      }
+      if (!passing && length - start > MAX_HELD_BYTES) passing = true;
+      const passedTo = passing ? length : start;
+      if (passedTo > passFrom) out.push(Buffer.from(held.subarray(passFrom, passedTo)));
+      if (passing) held = Buffer.alloc(0);
       callback(null, out.length > 0 ? Buffer.concat(out) : undefined);
     },
     flush(callback) {
-      callback(null, pending.length > 0 ? pending : undefined);
+      callback(null, !passing && length > start ? Buffer.from(held.subarray(start, length)) : undefined);
     },
   });
 }

@@ -37,15 +37,46 @@ export function parseMcpBody(body: Buffer): McpCall {
 /** The key of the x402 MCP transport's payment in a request's `params._meta`. */
 const PAYMENT_META_KEY = 'x402/payment';
 
+/**
+ * The largest request that may carry a payment in `_meta`: a paid tools/call is small, and its
+ * re-serialization (one object per number, below) is then bounded whatever the 32 MiB body cap.
+ */
+const MAX_PAID_MCP_BODY = 64 * 1024;
+
+/**
+ * `"x402/payment":` as a JSON object key, each character as written or as a `\uXXXX` escape
+ * (`/` also as `\/`): JSON.parse keeps only the last of duplicate keys, so the raw text is
+ * counted too, and a key the parsed request does not show is never forwarded.
+ */
+const PAYMENT_KEY_TEXT = new RegExp(
+  `"${[...PAYMENT_META_KEY]
+    .map((c) => {
+      const hex = c.charCodeAt(0).toString(16).padStart(4, '0');
+      const escaped = `\\\\u${[...hex].map((h) => (/[a-f]/.test(h) ? `[${h}${h.toUpperCase()}]` : h)).join('')}`;
+      return `(?:${c === '/' ? '\\/|\\\\/' : c}|${escaped})`;
+    })
+    .join('')}"\\s*:`,
+  'g',
+);
+
 type JsonRpc = { params?: { _meta?: Record<string, unknown> } };
 
 function paymentInMeta(request: JsonRpc, body: Buffer): Pick<McpCall, 'payment' | 'forwardBody'> {
   const meta = request.params?._meta;
-  if (!meta || typeof meta !== 'object' || Array.isArray(meta) || !Object.hasOwn(meta, PAYMENT_META_KEY)) return {};
+  const present = !!meta && typeof meta === 'object' && !Array.isArray(meta) && Object.hasOwn(meta, PAYMENT_META_KEY);
+  const text = body.toString('utf8');
+  const written = text.match(PAYMENT_KEY_TEXT)?.length ?? 0;
+  if (written !== (present ? 1 : 0))
+    throw badRequest('MCP body has a duplicate or hidden x402/payment key (only one, in params._meta)');
+  if (!present) return {};
+  if (body.length > MAX_PAID_MCP_BODY)
+    throw badRequest(
+      `an MCP request with x402/payment in params._meta must be at most ${MAX_PAID_MCP_BODY / 1024} KiB`,
+    );
   const payment = meta[PAYMENT_META_KEY];
   // Parsed again keeping every number's own text, so the re-serialized request says exactly what
   // the caller's did (no rounding past 2^53, `1.0` stays `1.0`), less the payment.
-  const exact = parseKeepingNumbers(body.toString('utf8')) as Required<JsonRpc>;
+  const exact = parseKeepingNumbers(text) as Required<JsonRpc>;
   delete exact.params._meta![PAYMENT_META_KEY];
   return { payment, forwardBody: Buffer.from(JSON.stringify(exact), 'utf8') };
 }

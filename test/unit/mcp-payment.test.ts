@@ -99,6 +99,19 @@ describe('the receipt in a paid MCP result', () => {
     }
   });
 
+  it('passes a 1 MiB stream of empty events through unchanged, in one chunk or many', async () => {
+    const empty = '\n\n'.repeat(512 * 1024);
+    const answer = `data: ${JSON.stringify({ jsonrpc: '2.0', id: 7, result: {} })}\n\n`;
+    assert.equal(await through('text/event-stream', [empty]), empty);
+    const chunks = empty.match(/[^]{1,1000}/g)!;
+    const out = await through('text/event-stream', [...chunks, answer]);
+    assert.ok(out.startsWith(empty), 'the empty events pass byte for byte');
+    assert.ok(
+      out.slice(empty.length).includes('x402/payment-response'),
+      'and the answer after them still gets the receipt',
+    );
+  });
+
   it('leaves other answers alone: an error, another id, an encoded body', async () => {
     const error = JSON.stringify({ jsonrpc: '2.0', id: 7, error: { code: -1, message: 'no' } });
     assert.equal(await through('application/json', [error]), error);
@@ -120,6 +133,32 @@ describe('the request forwarded without its _meta payment', () => {
       parsed.forwardBody?.toString(),
       '{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"n":12345678901234567890123,"f":1.0,"s":"é"},"_meta":{"progressToken":7}}}',
     );
+  });
+
+  it('refuses a paid request over 64 KiB before re-serializing it', () => {
+    const numbers = Array.from({ length: 2 * 1024 * 1024 }, (_, i) => i % 10).join(',');
+    const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"n":[${numbers}]},"_meta":{"x402/payment":0}}}`;
+    assert.ok(body.length > 4 * 1024 * 1024);
+    assert.throws(
+      () => parseMcpBody(Buffer.from(body)),
+      (err: ApiError) => err.status === 400 && /64/.test(err.message),
+    );
+  });
+
+  it('refuses a request whose x402/payment key the parsed request does not show (duplicate _meta, escaped, twice)', () => {
+    for (const params of [
+      '"_meta":{"x402/payment":{"x402Version":2}},"_meta":{}',
+      '"_meta":{"x402\\/payment":{"x402Version":2}},"_meta":{}',
+      '"_meta":{"\\u0078402\\u002Fpayment":{"x402Version":2}},"_meta":{}',
+      '"arguments":{"x402/payment":1},"_meta":{"x402/payment":{"x402Version":2}}',
+    ]) {
+      const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo",${params}}}`;
+      assert.throws(
+        () => parseMcpBody(Buffer.from(body)),
+        (err: ApiError) => err.status === 400 && /duplicate or hidden x402\/payment/.test(err.message),
+        body,
+      );
+    }
   });
 
   it('leaves a request without the key alone (nothing to forward but what was sent)', () => {
