@@ -15,7 +15,16 @@ import { stack } from './support/stack.ts';
 import { call, callAt, uniqueName } from './support/http.ts';
 import { startCapturedGateway } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { chainProvider, newAccount, newPayTo, newPayer, settlingTenant, type TestAccount } from './support/x402.ts';
+import { decodePaymentRequiredHeader } from '@x402/core/http';
+import {
+  chainProvider,
+  newAccount,
+  newPayTo,
+  newPayer,
+  settlingTenant,
+  v2PayerClient,
+  type TestAccount,
+} from './support/x402.ts';
 
 const SECRET = `upstream-secret-${randomUUID()}`;
 
@@ -175,6 +184,7 @@ describe('public paid agents', function () {
     const replica = await startCapturedGateway({
       publicAgents: {
         challengeRpsPerClient: 1000,
+        rpsPerClient: 1000,
         challengeRpsPerTenant: 1000,
         payerRps: 1000,
         pollRpsPerClient: 1000,
@@ -269,6 +279,13 @@ describe('public paid agents', function () {
     assert.ok(page.text.includes('Echoes &lt;b&gt;what&lt;/b&gt; you send &amp; more'));
     assert.ok(!page.text.includes('<b>') && !page.text.includes('<script'));
     assert.ok(page.text.includes('0.01 USDC'));
+    // The answer varies by Accept and is no one's to cache: nor is a poll's.
+    const poll = await call('GET', `/public/invocations/inv_${randomUUID()}?key=${'a'.repeat(22)}`);
+    assert.equal(poll.status, 404);
+    for (const reply of [challenge, page, poll]) {
+      assert.equal(reply.headers.vary, 'Accept');
+      assert.equal(reply.headers['cache-control'], 'no-store');
+    }
     for (const reply of [challenge, page]) {
       const seen =
         JSON.stringify(reply.headers) +
@@ -310,7 +327,13 @@ describe('public paid agents', function () {
   it('behind a trusted proxy: challenges are limited per client address and per tenant, never across tenants', async () => {
     const gateway = await startCapturedGateway({
       publicAddress: { url: 'https://gateway.example/base', trustProxy: true },
-      publicAgents: { challengeRpsPerClient: 1, challengeRpsPerTenant: 3, payerRps: 20, pollRpsPerClient: 20 },
+      publicAgents: {
+        challengeRpsPerClient: 1,
+        rpsPerClient: 20,
+        challengeRpsPerTenant: 3,
+        payerRps: 20,
+        pollRpsPerClient: 20,
+      },
     });
     try {
       const agent = await publicAgent();
@@ -341,7 +364,13 @@ describe('public paid agents', function () {
     // Its own client address behind a trusted proxy: a bucket no other test has drawn from.
     const gateway = await startCapturedGateway({
       publicAddress: { trustProxy: true },
-      publicAgents: { challengeRpsPerClient: 1, challengeRpsPerTenant: 1000, payerRps: 20, pollRpsPerClient: 20 },
+      publicAgents: {
+        challengeRpsPerClient: 1,
+        rpsPerClient: 20,
+        challengeRpsPerTenant: 1000,
+        payerRps: 20,
+        pollRpsPerClient: 20,
+      },
     });
     try {
       const agent = await publicAgent();
@@ -361,6 +390,76 @@ describe('public paid agents', function () {
       const statuses = new Set(answers.map((a) => a.status));
       assert.ok(statuses.has(402) && statuses.has(429), [...statuses].join(','));
       assert.deepEqual(await rowCounts(), before, 'no row written');
+    } finally {
+      await gateway.close();
+    }
+  });
+  it('a flood of requests with any payment header is limited per client before the agent is read, and costs its tenant nothing', async () => {
+    const gateway = await startCapturedGateway({
+      publicAddress: { trustProxy: true },
+      publicAgents: {
+        challengeRpsPerClient: 1000,
+        rpsPerClient: 1,
+        challengeRpsPerTenant: 1000,
+        payerRps: 20,
+        pollRpsPerClient: 20,
+      },
+    });
+    try {
+      // The agent's own bucket holds one call: a flood that took from it would refuse the tenant's.
+      const agent = await publicAgent({ rate_limit_rps: 0.01, rate_limit_burst: 1 });
+      const client = `198.18.0.${Math.floor(Math.random() * 250) + 1}`;
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          callAt(gateway.url, 'POST', `/public/agents/${agent.id}`, {
+            body: 'x'.repeat(1024),
+            headers: { 'x-payment': 'x', 'x-forwarded-for': client },
+          }),
+        ),
+      );
+      const statuses = new Set(answers.map((a) => a.status));
+      assert.ok(statuses.has(429) && !statuses.has(202), [...statuses].join(','));
+      // Unknown ids too: refused by the client's bucket, not read.
+      const scan = await callAt(gateway.url, 'POST', `/public/agents/agt_${randomUUID().replace(/-/g, '')}`, {
+        body: 'x',
+        headers: { 'x-payment': 'x', 'x-forwarded-for': client },
+      });
+      assert.equal(scan.status, 429);
+      const own = await callAt(gateway.url, 'POST', `/v1/proxy/${agent.id}`, { token, body: 'mine' });
+      assert.notEqual(own.status, 429, own.text);
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  it("an MCP call paid in _meta takes the agent's bucket like a call paid in a header", async () => {
+    const gateway = await startCapturedGateway({ publicAddress: { trustProxy: true } });
+    try {
+      const agent = await publicAgent({
+        protocol: 'mcp',
+        mcp_transport: 'streamable_http',
+        rate_limit_rps: 0.01,
+        rate_limit_burst: 1,
+      });
+      const client = `198.18.1.${Math.floor(Math.random() * 250) + 1}`;
+      const request = (meta?: Record<string, unknown>) =>
+        callAt(gateway.url, 'POST', `/public/agents/${agent.id}`, {
+          headers: { 'content-type': 'application/json', 'x-forwarded-for': client },
+          body: JSON.stringify({
+            jsonrpc: '2.0',
+            id: 1,
+            method: 'tools/call',
+            params: { name: 'echo', arguments: {}, ...(meta ? { _meta: meta } : {}) },
+          }),
+        });
+      const unpaid = await request();
+      assert.equal(unpaid.status, 402, unpaid.text);
+      const required = decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string);
+      const payer = v2PayerClient(await newPayer(1_000_000n));
+      const first = await request({ 'x402/payment': await payer.createPaymentPayload(required) });
+      assert.equal(first.status, 202, first.text);
+      const second = await request({ 'x402/payment': await payer.createPaymentPayload(required) });
+      assert.equal(second.status, 429, second.text);
     } finally {
       await gateway.close();
     }
