@@ -18,10 +18,12 @@ import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import {
   chainProvider,
+  encodePayment,
   newAccount,
   newPayTo,
   newPayer,
   settlingTenant,
+  signPayment,
   v2PayerClient,
   type TestAccount,
 } from './support/x402.ts';
@@ -460,6 +462,37 @@ describe('public paid agents', function () {
       assert.equal(first.status, 202, first.text);
       const second = await request({ 'x402/payment': await payer.createPaymentPayload(required) });
       assert.equal(second.status, 429, second.text);
+    } finally {
+      await gateway.close();
+    }
+  });
+  it('signed authorizations from an unfunded key are limited per client like challenges until one settles', async () => {
+    const gateway = await startCapturedGateway({
+      publicAddress: { trustProxy: true },
+      publicAgents: {
+        challengeRpsPerClient: 0.01,
+        rpsPerClient: 1000,
+        challengeRpsPerTenant: 1000,
+        payerRps: 1000,
+        pollRpsPerClient: 20,
+      },
+    });
+    try {
+      const agent = await publicAgent();
+      const unfunded = await newPayer(0n);
+      const client = `198.18.2.${Math.floor(Math.random() * 250) + 1}`;
+      // Each verifies, is claimed and refused at settlement: its client's challenge token stays taken.
+      const statuses: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        const payment = await signPayment(unfunded, { payTo: agent.pricing.pay_to, value: agent.pricing.amount });
+        const res = await callAt(gateway.url, 'POST', `/public/agents/${agent.id}`, {
+          body: 'x',
+          headers: { 'x-payment': encodePayment(payment), 'x-forwarded-for': client },
+        });
+        statuses.push(res.status);
+      }
+      // The bucket holds one token (0.01/s, at least 1 deep).
+      assert.deepEqual(statuses, [402, 429, 429]);
     } finally {
       await gateway.close();
     }

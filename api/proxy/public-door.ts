@@ -61,13 +61,7 @@ export async function admitUnpaid(ctx: GateCtx, deps: AppDeps, services: Pick<Pr
   const client = await takeTokens(services.limiter, [clientBucket(ctx, deps, 'challenge')]);
   const admitted = await admitPublicAgent(ctx, deps, services);
   const tenant = await takeTokens(services.limiter, [tenantBucket(deps, admitted.agent)]);
-  return {
-    ...admitted,
-    giveBackChallenge: async () => {
-      await client();
-      await tenant();
-    },
-  };
+  return { ...admitted, giveBackChallenge: { client, tenant } };
 }
 
 /** The price of an MCP agent with per-tool prices is the tool's: known once the body is parsed. */
@@ -80,7 +74,7 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
       const headers = paymentHeadersOf((name) => ctx.get(name));
       const unpaid = offeredPayment(headers) === 'none';
       const resourceUrl = publicRequestUrl(ctx, deps.config.publicAddress);
-      let challenge: (() => Promise<void>) | null = null;
+      let challenge: { client: () => Promise<void>; tenant: () => Promise<void> } | null = null;
       let admitted;
       if (unpaid) {
         const { giveBackChallenge, ...rest } = await admitUnpaid(ctx, deps, services);
@@ -116,6 +110,7 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
         ? async () => undefined
         : await takeTokens(services.limiter, bucketsFor(agent, deps.config.rateLimit));
       const giveBack = () => release();
+      let unsettled: () => Promise<void> = async () => undefined;
       return {
         ...admitted,
         caller,
@@ -142,18 +137,25 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
           call.caller = { tenantId: agent.tenantId, userId: `x402:${payer}`, kind: 'x402' };
           const payerBucket = bucket(`public-payer:${payer}`, deps.config.publicAgents.payerRps);
           if (challenge) {
-            // Paid in `_meta`: a paid call after all, so it takes what a header-paid call takes.
-            await challenge();
+            // Paid in `_meta`: a paid call after all, so it takes what a header-paid call takes;
+            // its client's challenge token stays taken until the payment settles (below).
+            await challenge.tenant();
             release = await takeTokens(services.limiter, [...bucketsFor(agent, deps.config.rateLimit), payerBucket]);
+            unsettled = challenge.client;
             return;
           }
           try {
             await takeTokens(services.limiter, [payerBucket]);
+            // A correctly signed authorization from an unfunded key verifies, and costs a claim
+            // write and a settle: until its payment settles, a paid attempt also holds a token of
+            // its client's challenge bucket, so a flood of them is limited per client like challenges.
+            unsettled = await takeTokens(services.limiter, [clientBucket(ctx, deps, 'challenge')]);
           } catch (err) {
             await giveBack();
             throw err;
           }
         },
+        settled: () => unsettled(),
       };
     },
   };
