@@ -14,6 +14,7 @@ import type { Wallet } from 'ethers';
 import { stack } from './support/stack.ts';
 import { call, callAt, uniqueName } from './support/http.ts';
 import { startCapturedGateway } from './support/catalog.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import {
@@ -40,6 +41,14 @@ async function payingFetch(kind: 'x402-fetch' | '@x402/fetch', payer: Wallet): P
   );
   client.setSpendControls({ allowedAssets: [{ network: 'eip155:8453', asset: stack().infra.tokenAddress }] });
   return wrapV2(fetch, client);
+}
+
+/** An API instance of its own behind a trusted proxy, with these public-agent limits over the stack's. */
+function limitedGateway(
+  limits: Partial<GatewayConfig['publicAgents']>,
+  publicAddress: GatewayConfig['publicAddress'] = { trustProxy: true },
+) {
+  return startCapturedGateway({ publicAddress, publicAgents: { ...stack().config.publicAgents, ...limits } });
 }
 
 async function rowCounts(): Promise<Record<string, number>> {
@@ -327,16 +336,10 @@ describe('public paid agents', function () {
   });
 
   it('behind a trusted proxy: challenges are limited per client address and per tenant, never across tenants', async () => {
-    const gateway = await startCapturedGateway({
-      publicAddress: { url: 'https://gateway.example/base', trustProxy: true },
-      publicAgents: {
-        challengeRpsPerClient: 1,
-        rpsPerClient: 20,
-        challengeRpsPerTenant: 3,
-        payerRps: 20,
-        pollRpsPerClient: 20,
-      },
-    });
+    const gateway = await limitedGateway(
+      { challengeRpsPerClient: 1, challengeRpsPerTenant: 3 },
+      { url: 'https://gateway.example/base', trustProxy: true },
+    );
     try {
       const agent = await publicAgent();
       const read = await callAt(gateway.url, 'GET', `/v1/agents/${agent.id}`, { token });
@@ -364,16 +367,7 @@ describe('public paid agents', function () {
 
   it('a flood of made-up payments is limited like challenges and writes nothing', async () => {
     // Its own client address behind a trusted proxy: a bucket no other test has drawn from.
-    const gateway = await startCapturedGateway({
-      publicAddress: { trustProxy: true },
-      publicAgents: {
-        challengeRpsPerClient: 1,
-        rpsPerClient: 20,
-        challengeRpsPerTenant: 1000,
-        payerRps: 20,
-        pollRpsPerClient: 20,
-      },
-    });
+    const gateway = await limitedGateway({ challengeRpsPerClient: 1, challengeRpsPerTenant: 1000 });
     try {
       const agent = await publicAgent();
       const before = await rowCounts();
@@ -397,16 +391,7 @@ describe('public paid agents', function () {
     }
   });
   it('a flood of requests with any payment header is limited per client before the agent is read, and costs its tenant nothing', async () => {
-    const gateway = await startCapturedGateway({
-      publicAddress: { trustProxy: true },
-      publicAgents: {
-        challengeRpsPerClient: 1000,
-        rpsPerClient: 1,
-        challengeRpsPerTenant: 1000,
-        payerRps: 20,
-        pollRpsPerClient: 20,
-      },
-    });
+    const gateway = await limitedGateway({ challengeRpsPerClient: 1000, rpsPerClient: 1, challengeRpsPerTenant: 1000 });
     try {
       // The agent's own bucket holds one call: a flood that took from it would refuse the tenant's.
       const agent = await publicAgent({ rate_limit_rps: 0.01, rate_limit_burst: 1 });
@@ -467,15 +452,11 @@ describe('public paid agents', function () {
     }
   });
   it('signed authorizations from an unfunded key are limited per client like challenges until one settles', async () => {
-    const gateway = await startCapturedGateway({
-      publicAddress: { trustProxy: true },
-      publicAgents: {
-        challengeRpsPerClient: 0.01,
-        rpsPerClient: 1000,
-        challengeRpsPerTenant: 1000,
-        payerRps: 1000,
-        pollRpsPerClient: 20,
-      },
+    const gateway = await limitedGateway({
+      challengeRpsPerClient: 0.01,
+      rpsPerClient: 1000,
+      challengeRpsPerTenant: 1000,
+      payerRps: 1000,
     });
     try {
       const agent = await publicAgent();
