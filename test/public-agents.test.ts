@@ -4,6 +4,7 @@
 // once; unpaid challenges write nothing, reveal nothing and throttle no other tenant.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { request } from 'node:http';
 import { getAddress } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { wrapFetchWithPayment as wrapV1, createSigner } from 'x402-fetch';
@@ -396,6 +397,26 @@ describe('public paid agents', function () {
       // The agent's own bucket holds one call: a flood that took from it would refuse the tenant's.
       const agent = await publicAgent({ rate_limit_rps: 0.01, rate_limit_burst: 1 });
       const client = `198.18.0.${Math.floor(Math.random() * 250) + 1}`;
+      // A junk payment is refused before its body is read: the 402 comes while the body is still
+      // on its way, and meanwhile the agent's bucket is whole for its tenant's own call.
+      const slow = request(`${gateway.url}/public/agents/${agent.id}`, {
+        method: 'POST',
+        headers: { 'x-payment': 'x', 'x-forwarded-for': `198.18.3.${Math.floor(Math.random() * 250) + 1}` },
+      });
+      slow.setHeader('content-length', 2048);
+      const answered = new Promise<number>((resolve, reject) => {
+        slow.once('response', (res) => resolve(res.statusCode ?? 0));
+        slow.once('error', reject);
+      });
+      slow.write('x'.repeat(1024));
+      try {
+        assert.equal(await answered, 402);
+        const own = await callAt(gateway.url, 'POST', `/v1/proxy/${agent.id}`, { token, body: 'mine' });
+        // Past the rate limit to the payment stage (the agent is priced): not 429.
+        assert.equal(own.status, 402, own.text);
+      } finally {
+        slow.destroy();
+      }
       const answers = await Promise.all(
         Array.from({ length: 10 }, () =>
           callAt(gateway.url, 'POST', `/public/agents/${agent.id}`, {
@@ -412,8 +433,6 @@ describe('public paid agents', function () {
         headers: { 'x-payment': 'x', 'x-forwarded-for': client },
       });
       assert.equal(scan.status, 429);
-      const own = await callAt(gateway.url, 'POST', `/v1/proxy/${agent.id}`, { token, body: 'mine' });
-      assert.notEqual(own.status, 429, own.text);
     } finally {
       await gateway.close();
     }
