@@ -104,6 +104,7 @@ const GatewayEnv = z.object({
   // client address (all agents) and per tenant (all its public agents), paid calls per payer,
   // and polls of public calls per client address.
   PUBLIC_CHALLENGE_RPS_PER_CLIENT: z.coerce.number().positive().default(5),
+  PUBLIC_RPS_PER_CLIENT: z.coerce.number().positive().default(20),
   PUBLIC_CHALLENGE_RPS: z.coerce.number().positive().default(100),
   PUBLIC_PAYER_RPS: z.coerce.number().positive().default(20),
   PUBLIC_POLL_RPS_PER_CLIENT: z.coerce.number().positive().default(20),
@@ -180,9 +181,10 @@ export type GatewayConfig = {
   gitCommit?: string;
   /** PUBLIC_URL and TRUST_PROXY: the URL callers reach the API on (api/public-url.ts). */
   publicAddress: { url?: string; trustProxy: boolean };
-  /** PUBLIC_CHALLENGE_RPS_PER_CLIENT, PUBLIC_CHALLENGE_RPS, PUBLIC_PAYER_RPS, PUBLIC_POLL_RPS_PER_CLIENT (api/proxy/public-door.ts). */
+  /** PUBLIC_CHALLENGE_RPS_PER_CLIENT, PUBLIC_RPS_PER_CLIENT, PUBLIC_CHALLENGE_RPS, PUBLIC_PAYER_RPS, PUBLIC_POLL_RPS_PER_CLIENT (api/proxy/public-door.ts). */
   publicAgents: {
     challengeRpsPerClient: number;
+    rpsPerClient: number;
     challengeRpsPerTenant: number;
     payerRps: number;
     pollRpsPerClient: number;
@@ -301,6 +303,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     publicAddress: { url: parts.publicUrl, trustProxy: e.TRUST_PROXY === 'true' },
     publicAgents: {
       challengeRpsPerClient: e.PUBLIC_CHALLENGE_RPS_PER_CLIENT,
+      rpsPerClient: e.PUBLIC_RPS_PER_CLIENT,
       challengeRpsPerTenant: e.PUBLIC_CHALLENGE_RPS,
       payerRps: e.PUBLIC_PAYER_RPS,
       pollRpsPerClient: e.PUBLIC_POLL_RPS_PER_CLIENT,

@@ -4,6 +4,7 @@
 // once; unpaid challenges write nothing, reveal nothing and throttle no other tenant.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { request } from 'node:http';
 import { getAddress } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { wrapFetchWithPayment as wrapV1, createSigner } from 'x402-fetch';
@@ -14,8 +15,20 @@ import type { Wallet } from 'ethers';
 import { stack } from './support/stack.ts';
 import { call, callAt, uniqueName } from './support/http.ts';
 import { startCapturedGateway } from './support/catalog.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { chainProvider, newAccount, newPayTo, newPayer, settlingTenant, type TestAccount } from './support/x402.ts';
+import { decodePaymentRequiredHeader } from '@x402/core/http';
+import {
+  chainProvider,
+  encodePayment,
+  newAccount,
+  newPayTo,
+  newPayer,
+  settlingTenant,
+  signPayment,
+  v2PayerClient,
+  type TestAccount,
+} from './support/x402.ts';
 
 const SECRET = `upstream-secret-${randomUUID()}`;
 
@@ -29,6 +42,14 @@ async function payingFetch(kind: 'x402-fetch' | '@x402/fetch', payer: Wallet): P
   );
   client.setSpendControls({ allowedAssets: [{ network: 'eip155:8453', asset: stack().infra.tokenAddress }] });
   return wrapV2(fetch, client);
+}
+
+/** An API instance of its own behind a trusted proxy, with these public-agent limits over the stack's. */
+function limitedGateway(
+  limits: Partial<GatewayConfig['publicAgents']>,
+  publicAddress: GatewayConfig['publicAddress'] = { trustProxy: true },
+) {
+  return startCapturedGateway({ publicAddress, publicAgents: { ...stack().config.publicAgents, ...limits } });
 }
 
 async function rowCounts(): Promise<Record<string, number>> {
@@ -175,6 +196,7 @@ describe('public paid agents', function () {
     const replica = await startCapturedGateway({
       publicAgents: {
         challengeRpsPerClient: 1000,
+        rpsPerClient: 1000,
         challengeRpsPerTenant: 1000,
         payerRps: 1000,
         pollRpsPerClient: 1000,
@@ -269,6 +291,13 @@ describe('public paid agents', function () {
     assert.ok(page.text.includes('Echoes &lt;b&gt;what&lt;/b&gt; you send &amp; more'));
     assert.ok(!page.text.includes('<b>') && !page.text.includes('<script'));
     assert.ok(page.text.includes('0.01 USDC'));
+    // The answer varies by Accept and is no one's to cache: nor is a poll's.
+    const poll = await call('GET', `/public/invocations/inv_${randomUUID()}?key=${'a'.repeat(22)}`);
+    assert.equal(poll.status, 404);
+    for (const reply of [challenge, page, poll]) {
+      assert.equal(reply.headers.vary, 'Accept');
+      assert.equal(reply.headers['cache-control'], 'no-store');
+    }
     for (const reply of [challenge, page]) {
       const seen =
         JSON.stringify(reply.headers) +
@@ -308,10 +337,10 @@ describe('public paid agents', function () {
   });
 
   it('behind a trusted proxy: challenges are limited per client address and per tenant, never across tenants', async () => {
-    const gateway = await startCapturedGateway({
-      publicAddress: { url: 'https://gateway.example/base', trustProxy: true },
-      publicAgents: { challengeRpsPerClient: 1, challengeRpsPerTenant: 3, payerRps: 20, pollRpsPerClient: 20 },
-    });
+    const gateway = await limitedGateway(
+      { challengeRpsPerClient: 1, challengeRpsPerTenant: 3 },
+      { url: 'https://gateway.example/base', trustProxy: true },
+    );
     try {
       const agent = await publicAgent();
       const read = await callAt(gateway.url, 'GET', `/v1/agents/${agent.id}`, { token });
@@ -339,10 +368,7 @@ describe('public paid agents', function () {
 
   it('a flood of made-up payments is limited like challenges and writes nothing', async () => {
     // Its own client address behind a trusted proxy: a bucket no other test has drawn from.
-    const gateway = await startCapturedGateway({
-      publicAddress: { trustProxy: true },
-      publicAgents: { challengeRpsPerClient: 1, challengeRpsPerTenant: 1000, payerRps: 20, pollRpsPerClient: 20 },
-    });
+    const gateway = await limitedGateway({ challengeRpsPerClient: 1, challengeRpsPerTenant: 1000 });
     try {
       const agent = await publicAgent();
       const before = await rowCounts();
@@ -361,6 +387,112 @@ describe('public paid agents', function () {
       const statuses = new Set(answers.map((a) => a.status));
       assert.ok(statuses.has(402) && statuses.has(429), [...statuses].join(','));
       assert.deepEqual(await rowCounts(), before, 'no row written');
+    } finally {
+      await gateway.close();
+    }
+  });
+  it('a flood of requests with any payment header is limited per client before the agent is read, and costs its tenant nothing', async () => {
+    const gateway = await limitedGateway({ challengeRpsPerClient: 1000, rpsPerClient: 1, challengeRpsPerTenant: 1000 });
+    try {
+      // The agent's own bucket holds one call: a flood that took from it would refuse the tenant's.
+      const agent = await publicAgent({ rate_limit_rps: 0.01, rate_limit_burst: 1 });
+      const client = `198.18.0.${Math.floor(Math.random() * 250) + 1}`;
+      // A junk payment is refused before its body is read: the 402 comes while the body is still
+      // on its way, and meanwhile the agent's bucket is whole for its tenant's own call.
+      const slow = request(`${gateway.url}/public/agents/${agent.id}`, {
+        method: 'POST',
+        headers: { 'x-payment': 'x', 'x-forwarded-for': `198.18.3.${Math.floor(Math.random() * 250) + 1}` },
+      });
+      slow.setHeader('content-length', 2048);
+      const answered = new Promise<number>((resolve, reject) => {
+        slow.once('response', (res) => resolve(res.statusCode ?? 0));
+        slow.once('error', reject);
+      });
+      slow.write('x'.repeat(1024));
+      try {
+        assert.equal(await answered, 402);
+        const own = await callAt(gateway.url, 'POST', `/v1/proxy/${agent.id}`, { token, body: 'mine' });
+        // Past the rate limit to the payment stage (the agent is priced): not 429.
+        assert.equal(own.status, 402, own.text);
+      } finally {
+        slow.destroy();
+      }
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          callAt(gateway.url, 'POST', `/public/agents/${agent.id}`, {
+            body: 'x'.repeat(1024),
+            headers: { 'x-payment': 'x', 'x-forwarded-for': client },
+          }),
+        ),
+      );
+      const statuses = new Set(answers.map((a) => a.status));
+      assert.ok(statuses.has(429) && !statuses.has(202), [...statuses].join(','));
+      // Unknown ids too: refused by the client's bucket, not read.
+      const scan = await callAt(gateway.url, 'POST', `/public/agents/agt_${randomUUID().replace(/-/g, '')}`, {
+        body: 'x',
+        headers: { 'x-payment': 'x', 'x-forwarded-for': client },
+      });
+      assert.equal(scan.status, 429);
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  it("an MCP call paid in _meta takes the agent's bucket like a call paid in a header", async () => {
+    const gateway = await startCapturedGateway({ publicAddress: { trustProxy: true } });
+    try {
+      const agent = await publicAgent({
+        protocol: 'mcp',
+        mcp_transport: 'streamable_http',
+        rate_limit_rps: 0.01,
+        rate_limit_burst: 1,
+      });
+      const client = `198.18.1.${Math.floor(Math.random() * 250) + 1}`;
+      const request = (meta?: Record<string, unknown>) =>
+        callAt(gateway.url, 'POST', `/public/agents/${agent.id}`, {
+          headers: { 'content-type': 'application/json', 'x-forwarded-for': client },
+          body: JSON.stringify({
+            jsonrpc: '2.0',
+            id: 1,
+            method: 'tools/call',
+            params: { name: 'echo', arguments: {}, ...(meta ? { _meta: meta } : {}) },
+          }),
+        });
+      const unpaid = await request();
+      assert.equal(unpaid.status, 402, unpaid.text);
+      const required = decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string);
+      const payer = v2PayerClient(await newPayer(1_000_000n));
+      const first = await request({ 'x402/payment': await payer.createPaymentPayload(required) });
+      assert.equal(first.status, 202, first.text);
+      const second = await request({ 'x402/payment': await payer.createPaymentPayload(required) });
+      assert.equal(second.status, 429, second.text);
+    } finally {
+      await gateway.close();
+    }
+  });
+  it('signed authorizations from an unfunded key are limited per client like challenges until one settles', async () => {
+    const gateway = await limitedGateway({
+      challengeRpsPerClient: 0.01,
+      rpsPerClient: 1000,
+      challengeRpsPerTenant: 1000,
+      payerRps: 1000,
+    });
+    try {
+      const agent = await publicAgent();
+      const unfunded = await newPayer(0n);
+      const client = `198.18.2.${Math.floor(Math.random() * 250) + 1}`;
+      // Each verifies, is claimed and refused at settlement: its client's challenge token stays taken.
+      const statuses: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        const payment = await signPayment(unfunded, { payTo: agent.pricing.pay_to, value: agent.pricing.amount });
+        const res = await callAt(gateway.url, 'POST', `/public/agents/${agent.id}`, {
+          body: 'x',
+          headers: { 'x-payment': encodePayment(payment), 'x-forwarded-for': client },
+        });
+        statuses.push(res.status);
+      }
+      // The bucket holds one token (0.01/s, at least 1 deep).
+      assert.deepEqual(statuses, [402, 429, 429]);
     } finally {
       await gateway.close();
     }

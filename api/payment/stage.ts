@@ -80,7 +80,13 @@ export function challengeError(
  * The offered payment, decoded and verified against this call's terms; null when the call costs
  * nothing. Throws the challenge when none is offered and the coarse 402 when it does not verify.
  */
-async function verifiedOffer(deps: AppDeps, gate: PaymentGate, call: ProxyCall, headers: PaymentHeaders) {
+async function verifiedOffer(
+  deps: AppDeps,
+  gate: PaymentGate,
+  call: Pick<ProxyCall, 'agent' | 'mcp' | 'resourceUrl' | 'requestId' | 'caller' | 'paymentAnswer'>,
+  headers: PaymentHeaders,
+  resume = true,
+) {
   if (!call.agent.pricing) return null;
   const { config } = gate;
   const requirements = requirementsFor(config, call);
@@ -108,6 +114,8 @@ async function verifiedOffer(deps: AppDeps, gate: PaymentGate, call: ProxyCall, 
   if (!decoded) throw paymentError('invalid payment');
   const { payment, paymentId } = decoded;
   let verified = await verifyGatePayment(config, payment, requirements);
+  // The precheck asks no database: an expired payment may still resume its claim at the stage.
+  if (!verified.ok && verified.cause === 'expired' && !resume) return null;
   if (!verified.ok && verified.cause === 'expired') {
     // Claimed earlier for this call and settled (or its outcome unknown), then not accepted (a
     // crash, an outage), or already answered under this payment identifier: the claim is looked
@@ -135,6 +143,21 @@ export async function payerOf(
 ): Promise<string | null> {
   const offer = await verifiedOffer(deps, gate, call, headers);
   return offer ? getAddress(offer.verified.payment.payer) : null;
+}
+
+/**
+ * A public call's header payment, before its rate-limit tokens are taken or its body read, when
+ * its price does not depend on the body: decoded and checked against the terms and its signature
+ * (no database), so a made-up payment costs the tenant's buckets and body budget nothing. Throws
+ * the stage's 402; the stage verifies it again, claims and settles it.
+ */
+export async function precheckOffer(
+  deps: AppDeps,
+  gate: PaymentGate,
+  call: Pick<ProxyCall, 'agent' | 'resourceUrl' | 'requestId' | 'caller'>,
+  headers: PaymentHeaders,
+): Promise<void> {
+  await verifiedOffer(deps, gate, { ...call, mcp: null }, headers, false);
 }
 
 export async function paymentStage(
@@ -219,7 +242,7 @@ export async function paymentStage(
 async function resumableVerification(
   deps: AppDeps,
   config: PaymentConfig,
-  call: ProxyCall,
+  call: Pick<ProxyCall, 'agent' | 'caller'>,
   payment: Payment,
   requirements: ChallengeEntry,
   paymentId: string | null,

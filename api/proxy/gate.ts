@@ -37,6 +37,8 @@ export type Admitted = {
   giveBack(): Promise<void>;
   /** Runs before policy once the call's facts are known: a public call's payer becomes `call.caller` (public-door.ts). */
   identify?(call: ProxyCall): Promise<void>;
+  /** Runs once the payment stage accepted the call's payment (public-door.ts: the client's attempt token comes back). */
+  settled?(): Promise<void>;
 };
 
 /** A proxied call's context, either door: /v1 (the token's caller in state) or a public agent's URL. */
@@ -180,7 +182,7 @@ export async function runStages(
   deps: AppDeps,
   services: Pick<ProxyServices, 'policy' | 'payment' | 'upstream'>,
   call: ProxyCall,
-  admitted: Pick<Admitted, 'identify'>,
+  admitted: Pick<Admitted, 'identify' | 'settled'>,
   beforePayment?: () => Promise<void>,
 ): Promise<void> {
   await admitted.identify?.(call);
@@ -196,4 +198,5 @@ export async function runStages(
     call,
     paymentHeadersOf((name) => ctx.get(name)),
   );
+  if (call.payment) await admitted.settled?.();
 }

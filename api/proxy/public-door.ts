@@ -8,13 +8,15 @@
 // every agent and per tenant over its public agents, so a flood at one tenant's agent throttles
 // neither another tenant's challenges nor anyone's paid calls. It writes nothing and calls no
 // upstream: an http agent's challenge goes out before the body is read; an MCP agent's, whose
-// price may be the tool's, once the body is parsed, still before policy. A paid call also takes
-// its payer's bucket.
+// price may be the tool's, once the body is parsed, still before policy. Every request takes
+// its client's bucket before the agent is read; one offering a payment header has it checked
+// (no database) before any call token or body byte when its price does not depend on the body.
+// A paid call, in a header or in `_meta`, takes the agent's, tenant's, global and payer buckets.
 import type { Context } from 'koa';
 import { notFound } from '../errors.ts';
 import { bucketsFor, type Bucket } from '../../gateway/ratelimit/index.ts';
 import { ApiError } from '../errors.ts';
-import { challengeError, payerOf } from '../payment/stage.ts';
+import { challengeError, payerOf, precheckOffer } from '../payment/stage.ts';
 import { offeredPayment, paymentHeadersOf } from '../payment/dialect.ts';
 import { clientAddress, publicRequestUrl } from '../public-url.ts';
 import { admitAgent, takeTokens, type Door, type GateCtx } from './gate.ts';
@@ -25,17 +27,25 @@ import type { ProxyServices } from './services.ts';
 /** A bucket's depth: two seconds of its rate. */
 const bucket = (key: string, rate: number): Bucket => ({ key, rate, burst: Math.max(1, Math.ceil(rate * 2)) });
 
-/** The bucket of an unpaid request's client address, over every agent (challenges, pages) or its polls. */
-export function clientBucket(ctx: Context, deps: AppDeps, use: 'challenge' | 'poll'): Bucket {
+/**
+ * The bucket of a request's client address, over every agent: an unpaid request's (challenges,
+ * pages), a request offering a payment in its headers (`paid`, more generous), or a poll's.
+ */
+export function clientBucket(ctx: Context, deps: AppDeps, use: 'challenge' | 'paid' | 'poll'): Bucket {
   const limits = deps.config.publicAgents;
   const address = clientAddress(ctx, deps.config.publicAddress);
-  return use === 'poll'
-    ? bucket(`public-poll:${address}`, limits.pollRpsPerClient)
-    : bucket(`public-client:${address}`, limits.challengeRpsPerClient);
+  if (use === 'poll') return bucket(`public-poll:${address}`, limits.pollRpsPerClient);
+  if (use === 'paid') return bucket(`public-paid-client:${address}`, limits.rpsPerClient);
+  return bucket(`public-client:${address}`, limits.challengeRpsPerClient);
 }
 
 const tenantBucket = (deps: AppDeps, agent: Pick<Agent, 'tenantId'>) =>
   bucket(`public-tenant:${agent.tenantId}`, deps.config.publicAgents.challengeRpsPerTenant);
+
+const challengeBuckets = (ctx: Context, deps: AppDeps, agent: Pick<Agent, 'tenantId'>) => [
+  clientBucket(ctx, deps, 'challenge'),
+  tenantBucket(deps, agent),
+];
 
 /** The public agent the URL names, or 404 (absent, not public, deleted, pending or suspended). */
 function admitPublicAgent(ctx: GateCtx, deps: AppDeps, services: Pick<ProxyServices, 'agents'>) {
@@ -45,13 +55,17 @@ function admitPublicAgent(ctx: GateCtx, deps: AppDeps, services: Pick<ProxyServi
 /**
  * An unpaid request (a challenge, the page): the client's bucket first, so a client scanning
  * ids is refused before it costs reads, then the agent, then its tenant's challenge bucket.
+ * Returns the give-back of both tokens with the agent.
  */
 export async function admitUnpaid(ctx: GateCtx, deps: AppDeps, services: Pick<ProxyServices, 'agents' | 'limiter'>) {
-  await takeTokens(services.limiter, [clientBucket(ctx, deps, 'challenge')]);
+  const client = await takeTokens(services.limiter, [clientBucket(ctx, deps, 'challenge')]);
   const admitted = await admitPublicAgent(ctx, deps, services);
-  await takeTokens(services.limiter, [tenantBucket(deps, admitted.agent)]);
-  return admitted;
+  const tenant = await takeTokens(services.limiter, [tenantBucket(deps, admitted.agent)]);
+  return { ...admitted, giveBackChallenge: { client, tenant } };
 }
+
+/** The price of an MCP agent with per-tool prices is the tool's: known once the body is parsed. */
+const priceKnownBeforeBody = (agent: Agent) => agent.protocol !== 'mcp' || !agent.pricing?.tools;
 
 export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents' | 'limiter' | 'payment'>): Door {
   return {
@@ -59,16 +73,44 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
     async admit(ctx) {
       const headers = paymentHeadersOf((name) => ctx.get(name));
       const unpaid = offeredPayment(headers) === 'none';
-      const admitted = unpaid ? await admitUnpaid(ctx, deps, services) : await admitPublicAgent(ctx, deps, services);
+      const resourceUrl = publicRequestUrl(ctx, deps.config.publicAddress);
+      let challenge: { client: () => Promise<void>; tenant: () => Promise<void> } | null = null;
+      let admitted;
+      if (unpaid) {
+        const { giveBackChallenge, ...rest } = await admitUnpaid(ctx, deps, services);
+        admitted = rest;
+        challenge = giveBackChallenge;
+      } else {
+        // Every request is limited per client before the agent read, a paid one too.
+        await takeTokens(services.limiter, [clientBucket(ctx, deps, 'paid')]);
+        admitted = await admitPublicAgent(ctx, deps, services);
+      }
       const { agent } = admitted;
       const caller = { tenantId: agent.tenantId, userId: '', kind: 'x402' as const };
-      if (unpaid && agent.protocol !== 'mcp') {
-        const resourceUrl = publicRequestUrl(ctx, deps.config.publicAddress);
+      if (unpaid && agent.protocol !== 'mcp')
         throw challengeError(deps.config.payment, { agent, mcp: null, resourceUrl });
+      if (!unpaid && priceKnownBeforeBody(agent)) {
+        // A header payment that does not verify costs no call token and no body read: a 402
+        // charged to the challenge buckets (a stream of made-up payments is limited per client).
+        try {
+          await precheckOffer(
+            deps,
+            services.payment,
+            { agent, resourceUrl, requestId: admitted.requestId, caller },
+            headers,
+          );
+        } catch (err) {
+          await takeTokens(services.limiter, challengeBuckets(ctx, deps, agent));
+          throw err;
+        }
       }
-      const giveBack = unpaid
+      // The call's tokens: the agent's, tenant's and global buckets once a payment is offered in
+      // the headers; an MCP call paid in `_meta` swaps its challenge tokens for them in identify.
+      let release = unpaid
         ? async () => undefined
         : await takeTokens(services.limiter, bucketsFor(agent, deps.config.rateLimit));
+      const giveBack = () => release();
+      let unsettled: () => Promise<void> = async () => undefined;
       return {
         ...admitted,
         caller,
@@ -83,7 +125,7 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
             // per client like unpaid requests; past that, 429).
             if (!unpaid) {
               await giveBack();
-              await takeTokens(services.limiter, [clientBucket(ctx, deps, 'challenge'), tenantBucket(deps, agent)]);
+              await takeTokens(services.limiter, challengeBuckets(ctx, deps, agent));
             }
             throw err;
           }
@@ -93,13 +135,27 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
             throw new ApiError(403, 'free calls are not served on the public URL');
           }
           call.caller = { tenantId: agent.tenantId, userId: `x402:${payer}`, kind: 'x402' };
+          const payerBucket = bucket(`public-payer:${payer}`, deps.config.publicAgents.payerRps);
+          if (challenge) {
+            // Paid in `_meta`: a paid call after all, so it takes what a header-paid call takes;
+            // its client's challenge token stays taken until the payment settles (below).
+            await challenge.tenant();
+            release = await takeTokens(services.limiter, [...bucketsFor(agent, deps.config.rateLimit), payerBucket]);
+            unsettled = challenge.client;
+            return;
+          }
           try {
-            await takeTokens(services.limiter, [bucket(`public-payer:${payer}`, deps.config.publicAgents.payerRps)]);
+            await takeTokens(services.limiter, [payerBucket]);
+            // A correctly signed authorization from an unfunded key verifies, and costs a claim
+            // write and a settle: until its payment settles, a paid attempt also holds a token of
+            // its client's challenge bucket, so a flood of them is limited per client like challenges.
+            unsettled = await takeTokens(services.limiter, [clientBucket(ctx, deps, 'challenge')]);
           } catch (err) {
             await giveBack();
             throw err;
           }
         },
+        settled: () => unsettled(),
       };
     },
   };

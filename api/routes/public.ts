@@ -53,6 +53,14 @@ export function publicRoutes(deps: AppDeps, services: ProxyServices): Router {
   const router = new Router({ prefix: '/public' });
   const door = publicDoor(deps, services);
 
+  // The page and the challenge differ by Accept, and a call's answer or its poll is the payer's
+  // alone: no shared cache may keep or mix them.
+  router.use(async (ctx, next) => {
+    ctx.set('Vary', 'Accept');
+    ctx.set('Cache-Control', 'no-store');
+    await next();
+  });
+
   router.post('/agents/:id', transactionalRoute(deps, services, door));
   router.post('/agents/:id/stream', streamRoute(deps, services, door));
 
