@@ -102,7 +102,7 @@ export function instantParam(name: string, description: string) {
   return z
     .string({ error: (i) => (i.input === undefined ? `${name} is required` : `${name} may be given once`) })
     .min(1, message)
-    .meta({ format: 'date-time', description });
+    .meta({ format: 'date-time', description: `${description} Its instant must fall in years 0001 to 9999 in UTC.` });
 }
 
 /** No U+0000 (PostgreSQL text cannot hold it): said in the schema where a pattern is already given. */

@@ -45,7 +45,10 @@ const CHECKED_TAGS = new Set(['Agents', 'Credentials', 'Settlement', 'Policy']);
 function closed(schema: unknown): unknown {
   if (Array.isArray(schema)) return schema.map(closed);
   if (!schema || typeof schema !== 'object') return schema;
-  const out: Record<string, unknown> = Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, closed(v)]));
+  // An if/then/not subschema constrains some properties of the object it sits in: never closed.
+  const out: Record<string, unknown> = Object.fromEntries(
+    Object.entries(schema).map(([k, v]) => [k, ['if', 'then', 'else', 'not'].includes(k) ? v : closed(v)]),
+  );
   const extra = out.additionalProperties;
   const open = extra === undefined || (typeof extra === 'object' && extra !== null && Object.keys(extra).length === 0);
   if (out.properties && open) out.additionalProperties = false;
@@ -230,6 +233,11 @@ describe('OpenAPI document and reference page', () => {
       ['post', '/v1/agents', {}, { name: uniqueName(), metadata: { k: [1, { n: null }] } }, true],
       ['post', '/v1/agents', {}, { name: uniqueName(), rate_limit_rps: agentMaxRps + 1 }, false],
       ['post', '/v1/agents', {}, { name: uniqueName(), rate_limit_rps: agentMaxRps }, true],
+      // A rule across fields the document states too (if/then): a burst needs a rate.
+      ['post', '/v1/agents', {}, { name: uniqueName(), rate_limit_burst: 5 }, false],
+      ['post', '/v1/agents', {}, { name: uniqueName(), rate_limit_burst: 5, rate_limit_rps: null }, false],
+      ['post', '/v1/agents', {}, { name: uniqueName(), rate_limit_burst: 5, rate_limit_rps: 1 }, true],
+      ['post', '/v1/agents', {}, { name: uniqueName(), rate_limit_burst: null }, true],
       ['post', '/v1/agents', {}, { name: 'x'.repeat(199) + '  ' }, false],
       // Lengths are characters (code points), as JSON Schema counts them, not UTF-16 units.
       ['post', '/v1/agents', {}, { name: `${'\u{1F600}'.repeat(150)}${uniqueName()}` }, true],

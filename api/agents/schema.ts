@@ -133,6 +133,43 @@ const HttpPricingInput = PricingInput.extend({
   description: 'Presence enables the x402 payment gate. No per-tool prices (mcp only).',
 });
 
+const isInteger = { type: 'integer' };
+const MCP_RULES = {
+  mcp_transport: { const: 'streamable_http' },
+  mcp_protocol_version: { anyOf: [{ enum: [...MCP_PROTOCOL_VERSIONS] }, { type: 'null' }] },
+};
+/**
+ * The rules across fields a JSON Schema can state, said in the document (if/then) as well as
+ * checked by agentRuleError: a burst needs a rate; in a PATCH, the protocol it sets bounds the
+ * transport, version and per-tool prices it sends with it (what it leaves to the stored agent
+ * is checked on the result, which no schema of the body can see).
+ */
+const CREATE_RULES = {
+  if: { required: ['rate_limit_burst'], properties: { rate_limit_burst: isInteger } },
+  then: { required: ['rate_limit_rps'], properties: { rate_limit_rps: { type: 'number' } } },
+};
+const PATCH_RULES = {
+  allOf: [
+    {
+      if: { required: ['rate_limit_burst'], properties: { rate_limit_burst: isInteger } },
+      then: { properties: { rate_limit_rps: { type: 'number' } } },
+    },
+    {
+      if: { required: ['protocol'], properties: { protocol: { const: 'mcp' } } },
+      then: { properties: MCP_RULES },
+    },
+    {
+      if: { required: ['protocol'], properties: { protocol: { const: 'http' } } },
+      then: {
+        properties: {
+          mcp_transport: { type: 'null' },
+          pricing: { anyOf: [{ type: 'null' }, { type: 'object', not: { required: ['tools'] } }] },
+        },
+      },
+    },
+  ],
+};
+
 /**
  * The create and update bodies under the operator's rate ceiling. Create is one variant per
  * protocol, so the protocol rules (mcp needs mcp_transport, a known mcp_protocol_version and
@@ -148,32 +185,39 @@ export function agentBodies(ceiling: RateCeiling) {
     pricing: _pricing,
     ...common
   } = fields;
-  const http = z.strictObject({
-    name: NameField,
-    ...common,
-    protocol: z.literal('http').optional().meta({ description: 'Default http.' }),
-    mcp_transport: z.null({ error: 'mcp_transport is only valid when protocol is mcp' }).optional(),
-    mcp_protocol_version: version.meta({ description: 'Not validated for protocol http.' }),
-    pricing: HttpPricingInput.nullable().optional(),
-  });
-  const mcp = z.strictObject({
-    name: NameField,
-    ...common,
-    protocol: z.literal('mcp'),
-    mcp_transport: z.literal('streamable_http', {
-      error: 'mcp_transport must be streamable_http when protocol is mcp',
-    }),
-    mcp_protocol_version: z
-      .enum(MCP_PROTOCOL_VERSIONS, { error: `mcp_protocol_version must be one of ${MCP_PROTOCOL_VERSIONS.join(', ')}` })
-      .nullable()
-      .optional(),
-    pricing: PricingInput.nullable().optional(),
-  });
+  const http = z
+    .strictObject({
+      name: NameField,
+      ...common,
+      protocol: z.literal('http').optional().meta({ description: 'Default http.' }),
+      mcp_transport: z.null({ error: 'mcp_transport is only valid when protocol is mcp' }).optional(),
+      mcp_protocol_version: version.meta({ description: 'Not validated for protocol http.' }),
+      pricing: HttpPricingInput.nullable().optional(),
+    })
+    .meta(CREATE_RULES);
+  const mcp = z
+    .strictObject({
+      name: NameField,
+      ...common,
+      protocol: z.literal('mcp'),
+      mcp_transport: z.literal('streamable_http', {
+        error: 'mcp_transport must be streamable_http when protocol is mcp',
+      }),
+      mcp_protocol_version: z
+        .enum(MCP_PROTOCOL_VERSIONS, {
+          error: `mcp_protocol_version must be one of ${MCP_PROTOCOL_VERSIONS.join(', ')}`,
+        })
+        .nullable()
+        .optional(),
+      pricing: PricingInput.nullable().optional(),
+    })
+    .meta(CREATE_RULES);
   const create = z.discriminatedUnion('protocol', [http, mcp], { error: 'protocol must be http or mcp' }).meta({
     description:
       'rate_limit_burst requires rate_limit_rps; credential_ref must name a credential of the tenant; upstream_url must be a public http(s) URL (else 400).',
   });
   const patch = z.strictObject({ name: NameField.optional(), ...fields }).meta({
+    ...PATCH_RULES,
     description:
       'Partial update: absent keys are unchanged, null clears a nullable field (pricing: null removes the price). Validated like create, on the resulting agent (400).',
   });

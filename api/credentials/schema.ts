@@ -137,6 +137,24 @@ export const CredentialCreateInput = z
   });
 export type CredentialCreateInput = z.infer<typeof CredentialCreateInput>;
 
+/**
+ * What a PUT says of itself, stated in the document too (if/then; the route checks the same on
+ * the credential it would leave): an auth_type it sets other than api_key takes no header_name,
+ * and one sent as a header takes a plaintext that can be one.
+ */
+const UPDATE_RULES = {
+  allOf: [
+    {
+      if: { required: ['auth_type'], properties: { auth_type: { enum: ['none', 'bearer'] } } },
+      then: { properties: { header_name: { type: 'null' } } },
+    },
+    {
+      if: { required: ['auth_type'], properties: { auth_type: { enum: ['bearer', 'api_key'] } } },
+      then: { properties: { plaintext: { type: 'string', pattern: HEADER_SAFE.source } } },
+    },
+  ],
+};
+
 export const CredentialUpdateInput = z
   .strictObject({
     name: NameField.optional(),
@@ -146,9 +164,10 @@ export const CredentialUpdateInput = z
     header_name: HeaderNameField.nullable().optional(),
   })
   .meta({
+    ...UPDATE_RULES,
     id: 'CredentialUpdate',
     description:
-      'Every key is optional; an absent key leaves its value unchanged. A new plaintext or vault_ref is a rotation: version increments.',
+      "Every key is optional; an absent key leaves its value unchanged. A new plaintext or vault_ref is a rotation: version increments. Checked on the credential it would leave (else 400): plaintext only for a managed credential, vault_ref only for a vault one (inside the tenant's own prefix), header_name only with auth_type api_key; a bearer or api_key secret must be printable ASCII without line breaks or edge spaces; the tenant's facilitator credential must keep holding a PEM client certificate and key.",
   });
 export type CredentialUpdateInput = z.infer<typeof CredentialUpdateInput>;
 

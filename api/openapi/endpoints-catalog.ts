@@ -113,6 +113,8 @@ function agentOperations(ceiling: RateCeiling): Operation[] {
       tag: 'Agents',
       summary: 'Soft-delete an agent (status becomes inactive)',
       auth: true,
+      description:
+        'The agent stays readable: GET answers it with status inactive, and GET /v1/agents lists it with status=inactive. It is no longer invocable and every write to it is a 409.',
       params: { path },
       responses: {
         204: { description: 'Deleted (also when it already was).' },
