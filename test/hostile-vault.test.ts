@@ -200,6 +200,9 @@ describe('hostile vault references', function () {
       const polled = await waitForInvocation(token, agent, id);
       const listed = (await call('GET', `/v1/invocations?agent_id=${agent}`, { token })).json;
       const streamed: Reply = await call('POST', `/v1/proxy/${agent}/stream`, { token, body: name });
+      // The row completes before the workflow records its outcome (search attributes, completion):
+      // compare whole histories, so wait for the workflow's end.
+      await stack().temporal.workflow.getHandle(id).result();
       const history = await stack().temporal.workflow.getHandle(id).fetchHistory();
       const described = await stack().temporal.workflow.getHandle(id).describe();
       const events = (history.events ?? []).map((e) => String(e.eventType));
