@@ -118,6 +118,10 @@ def _agent_references(body: dict) -> None:
     pricing = body.get("pricing")
     if isinstance(pricing, dict) and isinstance(pricing.get("pay_to"), str) and HEX_ADDRESS.match(pricing["pay_to"]):
         pricing["pay_to"] = pricing["pay_to"].lower()  # all lower case is always a valid address
+    # A public agent needs a price and its tenant's settlement configuration (docs/API.md), which
+    # the run's tenant does not have: stated in the field's description, not in the schema.
+    if body.get("public") is True:
+        body["public"] = False
 
 
 def _agent_patch(agent_id: str, body: dict) -> None:
