@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { JsonRpcProvider, Wallet } from 'ethers';
 import { stack } from './support/stack.ts';
+import { waitFor } from './support/wait.ts';
 import { call, callAt, uniqueName, waitForInvocation, type Reply } from './support/http.ts';
 import { startProxyApp } from './support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
@@ -118,11 +119,13 @@ describe('payer: an open breaker refuses a paid call before payment', function (
 
   /** The same header, resent while the circuit is still open (each refusal is free), until it is served. */
   async function payOnceRecovered(base: string, agentId: string, path: '' | '/stream', paid: Paid): Promise<Reply> {
-    for (;;) {
-      const res = await send(base, agentId, path, paid.header);
-      if (res.status !== 503 || res.json?.error !== 'upstream unavailable') return res;
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    return waitFor(
+      async () => {
+        const res = await send(base, agentId, path, paid.header);
+        return res.status !== 503 || res.json?.error !== 'upstream unavailable' ? res : null;
+      },
+      { timeoutMs: 60_000, everyMs: 250, what: 'the circuit to half-open' },
+    );
   }
 
   function receiptOf(res: Reply): { success: boolean; transaction: string } {

@@ -3,6 +3,7 @@
 // that holds the port, within API_SHUTDOWN_GRACE_MS. A wrapper (npx, npm exec) would exit on
 // the signal and leave the server running with its port.
 import assert from 'node:assert/strict';
+import { waitFor } from './support/wait.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -81,8 +82,9 @@ describe('a process started as docs/DEPLOYMENT.md says', function () {
     const code = await exited;
     // The started process is gone; the port must be free by the end of the grace (nothing else
     // may still hold it).
-    const deadline = Date.now() + graceMs;
-    while ((await accepts(port)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    await waitFor(async () => !(await accepts(port)), { timeoutMs: graceMs, what: `port ${port} to be free` }).catch(
+      () => undefined,
+    );
     assert.equal(await accepts(port), false, `port ${port} still accepts after the started PID was stopped`);
     assert.equal(code, 0, output);
   });
