@@ -32,7 +32,7 @@ import { finishResult, runAsMain, startResult, type BenchResult, percentile } fr
 import { parseCommand } from '../scripts/lib/cli.ts';
 
 const USAGE = `usage: npm run bench:proxy [-- --concurrency 1,8 --seconds 5 --rounds 3 --starts 200 --streams 20 --stream-mib 32
-                            --profile DIR --only streaming,transactional,memory --json FILE]
+                            --profile DIR --node-flags FLAGS --only streaming,transactional,memory --json FILE]
   The proxy's overhead against a bare proxy and a bare workflow start, and RSS under N streams
   (docs/BENCHMARKS.md, "Proxy"); --json writes the result to FILE.`;
 
@@ -50,6 +50,8 @@ const parseOptions = (argv: string[]) =>
       'stream-mib': { type: 'string', default: '32' },
       /** Write a CPU profile of the gateway process into this directory (for finding hot spots). */
       profile: { type: 'string' },
+      /** Node flags for the gateway process alone (space-separated), to measure their effect. */
+      'node-flags': { type: 'string', default: '' },
       /** Run only these parts (comma-separated: streaming, transactional, memory). */
       only: { type: 'string', default: 'streaming,transactional,memory' },
     },
@@ -192,7 +194,11 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
     const bareUrl = `http://127.0.0.1:${await listeningPort(bare)}`;
     const apiPort = await freePort();
     const gateway = child(
-      [...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : []), 'api/main.ts'],
+      [
+        ...args['node-flags'].split(' ').filter(Boolean),
+        ...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : []),
+        'api/main.ts',
+      ],
       gatewayEnvironment(infra, apiPort),
     );
     gateway.stderr!.on('data', (d: Buffer) => process.stderr.write(`[gateway] ${d}`));
