@@ -6,6 +6,7 @@ import type { AppDeps } from './deps.ts';
 import { createVerifier, requireAuth, type AuthState } from './auth.ts';
 import { badRequest, errorMapper } from './errors.ts';
 import { answerUnservedMethods } from './allowed-methods.ts';
+import { compressOwnAnswers } from './compression.ts';
 import { MAX_BODY_DEPTH, nestsDeeperThan } from './json-depth.ts';
 import { observeRequests } from '../lib/observability/http.ts';
 import { countRateLimitRejection } from './metrics.ts';
@@ -47,6 +48,8 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
   // Outermost: the request id, access log and HTTP metrics see every answer, errors included.
   app.use(traceRequests('api'));
   app.use(observe);
+  // The management and analytics answers (mapped errors included) compressed when accepted; proxied ones never.
+  app.use(compressOwnAnswers());
   app.use(errorMapper(deps.log));
   // 405 with Allow for a served path asked with another method, on every router below.
   app.use(answerUnservedMethods());
