@@ -4,7 +4,7 @@ import { Migration } from '@mikro-orm/migrations';
 // client", "Describing the agent"): the input body's JSON Schema or example, an output example,
 // and per MCP tool its input schema. Shown in the discovery catalog and in v2 challenges; the
 // API validates and bounds it on save.
-export class Migration20261128040000_public_interface extends Migration {
+export class Migration20261128041500_public_interface extends Migration {
   override up(): void {
     this.addSql(`alter table agents add column public_interface jsonb null`);
   }
