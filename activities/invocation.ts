@@ -1,4 +1,4 @@
-// The transactional invocation's activities: load what the row references (the claim check),
+// The transactional invocation's activities: load what the row references (its stored body),
 // call the upstream through the shared client (SSRF guard, breaker, retries), record the
 // outcome. Idempotent by design: a retried attempt finds the row already terminal and returns
 // it; an attempt that may already have reached the upstream before its worker died is not
@@ -168,8 +168,8 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
       // heartbeat timed out): the loser retries, sees the count, and follows the rule above.
       // The load has counted it already when none of the steps above could stop the call or
       // needed I/O (no credential): the usual case, one statement fewer.
-      if (!row.claimed && !(await store.claim(invocationId, row.attempts)))
-        throw ApplicationFailure.retryable('another attempt claimed the invocation', 'InvocationClaimed');
+      if (!row.leased && !(await store.leaseAttempt(invocationId, row.attempts)))
+        throw ApplicationFailure.retryable('another attempt holds the invocation', 'AttemptLeased');
 
       const heartbeat = setInterval(() => Context.current().heartbeat(), 2_000);
       try {

@@ -3,7 +3,7 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { CredentialSchema } from '../credentials/entity.ts';
 import { SettlementConfigSchema } from '../settlement/entity.ts';
-import { PaymentClaimSchema } from '../payment/entity.ts';
+import { PaymentBindingSchema } from '../payment/entity.ts';
 
 export type Pricing = {
   amount: string;
@@ -11,6 +11,17 @@ export type Pricing = {
   network: 'base';
   pay_to: string;
   tools?: Record<string, string>;
+};
+
+/** A public agent's self-description (api/agents/public-interface.ts validates it on save). */
+export type PublicInterface = {
+  input_schema?: Record<string, unknown>;
+  input_example?: unknown;
+  output_example?: unknown;
+  tools?: Record<
+    string,
+    { description?: string; input_schema?: Record<string, unknown>; example?: Record<string, unknown> }
+  >;
 };
 
 export const AgentSchema = defineEntity({
@@ -39,6 +50,8 @@ export const AgentSchema = defineEntity({
     /** Open to any x402 client at the public URLs, no token (docs/API.md "Selling an agent to any x402 client"). */
     public: p.boolean().default(false),
     publicDescription: p.string().nullable().default(null),
+    /** What a caller needs to call the public agent (discovery, v2 challenges); validated by the API. */
+    publicInterface: p.json<PublicInterface>().nullable().default(null),
     deletedAt: p.datetime().nullable(),
     createdBy: p.string(),
     createdAt: p.datetime(),
@@ -113,5 +126,5 @@ export const gatewayEntities = [
   InvocationSchema,
   CredentialSchema,
   SettlementConfigSchema,
-  PaymentClaimSchema,
+  PaymentBindingSchema,
 ];

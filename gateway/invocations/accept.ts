@@ -1,4 +1,4 @@
-// Writing an accepted transactional call: its body (the claim check) and its `pending` row,
+// Writing an accepted transactional call: its body (stored by id: gateway/body-store.ts) and its `pending` row,
 // in one commit. Unpaid calls — nearly all — take one statement (a data-modifying CTE when the
 // body store lives in this database: one round trip, one commit, far cheaper than the ORM's
 // unit of work; docs/BENCHMARKS.md, "Proxy"), prepared once per
@@ -7,7 +7,7 @@
 // call) or writes nothing.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { InvocationSchema, type Invocation } from '../db/entities.ts';
-import { flushBindingPayment, type ClaimKey } from '../payment/claims.ts';
+import { flushBindingPayment, type PaymentKey } from '../payment/binding.ts';
 import { decisionInsertSql, type DecisionRecord } from '../policy/store.ts';
 import type { BodyStore } from '../body-store.ts';
 import { ADMITTED_CALL_FIELDS, invocationColumns } from './columns.ts';
@@ -50,7 +50,7 @@ export async function writeAccepted(
   { orm, bodies, statements }: AcceptStores,
   row: AcceptedRow,
   body: Buffer,
-  payment: ClaimKey | null,
+  payment: PaymentKey | null,
   decision: DecisionRecord | null = null,
 ): Promise<void> {
   const ctes: Array<[string, { sql: string; params: unknown[] }]> = decision

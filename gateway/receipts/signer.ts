@@ -7,7 +7,7 @@
 import { keyRingLoader } from './keys.ts';
 import { signReceipt } from './receipt.ts';
 import { receiptsIssued } from '../metrics.ts';
-import { receiptClaimsOf, type ReceiptFacts } from './store.ts';
+import { receiptFieldsOf, type ReceiptFacts } from './store.ts';
 import type { ReceiptConfig } from './config.ts';
 
 export type SignedReceipt = { kid: string; jws: string };
@@ -29,7 +29,7 @@ export function createReceiptSigner(config: ReceiptConfig): (facts: ReceiptFacts
   return async (facts) => {
     const ring = keys();
     if (!ring) throw new NoSigningKeyError();
-    const jws = await signReceipt({ ...receiptClaimsOf(facts), iat: Math.floor(Date.now() / 1000) }, ring.active);
+    const jws = await signReceipt({ ...receiptFieldsOf(facts), iat: Math.floor(Date.now() / 1000) }, ring.active);
     return { kid: ring.active.kid, jws };
   };
 }

@@ -2,7 +2,7 @@
 // digests). One receipt per invocation: the first insert wins, a retried activity reads the
 // one already signed instead of signing a second, different one.
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { ReceiptClaims } from './receipt.ts';
+import type { ReceiptFields } from './receipt.ts';
 
 type Row = Record<string, any>;
 
@@ -26,7 +26,7 @@ export type ReceiptFacts = {
   paymentTransaction?: string | null;
 };
 
-export function receiptClaimsOf(f: ReceiptFacts): Omit<ReceiptClaims, 'iat'> {
+export function receiptFieldsOf(f: ReceiptFacts): Omit<ReceiptFields, 'iat'> {
   const paid = f.paymentNetwork != null && f.paymentPayer != null && f.paymentAmount != null;
   return {
     ver: 1,
