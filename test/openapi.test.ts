@@ -279,7 +279,7 @@ describe('OpenAPI document and reference page', () => {
       ['', openapiRoutes({ rps: 1, burst: 1 })],
       ['', jwksRoutes(deps)],
       ...[
-        agentRoutes(deps, createAgentRows(deps.orm, stack().feed)),
+        agentRoutes(deps, createAgentRows(deps.orm, stack().feed), none),
         credentialRoutes(deps),
         settlementRoutes(deps),
         proxyRoutes(deps, none as ProxyServices),
