@@ -164,8 +164,8 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
       // heartbeat timed out): the loser retries, sees the count, and follows the rule above.
       // The load has counted it already when none of the steps above could stop the call or
       // needed I/O (no credential): the usual case, one statement fewer.
-      if (!row.claimed && !(await store.claim(invocationId, row.attempts)))
-        throw ApplicationFailure.retryable('another attempt claimed the invocation', 'InvocationClaimed');
+      if (!row.leased && !(await store.leaseAttempt(invocationId, row.attempts)))
+        throw ApplicationFailure.retryable('another attempt holds the invocation', 'AttemptLeased');
 
       const heartbeat = setInterval(() => Context.current().heartbeat(), 2_000);
       try {

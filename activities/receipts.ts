@@ -19,20 +19,20 @@ export function createReceiptActivities(deps: { orm: MikroORM; receipts: Receipt
   const sign = createClaimsSigner(deps.receipts);
   return {
     async issueReceipt(invocationId) {
-      const claims = await store.claimsFor(invocationId);
+      const fields = await store.fieldsFor(invocationId);
       // The workflow calls this only after the row is terminal; anything else is a bug worth retrying loudly.
-      if (!claims) throw ApplicationFailure.retryable('invocation is not complete', 'InvocationNotComplete');
-      const existing = await store.get(claims.tenant_id, invocationId);
+      if (!fields) throw ApplicationFailure.retryable('invocation is not complete', 'InvocationNotComplete');
+      const existing = await store.get(fields.tenant_id, invocationId);
       if (existing) return { kid: existing.kid };
       let signed: SignedReceipt;
       try {
-        signed = await sign(claims);
+        signed = await sign(fields);
       } catch (err) {
         if (err instanceof NoSigningKeyError) throw ApplicationFailure.retryable(err.message, 'NoSigningKey');
         throw err;
       }
       const { kid, jws } = signed;
-      const saved = await store.save({ invocationId, tenantId: claims.tenant_id, agentId: claims.agent_id, kid, jws });
+      const saved = await store.save({ invocationId, tenantId: fields.tenant_id, agentId: fields.agent_id, kid, jws });
       if (saved.jws === jws) receiptsIssued.inc({ kid: saved.kid });
       return { kid: saved.kid };
     },

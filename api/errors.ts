@@ -5,6 +5,7 @@ import type { Context, Next } from 'koa';
 import type { Logger } from '../lib/log.ts';
 import { errorFrames, errorKind } from '../lib/error-kind.ts';
 import { ApiError } from '../lib/http-error.ts';
+import { PaymentAlreadyBound } from '../gateway/payment/binding.ts';
 import { PAYMENT_RESPONSE_HEADER } from './payment/dialect.ts';
 
 export { ApiError, badRequest, conflict, notFound, unprocessable } from '../lib/http-error.ts';
@@ -16,7 +17,9 @@ export function errorMapper(log: Logger) {
   return async function mapErrors(ctx: Context, next: Next): Promise<void> {
     try {
       await next();
-    } catch (err) {
+    } catch (caught) {
+      // The domain's refusals, as the v1 contract answers them.
+      const err = caught instanceof PaymentAlreadyBound ? new ApiError(402, caught.message) : caught;
       if (err instanceof ApiError) {
         // A 402 says the payment bought nothing: whatever set a receipt before the refusal
         // (a settled payment another request then bound), it does not go out with one.

@@ -1,7 +1,7 @@
 // Checks an invocation's trust receipt offline (docs/RECEIPTS.md): the receipt (a compact JWS,
 // EdDSA over Ed25519) and the gateway's public keys (/.well-known/jwks.json) are fetched once;
 // then, with plain jose and no further call to the gateway, the signature is checked against
-// the published key its `kid` names and the claims are printed. When BODY is set, the SHA-256
+// the published key its `kid` names and the fields are printed. When BODY is set, the SHA-256
 // of that request body is compared with the receipt's `request_sha256`: the receipt commits to
 // what was sent, never holding the body itself. The agent must have `"emit_receipts": true`.
 // Settings: GATEWAY_URL and TOKEN (examples/settings.ts), and
@@ -38,23 +38,23 @@ for (let waited = 0; !receipt; waited += 250) {
 const jwks = await api<JSONWebKeySet>(s, 'GET', '/.well-known/jwks.json', 200);
 
 // 2. Offline: nothing below talks to the gateway.
-type Claims = { ver: number; invocation_id: string; request_sha256: string | null; status: string };
+type Fields = { ver: number; invocation_id: string; request_sha256: string | null; status: string };
 try {
   const header = decodeProtectedHeader(receipt.receipt);
   if (header.typ !== 'gateway-receipt+jws') throw new Error(`not a gateway receipt (typ ${String(header.typ)})`);
   const { payload } = await compactVerify(receipt.receipt, createLocalJWKSet(jwks), {
     algorithms: ['EdDSA', 'Ed25519'],
   });
-  const claims = JSON.parse(new TextDecoder().decode(payload)) as Claims;
-  if (claims.ver !== 1) throw new Error(`unknown receipt version ${claims.ver}`);
-  if (claims.invocation_id !== invocationId) throw new Error(`the receipt is for ${claims.invocation_id}`);
-  console.log(`receipt verified (key ${String(header.kid)}): invocation ${invocationId} ${claims.status}`);
-  console.log(JSON.stringify(claims, null, 2));
+  const fields = JSON.parse(new TextDecoder().decode(payload)) as Fields;
+  if (fields.ver !== 1) throw new Error(`unknown receipt version ${fields.ver}`);
+  if (fields.invocation_id !== invocationId) throw new Error(`the receipt is for ${fields.invocation_id}`);
+  console.log(`receipt verified (key ${String(header.kid)}): invocation ${invocationId} ${fields.status}`);
+  console.log(JSON.stringify(fields, null, 2));
   const body = process.env.BODY;
   if (body !== undefined) {
     const digest = createHash('sha256').update(body).digest('hex');
-    if (digest !== claims.request_sha256)
-      throw new Error(`BODY is not what the call sent: SHA-256 ${digest}, the receipt says ${claims.request_sha256}`);
+    if (digest !== fields.request_sha256)
+      throw new Error(`BODY is not what the call sent: SHA-256 ${digest}, the receipt says ${fields.request_sha256}`);
     console.log(`request body matches the receipt (SHA-256 ${digest})`);
   }
 } catch (err) {

@@ -2,7 +2,7 @@
 // FILE holds the compact JWS, or the JSON answer of GET /v1/invocations/{id}/receipt. The
 // public keys come from --jwks (a saved /.well-known/jwks.json, or its URL), else from the
 // local key folder (RECEIPT_KEYS_DIR, default DATA_DIR/receipt-keys). Prints the verified
-// claims and exits 0; prints why and exits 1 when the receipt does not verify.
+// fields and exits 0; prints why and exits 1 when the receipt does not verify.
 import { readFileSync } from 'node:fs';
 import type { JWK } from 'jose';
 import { verifyReceipt } from '../gateway/receipts/receipt.ts';
@@ -59,8 +59,8 @@ async function jwks(): Promise<{ keys: JWK[] }> {
 
 try {
   const jws = receiptOf(readText(positionals[0], 'receipt file'));
-  const { kid, claims } = await verifyReceipt(jws, await jwks());
-  process.stdout.write(`receipt verified (key ${kid})\n${JSON.stringify(claims, null, 2)}\n`);
+  const { kid, fields } = await verifyReceipt(jws, await jwks());
+  process.stdout.write(`receipt verified (key ${kid})\n${JSON.stringify(fields, null, 2)}\n`);
 } catch (err) {
   if (err instanceof UsageError) {
     process.stderr.write(`verify-receipt: ${err.message}\n`);

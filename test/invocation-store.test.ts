@@ -49,12 +49,12 @@ describe('invocation store (transactional activity statements)', () => {
       )) as Array<Record<string, unknown>>
     )[0];
 
-  it('loads row, agent and body in one statement and claims the row when nothing can stop the call', async () => {
+  it('loads row, agent and body in one statement and leases the attempt when nothing can stop the call', async () => {
     const store = createInvocationStore(stack().orm);
     const id = await invocation(await agent(), Buffer.from('hello'));
     const loaded = await store.load(id, { withBody: true });
-    assert.equal(loaded?.claimed, true);
-    assert.equal(loaded?.attempts, 0, 'the fields are as loaded, before the claim');
+    assert.equal(loaded?.leased, true);
+    assert.equal(loaded?.attempts, 0, 'the fields are as loaded, before the lease');
     assert.equal(loaded?.requestBody?.toString(), 'hello');
     assert.deepEqual(loaded?.requestHeaders, { 'content-type': 'text/plain' });
     assert.equal(loaded?.agent?.upstreamUrl, 'http://127.0.0.1:9/agent');
@@ -69,25 +69,25 @@ describe('invocation store (transactional activity statements)', () => {
     assert.equal(await store.load(`inv_${randomUUID().replaceAll('-', '')}`, { withBody: true }), undefined);
   });
 
-  it('does not claim an attempt after the first (a retry), unless the agent opted in to re-sending', async () => {
+  it('does not lease an attempt after the first (a retry), unless the agent opted in to re-sending', async () => {
     const store = createInvocationStore(stack().orm);
     const plain = await invocation(await agent());
     const optIn = await invocation(await agent({ retryNonIdempotent: true }));
-    for (const id of [plain, optIn]) assert.equal((await store.load(id, { withBody: true }))?.claimed, true);
+    for (const id of [plain, optIn]) assert.equal((await store.load(id, { withBody: true }))?.leased, true);
     const retriedPlain = await store.load(plain, { withBody: true });
-    assert.equal(retriedPlain?.claimed, false);
+    assert.equal(retriedPlain?.leased, false);
     assert.equal(retriedPlain?.attempts, 1, 'the retry sees the earlier attempt (and completes the row interrupted)');
-    assert.equal((await store.load(optIn, { withBody: true }))?.claimed, true);
+    assert.equal((await store.load(optIn, { withBody: true }))?.leased, true);
     assert.equal((await rowOf(plain)).attempts, 1);
     assert.equal((await rowOf(optIn)).attempts, 2);
   });
 
-  it('leaves the claim to the activity when a credential must be resolved or no upstream is set', async () => {
+  it('leaves the lease to the activity when a credential must be resolved or no upstream is set', async () => {
     const store = createInvocationStore(stack().orm);
     const withCredential = await invocation(await agent({ credentialRef: 'cred_x' }));
     const noUpstream = await invocation(await agent({ upstreamUrl: null }));
     for (const id of [withCredential, noUpstream]) {
-      assert.equal((await store.load(id, { withBody: true }))?.claimed, false);
+      assert.equal((await store.load(id, { withBody: true }))?.leased, false);
       assert.deepEqual(await rowOf(id), {
         status: 'pending',
         attempts: 0,
@@ -102,10 +102,10 @@ describe('invocation store (transactional activity statements)', () => {
   it('lets only one of two racing attempts count itself', async () => {
     const store = createInvocationStore(stack().orm);
     const id = await invocation(await agent({ credentialRef: 'cred_x' }));
-    // Both attempts loaded the row before either claimed it (a zombie and its retry).
+    // Both attempts loaded the row before either leased it (a zombie and its retry).
     const [a, b] = [await store.load(id, { withBody: true }), await store.load(id, { withBody: true })];
-    const claims = await Promise.all([store.claim(id, a!.attempts), store.claim(id, b!.attempts)]);
-    assert.deepEqual(claims.sort(), [false, true]);
+    const leases = await Promise.all([store.leaseAttempt(id, a!.attempts), store.leaseAttempt(id, b!.attempts)]);
+    assert.deepEqual(leases.sort(), [false, true]);
     assert.equal((await rowOf(id)).attempts, 1);
   });
 
@@ -145,7 +145,7 @@ describe('invocation store (transactional activity statements)', () => {
       latency_ms: '12',
       response_body_id: captured.id,
     });
-    assert.equal((await store.load(id, { withBody: true }))?.claimed, false, 'a terminal row is never claimed again');
+    assert.equal((await store.load(id, { withBody: true }))?.leased, false, 'a terminal row is never leased again');
     assert.equal(
       await store.complete(`inv_${randomUUID().replaceAll('-', '')}`, { status: 'failed', errorClass: 'internal' }),
       undefined,

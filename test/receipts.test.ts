@@ -1,7 +1,7 @@
 // Trust receipts end to end: an agent with emit_receipts, a real invocation through the
 // workflow, the receipt fetched, verified against the published JWKS (with this project's
 // verifier, independently with plain jose, and offline with `npm run verify-receipt`), its
-// claims checked against the request, the upstream's answer and the invocation; a paid
+// fields checked against the request, the upstream's answer and the invocation; a paid
 // call's receipt carries the payment; keys rotate without breaking old receipts.
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
@@ -94,24 +94,24 @@ describe('trust receipts', function () {
 
     // Independently of our verifier: plain jose against the published set.
     const { payload } = await compactVerify(receipt.json.receipt, createLocalJWKSet(keys as never));
-    const claims = JSON.parse(new TextDecoder().decode(payload));
-    assert.deepEqual((await verifyReceipt(receipt.json.receipt, keys as never)).claims, claims);
+    const fields = JSON.parse(new TextDecoder().decode(payload));
+    assert.deepEqual((await verifyReceipt(receipt.json.receipt, keys as never)).fields, fields);
 
-    assert.equal(claims.invocation_id, invocation.invocation_id);
-    assert.equal(claims.tenant_id, tenant);
-    assert.equal(claims.agent_id, agentId);
-    assert.equal(claims.status, 'succeeded');
-    assert.equal(claims.request_sha256, sha256(body));
+    assert.equal(fields.invocation_id, invocation.invocation_id);
+    assert.equal(fields.tenant_id, tenant);
+    assert.equal(fields.agent_id, agentId);
+    assert.equal(fields.status, 'succeeded');
+    assert.equal(fields.request_sha256, sha256(body));
     assert.equal(
-      claims.response_sha256,
+      fields.response_sha256,
       sha256(answers.get(body)!),
       'the digest of the answer the upstream gave, though the body was not captured',
     );
     assert.equal(invocation.response_body_b64, undefined);
-    assert.equal(claims.upstream_status, 200);
-    assert.equal(claims.latency_ms, invocation.latency_ms);
-    assert.equal(claims.completed_at, new Date(invocation.completed_at).toISOString());
-    assert.equal(claims.payment, null);
+    assert.equal(fields.upstream_status, 200);
+    assert.equal(fields.latency_ms, invocation.latency_ms);
+    assert.equal(fields.completed_at, new Date(invocation.completed_at).toISOString());
+    assert.equal(fields.payment, null);
     assert.ok(!receipt.text.includes(body), 'the receipt carries digests, never the body');
   });
 
@@ -140,11 +140,11 @@ describe('trust receipts', function () {
 
     // One changed claim: the signature no longer holds.
     const [h, p, s] = receipt.json.receipt.split('.');
-    const claims = JSON.parse(Buffer.from(p, 'base64url').toString());
-    claims.upstream_status = 201;
+    const fields = JSON.parse(Buffer.from(p, 'base64url').toString());
+    fields.upstream_status = 201;
     writeFileSync(
       join(dir, 'tampered.jws'),
-      [h, Buffer.from(JSON.stringify(claims)).toString('base64url'), s].join('.'),
+      [h, Buffer.from(JSON.stringify(fields)).toString('base64url'), s].join('.'),
     );
     const bad = run(join(dir, 'tampered.jws'));
     assert.equal(bad.status, 1);
@@ -175,11 +175,11 @@ describe('trust receipts', function () {
     const { invocation, receipt } = await invokeForReceipt(broken, body);
     assert.equal(invocation.status, 'failed');
     assert.equal(receipt.status, 200);
-    const { claims } = await verifyReceipt(receipt.json.receipt, (await jwks()) as never);
-    assert.equal(claims.status, 'failed');
-    assert.equal(claims.upstream_status, null);
-    assert.equal(claims.response_sha256, null);
-    assert.equal(claims.request_sha256, sha256(body));
+    const { fields } = await verifyReceipt(receipt.json.receipt, (await jwks()) as never);
+    assert.equal(fields.status, 'failed');
+    assert.equal(fields.upstream_status, null);
+    assert.equal(fields.response_sha256, null);
+    assert.equal(fields.request_sha256, sha256(body));
 
     const history = await stack().temporal.workflow.getHandle(invocation.invocation_id).fetchHistory();
     const scheduled = (history.events ?? []).flatMap((e) =>
@@ -236,12 +236,12 @@ describe('trust receipts', function () {
         paidToken,
       );
       assert.equal(receipt.status, 200, receipt.text);
-      const { claims } = await verifyReceipt(receipt.json.receipt, (await jwks()) as never);
-      assert.equal(claims.payment?.network, 'base');
-      assert.equal(claims.payment?.payer, invocation.payment_payer);
-      assert.equal(claims.payment?.payer.toLowerCase(), payer.address.toLowerCase());
-      assert.equal(claims.payment?.amount, '1500');
-      assert.match(claims.payment?.transaction ?? '', /^0x[0-9a-f]{64}$/);
+      const { fields } = await verifyReceipt(receipt.json.receipt, (await jwks()) as never);
+      assert.equal(fields.payment?.network, 'base');
+      assert.equal(fields.payment?.payer, invocation.payment_payer);
+      assert.equal(fields.payment?.payer.toLowerCase(), payer.address.toLowerCase());
+      assert.equal(fields.payment?.amount, '1500');
+      assert.match(fields.payment?.transaction ?? '', /^0x[0-9a-f]{64}$/);
     } finally {
       await account.client.close();
     }

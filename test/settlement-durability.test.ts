@@ -34,7 +34,7 @@ import { Transaction, Wallet } from 'ethers';
 import { DEV_ACCOUNTS, tokenContract } from '../scripts/dev/chain.ts';
 import { signedAttempts } from '../facilitator/store/gas.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
-import { isCancelRaw } from '../facilitator/settlement/send.ts';
+import { isCancelRaw } from '../facilitator/settlement/signed.ts';
 import { startLaggingRpc, type LaggingRpc } from './support/lagging-rpc.ts';
 
 describe('settlement durability', function () {

@@ -44,7 +44,7 @@ import { fund, tokenContract } from '../scripts/dev/chain.ts';
 import type { Payment } from '../x402/schemas.ts';
 import { signedAttempts } from '../facilitator/store/gas.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
-import { isCancelRaw } from '../facilitator/settlement/send.ts';
+import { isCancelRaw } from '../facilitator/settlement/signed.ts';
 
 describe('an authorization used outside the facilitator’s own transfer', function () {
   this.timeout(120_000);

@@ -35,7 +35,7 @@ import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { fund, tokenContract } from '../scripts/dev/chain.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { signedAttempts } from '../facilitator/store/gas.ts';
-import { isCancelRaw } from '../facilitator/settlement/send.ts';
+import { isCancelRaw } from '../facilitator/settlement/signed.ts';
 
 const STILL_SETTLING = 'payment is still settling; retry with the same payment header';
 

@@ -66,17 +66,17 @@ describe('streaming receipts and row writes', () => {
     const receipt = await receiptOf(token, invocationId);
     const row = await waitForRow(invocationId);
     const jwks = (await call('GET', '/.well-known/jwks.json')).json;
-    const { kid, claims } = await verifyReceipt(receipt.receipt, jwks);
+    const { kid, fields } = await verifyReceipt(receipt.receipt, jwks);
     assert.equal(kid, receipt.kid);
-    assert.equal(claims.invocation_id, invocationId);
-    assert.equal(claims.agent_id, agentId);
-    assert.equal(claims.status, 'succeeded');
-    assert.equal(claims.upstream_status, 200);
-    assert.equal(claims.request_sha256, sha256(sent));
-    assert.equal(claims.response_sha256, sha256(received));
-    assert.equal(claims.latency_ms, Number(row.latencyMs));
-    assert.equal(claims.completed_at, row.completedAt!.toISOString(), 'the receipt says what the row says');
-    assert.equal(claims.payment, null);
+    assert.equal(fields.invocation_id, invocationId);
+    assert.equal(fields.agent_id, agentId);
+    assert.equal(fields.status, 'succeeded');
+    assert.equal(fields.upstream_status, 200);
+    assert.equal(fields.request_sha256, sha256(sent));
+    assert.equal(fields.response_sha256, sha256(received));
+    assert.equal(fields.latency_ms, Number(row.latencyMs));
+    assert.equal(fields.completed_at, row.completedAt!.toISOString(), 'the receipt says what the row says');
+    assert.equal(fields.payment, null);
   });
 
   it('signs a failed streaming call too, without a response digest when the answer broke off', async () => {
@@ -97,10 +97,10 @@ describe('streaming receipts and row writes', () => {
       await res.body.dump().catch(() => undefined);
       const invocationId = String(res.headers['x-gateway-invocation-id']);
       const receipt = await receiptOf(token, invocationId);
-      const { claims } = await verifyReceipt(receipt.receipt, (await call('GET', '/.well-known/jwks.json')).json);
-      assert.equal(claims.status, 'failed');
-      assert.equal(claims.request_sha256, sha256('abc'));
-      assert.equal(claims.response_sha256, null);
+      const { fields } = await verifyReceipt(receipt.receipt, (await call('GET', '/.well-known/jwks.json')).json);
+      assert.equal(fields.status, 'failed');
+      assert.equal(fields.request_sha256, sha256('abc'));
+      assert.equal(fields.response_sha256, null);
     } finally {
       await broken.close();
     }

@@ -1,16 +1,16 @@
 // The x402 payment-identifier extension (x402 specs/extensions/payment_identifier.md): a payer
 // that sends an `id` with its v2 (or MCP) payment and retries with the same `id` gets the first
 // attempt's outcome instead of a second call or charge. The identifier is kept with the payment's
-// claim, scoped to the tenant, the agent and the payer, for X402_SETTLED_RESUME_HOURS (24 h).
+// binding, scoped to the tenant, the agent and the payer, for X402_SETTLED_RESUME_HOURS (24 h).
 // - same id, same authorization, already bound to a call: that call's answer again, `202
 //   {invocation_id}` with X-Gateway-Invocation-ID and the receipt header naming the same
 //   transaction (nothing is verified against the chain, settled or forwarded again);
-// - same id, same authorization, not bound (still settling, or released): the claim resumes as
+// - same id, same authorization, not bound (still settling, or released): the payment resumes as
 //   without an identifier;
-// - same id, another authorization: `409`, before anything is claimed or settled.
+// - same id, another authorization: `409`, before anything is recorded or settled.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError, conflict } from '../errors.ts';
-import { identifiedClaim } from '../../gateway/payment/claims.ts';
+import { paymentByIdentifier } from '../../gateway/payment/binding.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 import { PAYMENT_RESPONSE_HEADER, paymentResponseValue, type Dialect } from './dialect.ts';
 
@@ -32,14 +32,14 @@ export type IdentifiedPayment = {
 
 /**
  * Throws the first attempt's answer or the 409 when the identifier is known; returns when it
- * is new, or names this very authorization still unbound (the claim then resumes).
+ * is new, or names this very authorization still unbound (the payment then resumes).
  */
 export async function answerKnownIdentifier(
   em: EntityManager,
   config: PaymentConfig,
   offered: IdentifiedPayment,
 ): Promise<void> {
-  const known = await identifiedClaim(em, offered, config.settledResumeMs);
+  const known = await paymentByIdentifier(em, offered, config.settledResumeMs);
   if (!known) return;
   if (known.nonce !== offered.nonce) throw identifierConflict();
   if (!known.invocationId) return;
@@ -56,11 +56,11 @@ export async function answerKnownIdentifier(
 }
 
 /** Whether this tenant's agent holds `paymentId` for this authorization, bound to a call, within the window. */
-export async function identifiesBoundClaim(
+export async function identifiesBoundPayment(
   em: EntityManager,
   config: PaymentConfig,
   offered: Omit<IdentifiedPayment, 'dialect'>,
 ): Promise<boolean> {
-  const known = await identifiedClaim(em, offered, config.settledResumeMs);
+  const known = await paymentByIdentifier(em, offered, config.settledResumeMs);
   return !!known && known.nonce === offered.nonce && !!known.invocationId;
 }

@@ -2,7 +2,7 @@
 // - priced agent, no payment header: 402 with the x402 v1 challenge in the body and the v2 one
 //   in PAYMENT-REQUIRED; nothing recorded or forwarded;
 // - X-PAYMENT (v1) or PAYMENT-SIGNATURE (v2, dialect.ts): decoded and verified here (the
-//   gateway holds no key; it only checks the payer's EIP-712 signature and the terms), claimed
+//   gateway holds no key; it only checks the payer's EIP-712 signature and the terms), recorded
 //   in PostgreSQL, then, when the tenant has settlement configured, settled through its
 //   facilitator before the upstream is called. Both dialects take the same path from the
 //   decoded v1 Payment on; only the receipt header differs.
@@ -20,7 +20,13 @@ import { verifyGatePayment, type GateVerifyResult } from './verify.ts';
 import { loadSettlementClientTls } from '../../gateway/settlement/tls.ts';
 import { settlements } from '../../gateway/metrics.ts';
 import { challengeFor, requirementsFor } from './requirements.ts';
-import { claimPayment, recordSettlement, resumableUnboundClaim, type ClaimKey } from '../../gateway/payment/claims.ts';
+import {
+  PaymentAlreadyBound,
+  recordPayment,
+  recordSettlement,
+  resumableUnboundPayment,
+  type PaymentKey,
+} from '../../gateway/payment/binding.ts';
 import type { ChallengeEntry, Payment } from '../../x402/schemas.ts';
 import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
 import {
@@ -34,7 +40,7 @@ import {
   type PaymentHeaders,
 } from './dialect.ts';
 import { inAnswerStyle } from './mcp-transport.ts';
-import { answerKnownIdentifier, identifierConflict, identifiesBoundClaim } from './identifier.ts';
+import { answerKnownIdentifier, identifierConflict, identifiesBoundPayment } from './identifier.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
 /** Retry-After of a 503 whose payment is still settling: a settle answers within seconds. */
@@ -114,11 +120,11 @@ async function verifiedOffer(
   if (!decoded) throw paymentError('invalid payment');
   const { payment, paymentId } = decoded;
   let verified = await verifyGatePayment(config, payment, requirements);
-  // The precheck asks no database: an expired payment may still resume its claim at the stage.
+  // The precheck asks no database: an expired payment may still resume at the stage.
   if (!verified.ok && verified.cause === 'expired' && !resume) return null;
   if (!verified.ok && verified.cause === 'expired') {
-    // Claimed earlier for this call and settled (or its outcome unknown), then not accepted (a
-    // crash, an outage), or already answered under this payment identifier: the claim is looked
+    // Recorded earlier for this call and settled (or its outcome unknown), then not accepted (a
+    // crash, an outage), or already answered under this payment identifier: the payment is looked
     // up before the window decides, so the same payment resumes it, bound without settling again
     // or settled again (the facilitator dedupes), or gets its first answer back.
     verified = (await resumableVerification(deps, config, call, payment, requirements, paymentId)) ?? verified;
@@ -133,7 +139,7 @@ async function verifiedOffer(
 /**
  * The checksummed address of the payer of this call's offered payment, verified against the
  * call's terms; null when the call costs nothing. A public call's caller (api/proxy/public-door.ts),
- * known before policy; the payment stage then verifies it again, claims and settles it.
+ * known before policy; the payment stage then verifies it again, records and settles it.
  */
 export async function payerOf(
   deps: AppDeps,
@@ -149,7 +155,7 @@ export async function payerOf(
  * A public call's header payment, before its rate-limit tokens are taken or its body read, when
  * its price does not depend on the body: decoded and checked against the terms and its signature
  * (no database), so a made-up payment costs the tenant's buckets and body budget nothing. Throws
- * the stage's 402; the stage verifies it again, claims and settles it.
+ * the stage's 402; the stage verifies it again, records and settles it.
  */
 export async function precheckOffer(
   deps: AppDeps,
@@ -171,7 +177,7 @@ export async function paymentStage(
   const { config, client } = gate;
   const { dialect, payment, paymentId, verified, requirements, paymentError } = offer;
 
-  const key: ClaimKey = {
+  const key: PaymentKey = {
     network: config.network,
     asset: requirements.asset,
     payer: verified.payment.payer,
@@ -182,16 +188,16 @@ export async function paymentStage(
   const scope = { tenantId: call.caller.tenantId, agentId: call.agent.id };
   if (paymentId)
     await answerKnownIdentifier(em, config, { ...scope, payer: key.payer, nonce: key.nonce, paymentId, dialect });
-  const claim = await claimPayment(em, { ...key, ...scope, amount, paymentId });
-  if (claim.state === 'conflict') throw identifierConflict();
-  if (claim.state === 'used') throw paymentError('payment already used');
+  const recording = await recordPayment(em, { ...key, ...scope, amount, paymentId });
+  if (recording.state === 'conflict') throw identifierConflict();
+  if (recording.state === 'used') throw paymentError('payment already used');
   // Settled for a call whose workflow never started (its binding was released): the money is
   // already collected, so this call is the one it buys; nothing is settled again.
   const settled = (transaction: string, network?: string, payer?: string) => ({
     ...settledPayment(config, dialect, key, amount, transaction, network, payer),
     paymentId,
   });
-  if (claim.settledTransaction) return settled(claim.settledTransaction);
+  if (recording.settledTransaction) return settled(recording.settledTransaction);
 
   let target;
   try {
@@ -210,16 +216,16 @@ export async function paymentStage(
     paymentRequirements: requirements,
   });
   settlements.inc({ service: 'gateway', outcome: outcome.ok ? 'settled' : outcome.error });
-  // A refusal of this request says nothing of an earlier one for the same claim whose answer
+  // A refusal of this request says nothing of an earlier one for the same payment whose answer
   // never came: that transfer may still land, so it is not a 402 either.
   if (
     !outcome.ok &&
-    (outcome.error === 'settlement_unavailable' || (outcome.error === 'settlement_refused' && claim.outcomeUnknown))
+    (outcome.error === 'settlement_unavailable' || (outcome.error === 'settlement_refused' && recording.outcomeUnknown))
   ) {
     // Not known either way (no answer in time, a dropped connection, the facilitator busy with
     // the same authorization): the transfer may still land. A 402 would make an x402 client
     // sign a second authorization, so the payer is told to retry with the same header, which
-    // resumes this claim (the facilitator dedupes by nonce).
+    // resumes this payment (the facilitator dedupes by nonce).
     deps.log.info(
       { requestId: call.requestId, agentId: call.agent.id, outcome: outcome.error },
       'payment outcome not known yet',
@@ -236,7 +242,7 @@ export async function paymentStage(
 }
 
 /**
- * The payment verified at a moment inside its window, when this call holds an unbound claim of
+ * The payment verified at a moment inside its window, when this call holds an unbound record of
  * it within X402_SETTLED_RESUME_HOURS that is settled or whose outcome is unknown; null otherwise.
  */
 async function resumableVerification(
@@ -252,7 +258,7 @@ async function resumableVerification(
   if (!Number.isSafeInteger(inside)) return null;
   const verified = await verifyGatePayment(config, payment, requirements, inside);
   if (!verified.ok) return null;
-  const key: ClaimKey = {
+  const key: PaymentKey = {
     network: config.network,
     asset: requirements.asset,
     payer: verified.payment.payer,
@@ -265,15 +271,15 @@ async function resumableVerification(
     amount: requirements.maxAmountRequired,
   };
   const em = deps.orm.em.fork() as EntityManager;
-  if (await resumableUnboundClaim(em, input, config.settledResumeMs)) return verified;
-  const answered = paymentId && (await identifiesBoundClaim(em, config, { ...input, paymentId }));
+  if (await resumableUnboundPayment(em, input, config.settledResumeMs)) return verified;
+  const answered = paymentId && (await identifiesBoundPayment(em, config, { ...input, paymentId }));
   return answered ? verified : null;
 }
 
 function settledPayment(
   config: PaymentConfig,
   dialect: Dialect,
-  key: ClaimKey,
+  key: PaymentKey,
   amount: string,
   transaction: string,
   network = key.network,
@@ -290,10 +296,12 @@ function settledPayment(
 }
 
 /**
- * A 402 raised after this stage (the payment bound meanwhile by a concurrent request with the
- * same authorization) carries the call's PAYMENT-REQUIRED like the stage's own 402s.
+ * A refusal raised after this stage (the payment bound meanwhile by a concurrent request with
+ * the same authorization: PaymentAlreadyBound) is a 402 carrying the call's PAYMENT-REQUIRED
+ * like the stage's own 402s.
  */
 export function withPaymentRequired(deps: AppDeps, call: ProxyCall, err: unknown): unknown {
+  if (err instanceof PaymentAlreadyBound) err = new ApiError(402, err.message);
   if (!(err instanceof ApiError) || err.status !== 402 || !call.agent.pricing) return err;
   // A concurrent resend under the same payment identifier bound it first: that call's answer is
   // the one this payer gets back, on its next resend (identifier.ts), so not a 402 now.

@@ -24,18 +24,12 @@ import type { SettleRequest } from '../../x402/schemas.ts';
 import { signerKindOf } from '../../x402/verify.ts';
 import { outcomeOfRecord, reverify, type Reverified } from './verify.ts';
 import { claim as claimNonce, presign, sign } from './claim.ts';
-import {
-  attemptsOf,
-  awaitInclusion,
-  broadcast as sendStored,
-  cancelAtGasNonce,
-  firstAttempt,
-  outcomeOfInclusion,
-  recordInclusion,
-  signedOrThrow,
-  sleep,
-  type Signed,
-} from './send.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { attemptsOf, firstAttempt, signedOrThrow, type Signed } from './signed.ts';
+import { broadcast as sendStored } from './broadcast.ts';
+import { cancelAtGasNonce } from './replace.ts';
+import { awaitInclusion, outcomeOfInclusion } from './inclusion.ts';
+import { recordInclusion } from './outcome.ts';
 import type { Broadcast, Claimed, Decided, Inclusion, SettlementDeps, SettlementOutcome, Verified } from './types.ts';
 
 const WATCH_WINDOW_MS = 10_000;

@@ -3,7 +3,7 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { CredentialSchema } from '../credentials/entity.ts';
 import { SettlementConfigSchema } from '../settlement/entity.ts';
-import { PaymentClaimSchema } from '../payment/entity.ts';
+import { PaymentBindingSchema } from '../payment/entity.ts';
 
 export type Pricing = {
   amount: string;
@@ -129,5 +129,5 @@ export const gatewayEntities = [
   InvocationSchema,
   CredentialSchema,
   SettlementConfigSchema,
-  PaymentClaimSchema,
+  PaymentBindingSchema,
 ];

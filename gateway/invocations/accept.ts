@@ -7,7 +7,7 @@
 // call) or writes nothing.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { InvocationSchema, type Invocation } from '../db/entities.ts';
-import { flushBindingPayment, type ClaimKey } from '../payment/claims.ts';
+import { flushBindingPayment, type PaymentKey } from '../payment/binding.ts';
 import { decisionInsertSql, type DecisionRecord } from '../policy/store.ts';
 import type { BodyStore } from '../body-store.ts';
 import { ADMITTED_CALL_FIELDS, invocationColumns } from './columns.ts';
@@ -57,7 +57,7 @@ export async function writeAccepted(
   { orm, bodies, statements }: AcceptStores,
   row: AcceptedRow,
   body: Buffer,
-  payment: ClaimKey | null,
+  payment: PaymentKey | null,
   decision: DecisionRecord | null = null,
 ): Promise<void> {
   const ctes: Array<[string, { sql: string; params: unknown[] }]> = decision

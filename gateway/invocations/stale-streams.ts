@@ -16,7 +16,7 @@
 // serves two calls.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '../../lib/log.ts';
-import { releasingPayments } from '../payment/claims.ts';
+import { releasingPayments } from '../payment/binding.ts';
 import { OWNER_LOCK_CLASS } from './row-session.ts';
 
 const STALE_STREAM_SWEEP_MS = 30_000;

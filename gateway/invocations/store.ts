@@ -1,16 +1,17 @@
 // The transactional invocation's statements on its row, as plain parameterised SQL: two round
-// trips per call (load and claim, complete), without the ORM's query building and unit of
+// trips per call (load and lease the attempt, complete), without the ORM's query building and unit of
 // work, which cost the worker most of its CPU per call (docs/BENCHMARKS.md, "Throughput").
 //
 // The guarantees are in the WHERE clauses, so they hold whoever races (a retried attempt, a
 // zombie attempt whose heartbeat timed out, abandonInvocation):
-// - claim: counts the attempt only if no other attempt counted one since this one loaded the
+// - attempt lease: counts the attempt only if no other attempt counted one since this one loaded the
 //   row (`attempts = loaded`), and only on a row that is not terminal;
 // - complete: writes the outcome only on a row that is not terminal, so a row is completed
 //   exactly once; the analytics trigger (invocations_analytics_complete) folds it in then.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { ErrorClass } from '../upstream/client.ts';
-import { releasingPayments } from '../payment/claims.ts';
+import { releasingPayments } from '../payment/binding.ts';
+import { createStatementPool, numbered, type StatementPool } from '../db/statement-pool.ts';
 
 /** An invocation's outcome, as the transactional activity records it and the workflow returns it. */
 export type InvocationOutcome = {
@@ -34,8 +35,8 @@ type LoadedInvocation = {
   upstreamStatus: number | null;
   latencyMs: number | null;
   errorClass: ErrorClass | null;
-  /** The load claimed the row (see LOAD_AND_CLAIM); the fields above are as they were before. */
-  claimed: boolean;
+  /** The load took the attempt's lease (see LOAD_AND_LEASE); the fields above are as they were before. */
+  leased: boolean;
   /** Null when the agent is gone (deleted rows are soft: only a broken database has none). */
   agent: {
     upstreamUrl: string | null;
@@ -68,12 +69,12 @@ export type BodyInsert = { sql: string; params: unknown[] };
 
 export interface InvocationStore {
   /**
-   * One statement: the row, its agent and, when asked, its request body; it also claims the row
-   * (as claim does) when the call needs nothing resolved first. Undefined when there is no row.
+   * One statement: the row, its agent and, when asked, its request body; it also takes the attempt's
+   * lease (as leaseAttempt does) when the call needs nothing resolved first. Undefined when there is no row.
    */
   load(invocationId: string, opts: { withBody: boolean }): Promise<LoadedInvocation | undefined>;
   /** Marks the row running and counts the attempt; false when another attempt did so first or the row is terminal. */
-  claim(invocationId: string, loadedAttempts: number): Promise<boolean>;
+  leaseAttempt(invocationId: string, loadedAttempts: number): Promise<boolean>;
   /**
    * Completes a non-terminal row and answers its outcome; a row already terminal keeps its
    * outcome, which is answered instead. Undefined when there is no row. `body` is stored in
@@ -97,11 +98,11 @@ function outcomeOf(r: Raw): InvocationOutcome {
 const OUTCOME_COLUMNS = 'status, upstream_status, latency_ms, error_class';
 
 // The agent is matched in the row's tenant: a row never reaches another tenant's agent.
-// The same statement claims the row when nothing has to happen between the load and the
-// claim: the agent needs no credential (resolving none is no I/O), the body is read here or
+// The same statement takes the attempt's lease when nothing has to happen between the load
+// and the lease: the agent needs no credential (resolving none is no I/O), the body is read here or
 // there is none, the agent may be called (an upstream URL), and this is the first attempt or
 // the agent opted in to re-sending.
-const LOAD_AND_CLAIM = (withBody: boolean) => `
+const LOAD_AND_LEASE = (withBody: boolean) => `
   with loaded as (
     select i.id, i.tenant_id, i.status, i.attempts, i.request_id, i.request_headers, i.request_body_id,
            i.upstream_status, i.latency_ms, i.error_class,
@@ -111,7 +112,7 @@ const LOAD_AND_CLAIM = (withBody: boolean) => `
       left join agents a on a.id = i.agent_id and a.tenant_id = i.tenant_id
       ${withBody ? 'left join bodies b on b.id = i.request_body_id and b.tenant_id = i.tenant_id' : ''}
      where i.id = ?
-  ), claimed as (
+  ), leased as (
     update invocations i set status = 'running', attempts = i.attempts + 1, updated_at = ?
       from loaded l
      where i.id = l.id and i.attempts = l.attempts and i.status in ('pending', 'running')
@@ -119,11 +120,12 @@ const LOAD_AND_CLAIM = (withBody: boolean) => `
        and (l.attempts = 0 or l.retry_non_idempotent) ${withBody ? '' : 'and l.request_body_id is null'}
     returning i.id
   )
-  select l.*, exists (select 1 from claimed) as claimed from loaded l`;
+  select l.*, exists (select 1 from leased) as leased from loaded l`;
 
-const CLAIM = `
+const LEASE_ATTEMPT = `
   update invocations set status = 'running', attempts = attempts + 1, updated_at = ?
-   where id = ? and attempts = ? and status in ('pending', 'running')`;
+   where id = ? and attempts = ? and status in ('pending', 'running')
+  returning id`;
 
 // A row that is not terminal has none of the outcome's fields yet, so all are written.
 // Completing a row also lets go of the caller's request (body and headers) unless the agent
@@ -187,14 +189,30 @@ export async function closeUnfinished(
   return r ? { released: r.released } : null;
 }
 
-export function createInvocationStore(orm: MikroORM): InvocationStore {
-  // Raw statements on the ORM's pool: no entity manager, identity map or change set.
-  const execute = (sql: string, params: unknown[], method: 'all' | 'run' = 'all') =>
-    orm.em.getConnection().execute(sql, params, method);
+// The statements every call makes, prepared once per connection of a statement pool
+// (db/statement-pool.ts): PostgreSQL plans them once, and the worker sends typed parameters
+// instead of formatting every value into the text (MikroORM's way) on each call.
+const PREPARED = {
+  loadAndLease: numbered(LOAD_AND_LEASE(false)),
+  loadAndLeaseWithBody: numbered(LOAD_AND_LEASE(true)),
+  leaseAttempt: numbered(LEASE_ATTEMPT),
+  complete: numbered(`with ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`),
+  completeBeforeAttempt: numbered(COMPLETE_BEFORE_ATTEMPT),
+};
+
+export function createInvocationStore(
+  orm: MikroORM,
+  statements: StatementPool = createStatementPool(orm, 'gateway-worker'),
+): InvocationStore {
+  // Raw statements on the ORM's pool (no entity manager, identity map or change set) for the
+  // rare ones; the statement pool for those of every call.
+  const execute = (sql: string, params: unknown[]) => orm.em.getConnection().execute(sql, params);
+  const prepared = (name: keyof typeof PREPARED, params: unknown[]) =>
+    statements.rows(`invocation-${name}`, PREPARED[name], params);
 
   return {
     async load(invocationId, { withBody }) {
-      const [r] = (await execute(LOAD_AND_CLAIM(withBody), [invocationId, new Date()])) as Raw[];
+      const [r] = await prepared(withBody ? 'loadAndLeaseWithBody' : 'loadAndLease', [invocationId, new Date()]);
       if (!r) return undefined;
       return {
         id: r.id as string,
@@ -208,7 +226,7 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
         upstreamStatus: numberOrNull(r.upstream_status),
         latencyMs: numberOrNull(r.latency_ms),
         errorClass: (r.error_class as ErrorClass | null) ?? null,
-        claimed: r.claimed === true,
+        leased: r.leased === true,
         agent: r.agent_id
           ? {
               upstreamUrl: (r.upstream_url as string | null) ?? null,
@@ -220,11 +238,9 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
       };
     },
 
-    async claim(invocationId, loadedAttempts) {
-      const res = (await execute(CLAIM, [new Date(), invocationId, loadedAttempts], 'run')) as {
-        affectedRows?: number;
-      };
-      return res.affectedRows === 1;
+    async leaseAttempt(invocationId, loadedAttempts) {
+      const leased = await prepared('leaseAttempt', [new Date(), invocationId, loadedAttempts]);
+      return leased.length === 1;
     },
 
     async complete(invocationId, c, body) {
@@ -244,15 +260,13 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
       ];
       // The body and the completion commit together: a completed row never points at a body
       // that was not stored (an unused body, the row already terminal, is a harmless orphan).
-      const sql = body
-        ? `with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`
-        : c.beforeAttempt
-          ? COMPLETE_BEFORE_ATTEMPT
-          : `with ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`;
-      const [r] = (await execute(
-        sql,
-        body ? [...body.params, invocationId, ...params] : [invocationId, ...params],
-      )) as Raw[];
+      const [r] = body
+        ? ((await execute(`with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`, [
+            ...body.params,
+            invocationId,
+            ...params,
+          ])) as Raw[])
+        : await prepared(c.beforeAttempt ? 'completeBeforeAttempt' : 'complete', [invocationId, ...params]);
       if (r) return outcomeOf(r);
       // Nothing completed: the row was terminal already (it keeps its outcome) or is absent.
       const [existing] = (await execute(`select ${OUTCOME_COLUMNS} from invocations where id = ?`, [

@@ -1,12 +1,13 @@
-// One x402 payment the gateway has accepted: claimed by (network, asset, payer, nonce) before
-// it is settled, then bound to the one invocation it buys (migration
-// Migration20261122120000_payment_claims). The signature itself is never stored here.
+// One x402 payment the gateway has accepted, its payment binding: recorded by (network, asset,
+// payer, nonce) before it is settled, then bound to the one invocation it buys (table
+// payment_claims, migration Migration20261122120000_payment_claims; the stored status
+// 'claimed' means recorded, outcome not known yet). The signature itself is never stored here.
 import { defineEntity, p } from '@mikro-orm/core';
 
-export type PaymentClaimStatus = 'claimed' | 'settled' | 'unsettled';
+export type PaymentBindingStatus = 'claimed' | 'settled' | 'unsettled';
 
-export const PaymentClaimSchema = defineEntity({
-  name: 'PaymentClaim',
+export const PaymentBindingSchema = defineEntity({
+  name: 'PaymentBinding',
   tableName: 'payment_claims',
   properties: {
     id: p.string().primary(),
@@ -17,7 +18,7 @@ export const PaymentClaimSchema = defineEntity({
     payer: p.string(),
     nonce: p.string(),
     amount: p.string(),
-    status: p.string().$type<PaymentClaimStatus>(),
+    status: p.string().$type<PaymentBindingStatus>(),
     transaction: p.string().nullable(),
     invocationId: p.string().nullable(),
     /** The payer's payment identifier (x402 payment-identifier extension), when it sent one. */

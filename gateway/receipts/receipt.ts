@@ -16,7 +16,7 @@ type ReceiptPayment = {
   transaction: string | null;
 };
 
-export type ReceiptClaims = {
+export type ReceiptFields = {
   ver: number;
   invocation_id: string;
   tenant_id: string;
@@ -32,13 +32,13 @@ export type ReceiptClaims = {
   iat: number;
 };
 
-export async function signReceipt(claims: ReceiptClaims, key: SigningKey): Promise<string> {
-  return new CompactSign(new TextEncoder().encode(JSON.stringify(claims)))
+export async function signReceipt(fields: ReceiptFields, key: SigningKey): Promise<string> {
+  return new CompactSign(new TextEncoder().encode(JSON.stringify(fields)))
     .setProtectedHeader({ alg: 'EdDSA', kid: key.kid, typ: RECEIPT_TYP })
     .sign(key.privateKey);
 }
 
-export type VerifiedReceipt = { kid: string; claims: ReceiptClaims };
+export type VerifiedReceipt = { kid: string; fields: ReceiptFields };
 
 /** Verifies a compact receipt against a JWKS (`{keys: [...]}`): the kid must be there and the signature hold. */
 export async function verifyReceipt(jws: string, jwks: { keys: JWK[] }): Promise<VerifiedReceipt> {
@@ -49,7 +49,7 @@ export async function verifyReceipt(jws: string, jwks: { keys: JWK[] }): Promise
   if (!jwk) throw new Error(`no published key with kid ${String(header.kid)}`);
   const key = await importJWK({ ...jwk, alg: 'EdDSA' }, 'EdDSA');
   const { payload } = await compactVerify(jws, key, { algorithms: ['EdDSA', 'Ed25519'] });
-  const claims = JSON.parse(new TextDecoder().decode(payload)) as ReceiptClaims;
-  if (claims.ver !== RECEIPT_VERSION) throw new Error(`unsupported receipt version ${String(claims.ver)}`);
-  return { kid: String(header.kid), claims };
+  const fields = JSON.parse(new TextDecoder().decode(payload)) as ReceiptFields;
+  if (fields.ver !== RECEIPT_VERSION) throw new Error(`unsupported receipt version ${String(fields.ver)}`);
+  return { kid: String(header.kid), fields };
 }

@@ -5,8 +5,8 @@
 // diverge. Both create the first key in an empty development folder; a deployment's folder
 // (RECEIPT_KEYS_DIR) is provisioned before they start (requireReceiptKeys).
 import { keyRingLoader } from './keys.ts';
-import { signReceipt, type ReceiptClaims } from './receipt.ts';
-import { receiptClaimsOf, type ReceiptFacts } from './store.ts';
+import { signReceipt, type ReceiptFields } from './receipt.ts';
+import { receiptFieldsOf, type ReceiptFacts } from './store.ts';
 import type { ReceiptConfig } from './config.ts';
 
 export type SignedReceipt = { kid: string; jws: string };
@@ -19,15 +19,15 @@ export class NoSigningKeyError extends Error {
   }
 }
 
-/** Signs a receipt's claims, issued now, with the active key (the folder is re-read when it changes). */
+/** Signs a receipt's fields, issued now, with the active key (the folder is re-read when it changes). */
 export function createClaimsSigner(
   config: ReceiptConfig,
-): (claims: Omit<ReceiptClaims, 'iat'>) => Promise<SignedReceipt> {
+): (fields: Omit<ReceiptFields, 'iat'>) => Promise<SignedReceipt> {
   const keys = keyRingLoader(config, { create: !config.provisioned });
-  return async (claims) => {
+  return async (fields) => {
     const ring = keys();
     if (!ring) throw new NoSigningKeyError();
-    const jws = await signReceipt({ ...claims, iat: Math.floor(Date.now() / 1000) }, ring.active);
+    const jws = await signReceipt({ ...fields, iat: Math.floor(Date.now() / 1000) }, ring.active);
     return { kid: ring.active.kid, jws };
   };
 }
@@ -35,5 +35,5 @@ export function createClaimsSigner(
 /** Signs the receipt of a terminal row from its columns (the streaming path). */
 export function createReceiptSigner(config: ReceiptConfig): (facts: ReceiptFacts) => Promise<SignedReceipt> {
   const sign = createClaimsSigner(config);
-  return (facts) => sign(receiptClaimsOf(facts));
+  return (facts) => sign(receiptFieldsOf(facts));
 }

@@ -2,7 +2,7 @@
 // digests). One receipt per invocation: the first insert wins, a retried activity reads the
 // one already signed instead of signing a second, different one.
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { ReceiptClaims } from './receipt.ts';
+import type { ReceiptFields } from './receipt.ts';
 
 type Row = Record<string, any>;
 
@@ -26,7 +26,7 @@ export type ReceiptFacts = {
   paymentTransaction?: string | null;
 };
 
-export function receiptClaimsOf(f: ReceiptFacts): Omit<ReceiptClaims, 'iat'> {
+export function receiptFieldsOf(f: ReceiptFacts): Omit<ReceiptFields, 'iat'> {
   const paid = f.paymentNetwork != null && f.paymentPayer != null && f.paymentAmount != null;
   return {
     ver: 1,
@@ -55,8 +55,8 @@ export function createReceiptStore(orm: MikroORM) {
   const sql = (query: string, params: unknown[] = []) => orm.em.getConnection().execute<Row[]>(query, params);
 
   return {
-    /** The claims for a terminal invocation (without `iat`); null while it is not terminal or absent. */
-    async claimsFor(invocationId: string): Promise<Omit<ReceiptClaims, 'iat'> | null> {
+    /** The fields for a terminal invocation (without `iat`); null while it is not terminal or absent. */
+    async fieldsFor(invocationId: string): Promise<Omit<ReceiptFields, 'iat'> | null> {
       const rows = await sql(
         `select i.id, i.tenant_id, i.agent_id, i.status, i.upstream_status, i.latency_ms,
                 (extract(epoch from i.completed_at) * 1000)::bigint as completed_ms,
@@ -70,7 +70,7 @@ export function createReceiptStore(orm: MikroORM) {
       );
       if (rows.length === 0) return null;
       const r = rows[0];
-      return receiptClaimsOf({
+      return receiptFieldsOf({
         id: r.id,
         tenantId: r.tenant_id,
         agentId: r.agent_id,

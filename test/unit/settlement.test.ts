@@ -20,7 +20,9 @@ import {
   type JsonRpcResult,
 } from 'ethers';
 import { outcomeOfRecord } from '../../facilitator/settlement/verify.ts';
-import { isCancelRaw, mayResubmit, outcomeOfInclusion, signedOrThrow } from '../../facilitator/settlement/send.ts';
+import { isCancelRaw, signedOrThrow } from '../../facilitator/settlement/signed.ts';
+import { mayResubmit } from '../../facilitator/settlement/resubmit.ts';
+import { outcomeOfInclusion } from '../../facilitator/settlement/inclusion.ts';
 import { parseSettlementKey, settlementKey, type SettlementRecord } from '../../facilitator/store/records.ts';
 import { staticGuardrail } from '../../facilitator/store/claims.ts';
 import { authorizationUse, tokenInterface, transferCalldata } from '../../facilitator/chain.ts';

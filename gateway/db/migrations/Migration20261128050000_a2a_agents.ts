@@ -5,7 +5,7 @@ import { Migration } from '@mikro-orm/migrations';
 // pass. Invocations record the A2A method (1.0 name), the skill the message named, and the task
 // and context the call was about, listable by task. `a2a_tasks` binds each task id seen through
 // an agent to that agent and its tenant.
-export class Migration20261128040000_a2a_agents extends Migration {
+export class Migration20261128050000_a2a_agents extends Migration {
   override up(): void {
     this.addSql(`alter table agents drop constraint if exists agents_protocol_check`);
     this.addSql(`alter table agents add constraint agents_protocol_check check (protocol in ('http', 'mcp', 'a2a'))`);

@@ -1,0 +1,229 @@
+// One payment buys one call: the payment binding. A verified payment is recorded in PostgreSQL
+// by (network, asset, payer, nonce) before it is settled, and bound to its invocation in the
+// same transaction that writes the invocation row. A payment already bound is refused; one
+// recorded but never bound (a crash, or a failed settle) is resumed by a retry of the same
+// payment for the same call, which the facilitator dedupes, so it is never collected twice. A
+// payment bound to a call whose workflow could not be started is released with the call's row
+// (one statement), so the same payment header retried later buys the call it paid for; a
+// payment already settled is then bound again without settling (its transaction is reused).
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { v7 as uuidv7 } from 'uuid';
+import { PaymentBindingSchema, type PaymentBindingStatus } from './entity.ts';
+import { InvocationSchema, type Invocation } from '../db/entities.ts';
+
+/** What identifies one payment: its authorization's nonce under a network, asset and payer. */
+export type PaymentKey = { network: string; asset: string; payer: string; nonce: string };
+
+/** The call a payment is offered for: its key, and the tenant, agent and price it buys. */
+export type PaymentForCall = PaymentKey & { tenantId: string; agentId: string; amount: string };
+
+/** Thrown when the payment is bound to another call already: nothing of this call is written. */
+export class PaymentAlreadyBound extends Error {
+  constructor() {
+    super('payment already used');
+    this.name = 'PaymentAlreadyBound';
+  }
+}
+
+/**
+ * `new`: recorded now; `resumed`: recorded earlier for this same call and not bound yet;
+ * `used`: bound to a call, or recorded for another call; `conflict`: another payment of this
+ * tenant, agent and payer holds the same payment identifier.
+ */
+type RecordingState = 'new' | 'resumed' | 'used' | 'conflict';
+
+/**
+ * The recording's state; `settledTransaction` when a resumed payment was already settled (do
+ * not settle again); `outcomeUnknown` when a resumed payment was sent to settle and its answer
+ * never came (the transfer may have landed).
+ */
+export type PaymentRecording = { state: RecordingState; settledTransaction: string | null; outcomeUnknown?: boolean };
+
+/** The unique index that keeps one payment identifier to one payment per tenant, agent and payer. */
+const PAYMENT_ID_INDEX = 'payment_claims_payment_id';
+
+type StoredPayment = { tenantId: string; agentId: string; amount: string; invocationId?: string | null };
+
+/** The stored payment of this key, bound or not; null when none. */
+async function findPayment(em: EntityManager, key: PaymentKey) {
+  return em.fork().findOne(PaymentBindingSchema, {
+    network: key.network,
+    asset: key.asset,
+    payer: key.payer,
+    nonce: key.nonce,
+  });
+}
+
+/** Only the same call may resume an unbound payment: same tenant, same agent, same price, not bound. */
+function resumableBy(stored: StoredPayment, call: PaymentForCall): boolean {
+  return (
+    !stored.invocationId &&
+    stored.tenantId === call.tenantId &&
+    stored.agentId === call.agentId &&
+    stored.amount === call.amount
+  );
+}
+
+/** Records the payment for this call before it is settled, or says why an earlier record stands. */
+export async function recordPayment(
+  em: EntityManager,
+  input: PaymentForCall & { paymentId?: string | null },
+): Promise<PaymentRecording> {
+  const now = new Date();
+  let inserted: { id: string }[];
+  try {
+    inserted = await em.getConnection().execute<{ id: string }[]>(
+      `insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, payment_id, created_at, updated_at)
+       values (?, ?, ?, ?, ?, ?, ?, ?, 'claimed', ?, ?, ?)
+       on conflict (network, asset, payer, nonce) do nothing
+       returning id`,
+      [
+        `pay_${uuidv7()}`,
+        input.tenantId,
+        input.agentId,
+        input.network,
+        input.asset,
+        input.payer,
+        input.nonce,
+        input.amount,
+        input.paymentId ?? null,
+        now,
+        now,
+      ],
+    );
+  } catch (err) {
+    // A concurrent request recorded another authorization under the same identifier first.
+    if ((err as { constraint?: string }).constraint === PAYMENT_ID_INDEX)
+      return { state: 'conflict', settledTransaction: null };
+    throw err;
+  }
+  if (inserted.length > 0) return { state: 'new', settledTransaction: null };
+  const existing = await findPayment(em, input);
+  if (!existing || !resumableBy(existing, input)) return { state: 'used', settledTransaction: null };
+  return {
+    state: 'resumed',
+    settledTransaction: existing.status === 'settled' ? (existing.transaction ?? null) : null,
+    outcomeUnknown: existing.status === 'claimed',
+  };
+}
+
+/**
+ * Whether this very call (same tenant, agent and price) recorded the payment within `withinMs`,
+ * no call holds it yet, and it is settled or its outcome is unknown (the process died between
+ * the settle and its record): the money may have moved, so the same header resumes the payment
+ * whatever its validBefore says now (the facilitator, asked again, dedupes by nonce).
+ */
+export async function resumableUnboundPayment(
+  em: EntityManager,
+  input: PaymentForCall,
+  withinMs: number,
+): Promise<boolean> {
+  const existing = await findPayment(em, input);
+  if (!existing || (existing.status !== 'settled' && existing.status !== 'claimed')) return false;
+  return resumableBy(existing, input) && Date.now() - existing.updatedAt.getTime() <= withinMs;
+}
+
+/** The payment a payment identifier names, as the payment-identifier extension's retries need it. */
+export type IdentifiedPayment = { nonce: string; invocationId: string | null; transaction: string | null };
+
+/**
+ * The payment this tenant's agent holds under `paymentId` for this payer, recorded within
+ * `withinMs`; null when there is none. An identifier older than the window is forgotten first
+ * (cleared from its payment), so it names nothing and may be used again.
+ */
+export async function paymentByIdentifier(
+  em: EntityManager,
+  scope: { tenantId: string; agentId: string; payer: string; paymentId: string },
+  withinMs: number,
+): Promise<IdentifiedPayment | null> {
+  const since = new Date(Date.now() - withinMs);
+  const key = [scope.tenantId, scope.agentId, scope.payer, scope.paymentId];
+  const conn = em.getConnection();
+  await conn.execute(
+    `update payment_claims set payment_id = null
+      where tenant_id = ? and agent_id = ? and payer = ? and payment_id = ? and created_at < ?`,
+    [...key, since],
+  );
+  const rows = await conn.execute<{ nonce: string; invocation_id: string | null; transaction: string | null }[]>(
+    `select nonce, invocation_id, transaction from payment_claims
+      where tenant_id = ? and agent_id = ? and payer = ? and payment_id = ?`,
+    key,
+  );
+  const row = rows[0];
+  return row ? { nonce: row.nonce, invocationId: row.invocation_id, transaction: row.transaction } : null;
+}
+
+/** The settle's outcome, on the payment while it is unbound. */
+export async function recordSettlement(
+  em: EntityManager,
+  key: PaymentKey,
+  status: PaymentBindingStatus,
+  transaction: string | null,
+): Promise<void> {
+  await em
+    .fork()
+    .nativeUpdate(PaymentBindingSchema, { ...key, invocationId: null }, { status, transaction, updatedAt: new Date() });
+}
+
+/** Binds the unbound payment to `invocationId` inside the caller's transaction; PaymentAlreadyBound otherwise. */
+async function bind(em: EntityManager, payment: PaymentKey, invocationId: string): Promise<void> {
+  const { network, asset, payer, nonce } = payment;
+  const bound = await em.nativeUpdate(
+    PaymentBindingSchema,
+    { network, asset, payer, nonce, invocationId: null },
+    { invocationId, updatedAt: new Date() },
+  );
+  if (bound !== 1) throw new PaymentAlreadyBound();
+}
+
+/**
+ * Flushes the invocation row (and whatever else `em` holds) and binds the payment to it, in one
+ * transaction: either both are written or neither. A payment bound meanwhile by a concurrent
+ * request with the same payment header is refused (PaymentAlreadyBound), and nothing of this
+ * call is written.
+ */
+export async function flushBindingPayment(
+  em: EntityManager,
+  payment: PaymentKey | null,
+  invocationId: string,
+): Promise<void> {
+  if (!payment) return em.flush();
+  await em.begin();
+  try {
+    await em.flush();
+    await bind(em, payment, invocationId);
+    await em.commit();
+  } catch (err) {
+    await em.rollback();
+    throw err;
+  }
+}
+
+/**
+ * The streaming path's equivalent: inserts the invocation row and binds the payment in one
+ * transaction, before anything is forwarded (the streaming route otherwise overlaps its
+ * insert with connecting upstream; a paid call must not reach the upstream unbound).
+ */
+export async function insertBindingPayment(em: EntityManager, row: Invocation, payment: PaymentKey): Promise<void> {
+  await em.fork().transactional(async (tx) => {
+    await tx.insert(InvocationSchema, row);
+    await bind(tx, payment, row.id);
+  });
+}
+
+/**
+ * One statement that runs `rowsStatement` (a data-modifying statement `returning id, attempts`
+ * over invocations it closes) and releases the payments bound to the rows whose call never
+ * reached its upstream: `attempts = 0`, since a call counts its attempt in the statement that
+ * lets it be forwarded (the transactional attempt lease, the streaming row's forwarding mark),
+ * so a released payment was never used. The same payment header then buys the call it paid for
+ * (a settled payment is bound again without settling: recordPayment). Answers what the rows
+ * statement returns and whether each payment was released.
+ */
+export function releasingPayments(rowsStatement: string, before = ''): string {
+  // `before`: CTEs the rows statement reads (data-modifying ones must be at the top level).
+  return `with ${before ? `${before}, ` : ''}touched as (${rowsStatement}),
+     released as (update payment_claims set invocation_id = null, updated_at = now()
+                   where invocation_id in (select id from touched where attempts = 0) returning invocation_id)
+     select touched.*, exists (select 1 from released r where r.invocation_id = touched.id) as released from touched`;
+}
