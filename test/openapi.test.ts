@@ -288,7 +288,7 @@ describe('OpenAPI document and reference page', () => {
       ['', publicRoutes(deps, none as ProxyServices)],
       ['', discoveryRoutes(deps, none as ProxyServices)],
       ...[
-        agentRoutes(deps, createAgentRows(deps.orm, stack().feed)),
+        agentRoutes(deps, createAgentRows(deps.orm, stack().feed), none),
         credentialRoutes(deps),
         settlementRoutes(deps),
         proxyRoutes(deps, none as ProxyServices),
