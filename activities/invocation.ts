@@ -1,4 +1,4 @@
-// The transactional invocation's activities: load what the row references (the claim check),
+// The transactional invocation's activities: load what the row references (its stored body),
 // call the upstream through the shared client (SSRF guard, breaker, retries), record the
 // outcome. Idempotent by design: a retried attempt finds the row already terminal and returns
 // it; an attempt that may already have reached the upstream before its worker died is not

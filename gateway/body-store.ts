@@ -1,4 +1,4 @@
-// The claim check: request and response bodies are stored here and travel through Temporal
+// The stored bodies: request and response bodies are stored here and travel through Temporal
 // by id only. PostgreSQL fills the interface today; an object store (S3, GCS) could fill it
 // without touching the pipeline or the workflow. A body whose invocation row never got
 // written is an orphan, harmless, and the kind of thing an object store's lifecycle rule sweeps.

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { isAddress } from 'ethers';
 import { PageQuery } from '../pagination.ts';
+import { PublicInterfaceInput } from './public-interface.ts';
 import { idField, idParam, maxChars, nameField, NO_NUL } from '../validation.ts';
 
 /** MCP protocol revisions the gateway knows (the MCP specification's dated revision identifiers). */
@@ -127,6 +128,7 @@ function mutableFields(ceiling: RateCeiling) {
     )
       .nullable()
       .meta({ description: 'What an unauthenticated caller is told the agent does (challenges, the HTML page).' }),
+    public_interface: PublicInterfaceInput.nullable(),
   };
 }
 
@@ -283,6 +285,10 @@ export const AgentView = z
     suspended_reason: z.string().nullable(),
     public: z.boolean(),
     public_description: z.string().nullable(),
+    public_interface: z
+      .record(z.string(), z.unknown())
+      .nullable()
+      .meta({ description: 'As set (PublicInterface): what any caller is shown about calling the public agent.' }),
     public_url: z
       .string()
       .nullable()

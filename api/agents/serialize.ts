@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import type { Agent } from '../../gateway/db/entities.ts';
 import { ownBurst } from '../../gateway/ratelimit/index.ts';
 import type { AgentView } from './schema.ts';
+import type { PublicInterfaceInput } from './public-interface.ts';
 
 export type AgentStatus = 'pending' | 'active' | 'inactive';
 
@@ -47,6 +48,8 @@ export function serializeAgent(agent: Agent, base: string): z.infer<typeof Agent
     suspended_reason: agent.suspendedReason ?? null,
     public: agent.public,
     public_description: agent.publicDescription ?? null,
+    // Stored only through PublicInterfaceInput (routes/agents.ts).
+    public_interface: (agent.publicInterface as PublicInterfaceInput | null) ?? null,
     public_url: open?.transactional ?? null,
     public_stream_url: open?.stream ?? null,
     created_at: agent.createdAt.toISOString(),

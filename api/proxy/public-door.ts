@@ -25,7 +25,7 @@ import type { AppDeps } from '../deps.ts';
 import type { ProxyServices } from './services.ts';
 
 /** A bucket's depth: two seconds of its rate. */
-const bucket = (key: string, rate: number): Bucket => ({ key, rate, burst: Math.max(1, Math.ceil(rate * 2)) });
+export const bucket = (key: string, rate: number): Bucket => ({ key, rate, burst: Math.max(1, Math.ceil(rate * 2)) });
 
 /**
  * The bucket of a request's client address, over every agent: an unpaid request's (challenges,

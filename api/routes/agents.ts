@@ -148,6 +148,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
           suspendedReason: null,
           public: state.public,
           publicDescription: input.public_description ?? null,
+          publicInterface: input.public_interface ?? null,
           deletedAt: null,
           createdBy: userId,
           createdAt: now,
@@ -227,6 +228,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
       if (patch.retry_non_idempotent !== undefined) changes.retryNonIdempotent = patch.retry_non_idempotent;
       if (patch.public !== undefined) changes.public = patch.public;
       if (patch.public_description !== undefined) changes.publicDescription = patch.public_description;
+      if (patch.public_interface !== undefined) changes.publicInterface = patch.public_interface;
       if (Object.keys(patch).length > 0) changes.updatedAt = new Date();
       em.assign(current, changes);
       await flushOr409(em);

@@ -13,6 +13,17 @@ export type Pricing = {
   tools?: Record<string, string>;
 };
 
+/** A public agent's self-description (api/agents/public-interface.ts validates it on save). */
+export type PublicInterface = {
+  input_schema?: Record<string, unknown>;
+  input_example?: unknown;
+  output_example?: unknown;
+  tools?: Record<
+    string,
+    { description?: string; input_schema?: Record<string, unknown>; example?: Record<string, unknown> }
+  >;
+};
+
 export const AgentSchema = defineEntity({
   name: 'Agent',
   tableName: 'agents',
@@ -39,6 +50,8 @@ export const AgentSchema = defineEntity({
     /** Open to any x402 client at the public URLs, no token (docs/API.md "Selling an agent to any x402 client"). */
     public: p.boolean().default(false),
     publicDescription: p.string().nullable().default(null),
+    /** What a caller needs to call the public agent (discovery, v2 challenges); validated by the API. */
+    publicInterface: p.json<PublicInterface>().nullable().default(null),
     deletedAt: p.datetime().nullable(),
     createdBy: p.string(),
     createdAt: p.datetime(),
