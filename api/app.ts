@@ -16,6 +16,7 @@ import { analyticsRoutes } from './routes/analytics.ts';
 import { jwksRoutes, receiptRoutes } from './routes/receipts.ts';
 import { healthRoutes } from './routes/health.ts';
 import { agentRoutes } from './routes/agents.ts';
+import { fetchAgentCard } from '../gateway/a2a/card.ts';
 import { proxyRoutes } from './routes/proxy.ts';
 import { createProxyServices, type ProxyServices } from './proxy/services.ts';
 import { syncGateCaches } from './proxy/gate.ts';
@@ -77,7 +78,7 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
     await next();
   });
   for (const routes of [
-    agentRoutes(deps, services.agents),
+    agentRoutes(deps, services.agents, (url) => fetchAgentCard(services.upstream.dispatcher, url)),
     credentialRoutes(deps),
     settlementRoutes(deps),
     proxyRoutes(deps, services),

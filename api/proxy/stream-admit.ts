@@ -6,8 +6,9 @@ import { newId } from '../../lib/ids.ts';
 import { ApiError } from '../errors.ts';
 import { publicRequestUrl } from '../public-url.ts';
 import { coarseMessage } from '../../gateway/upstream/errors.ts';
-import { cheapToParse, refundIfRefused, runStages, type Door, type GateCtx } from './gate.ts';
+import { cheapToParse, refundIfRefused, runStages, type Admitted, type Door, type GateCtx } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
+import { checkTaskBinding, parseA2aBody } from './a2a-parse.ts';
 import { arrivedBody, contentLengthOf, declaredOver, readCappedBody } from './body.ts';
 import type { ProxyCall } from './call.ts';
 import { isChargeable } from '../payment/requirements.ts';
@@ -27,22 +28,37 @@ export type AdmittedStream = {
   credentialHeaders: Record<string, string> | null;
 };
 
-/** The call as the gate sees it: admitted, its body (read when MCP must parse it) and its facts. */
+/** A JSON-RPC body (MCP, A2A) is read to be parsed, within the same cap. */
+function readJsonRpcBody(ctx: GateCtx, deps: AppDeps, services: ProxyServices, admitted: Admitted): Promise<Buffer> {
+  const held = services.bodyBudget.open(admitted.caller.tenantId);
+  ctx.res.once('close', held.release);
+  return refundIfRefused(
+    admitted,
+    413,
+    () => readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace, held),
+    () => declaredOver(ctx.req, MAX_MCP_BODY),
+  );
+}
+
+/** The call as the gate sees it: admitted, its body (read when MCP or A2A must parse it) and its facts. */
 async function admitCall(ctx: GateCtx, deps: AppDeps, services: ProxyServices, door: Door) {
   const admitted = await door.admit(ctx);
   const { agent, requestId, model } = admitted;
   const declaredLength = contentLengthOf(ctx.get('content-length'));
   let body: Buffer | Readable;
   let mcp: ProxyCall['mcp'] = null;
-  if (agent.protocol === 'mcp') {
-    const held = services.bodyBudget.open(admitted.caller.tenantId);
-    ctx.res.once('close', held.release);
-    const read = await refundIfRefused(
+  let a2a: ProxyCall['a2a'] = null;
+  if (agent.protocol === 'a2a') {
+    const read = await readJsonRpcBody(ctx, deps, services, admitted);
+    a2a = await refundIfRefused(
       admitted,
-      413,
-      () => readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace, held),
-      () => declaredOver(ctx.req, MAX_MCP_BODY),
+      400,
+      () => parseA2aBody(read, agent, 'streaming'),
+      () => cheapToParse(read),
     );
+    body = read;
+  } else if (agent.protocol === 'mcp') {
+    const read = await readJsonRpcBody(ctx, deps, services, admitted);
     mcp = await refundIfRefused(
       admitted,
       400,
@@ -67,9 +83,11 @@ async function admitCall(ctx: GateCtx, deps: AppDeps, services: ProxyServices, d
     bodyBytes: Buffer.isBuffer(body) ? body.length : declaredLength,
     resourceUrl: publicRequestUrl(ctx, deps.config.publicAddress),
     mcp,
+    a2a,
     policyWarning: null,
     payment: null,
   };
+  await checkTaskBinding(services.a2aTasks, call);
   return { call, admitted, body, declaredLength };
 }
 

@@ -73,6 +73,7 @@ export async function relay(
   reply: UpstreamResponse,
   gatewayHeaders: Record<string, string>,
   record: StreamRecord,
+  tap: ((source: Readable) => Readable) | null,
 ): Promise<Outcome> {
   const res = ctx.res;
   ctx.respond = false;
@@ -90,7 +91,9 @@ export async function relay(
   reply.body.once('data', () => {
     firstByteAt = performance.now();
   });
-  const source = injectReceipt ? injectReceipt(reply.body) : reply.body;
+  const received = injectReceipt ? injectReceipt(reply.body) : reply.body;
+  // An A2A answer is watched for the tasks it names, which are bound as they pass (a2a-tap.ts).
+  const source = tap ? tap(received) : received;
   const digest = record.hashResponse(source);
   const ended = await pipeDown(source, res);
   digest.finish(ended.by === 'done');

@@ -18,6 +18,7 @@ import type { AppDeps } from '../deps.ts';
 import { admitStream } from './stream-admit.ts';
 import { bindPayment, failedBeforeUpstream, streamRecord } from './stream-record.ts';
 import { answerUnreached, relay, watchHangup } from './stream-relay.ts';
+import { a2aAnswerTap, a2aAnswered } from './a2a-tap.ts';
 
 /**
  * The gateway's own response headers, set now so that every answer carries them. The receipt
@@ -91,13 +92,14 @@ export function streamRoute(deps: AppDeps, services: ProxyServices, door: Door) 
       return answerUnreached(ctx, record, err);
     }
     // The answer holds its tenant's connection slot until its body closes: one that cannot be relayed is closed here.
-    const outcome = await relay(ctx, call, reply, gatewayHeaders, record)
+    const tap = a2aAnswerTap(call, reply.headers, services.a2aTasks, deps.log);
+    const outcome = await relay(ctx, call, reply, gatewayHeaders, record, tap)
       .catch((err: unknown) => {
         reply.body.destroy();
         reply.finish();
         throw err;
       })
       .finally(() => hangup.stop());
-    await record.complete(outcome);
+    await record.complete({ ...outcome, ...a2aAnswered(call) });
   };
 }
