@@ -3,13 +3,16 @@
 // - a task of another tenant named in the protobuf spelling of a field (`task_id`,
 //   `reference_task_ids`), which the SDK's server reads as readily as `taskId`;
 // - text PostgreSQL's jsonb cannot hold (a lone UTF-16 surrogate) in an agent's
-//   public_interface or in an upstream's Agent Card: a 400, not a 500.
+//   public_interface or in an upstream's Agent Card: a 400, not a 500;
+// - a tenant's slow upstream card, read on update, holding the database pool every tenant needs.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
 import { stack } from './support/stack.ts';
 import { call } from './support/http.ts';
 import { createAgent, rawUpstream } from './support/proxy-helpers.ts';
 import { startA2aServer, type A2aUpstream } from './support/a2a-server.ts';
+import { waitFor } from './support/wait.ts';
 
 const sendMessage = (message: Record<string, unknown>) => ({
   jsonrpc: '2.0',
@@ -73,6 +76,38 @@ describe('A2A: what a caller or an upstream cannot make the gateway do', functio
       assert.equal(created.status, 400, created.text);
     } finally {
       await odd.close();
+    }
+  });
+
+  it("reads an updated agent's card holding no database connection: a slow card starves no other tenant", async () => {
+    const held: ServerResponse[] = [];
+    let abandoned = 0;
+    const slow = await rawUpstream((req, res) => {
+      held.push(res);
+      res.once('close', () => {
+        if (!res.writableEnded) abandoned++;
+      });
+    }, '/a2a');
+    try {
+      const token = await stack().token(`tenant-a2a-slow-card-${randomUUID()}`);
+      // As many updates as the gateway's pool has connections (gateway/db/orm.ts: 10).
+      const agents = await Promise.all(Array.from({ length: 10 }, () => createAgent(token, { protocol: 'a2a' })));
+      const updates = agents.map((id) =>
+        call('PATCH', `/v1/agents/${id}`, { token, json: { upstream_url: slow.url } }),
+      );
+      await waitFor(() => held.length === agents.length || null, { what: 'every card read waiting' });
+
+      const other = await stack().token(`tenant-a2a-bystander-${randomUUID()}`);
+      const listed = await call('GET', '/v1/agents', { token: other });
+      assert.equal(listed.status, 200, listed.text);
+      assert.equal(abandoned, 0, 'the other tenant was answered while the cards were still being read');
+
+      const card = JSON.stringify({ name: 'slow', description: 'a slow card', skills: [] });
+      for (const res of held) res.writeHead(200, { 'content-type': 'application/json' }).end(card);
+      for (const updated of await Promise.all(updates)) assert.equal(updated.status, 200, updated.text);
+    } finally {
+      for (const res of held) if (!res.writableEnded) res.destroy();
+      await slow.close();
     }
   });
 });
