@@ -18,7 +18,7 @@ import {
   ProxyPath,
 } from '../proxy/schema.ts';
 import { ErrorBody, Health, Jwks, Readiness, Version } from './schemas.ts';
-import { bodyTooLarge, err, notFound, rateLimited, serverError, unauthorized, type Operation } from './responses.ts';
+import { err, notFound, rateLimited, type Operation } from './responses.ts';
 
 const slowBody = err('The body arrived too slowly (docs/PROXY.md "Slow uploads"); the connection is closed.');
 // x402, in either dialect (docs/SETTLEMENT.md): v1 X-PAYMENT / X-PAYMENT-RESPONSE, v2
@@ -98,7 +98,6 @@ export const callOperations: Operation[] = [
         headers: { 'X-Gateway-Invocation-ID': 'The invocation id.', ...paymentReceipts },
       },
       400: err('X-Gateway-Model longer than 256 bytes, or an unparseable MCP body.'),
-      401: unauthorized,
       402: {
         description: 'Payment required (challenge) or payment failed (error).',
         oneOf: [PaymentChallenge, ErrorBody],
@@ -112,7 +111,6 @@ export const callOperations: Operation[] = [
       429: rateLimited(
         "The agent's or the global rate limit, or too many of the tenant's request bodies in flight (Retry-After: 1).",
       ),
-      500: serverError,
       502: err(
         'A priced call refused before payment: the agent credential cannot be resolved, or the upstream address is one the SSRF guard refuses.',
       ),
@@ -140,7 +138,6 @@ export const callOperations: Operation[] = [
         headers: { 'X-Gateway-Invocation-ID': 'The invocation id.', ...paymentReceipts },
       },
       400: err('X-Gateway-Model longer than 256 bytes, or an unparseable MCP body.'),
-      401: unauthorized,
       402: {
         description: 'Payment required or failed.',
         oneOf: [PaymentChallenge, ErrorBody],
@@ -154,7 +151,6 @@ export const callOperations: Operation[] = [
       429: rateLimited(
         "The agent's or the global rate limit, or (MCP) too many of the tenant's request bodies in flight (Retry-After: 1).",
       ),
-      500: serverError,
       502: err('Upstream unreachable, its circuit open, or the agent credential cannot be resolved.'),
       503: {
         description:
@@ -175,9 +171,7 @@ export const callOperations: Operation[] = [
     params: { path: InvocationPath },
     responses: {
       200: { description: 'The invocation.', body: InvocationView },
-      401: unauthorized,
       404: err('No such invocation of this agent in the tenant.'),
-      500: serverError,
     },
   },
 
@@ -193,8 +187,6 @@ export const callOperations: Operation[] = [
     responses: {
       200: { description: 'A page of invocations (bodies are never listed).', body: InvocationList },
       400: err('Invalid filter, limit or cursor; since after until.'),
-      401: unauthorized,
-      500: serverError,
     },
   },
   {
@@ -207,9 +199,7 @@ export const callOperations: Operation[] = [
     params: { path: ReceiptPath },
     responses: {
       200: { description: 'The receipt (compact JWS).', body: Receipt },
-      401: unauthorized,
       404: err('No receipt (yet) for this invocation in the tenant.'),
-      500: serverError,
     },
   },
   {
@@ -234,9 +224,6 @@ export const callOperations: Operation[] = [
     responses: {
       200: { description: 'The new version.', body: PolicyVersion },
       400: err('Malformed document (never stored).'),
-      401: unauthorized,
-      413: bodyTooLarge,
-      500: serverError,
     },
   },
   {
@@ -248,9 +235,7 @@ export const callOperations: Operation[] = [
     auth: true,
     responses: {
       200: { description: 'The document.', body: PolicyView },
-      401: unauthorized,
       404: err('The tenant has no policy.'),
-      500: serverError,
     },
   },
   {
@@ -264,9 +249,7 @@ export const callOperations: Operation[] = [
     auth: true,
     responses: {
       204: { description: 'Removed.' },
-      401: unauthorized,
       404: err('The tenant has no policy.'),
-      500: serverError,
     },
   },
   {
@@ -282,8 +265,6 @@ export const callOperations: Operation[] = [
     responses: {
       200: { description: 'Decisions and the effective limit.', body: PolicyDecisionList },
       400: err('since or until is not an RFC 3339 date-time, or since is after until.'),
-      401: unauthorized,
-      500: serverError,
     },
   },
 
@@ -301,9 +282,7 @@ export const callOperations: Operation[] = [
       400: err(
         'Missing or invalid since/until, unsupported group_by or bucket, since after until, or a window over 31 days.',
       ),
-      401: unauthorized,
       429: rateLimited('Per-caller analytics limit.'),
-      500: serverError,
     },
   },
 ];

@@ -19,6 +19,7 @@ import { loadKeystoreSigner } from '../../facilitator/signer.ts';
 import { createLogger } from '../../lib/log.ts';
 import { facilitatorWorkflowsPath } from '../../temporal/facilitator-worker.ts';
 import { findSettlement, type SettlementRecord } from '../../facilitator/store/records.ts';
+import { waitFor } from './wait.ts';
 
 export type FacilitatorStack = {
   config: FacilitatorConfig;
@@ -148,19 +149,13 @@ export function finalRecord(pool: pg.Pool, key: string): Promise<SettlementRecor
   });
 }
 
-/** Polls `probe` (every 50 ms) until it returns something truthy, or fails naming `what`. */
+/** Polls `probe` (every 50 ms) until it returns something truthy, or fails naming `what` (wait.ts). */
 export async function until<T>(
   what: string,
   probe: () => Promise<T | null | undefined>,
   timeoutMs = 30_000,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  return (await waitFor(probe, { timeoutMs, everyMs: 50, what })) as T;
 }
 
 /**
