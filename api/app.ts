@@ -15,6 +15,7 @@ import { analyticsRoutes } from './routes/analytics.ts';
 import { jwksRoutes, receiptRoutes } from './routes/receipts.ts';
 import { healthRoutes } from './routes/health.ts';
 import { agentRoutes } from './routes/agents.ts';
+import { fetchAgentCard } from '../gateway/a2a/card.ts';
 import { proxyRoutes } from './routes/proxy.ts';
 import { createProxyServices, type ProxyServices } from './proxy/services.ts';
 import { syncGateCaches } from './proxy/gate.ts';
@@ -23,6 +24,7 @@ import { credentialRoutes } from './routes/credentials.ts';
 import { settlementRoutes } from './routes/settlement.ts';
 import { openapiRoutes } from './openapi/routes.ts';
 import { publicRoutes } from './routes/public.ts';
+import { discoveryRoutes } from './routes/discovery.ts';
 
 /** `services`: the long-lived services the caller wired itself (api/gateway.ts: the start backlog its relay shares). */
 export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Koa {
@@ -47,6 +49,8 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
   app.use(jwksRoutes(deps).routes());
   // Public agents: no token, paid per call with x402 (api/routes/public.ts); the raw body is the proxy's.
   app.use(publicRoutes(deps, services).routes());
+  // Their catalog, in the x402 Bazaar's format (api/routes/discovery.ts): anonymous too.
+  app.use(discoveryRoutes(deps, services).routes());
 
   const v1 = new Router<AuthState>({ prefix: '/v1' });
   v1.use(requireAuth(createVerifier(deps.config.auth)));
@@ -59,7 +63,7 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
     await next();
   });
   for (const routes of [
-    agentRoutes(deps, services.agents),
+    agentRoutes(deps, services.agents, (url) => fetchAgentCard(services.upstream.dispatcher, url)),
     credentialRoutes(deps),
     settlementRoutes(deps),
     proxyRoutes(deps, services),

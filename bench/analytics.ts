@@ -176,8 +176,9 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
         if (res.statusCode !== 200) throw new Error(`analytics answered ${res.statusCode}: ${text}`);
         return { took, bytes: text.length, body: JSON.parse(text) as { groups: Array<{ count: number }> } };
       };
-      // Cold: the first read after the rollups were (re)built computes every summary from the
-      // histograms; it writes them back after answering. Then wait for that to land.
+      // Cold: the first read after the API started, on the rollups just rebuilt (which leave
+      // every summary current); a read that finds summaries stale computes them from the
+      // histograms and writes them back after answering. Then wait for that to land.
       const cold = (await once()).took;
       const pending =
         bucket === 'hour'

@@ -108,6 +108,9 @@ const GatewayEnv = z.object({
   PUBLIC_CHALLENGE_RPS: z.coerce.number().positive().default(100),
   PUBLIC_PAYER_RPS: z.coerce.number().positive().default(20),
   PUBLIC_POLL_RPS_PER_CLIENT: z.coerce.number().positive().default(20),
+  PUBLIC_DISCOVERY_RPS_PER_CLIENT: z.coerce.number().positive().default(5),
+  PUBLIC_DISCOVERY_RPS: z.coerce.number().positive().default(100),
+  PUBLIC_DISCOVERY_MAX_AGENTS: z.coerce.number().int().positive().default(10_000),
 });
 
 /**
@@ -189,6 +192,8 @@ export type GatewayConfig = {
     payerRps: number;
     pollRpsPerClient: number;
   };
+  /** PUBLIC_DISCOVERY_RPS_PER_CLIENT, PUBLIC_DISCOVERY_RPS, PUBLIC_DISCOVERY_MAX_AGENTS (api/routes/discovery.ts). */
+  discovery: { rpsPerClient: number; rps: number; maxAgents: number };
   /** VAULT_KEKS, VAULT_KEK_CURRENT, VAULT_ADDR, VAULT_TOKEN (gateway/credentials/config.ts). */
   vault: VaultConfig;
   /** ANALYTICS_RATE_PER_MIN, ANALYTICS_RATE_BURST (gateway/analytics/config.ts). */
@@ -307,6 +312,11 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       challengeRpsPerTenant: e.PUBLIC_CHALLENGE_RPS,
       payerRps: e.PUBLIC_PAYER_RPS,
       pollRpsPerClient: e.PUBLIC_POLL_RPS_PER_CLIENT,
+    },
+    discovery: {
+      rpsPerClient: e.PUBLIC_DISCOVERY_RPS_PER_CLIENT,
+      rps: e.PUBLIC_DISCOVERY_RPS,
+      maxAgents: e.PUBLIC_DISCOVERY_MAX_AGENTS,
     },
     vault: parts.vault,
     analytics: parts.analytics,

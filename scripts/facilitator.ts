@@ -38,6 +38,7 @@ import { announceDataDir, dataDir } from './lib/secrets.ts';
 
 const USAGE = `usage:
   npm run facilitator -- accounts add --cert FILE --name NAME [--kind NETWORK:ASSET]... [--max-per-tx N] [--daily-ceiling N]
+    (default kind: FACILITATOR_NETWORK, else base, and TOKEN_ADDRESS; required with a deployment's database)
   npm run facilitator -- accounts list [--json]
   npm run facilitator -- accounts deactivate ID_OR_FINGERPRINT | --cert FILE
   npm run facilitator -- keystore create --out FILE --password-file FILE
@@ -195,9 +196,15 @@ function amount(flag: string, value: string | undefined): bigint | null {
 }
 
 function kinds(): AccountKind[] {
-  // The token `npm start` deploys lands at dev account 0's first contract address.
-  const fallback = process.env.TOKEN_ADDRESS ?? DEV_TOKEN_ADDRESS;
-  const given = values.kind ?? [`base:${fallback}`];
+  // The facilitator's own kind: its network and token. The token `npm start` deploys lands at
+  // dev account 0's first contract address, but a deployment's database never gets that guess.
+  const deployment = Boolean(values['database-url'] || process.env.FACILITATOR_DATABASE_URL);
+  const token = process.env.TOKEN_ADDRESS || (deployment ? undefined : DEV_TOKEN_ADDRESS);
+  if (!values.kind && !token)
+    fail(
+      'accounts add needs the kind the account settles: TOKEN_ADDRESS (and FACILITATOR_NETWORK) as the facilitator has them, or --kind NETWORK:ASSET',
+    );
+  const given = values.kind ?? [`${process.env.FACILITATOR_NETWORK || 'base'}:${token}`];
   return given.map((k) => {
     const [network, asset] = k.split(':');
     if (!network || !/^0x[0-9a-fA-F]{40}$/.test(asset ?? '')) fail(`--kind ${k}: expected NETWORK:0xASSET`);

@@ -17,7 +17,14 @@ import { certFingerprint256, issueClientCert } from '../scripts/dev/pki.ts';
 
 const run = promisify(execFile);
 
-async function cli(...args: string[]): Promise<{ stdout: string; code: number; stderr: string }> {
+function cli(...args: string[]): Promise<{ stdout: string; code: number; stderr: string }> {
+  return cliWith({}, ...args);
+}
+
+async function cliWith(
+  env: Record<string, string | undefined>,
+  ...args: string[]
+): Promise<{ stdout: string; code: number; stderr: string }> {
   try {
     const { stdout, stderr } = await run(process.execPath, ['scripts/facilitator.ts', ...args], {
       env: {
@@ -26,6 +33,7 @@ async function cli(...args: string[]): Promise<{ stdout: string; code: number; s
         TOKEN_ADDRESS: stack().infra.tokenAddress,
         // The data folder of the test stack: its dev CA is in DATA_DIR/pki, as npm start's is.
         DATA_DIR: dirname(dirname(stack().infra.pki.files.ca)),
+        ...env,
       },
     });
     return { stdout, stderr, code: 0 };
@@ -66,6 +74,10 @@ describe('facilitator accounts CLI', function () {
     assert.match(again.stderr, /already exists/);
     assert.equal((await cli('accounts', 'add', '--name', 'x')).code, 2);
     assert.equal((await cli('accounts', 'add', '--cert', certFile, '--name', 'x', '--kind', 'base:nothex')).code, 2);
+    // A deployment's database and no token named: no guess at the kind (npm start's dev token would be wrong there).
+    const unnamed = await cliWith({ TOKEN_ADDRESS: '' }, 'accounts', 'add', '--cert', certFile, '--name', 'x');
+    assert.equal(unnamed.code, 2, unnamed.stdout);
+    assert.match(unnamed.stderr, /accounts add needs the kind the account settles: TOKEN_ADDRESS/);
 
     const listed = await cli('accounts', 'list', '--json');
     const account = (JSON.parse(listed.stdout) as Array<Record<string, unknown>>).find((a) => a.name === name);

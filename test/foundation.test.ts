@@ -102,8 +102,11 @@ describe('foundation: one call travels the whole way', () => {
     assert.equal(description.searchAttributes.InvocationStatus?.[0], 'succeeded');
 
     // Bodies travel by reference: the history never carries them.
-    const history = JSON.stringify(await handle.fetchHistory());
+    const events = (await handle.fetchHistory()).events ?? [];
+    const history = JSON.stringify(events);
     assert.ok(!history.includes(body), 'request body absent from the workflow history');
+    // One search-attribute update, the outcome's: InvocationStatus goes from `pending` to it.
+    assert.equal(events.filter((e) => e.upsertWorkflowSearchAttributesEventAttributes).length, 1);
   });
 
   it('finds invocations in Temporal by tenant and agent search attributes', async () => {

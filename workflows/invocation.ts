@@ -12,6 +12,13 @@ export type InvocationInput = {
   agentId: string;
   /** Trust receipts: the agent's emit_receipts when the call was accepted (absent in older histories). */
   emitReceipts?: boolean;
+  /**
+   * InvocationStatus goes from `pending` (set at the start) straight to the outcome; absent in
+   * older histories, which upsert `running` first. One search-attribute update per call fewer:
+   * an update is a history event and a visibility write on the server, for a state the
+   * execution's own status already shows (running) and the invocation row holds.
+   */
+  outcomeStatusOnly?: boolean;
 };
 
 const { performInvocation } = proxyActivities<InvocationActivities>({
@@ -41,7 +48,7 @@ const { issueReceipt } = proxyActivities<ReceiptActivities>({
 });
 
 export async function InvocationWorkflow(input: InvocationInput): Promise<InvocationOutcome> {
-  upsertSearchAttributes([{ key: InvocationStatus, value: 'running' }]);
+  if (!input.outcomeStatusOnly) upsertSearchAttributes([{ key: InvocationStatus, value: 'running' }]);
   let outcome: InvocationOutcome;
   try {
     outcome = await performInvocation(input.invocationId);

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { RateCeiling } from '../agents/schema.ts';
 import { catalogOperations } from './endpoints-catalog.ts';
 import { callOperations, serviceOperations } from './endpoints-calls.ts';
+import { publicOperations } from './endpoints-public.ts';
 import { responsesOf, type Operation, type ResponseSpec } from './responses.ts';
 
 type Json = Record<string, unknown>;
@@ -147,7 +148,7 @@ const packageVersion = (
 
 /** The document for an API whose agents may set rates up to `ceiling` (the operator's settings). */
 export function buildOpenApiDocument(ceiling: RateCeiling): Json {
-  const ops = [...serviceOperations, ...catalogOperations(ceiling), ...callOperations];
+  const ops = [...serviceOperations, ...catalogOperations(ceiling), ...callOperations, ...publicOperations];
   const paths: Record<string, Json> = {};
   for (const op of ops) (paths[op.path] ??= {})[op.method] = operation(op);
   return {

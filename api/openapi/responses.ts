@@ -33,7 +33,7 @@ export const err = (description: string): ResponseSpec => ({ description, body: 
 const unauthorized: ResponseSpec = {
   description: 'Missing or invalid bearer token, or absent tenant/user claims. No body.',
 };
-const serverError: ResponseSpec = { description: 'Unexpected server error. No body.' };
+export const serverError: ResponseSpec = { description: 'Unexpected server error. No body.' };
 export const notFound = (what: string) => err(`No ${what} with that id in the caller's tenant.`);
 /** Every management operation with a JSON body: the body parser's cap (docs/PROXY.md "Pathological JSON"). */
 const bodyTooLarge = err('JSON body over 1 MiB.');

@@ -23,7 +23,13 @@ export function startInvocationWorkflow(
   tenantId: string,
   agent: StartedAgent,
 ): Promise<WorkflowHandle> {
-  const input: InvocationInput = { invocationId, tenantId, agentId: agent.id, emitReceipts: agent.emitReceipts };
+  const input: InvocationInput = {
+    invocationId,
+    tenantId,
+    agentId: agent.id,
+    emitReceipts: agent.emitReceipts,
+    outcomeStatusOnly: true,
+  };
   return withCallDeadline(temporal, START_DEADLINE_MS, () =>
     temporal.workflow.start('InvocationWorkflow', {
       taskQueue,

@@ -34,6 +34,8 @@ import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import { outcomeStatus } from '../../gateway/invocations/outcome.ts';
 import { cheapToParse, refundIfRefused, runStages, type Admitted, type Door, type GateCtx } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
+import { checkTaskBinding, parseA2aBody } from './a2a-parse.ts';
+import { a2aAnswerTap, a2aAnswered } from './a2a-tap.ts';
 import { mcpReceiptInjector } from './mcp-receipt.ts';
 import { arrivedBody, contentLengthOf, declaredOver, readCappedBody } from './body.ts';
 import { recordedCallFields, type ProxyCall } from './call.ts';
@@ -85,6 +87,18 @@ function pipeDown(source: Readable, res: ServerResponse): Promise<PipeEnd> {
 
 type StreamCtx = GateCtx;
 
+/** A JSON-RPC body (MCP, A2A) is read to be parsed, within the same cap. */
+function readJsonRpcBody(ctx: StreamCtx, deps: AppDeps, services: ProxyServices, admitted: Admitted): Promise<Buffer> {
+  const held = services.bodyBudget.open(admitted.caller.tenantId);
+  ctx.res.once('close', held.release);
+  return refundIfRefused(
+    admitted,
+    413,
+    () => readCappedBody(ctx.req, MAX_MCP_BODY, deps.config.bodyPace, held),
+    () => declaredOver(ctx.req, MAX_MCP_BODY),
+  );
+}
+
 /** The call as the gate sees it: admitted, its body (read when MCP must parse it) and its facts. */
 async function admitCall(
   ctx: StreamCtx,
@@ -97,7 +111,17 @@ async function admitCall(
   const declaredLength = contentLengthOf(ctx.get('content-length'));
   let body: Buffer | Readable;
   let mcp: ProxyCall['mcp'] = null;
-  if (agent.protocol === 'mcp') {
+  let a2a: ProxyCall['a2a'] = null;
+  if (agent.protocol === 'a2a') {
+    body = await readJsonRpcBody(ctx, deps, services, admitted);
+    const read = body;
+    a2a = await refundIfRefused(
+      admitted,
+      400,
+      () => parseA2aBody(read, agent, 'streaming'),
+      () => cheapToParse(read),
+    );
+  } else if (agent.protocol === 'mcp') {
     const held = services.bodyBudget.open(admitted.caller.tenantId);
     ctx.res.once('close', held.release);
     const read = await refundIfRefused(
@@ -130,9 +154,11 @@ async function admitCall(
     bodyBytes: Buffer.isBuffer(body) ? body.length : declaredLength,
     resourceUrl: publicRequestUrl(ctx, deps.config.publicAddress),
     mcp,
+    a2a,
     policyWarning: null,
     payment: null,
   };
+  await checkTaskBinding(services.a2aTasks, call);
   return { call, admitted, body, declaredLength };
 }
 
@@ -337,6 +363,7 @@ async function relay(
   gatewayHeaders: Record<string, string>,
   record: CallRecord,
   hangup: { stop(): void },
+  tap: ((source: Readable) => Readable) | null,
 ): Promise<Omit<Completion, 'id'>> {
   const res = ctx.res;
   ctx.respond = false;
@@ -354,7 +381,9 @@ async function relay(
   reply.body.once('data', () => {
     firstByteAt = performance.now();
   });
-  const source = injectReceipt ? injectReceipt(reply.body) : reply.body;
+  const received = injectReceipt ? injectReceipt(reply.body) : reply.body;
+  // An A2A answer is watched for the tasks it names, which are bound as they pass (a2a-tap.ts).
+  const source = tap ? tap(received) : received;
   if (call.agent.emitReceipts) record.digests.response = digestOfEmitted(source);
   const ended = await pipeDown(source, res);
   record.digests.response?.finish(ended.by === 'done');
@@ -429,11 +458,12 @@ export function streamRoute(deps: AppDeps, services: ProxyServices, door: Door) 
       return answerUnreached(ctx, record, err);
     }
     // The answer holds its tenant's connection slot until its body closes: one that cannot be relayed is closed here.
-    const outcome = await relay(ctx, call, reply, gatewayHeaders, record, hangup).catch((err: unknown) => {
+    const tap = a2aAnswerTap(call, reply.headers, services.a2aTasks, deps.log);
+    const outcome = await relay(ctx, call, reply, gatewayHeaders, record, hangup, tap).catch((err: unknown) => {
       reply.body.destroy();
       reply.finish();
       throw err;
     });
-    await record.complete(outcome);
+    await record.complete({ ...outcome, ...a2aAnswered(call) });
   };
 }

@@ -11,6 +11,8 @@ import { closeWithOrm } from './orm.ts';
 export type StatementPool = {
   /** Runs a named statement; its text must be the same every time for the same name. */
   run(name: string, sql: string, params: unknown[]): Promise<void>;
+  /** The same, answering the statement's rows (`pg`'s types: int8 as a string, bytea as a Buffer). */
+  rows(name: string, sql: string, params: unknown[]): Promise<Array<Record<string, unknown>>>;
 };
 
 /** `?` placeholders (the ORM's style) numbered as `$1, $2, …` for a prepared statement. */
@@ -19,13 +21,17 @@ export function numbered(sql: string): string {
   return sql.replace(/\?/g, () => `$${++n}`);
 }
 
-/** A pool on the ORM's database, closed with the ORM; built once where the app is wired (api/proxy/services.ts). */
-export function createStatementPool(orm: MikroORM): StatementPool {
+/**
+ * A pool on the ORM's database, closed with the ORM; built once where a process is wired
+ * (api/proxy/services.ts for the accept commit, the invocation activities for their load and
+ * completion).
+ */
+export function createStatementPool(orm: MikroORM, applicationName = 'gateway-accept'): StatementPool {
   const connections = new pg.Pool({
     connectionString: String(orm.config.get('clientUrl')),
     max: 10,
     idleTimeoutMillis: 30_000,
-    application_name: 'gateway-accept',
+    application_name: applicationName,
   });
   // A connection that breaks while idle is dropped by the pool; its error must not crash the process.
   connections.on('error', () => undefined);
@@ -33,6 +39,9 @@ export function createStatementPool(orm: MikroORM): StatementPool {
   return {
     async run(name, sql, params) {
       await connections.query({ name, text: sql, values: params });
+    },
+    async rows(name, sql, params) {
+      return (await connections.query({ name, text: sql, values: params })).rows;
     },
   };
 }

@@ -30,7 +30,14 @@ export type AcceptedRow = Omit<
 >;
 
 // Every column an accepted row sets; the rest keep their defaults until the activity completes it.
-const ROW = invocationColumns([...ADMITTED_CALL_FIELDS, 'requestHeaders', 'requestBodyId', 'pollKeySha256']);
+const ROW = invocationColumns([
+  ...ADMITTED_CALL_FIELDS,
+  'requestHeaders',
+  'requestBodyId',
+  'pollKeySha256',
+  'a2aTaskId',
+  'a2aContextId',
+]);
 const ROW_SQL = `insert into invocations (${ROW.names.join(', ')}) values (${ROW.placeholders.join(', ')})`;
 // The accept statement of each shape (which CTEs it has), numbered for preparing.
 const STATEMENTS = new Map<string, string>();

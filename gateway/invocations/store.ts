@@ -11,6 +11,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { ErrorClass } from '../upstream/client.ts';
 import { releasingPayments } from '../payment/binding.ts';
+import { createStatementPool, numbered, type StatementPool } from '../db/statement-pool.ts';
 
 /** An invocation's outcome, as the transactional activity records it and the workflow returns it. */
 export type InvocationOutcome = {
@@ -123,7 +124,8 @@ const LOAD_AND_LEASE = (withBody: boolean) => `
 
 const LEASE_ATTEMPT = `
   update invocations set status = 'running', attempts = attempts + 1, updated_at = ?
-   where id = ? and attempts = ? and status in ('pending', 'running')`;
+   where id = ? and attempts = ? and status in ('pending', 'running')
+  returning id`;
 
 // A row that is not terminal has none of the outcome's fields yet, so all are written.
 // Completing a row also lets go of the caller's request (body and headers) unless the agent
@@ -187,14 +189,30 @@ export async function closeUnfinished(
   return r ? { released: r.released } : null;
 }
 
-export function createInvocationStore(orm: MikroORM): InvocationStore {
-  // Raw statements on the ORM's pool: no entity manager, identity map or change set.
-  const execute = (sql: string, params: unknown[], method: 'all' | 'run' = 'all') =>
-    orm.em.getConnection().execute(sql, params, method);
+// The statements every call makes, prepared once per connection of a statement pool
+// (db/statement-pool.ts): PostgreSQL plans them once, and the worker sends typed parameters
+// instead of formatting every value into the text (MikroORM's way) on each call.
+const PREPARED = {
+  loadAndLease: numbered(LOAD_AND_LEASE(false)),
+  loadAndLeaseWithBody: numbered(LOAD_AND_LEASE(true)),
+  leaseAttempt: numbered(LEASE_ATTEMPT),
+  complete: numbered(`with ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`),
+  completeBeforeAttempt: numbered(COMPLETE_BEFORE_ATTEMPT),
+};
+
+export function createInvocationStore(
+  orm: MikroORM,
+  statements: StatementPool = createStatementPool(orm, 'gateway-worker'),
+): InvocationStore {
+  // Raw statements on the ORM's pool (no entity manager, identity map or change set) for the
+  // rare ones; the statement pool for those of every call.
+  const execute = (sql: string, params: unknown[]) => orm.em.getConnection().execute(sql, params);
+  const prepared = (name: keyof typeof PREPARED, params: unknown[]) =>
+    statements.rows(`invocation-${name}`, PREPARED[name], params);
 
   return {
     async load(invocationId, { withBody }) {
-      const [r] = (await execute(LOAD_AND_LEASE(withBody), [invocationId, new Date()])) as Raw[];
+      const [r] = await prepared(withBody ? 'loadAndLeaseWithBody' : 'loadAndLease', [invocationId, new Date()]);
       if (!r) return undefined;
       return {
         id: r.id as string,
@@ -221,10 +239,8 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
     },
 
     async leaseAttempt(invocationId, loadedAttempts) {
-      const res = (await execute(LEASE_ATTEMPT, [new Date(), invocationId, loadedAttempts], 'run')) as {
-        affectedRows?: number;
-      };
-      return res.affectedRows === 1;
+      const leased = await prepared('leaseAttempt', [new Date(), invocationId, loadedAttempts]);
+      return leased.length === 1;
     },
 
     async complete(invocationId, c, body) {
@@ -244,15 +260,13 @@ export function createInvocationStore(orm: MikroORM): InvocationStore {
       ];
       // The body and the completion commit together: a completed row never points at a body
       // that was not stored (an unused body, the row already terminal, is a harmless orphan).
-      const sql = body
-        ? `with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`
-        : c.beforeAttempt
-          ? COMPLETE_BEFORE_ATTEMPT
-          : `with ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`;
-      const [r] = (await execute(
-        sql,
-        body ? [...body.params, invocationId, ...params] : [invocationId, ...params],
-      )) as Raw[];
+      const [r] = body
+        ? ((await execute(`with stored_body as (${body.sql}), ${RELEASE_REQUEST} ${COMPLETE(OUTCOME_COLUMNS)}`, [
+            ...body.params,
+            invocationId,
+            ...params,
+          ])) as Raw[])
+        : await prepared(c.beforeAttempt ? 'completeBeforeAttempt' : 'complete', [invocationId, ...params]);
       if (r) return outcomeOf(r);
       // Nothing completed: the row was terminal already (it keeps its outcome) or is absent.
       const [existing] = (await execute(`select ${OUTCOME_COLUMNS} from invocations where id = ?`, [

@@ -55,8 +55,12 @@ function safeMeta(meta: LogMetadata | undefined): Record<string, unknown> {
 
 /** The SDK's Logger interface, writing through pino. */
 export function sdkLogger(log: Logger): SdkLogger {
-  const write = (level: LogLevel, message: string, meta?: LogMetadata) =>
-    log[PINO_LEVEL[level] ?? 'info'](safeMeta(meta), redactUrls(message));
+  // The level first: the SDK logs each activity and workflow task at DEBUG, and flattening
+  // and redacting a line pino then drops was a per-call cost of the worker.
+  const write = (level: LogLevel, message: string, meta?: LogMetadata) => {
+    const pinoLevel = PINO_LEVEL[level] ?? 'info';
+    if (log.isLevelEnabled(pinoLevel)) log[pinoLevel](safeMeta(meta), redactUrls(message));
+  };
   return {
     log: write,
     trace: (message, meta) => write('TRACE', message, meta),

@@ -14,7 +14,7 @@ import { addAccount, type Account, type AccountKind } from '../../facilitator/ac
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../x402/eip3009.ts';
 import type { Payment, PaymentRequirements, SettleRequest } from '../../x402/schemas.ts';
 import { stack } from './stack.ts';
-import { call, parseJson } from './http.ts';
+import { callAt, parseJson } from './http.ts';
 
 export const CHAIN_ID = 8453;
 
@@ -170,22 +170,23 @@ export async function transfersTo(
 
 /**
  * A tenant with settlement configured: its facilitator credential holds `account`'s client
- * certificate and key, and its settlement configuration names the stack's facilitator.
- * Returns the tenant's bearer token.
+ * certificate and key, and its settlement configuration names the stack's facilitator (made
+ * through the stack's API, or the one at `api`). Returns the tenant's bearer token.
  */
 export async function settlingTenant(
   tenant: string,
-  account: TestAccount,
+  account: Pick<TestAccount, 'cert'>,
   facilitatorUrl = stack().facilitator.url,
+  api = stack().apiUrl,
 ): Promise<string> {
   const token = await stack().token(tenant);
   const bundle = `${account.cert.certPem}\n${account.cert.keyPem}`;
-  const credential = await call('POST', '/v1/credentials', {
+  const credential = await callAt(api, 'POST', '/v1/credentials', {
     token,
     json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: bundle },
   });
   if (credential.status !== 201) throw new Error(`credential: ${credential.status} ${credential.text}`);
-  const config = await call('PUT', '/v1/settlement/config', {
+  const config = await callAt(api, 'PUT', '/v1/settlement/config', {
     token,
     json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: credential.json.id },
   });

@@ -6,21 +6,11 @@ import { Migration } from '@mikro-orm/migrations';
 // the count it was computed at and is used only while the row's count is still that, so a
 // late completion makes it stale by construction and the next read recomputes it.
 // Daily summaries are keyed the same way by the sum of the day's hourly counts.
-export class Migration20261122123000_analytics_summaries extends Migration {
-  override up(): void {
-    this.addSql(`alter table analytics_hourly add column summary jsonb, add column summary_count bigint`);
-    this.addSql(`
-      create table analytics_daily_summary (
-        tenant_id text not null,
-        agent_id text not null,
-        day timestamptz not null,
-        count bigint not null,
-        summary jsonb not null,
-        primary key (tenant_id, day, agent_id)
-      )`);
-    // Rebuild (migration Migration20261122100100_analytics) also forgets the day summaries now:
-    // a repair may change figures without changing counts.
-    this.addSql(`
+
+// Rebuild (migration Migration20261122100100_analytics) also forgets the day summaries now:
+// a repair may change figures without changing counts. Exported for the migration that
+// replaces it (Migration20261128040000_analytics_rebuild_summaries), whose down() restores it.
+export const rebuildForgettingSummaries = `
       create or replace function analytics_rebuild(p_tenant text default null) returns bigint
       language plpgsql as $$
       declare
@@ -53,7 +43,21 @@ export class Migration20261122123000_analytics_summaries extends Migration {
         drop table analytics_rebuild_base;
         return rebuilt;
       end
-      $$`);
+      $$`;
+
+export class Migration20261122123000_analytics_summaries extends Migration {
+  override up(): void {
+    this.addSql(`alter table analytics_hourly add column summary jsonb, add column summary_count bigint`);
+    this.addSql(`
+      create table analytics_daily_summary (
+        tenant_id text not null,
+        agent_id text not null,
+        day timestamptz not null,
+        count bigint not null,
+        summary jsonb not null,
+        primary key (tenant_id, day, agent_id)
+      )`);
+    this.addSql(rebuildForgettingSummaries);
   }
 
   override down(): void {
