@@ -61,7 +61,7 @@ function entryOf(config: PaymentConfig, agent: Agent, tool: string | null): Cata
   return {
     path,
     resource: {
-      type: agent.protocol,
+      type: agent.protocol === 'mcp' ? ('mcp' as const) : ('http' as const),
       x402Version: 2,
       accepts: [requirementsV2(config, requirements)],
       lastUpdated: agent.updatedAt.toISOString(),

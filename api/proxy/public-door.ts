@@ -66,8 +66,12 @@ export async function admitUnpaid(ctx: GateCtx, deps: AppDeps, services: Pick<Pr
   return { ...admitted, giveBackChallenge: { client, tenant } };
 }
 
-/** The price of an MCP agent with per-tool prices is the tool's: known once the body is parsed. */
-const priceKnownBeforeBody = (agent: Agent) => agent.protocol !== 'mcp' || !agent.pricing?.tools;
+/**
+ * The price of an MCP agent with per-tool prices is the tool's, of an A2A agent the method's or
+ * skill's (and free for a free method): known once the body is parsed.
+ */
+const priceKnownBeforeBody = (agent: Agent) =>
+  agent.protocol === 'http' || (agent.protocol === 'mcp' && !agent.pricing?.tools);
 
 export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents' | 'limiter' | 'payment'>): Door {
   return {
@@ -89,7 +93,7 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
       }
       const { agent } = admitted;
       const caller = { tenantId: agent.tenantId, userId: '', kind: 'x402' as const };
-      if (unpaid && agent.protocol !== 'mcp')
+      if (unpaid && agent.protocol === 'http')
         throw challengeError(deps.config.payment, { agent, mcp: null, resourceUrl });
       if (!unpaid && priceKnownBeforeBody(agent)) {
         // A header payment that does not verify costs no call token and no body read: a 402
