@@ -17,7 +17,6 @@ import { call, callAt, uniqueName } from './support/http.ts';
 import { startCapturedGateway } from './support/catalog.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { decodePaymentRequiredHeader } from '@x402/core/http';
 import {
   chainProvider,
   encodePayment,
@@ -267,8 +266,10 @@ describe('public paid agents', function () {
         body: tool('summarize'),
         headers: { 'content-type': 'application/json' },
       });
-      assert.equal(challenge.status, 402, challenge.text);
-      assert.equal(challenge.json.accepts[0].maxAmountRequired, '7000');
+      // The x402 MCP transport's answer: a JSON-RPC tool result telling the client what to pay.
+      assert.equal(challenge.status, 200, challenge.text);
+      assert.equal(challenge.json.result.isError, true);
+      assert.equal(challenge.json.result.structuredContent.accepts[0].amount, '7000');
       const free = await call('POST', path.slice(stack().apiUrl.length), {
         body: tool('ping'),
         headers: { 'content-type': 'application/json' },
@@ -459,8 +460,8 @@ describe('public paid agents', function () {
           }),
         });
       const unpaid = await request();
-      assert.equal(unpaid.status, 402, unpaid.text);
-      const required = decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string);
+      assert.equal(unpaid.status, 200, unpaid.text);
+      const required = unpaid.json.result.structuredContent;
       const payer = v2PayerClient(await newPayer(1_000_000n));
       const first = await request({ 'x402/payment': await payer.createPaymentPayload(required) });
       assert.equal(first.status, 202, first.text);
