@@ -25,6 +25,10 @@ import {
   type InvocationOutcome,
 } from '../gateway/invocations/store.ts';
 import { answeredOutcome } from '../gateway/invocations/outcome.ts';
+import { createTaskBindings, type TaskBindings } from '../gateway/a2a/tasks.ts';
+import { taskOfResult } from '../gateway/a2a/methods.ts';
+import { queryRows } from '../gateway/db/orm.ts';
+import { errorKind } from '../lib/error-kind.ts';
 
 export type { InvocationOutcome };
 
@@ -60,12 +64,20 @@ const MAX_CAPTURED_RESPONSE = 32 * 1024 * 1024;
 
 /**
  * Reads the whole answer (the deadline bounds it), keeping it only when capture is on and it
- * fits; `broken` is the class of a body that broke off, null when it passed whole.
+ * fits, or (an A2A agent's, whose tasks are bound from it) when it fits in `keep` bytes;
+ * `broken` is the class of a body that broke off, null when it passed whole.
  */
 async function readResponse(
   reply: UpstreamResponse,
   capture: boolean,
-): Promise<{ firstByteMs: number | null; captured: Buffer | null; broken: ErrorClass | null; sha256: string | null }> {
+  keep = 0,
+): Promise<{
+  firstByteMs: number | null;
+  captured: Buffer | null;
+  kept: Buffer | null;
+  broken: ErrorClass | null;
+  sha256: string | null;
+}> {
   let firstByteMs: number | null = null;
   const chunks: Buffer[] = [];
   let size = 0;
@@ -76,10 +88,10 @@ async function readResponse(
       firstByteMs ??= Math.round(performance.now() - reply.startedAt);
       size += chunk.length;
       digest.update(chunk);
-      if (capture && size <= MAX_CAPTURED_RESPONSE) chunks.push(chunk);
+      if ((capture && size <= MAX_CAPTURED_RESPONSE) || size <= keep) chunks.push(chunk);
     }
   } catch (err) {
-    return { firstByteMs, captured: null, broken: brokenBodyClass(err, reply.timedOut()), sha256: null };
+    return { firstByteMs, captured: null, kept: null, broken: brokenBodyClass(err, reply.timedOut()), sha256: null };
   } finally {
     reply.finish();
   }
@@ -87,6 +99,7 @@ async function readResponse(
   return {
     firstByteMs,
     captured: capture && size <= MAX_CAPTURED_RESPONSE ? Buffer.concat(chunks) : null,
+    kept: size <= keep ? Buffer.concat(chunks) : null,
     broken: null,
     sha256: digest.value(),
   };
@@ -101,8 +114,27 @@ function endedByWorkflow(): boolean {
   return Boolean(details?.notFound || details?.cancelRequested);
 }
 
+/** The largest A2A answer whose task is bound (a JSON-RPC answer; a larger one binds nothing). */
+const MAX_A2A_ANSWER = 1024 * 1024;
+
+async function bindAnsweredTask(tasks: TaskBindings, tenantId: string, agentId: string, body: Buffer) {
+  let task;
+  try {
+    task = taskOfResult((JSON.parse(body.toString('utf8')) as { result?: unknown } | null)?.result);
+  } catch {
+    return;
+  }
+  // A binding that fails leaves the call as it was (its answer is the caller's); a later call
+  // about the task is refused as unbound.
+  if (task)
+    await tasks.bind(tenantId, agentId, [task]).catch((err: unknown) => {
+      Context.current().log.warn('could not bind an A2A task', { err: errorKind(err) });
+    });
+}
+
 export function createInvocationActivities(deps: InvocationDeps): InvocationActivities {
   const store = createInvocationStore(deps.orm);
+  const tasks = createTaskBindings(queryRows(deps.orm));
   // A body store in the gateway's own database (it offers insertSql) is read in the load
   // statement and written in the completing one; any other goes through its interface.
   const insertBody = deps.bodies.insertSql?.bind(deps.bodies);
@@ -201,7 +233,9 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
           return await complete(invocationId, { status: 'failed', errorClass });
         }
 
-        const read = await readResponse(reply, agent.captureBody);
+        const read = await readResponse(reply, agent.captureBody, agent.protocol === 'a2a' ? MAX_A2A_ANSWER : 0);
+        // An A2A answer's task is bound to the agent before the call completes (gateway/a2a/tasks.ts).
+        if (read.kept) await bindAnsweredTask(tasks, row.tenantId, agent.id, read.kept);
         const latencyMs = Math.round(performance.now() - reply.startedAt);
         const ttftMs = read.firstByteMs ?? reply.ttftMs;
         if (read.broken) {
