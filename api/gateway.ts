@@ -11,6 +11,7 @@ import { cachedProbe } from '../lib/cached-probe.ts';
 import { readinessChecks } from './metrics.ts';
 import { createStartBacklog } from './proxy/start-backlog.ts';
 import { startRelay } from './proxy/start-relay.ts';
+import { summarizeInBackground } from '../gateway/analytics/summaries.ts';
 import { checkUnfinishedCalls } from './proxy/unfinished-calls.ts';
 import { createVaultClient } from '../gateway/credentials/vault.ts';
 import { openChangeFeed } from '../gateway/db/change-feed.ts';
@@ -24,8 +25,8 @@ const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url),
 };
 
 /**
- * `relay`: run the start relay and the closed-workflow check in this process (api/main.ts;
- * tests that need them run their own).
+ * `relay`: run the start relay, the closed-workflow check and the analytics summaries round
+ * (gateway/analytics/summaries.ts) in this process (api/main.ts; tests that need them run their own).
  */
 export type GatewayOptions = Partial<Pick<AppDeps, 'feed' | 'vaultClient'>> & { relay?: boolean };
 
@@ -81,7 +82,8 @@ export async function startGateway(
   if (shared.relay) {
     const relay = startRelay({ orm, temporal, taskQueue: config.temporal.taskQueue, log, backlog: startBacklog });
     const unfinished = checkUnfinishedCalls({ orm, temporal, log });
-    server.once('close', () => void Promise.all([relay.stop(), unfinished.stop()]));
+    const summaries = summarizeInBackground(orm, log);
+    server.once('close', () => void Promise.all([relay.stop(), unfinished.stop(), summaries.stop()]));
   }
   return server;
 }

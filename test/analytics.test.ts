@@ -4,6 +4,8 @@
 // rolled up by the trigger as it completes); and the endpoint's own 429.
 import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
+import { summarizeClosedBuckets } from '../gateway/analytics/summaries.ts';
+import { waitFor } from './support/wait.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { exactPercentile } from '../gateway/analytics/sketch.ts';
@@ -392,6 +394,54 @@ describe('analytics', () => {
       const before = await snapshot();
       await conn.execute(`select analytics_rebuild(?)`, [tenant]);
       assert.deepEqual(await snapshot(), before);
+    });
+
+    it('the background round summarizes closed hours and days from their histograms as a read would', async () => {
+      const conn = stack().orm.em.getConnection();
+      // Answers computed by the reader from the histograms, every summary forgotten.
+      await conn.execute(`update analytics_hourly set summary = null, summary_count = null where tenant_id = ?`, [
+        tenant,
+      ]);
+      await conn.execute(`delete from analytics_daily_summary where tenant_id = ?`, [tenant]);
+      const fromHistograms = { hour: (await query('hour')).json, day: (await query('day')).json };
+      // Those reads write their summaries back after answering: wait for them, then forget them again.
+      await waitFor(
+        async () => {
+          const [{ n, d }] = await conn.execute(
+            `select (select count(*) from analytics_hourly where tenant_id = ? and summary_count is distinct from count)::int as n,
+                    (select count(*) from analytics_daily_summary where tenant_id = ?)::int as d`,
+            [tenant, tenant],
+          );
+          return n === 0 && d === 11;
+        },
+        { what: 'the reads to write their summaries back' },
+      );
+      await conn.execute(`update analytics_hourly set summary = null, summary_count = null where tenant_id = ?`, [
+        tenant,
+      ]);
+      await conn.execute(`delete from analytics_daily_summary where tenant_id = ?`, [tenant]);
+      // A round as of 2026-10-04 12:30: the window reaches back two days from 12:00.
+      const hours = await summarizeClosedBuckets(stack().orm, Date.parse('2026-10-04T12:30:00Z'));
+      assert.ok(hours > 0);
+      const [{ summarized, open }] = await conn.execute(
+        `select count(*) filter (where summary_count = count)::int as summarized,
+                count(*) filter (where summary_count is distinct from count and bucket_start >= '2026-10-02T12:00:00Z' and bucket_start < '2026-10-04T12:00:00Z')::int as open
+           from analytics_hourly where tenant_id = ?`,
+        [tenant],
+      );
+      assert.equal(summarized, hours);
+      assert.equal(open, 0, 'every closed hour of the window is summarized');
+      const days = await conn.execute(
+        `select (extract(epoch from day) * 1000)::bigint as day_ms from analytics_daily_summary where tenant_id = ? group by 1 order by 1`,
+        [tenant],
+      );
+      // The closed days of the window (2 and 3 October); the current one stays with the reader.
+      assert.deepEqual(
+        days.map((d: any) => new Date(Number(d.day_ms)).toISOString()),
+        ['2026-10-02T00:00:00.000Z', '2026-10-03T00:00:00.000Z'],
+      );
+      assert.deepEqual((await query('hour')).json, fromHistograms.hour);
+      assert.deepEqual((await query('day')).json, fromHistograms.day);
     });
 
     it('the rebuild leaves every summary current, equal to the ones computed from the histograms', async () => {

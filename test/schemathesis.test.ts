@@ -202,6 +202,7 @@ describe('Schemathesis: the API fuzzed from its OpenAPI document', function () {
         // An A2A agent's upstream must serve an Agent Card (read on create).
         FUZZ_A2A_UPSTREAM_URL: a2aUpstream.url,
         FUZZ_CREDENTIAL: credential.json.id,
+        FUZZ_PROXIED_AGENT: proxied,
         FUZZ_PEM_CREDENTIAL: pem.json.id,
         FUZZ_PEM_BUNDLE: clientTlsBundle(),
         FUZZ_FACILITATOR_URL: 'https://facilitator.example.com',

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { isAddress } from 'ethers';
 import { PageQuery } from '../pagination.ts';
+import { PublicInterfaceInput } from './public-interface.ts';
 import { idField, idParam, maxChars, nameField, NO_NUL } from '../validation.ts';
 import { A2A_METHODS, canonicalA2aMethod } from '../../gateway/a2a/methods.ts';
 
@@ -151,6 +152,7 @@ function mutableFields(ceiling: RateCeiling) {
     )
       .nullable()
       .meta({ description: 'What an unauthenticated caller is told the agent does (challenges, the HTML page).' }),
+    public_interface: PublicInterfaceInput.nullable(),
   };
 }
 
@@ -370,6 +372,10 @@ export const AgentView = z
     suspended_reason: z.string().nullable(),
     public: z.boolean(),
     public_description: z.string().nullable(),
+    public_interface: z
+      .record(z.string(), z.unknown())
+      .nullable()
+      .meta({ description: 'As set (PublicInterface): what any caller is shown about calling the public agent.' }),
     public_url: z
       .string()
       .nullable()

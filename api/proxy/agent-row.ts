@@ -5,7 +5,7 @@
 // the Agent type makes a column the entity gains and this mapping misses a type error.
 // Cached agents are shared between calls: treat them as read-only.
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Agent, AgentProtocol, Pricing } from '../../gateway/db/entities.ts';
+import type { Agent, AgentProtocol, Pricing, PublicInterface } from '../../gateway/db/entities.ts';
 import type { ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { createFeedCache } from '../../gateway/db/feed-cache.ts';
 
@@ -39,6 +39,10 @@ function agentFromRow(row: Row): Agent {
     suspendedReason: (row.suspended_reason as string | null) ?? null,
     public: row.public as boolean,
     publicDescription: (row.public_description as string | null) ?? null,
+    publicInterface:
+      row.public_interface === null || row.public_interface === undefined
+        ? null
+        : json<PublicInterface>(row.public_interface),
     a2aCard: row.a2a_card === null || row.a2a_card === undefined ? null : json<Record<string, unknown>>(row.a2a_card),
     a2aCardReadAt:
       row.a2a_card_read_at === null || row.a2a_card_read_at === undefined ? null : date(row.a2a_card_read_at),

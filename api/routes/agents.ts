@@ -49,20 +49,38 @@ function normalisePricing(pricing: PricingInput | null | undefined): Pricing | n
 /** Reads an upstream's Agent Card through the SSRF guard (gateway/a2a/card.ts); wired in api/app.ts. */
 /**
  * The card an update leaves: read again when the agent becomes a2a or its upstream_url changes
- * (a 400 when it cannot be read: nothing is changed), dropped when it stops being a2a.
+ * (read before the transaction, cardForUpdate; a 400 when it cannot be read: nothing is
+ * changed), dropped when it stops being a2a.
  */
-async function a2aCardChange(
-  readCard: CardReader,
+function a2aCardChange(
   current: Agent,
   protocol: Agent['protocol'],
   upstreamUrl: string | null | undefined,
-): Promise<Partial<Agent>> {
-  if (protocol !== 'a2a') return current.a2aCard ? { a2aCard: null, a2aCardReadAt: null } : {};
-  const url = upstreamUrl !== undefined ? upstreamUrl : current.upstreamUrl;
-  if (!url) return { a2aCard: null, a2aCardReadAt: null };
-  if (current.protocol === 'a2a' && url === current.upstreamUrl && current.a2aCard) return {};
-  return { a2aCard: await readCardOr400(readCard, url), a2aCardReadAt: new Date() };
+  read: ReadCard | null,
+): Partial<Agent> {
+  const url = cardToRead(current, protocol, upstreamUrl);
+  if (url === undefined) return protocol !== 'a2a' && current.a2aCard ? { a2aCard: null, a2aCardReadAt: null } : {};
+  if (url === null) return { a2aCard: null, a2aCardReadAt: null };
+  // Read before the transaction for the agent as it was then: changed since by another write.
+  if (read?.url !== url) throw conflict('the agent changed while its upstream card was read: retry');
+  return { a2aCard: read.card, a2aCardReadAt: read.at };
 }
+
+/** The upstream whose card an update must read; null: the card goes; undefined: nothing to read or drop. */
+function cardToRead(
+  current: Agent,
+  protocol: Agent['protocol'],
+  upstreamUrl: string | null | undefined,
+): string | null | undefined {
+  if (protocol !== 'a2a') return undefined;
+  const url = upstreamUrl !== undefined ? upstreamUrl : current.upstreamUrl;
+  if (!url) return null;
+  if (current.protocol === 'a2a' && url === current.upstreamUrl && current.a2aCard) return undefined;
+  return url;
+}
+
+/** A card read for an update, before its transaction. */
+type ReadCard = { url: string; card: StoredCard; at: Date };
 
 export type CardReader = (upstreamUrl: string) => Promise<StoredCard>;
 
@@ -189,6 +207,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows, readCard: CardRead
           suspendedReason: null,
           public: state.public,
           publicDescription: input.public_description ?? null,
+          publicInterface: input.public_interface ?? null,
           a2aCard: card,
           a2aCardReadAt: card ? now : null,
           a2aPassUnknownMethods: input.a2a_pass_unknown_methods ?? false,
@@ -224,8 +243,27 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows, readCard: CardRead
     ctx.body = serialize(ctx)(await ownedRow(deps.orm, AgentSchema, 'agt', ctx.params.id, ctx.state.caller.tenantId));
   });
 
+  /**
+   * The card a valid update will need, read before its transaction: the read takes up to
+   * CARD_TIMEOUT_MS on an upstream the tenant chooses, and must hold no pooled connection nor
+   * the agent's row lock meanwhile (a tenant's slow upstream would starve every other tenant).
+   * Null when the body or URL is refused anyway, or no card is needed (the transaction decides).
+   */
+  async function cardForUpdate(tenantId: string, id: string, body: unknown): Promise<ReadCard | null> {
+    const patch = bodies.patch.safeParse(body);
+    if (!patch.success || !isId('agt', id)) return null;
+    const { upstream_url: upstreamUrl, protocol } = patch.data;
+    if (upstreamUrl && upstreamUrlProblem('upstream_url', upstreamUrl, deps.config.upstream)) return null;
+    const current = await deps.orm.em.fork().findOne(AgentSchema, { id, tenantId });
+    if (!current || current.deletedAt) return null;
+    const url = cardToRead(current, protocol ?? current.protocol, upstreamUrl);
+    if (!url) return null;
+    return { url, card: await readCardOr400(readCard, url), at: new Date() };
+  }
+
   router.patch('/agents/:id', async (ctx) => {
     const { tenantId } = ctx.state.caller;
+    const read = await cardForUpdate(tenantId, ctx.params.id, ctx.request.body);
     const agent = await deps.orm.em.fork().transactional(async (em) => {
       const current = await liveAgentForUpdate(em, tenantId, ctx.params.id);
       const patch = parseOr400(bodies.patch, ctx.request.body);
@@ -271,8 +309,9 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows, readCard: CardRead
       if (patch.retry_non_idempotent !== undefined) changes.retryNonIdempotent = patch.retry_non_idempotent;
       if (patch.public !== undefined) changes.public = patch.public;
       if (patch.public_description !== undefined) changes.publicDescription = patch.public_description;
+      if (patch.public_interface !== undefined) changes.publicInterface = patch.public_interface;
       if (patch.a2a_pass_unknown_methods !== undefined) changes.a2aPassUnknownMethods = patch.a2a_pass_unknown_methods;
-      Object.assign(changes, await a2aCardChange(readCard, current, state.protocol, patch.upstream_url));
+      Object.assign(changes, a2aCardChange(current, state.protocol, patch.upstream_url, read));
       if (Object.keys(patch).length > 0) changes.updatedAt = new Date();
       em.assign(current, changes);
       await flushOr409(em);

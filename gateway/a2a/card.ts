@@ -5,6 +5,7 @@
 // it (servedCard): the gateway's address, the gateway's security scheme, nothing of the
 // upstream's address or credentials.
 import { request, type Dispatcher } from 'undici';
+import { holdsUnstorableText } from '../../lib/storable-text.ts';
 
 const CARD_PATH = '/.well-known/agent-card.json';
 /** The largest card read (a card is a few KiB; a larger answer is refused, not truncated). */
@@ -59,8 +60,9 @@ export async function fetchAgentCard(dispatcher: Dispatcher, upstreamUrl: string
   }
   if (card === null || typeof card !== 'object' || Array.isArray(card) || typeof (card as StoredCard).name !== 'string')
     throw new AgentCardError("the upstream's agent card is not an Agent Card (no name)");
-  // Stored as text in jsonb, which cannot hold U+0000.
-  if (text.includes('\\u0000')) throw new AgentCardError("the upstream's agent card holds NUL characters");
+  // Stored in jsonb, which cannot hold U+0000 nor a lone surrogate.
+  if (holdsUnstorableText(card))
+    throw new AgentCardError("the upstream's agent card holds NUL characters or lone surrogates");
   return card as StoredCard;
 }
 

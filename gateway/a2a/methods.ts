@@ -105,6 +105,19 @@ function idField(where: Obj | null, key: string, what: string): string | null {
   return value;
 }
 
+/**
+ * A field's name in the protobuf's own spelling: A2A 1.0 is defined in protobuf, whose JSON
+ * readers (the @a2a-js/sdk server's included) take `task_id` as well as `taskId`. A task named
+ * under either is a task the request is about.
+ */
+const protoName = (key: string) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/** The ids a field names under its JSON and its protobuf spelling (each checked as idField). */
+function idsOf(where: Obj | null, key: string, what: string): string[] {
+  const names = key === protoName(key) ? [key] : [key, protoName(key)];
+  return names.flatMap((name) => idField(where, name, what) ?? []);
+}
+
 /** The facts of one JSON-RPC request (`method` and `params` as parsed). */
 export function a2aRequestFacts(method: string, params: unknown): A2aRequestFacts {
   const known = BY_SPELLING.get(method);
@@ -117,14 +130,14 @@ export function a2aRequestFacts(method: string, params: unknown): A2aRequestFact
     streaming: known?.spec.streaming ?? false,
     skill: idField(metadata, 'skill', 'message metadata.skill'),
     taskIds: [],
-    contextId: idField(message, 'contextId', 'message contextId'),
+    contextId: idsOf(message, 'contextId', 'message contextId')[0] ?? null,
   };
   if (!known) return facts;
   if (known.taskAt === 'message') {
-    const own = idField(message, 'taskId', 'message taskId');
-    if (own) facts.taskIds.push(own);
-    const refs = message?.referenceTaskIds;
-    if (Array.isArray(refs)) {
+    facts.taskIds.push(...idsOf(message, 'taskId', 'message taskId'));
+    for (const key of ['referenceTaskIds', 'reference_task_ids']) {
+      const refs = message?.[key];
+      if (!Array.isArray(refs)) continue;
       if (refs.length > 100) throw new A2aRequestError('A2A message names too many referenceTaskIds');
       for (const ref of refs) {
         const id = idField({ ref }, 'ref', 'message referenceTaskIds');
@@ -132,9 +145,9 @@ export function a2aRequestFacts(method: string, params: unknown): A2aRequestFact
       }
     }
   } else {
-    const id = idField(p, known.taskAt, `params.${known.taskAt}`);
-    if (!id) throw new A2aRequestError(`A2A ${method} needs params.${known.taskAt}`);
-    facts.taskIds.push(id);
+    const ids = idsOf(p, known.taskAt, `params.${known.taskAt}`);
+    if (ids.length === 0) throw new A2aRequestError(`A2A ${method} needs params.${known.taskAt}`);
+    facts.taskIds.push(...ids);
   }
   return facts;
 }

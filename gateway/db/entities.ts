@@ -17,6 +17,16 @@ export type Pricing = {
   skills?: Record<string, string>;
 };
 
+/** A public agent's self-description (api/agents/public-interface.ts validates it on save). */
+export type PublicInterface = {
+  input_schema?: Record<string, unknown>;
+  input_example?: unknown;
+  output_example?: unknown;
+  tools?: Record<
+    string,
+    { description?: string; input_schema?: Record<string, unknown>; example?: Record<string, unknown> }
+  >;
+};
 export type AgentProtocol = 'http' | 'mcp' | 'a2a';
 
 export const AgentSchema = defineEntity({
@@ -45,6 +55,8 @@ export const AgentSchema = defineEntity({
     /** Open to any x402 client at the public URLs, no token (docs/API.md "Selling an agent to any x402 client"). */
     public: p.boolean().default(false),
     publicDescription: p.string().nullable().default(null),
+    /** What a caller needs to call the public agent (discovery, v2 challenges); validated by the API. */
+    publicInterface: p.json<PublicInterface>().nullable().default(null),
     /** protocol a2a: the upstream's Agent Card, read on create and when upstream_url changes (gateway/a2a/card.ts). */
     a2aCard: p.json<Record<string, unknown>>().nullable().default(null),
     a2aCardReadAt: p.datetime().nullable().default(null),

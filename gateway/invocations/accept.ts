@@ -1,4 +1,4 @@
-// Writing an accepted transactional call: its body (the claim check) and its `pending` row,
+// Writing an accepted transactional call: its body (stored by id: gateway/body-store.ts) and its `pending` row,
 // in one commit. Unpaid calls — nearly all — take one statement (a data-modifying CTE when the
 // body store lives in this database: one round trip, one commit, far cheaper than the ORM's
 // unit of work; docs/BENCHMARKS.md, "Proxy"), prepared once per
