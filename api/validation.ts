@@ -5,30 +5,24 @@
 import { z } from 'zod';
 import { badRequest } from './errors.ts';
 import type { IdPrefix } from '../lib/ids.ts';
+import { anyString, holdsUnstorableText } from '../lib/storable-text.ts';
 
 function fallbackMessage(issue: { path?: PropertyKey[]; code?: string }): string {
   const field = (issue.path ?? []).map(String).join('.');
   return field ? `invalid ${field}` : 'invalid body';
 }
 
-/** True when a string anywhere in the value (keys included) holds U+0000. */
-function containsNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\u0000');
-  if (Array.isArray(value)) return value.some(containsNul);
-  if (value && typeof value === 'object')
-    return Object.entries(value).some(([k, v]) => k.includes('\u0000') || containsNul(v));
-  return false;
-}
-
 /**
- * PostgreSQL text and jsonb cannot hold U+0000: such input is a 400 here, not a 500 at the
- * database. The document says it of every request string (api/openapi/document.ts).
+ * PostgreSQL text and jsonb cannot hold U+0000, nor jsonb a lone surrogate: such input is a 400
+ * here, not a 500 at the database. The document says it of every request string
+ * (api/openapi/document.ts).
  */
 export function rejectNul(input: unknown): void {
-  if (containsNul(input)) throw badRequest('text must not contain NUL characters');
+  if (anyString(input, (text) => text.includes('\u0000'))) throw badRequest('text must not contain NUL characters');
+  if (holdsUnstorableText(input)) throw badRequest('text must not contain lone surrogates (invalid UTF-16)');
 }
 
-/** A JSON body: text with U+0000 is refused before the schema reads it. */
+/** A JSON body: text PostgreSQL cannot store is refused before the schema reads it. */
 export function parseOr400<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {
   rejectNul(input);
   return parseWith(schema, input);

@@ -1,7 +1,7 @@
 // The bare baseline of bench/throughput.ts: a workflow that runs one activity, which POSTs the
 // body to the same upstream the gateway's agent points at and returns the answer's status.
 // The activity options are the gateway's performInvocation ones (workflows/invocation.ts), so
-// the two differ only in what the gateway adds: the API, the claim check, the rows, the search
+// the two differ only in what the gateway adds: the API, the stored body, the rows, the search
 // attributes, the activity's checks and observability.
 import { proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import { InvocationStatus } from '../temporal/search-attributes.ts';

@@ -7,9 +7,9 @@
 // ...) so machine noise hits both alike.
 //
 // Ours is measured as a client sees it: POST /settle over HTTPS with mutual TLS (keep-alive),
-// through the account lookup, readiness, the claim-checked request, SettlementWorkflow on
-// Temporal (re-verification with authorizationState and an eth_call simulation, guardrail
-// reservation and nonce claim in PostgreSQL, the signed transaction stored before it is sent,
+// through the account lookup, readiness, the stored request, SettlementWorkflow on
+// Temporal (re-verification with authorizationState and an eth_call simulation, guardrails
+// and the nonce reservation in PostgreSQL, the signed transaction stored before it is sent,
 // broadcast, first-block inclusion, the record). The facilitator runs as `npm start` runs it:
 // its worker embedded, so /settle starts the workflow eagerly (--worker process runs the worker
 // in a separate process instead, without eager start). Temporal is a dev server on a SQLite

@@ -1,7 +1,7 @@
 // Who settles a /settle request, and how its answer is learned. SettlementWorkflow owns every
 // settlement; the handler either runs a fresh request's steps on the fast path
 // (facilitator/settlement/fast-path.ts, a worker in this process) and starts the workflow once
-// the outcome is known, or stores the claim check, starts or joins the workflow and waits for
+// the outcome is known, or stores the request, starts or joins the workflow and waits for
 // the recorded outcome. A submission that does not own the authorization (another account,
 // other requirements) never learns the owner's transaction. Every answer is given by the
 // request's deadline: 'in_flight' then.
@@ -174,7 +174,7 @@ export function createSettlementOwner(deps: OwnerDeps): SettlementOwner {
     return starting;
   }
 
-  /** The claim check stored first (a run started without it could only wait for a retry to write it), then the workflow. */
+  /** The request stored first (a run started without it could only wait for a retry to write it), then the workflow. */
   async function throughWorkflow(
     key: string,
     accountId: string,

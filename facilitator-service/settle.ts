@@ -12,7 +12,7 @@ import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { Account } from '../facilitator/accounts.ts';
 import type { Readiness } from './readiness.ts';
 import { settlementKey } from '../facilitator/store/records.ts';
-import { staticGuardrail } from '../facilitator/store/claims.ts';
+import { staticGuardrail } from '../facilitator/store/reservations.ts';
 import { createSettlementOwner, type OwnerDeps } from './owner.ts';
 import type { SettlementOutcome } from '../facilitator/settlement/types.ts';
 import { recoverAuthorizer } from '../x402/eip3009.ts';

@@ -1,5 +1,5 @@
 // The outbox sweeper. A /settle handler claims and sends on the strength of its PostgreSQL
-// records (the claim check and the settlement row), with its workflow start issued alongside
+// records (the stored request and the settlement row), with its workflow start issued alongside
 // and not waited for. Every such settlement must still get its SettlementWorkflow (operators
 // find settlements in the Temporal UI; the workflow's activity finishes what a dead process
 // left half done: delivery of the stored bytes, the record, the watcher). When the start failed

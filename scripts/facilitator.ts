@@ -30,7 +30,7 @@ import {
   type AccountKind,
 } from '../facilitator/accounts.ts';
 import { certFingerprint256, createCaFiles, devCaFiles, issueCertFiles } from './dev/pki.ts';
-import { usageToday } from '../facilitator/store/claims.ts';
+import { usageToday } from '../facilitator/store/reservations.ts';
 import { guardrailDefaults } from '../facilitator/config.ts';
 import { DEV_TOKEN_ADDRESS } from './dev/chain.ts';
 import { parseCommand, reportUncaught, runCommand, usageExit, UsageError } from './lib/cli.ts';

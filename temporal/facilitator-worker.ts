@@ -8,6 +8,7 @@ import type { JsonRpcProvider } from 'ethers';
 import { createSettlementActivities } from '../activities/settlement/index.ts';
 import { createSettlementSteps } from '../facilitator/settlement/steps.ts';
 import { createFastPath, type FastPath } from '../facilitator/settlement/fast-path.ts';
+import { cachedSteps, createRunCache } from '../facilitator/settlement/run-cache.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { TransactionSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
@@ -25,7 +26,8 @@ export async function createFacilitatorWorker(
 ): Promise<{ worker: Worker; connection: NativeConnection; fastPath: FastPath }> {
   const connection = opts.connection ?? (await NativeConnection.connect({ ...config.temporal.connection }));
   const steps = createSettlementSteps({ ...deps, fees: createFeeOracle(deps.provider), config });
-  const fastPath = createFastPath(steps);
+  const cache = createRunCache();
+  const fastPath = createFastPath(steps, cache);
   // Tracing (when started in this process): the OTel interceptors and the workflow spans' sink.
   const tracing = temporalWorkerTracing();
   const worker = await Worker.create({
@@ -33,7 +35,7 @@ export async function createFacilitatorWorker(
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: facilitatorWorkflowsPath }),
-    activities: createSettlementActivities(steps, fastPath),
+    activities: createSettlementActivities(cachedSteps(steps, cache)),
     interceptors: { activity: tracing.activity, workflowModules: opts.workflowBundle ? [] : tracing.workflowModules },
     sinks: tracing.sinks,
     ...workerTuning(FACILITATOR_ACTIVITY_GRACE_MS),

@@ -13,7 +13,7 @@
 // own (/etc/agent-gateway, /secure, /backups, ../histories, the address 10.0.0.5, ID).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { compactVerify, createLocalJWKSet } from 'jose';
@@ -222,6 +222,7 @@ describe('docs/DEPLOYMENT.md, run as written', function () {
     tls?.close();
     await upstream?.close();
     for (const url of [restored.gateway, restored.facilitator]) if (url) await dropDatabase(url).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('step 6: a transactional call with a managed credential and a receipt, on the separated gateway worker', async () => {

@@ -21,7 +21,7 @@ import {
   signPayment,
   type TestAccount,
 } from './support/x402.ts';
-import { usageToday } from '../facilitator/store/claims.ts';
+import { usageToday } from '../facilitator/store/reservations.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { tokenContract } from '../scripts/dev/chain.ts';
 import { EOA_TRANSFER_GAS_LIMIT } from '../facilitator/chain.ts';

@@ -26,6 +26,8 @@ import { jwksRoutes, receiptRoutes } from '../api/routes/receipts.ts';
 import { healthRoutes } from '../api/routes/health.ts';
 import { proxyRoutes } from '../api/routes/proxy.ts';
 import { invocationRoutes } from '../api/routes/invocations.ts';
+import { publicRoutes } from '../api/routes/public.ts';
+import { discoveryRoutes } from '../api/routes/discovery.ts';
 import { openapiRoutes } from '../api/openapi/routes.ts';
 import type { AppDeps } from '../api/deps.ts';
 import { createLogger } from '../lib/log.ts';
@@ -170,6 +172,10 @@ describe('OpenAPI document and reference page', () => {
       caller_kind: 'token',
       mcp_method: null,
       mcp_tool: null,
+      a2a_method: null,
+      a2a_skill: null,
+      a2a_task_id: null,
+      a2a_context_id: null,
       payment_network: null,
       payment_asset: null,
       payment_amount: null,
@@ -271,15 +277,22 @@ describe('OpenAPI document and reference page', () => {
   });
 
   it('documents exactly the routes the API serves', () => {
-    const deps = { config: stack().config, orm: stack().orm, log: createLogger('api', 'silent') } as AppDeps;
+    const deps = {
+      config: stack().config,
+      orm: stack().orm,
+      feed: stack().feed,
+      log: createLogger('api', 'silent'),
+    } as AppDeps;
     const none = {} as never;
     const served = new Set<string>();
     const routers: Array<[string, { stack: Array<{ path: string | RegExp; methods: string[] }> }]> = [
       ['', healthRoutes(deps, none)],
       ['', openapiRoutes({ rps: 1, burst: 1 })],
       ['', jwksRoutes(deps)],
+      ['', publicRoutes(deps, none as ProxyServices)],
+      ['', discoveryRoutes(deps, none as ProxyServices)],
       ...[
-        agentRoutes(deps, createAgentRows(deps.orm, stack().feed)),
+        agentRoutes(deps, createAgentRows(deps.orm, stack().feed), none),
         credentialRoutes(deps),
         settlementRoutes(deps),
         proxyRoutes(deps, none as ProxyServices),

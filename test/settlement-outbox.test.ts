@@ -38,7 +38,7 @@ import {
   transfersTo,
   type TestAccount,
 } from './support/x402.ts';
-import { reserveAndClaim } from '../facilitator/store/claims.ts';
+import { reserveNonce } from '../facilitator/store/reservations.ts';
 import { storedGasNonce } from '../facilitator/store/gas.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { saveSettleRequest } from '../facilitator/store/requests.ts';
@@ -46,7 +46,7 @@ import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
 import { createChainProvider } from '../facilitator/chain.ts';
 import { reverify } from '../facilitator/settlement/verify.ts';
-import { presign } from '../facilitator/settlement/claim.ts';
+import { presign } from '../facilitator/settlement/reserve.ts';
 import type { SettlementOutcome } from '../facilitator/settlement/types.ts';
 
 describe('settlement outbox', function () {
@@ -161,7 +161,7 @@ describe('settlement outbox', function () {
         checked.gas,
         await storedGasNonce(facilitator.pool, deps.signer.address, config.domain.chainId),
       );
-      const claimed = await reserveAndClaim(facilitator.pool, {
+      const reserved = await reserveNonce(facilitator.pool, {
         key,
         account: gateway.account,
         kind: { network: 'base', asset: stack().infra.tokenAddress },
@@ -174,7 +174,7 @@ describe('settlement outbox', function () {
         presigned,
       });
       assert.ok(
-        'claimed' in claimed && claimed.claimed.status === 'signed' && claimed.claimed.txHash === presigned.hash,
+        'reserved' in reserved && reserved.reserved.status === 'signed' && reserved.reserved.txHash === presigned.hash,
         'claimed with its bytes',
       );
     } finally {

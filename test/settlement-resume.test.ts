@@ -3,7 +3,7 @@
 // (its own reservation is what fills it). Found by the settle-kill chaos scenario, whose
 // account ceiling is exactly its 20 amounts: resumed runs claimed again, met the full ceiling
 // and were refused (429), leaving their records claimed forever.
-// The crash state is made with the facilitator's own claim statement (reserveAndClaim, as the
+// The crash state is made with the facilitator's own claim statement (reserveNonce, as the
 // worker runs it), standing in for a worker killed right after it; everything else is the
 // real stack.
 import assert from 'node:assert/strict';
@@ -21,7 +21,7 @@ import {
   transfersTo,
   type TestAccount,
 } from './support/x402.ts';
-import { reserveAndClaim } from '../facilitator/store/claims.ts';
+import { reserveNonce } from '../facilitator/store/reservations.ts';
 import { settlementKey } from '../facilitator/store/records.ts';
 import { finalRecord } from './support/facilitator.ts';
 
@@ -46,7 +46,7 @@ describe('a settlement claimed before a crash', function () {
     const payTo = newPayTo();
     const payment = await signPayment(payer, { payTo, value });
     const key = settlementKey(8453, stack().infra.tokenAddress, payer.address, payment.payload.authorization.nonce);
-    const claimed = await reserveAndClaim(stack().facilitator.pool, {
+    const reserved = await reserveNonce(stack().facilitator.pool, {
       key,
       account: account.account,
       kind: { network: 'base', asset: stack().infra.tokenAddress },
@@ -58,7 +58,7 @@ describe('a settlement claimed before a crash', function () {
       gasAtRiskWei: 0n,
     });
     assert.ok(
-      'claimed' in claimed && claimed.claimed.status === 'claimed' && !claimed.claimed.rawTx,
+      'reserved' in reserved && reserved.reserved.status === 'claimed' && !reserved.reserved.rawTx,
       'claimed, nothing signed',
     );
 

@@ -1,6 +1,6 @@
 // One transactional invocation. The workflow only orders the steps and keeps the Web UI's
 // search attributes true; the upstream call and every database write are in the activity,
-// which receives ids, never bodies or secrets (those stay in PostgreSQL: the claim check).
+// which receives ids, never bodies or secrets (those stay in PostgreSQL, loaded by id).
 import { ActivityFailure, ApplicationFailure, proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import type { InvocationActivities, InvocationOutcome } from '../activities/invocation.ts';
 import { ErrorClass, InvocationStatus } from '../temporal/search-attributes.ts';

@@ -1,12 +1,13 @@
 // One x402 settlement, exactly once. Workflow id `settle:{chainId}:{token}:{payer}:{nonce}`
 // (started with USE_EXISTING + REJECT_DUPLICATE), so every /settle of one authorization
 // attaches to this run or reads its result. The steps, each a local activity recorded with its
-// result (patch `settlement-steps`): verify → claim (guardrails, the nonce claim, the transfer
-// signed and stored) → broadcast → confirm (first-block inclusion, or the cancel at the gas
-// nonce after the inclusion timeout; the record). A step that decides the settlement ends it.
+// result (patch `settlement-steps`): 1 verify → 2 reserve (guardrails, the nonce reservation,
+// the transfer signed and stored; its activity is named `claimSettlement` in recorded
+// histories) → 3 broadcast → 4 confirm (first-block inclusion, or the cancel at the gas nonce
+// after the inclusion timeout; the record). A step that decides the settlement ends it.
 // Local activities run in the worker holding the workflow task, without a server round trip
 // per step. Durability does not rest on their markers: every step is idempotent against the
-// facilitator's PostgreSQL records (the claim row, the stored raw bytes with their gas nonce),
+// facilitator's PostgreSQL records (the settlement row, the stored raw bytes with their gas nonce),
 // so a run replayed after a worker crash redoes only what is missing and can only re-send the
 // one stored transaction. Business rejections complete the workflow with a status; they are
 // not workflow failures. Runs started before the patch replay through their branches below:
@@ -83,9 +84,9 @@ async function settleStepByStep(input: SettlementInput): Promise<SettlementOutco
   const verified = await steps.verifySettlement(input.key);
   if (verified.step === 'decided') return finish(verified.outcome);
   setCurrentDetails('verified');
-  const claimed = verified.step === 'signed' ? verified : await steps.claimSettlement(input.key);
-  if (claimed.step === 'decided') return finish(claimed.outcome);
-  setCurrentDetails(`signed: ${claimed.txHash}`);
+  const reserved = verified.step === 'signed' ? verified : await steps.claimSettlement(input.key);
+  if (reserved.step === 'decided') return finish(reserved.outcome);
+  setCurrentDetails(`signed: ${reserved.txHash}`);
   const sent = await steps.broadcastSettlement(input.key);
   if (sent.step === 'decided') return finish(sent.outcome);
   upsertSearchAttributes([
@@ -110,7 +111,7 @@ export async function SettlementWorkflow(input: SettlementInput): Promise<Settle
     prepared = await beforeSigning.prepareSettlement(input.key);
   } catch (err) {
     if (!(err instanceof ActivityFailure)) throw err;
-    // Verification, claim or signing could not complete in time (database or RPC outage):
+    // Verification, reservation or signing could not complete in time (database or RPC outage):
     // nothing was sent, so the answer is a plain failure.
     return finish({ status: 'failed', payer: '', transaction: null, cause: 'unavailable' });
   }

@@ -1,25 +1,19 @@
-// The settlement activities: Temporal adapters over the facilitator's settlement steps
-// (facilitator/settlement/steps.ts). Each takes a step's result from this process's fast-path
-// run when one reached that step, else runs the step; adds the give-up rule before signing
-// (it needs the activity's schedule time), the watcher's heartbeat, and failures that name
-// only their kind.
+// The settlement activities: Temporal adapters over the facilitator's settlement steps as this
+// process runs them (facilitator/settlement/run-cache.ts: a fast-path run's result when one
+// reached the step, else the step itself). They add the give-up rule before signing (it needs
+// the activity's schedule time), the watcher's heartbeat, and failures that name only their
+// kind.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { SettlementSteps } from '../../facilitator/settlement/steps.ts';
-import type { FastPath, StepName, StepResults } from '../../facilitator/settlement/fast-path.ts';
+import type { CachedSteps } from '../../facilitator/settlement/run-cache.ts';
 import type { Decided, SettlementOutcome } from '../../facilitator/settlement/types.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import type { Prepared, SettlementActivities } from './types.ts';
 
-/** Before any bytes are signed, verify and claim give up after this long (nothing can be on chain). */
+/** Before any bytes are signed, verify and reserve give up after this long (nothing can be on chain). */
 const GIVE_UP_BEFORE_SIGNING_MS = 5 * 60_000;
 
-export function createSettlementActivities(steps: SettlementSteps, fastPath?: FastPath): SettlementActivities {
-  /** The fast-path run's result for this step, else the step run here. */
-  async function step<S extends StepName>(key: string, name: S, run: () => Promise<StepResults[S]>) {
-    return (await fastPath?.resultOf(key, name)) ?? run();
-  }
-
+export function createSettlementActivities(steps: CachedSteps): SettlementActivities {
   /**
    * A step before signing: when it cannot complete (database or RPC outage) for five minutes,
    * a plain failure, but only when nothing was signed (else it keeps retrying: stored bytes
@@ -37,17 +31,17 @@ export function createSettlementActivities(steps: SettlementSteps, fastPath?: Fa
     }
   }
 
-  const verifySettlement = (key: string) => beforeSigning(key, () => step(key, 'verify', () => steps.verify(key)));
-  const claimSettlement = (key: string) => beforeSigning(key, () => step(key, 'claim', () => steps.claim(key)));
-  const broadcastSettlement = (key: string) => step(key, 'broadcast', () => steps.broadcast(key));
-  const confirmSettlement = (key: string, inclusionTimeoutMs: number) =>
-    step(key, 'confirm', () => steps.confirm(key, inclusionTimeoutMs));
+  const verifySettlement = (key: string) => beforeSigning(key, () => steps.verify(key));
+  // Step 2, the nonce reservation; `claimSettlement` is its activity's name in recorded histories.
+  const claimSettlement = (key: string) => beforeSigning(key, () => steps.reserve(key));
+  const broadcastSettlement = (key: string) => steps.broadcast(key);
+  const confirmSettlement = (key: string, inclusionTimeoutMs: number) => steps.confirm(key, inclusionTimeoutMs);
 
-  /** Verify and claim, for the activities of runs started before the per-step workflow. */
+  /** Verify and reserve, for the activities of runs started before the per-step workflow. */
   async function prepare(key: string): Promise<Prepared> {
     const verified = await verifySettlement(key);
-    const claimed = verified.step === 'verified' ? await claimSettlement(key) : verified;
-    return claimed.step === 'decided' ? { step: 'final', outcome: claimed.outcome } : claimed;
+    const reserved = verified.step === 'verified' ? await claimSettlement(key) : verified;
+    return reserved.step === 'decided' ? { step: 'final', outcome: reserved.outcome } : reserved;
   }
 
   async function deliver(key: string, inclusionTimeoutMs: number): Promise<SettlementOutcome> {

@@ -1,13 +1,14 @@
 // The settlement activities' interface, shared with SettlementWorkflow (type-only). The step
 // results are the facilitator's (facilitator/settlement/types.ts); what they hold may enter a
 // workflow history: addresses, amounts, hashes and causes, never signed bytes.
-import type { Broadcast, Claimed, Prepared, SettlementOutcome, Verified } from '../../facilitator/settlement/types.ts';
+import type { Broadcast, Prepared, Reserved, SettlementOutcome, Verified } from '../../facilitator/settlement/types.ts';
 
 export type { Prepared, SettlementOutcome };
 
 /**
  * One activity per step of a settlement (SettlementWorkflow since the `settlement-steps`
- * patch), in order: verify, claim, broadcast, confirm. Verify and claim give up with
+ * patch), in order: 1 verify, 2 reserve (the activity `claimSettlement`, its name in recorded
+ * histories), 3 broadcast, 4 confirm. Verify and reserve give up with
  * `unavailable` after five minutes of failures, and only while no signed bytes exist (giving up
  * is then safe); broadcast and confirm retry without limit. `watchSettlement` keeps watching
  * after a confirm left the settlement pending.
@@ -16,7 +17,7 @@ export type { Prepared, SettlementOutcome };
  */
 export interface SettlementActivities {
   verifySettlement(key: string): Promise<Verified>;
-  claimSettlement(key: string): Promise<Claimed>;
+  claimSettlement(key: string): Promise<Reserved>;
   broadcastSettlement(key: string): Promise<Broadcast>;
   confirmSettlement(key: string, inclusionTimeoutMs: number): Promise<SettlementOutcome>;
   watchSettlement(key: string): Promise<SettlementOutcome>;

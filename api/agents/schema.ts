@@ -3,7 +3,9 @@
 import { z } from 'zod';
 import { isAddress } from 'ethers';
 import { PageQuery } from '../pagination.ts';
+import { PublicInterfaceInput } from './public-interface.ts';
 import { idField, idParam, maxChars, nameField, NO_NUL } from '../validation.ts';
+import { A2A_METHODS, canonicalA2aMethod } from '../../gateway/a2a/methods.ts';
 
 /** MCP protocol revisions the gateway knows (the MCP specification's dated revision identifiers). */
 export const MCP_PROTOCOL_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
@@ -41,6 +43,25 @@ export const PricingInput = z
       )
       .optional()
       .meta({ description: 'Per-MCP-tool price overrides; requires protocol mcp.' }),
+    methods: z
+      .record(
+        maxChars(z.string().min(1, 'pricing.methods names must not be empty'), 200, 'pricing.methods name is too long'),
+        ToolPrice,
+      )
+      .optional()
+      .meta({
+        description: `Per-A2A-method prices; requires protocol a2a. Keys are A2A methods in either spelling (1.0 or 0.3: ${A2A_METHODS.join(', ')} or their 0.3 names), stored under the 1.0 name; another key is a 400.`,
+      }),
+    skills: z
+      .record(
+        maxChars(z.string().min(1, 'pricing.skills names must not be empty'), 256, 'pricing.skills name is too long'),
+        ToolPrice,
+      )
+      .optional()
+      .meta({
+        description:
+          "Per-skill prices for a message naming the skill in its metadata (`skill`); requires protocol a2a. A skill's price wins over its method's.",
+      }),
   })
   .meta({ id: 'PricingInput', description: 'Presence enables the x402 payment gate.' });
 export type PricingInput = z.infer<typeof PricingInput>;
@@ -93,7 +114,7 @@ function mutableFields(ceiling: RateCeiling) {
       .meta({ description: 'ID of a credential of the tenant, injected into upstream calls; another id is a 400.' }),
     emit_receipts: z.boolean({ error: 'emit_receipts must be a boolean' }),
     capture_body: z.boolean({ error: 'capture_body must be a boolean' }),
-    protocol: z.enum(['http', 'mcp'], { error: 'protocol must be http or mcp' }),
+    protocol: z.enum(['http', 'mcp', 'a2a'], { error: 'protocol must be http, mcp or a2a' }),
     mcp_transport: z.literal('streamable_http', { error: 'mcp_transport must be streamable_http' }).nullable(),
     mcp_protocol_version: maxChars(
       z.string({ error: 'mcp_protocol_version must be a string' }),
@@ -120,6 +141,10 @@ function mutableFields(ceiling: RateCeiling) {
       description:
         "Open the agent to any x402 client at public_url and public_stream_url, no token. Requires pricing and the tenant's settlement configuration; a public agent cannot be un-priced (set public false first).",
     }),
+    a2a_pass_unknown_methods: z.boolean({ error: 'a2a_pass_unknown_methods must be a boolean' }).meta({
+      description:
+        'protocol a2a: JSON-RPC methods the gateway does not know are passed, unpriced, instead of refused (400). Default false.',
+    }),
     public_description: maxChars(
       z.string({ error: 'public_description must be a string' }),
       1000,
@@ -127,6 +152,7 @@ function mutableFields(ceiling: RateCeiling) {
     )
       .nullable()
       .meta({ description: 'What an unauthenticated caller is told the agent does (challenges, the HTML page).' }),
+    public_interface: PublicInterfaceInput.nullable(),
   };
 }
 
@@ -137,11 +163,27 @@ function allOptional<T extends Record<string, z.ZodType>>(fields: T): { [K in ke
 }
 
 /** Pricing of an http agent: no per-tool prices. */
+const noA2aPrices = {
+  methods: z.never({ error: 'pricing.methods requires protocol a2a' }).optional(),
+  skills: z.never({ error: 'pricing.skills requires protocol a2a' }).optional(),
+};
 const HttpPricingInput = PricingInput.extend({
   tools: z.never({ error: 'pricing.tools requires protocol mcp' }).optional(),
+  ...noA2aPrices,
 }).meta({
   id: 'HttpPricingInput',
-  description: 'Presence enables the x402 payment gate. No per-tool prices (mcp only).',
+  description: 'Presence enables the x402 payment gate. No per-tool (mcp), per-method or per-skill (a2a) prices.',
+});
+const McpPricingInput = PricingInput.extend(noA2aPrices).meta({
+  id: 'McpPricingInput',
+  description: 'Presence enables the x402 payment gate. Per-tool prices; no per-method or per-skill prices (a2a only).',
+});
+const A2aPricingInput = PricingInput.extend({
+  tools: z.never({ error: 'pricing.tools requires protocol mcp' }).optional(),
+}).meta({
+  id: 'A2aPricingInput',
+  description:
+    'Presence enables the x402 payment gate. Per-method and per-skill prices; no per-tool prices (mcp only).',
 });
 
 const isInteger = { type: 'integer' };
@@ -159,6 +201,10 @@ const CREATE_RULES = {
   if: { required: ['rate_limit_burst'], properties: { rate_limit_burst: isInteger } },
   then: { required: ['rate_limit_rps'], properties: { rate_limit_rps: { type: 'number' } } },
 };
+/** A pricing value (or null) that has none of these keys. */
+const pricingWithout = (...keys: string[][]) => ({
+  anyOf: [{ type: 'null' }, { type: 'object', not: { anyOf: keys.map((required) => ({ required })) } }],
+});
 const PATCH_RULES = {
   allOf: [
     {
@@ -167,14 +213,23 @@ const PATCH_RULES = {
     },
     {
       if: { required: ['protocol'], properties: { protocol: { const: 'mcp' } } },
-      then: { properties: MCP_RULES },
+      then: { properties: { ...MCP_RULES, pricing: pricingWithout(['methods'], ['skills']) } },
     },
     {
       if: { required: ['protocol'], properties: { protocol: { const: 'http' } } },
       then: {
         properties: {
           mcp_transport: { type: 'null' },
-          pricing: { anyOf: [{ type: 'null' }, { type: 'object', not: { required: ['tools'] } }] },
+          pricing: pricingWithout(['tools'], ['methods'], ['skills']),
+        },
+      },
+    },
+    {
+      if: { required: ['protocol'], properties: { protocol: { const: 'a2a' } } },
+      then: {
+        properties: {
+          mcp_transport: { type: 'null' },
+          pricing: pricingWithout(['tools']),
         },
       },
     },
@@ -194,6 +249,7 @@ export function agentBodies(ceiling: RateCeiling) {
     mcp_transport: _transport,
     mcp_protocol_version: version,
     pricing: _pricing,
+    a2a_pass_unknown_methods: passUnknown,
     ...common
   } = fields;
   const http = z
@@ -204,6 +260,7 @@ export function agentBodies(ceiling: RateCeiling) {
       mcp_transport: z.null({ error: 'mcp_transport is only valid when protocol is mcp' }).optional(),
       mcp_protocol_version: version.meta({ description: 'Not validated for protocol http.' }),
       pricing: HttpPricingInput.nullable().optional(),
+      a2a_pass_unknown_methods: passUnknown,
     })
     .meta(CREATE_RULES);
   const mcp = z
@@ -220,13 +277,31 @@ export function agentBodies(ceiling: RateCeiling) {
         })
         .nullable()
         .optional(),
-      pricing: PricingInput.nullable().optional(),
+      pricing: McpPricingInput.nullable().optional(),
+      a2a_pass_unknown_methods: passUnknown,
     })
     .meta(CREATE_RULES);
-  const create = z.discriminatedUnion('protocol', [http, mcp], { error: 'protocol must be http or mcp' }).meta({
-    description:
-      'rate_limit_burst requires rate_limit_rps; credential_ref must name a credential of the tenant; upstream_url must be a public http(s) URL (else 400).',
-  });
+  const a2a = z
+    .strictObject({
+      name: NameField,
+      ...common,
+      protocol: z.literal('a2a'),
+      mcp_transport: z.null({ error: 'mcp_transport is only valid when protocol is mcp' }).optional(),
+      mcp_protocol_version: version.meta({ description: 'Not validated for protocol a2a.' }),
+      pricing: A2aPricingInput.nullable().optional(),
+      a2a_pass_unknown_methods: passUnknown,
+    })
+    .meta({
+      ...CREATE_RULES,
+      description:
+        "With an upstream_url, the upstream's Agent Card is read (its origin's /.well-known/agent-card.json, within 5 s and 256 KiB); a card that cannot be read is a 400.",
+    });
+  const create = z
+    .discriminatedUnion('protocol', [http, mcp, a2a], { error: 'protocol must be http, mcp or a2a' })
+    .meta({
+      description:
+        'rate_limit_burst requires rate_limit_rps; credential_ref must name a credential of the tenant; upstream_url must be a public http(s) URL (else 400).',
+    });
   const patch = z.strictObject({ name: NameField.optional(), ...fields }).meta({
     ...PATCH_RULES,
     description:
@@ -257,7 +332,7 @@ export const AgentView = z
     credential_ref: z.string().nullable(),
     emit_receipts: z.boolean(),
     capture_body: z.boolean(),
-    protocol: z.enum(['http', 'mcp']),
+    protocol: z.enum(['http', 'mcp', 'a2a']),
     mcp_transport: z.literal('streamable_http').nullable(),
     mcp_protocol_version: z.string().nullable(),
     pricing: z
@@ -267,8 +342,22 @@ export const AgentView = z
         network: z.literal('base'),
         pay_to: z.string().meta({ description: 'EIP-55 checksummed.' }),
         tools: z.record(z.string(), z.string()).optional(),
+        methods: z.record(z.string(), z.string()).optional().meta({ description: 'Keyed by the A2A 1.0 method name.' }),
+        skills: z.record(z.string(), z.string()).optional(),
       })
       .nullable(),
+    a2a_pass_unknown_methods: z.boolean(),
+    a2a_skills: z
+      .array(z.strictObject({ id: z.string(), name: z.string(), description: z.string(), tags: z.array(z.string()) }))
+      .nullable()
+      .meta({
+        description:
+          "protocol a2a: the skills of the upstream's Agent Card as last read (on create and when upstream_url changed); null for other protocols or before a card was read.",
+      }),
+    a2a_card_url: z.string().nullable().meta({
+      description:
+        'protocol a2a: where callers read the agent card the gateway serves for it (bearer token); null for other protocols.',
+    }),
     status: z
       .enum(['pending', 'active', 'inactive'])
       .meta({ description: 'Derived: inactive once deleted, else active when upstream_url is set, else pending.' }),
@@ -283,6 +372,10 @@ export const AgentView = z
     suspended_reason: z.string().nullable(),
     public: z.boolean(),
     public_description: z.string().nullable(),
+    public_interface: z
+      .record(z.string(), z.unknown())
+      .nullable()
+      .meta({ description: 'As set (PublicInterface): what any caller is shown about calling the public agent.' }),
     public_url: z
       .string()
       .nullable()
@@ -310,7 +403,7 @@ export const AgentListQuery = z.object({
     .regex(NO_NUL, 'tag must not contain NUL characters')
     .optional()
     .meta({ description: 'Only agents carrying this tag.' }),
-  protocol: z.enum(['http', 'mcp'], { error: 'protocol must be http or mcp' }).optional(),
+  protocol: z.enum(['http', 'mcp', 'a2a'], { error: 'protocol must be http, mcp or a2a' }).optional(),
   ...PageQuery,
 });
 
@@ -319,7 +412,7 @@ export const AgentPath = z.object({ id: idParam('agt', 'Agent') });
 
 /** The fields the cross-field rules read, as they would stand after the create or update. */
 export type AgentRuleState = {
-  protocol: 'http' | 'mcp';
+  protocol: 'http' | 'mcp' | 'a2a';
   mcp_transport: string | null;
   mcp_protocol_version: string | null;
   pricing: PricingInput | null;
@@ -332,7 +425,7 @@ export type AgentRuleState = {
 export function agentRuleError(state: AgentRuleState): string | undefined {
   if (state.protocol === 'mcp' && state.mcp_transport !== 'streamable_http')
     return 'mcp_transport must be streamable_http when protocol is mcp';
-  if (state.protocol === 'http' && state.mcp_transport !== null)
+  if (state.protocol !== 'mcp' && state.mcp_transport !== null)
     return 'mcp_transport is only valid when protocol is mcp';
   if (
     state.protocol === 'mcp' &&
@@ -342,6 +435,10 @@ export function agentRuleError(state: AgentRuleState): string | undefined {
     return `mcp_protocol_version must be one of ${MCP_PROTOCOL_VERSIONS.join(', ')}`;
   }
   if (state.protocol !== 'mcp' && state.pricing?.tools) return 'pricing.tools requires protocol mcp';
+  if (state.protocol !== 'a2a' && (state.pricing?.methods || state.pricing?.skills))
+    return `pricing.${state.pricing.methods ? 'methods' : 'skills'} requires protocol a2a`;
+  const unknownMethod = Object.keys(state.pricing?.methods ?? {}).find((m) => !canonicalA2aMethod(m));
+  if (unknownMethod !== undefined) return `pricing.methods: ${unknownMethod.slice(0, 100)} is not an A2A method`;
   if (state.rate_limit_burst !== null && state.rate_limit_rps === null)
     return 'rate_limit_burst requires rate_limit_rps';
   // A public agent is paid per call: without a price it would be a free, open relay.

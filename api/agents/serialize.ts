@@ -4,6 +4,14 @@ import type { z } from 'zod';
 import type { Agent } from '../../gateway/db/entities.ts';
 import { ownBurst } from '../../gateway/ratelimit/index.ts';
 import type { AgentView } from './schema.ts';
+import type { PublicInterfaceInput } from './public-interface.ts';
+import { skillsOf } from '../../gateway/a2a/card.ts';
+
+/** Where the gateway serves an A2A agent's card (api/routes/a2a-card.ts) and takes its JSON-RPC calls. */
+export function a2aAgentUrls(base: string, agentId: string): { card: string; rpc: string } {
+  const agent = `${base}/v1/proxy/${agentId}`;
+  return { card: `${agent}/.well-known/agent-card.json`, rpc: `${agent}/stream` };
+}
 
 export type AgentStatus = 'pending' | 'active' | 'inactive';
 
@@ -45,8 +53,13 @@ export function serializeAgent(agent: Agent, base: string): z.infer<typeof Agent
     retry_non_idempotent: agent.retryNonIdempotent,
     suspended: agent.suspended,
     suspended_reason: agent.suspendedReason ?? null,
+    a2a_pass_unknown_methods: agent.a2aPassUnknownMethods ?? false,
+    a2a_skills: agent.protocol === 'a2a' && agent.a2aCard ? skillsOf(agent.a2aCard) : null,
+    a2a_card_url: agent.protocol === 'a2a' ? a2aAgentUrls(base, agent.id).card : null,
     public: agent.public,
     public_description: agent.publicDescription ?? null,
+    // Stored only through PublicInterfaceInput (routes/agents.ts).
+    public_interface: (agent.publicInterface as PublicInterfaceInput | null) ?? null,
     public_url: open?.transactional ?? null,
     public_stream_url: open?.stream ?? null,
     created_at: agent.createdAt.toISOString(),

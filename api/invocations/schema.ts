@@ -2,11 +2,19 @@
 // OpenAPI document is generated from these; the route parses its query with them.
 import { z } from 'zod';
 import { PageQuery } from '../pagination.ts';
-import { idField, idParam, instantParam } from '../validation.ts';
+import { idField, idParam, instantParam, maxChars, NO_NUL } from '../validation.ts';
 import { InvocationView } from '../proxy/schema.ts';
 
 export const InvocationListQuery = z.object({
   agent_id: idField('agt', 'invalid agent_id').optional().meta({ description: 'Only calls of this agent.' }),
+  task_id: maxChars(
+    z.string({ error: 'task_id may be given once' }).min(1, 'task_id must not be empty'),
+    256,
+    'task_id is too long',
+  )
+    .regex(NO_NUL, 'task_id must not contain NUL characters')
+    .optional()
+    .meta({ description: "Only the calls of this A2A task (an A2A agent's invocations carry a2a_task_id)." }),
   status: z
     .enum(['pending', 'running', 'succeeded', 'failed'], {
       error: 'status must be pending, running, succeeded or failed',

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { RateCeiling } from '../agents/schema.ts';
 import { catalogOperations } from './endpoints-catalog.ts';
 import { callOperations, serviceOperations } from './endpoints-calls.ts';
+import { publicOperations } from './endpoints-public.ts';
 import type { Operation, ResponseSpec } from './responses.ts';
 
 type Json = Record<string, unknown>;
@@ -147,7 +148,7 @@ const packageVersion = (
 
 /** The document for an API whose agents may set rates up to `ceiling` (the operator's settings). */
 export function buildOpenApiDocument(ceiling: RateCeiling): Json {
-  const ops = [...serviceOperations, ...catalogOperations(ceiling), ...callOperations];
+  const ops = [...serviceOperations, ...catalogOperations(ceiling), ...callOperations, ...publicOperations];
   const paths: Record<string, Json> = {};
   for (const op of ops) (paths[op.path] ??= {})[op.method] = operation(op);
   return {
@@ -156,7 +157,7 @@ export function buildOpenApiDocument(ceiling: RateCeiling): Json {
       title: 'Agent gateway API',
       version: packageVersion,
       description:
-        "Per-tenant agent catalog, credential vault, settlement configuration and the proxy. Every /v1 resource needs `Authorization: Bearer <JWT>` with tenant and user claims; another tenant's ids behave as absent (404). 4xx bodies are `{error}`; 401 and 500 have no body. No request string may hold U+0000 (400). A rule the schemas cannot state (one field's value bounding another's, or what the tenant holds) is in the description of the schema or parameter it concerns.",
+        "Per-tenant agent catalog, credential vault, settlement configuration and the proxy. Every /v1 resource needs `Authorization: Bearer <JWT>` with tenant and user claims; another tenant's ids behave as absent (404). 4xx bodies are `{error}`; 401 and 500 have no body. No request string may hold U+0000 or a lone UTF-16 surrogate (400). A rule the schemas cannot state (one field's value bounding another's, or what the tenant holds) is in the description of the schema or parameter it concerns.",
     },
     servers: [{ url: '/' }],
     security: [{ bearerAuth: [] }],

@@ -18,7 +18,7 @@ import {
   ProxyPath,
 } from '../proxy/schema.ts';
 import { ErrorBody, Health, Jwks, Readiness, Version } from './schemas.ts';
-import { bodyTooLarge, err, notFound, rateLimited, serverError, unauthorized, type Operation } from './responses.ts';
+import { bodyTooLarge, err, rateLimited, serverError, unauthorized, type Operation } from './responses.ts';
 
 const slowBody = err('The body arrived too slowly (docs/PROXY.md "Slow uploads"); the connection is closed.');
 // x402, in either dialect (docs/SETTLEMENT.md): v1 X-PAYMENT / X-PAYMENT-RESPONSE, v2
@@ -97,7 +97,9 @@ export const callOperations: Operation[] = [
         body: InvocationAccepted,
         headers: { 'X-Gateway-Invocation-ID': 'The invocation id.', ...paymentReceipts },
       },
-      400: err('X-Gateway-Model longer than 256 bytes, or an unparseable MCP body.'),
+      400: err(
+        'X-Gateway-Model longer than 256 bytes, an unparseable MCP or A2A body, an A2A method the agent does not pass, or (transactional) a streaming A2A method.',
+      ),
       401: unauthorized,
       402: {
         description: 'Payment required (challenge) or payment failed (error).',
@@ -105,7 +107,7 @@ export const callOperations: Operation[] = [
         headers: paymentRequired,
       },
       403: err('Denied by policy.'),
-      404: notFound('agent'),
+      404: err('No such agent in the tenant, or (A2A) a task not seen through this agent.'),
       408: slowBody,
       413: err('Body over 32 MiB.'),
       422: err('The agent is pending, inactive or suspended.'),
@@ -139,7 +141,9 @@ export const callOperations: Operation[] = [
         body: { mediaType: '*/*' },
         headers: { 'X-Gateway-Invocation-ID': 'The invocation id.', ...paymentReceipts },
       },
-      400: err('X-Gateway-Model longer than 256 bytes, or an unparseable MCP body.'),
+      400: err(
+        'X-Gateway-Model longer than 256 bytes, an unparseable MCP or A2A body, an A2A method the agent does not pass, or (transactional) a streaming A2A method.',
+      ),
       401: unauthorized,
       402: {
         description: 'Payment required or failed.',
@@ -147,7 +151,7 @@ export const callOperations: Operation[] = [
         headers: paymentRequired,
       },
       403: err('Denied by policy.'),
-      404: notFound('agent'),
+      404: err('No such agent in the tenant, or (A2A) a task not seen through this agent.'),
       408: slowBody,
       413: err("An MCP agent's JSON-RPC request over 32 MiB (a plain body is not capped)."),
       422: err('The agent is not invocable.'),
@@ -163,6 +167,25 @@ export const callOperations: Operation[] = [
         headers: { 'Retry-After': 'Seconds.' },
       },
       504: err('Upstream timed out.'),
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/proxy/{id}/.well-known/agent-card.json',
+    operationId: 'getA2aAgentCard',
+    tag: 'Proxy',
+    summary: "An A2A agent's card, pointing at the gateway",
+    auth: true,
+    params: { path: ProxyPath },
+    responses: {
+      200: {
+        description:
+          "The upstream's Agent Card as last read, its interfaces at the gateway's JSON-RPC endpoint for the agent (`/v1/proxy/{id}/stream`), the gateway's bearer scheme in place of the upstream's; no upstream address or credential.",
+        body: { mediaType: 'application/json' },
+      },
+      401: unauthorized,
+      404: err('No such agent in the tenant, not an A2A agent, or no card read yet (no upstream_url).'),
+      500: serverError,
     },
   },
   {

@@ -122,7 +122,7 @@ function sameTerms(accepted: PaymentRequirementsV2, expected: PaymentRequirement
 }
 
 /** The v2 `accepts` entry of this call's (v1) requirements: same terms, CAIP-2 network. */
-function requirementsV2(
+export function requirementsV2(
   config: PaymentConfig,
   entry: ChallengeEntry,
 ): PaymentRequirementsV2 & { extra: { name: string; version: string } } {
@@ -139,15 +139,21 @@ function requirementsV2(
 
 /**
  * The v2 PaymentRequired of this call, `error` saying why. It declares the payment-identifier
- * extension, not required: a payer that sends an id gets the first outcome back on a retry.
+ * extension, not required: a payer that sends an id gets the first outcome back on a retry;
+ * `extensions` adds others (a public agent's `bazaar`, api/discovery/bazaar.ts).
  */
-export function paymentRequiredV2(config: PaymentConfig, entry: ChallengeEntry, error: string): PaymentRequiredV2 {
+export function paymentRequiredV2(
+  config: PaymentConfig,
+  entry: ChallengeEntry,
+  error: string,
+  extensions: Record<string, unknown> = {},
+): PaymentRequiredV2 {
   return {
     x402Version: 2,
     error,
     resource: { url: entry.resource, description: entry.description, mimeType: entry.mimeType },
     accepts: [requirementsV2(config, entry)],
-    extensions: { [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false) },
+    extensions: { ...extensions, [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false) },
   };
 }
 
@@ -156,8 +162,9 @@ export function paymentRequiredHeader(
   config: PaymentConfig,
   entry: ChallengeEntry,
   error: string,
+  extensions: Record<string, unknown> = {},
 ): Record<string, string> {
-  return { [PAYMENT_REQUIRED_HEADER]: encodeBase64Json(paymentRequiredV2(config, entry, error)) };
+  return { [PAYMENT_REQUIRED_HEADER]: encodeBase64Json(paymentRequiredV2(config, entry, error, extensions)) };
 }
 
 /**

@@ -9,15 +9,19 @@ import type { ProxyCall } from '../proxy/call.ts';
 import type { ChallengeEntry } from '../../x402/schemas.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 import { paymentRequiredV2 } from './dialect.ts';
+import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
+
+/** What the challenge's `bazaar` extension is built from (a public agent's description). */
+type DescribedCall = { agent: Parameters<typeof discoveryExtensionsOf>[0]['agent'] };
 
 /** The JSON-RPC response that tells an MCP client to pay for this call (`error` says why). */
 export function mcpPaymentRequired(
   config: PaymentConfig,
-  call: Pick<ProxyCall, 'mcp'>,
+  call: Pick<ProxyCall, 'mcp'> & DescribedCall,
   requirements: ChallengeEntry,
   error: string,
 ): Record<string, unknown> {
-  const required = paymentRequiredV2(config, requirements, error);
+  const required = paymentRequiredV2(config, requirements, error, discoveryExtensionsOf(call));
   return {
     jsonrpc: '2.0',
     id: call.mcp?.rpcId ?? null,
@@ -36,7 +40,7 @@ export function mcpPaymentRequired(
  */
 export function inAnswerStyle(
   config: PaymentConfig,
-  call: Pick<ProxyCall, 'mcp' | 'paymentAnswer'>,
+  call: Pick<ProxyCall, 'mcp' | 'paymentAnswer'> & DescribedCall,
   requirements: ChallengeEntry,
   err: ApiError,
 ): ApiError {

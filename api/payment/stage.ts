@@ -40,6 +40,7 @@ import {
   type PaymentHeaders,
 } from './dialect.ts';
 import { inAnswerStyle } from './mcp-transport.ts';
+import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
 import { answerKnownIdentifier, identifierConflict, identifiesBoundPayment } from './identifier.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
@@ -77,7 +78,12 @@ export function challengeError(
   return new ApiError(
     402,
     'payment required',
-    paymentRequiredHeader(config, requirementsFor(config, call), 'PAYMENT-SIGNATURE header is required'),
+    paymentRequiredHeader(
+      config,
+      requirementsFor(config, call),
+      'PAYMENT-SIGNATURE header is required',
+      discoveryExtensionsOf(call),
+    ),
     v1,
   );
 }
@@ -103,7 +109,7 @@ async function verifiedOffer(
       config,
       call,
       requirements,
-      new ApiError(402, message, paymentRequiredHeader(config, requirements, message)),
+      new ApiError(402, message, paymentRequiredHeader(config, requirements, message, discoveryExtensionsOf(call))),
     );
   const offer = offeredPayment({ ...headers, ...mcpPaymentOf(call) });
   if (offer === 'none') throw inAnswerStyle(config, call, requirements, challengeError(config, call));
@@ -315,7 +321,7 @@ export function withPaymentRequired(deps: AppDeps, call: ProxyCall, err: unknown
     new ApiError(
       402,
       err.message,
-      { ...err.headers, ...paymentRequiredHeader(config, requirements, err.message) },
+      { ...err.headers, ...paymentRequiredHeader(config, requirements, err.message, discoveryExtensionsOf(call)) },
       err.body,
     ),
   );

@@ -30,6 +30,8 @@ export async function policyStage(engine: PolicyEngine, call: ProxyCall): Promis
       agentId: call.agent.id,
       protocol: call.agent.protocol,
       tool: call.mcp?.tool ?? null,
+      method: call.a2a ? (call.a2a.method ?? call.a2a.sent) : (call.mcp?.method ?? null),
+      skill: call.a2a?.skill ?? null,
       bodyBytes: call.bodyBytes,
       callerKind: call.caller.kind,
       invocationId: call.invocationId,

@@ -5,7 +5,7 @@
 // the Agent type makes a column the entity gains and this mapping misses a type error.
 // Cached agents are shared between calls: treat them as read-only.
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Agent, Pricing } from '../../gateway/db/entities.ts';
+import type { Agent, AgentProtocol, Pricing, PublicInterface } from '../../gateway/db/entities.ts';
 import type { ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { createFeedCache } from '../../gateway/db/feed-cache.ts';
 
@@ -28,7 +28,7 @@ function agentFromRow(row: Row): Agent {
     credentialRef: (row.credential_ref as string | null) ?? null,
     emitReceipts: row.emit_receipts as boolean,
     captureBody: row.capture_body as boolean,
-    protocol: row.protocol as 'http' | 'mcp',
+    protocol: row.protocol as AgentProtocol,
     mcpTransport: (row.mcp_transport as string | null) ?? null,
     mcpProtocolVersion: (row.mcp_protocol_version as string | null) ?? null,
     pricing: row.pricing === null || row.pricing === undefined ? null : json<Pricing>(row.pricing),
@@ -39,6 +39,14 @@ function agentFromRow(row: Row): Agent {
     suspendedReason: (row.suspended_reason as string | null) ?? null,
     public: row.public as boolean,
     publicDescription: (row.public_description as string | null) ?? null,
+    publicInterface:
+      row.public_interface === null || row.public_interface === undefined
+        ? null
+        : json<PublicInterface>(row.public_interface),
+    a2aCard: row.a2a_card === null || row.a2a_card === undefined ? null : json<Record<string, unknown>>(row.a2a_card),
+    a2aCardReadAt:
+      row.a2a_card_read_at === null || row.a2a_card_read_at === undefined ? null : date(row.a2a_card_read_at),
+    a2aPassUnknownMethods: (row.a2a_pass_unknown_methods as boolean | undefined) ?? false,
     deletedAt: row.deleted_at === null || row.deleted_at === undefined ? null : date(row.deleted_at),
     createdBy: row.created_by as string,
     createdAt: date(row.created_at),

@@ -6,6 +6,14 @@ import type { Caller } from '../auth.ts';
 import type { DecisionRecord } from '../../gateway/policy/store.ts';
 import type { Dialect } from '../payment/dialect.ts';
 import type { SettleResponseV2 } from '../../x402/v2.ts';
+import type { A2aRequestFacts, TaskSeen } from '../../gateway/a2a/methods.ts';
+
+/** An A2A agent's call (api/proxy/a2a-parse.ts): its request's facts, and the first task its answer named. */
+export type A2aCall = A2aRequestFacts & {
+  rpcId?: string | number | null;
+  /** Set while the answer passes (api/proxy/a2a-tap.ts): the first task it named. */
+  answered?: TaskSeen | null;
+};
 
 export type McpCall = {
   method: string;
@@ -53,6 +61,8 @@ export type ProxyCall = {
   resourceUrl: string;
   /** Parse stage: the JSON-RPC request of an MCP agent. */
   mcp: McpCall | null;
+  /** Parse stage: the JSON-RPC request of an A2A agent. */
+  a2a?: A2aCall | null;
   /** Policy stage: set when the decision was `warn`. */
   policyWarning: string | null;
   /** Payment stage: the verified (and, when configured, settled) payment. */
@@ -72,6 +82,10 @@ export function recordedCallFields(call: ProxyCall) {
   return {
     mcpMethod: call.mcp?.method ?? null,
     mcpTool: call.mcp?.tool ?? null,
+    a2aMethod: call.a2a ? (call.a2a.method ?? call.a2a.sent) : null,
+    a2aSkill: call.a2a?.skill ?? null,
+    a2aTaskId: call.a2a?.taskIds[0] ?? null,
+    a2aContextId: call.a2a?.contextId ?? null,
     paymentNetwork: call.payment?.network ?? null,
     paymentAsset: call.payment?.asset ?? null,
     paymentAmount: call.payment?.amount ?? null,

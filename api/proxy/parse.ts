@@ -8,7 +8,7 @@ import { badRequest } from '../errors.ts';
 import type { McpCall } from './call.ts';
 import { MAX_MCP_DEPTH, nestsDeeperThan } from '../json-depth.ts';
 
-const JsonRpcRequest = z.object({
+export const JsonRpcRequest = z.object({
   jsonrpc: z.literal('2.0'),
   method: z.string().min(1).max(256),
   id: z.union([z.string(), z.number()]).optional(),

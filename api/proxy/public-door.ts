@@ -12,6 +12,8 @@
 // its client's bucket before the agent is read; one offering a payment header has it checked
 // (no database) before any call token or body byte when its price does not depend on the body.
 // A paid call, in a header or in `_meta`, takes the agent's, tenant's, global and payer buckets.
+// An MCP agent's tools/call without an acceptable payment is answered in the x402 MCP transport's
+// style (a JSON-RPC result with `isError: true` and the PaymentRequired), not with HTTP 402.
 import type { Context } from 'koa';
 import { notFound } from '../errors.ts';
 import { bucketsFor, type Bucket } from '../../gateway/ratelimit/index.ts';
@@ -25,7 +27,7 @@ import type { AppDeps } from '../deps.ts';
 import type { ProxyServices } from './services.ts';
 
 /** A bucket's depth: two seconds of its rate. */
-const bucket = (key: string, rate: number): Bucket => ({ key, rate, burst: Math.max(1, Math.ceil(rate * 2)) });
+export const bucket = (key: string, rate: number): Bucket => ({ key, rate, burst: Math.max(1, Math.ceil(rate * 2)) });
 
 /**
  * The bucket of a request's client address, over every agent: an unpaid request's (challenges,
@@ -64,8 +66,12 @@ export async function admitUnpaid(ctx: GateCtx, deps: AppDeps, services: Pick<Pr
   return { ...admitted, giveBackChallenge: { client, tenant } };
 }
 
-/** The price of an MCP agent with per-tool prices is the tool's: known once the body is parsed. */
-const priceKnownBeforeBody = (agent: Agent) => agent.protocol !== 'mcp' || !agent.pricing?.tools;
+/**
+ * The price of an MCP agent with per-tool prices is the tool's, of an A2A agent the method's or
+ * skill's (and free for a free method): known once the body is parsed.
+ */
+const priceKnownBeforeBody = (agent: Agent) =>
+  agent.protocol === 'http' || (agent.protocol === 'mcp' && !agent.pricing?.tools);
 
 export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents' | 'limiter' | 'payment'>): Door {
   return {
@@ -87,7 +93,7 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
       }
       const { agent } = admitted;
       const caller = { tenantId: agent.tenantId, userId: '', kind: 'x402' as const };
-      if (unpaid && agent.protocol !== 'mcp')
+      if (unpaid && agent.protocol === 'http')
         throw challengeError(deps.config.payment, { agent, mcp: null, resourceUrl });
       if (!unpaid && priceKnownBeforeBody(agent)) {
         // A header payment that does not verify costs no call token and no body read: a 402
@@ -116,6 +122,9 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
         caller,
         giveBack,
         async identify(call) {
+          // A public MCP agent is paid the way the x402 MCP transport says: an unpaid or refused
+          // tools/call is answered as a JSON-RPC tool result (api/payment/mcp-transport.ts).
+          if (agent.protocol === 'mcp') call.paymentAnswer = 'mcp';
           let payer: string | null;
           try {
             payer = await payerOf(deps, services.payment, call, headers);

@@ -57,6 +57,14 @@ export const InvocationView = z
     }),
     mcp_method: nullableString,
     mcp_tool: nullableString,
+    a2a_method: nullableString.meta({
+      description: 'protocol a2a: the JSON-RPC method, by its A2A 1.0 name whichever spelling was sent.',
+    }),
+    a2a_skill: nullableString.meta({ description: 'protocol a2a: the skill the message named (metadata `skill`).' }),
+    a2a_task_id: nullableString.meta({
+      description: "protocol a2a: the task the call was about: the request's, else the first its answer named.",
+    }),
+    a2a_context_id: nullableString.meta({ description: "protocol a2a: the message's context, else its answer's." }),
     payment_network: nullableString,
     payment_asset: nullableString,
     payment_amount: nullableString,

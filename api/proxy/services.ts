@@ -23,6 +23,7 @@ import type { PolicyEngine } from '../../gateway/policy/engine.ts';
 import { createAppPolicyEngine } from '../policy/stage.ts';
 import { createPaymentGate, type PaymentGate } from '../payment/stage.ts';
 import { createStatementPool, type StatementPool } from '../../gateway/db/statement-pool.ts';
+import { createTaskBindings, type TaskBindings } from '../../gateway/a2a/tasks.ts';
 
 /** Workflow starts in flight at once per process (a start takes a few ms on a healthy server). */
 const STARTS_IN_FLIGHT = 32;
@@ -56,6 +57,8 @@ export type ProxyServices = {
   statements: StatementPool;
   /** The agents the gate reads (cache); the agent routes forget what they write. */
   agents: AgentRows;
+  /** A2A task ids bound to the agent and tenant they were seen through (gateway/a2a/tasks.ts). */
+  a2aTasks: TaskBindings;
 };
 
 export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServices> = {}): ProxyServices {
@@ -84,5 +87,6 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
     payment: overrides.payment ?? createPaymentGate(deps),
     statements: overrides.statements ?? createStatementPool(deps.orm),
     agents: overrides.agents ?? createAgentRows(deps.orm, deps.feed),
+    a2aTasks: overrides.a2aTasks ?? createTaskBindings(queryRows(deps.orm)),
   };
 }

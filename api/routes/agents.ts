@@ -27,6 +27,8 @@ import { lockReferencedCredential } from '../../gateway/credentials/references.t
 import { hasRoomForAgent } from '../../gateway/tenant-agents.ts';
 import { createKeyedQueue } from '../../lib/keyed-queue.ts';
 import type { AgentRows } from '../proxy/agent-row.ts';
+import { AgentCardError, type StoredCard } from '../../gateway/a2a/card.ts';
+import { canonicalA2aMethod } from '../../gateway/a2a/methods.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
@@ -35,7 +37,61 @@ const NAME_TAKEN = 'an active or pending agent with this name exists';
 function normalisePricing(pricing: PricingInput | null | undefined): Pricing | null | undefined {
   if (!pricing) return pricing;
   // Stored checksummed; the address was validated (and its checksum, if mixed-case) by the schema.
-  return { ...pricing, pay_to: getAddress(pricing.pay_to.toLowerCase()) };
+  const stored: Pricing = { ...pricing, pay_to: getAddress(pricing.pay_to.toLowerCase()) };
+  // A2A methods under their 1.0 name, whichever spelling was sent (agentRuleError knows them all).
+  if (pricing.methods)
+    stored.methods = Object.fromEntries(
+      Object.entries(pricing.methods).map(([method, price]) => [canonicalA2aMethod(method) ?? method, price]),
+    );
+  return stored;
+}
+
+/** Reads an upstream's Agent Card through the SSRF guard (gateway/a2a/card.ts); wired in api/app.ts. */
+/**
+ * The card an update leaves: read again when the agent becomes a2a or its upstream_url changes
+ * (read before the transaction, cardForUpdate; a 400 when it cannot be read: nothing is
+ * changed), dropped when it stops being a2a.
+ */
+function a2aCardChange(
+  current: Agent,
+  protocol: Agent['protocol'],
+  upstreamUrl: string | null | undefined,
+  read: ReadCard | null,
+): Partial<Agent> {
+  const url = cardToRead(current, protocol, upstreamUrl);
+  if (url === undefined) return protocol !== 'a2a' && current.a2aCard ? { a2aCard: null, a2aCardReadAt: null } : {};
+  if (url === null) return { a2aCard: null, a2aCardReadAt: null };
+  // Read before the transaction for the agent as it was then: changed since by another write.
+  if (read?.url !== url) throw conflict('the agent changed while its upstream card was read: retry');
+  return { a2aCard: read.card, a2aCardReadAt: read.at };
+}
+
+/** The upstream whose card an update must read; null: the card goes; undefined: nothing to read or drop. */
+function cardToRead(
+  current: Agent,
+  protocol: Agent['protocol'],
+  upstreamUrl: string | null | undefined,
+): string | null | undefined {
+  if (protocol !== 'a2a') return undefined;
+  const url = upstreamUrl !== undefined ? upstreamUrl : current.upstreamUrl;
+  if (!url) return null;
+  if (current.protocol === 'a2a' && url === current.upstreamUrl && current.a2aCard) return undefined;
+  return url;
+}
+
+/** A card read for an update, before its transaction. */
+type ReadCard = { url: string; card: StoredCard; at: Date };
+
+export type CardReader = (upstreamUrl: string) => Promise<StoredCard>;
+
+/** The card of an a2a agent's upstream, or a 400 naming why it could not be read. */
+async function readCardOr400(readCard: CardReader, upstreamUrl: string): Promise<StoredCard> {
+  try {
+    return await readCard(upstreamUrl);
+  } catch (err) {
+    if (err instanceof AgentCardError) throw badRequest(`upstream_url: ${err.message}`);
+    throw err;
+  }
 }
 
 async function flushOr409(em: EntityManager): Promise<void> {
@@ -64,7 +120,7 @@ async function checkSettlementForPublic(em: EntityManager, tenantId: string): Pr
     throw badRequest('a public agent needs settlement configured for the tenant (PUT /v1/settlement/config) first');
 }
 
-export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState> {
+export function agentRoutes(deps: AppDeps, agents: AgentRows, readCard: CardReader): Router<AuthState> {
   const router = new Router<AuthState>();
   const bodies = agentBodies({ rps: deps.config.rateLimit.agentMaxRps, burst: deps.config.rateLimit.agentMaxBurst });
   const serialize = (ctx: Parameters<typeof publicBaseUrl>[0]) => {
@@ -112,6 +168,9 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
       agentRuleError(state) ??
       (input.upstream_url ? upstreamUrlProblem('upstream_url', input.upstream_url, deps.config.upstream) : undefined);
     if (problem) throw badRequest(problem);
+    // Read before the transaction: an a2a agent is created with its upstream's card or not at all.
+    const card =
+      state.protocol === 'a2a' && input.upstream_url ? await readCardOr400(readCard, input.upstream_url) : null;
     const { tenantId, userId } = ctx.state.caller;
     // A tenant's creates queue here, one at a time per process, and not on pooled connections
     // waiting for its advisory lock (tenant-agents.ts): a tenant sending many at once cannot
@@ -148,6 +207,10 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
           suspendedReason: null,
           public: state.public,
           publicDescription: input.public_description ?? null,
+          publicInterface: input.public_interface ?? null,
+          a2aCard: card,
+          a2aCardReadAt: card ? now : null,
+          a2aPassUnknownMethods: input.a2a_pass_unknown_methods ?? false,
           deletedAt: null,
           createdBy: userId,
           createdAt: now,
@@ -180,8 +243,27 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
     ctx.body = serialize(ctx)(await ownedRow(deps.orm, AgentSchema, 'agt', ctx.params.id, ctx.state.caller.tenantId));
   });
 
+  /**
+   * The card a valid update will need, read before its transaction: the read takes up to
+   * CARD_TIMEOUT_MS on an upstream the tenant chooses, and must hold no pooled connection nor
+   * the agent's row lock meanwhile (a tenant's slow upstream would starve every other tenant).
+   * Null when the body or URL is refused anyway, or no card is needed (the transaction decides).
+   */
+  async function cardForUpdate(tenantId: string, id: string, body: unknown): Promise<ReadCard | null> {
+    const patch = bodies.patch.safeParse(body);
+    if (!patch.success || !isId('agt', id)) return null;
+    const { upstream_url: upstreamUrl, protocol } = patch.data;
+    if (upstreamUrl && upstreamUrlProblem('upstream_url', upstreamUrl, deps.config.upstream)) return null;
+    const current = await deps.orm.em.fork().findOne(AgentSchema, { id, tenantId });
+    if (!current || current.deletedAt) return null;
+    const url = cardToRead(current, protocol ?? current.protocol, upstreamUrl);
+    if (!url) return null;
+    return { url, card: await readCardOr400(readCard, url), at: new Date() };
+  }
+
   router.patch('/agents/:id', async (ctx) => {
     const { tenantId } = ctx.state.caller;
+    const read = await cardForUpdate(tenantId, ctx.params.id, ctx.request.body);
     const agent = await deps.orm.em.fork().transactional(async (em) => {
       const current = await liveAgentForUpdate(em, tenantId, ctx.params.id);
       const patch = parseOr400(bodies.patch, ctx.request.body);
@@ -227,6 +309,9 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows): Router<AuthState>
       if (patch.retry_non_idempotent !== undefined) changes.retryNonIdempotent = patch.retry_non_idempotent;
       if (patch.public !== undefined) changes.public = patch.public;
       if (patch.public_description !== undefined) changes.publicDescription = patch.public_description;
+      if (patch.public_interface !== undefined) changes.publicInterface = patch.public_interface;
+      if (patch.a2a_pass_unknown_methods !== undefined) changes.a2aPassUnknownMethods = patch.a2a_pass_unknown_methods;
+      Object.assign(changes, a2aCardChange(current, state.protocol, patch.upstream_url, read));
       if (Object.keys(patch).length > 0) changes.updatedAt = new Date();
       em.assign(current, changes);
       await flushOr409(em);

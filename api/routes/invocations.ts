@@ -1,5 +1,5 @@
 // GET /v1/invocations: the tenant's invocation records, newest first, as `{data, next_cursor}`.
-// Filters: agent_id, status, since, until (RFC 3339, inclusive; api/query-time.ts), limit (1–100, default 20;
+// Filters: agent_id, task_id (an A2A task's calls), status, since, until (RFC 3339, inclusive; api/query-time.ts), limit (1–100, default 20;
 // out-of-range values are clamped), cursor (opaque, from the previous page's next_cursor); their
 // schema is api/invocations/schema.ts, which the document is generated from.
 // Keyset paging on (created_at, id) follows the invocations_tenant_created index, so a page
@@ -48,6 +48,7 @@ export function invocationRoutes(deps: AppDeps): Router<AuthState> {
     const where: Record<string, unknown> = { tenantId: ctx.state.caller.tenantId };
     if (agentId) where.agentId = agentId;
     if (status) where.status = status;
+    if (query.task_id) where.a2aTaskId = query.task_id;
     const created: Record<string, Date> = {};
     if (since) created.$gte = since;
     if (until) created.$lte = until;

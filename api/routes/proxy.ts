@@ -20,6 +20,8 @@ import { cheapToParse, refundIfRefused, runStages, tokenDoor, type Door, type Ga
 import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
+import { a2aCardRoute } from '../proxy/a2a-card.ts';
+import { checkTaskBinding, parseA2aBody } from '../proxy/a2a-parse.ts';
 import type { ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
 import { startInvocationWorkflow } from '../proxy/start.ts';
@@ -69,9 +71,19 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
               () => cheapToParse(body),
             )
           : null,
+      a2a:
+        agent.protocol === 'a2a'
+          ? await refundIfRefused(
+              admitted,
+              400,
+              () => parseA2aBody(body, agent, 'transactional'),
+              () => cheapToParse(body),
+            )
+          : null,
       policyWarning: null,
       payment: null,
     };
+    await checkTaskBinding(services.a2aTasks, call);
     // A payment in `_meta` is never forwarded or stored: the body without it (api/proxy/parse.ts).
     const forwarded = call.mcp?.forwardBody ?? body;
     let place: BacklogPlace | undefined;
@@ -160,6 +172,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
 
   router.post('/proxy/:id', transactionalRoute(deps, services, door));
   router.post('/proxy/:id/stream', streamRoute(deps, services, door));
+  router.get('/proxy/:id/.well-known/agent-card.json', a2aCardRoute(deps, services));
 
   router.get('/proxy/:id/invocations/:invId', async (ctx) => {
     const { tenantId } = ctx.state.caller;

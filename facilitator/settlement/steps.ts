@@ -1,16 +1,22 @@
 // The steps of one settlement as plain functions over the facilitator's records and the chain,
-// in the order SettlementWorkflow runs them: verify → claim (guardrails, the nonce claim, the
-// transfer signed and stored) → broadcast → confirm (first-block inclusion, the cancel after
-// the inclusion timeout, the record); and the watch after a confirm left `pending`.
-// Each step is idempotent against the records (the UNIQUE claim, the stored bytes with their
-// gas nonce), so a step retried, or run again on another worker after a crash, redoes only
-// what is missing and can only ever send the one stored transaction. What a step learns that
-// the next needs (the chain reads, the signed bytes, the node's receipt) is handed over in
-// memory within this process; a step on another worker reads the records instead.
+// numbered as SettlementWorkflow runs them: 1 verify → 2 reserve (guardrails, the nonce
+// reservation, the transfer signed and stored) → 3 broadcast → 4 confirm (first-block
+// inclusion, the cancel after the inclusion timeout, the record); and the watch after a confirm
+// left `pending`. Each step is idempotent against the records (the UNIQUE settlement row, the
+// stored bytes with their gas nonce), so a step retried, or run again on another worker after
+// a crash, redoes only what is missing and can only ever send the one stored transaction.
+// The steps keep no state. What one step learns that the next needs (the chain reads, the
+// signed bytes, the node's receipt) it returns as a hand-over, which the next step takes as an
+// argument; without one, the next step reads the records instead (run-cache.ts keeps them
+// between the workflow's activities in one process).
+// A request the handler has not stored yet (the fast path's fresh reads, the outbox) is stored
+// by what the steps write for it (the reservation, or the refusal), and it owns nothing else:
+// a request stored before, or a settlement another run reserved, is left to the workflow.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { getAddress } from 'ethers';
 import { findAccountById, type Account } from '../accounts.ts';
 import { EOA_TRANSFER_GAS_LIMIT } from '../chain.ts';
-import type { PresignedTransaction } from '../store/claims.ts';
+import type { PresignedTransaction } from '../store/reservations.ts';
 import { storedGasNonce } from '../store/gas.ts';
 import {
   completeSettlement,
@@ -23,14 +29,13 @@ import { loadSettleRequest, markRefused, type StoredSettleRequest } from '../sto
 import type { SettleRequest } from '../../x402/schemas.ts';
 import { signerKindOf } from '../../x402/verify.ts';
 import { outcomeOfRecord, reverify, type Reverified } from './verify.ts';
-import { claim as claimNonce, presign, sign } from './claim.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { presign, reserve as reserveNonce, sign } from './reserve.ts';
 import { attemptsOf, firstAttempt, signedOrThrow, type Signed } from './signed.ts';
 import { broadcast as sendStored } from './broadcast.ts';
 import { cancelAtGasNonce } from './replace.ts';
 import { awaitInclusion, outcomeOfInclusion } from './inclusion.ts';
 import { recordInclusion } from './outcome.ts';
-import type { Broadcast, Claimed, Decided, Inclusion, SettlementDeps, SettlementOutcome, Verified } from './types.ts';
+import type { Broadcast, Decided, Inclusion, Reserved, SettlementDeps, SettlementOutcome, Verified } from './types.ts';
 
 const WATCH_WINDOW_MS = 10_000;
 const WATCH_PAUSE_MS = 2_000;
@@ -39,9 +44,6 @@ const MAX_CANCEL_WAIT_MS = 20_000;
 /** The wait after the cancel: the rest of the caller's deadline, less a margin for the answer. */
 const cancelWaitMs = (settleDeadlineMs: number, inclusionTimeoutMs: number) =>
   Math.min(Math.max(settleDeadlineMs - inclusionTimeoutMs - 500, 1_000), MAX_CANCEL_WAIT_MS);
-/** Hand-overs kept in memory for the next step, at most (a crash or a lost step only costs a read). */
-const MAX_HANDOVERS = 10_000;
-const HANDOVER_MS = 5_000;
 const GUARDRAIL_CAUSES = new Set([
   'kind_not_allowed',
   'over_per_transaction_maximum',
@@ -49,9 +51,9 @@ const GUARDRAIL_CAUSES = new Set([
   'over_failed_gas_budget',
 ]);
 
-/** Step 1's reads of one settlement; the fast path starts them from the request in memory. */
+/** Step 1's reads of one settlement; fresh reads start them from the request in memory. */
 export type Reads = {
-  /** Fresh reads only: whether a request for the key was stored before this one (then not fresh). */
+  /** Fresh reads only (the request is not stored yet): whether a request for the key was stored before this one. */
   storedBefore?: Promise<boolean>;
   stored: Promise<StoredSettleRequest | null>;
   existing: Promise<SettlementRecord | null>;
@@ -62,9 +64,11 @@ export type Reads = {
   presigned?: Promise<PresignedTransaction | undefined>;
 };
 
-/** What verification hands to the claim: everything the claim statement needs. */
-type Verification = {
+/** Step 1's hand-over to step 2: everything the reservation statement needs. */
+export type Verification = {
   stored: StoredSettleRequest;
+  /** False for a request the handler has not stored yet: the reservation (or refusal) stores it. */
+  requestStored: boolean;
   existing: SettlementRecord | null;
   payer: string;
   checked: Reverified & { ok: true };
@@ -73,70 +77,51 @@ type Verification = {
   presigned?: Promise<PresignedTransaction | undefined>;
 };
 
-/** A fast-path run's own answers: the request was stored before it, or another run claimed the settlement. */
+/** Step 3's hand-over to step 4: the record as it was sent, and the node's receipt if it came with the send. */
+export type Sent = { record: Signed; inclusion: Inclusion | null };
+
+/**
+ * What a request not stored yet gets instead of a step's result: `stored_before`, a request for
+ * the key was stored before it; `elsewhere`, another run reserved the settlement. Either way it
+ * owns nothing, and the settlement's workflow decides.
+ */
 export type NotOwned = { step: 'stored_before' } | { step: 'elsewhere' };
 
+/** A step's result, and what it hands to the next step when there is one. */
+export type StepRun<R, H> = { result: R; handover?: H };
+
 export type SettlementSteps = {
-  /** Re-verification (nothing written unless it refuses; a refusal is recorded). */
-  verify(key: string, reads?: Reads): Promise<Verified>;
-  /** Guardrails, the nonce claim and the signed transfer stored with its gas nonce. Nothing is sent. */
-  claim(key: string): Promise<Claimed>;
-  /** Sends the stored bytes. */
-  broadcast(key: string): Promise<Broadcast>;
+  /** Fresh reads: from the request in memory (not stored yet), the record and the stored request's state in one query. */
+  freshReads(key: string, accountId: string, request: SettleRequest): Reads;
+  /** Step 1, re-verification (nothing written unless it refuses; a refusal is recorded). */
+  verify(key: string, reads?: Reads): Promise<StepRun<Verified | NotOwned, Verification>>;
+  /** Step 2, guardrails, the nonce reservation and the signed transfer stored with its gas nonce. Nothing is sent. */
+  reserve(key: string, verification?: Verification): Promise<StepRun<Reserved | NotOwned, Signed>>;
+  /** Step 3, sends the stored bytes. */
+  broadcast(key: string, signed?: Signed): Promise<StepRun<Broadcast, Sent>>;
   /**
-   * First-block inclusion, else the cancel at the gas nonce and whichever of the two is mined
-   * within the caller's deadline, then the record (`pending` when neither is mined). A mined
-   * transfer is announced before the record is written.
+   * Step 4, first-block inclusion, else the cancel at the gas nonce and whichever of the two is
+   * mined within the caller's deadline, then the record (`pending` when neither is mined). A
+   * mined transfer is announced before the record is written.
    */
   confirm(
     key: string,
     inclusionTimeoutMs: number,
+    sent?: Sent,
     announce?: (outcome: SettlementOutcome) => void,
   ): Promise<SettlementOutcome>;
   /** After a `pending` confirm: keeps watching (re-sending, bumping fees) until one attempt is mined, then records it. */
   watch(key: string, beat: () => void): Promise<SettlementOutcome>;
-  /** The fast path's verify and claim: only for a request not stored before, stored with its claim or refusal. */
-  verifyOwn(key: string, reads: Reads): Promise<Verified | NotOwned>;
-  claimOwn(key: string): Promise<Claimed | NotOwned>;
-  /** Reads from the request in memory, the record and the stored request's state in one query. */
-  freshReads(key: string, accountId: string, request: SettleRequest): Reads;
   /** Whether giving up is safe: no signed bytes exist (a read that fails says "not sure"). */
   nothingSigned(key: string): Promise<boolean>;
   /** Gives up before signing, durably: a later /settle of this authorization gets the same answer. */
   giveUp(key: string): Promise<Decided>;
-  /** Drops what the steps left each other for `key` (a run that ended). */
-  forget(key: string): void;
 };
 
 const decided = (outcome: SettlementOutcome): Decided => ({ step: 'decided', outcome });
-
-/**
- * What one step leaves for the next in this process: taken once, and only within HANDOVER_MS
- * (the next step of one run follows at once; an entry older than that belongs to a run that
- * stopped, and the records may have moved on since). At most MAX_HANDOVERS entries; a hand-over
- * lost costs the next step a read, never correctness.
- */
-function handovers<T>() {
-  const map = new Map<string, { value: T; at: number }>();
-  return {
-    put(key: string, value: T) {
-      if (map.size >= MAX_HANDOVERS) map.delete(map.keys().next().value!);
-      map.set(key, { value, at: Date.now() });
-    },
-    take(key: string): T | undefined {
-      const entry = map.get(key);
-      map.delete(key);
-      return entry && Date.now() - entry.at <= HANDOVER_MS ? entry.value : undefined;
-    },
-    forget: (key: string) => void map.delete(key),
-  };
-}
+const final = (record: SettlementRecord | null) => record?.status === 'settled' || record?.status === 'failed';
 
 export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
-  const verified = handovers<Verification>();
-  const signedNow = handovers<Signed>();
-  const sentNow = handovers<{ record: Signed; inclusion: Inclusion | null }>();
-
   const chainReads = (request: SettleRequest, accountId: string) => ({
     checked: reverify(deps, request),
     account: findAccountById(deps.pool, accountId),
@@ -207,33 +192,31 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
     });
   }
 
-  async function verifyStep(key: string, reads: Reads, own: boolean): Promise<Verified | NotOwned> {
+  async function verify(key: string, reads = storedReads(key)): Promise<StepRun<Verified | NotOwned, Verification>> {
+    const requestStored = reads.storedBefore === undefined;
     const [stored, existing, storedBefore] = await Promise.all([reads.stored, reads.existing, reads.storedBefore]);
-    if (own && storedBefore) return { step: 'stored_before' };
-    if (existing?.status === 'settled' || existing?.status === 'failed') return decided(outcomeOfRecord(existing));
-    if (own && existing) return { step: 'elsewhere' };
+    if (storedBefore) return { result: { step: 'stored_before' } };
+    if (final(existing)) return { result: decided(outcomeOfRecord(existing!)) };
+    // A request not stored yet owns nothing that exists: the record is another run's.
+    if (!requestStored && existing) return { result: { step: 'elsewhere' } };
     // Bytes stored by an earlier run go straight to delivery: re-verifying now would see their
     // own transaction's effects (a used nonce) as a reason to refuse.
     if (existing?.txHash)
-      return { step: 'signed', payer: getAddress(existing.payer), txHash: existing.txHash.toLowerCase() };
+      return { result: { step: 'signed', payer: getAddress(existing.payer), txHash: existing.txHash.toLowerCase() } };
     if (!stored) throw new Error('settle request missing for key');
     const authorization = stored.request.paymentPayload.payload.authorization;
     // Lowercased first: a mixed-case address with a bad checksum must not throw here (the
     // signature check, which does not care about case, already passed in the handler).
     const payer = getAddress(authorization.from.toLowerCase());
-    // Refused before (a guardrail, or a run that gave up before signing): the same answer, never a fresh claim.
+    // Refused before (a guardrail, or a run that gave up before signing): the same answer, never a fresh reservation.
     if (!existing && stored.refusedCause) {
       const guardrail = GUARDRAIL_CAUSES.has(stored.refusedCause);
-      return decided({
-        status: guardrail ? 'rejected' : 'failed',
-        payer,
-        transaction: null,
-        cause: stored.refusedCause,
-      });
+      const status = guardrail ? 'rejected' : 'failed';
+      return { result: decided({ status, payer, transaction: null, cause: stored.refusedCause }) };
     }
     const [checked, account, storedNonce] = await Promise.all([reads.checked, reads.account, reads.storedNonce]);
     if (!checked.ok) {
-      // A claimed record (a run resumed after a crash) gives its reservation back.
+      // A reserved record (a run resumed after a crash) gives its reservation back.
       if (existing) await completeSettlement(deps.pool, key, { status: 'failed', cause: checked.cause });
       else {
         await recordRejected(deps.pool, {
@@ -244,84 +227,91 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
           amount: BigInt(authorization.value),
           validBefore: BigInt(authorization.validBefore),
           cause: checked.cause,
-          request: own ? stored.request : undefined,
+          request: requestStored ? undefined : stored.request,
         });
       }
-      return decided({ status: 'failed', payer, transaction: null, cause: checked.cause });
+      return { result: decided({ status: 'failed', payer, transaction: null, cause: checked.cause }) };
     }
-    verified.put(key, { stored, existing, payer, checked, account, storedNonce, presigned: reads.presigned });
-    return { step: 'verified', payer };
+    return {
+      result: { step: 'verified', payer },
+      handover: { stored, requestStored, existing, payer, checked, account, storedNonce, presigned: reads.presigned },
+    };
   }
 
-  async function claimStep(key: string, own: boolean): Promise<Claimed | NotOwned> {
-    let v = verified.take(key);
+  async function reserve(key: string, handed?: Verification): Promise<StepRun<Reserved | NotOwned, Signed>> {
+    let v = handed;
     if (!v) {
-      // No verification handed over in this process (a retry, another worker): verify again.
-      const again = await verifyStep(key, storedReads(key), false);
-      if (again.step !== 'verified') return again as Claimed;
-      v = verified.take(key)!;
+      // No verification handed over (a retry, another worker): verify again from the records.
+      const again = await verify(key);
+      if (!again.handover) return { result: again.result as Reserved };
+      v = again.handover;
     }
-    const { stored, payer, checked, account, storedNonce } = v;
+    const { stored, requestStored, payer, checked, account, storedNonce } = v;
     let { existing } = v;
-    if (!own) {
-      // A workflow step may follow its verification on another worker, or after a retry: what
-      // another run did meanwhile (claimed, signed, decided) is read first.
+    if (requestStored) {
+      // The workflow's step may follow its verification on another worker, or after a retry:
+      // what another run did meanwhile (reserved, signed, decided) is read first.
       const now = await findSettlement(deps.pool, key);
-      if (now?.status === 'settled' || now?.status === 'failed') return decided(outcomeOfRecord(now));
-      if (now?.txHash) return { step: 'signed', payer: getAddress(now.payer), txHash: now.txHash.toLowerCase() };
+      if (final(now)) return { result: decided(outcomeOfRecord(now!)) };
+      if (now?.txHash)
+        return { result: { step: 'signed', payer: getAddress(now.payer), txHash: now.txHash.toLowerCase() } };
       existing = now;
     }
     if (!account) throw new Error('facilitator account missing');
-    // A claimed record without bytes (resumed run) is signed under the row lock, never presigned.
+    // A reserved record without bytes (resumed run) is signed under the row lock, never presigned.
     const presigned = existing
       ? undefined
       : await (v.presigned ?? presign(deps, stored.request, checked.gas, storedNonce));
-    // A claimed record keeps its claim and reservation: claiming again would meet the daily
-    // ceiling first and, with the ceiling full, refuse the very settlement it already holds.
-    const claimed = existing
-      ? { claimed: existing }
-      : await claimNonce(deps, key, account, stored.request, checked.transfer, checked.gas, presigned, own);
-    if ('rejected' in claimed) {
-      // Refused while another submission's claim of this authorization stands (its account may
-      // differ): that settlement is not refused; it goes on under its own run.
-      if (await findSettlement(deps.pool, key)) return own ? { step: 'elsewhere' } : claimStep(key, false);
-      return decided({ status: 'rejected', payer, transaction: null, cause: claimed.rejected });
+    // A reserved record keeps its reservation: reserving again would meet the daily ceiling
+    // first and, with the ceiling full, refuse the very settlement it already holds.
+    const reservation = existing
+      ? { reserved: existing }
+      : await reserveNonce(
+          deps,
+          key,
+          account,
+          stored.request,
+          checked.transfer,
+          checked.gas,
+          presigned,
+          !requestStored,
+        );
+    if ('rejected' in reservation) {
+      // Refused while another submission's reservation of this authorization stands (its
+      // account may differ): that settlement is not refused; it goes on under its own run.
+      if (await findSettlement(deps.pool, key)) return requestStored ? reserve(key) : { result: { step: 'elsewhere' } };
+      return { result: decided({ status: 'rejected', payer, transaction: null, cause: reservation.rejected }) };
     }
-    if (own && claimed.raced) return { step: 'elsewhere' };
-    const signed = claimed.claimed.rawTx ? claimed.claimed : await sign(deps, key, stored.request, checked.gas);
+    if (!requestStored && reservation.raced) return { result: { step: 'elsewhere' } };
+    const signed = reservation.reserved.rawTx
+      ? reservation.reserved
+      : await sign(deps, key, stored.request, checked.gas);
     const record = signedOrThrow(signed);
-    signedNow.put(key, record);
-    return { step: 'signed', payer, txHash: record.txHash.toLowerCase() };
+    return { result: { step: 'signed', payer, txHash: record.txHash.toLowerCase() }, handover: record };
   }
 
-  async function signedRecord(key: string): Promise<Signed | Decided> {
-    const record = signedNow.take(key) ?? signedOrThrow(await findSettlement(deps.pool, key));
-    return record.status === 'settled' || record.status === 'failed' ? decided(outcomeOfRecord(record)) : record;
-  }
-
-  const steps: SettlementSteps = {
+  return {
     freshReads,
-    verify: (key, reads) => verifyStep(key, reads ?? storedReads(key), false) as Promise<Verified>,
-    verifyOwn: (key, reads) => verifyStep(key, reads, true),
-    claim: (key) => claimStep(key, false) as Promise<Claimed>,
-    claimOwn: (key) => claimStep(key, true),
+    verify,
+    reserve,
 
-    async broadcast(key) {
-      const record = await signedRecord(key);
-      if ('step' in record) return record;
+    async broadcast(key, signed) {
+      const record = signed ?? signedOrThrow(await findSettlement(deps.pool, key));
+      if (final(record)) return { result: decided(outcomeOfRecord(record)) };
       const inclusion = await sendStored(deps, record);
-      sentNow.put(key, { record, inclusion });
-      return { step: 'sent', txHash: record.txHash.toLowerCase(), mined: !!inclusion };
+      return {
+        result: { step: 'sent', txHash: record.txHash.toLowerCase(), mined: !!inclusion },
+        handover: { record, inclusion },
+      };
     },
 
-    async confirm(key, inclusionTimeoutMs, announce) {
-      // Just sent here: the record as it was sent and the node's receipt, if it came with the send.
-      const justSent = sentNow.take(key);
-      const record = justSent?.record ?? signedOrThrow(await findSettlement(deps.pool, key));
-      if (record.status === 'settled' || record.status === 'failed') return outcomeOfRecord(record);
-      const attempts = justSent ? firstAttempt(record) : await attemptsOf(deps, record);
+    async confirm(key, inclusionTimeoutMs, sent, announce) {
+      const record = sent?.record ?? signedOrThrow(await findSettlement(deps.pool, key));
+      if (final(record)) return outcomeOfRecord(record);
+      // Just sent (handed over): the first attempt and the node's receipt, if it came with the send.
+      const attempts = sent ? firstAttempt(record) : await attemptsOf(deps, record);
       let inclusion =
-        justSent?.inclusion ?? (await awaitInclusion(deps, record, attempts, Date.now() + inclusionTimeoutMs));
+        sent?.inclusion ?? (await awaitInclusion(deps, record, attempts, Date.now() + inclusionTimeoutMs));
       if (!inclusion.mined) {
         const watched = await cancelAtGasNonce(deps, record);
         inclusion = await awaitInclusion(
@@ -340,7 +330,7 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
 
     async watch(key, beat) {
       const found = signedOrThrow(await findSettlement(deps.pool, key));
-      if (found.status === 'settled' || found.status === 'failed') return outcomeOfRecord(found);
+      if (final(found)) return outcomeOfRecord(found);
       for (;;) {
         const record = signedOrThrow(await findSettlement(deps.pool, key));
         const inclusion = await awaitInclusion(
@@ -366,16 +356,9 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
       return record !== undefined && !record?.rawTx;
     },
 
-    forget(key) {
-      verified.forget(key);
-      signedNow.forget(key);
-      sentNow.forget(key);
-    },
-
     async giveUp(key) {
       await markRefused(deps.pool, key, 'unavailable');
       return decided({ status: 'failed', payer: '', transaction: null, cause: 'unavailable' });
     },
   };
-  return steps;
 }

@@ -7,7 +7,7 @@ import type { JsonRpcProvider } from 'ethers';
 import type { FacilitatorConfig } from '../config.ts';
 import type { TransactionSigner } from '../signer.ts';
 import type { FeeOracle } from '../fees.ts';
-import type { GuardrailRejection } from '../store/claims.ts';
+import type { GuardrailRejection } from '../store/reservations.ts';
 
 export type SettlementDeps = {
   pool: pg.Pool;
@@ -33,14 +33,14 @@ export type SettlementOutcome = {
 /** A step that decided the settlement: nothing further runs. */
 export type Decided = { step: 'decided'; outcome: SettlementOutcome };
 
-/** Step 1, re-verification: go on to the claim, go straight to delivery (bytes stored before), or decided. */
+/** Step 1, re-verification: go on to the reservation, go straight to delivery (bytes stored before), or decided. */
 export type Verified =
   { step: 'verified'; payer: string } | { step: 'signed'; payer: string; txHash: string } | Decided;
 
-/** Steps 2 and 3, guardrails, claim and signing: the stored transaction to deliver, or decided. */
-export type Claimed = { step: 'signed'; payer: string; txHash: string } | Decided;
+/** Step 2, guardrails, the nonce reservation and signing: the stored transaction to deliver, or decided. */
+export type Reserved = { step: 'signed'; payer: string; txHash: string } | Decided;
 
-/** Step 4, broadcast of the stored bytes: sent (`mined` when the node answered with the receipt), or decided before. */
+/** Step 3, broadcast of the stored bytes: sent (`mined` when the node answered with the receipt), or decided before. */
 export type Broadcast = { step: 'sent'; txHash: string; mined: boolean } | Decided;
 
 /** The result of the steps before anything can reach the chain (re-verify, guardrails, sign); runs before the per-step workflow. */
@@ -49,7 +49,7 @@ export type Prepared =
   | { step: 'signed'; payer: string; txHash: string }
   /** Re-verification refused it; recorded as failed with `cause`. */
   | { step: 'rejected'; payer: string; cause: string }
-  /** A guardrail refused it; nothing was claimed or written. */
+  /** A guardrail refused it; nothing was reserved or written. */
   | { step: 'refused'; payer: string; guardrail: GuardrailRejection }
   /** Already settled or failed: the stored answer. */
   | { step: 'final'; outcome: SettlementOutcome };

@@ -121,7 +121,7 @@ export async function findSettlementState(
  */
 export async function recordRejected(
   db: pg.Pool,
-  // request: the outbox's claim check, stored with the record (see ClaimInput.request, claims.ts).
+  // request: the outbox's request, stored with the record (see ReservationInput.request, reservations.ts).
   input: {
     key: string;
     accountId: string;

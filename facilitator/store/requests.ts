@@ -1,4 +1,4 @@
-// The claim check of the signed /settle request: stored by key (first writer wins), what the
+// The stored request: the signed /settle request, stored by key (first writer wins), what the
 // sweeper reads to start workflows that were never started, and durable refusals.
 import type pg from 'pg';
 import { getAddress } from 'ethers';

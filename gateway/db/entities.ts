@@ -11,7 +11,23 @@ export type Pricing = {
   network: 'base';
   pay_to: string;
   tools?: Record<string, string>;
+  /** A2A: per-method prices, keyed by the method's A2A 1.0 name. */
+  methods?: Record<string, string>;
+  /** A2A: per-skill prices, for a message naming the skill in its metadata. */
+  skills?: Record<string, string>;
 };
+
+/** A public agent's self-description (api/agents/public-interface.ts validates it on save). */
+export type PublicInterface = {
+  input_schema?: Record<string, unknown>;
+  input_example?: unknown;
+  output_example?: unknown;
+  tools?: Record<
+    string,
+    { description?: string; input_schema?: Record<string, unknown>; example?: Record<string, unknown> }
+  >;
+};
+export type AgentProtocol = 'http' | 'mcp' | 'a2a';
 
 export const AgentSchema = defineEntity({
   name: 'Agent',
@@ -27,7 +43,7 @@ export const AgentSchema = defineEntity({
     credentialRef: p.string().nullable(),
     emitReceipts: p.boolean(),
     captureBody: p.boolean(),
-    protocol: p.string().$type<'http' | 'mcp'>(),
+    protocol: p.string().$type<AgentProtocol>(),
     mcpTransport: p.string().nullable(),
     mcpProtocolVersion: p.string().nullable(),
     pricing: p.json<Pricing>().nullable(),
@@ -39,6 +55,13 @@ export const AgentSchema = defineEntity({
     /** Open to any x402 client at the public URLs, no token (docs/API.md "Selling an agent to any x402 client"). */
     public: p.boolean().default(false),
     publicDescription: p.string().nullable().default(null),
+    /** What a caller needs to call the public agent (discovery, v2 challenges); validated by the API. */
+    publicInterface: p.json<PublicInterface>().nullable().default(null),
+    /** protocol a2a: the upstream's Agent Card, read on create and when upstream_url changes (gateway/a2a/card.ts). */
+    a2aCard: p.json<Record<string, unknown>>().nullable().default(null),
+    a2aCardReadAt: p.datetime().nullable().default(null),
+    /** protocol a2a: JSON-RPC methods the gateway does not know pass (unpriced) instead of a 400. */
+    a2aPassUnknownMethods: p.boolean().default(false),
     deletedAt: p.datetime().nullable(),
     createdBy: p.string(),
     createdAt: p.datetime(),
@@ -93,6 +116,11 @@ export const InvocationSchema = defineEntity({
     errorClass: p.string().nullable(),
     mcpMethod: p.string().nullable(),
     mcpTool: p.string().nullable(),
+    /** protocol a2a: the JSON-RPC method (A2A 1.0 name), the skill named, and the task and context (gateway/a2a/). */
+    a2aMethod: p.string().nullable().default(null),
+    a2aSkill: p.string().nullable().default(null),
+    a2aTaskId: p.string().nullable().default(null),
+    a2aContextId: p.string().nullable().default(null),
     attempts: p.integer(),
     paymentNetwork: p.string().nullable(),
     paymentAsset: p.string().nullable(),

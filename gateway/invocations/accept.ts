@@ -1,4 +1,4 @@
-// Writing an accepted transactional call: its body (the claim check) and its `pending` row,
+// Writing an accepted transactional call: its body (stored by id: gateway/body-store.ts) and its `pending` row,
 // in one commit. Unpaid calls — nearly all — take one statement (a data-modifying CTE when the
 // body store lives in this database: one round trip, one commit, far cheaper than the ORM's
 // unit of work; docs/BENCHMARKS.md, "Proxy"), prepared once per
@@ -30,7 +30,14 @@ export type AcceptedRow = Omit<
 >;
 
 // Every column an accepted row sets; the rest keep their defaults until the activity completes it.
-const ROW = invocationColumns([...ADMITTED_CALL_FIELDS, 'requestHeaders', 'requestBodyId', 'pollKeySha256']);
+const ROW = invocationColumns([
+  ...ADMITTED_CALL_FIELDS,
+  'requestHeaders',
+  'requestBodyId',
+  'pollKeySha256',
+  'a2aTaskId',
+  'a2aContextId',
+]);
 const ROW_SQL = `insert into invocations (${ROW.names.join(', ')}) values (${ROW.placeholders.join(', ')})`;
 // The accept statement of each shape (which CTEs it has), numbered for preparing.
 const STATEMENTS = new Map<string, string>();

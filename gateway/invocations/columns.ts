@@ -57,6 +57,8 @@ export const ADMITTED_CALL_FIELDS = [
   'attempts',
   'mcpMethod',
   'mcpTool',
+  'a2aMethod',
+  'a2aSkill',
   'paymentNetwork',
   'paymentAsset',
   'paymentAmount',

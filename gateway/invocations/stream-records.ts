@@ -39,6 +39,7 @@ export type StartedRow = Pick<
   | 'paymentTransaction'
   | 'createdAt'
 > &
+  Partial<Pick<Invocation, 'a2aMethod' | 'a2aSkill'>> &
   Partial<Omit<Completion, 'id' | 'status'>> & { completedAt?: Date | null };
 
 export type Completion = {
@@ -49,6 +50,9 @@ export type Completion = {
   latencyMs: number | null;
   ttftMs: number | null;
   responseContentType: string | null;
+  /** protocol a2a: the task and context the call was about (its request's, else its answer's first). */
+  a2aTaskId?: string | null;
+  a2aContextId?: string | null;
 };
 
 /** A signed receipt for the completed row, stored with its completion. */
@@ -113,6 +117,8 @@ const OUTCOME_FIELDS = [
   'responseContentType',
   'requestSha256',
   'responseSha256',
+  'a2aTaskId',
+  'a2aContextId',
 ] as const;
 
 // The row's fields, in column order (names from the shared mapping, columns.ts).

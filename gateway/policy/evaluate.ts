@@ -3,6 +3,7 @@
 // `default`; any failure while evaluating (the rate window unreachable, a stored document
 // that no longer parses) gives `on_error`.
 import { PolicyDocument, type PolicyAction, type PolicyMatch } from './schema.ts';
+import { canonicalA2aMethod } from '../a2a/methods.ts';
 
 export type CallFacts = {
   agentId: string;
@@ -12,6 +13,10 @@ export type CallFacts = {
   bodyBytes: number | null;
   /** How the caller came in: a /v1 token, or a public agent's payer (x402). */
   callerKind: 'token' | 'x402';
+  /** The JSON-RPC method: an A2A call's (its 1.0 name), an MCP call's; null for http agents. */
+  method?: string | null;
+  /** The skill an A2A call's message names in its metadata; null otherwise. */
+  skill?: string | null;
 };
 
 /** The caller's requests over the last minute, this one included. Asked at most once, and only when a rule needs it. */
@@ -31,6 +36,14 @@ function toolMatches(pattern: string, tool: string): boolean {
   return pattern.endsWith('*') ? tool.startsWith(pattern.slice(0, -1)) : tool === pattern;
 }
 
+/** A name pattern against a value, never matching a call without one. */
+function anyMatches(patterns: string[], value: string | null | undefined): boolean {
+  return value !== null && value !== undefined && patterns.some((pattern) => toolMatches(pattern, value));
+}
+
+/** An A2A method named in either spelling means its 1.0 name, the one calls carry. */
+const methodPattern = (pattern: string) => canonicalA2aMethod(pattern) ?? pattern;
+
 async function matches(match: PolicyMatch | undefined, facts: CallFacts, rate: RateProbe): Promise<boolean> {
   if (!match) return true;
   if (match.agents?.length && !match.agents.includes(facts.agentId)) return false;
@@ -40,6 +53,8 @@ async function matches(match: PolicyMatch | undefined, facts: CallFacts, rate: R
     const tool = facts.tool;
     if (tool === null || !match.tools.some((pattern) => toolMatches(pattern, tool))) return false;
   }
+  if (match.methods?.length && !anyMatches(match.methods.map(methodPattern), facts.method)) return false;
+  if (match.skills?.length && !anyMatches(match.skills, facts.skill)) return false;
   if (match.max_body_bytes !== undefined && facts.bodyBytes !== null && facts.bodyBytes < match.max_body_bytes)
     return false;
   // Last: the only condition that costs a round trip.

@@ -32,6 +32,9 @@ export const PolicyMatch = z.strictObject({
     .max(2)
     .optional(),
   tools: z.array(ToolPattern).max(1000).optional(),
+  // A JSON-RPC method (A2A in either spelling, or MCP) and an A2A message's skill; patterns as for tools.
+  methods: z.array(ToolPattern).max(1000).optional(),
+  skills: z.array(ToolPattern).max(1000).optional(),
   max_body_bytes: Count('max_body_bytes').optional(),
   rate_per_min: Count('rate_per_min').optional(),
 });

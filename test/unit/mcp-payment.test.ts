@@ -37,11 +37,18 @@ const entry: ChallengeEntry = {
 };
 
 const toolCall = { method: 'tools/call', tool: 'echo', rpcId: 7 };
+// A public MCP agent describing its tool: its challenges declare the bazaar extension too.
+const agent = {
+  public: true,
+  protocol: 'mcp' as const,
+  publicDescription: 'Echoes text',
+  publicInterface: { tools: { echo: { input_schema: { type: 'object', properties: { text: { type: 'string' } } } } } },
+};
 const receipt = { success: true as const, transaction: `0x${'ab'.repeat(32)}`, network: 'eip155:8453', payer: '0x03' };
 
 describe('x402 MCP transport answers', () => {
   it('builds the tool-result payment-required answer: isError, PaymentRequired in structuredContent and as content[0].text', () => {
-    const body = mcpPaymentRequired(config, { mcp: toolCall }, entry, 'payment required') as {
+    const body = mcpPaymentRequired(config, { agent, mcp: toolCall }, entry, 'payment required') as {
       id: unknown;
       result: { isError: boolean; structuredContent: unknown; content: Array<{ type: string; text: string }> };
     };
@@ -51,19 +58,23 @@ describe('x402 MCP transport answers', () => {
     assert.equal(required.accepts[0].amount, '7000');
     assert.equal(required.accepts[0].network, 'eip155:8453');
     assert.ok(required.extensions?.['payment-identifier']);
+    const bazaar = required.extensions?.bazaar as { info: { input: Record<string, unknown> } };
+    assert.equal(bazaar.info.input.type, 'mcp');
+    assert.equal(bazaar.info.input.toolName, 'echo');
+    assert.deepEqual(bazaar.info.input.inputSchema, agent.publicInterface.tools.echo.input_schema);
     assert.deepEqual(body.result.content, [{ type: 'text', text: JSON.stringify(body.result.structuredContent) }]);
   });
 
   it('answers in MCP style only when the call asks for it, for a tools/call with an id, and only for a 402', () => {
     const refusal = new ApiError(402, 'invalid payment');
-    assert.equal(inAnswerStyle(config, { mcp: toolCall }, entry, refusal), refusal, '/v1 keeps its 402');
-    const mcp = inAnswerStyle(config, { mcp: toolCall, paymentAnswer: 'mcp' }, entry, refusal);
+    assert.equal(inAnswerStyle(config, { agent, mcp: toolCall }, entry, refusal), refusal, '/v1 keeps its 402');
+    const mcp = inAnswerStyle(config, { agent, mcp: toolCall, paymentAnswer: 'mcp' }, entry, refusal);
     assert.equal(mcp.status, 200);
     assert.equal((mcp.body as { result: { isError: boolean } }).result.isError, true);
     const notification = { method: 'tools/call', tool: 'echo' };
-    assert.equal(inAnswerStyle(config, { mcp: notification, paymentAnswer: 'mcp' }, entry, refusal), refusal);
+    assert.equal(inAnswerStyle(config, { agent, mcp: notification, paymentAnswer: 'mcp' }, entry, refusal), refusal);
     const other = new ApiError(503, 'payment is still settling; retry with the same payment header');
-    assert.equal(inAnswerStyle(config, { mcp: toolCall, paymentAnswer: 'mcp' }, entry, other), other);
+    assert.equal(inAnswerStyle(config, { agent, mcp: toolCall, paymentAnswer: 'mcp' }, entry, other), other);
   });
 });
 

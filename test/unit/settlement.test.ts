@@ -24,7 +24,7 @@ import { isCancelRaw, signedOrThrow } from '../../facilitator/settlement/signed.
 import { mayResubmit } from '../../facilitator/settlement/resubmit.ts';
 import { outcomeOfInclusion } from '../../facilitator/settlement/inclusion.ts';
 import { parseSettlementKey, settlementKey, type SettlementRecord } from '../../facilitator/store/records.ts';
-import { staticGuardrail } from '../../facilitator/store/claims.ts';
+import { staticGuardrail } from '../../facilitator/store/reservations.ts';
 import { authorizationUse, tokenInterface, transferCalldata } from '../../facilitator/chain.ts';
 import type { Account } from '../../facilitator/accounts.ts';
 

@@ -19,6 +19,8 @@ import { Migration20261127110000_public_agents } from './Migration20261127110000
 import { Migration20261127110100_invocation_caller_kind } from './Migration20261127110100_invocation_caller_kind.ts';
 import { Migration20261127120000_payment_identifiers } from './Migration20261127120000_payment_identifiers.ts';
 import { Migration20261128040000_analytics_rebuild_summaries } from './Migration20261128040000_analytics_rebuild_summaries.ts';
+import { Migration20261128041500_public_interface } from './Migration20261128041500_public_interface.ts';
+import { Migration20261128050000_a2a_agents } from './Migration20261128050000_a2a_agents.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -52,4 +54,6 @@ export const gatewayMigrations = [
     name: 'Migration20261128040000_analytics_rebuild_summaries',
     class: Migration20261128040000_analytics_rebuild_summaries,
   },
+  { name: 'Migration20261128041500_public_interface', class: Migration20261128041500_public_interface },
+  { name: 'Migration20261128050000_a2a_agents', class: Migration20261128050000_a2a_agents },
 ];

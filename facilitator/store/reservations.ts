@@ -1,6 +1,6 @@
-// Guardrails and the nonce claim: the account's allowed kinds and per-transaction maximum, then
-// the daily reservation (amount and failed-gas budget) and the claim row in one statement, so
-// both commit or neither does.
+// Guardrails and the nonce reservation: the account's allowed kinds and per-transaction maximum,
+// then the day's usage (amount and failed-gas budget) and the settlement row that reserves the
+// payer's authorization nonce, in one statement, so both commit or neither does.
 import type pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
 import type { Account, AccountKind } from '../accounts.ts';
@@ -15,7 +15,7 @@ import {
   type SettlementRow,
 } from './records.ts';
 
-export type ClaimInput = {
+export type ReservationInput = {
   key: string;
   account: Account;
   kind: AccountKind;
@@ -28,16 +28,16 @@ export type ClaimInput = {
   gasAtRiskWei: bigint;
   /**
    * The transaction signed ahead with the gas nonce this settlement is predicted to get. The
-   * claim statement then also takes that nonce and stores the bytes (one round trip for claim,
-   * nonce and bytes), but only if the wallet's next nonce is still the prediction; otherwise
-   * the record is claimed without bytes and signing takes the nonce under the row lock
+   * reservation statement then also takes that nonce and stores the bytes (one round trip for
+   * the reservation, the gas nonce and the bytes), but only if the wallet's next nonce is still the prediction; otherwise
+   * the record is reserved without bytes and signing takes the nonce under the row lock
    * (signAndPersist), as it always did.
    */
   presigned?: PresignedTransaction;
   /**
-   * The outbox (a /settle handler claiming before its workflow exists): the request, stored as
-   * the claim check by the same statement (first writer wins), so the claim and its claim check
-   * commit together. A refusal stores it too, carrying the refusal.
+   * The outbox (a /settle handler reserving before its workflow exists): the request, stored by
+   * the same statement (first writer wins), so the reservation and its stored request commit
+   * together. A refusal stores it too, carrying the refusal.
    */
   request?: SettleRequest;
 };
@@ -58,22 +58,22 @@ export type PresignedTransaction = {
 export type GuardrailRejection =
   'kind_not_allowed' | 'over_per_transaction_maximum' | 'over_daily_ceiling' | 'over_failed_gas_budget';
 
-/** `raced`: the settlement was claimed by another run meanwhile; the record is theirs. */
-export type ClaimResult = { claimed: SettlementRecord; raced?: true } | { rejected: GuardrailRejection };
+/** `raced`: another run reserved the settlement meanwhile; the record is theirs. */
+export type Reservation = { reserved: SettlementRecord; raced?: true } | { rejected: GuardrailRejection };
 
 /**
- * Guardrails, then the nonce claim: the account's allowed kinds and per-transaction maximum
- * (checked here), then the reservation against its daily ceiling and the claim row in ONE
+ * Guardrails, then the nonce reservation: the account's allowed kinds and per-transaction maximum
+ * (checked here), then the reservation against its daily ceiling and the settlement row in ONE
  * statement, so both commit or neither does. The reservation is a conditional upsert: concurrent
  * settles of one account serialize on the usage row and each re-checks the ceiling, so they
- * cannot overshoot it. Rejected: nothing is written. Already claimed: the existing record.
+ * cannot overshoot it. Rejected: nothing is written. Already reserved: the existing record.
  */
-export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
-  const result = await tryClaim(db, input);
-  // A refusal claims nothing and writes no settlement row; it is made durable on the request
-  // (a run started later, e.g. by the sweeper, answers it instead of claiming afresh) and
+export async function reserveNonce(db: pg.Pool, input: ReservationInput): Promise<Reservation> {
+  const result = await tryReserve(db, input);
+  // A refusal reserves nothing and writes no settlement row; it is made durable on the request
+  // (a run started later, e.g. by the sweeper, answers it instead of reserving afresh) and
   // announced in the same statement, so the caller waiting on the key answers 429 at once. Not
-  // while another submission's claim of the authorization stands: that settlement goes on.
+  // while another submission's reservation of the authorization stands: that settlement goes on.
   if ('rejected' in result) {
     const refusal: AnnouncedOutcome = {
       key: input.key,
@@ -83,18 +83,18 @@ export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<C
       cause: result.rejected,
     };
     await db.query(
-      `with claimed as (select 1 from settlements where settlement_key = $4),
+      `with held as (select 1 from settlements where settlement_key = $4),
        marked as (
          insert into settle_requests as r (settlement_key, account_id, request, refused_cause)
-         select $4, $5, $6::jsonb, $3 where $6::jsonb is not null and not exists (select 1 from claimed)
+         select $4, $5, $6::jsonb, $3 where $6::jsonb is not null and not exists (select 1 from held)
          on conflict (settlement_key) do update set refused_cause = coalesce(r.refused_cause, excluded.refused_cause)
          returning 1
        ),
        updated as (
          update settle_requests set refused_cause = coalesce(refused_cause, $3)
-          where settlement_key = $4 and $6::jsonb is null and not exists (select 1 from claimed) returning 1
+          where settlement_key = $4 and $6::jsonb is null and not exists (select 1 from held) returning 1
        )
-       select case when not exists (select 1 from claimed) then pg_notify($1, $2) end,
+       select case when not exists (select 1 from held) then pg_notify($1, $2) end,
               (select count(*) from marked), (select count(*) from updated)`,
       [
         OUTCOME_CHANNEL,
@@ -112,11 +112,11 @@ export async function reserveAndClaim(db: pg.Pool, input: ClaimInput): Promise<C
 /**
  * The guardrails that depend on the account and the amount alone (no usage): its allowed kinds,
  * its per-transaction maximum, a ceiling the amount alone passes. The /settle handler asks
- * them before anything is stored, so a submission they refuse claims nothing and cannot take
- * the authorization from the account it belongs to; the claim asks them again.
+ * them before anything is stored, so a submission they refuse reserves nothing and cannot take
+ * the authorization from the account it belongs to; the reservation asks them again.
  */
 export function staticGuardrail(
-  input: Pick<ClaimInput, 'account' | 'kind' | 'amount' | 'defaults'>,
+  input: Pick<ReservationInput, 'account' | 'kind' | 'amount' | 'defaults'>,
 ): GuardrailRejection | null {
   const allowed = input.account.allowedKinds.some(
     (k) => k.network === input.kind.network && k.asset.toLowerCase() === input.kind.asset.toLowerCase(),
@@ -127,7 +127,7 @@ export function staticGuardrail(
   return null;
 }
 
-async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
+async function tryReserve(db: pg.Pool, input: ReservationInput): Promise<Reservation> {
   const refused = staticGuardrail(input);
   if (refused) return { rejected: refused };
   const ceiling = input.account.dailyCeiling ?? input.defaults.dailyCeiling;
@@ -154,7 +154,7 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
            where greatest(w.next_nonce, $14::bigint) = $15::bigint
          returning next_nonce - 1 as nonce
        ),
-       claimed as (
+       settlement as (
          insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before,
                                   status, usage_day, reserved_amount, gas_at_risk_wei, gas_wallet, gas_nonce, raw_tx, tx_hash)
          select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, case when taken.nonce is null then 'claimed' else 'signed' end,
@@ -165,14 +165,14 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
        ),
        attempt as (
          insert into settlement_transactions (settlement_key, seq, tx_hash, raw_tx, max_fee_per_gas, max_priority_fee_per_gas)
-         select settlement_key, 0, tx_hash, raw_tx, $18::numeric, $19::numeric from claimed where tx_hash is not null
+         select settlement_key, 0, tx_hash, raw_tx, $18::numeric, $19::numeric from settlement where tx_hash is not null
        ),
        stored as (
          insert into settle_requests (settlement_key, account_id, request)
          select $2, $7, $20::jsonb where $20::jsonb is not null
          on conflict (settlement_key) do nothing
        )
-       select * from claimed`,
+       select * from settlement`,
       [
         `stl_${uuidv7()}`,
         input.key,
@@ -207,14 +207,14 @@ async function tryClaim(db: pg.Pool, input: ClaimInput): Promise<ClaimResult> {
       );
       return { rejected: overGas ? 'over_failed_gas_budget' : 'over_daily_ceiling' };
     }
-    return { claimed: fromRow(rows[0]) };
+    return { reserved: fromRow(rows[0]) };
   } catch (err) {
-    // Claimed meanwhile (a resumed run racing a zombie worker): the statement rolled back as a
-    // whole, reservation included; the existing claim stands.
+    // Reserved meanwhile (a resumed run racing a zombie worker): the statement rolled back as a
+    // whole, the day's usage included; the existing reservation stands.
     if ((err as { code?: string }).code !== '23505') throw err;
     const existing = await findSettlement(db, input.key);
     if (!existing) throw err;
-    return { claimed: existing, raced: true };
+    return { reserved: existing, raced: true };
   }
 }
 

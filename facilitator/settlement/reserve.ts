@@ -1,14 +1,15 @@
-// Steps 2 and 3: the account's guardrails with the nonce claim (429 before any claim), then
-// the transfer signed by the gas wallet and stored with its gas nonce before it is ever sent.
-// Fast path: the transfer is signed ahead with the gas nonce the claim is predicted to take
-// (the wallet's stored next nonce, or the node's count if higher), and the claim statement
-// takes that nonce and stores the bytes together: one round trip to PostgreSQL. When the
-// prediction no longer holds (another settlement took the nonce meanwhile), the statement only
-// claims, and signing takes the next nonce under the wallet's row lock, as it always did.
+// Step 2, reserve: the account's guardrails with the nonce reservation (429 before anything is
+// reserved), then the transfer signed by the gas wallet and stored with its gas nonce before it
+// is ever sent. Presigning: the transfer is signed ahead with the gas nonce the reservation is
+// predicted to take (the wallet's stored next nonce, or the node's count if higher), and the
+// reservation statement takes that nonce and stores the bytes together: one round trip to
+// PostgreSQL. When the prediction no longer holds (another settlement took the nonce
+// meanwhile), the statement only reserves, and signing takes the next nonce under the wallet's
+// row lock, as it always did.
 import { Transaction } from 'ethers';
 import type { Account } from '../accounts.ts';
 import { transferCalldata } from '../chain.ts';
-import { reserveAndClaim, type ClaimResult, type PresignedTransaction } from '../store/claims.ts';
+import { reserveNonce, type Reservation, type PresignedTransaction } from '../store/reservations.ts';
 import { signAndPersist } from '../store/gas.ts';
 import { type SettlementRecord } from '../store/records.ts';
 import type { SettleRequest } from '../../x402/schemas.ts';
@@ -40,7 +41,7 @@ async function signTransfer(
   return { raw, hash: Transaction.from(raw).hash! };
 }
 
-/** The transfer signed with the predicted gas nonce, for the claim statement to store if the prediction holds. */
+/** The transfer signed with the predicted gas nonce, for the reservation statement to store if the prediction holds. */
 export async function presign(
   deps: SettlementDeps,
   request: SettleRequest,
@@ -61,7 +62,7 @@ export async function presign(
   };
 }
 
-export async function claim(
+export async function reserve(
   deps: SettlementDeps,
   key: string,
   account: Account,
@@ -69,11 +70,11 @@ export async function claim(
   transfer: VerifiedTransfer,
   gas: GasPlan,
   presigned?: PresignedTransaction,
-  /** The outbox: the claim check is stored by the claim statement itself (first writer wins). */
+  /** The outbox: the request is stored by the reservation statement itself (first writer wins). */
   storeRequest = false,
-): Promise<ClaimResult> {
+): Promise<Reservation> {
   const requirements = request.paymentRequirements;
-  return reserveAndClaim(deps.pool, {
+  return reserveNonce(deps.pool, {
     key,
     account,
     kind: { network: requirements.network, asset: requirements.asset },

@@ -1,0 +1,146 @@
+// The discovery catalog (docs/API.md "Selling an agent to any x402 client", "Finding agents"):
+// every public agent as x402 Bazaar resources, in the shape @x402/extensions' client reads
+// (`DiscoveryResource`). An http agent is one resource, its streaming URL (a generic x402 client
+// gets the agent's answer in the response; the transactional URL is on the agent's page); a
+// public MCP agent is one resource per priced tool, at its streaming URL (where MCP clients
+// connect), each with its own price and argument schema.
+//
+// The catalog is read from the database once and kept in memory by the change feed
+// (gateway/db/feed-cache.ts): any agent's write, on any replica, drops it, so an agent turned
+// private, suspended or deleted leaves the catalog before its writer answers; concurrent
+// rebuilds share one read. Entries hold URL paths: the base is the request's (PUBLIC_URL, or
+// the request's host), added to the page only. Nothing of a credential, an upstream URL, a
+// tenant or the agent's own tags and metadata is in an entry: its name, public description,
+// price, pay-to address and public interface only.
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { isValidServiceName } from '@x402/extensions/bazaar';
+import type { z } from 'zod';
+import { AgentSchema, type Agent } from '../../gateway/db/entities.ts';
+import type { ChangeFeed } from '../../gateway/db/change-feed.ts';
+import { createFeedCache } from '../../gateway/db/feed-cache.ts';
+import type { PaymentConfig } from '../../gateway/payment/config.ts';
+import { publicAgentUrls } from '../agents/serialize.ts';
+import { requirementsV2 } from '../payment/dialect.ts';
+import { isChargeable, requirementsFor } from '../payment/requirements.ts';
+import { bazaarExtensionOf } from './bazaar.ts';
+import type { DiscoveryResource } from './schema.ts';
+
+/** A catalog entry: the resource without its base URL, and the lower-cased text a search matches. */
+export type CatalogEntry = {
+  path: string;
+  resource: Omit<z.infer<typeof DiscoveryResource>, 'resource'>;
+  text: string;
+};
+
+/** The filters both endpoints take (x402 specs/extensions/bazaar.md, "Optional Discovery Endpoints"). */
+type CatalogFilter = {
+  type?: string;
+  payTo?: string;
+  scheme?: string;
+  network?: string;
+  extensions?: string;
+  /** Every word must appear in the entry's name, description or tool (case-insensitive). */
+  query?: string;
+};
+
+/** The tools an MCP agent is listed by: those priced above 0 and those its tenant described. */
+function listedTools(agent: Agent): string[] {
+  const names = new Set([
+    ...Object.keys(agent.pricing?.tools ?? {}),
+    ...Object.keys(agent.publicInterface?.tools ?? {}),
+  ]);
+  return [...names].filter((tool) => isChargeable({ agent, mcp: { method: 'tools/call', tool } })).sort();
+}
+
+function entryOf(config: PaymentConfig, agent: Agent, tool: string | null): CatalogEntry {
+  const path = publicAgentUrls('', agent.id).stream;
+  const mcp = tool === null ? null : { method: 'tools/call', tool };
+  const requirements = requirementsFor(config, { agent, mcp, resourceUrl: path });
+  const description = agent.publicDescription ?? requirements.description;
+  const toolDescription = tool ? agent.publicInterface?.tools?.[tool]?.description : undefined;
+  return {
+    path,
+    resource: {
+      type: agent.protocol === 'mcp' ? ('mcp' as const) : ('http' as const),
+      x402Version: 2,
+      accepts: [requirementsV2(config, requirements)],
+      lastUpdated: agent.updatedAt.toISOString(),
+      description: toolDescription ?? description,
+      mimeType: agent.protocol === 'mcp' ? 'application/json' : undefined,
+      ...(isValidServiceName(agent.name) ? { serviceName: agent.name } : {}),
+      extensions: bazaarExtensionOf(agent, tool),
+    },
+    text: [agent.name, agent.publicDescription ?? '', tool ?? '', toolDescription ?? ''].join('\n').toLowerCase(),
+  };
+}
+
+/** The catalog entries of one public agent (none for an MCP agent with no priced or described tool). */
+function catalogEntriesOf(config: PaymentConfig, agent: Agent): CatalogEntry[] {
+  if (agent.protocol !== 'mcp') return [entryOf(config, agent, null)];
+  return listedTools(agent).map((tool) => entryOf(config, agent, tool));
+}
+
+function matches(entry: CatalogEntry, filter: CatalogFilter): boolean {
+  const { resource } = entry;
+  const terms = resource.accepts[0];
+  if (filter.type !== undefined && resource.type !== filter.type) return false;
+  if (filter.payTo !== undefined && terms.payTo.toLowerCase() !== filter.payTo.toLowerCase()) return false;
+  if (filter.scheme !== undefined && terms.scheme !== filter.scheme) return false;
+  if (filter.network !== undefined && terms.network !== filter.network) return false;
+  if (filter.extensions !== undefined && !Object.hasOwn(resource.extensions ?? {}, filter.extensions)) return false;
+  if (filter.query !== undefined) {
+    const words = filter.query.toLowerCase().split(/\s+/).filter(Boolean);
+    if (!words.every((word) => entry.text.includes(word))) return false;
+  }
+  return true;
+}
+
+export type Catalog = {
+  /** The entries that pass the filter, in listing order (the agents' creation, then tool name). */
+  find(filter: CatalogFilter): Promise<CatalogEntry[]>;
+};
+
+/**
+ * The catalog of the public agents that can be called: public, not deleted, not suspended, with
+ * an upstream. At most `maxAgents` agents, the oldest first (an operator bound on the memory and
+ * the rebuild a write costs).
+ */
+export function createCatalog(orm: MikroORM, feed: ChangeFeed, config: PaymentConfig, maxAgents: number): Catalog {
+  const cache = createFeedCache<CatalogEntry[]>(feed, {
+    keyOf: (key) => (key.startsWith('agent:') ? 'catalog' : null),
+    max: 1,
+  });
+  let building: { generation: number; entries: Promise<CatalogEntry[]> } | null = null;
+  const build = async () => {
+    const agents = await orm.em
+      .fork()
+      .find(
+        AgentSchema,
+        { public: true, deletedAt: null, suspended: false, upstreamUrl: { $ne: null } },
+        { orderBy: { createdAt: 'asc', id: 'asc' }, limit: maxAgents },
+      );
+    return agents.flatMap((agent) => catalogEntriesOf(config, agent));
+  };
+  // Concurrent misses share one read begun since the last change; a read a write overtook is
+  // neither joined nor kept (feed-cache.ts).
+  const load = () => {
+    const generation = feed.generation();
+    if (building?.generation !== generation) {
+      const entries = build();
+      const current = { generation, entries };
+      building = current;
+      void entries
+        .finally(() => {
+          if (building === current) building = null;
+        })
+        .catch(() => undefined);
+    }
+    return building!.entries;
+  };
+  return {
+    async find(filter) {
+      const entries = await cache.get('catalog', load);
+      return entries.filter((entry) => matches(entry, filter));
+    },
+  };
+}

@@ -1,0 +1,113 @@
+// What a caller or an upstream can send that the A2A surface must refuse, on the real stack
+// (an @a2a-js/sdk server as the upstream, test/support/a2a-server.ts):
+// - a task of another tenant named in the protobuf spelling of a field (`task_id`,
+//   `reference_task_ids`), which the SDK's server reads as readily as `taskId`;
+// - text PostgreSQL's jsonb cannot hold (a lone UTF-16 surrogate) in an agent's
+//   public_interface or in an upstream's Agent Card: a 400, not a 500;
+// - a tenant's slow upstream card, read on update, holding the database pool every tenant needs.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import { stack } from './support/stack.ts';
+import { call } from './support/http.ts';
+import { createAgent, rawUpstream } from './support/proxy-helpers.ts';
+import { startA2aServer, type A2aUpstream } from './support/a2a-server.ts';
+import { waitFor } from './support/wait.ts';
+
+const sendMessage = (message: Record<string, unknown>) => ({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'SendMessage',
+  params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'echo x' }], ...message } },
+});
+
+describe('A2A: what a caller or an upstream cannot make the gateway do', function () {
+  this.timeout(60_000);
+  let upstream: A2aUpstream;
+
+  before(async () => {
+    upstream = await startA2aServer();
+  });
+  after(() => upstream.close());
+
+  it("refuses another tenant's task named as task_id or reference_task_ids, before the upstream", async () => {
+    const token = await stack().token(`tenant-a2a-victim-${randomUUID()}`);
+    const agent = await createAgent(token, { protocol: 'a2a', upstream_url: upstream.url });
+    const sent = await call('POST', `/v1/proxy/${agent}/stream`, {
+      token,
+      json: sendMessage({}),
+      headers: { 'a2a-version': '1.0' },
+    });
+    assert.equal(sent.status, 200, sent.text);
+    const victimTask = (sent.json.result as { task: { id: string } }).task.id;
+
+    const otherToken = await stack().token(`tenant-a2a-stranger-${randomUUID()}`);
+    const otherAgent = await createAgent(otherToken, { protocol: 'a2a', upstream_url: upstream.url });
+    const before = upstream.bodies.length;
+    for (const message of [{ task_id: victimTask }, { reference_task_ids: [victimTask] }]) {
+      const res = await call('POST', `/v1/proxy/${otherAgent}/stream`, {
+        token: otherToken,
+        json: sendMessage(message),
+        headers: { 'a2a-version': '1.0' },
+      });
+      assert.equal(res.status, 404, `${JSON.stringify(message)}: ${res.text}`);
+      assert.deepEqual(res.json, { error: 'task not found through this agent' });
+    }
+    assert.equal(upstream.bodies.length, before, 'nothing reached the upstream');
+  });
+
+  it('answers 400 for a lone surrogate in public_interface or in the upstream card', async () => {
+    const token = await stack().token(`tenant-a2a-text-${randomUUID()}`);
+    const agent = await createAgent(token, { protocol: 'a2a', upstream_url: upstream.url });
+    const patched = await call('PATCH', `/v1/agents/${agent}`, {
+      token,
+      json: { public_interface: { input_example: { text: 'a\ud800b' } } },
+    });
+    assert.equal(patched.status, 400, patched.text);
+
+    const odd = await rawUpstream((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"name":"odd","description":"x\\ud800"}');
+    }, '/a2a');
+    try {
+      const created = await call('POST', '/v1/agents', {
+        token,
+        json: { name: `odd-${randomUUID()}`, protocol: 'a2a', upstream_url: odd.url },
+      });
+      assert.equal(created.status, 400, created.text);
+    } finally {
+      await odd.close();
+    }
+  });
+
+  it("reads an updated agent's card holding no database connection: a slow card starves no other tenant", async () => {
+    const held: ServerResponse[] = [];
+    let abandoned = 0;
+    const slow = await rawUpstream((req, res) => {
+      held.push(res);
+      res.once('close', () => {
+        if (!res.writableEnded) abandoned++;
+      });
+    }, '/a2a');
+    try {
+      const token = await stack().token(`tenant-a2a-slow-card-${randomUUID()}`);
+      // As many updates as the gateway's pool has connections (gateway/db/orm.ts: 10).
+      const agents = await Promise.all(Array.from({ length: 10 }, () => createAgent(token, { protocol: 'a2a' })));
+      const updates = agents.map((id) =>
+        call('PATCH', `/v1/agents/${id}`, { token, json: { upstream_url: slow.url } }),
+      );
+      await waitFor(() => held.length === agents.length || null, { what: 'every card read waiting' });
+
+      const other = await stack().token(`tenant-a2a-bystander-${randomUUID()}`);
+      const listed = await call('GET', '/v1/agents', { token: other });
+      assert.equal(listed.status, 200, listed.text);
+      assert.equal(abandoned, 0, 'the other tenant was answered while the cards were still being read');
+
+      const card = JSON.stringify({ name: 'slow', description: 'a slow card', skills: [] });
+      for (const res of held) res.writeHead(200, { 'content-type': 'application/json' }).end(card);
+      for (const updated of await Promise.all(updates)) assert.equal(updated.status, 200, updated.text);
+    } finally {
+      for (const res of held) if (!res.writableEnded) res.destroy();
+      await slow.close();
+    }
+  });
+});
