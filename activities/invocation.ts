@@ -4,7 +4,6 @@
 // it; an attempt that may already have reached the upstream before its worker died is not
 // re-sent unless the agent opted in (retry_non_idempotent). The outcome rule is the domain's
 // (gateway/invocations/outcome.ts).
-import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -15,7 +14,8 @@ import {
   type UpstreamClient,
   type UpstreamResponse,
 } from '../gateway/upstream/client.ts';
-import { classForStatus } from '../gateway/upstream/errors.ts';
+import { brokenBodyClass } from '../gateway/upstream/errors.ts';
+import { bodyHasher } from '../gateway/receipts/digest.ts';
 import type { BodyStore } from '../gateway/body-store.ts';
 import { CredentialUnavailable, type CredentialResolver } from '../gateway/credentials/resolver.ts';
 import {
@@ -24,7 +24,11 @@ import {
   type Completion,
   type InvocationOutcome,
 } from '../gateway/invocations/store.ts';
-import { outcomeStatus } from '../gateway/invocations/outcome.ts';
+import { answeredOutcome } from '../gateway/invocations/outcome.ts';
+import { createTaskBindings, type TaskBindings } from '../gateway/a2a/tasks.ts';
+import { taskOfResult } from '../gateway/a2a/methods.ts';
+import { queryRows } from '../gateway/db/orm.ts';
+import { errorKind } from '../lib/error-kind.ts';
 
 export type { InvocationOutcome };
 
@@ -58,33 +62,46 @@ function credentialFailure(err: CredentialUnavailable): ApplicationFailure {
 /** Largest response body kept when capture_body is on (the request side has the same cap). */
 const MAX_CAPTURED_RESPONSE = 32 * 1024 * 1024;
 
-/** Reads the whole answer (the deadline bounds it), keeping it only when capture is on and it fits. */
+/**
+ * Reads the whole answer (the deadline bounds it), keeping it only when capture is on and it
+ * fits, or (an A2A agent's, whose tasks are bound from it) when it fits in `keep` bytes;
+ * `broken` is the class of a body that broke off, null when it passed whole.
+ */
 async function readResponse(
   reply: UpstreamResponse,
   capture: boolean,
-): Promise<{ firstByteMs: number | null; captured: Buffer | null; broken: boolean; sha256: string | null }> {
+  keep = 0,
+): Promise<{
+  firstByteMs: number | null;
+  captured: Buffer | null;
+  kept: Buffer | null;
+  broken: ErrorClass | null;
+  sha256: string | null;
+}> {
   let firstByteMs: number | null = null;
   const chunks: Buffer[] = [];
   let size = 0;
   // The digest a trust receipt commits to, whether or not the body is kept.
-  const digest = createHash('sha256');
+  const digest = bodyHasher();
   try {
     for await (const chunk of reply.body as AsyncIterable<Buffer>) {
       firstByteMs ??= Math.round(performance.now() - reply.startedAt);
       size += chunk.length;
       digest.update(chunk);
-      if (capture && size <= MAX_CAPTURED_RESPONSE) chunks.push(chunk);
+      if ((capture && size <= MAX_CAPTURED_RESPONSE) || size <= keep) chunks.push(chunk);
     }
-  } catch {
-    return { firstByteMs, captured: null, broken: true, sha256: null };
+  } catch (err) {
+    return { firstByteMs, captured: null, kept: null, broken: brokenBodyClass(err, reply.timedOut()), sha256: null };
   } finally {
     reply.finish();
   }
+  digest.finish(true);
   return {
     firstByteMs,
     captured: capture && size <= MAX_CAPTURED_RESPONSE ? Buffer.concat(chunks) : null,
-    broken: false,
-    sha256: digest.digest('hex'),
+    kept: size <= keep ? Buffer.concat(chunks) : null,
+    broken: null,
+    sha256: digest.value(),
   };
 }
 
@@ -97,8 +114,27 @@ function endedByWorkflow(): boolean {
   return Boolean(details?.notFound || details?.cancelRequested);
 }
 
+/** The largest A2A answer whose task is bound (a JSON-RPC answer; a larger one binds nothing). */
+const MAX_A2A_ANSWER = 1024 * 1024;
+
+async function bindAnsweredTask(tasks: TaskBindings, tenantId: string, agentId: string, body: Buffer) {
+  let task;
+  try {
+    task = taskOfResult((JSON.parse(body.toString('utf8')) as { result?: unknown } | null)?.result);
+  } catch {
+    return;
+  }
+  // A binding that fails leaves the call as it was (its answer is the caller's); a later call
+  // about the task is refused as unbound.
+  if (task)
+    await tasks.bind(tenantId, agentId, [task]).catch((err: unknown) => {
+      Context.current().log.warn('could not bind an A2A task', { err: errorKind(err) });
+    });
+}
+
 export function createInvocationActivities(deps: InvocationDeps): InvocationActivities {
   const store = createInvocationStore(deps.orm);
+  const tasks = createTaskBindings(queryRows(deps.orm));
   // A body store in the gateway's own database (it offers insertSql) is read in the load
   // statement and written in the completing one; any other goes through its interface.
   const insertBody = deps.bodies.insertSql?.bind(deps.bodies);
@@ -197,15 +233,13 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
           return await complete(invocationId, { status: 'failed', errorClass });
         }
 
-        const read = await readResponse(reply, agent.captureBody);
+        const read = await readResponse(reply, agent.captureBody, agent.protocol === 'a2a' ? MAX_A2A_ANSWER : 0);
+        // An A2A answer's task is bound to the agent before the call completes (gateway/a2a/tasks.ts).
+        if (read.kept) await bindAnsweredTask(tasks, row.tenantId, agent.id, read.kept);
         const latencyMs = Math.round(performance.now() - reply.startedAt);
         const ttftMs = read.firstByteMs ?? reply.ttftMs;
         if (read.broken) {
-          const errorClass: ErrorClass = endedByWorkflow()
-            ? 'workflow_terminated'
-            : reply.timedOut()
-              ? 'timeout'
-              : 'stream_interrupted';
+          const errorClass: ErrorClass = endedByWorkflow() ? 'workflow_terminated' : read.broken;
           return await complete(invocationId, {
             status: 'failed',
             upstreamStatus: reply.status,
@@ -221,11 +255,9 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
         return await complete(
           invocationId,
           {
-            status: outcomeStatus(reply.status),
-            upstreamStatus: reply.status,
+            ...answeredOutcome(reply.status, null),
             latencyMs,
             ttftMs,
-            errorClass: classForStatus(reply.status),
             responseBodyId,
             responseContentType: contentType,
             responseSha256: read.sha256,

@@ -5,9 +5,8 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createReceiptStore } from '../gateway/receipts/store.ts';
-import { createClaimsSigner, NoSigningKeyError, type SignedReceipt } from '../gateway/receipts/signer.ts';
+import { countIssued, createReceiptSigner, NoSigningKeyError, type SignedReceipt } from '../gateway/receipts/signer.ts';
 import type { ReceiptConfig } from '../gateway/receipts/config.ts';
-import { receiptsIssued } from '../gateway/metrics.ts';
 
 export interface ReceiptActivities {
   /** Signs and stores the receipt of a completed invocation; answers the key id it was signed with. */
@@ -16,24 +15,24 @@ export interface ReceiptActivities {
 
 export function createReceiptActivities(deps: { orm: MikroORM; receipts: ReceiptConfig }): ReceiptActivities {
   const store = createReceiptStore(deps.orm);
-  const sign = createClaimsSigner(deps.receipts);
+  const sign = createReceiptSigner(deps.receipts);
   return {
     async issueReceipt(invocationId) {
-      const fields = await store.fieldsFor(invocationId);
+      const facts = await store.factsFor(invocationId);
       // The workflow calls this only after the row is terminal; anything else is a bug worth retrying loudly.
-      if (!fields) throw ApplicationFailure.retryable('invocation is not complete', 'InvocationNotComplete');
-      const existing = await store.get(fields.tenant_id, invocationId);
+      if (!facts) throw ApplicationFailure.retryable('invocation is not complete', 'InvocationNotComplete');
+      const existing = await store.get(facts.tenantId, invocationId);
       if (existing) return { kid: existing.kid };
       let signed: SignedReceipt;
       try {
-        signed = await sign(fields);
+        signed = await sign(facts);
       } catch (err) {
         if (err instanceof NoSigningKeyError) throw ApplicationFailure.retryable(err.message, 'NoSigningKey');
         throw err;
       }
       const { kid, jws } = signed;
-      const saved = await store.save({ invocationId, tenantId: fields.tenant_id, agentId: fields.agent_id, kid, jws });
-      if (saved.jws === jws) receiptsIssued.inc({ kid: saved.kid });
+      const saved = await store.save({ invocationId, tenantId: facts.tenantId, agentId: facts.agentId, kid, jws });
+      if (saved.jws === jws) countIssued(saved);
       return { kid: saved.kid };
     },
   };

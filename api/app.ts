@@ -6,6 +6,7 @@ import type { AppDeps } from './deps.ts';
 import { createVerifier, requireAuth, type AuthState } from './auth.ts';
 import { badRequest, errorMapper } from './errors.ts';
 import { answerUnservedMethods } from './allowed-methods.ts';
+import { compressOwnAnswers } from './compression.ts';
 import { MAX_BODY_DEPTH, nestsDeeperThan } from './json-depth.ts';
 import { observeRequests } from '../lib/observability/http.ts';
 import { countRateLimitRejection } from './metrics.ts';
@@ -19,6 +20,8 @@ import { fetchAgentCard } from '../gateway/a2a/card.ts';
 import { proxyRoutes } from './routes/proxy.ts';
 import { createProxyServices, type ProxyServices } from './proxy/services.ts';
 import { syncGateCaches } from './proxy/gate.ts';
+import { leanProxy } from './proxy/lean.ts';
+import { createAccessRecorder } from '../lib/observability/access.ts';
 import { invocationRoutes } from './routes/invocations.ts';
 import { credentialRoutes } from './routes/credentials.ts';
 import { settlementRoutes } from './routes/settlement.ts';
@@ -34,9 +37,21 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
   app.proxy = false;
   // Before anything else: a proxied call's cache barrier travels while the rest of the gate runs.
   app.use(syncGateCaches(deps));
+  // One token cache and one access recorder for both paths below.
+  const verify = createVerifier(deps.config.auth);
+  const observe = observeRequests(
+    'api',
+    deps.log,
+    countRateLimitRejection,
+    createAccessRecorder('api', deps.log, deps.config.accessLog),
+  );
+  // The invoke endpoints, ahead of the general stack: the same layers and gate as plain calls.
+  app.use(leanProxy(deps, services, { verify, observe }));
   // Outermost: the request id, access log and HTTP metrics see every answer, errors included.
   app.use(traceRequests('api'));
-  app.use(observeRequests('api', deps.log, countRateLimitRejection));
+  app.use(observe);
+  // The management and analytics answers (mapped errors included) compressed when accepted; proxied ones never.
+  app.use(compressOwnAnswers());
   app.use(errorMapper(deps.log));
   // 405 with Allow for a served path asked with another method, on every router below.
   app.use(answerUnservedMethods());
@@ -53,7 +68,7 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
   app.use(discoveryRoutes(deps, services).routes());
 
   const v1 = new Router<AuthState>({ prefix: '/v1' });
-  v1.use(requireAuth(createVerifier(deps.config.auth)));
+  v1.use(requireAuth(verify));
   // JSON bodies for the management API only; the proxy reads its raw body itself.
   const json = bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', encoding: 'utf-8' });
   v1.use(async (ctx, next) => (ctx.path.startsWith('/v1/proxy/') ? next() : json(ctx, next)));

@@ -11,6 +11,7 @@ import { gatherConfig, loadConfigOrExit } from '../lib/config.ts';
 import { loadReceiptConfig } from '../gateway/receipts/config.ts';
 import { requireReceiptKeys } from '../gateway/receipts/keys.ts';
 import { startMetricsServer } from '../lib/observability/http.ts';
+import { flushAccessRecords } from '../lib/observability/access.ts';
 import { scheduleStaleStreamSweep } from '../gateway/invocations/stale-streams.ts';
 import { createVaultClient } from '../gateway/credentials/vault.ts';
 import { openChangeFeed } from '../gateway/db/change-feed.ts';
@@ -71,6 +72,8 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 log.info({ port: config.port }, 'gateway API listening');
 
 function stop(): void {
+  // Access lines and metrics still queued (ACCESS_LOG=batched or sampled) are written now.
+  flushAccessRecords();
   metrics?.close();
   // The streaming calls cut just now record their outcome first (their completions are queued
   // within a few ms); closing the ORM then writes every queued row before its connections go.

@@ -2,7 +2,7 @@
 // by id only. PostgreSQL fills the interface today; an object store (S3, GCS) could fill it
 // without touching the pipeline or the workflow. A body whose invocation row never got
 // written is an orphan, harmless, and the kind of thing an object store's lifecycle rule sweeps.
-import { createHash } from 'node:crypto';
+import { sha256Hex } from './receipts/digest.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { BodySchema } from './db/entities.ts';
 import { newId } from '../lib/ids.ts';
@@ -38,7 +38,7 @@ export function createPostgresBodyStore(orm: MikroORM): BodyStore {
       contentType,
       content,
       sizeBytes: content.length,
-      sha256: createHash('sha256').update(content).digest('hex'),
+      sha256: sha256Hex(content),
       createdAt: new Date(),
     });
     return id;
@@ -58,15 +58,7 @@ export function createPostgresBodyStore(orm: MikroORM): BodyStore {
       return {
         id,
         sql: 'insert into bodies (id, tenant_id, content_type, content, size_bytes, sha256, created_at) values (?, ?, ?, ?, ?, ?, ?)',
-        params: [
-          id,
-          tenantId,
-          contentType,
-          content,
-          content.length,
-          createHash('sha256').update(content).digest('hex'),
-          new Date(),
-        ],
+        params: [id, tenantId, contentType, content, content.length, sha256Hex(content), new Date()],
       };
     },
     async get(tenantId, id) {

@@ -7,6 +7,7 @@ import { loadReceiptConfig, type ReceiptConfig } from './receipts/config.ts';
 import { loadObservabilityConfig, type ObservabilityConfig } from '../lib/observability/config.ts';
 import { loadPaymentConfig, type PaymentConfig } from './payment/config.ts';
 import { loadGateFreshness, type GateFreshness } from './gate-freshness.ts';
+import type { AccessLogSettings } from '../lib/observability/access.ts';
 import { loadTemporalSettings, type TemporalWorkerSettings } from '../lib/temporal-connection.ts';
 import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv } from '../lib/config.ts';
 import { loadWorkerVersion } from '../lib/worker-version.ts';
@@ -96,6 +97,11 @@ const GatewayEnv = z.object({
   TENANT_MAX_AGENTS: z.coerce.number().int().positive().default(1000),
   CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+  // The API's access lines and HTTP metrics (lib/observability/access.ts): `each` at once,
+  // `batched` off the request's path, `sampled` likewise with one line per ACCESS_LOG_SAMPLE_EVERY
+  // answers; metrics are complete and 5xx lines written in every mode.
+  ACCESS_LOG: z.enum(['each', 'batched', 'sampled']).default('batched'),
+  ACCESS_LOG_SAMPLE_EVERY: z.coerce.number().int().positive().default(100),
   GIT_COMMIT: z.string().optional(),
   // Behind a load balancer: the scheme and host callers reach the API on come from the proxy's
   // X-Forwarded-Proto / X-Forwarded-Host, which only a trusted proxy may set (api/public-url.ts).
@@ -181,6 +187,8 @@ export type GatewayConfig = {
   gateFreshness: GateFreshness;
   chainRpcUrl: string;
   logLevel: string;
+  /** ACCESS_LOG, ACCESS_LOG_SAMPLE_EVERY (lib/observability/access.ts). */
+  accessLog: AccessLogSettings;
   gitCommit?: string;
   /** PUBLIC_URL and TRUST_PROXY: the URL callers reach the API on (api/public-url.ts). */
   publicAddress: { url?: string; trustProxy: boolean };
@@ -304,6 +312,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     gateFreshness: parts.gateFreshness,
     chainRpcUrl: e.CHAIN_RPC_URL,
     logLevel: e.LOG_LEVEL,
+    accessLog: { mode: e.ACCESS_LOG, sampleEvery: e.ACCESS_LOG_SAMPLE_EVERY },
     gitCommit: e.GIT_COMMIT,
     publicAddress: { url: parts.publicUrl, trustProxy: e.TRUST_PROXY === 'true' },
     publicAgents: {

@@ -149,6 +149,34 @@ describe('A2A agents through the gateway', function () {
     for (const c of calls) assert.equal(c.a2a_task_id, sent.id);
   });
 
+  it('takes unary methods on the transactional endpoint too, binding the task its answer names', async () => {
+    const accepted = await call('POST', `/v1/proxy/${agentId}`, {
+      token,
+      headers: { 'a2a-version': '1.0' },
+      json: {
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'SendMessage',
+        params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'echo later' }] } },
+      },
+    });
+    assert.equal(accepted.status, 202, accepted.text);
+    const row = await waitForRow(accepted.json.invocation_id);
+    assert.equal(row.status, 'succeeded');
+    assert.equal(row.a2aMethod, 'SendMessage');
+    assert.equal(upstream.bodies.at(-1)?.method, 'SendMessage');
+    // The task the answer named was bound before the call completed: the caller may ask about it.
+    const client = await clientFor(agentId, withToken(token));
+    const bound = await stack()
+      .orm.em.getConnection()
+      .execute<Array<{ task_id: string }>>(
+        'select task_id from a2a_tasks where agent_id = ? order by created_at desc limit 1',
+        [agentId],
+      );
+    const got = await client.getTask(GetTaskRequest.fromJSON({ id: bound[0].task_id }));
+    assert.equal(statusText(got), 'echo: echo later');
+  });
+
   it('streams a message: the events arrive one by one, as the upstream sends them', async () => {
     const client = await clientFor(agentId, withToken(token));
     const started = performance.now();

@@ -59,7 +59,7 @@ describe('examples/ run against the stack', function () {
   }
 
   const examples = ['pay-x402-fetch.ts', 'pay-x402-v2.ts'];
-  const others = ['call-agent.ts', 'mcp-client.ts', 'verify-receipt.ts'];
+  const others = ['call-agent.ts', 'mcp-client.ts', 'sell-agent.ts', 'verify-receipt.ts'];
 
   it('runs every example in the folder (settings.ts is what they share)', async () => {
     const files = (await readdir('examples')).filter((f) => f.endsWith('.ts') && f !== 'settings.ts');
@@ -99,6 +99,43 @@ describe('examples/ run against the stack', function () {
       assert.equal(await balanceOf(provider(), payer.address), 1_000_000n - PRICE);
     });
   }
+
+  it('sell-agent.ts makes a priced agent public, finds it with the Bazaar client and pays it with no token', async () => {
+    const payTo = newPayTo();
+    const agentId = await pricedAgent(payTo);
+    const payer = await newPayer(1_000_000n);
+    const marker = `example sell-agent ${randomUUID()}`;
+    const description = `Echoes ${randomUUID()}`;
+    const out = await runExample(
+      'sell-agent.ts',
+      {
+        GATEWAY_URL: stack().apiUrl,
+        TOKEN: token,
+        PAYER_PRIVATE_KEY: payer.privateKey,
+        TOKEN_ADDRESS: stack().infra.tokenAddress,
+        PUBLIC_DESCRIPTION: description,
+        BODY: marker,
+      },
+      [agentId],
+    );
+    assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+    const publicUrl = `${stack().apiUrl}/public/agents/${agentId}`;
+    assert.ok(out.stdout.includes(`agent ${agentId} is public at ${publicUrl} and ${publicUrl}/stream`), out.stdout);
+    assert.match(
+      out.stdout,
+      new RegExp(`found in the catalog: ${publicUrl}/stream, ${PRICE} USDC units to 0x[0-9a-fA-F]{40} on eip155:8453`),
+    );
+    assert.match(
+      out.stdout,
+      new RegExp(`paid ${PRICE} USDC units from ${payer.address}, settled in transaction 0x[0-9a-f]{64}`, 'i'),
+    );
+    assert.ok(out.stdout.includes(`answer: ${JSON.stringify({ echo: marker })}`), out.stdout);
+    const agent = await call('GET', `/v1/agents/${agentId}`, { token });
+    assert.equal(agent.json.public, true);
+    assert.equal(agent.json.public_description, description);
+    assert.equal(upstream.received.filter((r) => r.body.toString() === marker).length, 1, 'one call reached the agent');
+    assert.equal(await balanceOf(provider(), payTo), PRICE, 'the price moved to pay_to once');
+  });
 
   it('call-agent.ts creates an agent, calls it transactionally and streaming, and prints both answers', async () => {
     const marker = `example call-agent ${randomUUID()}`;

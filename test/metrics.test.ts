@@ -18,6 +18,7 @@ import { startMetricsServer } from '../lib/observability/http.ts';
 import { startFacilitatorMetrics } from '../facilitator/metrics.ts';
 import { chainProvider } from './support/x402.ts';
 import { workflowResult } from './support/workflows.ts';
+import { waitFor } from './support/wait.ts';
 
 type Samples = Map<string, number>;
 
@@ -234,9 +235,11 @@ describe('observability', () => {
         'one is made up when the caller sends none',
       );
 
-      const entries = lines.map((l) => JSON.parse(l));
-      const entry = entries.find((e) => e.requestId === 'req-logs-1' && e.route === '/v1/proxy/:id');
-      assert.ok(entry, lines.join('\n'));
+      // Access lines are written off the request's path (ACCESS_LOG=batched, the default), within a second.
+      const entry = await waitFor(
+        () => lines.map((l) => JSON.parse(l)).find((e) => e.requestId === 'req-logs-1' && e.route === '/v1/proxy/:id'),
+        { what: 'the access line of req-logs-1' },
+      );
       assert.equal(entry.invocationId, invocationId);
       assert.equal(entry.status, 202);
       assert.equal(typeof entry.durationMs, 'number');

@@ -196,6 +196,7 @@ describe('Schemathesis: the API fuzzed from its OpenAPI document', function () {
         FUZZ_TENANT: tenant,
         FUZZ_UPSTREAM_URL: upstream.url,
         FUZZ_CREDENTIAL: credential.json.id,
+        FUZZ_PROXIED_AGENT: proxied,
         FUZZ_PEM_CREDENTIAL: pem.json.id,
         FUZZ_PEM_BUNDLE: clientTlsBundle(),
         FUZZ_FACILITATOR_URL: 'https://facilitator.example.com',

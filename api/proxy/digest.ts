@@ -1,28 +1,30 @@
-// SHA-256 of a streaming call's bodies as they pass, for its receipt: nothing is held, each
-// chunk is hashed on its way through.
-import { createHash, type Hash } from 'node:crypto';
+// A streaming call's bodies hashed as they pass, for its receipt: nothing is held, each chunk is
+// hashed on its way through (the hashing itself is the domain's, gateway/receipts/digest.ts).
 import { Transform, type Readable } from 'node:stream';
+import { bodyHasher, sha256Hex, type BodyDigest } from '../../gateway/receipts/digest.ts';
 
-export type BodyDigest = {
-  /** The hex digest once the body has passed whole; null while unfinished or when it broke off. */
-  value(): string | null;
-};
+export type { BodyDigest };
 
 /**
- * The caller's body, hashed as the upstream client pulls it. The source is piped in only
- * once the result is first read (the client's retry rule counts on a stream nobody has
+ * The caller's body and its digest, whichever form it comes in: bytes that arrived whole are
+ * hashed at once; a stream is hashed as the upstream client pulls it. The source is piped in
+ * only once the result is first read (the client's retry rule counts on a stream nobody has
  * started), with the pipe's backpressure; the source itself is never destroyed.
  */
-export function digestingBody(source: Readable): { body: Readable; digest: BodyDigest } {
-  const hash = createHash('sha256');
-  let hex: string | null = null;
+export function digestingBody<B extends Buffer | Readable>(source: B): { body: B | Readable; digest: BodyDigest } {
+  if (Buffer.isBuffer(source)) {
+    const hex = sha256Hex(source);
+    return { body: source, digest: { value: () => hex } };
+  }
+  const readable = source as Readable;
+  const hasher = bodyHasher();
   const body = new Transform({
     transform(chunk: Buffer, _encoding, callback) {
-      hash.update(chunk);
+      hasher.update(chunk);
       callback(null, chunk);
     },
     flush(callback) {
-      hex = hash.digest('hex');
+      hasher.finish(true);
       callback();
     },
   });
@@ -31,32 +33,21 @@ export function digestingBody(source: Readable): { body: Readable; digest: BodyD
   body._read = (size: number) => {
     if (!piped) {
       piped = true;
-      source.once('error', (err) => body.destroy(err));
-      source.once('close', () => {
-        if (!source.readableEnded)
+      readable.once('error', (err) => body.destroy(err));
+      readable.once('close', () => {
+        if (!readable.readableEnded)
           body.destroy(Object.assign(new Error('request body ended early'), { code: 'ECONNRESET' }));
       });
-      source.pipe(body);
+      readable.pipe(body);
     }
     read(size);
   };
-  return { body, digest: { value: () => hex } };
+  return { body, digest: hasher };
 }
 
 /** Hashes what a readable emits, beside whoever consumes it (it adds a listener, nothing more). */
-export function digestOfEmitted(source: Readable): { digest: BodyDigest; finish(complete: boolean): void } {
-  const hash: Hash = createHash('sha256');
-  let hex: string | null = null;
-  source.on('data', (chunk: Buffer) => hash.update(chunk));
-  return {
-    digest: { value: () => hex },
-    finish(complete) {
-      if (complete && hex === null) hex = hash.digest('hex');
-    },
-  };
-}
-
-export function digestOf(body: Buffer): BodyDigest {
-  const hex = createHash('sha256').update(body).digest('hex');
-  return { value: () => hex };
+export function digestOfEmitted(source: Readable): BodyDigest & { finish(complete: boolean): void } {
+  const hasher = bodyHasher();
+  source.on('data', (chunk: Buffer) => hasher.update(chunk));
+  return hasher;
 }

@@ -12,6 +12,8 @@
 // its client's bucket before the agent is read; one offering a payment header has it checked
 // (no database) before any call token or body byte when its price does not depend on the body.
 // A paid call, in a header or in `_meta`, takes the agent's, tenant's, global and payer buckets.
+// An MCP agent's tools/call without an acceptable payment is answered in the x402 MCP transport's
+// style (a JSON-RPC result with `isError: true` and the PaymentRequired), not with HTTP 402.
 import type { Context } from 'koa';
 import { notFound } from '../errors.ts';
 import { bucketsFor, type Bucket } from '../../gateway/ratelimit/index.ts';
@@ -120,6 +122,9 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
         caller,
         giveBack,
         async identify(call) {
+          // A public MCP agent is paid the way the x402 MCP transport says: an unpaid or refused
+          // tools/call is answered as a JSON-RPC tool result (api/payment/mcp-transport.ts).
+          if (agent.protocol === 'mcp') call.paymentAnswer = 'mcp';
           let payer: string | null;
           try {
             payer = await payerOf(deps, services.payment, call, headers);

@@ -7,11 +7,11 @@
 import { request, type Dispatcher } from 'undici';
 import { holdsUnstorableText } from '../../lib/storable-text.ts';
 
-export const CARD_PATH = '/.well-known/agent-card.json';
+const CARD_PATH = '/.well-known/agent-card.json';
 /** The largest card read (a card is a few KiB; a larger answer is refused, not truncated). */
-export const MAX_CARD_BYTES = 256 * 1024;
+const MAX_CARD_BYTES = 256 * 1024;
 /** Connect, answer and body together. */
-export const CARD_TIMEOUT_MS = 5_000;
+const CARD_TIMEOUT_MS = 5_000;
 
 export class AgentCardError extends Error {}
 

@@ -72,7 +72,7 @@ export function canonicalA2aMethod(method: string): string | null {
 }
 
 /** The longest id, skill or method name the gateway records or binds (longer ones are refused). */
-export const MAX_A2A_ID = 256;
+const MAX_A2A_ID = 256;
 
 /** What one A2A request says about itself: what the gateway prices, matches, binds and records. */
 export type A2aRequestFacts = {

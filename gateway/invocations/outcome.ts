@@ -4,8 +4,21 @@
 // the gateway stops trying: that is `failed`, with the upstream_status kept. Both the
 // transactional activity and the streaming route complete rows by this one rule.
 import { RETRYABLE_STATUSES } from '../upstream/retry.ts';
+import { classForStatus, type ErrorClass } from '../upstream/errors.ts';
 
 /** The v1 contract's status for a call the upstream answered with `upstreamStatus`. */
-export function outcomeStatus(upstreamStatus: number): 'succeeded' | 'failed' {
+function outcomeStatus(upstreamStatus: number): 'succeeded' | 'failed' {
   return RETRYABLE_STATUSES.has(upstreamStatus) ? 'failed' : 'succeeded';
+}
+
+/**
+ * A call the upstream answered: `failure` when its body did not pass whole (the call failed with
+ * that class, its upstream status kept), else the outcome rule above.
+ */
+export function answeredOutcome(
+  upstreamStatus: number,
+  failure: ErrorClass | null,
+): { status: 'succeeded' | 'failed'; upstreamStatus: number; errorClass: ErrorClass | null } {
+  if (failure) return { status: 'failed', upstreamStatus, errorClass: failure };
+  return { status: outcomeStatus(upstreamStatus), upstreamStatus, errorClass: classForStatus(upstreamStatus) };
 }

@@ -43,6 +43,9 @@ type LoadedInvocation = {
     credentialRef: string | null;
     captureBody: boolean;
     retryNonIdempotent: boolean;
+    id: string;
+    /** `a2a`: the answer's task is bound to the agent (gateway/a2a/tasks.ts). */
+    protocol: string;
   } | null;
 };
 
@@ -106,7 +109,7 @@ const LOAD_AND_LEASE = (withBody: boolean) => `
   with loaded as (
     select i.id, i.tenant_id, i.status, i.attempts, i.request_id, i.request_headers, i.request_body_id,
            i.upstream_status, i.latency_ms, i.error_class,
-           a.id as agent_id, a.upstream_url, a.credential_ref, a.capture_body, a.retry_non_idempotent,
+           a.id as agent_id, a.upstream_url, a.credential_ref, a.capture_body, a.retry_non_idempotent, a.protocol,
            ${withBody ? 'b.content' : 'null::bytea'} as request_body
       from invocations i
       left join agents a on a.id = i.agent_id and a.tenant_id = i.tenant_id
@@ -233,6 +236,8 @@ export function createInvocationStore(
               credentialRef: (r.credential_ref as string | null) ?? null,
               captureBody: Boolean(r.capture_body),
               retryNonIdempotent: Boolean(r.retry_non_idempotent),
+              id: r.agent_id as string,
+              protocol: String(r.protocol),
             }
           : null,
       };

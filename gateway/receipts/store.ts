@@ -55,8 +55,8 @@ export function createReceiptStore(orm: MikroORM) {
   const sql = (query: string, params: unknown[] = []) => orm.em.getConnection().execute<Row[]>(query, params);
 
   return {
-    /** The fields for a terminal invocation (without `iat`); null while it is not terminal or absent. */
-    async fieldsFor(invocationId: string): Promise<Omit<ReceiptFields, 'iat'> | null> {
+    /** What a terminal invocation's receipt says; null while it is not terminal or absent. */
+    async factsFor(invocationId: string): Promise<ReceiptFacts | null> {
       const rows = await sql(
         `select i.id, i.tenant_id, i.agent_id, i.status, i.upstream_status, i.latency_ms,
                 (extract(epoch from i.completed_at) * 1000)::bigint as completed_ms,
@@ -70,7 +70,7 @@ export function createReceiptStore(orm: MikroORM) {
       );
       if (rows.length === 0) return null;
       const r = rows[0];
-      return receiptFieldsOf({
+      return {
         id: r.id,
         tenantId: r.tenant_id,
         agentId: r.agent_id,
@@ -85,7 +85,7 @@ export function createReceiptStore(orm: MikroORM) {
         paymentPayer: r.payment_payer ?? null,
         paymentAmount: r.payment_amount ?? null,
         paymentTransaction: r.payment_transaction ?? null,
-      });
+      };
     },
 
     /** Saves the receipt unless one exists; returns the stored one either way. */

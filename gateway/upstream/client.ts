@@ -22,7 +22,8 @@ import { BrokenCircuitError } from 'cockatiel';
 import { createUpstreamDispatcher, type Resolver } from './dispatcher.ts';
 import { BreakerRegistry, type BreakerOptions } from './breaker.ts';
 import { TenantSlots } from './tenant-slots.ts';
-import type { OpenCircuits } from './open-circuits.ts';
+import { circuitKey, type OpenCircuits } from './open-circuits.ts';
+import { upstreamTarget } from './targets.ts';
 
 /** Per tenant and origin; the pool to an origin holds 256 (dispatcher.ts), so no tenant can take it all. */
 const DEFAULT_TENANT_CONNECTIONS = 64;
@@ -176,7 +177,8 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     let combined: AbortSignal | null = null;
     const signal = () => (combined ??= req.signal ? AbortSignal.any([req.signal, deadline.signal]) : deadline.signal);
     const breaker = breakers.for(req.url, req.tenantId);
-    const slotKey = `${req.tenantId ?? ''}\0${new URL(req.url).origin}`;
+    const target = upstreamTarget(req.url);
+    const slotKey = circuitKey(req.url, req.tenantId);
     let stream = req.body && !Buffer.isBuffer(req.body) ? lazyBody(req.body) : null;
     const replayable = () => !stream || !stream.started;
 
@@ -204,7 +206,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       try {
         res = await breaker.execute(async () => {
           try {
-            return await request(req.url, {
+            return await request(target.url, {
               dispatcher,
               method: req.method ?? 'POST',
               headers: req.headers,

@@ -118,3 +118,12 @@ export function classForStatus(status: number): ErrorClass | null {
   if (status >= 400) return 'upstream_4xx';
   return null;
 }
+
+/**
+ * The class of an answer whose body broke off after its head arrived, for both modes: a body
+ * that went silent past its idle timeout, or a call past its deadline, is `timeout`; anything
+ * else (a reset, a closed connection, a malformed chunk) is `stream_interrupted`.
+ */
+export function brokenBodyClass(err: unknown, deadlinePassed: boolean): ErrorClass {
+  return deadlinePassed || err instanceof undiciErrors.BodyTimeoutError ? 'timeout' : 'stream_interrupted';
+}

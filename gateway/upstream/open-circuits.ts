@@ -18,6 +18,7 @@ import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../../lib/log.ts';
 import { redisClient } from '../policy/redis.ts';
+import { upstreamTarget } from './targets.ts';
 
 export type OpenCircuits = {
   /** A breaker of `key` opened: calls fail fast for `forMs`, then one probe is let through. */
@@ -28,7 +29,7 @@ export type OpenCircuits = {
 
 /** The circuit of a tenant's calls to an upstream: its origin (scheme, host and port). */
 export function circuitKey(url: string, tenantId = ''): string {
-  return `${tenantId}\0${new URL(url).origin}`;
+  return `${tenantId}\0${upstreamTarget(url).origin}`;
 }
 
 /** At most this many circuits remembered per table; the same bound as the breakers themselves. */

@@ -25,7 +25,7 @@ import {
 import { LegacyJsonRpcTransportHandler } from '@a2a-js/sdk/compat/v0_3/server';
 import { rawUpstream, readAll, type RawUpstream } from './proxy-helpers.ts';
 
-export const A2A_SKILLS = ['echo', 'count', 'wait'] as const;
+const A2A_SKILLS = ['echo', 'count', 'wait'] as const;
 
 function textOf(ctx: RequestContext): string {
   const part = ctx.userMessage.parts.find((p) => p.content?.$case === 'text');

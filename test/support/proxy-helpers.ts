@@ -21,6 +21,8 @@ import { createVerifier, requireAuth, type AuthState } from '../../api/auth.ts';
 import { createLogger } from '../../lib/log.ts';
 import { proxyRoutes } from '../../api/routes/proxy.ts';
 import { createProxyServices, type ProxyServices } from '../../api/proxy/services.ts';
+import { leanProxy } from '../../api/proxy/lean.ts';
+import { observeRequests } from '../../lib/observability/http.ts';
 import type { AppDeps } from '../../api/deps.ts';
 import type { GatewayConfig } from '../../gateway/config.ts';
 
@@ -135,18 +137,10 @@ export function nodeRequest(
   });
 }
 
-/**
- * A gateway app of the proxy routes alone, on the stack's database, Temporal and auth, with
- * its own configuration and services: what the SSRF and rate-limit tests need to run under
- * an empty allow-list, a rebinding resolver or a shared Redis limiter.
- */
-export async function startProxyApp(
-  configPatch: Partial<GatewayConfig> = {},
-  overrides: Partial<ProxyServices> = {},
-): Promise<{ url: string; services: ProxyServices; close(): Promise<void> }> {
-  const config = { ...stack().config, ...configPatch };
-  const deps: AppDeps = {
-    config,
+/** The dependencies of a gateway app on the stack's database, Temporal and auth, with `configPatch` over its configuration. */
+export function proxyAppDeps(configPatch: Partial<GatewayConfig> = {}): AppDeps {
+  return {
+    config: { ...stack().config, ...configPatch },
     orm: stack().orm,
     temporal: stack().temporal,
     log: createLogger('test-proxy', 'silent'),
@@ -155,12 +149,27 @@ export async function startProxyApp(
     version: { name: 'test', version: '0.0.0', commit: null },
     readiness: async () => ({ database: true, temporal: true }),
   };
+}
+
+/**
+ * A gateway app of the proxy routes alone, on the stack's database, Temporal and auth, with
+ * its own configuration and services: what the SSRF and rate-limit tests need to run under
+ * an empty allow-list, a rebinding resolver or a shared Redis limiter. The invoke endpoints
+ * take the lean path, as in the API (api/proxy/lean.ts); the poll goes through the router.
+ */
+export async function startProxyApp(
+  configPatch: Partial<GatewayConfig> = {},
+  overrides: Partial<ProxyServices> = {},
+): Promise<{ url: string; services: ProxyServices; close(): Promise<void> }> {
+  const deps = proxyAppDeps(configPatch);
   const services = createProxyServices(deps, overrides);
   const app = new Koa();
   app.silent = true;
+  const verify = createVerifier(deps.config.auth);
+  app.use(leanProxy(deps, services, { verify, observe: observeRequests('test', deps.log) }));
   app.use(errorMapper(deps.log));
   const v1 = new Router<AuthState>({ prefix: '/v1' });
-  v1.use(requireAuth(createVerifier(config.auth)));
+  v1.use(requireAuth(verify));
   const routes = proxyRoutes(deps, services);
   v1.use(routes.routes(), routes.allowedMethods());
   app.use(v1.routes());

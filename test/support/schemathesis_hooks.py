@@ -36,6 +36,11 @@ FACILITATOR_URL = os.environ["FUZZ_FACILITATOR_URL"]
 CURSORS = json.loads(os.environ["FUZZ_CURSORS"])
 # A well-formed credential id no tenant holds: where a seeded credential would be deleted.
 ABSENT_CREDENTIAL = "cred_01900000-0000-7000-8000-000000000000"
+PROXIED_AGENT = os.environ["FUZZ_PROXIED_AGENT"]
+ABSENT_AGENT = "agt_01900000-0000-7000-8000-000000000000"
+# A valid description of a public agent: the document says the schemas in it are JSON Schemas
+# (checked against the meta-schema), which the generated objects mostly are not.
+PUBLIC_INTERFACE = {"input_schema": {"type": "object"}, "input_example": {}, "output_example": {}}
 
 MCP_VERSION = "2025-06-18"
 MCP_VERSIONS = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
@@ -122,6 +127,8 @@ def _agent_references(body: dict) -> None:
     # the run's tenant does not have: stated in the field's description, not in the schema.
     if body.get("public") is True:
         body["public"] = False
+    if isinstance(body.get("public_interface"), dict):
+        body["public_interface"] = PUBLIC_INTERFACE
 
 
 def _agent_patch(agent_id: str, body: dict) -> None:
@@ -186,10 +193,19 @@ def _keep_seeded_credentials(case) -> None:
         case.path_parameters["id"] = ABSENT_CREDENTIAL
 
 
+def _keep_proxied_agent(case) -> None:
+    # The proxy operations' agent (reached through the listing's links in the stateful phase)
+    # stays invocable for the whole run: its changes go to an agent that does not exist.
+    if case.path_parameters.get("id") == PROXIED_AGENT:
+        case.path_parameters["id"] = ABSENT_AGENT
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
     if (case.method.upper(), case.operation.path) == ("DELETE", "/v1/credentials/{id}"):
         _keep_seeded_credentials(case)
+    if case.operation.path.startswith("/v1/agents/{id}") and case.method.upper() != "GET":
+        _keep_proxied_agent(case)
     if not _is_positive(case):
         return
     route = (case.method.upper(), case.operation.path)

@@ -1,0 +1,155 @@
+// A streaming call's row: written beside the call, never on its latency path
+// (gateway/invocations/stream-records.ts queues it, group-committed), and completed at the end
+// with its outcome, its bodies' digests and, with emit_receipts, its receipt, signed as it
+// completes and stored in the completion's statement (row and receipt commit together). A paid
+// call's row is the exception: it is written, with its payment bound, before anything is
+// forwarded (bindPayment).
+import type { Readable } from 'node:stream';
+import type { Completion, StartedRow } from '../../gateway/invocations/stream-records.ts';
+import type { Invocation } from '../../gateway/db/entities.ts';
+import type { ErrorClass } from '../../gateway/upstream/errors.ts';
+import { countIssued, type SignedReceipt } from '../../gateway/receipts/signer.ts';
+import { closeUnforwarded } from '../../gateway/invocations/stale-streams.ts';
+import { insertBindingPayment } from '../../gateway/payment/claims.ts';
+import { recordUpstreamOutcome } from '../../gateway/metrics.ts';
+import { errorKind } from '../../lib/error-kind.ts';
+import { stillSettling, withPaymentRequired } from '../payment/stage.ts';
+import { digestOfEmitted, digestingBody, type BodyDigest } from './digest.ts';
+import { recordedCallFields, type ProxyCall } from './call.ts';
+import type { ProxyServices } from './services.ts';
+import type { AppDeps } from '../deps.ts';
+
+export type Outcome = Omit<Completion, 'id'>;
+
+export type StreamRecord = {
+  row: StartedRow;
+  /** The caller's body to send up: with emit_receipts, one that is hashed as it goes. */
+  hashRequest(body: Buffer | Readable): Buffer | Readable;
+  /** Hashes the answer as it is piped down (emit_receipts); `finish` says whether it passed whole. */
+  hashResponse(source: Readable): { finish(complete: boolean): void };
+  /** Writes the row beside the call; a paid call's row is written already (bindPayment). */
+  start(): void;
+  /** Completes the row (signing its receipt first); waits for the signature, never for the write. */
+  complete(outcome: Outcome): Promise<void>;
+};
+
+function startedRow(call: ProxyCall): StartedRow {
+  return {
+    id: call.invocationId,
+    tenantId: call.caller.tenantId,
+    agentId: call.agent.id,
+    status: 'running',
+    requestId: call.requestId,
+    caller: call.caller.userId,
+    callerKind: call.caller.kind,
+    model: call.model,
+    contentType: call.contentType,
+    requestBytes: call.bodyBytes,
+    ...recordedCallFields(call),
+    createdAt: new Date(),
+  };
+}
+
+/** A call that failed before any upstream byte: no status, no timings. */
+export function failedBeforeUpstream(errorClass: ErrorClass): Outcome {
+  return {
+    status: 'failed',
+    errorClass,
+    upstreamStatus: null,
+    latencyMs: null,
+    ttftMs: null,
+    responseContentType: null,
+  };
+}
+
+export function streamRecord(deps: AppDeps, services: ProxyServices, call: ProxyCall): StreamRecord {
+  const row = startedRow(call);
+  const receipts = call.agent.emitReceipts;
+  let request: BodyDigest | null = null;
+  let response: BodyDigest | null = null;
+  // By kind: a database error may quote the row's values (lib/error-kind.ts).
+  const logFailure = (err: unknown) =>
+    deps.log.error({ invocationId: row.id, err: errorKind(err) }, 'could not record streaming invocation');
+  return {
+    row,
+    hashRequest(body) {
+      if (!receipts) return body;
+      const hashed = digestingBody(body);
+      request = hashed.digest;
+      return hashed.body;
+    },
+    hashResponse(source) {
+      if (!receipts) return { finish: () => undefined };
+      const hashed = digestOfEmitted(source);
+      response = hashed;
+      return hashed;
+    },
+    // Sent within stream-records.ts's START_DELAY_MS with the starts of other calls, or replaced
+    // by the whole row if the call ends first, and not waited for (holding the head until it
+    // was sent cost c=1 throughput; docs/PROXY.md).
+    start: () => void services.recorder.start(row).catch(logFailure),
+    async complete(outcome) {
+      recordUpstreamOutcome('streaming', outcome.errorClass, outcome.latencyMs);
+      const done = {
+        ...row,
+        ...outcome,
+        completedAt: new Date(),
+        requestSha256: request?.value() ?? null,
+        responseSha256: response?.value() ?? null,
+        receipt: null as SignedReceipt | null,
+      };
+      if (receipts) {
+        done.receipt = await services.signReceipt(done).catch((err: unknown) => {
+          deps.log.error({ invocationId: row.id, err: errorKind(err) }, 'could not sign streaming receipt');
+          return null;
+        });
+      }
+      services.recorder.complete(done).then(() => {
+        if (done.receipt) countIssued(done.receipt);
+      }, logFailure);
+    },
+  };
+}
+
+/** How long a paid call waits for its forwarding mark before it gives its payment back. */
+const MARK_DEADLINE_MS = 10_000;
+
+/**
+ * A paid call binds its payment to its row, in one transaction, before anything is forwarded
+ * (402 if already bound): an unbound payment would let the same payment header buy another call.
+ * The row is inserted counting no attempt and forwarded only once its forwarding mark (owner
+ * and attempt) has committed: a process lost in between leaves a row known never to have
+ * reached the upstream, whose payment the lost-stream sweep releases. A mark that fails, or
+ * finds the row already closed by that sweep, forwards nothing: the payment is released and
+ * the payer told to resend the same header.
+ */
+export async function bindPayment(
+  deps: AppDeps,
+  services: ProxyServices,
+  call: ProxyCall,
+  row: StartedRow,
+): Promise<void> {
+  try {
+    await insertBindingPayment(
+      deps.orm.em,
+      { ...row, mode: 'streaming', attempts: 0, requestHeaders: {}, updatedAt: row.createdAt } as Invocation,
+      call.payment!,
+    );
+  } catch (err) {
+    throw withPaymentRequired(deps, call, err);
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const marked = await Promise.race([
+    services.recorder.markForwarding(row.id),
+    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), MARK_DEADLINE_MS))),
+  ]).catch((err: unknown) => {
+    deps.log.warn({ invocationId: row.id, err: errorKind(err) }, 'could not mark a paid stream forwarding');
+    return false;
+  });
+  clearTimeout(timer);
+  if (marked) return;
+  await closeUnforwarded(deps.orm, row.id).catch((err: unknown) =>
+    deps.log.error({ invocationId: row.id, err: errorKind(err) }, 'could not release an unforwarded payment'),
+  );
+  throw stillSettling();
+}

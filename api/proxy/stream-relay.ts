@@ -1,0 +1,125 @@
+// Writing a streaming call's answer: the upstream's status, headers (by the header rules) and
+// body piped down as they arrive, with backpressure, and the outcome to record once it ends.
+// - Event streams get `X-Accel-Buffering: no` and their headers flushed at once.
+// - A caller that hangs up aborts the upstream call (caller_aborted); an upstream that dies
+//   mid-stream cuts the caller's response short and is recorded failed (the domain's class of
+//   a broken body: timeout or stream_interrupted).
+// - Before the first byte: 502 unreachable/refused/blocked/circuit open, 504 timeout, with
+//   coarse bodies that never name the upstream.
+import type { ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { Context } from 'koa';
+import { ApiError } from '../errors.ts';
+import { forwardableResponseHeaders } from '../../gateway/upstream/headers.ts';
+import {
+  brokenBodyClass,
+  classifyError,
+  coarseMessage,
+  statusForClass,
+  type ErrorClass,
+} from '../../gateway/upstream/errors.ts';
+import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
+import { answeredOutcome } from '../../gateway/invocations/outcome.ts';
+import { mcpReceiptInjector } from './mcp-receipt.ts';
+import { failedBeforeUpstream, type Outcome, type StreamRecord } from './stream-record.ts';
+import type { ProxyCall } from './call.ts';
+
+type PipeEnd = { by: 'done' } | { by: 'caller' } | { by: 'upstream'; err: unknown };
+
+/**
+ * Pipes the upstream body to the caller with backpressure and reports who ended it first.
+ * Unlike stream.pipeline, a broken side is destroyed without an error object, so the
+ * framework does not log a routine hang-up as a server error.
+ */
+function pipeDown(source: Readable, res: ServerResponse): Promise<PipeEnd> {
+  return new Promise((resolve) => {
+    let settled = false;
+    const settle = (end: PipeEnd) => {
+      if (settled) return;
+      settled = true;
+      resolve(end);
+    };
+    source.on('error', (err) => {
+      // The caller must see a broken response, not a short one that looks whole.
+      if (!settled) res.destroy();
+      settle({ by: 'upstream', err });
+    });
+    res.once('close', () => {
+      if (res.writableFinished) return settle({ by: 'done' });
+      source.destroy();
+      settle({ by: 'caller' });
+    });
+    res.once('finish', () => settle({ by: 'done' }));
+    source.pipe(res);
+  });
+}
+
+/** Aborts the upstream call when the caller hangs up before the response is done. */
+export function watchHangup(res: ServerResponse): { signal: AbortSignal; stop(): void } {
+  const hangup = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) hangup.abort();
+  };
+  res.once('close', onClose);
+  return { signal: hangup.signal, stop: () => res.off('close', onClose) };
+}
+
+const EVENT_STREAM = /^text\/event-stream/i;
+
+/** Pipes the upstream's answer down as it arrives; returns the outcome to record. */
+export async function relay(
+  ctx: Context,
+  call: ProxyCall,
+  reply: UpstreamResponse,
+  gatewayHeaders: Record<string, string>,
+  record: StreamRecord,
+  tap: ((source: Readable) => Readable) | null,
+): Promise<Outcome> {
+  const res = ctx.res;
+  ctx.respond = false;
+  const out: Record<string, string | string[]> = { ...forwardableResponseHeaders(reply.headers), ...gatewayHeaders };
+  // An MCP-transport payment's receipt goes into the JSON-RPC result (mcp-receipt.ts).
+  const injectReceipt = mcpReceiptInjector(call, reply.headers);
+  if (injectReceipt) delete out['content-length'];
+  const contentType = String(reply.headers['content-type'] ?? '');
+  const eventStream = EVENT_STREAM.test(contentType);
+  if (eventStream) out['x-accel-buffering'] = 'no';
+  res.writeHead(reply.status, out);
+  if (eventStream) res.flushHeaders();
+
+  let firstByteAt: number | null = null;
+  reply.body.once('data', () => {
+    firstByteAt = performance.now();
+  });
+  const received = injectReceipt ? injectReceipt(reply.body) : reply.body;
+  // An A2A answer is watched for the tasks it names, which are bound as they pass (a2a-tap.ts).
+  const source = tap ? tap(received) : received;
+  const digest = record.hashResponse(source);
+  const ended = await pipeDown(source, res);
+  digest.finish(ended.by === 'done');
+  reply.finish();
+  const failure: ErrorClass | null =
+    ended.by === 'done'
+      ? null
+      : ended.by === 'caller'
+        ? 'caller_aborted'
+        : brokenBodyClass(ended.err, reply.timedOut());
+  const end = performance.now();
+  return {
+    ...answeredOutcome(reply.status, failure),
+    latencyMs: Math.round(end - reply.startedAt),
+    ttftMs: Math.round((firstByteAt ?? end) - reply.startedAt),
+    responseContentType: contentType || null,
+  };
+}
+
+/** The upstream could not be reached: recorded, then 502/504, or nothing when the caller is gone. */
+export async function answerUnreached(ctx: Context, record: StreamRecord, err: unknown): Promise<void> {
+  const { errorClass } = classifyError(err);
+  await record.complete(failedBeforeUpstream(errorClass));
+  if (errorClass === 'caller_aborted') {
+    ctx.respond = false; // nobody is left to answer
+    return;
+  }
+  throw new ApiError(statusForClass(errorClass), coarseMessage(errorClass));
+}
