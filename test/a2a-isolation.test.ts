@@ -6,7 +6,9 @@
 //   public_interface or in an upstream's Agent Card: a 400, not a 500;
 // - a tenant's slow upstream card, read on update, holding the database pool every tenant needs;
 // - an upstream that compresses its answers when the caller accepts it, hiding the tasks it
-//   names from the gateway (which binds them as they pass).
+//   names from the gateway (which binds them as they pass);
+// - a member the gateway reads sent in other letter case (`METHOD`, `Skill`), which an upstream
+//   decoding with Go's case-blind encoding/json would read in place of the one the gateway saw.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
@@ -153,5 +155,25 @@ describe('A2A: what a caller or an upstream cannot make the gateway do', functio
     } finally {
       await gzipping.close();
     }
+  });
+
+  it('refuses a member the gateway reads sent again in other letter case, before the upstream', async () => {
+    const token = await stack().token(`tenant-a2a-case-${randomUUID()}`);
+    const agent = await createAgent(token, { protocol: 'a2a', upstream_url: upstream.url });
+    const before = upstream.bodies.length;
+    for (const body of [
+      { ...sendMessage({}), METHOD: 'GetTask' },
+      sendMessage({ metadata: { skill: 'echo', Skill: 'count' } }),
+      sendMessage({ TaskId: randomUUID() }),
+    ]) {
+      const res = await call('POST', `/v1/proxy/${agent}/stream`, {
+        token,
+        json: body,
+        headers: { 'a2a-version': '1.0' },
+      });
+      assert.equal(res.status, 400, res.text);
+      assert.match(res.json.error, /keys are case-sensitive/);
+    }
+    assert.equal(upstream.bodies.length, before, 'nothing reached the upstream');
   });
 });
