@@ -7,6 +7,7 @@
 // - a tenant's slow upstream card, read on update, holding the database pool every tenant needs;
 // - an upstream that compresses its answers when the caller accepts it, hiding the tasks it
 //   names from the gateway (which binds them as they pass);
+// - a skill named in a request that sends no message, to take that skill's price;
 // - a member the gateway reads sent in other letter case (`METHOD`, `Skill`), which an upstream
 //   decoding with Go's case-blind encoding/json would read in place of the one the gateway saw.
 import assert from 'node:assert/strict';
@@ -18,6 +19,7 @@ import { call } from './support/http.ts';
 import { createAgent, rawUpstream, readAll } from './support/proxy-helpers.ts';
 import { startA2aServer, type A2aUpstream } from './support/a2a-server.ts';
 import { waitFor } from './support/wait.ts';
+import { newPayTo } from './support/x402.ts';
 
 const sendMessage = (message: Record<string, unknown>) => ({
   jsonrpc: '2.0',
@@ -175,5 +177,25 @@ describe('A2A: what a caller or an upstream cannot make the gateway do', functio
       assert.match(res.json.error, /keys are case-sensitive/);
     }
     assert.equal(upstream.bodies.length, before, 'nothing reached the upstream');
+  });
+
+  it("prices a task read at its method's price, whatever skill a message added to it names", async () => {
+    const token = await stack().token(`tenant-a2a-skill-price-${randomUUID()}`);
+    const agent = await createAgent(token, {
+      protocol: 'a2a',
+      upstream_url: upstream.url,
+      pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: newPayTo(), skills: { echo: '0' } },
+    });
+    const headers = { 'a2a-version': '1.0' };
+    const free = sendMessage({ metadata: { skill: 'echo' } });
+    const sent = await call('POST', `/v1/proxy/${agent}/stream`, { token, json: free, headers });
+    assert.equal(sent.status, 200, sent.text);
+    const taskId = (sent.json as { result: { task: { id: string } } }).result.task.id;
+    const read = await call('POST', `/v1/proxy/${agent}/stream`, {
+      token,
+      json: { jsonrpc: '2.0', id: 2, method: 'GetTask', params: { id: taskId, message: free.params.message } },
+      headers,
+    });
+    assert.equal(read.status, 402, read.text);
   });
 });
