@@ -13,13 +13,14 @@ import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment as wrapV2 } from '@x402/fetch';
 import type { Wallet } from 'ethers';
 import { stack } from './support/stack.ts';
+import { waitFor } from './support/wait.ts';
 import { call, callAt, uniqueName } from './support/http.ts';
 import { startCapturedGateway } from './support/catalog.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
-import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import type { TestUpstream } from './support/upstream.ts';
+import { withPayingTenant } from './support/settling.ts';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import {
-  chainProvider,
   encodePayment,
   newAccount,
   newPayTo,
@@ -27,7 +28,6 @@ import {
   settlingTenant,
   signPayment,
   v2PayerClient,
-  type TestAccount,
 } from './support/x402.ts';
 
 const SECRET = `upstream-secret-${randomUUID()}`;
@@ -65,23 +65,9 @@ async function rowCounts(): Promise<Record<string, number>> {
 describe('public paid agents', function () {
   this.timeout(180_000);
   let upstream: TestUpstream;
-  let account: TestAccount;
   let tenant: string;
   let token: string;
-  let provider: ReturnType<typeof chainProvider>;
-
-  before(async () => {
-    provider = chainProvider();
-    upstream = await startUpstream();
-    account = await newAccount(`public-${randomUUID()}`);
-    tenant = `tenant-public-${randomUUID()}`;
-    token = await settlingTenant(tenant, account);
-  });
-  after(async () => {
-    await upstream.close();
-    await account.client.close();
-    provider.destroy();
-  });
+  withPayingTenant('public', (paying) => ({ upstream, tenant, token } = paying));
 
   async function publicAgent(extra: Record<string, unknown> = {}, as = token): Promise<any> {
     const credential = await call('POST', '/v1/credentials', {
@@ -155,14 +141,14 @@ describe('public paid agents', function () {
       const accepted = (await res.json()) as { invocation_id: string; poll_url: string };
       assert.match(accepted.poll_url, new RegExp(`/public/invocations/${accepted.invocation_id}\\?key=`));
       const poll = accepted.poll_url.slice(stack().apiUrl.length);
-      let polled: any;
-      for (const deadline = Date.now() + 30_000; ;) {
-        polled = await call('GET', poll);
-        assert.equal(polled.status, 200, polled.text);
-        if (polled.json.status === 'succeeded' || polled.json.status === 'failed') break;
-        assert.ok(Date.now() < deadline, 'the call completes');
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      const polled: any = await waitFor(
+        async () => {
+          const reply = await call('GET', poll);
+          assert.equal(reply.status, 200, reply.text);
+          return reply.json.status === 'succeeded' || reply.json.status === 'failed' ? reply : null;
+        },
+        { timeoutMs: 30_000, what: 'the call to complete' },
+      );
       assert.equal(polled.json.status, 'succeeded');
       assert.equal(polled.json.caller_kind, 'x402');
       assert.equal(getAddress(polled.json.payment_payer), payer.address);
