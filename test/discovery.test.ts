@@ -2,7 +2,7 @@
 // "Finding agents"): the unmodified Bazaar client of @x402/extensions lists and searches the
 // public agents, pages through them, never sees a closed agent or anything secret; the v2
 // challenge of a public agent declares the same bazaar extension; a tenant's description is
-// validated on save.
+// validated on save; an MCP agent's tools take the schemas its own tools/list gives.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { HTTPFacilitatorClient, decodePaymentRequiredHeader } from '@x402/core/http';
@@ -10,6 +10,7 @@ import { validateDiscoveryExtension, withBazaar, type DiscoveryExtension } from 
 import { call, callAt, uniqueName } from './support/http.ts';
 import { startCapturedGateway, type ExtraGateway } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { startMcpServer } from './support/mcp-server.ts';
 import { newAccount, newPayTo, settlingTenant, type TestAccount } from './support/x402.ts';
 
 const SECRET = `upstream-secret-${randomUUID()}`;
@@ -142,7 +143,8 @@ describe('discovery (x402 Bazaar)', function () {
       found.resources.map((r) => r.resource),
       [httpItem.resource],
     );
-    assert.equal((await bazaarAt(gateway.url).search({ query: `${word} web` })).resources.length, 1);
+    const web = await bazaarAt(gateway.url).search({ query: `${word} web` });
+    assert.equal(web.resources.length, 1, JSON.stringify(web.resources));
 
     // The agent's v2 challenge declares the same bazaar extension (an MCP tool's, once the tool is known).
     const challenge = await callAt(gateway.url, 'POST', `/public/agents/${http.id}/stream`, { body: '{}' });
@@ -150,6 +152,74 @@ describe('discovery (x402 Bazaar)', function () {
     const required = decodePaymentRequiredHeader(challenge.headers['payment-required'] as string);
     assert.deepEqual(required.extensions?.bazaar, httpBazaar);
     assert.ok(required.extensions?.['payment-identifier']);
+  });
+
+  it("lists an MCP agent's tools with the schemas of its own tools/list, the tenant's description winning", async () => {
+    const mcpUpstream = await startMcpServer();
+    try {
+      const payTo = newPayTo();
+      // A price for every tool; the tenant describes echo's purpose only.
+      const mcp = await agent({
+        protocol: 'mcp',
+        mcp_transport: 'streamable_http',
+        upstream_url: mcpUpstream.url,
+        pricing: { ...PRICE, pay_to: payTo },
+        public_interface: { tools: { echo: { description: 'Repeats what you say' } } },
+      });
+      const listed = await bazaarAt(gateway.url).listResources({ payTo, limit: 100 });
+      const inputs = listed.items.map((item) => (item.extensions!.bazaar as DiscoveryExtension).info.input as any);
+      assert.deepEqual(
+        inputs.map((input) => input.toolName),
+        ['count', 'echo'],
+      );
+      const [count, echo] = inputs;
+      // count: all from the upstream's tools/list.
+      assert.equal(count.description, 'Counts to n, logging as it goes');
+      assert.equal(count.inputSchema.properties.n.type, 'integer');
+      assert.deepEqual(count.inputSchema.required, ['n']);
+      // echo: the tenant's description, the upstream's schema.
+      assert.equal(echo.description, 'Repeats what you say');
+      assert.equal(echo.inputSchema.properties.text.type, 'string');
+      for (const item of listed.items) {
+        assert.deepEqual(validateDiscoveryExtension(item.extensions!.bazaar as DiscoveryExtension), { valid: true });
+        assert.equal(item.resource, `${gateway.url}/public/agents/${mcp.id}/stream`);
+      }
+      // Read with the agent's credential, which appears nowhere in the catalog.
+      assert.ok(mcpUpstream.seen.some((headers) => headers.authorization === `Bearer ${SECRET}`));
+      assert.ok(!JSON.stringify(listed).includes(SECRET));
+      assert.ok(!JSON.stringify(listed).includes(mcpUpstream.url));
+      const search = await bazaarAt(gateway.url).search({ query: 'counts logging' });
+      assert.ok(search.resources.some((r) => r.resource.endsWith(`/${mcp.id}/stream`)));
+
+      // A rebuild (another agent's write) reads the upstream again only for an agent that changed.
+      const posts = mcpUpstream.bodies.length;
+      await agent({ public: false, pricing: { ...PRICE, pay_to: payTo } });
+      assert.equal((await bazaarAt(gateway.url).listResources({ payTo, limit: 100 })).items.length, 2);
+      assert.equal(mcpUpstream.bodies.length, posts);
+
+      // An upstream that no longer answers: the save is not held, the tenant's tools stay listed.
+      await mcpUpstream.close();
+      const moved = await call('PATCH', `/v1/agents/${mcp.id}`, {
+        token,
+        json: { upstream_url: upstream.url, public_interface: { tools: { echo: { description: 'Repeats' } } } },
+      });
+      assert.equal(moved.status, 200, moved.text);
+      const after = await bazaarAt(gateway.url).listResources({ payTo, limit: 100 });
+      assert.deepEqual(
+        after.items.map((item) => (item.extensions!.bazaar as DiscoveryExtension).info.input as any),
+        [
+          {
+            type: 'mcp',
+            toolName: 'echo',
+            description: 'Repeats',
+            transport: 'streamable-http',
+            inputSchema: { type: 'object' },
+          },
+        ],
+      );
+    } finally {
+      await mcpUpstream.close().catch(() => undefined);
+    }
   });
 
   it('pages the listing by offset and the search by cursor', async () => {
@@ -244,6 +314,14 @@ describe('discovery (x402 Bazaar)', function () {
     for (let i = 0; i < 20; i++) deep = { d: deep };
     await refused({ output_example: deep }, /deeper than/);
     await refused({ unknown_field: 1 }, /unknown field/);
+    // A $schema the gateway cannot check against is refused, never a 500.
+    await refused({ input_schema: { $schema: 'https://example.com/meta', type: 'object' } }, /JSON Schema/);
+    await refused({ input_schema: { $schema: 'http://json-schema.org/draft-07/schema#', type: 7 } }, /JSON Schema/);
+    const draft07 = await agent({
+      pricing,
+      public_interface: { input_schema: { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object' } },
+    });
+    assert.equal(draft07.public_interface.input_schema.type, 'object');
 
     const ok = await agent({ pricing, public_interface: HTTP_INTERFACE });
     assert.deepEqual(ok.public_interface, HTTP_INTERFACE);

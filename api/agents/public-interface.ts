@@ -6,6 +6,7 @@
 // that looks like a credential is refused.
 import { z } from 'zod';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { Ajv as AjvDraft07 } from 'ajv';
 import { nestsDeeperThan } from '../json-depth.ts';
 import { maxChars } from '../validation.ts';
 
@@ -13,8 +14,14 @@ const PUBLIC_INTERFACE_MAX_BYTES = 16_384;
 const PUBLIC_INTERFACE_MAX_DEPTH = 16;
 const MAX_TOOLS = 100;
 
-// Meta-schema checks only (validateSchema): no code is generated from a tenant's schema.
+// Meta-schema checks only (validateSchema): no code is generated from a tenant's schema. A
+// schema without $schema is draft 2020-12 (MCP's default too); one naming draft-07 (what MCP
+// servers built on zod-to-json-schema list) is checked against draft-07; any other $schema is
+// refused (it could not be checked).
 const ajv = new Ajv2020({ strict: false, validateFormats: false });
+const ajvDraft07 = new AjvDraft07({ strict: false, validateFormats: false });
+const DRAFT_07 = /^https?:\/\/json-schema\.org\/draft-07\/schema#?$/;
+const DRAFT_2020 = /^https?:\/\/json-schema\.org\/draft\/2020-12\/schema#?$/;
 
 /** Looks like a secret: a bearer token, a JWT, a PEM private key, or a well-known API key prefix. */
 const CREDENTIAL_SHAPES = [
@@ -42,13 +49,24 @@ function credentialLike(value: unknown): boolean {
   return false;
 }
 
-const isJsonSchema = (schema: Record<string, unknown>) => ajv.validateSchema(schema) === true;
+function isJsonSchema(schema: Record<string, unknown>): boolean {
+  const { $schema } = schema;
+  if ($schema === undefined || (typeof $schema === 'string' && DRAFT_2020.test($schema)))
+    return ajv.validateSchema({ ...schema, $schema: undefined }) === true;
+  if (typeof $schema === 'string' && DRAFT_07.test($schema))
+    return ajvDraft07.validateSchema({ ...schema, $schema: undefined }) === true;
+  return false;
+}
 
 const JsonObject = z.record(z.string(), z.json(), { error: 'must be a JSON object' });
 
 const InputSchema = (what: string) =>
-  JsonObject.refine(isJsonSchema, `${what} must be a JSON Schema (draft 2020-12)`).meta({
-    description: 'A JSON Schema (draft 2020-12), checked against the meta-schema.',
+  JsonObject.refine(
+    isJsonSchema,
+    `${what} must be a JSON Schema (draft 2020-12, or draft-07 when its $schema says so)`,
+  ).meta({
+    description:
+      'A JSON Schema (draft 2020-12, or draft-07 when its $schema names it; no other $schema), checked against the meta-schema.',
   });
 
 const ToolInterface = z.strictObject({

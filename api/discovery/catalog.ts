@@ -3,7 +3,8 @@
 // (`DiscoveryResource`). An http agent is one resource, its streaming URL (a generic x402 client
 // gets the agent's answer in the response; the transactional URL is on the agent's page); a
 // public MCP agent is one resource per priced tool, at its streaming URL (where MCP clients
-// connect), each with its own price and argument schema.
+// connect), each with its own price and argument schema: its tenant's, else the one its
+// upstream's own tools/list gives (tool-schemas.ts).
 //
 // The catalog is read from the database once and kept in memory by the change feed
 // (gateway/db/feed-cache.ts): any agent's write, on any replica, drops it, so an agent turned
@@ -24,6 +25,7 @@ import { requirementsV2 } from '../payment/dialect.ts';
 import { isChargeable, requirementsFor } from '../payment/requirements.ts';
 import { bazaarExtensionOf } from './bazaar.ts';
 import type { DiscoveryResource } from './schema.ts';
+import type { ReadTools, ToolSchemas } from './tool-schemas.ts';
 
 /** A catalog entry: the resource without its base URL, and the lower-cased text a search matches. */
 export type CatalogEntry = {
@@ -43,21 +45,33 @@ type CatalogFilter = {
   query?: string;
 };
 
-/** The tools an MCP agent is listed by: those priced above 0 and those its tenant described. */
-function listedTools(agent: Agent): string[] {
-  const names = new Set([
-    ...Object.keys(agent.pricing?.tools ?? {}),
-    ...Object.keys(agent.publicInterface?.tools ?? {}),
-  ]);
+type PublicInterface = NonNullable<Agent['publicInterface']>;
+
+/**
+ * The agent's public interface with the tools its upstream listed (tool-schemas.ts) filled in:
+ * for each tool, what the tenant described wins, field by field.
+ */
+function describedInterface(agent: Agent, read: ReadTools | undefined): PublicInterface {
+  const own = agent.publicInterface ?? {};
+  if (!read || Object.keys(read).length === 0) return own;
+  const tools: NonNullable<PublicInterface['tools']> = { ...read };
+  for (const [name, described] of Object.entries(own.tools ?? {})) tools[name] = { ...read[name], ...described };
+  return { ...own, tools };
+}
+
+/** The tools an MCP agent is listed by: those priced above 0 and those described (by its tenant or its upstream). */
+function listedTools(agent: Agent, described: PublicInterface): string[] {
+  const names = new Set([...Object.keys(agent.pricing?.tools ?? {}), ...Object.keys(described.tools ?? {})]);
   return [...names].filter((tool) => isChargeable({ agent, mcp: { method: 'tools/call', tool } })).sort();
 }
 
-function entryOf(config: PaymentConfig, agent: Agent, tool: string | null): CatalogEntry {
+function entryOf(config: PaymentConfig, agent: Agent, described: PublicInterface, tool: string | null): CatalogEntry {
   const path = publicAgentUrls('', agent.id).stream;
   const mcp = tool === null ? null : { method: 'tools/call', tool };
   const requirements = requirementsFor(config, { agent, mcp, resourceUrl: path });
   const description = agent.publicDescription ?? requirements.description;
-  const toolDescription = tool ? agent.publicInterface?.tools?.[tool]?.description : undefined;
+  const toolDescription =
+    tool && described.tools && Object.hasOwn(described.tools, tool) ? described.tools[tool].description : undefined;
   return {
     path,
     resource: {
@@ -68,16 +82,19 @@ function entryOf(config: PaymentConfig, agent: Agent, tool: string | null): Cata
       description: toolDescription ?? description,
       mimeType: agent.protocol === 'mcp' ? 'application/json' : undefined,
       ...(isValidServiceName(agent.name) ? { serviceName: agent.name } : {}),
-      extensions: bazaarExtensionOf(agent, tool),
+      extensions: bazaarExtensionOf({ ...pick(agent), publicInterface: described }, tool),
     },
     text: [agent.name, agent.publicDescription ?? '', tool ?? '', toolDescription ?? ''].join('\n').toLowerCase(),
   };
 }
 
+const pick = ({ protocol, publicDescription }: Agent) => ({ protocol, publicDescription });
+
 /** The catalog entries of one public agent (none for an MCP agent with no priced or described tool). */
-function catalogEntriesOf(config: PaymentConfig, agent: Agent): CatalogEntry[] {
-  if (agent.protocol !== 'mcp') return [entryOf(config, agent, null)];
-  return listedTools(agent).map((tool) => entryOf(config, agent, tool));
+function catalogEntriesOf(config: PaymentConfig, agent: Agent, read: ReadTools | undefined): CatalogEntry[] {
+  const described = describedInterface(agent, read);
+  if (agent.protocol !== 'mcp') return [entryOf(config, agent, described, null)];
+  return listedTools(agent, described).map((tool) => entryOf(config, agent, described, tool));
 }
 
 function matches(entry: CatalogEntry, filter: CatalogFilter): boolean {
@@ -105,7 +122,13 @@ export type Catalog = {
  * an upstream. At most `maxAgents` agents, the oldest first (an operator bound on the memory and
  * the rebuild a write costs).
  */
-export function createCatalog(orm: MikroORM, feed: ChangeFeed, config: PaymentConfig, maxAgents: number): Catalog {
+export function createCatalog(
+  orm: MikroORM,
+  feed: ChangeFeed,
+  config: PaymentConfig,
+  maxAgents: number,
+  toolSchemas: ToolSchemas,
+): Catalog {
   const cache = createFeedCache<CatalogEntry[]>(feed, {
     keyOf: (key) => (key.startsWith('agent:') ? 'catalog' : null),
     max: 1,
@@ -119,7 +142,8 @@ export function createCatalog(orm: MikroORM, feed: ChangeFeed, config: PaymentCo
         { public: true, deletedAt: null, suspended: false, upstreamUrl: { $ne: null } },
         { orderBy: { createdAt: 'asc', id: 'asc' }, limit: maxAgents },
       );
-    return agents.flatMap((agent) => catalogEntriesOf(config, agent));
+    const read = await toolSchemas.of(agents);
+    return agents.flatMap((agent) => catalogEntriesOf(config, agent, read.get(agent.id)));
   };
   // Concurrent misses share one read begun since the last change; a read a write overtook is
   // neither joined nor kept (feed-cache.ts).

@@ -10,14 +10,19 @@ import { bucket } from '../proxy/public-door.ts';
 import { clientAddress, publicBaseUrl } from '../public-url.ts';
 import { parseQuery } from '../validation.ts';
 import { createCatalog, type CatalogEntry } from '../discovery/catalog.ts';
+import { createToolSchemas } from '../discovery/tool-schemas.ts';
 import { clampDiscoveryLimit, DiscoveryListQuery, DiscoverySearchQuery } from '../discovery/schema.ts';
 import type { ProxyServices } from '../proxy/services.ts';
 import type { AppDeps } from '../deps.ts';
 
-export function discoveryRoutes(deps: AppDeps, services: Pick<ProxyServices, 'limiter'>): Router {
+export function discoveryRoutes(
+  deps: AppDeps,
+  services: Pick<ProxyServices, 'limiter' | 'upstream' | 'credentials'>,
+): Router {
   const router = new Router({ prefix: '/discovery' });
   const limits = deps.config.discovery;
-  const catalog = createCatalog(deps.orm, deps.feed, deps.config.payment, limits.maxAgents);
+  const toolSchemas = createToolSchemas(services.upstream, services.credentials);
+  const catalog = createCatalog(deps.orm, deps.feed, deps.config.payment, limits.maxAgents, toolSchemas);
 
   router.use(async (ctx, next) => {
     await takeTokens(services.limiter, [
