@@ -146,9 +146,12 @@ export function createCatalog(
     return agents.flatMap((agent) => catalogEntriesOf(config, agent, read.get(agent.id)));
   };
   // Concurrent misses share one read begun since the last change; a read a write overtook is
-  // neither joined nor kept (feed-cache.ts).
+  // neither joined nor kept (feed-cache.ts). Only while the feed is live: a replica that lost
+  // its lease does not see the writes its generation would count, so each of its calls reads
+  // the database itself (a shared read may have begun before a write its caller saw answered).
   const load = () => {
     const generation = feed.generation();
+    if (!feed.live()) return build();
     if (building?.generation !== generation) {
       const entries = build();
       const current = { generation, entries };

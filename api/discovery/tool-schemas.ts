@@ -49,10 +49,20 @@ export function createToolSchemas(
   const keyOf = (agent: Agent) =>
     [agent.id, agent.upstreamUrl, agent.credentialRef ?? '', agent.updatedAt.getTime()].join('\n');
 
-  const read = async (agent: Agent): Promise<ReadTools> => {
+  // Reads in flight, by key: concurrent builds wait for the same read.
+  const reading = new Map<string, Promise<ReadTools>>();
+  const read = (agent: Agent): Promise<ReadTools> => {
     const key = keyOf(agent);
     const kept = cache.get(key);
-    if (kept) return kept;
+    if (kept) return Promise.resolve(kept);
+    let pending = reading.get(key);
+    if (!pending) {
+      pending = limit(() => readAndKeep(key, agent)).finally(() => reading.delete(key));
+      reading.set(key, pending);
+    }
+    return pending;
+  };
+  const readAndKeep = async (key: string, agent: Agent): Promise<ReadTools> => {
     let tools: ReadTools = {};
     try {
       const headers = await credentials.headersFor(agent.tenantId, agent.credentialRef);
@@ -79,8 +89,8 @@ export function createToolSchemas(
       const readable = agents.filter(
         (agent) => agent.protocol === 'mcp' && agent.mcpTransport === 'streamable_http' && agent.upstreamUrl,
       );
-      const read_ = await Promise.all(readable.map((agent) => limit(() => read(agent))));
-      return new Map(readable.map((agent, i) => [agent.id, read_[i]]));
+      const tools = await Promise.all(readable.map(read));
+      return new Map(readable.map((agent, i) => [agent.id, tools[i]]));
     },
   };
 }
