@@ -557,3 +557,138 @@ describe('analytics', () => {
     });
   });
 });
+
+describe('analytics per caller (GET /v1/analytics/callers)', () => {
+  const day = Date.parse('2026-10-05T00:00:00Z');
+  const payer = 'x402:0x1111111111111111111111111111111111111111';
+  const otherPayer = 'x402:0x2222222222222222222222222222222222222222';
+
+  /** Terminal invocation rows as the gateway writes them, with their caller and its kind. */
+  async function insertCalls(
+    tenant: string,
+    rows: Array<{
+      caller: string;
+      kind: 'token' | 'x402';
+      agent: string;
+      at: number;
+      status: string;
+      errorClass: string | null;
+    }>,
+  ): Promise<void> {
+    const values = rows.flatMap((r) => [
+      newId('inv'),
+      tenant,
+      r.agent,
+      r.status,
+      r.caller,
+      r.kind,
+      r.errorClass,
+      new Date(r.at).toISOString(),
+    ]);
+    await stack()
+      .orm.em.getConnection()
+      .execute(
+        `insert into invocations (id, tenant_id, agent_id, mode, status, request_id, caller, caller_kind, error_class, created_at, attempts)
+         values ${rows.map(() => `(?, ?, ?, 'transactional', ?, 'req', ?, ?, ?, ?::timestamptz, 1)`).join(', ')}`,
+        values,
+      );
+  }
+
+  it("groups a public agent's payers apart from the tenant's token users, per agent and bucket", async () => {
+    const { tenant, token } = await caller('ana-callers');
+    const [agent, other] = [newId('agt'), newId('agt')];
+    const at = (minutes: number) => day + minutes * 60_000;
+    await insertCalls(tenant, [
+      { caller: payer, kind: 'x402', agent, at: at(1), status: 'succeeded', errorClass: null },
+      { caller: payer, kind: 'x402', agent, at: at(2), status: 'failed', errorClass: 'timeout' },
+      { caller: payer, kind: 'x402', agent, at: at(3), status: 'failed', errorClass: null },
+      { caller: otherPayer, kind: 'x402', agent, at: at(4), status: 'succeeded', errorClass: null },
+      { caller: 'user-a', kind: 'token', agent, at: at(5), status: 'succeeded', errorClass: null },
+      { caller: 'user-a', kind: 'token', agent: other, at: at(61), status: 'succeeded', errorClass: 'upstream_4xx' },
+      // Not terminal: not counted.
+      { caller: payer, kind: 'x402', agent, at: at(6), status: 'running', errorClass: null },
+    ]);
+    const since = new Date(day).toISOString();
+    const until = new Date(day + 3 * 3600_000).toISOString();
+    const res = await call('GET', `/v1/analytics/callers?since=${since}&until=${until}`, { token });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.truncated, false);
+    const hour = new Date(day).toISOString();
+    const next = new Date(day + 3600_000).toISOString();
+    assert.deepEqual(res.json.groups, [
+      {
+        user_id: 'user-a',
+        caller_kind: 'token',
+        agent_id: agent,
+        bucket_start: hour,
+        count: 1,
+        error_rate: 0,
+        by_error_class: {},
+      },
+      {
+        user_id: payer,
+        caller_kind: 'x402',
+        agent_id: agent,
+        bucket_start: hour,
+        count: 3,
+        error_rate: 2 / 3,
+        by_error_class: { timeout: 1, unknown: 1 },
+      },
+      {
+        user_id: otherPayer,
+        caller_kind: 'x402',
+        agent_id: agent,
+        bucket_start: hour,
+        count: 1,
+        error_rate: 0,
+        by_error_class: {},
+      },
+      {
+        user_id: 'user-a',
+        caller_kind: 'token',
+        agent_id: other,
+        bucket_start: next,
+        count: 1,
+        error_rate: 1,
+        by_error_class: { upstream_4xx: 1 },
+      },
+    ]);
+
+    // Only the payers, by day, for one agent.
+    const payers = await call(
+      'GET',
+      `/v1/analytics/callers?since=${since}&until=${until}&bucket=day&caller_kind=x402&agent_id=${agent}`,
+      { token },
+    );
+    assert.equal(payers.status, 200, payers.text);
+    assert.deepEqual(
+      payers.json.groups.map((g: any) => [g.user_id, g.count]),
+      [
+        [payer, 3],
+        [otherPayer, 1],
+      ],
+    );
+
+    // Another tenant sees none of it; the per-agent endpoint keeps refusing group_by values other than agent_id.
+    const stranger = await caller('ana-callers');
+    const none = await call('GET', `/v1/analytics/callers?since=${since}&until=${until}`, { token: stranger.token });
+    assert.deepEqual(none.json.groups, []);
+    assert.equal((await call('GET', `/v1/analytics?since=${since}&group_by=user_id`, { token })).status, 400);
+  });
+
+  it('takes the window rules of /v1/analytics, and refuses an unknown caller_kind', async () => {
+    const { token } = await caller();
+    for (const [query, status] of [
+      ['', 400],
+      ['?since=2026-10-01T00:00:00Z&until=2026-11-02T00:00:00Z', 400],
+      ['?since=2026-10-02T00:00:00Z&until=2026-10-01T00:00:00Z', 400],
+      ['?since=2026-10-01T00:00:00Z&until=2026-10-02T00:00:00Z&caller_kind=anyone', 400],
+      ['?since=2026-10-01T00:00:00Z&until=2026-10-02T00:00:00Z&bucket=week', 400],
+      ['?since=2026-10-01T00:00:00Z&until=2026-10-02T00:00:00Z&caller_kind=token&bucket=day', 200],
+    ] as const) {
+      const res = await call('GET', `/v1/analytics/callers${query}`, { token });
+      assert.equal(res.status, status, `${query}: ${res.text}`);
+    }
+    assert.equal((await call('GET', '/v1/analytics/callers?since=2026-10-01T00:00:00Z')).status, 401);
+  });
+});

@@ -1,6 +1,6 @@
 // The call operations (the proxy, invocation records and receipts, policy, analytics) and the
 // service endpoints: the zod schemas each route parses with and the statuses it answers.
-import { AnalyticsParams, AnalyticsResult } from '../analytics/params.ts';
+import { AnalyticsParams, AnalyticsResult, CallerAnalyticsParams, CallerAnalyticsResult } from '../analytics/params.ts';
 import { InvocationList, InvocationListQuery, Receipt, ReceiptPath } from '../invocations/schema.ts';
 import {
   DecisionsQuery,
@@ -304,6 +304,22 @@ export const callOperations: Operation[] = [
         'Missing or invalid since/until, unsupported group_by or bucket, since after until, or a window over 31 days.',
       ),
       429: rateLimited('Per-caller analytics limit.'),
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/analytics/callers',
+    operationId: 'analyticsByCaller',
+    tag: 'Analytics',
+    summary: "Invocation counts per caller (a token's user or a public agent's payer), agent and time bucket",
+    auth: true,
+    params: { query: CallerAnalyticsParams },
+    responses: {
+      200: { description: 'Groups per caller, agent and bucket (at most 1000).', body: CallerAnalyticsResult },
+      400: err(
+        'Missing or invalid since/until, unsupported bucket or caller_kind, since after until, or a window over 31 days.',
+      ),
+      429: rateLimited('Per-caller analytics limit (shared with GET /v1/analytics).'),
     },
   },
 ];

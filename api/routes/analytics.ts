@@ -3,7 +3,8 @@
 // parameters are even read: a caller hammering it with bad queries spends tokens too.
 import Router from '@koa/router';
 import { ApiError } from '../errors.ts';
-import { parseAnalyticsQuery } from '../analytics/params.ts';
+import { parseAnalyticsQuery, parseCallerAnalyticsQuery } from '../analytics/params.ts';
+import { createCallerAnalyticsReader } from '../../gateway/analytics/callers.ts';
 import { createAnalyticsReader } from '../../gateway/analytics/query.ts';
 import { createMemoryLimiter, createRedisLimiter, type Limiter } from '../../gateway/analytics/limiter.ts';
 import { redisClient } from '../../gateway/policy/redis.ts';
@@ -22,13 +23,33 @@ export function analyticsRoutes(deps: AppDeps, limiter: Limiter = analyticsLimit
   const router = new Router<AuthState>();
   const reader = createAnalyticsReader(deps.orm, deps.log);
 
-  router.get('/analytics', async (ctx) => {
+  const callers = createCallerAnalyticsReader(deps.orm);
+  // Both endpoints spend the same per-caller bucket.
+  const take = async (ctx: { state: AuthState }) => {
     const { tenantId, userId } = ctx.state.caller;
     const verdict = await limiter.take(JSON.stringify([tenantId, userId]));
     if (!verdict.allowed)
       throw new ApiError(429, 'analytics rate limit exceeded', { 'Retry-After': String(verdict.retryAfterSeconds) });
+    return tenantId;
+  };
+
+  router.get('/analytics', async (ctx) => {
+    const tenantId = await take(ctx);
     const query = parseAnalyticsQuery(ctx.query);
     ctx.body = await reader.query(tenantId, query);
+  });
+
+  // Per caller (a public agent's payers among them), beside the per-agent figures above.
+  router.get('/analytics/callers', async (ctx) => {
+    const tenantId = await take(ctx);
+    const query = parseCallerAnalyticsQuery(ctx.query);
+    const { groups, truncated } = await callers.query(tenantId, query);
+    ctx.body = {
+      range: { since: query.since.toISOString(), until: query.until.toISOString() },
+      bucket: query.bucket,
+      groups,
+      truncated,
+    };
   });
 
   return router;
