@@ -1,7 +1,13 @@
 // A tiny echo agent for the quick start: answers every POST with what it received. Under /mcp it
 // is an MCP server instead (streamable HTTP, stateless, one tool `echo` answering `echo: TEXT`), so
-// the MCP example has an agent to call under `npm start` (docs/API.md, "Invocations").
+// the MCP example has an agent to call under `npm start` (docs/API.md, "Invocations"). Under /a2a
+// it is an A2A agent (JSON-RPC, A2A 1.0 and 0.3, its card at /.well-known/agent-card.json, one
+// skill `echo` whose task completes with `echo: TEXT`), for the A2A example (docs/API.md, "A2A agents").
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { AgentCard, Task, TaskStatusUpdateEvent } from '@a2a-js/sdk';
+import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore, type AgentExecutor } from '@a2a-js/sdk/server';
+import { serveA2a } from './lib/a2a-http.ts';
 import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -32,12 +38,60 @@ async function mcp(req: IncomingMessage, res: ServerResponse, body: Buffer): Pro
   await transport.handleRequest(req, res, parsed);
 }
 
+/** The A2A echo skill: every message becomes a task completed with `echo: TEXT`. */
+const echoExecutor: AgentExecutor = {
+  async execute(ctx, bus) {
+    const text = ctx.userMessage.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('');
+    const ids = { taskId: ctx.taskId, contextId: ctx.contextId };
+    bus.publish(
+      AgentEvent.task(
+        Task.fromJSON({ id: ctx.taskId, contextId: ctx.contextId, status: { state: 'TASK_STATE_SUBMITTED' } }),
+      ),
+    );
+    bus.publish(
+      AgentEvent.statusUpdate(
+        TaskStatusUpdateEvent.fromJSON({
+          ...ids,
+          status: {
+            state: 'TASK_STATE_COMPLETED',
+            message: { messageId: randomUUID(), role: 'ROLE_AGENT', parts: [{ text: `echo: ${text}` }], ...ids },
+          },
+        }),
+      ),
+    );
+    bus.finished();
+  },
+  async cancelTask() {},
+};
+const a2aCard = AgentCard.fromJSON({
+  name: 'demo-echo',
+  description: 'Echoes what it is sent',
+  version: '1.0.0',
+  supportedInterfaces: [
+    { url: `http://127.0.0.1:${port}/a2a`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
+    { url: `http://127.0.0.1:${port}/a2a`, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+  ],
+  capabilities: { streaming: true },
+  defaultInputModes: ['text/plain'],
+  defaultOutputModes: ['text/plain'],
+  skills: [{ id: 'echo', name: 'echo', description: 'Answers `echo: TEXT`', tags: ['demo'] }],
+});
+const a2a = new DefaultRequestHandler(a2aCard, new InMemoryTaskStore(), echoExecutor);
+
 createServer((req, res) => {
   const chunks: Buffer[] = [];
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
     const body = Buffer.concat(chunks);
-    if (new URL(req.url ?? '/', 'http://demo').pathname === '/mcp') {
+    const path = new URL(req.url ?? '/', 'http://demo').pathname;
+    if (path === '/a2a' || path === '/.well-known/agent-card.json') {
+      serveA2a(a2a, a2aCard, req, res, body).catch(() => {
+        if (!res.headersSent) res.writeHead(500);
+        res.end();
+      });
+      return;
+    }
+    if (path === '/mcp') {
       mcp(req, res, body).catch(() => {
         if (!res.headersSent) res.writeHead(500);
         res.end();

@@ -206,6 +206,13 @@ try {
      | sed -E 's/.*"id":"([^"]+)".*/\\1/')
    curl -s -X POST ${apiUrl}/v1/proxy/$PRICED -H "Authorization: Bearer $TOKEN" -d 'hello'
 
+ An A2A agent (the demo agent also speaks A2A at ${demoUrl}a2a, one skill: echo; docs/API.md "A2A agents"):
+   A2A=$(curl -s -X POST ${apiUrl}/v1/agents -H "Authorization: Bearer $TOKEN" \
+     -H 'content-type: application/json' -d '{"name":"a2a-'$RANDOM'","protocol":"a2a","upstream_url":"${demoUrl}a2a"}' \
+     | sed -E 's/.*"id":"([^"]+)".*/\\1/')
+   curl -s ${apiUrl}/v1/proxy/$A2A/.well-known/agent-card.json -H "Authorization: Bearer $TOKEN"
+   TEXT=hello npm run example:a2a-client -- $A2A
+
  Ctrl-C stops everything; the next npm start reuses ${dataDir}.
 ================================================================================
 `);

@@ -12,6 +12,7 @@ import { stack } from './support/stack.ts';
 import { call, uniqueName } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { startMcpServer } from './support/mcp-server.ts';
+import { startA2aServer } from './support/a2a-server.ts';
 import { freePort, isPortFree, waitFor } from '../scripts/lib/ports.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, settlingTenant } from './support/x402.ts';
 
@@ -59,7 +60,7 @@ describe('examples/ run against the stack', function () {
   }
 
   const examples = ['pay-x402-fetch.ts', 'pay-x402-v2.ts'];
-  const others = ['call-agent.ts', 'mcp-client.ts', 'sell-agent.ts', 'verify-receipt.ts'];
+  const others = ['call-agent.ts', 'mcp-client.ts', 'a2a-client.ts', 'sell-agent.ts', 'verify-receipt.ts'];
 
   it('runs every example in the folder (settings.ts is what they share)', async () => {
     const files = (await readdir('examples')).filter((f) => f.endsWith('.ts') && f !== 'settings.ts');
@@ -174,6 +175,34 @@ describe('examples/ run against the stack', function () {
       2,
       'two calls reached the agent',
     );
+  });
+
+  it('a2a-client.ts sends a message to an A2A agent through the gateway with the SDK client', async () => {
+    const a2a = await startA2aServer();
+    try {
+      const agent = await call('POST', '/v1/agents', {
+        token,
+        json: { name: uniqueName('a2a-example'), upstream_url: a2a.url, protocol: 'a2a' },
+      });
+      assert.equal(agent.status, 201, agent.text);
+      const agentId = agent.json.id as string;
+      const marker = `example a2a-client ${randomUUID()}`;
+      const out = await runExample(
+        'a2a-client.ts',
+        { GATEWAY_URL: stack().apiUrl, TOKEN: token, TEXT: marker, SKILL: 'echo' },
+        [agentId],
+      );
+      assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+      assert.match(out.stdout, /agent card: test-a2a-upstream, skills: echo, count, wait/);
+      assert.ok(out.stdout.includes(`: echo: ${marker}`), out.stdout);
+      assert.match(out.stdout, /read back, state TASK_STATE_COMPLETED/);
+      // The message reached the upstream once, as the SDK client sent it, without the token.
+      const sent = a2a.bodies.filter((b) => JSON.stringify(b).includes(marker));
+      assert.equal(sent.length, 1);
+      assert.ok(a2a.seen.every((h) => h.authorization === undefined));
+    } finally {
+      await a2a.close();
+    }
   });
 
   it('mcp-client.ts calls a tool of an MCP agent through the gateway with the SDK client', async () => {

@@ -25,6 +25,7 @@ import { ensureTool } from '../scripts/lib/tools.ts';
 import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { startA2aServer, type A2aUpstream } from './support/a2a-server.ts';
 import { FUZZ_SCALE, FUZZ_SEED } from './support/fuzz.ts';
 import { clientTlsBundle } from './support/catalog.ts';
 
@@ -92,14 +93,17 @@ const toml = (value: string) => JSON.stringify(value);
 describe('Schemathesis: the API fuzzed from its OpenAPI document', function () {
   this.timeout(RUN_LIMIT_MS + 60_000);
   let upstream: TestUpstream;
+  let a2aUpstream: A2aUpstream;
   let dir: string;
 
   before(async () => {
     upstream = await startUpstream();
+    a2aUpstream = await startA2aServer();
     dir = mkdtempSync(join(tmpdir(), 'schemathesis-'));
   });
   after(async () => {
     await upstream.close();
+    await a2aUpstream.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -195,6 +199,8 @@ describe('Schemathesis: the API fuzzed from its OpenAPI document', function () {
         FUZZ_API_URL: stack().apiUrl,
         FUZZ_TENANT: tenant,
         FUZZ_UPSTREAM_URL: upstream.url,
+        // An A2A agent's upstream must serve an Agent Card (read on create).
+        FUZZ_A2A_UPSTREAM_URL: a2aUpstream.url,
         FUZZ_CREDENTIAL: credential.json.id,
         FUZZ_PROXIED_AGENT: proxied,
         FUZZ_PEM_CREDENTIAL: pem.json.id,

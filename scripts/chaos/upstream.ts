@@ -1,6 +1,8 @@
 // The chaos systems' upstream: answers every request, counts them by X-Request-ID (the gateway
 // sends its own per call) so a scenario can prove no call reached it twice, and can be told to
-// answer 503, hang up or pause.
+// answer 503, hang up or pause. It is also an A2A agent as far as the gateway needs one: its card
+// at /.well-known/agent-card.json (not counted), and a JSON-RPC request answered with a task
+// completed at once, `task-<X-Request-ID>`.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
 export type UpstreamMode = 'ok' | 'fail' | 'reset';
@@ -19,6 +21,29 @@ export type CountingUpstream = {
   close(): Promise<void>;
 };
 
+function card(url: string) {
+  return {
+    name: 'chaos-upstream',
+    version: '1.0.0',
+    supportedInterfaces: [{ url, protocolBinding: 'JSONRPC', protocolVersion: '1.0' }],
+    skills: [{ id: 'echo', name: 'echo', description: 'answers at once', tags: [] }],
+  };
+}
+
+/** A JSON-RPC request gets a completed task named after the call; anything else an echo. */
+function answerTo(body: Buffer, id: string): unknown {
+  type Rpc = { jsonrpc?: unknown; id?: unknown } | null;
+  let rpc: Rpc = null;
+  try {
+    rpc = JSON.parse(body.toString('utf8')) as Rpc;
+  } catch {
+    // not JSON: an echo
+  }
+  if (rpc?.jsonrpc !== '2.0') return { echo: body.length, request_id: id };
+  const task = { id: `task-${id}`, contextId: `context-${id}`, status: { state: 'TASK_STATE_COMPLETED' } };
+  return { jsonrpc: '2.0', id: rpc.id ?? null, result: { task } };
+}
+
 export async function startCountingUpstream(delayMs = 0): Promise<CountingUpstream> {
   const counts = new Map<string, number>();
   let total = 0;
@@ -34,6 +59,11 @@ export async function startCountingUpstream(delayMs = 0): Promise<CountingUpstre
     close: async () => undefined,
   };
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    if (req.method === 'GET' && req.url === '/.well-known/agent-card.json') {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(card(state.url)));
+      return;
+    }
     const id = String(req.headers['x-request-id'] ?? '');
     const seq = total++;
     held.set(seq, id);
@@ -47,7 +77,7 @@ export async function startCountingUpstream(delayMs = 0): Promise<CountingUpstre
       setTimeout(() => {
         res.statusCode = mode === 'fail' ? 503 : 200;
         res.setHeader('content-type', 'application/json');
-        res.end(JSON.stringify({ echo: Buffer.concat(chunks).length, request_id: id }));
+        res.end(JSON.stringify(answerTo(Buffer.concat(chunks), id)));
       }, state.delayMs);
     });
   });

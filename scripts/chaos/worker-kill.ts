@@ -2,6 +2,8 @@
 // the API once. Every accepted call (202) must end `succeeded` or `failed` exactly once (row,
 // API and workflow result agree), none is lost, and the counting upstream sees no request id
 // twice (the agent does not allow re-sending: an attempt cut by a kill ends `interrupted`).
+// Every fourth call goes to an A2A agent on the same upstream (a JSON-RPC SendMessage): the same
+// guarantees, and the task each succeeded one's answer named is bound to that agent.
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -15,6 +17,7 @@ import {
   tally,
   withSystem,
   type ChaosScenario,
+  type InvocationView,
   type InvokeResult,
 } from './harness.ts';
 
@@ -30,6 +33,17 @@ export const scenario: ChaosScenario = {
     withSystem({ name: 'worker-kill', upstreamDelayMs: 50 }, async (system) => {
       const caller = { apiUrl: system.apiUrl, token: await system.token('chaos-worker-kill') };
       const agentId = await createAgent(caller, { upstream_url: system.upstream.url });
+      const a2aAgentId = await createAgent(caller, { upstream_url: system.upstream.url, protocol: 'a2a' });
+      const agentOf = (i: number) => (i % 4 === 3 ? a2aAgentId : agentId);
+      const bodyOf = (i: number) =>
+        i % 4 === 3
+          ? JSON.stringify({
+              jsonrpc: '2.0',
+              id: i,
+              method: 'SendMessage',
+              params: { message: { messageId: `m-${i}`, role: 'ROLE_USER', parts: [{ text: `call ${i}` }] } },
+            })
+          : JSON.stringify({ call: i });
       const run = randomBytes(3).toString('hex');
       const started = Date.now();
 
@@ -50,7 +64,7 @@ export const scenario: ChaosScenario = {
         }
       })();
 
-      const results: Array<{ requestId: string; result: InvokeResult }> = await runPool(
+      const results: Array<{ requestId: string; agent: string; result: InvokeResult }> = await runPool(
         CALLS,
         CONCURRENCY,
         async (i) => {
@@ -58,10 +72,10 @@ export const scenario: ChaosScenario = {
             await sleep(20);
           sent++;
           const requestId = `chaos-${run}-${i}`;
-          const result = await invoke(caller, agentId, requestId, JSON.stringify({ call: i }));
+          const result = await invoke(caller, agentOf(i), requestId, bodyOf(i));
           // The API is down: wait for it instead of burning the remaining calls on refusals.
           if (result.kind === 'refused') while (apiDown) await sleep(100);
-          return { requestId, result };
+          return { requestId, agent: agentOf(i), result };
         },
       );
       await chaos;
@@ -79,7 +93,14 @@ export const scenario: ChaosScenario = {
       );
 
       // Every accepted call ends, exactly once: the API's view is terminal ...
-      const views = await awaitTerminal(caller, agentId, [...byInvocation.keys()], 300_000);
+      const agentOfInvocation = new Map(
+        accepted.map((r) => [(r.result as { invocationId: string }).invocationId, r.agent]),
+      );
+      const views = new Map<string, InvocationView | null>();
+      for (const agent of [agentId, a2aAgentId]) {
+        const ids = [...byInvocation.keys()].filter((id) => agentOfInvocation.get(id) === agent);
+        for (const [id, view] of await awaitTerminal(caller, agent, ids, 300_000)) views.set(id, view);
+      }
       const open = [...views].filter(([, v]) => !v || (v.status !== 'succeeded' && v.status !== 'failed'));
       check(
         open.length === 0,
@@ -121,7 +142,9 @@ export const scenario: ChaosScenario = {
       // either. A row committed whose workflow never started (the kill fell between the commit
       // and the start) is an accepted call: the restarted API's start relay starts it
       // (api/proxy/start-relay.ts), and it completes once like the others.
-      const rows = await system.sql('select id, status from invocations where agent_id = $1', [agentId]);
+      const rows = await system.sql('select id, status from invocations where agent_id = any($1)', [
+        [agentId, a2aAgentId],
+      ]);
       const orphans = rows.filter(
         (r) => !byInvocation.has(String(r.id)) && (r.status === 'pending' || r.status === 'running'),
       );
@@ -130,14 +153,29 @@ export const scenario: ChaosScenario = {
       const openRows = async () =>
         (
           await system.sql(
-            `select count(*)::int as n from invocations where agent_id = $1 and status in ('pending', 'running')`,
-            [agentId],
+            `select count(*)::int as n from invocations where agent_id = any($1) and status in ('pending', 'running')`,
+            [[agentId, a2aAgentId]],
           )
         )[0].n as number;
       let stillOpen = await openRows();
       for (const until = Date.now() + 60_000; stillOpen > 0 && Date.now() < until; stillOpen = await openRows())
         await sleep(1_000);
       check(stillOpen === 0, `${stillOpen} rows still pending or running after the start relay's rounds`);
+
+      // The A2A calls: each succeeded one's task (named after its request id) is bound to the agent.
+      const a2aSucceeded = [...views].filter(
+        ([id, v]) => agentOfInvocation.get(id) === a2aAgentId && v!.status === 'succeeded',
+      );
+      const bound = new Set(
+        (await system.sql('select task_id from a2a_tasks where agent_id = $1', [a2aAgentId])).map((r) =>
+          String(r.task_id),
+        ),
+      );
+      const unbound = a2aSucceeded.filter(([id]) => !bound.has(`task-${byInvocation.get(id)}`));
+      check(
+        unbound.length === 0,
+        `${unbound.length} succeeded A2A calls whose task is not bound, e.g. ${unbound[0]?.[0]}`,
+      );
 
       const apps = [...system.apps.values()];
       const crashes = apps.filter((a) => a.unexpectedExits > 0);
@@ -152,7 +190,7 @@ export const scenario: ChaosScenario = {
       return (
         `${CALLS} calls in ${sendSeconds.toFixed(0)} s: ${accepted.length} accepted (202), ${refused.length} refused while the API was down; ` +
         `${statuses.succeeded ?? 0} succeeded, ${statuses.failed ?? 0} failed (${formatTally(failedClasses) || 'none'}); ` +
-        `${accepted.length} workflows completed, outcome = row; upstream saw ${system.upstream.total()} requests, max 1 per request id; ` +
+        `${accepted.length} workflows completed, outcome = row (${agentOfInvocation.size - [...agentOfInvocation.values()].filter((a) => a === agentId).length} of them A2A SendMessage, ${a2aSucceeded.length} succeeded, each task bound); upstream saw ${system.upstream.total()} requests, max 1 per request id; ` +
         `worker SIGKILLed ${system.apps.get('worker')!.kills}x, API ${system.apps.get('api')!.kills}x; ` +
         `${unanswered.length} rows of unanswered calls (${orphans.length} pending or running at the end of the calls, 0 open after the start relay's rounds)`
       );

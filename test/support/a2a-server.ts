@@ -1,9 +1,7 @@
-// A real A2A server for tests: @a2a-js/sdk's DefaultRequestHandler behind its framework-agnostic
-// JSON-RPC transport handlers (A2A 1.0, and the SDK's 0.3 compatibility handler for requests
-// without `A2A-Version: 1.0`), served by a small node:http adapter, since the SDK's express
-// adapter needs express, which the project does not depend on. The adapter does what the SDK's
-// express jsonRpcHandler does: pick the handler by A2A-Version, answer a stream as SSE
-// (`data: <JSON-RPC response>` events), anything else as one JSON body.
+// A real A2A server for tests: @a2a-js/sdk's DefaultRequestHandler behind the node:http adapter
+// of scripts/lib/a2a-http.ts (A2A 1.0, and the SDK's 0.3 compatibility handler for requests
+// without `A2A-Version: 1.0`; the SDK's express adapter needs express, which the project does
+// not depend on). It records the JSON-RPC requests and headers that reached it.
 //
 // Skills (chosen by `metadata.skill` of the message, else by the text's first word):
 // - `echo`: a task completed at once, its status message `echo: <text>`;
@@ -16,13 +14,11 @@ import {
   AgentEvent,
   DefaultRequestHandler,
   InMemoryTaskStore,
-  JsonRpcTransportHandler,
-  ServerCallContext,
   type AgentExecutor,
   type ExecutionEventBus,
   type RequestContext,
 } from '@a2a-js/sdk/server';
-import { LegacyJsonRpcTransportHandler } from '@a2a-js/sdk/compat/v0_3/server';
+import { serveA2a } from '../../scripts/lib/a2a-http.ts';
 import { rawUpstream, readAll, type RawUpstream } from './proxy-helpers.ts';
 
 const A2A_SKILLS = ['echo', 'count', 'wait'] as const;
@@ -143,30 +139,17 @@ export async function startA2aServer(): Promise<A2aUpstream> {
   let cardReads = 0;
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (req.method === 'GET' && req.url === '/.well-known/agent-card.json') {
-      cardReads++;
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(AgentCard.toJSON(state.card!)));
-      return;
+    const body = await readAll(req);
+    if (req.method === 'GET') cardReads++;
+    else if (req.method === 'POST') {
+      seen.push(req.headers);
+      try {
+        bodies.push(JSON.parse(body.toString('utf8')) as { method: string });
+      } catch {
+        // not JSON: the handler answers its parse error
+      }
     }
-    if (req.method !== 'POST') return void res.writeHead(405).end();
-    seen.push(req.headers);
-    const text = (await readAll(req)).toString('utf8');
-    const body = JSON.parse(text) as { method: string; id?: unknown };
-    bodies.push(body);
-    const legacy = (req.headers['a2a-version'] ?? '0.3') === '0.3';
-    const transport = legacy
-      ? new LegacyJsonRpcTransportHandler(state.handler!)
-      : new JsonRpcTransportHandler(state.handler!);
-    const context = new ServerCallContext({ requestedVersion: legacy ? '0.3' : '1.0' });
-    const answer = await transport.handle(body, context);
-    if (answer && typeof (answer as AsyncGenerator)[Symbol.asyncIterator] === 'function') {
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      res.flushHeaders();
-      for await (const event of answer as AsyncGenerator<unknown>) res.write(`data: ${JSON.stringify(event)}\n\n`);
-      res.end();
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+    await serveA2a(state.handler!, state.card!, req, res, body);
   }
 
   const up = await rawUpstream(

@@ -28,6 +28,8 @@ BASE_URL = os.environ["FUZZ_API_URL"].rstrip("/")
 TOKEN = os.environ["GATEWAY_TOKEN"]
 TENANT = os.environ["FUZZ_TENANT"]
 UPSTREAM_URL = os.environ["FUZZ_UPSTREAM_URL"]
+# An A2A agent's upstream serves an Agent Card, read on create and when upstream_url changes.
+A2A_UPSTREAM_URL = os.environ["FUZZ_A2A_UPSTREAM_URL"]
 CREDENTIAL = os.environ["FUZZ_CREDENTIAL"]
 PEM_CREDENTIAL = os.environ["FUZZ_PEM_CREDENTIAL"]
 PEM_BUNDLE = os.environ["FUZZ_PEM_BUNDLE"]
@@ -42,6 +44,7 @@ ABSENT_AGENT = "agt_01900000-0000-7000-8000-000000000000"
 # (checked against the meta-schema), which the generated objects mostly are not.
 PUBLIC_INTERFACE = {"input_schema": {"type": "object"}, "input_example": {}, "output_example": {}}
 
+A2A_METHODS = ["SendMessage", "GetTask", "CancelTask", "SendStreamingMessage", "SubscribeToTask"]
 MCP_VERSION = "2025-06-18"
 MCP_VERSIONS = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
 MAX_WINDOW = timedelta(days=31)
@@ -117,12 +120,16 @@ def _cursor(query: dict, path: str) -> None:
 def _agent_references(body: dict) -> None:
     """A public upstream the stack admits, a credential of the tenant, a valid pay_to checksum."""
     if body.get("upstream_url") is not None:
-        body["upstream_url"] = UPSTREAM_URL
+        body["upstream_url"] = A2A_UPSTREAM_URL if body.get("protocol") == "a2a" else UPSTREAM_URL
     if body.get("credential_ref") is not None:
         body["credential_ref"] = CREDENTIAL
     pricing = body.get("pricing")
     if isinstance(pricing, dict) and isinstance(pricing.get("pay_to"), str) and HEX_ADDRESS.match(pricing["pay_to"]):
         pricing["pay_to"] = pricing["pay_to"].lower()  # all lower case is always a valid address
+    # pricing.methods names A2A methods (its description lists them): the generated keys become known ones.
+    if isinstance(pricing, dict) and isinstance(pricing.get("methods"), dict):
+        prices = list(pricing["methods"].values())
+        pricing["methods"] = {method: price for method, price in zip(A2A_METHODS, prices)}
     # A public agent needs a price and its tenant's settlement configuration (docs/API.md), which
     # the run's tenant does not have: stated in the field's description, not in the schema.
     if body.get("public") is True:
@@ -140,6 +147,16 @@ def _agent_patch(agent_id: str, body: dict) -> None:
     merged = {**current, **body}
     # Explicit protocol fields, so the outcome does not hang on a concurrent change of the agent.
     body["protocol"] = merged["protocol"]
+    # An A2A agent's card is read from its upstream (the A2A one); other agents keep the plain one.
+    if merged.get("upstream_url") is not None:
+        body["upstream_url"] = A2A_UPSTREAM_URL if merged["protocol"] == "a2a" else UPSTREAM_URL
+    pricing = merged.get("pricing")
+    if isinstance(pricing, dict) and merged["protocol"] != "a2a" and ("methods" in pricing or "skills" in pricing):
+        if isinstance(body.get("pricing"), dict):
+            body["pricing"].pop("methods", None)
+            body["pricing"].pop("skills", None)
+        else:
+            body["pricing"] = None
     if merged["protocol"] == "mcp":
         body["mcp_transport"] = "streamable_http"
         if merged["mcp_protocol_version"] is not None and merged["mcp_protocol_version"] not in MCP_VERSIONS:
