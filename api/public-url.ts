@@ -5,6 +5,7 @@
 // Forwarded headers are read only with TRUST_PROXY: anyone can send them, and a caller must not
 // choose the URL the gateway names in its challenges. When a proxy appends to a list instead of
 // setting the header, the last entry (written by the nearest proxy) counts.
+import { isIPv6 } from 'node:net';
 import type { Context } from 'koa';
 import type { GatewayConfig } from '../gateway/config.ts';
 
@@ -37,11 +38,36 @@ export function publicRequestUrl(ctx: Context, address: GatewayConfig['publicAdd
 }
 
 /**
- * The caller's network address: the connection's, or with TRUST_PROXY the last X-Forwarded-For
- * entry (written by the nearest proxy). What unauthenticated traffic is rate limited by.
+ * The caller's network address as unauthenticated traffic is rate limited by it: the
+ * connection's, or with TRUST_PROXY the last X-Forwarded-For entry (written by the nearest
+ * proxy), keyed by clientKey.
  */
 export function clientAddress(ctx: Context, address: GatewayConfig['publicAddress']): string {
   const socket = ctx.req.socket.remoteAddress ?? 'unknown';
-  if (!address.trustProxy) return socket;
-  return forwarded(ctx, 'x-forwarded-for', (v) => /^[0-9A-Fa-f:.]{2,45}$/.test(v)) ?? socket;
+  if (!address.trustProxy) return clientKey(socket);
+  return clientKey(forwarded(ctx, 'x-forwarded-for', (v) => /^[0-9A-Fa-f:.]{2,45}$/.test(v)) ?? socket);
+}
+
+/** How many hextets an IPv6 address part holds (an embedded IPv4 address is two). */
+const hextets = (parts: string[]) => parts.reduce((n, part) => n + (part.includes('.') ? 2 : 1), 0);
+
+/**
+ * One rate-limit identity per client: an IPv4 address as it is (an IPv4-mapped IPv6 one as its
+ * IPv4 address), an IPv6 address by its /64 prefix, the smallest block a site is usually given:
+ * a caller holding a /64 cannot multiply its buckets by rotating the interface part.
+ */
+export function clientKey(address: string): string {
+  const ip = address.split('%')[0];
+  if (!isIPv6(ip)) return address;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (mapped) return mapped[1];
+  const [head, tail] = ip.split('::');
+  const headParts = head ? head.split(':') : [];
+  const tailParts = tail ? tail.split(':') : [];
+  const zeros = tail === undefined ? 0 : 8 - hextets(headParts) - hextets(tailParts);
+  const groups = [...headParts, ...Array<string>(zeros).fill('0'), ...tailParts];
+  return `${groups
+    .slice(0, 4)
+    .map((group) => parseInt(group, 16).toString(16))
+    .join(':')}::/64`;
 }

@@ -4,15 +4,22 @@
 //   `reference_task_ids`), which the SDK's server reads as readily as `taskId`;
 // - text PostgreSQL's jsonb cannot hold (a lone UTF-16 surrogate) in an agent's
 //   public_interface or in an upstream's Agent Card: a 400, not a 500;
-// - a tenant's slow upstream card, read on update, holding the database pool every tenant needs.
+// - a tenant's slow upstream card, read on update, holding the database pool every tenant needs;
+// - an upstream that compresses its answers when the caller accepts it, hiding the tasks it
+//   names from the gateway (which binds them as they pass);
+// - a skill named in a request that sends no message, to take that skill's price;
+// - a member the gateway reads sent in other letter case (`METHOD`, `Skill`), which an upstream
+//   decoding with Go's case-blind encoding/json would read in place of the one the gateway saw.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import { stack } from './support/stack.ts';
 import { call } from './support/http.ts';
-import { createAgent, rawUpstream } from './support/proxy-helpers.ts';
+import { createAgent, rawUpstream, readAll } from './support/proxy-helpers.ts';
 import { startA2aServer, type A2aUpstream } from './support/a2a-server.ts';
 import { waitFor } from './support/wait.ts';
+import { newPayTo } from './support/x402.ts';
 
 const sendMessage = (message: Record<string, unknown>) => ({
   jsonrpc: '2.0',
@@ -109,5 +116,86 @@ describe('A2A: what a caller or an upstream cannot make the gateway do', functio
       for (const res of held) if (!res.writableEnded) res.destroy();
       await slow.close();
     }
+  });
+
+  it('binds the tasks of an upstream that compresses when the caller accepts it', async () => {
+    // The test upstream behind a front that gzips every answer the request accepts gzipped.
+    const origin = new URL(upstream.url).origin;
+    const gzipping = await rawUpstream((req, res) => {
+      void (async () => {
+        const body = req.method === 'POST' ? await readAll(req) : undefined;
+        const a2aVersion = req.headers['a2a-version'];
+        const reply = await fetch(`${origin}${req.url === '/a2a' ? new URL(upstream.url).pathname : req.url}`, {
+          method: req.method,
+          headers: { 'content-type': 'application/json', ...(a2aVersion ? { 'a2a-version': String(a2aVersion) } : {}) },
+          body,
+        });
+        const answer = Buffer.from(await reply.arrayBuffer());
+        const gzip = /\bgzip\b/.test(String(req.headers['accept-encoding'] ?? ''));
+        res.writeHead(reply.status, {
+          'content-type': reply.headers.get('content-type') ?? 'application/json',
+          ...(gzip ? { 'content-encoding': 'gzip' } : {}),
+        });
+        res.end(gzip ? gzipSync(answer) : answer);
+      })();
+    }, '/a2a');
+    try {
+      const token = await stack().token(`tenant-a2a-gzip-${randomUUID()}`);
+      const agent = await createAgent(token, { protocol: 'a2a', upstream_url: gzipping.url });
+      const headers = { 'a2a-version': '1.0', 'accept-encoding': 'gzip' };
+      const sent = await call('POST', `/v1/proxy/${agent}/stream`, { token, json: sendMessage({}), headers });
+      assert.equal(sent.status, 200, sent.text);
+      // Asked uncompressed: the gateway watches the answer for its task.
+      assert.equal(sent.headers['content-encoding'], undefined);
+      const taskId = (sent.json as { result: { task: { id: string } } }).result.task.id;
+      const got = await call('POST', `/v1/proxy/${agent}/stream`, {
+        token,
+        json: { jsonrpc: '2.0', id: 2, method: 'GetTask', params: { id: taskId } },
+        headers,
+      });
+      assert.equal(got.status, 200, got.text);
+    } finally {
+      await gzipping.close();
+    }
+  });
+
+  it('refuses a member the gateway reads sent again in other letter case, before the upstream', async () => {
+    const token = await stack().token(`tenant-a2a-case-${randomUUID()}`);
+    const agent = await createAgent(token, { protocol: 'a2a', upstream_url: upstream.url });
+    const before = upstream.bodies.length;
+    for (const body of [
+      { ...sendMessage({}), METHOD: 'GetTask' },
+      sendMessage({ metadata: { skill: 'echo', Skill: 'count' } }),
+      sendMessage({ TaskId: randomUUID() }),
+    ]) {
+      const res = await call('POST', `/v1/proxy/${agent}/stream`, {
+        token,
+        json: body,
+        headers: { 'a2a-version': '1.0' },
+      });
+      assert.equal(res.status, 400, res.text);
+      assert.match(res.json.error, /keys are case-sensitive/);
+    }
+    assert.equal(upstream.bodies.length, before, 'nothing reached the upstream');
+  });
+
+  it("prices a task read at its method's price, whatever skill a message added to it names", async () => {
+    const token = await stack().token(`tenant-a2a-skill-price-${randomUUID()}`);
+    const agent = await createAgent(token, {
+      protocol: 'a2a',
+      upstream_url: upstream.url,
+      pricing: { amount: '1000', asset: 'USDC', network: 'base', pay_to: newPayTo(), skills: { echo: '0' } },
+    });
+    const headers = { 'a2a-version': '1.0' };
+    const free = sendMessage({ metadata: { skill: 'echo' } });
+    const sent = await call('POST', `/v1/proxy/${agent}/stream`, { token, json: free, headers });
+    assert.equal(sent.status, 200, sent.text);
+    const taskId = (sent.json as { result: { task: { id: string } } }).result.task.id;
+    const read = await call('POST', `/v1/proxy/${agent}/stream`, {
+      token,
+      json: { jsonrpc: '2.0', id: 2, method: 'GetTask', params: { id: taskId, message: free.params.message } },
+      headers,
+    });
+    assert.equal(read.status, 402, read.text);
   });
 });

@@ -5,6 +5,7 @@
 // not match the authorization claims nothing, so the rightful submission still settles.
 import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
+import { waitFor } from './support/wait.ts';
 import {
   chainProvider,
   newAccount,
@@ -149,11 +150,13 @@ describe('facilitator: one authorization, one owner', function () {
           assert.equal(transfers.length, 0, JSON.stringify(mine.json));
         }
         // Whatever the order, the owner's retry ends with the one transfer, never a refusal.
-        let again = await owner.client.post('/settle', body);
-        for (let i = 0; again.status === 503 && i < 20; i++) {
-          await new Promise((r) => setTimeout(r, 250));
-          again = await owner.client.post('/settle', body);
-        }
+        const again = await waitFor(
+          async () => {
+            const reply = await owner.client.post('/settle', body);
+            return reply.status === 503 ? null : reply;
+          },
+          { timeoutMs: 5_000, everyMs: 250, what: 'the owner’s retry to be answered' },
+        );
         assert.equal(again.status, 200, JSON.stringify(again.json));
         assert.equal(again.json.success, true, JSON.stringify(again.json));
         assert.deepEqual(

@@ -8,6 +8,7 @@ import { request } from 'undici';
 import { Wallet, toQuantity, parseEther } from 'ethers';
 import { DEV_ACCOUNTS, tokenContract } from '../scripts/dev/chain.ts';
 import { stack } from './support/stack.ts';
+import { waitFor } from './support/wait.ts';
 import {
   balanceOf,
   chainProvider,
@@ -220,12 +221,14 @@ describe('facilitator', function () {
       assert.equal(description.searchAttributes.Payer?.[0], payer.address.toLowerCase());
       assert.notEqual(payer.address, payer.address.toLowerCase(), 'the payer address is checksummed (mixed case)');
       const query = `Payer = '${payer.address.toLowerCase()}' AND TxHash = '${res.json.transaction.toLowerCase()}'`;
-      let found: string[] = [];
-      for (let i = 0; i < 50 && found.length === 0; i++) {
-        found = [];
-        for await (const w of stack().temporal.workflow.list({ query })) found.push(w.workflowId);
-        if (found.length === 0) await new Promise((r) => setTimeout(r, 200));
-      }
+      const found = await waitFor(
+        async () => {
+          const ids: string[] = [];
+          for await (const w of stack().temporal.workflow.list({ query })) ids.push(w.workflowId);
+          return ids.length ? ids : null;
+        },
+        { timeoutMs: 10_000, everyMs: 200, what: 'the workflow in the visibility store' },
+      );
       assert.deepEqual(found, [handle.workflowId]);
       const history = JSON.stringify(
         await stack()
@@ -500,16 +503,14 @@ describe('facilitator', function () {
         ]);
       }
       // The open probe answers from a result at most 1 s old (PUBLIC_PROBE_INTERVAL_MS).
-      const deadline = Date.now() + 3_000;
-      let status = 0;
-      while (Date.now() < deadline) {
-        const health = await request(`${stack().facilitator.publicUrl}/healthz?ready=1`);
-        await health.body.dump();
-        status = health.statusCode;
-        if (status === 200) break;
-        await new Promise((r) => setTimeout(r, 200));
-      }
-      assert.equal(status, 200);
+      await waitFor(
+        async () => {
+          const health = await request(`${stack().facilitator.publicUrl}/healthz?ready=1`);
+          await health.body.dump();
+          return health.statusCode === 200;
+        },
+        { timeoutMs: 3_000, what: 'the open probe to answer 200' },
+      );
     });
 
     it('the open probe checks the RPC at most once a second however often it is asked, and never changes what /settle reads', async () => {

@@ -4,13 +4,12 @@
 // included is the settlement's transaction: one transfer, one gas nonce, every attempt recorded.
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { Transaction, Wallet, hexlify } from 'ethers';
+import { Transaction, Wallet, hexlify, type JsonRpcProvider } from 'ethers';
 import { stack } from './support/stack.ts';
-import { finalRecord, startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
+import { finalRecord, until, type FacilitatorStack } from './support/facilitator.ts';
+import { withOwnFacilitator } from './support/settling.ts';
 import {
   balanceOf,
-  chainProvider,
-  newAccount,
   newPayTo,
   newPayer,
   requirements,
@@ -24,30 +23,20 @@ import { findSettlement, parseSettlementKey, settlementKey } from '../facilitato
 
 describe('fee bumping of a stuck settlement transaction', function () {
   this.timeout(120_000);
-  let provider: ReturnType<typeof chainProvider>;
+  let provider: JsonRpcProvider;
   let gateway: TestAccount;
   let facilitator: FacilitatorStack;
-
-  before(async () => {
-    provider = chainProvider();
-    gateway = await newAccount('fee-bump-gateway');
-    facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
-      overrides: {
-        FACILITATOR_TASK_QUEUE: 'facilitator-fee-bump',
-        FACILITATOR_FEE_BUMP_AFTER_MS: '700',
-        FACILITATOR_FEE_BUMP_PERCENT: '20',
-        FACILITATOR_MAX_FEE_BUMPS: '3',
-        FACILITATOR_SETTLE_DEADLINE_MS: '20000',
-        FACILITATOR_INCLUSION_TIMEOUT_MS: '15000',
-      },
-    });
-  });
-  after(async () => {
-    await provider.send('evm_setAutomine', [true]).catch(() => undefined);
-    await gateway.client.close();
-    await facilitator.close();
-    provider.destroy();
-  });
+  withOwnFacilitator(
+    'fee-bump',
+    {
+      FACILITATOR_FEE_BUMP_AFTER_MS: '700',
+      FACILITATOR_FEE_BUMP_PERCENT: '20',
+      FACILITATOR_MAX_FEE_BUMPS: '3',
+      FACILITATOR_SETTLE_DEADLINE_MS: '20000',
+      FACILITATOR_INCLUSION_TIMEOUT_MS: '15000',
+    },
+    (own) => ({ provider, gateway, facilitator } = own),
+  );
 
   it('re-signs the same gas nonce with higher fees until one attempt is mined: one transfer, attempts recorded', async () => {
     const payer = await newPayer(1_000_000n);

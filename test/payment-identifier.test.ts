@@ -14,6 +14,7 @@ import {
 } from '@x402/core/http';
 import { appendPaymentIdentifierToExtensions, generatePaymentId } from '@x402/extensions/payment-identifier';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
+import { waitFor } from './support/wait.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import {
   balanceOf,
@@ -172,7 +173,10 @@ describe('x402 payment-identifier: a retry gets the first outcome, never a secon
     const paymentId = generatePaymentId();
     const first = await post(path, 'expiring', { 'payment-signature': header(paymentId) });
     assert.equal(first.status, 202, first.text);
-    while (Date.now() / 1000 <= validBefore - 6) await new Promise((r) => setTimeout(r, 200));
+    await waitFor(() => Date.now() / 1000 > validBefore - 6, {
+      timeoutMs: 15_000,
+      what: 'the gate to see the payment expired',
+    });
 
     const again = await post(path, 'expiring', { 'payment-signature': header(paymentId) });
     assert.equal(again.status, 202, again.text);

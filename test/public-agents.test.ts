@@ -11,15 +11,17 @@ import { wrapFetchWithPayment as wrapV1, createSigner } from 'x402-fetch';
 import { x402Client } from '@x402/core/client';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment as wrapV2 } from '@x402/fetch';
+import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402/core/http';
+import { appendPaymentIdentifierToExtensions, generatePaymentId } from '@x402/extensions/payment-identifier';
 import type { Wallet } from 'ethers';
 import { stack } from './support/stack.ts';
+import { waitFor } from './support/wait.ts';
 import { call, callAt, uniqueName } from './support/http.ts';
 import { startCapturedGateway } from './support/catalog.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
-import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { decodePaymentRequiredHeader } from '@x402/core/http';
+import type { TestUpstream } from './support/upstream.ts';
+import { withPayingTenant } from './support/settling.ts';
 import {
-  chainProvider,
   encodePayment,
   newAccount,
   newPayTo,
@@ -27,7 +29,6 @@ import {
   settlingTenant,
   signPayment,
   v2PayerClient,
-  type TestAccount,
 } from './support/x402.ts';
 
 const SECRET = `upstream-secret-${randomUUID()}`;
@@ -65,23 +66,9 @@ async function rowCounts(): Promise<Record<string, number>> {
 describe('public paid agents', function () {
   this.timeout(180_000);
   let upstream: TestUpstream;
-  let account: TestAccount;
   let tenant: string;
   let token: string;
-  let provider: ReturnType<typeof chainProvider>;
-
-  before(async () => {
-    provider = chainProvider();
-    upstream = await startUpstream();
-    account = await newAccount(`public-${randomUUID()}`);
-    tenant = `tenant-public-${randomUUID()}`;
-    token = await settlingTenant(tenant, account);
-  });
-  after(async () => {
-    await upstream.close();
-    await account.client.close();
-    provider.destroy();
-  });
+  withPayingTenant('public', (paying) => ({ upstream, tenant, token } = paying));
 
   async function publicAgent(extra: Record<string, unknown> = {}, as = token): Promise<any> {
     const credential = await call('POST', '/v1/credentials', {
@@ -155,14 +142,14 @@ describe('public paid agents', function () {
       const accepted = (await res.json()) as { invocation_id: string; poll_url: string };
       assert.match(accepted.poll_url, new RegExp(`/public/invocations/${accepted.invocation_id}\\?key=`));
       const poll = accepted.poll_url.slice(stack().apiUrl.length);
-      let polled: any;
-      for (const deadline = Date.now() + 30_000; ;) {
-        polled = await call('GET', poll);
-        assert.equal(polled.status, 200, polled.text);
-        if (polled.json.status === 'succeeded' || polled.json.status === 'failed') break;
-        assert.ok(Date.now() < deadline, 'the call completes');
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      const polled: any = await waitFor(
+        async () => {
+          const reply = await call('GET', poll);
+          assert.equal(reply.status, 200, reply.text);
+          return reply.json.status === 'succeeded' || reply.json.status === 'failed' ? reply : null;
+        },
+        { timeoutMs: 30_000, what: 'the call to complete' },
+      );
       assert.equal(polled.json.status, 'succeeded');
       assert.equal(polled.json.caller_kind, 'x402');
       assert.equal(getAddress(polled.json.payment_payer), payer.address);
@@ -267,8 +254,10 @@ describe('public paid agents', function () {
         body: tool('summarize'),
         headers: { 'content-type': 'application/json' },
       });
-      assert.equal(challenge.status, 402, challenge.text);
-      assert.equal(challenge.json.accepts[0].maxAmountRequired, '7000');
+      // The x402 MCP transport's answer: a JSON-RPC tool result telling the client what to pay.
+      assert.equal(challenge.status, 200, challenge.text);
+      assert.equal(challenge.json.result.isError, true);
+      assert.equal(challenge.json.result.structuredContent.accepts[0].amount, '7000');
       const free = await call('POST', path.slice(stack().apiUrl.length), {
         body: tool('ping'),
         headers: { 'content-type': 'application/json' },
@@ -276,6 +265,30 @@ describe('public paid agents', function () {
       assert.equal(free.status, 403, free.text);
     }
     assert.deepEqual(await rowCounts(), before, 'no row written');
+  });
+
+  it('a payer resending under its payment identifier gets the first call back with a new poll URL', async () => {
+    const agent = await publicAgent();
+    const path = agent.public_url.slice(stack().apiUrl.length);
+    const challenge = await call('POST', path, { body: 'challenge' });
+    assert.equal(challenge.status, 402, challenge.text);
+    const required = decodePaymentRequiredHeader(challenge.headers['payment-required'] as string);
+    const payload = await v2PayerClient(await newPayer(1_000_000n)).createPaymentPayload(required);
+    payload.extensions = appendPaymentIdentifierToExtensions(payload.extensions ?? {}, generatePaymentId());
+    const headers = { 'payment-signature': encodePaymentSignatureHeader(payload), 'content-type': 'text/plain' };
+    const marker = `resent ${randomUUID()}`;
+    const first = await call('POST', path, { body: marker, headers });
+    assert.equal(first.status, 202, first.text);
+    const again = await call('POST', path, { body: marker, headers });
+    assert.equal(again.status, 202, again.text);
+    assert.equal(again.json.invocation_id, first.json.invocation_id, 'the same call, not a second charge');
+    assert.notEqual(again.json.poll_url, first.json.poll_url);
+    // The new key replaces the old one.
+    assert.equal((await call('GET', first.json.poll_url.slice(stack().apiUrl.length))).status, 404);
+    const polled = await call('GET', again.json.poll_url.slice(stack().apiUrl.length));
+    assert.equal(polled.status, 200, polled.text);
+    assert.equal(polled.json.invocation_id, first.json.invocation_id);
+    assert.equal(upstream.received.filter((r) => r.body.toString() === marker).length <= 1, true);
   });
 
   it('answers a challenge and a browser page with nothing of the upstream, credential or tenant; /v1 still needs a token', async () => {
@@ -459,8 +472,8 @@ describe('public paid agents', function () {
           }),
         });
       const unpaid = await request();
-      assert.equal(unpaid.status, 402, unpaid.text);
-      const required = decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string);
+      assert.equal(unpaid.status, 200, unpaid.text);
+      const required = unpaid.json.result.structuredContent;
       const payer = v2PayerClient(await newPayer(1_000_000n));
       const first = await request({ 'x402/payment': await payer.createPaymentPayload(required) });
       assert.equal(first.status, 202, first.text);

@@ -14,6 +14,7 @@ import { stack } from './support/stack.ts';
 import {
   startFacilitatorStack,
   spawnFacilitatorWorker,
+  pastValidBefore,
   until,
   type FacilitatorStack,
   type SpawnedWorker,
@@ -220,12 +221,14 @@ describe('settlement durability', function () {
         503,
         'still 503 before validBefore',
       );
-      await until('validBefore to pass', async () => (Date.now() / 1000 > validBefore + 1 ? true : null), 60_000);
-      await provider.send('evm_mine', []);
-      const failed = await until('the watcher', async () => {
-        const record = await findSettlement(facilitator.pool, key);
-        return record?.status === 'failed' ? record : null;
-      });
+      // The chain's clock moved past validBefore (no block can include the transfer any more):
+      // the watcher makes the failure final.
+      const failed = await pastValidBefore(provider, validBefore, () =>
+        until('the watcher', async () => {
+          const record = await findSettlement(facilitator.pool, key);
+          return record?.status === 'failed' ? record : null;
+        }),
+      );
       assert.equal(failed.failureCause, 'inclusion_timeout');
       const after = await gateway.client.post('/settle', body, facilitator.url);
       assert.equal(after.status, 200);

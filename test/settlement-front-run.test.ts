@@ -15,7 +15,7 @@
 //   state and the log window end at the same block).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { Transaction, Wallet, hexlify, randomBytes, parseEther } from 'ethers';
+import { Transaction, Wallet, hexlify, randomBytes, parseEther, type JsonRpcProvider } from 'ethers';
 import { stack } from './support/stack.ts';
 import {
   spawnFacilitatorWorker,
@@ -26,8 +26,6 @@ import {
 } from './support/facilitator.ts';
 import {
   balanceOf,
-  chainProvider,
-  newAccount,
   newPayTo,
   newPayer,
   encodePayment,
@@ -39,6 +37,7 @@ import {
   type TestAccount,
 } from './support/x402.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
+import { withOwnFacilitator } from './support/settling.ts';
 import { startUpstream } from './support/upstream.ts';
 import { fund, tokenContract } from '../scripts/dev/chain.ts';
 import type { Payment } from '../x402/schemas.ts';
@@ -48,29 +47,19 @@ import { isCancelRaw } from '../facilitator/settlement/signed.ts';
 
 describe('an authorization used outside the facilitator’s own transfer', function () {
   this.timeout(120_000);
-  let provider: ReturnType<typeof chainProvider>;
+  let provider: JsonRpcProvider;
   let gateway: TestAccount;
   let facilitator: FacilitatorStack;
-
-  before(async () => {
-    provider = chainProvider();
-    gateway = await newAccount('front-run-gateway');
-    facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
-      overrides: {
-        FACILITATOR_TASK_QUEUE: 'facilitator-front-run',
-        FACILITATOR_SETTLE_DEADLINE_MS: '15000',
-        FACILITATOR_INCLUSION_TIMEOUT_MS: '2000',
-        // No fee bump before the inclusion timeout: the pool holds exactly the test's order.
-        FACILITATOR_FEE_BUMP_AFTER_MS: '0',
-      },
-    });
-  });
-  after(async () => {
-    await provider.send('evm_setAutomine', [true]).catch(() => undefined);
-    await gateway.client.close();
-    await facilitator.close();
-    provider.destroy();
-  });
+  withOwnFacilitator(
+    'front-run',
+    {
+      FACILITATOR_SETTLE_DEADLINE_MS: '15000',
+      FACILITATOR_INCLUSION_TIMEOUT_MS: '2000',
+      // No fee bump before the inclusion timeout: the pool holds exactly the test's order.
+      FACILITATOR_FEE_BUMP_AFTER_MS: '0',
+    },
+    (own) => ({ provider, gateway, facilitator } = own),
+  );
 
   const keyOf = (payer: string, nonce: string) => settlementKey(8453, stack().infra.tokenAddress, payer, nonce);
   const gasNonce = () => provider.getTransactionCount(facilitator.gasWallet, 'latest');

@@ -8,6 +8,7 @@ import { Worker } from '@temporalio/worker';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { stack } from './support/stack.ts';
 import { facilitatorBundle } from './support/facilitator.ts';
+import { waitFor } from './support/wait.ts';
 import { newAccount, newPayTo, newPayer, requirements, settleBody, signPayment } from './support/x402.ts';
 import { settlementKey } from '../facilitator/store/records.ts';
 
@@ -19,15 +20,17 @@ const decode = (payloads: Payloads) =>
 
 /** The workflow's result; the fast path answers before it starts the workflow, so it may not exist yet. */
 async function waitForResult(handle: { result(): Promise<unknown> }): Promise<void> {
-  for (let i = 0; ; i++) {
-    try {
-      await handle.result();
-      return;
-    } catch (err) {
-      if (i >= 50 || (err as Error).name !== 'WorkflowNotFoundError') throw err;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
+  await waitFor(
+    () =>
+      handle.result().then(
+        () => true,
+        (err: Error) => {
+          if (err.name !== 'WorkflowNotFoundError') throw err;
+          return false;
+        },
+      ),
+    { timeoutMs: 5_000, everyMs: 100, what: 'the settlement workflow to exist and close' },
+  );
 }
 
 async function record(name: string, run: () => Promise<{ payer: string; nonce: string }>): Promise<void> {

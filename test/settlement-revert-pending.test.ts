@@ -15,14 +15,13 @@
 // validBefore has passed: the sweeper starts its watcher again.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { Transaction, parseEther, type TransactionReceipt } from 'ethers';
+import { Transaction, parseEther, type JsonRpcProvider, type TransactionReceipt } from 'ethers';
 import { stack } from './support/stack.ts';
-import { pastValidBefore, startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
+import { pastValidBefore, until, type FacilitatorStack } from './support/facilitator.ts';
+import { withOwnFacilitator } from './support/settling.ts';
 import {
   balanceOf,
-  chainProvider,
   encodePayment,
-  newAccount,
   newPayTo,
   newPayer,
   settlingTenant,
@@ -41,36 +40,28 @@ const STILL_SETTLING = 'payment is still settling; retry with the same payment h
 
 describe('a facilitator transfer that reverts with the authorization unused', function () {
   this.timeout(120_000);
-  let provider: ReturnType<typeof chainProvider>;
+  let provider: JsonRpcProvider;
   let gateway: TestAccount;
   let facilitator: FacilitatorStack;
   let upstream: TestUpstream;
   let token: string;
-
+  withOwnFacilitator(
+    'revert-pending',
+    {
+      FACILITATOR_SETTLE_DEADLINE_MS: '15000',
+      // Long enough that no cancel is sent while the test holds the transfer in the pool.
+      FACILITATOR_INCLUSION_TIMEOUT_MS: '5000',
+      FACILITATOR_FEE_BUMP_AFTER_MS: '0',
+      // The sweeper restarts the watcher of a settlement pending this long past validBefore.
+      FACILITATOR_SWEEP_AFTER_MS: '1000',
+    },
+    (own) => ({ provider, gateway, facilitator } = own),
+  );
   before(async () => {
-    provider = chainProvider();
-    gateway = await newAccount('revert-pending-gateway');
-    facilitator = await startFacilitatorStack(stack().infra, stack().temporal, {
-      overrides: {
-        FACILITATOR_TASK_QUEUE: 'facilitator-revert-pending',
-        FACILITATOR_SETTLE_DEADLINE_MS: '15000',
-        // Long enough that no cancel is sent while the test holds the transfer in the pool.
-        FACILITATOR_INCLUSION_TIMEOUT_MS: '5000',
-        FACILITATOR_FEE_BUMP_AFTER_MS: '0',
-        // The sweeper restarts the watcher of a settlement pending this long past validBefore.
-        FACILITATOR_SWEEP_AFTER_MS: '1000',
-      },
-    });
     upstream = await startUpstream();
     token = await settlingTenant(`tenant-revert-pending-${randomUUID()}`, gateway, facilitator.url);
   });
-  after(async () => {
-    await provider.send('evm_setAutomine', [true]).catch(() => undefined);
-    await upstream.close();
-    await gateway.client.close();
-    await facilitator.close();
-    provider.destroy();
-  });
+  after(() => upstream.close());
 
   const failedGasToday = async () => {
     const { rows } = await facilitator.pool.query<{ wei: string }>(
@@ -258,8 +249,9 @@ describe('a facilitator transfer that reverts with the authorization unused', fu
     assert.equal(record?.failureCause, 'reverted');
     assert.equal(record?.txHash, revert.hash);
     // Decided by the new watcher the sweeper started, or by the settlement's own retry when it
-    // came first: either way the lost watcher left nothing pending.
-    assert.notEqual((await watcher.describe()).status.name, 'RUNNING', 'no watcher is left waiting');
+    // came first: either way the lost watcher left nothing pending (a watcher the sweeper
+    // started meanwhile reads the final record and ends).
+    await until('no watcher left waiting', async () => (await watcher.describe()).status.name !== 'RUNNING');
     assert.deepEqual(await transfersTo(provider, c.payTo), [], 'nothing collected');
     assert.equal(c.served(), 0, 'never forwarded');
   });

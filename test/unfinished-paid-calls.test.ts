@@ -21,25 +21,16 @@ import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
+import type { JsonRpcProvider } from 'ethers';
 import { stack } from './support/stack.ts';
 import { call, callAt, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { withPayingTenant } from './support/settling.ts';
 import { startApiProcess } from './support/api-process.ts';
 import { exited, startWorkerProcess } from './support/worker-process.ts';
 import { startTcpRelay } from './support/tcp-relay.ts';
 import { until } from './support/facilitator.ts';
-import {
-  balanceOf,
-  chainProvider,
-  encodePayment,
-  newAccount,
-  newPayTo,
-  newPayer,
-  settlingTenant,
-  signPayment,
-  transfersTo,
-  type TestAccount,
-} from './support/x402.ts';
+import { balanceOf, encodePayment, newPayTo, newPayer, signPayment, transfersTo } from './support/x402.ts';
 import { failStaleStreams } from '../gateway/invocations/stale-streams.ts';
 import { startGateway } from '../api/gateway.ts';
 import { startRelay } from '../api/proxy/start-relay.ts';
@@ -54,26 +45,16 @@ const FUNDS = 100_000n;
 
 describe('a paid call lost to a crash or a terminated workflow: its row closed, its payment resumable once exactly when the call never reached its upstream', function () {
   this.timeout(120_000);
-  let provider: ReturnType<typeof chainProvider>;
+  let provider: JsonRpcProvider;
   let upstream: TestUpstream;
   /** Receives calls and answers none (closed at the end). */
   let slow: TestUpstream;
-  let account: TestAccount;
   let token: string;
-
+  withPayingTenant('unfinished', (paying) => ({ provider, upstream, token } = paying));
   before(async () => {
-    provider = chainProvider();
-    upstream = await startUpstream();
     slow = await startUpstream(() => undefined);
-    account = await newAccount(`unfinished-${randomUUID()}`);
-    token = await settlingTenant(`tenant-unfinished-${randomUUID()}`, account);
   });
-  after(async () => {
-    await upstream.close();
-    await slow.close();
-    await account.client.close();
-    provider.destroy();
-  });
+  after(() => slow.close());
 
   const sql = <T>(query: string, params: unknown[]) => stack().orm.em.getConnection().execute<T[]>(query, params);
 

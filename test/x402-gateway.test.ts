@@ -6,22 +6,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { wrapFetchWithPayment, createSigner, decodeXPaymentResponse } from 'x402-fetch';
-import { getAddress, toQuantity } from 'ethers';
+import { getAddress, toQuantity, type JsonRpcProvider } from 'ethers';
 import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
-import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import {
-  balanceOf,
-  chainProvider,
-  encodePayment,
-  newAccount,
-  newPayTo,
-  newPayer,
-  settlingTenant,
-  signPayment,
-  transfersTo,
-  type TestAccount,
-} from './support/x402.ts';
+import type { TestUpstream } from './support/upstream.ts';
+import { withPayingTenant } from './support/settling.ts';
+import { balanceOf, encodePayment, newPayTo, newPayer, signPayment, transfersTo } from './support/x402.ts';
 
 type Sent = { status: number; payment: string | undefined };
 
@@ -43,26 +33,10 @@ function payingFetch(privateKey: string, maxValue = 1_000_000n) {
 
 describe('x402 payment gate through the gateway and the facilitator', function () {
   this.timeout(120_000);
-  let provider: ReturnType<typeof chainProvider>;
+  let provider: JsonRpcProvider;
   let upstream: TestUpstream;
-  let facilitatorAccount: TestAccount;
   let token: string;
-  let tenant: string;
-
-  before(async () => {
-    provider = chainProvider();
-    upstream = await startUpstream();
-    facilitatorAccount = await newAccount(`gateway-${randomUUID()}`);
-    tenant = `tenant-x402-${randomUUID()}`;
-    // The tenant's settlement configuration: the facilitator's URL and a credential holding the
-    // client certificate of a facilitator account.
-    token = await settlingTenant(tenant, facilitatorAccount);
-  });
-  after(async () => {
-    await upstream.close();
-    await facilitatorAccount.client.close();
-    provider.destroy();
-  });
+  withPayingTenant('x402', (paying) => ({ provider, upstream, token } = paying));
 
   async function pricedAgent(
     as: string,

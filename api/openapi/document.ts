@@ -8,7 +8,7 @@ import type { RateCeiling } from '../agents/schema.ts';
 import { catalogOperations } from './endpoints-catalog.ts';
 import { callOperations, serviceOperations } from './endpoints-calls.ts';
 import { publicOperations } from './endpoints-public.ts';
-import type { Operation, ResponseSpec } from './responses.ts';
+import { responsesOf, type Operation, type ResponseSpec } from './responses.ts';
 
 type Json = Record<string, unknown>;
 const ref = (id: string) => ({ $ref: `#/components/schemas/${id}` });
@@ -73,7 +73,7 @@ function components(ops: Operation[]): Record<string, Json> {
   const outputs: Array<[z.ZodType, string]> = [];
   for (const op of ops) {
     if (op.body && 'schema' in op.body) inputs.push([op.body.schema, idOf(op.body.schema, op.body.id)]);
-    for (const response of Object.values(op.responses)) {
+    for (const response of Object.values(responsesOf(op))) {
       if (response.body && !('mediaType' in response.body)) outputs.push([response.body, idOf(response.body)]);
       for (const alt of response.oneOf ?? []) outputs.push([alt, idOf(alt)]);
     }
@@ -138,7 +138,7 @@ function operation(op: Operation): Json {
         : { [op.body.mediaType]: {} };
     out.requestBody = { required: op.body.required, content };
   }
-  out.responses = Object.fromEntries(Object.entries(op.responses).map(([status, spec]) => [status, response(spec)]));
+  out.responses = Object.fromEntries(Object.entries(responsesOf(op)).map(([status, spec]) => [status, response(spec)]));
   return out;
 }
 

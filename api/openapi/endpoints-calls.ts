@@ -18,7 +18,7 @@ import {
   ProxyPath,
 } from '../proxy/schema.ts';
 import { ErrorBody, Health, Jwks, Readiness, Version } from './schemas.ts';
-import { bodyTooLarge, err, rateLimited, serverError, unauthorized, type Operation } from './responses.ts';
+import { err, rateLimited, type Operation } from './responses.ts';
 
 const slowBody = err('The body arrived too slowly (docs/PROXY.md "Slow uploads"); the connection is closed.');
 // x402, in either dialect (docs/SETTLEMENT.md): v1 X-PAYMENT / X-PAYMENT-RESPONSE, v2
@@ -100,7 +100,6 @@ export const callOperations: Operation[] = [
       400: err(
         'X-Gateway-Model longer than 256 bytes, an unparseable MCP or A2A body, an A2A method the agent does not pass, or (transactional) a streaming A2A method.',
       ),
-      401: unauthorized,
       402: {
         description: 'Payment required (challenge) or payment failed (error).',
         oneOf: [PaymentChallenge, ErrorBody],
@@ -114,7 +113,6 @@ export const callOperations: Operation[] = [
       429: rateLimited(
         "The agent's or the global rate limit, or too many of the tenant's request bodies in flight (Retry-After: 1).",
       ),
-      500: serverError,
       502: err(
         'A priced call refused before payment: the agent credential cannot be resolved, or the upstream address is one the SSRF guard refuses.',
       ),
@@ -144,7 +142,6 @@ export const callOperations: Operation[] = [
       400: err(
         'X-Gateway-Model longer than 256 bytes, an unparseable MCP or A2A body, an A2A method the agent does not pass, or (transactional) a streaming A2A method.',
       ),
-      401: unauthorized,
       402: {
         description: 'Payment required or failed.',
         oneOf: [PaymentChallenge, ErrorBody],
@@ -158,7 +155,6 @@ export const callOperations: Operation[] = [
       429: rateLimited(
         "The agent's or the global rate limit, or (MCP) too many of the tenant's request bodies in flight (Retry-After: 1).",
       ),
-      500: serverError,
       502: err('Upstream unreachable, its circuit open, or the agent credential cannot be resolved.'),
       503: {
         description:
@@ -183,9 +179,7 @@ export const callOperations: Operation[] = [
           "The upstream's Agent Card as last read, its interfaces at the gateway's JSON-RPC endpoint for the agent (`/v1/proxy/{id}/stream`), the gateway's bearer scheme in place of the upstream's; no upstream address or credential.",
         body: { mediaType: 'application/json' },
       },
-      401: unauthorized,
       404: err('No such agent in the tenant, not an A2A agent, or no card read yet (no upstream_url).'),
-      500: serverError,
     },
   },
   {
@@ -198,9 +192,7 @@ export const callOperations: Operation[] = [
     params: { path: InvocationPath },
     responses: {
       200: { description: 'The invocation.', body: InvocationView },
-      401: unauthorized,
       404: err('No such invocation of this agent in the tenant.'),
-      500: serverError,
     },
   },
 
@@ -216,8 +208,6 @@ export const callOperations: Operation[] = [
     responses: {
       200: { description: 'A page of invocations (bodies are never listed).', body: InvocationList },
       400: err('Invalid filter, limit or cursor; since after until.'),
-      401: unauthorized,
-      500: serverError,
     },
   },
   {
@@ -230,9 +220,7 @@ export const callOperations: Operation[] = [
     params: { path: ReceiptPath },
     responses: {
       200: { description: 'The receipt (compact JWS).', body: Receipt },
-      401: unauthorized,
       404: err('No receipt (yet) for this invocation in the tenant.'),
-      500: serverError,
     },
   },
   {
@@ -257,9 +245,6 @@ export const callOperations: Operation[] = [
     responses: {
       200: { description: 'The new version.', body: PolicyVersion },
       400: err('Malformed document (never stored).'),
-      401: unauthorized,
-      413: bodyTooLarge,
-      500: serverError,
     },
   },
   {
@@ -271,9 +256,7 @@ export const callOperations: Operation[] = [
     auth: true,
     responses: {
       200: { description: 'The document.', body: PolicyView },
-      401: unauthorized,
       404: err('The tenant has no policy.'),
-      500: serverError,
     },
   },
   {
@@ -287,9 +270,7 @@ export const callOperations: Operation[] = [
     auth: true,
     responses: {
       204: { description: 'Removed.' },
-      401: unauthorized,
       404: err('The tenant has no policy.'),
-      500: serverError,
     },
   },
   {
@@ -305,8 +286,6 @@ export const callOperations: Operation[] = [
     responses: {
       200: { description: 'Decisions and the effective limit.', body: PolicyDecisionList },
       400: err('since or until is not an RFC 3339 date-time, or since is after until.'),
-      401: unauthorized,
-      500: serverError,
     },
   },
 
@@ -324,9 +303,7 @@ export const callOperations: Operation[] = [
       400: err(
         'Missing or invalid since/until, unsupported group_by or bucket, since after until, or a window over 31 days.',
       ),
-      401: unauthorized,
       429: rateLimited('Per-caller analytics limit.'),
-      500: serverError,
     },
   },
 ];

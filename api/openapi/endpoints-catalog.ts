@@ -19,7 +19,7 @@ import {
   CredentialView,
 } from '../credentials/schema.ts';
 import { SettlementConfigInput, SettlementConfigView } from '../settlement/schema.ts';
-import { bodyTooLarge, err, notFound, serverError, unauthorized, type Operation } from './responses.ts';
+import { err, notFound, type Operation } from './responses.ts';
 
 /** On an answer that prices an agent in a tenant without settlement configured (an addition to the v1 contract). */
 const uncollectedWarning = {
@@ -46,12 +46,9 @@ function agentOperations(ceiling: RateCeiling): Operation[] {
         400: err(
           'Invalid body, missing name, invalid upstream_url, or an invalid protocol/pricing combination; credential_ref naming no credential of the tenant.',
         ),
-        401: unauthorized,
-        413: bodyTooLarge,
         409: err(
           'An active or pending agent with the same name exists in the tenant, or the tenant already has TENANT_MAX_AGENTS active or pending agents.',
         ),
-        500: serverError,
       },
     },
     {
@@ -66,8 +63,6 @@ function agentOperations(ceiling: RateCeiling): Operation[] {
       responses: {
         200: { description: 'A page of agents.', body: AgentList },
         400: err('Invalid filter, limit or cursor; a parameter given twice.'),
-        401: unauthorized,
-        500: serverError,
       },
     },
     {
@@ -80,9 +75,7 @@ function agentOperations(ceiling: RateCeiling): Operation[] {
       params: { path },
       responses: {
         200: { description: 'The agent.', body: AgentView },
-        401: unauthorized,
         404: notFound('agent'),
-        500: serverError,
       },
     },
     {
@@ -99,11 +92,8 @@ function agentOperations(ceiling: RateCeiling): Operation[] {
       responses: {
         200: { description: 'The updated agent.', body: AgentView, headers: uncollectedWarning },
         400: err('Invalid body or combination.'),
-        401: unauthorized,
-        413: bodyTooLarge,
         404: notFound('agent'),
         409: err('The new name is taken by an active or pending agent, or the agent is inactive.'),
-        500: serverError,
       },
     },
     {
@@ -118,9 +108,7 @@ function agentOperations(ceiling: RateCeiling): Operation[] {
       params: { path },
       responses: {
         204: { description: 'Deleted (also when it already was).' },
-        401: unauthorized,
         404: notFound('agent'),
-        500: serverError,
       },
     },
     {
@@ -135,11 +123,8 @@ function agentOperations(ceiling: RateCeiling): Operation[] {
       responses: {
         200: { description: 'The suspended agent.', body: AgentView },
         400: err('Invalid body.'),
-        401: unauthorized,
-        413: bodyTooLarge,
         404: notFound('agent'),
         409: err('The agent is inactive.'),
-        500: serverError,
       },
     },
     {
@@ -154,11 +139,8 @@ function agentOperations(ceiling: RateCeiling): Operation[] {
       responses: {
         200: { description: 'The agent.', body: AgentView },
         400: err('Invalid body.'),
-        401: unauthorized,
-        413: bodyTooLarge,
         404: notFound('agent'),
         409: err('The agent is inactive.'),
-        500: serverError,
       },
     },
   ];
@@ -178,10 +160,7 @@ const credentialOperations: Operation[] = [
     responses: {
       201: { description: 'The stored credential (metadata only).', body: CredentialView },
       400: err('Invalid body.'),
-      401: unauthorized,
-      413: bodyTooLarge,
       409: err('The name is taken in the tenant.'),
-      500: serverError,
     },
   },
   {
@@ -195,8 +174,6 @@ const credentialOperations: Operation[] = [
     responses: {
       200: { description: 'A page of credentials.', body: CredentialList },
       400: err('Invalid limit or cursor; a parameter given twice.'),
-      401: unauthorized,
-      500: serverError,
     },
   },
   {
@@ -209,9 +186,7 @@ const credentialOperations: Operation[] = [
     params: { path: CredentialPath },
     responses: {
       200: { description: 'The credential.', body: CredentialView },
-      401: unauthorized,
       404: notFound('credential'),
-      500: serverError,
     },
   },
   {
@@ -228,11 +203,8 @@ const credentialOperations: Operation[] = [
     responses: {
       200: { description: 'The updated credential.', body: CredentialView },
       400: err('Invalid body, empty name or plaintext, invalid auth_type, or a field of the other source.'),
-      401: unauthorized,
-      413: bodyTooLarge,
       404: notFound('credential'),
       409: err('The new name conflicts with another credential in the tenant.'),
-      500: serverError,
     },
   },
   {
@@ -245,10 +217,8 @@ const credentialOperations: Operation[] = [
     params: { path: CredentialPath },
     responses: {
       204: { description: 'Deleted.' },
-      401: unauthorized,
       404: notFound('credential'),
       409: err("Still referenced by an agent's credential_ref or the tenant's facilitator_credential_ref."),
-      500: serverError,
     },
   },
 ];
@@ -263,9 +233,7 @@ const settlementOperations: Operation[] = [
     auth: true,
     responses: {
       200: { description: 'The configuration.', body: SettlementConfigView },
-      401: unauthorized,
       404: err('The tenant has not configured settlement.'),
-      500: serverError,
     },
   },
   {
@@ -282,9 +250,6 @@ const settlementOperations: Operation[] = [
       200: { description: 'Replaced.', body: SettlementConfigView },
       201: { description: 'Created.', body: SettlementConfigView },
       400: err('Invalid body or URL; the credential is absent or holds no usable client certificate and key.'),
-      401: unauthorized,
-      413: bodyTooLarge,
-      500: serverError,
     },
   },
   {
@@ -296,9 +261,7 @@ const settlementOperations: Operation[] = [
     auth: true,
     responses: {
       204: { description: 'Removed.' },
-      401: unauthorized,
       404: err('The tenant has not configured settlement.'),
-      500: serverError,
     },
   },
 ];

@@ -30,13 +30,25 @@ export type Operation = {
 };
 
 export const err = (description: string): ResponseSpec => ({ description, body: ErrorBody });
-export const unauthorized: ResponseSpec = {
+const unauthorized: ResponseSpec = {
   description: 'Missing or invalid bearer token, or absent tenant/user claims. No body.',
 };
 export const serverError: ResponseSpec = { description: 'Unexpected server error. No body.' };
 export const notFound = (what: string) => err(`No ${what} with that id in the caller's tenant.`);
 /** Every management operation with a JSON body: the body parser's cap (docs/PROXY.md "Pathological JSON"). */
-export const bodyTooLarge = err('JSON body over 1 MiB.');
+const bodyTooLarge = err('JSON body over 1 MiB.');
+
+/**
+ * An operation's answers with those its kind shares (its own win): every /v1 resource's 401
+ * and 500 (a bearer token, no body on either), and the body parser's 413 for a JSON body.
+ */
+export function responsesOf(op: Operation): Record<string, ResponseSpec> {
+  return {
+    ...(op.auth ? { 401: unauthorized, 500: serverError } : {}),
+    ...(op.body && 'schema' in op.body ? { 413: bodyTooLarge } : {}),
+    ...op.responses,
+  };
+}
 export const rateLimited = (what: string): ResponseSpec => ({
   description: what,
   body: ErrorBody,

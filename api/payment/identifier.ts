@@ -17,6 +17,12 @@ import { PAYMENT_RESPONSE_HEADER, paymentResponseValue, type Dialect } from './d
 /** The answer of the first attempt a retry with the same payment identifier gets back. */
 class EarlierOutcome extends ApiError {}
 
+/** The invocation an answer to a resend under a known identifier names, or null for any other error. */
+export function earlierInvocationOf(err: unknown): string | null {
+  if (!(err instanceof EarlierOutcome)) return null;
+  return (err.body as { invocation_id: string }).invocation_id;
+}
+
 export function identifierConflict(): ApiError {
   return conflict('payment identifier already used with another payment');
 }

@@ -9,7 +9,7 @@ import { A2aRequestError, a2aRequestFacts } from '../../gateway/a2a/methods.ts';
 import type { TaskBindings } from '../../gateway/a2a/tasks.ts';
 import type { Agent } from '../../gateway/db/entities.ts';
 import type { A2aCall, ProxyCall } from './call.ts';
-import { JsonRpcRequest } from './parse.ts';
+import { JSON_RPC_MEMBERS, JsonRpcRequest, refuseCaseVariants } from './parse.ts';
 
 export function parseA2aBody(body: Buffer, agent: Agent, mode: ProxyCall['mode']): A2aCall {
   let parsed: unknown;
@@ -22,6 +22,13 @@ export function parseA2aBody(body: Buffer, agent: Agent, mode: ProxyCall['mode']
   const request = JsonRpcRequest.safeParse(parsed);
   if (!request.success) throw badRequest('A2A body must be a single JSON-RPC 2.0 request');
   const { method, params, id } = request.data;
+  const message = (params as { message?: { metadata?: unknown } } | undefined)?.message;
+  refuseCaseVariants('A2A', [
+    [parsed, JSON_RPC_MEMBERS],
+    [params, ['message', 'id', 'taskId']],
+    [message, ['taskId', 'referenceTaskIds', 'contextId', 'metadata']],
+    [message?.metadata, ['skill']],
+  ]);
   if (method.includes('\u0000')) throw badRequest('A2A method names must not contain NUL characters');
   let facts;
   try {

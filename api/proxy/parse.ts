@@ -15,6 +15,29 @@ export const JsonRpcRequest = z.object({
   params: z.unknown().optional(),
 });
 
+/**
+ * A key of `where` that is one of `names` in other letter case (`Method`, `NAME`), or null. Go's
+ * encoding/json, which many MCP and A2A servers decode with, matches keys ignoring case: such
+ * a key is what that upstream reads, unseen by the gateway's prices, policy and task binding.
+ */
+export function caseVariantKey(where: unknown, names: readonly string[]): string | null {
+  if (where === null || typeof where !== 'object' || Array.isArray(where)) return null;
+  const lower = new Set(names.map((name) => name.toLowerCase()));
+  return Object.keys(where).find((key) => !names.includes(key) && lower.has(key.toLowerCase())) ?? null;
+}
+
+/** The JSON-RPC request's own members. */
+export const JSON_RPC_MEMBERS = ['jsonrpc', 'method', 'id', 'params'] as const;
+
+/** A 400 naming the first key of the (object, names) pairs that only a case-blind reader takes for a name. */
+export function refuseCaseVariants(protocol: string, checks: Array<[unknown, readonly string[]]>): void {
+  for (const [where, names] of checks) {
+    const key = caseVariantKey(where, names);
+    if (key !== null)
+      throw badRequest(`${protocol} body has ${JSON.stringify(key.slice(0, 100))}: keys are case-sensitive`);
+  }
+}
+
 export function parseMcpBody(body: Buffer): McpCall {
   let parsed: unknown;
   try {
@@ -26,6 +49,10 @@ export function parseMcpBody(body: Buffer): McpCall {
   const request = JsonRpcRequest.safeParse(parsed);
   if (!request.success) throw badRequest('MCP body must be a single JSON-RPC 2.0 request');
   const params = request.data.params as { name?: unknown } | undefined;
+  refuseCaseVariants('MCP', [
+    [parsed, JSON_RPC_MEMBERS],
+    [params, ['name']],
+  ]);
   const tool =
     request.data.method === 'tools/call' && typeof params?.name === 'string' ? params.name.slice(0, 256) : null;
   // Both are recorded as text, which PostgreSQL cannot hold with U+0000 in it.

@@ -46,6 +46,9 @@ function upstreamHeaders(
     ...credentialHeaders,
     'x-request-id': call.requestId,
   };
+  // An A2A answer is watched for the tasks it names, which are bound as it passes (a2a-tap.ts):
+  // the gateway cannot read a compressed one, so it asks for it uncompressed.
+  if (call.a2a) headers['accept-encoding'] = 'identity';
   // The caller's body goes up unchanged, so its declared length still holds.
   if (!Buffer.isBuffer(body) && declaredLength !== null) headers['content-length'] = String(declaredLength);
   return headers;

@@ -4,7 +4,6 @@
 // invocation row `pending` (the intent to start) and a paid call's payment in one commit → 202
 // → InvocationWorkflow started by this process at once (not waited for), else by the start relay
 // (api/proxy/start-relay.ts). The streaming endpoint (api/proxy/stream.ts) passes the same gate.
-import { createHash, randomBytes } from 'node:crypto';
 import Router from '@koa/router';
 import { InvocationSchema } from '../../gateway/db/entities.ts';
 import { isId, newId } from '../../lib/ids.ts';
@@ -29,14 +28,10 @@ import type { BacklogPlace } from '../proxy/start-backlog.ts';
 import { writeAccepted, type AcceptedRow } from '../../gateway/invocations/accept.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
-import { publicBaseUrl, publicRequestUrl } from '../public-url.ts';
+import { publicRequestUrl } from '../public-url.ts';
+import { newPollKey, pollUrl, withNewPollUrl } from '../proxy/public-poll.ts';
 
 /** The poll capability of a public call (docs/API.md): 128 random bits; only its SHA-256 is stored. */
-function newPollKey(): { key: string; sha256: string } {
-  const key = randomBytes(16).toString('base64url');
-  return { key, sha256: createHash('sha256').update(key).digest('hex') };
-}
-
 /** POST of a transactional call, at either door (gate.ts Door). */
 export function transactionalRoute(deps: AppDeps, services: ProxyServices, door: Door) {
   return async function transactional(ctx: GateCtx): Promise<void> {
@@ -135,7 +130,8 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
       }
     } catch (err) {
       place?.release();
-      throw err;
+      // A public payer resending under its payment identifier gets a poll URL again.
+      throw pollKey ? await withNewPollUrl(ctx, deps, call.caller.userId, err) : err;
     }
     // Accepted. The start is sent now (or as soon as one of the process's starts in flight ends),
     // inside the call's trace, and not waited for: the 202 goes out while it travels. If it fails
@@ -158,10 +154,7 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
     if (call.payment?.responseHeader)
       ctx.set(PAYMENT_RESPONSE_HEADER[call.payment.dialect], call.payment.responseHeader);
     ctx.body = pollKey
-      ? {
-          invocation_id: invocationId,
-          poll_url: `${publicBaseUrl(ctx, deps.config.publicAddress)}/public/invocations/${invocationId}?key=${pollKey.key}`,
-        }
+      ? { invocation_id: invocationId, poll_url: pollUrl(ctx, deps, invocationId, pollKey.key) }
       : { invocation_id: invocationId };
   };
 }

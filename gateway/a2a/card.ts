@@ -114,10 +114,11 @@ export type ServedSecurity =
  * requirements, and the extended card (its method is not passed).
  */
 export function servedCard(card: StoredCard, upstreamUrl: string, url: string, security: ServedSecurity): StoredCard {
-  const upstreamOrigin = new URL(upstreamUrl).origin;
+  // The upstream's host under any scheme or port (its card may name its docs on another port).
+  const upstreamHost = new URL(upstreamUrl).hostname;
   const onUpstream = (value: unknown) => {
     try {
-      return typeof value === 'string' && new URL(value).origin === upstreamOrigin;
+      return typeof value === 'string' && new URL(value).hostname === upstreamHost;
     } catch {
       return false;
     }

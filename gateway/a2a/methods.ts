@@ -123,7 +123,9 @@ export function a2aRequestFacts(method: string, params: unknown): A2aRequestFact
   const known = BY_SPELLING.get(method);
   const p = objectOr(params);
   const message = objectOr(p?.message);
-  const metadata = objectOr(message?.metadata);
+  // Only a method that sends a message names a skill: a `message` added to GetTask or
+  // SubscribeToTask would otherwise price or match the call by a skill it does not run.
+  const metadata = known && known.taskAt !== 'message' ? null : objectOr(message?.metadata);
   const facts: A2aRequestFacts = {
     method: known?.spec.name ?? null,
     sent: method,

@@ -15,10 +15,11 @@ import { loadFacilitatorConfig, type FacilitatorConfig } from '../../facilitator
 import { openFacilitatorPool } from '../../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../../facilitator/db/migrations.ts';
 import { startFacilitator } from '../../facilitator-service/server.ts';
-import { loadKeystoreSigner } from '../../facilitator/signer.ts';
+import { loadKeystoreSigner, type TransactionSigner } from '../../facilitator/signer.ts';
 import { createLogger } from '../../lib/log.ts';
 import { facilitatorWorkflowsPath } from '../../temporal/facilitator-worker.ts';
 import { findSettlement, type SettlementRecord } from '../../facilitator/store/records.ts';
+import { waitFor } from './wait.ts';
 
 export type FacilitatorStack = {
   config: FacilitatorConfig;
@@ -42,6 +43,23 @@ const silentLogger = {
   warn: () => undefined,
   error: () => undefined,
 };
+
+/**
+ * The gas wallet's signer, decrypted once per keystore (and password) and run: a keystore's scrypt costs
+ * seconds of CPU (3.2 s measured on this 2-core machine under the suite's load), and every
+ * facilitator a test starts uses the same dev keystore.
+ */
+const signers = new Map<string, Promise<TransactionSigner>>();
+function keystoreSigner(config: FacilitatorConfig): Promise<TransactionSigner> {
+  const { file, password, passwordFile } = config.keystore;
+  const key = JSON.stringify([file, password, passwordFile]);
+  let signer = signers.get(key);
+  if (!signer) {
+    signers.set(key, (signer = loadKeystoreSigner(config)));
+    signer.catch(() => signers.delete(key));
+  }
+  return signer;
+}
 
 /** The facilitator worker's workflow bundle, built once per run. */
 export function facilitatorBundle(): Promise<WorkflowBundle> {
@@ -92,7 +110,7 @@ export async function startFacilitatorStack(
   let worker;
   if (config.embeddedWorker) {
     worker = {
-      signer: await loadKeystoreSigner(config),
+      signer: await keystoreSigner(config),
       workflowBundle: opts.ownBundle ? undefined : await facilitatorBundle(),
     };
   }
@@ -148,19 +166,13 @@ export function finalRecord(pool: pg.Pool, key: string): Promise<SettlementRecor
   });
 }
 
-/** Polls `probe` (every 50 ms) until it returns something truthy, or fails naming `what`. */
+/** Polls `probe` (every 50 ms) until it returns something truthy, or fails naming `what` (wait.ts). */
 export async function until<T>(
   what: string,
   probe: () => Promise<T | null | undefined>,
   timeoutMs = 30_000,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  return (await waitFor(probe, { timeoutMs, everyMs: 50, what })) as T;
 }
 
 /**

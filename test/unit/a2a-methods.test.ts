@@ -30,4 +30,13 @@ describe('A2A request facts', () => {
     );
     assert.throws(() => a2aRequestFacts('CancelTask', {}), A2aRequestError);
   });
+
+  it('reads a skill only from a method that sends a message', () => {
+    const named = { message: { metadata: { skill: 'free' } } };
+    assert.equal(a2aRequestFacts('SendMessage', named).skill, 'free');
+    assert.equal(a2aRequestFacts('message/stream', named).skill, 'free');
+    assert.equal(a2aRequestFacts('GetTask', { id: 't1', ...named }).skill, null);
+    assert.equal(a2aRequestFacts('SubscribeToTask', { id: 't1', ...named }).skill, null);
+    assert.equal(a2aRequestFacts('tasks/cancel', { id: 't1', ...named }).skill, null);
+  });
 });

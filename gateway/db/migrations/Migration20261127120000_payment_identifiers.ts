@@ -3,7 +3,7 @@ import { Migration } from '@mikro-orm/migrations';
 // The x402 payment-identifier extension: a payer's idempotency key, kept with the claim of the
 // payment it first came with. Unique per (tenant, agent, payer) while set, so two authorizations
 // racing under one identifier cannot both be claimed; an identifier older than the window the
-// gateway honours is cleared before a new claim takes it (gateway/payment/claims.ts).
+// gateway honours is cleared before a new claim takes it (gateway/payment/binding.ts).
 export class Migration20261127120000_payment_identifiers extends Migration {
   override up(): void {
     this.addSql(`alter table payment_claims add column payment_id text`);

@@ -125,11 +125,13 @@ export class Migration20261128040000_analytics_rebuild_summaries extends Migrati
                          where ti is not null group by 1, 2, 3, 4) as s group by 1, 2, 3) as t using (tenant_id, agent_id, bucket_start);
         get diagnostics rebuilt = row_count;
         -- A day's percentiles over all its samples: what merging its 24 hourly histograms gives.
+        -- A read's write-back may have stored a day since the delete: the rebuild's figure wins.
         insert into analytics_daily_summary (tenant_id, agent_id, day, count, summary)
         select tenant_id, agent_id, date_trunc('day', bucket_start, 'UTC'), count(*),
                analytics_summary(percentile_disc(array[0.5, 0.95, 0.99]) within group (order by li),
                                  percentile_disc(array[0.5, 0.95, 0.99]) within group (order by ti))
-        from analytics_rebuild_base group by 1, 2, 3;
+        from analytics_rebuild_base group by 1, 2, 3
+        on conflict (tenant_id, day, agent_id) do update set count = excluded.count, summary = excluded.summary;
         drop table analytics_rebuild_base;
         return rebuilt;
       end
