@@ -31,6 +31,7 @@ import type { InvocationOutcome } from '../activities/invocation.ts';
 import { AgentId, InvocationStatus, TenantId } from '../temporal/search-attributes.ts';
 import { listeningPort, spawnInto, stopChildren } from './processes.ts';
 import { cpuBetween, cpuSnapshot, findPids, type CpuGroups } from './cpu.ts';
+import { databaseBackends } from './database-cpu.ts';
 import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
 import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
 import { parseCommand } from '../scripts/lib/cli.ts';
@@ -251,21 +252,13 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
     // Where the CPU goes, per process: the Temporal server found by its port, PostgreSQL as the
     // backends connected to the bench database (the server may be shared with other work).
     const temporalPort = infra.temporalAddress.split(':').at(-1)!;
-    const databaseName = new URL(infra.databaseUrl).pathname.slice(1);
-    const pgProbe = new pg.Client({ connectionString: infra.databaseUrl });
-    await pgProbe.connect();
+    const database = await databaseBackends(infra.databaseUrl);
     const cpu: CpuGroups = {
       'gateway API': () => [gateway.pid!],
       'gateway worker': () => [gatewayWorker.pid!],
       'echo worker': () => [echoWorker.pid!],
       'Temporal server': () => findPids('start-dev', `--port ${temporalPort}`),
-      'PostgreSQL (bench database backends)': async () =>
-        (
-          await pgProbe.query<{ pid: number }>(
-            'select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()',
-            [databaseName],
-          )
-        ).rows.map((r) => r.pid),
+      'PostgreSQL (bench database backends)': database.pids,
       upstream: () => [upstream.pid!],
       'load generator (this process)': () => [process.pid],
     };
@@ -276,7 +269,7 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
       rounds.progress(round + 1, ROUNDS, 'rounds');
     }
     rounds.end();
-    await pgProbe.end();
+    await database.end();
     await api.close();
     const [bare, gw] = targets.map((t) => merge(windows.get(t.name)!));
 

@@ -8,12 +8,14 @@
 // - an upstream that compresses its answers when the caller accepts it, hiding the tasks it
 //   names from the gateway (which binds them as they pass);
 // - a skill named in a request that sends no message, to take that skill's price;
+// - Server-Sent Events whose lines end in CR only, which the gateway held back unseen;
 // - a member the gateway reads sent in other letter case (`METHOD`, `Skill`), which an upstream
 //   decoding with Go's case-blind encoding/json would read in place of the one the gateway saw.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { gzipSync } from 'node:zlib';
+import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { call } from './support/http.ts';
 import { createAgent, rawUpstream, readAll } from './support/proxy-helpers.ts';
@@ -197,5 +199,54 @@ describe('A2A: what a caller or an upstream cannot make the gateway do', functio
       headers,
     });
     assert.equal(read.status, 402, read.text);
+  });
+
+  it('passes and watches an event stream whose lines end in CR only, each event as it arrives', async () => {
+    const taskId = `cr-${randomUUID()}`;
+    const event = {
+      jsonrpc: '2.0',
+      id: 1,
+      result: { task: { id: taskId, contextId: 'c', status: { state: 'TASK_STATE_WORKING' } } },
+    };
+    let stream: ServerResponse | undefined;
+    const cr = await rawUpstream((req, res) => {
+      if (req.method === 'GET')
+        return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"name":"cr","skills":[]}');
+      void readAll(req).then((body) => {
+        const { method } = JSON.parse(body.toString('utf8')) as { method: string };
+        if (method === 'GetTask')
+          return void res
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ jsonrpc: '2.0', id: 2, result: event.result.task }));
+        stream = res;
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`data: ${JSON.stringify(event)}\r\r`);
+      });
+    }, '/a2a');
+    try {
+      const token = await stack().token(`tenant-a2a-cr-${randomUUID()}`);
+      const agent = await createAgent(token, { protocol: 'a2a', upstream_url: cr.url });
+      const res = await request(`${stack().apiUrl}/v1/proxy/${agent}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ ...sendMessage({}), method: 'SendStreamingMessage' }),
+      });
+      assert.equal(res.statusCode, 200);
+      // The first event arrives while the upstream's stream is still open.
+      let seen = '';
+      for await (const chunk of res.body) {
+        seen += String(chunk);
+        if (seen.includes(taskId)) break;
+      }
+      const got = await call('POST', `/v1/proxy/${agent}/stream`, {
+        token,
+        json: { jsonrpc: '2.0', id: 2, method: 'GetTask', params: { id: taskId } },
+      });
+      assert.equal(got.status, 200, got.text);
+      res.body.destroy();
+    } finally {
+      stream?.end();
+      await cr.close();
+    }
   });
 });

@@ -16,7 +16,7 @@ import type { AddressInfo } from 'node:net';
 import { stack } from './support/stack.ts';
 import { callAt, uniqueName } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
+import { pastValidBefore, startFacilitatorStack, until, type FacilitatorStack } from './support/facilitator.ts';
 import {
   balanceOf,
   chainProvider,
@@ -177,12 +177,14 @@ describe('payer: a payment that can still land is never a 402', function () {
     await provider.send('evm_setAutomine', [true]);
     // The cancel is mined; the authorization could still be submitted by anyone until validBefore.
     assertStillSettling(await paidCall(agent.id, header));
-    await until('validBefore to pass', async () => (Date.now() / 1000 > validBefore + 1 ? true : null), 60_000);
-    await provider.send('evm_mine', []);
-    await until('the cancel recorded', async () =>
-      (await findSettlement(facilitator.pool, key))?.status === 'failed' ? true : null,
-    );
-    const refused = await paidCall(agent.id, header);
+    // The chain's clock, the one that decides whether the authorization can still land, is moved
+    // past validBefore (and back after): the facilitator makes the failure final.
+    const refused = await pastValidBefore(provider, validBefore + 1, async () => {
+      await until('the cancel recorded', async () =>
+        (await findSettlement(facilitator.pool, key))?.status === 'failed' ? true : null,
+      );
+      return paidCall(agent.id, header);
+    });
     assert.equal(refused.status, 402, refused.text);
     assert.equal(refused.headers['x-payment-response'], undefined);
     assert.equal(await balanceOf(provider, payer.address), balanceBefore, 'nothing was collected');

@@ -52,8 +52,10 @@ describe('a facilitator transfer that reverts with the authorization unused', fu
       // Long enough that no cancel is sent while the test holds the transfer in the pool.
       FACILITATOR_INCLUSION_TIMEOUT_MS: '5000',
       FACILITATOR_FEE_BUMP_AFTER_MS: '0',
-      // The sweeper restarts the watcher of a settlement pending this long past validBefore.
+      // The sweeper restarts the watcher of a settlement pending this long past validBefore,
+      // looking every 200 ms (not every 2 s) so the test does not wait out its interval.
       FACILITATOR_SWEEP_AFTER_MS: '1000',
+      FACILITATOR_SWEEP_EVERY_MS: '200',
     },
     (own) => ({ provider, gateway, facilitator } = own),
   );

@@ -29,17 +29,22 @@ function resultOf(text: string): unknown {
 
 /** The data of one SSE event (its `data:` lines joined), or null when it has none. */
 function eventData(event: string): string | null {
-  const lines = event.split(/\r?\n/).filter((l) => l.startsWith('data:'));
+  const lines = event.split(/\r\n|\r|\n/).filter((l) => l.startsWith('data:'));
   return lines.length ? lines.map((l) => l.slice(5).replace(/^ /, '')).join('\n') : null;
 }
 
+/**
+ * A blank line: two line ends in a row, each CRLF, LF or CR (the SSE specification takes all
+ * three). A CR last in the bytes so far counts as a line end of its own: an LF after it then
+ * starts the next event with an empty line, which carries nothing.
+ */
+const BLANK_LINE = /(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r(?!\n))/;
+
 /** The end of the first whole event in `bytes` after `from` (past its blank line), or -1. */
 function eventEnd(bytes: Buffer, from: number): number {
-  const lf = bytes.indexOf('\n\n', from);
-  const crlf = bytes.indexOf('\r\n\r\n', from);
-  if (lf === -1 && crlf === -1) return -1;
-  if (crlf === -1 || (lf !== -1 && lf < crlf)) return lf + 2;
-  return crlf + 4;
+  // latin1: one character per byte, so the match's index is the byte offset.
+  const found = BLANK_LINE.exec(bytes.toString('latin1', from));
+  return found ? from + found.index + found[0].length : -1;
 }
 
 export function a2aAnswerTap(

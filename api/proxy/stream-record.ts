@@ -10,7 +10,7 @@ import type { Invocation } from '../../gateway/db/entities.ts';
 import type { ErrorClass } from '../../gateway/upstream/errors.ts';
 import { countIssued, type SignedReceipt } from '../../gateway/receipts/signer.ts';
 import { closeUnforwarded } from '../../gateway/invocations/stale-streams.ts';
-import { insertBindingPayment } from '../../gateway/payment/claims.ts';
+import { insertBindingPayment } from '../../gateway/payment/binding.ts';
 import { recordUpstreamOutcome } from '../../gateway/metrics.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import { stillSettling, withPaymentRequired } from '../payment/stage.ts';

@@ -12,7 +12,7 @@ import type { Reply } from './http.ts';
 import { startGateway } from '../../api/gateway.ts';
 import { openOrm } from '../../gateway/db/orm.ts';
 import type { GatewayConfig } from '../../gateway/config.ts';
-import '../../scripts/dev/pki.ts'; // installs the Reflect shim @peculiar/x509 needs
+import '../../scripts/dev/x509.ts'; // installs the Reflect shim @peculiar/x509 needs
 
 /** A 4xx answer with the uniform `{error}` body and nothing else. */
 export function assertError(res: Reply, status: number, message?: RegExp): void {
