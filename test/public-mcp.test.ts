@@ -87,10 +87,15 @@ describe('public MCP agents: the x402 MCP transport with no token', function () 
       });
       assert.equal(created.status, 201, created.text);
 
-      // The catalog lists the priced tool at the agent's streaming URL.
+      // The catalog lists the priced tools at the agent's streaming URL: echo at its own price,
+      // and count, which the upstream's tools/list names, at the flat price.
       const bazaar = withBazaar(new HTTPFacilitatorClient({ url: stack().apiUrl })).extensions.bazaar;
-      const { items } = await bazaar.listResources({ payTo, type: 'mcp' });
-      assert.equal(items.length, 1);
+      const listed = await bazaar.listResources({ payTo, type: 'mcp' });
+      const toolOf = (item: (typeof listed.items)[number]) =>
+        (item.extensions?.bazaar as { info: { input: { toolName: string } } }).info.input.toolName;
+      assert.deepEqual(listed.items.map(toolOf), ['count', 'echo']);
+      assert.equal(listed.items[0].accepts[0].amount, String(FLAT));
+      const items = listed.items.filter((item) => toolOf(item) === 'echo');
       assert.equal(items[0].resource, created.json.public_stream_url);
       assert.equal(items[0].accepts[0].amount, String(TOOL_PRICE));
 

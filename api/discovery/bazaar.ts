@@ -6,6 +6,24 @@
 // per tool (the tool's argument schema and example, over streamable HTTP).
 import { bazaarResourceServerExtension, declareDiscoveryExtension } from '@x402/extensions/bazaar';
 import type { Agent } from '../../gateway/db/entities.ts';
+import { keptTools, type ReadTools } from './tool-schemas.ts';
+
+export type PublicInterface = NonNullable<Agent['publicInterface']>;
+
+/**
+ * The agent's public interface with the tools its upstream listed (tool-schemas.ts) filled in:
+ * for each tool, what the tenant described wins, field by field.
+ */
+export function describedInterface(
+  agent: Pick<Agent, 'publicInterface'>,
+  read: ReadTools | undefined,
+): PublicInterface {
+  const own = agent.publicInterface ?? {};
+  if (!read || Object.keys(read).length === 0) return own;
+  const tools: NonNullable<PublicInterface['tools']> = { ...read };
+  for (const [name, described] of Object.entries(own.tools ?? {})) tools[name] = { ...read[name], ...described };
+  return { ...own, tools };
+}
 
 /** An MCP tool whose schema the tenant has not described takes any object. */
 const ANY_OBJECT = { type: 'object' };
@@ -48,9 +66,18 @@ const postContext = { method: 'POST', adapter: { getPath: () => '/' } };
  * catalog it; nothing for an agent that is not public.
  */
 export function discoveryExtensionsOf(call: {
-  agent: Pick<Agent, 'public' | 'protocol' | 'publicDescription' | 'publicInterface'>;
+  agent: Pick<Agent, 'public' | 'protocol' | 'publicDescription' | 'publicInterface'> &
+    Partial<Pick<Agent, 'id' | 'upstreamUrl' | 'credentialRef' | 'updatedAt'>>;
   mcp: { method: string; tool: string | null } | null;
 }): Record<string, unknown> {
-  if (!call.agent.public) return {};
-  return bazaarExtensionOf(call.agent, call.mcp?.method === 'tools/call' ? call.mcp.tool : null);
+  const { agent } = call;
+  if (!agent.public) return {};
+  // An MCP tool as the catalog showed it: with what the upstream's tools/list said, once read.
+  const { id, upstreamUrl = null, credentialRef = null, updatedAt } = agent;
+  const read = id && updatedAt ? keptTools({ id, upstreamUrl, credentialRef, updatedAt }) : undefined;
+  const described = agent.protocol === 'mcp' ? describedInterface(agent, read) : agent.publicInterface;
+  return bazaarExtensionOf(
+    { protocol: agent.protocol, publicDescription: agent.publicDescription, publicInterface: described },
+    call.mcp?.method === 'tools/call' ? call.mcp.tool : null,
+  );
 }

@@ -23,7 +23,7 @@ import type { PaymentConfig } from '../../gateway/payment/config.ts';
 import { publicAgentUrls } from '../agents/serialize.ts';
 import { requirementsV2 } from '../payment/dialect.ts';
 import { isChargeable, requirementsFor } from '../payment/requirements.ts';
-import { bazaarExtensionOf } from './bazaar.ts';
+import { bazaarExtensionOf, describedInterface, type PublicInterface } from './bazaar.ts';
 import type { DiscoveryResource } from './schema.ts';
 import type { ReadTools, ToolSchemas } from './tool-schemas.ts';
 
@@ -44,20 +44,6 @@ type CatalogFilter = {
   /** Every word must appear in the entry's name, description or tool (case-insensitive). */
   query?: string;
 };
-
-type PublicInterface = NonNullable<Agent['publicInterface']>;
-
-/**
- * The agent's public interface with the tools its upstream listed (tool-schemas.ts) filled in:
- * for each tool, what the tenant described wins, field by field.
- */
-function describedInterface(agent: Agent, read: ReadTools | undefined): PublicInterface {
-  const own = agent.publicInterface ?? {};
-  if (!read || Object.keys(read).length === 0) return own;
-  const tools: NonNullable<PublicInterface['tools']> = { ...read };
-  for (const [name, described] of Object.entries(own.tools ?? {})) tools[name] = { ...read[name], ...described };
-  return { ...own, tools };
-}
 
 /** The tools an MCP agent is listed by: those priced above 0 and those described (by its tenant or its upstream). */
 function listedTools(agent: Agent, described: PublicInterface): string[] {

@@ -40,14 +40,25 @@ export type ToolSchemas = {
   of(agents: Agent[]): Promise<Map<string, ReadTools>>;
 };
 
+/** The agent version a read belongs to: a change of the agent (its upstream, credential, anything) reads again. */
+type AgentVersion = Pick<Agent, 'id' | 'upstreamUrl' | 'credentialRef' | 'updatedAt'>;
+const keyOf = (agent: AgentVersion) =>
+  [agent.id, agent.upstreamUrl, agent.credentialRef ?? '', agent.updatedAt.getTime()].join('\n');
+
+// One per process: a read is the upstream's answer for one agent version, the same whichever
+// catalog asked, and the challenges of that agent (bazaar.ts) show what the catalog showed.
+const cache = new LRUCache<string, ReadTools>({ max: MAX_AGENTS, ttl: READ_TTL_MS });
+
+/** The tools last read for this version of the agent, if a catalog build has read them. */
+export function keptTools(agent: AgentVersion): ReadTools | undefined {
+  return cache.get(keyOf(agent));
+}
+
 export function createToolSchemas(
   upstream: { dispatcher: Dispatcher },
   credentials: Pick<CredentialResolver, 'headersFor'>,
 ): ToolSchemas {
-  const cache = new LRUCache<string, ReadTools>({ max: MAX_AGENTS, ttl: READ_TTL_MS });
   const limit = pLimit(READS_AT_ONCE);
-  const keyOf = (agent: Agent) =>
-    [agent.id, agent.upstreamUrl, agent.credentialRef ?? '', agent.updatedAt.getTime()].join('\n');
 
   // Reads in flight, by key: concurrent builds wait for the same read.
   const reading = new Map<string, Promise<ReadTools>>();
