@@ -237,7 +237,7 @@ def before_call(context, case, kwargs):
         _ordered_window(query)
     elif route == ("GET", "/v1/policy/decisions") and query is not None:
         _ordered_window(query)
-    elif route == ("GET", "/v1/analytics") and query is not None:
+    elif route in (("GET", "/v1/analytics"), ("GET", "/v1/analytics/callers")) and query is not None:
         _analytics_window(query)
     elif route == ("POST", "/v1/agents") and body is not None:
         _agent_references(body)
