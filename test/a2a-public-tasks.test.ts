@@ -3,12 +3,16 @@
 // clients. A task is bound to the payer whose call created it: another payer, the tenant's own
 // /v1 token, or an unpaid caller naming it gets what an unknown task gets (404 before policy,
 // payment and the upstream; an unpaid request is the same challenge either way), and a task
-// created through /v1 is the tenant's, out of every payer's reach.
+// created through /v1 is the tenant's, out of every payer's reach. Bindings expire after
+// A2A_TASK_RETENTION_DAYS (the retention schedule's workflow, workflows/retention.ts).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Wallet } from 'ethers';
 import { wrapFetchWithPayment } from '@x402/fetch';
+import { Worker } from '@temporalio/worker';
 import { stack } from './support/stack.ts';
+import { createAgent, waitForRow } from './support/proxy-helpers.ts';
+import type { PolicyDecisionRetentionWorkflow } from '../workflows/retention.ts';
 import { call, uniqueName } from './support/http.ts';
 import { startA2aServer, type A2aUpstream } from './support/a2a-server.ts';
 import {
@@ -125,5 +129,67 @@ describe('A2A tasks stay with the caller that created them', function () {
         aliceTask,
       ]);
     assert.equal(row.caller, `x402:${alice.address}`);
+  });
+});
+
+describe('A2A task bindings expire with A2A_TASK_RETENTION_DAYS', function () {
+  this.timeout(60_000);
+
+  it('purges bindings first seen before the cutoff, in bounded batches: the task is then unknown', async () => {
+    const upstream = await startA2aServer();
+    try {
+      const token = await stack().token(`tenant-a2a-task-retention-${randomUUID()}`);
+      const agentId = await createAgent(token, { protocol: 'a2a', upstream_url: upstream.url });
+      // Two tasks created on the transactional endpoint: bound by the worker, never yet
+      // remembered by this API process.
+      const tasks: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const accepted = await call('POST', `/v1/proxy/${agentId}`, {
+          token,
+          json: sendMessage,
+          headers: { 'a2a-version': '1.0' },
+        });
+        assert.equal(accepted.status, 202, accepted.text);
+        const row = await waitForRow(accepted.json.invocation_id);
+        assert.ok(row.a2aTaskId, 'the invocation records the task its answer created');
+        tasks.push(row.a2aTaskId);
+      }
+      const [old, recent] = tasks;
+      const conn = stack().orm.em.fork().getConnection();
+      await conn.execute(`update a2a_tasks set created_at = now() - interval '40 days' where task_id = ?`, [old]);
+
+      const s = stack();
+      const handle = await s.temporal.workflow.start<typeof PolicyDecisionRetentionWorkflow>(
+        'PolicyDecisionRetentionWorkflow',
+        {
+          taskQueue: s.config.temporal.taskQueue,
+          workflowId: `a2a-task-retention-${randomUUID()}`,
+          args: [{ retentionDays: 365_000, a2aTaskRetentionDays: 30, batchSize: 1, maxBatchesPerRun: 5 }],
+        },
+      );
+      await handle.result();
+      const left = await conn.execute<Array<{ task_id: string }>>(
+        'select task_id from a2a_tasks where agent_id = ? order by task_id',
+        [agentId],
+      );
+      assert.deepEqual(
+        left.map((r) => r.task_id),
+        [recent],
+      );
+
+      const read = (id: string) =>
+        call('POST', `/v1/proxy/${agentId}/stream`, { token, json: getTask(id), headers: { 'a2a-version': '1.0' } });
+      const expired = await read(old);
+      assert.equal(expired.status, 404, expired.text);
+      assert.deepEqual(expired.json, { error: 'task not found through this agent' });
+      assert.equal((await read(recent)).status, 200);
+      await Worker.runReplayHistory(
+        { workflowBundle: s.workflowBundle },
+        await handle.fetchHistory(),
+        'a2a-task-retention',
+      );
+    } finally {
+      await upstream.close();
+    }
   });
 });

@@ -11,7 +11,8 @@
 //
 // Bindings are written before the answer that names them has ended (api/proxy/a2a-tap.ts), so
 // a caller that asks about a task it was just told of finds it bound, on any replica. Bound
-// pairs are remembered per process (a binding is never taken back while its agent lives).
+// pairs are remembered per process for ten minutes: a binding is taken back only by retention
+// (A2A_TASK_RETENTION_DAYS, workflows/retention.ts), which a process then sees within that time.
 import { LRUCache } from 'lru-cache';
 import type { TaskSeen } from './methods.ts';
 
@@ -35,8 +36,10 @@ export type TaskBindings = {
 const key = (tenantId: string, agentId: string, caller: TaskCaller, taskId: string) =>
   `${tenantId}\0${agentId}\0${caller}\0${taskId}`;
 
+const REMEMBERED_MS = 10 * 60_000;
+
 export function createTaskBindings(query: Query, remembered = 100_000): TaskBindings {
-  const known = new LRUCache<string, true>({ max: remembered });
+  const known = new LRUCache<string, true>({ max: remembered, ttl: REMEMBERED_MS });
   return {
     async bind(tenantId, agentId, caller, tasks) {
       const fresh = tasks.filter((t) => !known.has(key(tenantId, agentId, caller, t.taskId)));
