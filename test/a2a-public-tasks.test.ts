@@ -112,6 +112,15 @@ describe('A2A tasks stay with the caller that created them', function () {
     assert.equal(upstream.bodies.length, seen, 'nothing reached the upstream');
     assert.equal(await balanceOf(provider, bob.address), bobBalance, 'a refused payer is not charged');
 
+    // A task a payer creates on the transactional URL is bound by the worker, to that payer too.
+    const later = await paying(alice, created.json.public_url)(sendMessage);
+    assert.equal(later.status, 202, JSON.stringify(later.json));
+    const laterRow = await waitForRow(later.json.invocation_id as string);
+    assert.equal(laterRow.status, 'succeeded');
+    assert.ok(laterRow.a2aTaskId);
+    assert.equal((await asAlice(getTask(laterRow.a2aTaskId))).status, 200);
+    assert.equal((await asBob(getTask(laterRow.a2aTaskId))).status, 404);
+
     // A task created through /v1 is the tenant's: its token reads it, no payer does.
     const asTenant = paying(alice, `${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
       authorization: `Bearer ${token}`,
