@@ -25,8 +25,8 @@ import {
   type InvocationOutcome,
 } from '../gateway/invocations/store.ts';
 import { answeredOutcome } from '../gateway/invocations/outcome.ts';
-import { createTaskBindings, type TaskBindings } from '../gateway/a2a/tasks.ts';
-import { taskOfResult } from '../gateway/a2a/methods.ts';
+import { createTaskBindings, taskCaller, type TaskBindings } from '../gateway/a2a/tasks.ts';
+import { taskOfResult, type TaskSeen } from '../gateway/a2a/methods.ts';
 import { queryRows } from '../gateway/db/orm.ts';
 import { errorKind } from '../lib/error-kind.ts';
 
@@ -117,19 +117,30 @@ function endedByWorkflow(): boolean {
 /** The largest A2A answer whose task is bound (a JSON-RPC answer; a larger one binds nothing). */
 const MAX_A2A_ANSWER = 1024 * 1024;
 
-async function bindAnsweredTask(tasks: TaskBindings, tenantId: string, agentId: string, body: Buffer) {
+/**
+ * Binds the task an A2A answer names to the agent and the call's caller side, and answers it
+ * (the completion records it when the request named none).
+ */
+async function bindAnsweredTask(
+  tasks: TaskBindings,
+  row: { tenantId: string; caller: string; callerKind: string },
+  agentId: string,
+  body: Buffer,
+): Promise<TaskSeen | null> {
   let task;
   try {
     task = taskOfResult((JSON.parse(body.toString('utf8')) as { result?: unknown } | null)?.result);
   } catch {
-    return;
+    return null;
   }
+  if (!task) return null;
   // A binding that fails leaves the call as it was (its answer is the caller's); a later call
   // about the task is refused as unbound.
-  if (task)
-    await tasks.bind(tenantId, agentId, [task]).catch((err: unknown) => {
-      Context.current().log.warn('could not bind an A2A task', { err: errorKind(err) });
-    });
+  const caller = taskCaller({ kind: row.callerKind, userId: row.caller });
+  await tasks.bind(row.tenantId, agentId, caller, [task]).catch((err: unknown) => {
+    Context.current().log.warn('could not bind an A2A task', { err: errorKind(err) });
+  });
+  return task;
 }
 
 export function createInvocationActivities(deps: InvocationDeps): InvocationActivities {
@@ -235,7 +246,7 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
 
         const read = await readResponse(reply, agent.captureBody, agent.protocol === 'a2a' ? MAX_A2A_ANSWER : 0);
         // An A2A answer's task is bound to the agent before the call completes (gateway/a2a/tasks.ts).
-        if (read.kept) await bindAnsweredTask(tasks, row.tenantId, agent.id, read.kept);
+        const answered = read.kept ? await bindAnsweredTask(tasks, row, agent.id, read.kept) : null;
         const latencyMs = Math.round(performance.now() - reply.startedAt);
         const ttftMs = read.firstByteMs ?? reply.ttftMs;
         if (read.broken) {
@@ -261,6 +272,8 @@ export function createInvocationActivities(deps: InvocationDeps): InvocationActi
             responseBodyId,
             responseContentType: contentType,
             responseSha256: read.sha256,
+            a2aTaskId: answered?.taskId,
+            a2aContextId: answered?.contextId,
           },
           stored,
         );

@@ -11,6 +11,11 @@ export interface RetentionActivities {
    * body rows go and the invocations that pointed at them keep their digests.
    */
   purgeCapturedBodies(input: { olderThanMs: number; limit: number }): Promise<number>;
+  /**
+   * A2A task bindings (gateway/a2a/tasks.ts) first seen before the cutoff, at most `limit`,
+   * oldest first: a request naming such a task is then refused as naming an unknown one.
+   */
+  purgeA2aTasks(input: { olderThanMs: number; limit: number }): Promise<number>;
 }
 
 export function createRetentionActivities(deps: { orm: MikroORM }): RetentionActivities {
@@ -38,6 +43,17 @@ export function createRetentionActivities(deps: { orm: MikroORM }): RetentionAct
          ), gone as (
            delete from bodies where id in (select id from doomed) returning 1
          ) select count(*)::int as deleted from gone`,
+        [olderThanMs, limit],
+      );
+      return Number(rows[0]?.deleted ?? 0);
+    },
+    async purgeA2aTasks({ olderThanMs, limit }) {
+      const rows = await deps.orm.em.getConnection().execute<Array<{ deleted: number }>>(
+        `with doomed as (
+           delete from a2a_tasks where (agent_id, task_id) in (
+             select agent_id, task_id from a2a_tasks where created_at < to_timestamp(? / 1000.0) order by created_at limit ?
+           ) returning 1
+         ) select count(*)::int as deleted from doomed`,
         [olderThanMs, limit],
       );
       return Number(rows[0]?.deleted ?? 0);

@@ -31,7 +31,7 @@ const { config, retention, bundle } = await loadConfigOrExit(
     }),
   [{ variable: 'WORKER_METRICS_PORT', fallback: 9464, hostVariable: 'METRICS_HOST' }],
 );
-const { retentionDays, bodyRetentionDays } = retention;
+const { retentionDays, bodyRetentionDays, a2aTaskRetentionDays } = retention;
 // Before the worker is built: it installs the tracing interceptors only when tracing is on.
 startTracing(process.env, 'agent-gateway-worker');
 const log = createLogger('worker', config.logLevel);
@@ -52,12 +52,18 @@ const metrics = workerMetricsPort
 // retention. Not fatal: the worker's own job is invocations, and the next start retries.
 await connectClient(config.temporal.connection, config.temporal.namespace)
   .then((client) =>
-    ensureRetentionSchedule(client, { taskQueue: config.temporal.taskQueue, retentionDays, bodyRetentionDays }).finally(
-      () => client.connection.close(),
-    ),
+    ensureRetentionSchedule(client, {
+      taskQueue: config.temporal.taskQueue,
+      retentionDays,
+      bodyRetentionDays,
+      a2aTaskRetentionDays,
+    }).finally(() => client.connection.close()),
   )
   .then((schedule) =>
-    log.info({ retentionDays, bodyRetentionDays, schedule }, 'retention schedule (policy decisions, captured bodies)'),
+    log.info(
+      { retentionDays, bodyRetentionDays, a2aTaskRetentionDays, schedule },
+      'retention schedule (policy decisions, captured bodies, A2A tasks)',
+    ),
   )
   .catch((err: Error) =>
     log.warn({ err: { name: err.name, message: err.message } }, 'policy decision retention schedule not set'),

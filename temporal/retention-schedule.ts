@@ -17,21 +17,32 @@ const RETENTION_SCHEDULE_ID = 'policy-decision-retention';
 const RetentionEnv = z.object({
   POLICY_DECISION_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
   BODY_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
+  A2A_TASK_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
 });
 
 /**
  * POLICY_DECISION_RETENTION_DAYS: days a policy decision is kept; BODY_RETENTION_DAYS: days a
- * captured body (capture_body) is kept (default 30 each; 0 = forever).
+ * captured body (capture_body) is kept; A2A_TASK_RETENTION_DAYS: days an A2A task stays bound
+ * to the caller that created it, reachable through the gateway (default 30 each; 0 = forever).
  */
-export function loadRetention(env: NodeJS.ProcessEnv): { retentionDays: number; bodyRetentionDays: number } {
+export function loadRetention(env: NodeJS.ProcessEnv): {
+  retentionDays: number;
+  bodyRetentionDays: number;
+  a2aTaskRetentionDays: number;
+} {
   const e = parseEnv(RetentionEnv, env);
-  return { retentionDays: e.POLICY_DECISION_RETENTION_DAYS, bodyRetentionDays: e.BODY_RETENTION_DAYS };
+  return {
+    retentionDays: e.POLICY_DECISION_RETENTION_DAYS,
+    bodyRetentionDays: e.BODY_RETENTION_DAYS,
+    a2aTaskRetentionDays: e.A2A_TASK_RETENTION_DAYS,
+  };
 }
 
 export type RetentionScheduleOptions = {
   taskQueue: string;
   retentionDays: number;
   bodyRetentionDays?: number;
+  a2aTaskRetentionDays?: number;
   scheduleId?: string;
   every?: string;
 };
@@ -42,7 +53,7 @@ export async function ensureRetentionSchedule(
 ): Promise<'created' | 'updated' | 'deleted' | 'absent'> {
   const scheduleId = opts.scheduleId ?? RETENTION_SCHEDULE_ID;
   const handle = client.schedule.getHandle(scheduleId);
-  if (opts.retentionDays === 0 && !opts.bodyRetentionDays) {
+  if (opts.retentionDays === 0 && !opts.bodyRetentionDays && !opts.a2aTaskRetentionDays) {
     return handle.delete().then(
       () => 'deleted' as const,
       (err: unknown) => {
@@ -61,6 +72,7 @@ export async function ensureRetentionSchedule(
       {
         retentionDays: opts.retentionDays || 365_000,
         ...(opts.bodyRetentionDays ? { bodyRetentionDays: opts.bodyRetentionDays } : {}),
+        ...(opts.a2aTaskRetentionDays ? { a2aTaskRetentionDays: opts.a2aTaskRetentionDays } : {}),
       },
     ],
   };

@@ -149,7 +149,7 @@ describe('A2A agents through the gateway', function () {
     for (const c of calls) assert.equal(c.a2a_task_id, sent.id);
   });
 
-  it('takes unary methods on the transactional endpoint too, binding the task its answer names', async () => {
+  it('takes unary methods on the transactional endpoint too, binding and recording the task its answer names', async () => {
     const accepted = await call('POST', `/v1/proxy/${agentId}`, {
       token,
       headers: { 'a2a-version': '1.0' },
@@ -175,6 +175,12 @@ describe('A2A agents through the gateway', function () {
       );
     const got = await client.getTask(GetTaskRequest.fromJSON({ id: bound[0].task_id }));
     assert.equal(statusText(got), 'echo: echo later');
+    // The invocation records the task its answer created (the request named none), so the
+    // task's calls list it.
+    assert.equal(row.a2aTaskId, bound[0].task_id);
+    assert.ok(row.a2aContextId);
+    const listed = await taskCalls(token, bound[0].task_id, 2);
+    assert.ok(listed.some((c) => c.invocation_id === accepted.json.invocation_id));
   });
 
   it('streams a message: the events arrive one by one, as the upstream sends them', async () => {

@@ -10,6 +10,8 @@ export type RetentionInput = {
   retentionDays: number;
   /** BODY_RETENTION_DAYS: captured bodies older than this go too (0 or absent: kept). */
   bodyRetentionDays?: number;
+  /** A2A_TASK_RETENTION_DAYS: A2A task bindings first seen longer ago go too (0 or absent: kept). */
+  a2aTaskRetentionDays?: number;
   /** Rows per delete statement. */
   batchSize?: number;
   /** Batches before the run continues as new, so one run's history stays small. */
@@ -24,7 +26,7 @@ export type RetentionResult = { deleted: number; cutoff: string };
 
 const DAY_MS = 86_400_000;
 
-const { purgePolicyDecisions, purgeCapturedBodies } = proxyActivities<RetentionActivities>({
+const { purgePolicyDecisions, purgeCapturedBodies, purgeA2aTasks } = proxyActivities<RetentionActivities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
 });
@@ -37,6 +39,13 @@ export async function PolicyDecisionRetentionWorkflow(input: RetentionInput): Pr
     const bodyCutoffMs = Date.now() - input.bodyRetentionDays * DAY_MS;
     for (let batch = 0; batch < maxBatches; batch++) {
       if ((await purgeCapturedBodies({ olderThanMs: bodyCutoffMs, limit: batchSize })) < batchSize) break;
+    }
+  }
+  // A2A task bindings likewise, in their own bounded batches.
+  if (input.a2aTaskRetentionDays && input.cutoffMs === undefined && patched('a2a-task-retention')) {
+    const taskCutoffMs = Date.now() - input.a2aTaskRetentionDays * DAY_MS;
+    for (let batch = 0; batch < maxBatches; batch++) {
+      if ((await purgeA2aTasks({ olderThanMs: taskCutoffMs, limit: batchSize })) < batchSize) break;
     }
   }
   const cutoffMs = input.cutoffMs ?? Date.now() - input.retentionDays * DAY_MS;

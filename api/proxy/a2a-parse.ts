@@ -6,7 +6,7 @@
 import { badRequest, ApiError } from '../errors.ts';
 import { MAX_MCP_DEPTH, nestsDeeperThan } from '../json-depth.ts';
 import { A2aRequestError, a2aRequestFacts } from '../../gateway/a2a/methods.ts';
-import type { TaskBindings } from '../../gateway/a2a/tasks.ts';
+import { taskCaller, type TaskBindings } from '../../gateway/a2a/tasks.ts';
 import type { Agent } from '../../gateway/db/entities.ts';
 import type { A2aCall, ProxyCall } from './call.ts';
 import { JSON_RPC_MEMBERS, JsonRpcRequest, refuseCaseVariants } from './parse.ts';
@@ -46,11 +46,13 @@ export function parseA2aBody(body: Buffer, agent: Agent, mode: ProxyCall['mode']
 
 /**
  * Task binding (gateway/a2a/tasks.ts): a call about a task not seen through this agent, in this
- * tenant, is refused before the upstream, as an id of another tenant is everywhere: 404.
+ * tenant, by this caller side, is refused before policy, payment and the upstream, as an id of
+ * another tenant is everywhere: 404, the same whether the task is someone else's or unknown.
+ * Runs once the caller is known (a public call's payer, from its verified payment).
  */
 export async function checkTaskBinding(bindings: TaskBindings, call: ProxyCall): Promise<void> {
   const ids = call.a2a?.taskIds ?? [];
   if (ids.length === 0) return;
-  if (!(await bindings.allBound(call.caller.tenantId, call.agent.id, ids)))
+  if (!(await bindings.allBound(call.caller.tenantId, call.agent.id, taskCaller(call.caller), ids)))
     throw new ApiError(404, 'task not found through this agent');
 }

@@ -13,7 +13,7 @@ import { Transform, type Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 import { taskOfResult } from '../../gateway/a2a/methods.ts';
-import type { TaskBindings } from '../../gateway/a2a/tasks.ts';
+import { taskCaller, type TaskBindings } from '../../gateway/a2a/tasks.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import type { ProxyCall } from './call.ts';
 
@@ -63,7 +63,7 @@ export function a2aAnswerTap(
     if (bound.has(task.taskId)) return;
     bound.add(task.taskId);
     await bindings
-      .bind(call.caller.tenantId, call.agent.id, [task])
+      .bind(call.caller.tenantId, call.agent.id, taskCaller(call.caller), [task])
       .catch((err: unknown) =>
         log.error({ invocationId: call.invocationId, err: errorKind(err) }, 'could not bind an A2A task'),
       );

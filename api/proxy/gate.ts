@@ -11,6 +11,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Context, Next } from 'koa';
 import type { Agent } from '../../gateway/db/entities.ts';
 import { ApiError, badRequest, notFound, unprocessable } from '../errors.ts';
+import { checkTaskBinding } from './a2a-parse.ts';
 import { isId } from '../../lib/ids.ts';
 import { agentStatus } from '../agents/serialize.ts';
 import { requestIdFrom } from '../../gateway/upstream/headers.ts';
@@ -180,12 +181,14 @@ export function cheapToParse(body: Buffer): boolean {
 export async function runStages(
   ctx: Pick<Context, 'get'>,
   deps: AppDeps,
-  services: Pick<ProxyServices, 'policy' | 'payment' | 'upstream'>,
+  services: Pick<ProxyServices, 'policy' | 'payment' | 'upstream' | 'a2aTasks'>,
   call: ProxyCall,
   admitted: Pick<Admitted, 'identify' | 'settled'>,
   beforePayment?: () => Promise<void>,
 ): Promise<void> {
   await admitted.identify?.(call);
+  // An A2A call about a task: only the caller side the task is bound to, once it is known.
+  await checkTaskBinding(services.a2aTasks, call);
   const policy = await policyStage(services.policy, call);
   if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
   if (policy.action === 'warn') call.policyWarning = policy.reason;

@@ -8,7 +8,7 @@ import { publicRequestUrl } from '../public-url.ts';
 import { coarseMessage } from '../../gateway/upstream/errors.ts';
 import { cheapToParse, refundIfRefused, runStages, type Admitted, type Door, type GateCtx } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
-import { checkTaskBinding, parseA2aBody } from './a2a-parse.ts';
+import { parseA2aBody } from './a2a-parse.ts';
 import { arrivedBody, contentLengthOf, declaredOver, readCappedBody } from './body.ts';
 import type { ProxyCall } from './call.ts';
 import { isChargeable } from '../payment/requirements.ts';
@@ -87,7 +87,6 @@ async function admitCall(ctx: GateCtx, deps: AppDeps, services: ProxyServices, d
     policyWarning: null,
     payment: null,
   };
-  await checkTaskBinding(services.a2aTasks, call);
   return { call, admitted, body, declaredLength };
 }
 

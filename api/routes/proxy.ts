@@ -20,7 +20,7 @@ import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import { a2aCardRoute } from '../proxy/a2a-card.ts';
-import { checkTaskBinding, parseA2aBody } from '../proxy/a2a-parse.ts';
+import { parseA2aBody } from '../proxy/a2a-parse.ts';
 import type { ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
 import { startInvocationWorkflow } from '../proxy/start.ts';
@@ -78,7 +78,6 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
       policyWarning: null,
       payment: null,
     };
-    await checkTaskBinding(services.a2aTasks, call);
     // A payment in `_meta` is never forwarded or stored: the body without it (api/proxy/parse.ts).
     const forwarded = call.mcp?.forwardBody ?? body;
     let place: BacklogPlace | undefined;

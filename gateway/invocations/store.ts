@@ -28,6 +28,9 @@ type LoadedInvocation = {
   status: 'pending' | 'running' | 'succeeded' | 'failed';
   attempts: number;
   requestId: string;
+  /** Who called (the caller's user id, a public call's payer) and how (`token`, `x402`). */
+  caller: string;
+  callerKind: string;
   requestHeaders: Record<string, string>;
   requestBodyId: string | null;
   /** The request body when the load statement read it (loadBody), else null. */
@@ -59,6 +62,9 @@ export type Completion = {
   responseBodyId?: string | null;
   responseContentType?: string | null;
   responseSha256?: string | null;
+  /** protocol a2a: the task and context the answer named, recorded when the request named none. */
+  a2aTaskId?: string | null;
+  a2aContextId?: string | null;
   /**
    * Completed before this attempt counted itself (the call could not be made, or was given
    * up): a row that counts no attempt then never reached its upstream, and its payment is
@@ -107,7 +113,7 @@ const OUTCOME_COLUMNS = 'status, upstream_status, latency_ms, error_class';
 // the agent opted in to re-sending.
 const LOAD_AND_LEASE = (withBody: boolean) => `
   with loaded as (
-    select i.id, i.tenant_id, i.status, i.attempts, i.request_id, i.request_headers, i.request_body_id,
+    select i.id, i.tenant_id, i.status, i.attempts, i.request_id, i.caller, i.caller_kind, i.request_headers, i.request_body_id,
            i.upstream_status, i.latency_ms, i.error_class,
            a.id as agent_id, a.upstream_url, a.credential_ref, a.capture_body, a.retry_non_idempotent, a.protocol,
            ${withBody ? 'b.content' : 'null::bytea'} as request_body
@@ -148,6 +154,7 @@ const COMPLETE = (returning: string) => `
   update invocations
      set status = ?, error_class = ?, upstream_status = ?, latency_ms = ?, ttft_ms = ?,
          response_body_id = ?, response_content_type = ?, response_sha256 = ?, updated_at = ?, completed_at = ?,
+         a2a_task_id = coalesce(a2a_task_id, ?), a2a_context_id = coalesce(a2a_context_id, ?),
          request_body_id = case when (select keep from ending) then request_body_id end,
          -- The receipt's request digest outlives the body (the statement reads the body before its delete).
          request_sha256 = coalesce(request_sha256, (select b.sha256 from bodies b where b.id = invocations.request_body_id)),
@@ -187,6 +194,8 @@ export async function closeUnfinished(
       null,
       now,
       now,
+      null,
+      null,
       invocationId,
     ]);
   return r ? { released: r.released } : null;
@@ -223,6 +232,8 @@ export function createInvocationStore(
         status: r.status as LoadedInvocation['status'],
         attempts: Number(r.attempts),
         requestId: r.request_id as string,
+        caller: String(r.caller ?? ''),
+        callerKind: String(r.caller_kind ?? ''),
         requestHeaders: (r.request_headers as Record<string, string>) ?? {},
         requestBodyId: (r.request_body_id as string | null) ?? null,
         requestBody: r.request_body ? Buffer.from(r.request_body as Uint8Array) : null,
@@ -261,6 +272,8 @@ export function createInvocationStore(
         c.responseSha256 ?? null,
         now,
         now,
+        c.a2aTaskId ?? null,
+        c.a2aContextId ?? null,
         invocationId,
       ];
       // The body and the completion commit together: a completed row never points at a body
