@@ -10,6 +10,7 @@ import { request } from 'undici';
 import { stack } from './stack.ts';
 import type { Reply } from './http.ts';
 import { startGateway } from '../../api/gateway.ts';
+import { flushAccessRecords } from '../../lib/observability/access.ts';
 import { openOrm } from '../../gateway/db/orm.ts';
 import type { GatewayConfig } from '../../gateway/config.ts';
 import '../../scripts/dev/x509.ts'; // installs the Reflect shim @peculiar/x509 needs
@@ -90,6 +91,8 @@ async function listen(server: Server, lines: string[], cleanup: () => Promise<un
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     lines,
     close: async () => {
+      // As the API's own stop does: access lines still queued (ACCESS_LOG=batched) are written.
+      flushAccessRecords();
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
       await cleanup();
