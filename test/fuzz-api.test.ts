@@ -31,7 +31,7 @@ import {
   type QueryPair,
   settlementConfigBody,
 } from './support/fuzz-arbitraries.ts';
-import { AgentView } from '../api/agents/schema.ts';
+import { AgentView } from '../api/agents/view.ts';
 import { CredentialView } from '../api/credentials/schema.ts';
 
 type Json = Record<string, any>;

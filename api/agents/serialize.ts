@@ -3,7 +3,7 @@ import { getAddress } from 'ethers';
 import type { z } from 'zod';
 import type { Agent } from '../../gateway/db/entities.ts';
 import { ownBurst } from '../../gateway/ratelimit/index.ts';
-import type { AgentView } from './schema.ts';
+import type { AgentView } from './view.ts';
 import type { PublicInterfaceInput } from './public-interface.ts';
 import { skillsOf } from '../../gateway/a2a/card.ts';
 

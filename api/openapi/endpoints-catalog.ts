@@ -1,15 +1,7 @@
 // The catalog operations (agents, credentials, settlement configuration): the zod schemas each
 // route parses with and the statuses it answers. Fields are described on the schemas.
-import {
-  AgentList,
-  AgentListQuery,
-  AgentPath,
-  AgentSuspendInput,
-  AgentUnsuspendInput,
-  AgentView,
-  agentBodies,
-  type RateCeiling,
-} from '../agents/schema.ts';
+import { AgentSuspendInput, AgentUnsuspendInput, agentBodies, type RateCeiling } from '../agents/schema.ts';
+import { AgentList, AgentListQuery, AgentPath, AgentView } from '../agents/view.ts';
 import {
   CredentialCreateInput,
   CredentialList,

@@ -10,8 +10,8 @@ import { newId, isId } from '../../lib/ids.ts';
 import { badRequest, conflict, notFound } from '../errors.ts';
 import { parseOr400, parseQuery } from '../validation.ts';
 import { listPage, ownedRow, pageOf } from '../pagination.ts';
+import { AgentListQuery } from '../agents/view.ts';
 import {
-  AgentListQuery,
   AgentSuspendInput,
   AgentUnsuspendInput,
   agentBodies,
