@@ -11,7 +11,6 @@ import { call, callAt, uniqueName } from './support/http.ts';
 import { startCapturedGateway, type ExtraGateway } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { startMcpServer } from './support/mcp-server.ts';
-import { waitFor } from './support/wait.ts';
 import { newAccount, newPayTo, settlingTenant, type TestAccount } from './support/x402.ts';
 
 const SECRET = `upstream-secret-${randomUUID()}`;
@@ -167,16 +166,8 @@ describe('discovery (x402 Bazaar)', function () {
         pricing: { ...PRICE, pay_to: payTo },
         public_interface: { tools: { echo: { description: 'Repeats what you say' } } },
       });
-      // Waited for: on a loaded 2-core machine this replica's first listing right after the
-      // write has been seen (2026-11-28, about one run in three) to miss the new agent, which
-      // the next listing shows; the cause is not yet known. This test is about tools/list.
-      const listed = await waitFor(
-        async () => {
-          const page = await bazaarAt(gateway.url).listResources({ payTo, limit: 100 });
-          return page.items.length > 0 ? page : null;
-        },
-        { what: 'the MCP agent in the catalog' },
-      );
+      // Listed on this replica at once: creating a public agent waits for every replica's feed.
+      const listed = await bazaarAt(gateway.url).listResources({ payTo, limit: 100 });
       const inputs = listed.items.map((item) => (item.extensions!.bazaar as DiscoveryExtension).info.input as any);
       assert.deepEqual(
         inputs.map((input) => input.toolName),

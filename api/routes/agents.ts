@@ -220,6 +220,8 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows, readCard: CardRead
         return created;
       }),
     );
+    // A public agent is in every replica's discovery catalog before the answer, as a change is.
+    if (agent.public) await agents.forget(agent.id);
     await warnIfUncollected(ctx, agent);
     ctx.status = 201;
     ctx.body = serialize(ctx)(agent);
