@@ -104,6 +104,31 @@ describe('A2A agents through the gateway', function () {
     assert.match(refused.json.error, /agent card/);
   });
 
+  it('reads the card again when an update names upstream_url, changed or not, and only then', async () => {
+    const own = await startA2aServer();
+    try {
+      const id = await createAgent(token, { protocol: 'a2a', upstream_url: own.url });
+      own.announceSkills(['summarize']);
+      const skillsOf = async () =>
+        (await call('GET', `/v1/agents/${id}`, { token })).json.a2a_skills.map((s: { id: string }) => s.id);
+      const readsBefore = own.cardReads;
+      const renamed = await call('PATCH', `/v1/agents/${id}`, { token, json: { name: `a2a-${randomUUID()}` } });
+      assert.equal(renamed.status, 200);
+      assert.equal(own.cardReads, readsBefore, 'an update that does not name upstream_url reads nothing');
+      assert.deepEqual(await skillsOf(), ['echo', 'count', 'wait']);
+
+      const refreshed = await call('PATCH', `/v1/agents/${id}`, { token, json: { upstream_url: own.url } });
+      assert.equal(refreshed.status, 200);
+      assert.deepEqual(
+        refreshed.json.a2a_skills.map((s: { id: string }) => s.id),
+        ['echo', 'count', 'wait', 'summarize'],
+      );
+      assert.deepEqual(await skillsOf(), ['echo', 'count', 'wait', 'summarize']);
+    } finally {
+      await own.close();
+    }
+  });
+
   it("serves the card pointing at the gateway, with the gateway's scheme and nothing of the upstream", async () => {
     const res = await fetch(`${stack().apiUrl}/v1/proxy/${agentId}/.well-known/agent-card.json`, {
       headers: { authorization: `Bearer ${token}` },

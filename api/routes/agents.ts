@@ -48,9 +48,10 @@ function normalisePricing(pricing: PricingInput | null | undefined): Pricing | n
 
 /** Reads an upstream's Agent Card through the SSRF guard (gateway/a2a/card.ts); wired in api/app.ts. */
 /**
- * The card an update leaves: read again when the agent becomes a2a or its upstream_url changes
- * (read before the transaction, cardForUpdate; a 400 when it cannot be read: nothing is
- * changed), dropped when it stops being a2a.
+ * The card an update leaves: read again when the agent becomes a2a or the update names its
+ * upstream_url, changed or not (how a tenant refreshes a card its upstream changed); read before
+ * the transaction, cardForUpdate; a 400 when it cannot be read: nothing is changed. Dropped when
+ * it stops being a2a.
  */
 function a2aCardChange(
   current: Agent,
@@ -75,7 +76,7 @@ function cardToRead(
   if (protocol !== 'a2a') return undefined;
   const url = upstreamUrl !== undefined ? upstreamUrl : current.upstreamUrl;
   if (!url) return null;
-  if (current.protocol === 'a2a' && url === current.upstreamUrl && current.a2aCard) return undefined;
+  if (current.protocol === 'a2a' && upstreamUrl === undefined && current.a2aCard) return undefined;
   return url;
 }
 

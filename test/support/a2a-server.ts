@@ -104,7 +104,7 @@ class TestExecutor implements AgentExecutor {
 }
 
 /** The upstream's own card: its JSON-RPC interface (1.0 and 0.3), a bearer scheme of its own, three skills. */
-function cardFor(url: string) {
+function cardFor(url: string, skills: readonly string[] = A2A_SKILLS) {
   return AgentCard.fromJSON({
     name: 'test-a2a-upstream',
     description: 'An A2A agent for the tests',
@@ -119,7 +119,7 @@ function cardFor(url: string) {
     securityRequirements: [{ schemes: { upstream_key: { list: [] } } }],
     defaultInputModes: ['text/plain'],
     defaultOutputModes: ['text/plain'],
-    skills: A2A_SKILLS.map((id) => ({ id, name: id, description: `the ${id} skill`, tags: ['test'] })),
+    skills: skills.map((id) => ({ id, name: id, description: `the ${id} skill`, tags: ['test'] })),
   });
 }
 
@@ -129,6 +129,8 @@ export type A2aUpstream = RawUpstream & {
   seen: IncomingMessage['headers'][];
   /** Card requests that reached the server. */
   cardReads: number;
+  /** Serves a card that also lists these skills from now on (the executor does not know them). */
+  announceSkills(extra: string[]): void;
 };
 
 /** Serves the card at /.well-known/agent-card.json and JSON-RPC at /a2a. */
@@ -167,6 +169,9 @@ export async function startA2aServer(): Promise<A2aUpstream> {
     seen,
     get cardReads() {
       return cardReads;
+    },
+    announceSkills(extra: string[]) {
+      state.card = cardFor(up.url, [...A2A_SKILLS, ...extra]);
     },
   });
 }
