@@ -222,7 +222,6 @@ async function overFailedGasBudget(
   return BigInt(rows[0]?.spent ?? 0) + atRiskWei > budgetWei;
 }
 
-/** Gas burned today by the account's settlements that reverted on chain (wei). */
 /** Each account's usage of the UTC day: amount reserved against its ceiling, gas burned by reverts. */
 export async function usageToday(db: pg.Pool): Promise<Map<string, { reserved: bigint; failedGasWei: bigint }>> {
   const { rows } = await db.query<{ account_id: string; reserved: string; failed_gas_wei: string }>(
