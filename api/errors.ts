@@ -2,13 +2,25 @@
 // and a coarse, caller-safe message; anything else is a 500 with no body, logged server-side
 // by its kind and where it was thrown.
 import type { Context, Next } from 'koa';
+import { UniqueConstraintViolationException } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../lib/log.ts';
 import { errorFrames, errorKind } from '../lib/error-kind.ts';
-import { ApiError } from '../lib/http-error.ts';
+import { ApiError, conflict } from '../lib/http-error.ts';
 import { PaymentAlreadyBound } from '../gateway/payment/binding.ts';
 import { PAYMENT_RESPONSE_HEADER } from './payment/dialect.ts';
 
 export { ApiError, badRequest, conflict, notFound, unprocessable } from '../lib/http-error.ts';
+
+/** Flushes the unit of work; a unique name another request took meanwhile is a 409 saying `nameTaken`. */
+export async function flushOr409(em: EntityManager, nameTaken: string): Promise<void> {
+  try {
+    await em.flush();
+  } catch (err) {
+    if (err instanceof UniqueConstraintViolationException) throw conflict(nameTaken);
+    throw err;
+  }
+}
 
 /** Body-less statuses per the v1 contract: 401 and 500 carry no body. */
 const BODYLESS = new Set([401, 500]);

@@ -5,6 +5,7 @@
 // attributes, the activity's checks and observability.
 import { proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import { InvocationStatus } from '../temporal/search-attributes.ts';
+import { invocationActivityOptions } from '../workflows/invocation.ts';
 
 export type EchoInput = {
   url: string;
@@ -14,16 +15,7 @@ export type EchoInput = {
 };
 export type EchoActivities = { echo(input: EchoInput): Promise<number> };
 
-const { echo } = proxyActivities<EchoActivities>({
-  startToCloseTimeout: '5 minutes',
-  heartbeatTimeout: '10 seconds',
-  retry: {
-    initialInterval: '200 milliseconds',
-    backoffCoefficient: 2,
-    maximumInterval: '10 seconds',
-    maximumAttempts: 20,
-  },
-});
+const { echo } = proxyActivities<EchoActivities>(invocationActivityOptions);
 
 export async function EchoWorkflow(input: EchoInput): Promise<number> {
   if (input.upserts) upsertSearchAttributes([{ key: InvocationStatus, value: 'running' }]);

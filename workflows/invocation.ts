@@ -1,7 +1,13 @@
 // One transactional invocation. The workflow only orders the steps and keeps the Web UI's
 // search attributes true; the upstream call and every database write are in the activity,
 // which receives ids, never bodies or secrets (those stay in PostgreSQL, loaded by id).
-import { ActivityFailure, ApplicationFailure, proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  proxyActivities,
+  upsertSearchAttributes,
+  type ActivityOptions,
+} from '@temporalio/workflow';
 import type { InvocationActivities, InvocationOutcome } from '../activities/invocation.ts';
 import { ErrorClass, InvocationStatus } from '../temporal/search-attributes.ts';
 import type { ReceiptActivities } from '../activities/receipts.ts';
@@ -21,7 +27,8 @@ export type InvocationInput = {
   outcomeStatusOnly?: boolean;
 };
 
-const { performInvocation } = proxyActivities<InvocationActivities>({
+/** performInvocation's options (bench/echo-workflow.ts, the bare baseline, runs its activity with them too). */
+export const invocationActivityOptions: ActivityOptions = {
   // The activity bounds the upstream call itself (its deadline is shorter than this);
   // the heartbeat timeout lets a crashed worker's attempt be retried within seconds.
   startToCloseTimeout: '5 minutes',
@@ -32,7 +39,9 @@ const { performInvocation } = proxyActivities<InvocationActivities>({
     maximumInterval: '10 seconds',
     maximumAttempts: 20,
   },
-});
+};
+
+const { performInvocation } = proxyActivities<InvocationActivities>(invocationActivityOptions);
 
 const { abandonInvocation } = proxyActivities<InvocationActivities>({
   startToCloseTimeout: '30 seconds',

@@ -9,15 +9,9 @@ import {
   PolicyVersion,
   PolicyView,
 } from '../policy/schema.ts';
-import {
-  InvocationAccepted,
-  InvocationPath,
-  InvocationView,
-  PaymentChallenge,
-  ProxyHeaders,
-  ProxyPath,
-} from '../proxy/schema.ts';
-import { ErrorBody, Health, Jwks, Readiness, Version } from './schemas.ts';
+import { InvocationAccepted, InvocationPath, InvocationView, ProxyPath } from '../proxy/schema.ts';
+import { callOperationsOf, retryLater } from './endpoints-invoke.ts';
+import { Health, Jwks, Readiness, Version } from './schemas.ts';
 import { err, rateLimited, type Operation } from './responses.ts';
 
 const slowBody = err('The body arrived too slowly (docs/PROXY.md "Slow uploads"); the connection is closed.');
@@ -28,9 +22,10 @@ const paymentReceipts = {
     'Base64 JSON settlement receipt `{success, transaction, network, payer}` of a call paid with X-PAYMENT, once settled.',
   'PAYMENT-RESPONSE': 'Base64 x402 v2 SettleResponse of a call paid with PAYMENT-SIGNATURE, once settled.',
 };
-const paymentRequired = {
-  'PAYMENT-REQUIRED': 'Base64 x402 v2 PaymentRequired: the challenge, its `error` saying why.',
-};
+const badCall = err(
+  'X-Gateway-Model longer than 256 bytes, an unparseable MCP or A2A body, an A2A method the agent does not pass, or (transactional) a streaming A2A method.',
+);
+const noAgent = err('No such agent in the tenant, or (A2A) a task not seen through this agent.');
 
 export const serviceOperations: Operation[] = [
   {
@@ -82,89 +77,57 @@ export const serviceOperations: Operation[] = [
 
 export const callOperations: Operation[] = [
   // Proxy (behaviour: docs/API.md "Invocations"; payment: docs/SETTLEMENT.md, both x402 dialects).
-  {
-    method: 'post',
+  ...callOperationsOf({
     path: '/v1/proxy/{id}',
-    operationId: 'invoke',
     tag: 'Proxy',
-    summary: 'Invoke an agent (transactional)',
     auth: true,
-    params: { path: ProxyPath, header: ProxyHeaders },
-    body: { mediaType: '*/*', required: false },
-    responses: {
-      202: {
-        description: 'Accepted; poll the invocation.',
-        body: InvocationAccepted,
-        headers: { 'X-Gateway-Invocation-ID': 'The invocation id.', ...paymentReceipts },
-      },
-      400: err(
-        'X-Gateway-Model longer than 256 bytes, an unparseable MCP or A2A body, an A2A method the agent does not pass, or (transactional) a streaming A2A method.',
-      ),
-      402: {
-        description: 'Payment required (challenge) or payment failed (error).',
-        oneOf: [PaymentChallenge, ErrorBody],
-        headers: paymentRequired,
-      },
-      403: err('Denied by policy.'),
-      404: err('No such agent in the tenant, or (A2A) a task not seen through this agent.'),
-      408: slowBody,
-      413: err('Body over 32 MiB.'),
-      422: err('The agent is pending, inactive or suspended.'),
-      429: rateLimited(
-        "The agent's or the global rate limit, or too many of the tenant's request bodies in flight (Retry-After: 1).",
-      ),
-      502: err(
-        'A priced call refused before payment: the agent credential cannot be resolved, or the upstream address is one the SSRF guard refuses.',
-      ),
-      503: {
-        description:
+    answerHeaders: { 'X-Gateway-Invocation-ID': 'The invocation id.', ...paymentReceipts },
+    challengeHeader: 'Base64 x402 v2 PaymentRequired: the challenge, its `error` saying why.',
+    transactional: {
+      operationId: 'invoke',
+      summary: 'Invoke an agent (transactional)',
+      accepted: { description: 'Accepted; poll the invocation.', body: InvocationAccepted },
+      paymentRequired: 'Payment required (challenge) or payment failed (error).',
+      failures: {
+        400: badCall,
+        403: err('Denied by policy.'),
+        404: noAgent,
+        408: slowBody,
+        413: err('Body over 32 MiB.'),
+        422: err('The agent is pending, inactive or suspended.'),
+        429: rateLimited(
+          "The agent's or the global rate limit, or too many of the tenant's request bodies in flight (Retry-After: 1).",
+        ),
+        502: err(
+          'A priced call refused before payment: the agent credential cannot be resolved, or the upstream address is one the SSRF guard refuses.',
+        ),
+        503: retryLater(
           "The start backlog is full (Temporal away for a while; nothing was written, a payment stays unbound; Retry-After: 1), too many request bodies in flight in this process, the payment is still settling (retry with the same payment header), or a priced call's upstream circuit is open (`upstream unavailable`, refused before payment; Retry-After: seconds until it may half-open, 1 to 60).",
-        body: ErrorBody,
-        headers: { 'Retry-After': 'Seconds.' },
+        ),
       },
     },
-  },
-  {
-    method: 'post',
-    path: '/v1/proxy/{id}/stream',
-    operationId: 'invokeStream',
-    tag: 'Proxy',
-    summary: 'Invoke an agent (streaming)',
-    auth: true,
-    params: { path: ProxyPath, header: ProxyHeaders },
-    body: { mediaType: '*/*', required: false },
-    responses: {
-      default: {
-        description: "The upstream's own status, headers and body, streamed.",
-        body: { mediaType: '*/*' },
-        headers: { 'X-Gateway-Invocation-ID': 'The invocation id.', ...paymentReceipts },
-      },
-      400: err(
-        'X-Gateway-Model longer than 256 bytes, an unparseable MCP or A2A body, an A2A method the agent does not pass, or (transactional) a streaming A2A method.',
-      ),
-      402: {
-        description: 'Payment required or failed.',
-        oneOf: [PaymentChallenge, ErrorBody],
-        headers: paymentRequired,
-      },
-      403: err('Denied by policy.'),
-      404: err('No such agent in the tenant, or (A2A) a task not seen through this agent.'),
-      408: slowBody,
-      413: err("An MCP agent's JSON-RPC request over 32 MiB (a plain body is not capped)."),
-      422: err('The agent is not invocable.'),
-      429: rateLimited(
-        "The agent's or the global rate limit, or (MCP) too many of the tenant's request bodies in flight (Retry-After: 1).",
-      ),
-      502: err('Upstream unreachable, its circuit open, or the agent credential cannot be resolved.'),
-      503: {
-        description:
+    streaming: {
+      operationId: 'invokeStream',
+      summary: 'Invoke an agent (streaming)',
+      paymentRequired: 'Payment required or failed.',
+      failures: {
+        400: badCall,
+        403: err('Denied by policy.'),
+        404: noAgent,
+        408: slowBody,
+        413: err("An MCP agent's JSON-RPC request over 32 MiB (a plain body is not capped)."),
+        422: err('The agent is not invocable.'),
+        429: rateLimited(
+          "The agent's or the global rate limit, or (MCP) too many of the tenant's request bodies in flight (Retry-After: 1).",
+        ),
+        502: err('Upstream unreachable, its circuit open, or the agent credential cannot be resolved.'),
+        503: retryLater(
           "The payment is still settling (retry with the same payment header; also when a paid call settled but could not be forwarded, its payment released), (MCP) too many request bodies in flight in this process, or a priced call's upstream circuit is open (`upstream unavailable`, refused before payment; Retry-After: seconds until it may half-open, 1 to 60).",
-        body: ErrorBody,
-        headers: { 'Retry-After': 'Seconds.' },
+        ),
+        504: err('Upstream timed out.'),
       },
-      504: err('Upstream timed out.'),
     },
-  },
+  }),
   {
     method: 'get',
     path: '/v1/proxy/{id}/.well-known/agent-card.json',

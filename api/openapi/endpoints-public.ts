@@ -8,9 +8,9 @@ import {
   DiscoverySearchQuery,
   DiscoverySearchResponse,
 } from '../discovery/schema.ts';
-import { InvocationView, PaymentChallenge, ProxyHeaders, ProxyPath } from '../proxy/schema.ts';
+import { InvocationView, ProxyPath } from '../proxy/schema.ts';
 import { idParam } from '../validation.ts';
-import { ErrorBody } from './schemas.ts';
+import { callOperationsOf, paymentChallenge, retryLater } from './endpoints-invoke.ts';
 import { err, rateLimited, serverError, type Operation, type ResponseSpec } from './responses.ts';
 
 const PublicInvocationAccepted = z
@@ -29,21 +29,15 @@ const PublicPollQuery = z.object({
 
 const closed = err('No open public agent with that id (absent, not public, pending, suspended or deleted).');
 const limited = rateLimited("Too many requests from this client address, or to this tenant's public agents.");
-const challenge: ResponseSpec = {
-  description:
-    'Payment required (the challenge: x402 v1 in the body, v2 in PAYMENT-REQUIRED, with the bazaar extension) or payment failed.',
-  oneOf: [PaymentChallenge, ErrorBody],
-  headers: {
-    'PAYMENT-REQUIRED': 'Base64 x402 v2 PaymentRequired, declaring the bazaar and payment-identifier extensions.',
-  },
-};
 const receipts = {
   'X-PAYMENT-RESPONSE': 'Base64 settlement receipt of a call paid with X-PAYMENT.',
   'PAYMENT-RESPONSE': 'Base64 x402 v2 SettleResponse of a call paid with PAYMENT-SIGNATURE or in `_meta`.',
 };
+const challengeHeader = 'Base64 x402 v2 PaymentRequired, declaring the bazaar and payment-identifier extensions.';
+const paymentRequired =
+  'Payment required (the challenge: x402 v1 in the body, v2 in PAYMENT-REQUIRED, with the bazaar extension) or payment failed.';
 const callFailures: Record<string, ResponseSpec> = {
   400: err('X-Gateway-Model longer than 256 bytes, or an unparseable MCP body.'),
-  402: challenge,
   403: err('Denied by policy, or a free MCP tool (every public call is paid).'),
   404: closed,
   408: err('The body arrived too slowly; the connection is closed.'),
@@ -51,29 +45,35 @@ const callFailures: Record<string, ResponseSpec> = {
   429: limited,
   500: serverError,
   502: err('Upstream unreachable or refused by the SSRF guard, or its credential cannot be resolved.'),
-  503: {
-    description: 'Backlog full, payment still settling, or upstream circuit open.',
-    body: ErrorBody,
-    headers: { 'Retry-After': 'Seconds.' },
-  },
+  503: retryLater('Backlog full, payment still settling, or upstream circuit open.'),
   504: err('Upstream timed out.'),
 };
 
-export const publicOperations: Operation[] = [
-  {
-    method: 'post',
-    path: '/public/agents/{id}',
+const [invokePublic, invokePublicStream] = callOperationsOf({
+  path: '/public/agents/{id}',
+  tag: 'Public agents',
+  auth: false,
+  answerHeaders: receipts,
+  challengeHeader,
+  transactional: {
     operationId: 'invokePublic',
-    tag: 'Public agents',
     summary: 'Call a public agent, paid with x402 (transactional)',
-    auth: false,
-    params: { path: ProxyPath, header: ProxyHeaders },
-    body: { mediaType: '*/*', required: false },
-    responses: {
-      202: { description: 'Accepted; the payer polls poll_url.', body: PublicInvocationAccepted, headers: receipts },
-      ...callFailures,
-    },
+    accepted: { description: 'Accepted; the payer polls poll_url.', body: PublicInvocationAccepted },
+    paymentRequired,
+    failures: callFailures,
   },
+  streaming: {
+    operationId: 'invokePublicStream',
+    summary: 'Call a public agent, paid with x402 (streaming; where MCP clients connect)',
+    description:
+      'An MCP `tools/call` without payment is answered as the x402 MCP transport says: HTTP 200, a JSON-RPC result with `isError: true` and the PaymentRequired in `structuredContent`; it is paid in `params._meta["x402/payment"]`.',
+    paymentRequired,
+    failures: callFailures,
+  },
+});
+
+export const publicOperations: Operation[] = [
+  invokePublic,
   {
     method: 'get',
     path: '/public/agents/{id}',
@@ -87,32 +87,13 @@ export const publicOperations: Operation[] = [
         description: 'The static page: name, public description, price, how to pay.',
         body: { mediaType: 'text/html' },
       },
-      402: challenge,
+      402: paymentChallenge(paymentRequired, challengeHeader),
       404: closed,
       429: limited,
       500: serverError,
     },
   },
-  {
-    method: 'post',
-    path: '/public/agents/{id}/stream',
-    operationId: 'invokePublicStream',
-    tag: 'Public agents',
-    summary: 'Call a public agent, paid with x402 (streaming; where MCP clients connect)',
-    description:
-      'An MCP `tools/call` without payment is answered as the x402 MCP transport says: HTTP 200, a JSON-RPC result with `isError: true` and the PaymentRequired in `structuredContent`; it is paid in `params._meta["x402/payment"]`.',
-    auth: false,
-    params: { path: ProxyPath, header: ProxyHeaders },
-    body: { mediaType: '*/*', required: false },
-    responses: {
-      default: {
-        description: "The upstream's own status, headers and body, streamed.",
-        body: { mediaType: '*/*' },
-        headers: receipts,
-      },
-      ...callFailures,
-    },
-  },
+  invokePublicStream,
   {
     method: 'get',
     path: '/public/invocations/{invId}',

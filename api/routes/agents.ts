@@ -2,12 +2,12 @@
 // tenant's id behaves as absent (404), and a credential_ref to another tenant's credential is
 // refused as if it did not exist (400).
 import Router from '@koa/router';
-import { LockMode, UniqueConstraintViolationException } from '@mikro-orm/core';
+import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { getAddress } from 'ethers';
 import { AgentSchema, type Agent, type Pricing } from '../../gateway/db/entities.ts';
 import { newId, isId } from '../../lib/ids.ts';
-import { badRequest, conflict, notFound } from '../errors.ts';
+import { badRequest, conflict, flushOr409, notFound } from '../errors.ts';
 import { parseOr400, parseQuery } from '../validation.ts';
 import { listPage, ownedRow, pageOf } from '../pagination.ts';
 import { AgentListQuery } from '../agents/view.ts';
@@ -91,15 +91,6 @@ async function readCardOr400(readCard: CardReader, upstreamUrl: string): Promise
     return await readCard(upstreamUrl);
   } catch (err) {
     if (err instanceof AgentCardError) throw badRequest(`upstream_url: ${err.message}`);
-    throw err;
-  }
-}
-
-async function flushOr409(em: EntityManager): Promise<void> {
-  try {
-    await em.flush();
-  } catch (err) {
-    if (err instanceof UniqueConstraintViolationException) throw conflict(NAME_TAKEN);
     throw err;
   }
 }
@@ -217,7 +208,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows, readCard: CardRead
           createdAt: now,
           updatedAt: now,
         });
-        await flushOr409(em);
+        await flushOr409(em, NAME_TAKEN);
         return created;
       }),
     );
@@ -317,7 +308,7 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows, readCard: CardRead
       Object.assign(changes, a2aCardChange(current, state.protocol, patch.upstream_url, read));
       if (Object.keys(patch).length > 0) changes.updatedAt = new Date();
       em.assign(current, changes);
-      await flushOr409(em);
+      await flushOr409(em, NAME_TAKEN);
       return current;
     });
     // The row's trigger tells every replica; this one need not wait for its own notification.

@@ -2,10 +2,9 @@
 // hint or the vault reference); the secret is write-only and leaves this module only as an
 // envelope (managed) or not at all (vault: only its reference is stored).
 import Router from '@koa/router';
-import { LockMode, UniqueConstraintViolationException } from '@mikro-orm/core';
-import type { EntityManager } from '@mikro-orm/postgresql';
+import { LockMode } from '@mikro-orm/core';
 import { newId, isId } from '../../lib/ids.ts';
-import { badRequest, conflict, notFound } from '../errors.ts';
+import { badRequest, conflict, flushOr409, notFound } from '../errors.ts';
 import { parseOr400, parseQuery } from '../validation.ts';
 import { listPage, ownedRow, pageOf } from '../pagination.ts';
 import { CredentialSchema, type AuthType, type Credential } from '../../gateway/credentials/entity.ts';
@@ -26,15 +25,6 @@ import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 const NAME_TAKEN = 'a credential with this name already exists';
-
-async function flushOr409(em: EntityManager): Promise<void> {
-  try {
-    await em.flush();
-  } catch (err) {
-    if (err instanceof UniqueConstraintViolationException) throw conflict(NAME_TAKEN);
-    throw err;
-  }
-}
 
 function headerSafetyError(authType: AuthType, secret: string): string | undefined {
   if (authType === 'none' || isHeaderSafe(secret)) return undefined;
@@ -86,7 +76,7 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
       updatedAt: now,
     });
     if (plaintext !== undefined) storeSecret(store, row, plaintext);
-    await flushOr409(em);
+    await flushOr409(em, NAME_TAKEN);
     ctx.status = 201;
     ctx.body = serializeCredential(row);
   });
@@ -174,7 +164,7 @@ export function credentialRoutes(deps: AppDeps): Router<AuthState> {
         current.vaultRef = patch.vault_ref;
       }
       if (Object.keys(patch).length > 0) current.updatedAt = new Date();
-      await flushOr409(em);
+      await flushOr409(em, NAME_TAKEN);
       return current;
     });
     ctx.body = serializeCredential(row);

@@ -1,7 +1,8 @@
 // Step 3, broadcast: the stored bytes are sent, never anything that is not stored first.
 import { rpcNow, sendRaw } from '../chain.ts';
 import { markBroadcast } from '../store/records.ts';
-import { isCancel, type Signed } from './signed.ts';
+import { inclusionOf } from './inclusion.ts';
+import type { Signed } from './signed.ts';
 import type { Inclusion, SettlementDeps } from './types.ts';
 
 // Nodes without eth_sendRawTransactionSync (EIP-7966) get plain sends from then on.
@@ -31,15 +32,15 @@ async function send(deps: SettlementDeps, raw: string, hash: string): Promise<In
         SYNC_SEND_WAIT_MS,
       ]);
       if (receipt?.transactionHash) {
-        return {
-          mined: true,
-          success: Number(receipt.status) === 1,
+        return inclusionOf({
+          status: Number(receipt.status),
           blockNumber: Number(receipt.blockNumber),
           gasUsed: BigInt(receipt.gasUsed),
           gasPrice: BigInt(receipt.effectiveGasPrice ?? 0),
-          txHash: receipt.transactionHash,
-          cancelled: isCancel(receipt),
-        };
+          hash: receipt.transactionHash,
+          from: receipt.from,
+          to: receipt.to,
+        });
       }
       return null;
     } catch (err) {

@@ -12,7 +12,14 @@ import type { Inclusion, SettlementDeps, SettlementOutcome } from './types.ts';
 const POLL_MS = [0, 10, 25, 50, 100, 200, 400, 800];
 const REBROADCAST_EVERY_MS = 3_000;
 
-function inclusionOf(receipt: TransactionReceipt): Inclusion {
+/** A mined receipt's fields, as ethers' TransactionReceipt names them (the sync send's raw one is decoded to these). */
+type MinedReceipt = Pick<
+  TransactionReceipt,
+  'status' | 'blockNumber' | 'gasUsed' | 'gasPrice' | 'hash' | 'from' | 'to'
+>;
+
+/** What a mined receipt says of the attempt it names: whether it succeeded, and whether it was the cancel. */
+export function inclusionOf(receipt: MinedReceipt): Inclusion {
   return {
     mined: true,
     success: receipt.status === 1,

@@ -70,6 +70,29 @@ export function parseSettlementKey(key: string): { chainId: number; token: strin
   return { chainId: Number(chainId), token, payer, nonce };
 }
 
+/** What a new settlement row is made of: the authorization (from its key) and the request's terms. */
+type NewSettlement = Pick<SettlementRecord, 'key' | 'accountId' | 'payer' | 'payTo' | 'amount' | 'validBefore'>;
+
+/** The first columns of a new settlement row; every statement that inserts one binds them as $1 to $10. */
+export const NEW_SETTLEMENT_COLUMNS =
+  'id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before';
+
+/** The values of NEW_SETTLEMENT_COLUMNS: a fresh id, the key and what it names, addresses in lowercase. */
+export function newSettlementValues(row: NewSettlement): Array<string | number> {
+  const { chainId, token, nonce } = parseSettlementKey(row.key);
+  return [
+    `stl_${uuidv7()}`,
+    row.key,
+    chainId,
+    token,
+    row.payer.toLowerCase(),
+    nonce,
+    row.accountId,
+    row.payTo.toLowerCase(),
+    row.amount.toString(),
+    row.validBefore.toString(),
+  ];
+}
 /** PostgreSQL channel on which a settlement's outcome is announced when its record gets one. */
 export const OUTCOME_CHANNEL = 'settlement_outcome';
 
@@ -122,42 +145,18 @@ export async function findSettlementState(
 export async function recordRejected(
   db: pg.Pool,
   // request: the outbox's request, stored with the record (see ReservationInput.request, reservations.ts).
-  input: {
-    key: string;
-    accountId: string;
-    payer: string;
-    payTo: string;
-    amount: bigint;
-    validBefore: bigint;
-    cause: string;
-    request?: SettleRequest;
-  },
+  input: NewSettlement & { cause: string; request?: SettleRequest },
 ): Promise<SettlementRecord> {
-  const { chainId, token, nonce } = parseSettlementKey(input.key);
   await db.query(
     `with stored as (
        insert into settle_requests (settlement_key, account_id, request)
        select $2, $7, $12::jsonb where $12::jsonb is not null
        on conflict (settlement_key) do nothing
      )
-     insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before,
-                              status, failure_cause, completed_at)
+     insert into settlements (${NEW_SETTLEMENT_COLUMNS}, status, failure_cause, completed_at)
      values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'failed', $11, now())
      on conflict (settlement_key) do nothing`,
-    [
-      `stl_${uuidv7()}`,
-      input.key,
-      chainId,
-      token,
-      input.payer.toLowerCase(),
-      nonce,
-      input.accountId,
-      input.payTo.toLowerCase(),
-      input.amount.toString(),
-      input.validBefore.toString(),
-      input.cause,
-      input.request ? JSON.stringify(input.request) : null,
-    ],
+    [...newSettlementValues(input), input.cause, input.request ? JSON.stringify(input.request) : null],
   );
   await notifyOutcome(db, input.key);
   return (await findSettlement(db, input.key))!;

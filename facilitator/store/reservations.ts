@@ -2,14 +2,14 @@
 // then the day's usage (amount and failed-gas budget) and the settlement row that reserves the
 // payer's authorization nonce, in one statement, so both commit or neither does.
 import type pg from 'pg';
-import { v7 as uuidv7 } from 'uuid';
 import type { Account, AccountKind } from '../accounts.ts';
 import type { SettleRequest } from '../../x402/schemas.ts';
 import {
   OUTCOME_CHANNEL,
   findSettlement,
   fromRow,
-  parseSettlementKey,
+  NEW_SETTLEMENT_COLUMNS,
+  newSettlementValues,
   type AnnouncedOutcome,
   type SettlementRecord,
   type SettlementRow,
@@ -132,7 +132,6 @@ async function tryReserve(db: pg.Pool, input: ReservationInput): Promise<Reserva
   if (refused) return { rejected: refused };
   const ceiling = input.account.dailyCeiling ?? input.defaults.dailyCeiling;
 
-  const { chainId, token, nonce } = parseSettlementKey(input.key);
   const pre = input.presigned;
   try {
     // reserved: the conditional reservation (empty: over the ceiling, nothing is written).
@@ -155,7 +154,7 @@ async function tryReserve(db: pg.Pool, input: ReservationInput): Promise<Reserva
          returning next_nonce - 1 as nonce
        ),
        settlement as (
-         insert into settlements (id, settlement_key, chain_id, token, payer, nonce, account_id, pay_to, amount, valid_before,
+         insert into settlements (${NEW_SETTLEMENT_COLUMNS},
                                   status, usage_day, reserved_amount, gas_at_risk_wei, gas_wallet, gas_nonce, raw_tx, tx_hash)
          select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, case when taken.nonce is null then 'claimed' else 'signed' end,
                 reserved.day, $9, $22::numeric, case when taken.nonce is null then null else $12::text end, taken.nonce,
@@ -174,16 +173,7 @@ async function tryReserve(db: pg.Pool, input: ReservationInput): Promise<Reserva
        )
        select * from settlement`,
       [
-        `stl_${uuidv7()}`,
-        input.key,
-        chainId,
-        token,
-        input.payer.toLowerCase(),
-        nonce,
-        input.account.id,
-        input.payTo.toLowerCase(),
-        input.amount.toString(),
-        input.validBefore.toString(),
+        ...newSettlementValues({ ...input, accountId: input.account.id }),
         ceiling.toString(),
         pre?.gasWallet.toLowerCase() ?? null,
         pre?.chainId ?? null,
@@ -232,7 +222,6 @@ async function overFailedGasBudget(
   return BigInt(rows[0]?.spent ?? 0) + atRiskWei > budgetWei;
 }
 
-/** Gas burned today by the account's settlements that reverted on chain (wei). */
 /** Each account's usage of the UTC day: amount reserved against its ceiling, gas burned by reverts. */
 export async function usageToday(db: pg.Pool): Promise<Map<string, { reserved: bigint; failedGasWei: bigint }>> {
   const { rows } = await db.query<{ account_id: string; reserved: string; failed_gas_wei: string }>(
