@@ -7,7 +7,7 @@ import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { Readiness } from './readiness.ts';
 import { settleHandler, type SettleDeps } from './settle.ts';
 import { observeRequests } from '../lib/observability/http.ts';
-import { settlements } from '../lib/observability/metrics.ts';
+import { settlements } from '../facilitator/metrics.ts';
 import { traceRequests } from '../lib/observability/spans.ts';
 import { errorFrames, errorKind } from '../lib/error-kind.ts';
 

@@ -8,6 +8,13 @@ import type { JsonRpcProvider } from 'ethers';
 import { counter, gauge, registry } from '../lib/observability/metrics.ts';
 import { startMetricsServer, type ExtraMetrics } from '../lib/observability/http.ts';
 
+// The gateway counts the same metric under service="gateway" (gateway/metrics.ts).
+export const settlements = counter({
+  name: 'settlements_total',
+  help: 'Settlements by service (gateway client or facilitator) and outcome',
+  labelNames: ['service', 'outcome'] as const,
+});
+
 export const failedGasWei = counter({
   name: 'facilitator_failed_gas_wei_total',
   help: 'Gas (wei) the gas wallet spent on settlements that reverted on chain after passing simulation, by facilitator account',

@@ -31,6 +31,13 @@ export const policyDecisions = counter({
   labelNames: ['action', 'source'] as const,
 });
 
+// The facilitator counts the same metric under service="facilitator" (facilitator/metrics.ts).
+export const settlements = counter({
+  name: 'settlements_total',
+  help: 'Settlements by service (gateway client or facilitator) and outcome',
+  labelNames: ['service', 'outcome'] as const,
+});
+
 export const receiptsIssued = counter({
   name: 'gateway_receipts_issued_total',
   help: 'Trust receipts signed, by signing key id',

@@ -18,7 +18,7 @@ import type { PaymentRecord, ProxyCall } from '../proxy/call.ts';
 import type { AppDeps } from '../deps.ts';
 import { verifyGatePayment, type GateVerifyResult } from './verify.ts';
 import { loadSettlementClientTls } from '../../gateway/settlement/tls.ts';
-import { settlements } from '../../lib/observability/metrics.ts';
+import { settlements } from '../../gateway/metrics.ts';
 import { challengeFor, requirementsFor } from './requirements.ts';
 import {
   PaymentAlreadyBound,

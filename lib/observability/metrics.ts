@@ -19,8 +19,8 @@ export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
 
 // A metric is defined once per process: when two services share one (the tests run the API,
-// the gateway's worker and the facilitator together) and both define the same metric, the
-// second definition gets the first's metric.
+// the gateway's worker and the facilitator together) and both define a metric they both feed
+// (settlements_total), the second definition gets the first's metric.
 
 /** A counter of the process registry, or the one already defined under its name. */
 export function counter<T extends string>(config: Omit<CounterConfiguration<T>, 'registers'>): Counter<T> {
@@ -49,13 +49,6 @@ export const httpRequests = counter({
   name: 'http_requests_total',
   help: 'HTTP requests served, by service, method, route template and status',
   labelNames: ['service', 'method', 'route', 'status'] as const,
-});
-
-/** Fed by both services: the gateway's facilitator client and the facilitator's /settle. */
-export const settlements = counter({
-  name: 'settlements_total',
-  help: 'Settlements by service (gateway client or facilitator) and outcome',
-  labelNames: ['service', 'outcome'] as const,
 });
 
 export const httpDuration = histogram({
