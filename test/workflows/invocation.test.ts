@@ -15,13 +15,26 @@ import type { InvocationInput } from '../../workflows/invocation.ts';
 import { searchAttributesOf, workflowHarness, type WorkflowHarness } from './environment.ts';
 
 const SUCCEEDED: InvocationOutcome = { status: 'succeeded', upstreamStatus: 200, latencyMs: 12, errorClass: null };
-const UPSTREAM_5XX: InvocationOutcome = { status: 'failed', upstreamStatus: 502, latencyMs: 30, errorClass: 'upstream_5xx' };
-const ABANDONED: InvocationOutcome = { status: 'failed', upstreamStatus: null, latencyMs: null, errorClass: 'internal' };
+const UPSTREAM_5XX: InvocationOutcome = {
+  status: 'failed',
+  upstreamStatus: 502,
+  latencyMs: 30,
+  errorClass: 'upstream_5xx',
+};
+const ABANDONED: InvocationOutcome = {
+  status: 'failed',
+  upstreamStatus: null,
+  latencyMs: null,
+  errorClass: 'internal',
+};
 
 type Call = { activity: string; args: unknown[] };
 
 /** Doubles of the gateway worker's activities that record every call; `perform` decides each attempt. */
-function doubles(perform: (attempt: number) => Promise<InvocationOutcome>, receipt?: (attempt: number) => Promise<void>) {
+function doubles(
+  perform: (attempt: number) => Promise<InvocationOutcome>,
+  receipt?: (attempt: number) => Promise<void>,
+) {
   const calls: Call[] = [];
   let performs = 0;
   let receipts = 0;
@@ -112,7 +125,9 @@ describe('InvocationWorkflow (time-skipping test server, activities as test doub
       (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(false))).result(),
     );
     assert.equal(d.named('performInvocation').length, 20);
-    assert.deepEqual(d.named('abandonInvocation'), [{ activity: 'abandonInvocation', args: [id, 'CredentialUnavailable'] }]);
+    assert.deepEqual(d.named('abandonInvocation'), [
+      { activity: 'abandonInvocation', args: [id, 'CredentialUnavailable'] },
+    ]);
     assert.deepEqual(result, ABANDONED);
     const attributes = await searchAttributesOf(h.env, id);
     assert.equal(attributes[InvocationStatus.name], 'failed');
@@ -128,7 +143,9 @@ describe('InvocationWorkflow (time-skipping test server, activities as test doub
       (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(false))).result(),
     );
     assert.equal(d.named('performInvocation').length, 1);
-    assert.deepEqual(d.named('abandonInvocation'), [{ activity: 'abandonInvocation', args: [id, 'CredentialUnavailable'] }]);
+    assert.deepEqual(d.named('abandonInvocation'), [
+      { activity: 'abandonInvocation', args: [id, 'CredentialUnavailable'] },
+    ]);
     assert.deepEqual(result, ABANDONED);
   });
 
