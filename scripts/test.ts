@@ -1,7 +1,8 @@
 // `npm test`: type checking, lint, formatting (Prettier), the layer rules (.dependency-cruiser.cjs), unused
-// dependencies, files and exports (knip.jsonc), then the unit layer (test/unit/, no services) and the
-// whole mocha suite against real services. Always ends with one plain line `N passed, N failed, N skipped`
-// (both layers' counts summed, or a failed step's).
+// dependencies, files and exports (knip.jsonc), then the unit layer (test/unit/, no services), the
+// workflow layer (test/workflows/, Temporal's time-skipping test server only) and the whole mocha
+// suite against real services. Always ends with one plain line `N passed, N failed, N skipped`
+// (the layers' counts summed, or a failed step's).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,10 +11,12 @@ import { join } from 'node:path';
 const USAGE = `usage: npm test [-- FILE...]
   Type check (tsc --noEmit), lint (eslint), formatting (Prettier --check), the layer rules
   (dependency-cruiser) and unused dependencies, files and exports (knip), then the unit layer
-  (test/unit/, no services; a failure there stops the run) and mocha over the other
-  test/**/*.test.ts, or only over the FILEs named (other arguments go to mocha as they are),
-  against one shared stack of real services (FILEs all under test/unit/: without it). Ends with
-  one line: N passed, N failed, N skipped (both layers summed).`;
+  (test/unit/, no services), the workflow layer (test/workflows/, the workflows on Temporal's
+  time-skipping test server with their activities as test doubles; a failure in either stops
+  the run) and mocha over the other test/**/*.test.ts, or only over the FILEs named (other
+  arguments go to mocha as they are), against one shared stack of real services (FILEs all
+  under test/unit/ or all under test/workflows/: with that layer's config, without it). Ends
+  with one line: N passed, N failed, N skipped (the layers summed).`;
 // --help runs nothing: the steps below take minutes.
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
   process.stdout.write(`${USAGE}\n`);
@@ -93,16 +96,28 @@ if (!step('unused', bin('knip'), ['--no-progress'])) {
   process.stdout.write('unused dependencies, files or exports (knip.jsonc)\n0 passed, 1 failed\n');
   process.exit(1);
 }
-// `npm test -- test/x.test.ts` runs that file only (still one stack); files all under test/unit/
-// run with the unit layer's config, without one.
+/** The layers that start no stack, in the order they run, each with its own mocha config. */
+const LAYERS = [
+  { name: 'unit tests', dir: 'test/unit/' },
+  { name: 'workflow tests', dir: 'test/workflows/' },
+] as const;
+const config = (dir: string) => ['--config', `${dir}.mocharc.json`];
+// `npm test -- test/x.test.ts` runs that file only (still one stack); files all under one of
+// LAYERS' folders run with that layer's config, without one.
 const args = process.argv.slice(2);
 if (args.length > 0) {
-  const files = args.filter((arg) => arg.endsWith('.ts'));
-  const unitOnly = files.length > 0 && files.every((file) => file.replace(/^\.\//, '').startsWith('test/unit/'));
-  finish([mochaRun('tests', unitOnly ? ['--config', 'test/unit/.mocharc.json', ...args] : args)]);
+  const files = args.filter((arg) => arg.endsWith('.ts')).map((file) => file.replace(/^\.\//, ''));
+  const layer = LAYERS.find(({ dir }) => files.length > 0 && files.every((file) => file.startsWith(dir)));
+  finish([mochaRun('tests', layer ? [...config(layer.dir), ...args] : args)]);
 }
-// The unit layer first: seconds, no services. A failure there is a fault in the logic the whole
-// suite stands on, so the suite's minutes are not spent on it.
-const unit = mochaRun('unit tests', ['--config', 'test/unit/.mocharc.json', 'test/unit/**/*.test.ts']);
-if (unit.failures > 0) finish([unit]);
-finish([unit, mochaRun('integration tests', ['test/**/*.test.ts', '--ignore', 'test/unit/**'])]);
+// The unit layer first (seconds, no services), then the workflow layer (seconds, the test server
+// only). A failure in either is a fault in the logic the whole suite stands on, so the suite's
+// minutes are not spent on it.
+const runs: Counts[] = [];
+for (const { name, dir } of LAYERS) {
+  const run = mochaRun(name, [...config(dir), `${dir}**/*.test.ts`]);
+  runs.push(run);
+  if (run.failures > 0) finish(runs);
+}
+const elsewhere = LAYERS.flatMap(({ dir }) => ['--ignore', `${dir}**`]);
+finish([...runs, mochaRun('integration tests', ['test/**/*.test.ts', ...elsewhere])]);

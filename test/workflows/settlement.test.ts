@@ -178,6 +178,8 @@ describe('SettlementWorkflow (time-skipping test server, step activities as test
   });
 
   it('once signed, a failing broadcast is retried until the node takes it', async () => {
+    // The steps are local activities: the worker itself sleeps their backoffs (100 ms doubling),
+    // which the server cannot skip, so the node is down for three attempts only.
     const run = await settle({
       verifySettlement: verified,
       claimSettlement: signed,
