@@ -1,6 +1,6 @@
 // The workflow layer's harness: one Temporal time-skipping test server (the Java SDK's, a pinned
-// tool in .tools, scripts/lib/tools.ts) and one bundle of a worker's workflow code per test file.
-// Each test runs its own Worker on a task queue of its own, its activities replaced by test
+// tool in .tools, scripts/lib/tools.ts) per test file, and one bundle of each worker's workflow
+// code per run, shared by its files. Each test runs its own Worker on a task queue of its own, its activities replaced by test
 // doubles: what is under test here is the workflow's own logic (which steps it orders, what it
 // retries and gives up on, what it records in search attributes); the activities' behaviour
 // against PostgreSQL, the upstreams and the chain is the integration suite's. The server skips
@@ -31,6 +31,17 @@ export type WorkflowHarness = {
 };
 
 let runtimeInstalled = false;
+// Bundling takes seconds: files of one run that test the same worker's workflows share its bundle.
+const bundles = new Map<BundleName, Promise<WorkflowBundle>>();
+
+function bundleOf(name: BundleName): Promise<WorkflowBundle> {
+  let bundle = bundles.get(name);
+  if (!bundle) {
+    bundle = bundleWorkflowCode({ workflowsPath: workflowSources[name], logger: quiet }).then(({ code }) => ({ code }));
+    bundles.set(name, bundle);
+  }
+  return bundle;
+}
 
 /** The test server and the `name` worker's workflow bundle, for one test file's before hook. */
 export async function workflowHarness(name: BundleName): Promise<WorkflowHarness> {
@@ -42,11 +53,11 @@ export async function workflowHarness(name: BundleName): Promise<WorkflowHarness
     });
     runtimeInstalled = true;
   }
-  const [env, bundle] = await Promise.all([
+  const [env, workflowBundle] = await Promise.all([
     TestWorkflowEnvironment.createTimeSkipping({
       server: { executable: { type: 'existing-path', path: ensureTool('temporal-test-server') } },
     }),
-    bundleWorkflowCode({ workflowsPath: workflowSources[name], logger: quiet }),
+    bundleOf(name),
   ]);
   // Like a fresh cluster, the server knows no custom search attribute until one is added; it
   // cannot list them, so temporal/search-attribute-setup.ts (which lists first) is not used here.
@@ -56,7 +67,6 @@ export async function workflowHarness(name: BundleName): Promise<WorkflowHarness
       ALL_SEARCH_ATTRIBUTES.map((key) => [key.name, IndexedValueType[`INDEXED_VALUE_TYPE_${key.type}`]]),
     ),
   });
-  const workflowBundle: WorkflowBundle = { code: bundle.code };
   return {
     env,
     async withWorker(activities, body) {
