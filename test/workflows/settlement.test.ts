@@ -8,9 +8,10 @@
 // test/settlement-replay.test.ts.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { SettlementActivities, SettlementOutcome } from '../../activities/settlement/types.ts';
 import type { FacilitatorConfig } from '../../facilitator/config.ts';
-import { startSettlementWorkflow } from '../../facilitator-service/workflow-start.ts';
+import { startSettlementWorkflow, startWatchWorkflow } from '../../facilitator-service/workflow-start.ts';
 import { ErrorClass, Payer, SettlementStatus, TxHash } from '../../temporal/search-attributes.ts';
 import { searchAttributesOf, workflowHarness, type WorkflowHarness } from './environment.ts';
 
@@ -77,20 +78,26 @@ describe('SettlementWorkflow (time-skipping test server, step activities as test
   });
   after(async () => h?.teardown());
 
-  /** Starts the settlement as the facilitator does (facilitator-service/workflow-start.ts) and awaits its answer. */
+  const newKey = () => `settle:8453:0x${'cd'.repeat(20)}:${PAYER}:0x${randomUUID().replaceAll('-', '')}`;
+
+  /** Starts the settlement `key` as the facilitator does (facilitator-service/workflow-start.ts). */
+  function start(taskQueue: string, key: string) {
+    const config = { temporal: { taskQueue }, inclusionTimeoutMs: INCLUSION_TIMEOUT_MS };
+    return startSettlementWorkflow(
+      h.env.client,
+      config as unknown as FacilitatorConfig,
+      key,
+      { payer: PAYER, summary: 'test settlement' },
+      false,
+    );
+  }
+
+  /** Starts a settlement and awaits its answer (and then `afterwards`, with the worker still running). */
   async function settle(steps: Steps, afterwards?: (key: string) => Promise<unknown>) {
-    const key = `settle:8453:0x${'cd'.repeat(20)}:${PAYER}:0x${randomUUID().replaceAll('-', '')}`;
+    const key = newKey();
     const d = doubles(steps);
-    const config = { temporal: { taskQueue: '' }, inclusionTimeoutMs: INCLUSION_TIMEOUT_MS };
     const result = await h.withWorker(d.activities, async (taskQueue) => {
-      config.temporal.taskQueue = taskQueue;
-      const handle = await startSettlementWorkflow(
-        h.env.client,
-        config as unknown as FacilitatorConfig,
-        key,
-        { payer: PAYER, summary: 'test settlement' },
-        false,
-      );
+      const handle = await start(taskQueue, key);
       const outcome = await Promise.race([handle.result(), d.unexpected]);
       return { outcome, later: await Promise.race([afterwards?.(key), d.unexpected]) };
     });
@@ -201,6 +208,59 @@ describe('SettlementWorkflow (time-skipping test server, step activities as test
     ]);
   });
 
+  it('a watcher retries a failing watch until the chain answers (minutes of backoff, skipped)', async () => {
+    // Started as the sweeper restarts a pending settlement's watcher (startWatchWorkflow).
+    const key = newKey();
+    const d = doubles({
+      watchSettlement: async (attempt) => {
+        if (attempt <= 8) throw new Error('RPC node unreachable');
+        return settled;
+      },
+    });
+    const outcome = await h.withWorker(d.activities, async (taskQueue) => {
+      const config = { temporal: { taskQueue } } as unknown as FacilitatorConfig;
+      await startWatchWorkflow(h.env.client, config, key);
+      return Promise.race([h.env.client.workflow.getHandle(`watch:${key}`).result(), d.unexpected]);
+    });
+    assert.deepEqual(outcome, settled);
+    assert.equal(d.calls.length, 9);
+    assert.ok(d.calls.every((call) => call.activity === 'watchSettlement' && call.args[0] === key));
+    const attributes = await searchAttributesOf(h.env, `watch:${key}`);
+    assert.equal(attributes[SettlementStatus.name], 'settled');
+    assert.equal(attributes[TxHash.name], TX);
+  });
+
+  it('the same authorization settled twice: the second start attaches to the running settlement, a third after it closed is refused; the steps ran once', async () => {
+    const key = newKey();
+    let verifying!: () => void;
+    const verifyStarted = new Promise<void>((resolve) => (verifying = resolve));
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    const d = doubles({
+      verifySettlement: async () => {
+        verifying();
+        await answered;
+        return verified();
+      },
+      claimSettlement: signed,
+      broadcastSettlement: sent,
+      confirmSettlement: async () => settled,
+    });
+    await h.withWorker(d.activities, async (taskQueue) => {
+      const first = await start(taskQueue, key);
+      await verifyStarted;
+      const second = await start(taskQueue, key);
+      const runs = await Promise.all([first.describe(), second.describe()]);
+      assert.equal(runs[1].runId, runs[0].runId, 'attached to the running settlement');
+      answer();
+      assert.deepEqual(await Promise.race([second.result(), d.unexpected]), settled);
+      await assert.rejects(start(taskQueue, key), WorkflowExecutionAlreadyStartedError);
+    });
+    assert.deepEqual(d.order(), ['verifySettlement', 'claimSettlement', 'broadcastSettlement', 'confirmSettlement']);
+  });
+
+  // Last in this file: once a workflow has started a child, this test server (temporal-test-server
+  // 1.40.0) no longer skips time for the tests after it.
   it('not included in time: answers pending, and a watcher that outlives the run records the settlement once it lands', async () => {
     const pending: SettlementOutcome = { status: 'pending', payer: PAYER, transaction: TX, cause: null };
     const run = await settle(
