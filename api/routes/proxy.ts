@@ -20,7 +20,7 @@ import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import { a2aCardRoute } from '../proxy/a2a-card.ts';
-import { parseA2aBody } from '../proxy/a2a-parse.ts';
+import { parseA2aRequest } from '../proxy/a2a-x402.ts';
 import type { ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
 import { startInvocationWorkflow } from '../proxy/start.ts';
@@ -47,6 +47,15 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
       () => declaredOver(ctx.req, MAX_TRANSACTIONAL_BODY),
     );
 
+    const a2a =
+      agent.protocol === 'a2a'
+        ? await refundIfRefused(
+            admitted,
+            400,
+            () => parseA2aRequest(ctx, body, agent, 'transactional', door.a2aPaymentTasks ?? null),
+            () => cheapToParse(body),
+          )
+        : null;
     const call: ProxyCall = {
       caller: admitted.caller,
       agent,
@@ -66,20 +75,13 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
               () => cheapToParse(body),
             )
           : null,
-      a2a:
-        agent.protocol === 'a2a'
-          ? await refundIfRefused(
-              admitted,
-              400,
-              () => parseA2aBody(body, agent, 'transactional'),
-              () => cheapToParse(body),
-            )
-          : null,
+      a2a: a2a?.a2a ?? null,
       policyWarning: null,
       payment: null,
     };
-    // A payment in `_meta` is never forwarded or stored: the body without it (api/proxy/parse.ts).
-    const forwarded = call.mcp?.forwardBody ?? body;
+    // A payment in `_meta` or A2A message metadata is never forwarded or stored: the body without
+    // it (api/proxy/parse.ts, a2a-x402.ts); a message paying a kept one forwards the kept one.
+    const forwarded = call.mcp?.forwardBody ?? a2a?.forwardBody ?? body;
     let place: BacklogPlace | undefined;
     const pollKey = door.issuesPollKeys ? newPollKey() : null;
     const { invocationId } = call;
