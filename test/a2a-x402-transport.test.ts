@@ -15,7 +15,10 @@ import { Message, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
 import { type Client, ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { PaymentRequiredV2Schema } from '@x402/core/schemas';
 import { stack } from './support/stack.ts';
-import { call, uniqueName } from './support/http.ts';
+import { createPaymentTasks } from '../gateway/a2a/payment-tasks.ts';
+import { queryRows } from '../gateway/db/orm.ts';
+import { call, callAt, uniqueName } from './support/http.ts';
+import { startCapturedGateway, type ExtraGateway } from './support/catalog.ts';
 import { startA2aServer, type A2aUpstream } from './support/a2a-server.ts';
 import {
   balanceOf,
@@ -72,14 +75,21 @@ describe('public A2A agents: the x402 A2A transport', function () {
   let provider: ReturnType<typeof chainProvider>;
   let account: TestAccount;
   let token: string;
+  // A replica of its own whose unpaid buckets do not run dry: every unpaid request here (card
+  // reads, payment-required answers, refused payments) takes a challenge token, and the stack's
+  // client bucket is shared with every other test calling from 127.0.0.1.
+  let gateway: ExtraGateway;
 
   before(async () => {
+    const limits = { challengeRpsPerClient: 1000, challengeRpsPerTenant: 1000, rpsPerClient: 1000 };
+    gateway = await startCapturedGateway({ publicAgents: { ...stack().config.publicAgents, ...limits } });
     upstream = await startA2aServer();
     provider = chainProvider();
     account = await newAccount(`a2a-x402-${randomUUID()}`);
     token = await settlingTenant(`tenant-a2a-x402-${randomUUID()}`, account);
   });
   after(async () => {
+    await gateway.close();
     await upstream.close();
     await account.client.close();
     provider.destroy();
@@ -98,7 +108,8 @@ describe('public A2A agents: the x402 A2A transport', function () {
       },
     });
     assert.equal(created.status, 201, created.text);
-    return { id: created.json.id as string, url: created.json.public_url as string, payTo };
+    const url = (created.json.public_url as string).replace(stack().apiUrl, gateway.url);
+    return { id: created.json.id as string, url, path: new URL(url).pathname, payTo };
   }
 
   /** The upstream's requests since `from` that carry `marker`. */
@@ -107,7 +118,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
 
   it('the card declares the extension; unpaid: input-required; the paying message runs the first one, with the receipt', async () => {
     const agent = await publicAgent();
-    const card = await call('GET', `${new URL(agent.url).pathname}/.well-known/agent-card.json`);
+    const card = await callAt(gateway.url, 'GET', `${agent.path}/.well-known/agent-card.json`);
     assert.equal(card.status, 200, card.text);
     assert.deepEqual(
       card.json.capabilities.extensions.find((e: Json) => e.uri === EXTENSION),
@@ -155,7 +166,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.equal(await balanceOf(provider, payer.address), 1_000_000n - PRICE);
 
     // Used: the payment task is gone, and the same paying message again pays nothing.
-    const again = await call('POST', `${new URL(agent.url).pathname}/stream`, {
+    const again = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
       json: { jsonrpc: '2.0', id: 7, method: 'SendMessage', params: send('again', paying(unpaid.id, payload)) },
       headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION },
     });
@@ -218,12 +229,24 @@ describe('public A2A agents: the x402 A2A transport', function () {
     const required = unpaid.status.message.metadata['x402.payment.required'];
     const payer = await newPayer(1_000_000n);
     const payload = await v2PayerClient(payer).createPaymentPayload(required);
-    const elsewhere = await call('POST', `${new URL(other.url).pathname}/stream`, {
+    const elsewhere = await callAt(gateway.url, 'POST', `${other.path}/stream`, {
       json: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: send('pay here', paying(unpaid.id, payload)) },
       headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION },
     });
     assert.equal(elsewhere.status, 404, elsewhere.text);
     assert.deepEqual(elsewhere.json, { error: 'payment task not found through this agent' });
+    assert.equal(await balanceOf(provider, payer.address), 1_000_000n, 'nothing paid');
+
+    // Expired (its requirement's maxTimeoutSeconds passed): refused, nothing paid.
+    await stack()
+      .orm.em.fork()
+      .getConnection()
+      .execute(`update a2a_payment_tasks set expires_at = now() - interval '1 second' where task_id = ?`, [unpaid.id]);
+    const expired = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
+      json: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: send('pay late', paying(unpaid.id, payload)) },
+      headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION },
+    });
+    assert.equal(expired.status, 404, expired.text);
     assert.equal(await balanceOf(provider, payer.address), 1_000_000n, 'nothing paid');
 
     const kept = () =>
@@ -232,7 +255,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
         .getConnection()
         .execute<Array<{ n: string }>>('select count(*) as n from a2a_payment_tasks where agent_id = ?', [agent.id]);
     const before = Number((await kept())[0].n);
-    const oversize = await call('POST', `${new URL(agent.url).pathname}/stream`, {
+    const oversize = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
       json: { jsonrpc: '2.0', id: 2, method: 'SendMessage', params: send(`echo ${'x'.repeat(70 * 1024)}`) },
       headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION },
     });
@@ -240,7 +263,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.equal(Number((await kept())[0].n), before, 'nothing kept');
 
     // Without the extension: the HTTP 402 challenge as before, nothing kept.
-    const plain = await call('POST', `${new URL(agent.url).pathname}/stream`, {
+    const plain = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
       json: { jsonrpc: '2.0', id: 3, method: 'SendMessage', params: send('echo plain') },
       headers: { 'a2a-version': '1.0' },
     });
@@ -250,7 +273,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.equal(Number((await kept())[0].n), before);
 
     // The 0.3 spelling gets the 0.3 shape.
-    const legacy = await call('POST', `${new URL(agent.url).pathname}/stream`, {
+    const legacy = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
       json: {
         jsonrpc: '2.0',
         id: 'l',
@@ -290,5 +313,70 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.equal(last.status.state, 'TASK_STATE_COMPLETED');
     assert.equal(last.status.message.parts[0].text, `echo: ${marker}`);
     assert.deepEqual(await transfersTo(provider, agent.payTo), [{ hash: receipt.transaction, value: PRICE }]);
+  });
+
+  it("keeps at most a tenant's maximum of live payment tasks, and drops expired ones as it writes", async () => {
+    const conn = stack().orm.em.fork().getConnection();
+    const tasks = createPaymentTasks(queryRows(stack().orm), 2);
+    const tenant = `tenant-a2a-x402-bound-${randomUUID()}`;
+    const agentId = `agt_${randomUUID()}`;
+    const task = (n: number) => ({
+      taskId: `x402-payment-${randomUUID()}`,
+      contextId: 'c',
+      method: 'SendMessage',
+      request: `{"n":${n}}`,
+    });
+    const [a, b, c] = [task(1), task(2), task(3)];
+    assert.equal(await tasks.save(tenant, agentId, a, 60), true);
+    assert.equal(await tasks.save(tenant, agentId, b, 60), true);
+    assert.equal(await tasks.save(tenant, agentId, c, 60), false, 'the tenant is full');
+    assert.equal(await tasks.save(`${tenant}-other`, agentId, c, 60), true, 'another tenant is not');
+    assert.deepEqual(await tasks.find(agentId, a.taskId), a);
+    assert.equal(await tasks.find(`agt_${randomUUID()}`, a.taskId), null, "another agent's id is not found");
+
+    await conn.execute(`update a2a_payment_tasks set expires_at = now() - interval '1 second' where task_id = ?`, [
+      a.taskId,
+    ]);
+    assert.equal(await tasks.find(agentId, a.taskId), null, 'expired');
+    const d = task(4);
+    assert.equal(await tasks.save(tenant, agentId, d, 60), true, 'an expired task does not count');
+    const left = await conn.execute<Array<{ task_id: string }>>(
+      'select task_id from a2a_payment_tasks where task_id = ?',
+      [a.taskId],
+    );
+    assert.deepEqual(left, [], 'the expired row went with the write');
+    await tasks.remove(agentId, b.taskId);
+    assert.equal(await tasks.find(agentId, b.taskId), null, 'used');
+    await assert.rejects(tasks.save(tenant, agentId, { ...task(5), request: 'x'.repeat(64 * 1024 + 1) }, 60));
+  });
+
+  it('keeps a message only for an unpaid request its client bucket admitted: a flood is 429 and keeps nothing more', async () => {
+    const agent = await publicAgent();
+    // A client address of its own behind a trusted proxy, so its bucket starts full.
+    const tight = await startCapturedGateway({
+      publicAddress: { trustProxy: true },
+      publicAgents: { ...stack().config.publicAgents, challengeRpsPerClient: 2, challengeRpsPerTenant: 1000 },
+    });
+    const client = `198.51.100.${1 + Math.floor(Math.random() * 250)}`;
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          callAt(tight.url, 'POST', `${agent.path}/stream`, {
+            json: { jsonrpc: '2.0', id: i, method: 'SendMessage', params: send(`echo flood ${i}`) },
+            headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION, 'x-forwarded-for': client },
+          }),
+        ),
+      );
+      const asked = answers.filter((a) => a.status === 200);
+      assert.ok(asked.length > 0 && asked.length < answers.length, answers.map((a) => a.status).join(','));
+      assert.ok(answers.every((a) => a.status === 200 || a.status === 429));
+      const [row] = await stack()
+        .orm.em.fork()
+        .getConnection()
+        .execute<Array<{ n: string }>>('select count(*) as n from a2a_payment_tasks where agent_id = ?', [agent.id]);
+      assert.equal(Number(row.n), asked.length, 'one kept message per admitted request');
+    } finally {
+      await tight.close();
+    }
   });
 });

@@ -29,7 +29,7 @@ export type PaymentTasks = {
 
 export class PaymentTaskTooLarge extends Error {}
 
-export function createPaymentTasks(query: Query): PaymentTasks {
+export function createPaymentTasks(query: Query, maxPerTenant = MAX_PAYMENT_TASKS_PER_TENANT): PaymentTasks {
   return {
     async save(tenantId, agentId, task, ttlSeconds) {
       if (Buffer.byteLength(task.request, 'utf8') > MAX_PAYMENT_TASK_BYTES) throw new PaymentTaskTooLarge();
@@ -53,8 +53,8 @@ export function createPaymentTasks(query: Query): PaymentTasks {
           task.request,
           ttlSeconds,
           tenantId,
-          MAX_PAYMENT_TASKS_PER_TENANT,
-          MAX_PAYMENT_TASKS_PER_TENANT,
+          maxPerTenant,
+          maxPerTenant,
         ],
       );
       return rows.length === 1;
