@@ -19,6 +19,7 @@ import { createPaymentTasks } from '../gateway/a2a/payment-tasks.ts';
 import { queryRows } from '../gateway/db/orm.ts';
 import { call, callAt, uniqueName } from './support/http.ts';
 import { startCapturedGateway, type ExtraGateway } from './support/catalog.ts';
+import { waitFor } from './support/wait.ts';
 import { startA2aServer, type A2aUpstream } from './support/a2a-server.ts';
 import {
   balanceOf,
@@ -58,6 +59,9 @@ async function clientAt(publicUrl: string, fetchImpl: typeof fetch): Promise<Cli
 
 const send = (text: string, extra: Json = {}) =>
   SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...extra } });
+
+/** The same request as JSON, for a request written by hand. */
+const sendJson = (text: string, extra: Json = {}) => SendMessageRequest.toJSON(send(text, extra));
 
 /** A send's result as JSON: a Task (`id`, `status`) or a Message. */
 function resultJson(result: Message | Task): Json {
@@ -105,6 +109,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
         pricing: { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo },
         public: true,
         public_description: 'Echoes text over A2A',
+        capture_body: true,
       },
     });
     assert.equal(created.status, 201, created.text);
@@ -134,6 +139,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
     const buyer = v2PayerClient(payer);
     const first = `echo first ${randomUUID()}`;
     const from = upstream.bodies.length;
+    const fromSeen = upstream.seen.length;
 
     const unpaid = resultJson(await client.sendMessage(send(first)));
     assert.equal(unpaid.status.state, 'TASK_STATE_INPUT_REQUIRED', JSON.stringify(unpaid));
@@ -161,13 +167,17 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.ok(!JSON.stringify(forwarded).includes('Here is the payment'), "the paying message's text is not run");
     assert.ok(!JSON.stringify(forwarded).includes('x402.payment'), 'no payment reached the upstream');
     assert.ok(!JSON.stringify(forwarded).includes(unpaid.id), "the gateway's payment task id is not forwarded");
+    assert.ok(
+      !JSON.stringify(upstream.seen.slice(fromSeen)).includes(EXTENSION),
+      'the agent is never told the extension is active (the gateway answers it)',
+    );
     const transfers = await transfersTo(provider, agent.payTo);
     assert.deepEqual(transfers, [{ hash: receipt.transaction, value: PRICE }]);
     assert.equal(await balanceOf(provider, payer.address), 1_000_000n - PRICE);
 
     // Used: the payment task is gone, and the same paying message again pays nothing.
     const again = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
-      json: { jsonrpc: '2.0', id: 7, method: 'SendMessage', params: send('again', paying(unpaid.id, payload)) },
+      json: { jsonrpc: '2.0', id: 7, method: 'SendMessage', params: sendJson('again', paying(unpaid.id, payload)) },
       headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION },
     });
     assert.equal(again.status, 404, again.text);
@@ -230,7 +240,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
     const payer = await newPayer(1_000_000n);
     const payload = await v2PayerClient(payer).createPaymentPayload(required);
     const elsewhere = await callAt(gateway.url, 'POST', `${other.path}/stream`, {
-      json: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: send('pay here', paying(unpaid.id, payload)) },
+      json: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: sendJson('pay here', paying(unpaid.id, payload)) },
       headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION },
     });
     assert.equal(elsewhere.status, 404, elsewhere.text);
@@ -243,7 +253,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
       .getConnection()
       .execute(`update a2a_payment_tasks set expires_at = now() - interval '1 second' where task_id = ?`, [unpaid.id]);
     const expired = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
-      json: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: send('pay late', paying(unpaid.id, payload)) },
+      json: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: sendJson('pay late', paying(unpaid.id, payload)) },
       headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION },
     });
     assert.equal(expired.status, 404, expired.text);
@@ -256,7 +266,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
         .execute<Array<{ n: string }>>('select count(*) as n from a2a_payment_tasks where agent_id = ?', [agent.id]);
     const before = Number((await kept())[0].n);
     const oversize = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
-      json: { jsonrpc: '2.0', id: 2, method: 'SendMessage', params: send(`echo ${'x'.repeat(70 * 1024)}`) },
+      json: { jsonrpc: '2.0', id: 2, method: 'SendMessage', params: sendJson(`echo ${'x'.repeat(70 * 1024)}`) },
       headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION },
     });
     assert.equal(oversize.status, 413, oversize.text);
@@ -264,7 +274,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
 
     // Without the extension: the HTTP 402 challenge as before, nothing kept.
     const plain = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
-      json: { jsonrpc: '2.0', id: 3, method: 'SendMessage', params: send('echo plain') },
+      json: { jsonrpc: '2.0', id: 3, method: 'SendMessage', params: sendJson('echo plain') },
       headers: { 'a2a-version': '1.0' },
     });
     assert.equal(plain.status, 402, plain.text);
@@ -362,7 +372,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
       const answers = await Promise.all(
         Array.from({ length: 12 }, (_, i) =>
           callAt(tight.url, 'POST', `${agent.path}/stream`, {
-            json: { jsonrpc: '2.0', id: i, method: 'SendMessage', params: send(`echo flood ${i}`) },
+            json: { jsonrpc: '2.0', id: i, method: 'SendMessage', params: sendJson(`echo flood ${i}`) },
             headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION, 'x-forwarded-for': client },
           }),
         ),
@@ -378,5 +388,44 @@ describe('public A2A agents: the x402 A2A transport', function () {
     } finally {
       await tight.close();
     }
+  });
+
+  it('the transactional URL: input-required, then 202 with PAYMENT-RESPONSE; the poll has the first message run', async () => {
+    const agent = await publicAgent();
+    const payer = await newPayer(1_000_000n);
+    const marker = `echo polled ${randomUUID()}`;
+    const headers = { 'a2a-version': '1.0', 'a2a-extensions': EXTENSION };
+    const unpaid = await callAt(gateway.url, 'POST', agent.path, {
+      json: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: sendJson(marker) },
+      headers,
+    });
+    assert.equal(unpaid.status, 200, unpaid.text);
+    assert.equal(unpaid.headers['a2a-extensions'], EXTENSION);
+    const task = unpaid.json.result.task as Json;
+    assert.equal(task.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    const required = task.status.message.metadata['x402.payment.required'];
+    const payload = await v2PayerClient(payer).createPaymentPayload(required);
+    const paid = await callAt(gateway.url, 'POST', agent.path, {
+      json: { jsonrpc: '2.0', id: 2, method: 'SendMessage', params: sendJson('paying', paying(task.id, payload)) },
+      headers,
+    });
+    assert.equal(paid.status, 202, paid.text);
+    const settled = JSON.parse(Buffer.from(paid.headers['payment-response'] as string, 'base64').toString('utf8'));
+    assert.equal(settled.success, true);
+    const polled = await waitFor(
+      async () => {
+        const res = await callAt(
+          gateway.url,
+          'GET',
+          new URL(paid.json.poll_url).pathname + new URL(paid.json.poll_url).search,
+        );
+        return res.json?.status === 'succeeded' ? res.json : null;
+      },
+      { what: 'the paid call' },
+    );
+    const answer = JSON.parse(Buffer.from(polled.response_body_b64, 'base64').toString('utf8'));
+    assert.equal(answer.id, 2);
+    assert.equal(answer.result.task.status.message.parts[0].text, `echo: ${marker}`);
+    assert.deepEqual(await transfersTo(provider, agent.payTo), [{ hash: settled.transaction, value: PRICE }]);
   });
 });

@@ -54,6 +54,8 @@ export async function a2aPaymentRequired(
   const required = paymentRequiredV2(config, requirements, 'payment required', discoveryExtensionsOf(call));
   let taskId = x402.paymentTaskId;
   if (!taskId) {
+    // The parse bounded the body sent; this is the request as it will be kept.
+    refuseOversizeA2aMessage(Buffer.byteLength(x402.request, 'utf8'));
     taskId = newPaymentTaskId();
     const kept = await tasks.save(
       call.caller.tenantId,

@@ -21,13 +21,27 @@ import {
   messagePayment,
   spellingOf,
   stripPaymentKeys,
+  withoutActivation,
 } from '../../gateway/a2a/x402.ts';
+import { forwardableHeaders } from '../../gateway/upstream/headers.ts';
 import { refuseOversizeA2aMessage } from '../payment/a2a-transport.ts';
 import { parseA2aBody } from './a2a-parse.ts';
 import { parseKeepingNumbers } from './parse.ts';
 import type { A2aCall, ProxyCall } from './call.ts';
 
 type Headers = { get(name: string): string; set(name: string, value: string): void };
+
+/**
+ * The caller's headers as the upstream gets them (forwardableHeaders), less the x402 A2A
+ * extension's activation when the gateway answered it.
+ */
+export function forwardedHeadersOf(
+  ctx: { req: { headers: Parameters<typeof forwardableHeaders>[0] } },
+  call: Pick<ProxyCall, 'a2a'>,
+): Record<string, string> {
+  const headers = forwardableHeaders(ctx.req.headers);
+  return call.a2a?.x402 ? withoutActivation(headers) : headers;
+}
 
 /** The call's A2A facts, and the body to forward when it is not the one sent. */
 export type ParsedA2a = { a2a: A2aCall; forwardBody: Buffer | null };

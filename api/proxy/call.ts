@@ -10,7 +10,7 @@ import type { A2aRequestFacts, TaskSeen } from '../../gateway/a2a/methods.ts';
 import type { Spelling } from '../../gateway/a2a/x402.ts';
 
 /** A message sent with the x402 A2A extension activated (api/proxy/a2a-x402.ts). */
-export type A2aX402 = {
+type A2aX402 = {
   /** The answers' JSON shape: the spelling of the method sent. */
   spelling: Spelling;
   /** Whether the message carried `x402.payment.payload`; `payload` is its value. */

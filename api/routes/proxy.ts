@@ -11,7 +11,6 @@ import { errorKind } from '../../lib/error-kind.ts';
 import { ApiError, notFound } from '../errors.ts';
 import { coarseMessage } from '../../gateway/upstream/errors.ts';
 import { MAX_TRANSACTIONAL_BODY, declaredOver, readCappedBody } from '../proxy/body.ts';
-import { forwardableHeaders } from '../../gateway/upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
 import { isChargeable } from '../payment/requirements.ts';
@@ -20,7 +19,7 @@ import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import { a2aCardRoute } from '../proxy/a2a-card.ts';
-import { parseA2aRequest } from '../proxy/a2a-x402.ts';
+import { forwardedHeadersOf, parseA2aRequest } from '../proxy/a2a-x402.ts';
 import type { ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
 import { startInvocationWorkflow } from '../proxy/start.ts';
@@ -110,7 +109,7 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
         pollKeySha256: pollKey?.sha256 ?? null,
         model,
         contentType: call.contentType,
-        requestHeaders: forwardableHeaders(ctx.req.headers),
+        requestHeaders: forwardedHeadersOf(ctx, call),
         requestBytes: forwarded.length,
         ...recordedCallFields(call),
         createdAt: now,

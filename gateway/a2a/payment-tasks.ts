@@ -12,11 +12,11 @@ type Query = (sql: string, params: unknown[]) => Promise<Array<Record<string, un
 /** The largest request kept (the serialized JSON-RPC request). */
 export const MAX_PAYMENT_TASK_BYTES = 64 * 1024;
 /** Live (unexpired) payment tasks per tenant. */
-export const MAX_PAYMENT_TASKS_PER_TENANT = 1000;
+const MAX_PAYMENT_TASKS_PER_TENANT = 1000;
 /** Expired rows removed by each write. */
 const PURGE_BATCH = 100;
 
-export type PaymentTask = { taskId: string; contextId: string; method: string; request: string };
+type PaymentTask = { taskId: string; contextId: string; method: string; request: string };
 
 export type PaymentTasks = {
   /** Keeps the request; false when the tenant already holds its maximum of live payment tasks. */
@@ -27,12 +27,11 @@ export type PaymentTasks = {
   remove(agentId: string, taskId: string): Promise<void>;
 };
 
-export class PaymentTaskTooLarge extends Error {}
-
 export function createPaymentTasks(query: Query, maxPerTenant = MAX_PAYMENT_TASKS_PER_TENANT): PaymentTasks {
   return {
     async save(tenantId, agentId, task, ttlSeconds) {
-      if (Buffer.byteLength(task.request, 'utf8') > MAX_PAYMENT_TASK_BYTES) throw new PaymentTaskTooLarge();
+      if (Buffer.byteLength(task.request, 'utf8') > MAX_PAYMENT_TASK_BYTES)
+        throw new Error('payment task request over the bound');
       await query(
         `delete from a2a_payment_tasks where task_id in
            (select task_id from a2a_payment_tasks where expires_at < now() order by expires_at limit ?)`,

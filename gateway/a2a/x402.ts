@@ -19,7 +19,7 @@ export const A2A_X402_DESCRIPTION =
 /** The activation headers: `A2A-Extensions` (A2A 1.0) and `X-A2A-Extensions` (0.3), comma-separated URIs. */
 export const EXTENSION_HEADERS = ['a2a-extensions', 'x-a2a-extensions'] as const;
 
-export const X402_KEYS = {
+const X402_KEYS = {
   status: 'x402.payment.status',
   required: 'x402.payment.required',
   payload: 'x402.payment.payload',
@@ -37,6 +37,25 @@ export function extensionActivated(values: Array<string | undefined>): boolean {
       .map((uri) => uri.trim())
       .includes(A2A_X402_EXTENSION),
   );
+}
+
+/**
+ * Forwarded headers without the extension's activation (lower-case names, as forwardableHeaders
+ * gives them): the gateway speaks the extension, not the agent, which must never be told to ask
+ * for a payment of its own. Other extensions listed pass; an emptied header goes.
+ */
+export function withoutActivation(headers: Record<string, string>): Record<string, string> {
+  const out = { ...headers };
+  for (const name of EXTENSION_HEADERS) {
+    if (out[name] === undefined) continue;
+    const kept = out[name]
+      .split(',')
+      .map((uri) => uri.trim())
+      .filter((uri) => uri !== '' && uri !== A2A_X402_EXTENSION);
+    if (kept.length > 0) out[name] = kept.join(', ');
+    else delete out[name];
+  }
+  return out;
 }
 
 /** The methods a payment in message metadata is taken for: the ones that send a message. */

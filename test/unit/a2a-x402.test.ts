@@ -15,6 +15,7 @@ import {
   paymentRequiredResult,
   spellingOf,
   stripPaymentKeys,
+  withoutActivation,
 } from '../../gateway/a2a/x402.ts';
 
 type Json = Record<string, any>;
@@ -27,6 +28,18 @@ describe('the x402 A2A transport (pure part)', () => {
     assert.equal(extensionActivated([`https://other.example/ext, ${A2A_X402_EXTENSION} `, '']), true);
     assert.equal(extensionActivated([`${A2A_X402_EXTENSION}/v2`, '']), false);
     assert.equal(extensionActivated(['', undefined]), false);
+  });
+
+  it('takes the activation out of the headers the agent gets, keeping other extensions', () => {
+    const other = 'https://other.example/ext';
+    assert.deepEqual(
+      withoutActivation({
+        'a2a-extensions': `${A2A_X402_EXTENSION}, ${other}`,
+        'x-a2a-extensions': A2A_X402_EXTENSION,
+        accept: '*/*',
+      }),
+      { 'a2a-extensions': other, accept: '*/*' },
+    );
   });
 
   it('reads the payment, the payment task and the context of a message, and strips only the payment keys', () => {
