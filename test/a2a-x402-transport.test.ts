@@ -231,7 +231,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.equal(reached(from, forgedMarker).length + reached(from, brokeMarker).length, 0);
   });
 
-  it("refuses a payment task on another agent, bounds what an unpaid message may keep, and leaves HTTP 402 to clients that don't activate", async () => {
+  it("refuses a payment task on another agent, expired or declined, bounds what an unpaid message may keep, and leaves HTTP 402 to clients that don't activate", async () => {
     const agent = await publicAgent();
     const other = await publicAgent();
     const client = await clientAt(agent.url, activating([]));
@@ -297,6 +297,34 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.equal(legacy.json.result.status.state, 'input-required');
     assert.equal(legacy.json.result.status.message.role, 'agent');
     assert.equal(legacy.json.result.status.message.metadata['x402.payment.status'], 'payment-required');
+
+    // The client declines: the task fails with payment-rejected and its message is no longer kept.
+    const decline = (id: string, metadata: Json) =>
+      callAt(gateway.url, 'POST', `${agent.path}/stream`, {
+        json: {
+          jsonrpc: '2.0',
+          id,
+          method: 'message/send',
+          params: {
+            message: {
+              kind: 'message',
+              messageId: id,
+              role: 'user',
+              taskId: legacy.json.result.id,
+              parts: [{ kind: 'text', text: 'no thanks' }],
+              metadata,
+            },
+          },
+        },
+        headers: { 'x-a2a-extensions': EXTENSION },
+      });
+    const declined = await decline('d', { 'x402.payment.status': 'payment-rejected' });
+    assert.equal(declined.status, 200, declined.text);
+    assert.equal(declined.json.result.id, legacy.json.result.id);
+    assert.equal(declined.json.result.status.state, 'failed');
+    assert.equal(declined.json.result.status.message.metadata['x402.payment.status'], 'payment-rejected');
+    const late = await decline('e', { 'x402.payment.status': 'payment-submitted', 'x402.payment.payload': payload });
+    assert.equal(late.status, 404, late.text);
   });
 
   it('a streaming message: the input-required task as one event, then the paid stream with the receipt', async () => {

@@ -17,7 +17,13 @@ import { paymentRequiredV2 } from './dialect.ts';
 import { requirementsFor } from './requirements.ts';
 import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
 import { MAX_PAYMENT_TASK_BYTES, type PaymentTasks } from '../../gateway/a2a/payment-tasks.ts';
-import { newPaymentTaskId, paymentFailedResult, paymentRequiredResult, rpcResult } from '../../gateway/a2a/x402.ts';
+import {
+  newPaymentTaskId,
+  paymentFailedResult,
+  paymentRejectedResult,
+  paymentRequiredResult,
+  rpcResult,
+} from '../../gateway/a2a/x402.ts';
 
 /** How long a caller told the tenant's payment tasks are full waits before asking again. */
 const FULL_RETRY_AFTER_S = 5;
@@ -67,6 +73,17 @@ export async function a2aPaymentRequired(
       throw new ApiError(429, 'too many payments pending at this agent', { 'Retry-After': String(FULL_RETRY_AFTER_S) });
   }
   return answer(call, 'payment required', paymentRequiredResult(x402.spelling, idsOf(call, taskId), required));
+}
+
+/**
+ * The client declined to pay for the payment task its message names (`payment-rejected`): the
+ * kept message goes, and the task is answered `failed` with `payment-rejected`.
+ */
+export async function a2aPaymentDeclined(tasks: PaymentTasks, call: A2aPaidCall): Promise<ApiError> {
+  const x402 = call.a2a!.x402!;
+  const taskId = x402.paymentTaskId!;
+  await tasks.remove(call.agent.id, taskId);
+  return answer(call, 'payment rejected', paymentRejectedResult(x402.spelling, idsOf(call, taskId)));
 }
 
 /**

@@ -74,7 +74,14 @@ export async function parseA2aRequest(
   headers.set('X-A2A-Extensions', A2A_X402_EXTENSION);
   headers.set('A2A-Extensions', A2A_X402_EXTENSION);
   const spelling = spellingOf(a2a.sent);
-  const x402 = { spelling, paid: payment.paid, payload: payment.payload, paymentTaskId: null, request: '' };
+  const x402 = {
+    spelling,
+    status: payment.status,
+    paid: payment.paid,
+    payload: payment.payload,
+    paymentTaskId: null,
+    request: '',
+  };
   if (payment.paymentTaskId) {
     const kept = await tasks.find(agent.id, payment.paymentTaskId);
     if (!kept) throw new ApiError(404, 'payment task not found through this agent');

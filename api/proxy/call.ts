@@ -13,6 +13,8 @@ import type { Spelling } from '../../gateway/a2a/x402.ts';
 type A2aX402 = {
   /** The answers' JSON shape: the spelling of the method sent. */
   spelling: Spelling;
+  /** The message's `x402.payment.status`, as sent (`payment-rejected` declines the payment task it names). */
+  status: string | null;
   /** Whether the message carried `x402.payment.payload`; `payload` is its value. */
   paid: boolean;
   payload: unknown;

@@ -21,7 +21,7 @@ import { notFound } from '../errors.ts';
 import { bucketsFor, type Bucket } from '../../gateway/ratelimit/index.ts';
 import { ApiError } from '../errors.ts';
 import { challengeError, payerOf, precheckOffer } from '../payment/stage.ts';
-import { a2aPaymentRequired } from '../payment/a2a-transport.ts';
+import { a2aPaymentDeclined, a2aPaymentRequired } from '../payment/a2a-transport.ts';
 import { isChargeable } from '../payment/requirements.ts';
 import { offeredPayment, paymentHeadersOf } from '../payment/dialect.ts';
 import { clientAddress, publicRequestUrl } from '../public-url.ts';
@@ -142,7 +142,10 @@ export function publicDoor(
           if (x402) {
             call.paymentAnswer = 'a2a';
             paidTask = x402.paymentTaskId;
-            if (!x402.paid && offeredPayment(headers) === 'none' && isChargeable(call))
+            const unpaidHere = !x402.paid && offeredPayment(headers) === 'none';
+            if (unpaidHere && x402.paymentTaskId && x402.status === 'payment-rejected')
+              throw await a2aPaymentDeclined(services.a2aPaymentTasks, call);
+            if (unpaidHere && isChargeable(call))
               throw await a2aPaymentRequired(deps.config.payment, services.a2aPaymentTasks, call);
           }
           let payer: string | null;

@@ -164,6 +164,13 @@ export function paymentRequiredResult(spelling: Spelling, ids: TaskIds, required
   });
 }
 
+/** The result of a payment the client declined (`payment-rejected`): `failed`, nothing run or kept. */
+export function paymentRejectedResult(spelling: Spelling, ids: TaskIds): Obj {
+  return taskResult(spelling, ids, 'failed', 'Payment declined; the message was not run.', {
+    [X402_KEYS.status]: 'payment-rejected',
+  });
+}
+
 /** A refused payment's error code, from the gate's coarse refusal. */
 export function paymentErrorCode(reason: string): string {
   switch (reason) {

@@ -12,6 +12,7 @@ import {
   newPaymentTaskId,
   paymentErrorCode,
   paymentFailedResult,
+  paymentRejectedResult,
   paymentRequiredResult,
   spellingOf,
   stripPaymentKeys,
@@ -117,6 +118,9 @@ describe('the x402 A2A transport (pure part)', () => {
     assert.equal(paymentErrorCode('anything else'), 'PAYMENT_FAILED');
     const current = paymentFailedResult('1.0', ids, 'invalid payment', 'eip155:8453') as Json;
     assert.equal(current.task.status.state, 'TASK_STATE_FAILED');
+    const declined = paymentRejectedResult('1.0', ids) as Json;
+    assert.equal(declined.task.status.state, 'TASK_STATE_FAILED');
+    assert.deepEqual(declined.task.status.message.metadata, { 'x402.payment.status': 'payment-rejected' });
   });
 
   it("adds the receipt to a task's status message, a message, or a status message it creates", () => {
