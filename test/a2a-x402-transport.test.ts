@@ -12,7 +12,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { getAddress } from 'ethers';
 import { Message, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
-import { type Client, ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import { Client, ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import { LegacyJsonRpcTransport } from '@a2a-js/sdk/compat/v0_3/client';
 import { PaymentRequiredV2Schema } from '@x402/core/schemas';
 import { stack } from './support/stack.ts';
 import { createPaymentTasks } from '../gateway/a2a/payment-tasks.ts';
@@ -455,5 +456,24 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.equal(answer.id, 2);
     assert.equal(answer.result.task.status.message.parts[0].text, `echo: ${marker}`);
     assert.deepEqual(await transfersTo(provider, agent.payTo), [{ hash: settled.transaction, value: PRICE }]);
+  });
+
+  it("the SDK's A2A 0.3 client: input-required, then the first message run, with the receipt", async () => {
+    const agent = await publicAgent();
+    const fetchImpl = activating([]);
+    const card = await (await clientAt(agent.url, fetchImpl)).getAgentCard();
+    const client = new Client(new LegacyJsonRpcTransport({ endpoint: `${agent.url}/stream`, fetchImpl }), card);
+    const payer = await newPayer(1_000_000n);
+    const marker = `echo legacy ${randomUUID()}`;
+    const unpaid = resultJson(await client.sendMessage(send(marker)));
+    assert.equal(unpaid.status.state, 'TASK_STATE_INPUT_REQUIRED', JSON.stringify(unpaid));
+    const required = unpaid.status.message.metadata['x402.payment.required'];
+    const payload = await v2PayerClient(payer).createPaymentPayload(required);
+    const paid = resultJson(await client.sendMessage(send('paying', paying(unpaid.id, payload))));
+    assert.equal(paid.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(paid));
+    assert.equal(paid.status.message.parts[0].text, `echo: ${marker}`);
+    assert.equal(paid.status.message.metadata['x402.payment.status'], 'payment-completed');
+    const [receipt] = paid.status.message.metadata['x402.payment.receipts'];
+    assert.deepEqual(await transfersTo(provider, agent.payTo), [{ hash: receipt.transaction, value: PRICE }]);
   });
 });

@@ -6,7 +6,8 @@
 //   v2 PaymentRequired; the message is kept under the task's id (gateway/a2a/payment-tasks.ts)
 //   for the paying message that names it;
 // - a payment refused before the message ran: a task in `failed` with `payment-failed`, an error
-//   code and a failed receipt.
+//   code and a failed receipt;
+// - a payment task the client declines (`payment-rejected`): the task `failed`, its message dropped.
 // A streaming method gets the same task as the one event of an SSE answer. Everything else the
 // gate refuses (429, 503 still settling, 409) keeps its HTTP answer.
 import { ApiError } from '../errors.ts';

@@ -14,8 +14,8 @@
 // A paid call, in a header or in `_meta`, takes the agent's, tenant's, global and payer buckets.
 // An MCP agent's tools/call without an acceptable payment is answered in the x402 MCP transport's
 // style (a JSON-RPC result with `isError: true` and the PaymentRequired), not with HTTP 402; an
-// A2A message sent with the x402 A2A extension in that transport's (an input-required task), and
-// only once the challenge buckets admitted it is its message kept for the paying one.
+// A2A message sent with the x402 A2A extension in that transport's (an input-required task), its
+// message kept for the paying one only once the challenge buckets admitted it.
 import type { Context } from 'koa';
 import { notFound } from '../errors.ts';
 import { bucketsFor, type Bucket } from '../../gateway/ratelimit/index.ts';
