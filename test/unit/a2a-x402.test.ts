@@ -2,6 +2,7 @@
 // removing a message's payment keys, and the answers in the JSON shape of each A2A spelling,
 // read back with @a2a-js/sdk's own 1.0 types.
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { StreamResponse } from '@a2a-js/sdk';
 import {
   A2A_X402_EXTENSION,
@@ -157,5 +158,30 @@ describe('the x402 A2A transport (pure part)', () => {
     assert.equal(addReceipt({ artifactUpdate: { taskId: 't' } }, '1.0', receipt), false);
     assert.equal(addReceipt({ kind: 'artifact-update' }, '0.3', receipt), false);
     assert.equal(addReceipt('junk', '1.0', receipt), false);
+  });
+
+  it('never throws on what a caller or an agent can send, and strips every payment key (property)', () => {
+    const payloadKeys = fc.constantFrom('x402.payment.payload', 'x402.payment.status', 'x402.payment.other', 'skill');
+    const metadata = fc.dictionary(fc.oneof(payloadKeys, fc.string()), fc.jsonValue());
+    const request = fc.oneof(
+      fc.jsonValue(),
+      fc.record({ params: fc.record({ message: fc.record({ taskId: fc.jsonValue(), metadata }) }) }),
+    );
+    fc.assert(
+      fc.property(request, (sent) => {
+        const copy = structuredClone(sent);
+        messagePayment(copy);
+        stripPaymentKeys(copy);
+        const left = (copy as { params?: { message?: { metadata?: Record<string, unknown> } } })?.params?.message
+          ?.metadata;
+        if (left && typeof left === 'object')
+          assert.ok(Object.keys(left).every((key) => !key.startsWith('x402.payment.')));
+      }),
+    );
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.constantFrom('1.0' as const, '0.3' as const), (result, spelling) => {
+        addReceipt(structuredClone(result), spelling, receipt);
+      }),
+    );
   });
 });
