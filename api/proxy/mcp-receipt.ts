@@ -10,7 +10,8 @@
 //   it passes untouched and unparsed.
 // Anything else, an encoded (compressed) body, a body or event over the bound, a JSON-RPC
 // error, or an answer that is not the response to this request, passes unchanged: the
-// PAYMENT-RESPONSE header still carries the receipt.
+// PAYMENT-RESPONSE header still carries the receipt. The transform itself (responseRewriter) also
+// carries the x402 A2A transport's receipt (a2a-receipt.ts).
 import { Transform, pipeline, type Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ProxyCall } from './call.ts';
