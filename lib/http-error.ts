@@ -3,9 +3,17 @@
 export class ApiError extends Error {
   readonly status: number;
   readonly headers: Record<string, string>;
-  /** A body other than `{error: message}`, for the one answer that needs it: the x402 challenge. */
-  readonly body: Record<string, unknown> | undefined;
-  constructor(status: number, message: string, headers: Record<string, string> = {}, body?: Record<string, unknown>) {
+  /**
+   * A body other than `{error: message}`, for the answers that need it: the x402 challenge, the
+   * payment transports' JSON-RPC answers (a string: an SSE answer, its Content-Type in `headers`).
+   */
+  readonly body: Record<string, unknown> | string | undefined;
+  constructor(
+    status: number,
+    message: string,
+    headers: Record<string, string> = {},
+    body?: Record<string, unknown> | string,
+  ) {
     super(message);
     this.status = status;
     this.headers = headers;

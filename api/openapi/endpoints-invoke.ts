@@ -15,6 +15,8 @@ type CallKind = {
   paymentRequired: string;
   /** Every other status the door answers a call of this kind with. */
   failures: Record<string, ResponseSpec>;
+  /** Answers of this door besides the call's own (the public door's x402 A2A transport: 200). */
+  answers?: Record<string, ResponseSpec>;
 };
 
 export type CallDoor = {
@@ -22,6 +24,8 @@ export type CallDoor = {
   path: string;
   tag: string;
   auth: boolean;
+  /** The request headers (default: the /v1 proxy's). */
+  headers?: z.ZodObject;
   /** The headers of an answered call of either kind (the invocation id, the payment receipts). */
   answerHeaders: Record<string, string>;
   /** What the v2 PAYMENT-REQUIRED header of a 402 holds at this door. */
@@ -54,9 +58,10 @@ export function callOperationsOf(door: CallDoor): [Operation, Operation] {
     summary: kind.summary,
     ...(kind.description === undefined ? {} : { description: kind.description }),
     auth: door.auth,
-    params: { path: ProxyPath, header: ProxyHeaders },
+    params: { path: ProxyPath, header: door.headers ?? ProxyHeaders },
     body: { mediaType: '*/*', required: false },
     responses: {
+      ...kind.answers,
       ...answer,
       402: paymentChallenge(kind.paymentRequired, door.challengeHeader),
       ...kind.failures,

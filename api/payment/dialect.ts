@@ -5,9 +5,11 @@
 // Both carry the same EIP-3009 authorization. A v2 payment is reduced here to the v1 Payment
 // the gate verifies, claims and settles, so one authorization is one payment whatever its
 // envelope: the claim key names the v1 network, and the facilitator only ever sees v1.
-// - mcp: the x402 MCP transport, a v2 PaymentPayload in the JSON-RPC request's
-//   `params._meta["x402/payment"]` (api/proxy/parse.ts takes it out); the receipt goes in the
-//   result's `_meta["x402/payment-response"]` (api/proxy/mcp-receipt.ts) and PAYMENT-RESPONSE.
+// - mcp: a v2 PaymentPayload in the JSON-RPC body: the x402 MCP transport's
+//   `params._meta["x402/payment"]` (api/proxy/parse.ts takes it out; the receipt goes in the
+//   result's `_meta["x402/payment-response"]`, api/proxy/mcp-receipt.ts) or the x402 A2A
+//   transport's `x402.payment.payload` in message metadata (api/proxy/a2a-x402.ts; the receipt in
+//   the answer's `x402.payment.receipts`, api/proxy/a2a-receipt.ts), and PAYMENT-RESPONSE.
 // v2 challenges declare the payment-identifier extension; a v2 or MCP payment may carry an
 // identifier (api/payment/identifier.ts).
 import { getAddress } from 'ethers';
@@ -43,9 +45,18 @@ export const PAYMENT_RESPONSE_HEADER: Record<Dialect, string> = {
  */
 export type PaymentHeaders = { xPayment?: string; paymentSignature?: string; mcp?: { payload: unknown } };
 
-/** The `_meta` payment an MCP call carried (api/proxy/parse.ts), as an offer beside the headers. */
-export function mcpPaymentOf(call: { mcp: { payment?: unknown; forwardBody?: Buffer } | null }): PaymentHeaders {
-  return call.mcp?.forwardBody ? { mcp: { payload: call.mcp.payment } } : {};
+/**
+ * A payment carried in the JSON-RPC body, as an offer beside the headers: an MCP call's `_meta`
+ * payment (api/proxy/parse.ts) or an A2A message's `x402.payment.payload` sent with the x402 A2A
+ * extension (api/proxy/a2a-x402.ts). Both are a v2 PaymentPayload and take the `mcp` path.
+ */
+export function bodyPaymentOf(call: {
+  mcp: { payment?: unknown; forwardBody?: Buffer } | null;
+  a2a?: { x402?: { paid: boolean; payload: unknown } | null } | null;
+}): PaymentHeaders {
+  if (call.mcp?.forwardBody) return { mcp: { payload: call.mcp.payment } };
+  if (call.a2a?.x402?.paid) return { mcp: { payload: call.a2a.x402.payload } };
+  return {};
 }
 
 type Offer =

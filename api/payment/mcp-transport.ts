@@ -10,6 +10,7 @@ import type { ChallengeEntry } from '../../x402/schemas.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 import { paymentRequiredV2 } from './dialect.ts';
 import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
+import { a2aPaymentRefused } from './a2a-transport.ts';
 
 /** What the challenge's `bazaar` extension is built from (a public agent's description). */
 type DescribedCall = { agent: Parameters<typeof discoveryExtensionsOf>[0]['agent'] };
@@ -35,15 +36,17 @@ export function mcpPaymentRequired(
 
 /**
  * A payment refusal (402) in the style the call asks for: unchanged for `http` (and on /v1),
- * the JSON-RPC tool result above for an MCP `tools/call` whose route chose `mcp`. A notification
+ * the JSON-RPC tool result above for an MCP `tools/call` whose route chose `mcp`, the x402 A2A
+ * transport's `failed` task for a message sent with that extension (`a2a`). A notification
  * has no id to answer, so it keeps the 402.
  */
 export function inAnswerStyle(
   config: PaymentConfig,
-  call: Pick<ProxyCall, 'mcp' | 'paymentAnswer'> & DescribedCall,
+  call: Pick<ProxyCall, 'mcp' | 'a2a' | 'paymentAnswer'> & DescribedCall,
   requirements: ChallengeEntry,
   err: ApiError,
 ): ApiError {
+  if (call.paymentAnswer === 'a2a') return a2aPaymentRefused(config, call, err);
   if (err.status !== 402 || call.paymentAnswer !== 'mcp' || call.mcp?.method !== 'tools/call') return err;
   if (call.mcp.rpcId === undefined) return err;
   return new ApiError(200, err.message, {}, mcpPaymentRequired(config, call, requirements, err.message));

@@ -31,7 +31,7 @@ import type { ChallengeEntry, Payment } from '../../x402/schemas.ts';
 import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
 import {
   decodeOffer,
-  mcpPaymentOf,
+  bodyPaymentOf,
   offeredPayment,
   paymentRequiredHeader,
   paymentResponseValue,
@@ -95,7 +95,7 @@ export function challengeError(
 async function verifiedOffer(
   deps: AppDeps,
   gate: PaymentGate,
-  call: Pick<ProxyCall, 'agent' | 'mcp' | 'resourceUrl' | 'requestId' | 'caller' | 'paymentAnswer'>,
+  call: Pick<ProxyCall, 'agent' | 'mcp' | 'a2a' | 'resourceUrl' | 'requestId' | 'caller' | 'paymentAnswer'>,
   headers: PaymentHeaders,
   resume = true,
 ) {
@@ -111,7 +111,7 @@ async function verifiedOffer(
       requirements,
       new ApiError(402, message, paymentRequiredHeader(config, requirements, message, discoveryExtensionsOf(call))),
     );
-  const offer = offeredPayment({ ...headers, ...mcpPaymentOf(call) });
+  const offer = offeredPayment({ ...headers, ...bodyPaymentOf(call) });
   if (offer === 'none') throw inAnswerStyle(config, call, requirements, challengeError(config, call));
   if (offer === 'both') {
     deps.log.info(

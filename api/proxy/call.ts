@@ -7,12 +7,32 @@ import type { DecisionRecord } from '../../gateway/policy/store.ts';
 import type { Dialect } from '../payment/dialect.ts';
 import type { SettleResponseV2 } from '../../x402/v2.ts';
 import type { A2aRequestFacts, TaskSeen } from '../../gateway/a2a/methods.ts';
+import type { Spelling } from '../../gateway/a2a/x402.ts';
+
+/** A message sent with the x402 A2A extension activated (api/proxy/a2a-x402.ts). */
+type A2aX402 = {
+  /** The answers' JSON shape: the spelling of the method sent. */
+  spelling: Spelling;
+  /** The message's `x402.payment.status`, as sent (`payment-rejected` declines the payment task it names). */
+  status: string | null;
+  /** Whether the message carried `x402.payment.payload`; `payload` is its value. */
+  paid: boolean;
+  payload: unknown;
+  /** The gateway's payment task the message pays (its kept request is the call), or null. */
+  paymentTaskId: string | null;
+  /** The context the answers name. */
+  contextId: string;
+  /** The request to keep if it is asked payment (serialized, without payment keys); '' when it pays a kept one. */
+  request: string;
+};
 
 /** An A2A agent's call (api/proxy/a2a-parse.ts): its request's facts, and the first task its answer named. */
 export type A2aCall = A2aRequestFacts & {
   rpcId?: string | number | null;
   /** Set while the answer passes (api/proxy/a2a-tap.ts): the first task it named. */
   answered?: TaskSeen | null;
+  /** Set when the message was sent with the x402 A2A extension activated. */
+  x402?: A2aX402 | null;
 };
 
 export type McpCall = {
@@ -40,7 +60,11 @@ export type PaymentRecord = {
   dialect: Dialect;
   /** base64 JSON for the receipt header (X-PAYMENT-RESPONSE or PAYMENT-RESPONSE), set after a successful settle. */
   responseHeader: string | null;
-  /** An MCP-transport payment's SettleResponse, for the result's `_meta["x402/payment-response"]` (api/proxy/mcp-receipt.ts). */
+  /**
+   * The SettleResponse of a payment made in the JSON-RPC body (dialect `mcp`): for an MCP result's
+   * `_meta["x402/payment-response"]` (api/proxy/mcp-receipt.ts) or an A2A answer's
+   * `x402.payment.receipts` (api/proxy/a2a-receipt.ts).
+   */
   metaResponse: SettleResponseV2 | null;
   /** The payer's payment identifier (payment-identifier extension), when it sent one. */
   paymentId?: string | null;
@@ -70,9 +94,10 @@ export type ProxyCall = {
   /**
    * How payment refusals are answered: `http` (default) is the v1 contract's 402; `mcp` is the
    * x402 MCP transport's JSON-RPC tool result (HTTP 200, `isError: true`, api/payment/mcp-transport.ts),
-   * for routes outside /v1 that choose it. /v1 never sets it.
+   * for routes outside /v1 that choose it; `a2a` the x402 A2A transport's task (api/payment/a2a-transport.ts).
+   * /v1 never sets it.
    */
-  paymentAnswer?: 'http' | 'mcp';
+  paymentAnswer?: 'http' | 'mcp' | 'a2a';
   /** Policy stage: a decision left for the accept commit to write (policy/stage.ts says when). */
   policyDecision?: DecisionRecord | null;
 };

@@ -25,6 +25,7 @@ import type { AppDeps } from '../deps.ts';
 import type { AuthState, Caller } from '../auth.ts';
 import type { Bucket, RateLimiter } from '../../gateway/ratelimit/index.ts';
 import type { ProxyServices } from './services.ts';
+import type { PaymentTasks } from '../../gateway/a2a/payment-tasks.ts';
 
 const MAX_MODEL_BYTES = 256;
 
@@ -53,6 +54,8 @@ export type Door = {
   admit(ctx: GateCtx): Promise<Admitted>;
   /** The 202 of a transactional call hands out a poll capability (the caller has no token to poll with). */
   issuesPollKeys: boolean;
+  /** A door that speaks the x402 A2A transport keeps the messages it asks payment for here (api/proxy/a2a-x402.ts). */
+  a2aPaymentTasks?: PaymentTasks;
 };
 
 function isInvocable(agent: Agent): boolean {

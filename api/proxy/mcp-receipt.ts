@@ -10,7 +10,8 @@
 //   it passes untouched and unparsed.
 // Anything else, an encoded (compressed) body, a body or event over the bound, a JSON-RPC
 // error, or an answer that is not the response to this request, passes unchanged: the
-// PAYMENT-RESPONSE header still carries the receipt.
+// PAYMENT-RESPONSE header still carries the receipt. The transform itself (responseRewriter) also
+// carries the x402 A2A transport's receipt (a2a-receipt.ts).
 import { Transform, pipeline, type Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ProxyCall } from './call.ts';
@@ -35,6 +36,19 @@ export function mcpReceiptInjector(
   const receipt = call.payment?.metaResponse;
   const rpcId = call.mcp?.rpcId;
   if (!receipt || rpcId === undefined) return null;
+  return responseRewriter(headers, (text) => withReceipt(text, { rpcId, receipt }));
+}
+
+/**
+ * A wrapper passing the upstream's answer through `rewrite`, which is given one JSON-RPC
+ * response's text (the whole JSON body, or an SSE event's data) and returns it re-written, or
+ * null when it is not the one to re-write (then it passes unchanged, and so does everything after
+ * the one re-written). Null when the answer is not plain JSON or SSE (see above).
+ */
+export function responseRewriter(
+  headers: IncomingHttpHeaders,
+  rewrite: Rewrite,
+): ((body: Readable) => Readable) | null {
   const encoding = String(headers['content-encoding'] ?? 'identity').toLowerCase();
   if (encoding !== 'identity') return null;
   const contentType = String(headers['content-type'] ?? '').toLowerCase();
@@ -45,12 +59,14 @@ export function mcpReceiptInjector(
       : null;
   if (!make) return null;
   return (body) => {
-    const transform = make({ rpcId, receipt });
+    const transform = make(rewrite);
     // Errors (an upstream that breaks off, a body timeout) reach the transform with their cause.
     pipeline(body, transform, () => undefined);
     return transform;
   };
 }
+
+type Rewrite = (text: string) => string | null;
 
 /** The response with the receipt in `result._meta`, or null when it is not this request's result. */
 function withReceipt(text: string, { rpcId, receipt }: Receipt): string | null {
@@ -63,7 +79,8 @@ function withReceipt(text: string, { rpcId, receipt }: Receipt): string | null {
   return JSON.stringify({ ...response, result: { ...result, _meta: { ...meta, [RESPONSE_META_KEY]: receipt } } });
 }
 
-function isResultFor(text: string, rpcId: string | number): boolean {
+/** Whether the text is the JSON-RPC response to request `rpcId` with an object `result`. */
+export function isResultFor(text: string, rpcId: string | number): boolean {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -76,7 +93,7 @@ function isResultFor(text: string, rpcId: string | number): boolean {
   return !!response.result && typeof response.result === 'object' && !Array.isArray(response.result);
 }
 
-function jsonInjector(target: Receipt): Transform {
+function jsonInjector(rewrite: Rewrite): Transform {
   let held: Buffer[] = [];
   let size = 0;
   let passing = false;
@@ -94,7 +111,7 @@ function jsonInjector(target: Receipt): Transform {
     flush(callback) {
       if (passing) return callback();
       const body = Buffer.concat(held);
-      const injected = withReceipt(body.toString('utf8'), target);
+      const injected = rewrite(body.toString('utf8'));
       callback(null, injected === null ? body : Buffer.from(injected, 'utf8'));
     },
   });
@@ -108,7 +125,7 @@ const CR = 0x0d;
  * CRLF line ends, `\r?\n\r?\n`). The held bytes live in one buffer grown by doubling, so a
  * byte is copied a bounded number of times however the upstream chunks its answer.
  */
-function sseInjector(target: Receipt): Transform {
+function sseInjector(rewriteData: Rewrite): Transform {
   let held = Buffer.alloc(0);
   let length = 0;
   /** Where the event being read starts, and where to look for its end next. */
@@ -120,7 +137,7 @@ function sseInjector(target: Receipt): Transform {
     const lines = event.split(/\r?\n/);
     const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, ''));
     if (data.length === 0) return null;
-    const injected = withReceipt(data.join('\n'), target);
+    const injected = rewriteData(data.join('\n'));
     if (injected === null) return null;
     return [...lines.filter((l) => !l.startsWith('data:')), `data: ${injected}`].join('\n');
   };

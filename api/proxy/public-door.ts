@@ -13,12 +13,16 @@
 // (no database) before any call token or body byte when its price does not depend on the body.
 // A paid call, in a header or in `_meta`, takes the agent's, tenant's, global and payer buckets.
 // An MCP agent's tools/call without an acceptable payment is answered in the x402 MCP transport's
-// style (a JSON-RPC result with `isError: true` and the PaymentRequired), not with HTTP 402.
+// style (a JSON-RPC result with `isError: true` and the PaymentRequired), not with HTTP 402; an
+// A2A message sent with the x402 A2A extension in that transport's (an input-required task), its
+// message kept for the paying one only once the challenge buckets admitted it.
 import type { Context } from 'koa';
 import { notFound } from '../errors.ts';
 import { bucketsFor, type Bucket } from '../../gateway/ratelimit/index.ts';
 import { ApiError } from '../errors.ts';
 import { challengeError, payerOf, precheckOffer } from '../payment/stage.ts';
+import { a2aPaymentDeclined, a2aPaymentRequired } from '../payment/a2a-transport.ts';
+import { isChargeable } from '../payment/requirements.ts';
 import { offeredPayment, paymentHeadersOf } from '../payment/dialect.ts';
 import { clientAddress, publicRequestUrl } from '../public-url.ts';
 import { admitAgent, takeTokens, type Door, type GateCtx } from './gate.ts';
@@ -73,9 +77,13 @@ export async function admitUnpaid(ctx: GateCtx, deps: AppDeps, services: Pick<Pr
 const priceKnownBeforeBody = (agent: Agent) =>
   agent.protocol === 'http' || (agent.protocol === 'mcp' && !agent.pricing?.tools);
 
-export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents' | 'limiter' | 'payment'>): Door {
+export function publicDoor(
+  deps: AppDeps,
+  services: Pick<ProxyServices, 'agents' | 'limiter' | 'payment' | 'a2aPaymentTasks'>,
+): Door {
   return {
     issuesPollKeys: true,
+    a2aPaymentTasks: services.a2aPaymentTasks,
     async admit(ctx) {
       const headers = paymentHeadersOf((name) => ctx.get(name));
       const unpaid = offeredPayment(headers) === 'none';
@@ -117,6 +125,8 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
         : await takeTokens(services.limiter, bucketsFor(agent, deps.config.rateLimit));
       const giveBack = () => release();
       let unsettled: () => Promise<void> = async () => undefined;
+      /** The x402 A2A transport's payment task a paying message used: gone once its payment is accepted. */
+      let paidTask: string | null = null;
       return {
         ...admitted,
         caller,
@@ -125,6 +135,19 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
           // A public MCP agent is paid the way the x402 MCP transport says: an unpaid or refused
           // tools/call is answered as a JSON-RPC tool result (api/payment/mcp-transport.ts).
           if (agent.protocol === 'mcp') call.paymentAnswer = 'mcp';
+          // A message sent with the x402 A2A extension: told to pay with an input-required task
+          // (its message kept for the paying one), refused with a failed task
+          // (api/payment/a2a-transport.ts). Unpaid, it already took its challenge tokens.
+          const x402 = call.a2a?.x402;
+          if (x402) {
+            call.paymentAnswer = 'a2a';
+            paidTask = x402.paymentTaskId;
+            const unpaidHere = !x402.paid && offeredPayment(headers) === 'none';
+            if (unpaidHere && x402.paymentTaskId && x402.status === 'payment-rejected')
+              throw await a2aPaymentDeclined(services.a2aPaymentTasks, call);
+            if (unpaidHere && isChargeable(call))
+              throw await a2aPaymentRequired(deps.config.payment, services.a2aPaymentTasks, call);
+          }
           let payer: string | null;
           try {
             payer = await payerOf(deps, services.payment, call, headers);
@@ -164,7 +187,10 @@ export function publicDoor(deps: AppDeps, services: Pick<ProxyServices, 'agents'
             throw err;
           }
         },
-        settled: () => unsettled(),
+        async settled() {
+          if (paidTask) await services.a2aPaymentTasks.remove(agent.id, paidTask);
+          await unsettled();
+        },
       };
     },
   };

@@ -24,6 +24,7 @@ import { createAppPolicyEngine } from '../policy/stage.ts';
 import { createPaymentGate, type PaymentGate } from '../payment/stage.ts';
 import { createStatementPool, type StatementPool } from '../../gateway/db/statement-pool.ts';
 import { createTaskBindings, type TaskBindings } from '../../gateway/a2a/tasks.ts';
+import { createPaymentTasks, type PaymentTasks } from '../../gateway/a2a/payment-tasks.ts';
 
 /** Workflow starts in flight at once per process (a start takes a few ms on a healthy server). */
 const STARTS_IN_FLIGHT = 32;
@@ -59,6 +60,8 @@ export type ProxyServices = {
   agents: AgentRows;
   /** A2A task ids bound to the agent and tenant they were seen through (gateway/a2a/tasks.ts). */
   a2aTasks: TaskBindings;
+  /** Messages a public A2A agent asked payment for through the x402 A2A transport (gateway/a2a/payment-tasks.ts). */
+  a2aPaymentTasks: PaymentTasks;
 };
 
 export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServices> = {}): ProxyServices {
@@ -88,5 +91,6 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
     statements: overrides.statements ?? createStatementPool(deps.orm),
     agents: overrides.agents ?? createAgentRows(deps.orm, deps.feed),
     a2aTasks: overrides.a2aTasks ?? createTaskBindings(queryRows(deps.orm)),
+    a2aPaymentTasks: overrides.a2aPaymentTasks ?? createPaymentTasks(queryRows(deps.orm)),
   };
 }

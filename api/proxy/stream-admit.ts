@@ -8,7 +8,7 @@ import { publicRequestUrl } from '../public-url.ts';
 import { coarseMessage } from '../../gateway/upstream/errors.ts';
 import { cheapToParse, refundIfRefused, runStages, type Admitted, type Door, type GateCtx } from './gate.ts';
 import { parseMcpBody } from './parse.ts';
-import { parseA2aBody } from './a2a-parse.ts';
+import { parseA2aRequest } from './a2a-x402.ts';
 import { arrivedBody, contentLengthOf, declaredOver, readCappedBody } from './body.ts';
 import type { ProxyCall } from './call.ts';
 import { isChargeable } from '../payment/requirements.ts';
@@ -50,13 +50,15 @@ async function admitCall(ctx: GateCtx, deps: AppDeps, services: ProxyServices, d
   let a2a: ProxyCall['a2a'] = null;
   if (agent.protocol === 'a2a') {
     const read = await readJsonRpcBody(ctx, deps, services, admitted);
-    a2a = await refundIfRefused(
+    const parsed = await refundIfRefused(
       admitted,
       400,
-      () => parseA2aBody(read, agent, 'streaming'),
+      () => parseA2aRequest(ctx, read, agent, 'streaming', door.a2aPaymentTasks ?? null),
       () => cheapToParse(read),
     );
-    body = read;
+    a2a = parsed.a2a;
+    // Without payment keys, or the kept message a paying one pays for (a2a-x402.ts).
+    body = parsed.forwardBody ?? read;
   } else if (agent.protocol === 'mcp') {
     const read = await readJsonRpcBody(ctx, deps, services, admitted);
     mcp = await refundIfRefused(

@@ -21,6 +21,7 @@ import {
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import { answeredOutcome } from '../../gateway/invocations/outcome.ts';
 import { mcpReceiptInjector } from './mcp-receipt.ts';
+import { a2aReceiptInjector } from './a2a-receipt.ts';
 import { failedBeforeUpstream, type Outcome, type StreamRecord } from './stream-record.ts';
 import type { ProxyCall } from './call.ts';
 
@@ -78,8 +79,9 @@ export async function relay(
   const res = ctx.res;
   ctx.respond = false;
   const out: Record<string, string | string[]> = { ...forwardableResponseHeaders(reply.headers), ...gatewayHeaders };
-  // An MCP-transport payment's receipt goes into the JSON-RPC result (mcp-receipt.ts).
-  const injectReceipt = mcpReceiptInjector(call, reply.headers);
+  // A payment made in the JSON-RPC body gets its receipt in the answer: an MCP tool result's
+  // `_meta` (mcp-receipt.ts), an A2A task's or message's metadata (a2a-receipt.ts).
+  const injectReceipt = mcpReceiptInjector(call, reply.headers) ?? a2aReceiptInjector(call, reply.headers);
   if (injectReceipt) delete out['content-length'];
   const contentType = String(reply.headers['content-type'] ?? '');
   const eventStream = EVENT_STREAM.test(contentType);

@@ -7,7 +7,7 @@
 // before any upstream byte is written.
 import type { Readable } from 'node:stream';
 import { ApiError } from '../errors.ts';
-import { forwardableHeaders } from '../../gateway/upstream/headers.ts';
+import { forwardedHeadersOf } from './a2a-x402.ts';
 import { coarseMessage } from '../../gateway/upstream/errors.ts';
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import type { Door, GateCtx } from './gate.ts';
@@ -42,7 +42,7 @@ function upstreamHeaders(
   declaredLength: number | null,
 ): Record<string, string> {
   const headers: Record<string, string> = {
-    ...forwardableHeaders(ctx.req.headers),
+    ...forwardedHeadersOf(ctx, call),
     ...credentialHeaders,
     'x-request-id': call.requestId,
   };

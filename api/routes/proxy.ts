@@ -11,7 +11,6 @@ import { errorKind } from '../../lib/error-kind.ts';
 import { ApiError, notFound } from '../errors.ts';
 import { coarseMessage } from '../../gateway/upstream/errors.ts';
 import { MAX_TRANSACTIONAL_BODY, declaredOver, readCappedBody } from '../proxy/body.ts';
-import { forwardableHeaders } from '../../gateway/upstream/headers.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
 import { isChargeable } from '../payment/requirements.ts';
@@ -20,7 +19,7 @@ import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
 import { streamRoute } from '../proxy/stream.ts';
 import { a2aCardRoute } from '../proxy/a2a-card.ts';
-import { parseA2aBody } from '../proxy/a2a-parse.ts';
+import { forwardedHeadersOf, parseA2aRequest } from '../proxy/a2a-x402.ts';
 import type { ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
 import { startInvocationWorkflow } from '../proxy/start.ts';
@@ -47,6 +46,15 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
       () => declaredOver(ctx.req, MAX_TRANSACTIONAL_BODY),
     );
 
+    const a2a =
+      agent.protocol === 'a2a'
+        ? await refundIfRefused(
+            admitted,
+            400,
+            () => parseA2aRequest(ctx, body, agent, 'transactional', door.a2aPaymentTasks ?? null),
+            () => cheapToParse(body),
+          )
+        : null;
     const call: ProxyCall = {
       caller: admitted.caller,
       agent,
@@ -66,20 +74,13 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
               () => cheapToParse(body),
             )
           : null,
-      a2a:
-        agent.protocol === 'a2a'
-          ? await refundIfRefused(
-              admitted,
-              400,
-              () => parseA2aBody(body, agent, 'transactional'),
-              () => cheapToParse(body),
-            )
-          : null,
+      a2a: a2a?.a2a ?? null,
       policyWarning: null,
       payment: null,
     };
-    // A payment in `_meta` is never forwarded or stored: the body without it (api/proxy/parse.ts).
-    const forwarded = call.mcp?.forwardBody ?? body;
+    // A payment in `_meta` or A2A message metadata is never forwarded or stored: the body without
+    // it (api/proxy/parse.ts, a2a-x402.ts); a message paying a kept one forwards the kept one.
+    const forwarded = call.mcp?.forwardBody ?? a2a?.forwardBody ?? body;
     let place: BacklogPlace | undefined;
     const pollKey = door.issuesPollKeys ? newPollKey() : null;
     const { invocationId } = call;
@@ -108,7 +109,7 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
         pollKeySha256: pollKey?.sha256 ?? null,
         model,
         contentType: call.contentType,
-        requestHeaders: forwardableHeaders(ctx.req.headers),
+        requestHeaders: forwardedHeadersOf(ctx, call),
         requestBytes: forwarded.length,
         ...recordedCallFields(call),
         createdAt: now,

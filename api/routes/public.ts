@@ -16,6 +16,7 @@ import { admitUnpaid, clientBucket, publicDoor } from '../proxy/public-door.ts';
 import { publicBaseUrl, publicRequestUrl } from '../public-url.ts';
 import { transactionalRoute } from './proxy.ts';
 import { publicAgentUrls } from '../agents/serialize.ts';
+import { servedCard } from '../../gateway/a2a/card.ts';
 import type { ProxyServices } from '../proxy/services.ts';
 import type { AppDeps } from '../deps.ts';
 
@@ -77,6 +78,15 @@ export function publicRoutes(deps: AppDeps, services: ProxyServices): Router {
     }
     const resourceUrl = publicRequestUrl(ctx, deps.config.publicAddress);
     throw challengeError(deps.config.payment, { agent, mcp: null, resourceUrl });
+  });
+
+  // A public A2A agent's card, unpaid like the page: its interfaces at the public streaming URL,
+  // no security scheme, the x402 A2A extension declared (gateway/a2a/card.ts servedCard).
+  router.get('/agents/:id/.well-known/agent-card.json', async (ctx) => {
+    const { agent } = await admitUnpaid(ctx, deps, services);
+    if (agent.protocol !== 'a2a' || !agent.a2aCard || !agent.upstreamUrl) throw notFound();
+    const { stream } = publicAgentUrls(publicBaseUrl(ctx, deps.config.publicAddress), agent.id);
+    ctx.body = servedCard(agent.a2aCard, agent.upstreamUrl, stream, { kind: 'x402' });
   });
 
   // The payer's poll: the key its 202 handed out, compared by hash; anything else is 404.

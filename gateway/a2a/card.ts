@@ -6,6 +6,7 @@
 // upstream's address or credentials.
 import { request, type Dispatcher } from 'undici';
 import { holdsUnstorableText } from '../../lib/storable-text.ts';
+import { A2A_X402_DESCRIPTION, A2A_X402_EXTENSION } from './x402.ts';
 
 const CARD_PATH = '/.well-known/agent-card.json';
 /** The largest card read (a card is a few KiB; a larger answer is refused, not truncated). */
@@ -103,8 +104,11 @@ function jsonRpcVersions(card: StoredCard): string[] {
 /** How the gateway's card says callers authenticate: where it is served, and with what. */
 export type ServedSecurity =
   | { kind: 'bearer' }
-  /** A public agent: no token, paid per call with x402. */
-  | { kind: 'x402'; extension: string };
+  /**
+   * A public agent: no token (no security scheme at all), paid per call with x402, which the
+   * x402 A2A extension declares (not required: HTTP 402 stays accepted).
+   */
+  | { kind: 'x402' };
 
 /**
  * The card callers get from the gateway: the upstream's, with every interface at `url` (the
@@ -143,7 +147,7 @@ export function servedCard(card: StoredCard, upstreamUrl: string, url: string, s
     const extensions = Array.isArray(capabilities.extensions) ? capabilities.extensions : [];
     capabilities.extensions = [
       ...extensions,
-      { uri: security.extension, description: 'Payments with x402 (per call, USDC).', required: true },
+      { uri: A2A_X402_EXTENSION, description: A2A_X402_DESCRIPTION, required: false },
     ];
   }
   out.capabilities = capabilities;

@@ -1,0 +1,79 @@
+// Payment tasks of the x402 A2A transport (gateway/a2a/x402.ts): when a public A2A agent asks for
+// payment in an `input-required` task, the message it was sent is kept here under the task id
+// the gateway minted, so the paying message (which names that id and carries the payment) runs
+// the work the first message asked for. A row is the JSON-RPC request as it will be forwarded
+// (no payment keys), bounded in size, for the agent it was sent to; it is read only through that
+// agent, and goes when it is used (the payment accepted), when it expires (the requirement's
+// maxTimeoutSeconds: a payment signed for it is no longer valid after that), or, expired, when
+// later rows are written. Each tenant holds a bounded number of live rows, so anonymous callers,
+// already limited by the challenge buckets, cannot make it store more than that.
+type Query = (sql: string, params: unknown[]) => Promise<Array<Record<string, unknown>>>;
+
+/** The largest request kept (the serialized JSON-RPC request). */
+export const MAX_PAYMENT_TASK_BYTES = 64 * 1024;
+/** Live (unexpired) payment tasks per tenant. */
+const MAX_PAYMENT_TASKS_PER_TENANT = 1000;
+/** Expired rows removed by each write. */
+const PURGE_BATCH = 100;
+
+type PaymentTask = { taskId: string; contextId: string; method: string; request: string };
+
+export type PaymentTasks = {
+  /** Keeps the request; false when the tenant already holds its maximum of live payment tasks. */
+  save(tenantId: string, agentId: string, task: PaymentTask, ttlSeconds: number): Promise<boolean>;
+  /** The unexpired payment task of this agent with this id, or null. */
+  find(agentId: string, taskId: string): Promise<PaymentTask | null>;
+  /** Removes it (its payment was accepted). */
+  remove(agentId: string, taskId: string): Promise<void>;
+};
+
+export function createPaymentTasks(query: Query, maxPerTenant = MAX_PAYMENT_TASKS_PER_TENANT): PaymentTasks {
+  return {
+    async save(tenantId, agentId, task, ttlSeconds) {
+      if (Buffer.byteLength(task.request, 'utf8') > MAX_PAYMENT_TASK_BYTES)
+        throw new Error('payment task request over the bound');
+      await query(
+        `delete from a2a_payment_tasks where task_id in
+           (select task_id from a2a_payment_tasks where expires_at < now() order by expires_at limit ?)`,
+        [PURGE_BATCH],
+      );
+      const rows = await query(
+        `insert into a2a_payment_tasks (task_id, tenant_id, agent_id, context_id, method, request, expires_at)
+           select ?, ?, ?, ?, ?, ?, now() + make_interval(secs => ?)
+            where (select count(*) from (select 1 from a2a_payment_tasks
+                     where tenant_id = ? and expires_at > now() limit ?) live) < ?
+         returning task_id`,
+        [
+          task.taskId,
+          tenantId,
+          agentId,
+          task.contextId,
+          task.method,
+          task.request,
+          ttlSeconds,
+          tenantId,
+          maxPerTenant,
+          maxPerTenant,
+        ],
+      );
+      return rows.length === 1;
+    },
+    async find(agentId, taskId) {
+      const [row] = await query(
+        `select task_id, context_id, method, request from a2a_payment_tasks
+          where agent_id = ? and task_id = ? and expires_at > now()`,
+        [agentId, taskId],
+      );
+      if (!row) return null;
+      return {
+        taskId: row.task_id as string,
+        contextId: row.context_id as string,
+        method: row.method as string,
+        request: row.request as string,
+      };
+    },
+    async remove(agentId, taskId) {
+      await query(`delete from a2a_payment_tasks where agent_id = ? and task_id = ?`, [agentId, taskId]);
+    },
+  };
+}
