@@ -185,6 +185,48 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.equal(await balanceOf(provider, payer.address), 1_000_000n - PRICE);
   });
 
+  it('two payments for one payment task at the same moment: one runs and is charged, the other is a 404 and never charged', async () => {
+    const agent = await publicAgent();
+    const headers = { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION };
+    const first = `echo raced ${randomUUID()}`;
+    const from = upstream.bodies.length;
+    const unpaid = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
+      json: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: sendJson(first) },
+      headers,
+    });
+    assert.equal(unpaid.status, 200, unpaid.text);
+    const task = unpaid.json.result.task as Json;
+    const required = PaymentRequiredV2Schema.parse(task.status.message.metadata['x402.payment.required']);
+    const payers = [await newPayer(1_000_000n), await newPayer(1_000_000n)];
+    const payloads = await Promise.all(
+      payers.map((p) => {
+        const buyer = v2PayerClient(p);
+        return buyer.createPaymentPayload(required as Parameters<typeof buyer.createPaymentPayload>[0]);
+      }),
+    );
+    const answers = await Promise.all(
+      payloads.map((payload, i) =>
+        callAt(gateway.url, 'POST', `${agent.path}/stream`, {
+          json: {
+            jsonrpc: '2.0',
+            id: 2 + i,
+            method: 'SendMessage',
+            params: sendJson('paying', paying(task.id, payload)),
+          },
+          headers,
+        }),
+      ),
+    );
+    const statuses = answers.map((a) => a.status).sort();
+    assert.deepEqual(statuses, [200, 404], answers.map((a) => a.text).join('\n'));
+    const winner = answers.findIndex((a) => a.status === 200);
+    assert.equal(answers[winner].json.result.task.status.state, 'TASK_STATE_COMPLETED', answers[winner].text);
+    assert.equal(reached(from, first).length, 1, 'the first message ran once');
+    assert.equal(await balanceOf(provider, payers[winner].address), 1_000_000n - PRICE);
+    assert.equal(await balanceOf(provider, payers[1 - winner].address), 1_000_000n, 'the other payer paid nothing');
+    assert.equal((await transfersTo(provider, agent.payTo)).length, 1);
+  });
+
   it('a self-contained paid message runs; the same payment again pays nothing; a forged or unfunded one fails before the upstream', async () => {
     const agent = await publicAgent();
     const client = await clientAt(agent.url, activating([]));

@@ -174,23 +174,28 @@ export function publicDoor(
             await challenge.tenant();
             release = await takeTokens(services.limiter, [...bucketsFor(agent, deps.config.rateLimit), payerBucket]);
             unsettled = challenge.client;
-            return;
+          } else {
+            try {
+              await takeTokens(services.limiter, [payerBucket]);
+              // A correctly signed authorization from an unfunded key verifies, and costs a claim
+              // write and a settle: until its payment settles, a paid attempt also holds a token of
+              // its client's challenge bucket, so a flood of them is limited per client like challenges.
+              unsettled = await takeTokens(services.limiter, [clientBucket(ctx, deps, 'challenge')]);
+            } catch (err) {
+              await giveBack();
+              throw err;
+            }
           }
-          try {
-            await takeTokens(services.limiter, [payerBucket]);
-            // A correctly signed authorization from an unfunded key verifies, and costs a claim
-            // write and a settle: until its payment settles, a paid attempt also holds a token of
-            // its client's challenge bucket, so a flood of them is limited per client like challenges.
-            unsettled = await takeTokens(services.limiter, [clientBucket(ctx, deps, 'challenge')]);
-          } catch (err) {
+          // A payment task pays for one run: the paying message whose payment verified takes it
+          // before anything settles, so a second payment sent for it at the same moment is a 404
+          // and is never charged.
+          if (paidTask && !(await services.a2aPaymentTasks.take(agent.id, paidTask))) {
             await giveBack();
-            throw err;
+            await unsettled();
+            throw new ApiError(404, 'payment task not found through this agent');
           }
         },
-        async settled() {
-          if (paidTask) await services.a2aPaymentTasks.remove(agent.id, paidTask);
-          await unsettled();
-        },
+        settled: () => unsettled(),
       };
     },
   };
