@@ -12,6 +12,7 @@ import { BreakerRegistry } from '../gateway/upstream/breaker.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
 import { callAt } from './support/http.ts';
+import { waitFor } from './support/wait.ts';
 
 function stream(token: string, agentId: string, path = '') {
   return request(`${stack().apiUrl}/v1/proxy/${agentId}/stream${path}`, {
@@ -227,9 +228,15 @@ describe('hostile tenant: request bodies held in memory', function () {
       assert.equal(anyone.status, 503, anyone.text);
       assert.equal(anyone.headers['retry-after'], '1');
 
+      // Their bytes are released as the server sees the sockets close: tenant A is admitted again.
       for (const socket of held) socket.destroy();
-      await new Promise((r) => setTimeout(r, 300));
-      const again = await send(tokens.a, agents.a);
+      const again = await waitFor(
+        async () => {
+          const res = await send(tokens.a, agents.a);
+          return res.status === 429 ? null : res;
+        },
+        { everyMs: 50, what: "tenant A's held bytes to be released" },
+      );
       assert.equal(again.status, 202, again.text);
       await upstream.close();
     } finally {

@@ -36,6 +36,11 @@ const PRICE = 4_000n;
 const FUNDS = 100_000n;
 /** The breaker opens on this many consecutive failures (gateway/upstream/breaker.ts). */
 const OPENING_FAILURES = 5;
+/**
+ * How long the replicas' circuits stay open (the default is 10 s, which the stack's own API keeps):
+ * long enough for the refusals asserted while open, short enough not to be waited out for long.
+ */
+const REPLICA_HALF_OPEN_MS = 4_000;
 
 /** An upstream that answers 500 until `recover()`, and echoes from then on. */
 async function flakyUpstream(): Promise<TestUpstream & { recover(): void }> {
@@ -260,6 +265,7 @@ describe('payer: an open breaker refuses a paid call before payment', function (
             upstream: createUpstreamClient({
               allow: stack().allow,
               circuits: createOpenCircuits({ ...shared(), local: createMemoryCircuits() }),
+              breaker: { halfOpenAfterMs: REPLICA_HALF_OPEN_MS },
             }),
           },
         );
@@ -269,14 +275,16 @@ describe('payer: an open breaker refuses a paid call before payment', function (
         const freeAgent = await agent(upstream.url);
         const payTo = newPayTo();
         const paidAgent = await agent(upstream.url, payTo);
+        // Signed (and funded) before the circuit opens: its open time is for the refusals.
+        const refusedPaid = [await payment(payTo), await payment(payTo)];
+        const paid = await payment(payTo);
         await openByStreaming(a.url, freeAgent);
-        for (const path of ['', '/stream'] as const) {
-          const paid = await payment(payTo);
-          await assertRefusedUnpaid(await send(b.url, paidAgent, path, paid.header), paid, payTo, `b ${path || '/'}`);
+        for (const [i, path] of (['', '/stream'] as const).entries()) {
+          const res = await send(b.url, paidAgent, path, refusedPaid[i].header);
+          await assertRefusedUnpaid(res, refusedPaid[i], payTo, `b ${path || '/'}`);
         }
 
         upstream.recover();
-        const paid = await payment(payTo);
         const served = await payOnceRecovered(b.url, paidAgent, '/stream', paid);
         assert.equal(served.status, 200, served.text);
         assert.equal(await balanceOf(provider, payTo), PRICE);

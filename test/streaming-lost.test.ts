@@ -74,9 +74,11 @@ describe('proxy: an API process lost mid-stream', function () {
       );
     } finally {
       api.child.kill('SIGKILL');
+      // The upstream first: the live process's stream ends with it, so its stop has no call in
+      // hand to wait for (API_SHUTDOWN_GRACE_MS, 30 s).
+      await up.close();
       live?.kill('SIGTERM');
       if (live) await exited(live);
-      await up.close();
     }
   });
 

@@ -42,7 +42,12 @@ describe('the Temporal SDK telemetry of a worker process', function () {
     const taskQueue = `telemetry-${randomUUID()}`;
     const port = await freePort();
     let output = '';
-    worker = await startWorkerProcess(taskQueue, { WORKER_METRICS_PORT: String(port) }, (c) => (output += c));
+    worker = await startWorkerProcess(
+      taskQueue,
+      // Bundling at start, as under npm start (no prebuilt bundle).
+      { WORKER_METRICS_PORT: String(port), WORKFLOW_BUNDLE_DIR: undefined },
+      (c) => (output += c),
+    );
     const scrape = async () => {
       const res = await request(`http://127.0.0.1:${port}/metrics`);
       assert.equal(res.statusCode, 200);

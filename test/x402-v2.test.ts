@@ -22,6 +22,7 @@ import { declarePaymentIdentifierExtension } from '@x402/extensions/payment-iden
 import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation, type Reply } from './support/http.ts';
 import { closedPort } from './support/proxy-helpers.ts';
+import { until } from './support/facilitator.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import {
   balanceOf,
@@ -525,7 +526,9 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
     const marker = `settled v2 ${randomUUID()}`;
     const required = paymentRequiredOf(await post(`/v1/proxy/${agent.id}/stream`, marker));
     const now = Math.floor(Date.now() / 1000);
-    const payment = await signPayment(payer, { payTo: agent.payTo, value: 3_500n, validBefore: now + 20 });
+    // Valid for 12 s: the first call has 6 s before the gate's margin, and the wait past it is short.
+    const validBefore = now + 12;
+    const payment = await signPayment(payer, { payTo: agent.payTo, value: 3_500n, validBefore });
     const header = signatureHeader(required, payment.payload);
     const nonce = payment.payload.authorization.nonce.toLowerCase();
     // Stands in for a call whose binding was released (a workflow that could not be started).
@@ -543,7 +546,9 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
 
     await release();
     // Past validBefore minus the 6 s margin: only the settled claim can still buy the call.
-    await new Promise((r) => setTimeout(r, Math.max(0, (now + 20 - 6) * 1000 - Date.now()) + 1_000));
+    await until('validBefore minus the margin to pass', async () =>
+      Date.now() / 1000 > validBefore - 6 + 1 ? true : null,
+    );
     const expired = await post(`/v1/proxy/${agent.id}/stream`, marker, { 'payment-signature': header });
     assert.equal(expired.status, 200, expired.text);
     const receipt = decodePaymentResponseHeader(String(expired.headers['payment-response']));

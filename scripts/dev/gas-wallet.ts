@@ -1,13 +1,18 @@
 // The development gas wallet: a fresh key generated on first start, kept as an ethers JSON
 // keystore (scrypt) with a random password in a 0600 file beside it, both in the data folder.
+// Its scrypt cost is light (N = 2^12, not ethers' 2^17): the password lies beside the file, so a
+// costly KDF protects nothing, while every facilitator process that starts on it (the test suite
+// starts many) paid ~1 s of CPU to decrypt it, over 3 s on a loaded 2-core machine.
 // `npm start` and the tests fund it on their own anvil. Production deployments bring their own
 // keystore (FACILITATOR_KEYSTORE_FILE) or another TransactionSigner.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { JsonRpcProvider, Wallet, getAddress, parseEther, toQuantity } from 'ethers';
+import { JsonRpcProvider, Wallet, encryptKeystoreJson, getAddress, parseEther, toQuantity } from 'ethers';
 
 export type DevGasWallet = { keystoreFile: string; passwordFile: string; address: string };
+
+const DEV_SCRYPT_N = 1 << 12;
 
 export async function ensureDevGasWallet(dir: string): Promise<DevGasWallet> {
   const keystoreFile = join(dir, 'gas-wallet.json');
@@ -16,7 +21,9 @@ export async function ensureDevGasWallet(dir: string): Promise<DevGasWallet> {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const password = randomBytes(24).toString('base64url');
     const wallet = new Wallet(`0x${randomBytes(32).toString('hex')}`);
-    const json = await wallet.encrypt(password);
+    const json = await encryptKeystoreJson({ address: wallet.address, privateKey: wallet.privateKey }, password, {
+      scrypt: { N: DEV_SCRYPT_N },
+    });
     // Password first, keystore last (renamed into place): a half-written pair is never used.
     writeFileSync(passwordFile, password, { mode: 0o600 });
     writeFileSync(`${keystoreFile}.tmp`, json, { mode: 0o600 });

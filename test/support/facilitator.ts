@@ -67,6 +67,12 @@ export function facilitatorBundle(): Promise<WorkflowBundle> {
   return bundle;
 }
 
+/** The run's prebuilt workflow bundles (test/support/stack.ts): facilitator worker processes load them. */
+let prebuiltBundleDir: string | undefined;
+export function usePrebuiltBundles(dir: string): void {
+  prebuiltBundleDir = dir;
+}
+
 export function facilitatorEnv(infra: Infra, overrides: Record<string, string> = {}): Record<string, string> {
   return {
     FACILITATOR_PORT: '0',
@@ -90,6 +96,7 @@ export function facilitatorEnv(infra: Infra, overrides: Record<string, string> =
     // One build id for the run, the stack's workers' (a commit made meanwhile changes nothing).
     TEMPORAL_BUILD_ID: defaultBuildId(process.env),
     LOG_LEVEL: 'silent',
+    ...(prebuiltBundleDir ? { WORKFLOW_BUNDLE_DIR: prebuiltBundleDir } : {}),
     ...overrides,
   };
 }

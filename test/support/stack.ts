@@ -23,7 +23,8 @@ import { createGatewayWorker, gatewayWorkflowsPath } from '../../temporal/gatewa
 import { runWorkerVersion } from '../../temporal/worker-deployment.ts';
 import { createVaultClient, type VaultClient } from '../../gateway/credentials/vault.ts';
 import { openChangeFeed, type ChangeFeed } from '../../gateway/db/change-feed.ts';
-import { startFacilitatorStack, type FacilitatorStack } from './facilitator.ts';
+import { startFacilitatorStack, usePrebuiltBundles, type FacilitatorStack } from './facilitator.ts';
+import { buildWorkflowBundles } from '../../temporal/workflow-bundles.ts';
 import { generateKey, readKeys } from '../../gateway/receipts/keys.ts';
 
 export type Stack = {
@@ -46,6 +47,12 @@ export type Stack = {
   vaultClient: VaultClient;
   /** This process's metrics listener (API and worker share the registry), as api/main.ts starts it. */
   metricsUrl: string;
+  /**
+   * Both workers' bundles as `npm run build` writes them (WORKFLOW_BUNDLE_DIR): the worker
+   * processes tests spawn load them instead of each bundling its workflows at start (webpack,
+   * seconds of CPU every time).
+   */
+  bundleDir: string;
 };
 
 let current: Stack | undefined;
@@ -118,8 +125,11 @@ export async function startStack(): Promise<Stack> {
   cleanups.push(() => orm.close());
   const temporal = await connectClient(config.temporal.address, config.temporal.namespace);
   cleanups.push(() => temporal.connection.close());
+  const bundleDir = resolve(dataDir, 'workflow-bundles');
+  await buildWorkflowBundles(bundleDir);
+  usePrebuiltBundles(bundleDir);
   const facilitator = await startFacilitatorStack(infra, temporal);
-  cleanups.push(() => facilitator.close());
+  cleanups.push(() => settledWithin(facilitator.close(), STOP_GRACE_MS));
 
   // Bundle once per run; every worker of the run (including ones tests start) reuses it.
   const workflowBundle = await bundleWorkflowCode({ workflowsPath: gatewayWorkflowsPath, logger: silentLogger });
@@ -131,7 +141,7 @@ export async function startStack(): Promise<Stack> {
   const version = await runWorkerVersion(worker, connection, config.temporal, createLogger('worker', 'silent'));
   cleanups.push(async () => {
     shutdownWorker(worker);
-    await version.running;
+    await settledWithin(version.running, STOP_GRACE_MS);
     await connection.close();
   });
   if (!version.current)
@@ -172,9 +182,26 @@ export async function startStack(): Promise<Stack> {
     metricsUrl,
     feed,
     vaultClient,
+    bundleDir,
     token: (tenant, user = 'user-1') => mintToken({ secret: infra.secrets.jwtSecret, tenant, user }),
   };
   return current;
+}
+
+/**
+ * How long the run's end waits for a worker to stop. Its shutdown grace (the upstream deadline and
+ * then some, temporal/worker-tuning.ts) is for the activities in hand, and at the end of a run the
+ * only ones left are those some test walked away from (an upstream that never answers, a retry in
+ * backoff): nothing is asserted on them, the services under them stop next, and mocha exits.
+ */
+const STOP_GRACE_MS = 2_000;
+
+async function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    work.catch(() => undefined),
+    new Promise((resolve) => (timer = setTimeout(resolve, ms))),
+  ]).finally(() => clearTimeout(timer));
 }
 
 function shutdownWorker(worker: Worker): void {

@@ -24,6 +24,8 @@ export function stackProcessEnv(): Record<string, string | undefined> {
     LOG_LEVEL: 'info',
     // The stack's own build id, fixed for the run (a commit made meanwhile changes nothing).
     TEMPORAL_BUILD_ID: s.config.temporal.version.buildId,
+    // The run's prebuilt bundles: a worker that bundled at start would spend seconds of CPU on it.
+    WORKFLOW_BUNDLE_DIR: s.bundleDir,
   };
 }
 
