@@ -274,6 +274,43 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.equal(reached(from, forgedMarker).length + reached(from, brokeMarker).length, 0);
   });
 
+  it("no payment key reaches the agent: other casings, and the request's own params.metadata, are stripped too", async () => {
+    const agent = await publicAgent();
+    const client = await clientAt(agent.url, activating([]));
+    const unpaid = resultJson(await client.sendMessage(send('echo asking the price')));
+    const required = unpaid.status.message.metadata['x402.payment.required'];
+    const payload = await v2PayerClient(await newPayer(1_000_000n)).createPaymentPayload(required);
+    const marker = `echo casings ${randomUUID()}`;
+    const from = upstream.bodies.length;
+    const params = sendJson(marker, {
+      metadata: {
+        'x402.payment.payload': payload,
+        'X402.Payment.Payload': payload,
+        'X402.PAYMENT.STATUS': 'payment-submitted',
+        kept: 'yes',
+      },
+    });
+    const paid = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
+      json: {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'SendMessage',
+        params: {
+          ...(params as Json),
+          metadata: { 'x402.payment.payload': payload, 'x402.Payment.Receipts': [], also: 1 },
+        },
+      },
+      headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION },
+    });
+    assert.equal(paid.status, 200, paid.text);
+    assert.equal(paid.json.result.task.status.state, 'TASK_STATE_COMPLETED', paid.text);
+    const [forwarded] = reached(from, marker) as Json[];
+    assert.ok(forwarded, 'the message ran');
+    assert.ok(!JSON.stringify(forwarded).toLowerCase().includes('x402.payment'), JSON.stringify(forwarded));
+    assert.deepEqual(forwarded.params.message.metadata, { kept: 'yes' }, 'other metadata passes');
+    assert.deepEqual(forwarded.params.metadata, { also: 1 });
+  });
+
   it("refuses a payment task on another agent, expired or declined, bounds what an unpaid message may keep, and leaves HTTP 402 to clients that don't activate", async () => {
     const agent = await publicAgent();
     const other = await publicAgent();
