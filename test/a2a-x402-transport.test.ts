@@ -311,6 +311,58 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.deepEqual(forwarded.params.metadata, { also: 1 });
   });
 
+  it("a paying message must use the kept message's method: the kept message never runs at another method's price", async () => {
+    const payTo = newPayTo();
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: {
+        name: uniqueName('a2a-x402-methods'),
+        protocol: 'a2a',
+        upstream_url: upstream.url,
+        pricing: {
+          amount: String(PRICE),
+          asset: 'USDC',
+          network: 'base',
+          pay_to: payTo,
+          methods: { SendMessage: String(5n * PRICE), SendStreamingMessage: String(PRICE) },
+        },
+        public: true,
+        public_description: 'Echoes text over A2A',
+      },
+    });
+    assert.equal(created.status, 201, created.text);
+    const path = new URL(created.json.public_url as string).pathname;
+    const headers = { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION };
+    const marker = `echo dear ${randomUUID()}`;
+    const asked = await callAt(gateway.url, 'POST', `${path}/stream`, {
+      json: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: sendJson(marker) },
+      headers,
+    });
+    assert.equal(asked.status, 200, asked.text);
+    const task = asked.json.result.task as Json;
+    const required = PaymentRequiredV2Schema.parse(task.status.message.metadata['x402.payment.required']);
+    assert.equal(required.accepts[0].amount, String(5n * PRICE));
+    // Signed for the streaming method's lower price, sent as a streaming message naming the task.
+    const cheap = { ...required, accepts: [{ ...required.accepts[0], amount: String(PRICE) }] };
+    const payer = await newPayer(1_000_000n);
+    const buyer = v2PayerClient(payer);
+    const payload = await buyer.createPaymentPayload(cheap as Parameters<typeof buyer.createPaymentPayload>[0]);
+    const from = upstream.bodies.length;
+    const switched = await callAt(gateway.url, 'POST', `${path}/stream`, {
+      json: {
+        jsonrpc: '2.0',
+        id: 2,
+        method: 'SendStreamingMessage',
+        params: sendJson('paying', paying(task.id, payload)),
+      },
+      headers,
+    });
+    assert.equal(switched.status, 400, switched.text);
+    assert.match(switched.json.error, /method of the message it pays for/);
+    assert.equal(reached(from, marker).length, 0, 'the kept message did not run');
+    assert.equal(await balanceOf(provider, payer.address), 1_000_000n, 'nothing paid');
+  });
+
   it("refuses a payment task on another agent, expired or declined, bounds what an unpaid message may keep, and leaves HTTP 402 to clients that don't activate", async () => {
     const agent = await publicAgent();
     const other = await publicAgent();
