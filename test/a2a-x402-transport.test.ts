@@ -10,6 +10,7 @@
 // PaymentRequired of the task.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import net, { type AddressInfo } from 'node:net';
 import { getAddress } from 'ethers';
 import { Message, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
 import { Client, ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
@@ -100,14 +101,15 @@ describe('public A2A agents: the x402 A2A transport', function () {
     provider.destroy();
   });
 
-  async function publicAgent(payTo = newPayTo()) {
+  /** A public agent of the test's tenant (or `of`'s), priced PRICE (and `pricing` beside). */
+  async function publicAgent(payTo = newPayTo(), { of = token, pricing = {} as Json } = {}) {
     const created = await call('POST', '/v1/agents', {
-      token,
+      token: of,
       json: {
         name: uniqueName('a2a-x402'),
         protocol: 'a2a',
         upstream_url: upstream.url,
-        pricing: { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo },
+        pricing: { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo, ...pricing },
         public: true,
         public_description: 'Echoes text over A2A',
         capture_body: true,
@@ -176,12 +178,15 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.deepEqual(transfers, [{ hash: receipt.transaction, value: PRICE }]);
     assert.equal(await balanceOf(provider, payer.address), 1_000_000n - PRICE);
 
-    // Used: the payment task is gone, and the same paying message again pays nothing.
+    // Used: the same paying message again pays nothing and runs nothing (its payment is used).
     const again = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
       json: { jsonrpc: '2.0', id: 7, method: 'SendMessage', params: sendJson('again', paying(unpaid.id, payload)) },
       headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION },
     });
-    assert.equal(again.status, 404, again.text);
+    assert.equal(again.status, 200, again.text);
+    assert.equal(again.json.result.task.status.state, 'TASK_STATE_FAILED', again.text);
+    assert.equal(again.json.result.task.status.message.metadata['x402.payment.error'], 'PAYMENT_ALREADY_USED');
+    assert.equal(reached(from, first).length, 1, 'not run again');
     assert.equal(await balanceOf(provider, payer.address), 1_000_000n - PRICE);
   });
 
@@ -312,26 +317,9 @@ describe('public A2A agents: the x402 A2A transport', function () {
   });
 
   it("a paying message must use the kept message's method: the kept message never runs at another method's price", async () => {
-    const payTo = newPayTo();
-    const created = await call('POST', '/v1/agents', {
-      token,
-      json: {
-        name: uniqueName('a2a-x402-methods'),
-        protocol: 'a2a',
-        upstream_url: upstream.url,
-        pricing: {
-          amount: String(PRICE),
-          asset: 'USDC',
-          network: 'base',
-          pay_to: payTo,
-          methods: { SendMessage: String(5n * PRICE), SendStreamingMessage: String(PRICE) },
-        },
-        public: true,
-        public_description: 'Echoes text over A2A',
-      },
+    const { path } = await publicAgent(newPayTo(), {
+      pricing: { methods: { SendMessage: String(5n * PRICE), SendStreamingMessage: String(PRICE) } },
     });
-    assert.equal(created.status, 201, created.text);
-    const path = new URL(created.json.public_url as string).pathname;
     const headers = { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION };
     const marker = `echo dear ${randomUUID()}`;
     const asked = await callAt(gateway.url, 'POST', `${path}/stream`, {
@@ -361,6 +349,59 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.match(switched.json.error, /method of the message it pays for/);
     assert.equal(reached(from, marker).length, 0, 'the kept message did not run');
     assert.equal(await balanceOf(provider, payer.address), 1_000_000n, 'nothing paid');
+  });
+
+  it('a payment whose settlement is not known yet keeps its payment task: the same message resumes it, charged once; another payment is a 404', async () => {
+    // A tenant whose facilitator does not answer (a closed port): a settle's outcome is unknown.
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const deadUrl = new URL(stack().facilitator.url);
+    deadUrl.port = String((closed.address() as AddressInfo).port);
+    await new Promise((resolve) => closed.close(resolve));
+    const tenantToken = await settlingTenant(`tenant-a2a-x402-dead-${randomUUID()}`, account, deadUrl.href);
+    const { path } = await publicAgent(newPayTo(), { of: tenantToken });
+    const headers = { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION };
+    const marker = `echo settling ${randomUUID()}`;
+    const asked = await callAt(gateway.url, 'POST', `${path}/stream`, {
+      json: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: sendJson(marker) },
+      headers,
+    });
+    assert.equal(asked.status, 200, asked.text);
+    const task = asked.json.result.task as Json;
+    const required = task.status.message.metadata['x402.payment.required'];
+    const payer = await newPayer(1_000_000n);
+    const payload = await v2PayerClient(payer).createPaymentPayload(required);
+    const from = upstream.bodies.length;
+    const pay = (id: number, with_: unknown) =>
+      callAt(gateway.url, 'POST', `${path}/stream`, {
+        json: { jsonrpc: '2.0', id, method: 'SendMessage', params: sendJson('paying', paying(task.id, with_)) },
+        headers,
+      });
+
+    const unknown = await pay(2, payload);
+    assert.equal(unknown.status, 503, unknown.text);
+    const retried = await pay(3, payload);
+    assert.equal(retried.status, 503, `the same payment still finds its task: ${retried.text}`);
+    const other = await newPayer(1_000_000n);
+    const another = await pay(4, await v2PayerClient(other).createPaymentPayload(required));
+    assert.equal(another.status, 404, another.text);
+
+    // The facilitator answers again: the same message gets the run, charged once.
+    const current = await call('GET', '/v1/settlement/config', { token: tenantToken });
+    const config = await call('PUT', '/v1/settlement/config', {
+      token: tenantToken,
+      json: {
+        facilitator_url: stack().facilitator.url,
+        facilitator_credential_ref: current.json.facilitator_credential_ref,
+      },
+    });
+    assert.ok([200, 201].includes(config.status), config.text);
+    const paid = await pay(5, payload);
+    assert.equal(paid.status, 200, paid.text);
+    assert.equal(paid.json.result.task.status.state, 'TASK_STATE_COMPLETED', paid.text);
+    assert.equal(reached(from, marker).length, 1, 'the kept message ran once');
+    assert.equal(await balanceOf(provider, payer.address), 1_000_000n - PRICE);
+    assert.equal(await balanceOf(provider, other.address), 1_000_000n);
   });
 
   it("refuses a payment task on another agent, expired or declined, bounds what an unpaid message may keep, and leaves HTTP 402 to clients that don't activate", async () => {

@@ -3,9 +3,11 @@
 // the gateway minted, so the paying message (which names that id and carries the payment) runs
 // the work the first message asked for. A row is the JSON-RPC request as it will be forwarded
 // (no payment keys), bounded in size, for the agent it was sent to; it is read only through that
-// agent, and goes when it is used (taken by the paying message whose payment verified, before it settles), when it expires (the requirement's
-// maxTimeoutSeconds: a payment signed for it is no longer valid after that), or, expired, when
-// later rows are written. Each tenant holds a bounded number of live rows, so anonymous callers,
+// agent. The paying message whose payment verified takes it for that payment (payer and nonce)
+// before it settles: another payment can no longer use it, the same one sent again (its
+// settlement not known yet) still can, and the facilitator settles that authorization at most
+// once. It goes when it expires (the requirement's maxTimeoutSeconds: a payment signed for it is
+// no longer valid after that), when declined unpaid, or, expired, when later rows are written. Each tenant holds a bounded number of live rows, so anonymous callers,
 // already limited by the challenge buckets, cannot make it store more than that.
 type Query = (sql: string, params: unknown[]) => Promise<Array<Record<string, unknown>>>;
 
@@ -23,10 +25,10 @@ export type PaymentTasks = {
   save(tenantId: string, agentId: string, task: PaymentTask, ttlSeconds: number): Promise<boolean>;
   /** The unexpired payment task of this agent with this id, or null. */
   find(agentId: string, taskId: string): Promise<PaymentTask | null>;
-  /** Removes it (the client declined to pay). */
+  /** Removes it unless a payment took it (the client declined to pay). */
   remove(agentId: string, taskId: string): Promise<void>;
-  /** Removes it for the one paying message that gets it: false when another took it first. */
-  take(agentId: string, taskId: string): Promise<boolean>;
+  /** Takes it for the payment `paidBy` (payer and nonce): false when another payment took it first. */
+  take(agentId: string, taskId: string, paidBy: string): Promise<boolean>;
 };
 
 export function createPaymentTasks(query: Query, maxPerTenant = MAX_PAYMENT_TASKS_PER_TENANT): PaymentTasks {
@@ -75,12 +77,17 @@ export function createPaymentTasks(query: Query, maxPerTenant = MAX_PAYMENT_TASK
       };
     },
     async remove(agentId, taskId) {
-      await query(`delete from a2a_payment_tasks where agent_id = ? and task_id = ?`, [agentId, taskId]);
+      await query(`delete from a2a_payment_tasks where agent_id = ? and task_id = ? and paid_by is null`, [
+        agentId,
+        taskId,
+      ]);
     },
-    async take(agentId, taskId) {
+    async take(agentId, taskId, paidBy) {
       const rows = await query(
-        `delete from a2a_payment_tasks where agent_id = ? and task_id = ? and expires_at > now() returning task_id`,
-        [agentId, taskId],
+        `update a2a_payment_tasks set paid_by = ?
+          where agent_id = ? and task_id = ? and expires_at > now() and (paid_by is null or paid_by = ?)
+         returning task_id`,
+        [paidBy, agentId, taskId, paidBy],
       );
       return rows.length === 1;
     },
