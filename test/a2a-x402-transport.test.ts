@@ -538,10 +538,10 @@ describe('public A2A agents: the x402 A2A transport', function () {
       request: `{"n":${n}}`,
     });
     const [a, b, c] = [task(1), task(2), task(3)];
-    assert.equal(await tasks.save(tenant, agentId, a, 60), true);
-    assert.equal(await tasks.save(tenant, agentId, b, 60), true);
-    assert.equal(await tasks.save(tenant, agentId, c, 60), false, 'the tenant is full');
-    assert.equal(await tasks.save(`${tenant}-other`, agentId, c, 60), true, 'another tenant is not');
+    assert.equal(await tasks.save(tenant, agentId, a, 60, 'client-a'), true);
+    assert.equal(await tasks.save(tenant, agentId, b, 60, 'client-b'), true);
+    assert.equal(await tasks.save(tenant, agentId, c, 60, 'client-c'), false, 'the tenant is full');
+    assert.equal(await tasks.save(`${tenant}-other`, agentId, c, 60, 'client-c'), true, 'another tenant is not');
     assert.deepEqual(await tasks.find(agentId, a.taskId), a);
     assert.equal(await tasks.find(`agt_${randomUUID()}`, a.taskId), null, "another agent's id is not found");
 
@@ -550,7 +550,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
     ]);
     assert.equal(await tasks.find(agentId, a.taskId), null, 'expired');
     const d = task(4);
-    assert.equal(await tasks.save(tenant, agentId, d, 60), true, 'an expired task does not count');
+    assert.equal(await tasks.save(tenant, agentId, d, 60, 'client-d'), true, 'an expired task does not count');
     const left = await conn.execute<Array<{ task_id: string }>>(
       'select task_id from a2a_payment_tasks where task_id = ?',
       [a.taskId],
@@ -558,7 +558,17 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.deepEqual(left, [], 'the expired row went with the write');
     await tasks.remove(agentId, b.taskId);
     assert.equal(await tasks.find(agentId, b.taskId), null, 'used');
-    await assert.rejects(tasks.save(tenant, agentId, { ...task(5), request: 'x'.repeat(64 * 1024 + 1) }, 60));
+    await assert.rejects(
+      tasks.save(tenant, agentId, { ...task(5), request: 'x'.repeat(64 * 1024 + 1) }, 60, 'client-e'),
+    );
+
+    // One client holds at most its own maximum, whatever room its tenants have.
+    const perClient = createPaymentTasks(queryRows(stack().orm), 10, 2);
+    const client = `client-${randomUUID()}`;
+    assert.equal(await perClient.save(`${tenant}-c1`, agentId, task(6), 60, client), true);
+    assert.equal(await perClient.save(`${tenant}-c2`, agentId, task(7), 60, client), true);
+    assert.equal(await perClient.save(`${tenant}-c3`, agentId, task(8), 60, client), false, 'the client is full');
+    assert.equal(await perClient.save(`${tenant}-c3`, agentId, task(9), 60, `${client}-other`), true);
   });
 
   it('keeps a message only for an unpaid request its client bucket admitted: a flood is 429 and keeps nothing more', async () => {
@@ -588,6 +598,50 @@ describe('public A2A agents: the x402 A2A transport', function () {
       assert.equal(Number(row.n), asked.length, 'one kept message per admitted request');
     } finally {
       await tight.close();
+    }
+  });
+
+  it("one client keeps at most a tenth of a tenant's live payment tasks: a few addresses cannot fill the tenant's for its payers", async () => {
+    const agent = await publicAgent();
+    const proxied = await startCapturedGateway({
+      publicAddress: { trustProxy: true },
+      publicAgents: { ...stack().config.publicAgents, challengeRpsPerClient: 1000, challengeRpsPerTenant: 1000 },
+    });
+    const octet = () => 1 + Math.floor(Math.random() * 250);
+    const [noisy, payer] = [`203.0.113.${octet()}`, `192.0.2.${octet()}`];
+    const ask = (client: string, i: number) =>
+      callAt(proxied.url, 'POST', `${agent.path}/stream`, {
+        json: { jsonrpc: '2.0', id: i, method: 'SendMessage', params: sendJson(`echo noisy ${i}`) },
+        headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION, 'x-forwarded-for': client },
+      });
+    try {
+      for (let batch = 0; batch < 10; batch++) {
+        const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => ask(noisy, batch * 10 + i)));
+        assert.ok(
+          answers.every((a) => a.status === 200),
+          answers.map((a) => a.status).join(','),
+        );
+      }
+      const over = await ask(noisy, 100);
+      assert.equal(over.status, 429, over.text);
+      assert.ok(over.headers['retry-after']);
+      const other = await ask(payer, 101);
+      assert.equal(other.status, 200, other.text);
+      assert.equal(other.json.result.task.status.state, 'TASK_STATE_INPUT_REQUIRED');
+      const rows = await stack()
+        .orm.em.fork()
+        .getConnection()
+        .execute<Array<{ client_key: string }>>(
+          'select distinct client_key from a2a_payment_tasks where agent_id = ?',
+          [agent.id],
+        );
+      assert.equal(rows.length, 2);
+      assert.ok(
+        rows.every((r) => /^[0-9a-f]{64}$/.test(r.client_key)),
+        'a digest, never the address',
+      );
+    } finally {
+      await proxied.close();
     }
   });
 

@@ -146,7 +146,12 @@ export function publicDoor(
             if (unpaidHere && x402.paymentTaskId && x402.status === 'payment-rejected')
               throw await a2aPaymentDeclined(services.a2aPaymentTasks, call);
             if (unpaidHere && isChargeable(call))
-              throw await a2aPaymentRequired(deps.config.payment, services.a2aPaymentTasks, call);
+              throw await a2aPaymentRequired(
+                deps.config.payment,
+                services.a2aPaymentTasks,
+                call,
+                clientAddress(ctx, deps.config.publicAddress),
+              );
           }
           let verified: Awaited<ReturnType<typeof payerOf>>;
           try {

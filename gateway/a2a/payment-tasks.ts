@@ -7,22 +7,32 @@
 // before it settles: another payment can no longer use it, the same one sent again (its
 // settlement not known yet) still can, and the facilitator settles that authorization at most
 // once. It goes when it expires (the requirement's maxTimeoutSeconds: a payment signed for it is
-// no longer valid after that), when declined unpaid, or, expired, when later rows are written. Each tenant holds a bounded number of live rows, so anonymous callers,
-// already limited by the challenge buckets, cannot make it store more than that.
+// no longer valid after that), when declined unpaid, or, expired, when later rows are written.
+// Each tenant holds a bounded number of live rows, so anonymous callers, already limited by the
+// challenge buckets, cannot make it store more than that; and each client (by a digest of its
+// rate-limit identity, never its address) a tenth of that, so filling one tenant's rows, which
+// refuses its real payers' unpaid messages until rows expire, takes many client addresses, not
+// the few that a client's challenge rate times a row's lifetime would.
+import { createHash } from 'node:crypto';
+
 type Query = (sql: string, params: unknown[]) => Promise<Array<Record<string, unknown>>>;
 
 /** The largest request kept (the serialized JSON-RPC request). */
 export const MAX_PAYMENT_TASK_BYTES = 64 * 1024;
-/** Live (unexpired) payment tasks per tenant. */
+/** Live (unexpired) payment tasks per tenant, and per client over every tenant. */
 const MAX_PAYMENT_TASKS_PER_TENANT = 1000;
+const MAX_PAYMENT_TASKS_PER_CLIENT = MAX_PAYMENT_TASKS_PER_TENANT / 10;
 /** Expired rows removed by each write. */
 const PURGE_BATCH = 100;
 
 type PaymentTask = { taskId: string; contextId: string; method: string; request: string };
 
 export type PaymentTasks = {
-  /** Keeps the request; false when the tenant already holds its maximum of live payment tasks. */
-  save(tenantId: string, agentId: string, task: PaymentTask, ttlSeconds: number): Promise<boolean>;
+  /**
+   * Keeps the request sent by `client` (its rate-limit identity); false when the tenant, or the
+   * client, already holds its maximum of live payment tasks.
+   */
+  save(tenantId: string, agentId: string, task: PaymentTask, ttlSeconds: number, client: string): Promise<boolean>;
   /** The unexpired payment task of this agent with this id, or null. */
   find(agentId: string, taskId: string): Promise<PaymentTask | null>;
   /** Removes it unless a payment took it (the client declined to pay). */
@@ -31,21 +41,30 @@ export type PaymentTasks = {
   take(agentId: string, taskId: string, paidBy: string): Promise<boolean>;
 };
 
-export function createPaymentTasks(query: Query, maxPerTenant = MAX_PAYMENT_TASKS_PER_TENANT): PaymentTasks {
+const clientDigest = (client: string) => createHash('sha256').update(`a2a-payment-task:${client}`).digest('hex');
+
+export function createPaymentTasks(
+  query: Query,
+  maxPerTenant = MAX_PAYMENT_TASKS_PER_TENANT,
+  maxPerClient = MAX_PAYMENT_TASKS_PER_CLIENT,
+): PaymentTasks {
   return {
-    async save(tenantId, agentId, task, ttlSeconds) {
+    async save(tenantId, agentId, task, ttlSeconds, client) {
       if (Buffer.byteLength(task.request, 'utf8') > MAX_PAYMENT_TASK_BYTES)
         throw new Error('payment task request over the bound');
+      const digest = clientDigest(client);
       await query(
         `delete from a2a_payment_tasks where task_id in
            (select task_id from a2a_payment_tasks where expires_at < now() order by expires_at limit ?)`,
         [PURGE_BATCH],
       );
       const rows = await query(
-        `insert into a2a_payment_tasks (task_id, tenant_id, agent_id, context_id, method, request, expires_at)
-           select ?, ?, ?, ?, ?, ?, now() + make_interval(secs => ?)
+        `insert into a2a_payment_tasks (task_id, tenant_id, agent_id, context_id, method, request, client_key, expires_at)
+           select ?, ?, ?, ?, ?, ?, ?, now() + make_interval(secs => ?)
             where (select count(*) from (select 1 from a2a_payment_tasks
                      where tenant_id = ? and expires_at > now() limit ?) live) < ?
+              and (select count(*) from (select 1 from a2a_payment_tasks
+                     where client_key = ? and expires_at > now() limit ?) mine) < ?
          returning task_id`,
         [
           task.taskId,
@@ -54,10 +73,14 @@ export function createPaymentTasks(query: Query, maxPerTenant = MAX_PAYMENT_TASK
           task.contextId,
           task.method,
           task.request,
+          digest,
           ttlSeconds,
           tenantId,
           maxPerTenant,
           maxPerTenant,
+          digest,
+          maxPerClient,
+          maxPerClient,
         ],
       );
       return rows.length === 1;
