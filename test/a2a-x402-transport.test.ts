@@ -491,6 +491,10 @@ describe('public A2A agents: the x402 A2A transport', function () {
         },
         headers: { 'x-a2a-extensions': EXTENSION },
       });
+    // Declining and paying at once is refused, and declines nothing.
+    const both = await decline('b', { 'x402.payment.status': 'payment-rejected', 'x402.payment.payload': payload });
+    assert.equal(both.status, 400, both.text);
+    assert.equal(await balanceOf(provider, payer.address), 1_000_000n, 'nothing paid');
     const declined = await decline('d', { 'x402.payment.status': 'payment-rejected' });
     assert.equal(declined.status, 200, declined.text);
     assert.equal(declined.json.result.id, legacy.json.result.id);

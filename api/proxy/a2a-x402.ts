@@ -70,6 +70,9 @@ export async function parseA2aRequest(
   stripPaymentKeys(request);
   if (!activated) return { a2a, forwardBody: Buffer.from(JSON.stringify(request), 'utf8') };
 
+  // A message that declines and pays at once says two things: it is refused, neither run nor charged.
+  if (payment.paid && payment.status === 'payment-rejected')
+    throw badRequest('a message with x402.payment.status payment-rejected must not carry x402.payment.payload');
   // Echoed under both spellings of the header (0.3 and 1.0 clients each read their own).
   headers.set('X-A2A-Extensions', A2A_X402_EXTENSION);
   headers.set('A2A-Extensions', A2A_X402_EXTENSION);
