@@ -10,6 +10,7 @@
 // PaymentRequired of the task.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import net, { type AddressInfo } from 'node:net';
 import { getAddress } from 'ethers';
 import { Message, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
 import { Client, ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
@@ -100,14 +101,15 @@ describe('public A2A agents: the x402 A2A transport', function () {
     provider.destroy();
   });
 
-  async function publicAgent(payTo = newPayTo()) {
+  /** A public agent of the test's tenant (or `of`'s), priced PRICE (and `pricing` beside). */
+  async function publicAgent(payTo = newPayTo(), { of = token, pricing = {} as Json } = {}) {
     const created = await call('POST', '/v1/agents', {
-      token,
+      token: of,
       json: {
         name: uniqueName('a2a-x402'),
         protocol: 'a2a',
         upstream_url: upstream.url,
-        pricing: { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo },
+        pricing: { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo, ...pricing },
         public: true,
         public_description: 'Echoes text over A2A',
         capture_body: true,
@@ -176,12 +178,15 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.deepEqual(transfers, [{ hash: receipt.transaction, value: PRICE }]);
     assert.equal(await balanceOf(provider, payer.address), 1_000_000n - PRICE);
 
-    // Used: the payment task is gone, and the same paying message again pays nothing.
+    // Used: the same paying message again pays nothing and runs nothing (its payment is used).
     const again = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
       json: { jsonrpc: '2.0', id: 7, method: 'SendMessage', params: sendJson('again', paying(unpaid.id, payload)) },
       headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION },
     });
-    assert.equal(again.status, 404, again.text);
+    assert.equal(again.status, 200, again.text);
+    assert.equal(again.json.result.task.status.state, 'TASK_STATE_FAILED', again.text);
+    assert.equal(again.json.result.task.status.message.metadata['x402.payment.error'], 'PAYMENT_ALREADY_USED');
+    assert.equal(reached(from, first).length, 1, 'not run again');
     assert.equal(await balanceOf(provider, payer.address), 1_000_000n - PRICE);
   });
 
@@ -274,6 +279,131 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.equal(reached(from, forgedMarker).length + reached(from, brokeMarker).length, 0);
   });
 
+  it("no payment key reaches the agent: other casings, and the request's own params.metadata, are stripped too", async () => {
+    const agent = await publicAgent();
+    const client = await clientAt(agent.url, activating([]));
+    const unpaid = resultJson(await client.sendMessage(send('echo asking the price')));
+    const required = unpaid.status.message.metadata['x402.payment.required'];
+    const payload = await v2PayerClient(await newPayer(1_000_000n)).createPaymentPayload(required);
+    const marker = `echo casings ${randomUUID()}`;
+    const from = upstream.bodies.length;
+    const params = sendJson(marker, {
+      metadata: {
+        'x402.payment.payload': payload,
+        'X402.Payment.Payload': payload,
+        'X402.PAYMENT.STATUS': 'payment-submitted',
+        kept: 'yes',
+      },
+    });
+    const paid = await callAt(gateway.url, 'POST', `${agent.path}/stream`, {
+      json: {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'SendMessage',
+        params: {
+          ...(params as Json),
+          metadata: { 'x402.payment.payload': payload, 'x402.Payment.Receipts': [], also: 1 },
+        },
+      },
+      headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION },
+    });
+    assert.equal(paid.status, 200, paid.text);
+    assert.equal(paid.json.result.task.status.state, 'TASK_STATE_COMPLETED', paid.text);
+    const [forwarded] = reached(from, marker) as Json[];
+    assert.ok(forwarded, 'the message ran');
+    assert.ok(!JSON.stringify(forwarded).toLowerCase().includes('x402.payment'), JSON.stringify(forwarded));
+    assert.deepEqual(forwarded.params.message.metadata, { kept: 'yes' }, 'other metadata passes');
+    assert.deepEqual(forwarded.params.metadata, { also: 1 });
+  });
+
+  it("a paying message must use the kept message's method: the kept message never runs at another method's price", async () => {
+    const { path } = await publicAgent(newPayTo(), {
+      pricing: { methods: { SendMessage: String(5n * PRICE), SendStreamingMessage: String(PRICE) } },
+    });
+    const headers = { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION };
+    const marker = `echo dear ${randomUUID()}`;
+    const asked = await callAt(gateway.url, 'POST', `${path}/stream`, {
+      json: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: sendJson(marker) },
+      headers,
+    });
+    assert.equal(asked.status, 200, asked.text);
+    const task = asked.json.result.task as Json;
+    const required = PaymentRequiredV2Schema.parse(task.status.message.metadata['x402.payment.required']);
+    assert.equal(required.accepts[0].amount, String(5n * PRICE));
+    // Signed for the streaming method's lower price, sent as a streaming message naming the task.
+    const cheap = { ...required, accepts: [{ ...required.accepts[0], amount: String(PRICE) }] };
+    const payer = await newPayer(1_000_000n);
+    const buyer = v2PayerClient(payer);
+    const payload = await buyer.createPaymentPayload(cheap as Parameters<typeof buyer.createPaymentPayload>[0]);
+    const from = upstream.bodies.length;
+    const switched = await callAt(gateway.url, 'POST', `${path}/stream`, {
+      json: {
+        jsonrpc: '2.0',
+        id: 2,
+        method: 'SendStreamingMessage',
+        params: sendJson('paying', paying(task.id, payload)),
+      },
+      headers,
+    });
+    assert.equal(switched.status, 400, switched.text);
+    assert.match(switched.json.error, /method of the message it pays for/);
+    assert.equal(reached(from, marker).length, 0, 'the kept message did not run');
+    assert.equal(await balanceOf(provider, payer.address), 1_000_000n, 'nothing paid');
+  });
+
+  it('a payment whose settlement is not known yet keeps its payment task: the same message resumes it, charged once; another payment is a 404', async () => {
+    // A tenant whose facilitator does not answer (a closed port): a settle's outcome is unknown.
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const deadUrl = new URL(stack().facilitator.url);
+    deadUrl.port = String((closed.address() as AddressInfo).port);
+    await new Promise((resolve) => closed.close(resolve));
+    const tenantToken = await settlingTenant(`tenant-a2a-x402-dead-${randomUUID()}`, account, deadUrl.href);
+    const { path } = await publicAgent(newPayTo(), { of: tenantToken });
+    const headers = { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION };
+    const marker = `echo settling ${randomUUID()}`;
+    const asked = await callAt(gateway.url, 'POST', `${path}/stream`, {
+      json: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: sendJson(marker) },
+      headers,
+    });
+    assert.equal(asked.status, 200, asked.text);
+    const task = asked.json.result.task as Json;
+    const required = task.status.message.metadata['x402.payment.required'];
+    const payer = await newPayer(1_000_000n);
+    const payload = await v2PayerClient(payer).createPaymentPayload(required);
+    const from = upstream.bodies.length;
+    const pay = (id: number, with_: unknown) =>
+      callAt(gateway.url, 'POST', `${path}/stream`, {
+        json: { jsonrpc: '2.0', id, method: 'SendMessage', params: sendJson('paying', paying(task.id, with_)) },
+        headers,
+      });
+
+    const unknown = await pay(2, payload);
+    assert.equal(unknown.status, 503, unknown.text);
+    const retried = await pay(3, payload);
+    assert.equal(retried.status, 503, `the same payment still finds its task: ${retried.text}`);
+    const other = await newPayer(1_000_000n);
+    const another = await pay(4, await v2PayerClient(other).createPaymentPayload(required));
+    assert.equal(another.status, 404, another.text);
+
+    // The facilitator answers again: the same message gets the run, charged once.
+    const current = await call('GET', '/v1/settlement/config', { token: tenantToken });
+    const config = await call('PUT', '/v1/settlement/config', {
+      token: tenantToken,
+      json: {
+        facilitator_url: stack().facilitator.url,
+        facilitator_credential_ref: current.json.facilitator_credential_ref,
+      },
+    });
+    assert.ok([200, 201].includes(config.status), config.text);
+    const paid = await pay(5, payload);
+    assert.equal(paid.status, 200, paid.text);
+    assert.equal(paid.json.result.task.status.state, 'TASK_STATE_COMPLETED', paid.text);
+    assert.equal(reached(from, marker).length, 1, 'the kept message ran once');
+    assert.equal(await balanceOf(provider, payer.address), 1_000_000n - PRICE);
+    assert.equal(await balanceOf(provider, other.address), 1_000_000n);
+  });
+
   it("refuses a payment task on another agent, expired or declined, bounds what an unpaid message may keep, and leaves HTTP 402 to clients that don't activate", async () => {
     const agent = await publicAgent();
     const other = await publicAgent();
@@ -361,6 +491,10 @@ describe('public A2A agents: the x402 A2A transport', function () {
         },
         headers: { 'x-a2a-extensions': EXTENSION },
       });
+    // Declining and paying at once is refused, and declines nothing.
+    const both = await decline('b', { 'x402.payment.status': 'payment-rejected', 'x402.payment.payload': payload });
+    assert.equal(both.status, 400, both.text);
+    assert.equal(await balanceOf(provider, payer.address), 1_000_000n, 'nothing paid');
     const declined = await decline('d', { 'x402.payment.status': 'payment-rejected' });
     assert.equal(declined.status, 200, declined.text);
     assert.equal(declined.json.result.id, legacy.json.result.id);
@@ -408,10 +542,10 @@ describe('public A2A agents: the x402 A2A transport', function () {
       request: `{"n":${n}}`,
     });
     const [a, b, c] = [task(1), task(2), task(3)];
-    assert.equal(await tasks.save(tenant, agentId, a, 60), true);
-    assert.equal(await tasks.save(tenant, agentId, b, 60), true);
-    assert.equal(await tasks.save(tenant, agentId, c, 60), false, 'the tenant is full');
-    assert.equal(await tasks.save(`${tenant}-other`, agentId, c, 60), true, 'another tenant is not');
+    assert.equal(await tasks.save(tenant, agentId, a, 60, 'client-a'), true);
+    assert.equal(await tasks.save(tenant, agentId, b, 60, 'client-b'), true);
+    assert.equal(await tasks.save(tenant, agentId, c, 60, 'client-c'), false, 'the tenant is full');
+    assert.equal(await tasks.save(`${tenant}-other`, agentId, c, 60, 'client-c'), true, 'another tenant is not');
     assert.deepEqual(await tasks.find(agentId, a.taskId), a);
     assert.equal(await tasks.find(`agt_${randomUUID()}`, a.taskId), null, "another agent's id is not found");
 
@@ -420,7 +554,7 @@ describe('public A2A agents: the x402 A2A transport', function () {
     ]);
     assert.equal(await tasks.find(agentId, a.taskId), null, 'expired');
     const d = task(4);
-    assert.equal(await tasks.save(tenant, agentId, d, 60), true, 'an expired task does not count');
+    assert.equal(await tasks.save(tenant, agentId, d, 60, 'client-d'), true, 'an expired task does not count');
     const left = await conn.execute<Array<{ task_id: string }>>(
       'select task_id from a2a_payment_tasks where task_id = ?',
       [a.taskId],
@@ -428,7 +562,17 @@ describe('public A2A agents: the x402 A2A transport', function () {
     assert.deepEqual(left, [], 'the expired row went with the write');
     await tasks.remove(agentId, b.taskId);
     assert.equal(await tasks.find(agentId, b.taskId), null, 'used');
-    await assert.rejects(tasks.save(tenant, agentId, { ...task(5), request: 'x'.repeat(64 * 1024 + 1) }, 60));
+    await assert.rejects(
+      tasks.save(tenant, agentId, { ...task(5), request: 'x'.repeat(64 * 1024 + 1) }, 60, 'client-e'),
+    );
+
+    // One client holds at most its own maximum, whatever room its tenants have.
+    const perClient = createPaymentTasks(queryRows(stack().orm), 10, 2);
+    const client = `client-${randomUUID()}`;
+    assert.equal(await perClient.save(`${tenant}-c1`, agentId, task(6), 60, client), true);
+    assert.equal(await perClient.save(`${tenant}-c2`, agentId, task(7), 60, client), true);
+    assert.equal(await perClient.save(`${tenant}-c3`, agentId, task(8), 60, client), false, 'the client is full');
+    assert.equal(await perClient.save(`${tenant}-c3`, agentId, task(9), 60, `${client}-other`), true);
   });
 
   it('keeps a message only for an unpaid request its client bucket admitted: a flood is 429 and keeps nothing more', async () => {
@@ -458,6 +602,50 @@ describe('public A2A agents: the x402 A2A transport', function () {
       assert.equal(Number(row.n), asked.length, 'one kept message per admitted request');
     } finally {
       await tight.close();
+    }
+  });
+
+  it("one client keeps at most a tenth of a tenant's live payment tasks: a few addresses cannot fill the tenant's for its payers", async () => {
+    const agent = await publicAgent();
+    const proxied = await startCapturedGateway({
+      publicAddress: { trustProxy: true },
+      publicAgents: { ...stack().config.publicAgents, challengeRpsPerClient: 1000, challengeRpsPerTenant: 1000 },
+    });
+    const octet = () => 1 + Math.floor(Math.random() * 250);
+    const [noisy, payer] = [`203.0.113.${octet()}`, `192.0.2.${octet()}`];
+    const ask = (client: string, i: number) =>
+      callAt(proxied.url, 'POST', `${agent.path}/stream`, {
+        json: { jsonrpc: '2.0', id: i, method: 'SendMessage', params: sendJson(`echo noisy ${i}`) },
+        headers: { 'a2a-version': '1.0', 'x-a2a-extensions': EXTENSION, 'x-forwarded-for': client },
+      });
+    try {
+      for (let batch = 0; batch < 10; batch++) {
+        const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => ask(noisy, batch * 10 + i)));
+        assert.ok(
+          answers.every((a) => a.status === 200),
+          answers.map((a) => a.status).join(','),
+        );
+      }
+      const over = await ask(noisy, 100);
+      assert.equal(over.status, 429, over.text);
+      assert.ok(over.headers['retry-after']);
+      const other = await ask(payer, 101);
+      assert.equal(other.status, 200, other.text);
+      assert.equal(other.json.result.task.status.state, 'TASK_STATE_INPUT_REQUIRED');
+      const rows = await stack()
+        .orm.em.fork()
+        .getConnection()
+        .execute<Array<{ client_key: string }>>(
+          'select distinct client_key from a2a_payment_tasks where agent_id = ?',
+          [agent.id],
+        );
+      assert.equal(rows.length, 2);
+      assert.ok(
+        rows.every((r) => /^[0-9a-f]{64}$/.test(r.client_key)),
+        'a digest, never the address',
+      );
+    } finally {
+      await proxied.close();
     }
   });
 

@@ -49,12 +49,14 @@ const idsOf = (call: Pick<ProxyCall, 'a2a'>, taskId: string) => ({ taskId, conte
 /**
  * The `input-required` answer of an unpaid message: the message kept under a new payment task
  * (or the one the message named, still kept), the PaymentRequired in its status message.
- * Throws 429 when the tenant already holds its maximum of pending payment tasks.
+ * Throws 429 when the tenant, or the client (its rate-limit identity), already holds its maximum
+ * of pending payment tasks.
  */
 export async function a2aPaymentRequired(
   config: PaymentConfig,
   tasks: PaymentTasks,
   call: A2aPaidCall,
+  client: string,
 ): Promise<ApiError> {
   const x402 = call.a2a!.x402!;
   const requirements = requirementsFor(config, call);
@@ -69,6 +71,7 @@ export async function a2aPaymentRequired(
       call.agent.id,
       { taskId, contextId: x402.contextId, method: call.a2a!.sent, request: x402.request },
       requirements.maxTimeoutSeconds,
+      client,
     );
     if (!kept)
       throw new ApiError(429, 'too many payments pending at this agent', { 'Retry-After': String(FULL_RETRY_AFTER_S) });

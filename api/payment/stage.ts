@@ -144,7 +144,8 @@ async function verifiedOffer(
 
 /**
  * The checksummed address of the payer of this call's offered payment, verified against the
- * call's terms; null when the call costs nothing. A public call's caller (api/proxy/public-door.ts),
+ * call's terms, and the authorization's nonce (which, with the payer, names the payment); null
+ * when the call costs nothing. A public call's caller (api/proxy/public-door.ts),
  * known before policy; the payment stage then verifies it again, records and settles it.
  */
 export async function payerOf(
@@ -152,9 +153,9 @@ export async function payerOf(
   gate: PaymentGate,
   call: ProxyCall,
   headers: PaymentHeaders,
-): Promise<string | null> {
+): Promise<{ payer: string; nonce: string } | null> {
   const offer = await verifiedOffer(deps, gate, call, headers);
-  return offer ? getAddress(offer.verified.payment.payer) : null;
+  return offer ? { payer: getAddress(offer.verified.payment.payer), nonce: offer.verified.payment.nonce } : null;
 }
 
 /**

@@ -7,7 +7,7 @@
 //   `X-A2A-Extensions`): the message's payload is the call's payment. A message naming a payment
 //   task the gateway minted for this agent is the paying message: the request kept for that task
 //   is the call (its facts, its price, the body forwarded), under the paying request's JSON-RPC id
-//   and method; a payment task of another agent, expired or used, is 404. Any other message is
+//   (its method must be the kept one's); a payment task of another agent, expired or used, is 404. Any other message is
 //   its own request (paid there and then, or kept if it is asked payment).
 import { randomUUID } from 'node:crypto';
 import { ApiError, badRequest } from '../errors.ts';
@@ -70,6 +70,9 @@ export async function parseA2aRequest(
   stripPaymentKeys(request);
   if (!activated) return { a2a, forwardBody: Buffer.from(JSON.stringify(request), 'utf8') };
 
+  // A message that declines and pays at once says two things: it is refused, neither run nor charged.
+  if (payment.paid && payment.status === 'payment-rejected')
+    throw badRequest('a message with x402.payment.status payment-rejected must not carry x402.payment.payload');
   // Echoed under both spellings of the header (0.3 and 1.0 clients each read their own).
   headers.set('X-A2A-Extensions', A2A_X402_EXTENSION);
   headers.set('A2A-Extensions', A2A_X402_EXTENSION);
@@ -85,10 +88,12 @@ export async function parseA2aRequest(
   if (payment.paymentTaskId) {
     const kept = await tasks.find(agent.id, payment.paymentTaskId);
     if (!kept) throw new ApiError(404, 'payment task not found through this agent');
-    if (spellingOf(kept.method) !== spelling)
-      throw badRequest('the paying message must use the A2A version of the message it pays for');
+    // The same method as the kept one (so its spelling too): the payment buys the run it was
+    // asked for, at the price asked, not the kept message under another method's price.
+    if (kept.method !== a2a.sent)
+      throw badRequest(`the paying message must use the method of the message it pays for (${kept.method})`);
     const original = parseKeepingNumbers(kept.request) as Record<string, unknown>;
-    const text = JSON.stringify({ ...original, id: request.id, method: request.method });
+    const text = JSON.stringify({ ...original, id: request.id });
     const forwardBody = Buffer.from(text, 'utf8');
     const facts = parseA2aBody(forwardBody, agent, mode);
     return {

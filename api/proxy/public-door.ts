@@ -146,11 +146,16 @@ export function publicDoor(
             if (unpaidHere && x402.paymentTaskId && x402.status === 'payment-rejected')
               throw await a2aPaymentDeclined(services.a2aPaymentTasks, call);
             if (unpaidHere && isChargeable(call))
-              throw await a2aPaymentRequired(deps.config.payment, services.a2aPaymentTasks, call);
+              throw await a2aPaymentRequired(
+                deps.config.payment,
+                services.a2aPaymentTasks,
+                call,
+                clientAddress(ctx, deps.config.publicAddress),
+              );
           }
-          let payer: string | null;
+          let verified: Awaited<ReturnType<typeof payerOf>>;
           try {
-            payer = await payerOf(deps, services.payment, call, headers);
+            verified = await payerOf(deps, services.payment, call, headers);
           } catch (err) {
             // No payment, or one that does not verify: not a paid call, so its call tokens come
             // back and it counts as a challenge instead (a stream of made-up payments is limited
@@ -162,10 +167,11 @@ export function publicDoor(
             throw err;
           }
           // Every public call is paid: a tool priced 0 has no payer to answer to.
-          if (!payer) {
+          if (!verified) {
             await giveBack();
             throw new ApiError(403, 'free calls are not served on the public URL');
           }
+          const { payer } = verified;
           call.caller = { tenantId: agent.tenantId, userId: `x402:${payer}`, kind: 'x402' };
           const payerBucket = bucket(`public-payer:${payer}`, deps.config.publicAgents.payerRps);
           if (challenge) {
@@ -187,9 +193,11 @@ export function publicDoor(
             }
           }
           // A payment task pays for one run: the paying message whose payment verified takes it
-          // before anything settles, so a second payment sent for it at the same moment is a 404
-          // and is never charged.
-          if (paidTask && !(await services.a2aPaymentTasks.take(agent.id, paidTask))) {
+          // for that payment before anything settles, so another payment sent for it is a 404 and
+          // is never charged, while the same payment sent again (told its settlement is not known
+          // yet: 503, retry the same message) still finds it and resumes.
+          const paidBy = `${payer}:${verified.nonce}`;
+          if (paidTask && !(await services.a2aPaymentTasks.take(agent.id, paidTask, paidBy))) {
             await giveBack();
             await unsettled();
             throw new ApiError(404, 'payment task not found through this agent');

@@ -106,18 +106,27 @@ export function messagePayment(request: unknown): MessagePayment {
   };
 }
 
+/** Removes the `x402.payment.*` keys (in any casing) of one metadata object; true when one was there. */
+function stripFrom(holder: Obj | null): boolean {
+  const metadata = objectOr(holder?.metadata);
+  if (!holder || !metadata) return false;
+  const keys = Object.keys(metadata).filter((key) => key.toLowerCase().startsWith(KEY_PREFIX));
+  for (const key of keys) delete metadata[key];
+  if (keys.length > 0 && Object.keys(metadata).length === 0) delete holder.metadata;
+  return keys.length > 0;
+}
+
 /**
- * Removes every `x402.payment.*` key from the message's metadata (and the metadata when nothing
- * else is left), in place; true when one was there. The agent never sees a payment.
+ * Removes every `x402.payment.*` key from the message's metadata and from the request's own
+ * (`params.metadata`), in any casing (and a metadata object left empty), in place; true when
+ * one was there. The agent never sees a payment: one that reads keys loosely, or looks in the
+ * request's metadata, must not find a payment to settle a second time.
  */
 export function stripPaymentKeys(request: unknown): boolean {
-  const message = messageOf(request);
-  const metadata = objectOr(message?.metadata);
-  if (!message || !metadata) return false;
-  const keys = Object.keys(metadata).filter((key) => key.startsWith(KEY_PREFIX));
-  for (const key of keys) delete metadata[key];
-  if (keys.length > 0 && Object.keys(metadata).length === 0) delete message.metadata;
-  return keys.length > 0;
+  const params = objectOr(objectOr(request)?.params);
+  const inMessage = stripFrom(objectOr(params?.message));
+  const inParams = stripFrom(params);
+  return inMessage || inParams;
 }
 
 const TASK_STATE: Record<Spelling, Record<'input-required' | 'failed', string>> = {

@@ -73,6 +73,14 @@ describe('the x402 A2A transport (pure part)', () => {
     assert.equal(messagePayment(only).paymentTaskId, null, "an agent's own task id is not a payment task");
     stripPaymentKeys(only);
     assert.equal('metadata' in only.params.message, false, 'an emptied metadata goes');
+    const loose = {
+      params: {
+        message: { metadata: { 'X402.Payment.Payload': {}, skill: 'echo' } },
+        metadata: { 'x402.PAYMENT.status': 'payment-submitted' },
+      },
+    };
+    assert.equal(stripPaymentKeys(loose), true, 'any casing, and in the request metadata too');
+    assert.deepEqual(loose.params, { message: { metadata: { skill: 'echo' } } });
     assert.deepEqual(messagePayment({ params: 'junk' }), {
       paid: false,
       payload: undefined,
