@@ -11,11 +11,16 @@ export class Migration20261128070000_a2a_payment_tasks extends Migration {
       context_id text not null,
       method text not null,
       request text not null,
+      -- the payment that took the task, payer:nonce: kept for that payment's retries alone
+      paid_by text,
+      -- a digest of the client's rate-limit identity: each client holds a bounded share of the rows
+      client_key text not null default '',
       created_at timestamptz not null default now(),
       expires_at timestamptz not null
     )`);
     this.addSql(`create index a2a_payment_tasks_expires_at on a2a_payment_tasks (expires_at)`);
     this.addSql(`create index a2a_payment_tasks_tenant on a2a_payment_tasks (tenant_id, expires_at)`);
+    this.addSql(`create index a2a_payment_tasks_client on a2a_payment_tasks (client_key, expires_at)`);
   }
 
   override down(): void {

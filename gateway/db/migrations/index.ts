@@ -23,8 +23,6 @@ import { Migration20261128041500_public_interface } from './Migration20261128041
 import { Migration20261128050000_a2a_agents } from './Migration20261128050000_a2a_agents.ts';
 import { Migration20261128060000_a2a_task_callers } from './Migration20261128060000_a2a_task_callers.ts';
 import { Migration20261128070000_a2a_payment_tasks } from './Migration20261128070000_a2a_payment_tasks.ts';
-import { Migration20261128080000_a2a_payment_task_payer } from './Migration20261128080000_a2a_payment_task_payer.ts';
-import { Migration20261128081000_a2a_payment_task_client } from './Migration20261128081000_a2a_payment_task_client.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -62,6 +60,4 @@ export const gatewayMigrations = [
   { name: 'Migration20261128050000_a2a_agents', class: Migration20261128050000_a2a_agents },
   { name: 'Migration20261128060000_a2a_task_callers', class: Migration20261128060000_a2a_task_callers },
   { name: 'Migration20261128070000_a2a_payment_tasks', class: Migration20261128070000_a2a_payment_tasks },
-  { name: 'Migration20261128080000_a2a_payment_task_payer', class: Migration20261128080000_a2a_payment_task_payer },
-  { name: 'Migration20261128081000_a2a_payment_task_client', class: Migration20261128081000_a2a_payment_task_client },
 ];
