@@ -149,10 +149,8 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
       say(`- 202 p50 ≤ 0.8× bare start: ${(tx.p50 / bs.p50).toFixed(2)}× → ${check(tx.p50 <= 0.8 * bs.p50)}`);
       say(`- 202 p99 ≤ 1.0× bare start: ${(tx.p99 / bs.p99).toFixed(2)}× → ${check(tx.p99 <= bs.p99)}`);
     }
-    if (gwMem)
-      say(
-        `- RSS growth < 64 MiB: ${(gwMem.peak - gwMem.baseline).toFixed(1)} MiB → ${check(gwMem.peak - gwMem.baseline < 64)}`,
-      );
+    const rss = gwMem && result.checks.find((c) => c.figure === 'RSS growth, gateway');
+    if (rss) say(`- RSS growth ${rss.target}: ${rss.measured} (${rss.baseline}) → ${check(rss.pass === true)}`);
   } finally {
     // Children are stopped gracefully first (a CPU profile is written on exit).
     await stopChildren(children);
