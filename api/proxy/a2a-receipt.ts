@@ -4,12 +4,12 @@
 // task has none) or of the Message it answers with (gateway/a2a/x402.ts addReceipt). The payment
 // is settled before the agent is called, so the first response to the request carries it: the
 // JSON answer, or the first SSE event that answers the request with a task, status update or
-// message. It passes through mcp-receipt.ts's bounded re-writer (the PAYMENT-RESPONSE header
+// message. It passes through rpc-response-rewriter.ts's bounded re-writer (the PAYMENT-RESPONSE header
 // carries the receipt whatever the answer).
 import type { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import { addReceipt } from '../../gateway/a2a/x402.ts';
-import { isResultFor, responseRewriter } from './mcp-receipt.ts';
+import { isResultFor, responseRewriter } from './rpc-response-rewriter.ts';
 import { parseKeepingNumbers } from './parse.ts';
 import type { ProxyCall } from './call.ts';
 
