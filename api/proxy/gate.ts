@@ -25,7 +25,6 @@ import type { AppDeps } from '../deps.ts';
 import type { AuthState, Caller } from '../auth.ts';
 import type { Bucket, RateLimiter } from '../../gateway/ratelimit/index.ts';
 import type { ProxyServices } from './services.ts';
-import type { PaymentTasks } from '../../gateway/a2a/payment-tasks.ts';
 
 const MAX_MODEL_BYTES = 256;
 
@@ -54,8 +53,8 @@ export type Door = {
   admit(ctx: GateCtx): Promise<Admitted>;
   /** The 202 of a transactional call hands out a poll capability (the caller has no token to poll with). */
   issuesPollKeys: boolean;
-  /** A door that speaks the x402 A2A transport keeps the messages it asks payment for here (api/proxy/a2a-x402.ts). */
-  a2aPaymentTasks?: PaymentTasks;
+  /** The door speaks the x402 A2A transport (api/proxy/a2a-x402.ts): the public one. */
+  speaksA2aPayments?: boolean;
 };
 
 function isInvocable(agent: Agent): boolean {

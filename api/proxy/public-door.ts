@@ -83,7 +83,7 @@ export function publicDoor(
 ): Door {
   return {
     issuesPollKeys: true,
-    a2aPaymentTasks: services.a2aPaymentTasks,
+    speaksA2aPayments: true,
     async admit(ctx) {
       const headers = paymentHeadersOf((name) => ctx.get(name));
       const unpaid = offeredPayment(headers) === 'none';

@@ -53,7 +53,7 @@ async function admitCall(ctx: GateCtx, deps: AppDeps, services: ProxyServices, d
     const parsed = await refundIfRefused(
       admitted,
       400,
-      () => parseA2aRequest(ctx, read, agent, 'streaming', door.a2aPaymentTasks ?? null),
+      () => parseA2aRequest(ctx, read, agent, 'streaming', door.speaksA2aPayments ? services.a2aPaymentTasks : null),
       () => cheapToParse(read),
     );
     a2a = parsed.a2a;

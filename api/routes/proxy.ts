@@ -51,7 +51,14 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
         ? await refundIfRefused(
             admitted,
             400,
-            () => parseA2aRequest(ctx, body, agent, 'transactional', door.a2aPaymentTasks ?? null),
+            () =>
+              parseA2aRequest(
+                ctx,
+                body,
+                agent,
+                'transactional',
+                door.speaksA2aPayments ? services.a2aPaymentTasks : null,
+              ),
             () => cheapToParse(body),
           )
         : null;
