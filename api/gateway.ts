@@ -12,6 +12,8 @@ import { readinessChecks } from './metrics.ts';
 import { createStartBacklog } from './proxy/start-backlog.ts';
 import { startRelay } from './proxy/start-relay.ts';
 import { summarizeInBackground } from '../gateway/analytics/summaries.ts';
+import { createPaymentTasks, purgeExpiredInBackground } from '../gateway/a2a/payment-tasks.ts';
+import { queryRows } from '../gateway/db/orm.ts';
 import { checkUnfinishedCalls } from './proxy/unfinished-calls.ts';
 import { createVaultClient } from '../gateway/credentials/vault.ts';
 import { openChangeFeed } from '../gateway/db/change-feed.ts';
@@ -25,8 +27,8 @@ const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url),
 };
 
 /**
- * `relay`: run the start relay, the closed-workflow check and the analytics summaries round
- * (gateway/analytics/summaries.ts) in this process (api/main.ts; tests that need them run their own).
+ * `relay`: run the start relay, the closed-workflow check, the analytics summaries round
+ * (gateway/analytics/summaries.ts) and the expired payment tasks' purge in this process (api/main.ts; tests that need them run their own).
  */
 export type GatewayOptions = Partial<Pick<AppDeps, 'feed' | 'vaultClient'>> & { relay?: boolean };
 
@@ -83,7 +85,13 @@ export async function startGateway(
     const relay = startRelay({ orm, temporal, taskQueue: config.temporal.taskQueue, log, backlog: startBacklog });
     const unfinished = checkUnfinishedCalls({ orm, temporal, log });
     const summaries = summarizeInBackground(orm, log);
-    server.once('close', () => void Promise.all([relay.stop(), unfinished.stop(), summaries.stop()]));
+    const paymentTasks = purgeExpiredInBackground(createPaymentTasks(queryRows(orm)), (err) =>
+      log.warn({ err: (err as Error).message }, 'payment task purge round failed'),
+    );
+    server.once(
+      'close',
+      () => void Promise.all([relay.stop(), unfinished.stop(), summaries.stop(), paymentTasks.stop()]),
+    );
   }
   return server;
 }

@@ -560,6 +560,16 @@ describe('public A2A agents: the x402 A2A transport', function () {
       [a.taskId],
     );
     assert.deepEqual(left, [], 'the expired row went with the write');
+    // And without any write: the purge each API runs every minute.
+    await conn.execute(`update a2a_payment_tasks set expires_at = now() - interval '1 second' where task_id = ?`, [
+      d.taskId,
+    ]);
+    assert.ok((await tasks.purgeExpired()) >= 1);
+    assert.deepEqual(
+      await conn.execute('select task_id from a2a_payment_tasks where task_id = ?', [d.taskId]),
+      [],
+      'the purge removed the expired row',
+    );
     await tasks.remove(agentId, b.taskId);
     assert.equal(await tasks.find(agentId, b.taskId), null, 'used');
     await assert.rejects(

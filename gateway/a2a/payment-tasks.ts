@@ -7,13 +7,15 @@
 // before it settles: another payment can no longer use it, the same one sent again (its
 // settlement not known yet) still can, and the facilitator settles that authorization at most
 // once. It goes when it expires (the requirement's maxTimeoutSeconds: a payment signed for it is
-// no longer valid after that), when declined unpaid, or, expired, when later rows are written.
+// no longer valid after that), when declined unpaid, or, expired, when later rows are written and
+// within a minute in any case (purgeExpiredInBackground).
 // Each tenant holds a bounded number of live rows, so anonymous callers, already limited by the
 // challenge buckets, cannot make it store more than that; and each client (by a digest of its
 // rate-limit identity, never its address) a tenth of that, so filling one tenant's rows, which
 // refuses its real payers' unpaid messages until rows expire, takes many client addresses, not
 // the few that a client's challenge rate times a row's lifetime would.
 import { createHash } from 'node:crypto';
+import { runRounds, type Rounds } from '../../lib/rounds.ts';
 
 type Query = (sql: string, params: unknown[]) => Promise<Array<Record<string, unknown>>>;
 
@@ -39,6 +41,8 @@ export type PaymentTasks = {
   remove(agentId: string, taskId: string): Promise<void>;
   /** Takes it for the payment `paidBy` (payer and nonce): false when another payment took it first. */
   take(agentId: string, taskId: string, paidBy: string): Promise<boolean>;
+  /** Removes up to `limit` expired rows, the oldest first; answers how many. */
+  purgeExpired(limit?: number): Promise<number>;
 };
 
 const clientDigest = (client: string) => createHash('sha256').update(`a2a-payment-task:${client}`).digest('hex');
@@ -48,16 +52,12 @@ export function createPaymentTasks(
   maxPerTenant = MAX_PAYMENT_TASKS_PER_TENANT,
   maxPerClient = MAX_PAYMENT_TASKS_PER_CLIENT,
 ): PaymentTasks {
-  return {
+  const store: PaymentTasks = {
     async save(tenantId, agentId, task, ttlSeconds, client) {
       if (Buffer.byteLength(task.request, 'utf8') > MAX_PAYMENT_TASK_BYTES)
         throw new Error('payment task request over the bound');
       const digest = clientDigest(client);
-      await query(
-        `delete from a2a_payment_tasks where task_id in
-           (select task_id from a2a_payment_tasks where expires_at < now() order by expires_at limit ?)`,
-        [PURGE_BATCH],
-      );
+      await store.purgeExpired();
       const rows = await query(
         `insert into a2a_payment_tasks (task_id, tenant_id, agent_id, context_id, method, request, client_key, expires_at)
            select ?, ?, ?, ?, ?, ?, ?, now() + make_interval(secs => ?)
@@ -105,6 +105,15 @@ export function createPaymentTasks(
         taskId,
       ]);
     },
+    async purgeExpired(limit = PURGE_BATCH) {
+      const rows = await query(
+        `delete from a2a_payment_tasks where task_id in
+           (select task_id from a2a_payment_tasks where expires_at < now() order by expires_at limit ?)
+         returning task_id`,
+        [limit],
+      );
+      return rows.length;
+    },
     async take(agentId, taskId, paidBy) {
       const rows = await query(
         `update a2a_payment_tasks set paid_by = ?
@@ -115,4 +124,22 @@ export function createPaymentTasks(
       return rows.length === 1;
     },
   };
+  return store;
+}
+
+/** How often each API process removes expired payment tasks, whether or not new ones are written. */
+const PURGE_EVERY_MS = 60_000;
+
+/**
+ * Expired payment tasks go within a minute even when no new one is written: a kept message is a
+ * request body, and the agent may not capture bodies.
+ */
+export function purgeExpiredInBackground(tasks: PaymentTasks, onError: (err: unknown) => void): Rounds {
+  return runRounds(
+    PURGE_EVERY_MS,
+    async () => {
+      while ((await tasks.purgeExpired(1000)) === 1000);
+    },
+    onError,
+  );
 }
