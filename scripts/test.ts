@@ -4,19 +4,25 @@
 // suite against real services. Always ends with one plain line `N passed, N failed, N skipped`
 // (the layers' counts summed, or a failed step's).
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { globSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runSharded } from './lib/shards.ts';
 
+/**
+ * Shards of the integration suite run at once. Measured on the 2-core test machine: MEASURED.
+ */
+const DEFAULT_SHARDS = 3;
 const USAGE = `usage: npm test [-- FILE...]
   Type check (tsc --noEmit), lint (eslint), formatting (Prettier --check), the layer rules
   (dependency-cruiser) and unused dependencies, files and exports (knip), then the unit layer
   (test/unit/, no services), the workflow layer (test/workflows/, the workflows on Temporal's
   time-skipping test server with their activities as test doubles; a failure in either stops
-  the run) and mocha over the other test/**/*.test.ts, or only over the FILEs named (other
-  arguments go to mocha as they are), against one shared stack of real services (FILEs all
-  under test/unit/ or all under test/workflows/: with that layer's config, without it). Ends
-  with one line: N passed, N failed, N skipped (the layers summed).`;
+  the run) and the other test/**/*.test.ts against real services, in TEST_SHARDS processes at
+  once (default ${DEFAULT_SHARDS}), each with a stack of its own. With FILEs, mocha over those only (other
+  arguments go to mocha as they are) against one stack (FILEs all under test/unit/ or all
+  under test/workflows/: with that layer's config, without it). Ends with one line:
+  N passed, N failed, N skipped (the layers summed).`;
 // --help runs nothing: the steps below take minutes.
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
   process.stdout.write(`${USAGE}\n`);
@@ -144,5 +150,12 @@ for (const { name, dir } of LAYERS) {
   runs.push(run);
   if (run.failures > 0) finish(runs);
 }
-const elsewhere = LAYERS.flatMap(({ dir }) => ['--ignore', `${dir}**`]);
-finish([...runs, mochaRun('integration tests', ['test/**/*.test.ts', ...elsewhere])]);
+// The integration suite in shards run at once, each with its own stack (scripts/lib/shards.ts);
+// TEST_SHARDS=1 runs it as one mocha process over one stack.
+const integration = globSync('test/**/*.test.ts').filter((file) => !LAYERS.some(({ dir }) => file.startsWith(dir)));
+const shards = Number(process.env.TEST_SHARDS ?? DEFAULT_SHARDS);
+if (!Number.isInteger(shards) || shards < 1) {
+  process.stdout.write(`TEST_SHARDS must be a whole number of at least 1, not ${process.env.TEST_SHARDS}\n`);
+  process.exit(2);
+}
+finish([...runs, shards === 1 ? mochaRun('integration tests', integration) : await runSharded(integration, shards)]);

@@ -1,28 +1,35 @@
-// Mocha root hooks: one stack per test run, never one per test.
+// Mocha root hooks: one stack per test run, never one per test. A shard of the suite
+// (test/support/shard.ts) calls the same two functions around the files it runs.
 import { Runtime, makeTelemetryFilterString } from '@temporalio/worker';
 import { startStack, stopStack } from './support/stack.ts';
+
+/** Keeps the SDK's own logs out of the test report unless asked for, then starts the stack. */
+export async function startRun(): Promise<void> {
+  if (!process.env.TEST_VERBOSE) {
+    Runtime.install({
+      logger: {
+        log: () => undefined,
+        trace: () => undefined,
+        debug: () => undefined,
+        info: () => undefined,
+        warn: () => undefined,
+        error: () => undefined,
+      },
+      telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } },
+    });
+  }
+  await startStack();
+}
+
+export const stopRun = stopStack;
 
 export const mochaHooks = {
   async beforeAll(this: Mocha.Context) {
     this.timeout(240_000);
-    // Keep the SDK's own logs out of the test report unless asked for.
-    if (!process.env.TEST_VERBOSE) {
-      Runtime.install({
-        logger: {
-          log: () => undefined,
-          trace: () => undefined,
-          debug: () => undefined,
-          info: () => undefined,
-          warn: () => undefined,
-          error: () => undefined,
-        },
-        telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } },
-      });
-    }
-    await startStack();
+    await startRun();
   },
   async afterAll(this: Mocha.Context) {
     this.timeout(60_000);
-    await stopStack();
+    await stopRun();
   },
 };

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { bundleWorkflowCode, type WorkflowBundle, type Worker } from '@temporalio/worker';
+import type { WorkflowBundle, Worker } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { freeInfraPorts, startInfra, type Infra } from '../../scripts/lib/infra.ts';
@@ -19,12 +19,12 @@ import { startGateway } from '../../api/gateway.ts';
 import { startMetricsServer } from '../../lib/observability/http.ts';
 import { mintToken } from '../../gateway/tokens.ts';
 import { connectClient } from '../../temporal/client.ts';
-import { createGatewayWorker, gatewayWorkflowsPath } from '../../temporal/gateway-worker.ts';
+import { createGatewayWorker } from '../../temporal/gateway-worker.ts';
 import { runWorkerVersion } from '../../temporal/worker-deployment.ts';
 import { createVaultClient, type VaultClient } from '../../gateway/credentials/vault.ts';
 import { openChangeFeed, type ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { startFacilitatorStack, usePrebuiltBundles, type FacilitatorStack } from './facilitator.ts';
-import { buildWorkflowBundles } from '../../temporal/workflow-bundles.ts';
+import { buildWorkflowBundles, prebuiltWorkflowBundle } from '../../temporal/workflow-bundles.ts';
 import { generateKey, readKeys } from '../../gateway/receipts/keys.ts';
 
 export type Stack = {
@@ -63,8 +63,14 @@ export function stack(): Stack {
   return current;
 }
 
+/**
+ * DATABASE_URL when set; else, for a shard of the suite (TEST_OWN_POSTGRES=1), a server of its
+ * own, so that one shard's connections never count against another's on a shared server's
+ * max_connections; else the local server on 5432 when it answers; else an embedded one.
+ */
 async function localPostgres(): Promise<string | undefined> {
   if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
+  if (process.env.TEST_OWN_POSTGRES === '1') return undefined;
   const local = 'postgres://postgres@127.0.0.1:5432/postgres';
   return (await canConnect(local)) ? local : undefined;
 }
@@ -125,14 +131,16 @@ export async function startStack(): Promise<Stack> {
   cleanups.push(() => orm.close());
   const temporal = await connectClient(config.temporal.address, config.temporal.namespace);
   cleanups.push(() => temporal.connection.close());
-  const bundleDir = resolve(dataDir, 'workflow-bundles');
-  await buildWorkflowBundles(bundleDir);
+  // Shards of one run share the bundles their parent built (TEST_BUNDLE_DIR, scripts/lib/shards.ts).
+  const bundleDir = process.env.TEST_BUNDLE_DIR ?? resolve(dataDir, 'workflow-bundles');
+  if (!process.env.TEST_BUNDLE_DIR) await buildWorkflowBundles(bundleDir);
   usePrebuiltBundles(bundleDir);
   const facilitator = await startFacilitatorStack(infra, temporal);
   cleanups.push(() => settledWithin(facilitator.close(), STOP_GRACE_MS));
 
-  // Bundle once per run; every worker of the run (including ones tests start) reuses it.
-  const workflowBundle = await bundleWorkflowCode({ workflowsPath: gatewayWorkflowsPath, logger: silentLogger });
+  // The gateway's prebuilt bundle, as a production worker loads it; every worker of the run
+  // (including ones tests start in this process) reuses it.
+  const workflowBundle = prebuiltWorkflowBundle('gateway', { WORKFLOW_BUNDLE_DIR: bundleDir })!.workflowBundle;
   const feed = openChangeFeed(orm);
   const vaultClient = createVaultClient(config.vault);
   const { worker, connection } = await createGatewayWorker(config, orm, { workflowBundle, vaultClient });
@@ -213,12 +221,3 @@ export async function stopStack(): Promise<void> {
   cleanups.length = 0;
   current = undefined;
 }
-
-const silentLogger = {
-  log: () => undefined,
-  trace: () => undefined,
-  debug: () => undefined,
-  info: () => undefined,
-  warn: () => undefined,
-  error: () => undefined,
-};

@@ -1,0 +1,146 @@
+// The integration suite in shards run at once (scripts/test.ts), each a process with a stack of its
+// own (test/support/shard.ts): the suite mostly waits on services, processes and deadlines (in one
+// timed run of all files in one process the mocha process used 251 s of CPU in 16.6 min), so
+// shards on the same cores overlap those waits. Files are handed out one at a time, longest first
+// by the recorded durations (test/durations.json), to whichever shard is free; each file's report
+// is printed as one block when it ends, so shards' lines never interleave.
+import { fork } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { buildWorkflowBundles } from '../../temporal/workflow-bundles.ts';
+
+/** The line a shard writes after a file's report; the rest of the line is its result as JSON. */
+export const FILE_END = '@@shard-file-end@@';
+
+export type FileResult = {
+  file: string;
+  passes: number;
+  failures: number;
+  pending: number;
+  wallMs: number;
+  cpuMs: number;
+};
+
+/** What a shard process is sent: the next file to run, or that there is none. */
+export type ShardOrder = { file: string } | { stop: true };
+
+const SHARD = 'test/support/shard.ts';
+const DURATIONS = 'test/durations.json';
+/** A file with no recorded duration is placed as if it took this long (about the median). */
+const UNKNOWN_SECONDS = 10;
+
+/** Files, the longest first (by test/durations.json), so the last ones handed out are short. */
+export function longestFirst(files: string[], durations: Record<string, number>): string[] {
+  const seconds = (file: string) => durations[file] ?? UNKNOWN_SECONDS;
+  return [...files].sort((a, b) => seconds(b) - seconds(a) || a.localeCompare(b));
+}
+
+function recordedDurations(): Record<string, number> {
+  try {
+    return JSON.parse(readFileSync(DURATIONS, 'utf8')) as Record<string, number>;
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * Writes each file's wall time in seconds to test/durations.json (TEST_WRITE_DURATIONS=1), for
+ * the next runs' order. A run's own times are measured with the other shards beside it.
+ */
+function writeDurations(results: FileResult[]): void {
+  const durations = Object.fromEntries(
+    results
+      .map(({ file, wallMs }) => [file, Math.round(wallMs / 100) / 10] as const)
+      .sort(([a], [b]) => a.localeCompare(b)),
+  );
+  writeFileSync(DURATIONS, `${JSON.stringify(durations, null, 1)}\n`);
+}
+
+/** One shard: takes files from `queue` until it is empty; resolves with the results it ran. */
+function runShard(
+  index: number,
+  queue: string[],
+  bundleDir: string,
+  onResult: (result: FileResult, report: string) => void,
+) {
+  return new Promise<FileResult[]>((resolve) => {
+    const child = fork(SHARD, [], {
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      // Each shard an embedded PostgreSQL of its own (test/support/stack.ts): a stack's pools and
+      // the processes its tests start open dozens of connections at peaks, and three stacks on
+      // one server exceed its default max_connections of 100.
+      env: {
+        ...process.env,
+        TEST_COLOR: process.stdout.isTTY ? '1' : '0',
+        TEST_BUNDLE_DIR: bundleDir,
+        TEST_OWN_POSTGRES: '1',
+      },
+    });
+    const results: FileResult[] = [];
+    let current: string | undefined;
+    let report = '';
+    let pending = '';
+    const take = (chunk: Buffer) => {
+      pending += chunk.toString();
+      let end: number;
+      while ((end = pending.indexOf('\n')) >= 0) {
+        const line = pending.slice(0, end + 1);
+        pending = pending.slice(end + 1);
+        if (line.startsWith(FILE_END)) {
+          const result = JSON.parse(line.slice(FILE_END.length)) as FileResult;
+          results.push(result);
+          onResult(result, report);
+          report = '';
+          current = undefined;
+        } else report += line;
+      }
+    };
+    child.stdout!.on('data', take);
+    child.stderr!.on('data', (chunk: Buffer) => (report += chunk.toString()));
+    child.on('message', () => {
+      current = queue.shift();
+      child.send((current ? { file: current } : { stop: true }) satisfies ShardOrder);
+    });
+    child.once('exit', (code, signal) => {
+      report += pending;
+      // A shard that died mid-file fails that file; one that never started (its stack did not
+      // come up) leaves the queue to the others and counts one failure.
+      if (current || code !== 0) {
+        const file = current ?? `(shard ${index}: exited ${signal ?? code} before running a file)`;
+        const broken = { file, passes: 0, failures: 1, pending: 0, wallMs: 0, cpuMs: 0 };
+        results.push(broken);
+        onResult(broken, `${report}shard ${index} exited (${signal ?? code}) while running ${file}\n`);
+      }
+      resolve(results);
+    });
+  });
+}
+
+export type ShardedRun = { passes: number; failures: number; pending: number; files: FileResult[] };
+
+/** Runs `files` in `shards` processes at once; prints each file's report as it ends. */
+export async function runSharded(files: string[], shards: number): Promise<ShardedRun> {
+  const queue = longestFirst(files, recordedDurations());
+  const started = Date.now();
+  process.stdout.write(`\n> integration tests: ${files.length} files in ${shards} shards, each with its own stack\n`);
+  const onResult = (result: FileResult, report: string) => {
+    const seconds = (result.wallMs / 1000).toFixed(1);
+    process.stdout.write(`${report}  [${result.file}: ${seconds} s, ${result.failures} failed]\n`);
+  };
+  // The workflow bundles once for all shards (webpack, seconds of CPU each), not once per stack.
+  const bundleDir = resolve('.test-data', `bundles-${process.pid}`);
+  await buildWorkflowBundles(bundleDir);
+  const results = (
+    await Promise.all(Array.from({ length: shards }, (_, i) => runShard(i + 1, queue, bundleDir, onResult)))
+  ).flat();
+  rmSync(bundleDir, { recursive: true, force: true });
+  // Files no shard took (every shard died) count as failed.
+  for (const file of queue) results.push({ file, passes: 0, failures: 1, pending: 0, wallMs: 0, cpuMs: 0 });
+  if (process.env.TEST_WRITE_DURATIONS === '1') writeDurations(results);
+  if (process.env.MOCHA_TIMINGS_FILE) {
+    const timings = { totalMs: Date.now() - started, files: Object.fromEntries(results.map((r) => [r.file, r])) };
+    writeFileSync(process.env.MOCHA_TIMINGS_FILE, JSON.stringify(timings, null, 1));
+  }
+  const sum = (key: 'passes' | 'failures' | 'pending') => results.reduce((total, r) => total + r[key], 0);
+  return { passes: sum('passes'), failures: sum('failures'), pending: sum('pending'), files: results };
+}

@@ -1,0 +1,65 @@
+// One shard of the integration suite (scripts/test.ts starts several at once): a stack of its own
+// (test/setup.ts), then the test files the parent hands over one at a time, each in a mocha run of
+// its own, so a shard that finishes early takes the next file instead of idling on a split fixed
+// in advance. After each file it writes a marker line on stdout with the file's counts and times:
+// the parent prints each file's report as one block and sums the counts.
+import './compile-cache.ts';
+import Mocha from 'mocha';
+import { readFileSync } from 'node:fs';
+import { startRun, stopRun } from '../setup.ts';
+import { FILE_END, type FileResult, type ShardOrder } from '../../scripts/lib/shards.ts';
+
+// The suite's own options (.mocharc.json: the per-test timeout), not its root hooks or reporter.
+const rc = JSON.parse(readFileSync('.mocharc.json', 'utf8')) as { timeout: number };
+
+// An error thrown between two files' runs (a server a finished file left behind) has no test to
+// fail; it is reported and counted against the file that ran before it.
+let strayFailures = 0;
+process.on('uncaughtException', (err) => {
+  strayFailures += 1;
+  process.stdout.write(`uncaught error between test files: ${err.stack ?? err}\n`);
+});
+
+async function runFile(file: string): Promise<FileResult> {
+  const mocha = new Mocha({ timeout: rc.timeout, reporter: 'spec', color: process.env.TEST_COLOR === '1' });
+  mocha.addFile(file);
+  const wall = Date.now();
+  const cpu = process.cpuUsage();
+  let stats = { passes: 0, failures: 1, pending: 0 };
+  try {
+    await mocha.loadFilesAsync();
+    stats = await new Promise((resolve) => {
+      const runner = mocha.run(() => resolve(runner.stats ?? stats));
+    });
+  } catch (err) {
+    process.stdout.write(`${file} did not load: ${(err as Error).stack ?? err}\n`);
+  } finally {
+    mocha.dispose();
+  }
+  const used = process.cpuUsage(cpu);
+  const failures = stats.failures + strayFailures;
+  strayFailures = 0;
+  return {
+    file,
+    passes: stats.passes,
+    failures,
+    pending: stats.pending,
+    wallMs: Date.now() - wall,
+    cpuMs: Math.round((used.user + used.system) / 1000),
+  };
+}
+
+function nextOrder(): Promise<ShardOrder> {
+  return new Promise((resolve) => process.once('message', (order: ShardOrder) => resolve(order)));
+}
+
+await startRun();
+for (;;) {
+  process.send!({ ready: true });
+  const order = await nextOrder();
+  if ('stop' in order) break;
+  const result = await runFile(order.file);
+  process.stdout.write(`\n${FILE_END}${JSON.stringify(result)}\n`);
+}
+await stopRun();
+process.exit(0);
