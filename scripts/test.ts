@@ -3,11 +3,11 @@
 // workflow layer (test/workflows/, Temporal's time-skipping test server only) and the whole mocha
 // suite against real services. Always ends with one plain line `N passed, N failed, N skipped`
 // (the layers' counts summed, or a failed step's).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { globSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runSharded } from './lib/shards.ts';
+import { startShards, type ShardPool } from './lib/shards.ts';
 
 /**
  * Shards of the integration suite run at once. Measured on the 2-core test machine: MEASURED.
@@ -29,10 +29,14 @@ if (process.argv.includes('--help') || process.argv.includes('-h')) {
   process.exit(0);
 }
 
-function step(name: string, command: string, args: string[], env: NodeJS.ProcessEnv = process.env): boolean {
+/** A step whose output goes straight to ours; resolves with whether it exited 0. */
+function step(name: string, command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<boolean> {
   process.stdout.write(`\n> ${name}: ${command} ${args.join(' ')}\n`);
-  const result = spawnSync(command, args, { stdio: 'inherit', env });
-  return result.status === 0;
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { stdio: 'inherit', env });
+    child.once('error', () => resolve(false));
+    child.once('close', (code) => resolve(code === 0));
+  });
 }
 
 type Counts = { passes: number; failures: number; pending: number };
@@ -42,10 +46,10 @@ type Counts = { passes: number; failures: number; pending: number };
  * instead of its closing line. A run that ended without counts, or failed with none counted
  * (mocha itself broke), counts as one failure.
  */
-function mochaRun(name: string, args: string[]): Counts {
+async function mochaRun(name: string, args: string[]): Promise<Counts> {
   const dir = mkdtempSync(join(tmpdir(), 'npm-test-'));
   const file = join(dir, 'counts.json');
-  const ok = step(name, process.execPath, [bin('mocha'), ...args], { ...process.env, MOCHA_SUMMARY_FILE: file });
+  const ok = await step(name, process.execPath, [bin('mocha'), ...args], { ...process.env, MOCHA_SUMMARY_FILE: file });
   let counts: Counts = { passes: 0, failures: 0, pending: 0 };
   try {
     counts = JSON.parse(readFileSync(file, 'utf8')) as Counts;
@@ -120,42 +124,62 @@ const CHECKS: Check[] = [
     failed: 'unused dependencies, files or exports (knip.jsonc)',
   },
 ];
-for (const { check, ok, output } of await Promise.all(CHECKS.map(runCheck))) {
-  process.stdout.write(`\n> ${check.name}: ${bin(check.tool)} ${check.args.join(' ')}\n${output}`);
-  if (!ok) {
-    process.stdout.write(`${check.failed}\n0 passed, 1 failed\n`);
-    process.exit(1);
-  }
-}
 /** The layers that start no stack, in the order they run, each with its own mocha config. */
 const LAYERS = [
   { name: 'unit tests', dir: 'test/unit/' },
   { name: 'workflow tests', dir: 'test/workflows/' },
 ] as const;
 const config = (dir: string) => ['--config', `${dir}.mocharc.json`];
+const args = process.argv.slice(2);
+// The integration suite in shards run at once, each with its own stack (scripts/lib/shards.ts),
+// their stacks coming up while the steps before the suite run; TEST_SHARDS=1 runs it as one
+// mocha process over one stack.
+const shards = Number(process.env.TEST_SHARDS ?? DEFAULT_SHARDS);
+if (!Number.isInteger(shards) || shards < 1) {
+  process.stdout.write(`TEST_SHARDS must be a whole number of at least 1, not ${process.env.TEST_SHARDS}\n`);
+  process.exit(2);
+}
+const checks = Promise.all(CHECKS.map(runCheck));
+const pool: Promise<ShardPool> | undefined = args.length === 0 && shards > 1 ? startShards(shards) : undefined;
+// (Awaited below; a failure to start is reported there, not as an unhandled rejection meanwhile.)
+pool?.catch(() => undefined);
+
+/** Ends the run with nothing more to run: the shards' stacks stopped first. */
+async function stopEarly(runs: Counts[]): Promise<never> {
+  await pool?.then((started) => started.cancel()).catch(() => undefined);
+  finish(runs);
+}
+
+for (const { check, ok, output } of await checks) {
+  process.stdout.write(`\n> ${check.name}: ${bin(check.tool)} ${check.args.join(' ')}\n${output}`);
+  if (!ok) {
+    process.stdout.write(`${check.failed}\n`);
+    await stopEarly([{ passes: 0, failures: 1, pending: 0 }]);
+  }
+}
 // `npm test -- test/x.test.ts` runs that file only (still one stack); files all under one of
 // LAYERS' folders run with that layer's config, without one.
-const args = process.argv.slice(2);
 if (args.length > 0) {
   const files = args.filter((arg) => arg.endsWith('.ts')).map((file) => file.replace(/^\.\//, ''));
   const layer = LAYERS.find(({ dir }) => files.length > 0 && files.every((file) => file.startsWith(dir)));
-  finish([mochaRun('tests', layer ? [...config(layer.dir), ...args] : args)]);
+  finish([await mochaRun('tests', layer ? [...config(layer.dir), ...args] : args)]);
 }
 // The unit layer first (seconds, no services), then the workflow layer (seconds, the test server
 // only). A failure in either is a fault in the logic the whole suite stands on, so the suite's
 // minutes are not spent on it.
 const runs: Counts[] = [];
 for (const { name, dir } of LAYERS) {
-  const run = mochaRun(name, [...config(dir), `${dir}**/*.test.ts`]);
+  const run = await mochaRun(name, [...config(dir), `${dir}**/*.test.ts`]);
   runs.push(run);
-  if (run.failures > 0) finish(runs);
+  if (run.failures > 0) await stopEarly(runs);
 }
-// The integration suite in shards run at once, each with its own stack (scripts/lib/shards.ts);
-// TEST_SHARDS=1 runs it as one mocha process over one stack.
 const integration = globSync('test/**/*.test.ts').filter((file) => !LAYERS.some(({ dir }) => file.startsWith(dir)));
-const shards = Number(process.env.TEST_SHARDS ?? DEFAULT_SHARDS);
-if (!Number.isInteger(shards) || shards < 1) {
-  process.stdout.write(`TEST_SHARDS must be a whole number of at least 1, not ${process.env.TEST_SHARDS}\n`);
-  process.exit(2);
+async function sharded(pool: Promise<ShardPool>): Promise<Counts> {
+  try {
+    return await (await pool).run(integration);
+  } catch (err) {
+    process.stdout.write(`the shards did not start: ${(err as Error).stack ?? err}\n`);
+    return { passes: 0, failures: 1, pending: 0 };
+  }
 }
-finish([...runs, shards === 1 ? mochaRun('integration tests', integration) : await runSharded(integration, shards)]);
+finish([...runs, pool ? await sharded(pool) : await mochaRun('integration tests', integration)]);

@@ -56,13 +56,13 @@ function writeDurations(results: FileResult[]): void {
   writeFileSync(DURATIONS, `${JSON.stringify(durations, null, 1)}\n`);
 }
 
-/** One shard: takes files from `queue` until it is empty; resolves with the results it ran. */
-function runShard(
-  index: number,
-  queue: string[],
-  bundleDir: string,
-  onResult: (result: FileResult, report: string) => void,
-) {
+type Report = (result: FileResult, report: string) => void;
+
+/** What the shards share: the files not handed out yet, undefined until the suite may start. */
+type Dispatch = { queue: string[] | undefined; idle: Array<() => void> };
+
+/** One shard: takes files from the dispatch until none is left; resolves with what it ran. */
+function runShard(index: number, dispatch: Dispatch, bundleDir: string, onResult: Report) {
   return new Promise<FileResult[]>((resolve) => {
     const child = fork(SHARD, [], {
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
@@ -97,10 +97,12 @@ function runShard(
     };
     child.stdout!.on('data', take);
     child.stderr!.on('data', (chunk: Buffer) => (report += chunk.toString()));
-    child.on('message', () => {
-      current = queue.shift();
-      child.send((current ? { file: current } : { stop: true }) satisfies ShardOrder);
-    });
+    const handOut = () => {
+      current = dispatch.queue!.shift();
+      if (child.connected) child.send((current ? { file: current } : { stop: true }) satisfies ShardOrder);
+    };
+    // Ready (its stack up, or its last file done): the next file, or wait until the suite may start.
+    child.on('message', () => (dispatch.queue ? handOut() : dispatch.idle.push(handOut)));
     child.once('exit', (code, signal) => {
       report += pending;
       // A shard that died mid-file fails that file; one that never started (its stack did not
@@ -118,29 +120,61 @@ function runShard(
 
 export type ShardedRun = { passes: number; failures: number; pending: number; files: FileResult[] };
 
-/** Runs `files` in `shards` processes at once; prints each file's report as it ends. */
-export async function runSharded(files: string[], shards: number): Promise<ShardedRun> {
-  const queue = longestFirst(files, recordedDurations());
-  const started = Date.now();
-  process.stdout.write(`\n> integration tests: ${files.length} files in ${shards} shards, each with its own stack\n`);
-  const onResult = (result: FileResult, report: string) => {
-    const seconds = (result.wallMs / 1000).toFixed(1);
-    process.stdout.write(`${report}  [${result.file}: ${seconds} s, ${result.failures} failed]\n`);
-  };
+export type ShardPool = {
+  /** Hands `files` out, longest first, and resolves when every shard has stopped. */
+  run(files: string[]): Promise<ShardedRun>;
+  /** Stops the shards with nothing run (a step before the suite failed). */
+  cancel(): Promise<void>;
+};
+
+const printReport: Report = (result, report) => {
+  const seconds = (result.wallMs / 1000).toFixed(1);
+  process.stdout.write(`${report}  [${result.file}: ${seconds} s, ${result.failures} failed]\n`);
+};
+
+/**
+ * Starts `count` shards, each bringing its stack up at once (while the steps before the suite
+ * run), then waiting for `run` to hand out the files.
+ */
+export async function startShards(count: number): Promise<ShardPool> {
   // The workflow bundles once for all shards (webpack, seconds of CPU each), not once per stack.
   const bundleDir = resolve('.test-data', `bundles-${process.pid}`);
   await buildWorkflowBundles(bundleDir);
-  const results = (
-    await Promise.all(Array.from({ length: shards }, (_, i) => runShard(i + 1, queue, bundleDir, onResult)))
-  ).flat();
-  rmSync(bundleDir, { recursive: true, force: true });
-  // Files no shard took (every shard died) count as failed.
-  for (const file of queue) results.push({ file, passes: 0, failures: 1, pending: 0, wallMs: 0, cpuMs: 0 });
-  if (process.env.TEST_WRITE_DURATIONS === '1') writeDurations(results);
-  if (process.env.MOCHA_TIMINGS_FILE) {
-    const timings = { totalMs: Date.now() - started, files: Object.fromEntries(results.map((r) => [r.file, r])) };
-    writeFileSync(process.env.MOCHA_TIMINGS_FILE, JSON.stringify(timings, null, 1));
-  }
-  const sum = (key: 'passes' | 'failures' | 'pending') => results.reduce((total, r) => total + r[key], 0);
-  return { passes: sum('passes'), failures: sum('failures'), pending: sum('pending'), files: results };
+  const dispatch: Dispatch = { queue: undefined, idle: [] };
+  const shards = Promise.all(
+    Array.from({ length: count }, (_, i) => runShard(i + 1, dispatch, bundleDir, printReport)),
+  );
+  const release = (queue: string[]) => {
+    dispatch.queue = queue;
+    for (const handOut of dispatch.idle.splice(0)) handOut();
+  };
+  const stopped = async () => {
+    const results = (await shards).flat();
+    rmSync(bundleDir, { recursive: true, force: true });
+    return results;
+  };
+  return {
+    async run(files) {
+      const started = Date.now();
+      process.stdout.write(
+        `\n> integration tests: ${files.length} files in ${count} shards, each with its own stack\n`,
+      );
+      const queue = longestFirst(files, recordedDurations());
+      release(queue);
+      const results = await stopped();
+      // Files no shard took (every shard died) count as failed.
+      for (const file of queue) results.push({ file, passes: 0, failures: 1, pending: 0, wallMs: 0, cpuMs: 0 });
+      if (process.env.TEST_WRITE_DURATIONS === '1') writeDurations(results);
+      if (process.env.MOCHA_TIMINGS_FILE) {
+        const timings = { totalMs: Date.now() - started, files: Object.fromEntries(results.map((r) => [r.file, r])) };
+        writeFileSync(process.env.MOCHA_TIMINGS_FILE, JSON.stringify(timings, null, 1));
+      }
+      const sum = (key: 'passes' | 'failures' | 'pending') => results.reduce((total, r) => total + r[key], 0);
+      return { passes: sum('passes'), failures: sum('failures'), pending: sum('pending'), files: results };
+    },
+    async cancel() {
+      release([]);
+      await stopped();
+    },
+  };
 }
