@@ -3,6 +3,7 @@
 // limits shared across replicas; the stack's own API limits in memory), and the gateway itself
 // (API on a free port, worker in-process). Tests reach it through `stack()`.
 import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -78,6 +79,8 @@ async function localPostgres(): Promise<string | undefined> {
 export async function startStack(): Promise<Stack> {
   const runId = `${process.pid}_${randomBytes(3).toString('hex')}`;
   const dataDir = resolve('.test-data', `run-${runId}`);
+  // Removed last, after every service in it stopped (an embedded PostgreSQL's files are ~50 MB).
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
   const quiet = process.env.TEST_VERBOSE
     ? (source: string, line: string) => console.log(`[${source}] ${line}`)
     : () => undefined;
