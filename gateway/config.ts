@@ -80,6 +80,8 @@ const GatewayEnv = z.object({
   START_BACKLOG_MAX: z.coerce.number().int().positive().default(1_000),
   // How long a stopping API lets the requests it is handling finish (a paid call's settlement, a stream).
   API_SHUTDOWN_GRACE_MS: z.coerce.number().int().nonnegative().default(30_000),
+  // How long a paid stream waits for its forwarding mark before it gives its payment back (503).
+  STREAM_MARK_DEADLINE_MS: z.coerce.number().int().positive().default(10_000),
   START_BACKLOG_TENANT_MAX: z.coerce.number().int().positive().default(250),
   REDIS_URL: z.string().optional(),
   // Proxy rate limits (token buckets; see docs/PROXY.md): per-agent default, and one global bucket.
@@ -169,6 +171,8 @@ export type GatewayConfig = {
   startBacklog: { process: number; tenant: number };
   /** API_SHUTDOWN_GRACE_MS (api/main.ts). */
   shutdownGraceMs: number;
+  /** STREAM_MARK_DEADLINE_MS (api/proxy/stream-record.ts). */
+  streamMarkDeadlineMs: number;
   redisUrl?: string;
   rateLimit: {
     agentRps: number;
@@ -293,6 +297,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     bodyBudget: { processBytes: e.BODY_INFLIGHT_MAX_BYTES, tenantBytes: e.BODY_INFLIGHT_TENANT_MAX_BYTES },
     startBacklog: { process: e.START_BACKLOG_MAX, tenant: e.START_BACKLOG_TENANT_MAX },
     shutdownGraceMs: e.API_SHUTDOWN_GRACE_MS,
+    streamMarkDeadlineMs: e.STREAM_MARK_DEADLINE_MS,
     bodyPace: {
       timeoutMs: e.BODY_READ_TIMEOUT_MS,
       minBytesPerSecond: e.BODY_MIN_BYTES_PER_S,
