@@ -58,6 +58,8 @@ const GatewayEnv = z.object({
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   // Requests one tenant may have open to one upstream origin at a time (the pool holds 256).
   UPSTREAM_TENANT_CONNECTIONS: z.coerce.number().int().positive().default(64),
+  // How long an open circuit (tenant, upstream origin) fails calls fast before a probe goes through.
+  UPSTREAM_BREAKER_HALF_OPEN_MS: z.coerce.number().int().positive().default(10_000),
   // Reading a request body the gateway must hold (transactional, MCP): all of it within the
   // timeout, and at least the minimum rate on average once the grace period is over (408).
   BODY_READ_TIMEOUT_MS: z.coerce.number().int().positive().default(300_000),
@@ -161,8 +163,14 @@ export type GatewayConfig = {
     maxTokenAgeSeconds?: number;
     requireExp: boolean;
   };
-  /** UPSTREAM_ALLOW, UPSTREAM_ALLOW_HINT, UPSTREAM_TIMEOUT_MS, UPSTREAM_TENANT_CONNECTIONS. */
-  upstream: { allow: string[]; allowHint: boolean; timeoutMs: number; tenantConnections: number };
+  /** UPSTREAM_ALLOW, UPSTREAM_ALLOW_HINT, UPSTREAM_TIMEOUT_MS, UPSTREAM_TENANT_CONNECTIONS, UPSTREAM_BREAKER_HALF_OPEN_MS. */
+  upstream: {
+    allow: string[];
+    allowHint: boolean;
+    timeoutMs: number;
+    tenantConnections: number;
+    breakerHalfOpenMs: number;
+  };
   /** BODY_READ_TIMEOUT_MS, BODY_MIN_BYTES_PER_S, BODY_RATE_GRACE_MS (api/proxy/body.ts). */
   bodyPace: BodyPace;
   /** BODY_INFLIGHT_MAX_BYTES, BODY_INFLIGHT_TENANT_MAX_BYTES (api/proxy/body-budget.ts). */
@@ -293,6 +301,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       allowHint: e.UPSTREAM_ALLOW_HINT === 'true',
       timeoutMs: e.UPSTREAM_TIMEOUT_MS,
       tenantConnections: e.UPSTREAM_TENANT_CONNECTIONS,
+      breakerHalfOpenMs: e.UPSTREAM_BREAKER_HALF_OPEN_MS,
     },
     bodyBudget: { processBytes: e.BODY_INFLIGHT_MAX_BYTES, tenantBytes: e.BODY_INFLIGHT_TENANT_MAX_BYTES },
     startBacklog: { process: e.START_BACKLOG_MAX, tenant: e.START_BACKLOG_TENANT_MAX },
