@@ -184,8 +184,17 @@ describe('proxy: transactional invocations', () => {
 
   describe('202, poll and capture', () => {
     it('records status, latency, TTFT, caller and model; the body only when captured and complete', async () => {
+      // The upstream thinks 300 ms before it answers; the recorded latency must cover the time
+      // it measured itself from the request's arrival to its answer.
+      let heldMs = 0;
       const slow = await rawUpstream((req, res) => {
-        void readAll(req).then(() => setTimeout(() => res.end('slow answer'), 300));
+        const arrived = performance.now();
+        void readAll(req).then(() =>
+          setTimeout(() => {
+            heldMs = performance.now() - arrived;
+            res.end('slow answer');
+          }, 300),
+        );
       });
       try {
         const captured = await createAgent(token, { upstream_url: slow.url, capture_body: true });
@@ -198,7 +207,7 @@ describe('proxy: transactional invocations', () => {
         const done = await waitForInvocation(token, captured, res.json.invocation_id);
         assert.equal(done.status, 'succeeded');
         assert.equal(Buffer.from(done.response_body_b64, 'base64').toString(), 'slow answer');
-        assert.ok(done.latency_ms >= 300);
+        assert.ok(done.latency_ms >= Math.floor(heldMs), `latency ${done.latency_ms}, upstream held ${heldMs} ms`);
         assert.ok(done.ttft_ms <= done.latency_ms);
         assert.equal(done.model, 'model-a');
         assert.equal(done.mode, 'transactional');
