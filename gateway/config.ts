@@ -58,6 +58,8 @@ const GatewayEnv = z.object({
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   // Requests one tenant may have open to one upstream origin at a time (the pool holds 256).
   UPSTREAM_TENANT_CONNECTIONS: z.coerce.number().int().positive().default(64),
+  // How long an open circuit (tenant, upstream origin) fails calls fast before a probe goes through.
+  UPSTREAM_BREAKER_HALF_OPEN_MS: z.coerce.number().int().positive().default(10_000),
   // Reading a request body the gateway must hold (transactional, MCP): all of it within the
   // timeout, and at least the minimum rate on average once the grace period is over (408).
   BODY_READ_TIMEOUT_MS: z.coerce.number().int().positive().default(300_000),
@@ -80,6 +82,8 @@ const GatewayEnv = z.object({
   START_BACKLOG_MAX: z.coerce.number().int().positive().default(1_000),
   // How long a stopping API lets the requests it is handling finish (a paid call's settlement, a stream).
   API_SHUTDOWN_GRACE_MS: z.coerce.number().int().nonnegative().default(30_000),
+  // How long a paid stream waits for its forwarding mark before it gives its payment back (503).
+  STREAM_MARK_DEADLINE_MS: z.coerce.number().int().positive().default(10_000),
   START_BACKLOG_TENANT_MAX: z.coerce.number().int().positive().default(250),
   REDIS_URL: z.string().optional(),
   // Proxy rate limits (token buckets; see docs/PROXY.md): per-agent default, and one global bucket.
@@ -159,8 +163,14 @@ export type GatewayConfig = {
     maxTokenAgeSeconds?: number;
     requireExp: boolean;
   };
-  /** UPSTREAM_ALLOW, UPSTREAM_ALLOW_HINT, UPSTREAM_TIMEOUT_MS, UPSTREAM_TENANT_CONNECTIONS. */
-  upstream: { allow: string[]; allowHint: boolean; timeoutMs: number; tenantConnections: number };
+  /** UPSTREAM_ALLOW, UPSTREAM_ALLOW_HINT, UPSTREAM_TIMEOUT_MS, UPSTREAM_TENANT_CONNECTIONS, UPSTREAM_BREAKER_HALF_OPEN_MS. */
+  upstream: {
+    allow: string[];
+    allowHint: boolean;
+    timeoutMs: number;
+    tenantConnections: number;
+    breakerHalfOpenMs: number;
+  };
   /** BODY_READ_TIMEOUT_MS, BODY_MIN_BYTES_PER_S, BODY_RATE_GRACE_MS (api/proxy/body.ts). */
   bodyPace: BodyPace;
   /** BODY_INFLIGHT_MAX_BYTES, BODY_INFLIGHT_TENANT_MAX_BYTES (api/proxy/body-budget.ts). */
@@ -169,6 +179,8 @@ export type GatewayConfig = {
   startBacklog: { process: number; tenant: number };
   /** API_SHUTDOWN_GRACE_MS (api/main.ts). */
   shutdownGraceMs: number;
+  /** STREAM_MARK_DEADLINE_MS (api/proxy/stream-record.ts). */
+  streamMarkDeadlineMs: number;
   redisUrl?: string;
   rateLimit: {
     agentRps: number;
@@ -289,10 +301,12 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       allowHint: e.UPSTREAM_ALLOW_HINT === 'true',
       timeoutMs: e.UPSTREAM_TIMEOUT_MS,
       tenantConnections: e.UPSTREAM_TENANT_CONNECTIONS,
+      breakerHalfOpenMs: e.UPSTREAM_BREAKER_HALF_OPEN_MS,
     },
     bodyBudget: { processBytes: e.BODY_INFLIGHT_MAX_BYTES, tenantBytes: e.BODY_INFLIGHT_TENANT_MAX_BYTES },
     startBacklog: { process: e.START_BACKLOG_MAX, tenant: e.START_BACKLOG_TENANT_MAX },
     shutdownGraceMs: e.API_SHUTDOWN_GRACE_MS,
+    streamMarkDeadlineMs: e.STREAM_MARK_DEADLINE_MS,
     bodyPace: {
       timeoutMs: e.BODY_READ_TIMEOUT_MS,
       minBytesPerSecond: e.BODY_MIN_BYTES_PER_S,

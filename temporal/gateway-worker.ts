@@ -32,6 +32,7 @@ export async function createGatewayWorker(
     upstream: createUpstreamClient({
       allow: config.upstream.allow,
       tenantConnections: config.upstream.tenantConnections,
+      breaker: { halfOpenAfterMs: config.upstream.breakerHalfOpenMs },
       // The APIs learn of this worker's open circuits (through Redis, else the database), and
       // refuse paid calls to them before payment.
       circuits: createOpenCircuits({ redisUrl: config.redisUrl, query: queryRows(orm), log }),

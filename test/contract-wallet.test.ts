@@ -13,6 +13,7 @@ import { resolve } from 'node:path';
 import { AbiCoder, Wallet, getAddress, hexlify } from 'ethers';
 import { stack } from './support/stack.ts';
 import { call, waitForInvocation, uniqueName } from './support/http.ts';
+import { waitFor } from './support/wait.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import {
   balanceOf,
@@ -195,9 +196,15 @@ describe('contract-wallet (ERC-1271) payers', function () {
   describe('the gate without an answering node', () => {
     let silent: Server;
     const sockets = new Set<Socket>();
+    const closed = new Set<Socket>();
     before(async () => {
       // A node that accepts connections and never answers.
-      silent = createServer((socket) => void sockets.add(socket));
+      silent = createServer((socket) => {
+        sockets.add(socket);
+        socket.once('close', () => closed.add(socket));
+        socket.on('error', () => undefined);
+        socket.resume();
+      });
       await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
     });
     after(async () => {
@@ -212,14 +219,33 @@ describe('contract-wallet (ERC-1271) payers', function () {
       };
       const payTo = newPayTo();
       const reqs = requirements(payTo, 10_000n);
-      const started = Date.now();
+      // A check with a far longer deadline against the same node, started first: the short one
+      // must end while it still waits, so it is its own deadline that ended it (the node never
+      // answers nor hangs up), not some other bound.
+      const longer = { ...config, contractSignatures: { ...config.contractSignatures, timeoutMs: 120_000 } };
+      let longerEnded = false;
+      const longerCheck = verifyGatePayment(
+        longer,
+        await walletPayment(wallet, owner, { payTo, value: 10_000n }),
+        reqs,
+      ).finally(() => (longerEnded = true));
+      const [longerSocket] = await waitFor(() => (sockets.size ? [...sockets] : null), {
+        what: 'the longer check to reach the node',
+      });
       const result = await verifyGatePayment(
         config,
         await walletPayment(wallet, owner, { payTo, value: 10_000n }),
         reqs,
       );
       assert.deepEqual(result, { ok: false, cause: 'signature_check_unavailable' });
-      assert.ok(Date.now() - started < 2_000, `answered after ${Date.now() - started} ms`);
+      assert.equal(longerEnded, false, 'the check with the longer deadline still waits');
+      const [shortSocket] = [...sockets].filter((s) => s !== longerSocket);
+      assert.ok(shortSocket, 'the short check reached the node');
+      await waitFor(() => closed.has(shortSocket), { what: 'the gate to close its connection at the deadline' });
+      assert.equal(closed.has(longerSocket), false);
+      // The node hangs up on the other: also a refusal, never a pass.
+      longerSocket.destroy();
+      assert.deepEqual(await longerCheck, { ok: false, cause: 'signature_check_unavailable' });
 
       const eoa = new Wallet(hexlify(randomBytes(32)));
       const eoaPayment = await walletPayment(eoa.address, eoa, { payTo, value: 10_000n });

@@ -4,6 +4,7 @@
 // never a 500, a stack overflow or a stalled process; the gateway answers normally afterwards.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { connect } from 'node:net';
 import { stack } from './support/stack.ts';
 import { call } from './support/http.ts';
 import { createAgent } from './support/proxy-helpers.ts';
@@ -81,9 +82,28 @@ describe('hostile input: pathological JSON', function () {
     assert.equal(upstream.received.length, before);
   });
 
-  it('a 1 000 000-element array: a 413 for a management body (over 1 MiB), accepted in an MCP request (within 32 MiB), promptly', async () => {
+  it('a 1 000 000-element array: a 413 for a management body (over 1 MiB, refused on its declared length before it is sent), accepted in an MCP request (within 32 MiB)', async () => {
     const million = `[${'0,'.repeat(999_999)}0]`;
-    const started = performance.now();
+    // Only the headers: the answer comes without a byte of the body.
+    const { hostname, port } = new URL(stack().apiUrl);
+    const early = await new Promise<string>((resolve, reject) => {
+      let text = '';
+      const socket = connect(Number(port), hostname, () =>
+        socket.write(
+          `POST /v1/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${million.length + 30}\r\n\r\n`,
+        ),
+      );
+      socket.on('data', (c: Buffer) => {
+        text += c.toString();
+        if (text.includes('\r\n\r\n')) {
+          socket.destroy();
+          resolve(text);
+        }
+      });
+      socket.once('error', reject);
+      socket.once('close', () => resolve(text));
+    });
+    assert.match(early, /^HTTP\/1\.1 413 /, early.slice(0, 80));
     const agent = await call('POST', '/v1/agents', {
       token,
       body: `{"name":"n","metadata":{"x":${million}}}`,
@@ -98,7 +118,6 @@ describe('hostile input: pathological JSON', function () {
       headers: { 'content-type': 'application/json' },
     });
     assert.equal(mcp.status, 202, mcp.text.slice(0, 200));
-    assert.ok(performance.now() - started < 10_000, 'answered promptly');
   });
 
   it('an http agent forwards any body verbatim, however it nests (the gateway does not parse it)', async () => {

@@ -37,7 +37,8 @@ const FUNDS = 100_000n;
 /** The breaker opens on this many consecutive failures (gateway/upstream/breaker.ts). */
 const OPENING_FAILURES = 5;
 /**
- * How long the replicas' circuits stay open (the default is 10 s, which the stack's own API keeps):
+ * How long the replicas' circuits stay open (the default is 10 s; the stack's own API and worker
+ * keep 5 s, UPSTREAM_BREAKER_HALF_OPEN_MS in test/support/stack.ts):
  * long enough for the refusals asserted while open, short enough not to be waited out for long.
  */
 const REPLICA_HALF_OPEN_MS = 4_000;

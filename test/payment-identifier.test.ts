@@ -139,11 +139,16 @@ describe('x402 payment-identifier: a retry gets the first outcome, never a secon
     );
     const ids = new Set<string>();
     for (let res of answers) {
-      // A 503 says resend the same payment: the resend gets the call that bound it.
-      for (let i = 0; res.status === 503 && i < 20; i++) {
-        await new Promise((r) => setTimeout(r, Number(res.headers['retry-after']) * 100));
-        res = await post(path, marker, { 'payment-signature': header });
-      }
+      // A 503 says resend the same payment: the resend gets the call that bound it, once the
+      // binding has committed.
+      if (res.status === 503)
+        res = await waitFor(
+          async () => {
+            const again = await post(path, marker, { 'payment-signature': header });
+            return again.status === 503 ? null : again;
+          },
+          { everyMs: 50, what: 'the resend to get the bound call' },
+        );
       assert.equal(res.status, 202, res.text);
       ids.add(res.json.invocation_id as string);
     }

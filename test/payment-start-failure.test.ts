@@ -114,8 +114,8 @@ describe('paid call accepted while its workflow cannot be started', function () 
     assert.equal(claim.invocation_id, invocationId, 'the payment is bound to the accepted call');
     assert.equal(claim.status, 'settled');
     assert.match(claim.transaction ?? '', /^0x[0-9a-f]{64}$/);
-    // Its start failed: the call waits, pending, sent nowhere, readable at once on any replica.
-    await new Promise((r) => setTimeout(r, 500));
+    // Its start failed: the call waits, pending, sent nowhere, readable at once on any replica
+    // (and started by no one until the relay below: the relay finds it still to start).
     const waiting = await callAt(stack().apiUrl, 'GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token });
     assert.equal(waiting.status, 200, waiting.text);
     assert.equal(waiting.json.status, 'pending');

@@ -10,6 +10,7 @@ import { request } from 'undici';
 import { stack } from './support/stack.ts';
 import { call, uniqueName } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { waitFor } from './support/wait.ts';
 import { startGateway } from '../api/gateway.ts';
 import { createLogger } from '../lib/log.ts';
 import { closeRedisClients } from '../gateway/policy/redis.ts';
@@ -432,12 +433,10 @@ describe('policy', () => {
       const res = await invoke(t.token, a, marker);
       assert.equal(res.status, 202);
       assert.equal(res.headers['x-gateway-policy-warning'], 'no rule matched');
-      for (let i = 0; i < 50 && !upstream.received.some((r) => r.body.toString() === marker); i++)
-        await new Promise((r) => setTimeout(r, 100));
-      assert.ok(
-        upstream.received.some((r) => r.body.toString() === marker),
-        'a warned call is forwarded',
-      );
+      await waitFor(() => upstream.received.some((r) => r.body.toString() === marker), {
+        timeoutMs: 5_000,
+        what: 'the warned call to be forwarded',
+      });
       const [d] = (await decisions(t.token)).data;
       assert.equal(d.action, 'warn');
       assert.equal(d.matched_rule, '');
@@ -538,7 +537,9 @@ describe('policy', () => {
       await putPolicy(t.token, { default: 'allow', on_error: 'allow' });
       for (let i = 0; i < 3; i++) {
         await invoke(t.token, a);
-        await new Promise((r) => setTimeout(r, 5)); // three distinct milliseconds
+        // Three distinct milliseconds: the next call only once the clock has moved on.
+        const at = Date.now();
+        await waitFor(() => Date.now() > at, { everyMs: 1, what: 'the next millisecond' });
       }
       const all = (await decisions(t.token)).data;
       assert.equal(all.length, 3);

@@ -12,8 +12,16 @@ import {
   type UpstreamClient,
   type UpstreamRequest,
 } from '../gateway/upstream/client.ts';
+import { circuitKey } from '../gateway/upstream/open-circuits.ts';
+import { waitFor } from './support/wait.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Waits until the circuit of `url` may half-open, as its breaker announced when it opened. */
+async function openPeriodOver(client: UpstreamClient, url: string): Promise<void> {
+  await waitFor(async () => (await client.breakers.circuits.openFor(circuitKey(url))) === 0, {
+    everyMs: 10,
+    what: `the circuit of ${url} to end its open period`,
+  });
+}
 // Each attempt counts with the breaker; tests of the retry loop keep it out of the way.
 const NO_BREAKER = { consecutiveFailures: 1_000_000, minimumRps: 1_000_000 };
 
@@ -60,12 +68,22 @@ describe('upstream resilience', () => {
         retry: { maxAttempts: 1000, baseMs: 50, capMs: 200 },
         breaker: NO_BREAKER,
       });
-      const started = Date.now();
+      // The same calls with a far longer deadline, started first: the short one must end while
+      // that one still retries, so its own deadline ended it.
+      const stop = new AbortController();
+      let longerEnded = false;
+      const longer = client
+        .open(req(`http://127.0.0.1:${port}/`, { deadlineMs: 120_000, signal: stop.signal }))
+        .catch((e: unknown) => e)
+        .finally(() => (longerEnded = true));
       const err = await client.open(req(`http://127.0.0.1:${port}/`, { deadlineMs: 600 })).catch((e: unknown) => e);
       assert.ok(err instanceof UpstreamError);
       // Refused until the last attempt, which the deadline may cut short.
       assert.ok(['connect', 'timeout'].includes(err.errorClass), err.errorClass);
-      assert.ok(Date.now() - started < 1500, `${Date.now() - started} ms`);
+      assert.equal(longerEnded, false, 'the call with the longer deadline still retries');
+      stop.abort();
+      const stopped = await longer;
+      assert.ok(stopped instanceof UpstreamError && stopped.errorClass === 'caller_aborted');
     });
 
     it('retries a refused connection for a streamed body it has not started reading', async () => {
@@ -98,25 +116,28 @@ describe('upstream resilience', () => {
           } else res.end('second');
         });
       });
+      // The waits between attempts, on a clock of the test's own: asked for, not sat out.
+      const waits: number[] = [];
       try {
-        client = createUpstreamClient({ allow: ['127.0.0.1'] });
+        client = createUpstreamClient({ allow: ['127.0.0.1'], wait: async (ms) => waits.push(ms) });
         const once = await client.open(req(up.url));
         assert.equal(once.status, 503);
         await once.body.dump();
         assert.equal(hits, 1);
 
         hits = 0;
-        const started = Date.now();
         const twice = await client.open(req(up.url, { resendAllowed: true }));
         assert.equal(twice.status, 200);
         assert.equal(twice.attempts, 2);
-        assert.ok(Date.now() - started >= 950, 'waited for Retry-After');
+        assert.equal(waits.length, 1);
+        assert.ok(waits[0] >= 1_000, `waited ${waits[0]} ms, not the Retry-After's second`);
 
         // A Retry-After beyond the deadline is not waited for: the 503 is the answer.
         hits = 0;
         const short = await client.open(req(up.url, { resendAllowed: true, deadlineMs: 500 }));
         assert.equal(short.status, 503);
         assert.equal(short.attempts, 1);
+        assert.equal(waits.length, 1, 'nothing more waited');
         await short.body.dump();
 
         // A streamed body cannot be sent twice, opt-in or not.
@@ -186,13 +207,13 @@ describe('upstream resilience', () => {
       assert.equal(await call(), 'circuit_open');
       assert.equal(up.hits.length, before, 'nothing sent while open');
 
-      await sleep(350);
+      await openPeriodOver(client, up.url);
       // Half-open: one probe goes through; it fails, so the circuit opens again.
       assert.equal(await call(), 502);
       assert.equal(client.breakers.state(up.url), 'open');
       assert.equal(await call(), 'circuit_open');
 
-      await sleep(350);
+      await openPeriodOver(client, up.url);
       healthy = true;
       assert.equal(await call(), 200, 'the probe succeeds');
       assert.equal(client.breakers.state(up.url), 'closed');
@@ -203,11 +224,16 @@ describe('upstream resilience', () => {
       let inFlight = 0;
       let maxInFlight = 0;
       let ok = false;
+      // The answers are held until the test lets them go: the probe is still in flight when the
+      // others arrive.
+      let held: Promise<void> = Promise.resolve();
+      let letGo = () => {};
+      const hold = () => (held = new Promise<void>((r) => (letGo = r)));
       const slow = await rawUpstream((r, res) => {
         void readAll(r).then(async () => {
           inFlight += 1;
           maxInFlight = Math.max(maxInFlight, inFlight);
-          await sleep(200);
+          await held;
           inFlight -= 1;
           res.statusCode = ok ? 200 : 502;
           res.end();
@@ -234,17 +260,26 @@ describe('upstream resilience', () => {
         assert.equal(client.breakers.state(slow.url), 'open');
 
         // A failing probe: the waiting calls are refused without reaching the upstream.
-        await sleep(250);
+        await openPeriodOver(client, slow.url);
         let hits = slow.hits.length;
-        assert.deepEqual((await concurrently()).sort(), [502, 'circuit_open', 'circuit_open'].sort());
+        hold();
+        let answers = concurrently();
+        // All three calls were made before the probe reached the upstream.
+        await waitFor(() => slow.hits.length === hits + 1, { what: 'the probe to reach the upstream' });
+        letGo();
+        assert.deepEqual((await answers).sort(), [502, 'circuit_open', 'circuit_open'].sort());
         assert.equal(slow.hits.length, hits + 1);
 
         // A good probe: the waiting calls go through after it, never alongside it.
-        await sleep(250);
+        await openPeriodOver(client, slow.url);
         ok = true;
         hits = slow.hits.length;
         maxInFlight = 0;
-        assert.deepEqual(await concurrently(), [200, 200, 200]);
+        hold();
+        answers = concurrently();
+        await waitFor(() => slow.hits.length === hits + 1, { what: 'the probe to reach the upstream' });
+        letGo();
+        assert.deepEqual(await answers, [200, 200, 200]);
         assert.equal(client.breakers.state(slow.url), 'closed');
         assert.equal(slow.hits.length, hits + 3);
         assert.ok(maxInFlight <= 2, 'the probe ran alone before the others were let through');

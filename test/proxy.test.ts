@@ -184,8 +184,17 @@ describe('proxy: transactional invocations', () => {
 
   describe('202, poll and capture', () => {
     it('records status, latency, TTFT, caller and model; the body only when captured and complete', async () => {
+      // The upstream thinks 300 ms before it answers; the recorded latency must cover the time
+      // it measured itself from the request's arrival to its answer.
+      let heldMs = 0;
       const slow = await rawUpstream((req, res) => {
-        void readAll(req).then(() => setTimeout(() => res.end('slow answer'), 300));
+        const arrived = performance.now();
+        void readAll(req).then(() =>
+          setTimeout(() => {
+            heldMs = performance.now() - arrived;
+            res.end('slow answer');
+          }, 300),
+        );
       });
       try {
         const captured = await createAgent(token, { upstream_url: slow.url, capture_body: true });
@@ -198,7 +207,7 @@ describe('proxy: transactional invocations', () => {
         const done = await waitForInvocation(token, captured, res.json.invocation_id);
         assert.equal(done.status, 'succeeded');
         assert.equal(Buffer.from(done.response_body_b64, 'base64').toString(), 'slow answer');
-        assert.ok(done.latency_ms >= 300);
+        assert.ok(done.latency_ms >= Math.floor(heldMs), `latency ${done.latency_ms}, upstream held ${heldMs} ms`);
         assert.ok(done.ttft_ms <= done.latency_ms);
         assert.equal(done.model, 'model-a');
         assert.equal(done.mode, 'transactional');
@@ -292,11 +301,11 @@ describe('proxy: transactional invocations', () => {
 
     it('re-sends on 503 and on 429 (honouring Retry-After) only for an agent that opted in', async () => {
       const answers = [503, 429, 200];
-      const seenAt: number[] = [];
+      let seen = 0;
       const up = await rawUpstream((req, res) => {
         void readAll(req).then((body) => {
-          seenAt.push(Date.now());
-          const status = answers[Math.min(seenAt.length - 1, answers.length - 1)];
+          seen += 1;
+          const status = answers[Math.min(seen - 1, answers.length - 1)];
           res.statusCode = status;
           if (status === 429) res.setHeader('retry-after', '1');
           res.end(status === 200 ? `ok ${body}` : 'busy');
@@ -313,8 +322,9 @@ describe('proxy: transactional invocations', () => {
         assert.equal(done.status, 'succeeded');
         assert.equal(done.upstream_status, 200);
         assert.equal(Buffer.from(done.response_body_b64, 'base64').toString(), 'ok again');
-        assert.equal(seenAt.length, 3);
-        assert.ok(seenAt[2] - seenAt[1] >= 950, 'waited for Retry-After');
+        // Re-sent after the 429 too; how long it waits for Retry-After is the upstream client's
+        // rule, asserted on its own clock in proxy-resilience.test.ts.
+        assert.equal(seen, 3);
         assert.equal(
           (await invocationRow(res.json.invocation_id))?.attempts,
           1,

@@ -89,6 +89,7 @@ describe('transactional calls while Temporal is stopped', function () {
           assert.equal(reply.headers['retry-after'], '1');
           refused.push(reply.status);
         }
+        // The callers' own pace: their calls arrive spread over the outage, not all at its start.
         await new Promise((r) => setTimeout(r, 400));
       }
     };

@@ -71,6 +71,7 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
       createUpstreamClient({
         allow: deps.config.upstream.allow,
         tenantConnections: deps.config.upstream.tenantConnections,
+        breaker: { halfOpenAfterMs: deps.config.upstream.breakerHalfOpenMs },
         circuits: createOpenCircuits({ redisUrl: deps.config.redisUrl, query: queryRows(deps.orm), log: deps.log }),
       }),
     limiter:

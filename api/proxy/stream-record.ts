@@ -111,9 +111,6 @@ export function streamRecord(deps: AppDeps, services: ProxyServices, call: Proxy
   };
 }
 
-/** How long a paid call waits for its forwarding mark before it gives its payment back. */
-const MARK_DEADLINE_MS = 10_000;
-
 /**
  * A paid call binds its payment to its row, in one transaction, before anything is forwarded
  * (402 if already bound): an unbound payment would let the same payment header buy another call.
@@ -121,7 +118,7 @@ const MARK_DEADLINE_MS = 10_000;
  * and attempt) has committed: a process lost in between leaves a row known never to have
  * reached the upstream, whose payment the lost-stream sweep releases. A mark that fails, or
  * finds the row already closed by that sweep, forwards nothing: the payment is released and
- * the payer told to resend the same header.
+ * the payer told to resend the same header. The mark is waited for STREAM_MARK_DEADLINE_MS.
  */
 export async function bindPayment(
   deps: AppDeps,
@@ -141,7 +138,7 @@ export async function bindPayment(
   let timer: NodeJS.Timeout | undefined;
   const marked = await Promise.race([
     services.recorder.markForwarding(row.id),
-    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), MARK_DEADLINE_MS))),
+    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), deps.config.streamMarkDeadlineMs))),
   ]).catch((err: unknown) => {
     deps.log.warn({ invocationId: row.id, err: errorKind(err) }, 'could not mark a paid stream forwarding');
     return false;

@@ -83,6 +83,8 @@ export type UpstreamClientOptions = {
   retry?: Partial<RetryOptions>;
   /** UPSTREAM_TENANT_CONNECTIONS: requests one tenant may have open to one origin at a time. */
   tenantConnections?: number;
+  /** How a wait between attempts is spent: a timer by default; a test passes its own clock. */
+  wait?: (ms: number, signal: AbortSignal) => Promise<unknown>;
 };
 
 export type UpstreamClient = {
@@ -150,6 +152,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
   const breakers = new BreakerRegistry(opts.breaker, {}, opts.circuits);
   const slots = new TenantSlots(opts.tenantConnections ?? DEFAULT_TENANT_CONNECTIONS);
   const retry: RetryOptions = { ...DEFAULT_RETRY, ...opts.retry };
+  const wait = opts.wait ?? ((ms: number, signal: AbortSignal) => sleep(ms, undefined, { signal }));
 
   // One client span per call (retries included); with tracing on it supplies the traceparent sent.
   function open(req: UpstreamRequest): Promise<UpstreamResponse> {
@@ -232,12 +235,12 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
           !req.signal?.aborted &&
           !deadline.signal.aborted;
         const allowed = failure.reached ? req.resendAllowed && !stream : replayable();
-        const wait = fullJitterDelay(attempt - 1, retry);
-        if (!retryable || !allowed || attempt >= retry.maxAttempts || performance.now() + wait >= deadlineAt) {
+        const backoff = fullJitterDelay(attempt - 1, retry);
+        if (!retryable || !allowed || attempt >= retry.maxAttempts || performance.now() + backoff >= deadlineAt) {
           finish();
           throw failure;
         }
-        await sleep(wait, undefined, { signal: signal() }).catch((e: unknown) => {
+        await wait(backoff, signal()).catch((e: unknown) => {
           finish();
           throw classify(e);
         });
@@ -250,10 +253,10 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       releaseSlot = release;
       if (RETRYABLE_STATUSES.has(res.statusCode) && req.resendAllowed && !stream && attempt < retry.maxAttempts) {
         const retryAfter = parseRetryAfter(res.headers['retry-after']);
-        const wait = Math.max(fullJitterDelay(attempt - 1, retry), retryAfter ?? 0);
-        if (performance.now() + wait < deadlineAt) {
+        const pause = Math.max(fullJitterDelay(attempt - 1, retry), retryAfter ?? 0);
+        if (performance.now() + pause < deadlineAt) {
           res.body.dump().catch(() => undefined);
-          await sleep(wait, undefined, { signal: signal() }).catch((e: unknown) => {
+          await wait(pause, signal()).catch((e: unknown) => {
             finish();
             throw classify(e);
           });

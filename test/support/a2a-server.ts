@@ -6,6 +6,7 @@
 // Skills (chosen by `metadata.skill` of the message, else by the text's first word):
 // - `echo`: a task completed at once, its status message `echo: <text>`;
 // - `count`: `count N GAP_MS` publishes N `working` status updates GAP_MS apart, then completes;
+//   `count N held` publishes each update only once the test calls `step()`;
 // - `wait`: a task left `working` until it is cancelled.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -55,6 +56,24 @@ function status(ctx: RequestContext, state: string, text?: string) {
 class TestExecutor implements AgentExecutor {
   private readonly cancelled = new Set<string>();
   private readonly waiting = new Map<string, () => void>();
+  // `count N held`: the steps the test allowed ahead of time, and the executions waiting for one.
+  private credits = 0;
+  private readonly stepWaiters: Array<() => void> = [];
+
+  step(): void {
+    const waiter = this.stepWaiters.shift();
+    if (waiter) waiter();
+    else this.credits += 1;
+  }
+
+  private nextStep(gap: string): Promise<void> {
+    if (gap !== 'held') return new Promise((r) => setTimeout(r, Number(gap)));
+    if (this.credits > 0) {
+      this.credits -= 1;
+      return Promise.resolve();
+    }
+    return new Promise((r) => this.stepWaiters.push(r));
+  }
 
   async execute(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
     const text = textOf(ctx);
@@ -72,7 +91,7 @@ class TestExecutor implements AgentExecutor {
     if (skill === 'count') {
       const [, n = '3', gap = '300'] = text.split(/\s+/);
       for (let i = 1; i <= Number(n); i++) {
-        await new Promise((r) => setTimeout(r, Number(gap)));
+        await this.nextStep(gap);
         if (this.cancelled.has(ctx.taskId)) return bus.finished();
         bus.publish(status(ctx, 'TASK_STATE_WORKING', `step ${i}`));
       }
@@ -131,6 +150,8 @@ export type A2aUpstream = RawUpstream & {
   cardReads: number;
   /** Serves a card that also lists these skills from now on (the executor does not know them). */
   announceSkills(extra: string[]): void;
+  /** Lets a `count N held` task publish its next update. */
+  step(): void;
 };
 
 /** Serves the card at /.well-known/agent-card.json and JSON-RPC at /a2a. */
@@ -163,8 +184,10 @@ export async function startA2aServer(): Promise<A2aUpstream> {
     '/a2a',
   );
   state.card = cardFor(up.url);
-  state.handler = new DefaultRequestHandler(state.card, new InMemoryTaskStore(), new TestExecutor());
+  const executor = new TestExecutor();
+  state.handler = new DefaultRequestHandler(state.card, new InMemoryTaskStore(), executor);
   return Object.assign(up, {
+    step: () => executor.step(),
     bodies,
     seen,
     get cardReads() {

@@ -109,6 +109,9 @@ export async function startStack(): Promise<Stack> {
     CHAIN_RPC_URL: infra.chainRpcUrl,
     UPSTREAM_ALLOW: allow.join(','),
     UPSTREAM_TIMEOUT_MS: '5000',
+    // Circuits half-open after 5 s rather than 10: the tests that wait for it wait less, and the
+    // refusals they assert while it is open still fit.
+    UPSTREAM_BREAKER_HALF_OPEN_MS: '5000',
     // The fuzz suites give agents rates up to the schema's own bound, and send thousands of calls
     // from one tenant: its bucket is most of the global one (2000/s, 4000) here.
     RATE_LIMIT_AGENT_MAX_RPS: '100000',
