@@ -118,7 +118,7 @@ function runShard(index: number, dispatch: Dispatch, bundleDir: string, onResult
   });
 }
 
-export type ShardedRun = { passes: number; failures: number; pending: number; files: FileResult[] };
+type ShardedRun = { passes: number; failures: number; pending: number; files: FileResult[] };
 
 export type ShardPool = {
   /** Hands `files` out, longest first, and resolves when every shard has stopped. */

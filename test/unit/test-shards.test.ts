@@ -1,0 +1,36 @@
+// The order the integration suite's shards take files in (scripts/lib/shards.ts): the longest
+// first by the recorded durations, so the last files handed out are short and the shards end
+// together; every file is handed out exactly once, recorded or not.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { longestFirst } from '../../scripts/lib/shards.ts';
+
+describe('the test shards: which file next', () => {
+  it('hands out the longest recorded files first, unknown ones as about the median, ties by name', () => {
+    const durations = { 'test/a.test.ts': 3, 'test/b.test.ts': 120, 'test/c.test.ts': 40 };
+    const files = ['test/c.test.ts', 'test/new.test.ts', 'test/a.test.ts', 'test/b.test.ts', 'test/also-new.test.ts'];
+    assert.deepEqual(longestFirst(files, durations), [
+      'test/b.test.ts',
+      'test/c.test.ts',
+      'test/also-new.test.ts',
+      'test/new.test.ts',
+      'test/a.test.ts',
+    ]);
+  });
+
+  it('keeps every file once and changes nothing it is given', () => {
+    const files = ['test/x.test.ts', 'test/y.test.ts', 'test/z.test.ts'];
+    const ordered = longestFirst(files, { 'test/z.test.ts': 9 });
+    assert.deepEqual([...ordered].sort(), files);
+    assert.deepEqual(files, ['test/x.test.ts', 'test/y.test.ts', 'test/z.test.ts']);
+  });
+
+  it('the recorded durations name only test files that exist, each with a number of seconds', () => {
+    const recorded = JSON.parse(readFileSync('test/durations.json', 'utf8')) as Record<string, unknown>;
+    for (const [file, seconds] of Object.entries(recorded)) {
+      assert.match(file, /^test\/[^/]+\.test\.ts$/);
+      assert.doesNotThrow(() => readFileSync(file), `${file} is listed in test/durations.json but missing`);
+      assert.equal(typeof seconds, 'number');
+    }
+  });
+});
