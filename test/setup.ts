@@ -2,19 +2,13 @@
 // (test/support/shard.ts) calls the same two functions around the files it runs.
 import { Runtime, makeTelemetryFilterString } from '@temporalio/worker';
 import { startStack, stopStack } from './support/stack.ts';
+import { silentLogger } from './support/facilitator.ts';
 
 /** Keeps the SDK's own logs out of the test report unless asked for, then starts the stack. */
 export async function startRun(): Promise<void> {
   if (!process.env.TEST_VERBOSE) {
     Runtime.install({
-      logger: {
-        log: () => undefined,
-        trace: () => undefined,
-        debug: () => undefined,
-        info: () => undefined,
-        warn: () => undefined,
-        error: () => undefined,
-      },
+      logger: silentLogger,
       telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } },
     });
   }

@@ -35,7 +35,8 @@ export type FacilitatorStack = {
 };
 
 let bundle: Promise<WorkflowBundle> | undefined;
-const silentLogger = {
+/** A logger that drops everything: the SDK's own logs stay out of the test report. */
+export const silentLogger = {
   log: () => undefined,
   trace: () => undefined,
   debug: () => undefined,
