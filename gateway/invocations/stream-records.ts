@@ -68,8 +68,8 @@ type CompletedRow = StartedRow &
 
 export interface InvocationRecorder {
   /**
-   * Resolves once the `running` row is committed. It is sent within START_DELAY_MS (or when
-   * the statement in flight returns); once sent, it commits even if this process dies
+   * Resolves once the `running` row is committed. It is sent within START_DELAY_MS (or, when a
+   * statement is in flight then, once it returns, if later); once sent, it commits even if this process dies
    * (row-session.ts).
    */
   start(row: StartedRow): Promise<void>;
@@ -122,26 +122,37 @@ const OUTCOME_FIELDS = [
 ] as const;
 
 // The row's fields, in column order (names from the shared mapping, columns.ts).
-const ROW = invocationColumns([...ADMITTED_CALL_FIELDS, ...OUTCOME_FIELDS, 'completedAt', 'owner'] as const);
+const ROW_FIELDS = [...ADMITTED_CALL_FIELDS, ...OUTCOME_FIELDS, 'completedAt', 'owner'] as const;
+const ROW = invocationColumns(ROW_FIELDS);
 const COLUMNS = ROW.names;
+// The time columns, set by recordOf as text.
+const [CREATED_AT, UPDATED_AT, COMPLETED_AT] = (['createdAt', 'updatedAt', 'completedAt'] as const).map(
+  (f) => COLUMNS[ROW_FIELDS.indexOf(f)],
+);
 
 // What a completion sets on a started row.
 const COMPLETED = invocationColumns(['status', ...OUTCOME_FIELDS, 'updatedAt', 'completedAt'] as const).names;
 
 /** A row as the statement reads it: an object keyed by column name (JSON, see statementFor). */
 function recordOf(r: QueuedRow, owner: string): Record<string, unknown> {
+  // Dates as their ISO text, each converted once: JSON.stringify leaves its fast path for an
+  // object holding a Date (toJSON), which cost more than the rest of the row's serialization.
+  const createdAt = r.createdAt.toISOString();
+  const completedAt = r.completedAt ? r.completedAt.toISOString() : null;
   const values = ROW.values({
     ...r,
     status: r.status as InvocationFields['status'],
     mode: 'streaming',
     attempts: 1,
-    updatedAt: r.completedAt ?? r.createdAt,
     owner,
   });
   // Most columns of a streaming row are null (payment, MCP, digests…): left out, since
   // json_populate_recordset reads a missing key as null, and the JSON stays short.
   const record: Record<string, unknown> = {};
   for (let i = 0; i < COLUMNS.length; i++) if (values[i] !== null) record[COLUMNS[i]] = values[i];
+  record[CREATED_AT] = createdAt;
+  record[UPDATED_AT] = completedAt ?? createdAt;
+  if (completedAt) record[COMPLETED_AT] = completedAt;
   return record;
 }
 
@@ -200,13 +211,24 @@ function refusedAsSuch(err: unknown): boolean {
   return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23') || code === '08P01');
 }
 
-type Item = { row: QueuedRow; attempt: number; resolve: () => void; reject: (err: unknown) => void };
+type Item = {
+  row: QueuedRow;
+  attempt: number;
+  /** performance.now() by which its statement is sent (queued at + the queue's delay). */
+  due: number;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+};
 
 type Runner = (rows: QueuedRow[]) => Promise<unknown>;
 
 /**
- * One group-commit queue: while a statement is in flight the rows arriving meanwhile wait and
- * go together in the next. Idle, a flush is scheduled `delayMs` later.
+ * One group-commit queue: a row waits at most `delayMs` for others to share its statement, and
+ * while a statement is in flight the rows arriving meanwhile wait and go together in the next,
+ * sent when that one returns or when the oldest of them is due, whichever is later. (Sending
+ * them as soon as the statement returned cut short the wait of rows that had just arrived: at
+ * concurrency 1 a call that ends within the delay then found its start sent already, and its
+ * row was written twice.)
  */
 function groupCommit(execute: Runner, delayMs: number) {
   let queue: Item[] = [];
@@ -214,10 +236,13 @@ function groupCommit(execute: Runner, delayMs: number) {
   let closed = false;
   let scheduled: NodeJS.Timeout | null = null;
   let current: Promise<void> = Promise.resolve();
-  const run = () => (current = drain());
+  const run = (force = false) => (current = drain(force));
   const unschedule = () => {
     if (scheduled) clearTimeout(scheduled);
     scheduled = null;
+  };
+  const schedule = (due: number) => {
+    scheduled = setTimeout(() => void run(), Math.max(0, due - performance.now())).unref();
   };
 
   async function writeAlone(item: Item): Promise<void> {
@@ -231,15 +256,26 @@ function groupCommit(execute: Runner, delayMs: number) {
     }
   }
 
-  async function drain(): Promise<void> {
+  /** Writes what is queued; `force` (close) sends it without waiting for rows not yet due. */
+  async function drain(force: boolean): Promise<void> {
     scheduled = null;
     flushing = true;
     while (queue.length) {
+      // The queue is in arrival order, so its first row is the first due; a full batch goes at
+      // once. Within a millisecond of due counts as due: timers run on the event loop's
+      // millisecond clock and may fire a fraction of one early.
+      if (!force && queue.length < MAX_BATCH && queue[0].due - performance.now() > 1) {
+        schedule(queue[0].due);
+        break;
+      }
       const batch = queue.slice(0, MAX_BATCH);
       queue = queue.slice(batch.length);
       // Lock order by id, so two replicas' batches cannot deadlock on the same rows.
       const byId = new Map<string, QueuedRow>();
-      for (const item of batch) byId.set(item.row.id, { ...byId.get(item.row.id), ...item.row });
+      for (const item of batch) {
+        const earlier = byId.get(item.row.id);
+        byId.set(item.row.id, earlier ? { ...earlier, ...item.row } : item.row);
+      }
       const rows = [...byId.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
       try {
         await execute(rows);
@@ -253,12 +289,13 @@ function groupCommit(execute: Runner, delayMs: number) {
     flushing = false;
   }
 
-  function enqueue(item: Item): void {
+  function enqueue(item: Omit<Item, 'due'>): void {
     if (closed) return item.reject(new Error('recorder closed'));
-    queue.push(item);
-    // While a statement is in flight, everything queued goes with the next one anyway.
+    const due = performance.now() + delayMs;
+    queue.push({ ...item, due });
+    // While a statement is in flight, the drain that runs it sends this one after it.
     if (flushing || scheduled) return;
-    scheduled = setTimeout(() => void run(), delayMs).unref();
+    schedule(due);
   }
 
   return {
@@ -281,8 +318,9 @@ function groupCommit(execute: Runner, delayMs: number) {
     /** Writes what is queued now instead of after its delay; resolves once that is written (or failed). */
     async flush(): Promise<void> {
       unschedule();
-      await current; // a statement in flight, and what queued behind it
-      if (queue.length) await run();
+      await current; // a statement in flight, which may have scheduled what queued behind it
+      unschedule();
+      if (queue.length) await run(true);
     },
     close(): void {
       closed = true;

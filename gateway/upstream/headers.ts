@@ -54,16 +54,29 @@ const BLOCKED_RESPONSE_PREFIXES = ['x-gateway-', 'access-control-'];
 
 type Incoming = Record<string, string | string[] | undefined>;
 
+const NONE: ReadonlySet<string> = new Set();
+// Parsed Connection values: a client sends the same one (`keep-alive`) on every request, and
+// parsing it twice per streamed call showed in its profile. Bounded: emptied when full.
+const CONNECTION_VALUES_MAX = 64;
+const parsedConnection = new Map<string, ReadonlySet<string>>();
+
 /** Header names listed in Connection are hop-by-hop too. */
-function connectionNamed(incoming: Incoming): Set<string> {
+function connectionNamed(incoming: Incoming): ReadonlySet<string> {
   const value = incoming.connection;
-  const text = Array.isArray(value) ? value.join(',') : (value ?? '');
-  return new Set(
-    text
-      .split(',')
-      .map((h) => h.trim().toLowerCase())
-      .filter(Boolean),
-  );
+  if (value === undefined) return NONE;
+  const text = Array.isArray(value) ? value.join(',') : value;
+  let named = parsedConnection.get(text);
+  if (!named) {
+    named = new Set(
+      text
+        .split(',')
+        .map((h) => h.trim().toLowerCase())
+        .filter(Boolean),
+    );
+    if (parsedConnection.size >= CONNECTION_VALUES_MAX) parsedConnection.clear();
+    parsedConnection.set(text, named);
+  }
+  return named;
 }
 
 export function forwardableHeaders(incoming: Incoming): Record<string, string> {
