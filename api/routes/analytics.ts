@@ -36,7 +36,9 @@ export function analyticsRoutes(deps: AppDeps, limiter: Limiter = analyticsLimit
   router.get('/analytics', async (ctx) => {
     const tenantId = await take(ctx);
     const query = parseAnalyticsQuery(ctx.query);
-    ctx.body = await reader.query(tenantId, query);
+    const json = await reader.queryJson(tenantId, query);
+    ctx.type = 'json';
+    ctx.body = json;
   });
 
   // Per caller (a public agent's payers among them), beside the per-agent figures above.

@@ -8,6 +8,11 @@
 // its histograms when the row moved on; daily groups merge the day's 24 hourly histograms
 // (true daily percentiles, not averages of hourly ones) unless the day's summary is current.
 // Freshly computed summaries are written back after the answer, best effort.
+//
+// The answer is built as JSON text, not as objects for Koa to stringify: a month of hourly
+// groups is 7440 of them, two megabytes. A current summary and the error classes leave
+// PostgreSQL as the text of their jsonb values (spliced in as they are, never parsed and
+// stringified again); the rest of a group is written the way JSON.stringify writes it.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '../../lib/log.ts';
 import { mergeSketch, percentiles, type Percentiles, type Sketch } from './sketch.ts';
@@ -25,7 +30,7 @@ export type AnalyticsGroup = {
   ttft_ms: Percentiles;
 };
 
-export type AnalyticsResult = {
+type AnalyticsResult = {
   range: { since: string; until: string };
   bucket: 'hour' | 'day';
   groups: AnalyticsGroup[];
@@ -47,6 +52,20 @@ function bucketStart(ms: number, bucket: 'hour' | 'day'): number {
 
 function summarize(latency: Sketch, ttft: Sketch): Summary {
   return { latency_ms: percentiles(latency), ttft_ms: percentiles(ttft) };
+}
+
+/** A group as JSON text, its fields in the contract's order; the jsonb ones (text) spliced in as they are. */
+function groupJson(
+  agent: string,
+  start: number,
+  count: number,
+  errors: number,
+  classes: string,
+  latency: string,
+  ttft: string,
+): string {
+  const errorRate = JSON.stringify(count === 0 ? 0 : errors / count);
+  return `{"agent_id":${JSON.stringify(agent)},"bucket_start":"${new Date(start).toISOString()}","count":${count},"error_rate":${errorRate},"by_error_class":${classes},"latency_ms":${latency},"ttft_ms":${ttft}}`;
 }
 
 function group(
@@ -75,13 +94,19 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
     task().catch((err: Error) => log?.warn({ err: err.message }, 'analytics summary write-back failed'));
   }
 
-  async function hourly(tenantId: string, from: number, to: number): Promise<AnalyticsGroup[]> {
+  /** The hourly groups as JSON texts, in the contract's order. */
+  async function hourly(tenantId: string, from: number, to: number): Promise<string[]> {
+    // `current`: the summary was computed at the row's count (and has both figures); only
+    // then is it sent as text, otherwise the histograms are read and summarized here.
     const rows = await sql(
-      `select agent_id, (extract(epoch from bucket_start) * 1000)::bigint as start_ms, count, errors, by_error_class,
-              case when summary_count = count then summary end as summary,
-              case when summary_count is distinct from count then latency end as latency,
-              case when summary_count is distinct from count then ttft end as ttft
-       from analytics_hourly
+      `select agent_id, (extract(epoch from bucket_start) * 1000)::bigint as start_ms, count, errors,
+              by_error_class::text as classes,
+              case when current then (summary -> 'latency_ms')::text end as latency_json,
+              case when current then (summary -> 'ttft_ms')::text end as ttft_json,
+              case when not current then latency end as latency,
+              case when not current then ttft end as ttft
+       from analytics_hourly,
+            lateral (select coalesce(summary_count = count and summary -> 'latency_ms' is not null and summary -> 'ttft_ms' is not null, false) as current) as c
        where tenant_id = ? and bucket_start >= ?::timestamptz and bucket_start < ?::timestamptz
        order by bucket_start, agent_id collate "C"`,
       [tenantId, new Date(from).toISOString(), new Date(to).toISOString()],
@@ -90,12 +115,15 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
     const out = rows.map((row) => {
       const count = Number(row.count);
       const start = Number(row.start_ms);
-      let summary = row.summary as Summary | null;
-      if (!summary) {
-        summary = summarize(row.latency, row.ttft);
+      let latency = row.latency_json as string | null;
+      let ttft = row.ttft_json as string | null;
+      if (latency === null || ttft === null) {
+        const summary = summarize(row.latency, row.ttft);
         fresh.push({ agent: row.agent_id, start, count, summary });
+        latency = JSON.stringify(summary.latency_ms);
+        ttft = JSON.stringify(summary.ttft_ms);
       }
-      return group(row.agent_id, start, count, Number(row.errors), row.by_error_class, summary);
+      return groupJson(row.agent_id, start, count, Number(row.errors), row.classes, latency, ttft);
     });
     if (fresh.length > 0) {
       writeBack(async () => {
@@ -220,13 +248,21 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
   }
 
   return {
-    async query(tenantId: string, q: AnalyticsQuery): Promise<AnalyticsResult> {
+    /** The v1 contract's answer (AnalyticsResult) as JSON text. */
+    async queryJson(tenantId: string, q: AnalyticsQuery): Promise<string> {
       const size = q.bucket === 'hour' ? HOUR : DAY;
       const from = bucketStart(q.since.getTime(), q.bucket);
       // The bucket after the last one, held inside the calendar PostgreSQL and ISO strings share.
       const to = Math.min(bucketStart(q.until.getTime(), q.bucket) + size, LAST_INSTANT);
-      const groups = q.bucket === 'hour' ? await hourly(tenantId, from, to) : await daily(tenantId, from, to);
-      return { range: { since: q.since.toISOString(), until: q.until.toISOString() }, bucket: q.bucket, groups };
+      const head: Omit<AnalyticsResult, 'groups'> = {
+        range: { since: q.since.toISOString(), until: q.until.toISOString() },
+        bucket: q.bucket,
+      };
+      const groups =
+        q.bucket === 'hour'
+          ? (await hourly(tenantId, from, to)).join(',')
+          : (await daily(tenantId, from, to)).map((g) => JSON.stringify(g)).join(',');
+      return `${JSON.stringify(head).slice(0, -1)},"groups":[${groups}]}`;
     },
   };
 }
