@@ -10,9 +10,9 @@
 // Freshly computed summaries are written back after the answer, best effort.
 //
 // The answer is built as JSON text, not as objects for Koa to stringify: a month of hourly
-// groups is 7440 of them, two megabytes. A current summary and the error classes leave
-// PostgreSQL as the text of their jsonb values (spliced in as they are, never parsed and
-// stringified again); the rest of a group is written the way JSON.stringify writes it.
+// groups is 7440 of them, two megabytes. An hourly group whose summary is current leaves
+// PostgreSQL as its JSON text (the summary and error classes as the text of their jsonb
+// values, never parsed and stringified again); the others are written here the same way.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '../../lib/log.ts';
 import { mergeSketch, percentiles, type Percentiles, type Sketch } from './sketch.ts';
@@ -54,18 +54,18 @@ function summarize(latency: Sketch, ttft: Sketch): Summary {
   return { latency_ms: percentiles(latency), ttft_ms: percentiles(ttft) };
 }
 
-/** A group as JSON text, its fields in the contract's order; the jsonb ones (text) spliced in as they are. */
+/** A group as JSON text, its fields in the contract's order; the error classes (jsonb text) spliced in as they are. */
 function groupJson(
   agent: string,
   start: number,
   count: number,
   errors: number,
   classes: string,
-  latency: string,
-  ttft: string,
+  latency: Percentiles,
+  ttft: Percentiles,
 ): string {
   const errorRate = JSON.stringify(count === 0 ? 0 : errors / count);
-  return `{"agent_id":${JSON.stringify(agent)},"bucket_start":"${new Date(start).toISOString()}","count":${count},"error_rate":${errorRate},"by_error_class":${classes},"latency_ms":${latency},"ttft_ms":${ttft}}`;
+  return `{"agent_id":${JSON.stringify(agent)},"bucket_start":"${new Date(start).toISOString()}","count":${count},"error_rate":${errorRate},"by_error_class":${classes},"latency_ms":${JSON.stringify(latency)},"ttft_ms":${JSON.stringify(ttft)}}`;
 }
 
 function group(
@@ -96,13 +96,25 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
 
   /** The hourly groups as JSON texts, in the contract's order. */
   async function hourly(tenantId: string, from: number, to: number): Promise<string[]> {
-    // `current`: the summary was computed at the row's count (and has both figures); only
-    // then is it sent as text, otherwise the histograms are read and summarized here.
+    // `current`: the summary was computed at the row's count (and has both figures). Such a
+    // row's group is written here, in SQL, as groupJson writes it (bucket_start as
+    // toISOString's, error_rate a float8 in its shortest exact digits); any other row's
+    // histograms are read and summarized in this process.
     const rows = await sql(
-      `select agent_id, (extract(epoch from bucket_start) * 1000)::bigint as start_ms, count, errors,
-              by_error_class::text as classes,
-              case when current then (summary -> 'latency_ms')::text end as latency_json,
-              case when current then (summary -> 'ttft_ms')::text end as ttft_json,
+      `select case when current then
+                '{"agent_id":' || to_json(agent_id)::text
+                || ',"bucket_start":"' || to_char(bucket_start at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                || '","count":' || count
+                || ',"error_rate":' || case when count = 0 then 0 else errors::float8 / count end
+                || ',"by_error_class":' || by_error_class::text
+                || ',"latency_ms":' || (summary -> 'latency_ms')::text
+                || ',"ttft_ms":' || (summary -> 'ttft_ms')::text || '}'
+              end as json,
+              case when not current then agent_id end as agent_id,
+              case when not current then (extract(epoch from bucket_start) * 1000)::bigint end as start_ms,
+              case when not current then count end as count,
+              case when not current then errors end as errors,
+              case when not current then by_error_class::text end as classes,
               case when not current then latency end as latency,
               case when not current then ttft end as ttft
        from analytics_hourly,
@@ -113,16 +125,12 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
     );
     const fresh: Array<{ agent: string; start: number; count: number; summary: Summary }> = [];
     const out = rows.map((row) => {
+      if (row.json !== null) return row.json as string;
       const count = Number(row.count);
       const start = Number(row.start_ms);
-      let latency = row.latency_json as string | null;
-      let ttft = row.ttft_json as string | null;
-      if (latency === null || ttft === null) {
-        const summary = summarize(row.latency, row.ttft);
-        fresh.push({ agent: row.agent_id, start, count, summary });
-        latency = JSON.stringify(summary.latency_ms);
-        ttft = JSON.stringify(summary.ttft_ms);
-      }
+      const summary = summarize(row.latency, row.ttft);
+      fresh.push({ agent: row.agent_id, start, count, summary });
+      const { latency_ms: latency, ttft_ms: ttft } = summary;
       return groupJson(row.agent_id, start, count, Number(row.errors), row.classes, latency, ttft);
     });
     if (fresh.length > 0) {
