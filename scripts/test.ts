@@ -136,7 +136,8 @@ const args = process.argv.slice(2);
 // mocha process over one stack.
 const shards = Number(process.env.TEST_SHARDS ?? DEFAULT_SHARDS);
 if (!Number.isInteger(shards) || shards < 1) {
-  process.stdout.write(`TEST_SHARDS must be a whole number of at least 1, not ${process.env.TEST_SHARDS}\n`);
+  // A usage error, as the other commands report one: one line on stderr, exit 2, nothing run.
+  process.stderr.write(`npm test: TEST_SHARDS must be a whole number of at least 1, not ${process.env.TEST_SHARDS}\n`);
   process.exit(2);
 }
 const checks = Promise.all(CHECKS.map(runCheck));
