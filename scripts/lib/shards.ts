@@ -57,7 +57,7 @@ function writeDurations(results: FileResult[]): void {
       .map(({ file, wallMs }) => [file, Math.round(wallMs / 100) / 10] as const)
       .sort(([a], [b]) => a.localeCompare(b)),
   );
-  writeFileSync(DURATIONS, `${JSON.stringify(durations, null, 1)}\n`);
+  writeFileSync(DURATIONS, `${JSON.stringify(durations, null, 2)}\n`); // as Prettier formats it
 }
 
 type Report = (result: FileResult, report: string) => void;
