@@ -50,14 +50,15 @@ async function mochaRun(name: string, args: string[]): Promise<Counts> {
   const dir = mkdtempSync(join(tmpdir(), 'npm-test-'));
   const file = join(dir, 'counts.json');
   const ok = await step(name, process.execPath, [bin('mocha'), ...args], { ...process.env, MOCHA_SUMMARY_FILE: file });
-  let counts: Counts = { passes: 0, failures: 0, pending: 0 };
+  let counts: Counts | undefined;
   try {
     counts = JSON.parse(readFileSync(file, 'utf8')) as Counts;
   } catch {
-    // no counts: the run broke before its end
+    // no counts: the run broke before its end (exit code 0 too: a test that called process.exit)
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+  if (!counts) return { passes: 0, failures: 1, pending: 0 };
   return ok || counts.failures > 0 ? counts : { ...counts, failures: counts.failures + 1 };
 }
 
