@@ -50,14 +50,15 @@ async function mochaRun(name: string, args: string[]): Promise<Counts> {
   const dir = mkdtempSync(join(tmpdir(), 'npm-test-'));
   const file = join(dir, 'counts.json');
   const ok = await step(name, process.execPath, [bin('mocha'), ...args], { ...process.env, MOCHA_SUMMARY_FILE: file });
-  let counts: Counts = { passes: 0, failures: 0, pending: 0 };
+  let counts: Counts | undefined;
   try {
     counts = JSON.parse(readFileSync(file, 'utf8')) as Counts;
   } catch {
-    // no counts: the run broke before its end
+    // no counts: the run broke before its end (exit code 0 too: a test that called process.exit)
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+  if (!counts) return { passes: 0, failures: 1, pending: 0 };
   return ok || counts.failures > 0 ? counts : { ...counts, failures: counts.failures + 1 };
 }
 
@@ -136,7 +137,8 @@ const args = process.argv.slice(2);
 // mocha process over one stack.
 const shards = Number(process.env.TEST_SHARDS ?? DEFAULT_SHARDS);
 if (!Number.isInteger(shards) || shards < 1) {
-  process.stdout.write(`TEST_SHARDS must be a whole number of at least 1, not ${process.env.TEST_SHARDS}\n`);
+  // A usage error, as the other commands report one: one line on stderr, exit 2, nothing run.
+  process.stderr.write(`npm test: TEST_SHARDS must be a whole number of at least 1, not ${process.env.TEST_SHARDS}\n`);
   process.exit(2);
 }
 const checks = Promise.all(CHECKS.map(runCheck));

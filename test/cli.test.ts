@@ -160,6 +160,14 @@ describe('operator commands', function () {
     assert.doesNotMatch(r.stdout, /^> type check/m);
   });
 
+  it('npm test with TEST_SHARDS not a whole number of at least 1: one line, exit 2, and no step runs', async () => {
+    for (const shards of ['0', 'two', '1.5']) {
+      const r = await run('scripts/test.ts', [], { TEST_SHARDS: shards });
+      assertOneLineExit2(r, 'npm test', /TEST_SHARDS/);
+      assert.doesNotMatch(r.stdout, /^> type check/m);
+    }
+  });
+
   // The examples are commands too (README, "Commands"): --help sends nothing (call-agent would
   // create an agent), and a flag they do not take is one line, exit 2.
   for (const [name, script] of [

@@ -145,17 +145,17 @@ describe('payer: an open breaker refuses a paid call before payment', function (
       const payTo = newPayTo();
       // Another path on the same origin: the breaker is the tenant's for the origin.
       const paidAgent = await agent(`${new URL(upstream.url).origin}/paid`, payTo);
+      // Signed (and funded) before the circuit opens: its open time is for the refusals.
+      const [streamed, queued] = [await payment(payTo), await payment(payTo)];
       await openByStreaming(stack().apiUrl, freeAgent);
       const reached = upstream.received.length;
 
-      const streamed = await payment(payTo);
       await assertRefusedUnpaid(
         await send(stack().apiUrl, paidAgent, '/stream', streamed.header),
         streamed,
         payTo,
         'stream',
       );
-      const queued = await payment(payTo);
       await assertRefusedUnpaid(
         await send(stack().apiUrl, paidAgent, '', queued.header),
         queued,
@@ -225,6 +225,8 @@ describe('payer: an open breaker refuses a paid call before payment', function (
       const freeAgent = await agent(upstream.url);
       const payTo = newPayTo();
       const paidAgent = await agent(upstream.url, payTo);
+      // Signed (and funded) before the circuit opens: its open time is for the refusals.
+      const refusedPaid = [await payment(payTo), await payment(payTo)];
       for (let i = 0; i < OPENING_FAILURES + 1; i++) {
         const accepted = await send(stack().apiUrl, freeAgent, '');
         assert.equal(accepted.status, 202, accepted.text);
@@ -232,8 +234,8 @@ describe('payer: an open breaker refuses a paid call before payment', function (
         assert.equal(done.error_class, i < OPENING_FAILURES ? 'upstream_5xx' : 'circuit_open', JSON.stringify(done));
       }
 
-      for (const path of ['', '/stream'] as const) {
-        const paid = await payment(payTo);
+      for (const [i, path] of (['', '/stream'] as const).entries()) {
+        const paid = refusedPaid[i];
         await assertRefusedUnpaid(await send(stack().apiUrl, paidAgent, path, paid.header), paid, payTo, path || '/');
       }
       // Without a payment the answer is the same: nobody is asked to pay for such a call.

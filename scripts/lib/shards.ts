@@ -7,6 +7,8 @@
 import { fork } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { finished } from 'node:stream/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { buildWorkflowBundles } from '../../temporal/workflow-bundles.ts';
 
 /** The line a shard writes after a file's report; the rest of the line is its result as JSON. */
@@ -28,6 +30,8 @@ const SHARD = 'test/support/shard.ts';
 const DURATIONS = 'test/durations.json';
 /** A file with no recorded duration is placed as if it took this long (about the median). */
 const UNKNOWN_SECONDS = 10;
+/** How long a shard's output is still read after it exited. */
+const STDIO_DRAIN_MS = 2_000;
 
 /** Files, the longest first (by test/durations.json), so the last ones handed out are short. */
 export function longestFirst(files: string[], durations: Record<string, number>): string[] {
@@ -53,7 +57,7 @@ function writeDurations(results: FileResult[]): void {
       .map(({ file, wallMs }) => [file, Math.round(wallMs / 100) / 10] as const)
       .sort(([a], [b]) => a.localeCompare(b)),
   );
-  writeFileSync(DURATIONS, `${JSON.stringify(durations, null, 1)}\n`);
+  writeFileSync(DURATIONS, `${JSON.stringify(durations, null, 2)}\n`); // as Prettier formats it
 }
 
 type Report = (result: FileResult, report: string) => void;
@@ -98,17 +102,34 @@ function runShard(index: number, dispatch: Dispatch, bundleDir: string, onResult
     child.stdout!.on('data', take);
     child.stderr!.on('data', (chunk: Buffer) => (report += chunk.toString()));
     const handOut = () => {
+      // A shard gone meanwhile (it died while waiting for the suite to start) takes nothing: its
+      // file stays in the queue for the others, or is counted failed if none is left to run it.
+      if (!child.connected) return;
       current = dispatch.queue!.shift();
-      if (child.connected) child.send((current ? { file: current } : { stop: true }) satisfies ShardOrder);
+      // A send that fails (the shard dying as it is sent) ends in its exit, which fails `current`.
+      child.send((current ? { file: current } : { stop: true }) satisfies ShardOrder, () => undefined);
     };
     // Ready (its stack up, or its last file done): the next file, or wait until the suite may start.
     child.on('message', () => (dispatch.queue ? handOut() : dispatch.idle.push(handOut)));
-    child.once('exit', (code, signal) => {
+    // Without a listener an 'error' (the shard could not be signalled) would end the whole run.
+    child.on('error', (err) => (report += `shard ${index}: ${err.message}\n`));
+    child.once('exit', async (code, signal) => {
+      // What it wrote last (its last result, the error it died of) may still be in the pipes at
+      // its exit: read to their end, though not waited for long (a process it started and left
+      // behind may hold them open).
+      await Promise.race([
+        Promise.all([finished(child.stdout!), finished(child.stderr!)]).catch(() => undefined),
+        sleep(STDIO_DRAIN_MS),
+      ]);
+      child.stdout!.destroy();
+      child.stderr!.destroy();
       report += pending;
       // A shard that died mid-file fails that file; one that never started (its stack did not
       // come up) leaves the queue to the others and counts one failure.
       if (current || code !== 0) {
-        const file = current ?? `(shard ${index}: exited ${signal ?? code} before running a file)`;
+        const file =
+          current ??
+          `(shard ${index}: exited ${signal ?? code} ${results.length ? 'after its last file' : 'before running a file'})`;
         const broken = { file, passes: 0, failures: 1, pending: 0, wallMs: 0, cpuMs: 0 };
         results.push(broken);
         onResult(broken, `${report}shard ${index} exited (${signal ?? code}) while running ${file}\n`);

@@ -6,6 +6,7 @@
 import './compile-cache.ts';
 import Mocha from 'mocha';
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startRun, stopRun } from '../setup.ts';
 import { FILE_END, type FileResult, type ShardOrder } from '../../scripts/lib/shards.ts';
 
@@ -58,13 +59,56 @@ function nextOrder(): Promise<ShardOrder> {
   return new Promise((resolve) => process.once('message', (order: ShardOrder) => resolve(order)));
 }
 
-await startRun();
+/** The bound the root hook puts on a stack's start (test/setup.ts), here for a shard's. */
+const START_TIMEOUT_MS = 240_000;
+const startBound = sleep(START_TIMEOUT_MS, undefined, { ref: false });
+const starting = startRun();
+
+/**
+ * Stops the stack, once it is up or its start has failed (or run out of time: a stack half
+ * started has services whose stop is not known yet), then ends the shard: the parent counts the
+ * exit as a failure.
+ */
+async function abandon(why: string): Promise<never> {
+  process.stdout.write(`${why}\n`);
+  await Promise.race([starting.catch(() => undefined), startBound]);
+  await stopRun().catch(() => undefined);
+  process.exit(1);
+}
+
+// The parent gone (killed, crashed): no order will come, so the stack is stopped rather than
+// left running with nobody to stop it. Its pipes are gone too: a write to them fails (EPIPE),
+// and unheard that error would come back through the uncaught-error report above, which writes
+// again, in a loop that keeps the shard from ever stopping.
+process.stdout.on('error', () => undefined);
+process.stderr.on('error', () => undefined);
+process.once('disconnect', () => void abandon('the test run that started this shard is gone'));
+
+await Promise.race([
+  starting,
+  startBound.then(() => Promise.reject(new Error(`not up after ${START_TIMEOUT_MS} ms`))),
+]).catch((err: unknown) => abandon(`the shard's stack did not start: ${(err as Error).stack ?? err}`));
+let last = '';
 for (;;) {
   process.send!({ ready: true });
   const order = await nextOrder();
   if ('stop' in order) break;
+  last = order.file;
   const result = await runFile(order.file);
   process.stdout.write(`\n${FILE_END}${JSON.stringify(result)}\n`);
 }
 await stopRun();
+// An error thrown after the last file's result (a server it left behind, the stack's stop) has no
+// file after it to count against: it is counted on its own.
+if (strayFailures > 0) {
+  const stray: FileResult = {
+    file: `(after ${last})`,
+    passes: 0,
+    failures: strayFailures,
+    pending: 0,
+    wallMs: 0,
+    cpuMs: 0,
+  };
+  process.stdout.write(`\n${FILE_END}${JSON.stringify(stray)}\n`);
+}
 process.exit(0);
