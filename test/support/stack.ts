@@ -65,9 +65,10 @@ export function stack(): Stack {
 }
 
 /**
- * DATABASE_URL when set; else, for a shard of the suite (TEST_OWN_POSTGRES=1), a server of its
- * own, so that one shard's connections never count against another's on a shared server's
- * max_connections; else the local server on 5432 when it answers; else an embedded one.
+ * DATABASE_URL when set; else, for a shard of the suite told so (TEST_OWN_POSTGRES=1: all but
+ * the first, scripts/lib/shards.ts), a server of its own, so that one shard's connections never
+ * count against another's on a shared server's max_connections; else the local server on 5432
+ * when it answers; else an embedded one.
  */
 async function localPostgres(): Promise<string | undefined> {
   if (process.env.DATABASE_URL) return process.env.DATABASE_URL;

@@ -3,7 +3,7 @@
 // together; every file is handed out exactly once, recorded or not.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { longestFirst } from '../../scripts/lib/shards.ts';
+import { longestFirst, nextFor } from '../../scripts/lib/shards.ts';
 
 describe('the test shards: which file next', () => {
   it('hands out the longest recorded files first, unknown ones as about the median, ties by name', () => {
@@ -32,5 +32,15 @@ describe('the test shards: which file next', () => {
       assert.doesNotThrow(() => readFileSync(file), `${file} is listed in test/durations.json but missing`);
       assert.equal(typeof seconds, 'number');
     }
+  });
+
+  it('the deployment guide goes to the first shard only (the local server and its pg_dump); the others take the rest in order', () => {
+    const queue = ['test/deployment-guide.test.ts', 'test/b.test.ts', 'test/c.test.ts'];
+    assert.equal(nextFor(2, queue), 'test/b.test.ts');
+    assert.equal(nextFor(3, queue), 'test/c.test.ts');
+    assert.equal(nextFor(2, queue), undefined, 'nothing left that shard 2 may run: it stops');
+    assert.deepEqual(queue, ['test/deployment-guide.test.ts']);
+    assert.equal(nextFor(1, queue), 'test/deployment-guide.test.ts');
+    assert.deepEqual(queue, []);
   });
 });
