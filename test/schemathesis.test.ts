@@ -54,8 +54,12 @@ const SCHEMATHESIS_CHECKS = [
 ];
 /** Per operation and phase: 65-115 s of Schemathesis in all on the 2-core test machine, beside other test runs (measured 2026-11-27, seed 20261122). */
 const MAX_EXAMPLES = Math.max(1, Math.round(60 * FUZZ_SCALE));
-/** A run that outlives this is stopped and fails: it must never hold the suite. */
-const RUN_LIMIT_MS = 180_000 * Math.max(1, FUZZ_SCALE);
+/**
+ * A run that outlives this is stopped and fails: it must never hold the suite. Beside two other
+ * shards of the suite on the 2-core test machine its coverage phase alone took 134 s and the run
+ * did not end within 180 s (2026-11-28), hence the room.
+ */
+const RUN_LIMIT_MS = 420_000 * Math.max(1, FUZZ_SCALE);
 
 type Run = { code: number | null; output: string };
 
