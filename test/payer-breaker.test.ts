@@ -25,7 +25,12 @@ import {
   type TestAccount,
 } from './support/x402.ts';
 import { createUpstreamClient } from '../gateway/upstream/client.ts';
-import { createMemoryCircuits, createOpenCircuits, type QueryRows } from '../gateway/upstream/open-circuits.ts';
+import {
+  circuitKey,
+  createMemoryCircuits,
+  createOpenCircuits,
+  type QueryRows,
+} from '../gateway/upstream/open-circuits.ts';
 import { closeRedisClients } from '../gateway/policy/redis.ts';
 import { queryRows } from '../gateway/db/orm.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
@@ -61,11 +66,12 @@ describe('payer: an open breaker refuses a paid call before payment', function (
   let provider: JsonRpcProvider;
   let account: TestAccount;
   let token: string;
+  const tenant = `payer-breaker-${randomUUID()}`;
 
   before(async () => {
     provider = chainProvider();
     account = await newAccount(`breaker-${randomUUID()}`);
-    token = await settlingTenant(`payer-breaker-${randomUUID()}`, account);
+    token = await settlingTenant(tenant, account);
   });
   after(async () => {
     await account.client.close();
@@ -282,6 +288,12 @@ describe('payer: an open breaker refuses a paid call before payment', function (
         const refusedPaid = [await payment(payTo), await payment(payTo)];
         const paid = await payment(payTo);
         await openByStreaming(a.url, freeAgent);
+        // Replica a announces the opening to the shared store as it opens, without holding its
+        // answer for it: b can learn of it once it is there (a reader of the store's own says so).
+        const reader = createOpenCircuits({ ...shared(), local: createMemoryCircuits() });
+        await waitFor(async () => (await reader.openFor(circuitKey(upstream.url, tenant))) > 0, {
+          what: 'the opening in the shared store',
+        });
         for (const [i, path] of (['', '/stream'] as const).entries()) {
           const res = await send(b.url, paidAgent, path, refusedPaid[i].header);
           await assertRefusedUnpaid(res, refusedPaid[i], payTo, `b ${path || '/'}`);
