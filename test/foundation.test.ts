@@ -20,7 +20,10 @@ describe('foundation: one call travels the whole way', () => {
     assert.equal(ready.status, 200);
     assert.deepEqual(ready.json.checks, { database: true, start_backlog: true });
     assert.equal(ready.json.temporal, 'reachable');
-    assert.equal(ready.json.start_backlog.accepted_unstarted, 0);
+    // The stack's backlog is whatever earlier test files left (their calls accepted while
+    // Temporal was away, say): a count under the limit, since the API is ready.
+    const { accepted_unstarted: unstarted, limit } = ready.json.start_backlog;
+    assert.ok(Number.isInteger(unstarted) && unstarted >= 0 && unstarted < limit, JSON.stringify(ready.json));
     const version = await call('GET', '/version');
     assert.equal(version.json.name, 'agent-gateway');
     assert.match(version.json.version, /^\d+\.\d+\.\d+/);
