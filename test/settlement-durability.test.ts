@@ -11,6 +11,7 @@
 //   until the cancel is sent): success with the transfer's hash, one transaction.
 import assert from 'node:assert/strict';
 import { stack } from './support/stack.ts';
+import { waitFor } from './support/wait.ts';
 import {
   startFacilitatorStack,
   spawnFacilitatorWorker,
@@ -349,9 +350,15 @@ describe('settlement durability', function () {
       assert.equal(res.json.transaction, attempts[0].txHash, 'the original transfer won');
       assert.deepEqual(await transfersTo(provider, payTo), [{ hash: attempts[0].txHash, value: 40_000n }]);
       assert.equal(await gasNonce(), nonceBefore + 1);
-      const record = await findSettlement(facilitator.pool, key);
-      assert.equal(record?.status, 'settled');
-      assert.equal(record?.txHash, attempts[0].txHash);
+      // The record's final write follows the answer (docs/SETTLEMENT.md): waited for, not raced.
+      const record = await waitFor(
+        async () => {
+          const found = await findSettlement(facilitator.pool, key);
+          return found?.status === 'settled' ? found : undefined;
+        },
+        { what: 'the settlement record to say settled' },
+      );
+      assert.equal(record.txHash, attempts[0].txHash);
     });
   });
 });
