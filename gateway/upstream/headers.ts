@@ -11,6 +11,7 @@
 // W3C trace context (traceparent, tracestate) is not blocked: with tracing off the caller's
 // passes unchanged; with tracing on the upstream client replaces traceparent with its own span's
 // (lib/observability/spans.ts), which continues the caller's trace.
+import { LRUCache } from 'lru-cache';
 const HOP_BY_HOP = ['connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade'];
 const BLOCKED_REQUEST = new Set([
   ...HOP_BY_HOP,
@@ -56,9 +57,9 @@ type Incoming = Record<string, string | string[] | undefined>;
 
 const NONE: ReadonlySet<string> = new Set();
 // Parsed Connection values: a client sends the same one (`keep-alive`) on every request, and
-// parsing it twice per streamed call showed in its profile. Bounded: emptied when full.
-const CONNECTION_VALUES_MAX = 64;
-const parsedConnection = new Map<string, ReadonlySet<string>>();
+// parsing it twice per streamed call showed in its profile. A caller sending a new value each
+// time only evicts the least recently used.
+const parsedConnection = new LRUCache<string, ReadonlySet<string>>({ max: 64 });
 
 /** Header names listed in Connection are hop-by-hop too. */
 function connectionNamed(incoming: Incoming): ReadonlySet<string> {
@@ -73,7 +74,6 @@ function connectionNamed(incoming: Incoming): ReadonlySet<string> {
         .map((h) => h.trim().toLowerCase())
         .filter(Boolean),
     );
-    if (parsedConnection.size >= CONNECTION_VALUES_MAX) parsedConnection.clear();
     parsedConnection.set(text, named);
   }
   return named;
