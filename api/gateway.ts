@@ -82,7 +82,14 @@ export async function startGateway(
   server.headersTimeout = 30_000;
   server.requestTimeout = 0;
   if (shared.relay) {
-    const relay = startRelay({ orm, temporal, taskQueue: config.temporal.taskQueue, log, backlog: startBacklog });
+    const relay = startRelay({
+      orm,
+      temporal,
+      taskQueue: config.temporal.taskQueue,
+      startDeadlineMs: config.workflowStartDeadlineMs,
+      log,
+      backlog: startBacklog,
+    });
     const unfinished = checkUnfinishedCalls({ orm, temporal, log });
     const summaries = summarizeInBackground(orm, log);
     const paymentTasks = purgeExpiredInBackground(createPaymentTasks(queryRows(orm)), (err) =>

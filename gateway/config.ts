@@ -82,6 +82,9 @@ const GatewayEnv = z.object({
   START_BACKLOG_MAX: z.coerce.number().int().positive().default(1_000),
   // How long a stopping API lets the requests it is handling finish (a paid call's settlement, a stream).
   API_SHUTDOWN_GRACE_MS: z.coerce.number().int().nonnegative().default(30_000),
+  // How long the accepting process waits for a transactional call's workflow start before it
+  // leaves the call to the start relay (api/proxy/start.ts).
+  WORKFLOW_START_DEADLINE_MS: z.coerce.number().int().positive().default(2_000),
   // How long a paid stream waits for its forwarding mark before it gives its payment back (503).
   STREAM_MARK_DEADLINE_MS: z.coerce.number().int().positive().default(10_000),
   START_BACKLOG_TENANT_MAX: z.coerce.number().int().positive().default(250),
@@ -179,6 +182,8 @@ export type GatewayConfig = {
   startBacklog: { process: number; tenant: number };
   /** API_SHUTDOWN_GRACE_MS (api/main.ts). */
   shutdownGraceMs: number;
+  /** WORKFLOW_START_DEADLINE_MS (api/proxy/start.ts). */
+  workflowStartDeadlineMs: number;
   /** STREAM_MARK_DEADLINE_MS (api/proxy/stream-record.ts). */
   streamMarkDeadlineMs: number;
   redisUrl?: string;
@@ -306,6 +311,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     bodyBudget: { processBytes: e.BODY_INFLIGHT_MAX_BYTES, tenantBytes: e.BODY_INFLIGHT_TENANT_MAX_BYTES },
     startBacklog: { process: e.START_BACKLOG_MAX, tenant: e.START_BACKLOG_TENANT_MAX },
     shutdownGraceMs: e.API_SHUTDOWN_GRACE_MS,
+    workflowStartDeadlineMs: e.WORKFLOW_START_DEADLINE_MS,
     streamMarkDeadlineMs: e.STREAM_MARK_DEADLINE_MS,
     bodyPace: {
       timeoutMs: e.BODY_READ_TIMEOUT_MS,

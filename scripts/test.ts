@@ -12,12 +12,9 @@ import { startShards, type ShardPool } from './lib/shards.ts';
 /**
  * Shards of the integration suite run at once (TEST_SHARDS). On the 2-core test machine, quiet,
  * the whole of `npm test` took 529-547 s with 3 shards (2026-11-28; 16-18 min in one process),
- * the machine 90 % busy: bound by CPU, so more shards would not shorten it. One process stays
- * the default: with both cores saturated a transactional call's workflow start can miss its 2 s
- * deadline, and the test stack's API runs no start relay to pick it up (tests of the relay run
- * their own), so a test waiting for that call fails (2 of ~910 tests in one run of four).
+ * the machine 90 % busy: bound by CPU, so more shards would not shorten it.
  */
-const DEFAULT_SHARDS = 1;
+const DEFAULT_SHARDS = 3;
 const USAGE = `usage: npm test [-- FILE...]
   Type check (tsc --noEmit), lint (eslint), formatting (Prettier --check), the layer rules
   (dependency-cruiser) and unused dependencies, files and exports (knip), then the unit layer

@@ -127,6 +127,7 @@ describe('paid call accepted while its workflow cannot be started', function () 
       orm: stack().orm,
       temporal: stack().temporal,
       taskQueue: stack().config.temporal.taskQueue,
+      startDeadlineMs: stack().config.workflowStartDeadlineMs,
       log: createLogger('relay', 'silent'),
       everyMs: 0,
       afterMs: 0,

@@ -21,6 +21,7 @@ function relay(afterMs = 0) {
     orm: stack().orm,
     temporal: stack().temporal,
     taskQueue: stack().config.temporal.taskQueue,
+    startDeadlineMs: stack().config.workflowStartDeadlineMs,
     log: createLogger('relay', 'silent'),
     everyMs: 0,
     afterMs,

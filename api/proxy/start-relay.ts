@@ -1,9 +1,9 @@
 // The start relay: every accepted transactional call gets its InvocationWorkflow, even when the
 // process that accepted it died before starting it or Temporal was unreachable then. A `pending`
 // transactional row is its call's intent to start; the accepting process starts it right after
-// its 202, and every RELAY_EVERY_MS each API process starts the intents older than
-// RELAY_AFTER_MS (longer than any start the accepting process may still be making) that no
-// relay has started. A relay leases its batch first (start_lease_until), so two relays do not
+// its 202, and every RELAY_EVERY_MS each API process starts the intents older than the start
+// deadline plus RELAY_MARGIN_MS (older than any start the accepting process may still be
+// making) that no relay has started. A relay leases its batch first (start_lease_until), so two relays do not
 // start the same row at once; the start itself is idempotent (start.ts: USE_EXISTING,
 // REJECT_DUPLICATE). A row whose workflow closed without moving it (terminated by an operator)
 // is closed as the closed-workflow check closes one (unfinished-calls.ts): failed, saying why,
@@ -21,8 +21,8 @@ import { startInvocationWorkflow } from './start.ts';
 import type { StartBacklog } from './start-backlog.ts';
 
 const RELAY_EVERY_MS = 1_000;
-/** Older than a start the accepting process may still be making (START_DEADLINE_MS), with a margin. */
-const RELAY_AFTER_MS = 3_000;
+/** Past the start deadline (WORKFLOW_START_DEADLINE_MS): an intent the accepting process no longer starts. */
+const RELAY_MARGIN_MS = 1_000;
 const LEASE_MS = 30_000;
 const BATCH = 200;
 
@@ -36,6 +36,8 @@ export type StartRelayDeps = {
   orm: MikroORM;
   temporal: Client;
   taskQueue: string;
+  /** How long one start may take (WORKFLOW_START_DEADLINE_MS): the relay's and the accepting process's. */
+  startDeadlineMs: number;
   log: Logger;
   /** This process's backlog: the places of calls a relay started are given back. */
   backlog?: StartBacklog;
@@ -44,7 +46,7 @@ export type StartRelayDeps = {
 };
 
 export function startRelay(deps: StartRelayDeps): StartRelay {
-  const { everyMs = RELAY_EVERY_MS, afterMs = RELAY_AFTER_MS } = deps;
+  const { everyMs = RELAY_EVERY_MS, afterMs = deps.startDeadlineMs + RELAY_MARGIN_MS } = deps;
   let stopped = false;
 
   async function reconcile(): Promise<void> {
@@ -55,11 +57,18 @@ export function startRelay(deps: StartRelayDeps): StartRelay {
 
   async function startOne(intent: Intent): Promise<'started' | 'closed'> {
     try {
-      await startInvocationWorkflow(deps.temporal, deps.taskQueue, intent.id, intent.tenant_id, {
-        id: intent.agent_id,
-        name: intent.agent_name,
-        emitReceipts: intent.emit_receipts,
-      });
+      await startInvocationWorkflow(
+        deps.temporal,
+        deps.taskQueue,
+        intent.id,
+        intent.tenant_id,
+        {
+          id: intent.agent_id,
+          name: intent.agent_name,
+          emitReceipts: intent.emit_receipts,
+        },
+        deps.startDeadlineMs,
+      );
       return 'started';
     } catch (err) {
       if (err instanceof WorkflowExecutionAlreadyStartedError) return 'closed';

@@ -3,15 +3,12 @@
 // starts the workflow right after, and the start relay (start-relay.ts) starts any intent whose
 // start is not known to have happened. Both start the same way: workflow id = invocation id,
 // USE_EXISTING (a second start of a running call attaches to it) and REJECT_DUPLICATE (a call
-// whose workflow closed is never run again). A start is bounded (START_DEADLINE_MS) instead of
-// waiting out the SDK's ~20 s of retries.
+// whose workflow closed is never run again). A start is bounded (WORKFLOW_START_DEADLINE_MS,
+// 2 s by default; a start takes ~4 ms here) instead of waiting out the SDK's ~20 s of retries.
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { AgentId, InvocationStatus, TenantId } from '../../temporal/search-attributes.ts';
 import { withCallDeadline } from '../../temporal/client.ts';
 import type { InvocationInput } from '../../workflows/invocation.ts';
-
-/** How long one start may take before it is left to the relay (a start takes ~4 ms here). */
-const START_DEADLINE_MS = 2_000;
 
 /** What a start needs of the call's agent. */
 export type StartedAgent = { id: string; name: string; emitReceipts: boolean };
@@ -22,6 +19,7 @@ export function startInvocationWorkflow(
   invocationId: string,
   tenantId: string,
   agent: StartedAgent,
+  deadlineMs: number,
 ): Promise<WorkflowHandle> {
   const input: InvocationInput = {
     invocationId,
@@ -30,7 +28,7 @@ export function startInvocationWorkflow(
     emitReceipts: agent.emitReceipts,
     outcomeStatusOnly: true,
   };
-  return withCallDeadline(temporal, START_DEADLINE_MS, () =>
+  return withCallDeadline(temporal, deadlineMs, () =>
     temporal.workflow.start('InvocationWorkflow', {
       taskQueue,
       workflowId: invocationId,

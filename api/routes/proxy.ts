@@ -147,7 +147,14 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
     accepted.bind(invocationId);
     services
       .startQueue(() =>
-        startInvocationWorkflow(deps.temporal, deps.config.temporal.taskQueue, invocationId, tenantId, agent),
+        startInvocationWorkflow(
+          deps.temporal,
+          deps.config.temporal.taskQueue,
+          invocationId,
+          tenantId,
+          agent,
+          deps.config.workflowStartDeadlineMs,
+        ),
       )
       .then(
         () => accepted.release(),

@@ -113,6 +113,10 @@ export async function startStack(): Promise<Stack> {
     // Circuits half-open after 5 s rather than 10: the tests that wait for it wait less, and the
     // refusals they assert while it is open still fit.
     UPSTREAM_BREAKER_HALF_OPEN_MS: '5000',
+    // A workflow start waits up to 15 s rather than 2 before it is left to a start relay: this
+    // API runs none (the files that need one run their own), and with the machine's cores
+    // saturated by shards a start can take longer than 2 s.
+    WORKFLOW_START_DEADLINE_MS: '15000',
     // The fuzz suites give agents rates up to the schema's own bound, and send thousands of calls
     // from one tenant: its bucket is most of the global one (2000/s, 4000) here.
     RATE_LIMIT_AGENT_MAX_RPS: '100000',

@@ -71,7 +71,7 @@ describe('InvocationWorkflow (time-skipping test server, activities as test doub
     const d = doubles(async () => SUCCEEDED);
     const caller = agent(false);
     const result = await h.withWorker(d.activities, async (taskQueue) =>
-      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, caller)).result(),
+      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, caller, 2_000)).result(),
     );
     assert.deepEqual(result, SUCCEEDED);
     assert.deepEqual(d.calls, [{ activity: 'performInvocation', args: [id] }]);
@@ -86,7 +86,7 @@ describe('InvocationWorkflow (time-skipping test server, activities as test doub
     const id = randomUUID();
     const d = doubles(async () => UPSTREAM_5XX);
     const result = await h.withWorker(d.activities, async (taskQueue) =>
-      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(false))).result(),
+      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(false), 2_000)).result(),
     );
     assert.deepEqual(result, UPSTREAM_5XX);
     assert.deepEqual(d.named('abandonInvocation'), [], 'a recorded failure is not abandoned');
@@ -105,7 +105,7 @@ describe('InvocationWorkflow (time-skipping test server, activities as test doub
       },
     );
     const result = await h.withWorker(d.activities, async (taskQueue) =>
-      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(true))).result(),
+      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(true), 2_000)).result(),
     );
     assert.deepEqual(result, SUCCEEDED);
     assert.deepEqual(
@@ -122,7 +122,7 @@ describe('InvocationWorkflow (time-skipping test server, activities as test doub
       throw ApplicationFailure.create({ type: 'CredentialUnavailable', message: 'vault sealed' });
     });
     const result = await h.withWorker(d.activities, async (taskQueue) =>
-      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(false))).result(),
+      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(false), 2_000)).result(),
     );
     assert.equal(d.named('performInvocation').length, 20);
     assert.deepEqual(d.named('abandonInvocation'), [
@@ -140,7 +140,7 @@ describe('InvocationWorkflow (time-skipping test server, activities as test doub
       throw ApplicationFailure.create({ type: 'CredentialUnavailable', message: 'no such secret', nonRetryable: true });
     });
     const result = await h.withWorker(d.activities, async (taskQueue) =>
-      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(false))).result(),
+      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(false), 2_000)).result(),
     );
     assert.equal(d.named('performInvocation').length, 1);
     assert.deepEqual(d.named('abandonInvocation'), [
@@ -156,7 +156,7 @@ describe('InvocationWorkflow (time-skipping test server, activities as test doub
       return SUCCEEDED;
     });
     const result = await h.withWorker(d.activities, async (taskQueue) =>
-      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(false))).result(),
+      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(false), 2_000)).result(),
     );
     assert.deepEqual(result, SUCCEEDED);
     assert.equal(d.named('performInvocation').length, 4);
