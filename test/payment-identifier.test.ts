@@ -16,6 +16,8 @@ import { appendPaymentIdentifierToExtensions, generatePaymentId } from '@x402/ex
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { waitFor } from './support/wait.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
+import { stack } from './support/stack.ts';
+import { recordPayment } from '../gateway/payment/binding.ts';
 import {
   balanceOf,
   chainProvider,
@@ -200,5 +202,31 @@ describe('x402 payment-identifier: a retry gets the first outcome, never a secon
     assert.equal(res.status, 402, res.text);
     assert.deepEqual(res.json, { error: 'invalid payment' });
     assert.equal(await balanceOf(provider, payer.address), 1_000_000n);
+  });
+
+  it('records one payment sent many times at once under its identifier as that payment, never as another (409)', async () => {
+    // Inserts racing on the payment's own key may be refused by the identifier's index instead.
+    const { agentId } = await pricedAgent('payment-id-insert-race');
+    const tenantId = (await call('GET', `/v1/agents/${agentId}`, { token })).json.tenant_id as string;
+    for (let round = 0; round < 20; round++) {
+      const payment = {
+        network: 'base',
+        asset: '0xasset',
+        payer: `0x${randomUUID().replaceAll('-', '').padEnd(40, '0')}`,
+        nonce: `0x${randomUUID().replaceAll('-', '').padEnd(64, '0')}`,
+        tenantId,
+        agentId,
+        amount: String(PRICE),
+        paymentId: generatePaymentId(),
+      };
+      const states = (
+        await Promise.all(Array.from({ length: 6 }, () => recordPayment(stack().orm.em.fork(), payment)))
+      ).map((r) => r.state);
+      assert.deepEqual(
+        states.filter((state) => state !== 'resumed'),
+        ['new'],
+        `round ${round}: ${states.join(', ')}`,
+      );
+    }
   });
 });

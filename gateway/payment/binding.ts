@@ -92,10 +92,12 @@ export async function recordPayment(
       ],
     );
   } catch (err) {
-    // A concurrent request recorded another authorization under the same identifier first.
-    if ((err as { constraint?: string }).constraint === PAYMENT_ID_INDEX)
-      return { state: 'conflict', settledTransaction: null };
-    throw err;
+    if ((err as { constraint?: string }).constraint !== PAYMENT_ID_INDEX) throw err;
+    // A concurrent request recorded a payment under the same identifier first. When two
+    // requests insert the same payment at once, PostgreSQL may report the identifier's index
+    // rather than the payment's own (the ON CONFLICT target): that is this payment, not another.
+    inserted = [];
+    if (!(await findPayment(em, input))) return { state: 'conflict', settledTransaction: null };
   }
   if (inserted.length > 0) return { state: 'new', settledTransaction: null };
   const existing = await findPayment(em, input);
