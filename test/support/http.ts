@@ -47,8 +47,25 @@ export async function waitForInvocation(
     const res = await callAt(base, 'GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token });
     if (res.status !== 200) throw new Error(`poll answered ${res.status}`);
     if (res.json.status === 'succeeded' || res.json.status === 'failed') return res.json;
-    if (Date.now() > deadline) throw new Error(`invocation still ${res.json.status} after ${timeoutMs} ms`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `invocation still ${res.json.status} after ${timeoutMs} ms: ${await workflowState(invocationId)}`,
+      );
     await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** What a call that did not finish in time is waiting on: its workflow, or that none was started. */
+async function workflowState(invocationId: string): Promise<string> {
+  try {
+    const described = await stack().temporal.workflow.getHandle(invocationId).describe();
+    const pending = (described.raw.pendingActivities ?? []).map(
+      (a) =>
+        `${a.activityType?.name} attempt ${a.attempt}${a.lastFailure?.message ? ` (last failure: ${a.lastFailure.message})` : ''}`,
+    );
+    return `workflow ${described.status.name}${pending.length ? `, pending: ${pending.join('; ')}` : ''}`;
+  } catch (err) {
+    return `no workflow on the stack's Temporal (${(err as Error).name})`;
   }
 }
 
