@@ -17,22 +17,60 @@ export function createChainProvider(rpcUrl: string, chainId: number): JsonRpcPro
 
 let rpcId = 0;
 
+type RpcPayload = { method: string; params: unknown[]; id: number; jsonrpc: '2.0' };
+type RpcAnswer = { id?: number; result?: unknown; error?: { code: number; message: string; data?: unknown } };
+type QueuedCall = { payload: RpcPayload; resolve(value: unknown): void; reject(err: unknown): void };
+
+/** The calls made in this turn of the event loop, per provider, sent together at its end. */
+const queuedCalls = new WeakMap<JsonRpcProvider, QueuedCall[]>();
+
 /**
  * One JSON-RPC call sent at once. ethers' `provider.send` queues every call and drains the
  * queue on a `setTimeout(0)` (at least 1 ms, even with batching off); on the settlement's
  * critical path (the verification reads, the send) that wait is paid per round, so those calls
- * go straight to the provider's transport. Errors are ethers' own (`getRpcError`: a revert of an
- * eth_call is a CALL_EXCEPTION with its data, as from `provider.call`).
+ * go straight to the provider's transport. Calls made in the same synchronous run (the
+ * verification's reads) go as one JSON-RPC batch, one HTTP request, sent on the microtask
+ * after them: no wait. Errors are ethers' own (`getRpcError`: a revert of an eth_call is a
+ * CALL_EXCEPTION with its data, as from `provider.call`).
  */
-export async function rpcNow<T = unknown>(provider: JsonRpcProvider, method: string, params: unknown[]): Promise<T> {
-  const payload = { method, params, id: ++rpcId, jsonrpc: '2.0' as const };
-  const [result] = (await provider._send(payload)) as Array<{
-    result?: unknown;
-    error?: { code: number; message: string; data?: unknown };
-  }>;
-  if (!result) throw new Error('rpc answered nothing');
-  if (result.error) throw provider.getRpcError(payload, { id: payload.id, error: result.error });
-  return result.result as T;
+export function rpcNow<T = unknown>(provider: JsonRpcProvider, method: string, params: unknown[]): Promise<T> {
+  const payload: RpcPayload = { method, params, id: ++rpcId, jsonrpc: '2.0' };
+  return new Promise<T>((resolve, reject) => {
+    let queue = queuedCalls.get(provider);
+    if (!queue) {
+      queue = [];
+      queuedCalls.set(provider, queue);
+      queueMicrotask(() => {
+        queuedCalls.delete(provider);
+        void sendCalls(provider, queue!);
+      });
+    }
+    queue.push({ payload, resolve: resolve as (value: unknown) => void, reject });
+  });
+}
+
+async function sendCalls(provider: JsonRpcProvider, calls: QueuedCall[]): Promise<void> {
+  let answers: RpcAnswer[];
+  try {
+    answers = (await provider._send(
+      calls.length === 1 ? calls[0].payload : calls.map((c) => c.payload),
+    )) as RpcAnswer[];
+  } catch (err) {
+    for (const c of calls) c.reject(err);
+    return;
+  }
+  const byId = new Map(answers.map((answer) => [answer.id, answer]));
+  const unanswered: QueuedCall[] = [];
+  for (const c of calls) {
+    const answer = byId.get(c.payload.id) ?? (calls.length === 1 ? answers[0] : undefined);
+    if (!answer) unanswered.push(c);
+    else if (answer.error) c.reject(provider.getRpcError(c.payload, { id: c.payload.id, error: answer.error }));
+    else c.resolve(answer.result);
+  }
+  if (!unanswered.length) return;
+  // A node that does not take batches (it answers one error for the whole request): one by one.
+  if (calls.length === 1) calls[0].reject(new Error('rpc answered nothing'));
+  else await Promise.all(unanswered.map((c) => sendCalls(provider, [c])));
 }
 
 /**

@@ -60,7 +60,7 @@ function writeDurations(results: FileResult[]): void {
   writeFileSync(DURATIONS, `${JSON.stringify(durations, null, 2)}\n`); // as Prettier formats it
 }
 
-type Report = (result: FileResult, report: string) => void;
+type Report = (result: FileResult, report: string, shard: number) => void;
 
 /**
  * Files only the first shard takes: they need the local PostgreSQL server (the deployment guide's
@@ -107,7 +107,7 @@ function runShard(index: number, dispatch: Dispatch, bundleDir: string, onResult
         if (line.startsWith(FILE_END)) {
           const result = JSON.parse(line.slice(FILE_END.length)) as FileResult;
           results.push(result);
-          onResult(result, report);
+          onResult(result, report, index);
           report = '';
           current = undefined;
         } else report += line;
@@ -146,7 +146,7 @@ function runShard(index: number, dispatch: Dispatch, bundleDir: string, onResult
           `(shard ${index}: exited ${signal ?? code} ${results.length ? 'after its last file' : 'before running a file'})`;
         const broken = { file, passes: 0, failures: 1, pending: 0, wallMs: 0, cpuMs: 0 };
         results.push(broken);
-        onResult(broken, `${report}shard ${index} exited (${signal ?? code}) while running ${file}\n`);
+        onResult(broken, `${report}shard ${index} exited (${signal ?? code}) while running ${file}\n`, index);
       }
       resolve(results);
     });
@@ -162,9 +162,9 @@ export type ShardPool = {
   cancel(): Promise<void>;
 };
 
-const printReport: Report = (result, report) => {
+const printReport: Report = (result, report, shard) => {
   const seconds = (result.wallMs / 1000).toFixed(1);
-  process.stdout.write(`${report}  [${result.file}: ${seconds} s, ${result.failures} failed]\n`);
+  process.stdout.write(`${report}  [${result.file}: ${seconds} s, ${result.failures} failed, shard ${shard}]\n`);
 };
 
 /**

@@ -1,4 +1,5 @@
 // Small HTTP helpers over undici for tests that talk to the gateway as a caller would.
+import proto from '@temporalio/proto';
 import { request } from 'undici';
 import { stack } from './stack.ts';
 
@@ -55,15 +56,31 @@ export async function waitForInvocation(
   }
 }
 
-/** What a call that did not finish in time is waiting on: its workflow, or that none was started. */
+/**
+ * What a call that did not finish in time is waiting on: its workflow (pending activities and
+ * workflow task, the version it runs on, its last events), or that none was started.
+ */
 async function workflowState(invocationId: string): Promise<string> {
   try {
-    const described = await stack().temporal.workflow.getHandle(invocationId).describe();
-    const pending = (described.raw.pendingActivities ?? []).map(
-      (a) =>
+    const handle = stack().temporal.workflow.getHandle(invocationId);
+    const described = await handle.describe();
+    const parts = [`workflow ${described.status.name} on ${described.taskQueue}`];
+    for (const a of described.raw.pendingActivities ?? [])
+      parts.push(
         `${a.activityType?.name} attempt ${a.attempt}${a.lastFailure?.message ? ` (last failure: ${a.lastFailure.message})` : ''}`,
+      );
+    const task = described.raw.pendingWorkflowTask;
+    if (task) parts.push(`workflow task state ${task.state} attempt ${task.attempt}`);
+    const version = described.raw.workflowExecutionInfo?.versioningInfo?.deploymentVersion;
+    if (version) parts.push(`version ${version.deploymentName}/${version.buildId}`);
+    const events = (await handle.fetchHistory()).events ?? [];
+    parts.push(
+      `last events: ${events
+        .slice(-4)
+        .map((e) => proto.temporal.api.enums.v1.EventType[e.eventType ?? 0])
+        .join(', ')}`,
     );
-    return `workflow ${described.status.name}${pending.length ? `, pending: ${pending.join('; ')}` : ''}`;
+    return parts.join('; ');
   } catch (err) {
     return `no workflow on the stack's Temporal (${(err as Error).name})`;
   }
