@@ -8,6 +8,7 @@ import Mocha from 'mocha';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startRun, stopRun } from '../setup.ts';
+import { stack } from './stack.ts';
 import { FILE_END, type FileResult, type ShardOrder } from '../../scripts/lib/shards.ts';
 
 // The suite's own options (.mocharc.json: the per-test timeout), not its root hooks or reporter.
@@ -55,6 +56,27 @@ async function runFile(file: string): Promise<FileResult> {
   };
 }
 
+/** More workflows than this left running on the stack's queue by a file are said after its report. */
+const LEFT_RUNNING_NOTED = 50;
+
+/**
+ * A file that leaves many calls to run on the stack's worker holds up the next file's calls
+ * behind them (a transactional call waited 30 s so): said, so the order a failure depends on shows.
+ */
+async function noteLeftRunning(file: string): Promise<void> {
+  try {
+    const { temporal, config } = stack();
+    const { count } = await temporal.workflowService.countWorkflowExecutions({
+      namespace: config.temporal.namespace,
+      query: `TaskQueue = '${config.temporal.taskQueue}' AND ExecutionStatus = 'Running'`,
+    });
+    if (Number(count) > LEFT_RUNNING_NOTED)
+      process.stdout.write(`  (${file} left ${count} workflows running on the stack's worker)\n`);
+  } catch {
+    // a note only
+  }
+}
+
 function nextOrder(): Promise<ShardOrder> {
   return new Promise((resolve) => process.once('message', (order: ShardOrder) => resolve(order)));
 }
@@ -95,6 +117,7 @@ for (;;) {
   if ('stop' in order) break;
   last = order.file;
   const result = await runFile(order.file);
+  await noteLeftRunning(order.file);
   process.stdout.write(`\n${FILE_END}${JSON.stringify(result)}\n`);
 }
 await stopRun();
