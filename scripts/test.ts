@@ -11,8 +11,8 @@ import { startShards, type ShardPool } from './lib/shards.ts';
 
 /**
  * Shards of the integration suite run at once (TEST_SHARDS). On the 2-core test machine, quiet,
- * the whole of `npm test` took 529-547 s with 3 shards (2026-11-28; 16-18 min in one process),
- * the machine 90 % busy: bound by CPU, so more shards would not shorten it.
+ * the whole of `npm test` took 408 s with 3 shards (2026-11-28 14:03, a checkout of main, CI=true;
+ * 16-18 min in one process), the machine 73 % busy over the run (/proc/stat).
  */
 const DEFAULT_SHARDS = 3;
 const USAGE = `usage: npm test [-- FILE...]
