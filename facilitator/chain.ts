@@ -2,10 +2,11 @@
 // a transfer before it is signed, and transaction receipts. A revert is a business answer
 // (decoded from the token's custom errors); anything else from the RPC is an outage and is
 // thrown, for the activity's retry policy to handle.
-import { Interface, JsonRpcProvider, Signature, isError, toQuantity, zeroPadValue } from 'ethers';
+import { Interface, JsonRpcProvider, Signature, toQuantity, zeroPadValue } from 'ethers';
 import { TOKEN_ABI } from '../contracts/token.ts';
 import type { TransferAuthorization } from '../x402/schemas.ts';
 import type { SignerKind } from '../x402/verify.ts';
+import { isRevert } from '../x402/erc1271.ts';
 
 export const tokenInterface = new Interface(TOKEN_ABI);
 
@@ -18,59 +19,86 @@ export function createChainProvider(rpcUrl: string, chainId: number): JsonRpcPro
 let rpcId = 0;
 
 type RpcPayload = { method: string; params: unknown[]; id: number; jsonrpc: '2.0' };
-type RpcAnswer = { id?: number; result?: unknown; error?: { code: number; message: string; data?: unknown } };
+type RpcAnswer = { id?: unknown; result?: unknown; error?: { code: number; message: string; data?: unknown } };
 type QueuedCall = { payload: RpcPayload; resolve(value: unknown): void; reject(err: unknown): void };
 
-/** The calls made in this turn of the event loop, per provider, sent together at its end. */
-const queuedCalls = new WeakMap<JsonRpcProvider, QueuedCall[]>();
+/** Reads that may share a request with others; anything else (a send) goes alone. */
+const BATCHED_METHODS = new Set([
+  'eth_call',
+  'eth_getTransactionCount',
+  'eth_blockNumber',
+  'eth_getTransactionReceipt',
+]);
+/** Well under the batch limits of hosted nodes (geth's default is 1000, some providers' 10-50). */
+const MAX_BATCH = 10;
+
+/** The reads asked in this turn of the event loop, per provider, sent together at its end. */
+const queuedReads = new WeakMap<JsonRpcProvider, QueuedCall[]>();
+/** Providers whose node answered a batch as one error: every call goes alone from then on. */
+const withoutBatches = new WeakSet<JsonRpcProvider>();
 
 /**
  * One JSON-RPC call sent at once. ethers' `provider.send` queues every call and drains the
  * queue on a `setTimeout(0)` (at least 1 ms, even with batching off); on the settlement's
  * critical path (the verification reads, the send) that wait is paid per round, so those calls
- * go straight to the provider's transport. Calls made in the same synchronous run (the
- * verification's reads) go as one JSON-RPC batch, one HTTP request, sent on the microtask
- * after them: no wait. Errors are ethers' own (`getRpcError`: a revert of an eth_call is a
- * CALL_EXCEPTION with its data, as from `provider.call`).
+ * go straight to the provider's transport. The reads asked before the current microtasks end
+ * (the verification's, issued together) go as one JSON-RPC batch, one HTTP request, up to
+ * MAX_BATCH; a send always goes alone, so no read waits for a node that holds a sync send.
+ * Errors are ethers' own (`getRpcError`: any error of an eth_call is a CALL_EXCEPTION, so
+ * `isRevert` tells a revert from the rest).
  */
 export function rpcNow<T = unknown>(provider: JsonRpcProvider, method: string, params: unknown[]): Promise<T> {
   const payload: RpcPayload = { method, params, id: ++rpcId, jsonrpc: '2.0' };
   return new Promise<T>((resolve, reject) => {
-    let queue = queuedCalls.get(provider);
-    if (!queue) {
-      queue = [];
-      queuedCalls.set(provider, queue);
+    const call: QueuedCall = { payload, resolve: resolve as (value: unknown) => void, reject };
+    if (!BATCHED_METHODS.has(method) || withoutBatches.has(provider)) return void sendCalls(provider, [call]);
+    let queue = queuedReads.get(provider);
+    if (!queue || queue.length >= MAX_BATCH) {
+      const batch: QueuedCall[] = (queue = []);
+      queuedReads.set(provider, batch);
       queueMicrotask(() => {
-        queuedCalls.delete(provider);
-        void sendCalls(provider, queue!);
+        if (queuedReads.get(provider) === batch) queuedReads.delete(provider);
+        void sendCalls(provider, batch);
       });
     }
-    queue.push({ payload, resolve: resolve as (value: unknown) => void, reject });
+    queue.push(call);
   });
 }
 
-async function sendCalls(provider: JsonRpcProvider, calls: QueuedCall[]): Promise<void> {
-  let answers: RpcAnswer[];
+/** ethers' error for the answer, or whatever it threw making one. */
+function rpcError(provider: JsonRpcProvider, payload: RpcPayload, error: NonNullable<RpcAnswer['error']>): unknown {
   try {
-    answers = (await provider._send(
-      calls.length === 1 ? calls[0].payload : calls.map((c) => c.payload),
-    )) as RpcAnswer[];
+    return provider.getRpcError(payload, { id: payload.id, error });
   } catch (err) {
-    for (const c of calls) c.reject(err);
-    return;
+    return err;
   }
-  const byId = new Map(answers.map((answer) => [answer.id, answer]));
-  const unanswered: QueuedCall[] = [];
-  for (const c of calls) {
-    const answer = byId.get(c.payload.id) ?? (calls.length === 1 ? answers[0] : undefined);
-    if (!answer) unanswered.push(c);
-    else if (answer.error) c.reject(provider.getRpcError(c.payload, { id: c.payload.id, error: answer.error }));
-    else c.resolve(answer.result);
+}
+
+/** Sends the calls (one, or a batch) and settles every one of them, whatever the node answers. */
+async function sendCalls(provider: JsonRpcProvider, calls: QueuedCall[]): Promise<void> {
+  const alone = calls.length === 1;
+  try {
+    const answers = (await provider._send(alone ? calls[0].payload : calls.map((c) => c.payload))) as unknown[];
+    const byId = new Map<unknown, RpcAnswer>();
+    for (const answer of answers)
+      if (answer && typeof answer === 'object') byId.set((answer as RpcAnswer).id, answer as RpcAnswer);
+    const unanswered: QueuedCall[] = [];
+    for (const c of calls) {
+      const answer = byId.get(c.payload.id);
+      if (!answer || (!('result' in answer) && !answer.error)) unanswered.push(c);
+      else if (answer.error) c.reject(rpcError(provider, c.payload, answer.error));
+      else c.resolve(answer.result);
+    }
+    if (!unanswered.length) return;
+    if (alone) throw new Error(`no answer to ${calls[0].payload.method} from the node`);
+    // A node that takes no batches (it answered the whole request with one error): one by one.
+    withoutBatches.add(provider);
+    await Promise.all(unanswered.map((c) => sendCalls(provider, [c])));
+  } catch (err) {
+    // A batch refused as a whole (an HTTP error) is asked again call by call: each gets its own answer.
+    if (!alone) return void (await Promise.all(calls.map((c) => sendCalls(provider, [c]))));
+    calls[0].reject(err);
   }
-  if (!unanswered.length) return;
-  // A node that does not take batches (it answers one error for the whole request): one by one.
-  if (calls.length === 1) calls[0].reject(new Error('rpc answered nothing'));
-  else await Promise.all(unanswered.map((c) => sendCalls(provider, [c])));
 }
 
 /**
@@ -234,7 +262,8 @@ export async function simulate(
     await rpcNow(provider, 'eth_call', [tx, 'latest']);
     return null;
   } catch (err) {
-    if (!isError(err, 'CALL_EXCEPTION')) throw err;
+    // Only a revert is the token's answer; any other error (a rate limit) is thrown, to be retried.
+    if (!isRevert(err)) throw err;
     const decoded = decodeError(err.data);
     return revertCause(decoded.name, decoded.reason);
   }

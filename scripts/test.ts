@@ -21,7 +21,7 @@ const USAGE = `usage: npm test [-- FILE...]
   (test/unit/, no services), the workflow layer (test/workflows/, the workflows on Temporal's
   time-skipping test server with their activities as test doubles; a failure in either stops
   the run) and the other test/**/*.test.ts against real services, in TEST_SHARDS processes at
-  once (default ${DEFAULT_SHARDS}: one mocha process), each with a stack of its own. With FILEs, mocha over those only (other
+  once (default ${DEFAULT_SHARDS}; TEST_SHARDS=1: one mocha process), each with a stack of its own. With FILEs, mocha over those only (other
   arguments go to mocha as they are) against one stack (FILEs all under test/unit/ or all
   under test/workflows/: with that layer's config, without it). Ends with one line:
   N passed, N failed, N skipped (the layers summed).`;

@@ -31,6 +31,8 @@ async function pool(n: number, concurrency: number, run: (i: number) => Promise<
 describe('records readable the moment their id is handed out', function () {
   this.timeout(300_000);
   let upstream: TestUpstream;
+  const taskQueue = `unpolled-at-once-${randomUUID()}`;
+  const tenantId = `tenant-at-once-${randomUUID()}`;
   let own: Server[];
   let replicas: string[];
   let token: string;
@@ -40,15 +42,12 @@ describe('records readable the moment their id is handed out', function () {
     // Two replicas of the test's own that start workflows on a task queue no worker polls: the
     // calls' workflows are not what this test is about, and a thousand left to run on the
     // stack's worker would hold up the next test file's calls behind them.
-    const config = {
-      ...stack().config,
-      temporal: { ...stack().config.temporal, taskQueue: `unpolled-at-once-${randomUUID()}` },
-    };
+    const config = { ...stack().config, temporal: { ...stack().config.temporal, taskQueue } };
     own = await Promise.all(
       [0, 1].map(() => startGateway(config, stack().orm, stack().temporal, createLogger('api', 'silent'))),
     );
     replicas = own.map((server) => `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-    token = await stack().token(`tenant-at-once-${randomUUID()}`);
+    token = await stack().token(tenantId);
     agentId = await createAgent(token, { upstream_url: upstream.url, rate_limit_rps: 100_000 });
   });
   after(async () => {
@@ -56,9 +55,19 @@ describe('records readable the moment their id is handed out', function () {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
     }
-    // Their workflows will never run: the rows go too, so that no later check of unfinished
-    // calls in this stack finds a thousand of them before its own.
-    await stack().orm.em.getConnection().execute('delete from invocations where agent_id = ?', [agentId]);
+    // Their workflows will never run: they are terminated (one batch operation on the server)
+    // and the rows and bodies go too, so that no later check of unfinished calls in this stack
+    // finds a thousand of them before its own.
+    await stack().temporal.workflowService.startBatchOperation({
+      namespace: stack().config.temporal.namespace,
+      jobId: randomUUID(),
+      reason: 'records-at-once: its calls were only to be read',
+      visibilityQuery: `TaskQueue = '${taskQueue}'`,
+      terminationOperation: {},
+    });
+    const db = stack().orm.em.getConnection();
+    await db.execute('delete from invocations where agent_id = ?', [agentId]);
+    await db.execute('delete from bodies where tenant_id = ?', [tenantId]);
     await upstream.close();
   });
 

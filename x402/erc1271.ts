@@ -6,7 +6,7 @@
 // A definite answer is true (accepted) or false (refused, reverted, no contract, garbage); a
 // transport failure (node down, deadline) is thrown, for each caller to decide: the gateway
 // fails closed (402), the facilitator's handler answers 503, its worker retries.
-import { Interface, isError } from 'ethers';
+import { Interface, isError, type CallExceptionError } from 'ethers';
 
 const ERC1271 = new Interface([
   'function isValidSignature(bytes32 hash, bytes signature) view returns (bytes4 magicValue)',
@@ -23,13 +23,28 @@ export type ContractSignatureCheck = (signer: string, digest: string, signature:
 /** A revert of the call: a refusal, not an outage. */
 class CallReverted extends Error {}
 
+/** Whether a JSON-RPC error reports a revert: geth and anvil say code 3 ("execution reverted"), some nodes only in the message. */
+function reportsRevert(error: { code?: number; message?: string }): boolean {
+  return error.code === 3 || /revert/i.test(error.message ?? '');
+}
+
+/**
+ * Whether an ethers error is a revert of the call. ethers makes a CALL_EXCEPTION of any error
+ * an eth_call gets (a rate limit, a node behind), so the node's own error decides.
+ */
+export function isRevert(err: unknown): err is CallExceptionError {
+  if (!isError(err, 'CALL_EXCEPTION')) return false;
+  const raw = (err.info as { error?: { code?: number; message?: string } } | undefined)?.error;
+  return err.data != null || raw === undefined || reportsRevert(raw);
+}
+
 export function contractSignatureCheck(call: EthCall): ContractSignatureCheck {
   return async (signer, digest, signature) => {
     let result: string;
     try {
       result = await call({ to: signer, data: ERC1271.encodeFunctionData('isValidSignature', [digest, signature]) });
     } catch (err) {
-      if (err instanceof CallReverted || isError(err, 'CALL_EXCEPTION')) return false;
+      if (err instanceof CallReverted || isRevert(err)) return false;
       throw err;
     }
     // An address without code answers "0x"; a contract without the function reverts or answers
@@ -53,8 +68,7 @@ function rpcEthCall(rpcUrl: string, timeoutMs: number): EthCall {
     if (!res.ok) throw new Error(`rpc answered HTTP ${res.status}`);
     const body = (await res.json()) as { result?: unknown; error?: { code?: number; message?: string } };
     if (body.error) {
-      // Geth and anvil report a revert as code 3 ("execution reverted"); some nodes only in the message.
-      if (body.error.code === 3 || /revert/i.test(body.error.message ?? '')) throw new CallReverted();
+      if (reportsRevert(body.error)) throw new CallReverted();
       throw new Error(`rpc error ${body.error.code ?? ''}`);
     }
     if (typeof body.result !== 'string' || !/^0x[0-9a-fA-F]*$/.test(body.result))

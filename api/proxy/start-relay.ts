@@ -2,8 +2,8 @@
 // process that accepted it died before starting it or Temporal was unreachable then. A `pending`
 // transactional row is its call's intent to start; the accepting process starts it right after
 // its 202, and every RELAY_EVERY_MS each API process starts the intents older than the start
-// deadline plus RELAY_MARGIN_MS (older than any start the accepting process may still be
-// making) that no relay has started. A relay leases its batch first (start_lease_until), so two relays do not
+// deadline plus RELAY_MARGIN_MS that no relay has started (by then the accepting process's own
+// start has usually ended; one still queued behind its other starts is the same idempotent start). A relay leases its batch first (start_lease_until), so two relays do not
 // start the same row at once; the start itself is idempotent (start.ts: USE_EXISTING,
 // REJECT_DUPLICATE). A row whose workflow closed without moving it (terminated by an operator)
 // is closed as the closed-workflow check closes one (unfinished-calls.ts): failed, saying why,
@@ -21,7 +21,7 @@ import { startInvocationWorkflow } from './start.ts';
 import type { StartBacklog } from './start-backlog.ts';
 
 const RELAY_EVERY_MS = 1_000;
-/** Past the start deadline (WORKFLOW_START_DEADLINE_MS): an intent the accepting process no longer starts. */
+/** Past the start deadline (WORKFLOW_START_DEADLINE_MS): an intent the accepting process has usually given up on. */
 const RELAY_MARGIN_MS = 1_000;
 const LEASE_MS = 30_000;
 const BATCH = 200;

@@ -54,6 +54,17 @@ async function findPayment(em: EntityManager, key: PaymentKey) {
   });
 }
 
+/** Whether the payment recorded under the input's identifier (tenant, agent, payer) is the input's payment. */
+async function holdsIdentifier(em: EntityManager, input: PaymentForCall & { paymentId?: string | null }) {
+  const [holder] = await em
+    .getConnection()
+    .execute<Array<{ network: string; asset: string; nonce: string }>>(
+      'select network, asset, nonce from payment_claims where tenant_id = ? and agent_id = ? and payer = ? and payment_id = ?',
+      [input.tenantId, input.agentId, input.payer, input.paymentId ?? null],
+    );
+  return !!holder && holder.network === input.network && holder.asset === input.asset && holder.nonce === input.nonce;
+}
+
 /** Only the same call may resume an unbound payment: same tenant, same agent, same price, not bound. */
 function resumableBy(stored: StoredPayment, call: PaymentForCall): boolean {
   return (
@@ -93,11 +104,11 @@ export async function recordPayment(
     );
   } catch (err) {
     if ((err as { constraint?: string }).constraint !== PAYMENT_ID_INDEX) throw err;
-    // A concurrent request recorded a payment under the same identifier first. When two
-    // requests insert the same payment at once, PostgreSQL may report the identifier's index
-    // rather than the payment's own (the ON CONFLICT target): that is this payment, not another.
+    // A concurrent request recorded a payment under the same identifier first: another payment
+    // (409), or this very one (two requests inserting the same payment at once, where PostgreSQL
+    // may report the identifier's index rather than the payment's own, the ON CONFLICT target).
+    if (!(await holdsIdentifier(em, input))) return { state: 'conflict', settledTransaction: null };
     inserted = [];
-    if (!(await findPayment(em, input))) return { state: 'conflict', settledTransaction: null };
   }
   if (inserted.length > 0) return { state: 'new', settledTransaction: null };
   const existing = await findPayment(em, input);

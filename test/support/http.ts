@@ -1,4 +1,6 @@
 // Small HTTP helpers over undici for tests that talk to the gateway as a caller would.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { request } from 'undici';
 import { stack } from './stack.ts';
@@ -61,7 +63,7 @@ export async function waitForInvocation(
  * workflow task, the version it runs on, its last events), or that none was started.
  */
 async function workflowState(invocationId: string): Promise<string> {
-  try {
+  const read = async () => {
     const handle = stack().temporal.workflow.getHandle(invocationId);
     const described = await handle.describe();
     const parts = [`workflow ${described.status.name} on ${described.taskQueue}`];
@@ -81,8 +83,16 @@ async function workflowState(invocationId: string): Promise<string> {
         .join(', ')}`,
     );
     return parts.join('; ');
+  };
+  try {
+    return await Promise.race([
+      read(),
+      sleep(5_000, undefined, { ref: false }).then(() => "the stack's Temporal did not describe it within 5 s"),
+    ]);
   } catch (err) {
-    return `no workflow on the stack's Temporal (${(err as Error).name})`;
+    return err instanceof WorkflowNotFoundError
+      ? "no workflow of that id on the stack's Temporal"
+      : `its workflow could not be read (${(err as Error).name}: ${(err as Error).message})`;
   }
 }
 

@@ -59,22 +59,30 @@ async function runFile(file: string): Promise<FileResult> {
 /** More workflows than this left running on the stack's queue by a file are said after its report. */
 const LEFT_RUNNING_NOTED = 50;
 
+/** The workflows running on the stack's queue; null when Temporal does not say within 2 s. */
+async function runningOnStack(): Promise<number | null> {
+  try {
+    const { temporal, config } = stack();
+    const counted = temporal.workflowService
+      .countWorkflowExecutions({
+        namespace: config.temporal.namespace,
+        query: `TaskQueue = '${config.temporal.taskQueue}' AND ExecutionStatus = 'Running'`,
+      })
+      .then(({ count }) => Number(count));
+    return await Promise.race([counted, sleep(2_000, null, { ref: false })]);
+  } catch {
+    return null;
+  }
+}
+
 /**
  * A file that leaves many calls to run on the stack's worker holds up the next file's calls
  * behind them (a transactional call waited 30 s so): said, so the order a failure depends on shows.
  */
-async function noteLeftRunning(file: string): Promise<void> {
-  try {
-    const { temporal, config } = stack();
-    const { count } = await temporal.workflowService.countWorkflowExecutions({
-      namespace: config.temporal.namespace,
-      query: `TaskQueue = '${config.temporal.taskQueue}' AND ExecutionStatus = 'Running'`,
-    });
-    if (Number(count) > LEFT_RUNNING_NOTED)
-      process.stdout.write(`  (${file} left ${count} workflows running on the stack's worker)\n`);
-  } catch {
-    // a note only
-  }
+async function noteLeftRunning(file: string, before: number | null): Promise<void> {
+  const after = await runningOnStack();
+  if (after !== null && before !== null && after - before > LEFT_RUNNING_NOTED)
+    process.stdout.write(`  (${file} left ${after - before} more workflows running on the stack's worker)\n`);
 }
 
 function nextOrder(): Promise<ShardOrder> {
@@ -116,8 +124,9 @@ for (;;) {
   const order = await nextOrder();
   if ('stop' in order) break;
   last = order.file;
+  const before = await runningOnStack();
   const result = await runFile(order.file);
-  await noteLeftRunning(order.file);
+  await noteLeftRunning(order.file, before);
   process.stdout.write(`\n${FILE_END}${JSON.stringify(result)}\n`);
 }
 await stopRun();
