@@ -1,6 +1,7 @@
 // EIP-3009 `transferWithAuthorization` as an x402 `exact` payment signs it: the EIP-712
 // domain of the token and the typed struct. Pure functions, no chain access.
 import { TypedDataEncoder, getAddress, verifyTypedData, type TypedDataDomain } from 'ethers';
+import { LRUCache } from 'lru-cache';
 import type { TransferAuthorization } from './schemas.ts';
 
 /** The token's EIP-712 domain (for USDC on Base: "USD Coin", "2", 8453, the contract). */
@@ -28,8 +29,8 @@ function typedDomain(domain: TokenDomain): TypedDataDomain {
 
 // Recovery is a pure function of its inputs and costs milliseconds of curve arithmetic; the
 // facilitator's handler and its (embedded) worker check the same authorization moments apart.
-const recovered = new Map<string, string | null>();
-const MEMO_SIZE = 2_000;
+// The signer, or '' for a signature that recovers nothing.
+const recovered = new LRUCache<string, string>({ max: 2_000 });
 
 /** The address that signed `authorization` for `domain`, or null when the signature is unusable. */
 export function recoverAuthorizer(
@@ -46,7 +47,7 @@ export function recoverAuthorizer(
     signature,
   ]);
   const hit = recovered.get(memoKey);
-  if (hit !== undefined) return hit;
+  if (hit !== undefined) return hit || null;
   let signer: string | null;
   try {
     signer = getAddress(
@@ -55,8 +56,7 @@ export function recoverAuthorizer(
   } catch {
     signer = null;
   }
-  if (recovered.size >= MEMO_SIZE) recovered.delete(recovered.keys().next().value!);
-  recovered.set(memoKey, signer);
+  recovered.set(memoKey, signer ?? '');
   return signer;
 }
 
