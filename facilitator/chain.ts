@@ -2,7 +2,8 @@
 // a transfer before it is signed, and transaction receipts. A revert is a business answer
 // (decoded from the token's custom errors); anything else from the RPC is an outage and is
 // thrown, for the activity's retry policy to handle.
-import { Interface, JsonRpcProvider, Signature, toQuantity, zeroPadValue } from 'ethers';
+import { Interface, JsonRpcProvider, Signature, keccak256, toQuantity, zeroPadValue } from 'ethers';
+import { LRUCache } from 'lru-cache';
 import { TOKEN_ABI } from '../contracts/token.ts';
 import type { TransferAuthorization } from '../x402/schemas.ts';
 import type { SignerKind } from '../x402/verify.ts';
@@ -115,7 +116,7 @@ export const EOA_TRANSFER_GAS_LIMIT = 150_000n;
  * Without `signer` (callers that did not verify), by length, as the x402 reference does: 65
  * bytes is taken for an EOA, which is wrong for a contract wallet that signs with 65 bytes.
  */
-export function transferCalldata(a: TransferAuthorization, signature: string, signer?: SignerKind): string {
+function encodeTransferCalldata(a: TransferAuthorization, signature: string, signer?: SignerKind): string {
   const args = [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce] as const;
   if ((signer ?? ((signature.length - 2) / 2 === 65 ? 'eoa' : 'contract')) === 'eoa') {
     const { v, r, s } = Signature.from(signature);
@@ -128,6 +129,25 @@ export function transferCalldata(a: TransferAuthorization, signature: string, si
     'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)',
     [...args, signature],
   );
+}
+
+/** Encoding takes about a millisecond here, and one settlement encodes the same transfer to simulate it and to sign it. */
+const calldataMemo = new LRUCache<string, string>({ max: 1_000 });
+
+export function transferCalldata(a: TransferAuthorization, signature: string, signer?: SignerKind): string {
+  const key = JSON.stringify([a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, signature, signer ?? null]);
+  let data = calldataMemo.get(key);
+  if (data === undefined) calldataMemo.set(key, (data = encodeTransferCalldata(a, signature, signer)));
+  return data;
+}
+
+/**
+ * The hash of a signed transaction: the keccak of its serialized bytes, typed (EIP-2718)
+ * transactions included. The same as ethers' `Transaction.from(raw).hash`, without parsing the
+ * bytes and recovering their signer (about a millisecond here).
+ */
+export function signedTransactionHash(raw: string): string {
+  return keccak256(raw);
 }
 
 /**

@@ -7,7 +7,7 @@
 // wallet to itself, higher fees), so the two can no longer both land: whichever is mined
 // decides the outcome (outcome.ts).
 import { Transaction } from 'ethers';
-import { sendRaw } from '../chain.ts';
+import { sendRaw, signedTransactionHash } from '../chain.ts';
 import { storeFeeBump, type SignedAttempt } from '../store/gas.ts';
 import { markBroadcast } from '../store/records.ts';
 import { attemptsOf, isCancelRaw, type Signed } from './signed.ts';
@@ -62,7 +62,7 @@ export async function replaceAtGasNonce(
   });
   return storeFeeBump(deps.pool, key, {
     seq,
-    txHash: Transaction.from(raw).hash!,
+    txHash: signedTransactionHash(raw),
     rawTx: raw,
     maxFeePerGas,
     maxPriorityFeePerGas,

@@ -6,9 +6,8 @@
 // PostgreSQL. When the prediction no longer holds (another settlement took the nonce
 // meanwhile), the statement only reserves, and signing takes the next nonce under the wallet's
 // row lock, as it always did.
-import { Transaction } from 'ethers';
 import type { Account } from '../accounts.ts';
-import { transferCalldata } from '../chain.ts';
+import { signedTransactionHash, transferCalldata } from '../chain.ts';
 import { reserveNonce, type Reservation, type PresignedTransaction } from '../store/reservations.ts';
 import { signAndPersist } from '../store/gas.ts';
 import { type SettlementRecord } from '../store/records.ts';
@@ -38,7 +37,7 @@ async function signTransfer(
     maxPriorityFeePerGas: gas.maxPriorityFeePerGas,
     value: 0n,
   });
-  return { raw, hash: Transaction.from(raw).hash! };
+  return { raw, hash: signedTransactionHash(raw) };
 }
 
 /** The transfer signed with the predicted gas nonce, for the reservation statement to store if the prediction holds. */

@@ -2,7 +2,7 @@
 // revert with the authorization unused (the chain only stalled, or the payer topped up, and
 // the payer asked to pay for this call), within bounds.
 import { Transaction } from 'ethers';
-import { pendingNonce, simulate } from '../chain.ts';
+import { pendingNonce, signedTransactionHash, simulate } from '../chain.ts';
 import { signedAttempts, storeResubmission } from '../store/gas.ts';
 import type { SettlementRecord } from '../store/records.ts';
 import { gasNonceOf, isCancelRaw, signedOrThrow, type Signed } from './signed.ts';
@@ -50,7 +50,7 @@ export async function resubmit(deps: SettlementDeps, record: SettlementRecord): 
         value: 0n,
         ...fees,
       });
-      return { raw, hash: Transaction.from(raw).hash! };
+      return { raw, hash: signedTransactionHash(raw) };
     },
   });
   if (!again?.rawTx || again.status === 'settled' || again.status === 'failed') return null;

@@ -25,7 +25,7 @@ import { mayResubmit } from '../../facilitator/settlement/resubmit.ts';
 import { outcomeOfInclusion } from '../../facilitator/settlement/inclusion.ts';
 import { parseSettlementKey, settlementKey, type SettlementRecord } from '../../facilitator/store/records.ts';
 import { staticGuardrail } from '../../facilitator/store/reservations.ts';
-import { authorizationUse, tokenInterface, transferCalldata } from '../../facilitator/chain.ts';
+import { authorizationUse, signedTransactionHash, tokenInterface, transferCalldata } from '../../facilitator/chain.ts';
 import type { Account } from '../../facilitator/accounts.ts';
 
 const gasWallet = new Wallet('0x' + '55'.repeat(32));
@@ -238,6 +238,41 @@ describe('settlement decisions', () => {
         tokenInterface.parseTransaction({ data: transferCalldata(authorization, long) })!.signature,
         CONTRACT,
       );
+    });
+
+    it('encodes each term: a transfer differing in one term only is encoded afresh, not taken from an earlier one', async () => {
+      const signature = await gasWallet.signMessage('any 65-byte signature');
+      for (const change of [
+        { value: '1001' },
+        { to: getAddress('0x' + '78'.repeat(20)) },
+        { nonce: '0x' + '02'.repeat(32) },
+      ]) {
+        const changed = { ...authorization, ...change };
+        const args = tokenInterface.parseTransaction({ data: transferCalldata(changed, signature, 'eoa') })!.args;
+        assert.deepEqual(args.slice(0, 6).map(String), [
+          changed.from,
+          changed.to,
+          changed.value,
+          '0',
+          '1800000600',
+          changed.nonce,
+        ]);
+      }
+    });
+
+    it('names a signed transaction by the keccak of its bytes, as parsing it would', async () => {
+      const raw = await gasWallet.signTransaction({
+        type: 2,
+        chainId: 8453,
+        to: getAddress('0x' + '77'.repeat(20)),
+        data: transferCalldata(authorization, await gasWallet.signMessage('x'), 'eoa'),
+        nonce: 7,
+        gasLimit: 150_000n,
+        maxFeePerGas: 2_000_000_000n,
+        maxPriorityFeePerGas: 1_000_000n,
+        value: 0n,
+      });
+      assert.equal(signedTransactionHash(raw), Transaction.from(raw).hash);
     });
   });
 
