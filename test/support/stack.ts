@@ -3,6 +3,7 @@
 // limits shared across replicas; the stack's own API limits in memory), and the gateway itself
 // (API on a free port, worker in-process). Tests reach it through `stack()`.
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Server } from 'node:http';
@@ -227,8 +228,12 @@ function shutdownWorker(worker: Worker): void {
   if (worker.getState() === 'RUNNING') worker.shutdown();
 }
 
+/** The longest one step of a stack's stop may take: a stop waiting for an exit that already happened must not hold the run. */
+const CLEANUP_BOUND_MS = 30_000;
+
 export async function stopStack(): Promise<void> {
-  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  for (const cleanup of cleanups.reverse())
+    await Promise.race([cleanup().catch(() => undefined), sleep(CLEANUP_BOUND_MS, undefined, { ref: false })]);
   cleanups.length = 0;
   current = undefined;
 }
