@@ -99,6 +99,12 @@ export async function startEmbeddedPostgres(
   log: (line: string) => void,
 ): Promise<PostgresHandle> {
   const databaseDir = join(dataDir, 'postgres');
+  const lastLines: string[] = [];
+  const note = (line: string) => {
+    lastLines.push(line);
+    if (lastLines.length > 8) lastLines.shift();
+    log(line);
+  };
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir,
@@ -108,14 +114,19 @@ export async function startEmbeddedPostgres(
     persistent: true,
     // Postgres refuses to run as root; the package then runs it as a `postgres` system user.
     createPostgresUser: true,
-    onLog: (message) => log(String(message).trimEnd()),
-    onError: (message) => log(String(message).trimEnd()),
+    onLog: (message) => note(String(message).trimEnd()),
+    onError: (message) => note(String(message).trimEnd()),
   });
   if (!existsSync(join(databaseDir, 'PG_VERSION'))) {
     mkdirSync(dataDir, { recursive: true });
     await server.initialise();
   }
-  await server.start();
+  // The package rejects with no reason when the server exits at start: its last words are the reason.
+  await server.start().catch((err: unknown) => {
+    throw new Error(
+      `embedded PostgreSQL on port ${port} did not start: ${err instanceof Error ? err.message : lastLines.join(' | ')}`,
+    );
+  });
   return {
     baseUrl: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
     embedded: true,
