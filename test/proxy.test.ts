@@ -65,32 +65,44 @@ describe('proxy: transactional invocations', () => {
     });
 
     it('answers 413 for a body over 32 MiB and accepts one of exactly 32 MiB', async () => {
-      const agentId = await createAgent(token, { upstream_url: echo.url });
-      const over = await invoke(token, agentId, Buffer.alloc(32 * 1024 * 1024 + 1, 1));
-      assert.equal(over.status, 413);
-      assert.deepEqual(over.json, { error: 'request body exceeds 32 MiB' });
+      // It answers how many bytes it got: echoing 32 MiB as JSON (~190 MiB of escapes) took the
+      // test's own process past the stack's 5 s upstream deadline with the cores shared by shards.
+      const counting = await startUpstream((req, res) => res.end(String(req.body.length)));
+      try {
+        const agentId = await createAgent(token, { upstream_url: counting.url });
+        const over = await invoke(token, agentId, Buffer.alloc(32 * 1024 * 1024 + 1, 1));
+        assert.equal(over.status, 413);
+        assert.deepEqual(over.json, { error: 'request body exceeds 32 MiB' });
 
-      // Without Content-Length the cap is found while reading, without holding more than it.
-      const chunked = await request(`${stack().apiUrl}/v1/proxy/${agentId}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}` },
-        body: Readable.from(
-          (function* () {
-            for (let i = 0; i < 40; i++) yield Buffer.alloc(1024 * 1024, 2);
-          })(),
-        ),
-      }).catch((err: Error) => err);
-      if (!(chunked instanceof Error)) {
-        assert.equal(chunked.statusCode, 413);
-        await chunked.body.dump();
+        // Without Content-Length the cap is found while reading, without holding more than it.
+        const chunked = await request(`${stack().apiUrl}/v1/proxy/${agentId}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}` },
+          body: Readable.from(
+            (function* () {
+              for (let i = 0; i < 40; i++) yield Buffer.alloc(1024 * 1024, 2);
+            })(),
+          ),
+        }).catch((err: Error) => err);
+        if (!(chunked instanceof Error)) {
+          assert.equal(chunked.statusCode, 413);
+          await chunked.body.dump();
+        }
+
+        const exact = await invoke(token, agentId, Buffer.alloc(32 * 1024 * 1024, 3));
+        assert.equal(exact.status, 202);
+        const done = await waitForInvocation(token, agentId, exact.json.invocation_id);
+        assert.equal(done.status, 'succeeded', JSON.stringify({ ...done, response_body_b64: undefined }));
+        const row = await invocationRow(exact.json.invocation_id);
+        assert.equal(row?.requestBytes, 32 * 1024 * 1024);
+        assert.deepEqual(
+          counting.received.map((r) => r.body.length),
+          [32 * 1024 * 1024],
+          'only the call within the cap reached the upstream, whole',
+        );
+      } finally {
+        await counting.close();
       }
-
-      const exact = await invoke(token, agentId, Buffer.alloc(32 * 1024 * 1024, 3));
-      assert.equal(exact.status, 202);
-      const done = await waitForInvocation(token, agentId, exact.json.invocation_id);
-      assert.equal(done.status, 'succeeded', JSON.stringify({ ...done, response_body_b64: undefined }));
-      const row = await invocationRow(exact.json.invocation_id);
-      assert.equal(row?.requestBytes, 32 * 1024 * 1024);
     });
 
     it('answers 400 for an X-Gateway-Model over 256 bytes and records one of 256', async () => {
