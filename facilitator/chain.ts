@@ -52,7 +52,7 @@ export function rpcNow<T = unknown>(provider: JsonRpcProvider, method: string, p
   const payload: RpcPayload = { method, params, id: ++rpcId, jsonrpc: '2.0' };
   return new Promise<T>((resolve, reject) => {
     const call: QueuedCall = { payload, resolve: resolve as (value: unknown) => void, reject };
-    if (!BATCHED_METHODS.has(method) || withoutBatches.has(provider)) return void sendCalls(provider, [call]);
+    if (!BATCHED_METHODS.has(method) || withoutBatches.has(provider)) return void sendAlone(provider, call);
     let queue = queuedReads.get(provider);
     if (!queue || queue.length >= MAX_BATCH) {
       const batch: QueuedCall[] = (queue = []);
@@ -66,40 +66,51 @@ export function rpcNow<T = unknown>(provider: JsonRpcProvider, method: string, p
   });
 }
 
-/** ethers' error for the answer, or whatever it threw making one. */
-function rpcError(provider: JsonRpcProvider, payload: RpcPayload, error: NonNullable<RpcAnswer['error']>): unknown {
+/** Settles `call` with the node's `answer`; false when that is no answer to it (missing, null, neither result nor error). */
+function settleWith(provider: JsonRpcProvider, call: QueuedCall, answer: unknown): boolean {
+  if (!answer || typeof answer !== 'object') return false;
+  const { error } = answer as RpcAnswer;
+  if (error) {
+    try {
+      call.reject(provider.getRpcError(call.payload, { id: call.payload.id, error }));
+    } catch (err) {
+      call.reject(err);
+    }
+  } else if ('result' in answer) call.resolve((answer as RpcAnswer).result);
+  else return false;
+  return true;
+}
+
+/** One call in a request of its own. */
+async function sendAlone(provider: JsonRpcProvider, call: QueuedCall): Promise<void> {
   try {
-    return provider.getRpcError(payload, { id: payload.id, error });
+    const [answer] = (await provider._send(call.payload)) as unknown[];
+    if (!settleWith(provider, call, answer))
+      call.reject(new Error(`no answer to ${call.payload.method} from the node`));
   } catch (err) {
-    return err;
+    call.reject(err);
   }
 }
 
-/** Sends the calls (one, or a batch) and settles every one of them, whatever the node answers. */
+/**
+ * The calls in one batch request, each settled by the answer with its id. A batch the node
+ * refused as a whole (an HTTP error), or answered without answers to them (one error for the
+ * request: it takes no batches, and is asked one call at a time from then on), is asked again
+ * call by call, so every call gets its own answer.
+ */
 async function sendCalls(provider: JsonRpcProvider, calls: QueuedCall[]): Promise<void> {
-  const alone = calls.length === 1;
+  if (calls.length === 1) return sendAlone(provider, calls[0]);
+  let answers: unknown[];
   try {
-    const answers = (await provider._send(alone ? calls[0].payload : calls.map((c) => c.payload))) as unknown[];
-    const byId = new Map<unknown, RpcAnswer>();
-    for (const answer of answers)
-      if (answer && typeof answer === 'object') byId.set((answer as RpcAnswer).id, answer as RpcAnswer);
-    const unanswered: QueuedCall[] = [];
-    for (const c of calls) {
-      const answer = byId.get(c.payload.id);
-      if (!answer || (!('result' in answer) && !answer.error)) unanswered.push(c);
-      else if (answer.error) c.reject(rpcError(provider, c.payload, answer.error));
-      else c.resolve(answer.result);
-    }
-    if (!unanswered.length) return;
-    if (alone) throw new Error(`no answer to ${calls[0].payload.method} from the node`);
-    // A node that takes no batches (it answered the whole request with one error): one by one.
-    withoutBatches.add(provider);
-    await Promise.all(unanswered.map((c) => sendCalls(provider, [c])));
-  } catch (err) {
-    // A batch refused as a whole (an HTTP error) is asked again call by call: each gets its own answer.
-    if (!alone) return void (await Promise.all(calls.map((c) => sendCalls(provider, [c]))));
-    calls[0].reject(err);
+    answers = (await provider._send(calls.map((c) => c.payload))) as unknown[];
+  } catch {
+    return void (await Promise.all(calls.map((c) => sendAlone(provider, c))));
   }
+  const byId = new Map(answers.map((answer) => [(answer as RpcAnswer | null)?.id, answer]));
+  const unanswered = calls.filter((c) => !settleWith(provider, c, byId.get(c.payload.id)));
+  if (!unanswered.length) return;
+  withoutBatches.add(provider);
+  await Promise.all(unanswered.map((c) => sendAlone(provider, c)));
 }
 
 /**
@@ -131,7 +142,11 @@ function encodeTransferCalldata(a: TransferAuthorization, signature: string, sig
   );
 }
 
-/** Encoding takes about a millisecond here, and one settlement encodes the same transfer to simulate it and to sign it. */
+/**
+ * Encoding takes about a millisecond here, and one settlement encodes the same transfer to
+ * simulate it and to sign it. Kept in the process rather than carried from step to step: the
+ * calldata holds the payer's signature, which no step result (a workflow history) may carry.
+ */
 const calldataMemo = new LRUCache<string, string>({ max: 1_000 });
 
 export function transferCalldata(a: TransferAuthorization, signature: string, signer?: SignerKind): string {

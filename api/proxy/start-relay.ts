@@ -3,8 +3,9 @@
 // transactional row is its call's intent to start; the accepting process starts it right after
 // its 202, and every RELAY_EVERY_MS each API process starts the intents older than the start
 // deadline plus RELAY_MARGIN_MS that no relay has started (by then the accepting process's own
-// start has usually ended; one still queued behind its other starts is the same idempotent start). A relay leases its batch first (start_lease_until), so two relays do not
-// start the same row at once; the start itself is idempotent (start.ts: USE_EXISTING,
+// start has usually ended; one still queued behind its other starts is the same idempotent
+// start). A relay leases its batch first (start_lease_until), so two relays do not start the
+// same row at once; the start itself is idempotent (start.ts: USE_EXISTING,
 // REJECT_DUPLICATE). A row whose workflow closed without moving it (terminated by an operator)
 // is closed as the closed-workflow check closes one (unfinished-calls.ts): failed, saying why,
 // its body deleted and its payment released, as its call never ran.

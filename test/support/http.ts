@@ -1,9 +1,9 @@
 // Small HTTP helpers over undici for tests that talk to the gateway as a caller would.
-import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { request } from 'undici';
 import { stack } from './stack.ts';
+import { within } from './wait.ts';
 
 export type Reply = { status: number; headers: Record<string, string | string[] | undefined>; text: string; json: any };
 
@@ -85,10 +85,7 @@ async function workflowState(invocationId: string): Promise<string> {
     return parts.join('; ');
   };
   try {
-    return await Promise.race([
-      read(),
-      sleep(5_000, undefined, { ref: false }).then(() => "the stack's Temporal did not describe it within 5 s"),
-    ]);
+    return await within(read(), 5_000, "the stack's Temporal did not describe it within 5 s");
   } catch (err) {
     return err instanceof WorkflowNotFoundError
       ? "no workflow of that id on the stack's Temporal"

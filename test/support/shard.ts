@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startRun, stopRun } from '../setup.ts';
 import { stack } from './stack.ts';
+import { within } from './wait.ts';
 import { FILE_END, type FileResult, type ShardOrder } from '../../scripts/lib/shards.ts';
 
 // The suite's own options (.mocharc.json: the per-test timeout), not its root hooks or reporter.
@@ -72,7 +73,7 @@ async function runningOnStack(): Promise<number | null> {
         query: `TaskQueue = '${config.temporal.taskQueue}' AND ExecutionStatus = 'Running'`,
       })
       .then(({ count }) => Number(count));
-    return await Promise.race([counted, sleep(2_000, null, { ref: false })]);
+    return await within(counted, 2_000, null);
   } catch {
     return null;
   }
@@ -123,7 +124,11 @@ const starting = startWithRetry();
 async function abandon(why: string): Promise<never> {
   process.stdout.write(`${why}\n`);
   await Promise.race([starting.catch(() => undefined), startBound]);
-  await Promise.race([stopRun().catch(() => undefined), sleep(STOP_BOUND_MS, undefined, { ref: false })]);
+  await within(
+    stopRun().catch(() => undefined),
+    STOP_BOUND_MS,
+    undefined,
+  );
   process.exit(1);
 }
 

@@ -3,7 +3,7 @@
 // limits shared across replicas; the stack's own API limits in memory), and the gateway itself
 // (API on a free port, worker in-process). Tests reach it through `stack()`.
 import { randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { within } from './wait.ts';
 import { rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Server } from 'node:http';
@@ -216,13 +216,13 @@ export async function startStack(): Promise<Stack> {
  */
 const STOP_GRACE_MS = 2_000;
 
-async function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([
+/** Waits for `work` (whatever its outcome) at most `ms`. */
+const settledWithin = (work: Promise<unknown>, ms: number) =>
+  within(
     work.catch(() => undefined),
-    new Promise((resolve) => (timer = setTimeout(resolve, ms))),
-  ]).finally(() => clearTimeout(timer));
-}
+    ms,
+    undefined,
+  );
 
 function shutdownWorker(worker: Worker): void {
   if (worker.getState() === 'RUNNING') worker.shutdown();
@@ -232,8 +232,7 @@ function shutdownWorker(worker: Worker): void {
 const CLEANUP_BOUND_MS = 30_000;
 
 export async function stopStack(): Promise<void> {
-  for (const cleanup of cleanups.reverse())
-    await Promise.race([cleanup().catch(() => undefined), sleep(CLEANUP_BOUND_MS, undefined, { ref: false })]);
+  for (const cleanup of cleanups.reverse()) await settledWithin(cleanup(), CLEANUP_BOUND_MS);
   cleanups.length = 0;
   current = undefined;
 }

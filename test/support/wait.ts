@@ -21,3 +21,16 @@ export async function waitFor<T>(
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }
+
+/**
+ * `work`'s value, or `fallback` once `ms` have passed without it: a bound on how long a wait may
+ * hold the run (a stop, a diagnostic), not a pause; the timer is cleared as soon as `work` settles.
+ */
+export async function within<T, F>(work: Promise<T>, ms: number, fallback: F): Promise<T | F> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([work, new Promise<F>((resolve) => (timer = setTimeout(resolve, ms, fallback)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
