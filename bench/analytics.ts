@@ -28,7 +28,9 @@ import {
 } from '../scripts/lib/postgres.ts';
 import { freePort } from '../scripts/lib/ports.ts';
 import { startStep, timedStep, type Step } from '../scripts/lib/progress.ts';
-import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
+import { cpuBetween, cpuSnapshot, type CpuGroups } from './cpu.ts';
+import { databaseBackends, type DatabaseBackends } from './database-cpu.ts';
+import { finishResult, runAsMain, startResult, tableLines, type BenchResult, percentile } from './result.ts';
 import { parseCommand } from '../scripts/lib/cli.ts';
 
 const USAGE = `usage: npm run bench:analytics [-- --invocations N --agents N --runs N --keep --json FILE]
@@ -90,6 +92,7 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
   const orm = await openOrm(dbUrl);
   const conn = orm.em.getConnection();
   let api: import('node:http').Server | undefined;
+  let database: DatabaseBackends | undefined;
   try {
     await migrate(orm);
     say(`# analytics benchmark: ${setup}`);
@@ -162,6 +165,18 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
     api = await startGateway(config, orm, new Client(), createLogger('bench', 'silent'));
     const base = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
     const token = await mintToken({ secret, tenant: TENANT, user: 'bench' });
+    // CPU per request by process: the API runs in this process, beside its HTTP client.
+    database = await databaseBackends(dbUrl);
+    const cpuGroups: CpuGroups = {
+      'this process: the API (in-process) and its client': () => [process.pid],
+      'PostgreSQL (bench database backends)': database.pids,
+    };
+    const cpuPer = async (count: number, work: () => Promise<void>): Promise<Record<string, number>> => {
+      const before = await cpuSnapshot(cpuGroups);
+      await work();
+      const used = cpuBetween(before, await cpuSnapshot(cpuGroups));
+      return Object.fromEntries([...used].map(([name, total]) => [name, total / count]));
+    };
 
     const timeQuery = (bucket: 'hour' | 'day') =>
       timedStep(
@@ -194,12 +209,14 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
       }
       for (let i = 0; i < 3; i++) await once();
       const times: number[] = [];
-      let last;
-      for (let i = 0; i < RUNS; i++) {
-        last = await once();
-        times.push(last.took);
-        step.progress(i + 1, RUNS, 'requests');
-      }
+      let last: Awaited<ReturnType<typeof once>> | undefined;
+      const cpu = await cpuPer(RUNS, async () => {
+        for (let i = 0; i < RUNS; i++) {
+          last = await once();
+          times.push(last.took);
+          step.progress(i + 1, RUNS, 'requests');
+        }
+      });
       const total = last!.body.groups.reduce((s, g) => s + g.count, 0);
       if (total !== N) throw new Error(`the ${bucket} groups add up to ${total}, not ${N}`);
       return {
@@ -209,6 +226,7 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
         max: Math.max(...times),
         groups: last!.body.groups.length,
         bytes: last!.bytes,
+        cpu,
       };
     }
 
@@ -226,11 +244,13 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
       group by 1, 2`;
     const baseTimes: number[] = [];
     const baseline = startStep('analytics: baseline', '3 exact queries over the raw rows');
-    for (let i = 0; i < 3; i++) {
-      const start = performance.now();
-      await conn.execute(baselineSql, [TENANT, SINCE, UNTIL]);
-      baseTimes.push(ms(start));
-    }
+    const baselineCpu = await cpuPer(3, async () => {
+      for (let i = 0; i < 3; i++) {
+        const start = performance.now();
+        await conn.execute(baselineSql, [TENANT, SINCE, UNTIL]);
+        baseTimes.push(ms(start));
+      }
+    });
     baseline.end();
 
     say('');
@@ -281,6 +301,19 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
       `${Math.max(...baseTimes).toFixed(0)} ms`,
     ]);
     result.tables.push(table);
+    const cpuTable = {
+      title: 'CPU per request, by process (ms; user + system, while the timed requests ran)',
+      header: ['process', 'hourly read', 'daily read', 'baseline: hourly from the raw rows'],
+      rows: Object.keys(cpuGroups).map((name) => [
+        name,
+        hour.cpu[name].toFixed(2),
+        day.cpu[name].toFixed(2),
+        baselineCpu[name].toFixed(1),
+      ]),
+    };
+    result.tables.push(cpuTable);
+    say('');
+    for (const line of tableLines(cpuTable)) say(line);
     const baseP50 = percentile(baseTimes, 0.5);
     result.checks.push(
       {
@@ -321,6 +354,7 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
       }),
     );
   } finally {
+    await database?.end();
     if (api) await new Promise((r) => api!.close(r));
     await orm.close();
     if (!args.keep) await dropDatabase(dbUrl).catch(() => undefined);

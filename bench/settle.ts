@@ -16,6 +16,8 @@
 // file in WAL mode with synchronous=normal (--temporal-sqlite default: the dev server's own
 // rollback journal with a sync per commit, as `npm start` runs it today).
 // The reference is a bare function call: no HTTP, no persistence, no dedupe, no limits.
+// Then CPU per settle by process (bench/settle-cpu.ts): N of ours in a row, their workflows
+// done, then N of the reference.
 // `npm run bench` (bench/run.ts) calls runSettleBench and puts its result in docs/BENCHMARKS.md.
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
@@ -46,7 +48,10 @@ import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createLogger } from '../lib/log.ts';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../x402/eip3009.ts';
 import type { Payment, PaymentRequirements } from '../x402/schemas.ts';
-import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
+import { finishResult, runAsMain, startResult, tableLines, type BenchResult, percentile } from './result.ts';
+import { findPids, type CpuGroups } from './cpu.ts';
+import { databaseBackends } from './database-cpu.ts';
+import { settleCpuTable } from './settle-cpu.ts';
 import { parseCommand } from '../scripts/lib/cli.ts';
 
 const USAGE = `usage: npm run bench:settle [-- --n 100 --warmup 10 --worker embedded|process --temporal-sqlite wal|default --keep --json FILE]
@@ -166,6 +171,7 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
     });
     cleanups.push(() => facilitator.close());
 
+    let workerPid: number | undefined;
     if (!embedded) {
       const child = spawn(process.execPath, ['temporal/facilitator-worker-main.ts'], {
         env: { ...process.env, ...env, LOG_LEVEL: 'info' },
@@ -185,6 +191,7 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
         );
         child.once('exit', (code) => reject(new Error(`facilitator worker exited (${code})`)));
       });
+      workerPid = child.pid;
     }
 
     // Our client: a facilitator account with its own certificate, one keep-alive connection.
@@ -211,7 +218,7 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
 
     const payer = new Wallet(hexlify(randomBytes(32)));
     const payTo = new Wallet(hexlify(randomBytes(32))).address;
-    await fund(infra.chainRpcUrl, infra.tokenAddress, payer.address, { usdc: AMOUNT * BigInt(2 * (N + WARMUP) + 10) });
+    await fund(infra.chainRpcUrl, infra.tokenAddress, payer.address, { usdc: AMOUNT * BigInt(2 * (2 * N + WARMUP) + 10) });
     const domain = { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: infra.tokenAddress };
     const requirements: PaymentRequirements = {
       scheme: 'exact',
@@ -284,6 +291,37 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
     }
     measuring.end();
 
+    // Where each side's CPU goes: the stack's processes, ours in a row and then the reference.
+    const database = await databaseBackends(infra.facilitatorDatabaseUrl);
+    cleanups.push(() => database.end());
+    const watcher = await connectClient(infra.temporalAddress, 'default');
+    cleanups.push(() => watcher.connection.close());
+    const groups: CpuGroups = {
+      [embedded
+        ? 'this process: the facilitator service and its worker; the reference'
+        : 'this process: the facilitator service; the reference']: () => [process.pid],
+      ...(workerPid ? { 'facilitator worker': () => [workerPid] } : {}),
+      'Temporal server': () => findPids('start-dev', join(dataDir, 'temporal.sqlite')),
+      anvil: () => findPids('--chain-id', `--port ${new URL(infra.chainRpcUrl).port}`),
+      'PostgreSQL (facilitator database backends)': database.pids,
+    };
+    const cpuStep = startStep('settle: CPU per settle', `${N} of ours in a row, then ${N} of the reference`);
+    const cpuTable = await settleCpuTable({
+      count: N,
+      ours,
+      reference,
+      groups,
+      settled: async () => {
+        // The record and the workflow follow each answer; the block ends when none is left running.
+        for (let i = 0; i < 600; i++) {
+          if ((await watcher.workflow.count('ExecutionStatus="Running"')).count === 0) return;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        throw new Error('settlement workflows still running 30 s after the last answer');
+      },
+    });
+    cpuStep.end();
+
     const row = (name: string, v: number[]) =>
       say(
         `${name.padEnd(34)} ${fmt(percentile(v, 0.5))} ${fmt(percentile(v, 0.95))} ${fmt(percentile(v, 0.99))} ${fmt(mean(v))}`,
@@ -313,6 +351,9 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
         ['reference: x402 settle()', ...cells(b)],
       ],
     });
+    result.tables.push(cpuTable);
+    say('');
+    for (const line of tableLines(cpuTable)) say(line);
     result.checks.push(
       {
         figure: '/settle p50',
