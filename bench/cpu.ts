@@ -62,3 +62,24 @@ export function cpuBetween(
   }
   return used;
 }
+
+/**
+ * CPU milliseconds per unit of `work` (which does `units` of it), per group: null for a group
+ * that had no process in both snapshots, so a table says "n/a" instead of a misleading 0.
+ * /proc counts whole clock ticks (10 ms) per process: the figures are that coarse over `units`.
+ */
+export async function cpuPerUnit(
+  groups: CpuGroups,
+  units: number,
+  work: () => Promise<void>,
+): Promise<Map<string, number | null>> {
+  const before = await cpuSnapshot(groups);
+  await work();
+  const after = await cpuSnapshot(groups);
+  const used = cpuBetween(before, after);
+  const measured = (name: string) => [...(after.get(name)?.keys() ?? [])].some((pid) => before.get(name)?.has(pid));
+  return new Map([...used].map(([name, ms]) => [name, measured(name) ? ms / units : null]));
+}
+
+/** A figure of cpuPerUnit as a table cell. */
+export const cpuCell = (ms: number | null | undefined, digits: number) => (ms == null ? 'n/a' : ms.toFixed(digits));

@@ -3,7 +3,7 @@
 import type { CpuGroups } from './cpu.ts';
 import { fmtMs as fmt, say } from './print.ts';
 import { load, merge, type Sample, type Target } from './proxy-load.ts';
-import type { BenchResult } from './result.ts';
+import { tableLines, type BenchResult } from './result.ts';
 import { startStep } from '../scripts/lib/progress.ts';
 
 /** The targets of the streaming comparison: tighter at c=1, where nothing queues. */
@@ -59,9 +59,7 @@ export async function runStreaming(
     };
     result.tables.push(cpuTable);
     say();
-    say(`| ${cpuTable.header.join(' | ')} |`);
-    say(`|${cpuTable.header.map(() => '---').join('|')}|`);
-    for (const row of cpuTable.rows) say(`| ${row.join(' | ')} |`);
+    for (const line of tableLines(cpuTable, '### ')) say(line);
     const addedP50 = gw.p50 - direct.p50;
     const addedP99 = gw.p99 - direct.p99;
     const share = gw.rps / bareR.rps;

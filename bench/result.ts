@@ -41,17 +41,17 @@ export type BenchResult = {
 
 export const passText = (pass: boolean | null) => (pass === null ? 'info' : pass ? 'pass' : 'MISS');
 
-/** A result to fill in: the figures are added as the benchmark prints them. */
-/** The table as Markdown lines (a benchmark's stdout): its title, then the table. */
-export function tableLines(table: Table): string[] {
+/** The table as Markdown lines (a benchmark's stdout): its title (after `titlePrefix`), then the table. */
+export function tableLines(table: Table, titlePrefix = ''): string[] {
   return [
-    table.title,
+    `${titlePrefix}${table.title}`,
     `| ${table.header.join(' | ')} |`,
     `|${table.header.map(() => '---').join('|')}|`,
     ...table.rows.map((row) => `| ${row.join(' | ')} |`),
   ];
 }
 
+/** A result to fill in: the figures are added as the benchmark prints them. */
 export function startResult(bench: string, command: string, setup: string): BenchResult {
   return { bench, command, setup, startedAt: new Date().toISOString(), seconds: 0, tables: [], checks: [], notes: [] };
 }

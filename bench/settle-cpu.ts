@@ -1,46 +1,58 @@
 // CPU per settle, by process, for bench/settle.ts: where each side's work goes. Ours and the
 // reference run in one process and are measured interleaved for latency, so their CPU is
-// measured in two blocks instead: `count` of ours in a row, then, once their after-answer work
-// (the record, the workflow) is done, `count` of the reference.
-import { cpuBetween, cpuSnapshot, type CpuGroups } from './cpu.ts';
+// measured in blocks instead, in the order ours, reference, reference, ours (half of `count`
+// each), so that work one block leaves behind (a collection, a late write) lands on both sides
+// alike. A block of ours ends once its settlements' workflows have closed: the record and the
+// workflow follow each answer.
+import { cpuCell, cpuPerUnit, type CpuGroups } from './cpu.ts';
 import type { Table } from './result.ts';
 
 export type SettleCpuOptions = {
+  /** Settles per side (even). */
   count: number;
   ours: () => Promise<unknown>;
   reference: () => Promise<unknown>;
   groups: CpuGroups;
-  /** Resolves once nothing of ours is left to run after its answers (no settlement workflow running). */
+  /** Resolves once every settlement of ours sent so far has its workflow closed. */
   settled: () => Promise<void>;
 };
 
-async function perSettle(
-  count: number,
-  groups: CpuGroups,
-  run: () => Promise<unknown>,
-  after: () => Promise<void>,
-): Promise<Map<string, number>> {
-  const before = await cpuSnapshot(groups);
-  for (let i = 0; i < count; i++) await run();
-  await after();
-  const used = cpuBetween(before, await cpuSnapshot(groups));
-  return new Map([...used].map(([name, ms]) => [name, ms / count]));
-}
+type Figures = Map<string, number | null>;
 
-/** The table: one row per process group, ours and the reference side by side (ms per settle). */
+const add = (a: Figures, b: Figures): Figures =>
+  new Map([...a].map(([name, v]) => [name, v === null || b.get(name) == null ? null : v + b.get(name)!]));
+
 export async function settleCpuTable(opts: SettleCpuOptions): Promise<Table> {
-  const ours = await perSettle(opts.count, opts.groups, opts.ours, opts.settled);
-  const reference = await perSettle(opts.count, opts.groups, opts.reference, async () => undefined);
-  const fmt = (v: number) => v.toFixed(2);
-  const signed = (v: number) => `${v >= 0 ? '+' : ''}${fmt(v)}`;
-  const total = (m: Map<string, number>) => [...m.values()].reduce((a, b) => a + b, 0);
-  const row = (name: string, a: number, b: number) => [name, fmt(a), fmt(b), signed(a - b)];
+  const half = opts.count / 2;
+  const block = async (run: () => Promise<unknown>, settle: () => Promise<void>) => {
+    await settle(); // what came before is not counted
+    return cpuPerUnit(opts.groups, opts.count, async () => {
+      for (let i = 0; i < half; i++) await run();
+      await settle();
+    });
+  };
+  const none = async () => undefined;
+  const ours1 = await block(opts.ours, opts.settled);
+  const reference1 = await block(opts.reference, none);
+  const reference2 = await block(opts.reference, opts.settled);
+  const ours2 = await block(opts.ours, opts.settled);
+  const ours = add(ours1, ours2);
+  const reference = add(reference1, reference2);
+
+  const signed = (v: number) => `${v >= 0 ? '+' : ''}${v.toFixed(1)}`;
+  const row = (name: string, a: number | null, b: number | null) => [
+    name,
+    cpuCell(a, 1),
+    cpuCell(b, 1),
+    a === null || b === null ? 'n/a' : signed(a - b),
+  ];
+  const total = (m: Figures) => [...m.values()].reduce<number>((sum, v) => sum + (v ?? 0), 0);
   return {
-    title: `CPU per settle, by process (ms; user + system; ${opts.count} of ours in a row, their workflows done, then ${opts.count} of the reference)`,
+    title: `CPU per settle, by process (ms; user + system, counted by /proc in 10 ms ticks; ${half} of ours, ${half} of the reference, ${half} of the reference, ${half} of ours)`,
     header: ['process', 'ours: POST /settle', 'reference: x402 settle()', 'difference'],
     rows: [
-      ...Object.keys(opts.groups).map((name) => row(name, ours.get(name) ?? 0, reference.get(name) ?? 0)),
-      row('total', total(ours), total(reference)),
+      ...Object.keys(opts.groups).map((name) => row(name, ours.get(name) ?? null, reference.get(name) ?? null)),
+      row('total (groups measured)', total(ours), total(reference)),
     ],
   };
 }

@@ -218,7 +218,9 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
 
     const payer = new Wallet(hexlify(randomBytes(32)));
     const payTo = new Wallet(hexlify(randomBytes(32))).address;
-    await fund(infra.chainRpcUrl, infra.tokenAddress, payer.address, { usdc: AMOUNT * BigInt(2 * (2 * N + WARMUP) + 10) });
+    await fund(infra.chainRpcUrl, infra.tokenAddress, payer.address, {
+      usdc: AMOUNT * BigInt(2 * (2 * N + WARMUP) + 10),
+    });
     const domain = { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: infra.tokenAddress };
     const requirements: PaymentRequirements = {
       scheme: 'exact',
@@ -246,7 +248,9 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
       return { x402Version: 1, scheme: 'exact', network: 'base', payload: { signature, authorization } };
     }
 
+    let oursSent = 0;
     async function ours(): Promise<number> {
+      oursSent++;
       const body = JSON.stringify({
         x402Version: 1,
         paymentPayload: await newPayment(),
@@ -291,33 +295,38 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
     }
     measuring.end();
 
-    // Where each side's CPU goes: the stack's processes, ours in a row and then the reference.
+    // Where each side's CPU goes, by process (bench/settle-cpu.ts).
     const database = await databaseBackends(infra.facilitatorDatabaseUrl);
     cleanups.push(() => database.end());
     const watcher = await connectClient(infra.temporalAddress, 'default');
     cleanups.push(() => watcher.connection.close());
+    const anvilPort = new URL(infra.chainRpcUrl).port;
     const groups: CpuGroups = {
       [embedded
-        ? 'this process: the facilitator service and its worker; the reference'
-        : 'this process: the facilitator service; the reference']: () => [process.pid],
+        ? 'this process: the facilitator service and its worker, the reference, the client of both'
+        : 'this process: the facilitator service, the reference, the client of both']: () => [process.pid],
       ...(workerPid ? { 'facilitator worker': () => [workerPid] } : {}),
-      'Temporal server': () => findPids('start-dev', join(dataDir, 'temporal.sqlite')),
-      anvil: () => findPids('--chain-id', `--port ${new URL(infra.chainRpcUrl).port}`),
+      'Temporal server': () => (temporalServer.pid ? [temporalServer.pid] : []),
+      // The trailing space: /proc's arguments end in one, and `--port 1234` must not match `--port 12345`.
+      anvil: () => findPids('--chain-id', `--port ${anvilPort} `),
       'PostgreSQL (facilitator database backends)': database.pids,
     };
-    const cpuStep = startStep('settle: CPU per settle', `${N} of ours in a row, then ${N} of the reference`);
+    const closed = 'WorkflowType="SettlementWorkflow" AND ExecutionStatus!="Running"';
+    const cpuStep = startStep('settle: CPU per settle', `${N} of each, in blocks`);
     const cpuTable = await settleCpuTable({
-      count: N,
+      count: N - (N % 2),
       ours,
       reference,
       groups,
+      // Every settlement of ours sent so far has a closed workflow. Visibility is written after
+      // the answer, so "none running" could be true too early; polled every 50 ms, since the
+      // wait is idle time in the block.
       settled: async () => {
-        // The record and the workflow follow each answer; the block ends when none is left running.
-        for (let i = 0; i < 600; i++) {
-          if ((await watcher.workflow.count('ExecutionStatus="Running"')).count === 0) return;
+        const deadline = Date.now() + 30_000;
+        while ((await watcher.workflow.count(closed)).count < oursSent) {
+          if (Date.now() > deadline) throw new Error('settlement workflows still open 30 s after their answers');
           await new Promise((r) => setTimeout(r, 50));
         }
-        throw new Error('settlement workflows still running 30 s after the last answer');
       },
     });
     cpuStep.end();

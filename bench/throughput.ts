@@ -37,7 +37,7 @@ import { listeningPort, spawnInto, stopChildren } from './processes.ts';
 import { cpuBetween, cpuSnapshot, findPids, type CpuGroups } from './cpu.ts';
 import { databaseBackends } from './database-cpu.ts';
 import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
-import { finishResult, runAsMain, startResult, type BenchResult, percentile } from './result.ts';
+import { finishResult, runAsMain, startResult, tableLines, type BenchResult, percentile } from './result.ts';
 import { parseCommand } from '../scripts/lib/cli.ts';
 
 const USAGE = `usage: npm run bench:throughput [-- --concurrency 16 --seconds 15 --rounds 2 --warmup 5 --settle 2 --profile DIR
@@ -349,15 +349,9 @@ export async function runThroughputBench(argv: string[] = []): Promise<BenchResu
       `the load generator asked Temporal for a gateway call's result before its workflow existed ${(earlyAsks / asked).toFixed(2)} times per call (first asked ${FIRST_ASK_MS} ms after the 202, then after doubling waits; in the Temporal server's CPU of the gateway column)`,
     );
     say();
-    say(`## ${table.title}`);
-    say(`| ${table.header.join(' | ')} |`);
-    say(`|${table.header.map(() => '---').join('|')}|`);
-    for (const row of table.rows) say(`| ${row.join(' | ')} |`);
+    for (const line of tableLines(table, '## ')) say(line);
     say();
-    say(`## ${cpuTable.title}`);
-    say(`| ${cpuTable.header.join(' | ')} |`);
-    say(`|${cpuTable.header.map(() => '---').join('|')}|`);
-    for (const row of cpuTable.rows) say(`| ${row.join(' | ')} |`);
+    for (const line of tableLines(cpuTable, '## ')) say(line);
     say();
     say(`rows checked: ${rows[0].n} of ${gw.ids.length} counted completions are succeeded`);
     say(result.notes.at(-1)!);
