@@ -16,8 +16,8 @@
 // file in WAL mode with synchronous=normal (--temporal-sqlite default: the dev server's own
 // rollback journal with a sync per commit, as `npm start` runs it today).
 // The reference is a bare function call: no HTTP, no persistence, no dedupe, no limits.
-// Then CPU per settle by process (bench/settle-cpu.ts): N of ours in a row, their workflows
-// done, then N of the reference.
+// Then CPU per settle by process (bench/settle-cpu.ts), in blocks of N/2: ours, the reference,
+// the reference, ours, each block of ours counted until its settlements' workflows have closed.
 // `npm run bench` (bench/run.ts) calls runSettleBench and puts its result in docs/BENCHMARKS.md.
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';

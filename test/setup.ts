@@ -4,9 +4,9 @@ import { Runtime, makeTelemetryFilterString } from '@temporalio/worker';
 import { startStack, stopStack } from './support/stack.ts';
 import { silentLogger } from './support/facilitator.ts';
 
-/** Keeps the SDK's own logs out of the test report unless asked for, then starts the stack. */
 let runtimeInstalled = false;
 
+/** Keeps the SDK's own logs out of the test report unless asked for, then starts the stack. */
 export async function startRun(): Promise<void> {
   // Once per process: a shard that starts its stack again after a failed start installs nothing twice.
   if (!process.env.TEST_VERBOSE && !runtimeInstalled) {

