@@ -11,6 +11,10 @@
 // same delay (a revert or a mined cancel with the authorization unused stays pending until the
 // chain passes validBefore, and its watcher then decides it within seconds): one whose watcher
 // was lost (terminated by an operator, say) is decided rather than left pending for good.
+// And it starts a watcher for a settlement signed but idle for longer than a live run leaves one
+// (the confirm step's bound plus the same delay): its run is gone, and its bytes, perhaps never
+// sent or lost by the node, hold the gas wallet's nonce, so every later settlement of the wallet
+// would wait behind them. The watcher sends them again and records whichever attempt is mined.
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import type { Logger } from '../lib/log.ts';
@@ -18,7 +22,8 @@ import { errorKind } from '../lib/error-kind.ts';
 import { runRounds } from '../lib/rounds.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import { unstartedSettlements } from '../facilitator/store/requests.ts';
-import { overduePending } from '../facilitator/store/records.ts';
+import { idleInFlight, overduePending } from '../facilitator/store/records.ts';
+import { AFTER_SIGNING_MARGIN_MS } from '../activities/settlement/types.ts';
 import { recordWorkflowStart, startSettlementWorkflow, startWatchWorkflow } from './workflow-start.ts';
 
 const BATCH = 100;
@@ -32,6 +37,9 @@ export function startSweeper(deps: {
   log: Logger;
 }): Sweeper {
   const { everyMs, afterMs } = deps.config.sweep;
+  // The longest a live run leaves a signed record untouched: its confirm step's bound (the
+  // settlement workflow's activity timeout), then the sweep's own delay.
+  const inFlightIdleMs = deps.config.inclusionTimeoutMs + AFTER_SIGNING_MARGIN_MS + afterMs;
   let stopped = false;
 
   async function sweepOnce(): Promise<number> {
@@ -59,7 +67,17 @@ export function startSweeper(deps: {
       watched++;
     }
     if (watched > 0) deps.log.info({ watched }, 'sweeper started watchers of overdue pending settlements');
-    return started + watched;
+    let resumed = 0;
+    for (const key of stopped ? [] : await idleInFlight(deps.pool, inFlightIdleMs, BATCH)) {
+      const ok = await startWatchWorkflow(deps.temporal, deps.config, key).then(
+        () => true,
+        () => false,
+      );
+      if (!ok) break;
+      resumed++;
+    }
+    if (resumed > 0) deps.log.info({ resumed }, 'sweeper started watchers of signed settlements whose run is gone');
+    return started + watched + resumed;
   }
 
   const rounds = runRounds(everyMs, sweepOnce, (err) =>

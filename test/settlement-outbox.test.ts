@@ -17,6 +17,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { Transaction } from 'ethers';
 import { stack } from './support/stack.ts';
 import {
   facilitatorEnv,
@@ -43,7 +44,8 @@ import {
 import { reserveNonce } from '../facilitator/store/reservations.ts';
 import { storedGasNonce } from '../facilitator/store/gas.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
-import { saveSettleRequest } from '../facilitator/store/requests.ts';
+import { markWorkflowStarted, saveSettleRequest } from '../facilitator/store/requests.ts';
+import type { SettleRequest } from '../x402/schemas.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
 import { createChainProvider } from '../facilitator/chain.ts';
@@ -100,6 +102,53 @@ describe('settlement outbox', function () {
       60_000,
     );
 
+  /**
+   * What a handler that died before its workflow start and its send committed: the request, then
+   * the claim with the signed bytes (the claim check and the reservation statement, as the
+   * handler runs them). Nothing is sent.
+   */
+  async function claimAsDeadHandler(key: string, request: SettleRequest, amount: bigint): Promise<void> {
+    const config = facilitator.config;
+    const chain = createChainProvider(config.chainRpcUrl, config.domain.chainId);
+    try {
+      const deps = {
+        pool: facilitator.pool,
+        provider: chain,
+        signer: await loadKeystoreSigner(config),
+        fees: createFeeOracle(chain),
+        config,
+      };
+      assert.equal(await saveSettleRequest(facilitator.pool, key, gateway.account.id, request), true);
+      const checked = await reverify(deps, request);
+      assert.ok(checked.ok);
+      const presigned = await presign(
+        deps,
+        request,
+        checked.gas,
+        await storedGasNonce(facilitator.pool, deps.signer.address, config.domain.chainId),
+      );
+      const { authorization } = request.paymentPayload.payload;
+      const reserved = await reserveNonce(facilitator.pool, {
+        key,
+        account: gateway.account,
+        kind: { network: 'base', asset: stack().infra.tokenAddress },
+        payer: authorization.from,
+        payTo: authorization.to,
+        amount,
+        validBefore: BigInt(authorization.validBefore),
+        defaults: config.guardrails,
+        gasAtRiskWei: checked.gas.gasLimit * checked.gas.maxFeePerGas,
+        presigned,
+      });
+      assert.ok(
+        'reserved' in reserved && reserved.reserved.status === 'signed' && reserved.reserved.txHash === presigned.hash,
+        'claimed with its bytes',
+      );
+    } finally {
+      chain.destroy();
+    }
+  }
+
   it('Temporal unreachable: /settle settles once from the outbox, and the sweeper creates its workflow once Temporal is back', async () => {
     const payer = await newPayer(1_000_000n);
     const payTo = newPayTo();
@@ -143,45 +192,7 @@ describe('settlement outbox', function () {
     const key = keyOf(payer.address, payment.payload.authorization.nonce);
     const nonceBefore = await gasNonce();
 
-    // What the dead handler committed: the claim check, then the claim with the signed bytes.
-    const config = facilitator.config;
-    const chain = createChainProvider(config.chainRpcUrl, config.domain.chainId);
-    try {
-      const deps = {
-        pool: facilitator.pool,
-        provider: chain,
-        signer: await loadKeystoreSigner(config),
-        fees: createFeeOracle(chain),
-        config,
-      };
-      assert.equal(await saveSettleRequest(facilitator.pool, key, gateway.account.id, request), true);
-      const checked = await reverify(deps, request);
-      assert.ok(checked.ok);
-      const presigned = await presign(
-        deps,
-        request,
-        checked.gas,
-        await storedGasNonce(facilitator.pool, deps.signer.address, config.domain.chainId),
-      );
-      const reserved = await reserveNonce(facilitator.pool, {
-        key,
-        account: gateway.account,
-        kind: { network: 'base', asset: stack().infra.tokenAddress },
-        payer: payer.address,
-        payTo,
-        amount: 50_000n,
-        validBefore: BigInt(payment.payload.authorization.validBefore),
-        defaults: config.guardrails,
-        gasAtRiskWei: checked.gas.gasLimit * checked.gas.maxFeePerGas,
-        presigned,
-      });
-      assert.ok(
-        'reserved' in reserved && reserved.reserved.status === 'signed' && reserved.reserved.txHash === presigned.hash,
-        'claimed with its bytes',
-      );
-    } finally {
-      chain.destroy();
-    }
+    await claimAsDeadHandler(key, request, 50_000n);
     const stored = (await findSettlement(facilitator.pool, key))!;
     assert.equal(await provider.getTransaction(stored.txHash!), null, 'nothing sent yet');
 
@@ -196,6 +207,51 @@ describe('settlement outbox', function () {
     // A /settle of the same authorization now answers from the record.
     const res = await gateway.client.post('/settle', request, facilitator.url);
     assert.equal(res.json.transaction, stored.txHash);
+  });
+
+  it("a signed settlement whose run is gone holds the gas wallet's nonce: the sweeper starts its watcher, which sends the stored bytes, and the settlement queued behind them goes through", async () => {
+    const nonceBefore = await gasNonce();
+    const lostPayer = await newPayer(1_000_000n);
+    const lostPayTo = newPayTo();
+    const lost = await signPayment(lostPayer, { payTo: lostPayTo, value: 30_000n });
+    const lostKey = keyOf(lostPayer.address, lost.payload.authorization.nonce);
+    await claimAsDeadHandler(lostKey, settleBody(lost, requirements(lostPayTo, 30_000n)), 30_000n);
+    // Its workflow was started, then terminated by an operator before anything was sent: the
+    // request is marked, so the outbox sweeper does not start it again.
+    await markWorkflowStarted(facilitator.pool, lostKey);
+    const held = (await findSettlement(facilitator.pool, lostKey))!;
+
+    // The next settlement takes the next gas nonce: the node holds it behind the unsent one.
+    const payer = await newPayer(1_000_000n);
+    const payTo = newPayTo();
+    const payment = await signPayment(payer, { payTo, value: 20_000n });
+    const key = keyOf(payer.address, payment.payload.authorization.nonce);
+    const answer = gateway.client.post('/settle', settleBody(payment, requirements(payTo, 20_000n)), facilitator.url);
+    const behind = await until('the next settlement sent', async () => {
+      const record = await findSettlement(facilitator.pool, key);
+      return record?.status === 'broadcast' ? record : null;
+    });
+    assert.equal(Transaction.from(behind.rawTx!).nonce, Transaction.from(held.rawTx!).nonce + 1);
+    assert.equal(await provider.getTransactionReceipt(behind.txHash!), null, 'not mined: its gas nonce waits');
+
+    // Idle past what a live run allows (the confirm step's bound and the sweep delay): its run is gone.
+    await facilitator.pool.query(
+      "update settlements set updated_at = now() - interval '1 hour' where settlement_key = $1",
+      [lostKey],
+    );
+    const res = await answer;
+    assert.equal(res.status, 200, JSON.stringify(res.json));
+    assert.equal(res.json.success, true, JSON.stringify(res.json));
+    assert.equal(res.json.transaction, behind.txHash);
+
+    const recovered = await finalRecord(facilitator.pool, lostKey);
+    assert.equal(recovered.status, 'settled');
+    assert.equal(recovered.txHash, held.txHash, 'the stored transaction, not a new one');
+    const watcher = await stack().temporal.workflow.getHandle(`watch:${lostKey}`).describe();
+    assert.equal(watcher.type, 'SettlementWatchWorkflow');
+    assert.deepEqual(await transfersTo(provider, lostPayTo), [{ hash: held.txHash, value: 30_000n }]);
+    assert.deepEqual(await transfersTo(provider, payTo), [{ hash: behind.txHash, value: 20_000n }]);
+    assert.equal(await gasNonce(), nonceBefore + 2, 'two transactions from the gas wallet, one each');
   });
 
   it('the facilitator process SIGKILLed mid-broadcast before its workflow exists: after a restart, exactly one transaction, with the stored hash', async () => {

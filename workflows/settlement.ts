@@ -22,7 +22,11 @@ import {
   startChild,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { SettlementActivities, SettlementOutcome } from '../activities/settlement/types.ts';
+import {
+  AFTER_SIGNING_MARGIN_MS,
+  type SettlementActivities,
+  type SettlementOutcome,
+} from '../activities/settlement/types.ts';
 import { ErrorClass, SettlementStatus, TxHash } from '../temporal/search-attributes.ts';
 
 export type SettlementInput = { key: string; inclusionTimeoutMs: number };
@@ -37,7 +41,7 @@ const beforeSigning = proxyLocalActivities<SettlementActivities>({
 // Once signed, the bytes may be on chain: delivery retries without limit.
 function afterSigning(inclusionTimeoutMs: number) {
   return proxyLocalActivities<SettlementActivities>({
-    startToCloseTimeout: inclusionTimeoutMs + 30_000,
+    startToCloseTimeout: inclusionTimeoutMs + AFTER_SIGNING_MARGIN_MS,
     retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' },
   });
 }
@@ -45,7 +49,7 @@ function afterSigning(inclusionTimeoutMs: number) {
 // Each step decides itself when giving up is safe (nothing signed); delivery retries without limit.
 function oneStep(inclusionTimeoutMs: number) {
   return proxyLocalActivities<SettlementActivities>({
-    startToCloseTimeout: inclusionTimeoutMs + 30_000,
+    startToCloseTimeout: inclusionTimeoutMs + AFTER_SIGNING_MARGIN_MS,
     retry: { initialInterval: '100 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' },
   });
 }

@@ -6,6 +6,13 @@ import type { Broadcast, Prepared, Reserved, SettlementOutcome, Verified } from 
 export type { Prepared, SettlementOutcome };
 
 /**
+ * What a step after signing (broadcast, confirm) may run beyond the inclusion timeout: its
+ * activity's timeout in SettlementWorkflow, and, with the sweep's delay, how long a live run can
+ * leave a signed record untouched (the outbox sweeper's bound: facilitator-service/sweeper.ts).
+ */
+export const AFTER_SIGNING_MARGIN_MS = 30_000;
+
+/**
  * One activity per step of a settlement (SettlementWorkflow since the `settlement-steps`
  * patch), in order: 1 verify, 2 reserve (the activity `claimSettlement`, its name in recorded
  * histories), 3 broadcast, 4 confirm. Verify and reserve give up with

@@ -138,6 +138,11 @@ const facilitatorMigrations: Migration[] = [
       `create index settlements_pending on settlements (updated_at) where status = 'pending'`,
     ],
   },
+  {
+    // The sweeper finds signed settlements whose run is gone (idle past any live run's bound) by this.
+    name: '0007_settlements_in_flight',
+    sql: [`create index settlements_in_flight on settlements (updated_at) where status in ('signed', 'broadcast')`],
+  },
 ];
 
 const LOCK_KEY = 402_402_001;

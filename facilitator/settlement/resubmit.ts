@@ -18,8 +18,8 @@ const MAX_RESUBMISSIONS = 2;
  * Submits the transfer again after its cancel was mined: the same calldata and gas limit, the
  * gas wallet's next nonce and the market's fees, stored before it is sent (storeResubmission).
  * Null when the bound is reached, when the transfer would now revert (the payer drained its
- * balance meanwhile, say: no gas is spent on it, and the record waits for validBefore), or when
- * another run already decided the record.
+ * balance meanwhile, say: no gas is spent on it, and the record waits for validBefore), when
+ * the transfer is another gas wallet's, or when another run already decided the record.
  */
 export async function resubmit(deps: SettlementDeps, record: SettlementRecord): Promise<Signed | null> {
   const stored = await signedAttempts(deps.pool, record.key);
@@ -27,6 +27,8 @@ export async function resubmit(deps: SettlementDeps, record: SettlementRecord): 
   if (!transfer || record.gasNonce === null) return null;
   if (new Set(stored.map((a) => gasNonceOf(a.rawTx))).size > MAX_RESUBMISSIONS) return null;
   const tx = Transaction.from(transfer.rawTx);
+  // Another gas wallet's settlement (a worker holding another key): its nonces are not ours to take.
+  if (tx.from?.toLowerCase() !== deps.signer.address.toLowerCase()) return null;
   const [refused, fees, chainNonce] = await Promise.all([
     simulate(deps.provider, { from: deps.signer.address, to: tx.to!, data: tx.data }),
     deps.fees.current(),

