@@ -57,27 +57,25 @@ export function startSweeper(deps: {
       started++;
     }
     if (started > 0) deps.log.info({ started }, 'sweeper started settlement workflows');
-    let watched = 0;
-    for (const key of stopped ? [] : await overduePending(deps.pool, afterMs, BATCH)) {
-      const ok = await startWatchWorkflow(deps.temporal, deps.config, key).then(
-        () => true,
-        () => false,
-      );
-      if (!ok) break;
-      watched++;
-    }
+    const watched = await startWatchers(() => overduePending(deps.pool, afterMs, BATCH));
     if (watched > 0) deps.log.info({ watched }, 'sweeper started watchers of overdue pending settlements');
-    let resumed = 0;
-    for (const key of stopped ? [] : await idleInFlight(deps.pool, inFlightIdleMs, BATCH)) {
-      const ok = await startWatchWorkflow(deps.temporal, deps.config, key).then(
-        () => true,
-        () => false,
-      );
-      if (!ok) break;
-      resumed++;
-    }
+    const resumed = await startWatchers(() => idleInFlight(deps.pool, inFlightIdleMs, BATCH));
     if (resumed > 0) deps.log.info({ resumed }, 'sweeper started watchers of signed settlements whose run is gone');
     return started + watched + resumed;
+  }
+
+  /** Starts the watcher of each settlement `due` names, until Temporal refuses one; how many it started. */
+  async function startWatchers(due: () => Promise<string[]>): Promise<number> {
+    let count = 0;
+    for (const key of stopped ? [] : await due()) {
+      const ok = await startWatchWorkflow(deps.temporal, deps.config, key).then(
+        () => true,
+        () => false,
+      );
+      if (!ok) break;
+      count++;
+    }
+    return count;
   }
 
   const rounds = runRounds(everyMs, sweepOnce, (err) =>
