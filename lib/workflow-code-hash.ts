@@ -2,8 +2,9 @@
 // commit is known (a Docker image without `.git` or GIT_COMMIT), so that two releases with
 // different workflow code never share a version and replicas of one image always do.
 // Its inputs are what goes into a workflow bundle (temporal/workflow-bundles.ts, whose manifest
-// lists them): the project's files under workflows/ and the search-attribute definitions they
-// import (the layer rules allow them nothing else), and the versions of the SDK packages that
+// lists them): the project's files under workflows/, the search-attribute definitions they
+// import and the settlement activities' shared timing (the layer rules allow them nothing else
+// but types, which bundling erases), and the versions of the SDK packages that
 // run that code. Reading those few files takes milliseconds at start, where bundling (which
 // would give the exact list) takes seconds; and it names the same code whether the worker
 // bundles at start or loads a prebuilt bundle, and wherever the image was built, where the
@@ -17,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** The project's workflow code: folders walked whole, single files as they are. */
-const SOURCES = ['workflows', 'temporal/search-attributes.ts'];
+const SOURCES = ['workflows', 'temporal/search-attributes.ts', 'activities/settlement/types.ts'];
 /** The SDK packages bundled with it; the packages they bring in come with their versions. */
 const PACKAGES = ['@temporalio/workflow', '@temporalio/common', '@temporalio/interceptors-opentelemetry'];
 

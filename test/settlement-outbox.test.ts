@@ -44,7 +44,8 @@ import {
 import { reserveNonce } from '../facilitator/store/reservations.ts';
 import { storedGasNonce } from '../facilitator/store/gas.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
-import { markWorkflowStarted, saveSettleRequest } from '../facilitator/store/requests.ts';
+import { markRefused, markWorkflowStarted, saveSettleRequest } from '../facilitator/store/requests.ts';
+import { loadFacilitatorConfig } from '../facilitator/config.ts';
 import type { SettleRequest } from '../x402/schemas.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
@@ -105,10 +106,14 @@ describe('settlement outbox', function () {
   /**
    * What a handler that died before its workflow start and its send committed: the request, then
    * the claim with the signed bytes (the claim check and the reservation statement, as the
-   * handler runs them). Nothing is sent.
+   * handler runs them), with the gas wallet `config` names. Nothing is sent.
    */
-  async function claimAsDeadHandler(key: string, request: SettleRequest, amount: bigint): Promise<void> {
-    const config = facilitator.config;
+  async function claimAsDeadHandler(
+    key: string,
+    request: SettleRequest,
+    amount: bigint,
+    config = facilitator.config,
+  ): Promise<void> {
     const chain = createChainProvider(config.chainRpcUrl, config.domain.chainId);
     try {
       const deps = {
@@ -220,6 +225,22 @@ describe('settlement outbox', function () {
     // request is marked, so the outbox sweeper does not start it again.
     await markWorkflowStarted(facilitator.pool, lostKey);
     const held = (await findSettlement(facilitator.pool, lostKey))!;
+    // Another, whose run gave up before signing and told its caller it failed, though bytes were
+    // signed after all (a late attempt): sending them would charge the payer for nothing. Signed
+    // with a wallet nothing else uses, so the nonce it holds delays no one.
+    const refusedPayer = await newPayer(1_000_000n);
+    const refusedPayTo = newPayTo();
+    const refused = await signPayment(refusedPayer, { payTo: refusedPayTo, value: 10_000n });
+    const refusedKey = keyOf(refusedPayer.address, refused.payload.authorization.nonce);
+    const refusedWallet = await ownGasWallet(stack().infra, 'facilitator-outbox-refused');
+    await claimAsDeadHandler(
+      refusedKey,
+      settleBody(refused, requirements(refusedPayTo, 10_000n)),
+      10_000n,
+      loadFacilitatorConfig(facilitatorEnv(stack().infra, gasWalletEnv(refusedWallet))),
+    );
+    await markRefused(facilitator.pool, refusedKey, 'unavailable');
+    await markWorkflowStarted(facilitator.pool, refusedKey);
 
     // The next settlement takes the next gas nonce: the node holds it behind the unsent one.
     const payer = await newPayer(1_000_000n);
@@ -236,8 +257,8 @@ describe('settlement outbox', function () {
 
     // Idle past what a live run allows (the confirm step's bound and the sweep delay): its run is gone.
     await facilitator.pool.query(
-      "update settlements set updated_at = now() - interval '1 hour' where settlement_key = $1",
-      [lostKey],
+      "update settlements set updated_at = now() - interval '1 hour' where settlement_key = any($1)",
+      [[lostKey, refusedKey]],
     );
     const res = await answer;
     assert.equal(res.status, 200, JSON.stringify(res.json));
@@ -252,6 +273,13 @@ describe('settlement outbox', function () {
     assert.deepEqual(await transfersTo(provider, lostPayTo), [{ hash: held.txHash, value: 30_000n }]);
     assert.deepEqual(await transfersTo(provider, payTo), [{ hash: behind.txHash, value: 20_000n }]);
     assert.equal(await gasNonce(), nonceBefore + 2, 'two transactions from the gas wallet, one each');
+    // The sweep that found the lost settlement found the refused one idle as long: left alone.
+    await assert.rejects(stack().temporal.workflow.getHandle(`watch:${refusedKey}`).describe(), {
+      name: 'WorkflowNotFoundError',
+    });
+    const untouched = await findSettlement(facilitator.pool, refusedKey);
+    assert.equal(untouched?.status, 'signed');
+    assert.equal(await provider.getTransaction(untouched.txHash!), null, 'its bytes never sent');
   });
 
   it('the facilitator process SIGKILLed mid-broadcast before its workflow exists: after a restart, exactly one transaction, with the stored hash', async () => {

@@ -1,4 +1,5 @@
-// The settlement activities' interface, shared with SettlementWorkflow (type-only). The step
+// The settlement activities' interface, shared with SettlementWorkflow (its types, and the one
+// timing value both sides use, which puts this file in the workflow bundle). The step
 // results are the facilitator's (facilitator/settlement/types.ts); what they hold may enter a
 // workflow history: addresses, amounts, hashes and causes, never signed bytes.
 import type { Broadcast, Prepared, Reserved, SettlementOutcome, Verified } from '../../facilitator/settlement/types.ts';

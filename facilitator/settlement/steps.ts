@@ -331,6 +331,9 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
     async watch(key, beat) {
       const found = signedOrThrow(await findSettlement(deps.pool, key));
       if (final(found)) return outcomeOfRecord(found);
+      // Signed but never sent (its run is gone: the sweeper started this watcher): sent first,
+      // and counted. A node refusing them is no failure: the watch below re-sends what it lost.
+      if (found.status === 'signed') await sendStored(deps, found).catch(() => undefined);
       for (;;) {
         const record = signedOrThrow(await findSettlement(deps.pool, key));
         const inclusion = await awaitInclusion(

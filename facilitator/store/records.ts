@@ -243,16 +243,19 @@ export async function completeSettlement(
  * leaves one so (its confirm step records an outcome within its bound, and every send touches
  * the record), so its run is gone: a workflow an operator terminated before the bytes reached the
  * chain, say. Such bytes hold the gas wallet's nonce, and every later settlement of the wallet
- * waits behind it. Each is touched as it is returned, so it comes back only after another
+ * waits behind it. Not one whose request was refused: its caller was told it failed (a run
+ * that gave up before signing, raced by bytes signed after all), so sending them would charge
+ * the payer for nothing. Each is touched as it is returned, so it comes back only after another
  * `idleMs`.
  */
 export async function idleInFlight(db: pg.Pool, idleMs: number, limit: number): Promise<string[]> {
   const { rows } = await db.query<{ settlement_key: string }>(
     `update settlements set updated_at = now()
      where settlement_key in (
-       select settlement_key from settlements
-       where status in ('signed', 'broadcast') and updated_at < now() - make_interval(secs => $1::double precision / 1000)
-       order by updated_at limit $2 for update skip locked)
+       select s.settlement_key from settlements s
+       where s.status in ('signed', 'broadcast') and s.updated_at < now() - make_interval(secs => $1::double precision / 1000)
+         and not exists (select 1 from settle_requests r where r.settlement_key = s.settlement_key and r.refused_cause is not null)
+       order by s.updated_at limit $2 for update of s skip locked)
      returning settlement_key`,
     [idleMs, limit],
   );

@@ -8,6 +8,7 @@
 // test/settlement-replay.test.ts.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { Context } from '@temporalio/activity';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { SettlementActivities, SettlementOutcome } from '../../activities/settlement/types.ts';
 import type { FacilitatorConfig } from '../../facilitator/config.ts';
@@ -281,5 +282,30 @@ describe('SettlementWorkflow (time-skipping test server, step activities as test
     const watched = await searchAttributesOf(h.env, `watch:${run.key}`);
     assert.equal(watched[SettlementStatus.name], 'settled');
     assert.equal(watched[TxHash.name], TX);
+  });
+
+  it('not included in time, its watcher already started by the sweeper (the run idle past its bound): the run still answers pending, and that watcher records the settlement', async () => {
+    const pending: SettlementOutcome = { status: 'pending', payer: PAYER, transaction: TX, cause: null };
+    const run = await settle(
+      {
+        verifySettlement: verified,
+        claimSettlement: signed,
+        broadcastSettlement: sent,
+        confirmSettlement: async () => {
+          // The sweeper's start, on the same queue, while the confirm step still runs.
+          const { taskQueue, workflowExecution } = Context.current().info;
+          assert.ok(workflowExecution, 'run by a workflow');
+          const config = { temporal: { taskQueue } } as unknown as FacilitatorConfig;
+          await startWatchWorkflow(h.env.client, config, workflowExecution.workflowId);
+          return pending;
+        },
+        watchSettlement: async () => settled,
+      },
+      (key) => h.env.client.workflow.getHandle(`watch:${key}`).result(),
+    );
+    assert.deepEqual(run.outcome, pending, 'answered, not failed');
+    assert.equal(run.attributes[SettlementStatus.name], 'pending');
+    assert.deepEqual(run.later, settled);
+    assert.equal(run.d.order().filter((name) => name === 'watchSettlement').length, 1, 'one watcher');
   });
 });
