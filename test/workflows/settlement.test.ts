@@ -260,15 +260,15 @@ describe('SettlementWorkflow (time-skipping test server, step activities as test
     assert.deepEqual(d.order(), ['verifySettlement', 'claimSettlement', 'broadcastSettlement', 'confirmSettlement']);
   });
 
+  const pending: SettlementOutcome = { status: 'pending', payer: PAYER, transaction: TX, cause: null };
+  const throughBroadcast: Steps = { verifySettlement: verified, claimSettlement: signed, broadcastSettlement: sent };
+
   // Last in this file: once a workflow has started a child, this test server (temporal-test-server
-  // 1.40.0) no longer skips time for the tests after it.
+  // 1.40.0) no longer skips time for the tests after it (the next needs none).
   it('not included in time: answers pending, and a watcher that outlives the run records the settlement once it lands', async () => {
-    const pending: SettlementOutcome = { status: 'pending', payer: PAYER, transaction: TX, cause: null };
     const run = await settle(
       {
-        verifySettlement: verified,
-        claimSettlement: signed,
-        broadcastSettlement: sent,
+        ...throughBroadcast,
         confirmSettlement: async () => pending,
         watchSettlement: async () => settled,
       },
@@ -285,12 +285,9 @@ describe('SettlementWorkflow (time-skipping test server, step activities as test
   });
 
   it('not included in time, its watcher already started by the sweeper (the run idle past its bound): the run still answers pending, and that watcher records the settlement', async () => {
-    const pending: SettlementOutcome = { status: 'pending', payer: PAYER, transaction: TX, cause: null };
     const run = await settle(
       {
-        verifySettlement: verified,
-        claimSettlement: signed,
-        broadcastSettlement: sent,
+        ...throughBroadcast,
         confirmSettlement: async () => {
           // The sweeper's start, on the same queue, while the confirm step still runs.
           const { taskQueue, workflowExecution } = Context.current().info;
