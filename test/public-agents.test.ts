@@ -331,7 +331,7 @@ describe('public paid agents', function () {
     });
     // One client address no other test draws from, behind a trusted proxy, on a replica whose
     // tenant bucket is out of the way: its bucket starts full however fast the tests before ran.
-    const gateway = await limitedGateway({ challengeRpsPerTenant: 1000 });
+    const gateway = await limitedGateway({ challengeRpsPerClient: 5, challengeRpsPerTenant: 1000 });
     const client = `203.0.113.${200 + Math.floor(Math.random() * 50)}`;
     try {
       const before = await rowCounts();

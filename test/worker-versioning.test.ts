@@ -16,7 +16,7 @@ import { execFile as execFileCb, execFileSync, type ChildProcess } from 'node:ch
 import { randomUUID } from 'node:crypto';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { request } from 'undici';
@@ -28,7 +28,7 @@ import { startedWorkflow } from './support/workflows.ts';
 import { until } from './support/facilitator.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
 import { loadWorkerVersion } from '../lib/worker-version.ts';
-import { workflowCodeHash } from '../lib/workflow-code-hash.ts';
+import { workflowCodeFiles, workflowCodeHash } from '../lib/workflow-code-hash.ts';
 
 const execFile = promisify(execFileCb);
 
@@ -313,9 +313,12 @@ describe('the build id and the promotion caution (lib/worker-version.ts)', () =>
   it('the workflow code hash (the id without a commit) changes with the workflow code and its SDK, not with other code', () => {
     // A copy of the files a bundle is built from, an activity beside them, and the SDK packages' manifests.
     const root = mkdtempSync(join(tmpdir(), 'workflow-code-'));
-    const copy = (path: string) => cpSync(path, join(root, path), { recursive: true });
+    const copy = (path: string) => {
+      mkdirSync(dirname(join(root, path)), { recursive: true });
+      cpSync(path, join(root, path));
+    };
     try {
-      for (const path of ['workflows', 'temporal/search-attributes.ts', 'activities/invocation.ts']) copy(path);
+      for (const path of [...workflowCodeFiles(), 'activities/invocation.ts']) copy(path);
       for (const pkg of ['@temporalio/workflow', '@temporalio/common', '@temporalio/interceptors-opentelemetry'])
         copy(`node_modules/${pkg}/package.json`);
       const original = workflowCodeHash(root);
