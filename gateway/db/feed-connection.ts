@@ -33,6 +33,28 @@ export type FeedConnection = {
   close(): Promise<void>;
 };
 
+/** The statement each connection ran last, for the next to follow. */
+const lastStatement = new WeakMap<pg.Client, Promise<unknown>>();
+
+/**
+ * `sql` on `c` once its previous statement is done: a heartbeat can come due while the last one
+ * is still out (a busy server), and a publication or the lease's release can meet either. pg
+ * queues such statements itself but warns that it will stop (deprecated in pg 8.16); the order
+ * and the timeouts are the same.
+ */
+function inTurn<R extends pg.QueryResultRow = pg.QueryResultRow>(
+  c: pg.Client,
+  sql: string,
+  params?: unknown[],
+): Promise<pg.QueryResult<R>> {
+  const next = (lastStatement.get(c) ?? Promise.resolve()).then(() => c.query<R>(sql, params));
+  lastStatement.set(
+    c,
+    next.catch(() => undefined),
+  );
+  return next;
+}
+
 export function openFeedConnection(opts: FeedConnectionOptions): FeedConnection {
   const { connectionString, channel, replicaId, leaseMs } = opts;
   let client: pg.Client | null = null;
@@ -82,7 +104,7 @@ export function openFeedConnection(opts: FeedConnectionOptions): FeedConnection 
   /** Renews the lease on `c`; a renewal that fails or does not come back in time drops the connection. */
   function renewLease(c: pg.Client): Promise<void> {
     const sentAt = performance.now();
-    return bounded(c, c.query(RENEW_LEASE, [replicaId, leaseMs]), opts.heartbeatTimeoutMs).then((ok) => {
+    return bounded(c, inTurn(c, RENEW_LEASE, [replicaId, leaseMs]), opts.heartbeatTimeoutMs).then((ok) => {
       if (ok && client === c) leasedUntil = sentAt + leaseMs - LEASE_MARGIN_MS;
     });
   }
@@ -100,9 +122,9 @@ export function openFeedConnection(opts: FeedConnectionOptions): FeedConnection 
       .then(() => {
         // The socket must not keep a process alive that is otherwise done.
         (c as unknown as { connection?: { stream?: { unref?: () => void } } }).connection?.stream?.unref?.();
-        return c.query(`listen ${channel}`);
+        return inTurn(c, `listen ${channel}`);
       })
-      .then(() => c.query(FORGET_OLD_REPLICAS))
+      .then(() => inTurn(c, FORGET_OLD_REPLICAS))
       // Leased only after LISTEN: a writer that does not see this lease committed before it was
       // taken, and its notification is delivered here before the lease's statement returns.
       .then(() => renewLease(c))
@@ -118,7 +140,7 @@ export function openFeedConnection(opts: FeedConnectionOptions): FeedConnection 
   }
 
   async function run<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
-    if (client && subscribed) return (await client.query<R>(sql, params)).rows;
+    if (client && subscribed) return (await inTurn<R>(client, sql, params)).rows;
     const own = new pg.Client({ connectionString, application_name: 'gateway-cache-publish' });
     await own.connect();
     try {
@@ -140,7 +162,7 @@ export function openFeedConnection(opts: FeedConnectionOptions): FeedConnection 
       closed = true;
       const c = client;
       if (c) {
-        await bounded(c, c.query(RELEASE_LEASE, [replicaId]), 1_000);
+        await bounded(c, inTurn(c, RELEASE_LEASE, [replicaId]), 1_000);
         lost(c);
       }
     },
