@@ -108,12 +108,7 @@ describe('settlement outbox', function () {
    * the claim with the signed bytes (the claim check and the reservation statement, as the
    * handler runs them), with the gas wallet `config` names. Nothing is sent.
    */
-  async function claimAsDeadHandler(
-    key: string,
-    request: SettleRequest,
-    amount: bigint,
-    config = facilitator.config,
-  ): Promise<void> {
+  async function claimAsDeadHandler(key: string, request: SettleRequest, config = facilitator.config): Promise<void> {
     const chain = createChainProvider(config.chainRpcUrl, config.domain.chainId);
     try {
       const deps = {
@@ -139,7 +134,7 @@ describe('settlement outbox', function () {
         kind: { network: 'base', asset: stack().infra.tokenAddress },
         payer: authorization.from,
         payTo: authorization.to,
-        amount,
+        amount: BigInt(authorization.value),
         validBefore: BigInt(authorization.validBefore),
         defaults: config.guardrails,
         gasAtRiskWei: checked.gas.gasLimit * checked.gas.maxFeePerGas,
@@ -197,7 +192,7 @@ describe('settlement outbox', function () {
     const key = keyOf(payer.address, payment.payload.authorization.nonce);
     const nonceBefore = await gasNonce();
 
-    await claimAsDeadHandler(key, request, 50_000n);
+    await claimAsDeadHandler(key, request);
     const stored = (await findSettlement(facilitator.pool, key))!;
     assert.equal(await provider.getTransaction(stored.txHash!), null, 'nothing sent yet');
 
@@ -220,7 +215,7 @@ describe('settlement outbox', function () {
     const lostPayTo = newPayTo();
     const lost = await signPayment(lostPayer, { payTo: lostPayTo, value: 30_000n });
     const lostKey = keyOf(lostPayer.address, lost.payload.authorization.nonce);
-    await claimAsDeadHandler(lostKey, settleBody(lost, requirements(lostPayTo, 30_000n)), 30_000n);
+    await claimAsDeadHandler(lostKey, settleBody(lost, requirements(lostPayTo, 30_000n)));
     // Its workflow was started, then terminated by an operator before anything was sent: the
     // request is marked, so the outbox sweeper does not start it again.
     await markWorkflowStarted(facilitator.pool, lostKey);
@@ -236,7 +231,6 @@ describe('settlement outbox', function () {
     await claimAsDeadHandler(
       refusedKey,
       settleBody(refused, requirements(refusedPayTo, 10_000n)),
-      10_000n,
       loadFacilitatorConfig(facilitatorEnv(stack().infra, gasWalletEnv(refusedWallet))),
     );
     await markRefused(facilitator.pool, refusedKey, 'unavailable');

@@ -10,7 +10,7 @@ import { Transaction } from 'ethers';
 import { sendRaw, signedTransactionHash } from '../chain.ts';
 import { storeFeeBump, type SignedAttempt } from '../store/gas.ts';
 import { markBroadcast } from '../store/records.ts';
-import { attemptsOf, isCancelRaw, type Signed } from './signed.ts';
+import { attemptsOf, isCancelRaw, signedByOurWallet, type Signed } from './signed.ts';
 import type { SettlementDeps } from './types.ts';
 
 /** Gas of a cancel: a plain value transfer. */
@@ -32,12 +32,7 @@ export async function replaceAtGasNonce(
   as: 'bump' | 'cancel',
 ): Promise<SignedAttempt | null> {
   const tx = Transaction.from(latest.rawTx);
-  if (
-    tx.from?.toLowerCase() !== deps.signer.address.toLowerCase() ||
-    tx.maxFeePerGas === null ||
-    tx.maxPriorityFeePerGas === null
-  )
-    return null;
+  if (!signedByOurWallet(deps, tx) || tx.maxFeePerGas === null || tx.maxPriorityFeePerGas === null) return null;
   const market = await deps.fees.current();
   const maxPriorityFeePerGas = [
     raised(tx.maxPriorityFeePerGas, deps.config.feeBump.percent),

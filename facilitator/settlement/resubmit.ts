@@ -5,7 +5,7 @@ import { Transaction } from 'ethers';
 import { pendingNonce, signedTransactionHash, simulate } from '../chain.ts';
 import { signedAttempts, storeResubmission } from '../store/gas.ts';
 import type { SettlementRecord } from '../store/records.ts';
-import { gasNonceOf, isCancelRaw, signedOrThrow, type Signed } from './signed.ts';
+import { gasNonceOf, isCancelRaw, signedByOurWallet, signedOrThrow, type Signed } from './signed.ts';
 import type { SettlementDeps } from './types.ts';
 
 /**
@@ -27,8 +27,7 @@ export async function resubmit(deps: SettlementDeps, record: SettlementRecord): 
   if (!transfer || record.gasNonce === null) return null;
   if (new Set(stored.map((a) => gasNonceOf(a.rawTx))).size > MAX_RESUBMISSIONS) return null;
   const tx = Transaction.from(transfer.rawTx);
-  // Another gas wallet's settlement (a worker holding another key): its nonces are not ours to take.
-  if (tx.from?.toLowerCase() !== deps.signer.address.toLowerCase()) return null;
+  if (!signedByOurWallet(deps, tx)) return null;
   const [refused, fees, chainNonce] = await Promise.all([
     simulate(deps.provider, { from: deps.signer.address, to: tx.to!, data: tx.data }),
     deps.fees.current(),

@@ -17,6 +17,15 @@ export function signedOrThrow(record: SettlementRecord | null): Signed {
 export const isCancel = (tx: { from?: string | null; to?: string | null }) =>
   !!tx.to && !!tx.from && tx.to.toLowerCase() === tx.from.toLowerCase();
 
+/**
+ * Whether `tx` was signed by this worker's gas wallet: only then are its gas nonce and its
+ * replacements (a fee bump, a cancel, a re-submission) this worker's to sign. A worker holding
+ * another key (a rotated wallet, another deployment on the same database) delivers such bytes
+ * as they are, and signs nothing for them.
+ */
+export const signedByOurWallet = (deps: Pick<SettlementDeps, 'signer'>, tx: { from?: string | null }) =>
+  tx.from?.toLowerCase() === deps.signer.address.toLowerCase();
+
 /** The gas nonce of signed bytes. */
 export const gasNonceOf = (rawTx: string) => Transaction.from(rawTx).nonce;
 

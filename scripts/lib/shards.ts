@@ -21,7 +21,7 @@ export type FileResult = {
   pending: number;
   wallMs: number;
   cpuMs: number;
-  /** Each failed test's full title and the first line of its error. */
+  /** Each failed test's full title and the first lines of its error. */
   failed?: string[];
 };
 
