@@ -7,7 +7,9 @@ import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ContractFactory, JsonRpcProvider, getCreateAddress, toQuantity } from 'ethers';
+import { PERMIT2_ADDRESS } from '../../contracts/permit2.ts';
 import { CHAIN_ID, TOKEN_ABI, tokenContract } from '../../contracts/token.ts';
+import { UPTO_PROXY_ADDRESS } from '../../contracts/upto-proxy.ts';
 
 export { CHAIN_ID, TOKEN_ABI, tokenContract };
 import { compileContract, compileToken } from './compile.ts';
@@ -138,6 +140,28 @@ export async function deployToken(rpcUrl: string, cacheDir: string): Promise<{ a
     await token.waitForDeployment();
   });
   return { address, deployer };
+}
+
+/**
+ * Places the contracts the x402 `upto` scheme settles through at their canonical addresses:
+ * Permit2's signature transfer and the upto proxy (our implementations of the published
+ * interfaces, contracts/Permit2.sol and contracts/UptoPermit2Proxy.sol). The addresses are fixed
+ * by the reference clients, so the code is set there directly (anvil_setCode: no deployment, no
+ * constructor; neither contract needs one). Idempotent: code already in place is left alone, so a
+ * chain restored from a state file keeps its Permit2 nonces.
+ */
+export async function placeUptoContracts(rpcUrl: string, cacheDir: string): Promise<void> {
+  const placements = [
+    { address: PERMIT2_ADDRESS, name: 'Permit2' },
+    { address: UPTO_PROXY_ADDRESS, name: 'UptoPermit2Proxy' },
+  ] as const;
+  await withProvider(rpcUrl, async (provider) => {
+    for (const { address, name } of placements) {
+      const { deployedBytecode } = await compileContract(name, cacheDir);
+      if ((await provider.getCode(address)).toLowerCase() === deployedBytecode.toLowerCase()) continue;
+      await provider.send('anvil_setCode', [address, deployedBytecode]);
+    }
+  });
 }
 
 /**

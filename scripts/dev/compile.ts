@@ -9,12 +9,19 @@ import { join } from 'node:path';
 
 export interface CompiledContract {
   abi: any[];
+  /** Creation code: what a deployment sends. */
   bytecode: string;
+  /** Runtime code: what anvil_setCode places at a fixed address (no constructor runs). */
+  deployedBytecode: string;
 }
 export type CompiledToken = CompiledContract;
 
-/** The contracts of this folder: the USDC stand-in, and an ERC-1271 wallet for tests. */
-export type ContractName = 'UsdcToken' | 'SmartWallet';
+/**
+ * The contracts of this folder: the USDC stand-in, an ERC-1271 wallet for tests, and the two the
+ * x402 `upto` scheme settles through, placed at their canonical addresses (Permit2's signature
+ * transfer and the upto proxy).
+ */
+export type ContractName = 'UsdcToken' | 'SmartWallet' | 'Permit2' | 'UptoPermit2Proxy';
 
 const require = createRequire(import.meta.url);
 
@@ -24,7 +31,7 @@ function solcSettings(name: ContractName) {
   return {
     optimizer: { enabled: true, runs: 200 },
     evmVersion: 'prague',
-    outputSelection: { [`${name}.sol`]: { [name]: ['abi', 'evm.bytecode.object'] } },
+    outputSelection: { [`${name}.sol`]: { [name]: ['abi', 'evm.bytecode.object', 'evm.deployedBytecode.object'] } },
   };
 }
 
@@ -36,7 +43,7 @@ export async function compileContract(name: ContractName, cacheDir: string): Pro
   const source = await readFile(new URL(`../../contracts/${name}.sol`, import.meta.url), 'utf8');
   const cacheFile = join(cacheDir, `${name}-${cacheKey(name, source)}.json`);
   try {
-    return JSON.parse(await readFile(cacheFile, 'utf8')) as CompiledToken;
+    return JSON.parse(await readFile(cacheFile, 'utf8')) as CompiledContract;
   } catch {
     // Missing or unreadable cache entry: compile below and overwrite it.
   }
@@ -75,7 +82,11 @@ async function compile(name: ContractName, source: string): Promise<CompiledCont
     throw new Error(`solc failed:\n${errors.map((e: { formattedMessage: string }) => e.formattedMessage).join('\n')}`);
   }
   const contract = output.contracts[`${name}.sol`][name];
-  return { abi: contract.abi, bytecode: `0x${contract.evm.bytecode.object}` };
+  return {
+    abi: contract.abi,
+    bytecode: `0x${contract.evm.bytecode.object}`,
+    deployedBytecode: `0x${contract.evm.deployedBytecode.object}`,
+  };
 }
 
 // solc asks for every import by its source unit name ("@openzeppelin/contracts/..."), which is

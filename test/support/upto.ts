@@ -1,0 +1,68 @@
+// x402 `upto` payments for tests, signed by the unmodified reference client (@x402/core's
+// x402Client with @x402/evm's UptoEvmScheme): a 402 challenge offering `upto`, and the payment
+// the client builds for it. With `sponsoring`, the challenge declares eip2612GasSponsoring, so a
+// payer without a Permit2 allowance also signs an EIP-2612 permit (the client reads the token's
+// allowance and the payer's permit nonce through `reader`).
+import { x402Client } from '@x402/core/client';
+import { toClientEvmSigner } from '@x402/evm';
+import { UptoEvmScheme } from '@x402/evm/upto/client';
+import { createPublicClient, http } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { UptoPayment } from '../../x402/schemes/upto/schemas.ts';
+
+export const UPTO_NETWORK = 'eip155:8453';
+
+export type UptoTerms = {
+  asset: string;
+  payTo: string;
+  facilitator: string;
+  /** The maximum, in token units. */
+  amount: bigint;
+  maxTimeoutSeconds?: number;
+  sponsoring?: boolean;
+};
+
+/** What the client asks the chain: the token's `allowance` and `nonces`. */
+type ContractReader = { readContract: (args: { functionName: string; args?: readonly unknown[] }) => Promise<unknown> };
+
+export function uptoChallenge(terms: UptoTerms) {
+  return {
+    x402Version: 2 as const,
+    resource: { url: 'https://gateway.test/paid', description: 'metered call', mimeType: 'application/json' },
+    accepts: [
+      {
+        scheme: 'upto',
+        network: UPTO_NETWORK as `${string}:${string}`,
+        amount: String(terms.amount),
+        asset: terms.asset,
+        payTo: terms.payTo,
+        maxTimeoutSeconds: terms.maxTimeoutSeconds ?? 300,
+        extra: { name: 'USD Coin', version: '2', facilitatorAddress: terms.facilitator },
+      },
+    ],
+    ...(terms.sponsoring
+      ? {
+          extensions: {
+            eip2612GasSponsoring: {
+              info: { description: 'The facilitator submits an EIP-2612 permit for Permit2.', version: '1' },
+            },
+          },
+        }
+      : {}),
+  };
+}
+
+/** A reader over a JSON-RPC node, as a client with a public client configured has one. */
+export function rpcReader(rpcUrl: string): ContractReader {
+  return createPublicClient({ transport: http(rpcUrl) }) as unknown as ContractReader;
+}
+
+/** The payment the reference client builds for `terms`, parsed with our wire schema. */
+export async function signUptoPayment(privateKey: string, terms: UptoTerms, reader?: ContractReader) {
+  const account = privateKeyToAccount(privateKey as `0x${string}`);
+  const signer = toClientEvmSigner(account, reader as Parameters<typeof toClientEvmSigner>[1]);
+  const client = new x402Client().register('eip155:*', new UptoEvmScheme(signer));
+  client.setSpendControls({ allowedAssets: [{ network: UPTO_NETWORK, asset: terms.asset }] });
+  const wire = await client.createPaymentPayload(uptoChallenge(terms));
+  return { wire, payment: UptoPayment.parse(JSON.parse(JSON.stringify(wire))) };
+}
