@@ -34,6 +34,8 @@ export type InfraOptions = {
   vault?: { addr: string; token: string };
   /** Keep chain state across restarts (npm start) or not (tests). */
   persistChain: boolean;
+  /** Where compiled contracts are cached (default: `contracts` in dataDir); tests share one across runs. */
+  contractsCacheDir?: string;
   log: (source: string, line: string) => void;
 };
 
@@ -185,8 +187,9 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
     } finally {
       await orm.close();
     }
-    const token = await deployToken(chainReady.rpcUrl, join(opts.dataDir, 'contracts'));
-    await placeUptoContracts(chainReady.rpcUrl, join(opts.dataDir, 'contracts'));
+    const contractsCache = opts.contractsCacheDir ?? join(opts.dataDir, 'contracts');
+    const token = await deployToken(chainReady.rpcUrl, contractsCache);
+    await placeUptoContracts(chainReady.rpcUrl, contractsCache);
     const gasWallet = await ensureDevGasWallet(join(opts.dataDir, 'facilitator'));
     if (!opts.chainRpcUrl) await fundDevGasWallet(chainReady.rpcUrl, 8453, gasWallet.address);
 

@@ -78,6 +78,9 @@ async function localPostgres(): Promise<string | undefined> {
   return (await canConnect(local)) ? local : undefined;
 }
 
+/** The compiled-contract cache every run shares (test/chain.test.ts uses it too). */
+export const CONTRACTS_CACHE_DIR = resolve('.test-data', 'contracts');
+
 export async function startStack(): Promise<Stack> {
   const runId = `${process.pid}_${randomBytes(3).toString('hex')}`;
   const dataDir = resolve('.test-data', `run-${runId}`);
@@ -93,6 +96,8 @@ export async function startStack(): Promise<Stack> {
     databaseName: `gw_test_${runId}`,
     namespace: 'default',
     persistChain: false,
+    // Shared across runs (keyed by source and compiler, written atomically): compiled once, not per run.
+    contractsCacheDir: CONTRACTS_CACHE_DIR,
     log: quiet,
   });
   cleanups.push(() => infra.stop());

@@ -23,8 +23,7 @@ export const UptoAuthorization = z.object({
 export type UptoAuthorization = z.infer<typeof UptoAuthorization>;
 
 /** The v2 PaymentPayload's `payload` for `upto`. */
-export const UptoPayload = z.object({ signature: SignatureHex, permit2Authorization: UptoAuthorization });
-export type UptoPayload = z.infer<typeof UptoPayload>;
+const UptoPayload = z.object({ signature: SignatureHex, permit2Authorization: UptoAuthorization });
 
 export const EIP2612_GAS_SPONSORING = 'eip2612GasSponsoring';
 

@@ -38,7 +38,7 @@ export const UPTO_PERMIT_TYPES = {
 };
 
 /** EIP-2612's Permit, signed under the token's own domain. */
-export const EIP2612_PERMIT_TYPES = {
+const EIP2612_PERMIT_TYPES = {
   Permit: [
     { name: 'owner', type: 'address' },
     { name: 'spender', type: 'address' },

@@ -25,7 +25,7 @@ import {
   type UptoPermit,
 } from './typed-data.ts';
 
-export type UptoVerifyCause =
+type UptoVerifyCause =
   | 'unsupported_scheme'
   | 'network_mismatch'
   | 'asset_mismatch'
@@ -56,7 +56,7 @@ export type UptoExpectation = {
 };
 
 /** The payer's EIP-2612 permit, split as the proxy's settleWithPermit takes it. */
-export type SponsoredPermit = { value: bigint; deadline: bigint; v: number; r: string; s: string };
+type SponsoredPermit = { value: bigint; deadline: bigint; v: number; r: string; s: string };
 
 export type VerifiedUptoPayment = UptoPermit & {
   payer: string;
