@@ -7,7 +7,7 @@ import { ApiError } from '../errors.ts';
 import { publicRequestUrl } from '../public-url.ts';
 import { coarseMessage } from '../../gateway/upstream/errors.ts';
 import { cheapToParse, refundIfRefused, runStages, type Admitted, type Door, type GateCtx } from './gate.ts';
-import { parseMcpBody } from './parse.ts';
+import { parseMcpBody } from './mcp.ts';
 import { parseA2aRequest } from './a2a-x402.ts';
 import { arrivedBody, contentLengthOf, declaredOver, readCappedBody } from './body.ts';
 import type { ProxyCall } from './call.ts';
