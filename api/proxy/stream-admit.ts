@@ -67,7 +67,7 @@ async function admitCall(ctx: GateCtx, deps: AppDeps, services: ProxyServices, d
       () => parseMcpBody(read),
       () => cheapToParse(read),
     );
-    // A payment in `_meta` is never forwarded: the body goes up without it (parse.ts).
+    // A payment in `_meta` is never forwarded: the body goes up without it (gateway/mcp/x402.ts).
     body = mcp.forwardBody ?? read;
   } else {
     // A small body is usually here whole already: sent as the bytes it is (body.ts).
