@@ -7,7 +7,7 @@ import { createVerifier, requireAuth, type AuthState } from './auth.ts';
 import { badRequest, errorMapper } from './errors.ts';
 import { answerUnservedMethods } from './allowed-methods.ts';
 import { compressOwnAnswers } from './compression.ts';
-import { MAX_BODY_DEPTH, nestsDeeperThan } from './json-depth.ts';
+import { MAX_BODY_DEPTH, nestsDeeperThan } from '../lib/json-depth.ts';
 import { observeRequests } from '../lib/observability/http.ts';
 import { countRateLimitRejection } from './metrics.ts';
 import { traceRequests } from '../lib/observability/spans.ts';

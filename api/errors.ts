@@ -6,8 +6,9 @@ import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../lib/log.ts';
 import { errorFrames, errorKind } from '../lib/error-kind.ts';
-import { ApiError, conflict } from '../lib/http-error.ts';
+import { ApiError, badRequest, conflict } from '../lib/http-error.ts';
 import { PaymentAlreadyBound } from '../gateway/payment/binding.ts';
+import { JsonRpcRequestError } from '../gateway/jsonrpc/request.ts';
 import { PAYMENT_RESPONSE_HEADER } from './payment/dialect.ts';
 
 export { ApiError, badRequest, conflict, notFound, unprocessable } from '../lib/http-error.ts';
@@ -18,6 +19,16 @@ export async function flushOr409(em: EntityManager, nameTaken: string): Promise<
     await em.flush();
   } catch (err) {
     if (err instanceof UniqueConstraintViolationException) throw conflict(nameTaken);
+    throw err;
+  }
+}
+
+/** What `parse` returns; a JSON-RPC request it refuses (gateway/jsonrpc/request.ts) is a 400 saying why. */
+export function parsedOr400<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    if (err instanceof JsonRpcRequestError) throw badRequest(err.message);
     throw err;
   }
 }

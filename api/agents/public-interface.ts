@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { Ajv as AjvDraft07 } from 'ajv';
-import { nestsDeeperThan } from '../json-depth.ts';
+import { nestsDeeperThan } from '../../lib/json-depth.ts';
 import { maxChars } from '../validation.ts';
 
 const PUBLIC_INTERFACE_MAX_BYTES = 16_384;

@@ -1,5 +1,5 @@
 // The tool descriptions a public MCP agent's upstream gives in its own `tools/list`
-// (gateway/mcp/tools-list.ts), for the tools its tenant did not describe in public_interface:
+// (gateway/mcp/tools-list.ts, read with the MCP SDK's client), for the tools its tenant did not describe in public_interface:
 // read when the catalog is built, kept per agent version (its id, upstream, credential and last
 // change) in a bounded cache, so a rebuild does not read the upstream again. Each tool is held to
 // the rules of a tenant's own description (api/agents/public-interface.ts: a JSON Schema,

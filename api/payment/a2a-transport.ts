@@ -23,8 +23,8 @@ import {
   paymentFailedResult,
   paymentRejectedResult,
   paymentRequiredResult,
-  rpcResult,
 } from '../../gateway/a2a/x402.ts';
+import { rpcResult } from '../../gateway/jsonrpc/response.ts';
 
 /** How long a caller told the tenant's payment tasks are full waits before asking again. */
 const FULL_RETRY_AFTER_S = 5;

@@ -7,7 +7,7 @@
 //   facilitator before the upstream is called. Both dialects take the same path from the
 //   decoded v1 Payment on; only the receipt header differs.
 // - a v2 PaymentPayload in an MCP request's `params._meta["x402/payment"]` (the x402 MCP
-//   transport, mcp-transport.ts) takes the v2 path; a payment identifier (identifier.ts) gives
+//   transport, api/proxy/mcp.ts) takes the v2 path; a payment identifier (identifier.ts) gives
 //   a retry the first attempt's outcome.
 // Every failure is a 402 with a coarse `{error}` (and PAYMENT-REQUIRED); the precise cause is
 // only logged. A call whose route chose the MCP answer style gets it as a JSON-RPC tool result.
@@ -39,7 +39,7 @@ import {
   type Dialect,
   type PaymentHeaders,
 } from './dialect.ts';
-import { inAnswerStyle } from './mcp-transport.ts';
+import { inAnswerStyle } from '../proxy/mcp.ts';
 import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
 import { answerKnownIdentifier, identifierConflict, identifiesBoundPayment } from './identifier.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';

@@ -25,8 +25,8 @@ import {
 } from '../../gateway/a2a/x402.ts';
 import { forwardableHeaders } from '../../gateway/upstream/headers.ts';
 import { refuseOversizeA2aMessage } from '../payment/a2a-transport.ts';
-import { parseA2aBody } from './a2a-parse.ts';
-import { parseKeepingNumbers } from './parse.ts';
+import { parseA2aBody } from './a2a.ts';
+import { parseKeepingNumbers } from '../../gateway/jsonrpc/exact-json.ts';
 import type { A2aCall, ProxyCall } from './call.ts';
 
 type Headers = { get(name: string): string; set(name: string, value: string): void };

@@ -8,6 +8,7 @@ import type { Dialect } from '../payment/dialect.ts';
 import type { SettleResponseV2 } from '../../x402/v2.ts';
 import type { A2aRequestFacts, TaskSeen } from '../../gateway/a2a/methods.ts';
 import type { Spelling } from '../../gateway/a2a/x402.ts';
+import type { McpCall } from '../../gateway/mcp/request.ts';
 
 /** A message sent with the x402 A2A extension activated (api/proxy/a2a-x402.ts). */
 type A2aX402 = {
@@ -26,27 +27,13 @@ type A2aX402 = {
   request: string;
 };
 
-/** An A2A agent's call (api/proxy/a2a-parse.ts): its request's facts, and the first task its answer named. */
+/** An A2A agent's call (api/proxy/a2a.ts): its request's facts, and the first task its answer named. */
 export type A2aCall = A2aRequestFacts & {
   rpcId?: string | number | null;
-  /** Set while the answer passes (api/proxy/a2a-tap.ts): the first task it named. */
+  /** Set while the answer passes (api/proxy/a2a.ts a2aAnswerTap): the first task it named. */
   answered?: TaskSeen | null;
   /** Set when the message was sent with the x402 A2A extension activated. */
   x402?: A2aX402 | null;
-};
-
-export type McpCall = {
-  method: string;
-  tool: string | null;
-  /** The JSON-RPC request's id (absent for a notification): the response that answers it carries the same. */
-  rpcId?: string | number;
-  /**
-   * `params._meta["x402/payment"]` as sent (the x402 MCP transport's PaymentPayload), undefined
-   * when the key is absent. Never forwarded: `forwardBody` is the request without it.
-   */
-  payment?: unknown;
-  /** The body to forward and store when `payment` was present: re-serialized without that one key. */
-  forwardBody?: Buffer;
 };
 
 export type PaymentRecord = {
@@ -62,8 +49,8 @@ export type PaymentRecord = {
   responseHeader: string | null;
   /**
    * The SettleResponse of a payment made in the JSON-RPC body (dialect `mcp`): for an MCP result's
-   * `_meta["x402/payment-response"]` (api/proxy/mcp-receipt.ts) or an A2A answer's
-   * `x402.payment.receipts` (api/proxy/a2a-receipt.ts).
+   * `_meta["x402/payment-response"]` (gateway/mcp/x402.ts) or an A2A answer's
+   * `x402.payment.receipts` (gateway/a2a/x402.ts).
    */
   metaResponse: SettleResponseV2 | null;
   /** The payer's payment identifier (payment-identifier extension), when it sent one. */
@@ -93,7 +80,7 @@ export type ProxyCall = {
   payment: PaymentRecord | null;
   /**
    * How payment refusals are answered: `http` (default) is the v1 contract's 402; `mcp` is the
-   * x402 MCP transport's JSON-RPC tool result (HTTP 200, `isError: true`, api/payment/mcp-transport.ts),
+   * x402 MCP transport's JSON-RPC tool result (HTTP 200, `isError: true`, api/proxy/mcp.ts),
    * for routes outside /v1 that choose it; `a2a` the x402 A2A transport's task (api/payment/a2a-transport.ts).
    * /v1 never sets it.
    */

@@ -11,7 +11,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Context, Next } from 'koa';
 import type { Agent } from '../../gateway/db/entities.ts';
 import { ApiError, badRequest, notFound, unprocessable } from '../errors.ts';
-import { checkTaskBinding } from './a2a-parse.ts';
+import { checkTaskBinding } from './a2a.ts';
 import { isId } from '../../lib/ids.ts';
 import { agentStatus } from '../agents/serialize.ts';
 import { requestIdFrom } from '../../gateway/upstream/headers.ts';

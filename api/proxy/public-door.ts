@@ -133,7 +133,7 @@ export function publicDoor(
         giveBack,
         async identify(call) {
           // A public MCP agent is paid the way the x402 MCP transport says: an unpaid or refused
-          // tools/call is answered as a JSON-RPC tool result (api/payment/mcp-transport.ts).
+          // tools/call is answered as a JSON-RPC tool result (api/proxy/mcp.ts).
           if (agent.protocol === 'mcp') call.paymentAnswer = 'mcp';
           // A message sent with the x402 A2A extension: told to pay with an input-required task
           // (its message kept for the paying one), refused with a failed task

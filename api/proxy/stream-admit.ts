@@ -7,7 +7,7 @@ import { ApiError } from '../errors.ts';
 import { publicRequestUrl } from '../public-url.ts';
 import { coarseMessage } from '../../gateway/upstream/errors.ts';
 import { cheapToParse, refundIfRefused, runStages, type Admitted, type Door, type GateCtx } from './gate.ts';
-import { parseMcpBody } from './parse.ts';
+import { parseMcpBody } from './mcp.ts';
 import { parseA2aRequest } from './a2a-x402.ts';
 import { arrivedBody, contentLengthOf, declaredOver, readCappedBody } from './body.ts';
 import type { ProxyCall } from './call.ts';
@@ -67,7 +67,7 @@ async function admitCall(ctx: GateCtx, deps: AppDeps, services: ProxyServices, d
       () => parseMcpBody(read),
       () => cheapToParse(read),
     );
-    // A payment in `_meta` is never forwarded: the body goes up without it (parse.ts).
+    // A payment in `_meta` is never forwarded: the body goes up without it (gateway/mcp/x402.ts).
     body = mcp.forwardBody ?? read;
   } else {
     // A small body is usually here whole already: sent as the bytes it is (body.ts).

@@ -20,8 +20,8 @@ import {
 } from '../../gateway/upstream/errors.ts';
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import { answeredOutcome } from '../../gateway/invocations/outcome.ts';
-import { mcpReceiptInjector } from './mcp-receipt.ts';
-import { a2aReceiptInjector } from './a2a-receipt.ts';
+import { mcpReceiptInjector } from './mcp.ts';
+import { a2aReceiptInjector } from './a2a.ts';
 import { failedBeforeUpstream, type Outcome, type StreamRecord } from './stream-record.ts';
 import type { ProxyCall } from './call.ts';
 
@@ -80,7 +80,7 @@ export async function relay(
   ctx.respond = false;
   const out: Record<string, string | string[]> = { ...forwardableResponseHeaders(reply.headers), ...gatewayHeaders };
   // A payment made in the JSON-RPC body gets its receipt in the answer: an MCP tool result's
-  // `_meta` (mcp-receipt.ts), an A2A task's or message's metadata (a2a-receipt.ts).
+  // `_meta` (mcp.ts), an A2A task's or message's metadata (a2a.ts).
   const injectReceipt = mcpReceiptInjector(call, reply.headers) ?? a2aReceiptInjector(call, reply.headers);
   if (injectReceipt) delete out['content-length'];
   const contentType = String(reply.headers['content-type'] ?? '');
@@ -94,7 +94,7 @@ export async function relay(
     firstByteAt = performance.now();
   });
   const received = injectReceipt ? injectReceipt(reply.body) : reply.body;
-  // An A2A answer is watched for the tasks it names, which are bound as they pass (a2a-tap.ts).
+  // An A2A answer is watched for the tasks it names, which are bound as they pass (a2a.ts).
   const source = tap ? tap(received) : received;
   const digest = record.hashResponse(source);
   const ended = await pipeDown(source, res);

@@ -18,7 +18,7 @@ import type { AppDeps } from '../deps.ts';
 import { admitStream } from './stream-admit.ts';
 import { bindPayment, failedBeforeUpstream, streamRecord } from './stream-record.ts';
 import { answerUnreached, relay, watchHangup } from './stream-relay.ts';
-import { a2aAnswerTap, a2aAnswered } from './a2a-tap.ts';
+import { a2aAnswerTap, a2aAnswered } from './a2a.ts';
 
 /**
  * The gateway's own response headers, set now so that every answer carries them. The receipt
@@ -46,7 +46,7 @@ function upstreamHeaders(
     ...credentialHeaders,
     'x-request-id': call.requestId,
   };
-  // An A2A answer is watched for the tasks it names, which are bound as it passes (a2a-tap.ts):
+  // An A2A answer is watched for the tasks it names, which are bound as it passes (a2a.ts):
   // the gateway cannot read a compressed one, so it asks for it uncompressed.
   if (call.a2a) headers['accept-encoding'] = 'identity';
   // The caller's body goes up unchanged, so its declared length still holds.

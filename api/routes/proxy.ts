@@ -12,7 +12,7 @@ import { ApiError, notFound } from '../errors.ts';
 import { coarseMessage } from '../../gateway/upstream/errors.ts';
 import { MAX_TRANSACTIONAL_BODY, declaredOver, readCappedBody } from '../proxy/body.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
-import { parseMcpBody } from '../proxy/parse.ts';
+import { parseMcpBody } from '../proxy/mcp.ts';
 import { isChargeable } from '../payment/requirements.ts';
 import { cheapToParse, refundIfRefused, runStages, tokenDoor, type Door, type GateCtx } from '../proxy/gate.ts';
 import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
@@ -86,7 +86,7 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
       payment: null,
     };
     // A payment in `_meta` or A2A message metadata is never forwarded or stored: the body without
-    // it (api/proxy/parse.ts, a2a-x402.ts); a message paying a kept one forwards the kept one.
+    // it (gateway/mcp/x402.ts, api/proxy/a2a-x402.ts); a message paying a kept one forwards the kept one.
     const forwarded = call.mcp?.forwardBody ?? a2a?.forwardBody ?? body;
     let place: BacklogPlace | undefined;
     const pollKey = door.issuesPollKeys ? newPollKey() : null;

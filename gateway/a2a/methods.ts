@@ -8,6 +8,7 @@
 // `ListTasks`, whose answer lists the upstream's tasks whoever created them and so cannot be
 // kept to one tenant's, and `GetExtendedAgentCard`, whose answer is the upstream's own card,
 // its addresses included.
+import { JsonRpcRequestError } from '../jsonrpc/request.ts';
 
 /** Where a request's params name the task it is about. */
 type TaskAt = 'id' | 'taskId' | 'message';
@@ -90,8 +91,8 @@ export type A2aRequestFacts = {
   contextId: string | null;
 };
 
-/** A facts problem the door answers 400 with (a caller-safe message). */
-export class A2aRequestError extends Error {}
+/** A facts problem: a request the gateway does not pass (a caller-safe message, as every JsonRpcRequestError). */
+export class A2aRequestError extends JsonRpcRequestError {}
 
 type Obj = Record<string, unknown>;
 const objectOr = (value: unknown): Obj | null =>

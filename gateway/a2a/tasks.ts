@@ -9,7 +9,7 @@
 // /v1 side, where every token of the tenant reaches the tasks any of them created (a tenant's
 // users share its agents, records and analytics the same way).
 //
-// Bindings are written before the answer that names them has ended (api/proxy/a2a-tap.ts), so
+// Bindings are written before the answer that names them has ended (api/proxy/a2a.ts a2aAnswerTap), so
 // a caller that asks about a task it was just told of finds it bound, on any replica. Bound
 // pairs are remembered per process for ten minutes: a binding is taken back only by retention
 // (A2A_TASK_RETENTION_DAYS, workflows/retention.ts), which a process then sees within that time.

@@ -8,6 +8,11 @@
 // `ROLE_AGENT`, parts `{text}`) or 0.3 (`message/send`: `kind: "task"`, `input-required`,
 // `agent`, parts `{kind: "text", text}`), as @a2a-js/sdk's clients read them.
 import { randomUUID } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import type { IncomingHttpHeaders } from 'node:http';
+import { parseKeepingNumbers } from '../jsonrpc/exact-json.ts';
+import { isResultFor } from '../jsonrpc/response.ts';
+import { responseRewriter } from '../jsonrpc/response-rewriter.ts';
 
 /** The extension's URI, as the card declares it and clients activate it. */
 export const A2A_X402_EXTENSION = 'https://github.com/google-a2a/a2a-x402/v0.1';
@@ -205,13 +210,6 @@ export function paymentFailedResult(spelling: Spelling, ids: TaskIds, reason: st
   });
 }
 
-/** A JSON-RPC response with this result. */
-export const rpcResult = (id: string | number | null | undefined, result: Obj): Obj => ({
-  jsonrpc: '2.0',
-  id: id ?? null,
-  result,
-});
-
 /**
  * The metadata object of the message an answer's result carries, created when the result is a
  * task or status update without a status message: a Task (`{task}` or `kind: "task"`), a status
@@ -256,4 +254,24 @@ export function addReceipt(result: unknown, spelling: Spelling, receipt: unknown
   metadata[X402_KEYS.status] = 'payment-completed';
   metadata[X402_KEYS.receipts] = [receipt];
   return true;
+}
+
+/**
+ * A wrapper adding `receipt` (addReceipt) to the first response to request `rpcId` in the
+ * agent's answer: the JSON answer, or the first SSE event that answers the request with a task,
+ * status update or message, through the bounded re-writer (gateway/jsonrpc/response-rewriter.ts),
+ * its numbers as the agent wrote them; null when the answer is not plain JSON or SSE. The payment
+ * is settled before the agent is called, so the first response to the request can carry it.
+ */
+export function receiptInjector(
+  headers: IncomingHttpHeaders,
+  rpcId: string | number,
+  spelling: Spelling,
+  receipt: unknown,
+): ((body: Readable) => Readable) | null {
+  return responseRewriter(headers, (text) => {
+    if (!text.startsWith('{') || !isResultFor(text, rpcId)) return null;
+    const response = parseKeepingNumbers(text) as { result: unknown };
+    return addReceipt(response.result, spelling, receipt) ? JSON.stringify(response) : null;
+  });
 }

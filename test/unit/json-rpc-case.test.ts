@@ -1,8 +1,9 @@
-// JSON-RPC members the gateway reads (api/proxy/parse.ts) sent in other letter case are refused:
+// JSON-RPC members the gateway reads (gateway/jsonrpc/request.ts) sent in other letter case are refused:
 // an upstream decoding with Go's encoding/json matches keys ignoring case, so it would read the
 // variant where the gateway priced and checked the member as spelled.
 import assert from 'node:assert/strict';
-import { caseVariantKey, parseMcpBody } from '../../api/proxy/parse.ts';
+import { caseVariantKey } from '../../gateway/jsonrpc/request.ts';
+import { parseMcpBody } from '../../api/proxy/mcp.ts';
 import { ApiError } from '../../api/errors.ts';
 
 const mcp = (request: Record<string, unknown>) => Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, ...request }));

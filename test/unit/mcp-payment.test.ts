@@ -1,15 +1,13 @@
 // The x402 MCP transport's shapes (x402 specs/transports-v2/mcp.md, tool-result binding): the
-// JSON-RPC payment-required answer a route outside /v1 may give (api/payment/mcp-transport.ts),
+// JSON-RPC payment-required answer a route outside /v1 may give (api/proxy/mcp.ts, gateway/mcp/x402.ts),
 // and the receipt added to a paid call's JSON-RPC result, in a JSON body or in the one SSE event
-// that answers the request, whatever the chunking (api/proxy/mcp-receipt.ts).
+// that answers the request, whatever the chunking (gateway/mcp/x402.ts).
 import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { text } from 'node:stream/consumers';
 import { PaymentRequiredV2Schema } from '@x402/core/schemas';
 import { ApiError } from '../../api/errors.ts';
-import { inAnswerStyle, mcpPaymentRequired } from '../../api/payment/mcp-transport.ts';
-import { mcpReceiptInjector } from '../../api/proxy/mcp-receipt.ts';
-import { parseMcpBody } from '../../api/proxy/parse.ts';
+import { inAnswerStyle, mcpPaymentRequired, mcpReceiptInjector, parseMcpBody } from '../../api/proxy/mcp.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 import type { ChallengeEntry } from '../../x402/schemas.ts';
 

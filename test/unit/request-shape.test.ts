@@ -1,14 +1,14 @@
 // Request-shape rules of the management API that need no database: list paging
 // (api/pagination.ts: limit clamped to 1..100, an opaque cursor that must decode to an id of
 // the listed kind, each given once) and the nesting bound applied before anything walks a
-// parsed body (api/json-depth.ts).
+// parsed body (lib/json-depth.ts).
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { z } from 'zod';
 import { PageQuery, pageOf } from '../../api/pagination.ts';
 import { parseQuery } from '../../api/validation.ts';
 import type { IdPrefix } from '../../lib/ids.ts';
-import { MAX_BODY_DEPTH, nestsDeeperThan } from '../../api/json-depth.ts';
+import { MAX_BODY_DEPTH, nestsDeeperThan } from '../../lib/json-depth.ts';
 import { ApiError } from '../../lib/http-error.ts';
 import { newId } from '../../lib/ids.ts';
 

@@ -1,12 +1,11 @@
 // How deep a parsed JSON value nests, measured without recursion: the checks that follow a
 // parse (zod schemas, canonical forms, policy matching) walk values recursively, so a body
 // nested 100 000 levels deep would overflow their stacks. Bodies deeper than the limit are
-// refused with 400 before anything else reads them.
+// refused with 400 before anything else reads them (a JSON-RPC request's limit:
+// gateway/jsonrpc/request.ts).
 
 /** Management bodies (agents, credentials, policy, settlement): far deeper than any valid one. */
 export const MAX_BODY_DEPTH = 32;
-/** A JSON-RPC request to an MCP agent (tool arguments may legitimately nest). */
-export const MAX_MCP_DEPTH = 64;
 
 export function nestsDeeperThan(value: unknown, max: number): boolean {
   const stack: Array<[unknown, number]> = [[value, 0]];

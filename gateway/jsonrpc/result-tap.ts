@@ -1,23 +1,18 @@
-// Watches an A2A agent's answer as it passes to the caller, without changing a byte, for the
-// tasks it names (gateway/a2a/methods.ts taskOfResult), and binds each to the agent before the
-// caller can have read it (gateway/a2a/tasks.ts): a caller told of a task can ask about it at
-// once, on any replica.
-// - Server-Sent Events: each event is passed as soon as it is whole; an event naming a task not
-//   yet bound waits for that one insert. Only the event still arriving is held (at most 1 MiB,
-//   beyond which the rest passes unwatched).
+// Watches an upstream's JSON-RPC answer as it passes to the caller, without changing a byte,
+// and hands each response's `result` to `see` before the caller can have read it (A2A binds the
+// tasks an answer names this way: gateway/a2a/tasks.ts).
+// - Server-Sent Events: each event is passed as soon as it is whole; an event waits for `see`
+//   of its result. Only the event still arriving is held (at most 1 MiB, beyond which the rest
+//   passes unwatched).
 // - JSON: chunks pass as they come, each held until the next arrives, so the last one leaves
-//   only once the answer's task is bound (the whole answer is watched up to 1 MiB).
-// A failed binding is logged; the answer still passes (the caller paid for it), and a later
-// call about that task is refused as unbound.
+//   only once `see` of the answer's result is done (the whole answer is watched up to 1 MiB).
 import { Transform, type Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Logger } from 'pino';
-import { taskOfResult } from '../../gateway/a2a/methods.ts';
-import { taskCaller, type TaskBindings } from '../../gateway/a2a/tasks.ts';
-import { errorKind } from '../../lib/error-kind.ts';
-import type { ProxyCall } from './call.ts';
 
 const MAX_WATCHED = 1024 * 1024;
+
+/** What is told each result: it settles before the bytes that carried it pass on. */
+type See = (result: unknown) => Promise<void>;
 
 function resultOf(text: string): unknown {
   try {
@@ -47,32 +42,14 @@ function eventEnd(bytes: Buffer, from: number): number {
   return found ? from + found.index + found[0].length : -1;
 }
 
-export function a2aAnswerTap(
-  call: ProxyCall,
-  headers: IncomingHttpHeaders,
-  bindings: TaskBindings,
-  log: Pick<Logger, 'error'>,
-): ((source: Readable) => Readable) | null {
-  const a2a = call.a2a;
-  if (!a2a || headers['content-encoding']) return null;
-  const bound = new Set<string>();
-  const see = async (result: unknown) => {
-    const task = taskOfResult(result);
-    if (!task) return;
-    a2a.answered ??= task;
-    if (bound.has(task.taskId)) return;
-    bound.add(task.taskId);
-    await bindings
-      .bind(call.caller.tenantId, call.agent.id, taskCaller(call.caller), [task])
-      .catch((err: unknown) =>
-        log.error({ invocationId: call.invocationId, err: errorKind(err) }, 'could not bind an A2A task'),
-      );
-  };
+/** A wrapper watching the answer's results, or null when it cannot be read (an encoded body). */
+export function resultTap(headers: IncomingHttpHeaders, see: See): ((source: Readable) => Readable) | null {
+  if (headers['content-encoding']) return null;
   const eventStream = /^text\/event-stream/i.test(String(headers['content-type'] ?? ''));
   return (source) => source.pipe(eventStream ? sseTap(see) : jsonTap(see));
 }
 
-function sseTap(see: (result: unknown) => Promise<void>): Transform {
+function sseTap(see: See): Transform {
   // Bytes, not text: the answer passes exactly as sent, whatever its encoding.
   let pending: Buffer = Buffer.alloc(0);
   let watching = true;
@@ -103,7 +80,7 @@ function sseTap(see: (result: unknown) => Promise<void>): Transform {
   });
 }
 
-function jsonTap(see: (result: unknown) => Promise<void>): Transform {
+function jsonTap(see: See): Transform {
   const chunks: Buffer[] = [];
   let size = 0;
   let held: Buffer | null = null;
@@ -122,14 +99,4 @@ function jsonTap(see: (result: unknown) => Promise<void>): Transform {
       void see(resultOf(Buffer.concat(chunks).toString('utf8'))).then(finish, finish);
     },
   });
-}
-
-/** What the call's completion records of its task: the request's, else the answer's first. */
-export function a2aAnswered(call: ProxyCall): { a2aTaskId?: string | null; a2aContextId?: string | null } {
-  const a2a = call.a2a;
-  if (!a2a) return {};
-  return {
-    a2aTaskId: a2a.taskIds[0] ?? a2a.answered?.taskId ?? null,
-    a2aContextId: a2a.contextId ?? a2a.answered?.contextId ?? null,
-  };
 }

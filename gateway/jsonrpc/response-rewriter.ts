@@ -1,5 +1,5 @@
 // A bounded re-writer of one JSON-RPC response in an upstream's answer, for the payment
-// transports whose receipt goes into the answer itself (mcp-receipt.ts, a2a-receipt.ts). It holds
+// transports whose receipt goes into the answer itself (gateway/mcp/x402.ts, gateway/a2a/x402.ts). It holds
 // back only the one response it looks for, never more than MAX_HELD_BYTES:
 // - application/json: the whole body (one JSON-RPC response to one request), handed to `rewrite`;
 // - text/event-stream: events pass as they complete; the first whose data `rewrite` re-writes is
@@ -39,20 +39,6 @@ export function responseRewriter(
 }
 
 type Rewrite = (text: string) => string | null;
-
-/** Whether the text is the JSON-RPC response to request `rpcId` with an object `result`. */
-export function isResultFor(text: string, rpcId: string | number): boolean {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return false;
-  }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return false;
-  const response = parsed as { id?: unknown; result?: unknown };
-  if (response.id !== rpcId) return false;
-  return !!response.result && typeof response.result === 'object' && !Array.isArray(response.result);
-}
 
 function jsonInjector(rewrite: Rewrite): Transform {
   let held: Buffer[] = [];
