@@ -8,7 +8,7 @@ import { ApiError } from '../errors.ts';
 import type { ProxyCall } from '../proxy/call.ts';
 import type { ChallengeEntry } from '../../x402/schemas.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
-import { paymentRequiredV2 } from './dialect.ts';
+import { paymentRequiredV2 } from '../../gateway/payment/dialect.ts';
 import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
 import { a2aPaymentRefused } from './a2a-transport.ts';
 
@@ -22,7 +22,7 @@ export function mcpPaymentRequired(
   requirements: ChallengeEntry,
   error: string,
 ): Record<string, unknown> {
-  const required = paymentRequiredV2(config, requirements, error, discoveryExtensionsOf(call));
+  const required = paymentRequiredV2(config, [requirements], error, discoveryExtensionsOf(call));
   return {
     jsonrpc: '2.0',
     id: call.mcp?.rpcId ?? null,

@@ -4,8 +4,8 @@
 import type { Agent } from '../../gateway/db/entities.ts';
 import type { Caller } from '../auth.ts';
 import type { DecisionRecord } from '../../gateway/policy/store.ts';
-import type { Dialect } from '../payment/dialect.ts';
-import type { SettleResponseV2 } from '../../x402/v2.ts';
+import type { PaymentRecord } from '../../gateway/payment/flow.ts';
+import { priceOf, type Price } from '../../gateway/payment/pricing.ts';
 import type { A2aRequestFacts, TaskSeen } from '../../gateway/a2a/methods.ts';
 import type { Spelling } from '../../gateway/a2a/x402.ts';
 
@@ -49,27 +49,6 @@ export type McpCall = {
   forwardBody?: Buffer;
 };
 
-export type PaymentRecord = {
-  network: string;
-  asset: string;
-  amount: string;
-  payer: string;
-  nonce: string;
-  transaction: string | null;
-  /** The x402 dialect the caller paid in: it names the receipt header (dialect.ts). */
-  dialect: Dialect;
-  /** base64 JSON for the receipt header (X-PAYMENT-RESPONSE or PAYMENT-RESPONSE), set after a successful settle. */
-  responseHeader: string | null;
-  /**
-   * The SettleResponse of a payment made in the JSON-RPC body (dialect `mcp`): for an MCP result's
-   * `_meta["x402/payment-response"]` (api/proxy/mcp-receipt.ts) or an A2A answer's
-   * `x402.payment.receipts` (api/proxy/a2a-receipt.ts).
-   */
-  metaResponse: SettleResponseV2 | null;
-  /** The payer's payment identifier (payment-identifier extension), when it sent one. */
-  paymentId?: string | null;
-};
-
 export type ProxyCall = {
   caller: Caller;
   agent: Agent;
@@ -87,6 +66,11 @@ export type ProxyCall = {
   mcp: McpCall | null;
   /** Parse stage: the JSON-RPC request of an A2A agent. */
   a2a?: A2aCall | null;
+  /**
+   * What the call costs (gateway/payment/pricing.ts), computed once when its facts are known
+   * (withPrice) and read by every later stage; null when the agent is not priced.
+   */
+  price: Price | null;
   /** Policy stage: set when the decision was `warn`. */
   policyWarning: string | null;
   /** Payment stage: the verified (and, when configured, settled) payment. */
@@ -101,6 +85,11 @@ export type ProxyCall = {
   /** Policy stage: a decision left for the accept commit to write (policy/stage.ts says when). */
   policyDecision?: DecisionRecord | null;
 };
+
+/** The call with its price, computed from its facts (agent, MCP tool, A2A method and skill). */
+export function withPrice(call: Omit<ProxyCall, 'price'>): ProxyCall {
+  return { ...call, price: priceOf(call) };
+}
 
 /** The invocation-row columns a call's parse and payment stages determine (both proxy paths). */
 export function recordedCallFields(call: ProxyCall) {

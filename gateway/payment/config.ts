@@ -11,7 +11,7 @@
 import { getAddress } from 'ethers';
 import { z } from 'zod';
 import { parseEnv, readSettingFile } from '../../lib/config.ts';
-import type { TokenDomain } from '../../x402/eip3009.ts';
+import type { TokenDomain } from '../../x402/token.ts';
 import { TokenAddressSetting } from '../../x402/schemas.ts';
 
 const BASE_MAINNET_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
