@@ -40,7 +40,7 @@ export type PaymentConfig = {
   /** PEM of the CA(s) trusted for the facilitator's server certificate; undefined: system roots. */
   settlementCaPem: string | undefined;
   settlementTimeoutMs: number;
-  /** X402_SETTLED_RESUME_HOURS, in ms: the settled-claim resume window, and the payment identifiers' (api/payment/identifier.ts). */
+  /** X402_SETTLED_RESUME_HOURS, in ms: the settled-claim resume window, and the payment identifiers' (identifier.ts). */
   settledResumeMs: number;
   /** ERC-1271 checks of contract-wallet payers: the node and the deadline of one eth_call. */
   contractSignatures: { rpcUrl: string; timeoutMs: number };
