@@ -46,8 +46,9 @@ import { addAccount } from '../facilitator/accounts.ts';
 import { issueClientCert } from '../scripts/dev/pki.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createLogger } from '../lib/log.ts';
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../x402/eip3009.ts';
-import type { Payment, PaymentRequirements } from '../x402/schemas.ts';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../x402/schemes/exact/eip3009.ts';
+import type { PaymentRequirements } from '../x402/schemas.ts';
+import type { ExactPayment } from '../x402/schemes/exact/schemas.ts';
 import { finishResult, runAsMain, startResult, tableLines, type BenchResult, percentile } from './result.ts';
 import { findPids, type CpuGroups } from './cpu.ts';
 import { databaseBackends } from './database-cpu.ts';
@@ -234,7 +235,7 @@ export async function runSettleBench(argv: string[] = []): Promise<BenchResult> 
       asset: infra.tokenAddress,
       extra: { name: 'USD Coin', version: '2' },
     };
-    async function newPayment(): Promise<Payment> {
+    async function newPayment(): Promise<ExactPayment> {
       const now = Math.floor(Date.now() / 1000);
       const authorization = {
         from: payer.address,

@@ -6,6 +6,7 @@ import type { Logger } from '../lib/log.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { Readiness } from './readiness.ts';
 import { settleHandler, type SettleDeps } from './settle.ts';
+import { supportedKinds } from '../facilitator/schemes/index.ts';
 import { observeRequests } from '../lib/observability/http.ts';
 import { settlements } from '../facilitator/metrics.ts';
 import { traceRequests } from '../lib/observability/spans.ts';
@@ -17,10 +18,8 @@ function readOnlyRoutes(deps: Pick<FacilitatorDeps, 'config' | 'readiness'>): Ro
   const router = new Router();
   router.get('/supported', (ctx) => {
     // x402Version beside the v1 contract's three fields: the x402 reference clients' getSupported()
-    // requires it on each kind. Still one kind per deployment.
-    ctx.body = {
-      kinds: [{ x402Version: 1, scheme: 'exact', network: deps.config.network, asset: deps.config.tokenAddress }],
-    };
+    // requires it on each kind. One kind per scheme the registry holds (facilitator/schemes/).
+    ctx.body = { kinds: supportedKinds(deps.config) };
   });
   router.get('/healthz', async (ctx) => {
     if (ctx.query.ready === undefined) {

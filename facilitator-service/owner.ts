@@ -11,7 +11,8 @@ import type pg from 'pg';
 import type { Logger } from '../lib/log.ts';
 import { errorKind } from '../lib/error-kind.ts';
 import type { SettlementWorkflow } from '../workflows/settlement.ts';
-import type { PaymentRequirements, SettleRequest } from '../x402/schemas.ts';
+import type { PaymentRequirements } from '../x402/schemas.ts';
+import type { ExactSettleRequest } from '../x402/schemes/exact/schemas.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { OutcomeListener } from '../facilitator/outcomes.ts';
 import { findSettlement } from '../facilitator/store/records.ts';
@@ -19,6 +20,7 @@ import { loadSettleRequest, saveSettleRequest, workflowLabels } from '../facilit
 import { recordWorkflowStart, startSettlementWorkflow } from './workflow-start.ts';
 import type { FastPath } from '../facilitator/settlement/fast-path.ts';
 import type { Reads } from '../facilitator/settlement/steps.ts';
+import type { SettlementRunner } from '../facilitator/settlement/runner.ts';
 import type { SettlementOutcome } from '../facilitator/settlement/types.ts';
 import { outcomeOfRecord } from '../facilitator/settlement/verify.ts';
 
@@ -32,18 +34,6 @@ export type OwnerDeps = {
   fastPath?: FastPath;
   outcomes: OutcomeListener;
   log: Logger;
-};
-
-export type SettlementOwner = {
-  /** The fast path's reads for a request about to be settled (nothing written); undefined without a worker here. */
-  read(key: string, accountId: string, request: SettleRequest): Reads | undefined;
-  settle(
-    key: string,
-    accountId: string,
-    request: SettleRequest,
-    deadline: number,
-    reads?: Reads,
-  ): Promise<SettlementOutcome | 'in_flight'>;
 };
 
 /** The workflow's own result is asked only after this pause (the record's announcement usually comes first). */
@@ -63,7 +53,7 @@ function sameRequirements(a: PaymentRequirements, b: PaymentRequirements): boole
 const never = new Promise<never>(() => undefined);
 const isFinal = (status: string) => status === 'settled' || status === 'failed';
 
-export function createSettlementOwner(deps: OwnerDeps): SettlementOwner {
+export function createSettlementOwner(deps: OwnerDeps): SettlementRunner {
   const { config } = deps;
 
   /**
@@ -139,7 +129,7 @@ export function createSettlementOwner(deps: OwnerDeps): SettlementOwner {
    * account with these requirements. Only then is a duplicate answered with that settlement's
    * outcome; another account, or other requirements, must never learn its transaction.
    */
-  async function sameSubmission(key: string, accountId: string, request: SettleRequest): Promise<boolean> {
+  async function sameSubmission(key: string, accountId: string, request: ExactSettleRequest): Promise<boolean> {
     const stored = await loadSettleRequest(deps.pool, key);
     return (
       !stored ||
@@ -153,7 +143,7 @@ export function createSettlementOwner(deps: OwnerDeps): SettlementOwner {
    * caller is concerned, once that settlement is decided; before, 'in_flight' (503), since its
    * transfer may still land (the caller may be the owner's own gateway under another account).
    */
-  async function consumedElsewhere(key: string, request: SettleRequest): Promise<SettlementOutcome | 'in_flight'> {
+  async function consumedElsewhere(key: string, request: ExactSettleRequest): Promise<SettlementOutcome | 'in_flight'> {
     const record = await findSettlement(deps.pool, key);
     if (record && !isFinal(record.status)) return 'in_flight';
     return {
@@ -165,7 +155,7 @@ export function createSettlementOwner(deps: OwnerDeps): SettlementOwner {
   }
 
   /** Starts (or joins) the workflow and records on the request that it exists; the sweeper starts it otherwise. */
-  function start(key: string, request: SettleRequest) {
+  function start(key: string, request: ExactSettleRequest) {
     const starting = startSettlementWorkflow(deps.temporal, config, key, workflowLabels(request), deps.eagerStart);
     starting.catch(() => undefined);
     void recordWorkflowStart(deps.pool, key, starting).then(
@@ -178,7 +168,7 @@ export function createSettlementOwner(deps: OwnerDeps): SettlementOwner {
   async function throughWorkflow(
     key: string,
     accountId: string,
-    request: SettleRequest,
+    request: ExactSettleRequest,
     deadline: number,
   ): Promise<SettlementOutcome | 'in_flight'> {
     const stored = await saveSettleRequest(deps.pool, key, accountId, request);
@@ -196,7 +186,7 @@ export function createSettlementOwner(deps: OwnerDeps): SettlementOwner {
     fastPath: FastPath,
     key: string,
     accountId: string,
-    request: SettleRequest,
+    request: ExactSettleRequest,
     deadline: number,
     reads?: Reads,
   ): Promise<SettlementOutcome | 'in_flight'> {

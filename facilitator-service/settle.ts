@@ -1,23 +1,22 @@
-// POST /settle, in the v1 contract's order: the client certificate maps to an active account (403), the
-// body parses (400), the facilitator is ready (503), the signature holds and the requirements
-// match the authorization (else success false, nothing claimed); then the settlement's owner
-// (owner.ts) settles it, and the outcome is mapped to the answer: 200 with the
-// outcome, 429 for a guardrail, 503 while the transfer may still land or when the request
-// could not be handed over. Nothing touches the chain before those checks pass.
+// POST /settle, in the v1 contract's order: the client certificate maps to an active account
+// (403), the body parses as a settle request (400), then the scheme that settles the
+// requirements' (scheme, network) takes it (facilitator/schemes/: its payload, readiness 503,
+// signature and terms, guardrails 429, then the settlement's owner, owner.ts), and its answer is
+// mapped here: 200 with the outcome, 429 for a guardrail, 503 while the transfer may still land
+// or when the request could not be handed over. A kind no scheme settles is answered as a
+// payment not collected, once the facilitator is ready. Nothing touches the chain before the
+// scheme's checks pass.
 import type { TLSSocket } from 'node:tls';
 import type { Context } from 'koa';
 import getRawBody from 'raw-body';
-import { errorKind } from '../lib/error-kind.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { Account } from '../facilitator/accounts.ts';
 import type { Readiness } from './readiness.ts';
-import { settlementKey } from '../facilitator/store/records.ts';
-import { staticGuardrail } from '../facilitator/store/reservations.ts';
 import { createSettlementOwner, type OwnerDeps } from './owner.ts';
 import type { SettlementOutcome } from '../facilitator/settlement/types.ts';
-import { recoverAuthorizer } from '../x402/eip3009.ts';
-import { authorizationSigner, termsMismatch } from '../x402/verify.ts';
-import { CONTRACT_SIGNATURE_TIMEOUT_MS, contractSignatureCheckFor } from '../x402/erc1271.ts';
+import { settlersFor } from '../facilitator/schemes/index.ts';
+import type { SettleAnswer } from '../facilitator/schemes/scheme.ts';
+import { schemeProtocol } from '../x402/schemes/index.ts';
 import { SettleRequest, type SettleResponse } from '../x402/schemas.ts';
 
 /** The one reason a caller is ever given for a payment that was not collected. */
@@ -57,27 +56,32 @@ function toResponse(outcome: SettlementOutcome, network: string): SettleResponse
   };
 }
 
-/**
- * Why the request's requirements cannot be those of its authorization (null when they can):
- * the time-independent terms, checked before the request may open or join a settlement.
- */
-function requirementsMismatch(config: FacilitatorConfig, request: SettleRequest): string | null {
-  const { paymentPayload: payment, paymentRequirements: requirements } = request;
-  if (request.x402Version !== 1) return 'unsupported_version';
-  if (requirements.scheme !== payment.scheme || requirements.network !== payment.network)
-    return 'requirements_mismatch';
-  return termsMismatch(payment, {
-    network: config.network,
-    domain: config.domain,
-    asset: requirements.asset,
-    payTo: requirements.payTo,
-    amount: { atMost: BigInt(requirements.maxAmountRequired) },
-  });
+/** A scheme's answer, as HTTP says it. */
+function answer(ctx: Context, config: FacilitatorConfig, settled: SettleAnswer): void {
+  switch (settled.answer) {
+    case 'outcome':
+      return reply(ctx, 200, toResponse(settled.outcome, config.network));
+    case 'malformed':
+      return reply(ctx, 400, { error: 'malformed settle request' });
+    case 'not_ready':
+      return reply(ctx, 503, { error: 'facilitator not ready' }, { 'Retry-After': '5' });
+    case 'unavailable':
+      return reply(ctx, 503, { error: 'facilitator unavailable' }, { 'Retry-After': '2' });
+    case 'in_progress':
+      return reply(ctx, 503, { error: 'settlement in progress' }, { 'Retry-After': '2' });
+    case 'limit':
+      return reply(ctx, 429, { error: 'settlement limit exceeded' });
+  }
 }
 
 export function settleHandler(deps: SettleDeps) {
   const { config } = deps;
-  const owner = createSettlementOwner(deps);
+  const settlerOf = settlersFor({
+    config,
+    log: deps.log,
+    readiness: deps.readiness,
+    settlements: createSettlementOwner(deps),
+  });
 
   return async function settle(ctx: Context): Promise<void> {
     // Every answer, final or 503, is given by this moment.
@@ -99,82 +103,16 @@ export function settleHandler(deps: SettleDeps) {
       return reply(ctx, 400, { error: 'malformed settle request' });
     }
 
-    const authorization = request.paymentPayload.payload.authorization;
-    const signature = request.paymentPayload.payload.signature;
-    const key = settlementKey(config.domain.chainId, config.tokenAddress, authorization.from, authorization.nonce);
-    // The outbox's reads (chain, records; nothing written) travel while readiness and the
-    // signature are checked; a request refused below never uses them.
-    const reads = owner.read(key, account.id, request);
-    // Lets those requests reach their sockets before the signature recovery holds the thread.
-    if (reads) await new Promise((resolve) => setImmediate(resolve));
-    // Only a request whose signature holds may open (and so name) a settlement: otherwise a
-    // forged request could occupy a payer's nonce before the real one arrives.
-    // An EOA's signature recovers `from` (no I/O); a contract wallet's is accepted by `from`
-    // (ERC-1271, an eth_call), asked while readiness is read.
-    const signing = authorizationSigner(
-      config.domain,
-      authorization,
-      signature,
-      contractSignatureCheckFor(config.chainRpcUrl, CONTRACT_SIGNATURE_TIMEOUT_MS),
-    ).catch(() => 'unreachable' as const);
+    const { scheme, network } = request.paymentRequirements;
+    const settler = settlerOf(scheme, network);
+    if (settler) return answer(ctx, config, await settler(request, { account, deadline }));
+    // A kind this facilitator does not settle: not collected, and nothing claimed.
     const readiness = await deps.readiness.current();
-    if (!readiness.ready) return reply(ctx, 503, { error: 'facilitator not ready' }, { 'Retry-After': '5' });
-    const signedBy = await signing;
-    if (signedBy === 'unreachable')
-      return reply(ctx, 503, { error: 'facilitator unavailable' }, { 'Retry-After': '2' });
-    if (!signedBy) {
-      deps.log.info({ account: account.id, cause: 'invalid_signature' }, 'settle refused before any claim');
-      const payer = recoverAuthorizer(config.domain, authorization, signature) ? authorization.from : '';
-      return reply(
-        ctx,
-        200,
-        toResponse({ status: 'failed', payer, transaction: null, cause: 'invalid_signature' }, config.network),
-      );
-    }
-    // Requirements that do not match the authorization claim nothing, so they cannot poison it
-    // for the submission that carries the right ones.
-    const mismatch = requirementsMismatch(config, request);
-    if (mismatch) {
-      deps.log.info({ account: account.id, cause: mismatch }, 'settle refused before any claim');
-      return reply(
-        ctx,
-        200,
-        toResponse({ status: 'failed', payer: authorization.from, transaction: null, cause: mismatch }, config.network),
-      );
-    }
-
-    // The guardrails that need no usage, before anything is stored: a submission they refuse
-    // claims nothing, so it cannot take the authorization from the account it belongs to.
-    const refused = staticGuardrail({
-      account,
-      kind: { network: request.paymentRequirements.network, asset: request.paymentRequirements.asset },
-      amount: BigInt(authorization.value),
-      defaults: config.guardrails,
-    });
-    if (refused) {
-      deps.log.info({ account: account.id, cause: refused }, 'settle refused before any claim');
-      return reply(ctx, 429, { error: 'settlement limit exceeded' });
-    }
-
-    let outcome: SettlementOutcome | 'in_flight';
-    try {
-      outcome = await owner.settle(key, account.id, request, deadline, reads);
-    } catch (err) {
-      // PostgreSQL or Temporal unreachable: a protocol failure the caller may retry (the
-      // settlement, if it started, goes on and dedupes the retry).
-      deps.log.warn({ key, err: errorKind(err) }, 'settle could not be handed over');
-      return reply(ctx, 503, { error: 'facilitator unavailable' }, { 'Retry-After': '2' });
-    }
-    // Not mined yet (neither the transfer nor its cancel): not a collection outcome, since the
-    // transfer may still land; the caller retries and gets the outcome once one is mined.
-    if (outcome === 'in_flight' || outcome.status === 'pending') {
-      return reply(ctx, 503, { error: 'settlement in progress' }, { 'Retry-After': '2' });
-    }
-    deps.log.info(
-      { key, account: account.id, status: outcome.status, cause: outcome.cause, transaction: outcome.transaction },
-      'settle',
-    );
-    if (outcome.status === 'rejected') return reply(ctx, 429, { error: 'settlement limit exceeded' });
-    return reply(ctx, 200, toResponse(outcome, config.network));
+    if (!readiness.ready) return answer(ctx, config, { answer: 'not_ready' });
+    const known = schemeProtocol(scheme);
+    const cause = known ? 'network_mismatch' : 'unsupported_scheme';
+    deps.log.info({ account: account.id, cause }, 'settle refused before any claim');
+    const payer = known?.payerOf(request.paymentPayload.payload) ?? '';
+    return answer(ctx, config, { answer: 'outcome', outcome: { status: 'failed', payer, transaction: null, cause } });
   };
 }

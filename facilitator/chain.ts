@@ -5,8 +5,8 @@
 import { Interface, JsonRpcProvider, Signature, keccak256, toQuantity, zeroPadValue } from 'ethers';
 import { LRUCache } from 'lru-cache';
 import { TOKEN_ABI } from '../contracts/token.ts';
-import type { TransferAuthorization } from '../x402/schemas.ts';
-import type { SignerKind } from '../x402/verify.ts';
+import type { TransferAuthorization } from '../x402/schemes/exact/schemas.ts';
+import type { SignerKind } from '../x402/schemes/exact/verify.ts';
 import { isRevert } from '../x402/erc1271.ts';
 
 export const tokenInterface = new Interface(TOKEN_ABI);

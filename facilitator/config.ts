@@ -2,7 +2,7 @@
 // the HTTPS process, its Temporal worker and the operator CLI; each checks the parts it needs.
 import { getAddress } from 'ethers';
 import { z } from 'zod';
-import type { TokenDomain } from '../x402/eip3009.ts';
+import type { TokenDomain } from '../x402/token.ts';
 import { TokenAddressSetting } from '../x402/schemas.ts';
 import { loadTemporalSettings, type TemporalWorkerSettings } from '../lib/temporal-connection.ts';
 import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv, readSettingFile } from '../lib/config.ts';

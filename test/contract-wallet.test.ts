@@ -29,11 +29,11 @@ import {
   type TestAccount,
 } from './support/x402.ts';
 import { deploySmartWallet, fund, tokenContract } from '../scripts/dev/chain.ts';
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../x402/eip3009.ts';
-import type { Payment } from '../x402/schemas.ts';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../x402/schemes/exact/eip3009.ts';
+import type { ExactPayment as Payment } from '../x402/schemes/exact/schemas.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { finalRecord } from './support/facilitator.ts';
-import { verifyGatePayment } from '../api/payment/verify.ts';
+import { verifyGatePayment } from '../gateway/payment/schemes/exact/verify.ts';
 
 const BYTES_OVERLOAD = tokenContract(getAddress('0x' + '11'.repeat(20)), null).interface.getFunction(
   'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)',

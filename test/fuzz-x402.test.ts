@@ -29,7 +29,8 @@ import {
   type Mutation,
 } from './support/fuzz-payments.ts';
 import { decodePaymentHeader, Payment, SettleRequest } from '../x402/schemas.ts';
-import { verifyExactPayment } from '../x402/verify.ts';
+import { asExactPayment, type ExactPayment } from '../x402/schemes/exact/schemas.ts';
+import { verifyExactPayment } from '../x402/schemes/exact/verify.ts';
 import { settlementKey } from '../facilitator/store/records.ts';
 
 const PRICE = 1000n;
@@ -38,7 +39,7 @@ describe('hostile input: x402 payments and /settle (property-based)', function (
   this.timeout(300_000);
   let payer: Wallet;
   const payTo = newPayTo();
-  let signed: Payment;
+  let signed: ExactPayment;
 
   before(async () => {
     // Unfunded: nothing this file sends can ever be collected.
@@ -80,7 +81,8 @@ describe('hostile input: x402 payments and /settle (property-based)', function (
         mutation,
         2500,
         async (m) => {
-          const decoded = decodePaymentHeader(encodeHeader(applyMutation(signed, m), 'base64'));
+          const envelope = decodePaymentHeader(encodeHeader(applyMutation(signed, m), 'base64'));
+          const decoded = envelope && asExactPayment(envelope);
           if (!decoded) return;
           let result: ReturnType<typeof verifyExactPayment> | undefined;
           assert.doesNotThrow(() => (result = verifyExactPayment(decoded, expectation())), 'verifyExactPayment threw');

@@ -40,7 +40,7 @@ import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { withOwnFacilitator } from './support/settling.ts';
 import { startUpstream } from './support/upstream.ts';
 import { fund, tokenContract } from '../scripts/dev/chain.ts';
-import type { Payment } from '../x402/schemas.ts';
+import type { ExactPayment as Payment } from '../x402/schemes/exact/schemas.ts';
 import { signedAttempts } from '../facilitator/store/gas.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { isCancelRaw } from '../facilitator/settlement/signed.ts';

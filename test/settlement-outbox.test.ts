@@ -46,7 +46,7 @@ import { storedGasNonce } from '../facilitator/store/gas.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
 import { markRefused, markWorkflowStarted, saveSettleRequest } from '../facilitator/store/requests.ts';
 import { loadFacilitatorConfig } from '../facilitator/config.ts';
-import type { SettleRequest } from '../x402/schemas.ts';
+import type { ExactSettleRequest } from '../x402/schemes/exact/schemas.ts';
 import { loadKeystoreSigner } from '../facilitator/signer.ts';
 import { createFeeOracle } from '../facilitator/fees.ts';
 import { createChainProvider } from '../facilitator/chain.ts';
@@ -108,7 +108,11 @@ describe('settlement outbox', function () {
    * the claim with the signed bytes (the claim check and the reservation statement, as the
    * handler runs them), with the gas wallet `config` names. Nothing is sent.
    */
-  async function claimAsDeadHandler(key: string, request: SettleRequest, config = facilitator.config): Promise<void> {
+  async function claimAsDeadHandler(
+    key: string,
+    request: ExactSettleRequest,
+    config = facilitator.config,
+  ): Promise<void> {
     const chain = createChainProvider(config.chainRpcUrl, config.domain.chainId);
     try {
       const deps = {

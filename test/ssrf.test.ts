@@ -18,7 +18,7 @@ import {
 } from './support/proxy-helpers.ts';
 import { createUpstreamClient, UpstreamError, type UpstreamClient } from '../gateway/upstream/client.ts';
 import { readFile } from 'node:fs/promises';
-import { createFacilitatorClient } from '../api/payment/facilitator-client.ts';
+import { createFacilitatorClient } from '../gateway/payment/facilitator-client.ts';
 import { devCa, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment } from './support/x402.ts';
 import { issueClientCert } from '../scripts/dev/pki.ts';
 import { rebindingResolver } from './support/fake-dns.ts';

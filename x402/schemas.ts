@@ -23,7 +23,7 @@ export const TokenAddressSetting = z
     (value) => !/^0x[0-9a-fA-F]{40}$/.test(value) || isAddress(value),
     'has a wrong EIP-55 checksum (a mistyped letter?): copy the address again, or write it all in lowercase',
   );
-const Bytes32Hex = z.string().regex(/^0x[0-9a-fA-F]{64}$/);
+export const Bytes32Hex = z.string().regex(/^0x[0-9a-fA-F]{64}$/);
 /** A 65-byte ECDSA signature (r, s, v) or a longer contract-wallet signature. */
 export const SignatureHex = z.string().regex(/^0x(?:[0-9a-fA-F]{2}){65,}$/);
 
@@ -42,22 +42,16 @@ export const PaymentRequirements = z.object({
 });
 export type PaymentRequirements = z.infer<typeof PaymentRequirements>;
 
-export const TransferAuthorization = z.object({
-  from: HexAddress,
-  to: HexAddress,
-  value: Uint256String,
-  validAfter: Uint256String,
-  validBefore: Uint256String,
-  nonce: Bytes32Hex,
-});
-export type TransferAuthorization = z.infer<typeof TransferAuthorization>;
-
-/** The decoded content of an `X-PAYMENT` header for scheme `exact` on an EVM network. */
+/**
+ * The decoded content of an `X-PAYMENT` header, any scheme: the envelope. Its `payload` is the
+ * scheme's own (an EIP-3009 authorization for `exact`); the scheme parses it
+ * (x402/schemes/index.ts).
+ */
 export const Payment = z.object({
   x402Version: z.number().int(),
   scheme: z.string(),
   network: z.string(),
-  payload: z.object({ signature: SignatureHex, authorization: TransferAuthorization }),
+  payload: z.record(z.string(), z.unknown()),
 });
 export type Payment = z.infer<typeof Payment>;
 
@@ -88,14 +82,13 @@ export type ChallengeEntry = PaymentRequirements & {
 export type Challenge = { x402Version: 1; error: string; accepts: ChallengeEntry[] };
 
 export const X402_VERSION = 1;
-export const SCHEME_EXACT = 'exact';
 
 /** base64(JSON), the encoding of `X-PAYMENT` and `X-PAYMENT-RESPONSE`. */
 export function encodeBase64Json(value: unknown): string {
   return Buffer.from(JSON.stringify(value), 'utf8').toString('base64');
 }
 
-/** Decodes an `X-PAYMENT` header; null when it is not base64 JSON of a Payment. */
+/** Decodes an `X-PAYMENT` header; null when it is not base64 JSON of a Payment envelope. */
 export function decodePaymentHeader(header: string): Payment | null {
   if (header.length > 8192 || !/^[A-Za-z0-9+/=_-]+$/.test(header.trim())) return null;
   let json: unknown;

@@ -1,10 +1,10 @@
 // The x402 v2 wire objects the gateway speaks to its callers, as zod schemas mirroring
 // @x402/core's (src/schemas, types): PaymentRequired (the PAYMENT-REQUIRED header),
 // PaymentPayload (PAYMENT-SIGNATURE) and SettleResponse (PAYMENT-RESPONSE). @x402/* are dev
-// dependencies only, so the gateway validates with these. The `exact` EVM payload inside is
-// the v1 one (x402/schemas.ts): v2 changed the envelope, not the authorization.
+// dependencies only, so the gateway validates with these. The payload inside is the scheme's
+// own, the same as in v1 (x402/schemes/): v2 changed the envelope, not what is signed.
 import { z } from 'zod';
-import { HexAddress, SignatureHex, TransferAuthorization, Uint256String } from './schemas.ts';
+import { HexAddress, Uint256String } from './schemas.ts';
 
 const NonEmptyString = z.string().min(1);
 /** CAIP-2, as @x402/core checks it: at least 3 characters with a colon (`eip155:8453`). */
@@ -47,7 +47,8 @@ export const PaymentPayloadV2 = z.object({
   x402Version: z.literal(2),
   resource: ResourceInfo.nullish(),
   accepted: PaymentRequirementsV2,
-  payload: z.object({ signature: SignatureHex, authorization: TransferAuthorization }),
+  /** The scheme's payload: parsed by the scheme `accepted` names (x402/schemes/). */
+  payload: z.record(z.string(), z.unknown()),
   extensions: OptionalRecord,
 });
 export type PaymentPayloadV2 = z.infer<typeof PaymentPayloadV2>;

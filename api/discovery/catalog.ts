@@ -21,8 +21,9 @@ import type { ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { createFeedCache } from '../../gateway/db/feed-cache.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 import { publicAgentUrls } from '../agents/serialize.ts';
-import { requirementsV2 } from '../payment/dialect.ts';
-import { isChargeable, requirementsFor } from '../payment/requirements.ts';
+import { requirementsV2 } from '../../gateway/payment/dialect.ts';
+import { isCharged, priceOf } from '../../gateway/payment/pricing.ts';
+import { challengeEntries } from '../../gateway/payment/schemes/index.ts';
 import { bazaarExtensionOf, describedInterface, type PublicInterface } from './bazaar.ts';
 import type { DiscoveryResource } from './schema.ts';
 import type { ReadTools, ToolSchemas } from './tool-schemas.ts';
@@ -48,13 +49,14 @@ type CatalogFilter = {
 /** The tools an MCP agent is listed by: those priced above 0 and those described (by its tenant or its upstream). */
 function listedTools(agent: Agent, described: PublicInterface): string[] {
   const names = new Set([...Object.keys(agent.pricing?.tools ?? {}), ...Object.keys(described.tools ?? {})]);
-  return [...names].filter((tool) => isChargeable({ agent, mcp: { method: 'tools/call', tool } })).sort();
+  return [...names].filter((tool) => isCharged(priceOf({ agent, mcp: { method: 'tools/call', tool } }))).sort();
 }
 
 function entryOf(config: PaymentConfig, agent: Agent, described: PublicInterface, tool: string | null): CatalogEntry {
   const path = publicAgentUrls('', agent.id).stream;
   const mcp = tool === null ? null : { method: 'tools/call', tool };
-  const requirements = requirementsFor(config, { agent, mcp, resourceUrl: path });
+  const entries = challengeEntries(config, priceOf({ agent, mcp })!, path);
+  const [requirements] = entries;
   const description = agent.publicDescription ?? requirements.description;
   const toolDescription =
     tool && described.tools && Object.hasOwn(described.tools, tool) ? described.tools[tool].description : undefined;
@@ -63,7 +65,7 @@ function entryOf(config: PaymentConfig, agent: Agent, described: PublicInterface
     resource: {
       type: agent.protocol === 'mcp' ? ('mcp' as const) : ('http' as const),
       x402Version: 2,
-      accepts: [requirementsV2(config, requirements)],
+      accepts: entries.map((entry) => requirementsV2(config, entry)),
       lastUpdated: agent.updatedAt.toISOString(),
       description: toolDescription ?? description,
       mimeType: agent.protocol === 'mcp' ? 'application/json' : undefined,

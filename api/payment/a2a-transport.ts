@@ -14,8 +14,8 @@ import { ApiError } from '../errors.ts';
 import type { ProxyCall } from '../proxy/call.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 import { caip2Network } from '../../x402/v2.ts';
-import { paymentRequiredV2 } from './dialect.ts';
-import { requirementsFor } from './requirements.ts';
+import { paymentRequiredV2 } from '../../gateway/payment/dialect.ts';
+import { challengeEntries } from '../../gateway/payment/schemes/index.ts';
 import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
 import { MAX_PAYMENT_TASK_BYTES, type PaymentTasks } from '../../gateway/a2a/payment-tasks.ts';
 import {
@@ -30,7 +30,7 @@ import { rpcResult } from '../../gateway/jsonrpc/response.ts';
 const FULL_RETRY_AFTER_S = 5;
 
 /** What a call paid (or to be paid) through the extension carries: its A2A facts and the extension's. */
-type A2aPaidCall = Pick<ProxyCall, 'agent' | 'mcp' | 'a2a' | 'resourceUrl' | 'caller'>;
+type A2aPaidCall = Pick<ProxyCall, 'agent' | 'mcp' | 'a2a' | 'resourceUrl' | 'caller' | 'price'>;
 
 /** The JSON-RPC answer with this result: JSON, or for a streaming method one SSE event. */
 function answer(call: Pick<ProxyCall, 'a2a'>, message: string, result: Record<string, unknown>): ApiError {
@@ -59,8 +59,8 @@ export async function a2aPaymentRequired(
   client: string,
 ): Promise<ApiError> {
   const x402 = call.a2a!.x402!;
-  const requirements = requirementsFor(config, call);
-  const required = paymentRequiredV2(config, requirements, 'payment required', discoveryExtensionsOf(call));
+  const entries = challengeEntries(config, call.price!, call.resourceUrl);
+  const required = paymentRequiredV2(config, entries, 'payment required', discoveryExtensionsOf(call));
   let taskId = x402.paymentTaskId;
   if (!taskId) {
     // The parse bounded the body sent; this is the request as it will be kept.
@@ -70,7 +70,7 @@ export async function a2aPaymentRequired(
       call.caller.tenantId,
       call.agent.id,
       { taskId, contextId: x402.contextId, method: call.a2a!.sent, request: x402.request },
-      requirements.maxTimeoutSeconds,
+      entries[0].maxTimeoutSeconds,
       client,
     );
     if (!kept)

@@ -1,54 +1,40 @@
-// Payment stage (after policy, before forwarding), the v1 contract (docs/API.md "x402 payments"):
-// - priced agent, no payment header: 402 with the x402 v1 challenge in the body and the v2 one
-//   in PAYMENT-REQUIRED; nothing recorded or forwarded;
-// - X-PAYMENT (v1) or PAYMENT-SIGNATURE (v2, dialect.ts): decoded and verified here (the
-//   gateway holds no key; it only checks the payer's EIP-712 signature and the terms), recorded
-//   in PostgreSQL, then, when the tenant has settlement configured, settled through its
-//   facilitator before the upstream is called. Both dialects take the same path from the
-//   decoded v1 Payment on; only the receipt header differs.
-// - a v2 PaymentPayload in an MCP request's `params._meta["x402/payment"]` (the x402 MCP
-//   transport, api/proxy/mcp.ts) takes the v2 path; a payment identifier (identifier.ts) gives
-//   a retry the first attempt's outcome.
-// Every failure is a 402 with a coarse `{error}` (and PAYMENT-REQUIRED); the precise cause is
-// only logged. A call whose route chose the MCP answer style gets it as a JSON-RPC tool result.
-import type { EntityManager } from '@mikro-orm/postgresql';
-import { getAddress } from 'ethers';
-import { ApiError } from '../errors.ts';
-import type { PaymentRecord, ProxyCall } from '../proxy/call.ts';
+// The payment stage: the door of the payment flow (gateway/payment/flow.ts), which verifies,
+// records and settles a call's payment and says, in its own words (gateway/payment/refusals.ts),
+// when it does not accept one. Here each is answered as the v1 contract says (docs/API.md "x402
+// payments"): no payment offered, the 402 with the v1 challenge in the body and the v2 one in
+// PAYMENT-REQUIRED; a refused payment, a 402 with a coarse `{error}` and PAYMENT-REQUIRED; a
+// payment still settling, a 503 with Retry-After; a payment identifier naming another payment,
+// 409; a resend under an identifier already answered, that first 202. A call whose route chose
+// the MCP or A2A answer style gets its 402s in that style (mcp-transport.ts, a2a-transport.ts).
+import { ApiError, conflict } from '../errors.ts';
+import type { ProxyCall } from '../proxy/call.ts';
 import type { AppDeps } from '../deps.ts';
-import { verifyGatePayment, type GateVerifyResult } from './verify.ts';
-import { loadSettlementClientTls } from '../../gateway/settlement/tls.ts';
-import { settlements } from '../../gateway/metrics.ts';
-import { challengeFor, requirementsFor } from './requirements.ts';
 import {
-  PaymentAlreadyBound,
-  recordPayment,
-  recordSettlement,
-  resumableUnboundPayment,
-  type PaymentKey,
-} from '../../gateway/payment/binding.ts';
-import type { ChallengeEntry, Payment } from '../../x402/schemas.ts';
-import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
+  payForCall,
+  payerOf as verifiedPayerOf,
+  precheckOffer as precheckFlowOffer,
+  type PaymentGate,
+  type PaymentRecord,
+} from '../../gateway/payment/flow.ts';
 import {
-  decodeOffer,
-  bodyPaymentOf,
-  offeredPayment,
-  paymentRequiredHeader,
-  paymentResponseValue,
-  settleResponseV2,
-  type Dialect,
-  type PaymentHeaders,
-} from './dialect.ts';
+  PaymentAlreadyAnswered,
+  PaymentIdentifierConflict,
+  PaymentRefused,
+  PaymentRequired,
+  PaymentStillSettling,
+} from '../../gateway/payment/refusals.ts';
+import { PaymentAlreadyBound } from '../../gateway/payment/binding.ts';
+import { priceOf } from '../../gateway/payment/pricing.ts';
+import { challengeEntries } from '../../gateway/payment/schemes/index.ts';
+import type { PaymentHeaders } from '../../gateway/payment/dialect.ts';
+import type { PaymentConfig } from '../../gateway/payment/config.ts';
+import type { Challenge, ChallengeEntry } from '../../x402/schemas.ts';
+import { PAYMENT_RESPONSE_HEADER, paymentRequiredHeader } from './dialect.ts';
 import { inAnswerStyle } from '../proxy/mcp.ts';
 import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
-import { answerKnownIdentifier, identifierConflict, identifiesBoundPayment } from './identifier.ts';
-import type { PaymentConfig } from '../../gateway/payment/config.ts';
 
 /** Retry-After of a 503 whose payment is still settling: a settle answers within seconds. */
 const SETTLING_RETRY_AFTER_S = 3;
-
-/** The payment stage's long-lived parts: its configuration and the facilitator client (one set of keep-alive pools per app). */
-export type PaymentGate = { config: PaymentConfig; client: FacilitatorClient };
 
 /** The answer whose only advice is to resend the same payment header (docs/SETTLEMENT.md, the payer's promise). */
 export function stillSettling(): ApiError {
@@ -57,249 +43,122 @@ export function stillSettling(): ApiError {
   });
 }
 
-export function createPaymentGate(deps: AppDeps): PaymentGate {
-  const config = deps.config.payment;
-  return {
-    config,
-    client: createFacilitatorClient({
-      caPem: config.settlementCaPem,
-      timeoutMs: config.settlementTimeoutMs,
-      allow: deps.config.upstream.allow,
-    }),
-  };
+/** The answer of the first attempt a retry with the same payment identifier gets back. */
+class EarlierOutcome extends ApiError {}
+
+/** The invocation an answer to a resend under a known identifier names, or null for any other error. */
+export function earlierInvocationOf(err: unknown): string | null {
+  if (!(err instanceof EarlierOutcome)) return null;
+  return (err.body as { invocation_id: string }).invocation_id;
 }
 
+/** What a payment answer is shaped by: the answer style and the public agent's description. */
+type AnsweredCall = Pick<ProxyCall, 'agent' | 'mcp' | 'a2a' | 'paymentAnswer'>;
+
 /** The 402 of a call offering no payment: the v1 challenge in the body, the v2 one in PAYMENT-REQUIRED. */
-export function challengeError(
+function challengeAnswer(
   config: PaymentConfig,
-  call: Pick<ProxyCall, 'agent' | 'mcp' | 'resourceUrl'>,
+  entries: ChallengeEntry[],
+  call: Pick<ProxyCall, 'agent' | 'mcp'>,
 ): ApiError {
-  const v1 = challengeFor(config, call, 'X-PAYMENT header is required');
+  const v1: Challenge = { x402Version: 1, error: 'X-PAYMENT header is required', accepts: entries };
   return new ApiError(
     402,
     'payment required',
-    paymentRequiredHeader(
-      config,
-      requirementsFor(config, call),
-      'PAYMENT-SIGNATURE header is required',
-      discoveryExtensionsOf(call),
-    ),
+    paymentRequiredHeader(config, entries, 'PAYMENT-SIGNATURE header is required', discoveryExtensionsOf(call)),
     v1,
   );
 }
 
-/**
- * The offered payment, decoded and verified against this call's terms; null when the call costs
- * nothing. Throws the challenge when none is offered and the coarse 402 when it does not verify.
- */
-async function verifiedOffer(
-  deps: AppDeps,
-  gate: PaymentGate,
-  call: Pick<ProxyCall, 'agent' | 'mcp' | 'a2a' | 'resourceUrl' | 'requestId' | 'caller' | 'paymentAnswer'>,
-  headers: PaymentHeaders,
-  resume = true,
-) {
-  if (!call.agent.pricing) return null;
-  const { config } = gate;
-  const requirements = requirementsFor(config, call);
-  // A tool priced at 0 is free: nothing to pay, nothing to verify.
-  if (BigInt(requirements.maxAmountRequired) === 0n) return null;
-  const paymentError = (message: string) =>
-    inAnswerStyle(
-      config,
-      call,
-      requirements,
-      new ApiError(402, message, paymentRequiredHeader(config, requirements, message, discoveryExtensionsOf(call))),
-    );
-  const offer = offeredPayment({ ...headers, ...bodyPaymentOf(call) });
-  if (offer === 'none') throw inAnswerStyle(config, call, requirements, challengeError(config, call));
-  if (offer === 'both') {
-    deps.log.info(
-      { requestId: call.requestId, agentId: call.agent.id, cause: 'two_payment_headers' },
-      'payment refused',
-    );
-    throw paymentError('invalid payment');
-  }
-  const { dialect } = offer;
+/** The challenge of a priced agent's call whose price needs no body (a public agent's unpaid request). */
+export function challengeError(
+  config: PaymentConfig,
+  call: Pick<ProxyCall, 'agent' | 'mcp' | 'resourceUrl'>,
+): ApiError {
+  return challengeAnswer(config, challengeEntries(config, priceOf(call)!, call.resourceUrl), call);
+}
 
-  const decoded = decodeOffer(config, offer, requirements);
-  if (!decoded) throw paymentError('invalid payment');
-  const { payment, paymentId } = decoded;
-  let verified = await verifyGatePayment(config, payment, requirements);
-  // The precheck asks no database: an expired payment may still resume at the stage.
-  if (!verified.ok && verified.cause === 'expired' && !resume) return null;
-  if (!verified.ok && verified.cause === 'expired') {
-    // Recorded earlier for this call and settled (or its outcome unknown), then not accepted (a
-    // crash, an outage), or already answered under this payment identifier: the payment is looked
-    // up before the window decides, so the same payment resumes it, bound without settling again
-    // or settled again (the facilitator dedupes), or gets its first answer back.
-    verified = (await resumableVerification(deps, config, call, payment, requirements, paymentId)) ?? verified;
+/** A refusal's 402: `{error}` and PAYMENT-REQUIRED saying the same, then the call's answer style. */
+function refusalAnswer(
+  config: PaymentConfig,
+  call: AnsweredCall,
+  entries: ChallengeEntry[],
+  reason: string,
+  headers: Record<string, string> = {},
+  body?: ApiError['body'],
+): ApiError {
+  return inAnswerStyle(
+    config,
+    call,
+    entries[0],
+    new ApiError(
+      402,
+      reason,
+      { ...headers, ...paymentRequiredHeader(config, entries, reason, discoveryExtensionsOf(call)) },
+      body,
+    ),
+  );
+}
+
+/** The flow's outcomes, answered; anything else unchanged. */
+function answerOf(config: PaymentConfig, call: AnsweredCall, err: unknown): unknown {
+  if (err instanceof PaymentRequired)
+    return inAnswerStyle(config, call, err.entries[0], challengeAnswer(config, err.entries, call));
+  if (err instanceof PaymentRefused) return refusalAnswer(config, call, err.entries, err.reason);
+  if (err instanceof PaymentStillSettling) return stillSettling();
+  if (err instanceof PaymentIdentifierConflict) return conflict(err.message);
+  if (err instanceof PaymentAlreadyAnswered) {
+    const headers: Record<string, string> = { 'X-Gateway-Invocation-ID': err.invocationId };
+    if (err.receipt) headers[PAYMENT_RESPONSE_HEADER[err.receipt.dialect]] = err.receipt.value;
+    return new EarlierOutcome(202, err.message, headers, { invocation_id: err.invocationId });
   }
-  if (!verified.ok) {
-    deps.log.info({ requestId: call.requestId, agentId: call.agent.id, cause: verified.cause }, 'payment refused');
-    throw paymentError('invalid payment');
+  return err;
+}
+
+async function answering<T>(config: PaymentConfig, call: AnsweredCall, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    throw answerOf(config, call, err);
   }
-  return { dialect, payment, paymentId, verified, requirements, paymentError };
 }
 
 /**
  * The checksummed address of the payer of this call's offered payment, verified against the
- * call's terms, and the authorization's nonce (which, with the payer, names the payment); null
- * when the call costs nothing. A public call's caller (api/proxy/public-door.ts),
- * known before policy; the payment stage then verifies it again, records and settles it.
+ * call's terms, and its nonce; null when the call costs nothing. A public call's caller
+ * (api/proxy/public-door.ts), known before policy.
  */
-export async function payerOf(
+export function payerOf(
   deps: AppDeps,
   gate: PaymentGate,
   call: ProxyCall,
   headers: PaymentHeaders,
 ): Promise<{ payer: string; nonce: string } | null> {
-  const offer = await verifiedOffer(deps, gate, call, headers);
-  return offer ? { payer: getAddress(offer.verified.payment.payer), nonce: offer.verified.payment.nonce } : null;
+  return answering(gate.config, call, () => verifiedPayerOf(deps, gate, call, headers));
 }
 
 /**
- * A public call's header payment, before its rate-limit tokens are taken or its body read, when
- * its price does not depend on the body: decoded and checked against the terms and its signature
- * (no database), so a made-up payment costs the tenant's buckets and body budget nothing. Throws
- * the stage's 402; the stage verifies it again, records and settles it.
+ * A public call's header payment checked before its tokens are taken or its body read, when its
+ * price does not depend on the body (gateway/payment/flow.ts precheckOffer). Throws the stage's 402.
  */
-export async function precheckOffer(
+export function precheckOffer(
   deps: AppDeps,
   gate: PaymentGate,
   call: Pick<ProxyCall, 'agent' | 'resourceUrl' | 'requestId' | 'caller'>,
   headers: PaymentHeaders,
 ): Promise<void> {
-  await verifiedOffer(deps, gate, { ...call, mcp: null }, headers, false);
+  const early = { ...call, mcp: null, price: priceOf({ agent: call.agent, mcp: null }) };
+  return answering(gate.config, early, () => precheckFlowOffer(deps, gate, early, headers));
 }
 
-export async function paymentStage(
+/** The call's payment, verified, recorded and settled (null when it costs nothing); throws its answers. */
+export function paymentStage(
   deps: AppDeps,
   gate: PaymentGate,
   call: ProxyCall,
   headers: PaymentHeaders,
 ): Promise<PaymentRecord | null> {
-  const offer = await verifiedOffer(deps, gate, call, headers);
-  if (!offer) return null;
-  const { config, client } = gate;
-  const { dialect, payment, paymentId, verified, requirements, paymentError } = offer;
-
-  const key: PaymentKey = {
-    network: config.network,
-    asset: requirements.asset,
-    payer: verified.payment.payer,
-    nonce: verified.payment.nonce,
-  };
-  const amount = requirements.maxAmountRequired;
-  const em: EntityManager = deps.orm.em.fork() as EntityManager;
-  const scope = { tenantId: call.caller.tenantId, agentId: call.agent.id };
-  if (paymentId)
-    await answerKnownIdentifier(em, config, { ...scope, payer: key.payer, nonce: key.nonce, paymentId, dialect });
-  const recording = await recordPayment(em, { ...key, ...scope, amount, paymentId });
-  if (recording.state === 'conflict') throw identifierConflict();
-  if (recording.state === 'used') throw paymentError('payment already used');
-  // Settled for a call whose workflow never started (its binding was released): the money is
-  // already collected, so this call is the one it buys; nothing is settled again.
-  const settled = (transaction: string, network?: string, payer?: string) => ({
-    ...settledPayment(config, dialect, key, amount, transaction, network, payer),
-    paymentId,
-  });
-  if (recording.settledTransaction) return settled(recording.settledTransaction);
-
-  let target;
-  try {
-    target = await loadSettlementClientTls(deps, call.caller.tenantId);
-  } catch {
-    throw paymentError('settlement_unavailable');
-  }
-  // Without settlement configured the payment is verified and recorded only.
-  if (!target)
-    return { ...key, amount, transaction: null, dialect, responseHeader: null, metaResponse: null, paymentId };
-
-  // The facilitator speaks v1 only: a v2 payment is settled as the v1 Payment it was reduced to.
-  const outcome = await client.settle(target, {
-    x402Version: 1,
-    paymentPayload: payment,
-    paymentRequirements: requirements,
-  });
-  settlements.inc({ service: 'gateway', outcome: outcome.ok ? 'settled' : outcome.error });
-  // A refusal of this request says nothing of an earlier one for the same payment whose answer
-  // never came: that transfer may still land, so it is not a 402 either.
-  if (
-    !outcome.ok &&
-    (outcome.error === 'settlement_unavailable' || (outcome.error === 'settlement_refused' && recording.outcomeUnknown))
-  ) {
-    // Not known either way (no answer in time, a dropped connection, the facilitator busy with
-    // the same authorization): the transfer may still land. A 402 would make an x402 client
-    // sign a second authorization, so the payer is told to retry with the same header, which
-    // resumes this payment (the facilitator dedupes by nonce).
-    deps.log.info(
-      { requestId: call.requestId, agentId: call.agent.id, outcome: outcome.error },
-      'payment outcome not known yet',
-    );
-    throw stillSettling();
-  }
-  if (!outcome.ok) {
-    await recordSettlement(em, key, 'unsettled', null);
-    deps.log.info({ requestId: call.requestId, agentId: call.agent.id, outcome: outcome.error }, 'payment not settled');
-    throw paymentError(outcome.error);
-  }
-  await recordSettlement(em, key, 'settled', outcome.transaction);
-  return settled(outcome.transaction, outcome.network, outcome.payer);
-}
-
-/**
- * The payment verified at a moment inside its window, when this call holds an unbound record of
- * it within X402_SETTLED_RESUME_HOURS that is settled or whose outcome is unknown; null otherwise.
- */
-async function resumableVerification(
-  deps: AppDeps,
-  config: PaymentConfig,
-  call: Pick<ProxyCall, 'agent' | 'caller'>,
-  payment: Payment,
-  requirements: ChallengeEntry,
-  paymentId: string | null,
-): Promise<GateVerifyResult | null> {
-  const a = payment.payload.authorization;
-  const inside = Number(BigInt(a.validBefore) - BigInt(config.validityMarginSeconds) - 1n);
-  if (!Number.isSafeInteger(inside)) return null;
-  const verified = await verifyGatePayment(config, payment, requirements, inside);
-  if (!verified.ok) return null;
-  const key: PaymentKey = {
-    network: config.network,
-    asset: requirements.asset,
-    payer: verified.payment.payer,
-    nonce: verified.payment.nonce,
-  };
-  const input = {
-    ...key,
-    tenantId: call.caller.tenantId,
-    agentId: call.agent.id,
-    amount: requirements.maxAmountRequired,
-  };
-  const em = deps.orm.em.fork() as EntityManager;
-  if (await resumableUnboundPayment(em, input, config.settledResumeMs)) return verified;
-  const answered = paymentId && (await identifiesBoundPayment(em, config, { ...input, paymentId }));
-  return answered ? verified : null;
-}
-
-function settledPayment(
-  config: PaymentConfig,
-  dialect: Dialect,
-  key: PaymentKey,
-  amount: string,
-  transaction: string,
-  network = key.network,
-  payer = key.payer,
-): PaymentRecord {
-  return {
-    ...key,
-    amount,
-    transaction,
-    dialect,
-    responseHeader: paymentResponseValue(config, dialect, { transaction, network, payer }),
-    metaResponse: dialect === 'mcp' ? settleResponseV2(config, { transaction, payer }) : null,
-  };
+  return answering(gate.config, call, () => payForCall(deps, gate, call, headers));
 }
 
 /**
@@ -309,21 +168,11 @@ function settledPayment(
  */
 export function withPaymentRequired(deps: AppDeps, call: ProxyCall, err: unknown): unknown {
   if (err instanceof PaymentAlreadyBound) err = new ApiError(402, err.message);
-  if (!(err instanceof ApiError) || err.status !== 402 || !call.agent.pricing) return err;
+  if (!(err instanceof ApiError) || err.status !== 402 || !call.price) return err;
   // A concurrent resend under the same payment identifier bound it first: that call's answer is
-  // the one this payer gets back, on its next resend (identifier.ts), so not a 402 now.
+  // the one this payer gets back, on its next resend (gateway/payment/identifier.ts), so not a 402 now.
   if (call.payment?.paymentId) return stillSettling();
   const config = deps.config.payment;
-  const requirements = requirementsFor(config, call);
-  return inAnswerStyle(
-    config,
-    call,
-    requirements,
-    new ApiError(
-      402,
-      err.message,
-      { ...err.headers, ...paymentRequiredHeader(config, requirements, err.message, discoveryExtensionsOf(call)) },
-      err.body,
-    ),
-  );
+  const entries = challengeEntries(config, call.price, call.resourceUrl);
+  return refusalAnswer(config, call, entries, err.message, err.headers, err.body);
 }

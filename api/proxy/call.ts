@@ -4,8 +4,8 @@
 import type { Agent } from '../../gateway/db/entities.ts';
 import type { Caller } from '../auth.ts';
 import type { DecisionRecord } from '../../gateway/policy/store.ts';
-import type { Dialect } from '../payment/dialect.ts';
-import type { SettleResponseV2 } from '../../x402/v2.ts';
+import type { PaymentRecord } from '../../gateway/payment/flow.ts';
+import { priceOf, type Price } from '../../gateway/payment/pricing.ts';
 import type { A2aRequestFacts, TaskSeen } from '../../gateway/a2a/methods.ts';
 import type { Spelling } from '../../gateway/a2a/x402.ts';
 import type { McpCall } from '../../gateway/mcp/request.ts';
@@ -27,34 +27,13 @@ type A2aX402 = {
   request: string;
 };
 
-/** An A2A agent's call (api/proxy/a2a.ts): its request's facts, and the first task its answer named. */
+/** An A2A agent's call (api/proxy/a2a-parse.ts): its request's facts, and the first task its answer named. */
 export type A2aCall = A2aRequestFacts & {
   rpcId?: string | number | null;
-  /** Set while the answer passes (api/proxy/a2a.ts a2aAnswerTap): the first task it named. */
+  /** Set while the answer passes (api/proxy/a2a-tap.ts): the first task it named. */
   answered?: TaskSeen | null;
   /** Set when the message was sent with the x402 A2A extension activated. */
   x402?: A2aX402 | null;
-};
-
-export type PaymentRecord = {
-  network: string;
-  asset: string;
-  amount: string;
-  payer: string;
-  nonce: string;
-  transaction: string | null;
-  /** The x402 dialect the caller paid in: it names the receipt header (dialect.ts). */
-  dialect: Dialect;
-  /** base64 JSON for the receipt header (X-PAYMENT-RESPONSE or PAYMENT-RESPONSE), set after a successful settle. */
-  responseHeader: string | null;
-  /**
-   * The SettleResponse of a payment made in the JSON-RPC body (dialect `mcp`): for an MCP result's
-   * `_meta["x402/payment-response"]` (gateway/mcp/x402.ts) or an A2A answer's
-   * `x402.payment.receipts` (gateway/a2a/x402.ts).
-   */
-  metaResponse: SettleResponseV2 | null;
-  /** The payer's payment identifier (payment-identifier extension), when it sent one. */
-  paymentId?: string | null;
 };
 
 export type ProxyCall = {
@@ -74,13 +53,18 @@ export type ProxyCall = {
   mcp: McpCall | null;
   /** Parse stage: the JSON-RPC request of an A2A agent. */
   a2a?: A2aCall | null;
+  /**
+   * What the call costs (gateway/payment/pricing.ts), computed once when its facts are known
+   * (withPrice) and read by every later stage; null when the agent is not priced.
+   */
+  price: Price | null;
   /** Policy stage: set when the decision was `warn`. */
   policyWarning: string | null;
   /** Payment stage: the verified (and, when configured, settled) payment. */
   payment: PaymentRecord | null;
   /**
    * How payment refusals are answered: `http` (default) is the v1 contract's 402; `mcp` is the
-   * x402 MCP transport's JSON-RPC tool result (HTTP 200, `isError: true`, api/proxy/mcp.ts),
+   * x402 MCP transport's JSON-RPC tool result (HTTP 200, `isError: true`, api/payment/mcp-transport.ts),
    * for routes outside /v1 that choose it; `a2a` the x402 A2A transport's task (api/payment/a2a-transport.ts).
    * /v1 never sets it.
    */
@@ -88,6 +72,11 @@ export type ProxyCall = {
   /** Policy stage: a decision left for the accept commit to write (policy/stage.ts says when). */
   policyDecision?: DecisionRecord | null;
 };
+
+/** The call with its price, computed from its facts (agent, MCP tool, A2A method and skill). */
+export function withPrice(call: Omit<ProxyCall, 'price'>): ProxyCall {
+  return { ...call, price: priceOf(call) };
+}
 
 /** The invocation-row columns a call's parse and payment stages determine (both proxy paths). */
 export function recordedCallFields(call: ProxyCall) {

@@ -13,7 +13,7 @@ import { circuitKey } from '../../gateway/upstream/open-circuits.ts';
 import { isAllowedUpstream } from '../../gateway/upstream/ssrf.ts';
 import { retryAfterSeconds } from '../../gateway/ratelimit/index.ts';
 import type { ProxyCall } from './call.ts';
-import { isChargeable } from '../payment/requirements.ts';
+import { isCharged } from '../../gateway/payment/pricing.ts';
 import type { ProxyServices } from './services.ts';
 import type { AppDeps } from '../deps.ts';
 
@@ -24,7 +24,7 @@ export async function refuseKnownFailure(
 ): Promise<void> {
   const url = call.agent.upstreamUrl;
   // Free calls are not refused here: their breaker fails them fast, with nothing to lose.
-  if (!isChargeable(call) || !url) return;
+  if (!isCharged(call.price) || !url) return;
   if (!isAllowedUpstream(url, deps.config.upstream.allow)) throw new ApiError(502, coarseMessage('blocked'));
   const openForMs = await upstream.breakers.circuits.openFor(circuitKey(url, call.caller.tenantId));
   if (openForMs > 0)

@@ -13,7 +13,7 @@ import type { ChallengeEntry } from '../../x402/schemas.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 import { parseMcpRequest, type McpCall } from '../../gateway/mcp/request.ts';
 import { paymentRequiredToolResult, receiptInjector } from '../../gateway/mcp/x402.ts';
-import { paymentRequiredV2 } from '../payment/dialect.ts';
+import { paymentRequiredV2 } from '../../gateway/payment/dialect.ts';
 import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
 import { a2aPaymentRefused } from '../payment/a2a-transport.ts';
 
@@ -48,7 +48,7 @@ export function mcpPaymentRequired(
   requirements: ChallengeEntry,
   error: string,
 ): Record<string, unknown> {
-  const required = paymentRequiredV2(config, requirements, error, discoveryExtensionsOf(call));
+  const required = paymentRequiredV2(config, [requirements], error, discoveryExtensionsOf(call));
   return paymentRequiredToolResult(call.mcp?.rpcId, required);
 }
 

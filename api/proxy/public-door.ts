@@ -22,8 +22,9 @@ import { bucketsFor, type Bucket } from '../../gateway/ratelimit/index.ts';
 import { ApiError } from '../errors.ts';
 import { challengeError, payerOf, precheckOffer } from '../payment/stage.ts';
 import { a2aPaymentDeclined, a2aPaymentRequired } from '../payment/a2a-transport.ts';
-import { isChargeable } from '../payment/requirements.ts';
-import { offeredPayment, paymentHeadersOf } from '../payment/dialect.ts';
+import { isCharged } from '../../gateway/payment/pricing.ts';
+import { offeredPayment } from '../../gateway/payment/dialect.ts';
+import { paymentHeadersOf } from '../payment/dialect.ts';
 import { clientAddress, publicRequestUrl } from '../public-url.ts';
 import { admitAgent, takeTokens, type Door, type GateCtx } from './gate.ts';
 import type { Agent } from '../../gateway/db/entities.ts';
@@ -145,7 +146,7 @@ export function publicDoor(
             const unpaidHere = !x402.paid && offeredPayment(headers) === 'none';
             if (unpaidHere && x402.paymentTaskId && x402.status === 'payment-rejected')
               throw await a2aPaymentDeclined(services.a2aPaymentTasks, call);
-            if (unpaidHere && isChargeable(call))
+            if (unpaidHere && isCharged(call.price))
               throw await a2aPaymentRequired(
                 deps.config.payment,
                 services.a2aPaymentTasks,

@@ -6,7 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Context } from 'koa';
 import { ApiError } from '../errors.ts';
-import { earlierInvocationOf } from '../payment/identifier.ts';
+import { earlierInvocationOf } from '../payment/stage.ts';
 import { publicBaseUrl } from '../public-url.ts';
 import type { AppDeps } from '../deps.ts';
 

@@ -21,7 +21,7 @@ import { createStartBacklog, type StartBacklog } from './start-backlog.ts';
 import { createRecentReads, type RecentReads } from './recent-read.ts';
 import type { PolicyEngine } from '../../gateway/policy/engine.ts';
 import { createAppPolicyEngine } from '../policy/stage.ts';
-import { createPaymentGate, type PaymentGate } from '../payment/stage.ts';
+import { createPaymentGate, type PaymentGate } from '../../gateway/payment/flow.ts';
 import { createStatementPool, type StatementPool } from '../../gateway/db/statement-pool.ts';
 import { createTaskBindings, type TaskBindings } from '../../gateway/a2a/tasks.ts';
 import { createPaymentTasks, type PaymentTasks } from '../../gateway/a2a/payment-tasks.ts';
@@ -88,7 +88,7 @@ export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServi
     startQueue: overrides.startQueue ?? pLimit(STARTS_IN_FLIGHT),
     recentReads: overrides.recentReads ?? createRecentReads(),
     policy: overrides.policy ?? createAppPolicyEngine(deps),
-    payment: overrides.payment ?? createPaymentGate(deps),
+    payment: overrides.payment ?? createPaymentGate(deps.config.payment, deps.config.upstream.allow),
     statements: overrides.statements ?? createStatementPool(deps.orm),
     agents: overrides.agents ?? createAgentRows(deps.orm, deps.feed),
     a2aTasks: overrides.a2aTasks ?? createTaskBindings(queryRows(deps.orm)),

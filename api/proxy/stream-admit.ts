@@ -10,8 +10,8 @@ import { cheapToParse, refundIfRefused, runStages, type Admitted, type Door, typ
 import { parseMcpBody } from './mcp.ts';
 import { parseA2aRequest } from './a2a-x402.ts';
 import { arrivedBody, contentLengthOf, declaredOver, readCappedBody } from './body.ts';
-import type { ProxyCall } from './call.ts';
-import { isChargeable } from '../payment/requirements.ts';
+import { withPrice, type ProxyCall } from './call.ts';
+import { isCharged } from '../../gateway/payment/pricing.ts';
 import type { ProxyServices } from './services.ts';
 import type { AppDeps } from '../deps.ts';
 
@@ -73,7 +73,7 @@ async function admitCall(ctx: GateCtx, deps: AppDeps, services: ProxyServices, d
     // A small body is usually here whole already: sent as the bytes it is (body.ts).
     body = arrivedBody(ctx.req, declaredLength) ?? ctx.req;
   }
-  const call: ProxyCall = {
+  const call: ProxyCall = withPrice({
     invocationId: newId('inv'),
     caller: admitted.caller,
     agent,
@@ -88,7 +88,7 @@ async function admitCall(ctx: GateCtx, deps: AppDeps, services: ProxyServices, d
     a2a,
     policyWarning: null,
     payment: null,
-  };
+  });
   return { call, admitted, body, declaredLength };
 }
 
@@ -101,7 +101,7 @@ async function credentialOf(services: ProxyServices, call: ProxyCall): Promise<R
   try {
     return await services.credentials.headersFor(call.caller.tenantId, call.agent.credentialRef);
   } catch {
-    if (isChargeable(call)) throw new ApiError(502, coarseMessage('credential'));
+    if (isCharged(call.price)) throw new ApiError(502, coarseMessage('credential'));
     return null;
   }
 }

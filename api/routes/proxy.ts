@@ -13,7 +13,7 @@ import { coarseMessage } from '../../gateway/upstream/errors.ts';
 import { MAX_TRANSACTIONAL_BODY, declaredOver, readCappedBody } from '../proxy/body.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { parseMcpBody } from '../proxy/mcp.ts';
-import { isChargeable } from '../payment/requirements.ts';
+import { isCharged } from '../../gateway/payment/pricing.ts';
 import { cheapToParse, refundIfRefused, runStages, tokenDoor, type Door, type GateCtx } from '../proxy/gate.ts';
 import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
 import { withPaymentRequired } from '../payment/stage.ts';
@@ -21,7 +21,7 @@ import { streamRoute } from '../proxy/stream.ts';
 import { a2aCardRoute } from '../proxy/a2a-card.ts';
 import { forwardedHeadersOf, parseA2aRequest } from '../proxy/a2a-x402.ts';
 import type { ProxyServices } from '../proxy/services.ts';
-import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
+import { recordedCallFields, withPrice, type ProxyCall } from '../proxy/call.ts';
 import { startInvocationWorkflow } from '../proxy/start.ts';
 import type { BacklogPlace } from '../proxy/start-backlog.ts';
 import { writeAccepted, type AcceptedRow } from '../../gateway/invocations/accept.ts';
@@ -62,7 +62,7 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
             () => cheapToParse(body),
           )
         : null;
-    const call: ProxyCall = {
+    const call: ProxyCall = withPrice({
       caller: admitted.caller,
       agent,
       mode: 'transactional',
@@ -84,7 +84,7 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
       a2a: a2a?.a2a ?? null,
       policyWarning: null,
       payment: null,
-    };
+    });
     // A payment in `_meta` or A2A message metadata is never forwarded or stored: the body without
     // it (gateway/mcp/x402.ts, api/proxy/a2a-x402.ts); a message paying a kept one forwards the kept one.
     const forwarded = call.mcp?.forwardBody ?? a2a?.forwardBody ?? body;
@@ -97,7 +97,7 @@ export function transactionalRoute(deps: AppDeps, services: ProxyServices, door:
         // too long), and (for a priced call) a credential that cannot be resolved, which the
         // workflow's call would otherwise fail after the payer paid.
         place = services.startBacklog.reserve(tenantId);
-        if (isChargeable(call) && agent.credentialRef)
+        if (isCharged(call.price) && agent.credentialRef)
           await services.credentials.headersFor(tenantId, agent.credentialRef).catch(() => {
             throw new ApiError(502, coarseMessage('credential'));
           });

@@ -11,13 +11,13 @@ import { signedTransactionHash, transferCalldata } from '../chain.ts';
 import { reserveNonce, type Reservation, type PresignedTransaction } from '../store/reservations.ts';
 import { signAndPersist } from '../store/gas.ts';
 import { type SettlementRecord } from '../store/records.ts';
-import type { SettleRequest } from '../../x402/schemas.ts';
-import { signerKindOf } from '../../x402/verify.ts';
+import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
+import { signerKindOf } from '../../x402/schemes/exact/verify.ts';
 import type { GasPlan, SettlementDeps, VerifiedTransfer } from './types.ts';
 
 async function signTransfer(
   deps: SettlementDeps,
-  request: SettleRequest,
+  request: ExactSettleRequest,
   gas: GasPlan,
   nonce: number,
 ): Promise<{ raw: string; hash: string }> {
@@ -43,7 +43,7 @@ async function signTransfer(
 /** The transfer signed with the predicted gas nonce, for the reservation statement to store if the prediction holds. */
 export async function presign(
   deps: SettlementDeps,
-  request: SettleRequest,
+  request: ExactSettleRequest,
   gas: GasPlan,
   storedNonce: number | null,
 ): Promise<PresignedTransaction> {
@@ -65,7 +65,7 @@ export async function reserve(
   deps: SettlementDeps,
   key: string,
   account: Account,
-  request: SettleRequest,
+  request: ExactSettleRequest,
   transfer: VerifiedTransfer,
   gas: GasPlan,
   presigned?: PresignedTransaction,
@@ -91,7 +91,7 @@ export async function reserve(
 export async function sign(
   deps: SettlementDeps,
   key: string,
-  request: SettleRequest,
+  request: ExactSettleRequest,
   gas: GasPlan,
 ): Promise<SettlementRecord> {
   const record = await signAndPersist(deps.pool, {

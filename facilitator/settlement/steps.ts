@@ -26,8 +26,8 @@ import {
   type SettlementRecord,
 } from '../store/records.ts';
 import { loadSettleRequest, markRefused, type StoredSettleRequest } from '../store/requests.ts';
-import type { SettleRequest } from '../../x402/schemas.ts';
-import { signerKindOf } from '../../x402/verify.ts';
+import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
+import { signerKindOf } from '../../x402/schemes/exact/verify.ts';
 import { outcomeOfRecord, reverify, type Reverified } from './verify.ts';
 import { presign, reserve as reserveNonce, sign } from './reserve.ts';
 import { attemptsOf, firstAttempt, signedOrThrow, type Signed } from './signed.ts';
@@ -92,7 +92,7 @@ export type StepRun<R, H> = { result: R; handover?: H };
 
 export type SettlementSteps = {
   /** Fresh reads: from the request in memory (not stored yet), the record and the stored request's state in one query. */
-  freshReads(key: string, accountId: string, request: SettleRequest): Reads;
+  freshReads(key: string, accountId: string, request: ExactSettleRequest): Reads;
   /** Step 1, re-verification (nothing written unless it refuses; a refusal is recorded). */
   verify(key: string, reads?: Reads): Promise<StepRun<Verified | NotOwned, Verification>>;
   /** Step 2, guardrails, the nonce reservation and the signed transfer stored with its gas nonce. Nothing is sent. */
@@ -122,7 +122,7 @@ const decided = (outcome: SettlementOutcome): Decided => ({ step: 'decided', out
 const final = (record: SettlementRecord | null) => record?.status === 'settled' || record?.status === 'failed';
 
 export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
-  const chainReads = (request: SettleRequest, accountId: string) => ({
+  const chainReads = (request: ExactSettleRequest, accountId: string) => ({
     checked: reverify(deps, request),
     account: findAccountById(deps.pool, accountId),
     storedNonce: storedGasNonce(deps.pool, deps.signer.address, deps.config.domain.chainId),
@@ -135,7 +135,7 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
    * otherwise (the node's count higher, other fees, a contract wallet's estimate).
    */
   function presignEarly(
-    request: SettleRequest,
+    request: ExactSettleRequest,
     chain: ReturnType<typeof chainReads>,
   ): Promise<PresignedTransaction | undefined> {
     const { authorization, signature } = request.paymentPayload.payload;
@@ -165,7 +165,7 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
     return reads;
   };
 
-  function freshReads(key: string, accountId: string, request: SettleRequest): Reads {
+  function freshReads(key: string, accountId: string, request: ExactSettleRequest): Reads {
     const state = findSettlementState(deps.pool, key);
     const chain = chainReads(request, accountId);
     return quiet({

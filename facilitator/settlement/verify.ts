@@ -5,11 +5,11 @@
 // (eth_call: this also covers the payer's balance, whose shortfall the token reports as its
 // own error). The gas wallet's nonce is read in the same round of calls.
 import { getAddress } from 'ethers';
-import { verifyPayment } from '../../x402/verify.ts';
+import { verifyPayment } from '../../x402/schemes/exact/verify.ts';
 import { contractSignatureCheck } from '../../x402/erc1271.ts';
 import { EOA_TRANSFER_GAS_LIMIT, authorizationUsed, pendingNonce, simulate, transferCalldata } from '../chain.ts';
 import type { SettlementRecord } from '../store/records.ts';
-import type { SettleRequest, TransferAuthorization } from '../../x402/schemas.ts';
+import type { ExactSettleRequest, TransferAuthorization } from '../../x402/schemes/exact/schemas.ts';
 import type { GasPlan, SettlementDeps, SettlementOutcome, VerifiedTransfer } from './types.ts';
 
 export function outcomeOfRecord(record: SettlementRecord): SettlementOutcome {
@@ -42,7 +42,7 @@ function eoaTransfer(
   }
 }
 
-export async function reverify(deps: SettlementDeps, request: SettleRequest): Promise<Reverified> {
+export async function reverify(deps: SettlementDeps, request: ExactSettleRequest): Promise<Reverified> {
   const requirements = request.paymentRequirements;
   const payment = request.paymentPayload;
   if (request.x402Version !== 1) return { ok: false, cause: 'unsupported_version' };

@@ -3,7 +3,7 @@
 // announcement of it, so a retried activity or a second worker finds the work already done.
 import type pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
-import type { SettleRequest } from '../../x402/schemas.ts';
+import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
 
 type SettlementStatus = 'claimed' | 'signed' | 'broadcast' | 'pending' | 'settled' | 'failed';
 
@@ -145,7 +145,7 @@ export async function findSettlementState(
 export async function recordRejected(
   db: pg.Pool,
   // request: the outbox's request, stored with the record (see ReservationInput.request, reservations.ts).
-  input: NewSettlement & { cause: string; request?: SettleRequest },
+  input: NewSettlement & { cause: string; request?: ExactSettleRequest },
 ): Promise<SettlementRecord> {
   await db.query(
     `with stored as (

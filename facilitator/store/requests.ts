@@ -2,7 +2,7 @@
 // sweeper reads to start workflows that were never started, and durable refusals.
 import type pg from 'pg';
 import { getAddress } from 'ethers';
-import type { SettleRequest } from '../../x402/schemas.ts';
+import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
 
 /**
  * Stores the request by key; true when this call stored it (the first request of its
@@ -14,7 +14,7 @@ export async function saveSettleRequest(
   db: pg.Pool,
   key: string,
   accountId: string,
-  request: SettleRequest,
+  request: ExactSettleRequest,
 ): Promise<boolean> {
   const { rowCount } = await db.query(
     'insert into settle_requests (settlement_key, account_id, request) values ($1, $2, $3) on conflict (settlement_key) do nothing',
@@ -25,13 +25,13 @@ export async function saveSettleRequest(
 
 export type StoredSettleRequest = {
   accountId: string;
-  request: SettleRequest;
+  request: ExactSettleRequest;
   /** A durable refusal (guardrail, or a run that gave up before signing): answered, never claimed afresh. */
   refusedCause: string | null;
 };
 
 export async function loadSettleRequest(db: pg.Pool, key: string): Promise<StoredSettleRequest | null> {
-  const { rows } = await db.query<{ account_id: string; request: SettleRequest; refused_cause: string | null }>(
+  const { rows } = await db.query<{ account_id: string; request: ExactSettleRequest; refused_cause: string | null }>(
     'select account_id, request, refused_cause from settle_requests where settlement_key = $1',
     [key],
   );
@@ -59,7 +59,7 @@ export async function unstartedSettlements(
   olderThanMs: number,
   limit: number,
 ): Promise<Array<{ key: string; payer: string; summary: string }>> {
-  const { rows } = await db.query<{ settlement_key: string; request: SettleRequest }>(
+  const { rows } = await db.query<{ settlement_key: string; request: ExactSettleRequest }>(
     `select r.settlement_key, r.request from settle_requests r
      where r.workflow_started_at is null and r.created_at < now() - make_interval(secs => $1::double precision / 1000)
        and (r.refused_cause is not null or exists (select 1 from settlements s where s.settlement_key = r.settlement_key))
@@ -70,7 +70,7 @@ export async function unstartedSettlements(
 }
 
 /** The search attribute and summary of a settlement's workflow, from its request (no signature). */
-export function workflowLabels(request: SettleRequest): { payer: string; summary: string } {
+export function workflowLabels(request: ExactSettleRequest): { payer: string; summary: string } {
   const a = request.paymentPayload.payload.authorization;
   const payer = getAddress(a.from.toLowerCase());
   return { payer, summary: `${a.value} to ${request.paymentRequirements.payTo} from ${payer}` };

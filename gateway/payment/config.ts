@@ -11,7 +11,7 @@
 import { getAddress } from 'ethers';
 import { z } from 'zod';
 import { parseEnv, readSettingFile } from '../../lib/config.ts';
-import type { TokenDomain } from '../../x402/eip3009.ts';
+import type { TokenDomain } from '../../x402/token.ts';
 import { TokenAddressSetting } from '../../x402/schemas.ts';
 
 const BASE_MAINNET_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
@@ -40,7 +40,7 @@ export type PaymentConfig = {
   /** PEM of the CA(s) trusted for the facilitator's server certificate; undefined: system roots. */
   settlementCaPem: string | undefined;
   settlementTimeoutMs: number;
-  /** X402_SETTLED_RESUME_HOURS, in ms: the settled-claim resume window, and the payment identifiers' (api/payment/identifier.ts). */
+  /** X402_SETTLED_RESUME_HOURS, in ms: the settled-claim resume window, and the payment identifiers' (identifier.ts). */
   settledResumeMs: number;
   /** ERC-1271 checks of contract-wallet payers: the node and the deadline of one eth_call. */
   contractSignatures: { rpcUrl: string; timeoutMs: number };

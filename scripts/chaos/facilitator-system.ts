@@ -26,8 +26,9 @@ import { startFacilitator, type RunningFacilitator } from '../../facilitator-ser
 import { createLogger } from '../../lib/log.ts';
 import { connectClient } from '../../temporal/client.ts';
 import { startStep, timedStep } from '../lib/progress.ts';
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../x402/eip3009.ts';
-import type { PaymentRequirements, SettleRequest } from '../../x402/schemas.ts';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../x402/schemes/exact/eip3009.ts';
+import type { PaymentRequirements } from '../../x402/schemas.ts';
+import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
 
 export const CHAIN_ID = 8453;
 
@@ -249,7 +250,7 @@ function spawnWorker(env: Record<string, string>, logDir: string): SpawnedWorker
   return { child, ready, exited };
 }
 
-export type Authorization = { body: SettleRequest; payer: string; nonce: string; value: bigint; payTo: string };
+export type Authorization = { body: ExactSettleRequest; payer: string; nonce: string; value: bigint; payTo: string };
 
 /**
  * `count` signed EIP-3009 authorizations as x402 clients build them, from payers funded with
@@ -292,7 +293,7 @@ export async function signAuthorizations(
         nonce: hexlify(randomBytes(32)),
       };
       const signature = await wallet.signTypedData(domain, TRANSFER_WITH_AUTHORIZATION_TYPES, authorization);
-      const body: SettleRequest = {
+      const body: ExactSettleRequest = {
         x402Version: 1,
         paymentPayload: { x402Version: 1, scheme: 'exact', network: 'base', payload: { signature, authorization } },
         paymentRequirements: requirements,
@@ -327,7 +328,7 @@ export async function transfersTo(system: FacilitatorSystem, payTo: string, from
  */
 export async function settleWithRetry(
   system: FacilitatorSystem,
-  body: SettleRequest,
+  body: ExactSettleRequest,
   deadlineMs: number,
   first?: Reply,
 ): Promise<{ first: Reply; last: Reply; tries: number }> {

@@ -11,8 +11,9 @@ import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { fund, tokenContract } from '../../scripts/dev/chain.ts';
 import { issueClientCert, type CertAndKeyPem } from '../../scripts/dev/pki.ts';
 import { addAccount, type Account, type AccountKind } from '../../facilitator/accounts.ts';
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../x402/eip3009.ts';
-import type { Payment, PaymentRequirements, SettleRequest } from '../../x402/schemas.ts';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../x402/schemes/exact/eip3009.ts';
+import type { PaymentRequirements } from '../../x402/schemas.ts';
+import type { ExactPayment as Payment, ExactSettleRequest as SettleRequest } from '../../x402/schemes/exact/schemas.ts';
 import { stack } from './stack.ts';
 import { callAt, parseJson } from './http.ts';
 

@@ -9,8 +9,8 @@ import {
   TRANSFER_WITH_AUTHORIZATION_TYPES,
   authorizationDigest,
   recoverAuthorizer,
-  type TokenDomain,
-} from '../../x402/eip3009.ts';
+} from '../../x402/schemes/exact/eip3009.ts';
+import type { TokenDomain } from '../../x402/token.ts';
 import {
   Payment,
   SettleRequest,
@@ -18,8 +18,8 @@ import {
   Uint256String,
   decodePaymentHeader,
   encodeBase64Json,
-  type TransferAuthorization,
 } from '../../x402/schemas.ts';
+import { asExactPayment, type ExactPayment, type TransferAuthorization } from '../../x402/schemes/exact/schemas.ts';
 import { PaymentPayloadV2, caip2Network, decodeBase64JsonHeader } from '../../x402/v2.ts';
 import { contractSignatureCheck, type EthCall } from '../../x402/erc1271.ts';
 import {
@@ -29,7 +29,7 @@ import {
   verifyExactPayment,
   verifyPayment,
   type VerifyExpectation,
-} from '../../x402/verify.ts';
+} from '../../x402/schemes/exact/verify.ts';
 
 const TOKEN = getAddress('0x833589fcd6edb6e08f4c7c32d4f71b54bda02913');
 const DOMAIN: TokenDomain = { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: TOKEN };
@@ -53,7 +53,7 @@ async function signed(
   over: Partial<TransferAuthorization> = {},
   wallet: Wallet = payer,
   domain: TokenDomain = DOMAIN,
-): Promise<Payment> {
+): Promise<ExactPayment> {
   const a = authorization(over);
   const signature = await wallet.signTypedData(domain, TRANSFER_WITH_AUTHORIZATION_TYPES, a);
   return { x402Version: 1, scheme: 'exact', network: 'base', payload: { signature, authorization: a } };
@@ -101,8 +101,13 @@ describe('x402 wire schemas', () => {
 
   it('decodes an X-PAYMENT header to the Payment it encodes, and anything else to null', async () => {
     const payment = await signed();
-    assert.deepEqual(decodePaymentHeader(encodeBase64Json(payment)), payment);
-    assert.deepEqual(decodePaymentHeader(`  ${encodeBase64Json(payment)}\t`), payment);
+    // The envelope, then the `exact` payload inside it.
+    const decodeExact = (header: string) => {
+      const envelope = decodePaymentHeader(header);
+      return envelope && asExactPayment(envelope);
+    };
+    assert.deepEqual(decodeExact(encodeBase64Json(payment)), payment);
+    assert.deepEqual(decodeExact(`  ${encodeBase64Json(payment)}\t`), payment);
     const tooLong = encodeBase64Json({ ...payment, padding: 'x'.repeat(8192) });
     for (const header of [
       '',
@@ -113,7 +118,7 @@ describe('x402 wire schemas', () => {
       encodeBase64Json({ ...payment, payload: { ...payment.payload, authorization: authorization({ value: '-1' }) } }),
       tooLong,
     ])
-      assert.equal(decodePaymentHeader(header), null, header.slice(0, 40));
+      assert.equal(decodeExact(header), null, header.slice(0, 40));
   });
 
   it('never throws while decoding, whatever the header', () => {
@@ -271,7 +276,7 @@ describe('verifying an exact payment', () => {
 
   it('names the first term a payment breaks', async () => {
     const good = await signed();
-    const cases: Array<[string, Payment | Promise<Payment>, Partial<VerifyExpectation>]> = [
+    const cases: Array<[string, ExactPayment | Promise<ExactPayment>, Partial<VerifyExpectation>]> = [
       ['unsupported_version', { ...good, x402Version: 2 }, {}],
       ['unsupported_scheme', { ...good, scheme: 'upto' }, {}],
       ['network_mismatch', good, { network: 'base-sepolia' }],

@@ -5,7 +5,7 @@
 // type and the proxy's WITNESS_TYPE_STRING are those of @x402/evm's `upto` client and the x402
 // upto proxy; the addresses are canonical (the same on every chain).
 import { Signature, TypedDataEncoder, getAddress, id, recoverAddress, type TypedDataDomain } from 'ethers';
-import type { TokenDomain } from '../../eip3009.ts';
+import type { TokenDomain } from '../../token.ts';
 
 /** Uniswap Permit2 (its signature transfer verifies the payer's signature). */
 export const PERMIT2_ADDRESS = '0x000000000022D473030F116dDEE9F6B43aC78BA3';

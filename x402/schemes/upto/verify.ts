@@ -6,7 +6,7 @@
 // by the payer. The gateway runs it before the upstream is called; the facilitator again before it
 // settles. Returns the precise cause for operators; callers only ever see a coarse one.
 import { Signature, getAddress } from 'ethers';
-import type { TokenDomain } from '../../eip3009.ts';
+import type { TokenDomain } from '../../token.ts';
 import type { ContractSignatureCheck } from '../../erc1271.ts';
 import {
   EIP2612_GAS_SPONSORING,

@@ -9,9 +9,10 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { Agent, request } from 'undici';
-import { checkedConnector, type Resolver } from '../../gateway/upstream/dispatcher.ts';
-import { BlockedAddressError } from '../../gateway/upstream/errors.ts';
+import { checkedConnector, type Resolver } from '../upstream/dispatcher.ts';
+import { BlockedAddressError } from '../upstream/errors.ts';
 import { SettleResponse, type SettleRequest } from '../../x402/schemas.ts';
+import { schemeProtocol } from '../../x402/schemes/index.ts';
 import { traceClientCall } from '../../lib/observability/spans.ts';
 
 type FacilitatorTarget = { facilitatorUrl: string; certPem: string; keyPem: string };
@@ -37,6 +38,12 @@ function blockedByGuard(err: unknown): boolean {
     if (e instanceof BlockedAddressError) return true;
   }
   return false;
+}
+
+/** The payer the payment's payload names, as sent: the receipt's when the facilitator names none. */
+function payerNamed(body: SettleRequest): string {
+  const { scheme, payload } = body.paymentPayload;
+  return schemeProtocol(scheme)?.payerOf(payload) ?? '';
 }
 
 export function createFacilitatorClient(opts: {
@@ -116,7 +123,7 @@ export function createFacilitatorClient(opts: {
           ok: true,
           transaction: answer.transaction,
           network: answer.network ?? body.paymentRequirements.network,
-          payer: answer.payer ?? body.paymentPayload.payload.authorization.from,
+          payer: answer.payer ?? payerNamed(body),
         };
       } catch (err) {
         // The guard refused the facilitator's address: nothing was sent, so nothing can be collected.

@@ -2,10 +2,8 @@
 // domain of the token and the typed struct. Pure functions, no chain access.
 import { TypedDataEncoder, getAddress, verifyTypedData, type TypedDataDomain } from 'ethers';
 import { LRUCache } from 'lru-cache';
+import type { TokenDomain } from '../../token.ts';
 import type { TransferAuthorization } from './schemas.ts';
-
-/** The token's EIP-712 domain (for USDC on Base: "USD Coin", "2", 8453, the contract). */
-export type TokenDomain = { name: string; version: string; chainId: number; verifyingContract: string };
 
 export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
   TransferWithAuthorization: [

@@ -3,9 +3,11 @@
 // forwards anything; the facilitator runs it again (then adds the on-chain checks) because it
 // trusts no client. Returns the precise cause for operators; callers only ever see a coarse one.
 import { getAddress } from 'ethers';
-import { authorizationDigest, recoverAuthorizer, type TokenDomain } from './eip3009.ts';
-import type { ContractSignatureCheck } from './erc1271.ts';
-import { SCHEME_EXACT, X402_VERSION, type Payment, type TransferAuthorization } from './schemas.ts';
+import { authorizationDigest, recoverAuthorizer } from './eip3009.ts';
+import type { TokenDomain } from '../../token.ts';
+import type { ContractSignatureCheck } from '../../erc1271.ts';
+import { X402_VERSION } from '../../schemas.ts';
+import { EXACT, type ExactPayment, type TransferAuthorization } from './schemas.ts';
 
 export type VerifyCause =
   | 'unsupported_version'
@@ -70,11 +72,11 @@ type Terms = { ok: true; payment: VerifiedPayment } | { ok: false; cause: Verify
  * that do not match the authorization never open (or poison) one.
  */
 export function termsMismatch(
-  payment: Payment,
+  payment: ExactPayment,
   expect: Omit<VerifyExpectation, 'now' | 'marginSeconds'>,
 ): VerifyCause | null {
   if (payment.x402Version !== X402_VERSION) return 'unsupported_version';
-  if (payment.scheme !== SCHEME_EXACT) return 'unsupported_scheme';
+  if (payment.scheme !== EXACT) return 'unsupported_scheme';
   if (payment.network !== expect.network) return 'network_mismatch';
   const asset = checksummed(expect.asset);
   if (!asset || asset !== getAddress(expect.domain.verifyingContract)) return 'asset_mismatch';
@@ -89,7 +91,7 @@ export function termsMismatch(
 }
 
 /** Everything but the signature: protocol fields, asset, recipient, amount, window, nonce. */
-function checkTerms(payment: Payment, expect: VerifyExpectation): Terms {
+function checkTerms(payment: ExactPayment, expect: VerifyExpectation): Terms {
   const mismatch = termsMismatch(payment, expect);
   if (mismatch) return fail(mismatch);
   const a = payment.payload.authorization;
@@ -111,12 +113,12 @@ function checkTerms(payment: Payment, expect: VerifyExpectation): Terms {
 }
 
 /** Whether the ECDSA signature recovers the payer the terms named (an EOA's signature). */
-function recoversPayer(payment: Payment, expect: VerifyExpectation, payer: string): boolean {
+function recoversPayer(payment: ExactPayment, expect: VerifyExpectation, payer: string): boolean {
   return recoverAuthorizer(expect.domain, payment.payload.authorization, payment.payload.signature) === payer;
 }
 
 /** Off-chain only: the terms, and an ECDSA signature that recovers `from` (EOA payers). */
-export function verifyExactPayment(payment: Payment, expect: VerifyExpectation): VerifyResult {
+export function verifyExactPayment(payment: ExactPayment, expect: VerifyExpectation): VerifyResult {
   const terms = checkTerms(payment, expect);
   if (!terms.ok) return terms;
   if (!recoversPayer(payment, expect, terms.payment.payer)) return fail('invalid_signature');
@@ -130,7 +132,7 @@ export function verifyExactPayment(payment: Payment, expect: VerifyExpectation):
  * closed or retry).
  */
 export async function verifyPayment(
-  payment: Payment,
+  payment: ExactPayment,
   expect: VerifyExpectation,
   contracts: ContractSignatureCheck,
 ): Promise<VerifyResult> {

@@ -8,24 +8,12 @@
 // - same id, same authorization, not bound (still settling, or released): the payment resumes as
 //   without an identifier;
 // - same id, another authorization: `409`, before anything is recorded or settled.
+// (refusals.ts names these outcomes; the door answers them.)
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ApiError, conflict } from '../errors.ts';
-import { paymentByIdentifier } from '../../gateway/payment/binding.ts';
-import type { PaymentConfig } from '../../gateway/payment/config.ts';
-import { PAYMENT_RESPONSE_HEADER, paymentResponseValue, type Dialect } from './dialect.ts';
-
-/** The answer of the first attempt a retry with the same payment identifier gets back. */
-class EarlierOutcome extends ApiError {}
-
-/** The invocation an answer to a resend under a known identifier names, or null for any other error. */
-export function earlierInvocationOf(err: unknown): string | null {
-  if (!(err instanceof EarlierOutcome)) return null;
-  return (err.body as { invocation_id: string }).invocation_id;
-}
-
-export function identifierConflict(): ApiError {
-  return conflict('payment identifier already used with another payment');
-}
+import { paymentByIdentifier } from './binding.ts';
+import type { PaymentConfig } from './config.ts';
+import { paymentResponseValue, type Dialect } from './dialect.ts';
+import { PaymentAlreadyAnswered, PaymentIdentifierConflict } from './refusals.ts';
 
 export type IdentifiedPayment = {
   tenantId: string;
@@ -37,8 +25,9 @@ export type IdentifiedPayment = {
 };
 
 /**
- * Throws the first attempt's answer or the 409 when the identifier is known; returns when it
- * is new, or names this very authorization still unbound (the payment then resumes).
+ * Throws the first attempt's answer (PaymentAlreadyAnswered) or PaymentIdentifierConflict when
+ * the identifier is known; returns when it is new, or names this very authorization still
+ * unbound (the payment then resumes).
  */
 export async function answerKnownIdentifier(
   em: EntityManager,
@@ -47,18 +36,19 @@ export async function answerKnownIdentifier(
 ): Promise<void> {
   const known = await paymentByIdentifier(em, offered, config.settledResumeMs);
   if (!known) return;
-  if (known.nonce !== offered.nonce) throw identifierConflict();
+  if (known.nonce !== offered.nonce) throw new PaymentIdentifierConflict();
   if (!known.invocationId) return;
-  const headers: Record<string, string> = { 'X-Gateway-Invocation-ID': known.invocationId };
-  if (known.transaction)
-    headers[PAYMENT_RESPONSE_HEADER[offered.dialect]] = paymentResponseValue(config, offered.dialect, {
-      transaction: known.transaction,
-      network: config.network,
-      payer: offered.payer,
-    });
-  throw new EarlierOutcome(202, 'payment identifier already answered', headers, {
-    invocation_id: known.invocationId,
-  });
+  const receipt = known.transaction
+    ? {
+        dialect: offered.dialect,
+        value: paymentResponseValue(config, offered.dialect, {
+          transaction: known.transaction,
+          network: config.network,
+          payer: offered.payer,
+        }),
+      }
+    : null;
+  throw new PaymentAlreadyAnswered(known.invocationId, receipt);
 }
 
 /** Whether this tenant's agent holds `paymentId` for this authorization, bound to a call, within the window. */

@@ -1,0 +1,43 @@
+// What a payment scheme is to the facilitator: the kind it settles (/supported lists it) and its
+// handling of a /settle request of that kind, which answers in the domain's words (SettleAnswer);
+// the service (facilitator-service/settle.ts) maps them to HTTP. The registry (index.ts)
+// dispatches by (scheme, network).
+import type { Logger } from '../../lib/log.ts';
+import type { SettleRequest } from '../../x402/schemas.ts';
+import type { Account } from '../accounts.ts';
+import type { FacilitatorConfig } from '../config.ts';
+import type { SettlementRunner } from '../settlement/runner.ts';
+import type { SettlementOutcome } from '../settlement/types.ts';
+
+/** A kind of payment the facilitator settles, as /supported lists it. */
+export type SupportedKind = { x402Version: 1; scheme: string; network: string; asset: string };
+
+/**
+ * A scheme's answer to a /settle request: a settlement outcome (settled, or failed before or
+ * after any claim), or why there is none yet or ever: the request is not the scheme's (malformed),
+ * the facilitator is not ready, a dependency is unreachable (unavailable), the transfer may
+ * still land (in_progress), or a guardrail refused it (limit).
+ */
+export type SettleAnswer =
+  | { answer: 'outcome'; outcome: SettlementOutcome }
+  | { answer: 'malformed' | 'not_ready' | 'unavailable' | 'in_progress' | 'limit' };
+
+/** What every scheme's handler is built with. */
+export type SchemeDeps = {
+  config: FacilitatorConfig;
+  log: Logger;
+  /** Whether the facilitator can settle now (the chain answers, the gas wallet holds enough). */
+  readiness: { current(): Promise<{ ready: boolean }> };
+  /** The owner a request is handed to once admitted (facilitator-service/owner.ts). */
+  settlements: SettlementRunner;
+};
+
+/** Handles a /settle request of the scheme's kind from the account its client certificate maps to, answering by `deadline` (ms). */
+export type Settler = (request: SettleRequest, from: { account: Account; deadline: number }) => Promise<SettleAnswer>;
+
+/** One registry entry: a scheme's facilitator part. */
+export type FacilitatorScheme = {
+  /** The kind it settles on this deployment. */
+  kind(config: FacilitatorConfig): SupportedKind;
+  settler(deps: SchemeDeps): Settler;
+};

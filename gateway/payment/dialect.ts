@@ -1,0 +1,220 @@
+// The two x402 dialects a caller may pay in (the door spells their headers, api/payment/dialect.ts):
+// - v1: X-PAYMENT in, X-PAYMENT-RESPONSE out, the challenge in the 402's body;
+// - v2: PAYMENT-SIGNATURE in, PAYMENT-RESPONSE out, the challenge in the 402's PAYMENT-REQUIRED
+//   header (every payment 402 carries it; the v1 body is unchanged beside it).
+// Both carry the same scheme payload. A v2 payment is reduced here to the v1 Payment the gate
+// verifies, claims and settles, so one authorization is one payment whatever its envelope: the
+// claim key names the v1 network, and the facilitator only ever sees v1.
+// - mcp: a v2 PaymentPayload in the JSON-RPC body: the x402 MCP transport's
+//   `params._meta["x402/payment"]` (api/proxy/parse.ts takes it out; the receipt goes in the
+//   result's `_meta["x402/payment-response"]`, api/proxy/mcp-receipt.ts) or the x402 A2A
+//   transport's `x402.payment.payload` in message metadata (api/proxy/a2a-x402.ts; the receipt in
+//   the answer's `x402.payment.receipts`, api/proxy/a2a-receipt.ts), and PAYMENT-RESPONSE.
+// v2 challenges declare the payment-identifier extension; a v2 or MCP payment may carry an
+// identifier (identifier.ts). Each payload is parsed by the scheme of the challenge entry it
+// pays (schemes/).
+import { getAddress } from 'ethers';
+import {
+  declarePaymentIdentifierExtension,
+  extractAndValidatePaymentIdentifier,
+  PAYMENT_IDENTIFIER,
+} from '@x402/extensions/payment-identifier';
+import { decodePaymentHeader, encodeBase64Json, type ChallengeEntry, type Payment } from '../../x402/schemas.ts';
+import {
+  PaymentPayloadV2,
+  caip2Network,
+  decodeBase64JsonHeader,
+  type PaymentRequiredV2,
+  type PaymentRequirementsV2,
+  type SettleResponseV2,
+} from '../../x402/v2.ts';
+import type { PaymentConfig } from './config.ts';
+import { gatewayScheme } from './schemes/index.ts';
+import type { GatewayScheme } from './schemes/scheme.ts';
+
+export type Dialect = 'v1' | 'v2' | 'mcp';
+
+/**
+ * The payments a request carries, as sent ('' counts as absent): its headers and, for an MCP
+ * request, the `_meta` payment (`mcp` set, whatever its value, when the key was present).
+ */
+export type PaymentHeaders = { xPayment?: string; paymentSignature?: string; mcp?: { payload: unknown } };
+
+/**
+ * A payment carried in the JSON-RPC body, as an offer beside the headers: an MCP call's `_meta`
+ * payment (api/proxy/parse.ts) or an A2A message's `x402.payment.payload` sent with the x402 A2A
+ * extension (api/proxy/a2a-x402.ts). Both are a v2 PaymentPayload and take the `mcp` path.
+ */
+export function bodyPaymentOf(call: {
+  mcp: { payment?: unknown; forwardBody?: Buffer } | null;
+  a2a?: { x402?: { paid: boolean; payload: unknown } | null } | null;
+}): PaymentHeaders {
+  if (call.mcp?.forwardBody) return { mcp: { payload: call.mcp.payment } };
+  if (call.a2a?.x402?.paid) return { mcp: { payload: call.a2a.x402.payload } };
+  return {};
+}
+
+type Offer =
+  { dialect: 'v1'; header: string } | { dialect: 'v2'; header: string } | { dialect: 'mcp'; payload: unknown };
+
+/**
+ * Which payment the caller offers: none, one header in one dialect, or `both`, which is
+ * refused (402 invalid payment): two envelopes may carry two authorizations, and the gate
+ * will not guess which one the payer meant to spend.
+ */
+export function offeredPayment(headers: PaymentHeaders): Offer | 'none' | 'both' {
+  const offers: Offer[] = [];
+  if (headers.xPayment) offers.push({ dialect: 'v1', header: headers.xPayment });
+  if (headers.paymentSignature) offers.push({ dialect: 'v2', header: headers.paymentSignature });
+  if (headers.mcp) offers.push({ dialect: 'mcp', payload: headers.mcp.payload });
+  if (offers.length > 1) return 'both';
+  return offers[0] ?? 'none';
+}
+
+// A v2 payload repeats the requirements and the resource: larger than a v1 one, still bounded
+// (Node refuses request heads over 16 KiB anyway).
+const MAX_V2_HEADER = 16_384;
+
+/**
+ * An offered payment as the gate takes it: the v1 Payment (its payload parsed by its scheme), the
+ * challenge entry it pays and the scheme that verifies it, and the payer's payment identifier if any.
+ */
+export type DecodedOffer = {
+  payment: Payment;
+  requirements: ChallengeEntry;
+  scheme: GatewayScheme;
+  paymentId: string | null;
+};
+
+/**
+ * The v1 Payment an offered payment carries, or null when it is not one the gate could accept:
+ * not (base64) JSON of the dialect's schema, a payload that is not the scheme's, (v2, mcp) an
+ * `accepted` entry other than one of this call's `entries` (scheme, network, amount, asset,
+ * payTo), or a payment-identifier extension whose id breaks the extension's schema. The payment
+ * itself is verified afterwards by the same rules in every dialect.
+ */
+export function decodeOffer(config: PaymentConfig, offer: Offer, entries: ChallengeEntry[]): DecodedOffer | null {
+  if (offer.dialect === 'v1') {
+    const envelope = decodePaymentHeader(offer.header);
+    if (!envelope) return null;
+    // The entry of the scheme it names; else the first, whose verification then names the mismatch.
+    const requirements = entries.find((entry) => entry.scheme === envelope.scheme) ?? entries[0];
+    return requirements ? withSchemePayload(envelope, requirements, null) : null;
+  }
+  const raw = offer.dialect === 'v2' ? decodeBase64JsonHeader(offer.header, MAX_V2_HEADER) : offer.payload;
+  const parsed = PaymentPayloadV2.safeParse(raw);
+  if (!parsed.success) return null;
+  const { accepted } = parsed.data;
+  const requirements = entries.find((entry) => sameTerms(accepted, requirementsV2(config, entry)));
+  if (!requirements) return null;
+  const paymentId = paymentIdentifierOf(parsed.data);
+  if (paymentId === undefined) return null;
+  const envelope: Payment = {
+    x402Version: 1,
+    scheme: accepted.scheme,
+    network: config.network,
+    payload: parsed.data.payload,
+  };
+  return withSchemePayload(envelope, requirements, paymentId);
+}
+
+/** The offer with its payload parsed by the scheme of the entry it pays; null when it is not that scheme's. */
+function withSchemePayload(
+  envelope: Payment,
+  requirements: ChallengeEntry,
+  paymentId: string | null,
+): DecodedOffer | null {
+  const scheme = gatewayScheme(requirements.scheme);
+  const payload = scheme?.protocol.parsePayload(envelope.payload);
+  if (!scheme || !payload) return null;
+  return { payment: { ...envelope, payload }, requirements, scheme, paymentId };
+}
+
+/** The payment-identifier extension's id (null when none was sent), undefined when it is malformed. */
+function paymentIdentifierOf(payload: PaymentPayloadV2): string | null | undefined {
+  if (!payload.extensions || !Object.hasOwn(payload.extensions, PAYMENT_IDENTIFIER)) return null;
+  const { id, validation } = extractAndValidatePaymentIdentifier(
+    payload as unknown as Parameters<typeof extractAndValidatePaymentIdentifier>[0],
+  );
+  return validation.valid ? id : undefined;
+}
+
+function sameTerms(accepted: PaymentRequirementsV2, expected: PaymentRequirementsV2): boolean {
+  return (
+    accepted.scheme === expected.scheme &&
+    accepted.network === expected.network &&
+    accepted.amount === expected.amount &&
+    getAddress(accepted.asset.toLowerCase()) === expected.asset &&
+    getAddress(accepted.payTo.toLowerCase()) === expected.payTo
+  );
+}
+
+/** The v2 `accepts` entry of a (v1) challenge entry: same terms, CAIP-2 network. */
+export function requirementsV2(
+  config: PaymentConfig,
+  entry: ChallengeEntry,
+): PaymentRequirementsV2 & { extra: { name: string; version: string } } {
+  return {
+    scheme: entry.scheme,
+    network: caip2Network(config.domain.chainId),
+    amount: entry.maxAmountRequired,
+    asset: entry.asset,
+    payTo: entry.payTo,
+    maxTimeoutSeconds: entry.maxTimeoutSeconds,
+    extra: entry.extra,
+  };
+}
+
+/**
+ * The v2 PaymentRequired of a call whose challenge lists `entries` (one per scheme, all of one
+ * resource), `error` saying why. It declares the payment-identifier extension, not required: a
+ * payer that sends an id gets the first outcome back on a retry; `extensions` adds others (a
+ * public agent's `bazaar`, api/discovery/bazaar.ts).
+ */
+export function paymentRequiredV2(
+  config: PaymentConfig,
+  entries: ChallengeEntry[],
+  error: string,
+  extensions: Record<string, unknown> = {},
+): PaymentRequiredV2 {
+  const [{ resource, description, mimeType }] = entries;
+  return {
+    x402Version: 2,
+    error,
+    resource: { url: resource, description, mimeType },
+    accepts: entries.map((entry) => requirementsV2(config, entry)),
+    extensions: { ...extensions, [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false) },
+  };
+}
+
+/**
+ * The receipt of a settled call, in the dialect it was paid in. v1 names the network the
+ * facilitator answered (as before); v2 the configured chain in CAIP-2.
+ */
+export function paymentResponseValue(
+  config: PaymentConfig,
+  dialect: Dialect,
+  settled: { transaction: string; network: string; payer: string },
+): string {
+  if (dialect === 'v1')
+    return encodeBase64Json({
+      success: true,
+      transaction: settled.transaction,
+      network: settled.network,
+      payer: settled.payer,
+    });
+  return encodeBase64Json(settleResponseV2(config, settled));
+}
+
+/** The v2 SettleResponse of a settled call (PAYMENT-RESPONSE, and the MCP result's `_meta`). */
+export function settleResponseV2(
+  config: PaymentConfig,
+  settled: { transaction: string; payer: string },
+): SettleResponseV2 {
+  return {
+    success: true,
+    transaction: settled.transaction,
+    network: caip2Network(config.domain.chainId),
+    payer: settled.payer,
+  };
+}

@@ -1,0 +1,37 @@
+// What a payment scheme is to the gateway: the challenge entry it offers for a price, and how it
+// verifies a payment before anything is recorded, settled or forwarded. The gate asks the
+// registry (index.ts) for both; it never names a scheme itself.
+import type { ChallengeEntry, Payment, PaymentRequirements } from '../../../x402/schemas.ts';
+import type { SchemeProtocol } from '../../../x402/schemes/scheme.ts';
+import type { PaymentConfig } from '../config.ts';
+import type { Price } from '../pricing.ts';
+
+/**
+ * A payment as the gate verified it: the checksummed payer and the lowercase nonce that name it
+ * (its binding's key with the network and asset); else the precise cause, for the log only.
+ * `expired` is the cause of a payment past its window, which may still resume (flow.ts).
+ */
+export type GateVerifyResult = { ok: true; payer: string; nonce: string } | { ok: false; cause: string };
+
+export type GatewayScheme = {
+  /** The scheme's name and payload (x402/schemes/). */
+  readonly protocol: SchemeProtocol;
+  /** The v1 `accepts` entry of this price for `resource`, as unmodified x402 v1 clients parse it. */
+  challengeEntry(config: PaymentConfig, price: Price, resource: string): ChallengeEntry;
+  /**
+   * Verifies a payment (its payload already parsed by `protocol`) against the requirements it
+   * was offered for: now, or at `at` (unix seconds).
+   */
+  verify(
+    config: PaymentConfig,
+    payment: Payment,
+    requirements: PaymentRequirements,
+    at?: number,
+  ): Promise<GateVerifyResult>;
+  /**
+   * A moment (unix seconds) inside the payment's validity window, at which a payment already
+   * settled (or whose outcome is unknown) for this very call is judged: the money moved while it
+   * was valid. Null when it has none.
+   */
+  momentInside(config: PaymentConfig, payment: Payment): number | null;
+};

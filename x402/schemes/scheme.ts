@@ -1,0 +1,11 @@
+// What a payment scheme is to the protocol layer: a name and the payload it signs. The envelope
+// (x402/schemas.ts, x402/v2.ts) is every scheme's; each scheme parses its own `payload`.
+
+export type SchemeProtocol = {
+  /** The scheme's name on the wire (`scheme` of requirements and payments). */
+  readonly name: string;
+  /** The scheme's payload parsed from an envelope's (unknown keys dropped); null when it is not one. */
+  parsePayload(payload: unknown): Record<string, unknown> | null;
+  /** The payer a payload names, as sent; '' when it is not one of this scheme's. */
+  payerOf(payload: Record<string, unknown>): string;
+};
