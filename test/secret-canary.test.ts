@@ -30,7 +30,7 @@ import { newAccount, newPayTo, newPayer, signPayment, encodePayment, type TestAc
 import { facilitatorEnv } from './support/facilitator.ts';
 import { freePort } from '../scripts/lib/ports.ts';
 import { startGateway } from '../api/gateway.ts';
-import { mintToken } from '../gateway/tokens.ts';
+import { mintToken } from '../scripts/lib/tokens.ts';
 import { loadFacilitatorConfig } from '../facilitator/config.ts';
 import { startFacilitator, type RunningFacilitator } from '../facilitator-service/server.ts';
 import { workflowResult } from './support/workflows.ts';

@@ -4,7 +4,7 @@ import { HEADER_SAFE, isHeaderSafe } from '../../gateway/credentials/header-rule
 import { z } from 'zod';
 import { PageQuery } from '../pagination.ts';
 import { idParam, maxChars, nameField } from '../validation.ts';
-import type { AuthType, CredentialSource } from '../../gateway/credentials/entity.ts';
+import type { CredentialState } from '../../gateway/credentials/management.ts';
 
 const MAX_SECRET_CHARS = 65_536;
 
@@ -222,14 +222,6 @@ function isReservedHeader(name: string): boolean {
 }
 
 /** A secret that becomes a header value must be one: visible ASCII, inner spaces, no line breaks. */
-
-export type CredentialState = {
-  authType: AuthType;
-  source: CredentialSource;
-  hasSecret: boolean;
-  vaultRef: string | null;
-  headerName: string | null;
-};
 
 /** Rules across fields, checked on the state a create or update would leave. */
 export function credentialRuleError(state: CredentialState): string | undefined {

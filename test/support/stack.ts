@@ -19,7 +19,7 @@ import { openOrm } from '../../gateway/db/orm.ts';
 import { createLogger } from '../../lib/log.ts';
 import { startGateway } from '../../api/gateway.ts';
 import { startMetricsServer } from '../../lib/observability/http.ts';
-import { mintToken } from '../../gateway/tokens.ts';
+import { mintToken } from '../../scripts/lib/tokens.ts';
 import { connectClient } from '../../temporal/client.ts';
 import { createGatewayWorker } from '../../temporal/gateway-worker.ts';
 import { runWorkerVersion } from '../../temporal/worker-deployment.ts';
