@@ -5,7 +5,7 @@
 // → InvocationWorkflow started by this process at once (not waited for), else by the start relay
 // (api/proxy/start-relay.ts). The streaming endpoint (api/proxy/stream.ts) passes the same gate.
 import Router from '@koa/router';
-import { InvocationSchema } from '../../gateway/db/entities.ts';
+import { agentInvocation } from '../../gateway/invocations/reads.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import { ApiError, notFound } from '../errors.ts';
@@ -187,7 +187,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
     const { id: agentId, invId } = ctx.params;
     // A streaming call's row may still be on its way when its id is polled (recent-read.ts).
     const row = await services.recentReads.find(tenantId, invId, () =>
-      deps.orm.em.fork().findOne(InvocationSchema, { id: invId, tenantId, agentId }),
+      agentInvocation(deps.orm, tenantId, agentId, invId),
     );
     if (!row) throw notFound();
     // The v1 contract: the body appears once the call is complete, and only when it was captured.
