@@ -12,7 +12,7 @@ import { startTcpRelay } from './support/tcp-relay.ts';
 import { startApiProcess } from './support/api-process.ts';
 import { newId } from '../lib/ids.ts';
 import { createLogger } from '../lib/log.ts';
-import { startRelay } from '../api/proxy/start-relay.ts';
+import { startRelay } from '../temporal/start-relay.ts';
 
 const sql = <T>(query: string, params: unknown[] = []) => stack().orm.em.getConnection().execute<T[]>(query, params);
 

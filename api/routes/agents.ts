@@ -131,7 +131,8 @@ export function agentRoutes(deps: AppDeps, agents: AgentRows, readCard: CardRead
           : current.rateLimitRps == null
             ? null
             : Number(current.rateLimitRps),
-      rate_limit_burst: patch.rate_limit_burst !== undefined ? patch.rate_limit_burst : (current.rateLimitBurst ?? null),
+      rate_limit_burst:
+        patch.rate_limit_burst !== undefined ? patch.rate_limit_burst : (current.rateLimitBurst ?? null),
       public: patch.public ?? current.public,
     };
     // The URL is checked when it is being set: an allow-list change must not freeze other edits.

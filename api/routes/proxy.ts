@@ -22,7 +22,7 @@ import { a2aCardRoute } from '../proxy/a2a-card.ts';
 import { forwardedHeadersOf, parseA2aRequest } from '../proxy/a2a-x402.ts';
 import type { ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
-import { startInvocationWorkflow } from '../proxy/start.ts';
+import { startInvocationWorkflow } from '../../temporal/invocation-start.ts';
 import type { BacklogPlace } from '../proxy/start-backlog.ts';
 import { writeAccepted, type AcceptedRow } from '../../gateway/invocations/accept.ts';
 import type { AppDeps } from '../deps.ts';

@@ -5,10 +5,7 @@ import Router from '@koa/router';
 import { badRequest } from '../errors.ts';
 import { parseOr400 } from '../validation.ts';
 import { upstreamUrlProblem } from '../upstream-url.ts';
-import {
-  createSettlementConfiguration,
-  type SettlementConfigRow,
-} from '../../gateway/settlement/configuration.ts';
+import { createSettlementConfiguration, type SettlementConfigRow } from '../../gateway/settlement/configuration.ts';
 import { SettlementConfigInput } from '../settlement/schema.ts';
 import { facilitatorUrlProblem } from '../../gateway/settlement/validate.ts';
 import type { AppDeps } from '../deps.ts';

@@ -152,8 +152,6 @@ async function liveAgentForUpdate(em: EntityManager, tenantId: string, id: strin
   return agent;
 }
 
-export type AgentLifecycle = ReturnType<typeof createAgentLifecycle>;
-
 /** Built once per app (api/routes/agents.ts wires it with the gate's agent cache). */
 export function createAgentLifecycle(deps: {
   db: GatewayDb;

@@ -62,8 +62,6 @@ function storeSecret(store: SecretStore, row: Credential, plaintext: string): vo
   row.maskedHint = maskedHint(plaintext);
 }
 
-export type CredentialManagement = ReturnType<typeof createCredentialManagement>;
-
 /** Built once per app; `ruleError` is the API's rules across fields (api/credentials/schema.ts). */
 export function createCredentialManagement(deps: {
   db: GatewayDb;
@@ -76,7 +74,8 @@ export function createCredentialManagement(deps: {
   const { layout } = deps.vault;
   /** A vault_ref outside the tenant's own prefix: refused, one message, decided without asking the vault. */
   const refuseForeignRef = (tenantId: string, ref: string | undefined) => {
-    if (ref !== undefined && !resolveTenantVaultRef(layout, tenantId, ref)) throw invalid(vaultRefRule(layout, tenantId));
+    if (ref !== undefined && !resolveTenantVaultRef(layout, tenantId, ref))
+      throw invalid(vaultRefRule(layout, tenantId));
   };
 
   return {

@@ -35,6 +35,17 @@ export function queryRows(orm: MikroORM): (sql: string, params: unknown[]) => Pr
   return (sql, params) => orm.em.getConnection().execute(sql, params);
 }
 
+/** Whether the database answers a statement now (the API's readiness). */
+export function databaseAnswers(db: GatewayDb): Promise<boolean> {
+  return db.em
+    .getConnection()
+    .execute('select 1')
+    .then(
+      () => true,
+      () => false,
+    );
+}
+
 /**
  * Ties something of the ORM's own (a connection or pool beside its pool, the change feed) to the
  * ORM's life: closing the ORM (shutdown, a test's replica) closes it first, instead of leaving

@@ -38,7 +38,11 @@ export function invocationsPage(
     conditions.push({ $or: [{ createdAt: { $lt: cursor.at } }, { createdAt: cursor.at, id: { $lt: cursor.id } }] });
   return db.em
     .fork()
-    .find(InvocationSchema, { $and: conditions }, { orderBy: [{ createdAt: 'desc' }, { id: 'desc' }], limit: limit + 1 });
+    .find(
+      InvocationSchema,
+      { $and: conditions },
+      { orderBy: [{ createdAt: 'desc' }, { id: 'desc' }], limit: limit + 1 },
+    );
 }
 
 /** The tenant's call through this agent, or null. */

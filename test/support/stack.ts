@@ -17,7 +17,7 @@ import { canConnect, dropDatabase } from '../../scripts/lib/postgres.ts';
 import { loadGatewayConfig, type GatewayConfig } from '../../gateway/config.ts';
 import { openOrm } from '../../gateway/db/orm.ts';
 import { createLogger } from '../../lib/log.ts';
-import { startGateway } from '../../api/gateway.ts';
+import { startGateway } from '../../api/wiring.ts';
 import { startMetricsServer } from '../../lib/observability/http.ts';
 import { mintToken } from '../../scripts/lib/tokens.ts';
 import { connectClient } from '../../temporal/client.ts';
