@@ -9,7 +9,7 @@ import { agentInvocation } from '../../gateway/invocations/reads.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import { ApiError, notFound } from '../errors.ts';
-import { coarseMessage } from '../../gateway/upstream/errors.ts';
+import { coarseMessage } from '../proxy/upstream-failure.ts';
 import { MAX_TRANSACTIONAL_BODY, declaredOver, readCappedBody } from '../proxy/body.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { parseMcpBody } from '../proxy/parse.ts';
