@@ -3,7 +3,7 @@
 // → parse (a 413 or a parse 400 gives the rate-limit tokens back) → policy stage → a place in the start backlog (503) → payment stage → the body, the
 // invocation row `pending` (the intent to start) and a paid call's payment in one commit → 202
 // → InvocationWorkflow started by this process at once (not waited for), else by the start relay
-// (api/proxy/start-relay.ts). The streaming endpoint (api/proxy/stream.ts) passes the same gate.
+// (temporal/start-relay.ts). The streaming endpoint (api/proxy/stream.ts) passes the same gate.
 import Router from '@koa/router';
 import { agentInvocation } from '../../gateway/invocations/reads.ts';
 import { isId, newId } from '../../lib/ids.ts';
