@@ -88,6 +88,15 @@ module.exports = {
       to: { path: '^(facilitator|facilitator-service)/' },
     },
     {
+      name: 'api-holds-no-storage',
+      comment:
+        "api/ is a door: no ORM and no database driver, type-only imports included; the storage is the domain's (gateway/), which the door calls.",
+      severity: 'error',
+      from: { path: '^api/' },
+      // Resolved under node_modules (wherever it is linked from), or unresolved by its bare name.
+      to: { path: '(^|/)node_modules/(@mikro-orm|pg)/|^(@mikro-orm/|pg$)' },
+    },
+    {
       name: 'facilitator-is-its-own-service',
       comment: 'facilitator-service/ never imports the gateway: neither api/ nor the gateway domain.',
       severity: 'error',

@@ -1,34 +1,16 @@
-// The transactional invocation's activities: load what the row references (its stored body),
-// call the upstream through the shared client (SSRF guard, breaker, retries), record the
-// outcome. Idempotent by design: a retried attempt finds the row already terminal and returns
-// it; an attempt that may already have reached the upstream before its worker died is not
-// re-sent unless the agent opted in (retry_non_idempotent). The outcome rule is the domain's
-// (gateway/invocations/outcome.ts).
+// The transactional invocation's activities, thin over the domain's performer
+// (gateway/invocations/perform.ts): it gets the attempt's heartbeat and cancellation, and its
+// refusals to perform become Temporal's failures (their types are in recorded histories).
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
-import type { MikroORM } from '@mikro-orm/postgresql';
+import { CredentialUnavailable } from '../gateway/credentials/resolver.ts';
+import type { InvocationOutcome } from '../gateway/invocations/store.ts';
 import {
-  UpstreamError,
-  classifyError,
-  type ErrorClass,
-  type UpstreamClient,
-  type UpstreamResponse,
-} from '../gateway/upstream/client.ts';
-import { brokenBodyClass } from '../gateway/upstream/errors.ts';
-import { bodyHasher } from '../gateway/receipts/digest.ts';
-import type { BodyStore } from '../gateway/body-store.ts';
-import { CredentialUnavailable, type CredentialResolver } from '../gateway/credentials/resolver.ts';
-import {
-  createInvocationStore,
-  type BodyInsert,
-  type Completion,
-  type InvocationOutcome,
-} from '../gateway/invocations/store.ts';
-import { answeredOutcome } from '../gateway/invocations/outcome.ts';
-import { createTaskBindings, taskCaller, type TaskBindings } from '../gateway/a2a/tasks.ts';
-import { taskOfResult, type TaskSeen } from '../gateway/a2a/methods.ts';
-import { queryRows } from '../gateway/db/orm.ts';
-import { errorKind } from '../lib/error-kind.ts';
+  createInvocationPerformer,
+  InvocationNotPerformed,
+  type Attempt,
+  type PerformDeps,
+} from '../gateway/invocations/perform.ts';
 
 export type { InvocationOutcome };
 
@@ -38,259 +20,65 @@ export interface InvocationActivities {
   abandonInvocation(invocationId: string, failureType: string | null): Promise<InvocationOutcome>;
 }
 
-export type InvocationDeps = {
-  orm: MikroORM;
-  upstream: UpstreamClient;
-  bodies: BodyStore;
-  credentials: CredentialResolver;
-  /** Overall deadline of one upstream call, retries and body included. */
-  upstreamTimeoutMs: number;
-};
-
 /** The failure type an unavailable credential leaves in the history, read by abandonInvocation. */
 const CREDENTIAL_UNAVAILABLE = 'CredentialUnavailable';
 
-/** The domain's unavailable credential as Temporal's failure: retried only while it may come back. */
-function credentialFailure(err: CredentialUnavailable): ApplicationFailure {
-  return ApplicationFailure.create({
-    type: CREDENTIAL_UNAVAILABLE,
-    message: err.message,
-    nonRetryable: !err.retryable,
-  });
-}
-
-/** Largest response body kept when capture_body is on (the request side has the same cap). */
-const MAX_CAPTURED_RESPONSE = 32 * 1024 * 1024;
-
-/**
- * Reads the whole answer (the deadline bounds it), keeping it only when capture is on and it
- * fits, or (an A2A agent's, whose tasks are bound from it) when it fits in `keep` bytes;
- * `broken` is the class of a body that broke off, null when it passed whole.
- */
-async function readResponse(
-  reply: UpstreamResponse,
-  capture: boolean,
-  keep = 0,
-): Promise<{
-  firstByteMs: number | null;
-  captured: Buffer | null;
-  kept: Buffer | null;
-  broken: ErrorClass | null;
-  sha256: string | null;
-}> {
-  let firstByteMs: number | null = null;
-  const chunks: Buffer[] = [];
-  let size = 0;
-  // The digest a trust receipt commits to, whether or not the body is kept.
-  const digest = bodyHasher();
-  try {
-    for await (const chunk of reply.body as AsyncIterable<Buffer>) {
-      firstByteMs ??= Math.round(performance.now() - reply.startedAt);
-      size += chunk.length;
-      digest.update(chunk);
-      if ((capture && size <= MAX_CAPTURED_RESPONSE) || size <= keep) chunks.push(chunk);
-    }
-  } catch (err) {
-    return { firstByteMs, captured: null, kept: null, broken: brokenBodyClass(err, reply.timedOut()), sha256: null };
-  } finally {
-    reply.finish();
-  }
-  digest.finish(true);
+/** The attempt as the activity's context has it. */
+function currentAttempt(): Attempt {
+  const context = Context.current();
   return {
-    firstByteMs,
-    captured: capture && size <= MAX_CAPTURED_RESPONSE ? Buffer.concat(chunks) : null,
-    kept: size <= keep ? Buffer.concat(chunks) : null,
-    broken: null,
-    sha256: digest.value(),
+    heartbeat: () => Context.current().heartbeat(),
+    signal: context.cancellationSignal,
+    endedByWorkflow: () => {
+      const details = Context.current().cancellationDetails;
+      return Boolean(details?.notFound || details?.cancelRequested);
+    },
+    warn: (message, attributes) => Context.current().log.warn(message, attributes),
   };
 }
 
-/**
- * Whether this attempt was cancelled because its workflow ended (terminated, cancelled, or
- * closed: the heartbeat finds it gone) rather than by its own deadline: the row then says so.
- */
-function endedByWorkflow(): boolean {
-  const details = Context.current().cancellationDetails;
-  return Boolean(details?.notFound || details?.cancelRequested);
-}
-
-/** The largest A2A answer whose task is bound (a JSON-RPC answer; a larger one binds nothing). */
-const MAX_A2A_ANSWER = 1024 * 1024;
-
-/**
- * Binds the task an A2A answer names to the agent and the call's caller side, and answers it
- * (the completion records it when the request named none).
- */
-async function bindAnsweredTask(
-  tasks: TaskBindings,
-  row: { tenantId: string; caller: string; callerKind: string },
-  agentId: string,
-  body: Buffer,
-): Promise<TaskSeen | null> {
-  let task;
-  try {
-    task = taskOfResult((JSON.parse(body.toString('utf8')) as { result?: unknown } | null)?.result);
-  } catch {
-    return null;
-  }
-  if (!task) return null;
-  // A binding that fails leaves the call as it was (its answer is the caller's); a later call
-  // about the task is refused as unbound.
-  const caller = taskCaller({ kind: row.callerKind, userId: row.caller });
-  await tasks.bind(row.tenantId, agentId, caller, [task]).catch((err: unknown) => {
-    Context.current().log.warn('could not bind an A2A task', { err: errorKind(err) });
-  });
-  return task;
-}
-
-export function createInvocationActivities(deps: InvocationDeps): InvocationActivities {
-  const store = createInvocationStore(deps.orm);
-  const tasks = createTaskBindings(queryRows(deps.orm));
-  // A body store in the gateway's own database (it offers insertSql) is read in the load
-  // statement and written in the completing one; any other goes through its interface.
-  const insertBody = deps.bodies.insertSql?.bind(deps.bodies);
-
-  async function complete(invocationId: string, completion: Completion, body?: BodyInsert): Promise<InvocationOutcome> {
-    // No row: it is gone (see performInvocation's load). Nothing was sent; the workflow ends
-    // with the outcome `internal`.
-    return (
-      (await store.complete(invocationId, completion, body)) ?? {
-        status: 'failed',
-        upstreamStatus: null,
-        latencyMs: null,
-        errorClass: 'internal',
-      }
-    );
-  }
-
-  return {
-    async performInvocation(invocationId) {
-      const row = await store.load(invocationId, { withBody: insertBody !== undefined });
+/** The domain's reasons not to perform, as Temporal's failures; anything else as it is. */
+function asFailure(err: unknown): unknown {
+  if (err instanceof CredentialUnavailable)
+    // Retried only while it may come back.
+    return ApplicationFailure.create({
+      type: CREDENTIAL_UNAVAILABLE,
+      message: err.message,
+      nonRetryable: !err.retryable,
+    });
+  if (!(err instanceof InvocationNotPerformed)) return err;
+  switch (err.reason) {
+    case 'row_missing':
       // The accept commit writes the row before anything starts the workflow (the route or the
       // start relay), so a missing row was deleted since, or the workflow was started by hand.
       // The attempt fails as benign (logged at debug, not as a failed activity) and is retried
       // until its attempts run out; abandonInvocation then finds no row either.
-      if (!row)
-        throw ApplicationFailure.create({
-          message: 'invocation row not found yet',
-          type: 'InvocationNotFound',
-          category: ApplicationFailureCategory.BENIGN,
-        });
-      if (row.status === 'succeeded' || row.status === 'failed')
-        return {
-          status: row.status,
-          upstreamStatus: row.upstreamStatus,
-          latencyMs: row.latencyMs,
-          errorClass: row.errorClass,
-        };
-      const agent = row.agent;
-      if (!agent) throw ApplicationFailure.retryable('agent of the invocation not found', 'AgentNotFound');
+      return ApplicationFailure.create({
+        message: 'invocation row not found yet',
+        type: 'InvocationNotFound',
+        category: ApplicationFailureCategory.BENIGN,
+      });
+    case 'agent_missing':
+      return ApplicationFailure.retryable('agent of the invocation not found', 'AgentNotFound');
+    case 'attempt_leased':
+      return ApplicationFailure.retryable('another attempt holds the invocation', 'AttemptLeased');
+  }
+}
 
-      // An earlier attempt may have delivered the request before its worker died.
-      if (row.attempts > 0 && !agent.retryNonIdempotent)
-        return complete(invocationId, { status: 'failed', errorClass: 'interrupted' });
-      if (!agent.upstreamUrl)
-        return complete(invocationId, { status: 'failed', errorClass: 'protocol', beforeAttempt: true });
-
-      // Resolved before the attempt is counted: a vault that is briefly down is retried by
-      // Temporal (the failure says whether it may be), and nothing has been sent yet.
-      let credentialHeaders: Record<string, string>;
+export function createInvocationActivities(deps: PerformDeps): InvocationActivities {
+  const performer = createInvocationPerformer(deps);
+  return {
+    async performInvocation(invocationId) {
       try {
-        credentialHeaders = await deps.credentials.headersFor(row.tenantId, agent.credentialRef);
+        return await performer.perform(invocationId, currentAttempt());
       } catch (err) {
-        if (err instanceof CredentialUnavailable && err.retryable) throw credentialFailure(err);
-        return complete(invocationId, { status: 'failed', errorClass: 'credential', beforeAttempt: true });
-      }
-      const body = insertBody
-        ? row.requestBody
-        : row.requestBodyId
-          ? ((await deps.bodies.get(row.tenantId, row.requestBodyId))?.content ?? null)
-          : null;
-
-      // Counted only if no other attempt counted one since the load (a zombie attempt whose
-      // heartbeat timed out): the loser retries, sees the count, and follows the rule above.
-      // The load has counted it already when none of the steps above could stop the call or
-      // needed I/O (no credential): the usual case, one statement fewer.
-      if (!row.leased && !(await store.leaseAttempt(invocationId, row.attempts)))
-        throw ApplicationFailure.retryable('another attempt holds the invocation', 'AttemptLeased');
-
-      const heartbeat = setInterval(() => Context.current().heartbeat(), 2_000);
-      try {
-        let reply: UpstreamResponse;
-        try {
-          reply = await deps.upstream.open({
-            url: agent.upstreamUrl,
-            // Caller headers already passed the block-list when the row was written; the
-            // transactional caller never sees the raw response, so ask for it uncompressed.
-            headers: {
-              ...row.requestHeaders,
-              'accept-encoding': 'identity',
-              ...credentialHeaders,
-              'x-request-id': row.requestId,
-            },
-            body: body ?? undefined,
-            deadlineMs: deps.upstreamTimeoutMs,
-            deadlineCoversBody: true,
-            signal: Context.current().cancellationSignal,
-            resendAllowed: agent.retryNonIdempotent,
-            tenantId: row.tenantId,
-          });
-        } catch (err) {
-          const errorClass = endedByWorkflow()
-            ? 'workflow_terminated'
-            : err instanceof UpstreamError
-              ? err.errorClass
-              : classifyError(err).errorClass;
-          return await complete(invocationId, { status: 'failed', errorClass });
-        }
-
-        const read = await readResponse(reply, agent.captureBody, agent.protocol === 'a2a' ? MAX_A2A_ANSWER : 0);
-        // An A2A answer's task is bound to the agent before the call completes (gateway/a2a/tasks.ts).
-        const answered = read.kept ? await bindAnsweredTask(tasks, row, agent.id, read.kept) : null;
-        const latencyMs = Math.round(performance.now() - reply.startedAt);
-        const ttftMs = read.firstByteMs ?? reply.ttftMs;
-        if (read.broken) {
-          const errorClass: ErrorClass = endedByWorkflow() ? 'workflow_terminated' : read.broken;
-          return await complete(invocationId, {
-            status: 'failed',
-            upstreamStatus: reply.status,
-            errorClass,
-            latencyMs,
-            ttftMs,
-          });
-        }
-        const contentType = String(reply.headers['content-type'] ?? '') || null;
-        const stored = read.captured ? insertBody?.(row.tenantId, contentType, read.captured) : undefined;
-        const responseBodyId =
-          stored?.id ?? (read.captured ? await deps.bodies.put(row.tenantId, contentType, read.captured) : null);
-        return await complete(
-          invocationId,
-          {
-            ...answeredOutcome(reply.status, null),
-            latencyMs,
-            ttftMs,
-            responseBodyId,
-            responseContentType: contentType,
-            responseSha256: read.sha256,
-            a2aTaskId: answered?.taskId,
-            a2aContextId: answered?.contextId,
-          },
-          stored,
-        );
-      } finally {
-        clearInterval(heartbeat);
+        throw asFailure(err);
       }
     },
-
     async abandonInvocation(invocationId, failureType) {
       // performInvocation lets a failure escape on purpose only for an unavailable credential;
-      // anything else that exhausted its retries (a database outage) is the gateway's own.
-      // A row that counts no attempt was never sent: its payment is released (beforeAttempt).
-      return complete(invocationId, {
-        status: 'failed',
-        errorClass: failureType === CREDENTIAL_UNAVAILABLE ? 'credential' : 'internal',
-        beforeAttempt: true,
-      });
+      // anything else that exhausted its retries is the gateway's own.
+      return performer.abandon(invocationId, failureType === CREDENTIAL_UNAVAILABLE);
     },
   };
 }

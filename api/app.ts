@@ -29,7 +29,7 @@ import { openapiRoutes } from './openapi/routes.ts';
 import { publicRoutes } from './routes/public.ts';
 import { discoveryRoutes } from './routes/discovery.ts';
 
-/** `services`: the long-lived services the caller wired itself (api/gateway.ts: the start backlog its relay shares). */
+/** `services`: the long-lived services the caller wired itself (api/wiring.ts: the start backlog its relay shares). */
 export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Koa {
   const app = new Koa();
   // The long-lived services, wired once: the proxy routes, the policy routes and /readyz share them.

@@ -1,26 +1,26 @@
 // Errors are mapped to responses in one place. A handler throws an ApiError with a status
-// and a coarse, caller-safe message; anything else is a 500 with no body, logged server-side
+// and a coarse, caller-safe message, the domain a Refusal of a kind (gateway/refusal.ts) that
+// is answered here with its status; anything else is a 500 with no body, logged server-side
 // by its kind and where it was thrown.
 import type { Context, Next } from 'koa';
-import { UniqueConstraintViolationException } from '@mikro-orm/core';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../lib/log.ts';
 import { errorFrames, errorKind } from '../lib/error-kind.ts';
-import { ApiError, badRequest, conflict } from '../lib/http-error.ts';
+import { ApiError, badRequest } from '../lib/http-error.ts';
 import { PaymentAlreadyBound } from '../gateway/payment/binding.ts';
 import { JsonRpcRequestError } from '../gateway/jsonrpc/request.ts';
+import { Refusal, type RefusalKind } from '../gateway/refusal.ts';
 import { PAYMENT_RESPONSE_HEADER } from './payment/dialect.ts';
 
 export { ApiError, badRequest, conflict, notFound, unprocessable } from '../lib/http-error.ts';
 
-/** Flushes the unit of work; a unique name another request took meanwhile is a 409 saying `nameTaken`. */
-export async function flushOr409(em: EntityManager, nameTaken: string): Promise<void> {
-  try {
-    await em.flush();
-  } catch (err) {
-    if (err instanceof UniqueConstraintViolationException) throw conflict(nameTaken);
-    throw err;
-  }
+/** The status of each kind of the domain's refusals. */
+const REFUSAL_STATUS: Record<RefusalKind, number> = { invalid: 400, not_found: 404, conflict: 409 };
+
+/** The domain's refusals (and a payment bound elsewhere), as the v1 contract answers them; anything else as it is. */
+function asApiError(caught: unknown): unknown {
+  if (caught instanceof Refusal) return new ApiError(REFUSAL_STATUS[caught.kind], caught.message);
+  if (caught instanceof PaymentAlreadyBound) return new ApiError(402, caught.message);
+  return caught;
 }
 
 /** What `parse` returns; a JSON-RPC request it refuses (gateway/jsonrpc/request.ts) is a 400 saying why. */
@@ -41,8 +41,7 @@ export function errorMapper(log: Logger) {
     try {
       await next();
     } catch (caught) {
-      // The domain's refusals, as the v1 contract answers them.
-      const err = caught instanceof PaymentAlreadyBound ? new ApiError(402, caught.message) : caught;
+      const err = asApiError(caught);
       if (err instanceof ApiError) {
         // A 402 says the payment bought nothing: whatever set a receipt before the refusal
         // (a settled payment another request then bound), it does not go out with one.

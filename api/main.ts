@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { loadGatewayConfig } from '../gateway/config.ts';
 import { openOrm, requireMigratedDatabase } from '../gateway/db/orm.ts';
 import { createLogger } from '../lib/log.ts';
-import { startGateway } from './gateway.ts';
+import { startGateway } from './wiring.ts';
 import { connectClient } from '../temporal/client.ts';
 import { requireSearchAttributes } from '../temporal/search-attribute-setup.ts';
 import { startTracing, stopTracing, tracingSettings } from '../lib/observability/tracing.ts';

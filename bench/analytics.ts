@@ -16,9 +16,9 @@ import { request } from 'undici';
 import { Client } from '@temporalio/client';
 import { openOrm, migrate } from '../gateway/db/orm.ts';
 import { loadGatewayConfig } from '../gateway/config.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { createLogger } from '../lib/log.ts';
-import { mintToken } from '../gateway/tokens.ts';
+import { mintToken } from '../scripts/lib/tokens.ts';
 import {
   canConnect,
   dropDatabase,

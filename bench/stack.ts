@@ -7,7 +7,7 @@ import { request } from 'undici';
 import { startInfra, appEnvironment, freeInfraPorts, type Infra } from '../scripts/lib/infra.ts';
 import { waitFor } from '../scripts/lib/ports.ts';
 import { canConnect, dropDatabase } from '../scripts/lib/postgres.ts';
-import { mintToken } from '../gateway/tokens.ts';
+import { mintToken } from '../scripts/lib/tokens.ts';
 import { timedStep } from '../scripts/lib/progress.ts';
 
 export async function startBenchInfra(name: string, dataDir: string): Promise<Infra> {

@@ -83,7 +83,7 @@ const GatewayEnv = z.object({
   // How long a stopping API lets the requests it is handling finish (a paid call's settlement, a stream).
   API_SHUTDOWN_GRACE_MS: z.coerce.number().int().nonnegative().default(30_000),
   // How long the accepting process waits for a transactional call's workflow start before it
-  // leaves the call to the start relay (api/proxy/start.ts); the same on every replica. At most
+  // leaves the call to the start relay (temporal/invocation-start.ts); the same on every replica. At most
   // 20 s: well inside the relay's 30 s lease, so a start never outlives the lease it runs under.
   WORKFLOW_START_DEADLINE_MS: z.coerce.number().int().positive().max(20_000).default(2_000),
   // How long a paid stream waits for its forwarding mark before it gives its payment back (503).
@@ -183,7 +183,7 @@ export type GatewayConfig = {
   startBacklog: { process: number; tenant: number };
   /** API_SHUTDOWN_GRACE_MS (api/main.ts). */
   shutdownGraceMs: number;
-  /** WORKFLOW_START_DEADLINE_MS (api/proxy/start.ts). */
+  /** WORKFLOW_START_DEADLINE_MS (temporal/invocation-start.ts). */
   workflowStartDeadlineMs: number;
   /** STREAM_MARK_DEADLINE_MS (api/proxy/stream-record.ts). */
   streamMarkDeadlineMs: number;

@@ -8,7 +8,7 @@ import { checkStartSettings } from './lib/start-check.ts';
 import { parseCommand } from './lib/cli.ts';
 import { exitWithProblems } from '../lib/config.ts';
 import { stopChild } from './dev/temporal-dev-server.ts';
-import { mintToken } from '../gateway/tokens.ts';
+import { mintToken } from './lib/tokens.ts';
 import { ensureDevAccount } from './dev/facilitator-account.ts';
 import { dataDir as dataDirOf } from './lib/secrets.ts';
 import { loadPublicUrl } from '../gateway/config.ts';

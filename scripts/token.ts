@@ -4,7 +4,7 @@
 // refused by the API that runs with its own), and before printing it asks the running API
 // whether it accepts the token: one refused means the API runs with another secret (or issuer,
 // audience), and the command says so instead of printing a token that cannot work.
-import { mintToken } from '../gateway/tokens.ts';
+import { mintToken } from './lib/tokens.ts';
 import { MIN_HS256_SECRET_BYTES } from '../gateway/config.ts';
 import { announceDataDir, dataDir, readDevSecrets, secretsFile } from './lib/secrets.ts';
 import { parseCommand, runCommand, usageExit, UsageError } from './lib/cli.ts';

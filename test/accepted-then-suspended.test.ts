@@ -11,7 +11,7 @@ import { stack } from './support/stack.ts';
 import { call, callAt } from './support/http.ts';
 import { createAgent } from './support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { createLogger } from '../lib/log.ts';
 import { createGatewayWorker } from '../temporal/gateway-worker.ts';
 import type { GatewayConfig } from '../gateway/config.ts';

@@ -16,7 +16,7 @@ import { stack } from './support/stack.ts';
 import { call, callAt } from './support/http.ts';
 import { createAgent, rawUpstream, readAll, type RawUpstream } from './support/proxy-helpers.ts';
 import { waitFor } from './support/wait.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { createLogger } from '../lib/log.ts';
 import { openOrm } from '../gateway/db/orm.ts';
 import { createChangeFeed, openChangeFeed, type ChangeFeed } from '../gateway/db/change-feed.ts';

@@ -10,7 +10,7 @@ import { exportJWK, generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import { stack } from './support/stack.ts';
 import { callAt } from './support/http.ts';
 import { waitFor } from './support/wait.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { createLogger } from '../lib/log.ts';
 import { loadGatewayConfig, type GatewayConfig } from '../gateway/config.ts';
 

@@ -9,7 +9,7 @@ import { stack } from './support/stack.ts';
 import { createAgent, rawUpstream, readAll } from './support/proxy-helpers.ts';
 import { connect, type AddressInfo } from 'node:net';
 import { BreakerRegistry } from '../gateway/upstream/breaker.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { createLogger } from '../lib/log.ts';
 import { callAt } from './support/http.ts';
 import { waitFor } from './support/wait.ts';

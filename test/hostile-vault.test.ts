@@ -14,7 +14,7 @@ import { call, callAt, uniqueName, waitForInvocation, type Reply } from './suppo
 import { assertError, clientTlsBundle, tenantVaultRef, vaultWrite } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { loadSettlementClientTls, SettlementCredentialError } from '../gateway/settlement/tls.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { createVaultClient, VaultReadError } from '../gateway/credentials/vault.ts';
 
 const sql = (text: string, params: unknown[]) => stack().orm.em.fork().getConnection().execute(text, params);

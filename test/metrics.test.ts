@@ -13,7 +13,7 @@ import { stack } from './support/stack.ts';
 import { call, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { newAccount, newPayTo, newPayer, requirements, settleBody, signPayment } from './support/x402.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { startMetricsServer } from '../lib/observability/http.ts';
 import { startFacilitatorMetrics } from '../facilitator/metrics.ts';
 import { chainProvider } from './support/x402.ts';

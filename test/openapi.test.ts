@@ -17,7 +17,7 @@ import { clientTlsBundle, startBrokenGateway } from './support/catalog.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { encodePayment, newPayTo, newPayer, signPayment } from './support/x402.ts';
 import { agentRoutes } from '../api/routes/agents.ts';
-import { createAgentRows } from '../api/proxy/agent-row.ts';
+import { createAgentRows } from '../gateway/agents/rows.ts';
 import { credentialRoutes } from '../api/routes/credentials.ts';
 import { settlementRoutes } from '../api/routes/settlement.ts';
 import { policyRoutes } from '../api/routes/policy.ts';

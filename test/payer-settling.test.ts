@@ -29,7 +29,7 @@ import {
   type TestAccount,
 } from './support/x402.ts';
 import { findSettlement, settlementKey } from '../facilitator/store/records.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { createLogger } from '../lib/log.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 

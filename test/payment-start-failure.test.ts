@@ -26,9 +26,9 @@ import {
   type TestAccount,
 } from './support/x402.ts';
 import { connectClient } from '../temporal/client.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { createLogger } from '../lib/log.ts';
-import { startRelay } from '../api/proxy/start-relay.ts';
+import { startRelay } from '../temporal/start-relay.ts';
 
 describe('paid call accepted while its workflow cannot be started', function () {
   this.timeout(120_000);

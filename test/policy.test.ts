@@ -11,7 +11,7 @@ import { stack } from './support/stack.ts';
 import { call, uniqueName } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
 import { waitFor } from './support/wait.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { createLogger } from '../lib/log.ts';
 import { closeRedisClients } from '../gateway/policy/redis.ts';
 

@@ -11,7 +11,7 @@ import { stack } from './support/stack.ts';
 import { callAt } from './support/http.ts';
 import { createAgent } from './support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { waitFor } from './support/wait.ts';
 import { createLogger } from '../lib/log.ts';
 import { newId } from '../lib/ids.ts';

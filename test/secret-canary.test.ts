@@ -29,8 +29,8 @@ import { startWorkerProcess, stopWorkerProcess } from './support/worker-process.
 import { newAccount, newPayTo, newPayer, signPayment, encodePayment, type TestAccount } from './support/x402.ts';
 import { facilitatorEnv } from './support/facilitator.ts';
 import { freePort } from '../scripts/lib/ports.ts';
-import { startGateway } from '../api/gateway.ts';
-import { mintToken } from '../gateway/tokens.ts';
+import { startGateway } from '../api/wiring.ts';
+import { mintToken } from '../scripts/lib/tokens.ts';
 import { loadFacilitatorConfig } from '../facilitator/config.ts';
 import { startFacilitator, type RunningFacilitator } from '../facilitator-service/server.ts';
 import { workflowResult } from './support/workflows.ts';

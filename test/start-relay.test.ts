@@ -1,4 +1,4 @@
-// The start relay (api/proxy/start-relay.ts): an accepted transactional call whose workflow the
+// The start relay (temporal/start-relay.ts): an accepted transactional call whose workflow the
 // accepting process did not start (it died between the commit and the start, or Temporal was
 // away) is started by a relay and runs once. Real parts: the stack's Temporal and worker; the
 // crash is a real SIGKILL of an API child process whose Temporal connection was cut.
@@ -12,7 +12,7 @@ import { startTcpRelay } from './support/tcp-relay.ts';
 import { startApiProcess } from './support/api-process.ts';
 import { newId } from '../lib/ids.ts';
 import { createLogger } from '../lib/log.ts';
-import { startRelay } from '../api/proxy/start-relay.ts';
+import { startRelay } from '../temporal/start-relay.ts';
 
 const sql = <T>(query: string, params: unknown[] = []) => stack().orm.em.getConnection().execute<T[]>(query, params);
 

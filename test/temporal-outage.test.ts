@@ -22,7 +22,7 @@ import { runWorkerVersion } from '../temporal/worker-deployment.ts';
 import { startTemporalDevServer, type DevServer } from '../scripts/dev/temporal-dev-server.ts';
 import { ensureTool } from '../scripts/lib/tools.ts';
 import { freePort } from '../scripts/lib/ports.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { createLogger } from '../lib/log.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 

@@ -28,7 +28,7 @@ import { ensureSearchAttributes } from '../temporal/search-attribute-setup.ts';
 import { ALL_SEARCH_ATTRIBUTES } from '../temporal/search-attributes.ts';
 import { createGatewayWorker } from '../temporal/gateway-worker.ts';
 import { runWorkerVersion } from '../temporal/worker-deployment.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { createLogger } from '../lib/log.ts';
 import { callAt, uniqueName, waitForInvocation } from './support/http.ts';
 import { startUpstream, type TestUpstream } from './support/upstream.ts';

@@ -23,7 +23,7 @@ import { createAgent, waitForRow } from './support/proxy-helpers.ts';
 import { startWorkerProcess, stopWorkerProcess } from './support/worker-process.ts';
 import { encodePayment, newAccount, newPayTo, newPayer, settlingTenant, signPayment } from './support/x402.ts';
 import { startFacilitatorStack } from './support/facilitator.ts';
-import { startGateway } from '../api/gateway.ts';
+import { startGateway } from '../api/wiring.ts';
 import { createLogger } from '../lib/log.ts';
 import { connectClient } from '../temporal/client.ts';
 import { flushTracing, startTracing, stopTracing, tracingActive } from '../lib/observability/tracing.ts';

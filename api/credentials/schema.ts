@@ -1,10 +1,10 @@
 // Credential request and response bodies (zod). The OpenAPI document is generated from these;
 // validation messages name the field, never internal state.
-import { HEADER_SAFE, isHeaderSafe } from '../../gateway/credentials/header-rules.ts';
+import { HEADER_SAFE } from '../../gateway/credentials/header-rules.ts';
 import { z } from 'zod';
 import { PageQuery } from '../pagination.ts';
 import { idParam, maxChars, nameField } from '../validation.ts';
-import type { AuthType, CredentialSource } from '../../gateway/credentials/entity.ts';
+import type { CredentialState } from '../../gateway/credentials/management.ts';
 
 const MAX_SECRET_CHARS = 65_536;
 
@@ -221,16 +221,6 @@ function isReservedHeader(name: string): boolean {
   return RESERVED.has(lower) || lower.startsWith('proxy-') || lower.startsWith('x-gateway-');
 }
 
-/** A secret that becomes a header value must be one: visible ASCII, inner spaces, no line breaks. */
-
-export type CredentialState = {
-  authType: AuthType;
-  source: CredentialSource;
-  hasSecret: boolean;
-  vaultRef: string | null;
-  headerName: string | null;
-};
-
 /** Rules across fields, checked on the state a create or update would leave. */
 export function credentialRuleError(state: CredentialState): string | undefined {
   if (state.source === 'managed' && state.authType !== 'none' && !state.hasSecret)
@@ -240,5 +230,3 @@ export function credentialRuleError(state: CredentialState): string | undefined 
     return 'header_name is only valid for auth_type api_key';
   return undefined;
 }
-
-export { isHeaderSafe };

@@ -13,10 +13,11 @@
 // the request's host), added to the page only. Nothing of a credential, an upstream URL, a
 // tenant or the agent's own tags and metadata is in an entry: its name, public description,
 // price, pay-to address and public interface only.
-import type { MikroORM } from '@mikro-orm/postgresql';
 import { isValidServiceName } from '@x402/extensions/bazaar';
 import type { z } from 'zod';
-import { AgentSchema, type Agent } from '../../gateway/db/entities.ts';
+import type { Agent } from '../../gateway/db/entities.ts';
+import type { GatewayDb } from '../../gateway/db/orm.ts';
+import { callablePublicAgents } from '../../gateway/discovery/public-agents.ts';
 import type { ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { createFeedCache } from '../../gateway/db/feed-cache.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
@@ -106,12 +107,12 @@ export type Catalog = {
 };
 
 /**
- * The catalog of the public agents that can be called: public, not deleted, not suspended, with
- * an upstream. At most `maxAgents` agents, the oldest first (an operator bound on the memory and
- * the rebuild a write costs).
+ * The catalog of the public agents that can be called (gateway/discovery/public-agents.ts). At
+ * most `maxAgents` agents, the oldest first (an operator bound on the memory and the rebuild a
+ * write costs).
  */
 export function createCatalog(
-  orm: MikroORM,
+  db: GatewayDb,
   feed: ChangeFeed,
   config: PaymentConfig,
   maxAgents: number,
@@ -123,13 +124,7 @@ export function createCatalog(
   });
   let building: { generation: number; entries: Promise<CatalogEntry[]> } | null = null;
   const build = async () => {
-    const agents = await orm.em
-      .fork()
-      .find(
-        AgentSchema,
-        { public: true, deletedAt: null, suspended: false, upstreamUrl: { $ne: null } },
-        { orderBy: { createdAt: 'asc', id: 'asc' }, limit: maxAgents },
-      );
+    const agents = await callablePublicAgents(db, maxAgents);
     const read = await toolSchemas.of(agents);
     return agents.flatMap((agent) => catalogEntriesOf(config, agent, read.get(agent.id)));
   };

@@ -8,7 +8,7 @@
 //   (gateway/upstream/open-circuits.ts): 503 `upstream unavailable` with Retry-After, the
 //   seconds until the circuit may half-open (1..60).
 import { ApiError } from '../errors.ts';
-import { coarseMessage } from '../../gateway/upstream/errors.ts';
+import { coarseMessage } from './upstream-failure.ts';
 import { circuitKey } from '../../gateway/upstream/open-circuits.ts';
 import { isAllowedUpstream } from '../../gateway/upstream/ssrf.ts';
 import { retryAfterSeconds } from '../../gateway/ratelimit/index.ts';

@@ -8,6 +8,7 @@ import type { Context } from 'koa';
 import { ApiError } from '../errors.ts';
 import { earlierInvocationOf } from '../payment/stage.ts';
 import { publicBaseUrl } from '../public-url.ts';
+import { replacePollKey } from '../../gateway/invocations/reads.ts';
 import type { AppDeps } from '../deps.ts';
 
 export function newPollKey(): { key: string; sha256: string } {
@@ -27,14 +28,7 @@ export async function withNewPollUrl(ctx: Context, deps: AppDeps, caller: string
   const invocationId = earlierInvocationOf(err);
   if (!invocationId || !(err instanceof ApiError)) return err;
   const poll = newPollKey();
-  const updated = await deps.orm.em
-    .getConnection()
-    .execute(
-      `update invocations set poll_key_sha256 = ? where id = ? and caller_kind = 'x402' and caller = ?`,
-      [poll.sha256, invocationId, caller],
-      'run',
-    );
-  if (!(updated as { affectedRows?: number }).affectedRows) return err;
+  if (!(await replacePollKey(deps.orm, invocationId, caller, poll.sha256))) return err;
   const body = { ...(err.body as Record<string, unknown>), poll_url: pollUrl(ctx, deps, invocationId, poll.key) };
   return new ApiError(err.status, err.message, err.headers, body);
 }

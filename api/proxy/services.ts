@@ -14,7 +14,7 @@ import { createInvocationRecorder, type InvocationRecorder } from '../../gateway
 import { createReceiptSigner } from '../../gateway/receipts/signer.ts';
 import type { ReceiptFacts } from '../../gateway/receipts/store.ts';
 import type { SignedReceipt } from '../../gateway/receipts/signer.ts';
-import { createAgentRows, type AgentRows } from './agent-row.ts';
+import { createAgentRows, type AgentRows } from '../../gateway/agents/rows.ts';
 import { createBodyBudget, type BodyBudget } from './body-budget.ts';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { createStartBacklog, type StartBacklog } from './start-backlog.ts';

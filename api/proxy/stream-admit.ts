@@ -5,7 +5,7 @@ import type { Readable } from 'node:stream';
 import { newId } from '../../lib/ids.ts';
 import { ApiError } from '../errors.ts';
 import { publicRequestUrl } from '../public-url.ts';
-import { coarseMessage } from '../../gateway/upstream/errors.ts';
+import { coarseMessage } from './upstream-failure.ts';
 import { cheapToParse, refundIfRefused, runStages, type Admitted, type Door, type GateCtx } from './gate.ts';
 import { parseMcpBody } from './mcp.ts';
 import { parseA2aRequest } from './a2a-x402.ts';

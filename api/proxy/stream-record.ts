@@ -128,7 +128,7 @@ export async function bindPayment(
 ): Promise<void> {
   try {
     await insertBindingPayment(
-      deps.orm.em,
+      deps.orm,
       { ...row, mode: 'streaming', attempts: 0, requestHeaders: {}, updatedAt: row.createdAt } as Invocation,
       call.payment!,
     );

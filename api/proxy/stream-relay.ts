@@ -11,13 +11,8 @@ import type { Readable } from 'node:stream';
 import type { Context } from 'koa';
 import { ApiError } from '../errors.ts';
 import { forwardableResponseHeaders } from '../../gateway/upstream/headers.ts';
-import {
-  brokenBodyClass,
-  classifyError,
-  coarseMessage,
-  statusForClass,
-  type ErrorClass,
-} from '../../gateway/upstream/errors.ts';
+import { brokenBodyClass, classifyError, type ErrorClass } from '../../gateway/upstream/errors.ts';
+import { coarseMessage, statusForClass } from './upstream-failure.ts';
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import { answeredOutcome } from '../../gateway/invocations/outcome.ts';
 import { mcpReceiptInjector } from './mcp.ts';

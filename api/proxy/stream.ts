@@ -8,7 +8,7 @@
 import type { Readable } from 'node:stream';
 import { ApiError } from '../errors.ts';
 import { forwardedHeadersOf } from './a2a-x402.ts';
-import { coarseMessage } from '../../gateway/upstream/errors.ts';
+import { coarseMessage } from './upstream-failure.ts';
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import type { Door, GateCtx } from './gate.ts';
 import type { ProxyCall } from './call.ts';

@@ -2,11 +2,11 @@
 // Filters: agent_id, task_id (an A2A task's calls), status, since, until (RFC 3339, inclusive; api/query-time.ts), limit (1–100, default 20;
 // out-of-range values are clamped), cursor (opaque, from the previous page's next_cursor); their
 // schema is api/invocations/schema.ts, which the document is generated from.
-// Keyset paging on (created_at, id) follows the invocations_tenant_created index, so a page
-// boundary never shifts when newer rows arrive. Bodies are never listed.
+// Keyset paging on (created_at, id) (gateway/invocations/reads.ts); the cursor is opaque to the
+// caller and parsed here. Bodies are never listed.
 import Router from '@koa/router';
 import type { z } from 'zod';
-import { InvocationSchema } from '../../gateway/db/entities.ts';
+import { invocationsPage, type InvocationCursor } from '../../gateway/invocations/reads.ts';
 import { badRequest } from '../errors.ts';
 import { inTimestampRange, timeWindow } from '../query-time.ts';
 import { clampLimit } from '../pagination.ts';
@@ -17,13 +17,11 @@ import { serializeInvocation } from '../proxy/serialize.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
-type Cursor = { at: Date; id: string };
-
-function encodeCursor(c: Cursor): string {
+function encodeCursor(c: InvocationCursor): string {
   return Buffer.from(JSON.stringify([c.at.toISOString(), c.id])).toString('base64url');
 }
 
-function decodeCursor(value: string): Cursor {
+function decodeCursor(value: string): InvocationCursor {
   try {
     const [at, id] = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as [unknown, unknown];
     // A caller can write any cursor: its instant is bounded as a since/until would be.
@@ -45,25 +43,13 @@ export function invocationRoutes(deps: AppDeps): Router<AuthState> {
     const limit = clampLimit(query.limit);
     const cursor = query.cursor !== undefined ? decodeCursor(query.cursor) : undefined;
 
-    const where: Record<string, unknown> = { tenantId: ctx.state.caller.tenantId };
-    if (agentId) where.agentId = agentId;
-    if (status) where.status = status;
-    if (query.task_id) where.a2aTaskId = query.task_id;
-    const created: Record<string, Date> = {};
-    if (since) created.$gte = since;
-    if (until) created.$lte = until;
-    if (since || until) where.createdAt = created;
-    const conditions: Record<string, unknown>[] = [where];
-    if (cursor)
-      conditions.push({ $or: [{ createdAt: { $lt: cursor.at } }, { createdAt: cursor.at, id: { $lt: cursor.id } }] });
-
-    const rows = await deps.orm.em
-      .fork()
-      .find(
-        InvocationSchema,
-        { $and: conditions },
-        { orderBy: [{ createdAt: 'desc' }, { id: 'desc' }], limit: limit + 1 },
-      );
+    const rows = await invocationsPage(
+      deps.orm,
+      ctx.state.caller.tenantId,
+      { agentId, status, taskId: query.task_id, since, until },
+      cursor,
+      limit,
+    );
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     const body: z.infer<typeof InvocationList> = {

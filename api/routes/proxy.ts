@@ -3,13 +3,13 @@
 // → parse (a 413 or a parse 400 gives the rate-limit tokens back) → policy stage → a place in the start backlog (503) → payment stage → the body, the
 // invocation row `pending` (the intent to start) and a paid call's payment in one commit → 202
 // → InvocationWorkflow started by this process at once (not waited for), else by the start relay
-// (api/proxy/start-relay.ts). The streaming endpoint (api/proxy/stream.ts) passes the same gate.
+// (temporal/start-relay.ts). The streaming endpoint (api/proxy/stream.ts) passes the same gate.
 import Router from '@koa/router';
-import { InvocationSchema } from '../../gateway/db/entities.ts';
+import { agentInvocation } from '../../gateway/invocations/reads.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import { ApiError, notFound } from '../errors.ts';
-import { coarseMessage } from '../../gateway/upstream/errors.ts';
+import { coarseMessage } from '../proxy/upstream-failure.ts';
 import { MAX_TRANSACTIONAL_BODY, declaredOver, readCappedBody } from '../proxy/body.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import { parseMcpBody } from '../proxy/mcp.ts';
@@ -22,7 +22,7 @@ import { a2aCardRoute } from '../proxy/a2a-card.ts';
 import { forwardedHeadersOf, parseA2aRequest } from '../proxy/a2a-x402.ts';
 import type { ProxyServices } from '../proxy/services.ts';
 import { recordedCallFields, withPrice, type ProxyCall } from '../proxy/call.ts';
-import { startInvocationWorkflow } from '../proxy/start.ts';
+import { startInvocationWorkflow } from '../../temporal/invocation-start.ts';
 import type { BacklogPlace } from '../proxy/start-backlog.ts';
 import { writeAccepted, type AcceptedRow } from '../../gateway/invocations/accept.ts';
 import type { AppDeps } from '../deps.ts';
@@ -187,7 +187,7 @@ export function proxyRoutes(deps: AppDeps, services: ProxyServices): Router<Auth
     const { id: agentId, invId } = ctx.params;
     // A streaming call's row may still be on its way when its id is polled (recent-read.ts).
     const row = await services.recentReads.find(tenantId, invId, () =>
-      deps.orm.em.fork().findOne(InvocationSchema, { id: invId, tenantId, agentId }),
+      agentInvocation(deps.orm, tenantId, agentId, invId),
     );
     if (!row) throw notFound();
     // The v1 contract: the body appears once the call is complete, and only when it was captured.

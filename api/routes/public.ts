@@ -5,7 +5,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Router from '@koa/router';
 import { formatUnits } from 'ethers';
-import { InvocationSchema, type Agent } from '../../gateway/db/entities.ts';
+import type { Agent } from '../../gateway/db/entities.ts';
+import { publicInvocation } from '../../gateway/invocations/reads.ts';
 import { isId } from '../../lib/ids.ts';
 import { notFound } from '../errors.ts';
 import { challengeError } from '../payment/stage.ts';
@@ -95,7 +96,7 @@ export function publicRoutes(deps: AppDeps, services: ProxyServices): Router {
     await takeTokens(services.limiter, [clientBucket(ctx, deps, 'poll')]);
     const key = typeof ctx.query.key === 'string' ? ctx.query.key : '';
     if (!isId('inv', ctx.params.invId) || !/^[A-Za-z0-9_-]{22}$/.test(key)) throw notFound();
-    const row = await deps.orm.em.fork().findOne(InvocationSchema, { id: ctx.params.invId, callerKind: 'x402' });
+    const row = await publicInvocation(deps.orm, ctx.params.invId);
     const given = createHash('sha256').update(key).digest();
     if (!row?.pollKeySha256 || !timingSafeEqual(Buffer.from(row.pollKeySha256, 'hex'), given)) throw notFound();
     let responseBody: Buffer | null = null;

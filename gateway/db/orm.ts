@@ -24,9 +24,26 @@ export async function openOrm(
   });
 }
 
+/**
+ * The gateway's database as a door holds it: opened at start and handed to the domain's
+ * functions (gateway/), which alone query it; a door never does.
+ */
+export type GatewayDb = MikroORM;
+
 /** One statement (`?` placeholders) on the ORM's pool, its rows as plain objects. */
 export function queryRows(orm: MikroORM): (sql: string, params: unknown[]) => Promise<Array<Record<string, unknown>>> {
   return (sql, params) => orm.em.getConnection().execute(sql, params);
+}
+
+/** Whether the database answers a statement now (the API's readiness). */
+export function databaseAnswers(db: GatewayDb): Promise<boolean> {
+  return db.em
+    .getConnection()
+    .execute('select 1')
+    .then(
+      () => true,
+      () => false,
+    );
 }
 
 /**

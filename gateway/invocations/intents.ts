@@ -1,8 +1,8 @@
 // The intents to start InvocationWorkflow: a transactional row `pending` that no start is
-// known to have reached. These are the start relay's statements over them (api/proxy/start-relay.ts
+// known to have reached. These are the start relay's statements over them (temporal/start-relay.ts
 // runs them with Temporal): lease a batch (two relays never take one row), mark what was
 // started, give back the leases of what was not, and tell which held calls are known started.
-// Also the closed-workflow check's lease (api/proxy/unfinished-calls.ts): the calls started
+// Also the closed-workflow check's lease (temporal/unfinished-calls.ts): the calls started
 // but still unfinished a while later, whose workflows it asks about. The two never lease the
 // same row (unstarted intents are the relay's), so they share the lease column.
 import type { MikroORM } from '@mikro-orm/postgresql';

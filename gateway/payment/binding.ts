@@ -7,6 +7,7 @@
 // (one statement), so the same payment header retried later buys the call it paid for; a
 // payment already settled is then bound again without settling (its transaction is reused).
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { GatewayDb } from '../db/orm.ts';
 import { v7 as uuidv7 } from 'uuid';
 import { PaymentBindingSchema, type PaymentBindingStatus } from './entity.ts';
 import { InvocationSchema, type Invocation } from '../db/entities.ts';
@@ -217,8 +218,8 @@ export async function flushBindingPayment(
  * transaction, before anything is forwarded (the streaming route otherwise overlaps its
  * insert with connecting upstream; a paid call must not reach the upstream unbound).
  */
-export async function insertBindingPayment(em: EntityManager, row: Invocation, payment: PaymentKey): Promise<void> {
-  await em.fork().transactional(async (tx) => {
+export async function insertBindingPayment(db: GatewayDb, row: Invocation, payment: PaymentKey): Promise<void> {
+  await db.em.fork().transactional(async (tx) => {
     await tx.insert(InvocationSchema, row);
     await bind(tx, payment, row.id);
   });

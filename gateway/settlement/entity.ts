@@ -1,6 +1,6 @@
 // The tenant's settlement configuration: at most one row per tenant (migration
 // Migration20261122110000_settlement_config).
-import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import { defineEntity, p } from '@mikro-orm/core';
 
 export const SettlementConfigSchema = defineEntity({
   name: 'SettlementConfig',
@@ -13,4 +13,3 @@ export const SettlementConfigSchema = defineEntity({
     updatedAt: p.datetime(),
   },
 });
-export type SettlementConfig = InferEntity<typeof SettlementConfigSchema>;

@@ -31,7 +31,7 @@ import { DEFAULT_RETRY, RETRYABLE_STATUSES, fullJitterDelay, parseRetryAfter, ty
 import { UpstreamError, classifyError } from './errors.ts';
 import { traceClientCall } from '../../lib/observability/spans.ts';
 
-export { UpstreamError, classifyError, type ErrorClass } from './errors.ts';
+export { UpstreamError, type ErrorClass } from './errors.ts';
 
 export type UpstreamRequest = {
   url: string;

@@ -1,20 +1,21 @@
 // The gateway's error classes for upstream calls. Every failure is reduced to one of these
 // before it reaches a record, a log line, a workflow history or a caller: raw undici errors
-// carry addresses and ports, which must never leave the process.
+// carry addresses and ports, which must never leave the process. The door answers each class
+// with its status and message (api/proxy/upstream-failure.ts).
 import { errors as undiciErrors } from 'undici';
 
 export type ErrorClass =
-  /** No answer within the deadline (connect, headers or body). Caller sees 504. */
+  /** No answer within the deadline (connect, headers or body). */
   | 'timeout'
-  /** Refused, reset before any answer, DNS failure, TLS failure. Caller sees 502. */
+  /** Refused, reset before any answer, DNS failure, TLS failure. */
   | 'connect'
-  /** The resolved address is internal (SSRF guard at connect time). Caller sees 502. */
+  /** The resolved address is internal (SSRF guard at connect time). */
   | 'blocked'
-  /** The upstream's circuit breaker is open: failed fast, nothing sent. Caller sees 502. */
+  /** The upstream's circuit breaker is open: failed fast, nothing sent. */
   | 'circuit_open'
-  /** The upstream answered 4xx (recorded on completed calls, for analytics). */
+  /** The upstream answered with a client-error status (recorded on completed calls, for analytics). */
   | 'upstream_4xx'
-  /** The upstream answered 5xx (recorded on completed calls, for analytics). */
+  /** The upstream answered with a server-error status (recorded on completed calls, for analytics). */
   | 'upstream_5xx'
   /** The upstream's response broke off after it had started. */
   | 'stream_interrupted'
@@ -37,7 +38,7 @@ export class UpstreamError extends Error {
   readonly errorClass: ErrorClass;
   /** Whether the request may have reached the upstream (decides whether it may be re-sent). */
   readonly reached: boolean;
-  constructor(errorClass: ErrorClass, reached: boolean, message = coarseMessage(errorClass)) {
+  constructor(errorClass: ErrorClass, reached: boolean, message = `upstream call failed: ${errorClass}`) {
     super(message);
     this.name = 'UpstreamError';
     this.errorClass = errorClass;
@@ -89,27 +90,6 @@ export function classifyError(err: unknown): { errorClass: ErrorClass; reached: 
   if ((err as Error)?.name === 'TimeoutError' || code === 'ETIMEDOUT') return { errorClass: 'timeout', reached: true };
   // Anything else (reset, closed socket, protocol error) may have happened after the request was written.
   return { errorClass: 'connect', reached: true };
-}
-
-/** The caller-facing status for a failure before the first upstream byte (the v1 contract: 502 unreachable, 504 timeout). */
-export function statusForClass(errorClass: ErrorClass): number {
-  return errorClass === 'timeout' ? 504 : 502;
-}
-
-/** Coarse, fixed messages: never an address, a port or an underlying error text. */
-export function coarseMessage(errorClass: ErrorClass): string {
-  switch (errorClass) {
-    case 'timeout':
-      return 'upstream timed out';
-    case 'circuit_open':
-      return 'upstream unavailable';
-    case 'credential':
-    case 'protocol':
-    case 'internal':
-      return 'upstream call could not be made';
-    default:
-      return 'upstream unreachable';
-  }
 }
 
 /** Error class recorded for a completed call with this upstream status (null for 1xx–3xx). */

@@ -12,7 +12,7 @@ import { appEnvironment, freeInfraPorts, startInfra, type Infra } from '../lib/i
 import { canConnect, dropDatabase } from '../lib/postgres.ts';
 import { freePort } from '../lib/ports.ts';
 import { startStep, timedStep } from '../lib/progress.ts';
-import { mintToken } from '../../gateway/tokens.ts';
+import { mintToken } from '../lib/tokens.ts';
 import { ensureDevAccount } from '../dev/facilitator-account.ts';
 import { check } from './report.ts';
 import { startCountingUpstream, type CountingUpstream } from './upstream.ts';

@@ -1,7 +1,7 @@
 // Chaos 2: the Temporal dev server stopped and started again (same port, same SQLite file) while
 // calls are in flight. The calls accepted before the stop resume and complete. Calls made during
 // the outage are accepted (202: their rows, the intents to start, commit without Temporal) into
-// the start backlog, and the start relay (api/proxy/start-relay.ts) starts them once Temporal is
+// the start backlog, and the start relay (temporal/start-relay.ts) starts them once Temporal is
 // back: none is lost, none runs twice, all complete after the restart.
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';

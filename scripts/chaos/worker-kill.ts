@@ -141,7 +141,7 @@ export const scenario: ChaosScenario = {
       // Calls cut by the API's kill never got an answer; their rows, if written, must not run twice
       // either. A row committed whose workflow never started (the kill fell between the commit
       // and the start) is an accepted call: the restarted API's start relay starts it
-      // (api/proxy/start-relay.ts), and it completes once like the others.
+      // (temporal/start-relay.ts), and it completes once like the others.
       const rows = await system.sql('select id, status from invocations where agent_id = any($1)', [
         [agentId, a2aAgentId],
       ]);

@@ -9,7 +9,7 @@ import { pino } from 'pino';
 import { request } from 'undici';
 import { stack } from './stack.ts';
 import type { Reply } from './http.ts';
-import { startGateway } from '../../api/gateway.ts';
+import { startGateway } from '../../api/wiring.ts';
 import { flushAccessRecords } from '../../lib/observability/access.ts';
 import { openOrm } from '../../gateway/db/orm.ts';
 import type { GatewayConfig } from '../../gateway/config.ts';

@@ -146,6 +146,12 @@ const VIOLATIONS: { file: string; text: string; rule: string }[] = [
     rule: 'api-does-not-reach-into-the-facilitator',
   },
   {
+    file: 'api/bad-orm.ts',
+    text: "import type { EntityManager } from '@mikro-orm/postgresql';\nexport type Em = EntityManager;",
+    rule: 'api-holds-no-storage',
+  },
+  { file: 'api/bad-pg.ts', text: "import pg from 'pg';\nexport const Pool = pg.Pool;", rule: 'api-holds-no-storage' },
+  {
     file: 'facilitator-service/bad.ts',
     text: "import { claims } from '../gateway/claims.ts';",
     rule: 'facilitator-is-its-own-service',

@@ -8,11 +8,14 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
-import { startInvocationWorkflow } from '../../api/proxy/start.ts';
+import { startInvocationWorkflow, type InvocationStartInput } from '../../temporal/invocation-start.ts';
 import type { InvocationOutcome } from '../../activities/invocation.ts';
 import { AgentId, InvocationStatus, TenantId } from '../../temporal/search-attributes.ts';
 import type { InvocationInput } from '../../workflows/invocation.ts';
 import { searchAttributesOf, workflowHarness, type WorkflowHarness } from './environment.ts';
+
+// What the start relay and the routes start the workflow with is what the workflow takes.
+void (null as unknown as InvocationStartInput satisfies InvocationInput);
 
 const SUCCEEDED: InvocationOutcome = { status: 'succeeded', upstreamStatus: 200, latencyMs: 12, errorClass: null };
 const UPSTREAM_5XX: InvocationOutcome = {

@@ -2,7 +2,7 @@ import { Migration } from '@mikro-orm/migrations';
 
 // A transactional row `pending` is its call's intent to start InvocationWorkflow, committed with
 // the row before the 202; the accepting process starts the workflow just after, and the start
-// relay (api/proxy/start-relay.ts) starts any intent older than a few seconds. `workflow_started_at`
+// relay (temporal/start-relay.ts) starts any intent older than a few seconds. `workflow_started_at`
 // records a start the relay made (so it does not start it again); `start_lease_until` keeps two
 // relays from starting the same row at once. The partial index holds only unstarted intents.
 export class Migration20261125100000_start_intents extends Migration {

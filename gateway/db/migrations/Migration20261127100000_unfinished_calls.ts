@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 // Transactional calls still `pending` or `running`: the closed-workflow check
-// (api/proxy/unfinished-calls.ts) looks among the ones not moved for a while for rows whose
+// (temporal/unfinished-calls.ts) looks among the ones not moved for a while for rows whose
 // workflow closed without completing them. The partial index holds only calls in flight, so
 // the check reads a handful of entries, not the table.
 export class Migration20261127100000_unfinished_calls extends Migration {

@@ -1,8 +1,9 @@
-// Starts the gateway API on its dependencies (used by api/main.ts and by the tests). `shared`
-// holds the per-process parts its caller already built; any missing are built for this app.
+// The gateway API's wiring: builds the app on its dependencies and starts its listener (used by
+// api/main.ts and by the tests), and with `relay` the process's background rounds
+// (temporal/gateway-jobs.ts). `shared` holds the per-process parts its caller already built;
+// any missing are built for this app.
 import type { Server } from 'node:http';
 import { readFileSync } from 'node:fs';
-import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Client } from '@temporalio/client';
 import { createApp } from './app.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
@@ -10,11 +11,8 @@ import type { Logger } from '../lib/log.ts';
 import { cachedProbe } from '../lib/cached-probe.ts';
 import { readinessChecks } from './metrics.ts';
 import { createStartBacklog } from './proxy/start-backlog.ts';
-import { startRelay } from './proxy/start-relay.ts';
-import { summarizeInBackground } from '../gateway/analytics/summaries.ts';
-import { createPaymentTasks, purgeExpiredInBackground } from '../gateway/a2a/payment-tasks.ts';
-import { queryRows } from '../gateway/db/orm.ts';
-import { checkUnfinishedCalls } from './proxy/unfinished-calls.ts';
+import { databaseAnswers, type GatewayDb } from '../gateway/db/orm.ts';
+import { startGatewayJobs } from '../temporal/gateway-jobs.ts';
 import { createVaultClient } from '../gateway/credentials/vault.ts';
 import { openChangeFeed } from '../gateway/db/change-feed.ts';
 import type { AppDeps } from './deps.ts';
@@ -27,14 +25,15 @@ const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url),
 };
 
 /**
- * `relay`: run the start relay, the closed-workflow check, the analytics summaries round
- * (gateway/analytics/summaries.ts) and the expired payment tasks' purge in this process (api/main.ts; tests that need them run their own).
+ * `relay`: run the background rounds in this process (temporal/gateway-jobs.ts: the start relay,
+ * the closed-workflow check, the analytics summaries, the expired payment tasks' purge;
+ * api/main.ts; tests that need them run their own).
  */
 export type GatewayOptions = Partial<Pick<AppDeps, 'feed' | 'vaultClient'>> & { relay?: boolean };
 
 export async function startGateway(
   config: GatewayConfig,
-  orm: MikroORM,
+  orm: GatewayDb,
   temporal: Client,
   log: Logger,
   shared: GatewayOptions = {},
@@ -55,13 +54,7 @@ export async function startGateway(
       readiness: cachedProbe(async () => {
         readinessChecks.inc();
         const [database, temporalUp] = await Promise.all([
-          orm.em
-            .getConnection()
-            .execute('select 1')
-            .then(
-              () => true,
-              () => false,
-            ),
+          databaseAnswers(orm),
           temporal.workflowService.getSystemInfo({}).then(
             () => true,
             () => false,
@@ -82,23 +75,8 @@ export async function startGateway(
   server.headersTimeout = 30_000;
   server.requestTimeout = 0;
   if (shared.relay) {
-    const relay = startRelay({
-      orm,
-      temporal,
-      taskQueue: config.temporal.taskQueue,
-      startDeadlineMs: config.workflowStartDeadlineMs,
-      log,
-      backlog: startBacklog,
-    });
-    const unfinished = checkUnfinishedCalls({ orm, temporal, log });
-    const summaries = summarizeInBackground(orm, log);
-    const paymentTasks = purgeExpiredInBackground(createPaymentTasks(queryRows(orm)), (err) =>
-      log.warn({ err: (err as Error).message }, 'payment task purge round failed'),
-    );
-    server.once(
-      'close',
-      () => void Promise.all([relay.stop(), unfinished.stop(), summaries.stop(), paymentTasks.stop()]),
-    );
+    const jobs = startGatewayJobs({ config, db: orm, temporal, log, backlog: startBacklog });
+    server.once('close', () => void jobs.stop());
   }
   return server;
 }

@@ -5,21 +5,20 @@
 // deadline plus RELAY_MARGIN_MS that no relay has started (by then the accepting process's own
 // start has usually ended; one still queued behind its other starts is the same idempotent
 // start). A relay leases its batch first (start_lease_until), so two relays do not start the
-// same row at once; the start itself is idempotent (start.ts: USE_EXISTING,
+// same row at once; the start itself is idempotent (invocation-start.ts: USE_EXISTING,
 // REJECT_DUPLICATE). A row whose workflow closed without moving it (terminated by an operator)
 // is closed as the closed-workflow check closes one (unfinished-calls.ts): failed, saying why,
 // its body deleted and its payment released, as its call never ran.
-import type { MikroORM } from '@mikro-orm/postgresql';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
-import type { Logger } from '../../lib/log.ts';
-import { errorKind } from '../../lib/error-kind.ts';
-import { runRounds } from '../../lib/rounds.ts';
-import { dropLeases, knownStarted, leaseIntents, markStarted, type Intent } from '../../gateway/invocations/intents.ts';
-import { closeUnfinished } from '../../gateway/invocations/store.ts';
-import { temporalKnownDown } from '../../temporal/client.ts';
+import type { Logger } from '../lib/log.ts';
+import { errorKind } from '../lib/error-kind.ts';
+import { runRounds } from '../lib/rounds.ts';
+import type { GatewayDb } from '../gateway/db/orm.ts';
+import { dropLeases, knownStarted, leaseIntents, markStarted, type Intent } from '../gateway/invocations/intents.ts';
+import { closeUnfinished } from '../gateway/invocations/store.ts';
+import { temporalKnownDown } from './client.ts';
 import { closedWorkflowClass } from './unfinished-calls.ts';
-import { startInvocationWorkflow } from './start.ts';
-import type { StartBacklog } from './start-backlog.ts';
+import { startInvocationWorkflow } from './invocation-start.ts';
 
 const RELAY_EVERY_MS = 1_000;
 /** Past the start deadline (WORKFLOW_START_DEADLINE_MS): an intent the accepting process has usually given up on. */
@@ -33,15 +32,23 @@ export type StartRelay = {
   stop(): Promise<void>;
 };
 
+/** The accepting process's bound on calls whose start is not yet known (api/proxy/start-backlog.ts). */
+export type HeldStarts = {
+  /** The accepted calls still held. */
+  held(): string[];
+  /** Gives back the places of calls now known started. */
+  releaseStarted(invocationIds: string[]): void;
+};
+
 export type StartRelayDeps = {
-  orm: MikroORM;
+  orm: GatewayDb;
   temporal: Client;
   taskQueue: string;
   /** How long one start may take (WORKFLOW_START_DEADLINE_MS): the relay's and the accepting process's. */
   startDeadlineMs: number;
   log: Logger;
   /** This process's backlog: the places of calls a relay started are given back. */
-  backlog?: StartBacklog;
+  backlog?: HeldStarts;
   everyMs?: number;
   afterMs?: number;
 };

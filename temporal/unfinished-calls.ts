@@ -8,14 +8,14 @@
 // deleted unless the agent captures bodies, and the payment released when the call never
 // reached its upstream (gateway/invocations/store.ts, closeUnfinished). The rows the start
 // relay owns (intents not yet known started) are left to it; it closes them the same way.
-import type { MikroORM } from '@mikro-orm/postgresql';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import type { Logger } from '../../lib/log.ts';
-import { errorKind } from '../../lib/error-kind.ts';
-import { runRounds } from '../../lib/rounds.ts';
-import { leaseUnfinished } from '../../gateway/invocations/intents.ts';
-import { closeUnfinished } from '../../gateway/invocations/store.ts';
-import { temporalKnownDown, withCallDeadline } from '../../temporal/client.ts';
+import type { Logger } from '../lib/log.ts';
+import { errorKind } from '../lib/error-kind.ts';
+import { runRounds } from '../lib/rounds.ts';
+import type { GatewayDb } from '../gateway/db/orm.ts';
+import { leaseUnfinished } from '../gateway/invocations/intents.ts';
+import { closeUnfinished } from '../gateway/invocations/store.ts';
+import { temporalKnownDown, withCallDeadline } from './client.ts';
 
 const CHECK_EVERY_MS = 10_000;
 /**
@@ -55,7 +55,7 @@ export type UnfinishedCallCheck = {
 };
 
 export function checkUnfinishedCalls(deps: {
-  orm: MikroORM;
+  orm: GatewayDb;
   temporal: Client;
   log: Logger;
   everyMs?: number;

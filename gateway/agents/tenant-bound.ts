@@ -2,7 +2,7 @@
 // Each agent has its own rate-limit bucket, so without a bound a tenant could multiply its
 // buckets, and its agents' rows and cache entries, as far as it likes.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { AgentSchema } from './db/entities.ts';
+import { AgentSchema } from '../db/entities.ts';
 
 /**
  * True when the tenant may create one more agent, inside the transaction that inserts it. The

@@ -5,9 +5,9 @@
 // the Agent type makes a column the entity gains and this mapping misses a type error.
 // Cached agents are shared between calls: treat them as read-only.
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Agent, AgentProtocol, Pricing, PublicInterface } from '../../gateway/db/entities.ts';
-import type { ChangeFeed } from '../../gateway/db/change-feed.ts';
-import { createFeedCache } from '../../gateway/db/feed-cache.ts';
+import type { Agent, AgentProtocol, Pricing, PublicInterface } from '../db/entities.ts';
+import type { ChangeFeed } from '../db/change-feed.ts';
+import { createFeedCache } from '../db/feed-cache.ts';
 
 type Row = Record<string, unknown>;
 
@@ -77,7 +77,7 @@ async function readAgent(orm: MikroORM, id: string): Promise<Agent | null> {
   return rows[0] ? agentFromRow(rows[0]) : null;
 }
 
-/** Built once per app (api/proxy/services.ts), shared by the gate and the agent routes. */
+/** Built once per app (api/proxy/services.ts), shared by the gate and the agent lifecycle (gateway/agents/lifecycle.ts). */
 export function createAgentRows(orm: MikroORM, feed: ChangeFeed): AgentRows {
   const cache = createFeedCache<Agent | null>(feed, {
     keyOf: (key) => (key.startsWith('agent:') ? key.slice('agent:'.length) : null),
