@@ -30,6 +30,9 @@ function codeOf(text: string): string[] {
 function httpAnswersIn(text: string): string[] {
   const found: string[] = [];
   codeOf(text).forEach((line, i) => {
+    // A fetch Response made for an HTTP client library the domain drives (the MCP SDK's
+    // transport, gateway/mcp/tools-list.ts) answers that library, never a caller of the gateway.
+    if (/\bnew Response\(/.test(line)) return;
     const answer = HTTP_ANSWERS.find(({ pattern }) => pattern.test(line));
     if (answer) found.push(`${i + 1}: ${answer.what}`);
   });
@@ -62,6 +65,7 @@ describe('the gateway domain speaks no HTTP', () => {
       '/** Caller sees 502 (ApiError in the door). */',
       'export const RETRYABLE_STATUSES = new Set([429, 502, 503, 504]);',
       "if (status >= 500) return 'upstream_5xx';",
+      "if (method === 'GET') return new Response(null, { status: 405 });",
       'const ok = (r: { statusCode: number }) => r.statusCode >= 500;',
       "const url = 'http://example.test:8080/x'; // 404s are data here",
     ].join('\n');
