@@ -6,7 +6,7 @@
 // The failing start is real, not a stub: a second gateway instance, on the same database,
 // whose Temporal client names a namespace the server does not have, so the server refuses
 // StartWorkflowExecution (NotFound) after the payment was settled and bound. (A payment settled
-// for a call that was then not accepted at all is test/settle-crash.test.ts.)
+// for a call that was then not accepted at all is test/payment/settle-crash.test.ts.)
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';

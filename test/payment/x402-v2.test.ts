@@ -160,7 +160,7 @@ describe('x402 v2 dialect through the gateway and the facilitator', function () 
             extra: { name: 'USD Coin', version: '2' },
           },
         ],
-        // Declared, not required (test/payment-identifier.test.ts).
+        // Declared, not required (test/payment/payment-identifier.test.ts).
         extensions: { 'payment-identifier': declarePaymentIdentifierExtension(false) },
       });
 

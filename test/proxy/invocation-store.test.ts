@@ -1,7 +1,7 @@
 // The transactional activity's statements (gateway/invocations/store.ts) against the real
 // PostgreSQL: the guards that keep a call from being sent twice without the opt-in and a row
 // from being completed twice, whoever races (a zombie attempt, abandonInvocation). The
-// end-to-end paths are in test/proxy.test.ts and test/worker-crash.test.ts; a zombie attempt
+// end-to-end paths are in test/proxy/proxy.test.ts and test/operations/worker-crash.test.ts; a zombie attempt
 // racing a retry cannot be produced on cue through Temporal, so the race is played here.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';

@@ -10,7 +10,7 @@
 // replay. No canary may appear in an API response, a log line, a Temporal history, search
 // attribute or memo of the workflows created, or any /metrics output; the other tenant's
 // secret not even in what the upstream received.
-// (test/credentials.test.ts keeps the credential canary out of 500 paths and the in-process
+// (test/management/credentials.test.ts keeps the credential canary out of 500 paths and the in-process
 // worker's SDK log; this file adds the other secrets, real processes, payments and metrics.)
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
