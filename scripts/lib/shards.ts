@@ -43,6 +43,16 @@ export function integrationFiles(layerDirs: readonly string[]): string[] {
     .sort();
 }
 
+/**
+ * What each shard's mocha run takes from the suite's own config (.mocharc.json), not its root
+ * hooks or reporter: the per-test timeout, and the refusal of `.only` (a stray one would run
+ * that test alone and report its file green).
+ */
+export function suiteOptions(): { timeout: number; forbidOnly: boolean } {
+  const rc = JSON.parse(readFileSync('.mocharc.json', 'utf8')) as { timeout: number; forbidOnly?: boolean };
+  return { timeout: rc.timeout, forbidOnly: rc.forbidOnly === true };
+}
+
 /** Files, the longest first (by test/durations.json), so the last ones handed out are short. */
 export function longestFirst(files: string[], durations: Record<string, number>): string[] {
   const seconds = (file: string) => durations[file] ?? UNKNOWN_SECONDS;
