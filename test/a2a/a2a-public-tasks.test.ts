@@ -8,13 +8,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Wallet } from 'ethers';
-import { wrapFetchWithPayment } from '@x402/fetch';
 import { Worker } from '@temporalio/worker';
 import { stack } from '../support/stack.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
 import type { PolicyDecisionRetentionWorkflow } from '../../workflows/retention.ts';
 import { call, uniqueName } from '../support/http.ts';
 import { startA2aServer, type A2aUpstream } from '../support/a2a-server.ts';
+import { payingFetch } from '../support/paying-client.ts';
 import {
   balanceOf,
   chainProvider,
@@ -22,7 +22,6 @@ import {
   newPayTo,
   newPayer,
   settlingTenant,
-  v2PayerClient,
   type TestAccount,
 } from '../support/x402.ts';
 
@@ -67,7 +66,7 @@ describe('A2A tasks stay with the caller that created them', function () {
     const agentId: string = created.json.id;
 
     const paying = (payer: Wallet, to = url, auth: Record<string, string> = {}) => {
-      const pay = wrapFetchWithPayment(fetch, v2PayerClient(payer));
+      const { pay } = payingFetch('v2-only', payer);
       return async (body: unknown) => {
         const res = await pay(to, {
           method: 'POST',

@@ -8,13 +8,13 @@ import { randomUUID } from 'node:crypto';
 import { AgentCard, CancelTaskRequest, GetTaskRequest, SendMessageRequest, type Task } from '@a2a-js/sdk';
 import { Client, ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { LegacyJsonRpcTransport } from '@a2a-js/sdk/compat/v0_3/client';
-import { createSigner, wrapFetchWithPayment } from 'x402-fetch';
 import { stack } from '../support/stack.ts';
 import { call } from '../support/http.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
 import { waitFor } from '../support/wait.ts';
 import { startA2aServer, type A2aUpstream } from '../support/a2a-server.ts';
 import { newPayTo, newPayer } from '../support/x402.ts';
+import { payingFetch } from '../support/paying-client.ts';
 
 /**
  * fetch with the tenant's token, as a caller of the gateway's /v1 runs an A2A client. The
@@ -362,14 +362,7 @@ describe('A2A agents through the gateway', function () {
     const unpaid = await clientFor(priced, withToken(token));
     await assert.rejects(unpaid.sendMessage(message('echo unpaid')), /402/);
 
-    const paying = withToken(
-      token,
-      wrapFetchWithPayment(
-        fetch,
-        await createSigner('base', payer.privateKey as `0x${string}`),
-        10_000n,
-      ) as typeof fetch,
-    );
+    const paying = withToken(token, payingFetch('x402-fetch', payer, 10_000n).pay);
     const client = await clientFor(priced, paying);
     const sent = (await client.sendMessage(message('echo paid'))) as Task;
     assert.equal(statusText(sent), 'echo: echo paid');

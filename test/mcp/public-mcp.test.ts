@@ -17,11 +17,11 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { HTTPFacilitatorClient } from '@x402/core/http';
 import { PaymentRequiredV2Schema } from '@x402/core/schemas';
-import { wrapFetchWithPayment } from '@x402/fetch';
 import { withBazaar } from '@x402/extensions/bazaar';
 import { stack } from '../support/stack.ts';
 import { call, uniqueName } from '../support/http.ts';
 import { startMcpServer } from '../support/mcp-server.ts';
+import { payingFetch } from '../support/paying-client.ts';
 import {
   balanceOf,
   chainProvider,
@@ -103,7 +103,7 @@ describe('public MCP agents: the x402 MCP transport with no token', function () 
       const buyer = v2PayerClient(payer);
       const client = new Client({ name: 'x402-public-mcp-test', version: '1.0.0' });
       const transport = new StreamableHTTPClientTransport(new URL(items[0].resource), {
-        fetch: wrapFetchWithPayment(fetch, buyer),
+        fetch: payingFetch('v2-only', payer).pay,
       });
       await client.connect(transport);
       try {

@@ -5,31 +5,14 @@
 // payment is verified and recorded only; the streaming path answers X-PAYMENT-RESPONSE.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { wrapFetchWithPayment, createSigner, decodeXPaymentResponse } from 'x402-fetch';
+import { decodeXPaymentResponse } from 'x402-fetch';
 import { getAddress, toQuantity, type JsonRpcProvider } from 'ethers';
 import { stack } from '../support/stack.ts';
 import { call, uniqueName, waitForInvocation } from '../support/http.ts';
 import type { TestUpstream } from '../support/upstream.ts';
 import { withPayingTenant } from '../support/settling.ts';
+import { payingFetch } from '../support/paying-client.ts';
 import { balanceOf, encodePayment, newPayTo, newPayer, signPayment, transfersTo } from '../support/x402.ts';
-
-type Sent = { status: number; payment: string | undefined };
-
-/** x402-fetch over a fetch that remembers what it sent, as an unmodified client would run it. */
-function payingFetch(privateKey: string, maxValue = 1_000_000n) {
-  const sent: Sent[] = [];
-  const recording: typeof fetch = async (input, init) => {
-    const res = await fetch(input, init);
-    const headers = (init?.headers ?? {}) as Record<string, string>;
-    sent.push({ status: res.status, payment: headers['X-PAYMENT'] });
-    return res;
-  };
-  return {
-    sent,
-    pay: async (url: string, init: RequestInit) =>
-      wrapFetchWithPayment(recording, await createSigner('base', privateKey as `0x${string}`), maxValue)(url, init),
-  };
-}
 
 describe('x402 payment gate through the gateway and the facilitator', function () {
   this.timeout(120_000);
@@ -86,7 +69,7 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     assert.equal(received(marker), 0);
     assert.equal(await invocationCount(agentId), 0, 'no invocation record for a challenge');
 
-    const { pay, sent } = payingFetch(payer.privateKey);
+    const { pay, sent } = payingFetch('x402-fetch', payer);
     const res = await pay(url, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' },
@@ -97,7 +80,7 @@ describe('x402 payment gate through the gateway and the facilitator', function (
       sent.map((s) => s.status),
       [402, 202],
     );
-    assert.ok(sent[1].payment, 'the client paid with X-PAYMENT');
+    assert.ok(sent[1].xPayment, 'the client paid with X-PAYMENT');
     const { invocation_id: invocationId } = (await res.json()) as { invocation_id: string };
     const receipt = decodeXPaymentResponse(res.headers.get('x-payment-response')!);
     assert.equal(receipt.success, true);
@@ -113,7 +96,7 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     assert.equal(done.payment_payer, payer.address);
     assert.equal(
       done.payment_nonce,
-      JSON.parse(Buffer.from(sent[1].payment!, 'base64').toString()).payload.authorization.nonce.toLowerCase(),
+      JSON.parse(Buffer.from(sent[1].xPayment!, 'base64').toString()).payload.authorization.nonce.toLowerCase(),
     );
     assert.equal(received(marker), 1, 'forwarded exactly once');
 
@@ -126,14 +109,14 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     const replay = await call('POST', `/v1/proxy/${agentId}`, {
       token,
       body: marker,
-      headers: { 'content-type': 'text/plain', 'x-payment': sent[1].payment! },
+      headers: { 'content-type': 'text/plain', 'x-payment': sent[1].xPayment! },
     });
     assert.equal(replay.status, 402);
     assert.deepEqual(Object.keys(replay.json), ['error']);
     const replayStream = await call('POST', `/v1/proxy/${agentId}/stream`, {
       token,
       body: marker,
-      headers: { 'content-type': 'text/plain', 'x-payment': sent[1].payment! },
+      headers: { 'content-type': 'text/plain', 'x-payment': sent[1].xPayment! },
     });
     assert.equal(replayStream.status, 402);
     assert.equal(received(marker), 1);
@@ -191,7 +174,7 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     });
     assert.equal(otherTool.json.accepts[0].maxAmountRequired, '1000');
 
-    const { pay } = payingFetch(payer.privateKey);
+    const { pay } = payingFetch('x402-fetch', payer);
     const res = await pay(url, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
@@ -339,7 +322,7 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     const agentId = await pricedAgent(token, { amount: '3000', asset: 'USDC', network: 'base', pay_to: payTo });
     const payer = await newPayer(100_000n);
     const marker = `stream ${randomUUID()}`;
-    const { pay } = payingFetch(payer.privateKey);
+    const { pay } = payingFetch('x402-fetch', payer);
     const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' },
@@ -359,7 +342,7 @@ describe('x402 payment gate through the gateway and the facilitator', function (
     const payTo = newPayTo();
     const agentId = await pricedAgent(other, { amount: '4000', asset: 'USDC', network: 'base', pay_to: payTo });
     const payer = await newPayer(100_000n);
-    const { pay } = payingFetch(payer.privateKey);
+    const { pay } = payingFetch('x402-fetch', payer);
     const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}`, {
       method: 'POST',
       headers: { authorization: `Bearer ${other}`, 'content-type': 'text/plain' },

@@ -7,8 +7,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { getAddress, toQuantity, type Wallet } from 'ethers';
-import { privateKeyToAccount } from 'viem/accounts';
-import { x402Client } from '@x402/core/client';
 import {
   decodePaymentRequiredHeader,
   decodePaymentResponseHeader,
@@ -16,14 +14,13 @@ import {
   encodePaymentSignatureHeader,
 } from '@x402/core/http';
 import { PaymentRequiredV2Schema } from '@x402/core/schemas';
-import { ExactEvmScheme, registerExactEvmScheme } from '@x402/evm/exact/client';
-import { wrapFetchWithPayment } from '@x402/fetch';
 import { declarePaymentIdentifierExtension } from '@x402/extensions/payment-identifier';
 import { stack } from '../support/stack.ts';
 import { call, uniqueName, waitForInvocation, type Reply } from '../support/http.ts';
 import { closedPort } from '../support/proxy-helpers.ts';
 import { until } from '../support/facilitator.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import { payingFetch } from '../support/paying-client.ts';
 import {
   balanceOf,
   chainProvider,
@@ -38,30 +35,6 @@ import {
 } from '../support/x402.ts';
 
 const NETWORK = 'eip155:8453';
-
-type ClientKind = 'v2-only' | 'default';
-type Sent = { status: number; signature: string | null; xPayment: string | null };
-
-/** An unmodified @x402 client over a fetch that remembers what it sent. */
-function payingFetch(kind: ClientKind, payer: Wallet) {
-  const account = privateKeyToAccount(payer.privateKey as `0x${string}`);
-  const client =
-    kind === 'v2-only'
-      ? new x402Client().register('eip155:*', new ExactEvmScheme(account))
-      : registerExactEvmScheme(new x402Client(), { signer: account });
-  // The local test token is none of the client's default assets: allowed explicitly.
-  client.setSpendControls({ allowedAssets: [{ network: NETWORK, asset: stack().infra.tokenAddress }] });
-  const sent: Sent[] = [];
-  const recording: typeof fetch = async (input, init) => {
-    const request = new Request(input, init);
-    const signature = request.headers.get('payment-signature');
-    const xPayment = request.headers.get('x-payment');
-    const res = await fetch(request);
-    sent.push({ status: res.status, signature, xPayment });
-    return res;
-  };
-  return { sent, pay: wrapFetchWithPayment(recording, client) };
-}
 
 /** The 402's PAYMENT-REQUIRED header, decoded by @x402/core and accepted by its v2 schema. */
 function paymentRequiredOf(res: Reply) {

@@ -6,14 +6,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
 import { getAddress } from 'ethers';
-import { privateKeyToAccount } from 'viem/accounts';
-import { wrapFetchWithPayment as wrapV1, createSigner } from 'x402-fetch';
-import { x402Client } from '@x402/core/client';
-import { ExactEvmScheme } from '@x402/evm/exact/client';
-import { wrapFetchWithPayment as wrapV2 } from '@x402/fetch';
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { appendPaymentIdentifierToExtensions, generatePaymentId } from '@x402/extensions/payment-identifier';
-import type { Wallet } from 'ethers';
 import { stack } from '../support/stack.ts';
 import { waitFor } from '../support/wait.ts';
 import { call, callAt, uniqueName } from '../support/http.ts';
@@ -21,6 +15,7 @@ import { startCapturedGateway } from '../support/catalog.ts';
 import type { GatewayConfig } from '../../gateway/config.ts';
 import type { TestUpstream } from '../support/upstream.ts';
 import { withPayingTenant } from '../support/settling.ts';
+import { payingFetch } from '../support/paying-client.ts';
 import {
   encodePayment,
   newAccount,
@@ -32,18 +27,6 @@ import {
 } from '../support/x402.ts';
 
 const SECRET = `upstream-secret-${randomUUID()}`;
-
-/** An unmodified x402 client of either major version, as a fetch. */
-async function payingFetch(kind: 'x402-fetch' | '@x402/fetch', payer: Wallet): Promise<typeof fetch> {
-  if (kind === 'x402-fetch')
-    return wrapV1(fetch, await createSigner('base', payer.privateKey as `0x${string}`), 1_000_000n) as typeof fetch;
-  const client = new x402Client().register(
-    'eip155:*',
-    new ExactEvmScheme(privateKeyToAccount(payer.privateKey as `0x${string}`)),
-  );
-  client.setSpendControls({ allowedAssets: [{ network: 'eip155:8453', asset: stack().infra.tokenAddress }] });
-  return wrapV2(fetch, client);
-}
 
 /** An API instance of its own behind a trusted proxy, with these public-agent limits over the stack's. */
 function limitedGateway(
@@ -130,7 +113,7 @@ describe('public paid agents', function () {
     it(`${kind} pays a public agent with no token on both URLs; only the payer polls the call`, async () => {
       const agent = await publicAgent();
       const payer = await newPayer(1_000_000n);
-      const pay = await payingFetch(kind, payer);
+      const { pay } = payingFetch(kind === 'x402-fetch' ? 'x402-fetch' : 'v2-only', payer);
 
       const marker = `public ${kind} ${randomUUID()}`;
       const res = await pay(agent.public_url, {
