@@ -23,6 +23,7 @@ import {
 } from '../support/fuzz.ts';
 import { anyJson, headerValue, nastyString, requestIdValue, wireBytes } from '../support/fuzz-arbitraries.ts';
 import { applyMutation, encodeHeader, encoding, garbageHeader, mutation } from '../support/fuzz-payments.ts';
+import { waitFor } from '../support/wait.ts';
 
 type Json = Record<string, any>;
 
@@ -95,13 +96,12 @@ describe('hostile input: the proxy (property-based)', function () {
 
   /** Streaming rows are written beside the call (group commit): wait for the count to settle. */
   async function expectInvocations(agentId: string, expected: number, what: string): Promise<void> {
-    const deadline = Date.now() + 15_000;
-    let n = await invocationsOf(agentId);
-    while (n !== expected && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 100));
-      n = await invocationsOf(agentId);
-    }
-    assert.equal(n, expected, what);
+    await waitFor(async () => (await invocationsOf(agentId)) === expected, {
+      timeoutMs: 15_000,
+      everyMs: 100,
+      what: `${expected} invocations (${what})`,
+      state: async () => `${await invocationsOf(agentId)} rows`,
+    });
   }
 
   it('one payment buys one call on the streaming endpoint too: the same X-PAYMENT again is a 402', async () => {

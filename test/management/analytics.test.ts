@@ -344,7 +344,7 @@ describe('analytics', () => {
       const conn = stack().orm.em.getConnection();
       const first = { hour: (await query('hour')).json, day: (await query('day')).json };
       // The summaries computed by those reads are written back after the answer.
-      for (let i = 0; i < 100; i++) {
+      const summaries = async () => {
         const [{ n }] = await conn.execute(
           `select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`,
           [tenant],
@@ -353,9 +353,15 @@ describe('analytics', () => {
           `select count(*)::int as d from analytics_daily_summary where tenant_id = ?`,
           [tenant],
         );
-        if (n === 0 && d === 11) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
+        return { staleHours: n, days: d };
+      };
+      await waitFor(
+        async () => {
+          const { staleHours, days } = await summaries();
+          return staleHours === 0 && days === 11;
+        },
+        { everyMs: 100, what: 'the summaries written back', state: async () => JSON.stringify(await summaries()) },
+      );
       const [{ n }] = await conn.execute(
         `select count(*)::int as n from analytics_hourly where tenant_id = ? and summary_count is distinct from count`,
         [tenant],

@@ -16,6 +16,7 @@ import { call, callAt, uniqueName, waitForInvocation, type Reply } from '../supp
 import { clientTlsBundle, startBrokenGateway } from '../support/catalog.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { encodePayment, newPayTo, newPayer, signPayment } from '../support/x402.ts';
+import { waitFor } from '../support/wait.ts';
 import { agentRoutes } from '../../api/routes/agents.ts';
 import { createAgentRows } from '../../api/proxy/agent-row.ts';
 import { credentialRoutes } from '../../api/routes/credentials.ts';
@@ -447,10 +448,10 @@ describe('OpenAPI document and reference page', () => {
     // Every field a poll or a list answers, from real calls.
     const poll = async (agentId: string, invocationId: string) => {
       // A streaming call's row is written beside the call: it may not be there at once.
-      for (let i = 0; i < 100; i++) {
-        if ((await call('GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token })).status === 200) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await waitFor(
+        async () => (await call('GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token })).status === 200,
+        { everyMs: 100, what: `the row of ${invocationId}` },
+      );
       await waitForInvocation(token, agentId, invocationId);
       return (await checked('GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token })).json;
     };

@@ -12,6 +12,7 @@ import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { stack } from '../support/stack.ts';
 import { call } from '../support/http.ts';
 import { createAgent } from '../support/proxy-helpers.ts';
+import { waitFor } from '../support/wait.ts';
 import { ensureRetentionSchedule, loadRetention } from '../../temporal/retention-schedule.ts';
 
 const loadRetentionDays = (env: NodeJS.ProcessEnv) => loadRetention(env).retentionDays;
@@ -138,13 +139,12 @@ describe('policy decision retention', function () {
       assert.equal(described.spec.intervals?.[0]?.every, 3_600_000);
 
       await handle.trigger();
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        const left = await decisionIds(token);
-        if (left.length === 1) break;
-        if (Date.now() > deadline) throw new Error(`the triggered purge left ${left.length} decisions`);
-        await new Promise((r) => setTimeout(r, 200));
-      }
+      await waitFor(async () => (await decisionIds(token)).length === 1, {
+        timeoutMs: 30_000,
+        everyMs: 200,
+        what: 'the triggered purge to leave one decision',
+        state: async () => `${(await decisionIds(token)).length} decisions left`,
+      });
       assert.deepEqual(await decisionIds(token), [ids[0]]);
     } finally {
       assert.equal(

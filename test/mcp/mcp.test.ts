@@ -7,6 +7,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { stack } from '../support/stack.ts';
 import { call } from '../support/http.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
+import { waitFor } from '../support/wait.ts';
 import { startMcpServer } from '../support/mcp-server.ts';
 
 describe('proxy: MCP through the streaming endpoint', () => {
@@ -58,14 +59,15 @@ describe('proxy: MCP through the streaming endpoint', () => {
     // Each POST is an invocation with its method, and the tool for tools/call.
     // Streaming rows are written beside the call, not before its first byte: wait for the last.
     type Listed = { invocation_id: string; mcp_method: string; mcp_tool: string | null; status: string; model: string };
-    let records: Listed[] = [];
-    for (let i = 0; i < 100; i++) {
-      const listed = await call('GET', `/v1/invocations?agent_id=${agentId}&limit=100`, { token });
-      assert.equal(listed.status, 200);
-      records = (listed.json.data as Listed[]).reverse();
-      if (records.filter((r) => r.mcp_method === 'tools/call').length >= 2) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const records = await waitFor(
+      async () => {
+        const listed = await call('GET', `/v1/invocations?agent_id=${agentId}&limit=100`, { token });
+        assert.equal(listed.status, 200);
+        const all = (listed.json.data as Listed[]).reverse();
+        return all.filter((r) => r.mcp_method === 'tools/call').length >= 2 && all;
+      },
+      { everyMs: 50, what: 'both tool calls recorded' },
+    );
     const methods = records.map((r) => r.mcp_method);
     assert.deepEqual(methods.slice(0, 2), ['initialize', 'notifications/initialized']);
     assert.ok(methods.includes('tools/list'));

@@ -13,8 +13,9 @@ import { call, uniqueName } from '../support/http.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { startMcpServer } from '../support/mcp-server.ts';
 import { startA2aServer } from '../support/a2a-server.ts';
-import { freePort, isPortFree, waitFor } from '../../scripts/lib/ports.ts';
+import { freePort, isPortFree, waitFor as waitForPort } from '../../scripts/lib/ports.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, settlingTenant } from '../support/x402.ts';
+import { waitFor } from '../support/wait.ts';
 
 const run = promisify(execFile);
 const PRICE = 10_000n;
@@ -163,12 +164,12 @@ describe('examples/ run against the stack', function () {
     for (const id of ids) {
       assert.ok(id, out.stdout);
       // A streaming row is written beside the call, not before its answer: wait for it.
-      let row = await call('GET', `/v1/proxy/${agentId}/invocations/${id}`, { token });
-      for (let i = 0; i < 50 && row.json?.status !== 'succeeded'; i++) {
-        await new Promise((r) => setTimeout(r, 100));
-        row = await call('GET', `/v1/proxy/${agentId}/invocations/${id}`, { token });
-      }
-      assert.equal(row.json?.status, 'succeeded', row.text);
+      const poll = () => call('GET', `/v1/proxy/${agentId}/invocations/${id}`, { token });
+      await waitFor(async () => (await poll()).json?.status === 'succeeded', {
+        everyMs: 100,
+        what: `invocation ${id} succeeded`,
+        state: async () => (await poll()).text,
+      });
     }
     assert.equal(
       upstream.received.filter((r) => r.body.toString() === marker).length,
@@ -240,11 +241,14 @@ describe('examples/ run against the stack', function () {
       );
       // The tool call is an invocation of the agent, recorded with its method and tool.
       let calls: { mcp_method: string; mcp_tool: string | null; status: string }[] = [];
-      for (let i = 0; i < 50 && !calls.some((c) => c.mcp_tool === 'echo' && c.status === 'succeeded'); i++) {
-        if (i) await new Promise((r) => setTimeout(r, 100));
-        const listed = await call('GET', `/v1/invocations?agent_id=${agentId}&limit=100`, { token });
-        calls = listed.json.data;
-      }
+      await waitFor(
+        async () => {
+          const listed = await call('GET', `/v1/invocations?agent_id=${agentId}&limit=100`, { token });
+          calls = listed.json.data;
+          return calls.some((c) => c.mcp_tool === 'echo' && c.status === 'succeeded');
+        },
+        { everyMs: 100, what: 'the echo call recorded succeeded', state: () => JSON.stringify(calls) },
+      );
       assert.ok(
         calls.some((c) => c.mcp_method === 'tools/call' && c.mcp_tool === 'echo' && c.status === 'succeeded'),
         JSON.stringify(calls),
@@ -263,7 +267,7 @@ describe('examples/ run against the stack', function () {
       stdio: 'ignore',
     });
     try {
-      await waitFor('the demo agent', async () => !(await isPortFree(port)), 30_000);
+      await waitForPort('the demo agent', async () => !(await isPortFree(port)), 30_000);
       const agent = await call('POST', '/v1/agents', {
         token,
         json: {

@@ -23,6 +23,7 @@ import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
 import { startWorkerProcess, stopWorkerProcess } from '../support/worker-process.ts';
 import { encodePayment, newAccount, newPayTo, newPayer, settlingTenant, signPayment } from '../support/x402.ts';
 import { startFacilitatorStack } from '../support/facilitator.ts';
+import { waitFor } from '../support/wait.ts';
 import { startGateway } from '../../api/gateway.ts';
 import { createLogger } from '../../lib/log.ts';
 import { connectClient } from '../../temporal/client.ts';
@@ -107,20 +108,16 @@ function callerTraceparent(): { header: string; traceId: string; spanId: string 
   return { header: `00-${traceId}-${spanId}-01`, traceId, spanId };
 }
 
-async function waitFor<T>(
-  what: string,
-  read: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    // The API's spans are this process's: send what is buffered (the worker exports every 100 ms).
-    await flushTracing();
-    const value = await read();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+/** What `read` finds among the exported spans, once there (20 s at most). */
+function spansOnceThere<T>(what: string, read: () => T | undefined) {
+  return waitFor(
+    async () => {
+      // The API's spans are this process's: send what is buffered (the worker exports every 100 ms).
+      await flushTracing();
+      return read();
+    },
+    { timeoutMs: 20_000, everyMs: 100, what },
+  );
 }
 
 describe('tracing', function () {
@@ -200,7 +197,7 @@ describe('tracing', function () {
         'RunActivity:performInvocation',
         'POST',
       ];
-      const spans = await waitFor('the exported spans', () => {
+      const spans = await spansOnceThere('the exported spans', () => {
         const inTrace = receiver.spans.filter((s) => s.traceId === caller.traceId);
         return names.every((n) => inTrace.some((s) => s.name === n)) ? inTrace : undefined;
       });
@@ -280,7 +277,7 @@ describe('tracing', function () {
         });
         assert.equal(res.status, 202, res.text);
 
-        const spans = await waitFor('the settlement spans', () => {
+        const spans = await spansOnceThere('the settlement spans', () => {
           const inTrace = receiver.spans.filter((s) => s.traceId === caller.traceId);
           const ran = inTrace.find((s) => s.name === 'RunWorkflow:SettlementWorkflow');
           return inTrace.some((s) => s.name === 'POST /settle') &&
@@ -328,7 +325,7 @@ describe('tracing', function () {
       const [, sentTrace, sentSpan] = TRACEPARENT.exec(String(received.headers.traceparent)) ?? [];
       assert.equal(sentTrace, caller.traceId);
 
-      const spans = await waitFor('the streaming spans', () => {
+      const spans = await spansOnceThere('the streaming spans', () => {
         const inTrace = receiver.spans.filter((s) => s.traceId === caller.traceId);
         return inTrace.some((s) => s.name === 'POST') && inTrace.some((s) => s.name === 'POST /v1/proxy/:id/stream')
           ? inTrace

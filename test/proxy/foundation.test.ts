@@ -6,6 +6,7 @@ import { stack } from '../support/stack.ts';
 import { call, uniqueName, waitForInvocation } from '../support/http.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { startedWorkflow } from '../support/workflows.ts';
+import { waitFor } from '../support/wait.ts';
 
 describe('foundation: one call travels the whole way', () => {
   let upstream: TestUpstream;
@@ -121,12 +122,14 @@ describe('foundation: one call travels the whole way', () => {
     const invoked = await call('POST', `/v1/proxy/${created.json.id}`, { token, body: 'x' });
     await waitForInvocation(token, created.json.id, invoked.json.invocation_id);
     const query = `TenantId = 'tenant-search' AND AgentId = '${created.json.id}'`;
-    let ids: string[] = [];
-    for (let i = 0; i < 50 && ids.length === 0; i++) {
-      ids = [];
-      for await (const wf of stack().temporal.workflow.list({ query })) ids.push(wf.workflowId);
-      if (ids.length === 0) await new Promise((r) => setTimeout(r, 200));
-    }
+    const ids = await waitFor(
+      async () => {
+        const found: string[] = [];
+        for await (const wf of stack().temporal.workflow.list({ query })) found.push(wf.workflowId);
+        return found.length > 0 && found;
+      },
+      { everyMs: 200, what: `a workflow listed by ${query}` },
+    );
     assert.deepEqual(ids, [invoked.json.invocation_id]);
   });
 

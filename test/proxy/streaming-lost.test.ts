@@ -12,6 +12,7 @@ import { stack } from '../support/stack.ts';
 import { createAgent, rawUpstream, waitForRow } from '../support/proxy-helpers.ts';
 import { exited } from '../support/worker-process.ts';
 import { startApiProcess } from '../support/api-process.ts';
+import { waitFor } from '../support/wait.ts';
 import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
 
 describe('proxy: an API process lost mid-stream', function () {
@@ -58,11 +59,7 @@ describe('proxy: an API process lost mid-stream', function () {
       await exited(api.child);
 
       // PostgreSQL notices the dead session (its owner lock goes with it) as the socket closes.
-      let failed = 0;
-      for (let i = 0; i < 50 && failed === 0; i++) {
-        failed = await failStaleStreams(stack().orm);
-        if (!failed) await new Promise((r) => setTimeout(r, 100));
-      }
+      await waitFor(() => failStaleStreams(stack().orm), { everyMs: 100, what: 'the stale stream to be failed' });
       const row = await waitForRow(invocationId);
       assert.equal(row.status, 'failed');
       assert.equal(row.errorClass, 'gateway_lost');

@@ -8,6 +8,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { stack } from '../support/stack.ts';
+import { waitFor } from '../support/wait.ts';
 import { call } from '../support/http.ts';
 import {
   createAgent,
@@ -21,16 +22,17 @@ import { verifyReceipt } from '../../gateway/receipts/receipt.ts';
 import { createInvocationRecorder, type StartedRow } from '../../gateway/invocations/stream-records.ts';
 
 const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function receiptOf(token: string, invocationId: string, timeoutMs = 10_000): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await call('GET', `/v1/invocations/${invocationId}/receipt`, { token });
-    if (res.status === 200) return res.json;
-    if (Date.now() > deadline) throw new Error(`no receipt for ${invocationId}: ${res.status}`);
-    await sleep(50);
-  }
+  let status = 0;
+  return waitFor(
+    async () => {
+      const res = await call('GET', `/v1/invocations/${invocationId}/receipt`, { token });
+      status = res.status;
+      return status === 200 && res.json;
+    },
+    { timeoutMs, everyMs: 50, what: `the receipt of ${invocationId}`, state: () => `answered ${status}` },
+  );
 }
 
 describe('streaming receipts and row writes', () => {

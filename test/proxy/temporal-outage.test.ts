@@ -16,6 +16,7 @@ import { stack } from '../support/stack.ts';
 import { callAt, waitForInvocation } from '../support/http.ts';
 import { createAgent } from '../support/proxy-helpers.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import { waitFor } from '../support/wait.ts';
 import { connectClient } from '../../temporal/client.ts';
 import { createGatewayWorker } from '../../temporal/gateway-worker.ts';
 import { runWorkerVersion } from '../../temporal/worker-deployment.ts';
@@ -141,11 +142,13 @@ describe('transactional calls while Temporal is stopped', function () {
       }
       assert.equal(upstream.received.length, accepted.length, 'no call sent twice, none that was refused');
       // The places come back as the relay starts the calls.
-      let after = await callAt(url, 'GET', '/readyz');
-      for (const until = Date.now() + 10_000; after.status !== 200 && Date.now() < until;) {
-        await new Promise((r) => setTimeout(r, 250));
-        after = await callAt(url, 'GET', '/readyz');
-      }
+      const after = await waitFor(
+        async () => {
+          const ready = await callAt(url, 'GET', '/readyz');
+          return ready.status === 200 && ready;
+        },
+        { everyMs: 250, what: 'the API ready again', state: async () => (await callAt(url, 'GET', '/readyz')).text },
+      );
       assert.equal(after.status, 200, after.text);
       assert.equal(after.json.start_backlog.accepted_unstarted, 0);
       const more = await invoke(tokenA, agentA, `after-${randomUUID()}`);

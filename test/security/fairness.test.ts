@@ -8,6 +8,7 @@ import { Readable } from 'node:stream';
 import type { ServerResponse } from 'node:http';
 import { request } from 'undici';
 import { stack } from '../support/stack.ts';
+import { waitFor } from '../support/wait.ts';
 import { call, callAt } from '../support/http.ts';
 import { createAgent, rawUpstream, readAll, startProxyApp, type RawUpstream } from '../support/proxy-helpers.ts';
 import { createMemoryLimiter, createRedisLimiter, type RateLimiter } from '../../gateway/ratelimit/index.ts';
@@ -17,13 +18,9 @@ import { startCapturedGateway } from '../support/catalog.ts';
 // The run's own Redis (test/support/stack.ts), read once the stack is up.
 const redisUrl = () => stack().redisUrl;
 
-/** Waits for `check` to hold, polling; fails with `what` after `timeoutMs`. */
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+/** Waits for `check` to hold, polling; fails with `what` after 15 s. */
+async function until(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
+  await waitFor(check, { timeoutMs: 15_000, what });
 }
 
 function streamAt(base: string, token: string, agentId: string, headers: Record<string, string> = {}, body = 'x') {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { stack } from '../support/stack.ts';
-import { createAgent, rawUpstream, readAll } from '../support/proxy-helpers.ts';
+import { createAgent, rawUpstream, readAll, startProxyApp } from '../support/proxy-helpers.ts';
 import { connect, type AddressInfo } from 'node:net';
 import { BreakerRegistry } from '../../gateway/upstream/breaker.ts';
 import { startGateway } from '../../api/gateway.ts';
@@ -196,15 +196,11 @@ describe('hostile tenant: request bodies held in memory', function () {
 
   it("one tenant's bodies in flight are bounded (429), all tenants' too (503), both with Retry-After; released bytes admit calls again", async () => {
     const MiB = 1024 * 1024;
-    const base = stack().config;
-    const server = await startGateway(
-      { ...base, port: 0, bodyBudget: { processBytes: 2.5 * MiB, tenantBytes: 1.5 * MiB } },
-      stack().orm,
-      stack().temporal,
-      createLogger('api', 'silent'),
-    );
-    const port = (server.address() as AddressInfo).port;
-    const url = `http://127.0.0.1:${port}`;
+    // The proxy routes alone, so the test can read the budget: a stalled body counts once the
+    // gateway holds its bytes.
+    const app = await startProxyApp({ bodyBudget: { processBytes: 2.5 * MiB, tenantBytes: 1.5 * MiB } });
+    const { url } = app;
+    const port = Number(new URL(url).port);
     const held: Array<ReturnType<typeof connect>> = [];
     try {
       const upstream = await rawUpstream((req, res) => void readAll(req).then(() => res.end('ok')));
@@ -219,17 +215,18 @@ describe('hostile tenant: request bodies held in memory', function () {
         c: await createAgent(tokens.c, { upstream_url: upstream.url }),
       };
       // A body that stops half-way: 1 MiB held, the rest never sent.
-      const stall = (token: string, agentId: string) =>
-        new Promise<void>((resolve) => {
-          const socket = connect(port, '127.0.0.1', () => {
-            socket.write(
-              `POST /v1/proxy/${agentId} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${2 * MiB}\r\n\r\n`,
-            );
-            socket.write(Buffer.alloc(MiB, 120), () => setTimeout(resolve, 300));
-          });
-          socket.on('error', () => undefined);
-          held.push(socket);
+      const stall = async (token: string, agentId: string) => {
+        const before = app.services.bodyBudget.held;
+        const socket = connect(port, '127.0.0.1', () => {
+          socket.write(
+            `POST /v1/proxy/${agentId} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${2 * MiB}\r\n\r\n`,
+          );
+          socket.write(Buffer.alloc(MiB, 120));
         });
+        socket.on('error', () => undefined);
+        held.push(socket);
+        await waitFor(() => app.services.bodyBudget.held >= before + MiB, { what: 'the stalled megabyte held' });
+      };
       const send = (token: string, agentId: string) =>
         callAt(url, 'POST', `/v1/proxy/${agentId}`, { token, body: Buffer.alloc(MiB, 121) });
 
@@ -255,8 +252,7 @@ describe('hostile tenant: request bodies held in memory', function () {
       await upstream.close();
     } finally {
       for (const socket of held) socket.destroy();
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
+      await app.close();
     }
   });
 });
