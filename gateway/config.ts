@@ -199,9 +199,9 @@ export type GatewayConfig = {
     globalRps: number;
     globalBurst: number;
   };
-  /** TENANT_MAX_AGENTS: live agents per tenant (gateway/agent-count.ts). */
+  /** TENANT_MAX_AGENTS: live agents per tenant (gateway/agents/tenant-bound.ts). */
   tenantMaxAgents: number;
-  /** GATE_CACHE_FRESHNESS (api/proxy/freshness.ts). */
+  /** GATE_CACHE_FRESHNESS (gateway/gate-freshness.ts). */
   gateFreshness: GateFreshness;
   chainRpcUrl: string;
   logLevel: string;

@@ -8,7 +8,7 @@
 // run that code. Reading those few files takes milliseconds at start, where bundling (which
 // would give the exact list) takes seconds; and it names the same code whether the worker
 // bundles at start or loads a prebuilt bundle, and wherever the image was built, where the
-// bundle's own hash would vary with the build folder. test/workflow-bundle.test.ts checks that
+// bundle's own hash would vary with the build folder. test/operations/workflow-bundle.test.ts checks that
 // every project file a fresh bundle holds is among these inputs.
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';

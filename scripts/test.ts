@@ -4,10 +4,10 @@
 // suite against real services. Always ends with one plain line `N passed, N failed, N skipped`
 // (the layers' counts summed, or a failed step's).
 import { spawn } from 'node:child_process';
-import { globSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startShards, type ShardPool } from './lib/shards.ts';
+import { integrationFiles, startShards, type ShardPool } from './lib/shards.ts';
 
 /**
  * Shards of the integration suite run at once (TEST_SHARDS). On the 2-core test machine, quiet,
@@ -161,7 +161,7 @@ for (const { check, ok, output } of await checks) {
     await stopEarly([{ passes: 0, failures: 1, pending: 0 }]);
   }
 }
-// `npm test -- test/x.test.ts` runs that file only (still one stack); files all under one of
+// `npm test -- test/proxy/proxy.test.ts` runs that file only (still one stack); files all under one of
 // LAYERS' folders run with that layer's config, without one.
 if (args.length > 0) {
   const files = args.filter((arg) => arg.endsWith('.ts')).map((file) => file.replace(/^\.\//, ''));
@@ -177,7 +177,7 @@ for (const { name, dir } of LAYERS) {
   runs.push(run);
   if (run.failures > 0) await stopEarly(runs);
 }
-const integration = globSync('test/**/*.test.ts').filter((file) => !LAYERS.some(({ dir }) => file.startsWith(dir)));
+const integration = integrationFiles(LAYERS.map(({ dir }) => dir));
 async function sharded(pool: Promise<ShardPool>): Promise<Counts> {
   try {
     return await (await pool).run(integration);

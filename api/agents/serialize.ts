@@ -7,7 +7,7 @@ import type { AgentView } from './view.ts';
 import type { PublicInterfaceInput } from './public-interface.ts';
 import { skillsOf } from '../../gateway/a2a/card.ts';
 
-/** Where the gateway serves an A2A agent's card (api/routes/a2a-card.ts) and takes its JSON-RPC calls. */
+/** Where the gateway serves an A2A agent's card (api/proxy/a2a-card.ts) and takes its JSON-RPC calls. */
 export function a2aAgentUrls(base: string, agentId: string): { card: string; rpc: string } {
   const agent = `${base}/v1/proxy/${agentId}`;
   return { card: `${agent}/.well-known/agent-card.json`, rpc: `${agent}/stream` };

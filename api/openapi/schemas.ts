@@ -1,5 +1,5 @@
 // Schemas of the answers that belong to no resource module: the error body, the probes and the
-// receipt keys. Strict, like every answer schema: test/openapi.test.ts validates live answers
+// receipt keys. Strict, like every answer schema: test/management/openapi.test.ts validates live answers
 // with every object closed, so a field an answer carries that the document does not declare fails.
 import { z } from 'zod';
 

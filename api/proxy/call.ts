@@ -27,10 +27,10 @@ type A2aX402 = {
   request: string;
 };
 
-/** An A2A agent's call (api/proxy/a2a-parse.ts): its request's facts, and the first task its answer named. */
+/** An A2A agent's call (api/proxy/a2a.ts): its request's facts, and the first task its answer named. */
 export type A2aCall = A2aRequestFacts & {
   rpcId?: string | number | null;
-  /** Set while the answer passes (api/proxy/a2a-tap.ts): the first task it named. */
+  /** Set while the answer passes (api/proxy/a2a.ts): the first task it named. */
   answered?: TaskSeen | null;
   /** Set when the message was sent with the x402 A2A extension activated. */
   x402?: A2aX402 | null;
@@ -64,7 +64,7 @@ export type ProxyCall = {
   payment: PaymentRecord | null;
   /**
    * How payment refusals are answered: `http` (default) is the v1 contract's 402; `mcp` is the
-   * x402 MCP transport's JSON-RPC tool result (HTTP 200, `isError: true`, api/payment/mcp-transport.ts),
+   * x402 MCP transport's JSON-RPC tool result (HTTP 200, `isError: true`, api/proxy/mcp.ts),
    * for routes outside /v1 that choose it; `a2a` the x402 A2A transport's task (api/payment/a2a-transport.ts).
    * /v1 never sets it.
    */

@@ -133,7 +133,7 @@ async function checkCredentialRef(em: EntityManager, tenantId: string, ref: stri
 /**
  * Making an agent public needs the tenant's settlement configured: an anonymous payer's payment
  * must be collected, not only verified. The row is share-locked until the agent's write commits,
- * so a concurrent removal of the configuration (gateway/settlement/config.ts, which locks it for
+ * so a concurrent removal of the configuration (gateway/settlement/configuration.ts, which locks it for
  * update, then counts public agents) either waits and sees this agent public, or has already
  * removed the row.
  */

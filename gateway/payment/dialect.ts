@@ -6,10 +6,10 @@
 // verifies, claims and settles, so one authorization is one payment whatever its envelope: the
 // claim key names the v1 network, and the facilitator only ever sees v1.
 // - mcp: a v2 PaymentPayload in the JSON-RPC body: the x402 MCP transport's
-//   `params._meta["x402/payment"]` (api/proxy/parse.ts takes it out; the receipt goes in the
-//   result's `_meta["x402/payment-response"]`, api/proxy/mcp-receipt.ts) or the x402 A2A
+//   `params._meta["x402/payment"]` (gateway/mcp/x402.ts takes it out; the receipt goes in the
+//   result's `_meta["x402/payment-response"]`, gateway/mcp/x402.ts) or the x402 A2A
 //   transport's `x402.payment.payload` in message metadata (api/proxy/a2a-x402.ts; the receipt in
-//   the answer's `x402.payment.receipts`, api/proxy/a2a-receipt.ts), and PAYMENT-RESPONSE.
+//   the answer's `x402.payment.receipts`, gateway/a2a/x402.ts), and PAYMENT-RESPONSE.
 // v2 challenges declare the payment-identifier extension; a v2 or MCP payment may carry an
 // identifier (identifier.ts). Each payload is parsed by the scheme of the challenge entry it
 // pays (schemes/).
@@ -42,7 +42,7 @@ export type PaymentHeaders = { xPayment?: string; paymentSignature?: string; mcp
 
 /**
  * A payment carried in the JSON-RPC body, as an offer beside the headers: an MCP call's `_meta`
- * payment (api/proxy/parse.ts) or an A2A message's `x402.payment.payload` sent with the x402 A2A
+ * payment (gateway/mcp/x402.ts) or an A2A message's `x402.payment.payload` sent with the x402 A2A
  * extension (api/proxy/a2a-x402.ts). Both are a v2 PaymentPayload and take the `mcp` path.
  */
 export function bodyPaymentOf(call: {

@@ -51,8 +51,8 @@ export type PaymentRecord = {
   responseHeader: string | null;
   /**
    * The SettleResponse of a payment made in the JSON-RPC body (dialect `mcp`): for an MCP result's
-   * `_meta["x402/payment-response"]` (api/proxy/mcp-receipt.ts) or an A2A answer's
-   * `x402.payment.receipts` (api/proxy/a2a-receipt.ts).
+   * `_meta["x402/payment-response"]` (gateway/mcp/x402.ts) or an A2A answer's
+   * `x402.payment.receipts` (gateway/a2a/x402.ts).
    */
   metaResponse: SettleResponseV2 | null;
   /** The payer's payment identifier (payment-identifier extension), when it sent one. */

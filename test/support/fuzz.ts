@@ -1,4 +1,4 @@
-// The property-based test runner of the hostile-input tests (test/fuzz-*.test.ts). Cases are
+// The property-based test runner of the hostile-input tests (test/fuzz/fuzz-*.test.ts). Cases are
 // drawn with fast-check from one seed per run (FC_SEED, printed; a default keeps CI
 // reproducible), each property with its own seed derived from the run's seed and its name so
 // adding a property never shifts the cases of another. Cases run over keep-alive connections
@@ -14,7 +14,7 @@ import { startUpstream, type TestUpstream } from './upstream.ts';
 
 const DEFAULT_SEED = 20_261_122;
 
-/** The run's seed: FC_SEED when set, else a fixed default (test/schemathesis.test.ts seeds with it too). */
+/** The run's seed: FC_SEED when set, else a fixed default (test/fuzz/schemathesis.test.ts seeds with it too). */
 export const FUZZ_SEED =
   process.env.FC_SEED !== undefined && process.env.FC_SEED !== '' ? Number(process.env.FC_SEED) : DEFAULT_SEED;
 if (!Number.isSafeInteger(FUZZ_SEED)) throw new Error(`FC_SEED must be an integer, got ${process.env.FC_SEED}`);

@@ -3,7 +3,7 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { request } from 'undici';
 import { stack } from './stack.ts';
-import { within } from './wait.ts';
+import { waitFor, within } from './wait.ts';
 
 export type Reply = { status: number; headers: Record<string, string | string[] | undefined>; text: string; json: any };
 
@@ -45,17 +45,21 @@ export async function waitForInvocation(
   timeoutMs = 30_000,
   base = stack().apiUrl,
 ): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await callAt(base, 'GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token });
-    if (res.status !== 200) throw new Error(`poll answered ${res.status}`);
-    if (res.json.status === 'succeeded' || res.json.status === 'failed') return res.json;
-    if (Date.now() > deadline)
-      throw new Error(
-        `invocation still ${res.json.status} after ${timeoutMs} ms: ${await workflowState(invocationId)}`,
-      );
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let last: any;
+  return waitFor(
+    async () => {
+      const res = await callAt(base, 'GET', `/v1/proxy/${agentId}/invocations/${invocationId}`, { token });
+      if (res.status !== 200) throw new Error(`poll answered ${res.status}`);
+      last = res.json;
+      return (last.status === 'succeeded' || last.status === 'failed') && last;
+    },
+    {
+      timeoutMs,
+      everyMs: 100,
+      what: `invocation ${invocationId} to finish`,
+      state: async () => `still ${last?.status}, ${await workflowState(invocationId)}`,
+    },
+  );
 }
 
 /**

@@ -11,6 +11,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import assert from 'node:assert/strict';
 import { stack } from './stack.ts';
+import { waitFor } from './wait.ts';
 import { call, uniqueName } from './http.ts';
 import { once } from 'node:events';
 import Koa from 'koa';
@@ -90,13 +91,14 @@ export async function waitForRow(
   done: (row: Invocation) => boolean = (r) => r.status === 'succeeded' || r.status === 'failed',
   timeoutMs = 15_000,
 ): Promise<Invocation> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const row = await invocationRow(id);
-    if (row && done(row)) return row;
-    if (Date.now() > deadline) throw new Error(`invocation ${id} is ${row?.status ?? 'absent'} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  let row: Invocation | null = null;
+  return waitFor(
+    async () => {
+      row = await invocationRow(id);
+      return row && done(row) && row;
+    },
+    { timeoutMs, everyMs: 50, what: `the row of invocation ${id}`, state: () => `it is ${row?.status ?? 'absent'}` },
+  );
 }
 
 /** A port nothing listens on (bound, then released). */

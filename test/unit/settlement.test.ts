@@ -93,7 +93,7 @@ describe('settlement decisions', () => {
   });
 
   // A revert is not answered early: the token is asked first whether someone else's use of the
-  // authorization paid this settlement (send.ts), so only a successful transfer has an outcome here.
+  // authorization paid this settlement (facilitator/settlement/outcome.ts), so only a successful transfer has an outcome here.
   it('makes a mined, successful transfer settled before the record is written', () => {
     assert.deepEqual(outcomeOfInclusion(record(), mined()), {
       status: 'settled',

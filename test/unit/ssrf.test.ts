@@ -2,7 +2,7 @@
 // network: the create-time matrix of upstream URLs (every literal form of an internal address,
 // whatever the notation), UPSTREAM_ALLOW's exemptions, the connect-time check of resolved
 // addresses, DNS rebinding through a fake resolver, and properties over whole address ranges.
-// test/ssrf.test.ts takes the same rules through real connections and the agents API.
+// test/security/ssrf.test.ts takes the same rules through real connections and the agents API.
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import {

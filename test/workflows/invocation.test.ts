@@ -4,7 +4,7 @@
 // the call succeed, fail once, or fail on every one of its 20 attempts (about two and a half
 // minutes of backoff, skipped by the server) and see what the workflow then does. What the real
 // activities do with the row, the upstream and the receipt is tested against the real stack
-// (test/proxy-invocations.test.ts, test/receipts.test.ts).
+// (test/proxy/proxy-invocations.test.ts, test/proxy/receipts.test.ts).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';

@@ -4,7 +4,7 @@
 // outage and see how the workflow batches, carries its cutoff across continue-as-new and gives
 // up. Its Schedule cannot run on this server (it refuses Schedules), so the tests start the
 // workflow directly, with the input the schedule gives it. The real deletes are tested against
-// PostgreSQL (test/policy-retention.test.ts, test/body-retention.test.ts).
+// PostgreSQL (test/management/policy-retention.test.ts, test/proxy/body-retention.test.ts).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';

@@ -3,9 +3,9 @@
 // for re-verification, the reservation and signing, the broadcast and the inclusion watch against
 // PostgreSQL and the chain, so each test can have any step decide the settlement, or fail and
 // come back, and see which steps the workflow then runs, what it answers and what it records for
-// the Web UI. The steps themselves are tested against a real chain (test/facilitator.test.ts,
-// test/settlement-*.test.ts); runs recorded before the per-step patch replay in
-// test/settlement-replay.test.ts.
+// the Web UI. The steps themselves are tested against a real chain (the files of test/settlement/);
+// runs recorded before the per-step patch replay in
+// test/operations/settlement-replay.test.ts.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Context } from '@temporalio/activity';
