@@ -18,9 +18,9 @@ import { healthRoutes } from './routes/health.ts';
 import { agentRoutes } from './routes/agents.ts';
 import { fetchAgentCard } from '../gateway/a2a/card.ts';
 import { proxyRoutes } from './routes/proxy.ts';
-import { createProxyServices, type ProxyServices } from './proxy/services.ts';
-import { syncGateCaches } from './proxy/gate.ts';
-import { leanProxy } from './proxy/lean.ts';
+import { createProxyParts, type ProxyParts } from './proxy/pipeline-parts.ts';
+import { syncGateCaches } from './admission/freshness-barrier.ts';
+import { invokeFastPath } from './invoke/fast-path.ts';
 import { createAccessRecorder } from '../lib/observability/access.ts';
 import { invocationRoutes } from './routes/invocations.ts';
 import { credentialRoutes } from './routes/credentials.ts';
@@ -30,10 +30,10 @@ import { publicRoutes } from './routes/public.ts';
 import { discoveryRoutes } from './routes/discovery.ts';
 
 /** `services`: the long-lived services the caller wired itself (api/wiring.ts: the start backlog its relay shares). */
-export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Koa {
+export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
   const app = new Koa();
   // The long-lived services, wired once: the proxy routes, the policy routes and /readyz share them.
-  const services = createProxyServices(deps, wired);
+  const services = createProxyParts(deps, wired);
   app.proxy = false;
   // Before anything else: a proxied call's cache barrier travels while the rest of the gate runs.
   app.use(syncGateCaches(deps));
@@ -46,7 +46,7 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyServices> = {}): Ko
     createAccessRecorder('api', deps.log, deps.config.accessLog),
   );
   // The invoke endpoints, ahead of the general stack: the same layers and gate as plain calls.
-  app.use(leanProxy(deps, services, { verify, observe }));
+  app.use(invokeFastPath(deps, services, { verify, observe }));
   // Outermost: the request id, access log and HTTP metrics see every answer, errors included.
   app.use(traceRequests('api'));
   app.use(observe);

@@ -1,6 +1,6 @@
 // Answers of the management and analytics API are compressed when the caller accepts it
 // (gzip or brotli, brotli preferred; `koa-compress`): a month of hourly analytics is megabytes of
-// JSON. A proxied answer never is: an invoke's answer (`/v1/proxy/...`, whatever the lean path
+// JSON. A proxied answer never is: an invoke's answer (`/v1/proxy/...`, whatever the invoke fast path
 // left to the router) and a public agent's (`/public/...`) pass as the upstream sent them, neither
 // compressed nor decompressed, whatever the caller accepts. Answers under 1 KiB go as they are.
 import type { Context, Next } from 'koa';

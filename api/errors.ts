@@ -9,7 +9,7 @@ import { ApiError, badRequest } from '../lib/http-error.ts';
 import { PaymentAlreadyBound } from '../gateway/payment/binding.ts';
 import { JsonRpcRequestError } from '../gateway/jsonrpc/request.ts';
 import { Refusal, type RefusalKind } from '../gateway/refusal.ts';
-import { PAYMENT_RESPONSE_HEADER } from './payment/dialect.ts';
+import { PAYMENT_RESPONSE_HEADER } from './payment/x402-headers.ts';
 
 export { ApiError, badRequest, conflict, notFound, unprocessable } from '../lib/http-error.ts';
 

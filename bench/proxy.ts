@@ -4,7 +4,7 @@
 // 1. Streaming, 1 KiB bodies at fixed concurrency: latency p50/p99 and throughput calling the
 //    upstream directly, through a bare undici pass-through proxy, and through the gateway's
 //    POST /v1/proxy/{id}/stream (auth, agent lookup, rate limit, stages, row written and
-//    completed) on its lean path and through the routers; CPU per call by process beside each.
+//    completed) on its invoke fast path and through the routers; CPU per call by process beside each.
 //    Targets are measured round-robin in several rounds so drift hits all alike.
 // 2. Transactional: the 202 of POST /v1/proxy/{id} (body, row and intent to start committed;
 //    the workflow started after the answer) against a bare `client.workflow.start` on the same
@@ -110,7 +110,7 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
       { name: 'direct', origin: upstreamUrl, path: '/agent', headers: {} },
       { name: 'bare proxy', origin: bareUrl, path: '/agent', headers: {} },
       { name: 'gateway', origin: apiUrl, path: `/v1/proxy/${agent.id}/stream`, headers: auth },
-      // The same endpoint behind a trailing slash, which the lean path leaves to the routers: what
+      // The same endpoint behind a trailing slash, which the invoke fast path leaves to the routers: what
       // the general middleware stack costs, measured in the same process and rounds.
       { name: 'gateway via the routers', origin: apiUrl, path: `/v1/proxy/${agent.id}/stream/`, headers: auth },
     ];

@@ -185,7 +185,7 @@ export type GatewayConfig = {
   shutdownGraceMs: number;
   /** WORKFLOW_START_DEADLINE_MS (temporal/invocation-start.ts). */
   workflowStartDeadlineMs: number;
-  /** STREAM_MARK_DEADLINE_MS (api/proxy/stream-record.ts). */
+  /** STREAM_MARK_DEADLINE_MS (api/invoke/stream-record.ts). */
   streamMarkDeadlineMs: number;
   redisUrl?: string;
   rateLimit: {
@@ -210,7 +210,7 @@ export type GatewayConfig = {
   gitCommit?: string;
   /** PUBLIC_URL and TRUST_PROXY: the URL callers reach the API on (api/public-url.ts). */
   publicAddress: { url?: string; trustProxy: boolean };
-  /** PUBLIC_CHALLENGE_RPS_PER_CLIENT, PUBLIC_RPS_PER_CLIENT, PUBLIC_CHALLENGE_RPS, PUBLIC_PAYER_RPS, PUBLIC_POLL_RPS_PER_CLIENT (api/proxy/public-door.ts). */
+  /** PUBLIC_CHALLENGE_RPS_PER_CLIENT, PUBLIC_RPS_PER_CLIENT, PUBLIC_CHALLENGE_RPS, PUBLIC_PAYER_RPS, PUBLIC_POLL_RPS_PER_CLIENT (api/admission/public-door.ts). */
   publicAgents: {
     challengeRpsPerClient: number;
     rpsPerClient: number;

@@ -1,6 +1,6 @@
 // Starting a transactional call's InvocationWorkflow. The call was accepted before (its row,
 // its body and so its intent to start are committed; the 202 followed): the accepting process
-// starts the workflow right after (api/routes/proxy.ts), and the start relay (start-relay.ts) starts any intent whose
+// starts the workflow right after (api/invoke/transactional.ts), and the start relay (start-relay.ts) starts any intent whose
 // start is not known to have happened. Both start the same way: workflow id = invocation id,
 // USE_EXISTING (a second start of a running call attaches to it) and REJECT_DUPLICATE (a call
 // whose workflow closed is never run again). A start is bounded (WORKFLOW_START_DEADLINE_MS,

@@ -6,19 +6,12 @@ import { ownBurst } from '../../gateway/ratelimit/index.ts';
 import type { AgentView } from './view.ts';
 import type { PublicInterfaceInput } from './public-interface.ts';
 import { skillsOf } from '../../gateway/a2a/card.ts';
+import { agentStatus } from '../../gateway/agents/status.ts';
 
 /** Where the gateway serves an A2A agent's card (api/proxy/a2a-card.ts) and takes its JSON-RPC calls. */
 export function a2aAgentUrls(base: string, agentId: string): { card: string; rpc: string } {
   const agent = `${base}/v1/proxy/${agentId}`;
   return { card: `${agent}/.well-known/agent-card.json`, rpc: `${agent}/stream` };
-}
-
-export type AgentStatus = 'pending' | 'active' | 'inactive';
-
-/** Status is derived, never stored: deleted → inactive; no upstream → pending; else active. */
-export function agentStatus(agent: Agent): AgentStatus {
-  if (agent.deletedAt) return 'inactive';
-  return agent.upstreamUrl ? 'active' : 'pending';
 }
 
 /** Where a public agent is served, outside /v1 (api/routes/public.ts). */

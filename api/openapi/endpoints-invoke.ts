@@ -1,7 +1,7 @@
 // The two call operations every door of the proxy serves (the token's `/v1/proxy/{id}` and a
 // public agent's `/public/agents/{id}`): a transactional POST answered 202 and a streaming POST
-// answered with the upstream's own status. The routes are the same (api/routes/proxy.ts,
-// api/proxy/stream.ts); a door differs only in its URL, its caller, and what its statuses mean.
+// answered with the upstream's own status. The routes are the same (api/invoke/transactional.ts,
+// api/invoke/streaming.ts); a door differs only in its URL, its caller, and what its statuses mean.
 import type { z } from 'zod';
 import { PaymentChallenge, ProxyHeaders, ProxyPath } from '../proxy/schema.ts';
 import { ErrorBody } from './schemas.ts';

@@ -29,7 +29,7 @@ import { challengeEntries } from '../../gateway/payment/schemes/index.ts';
 import type { PaymentHeaders } from '../../gateway/payment/dialect.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 import type { Challenge, ChallengeEntry } from '../../x402/schemas.ts';
-import { PAYMENT_RESPONSE_HEADER, paymentRequiredHeader } from './dialect.ts';
+import { PAYMENT_RESPONSE_HEADER, paymentRequiredHeader } from './x402-headers.ts';
 import { inAnswerStyle } from '../proxy/mcp.ts';
 import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
 
@@ -126,7 +126,7 @@ async function answering<T>(config: PaymentConfig, call: AnsweredCall, run: () =
 /**
  * The checksummed address of the payer of this call's offered payment, verified against the
  * call's terms, and its nonce; null when the call costs nothing. A public call's caller
- * (api/proxy/public-door.ts), known before policy.
+ * (api/admission/public-door.ts), known before policy.
  */
 export function payerOf(
   deps: AppDeps,

@@ -12,9 +12,9 @@ import { a2aAgentUrls } from '../agents/serialize.ts';
 import { publicBaseUrl } from '../public-url.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
-import type { ProxyServices } from './services.ts';
+import type { ProxyParts } from './pipeline-parts.ts';
 
-export function a2aCardRoute(deps: AppDeps, services: Pick<ProxyServices, 'agents'>) {
+export function a2aCardRoute(deps: AppDeps, services: Pick<ProxyParts, 'agents'>) {
   return async function a2aCard(ctx: Context & { state: AuthState; params: Record<string, string> }): Promise<void> {
     if (!isId('agt', ctx.params.id)) throw notFound();
     const agent = await services.agents.load(ctx.state.caller.tenantId, ctx.params.id);

@@ -5,19 +5,19 @@
 // in-memory catalog (api/discovery/catalog.ts), a page of at most 100 entries.
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { takeTokens } from '../proxy/gate.ts';
-import { bucket } from '../proxy/public-door.ts';
+import { takeTokens } from '../admission/stages/rate-limit.ts';
+import { bucket } from '../admission/public-door.ts';
 import { clientAddress, publicBaseUrl } from '../public-url.ts';
 import { parseQuery } from '../validation.ts';
 import { createCatalog, type CatalogEntry } from '../discovery/catalog.ts';
 import { createToolSchemas } from '../discovery/tool-schemas.ts';
 import { clampDiscoveryLimit, DiscoveryListQuery, DiscoverySearchQuery } from '../discovery/schema.ts';
-import type { ProxyServices } from '../proxy/services.ts';
+import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 
 export function discoveryRoutes(
   deps: AppDeps,
-  services: Pick<ProxyServices, 'limiter' | 'upstream' | 'credentials'>,
+  services: Pick<ProxyParts, 'limiter' | 'upstream' | 'credentials'>,
 ): Router {
   const router = new Router({ prefix: '/discovery' });
   const limits = deps.config.discovery;

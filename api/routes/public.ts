@@ -1,6 +1,6 @@
 // /public: public agents, outside /v1 and without a token (docs/API.md "Selling an agent to any
-// x402 client"). The calls go through the same routes as /v1 (routes/proxy.ts, proxy/stream.ts)
-// at the public door (proxy/public-door.ts); a transactional call is polled with the capability
+// x402 client"). The calls go through the same endpoints as /v1 (api/invoke/transactional.ts,
+// api/invoke/streaming.ts) at the public door (api/admission/public-door.ts); a transactional call is polled with the capability
 // its 202 handed out. A browser gets a static page saying what the agent is and how to pay.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Router from '@koa/router';
@@ -11,14 +11,14 @@ import { isId } from '../../lib/ids.ts';
 import { notFound } from '../errors.ts';
 import { challengeError } from '../payment/stage.ts';
 import { serializeInvocation } from '../proxy/serialize.ts';
-import { streamRoute } from '../proxy/stream.ts';
-import { takeTokens } from '../proxy/gate.ts';
-import { admitUnpaid, clientBucket, publicDoor } from '../proxy/public-door.ts';
+import { streamRoute } from '../invoke/streaming.ts';
+import { takeTokens } from '../admission/stages/rate-limit.ts';
+import { admitUnpaid, clientBucket, publicDoor } from '../admission/public-door.ts';
 import { publicBaseUrl, publicRequestUrl } from '../public-url.ts';
-import { transactionalRoute } from './proxy.ts';
+import { transactionalRoute } from '../invoke/transactional.ts';
 import { publicAgentUrls } from '../agents/serialize.ts';
 import { servedCard } from '../../gateway/a2a/card.ts';
-import type { ProxyServices } from '../proxy/services.ts';
+import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 
 /** USDC has 6 decimals. */
@@ -51,7 +51,7 @@ an x402 client (x402-fetch, @x402/fetch) signs the USDC authorization and sends 
 `;
 }
 
-export function publicRoutes(deps: AppDeps, services: ProxyServices): Router {
+export function publicRoutes(deps: AppDeps, services: ProxyParts): Router {
   const router = new Router({ prefix: '/public' });
   const door = publicDoor(deps, services);
 

@@ -60,7 +60,7 @@ export type AgentRows = {
   load(tenantId: string, id: string): Promise<Agent | null>;
   /**
    * The agent, whatever its tenant, when it is public (not deleted): what the public URLs serve
-   * (api/proxy/public-door.ts); null otherwise. Same cache, so turning `public` off, suspending
+   * (api/admission/public-door.ts); null otherwise. Same cache, so turning `public` off, suspending
    * or deleting the agent closes its URLs on every replica as the change feed delivers it.
    */
   loadPublic(id: string): Promise<Agent | null>;
@@ -77,7 +77,7 @@ async function readAgent(orm: MikroORM, id: string): Promise<Agent | null> {
   return rows[0] ? agentFromRow(rows[0]) : null;
 }
 
-/** Built once per app (api/proxy/services.ts), shared by the gate and the agent lifecycle (gateway/agents/lifecycle.ts). */
+/** Built once per app (api/proxy/pipeline-parts.ts), shared by the gate and the agent lifecycle (gateway/agents/lifecycle.ts). */
 export function createAgentRows(orm: MikroORM, feed: ChangeFeed): AgentRows {
   const cache = createFeedCache<Agent | null>(feed, {
     keyOf: (key) => (key.startsWith('agent:') ? key.slice('agent:'.length) : null),

@@ -23,7 +23,7 @@ export function numbered(sql: string): string {
 
 /**
  * A pool on the ORM's database, closed with the ORM; built once where a process is wired
- * (api/proxy/services.ts for the accept commit, the invocation activities for their load and
+ * (api/proxy/pipeline-parts.ts for the accept commit, the invocation activities for their load and
  * completion).
  */
 export function createStatementPool(orm: MikroORM, applicationName = 'gateway-accept'): StatementPool {

@@ -1,4 +1,4 @@
-// The two x402 dialects a caller may pay in (the door spells their headers, api/payment/dialect.ts):
+// The two x402 dialects a caller may pay in (the door spells their headers, api/payment/x402-headers.ts):
 // - v1: X-PAYMENT in, X-PAYMENT-RESPONSE out, the challenge in the 402's body;
 // - v2: PAYMENT-SIGNATURE in, PAYMENT-RESPONSE out, the challenge in the 402's PAYMENT-REQUIRED
 //   header (every payment 402 carries it; the v1 body is unchanged beside it).

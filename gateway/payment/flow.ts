@@ -148,7 +148,7 @@ async function verifiedOffer(
 /**
  * The payer of this call's offered payment (checksummed), verified against the call's terms, and
  * the nonce (which, with the payer, names the payment); null when the call costs nothing. A
- * public call's caller (api/proxy/public-door.ts), known before policy; the flow then verifies it
+ * public call's caller (api/admission/public-door.ts), known before policy; the flow then verifies it
  * again, records and settles it.
  */
 export async function payerOf(

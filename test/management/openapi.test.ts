@@ -32,7 +32,7 @@ import { openapiRoutes } from '../../api/openapi/routes.ts';
 import type { AppDeps } from '../../api/deps.ts';
 import { createLogger } from '../../lib/log.ts';
 import type { PolicyEngine } from '../../gateway/policy/engine.ts';
-import type { ProxyServices } from '../../api/proxy/services.ts';
+import type { ProxyParts } from '../../api/proxy/pipeline-parts.ts';
 import type { Limiter } from '../../gateway/analytics/limiter.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -290,13 +290,13 @@ describe('OpenAPI document and reference page', () => {
       ['', healthRoutes(deps, none)],
       ['', openapiRoutes({ rps: 1, burst: 1 })],
       ['', jwksRoutes(deps)],
-      ['', publicRoutes(deps, none as ProxyServices)],
-      ['', discoveryRoutes(deps, none as ProxyServices)],
+      ['', publicRoutes(deps, none as ProxyParts)],
+      ['', discoveryRoutes(deps, none as ProxyParts)],
       ...[
         agentRoutes(deps, createAgentRows(deps.orm, stack().feed), none),
         credentialRoutes(deps),
         settlementRoutes(deps),
-        proxyRoutes(deps, none as ProxyServices),
+        proxyRoutes(deps, none as ProxyParts),
         policyRoutes(deps, none as PolicyEngine),
         analyticsRoutes(deps, none as Limiter),
         receiptRoutes(deps),

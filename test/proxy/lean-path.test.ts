@@ -1,4 +1,4 @@
-// The lean path (api/proxy/lean.ts) runs every stage of the gate. The calls below go to an app
+// The invoke fast path (api/invoke/fast-path.ts) runs every stage of the gate. The calls below go to an app
 // made of the lean handler alone, with a tripwire behind it: a request that reached the general
 // stack would be answered 599, so every answer here is the lean path's own. Each stage is shown
 // on both invoke endpoints: authentication, admission (404, 422, 400), the agent's and the
@@ -17,8 +17,8 @@ import { call, callAt } from '../support/http.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { createAgent, proxyAppDeps, waitForRow } from '../support/proxy-helpers.ts';
 import { waitFor } from '../support/wait.ts';
-import { createProxyServices, type ProxyServices } from '../../api/proxy/services.ts';
-import { leanProxy } from '../../api/proxy/lean.ts';
+import { createProxyParts, type ProxyParts } from '../../api/proxy/pipeline-parts.ts';
+import { invokeFastPath } from '../../api/invoke/fast-path.ts';
 import { createVerifier } from '../../api/auth.ts';
 import { observeRequests } from '../../lib/observability/http.ts';
 import type { GatewayConfig } from '../../gateway/config.ts';
@@ -28,11 +28,11 @@ const TRIPWIRE = 599;
 /** The lean handler alone, then a tripwire: nothing may reach the general stack. */
 async function startLeanOnly(configPatch: Partial<GatewayConfig> = {}) {
   const deps = proxyAppDeps(configPatch);
-  const services: ProxyServices = createProxyServices(deps);
+  const services: ProxyParts = createProxyParts(deps);
   const app = new Koa();
   app.silent = true;
   app.use(
-    leanProxy(deps, services, {
+    invokeFastPath(deps, services, {
       verify: createVerifier(deps.config.auth),
       observe: observeRequests('test', deps.log),
     }),

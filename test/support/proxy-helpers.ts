@@ -21,8 +21,8 @@ import { errorMapper } from '../../api/errors.ts';
 import { createVerifier, requireAuth, type AuthState } from '../../api/auth.ts';
 import { createLogger } from '../../lib/log.ts';
 import { proxyRoutes } from '../../api/routes/proxy.ts';
-import { createProxyServices, type ProxyServices } from '../../api/proxy/services.ts';
-import { leanProxy } from '../../api/proxy/lean.ts';
+import { createProxyParts, type ProxyParts } from '../../api/proxy/pipeline-parts.ts';
+import { invokeFastPath } from '../../api/invoke/fast-path.ts';
 import { observeRequests } from '../../lib/observability/http.ts';
 import type { AppDeps } from '../../api/deps.ts';
 import type { GatewayConfig } from '../../gateway/config.ts';
@@ -157,18 +157,18 @@ export function proxyAppDeps(configPatch: Partial<GatewayConfig> = {}): AppDeps 
  * A gateway app of the proxy routes alone, on the stack's database, Temporal and auth, with
  * its own configuration and services: what the SSRF and rate-limit tests need to run under
  * an empty allow-list, a rebinding resolver or a shared Redis limiter. The invoke endpoints
- * take the lean path, as in the API (api/proxy/lean.ts); the poll goes through the router.
+ * take the invoke fast path, as in the API (api/invoke/fast-path.ts); the poll goes through the router.
  */
 export async function startProxyApp(
   configPatch: Partial<GatewayConfig> = {},
-  overrides: Partial<ProxyServices> = {},
-): Promise<{ url: string; services: ProxyServices; close(): Promise<void> }> {
+  overrides: Partial<ProxyParts> = {},
+): Promise<{ url: string; services: ProxyParts; close(): Promise<void> }> {
   const deps = proxyAppDeps(configPatch);
-  const services = createProxyServices(deps, overrides);
+  const services = createProxyParts(deps, overrides);
   const app = new Koa();
   app.silent = true;
   const verify = createVerifier(deps.config.auth);
-  app.use(leanProxy(deps, services, { verify, observe: observeRequests('test', deps.log) }));
+  app.use(invokeFastPath(deps, services, { verify, observe: observeRequests('test', deps.log) }));
   app.use(errorMapper(deps.log));
   const v1 = new Router<AuthState>({ prefix: '/v1' });
   v1.use(requireAuth(verify));

@@ -14,9 +14,9 @@ import { insertBindingPayment } from '../../gateway/payment/binding.ts';
 import { recordUpstreamOutcome } from '../../gateway/metrics.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import { stillSettling, withPaymentRequired } from '../payment/stage.ts';
-import { digestOfEmitted, digestingBody, type BodyDigest } from './digest.ts';
-import { recordedCallFields, type ProxyCall } from './call.ts';
-import type { ProxyServices } from './services.ts';
+import { digestOfEmitted, digestingBody, type BodyDigest } from '../proxy/digest.ts';
+import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
+import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 
 export type Outcome = Omit<Completion, 'id'>;
@@ -62,7 +62,7 @@ export function failedBeforeUpstream(errorClass: ErrorClass): Outcome {
   };
 }
 
-export function streamRecord(deps: AppDeps, services: ProxyServices, call: ProxyCall): StreamRecord {
+export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCall): StreamRecord {
   const row = startedRow(call);
   const receipts = call.agent.emitReceipts;
   let request: BodyDigest | null = null;
@@ -122,7 +122,7 @@ export function streamRecord(deps: AppDeps, services: ProxyServices, call: Proxy
  */
 export async function bindPayment(
   deps: AppDeps,
-  services: ProxyServices,
+  services: ProxyParts,
   call: ProxyCall,
   row: StartedRow,
 ): Promise<void> {

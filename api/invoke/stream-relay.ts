@@ -12,13 +12,13 @@ import type { Context } from 'koa';
 import { ApiError } from '../errors.ts';
 import { forwardableResponseHeaders } from '../../gateway/upstream/headers.ts';
 import { brokenBodyClass, classifyError, type ErrorClass } from '../../gateway/upstream/errors.ts';
-import { coarseMessage, statusForClass } from './upstream-failure.ts';
+import { coarseMessage, statusForClass } from '../proxy/upstream-failure.ts';
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import { answeredOutcome } from '../../gateway/invocations/outcome.ts';
-import { mcpReceiptInjector } from './mcp.ts';
-import { a2aReceiptInjector } from './a2a.ts';
+import { mcpReceiptInjector } from '../proxy/mcp.ts';
+import { a2aReceiptInjector } from '../proxy/a2a.ts';
 import { failedBeforeUpstream, type Outcome, type StreamRecord } from './stream-record.ts';
-import type { ProxyCall } from './call.ts';
+import type { ProxyCall } from '../proxy/call.ts';
 
 type PipeEnd = { by: 'done' } | { by: 'caller' } | { by: 'upstream'; err: unknown };
 

@@ -29,7 +29,7 @@ import { createPaymentTasks, type PaymentTasks } from '../../gateway/a2a/payment
 /** Workflow starts in flight at once per process (a start takes a few ms on a healthy server). */
 const STARTS_IN_FLIGHT = 32;
 
-export type ProxyServices = {
+export type ProxyParts = {
   upstream: UpstreamClient;
   limiter: RateLimiter;
   bodies: BodyStore;
@@ -64,7 +64,7 @@ export type ProxyServices = {
   a2aPaymentTasks: PaymentTasks;
 };
 
-export function createProxyServices(deps: AppDeps, overrides: Partial<ProxyServices> = {}): ProxyServices {
+export function createProxyParts(deps: AppDeps, overrides: Partial<ProxyParts> = {}): ProxyParts {
   return {
     upstream:
       overrides.upstream ??

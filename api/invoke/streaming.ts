@@ -1,24 +1,24 @@
-// POST /v1/proxy/{id}/stream (and a public agent's /stream): the same gate as the transactional
-// endpoint, then one undici request with the caller's body piped up and the upstream's answer
-// piped down as bytes arrive (backpressure both ways, so memory does not grow with body size).
-// The route reads the request and passes the gate (stream-admit.ts), records the call beside it
-// (stream-record.ts), calls the upstream and writes its answer (stream-relay.ts).
-// X-Gateway-Invocation-ID, X-Request-ID, the policy warning and a payment's receipt are set
-// before any upstream byte is written.
+// POST /v1/proxy/{id}/stream (and a public agent's /stream): admitted like the transactional
+// endpoint (api/admission/admit.ts), then one undici request with the caller's body piped up and
+// the upstream's answer piped down as bytes arrive (backpressure both ways, so memory does not
+// grow with body size). The call is recorded beside it (stream-record.ts) and its answer written
+// by stream-relay.ts. X-Gateway-Invocation-ID, X-Request-ID, the policy warning and a payment's
+// receipt are set before any upstream byte is written.
 import type { Readable } from 'node:stream';
 import { ApiError } from '../errors.ts';
-import { forwardedHeadersOf } from './a2a-x402.ts';
-import { coarseMessage } from './upstream-failure.ts';
+import { forwardedHeadersOf } from '../proxy/a2a-x402.ts';
+import { coarseMessage } from '../proxy/upstream-failure.ts';
 import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
-import type { Door, GateCtx } from './gate.ts';
-import type { ProxyCall } from './call.ts';
-import { PAYMENT_RESPONSE_HEADER } from '../payment/dialect.ts';
-import type { ProxyServices } from './services.ts';
+import type { CallCtx, Door } from '../admission/door.ts';
+import type { ProxyCall } from '../proxy/call.ts';
+import { PAYMENT_RESPONSE_HEADER } from '../payment/x402-headers.ts';
+import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
-import { admitStream } from './stream-admit.ts';
+import { admit } from '../admission/admit.ts';
+import { STREAMING } from '../admission/endpoint.ts';
 import { bindPayment, failedBeforeUpstream, streamRecord } from './stream-record.ts';
 import { answerUnreached, relay, watchHangup } from './stream-relay.ts';
-import { a2aAnswerTap, a2aAnswered } from './a2a.ts';
+import { a2aAnswerTap, a2aAnswered } from '../proxy/a2a.ts';
 
 /**
  * The gateway's own response headers, set now so that every answer carries them. The receipt
@@ -35,7 +35,7 @@ function gatewayHeadersOf(call: ProxyCall): Record<string, string> {
 }
 
 function upstreamHeaders(
-  ctx: GateCtx,
+  ctx: CallCtx,
   call: ProxyCall,
   credentialHeaders: Record<string, string>,
   body: Buffer | Readable,
@@ -54,15 +54,21 @@ function upstreamHeaders(
   return headers;
 }
 
-/** POST of a streaming call, at either door (gate.ts Door). */
-export function streamRoute(deps: AppDeps, services: ProxyServices, door: Door) {
-  return async function stream(ctx: GateCtx): Promise<void> {
-    const { call, body: received, declaredLength, credentialHeaders } = await admitStream(ctx, deps, services, door);
+/** POST of a streaming call, at either door (api/admission/door.ts). */
+export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
+  return async function stream(ctx: CallCtx): Promise<void> {
+    const {
+      call,
+      body: received,
+      declaredLength,
+      credentialHeaders,
+    } = await admit(ctx, deps, services, door, STREAMING);
     const gatewayHeaders = gatewayHeadersOf(call);
     ctx.set(gatewayHeaders);
     const record = streamRecord(deps, services, call);
 
-    if (credentialHeaders === null) {
+    // STREAMING.credential is `resolve`: null when a free call's could not be.
+    if (!credentialHeaders) {
       await record.complete(failedBeforeUpstream('credential'));
       throw new ApiError(502, coarseMessage('credential'));
     }

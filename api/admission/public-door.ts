@@ -24,12 +24,14 @@ import { challengeError, payerOf, precheckOffer } from '../payment/stage.ts';
 import { a2aPaymentDeclined, a2aPaymentRequired } from '../payment/a2a-transport.ts';
 import { isCharged } from '../../gateway/payment/pricing.ts';
 import { offeredPayment } from '../../gateway/payment/dialect.ts';
-import { paymentHeadersOf } from '../payment/dialect.ts';
+import { paymentHeadersOf } from '../payment/x402-headers.ts';
 import { clientAddress, publicRequestUrl } from '../public-url.ts';
-import { admitAgent, takeTokens, type Door, type GateCtx } from './gate.ts';
+import { admitAgent } from './stages/agent.ts';
+import { takeTokens } from './stages/rate-limit.ts';
+import type { CallCtx, Door } from './door.ts';
 import type { Agent } from '../../gateway/db/entities.ts';
 import type { AppDeps } from '../deps.ts';
-import type { ProxyServices } from './services.ts';
+import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 
 /** A bucket's depth: two seconds of its rate. */
 export const bucket = (key: string, rate: number): Bucket => ({ key, rate, burst: Math.max(1, Math.ceil(rate * 2)) });
@@ -55,7 +57,7 @@ const challengeBuckets = (ctx: Context, deps: AppDeps, agent: Pick<Agent, 'tenan
 ];
 
 /** The public agent the URL names, or 404 (absent, not public, deleted, pending or suspended). */
-function admitPublicAgent(ctx: GateCtx, deps: AppDeps, services: Pick<ProxyServices, 'agents'>) {
+function admitPublicAgent(ctx: CallCtx, deps: AppDeps, services: Pick<ProxyParts, 'agents'>) {
   return admitAgent(ctx, deps, (id) => services.agents.loadPublic(id), notFound);
 }
 
@@ -64,7 +66,7 @@ function admitPublicAgent(ctx: GateCtx, deps: AppDeps, services: Pick<ProxyServi
  * ids is refused before it costs reads, then the agent, then its tenant's challenge bucket.
  * Returns the give-back of both tokens with the agent.
  */
-export async function admitUnpaid(ctx: GateCtx, deps: AppDeps, services: Pick<ProxyServices, 'agents' | 'limiter'>) {
+export async function admitUnpaid(ctx: CallCtx, deps: AppDeps, services: Pick<ProxyParts, 'agents' | 'limiter'>) {
   const client = await takeTokens(services.limiter, [clientBucket(ctx, deps, 'challenge')]);
   const admitted = await admitPublicAgent(ctx, deps, services);
   const tenant = await takeTokens(services.limiter, [tenantBucket(deps, admitted.agent)]);
@@ -80,7 +82,7 @@ const priceKnownBeforeBody = (agent: Agent) =>
 
 export function publicDoor(
   deps: AppDeps,
-  services: Pick<ProxyServices, 'agents' | 'limiter' | 'payment' | 'a2aPaymentTasks'>,
+  services: Pick<ProxyParts, 'agents' | 'limiter' | 'payment' | 'a2aPaymentTasks'>,
 ): Door {
   return {
     issuesPollKeys: true,

@@ -7,19 +7,19 @@
 //   this process and, with REDIS_URL, of every replica and worker
 //   (gateway/upstream/open-circuits.ts): 503 `upstream unavailable` with Retry-After, the
 //   seconds until the circuit may half-open (1..60).
-import { ApiError } from '../errors.ts';
-import { coarseMessage } from './upstream-failure.ts';
-import { circuitKey } from '../../gateway/upstream/open-circuits.ts';
-import { isAllowedUpstream } from '../../gateway/upstream/ssrf.ts';
-import { retryAfterSeconds } from '../../gateway/ratelimit/index.ts';
-import type { ProxyCall } from './call.ts';
-import { isCharged } from '../../gateway/payment/pricing.ts';
-import type { ProxyServices } from './services.ts';
-import type { AppDeps } from '../deps.ts';
+import { ApiError } from '../../errors.ts';
+import { coarseMessage } from '../../proxy/upstream-failure.ts';
+import { circuitKey } from '../../../gateway/upstream/open-circuits.ts';
+import { isAllowedUpstream } from '../../../gateway/upstream/ssrf.ts';
+import { retryAfterSeconds } from '../../../gateway/ratelimit/index.ts';
+import type { ProxyCall } from '../../proxy/call.ts';
+import { isCharged } from '../../../gateway/payment/pricing.ts';
+import type { ProxyParts } from '../../proxy/pipeline-parts.ts';
+import type { AppDeps } from '../../deps.ts';
 
-export async function refuseKnownFailure(
+export async function refuseKnownUpstreamFailure(
   deps: AppDeps,
-  upstream: ProxyServices['upstream'],
+  upstream: ProxyParts['upstream'],
   call: ProxyCall,
 ): Promise<void> {
   const url = call.agent.upstreamUrl;

@@ -1,0 +1,97 @@
+// Admission: the one ordered path every proxied call passes, both endpoints (endpoint.ts), both
+// doors (door.ts) and every transport (HTTP, MCP, A2A), before anything is forwarded. In the v1
+// contract's order:
+//   agent (404, 422) → rate limit (429)   the door's: token-door.ts, public-door.ts
+//   → body (413) → parse (400)             a cheap refusal gives its tokens back (refund.ts)
+//   → the call's facts and price
+//   → identify                            the public door: the payer becomes the caller
+//   → A2A task binding (404) → policy (403)
+//   → known upstream failure (502, 503)   a priced call its upstream is known to fail
+//   → the endpoint's pre-payment needs    a start-backlog place (503), the credential (502)
+//   → payment (402)
+// A call denied by policy is never told to pay; nothing the gateway could still refuse comes
+// after the payment, so a payer is never charged for a call it then refuses.
+import type { Readable } from 'node:stream';
+import { ApiError } from '../errors.ts';
+import { checkTaskBinding } from '../proxy/a2a.ts';
+import { policyStage } from '../policy/stage.ts';
+import { paymentStage } from '../payment/stage.ts';
+import { paymentHeadersOf } from '../payment/x402-headers.ts';
+import { receiveBody } from './stages/body.ts';
+import { parseBody } from './stages/parse.ts';
+import { callFacts } from './stages/facts.ts';
+import { refuseKnownUpstreamFailure } from './stages/known-upstream-failure.ts';
+import { reserveBacklogPlace } from './stages/backlog-place.ts';
+import { credentialStage } from './stages/credential.ts';
+import type { CallCtx, Door } from './door.ts';
+import type { Endpoint } from './endpoint.ts';
+import type { ProxyCall } from '../proxy/call.ts';
+import type { BacklogPlace } from '../proxy/start-backlog.ts';
+import type { ProxyParts } from '../proxy/pipeline-parts.ts';
+import type { AppDeps } from '../deps.ts';
+
+export type Admission = {
+  /** The call, its policy warning and payment filled in. */
+  call: ProxyCall;
+  /** The body to send up: the bytes when read or already here, else the request stream. */
+  body: Buffer | Readable;
+  /** The caller's Content-Length (streaming endpoint). */
+  declaredLength: number | null;
+  /** The start-backlog place, when the endpoint needs one: the endpoint's to bind or release from here on. */
+  place: BacklogPlace | null;
+  /** The credential headers (`resolve`; null when a free call's could not be resolved); undefined for `check-if-charged`. */
+  credentialHeaders: Record<string, string> | null | undefined;
+};
+
+type AdmissionParts = Pick<
+  ProxyParts,
+  | 'agents'
+  | 'limiter'
+  | 'bodyBudget'
+  | 'a2aPaymentTasks'
+  | 'a2aTasks'
+  | 'policy'
+  | 'upstream'
+  | 'startBacklog'
+  | 'credentials'
+  | 'payment'
+>;
+
+export async function admit(
+  ctx: CallCtx,
+  deps: AppDeps,
+  parts: AdmissionParts,
+  door: Door,
+  endpoint: Endpoint,
+): Promise<Admission> {
+  const admitted = await door.admit(ctx);
+  const received = await receiveBody(ctx, deps, parts, admitted, endpoint);
+  const parsed = await parseBody(ctx, parts, door, admitted, endpoint.mode, received.body);
+  const body = parsed.forwardBody ?? received.body;
+  const call = callFacts(ctx, deps, admitted, endpoint, received, parsed, body);
+  ctx.state.call = call;
+
+  await admitted.identify?.(call);
+  // An A2A call about a task: only the caller side the task is bound to, once it is known.
+  await checkTaskBinding(parts.a2aTasks, call);
+  const policy = await policyStage(parts.policy, call);
+  if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
+  if (policy.action === 'warn') call.policyWarning = policy.reason;
+  await refuseKnownUpstreamFailure(deps, parts.upstream, call);
+
+  const place = endpoint.needsBacklogPlace ? reserveBacklogPlace(parts, call) : null;
+  try {
+    const credentialHeaders = await credentialStage(parts, call, endpoint.credential);
+    call.payment = await paymentStage(
+      deps,
+      parts.payment,
+      call,
+      paymentHeadersOf((name) => ctx.get(name)),
+    );
+    if (call.payment) await admitted.settled?.();
+    return { call, body, declaredLength: received.declaredLength, place, credentialHeaders };
+  } catch (err) {
+    place?.release();
+    throw err;
+  }
+}
