@@ -9,6 +9,7 @@
 //   gives no reading: whoever forwards a tokens-metered call asks for `accept-encoding: identity`.
 // Memory is bounded by `maxBytes`, whatever the upstream sends.
 import type { Meter } from './meter.ts';
+import { BoundedBytes } from './bytes.ts';
 import { holdsUsageObject, SseUsageEvents } from './sse.ts';
 import { UsageTracker } from './usage.ts';
 
@@ -106,10 +107,8 @@ function tokensReader(maxBytes: number): MeterReader {
   };
   let kind: BodyKind = 'unread';
   let events: SseUsageEvents | undefined;
-  // A JSON answer: its chunks while they fit, else nothing (`tooLarge`).
-  let parts: Buffer[] = [];
-  let size = 0;
-  let tooLarge = false;
+  // A JSON answer, while it fits.
+  const json = new BoundedBytes(maxBytes);
   return {
     onHeaders(headers) {
       kind = bodyKindOf(headers);
@@ -117,21 +116,15 @@ function tokensReader(maxBytes: number): MeterReader {
     },
     onChunk(chunk) {
       if (kind === 'sse') events?.push(bytesOf(chunk));
-      else if (kind === 'json' && !tooLarge) {
-        size += chunk.byteLength;
-        if (size > maxBytes) {
-          tooLarge = true;
-          parts = [];
-        } else parts.push(Buffer.from(chunk));
-      }
+      else if (kind === 'json') json.append(chunk);
     },
     onEnd() {
       if (kind === 'sse') events?.end();
-      else if (kind === 'json' && !tooLarge) {
-        let body = Buffer.concat(parts);
-        parts = [];
+      else if (kind === 'json' && !json.over) {
+        let body = json.view();
         if (body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf) body = body.subarray(3);
         if (holdsUsageObject(body)) see(body.toString('utf8'));
+        json.reset();
       }
     },
     reading() {

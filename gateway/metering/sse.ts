@@ -1,7 +1,8 @@
 // Server-sent events read from bytes as they pass, for the ones that may report usage. It runs
 // on the streaming hot path, so it is linear in the bytes and bounded in memory:
 // - each byte is looked at a constant number of times (line ends are found with indexOf, each
-//   search resumed past the last end found; a line that spans chunks is joined once);
+//   search resumed past the last end found; a line that spans chunks and an event's data lines
+//   are gathered in a buffer that grows by doubling, ./bytes.ts);
 // - only what an unfinished line or event needs is kept, at most `maxBytes` of each: a longer
 //   line is dropped as it arrives and spoils only its own event;
 // - an event is decoded and parsed only when one of its `data:` lines holds `"usage"` followed
@@ -9,12 +10,14 @@
 // Lines end in CRLF, LF or CR, a leading BOM is dropped, and an event's data lines are joined by
 // LF (the SSE specification, WHATWG HTML §9.2.6). Bytes, not text: a line end byte never occurs
 // inside a UTF-8 sequence, so a chunk split inside one needs nothing special.
+import { BoundedBytes } from './bytes.ts';
 
 const CR = 0x0d;
 const LF = 0x0a;
 const SPACE = 0x20;
 const USAGE_KEY = Buffer.from('"usage"');
 const NEWLINE = Buffer.from('\n');
+const EMPTY = Buffer.alloc(0);
 
 function isWhitespace(byte: number | undefined): boolean {
   return byte === SPACE || byte === 0x09 || byte === LF || byte === CR;
@@ -46,25 +49,22 @@ function dataValue(line: Buffer): Buffer | null {
 }
 
 export class SseUsageEvents {
-  // The line still arriving (parts of earlier chunks, copied), and whether it outgrew the bound.
-  private lineParts: Buffer[] = [];
-  private lineBytes = 0;
-  private lineTooLong = false;
+  /** The line still arriving, copied from the chunks it came in. */
+  private readonly line: BoundedBytes;
   /** The last chunk ended in CR: an LF first in the next belongs to that line end. */
   private afterCR = false;
   private firstLine = true;
-  // The event still arriving: its data lines; from `borrowed` on they are views of the current chunk.
-  private data: Buffer[] = [];
-  private dataBytes = 0;
-  private borrowed = 0;
+  /** The event still arriving: its data lines, joined by LF. */
+  private readonly data: BoundedBytes;
+  private dataLines = 0;
+  /** A line of the event was too long to keep: the event cannot be read whole. */
   private spoiled = false;
   private mayHoldUsage = false;
-
-  private readonly maxBytes: number;
   private readonly onEvent: (data: string) => void;
 
   constructor(maxBytes: number, onEvent: (data: string) => void) {
-    this.maxBytes = maxBytes;
+    this.line = new BoundedBytes(maxBytes);
+    this.data = new BoundedBytes(maxBytes);
     this.onEvent = onEvent;
   }
 
@@ -75,7 +75,6 @@ export class SseUsageEvents {
       this.afterCR = false;
       if (chunk[0] === LF) i = 1;
     }
-    this.borrowed = this.data.length;
     let start = i;
     let cr = chunk.indexOf(CR, i);
     let lf = chunk.indexOf(LF, i);
@@ -84,48 +83,33 @@ export class SseUsageEvents {
       if (lf !== -1 && lf < i) lf = chunk.indexOf(LF, i);
       const end = cr === -1 ? lf : lf === -1 ? cr : Math.min(cr, lf);
       if (end === -1) break;
-      this.endLine(chunk, start, end);
+      this.endLine(chunk.subarray(start, end));
       if (chunk[end] === CR && end + 1 === n) this.afterCR = true;
       i = chunk[end] === CR && chunk[end + 1] === LF ? end + 2 : end + 1;
       start = i;
     }
-    if (start < n) this.holdLinePart(chunk.subarray(start));
-    // Nothing kept may point into the caller's chunk once this returns.
-    for (let k = this.borrowed; k < this.data.length; k++) this.data[k] = Buffer.from(this.data[k]);
-    this.borrowed = this.data.length;
+    if (start < n) this.line.append(chunk.subarray(start));
   }
 
   /** The body ended: a last line or event without its line end is read as if it had one. */
   end(): void {
-    if (this.lineBytes > 0 || this.lineTooLong) this.endLine(Buffer.alloc(0), 0, 0);
+    if (this.line.length > 0 || this.line.over) this.endLine(EMPTY);
     this.dispatch();
   }
 
-  private holdLinePart(part: Buffer): void {
-    if (this.lineTooLong) return;
-    if (this.lineBytes + part.length > this.maxBytes) {
-      this.lineTooLong = true;
-      this.lineParts = [];
-      return;
+  /** A line ends with these bytes (the rest of it, if any, held in `line`). */
+  private endLine(tail: Buffer): void {
+    let whole: Buffer | null = tail;
+    if (this.line.length > 0 || this.line.over) {
+      this.line.append(tail);
+      whole = this.line.over ? null : this.line.view();
     }
-    this.lineParts.push(Buffer.from(part));
-    this.lineBytes += part.length;
-  }
-
-  private endLine(chunk: Buffer, start: number, end: number): void {
-    let line: Buffer | null;
-    if (this.lineTooLong || this.lineBytes + (end - start) > this.maxBytes) line = null;
-    else if (this.lineParts.length === 0) line = chunk.subarray(start, end);
-    else line = Buffer.concat([...this.lineParts, chunk.subarray(start, end)]);
-    this.lineParts = [];
-    this.lineBytes = 0;
-    this.lineTooLong = false;
-    this.takeLine(line);
+    this.takeLine(whole);
+    this.line.reset();
   }
 
   private takeLine(line: Buffer | null): void {
     if (line === null) {
-      // Too long to keep: whatever it was, its event can no longer be read whole.
       this.spoiled = true;
       return;
     }
@@ -139,26 +123,19 @@ export class SseUsageEvents {
     }
     const value = dataValue(line);
     if (value === null || this.spoiled) return;
-    const joined = this.dataBytes + value.length + (this.data.length > 0 ? 1 : 0);
-    if (joined > this.maxBytes) {
-      this.spoiled = true;
-      this.data = [];
-      return;
-    }
-    this.data.push(value);
-    this.dataBytes = joined;
-    if (!this.mayHoldUsage && holdsUsageObject(value)) this.mayHoldUsage = true;
+    if (this.dataLines++ > 0) this.data.append(NEWLINE);
+    this.data.append(value);
+    if (this.data.over) this.spoiled = true;
+    else if (!this.mayHoldUsage && holdsUsageObject(value)) this.mayHoldUsage = true;
   }
 
   private dispatch(): void {
-    const { data, mayHoldUsage, spoiled } = this;
-    this.data = [];
-    this.dataBytes = 0;
-    this.borrowed = 0;
+    const read = this.mayHoldUsage && !this.spoiled && this.dataLines > 0;
+    const text = read ? this.data.view().toString('utf8') : '';
+    this.data.reset();
+    this.dataLines = 0;
     this.spoiled = false;
     this.mayHoldUsage = false;
-    if (!mayHoldUsage || spoiled || data.length === 0) return;
-    const parts = data.length === 1 ? data : data.flatMap((d, k) => (k === 0 ? [d] : [NEWLINE, d]));
-    this.onEvent(Buffer.concat(parts).toString('utf8'));
+    if (read) this.onEvent(text);
   }
 }
