@@ -3,11 +3,14 @@
 // the MCP example has an agent to call under `npm start` (docs/API.md, "Invocations"). Under /a2a
 // it is an A2A agent (JSON-RPC, A2A 1.0 and 0.3, its card at /.well-known/agent-card.json, one
 // skill `echo` whose task completes with `echo: TEXT`), for the A2A example (docs/API.md, "A2A agents").
+// At /v1/chat/completions it answers as OpenAI's Chat Completions do, JSON or streamed, with the
+// token usage and its price in a header: an agent to meter (scripts/lib/demo-chat.ts).
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { AgentCard, Task, TaskStatusUpdateEvent } from '@a2a-js/sdk';
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore, type AgentExecutor } from '@a2a-js/sdk/server';
 import { serveA2a } from './lib/a2a-http.ts';
+import { serveChatCompletions } from './lib/demo-chat.ts';
 import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -89,6 +92,10 @@ createServer((req, res) => {
         if (!res.headersSent) res.writeHead(500);
         res.end();
       });
+      return;
+    }
+    if (path === '/v1/chat/completions') {
+      serveChatCompletions(req, res, body);
       return;
     }
     if (path === '/mcp') {

@@ -1,0 +1,163 @@
+// What a metered (x402 `upto`) agent's meter is, and which pricing objects may carry one. The
+// payer signs a maximum (the pricing's `amount`); after the call the gateway charges what the
+// meter measured, never more than that maximum (./charge.ts). Two meters:
+// - `header`: the upstream states the call's charge, in the asset's smallest unit, in a response
+//   header it names (any protocol);
+// - `tokens`: the charge is computed from the token usage the answer reports (OpenAI Chat
+//   Completions and Responses, Anthropic Messages; JSON or SSE: ./usage.ts), at a price per
+//   thousand input and output tokens.
+// The schema checks each field; meteredPricingError checks how scheme, meter and protocol go
+// together, which a schema of the pricing object alone cannot see on a PATCH.
+import { z } from 'zod';
+
+const UINT256_MAX = (1n << 256n) - 1n;
+
+/** RFC 9110 §5.6.2 token: the characters a field name may hold. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const HEADER_NAME_MAX = 128;
+
+/**
+ * Headers that cannot name a charge: hop-by-hop ones (RFC 9110 §7.6.1), which a proxy between
+ * the upstream and the gateway may drop or rewrite; the gateway's and x402's own; and integers
+ * with another meaning (a body length read as a price would charge by the byte).
+ */
+const FORBIDDEN_HEADERS = new Set([
+  'connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'content-length',
+  'age',
+  'retry-after',
+  'set-cookie',
+  'x-request-id',
+  'x-payment',
+  'x-payment-response',
+  'payment-required',
+  'payment-response',
+  'payment-signature',
+]);
+const FORBIDDEN_PREFIXES = ['proxy-', 'x-gateway-'];
+
+/** Why a header name cannot carry a charge, or undefined when it can. */
+function headerNameProblem(name: string): string | undefined {
+  if (name.length === 0 || name.length > HEADER_NAME_MAX || !TOKEN.test(name))
+    return `pricing.meter.header must be a header name (RFC 9110 token characters, at most ${HEADER_NAME_MAX})`;
+  const lower = name.toLowerCase();
+  if (FORBIDDEN_HEADERS.has(lower) || FORBIDDEN_PREFIXES.some((p) => lower.startsWith(p)))
+    return 'pricing.meter.header cannot be a hop-by-hop, payment, gateway or length header';
+  return undefined;
+}
+
+// The refinements run after a failed regex too (zod reports every check), so they must not throw.
+const isUint256 = (value: string) => /^(0|[1-9][0-9]{0,77})$/.test(value) && BigInt(value) <= UINT256_MAX;
+const isZero = (value: string) => value === '0';
+const perThousand = (field: string) =>
+  z
+    .string({ error: `pricing.meter.${field} must be a decimal integer string` })
+    .refine(isUint256, `pricing.meter.${field} must be a decimal integer string (uint256) in the smallest unit`)
+    .meta({
+      description: `Price of 1000 ${field.startsWith('input') ? 'input' : 'output'} tokens in the asset's smallest unit (uint256, decimal).`,
+      example: '1000',
+    });
+
+const HeaderMeter = z
+  .strictObject({
+    kind: z.literal('header'),
+    header: z
+      .string({ error: 'pricing.meter.header must be a header name' })
+      .superRefine((name, ctx) => {
+        const problem = headerNameProblem(name);
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      })
+      .meta({
+        description:
+          "The response header in which the upstream states the call's charge, a decimal integer in the asset's smallest unit. Not hop-by-hop, payment, gateway (X-Gateway-*) or Content-Length.",
+        example: 'X-Usage-Cost',
+      }),
+  })
+  .meta({ id: 'HeaderMeter' });
+
+const TokensMeter = z
+  .strictObject({
+    kind: z.literal('tokens'),
+    input_per_1k: perThousand('input_per_1k'),
+    output_per_1k: perThousand('output_per_1k'),
+  })
+  .refine((m) => !(isZero(m.input_per_1k) && isZero(m.output_per_1k)), {
+    message: 'pricing.meter: input_per_1k and output_per_1k cannot both be 0',
+  })
+  .meta({
+    id: 'TokensMeter',
+    description:
+      'Charge = ceil((input tokens × input_per_1k + output tokens × output_per_1k) / 1000), from the usage the answer reports. input_per_1k and output_per_1k cannot both be 0.',
+  });
+
+export const Meter = z
+  .discriminatedUnion('kind', [HeaderMeter, TokensMeter], {
+    error: 'pricing.meter.kind must be header or tokens',
+  })
+  .meta({ id: 'Meter', description: 'What measures the actual charge of an `upto` call.' });
+export type Meter = z.infer<typeof Meter>;
+
+export const PricingScheme = z.enum(['exact', 'upto'], { error: 'pricing.scheme must be exact or upto' }).meta({
+  description:
+    '`exact` (default): the call costs `amount`. `upto`: the payer signs `amount` as a maximum and is charged what `meter` measures, at most that.',
+});
+export type PricingScheme = z.infer<typeof PricingScheme>;
+
+/**
+ * The two pricing fields, to spread into the pricing object's schema. Their combination is
+ * checked by refineMeteredPricing (or meteredPricingError on the agent a PATCH leaves).
+ */
+export const meteredPricingFields = {
+  scheme: PricingScheme.optional(),
+  meter: Meter.optional().meta({ description: 'Required with scheme upto; refused otherwise.' }),
+};
+
+/** What meteredPricingError needs of a pricing object (stored or as sent, before any schema). */
+export type MeteredPricingState = { scheme?: unknown; meter?: unknown };
+export type MeteredPricingProblem = { field: string; message: string };
+
+/**
+ * The first problem with a pricing object's scheme and meter, named by its field
+ * (`pricing.scheme`, `pricing.meter`, `pricing.meter.header`, …), or undefined. With the agent's
+ * protocol, a tokens meter is refused on MCP and A2A agents, whose answers carry no token usage
+ * in a shape the meter reads.
+ */
+export function meteredPricingError(
+  pricing: MeteredPricingState,
+  protocol?: 'http' | 'mcp' | 'a2a',
+): MeteredPricingProblem | undefined {
+  const scheme = pricing.scheme ?? 'exact';
+  if (scheme !== 'exact' && scheme !== 'upto')
+    return { field: 'pricing.scheme', message: 'pricing.scheme must be exact or upto' };
+  if (scheme !== 'upto')
+    return pricing.meter === undefined
+      ? undefined
+      : { field: 'pricing.meter', message: 'pricing.meter requires scheme upto' };
+  if (pricing.meter === undefined) return { field: 'pricing.meter', message: 'pricing.scheme upto requires a meter' };
+  const parsed = Meter.safeParse(pricing.meter);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = ['pricing', 'meter', ...issue.path.map(String)].join('.');
+    if (issue.code === 'unrecognized_keys')
+      return { field, message: `unknown field: ${issue.keys.map((k) => `${field}.${k}`).join(', ')}` };
+    return { field, message: issue.message };
+  }
+  if (parsed.data.kind === 'tokens' && protocol !== undefined && protocol !== 'http')
+    return { field: 'pricing.meter.kind', message: 'pricing.meter kind tokens requires protocol http' };
+  return undefined;
+}
+
+/**
+ * A zod refinement for a pricing object schema holding meteredPricingFields
+ * (`.superRefine(refineMeteredPricing)`): each field's own rules are the fields' schemas; this
+ * adds the combination rules (meter without upto, upto without meter), under the field's path.
+ */
+export function refineMeteredPricing(pricing: MeteredPricingState, ctx: z.RefinementCtx): void {
+  const problem = meteredPricingError(pricing);
+  if (problem) ctx.addIssue({ code: 'custom', path: problem.field.split('.').slice(1), message: problem.message });
+}
