@@ -9,6 +9,8 @@
 // The schema checks each field; meteredPricingError checks how scheme, meter and protocol go
 // together, which a schema of the pricing object alone cannot see on a PATCH.
 import { z } from 'zod';
+import { EXACT } from '../../x402/schemes/exact/schemas.ts';
+import { SCHEME_UPTO } from '../../x402/schemes/upto/schemas.ts';
 
 const UINT256_MAX = (1n << 256n) - 1n;
 
@@ -102,7 +104,7 @@ export const Meter = z
   .meta({ id: 'Meter', description: 'What measures the actual charge of an `upto` call.' });
 export type Meter = z.infer<typeof Meter>;
 
-export const PricingScheme = z.enum(['exact', 'upto'], { error: 'pricing.scheme must be exact or upto' }).meta({
+export const PricingScheme = z.enum([EXACT, SCHEME_UPTO], { error: 'pricing.scheme must be exact or upto' }).meta({
   description:
     '`exact` (default): the call costs `amount`. `upto`: the payer signs `amount` as a maximum and is charged what `meter` measures, at most that.',
 });
@@ -131,10 +133,10 @@ export function meteredPricingError(
   pricing: MeteredPricingState,
   protocol?: 'http' | 'mcp' | 'a2a',
 ): MeteredPricingProblem | undefined {
-  const scheme = pricing.scheme ?? 'exact';
-  if (scheme !== 'exact' && scheme !== 'upto')
+  const scheme = pricing.scheme ?? EXACT;
+  if (scheme !== EXACT && scheme !== SCHEME_UPTO)
     return { field: 'pricing.scheme', message: 'pricing.scheme must be exact or upto' };
-  if (scheme !== 'upto')
+  if (scheme !== SCHEME_UPTO)
     return pricing.meter === undefined
       ? undefined
       : { field: 'pricing.meter', message: 'pricing.meter requires scheme upto' };
