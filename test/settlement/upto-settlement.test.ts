@@ -4,21 +4,24 @@
 // exactly the charge; a replay gets the same transaction and a different charge for the same
 // authorization is refused; a charge above the maximum, a revoked allowance or a guardrail moves
 // nothing; a charge of 0 is a success with no transaction; a payer without a Permit2 allowance is
-// charged through its EIP-2612 permit; two concurrent /settle of one authorization settle once;
-// and a settlement claimed by a process that died before its workflow start is finished by the
-// sweeper's workflow with the stored bytes.
+// charged through its EIP-2612 permit; two concurrent /settle of one authorization settle once; a
+// proxy call reverted because the payer spent its Permit2 nonce itself collected nothing (success
+// false); /supported names the gas wallet in a process without its key; and a settlement claimed
+// by a process that died before its workflow start is finished by the sweeper's workflow with the
+// stored bytes.
 // Real parts: the stack's anvil (Permit2 and the upto proxy at their canonical addresses), its
 // PostgreSQL and Temporal, facilitators over mutual TLS.
 import assert from 'node:assert/strict';
-import { MaxUint256, Wallet, parseEther, type JsonRpcProvider } from 'ethers';
+import { MaxUint256, Transaction, Wallet, parseEther, type JsonRpcProvider } from 'ethers';
 import { PERMIT2_ADDRESS, nonceUsed, permit2Contract } from '../../contracts/permit2.ts';
 import { tokenContract } from '../../contracts/token.ts';
 import { fund } from '../../scripts/dev/chain.ts';
 import { findSettlement, uptoSettlementKey } from '../../facilitator/store/records.ts';
+import { uptoAuthorizationUse } from '../../facilitator/upto-chain.ts';
 import type { UptoPayment } from '../../x402/schemes/upto/schemas.ts';
 import { parseUptoSettleRequest } from '../../x402/schemes/upto/settle-request.ts';
 import { stack } from '../support/stack.ts';
-import { startFacilitatorStack, type FacilitatorStack } from '../support/facilitator.ts';
+import { startFacilitatorStack, until, type FacilitatorStack } from '../support/facilitator.ts';
 import { rpcReader, signUptoPayment, UPTO_NETWORK } from '../support/upto.ts';
 import { claimAsDeadHandler, settlementWorkflowResult } from '../support/settling.ts';
 import {
@@ -262,6 +265,80 @@ describe('facilitator: the upto scheme', function () {
     assert.equal(b.json.success, true, JSON.stringify(b.json));
     assert.equal(a.json.transaction, b.json.transaction);
     assert.deepEqual(await transfersTo(provider, payTo), [{ hash: a.json.transaction, value: 700_000n }]);
+  });
+
+  it('what the chain says of a Permit2 nonce: unused; used and paid by the proxy call that charged it; used for another amount, not paid', async () => {
+    const payer = await uptoPayer(true);
+    const payTo = newPayTo();
+    const payment = await signed(payer, payTo);
+    const nonce = BigInt(payment.payload.permit2Authorization.nonce);
+    const use = async (amount: bigint) =>
+      uptoAuthorizationUse(
+        provider,
+        token(),
+        { payer: payer.address, nonce, payTo, amount },
+        await provider.getBlockNumber(),
+      );
+    assert.deepEqual(await use(300_000n), { used: false });
+    const res = await gateway.client.post('/settle', v2Body(payment, 300_000n));
+    assert.equal(res.json.success, true, JSON.stringify(res.json));
+    const paid = await use(300_000n);
+    assert.ok(paid.used && paid.paid?.txHash === res.json.transaction, JSON.stringify(paid));
+    assert.deepEqual(await use(300_001n), { used: true, paid: null });
+  });
+
+  it('the payer spends the Permit2 nonce itself before the proxy call is mined: the call reverts, nothing was collected, so success false', async () => {
+    const payer = await uptoPayer(true);
+    const payTo = newPayTo();
+    const payment = await signed(payer, payTo);
+    const key = keyOf(payment);
+    const nonce = BigInt(payment.payload.permit2Authorization.nonce);
+    await provider.send('evm_setAutomine', [false]);
+    try {
+      const inFlight = gateway.client.post('/settle', v2Body(payment, 400_000n));
+      const sent = await until('the facilitator’s broadcast', async () => {
+        const record = await findSettlement(stack().facilitator.pool, key);
+        return record?.txHash && (await provider.getTransaction(record.txHash)) ? record : null;
+      });
+      const ours = Transaction.from(sent.rawTx!);
+      // The payer invalidates the nonce, with far higher fees: mined first in the same block.
+      const invalidation = await permit2Contract(payer.connect(provider)).invalidateUnorderedNonces(
+        nonce >> 8n,
+        1n << (nonce & 0xffn),
+        {
+          gasLimit: 100_000n,
+          maxPriorityFeePerGas: ours.maxPriorityFeePerGas! * 10n,
+          maxFeePerGas: ours.maxFeePerGas! * 10n,
+        },
+      );
+      await provider.send('evm_mine', []);
+      await provider.send('evm_setAutomine', [true]);
+      assert.equal((await invalidation.wait())?.status, 1);
+      assert.equal((await provider.getTransactionReceipt(sent.txHash!))?.status, 0, 'the proxy call reverted');
+      const answer = await inFlight;
+      assert.equal(answer.status, 200, JSON.stringify(answer.json));
+      assert.equal(answer.json.success, false, 'not collected: the call must not be served');
+      assert.equal(answer.json.transaction, sent.txHash);
+      assert.equal(await balanceOf(provider, payTo), 0n);
+      const record = await findSettlement(stack().facilitator.pool, key);
+      assert.equal(record?.status, 'failed');
+      assert.equal(record?.failureCause, 'reverted');
+    } finally {
+      await provider.send('evm_setAutomine', [true]);
+    }
+  });
+
+  it('/supported names the gas wallet without its key (FACILITATOR_EMBEDDED_WORKER=false: the keystore’s address)', async () => {
+    const noKey = await startFacilitatorStack(stack().infra, stack().temporal, {
+      inProcessWorker: false,
+      overrides: { FACILITATOR_TASK_QUEUE: 'facilitator-upto-no-key' },
+    });
+    try {
+      const supported = (await gateway.client.get('/supported', noKey.url)).json;
+      assert.deepEqual(supported.kinds[1].extra, { facilitatorAddress: noKey.gasWallet });
+    } finally {
+      await noKey.close();
+    }
   });
 
   describe('the sweeper', () => {
