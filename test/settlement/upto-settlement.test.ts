@@ -6,9 +6,9 @@
 // nothing; a charge of 0 is a success with no transaction; a payer without a Permit2 allowance is
 // charged through its EIP-2612 permit; two concurrent /settle of one authorization settle once; a
 // proxy call reverted because the payer spent its Permit2 nonce itself collected nothing (success
-// false); /supported names the gas wallet in a process without its key; and a settlement claimed
-// by a process that died before its workflow start is finished by the sweeper's workflow with the
-// stored bytes.
+// false); /supported names the gas wallet in a process without its key; a stuck proxy call is
+// fee-bumped like an exact transfer; and a settlement claimed by a process that died before its
+// workflow start is finished by the sweeper's workflow with the stored bytes.
 // Real parts: the stack's anvil (Permit2 and the upto proxy at their canonical addresses), its
 // PostgreSQL and Temporal, facilitators over mutual TLS.
 import assert from 'node:assert/strict';
@@ -17,13 +17,19 @@ import { PERMIT2_ADDRESS, nonceUsed, permit2Contract } from '../../contracts/per
 import { tokenContract } from '../../contracts/token.ts';
 import { fund } from '../../scripts/dev/chain.ts';
 import { findSettlement, uptoSettlementKey } from '../../facilitator/store/records.ts';
+import { signedAttempts } from '../../facilitator/store/gas.ts';
 import { uptoAuthorizationUse } from '../../facilitator/upto-chain.ts';
 import type { UptoPayment } from '../../x402/schemes/upto/schemas.ts';
 import { parseUptoSettleRequest } from '../../x402/schemes/upto/settle-request.ts';
 import { stack } from '../support/stack.ts';
 import { startFacilitatorStack, until, type FacilitatorStack } from '../support/facilitator.ts';
 import { rpcReader, signUptoPayment, UPTO_NETWORK } from '../support/upto.ts';
-import { claimAsDeadHandler, settlementWorkflowResult } from '../support/settling.ts';
+import {
+  claimAsDeadHandler,
+  settlementWorkflowResult,
+  withOwnFacilitator,
+  type OwnFacilitator,
+} from '../support/settling.ts';
 import {
   balanceOf,
   chainProvider,
@@ -339,6 +345,56 @@ describe('facilitator: the upto scheme', function () {
     } finally {
       await noKey.close();
     }
+  });
+
+  describe('a stuck proxy call', () => {
+    let own: OwnFacilitator;
+    withOwnFacilitator(
+      'upto-fee-bump',
+      {
+        FACILITATOR_FEE_BUMP_AFTER_MS: '700',
+        FACILITATOR_FEE_BUMP_PERCENT: '20',
+        FACILITATOR_MAX_FEE_BUMPS: '3',
+        FACILITATOR_SETTLE_DEADLINE_MS: '20000',
+        FACILITATOR_INCLUSION_TIMEOUT_MS: '15000',
+      },
+      (started) => (own = started),
+    );
+
+    it('is re-signed at the same gas nonce with higher fees until one attempt is mined: the charge moves once', async () => {
+      const payer = await uptoPayer(true);
+      const payTo = newPayTo();
+      const payment = await signed(payer, payTo, { by: own.facilitator.gasWallet });
+      const key = keyOf(payment);
+      await provider.send('evm_setAutomine', [false]);
+      let answer;
+      try {
+        const inFlight = own.gateway.client.post('/settle', v2Body(payment, 800_000n), own.facilitator.url);
+        const attempts = await until('a fee bump', async () => {
+          const stored = await signedAttempts(own.facilitator.pool, key);
+          return stored.length >= 2 ? stored : null;
+        });
+        const [first, bump] = attempts.map((a) => Transaction.from(a.rawTx));
+        assert.equal(bump.nonce, first.nonce, 'the same gas nonce');
+        assert.equal(bump.data, first.data, 'the same proxy call');
+        assert.ok(bump.maxFeePerGas! > first.maxFeePerGas!, 'higher fees');
+        await until('the node holding the bump', async () =>
+          (await provider.getTransaction(attempts[1].txHash)) ? true : null,
+        );
+        await provider.send('evm_mine', []);
+        await provider.send('evm_setAutomine', [true]);
+        answer = await inFlight;
+      } finally {
+        await provider.send('evm_setAutomine', [true]);
+      }
+      assert.equal(answer.json.success, true, JSON.stringify(answer.json));
+      assert.deepEqual(await transfersTo(provider, payTo), [{ hash: answer.json.transaction, value: 800_000n }]);
+      const all = await signedAttempts(own.facilitator.pool, key);
+      assert.ok(
+        all.some((a) => a.txHash === answer.json.transaction && a.seq >= 1),
+        'a bump was mined',
+      );
+    });
   });
 
   describe('the sweeper', () => {
