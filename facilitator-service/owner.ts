@@ -11,8 +11,6 @@ import type pg from 'pg';
 import type { Logger } from '../lib/log.ts';
 import { errorKind } from '../lib/error-kind.ts';
 import type { SettlementWorkflow } from '../workflows/settlement.ts';
-import type { PaymentRequirements } from '../x402/schemas.ts';
-import type { ExactSettleRequest } from '../x402/schemes/exact/schemas.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { OutcomeListener } from '../facilitator/outcomes.ts';
 import { findSettlement } from '../facilitator/store/records.ts';
@@ -23,6 +21,7 @@ import type { Reads } from '../facilitator/settlement/steps.ts';
 import type { SettlementRunner } from '../facilitator/settlement/runner.ts';
 import type { SettlementOutcome } from '../facilitator/settlement/types.ts';
 import { outcomeOfRecord } from '../facilitator/settlement/verify.ts';
+import { payerNamed, sameSettlement, type SettlementRequest } from '../facilitator/settlement/request.ts';
 
 export type OwnerDeps = {
   config: FacilitatorConfig;
@@ -38,17 +37,6 @@ export type OwnerDeps = {
 
 /** The workflow's own result is asked only after this pause (the record's announcement usually comes first). */
 const WORKFLOW_RESULT_FALLBACK_MS = 1_000;
-
-/** The requirements one settlement answers for: a duplicate with others is not that settlement's. */
-function sameRequirements(a: PaymentRequirements, b: PaymentRequirements): boolean {
-  return (
-    a.scheme === b.scheme &&
-    a.network === b.network &&
-    a.asset.toLowerCase() === b.asset.toLowerCase() &&
-    a.payTo.toLowerCase() === b.payTo.toLowerCase() &&
-    BigInt(a.maxAmountRequired) === BigInt(b.maxAmountRequired)
-  );
-}
 
 const never = new Promise<never>(() => undefined);
 const isFinal = (status: string) => status === 'settled' || status === 'failed';
@@ -126,16 +114,13 @@ export function createSettlementOwner(deps: OwnerDeps): SettlementRunner {
 
   /**
    * Whether the request stored for `key` (the one that owns its settlement) came from this
-   * account with these requirements. Only then is a duplicate answered with that settlement's
-   * outcome; another account, or other requirements, must never learn its transaction.
+   * account with these requirements (for upto, this charge: the first charge wins). Only then is
+   * a duplicate answered with that settlement's outcome; another account, or other
+   * requirements, must never learn its transaction.
    */
-  async function sameSubmission(key: string, accountId: string, request: ExactSettleRequest): Promise<boolean> {
+  async function sameSubmission(key: string, accountId: string, request: SettlementRequest): Promise<boolean> {
     const stored = await loadSettleRequest(deps.pool, key);
-    return (
-      !stored ||
-      (stored.accountId === accountId &&
-        sameRequirements(stored.request.paymentRequirements, request.paymentRequirements))
-    );
+    return !stored || (stored.accountId === accountId && sameSettlement(stored.request, request));
   }
 
   /**
@@ -143,19 +128,19 @@ export function createSettlementOwner(deps: OwnerDeps): SettlementRunner {
    * caller is concerned, once that settlement is decided; before, 'in_flight' (503), since its
    * transfer may still land (the caller may be the owner's own gateway under another account).
    */
-  async function consumedElsewhere(key: string, request: ExactSettleRequest): Promise<SettlementOutcome | 'in_flight'> {
+  async function consumedElsewhere(key: string, request: SettlementRequest): Promise<SettlementOutcome | 'in_flight'> {
     const record = await findSettlement(deps.pool, key);
     if (record && !isFinal(record.status)) return 'in_flight';
     return {
       status: 'failed',
-      payer: request.paymentPayload.payload.authorization.from,
+      payer: payerNamed(request),
       transaction: null,
       cause: 'nonce_used',
     };
   }
 
   /** Starts (or joins) the workflow and records on the request that it exists; the sweeper starts it otherwise. */
-  function start(key: string, request: ExactSettleRequest) {
+  function start(key: string, request: SettlementRequest) {
     const starting = startSettlementWorkflow(deps.temporal, config, key, workflowLabels(request), deps.eagerStart);
     starting.catch(() => undefined);
     void recordWorkflowStart(deps.pool, key, starting).then(
@@ -168,7 +153,7 @@ export function createSettlementOwner(deps: OwnerDeps): SettlementRunner {
   async function throughWorkflow(
     key: string,
     accountId: string,
-    request: ExactSettleRequest,
+    request: SettlementRequest,
     deadline: number,
   ): Promise<SettlementOutcome | 'in_flight'> {
     const stored = await saveSettleRequest(deps.pool, key, accountId, request);
@@ -186,7 +171,7 @@ export function createSettlementOwner(deps: OwnerDeps): SettlementRunner {
     fastPath: FastPath,
     key: string,
     accountId: string,
-    request: ExactSettleRequest,
+    request: SettlementRequest,
     deadline: number,
     reads?: Reads,
   ): Promise<SettlementOutcome | 'in_flight'> {

@@ -1,5 +1,6 @@
 // POST /settle, in the v1 contract's order: the client certificate maps to an active account
-// (403), the body parses as a settle request (400), then the scheme that settles the
+// (403), the body parses as a settle request (400; an x402 v2 body is taken only by a scheme
+// that reads one: upto), then the scheme that settles the
 // requirements' (scheme, network) takes it (facilitator/schemes/: its payload, readiness 503,
 // signature and terms, guardrails 429, then the settlement's owner, owner.ts), and its answer is
 // mapped here: 200 with the outcome, 429 for a guardrail, 503 while the transfer may still land
@@ -17,6 +18,7 @@ import type { SettlementOutcome } from '../facilitator/settlement/types.ts';
 import { settlersFor } from '../facilitator/schemes/index.ts';
 import type { SettleAnswer } from '../facilitator/schemes/scheme.ts';
 import { schemeProtocol } from '../x402/schemes/index.ts';
+import { v2SettleKind } from '../x402/schemes/upto/settle-request.ts';
 import { SettleRequest, type SettleResponse } from '../x402/schemas.ts';
 
 /** The one reason a caller is ever given for a payment that was not collected. */
@@ -43,7 +45,18 @@ function peerFingerprint(ctx: Context): string | null {
   return fingerprint ? fingerprint.replaceAll(':', '').toLowerCase() : null;
 }
 
-function toResponse(outcome: SettlementOutcome, network: string): SettleResponse {
+/** `amount`: what an upto settlement moved, which its answer names (and, for 0, an empty transaction). */
+type UptoSettleResponse = SettleResponse & { amount?: string };
+
+function toResponse(outcome: SettlementOutcome, network: string, charged?: { amount: string }): UptoSettleResponse {
+  if (charged && outcome.status === 'settled')
+    return {
+      success: true,
+      transaction: outcome.transaction ?? '',
+      network,
+      payer: outcome.payer,
+      amount: charged.amount,
+    };
   if (outcome.status === 'settled') {
     return { success: true, transaction: outcome.transaction ?? undefined, network, payer: outcome.payer };
   }
@@ -60,7 +73,8 @@ function toResponse(outcome: SettlementOutcome, network: string): SettleResponse
 function answer(ctx: Context, config: FacilitatorConfig, settled: SettleAnswer): void {
   switch (settled.answer) {
     case 'outcome':
-      return reply(ctx, 200, toResponse(settled.outcome, config.network));
+      // An upto answer names the network as its request did (CAIP-2 from an x402 v2 body).
+      return reply(ctx, 200, toResponse(settled.outcome, settled.charged?.network ?? config.network, settled.charged));
     case 'malformed':
       return reply(ctx, 400, { error: 'malformed settle request' });
     case 'not_ready':
@@ -94,18 +108,23 @@ export function settleHandler(deps: SettleDeps) {
     const account = await looked;
     if (!account || !account.active) return reply(ctx, 403, { error: 'forbidden' });
 
-    let request: SettleRequest;
+    let body: unknown;
     try {
-      const parsed = SettleRequest.safeParse(JSON.parse((await raw).toString('utf8')));
-      if (!parsed.success) return reply(ctx, 400, { error: 'malformed settle request' });
-      request = parsed.data;
+      body = JSON.parse((await raw).toString('utf8'));
     } catch {
       return reply(ctx, 400, { error: 'malformed settle request' });
     }
+    // A v1 settle request (any scheme), else an x402 v2 one, which only a scheme that reads it takes.
+    const parsed = SettleRequest.safeParse(body);
+    const kind = parsed.success ? parsed.data.paymentRequirements : v2SettleKind(body);
+    const v2Settler = !parsed.success && kind ? settlerOf(kind.scheme, kind.network) : null;
+    if (v2Settler) return answer(ctx, config, await v2Settler(null, { account, deadline, body }));
+    if (!parsed.success) return reply(ctx, 400, { error: 'malformed settle request' });
+    const request = parsed.data;
 
     const { scheme, network } = request.paymentRequirements;
     const settler = settlerOf(scheme, network);
-    if (settler) return answer(ctx, config, await settler(request, { account, deadline }));
+    if (settler) return answer(ctx, config, await settler(request, { account, deadline, body }));
     // A kind this facilitator does not settle: not collected, and nothing claimed.
     const readiness = await deps.readiness.current();
     if (!readiness.ready) return answer(ctx, config, { answer: 'not_ready' });

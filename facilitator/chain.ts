@@ -187,8 +187,8 @@ export async function authorizationUsed(
 }
 
 /** How far back the log of a payer's authorization is looked for (about two days of Base blocks), in chunks nodes accept. */
-const AUTHORIZATION_LOG_BLOCKS = 100_000;
-const LOG_CHUNK_BLOCKS = 2_000;
+export const AUTHORIZATION_LOG_BLOCKS = 100_000;
+export const LOG_CHUNK_BLOCKS = 2_000;
 const same = (a: string | undefined, b: string) => a?.toLowerCase() === b.toLowerCase();
 
 /** What became of an authorization: unused, or used, and then whether that use paid this settlement (`paid`: its transaction). */
@@ -285,22 +285,29 @@ function decodeError(data: string | null | undefined): { name: string | null; re
   }
 }
 
+/** Why a transfer would not move the money, from the token's revert data. */
+function tokenRevertCause(data: string | null | undefined): string {
+  const decoded = decodeError(data);
+  return revertCause(decoded.name, decoded.reason);
+}
+
 /**
  * eth_call of the exact transaction the gas wallet would send. Null when it would succeed;
- * the cause when the token would revert. RPC failures are thrown.
+ * the cause when it would revert (`causeOf` reads it from the revert data: the token's errors by
+ * default). RPC failures are thrown.
  */
 export async function simulate(
   provider: JsonRpcProvider,
   tx: { from: string; to: string; data: string },
+  causeOf: (data: string | null | undefined) => string = tokenRevertCause,
 ): Promise<string | null> {
   try {
     await rpcNow(provider, 'eth_call', [tx, 'latest']);
     return null;
   } catch (err) {
-    // Only a revert is the token's answer; any other error (a rate limit) is thrown, to be retried.
+    // Only a revert is the contract's answer; any other error (a rate limit) is thrown, to be retried.
     if (!isRevert(err)) throw err;
-    const decoded = decodeError(err.data);
-    return revertCause(decoded.name, decoded.reason);
+    return causeOf(err.data);
   }
 }
 

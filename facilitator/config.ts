@@ -202,6 +202,19 @@ export function readKeystore(config: FacilitatorConfig): { json: string; address
   return { json, address: getAddress(`0x${address.replace(/^0x/, '').toLowerCase()}`) };
 }
 
+const gasWalletAddresses = new WeakMap<FacilitatorConfig, string>();
+
+/**
+ * The gas wallet's address, from the keystore's public `address` field (read once per
+ * configuration, never decrypted): what a process that holds no key (the HTTPS process with a
+ * separate worker) names as the facilitator that settles upto payments.
+ */
+export function gasWalletAddress(config: FacilitatorConfig): string {
+  let address = gasWalletAddresses.get(config);
+  if (address === undefined) gasWalletAddresses.set(config, (address = readKeystore(config).address));
+  return address;
+}
+
 /** The keystore's password, from FACILITATOR_KEYSTORE_PASSWORD or the file FACILITATOR_KEYSTORE_PASSWORD_FILE names. */
 export function keystorePassword(config: FacilitatorConfig): string {
   const { password, passwordFile } = config.keystore;

@@ -5,8 +5,9 @@
 import type { FacilitatorConfig } from '../config.ts';
 import type { FacilitatorScheme, SchemeDeps, Settler, SupportedKind } from './scheme.ts';
 import { exactFacilitatorScheme } from './exact/index.ts';
+import { uptoFacilitatorScheme } from './upto/index.ts';
 
-const SCHEMES: readonly FacilitatorScheme[] = [exactFacilitatorScheme];
+const SCHEMES: readonly FacilitatorScheme[] = [exactFacilitatorScheme, uptoFacilitatorScheme];
 
 /** The kinds this deployment settles, as /supported lists them. */
 export function supportedKinds(config: FacilitatorConfig): SupportedKind[] {
@@ -15,7 +16,10 @@ export function supportedKinds(config: FacilitatorConfig): SupportedKind[] {
 
 /** The handler of each kind, built once: finds the one of a (scheme, network), or null when none settles it. */
 export function settlersFor(deps: SchemeDeps): (scheme: string, network: string) => Settler | null {
-  const settlers = SCHEMES.map((scheme) => ({ kind: scheme.kind(deps.config), settle: scheme.settler(deps) }));
+  const settlers = SCHEMES.map((scheme) => {
+    const kind = scheme.kind(deps.config);
+    return { kind, networks: scheme.networks?.(deps.config) ?? [kind.network], settle: scheme.settler(deps) };
+  });
   return (scheme, network) =>
-    settlers.find(({ kind }) => kind.scheme === scheme && kind.network === network)?.settle ?? null;
+    settlers.find(({ kind, networks }) => kind.scheme === scheme && networks.includes(network))?.settle ?? null;
 }

@@ -9,8 +9,14 @@ import type { FacilitatorConfig } from '../config.ts';
 import type { SettlementRunner } from '../settlement/runner.ts';
 import type { SettlementOutcome } from '../settlement/types.ts';
 
-/** A kind of payment the facilitator settles, as /supported lists it. */
-export type SupportedKind = { x402Version: 1; scheme: string; network: string; asset: string };
+/** A kind of payment the facilitator settles, as /supported lists it (`extra`: what its clients must know, e.g. upto's facilitatorAddress). */
+export type SupportedKind = {
+  x402Version: 1 | 2;
+  scheme: string;
+  network: string;
+  asset: string;
+  extra?: Record<string, string>;
+};
 
 /**
  * A scheme's answer to a /settle request: a settlement outcome (settled, or failed before or
@@ -19,7 +25,8 @@ export type SupportedKind = { x402Version: 1; scheme: string; network: string; a
  * still land (in_progress), or a guardrail refused it (limit).
  */
 export type SettleAnswer =
-  | { answer: 'outcome'; outcome: SettlementOutcome }
+  /** `charged`: the amount an upto settlement moved (its answer names it; 0 moves nothing and names no transaction). */
+  | { answer: 'outcome'; outcome: SettlementOutcome; charged?: { amount: string; network: string } }
   | { answer: 'malformed' | 'not_ready' | 'unavailable' | 'in_progress' | 'limit' };
 
 /** What every scheme's handler is built with. */
@@ -32,12 +39,21 @@ export type SchemeDeps = {
   settlements: SettlementRunner;
 };
 
-/** Handles a /settle request of the scheme's kind from the account its client certificate maps to, answering by `deadline` (ms). */
-export type Settler = (request: SettleRequest, from: { account: Account; deadline: number }) => Promise<SettleAnswer>;
+/**
+ * Handles a /settle request of the scheme's kind from the account its client certificate maps to,
+ * answering by `deadline` (ms). `request`: the body parsed as a v1 settle request (null when it
+ * is none: an x402 v2 body); `body`: the body as sent, for a scheme that reads more of it.
+ */
+export type Settler = (
+  request: SettleRequest | null,
+  from: { account: Account; deadline: number; body?: unknown },
+) => Promise<SettleAnswer>;
 
 /** One registry entry: a scheme's facilitator part. */
 export type FacilitatorScheme = {
   /** The kind it settles on this deployment. */
   kind(config: FacilitatorConfig): SupportedKind;
   settler(deps: SchemeDeps): Settler;
+  /** The network names /settle takes for the kind (default: the kind's own). */
+  networks?(config: FacilitatorConfig): string[];
 };

@@ -13,14 +13,14 @@
 //    workflow activities in this process take it instead of repeating the step.
 // 5. Every settlement it reserves gets its workflow: started by the handler once the outcome is
 //    known, else by the sweeper (facilitator-service/sweeper.ts).
-import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
+import type { SettlementRequest } from './request.ts';
 import type { Run, RunCache } from './run-cache.ts';
 import type { NotOwned, Reads, SettlementSteps } from './steps.ts';
 import type { SettlementOutcome } from './types.ts';
 
 export type FastPath = {
   /** Starts a run's reads (nothing is written), so they travel while the handler checks the signature. */
-  read(key: string, accountId: string, request: ExactSettleRequest): Reads;
+  read(key: string, accountId: string, request: SettlementRequest): Reads;
   /**
    * Runs the steps of a request not stored before; resolves with the outcome as soon as it is
    * known (before the record is written). `stored_before`: a request for the key was stored
@@ -30,7 +30,7 @@ export type FastPath = {
   run(
     key: string,
     accountId: string,
-    request: ExactSettleRequest,
+    request: SettlementRequest,
     inclusionTimeoutMs: number,
     reads?: Reads,
   ): Promise<SettlementOutcome | 'stored_before' | null>;

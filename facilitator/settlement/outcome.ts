@@ -1,9 +1,17 @@
 // Step 4's record: a mined attempt's outcome, or `pending`. A revert is checked against the
-// token: the authorization used by someone else's transaction that paid this settlement is a
-// settlement, never a failure. After a mined cancel the payer's authorization may still be
+// chain: the authorization used by another transaction that paid this settlement is a
+// settlement, never a failure (an upto authorization's Permit2 nonce: upto-chain.ts). After a mined cancel the payer's authorization may still be
 // valid: the transfer is then submitted again at a new gas nonce (resubmit.ts).
 import { authorizationUse } from '../chain.ts';
-import { completeSettlement, parseSettlementKey, type FinalOutcome, type SettlementRecord } from '../store/records.ts';
+import {
+  completeSettlement,
+  isUptoKey,
+  parseSettlementKey,
+  uptoNonceOfKey,
+  type FinalOutcome,
+  type SettlementRecord,
+} from '../store/records.ts';
+import { uptoAuthorizationUse } from '../upto-chain.ts';
 import { failedGasWei } from '../metrics.ts';
 import { broadcast } from './broadcast.ts';
 import { mayResubmit, resubmit } from './resubmit.ts';
@@ -11,8 +19,18 @@ import type { Signed } from './signed.ts';
 import { outcomeOfRecord } from './verify.ts';
 import type { Inclusion, SettlementDeps, SettlementOutcome } from './types.ts';
 
-/** What the token says of this settlement's authorization as of `toBlock`. */
+/**
+ * What the chain says of this settlement's authorization as of `toBlock`: the token of an EIP-3009
+ * one, Permit2 and the upto proxy's transfers of an upto one (upto-chain.ts).
+ */
 function authorizationUseOf(deps: SettlementDeps, record: SettlementRecord, toBlock: number) {
+  if (isUptoKey(record.key))
+    return uptoAuthorizationUse(
+      deps.provider,
+      deps.config.tokenAddress,
+      { payer: record.payer, nonce: uptoNonceOfKey(record.key), payTo: record.payTo, amount: record.amount },
+      toBlock,
+    );
   const { nonce } = parseSettlementKey(record.key);
   return authorizationUse(
     deps.provider,

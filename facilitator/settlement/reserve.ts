@@ -11,26 +11,37 @@ import { signedTransactionHash, transferCalldata } from '../chain.ts';
 import { reserveNonce, type Reservation, type PresignedTransaction } from '../store/reservations.ts';
 import { signAndPersist } from '../store/gas.ts';
 import { type SettlementRecord } from '../store/records.ts';
-import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
 import { signerKindOf } from '../../x402/schemes/exact/verify.ts';
+import { UPTO_PROXY_ADDRESS } from '../../contracts/upto-proxy.ts';
+import { uptoCalldata } from '../upto-chain.ts';
+import { isUptoRequest, settlementKind, type SettlementRequest } from './request.ts';
 import type { GasPlan, SettlementDeps, VerifiedTransfer } from './types.ts';
 
-async function signTransfer(
-  deps: SettlementDeps,
-  request: ExactSettleRequest,
-  gas: GasPlan,
-  nonce: number,
-): Promise<{ raw: string; hash: string }> {
+/** The chain call that settles the request: the token's transferWithAuthorization (exact), the upto proxy's settle for the charge (upto). */
+function settlementCall(deps: SettlementDeps, request: SettlementRequest): { to: string; data: string } {
+  if (isUptoRequest(request))
+    return { to: UPTO_PROXY_ADDRESS, data: uptoCalldata(request.payment, BigInt(request.charge)) };
   const payment = request.paymentPayload;
-  const raw = await deps.signer.signTransaction({
-    type: 2,
-    chainId: deps.config.domain.chainId,
+  return {
     to: deps.config.tokenAddress,
     data: transferCalldata(
       payment.payload.authorization,
       payment.payload.signature,
       signerKindOf(deps.config.domain, payment.payload.authorization, payment.payload.signature),
     ),
+  };
+}
+
+async function signTransfer(
+  deps: SettlementDeps,
+  request: SettlementRequest,
+  gas: GasPlan,
+  nonce: number,
+): Promise<{ raw: string; hash: string }> {
+  const raw = await deps.signer.signTransaction({
+    type: 2,
+    chainId: deps.config.domain.chainId,
+    ...settlementCall(deps, request),
     nonce,
     gasLimit: gas.gasLimit,
     maxFeePerGas: gas.maxFeePerGas,
@@ -43,7 +54,7 @@ async function signTransfer(
 /** The transfer signed with the predicted gas nonce, for the reservation statement to store if the prediction holds. */
 export async function presign(
   deps: SettlementDeps,
-  request: ExactSettleRequest,
+  request: SettlementRequest,
   gas: GasPlan,
   storedNonce: number | null,
 ): Promise<PresignedTransaction> {
@@ -65,18 +76,17 @@ export async function reserve(
   deps: SettlementDeps,
   key: string,
   account: Account,
-  request: ExactSettleRequest,
+  request: SettlementRequest,
   transfer: VerifiedTransfer,
   gas: GasPlan,
   presigned?: PresignedTransaction,
   /** The outbox: the request is stored by the reservation statement itself (first writer wins). */
   storeRequest = false,
 ): Promise<Reservation> {
-  const requirements = request.paymentRequirements;
   return reserveNonce(deps.pool, {
     key,
     account,
-    kind: { network: requirements.network, asset: requirements.asset },
+    kind: settlementKind(request, deps.config.network),
     payer: transfer.payer,
     payTo: transfer.payTo,
     amount: transfer.amount,
@@ -91,7 +101,7 @@ export async function reserve(
 export async function sign(
   deps: SettlementDeps,
   key: string,
-  request: ExactSettleRequest,
+  request: SettlementRequest,
   gas: GasPlan,
 ): Promise<SettlementRecord> {
   const record = await signAndPersist(deps.pool, {

@@ -26,16 +26,25 @@ import {
   type SettlementRecord,
 } from '../store/records.ts';
 import { loadSettleRequest, markRefused, type StoredSettleRequest } from '../store/requests.ts';
-import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
 import { signerKindOf } from '../../x402/schemes/exact/verify.ts';
-import { outcomeOfRecord, reverify, type Reverified } from './verify.ts';
+import { outcomeOfRecord, reverify } from './verify.ts';
+import { isUptoRequest, settlementTerms, type SettlementRequest } from './request.ts';
 import { presign, reserve as reserveNonce, sign } from './reserve.ts';
 import { attemptsOf, firstAttempt, signedOrThrow, type Signed } from './signed.ts';
 import { broadcast as sendStored } from './broadcast.ts';
 import { cancelAtGasNonce } from './replace.ts';
 import { awaitInclusion, outcomeOfInclusion } from './inclusion.ts';
 import { recordInclusion } from './outcome.ts';
-import type { Broadcast, Decided, Inclusion, Reserved, SettlementDeps, SettlementOutcome, Verified } from './types.ts';
+import type {
+  Broadcast,
+  Decided,
+  Inclusion,
+  Reserved,
+  Reverified,
+  SettlementDeps,
+  SettlementOutcome,
+  Verified,
+} from './types.ts';
 
 const WATCH_WINDOW_MS = 10_000;
 const WATCH_PAUSE_MS = 2_000;
@@ -92,7 +101,7 @@ export type StepRun<R, H> = { result: R; handover?: H };
 
 export type SettlementSteps = {
   /** Fresh reads: from the request in memory (not stored yet), the record and the stored request's state in one query. */
-  freshReads(key: string, accountId: string, request: ExactSettleRequest): Reads;
+  freshReads(key: string, accountId: string, request: SettlementRequest): Reads;
   /** Step 1, re-verification (nothing written unless it refuses; a refusal is recorded). */
   verify(key: string, reads?: Reads): Promise<StepRun<Verified | NotOwned, Verification>>;
   /** Step 2, guardrails, the nonce reservation and the signed transfer stored with its gas nonce. Nothing is sent. */
@@ -122,7 +131,7 @@ const decided = (outcome: SettlementOutcome): Decided => ({ step: 'decided', out
 const final = (record: SettlementRecord | null) => record?.status === 'settled' || record?.status === 'failed';
 
 export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
-  const chainReads = (request: ExactSettleRequest, accountId: string) => ({
+  const chainReads = (request: SettlementRequest, accountId: string) => ({
     checked: reverify(deps, request),
     account: findAccountById(deps.pool, accountId),
     storedNonce: storedGasNonce(deps.pool, deps.signer.address, deps.config.domain.chainId),
@@ -135,9 +144,14 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
    * otherwise (the node's count higher, other fees, a contract wallet's estimate).
    */
   function presignEarly(
-    request: ExactSettleRequest,
+    request: SettlementRequest,
     chain: ReturnType<typeof chainReads>,
   ): Promise<PresignedTransaction | undefined> {
+    // An upto call's gas is estimated: signed once the reads are in (nothing, for a charge of 0).
+    if (isUptoRequest(request))
+      return Promise.all([chain.checked, chain.storedNonce]).then(([checked, nonce]) =>
+        checked.ok && checked.transfer.amount > 0n ? presign(deps, request, checked.gas, nonce) : undefined,
+      );
     const { authorization, signature } = request.paymentPayload.payload;
     // Asked once the reads are out (the signer's kind costs a signature recovery: CPU).
     const early = Promise.all([chain.storedNonce, deps.fees.current()]).then(([nonce, fees]) =>
@@ -165,7 +179,7 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
     return reads;
   };
 
-  function freshReads(key: string, accountId: string, request: ExactSettleRequest): Reads {
+  function freshReads(key: string, accountId: string, request: SettlementRequest): Reads {
     const state = findSettlementState(deps.pool, key);
     const chain = chainReads(request, accountId);
     return quiet({
@@ -204,10 +218,8 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
     if (existing?.txHash)
       return { result: { step: 'signed', payer: getAddress(existing.payer), txHash: existing.txHash.toLowerCase() } };
     if (!stored) throw new Error('settle request missing for key');
-    const authorization = stored.request.paymentPayload.payload.authorization;
-    // Lowercased first: a mixed-case address with a bad checksum must not throw here (the
-    // signature check, which does not care about case, already passed in the handler).
-    const payer = getAddress(authorization.from.toLowerCase());
+    const terms = settlementTerms(stored.request);
+    const payer = terms.payer;
     // Refused before (a guardrail, or a run that gave up before signing): the same answer, never a fresh reservation.
     if (!existing && stored.refusedCause) {
       const guardrail = GUARDRAIL_CAUSES.has(stored.refusedCause);
@@ -222,15 +234,26 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
         await recordRejected(deps.pool, {
           key,
           accountId: stored.accountId,
-          payer,
-          payTo: authorization.to,
-          amount: BigInt(authorization.value),
-          validBefore: BigInt(authorization.validBefore),
+          ...terms,
           cause: checked.cause,
           request: requestStored ? undefined : stored.request,
         });
       }
       return { result: decided({ status: 'failed', payer, transaction: null, cause: checked.cause }) };
+    }
+    // An upto charge of 0 moves nothing: settled as it stands, with no transaction and nothing
+    // reserved, recorded so a duplicate gets the same answer.
+    if (isUptoRequest(stored.request) && checked.transfer.amount === 0n) {
+      const record = await recordRejected(deps.pool, {
+        key,
+        accountId: stored.accountId,
+        ...terms,
+        cause: null,
+        status: 'settled',
+        request: requestStored ? undefined : stored.request,
+      });
+      // Another run's record (the same authorization decided meanwhile) is the answer.
+      return { result: decided(outcomeOfRecord(record)) };
     }
     return {
       result: { step: 'verified', payer },

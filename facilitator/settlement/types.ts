@@ -22,6 +22,9 @@ export type GasPlan = { gasLimit: bigint; maxFeePerGas: bigint; maxPriorityFeePe
 
 export type VerifiedTransfer = { payer: string; payTo: string; amount: bigint; validBefore: bigint };
 
+/** Step 1's verdict: what the settlement moves and the gas plan to sign it with, or why it must not be settled. */
+export type Reverified = { ok: true; transfer: VerifiedTransfer; gas: GasPlan } | { ok: false; cause: string };
+
 /** The facilitator's answer for one settlement (the workflow's result). `cause` is for operators only. */
 export type SettlementOutcome = {
   status: 'settled' | 'failed' | 'pending' | 'rejected';

@@ -10,7 +10,9 @@ import { contractSignatureCheck } from '../../x402/erc1271.ts';
 import { EOA_TRANSFER_GAS_LIMIT, authorizationUsed, pendingNonce, simulate, transferCalldata } from '../chain.ts';
 import type { SettlementRecord } from '../store/records.ts';
 import type { ExactSettleRequest, TransferAuthorization } from '../../x402/schemes/exact/schemas.ts';
-import type { GasPlan, SettlementDeps, SettlementOutcome, VerifiedTransfer } from './types.ts';
+import type { Reverified, SettlementDeps, SettlementOutcome } from './types.ts';
+import { isUptoRequest, type SettlementRequest } from './request.ts';
+import { reverifyUpto } from './verify-upto.ts';
 
 export function outcomeOfRecord(record: SettlementRecord): SettlementOutcome {
   const status = record.status === 'settled' ? 'settled' : record.status === 'failed' ? 'failed' : 'pending';
@@ -26,8 +28,6 @@ export function outcomeOfRecord(record: SettlementRecord): SettlementOutcome {
 // margin covers a storage slot warmed or cooled by an earlier transaction in the same block.
 const GAS_HEADROOM_PERCENT = 120n;
 
-export type Reverified = { ok: true; transfer: VerifiedTransfer; gas: GasPlan } | { ok: false; cause: string };
-
 /** The gas wallet's transaction in its EOA form (the (v, r, s) overload); null when the signature has no EOA's shape. */
 function eoaTransfer(
   deps: SettlementDeps,
@@ -42,7 +42,12 @@ function eoaTransfer(
   }
 }
 
-export async function reverify(deps: SettlementDeps, request: ExactSettleRequest): Promise<Reverified> {
+/** Re-verification of the request, by its scheme (an upto one: verify-upto.ts). */
+export function reverify(deps: SettlementDeps, request: SettlementRequest): Promise<Reverified> {
+  return isUptoRequest(request) ? reverifyUpto(deps, request) : reverifyExact(deps, request);
+}
+
+async function reverifyExact(deps: SettlementDeps, request: ExactSettleRequest): Promise<Reverified> {
   const requirements = request.paymentRequirements;
   const payment = request.paymentPayload;
   if (request.x402Version !== 1) return { ok: false, cause: 'unsupported_version' };

@@ -3,7 +3,7 @@
 // announcement of it, so a retried activity or a second worker finds the work already done.
 import type pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
-import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
+import type { SettlementRequest } from '../settlement/request.ts';
 
 type SettlementStatus = 'claimed' | 'signed' | 'broadcast' | 'pending' | 'settled' | 'failed';
 
@@ -63,6 +63,28 @@ export function fromRow(row: SettlementRow): SettlementRecord {
 /** Workflow id and record key of one authorization: `settle:{chainId}:{token}:{payer}:{nonce}`, lowercase hex. */
 export function settlementKey(chainId: number, token: string, payer: string, nonce: string): string {
   return `settle:${chainId}:${token.toLowerCase()}:${payer.toLowerCase()}:${nonce.toLowerCase()}`;
+}
+
+/** The prefix of an upto authorization's nonce in its key: a Permit2 nonce never shares a key (or a row) with an EIP-3009 one. */
+const UPTO_NONCE_PREFIX = 'upto-';
+
+/**
+ * Workflow id and record key of an upto authorization: the same form, its nonce the Permit2 nonce
+ * in 64 hex digits behind `upto-`, so the UNIQUE (chain, token, payer, nonce) row can never be an
+ * exact settlement's.
+ */
+export function uptoSettlementKey(chainId: number, token: string, payer: string, nonce: bigint): string {
+  return settlementKey(chainId, token, payer, `${UPTO_NONCE_PREFIX}0x${nonce.toString(16).padStart(64, '0')}`);
+}
+
+/** Whether the key is an upto authorization's. */
+export function isUptoKey(key: string): boolean {
+  return parseSettlementKey(key).nonce.startsWith(UPTO_NONCE_PREFIX);
+}
+
+/** The Permit2 nonce an upto key names. */
+export function uptoNonceOfKey(key: string): bigint {
+  return BigInt(parseSettlementKey(key).nonce.slice(UPTO_NONCE_PREFIX.length));
 }
 
 export function parseSettlementKey(key: string): { chainId: number; token: string; payer: string; nonce: string } {
@@ -139,13 +161,14 @@ export async function findSettlementState(
 }
 
 /**
- * A settlement rejected by re-verification before any claim: recorded as failed (with the
- * precise cause, for operators) without a reservation, so duplicates get the same answer.
+ * A settlement decided by re-verification before any claim, recorded without a reservation or a
+ * transaction, so duplicates get the same answer: failed (with the precise cause, for
+ * operators), or settled when nothing is to move (an upto charge of 0).
  */
 export async function recordRejected(
   db: pg.Pool,
   // request: the outbox's request, stored with the record (see ReservationInput.request, reservations.ts).
-  input: NewSettlement & { cause: string; request?: ExactSettleRequest },
+  input: NewSettlement & { cause: string | null; status?: 'failed' | 'settled'; request?: SettlementRequest },
 ): Promise<SettlementRecord> {
   await db.query(
     `with stored as (
@@ -154,9 +177,14 @@ export async function recordRejected(
        on conflict (settlement_key) do nothing
      )
      insert into settlements (${NEW_SETTLEMENT_COLUMNS}, status, failure_cause, completed_at)
-     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'failed', $11, now())
+     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $13, $11, now())
      on conflict (settlement_key) do nothing`,
-    [...newSettlementValues(input), input.cause, input.request ? JSON.stringify(input.request) : null],
+    [
+      ...newSettlementValues(input),
+      input.cause,
+      input.request ? JSON.stringify(input.request) : null,
+      input.status ?? 'failed',
+    ],
   );
   await notifyOutcome(db, input.key);
   return (await findSettlement(db, input.key))!;

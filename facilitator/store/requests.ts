@@ -1,8 +1,7 @@
 // The stored request: the signed /settle request, stored by key (first writer wins), what the
 // sweeper reads to start workflows that were never started, and durable refusals.
 import type pg from 'pg';
-import { getAddress } from 'ethers';
-import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
+import { isUptoRequest, settlementTerms, type SettlementRequest } from '../settlement/request.ts';
 
 /**
  * Stores the request by key; true when this call stored it (the first request of its
@@ -14,7 +13,7 @@ export async function saveSettleRequest(
   db: pg.Pool,
   key: string,
   accountId: string,
-  request: ExactSettleRequest,
+  request: SettlementRequest,
 ): Promise<boolean> {
   const { rowCount } = await db.query(
     'insert into settle_requests (settlement_key, account_id, request) values ($1, $2, $3) on conflict (settlement_key) do nothing',
@@ -25,13 +24,13 @@ export async function saveSettleRequest(
 
 export type StoredSettleRequest = {
   accountId: string;
-  request: ExactSettleRequest;
+  request: SettlementRequest;
   /** A durable refusal (guardrail, or a run that gave up before signing): answered, never claimed afresh. */
   refusedCause: string | null;
 };
 
 export async function loadSettleRequest(db: pg.Pool, key: string): Promise<StoredSettleRequest | null> {
-  const { rows } = await db.query<{ account_id: string; request: ExactSettleRequest; refused_cause: string | null }>(
+  const { rows } = await db.query<{ account_id: string; request: SettlementRequest; refused_cause: string | null }>(
     'select account_id, request, refused_cause from settle_requests where settlement_key = $1',
     [key],
   );
@@ -59,7 +58,7 @@ export async function unstartedSettlements(
   olderThanMs: number,
   limit: number,
 ): Promise<Array<{ key: string; payer: string; summary: string }>> {
-  const { rows } = await db.query<{ settlement_key: string; request: ExactSettleRequest }>(
+  const { rows } = await db.query<{ settlement_key: string; request: SettlementRequest }>(
     `select r.settlement_key, r.request from settle_requests r
      where r.workflow_started_at is null and r.created_at < now() - make_interval(secs => $1::double precision / 1000)
        and (r.refused_cause is not null or exists (select 1 from settlements s where s.settlement_key = r.settlement_key))
@@ -70,10 +69,10 @@ export async function unstartedSettlements(
 }
 
 /** The search attribute and summary of a settlement's workflow, from its request (no signature). */
-export function workflowLabels(request: ExactSettleRequest): { payer: string; summary: string } {
-  const a = request.paymentPayload.payload.authorization;
-  const payer = getAddress(a.from.toLowerCase());
-  return { payer, summary: `${a.value} to ${request.paymentRequirements.payTo} from ${payer}` };
+export function workflowLabels(request: SettlementRequest): { payer: string; summary: string } {
+  const { payer, amount } = settlementTerms(request);
+  const payTo = isUptoRequest(request) ? request.payTo : request.paymentRequirements.payTo;
+  return { payer, summary: `${amount} to ${payTo} from ${payer}` };
 }
 
 /** Makes a refusal durable on the request (the first cause stays). */

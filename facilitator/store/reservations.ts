@@ -3,7 +3,7 @@
 // payer's authorization nonce, in one statement, so both commit or neither does.
 import type pg from 'pg';
 import type { Account, AccountKind } from '../accounts.ts';
-import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
+import type { SettlementRequest } from '../settlement/request.ts';
 import {
   OUTCOME_CHANNEL,
   findSettlement,
@@ -39,7 +39,7 @@ export type ReservationInput = {
    * the same statement (first writer wins), so the reservation and its stored request commit
    * together. A refusal stores it too, carrying the refusal.
    */
-  request?: ExactSettleRequest;
+  request?: SettlementRequest;
 };
 
 export type PresignedTransaction = {

@@ -50,9 +50,18 @@ describe('facilitator', function () {
   const gasNonce = () => provider.getTransactionCount(stack().facilitator.gasWallet, 'latest');
 
   describe('open endpoints', () => {
-    it('GET /supported names the one kind on both listeners', async () => {
+    it('GET /supported names the kinds on both listeners: exact, and upto with the gas wallet to sign for', async () => {
       const expected = {
-        kinds: [{ x402Version: 1, scheme: 'exact', network: 'base', asset: stack().infra.tokenAddress }],
+        kinds: [
+          { x402Version: 1, scheme: 'exact', network: 'base', asset: stack().infra.tokenAddress },
+          {
+            x402Version: 2,
+            scheme: 'upto',
+            network: 'eip155:8453',
+            asset: stack().infra.tokenAddress,
+            extra: { facilitatorAddress: stack().facilitator.gasWallet },
+          },
+        ],
       };
       const open = await request(`${stack().facilitator.publicUrl}/supported`);
       assert.equal(open.statusCode, 200);
@@ -65,7 +74,15 @@ describe('facilitator', function () {
     it('the x402 reference HTTPFacilitatorClient.getSupported() parses /supported unmodified', async () => {
       const supported = await new HTTPFacilitatorClient({ url: stack().facilitator.publicUrl }).getSupported();
       // The reference's schema keeps the fields it knows (`asset` is ours, beside them).
-      assert.deepEqual(supported.kinds, [{ x402Version: 1, scheme: 'exact', network: 'base' }]);
+      assert.deepEqual(supported.kinds, [
+        { x402Version: 1, scheme: 'exact', network: 'base' },
+        {
+          x402Version: 2,
+          scheme: 'upto',
+          network: 'eip155:8453',
+          extra: { facilitatorAddress: stack().facilitator.gasWallet },
+        },
+      ]);
     });
 
     it('GET /healthz is live; ?ready=1 checks RPC and gas balance', async () => {

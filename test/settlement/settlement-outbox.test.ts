@@ -29,6 +29,7 @@ import {
   type FacilitatorStack,
 } from '../support/facilitator.ts';
 import { startTcpRelay, type TcpRelay } from '../support/tcp-relay.ts';
+import { claimAsDeadHandler as claimDead, settlementWorkflowResult } from '../support/settling.ts';
 import {
   balanceOf,
   chainProvider,
@@ -41,18 +42,10 @@ import {
   transfersTo,
   type TestAccount,
 } from '../support/x402.ts';
-import { reserveNonce } from '../../facilitator/store/reservations.ts';
-import { storedGasNonce } from '../../facilitator/store/gas.ts';
 import { findSettlement, settlementKey } from '../../facilitator/store/records.ts';
-import { markRefused, markWorkflowStarted, saveSettleRequest } from '../../facilitator/store/requests.ts';
+import { markRefused, markWorkflowStarted } from '../../facilitator/store/requests.ts';
 import { loadFacilitatorConfig } from '../../facilitator/config.ts';
 import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
-import { loadKeystoreSigner } from '../../facilitator/signer.ts';
-import { createFeeOracle } from '../../facilitator/fees.ts';
-import { createChainProvider } from '../../facilitator/chain.ts';
-import { reverify } from '../../facilitator/settlement/verify.ts';
-import { presign } from '../../facilitator/settlement/reserve.ts';
-import type { SettlementOutcome } from '../../facilitator/settlement/types.ts';
 
 describe('settlement outbox', function () {
   this.timeout(120_000);
@@ -91,67 +84,10 @@ describe('settlement outbox', function () {
         [key],
       )
     ).rows[0]?.workflow_started_at ?? null;
-  /** The workflow's result, once the sweeper has started it and it has run (read on the shared stack's client). */
-  const workflowResult = (key: string) =>
-    until(
-      'the settlement workflow',
-      async () => {
-        const handle = stack().temporal.workflow.getHandle(key);
-        const described = await handle.describe().catch(() => null);
-        return described?.status.name === 'COMPLETED' ? ((await handle.result()) as SettlementOutcome) : null;
-      },
-      60_000,
-    );
+  const workflowResult = settlementWorkflowResult;
 
-  /**
-   * What a handler that died before its workflow start and its send committed: the request, then
-   * the claim with the signed bytes (the claim check and the reservation statement, as the
-   * handler runs them), with the gas wallet `config` names. Nothing is sent.
-   */
-  async function claimAsDeadHandler(
-    key: string,
-    request: ExactSettleRequest,
-    config = facilitator.config,
-  ): Promise<void> {
-    const chain = createChainProvider(config.chainRpcUrl, config.domain.chainId);
-    try {
-      const deps = {
-        pool: facilitator.pool,
-        provider: chain,
-        signer: await loadKeystoreSigner(config),
-        fees: createFeeOracle(chain),
-        config,
-      };
-      assert.equal(await saveSettleRequest(facilitator.pool, key, gateway.account.id, request), true);
-      const checked = await reverify(deps, request);
-      assert.ok(checked.ok);
-      const presigned = await presign(
-        deps,
-        request,
-        checked.gas,
-        await storedGasNonce(facilitator.pool, deps.signer.address, config.domain.chainId),
-      );
-      const { authorization } = request.paymentPayload.payload;
-      const reserved = await reserveNonce(facilitator.pool, {
-        key,
-        account: gateway.account,
-        kind: { network: 'base', asset: stack().infra.tokenAddress },
-        payer: authorization.from,
-        payTo: authorization.to,
-        amount: BigInt(authorization.value),
-        validBefore: BigInt(authorization.validBefore),
-        defaults: config.guardrails,
-        gasAtRiskWei: checked.gas.gasLimit * checked.gas.maxFeePerGas,
-        presigned,
-      });
-      assert.ok(
-        'reserved' in reserved && reserved.reserved.status === 'signed' && reserved.reserved.txHash === presigned.hash,
-        'claimed with its bytes',
-      );
-    } finally {
-      chain.destroy();
-    }
-  }
+  const claimAsDeadHandler = (key: string, request: ExactSettleRequest, config = facilitator.config) =>
+    claimDead(facilitator, gateway.account, key, request, config);
 
   it('Temporal unreachable: /settle settles once from the outbox, and the sweeper creates its workflow once Temporal is back', async () => {
     const payer = await newPayer(1_000_000n);

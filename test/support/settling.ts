@@ -1,10 +1,22 @@
 // Setups that the settlement tests share, each registering its own mocha hooks in the enclosing
 // describe block: a facilitator of its own (its task queue and configuration), and a tenant
 // that pays through a facilitator.
+import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { JsonRpcProvider } from 'ethers';
+import { createChainProvider } from '../../facilitator/chain.ts';
+import type { FacilitatorConfig } from '../../facilitator/config.ts';
+import { createFeeOracle } from '../../facilitator/fees.ts';
+import { loadKeystoreSigner } from '../../facilitator/signer.ts';
+import { storedGasNonce } from '../../facilitator/store/gas.ts';
+import { reserveNonce } from '../../facilitator/store/reservations.ts';
+import { saveSettleRequest } from '../../facilitator/store/requests.ts';
+import { presign } from '../../facilitator/settlement/reserve.ts';
+import { settlementKind, type SettlementRequest } from '../../facilitator/settlement/request.ts';
+import { reverify } from '../../facilitator/settlement/verify.ts';
 import { stack } from './stack.ts';
-import { startFacilitatorStack, type FacilitatorStack } from './facilitator.ts';
+import { startFacilitatorStack, until, type FacilitatorStack } from './facilitator.ts';
+import type { SettlementOutcome } from '../../facilitator/settlement/types.ts';
 import { chainProvider, newAccount, settlingTenant, type TestAccount } from './x402.ts';
 import { startUpstream, type TestUpstream } from './upstream.ts';
 
@@ -71,4 +83,66 @@ export function withPayingTenant(name: string, use: (paying: PayingTenant) => vo
     await paying.account.client.close();
     paying.provider.destroy();
   });
+}
+
+/**
+ * What a /settle handler that died before its workflow start and its send committed: the
+ * request, then the claim with the signed bytes (re-verification, presigning and the
+ * reservation statement, as the handler runs them), with the gas wallet `config` names. Nothing
+ * is sent.
+ */
+export async function claimAsDeadHandler(
+  facilitator: Pick<FacilitatorStack, 'pool' | 'config'>,
+  account: TestAccount['account'],
+  key: string,
+  request: SettlementRequest,
+  config: FacilitatorConfig = facilitator.config,
+): Promise<void> {
+  const chain = createChainProvider(config.chainRpcUrl, config.domain.chainId);
+  try {
+    const deps = {
+      pool: facilitator.pool,
+      provider: chain,
+      signer: await loadKeystoreSigner(config),
+      fees: createFeeOracle(chain),
+      config,
+    };
+    assert.equal(await saveSettleRequest(facilitator.pool, key, account.id, request), true);
+    const checked = await reverify(deps, request);
+    assert.ok(checked.ok, checked.ok ? '' : checked.cause);
+    const presigned = await presign(
+      deps,
+      request,
+      checked.gas,
+      await storedGasNonce(facilitator.pool, deps.signer.address, config.domain.chainId),
+    );
+    const reserved = await reserveNonce(facilitator.pool, {
+      key,
+      account,
+      kind: settlementKind(request, config.network),
+      ...checked.transfer,
+      defaults: config.guardrails,
+      gasAtRiskWei: checked.gas.gasLimit * checked.gas.maxFeePerGas,
+      presigned,
+    });
+    assert.ok(
+      'reserved' in reserved && reserved.reserved.status === 'signed' && reserved.reserved.txHash === presigned.hash,
+      'claimed with its bytes',
+    );
+  } finally {
+    chain.destroy();
+  }
+}
+
+/** A settlement workflow's result, once the sweeper has started it and it has run (read on the shared stack's client). */
+export function settlementWorkflowResult(key: string): Promise<SettlementOutcome> {
+  return until(
+    'the settlement workflow',
+    async () => {
+      const handle = stack().temporal.workflow.getHandle(key);
+      const described = await handle.describe().catch(() => null);
+      return described?.status.name === 'COMPLETED' ? ((await handle.result()) as SettlementOutcome) : null;
+    },
+    60_000,
+  );
 }

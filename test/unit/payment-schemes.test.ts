@@ -4,6 +4,9 @@
 // finds for a known scheme, an unknown scheme and an unknown network. Payments are signed
 // locally; no chain, no database.
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Wallet, getAddress } from 'ethers';
 import { encodeBase64Json } from '../../x402/schemas.ts';
 import { schemeProtocol } from '../../x402/schemes/index.ts';
@@ -135,11 +138,16 @@ describe("the gateway's registry", () => {
 });
 
 describe("the facilitator's registry", () => {
+  // The gas wallet's keystore: only its public address field is read (upto's facilitatorAddress).
+  const gasWallet = getAddress('0x' + '33'.repeat(20));
+  const keystoreFile = join(mkdtempSync(join(tmpdir(), 'schemes-')), 'keystore.json');
+  writeFileSync(keystoreFile, JSON.stringify({ address: gasWallet.slice(2).toLowerCase() }));
   const facilitatorConfig = {
     network: 'base',
     tokenAddress: TOKEN,
     domain: DOMAIN,
     chainRpcUrl: 'http://127.0.0.1:1',
+    keystore: { file: keystoreFile },
     guardrails: { maxPerTx: 10_000n, dailyCeiling: 10_000n },
   } as FacilitatorConfig;
   const deps = (): SchemeDeps & { handedOver: number; readinessAsked: number } => {
@@ -175,6 +183,13 @@ describe("the facilitator's registry", () => {
   it('lists one kind per scheme in /supported', () => {
     assert.deepEqual(supportedKinds(facilitatorConfig), [
       { x402Version: 1, scheme: 'exact', network: 'base', asset: TOKEN },
+      {
+        x402Version: 2,
+        scheme: 'upto',
+        network: 'eip155:8453',
+        asset: TOKEN,
+        extra: { facilitatorAddress: gasWallet },
+      },
     ]);
   });
 
@@ -183,7 +198,11 @@ describe("the facilitator's registry", () => {
     assert.equal(typeof settlerOf('exact', 'base'), 'function');
     assert.equal(settlerOf('exact', 'base-sepolia'), null);
     assert.equal(settlerOf('exact', 'eip155:8453'), null);
-    assert.equal(settlerOf('upto', 'base'), null);
+    // upto takes the deployment's network by either name (its v1 name and CAIP-2).
+    assert.equal(typeof settlerOf('upto', 'base'), 'function');
+    assert.equal(typeof settlerOf('upto', 'eip155:8453'), 'function');
+    assert.equal(settlerOf('upto', 'eip155:1'), null);
+    assert.equal(settlerOf('permit', 'base'), null);
   });
 
   it("dispatches to the scheme's handling: a payload not the scheme's is malformed before anything is asked", async () => {

@@ -4,7 +4,6 @@
 // authorization (else failed, nothing claimed), the guardrails that need no usage pass (limit);
 // then the settlement's owner settles it (facilitator/settlement/: the steps SettlementWorkflow
 // runs). Nothing touches the chain before those checks pass.
-import { errorKind } from '../../../lib/error-kind.ts';
 import type { SettleRequest } from '../../../x402/schemas.ts';
 import { recoverAuthorizer } from '../../../x402/schemes/exact/eip3009.ts';
 import { asExactSettleRequest, EXACT, type ExactSettleRequest } from '../../../x402/schemes/exact/schemas.ts';
@@ -13,8 +12,8 @@ import { CONTRACT_SIGNATURE_TIMEOUT_MS, contractSignatureCheckFor } from '../../
 import type { FacilitatorConfig } from '../../config.ts';
 import { settlementKey } from '../../store/records.ts';
 import { staticGuardrail } from '../../store/reservations.ts';
-import type { SettlementOutcome } from '../../settlement/types.ts';
 import type { FacilitatorScheme, SchemeDeps, SettleAnswer, Settler } from '../scheme.ts';
+import { handOver } from '../hand-over.ts';
 
 /**
  * Why the request's requirements cannot be those of its authorization (null when they can):
@@ -41,8 +40,8 @@ const failed = (payer: string, cause: string): SettleAnswer => ({
 
 function exactSettler(deps: SchemeDeps): Settler {
   const { config, settlements } = deps;
-  return async function settleExact(generic: SettleRequest, { account, deadline }): Promise<SettleAnswer> {
-    const request = asExactSettleRequest(generic);
+  return async function settleExact(generic: SettleRequest | null, { account, deadline }): Promise<SettleAnswer> {
+    const request = generic && asExactSettleRequest(generic);
     if (!request) return { answer: 'malformed' };
     const authorization = request.paymentPayload.payload.authorization;
     const signature = request.paymentPayload.payload.signature;
@@ -92,24 +91,7 @@ function exactSettler(deps: SchemeDeps): Settler {
       return { answer: 'limit' };
     }
 
-    let outcome: SettlementOutcome | 'in_flight';
-    try {
-      outcome = await settlements.settle(key, account.id, request, deadline, reads);
-    } catch (err) {
-      // PostgreSQL or Temporal unreachable: a protocol failure the caller may retry (the
-      // settlement, if it started, goes on and dedupes the retry).
-      deps.log.warn({ key, err: errorKind(err) }, 'settle could not be handed over');
-      return { answer: 'unavailable' };
-    }
-    // Not mined yet (neither the transfer nor its cancel): not a collection outcome, since the
-    // transfer may still land; the caller retries and gets the outcome once one is mined.
-    if (outcome === 'in_flight' || outcome.status === 'pending') return { answer: 'in_progress' };
-    deps.log.info(
-      { key, account: account.id, status: outcome.status, cause: outcome.cause, transaction: outcome.transaction },
-      'settle',
-    );
-    if (outcome.status === 'rejected') return { answer: 'limit' };
-    return { answer: 'outcome', outcome };
+    return handOver(deps, { key, account, request, deadline, reads });
   };
 }
 
