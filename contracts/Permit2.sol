@@ -3,7 +3,6 @@ pragma solidity ^0.8.27;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
-import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {SignatureChecker} from "@openzeppelin/contracts/utils/cryptography/SignatureChecker.sol";
 
 /// @title The signature-transfer half of Permit2, for the local chain
@@ -123,23 +122,32 @@ contract Permit2 {
         if (flipped & bit == 0) revert InvalidNonce();
     }
 
-    // An account without code signs with its key: 65-byte (r, s, v) or 64-byte EIP-2098 (r, vs).
-    // A contract signs through ERC-1271, as Permit2 accepts smart-contract wallets.
+    // An account without code signs with its key: 65-byte (r, s, v) or 64-byte EIP-2098 (r, vs),
+    // recovered with plain ecrecover as the published Permit2 does (a high-s signature is
+    // accepted there too; the nonce bitmap makes a malleated copy useless). A contract signs
+    // through ERC-1271, as Permit2 accepts smart-contract wallets.
     function _requireSignedBy(address owner, bytes32 digest, bytes calldata signature) private view {
         if (owner.code.length > 0) {
             if (!SignatureChecker.isValidERC1271SignatureNow(owner, digest, signature)) revert InvalidContractSignature();
             return;
         }
-        address signer;
-        ECDSA.RecoverError failure;
+        bytes32 r;
+        bytes32 s;
+        uint8 v;
         if (signature.length == 65) {
-            (signer, failure,) = ECDSA.tryRecoverCalldata(digest, signature);
+            r = bytes32(signature[0:32]);
+            s = bytes32(signature[32:64]);
+            v = uint8(signature[64]);
         } else if (signature.length == 64) {
-            (signer, failure,) = ECDSA.tryRecover(digest, bytes32(signature[0:32]), bytes32(signature[32:64]));
+            r = bytes32(signature[0:32]);
+            bytes32 vs = bytes32(signature[32:64]);
+            s = vs & bytes32(uint256(type(int256).max));
+            v = uint8(uint256(vs) >> 255) + 27;
         } else {
             revert InvalidSignatureLength();
         }
-        if (failure != ECDSA.RecoverError.NoError) revert InvalidSignature();
+        address signer = ecrecover(digest, v, r, s);
+        if (signer == address(0)) revert InvalidSignature();
         if (signer != owner) revert InvalidSigner();
     }
 }

@@ -6,7 +6,18 @@
 // facilitator (@x402/evm's upto scheme) verifies and settles against the same contracts.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { Interface, MaxUint256, TypedDataEncoder, Wallet, hexlify, parseEther, type JsonRpcProvider } from 'ethers';
+import {
+  Interface,
+  MaxUint256,
+  Signature,
+  TypedDataEncoder,
+  Wallet,
+  concat,
+  hexlify,
+  parseEther,
+  toBeHex,
+  type JsonRpcProvider,
+} from 'ethers';
 import { toFacilitatorEvmSigner } from '@x402/evm';
 import { UptoEvmScheme as ReferenceUptoFacilitator } from '@x402/evm/upto/facilitator';
 import { createWalletClient, http, publicActions } from 'viem';
@@ -24,6 +35,8 @@ import {
   UPTO_WITNESS_TYPEHASH,
   UPTO_WITNESS_TYPE_STRING,
   permit2Domain,
+  recoverDigestSigner,
+  uptoPermitDigest,
 } from '../../x402/schemes/upto/typed-data.ts';
 import { verifyUptoPayment, type VerifiedUptoPayment } from '../../x402/schemes/upto/verify.ts';
 import { CONTRACTS_CACHE_DIR, stack } from '../support/stack.ts';
@@ -31,6 +44,8 @@ import { rpcReader, signUptoPayment, uptoChallenge, UPTO_NETWORK } from '../supp
 import { chainProvider } from '../support/x402.ts';
 
 const MAX = 5_000_000n;
+/** The order of secp256k1's group: s and n - s sign the same message. */
+const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
 const ACTUAL = 1_234_567n;
 // Proxy errors and the Permit2 errors that pass through it, decoded by name.
 const errorsOf = [new Interface(UPTO_PROXY_ABI), new Interface(PERMIT2_ABI)];
@@ -162,6 +177,28 @@ describe('x402 upto contracts on the dev chain', function () {
 
     await revertsWith(charge(upto, 1n), 'InvalidNonce');
     assert.equal(await balance(payTo), before.payTo + ACTUAL);
+  });
+
+  it('takes a high-s copy of the payer signature on chain, as the published Permit2 does, once; the verifiers refuse it off chain', async function () {
+    const payer = await newPayer(true);
+    const payTo = (await newWallet({})).address;
+    const { payment } = await signUptoPayment(payer.privateKey, {
+      asset: token,
+      payTo,
+      facilitator: facilitator.address,
+      amount: MAX,
+    });
+    const upto = await verified(payment, payTo);
+    // (r, n - s, v flipped) recovers the same signer through ecrecover, which the published
+    // Permit2 uses; ethers (so the gateway's and the facilitator's checks) takes only low s.
+    const sig = Signature.from(upto.signature);
+    const malleated = concat([sig.r, toBeHex(SECP256K1_N - BigInt(sig.s), 32), toBeHex(sig.v === 27 ? 28 : 27, 1)]);
+    assert.equal(recoverDigestSigner(uptoPermitDigest(8453, upto), malleated), null);
+
+    const before = await balance(payTo);
+    await (await charge({ ...upto, signature: malleated }, ACTUAL)).wait();
+    assert.equal(await balance(payTo), before + ACTUAL);
+    await revertsWith(charge(upto, ACTUAL), 'InvalidNonce');
   });
 
   it('reverts a charge before validAfter, after the deadline, or of a nonce the payer invalidated', async function () {
