@@ -57,7 +57,7 @@ export function contractSignatureCheck(call: EthCall): ContractSignatureCheck {
  * eth_call over plain JSON-RPC with a hard deadline (the gateway's request path must not wait on
  * a slow node). A JSON-RPC error that reports a revert is a refusal; anything else is thrown.
  */
-function rpcEthCall(rpcUrl: string, timeoutMs: number): EthCall {
+export function rpcEthCall(rpcUrl: string, timeoutMs: number): EthCall {
   return async (tx) => {
     const res = await fetch(rpcUrl, {
       method: 'POST',

@@ -55,6 +55,12 @@ export const Payment = z.object({
 });
 export type Payment = z.infer<typeof Payment>;
 
+/**
+ * A payment as the gate took it: the envelope, and the v2 extensions of the payment that its
+ * scheme declared and the payer sent back (an `upto` payer's EIP-2612 permit); a v1 header has none.
+ */
+export type OfferedPayment = Payment & { extensions?: Record<string, unknown> };
+
 export const SettleRequest = z.object({
   x402Version: z.number().int(),
   paymentPayload: Payment,

@@ -23,6 +23,7 @@ import {
   PaymentRequired,
   PaymentStillSettling,
 } from '../../gateway/payment/refusals.ts';
+import { PaymentUnavailable } from '../../gateway/payment/unavailable.ts';
 import { PaymentAlreadyBound } from '../../gateway/payment/binding.ts';
 import { priceOf } from '../../gateway/payment/pricing.ts';
 import { challengeEntries } from '../../gateway/payment/schemes/index.ts';
@@ -106,6 +107,11 @@ function answerOf(config: PaymentConfig, call: AnsweredCall, err: unknown): unkn
     return inAnswerStyle(config, call, err.entries[0], challengeAnswer(config, err.entries, call));
   if (err instanceof PaymentRefused) return refusalAnswer(config, call, err.entries, err.reason);
   if (err instanceof PaymentStillSettling) return stillSettling();
+  // As a payment still settling: the same 503, a retry later may find the facilitator readable.
+  if (err instanceof PaymentUnavailable)
+    return new ApiError(503, 'payment cannot be taken now; retry later', {
+      'Retry-After': String(SETTLING_RETRY_AFTER_S),
+    });
   if (err instanceof PaymentIdentifierConflict) return conflict(err.message);
   if (err instanceof PaymentAlreadyAnswered) {
     const headers: Record<string, string> = { 'X-Gateway-Invocation-ID': err.invocationId };

@@ -4,6 +4,7 @@ import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { CredentialSchema } from '../credentials/entity.ts';
 import { SettlementConfigSchema } from '../settlement/entity.ts';
 import { PaymentBindingSchema } from '../payment/entity.ts';
+import type { Meter, PricingScheme } from '../metering/meter.ts';
 
 export type Pricing = {
   amount: string;
@@ -15,6 +16,13 @@ export type Pricing = {
   methods?: Record<string, string>;
   /** A2A: per-skill prices, for a message naming the skill in its metadata. */
   skills?: Record<string, string>;
+  /**
+   * How the call is paid (default exact); with `upto`, `amount` (and a tool's, method's or
+   * skill's price) is the maximum the payer signs and `meter` measures the charge. The API does
+   * not accept either yet: no stored agent has them.
+   */
+  scheme?: PricingScheme;
+  meter?: Meter;
 };
 
 /** A public agent's self-description (api/agents/public-interface.ts validates it on save). */

@@ -10,16 +10,24 @@
 //   result's `_meta["x402/payment-response"]`, gateway/mcp/x402.ts) or the x402 A2A
 //   transport's `x402.payment.payload` in message metadata (api/proxy/a2a-x402.ts; the receipt in
 //   the answer's `x402.payment.receipts`, gateway/a2a/x402.ts), and PAYMENT-RESPONSE.
-// v2 challenges declare the payment-identifier extension; a v2 or MCP payment may carry an
-// identifier (identifier.ts). Each payload is parsed by the scheme of the challenge entry it
-// pays (schemes/).
+// v2 challenges declare the payment-identifier extension, and the extensions of the schemes they
+// offer; a v2 or MCP payment may carry an identifier (identifier.ts). Each payload is parsed by the
+// scheme of the challenge entry it pays (schemes/), which also keeps the extensions it declared
+// that the payer sent back (an `upto` payer's EIP-2612 permit).
+import { isDeepStrictEqual } from 'node:util';
 import { getAddress } from 'ethers';
 import {
   declarePaymentIdentifierExtension,
   extractAndValidatePaymentIdentifier,
   PAYMENT_IDENTIFIER,
 } from '@x402/extensions/payment-identifier';
-import { decodePaymentHeader, encodeBase64Json, type ChallengeEntry, type Payment } from '../../x402/schemas.ts';
+import {
+  decodePaymentHeader,
+  encodeBase64Json,
+  type ChallengeEntry,
+  type OfferedPayment,
+  type Payment,
+} from '../../x402/schemas.ts';
 import {
   PaymentPayloadV2,
   caip2Network,
@@ -80,7 +88,7 @@ const MAX_V2_HEADER = 16_384;
  * challenge entry it pays and the scheme that verifies it, and the payer's payment identifier if any.
  */
 export type DecodedOffer = {
-  payment: Payment;
+  payment: OfferedPayment;
   requirements: ChallengeEntry;
   scheme: GatewayScheme;
   paymentId: string | null;
@@ -115,19 +123,30 @@ export function decodeOffer(config: PaymentConfig, offer: Offer, entries: Challe
     network: config.network,
     payload: parsed.data.payload,
   };
-  return withSchemePayload(envelope, requirements, paymentId);
+  return withSchemePayload(envelope, requirements, paymentId, parsed.data.extensions);
 }
 
-/** The offer with its payload parsed by the scheme of the entry it pays; null when it is not that scheme's. */
+/**
+ * The offer with its payload parsed by the scheme of the entry it pays, and the extensions sent
+ * that the scheme declared (`sent`: a v2 payment's); null when it is not that scheme's.
+ */
 function withSchemePayload(
   envelope: Payment,
   requirements: ChallengeEntry,
   paymentId: string | null,
+  sent?: Record<string, unknown> | null,
 ): DecodedOffer | null {
   const scheme = gatewayScheme(requirements.scheme);
   const payload = scheme?.protocol.parsePayload(envelope.payload);
   if (!scheme || !payload) return null;
-  return { payment: { ...envelope, payload }, requirements, scheme, paymentId };
+  // The x402 client echoes every declared extension into its payment, merged with what it adds:
+  // one sent back exactly as declared carries nothing of the payer's (an upto payer that approved
+  // Permit2 signs no permit), and is dropped.
+  const kept = Object.entries(scheme.extensions)
+    .filter(([name, declared]) => sent && Object.hasOwn(sent, name) && !isDeepStrictEqual(sent[name], declared))
+    .map(([name]) => name);
+  const extensions = kept.length > 0 && sent ? Object.fromEntries(kept.map((name) => [name, sent[name]])) : null;
+  return { payment: { ...envelope, payload, ...(extensions ? { extensions } : {}) }, requirements, scheme, paymentId };
 }
 
 /** The payment-identifier extension's id (null when none was sent), undefined when it is malformed. */
@@ -168,8 +187,9 @@ export function requirementsV2(
 /**
  * The v2 PaymentRequired of a call whose challenge lists `entries` (one per scheme, all of one
  * resource), `error` saying why. It declares the payment-identifier extension, not required: a
- * payer that sends an id gets the first outcome back on a retry; `extensions` adds others (a
- * public agent's `bazaar`, api/discovery/bazaar.ts).
+ * payer that sends an id gets the first outcome back on a retry; the extensions the entries'
+ * schemes declare (`upto`'s eip2612GasSponsoring); `extensions` adds others (a public agent's
+ * `bazaar`, api/discovery/bazaar.ts).
  */
 export function paymentRequiredV2(
   config: PaymentConfig,
@@ -178,12 +198,17 @@ export function paymentRequiredV2(
   extensions: Record<string, unknown> = {},
 ): PaymentRequiredV2 {
   const [{ resource, description, mimeType }] = entries;
+  const declared = entries.map((entry) => gatewayScheme(entry.scheme)?.extensions ?? {});
   return {
     x402Version: 2,
     error,
     resource: { url: resource, description, mimeType },
     accepts: entries.map((entry) => requirementsV2(config, entry)),
-    extensions: { ...extensions, [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false) },
+    extensions: {
+      ...extensions,
+      ...Object.assign({}, ...declared),
+      [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false),
+    },
   };
 }
 

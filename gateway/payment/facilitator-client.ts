@@ -2,6 +2,9 @@
 // tenant's client certificate and key, a deadline per call, and one keep-alive connection
 // pool per (facilitator, certificate) so a settle does not pay a TLS handshake each time.
 // Every answer is reduced to a coarse outcome; nothing a facilitator says is passed through.
+// Beside `settle` (an exact payment, as the flow sends it): `supported`, the facilitator's kinds
+// (read through ./supported.ts's cache), and `settleCharge`, the charge of a verified `upto`
+// payment, whose zero charge is a success without a transaction.
 // The facilitator URL is a tenant's setting, so connections go through the proxy's SSRF
 // connector: the host is resolved once, every address checked against the guard (the
 // facilitator's own host is exempt only when UPSTREAM_ALLOW names it), and the socket goes to
@@ -11,8 +14,9 @@ import { LRUCache } from 'lru-cache';
 import { Agent, request } from 'undici';
 import { checkedConnector, type Resolver } from '../upstream/dispatcher.ts';
 import { BlockedAddressError } from '../upstream/errors.ts';
-import { SettleResponse, type SettleRequest } from '../../x402/schemas.ts';
+import { SettleResponse, type ChallengeEntry, type OfferedPayment, type SettleRequest } from '../../x402/schemas.ts';
 import { schemeProtocol } from '../../x402/schemes/index.ts';
+import { SupportedAnswer, type SupportedKind } from './supported.ts';
 import { traceClientCall } from '../../lib/observability/spans.ts';
 
 type FacilitatorTarget = { facilitatorUrl: string; certPem: string; keyPem: string };
@@ -22,8 +26,18 @@ type SettleOutcome =
   /** settlement_failed: the facilitator answered, and the payment was not collected. */
   | { ok: false; error: 'settlement_failed' | 'settlement_refused' | 'settlement_unavailable' };
 
+/** The terms of a charge: the challenge entry the payment was verified against, and what is charged of it. */
+type Charge = { requirements: ChallengeEntry; amount: bigint };
+
 export interface FacilitatorClient {
   settle(target: FacilitatorTarget, body: SettleRequest): Promise<SettleOutcome>;
+  /**
+   * Charges `charge.amount` (at most the maximum it authorized) of a verified payment whose
+   * scheme charges after the call (`upto`): a charge of 0 is a success whose transaction is ''.
+   */
+  settleCharge(target: FacilitatorTarget, payment: OfferedPayment, charge: Charge): Promise<SettleOutcome>;
+  /** The kinds the facilitator settles (its /supported), or null when it could not be read. */
+  supported(target: FacilitatorTarget): Promise<SupportedKind[] | null>;
   close(): Promise<void>;
 }
 
@@ -38,6 +52,30 @@ function blockedByGuard(err: unknown): boolean {
     if (e instanceof BlockedAddressError) return true;
   }
   return false;
+}
+
+/**
+ * The /settle body of a charge: the v1-style envelope (docs/SETTLEMENT.md, "The upto scheme"),
+ * the charge as the requirements' `maxAmountRequired`, the extensions the payer sent with it.
+ */
+function chargeBody(payment: OfferedPayment, charge: Charge): SettleRequest {
+  const { extensions, ...envelope } = payment;
+  return {
+    x402Version: 1,
+    paymentPayload: { ...envelope, ...(extensions ? { extensions } : {}) },
+    paymentRequirements: { ...charge.requirements, maxAmountRequired: String(charge.amount) },
+  };
+}
+
+/** The URL of `path` under the facilitator's base URL; null when the base is no https URL. */
+function facilitatorUrl(target: FacilitatorTarget, path: string): URL | null {
+  try {
+    const base = new URL(target.facilitatorUrl);
+    if (base.protocol !== 'https:') return null;
+    return new URL(path, base.href.endsWith('/') ? base.href : `${base.href}/`);
+  } catch {
+    return null;
+  }
 }
 
 /** The payer the payment's payload names, as sent: the receipt's when the facilitator names none. */
@@ -86,51 +124,69 @@ export function createFacilitatorClient(opts: {
     return pool;
   }
 
+  /** POSTs a settle body; `noTransaction`: a success without a transaction is one (a zero charge). */
+  async function post(target: FacilitatorTarget, body: SettleRequest, noTransaction: boolean): Promise<SettleOutcome> {
+    const url = facilitatorUrl(target, 'settle');
+    if (!url) return { ok: false, error: 'settlement_unavailable' };
+    try {
+      // A client span when tracing is on: the facilitator's spans join the caller's trace.
+      const res = await traceClientCall(url.href, 'POST', { 'content-type': 'application/json' }, (headers) =>
+        request(url, {
+          method: 'POST',
+          dispatcher: poolFor(target, url.origin),
+          headers,
+          body: JSON.stringify(body),
+          headersTimeout: opts.timeoutMs,
+          bodyTimeout: opts.timeoutMs,
+          signal: AbortSignal.timeout(opts.timeoutMs),
+        }),
+      );
+      const text = await res.body.text();
+      if (res.statusCode === 429 || res.statusCode === 403 || res.statusCode === 400)
+        return { ok: false, error: 'settlement_refused' };
+      if (res.statusCode !== 200) return { ok: false, error: 'settlement_unavailable' };
+      const parsed = SettleResponse.safeParse(JSON.parse(text));
+      if (!parsed.success) return { ok: false, error: 'settlement_unavailable' };
+      const answer = parsed.data;
+      if (!answer.success) return { ok: false, error: 'settlement_failed' };
+      const none = noTransaction && answer.transaction === '';
+      if (!none && (!answer.transaction || !/^0x[0-9a-fA-F]{64}$/.test(answer.transaction)))
+        return { ok: false, error: 'settlement_unavailable' };
+      return {
+        ok: true,
+        transaction: answer.transaction ?? '',
+        network: answer.network ?? body.paymentRequirements.network,
+        payer: answer.payer ?? payerNamed(body),
+      };
+    } catch (err) {
+      // The guard refused the facilitator's address: nothing was sent, so nothing can be collected.
+      if (blockedByGuard(err)) return { ok: false, error: 'settlement_refused' };
+      // Handshake refused, connection refused, deadline: the payment's state is unknown to
+      // us, and a retry of the same payment resumes it (the facilitator dedupes by nonce).
+      return { ok: false, error: 'settlement_unavailable' };
+    }
+  }
+
   return {
-    async settle(target, body) {
-      let url: URL;
+    settle: (target, body) => post(target, body, false),
+    settleCharge: (target, payment, charge) => post(target, chargeBody(payment, charge), charge.amount === 0n),
+    async supported(target) {
+      const url = facilitatorUrl(target, 'supported');
+      if (!url) return null;
       try {
-        const base = new URL(target.facilitatorUrl);
-        if (base.protocol !== 'https:') return { ok: false, error: 'settlement_unavailable' };
-        url = new URL('settle', base.href.endsWith('/') ? base.href : `${base.href}/`);
-      } catch {
-        return { ok: false, error: 'settlement_unavailable' };
-      }
-      try {
-        // A client span when tracing is on: the facilitator's spans join the caller's trace.
-        const res = await traceClientCall(url.href, 'POST', { 'content-type': 'application/json' }, (headers) =>
-          request(url, {
-            method: 'POST',
-            dispatcher: poolFor(target, url.origin),
-            headers,
-            body: JSON.stringify(body),
-            headersTimeout: opts.timeoutMs,
-            bodyTimeout: opts.timeoutMs,
-            signal: AbortSignal.timeout(opts.timeoutMs),
-          }),
-        );
+        const res = await request(url, {
+          method: 'GET',
+          dispatcher: poolFor(target, url.origin),
+          headersTimeout: opts.timeoutMs,
+          bodyTimeout: opts.timeoutMs,
+          signal: AbortSignal.timeout(opts.timeoutMs),
+        });
         const text = await res.body.text();
-        if (res.statusCode === 429 || res.statusCode === 403 || res.statusCode === 400)
-          return { ok: false, error: 'settlement_refused' };
-        if (res.statusCode !== 200) return { ok: false, error: 'settlement_unavailable' };
-        const parsed = SettleResponse.safeParse(JSON.parse(text));
-        if (!parsed.success) return { ok: false, error: 'settlement_unavailable' };
-        const answer = parsed.data;
-        if (!answer.success) return { ok: false, error: 'settlement_failed' };
-        if (!answer.transaction || !/^0x[0-9a-fA-F]{64}$/.test(answer.transaction))
-          return { ok: false, error: 'settlement_unavailable' };
-        return {
-          ok: true,
-          transaction: answer.transaction,
-          network: answer.network ?? body.paymentRequirements.network,
-          payer: answer.payer ?? payerNamed(body),
-        };
-      } catch (err) {
-        // The guard refused the facilitator's address: nothing was sent, so nothing can be collected.
-        if (blockedByGuard(err)) return { ok: false, error: 'settlement_refused' };
-        // Handshake refused, connection refused, deadline: the payment's state is unknown to
-        // us, and a retry of the same payment resumes it (the facilitator dedupes by nonce).
-        return { ok: false, error: 'settlement_unavailable' };
+        if (res.statusCode !== 200) return null;
+        const parsed = SupportedAnswer.safeParse(JSON.parse(text));
+        return parsed.success ? parsed.data.kinds : null;
+      } catch {
+        return null;
       }
     },
     async close() {

@@ -2,7 +2,10 @@
 // price when pricing.tools names it; for an A2A call, the skill's its message names, else its
 // method's, else the flat price (a method the gateway does not know is free). Computed once per
 // call, when its facts are known, and handed to every stage after (api/proxy/call.ts `price`);
-// the challenge entries a price is offered in are the schemes' (gateway/payment/schemes/).
+// the challenge entries a price is offered in are the schemes' (gateway/payment/schemes/). The
+// price names the scheme it is paid by: the agent's `pricing.scheme`, else `exact`.
+import { EXACT } from '../../x402/schemes/exact/schemas.ts';
+import type { PricingScheme } from '../metering/meter.ts';
 import type { Agent, Pricing } from '../db/entities.ts';
 
 /** The facts of a call its price depends on. */
@@ -14,7 +17,13 @@ export type PricedCall = {
 
 /** What a call costs, to whom, and what for: the terms every scheme's challenge entry states. */
 export type Price = {
-  /** Base units of the token, a decimal string; '0' for a call priced at nothing (a free tool). */
+  /** The scheme the call is paid by: its challenge entry is that scheme's (schemes/index.ts). */
+  scheme: PricingScheme;
+  /**
+   * Base units of the token, a decimal string; '0' for a call priced at nothing (a free tool).
+   * `exact`: what the call costs; `upto`: the maximum the payer authorizes (the meter then
+   * measures the charge, at most this).
+   */
   amount: string;
   /** The agent's pay-to address, as configured. */
   payTo: string;
@@ -50,6 +59,7 @@ export function priceOf(call: PricedCall): Price | null {
   const { pricing } = call.agent;
   if (!pricing) return null;
   return {
+    scheme: pricing.scheme ?? EXACT,
     amount: amountOf(pricing, call),
     payTo: pricing.pay_to,
     description: describe(call),

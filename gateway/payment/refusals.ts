@@ -1,6 +1,7 @@
 // What the payment flow (flow.ts) says when it does not accept a payment. The domain's words;
 // the door (api/payment/stage.ts) answers each as the x402 contract says: 402 with the challenge,
-// 503 with Retry-After, 409, or the first attempt's 202.
+// 503 with Retry-After, 409, or the first attempt's 202. (A challenge that cannot be built now is
+// unavailable.ts's, which the registry of schemes throws.)
 import type { ChallengeEntry } from '../../x402/schemas.ts';
 import type { Dialect } from './dialect.ts';
 

@@ -59,10 +59,22 @@ export function rpcReader(rpcUrl: string): ContractReader {
 
 /** The payment the reference client builds for `terms`, parsed with our wire schema. */
 export async function signUptoPayment(privateKey: string, terms: UptoTerms, reader?: ContractReader) {
+  return payUptoChallenge(privateKey, uptoChallenge(terms), reader);
+}
+
+/** The payment the reference client builds for a v2 PaymentRequired offering `upto` (a gateway's 402). */
+export async function payUptoChallenge(
+  privateKey: string,
+  challenge: ReturnType<typeof uptoChallenge> | Record<string, unknown>,
+  reader?: ContractReader,
+) {
   const account = privateKeyToAccount(privateKey as `0x${string}`);
   const signer = toClientEvmSigner(account, reader as Parameters<typeof toClientEvmSigner>[1]);
   const client = new x402Client().register('eip155:*', new UptoEvmScheme(signer));
-  client.setSpendControls({ allowedAssets: [{ network: UPTO_NETWORK, asset: terms.asset }] });
-  const wire = await client.createPaymentPayload(uptoChallenge(terms));
+  const accepts = (challenge as { accepts: Array<{ network: string; asset: string }> }).accepts;
+  client.setSpendControls({
+    allowedAssets: accepts.map((entry) => ({ network: entry.network as `${string}:${string}`, asset: entry.asset })),
+  });
+  const wire = await client.createPaymentPayload(challenge as Parameters<x402Client['createPaymentPayload']>[0]);
   return { wire, payment: UptoPayment.parse(JSON.parse(JSON.stringify(wire))) };
 }

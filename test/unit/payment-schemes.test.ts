@@ -57,7 +57,7 @@ async function signedPayment(validBefore = Math.floor(Date.now() / 1000) + 600):
 }
 
 describe('the protocol registry', () => {
-  it('knows exact by name, parses its payload and names its payer; an unknown scheme is null', async () => {
+  it('knows exact and upto by name, parses exact’s payload and names its payer; an unknown scheme is null', async () => {
     const exact = schemeProtocol('exact');
     assert.equal(exact?.name, 'exact');
     const { payload } = await signedPayment();
@@ -65,7 +65,8 @@ describe('the protocol registry', () => {
     assert.equal(exact.parsePayload({ signature: '0x12' }), null);
     assert.equal(exact.payerOf(payload), payer.address);
     assert.equal(exact.payerOf({}), '');
-    assert.equal(schemeProtocol('upto'), null);
+    assert.equal(schemeProtocol('upto')?.name, 'upto');
+    assert.equal(schemeProtocol('streaming'), null);
     assert.equal(schemeProtocol(''), null);
   });
 });
@@ -90,7 +91,8 @@ describe("the gateway's registry", () => {
 
   it('finds the scheme a payment is verified by, and none for an unknown name', () => {
     assert.equal(gatewayScheme('exact')?.protocol.name, 'exact');
-    assert.equal(gatewayScheme('upto'), null);
+    assert.equal(gatewayScheme('upto')?.protocol.name, 'upto');
+    assert.equal(gatewayScheme('streaming'), null);
     assert.equal(gatewayScheme('EXACT'), null);
   });
 

@@ -4,8 +4,11 @@
 // registries.
 import type { SchemeProtocol } from './scheme.ts';
 import { exactProtocol } from './exact/index.ts';
+import { uptoProtocol } from './upto/index.ts';
 
-const PROTOCOLS: ReadonlyMap<string, SchemeProtocol> = new Map([exactProtocol].map((scheme) => [scheme.name, scheme]));
+const PROTOCOLS: ReadonlyMap<string, SchemeProtocol> = new Map(
+  [exactProtocol, uptoProtocol].map((scheme) => [scheme.name, scheme]),
+);
 
 /** The scheme named `name`, or null when no scheme of that name is known. */
 export function schemeProtocol(name: string): SchemeProtocol | null {

@@ -1,10 +1,11 @@
 // What a payment scheme is to the gateway: the challenge entry it offers for a price, and how it
 // verifies a payment before anything is recorded, settled or forwarded. The gate asks the
 // registry (index.ts) for both; it never names a scheme itself.
-import type { ChallengeEntry, Payment, PaymentRequirements } from '../../../x402/schemas.ts';
+import type { ChallengeEntry, OfferedPayment, PaymentRequirements } from '../../../x402/schemas.ts';
 import type { SchemeProtocol } from '../../../x402/schemes/scheme.ts';
 import type { PaymentConfig } from '../config.ts';
 import type { Price } from '../pricing.ts';
+import type { SupportedKind } from '../supported.ts';
 
 /**
  * A payment as the gate verified it: the checksummed payer and the lowercase nonce that name it
@@ -16,15 +17,31 @@ export type GateVerifyResult = { ok: true; payer: string; nonce: string } | { ok
 export type GatewayScheme = {
   /** The scheme's name and payload (x402/schemes/). */
   readonly protocol: SchemeProtocol;
-  /** The v1 `accepts` entry of this price for `resource`, as unmodified x402 v1 clients parse it. */
-  challengeEntry(config: PaymentConfig, price: Price, resource: string): ChallengeEntry;
+  /**
+   * Whether its challenge entry names something only the tenant's facilitator says (its
+   * /supported kinds, ../supported.ts): those are read before the entry is built.
+   */
+  readonly readsFacilitator: boolean;
+  /** The v2 extensions its 402 declares when it is offered (none: `{}`). */
+  readonly extensions: Readonly<Record<string, unknown>>;
+  /**
+   * The v1 `accepts` entry of this price for `resource`, as unmodified x402 clients parse it;
+   * null when it cannot be offered now (`facilitator`: the tenant facilitator's kinds, null when
+   * they could not be read or were not read).
+   */
+  challengeEntry(
+    config: PaymentConfig,
+    price: Price,
+    resource: string,
+    facilitator: readonly SupportedKind[] | null,
+  ): ChallengeEntry | null;
   /**
    * Verifies a payment (its payload already parsed by `protocol`) against the requirements it
    * was offered for: now, or at `at` (unix seconds).
    */
   verify(
     config: PaymentConfig,
-    payment: Payment,
+    payment: OfferedPayment,
     requirements: PaymentRequirements,
     at?: number,
   ): Promise<GateVerifyResult>;
@@ -33,5 +50,5 @@ export type GatewayScheme = {
    * settled (or whose outcome is unknown) for this very call is judged: the money moved while it
    * was valid. Null when it has none.
    */
-  momentInside(config: PaymentConfig, payment: Payment): number | null;
+  momentInside(config: PaymentConfig, payment: OfferedPayment): number | null;
 };

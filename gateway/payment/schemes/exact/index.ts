@@ -1,28 +1,21 @@
 // The `exact` scheme at the gateway: the challenge entry of a price (the amount to pay exactly),
 // and the verification of an EIP-3009 authorization (verify.ts).
-import { getAddress } from 'ethers';
 import { exactProtocol } from '../../../../x402/schemes/exact/index.ts';
 import { asExactPayment, EXACT } from '../../../../x402/schemes/exact/schemas.ts';
 import type { GatewayScheme } from '../scheme.ts';
+import { entryTerms } from '../entry.ts';
 import { verifyGatePayment } from './verify.ts';
 
 export const exactGatewayScheme: GatewayScheme = {
   protocol: exactProtocol,
+  readsFacilitator: false,
+  extensions: {},
 
-  // What unmodified x402 v1 clients (x402-fetch, x402-axios) insist on: an absolute `resource`
-  // URL, `description` and `mimeType` strings, and `extra` with the token's EIP-712 name and
-  // version; `outputSchema` is left out rather than null.
+  // The amount to pay exactly; `extra` holds the token's EIP-712 name and version, as unmodified
+  // x402 v1 clients insist.
   challengeEntry(config, price, resource) {
     return {
-      scheme: EXACT,
-      network: config.network,
-      maxAmountRequired: price.amount,
-      resource,
-      description: price.description,
-      mimeType: price.mimeType,
-      payTo: getAddress(price.payTo),
-      maxTimeoutSeconds: config.maxTimeoutSeconds,
-      asset: config.domain.verifyingContract,
+      ...entryTerms(config, EXACT, price, resource),
       extra: { name: config.domain.name, version: config.domain.version },
     };
   },

@@ -1,0 +1,94 @@
+// The gate's verification of an `upto` payment before the upstream is called: off chain,
+// x402/schemes/upto/verify.ts against the entry the gate offered (this chain and token, its payee,
+// the tenant facilitator's address it named, the maximum, the validity margin); then on chain,
+// what the x402 upto spec asks of a verifier: the Permit2 nonce unused, the payer's balance at
+// least the maximum, and its allowance to Permit2 at least the maximum unless the payment carries
+// a valid EIP-2612 sponsoring permit. Every call to the node has a deadline and fails closed: a
+// node that is down or slow refuses the payment with the same coarse 402.
+import { getAddress } from 'ethers';
+import type { OfferedPayment, PaymentRequirements } from '../../../../x402/schemas.ts';
+import { contractSignatureCheckFor } from '../../../../x402/erc1271.ts';
+import { SCHEME_UPTO, UptoPayment } from '../../../../x402/schemes/upto/schemas.ts';
+import { verifyUptoPayment, type VerifiedUptoPayment } from '../../../../x402/schemes/upto/verify.ts';
+import { caip2Network } from '../../../../x402/v2.ts';
+import type { PaymentConfig } from '../../config.ts';
+import { payerState } from './chain.ts';
+
+export type GateUptoResult = { ok: true; payment: VerifiedUptoPayment } | { ok: false; cause: string };
+
+/** The address the challenge entry named as the only facilitator that may settle; null when none. */
+function facilitatorNamed(requirements: PaymentRequirements): string | null {
+  const named = requirements.extra?.facilitatorAddress;
+  try {
+    return typeof named === 'string' ? getAddress(named) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The offered payment as the v2 upto payment the payer signed for the entry it pays (the dialect
+ * checked its `accepted` terms against that entry), with the extensions the payer sent; null when
+ * it is not one.
+ */
+function asUptoPayment(
+  config: PaymentConfig,
+  payment: OfferedPayment,
+  requirements: PaymentRequirements,
+): UptoPayment | null {
+  const parsed = UptoPayment.safeParse({
+    x402Version: 2,
+    accepted: {
+      scheme: payment.scheme,
+      network: payment.network === config.network ? caip2Network(config.domain.chainId) : payment.network,
+      amount: requirements.maxAmountRequired,
+      asset: requirements.asset,
+      payTo: requirements.payTo,
+      maxTimeoutSeconds: requirements.maxTimeoutSeconds,
+    },
+    payload: payment.payload,
+    ...(payment.extensions ? { extensions: payment.extensions } : {}),
+  });
+  return parsed.success ? parsed.data : null;
+}
+
+/** `at` (unix seconds) judges the validity window at another moment than now (flow.ts, a resumed payment). */
+export async function verifyGateUpto(
+  config: PaymentConfig,
+  payment: OfferedPayment,
+  requirements: PaymentRequirements,
+  at?: number,
+): Promise<GateUptoResult> {
+  if (payment.scheme !== SCHEME_UPTO || requirements.scheme !== SCHEME_UPTO)
+    return { ok: false, cause: 'unsupported_scheme' };
+  const facilitator = facilitatorNamed(requirements);
+  if (!facilitator) return { ok: false, cause: 'facilitator_unknown' };
+  const upto = asUptoPayment(config, payment, requirements);
+  if (!upto) return { ok: false, cause: 'invalid_payload' };
+  const maximum = BigInt(requirements.maxAmountRequired);
+  const { rpcUrl, timeoutMs } = config.contractSignatures;
+  try {
+    const verified = await verifyUptoPayment(
+      upto,
+      {
+        network: caip2Network(config.domain.chainId),
+        token: config.domain,
+        payTo: requirements.payTo,
+        facilitator,
+        maxAmount: maximum,
+        now: at ?? Math.floor(Date.now() / 1000),
+        marginSeconds: config.validityMarginSeconds,
+      },
+      contractSignatureCheckFor(rpcUrl, timeoutMs),
+    );
+    if (!verified.ok) return verified;
+    const { payer, nonce, token, permit2612 } = verified.payment;
+    const state = await payerState({ rpcUrl, timeoutMs }, token, payer, nonce);
+    if (state.nonceUsed) return { ok: false, cause: 'nonce_used' };
+    if (state.balance < maximum) return { ok: false, cause: 'insufficient_balance' };
+    if (!permit2612 && state.allowance < maximum) return { ok: false, cause: 'permit2_allowance_required' };
+    return { ok: true, payment: verified.payment };
+  } catch {
+    return { ok: false, cause: 'chain_check_unavailable' };
+  }
+}
