@@ -12,7 +12,7 @@ import {
 import { PERMIT2_ADDRESS as PERMIT2_CONTRACT } from '../../contracts/permit2.ts';
 import { UPTO_PROXY_ABI, UPTO_PROXY_ADDRESS as PROXY_CONTRACT } from '../../contracts/upto-proxy.ts';
 import { UptoPayment } from '../../x402/schemes/upto/schemas.ts';
-import { uptoSettleCall } from '../../x402/schemes/upto/settle-args.ts';
+import { uptoSettleCall, uptoSettleCallOf } from '../../x402/schemes/upto/settle-args.ts';
 import {
   PERMIT2_ADDRESS,
   UPTO_PERMIT_TYPES,
@@ -119,13 +119,25 @@ describe('x402 upto scheme (pure part)', function () {
       (p: UptoPayment) => ((p.extensions as any).eip2612GasSponsoring.info.nonce = '8'),
       (p: UptoPayment) =>
         ((p.extensions as any).eip2612GasSponsoring.info.signature = `${info().signature.slice(0, -4)}0000`),
-      (p: UptoPayment) => ((p.extensions as any).eip2612GasSponsoring.info = { version: '1' }),
+      (p: UptoPayment) => ((p.extensions as any).eip2612GasSponsoring.info.deadline = 'soon'),
     ];
     for (const alter of altered) {
       const copy = clone(payment);
       alter(copy);
       await refusedWith(copy, expectation(), 'invalid_permit');
     }
+  });
+
+  it('reads a copy of the server declaration without a signed permit as no permit, as the x402 reference does', async function () {
+    const { payment } = await signUptoPayment(payer.privateKey, terms);
+    const copy = clone(payment);
+    (copy as any).extensions = {
+      eip2612GasSponsoring: { info: { description: 'declared', version: '1' }, schema: {} },
+    };
+    const verified = await verifyUptoPayment(copy, expectation());
+    assert.ok(verified.ok, verified.ok ? '' : verified.cause);
+    assert.equal(verified.payment.permit2612, null);
+    assert.equal(uptoSettleCallOf(copy, 1n).method, 'settle');
   });
 
   it('refuses a payment for another spender, payee, facilitator, asset or network', async function () {

@@ -41,6 +41,26 @@ export const Eip2612GasSponsoringInfo = z.object({
 });
 export type Eip2612GasSponsoringInfo = z.infer<typeof Eip2612GasSponsoringInfo>;
 
+/** The fields a signed permit fills; an info lacking any of them carries no permit. */
+const SIGNED_PERMIT_FIELDS = ['from', 'asset', 'spender', 'amount', 'nonce', 'deadline', 'signature', 'version'];
+
+/**
+ * The eip2612GasSponsoring permit a payment carries, read as the x402 reference reads it: an
+ * `info` missing any signed field is no permit (the client copies the server's declaration into
+ * every payment, and a payer that already approved Permit2 signs none); a complete one must be
+ * well formed (`invalid` otherwise).
+ */
+export function sponsoredPermitOf(
+  payment: Pick<UptoPayment, 'extensions'>,
+): { kind: 'none' } | { kind: 'permit'; info: Eip2612GasSponsoringInfo } | { kind: 'invalid' } {
+  const info = payment.extensions?.[EIP2612_GAS_SPONSORING]?.info;
+  if (typeof info !== 'object' || info === null) return { kind: 'none' };
+  const fields = info as Record<string, unknown>;
+  if (SIGNED_PERMIT_FIELDS.some((field) => !fields[field])) return { kind: 'none' };
+  const parsed = Eip2612GasSponsoringInfo.safeParse(info);
+  return parsed.success ? { kind: 'permit', info: parsed.data } : { kind: 'invalid' };
+}
+
 /**
  * A v2 payment whose `accepted` entry is `upto`. The envelope is lenient where @x402/core is
  * (resource, extra, other extensions pass through: the client merges the server's declaration of

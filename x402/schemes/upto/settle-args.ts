@@ -3,7 +3,7 @@
 // permit instead of approving Permit2 (the ABI the x402 EVM reference facilitator calls). The
 // facilitator named in the witness sends it; `amount` is the actual charge, 0 < amount <= permitted.
 import { Signature, getAddress } from 'ethers';
-import { EIP2612_GAS_SPONSORING, Eip2612GasSponsoringInfo, permit2Nonce, type UptoPayment } from './schemas.ts';
+import { permit2Nonce, sponsoredPermitOf, type UptoPayment } from './schemas.ts';
 import type { VerifiedUptoPayment } from './verify.ts';
 
 export type UptoSettleCall = { method: 'settle' | 'settleWithPermit'; args: unknown[] };
@@ -31,10 +31,11 @@ export function uptoSettleCallOf(payment: UptoPayment, amount: bigint): UptoSett
   const a = payment.payload.permit2Authorization;
   const nonce = permit2Nonce(a.nonce);
   if (nonce === null) throw new Error('upto payment with an invalid nonce');
-  const info = payment.extensions?.[EIP2612_GAS_SPONSORING]?.info;
+  const sponsored = sponsoredPermitOf(payment);
+  if (sponsored.kind === 'invalid') throw new Error('upto payment with an unreadable permit');
   let permit2612: VerifiedUptoPayment['permit2612'] = null;
-  if (info !== undefined) {
-    const permit = Eip2612GasSponsoringInfo.parse(info);
+  if (sponsored.kind === 'permit') {
+    const permit = sponsored.info;
     const { v, r, s } = Signature.from(permit.signature);
     permit2612 = { value: BigInt(permit.amount), deadline: BigInt(permit.deadline), v, r, s };
   }

@@ -8,14 +8,7 @@
 import { Signature, getAddress } from 'ethers';
 import type { TokenDomain } from '../../token.ts';
 import type { ContractSignatureCheck } from '../../erc1271.ts';
-import {
-  EIP2612_GAS_SPONSORING,
-  Eip2612GasSponsoringInfo,
-  SCHEME_UPTO,
-  permit2Nonce,
-  type UptoAuthorization,
-  type UptoPayment,
-} from './schemas.ts';
+import { SCHEME_UPTO, permit2Nonce, sponsoredPermitOf, type UptoAuthorization, type UptoPayment } from './schemas.ts';
 import {
   PERMIT2_ADDRESS,
   UPTO_PROXY_ADDRESS,
@@ -144,11 +137,10 @@ async function checkSponsoredPermit(
   expect: UptoExpectation,
   contracts: ContractSignatureCheck | undefined,
 ): Promise<{ ok: true; permit2612: SponsoredPermit | null } | { ok: false; cause: UptoVerifyCause }> {
-  const extension = payment.extensions?.[EIP2612_GAS_SPONSORING];
-  if (extension === undefined) return { ok: true, permit2612: null };
-  const parsed = Eip2612GasSponsoringInfo.safeParse(extension.info);
-  if (!parsed.success) return fail('invalid_permit');
-  const info = parsed.data;
+  const sponsored = sponsoredPermitOf(payment);
+  if (sponsored.kind === 'none') return { ok: true, permit2612: null };
+  if (sponsored.kind === 'invalid') return fail('invalid_permit');
+  const { info } = sponsored;
   const value = BigInt(info.amount);
   const deadline = BigInt(info.deadline);
   if (
