@@ -4,6 +4,7 @@ import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { CredentialSchema } from '../credentials/entity.ts';
 import { SettlementConfigSchema } from '../settlement/entity.ts';
 import { PaymentBindingSchema } from '../payment/entity.ts';
+import type { Meter } from '../metering/meter.ts';
 
 export type Pricing = {
   amount: string;
@@ -15,6 +16,9 @@ export type Pricing = {
   methods?: Record<string, string>;
   /** A2A: per-skill prices, for a message naming the skill in its metadata. */
   skills?: Record<string, string>;
+  /** `exact` (absent) or `upto`: the payer signs `amount` as a maximum, charged what `meter` measures (gateway/metering/). */
+  scheme?: string;
+  meter?: Meter;
 };
 
 /** A public agent's self-description (api/agents/public-interface.ts validates it on save). */
@@ -27,6 +31,11 @@ export type PublicInterface = {
     { description?: string; input_schema?: Record<string, unknown>; example?: Record<string, unknown> }
   >;
 };
+/** What a metered call's meter read, and the charge's reason (gateway/invocations/metered.ts). */
+export type RecordedReading = (
+  { kind: 'none' } | { kind: 'usage'; input: number; output: number } | { kind: 'amount'; amount: string }
+) & { capped: boolean; reason: string };
+
 export type AgentProtocol = 'http' | 'mcp' | 'a2a';
 
 export const AgentSchema = defineEntity({
@@ -128,6 +137,11 @@ export const InvocationSchema = defineEntity({
     paymentPayer: p.string().nullable(),
     paymentNonce: p.string().nullable(),
     paymentTransaction: p.string().nullable(),
+    /** A metered call's (`upto`): the scheme, the maximum signed, the measured charge and what was read (gateway/invocations/metered.ts). */
+    paymentScheme: p.string().nullable().default(null),
+    paymentMaxAmount: p.string().nullable().default(null),
+    paymentCharge: p.string().nullable().default(null),
+    meterReading: p.json<RecordedReading>().nullable().default(null),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
     completedAt: p.datetime().nullable(),
