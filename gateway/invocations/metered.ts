@@ -15,12 +15,15 @@ export function meterOf(pricing: Pricing | null | undefined): Meter | null {
   return pricing?.scheme === UPTO && pricing.meter ? pricing.meter : null;
 }
 
-/** The admitted call's fields: scheme and maximum when metered, null otherwise. */
+/**
+ * The admitted call's fields: scheme and maximum when metered, null otherwise. A call its price
+ * makes free (an MCP tool priced 0) is not metered: nobody pays for it.
+ */
 export function meteredCallFields(
   pricing: Pricing | null | undefined,
   maximum: string | null | undefined,
 ): { paymentScheme: string | null; paymentMaxAmount: string | null } {
-  const metered = meterOf(pricing) !== null && maximum !== null && maximum !== undefined;
+  const metered = meterOf(pricing) !== null && !!maximum && BigInt(maximum) !== 0n;
   return { paymentScheme: metered ? UPTO : null, paymentMaxAmount: metered ? maximum : null };
 }
 

@@ -17,6 +17,7 @@ import { payingFetch } from '../support/paying-client.ts';
 import { newPayTo, newPayer } from '../support/x402.ts';
 import { ANTHROPIC_SSE, OPENAI_CHAT_JSON, OPENAI_CHAT_SSE } from '../support/llm-answers.ts';
 import { registry } from '../../lib/observability/metrics.ts';
+import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
 import type { Wallet } from 'ethers';
 
 const MAX = '50000';
@@ -229,6 +230,27 @@ describe('metered calls: the meter read as answers pass, the charge on the row',
       assert.deepEqual((await charged(unread.id)).reading, { kind: 'none', capped: false, reason: 'no_reading' });
       assert.equal((await charged(unread.id)).charge, '0');
     }
+  });
+
+  it('a metered stream lost with its process is charged 0, its reading none (what was read died with it)', async () => {
+    const agentId = await meteredAgent(HEADER_METER);
+    const id = `inv_${randomUUID().replaceAll('-', '')}`;
+    // A paid stream's row as its payment binding wrote it, its process gone before the mark.
+    await stack()
+      .orm.em.getConnection()
+      .execute(
+        `insert into invocations (id, tenant_id, agent_id, mode, status, request_id, caller, request_headers, attempts, payment_scheme, payment_max_amount, created_at, updated_at)
+         values (?, (select tenant_id from agents where id = ?), ?, 'streaming', 'running', 'req', 'u', '{}', 0, 'upto', ?, now() - interval '1 hour', now())`,
+        [id, agentId, agentId, MAX],
+      );
+    await failStaleStreams(stack().orm, 60_000);
+    assert.deepEqual(await charged(id), {
+      status: 'failed',
+      scheme: 'upto',
+      max: MAX,
+      charge: '0',
+      reading: { kind: 'none', capped: false, reason: 'gateway_lost' },
+    });
   });
 
   it('a call that is not metered records none of it', async () => {
