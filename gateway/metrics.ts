@@ -62,3 +62,23 @@ export function recordUpstreamOutcome(
   upstreamOutcomes.inc({ mode, error_class: errorClass ?? 'none' });
   if (latencyMs !== null) upstreamLatency.observe({ mode }, latencyMs / 1000);
 }
+
+// Metered (`upto`) calls: by mode and the charge's reason (a fixed set), never by tenant or
+// agent, which tenants choose.
+const meterReadings = counter({
+  name: 'gateway_meter_readings_total',
+  help: 'Metered calls completed, by mode and the reason of their charge (measured, interrupted, no_reading, upstream_failed, not_forwarded)',
+  labelNames: ['mode', 'reason'] as const,
+});
+
+const meterReadingsCapped = counter({
+  name: 'gateway_meter_readings_capped_total',
+  help: 'Metered calls whose reading exceeded the maximum the payer signed and was charged that maximum, by mode',
+  labelNames: ['mode'] as const,
+});
+
+/** One metered call's charge, as its row records it. */
+export function recordMeterReading(mode: 'transactional' | 'streaming', reason: string, capped: boolean): void {
+  meterReadings.inc({ mode, reason });
+  if (capped) meterReadingsCapped.inc({ mode });
+}

@@ -19,6 +19,7 @@ import { mcpReceiptInjector } from '../proxy/mcp.ts';
 import { a2aReceiptInjector } from '../proxy/a2a.ts';
 import { failedBeforeUpstream, type Outcome, type StreamRecord } from './stream-record.ts';
 import type { ProxyCall } from '../proxy/call.ts';
+import { failedOutcome, type MeteredCall } from '../../gateway/invocations/metered.ts';
 
 type PipeEnd = { by: 'done' } | { by: 'caller' } | { by: 'upstream'; err: unknown };
 
@@ -70,6 +71,7 @@ export async function relay(
   gatewayHeaders: Record<string, string>,
   record: StreamRecord,
   tap: ((source: Readable) => Readable) | null,
+  metered: MeteredCall | null = null,
 ): Promise<Outcome> {
   const res = ctx.res;
   ctx.respond = false;
@@ -88,6 +90,13 @@ export async function relay(
   reply.body.once('data', () => {
     firstByteAt = performance.now();
   });
+  // A metered call's meter sees the upstream's bytes as they pass, with no copy of its own
+  // beyond its bound (only a metered call adds this listener).
+  if (metered) {
+    const reader = metered.reader;
+    reader.onHeaders(reply.headers);
+    reply.body.on('data', (chunk: Buffer) => reader.onChunk(chunk));
+  }
   const received = injectReceipt ? injectReceipt(reply.body) : reply.body;
   // An A2A answer is watched for the tasks it names, which are bound as they pass (a2a.ts).
   const source = tap ? tap(received) : received;
@@ -104,6 +113,8 @@ export async function relay(
   const end = performance.now();
   return {
     ...answeredOutcome(reply.status, failure),
+    // The charge is known here, once the answer has ended (whole or broken off).
+    ...metered?.complete({ kind: 'answered', status: reply.status, complete: ended.by === 'done' }),
     latencyMs: Math.round(end - reply.startedAt),
     ttftMs: Math.round((firstByteAt ?? end) - reply.startedAt),
     responseContentType: contentType || null,
@@ -111,9 +122,14 @@ export async function relay(
 }
 
 /** The upstream could not be reached: recorded, then 502/504, or nothing when the caller is gone. */
-export async function answerUnreached(ctx: Context, record: StreamRecord, err: unknown): Promise<void> {
-  const { errorClass } = classifyError(err);
-  await record.complete(failedBeforeUpstream(errorClass));
+export async function answerUnreached(
+  ctx: Context,
+  record: StreamRecord,
+  err: unknown,
+  metered: MeteredCall | null = null,
+): Promise<void> {
+  const { errorClass, reached } = classifyError(err);
+  await record.complete({ ...failedBeforeUpstream(errorClass), ...metered?.complete(failedOutcome(reached)) });
   if (errorClass === 'caller_aborted') {
     ctx.respond = false; // nobody is left to answer
     return;

@@ -19,6 +19,10 @@ import { STREAMING } from '../admission/endpoint.ts';
 import { bindPayment, failedBeforeUpstream, streamRecord } from './stream-record.ts';
 import { answerUnreached, relay, watchHangup } from './stream-relay.ts';
 import { a2aAnswerTap, a2aAnswered } from '../proxy/a2a.ts';
+import { meteredCall, meterOf } from '../../gateway/invocations/metered.ts';
+import type { Meter } from '../../gateway/metering/meter.ts';
+
+const NOT_FORWARDED = { kind: 'not_forwarded' } as const;
 
 /**
  * The gateway's own response headers, set now so that every answer carries them. The receipt
@@ -40,6 +44,7 @@ function upstreamHeaders(
   credentialHeaders: Record<string, string>,
   body: Buffer | Readable,
   declaredLength: number | null,
+  meter: Meter | null,
 ): Record<string, string> {
   const headers: Record<string, string> = {
     ...forwardedHeadersOf(ctx, call),
@@ -48,7 +53,8 @@ function upstreamHeaders(
   };
   // An A2A answer is watched for the tasks it names, which are bound as it passes (a2a.ts):
   // the gateway cannot read a compressed one, so it asks for it uncompressed.
-  if (call.a2a) headers['accept-encoding'] = 'identity';
+  // So is a tokens-metered answer, whose usage the meter reads (gateway/metering/reader.ts).
+  if (call.a2a || meter?.kind === 'tokens') headers['accept-encoding'] = 'identity';
   // The caller's body goes up unchanged, so its declared length still holds.
   if (!Buffer.isBuffer(body) && declaredLength !== null) headers['content-length'] = String(declaredLength);
   return headers;
@@ -66,10 +72,13 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
     const gatewayHeaders = gatewayHeadersOf(call);
     ctx.set(gatewayHeaders);
     const record = streamRecord(deps, services, call);
+    // A metered call's meter reads the answer as it is piped (stream-relay.ts).
+    const meter = meterOf(call.agent.pricing);
+    const metered = meteredCall(meter, record.row.paymentMaxAmount ?? null, 'streaming');
 
     // STREAMING.credential is `resolve`: null when a free call's could not be.
     if (!credentialHeaders) {
-      await record.complete(failedBeforeUpstream('credential'));
+      await record.complete({ ...failedBeforeUpstream('credential'), ...metered?.complete(NOT_FORWARDED) });
       throw new ApiError(502, coarseMessage('credential'));
     }
     if (call.payment) {
@@ -87,7 +96,7 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
     try {
       reply = await services.upstream.open({
         url: call.agent.upstreamUrl!,
-        headers: upstreamHeaders(ctx, call, credentialHeaders, body, declaredLength),
+        headers: upstreamHeaders(ctx, call, credentialHeaders, body, declaredLength, meter),
         body,
         deadlineMs: deps.config.upstream.timeoutMs,
         deadlineCoversBody: false,
@@ -98,11 +107,11 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
       });
     } catch (err) {
       hangup.stop();
-      return answerUnreached(ctx, record, err);
+      return answerUnreached(ctx, record, err, metered);
     }
     // The answer holds its tenant's connection slot until its body closes: one that cannot be relayed is closed here.
     const tap = a2aAnswerTap(call, reply.headers, services.a2aTasks, deps.log);
-    const outcome = await relay(ctx, call, reply, gatewayHeaders, record, tap)
+    const outcome = await relay(ctx, call, reply, gatewayHeaders, record, tap, metered)
       .catch((err: unknown) => {
         reply.body.destroy();
         reply.finish();

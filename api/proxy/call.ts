@@ -5,6 +5,7 @@ import type { Agent } from '../../gateway/db/entities.ts';
 import type { Caller } from '../auth.ts';
 import type { DecisionRecord } from '../../gateway/policy/store.ts';
 import type { PaymentRecord } from '../../gateway/payment/flow.ts';
+import { meteredCallFields } from '../../gateway/invocations/metered.ts';
 import { priceOf, type Price } from '../../gateway/payment/pricing.ts';
 import type { A2aRequestFacts, TaskSeen } from '../../gateway/a2a/methods.ts';
 import type { Spelling } from '../../gateway/a2a/x402.ts';
@@ -93,5 +94,6 @@ export function recordedCallFields(call: ProxyCall) {
     paymentPayer: call.payment?.payer ?? null,
     paymentNonce: call.payment?.nonce ?? null,
     paymentTransaction: call.payment?.transaction ?? null,
+    ...meteredCallFields(call.agent.pricing, call.price?.amount),
   };
 }

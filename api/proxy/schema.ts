@@ -73,6 +73,18 @@ export const InvocationView = z
     payment_transaction: nullableString.meta({
       description: 'The settlement transaction hash, when the payment was settled through a facilitator.',
     }),
+    // A metered call's fields: always in the answer (null unless metered), optional in the
+    // document, added beside the fields a client may already check for completeness.
+    payment_scheme: nullableString.optional().meta({
+      description: '`upto` for a metered call (its agent priced by use); null otherwise.',
+    }),
+    payment_max_amount: nullableString.optional().meta({
+      description: "A metered call's maximum: the most it may cost, in the asset's smallest unit; null otherwise.",
+    }),
+    payment_charge: nullableString.optional().meta({
+      description:
+        "A metered call's charge, as its meter measured it (at most payment_max_amount; 0 when nothing was measured), once complete; null otherwise. Recorded, not yet settled.",
+    }),
     response_body_b64: z
       .string()
       .optional()

@@ -32,6 +32,9 @@ export function serializeInvocation(row: Invocation, responseBody?: Buffer | nul
     payment_payer: row.paymentPayer ?? null,
     payment_nonce: row.paymentNonce ?? null,
     payment_transaction: row.paymentTransaction ?? null,
+    payment_scheme: row.paymentScheme ?? null,
+    payment_max_amount: row.paymentMaxAmount ?? null,
+    payment_charge: row.paymentCharge ?? null,
   };
   if (responseBody) out.response_body_b64 = responseBody.toString('base64');
   return out;

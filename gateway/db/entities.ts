@@ -18,8 +18,8 @@ export type Pricing = {
   skills?: Record<string, string>;
   /**
    * How the call is paid (default exact); with `upto`, `amount` (and a tool's, method's or
-   * skill's price) is the maximum the payer signs and `meter` measures the charge. The API does
-   * not accept either yet: no stored agent has them.
+   * skill's price) is the maximum the payer signs and `meter` measures the charge
+   * (gateway/metering/). The API does not accept either yet: no stored agent has them.
    */
   scheme?: PricingScheme;
   meter?: Meter;
@@ -35,6 +35,11 @@ export type PublicInterface = {
     { description?: string; input_schema?: Record<string, unknown>; example?: Record<string, unknown> }
   >;
 };
+/** What a metered call's meter read, and the charge's reason (gateway/invocations/metered.ts). */
+export type RecordedReading = (
+  { kind: 'none' } | { kind: 'usage'; input: number; output: number } | { kind: 'amount'; amount: string }
+) & { capped: boolean; reason: string };
+
 export type AgentProtocol = 'http' | 'mcp' | 'a2a';
 
 export const AgentSchema = defineEntity({
@@ -136,6 +141,11 @@ export const InvocationSchema = defineEntity({
     paymentPayer: p.string().nullable(),
     paymentNonce: p.string().nullable(),
     paymentTransaction: p.string().nullable(),
+    /** A metered call's (`upto`): the scheme, the maximum signed, the measured charge and what was read (gateway/invocations/metered.ts). */
+    paymentScheme: p.string().nullable().default(null),
+    paymentMaxAmount: p.string().nullable().default(null),
+    paymentCharge: p.string().nullable().default(null),
+    meterReading: p.json<RecordedReading>().nullable().default(null),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
     completedAt: p.datetime().nullable(),

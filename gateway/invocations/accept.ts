@@ -27,6 +27,8 @@ export type AcceptedRow = Omit<
   | 'mode'
   | 'attempts'
   | 'responseSha256'
+  | 'paymentCharge'
+  | 'meterReading'
 >;
 
 // Every column an accepted row sets; the rest keep their defaults until the activity completes it.

@@ -26,7 +26,7 @@ export type InvocationColumnSet<K extends InvocationField> = {
 };
 
 const naming = new UnderscoreNamingStrategy();
-const JSON_FIELDS: ReadonlySet<string> = new Set<InvocationField>(['requestHeaders']);
+const JSON_FIELDS: ReadonlySet<string> = new Set<InvocationField>(['requestHeaders', 'meterReading']);
 
 export function invocationColumns<K extends InvocationField>(fields: readonly K[]): InvocationColumnSet<K> {
   return {
@@ -65,6 +65,8 @@ export const ADMITTED_CALL_FIELDS = [
   'paymentPayer',
   'paymentNonce',
   'paymentTransaction',
+  'paymentScheme',
+  'paymentMaxAmount',
   'createdAt',
   'updatedAt',
 ] as const satisfies readonly InvocationField[];

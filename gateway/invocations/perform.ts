@@ -16,6 +16,8 @@ import { queryRows, type GatewayDb } from '../db/orm.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import { createInvocationStore, type BodyInsert, type Completion, type InvocationOutcome } from './store.ts';
 import { answeredOutcome } from './outcome.ts';
+import { failedOutcome, meteredCall, meterOf } from './metered.ts';
+import type { MeterReader } from '../metering/reader.ts';
 
 export type PerformDeps = {
   orm: GatewayDb;
@@ -65,7 +67,8 @@ const MAX_CAPTURED_RESPONSE = 32 * 1024 * 1024;
 async function readResponse(
   reply: UpstreamResponse,
   capture: boolean,
-  keep = 0,
+  keep: number,
+  meter: MeterReader | null,
 ): Promise<{
   firstByteMs: number | null;
   captured: Buffer | null;
@@ -78,11 +81,14 @@ async function readResponse(
   let size = 0;
   // The digest a trust receipt commits to, whether or not the body is kept.
   const digest = bodyHasher();
+  // A metered agent's meter reads the answer as it passes (it holds at most its own bound).
+  meter?.onHeaders(reply.headers);
   try {
     for await (const chunk of reply.body as AsyncIterable<Buffer>) {
       firstByteMs ??= Math.round(performance.now() - reply.startedAt);
       size += chunk.length;
       digest.update(chunk);
+      meter?.onChunk(chunk);
       if ((capture && size <= MAX_CAPTURED_RESPONSE) || size <= keep) chunks.push(chunk);
     }
   } catch (err) {
@@ -201,6 +207,8 @@ export function createInvocationPerformer(deps: PerformDeps) {
       if (!row.leased && !(await store.leaseAttempt(invocationId, row.attempts)))
         throw new InvocationNotPerformed('attempt_leased');
 
+      // A metered call (its maximum recorded at admission) is measured by its agent's meter.
+      const metered = meteredCall(meterOf(agent.pricing), row.paymentMaxAmount, 'transactional');
       const heartbeat = setInterval(() => attempt.heartbeat(), 2_000);
       try {
         let reply: UpstreamResponse;
@@ -223,15 +231,27 @@ export function createInvocationPerformer(deps: PerformDeps) {
             tenantId: row.tenantId,
           });
         } catch (err) {
+          const failure = classifyError(err);
           const errorClass = attempt.endedByWorkflow()
             ? 'workflow_terminated'
             : err instanceof UpstreamError
               ? err.errorClass
-              : classifyError(err).errorClass;
-          return await complete(invocationId, { status: 'failed', errorClass });
+              : failure.errorClass;
+          return await complete(invocationId, {
+            status: 'failed',
+            errorClass,
+            ...metered?.complete(failedOutcome(failure.reached)),
+          });
         }
 
-        const read = await readResponse(reply, agent.captureBody, agent.protocol === 'a2a' ? MAX_A2A_ANSWER : 0);
+        const read = await readResponse(
+          reply,
+          agent.captureBody,
+          agent.protocol === 'a2a' ? MAX_A2A_ANSWER : 0,
+          metered?.reader ?? null,
+        );
+        // The charge is known here, once the answer has ended (whole or broken off).
+        const charged = metered?.complete({ kind: 'answered', status: reply.status, complete: !read.broken });
         // An A2A answer's task is bound to the agent before the call completes (gateway/a2a/tasks.ts).
         const answered = read.kept ? await bindAnsweredTask(tasks, row, agent.id, read.kept, attempt) : null;
         const latencyMs = Math.round(performance.now() - reply.startedAt);
@@ -244,6 +264,7 @@ export function createInvocationPerformer(deps: PerformDeps) {
             errorClass,
             latencyMs,
             ttftMs,
+            ...charged,
           });
         }
         const contentType = String(reply.headers['content-type'] ?? '') || null;
@@ -261,6 +282,7 @@ export function createInvocationPerformer(deps: PerformDeps) {
             responseSha256: read.sha256,
             a2aTaskId: answered?.taskId,
             a2aContextId: answered?.contextId,
+            ...charged,
           },
           stored,
         );

@@ -2,7 +2,8 @@
 // its owner, the process that wrote it (row-session.ts), and each live process holds its
 // owner's advisory lock; a `running` row whose owner's lock is free belongs to a process that
 // is gone (or whose row connection broke: see docs/PROXY.md), so nothing will ever complete it.
-// It is failed with error_class `gateway_lost`. Every API process sweeps every
+// It is failed with error_class `gateway_lost`; a metered row is charged 0, its reading none
+// (what its meter read died with the process). Every API process sweeps every
 // STALE_STREAM_SWEEP_MS; sweeps by several processes at once are harmless (one statement, the
 // row's `running` guard).
 //
@@ -18,6 +19,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '../../lib/log.ts';
 import { releasingPayments } from '../payment/binding.ts';
 import { OWNER_LOCK_CLASS } from './row-session.ts';
+import { unmeasuredColumns } from './metered.ts';
 
 const STALE_STREAM_SWEEP_MS = 30_000;
 /** Far longer than a live process takes from its payment binding to its forwarding mark (one round trip). */
@@ -31,7 +33,8 @@ const OWNERLESS_AFTER_MS = 60_000;
  */
 const SWEEP = releasingPayments(
   `update invocations
-     set status = 'failed', error_class = 'gateway_lost', updated_at = now(), completed_at = now()
+     set status = 'failed', error_class = 'gateway_lost', updated_at = now(), completed_at = now(),
+         ${unmeasuredColumns('gateway_lost')}
    where status = 'running' and mode = 'streaming'
      and (owner in (select owner from gone)
           or (owner is null and created_at < now() - make_interval(secs => ? / 1000.0)))
@@ -53,7 +56,8 @@ export async function failStaleStreams(orm: MikroORM, ownerlessAfterMs = OWNERLE
 // set back to 0, so the statement releases the payment.
 const CLOSE_UNFORWARDED = releasingPayments(
   `update invocations
-     set status = 'failed', error_class = 'internal', attempts = 0, updated_at = now(), completed_at = now()
+     set status = 'failed', error_class = 'internal', attempts = 0, updated_at = now(), completed_at = now(),
+         ${unmeasuredColumns('not_measured')}
    where id = ? and status = 'running' and mode = 'streaming'
   returning id, attempts`,
 );

@@ -10,7 +10,9 @@
 //   exactly once; the analytics trigger (invocations_analytics_complete) folds it in then.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { ErrorClass } from '../upstream/client.ts';
+import type { Pricing, RecordedReading } from '../db/entities.ts';
 import { releasingPayments } from '../payment/binding.ts';
+import { unmeasuredReading } from './metered.ts';
 import { createStatementPool, numbered, type StatementPool } from '../db/statement-pool.ts';
 
 /** An invocation's outcome, as the transactional activity records it and the workflow returns it. */
@@ -38,6 +40,8 @@ type LoadedInvocation = {
   upstreamStatus: number | null;
   latencyMs: number | null;
   errorClass: ErrorClass | null;
+  /** A metered call's maximum, recorded when it was admitted (metered.ts); null when not metered. */
+  paymentMaxAmount: string | null;
   /** The load took the attempt's lease (see LOAD_AND_LEASE); the fields above are as they were before. */
   leased: boolean;
   /** Null when the agent is gone (deleted rows are soft: only a broken database has none). */
@@ -49,6 +53,7 @@ type LoadedInvocation = {
     id: string;
     /** `a2a`: the answer's task is bound to the agent (gateway/a2a/tasks.ts). */
     protocol: string;
+    pricing: Pricing | null;
   } | null;
 };
 
@@ -65,6 +70,9 @@ export type Completion = {
   /** protocol a2a: the task and context the answer named, recorded when the request named none. */
   a2aTaskId?: string | null;
   a2aContextId?: string | null;
+  /** A metered call's charge and reading (metered.ts). */
+  paymentCharge?: string | null;
+  meterReading?: RecordedReading | null;
   /**
    * Completed before this attempt counted itself (the call could not be made, or was given
    * up): a row that counts no attempt then never reached its upstream, and its payment is
@@ -114,8 +122,9 @@ const OUTCOME_COLUMNS = 'status, upstream_status, latency_ms, error_class';
 const LOAD_AND_LEASE = (withBody: boolean) => `
   with loaded as (
     select i.id, i.tenant_id, i.status, i.attempts, i.request_id, i.caller, i.caller_kind, i.request_headers, i.request_body_id,
-           i.upstream_status, i.latency_ms, i.error_class,
+           i.upstream_status, i.latency_ms, i.error_class, i.payment_max_amount,
            a.id as agent_id, a.upstream_url, a.credential_ref, a.capture_body, a.retry_non_idempotent, a.protocol,
+           case when i.payment_max_amount is not null then a.pricing end as pricing,
            ${withBody ? 'b.content' : 'null::bytea'} as request_body
       from invocations i
       left join agents a on a.id = i.agent_id and a.tenant_id = i.tenant_id
@@ -150,11 +159,16 @@ const RELEASE_REQUEST = `
   released_body as (
     delete from bodies where id = (select request_body_id from ending where not keep)
   )`;
+const UNMEASURED = JSON.stringify(unmeasuredReading('not_measured'));
 const COMPLETE = (returning: string) => `
   update invocations
      set status = ?, error_class = ?, upstream_status = ?, latency_ms = ?, ttft_ms = ?,
          response_body_id = ?, response_content_type = ?, response_sha256 = ?, updated_at = ?, completed_at = ?,
          a2a_task_id = coalesce(a2a_task_id, ?), a2a_context_id = coalesce(a2a_context_id, ?),
+         -- A metered row always gets a charge: one completed without its meter read (never
+         -- performed, closed unfinished) is charged 0, its reading none (metered.ts).
+         payment_charge = case when payment_scheme is not null then coalesce(?, '0') end,
+         meter_reading = case when payment_scheme is not null then coalesce(?::jsonb, '${UNMEASURED}'::jsonb) end,
          request_body_id = case when (select keep from ending) then request_body_id end,
          -- The receipt's request digest outlives the body (the statement reads the body before its delete).
          request_sha256 = coalesce(request_sha256, (select b.sha256 from bodies b where b.id = invocations.request_body_id)),
@@ -194,6 +208,8 @@ export async function closeUnfinished(
       null,
       now,
       now,
+      null,
+      null,
       null,
       null,
       invocationId,
@@ -240,6 +256,7 @@ export function createInvocationStore(
         upstreamStatus: numberOrNull(r.upstream_status),
         latencyMs: numberOrNull(r.latency_ms),
         errorClass: (r.error_class as ErrorClass | null) ?? null,
+        paymentMaxAmount: (r.payment_max_amount as string | null) ?? null,
         leased: r.leased === true,
         agent: r.agent_id
           ? {
@@ -249,6 +266,7 @@ export function createInvocationStore(
               retryNonIdempotent: Boolean(r.retry_non_idempotent),
               id: r.agent_id as string,
               protocol: String(r.protocol),
+              pricing: (r.pricing as Pricing | null) ?? null,
             }
           : null,
       };
@@ -274,6 +292,8 @@ export function createInvocationStore(
         now,
         c.a2aTaskId ?? null,
         c.a2aContextId ?? null,
+        c.paymentCharge ?? null,
+        c.meterReading ? JSON.stringify(c.meterReading) : null,
         invocationId,
       ];
       // The body and the completion commit together: a completed row never points at a body

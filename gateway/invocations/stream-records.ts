@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { closeWithOrm } from '../db/orm.ts';
 import { createRowSession, type RowSession, type Statement } from './row-session.ts';
-import type { Invocation } from '../db/entities.ts';
+import type { Invocation, RecordedReading } from '../db/entities.ts';
 import { ADMITTED_CALL_FIELDS, invocationColumns, type InvocationFields } from './columns.ts';
 
 export type StartedRow = Pick<
@@ -39,7 +39,7 @@ export type StartedRow = Pick<
   | 'paymentTransaction'
   | 'createdAt'
 > &
-  Partial<Pick<Invocation, 'a2aMethod' | 'a2aSkill'>> &
+  Partial<Pick<Invocation, 'a2aMethod' | 'a2aSkill' | 'paymentScheme' | 'paymentMaxAmount'>> &
   Partial<Omit<Completion, 'id' | 'status'>> & { completedAt?: Date | null };
 
 export type Completion = {
@@ -53,6 +53,9 @@ export type Completion = {
   /** protocol a2a: the task and context the call was about (its request's, else its answer's first). */
   a2aTaskId?: string | null;
   a2aContextId?: string | null;
+  /** A metered call's charge and reading (metered.ts). */
+  paymentCharge?: string | null;
+  meterReading?: RecordedReading | null;
 };
 
 /** A signed receipt for the completed row, stored with its completion. */
@@ -119,6 +122,8 @@ const OUTCOME_FIELDS = [
   'responseSha256',
   'a2aTaskId',
   'a2aContextId',
+  'paymentCharge',
+  'meterReading',
 ] as const;
 
 // The row's fields, in column order (names from the shared mapping, columns.ts).
@@ -129,6 +134,8 @@ const COLUMNS = ROW.names;
 const [CREATED_AT, UPDATED_AT, COMPLETED_AT] = (['createdAt', 'updatedAt', 'completedAt'] as const).map(
   (f) => COLUMNS[ROW_FIELDS.indexOf(f)],
 );
+
+const METER_READING = COLUMNS[ROW_FIELDS.indexOf('meterReading')];
 
 // What a completion sets on a started row.
 const COMPLETED = invocationColumns(['status', ...OUTCOME_FIELDS, 'updatedAt', 'completedAt'] as const).names;
@@ -150,6 +157,8 @@ function recordOf(r: QueuedRow, owner: string): Record<string, unknown> {
   // json_populate_recordset reads a missing key as null, and the JSON stays short.
   const record: Record<string, unknown> = {};
   for (let i = 0; i < COLUMNS.length; i++) if (values[i] !== null) record[COLUMNS[i]] = values[i];
+  // A JSON column travels as JSON in the array, not as its text (which would be a JSON string).
+  if (r.meterReading) record[METER_READING] = r.meterReading;
   record[CREATED_AT] = createdAt;
   record[UPDATED_AT] = completedAt ?? createdAt;
   if (completedAt) record[COMPLETED_AT] = completedAt;

@@ -23,6 +23,7 @@ import { Migration20261128041500_public_interface } from './Migration20261128041
 import { Migration20261128050000_a2a_agents } from './Migration20261128050000_a2a_agents.ts';
 import { Migration20261128060000_a2a_task_callers } from './Migration20261128060000_a2a_task_callers.ts';
 import { Migration20261128070000_a2a_payment_tasks } from './Migration20261128070000_a2a_payment_tasks.ts';
+import { Migration20261206110000_metered_calls } from './Migration20261206110000_metered_calls.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -60,4 +61,5 @@ export const gatewayMigrations = [
   { name: 'Migration20261128050000_a2a_agents', class: Migration20261128050000_a2a_agents },
   { name: 'Migration20261128060000_a2a_task_callers', class: Migration20261128060000_a2a_task_callers },
   { name: 'Migration20261128070000_a2a_payment_tasks', class: Migration20261128070000_a2a_payment_tasks },
+  { name: 'Migration20261206110000_metered_calls', class: Migration20261206110000_metered_calls },
 ];
