@@ -5,12 +5,13 @@
 import { getAddress } from 'ethers';
 import type { ExactSettleRequest } from '../../x402/schemes/exact/schemas.ts';
 import type { UptoSettleRequest } from '../../x402/schemes/upto/settle-request.ts';
+import { SCHEME_UPTO } from '../../x402/schemes/upto/schemas.ts';
 
 export type SettlementRequest = ExactSettleRequest | UptoSettleRequest;
 
 /** An upto request carries its scheme at the top (an exact one carries its envelope there). */
 export function isUptoRequest(request: SettlementRequest): request is UptoSettleRequest {
-  return (request as { scheme?: unknown }).scheme === 'upto';
+  return (request as { scheme?: unknown }).scheme === SCHEME_UPTO;
 }
 
 /**
