@@ -34,7 +34,8 @@ import { createFacilitatorClient, type FacilitatorClient } from './facilitator-c
 import { answerKnownIdentifier, identifiesBoundPayment } from './identifier.ts';
 import { isCharged, type Price } from './pricing.ts';
 import { PaymentIdentifierConflict, PaymentRefused, PaymentRequired, PaymentStillSettling } from './refusals.ts';
-import { challengeEntries } from './schemes/index.ts';
+import { challengeEntries, gatewayScheme } from './schemes/index.ts';
+import { createSupportedKinds, type SupportedKind, type SupportedKinds } from './supported.ts';
 import type { GatewayScheme, GateVerifyResult } from './schemes/scheme.ts';
 
 /** A call's verified (and, when configured, settled) payment, as its row and receipt take it. */
@@ -60,7 +61,12 @@ export type PaymentRecord = {
 };
 
 /** The flow's long-lived parts: its configuration and the facilitator client (one set of keep-alive pools per app). */
-export type PaymentGate = { config: PaymentConfig; client: FacilitatorClient };
+export type PaymentGate = {
+  config: PaymentConfig;
+  client: FacilitatorClient;
+  /** The kinds of each tenant facilitator, read once every few minutes (supported.ts). */
+  supported: SupportedKinds<Parameters<FacilitatorClient['supported']>[0]>;
+};
 
 /** What the flow reads and writes with: the database, the log, and what a tenant's facilitator credential is read with. */
 export type PaymentDeps = {
@@ -82,10 +88,12 @@ export type PaymentCall = {
 };
 
 export function createPaymentGate(config: PaymentConfig, allow: string[]): PaymentGate {
-  return {
-    config,
-    client: createFacilitatorClient({ caPem: config.settlementCaPem, timeoutMs: config.settlementTimeoutMs, allow }),
-  };
+  const client = createFacilitatorClient({
+    caPem: config.settlementCaPem,
+    timeoutMs: config.settlementTimeoutMs,
+    allow,
+  });
+  return { config, client, supported: createSupportedKinds((target) => client.supported(target)) };
 }
 
 /** An offered payment, verified against the terms of the entry it pays. */
@@ -96,7 +104,24 @@ type VerifiedOffer = {
   verified: Extract<GateVerifyResult, { ok: true }>;
   requirements: ChallengeEntry;
   entries: ChallengeEntry[];
+  /** The scheme the payment was verified by. */
+  scheme: GatewayScheme;
 };
+
+/**
+ * The kinds of the tenant's facilitator when the price's scheme names something only it says
+ * (upto's facilitator address); null otherwise, or when there is none to read (the scheme then
+ * cannot be offered: challengeEntries fails closed).
+ */
+async function facilitatorKinds(
+  deps: PaymentDeps,
+  gate: PaymentGate,
+  call: PaymentCall,
+): Promise<readonly SupportedKind[] | null> {
+  if (!call.price || !gatewayScheme(call.price.scheme)?.readsFacilitator) return null;
+  const target = await loadSettlementClientTls(deps, call.caller.tenantId).catch(() => null);
+  return target ? gate.supported.of(target) : null;
+}
 
 /**
  * The offered payment, decoded and verified against this call's terms; null when the call costs
@@ -113,7 +138,7 @@ async function verifiedOffer(
   // A tool priced at 0 is free: nothing to pay, nothing to verify.
   if (!isCharged(call.price)) return null;
   const { config } = gate;
-  const entries = challengeEntries(config, call.price, call.resourceUrl);
+  const entries = challengeEntries(config, call.price, call.resourceUrl, await facilitatorKinds(deps, gate, call));
   const offer = offeredPayment({ ...headers, ...bodyPaymentOf(call) });
   if (offer === 'none') throw new PaymentRequired(entries);
   if (offer === 'both') {
@@ -142,7 +167,7 @@ async function verifiedOffer(
     deps.log.info({ requestId: call.requestId, agentId: call.agent.id, cause: verified.cause }, 'payment refused');
     throw new PaymentRefused('invalid payment', entries);
   }
-  return { dialect, payment, paymentId, verified, requirements, entries };
+  return { dialect, payment, paymentId, verified, requirements, entries, scheme };
 }
 
 /**
@@ -212,6 +237,10 @@ export async function payForCall(
     paymentId,
   });
   if (recording.settledTransaction) return settled(recording.settledTransaction);
+
+  // A metered scheme's payment buys the call now and is charged once the answer is complete.
+  if (offer.scheme.settlesAfterCall)
+    return { ...key, amount, transaction: null, dialect, responseHeader: null, metaResponse: null, paymentId };
 
   let target;
   try {

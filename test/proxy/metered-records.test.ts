@@ -1,11 +1,13 @@
 // Metered (x402 `upto`) calls measured and recorded (gateway/invocations/metered.ts): the meter
 // reads the upstream's real answer as it passes, in the transactional activity and in the
 // streaming relay, and the charge lands on the row in its completing statement. The API cannot
-// price an agent `upto` yet, nor does the payment gate offer `upto`: each agent here is created
-// priced `exact` at the maximum and its pricing JSON is then given `scheme: "upto"` and a meter
-// in the database (the gate cache hears the write); its calls are paid by a real x402 client
-// for that maximum, through a tenant without settlement (verified and recorded, nothing moves),
-// so they run the stack's real admission, worker, relay and row writers.
+// price an agent `upto` yet: each agent here is created priced `exact` at the maximum and its
+// pricing JSON is then given `scheme: "upto"` and a meter in the database (the gate cache hears
+// the write). Its calls are paid as a payer pays `upto`: the gateway's 402 answered by the
+// unmodified @x402/evm upto client (an EIP-2612 permit, the payer never having approved
+// Permit2), through a tenant whose settlement goes through the stack's facilitator. The payment
+// is verified and bound before the call and nothing is settled yet (that comes after the call),
+// so the calls run the stack's real admission, worker, relay and row writers.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
@@ -13,7 +15,9 @@ import { stack } from '../support/stack.ts';
 import { waitForInvocation } from '../support/http.ts';
 import { startUpstream, type Received, type TestUpstream } from '../support/upstream.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
-import { payingFetch } from '../support/paying-client.ts';
+import { payUptoChallenge, rpcReader } from '../support/upto.ts';
+import { withPayingTenant } from '../support/settling.ts';
+import { encodeBase64Json } from '../../x402/schemas.ts';
 import { newPayTo, newPayer } from '../support/x402.ts';
 import { ANTHROPIC_SSE, OPENAI_CHAT_JSON, OPENAI_CHAT_SSE } from '../support/llm-answers.ts';
 import { registry } from '../../lib/observability/metrics.ts';
@@ -54,6 +58,7 @@ describe('metered calls: the meter read as answers pass, the charge on the row',
   let upstream: TestUpstream;
   let token: string;
   let payer: Wallet;
+  withPayingTenant('metered', (paying) => (token = paying.token));
   // Each call names the answer its upstream gives (the request's `x-answer` header).
   const answers = new Map<string, Answer>();
 
@@ -63,7 +68,6 @@ describe('metered calls: the meter read as answers pass, the charge on the row',
       if (answer) answer(req, res);
       else json('{}')(req, res);
     });
-    token = await stack().token(`tenant-metered-${randomUUID()}`);
     payer = await newPayer(10_000_000n);
   });
   after(() => upstream.close());
@@ -90,17 +94,26 @@ describe('metered calls: the meter read as answers pass, the charge on the row',
   ): Promise<{ id: string; received: () => Received | undefined; status: number }> {
     const key = randomUUID();
     answers.set(key, answer);
-    const { pay } = payingFetch('x402-fetch', payer);
-    const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}${mode === 'streaming' ? '/stream' : ''}`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${token}`,
-        'content-type': 'application/json',
-        'accept-encoding': 'gzip',
-        'x-answer': key,
-      },
-      body: '{"model":"m","stream":true}',
-    });
+    const url = `${stack().apiUrl}/v1/proxy/${agentId}${mode === 'streaming' ? '/stream' : ''}`;
+    const send = (payment?: string) =>
+      fetch(url, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          'accept-encoding': 'gzip',
+          'x-answer': key,
+          ...(payment ? { 'payment-signature': payment } : {}),
+        },
+        body: '{"model":"m","stream":true}',
+      });
+    const challenge = await send();
+    assert.equal(challenge.status, 402);
+    await challenge.arrayBuffer();
+    const required = JSON.parse(Buffer.from(challenge.headers.get('payment-required')!, 'base64').toString('utf8'));
+    assert.equal(required.accepts[0].scheme, 'upto');
+    const { wire } = await payUptoChallenge(payer.privateKey, required, rpcReader(stack().infra.chainRpcUrl));
+    const res = await send(encodeBase64Json(wire));
     await res.arrayBuffer().catch(() => undefined);
     const id = res.headers.get('x-gateway-invocation-id');
     assert.ok(id, `an invocation id (status ${res.status})`);
@@ -126,7 +139,7 @@ describe('metered calls: the meter read as answers pass, the charge on the row',
     assert.equal(polled.payment_scheme, 'upto');
     assert.equal(polled.payment_max_amount, MAX);
     assert.equal(polled.payment_charge, '1234');
-    assert.equal(polled.payment_amount, MAX, 'payment_amount keeps its meaning: what the exact payment paid');
+    assert.equal(polled.payment_amount, MAX, 'payment_amount: what the payment authorized, the signed maximum');
     assert.deepEqual(await charged(call.id), {
       status: 'succeeded',
       scheme: 'upto',

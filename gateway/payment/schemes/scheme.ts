@@ -22,6 +22,11 @@ export type GatewayScheme = {
    * /supported kinds, ../supported.ts): those are read before the entry is built.
    */
   readonly readsFacilitator: boolean;
+  /**
+   * Charged after the call, for what it measured (x402 `upto`): its payment is verified and bound
+   * before the upstream is called and settled only once the answer is complete, never before.
+   */
+  readonly settlesAfterCall: boolean;
   /** The v2 extensions its 402 declares when it is offered (none: `{}`). */
   readonly extensions: Readonly<Record<string, unknown>>;
   /**

@@ -9,6 +9,7 @@ import { verifyGatePayment } from './verify.ts';
 export const exactGatewayScheme: GatewayScheme = {
   protocol: exactProtocol,
   readsFacilitator: false,
+  settlesAfterCall: false,
   extensions: {},
 
   // The amount to pay exactly; `extra` holds the token's EIP-712 name and version, as unmodified

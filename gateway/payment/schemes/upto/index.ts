@@ -34,6 +34,7 @@ function uptoFacilitatorAddress(config: PaymentConfig, kinds: readonly Supported
 export const uptoGatewayScheme: GatewayScheme = {
   protocol: uptoProtocol,
   readsFacilitator: true,
+  settlesAfterCall: true,
   extensions: declareEip2612GasSponsoringExtension(),
 
   // The x402 v2 upto requirements (dialect.ts makes the v2 entry): the maximum as the amount, and
