@@ -32,14 +32,14 @@ import {
   refundDigest,
 } from '../../x402/schemes/batch-settlement/typed-data.ts';
 import { verifyDeposit, verifyVoucher } from '../../x402/schemes/batch-settlement/verify.ts';
-import { batchChallenge, batchPayer, type BatchTerms } from '../support/batch-settlement.ts';
+import { batchChallenge, batchPayer, highS, type BatchTerms } from '../support/batch-settlement.ts';
 import { pastValidBefore } from '../support/facilitator.ts';
 import { CONTRACTS_CACHE_DIR, stack } from '../support/stack.ts';
 import { chainProvider } from '../support/x402.ts';
 
 const PRICE = 1_000n;
 const DEPOSIT = 10_000n;
-const errors = new Interface(BATCH_SETTLEMENT_ABI);
+const errors = new Interface([...BATCH_SETTLEMENT_ABI, 'error ECDSAInvalidSignatureS(bytes32 s)']);
 
 type DepositPayload = Extract<BatchSettlementPayment['payload'], { type: 'deposit' }>;
 
@@ -203,6 +203,15 @@ describe('x402 batch-settlement contracts on the dev chain', function () {
       channels(authorizer).claim!([claimRow(config, third.voucher, 3n * PRICE + 1n)]),
       'ClaimExceedsCeiling',
     );
+
+    // The high-s twin of the payer's voucher signature: OpenZeppelin's ECDSA refuses it on chain,
+    // as the off-chain check does.
+    const twin = { ...third.voucher, signature: highS(third.voucher.signature) };
+    assert.deepEqual(await verifyVoucher({ ...third, voucher: twin }, expect, state), {
+      ok: false,
+      cause: 'invalid_batch_settlement_evm_voucher_signature',
+    });
+    await revertsWith(channels(authorizer).claim!([claimRow(config, twin, 3n * PRICE)]), 'ECDSAInvalidSignatureS');
 
     // One claim of the latest voucher, signed by the receiver authorizer, relayed by anyone.
     const rows = [claimRow(config, third.voucher, 3n * PRICE)];

@@ -12,6 +12,7 @@ import {
 } from '@x402/core/http';
 import { toClientEvmSigner } from '@x402/evm';
 import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
+import { Signature } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { BatchSettlementPayment } from '../../x402/schemes/batch-settlement/schemas.ts';
 
@@ -96,4 +97,14 @@ export function batchPayer(privateKey: string) {
       return parsed(decodePaymentSignatureHeader(sent[0]!));
     },
   };
+}
+
+/** The order of secp256k1's group: s and n - s sign the same message. */
+const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+
+/** The same signature with s replaced by n - s and v flipped: ecrecover takes it, OpenZeppelin's ECDSA does not. */
+export function highS(signature: string): string {
+  const sig = Signature.from(signature);
+  const s = (SECP256K1_N - BigInt(sig.s)).toString(16).padStart(64, '0');
+  return `${sig.r}${s}${(sig.v === 27 ? 28 : 27).toString(16)}`;
 }

@@ -3,7 +3,7 @@
 // vouchers and refund the unmodified reference client signs and refuse every altered term with
 // the scheme's own error name.
 import assert from 'node:assert/strict';
-import { Signature, Wallet, ZeroAddress, getAddress } from 'ethers';
+import { Wallet, ZeroAddress, getAddress } from 'ethers';
 import {
   BATCH_SETTLEMENT_ADDRESS as REFERENCE_BATCH_SETTLEMENT,
   ERC3009_DEPOSIT_COLLECTOR_ADDRESS as REFERENCE_COLLECTOR,
@@ -34,7 +34,7 @@ import {
   type DepositExpectation,
   type VoucherExpectation,
 } from '../../x402/schemes/batch-settlement/verify.ts';
-import { batchPayer, type BatchTerms } from '../support/batch-settlement.ts';
+import { batchPayer, highS, type BatchTerms } from '../support/batch-settlement.ts';
 
 const PAYER_KEY = '0x1111111111111111111111111111111111111111111111111111111111111111';
 const payTo = new Wallet('0x2222222222222222222222222222222222222222222222222222222222222222').address;
@@ -43,7 +43,6 @@ const token = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
 const terms: BatchTerms = { asset: token, payTo, receiverAuthorizer: authorizer, amount: 1_000n, minDeposit: 10_000n };
 const tokenDomain = { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: token };
 const fresh: ChannelState = { balance: 0n, totalClaimed: 0n, chargedCumulativeAmount: 0n };
-const N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
 
 function voucherExpectation(overrides: Partial<VoucherExpectation> = {}): VoucherExpectation {
   return {
@@ -72,13 +71,6 @@ function depositExpectation(overrides: Partial<DepositExpectation> = {}): Deposi
 }
 
 const clone = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T;
-
-/** The same signature with s replaced by n - s (and v flipped): valid for ecrecover, refused by OpenZeppelin's ECDSA. */
-function highS(signature: string): string {
-  const sig = Signature.from(signature);
-  const s = N - BigInt(sig.s);
-  return `${sig.r}${s.toString(16).padStart(64, '0')}${(sig.v === 27 ? 28 : 27).toString(16)}`;
-}
 
 describe('x402 batch-settlement scheme (pure part)', function () {
   it('names the addresses and signs the typed data the reference package does', function () {
