@@ -193,7 +193,7 @@ describe('x402 batch-settlement scheme (pure part)', function () {
       }
     });
 
-    it('refuses an altered config, ceiling or signature, and the high-s twin of a good signature', async function () {
+    it('refuses an altered config, ceiling or signature, the high-s twin of a good signature, and a delay out of range', async function () {
       const state = { balance: 10_000n, totalClaimed: 0n, chargedCumulativeAmount: 1_000n };
       const refused = async (payload: BatchSettlementPayment['payload'], cause: string) =>
         assert.deepEqual(await verifyVoucher(payload, voucherExpectation(), state), {
@@ -211,9 +211,12 @@ describe('x402 batch-settlement scheme (pure part)', function () {
       await refused(twin, 'voucher_signature');
       const outOfRange = clone(second.payload);
       outOfRange.channelConfig.withdrawDelay = 60;
+      await refused(outOfRange, 'channel_id_mismatch');
+      // Even a channel id that matches such a config: the contract takes no deposit for it.
+      outOfRange.voucher.channelId = channelIdOf(8453, outOfRange.channelConfig);
       assert.deepEqual(await verifyVoucher(outOfRange, voucherExpectation({ withdrawDelay: undefined }), state), {
         ok: false,
-        cause: 'invalid_batch_settlement_evm_channel_id_mismatch',
+        cause: 'invalid_batch_settlement_evm_withdraw_delay_out_of_range',
       });
     });
 
