@@ -37,21 +37,21 @@ module.exports = {
     {
       name: 'gateway-domain-below-the-doors',
       comment:
-        'The gateway domain imports only lib/, x402/ and the contract descriptions (token, Permit2, upto proxy); never the facilitator; no Koa.',
+        'The gateway domain imports only lib/, x402/ and the contract descriptions (token, Permit2, upto proxy, batch settlement); never the facilitator; no Koa.',
       severity: 'error',
       from: { path: '^gateway/' },
       to: {
-        path: '^(facilitator|activities|workflows|temporal|api|facilitator-service|scripts|bench|test)/|^contracts/(?!(token|permit2|upto-proxy)\\.ts$)|^node_modules/(koa|@koa)/',
+        path: '^(facilitator|activities|workflows|temporal|api|facilitator-service|scripts|bench|test)/|^contracts/(?!(token|permit2|upto-proxy|batch-settlement)\\.ts$)|^node_modules/(koa|@koa)/',
       },
     },
     {
       name: 'facilitator-domain-below-the-doors',
       comment:
-        'The facilitator domain imports only lib/, x402/ and the contract descriptions (token, Permit2, upto proxy); never the gateway, Temporal or its own service; no Koa.',
+        'The facilitator domain imports only lib/, x402/ and the contract descriptions (token, Permit2, upto proxy, batch settlement); never the gateway, Temporal or its own service; no Koa.',
       severity: 'error',
       from: { path: '^facilitator/' },
       to: {
-        path: '^(gateway|activities|workflows|temporal|api|facilitator-service|scripts|bench|test)/|^contracts/(?!(token|permit2|upto-proxy)\\.ts$)|^node_modules/(koa|@koa)/',
+        path: '^(gateway|activities|workflows|temporal|api|facilitator-service|scripts|bench|test)/|^contracts/(?!(token|permit2|upto-proxy|batch-settlement)\\.ts$)|^node_modules/(koa|@koa)/',
       },
     },
     {

@@ -7,12 +7,17 @@ import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ContractFactory, JsonRpcProvider, getCreateAddress, toQuantity } from 'ethers';
+import {
+  BATCH_SETTLEMENT_ADDRESS,
+  ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
+  MULTICALL3_ADDRESS,
+} from '../../contracts/batch-settlement.ts';
 import { PERMIT2_ADDRESS } from '../../contracts/permit2.ts';
 import { CHAIN_ID, TOKEN_ABI, tokenContract } from '../../contracts/token.ts';
 import { UPTO_PROXY_ADDRESS } from '../../contracts/upto-proxy.ts';
 
 export { CHAIN_ID, TOKEN_ABI, tokenContract };
-import { compileContract, compileToken } from './compile.ts';
+import { compileContract, compileToken, type ContractName } from './compile.ts';
 
 /**
  * PUBLIC TEST KEYS, known to everyone: anvil's default accounts, derived from the mnemonic
@@ -151,10 +156,33 @@ export async function deployToken(rpcUrl: string, cacheDir: string): Promise<{ a
  * chain restored from a state file keeps its Permit2 nonces.
  */
 export async function placeUptoContracts(rpcUrl: string, cacheDir: string): Promise<void> {
-  const placements = [
+  await placeAtCanonicalAddresses(rpcUrl, cacheDir, [
     { address: PERMIT2_ADDRESS, name: 'Permit2' },
     { address: UPTO_PROXY_ADDRESS, name: 'UptoPermit2Proxy' },
-  ] as const;
+  ]);
+}
+
+/**
+ * Places the contracts the x402 `batch-settlement` scheme runs on at their canonical addresses:
+ * the channel contract and its ERC-3009 deposit collector (our implementations of the published
+ * interfaces, contracts/X402BatchSettlement.sol and contracts/ERC3009DepositCollector.sol), and
+ * Multicall3's tryAggregate (contracts/Multicall3.sol), through which the reference facilitator
+ * reads channel state, as it finds it on Base. None needs a constructor; idempotent like
+ * placeUptoContracts, so a restored chain keeps its channels.
+ */
+export async function placeBatchSettlementContracts(rpcUrl: string, cacheDir: string): Promise<void> {
+  await placeAtCanonicalAddresses(rpcUrl, cacheDir, [
+    { address: BATCH_SETTLEMENT_ADDRESS, name: 'X402BatchSettlement' },
+    { address: ERC3009_DEPOSIT_COLLECTOR_ADDRESS, name: 'ERC3009DepositCollector' },
+    { address: MULTICALL3_ADDRESS, name: 'Multicall3' },
+  ]);
+}
+
+async function placeAtCanonicalAddresses(
+  rpcUrl: string,
+  cacheDir: string,
+  placements: readonly { address: string; name: ContractName }[],
+): Promise<void> {
   await withProvider(rpcUrl, async (provider) => {
     for (const { address, name } of placements) {
       const { deployedBytecode } = await compileContract(name, cacheDir);

@@ -17,11 +17,20 @@ export interface CompiledContract {
 export type CompiledToken = CompiledContract;
 
 /**
- * The contracts of this folder: the USDC stand-in, an ERC-1271 wallet for tests, and the two the
- * x402 `upto` scheme settles through, placed at their canonical addresses (Permit2's signature
- * transfer and the upto proxy).
+ * The contracts of this folder: the USDC stand-in, an ERC-1271 wallet for tests, the two the
+ * x402 `upto` scheme settles through (Permit2's signature transfer and the upto proxy), and the
+ * ones of the `batch-settlement` scheme (the channel contract, its ERC-3009 deposit collector and
+ * the Multicall3 its reference facilitator reads through), all but the first two placed at their
+ * canonical addresses.
  */
-export type ContractName = 'UsdcToken' | 'SmartWallet' | 'Permit2' | 'UptoPermit2Proxy';
+export type ContractName =
+  | 'UsdcToken'
+  | 'SmartWallet'
+  | 'Permit2'
+  | 'UptoPermit2Proxy'
+  | 'X402BatchSettlement'
+  | 'ERC3009DepositCollector'
+  | 'Multicall3';
 
 const require = createRequire(import.meta.url);
 

@@ -1,6 +1,6 @@
 // The infrastructure under the gateway, started the same way by `npm start` and by the test
-// run: Temporal dev server, PostgreSQL, anvil with the token (and Permit2 and the x402 upto
-// proxy at their canonical addresses), OpenBao, the dev PKI, the
+// run: Temporal dev server, PostgreSQL, anvil with the token (and Permit2, the x402 upto
+// proxy and the x402 batch-settlement contracts at their canonical addresses), OpenBao, the dev PKI, the
 // development secrets and the migrations. Each part is skipped when configuration points at
 // an existing one (TEMPORAL_ADDRESS, DATABASE_URL, CHAIN_RPC_URL, VAULT_ADDR). A Redis is started
 // only when asked for (`ports.redis`: the test stack's shared limiters); `npm start` runs one
@@ -16,7 +16,7 @@ import { startRedis } from './redis.ts';
 import { loadVaultConfig } from '../../gateway/credentials/config.ts';
 import { loadDevSecrets, type DevSecrets } from './secrets.ts';
 import { startTemporalDevServer, type DevServer } from '../dev/temporal-dev-server.ts';
-import { deployToken, placeUptoContracts, startAnvil } from '../dev/chain.ts';
+import { deployToken, placeBatchSettlementContracts, placeUptoContracts, startAnvil } from '../dev/chain.ts';
 import { ensureDevPki, type DevPki } from '../dev/pki.ts';
 import { ensureDevGasWallet, fundDevGasWallet, type DevGasWallet } from '../dev/gas-wallet.ts';
 import { openOrm, migrate } from '../../gateway/db/orm.ts';
@@ -190,6 +190,7 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
     const contractsCache = opts.contractsCacheDir ?? join(opts.dataDir, 'contracts');
     const token = await deployToken(chainReady.rpcUrl, contractsCache);
     await placeUptoContracts(chainReady.rpcUrl, contractsCache);
+    await placeBatchSettlementContracts(chainReady.rpcUrl, contractsCache);
     const gasWallet = await ensureDevGasWallet(join(opts.dataDir, 'facilitator'));
     if (!opts.chainRpcUrl) await fundDevGasWallet(chainReady.rpcUrl, 8453, gasWallet.address);
 
