@@ -4,11 +4,15 @@ import { getAddress } from 'ethers';
 import { z } from 'zod';
 import type { TokenDomain } from '../x402/token.ts';
 import { TokenAddressSetting } from '../x402/schemas.ts';
+import { SCHEME_UPTO } from '../x402/schemes/upto/schemas.ts';
 import { loadTemporalSettings, type TemporalWorkerSettings } from '../lib/temporal-connection.ts';
 import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv, readSettingFile } from '../lib/config.ts';
 import { loadWorkerVersion } from '../lib/worker-version.ts';
 
 const amount = z.string().regex(/^[0-9]{1,78}$/, 'must be a decimal integer string');
+
+/** The schemes a deployment may settle beside exact, each by opting in. */
+const EXTRA_SCHEMES: readonly string[] = [SCHEME_UPTO];
 
 const FacilitatorEnv = z.object({
   FACILITATOR_PORT: z.coerce.number().int().min(0).max(65535).default(8443),
@@ -25,6 +29,20 @@ const FacilitatorEnv = z.object({
   TOKEN_NAME: z.string().default('USD Coin'),
   TOKEN_VERSION: z.string().default('2'),
   FACILITATOR_NETWORK: z.string().default('base'),
+  // Schemes settled beside exact (the spec's one kind), comma-separated: an operator opts in to
+  // each, and /supported lists it only then.
+  FACILITATOR_EXTRA_SCHEMES: z
+    .string()
+    .default('')
+    .transform((value) =>
+      value
+        .split(',')
+        .map((name) => name.trim())
+        .filter(Boolean),
+    )
+    .refine((names) => names.every((name) => EXTRA_SCHEMES.includes(name)), {
+      message: 'must list schemes the facilitator can settle beside exact, comma-separated: upto',
+    }),
   FACILITATOR_TASK_QUEUE: z.string().default('facilitator'),
   // The HTTPS process runs a worker itself (and starts workflows eagerly on it); more workers
   // may run as separate processes (temporal/facilitator-worker-main.ts) either way.
@@ -67,6 +85,8 @@ const FacilitatorEnv = z.object({
 });
 
 export type FacilitatorConfig = {
+  /** The schemes settled beside exact (FACILITATOR_EXTRA_SCHEMES); absent: none. */
+  extraSchemes?: readonly string[];
   port: number;
   publicPort: number;
   host: string;
@@ -135,6 +155,7 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
     databaseUrl: e.FACILITATOR_DATABASE_URL,
     chainRpcUrl: e.CHAIN_RPC_URL,
     network: e.FACILITATOR_NETWORK,
+    extraSchemes: e.FACILITATOR_EXTRA_SCHEMES,
     tokenAddress,
     domain: { name: e.TOKEN_NAME, version: e.TOKEN_VERSION, chainId: e.CHAIN_ID, verifyingContract: tokenAddress },
     temporal: {

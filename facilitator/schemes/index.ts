@@ -6,17 +6,27 @@ import type { FacilitatorConfig } from '../config.ts';
 import type { FacilitatorScheme, SchemeDeps, Settler, SupportedKind } from './scheme.ts';
 import { exactFacilitatorScheme } from './exact/index.ts';
 import { uptoFacilitatorScheme } from './upto/index.ts';
+import { SCHEME_UPTO } from '../../x402/schemes/upto/schemas.ts';
 
-const SCHEMES: readonly FacilitatorScheme[] = [exactFacilitatorScheme, uptoFacilitatorScheme];
+/** The spec's one kind, always settled. */
+const BASE_SCHEME = exactFacilitatorScheme;
+/** Settled only where the deployment opts in (FACILITATOR_EXTRA_SCHEMES), by name. */
+const EXTRA_SCHEMES: ReadonlyMap<string, FacilitatorScheme> = new Map([[SCHEME_UPTO, uptoFacilitatorScheme]]);
+
+/** The schemes this deployment settles: exact, then each extra one its configuration names. */
+function schemesOf(config: FacilitatorConfig): FacilitatorScheme[] {
+  const extra = [...EXTRA_SCHEMES].filter(([name]) => config.extraSchemes?.includes(name)).map(([, scheme]) => scheme);
+  return [BASE_SCHEME, ...extra];
+}
 
 /** The kinds this deployment settles, as /supported lists them. */
 export function supportedKinds(config: FacilitatorConfig): SupportedKind[] {
-  return SCHEMES.map((scheme) => scheme.kind(config));
+  return schemesOf(config).map((scheme) => scheme.kind(config));
 }
 
 /** The handler of each kind, built once: finds the one of a (scheme, network), or null when none settles it. */
 export function settlersFor(deps: SchemeDeps): (scheme: string, network: string) => Settler | null {
-  const settlers = SCHEMES.map((scheme) => {
+  const settlers = schemesOf(deps.config).map((scheme) => {
     const kind = scheme.kind(deps.config);
     return { kind, networks: scheme.networks?.(deps.config) ?? [kind.network], settle: scheme.settler(deps) };
   });

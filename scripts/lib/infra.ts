@@ -254,6 +254,8 @@ export function appEnvironment(infra: Infra, extra: Record<string, string | unde
     FACILITATOR_TLS_CA: infra.pki.files.ca,
     FACILITATOR_KEYSTORE_FILE: infra.gasWallet.keystoreFile,
     FACILITATOR_KEYSTORE_PASSWORD_FILE: infra.gasWallet.passwordFile,
+    // The local system sells metered calls: its facilitator settles upto beside exact.
+    FACILITATOR_EXTRA_SCHEMES: process.env.FACILITATOR_EXTRA_SCHEMES ?? 'upto',
     // The dev chain's gas costs about 100 times Base's (1 gwei tips): a failed-gas budget to match.
     FACILITATOR_FAILED_GAS_DAILY_WEI: process.env.FACILITATOR_FAILED_GAS_DAILY_WEI ?? '1000000000000000000',
     // The gateway trusts the dev CA for the facilitator's server certificate.

@@ -89,6 +89,8 @@ export function facilitatorEnv(infra: Infra, overrides: Record<string, string> =
     TEMPORAL_ADDRESS: infra.temporalAddress,
     FACILITATOR_KEYSTORE_FILE: infra.gasWallet.keystoreFile,
     FACILITATOR_KEYSTORE_PASSWORD_FILE: infra.gasWallet.passwordFile,
+    // The stack settles upto beside exact, as npm start's does.
+    FACILITATOR_EXTRA_SCHEMES: 'upto',
     // Tests deactivate accounts and drain gas and expect the next call to see it.
     FACILITATOR_ACCOUNT_CACHE_MS: '0',
     FACILITATOR_READINESS_CACHE_MS: '0',

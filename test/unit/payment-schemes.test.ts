@@ -151,7 +151,8 @@ describe("the facilitator's registry", () => {
     chainRpcUrl: 'http://127.0.0.1:1',
     keystore: { file: keystoreFile },
     guardrails: { maxPerTx: 10_000n, dailyCeiling: 10_000n },
-  } as FacilitatorConfig;
+    extraSchemes: ['upto'],
+  } as unknown as FacilitatorConfig;
   const deps = (): SchemeDeps & { handedOver: number; readinessAsked: number } => {
     const state = {
       handedOver: 0,
@@ -182,7 +183,15 @@ describe("the facilitator's registry", () => {
     dailyCeiling: null,
   } as unknown as Account;
 
-  it('lists one kind per scheme in /supported', () => {
+  it("settles and lists only exact, the spec's one kind, unless the deployment opts in to more", () => {
+    const specOnly = { ...facilitatorConfig, extraSchemes: undefined } as FacilitatorConfig;
+    assert.deepEqual(supportedKinds(specOnly), [{ x402Version: 1, scheme: 'exact', network: 'base', asset: TOKEN }]);
+    const settlerOf = settlersFor({ ...deps(), config: specOnly });
+    assert.equal(typeof settlerOf('exact', 'base'), 'function');
+    assert.equal(settlerOf('upto', 'eip155:8453'), null);
+  });
+
+  it('lists one kind per scheme in /supported, the extra ones opted in', () => {
     assert.deepEqual(supportedKinds(facilitatorConfig), [
       { x402Version: 1, scheme: 'exact', network: 'base', asset: TOKEN },
       {
