@@ -35,7 +35,7 @@ import { verifyDeposit, verifyVoucher } from '../../x402/schemes/batch-settlemen
 import { batchChallenge, batchPayer, highS, type BatchTerms } from '../support/batch-settlement.ts';
 import { pastValidBefore } from '../support/facilitator.ts';
 import { CONTRACTS_CACHE_DIR, stack } from '../support/stack.ts';
-import { chainProvider } from '../support/x402.ts';
+import { chainProvider, newWallet as newFundedWallet } from '../support/x402.ts';
 
 const PRICE = 1_000n;
 const DEPOSIT = 10_000n;
@@ -57,14 +57,7 @@ describe('x402 batch-settlement contracts on the dev chain', function () {
 
   after(() => provider?.destroy());
 
-  async function newWallet(opts: { eth?: boolean; usdc?: bigint }): Promise<Wallet> {
-    const wallet = new Wallet(hexlify(randomBytes(32)), provider);
-    await fund(stack().infra.chainRpcUrl, token, wallet.address, {
-      eth: opts.eth ? parseEther('1') : undefined,
-      usdc: opts.usdc,
-    });
-    return wallet;
-  }
+  const newWallet = (opts: { eth?: boolean; usdc?: bigint }) => newFundedWallet(opts, provider);
 
   const balance = (account: string): Promise<bigint> => tokenContract(token, provider).balanceOf(account);
   const channels = (sender: Wallet | JsonRpcProvider = provider) => batchSettlementContract(sender);

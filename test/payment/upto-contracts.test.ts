@@ -41,7 +41,7 @@ import {
 import { verifyUptoPayment, type VerifiedUptoPayment } from '../../x402/schemes/upto/verify.ts';
 import { CONTRACTS_CACHE_DIR, stack } from '../support/stack.ts';
 import { rpcReader, signUptoPayment, uptoChallenge, UPTO_NETWORK } from '../support/upto.ts';
-import { chainProvider } from '../support/x402.ts';
+import { chainProvider, newWallet as newFundedWallet } from '../support/x402.ts';
 
 const MAX = 5_000_000n;
 /** The order of secp256k1's group: s and n - s sign the same message. */
@@ -63,14 +63,7 @@ describe('x402 upto contracts on the dev chain', function () {
 
   after(() => provider?.destroy());
 
-  async function newWallet(opts: { eth?: boolean; usdc?: bigint }): Promise<Wallet> {
-    const wallet = new Wallet(hexlify(randomBytes(32)), provider);
-    await fund(stack().infra.chainRpcUrl, token, wallet.address, {
-      eth: opts.eth ? parseEther('1') : undefined,
-      usdc: opts.usdc,
-    });
-    return wallet;
-  }
+  const newWallet = (opts: { eth?: boolean; usdc?: bigint }) => newFundedWallet(opts, provider);
 
   /** A payer holding 10 USDC; `approved`: it has approved Permit2 itself (and so holds ETH for that). */
   async function newPayer(approved: boolean): Promise<Wallet> {

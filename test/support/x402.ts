@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { Agent, request } from 'undici';
-import { Wallet, getAddress, hexlify, JsonRpcProvider } from 'ethers';
+import { Wallet, getAddress, hexlify, parseEther, JsonRpcProvider } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { x402Client } from '@x402/core/client';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
@@ -25,8 +25,18 @@ export function domain() {
 
 /** A fresh payer holding `usdc` test units (and no ETH: payers never pay gas). */
 export async function newPayer(usdc = 10_000_000n): Promise<Wallet> {
-  const wallet = new Wallet(hexlify(randomBytes(32)));
-  if (usdc > 0n) await fund(stack().infra.chainRpcUrl, stack().infra.tokenAddress, wallet.address, { usdc });
+  return newWallet({ usdc });
+}
+
+/** A new key on the stack's chain, given ETH (1, for gas) and dev USDC as asked; connected to `provider` when given. */
+export async function newWallet(opts: { eth?: boolean; usdc?: bigint }, provider?: JsonRpcProvider): Promise<Wallet> {
+  const wallet = new Wallet(hexlify(randomBytes(32)), provider);
+  const usdc = opts.usdc && opts.usdc > 0n ? opts.usdc : undefined;
+  if (opts.eth || usdc)
+    await fund(stack().infra.chainRpcUrl, stack().infra.tokenAddress, wallet.address, {
+      eth: opts.eth ? parseEther('1') : undefined,
+      usdc,
+    });
   return wallet;
 }
 
