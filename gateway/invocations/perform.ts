@@ -231,16 +231,16 @@ export function createInvocationPerformer(deps: PerformDeps) {
             tenantId: row.tenantId,
           });
         } catch (err) {
-          const failure = classifyError(err);
           const errorClass = attempt.endedByWorkflow()
             ? 'workflow_terminated'
             : err instanceof UpstreamError
               ? err.errorClass
-              : failure.errorClass;
+              : classifyError(err).errorClass;
           return await complete(invocationId, {
             status: 'failed',
             errorClass,
-            ...metered?.complete(failedOutcome(failure.reached)),
+            // Only a metered call asks whether the request may have reached its upstream.
+            ...metered?.complete(failedOutcome(classifyError(err).reached)),
           });
         }
 
