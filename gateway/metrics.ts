@@ -77,6 +77,18 @@ const meterReadingsCapped = counter({
   labelNames: ['mode'] as const,
 });
 
+// Labelled by outcome and reason only (fixed sets), never by tenant, agent or payer.
+const meteredCharges = counter({
+  name: 'gateway_metered_charges_total',
+  help: 'Metered charges settled after their calls, by outcome (settled, nothing_due, failed, unconfigured) and, for a failed one, why (payer_balance_short, payer_allowance_revoked, authorization_used, settlement_refused, settlement_failed, settlement_unavailable; none otherwise)',
+  labelNames: ['outcome', 'reason'] as const,
+});
+
+/** One metered charge's settlement, once it is no longer due. */
+export function recordMeteredCharge(outcome: string, reason: string | null): void {
+  meteredCharges.inc({ outcome, reason: reason ?? 'none' });
+}
+
 /** One metered call's charge, as its row records it. */
 export function recordMeterReading(mode: 'transactional' | 'streaming', reason: string, capped: boolean): void {
   meterReadings.inc({ mode, reason });

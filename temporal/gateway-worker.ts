@@ -1,9 +1,16 @@
-// Wires the gateway worker: task queue `gateway`, the invocation workflow and its activities
-// with their dependencies injected (`vaultClient` when the process shares one with its API).
+// Wires the gateway worker: task queue `gateway`, the invocation and metered-charge workflows
+// and their activities with their dependencies injected (`vaultClient` when the process shares
+// one with its API).
 // No logic lives here.
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { createInvocationActivities, createReceiptActivities, createRetentionActivities } from '../activities/index.ts';
+import {
+  createChargeActivities,
+  createInvocationActivities,
+  createReceiptActivities,
+  createRetentionActivities,
+} from '../activities/index.ts';
+import { createFacilitatorClient } from '../gateway/payment/facilitator-client.ts';
 import { activityObservability } from '../activities/observability.ts';
 import { temporalWorkerTracing } from '../lib/observability/tracing.ts';
 import { createLogger } from '../lib/log.ts';
@@ -27,6 +34,7 @@ export async function createGatewayWorker(
 ): Promise<{ worker: Worker; connection: NativeConnection }> {
   const connection = await NativeConnection.connect({ ...config.temporal.connection });
   const log = createLogger('worker', config.logLevel);
+  const vaultClient = opts.vaultClient ?? createVaultClient(config.vault);
   const activities = createInvocationActivities({
     orm,
     upstream: createUpstreamClient({
@@ -38,7 +46,7 @@ export async function createGatewayWorker(
       circuits: createOpenCircuits({ redisUrl: config.redisUrl, query: queryRows(orm), log }),
     }),
     bodies: createPostgresBodyStore(orm),
-    credentials: createCredentialResolver(orm, config.vault, opts.vaultClient ?? createVaultClient(config.vault)),
+    credentials: createCredentialResolver(orm, config.vault, vaultClient),
     upstreamTimeoutMs: config.upstream.timeoutMs,
   });
   // Tracing (when started in this process): the OTel interceptors and the workflow spans' sink.
@@ -52,6 +60,18 @@ export async function createGatewayWorker(
     activities: {
       ...activities,
       ...createReceiptActivities({ orm, receipts: config.receipts }),
+      // Metered charges, settled after their calls through each tenant's facilitator.
+      ...createChargeActivities({
+        orm,
+        log,
+        config: { vault: config.vault, payment: config.payment },
+        vaultClient,
+        client: createFacilitatorClient({
+          caPem: config.payment.settlementCaPem,
+          timeoutMs: config.payment.settlementTimeoutMs,
+          allow: config.upstream.allow,
+        }),
+      }),
       ...createRetentionActivities({ orm }),
     },
     interceptors: {

@@ -4,10 +4,12 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  patched,
   proxyActivities,
   upsertSearchAttributes,
   type ActivityOptions,
 } from '@temporalio/workflow';
+import { settleCharge } from './charge.ts';
 import type { InvocationActivities, InvocationOutcome } from '../activities/invocation.ts';
 import { ErrorClass, InvocationStatus } from '../temporal/search-attributes.ts';
 import type { ReceiptActivities } from '../activities/receipts.ts';
@@ -74,6 +76,10 @@ export async function InvocationWorkflow(input: InvocationInput): Promise<Invoca
     { key: InvocationStatus, value: outcome.status },
     ...(outcome.errorClass ? [{ key: ErrorClass, value: outcome.errorClass }] : []),
   ]);
+  // A metered call's charge, once its answer is complete (workflows/charge.ts): before the
+  // receipt, which names it. Only a metered call's outcome says so, and only new histories hold
+  // the step (the patch marker).
+  if (outcome.chargeDue && patched('metered-charge')) await settleCharge(input.invocationId);
   // Only when asked: histories recorded without the flag replay without this step.
   if (input.emitReceipts) await issueReceipt(input.invocationId);
   return outcome;

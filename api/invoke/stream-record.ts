@@ -18,6 +18,8 @@ import { digestOfEmitted, digestingBody, type BodyDigest } from '../proxy/digest
 import { recordedCallFields, type ProxyCall } from '../proxy/call.ts';
 import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
+import type { WorkflowHandle } from '@temporalio/client';
+import { settledWithin, startMeteredCharge, type SettledCharge } from '../../temporal/charge-start.ts';
 
 export type Outcome = Omit<Completion, 'id'>;
 
@@ -31,6 +33,11 @@ export type StreamRecord = {
   start(): void;
   /** Completes the row (signing its receipt first); waits for the signature, never for the write. */
   complete(outcome: Outcome): Promise<void>;
+  /**
+   * A metered paid call's charge, settled by its workflow (started once the completion commits),
+   * when it settles within `withinMs`; null otherwise, and for every other call.
+   */
+  settledCharge(withinMs: number): Promise<SettledCharge | null>;
 };
 
 function startedRow(call: ProxyCall): StartedRow {
@@ -64,7 +71,11 @@ export function failedBeforeUpstream(errorClass: ErrorClass): Outcome {
 
 export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCall): StreamRecord {
   const row = startedRow(call);
-  const receipts = call.agent.emitReceipts;
+  // A metered paid call is charged after it completes, by a workflow that then signs its
+  // receipt (the receipt names the charge and its transaction).
+  const charged = row.paymentScheme != null && row.paymentNonce != null;
+  const receipts = call.agent.emitReceipts && !charged;
+  let chargeStarted: Promise<WorkflowHandle> | null = null;
   let request: BodyDigest | null = null;
   let response: BodyDigest | null = null;
   // By kind: a database error may quote the row's values (lib/error-kind.ts).
@@ -93,6 +104,8 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
       const done = {
         ...row,
         ...outcome,
+        // What a metered call's payment comes to is its charge (the maximum stays beside it).
+        ...(row.paymentScheme && outcome.paymentCharge != null ? { paymentAmount: outcome.paymentCharge } : {}),
         completedAt: new Date(),
         requestSha256: request?.value() ?? null,
         responseSha256: response?.value() ?? null,
@@ -104,9 +117,29 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
           return null;
         });
       }
-      services.recorder.complete(done).then(() => {
+      const committed = services.recorder.complete(done);
+      committed.then(() => {
         if (done.receipt) countIssued(done.receipt);
       }, logFailure);
+      if (charged) {
+        // Not started (this process dies, Temporal is down): the due-charges round starts it.
+        chargeStarted = committed.then(() =>
+          startMeteredCharge(
+            deps.temporal,
+            deps.config.temporal.taskQueue,
+            { invocationId: row.id, tenantId: row.tenantId, agent: call.agent },
+            deps.config.workflowStartDeadlineMs,
+          ),
+        );
+        chargeStarted.catch((err: unknown) =>
+          deps.log.warn({ invocationId: row.id, err: errorKind(err) }, 'could not start a metered charge'),
+        );
+      }
+    },
+    async settledCharge(withinMs) {
+      if (!chargeStarted) return null;
+      const handle = await chargeStarted.catch(() => null);
+      return handle ? settledWithin(handle, withinMs) : null;
     },
   };
 }

@@ -28,7 +28,7 @@ type PipeEnd = { by: 'done' } | { by: 'caller' } | { by: 'upstream'; err: unknow
  * Unlike stream.pipeline, a broken side is destroyed without an error object, so the
  * framework does not log a routine hang-up as a server error.
  */
-function pipeDown(source: Readable, res: ServerResponse): Promise<PipeEnd> {
+function pipeDown(source: Readable, res: ServerResponse, keepOpen: boolean): Promise<PipeEnd> {
   return new Promise((resolve) => {
     let settled = false;
     const settle = (end: PipeEnd) => {
@@ -47,7 +47,9 @@ function pipeDown(source: Readable, res: ServerResponse): Promise<PipeEnd> {
       settle({ by: 'caller' });
     });
     res.once('finish', () => settle({ by: 'done' }));
-    source.pipe(res);
+    // Kept open for trailers: the body is done when the source ends, the response is ended later.
+    if (keepOpen) source.once('end', () => settle({ by: 'done' }));
+    source.pipe(res, { end: !keepOpen });
   });
 }
 
@@ -72,10 +74,17 @@ export async function relay(
   record: StreamRecord,
   tap: ((source: Readable) => Readable) | null,
   metered: MeteredCall | null = null,
+  trailer: string | null = null,
 ): Promise<Outcome> {
   const res = ctx.res;
   ctx.respond = false;
   const out: Record<string, string | string[]> = { ...forwardableResponseHeaders(reply.headers), ...gatewayHeaders };
+  // A trailer is sent only in a chunked body, which its declaration announces; the caller ends
+  // the response once the trailer's value is known (endWithTrailer).
+  if (trailer) {
+    out.trailer = trailer;
+    delete out['content-length'];
+  }
   // A payment made in the JSON-RPC body gets its receipt in the answer: an MCP tool result's
   // `_meta` (mcp.ts), an A2A task's or message's metadata (a2a.ts).
   const injectReceipt = mcpReceiptInjector(call, reply.headers) ?? a2aReceiptInjector(call, reply.headers);
@@ -92,16 +101,21 @@ export async function relay(
   });
   // A metered call's meter sees the upstream's bytes as they pass, with no copy of its own
   // beyond its bound (only a metered call adds this listener).
+  // What it measured so far is kept on the row while the answer streams, so a process that
+  // dies mid-stream still charges what was measured (gateway/invocations/metered.ts).
+  let tracking: { stop(): void } | null = null;
   if (metered) {
     const reader = metered.reader;
     reader.onHeaders(reply.headers);
     reply.body.on('data', (chunk: Buffer) => reader.onChunk(chunk));
+    tracking = metered.track(reply.status);
   }
   const received = injectReceipt ? injectReceipt(reply.body) : reply.body;
   // An A2A answer is watched for the tasks it names, which are bound as they pass (a2a.ts).
   const source = tap ? tap(received) : received;
   const digest = record.hashResponse(source);
-  const ended = await pipeDown(source, res);
+  const ended = await pipeDown(source, res, trailer !== null);
+  tracking?.stop();
   digest.finish(ended.by === 'done');
   reply.finish();
   const failure: ErrorClass | null =
@@ -135,4 +149,11 @@ export async function answerUnreached(
     return;
   }
   throw new ApiError(statusForClass(errorClass), coarseMessage(errorClass));
+}
+
+/** Ends a response kept open for trailers, with `trailers` (none when the caller is gone). */
+export function endWithTrailer(res: ServerResponse, trailers: Record<string, string> | null): void {
+  if (res.destroyed || res.writableEnded) return;
+  if (trailers) res.addTrailers(trailers);
+  res.end();
 }

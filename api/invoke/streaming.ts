@@ -16,10 +16,12 @@ import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 import { admit } from '../admission/admit.ts';
 import { STREAMING } from '../admission/endpoint.ts';
-import { bindPayment, failedBeforeUpstream, streamRecord } from './stream-record.ts';
-import { answerUnreached, relay, watchHangup } from './stream-relay.ts';
+import { bindPayment, failedBeforeUpstream, streamRecord, type StreamRecord } from './stream-record.ts';
+import { answerUnreached, endWithTrailer, relay, watchHangup } from './stream-relay.ts';
 import { a2aAnswerTap, a2aAnswered } from '../proxy/a2a.ts';
-import { meteredCall, meterOf } from '../../gateway/invocations/metered.ts';
+import { meteredCall, meterOf, persistPartialCharge, type MeteredCall } from '../../gateway/invocations/metered.ts';
+import { paymentResponseValue } from '../../gateway/payment/dialect.ts';
+import { queryRows } from '../../gateway/db/orm.ts';
 import type { Meter } from '../../gateway/metering/meter.ts';
 
 const NOT_FORWARDED = { kind: 'not_forwarded' } as const;
@@ -74,7 +76,9 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
     const record = streamRecord(deps, services, call);
     // A metered call's meter reads the answer as it is piped (stream-relay.ts).
     const meter = meterOf(call.agent.pricing);
-    const metered = meteredCall(meter, record.row.paymentMaxAmount ?? null, 'streaming');
+    const metered = meteredCall(meter, record.row.paymentMaxAmount ?? null, 'streaming', (measured) =>
+      persistPartialCharge(queryRows(deps.orm), call.invocationId, measured),
+    );
 
     // STREAMING.credential is `resolve`: null when a free call's could not be.
     if (!credentialHeaders) {
@@ -111,13 +115,62 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
     }
     // The answer holds its tenant's connection slot until its body closes: one that cannot be relayed is closed here.
     const tap = a2aAnswerTap(call, reply.headers, services.a2aTasks, deps.log);
-    const outcome = await relay(ctx, call, reply, gatewayHeaders, record, tap, metered)
+    const trailer = paymentTrailerOf(ctx, call, metered);
+    const outcome = await relay(ctx, call, reply, gatewayHeaders, record, tap, metered, trailer)
       .catch((err: unknown) => {
         reply.body.destroy();
         reply.finish();
         throw err;
       })
       .finally(() => hangup.stop());
-    await record.complete({ ...outcome, ...a2aAnswered(call) });
+    try {
+      await record.complete({ ...outcome, ...a2aAnswered(call) });
+      if (trailer) await endWithPaymentTrailer(deps, ctx, call, record, trailer);
+    } finally {
+      // A response kept open for its trailer is never left open.
+      if (trailer) endWithTrailer(ctx.res, null);
+    }
   };
+}
+
+/** Whether the caller accepts trailers (`TE: trailers`, RFC 9110 §10.1.4). */
+function acceptsTrailers(ctx: CallCtx): boolean {
+  return ctx
+    .get('te')
+    .split(',')
+    .some((part) => part.split(';')[0].trim().toLowerCase() === 'trailers');
+}
+
+/**
+ * The payment-response trailer's name when this call's charge is settled after its answer and
+ * its caller accepts trailers: the answer then ends with the settlement's receipt. Null otherwise.
+ */
+function paymentTrailerOf(ctx: CallCtx, call: ProxyCall, metered: MeteredCall | null): string | null {
+  if (!metered || !call.payment || call.payment.dialect === 'mcp' || !acceptsTrailers(ctx)) return null;
+  return PAYMENT_RESPONSE_HEADER[call.payment.dialect];
+}
+
+/**
+ * Ends a metered answer with its payment-response trailer once its charge is settled (within
+ * the settlement deadline; past it, or when nothing settled, without one: the invocation record
+ * and the receipt always carry the settlement).
+ */
+async function endWithPaymentTrailer(
+  deps: AppDeps,
+  ctx: CallCtx,
+  call: ProxyCall,
+  record: StreamRecord,
+  trailer: string,
+): Promise<void> {
+  const settled = await record.settledCharge(deps.config.payment.settlementTimeoutMs);
+  const payment = call.payment!;
+  const value =
+    settled?.state === 'settled'
+      ? paymentResponseValue(deps.config.payment, payment.dialect, {
+          transaction: settled.transaction ?? '',
+          network: payment.network,
+          payer: settled.payer ?? payment.payer,
+        })
+      : null;
+  endWithTrailer(ctx.res, value ? { [trailer]: value } : null);
 }

@@ -83,7 +83,15 @@ export const InvocationView = z
     }),
     payment_charge: nullableString.optional().meta({
       description:
-        "A metered call's charge, as its meter measured it (at most payment_max_amount; 0 when nothing was measured), once complete; null otherwise. Recorded, not yet settled.",
+        "A metered call's charge, as its meter measured it (at most payment_max_amount; 0 when nothing was measured), once complete; null otherwise. payment_amount is the same once complete.",
+    }),
+    payment_settlement: nullableString.optional().meta({
+      description:
+        "Where a metered call's charge stands: null while it is due (or the call is not metered); `settled` (collected, payment_transaction names the transfer; a charge of 0 moves nothing and names none), `failed` (not collected: payment_settle_error says why), `unconfigured` (the tenant has no settlement configured: verified only).",
+    }),
+    payment_settle_error: nullableString.optional().meta({
+      description:
+        'Why a failed charge was not collected: `payer_balance_short` (the payer moved its funds), `payer_allowance_revoked`, `authorization_used`, `settlement_refused`, `settlement_failed` or `settlement_unavailable`; null otherwise.',
     }),
     response_body_b64: z
       .string()

@@ -35,6 +35,8 @@ export function serializeInvocation(row: Invocation, responseBody?: Buffer | nul
     payment_scheme: row.paymentScheme ?? null,
     payment_max_amount: row.paymentMaxAmount ?? null,
     payment_charge: row.paymentCharge ?? null,
+    payment_settlement: row.paymentSettlement ?? null,
+    payment_settle_error: row.paymentSettleError ?? null,
   };
   if (responseBody) out.response_body_b64 = responseBody.toString('base64');
   return out;

@@ -3,7 +3,7 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { CredentialSchema } from '../credentials/entity.ts';
 import { SettlementConfigSchema } from '../settlement/entity.ts';
-import { PaymentBindingSchema } from '../payment/entity.ts';
+import { PaymentBindingSchema, type ChargeSettlementState } from '../payment/entity.ts';
 import type { Meter, PricingScheme } from '../metering/meter.ts';
 
 export type Pricing = {
@@ -146,6 +146,12 @@ export const InvocationSchema = defineEntity({
     paymentMaxAmount: p.string().nullable().default(null),
     paymentCharge: p.string().nullable().default(null),
     meterReading: p.json<RecordedReading>().nullable().default(null),
+    /** A metered call's charge after its answer (gateway/payment/charges.ts): null while due. */
+    paymentSettlement: p.string().$type<ChargeSettlementState>().nullable().default(null),
+    /** Why a failed charge was not collected (charges.ts `UncollectedReason`). */
+    paymentSettleError: p.string().nullable().default(null),
+    /** The due-charges round's lease on this row (temporal/charges-due.ts). */
+    chargeLeaseUntil: p.datetime().nullable().default(null),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
     completedAt: p.datetime().nullable(),

@@ -29,6 +29,9 @@ export type AcceptedRow = Omit<
   | 'responseSha256'
   | 'paymentCharge'
   | 'meterReading'
+  | 'paymentSettlement'
+  | 'paymentSettleError'
+  | 'chargeLeaseUntil'
 >;
 
 // Every column an accepted row sets; the rest keep their defaults until the activity completes it.

@@ -1,7 +1,8 @@
 // A metered (x402 `upto`) call's record: its scheme and the maximum the payer signed, set when
 // the call is admitted, and, when it completes, what its meter read (gateway/metering/) and the
 // charge that comes to, written by the completing statement of either mode (store.ts,
-// stream-records.ts). Recorded only: nothing here settles the charge.
+// stream-records.ts); a running stream's charge so far, for a process that dies mid-stream.
+// Recorded only: gateway/payment/charges.ts settles the charge.
 import type { Pricing, RecordedReading } from '../db/entities.ts';
 import type { Meter } from '../metering/meter.ts';
 import { createMeterReader, DEFAULT_METER_MAX_BYTES, type MeterReader, type MeterReading } from '../metering/reader.ts';
@@ -27,14 +28,22 @@ export function meteredCallFields(
 }
 
 /** What a metered call's completion writes. */
-type MeteredCompletion = { paymentCharge: string; meterReading: RecordedReading };
+export type MeteredCompletion = { paymentCharge: string; meterReading: RecordedReading };
 
 export type MeteredCall = {
   /** Fed the answer's headers and body chunks as they pass. */
   reader: MeterReader;
   /** Ends the reading (call once, after the body ended or broke off) and says the charge. */
   complete(outcome: UpstreamOutcome): MeteredCompletion;
+  /**
+   * While an answer with `status` streams: every PARTIAL_EVERY_MS, what was read so far, when it
+   * changed, handed to the call's `persist` (none: nothing). `stop` when the answer ends.
+   */
+  track(status: number): { stop(): void };
 };
+
+/** How often a streaming metered call's measure so far is written, when it changed. */
+const PARTIAL_EVERY_MS = 1_000;
 
 /** The reading as JSON holds it (an amount is a uint256: its decimal text). */
 function recorded(reading: MeterReading, capped: boolean, reason: string): RecordedReading {
@@ -50,11 +59,36 @@ export function meteredCall(
   meter: Meter | null,
   maximum: string | null,
   mode: 'transactional' | 'streaming',
+  persist?: (measured: MeteredCompletion) => Promise<void>,
 ): MeteredCall | null {
   if (!meter || maximum === null) return null;
   const reader = createMeterReader(meter, { maxBytes: DEFAULT_METER_MAX_BYTES });
   return {
     reader,
+    track(status) {
+      if (!persist) return { stop: () => undefined };
+      let written = '';
+      let writing = false;
+      const timer = setInterval(() => {
+        const reading = reader.reading();
+        const charge = chargeFor(reading, meter, BigInt(maximum), { kind: 'answered', status, complete: false });
+        const measured = {
+          paymentCharge: String(charge.charge),
+          meterReading: recorded(reading, charge.capped, charge.reason),
+        };
+        const key = JSON.stringify(measured);
+        if (key === written || writing) return;
+        writing = true;
+        persist(measured)
+          .then(
+            () => (written = key),
+            () => undefined, // the next tick tries again; the completion writes the whole truth anyway
+          )
+          .finally(() => (writing = false));
+      }, PARTIAL_EVERY_MS);
+      timer.unref();
+      return { stop: () => clearInterval(timer) };
+    },
     complete(outcome) {
       if (outcome.kind === 'answered') reader.onEnd();
       const reading = outcome.kind === 'answered' ? reader.reading() : { kind: 'none' as const };
@@ -74,13 +108,37 @@ export function unmeasuredReading(reason: 'not_measured' | 'gateway_lost'): Reco
 }
 
 /**
- * SQL assignments that close a metered row without a reading (charge 0), and leave any other
- * row's null: for the statements that close a row knowing nothing of its agent.
+ * SQL assignments that close a metered row without a reading of its own, and leave any other
+ * row's null: for the statements that close a row knowing nothing of its agent. `not_measured`
+ * (never forwarded, closed unfinished) charges 0. `gateway_lost` (its process died mid-stream)
+ * keeps what was measured before (persistPartialCharge), else charges 0: what was measured is
+ * charged, never more.
  */
 export function unmeasuredColumns(reason: 'not_measured' | 'gateway_lost'): string {
   const reading = JSON.stringify(unmeasuredReading(reason));
-  return `payment_charge = case when payment_scheme is not null then '0' end,
-         meter_reading = case when payment_scheme is not null then '${reading}'::jsonb end`;
+  const kept = reason === 'gateway_lost';
+  const charge = kept ? `coalesce(payment_charge, '0')` : `'0'`;
+  const measured = kept
+    ? `coalesce(meter_reading || '{"reason":"gateway_lost"}'::jsonb, '${reading}'::jsonb)`
+    : `'${reading}'::jsonb`;
+  return `payment_charge = case when payment_scheme is not null then ${charge} end,
+         payment_amount = case when payment_scheme is not null then ${charge} else payment_amount end,
+         meter_reading = case when payment_scheme is not null then ${measured} end`;
+}
+
+// What a running metered stream has measured so far, on its row: a process that dies mid-stream
+// leaves it for the lost-stream sweep, which charges it (stale-streams.ts). Only while running.
+const PARTIAL = `update invocations set payment_charge = ?, payment_amount = ?, meter_reading = ?::jsonb
+  where id = ? and status = 'running' and payment_scheme is not null`;
+
+/** Writes what a running metered call has measured so far (its charge, were it broken off now). */
+export async function persistPartialCharge(
+  execute: (sql: string, params: unknown[]) => Promise<unknown>,
+  invocationId: string,
+  measured: MeteredCompletion,
+): Promise<void> {
+  const { paymentCharge, meterReading } = measured;
+  await execute(PARTIAL, [paymentCharge, paymentCharge, JSON.stringify(meterReading), invocationId]);
 }
 
 /** How a failed upstream call went, for its charge: never sent, or sent without an answer. */

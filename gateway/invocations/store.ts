@@ -21,6 +21,8 @@ export type InvocationOutcome = {
   upstreamStatus: number | null;
   latencyMs: number | null;
   errorClass: ErrorClass | null;
+  /** A metered call: its charge is settled after this (gateway/payment/charges.ts). */
+  chargeDue?: true;
 };
 
 /** The row, its agent's settings for the call, and (bodies in this database) the request body. */
@@ -109,10 +111,12 @@ function outcomeOf(r: Raw): InvocationOutcome {
     upstreamStatus: numberOrNull(r.upstream_status),
     latencyMs: numberOrNull(r.latency_ms),
     errorClass: (r.error_class as ErrorClass | null) ?? null,
+    // Only on a metered call's outcome: every other one is as it always was (recorded histories).
+    ...(r.payment_scheme ? { chargeDue: true as const } : {}),
   };
 }
 
-const OUTCOME_COLUMNS = 'status, upstream_status, latency_ms, error_class';
+const OUTCOME_COLUMNS = 'status, upstream_status, latency_ms, error_class, payment_scheme';
 
 // The agent is matched in the row's tenant: a row never reaches another tenant's agent.
 // The same statement takes the attempt's lease when nothing has to happen between the load
@@ -168,6 +172,8 @@ const COMPLETE = (returning: string) => `
          -- A metered row always gets a charge: one completed without its meter read (never
          -- performed, closed unfinished) is charged 0, its reading none (metered.ts).
          payment_charge = case when payment_scheme is not null then coalesce(?, '0') end,
+         -- What a metered call's payment comes to is its charge (the maximum stays beside it).
+         payment_amount = case when payment_scheme is not null then coalesce(?, '0') else payment_amount end,
          meter_reading = case when payment_scheme is not null then coalesce(?::jsonb, '${UNMEASURED}'::jsonb) end,
          request_body_id = case when (select keep from ending) then request_body_id end,
          -- The receipt's request digest outlives the body (the statement reads the body before its delete).
@@ -208,6 +214,7 @@ export async function closeUnfinished(
       null,
       now,
       now,
+      null,
       null,
       null,
       null,
@@ -292,6 +299,7 @@ export function createInvocationStore(
         now,
         c.a2aTaskId ?? null,
         c.a2aContextId ?? null,
+        c.paymentCharge ?? null,
         c.paymentCharge ?? null,
         c.meterReading ? JSON.stringify(c.meterReading) : null,
         invocationId,

@@ -137,8 +137,16 @@ const [CREATED_AT, UPDATED_AT, COMPLETED_AT] = (['createdAt', 'updatedAt', 'comp
 
 const METER_READING = COLUMNS[ROW_FIELDS.indexOf('meterReading')];
 
-// What a completion sets on a started row.
-const COMPLETED = invocationColumns(['status', ...OUTCOME_FIELDS, 'updatedAt', 'completedAt'] as const).names;
+// What a completion sets on a started row; also the payment's amount, since a metered call's
+// comes to its charge (the completion carries it; any other completion carries the amount its
+// row was admitted with).
+const COMPLETED = invocationColumns([
+  'status',
+  ...OUTCOME_FIELDS,
+  'paymentAmount',
+  'updatedAt',
+  'completedAt',
+] as const).names;
 
 /** A row as the statement reads it: an object keyed by column name (JSON, see statementFor). */
 function recordOf(r: QueuedRow, owner: string): Record<string, unknown> {
@@ -177,7 +185,9 @@ const UPSERT = `insert into invocations (${COLUMNS.join(', ')}) ${ROWS}
     where (invocations.status = 'running' and (excluded.status <> 'running' or invocations.owner is distinct from excluded.owner))
        -- The sweep's verdict is a guess (the owner's lock was free: its process, or only its row
        -- connection, was lost); the process's own completion, if it comes, is the truth.
-       or (invocations.error_class = 'gateway_lost' and excluded.status <> 'running')`;
+       -- Unless its charge was settled meanwhile: the row then stays as it was charged.
+       or (invocations.error_class = 'gateway_lost' and excluded.status <> 'running'
+           and invocations.payment_settlement is null)`;
 // Receipts only for the rows this statement wrote: a receipt always matches its row.
 const UPSERT_WITH_RECEIPTS = `with written as (${UPSERT} returning id)
     insert into receipts (invocation_id, tenant_id, agent_id, kid, jws)

@@ -9,7 +9,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { GatewayDb } from '../db/orm.ts';
 import { v7 as uuidv7 } from 'uuid';
-import { PaymentBindingSchema, type PaymentBindingStatus } from './entity.ts';
+import { PaymentBindingSchema, type PaymentBindingStatus, type SignedPayment } from './entity.ts';
 import { InvocationSchema, type Invocation } from '../db/entities.ts';
 
 /** What identifies one payment: its authorization's nonce under a network, asset and payer. */
@@ -79,14 +79,14 @@ function resumableBy(stored: StoredPayment, call: PaymentForCall): boolean {
 /** Records the payment for this call before it is settled, or says why an earlier record stands. */
 export async function recordPayment(
   em: EntityManager,
-  input: PaymentForCall & { paymentId?: string | null },
+  input: PaymentForCall & { paymentId?: string | null; signedPayment?: SignedPayment | null },
 ): Promise<PaymentRecording> {
   const now = new Date();
   let inserted: { id: string }[];
   try {
     inserted = await em.getConnection().execute<{ id: string }[]>(
-      `insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, payment_id, created_at, updated_at)
-       values (?, ?, ?, ?, ?, ?, ?, ?, 'claimed', ?, ?, ?)
+      `insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, payment_id, signed_payment, created_at, updated_at)
+       values (?, ?, ?, ?, ?, ?, ?, ?, 'claimed', ?, ?::jsonb, ?, ?)
        on conflict (network, asset, payer, nonce) do nothing
        returning id`,
       [
@@ -99,6 +99,7 @@ export async function recordPayment(
         input.nonce,
         input.amount,
         input.paymentId ?? null,
+        input.signedPayment ? JSON.stringify(input.signedPayment) : null,
         now,
         now,
       ],

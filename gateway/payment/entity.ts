@@ -1,8 +1,17 @@
 // One x402 payment the gateway has accepted, its payment binding: recorded by (network, asset,
 // payer, nonce) before it is settled, then bound to the one invocation it buys (table
 // payment_claims, migration Migration20261122120000_payment_claims; the stored status
-// 'claimed' means recorded, outcome not known yet). The signature itself is never stored here.
+// 'claimed' means recorded, outcome not known yet). A payment settled before its call never has
+// its signature stored here; one charged after its call keeps it until its charge is settled
+// (signed_payment).
 import { defineEntity, p } from '@mikro-orm/core';
+import type { ChallengeEntry, OfferedPayment } from '../../x402/schemas.ts';
+
+/** A payment charged after its call, as kept for its charge: the payment and the entry it paid. */
+export type SignedPayment = { payment: OfferedPayment; requirements: ChallengeEntry };
+
+/** Where a metered call's charge stands once it is no longer due (null on the row while it is). */
+export type ChargeSettlementState = 'settled' | 'failed' | 'unconfigured';
 
 export type PaymentBindingStatus = 'claimed' | 'settled' | 'unsettled';
 
@@ -23,6 +32,11 @@ export const PaymentBindingSchema = defineEntity({
     invocationId: p.string().nullable(),
     /** The payer's payment identifier (x402 payment-identifier extension), when it sent one. */
     paymentId: p.string().nullable(),
+    /**
+     * A payment charged after its call (`upto`): the signed payment and the terms it was
+     * verified against, kept until the charge is settled (charges.ts), then cleared.
+     */
+    signedPayment: p.json<SignedPayment>().nullable().default(null),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
   },

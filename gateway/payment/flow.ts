@@ -227,7 +227,9 @@ export async function payForCall(
   const scope = { tenantId: call.caller.tenantId, agentId: call.agent.id };
   if (paymentId)
     await answerKnownIdentifier(em, config, { ...scope, payer: key.payer, nonce: key.nonce, paymentId, dialect });
-  const recording = await recordPayment(em, { ...key, ...scope, amount, paymentId });
+  // A payment charged after its call keeps its signature until then (charges.ts).
+  const signedPayment = offer.scheme.settlesAfterCall ? { payment, requirements } : null;
+  const recording = await recordPayment(em, { ...key, ...scope, amount, paymentId, signedPayment });
   if (recording.state === 'conflict') throw new PaymentIdentifierConflict();
   if (recording.state === 'used') throw new PaymentRefused('payment already used', entries);
   // Settled for a call whose workflow never started (its binding was released): the money is

@@ -139,7 +139,7 @@ describe('metered calls: the meter read as answers pass, the charge on the row',
     assert.equal(polled.payment_scheme, 'upto');
     assert.equal(polled.payment_max_amount, MAX);
     assert.equal(polled.payment_charge, '1234');
-    assert.equal(polled.payment_amount, MAX, 'payment_amount: what the payment authorized, the signed maximum');
+    assert.equal(polled.payment_amount, '1234', 'payment_amount: the charge, once complete');
     assert.deepEqual(await charged(call.id), {
       status: 'succeeded',
       scheme: 'upto',

@@ -21,6 +21,10 @@ export function stackProcessEnv(): Record<string, string | undefined> {
     VAULT_TOKEN: s.infra.vault.token,
     VAULT_TENANT_ROLE: s.infra.vault.tenantRole,
     VAULT_KEKS: `dev:${s.infra.secrets.vaultKek}`,
+    // The chain and the facilitator's CA: the API verifies payments, the worker settles metered charges.
+    CHAIN_RPC_URL: s.infra.chainRpcUrl,
+    TOKEN_ADDRESS: s.infra.tokenAddress,
+    SETTLEMENT_CA_FILE: s.infra.pki.files.ca,
     LOG_LEVEL: 'info',
     // The stack's own build id, fixed for the run (a commit made meanwhile changes nothing).
     TEMPORAL_BUILD_ID: s.config.temporal.version.buildId,

@@ -31,17 +31,37 @@ const ABANDONED: InvocationOutcome = {
   errorClass: 'internal',
 };
 
+const METERED: InvocationOutcome = { ...SUCCEEDED, chargeDue: true };
+const SETTLED = { state: 'settled', charge: '10', transaction: '0xabc', error: null, payer: '0x1' };
+const CHARGE_ABANDONED = {
+  state: 'failed',
+  charge: '10',
+  transaction: null,
+  error: 'settlement_unavailable',
+  payer: null,
+};
+
 type Call = { activity: string; args: unknown[] };
 
 /** Doubles of the gateway worker's activities that record every call; `perform` decides each attempt. */
 function doubles(
   perform: (attempt: number) => Promise<InvocationOutcome>,
   receipt?: (attempt: number) => Promise<void>,
+  charge?: (attempt: number) => Promise<unknown>,
 ) {
   const calls: Call[] = [];
   let performs = 0;
   let receipts = 0;
+  let charges = 0;
   const activities = {
+    async settleMeteredCharge(...args: unknown[]) {
+      calls.push({ activity: 'settleMeteredCharge', args });
+      return charge ? charge(++charges) : SETTLED;
+    },
+    async abandonMeteredCharge(...args: unknown[]) {
+      calls.push({ activity: 'abandonMeteredCharge', args });
+      return CHARGE_ABANDONED;
+    },
     async performInvocation(...args: unknown[]) {
       calls.push({ activity: 'performInvocation', args });
       return perform(++performs);
@@ -164,6 +184,53 @@ describe('InvocationWorkflow (time-skipping test server, activities as test doub
     assert.deepEqual(result, SUCCEEDED);
     assert.equal(d.named('performInvocation').length, 4);
     assert.deepEqual(d.named('abandonInvocation'), []);
+  });
+
+  it('a metered call: its charge is settled after the upstream call and before its receipt, retried while not settled', async () => {
+    const id = randomUUID();
+    const d = doubles(
+      async () => METERED,
+      undefined,
+      async (attempt) => {
+        if (attempt <= 2) throw ApplicationFailure.retryable('no answer', 'ChargeNotSettledYet');
+        return SETTLED;
+      },
+    );
+    const result = await h.withWorker(d.activities, async (taskQueue) =>
+      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(true), 2_000)).result(),
+    );
+    assert.deepEqual(result, METERED);
+    assert.deepEqual(
+      d.calls.map((call) => call.activity),
+      ['performInvocation', 'settleMeteredCharge', 'settleMeteredCharge', 'settleMeteredCharge', 'issueReceipt'],
+    );
+    assert.ok(d.named('settleMeteredCharge').every((call) => call.args[0] === id));
+  });
+
+  it('a metered charge whose outcome stays unknown for a day is recorded failed (abandoned), then the receipt', async () => {
+    const id = randomUUID();
+    const d = doubles(
+      async () => METERED,
+      undefined,
+      async () => {
+        throw ApplicationFailure.retryable('no answer', 'ChargeNotSettledYet');
+      },
+    );
+    await h.withWorker(d.activities, async (taskQueue) =>
+      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(true), 2_000)).result(),
+    );
+    assert.ok(d.named('settleMeteredCharge').length > 10, 'retried through the day (skipped by the server)');
+    assert.deepEqual(d.named('abandonMeteredCharge'), [{ activity: 'abandonMeteredCharge', args: [id] }]);
+    assert.equal(d.calls.at(-1)?.activity, 'issueReceipt');
+  });
+
+  it('an outcome that is not metered settles nothing', async () => {
+    const id = randomUUID();
+    const d = doubles(async () => SUCCEEDED);
+    await h.withWorker(d.activities, async (taskQueue) =>
+      (await startInvocationWorkflow(h.env.client, taskQueue, id, tenantId, agent(false), 2_000)).result(),
+    );
+    assert.deepEqual(d.named('settleMeteredCharge'), []);
   });
 
   describe('the status while the call runs', () => {

@@ -56,4 +56,14 @@ export type GatewayScheme = {
    * was valid. Null when it has none.
    */
   momentInside(config: PaymentConfig, payment: OfferedPayment): number | null;
+  /**
+   * A scheme charged after its call: why a charge the facilitator did not collect was not, as the
+   * chain shows it now (a reason from a fixed set), or null when it cannot tell.
+   */
+  uncollectedCause?(
+    config: PaymentConfig,
+    payment: OfferedPayment,
+    requirements: PaymentRequirements,
+    charge: bigint,
+  ): Promise<string | null>;
 };

@@ -13,7 +13,7 @@ import type { PaymentConfig } from '../../config.ts';
 import type { SupportedKind } from '../../supported.ts';
 import { entryTerms } from '../entry.ts';
 import type { GatewayScheme } from '../scheme.ts';
-import { verifyGateUpto } from './verify.ts';
+import { uptoUncollectedCause, verifyGateUpto } from './verify.ts';
 
 /** The facilitator's upto kind for this chain and token: the address that may settle; null when it lists none. */
 function uptoFacilitatorAddress(config: PaymentConfig, kinds: readonly SupportedKind[] | null): string | null {
@@ -63,6 +63,8 @@ export const uptoGatewayScheme: GatewayScheme = {
     const inside = Number(deadline - BigInt(config.validityMarginSeconds) - 1n);
     return Number.isSafeInteger(inside) ? inside : null;
   },
+
+  uncollectedCause: uptoUncollectedCause,
 };
 
 /** The binding nonce of a Permit2 nonce: `upto-0x` and its 64 lowercase hex digits. */

@@ -8,7 +8,7 @@
 import { getAddress } from 'ethers';
 import type { OfferedPayment, PaymentRequirements } from '../../../../x402/schemas.ts';
 import { contractSignatureCheckFor } from '../../../../x402/erc1271.ts';
-import { SCHEME_UPTO, UptoPayment } from '../../../../x402/schemes/upto/schemas.ts';
+import { SCHEME_UPTO, sponsoredPermitOf, UptoPayment } from '../../../../x402/schemes/upto/schemas.ts';
 import { verifyUptoPayment, type VerifiedUptoPayment } from '../../../../x402/schemes/upto/verify.ts';
 import { caip2Network } from '../../../../x402/v2.ts';
 import type { PaymentConfig } from '../../config.ts';
@@ -90,5 +90,38 @@ export async function verifyGateUpto(
     return { ok: true, payment: verified.payment };
   } catch {
     return { ok: false, cause: 'chain_check_unavailable' };
+  }
+}
+
+/**
+ * Why a verified payment's charge was not collected, as the chain shows it now: the payer's
+ * balance below the charge (its funds moved), its allowance to Permit2 below it with no
+ * sponsoring permit (revoked), or the Permit2 nonce used (the authorization spent elsewhere);
+ * null when none of these holds or the chain cannot be read. The facilitator answers one coarse
+ * reason by contract, so the seller's loss is told from the chain instead.
+ */
+export async function uptoUncollectedCause(
+  config: PaymentConfig,
+  payment: OfferedPayment,
+  requirements: PaymentRequirements,
+  charge: bigint,
+): Promise<'payer_balance_short' | 'payer_allowance_revoked' | 'authorization_used' | null> {
+  const upto = asUptoPayment(config, payment, requirements);
+  if (!upto) return null;
+  const authorization = upto.payload.permit2Authorization;
+  const sponsored = sponsoredPermitOf(upto).kind === 'permit';
+  try {
+    const state = await payerState(
+      config.contractSignatures,
+      getAddress(authorization.permitted.token),
+      getAddress(authorization.from),
+      BigInt(authorization.nonce),
+    );
+    if (state.nonceUsed) return 'authorization_used';
+    if (state.balance < charge) return 'payer_balance_short';
+    if (!sponsored && state.allowance < charge) return 'payer_allowance_revoked';
+    return null;
+  } catch {
+    return null;
   }
 }

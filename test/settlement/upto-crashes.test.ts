@@ -1,0 +1,207 @@
+// A metered (x402 `upto`) charge survives the processes that carry it: an API process killed
+// mid-stream leaves what its meter had read on the row, and the charge is settled from it by the
+// due-charges round; a gateway worker killed between the upstream call and the settle leaves the
+// settle to the next worker. Each charge is settled once, and the payer's balance moves by
+// exactly what was measured.
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import { request } from 'undici';
+import { MaxUint256, type JsonRpcProvider, type Wallet } from 'ethers';
+import { stack } from '../support/stack.ts';
+import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
+import { payUptoChallenge, rpcReader } from '../support/upto.ts';
+import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
+import { balanceOf, newPayTo, newWallet, transfersTo } from '../support/x402.ts';
+import { startApiProcess } from '../support/api-process.ts';
+import { exited, startWorkerProcess, stopWorkerProcess } from '../support/worker-process.ts';
+import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import { startProxyApp } from '../support/proxy-helpers.ts';
+import { waitFor } from '../support/wait.ts';
+import { call } from '../support/http.ts';
+import { encodeBase64Json } from '../../x402/schemas.ts';
+import { tokenContract } from '../../scripts/dev/chain.ts';
+import { PERMIT2_ADDRESS } from '../../contracts/permit2.ts';
+import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
+import { startDueCharges } from '../../temporal/charges-due.ts';
+import { createLogger } from '../../lib/log.ts';
+
+const MAX = 50_000n;
+const HEADER_METER = { kind: 'header', header: 'X-Usage-Cost' };
+
+describe('upto: a metered charge through crashes', function () {
+  this.timeout(180_000);
+  let paying: PayingTenant;
+  let upstream: TestUpstream;
+  const children: ChildProcess[] = [];
+  withPayingTenant('upto-crash', (p) => (paying = p));
+  // Each call's upstream answer, by the request's `x-answer` header.
+  const answers = new Map<string, (res: ServerResponse) => void | Promise<void>>();
+
+  before(async () => {
+    upstream = await startUpstream(async (req, res) => {
+      const answer = answers.get(String(req.headers['x-answer']));
+      if (answer) await answer(res);
+      else res.end('{}');
+    });
+  });
+  after(async () => {
+    for (const child of children) await stopWorkerProcess(child);
+    await upstream.close();
+  });
+
+  async function approvedPayer(provider: JsonRpcProvider): Promise<Wallet> {
+    const payer = await newWallet({ eth: true, usdc: 10_000_000n }, provider);
+    await (await tokenContract(stack().infra.tokenAddress, payer).approve(PERMIT2_ADDRESS, MaxUint256)).wait();
+    return payer;
+  }
+
+  async function meteredAgent(payTo: string): Promise<string> {
+    const agentId = await createAgent(paying.token, {
+      upstream_url: upstream.url,
+      pricing: { amount: String(MAX), asset: 'USDC', network: 'base', pay_to: payTo },
+    });
+    await stack()
+      .orm.em.getConnection()
+      .execute(`update agents set pricing = pricing || ?::jsonb where id = ?`, [
+        JSON.stringify({ scheme: 'upto', meter: HEADER_METER }),
+        agentId,
+      ]);
+    return agentId;
+  }
+
+  /** The payment header the unmodified upto client makes for the agent's 402 at `base`. */
+  async function paymentFor(base: string, path: string, payer: Wallet): Promise<string> {
+    const challenge = await fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${paying.token}` },
+      body: '{}',
+    });
+    assert.equal(challenge.status, 402);
+    const required = JSON.parse(Buffer.from(challenge.headers.get('payment-required')!, 'base64').toString('utf8'));
+    const { wire } = await payUptoChallenge(payer.privateKey, required, rpcReader(stack().infra.chainRpcUrl));
+    return encodeBase64Json(wire);
+  }
+
+  it('an API process killed mid-stream: what its meter read is settled once, never more', async () => {
+    const payTo = newPayTo();
+    const agentId = await meteredAgent(payTo);
+    const payer = await approvedPayer(paying.provider);
+    const before = await balanceOf(paying.provider, payer.address);
+    const key = randomUUID();
+    // The upstream states the charge in its head, sends a first event, and holds the stream open.
+    answers.set(key, (res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'x-usage-cost': '4321' });
+      res.write('data: {"first":true}\n\n');
+    });
+    const api = await startApiProcess();
+    children.push(api.child);
+    const path = `/v1/proxy/${agentId}/stream`;
+    const res = await request(`${api.url}${path}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${paying.token}`,
+        'x-answer': key,
+        'payment-signature': await paymentFor(api.url, path, payer),
+      },
+      body: '{}',
+    });
+    assert.equal(res.statusCode, 200);
+    const id = String(res.headers['x-gateway-invocation-id']);
+    res.body.on('error', () => undefined); // the connection breaks when the process dies
+    assert.match(String((await res.body[Symbol.asyncIterator]().next()).value), /first/);
+    // The charge measured so far reaches the row while the answer streams.
+    await waitForRow(id, (r) => r.status === 'running' && r.paymentCharge === '4321', 10_000);
+
+    api.child.kill('SIGKILL');
+    await exited(api.child);
+    await waitFor(async () => (await failStaleStreams(stack().orm)) >= 0 && (await waitForRow(id)).status === 'failed');
+    const lost = await waitForRow(id);
+    assert.equal(lost.errorClass, 'gateway_lost');
+    assert.equal(lost.paymentCharge, '4321', 'what was measured is kept');
+
+    const round = startDueCharges({
+      orm: stack().orm,
+      temporal: stack().temporal,
+      taskQueue: stack().config.temporal.taskQueue,
+      log: createLogger('test', 'error'),
+      everyMs: 3_600_000,
+      streamedAfterMs: 0,
+    });
+    try {
+      await waitFor(async () => (await round.runOnce()) >= 0 && (await waitForRow(id)).paymentSettlement !== null, {
+        timeoutMs: 60_000,
+      });
+    } finally {
+      await round.stop();
+    }
+    const settled = await waitForRow(id);
+    assert.equal(settled.paymentSettlement, 'settled');
+    assert.equal(await balanceOf(paying.provider, payer.address), before - 4321n);
+    assert.equal((await transfersTo(paying.provider, payTo)).length, 1, 'settled once');
+  });
+
+  it('a worker killed between the upstream call and the settle: the next worker settles the charge once', async () => {
+    const payTo = newPayTo();
+    const agentId = await meteredAgent(payTo);
+    const payer = await approvedPayer(paying.provider);
+    const before = await balanceOf(paying.provider, payer.address);
+    const taskQueue = `upto-crash-${randomUUID()}`;
+    const gateway = await startProxyApp({ temporal: { ...stack().config.temporal, taskQueue } });
+    const config = await call('GET', '/v1/settlement/config', { token: paying.token });
+    assert.equal(config.status, 200);
+    const setConfig = (facilitatorUrl: string) =>
+      call('PUT', '/v1/settlement/config', {
+        token: paying.token,
+        json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: config.json.facilitator_credential_ref },
+      });
+    try {
+      const first = await startWorkerProcess(taskQueue);
+      children.push(first);
+      const key = randomUUID();
+      // Before answering, the tenant's facilitator is made unreachable (a closed port): the
+      // settle after the call cannot get an answer, and is retried.
+      answers.set(key, async (res) => {
+        const put = await setConfig('https://127.0.0.1:9/');
+        assert.ok(put.status === 200 || put.status === 201, `settlement config: ${put.status} ${put.text}`);
+        res.writeHead(200, { 'content-type': 'application/json', 'x-usage-cost': '2468' });
+        res.end('{}');
+      });
+      const path = `/v1/proxy/${agentId}`;
+      const res = await request(`${gateway.url}${path}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${paying.token}`,
+          'x-answer': key,
+          'payment-signature': await paymentFor(gateway.url, path, payer),
+        },
+        body: '{}',
+      });
+      assert.equal(res.statusCode, 202);
+      const { invocation_id: id } = (await res.body.json()) as { invocation_id: string };
+      // The call is complete and charged; its settle is being retried.
+      const done = await waitForRow(id, (r) => r.status === 'succeeded', 30_000);
+      assert.equal(done.paymentCharge, '2468');
+      assert.equal(done.paymentSettlement, null);
+
+      first.kill('SIGKILL');
+      await exited(first);
+      const put = await setConfig(config.json.facilitator_url);
+      assert.equal(put.status, 200);
+      children.push(await startWorkerProcess(taskQueue));
+
+      const settled = await waitForRow(id, (r) => r.paymentSettlement !== null, 90_000);
+      assert.equal(settled.paymentSettlement, 'settled');
+      assert.match(String(settled.paymentTransaction), /^0x[0-9a-f]{64}$/);
+      assert.equal(await balanceOf(paying.provider, payer.address), before - 2468n);
+      assert.deepEqual(
+        (await transfersTo(paying.provider, payTo)).map((t) => t.value),
+        [2468n],
+        'settled once',
+      );
+    } finally {
+      await gateway.close();
+    }
+  });
+});
