@@ -70,6 +70,8 @@ export type ProxyCall = {
    * /v1 never sets it.
    */
   paymentAnswer?: 'http' | 'mcp' | 'a2a';
+  /** The virtual MCP server the call came through (api/mcp-servers/), recorded on its invocation. */
+  mcpServerId?: string | null;
   /** Policy stage: a decision left for the accept commit to write (policy/stage.ts says when). */
   policyDecision?: DecisionRecord | null;
 };
@@ -84,6 +86,7 @@ export function recordedCallFields(call: ProxyCall) {
   return {
     mcpMethod: call.mcp?.method ?? null,
     mcpTool: call.mcp?.tool ?? null,
+    mcpServerId: call.mcpServerId ?? null,
     a2aMethod: call.a2a ? (call.a2a.method ?? call.a2a.sent) : null,
     a2aSkill: call.a2a?.skill ?? null,
     a2aTaskId: call.a2a?.taskIds[0] ?? null,

@@ -4,6 +4,7 @@ import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { CredentialSchema } from '../credentials/entity.ts';
 import { SettlementConfigSchema } from '../settlement/entity.ts';
 import { PaymentBindingSchema } from '../payment/entity.ts';
+import { McpServerSchema, McpServerSessionSchema } from '../mcp-servers/entity.ts';
 import type { Meter, PricingScheme } from '../metering/meter.ts';
 
 export type Pricing = {
@@ -146,6 +147,8 @@ export const InvocationSchema = defineEntity({
     paymentMaxAmount: p.string().nullable().default(null),
     paymentCharge: p.string().nullable().default(null),
     meterReading: p.json<RecordedReading>().nullable().default(null),
+    /** The virtual MCP server the call came through (gateway/mcp-servers/); null for a direct call. */
+    mcpServerId: p.string().nullable().default(null),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
     completedAt: p.datetime().nullable(),
@@ -160,4 +163,6 @@ export const gatewayEntities = [
   CredentialSchema,
   SettlementConfigSchema,
   PaymentBindingSchema,
+  McpServerSchema,
+  McpServerSessionSchema,
 ];
