@@ -85,7 +85,7 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
   for (const routes of [
     agentRoutes(deps, services.agents, (url) => fetchAgentCard(services.upstream.dispatcher, url)),
     credentialRoutes(deps),
-    mcpServerRoutes(deps),
+    mcpServerRoutes(deps, services),
     settlementRoutes(deps),
     proxyRoutes(deps, services),
     policyRoutes(deps, services.policy),

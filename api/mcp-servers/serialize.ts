@@ -4,7 +4,7 @@ import type { McpServer } from '../../gateway/mcp-servers/entity.ts';
 import type { McpServerView } from './schema.ts';
 
 /** The server's MCP endpoint under the gateway's public base URL. */
-export function mcpUrlOf(base: string, id: string): string {
+function mcpUrlOf(base: string, id: string): string {
   return `${base}/v1/mcp-servers/${id}/mcp`;
 }
 

@@ -67,7 +67,7 @@ export type ProxyCall = {
    * How payment refusals are answered: `http` (default) is the v1 contract's 402; `mcp` is the
    * x402 MCP transport's JSON-RPC tool result (HTTP 200, `isError: true`, api/proxy/mcp.ts),
    * for routes outside /v1 that choose it; `a2a` the x402 A2A transport's task (api/payment/a2a-transport.ts).
-   * /v1 never sets it.
+   * /v1 sets it only for a virtual MCP server's member call (api/admission/token-door.ts).
    */
   paymentAnswer?: 'http' | 'mcp' | 'a2a';
   /** The virtual MCP server the call came through (api/mcp-servers/), recorded on its invocation. */

@@ -13,13 +13,15 @@ import {
 } from '../mcp-servers/schema.ts';
 import { serializeMcpServer } from '../mcp-servers/serialize.ts';
 import { createMcpServerManagement, type MemberInput } from '../../gateway/mcp-servers/management.ts';
+import { mcpServerEndpoint } from '../mcp-servers/endpoint.ts';
+import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 const membersOf = (members: CreateBody['members']): MemberInput[] =>
   members.map((m) => ({ agentId: m.agent_id, prefix: m.prefix, tools: m.tools }));
 
-export function mcpServerRoutes(deps: AppDeps): Router<AuthState> {
+export function mcpServerRoutes(deps: AppDeps, services: ProxyParts): Router<AuthState> {
   const router = new Router<AuthState>();
   const servers = createMcpServerManagement(deps.orm);
   const view = (ctx: Parameters<typeof publicBaseUrl>[0]) =>
@@ -64,6 +66,11 @@ export function mcpServerRoutes(deps: AppDeps): Router<AuthState> {
     await servers.remove(ctx.state.caller.tenantId, ctx.params.id);
     ctx.status = 204;
   });
+
+  // The server's MCP endpoint (streamable HTTP; no stream of its own for GET, which is a 405).
+  const endpoint = mcpServerEndpoint(deps, services);
+  router.post('/mcp-servers/:id/mcp', endpoint.post);
+  router.delete('/mcp-servers/:id/mcp', endpoint.remove);
 
   return router;
 }

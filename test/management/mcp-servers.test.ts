@@ -133,6 +133,7 @@ describe('management: virtual MCP servers', () => {
     const expected = `Bearer resource_metadata="${stack().apiUrl}/.well-known/oauth-protected-resource"`;
     for (const [method, path] of [
       ['POST', `/v1/proxy/${files}/stream`],
+      ['POST', '/v1/mcp-servers/mcps_x/mcp'],
       ['GET', '/v1/mcp-servers'],
     ]) {
       const res = await call(method, path, { token: 'not-a-token', json: { jsonrpc: '2.0', id: 1, method: 'ping' } });
