@@ -98,3 +98,18 @@ export const McpServerList = z
 export const McpServerListQuery = z.object(PageQuery);
 
 export const McpServerPath = z.object({ id: idParam('mcps', 'MCP server') });
+
+/** A request to a server's MCP endpoint: one JSON-RPC 2.0 request or notification (MCP's streamable HTTP). */
+export const McpServerRpcInput = z
+  .looseObject({
+    jsonrpc: z.literal('2.0'),
+    method: z.string(),
+    id: z.union([z.string(), z.int()]).optional(),
+    params: z.record(z.string(), z.unknown()).optional(),
+  })
+  .meta({ id: 'McpServerRpc', description: 'One JSON-RPC 2.0 request or notification of MCP.' });
+
+/** The session header of every request after initialize. */
+export const McpSessionHeader = z.object({
+  'mcp-session-id': z.string().optional().meta({ description: "The session initialize's answer named." }),
+});

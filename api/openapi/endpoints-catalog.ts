@@ -16,6 +16,8 @@ import {
   McpServerList,
   McpServerListQuery,
   McpServerPath,
+  McpServerRpcInput,
+  McpSessionHeader,
   McpServerUpdateInput,
   McpServerView,
 } from '../mcp-servers/schema.ts';
@@ -296,6 +298,39 @@ const mcpServerOperations: Operation[] = [
     responses: {
       204: { description: 'Deleted; its sessions end.' },
       404: notFound('MCP server'),
+    },
+  },
+  {
+    method: 'post',
+    path: '/v1/mcp-servers/{id}/mcp',
+    operationId: 'mcpServerRequest',
+    tag: 'MCP servers',
+    summary: "A request to the server's MCP endpoint (streamable HTTP)",
+    auth: true,
+    description:
+      'initialize opens a session (its `Mcp-Session-Id` in the answer); every later request carries it. Lists are federated, calls relayed to their member as its invocations (docs/API.md, "Virtual MCP servers").',
+    params: { path: McpServerPath, header: McpSessionHeader },
+    body: { schema: McpServerRpcInput, required: true },
+    responses: {
+      200: { description: 'The JSON-RPC response (JSON), or a relayed member answer (JSON or server-sent events).' },
+      202: { description: 'A notification, accepted.' },
+      400: { description: 'Not one JSON-RPC 2.0 request, or no session header after initialize (a JSON-RPC error).' },
+      404: {
+        description: 'No such server in the tenant (`{error}`), or an unknown or ended session (a JSON-RPC error).',
+      },
+    },
+  },
+  {
+    method: 'delete',
+    path: '/v1/mcp-servers/{id}/mcp',
+    operationId: 'mcpServerEndSession',
+    tag: 'MCP servers',
+    summary: 'End an MCP session and the member sessions it opened',
+    auth: true,
+    params: { path: McpServerPath, header: McpSessionHeader },
+    responses: {
+      204: { description: 'Ended.' },
+      404: notFound('MCP server or session'),
     },
   },
 ];
