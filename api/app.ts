@@ -24,10 +24,12 @@ import { invokeFastPath } from './invoke/fast-path.ts';
 import { createAccessRecorder } from '../lib/observability/access.ts';
 import { invocationRoutes } from './routes/invocations.ts';
 import { credentialRoutes } from './routes/credentials.ts';
+import { mcpServerRoutes } from './routes/mcp-servers.ts';
 import { settlementRoutes } from './routes/settlement.ts';
 import { openapiRoutes } from './openapi/routes.ts';
 import { publicRoutes } from './routes/public.ts';
 import { discoveryRoutes } from './routes/discovery.ts';
+import { bearerChallenge, oauthMetadataRoutes } from './routes/oauth-metadata.ts';
 
 /** `services`: the long-lived services the caller wired itself (api/wiring.ts: the start backlog its relay shares). */
 export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
@@ -46,7 +48,8 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
     createAccessRecorder('api', deps.log, deps.config.accessLog),
   );
   // The invoke endpoints, ahead of the general stack: the same layers and gate as plain calls.
-  app.use(invokeFastPath(deps, services, { verify, observe }));
+  const challenge = bearerChallenge(deps);
+  app.use(invokeFastPath(deps, services, { verify, observe, challenge }));
   // Outermost: the request id, access log and HTTP metrics see every answer, errors included.
   app.use(traceRequests('api'));
   app.use(observe);
@@ -62,13 +65,15 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
   const { agentMaxRps: rps, agentMaxBurst: burst } = deps.config.rateLimit;
   app.use(openapiRoutes({ rps, burst }).routes());
   app.use(jwksRoutes(deps).routes());
+  // Where an OAuth (MCP) client learns how to get a token: public, like the API description.
+  app.use(oauthMetadataRoutes(deps));
   // Public agents: no token, paid per call with x402 (api/routes/public.ts); the raw body is the proxy's.
   app.use(publicRoutes(deps, services).routes());
   // Their catalog, in the x402 Bazaar's format (api/routes/discovery.ts): anonymous too.
   app.use(discoveryRoutes(deps, services).routes());
 
   const v1 = new Router<AuthState>({ prefix: '/v1' });
-  v1.use(requireAuth(verify));
+  v1.use(requireAuth(verify, challenge));
   // JSON bodies for the management API only; the proxy reads its raw body itself.
   const json = bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', encoding: 'utf-8' });
   v1.use(async (ctx, next) => (ctx.path.startsWith('/v1/proxy/') ? next() : json(ctx, next)));
@@ -80,6 +85,7 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
   for (const routes of [
     agentRoutes(deps, services.agents, (url) => fetchAgentCard(services.upstream.dispatcher, url)),
     credentialRoutes(deps),
+    mcpServerRoutes(deps, services),
     settlementRoutes(deps),
     proxyRoutes(deps, services),
     policyRoutes(deps, services.policy),

@@ -84,12 +84,20 @@ export function createVerifier(auth: GatewayConfig['auth']) {
   };
 }
 
-export function requireAuth(verify: (token: string) => Promise<Caller | undefined>) {
+/**
+ * `challenge`: the WWW-Authenticate value a 401 carries (api/routes/oauth-metadata.ts: where an
+ * OAuth client such as an MCP client finds the authorization server).
+ */
+export function requireAuth(
+  verify: (token: string) => Promise<Caller | undefined>,
+  challenge?: (ctx: Context) => string,
+) {
   return async function authenticate(ctx: Context, next: Next): Promise<void> {
     const header = ctx.get('authorization');
     const match = /^Bearer\s+(\S+)$/i.exec(header);
     const caller = match ? await verify(match[1]) : undefined;
     if (!caller) {
+      if (challenge) ctx.set('WWW-Authenticate', challenge(ctx));
       return respondEmpty(ctx, 401);
     }
     ctx.state.caller = caller;

@@ -8,7 +8,13 @@ import compress from 'koa-compress';
 
 /** Paths whose answers are the gateway's own: the `/v1` API less the proxied calls. */
 function ownAnswer(path: string): boolean {
-  return path.startsWith('/v1/') && !path.toLowerCase().startsWith('/v1/proxy/');
+  const lower = path.toLowerCase();
+  // A virtual MCP server's endpoint relays its members' answers as they come (api/mcp-servers/).
+  return (
+    path.startsWith('/v1/') &&
+    !lower.startsWith('/v1/proxy/') &&
+    !(lower.startsWith('/v1/mcp-servers/') && lower.endsWith('/mcp'))
+  );
 }
 
 export function compressOwnAnswers() {

@@ -43,6 +43,11 @@ const GatewayEnv = z.object({
   // Checked when set, for HS256 and JWKS alike (api/auth.ts).
   AUTH_ISSUER: z.string().min(1).optional(),
   AUTH_AUDIENCE: z.string().min(1).optional(),
+  // What /.well-known/oauth-protected-resource lists as the scopes a token may carry (space-separated).
+  AUTH_SCOPES: z
+    .string()
+    .default('')
+    .transform((v) => v.split(/\s+/).filter(Boolean)),
   // Oldest accepted token by its `iat`, in seconds or with a unit (`90s`, `15m`, `12h`, `7d`).
   AUTH_MAX_TOKEN_AGE: z
     .string()
@@ -163,6 +168,8 @@ export type GatewayConfig = {
     userClaim: string;
     issuer?: string;
     audience?: string;
+    /** AUTH_SCOPES: the scopes the protected-resource metadata names (api/routes/oauth-metadata.ts). */
+    scopes: string[];
     /** Seconds; a token whose `iat` is older is refused. */
     maxTokenAgeSeconds?: number;
     requireExp: boolean;
@@ -299,6 +306,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       userClaim: e.AUTH_USER_CLAIM,
       issuer: e.AUTH_ISSUER,
       audience: e.AUTH_AUDIENCE,
+      scopes: e.AUTH_SCOPES,
       maxTokenAgeSeconds: e.AUTH_MAX_TOKEN_AGE,
       requireExp: e.AUTH_REQUIRE_EXP === 'true',
     },

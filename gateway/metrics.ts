@@ -94,3 +94,10 @@ export function recordMeterReading(mode: 'transactional' | 'streaming', reason: 
   meterReadings.inc({ mode, reason });
   if (capped) meterReadingsCapped.inc({ mode });
 }
+
+/** A virtual MCP server's member that did not answer a federated list (api/mcp-servers/endpoint.ts). */
+export const mcpServerMemberFailures = counter({
+  name: 'gateway_mcp_server_member_failures_total',
+  help: 'Members of virtual MCP servers left out of a federated list, by reason (timeout, refused, invalid)',
+  labelNames: ['reason'] as const,
+});

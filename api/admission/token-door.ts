@@ -1,6 +1,7 @@
 // The /v1 door: the caller is the bearer token's (authenticated before the call is routed), the
 // agent must be in its tenant (404) and invocable (422), and the call takes a token from the
-// agent's, the tenant's and the global buckets (429).
+// agent's, the tenant's and the global buckets (429). A virtual MCP server's member call is
+// marked as such (api/mcp-servers/via.ts).
 import { bucketsFor } from '../../gateway/ratelimit/index.ts';
 import { unprocessable } from '../errors.ts';
 import { admitAgent } from './stages/agent.ts';
@@ -8,6 +9,7 @@ import { takeTokens } from './stages/rate-limit.ts';
 import type { Door } from './door.ts';
 import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
+import { openVia, VIA_HEADER } from '../mcp-servers/via.ts';
 
 export function tokenDoor(deps: AppDeps, parts: Pick<ProxyParts, 'agents' | 'limiter'>): Door {
   return {
@@ -21,7 +23,20 @@ export function tokenDoor(deps: AppDeps, parts: Pick<ProxyParts, 'agents' | 'lim
         () => unprocessable('agent is not invocable'),
       );
       const giveBack = await takeTokens(parts.limiter, bucketsFor(admitted.agent, deps.config.rateLimit));
-      return { ...admitted, caller, giveBack };
+      // A member call of a virtual MCP server (api/mcp-servers/via.ts): recorded as through it,
+      // and its payment refusals answered as the x402 MCP transport's tool result.
+      const via = ctx.get(VIA_HEADER);
+      const serverId = via ? openVia(via, caller.tenantId) : null;
+      if (!serverId) return { ...admitted, caller, giveBack };
+      return {
+        ...admitted,
+        caller,
+        giveBack,
+        async identify(call) {
+          call.mcpServerId = serverId;
+          if (call.agent.protocol === 'mcp') call.paymentAnswer = 'mcp';
+        },
+      };
     },
   };
 }

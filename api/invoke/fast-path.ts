@@ -30,6 +30,8 @@ export type FastPathLayers = {
   verify: (token: string) => Promise<Caller | undefined>;
   /** The API's request observer: request id, HTTP metrics, access line (lib/observability/http.ts). */
   observe: (ctx: Context, next: Next) => Promise<void>;
+  /** The WWW-Authenticate value of a 401 (api/routes/oauth-metadata.ts). */
+  challenge?: (ctx: Context) => string;
 };
 
 export function invokeFastPath(deps: AppDeps, services: ProxyParts, layers: FastPathLayers) {
@@ -38,7 +40,7 @@ export function invokeFastPath(deps: AppDeps, services: ProxyParts, layers: Fast
   const stream = streamRoute(deps, services, door);
   const trace = traceRequests('api');
   const mapErrors = errorMapper(deps.log);
-  const authenticate = requireAuth(layers.verify);
+  const authenticate = requireAuth(layers.verify, layers.challenge);
   const { observe } = layers;
   return function invokeFastPathCall(ctx: Context, next: Next): Promise<void> {
     if (ctx.method !== 'POST') return next();

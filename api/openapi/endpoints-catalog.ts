@@ -11,6 +11,16 @@ import {
   CredentialView,
 } from '../credentials/schema.ts';
 import { SettlementConfigInput, SettlementConfigView } from '../settlement/schema.ts';
+import {
+  McpServerCreateInput,
+  McpServerList,
+  McpServerListQuery,
+  McpServerPath,
+  McpServerRpcInput,
+  McpSessionHeader,
+  McpServerUpdateInput,
+  McpServerView,
+} from '../mcp-servers/schema.ts';
 import { err, notFound, type Operation } from './responses.ts';
 
 /** On an answer that prices an agent in a tenant without settlement configured (an addition to the v1 contract). */
@@ -215,6 +225,116 @@ const credentialOperations: Operation[] = [
   },
 ];
 
+const MEMBER_RULES =
+  'Each member names an MCP agent (protocol=mcp) of the tenant; prefixes (given or defaulted) are unique within the server; members is not empty. A broken rule is a 400 naming the member and field.';
+
+const mcpServerOperations: Operation[] = [
+  {
+    method: 'post',
+    path: '/v1/mcp-servers',
+    operationId: 'createMcpServer',
+    tag: 'MCP servers',
+    summary: 'Create a virtual MCP server',
+    auth: true,
+    description: `One MCP endpoint (\`mcp_url\`, streamable HTTP) federating the tools, prompts and resources of its member MCP agents, each tool named \`{prefix}_{tool}\`. ${MEMBER_RULES}`,
+    body: { schema: McpServerCreateInput, required: true },
+    responses: {
+      201: { description: 'The server.', body: McpServerView },
+      400: err('Invalid body, or a member that breaks a rule.'),
+      409: err('The name is taken in the tenant.'),
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/mcp-servers',
+    operationId: 'listMcpServers',
+    tag: 'MCP servers',
+    summary: 'List virtual MCP servers',
+    auth: true,
+    params: { query: McpServerListQuery },
+    responses: {
+      200: { description: 'A page of servers.', body: McpServerList },
+      400: err('Invalid limit or cursor; a parameter given twice.'),
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/mcp-servers/{id}',
+    operationId: 'getMcpServer',
+    tag: 'MCP servers',
+    summary: 'Get a virtual MCP server',
+    auth: true,
+    params: { path: McpServerPath },
+    responses: {
+      200: { description: 'The server.', body: McpServerView },
+      404: notFound('MCP server'),
+    },
+  },
+  {
+    method: 'patch',
+    path: '/v1/mcp-servers/{id}',
+    operationId: 'updateMcpServer',
+    tag: 'MCP servers',
+    summary: 'Update a virtual MCP server',
+    auth: true,
+    params: { path: McpServerPath },
+    description: `Absent keys leave values unchanged; \`members\` replaces the list. ${MEMBER_RULES}`,
+    body: { schema: McpServerUpdateInput, required: false },
+    responses: {
+      200: { description: 'The updated server.', body: McpServerView },
+      400: err('Invalid body, or a member that breaks a rule.'),
+      404: notFound('MCP server'),
+      409: err('The new name is taken in the tenant.'),
+    },
+  },
+  {
+    method: 'delete',
+    path: '/v1/mcp-servers/{id}',
+    operationId: 'deleteMcpServer',
+    tag: 'MCP servers',
+    summary: 'Delete a virtual MCP server',
+    auth: true,
+    params: { path: McpServerPath },
+    responses: {
+      204: { description: 'Deleted; its sessions end.' },
+      404: notFound('MCP server'),
+    },
+  },
+  {
+    method: 'post',
+    path: '/v1/mcp-servers/{id}/mcp',
+    operationId: 'mcpServerRequest',
+    tag: 'MCP servers',
+    summary: "A request to the server's MCP endpoint (streamable HTTP)",
+    auth: true,
+    description:
+      'initialize opens a session (its `Mcp-Session-Id` in the answer); every later request carries it. Lists are federated, calls relayed to their member as its invocations (docs/API.md, "Virtual MCP servers").',
+    params: { path: McpServerPath, header: McpSessionHeader },
+    body: { schema: McpServerRpcInput, required: true },
+    responses: {
+      200: { description: 'The JSON-RPC response (JSON), or a relayed member answer (JSON or server-sent events).' },
+      202: { description: 'A notification, accepted.' },
+      400: { description: 'Not one JSON-RPC 2.0 request, or no session header after initialize (a JSON-RPC error).' },
+      404: {
+        description: 'No such server in the tenant (`{error}`), or an unknown or ended session (a JSON-RPC error).',
+      },
+    },
+  },
+  {
+    method: 'delete',
+    path: '/v1/mcp-servers/{id}/mcp',
+    operationId: 'mcpServerEndSession',
+    tag: 'MCP servers',
+    summary: 'End an MCP session and the member sessions it opened',
+    auth: true,
+    params: { path: McpServerPath, header: McpSessionHeader },
+    responses: {
+      204: { description: 'Ended.' },
+      404: notFound('MCP server or session'),
+    },
+  },
+];
+
 const settlementOperations: Operation[] = [
   {
     method: 'get',
@@ -260,5 +380,5 @@ const settlementOperations: Operation[] = [
 
 /** Agents (under the operator's rate ceiling), credentials and the settlement configuration. */
 export function catalogOperations(ceiling: RateCeiling): Operation[] {
-  return [...agentOperations(ceiling), ...credentialOperations, ...settlementOperations];
+  return [...agentOperations(ceiling), ...credentialOperations, ...mcpServerOperations, ...settlementOperations];
 }

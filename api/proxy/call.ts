@@ -67,9 +67,11 @@ export type ProxyCall = {
    * How payment refusals are answered: `http` (default) is the v1 contract's 402; `mcp` is the
    * x402 MCP transport's JSON-RPC tool result (HTTP 200, `isError: true`, api/proxy/mcp.ts),
    * for routes outside /v1 that choose it; `a2a` the x402 A2A transport's task (api/payment/a2a-transport.ts).
-   * /v1 never sets it.
+   * /v1 sets it only for a virtual MCP server's member call (api/admission/token-door.ts).
    */
   paymentAnswer?: 'http' | 'mcp' | 'a2a';
+  /** The virtual MCP server the call came through (api/mcp-servers/), recorded on its invocation. */
+  mcpServerId?: string | null;
   /** Policy stage: a decision left for the accept commit to write (policy/stage.ts says when). */
   policyDecision?: DecisionRecord | null;
 };
@@ -84,6 +86,7 @@ export function recordedCallFields(call: ProxyCall) {
   return {
     mcpMethod: call.mcp?.method ?? null,
     mcpTool: call.mcp?.tool ?? null,
+    mcpServerId: call.mcpServerId ?? null,
     a2aMethod: call.a2a ? (call.a2a.method ?? call.a2a.sent) : null,
     a2aSkill: call.a2a?.skill ?? null,
     a2aTaskId: call.a2a?.taskIds[0] ?? null,

@@ -3,8 +3,8 @@
 // payment answers. A priced `tools/call` without an acceptable payment may be answered as a
 // JSON-RPC *result* (HTTP 200, the tool-result binding of x402 specs/transports-v2/mcp.md,
 // gateway/mcp/x402.ts). The spec's /v1 keeps its HTTP 402 for every payment refusal (a payment
-// in `_meta["x402/payment"]` is accepted there too); a route outside /v1 chooses the tool result
-// by setting `paymentAnswer: 'mcp'` on its call.
+// in `_meta["x402/payment"]` is accepted there too); a route outside /v1, or a virtual MCP
+// server's member call, chooses the tool result by setting `paymentAnswer: 'mcp'` on its call.
 import type { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ApiError, parsedOr400 } from '../errors.ts';

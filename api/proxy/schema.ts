@@ -57,6 +57,9 @@ export const InvocationView = z
     }),
     mcp_method: nullableString,
     mcp_tool: nullableString,
+    mcp_server_id: nullableString.meta({
+      description: 'The virtual MCP server (`mcps_<uuidv7>`) the call came through; null for a direct call.',
+    }),
     a2a_method: nullableString.meta({
       description: 'protocol a2a: the JSON-RPC method, by its A2A 1.0 name whichever spelling was sent.',
     }),

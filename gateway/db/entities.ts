@@ -4,6 +4,7 @@ import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { CredentialSchema } from '../credentials/entity.ts';
 import { SettlementConfigSchema } from '../settlement/entity.ts';
 import { PaymentBindingSchema, type ChargeSettlementState } from '../payment/entity.ts';
+import { McpServerSchema, McpServerSessionSchema } from '../mcp-servers/entity.ts';
 import type { Meter, PricingScheme } from '../metering/meter.ts';
 
 export type Pricing = {
@@ -152,6 +153,8 @@ export const InvocationSchema = defineEntity({
     paymentSettleError: p.string().nullable().default(null),
     /** The due-charges round's lease on this row (temporal/charges-due.ts). */
     chargeLeaseUntil: p.datetime().nullable().default(null),
+    /** The virtual MCP server the call came through (gateway/mcp-servers/); null for a direct call. */
+    mcpServerId: p.string().nullable().default(null),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
     completedAt: p.datetime().nullable(),
@@ -166,4 +169,6 @@ export const gatewayEntities = [
   CredentialSchema,
   SettlementConfigSchema,
   PaymentBindingSchema,
+  McpServerSchema,
+  McpServerSessionSchema,
 ];

@@ -57,6 +57,7 @@ export const ADMITTED_CALL_FIELDS = [
   'attempts',
   'mcpMethod',
   'mcpTool',
+  'mcpServerId',
   'a2aMethod',
   'a2aSkill',
   'paymentNetwork',

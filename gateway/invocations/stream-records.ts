@@ -39,7 +39,7 @@ export type StartedRow = Pick<
   | 'paymentTransaction'
   | 'createdAt'
 > &
-  Partial<Pick<Invocation, 'a2aMethod' | 'a2aSkill' | 'paymentScheme' | 'paymentMaxAmount'>> &
+  Partial<Pick<Invocation, 'a2aMethod' | 'a2aSkill' | 'paymentScheme' | 'paymentMaxAmount' | 'mcpServerId'>> &
   Partial<Omit<Completion, 'id' | 'status'>> & { completedAt?: Date | null };
 
 export type Completion = {

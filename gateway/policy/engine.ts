@@ -26,6 +26,12 @@ export type PolicyEngine = {
    * the caller writes it itself); null when the tenant has no policy. Throws when the store is unavailable.
    */
   decide(subject: PolicySubject, record?: (decision: DecisionRecord) => Promise<unknown>): Promise<Verdict | null>;
+  /**
+   * Whether a call with these facts would be denied, asked without recording a decision or
+   * counting toward the caller's rate (a rate rule reads no traffic): what a virtual MCP server
+   * asks of each tool before it lists it (api/mcp-servers/). False when the tenant has no policy.
+   */
+  wouldDeny(tenantId: string, facts: CallFacts): Promise<boolean>;
 };
 
 export function createPolicyEngine(opts: {
@@ -63,6 +69,11 @@ export function createPolicyEngine(opts: {
       });
       policyDecisions.inc({ action: verdict.action, source: verdict.source });
       return verdict;
+    },
+    async wouldDeny(tenantId, facts) {
+      const policy = await store.current(tenantId);
+      if (!policy) return false;
+      return (await evaluatePolicy(policy.document, facts, async () => 0)).action === 'deny';
     },
   };
 }

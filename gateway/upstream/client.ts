@@ -35,7 +35,8 @@ export { UpstreamError, type ErrorClass } from './errors.ts';
 
 export type UpstreamRequest = {
   url: string;
-  method?: 'POST';
+  /** POST (default); DELETE ends an MCP member's session (api/mcp-servers/endpoint.ts). */
+  method?: 'POST' | 'DELETE';
   headers: Record<string, string>;
   /** A buffer can be re-sent; a stream only until its first byte has been read. */
   body?: Buffer | Readable;

@@ -18,6 +18,7 @@ import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { encodePayment, newPayTo, newPayer, signPayment } from '../support/x402.ts';
 import { agentRoutes } from '../../api/routes/agents.ts';
 import { createAgentRows } from '../../gateway/agents/rows.ts';
+import { mcpServerRoutes } from '../../api/routes/mcp-servers.ts';
 import { credentialRoutes } from '../../api/routes/credentials.ts';
 import { settlementRoutes } from '../../api/routes/settlement.ts';
 import { policyRoutes } from '../../api/routes/policy.ts';
@@ -173,6 +174,7 @@ describe('OpenAPI document and reference page', () => {
       caller_kind: 'token',
       mcp_method: null,
       mcp_tool: null,
+      mcp_server_id: null,
       a2a_method: null,
       a2a_skill: null,
       a2a_task_id: null,
@@ -295,6 +297,7 @@ describe('OpenAPI document and reference page', () => {
       ...[
         agentRoutes(deps, createAgentRows(deps.orm, stack().feed), none),
         credentialRoutes(deps),
+        mcpServerRoutes(deps, none as ProxyParts),
         settlementRoutes(deps),
         proxyRoutes(deps, none as ProxyParts),
         policyRoutes(deps, none as PolicyEngine),

@@ -3,16 +3,13 @@
 // failure (the rate window's Redis unreachable) and fail-closed on a real store failure (the
 // policies table taken away).
 import assert from 'node:assert/strict';
-import type { Server } from 'node:http';
 import { Readable } from 'node:stream';
-import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { stack } from '../support/stack.ts';
 import { call, uniqueName } from '../support/http.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { waitFor } from '../support/wait.ts';
-import { startGateway } from '../../api/wiring.ts';
-import { createLogger } from '../../lib/log.ts';
+import { replica } from '../support/replica.ts';
 import { closeRedisClients } from '../../gateway/policy/redis.ts';
 
 // The run's own Redis (test/support/stack.ts), read once the stack is up.
@@ -87,25 +84,6 @@ async function decisions(token: string, query = ''): Promise<any> {
   const res = await call('GET', `/v1/policy/decisions${query}`, { token });
   assert.equal(res.status, 200, res.text);
   return res.json;
-}
-
-/** A second API replica in this process: same database, its own policy cache and rate window. */
-async function replica(overrides: Record<string, unknown> = {}): Promise<{ url: string; close(): Promise<void> }> {
-  const s = stack();
-  const server: Server = await startGateway(
-    { ...s.config, port: 0, ...overrides } as typeof s.config,
-    s.orm,
-    s.temporal,
-    createLogger('replica', 'silent'),
-  );
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () =>
-      new Promise((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
 }
 
 describe('policy', () => {

@@ -175,6 +175,7 @@ describe('operator commands', function () {
     ['example:x402-fetch', 'examples/pay-x402-fetch.ts'],
     ['example:x402-v2', 'examples/pay-x402-v2.ts'],
     ['example:mcp-client', 'examples/mcp-client.ts'],
+    ['example:mcp-federation', 'examples/mcp-federation.ts'],
     ['example:verify-receipt', 'examples/verify-receipt.ts'],
   ]) {
     it(`npm run ${name} -- --help: usage, exit 0, nothing sent; an unknown option: one line, exit 2`, async () => {

@@ -1,6 +1,7 @@
 // A real MCP server for tests (the SDK's McpServer, stateful, answering over SSE, or in plain
 // JSON with `json: true`) with two tools: `echo` ({text}) and `count` ({n}, logging each step as
-// a notification). It records the headers and the JSON-RPC bodies that reached it.
+// a notification, and reporting it as progress when the call asks for it). It records the
+// headers and the JSON-RPC bodies that reached it; `listDelayMs` holds each tools/list that long.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
@@ -11,7 +12,7 @@ import { rawUpstream, readAll, type RawUpstream } from './proxy-helpers.ts';
 
 /** A stateful MCP server over streamable HTTP: one transport per session, as the SDK's examples do. */
 export async function startMcpServer(
-  opts: { json?: boolean } = {},
+  opts: { json?: boolean; listDelayMs?: number } = {},
 ): Promise<RawUpstream & { seen: IncomingMessage['headers'][]; bodies: unknown[] }> {
   const sessions = new Map<string, StreamableHTTPServerTransport>();
   const seen: IncomingMessage['headers'][] = [];
@@ -28,11 +29,18 @@ export async function startMcpServer(
       'count',
       { description: 'Counts to n, logging as it goes', inputSchema: { n: z.number().int().min(1).max(10) } },
       async ({ n }, extra) => {
-        for (let i = 1; i <= n; i++)
+        const progressToken = extra._meta?.progressToken;
+        for (let i = 1; i <= n; i++) {
           await extra.sendNotification({
             method: 'notifications/message',
             params: { level: 'info', data: `step ${i}` },
           });
+          if (progressToken !== undefined)
+            await extra.sendNotification({
+              method: 'notifications/progress',
+              params: { progressToken, progress: i, total: n },
+            });
+        }
         return { content: [{ type: 'text', text: `counted to ${n}` }] };
       },
     );
@@ -44,6 +52,8 @@ export async function startMcpServer(
     const sessionId = req.headers['mcp-session-id'] as string | undefined;
     const body = req.method === 'POST' ? JSON.parse((await readAll(req)).toString() || 'null') : undefined;
     if (body !== undefined) bodies.push(body);
+    if (opts.listDelayMs && (body as { method?: unknown } | undefined)?.method === 'tools/list')
+      await new Promise((resolve) => setTimeout(resolve, opts.listDelayMs));
     let transport = sessionId ? sessions.get(sessionId) : undefined;
     if (!transport && !sessionId && req.method === 'POST' && isInitializeRequest(body)) {
       const created = new StreamableHTTPServerTransport({

@@ -1,0 +1,219 @@
+// A virtual MCP server through the unmodified MCP SDK client (Client + StreamableHTTPClientTransport,
+// bearer token): its own initialize, the members' tools merged and prefixed, a tool the tenant's
+// policy denies this caller neither listed nor called, each member's tool call an invocation of
+// that member (through the server), progress and notifications passed through, the session kept
+// in the database (continued on another replica), a slow and a failing member, a member removed
+// while a session is open, and hostile members.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { replica } from '../support/replica.ts';
+import { stack } from '../support/stack.ts';
+import { call } from '../support/http.ts';
+import { closedPort, createAgent, rawUpstream, readAll } from '../support/proxy-helpers.ts';
+import { waitFor } from '../support/wait.ts';
+import { startMcpServer } from '../support/mcp-server.ts';
+
+const MCP = { protocol: 'mcp', mcp_transport: 'streamable_http' };
+
+type Listed = { invocation_id: string; mcp_method: string; mcp_tool: string | null; mcp_server_id: string | null };
+
+async function createServer(token: string, members: unknown[]): Promise<{ id: string; mcp_url: string }> {
+  const res = await call('POST', '/v1/mcp-servers', { token, json: { name: `fed-${randomUUID()}`, members } });
+  assert.equal(res.status, 201, res.text);
+  return res.json;
+}
+
+async function connect(url: string, token: string, sessionId?: string) {
+  const client = new Client({ name: 'federation-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { authorization: `Bearer ${token}` } },
+    sessionId,
+  });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+describe('MCP: virtual MCP servers', () => {
+  let token: string;
+  let alpha: Awaited<ReturnType<typeof startMcpServer>>;
+  let beta: Awaited<ReturnType<typeof startMcpServer>>;
+  let slow: Awaited<ReturnType<typeof startMcpServer>>;
+  before(async () => {
+    token = await stack().token(`tenant-mcps-${randomUUID()}`);
+    alpha = await startMcpServer();
+    beta = await startMcpServer({ json: true, listDelayMs: 200 });
+    slow = await startMcpServer({ listDelayMs: 10_000 });
+  });
+  after(async () => {
+    await Promise.all([alpha.close(), beta.close(), slow.close()]);
+  });
+
+  it('merges the members’ tools under their prefixes, hides and refuses a denied tool, and records each call as its member’s', async () => {
+    const a = await createAgent(token, { ...MCP, name: 'alpha', upstream_url: alpha.url });
+    const b = await createAgent(token, { ...MCP, name: 'beta', upstream_url: beta.url });
+    const server = await createServer(token, [{ agent_id: a }, { agent_id: b, prefix: 'b' }]);
+    const policy = await call('PUT', '/v1/policy', {
+      token,
+      json: {
+        default: 'allow',
+        on_error: 'deny',
+        rules: [{ action: 'deny', match: { agents: [b], tools: ['count'] } }],
+      },
+    });
+    assert.equal(policy.status, 200, policy.text);
+
+    const { client, transport } = await connect(server.mcp_url, token);
+    try {
+      assert.equal(client.getServerVersion()?.name.startsWith('fed-'), true, 'the server’s own serverInfo');
+      assert.ok(client.getServerCapabilities()?.tools);
+      assert.ok(transport.sessionId);
+      const tools = await client.listTools();
+      assert.deepEqual(tools.tools.map((t) => t.name).sort(), ['alpha_count', 'alpha_echo', 'b_echo']);
+      const echo = tools.tools.find((t) => t.name === 'b_echo')!;
+      assert.equal(echo.description, 'Echoes its text');
+      assert.deepEqual(Object.keys(echo.inputSchema.properties ?? {}), ['text']);
+
+      const fromA = await client.callTool({ name: 'alpha_echo', arguments: { text: 'one' } });
+      assert.deepEqual(fromA.content, [{ type: 'text', text: 'echo: one' }]);
+      const fromB = await client.callTool({ name: 'b_echo', arguments: { text: 'two' } });
+      assert.deepEqual(fromB.content, [{ type: 'text', text: 'echo: two' }]);
+
+      // Denied by policy: not listed, and refused with a JSON-RPC error, never reaching the member.
+      const countsBefore = beta.bodies.filter((m) => (m as { method?: string }).method === 'tools/call').length;
+      await assert.rejects(client.callTool({ name: 'b_count', arguments: { n: 1 } }), /denied by policy/);
+      assert.equal(beta.bodies.filter((m) => (m as { method?: string }).method === 'tools/call').length, countsBefore);
+      await assert.rejects(client.callTool({ name: 'nobody_echo', arguments: {} }), /unknown tool/);
+
+      // Notifications and progress pass through as the member sends them.
+      const logs: string[] = [];
+      client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logs.push(String(n.params.data)));
+      const progress: number[] = [];
+      const counted = await client.callTool({ name: 'alpha_count', arguments: { n: 3 } }, undefined, {
+        onprogress: (p) => void progress.push(p.progress),
+      });
+      assert.deepEqual(counted.content, [{ type: 'text', text: 'counted to 3' }]);
+      assert.deepEqual(logs, ['step 1', 'step 2', 'step 3']);
+      assert.deepEqual(progress, [1, 2, 3]);
+
+      // The session lives in the database: another replica continues it.
+      const other = await replica();
+      try {
+        const url = server.mcp_url.replace(stack().apiUrl, other.url);
+        const continued = await connect(url, token, transport.sessionId);
+        const again = await continued.client.callTool({ name: 'b_echo', arguments: { text: 'three' } });
+        assert.deepEqual(again.content, [{ type: 'text', text: 'echo: three' }]);
+      } finally {
+        await other.close();
+      }
+    } finally {
+      await transport.terminateSession();
+      await client.close();
+    }
+
+    // Each call is an invocation of its member, through the server, under the member's own tool name.
+    for (const [agentId, tools] of [
+      [a, ['echo', 'count']],
+      [b, ['echo', 'echo']],
+    ] as const) {
+      const rows = await waitFor(
+        async () => {
+          const listed = await call('GET', `/v1/invocations?agent_id=${agentId}&limit=100`, { token });
+          const calls = (listed.json.data as Listed[]).filter((r) => r.mcp_method === 'tools/call').reverse();
+          return calls.length >= tools.length && calls;
+        },
+        { everyMs: 50, what: 'the member’s calls recorded' },
+      );
+      assert.deepEqual(
+        rows.map((r) => r.mcp_tool),
+        tools,
+      );
+      for (const row of rows) assert.equal(row.mcp_server_id, server.id);
+    }
+    await call('DELETE', '/v1/policy', { token });
+  });
+
+  it('lists the members that answer in time, and a failing member’s tool gets the error a direct call gets', async () => {
+    const a = await createAgent(token, { ...MCP, name: 'alpha two', upstream_url: alpha.url });
+    const s = await createAgent(token, { ...MCP, name: 'slow', upstream_url: slow.url });
+    const down = await createAgent(token, {
+      ...MCP,
+      name: 'down',
+      upstream_url: `http://127.0.0.1:${await closedPort()}/mcp`,
+    });
+    const server = await createServer(token, [{ agent_id: a, prefix: 'alpha' }, { agent_id: s }, { agent_id: down }]);
+    const { client, transport } = await connect(server.mcp_url, token);
+    try {
+      const started = Date.now();
+      const tools = await client.listTools();
+      assert.deepEqual(tools.tools.map((t) => t.name).sort(), ['alpha_count', 'alpha_echo']);
+      assert.ok(Date.now() - started < 8_000, 'the slow member did not hold the list');
+      const direct = await call('POST', `/v1/proxy/${down}/stream`, {
+        token,
+        json: { jsonrpc: '2.0', id: 1, method: 'initialize', params: {} },
+      });
+      await assert.rejects(client.callTool({ name: 'down_echo', arguments: { text: 'x' } }), (err: Error) => {
+        assert.ok(err.message.includes(direct.json.error), `${err.message} / ${direct.text}`);
+        return true;
+      });
+      const echoed = await client.callTool({ name: 'alpha_echo', arguments: { text: 'still here' } });
+      assert.deepEqual(echoed.content, [{ type: 'text', text: 'echo: still here' }]);
+
+      // A member deleted while the session is open: its tools are gone at once.
+      assert.equal((await call('DELETE', `/v1/agents/${a}`, { token })).status, 204);
+      const after = await client.listTools();
+      assert.deepEqual(after.tools, []);
+      await assert.rejects(client.callTool({ name: 'alpha_echo', arguments: { text: 'x' } }));
+    } finally {
+      await transport.terminateSession();
+      await client.close();
+    }
+  });
+
+  it('survives hostile members: invalid JSON-RPC, a huge list, names that collide after prefixing', async () => {
+    const invalid = await rawUpstream(async (req, res) => {
+      await readAll(req);
+      res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'x' }).end('{"jsonrpc":"2.0",');
+    }, '/mcp');
+    const huge = await rawUpstream(async (req, res) => {
+      const body = JSON.parse((await readAll(req)).toString()) as { id?: number; method: string };
+      if (body.id === undefined) return void res.writeHead(202).end();
+      const result =
+        body.method === 'initialize'
+          ? { protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'huge', version: '1' } }
+          : { tools: Array.from({ length: 5000 }, (_, i) => ({ name: `t${i}`, inputSchema: { type: 'object' } })) };
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ jsonrpc: '2.0', id: body.id, result }));
+    }, '/mcp');
+    try {
+      const bad = await createAgent(token, { ...MCP, name: 'bad', upstream_url: invalid.url });
+      const big = await createAgent(token, { ...MCP, name: 'big', upstream_url: huge.url });
+      // Prefixes `x` and `x_echo`: a name starting `x_echo_` is the longer prefix's.
+      const a1 = await createAgent(token, { ...MCP, name: 'alpha three', upstream_url: alpha.url });
+      const a2 = await createAgent(token, { ...MCP, name: 'alpha four', upstream_url: beta.url });
+      const server = await createServer(token, [
+        { agent_id: bad },
+        { agent_id: big },
+        { agent_id: a1, prefix: 'x' },
+        { agent_id: a2, prefix: 'x_echo' },
+      ]);
+      const { client, transport } = await connect(server.mcp_url, token);
+      try {
+        const tools = await client.listTools();
+        // x's `echo` is x_echo; x_echo's `echo` is x_echo_echo; each name routes to one member only.
+        assert.deepEqual(tools.tools.map((t) => t.name).sort(), ['x_count', 'x_echo', 'x_echo_count', 'x_echo_echo']);
+        const viaLonger = await client.callTool({ name: 'x_echo_echo', arguments: { text: 'long' } });
+        assert.deepEqual(viaLonger.content, [{ type: 'text', text: 'echo: long' }]);
+      } finally {
+        await transport.terminateSession();
+        await client.close();
+      }
+    } finally {
+      await invalid.close();
+      await huge.close();
+    }
+  });
+});
