@@ -16,6 +16,7 @@ import { startA2aServer } from '../support/a2a-server.ts';
 import { freePort, isPortFree, waitFor as waitForPort } from '../../scripts/lib/ports.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, settlingTenant } from '../support/x402.ts';
 import { waitFor } from '../support/wait.ts';
+import { defaultPrefix } from '../../gateway/mcp-servers/names.ts';
 
 const run = promisify(execFile);
 const PRICE = 10_000n;
@@ -61,7 +62,15 @@ describe('examples/ run against the stack', function () {
   }
 
   const examples = ['pay-x402-fetch.ts', 'pay-x402-v2.ts'];
-  const others = ['call-agent.ts', 'mcp-client.ts', 'a2a-client.ts', 'sell-agent.ts', 'verify-receipt.ts'];
+  const others = [
+    'call-agent.ts',
+    'mcp-client.ts',
+    'a2a-client.ts',
+    'sell-agent.ts',
+    'verify-receipt.ts',
+    'metered.ts',
+    'mcp-federation.ts',
+  ];
 
   it('runs every example in the folder (settings.ts is what they share)', async () => {
     const files = (await readdir('examples')).filter((f) => f.endsWith('.ts') && f !== 'settings.ts');
@@ -101,6 +110,40 @@ describe('examples/ run against the stack', function () {
       assert.equal(await balanceOf(provider(), payer.address), 1_000_000n - PRICE);
     });
   }
+
+  it('metered.ts sells the demo chat endpoint priced by use and pays one streamed completion: the charge, not the maximum, moves', async () => {
+    const port = await freePort();
+    const demo = spawn(process.execPath, ['scripts/demo-upstream.ts'], {
+      env: { ...process.env, DEMO_UPSTREAM_PORT: String(port) },
+      stdio: 'ignore',
+    });
+    try {
+      await waitForPort('the demo agent', async () => !(await isPortFree(port)), 30_000);
+      const payTo = newPayTo();
+      const payer = await newPayer(1_000_000n);
+      const out = await runExample('metered.ts', {
+        GATEWAY_URL: stack().apiUrl,
+        TOKEN: token,
+        PAYER_PRIVATE_KEY: payer.privateKey,
+        TOKEN_ADDRESS: stack().infra.tokenAddress,
+        CHAIN_RPC_URL: stack().infra.chainRpcUrl,
+        DEMO_CHAT_URL: `http://127.0.0.1:${port}/v1/chat/completions`,
+        PAY_TO: payTo,
+        BODY: 'one two three',
+      });
+      assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+      const charged = /maximum 100000, charged (\d+) USDC units, settled in transaction 0x[0-9a-f]{64}/.exec(
+        out.stdout,
+      );
+      assert.ok(charged, out.stdout);
+      const charge = BigInt(charged[1]);
+      assert.ok(charge > 0n && charge < 100_000n, `a charge below the maximum: ${charge}`);
+      assert.equal(await balanceOf(provider(), payTo), charge, 'the charge moved to pay_to once');
+      assert.equal(await balanceOf(provider(), payer.address), 1_000_000n - charge);
+    } finally {
+      demo.kill('SIGTERM');
+    }
+  });
 
   it('sell-agent.ts makes a priced agent public, finds it with the Bazaar client and pays it with no token', async () => {
     const payTo = newPayTo();
@@ -203,6 +246,46 @@ describe('examples/ run against the stack', function () {
       assert.ok(a2a.seen.every((h) => h.authorization === undefined));
     } finally {
       await a2a.close();
+    }
+  });
+
+  it('mcp-federation.ts makes a virtual MCP server of two MCP agents and calls a prefixed tool through it', async () => {
+    const mcp = await startMcpServer();
+    try {
+      const agents: string[] = [];
+      const names = [uniqueName('federated-first'), uniqueName('federated-second')];
+      for (const name of names) {
+        const agent = await call('POST', '/v1/agents', {
+          token,
+          json: {
+            name,
+            upstream_url: mcp.url,
+            protocol: 'mcp',
+            mcp_transport: 'streamable_http',
+            mcp_protocol_version: '2025-06-18',
+          },
+        });
+        assert.equal(agent.status, 201, agent.text);
+        agents.push(agent.json.id as string);
+      }
+      const prefix = defaultPrefix(names[1]);
+      const marker = `example mcp-federation ${randomUUID()}`;
+      const out = await runExample(
+        'mcp-federation.ts',
+        {
+          GATEWAY_URL: stack().apiUrl,
+          TOKEN: token,
+          ARGUMENTS: JSON.stringify({ text: marker }),
+          TOOL: `${prefix}_echo`,
+        },
+        agents,
+      );
+      assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+      assert.match(out.stdout, /server mcps_\S+ at http\S+\/mcp/);
+      assert.ok(out.stdout.includes(`${prefix}_echo answered`), out.stdout);
+      assert.ok(out.stdout.includes(`echo: ${marker}`), out.stdout);
+    } finally {
+      await mcp.close();
     }
   });
 
