@@ -36,6 +36,8 @@ import { isCharged, type Price } from './pricing.ts';
 import { PaymentIdentifierConflict, PaymentRefused, PaymentRequired, PaymentStillSettling } from './refusals.ts';
 import { challengeEntries, gatewayScheme } from './schemes/index.ts';
 import { createSupportedKinds, type SupportedKind, type SupportedKinds } from './supported.ts';
+import { createFacilitatorTargets, type FacilitatorTargets } from './targets.ts';
+import type { ChangeFeed } from '../db/change-feed.ts';
 import type { GatewayScheme, GateVerifyResult } from './schemes/scheme.ts';
 
 /** A call's verified (and, when configured, settled) payment, as its row and receipt take it. */
@@ -72,6 +74,8 @@ export type PaymentGate = {
   client: FacilitatorClient;
   /** The kinds of each tenant facilitator, read once every few minutes (supported.ts). */
   supported: SupportedKinds<Parameters<FacilitatorClient['supported']>[0]>;
+  /** Each tenant's facilitator target for reading those kinds, kept briefly (targets.ts). */
+  targets: FacilitatorTargets;
 };
 
 /** What the flow reads and writes with: the database, the log, and what a tenant's facilitator credential is read with. */
@@ -93,13 +97,18 @@ export type PaymentCall = {
   a2a?: { x402?: { paid: boolean; payload: unknown } | null } | null;
 };
 
-export function createPaymentGate(config: PaymentConfig, allow: string[]): PaymentGate {
+export function createPaymentGate(config: PaymentConfig, allow: string[], feed: ChangeFeed): PaymentGate {
   const client = createFacilitatorClient({
     caPem: config.settlementCaPem,
     timeoutMs: config.settlementTimeoutMs,
     allow,
   });
-  return { config, client, supported: createSupportedKinds((target) => client.supported(target)) };
+  return {
+    config,
+    client,
+    supported: createSupportedKinds((target) => client.supported(target)),
+    targets: createFacilitatorTargets(feed),
+  };
 }
 
 /** An offered payment, verified against the terms of the entry it pays. */
@@ -126,7 +135,7 @@ export async function facilitatorKinds(
   price: Price | null,
 ): Promise<readonly SupportedKind[] | null> {
   if (!price || !gatewayScheme(price.scheme)?.readsFacilitator) return null;
-  const target = await loadSettlementClientTls(deps, tenantId).catch(() => null);
+  const target = await gate.targets.of(deps, tenantId).catch(() => null);
   return target ? gate.supported.of(target) : null;
 }
 

@@ -24,6 +24,7 @@ import { Migration20261128050000_a2a_agents } from './Migration20261128050000_a2
 import { Migration20261128060000_a2a_task_callers } from './Migration20261128060000_a2a_task_callers.ts';
 import { Migration20261128070000_a2a_payment_tasks } from './Migration20261128070000_a2a_payment_tasks.ts';
 import { Migration20261206110000_metered_calls } from './Migration20261206110000_metered_calls.ts';
+import { Migration20261206130000_settlement_cache_notify } from './Migration20261206130000_settlement_cache_notify.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -62,4 +63,5 @@ export const gatewayMigrations = [
   { name: 'Migration20261128060000_a2a_task_callers', class: Migration20261128060000_a2a_task_callers },
   { name: 'Migration20261128070000_a2a_payment_tasks', class: Migration20261128070000_a2a_payment_tasks },
   { name: 'Migration20261206110000_metered_calls', class: Migration20261206110000_metered_calls },
+  { name: 'Migration20261206130000_settlement_cache_notify', class: Migration20261206130000_settlement_cache_notify },
 ];
