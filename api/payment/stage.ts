@@ -136,7 +136,10 @@ function answerOf(config: PaymentConfig, call: AnsweredCall, err: unknown): unkn
   return unavailableAnswer(err);
 }
 
-/** A scheme that cannot be offered now, answered as a payment still settling: a 503, a retry later may find the facilitator readable; anything else unchanged. */
+/**
+ * A scheme that cannot be offered now, answered as a payment still settling: a 503, a retry
+ * later may find the facilitator readable. Anything else unchanged.
+ */
 function unavailableAnswer(err: unknown): unknown {
   if (err instanceof PaymentUnavailable)
     return new ApiError(503, 'payment cannot be taken now; retry later', {
