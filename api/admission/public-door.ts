@@ -20,7 +20,7 @@ import type { Context } from 'koa';
 import { notFound } from '../errors.ts';
 import { bucketsFor, type Bucket } from '../../gateway/ratelimit/index.ts';
 import { ApiError } from '../errors.ts';
-import { challengeError, payerOf, precheckOffer } from '../payment/stage.ts';
+import { challengeEntriesOf, challengeError, payerOf, precheckOffer } from '../payment/stage.ts';
 import { a2aPaymentDeclined, a2aPaymentRequired } from '../payment/a2a-transport.ts';
 import { isCharged } from '../../gateway/payment/pricing.ts';
 import { offeredPayment } from '../../gateway/payment/dialect.ts';
@@ -105,7 +105,7 @@ export function publicDoor(
       const { agent } = admitted;
       const caller = { tenantId: agent.tenantId, userId: '', kind: 'x402' as const };
       if (unpaid && agent.protocol === 'http')
-        throw challengeError(deps.config.payment, { agent, mcp: null, resourceUrl });
+        throw await challengeError(deps, services.payment, { agent, mcp: null, resourceUrl });
       if (!unpaid && priceKnownBeforeBody(agent)) {
         // A header payment that does not verify costs no call token and no body read: a 402
         // charged to the challenge buckets (a stream of made-up payments is limited per client).
@@ -153,6 +153,7 @@ export function publicDoor(
                 deps.config.payment,
                 services.a2aPaymentTasks,
                 call,
+                await challengeEntriesOf(deps, services.payment, call),
                 clientAddress(ctx, deps.config.publicAddress),
               );
           }

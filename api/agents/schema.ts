@@ -5,6 +5,8 @@ import { isAddress } from 'ethers';
 import { PublicInterfaceInput } from './public-interface.ts';
 import { idField, maxChars, nameField } from '../validation.ts';
 import { A2A_METHODS, canonicalA2aMethod } from '../../gateway/a2a/methods.ts';
+import { meteredPricingError, meteredPricingFields, refineMeteredPricing } from '../../gateway/metering/meter.ts';
+import { SCHEME_UPTO } from '../../x402/schemes/upto/schemas.ts';
 
 /** MCP protocol revisions the gateway knows (the MCP specification's dated revision identifiers). */
 export const MCP_PROTOCOL_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
@@ -22,47 +24,74 @@ const ToolPrice = z
   .regex(/^(0|[1-9][0-9]{0,77})$/, 'pricing.tools prices must be decimal integer strings')
   .refine(fitsUint256, 'pricing.tools price is too large');
 
-export const PricingInput = z
-  .strictObject({
-    amount: Amount.meta({
-      description: "Flat per-call price in the asset's smallest unit (USDC: 6 decimals).",
-      example: '10000',
+/**
+ * The document's statement of refineMeteredPricing, which no field's schema says: scheme upto
+ * takes a meter, and only it does. A2A's and MCP's answers carry no token usage the tokens meter
+ * reads (`not: TOKENS_METER`, checked on the agent's protocol by agentRuleError).
+ */
+const METERED_RULE = {
+  if: { required: ['scheme'], properties: { scheme: { const: SCHEME_UPTO } } },
+  then: { required: ['meter'] },
+  else: { not: { required: ['meter'] } },
+};
+const TOKENS_METER = {
+  type: 'object',
+  required: ['meter'],
+  properties: { meter: { type: 'object', required: ['kind'], properties: { kind: { const: 'tokens' } } } },
+};
+
+const PricingFields = z.strictObject({
+  amount: Amount.meta({
+    description:
+      "Flat per-call price in the asset's smallest unit (USDC: 6 decimals); with scheme upto, the most one call may cost.",
+    example: '10000',
+  }),
+  asset: z.literal('USDC', { error: 'pricing.asset must be USDC' }),
+  network: z.literal('base', { error: 'pricing.network must be base' }),
+  pay_to: z
+    .string({ error: 'pricing.pay_to must be a hex address' })
+    .regex(/^0x[0-9a-fA-F]{40}$/, 'pricing.pay_to must be a hex address')
+    .refine((a) => isAddress(a), 'pricing.pay_to has an invalid checksum')
+    .meta({ description: 'All lower case, all upper case, or mixed case with a valid EIP-55 checksum (else 400).' }),
+  tools: z
+    .record(
+      maxChars(z.string().min(1, 'pricing.tools names must not be empty'), 200, 'pricing.tools name is too long'),
+      ToolPrice,
+    )
+    .optional()
+    .meta({
+      description: "Per-MCP-tool price overrides (with scheme upto, each tool's maximum); requires protocol mcp.",
     }),
-    asset: z.literal('USDC', { error: 'pricing.asset must be USDC' }),
-    network: z.literal('base', { error: 'pricing.network must be base' }),
-    pay_to: z
-      .string({ error: 'pricing.pay_to must be a hex address' })
-      .regex(/^0x[0-9a-fA-F]{40}$/, 'pricing.pay_to must be a hex address')
-      .refine((a) => isAddress(a), 'pricing.pay_to has an invalid checksum')
-      .meta({ description: 'All lower case, all upper case, or mixed case with a valid EIP-55 checksum (else 400).' }),
-    tools: z
-      .record(
-        maxChars(z.string().min(1, 'pricing.tools names must not be empty'), 200, 'pricing.tools name is too long'),
-        ToolPrice,
-      )
-      .optional()
-      .meta({ description: 'Per-MCP-tool price overrides; requires protocol mcp.' }),
-    methods: z
-      .record(
-        maxChars(z.string().min(1, 'pricing.methods names must not be empty'), 200, 'pricing.methods name is too long'),
-        ToolPrice,
-      )
-      .optional()
-      .meta({
-        description: `Per-A2A-method prices; requires protocol a2a. Keys are A2A methods in either spelling (1.0 or 0.3: ${A2A_METHODS.join(', ')} or their 0.3 names), stored under the 1.0 name; another key is a 400.`,
-      }),
-    skills: z
-      .record(
-        maxChars(z.string().min(1, 'pricing.skills names must not be empty'), 256, 'pricing.skills name is too long'),
-        ToolPrice,
-      )
-      .optional()
-      .meta({
-        description:
-          "Per-skill prices for a message naming the skill in its metadata (`skill`); requires protocol a2a. A skill's price wins over its method's.",
-      }),
-  })
-  .meta({ id: 'PricingInput', description: 'Presence enables the x402 payment gate.' });
+  methods: z
+    .record(
+      maxChars(z.string().min(1, 'pricing.methods names must not be empty'), 200, 'pricing.methods name is too long'),
+      ToolPrice,
+    )
+    .optional()
+    .meta({
+      description: `Per-A2A-method prices; requires protocol a2a. Keys are A2A methods in either spelling (1.0 or 0.3: ${A2A_METHODS.join(', ')} or their 0.3 names), stored under the 1.0 name; another key is a 400.`,
+    }),
+  skills: z
+    .record(
+      maxChars(z.string().min(1, 'pricing.skills names must not be empty'), 256, 'pricing.skills name is too long'),
+      ToolPrice,
+    )
+    .optional()
+    .meta({
+      description:
+        "Per-skill prices for a message naming the skill in its metadata (`skill`); requires protocol a2a. A skill's price wins over its method's.",
+    }),
+  ...meteredPricingFields,
+});
+
+const PRICING_DESCRIPTION =
+  'Presence enables the x402 payment gate. scheme upto (metered) requires a meter, which no other scheme takes.';
+
+export const PricingInput = PricingFields.superRefine(refineMeteredPricing).meta({
+  id: 'PricingInput',
+  description: `${PRICING_DESCRIPTION} A tokens meter requires protocol http.`,
+  ...METERED_RULE,
+});
 export type PricingInput = z.infer<typeof PricingInput>;
 
 const NameField = nameField('name is required');
@@ -166,24 +195,34 @@ const noA2aPrices = {
   methods: z.never({ error: 'pricing.methods requires protocol a2a' }).optional(),
   skills: z.never({ error: 'pricing.skills requires protocol a2a' }).optional(),
 };
-const HttpPricingInput = PricingInput.extend({
+const HttpPricingInput = PricingFields.extend({
   tools: z.never({ error: 'pricing.tools requires protocol mcp' }).optional(),
   ...noA2aPrices,
-}).meta({
-  id: 'HttpPricingInput',
-  description: 'Presence enables the x402 payment gate. No per-tool (mcp), per-method or per-skill (a2a) prices.',
-});
-const McpPricingInput = PricingInput.extend(noA2aPrices).meta({
-  id: 'McpPricingInput',
-  description: 'Presence enables the x402 payment gate. Per-tool prices; no per-method or per-skill prices (a2a only).',
-});
-const A2aPricingInput = PricingInput.extend({
+})
+  .superRefine(refineMeteredPricing)
+  .meta({
+    id: 'HttpPricingInput',
+    description: `${PRICING_DESCRIPTION} No per-tool (mcp), per-method or per-skill (a2a) prices.`,
+    ...METERED_RULE,
+  });
+const McpPricingInput = PricingFields.extend(noA2aPrices)
+  .superRefine(refineMeteredPricing)
+  .meta({
+    id: 'McpPricingInput',
+    description: `${PRICING_DESCRIPTION} Per-tool prices; no per-method or per-skill prices (a2a only); no tokens meter (http only).`,
+    ...METERED_RULE,
+    not: TOKENS_METER,
+  });
+const A2aPricingInput = PricingFields.extend({
   tools: z.never({ error: 'pricing.tools requires protocol mcp' }).optional(),
-}).meta({
-  id: 'A2aPricingInput',
-  description:
-    'Presence enables the x402 payment gate. Per-method and per-skill prices; no per-tool prices (mcp only).',
-});
+})
+  .superRefine(refineMeteredPricing)
+  .meta({
+    id: 'A2aPricingInput',
+    description: `${PRICING_DESCRIPTION} Per-method and per-skill prices; no per-tool prices (mcp only); no tokens meter (http only).`,
+    ...METERED_RULE,
+    not: TOKENS_METER,
+  });
 
 const isInteger = { type: 'integer' };
 const MCP_RULES = {
@@ -200,9 +239,15 @@ const CREATE_RULES = {
   if: { required: ['rate_limit_burst'], properties: { rate_limit_burst: isInteger } },
   then: { required: ['rate_limit_rps'], properties: { rate_limit_rps: { type: 'number' } } },
 };
-/** A pricing value (or null) that has none of these keys. */
-const pricingWithout = (...keys: string[][]) => ({
-  anyOf: [{ type: 'null' }, { type: 'object', not: { anyOf: keys.map((required) => ({ required })) } }],
+/** A pricing value (or null) that has none of these keys, and (`tokens` false) no tokens meter. */
+const pricingWithout = (keys: string[][], tokens = false) => ({
+  anyOf: [
+    { type: 'null' },
+    {
+      type: 'object',
+      not: { anyOf: [...keys.map((required) => ({ required })), ...(tokens ? [] : [TOKENS_METER])] },
+    },
+  ],
 });
 const PATCH_RULES = {
   allOf: [
@@ -212,14 +257,14 @@ const PATCH_RULES = {
     },
     {
       if: { required: ['protocol'], properties: { protocol: { const: 'mcp' } } },
-      then: { properties: { ...MCP_RULES, pricing: pricingWithout(['methods'], ['skills']) } },
+      then: { properties: { ...MCP_RULES, pricing: pricingWithout([['methods'], ['skills']]) } },
     },
     {
       if: { required: ['protocol'], properties: { protocol: { const: 'http' } } },
       then: {
         properties: {
           mcp_transport: { type: 'null' },
-          pricing: pricingWithout(['tools'], ['methods'], ['skills']),
+          pricing: pricingWithout([['tools'], ['methods'], ['skills']], true),
         },
       },
     },
@@ -228,7 +273,7 @@ const PATCH_RULES = {
       then: {
         properties: {
           mcp_transport: { type: 'null' },
-          pricing: pricingWithout(['tools']),
+          pricing: pricingWithout([['tools']]),
         },
       },
     },
@@ -346,6 +391,9 @@ export function agentRuleError(state: AgentRuleState): string | undefined {
     return `pricing.${state.pricing.methods ? 'methods' : 'skills'} requires protocol a2a`;
   const unknownMethod = Object.keys(state.pricing?.methods ?? {}).find((m) => !canonicalA2aMethod(m));
   if (unknownMethod !== undefined) return `pricing.methods: ${unknownMethod.slice(0, 100)} is not an A2A method`;
+  // The scheme and meter as they go with the protocol the agent is left with (a PATCH may change either).
+  const metered = state.pricing && meteredPricingError(state.pricing, state.protocol);
+  if (metered) return metered.message;
   if (state.rate_limit_burst !== null && state.rate_limit_rps === null)
     return 'rate_limit_burst requires rate_limit_rps';
   // A public agent is paid per call: without a price it would be a free, open relay.

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { PageQuery } from '../pagination.ts';
 import { idParam, maxChars, NO_NUL } from '../validation.ts';
+import { Meter, PricingScheme } from '../../gateway/metering/meter.ts';
 
 const Timestamp = z.iso.datetime({ offset: true });
 
@@ -30,6 +31,8 @@ export const AgentView = z
         tools: z.record(z.string(), z.string()).optional(),
         methods: z.record(z.string(), z.string()).optional().meta({ description: 'Keyed by the A2A 1.0 method name.' }),
         skills: z.record(z.string(), z.string()).optional(),
+        scheme: PricingScheme.optional().meta({ description: 'As set; absent means exact.' }),
+        meter: Meter.optional(),
       })
       .nullable(),
     a2a_pass_unknown_methods: z.boolean(),

@@ -13,6 +13,12 @@
 // the request's host), added to the page only. Nothing of a credential, an upstream URL, a
 // tenant or the agent's own tags and metadata is in an entry: its name, public description,
 // price, pay-to address and public interface only.
+//
+// A metered (upto) agent's entry names its tenant facilitator's address, read from that
+// facilitator's /supported (gateway/payment/flow.ts facilitatorKinds, cached a few minutes).
+// When it cannot be read, the agent is left out and the catalog built without it is not kept,
+// so the next request reads the facilitator again: one tenant's facilitator never breaks the
+// catalog for the other agents.
 import { isValidServiceName } from '@x402/extensions/bazaar';
 import type { z } from 'zod';
 import type { Agent } from '../../gateway/db/entities.ts';
@@ -23,8 +29,11 @@ import { createFeedCache } from '../../gateway/db/feed-cache.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 import { publicAgentUrls } from '../agents/serialize.ts';
 import { requirementsV2 } from '../../gateway/payment/dialect.ts';
+import { facilitatorKinds, type PaymentDeps, type PaymentGate } from '../../gateway/payment/flow.ts';
 import { isCharged, priceOf } from '../../gateway/payment/pricing.ts';
 import { challengeEntries } from '../../gateway/payment/schemes/index.ts';
+import type { SupportedKind } from '../../gateway/payment/supported.ts';
+import { PaymentUnavailable } from '../../gateway/payment/unavailable.ts';
 import { bazaarExtensionOf, describedInterface, type PublicInterface } from './bazaar.ts';
 import type { DiscoveryResource } from './schema.ts';
 import type { ReadTools, ToolSchemas } from './tool-schemas.ts';
@@ -53,10 +62,18 @@ function listedTools(agent: Agent, described: PublicInterface): string[] {
   return [...names].filter((tool) => isCharged(priceOf({ agent, mcp: { method: 'tools/call', tool } }))).sort();
 }
 
-function entryOf(config: PaymentConfig, agent: Agent, described: PublicInterface, tool: string | null): CatalogEntry {
+/** What an entry's terms are made with: the payment configuration and the tenant facilitator's kinds. */
+type Terms = { config: PaymentConfig; kinds: readonly SupportedKind[] | null };
+
+function entryOf(
+  { config, kinds }: Terms,
+  agent: Agent,
+  described: PublicInterface,
+  tool: string | null,
+): CatalogEntry {
   const path = publicAgentUrls('', agent.id).stream;
   const mcp = tool === null ? null : { method: 'tools/call', tool };
-  const entries = challengeEntries(config, priceOf({ agent, mcp })!, path);
+  const entries = challengeEntries(config, priceOf({ agent, mcp })!, path, kinds);
   const [requirements] = entries;
   const description = agent.publicDescription ?? requirements.description;
   const toolDescription =
@@ -79,11 +96,28 @@ function entryOf(config: PaymentConfig, agent: Agent, described: PublicInterface
 
 const pick = ({ protocol, publicDescription }: Agent) => ({ protocol, publicDescription });
 
-/** The catalog entries of one public agent (none for an MCP agent with no priced or described tool). */
-function catalogEntriesOf(config: PaymentConfig, agent: Agent, read: ReadTools | undefined): CatalogEntry[] {
+/** The payment side of the catalog: the configuration, and what a tenant facilitator's kinds are read with. */
+export type CatalogPayment = { deps: PaymentDeps; gate: PaymentGate };
+
+/**
+ * The catalog entries of one public agent (none for an MCP agent with no priced or described
+ * tool); null when its scheme's entry cannot be offered now (its facilitator's kinds unread).
+ */
+async function catalogEntriesOf(
+  payment: CatalogPayment,
+  agent: Agent,
+  read: ReadTools | undefined,
+): Promise<CatalogEntry[] | null> {
   const described = describedInterface(agent, read);
-  if (agent.protocol !== 'mcp') return [entryOf(config, agent, described, null)];
-  return listedTools(agent, described).map((tool) => entryOf(config, agent, described, tool));
+  const kinds = await facilitatorKinds(payment.deps, payment.gate, agent.tenantId, priceOf({ agent, mcp: null }));
+  const terms = { config: payment.gate.config, kinds };
+  try {
+    if (agent.protocol !== 'mcp') return [entryOf(terms, agent, described, null)];
+    return listedTools(agent, described).map((tool) => entryOf(terms, agent, described, tool));
+  } catch (err) {
+    if (err instanceof PaymentUnavailable) return null;
+    throw err;
+  }
 }
 
 function matches(entry: CatalogEntry, filter: CatalogFilter): boolean {
@@ -101,6 +135,8 @@ function matches(entry: CatalogEntry, filter: CatalogFilter): boolean {
   return true;
 }
 
+type Built = { entries: CatalogEntry[]; complete: boolean };
+
 export type Catalog = {
   /** The entries that pass the filter, in listing order (the agents' creation, then tool name). */
   find(filter: CatalogFilter): Promise<CatalogEntry[]>;
@@ -114,19 +150,25 @@ export type Catalog = {
 export function createCatalog(
   db: GatewayDb,
   feed: ChangeFeed,
-  config: PaymentConfig,
+  payment: CatalogPayment,
   maxAgents: number,
   toolSchemas: ToolSchemas,
 ): Catalog {
-  const cache = createFeedCache<CatalogEntry[]>(feed, {
+  // `complete`: no agent was left out for want of its facilitator's kinds (else not kept).
+  const cache = createFeedCache<Built>(feed, {
     keyOf: (key) => (key.startsWith('agent:') ? 'catalog' : null),
     max: 1,
+    cacheable: (built) => built.complete,
   });
-  let building: { generation: number; entries: Promise<CatalogEntry[]> } | null = null;
-  const build = async () => {
+  let building: { generation: number; entries: Promise<Built> } | null = null;
+  const build = async (): Promise<Built> => {
     const agents = await callablePublicAgents(db, maxAgents);
     const read = await toolSchemas.of(agents);
-    return agents.flatMap((agent) => catalogEntriesOf(config, agent, read.get(agent.id)));
+    const listed = await Promise.all(agents.map((agent) => catalogEntriesOf(payment, agent, read.get(agent.id))));
+    return {
+      entries: listed.flatMap((entries) => entries ?? []),
+      complete: listed.every((entries) => entries !== null),
+    };
   };
   // Concurrent misses share one read begun since the last change; a read a write overtook is
   // neither joined nor kept (feed-cache.ts). Only while the feed is live: a replica that lost
@@ -149,7 +191,7 @@ export function createCatalog(
   };
   return {
     async find(filter) {
-      const entries = await cache.get('catalog', load);
+      const { entries } = await cache.get('catalog', load);
       return entries.filter((entry) => matches(entry, filter));
     },
   };

@@ -15,7 +15,7 @@ import type { ProxyCall } from '../proxy/call.ts';
 import type { PaymentConfig } from '../../gateway/payment/config.ts';
 import { caip2Network } from '../../x402/v2.ts';
 import { paymentRequiredV2 } from '../../gateway/payment/dialect.ts';
-import { challengeEntries } from '../../gateway/payment/schemes/index.ts';
+import type { ChallengeEntry } from '../../x402/schemas.ts';
 import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
 import { MAX_PAYMENT_TASK_BYTES, type PaymentTasks } from '../../gateway/a2a/payment-tasks.ts';
 import {
@@ -48,7 +48,8 @@ const idsOf = (call: Pick<ProxyCall, 'a2a'>, taskId: string) => ({ taskId, conte
 
 /**
  * The `input-required` answer of an unpaid message: the message kept under a new payment task
- * (or the one the message named, still kept), the PaymentRequired in its status message.
+ * (or the one the message named, still kept), the PaymentRequired of `entries` (the stage's
+ * challengeEntriesOf) in its status message.
  * Throws 429 when the tenant, or the client (its rate-limit identity), already holds its maximum
  * of pending payment tasks.
  */
@@ -56,10 +57,10 @@ export async function a2aPaymentRequired(
   config: PaymentConfig,
   tasks: PaymentTasks,
   call: A2aPaidCall,
+  entries: ChallengeEntry[],
   client: string,
 ): Promise<ApiError> {
   const x402 = call.a2a!.x402!;
-  const entries = challengeEntries(config, call.price!, call.resourceUrl);
   const required = paymentRequiredV2(config, entries, 'payment required', discoveryExtensionsOf(call));
   let taskId = x402.paymentTaskId;
   if (!taskId) {

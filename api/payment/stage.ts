@@ -10,6 +10,7 @@ import { ApiError, conflict } from '../errors.ts';
 import type { ProxyCall } from '../proxy/call.ts';
 import type { AppDeps } from '../deps.ts';
 import {
+  offeredEntries,
   payForCall,
   payerOf as verifiedPayerOf,
   precheckOffer as precheckFlowOffer,
@@ -71,12 +72,31 @@ function challengeAnswer(
   );
 }
 
+/**
+ * The challenge entries an unpaid call at this price is offered (gateway/payment/flow.ts
+ * offeredEntries: the tenant facilitator's kinds read when the scheme needs them); an entry that
+ * cannot be offered now is the stage's 503.
+ */
+export async function challengeEntriesOf(
+  deps: AppDeps,
+  gate: PaymentGate,
+  call: Pick<ProxyCall, 'agent' | 'resourceUrl' | 'price'>,
+): Promise<ChallengeEntry[]> {
+  try {
+    return await offeredEntries(deps, gate, { ...call, price: call.price!, caller: { tenantId: call.agent.tenantId } });
+  } catch (err) {
+    throw unavailableAnswer(err);
+  }
+}
+
 /** The challenge of a priced agent's call whose price needs no body (a public agent's unpaid request). */
-export function challengeError(
-  config: PaymentConfig,
+export async function challengeError(
+  deps: AppDeps,
+  gate: PaymentGate,
   call: Pick<ProxyCall, 'agent' | 'mcp' | 'resourceUrl'>,
-): ApiError {
-  return challengeAnswer(config, challengeEntries(config, priceOf(call)!, call.resourceUrl), call);
+): Promise<ApiError> {
+  const entries = await challengeEntriesOf(deps, gate, { ...call, price: priceOf(call) });
+  return challengeAnswer(gate.config, entries, call);
 }
 
 /** A refusal's 402: `{error}` and PAYMENT-REQUIRED saying the same, then the call's answer style. */
@@ -107,17 +127,24 @@ function answerOf(config: PaymentConfig, call: AnsweredCall, err: unknown): unkn
     return inAnswerStyle(config, call, err.entries[0], challengeAnswer(config, err.entries, call));
   if (err instanceof PaymentRefused) return refusalAnswer(config, call, err.entries, err.reason);
   if (err instanceof PaymentStillSettling) return stillSettling();
-  // As a payment still settling: the same 503, a retry later may find the facilitator readable.
-  if (err instanceof PaymentUnavailable)
-    return new ApiError(503, 'payment cannot be taken now; retry later', {
-      'Retry-After': String(SETTLING_RETRY_AFTER_S),
-    });
   if (err instanceof PaymentIdentifierConflict) return conflict(err.message);
   if (err instanceof PaymentAlreadyAnswered) {
     const headers: Record<string, string> = { 'X-Gateway-Invocation-ID': err.invocationId };
     if (err.receipt) headers[PAYMENT_RESPONSE_HEADER[err.receipt.dialect]] = err.receipt.value;
     return new EarlierOutcome(202, err.message, headers, { invocation_id: err.invocationId });
   }
+  return unavailableAnswer(err);
+}
+
+/**
+ * A scheme that cannot be offered now, answered as a payment still settling: a 503, a retry
+ * later may find the facilitator readable. Anything else unchanged.
+ */
+function unavailableAnswer(err: unknown): unknown {
+  if (err instanceof PaymentUnavailable)
+    return new ApiError(503, 'payment cannot be taken now; retry later', {
+      'Retry-After': String(SETTLING_RETRY_AFTER_S),
+    });
   return err;
 }
 
@@ -179,6 +206,13 @@ export function withPaymentRequired(deps: AppDeps, call: ProxyCall, err: unknown
   // the one this payer gets back, on its next resend (gateway/payment/identifier.ts), so not a 402 now.
   if (call.payment?.paymentId) return stillSettling();
   const config = deps.config.payment;
-  const entries = challengeEntries(config, call.price, call.resourceUrl);
+  // The entries the payment was verified against (their facilitator's kinds read then); a call
+  // with no payment has only the entries that need no facilitator to offer.
+  let entries: ChallengeEntry[];
+  try {
+    entries = call.payment?.offered ?? challengeEntries(config, call.price, call.resourceUrl);
+  } catch (caught) {
+    return unavailableAnswer(caught);
+  }
   return refusalAnswer(config, call, entries, err.message, err.headers, err.body);
 }

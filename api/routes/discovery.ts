@@ -17,12 +17,13 @@ import type { AppDeps } from '../deps.ts';
 
 export function discoveryRoutes(
   deps: AppDeps,
-  services: Pick<ProxyParts, 'limiter' | 'upstream' | 'credentials'>,
+  services: Pick<ProxyParts, 'limiter' | 'upstream' | 'credentials' | 'payment'>,
 ): Router {
   const router = new Router({ prefix: '/discovery' });
   const limits = deps.config.discovery;
   const toolSchemas = createToolSchemas(services.upstream, services.credentials);
-  const catalog = createCatalog(deps.orm, deps.feed, deps.config.payment, limits.maxAgents, toolSchemas);
+  const payment = { deps, gate: services.payment };
+  const catalog = createCatalog(deps.orm, deps.feed, payment, limits.maxAgents, toolSchemas);
 
   router.use(async (ctx, next) => {
     await takeTokens(services.limiter, [

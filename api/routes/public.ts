@@ -78,7 +78,7 @@ export function publicRoutes(deps: AppDeps, services: ProxyParts): Router {
       return;
     }
     const resourceUrl = publicRequestUrl(ctx, deps.config.publicAddress);
-    throw challengeError(deps.config.payment, { agent, mcp: null, resourceUrl });
+    throw await challengeError(deps, services.payment, { agent, mcp: null, resourceUrl });
   });
 
   // A public A2A agent's card, unpaid like the page: its interfaces at the public streaming URL,

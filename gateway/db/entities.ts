@@ -20,7 +20,8 @@ export type Pricing = {
   /**
    * How the call is paid (default exact); with `upto`, `amount` (and a tool's, method's or
    * skill's price) is the maximum the payer signs and `meter` measures the charge
-   * (gateway/metering/). The API does not accept either yet: no stored agent has them.
+   * (gateway/metering/). Stored as the API took them (api/agents/schema.ts): `scheme` absent
+   * when not given.
    */
   scheme?: PricingScheme;
   meter?: Meter;

@@ -43,22 +43,25 @@ const FORBIDDEN_HEADERS = new Set([
 ]);
 const FORBIDDEN_PREFIXES = ['proxy-', 'x-gateway-'];
 
-/** Why a header name cannot carry a charge, or undefined when it can. */
-function headerNameProblem(name: string): string | undefined {
-  if (name.length === 0 || name.length > HEADER_NAME_MAX || !TOKEN.test(name))
-    return `pricing.meter.header must be a header name (RFC 9110 token characters, at most ${HEADER_NAME_MAX})`;
+const HEADER_NAME_MESSAGE = `pricing.meter.header must be a header name (RFC 9110 token characters, at most ${HEADER_NAME_MAX})`;
+
+const isForbiddenHeader = (name: string) => {
   const lower = name.toLowerCase();
-  if (FORBIDDEN_HEADERS.has(lower) || FORBIDDEN_PREFIXES.some((p) => lower.startsWith(p)))
-    return 'pricing.meter.header cannot be a hop-by-hop, payment, gateway or length header';
-  return undefined;
-}
+  return FORBIDDEN_HEADERS.has(lower) || FORBIDDEN_PREFIXES.some((p) => lower.startsWith(p));
+};
+
+/** The forbidden names as one JSON Schema pattern (ECMA regex, no flags: each letter in either case), for the document. */
+const caseless = (text: string) => text.replace(/[a-z]/g, (c) => `[${c}${c.toUpperCase()}]`);
+const FORBIDDEN_PATTERN = `^(?:(?:${[...FORBIDDEN_HEADERS].map(caseless).join('|')})$|${FORBIDDEN_PREFIXES.map(caseless).join('|')})`;
 
 // The refinements run after a failed regex too (zod reports every check), so they must not throw.
-const isUint256 = (value: string) => /^(0|[1-9][0-9]{0,77})$/.test(value) && BigInt(value) <= UINT256_MAX;
+const UINT_DIGITS = /^(0|[1-9][0-9]{0,77})$/;
+const isUint256 = (value: string) => UINT_DIGITS.test(value) && BigInt(value) <= UINT256_MAX;
 const isZero = (value: string) => value === '0';
 const perThousand = (field: string) =>
   z
     .string({ error: `pricing.meter.${field} must be a decimal integer string` })
+    .regex(UINT_DIGITS, `pricing.meter.${field} must be a decimal integer string (uint256) in the smallest unit`)
     .refine(isUint256, `pricing.meter.${field} must be a decimal integer string (uint256) in the smallest unit`)
     .meta({
       description: `Price of 1000 ${field.startsWith('input') ? 'input' : 'output'} tokens in the asset's smallest unit (uint256, decimal).`,
@@ -70,14 +73,17 @@ const HeaderMeter = z
     kind: z.literal('header'),
     header: z
       .string({ error: 'pricing.meter.header must be a header name' })
-      .superRefine((name, ctx) => {
-        const problem = headerNameProblem(name);
-        if (problem) ctx.addIssue({ code: 'custom', message: problem });
-      })
+      .max(HEADER_NAME_MAX, HEADER_NAME_MESSAGE)
+      .regex(TOKEN, HEADER_NAME_MESSAGE)
+      .refine(
+        (name) => !isForbiddenHeader(name),
+        'pricing.meter.header cannot be a hop-by-hop, payment, gateway or length header',
+      )
       .meta({
         description:
-          "The response header in which the upstream states the call's charge, a decimal integer in the asset's smallest unit. Not hop-by-hop, payment, gateway (X-Gateway-*) or Content-Length.",
+          "The response header in which the upstream states the call's charge, a decimal integer in the asset's smallest unit. Not hop-by-hop, payment, gateway (X-Gateway-*, Proxy-*) or Content-Length (any case).",
         example: 'X-Usage-Cost',
+        not: { pattern: FORBIDDEN_PATTERN },
       }),
   })
   .meta({ id: 'HeaderMeter' });
@@ -95,6 +101,11 @@ const TokensMeter = z
     id: 'TokensMeter',
     description:
       'Charge = ceil((input tokens × input_per_1k + output tokens × output_per_1k) / 1000), from the usage the answer reports. input_per_1k and output_per_1k cannot both be 0.',
+    not: {
+      type: 'object',
+      required: ['input_per_1k', 'output_per_1k'],
+      properties: { input_per_1k: { const: '0' }, output_per_1k: { const: '0' } },
+    },
   });
 
 export const Meter = z

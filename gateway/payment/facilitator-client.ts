@@ -46,6 +46,13 @@ export interface FacilitatorClient {
 // a tenant changing certificates again and again cannot grow the open sockets without bound.
 const MAX_POOLS = 100;
 
+/**
+ * The most a facilitator's answer may hold (undici's maxResponseSize, on every request of the
+ * pool): /settle and /supported answer a few hundred bytes, so a larger body is a fault, read no
+ * further (the settle is then not known: `settlement_unavailable`; the kinds unread: null).
+ */
+export const MAX_FACILITATOR_ANSWER_BYTES = 64 * 1024;
+
 /** Whether a request failed because the guard refused the facilitator's address (nothing was sent). */
 function blockedByGuard(err: unknown): boolean {
   for (let e = err as { cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
@@ -118,6 +125,7 @@ export function createFacilitatorClient(opts: {
         }),
         keepAliveTimeout: 30_000,
         connections: 64,
+        maxResponseSize: MAX_FACILITATOR_ANSWER_BYTES,
       });
       pools.set(id, pool);
     }

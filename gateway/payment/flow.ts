@@ -36,6 +36,8 @@ import { isCharged, type Price } from './pricing.ts';
 import { PaymentIdentifierConflict, PaymentRefused, PaymentRequired, PaymentStillSettling } from './refusals.ts';
 import { challengeEntries, gatewayScheme } from './schemes/index.ts';
 import { createSupportedKinds, type SupportedKind, type SupportedKinds } from './supported.ts';
+import { createFacilitatorTargets, type FacilitatorTargets } from './targets.ts';
+import type { ChangeFeed } from '../db/change-feed.ts';
 import type { GatewayScheme, GateVerifyResult } from './schemes/scheme.ts';
 
 /** A call's verified (and, when configured, settled) payment, as its row and receipt take it. */
@@ -58,6 +60,12 @@ export type PaymentRecord = {
   metaResponse: SettleResponseV2 | null;
   /** The payer's payment identifier (payment-identifier extension), when it sent one. */
   paymentId?: string | null;
+  /**
+   * The challenge entries the payment was verified against: what a refusal after the flow (the
+   * payment bound meanwhile by a concurrent request) offers again, without reading the
+   * facilitator's kinds a second time.
+   */
+  offered: ChallengeEntry[];
 };
 
 /** The flow's long-lived parts: its configuration and the facilitator client (one set of keep-alive pools per app). */
@@ -66,6 +74,8 @@ export type PaymentGate = {
   client: FacilitatorClient;
   /** The kinds of each tenant facilitator, read once every few minutes (supported.ts). */
   supported: SupportedKinds<Parameters<FacilitatorClient['supported']>[0]>;
+  /** Each tenant's facilitator target for reading those kinds, kept briefly (targets.ts). */
+  targets: FacilitatorTargets;
 };
 
 /** What the flow reads and writes with: the database, the log, and what a tenant's facilitator credential is read with. */
@@ -87,13 +97,18 @@ export type PaymentCall = {
   a2a?: { x402?: { paid: boolean; payload: unknown } | null } | null;
 };
 
-export function createPaymentGate(config: PaymentConfig, allow: string[]): PaymentGate {
+export function createPaymentGate(config: PaymentConfig, allow: string[], feed: ChangeFeed): PaymentGate {
   const client = createFacilitatorClient({
     caPem: config.settlementCaPem,
     timeoutMs: config.settlementTimeoutMs,
     allow,
   });
-  return { config, client, supported: createSupportedKinds((target) => client.supported(target)) };
+  return {
+    config,
+    client,
+    supported: createSupportedKinds((target) => client.supported(target)),
+    targets: createFacilitatorTargets(feed),
+  };
 }
 
 /** An offered payment, verified against the terms of the entry it pays. */
@@ -113,14 +128,32 @@ type VerifiedOffer = {
  * (upto's facilitator address); null otherwise, or when there is none to read (the scheme then
  * cannot be offered: challengeEntries fails closed).
  */
-async function facilitatorKinds(
+export async function facilitatorKinds(
   deps: PaymentDeps,
   gate: PaymentGate,
-  call: PaymentCall,
+  tenantId: string,
+  price: Price | null,
 ): Promise<readonly SupportedKind[] | null> {
-  if (!call.price || !gatewayScheme(call.price.scheme)?.readsFacilitator) return null;
-  const target = await loadSettlementClientTls(deps, call.caller.tenantId).catch(() => null);
+  if (!price || !gatewayScheme(price.scheme)?.readsFacilitator) return null;
+  const target = await gate.targets.of(deps, tenantId).catch(() => null);
   return target ? gate.supported.of(target) : null;
+}
+
+/** What an unpaid call is offered for: its price, its resource and whose facilitator settles it. */
+export type OfferedCall = { price: Price; resourceUrl: string; caller: { tenantId: string } };
+
+/**
+ * The challenge entries of a call at this price, with the tenant facilitator's kinds when its
+ * scheme needs them: what every 402 offers (this flow's, a public agent's unpaid request, the A2A
+ * transport's payment task). Throws PaymentUnavailable when the scheme's entry cannot be offered now.
+ */
+export async function offeredEntries(
+  deps: PaymentDeps,
+  gate: PaymentGate,
+  call: OfferedCall,
+): Promise<ChallengeEntry[]> {
+  const kinds = await facilitatorKinds(deps, gate, call.caller.tenantId, call.price);
+  return challengeEntries(gate.config, call.price, call.resourceUrl, kinds);
 }
 
 /**
@@ -138,7 +171,7 @@ async function verifiedOffer(
   // A tool priced at 0 is free: nothing to pay, nothing to verify.
   if (!isCharged(call.price)) return null;
   const { config } = gate;
-  const entries = challengeEntries(config, call.price, call.resourceUrl, await facilitatorKinds(deps, gate, call));
+  const entries = await offeredEntries(deps, gate, { ...call, price: call.price });
   const offer = offeredPayment({ ...headers, ...bodyPaymentOf(call) });
   if (offer === 'none') throw new PaymentRequired(entries);
   if (offer === 'both') {
@@ -237,12 +270,22 @@ export async function payForCall(
   const settled = (transaction: string, network?: string, payer?: string) => ({
     ...settledPayment(config, dialect, key, amount, transaction, network, payer),
     paymentId,
+    offered: entries,
+  });
+  const unsettled = (): PaymentRecord => ({
+    ...key,
+    amount,
+    transaction: null,
+    dialect,
+    responseHeader: null,
+    metaResponse: null,
+    paymentId,
+    offered: entries,
   });
   if (recording.settledTransaction) return settled(recording.settledTransaction);
 
   // A metered scheme's payment buys the call now and is charged once the answer is complete.
-  if (offer.scheme.settlesAfterCall)
-    return { ...key, amount, transaction: null, dialect, responseHeader: null, metaResponse: null, paymentId };
+  if (offer.scheme.settlesAfterCall) return unsettled();
 
   let target;
   try {
@@ -251,8 +294,7 @@ export async function payForCall(
     throw new PaymentRefused('settlement_unavailable', entries);
   }
   // Without settlement configured the payment is verified and recorded only.
-  if (!target)
-    return { ...key, amount, transaction: null, dialect, responseHeader: null, metaResponse: null, paymentId };
+  if (!target) return unsettled();
 
   // The facilitator speaks v1 only: a v2 payment is settled as the v1 Payment it was reduced to.
   const outcome = await client.settle(target, {
@@ -330,7 +372,7 @@ function settledPayment(
   transaction: string,
   network = key.network,
   payer = key.payer,
-): PaymentRecord {
+): Omit<PaymentRecord, 'offered'> {
   return {
     ...key,
     amount,

@@ -215,6 +215,8 @@ describe('OpenAPI document and reference page', () => {
       );
       return ajv.compile(schema)(json);
     }
+    const PRICING = { amount: '10', asset: 'USDC', network: 'base', pay_to: newPayTo().toLowerCase() };
+    const MCP_BODY = { protocol: 'mcp', mcp_transport: 'streamable_http' };
     const cases: Array<[string, string, Record<string, string>, unknown, boolean]> = [
       ['get', '/v1/agents', { cursor: '' }, undefined, false],
       ['get', '/v1/agents', { limit: '-5' }, undefined, true],
@@ -252,6 +254,30 @@ describe('OpenAPI document and reference page', () => {
       // Lengths are characters (code points), as JSON Schema counts them, not UTF-16 units.
       ['post', '/v1/agents', {}, { name: `${'\u{1F600}'.repeat(150)}${uniqueName()}` }, true],
       ['post', '/v1/agents', {}, { name: '\u{1F600}'.repeat(201) }, false],
+      // Metered pricing: scheme upto takes a meter and only it does; a tokens meter is http's; the
+      // header and prices the meters take (if/then/else and not, in the document too).
+      ...(
+        [
+          [{ scheme: 'upto', meter: { kind: 'header', header: 'X-Cost' } }, {}, true],
+          [{ scheme: 'upto', meter: { kind: 'tokens', input_per_1k: '0', output_per_1k: '1' } }, {}, true],
+          [{ scheme: 'upto' }, {}, false],
+          [{ meter: { kind: 'header', header: 'X-Cost' } }, {}, false],
+          [{ scheme: 'exact', meter: { kind: 'header', header: 'X-Cost' } }, {}, false],
+          [{ scheme: 'upto', meter: { kind: 'header', header: 'Content-LENGTH' } }, {}, false],
+          [{ scheme: 'upto', meter: { kind: 'header', header: 'x-gateway-cost' } }, {}, false],
+          [{ scheme: 'upto', meter: { kind: 'header', header: 'a b' } }, {}, false],
+          [{ scheme: 'upto', meter: { kind: 'tokens', input_per_1k: '0', output_per_1k: '0' } }, {}, false],
+          [{ scheme: 'upto', meter: { kind: 'tokens', input_per_1k: '01', output_per_1k: '1' } }, {}, false],
+          [{ scheme: 'upto', meter: { kind: 'header', header: 'X-Cost' } }, MCP_BODY, true],
+          [{ scheme: 'upto', meter: { kind: 'tokens', input_per_1k: '1', output_per_1k: '1' } }, MCP_BODY, false],
+        ] as const
+      ).map(([metered, body, expected]): [string, string, Record<string, string>, unknown, boolean] => [
+        'post',
+        '/v1/agents',
+        {},
+        { name: uniqueName(), ...body, pricing: { ...PRICING, ...metered } },
+        expected,
+      ]),
       [
         'put',
         '/v1/policy',

@@ -1,9 +1,8 @@
 // Metered (x402 `upto`) calls measured and recorded (gateway/invocations/metered.ts): the meter
 // reads the upstream's real answer as it passes, in the transactional activity and in the
-// streaming relay, and the charge lands on the row in its completing statement. The API cannot
-// price an agent `upto` yet: each agent here is created priced `exact` at the maximum and its
-// pricing JSON is then given `scheme: "upto"` and a meter in the database (the gate cache hears
-// the write). Its calls are paid as a payer pays `upto`: the gateway's 402 answered by the
+// streaming relay, and the charge lands on the row in its completing statement. Each agent here
+// is created through the API priced `upto` at the maximum with its meter. Its calls are paid as
+// a payer pays `upto`: the gateway's 402 answered by the
 // unmodified @x402/evm upto client (an EIP-2612 permit, the payer never having approved
 // Permit2), through a tenant whose settlement goes through the stack's facilitator. The payment
 // is verified and bound before the call and nothing is settled yet (that comes after the call),
@@ -73,17 +72,10 @@ describe('metered calls: the meter read as answers pass, the charge on the row',
   after(() => upstream.close());
 
   async function meteredAgent(meter: Record<string, unknown>): Promise<string> {
-    const agentId = await createAgent(token, {
+    return createAgent(token, {
       upstream_url: upstream.url,
-      pricing: { amount: MAX, asset: 'USDC', network: 'base', pay_to: newPayTo() },
+      pricing: { amount: MAX, asset: 'USDC', network: 'base', pay_to: newPayTo(), scheme: 'upto', meter },
     });
-    await stack()
-      .orm.em.getConnection()
-      .execute(`update agents set pricing = pricing || ?::jsonb where id = ?`, [
-        JSON.stringify({ scheme: 'upto', meter }),
-        agentId,
-      ]);
-    return agentId;
   }
 
   /** A paid call answered by `answer`; the invocation id and the request the upstream received. */

@@ -213,6 +213,26 @@ const upstreamUrl = (allowed: string) =>
     { weight: 1, arbitrary: wrongType },
   );
 
+/** A meter of metered (upto) pricing: valid ones, and ones each field of which may be wrong. */
+const meter = fc.oneof(
+  fc.record({
+    kind: fc.constantFrom('header', 'header', 'tokens', 'bytes'),
+    header: fc.oneof(
+      fc.constantFrom('X-Usage-Cost', 'x-cost', 'Content-Length', 'X-Gateway-Cost', 'a b', ''),
+      nastyString,
+    ),
+  }),
+  fc.record(
+    {
+      kind: fc.constantFrom('tokens', 'tokens', 'header'),
+      input_per_1k: fc.oneof(decimalAmount, fc.constantFrom('0', '01', '-1', '1.5'), nastyString),
+      output_per_1k: fc.oneof(decimalAmount, fc.constant('0')),
+    },
+    { requiredKeys: ['kind', 'input_per_1k'] },
+  ),
+  fc.constant(null),
+);
+
 const pricingValid = fc.record(
   {
     amount: decimalAmount,
@@ -224,6 +244,8 @@ const pricingValid = fc.record(
       fc.oneof(decimalAmount, fc.constant('0')),
       { maxKeys: 3 },
     ),
+    scheme: fc.constantFrom('exact', 'upto', 'upto', 'batch'),
+    meter,
   },
   { requiredKeys: ['amount', 'asset', 'network', 'pay_to'] },
 );

@@ -169,6 +169,14 @@ def _agent_patch(agent_id: str, body: dict) -> None:
                 del body["pricing"]["tools"]
             else:
                 body["pricing"] = None
+    # A tokens meter reads token usage only an http agent's answers carry.
+    pricing = merged.get("pricing")
+    meter = pricing.get("meter") if isinstance(pricing, dict) else None
+    if merged["protocol"] != "http" and isinstance(meter, dict) and meter.get("kind") == "tokens":
+        if isinstance(body.get("pricing"), dict):
+            body["pricing"]["meter"] = {"kind": "header", "header": "X-Usage-Cost"}
+        else:
+            body["pricing"] = None
     if merged.get("rate_limit_burst") is not None and merged.get("rate_limit_rps") is None:
         body["rate_limit_rps"] = 1
 
