@@ -71,17 +71,10 @@ describe('upto: the metered charge settled after the call', function () {
 
   /** An agent priced by use at most MAX, paying `payTo`. */
   async function meteredAgent(meter: Record<string, unknown>, payTo: string): Promise<string> {
-    const agentId = await createAgent(token, {
+    return createAgent(token, {
       upstream_url: upstream.url,
-      pricing: { amount: String(MAX), asset: 'USDC', network: 'base', pay_to: payTo },
+      pricing: { scheme: 'upto', amount: String(MAX), asset: 'USDC', network: 'base', pay_to: payTo, meter },
     });
-    await stack()
-      .orm.em.getConnection()
-      .execute(`update agents set pricing = pricing || ?::jsonb where id = ?`, [
-        JSON.stringify({ scheme: 'upto', meter }),
-        agentId,
-      ]);
-    return agentId;
   }
 
   /** The unmodified @x402/fetch client with @x402/evm's upto scheme, paying as `payer`. */

@@ -58,17 +58,17 @@ describe('upto: a metered charge through crashes', function () {
   }
 
   async function meteredAgent(payTo: string): Promise<string> {
-    const agentId = await createAgent(paying.token, {
+    return createAgent(paying.token, {
       upstream_url: upstream.url,
-      pricing: { amount: String(MAX), asset: 'USDC', network: 'base', pay_to: payTo },
+      pricing: {
+        scheme: 'upto',
+        amount: String(MAX),
+        asset: 'USDC',
+        network: 'base',
+        pay_to: payTo,
+        meter: HEADER_METER,
+      },
     });
-    await stack()
-      .orm.em.getConnection()
-      .execute(`update agents set pricing = pricing || ?::jsonb where id = ?`, [
-        JSON.stringify({ scheme: 'upto', meter: HEADER_METER }),
-        agentId,
-      ]);
-    return agentId;
   }
 
   /** The payment header the unmodified upto client makes for the agent's 402 at `base`. */
