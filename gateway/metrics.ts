@@ -80,7 +80,7 @@ const meterReadingsCapped = counter({
 // Labelled by outcome and reason only (fixed sets), never by tenant, agent or payer.
 const meteredCharges = counter({
   name: 'gateway_metered_charges_total',
-  help: 'Metered charges settled after their calls, by outcome (settled, nothing_due, failed, unconfigured) and, for a failed one, why (payer_balance_short, payer_allowance_revoked, authorization_used, settlement_refused, settlement_failed, settlement_unavailable; none otherwise)',
+  help: 'Metered charges settled after their calls, by outcome (settled, nothing_due, failed, unconfigured) and, for a failed one, why (payer_balance_short, payer_allowance_revoked, authorization_used, signed_payment_missing, settlement_refused, settlement_failed, settlement_unavailable; none otherwise)',
   labelNames: ['outcome', 'reason'] as const,
 });
 

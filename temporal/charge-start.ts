@@ -2,7 +2,8 @@
 // complete: by the process that streamed it, right after its completion commits, and by the
 // due-charges round (charges-due.ts) for any charge still due later. Both start it the same way:
 // workflow id `charge-<invocation id>`, USE_EXISTING (a second start attaches to the first) and
-// REJECT_DUPLICATE (a charge whose workflow closed is never settled again).
+// ALLOW_DUPLICATE_FAILED_ONLY (a run that ended without recording may run again; the settle is
+// idempotent, so a charge is still collected once).
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { AgentId, TenantId } from './search-attributes.ts';
 import { withCallDeadline } from './client.ts';
@@ -42,7 +43,9 @@ export function startMeteredCharge(
       workflowId: `charge-${call.invocationId}`,
       args: [input],
       workflowIdConflictPolicy: 'USE_EXISTING',
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      // A run that closed without recording the charge (terminated, failed) may run again; one
+      // that recorded it left the row no longer due, so nothing starts it.
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
       typedSearchAttributes: [
         { key: TenantId, value: call.tenantId },
         { key: AgentId, value: call.agent.id },
@@ -52,15 +55,19 @@ export function startMeteredCharge(
   );
 }
 
-/** The charge's settlement, when its workflow answers within `withinMs`; null otherwise. */
-export async function settledWithin(handle: WorkflowHandle, withinMs: number): Promise<SettledCharge | null> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), withinMs)));
+/**
+ * The charge's settlement, when its workflow answers within `withinMs`; null otherwise. The wait
+ * is aborted at its deadline, so no long poll of the workflow's history outlives it.
+ */
+export async function settledWithin(
+  temporal: Client,
+  handle: WorkflowHandle,
+  withinMs: number,
+): Promise<SettledCharge | null> {
+  if (withinMs <= 0) return null;
   try {
-    return await Promise.race([handle.result() as Promise<SettledCharge>, late]);
+    return (await temporal.withAbortSignal(AbortSignal.timeout(withinMs), () => handle.result())) as SettledCharge;
   } catch {
     return null;
-  } finally {
-    clearTimeout(timer);
   }
 }

@@ -3,7 +3,7 @@
 // as its stream ends, so this round catches what a process left: it died between the row's
 // completion and the start, Temporal was unreachable then, or the lost-stream sweep closed the
 // row (gateway/invocations/stale-streams.ts). A transactional call settles in its own workflow;
-// one still due long after (its workflow terminated) is started here too. Every CHECK_EVERY_MS
+// one still due long after whose workflow is closed (terminated before the step) is started here. Every CHECK_EVERY_MS
 // each API process leases a batch (two processes never start the same charge at once; the
 // workflow id makes a second start harmless anyway).
 import type { Client } from '@temporalio/client';
@@ -14,12 +14,18 @@ import type { GatewayDb } from '../gateway/db/orm.ts';
 import { leaseDueCharges } from '../gateway/payment/charges-due.ts';
 import { temporalKnownDown } from './client.ts';
 import { startMeteredCharge } from './charge-start.ts';
+import { closedWorkflowClass } from './unfinished-calls.ts';
 
 const CHECK_EVERY_MS = 10_000;
 /** A streamed call's process starts its charge within a second of its completion. */
 const STREAMED_AFTER_MS = 15_000;
-/** A transactional call's workflow settles its charge itself, retrying for up to a day. */
-const TRANSACTIONAL_AFTER_MS = 25 * 60 * 60 * 1000;
+/** A row the lost-stream sweep closed: its process, if alive after all, completes it meanwhile. */
+const LOST_AFTER_MS = 2 * 60_000;
+/**
+ * A transactional call's workflow settles its charge itself; one still due this long after its
+ * completion is started here only once its InvocationWorkflow is closed (terminated before the step).
+ */
+const TRANSACTIONAL_AFTER_MS = 10 * 60_000;
 /** A leased charge is not started again before this. */
 const LEASE_MS = 5 * 60_000;
 const BATCH = 100;
@@ -32,8 +38,9 @@ export function startDueCharges(deps: {
   log: Logger;
   everyMs?: number;
   streamedAfterMs?: number;
+  lostAfterMs?: number;
 }): { runOnce(): Promise<number>; stop(): Promise<void> } {
-  const { everyMs = CHECK_EVERY_MS, streamedAfterMs = STREAMED_AFTER_MS } = deps;
+  const { everyMs = CHECK_EVERY_MS, streamedAfterMs = STREAMED_AFTER_MS, lostAfterMs = LOST_AFTER_MS } = deps;
   let stopped = false;
 
   async function runOnce(): Promise<number> {
@@ -41,14 +48,22 @@ export function startDueCharges(deps: {
     const due = await leaseDueCharges(deps.orm, {
       leaseMs: LEASE_MS,
       streamedAfterMs,
+      lostAfterMs,
       transactionalAfterMs: TRANSACTIONAL_AFTER_MS,
       batch: BATCH,
     });
     let started = 0;
+    // One charge that cannot be started now (Temporal slow, its workflow's id refused) is left
+    // for its next lease; the rest of the batch goes on.
     for (const call of due) {
       if (stopped) break;
-      await startMeteredCharge(deps.temporal, deps.taskQueue, call, START_DEADLINE_MS);
-      started++;
+      try {
+        if (call.mode === 'transactional' && !(await closedWorkflowClass(deps.temporal, call.invocationId))) continue;
+        await startMeteredCharge(deps.temporal, deps.taskQueue, call, START_DEADLINE_MS);
+        started++;
+      } catch (err) {
+        deps.log.warn({ invocationId: call.invocationId, err: errorKind(err) }, 'could not start a due charge');
+      }
     }
     return started;
   }

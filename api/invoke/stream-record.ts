@@ -74,7 +74,9 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
   // A metered paid call is charged after it completes, by a workflow that then signs its
   // receipt (the receipt names the charge and its transaction).
   const charged = row.paymentScheme != null && row.paymentNonce != null;
-  const receipts = call.agent.emitReceipts && !charged;
+  // Its bodies are hashed as any receipt-emitting call's are; only the signing moves.
+  const receipts = call.agent.emitReceipts;
+  const signsHere = receipts && !charged;
   let chargeStarted: Promise<WorkflowHandle> | null = null;
   let request: BodyDigest | null = null;
   let response: BodyDigest | null = null;
@@ -111,7 +113,7 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
         responseSha256: response?.value() ?? null,
         receipt: null as SignedReceipt | null,
       };
-      if (receipts) {
+      if (signsHere) {
         done.receipt = await services.signReceipt(done).catch((err: unknown) => {
           deps.log.error({ invocationId: row.id, err: errorKind(err) }, 'could not sign streaming receipt');
           return null;
@@ -138,8 +140,12 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
     },
     async settledCharge(withinMs) {
       if (!chargeStarted) return null;
-      const handle = await chargeStarted.catch(() => null);
-      return handle ? settledWithin(handle, withinMs) : null;
+      // One deadline for the whole wait: the completion's commit, the start and the settle.
+      const until = Date.now() + withinMs;
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), withinMs)));
+      const handle = await Promise.race([chargeStarted.catch(() => null), late]).finally(() => clearTimeout(timer));
+      return handle ? settledWithin(deps.temporal, handle, until - Date.now()) : null;
     },
   };
 }

@@ -53,14 +53,27 @@ function pipeDown(source: Readable, res: ServerResponse, keepOpen: boolean): Pro
   });
 }
 
-/** Aborts the upstream call when the caller hangs up before the response is done. */
-export function watchHangup(res: ServerResponse): { signal: AbortSignal; stop(): void } {
+/**
+ * Aborts the upstream call when the caller hangs up before the response is done, or once
+ * `deadlineMs` (a metered answer's: its charge must still be collectable) has passed.
+ */
+export function watchHangup(
+  res: ServerResponse,
+  deadlineMs: number | null = null,
+): { signal: AbortSignal; stop(): void } {
   const hangup = new AbortController();
   const onClose = () => {
     if (!res.writableFinished) hangup.abort();
   };
   res.once('close', onClose);
-  return { signal: hangup.signal, stop: () => res.off('close', onClose) };
+  const timer = deadlineMs === null ? null : setTimeout(() => hangup.abort(), deadlineMs).unref();
+  return {
+    signal: hangup.signal,
+    stop: () => {
+      res.off('close', onClose);
+      if (timer) clearTimeout(timer);
+    },
+  };
 }
 
 const EVENT_STREAM = /^text\/event-stream/i;

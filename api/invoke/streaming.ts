@@ -95,7 +95,7 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
     } else record.start();
 
     const body = record.hashRequest(received);
-    const hangup = watchHangup(ctx.res);
+    const hangup = watchHangup(ctx.res, chargeDeadlineMs(call));
     let reply: UpstreamResponse;
     try {
       reply = await services.upstream.open({
@@ -116,14 +116,14 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
     // The answer holds its tenant's connection slot until its body closes: one that cannot be relayed is closed here.
     const tap = a2aAnswerTap(call, reply.headers, services.a2aTasks, deps.log);
     const trailer = paymentTrailerOf(ctx, call, metered);
-    const outcome = await relay(ctx, call, reply, gatewayHeaders, record, tap, metered, trailer)
-      .catch((err: unknown) => {
-        reply.body.destroy();
-        reply.finish();
-        throw err;
-      })
-      .finally(() => hangup.stop());
     try {
+      const outcome = await relay(ctx, call, reply, gatewayHeaders, record, tap, metered, trailer)
+        .catch((err: unknown) => {
+          reply.body.destroy();
+          reply.finish();
+          throw err;
+        })
+        .finally(() => hangup.stop());
       await record.complete({ ...outcome, ...a2aAnswered(call) });
       if (trailer) await endWithPaymentTrailer(deps, ctx, call, record, trailer);
     } finally {
@@ -131,6 +131,18 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
       if (trailer) endWithTrailer(ctx.res, null);
     }
   };
+}
+
+/** Left before a metered answer's charge must be sent: the settle's own time, kept back. */
+const CHARGE_SLACK_MS = 2 * 60_000;
+
+/**
+ * How long a metered call's answer may stream (ms from now): until its payer's authorization,
+ * less the settle's time, so its charge can still be collected; null for any other call.
+ */
+function chargeDeadlineMs(call: ProxyCall): number | null {
+  const by = call.payment?.chargeBy;
+  return by == null ? null : Math.max(0, by * 1000 - CHARGE_SLACK_MS - Date.now());
 }
 
 /** Whether the caller accepts trailers (`TE: trailers`, RFC 9110 §10.1.4). */
@@ -162,6 +174,8 @@ async function endWithPaymentTrailer(
   record: StreamRecord,
   trailer: string,
 ): Promise<void> {
+  // Nobody is left to read a trailer: nothing is waited for.
+  if (ctx.res.destroyed) return;
   const settled = await record.settledCharge(deps.config.payment.settlementTimeoutMs);
   const payment = call.payment!;
   const value =

@@ -90,11 +90,11 @@ export const InvocationView = z
     }),
     payment_settlement: nullableString.optional().meta({
       description:
-        "Where a metered call's charge stands: null while it is due (or the call is not metered); `settled` (collected, payment_transaction names the transfer; a charge of 0 moves nothing and names none), `failed` (not collected: payment_settle_error says why), `unconfigured` (the tenant has no settlement configured: verified only).",
+        "Where a metered call's charge stands: null while it is due (or the call is not metered); `settling` (frozen and sent to the facilitator); `settled` (collected, payment_transaction names the transfer; a charge of 0 moves nothing and names none), `failed` (not collected: payment_settle_error says why), `unconfigured` (the tenant has no settlement configured: verified only).",
     }),
     payment_settle_error: nullableString.optional().meta({
       description:
-        'Why a failed charge was not collected: `payer_balance_short` (the payer moved its funds), `payer_allowance_revoked`, `authorization_used`, `settlement_refused`, `settlement_failed` or `settlement_unavailable`; null otherwise.',
+        'Why a failed charge was not collected: `payer_balance_short` (the payer moved its funds), `payer_allowance_revoked`, `authorization_used`, `signed_payment_missing`, `settlement_refused`, `settlement_failed` or `settlement_unavailable`; null otherwise.',
     }),
     response_body_b64: z
       .string()

@@ -115,6 +115,16 @@ export async function recordPayment(
   if (inserted.length > 0) return { state: 'new', settledTransaction: null };
   const existing = await findPayment(em, input);
   if (!existing || !resumableBy(existing, input)) return { state: 'used', settledTransaction: null };
+  // A payment charged after its call, resumed with a new signature of the same nonce (another
+  // deadline or permit): the one just verified is the one kept for its charge.
+  if (input.signedPayment)
+    await em
+      .fork()
+      .nativeUpdate(
+        PaymentBindingSchema,
+        { id: existing.id, invocationId: null },
+        { signedPayment: input.signedPayment, updatedAt: now },
+      );
   return {
     state: 'resumed',
     settledTransaction: existing.status === 'settled' ? (existing.transaction ?? null) : null,

@@ -5,6 +5,8 @@
 // charge, once:
 // - a charge of 0 moves nothing and asks nobody;
 // - a tenant without settlement configured has its payments verified only (as `exact`'s are);
+// - the charge is frozen (`settling`) before the facilitator is asked, so what is recorded is
+//   what was sent;
 // - the facilitator's answer is recorded on the invocation and its binding in one statement,
 //   only while the charge is still due, so a second settle (a retried activity, the due-charges
 //   round racing a stream's own start) records nothing new and answers what was recorded; the
@@ -81,13 +83,22 @@ const LOAD = `
     from invocations i left join payment_claims c on c.invocation_id = i.id
    where i.id = ?`;
 
-// Only a charge still due is recorded; its binding follows in the same statement (settled with
-// its transaction, or unsettled), and the signed payment, of no further use, is let go.
+// Before the facilitator is asked, the charge is frozen (`settling`): the row's charge can no
+// longer change (a stream's late completion after the lost-stream sweep closed it, stream-records.ts),
+// so what is recorded is what was sent; a retried attempt sends the same frozen charge.
+const FREEZE = `
+  update invocations set payment_settlement = 'settling', updated_at = now()
+   where id = ? and payment_settlement is null and payment_scheme is not null
+     and status in ('succeeded', 'failed') and payment_charge is not null`;
+
+// Only a charge still due (or frozen) is recorded; its binding follows in the same statement
+// (settled with its transaction, or unsettled), and the signed payment, of no further use, is
+// let go.
 const RECORD = `
   with charged as (
     update invocations
        set payment_settlement = ?, payment_settle_error = ?, payment_transaction = ?, updated_at = now()
-     where id = ? and payment_settlement is null and payment_scheme is not null
+     where id = ? and (payment_settlement is null or payment_settlement = 'settling') and payment_scheme is not null
     returning id),
   bound as (
     update payment_claims
@@ -96,6 +107,9 @@ const RECORD = `
   select count(*)::int as charged from charged`;
 
 const TERMINAL = new Set(['succeeded', 'failed']);
+
+/** A recorded state: the charge is no longer due. */
+const settledState = (state: ChargeRow['payment_settlement']): boolean => state !== null && state !== 'settling';
 
 function outcomeOf(row: ChargeRow): ChargeOutcome {
   return {
@@ -147,15 +161,23 @@ export function createChargeSettler(deps: ChargeDeps) {
      * ChargeNotSettledYet (retry), and what the database throws.
      */
     async settle(invocationId: string): Promise<ChargeOutcome> {
-      const row = await load(invocationId);
+      let row = await load(invocationId);
       if (!row || !row.payment_scheme) return { ...NOT_METERED };
-      if (row.payment_settlement) return outcomeOf(row);
+      if (settledState(row.payment_settlement)) return outcomeOf(row);
       if (!TERMINAL.has(row.status) || row.payment_charge === null) throw new ChargeNotDue();
-      const charge = BigInt(row.payment_charge);
+      if (row.payment_settlement === null) {
+        await execute(FREEZE, [invocationId]);
+        row = await load(invocationId);
+        if (!row) return { ...NOT_METERED };
+        if (settledState(row.payment_settlement)) return outcomeOf(row);
+      }
+      const charge = BigInt(row.payment_charge!);
       // Nothing to move: nobody is asked, nothing goes on chain.
       if (charge === 0n) return record(invocationId, 'settled', null, null);
       const signed = row.signed_payment;
-      if (!signed) return record(invocationId, 'unconfigured', null, null);
+      // A binding without its signed payment (recorded before they were kept) cannot be charged:
+      // the seller's loss, said as such.
+      if (!signed) return record(invocationId, 'failed', null, 'signed_payment_missing');
       let target;
       try {
         target = await loadSettlementClientTls(deps, row.tenant_id);
@@ -179,7 +201,7 @@ export function createChargeSettler(deps: ChargeDeps) {
     async abandon(invocationId: string, reason: string): Promise<ChargeOutcome> {
       const row = await load(invocationId);
       if (!row || !row.payment_scheme) return { ...NOT_METERED };
-      if (row.payment_settlement) return outcomeOf(row);
+      if (settledState(row.payment_settlement)) return outcomeOf(row);
       return record(invocationId, 'failed', null, reason);
     },
   };

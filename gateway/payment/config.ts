@@ -8,6 +8,10 @@
 //   SETTLEMENT_TIMEOUT_MS    deadline of one /settle call to the facilitator
 //   CHAIN_RPC_URL            the node asked whether a contract-wallet payer accepts its signature (ERC-1271)
 //   X402_CONTRACT_SIGNATURE_TIMEOUT_MS  deadline of that eth_call (past it: the coarse 402)
+//   X402_UPTO_TIMEOUT_SECONDS  maxTimeoutSeconds of an `upto` entry: the payer's Permit2 deadline
+//                            is that far ahead, since its charge is settled after the call
+//   X402_UPTO_MIN_WINDOW_S   an `upto` payment whose deadline is nearer than this is refused: the
+//                            call and its settle must fit before it
 import { getAddress } from 'ethers';
 import { z } from 'zod';
 import { parseEnv, readSettingFile } from '../../lib/config.ts';
@@ -30,6 +34,8 @@ const PaymentEnv = z.object({
   SETTLEMENT_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
   X402_CONTRACT_SIGNATURE_TIMEOUT_MS: z.coerce.number().int().positive().default(3_000),
+  X402_UPTO_TIMEOUT_SECONDS: z.coerce.number().int().min(120).max(86_400).default(3_600),
+  X402_UPTO_MIN_WINDOW_S: z.coerce.number().int().min(60).max(86_400).default(900),
 });
 
 export type PaymentConfig = {
@@ -44,6 +50,11 @@ export type PaymentConfig = {
   settledResumeMs: number;
   /** ERC-1271 checks of contract-wallet payers: the node and the deadline of one eth_call. */
   contractSignatures: { rpcUrl: string; timeoutMs: number };
+  /**
+   * A payment charged after its call (`upto`): its entry's maxTimeoutSeconds, and the least time
+   * its deadline must leave when it arrives (the call, then its settle, happen before it).
+   */
+  chargedAfterCall: { timeoutSeconds: number; minWindowSeconds: number };
 };
 
 export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): PaymentConfig {
@@ -65,5 +76,10 @@ export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): Payment
     settlementTimeoutMs: e.SETTLEMENT_TIMEOUT_MS,
     settledResumeMs: e.X402_SETTLED_RESUME_HOURS * 3_600_000,
     contractSignatures: { rpcUrl: e.CHAIN_RPC_URL, timeoutMs: e.X402_CONTRACT_SIGNATURE_TIMEOUT_MS },
+    chargedAfterCall: {
+      // The window never exceeds what the entry lets a payer sign.
+      timeoutSeconds: Math.max(e.X402_UPTO_TIMEOUT_SECONDS, e.X402_UPTO_MIN_WINDOW_S + 60),
+      minWindowSeconds: e.X402_UPTO_MIN_WINDOW_S,
+    },
   };
 }

@@ -10,8 +10,11 @@ import type { ChallengeEntry, OfferedPayment } from '../../x402/schemas.ts';
 /** A payment charged after its call, as kept for its charge: the payment and the entry it paid. */
 export type SignedPayment = { payment: OfferedPayment; requirements: ChallengeEntry };
 
-/** Where a metered call's charge stands once it is no longer due (null on the row while it is). */
-export type ChargeSettlementState = 'settled' | 'failed' | 'unconfigured';
+/**
+ * Where a metered call's charge stands: `settling` once frozen and sent to the facilitator, then
+ * settled, failed or unconfigured (null on the row while it is due).
+ */
+export type ChargeSettlementState = 'settling' | 'settled' | 'failed' | 'unconfigured';
 
 export type PaymentBindingStatus = 'claimed' | 'settled' | 'unsettled';
 

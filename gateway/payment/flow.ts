@@ -66,6 +66,11 @@ export type PaymentRecord = {
    * facilitator's kinds a second time.
    */
   offered: ChallengeEntry[];
+  /**
+   * A payment charged after its call: the moment (unix seconds) by which its charge must reach
+   * the facilitator, its authorization still valid then. A metered stream is ended before it.
+   */
+  chargeBy?: number | null;
 };
 
 /** The flow's long-lived parts: its configuration and the facilitator client (one set of keep-alive pools per app). */
@@ -284,8 +289,9 @@ export async function payForCall(
   });
   if (recording.settledTransaction) return settled(recording.settledTransaction);
 
-  // A metered scheme's payment buys the call now and is charged once the answer is complete.
-  if (offer.scheme.settlesAfterCall) return unsettled();
+  // A metered scheme's payment buys the call now and is charged once the answer is complete,
+  // which must be before its authorization expires (chargeBy).
+  if (offer.scheme.settlesAfterCall) return { ...unsettled(), chargeBy: offer.scheme.momentInside(config, payment) };
 
   let target;
   try {

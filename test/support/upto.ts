@@ -36,7 +36,7 @@ export function uptoChallenge(terms: UptoTerms) {
         amount: String(terms.amount),
         asset: terms.asset,
         payTo: terms.payTo,
-        maxTimeoutSeconds: terms.maxTimeoutSeconds ?? 300,
+        maxTimeoutSeconds: terms.maxTimeoutSeconds ?? 3600,
         extra: { name: 'USD Coin', version: '2', facilitatorAddress: terms.facilitator },
       },
     ],

@@ -42,6 +42,7 @@ const configAt = (rpcUrl: string) =>
     maxTimeoutSeconds: 60,
     validityMarginSeconds: 6,
     contractSignatures: { rpcUrl, timeoutMs: 500 },
+    chargedAfterCall: { timeoutSeconds: 3600, minWindowSeconds: 900 },
   }) as PaymentConfig;
 
 const pricing = { amount: String(MAX), asset: 'USDC' as const, network: 'base' as const, pay_to: payTo.toLowerCase() };
@@ -136,7 +137,7 @@ describe("the gateway's upto scheme", () => {
         description: 'Call of agent a',
         mimeType: '',
         payTo,
-        maxTimeoutSeconds: 60,
+        maxTimeoutSeconds: 3600,
         asset: TOKEN,
         extra: { name: 'USD Coin', version: '2', facilitatorAddress: FACILITATOR },
       },
@@ -149,7 +150,7 @@ describe("the gateway's upto scheme", () => {
         amount: String(MAX),
         asset: TOKEN,
         payTo,
-        maxTimeoutSeconds: 60,
+        maxTimeoutSeconds: 3600,
         extra: { name: 'USD Coin', version: '2', facilitatorAddress: FACILITATOR },
       },
     ]);
@@ -220,6 +221,15 @@ describe("the gateway's upto scheme", () => {
       payload.signature.slice(0, 10) + (payload.signature[10] === 'a' ? 'b' : 'a') + payload.signature.slice(11);
     await refused('invalid_signature', entry, { ...decoded.payment, payload: { ...payload, signature: flipped } });
     await refused('unsupported_scheme', entry, { ...decoded.payment, scheme: 'exact' });
+  });
+
+  it('refuses a deadline nearer than the charge window: the call and its settle after it must fit before it', async () => {
+    // A payer signing for an entry whose maxTimeoutSeconds it shortened: its deadline is 10 minutes ahead.
+    const entries = challengeEntries(config, uptoPrice, RESOURCE, KINDS).map((e) => ({ ...e, maxTimeoutSeconds: 600 }));
+    const decoded = await paid(entries);
+    assert.deepEqual(await verify(decoded), { ok: false, cause: 'deadline_too_near' });
+    const roomy = { ...config, chargedAfterCall: { timeoutSeconds: 3600, minWindowSeconds: 300 } };
+    assert.equal((await decoded.scheme.verify(roomy, decoded.payment, decoded.requirements)).ok, true);
   });
 
   it('refuses on the chain’s word: a used nonce, a balance below the maximum, no allowance; a silent node fails closed', async () => {

@@ -4,10 +4,11 @@ import { Migration } from '@mikro-orm/migrations';
 // - payment_claims.signed_payment: the payer's signed authorization and the terms it was
 //   verified against, kept from the call's admission until its charge is settled (then
 //   cleared); null for every payment settled before its call;
-// - invocations.payment_settlement: where the charge stands (settled, failed, unconfigured;
-//   null while it is due or on a call that is not metered), and why a failed one failed;
+// - invocations.payment_settlement: where the charge stands (settling, settled, failed,
+//   unconfigured; null while it is due or on a call that is not metered), and why a failed one
+//   failed;
 // - invocations.charge_lease_until: the due-charges round's lease (temporal/charges-due.ts);
-// - an index over the streamed metered rows whose charge is still due, which that round reads.
+// - an index over the metered rows whose charge is still due or being settled, which that round reads.
 // The lock timeout keeps a busy invocations table from queueing every call behind this change.
 export class Migration20261206130000_metered_settlement extends Migration {
   override up(): void {
@@ -18,7 +19,8 @@ export class Migration20261206130000_metered_settlement extends Migration {
       add column payment_settle_error text null,
       add column charge_lease_until timestamptz null`);
     this.addSql(`create index invocations_charges_due on invocations (completed_at)
-      where payment_scheme is not null and payment_settlement is null and status in ('succeeded', 'failed')`);
+      where payment_scheme is not null and (payment_settlement is null or payment_settlement = 'settling')
+        and status in ('succeeded', 'failed')`);
   }
 
   override down(): void {

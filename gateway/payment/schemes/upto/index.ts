@@ -44,6 +44,8 @@ export const uptoGatewayScheme: GatewayScheme = {
     if (!facilitatorAddress) return null;
     return {
       ...entryTerms(config, SCHEME_UPTO, price, resource),
+      // Long enough for the call and its settle after it: the client signs a deadline this far ahead.
+      maxTimeoutSeconds: config.chargedAfterCall.timeoutSeconds,
       extra: { name: config.domain.name, version: config.domain.version, facilitatorAddress },
     };
   },

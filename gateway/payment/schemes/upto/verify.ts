@@ -82,6 +82,12 @@ export async function verifyGateUpto(
       contractSignatureCheckFor(rpcUrl, timeoutMs),
     );
     if (!verified.ok) return verified;
+    // Charged after the call: a deadline too near would let the authorization expire before its
+    // charge is sent (a payer signing one would be served for free). A resumed payment (`at`)
+    // was judged when it first arrived.
+    const now = Math.floor(Date.now() / 1000);
+    if (at === undefined && verified.payment.deadline < BigInt(now + config.chargedAfterCall.minWindowSeconds))
+      return { ok: false, cause: 'deadline_too_near' };
     const { payer, nonce, token, permit2612 } = verified.payment;
     const state = await payerState({ rpcUrl, timeoutMs }, token, payer, nonce);
     if (state.nonceUsed) return { ok: false, cause: 'nonce_used' };
