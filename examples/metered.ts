@@ -91,7 +91,7 @@ type Invocation = {
 let invocation: Invocation;
 for (let waited = 0; ; waited += 250) {
   invocation = await api<Invocation>(s, 'GET', `/v1/proxy/${agent.id}/invocations/${invocationId}`, 200);
-  if (invocation.payment_settlement) break;
+  if (invocation.payment_settlement && invocation.payment_settlement !== 'settling') break;
   if (waited > 60_000) fail(`the charge of ${invocationId} is still due after a minute`);
   await new Promise((resolve) => setTimeout(resolve, 250));
 }

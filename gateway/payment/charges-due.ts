@@ -45,9 +45,13 @@ export async function leaseDueCharges(
 ): Promise<DueCharge[]> {
   const rows = await orm.em
     .getConnection()
-    .execute<
-      Leased[]
-    >(LEASE, [opts.leaseMs, opts.transactionalAfterMs, opts.lostAfterMs, opts.streamedAfterMs, opts.batch]);
+    .execute<Leased[]>(LEASE, [
+      opts.leaseMs,
+      opts.transactionalAfterMs,
+      opts.lostAfterMs,
+      opts.streamedAfterMs,
+      opts.batch,
+    ]);
   return rows.map((r) => ({
     invocationId: r.id,
     tenantId: r.tenant_id,
