@@ -8,7 +8,7 @@
 import { z } from 'zod';
 import { Bytes32Hex, HexAddress, SignatureHex, Uint256String } from '../../schemas.ts';
 
-const SCHEME_BATCH_SETTLEMENT = 'batch-settlement';
+export const SCHEME_BATCH_SETTLEMENT = 'batch-settlement';
 
 /** The channel's immutable parameters; their EIP-712 hash is the channel id. */
 export const ChannelConfig = z.object({
