@@ -2,7 +2,7 @@
 // secret the system holds: a managed credential's plaintext, an OpenBao secret, the gateway's
 // JWT signing secret (and the bearer tokens it signs), a facilitator client key (stored as a
 // credential), the payer's private key and the payment signature of a paid call, the
-// facilitator's gas-wallet key, and another tenant's OpenBao secret that this tenant aims at
+// facilitator's gas-wallet key and receiver-authorizer key, and another tenant's OpenBao secret that this tenant aims at
 // (refused references on create and PUT, and a row planted by SQL that points there). Traffic then runs through a real gateway worker process (its
 // stdout read at trace level, its /metrics scraped), an in-process API and facilitator whose
 // every log line is kept, the stack's facilitator worker and the chain: credentials injected
@@ -138,6 +138,12 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
       (await readFile(gas.passwordFile, 'utf8')).trim(),
     );
     secrets.gasWalletKey = gasWallet.privateKey.slice(2);
+    const authorizer = stack().infra.receiverAuthorizer;
+    const authorizerWallet = await Wallet.fromEncryptedJson(
+      await readFile(authorizer.keystoreFile, 'utf8'),
+      (await readFile(authorizer.passwordFile, 'utf8')).trim(),
+    );
+    secrets.receiverAuthorizerKey = authorizerWallet.privateKey.slice(2);
   });
 
   after(async () => {
