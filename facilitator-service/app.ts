@@ -6,7 +6,7 @@ import type { Logger } from '../lib/log.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { Readiness } from './readiness.ts';
 import { settleHandler, type SettleDeps } from './settle.ts';
-import { supportedKinds } from '../facilitator/schemes/index.ts';
+import { supportedKinds, supportedSigners } from '../facilitator/schemes/index.ts';
 import { observeRequests } from '../lib/observability/http.ts';
 import { settlements } from '../facilitator/metrics.ts';
 import { traceRequests } from '../lib/observability/spans.ts';
@@ -19,7 +19,9 @@ function readOnlyRoutes(deps: Pick<FacilitatorDeps, 'config' | 'readiness'>): Ro
   router.get('/supported', (ctx) => {
     // x402Version beside the v1 contract's three fields: the x402 reference clients' getSupported()
     // requires it on each kind. One kind per scheme the registry holds (facilitator/schemes/).
-    ctx.body = { kinds: supportedKinds(deps.config) };
+    // `signers` (x402 v2): who relays the transactions of a scheme whose clients must know it.
+    const signers = supportedSigners(deps.config);
+    ctx.body = { kinds: supportedKinds(deps.config), ...(signers ? { signers } : {}) };
   });
   router.get('/healthz', async (ctx) => {
     if (ctx.query.ready === undefined) {

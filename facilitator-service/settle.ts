@@ -1,6 +1,6 @@
 // POST /settle, in the v1 contract's order: the client certificate maps to an active account
 // (403), the body parses as a settle request (400; an x402 v2 body is taken only by a scheme
-// that reads one: upto), then the scheme that settles the
+// that reads one: upto, batch-settlement), then the scheme that settles the
 // requirements' (scheme, network) takes it (facilitator/schemes/: its payload, readiness 503,
 // signature and terms, guardrails 429, then the settlement's owner, owner.ts), and its answer is
 // mapped here: 200 with the outcome, 429 for a guardrail, 503 while the transfer may still land
@@ -9,6 +9,7 @@
 // scheme's checks pass.
 import type { TLSSocket } from 'node:tls';
 import type { Context } from 'koa';
+import type { JsonRpcProvider } from 'ethers';
 import getRawBody from 'raw-body';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { Account } from '../facilitator/accounts.ts';
@@ -27,6 +28,8 @@ const COARSE_FAILURE_REASON = 'settlement_failed';
 export type SettleDeps = OwnerDeps & {
   config: FacilitatorConfig;
   readiness: Readiness;
+  /** The chain, for the schemes that read it before naming a settlement. */
+  chain: JsonRpcProvider;
   lookupAccount: (fingerprint: string) => Promise<Account | null>;
 };
 
@@ -45,10 +48,18 @@ function peerFingerprint(ctx: Context): string | null {
   return fingerprint ? fingerprint.replaceAll(':', '').toLowerCase() : null;
 }
 
-/** `amount`: what an upto settlement moved, which its answer names (and, for 0, an empty transaction). */
-type UptoSettleResponse = SettleResponse & { amount?: string };
+/**
+ * `amount`: what an upto or batch-settlement settlement moved, which its answer names (and, for
+ * 0, an empty transaction); `extra`: what the scheme adds (a batch-settlement channel's state).
+ */
+type AmountSettleResponse = SettleResponse & { amount?: string; extra?: Record<string, unknown> };
 
-function toResponse(outcome: SettlementOutcome, network: string, charged?: { amount: string }): UptoSettleResponse {
+function toResponse(
+  outcome: SettlementOutcome,
+  network: string,
+  charged?: { amount: string },
+  extra?: Record<string, unknown>,
+): AmountSettleResponse {
   if (charged && outcome.status === 'settled')
     return {
       success: true,
@@ -56,6 +67,7 @@ function toResponse(outcome: SettlementOutcome, network: string, charged?: { amo
       network,
       payer: outcome.payer,
       amount: charged.amount,
+      ...(extra ? { extra } : {}),
     };
   if (outcome.status === 'settled') {
     return { success: true, transaction: outcome.transaction ?? undefined, network, payer: outcome.payer };
@@ -74,7 +86,11 @@ function answer(ctx: Context, config: FacilitatorConfig, settled: SettleAnswer):
   switch (settled.answer) {
     case 'outcome':
       // An upto answer names the network as its request did (CAIP-2 from an x402 v2 body).
-      return reply(ctx, 200, toResponse(settled.outcome, settled.charged?.network ?? config.network, settled.charged));
+      return reply(
+        ctx,
+        200,
+        toResponse(settled.outcome, settled.charged?.network ?? config.network, settled.charged, settled.extra),
+      );
     case 'malformed':
       return reply(ctx, 400, { error: 'malformed settle request' });
     case 'not_ready':
@@ -95,6 +111,7 @@ export function settleHandler(deps: SettleDeps) {
     log: deps.log,
     readiness: deps.readiness,
     settlements: createSettlementOwner(deps),
+    chain: deps.chain,
   });
 
   return async function settle(ctx: Context): Promise<void> {

@@ -16,7 +16,7 @@ import {
 import { ConfigError, exitWithProblems, problemsOf } from '../lib/config.ts';
 
 /** Signs EIP-712 digests (ClaimBatch, Refund) as a channel's receiver authorizer. */
-export interface ReceiverAuthorizer {
+interface ReceiverAuthorizer {
   readonly address: string;
   /** A 65-byte signature (v 27 or 28, low s) of the 32-byte digest. */
   signDigest(digest: string): Promise<string>;

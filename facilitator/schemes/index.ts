@@ -6,12 +6,17 @@ import type { FacilitatorConfig } from '../config.ts';
 import type { FacilitatorScheme, SchemeDeps, Settler, SupportedKind } from './scheme.ts';
 import { exactFacilitatorScheme } from './exact/index.ts';
 import { uptoFacilitatorScheme } from './upto/index.ts';
+import { batchSettlementFacilitatorScheme } from './batch-settlement/index.ts';
 import { SCHEME_UPTO } from '../../x402/schemes/upto/schemas.ts';
+import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 
 /** The spec's one kind, always settled. */
 const BASE_SCHEME = exactFacilitatorScheme;
 /** Settled only where the deployment opts in (FACILITATOR_EXTRA_SCHEMES), by name. */
-const EXTRA_SCHEMES: ReadonlyMap<string, FacilitatorScheme> = new Map([[SCHEME_UPTO, uptoFacilitatorScheme]]);
+const EXTRA_SCHEMES: ReadonlyMap<string, FacilitatorScheme> = new Map([
+  [SCHEME_UPTO, uptoFacilitatorScheme],
+  [SCHEME_BATCH_SETTLEMENT, batchSettlementFacilitatorScheme],
+]);
 
 /** The schemes this deployment settles: exact, then each extra one its configuration names. */
 function schemesOf(config: FacilitatorConfig): FacilitatorScheme[] {
@@ -22,6 +27,15 @@ function schemesOf(config: FacilitatorConfig): FacilitatorScheme[] {
 /** The kinds this deployment settles, as /supported lists them. */
 export function supportedKinds(config: FacilitatorConfig): SupportedKind[] {
   return schemesOf(config).map((scheme) => scheme.kind(config));
+}
+
+/**
+ * The addresses that send the settled schemes' transactions, by CAIP-2 family, as /supported's
+ * `signers` names them (x402 v2); null when no scheme names any (exact and upto alone).
+ */
+export function supportedSigners(config: FacilitatorConfig): Record<string, string[]> | null {
+  const signers = [...new Set(schemesOf(config).flatMap((scheme) => scheme.signers?.(config) ?? []))];
+  return signers.length ? { 'eip155:*': signers } : null;
 }
 
 /** The handler of each kind, built once: finds the one of a (scheme, network), or null when none settles it. */

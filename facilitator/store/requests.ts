@@ -1,7 +1,7 @@
 // The stored request: the signed /settle request, stored by key (first writer wins), what the
 // sweeper reads to start workflows that were never started, and durable refusals.
 import type pg from 'pg';
-import { isUptoRequest, settlementTerms, type SettlementRequest } from '../settlement/request.ts';
+import { isBatchRequest, isUptoRequest, settlementTerms, type SettlementRequest } from '../settlement/request.ts';
 
 /**
  * Stores the request by key; true when this call stored it (the first request of its
@@ -71,7 +71,7 @@ export async function unstartedSettlements(
 /** The search attribute and summary of a settlement's workflow, from its request (no signature). */
 export function workflowLabels(request: SettlementRequest): { payer: string; summary: string } {
   const { payer, amount } = settlementTerms(request);
-  const payTo = isUptoRequest(request) ? request.payTo : request.paymentRequirements.payTo;
+  const payTo = isUptoRequest(request) || isBatchRequest(request) ? request.payTo : request.paymentRequirements.payTo;
   return { payer, summary: `${amount} to ${payTo} from ${payer}` };
 }
 

@@ -177,6 +177,8 @@ describe("the facilitator's registry", () => {
           return 'in_flight' as const;
         },
       },
+      // No scheme these tests settle reads the chain before it hands over.
+      chain: undefined as unknown as SchemeDeps['chain'],
     };
     return state;
   };

@@ -52,7 +52,7 @@ const Permit2DepositAuthorization = z.object({
   signature: SignatureHex,
 });
 
-const DepositPayload = z.object({
+export const DepositPayload = z.object({
   type: z.literal('deposit'),
   channelConfig: ChannelConfig,
   voucher: Voucher,
@@ -68,7 +68,7 @@ export type DepositPayload = z.infer<typeof DepositPayload>;
 
 const VoucherPayload = z.object({ type: z.literal('voucher'), channelConfig: ChannelConfig, voucher: Voucher });
 
-const RefundPayload = z.object({
+export const RefundPayload = z.object({
   type: z.literal('refund'),
   channelConfig: ChannelConfig,
   voucher: Voucher,
