@@ -6,8 +6,9 @@
 // vouchers of two channels and sends it in one transaction (again: the same transaction,
 // nothing more claimed); a claim whose voucher the payer did not sign is refused and nothing
 // moves; settle sweeps the claimed total to the receiver; a refund first claims the payer's
-// zero-charge voucher, then returns the rest of the escrow. A facilitator not opted in lists
-// no such kind.
+// zero-charge voucher, then returns the rest of the escrow. Each runs as a SettlementWorkflow;
+// an account's per-transaction maximum refuses a deposit above it. A facilitator not opted in
+// lists no such kind.
 // Real parts: the stack's anvil (the channel contract and its collector at their canonical
 // addresses), its PostgreSQL and Temporal, facilitators over mutual TLS.
 import assert from 'node:assert/strict';
@@ -17,6 +18,9 @@ import type { BatchSettlementPayment } from '../../x402/schemes/batch-settlement
 import { voucherDigest } from '../../x402/schemes/batch-settlement/typed-data.ts';
 import { stack } from '../support/stack.ts';
 import { startFacilitatorStack } from '../support/facilitator.ts';
+import { settlementWorkflowResult } from '../support/settling.ts';
+import { batchActionKey } from '../../facilitator/store/records.ts';
+import { claimBatchDigestOf } from '../../facilitator/settlement/verify-batch.ts';
 import { batchPayer, type BatchTerms } from '../support/batch-settlement.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, type TestAccount } from '../support/x402.ts';
 
@@ -159,6 +163,11 @@ describe('facilitator: the batch-settlement scheme', function () {
       [a.channelId, b.channelId],
       'both channels claimed by the one transaction',
     );
+    // Its settlement ran as a SettlementWorkflow, named by the batch's ClaimBatch digest.
+    const claimKey = batchActionKey(8453, token(), receiver, 'claim', claimBatchDigestOf(8453, claim.claims));
+    const workflow = await settlementWorkflowResult(claimKey);
+    assert.equal(workflow.status, 'settled');
+    assert.equal(workflow.transaction, claimed.transaction);
     // The same claim again: the same settlement, nothing more claimed.
     const again = settled(await gateway.client.post('/settle', body(claim, { payTo: receiver })));
     assert.equal(again.transaction, claimed.transaction);
@@ -221,6 +230,20 @@ describe('facilitator: the batch-settlement scheme', function () {
     const refundedAgain = settled(await gateway.client.post('/settle', body(refund, { payTo: receiver })));
     assert.equal(refundedAgain.transaction, refunded.transaction);
     assert.equal(await balanceOf(provider, a.wallet.address), DEPOSIT + 7_500n);
+  });
+
+  it('the account’s limits apply to what a deposit moves: over its per-transaction maximum, 429 and nothing moves', async () => {
+    const small = await newAccount('batch-small', { maxPerTx: DEPOSIT - 1n });
+    try {
+      const receiver = newPayTo();
+      const a = await openChannel(receiver);
+      const res = await small.client.post('/settle', body(a.deposit.payload, { payTo: receiver, amount: PRICE }));
+      assert.equal(res.status, 429, JSON.stringify(res.json));
+      assert.deepEqual(await channel(a.channelId), [0n, 0n]);
+      assert.equal(await balanceOf(provider, a.wallet.address), 2n * DEPOSIT);
+    } finally {
+      await small.client.close();
+    }
   });
 
   it('a facilitator not opted in lists no batch-settlement kind and no signers', async () => {
