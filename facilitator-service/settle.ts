@@ -112,6 +112,7 @@ export function settleHandler(deps: SettleDeps) {
     readiness: deps.readiness,
     settlements: createSettlementOwner(deps),
     chain: deps.chain,
+    pool: deps.pool,
   });
 
   return async function settle(ctx: Context): Promise<void> {

@@ -3,6 +3,7 @@
 // the service (facilitator-service/settle.ts) maps them to HTTP. The registry (index.ts)
 // dispatches by (scheme, network).
 import type { JsonRpcProvider } from 'ethers';
+import type pg from 'pg';
 import type { Logger } from '../../lib/log.ts';
 import type { SettleRequest } from '../../x402/schemas.ts';
 import type { Account } from '../accounts.ts';
@@ -46,6 +47,8 @@ export type SchemeDeps = {
   settlements: SettlementRunner;
   /** The chain, for what a scheme reads before it names a settlement (batch-settlement's channel state). */
   chain: JsonRpcProvider;
+  /** The facilitator's records, for what a scheme asks of them first (who deposited into a channel). */
+  pool: pg.Pool;
 };
 
 /**

@@ -82,3 +82,19 @@ export async function markRefused(db: pg.Pool, key: string, cause: string): Prom
     cause,
   ]);
 }
+
+/**
+ * Whether `accountId` had a batch-settlement deposit into `channelId` settled here: the account
+ * that may ask the channel's refund, which this facilitator signs as its receiver authorizer.
+ */
+export async function depositedBy(db: pg.Pool, accountId: string, channelId: string): Promise<boolean> {
+  const { rows } = await db.query<{ deposited: boolean }>(
+    `select exists (
+       select 1 from settle_requests r join settlements s on s.settlement_key = r.settlement_key and s.status = 'settled'
+       where lower(r.request->'action'->'voucher'->>'channelId') = lower($2) and r.account_id = $1
+         and r.request->'action'->>'type' = 'deposit'
+     ) as deposited`,
+    [accountId, channelId],
+  );
+  return rows[0]?.deposited === true;
+}

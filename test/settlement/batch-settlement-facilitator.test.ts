@@ -6,7 +6,8 @@
 // vouchers of two channels and sends it in one transaction (again: the same transaction,
 // nothing more claimed); a claim whose voucher the payer did not sign is refused and nothing
 // moves; settle sweeps the claimed total to the receiver; a refund first claims the payer's
-// zero-charge voucher, then returns the rest of the escrow. Each runs as a SettlementWorkflow;
+// zero-charge voucher, then returns the rest of the escrow, asked only by the account whose
+// deposit into the channel was settled here. Each runs as a SettlementWorkflow;
 // an account's per-transaction maximum refuses a deposit above it. A facilitator not opted in
 // lists no such kind.
 // Real parts: the stack's anvil (the channel contract and its collector at their canonical
@@ -215,6 +216,17 @@ describe('facilitator: the batch-settlement scheme', function () {
     assert.equal(asked.type, 'refund');
     // As the server completes it: the channel's refund nonce (the amount left out: all of it).
     const refund = { ...asked, refundNonce: '0' };
+    // Asked by an account whose deposit into the channel this facilitator did not settle: refused,
+    // nothing moves (the facilitator signs refunds for the receiver's server only).
+    const other = await newAccount('batch-other');
+    try {
+      const refused = await other.client.post('/settle', body(refund, { payTo: receiver }));
+      assert.equal(refused.json.success, false, JSON.stringify(refused.json));
+      assert.equal(refused.json.transaction, undefined);
+    } finally {
+      await other.client.close();
+    }
+    assert.deepEqual(await channel(a.channelId), [DEPOSIT, 2n * PRICE]);
     const refunded = settled(await gateway.client.post('/settle', body(refund, { payTo: receiver })));
     assert.equal(refunded.payer, a.wallet.address);
     assert.equal(refunded.amount, '7500');

@@ -179,6 +179,7 @@ describe("the facilitator's registry", () => {
       },
       // No scheme these tests settle reads the chain before it hands over.
       chain: undefined as unknown as SchemeDeps['chain'],
+      pool: undefined as unknown as SchemeDeps['pool'],
     };
     return state;
   };

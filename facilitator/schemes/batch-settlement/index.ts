@@ -4,9 +4,9 @@
 // x402/schemes/batch-settlement/settle-request.ts), the network and asset are ours, the
 // facilitator is ready; then what needs no gas: a deposit's authorization and voucher, every
 // row of a claim (our receiver authorizer, a total within the voucher's ceiling, the voucher's
-// signature), a refund's zero-charge voucher (else failed, nothing stored or moved). The
-// settlement is then named, so a retry of the same request is the same settlement and the same
-// workflow: a deposit by its ERC-3009 nonce, a claim by its ClaimBatch digest, a settle by the
+// signature), a refund's zero-charge voucher, asked by the account whose deposit into the
+// channel was settled here (else failed, nothing stored or moved). The settlement is then named,
+// so a retry of the same request is the same settlement and the same workflow: a deposit by its ERC-3009 nonce, a claim by its ClaimBatch digest, a settle by the
 // receiver's claimed total it sweeps up to, a refund by its channel and refund nonce (both read
 // from the chain when the request leaves them out, with the refund's amount: all the unclaimed
 // escrow). The guardrails that need no usage pass for what it moves (limit); then the
@@ -26,6 +26,7 @@ import { channelIdOf, erc3009DepositNonce } from '../../../x402/schemes/batch-se
 import { verifyClaimRow, verifyDeposit, verifyVoucher } from '../../../x402/schemes/batch-settlement/verify.ts';
 import { gasWalletAddress, receiverAuthorizerAddress } from '../../config.ts';
 import { batchActionKey, settlementKey } from '../../store/records.ts';
+import { depositedBy } from '../../store/requests.ts';
 import { staticGuardrail } from '../../store/reservations.ts';
 import { settlementKind, settlementTerms } from '../../settlement/request.ts';
 import { batchTermsMismatch, claimBatchDigestOf, depositExpectation } from '../../settlement/verify-batch.ts';
@@ -48,7 +49,7 @@ function batchSettler(deps: SchemeDeps): Settler {
   });
 
   /** The off-chain checks and the chain reads that name the settlement. */
-  async function name(request: BatchSettleRequest): Promise<Named> {
+  async function name(request: BatchSettleRequest, accountId: string): Promise<Named> {
     const { action } = request;
     const token = config.tokenAddress;
     switch (action.type) {
@@ -92,6 +93,9 @@ function batchSettler(deps: SchemeDeps): Settler {
         } catch {
           return { cause: 'invalid_batch_settlement_evm_channel_id_mismatch' };
         }
+        // This facilitator signs the refund for the receiver: only the account whose deposit into
+        // the channel it settled may ask it (the receiver's server), never another account.
+        if (!(await depositedBy(deps.pool, accountId, channelId))) return { cause: 'refund_not_the_depositor' };
         const channel = await channelSnapshot(chain, channelId);
         const checked = await verifyVoucher(
           action,
@@ -161,7 +165,7 @@ function batchSettler(deps: SchemeDeps): Settler {
     if (mismatch) return failed(mismatch);
     let named: Named;
     try {
-      named = await name(parsed);
+      named = await name(parsed, account.id);
     } catch {
       // The node or a contract wallet did not answer: nothing was stored, the caller may retry.
       return { answer: 'unavailable' };
