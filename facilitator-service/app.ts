@@ -1,11 +1,13 @@
-// The facilitator's HTTP surface. Two Koa apps: the mutual-TLS one serves all three
-// endpoints; the open one serves only the read-only /supported and /healthz.
+// The facilitator's HTTP surface. Two Koa apps: the mutual-TLS one serves every endpoint
+// (/settle, /verify, /supported, /healthz); the open one serves only the read-only /supported
+// and /healthz.
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from '../lib/log.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { Readiness } from './readiness.ts';
 import { settleHandler, type SettleDeps } from './settle.ts';
+import { verifyHandler } from './verify.ts';
 import { supportedKinds, supportedSigners } from '../facilitator/schemes/index.ts';
 import { observeRequests } from '../lib/observability/http.ts';
 import { settlements } from '../facilitator/metrics.ts';
@@ -87,6 +89,7 @@ export function createMutualTlsApp(deps: FacilitatorDeps): Koa {
   const app = new Koa();
   const router = readOnlyRoutes(deps);
   router.post('/settle', settleHandler(deps));
+  router.post('/verify', verifyHandler(deps));
   // Metrics (request counts and latency, settlement outcomes); served on their own port.
   app.use(traceRequests('facilitator'));
   app.use(observeRequests('facilitator', deps.log));

@@ -17,7 +17,7 @@ import type { Readiness } from './readiness.ts';
 import { createSettlementOwner, type OwnerDeps } from './owner.ts';
 import type { SettlementOutcome } from '../facilitator/settlement/types.ts';
 import { settlersFor } from '../facilitator/schemes/index.ts';
-import type { SettleAnswer } from '../facilitator/schemes/scheme.ts';
+import type { SchemeDeps, SettleAnswer } from '../facilitator/schemes/scheme.ts';
 import { schemeProtocol } from '../x402/schemes/index.ts';
 import { v2SettleKind } from '../x402/schemes/upto/settle-request.ts';
 import { SettleRequest, type SettleResponse } from '../x402/schemas.ts';
@@ -35,7 +35,7 @@ export type SettleDeps = OwnerDeps & {
 
 const MAX_BODY = '64kb';
 
-function reply(ctx: Context, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function reply(ctx: Context, status: number, body: unknown, headers: Record<string, string> = {}): void {
   ctx.status = status;
   ctx.set(headers);
   ctx.body = body;
@@ -104,34 +104,55 @@ function answer(ctx: Context, config: FacilitatorConfig, settled: SettleAnswer):
   }
 }
 
-export function settleHandler(deps: SettleDeps) {
-  const { config } = deps;
-  const settlerOf = settlersFor({
-    config,
+/** What every scheme's handler is built with, from the door's dependencies. */
+export function schemeDeps(deps: SettleDeps): SchemeDeps {
+  return {
+    config: deps.config,
     log: deps.log,
     readiness: deps.readiness,
     settlements: createSettlementOwner(deps),
     chain: deps.chain,
     pool: deps.pool,
-  });
+  };
+}
+
+/**
+ * The account the client certificate maps to (403 when none is active) and the body as JSON
+ * (400 when it is none), read at once; null when it answered.
+ */
+export async function admit(
+  ctx: Context,
+  deps: SettleDeps,
+  what: 'settle' | 'verify',
+): Promise<{ account: Account; body: unknown } | null> {
+  const fingerprint = peerFingerprint(ctx);
+  // The account lookup (cached) and the body read overlap; the answers keep their order.
+  const looked = fingerprint ? deps.lookupAccount(fingerprint) : Promise.resolve(null);
+  const raw = getRawBody(ctx.req, { limit: MAX_BODY });
+  raw.catch(() => undefined);
+  const account = await looked;
+  if (!account || !account.active) {
+    reply(ctx, 403, { error: 'forbidden' });
+    return null;
+  }
+  try {
+    return { account, body: JSON.parse((await raw).toString('utf8')) };
+  } catch {
+    reply(ctx, 400, { error: `malformed ${what} request` });
+    return null;
+  }
+}
+
+export function settleHandler(deps: SettleDeps) {
+  const { config } = deps;
+  const settlerOf = settlersFor(schemeDeps(deps));
 
   return async function settle(ctx: Context): Promise<void> {
     // Every answer, final or 503, is given by this moment.
     const deadline = Date.now() + config.settleDeadlineMs;
-    const fingerprint = peerFingerprint(ctx);
-    // The account lookup (cached) and the body read overlap; the answers keep their order.
-    const looked = fingerprint ? deps.lookupAccount(fingerprint) : Promise.resolve(null);
-    const raw = getRawBody(ctx.req, { limit: MAX_BODY });
-    raw.catch(() => undefined);
-    const account = await looked;
-    if (!account || !account.active) return reply(ctx, 403, { error: 'forbidden' });
-
-    let body: unknown;
-    try {
-      body = JSON.parse((await raw).toString('utf8'));
-    } catch {
-      return reply(ctx, 400, { error: 'malformed settle request' });
-    }
+    const admitted = await admit(ctx, deps, 'settle');
+    if (!admitted) return;
+    const { account, body } = admitted;
     // A v1 settle request (any scheme), else an x402 v2 one, which only a scheme that reads it takes.
     const parsed = SettleRequest.safeParse(body);
     const kind = parsed.success ? parsed.data.paymentRequirements : v2SettleKind(body);

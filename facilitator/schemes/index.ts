@@ -3,7 +3,7 @@
 // part (x402/schemes/<name>/). /supported lists their kinds; /settle is dispatched by the
 // requirements' (scheme, network).
 import type { FacilitatorConfig } from '../config.ts';
-import type { FacilitatorScheme, SchemeDeps, Settler, SupportedKind } from './scheme.ts';
+import type { FacilitatorScheme, SchemeDeps, Settler, SupportedKind, Verifier } from './scheme.ts';
 import { exactFacilitatorScheme } from './exact/index.ts';
 import { uptoFacilitatorScheme } from './upto/index.ts';
 import { batchSettlementFacilitatorScheme } from './batch-settlement/index.ts';
@@ -38,12 +38,27 @@ export function supportedSigners(config: FacilitatorConfig): Record<string, stri
   return signers.length ? { 'eip155:*': signers } : null;
 }
 
-/** The handler of each kind, built once: finds the one of a (scheme, network), or null when none settles it. */
-export function settlersFor(deps: SchemeDeps): (scheme: string, network: string) => Settler | null {
-  const settlers = schemesOf(deps.config).map((scheme) => {
+/** A handler per kind, built once: finds the one of a (scheme, network), or null when none handles it. */
+function byKind<T>(
+  deps: SchemeDeps,
+  build: (scheme: FacilitatorScheme) => T | undefined,
+): (scheme: string, network: string) => T | null {
+  const handlers = schemesOf(deps.config).flatMap((scheme) => {
+    const handler = build(scheme);
+    if (handler === undefined) return [];
     const kind = scheme.kind(deps.config);
-    return { kind, networks: scheme.networks?.(deps.config) ?? [kind.network], settle: scheme.settler(deps) };
+    return [{ kind, networks: scheme.networks?.(deps.config) ?? [kind.network], handler }];
   });
   return (scheme, network) =>
-    settlers.find(({ kind, networks }) => kind.scheme === scheme && networks.includes(network))?.settle ?? null;
+    handlers.find(({ kind, networks }) => kind.scheme === scheme && networks.includes(network))?.handler ?? null;
+}
+
+/** The /settle handler of each kind. */
+export function settlersFor(deps: SchemeDeps): (scheme: string, network: string) => Settler | null {
+  return byKind(deps, (scheme) => scheme.settler(deps));
+}
+
+/** The /verify of each kind that offers one. */
+export function verifiersFor(deps: SchemeDeps): (scheme: string, network: string) => Verifier | null {
+  return byKind(deps, (scheme) => scheme.verifier?.(deps));
 }

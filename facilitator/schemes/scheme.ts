@@ -61,6 +61,17 @@ export type Settler = (
   from: { account: Account; deadline: number; body?: unknown },
 ) => Promise<SettleAnswer>;
 
+/** A scheme's answer to a /verify request: the x402 verify response, or why there is none. */
+export type VerifyAnswer =
+  | {
+      answer: 'verified';
+      response: { isValid: boolean; invalidReason?: string; payer: string; extra?: Record<string, unknown> };
+    }
+  | { answer: 'malformed' | 'unavailable' };
+
+/** Checks a payment of the scheme's kind without settling it (body: the x402 v2 verify request as sent). */
+export type Verifier = (body: unknown) => Promise<VerifyAnswer>;
+
 /** One registry entry: a scheme's facilitator part. */
 export type FacilitatorScheme = {
   /** The kind it settles on this deployment. */
@@ -68,6 +79,8 @@ export type FacilitatorScheme = {
   settler(deps: SchemeDeps): Settler;
   /** The network names /settle takes for the kind (default: the kind's own). */
   networks?(config: FacilitatorConfig): string[];
+  /** Its /verify, where it offers one (batch-settlement: the spec has servers verify deposits and refunds). */
+  verifier?(deps: SchemeDeps): Verifier;
   /** The addresses that send its transactions, where its clients must know them (/supported `signers`). */
   signers?(config: FacilitatorConfig): string[];
 };

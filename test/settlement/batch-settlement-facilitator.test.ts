@@ -13,7 +13,9 @@
 // Real parts: the stack's anvil (the channel contract and its collector at their canonical
 // addresses), its PostgreSQL and Temporal, facilitators over mutual TLS.
 import assert from 'node:assert/strict';
-import { Wallet, type JsonRpcProvider } from 'ethers';
+import { Wallet, parseEther, type JsonRpcProvider } from 'ethers';
+import { tokenContract } from '../../contracts/token.ts';
+import { fund } from '../../scripts/dev/chain.ts';
 import { batchSettlementContract } from '../../contracts/batch-settlement.ts';
 import type { BatchSettlementPayment } from '../../x402/schemes/batch-settlement/schemas.ts';
 import { voucherDigest } from '../../x402/schemes/batch-settlement/typed-data.ts';
@@ -93,6 +95,8 @@ describe('facilitator: the batch-settlement scheme', function () {
     await opened.payer.record(opened.channelId, { balance: DEPOSIT, charged });
     return (await opened.payer.pay(opened.terms)).payload;
   }
+
+  const fundEth = (address: string) => fund(stack().infra.chainRpcUrl, token(), address, { eth: parseEther('1') });
 
   const claimRow = (payload: Payload, totalClaimed: bigint) => ({
     voucher: { channel: payload.channelConfig, maxClaimableAmount: payload.voucher.maxClaimableAmount },
@@ -242,6 +246,57 @@ describe('facilitator: the batch-settlement scheme', function () {
     const refundedAgain = settled(await gateway.client.post('/settle', body(refund, { payTo: receiver })));
     assert.equal(refundedAgain.transaction, refunded.transaction);
     assert.equal(await balanceOf(provider, a.wallet.address), DEPOSIT + 7_500n);
+  });
+
+  it('/verify checks a deposit, a voucher and a refund against the chain and names the channel’s state; nothing moves', async () => {
+    const receiver = newPayTo();
+    const a = await openChannel(receiver);
+    const verify = (payload: unknown, amount = PRICE) =>
+      gateway.client.post('/verify', body(payload, { payTo: receiver, amount }));
+    const state = (balance: bigint, totalClaimed = 0n) => ({
+      channelId: a.channelId,
+      balance: String(balance),
+      totalClaimed: String(totalClaimed),
+      withdrawRequestedAt: 0,
+      refundNonce: '0',
+    });
+
+    const deposit = await verify(a.deposit.payload);
+    assert.equal(deposit.status, 200, JSON.stringify(deposit.json));
+    assert.deepEqual(deposit.json, { isValid: true, payer: a.wallet.address, extra: state(0n) });
+    assert.deepEqual(await channel(a.channelId), [0n, 0n], 'verified, not deposited');
+    // The payer without the deposit's funds: the chain says no.
+    const poor = await openChannel(receiver);
+    const payerWallet = poor.wallet.connect(provider);
+    await fundEth(payerWallet.address);
+    await (await tokenContract(token(), payerWallet).transfer(receiver, 2n * DEPOSIT)).wait();
+    const broke = await verify(poor.deposit.payload);
+    assert.equal(broke.json.isValid, false);
+    assert.equal(broke.json.invalidReason, 'invalid_batch_settlement_evm_insufficient_balance');
+
+    settled(await gateway.client.post('/settle', body(a.deposit.payload, { payTo: receiver, amount: PRICE })));
+    const a2 = await nextVoucher(a, PRICE);
+    assert.deepEqual((await verify(a2)).json, { isValid: true, payer: a.wallet.address, extra: state(DEPOSIT) });
+    const forged = {
+      ...a2,
+      voucher: {
+        ...a2.voucher,
+        signature: Wallet.createRandom().signingKey.sign(voucherDigest(8453, a.channelId, 2n * PRICE)).serialized,
+      },
+    };
+    assert.deepEqual((await verify(forged)).json, {
+      isValid: false,
+      invalidReason: 'invalid_batch_settlement_evm_voucher_signature',
+      payer: a.wallet.address,
+    });
+    await a.payer.record(a.channelId, { balance: DEPOSIT, charged: PRICE });
+    const refund = (await a.payer.refund(a.terms)).payload;
+    assert.deepEqual((await verify(refund, 0n)).json, {
+      isValid: true,
+      payer: a.wallet.address,
+      extra: state(DEPOSIT),
+    });
+    assert.deepEqual(await channel(a.channelId), [DEPOSIT, 0n]);
   });
 
   it('the account’s limits apply to what a deposit moves: over its per-transaction maximum, 429 and nothing moves', async () => {

@@ -34,6 +34,7 @@ import { uptoNetworks } from '../../settlement/verify-upto.ts';
 import { channelSnapshot, channelStateExtra, movedBy, receiverTotals } from '../../batch-chain.ts';
 import type { FacilitatorScheme, SchemeDeps, SettleAnswer, Settler } from '../scheme.ts';
 import { handOver } from '../hand-over.ts';
+import { batchVerifier } from './verifier.ts';
 
 /** What the handler settled on before naming the settlement: its key and the request as stored. */
 type Named = { key: string; request: BatchSettleRequest } | { cause: string };
@@ -210,6 +211,7 @@ export const batchSettlementFacilitatorScheme: FacilitatorScheme = {
     extra: { receiverAuthorizer: receiverAuthorizerAddress(config) },
   }),
   settler: batchSettler,
+  verifier: batchVerifier,
   networks: uptoNetworks,
   signers: (config) => [gasWalletAddress(config)],
 };

@@ -10,7 +10,13 @@
 // EVM spec and @x402/evm's types.
 import { z } from 'zod';
 import { HexAddress, SignatureHex, Uint256String } from '../../schemas.ts';
-import { ChannelConfig, DepositPayload, RefundPayload, SCHEME_BATCH_SETTLEMENT } from './schemas.ts';
+import {
+  BatchSettlementPayload,
+  ChannelConfig,
+  DepositPayload,
+  RefundPayload,
+  SCHEME_BATCH_SETTLEMENT,
+} from './schemas.ts';
 
 /** The most rows one claim transaction carries (gas grows with each). */
 const MAX_CLAIM_ROWS = 50;
@@ -79,11 +85,8 @@ export type BatchSettleRequest = {
   resolved?: { refundNonce?: string; refundAmount?: string; settledUpTo?: string };
 };
 
-/** The request in its one form; null when the body is no x402 v2 batch-settlement settle request. */
-export function parseBatchSettleRequest(body: unknown): BatchSettleRequest | null {
-  const parsed = SettleBody.safeParse(body);
-  if (!parsed.success) return null;
-  const r = parsed.data.paymentRequirements;
+/** The requirements' terms as a request carries them. */
+function termsOf(r: z.infer<typeof Requirements>): Omit<BatchSettleRequest, 'action' | 'resolved'> {
   return {
     scheme: SCHEME_BATCH_SETTLEMENT,
     network: r.network,
@@ -92,6 +95,28 @@ export function parseBatchSettleRequest(body: unknown): BatchSettleRequest | nul
     amount: r.amount,
     ...(r.extra?.receiverAuthorizer ? { receiverAuthorizer: r.extra.receiverAuthorizer } : {}),
     ...(r.extra?.withdrawDelay === undefined ? {} : { withdrawDelay: r.extra.withdrawDelay }),
-    action: parsed.data.paymentPayload.payload,
   };
+}
+
+/** The request in its one form; null when the body is no x402 v2 batch-settlement settle request. */
+export function parseBatchSettleRequest(body: unknown): BatchSettleRequest | null {
+  const parsed = SettleBody.safeParse(body);
+  if (!parsed.success) return null;
+  return { ...termsOf(parsed.data.paymentRequirements), action: parsed.data.paymentPayload.payload };
+}
+
+const VerifyBody = z.object({
+  x402Version: z.literal(2),
+  paymentPayload: z.looseObject({ x402Version: z.literal(2), payload: BatchSettlementPayload }),
+  paymentRequirements: Requirements,
+});
+
+/** A /verify request: the client's payment (a deposit, voucher or refund) against the requirements. */
+export type BatchVerifyRequest = Omit<BatchSettleRequest, 'action' | 'resolved'> & { payment: BatchSettlementPayload };
+
+/** The /verify request in its one form; null when the body is no x402 v2 batch-settlement verify request. */
+export function parseBatchVerifyRequest(body: unknown): BatchVerifyRequest | null {
+  const parsed = VerifyBody.safeParse(body);
+  if (!parsed.success) return null;
+  return { ...termsOf(parsed.data.paymentRequirements), payment: parsed.data.paymentPayload.payload };
 }
