@@ -389,6 +389,37 @@ describe('configuration errors, reported together before anything starts', funct
     ]);
   });
 
+  it('the facilitator worker settling batch-settlement: the receiver authorizer’s keystore, missing or not decrypted by its password, one line each', async () => {
+    const missing = await run(
+      'temporal/facilitator-worker-main.ts',
+      [],
+      facilitatorEnv(stack().infra, {
+        FACILITATOR_AUTHORIZER_KEYSTORE_FILE: '',
+        TEMPORAL_ADDRESS: '127.0.0.1:1',
+        FACILITATOR_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none',
+        LOG_LEVEL: 'info',
+      }),
+    );
+    assert.equal(missing.code, 2, missing.stdout + missing.stderr);
+    assert.match(missing.stderr, /^ {2}FACILITATOR_AUTHORIZER_KEYSTORE_FILE must be set$/m);
+    const wrong = await run(
+      'temporal/facilitator-worker-main.ts',
+      [],
+      facilitatorEnv(stack().infra, {
+        FACILITATOR_AUTHORIZER_KEYSTORE_PASSWORD: 'not-the-password',
+        TEMPORAL_ADDRESS: '127.0.0.1:1',
+        FACILITATOR_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none',
+        LOG_LEVEL: 'info',
+      }),
+    );
+    assert.equal(wrong.code, 2, wrong.stdout + wrong.stderr);
+    assert.doesNotMatch(wrong.stdout + wrong.stderr, /not-the-password/);
+    assert.deepEqual(wrong.stderr.trim().split('\n'), [
+      'facilitator-worker: invalid configuration (1 problem; nothing started):',
+      "  FACILITATOR_AUTHORIZER_KEYSTORE_PASSWORD: it does not decrypt FACILITATOR_AUTHORIZER_KEYSTORE_FILE (a wrong password, or another wallet's file)",
+    ]);
+  });
+
   it('npm start: the settings of every process it would run, checked before it starts any', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'start-'));
     const r = await run('scripts/start.ts', [], {
