@@ -4,7 +4,7 @@
 // `exact`. A deposit the unmodified @x402/evm client signs is pulled through the ERC-3009
 // collector, once however often it is replayed; the facilitator signs one claim batch for the
 // vouchers of two channels and sends it in one transaction (again: the same transaction,
-// nothing more claimed); a claim whose voucher the payer did not sign is refused and nothing
+// nothing more claimed; an older voucher: settled with no transaction); a claim whose voucher the payer did not sign is refused and nothing
 // moves; settle sweeps the claimed total to the receiver; a refund first claims the payer's
 // zero-charge voucher, then returns the rest of the escrow, asked only by the account whose
 // deposit into the channel was settled here. Each runs as a SettlementWorkflow;
@@ -176,6 +176,14 @@ describe('facilitator: the batch-settlement scheme', function () {
     // The same claim again: the same settlement, nothing more claimed.
     const again = settled(await gateway.client.post('/settle', body(claim, { payTo: receiver })));
     assert.equal(again.transaction, claimed.transaction);
+    assert.deepEqual(await channel(a.channelId), [DEPOSIT, 2n * PRICE]);
+    // A's older voucher (1000): claims are cumulative, the chain holds more already; settled with
+    // no transaction, and nothing signed or sent.
+    const gasNonce = await provider.getTransactionCount(stack().facilitator.gasWallet, 'pending');
+    const older = { type: 'claim', claims: [claimRow(a.deposit.payload, PRICE)] };
+    const nothing = settled(await gateway.client.post('/settle', body(older, { payTo: receiver })));
+    assert.equal(nothing.transaction, '');
+    assert.equal(await provider.getTransactionCount(stack().facilitator.gasWallet, 'pending'), gasNonce);
     assert.deepEqual(await channel(a.channelId), [DEPOSIT, 2n * PRICE]);
 
     // A voucher for 3000 on A's channel signed by another key: refused, nothing claimed, with
