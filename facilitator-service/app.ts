@@ -1,12 +1,14 @@
-// The facilitator's HTTP surface. Two Koa apps: the mutual-TLS one serves all three
-// endpoints; the open one serves only the read-only /supported and /healthz.
+// The facilitator's HTTP surface. Two Koa apps: the mutual-TLS one serves every endpoint
+// (/settle, /verify, /supported, /healthz); the open one serves only the read-only /supported
+// and /healthz.
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from '../lib/log.ts';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { Readiness } from './readiness.ts';
 import { settleHandler, type SettleDeps } from './settle.ts';
-import { supportedKinds } from '../facilitator/schemes/index.ts';
+import { verifyHandler } from './verify.ts';
+import { supportedKinds, supportedSigners } from '../facilitator/schemes/index.ts';
 import { observeRequests } from '../lib/observability/http.ts';
 import { settlements } from '../facilitator/metrics.ts';
 import { traceRequests } from '../lib/observability/spans.ts';
@@ -19,7 +21,9 @@ function readOnlyRoutes(deps: Pick<FacilitatorDeps, 'config' | 'readiness'>): Ro
   router.get('/supported', (ctx) => {
     // x402Version beside the v1 contract's three fields: the x402 reference clients' getSupported()
     // requires it on each kind. One kind per scheme the registry holds (facilitator/schemes/).
-    ctx.body = { kinds: supportedKinds(deps.config) };
+    // `signers` (x402 v2): who relays the transactions of a scheme whose clients must know it.
+    const signers = supportedSigners(deps.config);
+    ctx.body = { kinds: supportedKinds(deps.config), ...(signers ? { signers } : {}) };
   });
   router.get('/healthz', async (ctx) => {
     if (ctx.query.ready === undefined) {
@@ -85,6 +89,7 @@ export function createMutualTlsApp(deps: FacilitatorDeps): Koa {
   const app = new Koa();
   const router = readOnlyRoutes(deps);
   router.post('/settle', settleHandler(deps));
+  router.post('/verify', verifyHandler(deps));
   // Metrics (request counts and latency, settlement outcomes); served on their own port.
   app.use(traceRequests('facilitator'));
   app.use(observeRequests('facilitator', deps.log));

@@ -115,6 +115,7 @@ export async function startFacilitator(
     fastPath: embedded?.fastPath,
     readiness,
     lookupAccount: createAccountLookup(deps.pool, config.accountCacheMs),
+    chain: provider,
     outcomes,
     log: deps.log,
   };

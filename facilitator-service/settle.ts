@@ -1,6 +1,6 @@
 // POST /settle, in the v1 contract's order: the client certificate maps to an active account
 // (403), the body parses as a settle request (400; an x402 v2 body is taken only by a scheme
-// that reads one: upto), then the scheme that settles the
+// that reads one: upto, batch-settlement), then the scheme that settles the
 // requirements' (scheme, network) takes it (facilitator/schemes/: its payload, readiness 503,
 // signature and terms, guardrails 429, then the settlement's owner, owner.ts), and its answer is
 // mapped here: 200 with the outcome, 429 for a guardrail, 503 while the transfer may still land
@@ -9,6 +9,7 @@
 // scheme's checks pass.
 import type { TLSSocket } from 'node:tls';
 import type { Context } from 'koa';
+import type { JsonRpcProvider } from 'ethers';
 import getRawBody from 'raw-body';
 import type { FacilitatorConfig } from '../facilitator/config.ts';
 import type { Account } from '../facilitator/accounts.ts';
@@ -16,7 +17,7 @@ import type { Readiness } from './readiness.ts';
 import { createSettlementOwner, type OwnerDeps } from './owner.ts';
 import type { SettlementOutcome } from '../facilitator/settlement/types.ts';
 import { settlersFor } from '../facilitator/schemes/index.ts';
-import type { SettleAnswer } from '../facilitator/schemes/scheme.ts';
+import type { SchemeDeps, SettleAnswer } from '../facilitator/schemes/scheme.ts';
 import { schemeProtocol } from '../x402/schemes/index.ts';
 import { v2SettleKind } from '../x402/schemes/upto/settle-request.ts';
 import { SettleRequest, type SettleResponse } from '../x402/schemas.ts';
@@ -27,12 +28,14 @@ const COARSE_FAILURE_REASON = 'settlement_failed';
 export type SettleDeps = OwnerDeps & {
   config: FacilitatorConfig;
   readiness: Readiness;
+  /** The chain, for the schemes that read it before naming a settlement. */
+  chain: JsonRpcProvider;
   lookupAccount: (fingerprint: string) => Promise<Account | null>;
 };
 
 const MAX_BODY = '64kb';
 
-function reply(ctx: Context, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function reply(ctx: Context, status: number, body: unknown, headers: Record<string, string> = {}): void {
   ctx.status = status;
   ctx.set(headers);
   ctx.body = body;
@@ -45,10 +48,18 @@ function peerFingerprint(ctx: Context): string | null {
   return fingerprint ? fingerprint.replaceAll(':', '').toLowerCase() : null;
 }
 
-/** `amount`: what an upto settlement moved, which its answer names (and, for 0, an empty transaction). */
-type UptoSettleResponse = SettleResponse & { amount?: string };
+/**
+ * `amount`: what an upto or batch-settlement settlement moved, which its answer names (and, for
+ * 0, an empty transaction); `extra`: what the scheme adds (a batch-settlement channel's state).
+ */
+type AmountSettleResponse = SettleResponse & { amount?: string; extra?: Record<string, unknown> };
 
-function toResponse(outcome: SettlementOutcome, network: string, charged?: { amount: string }): UptoSettleResponse {
+function toResponse(
+  outcome: SettlementOutcome,
+  network: string,
+  charged?: { amount: string },
+  extra?: Record<string, unknown>,
+): AmountSettleResponse {
   if (charged && outcome.status === 'settled')
     return {
       success: true,
@@ -56,6 +67,7 @@ function toResponse(outcome: SettlementOutcome, network: string, charged?: { amo
       network,
       payer: outcome.payer,
       amount: charged.amount,
+      ...(extra ? { extra } : {}),
     };
   if (outcome.status === 'settled') {
     return { success: true, transaction: outcome.transaction ?? undefined, network, payer: outcome.payer };
@@ -74,7 +86,11 @@ function answer(ctx: Context, config: FacilitatorConfig, settled: SettleAnswer):
   switch (settled.answer) {
     case 'outcome':
       // An upto answer names the network as its request did (CAIP-2 from an x402 v2 body).
-      return reply(ctx, 200, toResponse(settled.outcome, settled.charged?.network ?? config.network, settled.charged));
+      return reply(
+        ctx,
+        200,
+        toResponse(settled.outcome, settled.charged?.network ?? config.network, settled.charged, settled.extra),
+      );
     case 'malformed':
       return reply(ctx, 400, { error: 'malformed settle request' });
     case 'not_ready':
@@ -88,32 +104,55 @@ function answer(ctx: Context, config: FacilitatorConfig, settled: SettleAnswer):
   }
 }
 
-export function settleHandler(deps: SettleDeps) {
-  const { config } = deps;
-  const settlerOf = settlersFor({
-    config,
+/** What every scheme's handler is built with, from the door's dependencies. */
+export function schemeDeps(deps: SettleDeps): SchemeDeps {
+  return {
+    config: deps.config,
     log: deps.log,
     readiness: deps.readiness,
     settlements: createSettlementOwner(deps),
-  });
+    chain: deps.chain,
+    pool: deps.pool,
+  };
+}
+
+/**
+ * The account the client certificate maps to (403 when none is active) and the body as JSON
+ * (400 when it is none), read at once; null when it answered.
+ */
+export async function admit(
+  ctx: Context,
+  deps: SettleDeps,
+  what: 'settle' | 'verify',
+): Promise<{ account: Account; body: unknown } | null> {
+  const fingerprint = peerFingerprint(ctx);
+  // The account lookup (cached) and the body read overlap; the answers keep their order.
+  const looked = fingerprint ? deps.lookupAccount(fingerprint) : Promise.resolve(null);
+  const raw = getRawBody(ctx.req, { limit: MAX_BODY });
+  raw.catch(() => undefined);
+  const account = await looked;
+  if (!account || !account.active) {
+    reply(ctx, 403, { error: 'forbidden' });
+    return null;
+  }
+  try {
+    return { account, body: JSON.parse((await raw).toString('utf8')) };
+  } catch {
+    reply(ctx, 400, { error: `malformed ${what} request` });
+    return null;
+  }
+}
+
+export function settleHandler(deps: SettleDeps) {
+  const { config } = deps;
+  const settlerOf = settlersFor(schemeDeps(deps));
 
   return async function settle(ctx: Context): Promise<void> {
     // Every answer, final or 503, is given by this moment.
     const deadline = Date.now() + config.settleDeadlineMs;
-    const fingerprint = peerFingerprint(ctx);
-    // The account lookup (cached) and the body read overlap; the answers keep their order.
-    const looked = fingerprint ? deps.lookupAccount(fingerprint) : Promise.resolve(null);
-    const raw = getRawBody(ctx.req, { limit: MAX_BODY });
-    raw.catch(() => undefined);
-    const account = await looked;
-    if (!account || !account.active) return reply(ctx, 403, { error: 'forbidden' });
-
-    let body: unknown;
-    try {
-      body = JSON.parse((await raw).toString('utf8'));
-    } catch {
-      return reply(ctx, 400, { error: 'malformed settle request' });
-    }
+    const admitted = await admit(ctx, deps, 'settle');
+    if (!admitted) return;
+    const { account, body } = admitted;
     // A v1 settle request (any scheme), else an x402 v2 one, which only a scheme that reads it takes.
     const parsed = SettleRequest.safeParse(body);
     const kind = parsed.success ? parsed.data.paymentRequirements : v2SettleKind(body);

@@ -255,7 +255,7 @@ const FIAT_TOKEN_REASONS: Array<[RegExp, string]> = [
 ];
 
 /** Why a simulated or mined transfer would not move the money, from the token's custom error. */
-function revertCause(errorName: string | null, reason?: string | null): string {
+export function revertCause(errorName: string | null, reason?: string | null): string {
   if (errorName === 'Error' && reason) {
     for (const [pattern, cause] of FIAT_TOKEN_REASONS) if (pattern.test(reason)) return cause;
   }
@@ -272,6 +272,15 @@ function revertCause(errorName: string | null, reason?: string | null): string {
       return 'invalid_signature';
     default:
       return errorName ? `reverted_${errorName}` : 'reverted';
+  }
+}
+
+/** The name of the error `data` encodes among `errors`' (null when it is none of them). */
+export function revertErrorName(errors: Interface, data: string | null | undefined): string | null {
+  try {
+    return data ? (errors.parseError(data)?.name ?? null) : null;
+  } catch {
+    return null;
   }
 }
 

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { TokenDomain } from '../x402/token.ts';
 import { TokenAddressSetting } from '../x402/schemas.ts';
 import { SCHEME_UPTO } from '../x402/schemes/upto/schemas.ts';
+import { SCHEME_BATCH_SETTLEMENT } from '../x402/schemes/batch-settlement/schemas.ts';
 import { loadTemporalSettings, type TemporalWorkerSettings } from '../lib/temporal-connection.ts';
 import { ConfigError, gatherConfig, LOG_LEVELS, parseEnv, readSettingFile } from '../lib/config.ts';
 import { loadWorkerVersion } from '../lib/worker-version.ts';
@@ -12,7 +13,7 @@ import { loadWorkerVersion } from '../lib/worker-version.ts';
 const amount = z.string().regex(/^[0-9]{1,78}$/, 'must be a decimal integer string');
 
 /** The schemes a deployment may settle beside exact, each by opting in. */
-const EXTRA_SCHEMES: readonly string[] = [SCHEME_UPTO];
+const EXTRA_SCHEMES: readonly string[] = [SCHEME_UPTO, SCHEME_BATCH_SETTLEMENT];
 
 const FacilitatorEnv = z.object({
   FACILITATOR_PORT: z.coerce.number().int().min(0).max(65535).default(8443),
@@ -41,7 +42,7 @@ const FacilitatorEnv = z.object({
         .filter(Boolean),
     )
     .refine((names) => names.every((name) => EXTRA_SCHEMES.includes(name)), {
-      message: 'must list schemes the facilitator can settle beside exact, comma-separated: upto',
+      message: `must list schemes the facilitator can settle beside exact, comma-separated: ${EXTRA_SCHEMES.join(', ')}`,
     }),
   FACILITATOR_TASK_QUEUE: z.string().default('facilitator'),
   // The HTTPS process runs a worker itself (and starts workflows eagerly on it); more workers
@@ -51,6 +52,12 @@ const FacilitatorEnv = z.object({
   FACILITATOR_KEYSTORE_FILE: z.string().optional(),
   FACILITATOR_KEYSTORE_PASSWORD: z.string().optional(),
   FACILITATOR_KEYSTORE_PASSWORD_FILE: z.string().optional(),
+  // The receiver authorizer of batch-settlement channels that delegate it to this facilitator:
+  // the key that signs their claims and refunds, kept as the gas wallet's is (a keystore and its
+  // password; only the worker decrypts it). Needed only where batch-settlement is settled.
+  FACILITATOR_AUTHORIZER_KEYSTORE_FILE: z.string().optional(),
+  FACILITATOR_AUTHORIZER_KEYSTORE_PASSWORD: z.string().optional(),
+  FACILITATOR_AUTHORIZER_KEYSTORE_PASSWORD_FILE: z.string().optional(),
   // Guardrail defaults for accounts without their own limits (token smallest units).
   FACILITATOR_DEFAULT_MAX_PER_TX: amount.default('10000000'),
   FACILITATOR_DEFAULT_DAILY_CEILING: amount.default('1000000000'),
@@ -84,6 +91,9 @@ const FacilitatorEnv = z.object({
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
 });
 
+/** A key kept as an ethers JSON keystore, its password given inline or in a file. */
+type Keystore = { file?: string; password?: string; passwordFile?: string };
+
 export type FacilitatorConfig = {
   /** The schemes settled beside exact (FACILITATOR_EXTRA_SCHEMES); absent: none. */
   extraSchemes?: readonly string[];
@@ -99,7 +109,9 @@ export type FacilitatorConfig = {
   /** TEMPORAL_* (lib/temporal-connection.ts), FACILITATOR_TASK_QUEUE, the worker's deployment version (lib/worker-version.ts). */
   temporal: TemporalWorkerSettings;
   embeddedWorker: boolean;
-  keystore: { file?: string; password?: string; passwordFile?: string };
+  keystore: Keystore;
+  /** The batch-settlement receiver authorizer's keystore (FACILITATOR_AUTHORIZER_KEYSTORE_*). */
+  authorizerKeystore?: Keystore;
   guardrails: { maxPerTx: bigint; dailyCeiling: bigint; failedGasDailyWei: bigint };
   gasLowWaterWei: bigint;
   settleDeadlineMs: number;
@@ -171,6 +183,11 @@ export function loadFacilitatorConfig(env: NodeJS.ProcessEnv = process.env): Fac
       password: e.FACILITATOR_KEYSTORE_PASSWORD,
       passwordFile: e.FACILITATOR_KEYSTORE_PASSWORD_FILE,
     },
+    authorizerKeystore: {
+      file: e.FACILITATOR_AUTHORIZER_KEYSTORE_FILE,
+      password: e.FACILITATOR_AUTHORIZER_KEYSTORE_PASSWORD,
+      passwordFile: e.FACILITATOR_AUTHORIZER_KEYSTORE_PASSWORD_FILE,
+    },
     guardrails: {
       maxPerTx: BigInt(e.FACILITATOR_DEFAULT_MAX_PER_TX),
       dailyCeiling: BigInt(e.FACILITATOR_DEFAULT_DAILY_CEILING),
@@ -207,53 +224,96 @@ export function requireTlsFiles(config: FacilitatorConfig): { cert: Buffer; key:
   });
 }
 
-/** The gas wallet keystore's text and its public `address` field (read without decrypting it). */
-export function readKeystore(config: FacilitatorConfig): { json: string; address: string } {
-  const file = config.keystore.file;
-  if (!file) throw new ConfigError('FACILITATOR_KEYSTORE_FILE must be set');
-  const json = readSettingFile('FACILITATOR_KEYSTORE_FILE', file).toString('utf8');
+/** The setting names of a keystore: the gas wallet's (FACILITATOR_KEYSTORE_*) or the receiver authorizer's. */
+const KEYSTORE_SETTINGS = {
+  gas: 'FACILITATOR_KEYSTORE',
+  authorizer: 'FACILITATOR_AUTHORIZER_KEYSTORE',
+} as const;
+export type KeyName = keyof typeof KEYSTORE_SETTINGS;
+
+/** The setting that names a keystore's file. */
+export function keystoreFileSetting(key: KeyName): string {
+  return `${KEYSTORE_SETTINGS[key]}_FILE`;
+}
+
+function keystoreOf(config: FacilitatorConfig, key: KeyName): Keystore {
+  return (key === 'gas' ? config.keystore : config.authorizerKeystore) ?? {};
+}
+
+/** A keystore's text and its public `address` field (read without decrypting it): the gas wallet's by default. */
+export function readKeystore(config: FacilitatorConfig, key: KeyName = 'gas'): { json: string; address: string } {
+  const variable = keystoreFileSetting(key);
+  const file = keystoreOf(config, key).file;
+  if (!file) throw new ConfigError(`${variable} must be set`);
+  const json = readSettingFile(variable, file).toString('utf8');
   let address: unknown;
   try {
     address = (JSON.parse(json) as { address?: unknown }).address;
   } catch {
-    throw new ConfigError(`FACILITATOR_KEYSTORE_FILE: cannot read ${file} as a JSON keystore (not JSON)`);
+    throw new ConfigError(`${variable}: cannot read ${file} as a JSON keystore (not JSON)`);
   }
   if (typeof address !== 'string' || !/^(0x)?[0-9a-fA-F]{40}$/.test(address))
-    throw new ConfigError(`FACILITATOR_KEYSTORE_FILE: ${file} has no address field; is it an ethers JSON keystore?`);
+    throw new ConfigError(`${variable}: ${file} has no address field; is it an ethers JSON keystore?`);
   return { json, address: getAddress(`0x${address.replace(/^0x/, '').toLowerCase()}`) };
 }
 
-const gasWalletAddresses = new WeakMap<FacilitatorConfig, string>();
+const keyAddresses = {
+  gas: new WeakMap<FacilitatorConfig, string>(),
+  authorizer: new WeakMap<FacilitatorConfig, string>(),
+};
 
-/**
- * The gas wallet's address, from the keystore's public `address` field (read once per
- * configuration, never decrypted): what a process that holds no key (the HTTPS process with a
- * separate worker) names as the facilitator that settles upto payments.
- */
-export function gasWalletAddress(config: FacilitatorConfig): string {
-  let address = gasWalletAddresses.get(config);
-  if (address === undefined) gasWalletAddresses.set(config, (address = readKeystore(config).address));
+/** A key's address from its keystore's public `address` field, read once per configuration, never decrypted. */
+function keyAddress(config: FacilitatorConfig, key: KeyName): string {
+  let address = keyAddresses[key].get(config);
+  if (address === undefined) keyAddresses[key].set(config, (address = readKeystore(config, key).address));
   return address;
 }
 
-/** The keystore's password, from FACILITATOR_KEYSTORE_PASSWORD or the file FACILITATOR_KEYSTORE_PASSWORD_FILE names. */
-export function keystorePassword(config: FacilitatorConfig): string {
-  const { password, passwordFile } = config.keystore;
+/**
+ * The gas wallet's address: what a process that holds no key (the HTTPS process with a
+ * separate worker) names as the facilitator that settles upto payments.
+ */
+export function gasWalletAddress(config: FacilitatorConfig): string {
+  return keyAddress(config, 'gas');
+}
+
+/** Whether this deployment settles batch-settlement, and so keeps a receiver authorizer. */
+export function settlesBatch(config: Pick<FacilitatorConfig, 'extraSchemes'>): boolean {
+  return config.extraSchemes?.includes(SCHEME_BATCH_SETTLEMENT) ?? false;
+}
+
+/** The receiver authorizer's address: what /supported names as batch-settlement's `extra.receiverAuthorizer`. */
+export function receiverAuthorizerAddress(config: FacilitatorConfig): string {
+  return keyAddress(config, 'authorizer');
+}
+
+/** A keystore's password, from its `_PASSWORD` setting or the file its `_PASSWORD_FILE` names. */
+export function keystorePassword(config: FacilitatorConfig, key: KeyName = 'gas'): string {
+  const { password, passwordFile } = keystoreOf(config, key);
+  const variable = `${KEYSTORE_SETTINGS[key]}_PASSWORD`;
   if (password !== undefined) return password;
-  if (!passwordFile)
-    throw new ConfigError('FACILITATOR_KEYSTORE_PASSWORD or FACILITATOR_KEYSTORE_PASSWORD_FILE must be set');
-  return readSettingFile('FACILITATOR_KEYSTORE_PASSWORD_FILE', passwordFile).toString('utf8').trim();
+  if (!passwordFile) throw new ConfigError(`${variable} or ${variable}_FILE must be set`);
+  return readSettingFile(`${variable}_FILE`, passwordFile).toString('utf8').trim();
+}
+
+/** The setting that gave a keystore's password, for a message that must not quote it. */
+export function passwordSource(config: FacilitatorConfig, key: KeyName = 'gas'): string {
+  const variable = `${KEYSTORE_SETTINGS[key]}_PASSWORD`;
+  return keystoreOf(config, key).password !== undefined ? variable : `${variable}_FILE`;
 }
 
 /**
  * The files a facilitator process reads at start, read now, every one that fails a line of its
  * own: the HTTPS process's TLS files, the keystore (its address, for the gas gauge) and, where
- * the gas key is decrypted, its password.
+ * the gas key is decrypted, its password; the same of the receiver authorizer's where
+ * batch-settlement is settled.
  */
 export function requireStartFiles(config: FacilitatorConfig, needs: { tls: boolean; decrypts: boolean }): void {
   gatherConfig({
     tls: () => needs.tls && requireTlsFiles(config),
     keystore: () => readKeystore(config),
     password: () => needs.decrypts && keystorePassword(config),
+    authorizer: () => settlesBatch(config) && readKeystore(config, 'authorizer'),
+    authorizerPassword: () => settlesBatch(config) && needs.decrypts && keystorePassword(config, 'authorizer'),
   });
 }

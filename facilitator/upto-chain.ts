@@ -12,6 +12,7 @@ import { uptoSettleCallOf } from '../x402/schemes/upto/settle-args.ts';
 import {
   AUTHORIZATION_LOG_BLOCKS,
   LOG_CHUNK_BLOCKS,
+  revertErrorName,
   rpcNow,
   simulate,
   tokenInterface,
@@ -66,12 +67,7 @@ export async function payerFunds(
 
 /** Why the call would not move the money, from the contracts' errors (for operators only). */
 function uptoRevertCause(data: string | null | undefined): string {
-  let name: string | null;
-  try {
-    name = data ? (errorsInterface.parseError(data)?.name ?? null) : null;
-  } catch {
-    name = null;
-  }
+  const name = revertErrorName(errorsInterface, data);
   switch (name) {
     case 'InvalidNonce':
       return 'nonce_used';

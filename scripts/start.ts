@@ -41,11 +41,16 @@ try {
   // A key file it cannot read: the API and the worker name it in their one line at start.
 }
 
-// Where the facilitator's gas key lives. npm start's default runs the facilitator's worker in its
+// Where the facilitator's gas key (and its batch-settlement receiver authorizer's) lives. npm start's default runs the facilitator's worker in its
 // HTTPS process (the /settle fast path, eager workflow starts); FACILITATOR_EMBEDDED_WORKER=false
 // runs it as a process of its own, the only one holding the key: the production mode
 // (docs/DEPLOYMENT.md).
-const KEYSTORE_SECRETS = ['FACILITATOR_KEYSTORE_PASSWORD', 'FACILITATOR_KEYSTORE_PASSWORD_FILE'];
+const KEYSTORE_SECRETS = [
+  'FACILITATOR_KEYSTORE_PASSWORD',
+  'FACILITATOR_KEYSTORE_PASSWORD_FILE',
+  'FACILITATOR_AUTHORIZER_KEYSTORE_PASSWORD',
+  'FACILITATOR_AUTHORIZER_KEYSTORE_PASSWORD_FILE',
+];
 // The workers' deployment version rule: npm start's own on its own dev server, the production
 // defaults on a Temporal named by TEMPORAL_ADDRESS (it may be shared).
 const versioning = startVersioning(env);

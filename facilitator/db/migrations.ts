@@ -143,6 +143,16 @@ const facilitatorMigrations: Migration[] = [
     name: '0007_settlements_in_flight',
     sql: [`create index settlements_in_flight on settlements (updated_at) where status in ('signed', 'broadcast')`],
   },
+  {
+    // A batch-settlement channel's refund is asked only by an account whose deposit into it was
+    // settled here (facilitator/store/requests.ts, depositedBy): its deposits found by channel.
+    name: '0008_batch_deposit_channels',
+    sql: [
+      `set local lock_timeout = '5s'`,
+      `create index settle_requests_deposit_channel on settle_requests
+         (lower(request->'action'->'voucher'->>'channelId'), account_id) where request->'action'->>'type' = 'deposit'`,
+    ],
+  },
 ];
 
 const LOCK_KEY = 402_402_001;

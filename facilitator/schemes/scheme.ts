@@ -2,6 +2,8 @@
 // handling of a /settle request of that kind, which answers in the domain's words (SettleAnswer);
 // the service (facilitator-service/settle.ts) maps them to HTTP. The registry (index.ts)
 // dispatches by (scheme, network).
+import type { JsonRpcProvider } from 'ethers';
+import type pg from 'pg';
 import type { Logger } from '../../lib/log.ts';
 import type { SettleRequest } from '../../x402/schemas.ts';
 import type { Account } from '../accounts.ts';
@@ -9,7 +11,7 @@ import type { FacilitatorConfig } from '../config.ts';
 import type { SettlementRunner } from '../settlement/runner.ts';
 import type { SettlementOutcome } from '../settlement/types.ts';
 
-/** A kind of payment the facilitator settles, as /supported lists it (`extra`: what its clients must know, e.g. upto's facilitatorAddress). */
+/** A kind of payment the facilitator settles, as /supported lists it (`extra`: what its clients must know, e.g. upto's facilitatorAddress, batch-settlement's receiverAuthorizer). */
 export type SupportedKind = {
   x402Version: 1 | 2;
   scheme: string;
@@ -25,8 +27,14 @@ export type SupportedKind = {
  * still land (in_progress), or a guardrail refused it (limit).
  */
 export type SettleAnswer =
-  /** `charged`: the amount an upto settlement moved (its answer names it; 0 moves nothing and names no transaction). */
-  | { answer: 'outcome'; outcome: SettlementOutcome; charged?: { amount: string; network: string } }
+  /** `charged`: the amount an upto or batch-settlement settlement moved (its answer names it; 0 moves nothing and names no transaction). */
+  | {
+      answer: 'outcome';
+      outcome: SettlementOutcome;
+      charged?: { amount: string; network: string };
+      /** What a settled answer adds under `extra` (a batch-settlement channel's state after it). */
+      extra?: Record<string, unknown>;
+    }
   | { answer: 'malformed' | 'not_ready' | 'unavailable' | 'in_progress' | 'limit' };
 
 /** What every scheme's handler is built with. */
@@ -37,6 +45,10 @@ export type SchemeDeps = {
   readiness: { current(): Promise<{ ready: boolean }> };
   /** The owner a request is handed to once admitted (facilitator-service/owner.ts). */
   settlements: SettlementRunner;
+  /** The chain, for what a scheme reads before it names a settlement (batch-settlement's channel state). */
+  chain: JsonRpcProvider;
+  /** The facilitator's records, for what a scheme asks of them first (who deposited into a channel). */
+  pool: pg.Pool;
 };
 
 /**
@@ -49,6 +61,17 @@ export type Settler = (
   from: { account: Account; deadline: number; body?: unknown },
 ) => Promise<SettleAnswer>;
 
+/** A scheme's answer to a /verify request: the x402 verify response, or why there is none. */
+export type VerifyAnswer =
+  | {
+      answer: 'verified';
+      response: { isValid: boolean; invalidReason?: string; payer: string; extra?: Record<string, unknown> };
+    }
+  | { answer: 'malformed' | 'unavailable' };
+
+/** Checks a payment of the scheme's kind without settling it (body: the x402 v2 verify request as sent). */
+export type Verifier = (body: unknown) => Promise<VerifyAnswer>;
+
 /** One registry entry: a scheme's facilitator part. */
 export type FacilitatorScheme = {
   /** The kind it settles on this deployment. */
@@ -56,4 +79,8 @@ export type FacilitatorScheme = {
   settler(deps: SchemeDeps): Settler;
   /** The network names /settle takes for the kind (default: the kind's own). */
   networks?(config: FacilitatorConfig): string[];
+  /** Its /verify, where it offers one (batch-settlement: the spec has servers verify deposits and refunds). */
+  verifier?(deps: SchemeDeps): Verifier;
+  /** The addresses that send its transactions, where its clients must know them (/supported `signers`). */
+  signers?(config: FacilitatorConfig): string[];
 };

@@ -2,9 +2,10 @@
 // chain: the authorization used by another transaction that paid this settlement is a
 // settlement, never a failure (an upto authorization's Permit2 nonce: upto-chain.ts). After a mined cancel the payer's authorization may still be
 // valid: the transfer is then submitted again at a new gas nonce (resubmit.ts).
-import { authorizationUse } from '../chain.ts';
+import { authorizationUse, type AuthorizationUse } from '../chain.ts';
 import {
   completeSettlement,
+  isBatchActionKey,
   isUptoKey,
   parseSettlementKey,
   uptoNonceOfKey,
@@ -21,9 +22,17 @@ import type { Inclusion, SettlementDeps, SettlementOutcome } from './types.ts';
 
 /**
  * What the chain says of this settlement's authorization as of `toBlock`: the token of an EIP-3009
- * one, Permit2 and the upto proxy's transfers of an upto one (upto-chain.ts).
+ * one (a batch-settlement deposit's included: its transfer goes to the collector), Permit2 and
+ * the upto proxy's transfers of an upto one (upto-chain.ts).
  */
-function authorizationUseOf(deps: SettlementDeps, record: SettlementRecord, toBlock: number) {
+function authorizationUseOf(
+  deps: SettlementDeps,
+  record: SettlementRecord,
+  toBlock: number,
+): Promise<AuthorizationUse> {
+  // A batch-settlement claim, settle or refund uses no authorization of the payer's: nothing
+  // else can have settled it, and with no window (validBefore 0) a revert or a cancel is final.
+  if (isBatchActionKey(record.key)) return Promise.resolve({ used: false });
   if (isUptoKey(record.key))
     return uptoAuthorizationUse(
       deps.provider,

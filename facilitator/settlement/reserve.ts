@@ -14,11 +14,17 @@ import { type SettlementRecord } from '../store/records.ts';
 import { signerKindOf } from '../../x402/schemes/exact/verify.ts';
 import { UPTO_PROXY_ADDRESS } from '../../contracts/upto-proxy.ts';
 import { uptoCalldata } from '../upto-chain.ts';
-import { isUptoRequest, settlementKind, type SettlementRequest } from './request.ts';
+import { isBatchRequest, isUptoRequest, settlementKind, type SettlementRequest } from './request.ts';
+import { batchCall } from './verify-batch.ts';
 import type { GasPlan, SettlementDeps, VerifiedTransfer } from './types.ts';
 
-/** The chain call that settles the request: the token's transferWithAuthorization (exact), the upto proxy's settle for the charge (upto). */
-function settlementCall(deps: SettlementDeps, request: SettlementRequest): { to: string; data: string } {
+/**
+ * The chain call that settles the request: the token's transferWithAuthorization (exact), the
+ * upto proxy's settle for the charge (upto), the channel contract's call with the receiver
+ * authorizer's signatures (batch-settlement: verify-batch.ts).
+ */
+async function settlementCall(deps: SettlementDeps, request: SettlementRequest): Promise<{ to: string; data: string }> {
+  if (isBatchRequest(request)) return batchCall(deps, request);
   if (isUptoRequest(request))
     return { to: UPTO_PROXY_ADDRESS, data: uptoCalldata(request.payment, BigInt(request.charge)) };
   const payment = request.paymentPayload;
@@ -41,7 +47,7 @@ async function signTransfer(
   const raw = await deps.signer.signTransaction({
     type: 2,
     chainId: deps.config.domain.chainId,
-    ...settlementCall(deps, request),
+    ...(await settlementCall(deps, request)),
     nonce,
     gasLimit: gas.gasLimit,
     maxFeePerGas: gas.maxFeePerGas,

@@ -28,7 +28,13 @@ import {
 import { loadSettleRequest, markRefused, type StoredSettleRequest } from '../store/requests.ts';
 import { signerKindOf } from '../../x402/schemes/exact/verify.ts';
 import { outcomeOfRecord, reverify } from './verify.ts';
-import { isUptoRequest, settlementTerms, type SettlementRequest } from './request.ts';
+import {
+  isBatchRequest,
+  isUptoRequest,
+  settlementTerms,
+  settlesWithoutTransaction,
+  type SettlementRequest,
+} from './request.ts';
 import { presign, reserve as reserveNonce, sign } from './reserve.ts';
 import { attemptsOf, firstAttempt, signedOrThrow, type Signed } from './signed.ts';
 import { broadcast as sendStored } from './broadcast.ts';
@@ -147,10 +153,13 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
     request: SettlementRequest,
     chain: ReturnType<typeof chainReads>,
   ): Promise<PresignedTransaction | undefined> {
-    // An upto call's gas is estimated: signed once the reads are in (nothing, for a charge of 0).
-    if (isUptoRequest(request))
+    // An upto or batch-settlement call's gas is estimated: signed once the reads are in (nothing,
+    // for what settles without a transaction).
+    if (isUptoRequest(request) || isBatchRequest(request))
       return Promise.all([chain.checked, chain.storedNonce]).then(([checked, nonce]) =>
-        checked.ok && checked.transfer.amount > 0n ? presign(deps, request, checked.gas, nonce) : undefined,
+        checked.ok && !settlesWithoutTransaction(request, checked.transfer.amount)
+          ? presign(deps, request, checked.gas, nonce)
+          : undefined,
       );
     const { authorization, signature } = request.paymentPayload.payload;
     // Asked once the reads are out (the signer's kind costs a signature recovery: CPU).
@@ -241,9 +250,9 @@ export function createSettlementSteps(deps: SettlementDeps): SettlementSteps {
       }
       return { result: decided({ status: 'failed', payer, transaction: null, cause: checked.cause }) };
     }
-    // An upto charge of 0 moves nothing: settled as it stands, with no transaction and nothing
-    // reserved, recorded so a duplicate gets the same answer.
-    if (isUptoRequest(stored.request) && checked.transfer.amount === 0n) {
+    // An upto charge of 0 moves nothing, nor does a claim the chain already holds: settled as it
+    // stands, with no transaction and nothing reserved, recorded so a duplicate gets the same answer.
+    if (settlesWithoutTransaction(stored.request, checked.transfer.amount)) {
       const record = await recordRejected(deps.pool, {
         key,
         accountId: stored.accountId,

@@ -14,10 +14,9 @@ import { contractSignatureCheck } from '../../x402/erc1271.ts';
 import type { FacilitatorConfig } from '../config.ts';
 import { pendingNonce } from '../chain.ts';
 import { payerFunds, permit2NonceUsed, simulateUpto, uptoCalldata } from '../upto-chain.ts';
-import type { Reverified, SettlementDeps } from './types.ts';
+import type { GasPlan, Reverified, SettlementDeps } from './types.ts';
 
-// As for a contract wallet's exact transfer: the estimate is exact for the simulated state, the
-// margin covers a storage slot warmed or cooled by an earlier transaction in the same block.
+// As for a contract wallet's exact transfer (see estimatedGas).
 const GAS_HEADROOM_PERCENT = 120n;
 
 /** The names a request may give this deployment's network: its own (v1) and CAIP-2 (v2). */
@@ -25,10 +24,10 @@ export function uptoNetworks(config: Pick<FacilitatorConfig, 'network' | 'domain
   return [config.network, caip2Network(config.domain.chainId)];
 }
 
-/** The requirements' terms that need neither signature nor chain: the network and asset are ours. */
+/** The requirements' terms that need neither signature nor chain: the network and asset are ours (batch-settlement's too). */
 export function uptoTermsMismatch(
   config: Pick<FacilitatorConfig, 'network' | 'domain' | 'tokenAddress'>,
-  request: UptoSettleRequest,
+  request: Pick<UptoSettleRequest, 'network' | 'asset'>,
 ): string | null {
   if (!uptoNetworks(config).includes(request.network)) return 'network_mismatch';
   if (request.asset.toLowerCase() !== config.tokenAddress.toLowerCase()) return 'asset_mismatch';
@@ -56,8 +55,7 @@ export async function reverifyUpto(deps: SettlementDeps, request: UptoSettleRequ
   const payment = checked.payment;
   const transfer = { payer: payment.payer, payTo: payment.to, amount: charge, validBefore: payment.deadline + 1n };
   // Nothing to move: no transaction, so no gas plan either (the verify step records it settled).
-  if (charge === 0n)
-    return { ok: true, transfer, gas: { gasLimit: 0n, maxFeePerGas: 0n, maxPriorityFeePerGas: 0n, chainNonce: 0 } };
+  if (charge === 0n) return { ok: true, transfer, gas: NO_TRANSACTION };
 
   const tx = { from: deps.signer.address, to: UPTO_PROXY_ADDRESS, data: uptoCalldata(request.payment, charge) };
   const [used, funds, simulation, fees, chainNonce] = await Promise.all([
@@ -71,15 +69,28 @@ export async function reverifyUpto(deps: SettlementDeps, request: UptoSettleRequ
   if (funds.balance < charge) return { ok: false, cause: 'insufficient_balance' };
   if (!payment.permit2612 && funds.allowance < charge) return { ok: false, cause: 'permit2_allowance_required' };
   if (simulation) return { ok: false, cause: simulation };
+  return { ok: true, transfer, gas: await estimatedGas(deps, tx, fees, chainNonce) };
+}
+
+/**
+ * The gas plan of a contract call that simulated well: its estimate with headroom (exact for the
+ * simulated state; the margin covers a storage slot warmed or cooled by an earlier transaction
+ * in the same block), the oracle's fees, the node's pending count.
+ */
+export async function estimatedGas(
+  deps: SettlementDeps,
+  tx: { from: string; to: string; data: string },
+  fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint },
+  chainNonce: number,
+): Promise<GasPlan> {
   const estimate = await deps.provider.estimateGas(tx);
   return {
-    ok: true,
-    transfer,
-    gas: {
-      gasLimit: (estimate * GAS_HEADROOM_PERCENT) / 100n,
-      maxFeePerGas: fees.maxFeePerGas,
-      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-      chainNonce,
-    },
+    gasLimit: (estimate * GAS_HEADROOM_PERCENT) / 100n,
+    maxFeePerGas: fees.maxFeePerGas,
+    maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+    chainNonce,
   };
 }
+
+/** The plan of what settles without a transaction: nothing to sign. */
+export const NO_TRANSACTION: GasPlan = { gasLimit: 0n, maxFeePerGas: 0n, maxPriorityFeePerGas: 0n, chainNonce: 0 };

@@ -11,8 +11,9 @@ import { EOA_TRANSFER_GAS_LIMIT, authorizationUsed, pendingNonce, simulate, tran
 import type { SettlementRecord } from '../store/records.ts';
 import type { ExactSettleRequest, TransferAuthorization } from '../../x402/schemes/exact/schemas.ts';
 import type { Reverified, SettlementDeps, SettlementOutcome } from './types.ts';
-import { isUptoRequest, type SettlementRequest } from './request.ts';
+import { isBatchRequest, isUptoRequest, type SettlementRequest } from './request.ts';
 import { reverifyUpto } from './verify-upto.ts';
+import { reverifyBatch } from './verify-batch.ts';
 
 export function outcomeOfRecord(record: SettlementRecord): SettlementOutcome {
   const status = record.status === 'settled' ? 'settled' : record.status === 'failed' ? 'failed' : 'pending';
@@ -42,8 +43,9 @@ function eoaTransfer(
   }
 }
 
-/** Re-verification of the request, by its scheme (an upto one: verify-upto.ts). */
+/** Re-verification of the request, by its scheme (an upto one: verify-upto.ts; batch-settlement: verify-batch.ts). */
 export function reverify(deps: SettlementDeps, request: SettlementRequest): Promise<Reverified> {
+  if (isBatchRequest(request)) return reverifyBatch(deps, request);
   return isUptoRequest(request) ? reverifyUpto(deps, request) : reverifyExact(deps, request);
 }
 

@@ -87,6 +87,32 @@ export function uptoNonceOfKey(key: string): bigint {
   return BigInt(parseSettlementKey(key).nonce.slice(UPTO_NONCE_PREFIX.length));
 }
 
+/** The prefix of a batch-settlement claim's, settle's or refund's id in its key: never an authorization's nonce. */
+const BATCH_ACTION_PREFIX = 'batch-';
+
+/**
+ * Workflow id and record key of a batch-settlement claim, settle or refund: the same form, its
+ * party (a claim's first receiver, a settle's receiver, a refund's payer) in the payer's place
+ * and, in the nonce's, the action and what makes it one settlement (a claim: its ClaimBatch
+ * digest; a settle: the receiver's claimed total it sweeps up to; a refund: the channel and its
+ * refund nonce). A retry of the same request names the same settlement. A deposit is keyed by its
+ * ERC-3009 authorization's nonce, as an exact payment is (settlementKey): the token's nonce is one.
+ */
+export function batchActionKey(
+  chainId: number,
+  token: string,
+  party: string,
+  action: 'claim' | 'settle' | 'refund',
+  id: string,
+): string {
+  return settlementKey(chainId, token, party, `${BATCH_ACTION_PREFIX}${action}-${id}`);
+}
+
+/** Whether the key is a batch-settlement claim's, settle's or refund's (no authorization of the payer's). */
+export function isBatchActionKey(key: string): boolean {
+  return parseSettlementKey(key).nonce.startsWith(BATCH_ACTION_PREFIX);
+}
+
 export function parseSettlementKey(key: string): { chainId: number; token: string; payer: string; nonce: string } {
   const [, chainId, token, payer, nonce] = key.split(':');
   return { chainId: Number(chainId), token, payer, nonce };

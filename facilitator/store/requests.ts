@@ -1,7 +1,7 @@
 // The stored request: the signed /settle request, stored by key (first writer wins), what the
 // sweeper reads to start workflows that were never started, and durable refusals.
 import type pg from 'pg';
-import { isUptoRequest, settlementTerms, type SettlementRequest } from '../settlement/request.ts';
+import { isBatchRequest, isUptoRequest, settlementTerms, type SettlementRequest } from '../settlement/request.ts';
 
 /**
  * Stores the request by key; true when this call stored it (the first request of its
@@ -71,7 +71,7 @@ export async function unstartedSettlements(
 /** The search attribute and summary of a settlement's workflow, from its request (no signature). */
 export function workflowLabels(request: SettlementRequest): { payer: string; summary: string } {
   const { payer, amount } = settlementTerms(request);
-  const payTo = isUptoRequest(request) ? request.payTo : request.paymentRequirements.payTo;
+  const payTo = isUptoRequest(request) || isBatchRequest(request) ? request.payTo : request.paymentRequirements.payTo;
   return { payer, summary: `${amount} to ${payTo} from ${payer}` };
 }
 
@@ -81,4 +81,20 @@ export async function markRefused(db: pg.Pool, key: string, cause: string): Prom
     key,
     cause,
   ]);
+}
+
+/**
+ * Whether `accountId` had a batch-settlement deposit into `channelId` settled here: the account
+ * that may ask the channel's refund, which this facilitator signs as its receiver authorizer.
+ */
+export async function depositedBy(db: pg.Pool, accountId: string, channelId: string): Promise<boolean> {
+  const { rows } = await db.query<{ deposited: boolean }>(
+    `select exists (
+       select 1 from settle_requests r join settlements s on s.settlement_key = r.settlement_key and s.status = 'settled'
+       where lower(r.request->'action'->'voucher'->>'channelId') = lower($2) and r.account_id = $1
+         and r.request->'action'->>'type' = 'deposit'
+     ) as deposited`,
+    [accountId, channelId],
+  );
+  return rows[0]?.deposited === true;
 }

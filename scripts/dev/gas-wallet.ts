@@ -1,10 +1,12 @@
-// The development gas wallet: a fresh key generated on first start, kept as an ethers JSON
-// keystore (scrypt) with a random password in a 0600 file beside it, both in the data folder.
+// The development gas wallet, and the development receiver authorizer of batch-settlement channels:
+// each a fresh key generated on first start, kept as an ethers JSON keystore (scrypt) with a
+// random password in a 0600 file beside it, both in the data folder.
 // Its scrypt cost is light (N = 2^12, not ethers' 2^17): the password lies beside the file, so a
 // costly KDF protects nothing, while every facilitator process that starts on it (the test suite
 // starts many) paid ~1 s of CPU to decrypt it, over 3 s on a loaded 2-core machine.
-// `npm start` and the tests fund it on their own anvil. Production deployments bring their own
-// keystore (FACILITATOR_KEYSTORE_FILE) or another TransactionSigner.
+// `npm start` and the tests fund the gas wallet on their own anvil (the authorizer only signs, it
+// holds nothing). Production deployments bring their own keystores (FACILITATOR_KEYSTORE_FILE,
+// FACILITATOR_AUTHORIZER_KEYSTORE_FILE) or other signers.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,9 +16,10 @@ export type DevGasWallet = { keystoreFile: string; passwordFile: string; address
 
 const DEV_SCRYPT_N = 1 << 12;
 
-export async function ensureDevGasWallet(dir: string): Promise<DevGasWallet> {
-  const keystoreFile = join(dir, 'gas-wallet.json');
-  const passwordFile = join(dir, 'gas-wallet.password');
+/** The key kept in `dir` as `name`.json and `name`.password, made on first use. */
+export async function ensureDevGasWallet(dir: string, name = 'gas-wallet'): Promise<DevGasWallet> {
+  const keystoreFile = join(dir, `${name}.json`);
+  const passwordFile = join(dir, `${name}.password`);
   if (!existsSync(keystoreFile) || !existsSync(passwordFile)) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const password = randomBytes(24).toString('base64url');

@@ -19,6 +19,8 @@ import { startTemporalDevServer, type DevServer } from '../dev/temporal-dev-serv
 import { deployToken, placeBatchSettlementContracts, placeUptoContracts, startAnvil } from '../dev/chain.ts';
 import { ensureDevPki, type DevPki } from '../dev/pki.ts';
 import { ensureDevGasWallet, fundDevGasWallet, type DevGasWallet } from '../dev/gas-wallet.ts';
+import { SCHEME_UPTO } from '../../x402/schemes/upto/schemas.ts';
+import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 import { openOrm, migrate } from '../../gateway/db/orm.ts';
 
 export type InfraOptions = {
@@ -59,6 +61,8 @@ export type Infra = {
   pki: DevPki;
   /** The facilitator's gas wallet keystore (generated on first start; funded on our own anvil). */
   gasWallet: DevGasWallet;
+  /** The batch-settlement receiver authorizer's keystore (generated on first start). */
+  receiverAuthorizer: DevGasWallet;
   secrets: DevSecrets;
   /** The parts this run started itself (null when configuration pointed at an existing one),
    *  stoppable and startable again on the same port and data: the chaos scenarios use them. */
@@ -192,6 +196,7 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
     await placeUptoContracts(chainReady.rpcUrl, contractsCache);
     await placeBatchSettlementContracts(chainReady.rpcUrl, contractsCache);
     const gasWallet = await ensureDevGasWallet(join(opts.dataDir, 'facilitator'));
+    const receiverAuthorizer = await ensureDevGasWallet(join(opts.dataDir, 'facilitator'), 'receiver-authorizer');
     if (!opts.chainRpcUrl) await fundDevGasWallet(chainReady.rpcUrl, 8453, gasWallet.address);
 
     return {
@@ -210,6 +215,7 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
       },
       pki: pkiReady,
       gasWallet,
+      receiverAuthorizer,
       secrets,
       parts: {
         temporal: opts.temporalAddress
@@ -234,6 +240,9 @@ export async function startInfra(opts: InfraOptions): Promise<Infra> {
   }
 }
 
+/** The schemes a local system's facilitator settles beside exact (FACILITATOR_EXTRA_SCHEMES), unless set. */
+export const DEV_EXTRA_SCHEMES = [SCHEME_UPTO, SCHEME_BATCH_SETTLEMENT].join(',');
+
 /** The environment every application process (API, worker, facilitator) runs with. */
 export function appEnvironment(infra: Infra, extra: Record<string, string | undefined> = {}): Record<string, string> {
   const env: Record<string, string | undefined> = {
@@ -254,8 +263,10 @@ export function appEnvironment(infra: Infra, extra: Record<string, string | unde
     FACILITATOR_TLS_CA: infra.pki.files.ca,
     FACILITATOR_KEYSTORE_FILE: infra.gasWallet.keystoreFile,
     FACILITATOR_KEYSTORE_PASSWORD_FILE: infra.gasWallet.passwordFile,
-    // The local system sells metered calls: its facilitator settles upto beside exact.
-    FACILITATOR_EXTRA_SCHEMES: process.env.FACILITATOR_EXTRA_SCHEMES ?? 'upto',
+    FACILITATOR_AUTHORIZER_KEYSTORE_FILE: infra.receiverAuthorizer.keystoreFile,
+    FACILITATOR_AUTHORIZER_KEYSTORE_PASSWORD_FILE: infra.receiverAuthorizer.passwordFile,
+    // The local system sells metered calls: its facilitator settles upto and batch-settlement beside exact.
+    FACILITATOR_EXTRA_SCHEMES: process.env.FACILITATOR_EXTRA_SCHEMES ?? DEV_EXTRA_SCHEMES,
     // The dev chain's gas costs about 100 times Base's (1 gwei tips): a failed-gas budget to match.
     FACILITATOR_FAILED_GAS_DAILY_WEI: process.env.FACILITATOR_FAILED_GAS_DAILY_WEI ?? '1000000000000000000',
     // The gateway trusts the dev CA for the facilitator's server certificate.

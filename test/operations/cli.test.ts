@@ -369,24 +369,40 @@ describe('configuration errors, reported together before anything starts', funct
     ]);
   });
 
-  it('the facilitator worker: a keystore password that does not decrypt it, one line before it connects', async () => {
-    const r = await run(
+  /** The facilitator worker with these settings, where nothing answers: a refusal must come before any connection is tried. */
+  const workerWith = (overrides: Record<string, string>) =>
+    run(
       'temporal/facilitator-worker-main.ts',
       [],
       facilitatorEnv(stack().infra, {
-        FACILITATOR_KEYSTORE_PASSWORD: 'not-the-password',
-        // Nothing answers there: the refusal must come before any connection is tried.
         TEMPORAL_ADDRESS: '127.0.0.1:1',
         FACILITATOR_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none',
         LOG_LEVEL: 'info',
+        ...overrides,
       }),
     );
+
+  it('the facilitator worker: a keystore password that does not decrypt it, one line before it connects', async () => {
+    const r = await workerWith({ FACILITATOR_KEYSTORE_PASSWORD: 'not-the-password' });
     assert.equal(r.code, 2, r.stdout + r.stderr);
     assert.doesNotMatch(r.stdout + r.stderr, STACK);
     assert.doesNotMatch(r.stdout + r.stderr, /not-the-password/);
     assert.deepEqual(r.stderr.trim().split('\n'), [
       'facilitator-worker: invalid configuration (1 problem; nothing started):',
       "  FACILITATOR_KEYSTORE_PASSWORD: it does not decrypt FACILITATOR_KEYSTORE_FILE (a wrong password, or another wallet's file)",
+    ]);
+  });
+
+  it('the facilitator worker settling batch-settlement: the receiver authorizer’s keystore, missing or not decrypted by its password, one line each', async () => {
+    const missing = await workerWith({ FACILITATOR_AUTHORIZER_KEYSTORE_FILE: '' });
+    assert.equal(missing.code, 2, missing.stdout + missing.stderr);
+    assert.match(missing.stderr, /^ {2}FACILITATOR_AUTHORIZER_KEYSTORE_FILE must be set$/m);
+    const wrong = await workerWith({ FACILITATOR_AUTHORIZER_KEYSTORE_PASSWORD: 'not-the-password' });
+    assert.equal(wrong.code, 2, wrong.stdout + wrong.stderr);
+    assert.doesNotMatch(wrong.stdout + wrong.stderr, /not-the-password/);
+    assert.deepEqual(wrong.stderr.trim().split('\n'), [
+      'facilitator-worker: invalid configuration (1 problem; nothing started):',
+      "  FACILITATOR_AUTHORIZER_KEYSTORE_PASSWORD: it does not decrypt FACILITATOR_AUTHORIZER_KEYSTORE_FILE (a wrong password, or another wallet's file)",
     ]);
   });
 

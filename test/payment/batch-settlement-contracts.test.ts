@@ -19,10 +19,10 @@ import {
   ERC3009_DEPOSIT_COLLECTOR_ABI,
   ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
   batchSettlementContract,
-  erc3009CollectorData,
 } from '../../contracts/batch-settlement.ts';
 import { tokenContract } from '../../contracts/token.ts';
 import { fund } from '../../scripts/dev/chain.ts';
+import { erc3009DepositArgs } from '../../facilitator/batch-chain.ts';
 import { compileContract } from '../../scripts/dev/compile.ts';
 import type { BatchSettlementPayment, ChannelConfig } from '../../x402/schemes/batch-settlement/schemas.ts';
 import {
@@ -95,16 +95,8 @@ describe('x402 batch-settlement contracts on the dev chain', function () {
   }
 
   function depositArgs(payload: DepositPayload) {
-    const auth = payload.deposit.authorization;
-    assert.ok('erc3009Authorization' in auth);
-    const a = auth.erc3009Authorization;
-    const collectorData = erc3009CollectorData({
-      validAfter: BigInt(a.validAfter),
-      validBefore: BigInt(a.validBefore),
-      salt: BigInt(a.salt),
-      signature: a.signature,
-    });
-    return [payload.channelConfig, BigInt(payload.deposit.amount), ERC3009_DEPOSIT_COLLECTOR_ADDRESS, collectorData];
+    assert.ok('erc3009Authorization' in payload.deposit.authorization);
+    return erc3009DepositArgs(payload);
   }
 
   function claimRow(config: ChannelConfig, voucher: { maxClaimableAmount: string; signature: string }, total: bigint) {

@@ -2,7 +2,8 @@
 // secret the system holds: a managed credential's plaintext, an OpenBao secret, the gateway's
 // JWT signing secret (and the bearer tokens it signs), a facilitator client key (stored as a
 // credential), the payer's private key and the payment signature of a paid call, the
-// facilitator's gas-wallet key, and another tenant's OpenBao secret that this tenant aims at
+// facilitator's gas-wallet key and receiver-authorizer key (a batch-settlement claim signed with
+// it), and another tenant's OpenBao secret that this tenant aims at
 // (refused references on create and PUT, and a row planted by SQL that points there). Traffic then runs through a real gateway worker process (its
 // stdout read at trace level, its /metrics scraped), an in-process API and facilitator whose
 // every log line is kept, the stack's facilitator worker and the chain: credentials injected
@@ -28,6 +29,9 @@ import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { startWorkerProcess, stopWorkerProcess } from '../support/worker-process.ts';
 import { newAccount, newPayTo, newPayer, signPayment, encodePayment, type TestAccount } from '../support/x402.ts';
 import { facilitatorEnv } from '../support/facilitator.ts';
+import { batchPayer } from '../support/batch-settlement.ts';
+import { batchActionKey } from '../../facilitator/store/records.ts';
+import { claimBatchDigestOf } from '../../facilitator/settlement/verify-batch.ts';
 import { freePort } from '../../scripts/lib/ports.ts';
 import { startGateway } from '../../api/wiring.ts';
 import { mintToken } from '../../scripts/lib/tokens.ts';
@@ -90,6 +94,8 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
   let token: string;
   let payerAddress: string;
   const workflowIds: string[] = [];
+  /** Settlement workflows not found by the payer (a batch-settlement claim's, named by its key). */
+  const settlementIds: string[] = [];
 
   before(async function () {
     this.timeout(240_000);
@@ -138,6 +144,12 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
       (await readFile(gas.passwordFile, 'utf8')).trim(),
     );
     secrets.gasWalletKey = gasWallet.privateKey.slice(2);
+    const authorizer = stack().infra.receiverAuthorizer;
+    const authorizerWallet = await Wallet.fromEncryptedJson(
+      await readFile(authorizer.keystoreFile, 'utf8'),
+      (await readFile(authorizer.passwordFile, 'utf8')).trim(),
+    );
+    secrets.receiverAuthorizerKey = authorizerWallet.privateKey.slice(2);
   });
 
   after(async () => {
@@ -321,6 +333,39 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
     });
     assert.equal(paidStream.status, 200, paidStream.text);
 
+    // batch-settlement through the facilitator: a deposit, then a claim the facilitator signs with
+    // the receiver-authorizer key (whose canary this is) in its settlement's step 2.
+    const channelPayTo = newPayTo();
+    const channelPayer = batchPayer((await newPayer(20_000n)).privateKey);
+    const deposit = await channelPayer.pay({
+      asset: stack().infra.tokenAddress,
+      payTo: channelPayTo,
+      receiverAuthorizer: stack().infra.receiverAuthorizer.address,
+      amount: 1_000n,
+      minDeposit: 10_000n,
+    });
+    const channelSettle = async (payload: unknown) => {
+      const body = { x402Version: 2, paymentPayload: { ...deposit, payload }, paymentRequirements: deposit.accepted };
+      const res = await account.client.post('/settle', body, facilitator.url);
+      replies.push({ ...res, text: JSON.stringify(res.json) });
+      assert.equal(res.json.success, true, JSON.stringify(res.json));
+    };
+    await channelSettle(deposit.payload);
+    const claims = [
+      {
+        voucher: {
+          channel: deposit.payload.channelConfig,
+          maxClaimableAmount: deposit.payload.voucher.maxClaimableAmount,
+        },
+        signature: deposit.payload.voucher.signature,
+        totalClaimed: deposit.payload.voucher.maxClaimableAmount,
+      },
+    ];
+    await channelSettle({ type: 'claim', claims });
+    settlementIds.push(
+      batchActionKey(8453, stack().infra.tokenAddress, channelPayTo, 'claim', claimBatchDigestOf(8453, claims)),
+    );
+
     // Positive controls: the secrets were really in play.
     assert.ok(
       upstream.received.some((r) => r.headers.authorization === `Bearer ${secrets.managed}`),
@@ -362,6 +407,7 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
       workflowIds.every((id) => ids.has(id)),
       'every invocation workflow was found by its tenant',
     );
+    for (const id of settlementIds) ids.add(id);
     assert.ok(
       [...ids].some((id) => id.startsWith('settle:')),
       'the settlement workflow was found',

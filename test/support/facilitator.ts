@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline';
 import type pg from 'pg';
 import type { Client } from '@temporalio/client';
 import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
-import type { Infra } from '../../scripts/lib/infra.ts';
+import { DEV_EXTRA_SCHEMES, type Infra } from '../../scripts/lib/infra.ts';
 import { ensureDevGasWallet, fundDevGasWallet, type DevGasWallet } from '../../scripts/dev/gas-wallet.ts';
 import { loadFacilitatorConfig, readKeystore, type FacilitatorConfig } from '../../facilitator/config.ts';
 import { openFacilitatorPool } from '../../facilitator/db/pool.ts';
@@ -48,14 +48,14 @@ export const silentLogger = {
 };
 
 /**
- * The gas wallet's signer, decrypted once per keystore (and password) and run: a keystore's scrypt costs
+ * The gas wallet's signer (with the receiver authorizer where batch-settlement is settled),
+ * decrypted once per keystore (and password) and run: a keystore's scrypt costs
  * seconds of CPU (3.2 s measured on this 2-core machine under the suite's load), and the stack's
  * facilitator and its replicas share one keystore, as every start on one task queue of its own does.
  */
 const signers = new Map<string, Promise<TransactionSigner>>();
 function keystoreSigner(config: FacilitatorConfig): Promise<TransactionSigner> {
-  const { file, password, passwordFile } = config.keystore;
-  const key = JSON.stringify([file, password, passwordFile]);
+  const key = JSON.stringify([config.keystore, config.extraSchemes, config.authorizerKeystore]);
   let signer = signers.get(key);
   if (!signer) {
     signers.set(key, (signer = loadKeystoreSigner(config)));
@@ -89,8 +89,10 @@ export function facilitatorEnv(infra: Infra, overrides: Record<string, string> =
     TEMPORAL_ADDRESS: infra.temporalAddress,
     FACILITATOR_KEYSTORE_FILE: infra.gasWallet.keystoreFile,
     FACILITATOR_KEYSTORE_PASSWORD_FILE: infra.gasWallet.passwordFile,
-    // The stack settles upto beside exact, as npm start's does.
-    FACILITATOR_EXTRA_SCHEMES: 'upto',
+    FACILITATOR_AUTHORIZER_KEYSTORE_FILE: infra.receiverAuthorizer.keystoreFile,
+    FACILITATOR_AUTHORIZER_KEYSTORE_PASSWORD_FILE: infra.receiverAuthorizer.passwordFile,
+    // The stack settles upto and batch-settlement beside exact, as npm start's does.
+    FACILITATOR_EXTRA_SCHEMES: DEV_EXTRA_SCHEMES,
     // Tests deactivate accounts and drain gas and expect the next call to see it.
     FACILITATOR_ACCOUNT_CACHE_MS: '0',
     FACILITATOR_READINESS_CACHE_MS: '0',

@@ -33,8 +33,11 @@ import {
   type ChannelState,
   type DepositExpectation,
   type VoucherExpectation,
+  verifyClaimRow,
 } from '../../x402/schemes/batch-settlement/verify.ts';
 import { batchPayer, highS, type BatchTerms } from '../support/batch-settlement.ts';
+import { parseBatchSettleRequest } from '../../x402/schemes/batch-settlement/settle-request.ts';
+import { sameSettlement } from '../../facilitator/settlement/request.ts';
 
 const PAYER_KEY = '0x1111111111111111111111111111111111111111111111111111111111111111';
 const payTo = new Wallet('0x2222222222222222222222222222222222222222222222222222222222222222').address;
@@ -329,5 +332,89 @@ describe('x402 batch-settlement scheme (pure part)', function () {
       cause: 'invalid_batch_settlement_evm_voucher_signature',
     });
     assert.deepEqual(asked, []);
+  });
+
+  it('checks a claim row: our token and receiver authorizer, a total within the ceiling, the voucher signed', async function () {
+    const payer = batchPayer(PAYER_KEY);
+    const deposit = await payer.pay(terms);
+    const { channelConfig: channel, voucher } = deposit.payload;
+    const row = {
+      voucher: { channel, maxClaimableAmount: voucher.maxClaimableAmount },
+      signature: voucher.signature,
+      totalClaimed: voucher.maxClaimableAmount,
+    };
+    const expect = { chainId: 8453, asset: token, receiverAuthorizer: authorizer };
+    assert.deepEqual(await verifyClaimRow(row, expect), {
+      ok: true,
+      channelId: voucher.channelId.toLowerCase(),
+      totalClaimed: 1_000n,
+      receiver: payTo,
+    });
+    const refused = async (changed: typeof row, e = expect) => {
+      const result = await verifyClaimRow(changed, e);
+      assert.ok(!result.ok);
+      return result.cause;
+    };
+    assert.equal(await refused({ ...row, totalClaimed: '1001' }), 'invalid_batch_settlement_evm_claim_payload');
+    assert.equal(
+      await refused(row, { ...expect, receiverAuthorizer: payTo }),
+      'invalid_batch_settlement_evm_receiver_authorizer_mismatch',
+    );
+    assert.equal(await refused(row, { ...expect, asset: payTo }), 'invalid_batch_settlement_evm_token_mismatch');
+    // The ceiling raised above what the payer signed, or the signature's high-s twin.
+    assert.equal(
+      await refused({ ...row, voucher: { channel, maxClaimableAmount: '2000' } }),
+      'invalid_batch_settlement_evm_voucher_signature',
+    );
+    assert.equal(
+      await refused({ ...row, signature: highS(row.signature) }),
+      'invalid_batch_settlement_evm_voucher_signature',
+    );
+  });
+
+  it("parses the facilitator's settle payloads and tells the same request by value, whatever its keys' order", async function () {
+    const deposit = await batchPayer(PAYER_KEY).pay(terms);
+    const envelope = (payload: unknown) => ({
+      x402Version: 2,
+      paymentPayload: { x402Version: 2, accepted: deposit.accepted, payload },
+      paymentRequirements: { ...deposit.accepted, extra: { receiverAuthorizer: authorizer, withdrawDelay: 900 } },
+    });
+    const parsed = parseBatchSettleRequest(envelope(deposit.payload));
+    assert.equal(parsed?.action.type, 'deposit');
+    assert.equal(parsed?.receiverAuthorizer, authorizer);
+    assert.equal(parsed?.withdrawDelay, 900);
+    const settle = parseBatchSettleRequest(envelope({ type: 'settle', receiver: payTo, token }));
+    assert.deepEqual(settle?.action, { type: 'settle', receiver: payTo, token });
+    // A server's own authorizer signature is dropped: this facilitator signs.
+    const row = {
+      voucher: { channel: deposit.payload.channelConfig, maxClaimableAmount: '1000' },
+      signature: deposit.payload.voucher.signature,
+      totalClaimed: '1000',
+    };
+    const claim = parseBatchSettleRequest(
+      envelope({ type: 'claim', claims: [row], claimAuthorizerSignature: `0x${'1b'.repeat(65)}` }),
+    );
+    assert.deepEqual(claim?.action, { type: 'claim', claims: [row] });
+    assert.equal(parseBatchSettleRequest(envelope({ type: 'claim', claims: [] })), null);
+    assert.equal(parseBatchSettleRequest(envelope({ ...deposit.payload, type: 'voucher' })), null);
+    assert.equal(parseBatchSettleRequest({ ...envelope(deposit.payload), x402Version: 1 }), null);
+
+    // As jsonb gives a stored request back: every object's keys in another order.
+    const reorder = (value: unknown): unknown =>
+      Array.isArray(value)
+        ? value.map(reorder)
+        : value && typeof value === 'object'
+          ? Object.fromEntries(
+              Object.entries(value)
+                .reverse()
+                .map(([k, v]) => [k, reorder(v)]),
+            )
+          : value;
+    const stored = reorder(claim) as NonNullable<typeof claim>;
+    assert.notEqual(JSON.stringify(stored), JSON.stringify(claim));
+    assert.ok(sameSettlement(claim!, stored));
+    assert.ok(
+      !sameSettlement(claim!, { ...claim!, action: { type: 'claim', claims: [{ ...row, totalClaimed: '999' }] } }),
+    );
   });
 });

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { Wallet, getAddress } from 'ethers';
 import { encodeBase64Json } from '../../x402/schemas.ts';
 import { schemeProtocol } from '../../x402/schemes/index.ts';
+import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../x402/schemes/exact/eip3009.ts';
 import type { ExactPayment } from '../../x402/schemes/exact/schemas.ts';
 import { caip2Network } from '../../x402/v2.ts';
@@ -57,7 +58,7 @@ async function signedPayment(validBefore = Math.floor(Date.now() / 1000) + 600):
 }
 
 describe('the protocol registry', () => {
-  it('knows exact and upto by name, parses exact’s payload and names its payer; an unknown scheme is null', async () => {
+  it('knows exact, upto and batch-settlement by name, parses exact’s payload and names its payer; an unknown scheme is null', async () => {
     const exact = schemeProtocol('exact');
     assert.equal(exact?.name, 'exact');
     const { payload } = await signedPayment();
@@ -66,6 +67,10 @@ describe('the protocol registry', () => {
     assert.equal(exact.payerOf(payload), payer.address);
     assert.equal(exact.payerOf({}), '');
     assert.equal(schemeProtocol('upto')?.name, 'upto');
+    const batch = schemeProtocol(SCHEME_BATCH_SETTLEMENT);
+    assert.equal(batch?.name, SCHEME_BATCH_SETTLEMENT);
+    assert.equal(batch.parsePayload(payload), null, 'an exact payload is no batch-settlement one');
+    assert.equal(batch.payerOf({}), '');
     assert.equal(schemeProtocol('streaming'), null);
     assert.equal(schemeProtocol(''), null);
   });
@@ -172,6 +177,9 @@ describe("the facilitator's registry", () => {
           return 'in_flight' as const;
         },
       },
+      // No scheme these tests settle reads the chain before it hands over.
+      chain: undefined as unknown as SchemeDeps['chain'],
+      pool: undefined as unknown as SchemeDeps['pool'],
     };
     return state;
   };

@@ -5,9 +5,10 @@
 import type { SchemeProtocol } from './scheme.ts';
 import { exactProtocol } from './exact/index.ts';
 import { uptoProtocol } from './upto/index.ts';
+import { batchSettlementProtocol } from './batch-settlement/index.ts';
 
 const PROTOCOLS: ReadonlyMap<string, SchemeProtocol> = new Map(
-  [exactProtocol, uptoProtocol].map((scheme) => [scheme.name, scheme]),
+  [exactProtocol, uptoProtocol, batchSettlementProtocol].map((scheme) => [scheme.name, scheme]),
 );
 
 /** The scheme named `name`, or null when no scheme of that name is known. */

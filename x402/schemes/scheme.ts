@@ -9,3 +9,16 @@ export type SchemeProtocol = {
   /** The payer a payload names, as sent; '' when it is not one of this scheme's. */
   payerOf(payload: Record<string, unknown>): string;
 };
+
+/** A scheme whose payload is one zod schema: parsed with it (unknown keys dropped), its payer read from the parsed payload. */
+export function schemaProtocol<T extends Record<string, unknown>>(
+  name: string,
+  schema: { safeParse(value: unknown): { success: true; data: T } | { success: false } },
+  payer: (payload: T) => string,
+): SchemeProtocol {
+  const parse = (payload: unknown): T | null => {
+    const parsed = schema.safeParse(payload);
+    return parsed.success ? parsed.data : null;
+  };
+  return { name, parsePayload: parse, payerOf: (payload) => ((p) => (p ? payer(p) : ''))(parse(payload)) };
+}

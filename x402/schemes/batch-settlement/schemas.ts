@@ -8,7 +8,7 @@
 import { z } from 'zod';
 import { Bytes32Hex, HexAddress, SignatureHex, Uint256String } from '../../schemas.ts';
 
-const SCHEME_BATCH_SETTLEMENT = 'batch-settlement';
+export const SCHEME_BATCH_SETTLEMENT = 'batch-settlement';
 
 /** The channel's immutable parameters; their EIP-712 hash is the channel id. */
 export const ChannelConfig = z.object({
@@ -52,7 +52,7 @@ const Permit2DepositAuthorization = z.object({
   signature: SignatureHex,
 });
 
-const DepositPayload = z.object({
+export const DepositPayload = z.object({
   type: z.literal('deposit'),
   channelConfig: ChannelConfig,
   voucher: Voucher,
@@ -68,7 +68,7 @@ export type DepositPayload = z.infer<typeof DepositPayload>;
 
 const VoucherPayload = z.object({ type: z.literal('voucher'), channelConfig: ChannelConfig, voucher: Voucher });
 
-const RefundPayload = z.object({
+export const RefundPayload = z.object({
   type: z.literal('refund'),
   channelConfig: ChannelConfig,
   voucher: Voucher,

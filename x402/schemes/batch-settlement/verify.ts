@@ -31,7 +31,8 @@ type VerifyCause = `invalid_batch_settlement_evm_${
   | 'cumulative_amount_mismatch'
   | 'channel_not_found'
   | 'cumulative_exceeds_balance'
-  | 'cumulative_below_claimed'}`;
+  | 'cumulative_below_claimed'
+  | 'claim_payload'}`;
 
 type DepositCause =
   | VerifyCause
@@ -56,8 +57,12 @@ export type VoucherExpectation = {
   ceiling: bigint;
 };
 
-/** The channel as the server knows it: the on-chain escrow and claims, and its own charged total. */
-export type ChannelState = { balance: bigint; totalClaimed: bigint; chargedCumulativeAmount: bigint };
+/**
+ * The channel as the server knows it: the on-chain escrow and claims, and its own charged total
+ * (absent for a facilitator, which keeps no ledger of charges: the ceiling is then not checked
+ * against one).
+ */
+export type ChannelState = { balance: bigint; totalClaimed: bigint; chargedCumulativeAmount?: bigint };
 
 export type VoucherVerifyResult =
   | { ok: true; channelId: string; payer: string; maxClaimableAmount: bigint; signer: 'eoa' | 'contract' }
@@ -132,7 +137,10 @@ export async function verifyVoucher(
   const digest = voucherDigest(expect.chainId, channelId, maxClaimableAmount);
   const signer = await voucherSigner(config, digest, voucher.signature, contracts);
   if (!signer) return fail('invalid_batch_settlement_evm_voucher_signature');
-  if (maxClaimableAmount !== channel.chargedCumulativeAmount + expect.ceiling)
+  if (
+    channel.chargedCumulativeAmount !== undefined &&
+    maxClaimableAmount !== channel.chargedCumulativeAmount + expect.ceiling
+  )
     return fail('invalid_batch_settlement_evm_cumulative_amount_mismatch');
   if (channel.balance === 0n) return fail('invalid_batch_settlement_evm_channel_not_found');
   if (maxClaimableAmount > channel.balance) return fail('invalid_batch_settlement_evm_cumulative_exceeds_balance');
@@ -205,4 +213,48 @@ export async function verifyDeposit(
     (contracts !== undefined && (await contracts(voucher.payer, digest, a.signature)));
   if (!byPayer) return fail('invalid_batch_settlement_evm_receive_authorization_signature');
   return { ...voucher, amount, validAfter, validBefore };
+}
+
+export type ClaimExpectation = {
+  chainId: number;
+  /** The deployment's asset: every channel's token. */
+  asset: string;
+  /** This facilitator's receiver authorizer: every channel's, since it signs the batch. */
+  receiverAuthorizer: string;
+};
+
+export type ClaimRowResult =
+  { ok: true; channelId: string; totalClaimed: bigint; receiver: string } | { ok: false; cause: VerifyCause };
+
+/**
+ * Verifies one row of a claim batch: its channel names our asset and receiver authorizer, its
+ * claimed total lies within the voucher's ceiling, and the voucher is signed as the channel
+ * contract checks it. Whether the escrow covers the total is the chain's to say.
+ */
+export async function verifyClaimRow(
+  row: {
+    voucher: { channel: ChannelConfig; maxClaimableAmount: string };
+    signature: string;
+    totalClaimed: string;
+  },
+  expect: ClaimExpectation,
+  contracts?: ContractSignatureCheck,
+): Promise<ClaimRowResult> {
+  const config = row.voucher.channel;
+  let channelId: string;
+  try {
+    channelId = channelIdOf(expect.chainId, config);
+  } catch {
+    return fail('invalid_batch_settlement_evm_channel_id_mismatch');
+  }
+  if (!sameAddress(config.token, expect.asset)) return fail('invalid_batch_settlement_evm_token_mismatch');
+  if (!sameAddress(config.receiverAuthorizer, expect.receiverAuthorizer))
+    return fail('invalid_batch_settlement_evm_receiver_authorizer_mismatch');
+  const ceiling = BigInt(row.voucher.maxClaimableAmount);
+  const totalClaimed = BigInt(row.totalClaimed);
+  if (ceiling >= 1n << 128n || totalClaimed > ceiling) return fail('invalid_batch_settlement_evm_claim_payload');
+  const digest = voucherDigest(expect.chainId, channelId, ceiling);
+  if (!(await voucherSigner(config, digest, row.signature, contracts)))
+    return fail('invalid_batch_settlement_evm_voucher_signature');
+  return { ok: true, channelId, totalClaimed, receiver: getAddress(config.receiver) };
 }
