@@ -147,9 +147,22 @@ describe('Schemathesis: the API fuzzed from its OpenAPI document', function () {
     };
     await invoke();
     const invocation = await invoke();
+    // An MCP agent, and two virtual MCP servers of it (their list has a next_cursor).
+    const mcpAgent = await call('POST', '/v1/agents', {
+      token,
+      json: { name: uniqueName('mcp'), upstream_url: upstream.url, protocol: 'mcp', mcp_transport: 'streamable_http' },
+    });
+    assert.equal(mcpAgent.status, 201, mcpAgent.text);
+    for (let i = 0; i < 2; i++) {
+      const server = await call('POST', '/v1/mcp-servers', {
+        token,
+        json: { name: uniqueName('mcps'), members: [{ agent_id: mcpAgent.json.id }] },
+      });
+      assert.equal(server.status, 201, server.text);
+    }
     // Two of each listed resource, so a page of one has a real next_cursor to reuse.
     const cursors: Record<string, string> = {};
-    for (const path of ['/v1/agents', '/v1/credentials', '/v1/invocations']) {
+    for (const path of ['/v1/agents', '/v1/credentials', '/v1/invocations', '/v1/mcp-servers']) {
       const page = await call('GET', `${path}?limit=1`, { token });
       assert.equal(typeof page.json?.next_cursor, 'string', page.text);
       cursors[path] = page.json.next_cursor;
@@ -207,6 +220,7 @@ describe('Schemathesis: the API fuzzed from its OpenAPI document', function () {
         FUZZ_A2A_UPSTREAM_URL: a2aUpstream.url,
         FUZZ_CREDENTIAL: credential.json.id,
         FUZZ_PROXIED_AGENT: proxied,
+        FUZZ_MCP_AGENT: mcpAgent.json.id,
         FUZZ_PEM_CREDENTIAL: pem.json.id,
         FUZZ_PEM_BUNDLE: clientTlsBundle(),
         FUZZ_FACILITATOR_URL: 'https://facilitator.example.com',

@@ -39,6 +39,8 @@ CURSORS = json.loads(os.environ["FUZZ_CURSORS"])
 # A well-formed credential id no tenant holds: where a seeded credential would be deleted.
 ABSENT_CREDENTIAL = "cred_01900000-0000-7000-8000-000000000000"
 PROXIED_AGENT = os.environ["FUZZ_PROXIED_AGENT"]
+# An MCP agent of the tenant: what a virtual MCP server's members must be.
+MCP_AGENT = os.environ["FUZZ_MCP_AGENT"]
 ABSENT_AGENT = "agt_01900000-0000-7000-8000-000000000000"
 # A valid description of a public agent: the document says the schemas in it are JSON Schemas
 # (checked against the meta-schema), which the generated objects mostly are not.
@@ -136,6 +138,18 @@ def _agent_references(body: dict) -> None:
         body["public"] = False
     if isinstance(body.get("public_interface"), dict):
         body["public_interface"] = PUBLIC_INTERFACE
+
+
+def _server_members(body: dict) -> None:
+    # Members must be MCP agents of the tenant, their prefixes unique within the server: the
+    # tenant's MCP agent under a prefix of its own for each (both allowed by the schema).
+    members = body.get("members")
+    if not isinstance(members, list):
+        return
+    for index, member in enumerate(members):
+        if isinstance(member, dict):
+            member["agent_id"] = MCP_AGENT
+            member["prefix"] = f"m{index}"
 
 
 def _agent_patch(agent_id: str, body: dict) -> None:
@@ -240,6 +254,10 @@ def before_call(context, case, kwargs):
         _cursor(query, "/v1/agents")
     elif route == ("GET", "/v1/credentials") and query is not None:
         _cursor(query, "/v1/credentials")
+    elif route == ("GET", "/v1/mcp-servers") and query is not None:
+        _cursor(query, "/v1/mcp-servers")
+    elif route in (("POST", "/v1/mcp-servers"), ("PATCH", "/v1/mcp-servers/{id}")) and body is not None:
+        _server_members(body)
     elif route == ("GET", "/v1/invocations") and query is not None:
         _cursor(query, "/v1/invocations")
         _ordered_window(query)
