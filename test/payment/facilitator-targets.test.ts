@@ -40,6 +40,9 @@ describe('the tenant facilitator target of the upto challenge, kept until its se
       reads.push(tenantId);
       return loadSettlementClientTls(d, tenantId);
     });
+    // The tenant's own setup wrote its configuration and credential: their notifications are
+    // applied first, so none of them drops what the reads below keep.
+    await stack().feed.sync();
     const first = await targets.of(deps(), tenant);
     assert.equal(first?.facilitatorUrl, stack().facilitator.url);
     assert.deepEqual(await targets.of(deps(), tenant), first);

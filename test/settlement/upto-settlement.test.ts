@@ -22,6 +22,7 @@ import { uptoAuthorizationUse } from '../../facilitator/upto-chain.ts';
 import type { UptoPayment } from '../../x402/schemes/upto/schemas.ts';
 import { parseUptoSettleRequest } from '../../x402/schemes/upto/settle-request.ts';
 import { stack } from '../support/stack.ts';
+import { waitFor } from '../support/wait.ts';
 import { startFacilitatorStack, until, type FacilitatorStack } from '../support/facilitator.ts';
 import { rpcReader, signUptoPayment, UPTO_NETWORK } from '../support/upto.ts';
 import {
@@ -168,8 +169,11 @@ describe('facilitator: the upto scheme', function () {
     assert.equal(await balanceOf(provider, payTo), 1_234_567n);
     assert.equal(await balanceOf(provider, payer.address), before - 1_234_567n);
     assert.deepEqual(await transfersTo(provider, payTo), [{ hash: res.json.transaction, value: 1_234_567n }]);
-    const record = (await findSettlement(stack().facilitator.pool, keyOf(payment)))!;
-    assert.equal(record.status, 'settled');
+    // The answer may come before the record's last write (inclusion seen, the record then updated).
+    const record = await waitFor(async () => {
+      const found = await findSettlement(stack().facilitator.pool, keyOf(payment));
+      return found?.status === 'settled' && found;
+    });
     assert.equal(record.amount, 1_234_567n);
 
     const again = await gateway.client.post('/settle', v2Body(payment, 1_234_567n));
