@@ -4,6 +4,8 @@
 //   node bench/proxy-servers.ts bare URL       the baseline proxy: the least a pass-through
 //                                              can do with undici (pipe up, pipe down, strip
 //                                              hop-by-hop headers), no auth, no records
+//   node bench/proxy-servers.ts metered         the upstream of `npm run bench:paid`: a small JSON
+//                                              with the call's charge in X-Usage-Cost
 // Each prints `listening PORT` once ready.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -22,6 +24,22 @@ function upstream(req: IncomingMessage, res: ServerResponse): void {
   req.on('end', () => {
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(ANSWER.length) });
     res.end(ANSWER);
+  });
+}
+
+const METERED_ANSWER = Buffer.from('{"ok":true}');
+/** The charge the metered upstream states for every call, in token units (below the bench's maximum). */
+const METERED_COST = '1234';
+
+function metered(req: IncomingMessage, res: ServerResponse): void {
+  req.on('data', () => undefined);
+  req.on('end', () => {
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'content-length': String(METERED_ANSWER.length),
+      'x-usage-cost': METERED_COST,
+    });
+    res.end(METERED_ANSWER);
   });
 }
 
@@ -55,7 +73,7 @@ function bare(req: IncomingMessage, res: ServerResponse): void {
   );
 }
 
-const server = createServer(role === 'bare' ? bare : upstream);
+const server = createServer(role === 'bare' ? bare : role === 'metered' ? metered : upstream);
 server.keepAliveTimeout = 60_000;
 server.listen(0, '127.0.0.1', () => process.stdout.write(`listening ${(server.address() as AddressInfo).port}\n`));
 process.on('SIGTERM', () => process.exit(0));

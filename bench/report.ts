@@ -16,6 +16,7 @@ export const SECTION_TITLES: Record<string, string> = {
   analytics: 'Analytics',
   proxy: 'Proxy',
   settle: 'Settlement',
+  paid: 'Paid calls',
 };
 
 const begin = (id: string) => `<!-- bench:${id}:begin -->`;

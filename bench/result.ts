@@ -23,7 +23,7 @@ export type Check = {
 };
 
 export type BenchResult = {
-  /** The section id: proxy, settle, analytics, throughput. */
+  /** The section id: proxy, settle, paid, analytics, throughput. */
   bench: string;
   /** The command line that produced it. */
   command: string;
