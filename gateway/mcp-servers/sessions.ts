@@ -1,7 +1,8 @@
 // A client's session with a virtual MCP server, in PostgreSQL so that it survives a restart of
 // the API and continues on any replica: which server, whose (the tenant and the token's user),
 // and the member sessions opened for it so far (member agent id → the member's Mcp-Session-Id),
-// each opened the first time the member is needed.
+// and when it was last used: one unused for MCP_SERVER_SESSION_RETENTION_DAYS is purged by the
+// hourly retention run (workflows/retention.ts).
 import { randomBytes } from 'node:crypto';
 import type { GatewayDb } from '../db/orm.ts';
 import { McpServerSessionSchema, type McpServerSession } from './entity.ts';
@@ -21,10 +22,22 @@ export async function openSession(db: GatewayDb, owner: SessionOwner): Promise<s
   return id;
 }
 
-/** The owner's session with this id, or null (unknown, ended, or someone else's). */
+/** How often a session in use has its `used_at` moved on (what retention reads), at most. */
+const TOUCH_EVERY_MS = 3_600_000;
+
+/**
+ * The owner's session with this id, or null (unknown, ended, purged by retention, or someone
+ * else's). A session last marked used more than an hour ago is marked again: retention
+ * (MCP_SERVER_SESSION_RETENTION_DAYS) purges the unused ones, and a write per request would cost
+ * every call.
+ */
 export async function findSession(db: GatewayDb, id: string, owner: SessionOwner): Promise<McpServerSession | null> {
   if (!SESSION_ID.test(id)) return null;
-  return db.em.fork().findOne(McpServerSessionSchema, { id, ...owner });
+  const em = db.em.fork();
+  const session = await em.findOne(McpServerSessionSchema, { id, ...owner });
+  if (session && Date.now() - session.usedAt.getTime() > TOUCH_EVERY_MS)
+    await em.getConnection().execute('update mcp_server_sessions set used_at = now() where id = ?', [id]);
+  return session;
 }
 
 /** Records (or, with null, forgets) the member session opened for this client session. */

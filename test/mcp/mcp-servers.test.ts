@@ -18,6 +18,7 @@ import { stack } from '../support/stack.ts';
 import { call } from '../support/http.ts';
 import { closedPort, createAgent, rawUpstream, readAll } from '../support/proxy-helpers.ts';
 import { waitFor } from '../support/wait.ts';
+import { retentionRun } from '../support/workflows.ts';
 import { startMcpServer } from '../support/mcp-server.ts';
 
 const MCP = { protocol: 'mcp', mcp_transport: 'streamable_http' };
@@ -372,6 +373,62 @@ describe('MCP: virtual MCP servers', () => {
     } finally {
       await invalid.close();
       await huge.close();
+    }
+  });
+});
+
+describe('MCP: virtual MCP server sessions expire with MCP_SERVER_SESSION_RETENTION_DAYS', function () {
+  this.timeout(60_000);
+
+  it('purges the sessions unused before the cutoff, in bounded batches; one in use is marked used', async () => {
+    const token = await stack().token(`tenant-mcps-retention-${randomUUID()}`);
+    const member = await startMcpServer();
+    try {
+      const agentId = await createAgent(token, { ...MCP, name: `kept-${randomUUID()}`, upstream_url: member.url });
+      const server = await createServer(token, [{ agent_id: agentId, prefix: 'm' }]);
+      const [old, used, recent] = [
+        await connect(server.mcp_url, token),
+        await connect(server.mcp_url, token),
+        await connect(server.mcp_url, token),
+      ];
+      const conn = stack().orm.em.fork().getConnection();
+      // Seconds since the session was last marked used; undefined once it is gone.
+      const idle = async (id: string) =>
+        (
+          await conn.execute<Array<{ idle: number }>>(
+            'select extract(epoch from now() - used_at)::float8 as idle from mcp_server_sessions where id = ?',
+            [id],
+          )
+        )[0]?.idle;
+      await conn.execute(`update mcp_server_sessions set used_at = now() - interval '10 days' where id = ?`, [
+        old.transport.sessionId,
+      ]);
+      // Used again after days: marked used as it is found, so retention keeps it.
+      await conn.execute(`update mcp_server_sessions set used_at = now() - interval '10 days' where id = ?`, [
+        used.transport.sessionId,
+      ]);
+      await used.client.listTools();
+      assert.ok(Number(await idle(used.transport.sessionId!)) < 60, 'marked used');
+
+      await retentionRun('mcp-session-retention', {
+        retentionDays: 365_000,
+        mcpSessionRetentionDays: 7,
+        batchSize: 1,
+        maxBatchesPerRun: 5,
+      });
+      assert.equal(await idle(old.transport.sessionId!), undefined, 'the unused session is gone');
+      await assert.rejects(old.client.listTools(), /session not found|404/);
+      const tools = await used.client.listTools();
+      assert.deepEqual(tools.tools.map((t) => t.name).sort(), ['m_count', 'm_echo']);
+      const echoed = await recent.client.callTool({ name: 'm_echo', arguments: { text: 'kept' } });
+      assert.deepEqual(echoed.content, [{ type: 'text', text: 'echo: kept' }]);
+      for (const { client, transport } of [used, recent]) {
+        await transport.terminateSession();
+        await client.close();
+      }
+      await old.client.close();
+    } finally {
+      await member.close();
     }
   });
 });

@@ -26,6 +26,7 @@ import { Migration20261128070000_a2a_payment_tasks } from './Migration2026112807
 import { Migration20261206110000_metered_calls } from './Migration20261206110000_metered_calls.ts';
 import { Migration20261206120000_mcp_servers } from './Migration20261206120000_mcp_servers.ts';
 import { Migration20261206130000_metered_settlement } from './Migration20261206130000_metered_settlement.ts';
+import { Migration20261206140000_mcp_server_session_retention } from './Migration20261206140000_mcp_server_session_retention.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -66,4 +67,8 @@ export const gatewayMigrations = [
   { name: 'Migration20261206110000_metered_calls', class: Migration20261206110000_metered_calls },
   { name: 'Migration20261206120000_mcp_servers', class: Migration20261206120000_mcp_servers },
   { name: 'Migration20261206130000_metered_settlement', class: Migration20261206130000_metered_settlement },
+  {
+    name: 'Migration20261206140000_mcp_server_session_retention',
+    class: Migration20261206140000_mcp_server_session_retention,
+  },
 ];
