@@ -13,8 +13,8 @@ import {
   SUPPORTED_PROTOCOL_VERSIONS,
 } from '@modelcontextprotocol/sdk/types.js';
 import { notFound } from '../errors.ts';
-import { createMcpServerManagement } from '../../gateway/mcp-servers/management.ts';
-import { endSession, findSession, openSession, type SessionOwner } from '../../gateway/mcp-servers/sessions.ts';
+import { createMcpServerReads } from '../../gateway/mcp-servers/reads.ts';
+import { endSession, openSession, type SessionOwner } from '../../gateway/mcp-servers/sessions.ts';
 import { allowedByList, routeName } from '../../gateway/mcp-servers/names.ts';
 import type { McpServer, McpServerMember } from '../../gateway/mcp-servers/entity.ts';
 import { mcpServerMemberFailures } from '../../gateway/metrics.ts';
@@ -85,7 +85,7 @@ export function mcpServerEndpoint(
   deps: AppDeps,
   services: Pick<ProxyParts, 'policy' | 'agents' | 'credentials' | 'upstream'>,
 ) {
-  const servers = createMcpServerManagement(deps.orm);
+  const reads = createMcpServerReads(deps.orm, deps.feed);
 
   function linkOf(ctx: Ctx, server: McpServer): MemberLink {
     return {
@@ -93,6 +93,7 @@ export function mcpServerEndpoint(
       authorization: ctx.get('authorization'),
       via: sealVia(server.tenantId, server.id),
       db: deps.orm,
+      feed: deps.feed,
       serverName: server.name,
     };
   }
@@ -283,7 +284,7 @@ export function mcpServerEndpoint(
 
   async function post(ctx: Ctx): Promise<void> {
     const { caller } = ctx.state;
-    const server = await servers.get(caller.tenantId, ctx.params.id);
+    const server = await reads.server(caller.tenantId, ctx.params.id);
     const owner: SessionOwner = { tenantId: caller.tenantId, serverId: server.id, caller: caller.userId };
     const rpc = rpcOf(ctx.request.body);
     if (!rpc) return answerRpc(ctx, null, rpcError(null, -32600, 'the body must be one JSON-RPC 2.0 request'), 400);
@@ -306,7 +307,7 @@ export function mcpServerEndpoint(
 
     const sessionId = ctx.get('mcp-session-id');
     if (!sessionId) return answerRpc(ctx, null, rpcError(rpc.id, -32000, 'Mcp-Session-Id is required'), 400);
-    const row = await findSession(deps.orm, sessionId, owner);
+    const row = await reads.session(sessionId, owner);
     // An unknown or ended session: the client starts a new one (MCP's streamable HTTP transport).
     if (!row) return answerRpc(ctx, null, rpcError(rpc.id, -32001, 'session not found'), 404);
     const session: SessionState = { id: row.id, members: { ...row.memberSessions } };
@@ -347,9 +348,9 @@ export function mcpServerEndpoint(
   /** DELETE: the session ends; each member session it opened is ended at its member, best effort. */
   async function remove(ctx: Ctx): Promise<void> {
     const { caller } = ctx.state;
-    const server = await servers.get(caller.tenantId, ctx.params.id);
+    const server = await reads.server(caller.tenantId, ctx.params.id);
     const owner: SessionOwner = { tenantId: caller.tenantId, serverId: server.id, caller: caller.userId };
-    const ended = await endSession(deps.orm, ctx.get('mcp-session-id'), owner);
+    const ended = await endSession(deps.orm, deps.feed, ctx.get('mcp-session-id'), owner);
     if (!ended) throw notFound('session not found');
     await Promise.all(
       Object.entries(ended)

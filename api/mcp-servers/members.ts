@@ -11,6 +11,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { request, type Dispatcher } from 'undici';
 import { createParser } from 'eventsource-parser';
 import type { GatewayDb } from '../../gateway/db/orm.ts';
+import type { ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { setMemberSession } from '../../gateway/mcp-servers/sessions.ts';
 
 /** MCP's latest protocol version the gateway asks a member for. */
@@ -27,7 +28,14 @@ export class MemberError extends Error {
 }
 
 /** Where and as whom member requests go: this process's listener, the client's token, the server's seal. */
-export type MemberLink = { base: string; authorization: string; via: string; db: GatewayDb; serverName: string };
+export type MemberLink = {
+  base: string;
+  authorization: string;
+  via: string;
+  db: GatewayDb;
+  feed: ChangeFeed;
+  serverName: string;
+};
 
 /** The member session state of one client session (agent id → Mcp-Session-Id, '' for a member without sessions). */
 export type SessionState = { id: string; members: Record<string, string> };
@@ -189,7 +197,7 @@ export async function openMember(
 ): Promise<Record<string, unknown>> {
   const opened = await openMemberSession(link, agentId, signal);
   session.members[agentId] = opened.sessionId;
-  await setMemberSession(link.db, session.id, agentId, opened.sessionId);
+  await setMemberSession(link.db, link.feed, session.id, agentId, opened.sessionId);
   return opened.capabilities;
 }
 

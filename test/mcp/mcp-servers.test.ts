@@ -15,7 +15,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { replica } from '../support/replica.ts';
 import { stack } from '../support/stack.ts';
-import { call } from '../support/http.ts';
+import { call, callAt } from '../support/http.ts';
 import { closedPort, createAgent, rawUpstream, readAll } from '../support/proxy-helpers.ts';
 import { waitFor } from '../support/wait.ts';
 import { retentionRun } from '../support/workflows.ts';
@@ -55,6 +55,17 @@ describe('MCP: virtual MCP servers', () => {
   after(async () => {
     await Promise.all([alpha.close(), beta.close(), slow.close()]);
   });
+
+  /** Alpha and beta as new agents, members `a` and `b` of a new server. */
+  async function alphaAndBeta() {
+    const a = await createAgent(token, { ...MCP, name: `a-${randomUUID()}`, upstream_url: alpha.url });
+    const b = await createAgent(token, { ...MCP, name: `b-${randomUUID()}`, upstream_url: beta.url });
+    const server = await createServer(token, [
+      { agent_id: a, prefix: 'a' },
+      { agent_id: b, prefix: 'b' },
+    ]);
+    return { a, b, server };
+  }
 
   it('merges the members’ tools under their prefixes, hides and refuses a denied tool, and records each call as its member’s', async () => {
     const a = await createAgent(token, { ...MCP, name: 'alpha', upstream_url: alpha.url });
@@ -262,12 +273,7 @@ describe('MCP: virtual MCP servers', () => {
   });
 
   it('takes a suspended member’s tools off at once, on every replica, and gives them back once unsuspended', async () => {
-    const a = await createAgent(token, { ...MCP, name: `susp-a-${randomUUID()}`, upstream_url: alpha.url });
-    const b = await createAgent(token, { ...MCP, name: `susp-b-${randomUUID()}`, upstream_url: beta.url });
-    const server = await createServer(token, [
-      { agent_id: a, prefix: 'a' },
-      { agent_id: b, prefix: 'b' },
-    ]);
+    const { a, server } = await alphaAndBeta();
     const other = await replica();
     const { client, transport } = await connect(server.mcp_url, token);
     try {
@@ -289,6 +295,53 @@ describe('MCP: virtual MCP servers', () => {
     } finally {
       await transport.terminateSession();
       await client.close();
+      await other.close();
+    }
+  });
+
+  it('a server’s change and a session’s end made on one replica are in force on another at once', async () => {
+    const { b, server } = await alphaAndBeta();
+    const other = await replica();
+    try {
+      const { client, transport } = await connect(server.mcp_url, token);
+      const onReplica = await connect(server.mcp_url.replace(stack().apiUrl, other.url), token, transport.sessionId);
+      const names = async (c: Client) => (await c.listTools()).tools.map((t) => t.name).sort();
+      assert.deepEqual(await names(onReplica.client), ['a_count', 'a_echo', 'b_count', 'b_echo']);
+
+      // The server's members changed through the main API: the replica lists the new ones.
+      const patched = await call('PATCH', `/v1/mcp-servers/${server.id}`, {
+        token,
+        json: { members: [{ agent_id: b, prefix: 'b', tools: ['echo'] }] },
+      });
+      assert.equal(patched.status, 200, patched.text);
+      assert.deepEqual(await names(onReplica.client), ['b_echo']);
+      await assert.rejects(onReplica.client.callTool({ name: 'a_echo', arguments: { text: 'x' } }), /unknown tool/);
+
+      // The session ended through the main API: the replica no longer knows it.
+      const sessionId = transport.sessionId!;
+      await transport.terminateSession();
+      const after = await callAt(other.url, 'POST', new URL(server.mcp_url).pathname, {
+        token,
+        headers: { 'mcp-session-id': sessionId },
+        json: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+      });
+      assert.equal(after.status, 404, after.text);
+      await client.close();
+      await onReplica.client.close();
+
+      // The server deleted: gone on the replica too.
+      assert.equal((await call('DELETE', `/v1/mcp-servers/${server.id}`, { token })).status, 204);
+      const gone = await callAt(other.url, 'POST', new URL(server.mcp_url).pathname, {
+        token,
+        json: {
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+        },
+      });
+      assert.equal(gone.status, 404, gone.text);
+    } finally {
       await other.close();
     }
   });
