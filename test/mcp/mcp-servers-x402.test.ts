@@ -1,9 +1,11 @@
-// A member's priced tool paid through a virtual MCP server with the x402 MCP transport, through
-// the unmodified MCP SDK client: the member is priced from the start (a flat price and a tool's
-// own), yet its session and lists are the server's own requests and cost nothing; an unpaid call
-// of its priced tool is the payment-required tool result, a paid one (the payment in
-// `_meta["x402/payment"]`) comes back with its receipt in `_meta["x402/payment-response"]`, the
-// payer's balance moved on chain, and the member's invocation records the payment and the server.
+// A member's priced tool paid through a virtual MCP server of three MCP agents (one free, one
+// slow to list, one priced per tool) with the x402 MCP transport, through the unmodified MCP SDK
+// client. The slow member is left out of the list without holding it (its tool still callable).
+// The priced member is priced from the start (a flat price and a tool's own), yet its session and
+// lists are the server's own requests and cost nothing; an unpaid call of its priced tool is the
+// payment-required tool result, a paid one (the payment in `_meta["x402/payment"]`) comes back
+// with its receipt in `_meta["x402/payment-response"]`, the payer's balance moved on chain, and
+// the member's invocation records the payment and the server.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { getAddress } from 'ethers';
@@ -36,6 +38,7 @@ describe('MCP: a priced member tool paid through a virtual MCP server', function
     it(`pays with _meta["x402/payment"] and gets the receipt in _meta["x402/payment-response"] (member answering in ${answer})`, async () => {
       const { token, provider } = paying;
       const free = await startMcpServer();
+      const slow = await startMcpServer({ listDelayMs: 10_000 });
       const priced = await startMcpServer({ json: answer === 'json' });
       try {
         const payTo = newPayTo();
@@ -44,6 +47,12 @@ describe('MCP: a priced member tool paid through a virtual MCP server', function
           mcp_transport: 'streamable_http',
           name: `free-${randomUUID()}`,
           upstream_url: free.url,
+        });
+        const slowId = await createAgent(token, {
+          protocol: 'mcp',
+          mcp_transport: 'streamable_http',
+          name: `slow-${randomUUID()}`,
+          upstream_url: slow.url,
         });
         const pricedId = await createAgent(token, {
           protocol: 'mcp',
@@ -58,6 +67,7 @@ describe('MCP: a priced member tool paid through a virtual MCP server', function
             name: `paid-${randomUUID()}`,
             members: [
               { agent_id: freeId, prefix: 'free' },
+              { agent_id: slowId, prefix: 'slow' },
               { agent_id: pricedId, prefix: 'paid' },
             ],
           },
@@ -70,7 +80,8 @@ describe('MCP: a priced member tool paid through a virtual MCP server', function
         });
         await client.connect(transport);
         try {
-          // The priced member's session and list are the server's own: listed without any payment.
+          // The priced member's session and list are the server's own: listed without any payment;
+          // the slow member is left out once its time is up, its tool still callable.
           const tools = await client.listTools();
           assert.deepEqual(tools.tools.map((t) => t.name).sort(), [
             'free_count',
@@ -117,9 +128,11 @@ describe('MCP: a priced member tool paid through a virtual MCP server', function
           assert.deepEqual(reached[0].params._meta, { 'other/key': 'kept' });
           assert.ok(!JSON.stringify(priced.bodies).includes('x402/payment'), 'no payment reached the member');
 
-          // A free member's tool next to it costs nothing.
+          // The other members' tools next to it cost nothing.
           const freeCall = (await client.callTool({ name: 'free_echo', arguments: { text: 'free' } })) as ToolResult;
           assert.deepEqual(freeCall.content, [{ type: 'text', text: 'echo: free' }]);
+          const slowCall = (await client.callTool({ name: 'slow_echo', arguments: { text: 'slow' } })) as ToolResult;
+          assert.deepEqual(slowCall.content, [{ type: 'text', text: 'echo: slow' }]);
 
           // The paid call is the priced member's invocation, through the server, with its payment.
           const row = await waitFor(
@@ -139,7 +152,7 @@ describe('MCP: a priced member tool paid through a virtual MCP server', function
           await client.close();
         }
       } finally {
-        await Promise.all([free.close(), priced.close()]);
+        await Promise.all([free.close(), slow.close(), priced.close()]);
       }
     });
   }
