@@ -1,5 +1,6 @@
-// The purge step of PolicyDecisionRetentionWorkflow: deletes at most `limit` policy decisions
-// older than the cutoff, oldest first, and answers how many it deleted. One bounded statement
+// The purge steps of PolicyDecisionRetentionWorkflow: each deletes at most `limit` rows (policy
+// decisions, captured bodies, A2A task bindings, virtual MCP server sessions) older than the
+// cutoff, oldest first, and answers how many it deleted. One bounded statement
 // per call, so a large backlog never holds a long transaction or a lock on the whole table;
 // the workflow repeats it. Idempotent: a retried call deletes what is still there.
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -16,21 +17,35 @@ export interface RetentionActivities {
    * oldest first: a request naming such a task is then refused as naming an unknown one.
    */
   purgeA2aTasks(input: { olderThanMs: number; limit: number }): Promise<number>;
+  /**
+   * Virtual MCP server sessions (gateway/mcp-servers/sessions.ts) last used before the cutoff,
+   * at most `limit`, oldest first: a client then continuing one is told it is unknown (404) and
+   * starts a new one. The member sessions it had opened are left to expire at their members.
+   */
+  purgeMcpServerSessions(input: { olderThanMs: number; limit: number }): Promise<number>;
+}
+
+/** Deletes at most `limit` rows of `table` (keyed by `id`) whose `at` is before the cutoff, oldest first; how many. */
+async function purgeOldest(
+  orm: MikroORM,
+  table: 'policy_decisions' | 'mcp_server_sessions',
+  at: 'created_at' | 'used_at',
+  { olderThanMs, limit }: { olderThanMs: number; limit: number },
+): Promise<number> {
+  const rows = await orm.em.getConnection().execute<Array<{ deleted: number }>>(
+    `with doomed as (
+       delete from ${table} where id in (
+         select id from ${table} where ${at} < to_timestamp(? / 1000.0) order by ${at} limit ?
+       ) returning 1
+     ) select count(*)::int as deleted from doomed`,
+    [olderThanMs, limit],
+  );
+  return Number(rows[0]?.deleted ?? 0);
 }
 
 export function createRetentionActivities(deps: { orm: MikroORM }): RetentionActivities {
   return {
-    async purgePolicyDecisions({ olderThanMs, limit }) {
-      const rows = await deps.orm.em.getConnection().execute<Array<{ deleted: number }>>(
-        `with doomed as (
-           delete from policy_decisions where id in (
-             select id from policy_decisions where created_at < to_timestamp(? / 1000.0) order by created_at limit ?
-           ) returning 1
-         ) select count(*)::int as deleted from doomed`,
-        [olderThanMs, limit],
-      );
-      return Number(rows[0]?.deleted ?? 0);
-    },
+    purgePolicyDecisions: (input) => purgeOldest(deps.orm, 'policy_decisions', 'created_at', input),
     async purgeCapturedBodies({ olderThanMs, limit }) {
       const rows = await deps.orm.em.getConnection().execute<Array<{ deleted: number }>>(
         `with doomed as (
@@ -58,5 +73,6 @@ export function createRetentionActivities(deps: { orm: MikroORM }): RetentionAct
       );
       return Number(rows[0]?.deleted ?? 0);
     },
+    purgeMcpServerSessions: (input) => purgeOldest(deps.orm, 'mcp_server_sessions', 'used_at', input),
   };
 }

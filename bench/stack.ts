@@ -57,11 +57,15 @@ export function gatewayEnvironment(infra: Infra, apiPort: number): NodeJS.Proces
   };
 }
 
-/** Waits for the API, then creates a tenant's token and an agent on `upstreamUrl`/agent with its own limit opened wide. */
+/**
+ * Waits for the API, then creates a tenant's token and an agent on `upstreamUrl`/agent with its
+ * own limit opened wide (`fields` added to its representation: an MCP agent's protocol).
+ */
 export async function createBenchAgent(
   apiUrl: string,
   infra: Infra,
   upstreamUrl: string,
+  fields: Record<string, unknown> = {},
 ): Promise<{ tenant: string; auth: { authorization: string }; agent: { id: string } }> {
   await waitFor('gateway API', async () => (await request(`${apiUrl}/healthz`)).statusCode === 200, 60_000);
   const tenant = `bench-${randomUUID()}`;
@@ -75,6 +79,7 @@ export async function createBenchAgent(
       upstream_url: `${upstreamUrl}/agent`,
       rate_limit_rps: 100_000,
       rate_limit_burst: 100_000,
+      ...fields,
     }),
   });
   const agent = (await created.body.json()) as { id: string };

@@ -31,7 +31,7 @@ const { config, retention, bundle } = await loadConfigOrExit(
     }),
   [{ variable: 'WORKER_METRICS_PORT', fallback: 9464, hostVariable: 'METRICS_HOST' }],
 );
-const { retentionDays, bodyRetentionDays, a2aTaskRetentionDays } = retention;
+const { retentionDays, bodyRetentionDays, a2aTaskRetentionDays, mcpSessionRetentionDays } = retention;
 // Before the worker is built: it installs the tracing interceptors only when tracing is on.
 startTracing(process.env, 'agent-gateway-worker');
 const log = createLogger('worker', config.logLevel);
@@ -57,12 +57,13 @@ await connectClient(config.temporal.connection, config.temporal.namespace)
       retentionDays,
       bodyRetentionDays,
       a2aTaskRetentionDays,
+      mcpSessionRetentionDays,
     }).finally(() => client.connection.close()),
   )
   .then((schedule) =>
     log.info(
-      { retentionDays, bodyRetentionDays, a2aTaskRetentionDays, schedule },
-      'retention schedule (policy decisions, captured bodies, A2A tasks)',
+      { retentionDays, bodyRetentionDays, a2aTaskRetentionDays, mcpSessionRetentionDays, schedule },
+      'retention schedule (policy decisions, captured bodies, A2A tasks, MCP server sessions)',
     ),
   )
   .catch((err: Error) =>

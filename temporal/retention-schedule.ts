@@ -18,23 +18,28 @@ const RetentionEnv = z.object({
   POLICY_DECISION_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
   BODY_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
   A2A_TASK_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
+  MCP_SERVER_SESSION_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(7),
 });
 
 /**
  * POLICY_DECISION_RETENTION_DAYS: days a policy decision is kept; BODY_RETENTION_DAYS: days a
  * captured body (capture_body) is kept; A2A_TASK_RETENTION_DAYS: days an A2A task stays bound
- * to the caller that created it, reachable through the gateway (default 30 each; 0 = forever).
+ * to the caller that created it, reachable through the gateway (default 30 each);
+ * MCP_SERVER_SESSION_RETENTION_DAYS: days a virtual MCP server session is kept after its last
+ * use (default 7). 0 = forever.
  */
 export function loadRetention(env: NodeJS.ProcessEnv): {
   retentionDays: number;
   bodyRetentionDays: number;
   a2aTaskRetentionDays: number;
+  mcpSessionRetentionDays: number;
 } {
   const e = parseEnv(RetentionEnv, env);
   return {
     retentionDays: e.POLICY_DECISION_RETENTION_DAYS,
     bodyRetentionDays: e.BODY_RETENTION_DAYS,
     a2aTaskRetentionDays: e.A2A_TASK_RETENTION_DAYS,
+    mcpSessionRetentionDays: e.MCP_SERVER_SESSION_RETENTION_DAYS,
   };
 }
 
@@ -43,6 +48,7 @@ export type RetentionScheduleOptions = {
   retentionDays: number;
   bodyRetentionDays?: number;
   a2aTaskRetentionDays?: number;
+  mcpSessionRetentionDays?: number;
   scheduleId?: string;
   every?: string;
 };
@@ -53,7 +59,12 @@ export async function ensureRetentionSchedule(
 ): Promise<'created' | 'updated' | 'deleted' | 'absent'> {
   const scheduleId = opts.scheduleId ?? RETENTION_SCHEDULE_ID;
   const handle = client.schedule.getHandle(scheduleId);
-  if (opts.retentionDays === 0 && !opts.bodyRetentionDays && !opts.a2aTaskRetentionDays) {
+  if (
+    opts.retentionDays === 0 &&
+    !opts.bodyRetentionDays &&
+    !opts.a2aTaskRetentionDays &&
+    !opts.mcpSessionRetentionDays
+  ) {
     return handle.delete().then(
       () => 'deleted' as const,
       (err: unknown) => {
@@ -73,6 +84,7 @@ export async function ensureRetentionSchedule(
         retentionDays: opts.retentionDays || 365_000,
         ...(opts.bodyRetentionDays ? { bodyRetentionDays: opts.bodyRetentionDays } : {}),
         ...(opts.a2aTaskRetentionDays ? { a2aTaskRetentionDays: opts.a2aTaskRetentionDays } : {}),
+        ...(opts.mcpSessionRetentionDays ? { mcpSessionRetentionDays: opts.mcpSessionRetentionDays } : {}),
       },
     ],
   };

@@ -12,6 +12,8 @@ export type RetentionInput = {
   bodyRetentionDays?: number;
   /** A2A_TASK_RETENTION_DAYS: A2A task bindings first seen longer ago go too (0 or absent: kept). */
   a2aTaskRetentionDays?: number;
+  /** MCP_SERVER_SESSION_RETENTION_DAYS: virtual MCP server sessions unused longer go too (0 or absent: kept). */
+  mcpSessionRetentionDays?: number;
   /** Rows per delete statement. */
   batchSize?: number;
   /** Batches before the run continues as new, so one run's history stays small. */
@@ -26,10 +28,11 @@ export type RetentionResult = { deleted: number; cutoff: string };
 
 const DAY_MS = 86_400_000;
 
-const { purgePolicyDecisions, purgeCapturedBodies, purgeA2aTasks } = proxyActivities<RetentionActivities>({
-  startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
-});
+const { purgePolicyDecisions, purgeCapturedBodies, purgeA2aTasks, purgeMcpServerSessions } =
+  proxyActivities<RetentionActivities>({
+    startToCloseTimeout: '1 minute',
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
+  });
 
 export async function PolicyDecisionRetentionWorkflow(input: RetentionInput): Promise<RetentionResult> {
   const batchSize = input.batchSize ?? 1000;
@@ -46,6 +49,13 @@ export async function PolicyDecisionRetentionWorkflow(input: RetentionInput): Pr
     const taskCutoffMs = Date.now() - input.a2aTaskRetentionDays * DAY_MS;
     for (let batch = 0; batch < maxBatches; batch++) {
       if ((await purgeA2aTasks({ olderThanMs: taskCutoffMs, limit: batchSize })) < batchSize) break;
+    }
+  }
+  // Virtual MCP server sessions likewise, by when they were last used.
+  if (input.mcpSessionRetentionDays && input.cutoffMs === undefined && patched('mcp-server-session-retention')) {
+    const sessionCutoffMs = Date.now() - input.mcpSessionRetentionDays * DAY_MS;
+    for (let batch = 0; batch < maxBatches; batch++) {
+      if ((await purgeMcpServerSessions({ olderThanMs: sessionCutoffMs, limit: batchSize })) < batchSize) break;
     }
   }
   const cutoffMs = input.cutoffMs ?? Date.now() - input.retentionDays * DAY_MS;

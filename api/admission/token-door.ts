@@ -10,6 +10,7 @@ import type { Door } from './door.ts';
 import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 import { openVia, VIA_HEADER } from '../mcp-servers/via.ts';
+import { memberCallPrice } from '../../gateway/mcp-servers/pricing.ts';
 
 export function tokenDoor(deps: AppDeps, parts: Pick<ProxyParts, 'agents' | 'limiter'>): Door {
   return {
@@ -24,7 +25,8 @@ export function tokenDoor(deps: AppDeps, parts: Pick<ProxyParts, 'agents' | 'lim
       );
       const giveBack = await takeTokens(parts.limiter, bucketsFor(admitted.agent, deps.config.rateLimit));
       // A member call of a virtual MCP server (api/mcp-servers/via.ts): recorded as through it,
-      // and its payment refusals answered as the x402 MCP transport's tool result.
+      // its payment refusals answered as the x402 MCP transport's tool result, and the server's
+      // own requests (the member's session, its lists) free (gateway/mcp-servers/pricing.ts).
       const via = ctx.get(VIA_HEADER);
       const serverId = via ? openVia(via, caller.tenantId) : null;
       if (!serverId) return { ...admitted, caller, giveBack };
@@ -34,7 +36,9 @@ export function tokenDoor(deps: AppDeps, parts: Pick<ProxyParts, 'agents' | 'lim
         giveBack,
         async identify(call) {
           call.mcpServerId = serverId;
-          if (call.agent.protocol === 'mcp') call.paymentAnswer = 'mcp';
+          if (call.agent.protocol !== 'mcp') return;
+          call.paymentAnswer = 'mcp';
+          call.price = memberCallPrice(call.price, call.mcp?.method ?? null);
         },
       };
     },

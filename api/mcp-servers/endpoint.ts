@@ -1,6 +1,6 @@
 // /v1/mcp-servers/{id}/mcp: a virtual MCP server's endpoint (streamable HTTP). It answers
-// initialize itself (its own serverInfo, a session of its own kept in PostgreSQL:
-// gateway/mcp-servers/sessions.ts), federates the members' lists (tools, prompts, resources and
+// initialize itself (its own serverInfo, the capabilities its members offer together, a session
+// of its own kept in PostgreSQL: gateway/mcp-servers/sessions.ts), federates the members' lists (tools, prompts, resources and
 // resource templates: every page of each member's, named `{prefix}_{name}` where MCP names them,
 // filtered by the member's allow-list and, for tools, by the tenant's policy for this caller),
 // each member given a bounded time, and routes a call to its member as an invocation of that
@@ -13,17 +13,19 @@ import {
   SUPPORTED_PROTOCOL_VERSIONS,
 } from '@modelcontextprotocol/sdk/types.js';
 import { notFound } from '../errors.ts';
-import { createMcpServerManagement } from '../../gateway/mcp-servers/management.ts';
-import { endSession, findSession, openSession, type SessionOwner } from '../../gateway/mcp-servers/sessions.ts';
+import { createMcpServerReads } from '../../gateway/mcp-servers/reads.ts';
+import { endSession, openSession, type SessionOwner } from '../../gateway/mcp-servers/sessions.ts';
 import { allowedByList, routeName } from '../../gateway/mcp-servers/names.ts';
 import type { McpServer, McpServerMember } from '../../gateway/mcp-servers/entity.ts';
 import { mcpServerMemberFailures } from '../../gateway/metrics.ts';
+import { federatedCapabilities } from '../../gateway/mcp-servers/capabilities.ts';
 import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 import { sealVia } from './via.ts';
 import {
   MemberError,
+  openMember,
   postToMember,
   readAnswer,
   refusalOf,
@@ -83,7 +85,7 @@ export function mcpServerEndpoint(
   deps: AppDeps,
   services: Pick<ProxyParts, 'policy' | 'agents' | 'credentials' | 'upstream'>,
 ) {
-  const servers = createMcpServerManagement(deps.orm);
+  const reads = createMcpServerReads(deps.orm, deps.feed);
 
   function linkOf(ctx: Ctx, server: McpServer): MemberLink {
     return {
@@ -91,6 +93,7 @@ export function mcpServerEndpoint(
       authorization: ctx.get('authorization'),
       via: sealVia(server.tenantId, server.id),
       db: deps.orm,
+      feed: deps.feed,
       serverName: server.name,
     };
   }
@@ -142,16 +145,7 @@ export function mcpServerEndpoint(
     for (const [index, outcome] of settled.entries()) {
       const member = server.members[index];
       if (outcome.status === 'rejected') {
-        const reason = signal.aborted
-          ? 'timeout'
-          : outcome.reason instanceof MemberError && outcome.reason.status
-            ? 'refused'
-            : 'invalid';
-        mcpServerMemberFailures.inc({ reason });
-        deps.log.warn(
-          { mcpServer: server.id, agentId: member.agentId, method, reason, requestId: ctx.state.requestId },
-          'an MCP server member is left out of a federated list',
-        );
+        memberLeftOut(ctx, server, member, method, signal, outcome.reason);
         continue;
       }
       for (const entry of outcome.value) {
@@ -185,6 +179,43 @@ export function mcpServerEndpoint(
       }
     }
     return { [key]: merged };
+  }
+
+  /**
+   * What the members offer together: each member's session opened now (kept for the session's
+   * later requests), its initialize read within the bound; one that did not answer counts as
+   * gateway/mcp-servers/capabilities.ts says.
+   */
+  async function membersCapabilities(ctx: Ctx, server: McpServer, session: SessionState) {
+    const link = linkOf(ctx, server);
+    const signal = AbortSignal.timeout(MEMBER_LIST_TIMEOUT_MS);
+    const opened = await Promise.allSettled(
+      server.members.map((member) => openMember(link, session, member.agentId, signal)),
+    );
+    return federatedCapabilities(
+      opened.map((outcome, index) => {
+        if (outcome.status === 'fulfilled') return outcome.value;
+        memberLeftOut(ctx, server, server.members[index], 'initialize', signal, outcome.reason);
+        return null;
+      }),
+    );
+  }
+
+  /** A member left out of an answer: logged with the server and agent, and counted. */
+  function memberLeftOut(
+    ctx: Ctx,
+    server: McpServer,
+    member: McpServerMember,
+    method: string,
+    signal: AbortSignal,
+    reason: unknown,
+  ): void {
+    const why = signal.aborted ? 'timeout' : reason instanceof MemberError && reason.status ? 'refused' : 'invalid';
+    mcpServerMemberFailures.inc({ reason: why });
+    deps.log.warn(
+      { mcpServer: server.id, agentId: member.agentId, method, reason: why, requestId: ctx.state.requestId },
+      'an MCP server member is left out of an answer',
+    );
   }
 
   /** The member whose resource list holds `uri`, asked of every member within the bound. */
@@ -253,38 +284,30 @@ export function mcpServerEndpoint(
 
   async function post(ctx: Ctx): Promise<void> {
     const { caller } = ctx.state;
-    const server = await servers.get(caller.tenantId, ctx.params.id);
+    const server = await reads.server(caller.tenantId, ctx.params.id);
     const owner: SessionOwner = { tenantId: caller.tenantId, serverId: server.id, caller: caller.userId };
     const rpc = rpcOf(ctx.request.body);
     if (!rpc) return answerRpc(ctx, null, rpcError(null, -32600, 'the body must be one JSON-RPC 2.0 request'), 400);
 
     if (isInitializeRequest(rpc)) {
-      const id = await openSession(deps.orm, owner);
+      const session: SessionState = { id: await openSession(deps.orm, owner), members: {} };
       const asked = rpc.params.protocolVersion;
       const protocolVersion = SUPPORTED_PROTOCOL_VERSIONS.includes(asked) ? asked : LATEST_PROTOCOL_VERSION;
-      return answerRpc(
-        ctx,
-        { id, members: {} },
-        {
-          jsonrpc: '2.0',
-          id: rpc.id,
-          result: {
-            protocolVersion,
-            capabilities: {
-              tools: { listChanged: true },
-              prompts: { listChanged: true },
-              resources: { listChanged: true },
-            },
-            serverInfo: { name: server.name, version: '1' },
-            ...(server.description ? { instructions: server.description } : {}),
-          },
+      return answerRpc(ctx, session, {
+        jsonrpc: '2.0',
+        id: rpc.id,
+        result: {
+          protocolVersion,
+          capabilities: await membersCapabilities(ctx, server, session),
+          serverInfo: { name: server.name, version: '1' },
+          ...(server.description ? { instructions: server.description } : {}),
         },
-      );
+      });
     }
 
     const sessionId = ctx.get('mcp-session-id');
     if (!sessionId) return answerRpc(ctx, null, rpcError(rpc.id, -32000, 'Mcp-Session-Id is required'), 400);
-    const row = await findSession(deps.orm, sessionId, owner);
+    const row = await reads.session(sessionId, owner);
     // An unknown or ended session: the client starts a new one (MCP's streamable HTTP transport).
     if (!row) return answerRpc(ctx, null, rpcError(rpc.id, -32001, 'session not found'), 404);
     const session: SessionState = { id: row.id, members: { ...row.memberSessions } };
@@ -325,9 +348,9 @@ export function mcpServerEndpoint(
   /** DELETE: the session ends; each member session it opened is ended at its member, best effort. */
   async function remove(ctx: Ctx): Promise<void> {
     const { caller } = ctx.state;
-    const server = await servers.get(caller.tenantId, ctx.params.id);
+    const server = await reads.server(caller.tenantId, ctx.params.id);
     const owner: SessionOwner = { tenantId: caller.tenantId, serverId: server.id, caller: caller.userId };
-    const ended = await endSession(deps.orm, ctx.get('mcp-session-id'), owner);
+    const ended = await endSession(deps.orm, deps.feed, ctx.get('mcp-session-id'), owner);
     if (!ended) throw notFound('session not found');
     await Promise.all(
       Object.entries(ended)

@@ -3,13 +3,15 @@
 // (via.ts), so it is admitted, priced, paid, limited, credentialed and recorded exactly as a
 // direct call to the member is. The member's answer (JSON or server-sent events) is read here
 // when the server needs its content (a list, a session's initialize), within a byte budget;
-// otherwise it is relayed as it comes (endpoint.ts). A member session is opened the first time
-// the member is needed and kept in the client's session row (gateway/mcp-servers/sessions.ts);
-// one that expired (the member answers 404 to a forwarded request) is opened again once.
+// otherwise it is relayed as it comes (endpoint.ts). A member session is opened at the client's
+// initialize (or, for a member that did not answer then, the first time it is needed) and kept in
+// the client's session row (gateway/mcp-servers/sessions.ts); one that expired (the member
+// answers 404 to a forwarded request) is opened again once.
 import type { IncomingHttpHeaders } from 'node:http';
 import { request, type Dispatcher } from 'undici';
 import { createParser } from 'eventsource-parser';
 import type { GatewayDb } from '../../gateway/db/orm.ts';
+import type { ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { setMemberSession } from '../../gateway/mcp-servers/sessions.ts';
 
 /** MCP's latest protocol version the gateway asks a member for. */
@@ -26,7 +28,14 @@ export class MemberError extends Error {
 }
 
 /** Where and as whom member requests go: this process's listener, the client's token, the server's seal. */
-export type MemberLink = { base: string; authorization: string; via: string; db: GatewayDb; serverName: string };
+export type MemberLink = {
+  base: string;
+  authorization: string;
+  via: string;
+  db: GatewayDb;
+  feed: ChangeFeed;
+  serverName: string;
+};
 
 /** The member session state of one client session (agent id → Mcp-Session-Id, '' for a member without sessions). */
 export type SessionState = { id: string; members: Record<string, string> };
@@ -138,8 +147,11 @@ export async function readAnswer(reply: Reply, id: number, maxBytes: number): Pr
   throw new MemberError('the member answered no JSON-RPC response', null);
 }
 
-/** Opens a session with the member (initialize, then notifications/initialized); '' for a member that keeps none. */
-async function openMemberSession(link: MemberLink, agentId: string, signal?: AbortSignal): Promise<string> {
+/** What a member's initialize said: its session ('' for a member that keeps none) and its capabilities. */
+type Opened = { sessionId: string; capabilities: Record<string, unknown> };
+
+/** Opens a session with the member (initialize, then notifications/initialized). */
+async function openMemberSession(link: MemberLink, agentId: string, signal?: AbortSignal): Promise<Opened> {
   const reply = await postToMember(
     link,
     agentId,
@@ -160,6 +172,7 @@ async function openMemberSession(link: MemberLink, agentId: string, signal?: Abo
   const sessionId = header(reply.headers, 'mcp-session-id') ?? '';
   const answer = await readAnswer(reply, 0, 256 * 1024);
   if (answer.error) throw new MemberError('the member refused to initialize', null);
+  const capabilities = (answer.result as { capabilities?: unknown } | null)?.capabilities;
   const initialized = await postToMember(
     link,
     agentId,
@@ -168,7 +181,24 @@ async function openMemberSession(link: MemberLink, agentId: string, signal?: Abo
     signal,
   );
   await initialized.body.dump();
-  return sessionId;
+  return { sessionId, capabilities: isObject(capabilities) ? capabilities : {} };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/** Opens the member's session for this client session (kept in its row); what the member offers. */
+export async function openMember(
+  link: MemberLink,
+  session: SessionState,
+  agentId: string,
+  signal?: AbortSignal,
+): Promise<Record<string, unknown>> {
+  const opened = await openMemberSession(link, agentId, signal);
+  session.members[agentId] = opened.sessionId;
+  await setMemberSession(link.db, link.feed, session.id, agentId, opened.sessionId);
+  return opened.capabilities;
 }
 
 /**
@@ -184,10 +214,8 @@ export async function withMemberSession(
   signal?: AbortSignal,
 ): Promise<Reply> {
   const open = async () => {
-    const opened = await openMemberSession(link, agentId, signal);
-    session.members[agentId] = opened;
-    await setMemberSession(link.db, session.id, agentId, opened);
-    return opened;
+    await openMember(link, session, agentId, signal);
+    return session.members[agentId];
   };
   const known = session.members[agentId];
   const memberSession = known ?? (await open());

@@ -23,7 +23,7 @@ const membersOf = (members: CreateBody['members']): MemberInput[] =>
 
 export function mcpServerRoutes(deps: AppDeps, services: ProxyParts): Router<AuthState> {
   const router = new Router<AuthState>();
-  const servers = createMcpServerManagement(deps.orm);
+  const servers = createMcpServerManagement(deps.orm, deps.feed);
   const view = (ctx: Parameters<typeof publicBaseUrl>[0]) =>
     serializeMcpServer(publicBaseUrl(ctx, deps.config.publicAddress));
 

@@ -5,6 +5,7 @@
 import { LockMode } from '@mikro-orm/core';
 import { newId, isId } from '../../lib/ids.ts';
 import type { GatewayDb } from '../db/orm.ts';
+import type { ChangeFeed } from '../db/change-feed.ts';
 import { AgentSchema } from '../db/entities.ts';
 import { listPage, ownedRow, type Page } from '../db/pages.ts';
 import { absent, flushOrConflict, invalid } from '../refusal.ts';
@@ -55,8 +56,15 @@ async function resolveMembers(
   return resolved;
 }
 
-/** Built once per app. */
-export function createMcpServerManagement(db: GatewayDb) {
+/**
+ * Built once per app. A change or removal is in force on every replica's cache (reads.ts)
+ * before it resolves.
+ */
+export function createMcpServerManagement(db: GatewayDb, feed: ChangeFeed) {
+  const published = async (id: string) => {
+    feed.invalidate(`mcp-server:${id}`);
+    await feed.publish();
+  };
   return {
     async create(tenantId: string, createdBy: string, fields: NewMcpServer): Promise<McpServer> {
       const em = db.em.fork();
@@ -87,7 +95,7 @@ export function createMcpServerManagement(db: GatewayDb) {
     /** Updates the server, row-locked; `patchOf` (which may refuse) reads the body once it is found. */
     async update(tenantId: string, id: string, patchOf: () => McpServerPatch): Promise<McpServer> {
       if (!isId('mcps', id)) throw absent();
-      return db.em.fork().transactional(async (em) => {
+      const updated = await db.em.fork().transactional(async (em) => {
         const current = await em.findOne(McpServerSchema, { id, tenantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
         if (!current) throw absent();
         const patch = patchOf();
@@ -98,6 +106,8 @@ export function createMcpServerManagement(db: GatewayDb) {
         await flushOrConflict(em, NAME_TAKEN);
         return current;
       });
+      await published(id);
+      return updated;
     },
 
     async remove(tenantId: string, id: string): Promise<void> {
@@ -105,6 +115,7 @@ export function createMcpServerManagement(db: GatewayDb) {
       const em = db.em.fork();
       const removed = await em.nativeDelete(McpServerSchema, { id, tenantId });
       if (removed === 0) throw absent();
+      await published(id);
     },
   };
 }

@@ -1,16 +1,15 @@
 // A client's session with a virtual MCP server, in PostgreSQL so that it survives a restart of
 // the API and continues on any replica: which server, whose (the tenant and the token's user),
 // and the member sessions opened for it so far (member agent id → the member's Mcp-Session-Id),
-// each opened the first time the member is needed.
+// and when it was last used: one unused for MCP_SERVER_SESSION_RETENTION_DAYS is purged by the
+// hourly retention run (workflows/retention.ts). Read through the process's cache (reads.ts).
 import { randomBytes } from 'node:crypto';
 import type { GatewayDb } from '../db/orm.ts';
-import { McpServerSessionSchema, type McpServerSession } from './entity.ts';
+import type { ChangeFeed } from '../db/change-feed.ts';
+import { McpServerSessionSchema } from './entity.ts';
 
 /** Whose session it is: only the same tenant, server and user continue it. */
 export type SessionOwner = { tenantId: string; serverId: string; caller: string };
-
-/** An Mcp-Session-Id the gateway mints: 32 random bytes, base64url (visible ASCII, as MCP requires). */
-const SESSION_ID = /^[A-Za-z0-9_-]{43}$/;
 
 export async function openSession(db: GatewayDb, owner: SessionOwner): Promise<string> {
   const em = db.em.fork();
@@ -21,32 +20,31 @@ export async function openSession(db: GatewayDb, owner: SessionOwner): Promise<s
   return id;
 }
 
-/** The owner's session with this id, or null (unknown, ended, or someone else's). */
-export async function findSession(db: GatewayDb, id: string, owner: SessionOwner): Promise<McpServerSession | null> {
-  if (!SESSION_ID.test(id)) return null;
-  return db.em.fork().findOne(McpServerSessionSchema, { id, ...owner });
-}
-
-/** Records (or, with null, forgets) the member session opened for this client session. */
+/** Records the member session opened for this client session (this process's cache forgets the row at once). */
 export async function setMemberSession(
   db: GatewayDb,
+  feed: ChangeFeed,
   id: string,
   agentId: string,
-  memberSession: string | null,
+  memberSession: string,
 ): Promise<void> {
-  const sql =
-    memberSession === null
-      ? 'update mcp_server_sessions set member_sessions = member_sessions - ?, used_at = now() where id = ?'
-      : 'update mcp_server_sessions set member_sessions = member_sessions || jsonb_build_object(?::text, ?::text), used_at = now() where id = ?';
   await db.em
     .fork()
     .getConnection()
-    .execute(sql, memberSession === null ? [agentId, id] : [agentId, memberSession, id]);
+    .execute(
+      'update mcp_server_sessions set member_sessions = member_sessions || jsonb_build_object(?::text, ?::text), used_at = now() where id = ?',
+      [agentId, memberSession, id],
+    );
+  feed.invalidate(`mcp-session:${id}`);
 }
 
-/** Ends the session; the member sessions it had opened, to be closed by the caller. */
+/**
+ * Ends the session, on every replica before this resolves (reads.ts); the member sessions it
+ * had opened, to be closed by the caller.
+ */
 export async function endSession(
   db: GatewayDb,
+  feed: ChangeFeed,
   id: string,
   owner: SessionOwner,
 ): Promise<Record<string, string> | null> {
@@ -57,5 +55,8 @@ export async function endSession(
       'delete from mcp_server_sessions where id = ? and tenant_id = ? and server_id = ? and caller = ? returning member_sessions',
       [id, owner.tenantId, owner.serverId, owner.caller],
     );
-  return rows[0]?.member_sessions ?? null;
+  if (!rows[0]) return null;
+  feed.invalidate(`mcp-session:${id}`);
+  await feed.publish();
+  return rows[0].member_sessions;
 }

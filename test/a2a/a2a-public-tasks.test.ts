@@ -8,10 +8,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Wallet } from 'ethers';
-import { Worker } from '@temporalio/worker';
 import { stack } from '../support/stack.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
-import type { PolicyDecisionRetentionWorkflow } from '../../workflows/retention.ts';
+import { retentionRun } from '../support/workflows.ts';
 import { call, uniqueName } from '../support/http.ts';
 import { startA2aServer, type A2aUpstream } from '../support/a2a-server.ts';
 import { payingFetch } from '../support/paying-client.ts';
@@ -166,16 +165,12 @@ describe('A2A task bindings expire with A2A_TASK_RETENTION_DAYS', function () {
       const conn = stack().orm.em.fork().getConnection();
       await conn.execute(`update a2a_tasks set created_at = now() - interval '40 days' where task_id = ?`, [old]);
 
-      const s = stack();
-      const handle = await s.temporal.workflow.start<typeof PolicyDecisionRetentionWorkflow>(
-        'PolicyDecisionRetentionWorkflow',
-        {
-          taskQueue: s.config.temporal.taskQueue,
-          workflowId: `a2a-task-retention-${randomUUID()}`,
-          args: [{ retentionDays: 365_000, a2aTaskRetentionDays: 30, batchSize: 1, maxBatchesPerRun: 5 }],
-        },
-      );
-      await handle.result();
+      await retentionRun('a2a-task-retention', {
+        retentionDays: 365_000,
+        a2aTaskRetentionDays: 30,
+        batchSize: 1,
+        maxBatchesPerRun: 5,
+      });
       const left = await conn.execute<Array<{ task_id: string }>>(
         'select task_id from a2a_tasks where agent_id = ? order by task_id',
         [agentId],
@@ -191,11 +186,6 @@ describe('A2A task bindings expire with A2A_TASK_RETENTION_DAYS', function () {
       assert.equal(expired.status, 404, expired.text);
       assert.deepEqual(expired.json, { error: 'task not found through this agent' });
       assert.equal((await read(recent)).status, 200);
-      await Worker.runReplayHistory(
-        { workflowBundle: s.workflowBundle },
-        await handle.fetchHistory(),
-        'a2a-task-retention',
-      );
     } finally {
       await upstream.close();
     }

@@ -3,17 +3,22 @@
 // policy denies this caller neither listed nor called, each member's tool call an invocation of
 // that member (through the server), progress and notifications passed through, the session kept
 // in the database (continued on another replica), a slow and a failing member, a member removed
-// while a session is open, and hostile members.
+// or suspended while a session is open, the member sessions ended with the client's, prompts and
+// resources federated, a member's tools/list_changed passed on, and hostile members.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  LoggingMessageNotificationSchema,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { replica } from '../support/replica.ts';
 import { stack } from '../support/stack.ts';
-import { call } from '../support/http.ts';
+import { call, callAt } from '../support/http.ts';
 import { closedPort, createAgent, rawUpstream, readAll } from '../support/proxy-helpers.ts';
 import { waitFor } from '../support/wait.ts';
+import { retentionRun } from '../support/workflows.ts';
 import { startMcpServer } from '../support/mcp-server.ts';
 
 const MCP = { protocol: 'mcp', mcp_transport: 'streamable_http' };
@@ -51,6 +56,17 @@ describe('MCP: virtual MCP servers', () => {
     await Promise.all([alpha.close(), beta.close(), slow.close()]);
   });
 
+  /** Alpha and beta as new agents, members `a` and `b` of a new server. */
+  async function alphaAndBeta() {
+    const a = await createAgent(token, { ...MCP, name: `a-${randomUUID()}`, upstream_url: alpha.url });
+    const b = await createAgent(token, { ...MCP, name: `b-${randomUUID()}`, upstream_url: beta.url });
+    const server = await createServer(token, [
+      { agent_id: a, prefix: 'a' },
+      { agent_id: b, prefix: 'b' },
+    ]);
+    return { a, b, server };
+  }
+
   it('merges the members’ tools under their prefixes, hides and refuses a denied tool, and records each call as its member’s', async () => {
     const a = await createAgent(token, { ...MCP, name: 'alpha', upstream_url: alpha.url });
     const b = await createAgent(token, { ...MCP, name: 'beta', upstream_url: beta.url });
@@ -68,7 +84,8 @@ describe('MCP: virtual MCP servers', () => {
     const { client, transport } = await connect(server.mcp_url, token);
     try {
       assert.equal(client.getServerVersion()?.name.startsWith('fed-'), true, 'the server’s own serverInfo');
-      assert.ok(client.getServerCapabilities()?.tools);
+      // What the members offer together: tools only (their logging is not federated).
+      assert.deepEqual(client.getServerCapabilities(), { tools: { listChanged: true } });
       assert.ok(transport.sessionId);
       const tools = await client.listTools();
       assert.deepEqual(tools.tools.map((t) => t.name).sort(), ['alpha_count', 'alpha_echo', 'b_echo']);
@@ -172,6 +189,201 @@ describe('MCP: virtual MCP servers', () => {
     }
   });
 
+  it('offers the prompts and resources its members offer, each routed to its member', async () => {
+    const one = await startMcpServer({ label: 'one' });
+    const two = await startMcpServer({ label: 'two', json: true });
+    try {
+      const a = await createAgent(token, { ...MCP, name: `one-${randomUUID()}`, upstream_url: one.url });
+      const b = await createAgent(token, { ...MCP, name: `two-${randomUUID()}`, upstream_url: two.url });
+      const server = await createServer(token, [
+        { agent_id: a, prefix: 'one' },
+        { agent_id: b, prefix: 'two' },
+      ]);
+      const { client, transport } = await connect(server.mcp_url, token);
+      try {
+        assert.deepEqual(client.getServerCapabilities(), {
+          tools: { listChanged: true },
+          prompts: { listChanged: true },
+          resources: { listChanged: true },
+        });
+        const prompts = await client.listPrompts();
+        assert.deepEqual(prompts.prompts.map((p) => p.name).sort(), ['one_greet', 'two_greet']);
+        const greeted = await client.getPrompt({ name: 'two_greet', arguments: { name: 'ada' } });
+        assert.deepEqual(greeted.messages, [{ role: 'user', content: { type: 'text', text: 'hello ada from two' } }]);
+        await assert.rejects(client.getPrompt({ name: 'three_greet', arguments: { name: 'x' } }), /unknown prompt/);
+
+        const resources = await client.listResources();
+        assert.deepEqual(resources.resources.map((r) => r.uri).sort(), ['test://one/readme', 'test://two/readme']);
+        const read = await client.readResource({ uri: 'test://two/readme' });
+        assert.deepEqual(read.contents, [{ uri: 'test://two/readme', text: 'readme of two' }]);
+        const readOne = await client.readResource({ uri: 'test://one/readme' });
+        assert.deepEqual(readOne.contents, [{ uri: 'test://one/readme', text: 'readme of one' }]);
+        await assert.rejects(client.readResource({ uri: 'test://three/readme' }), /resource not found/);
+      } finally {
+        await transport.terminateSession();
+        await client.close();
+      }
+      // Each reached its own member only, as that member's invocation through the server.
+      const reached = (bodies: unknown[], method: string) =>
+        bodies.filter((m) => (m as { method?: string }).method === method).length;
+      assert.equal(reached(two.bodies, 'prompts/get'), 1);
+      assert.equal(reached(one.bodies, 'prompts/get'), 0);
+      assert.equal(reached(two.bodies, 'resources/read'), 1);
+      assert.equal(reached(one.bodies, 'resources/read'), 1);
+      const rows = await waitFor(
+        async () => {
+          const listed = await call('GET', `/v1/invocations?agent_id=${b}&limit=100`, { token });
+          const routed = (listed.json.data as Listed[]).filter((r) =>
+            ['prompts/get', 'resources/read'].includes(r.mcp_method),
+          );
+          return routed.length >= 2 && routed;
+        },
+        { everyMs: 50, what: 'the routed calls recorded' },
+      );
+      for (const row of rows) assert.equal(row.mcp_server_id, server.id);
+    } finally {
+      await Promise.all([one.close(), two.close()]);
+    }
+  });
+
+  it('passes on a member’s notifications/tools/list_changed, and has no stream of its own (GET is 405)', async () => {
+    const member = await startMcpServer({ refreshTool: true });
+    try {
+      const r = await createAgent(token, { ...MCP, name: `refreshing-${randomUUID()}`, upstream_url: member.url });
+      const server = await createServer(token, [{ agent_id: r, prefix: 'r' }]);
+      const { client, transport } = await connect(server.mcp_url, token);
+      try {
+        let changed = 0;
+        client.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++);
+        const refreshed = await client.callTool({ name: 'r_refresh', arguments: {} });
+        assert.deepEqual(refreshed.content, [{ type: 'text', text: 'refreshed' }]);
+        assert.equal(changed, 1, 'the member’s notification reached the client');
+        const get = await call('GET', new URL(server.mcp_url).pathname, {
+          token,
+          headers: { accept: 'text/event-stream', 'mcp-session-id': transport.sessionId! },
+        });
+        assert.equal(get.status, 405, get.text);
+      } finally {
+        await transport.terminateSession();
+        await client.close();
+      }
+    } finally {
+      await member.close();
+    }
+  });
+
+  it('takes a suspended member’s tools off at once, on every replica, and gives them back once unsuspended', async () => {
+    const { a, server } = await alphaAndBeta();
+    const other = await replica();
+    const { client, transport } = await connect(server.mcp_url, token);
+    try {
+      const onReplica = await connect(server.mcp_url.replace(stack().apiUrl, other.url), token, transport.sessionId);
+      const names = async (c: Client) => (await c.listTools()).tools.map((t) => t.name).sort();
+      assert.deepEqual(await names(client), ['a_count', 'a_echo', 'b_count', 'b_echo']);
+      assert.deepEqual(await names(onReplica.client), ['a_count', 'a_echo', 'b_count', 'b_echo']);
+
+      const suspended = await call('POST', `/v1/agents/${a}/suspend`, { token, json: { reason: 'test' } });
+      assert.equal(suspended.status, 200, suspended.text);
+      assert.deepEqual(await names(client), ['b_count', 'b_echo']);
+      assert.deepEqual(await names(onReplica.client), ['b_count', 'b_echo']);
+      await assert.rejects(onReplica.client.callTool({ name: 'a_echo', arguments: { text: 'x' } }), /not invocable/);
+      const still = await onReplica.client.callTool({ name: 'b_echo', arguments: { text: 'still' } });
+      assert.deepEqual(still.content, [{ type: 'text', text: 'echo: still' }]);
+
+      assert.equal((await call('POST', `/v1/agents/${a}/unsuspend`, { token })).status, 200);
+      assert.deepEqual(await names(onReplica.client), ['a_count', 'a_echo', 'b_count', 'b_echo']);
+    } finally {
+      await transport.terminateSession();
+      await client.close();
+      await other.close();
+    }
+  });
+
+  it('a server’s change and a session’s end made on one replica are in force on another at once', async () => {
+    const { b, server } = await alphaAndBeta();
+    const other = await replica();
+    try {
+      const { client, transport } = await connect(server.mcp_url, token);
+      const onReplica = await connect(server.mcp_url.replace(stack().apiUrl, other.url), token, transport.sessionId);
+      const names = async (c: Client) => (await c.listTools()).tools.map((t) => t.name).sort();
+      assert.deepEqual(await names(onReplica.client), ['a_count', 'a_echo', 'b_count', 'b_echo']);
+
+      // The server's members changed through the main API: the replica lists the new ones.
+      const patched = await call('PATCH', `/v1/mcp-servers/${server.id}`, {
+        token,
+        json: { members: [{ agent_id: b, prefix: 'b', tools: ['echo'] }] },
+      });
+      assert.equal(patched.status, 200, patched.text);
+      assert.deepEqual(await names(onReplica.client), ['b_echo']);
+      await assert.rejects(onReplica.client.callTool({ name: 'a_echo', arguments: { text: 'x' } }), /unknown tool/);
+
+      // The session ended through the main API: the replica no longer knows it.
+      const sessionId = transport.sessionId!;
+      await transport.terminateSession();
+      const after = await callAt(other.url, 'POST', new URL(server.mcp_url).pathname, {
+        token,
+        headers: { 'mcp-session-id': sessionId },
+        json: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+      });
+      assert.equal(after.status, 404, after.text);
+      await client.close();
+      await onReplica.client.close();
+
+      // The server deleted: gone on the replica too.
+      assert.equal((await call('DELETE', `/v1/mcp-servers/${server.id}`, { token })).status, 204);
+      const gone = await callAt(other.url, 'POST', new URL(server.mcp_url).pathname, {
+        token,
+        json: {
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+        },
+      });
+      assert.equal(gone.status, 404, gone.text);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('ends the member sessions it opened at their upstreams when the client’s session is deleted', async () => {
+    const one = await startMcpServer();
+    const two = await startMcpServer({ json: true });
+    try {
+      const a = await createAgent(token, { ...MCP, name: `end-a-${randomUUID()}`, upstream_url: one.url });
+      const b = await createAgent(token, { ...MCP, name: `end-b-${randomUUID()}`, upstream_url: two.url });
+      const server = await createServer(token, [
+        { agent_id: a, prefix: 'a' },
+        { agent_id: b, prefix: 'b' },
+      ]);
+      const { client, transport } = await connect(server.mcp_url, token);
+      const sessionsAt = (member: typeof one) =>
+        [...new Set(member.seen.map((h) => h['mcp-session-id']).filter((id) => id !== undefined))] as string[];
+      try {
+        await client.callTool({ name: 'a_echo', arguments: { text: 'one' } });
+        await client.callTool({ name: 'b_echo', arguments: { text: 'two' } });
+        const [ofOne, ofTwo] = [sessionsAt(one), sessionsAt(two)];
+        assert.equal(ofOne.length, 1);
+        assert.equal(ofTwo.length, 1);
+        assert.deepEqual([one.deleted, two.deleted], [[], []]);
+        const ended = transport.sessionId!;
+        await transport.terminateSession();
+        assert.deepEqual([one.deleted, two.deleted], [ofOne, ofTwo], 'each member session ended at its upstream');
+        // The ended session is gone: the client is told to start again.
+        const again = await call('POST', new URL(server.mcp_url).pathname, {
+          token,
+          headers: { 'mcp-session-id': ended },
+          json: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+        });
+        assert.equal(again.status, 404, again.text);
+      } finally {
+        await client.close();
+      }
+    } finally {
+      await Promise.all([one.close(), two.close()]);
+    }
+  });
+
   it('survives hostile members: invalid JSON-RPC, a huge list, names that collide after prefixing', async () => {
     const invalid = await rawUpstream(async (req, res) => {
       await readAll(req);
@@ -214,6 +426,62 @@ describe('MCP: virtual MCP servers', () => {
     } finally {
       await invalid.close();
       await huge.close();
+    }
+  });
+});
+
+describe('MCP: virtual MCP server sessions expire with MCP_SERVER_SESSION_RETENTION_DAYS', function () {
+  this.timeout(60_000);
+
+  it('purges the sessions unused before the cutoff, in bounded batches; one in use is marked used', async () => {
+    const token = await stack().token(`tenant-mcps-retention-${randomUUID()}`);
+    const member = await startMcpServer();
+    try {
+      const agentId = await createAgent(token, { ...MCP, name: `kept-${randomUUID()}`, upstream_url: member.url });
+      const server = await createServer(token, [{ agent_id: agentId, prefix: 'm' }]);
+      const [old, used, recent] = [
+        await connect(server.mcp_url, token),
+        await connect(server.mcp_url, token),
+        await connect(server.mcp_url, token),
+      ];
+      const conn = stack().orm.em.fork().getConnection();
+      // Seconds since the session was last marked used; undefined once it is gone.
+      const idle = async (id: string) =>
+        (
+          await conn.execute<Array<{ idle: number }>>(
+            'select extract(epoch from now() - used_at)::float8 as idle from mcp_server_sessions where id = ?',
+            [id],
+          )
+        )[0]?.idle;
+      await conn.execute(`update mcp_server_sessions set used_at = now() - interval '10 days' where id = ?`, [
+        old.transport.sessionId,
+      ]);
+      // Used again after days: marked used as it is found, so retention keeps it.
+      await conn.execute(`update mcp_server_sessions set used_at = now() - interval '10 days' where id = ?`, [
+        used.transport.sessionId,
+      ]);
+      await used.client.listTools();
+      assert.ok(Number(await idle(used.transport.sessionId!)) < 60, 'marked used');
+
+      await retentionRun('mcp-session-retention', {
+        retentionDays: 365_000,
+        mcpSessionRetentionDays: 7,
+        batchSize: 1,
+        maxBatchesPerRun: 5,
+      });
+      assert.equal(await idle(old.transport.sessionId!), undefined, 'the unused session is gone');
+      await assert.rejects(old.client.listTools(), /session not found|404/);
+      const tools = await used.client.listTools();
+      assert.deepEqual(tools.tools.map((t) => t.name).sort(), ['m_count', 'm_echo']);
+      const echoed = await recent.client.callTool({ name: 'm_echo', arguments: { text: 'kept' } });
+      assert.deepEqual(echoed.content, [{ type: 'text', text: 'echo: kept' }]);
+      for (const { client, transport } of [used, recent]) {
+        await transport.terminateSession();
+        await client.close();
+      }
+      await old.client.close();
+    } finally {
+      await member.close();
     }
   });
 });

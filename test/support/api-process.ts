@@ -5,12 +5,16 @@ import { freePort } from '../../scripts/lib/ports.ts';
 import { stack } from './stack.ts';
 import { stackProcessEnv } from './worker-process.ts';
 
-/** `node api/main.ts` on the stack's database, Temporal, vault and allow-list; resolves once listening. */
+/**
+ * `node api/main.ts` on the stack's database, Temporal, vault and allow-list, on `port` (a free
+ * one when not given: a restart passes the port it had); resolves once listening.
+ */
 export async function startApiProcess(
   extraEnv: Record<string, string> = {},
-): Promise<{ child: ChildProcess; url: string }> {
+  port?: number,
+): Promise<{ child: ChildProcess; url: string; port: number }> {
   const s = stack();
-  const port = await freePort();
+  port ??= await freePort();
   const child = spawn(process.execPath, ['api/main.ts'], {
     env: {
       ...process.env,
@@ -34,5 +38,5 @@ export async function startApiProcess(
     child.stderr!.on('data', onData);
     child.once('exit', (code) => reject(new Error(`API exited (${code}) before listening: ${output.slice(-2000)}`)));
   });
-  return { child, url: `http://127.0.0.1:${port}` };
+  return { child, url: `http://127.0.0.1:${port}`, port };
 }

@@ -1,7 +1,10 @@
 // A real MCP server for tests (the SDK's McpServer, stateful, answering over SSE, or in plain
 // JSON with `json: true`) with two tools: `echo` ({text}) and `count` ({n}, logging each step as
 // a notification, and reporting it as progress when the call asks for it). It records the
-// headers and the JSON-RPC bodies that reached it; `listDelayMs` holds each tools/list that long.
+// headers and the JSON-RPC bodies that reached it and the sessions ended by DELETE;
+// `listDelayMs` holds each tools/list that long. With `label`, it also has a prompt `greet`
+// ({name}) and a resource `test://{label}/readme`, both saying the label; with `refreshTool`, a
+// tool `refresh` that sends `notifications/tools/list_changed` in its answer.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
@@ -12,11 +15,12 @@ import { rawUpstream, readAll, type RawUpstream } from './proxy-helpers.ts';
 
 /** A stateful MCP server over streamable HTTP: one transport per session, as the SDK's examples do. */
 export async function startMcpServer(
-  opts: { json?: boolean; listDelayMs?: number } = {},
-): Promise<RawUpstream & { seen: IncomingMessage['headers'][]; bodies: unknown[] }> {
+  opts: { json?: boolean; listDelayMs?: number; label?: string; refreshTool?: boolean } = {},
+): Promise<RawUpstream & { seen: IncomingMessage['headers'][]; bodies: unknown[]; deleted: string[] }> {
   const sessions = new Map<string, StreamableHTTPServerTransport>();
   const seen: IncomingMessage['headers'][] = [];
   const bodies: unknown[] = [];
+  const deleted: string[] = [];
 
   function newServer(): McpServer {
     const server = new McpServer({ name: 'test-upstream', version: '1.0.0' }, { capabilities: { logging: {} } });
@@ -44,6 +48,24 @@ export async function startMcpServer(
         return { content: [{ type: 'text', text: `counted to ${n}` }] };
       },
     );
+    if (opts.refreshTool)
+      server.registerTool('refresh', { description: 'Says its tools changed' }, async (extra) => {
+        await extra.sendNotification({ method: 'notifications/tools/list_changed' });
+        return { content: [{ type: 'text', text: 'refreshed' }] };
+      });
+    const { label } = opts;
+    if (label !== undefined) {
+      server.registerPrompt(
+        'greet',
+        { description: `Greets from ${label}`, argsSchema: { name: z.string() } },
+        ({ name }) => ({
+          messages: [{ role: 'user', content: { type: 'text', text: `hello ${name} from ${label}` } }],
+        }),
+      );
+      server.registerResource('readme', `test://${label}/readme`, { mimeType: 'text/plain' }, async (uri) => ({
+        contents: [{ uri: uri.href, text: `readme of ${label}` }],
+      }));
+    }
     return server;
   }
 
@@ -52,6 +74,7 @@ export async function startMcpServer(
     const sessionId = req.headers['mcp-session-id'] as string | undefined;
     const body = req.method === 'POST' ? JSON.parse((await readAll(req)).toString() || 'null') : undefined;
     if (body !== undefined) bodies.push(body);
+    if (req.method === 'DELETE' && sessionId) deleted.push(sessionId);
     if (opts.listDelayMs && (body as { method?: unknown } | undefined)?.method === 'tools/list')
       await new Promise((resolve) => setTimeout(resolve, opts.listDelayMs));
     let transport = sessionId ? sessions.get(sessionId) : undefined;
@@ -74,5 +97,5 @@ export async function startMcpServer(
   }
 
   const up = await rawUpstream((req, res) => void handle(req, res), '/mcp');
-  return Object.assign(up, { seen, bodies });
+  return Object.assign(up, { seen, bodies, deleted });
 }

@@ -16,8 +16,13 @@ const DAY_MS = 86_400_000;
 type Purge = { olderThanMs: number; limit: number };
 type Call = { activity: string; input: Purge };
 
-/** Doubles of the three purges: each answers from its list of deleted counts, in turn (then 0). */
-function doubles(deleted: { decisions: (attempt: number) => number; bodies?: number[]; tasks?: number[] }) {
+/** Doubles of the four purges: each answers from its list of deleted counts, in turn (then 0). */
+function doubles(deleted: {
+  decisions: (attempt: number) => number;
+  bodies?: number[];
+  tasks?: number[];
+  sessions?: number[];
+}) {
   const calls: Call[] = [];
   let decisionAttempts = 0;
   const from = (list: number[] | undefined, activity: string) => {
@@ -30,6 +35,7 @@ function doubles(deleted: { decisions: (attempt: number) => number; bodies?: num
   const activities = {
     purgeCapturedBodies: from(deleted.bodies, 'purgeCapturedBodies'),
     purgeA2aTasks: from(deleted.tasks, 'purgeA2aTasks'),
+    purgeMcpServerSessions: from(deleted.sessions, 'purgeMcpServerSessions'),
     async purgePolicyDecisions(input: Purge) {
       calls.push({ activity: 'purgePolicyDecisions', input });
       return deleted.decisions(++decisionAttempts);
@@ -65,12 +71,20 @@ describe('PolicyDecisionRetentionWorkflow (time-skipping test server, purges as 
     });
   }
 
-  it('bodies and A2A tasks first, each with its own cutoff, then decisions until a batch comes back short', async () => {
-    const d = doubles({ bodies: [5, 5, 2], tasks: [1], decisions: (n) => [5, 5, 4][n - 1] ?? 0 });
-    const run = await purge({ retentionDays: 30, bodyRetentionDays: 7, a2aTaskRetentionDays: 14, batchSize: 5 }, d);
+  it('bodies, A2A tasks and MCP server sessions first, each with its own cutoff, then decisions until a batch comes back short', async () => {
+    const d = doubles({ bodies: [5, 5, 2], tasks: [1], sessions: [5, 0], decisions: (n) => [5, 5, 4][n - 1] ?? 0 });
+    const run = await purge(
+      { retentionDays: 30, bodyRetentionDays: 7, a2aTaskRetentionDays: 14, mcpSessionRetentionDays: 3, batchSize: 5 },
+      d,
+    );
     assert.deepEqual(
       d.calls.map((call) => call.activity),
-      [...Array(3).fill('purgeCapturedBodies'), 'purgeA2aTasks', ...Array(3).fill('purgePolicyDecisions')],
+      [
+        ...Array(3).fill('purgeCapturedBodies'),
+        'purgeA2aTasks',
+        ...Array(2).fill('purgeMcpServerSessions'),
+        ...Array(3).fill('purgePolicyDecisions'),
+      ],
     );
     assert.ok(d.calls.every((call) => call.input.limit === 5));
     // Each cutoff is "now" (the workflow's time, between the start and the end) less its retention.
@@ -78,6 +92,7 @@ describe('PolicyDecisionRetentionWorkflow (time-skipping test server, purges as 
       cutoff >= run.before - days * DAY_MS && cutoff <= run.after - days * DAY_MS;
     assert.ok(d.named('purgeCapturedBodies').every((call) => within(call.input.olderThanMs, 7)));
     assert.ok(within(d.named('purgeA2aTasks')[0].input.olderThanMs, 14));
+    assert.ok(d.named('purgeMcpServerSessions').every((call) => within(call.input.olderThanMs, 3)));
     const decisions = d.named('purgePolicyDecisions');
     assert.ok(within(decisions[0].input.olderThanMs, 30));
     assert.deepEqual(run.result, { deleted: 14, cutoff: new Date(decisions[0].input.olderThanMs).toISOString() });
@@ -94,8 +109,8 @@ describe('PolicyDecisionRetentionWorkflow (time-skipping test server, purges as 
     assert.equal(d.named('purgeCapturedBodies').length, 1, 'bodies are purged once per purge, not per run');
   });
 
-  it('retention of bodies and tasks unset: only decisions are purged', async () => {
-    const d = doubles({ bodies: [9], tasks: [9], decisions: () => 0 });
+  it('retention of bodies, tasks and sessions unset: only decisions are purged', async () => {
+    const d = doubles({ bodies: [9], tasks: [9], sessions: [9], decisions: () => 0 });
     const run = await purge({ retentionDays: 30 }, d);
     assert.deepEqual(
       d.calls.map((call) => call.activity),

@@ -27,6 +27,8 @@ import { Migration20261206110000_metered_calls } from './Migration20261206110000
 import { Migration20261206120000_mcp_servers } from './Migration20261206120000_mcp_servers.ts';
 import { Migration20261206130000_metered_settlement } from './Migration20261206130000_metered_settlement.ts';
 import { Migration20261206130000_settlement_cache_notify } from './Migration20261206130000_settlement_cache_notify.ts';
+import { Migration20261206140000_mcp_server_session_retention } from './Migration20261206140000_mcp_server_session_retention.ts';
+import { Migration20261206150000_mcp_server_cache } from './Migration20261206150000_mcp_server_cache.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -68,4 +70,9 @@ export const gatewayMigrations = [
   { name: 'Migration20261206120000_mcp_servers', class: Migration20261206120000_mcp_servers },
   { name: 'Migration20261206130000_metered_settlement', class: Migration20261206130000_metered_settlement },
   { name: 'Migration20261206130000_settlement_cache_notify', class: Migration20261206130000_settlement_cache_notify },
+  {
+    name: 'Migration20261206140000_mcp_server_session_retention',
+    class: Migration20261206140000_mcp_server_session_retention,
+  },
+  { name: 'Migration20261206150000_mcp_server_cache', class: Migration20261206150000_mcp_server_cache },
 ];
