@@ -234,9 +234,25 @@ def _keep_seeded_credentials(case) -> None:
 
 def _keep_proxied_agent(case) -> None:
     # The proxy operations' agent (reached through the listing's links in the stateful phase)
-    # stays invocable for the whole run: its changes go to an agent that does not exist.
-    if case.path_parameters.get("id") == PROXIED_AGENT:
+    # stays invocable for the whole run, and so does the MCP agent virtual servers are made of:
+    # their changes go to an agent that does not exist.
+    if case.path_parameters.get("id") in (PROXIED_AGENT, MCP_AGENT):
         case.path_parameters["id"] = ABSENT_AGENT
+
+
+def _mcp_request(case, body: dict) -> None:
+    # Every request but initialize names the session initialize opened (the document says so;
+    # a schema cannot): one generated without a session header opens one.
+    headers = case.headers if isinstance(case.headers, dict) else {}
+    if any(name.lower() == "mcp-session-id" for name in headers):
+        return
+    body["method"] = "initialize"
+    body["id"] = 1
+    body["params"] = {
+        "protocolVersion": MCP_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "schemathesis", "version": "1"},
+    }
 
 
 @schemathesis.hook
@@ -258,6 +274,8 @@ def before_call(context, case, kwargs):
         _cursor(query, "/v1/mcp-servers")
     elif route in (("POST", "/v1/mcp-servers"), ("PATCH", "/v1/mcp-servers/{id}")) and body is not None:
         _server_members(body)
+    elif route == ("POST", "/v1/mcp-servers/{id}/mcp") and body is not None:
+        _mcp_request(case, body)
     elif route == ("GET", "/v1/invocations") and query is not None:
         _cursor(query, "/v1/invocations")
         _ordered_window(query)
