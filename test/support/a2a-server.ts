@@ -155,7 +155,8 @@ export type A2aUpstream = RawUpstream & {
 };
 
 /** Serves the card at /.well-known/agent-card.json and JSON-RPC at /a2a. */
-export async function startA2aServer(): Promise<A2aUpstream> {
+/** `responseHeaders`: set on every answer to a POST (a metered agent's cost header, say). */
+export async function startA2aServer(opts: { responseHeaders?: Record<string, string> } = {}): Promise<A2aUpstream> {
   const state: { handler?: DefaultRequestHandler; card?: AgentCard } = {};
   const bodies: A2aUpstream['bodies'] = [];
   const seen: A2aUpstream['seen'] = [];
@@ -172,6 +173,8 @@ export async function startA2aServer(): Promise<A2aUpstream> {
         // not JSON: the handler answers its parse error
       }
     }
+    if (req.method === 'POST')
+      for (const [name, value] of Object.entries(opts.responseHeaders ?? {})) res.setHeader(name, value);
     await serveA2a(state.handler!, state.card!, req, res, body);
   }
 
