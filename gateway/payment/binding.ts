@@ -237,6 +237,9 @@ export async function insertBindingPayment(db: GatewayDb, row: Invocation, payme
 }
 
 /**
+ * A released payment's kept signature (a payment charged after its call) goes with its binding:
+ * the same payment header, resumed, is verified again and its signature kept anew (recordPayment).
+ *
  * One statement that runs `rowsStatement` (a data-modifying statement `returning id, attempts`
  * over invocations it closes) and releases the payments bound to the rows whose call never
  * reached its upstream: `attempts = 0`, since a call counts its attempt in the statement that
@@ -248,7 +251,7 @@ export async function insertBindingPayment(db: GatewayDb, row: Invocation, payme
 export function releasingPayments(rowsStatement: string, before = ''): string {
   // `before`: CTEs the rows statement reads (data-modifying ones must be at the top level).
   return `with ${before ? `${before}, ` : ''}touched as (${rowsStatement}),
-     released as (update payment_claims set invocation_id = null, updated_at = now()
+     released as (update payment_claims set invocation_id = null, signed_payment = null, updated_at = now()
                    where invocation_id in (select id from touched where attempts = 0) returning invocation_id)
      select touched.*, exists (select 1 from released r where r.invocation_id = touched.id) as released from touched`;
 }

@@ -138,6 +138,14 @@ describe('upto: the metered charge settled after the call', function () {
     assert.equal(first.payment_amount, '1234', 'payment_amount is the charge');
     assert.match(String(first.payment_transaction), /^0x[0-9a-f]{64}$/);
     assert.equal(await balanceOf(provider, payer.address), before - 1234n);
+    // The payer's signature was kept on its binding only until its charge was settled.
+    const [binding] = await stack()
+      .orm.em.getConnection()
+      .execute<Array<{ status: string; signed_payment: unknown }>>(
+        'select status, signed_payment from payment_claims where invocation_id = ?',
+        [transactional],
+      );
+    assert.deepEqual(binding, { status: 'settled', signed_payment: null });
 
     const sse = answerWith(200, { 'content-type': 'text/event-stream', 'x-usage-cost': '777' }, 'data: {}\n\n');
     const streamed = await paidCall(pay, agentId, 'streaming', sse);
