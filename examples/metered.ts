@@ -5,7 +5,8 @@
 // never approved Permit2) and streams a chat completion; once the answer is complete the gateway
 // settles the charge its meter measured, never more than the maximum, and the example prints
 // the maximum, the charge, its transaction and the payer's balance before and after. The
-// tenant's settlement must be configured (docs/API.md "x402 payments", steps 1 and 2).
+// tenant's settlement must be configured (docs/API.md "x402 payments", steps 1 and 2): an upto
+// payment names the facilitator that will charge it, read from the tenant's facilitator.
 // Settings: examples/settings.ts (GATEWAY_URL, TOKEN, PAYER_PRIVATE_KEY, TOKEN_ADDRESS), and
 //   DEMO_CHAT_URL  the chat endpoint sold (default http://127.0.0.1:8099/v1/chat/completions)
 //   PAY_TO         who is paid (default: a new address, printed)
@@ -76,7 +77,13 @@ const res = await wrapFetchWithPayment(fetch, client)(`${s.gateway}/v1/proxy/${a
 });
 const answer = await res.text();
 const invocationId = res.headers.get('x-gateway-invocation-id');
-if (!invocationId) fail(`the streamed call answered ${res.status}: ${answer}`);
+if (!invocationId)
+  fail(
+    `the streamed call answered ${res.status}: ${answer}` +
+      (res.status === 503
+        ? '\n(an upto payment names the tenant facilitator\'s address: configure the tenant\'s settlement first, docs/API.md "x402 payments", steps 1 and 2)'
+        : ''),
+  );
 console.log(`streamed answer (${res.status}):\n${answer.trim()}`);
 
 // 3. The charge, settled after the answer: the invocation says where it stands.
