@@ -5,26 +5,15 @@
 // charge its header meter states is settled after the answer, once, on chain.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { MaxUint256 } from 'ethers';
 import { Message, SendMessageRequest, Task } from '@a2a-js/sdk';
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { stack } from '../support/stack.ts';
 import { call, uniqueName } from '../support/http.ts';
 import { startCapturedGateway, type ExtraGateway } from '../support/catalog.ts';
 import { startA2aServer, type A2aUpstream } from '../support/a2a-server.ts';
-import { payUptoChallenge, rpcReader } from '../support/upto.ts';
-import {
-  balanceOf,
-  chainProvider,
-  newAccount,
-  newPayTo,
-  newWallet,
-  settlingTenant,
-  type TestAccount,
-} from '../support/x402.ts';
+import { payUptoChallenge, rpcReader, uptoPayer } from '../support/upto.ts';
+import { balanceOf, chainProvider, newAccount, newPayTo, settlingTenant, type TestAccount } from '../support/x402.ts';
 import { waitFor } from '../support/wait.ts';
-import { tokenContract } from '../../scripts/dev/chain.ts';
-import { PERMIT2_ADDRESS } from '../../contracts/permit2.ts';
 
 const EXTENSION = 'https://github.com/google-a2a/a2a-x402/v0.1';
 const MAX = '40000';
@@ -98,8 +87,7 @@ describe('public A2A agents priced by use (upto) through the x402 A2A transport'
     assert.equal(required.accepts[0].scheme, 'upto');
     assert.equal(required.accepts[0].amount, MAX);
 
-    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, provider);
-    await (await tokenContract(stack().infra.tokenAddress, payer).approve(PERMIT2_ADDRESS, MaxUint256)).wait();
+    const payer = await uptoPayer(provider, 1_000_000n);
     const { wire } = await payUptoChallenge(payer.privateKey, required, rpcReader(stack().infra.chainRpcUrl));
     const marker = `echo metered ${randomUUID()}`;
     const paid = asJson(

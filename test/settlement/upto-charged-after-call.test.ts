@@ -9,23 +9,21 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { request as httpRequest, type ServerResponse } from 'node:http';
-import { MaxUint256, Wallet, type JsonRpcProvider } from 'ethers';
+import { Wallet, type JsonRpcProvider } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { x402Client } from '@x402/core/client';
 import { toClientEvmSigner } from '@x402/evm';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { stack } from '../support/stack.ts';
-import { waitForInvocation } from '../support/http.ts';
 import { startUpstream, type Received, type TestUpstream } from '../support/upstream.ts';
 import { createAgent, readAll } from '../support/proxy-helpers.ts';
-import { payUptoChallenge, rpcReader } from '../support/upto.ts';
+import { payUptoChallenge, rpcReader, settledInvocation, uptoPayer } from '../support/upto.ts';
 import { withPayingTenant } from '../support/settling.ts';
-import { balanceOf, CHAIN_ID, newPayTo, newWallet } from '../support/x402.ts';
+import { balanceOf, CHAIN_ID, newPayTo } from '../support/x402.ts';
 import { OPENAI_CHAT_SSE } from '../support/llm-answers.ts';
 import { encodeBase64Json } from '../../x402/schemas.ts';
 import { tokenContract } from '../../scripts/dev/chain.ts';
-import { PERMIT2_ADDRESS } from '../../contracts/permit2.ts';
 
 const MAX = 50_000n;
 const HEADER_METER = { kind: 'header', header: 'X-Usage-Cost' };
@@ -60,14 +58,6 @@ describe('upto: the metered charge settled after the call', function () {
     });
   });
   after(() => upstream.close());
-
-  /** A payer holding 10 USDC; `approved`: it approved Permit2 itself, else the client signs an EIP-2612 permit. */
-  async function newUptoPayer(approved: boolean): Promise<Wallet> {
-    const payer = await newWallet({ eth: true, usdc: 10_000_000n }, provider);
-    if (approved)
-      await (await tokenContract(stack().infra.tokenAddress, payer).approve(PERMIT2_ADDRESS, MaxUint256)).wait();
-    return payer;
-  }
 
   /** An agent priced by use at most MAX, paying `payTo`. */
   async function meteredAgent(meter: Record<string, unknown>, payTo: string): Promise<string> {
@@ -110,27 +100,16 @@ describe('upto: the metered charge settled after the call', function () {
     return id;
   }
 
-  /** The invocation once its charge is no longer due. */
-  async function settled(agentId: string, id: string): Promise<Record<string, unknown>> {
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const polled = await waitForInvocation(token, agentId, id);
-      if (polled.payment_settlement && polled.payment_settlement !== 'settling') return polled;
-      assert.ok(Date.now() < deadline, `charge of ${id} still due: ${JSON.stringify(polled)}`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  }
-
   it('a payer that approved Permit2 pays the header meter’s charge on both endpoints; its balance moves by exactly that', async () => {
     const payTo = newPayTo();
     const agentId = await meteredAgent(HEADER_METER, payTo);
-    const payer = await newUptoPayer(true);
+    const payer = await uptoPayer(provider, 10_000_000n);
     const pay = uptoFetch(payer);
     const before = await balanceOf(provider, payer.address);
 
     const json = answerWith(200, { 'content-type': 'application/json', 'x-usage-cost': '1234' }, '{"ok":true}');
     const transactional = await paidCall(pay, agentId, 'transactional', json);
-    const first = await settled(agentId, transactional);
+    const first = await settledInvocation(token, agentId, transactional);
     assert.equal(first.payment_settlement, 'settled');
     assert.equal(first.payment_scheme, 'upto');
     assert.equal(first.payment_max_amount, String(MAX));
@@ -149,7 +128,7 @@ describe('upto: the metered charge settled after the call', function () {
 
     const sse = answerWith(200, { 'content-type': 'text/event-stream', 'x-usage-cost': '777' }, 'data: {}\n\n');
     const streamed = await paidCall(pay, agentId, 'streaming', sse);
-    const second = await settled(agentId, streamed);
+    const second = await settledInvocation(token, agentId, streamed);
     assert.equal(second.payment_settlement, 'settled');
     assert.equal(second.payment_charge, '777');
     assert.match(String(second.payment_transaction), /^0x[0-9a-f]{64}$/);
@@ -160,11 +139,11 @@ describe('upto: the metered charge settled after the call', function () {
 
   it('a payer that never approved Permit2 (the sponsoring permit) pays the tokens meter’s charge of a streamed SSE answer', async () => {
     const agentId = await meteredAgent(TOKENS_METER, newPayTo());
-    const payer = await newUptoPayer(false);
+    const payer = await uptoPayer(provider, 10_000_000n, false);
     const before = await balanceOf(provider, payer.address);
     const sse = answerWith(200, { 'content-type': 'text/event-stream' }, OPENAI_CHAT_SSE);
     const id = await paidCall(uptoFetch(payer), agentId, 'streaming', sse);
-    const done = await settled(agentId, id);
+    const done = await settledInvocation(token, agentId, id);
     // 12 prompt and 34 completion tokens: ceil((12000 + 102000) / 1000)
     assert.equal(done.payment_charge, '114');
     assert.equal(done.payment_settlement, 'settled');
@@ -173,23 +152,27 @@ describe('upto: the metered charge settled after the call', function () {
 
   it('a charge of 0 moves nothing; an over-maximum reading moves the maximum', async () => {
     const agentId = await meteredAgent(HEADER_METER, newPayTo());
-    const payer = await newUptoPayer(true);
+    const payer = await uptoPayer(provider, 10_000_000n);
     const pay = uptoFetch(payer);
     const before = await balanceOf(provider, payer.address);
 
     const unread = answerWith(200, { 'content-type': 'application/json' }, '{}');
-    const zero = await settled(agentId, await paidCall(pay, agentId, 'transactional', unread));
+    const zero = await settledInvocation(token, agentId, await paidCall(pay, agentId, 'transactional', unread));
     assert.equal(zero.payment_charge, '0');
     assert.equal(zero.payment_settlement, 'settled');
     assert.equal(zero.payment_transaction, null, 'nothing went on chain');
     const failedUpstream = answerWith(503, { 'content-type': 'application/json', 'x-usage-cost': '999' }, '{}');
-    const free = await settled(agentId, await paidCall(pay, agentId, 'streaming', failedUpstream, 503));
+    const free = await settledInvocation(
+      token,
+      agentId,
+      await paidCall(pay, agentId, 'streaming', failedUpstream, 503),
+    );
     assert.equal(free.payment_charge, '0');
     assert.equal(free.payment_transaction, null);
     assert.equal(await balanceOf(provider, payer.address), before);
 
     const over = answerWith(200, { 'content-type': 'application/json', 'x-usage-cost': '999999999' }, '{}');
-    const capped = await settled(agentId, await paidCall(pay, agentId, 'transactional', over));
+    const capped = await settledInvocation(token, agentId, await paidCall(pay, agentId, 'transactional', over));
     assert.equal(capped.payment_charge, String(MAX));
     assert.equal(capped.payment_settlement, 'settled');
     assert.equal(await balanceOf(provider, payer.address), before - MAX);
@@ -197,7 +180,7 @@ describe('upto: the metered charge settled after the call', function () {
 
   it('a payer that moves its funds during the call leaves the charge failed, the seller’s loss recorded with why', async () => {
     const agentId = await meteredAgent(HEADER_METER, newPayTo());
-    const payer = await newUptoPayer(true);
+    const payer = await uptoPayer(provider, 10_000_000n);
     const elsewhere = Wallet.createRandom().address;
     // The upstream answers once the payer has emptied its wallet: the charge comes after.
     const drained: Answer = async (_req, res) => {
@@ -206,7 +189,11 @@ describe('upto: the metered charge settled after the call', function () {
       await (await token.transfer(elsewhere, all)).wait();
       answerWith(200, { 'content-type': 'application/json', 'x-usage-cost': '500' }, '{}')(_req, res);
     };
-    const done = await settled(agentId, await paidCall(uptoFetch(payer), agentId, 'transactional', drained));
+    const done = await settledInvocation(
+      token,
+      agentId,
+      await paidCall(uptoFetch(payer), agentId, 'transactional', drained),
+    );
     assert.equal(done.payment_charge, '500');
     assert.equal(done.payment_settlement, 'failed');
     assert.equal(done.payment_settle_error, 'payer_balance_short');
@@ -215,7 +202,7 @@ describe('upto: the metered charge settled after the call', function () {
 
   it('a streamed answer ends with the PAYMENT-RESPONSE trailer for a client that sent TE: trailers', async () => {
     const agentId = await meteredAgent(HEADER_METER, newPayTo());
-    const payer = await newUptoPayer(true);
+    const payer = await uptoPayer(provider, 10_000_000n);
     const key = randomUUID();
     answers.set(key, answerWith(200, { 'content-type': 'text/event-stream', 'x-usage-cost': '321' }, 'data: {}\n\n'));
     const path = `/v1/proxy/${agentId}/stream`;

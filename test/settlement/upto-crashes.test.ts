@@ -8,12 +8,12 @@ import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { request } from 'undici';
-import { MaxUint256, type JsonRpcProvider, type Wallet } from 'ethers';
+import { type Wallet } from 'ethers';
 import { stack } from '../support/stack.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
-import { payUptoChallenge, rpcReader } from '../support/upto.ts';
+import { payUptoChallenge, rpcReader, uptoPayer } from '../support/upto.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
-import { balanceOf, newPayTo, newWallet, transfersTo } from '../support/x402.ts';
+import { balanceOf, newPayTo, transfersTo } from '../support/x402.ts';
 import { startApiProcess } from '../support/api-process.ts';
 import { exited, startWorkerProcess, stopWorkerProcess } from '../support/worker-process.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
@@ -21,8 +21,6 @@ import { startProxyApp } from '../support/proxy-helpers.ts';
 import { waitFor } from '../support/wait.ts';
 import { call } from '../support/http.ts';
 import { encodeBase64Json } from '../../x402/schemas.ts';
-import { tokenContract } from '../../scripts/dev/chain.ts';
-import { PERMIT2_ADDRESS } from '../../contracts/permit2.ts';
 import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
 import { startDueCharges } from '../../temporal/charges-due.ts';
 import { createLogger } from '../../lib/log.ts';
@@ -50,12 +48,6 @@ describe('upto: a metered charge through crashes', function () {
     for (const child of children) await stopWorkerProcess(child);
     await upstream.close();
   });
-
-  async function approvedPayer(provider: JsonRpcProvider): Promise<Wallet> {
-    const payer = await newWallet({ eth: true, usdc: 10_000_000n }, provider);
-    await (await tokenContract(stack().infra.tokenAddress, payer).approve(PERMIT2_ADDRESS, MaxUint256)).wait();
-    return payer;
-  }
 
   async function meteredAgent(payTo: string): Promise<string> {
     return createAgent(paying.token, {
@@ -87,7 +79,7 @@ describe('upto: a metered charge through crashes', function () {
   it('an API process killed mid-stream: what its meter read is settled once, never more', async () => {
     const payTo = newPayTo();
     const agentId = await meteredAgent(payTo);
-    const payer = await approvedPayer(paying.provider);
+    const payer = await uptoPayer(paying.provider, 10_000_000n);
     const before = await balanceOf(paying.provider, payer.address);
     const key = randomUUID();
     // The upstream states the charge in its head, sends a first event, and holds the stream open.
@@ -149,7 +141,7 @@ describe('upto: a metered charge through crashes', function () {
   it('a worker killed between the upstream call and the settle: the next worker settles the charge once', async () => {
     const payTo = newPayTo();
     const agentId = await meteredAgent(payTo);
-    const payer = await approvedPayer(paying.provider);
+    const payer = await uptoPayer(paying.provider, 10_000_000n);
     const before = await balanceOf(paying.provider, payer.address);
     const taskQueue = `upto-crash-${randomUUID()}`;
     const gateway = await startProxyApp({ temporal: { ...stack().config.temporal, taskQueue } });

@@ -3,21 +3,19 @@
 // in the tool call's `_meta["x402/payment"]` (the x402 MCP transport). Each is charged, after
 // its answer, exactly what the upstream's header meter states, settled on chain once.
 import assert from 'node:assert/strict';
-import { MaxUint256, type JsonRpcProvider, type Wallet } from 'ethers';
+import { type JsonRpcProvider } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { x402Client } from '@x402/core/client';
 import { toClientEvmSigner } from '@x402/evm';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { stack } from '../support/stack.ts';
-import { call, callAt, uniqueName, waitForInvocation } from '../support/http.ts';
+import { call, callAt, uniqueName } from '../support/http.ts';
 import { startCapturedGateway, type ExtraGateway } from '../support/catalog.ts';
 import { rawUpstream, readAll } from '../support/proxy-helpers.ts';
-import { payUptoChallenge, rpcReader } from '../support/upto.ts';
+import { payUptoChallenge, rpcReader, settledInvocation, uptoPayer } from '../support/upto.ts';
 import { withPayingTenant } from '../support/settling.ts';
-import { balanceOf, CHAIN_ID, newPayTo, newWallet, transfersTo } from '../support/x402.ts';
-import { tokenContract } from '../../scripts/dev/chain.ts';
-import { PERMIT2_ADDRESS } from '../../contracts/permit2.ts';
+import { balanceOf, CHAIN_ID, newPayTo, transfersTo } from '../support/x402.ts';
 
 const MAX = '50000';
 const METER = { kind: 'header', header: 'X-Usage-Cost' };
@@ -39,22 +37,6 @@ describe('upto on the public door and the x402 MCP transport', function () {
   });
   after(() => gateway?.close());
 
-  async function approvedPayer(): Promise<Wallet> {
-    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, provider);
-    await (await tokenContract(stack().infra.tokenAddress, payer).approve(PERMIT2_ADDRESS, MaxUint256)).wait();
-    return payer;
-  }
-
-  /** The invocation once its charge is settled (or failed), read with the tenant's token. */
-  async function charged(agentId: string, id: string): Promise<Record<string, unknown>> {
-    for (const deadline = Date.now() + 60_000; ;) {
-      const polled = await waitForInvocation(token, agentId, id);
-      if (polled.payment_settlement && polled.payment_settlement !== 'settling') return polled;
-      assert.ok(Date.now() < deadline, `charge of ${id} still due: ${JSON.stringify(polled)}`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  }
-
   it('a public agent priced upto is paid with no token by the unmodified client, charged what its meter read', async () => {
     const upstream = await rawUpstream((req, res) => {
       void readAll(req).then(() => {
@@ -74,7 +56,7 @@ describe('upto on the public door and the x402 MCP transport', function () {
         },
       });
       assert.equal(created.status, 201, created.text);
-      const payer = await approvedPayer();
+      const payer = await uptoPayer(provider, 1_000_000n);
       const signer = toClientEvmSigner(
         privateKeyToAccount(payer.privateKey as `0x${string}`),
         rpcReader(stack().infra.chainRpcUrl) as Parameters<typeof toClientEvmSigner>[1],
@@ -93,7 +75,7 @@ describe('upto on the public door and the x402 MCP transport', function () {
       assert.equal(await res.text(), '{"public":true}');
       const id = res.headers.get('x-gateway-invocation-id');
       assert.ok(id);
-      const done = await charged(created.json.id, id);
+      const done = await settledInvocation(token, created.json.id, id);
       assert.equal(done.payment_settlement, 'settled');
       assert.equal(done.payment_charge, '2345');
       assert.equal(done.caller_kind, 'x402');
@@ -156,13 +138,13 @@ describe('upto on the public door and the x402 MCP transport', function () {
       const required = JSON.parse(Buffer.from(String(unpaid.headers['payment-required']), 'base64').toString('utf8'));
       assert.equal(required.accepts[0].scheme, 'upto');
       assert.equal(required.accepts[0].amount, '9000', "the tool's maximum");
-      const payer = await approvedPayer();
+      const payer = await uptoPayer(provider, 1_000_000n);
       const { wire } = await payUptoChallenge(payer.privateKey, required, rpcReader(stack().infra.chainRpcUrl));
       const paid = await toolCall({ 'x402/payment': wire });
       assert.equal(paid.status, 200, paid.text);
       assert.deepEqual(paid.json.result.content, [{ type: 'text', text: 'done' }]);
       const id = String(paid.headers['x-gateway-invocation-id']);
-      const done = await charged(agentId, id);
+      const done = await settledInvocation(token, agentId, id);
       assert.equal(done.payment_settlement, 'settled');
       assert.equal(done.payment_max_amount, '9000');
       assert.equal(done.payment_charge, '321');

@@ -8,7 +8,14 @@ import { toClientEvmSigner } from '@x402/evm';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { createPublicClient, http } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { MaxUint256, type JsonRpcProvider, type Wallet } from 'ethers';
 import { UptoPayment } from '../../x402/schemes/upto/schemas.ts';
+import { tokenContract } from '../../scripts/dev/chain.ts';
+import { PERMIT2_ADDRESS } from '../../contracts/permit2.ts';
+import { stack } from './stack.ts';
+import { newWallet } from './x402.ts';
+import { waitForInvocation } from './http.ts';
+import { waitFor } from './wait.ts';
 
 export const UPTO_NETWORK = 'eip155:8453';
 
@@ -77,4 +84,31 @@ export async function payUptoChallenge(
   });
   const wire = await client.createPaymentPayload(challenge as Parameters<x402Client['createPaymentPayload']>[0]);
   return { wire, payment: UptoPayment.parse(JSON.parse(JSON.stringify(wire))) };
+}
+
+/**
+ * A payer on the stack's chain holding `usdc` (and ETH for gas); `approved`: it approved Permit2
+ * itself, else the upto client signs an EIP-2612 permit beside its payment.
+ */
+export async function uptoPayer(provider: JsonRpcProvider, usdc: bigint, approved = true): Promise<Wallet> {
+  const payer = await newWallet({ eth: true, usdc }, provider);
+  if (approved)
+    await (await tokenContract(stack().infra.tokenAddress, payer).approve(PERMIT2_ADDRESS, MaxUint256)).wait();
+  return payer;
+}
+
+/** The invocation (read with the tenant's token) once its metered charge is no longer due or settling. */
+export async function settledInvocation(
+  token: string,
+  agentId: string,
+  invocationId: string,
+): Promise<Record<string, unknown>> {
+  let last: Record<string, unknown> | undefined;
+  return waitFor(
+    async () => {
+      last = await waitForInvocation(token, agentId, invocationId);
+      return last?.payment_settlement && last.payment_settlement !== 'settling' && last;
+    },
+    { timeoutMs: 60_000, everyMs: 100, what: `the charge of ${invocationId}`, state: () => JSON.stringify(last) },
+  );
 }
