@@ -63,6 +63,18 @@ describe('upto: a metered charge through crashes', function () {
     });
   }
 
+  /** The tenant's settlement configuration as it is, and a way to point it at another facilitator URL. */
+  async function settlementConfig() {
+    const config = await call('GET', '/v1/settlement/config', { token: paying.token });
+    assert.equal(config.status, 200);
+    const setConfig = (facilitatorUrl: string) =>
+      call('PUT', '/v1/settlement/config', {
+        token: paying.token,
+        json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: config.json.facilitator_credential_ref },
+      });
+    return { config, setConfig };
+  }
+
   /** The payment header the unmodified upto client makes for the agent's 402 at `base`. */
   async function paymentFor(base: string, path: string, payer: Wallet): Promise<string> {
     const challenge = await fetch(`${base}${path}`, {
@@ -145,13 +157,7 @@ describe('upto: a metered charge through crashes', function () {
     const before = await balanceOf(paying.provider, payer.address);
     const taskQueue = `upto-crash-${randomUUID()}`;
     const gateway = await startProxyApp({ temporal: { ...stack().config.temporal, taskQueue } });
-    const config = await call('GET', '/v1/settlement/config', { token: paying.token });
-    assert.equal(config.status, 200);
-    const setConfig = (facilitatorUrl: string) =>
-      call('PUT', '/v1/settlement/config', {
-        token: paying.token,
-        json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: config.json.facilitator_credential_ref },
-      });
+    const { config, setConfig } = await settlementConfig();
     try {
       const first = await startWorkerProcess(taskQueue);
       children.push(first);
@@ -214,13 +220,7 @@ describe('upto: a metered charge through crashes', function () {
     const agentId = await meteredAgent(payTo);
     const payer = await uptoPayer(paying.provider, 10_000_000n);
     const before = await balanceOf(paying.provider, payer.address);
-    const config = await call('GET', '/v1/settlement/config', { token: paying.token });
-    assert.equal(config.status, 200);
-    const setConfig = (facilitatorUrl: string) =>
-      call('PUT', '/v1/settlement/config', {
-        token: paying.token,
-        json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: config.json.facilitator_credential_ref },
-      });
+    const { config, setConfig } = await settlementConfig();
     const unreachable = `https://127.0.0.1:${await closedPort()}/`;
     const key = randomUUID();
     answers.set(key, async (res) => {
