@@ -154,6 +154,8 @@ export const InvocationSchema = defineEntity({
     paymentSettleError: p.string().nullable().default(null),
     /** The due-charges round's lease on this row (temporal/charges-due.ts). */
     chargeLeaseUntil: p.datetime().nullable().default(null),
+    /** A batch-settlement call's channel (gateway/payment/channels/): the on-chain channel id. */
+    paymentChannel: p.string().nullable().default(null),
     /** The virtual MCP server the call came through (gateway/mcp-servers/); null for a direct call. */
     mcpServerId: p.string().nullable().default(null),
     createdAt: p.datetime(),
