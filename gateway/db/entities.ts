@@ -25,6 +25,10 @@ export type Pricing = {
    */
   scheme?: PricingScheme;
   meter?: Meter;
+  /** batch-settlement: the least a payer deposits into its channel (base units). */
+  min_deposit?: string;
+  /** batch-settlement: the channel's timed-withdrawal delay in seconds (default 86400). */
+  withdraw_delay?: number;
 };
 
 /** A public agent's self-description (api/agents/public-interface.ts validates it on save). */

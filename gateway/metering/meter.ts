@@ -9,6 +9,7 @@
 // The schema checks each field; meteredPricingError checks how scheme, meter and protocol go
 // together, which a schema of the pricing object alone cannot see on a PATCH.
 import { z } from 'zod';
+import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 import { EXACT } from '../../x402/schemes/exact/schemas.ts';
 import { SCHEME_UPTO } from '../../x402/schemes/upto/schemas.ts';
 
@@ -115,10 +116,20 @@ export const Meter = z
   .meta({ id: 'Meter', description: 'What measures the actual charge of an `upto` call.' });
 export type Meter = z.infer<typeof Meter>;
 
-export const PricingScheme = z.enum([EXACT, SCHEME_UPTO], { error: 'pricing.scheme must be exact or upto' }).meta({
-  description:
-    '`exact` (default): the call costs `amount`. `upto`: the payer signs `amount` as a maximum and is charged what `meter` measures, at most that.',
-});
+/**
+ * What charges a call: an agent's meter, or `ceiling` (a batch-settlement agent without a meter:
+ * an answered call costs its per-call ceiling). Internal, never in the API.
+ */
+export type ChargeMeter = Meter | { kind: 'ceiling' };
+
+export const PricingScheme = z
+  .enum([EXACT, SCHEME_UPTO, SCHEME_BATCH_SETTLEMENT], {
+    error: 'pricing.scheme must be exact, upto or batch-settlement',
+  })
+  .meta({
+    description:
+      '`exact` (default): the call costs `amount`. `upto`: the payer signs `amount` as a maximum and is charged what `meter` measures, at most that.',
+  });
 export type PricingScheme = z.infer<typeof PricingScheme>;
 
 /**
@@ -145,9 +156,10 @@ export function meteredPricingError(
   protocol?: 'http' | 'mcp' | 'a2a',
 ): MeteredPricingProblem | undefined {
   const scheme = pricing.scheme ?? EXACT;
-  if (scheme !== EXACT && scheme !== SCHEME_UPTO)
-    return { field: 'pricing.scheme', message: 'pricing.scheme must be exact or upto' };
-  if (scheme !== SCHEME_UPTO)
+  if (scheme !== EXACT && scheme !== SCHEME_UPTO && scheme !== SCHEME_BATCH_SETTLEMENT)
+    return { field: 'pricing.scheme', message: 'pricing.scheme must be exact, upto or batch-settlement' };
+  if (scheme === SCHEME_BATCH_SETTLEMENT && pricing.meter === undefined) return undefined;
+  if (scheme === EXACT)
     return pricing.meter === undefined
       ? undefined
       : { field: 'pricing.meter', message: 'pricing.meter requires scheme upto' };

@@ -30,6 +30,10 @@ export type Price = {
   description: string;
   /** The answer's media type: '' for an http agent, JSON for a JSON-RPC one. */
   mimeType: string;
+  /** batch-settlement: the least deposit its challenge announces (base units). */
+  minDeposit?: string;
+  /** batch-settlement: the channel's withdrawal delay its challenge names (seconds). */
+  withdrawDelay?: number;
 };
 
 function amountOf(pricing: Pricing, call: PricedCall): string {
@@ -64,6 +68,8 @@ export function priceOf(call: PricedCall): Price | null {
     payTo: pricing.pay_to,
     description: describe(call),
     mimeType: call.agent.protocol === 'http' ? '' : 'application/json',
+    ...(pricing.min_deposit === undefined ? {} : { minDeposit: pricing.min_deposit }),
+    ...(pricing.withdraw_delay === undefined ? {} : { withdrawDelay: pricing.withdraw_delay }),
   };
 }
 
