@@ -22,6 +22,8 @@ import { balanceOf, newPayTo, newWallet } from '../support/x402.ts';
 import { rpcReader } from '../support/upto.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { invocationRow } from '../support/proxy-helpers.ts';
+import { startApiProcess } from '../support/api-process.ts';
+import { exited } from '../support/worker-process.ts';
 
 const CEILING = 1_000n;
 const MIN_DEPOSIT = 20_000n;
@@ -82,6 +84,17 @@ describe('batch-settlement: calls paid from a channel', function () {
     const text = await res.text();
     return { status: res.status, text, id: res.headers.get('x-gateway-invocation-id') };
   }
+
+  /** The channel's row, as the gateway keeps it. */
+  const channelRow = async (channelId: string) => {
+    const [row] = await stack()
+      .orm.em.getConnection()
+      .execute<Array<Record<string, string | null>>>(
+        `select charged_cumulative::text, signed_max_claimable::text, busy_invocation from channels where id = ?`,
+        [channelId],
+      );
+    return row!;
+  };
 
   const onChain = async (provider: JsonRpcProvider, channelId: string) => {
     const [balance, totalClaimed] = await batchSettlementContract(provider).channels!(channelId);
@@ -160,5 +173,71 @@ describe('batch-settlement: calls paid from a channel', function () {
     const state = await onChain(paying.provider, channelId);
     assert.equal(state.balance, 2n * CEILING);
     assert.equal(await balanceOf(paying.provider, payer.address), before - 2n * CEILING);
+  });
+  it('pays transactional calls from the channel too: each charge is committed by its workflow, the next call waits for it', async () => {
+    const agentId = await channelAgent(newPayTo());
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const { fetch: pay } = channelClient(payer);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      const text = await res.text();
+      assert.equal(res.status, 202, text);
+      ids.push((JSON.parse(text) as { invocation_id: string }).invocation_id);
+    }
+    for (const id of ids) {
+      const row = await waitForRow(id, (r) => r.paymentSettlement === 'settled', 30_000);
+      assert.equal(row.status, 'succeeded');
+      assert.equal(row.paymentCharge, String(CEILING));
+    }
+    const channel = await channelRow((await invocationRow(ids[0]!))!.paymentChannel!);
+    assert.equal(channel.charged_cumulative, String(3n * CEILING));
+    assert.equal(channel.busy_invocation, null, 'the channel is let go');
+  });
+
+  it('serializes one channel across two API replicas: every served call is charged once, no voucher counted twice', async () => {
+    const agentId = await channelAgent(newPayTo());
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const { fetch: pay } = channelClient(payer);
+    // The channel exists first (one deposit), then calls race through both replicas.
+    const opened = await paidStream(pay, agentId);
+    assert.equal(opened.status, 200, opened.text);
+    const other = await startApiProcess();
+    try {
+      const bases = [stack().apiUrl, other.url];
+      const calls = await Promise.all(
+        Array.from({ length: 6 }, async (_, i) => {
+          const res = await pay(`${bases[i % 2]}/v1/proxy/${agentId}/stream`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' },
+            body: '{}',
+          });
+          const text = await res.text();
+          return { status: res.status, id: res.headers.get('x-gateway-invocation-id'), text };
+        }),
+      );
+      // A call whose voucher lost the race is told so (402) or served after recovering (200); none is a 5xx.
+      for (const call of calls) assert.ok(call.status === 200 || call.status === 402, `${call.status} ${call.text}`);
+      const served = [opened, ...calls.filter((c) => c.status === 200)];
+      for (const call of served) await waitForRow(call.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+      const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
+      const channel = await channelRow(channelId);
+      assert.equal(
+        channel.charged_cumulative,
+        String(BigInt(served.length) * CEILING),
+        'each served call charged once',
+      );
+      assert.ok(
+        BigInt(channel.signed_max_claimable!) >= BigInt(channel.charged_cumulative!),
+        "within the payer's voucher",
+      );
+    } finally {
+      other.child.kill('SIGKILL');
+      await exited(other.child);
+    }
   });
 });
