@@ -209,12 +209,17 @@ describe('agents: channel (batch-settlement) pricing', () => {
 
   it('never lets an unpaid or wrongly paid call through to the upstream', async () => {
     const agent = (await create({ upstream_url: upstream.url, pricing: channel({ min_deposit: '50000' }) })).json;
-    const before = upstream.received.length;
-    for (const headers of [{}, { 'x-payment': 'bm90IGEgcGF5bWVudA==' }, { 'payment-signature': 'e30=' }]) {
+    const reached = upstream.received.length;
+    const offers: Record<string, string>[] = [
+      {},
+      { 'x-payment': 'bm90IGEgcGF5bWVudA==' },
+      { 'payment-signature': 'e30=' },
+    ];
+    for (const headers of offers) {
       const res = await call('POST', `/v1/proxy/${agent.id}`, { token, headers, json: { q: 1 } });
       // 402 once the scheme's challenge can be offered; 503 (fail closed) while it cannot.
       assert.ok([402, 503].includes(res.status), `${JSON.stringify(headers)}: ${res.status} ${res.text}`);
     }
-    assert.equal(upstream.received.length, before, 'no call reached the upstream');
+    assert.equal(upstream.received.length, reached, 'no call reached the upstream');
   });
 });
