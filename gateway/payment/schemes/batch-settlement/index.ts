@@ -14,10 +14,8 @@ import type { PaymentRequirements } from '../../../../x402/schemas.ts';
 import type { PaymentConfig } from '../../config.ts';
 import type { SupportedKind } from '../../supported.ts';
 import { entryTerms } from '../entry.ts';
+import { DEFAULT_WITHDRAW_DELAY } from '../../channel-terms.ts';
 import type { GatewayScheme } from '../scheme.ts';
-
-/** A channel's withdrawal delay when the agent's pricing names none (one day). */
-export const DEFAULT_WITHDRAW_DELAY = 86_400;
 
 /** Unbounded escrow: the stateless checks leave the balance to the admission. */
 const ANY_ESCROW = { balance: 1n << 128n, totalClaimed: 0n };
