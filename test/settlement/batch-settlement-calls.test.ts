@@ -24,11 +24,14 @@ import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { invocationRow } from '../support/proxy-helpers.ts';
 import { startApiProcess } from '../support/api-process.ts';
 import { exited } from '../support/worker-process.ts';
+import { waitFor } from '../support/wait.ts';
+import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
+import { startDueCharges } from '../../temporal/charges-due.ts';
+import { createLogger } from '../../lib/log.ts';
 
 const CEILING = 1_000n;
 const MIN_DEPOSIT = 20_000n;
 const CHAIN_ID = 8453;
-const PRICING_EXTRA = process.env.BATCH_NO_EXTRA ? {} : { min_deposit: String(MIN_DEPOSIT), withdraw_delay: 900 };
 
 describe('batch-settlement: calls paid from a channel', function () {
   this.timeout(180_000);
@@ -40,6 +43,12 @@ describe('batch-settlement: calls paid from a channel', function () {
   before(async () => {
     upstream = await startUpstream((req, res) => {
       upstreamCalls++;
+      if (req.headers['x-hold']) {
+        // A first event, then the stream is held open (until the test's process kill breaks it).
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('data: {"first":true}\n\n');
+        return;
+      }
       if (req.headers['x-fail']) {
         res.writeHead(503).end('down');
         return;
@@ -58,7 +67,8 @@ describe('batch-settlement: calls paid from a channel', function () {
         asset: 'USDC',
         network: 'base',
         pay_to: payTo,
-        ...PRICING_EXTRA,
+        min_deposit: String(MIN_DEPOSIT),
+        withdraw_delay: 900,
       },
     });
   }
@@ -239,5 +249,59 @@ describe('batch-settlement: calls paid from a channel', function () {
       other.child.kill('SIGKILL');
       await exited(other.child);
     }
+  });
+  it('an API process killed mid-stream: the charge is committed once by the due-charges round, and the channel is let go', async () => {
+    const agentId = await channelAgent(newPayTo());
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const { fetch: pay } = channelClient(payer);
+    const opened = await paidStream(pay, agentId);
+    assert.equal(opened.status, 200, opened.text);
+    const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
+
+    const api = await startApiProcess();
+    let id: string;
+    try {
+      const res = await pay(`${api.url}/v1/proxy/${agentId}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': '1' },
+        body: '{}',
+      });
+      assert.equal(res.status, 200);
+      id = res.headers.get('x-gateway-invocation-id')!;
+      const reader = res.body!.getReader();
+      assert.match(new TextDecoder().decode((await reader.read()).value), /first/);
+      reader.read().catch(() => undefined); // the connection breaks when the process dies
+      // What the call will be charged (its ceiling, once answered) reaches the running row.
+      await waitForRow(id, (r) => r.status === 'running' && r.paymentCharge === String(CEILING), 10_000);
+    } finally {
+      api.child.kill('SIGKILL');
+      await exited(api.child);
+    }
+    assert.equal((await channelRow(channelId)).busy_invocation !== null, true, 'the dead call still holds the channel');
+    await waitFor(async () => (await failStaleStreams(stack().orm)) >= 0 && (await waitForRow(id)).status === 'failed');
+    const round = startDueCharges({
+      orm: stack().orm,
+      temporal: stack().temporal,
+      taskQueue: stack().config.temporal.taskQueue,
+      log: createLogger('test', 'error'),
+      everyMs: 3_600_000,
+      streamedAfterMs: 0,
+      lostAfterMs: 0,
+    });
+    try {
+      await waitFor(
+        async () => (await round.runOnce()) >= 0 && (await waitForRow(id)).paymentSettlement === 'settled',
+        { timeoutMs: 60_000 },
+      );
+      await round.runOnce();
+    } finally {
+      await round.stop();
+    }
+    const channel = await channelRow(channelId);
+    assert.equal(channel.charged_cumulative, String(2n * CEILING), 'charged once');
+    assert.equal(channel.busy_invocation, null);
+    // The payer's next call finds its channel free and its charged total where the client expects it.
+    const next = await paidStream(pay, agentId);
+    assert.equal(next.status, 200, next.text);
   });
 });
