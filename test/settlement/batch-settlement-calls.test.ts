@@ -19,15 +19,13 @@ import { stack } from '../support/stack.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
 import { balanceOf, newPayTo, newWallet } from '../support/x402.ts';
-import { rpcReader } from '../support/upto.ts';
+import { rpcReader, settleLostCharge } from '../support/upto.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { invocationRow } from '../support/proxy-helpers.ts';
 import { startApiProcess } from '../support/api-process.ts';
 import { exited } from '../support/worker-process.ts';
 import { waitFor } from '../support/wait.ts';
 import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
-import { startDueCharges } from '../../temporal/charges-due.ts';
-import { createLogger } from '../../lib/log.ts';
 
 const CEILING = 1_000n;
 const MIN_DEPOSIT = 20_000n;
@@ -279,24 +277,7 @@ describe('batch-settlement: calls paid from a channel', function () {
     }
     assert.equal((await channelRow(channelId)).busy_invocation !== null, true, 'the dead call still holds the channel');
     await waitFor(async () => (await failStaleStreams(stack().orm)) >= 0 && (await waitForRow(id)).status === 'failed');
-    const round = startDueCharges({
-      orm: stack().orm,
-      temporal: stack().temporal,
-      taskQueue: stack().config.temporal.taskQueue,
-      log: createLogger('test', 'error'),
-      everyMs: 3_600_000,
-      streamedAfterMs: 0,
-      lostAfterMs: 0,
-    });
-    try {
-      await waitFor(
-        async () => (await round.runOnce()) >= 0 && (await waitForRow(id)).paymentSettlement === 'settled',
-        { timeoutMs: 60_000 },
-      );
-      await round.runOnce();
-    } finally {
-      await round.stop();
-    }
+    await settleLostCharge(id);
     const channel = await channelRow(channelId);
     assert.equal(channel.charged_cumulative, String(2n * CEILING), 'charged once');
     assert.equal(channel.busy_invocation, null);
