@@ -11,7 +11,7 @@
 // - a refund is completed (the refund nonce) and handed to the facilitator; nothing is forwarded.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { BatchSettlementPayload } from '../../../x402/schemes/batch-settlement/schemas.ts';
-import { verifyDeposit, verifyVoucher } from '../../../x402/schemes/batch-settlement/verify.ts';
+import { verifyDeposit } from '../../../x402/schemes/batch-settlement/verify.ts';
 import type { ChallengeEntry, Payment } from '../../../x402/schemas.ts';
 import { encodeBase64Json } from '../../../x402/schemas.ts';
 import { caip2Network } from '../../../x402/v2.ts';
@@ -118,6 +118,18 @@ function correctiveEntries(entries: ChallengeEntry[], channel: ChannelRow): Chal
   }));
 }
 
+/**
+ * What the channel's state says of a voucher or refund whose config and signature the scheme
+ * checked (schemes/batch-settlement/): the escrow must cover its ceiling, which a paid voucher
+ * must raise above the claimed total (a refund's may equal it). Null when it does.
+ */
+function escrowCause(type: 'voucher' | 'refund', signed: bigint, channel: ChannelRow): string | null {
+  if (channel.balance === 0n) return 'invalid_batch_settlement_evm_channel_not_found';
+  if (signed > channel.balance) return 'invalid_batch_settlement_evm_cumulative_exceeds_balance';
+  const below = type === 'voucher' ? signed <= channel.totalClaimed : signed < channel.totalClaimed;
+  return below ? 'invalid_batch_settlement_evm_cumulative_below_claimed' : null;
+}
+
 async function leaseWithin(store: ChannelStore, input: Parameters<ChannelStore['lease']>[0]) {
   const deadline = Date.now() + CHANNEL_WAIT_MS;
   for (let wait = 10; ; wait = Math.min(wait * 2, 200)) {
@@ -157,14 +169,18 @@ export async function admitChannelPayment(
   const channelId = payload.voucher.channelId.toLowerCase();
   const ceiling = BigInt(requirements.maxAmountRequired);
   const store = createChannelStore(deps.orm);
-  let target;
-  try {
-    target = await loadSettlementClientTls(deps, call.tenantId);
-  } catch {
-    throw new PaymentRefused('settlement_unavailable', entries);
-  }
-  // The facilitator is the channel's receiver authorizer: without it, no channel payment is taken.
-  if (!target) throw new PaymentRefused('settlement_unavailable', entries);
+  // The tenant's facilitator, for a deposit or a refund only: a voucher needs nobody but the
+  // gateway (reading the credential costs a decryption, which a voucher call does not pay).
+  const facilitator = async () => {
+    let target;
+    try {
+      target = await loadSettlementClientTls(deps, call.tenantId);
+    } catch {
+      throw new PaymentRefused('settlement_unavailable', entries);
+    }
+    if (!target) throw new PaymentRefused('settlement_unavailable', entries);
+    return target;
+  };
 
   const leased = await leaseWithin(store, {
     channelId,
@@ -217,10 +233,10 @@ export async function admitChannelPayment(
     });
 
     if (payload.type === 'refund') {
-      const checked = await verifyVoucher(payload, expectation, state);
-      if (!checked.ok) throw refused(checked.cause);
+      const cause = escrowCause(payload.type, signed, channel);
+      if (cause) throw refused(cause);
       const outcome = await client.settleChannel(
-        target,
+        await facilitator(),
         settleBody({ ...payload, refundNonce: channel.refundNonce.toString() }),
       );
       if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
@@ -244,8 +260,8 @@ export async function admitChannelPayment(
     let transaction: string | null = null;
     let deposited = '';
     if (payload.type === 'voucher') {
-      const checked = await verifyVoucher(payload, expectation, state);
-      if (!checked.ok) throw refused(checked.cause);
+      const cause = escrowCause(payload.type, signed, channel);
+      if (cause) throw refused(cause);
     } else {
       const checked = await verifyDeposit(
         payload,
@@ -261,7 +277,7 @@ export async function admitChannelPayment(
         state,
       );
       if (!checked.ok) throw refused(checked.cause);
-      const outcome = await client.settleChannel(target, settleBody(payload));
+      const outcome = await client.settleChannel(await facilitator(), settleBody(payload));
       if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
       if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
       transaction = outcome.transaction || null;
