@@ -274,7 +274,14 @@ export async function payForCall(
   const signedPayment = offer.scheme.settlesAfterCall ? { payment, requirements } : null;
   const recording = await recordPayment(em, { ...key, ...scope, amount, paymentId, signedPayment });
   if (recording.state === 'conflict') throw new PaymentIdentifierConflict();
-  if (recording.state === 'used') throw new PaymentRefused('payment already used', entries);
+  if (recording.state === 'used') {
+    // Bound by a concurrent request under the same identifier after this one looked it up: that
+    // call's answer is this payer's (PaymentAlreadyAnswered). Under another identifier, or none,
+    // the payment is used.
+    if (paymentId)
+      await answerKnownIdentifier(em, config, { ...scope, payer: key.payer, nonce: key.nonce, paymentId, dialect });
+    throw new PaymentRefused('payment already used', entries);
+  }
   // Settled for a call whose workflow never started (its binding was released): the money is
   // already collected, so this call is the one it buys; nothing is settled again.
   const settled = (transaction: string, network?: string, payer?: string) => ({
