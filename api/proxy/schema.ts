@@ -99,7 +99,7 @@ export const InvocationView = z
     }),
     payment_channel: nullableString.optional().meta({
       description:
-        'A `batch-settlement` call: the payment channel it was paid from (its on-chain id); its charge joins the channel\'s charged total (`settled`: committed to the channel, claimed on chain in batches; GET /v1/channels). Null otherwise.',
+        "A `batch-settlement` call: the payment channel it was paid from (its on-chain id); its charge joins the channel's charged total (`settled`: committed to the channel, claimed on chain in batches; GET /v1/channels). Null otherwise.",
     }),
     response_body_b64: z
       .string()
