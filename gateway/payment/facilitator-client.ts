@@ -43,7 +43,7 @@ const ChannelSettleAnswer = z.object({
   extra: z.looseObject({ channelState: ChannelStateAnswer.optional() }).optional(),
 });
 
-export type ChannelSettleOutcome =
+type ChannelSettleOutcome =
   | {
       ok: true;
       transaction: string;

@@ -36,8 +36,8 @@ const LEASE_SECONDS = 120;
 /** How old the mirrored on-chain state may be for a voucher to be checked without reading the chain. */
 const MIRROR_FRESH_MS = 60_000;
 
-export const CUMULATIVE_MISMATCH = 'invalid_batch_settlement_evm_cumulative_amount_mismatch';
-export const CHANNEL_BUSY = 'invalid_batch_settlement_evm_channel_busy';
+const CUMULATIVE_MISMATCH = 'invalid_batch_settlement_evm_cumulative_amount_mismatch';
+const CHANNEL_BUSY = 'invalid_batch_settlement_evm_channel_busy';
 
 /** Another call holds the channel: the payer retries shortly with the same payment. */
 export class ChannelBusy extends Error {

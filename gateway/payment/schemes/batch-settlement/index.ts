@@ -21,7 +21,7 @@ import type { GatewayScheme } from '../scheme.ts';
 const ANY_ESCROW = { balance: 1n << 128n, totalClaimed: 0n };
 
 /** The facilitator's batch-settlement kind for this chain: the receiver authorizer that signs claims and refunds. */
-export function receiverAuthorizerOf(config: PaymentConfig, kinds: readonly SupportedKind[] | null): string | null {
+function receiverAuthorizerOf(config: PaymentConfig, kinds: readonly SupportedKind[] | null): string | null {
   const kind = kinds?.find(
     (k) => k.scheme === SCHEME_BATCH_SETTLEMENT && k.network === caip2Network(config.domain.chainId),
   );
@@ -43,7 +43,7 @@ export function channelTermsOf(
 }
 
 /** The name of a channel payment's binding: its channel and cumulative ceiling (a refund's has its own prefix). */
-export function channelPaymentNonce(payload: BatchSettlementPayload): string {
+function channelPaymentNonce(payload: BatchSettlementPayload): string {
   const kind = payload.type === 'refund' ? 'refund' : 'voucher';
   return `batch-${kind}-${payload.voucher.channelId.toLowerCase()}-${BigInt(payload.voucher.maxClaimableAmount)}`;
 }
