@@ -56,7 +56,7 @@ const CHANGED = [
   .map((c) => `old.${c} is distinct from new.${c}`)
   .join(' or ');
 
-const stampTrigger = `
+export const stampTrigger = `
   create trigger invocations_analytics_stamp before update on invocations
   for each row when ((old.status in ('succeeded', 'failed') or new.status in ('succeeded', 'failed'))
                      and (${CHANGED} or (${uncollectedReason('old')}) is distinct from (${uncollectedReason('new')})))
