@@ -72,7 +72,11 @@ const foldLocked = `
   language plpgsql as $$
   declare
     prev pg_snapshot := (select snap from analytics_fold_state);
-    from_xid xid8 := least(pg_snapshot_xmin(prev), pg_snapshot_xmin(p_floor));
+    -- A version is new to a floor when its transaction was running then (in the snapshot's xip
+    -- list) or began after it (from its xmax): two index lookups, however far back the
+    -- snapshot's xmin lies (a long transaction anywhere on the server holds it back).
+    from_xid xid8 := least(pg_snapshot_xmax(prev), pg_snapshot_xmax(p_floor));
+    running xid8[] := array(select pg_snapshot_xip(prev)) || array(select pg_snapshot_xip(p_floor));
     folded bigint;
     e_tenant text[];
     e_agent text[];
@@ -81,7 +85,7 @@ const foldLocked = `
     with fresh as (
       select ${FIGURES}, 1 as sign
         from invocations i
-       where i.analytics_xid >= from_xid and i.status in ('succeeded', 'failed')
+       where (i.analytics_xid >= from_xid or i.analytics_xid = any(running)) and i.status in ('succeeded', 'failed')
          and not pg_visible_in_snapshot(i.analytics_xid,
                case when p_floor is not null and (p_tenant is null or i.tenant_id = p_tenant) then p_floor else prev end)
     ),
