@@ -31,7 +31,9 @@ export async function runStreaming(
       `${ROUNDS} rounds × ${targets.length} targets × ${SECONDS} s`,
     );
     for (let round = 0; round < ROUNDS; round++) {
-      for (const t of targets) samples.get(t.name)!.push(await load(t, SECONDS, concurrency, cpu));
+      // Each round starts one target further on, so no target always follows the same one.
+      const order = [...targets.slice(round % targets.length), ...targets.slice(0, round % targets.length)];
+      for (const t of order) samples.get(t.name)!.push(await load(t, SECONDS, concurrency, cpu));
       streamingStep.progress(round + 1, ROUNDS, 'rounds');
     }
     streamingStep.end();
