@@ -289,6 +289,8 @@ describe('analytics', () => {
       const expected = bruteForce(samples, 'hour');
       assert.ok(expected.length > 150, 'many hourly groups');
       assertMatches(res.json.groups, expected, 'hour');
+      const nothingPaid = { count: 0, amount: '0', uncollected: { count: 0, amount: '0', by_reason: {} } };
+      assert.ok(res.json.groups.every((g: any) => JSON.stringify(g.revenue) === JSON.stringify(nothingPaid)));
       const lonely = res.json.groups.find((g: any) => g.bucket_start === '2026-10-04T06:00:00.000Z');
       assert.deepEqual(lonely.latency_ms, { p50: null, p95: null, p99: null });
       assert.equal(lonely.error_rate, 1);
