@@ -354,12 +354,38 @@ export class Migration20261206160000_analytics_fold extends Migration {
       end
       $$`);
     this.addSql(rebuild);
-    // The revenue of the rows there are; the table lock taken above keeps every writer out meanwhile.
-    this.addSql(`select analytics_rebuild()`);
+    // The revenue of the paid rows there are (the triggers kept every other figure), not a whole
+    // rebuild: the table lock taken above keeps every call out until this commits.
+    this.addSql(`
+      with paid as (
+        select tenant_id, agent_id, date_trunc('hour', created_at, 'UTC') as bucket_start,
+               analytics_charge(payment_amount, attempts) as charge,
+               analytics_uncollected(payment_amount, attempts, payment_settlement, payment_settle_error) as reason
+          from invocations
+         where status in ('succeeded', 'failed') and payment_amount is not null
+      ),
+      lost as (
+        select tenant_id, agent_id, bucket_start, jsonb_object_agg(reason, n) as counts,
+               jsonb_object_agg(reason, a::text) filter (where a <> 0) as amounts
+          from (select tenant_id, agent_id, bucket_start, reason, count(*) as n, sum(charge) as a
+                  from paid where reason is not null group by 1, 2, 3, 4) s
+         group by 1, 2, 3
+      ),
+      keys as (
+        select tenant_id, agent_id, bucket_start, count(*) filter (where charge is not null) as p, coalesce(sum(charge), 0) as r
+          from paid group by 1, 2, 3
+      )
+      update analytics_hourly h
+         set paid = k.p, revenue = k.r, uncollected = coalesce(u.counts, '{}'), uncollected_amount = coalesce(u.amounts, '{}')
+        from keys k left join lost u using (tenant_id, agent_id, bucket_start)
+       where h.tenant_id = k.tenant_id and h.agent_id = k.agent_id and h.bucket_start = k.bucket_start`);
   }
 
   override down(): void {
     this.addSql(`set local lock_timeout = '10s'`);
+    // Everything folded, and nothing changing until the triggers are back.
+    this.addSql(`lock table invocations in exclusive mode`);
+    this.addSql(`select analytics_fold(true)`);
     this.addSql('drop trigger if exists invocations_analytics_stamp on invocations');
     this.addSql('drop function if exists analytics_stamp()');
     this.addSql(rollupFunction);
@@ -380,6 +406,5 @@ export class Migration20261206160000_analytics_fold extends Migration {
     this.addSql(`alter table analytics_hourly
       drop column if exists paid, drop column if exists revenue,
       drop column if exists uncollected, drop column if exists uncollected_amount`);
-    this.addSql(`select analytics_rebuild()`);
   }
 }
