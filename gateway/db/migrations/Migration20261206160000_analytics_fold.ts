@@ -191,6 +191,15 @@ const rebuild = `
     -- No fold round meanwhile; the rows read below and the snapshot they were read in are one
     -- statement's, so the fold that follows adds exactly what changed after it.
     perform pg_advisory_xact_lock(hashtext('analytics_fold'));
+    -- Stamps from another server (a database restored from a dump): ahead of every transaction
+    -- here, so every round would take them for new. Rows visible to this statement cannot carry
+    -- a later transaction than its snapshot's otherwise.
+    if p_tenant is null then
+      update invocations set analytics_xid = null where analytics_xid >= pg_snapshot_xmax(pg_current_snapshot());
+      delete from analytics_corrections where xid >= pg_snapshot_xmax(pg_current_snapshot());
+      update analytics_fold_state set snap = pg_current_snapshot()
+       where pg_snapshot_xmax(snap) > pg_snapshot_xmax(pg_current_snapshot());
+    end if;
     delete from analytics_daily_summary where p_tenant is null or tenant_id = p_tenant;
     delete from analytics_hourly where p_tenant is null or tenant_id = p_tenant;
     create temporary table analytics_rebuild_floor (snap pg_snapshot) on commit drop;
@@ -349,6 +358,12 @@ export class Migration20261206160000_analytics_fold extends Migration {
           perform pg_advisory_xact_lock(hashtext('analytics_fold'));
         elsif not pg_try_advisory_xact_lock(hashtext('analytics_fold')) then
           return null;
+        end if;
+        -- Transaction ids are the server's: state written by another server (a database restored
+        -- from a dump) is ahead of every transaction here, and folding by it would miss rows and
+        -- fold others again. The round fails, visibly, until a rebuild starts over.
+        if pg_snapshot_xmax((select snap from analytics_fold_state)) > pg_snapshot_xmax(pg_current_snapshot()) then
+          raise exception 'analytics fold state is ahead of this server''s transactions (restored from another server?): run select analytics_rebuild()';
         end if;
         return analytics_fold_locked(null, null);
       end
