@@ -19,7 +19,7 @@ import { stack } from '../support/stack.ts';
 import { analyticsCaughtUp } from '../support/analytics.ts';
 import { foldRound } from '../../gateway/analytics/fold.ts';
 import { call, waitForInvocation } from '../support/http.ts';
-import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
+import { createAgent, invocationRow, waitForRow } from '../support/proxy-helpers.ts';
 import { startUpstream, type Received, type TestUpstream } from '../support/upstream.ts';
 import { startApiProcess } from '../support/api-process.ts';
 import { exited } from '../support/worker-process.ts';
@@ -290,8 +290,17 @@ describe('analytics fold: the rollups equal a rebuild from the rows', function (
           await waitForRow(lostId, (r) => r.status === 'running');
           api.child.kill('SIGKILL');
           await exited(api.child);
-          await waitFor(() => failStaleStreams(stack().orm), { everyMs: 100, what: 'the stale stream to be failed' });
-          assert.equal((await waitForRow(lostId)).errorClass, 'gateway_lost');
+          // PostgreSQL notices the dead session (its owner lock goes with it) as the socket closes;
+          // until then a sweep may fail other tests' stale rows, not this one.
+          const swept = await waitFor(
+            async () => {
+              await failStaleStreams(stack().orm);
+              const row = await invocationRow(lostId);
+              return row?.status === 'failed' && row;
+            },
+            { everyMs: 100, what: 'the stale stream to be failed' },
+          );
+          assert.equal(swept.errorClass, 'gateway_lost');
         } finally {
           api.child.kill('SIGKILL');
         }
