@@ -4,6 +4,7 @@
 // payer without a Permit2 allowance also signs an EIP-2612 permit (the client reads the token's
 // allowance and the payer's permit nonce through `reader`).
 import { x402Client } from '@x402/core/client';
+import { wrapFetchWithPayment } from '@x402/fetch';
 import { toClientEvmSigner } from '@x402/evm';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { createPublicClient, http } from 'viem';
@@ -13,7 +14,7 @@ import { UptoPayment } from '../../x402/schemes/upto/schemas.ts';
 import { tokenContract } from '../../scripts/dev/chain.ts';
 import { PERMIT2_ADDRESS } from '../../contracts/permit2.ts';
 import { stack } from './stack.ts';
-import { newWallet } from './x402.ts';
+import { CHAIN_ID, newWallet } from './x402.ts';
 import { waitForInvocation } from './http.ts';
 import { waitFor } from './wait.ts';
 import { waitForRow } from './proxy-helpers.ts';
@@ -139,4 +140,15 @@ export async function settleLostCharge(invocationId: string): Promise<void> {
   } finally {
     await round.stop();
   }
+}
+
+/** The unmodified @x402/fetch client with @x402/evm's upto scheme, paying as `payer` on the stack's chain. */
+export function uptoFetch(payer: Wallet): typeof fetch {
+  const signer = toClientEvmSigner(
+    privateKeyToAccount(payer.privateKey as `0x${string}`),
+    rpcReader(stack().infra.chainRpcUrl) as Parameters<typeof toClientEvmSigner>[1],
+  );
+  const client = new x402Client().register('eip155:*', new UptoEvmScheme(signer));
+  client.setSpendControls({ allowedAssets: [{ network: `eip155:${CHAIN_ID}`, asset: stack().infra.tokenAddress }] });
+  return wrapFetchWithPayment(fetch, client);
 }
