@@ -26,6 +26,9 @@ type SettleOutcome =
   /** settlement_failed: the facilitator answered, and the payment was not collected. */
   | { ok: false; error: 'settlement_failed' | 'settlement_refused' | 'settlement_unavailable' };
 
+/** An x402 v2 settle body: what the facilitator needs of it is its own business. */
+type V2SettleBody = { x402Version: 2; paymentPayload: unknown; paymentRequirements: { network: string } };
+
 /** The terms of a charge: the challenge entry the payment was verified against, and what is charged of it. */
 type Charge = { requirements: ChallengeEntry; amount: bigint };
 
@@ -36,6 +39,12 @@ export interface FacilitatorClient {
    * scheme charges after the call (`upto`): a charge of 0 is a success whose transaction is ''.
    */
   settleCharge(target: FacilitatorTarget, payment: OfferedPayment, charge: Charge): Promise<SettleOutcome>;
+  /**
+   * Posts an x402 v2 settle body the caller built whole (a batch-settlement `claim` or `settle`
+   * action, gateway/payment/channel-claims/): a success without a transaction is one (a claim
+   * the chain already holds). The payer is the facilitator's word, else ''.
+   */
+  settleAction(target: FacilitatorTarget, body: V2SettleBody): Promise<SettleOutcome>;
   /** The kinds the facilitator settles (its /supported), or null when it could not be read. */
   supported(target: FacilitatorTarget): Promise<SupportedKind[] | null>;
   close(): Promise<void>;
@@ -132,8 +141,16 @@ export function createFacilitatorClient(opts: {
     return pool;
   }
 
-  /** POSTs a settle body; `noTransaction`: a success without a transaction is one (a zero charge). */
-  async function post(target: FacilitatorTarget, body: SettleRequest, noTransaction: boolean): Promise<SettleOutcome> {
+  /**
+   * POSTs a settle body; `noTransaction`: a success without a transaction is one (a zero charge);
+   * `payer`: the payer named when the facilitator names none.
+   */
+  async function post(
+    target: FacilitatorTarget,
+    body: SettleRequest | V2SettleBody,
+    noTransaction: boolean,
+    payer: () => string,
+  ): Promise<SettleOutcome> {
     const url = facilitatorUrl(target, 'settle');
     if (!url) return { ok: false, error: 'settlement_unavailable' };
     try {
@@ -164,7 +181,7 @@ export function createFacilitatorClient(opts: {
         ok: true,
         transaction: answer.transaction ?? '',
         network: answer.network ?? body.paymentRequirements.network,
-        payer: answer.payer ?? payerNamed(body),
+        payer: answer.payer ?? payer(),
       };
     } catch (err) {
       // The guard refused the facilitator's address: nothing was sent, so nothing can be collected.
@@ -176,8 +193,12 @@ export function createFacilitatorClient(opts: {
   }
 
   return {
-    settle: (target, body) => post(target, body, false),
-    settleCharge: (target, payment, charge) => post(target, chargeBody(payment, charge), charge.amount === 0n),
+    settle: (target, body) => post(target, body, false, () => payerNamed(body)),
+    settleCharge: (target, payment, charge) => {
+      const body = chargeBody(payment, charge);
+      return post(target, body, charge.amount === 0n, () => payerNamed(body));
+    },
+    settleAction: (target, body) => post(target, body, true, () => ''),
     async supported(target) {
       const url = facilitatorUrl(target, 'supported');
       if (!url) return null;
