@@ -44,8 +44,9 @@ export type ClaimPlan = { batches: PlannedClaim[][]; more: boolean };
 /** What one batch's claim did. */
 export type ClaimOutcome = {
   /**
-   * claimed: the rows sent were claimed (`transaction`: '' when the chain held them already);
-   * nothing: no row needed a transaction; refused: the facilitator refused the batch;
+   * claimed: channels are now claimed (`transaction`: the one this claim sent; null when the
+   * chain held them already); nothing: no channel could be claimed; refused: the facilitator
+   * refused the batch;
    * unconfigured: the tenant has no settlement configuration.
    */
   state: 'claimed' | 'nothing' | 'refused' | 'unconfigured';
@@ -294,6 +295,8 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
         }
       }
       await record(tenantId, recorded);
+      // Rows the chain held already (an earlier attempt's transaction) are claimed all the same.
+      if (outcome.state === 'nothing' && outcome.claimed.length) outcome.state = 'claimed';
       const claimedIds = new Set(outcome.claimed.map((c) => c.channel));
       const receivers = new Set(
         [...loaded.values()].filter((r) => claimedIds.has(r.id)).map((r) => r.config.receiver.toLowerCase()),
