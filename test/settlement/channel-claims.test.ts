@@ -298,4 +298,78 @@ describe('channel claims: claims and settles of batch-settlement channels', func
     );
     assert.deepEqual(await dueNow(60_000), [{ tenantId: tenant, reason: 'period' }]);
   });
+  it('GET /v1/channels lists the tenant’s channels with their state, paged; another tenant’s are absent', async () => {
+    const tenant = `claims-api-${randomUUID()}`;
+    const token = await settlingTenant(tenant, account);
+    const receiver = newPayTo();
+    const channels = await openChannels(account, receiver, 3);
+    const second = await nextVoucher(channels[0]!, CHANNEL_PRICE);
+    await insertChannelRows(tenant, [
+      { channel: channels[0]!, charged: 1_200n, voucher: second },
+      { channel: channels[1]!, charged: 400n },
+      { channel: channels[2]!, charged: 0n },
+    ]);
+    const handle = await startChannelClaims(
+      stack().temporal,
+      stack().config.temporal.taskQueue,
+      { tenantId: tenant, reason: 'period' },
+      10_000,
+    );
+    await handle.result();
+
+    const ids = channels.map((c) => c.channelId).sort();
+    const first = await call('GET', '/v1/channels?limit=2', { token });
+    assert.equal(first.status, 200, first.text);
+    assert.deepEqual(
+      first.json.data.map((c: { id: string }) => c.id),
+      ids.slice(0, 2),
+    );
+    assert.equal(first.json.next_cursor, ids[1]);
+    const rest = await call('GET', `/v1/channels?limit=2&cursor=${first.json.next_cursor}`, { token });
+    assert.deepEqual(
+      rest.json.data.map((c: { id: string }) => c.id),
+      ids.slice(2),
+    );
+    assert.equal(rest.json.next_cursor, null);
+
+    const one = await call('GET', `/v1/channels/${channels[0]!.channelId.toUpperCase().replace('0X', '0x')}`, {
+      token,
+    });
+    assert.equal(one.status, 200, one.text);
+    const config = channels[0]!.deposit.channelConfig;
+    assert.deepEqual(
+      { ...one.json, claimed_at: typeof one.json.claimed_at, last_request_at: 0, created_at: 0 },
+      {
+        id: channels[0]!.channelId,
+        payer: config.payer.toLowerCase(),
+        receiver: receiver.toLowerCase(),
+        receiver_authorizer: config.receiverAuthorizer.toLowerCase(),
+        token: config.token,
+        withdraw_delay: 900,
+        balance: String(CHANNEL_DEPOSIT),
+        total_claimed: '1200',
+        charged_cumulative: '1200',
+        signed_max_claimable: '2000',
+        withdraw_requested_at: null,
+        refund_nonce: '0',
+        last_request_at: 0,
+        claimed_at: 'string',
+        claim_error: null,
+        created_at: 0,
+      },
+    );
+    assert.ok(!one.text.includes(second.voucher.signature.slice(2)), 'no voucher signature in the answer');
+    // A channel with nothing charged is listed, and was never claimed.
+    assert.equal((await call('GET', `/v1/channels/${channels[2]!.channelId}`, { token })).json.claimed_at, null);
+
+    // Another tenant sees none of them; a malformed id or cursor is refused.
+    const other = await stack().token(`claims-api-other-${randomUUID()}`);
+    const none = await call('GET', '/v1/channels', { token: other });
+    assert.deepEqual(none.json, { data: [], next_cursor: null });
+    assert.equal((await call('GET', `/v1/channels/${channels[0]!.channelId}`, { token: other })).status, 404);
+    assert.equal((await call('GET', '/v1/channels/0x1234', { token })).status, 404);
+    const badCursor = await call('GET', '/v1/channels?cursor=abc', { token });
+    assert.equal(badCursor.status, 400);
+    assert.deepEqual(badCursor.json, { error: 'invalid cursor' });
+  });
 });
