@@ -18,12 +18,9 @@ export const ChannelView = z
     total_claimed: amount('What is claimed on chain, as last known'),
     charged_cumulative: amount('What the gateway charged on the channel in all'),
     signed_max_claimable: amount("The ceiling of the payer's latest voucher"),
-    withdraw_requested_at: z.iso
-      .datetime({ offset: true })
-      .nullable()
-      .meta({
-        description: "When the payer's pending timed withdrawal started, as last read from the chain; null: none.",
-      }),
+    withdraw_requested_at: z.iso.datetime({ offset: true }).nullable().meta({
+      description: "When the payer's pending timed withdrawal started, as last read from the chain; null: none.",
+    }),
     refund_nonce: z.string(),
     last_request_at: z.iso.datetime({ offset: true }).nullable(),
     claimed_at: z.iso.datetime({ offset: true }).nullable().meta({ description: "The gateway's last claim of it." }),
@@ -41,15 +38,14 @@ export const ChannelList = z
 
 export const ChannelListQuery = z.object({
   limit: PageQuery.limit,
-  cursor: z
-    .string({ error: 'cursor may be given once' })
-    .regex(CHANNEL_ID, 'invalid cursor')
-    .optional()
-    .meta({
-      description: '`next_cursor` of the previous page (the last channel id it listed); any other value is a 400.',
-    }),
+  cursor: z.string({ error: 'cursor may be given once' }).regex(CHANNEL_ID, 'invalid cursor').optional().meta({
+    description: '`next_cursor` of the previous page (the last channel id it listed); any other value is a 400.',
+  }),
 });
 
 export const ChannelPath = z.object({
-  id: z.string().meta({ description: 'The channel id (0x and 64 hex digits). Any other value is answered 404.' }),
+  id: z
+    .string()
+    .regex(CHANNEL_ID)
+    .meta({ description: 'The channel id (0x and 64 hex digits). Any other value is answered 404.' }),
 });

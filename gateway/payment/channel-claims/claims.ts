@@ -104,18 +104,21 @@ const LOAD = `
   select id, config, charged_cumulative::text, signed_max_claimable::text, signature, total_claimed::text
     from channels where tenant_id = ? and id in (select jsonb_array_elements_text(?::jsonb))`;
 
-// The chain's word on each channel, and what this round did to it: the claimed total only rises.
+// The chain's word on each channel, and what this round did to it: the claimed total only rises;
+// the escrow and the pending withdrawal are taken unless the row was mirrored after this read.
 const RECORD = `
   update channels c
      set total_claimed = greatest(c.total_claimed, coalesce(v.claimed::numeric, 0), v.chain_claimed::numeric),
-         balance = v.balance::numeric,
-         withdraw_requested_at = v.withdraw_requested_at,
-         onchain_synced_at = now(),
+         balance = case when newer then v.balance::numeric else c.balance end,
+         withdraw_requested_at = case when newer then v.withdraw_requested_at else c.withdraw_requested_at end,
+         onchain_synced_at = case when newer then v.read_at else c.onchain_synced_at end,
          claimed_at = case when v.claimed is null then c.claimed_at else now() end,
          claim_error = case when v.claimed is null and v.error is null then c.claim_error else v.error end,
          updated_at = now()
     from jsonb_to_recordset(?::jsonb)
-         as v(id text, claimed text, chain_claimed text, balance text, withdraw_requested_at bigint, error text)
+         as v(id text, claimed text, chain_claimed text, balance text, withdraw_requested_at bigint, error text,
+              read_at timestamptz),
+         lateral (select c.onchain_synced_at is null or c.onchain_synced_at <= v.read_at as newer) as n
    where c.id = v.id and c.tenant_id = ?`;
 
 type Recorded = {
@@ -125,6 +128,8 @@ type Recorded = {
   balance: string;
   withdraw_requested_at: number;
   error: string | null;
+  /** When the chain was read (before the reads). */
+  read_at: string;
 };
 
 const min = (...values: bigint[]) => values.reduce((a, b) => (b < a ? b : a));
@@ -210,6 +215,7 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
       const loaded = new Map(
         (await execute<ChannelRow[]>(LOAD, [tenantId, JSON.stringify(ids)])).map((r) => [r.id, r] as const),
       );
+      const readAt = new Date().toISOString();
       const [authorizer, chain] = await Promise.all([
         receiverAuthorizerOf(facilitator),
         channelsOnChain(rpc, [...loaded.keys()]),
@@ -226,6 +232,7 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
         balance: String(onChain.balance),
         withdraw_requested_at: onChain.withdrawRequestedAt,
         error,
+        read_at: readAt,
       });
       const recorded: Recorded[] = [];
       const candidates: Array<{ id: string; row: ClaimRow; onChain: ChannelOnChain; short: boolean }> = [];

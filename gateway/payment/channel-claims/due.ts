@@ -54,6 +54,7 @@ export async function leaseDueClaimRounds(
   return rows.map((r) => ({ tenantId: r.tenant_id, reason: r.reason }));
 }
 
+// The lease is the mirror's own timestamp, taken before the chain is read.
 const LEASE_STALE = `
   update channels set onchain_synced_at = now()
    where id in (
@@ -62,16 +63,19 @@ const LEASE_STALE = `
         and (onchain_synced_at is null or onchain_synced_at < now() - make_interval(secs => ? / 1000.0))
       order by onchain_synced_at nulls first
       limit ? for update skip locked)
-  returning id`;
+  returning id, onchain_synced_at::text as leased_at`;
 
+// Written only where nobody mirrored the channel since the lease (a newer read wins); the
+// claimed total only rises.
 const MIRROR = `
   update channels c
      set balance = v.balance::numeric,
          total_claimed = greatest(c.total_claimed, v.total_claimed::numeric),
          withdraw_requested_at = v.withdraw_requested_at,
-         onchain_synced_at = now(), updated_at = now()
-    from jsonb_to_recordset(?::jsonb) as v(id text, balance text, total_claimed text, withdraw_requested_at bigint)
-   where c.id = v.id`;
+         updated_at = now()
+    from jsonb_to_recordset(?::jsonb)
+         as v(id text, balance text, total_claimed text, withdraw_requested_at bigint, leased_at timestamptz)
+   where c.id = v.id and c.onchain_synced_at = v.leased_at`;
 
 /**
  * Mirrors the chain for up to `batch` unclaimed channels whose mirror is older than `staleMs`;
@@ -83,17 +87,20 @@ export async function watchUnclaimedChannels(
   opts: { staleMs: number; batch: number },
 ): Promise<{ read: number; withdrawing: number }> {
   const connection = db.em.getConnection();
-  const leased = await connection.execute<Array<{ id: string }>>(LEASE_STALE, [opts.staleMs, opts.batch]);
+  // The lease's instant as PostgreSQL wrote it (microseconds), to be matched exactly.
+  const leased = await connection.execute<Array<{ id: string; leased_at: string }>>(LEASE_STALE, [
+    opts.staleMs,
+    opts.batch,
+  ]);
   if (leased.length === 0) return { read: 0, withdrawing: 0 };
-  const chain = await channelsOnChain(
-    rpc,
-    leased.map((r) => r.id),
-  );
+  const leasedAt = new Map(leased.map((r) => [r.id, r.leased_at]));
+  const chain = await channelsOnChain(rpc, [...leasedAt.keys()]);
   const rows = [...chain].map(([id, s]) => ({
     id,
     balance: String(s.balance),
     total_claimed: String(s.totalClaimed),
     withdraw_requested_at: s.withdrawRequestedAt,
+    leased_at: leasedAt.get(id),
   }));
   await connection.execute(MIRROR, [JSON.stringify(rows)]);
   return { read: rows.length, withdrawing: rows.filter((r) => r.withdraw_requested_at > 0).length };
