@@ -106,19 +106,19 @@ const LOAD = `
 
 // The chain's word on each channel, and what this round did to it: the claimed total only rises;
 // the escrow and the pending withdrawal are taken unless the row was mirrored after this read.
+const NEWER = '(c.onchain_synced_at is null or c.onchain_synced_at <= v.read_at)';
 const RECORD = `
   update channels c
      set total_claimed = greatest(c.total_claimed, coalesce(v.claimed::numeric, 0), v.chain_claimed::numeric),
-         balance = case when newer then v.balance::numeric else c.balance end,
-         withdraw_requested_at = case when newer then v.withdraw_requested_at else c.withdraw_requested_at end,
-         onchain_synced_at = case when newer then v.read_at else c.onchain_synced_at end,
+         balance = case when ${NEWER} then v.balance::numeric else c.balance end,
+         withdraw_requested_at = case when ${NEWER} then v.withdraw_requested_at else c.withdraw_requested_at end,
+         onchain_synced_at = case when ${NEWER} then v.read_at else c.onchain_synced_at end,
          claimed_at = case when v.claimed is null then c.claimed_at else now() end,
          claim_error = case when v.claimed is null and v.error is null then c.claim_error else v.error end,
          updated_at = now()
     from jsonb_to_recordset(?::jsonb)
          as v(id text, claimed text, chain_claimed text, balance text, withdraw_requested_at bigint, error text,
-              read_at timestamptz),
-         lateral (select c.onchain_synced_at is null or c.onchain_synced_at <= v.read_at as newer) as n
+              read_at timestamptz)
    where c.id = v.id and c.tenant_id = ?`;
 
 type Recorded = {
