@@ -24,7 +24,7 @@ export type OpenedChannel = {
 };
 
 /** The x402 v2 settle body of a batch-settlement payload, as a server sends it for `payTo`. */
-export function batchSettleBody(payload: unknown, payTo: string, amount = CHANNEL_PRICE) {
+function batchSettleBody(payload: unknown, payTo: string, amount = CHANNEL_PRICE) {
   const token = stack().infra.tokenAddress;
   return {
     x402Version: 2,

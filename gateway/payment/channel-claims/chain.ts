@@ -21,7 +21,7 @@ function reader(rpc: ChainRpc) {
   };
 }
 
-export async function channelOnChain(rpc: ChainRpc, channelId: string): Promise<ChannelOnChain> {
+async function channelOnChain(rpc: ChainRpc, channelId: string): Promise<ChannelOnChain> {
   const read = reader(rpc);
   const [[balance, totalClaimed], [, initiatedAt]] = await Promise.all([
     read('channels', [channelId]),

@@ -13,13 +13,8 @@
 //   the claimed total recorded only ever rises;
 // - settle: what the claims credited a receiver in the deployment's token, sent to it.
 // Not knowing the facilitator's answer is ClaimNotSettledYet (retried with the same rows).
-import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Logger } from '../../../lib/log.ts';
-import type { VaultConfig } from '../../credentials/config.ts';
-import type { VaultClient } from '../../credentials/vault.ts';
 import { loadSettlementClientTls, type SettlementClientTls } from '../../settlement/tls.ts';
-import type { PaymentConfig } from '../config.ts';
-import type { FacilitatorClient } from '../facilitator-client.ts';
+import type { ChargeDeps } from '../charges.ts';
 import { caip2Network } from '../../../x402/v2.ts';
 import { contractSignatureCheckFor } from '../../../x402/erc1271.ts';
 import { SCHEME_BATCH_SETTLEMENT, type ChannelConfig } from '../../../x402/schemes/batch-settlement/schemas.ts';
@@ -27,13 +22,8 @@ import { MAX_CLAIM_ROWS, type ClaimRow } from '../../../x402/schemes/batch-settl
 import { verifyClaimRow } from '../../../x402/schemes/batch-settlement/verify.ts';
 import { channelsOnChain, receiverOnChain, type ChannelOnChain } from './chain.ts';
 
-export type ChannelClaimDeps = {
-  orm: MikroORM;
-  log: Logger;
-  config: { vault: VaultConfig; payment: PaymentConfig };
-  vaultClient: VaultClient;
-  client: FacilitatorClient;
-};
+/** What the claims need: the metered charges' settler's (the database, the tenant's facilitator and its client). */
+export type ChannelClaimDeps = ChargeDeps;
 
 /** One channel of a planned claim: claimed up to `totalClaimed` (what was charged, within the voucher). */
 export type PlannedClaim = { channel: string; receiver: string; totalClaimed: string; unclaimed: string };

@@ -12,7 +12,7 @@ import type { GatewayDb } from '../../db/orm.ts';
 import { channelsOnChain, type ChainRpc } from './chain.ts';
 
 /** Why a round was started: shown on its workflow. */
-export type ClaimReason = 'period' | 'threshold' | 'withdrawal';
+type ClaimReason = 'period' | 'threshold' | 'withdrawal';
 
 export type DueClaimRound = { tenantId: string; reason: ClaimReason };
 

@@ -7,7 +7,7 @@ import type { GatewayDb } from '../../db/orm.ts';
 import { absent } from '../../refusal.ts';
 
 /** A channel id as the contract names it. */
-export const CHANNEL_ID = /^0x[0-9a-f]{64}$/;
+const CHANNEL_ID = /^0x[0-9a-f]{64}$/;
 
 export type ChannelView = {
   id: string;
