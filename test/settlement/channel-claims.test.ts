@@ -5,14 +5,16 @@
 // worker killed while the facilitator is claiming leaves the claim to the next worker, claimed
 // once; a payer's timed withdrawal, noticed on chain, has its channel claimed before it can
 // finalize, so the payer takes back only what was not charged; the period and the threshold say
-// when a round is due. Real parts: the stack's anvil (the channel contract), its facilitator
-// (deposits by the unmodified @x402/evm client, claims and settles), PostgreSQL and Temporal.
+// when a round is due; a voucher the payer did not sign leaves its row out of the batch, not the
+// batch. Real parts: the stack's anvil (the channel contract), its facilitator (deposits by the
+// unmodified @x402/evm client, claims and settles), PostgreSQL and Temporal.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { parseEther, type JsonRpcProvider } from 'ethers';
+import { Wallet, parseEther, type JsonRpcProvider } from 'ethers';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { batchSettlementContract } from '../../contracts/batch-settlement.ts';
+import { voucherDigest } from '../../x402/schemes/batch-settlement/typed-data.ts';
 import { fund } from '../../scripts/dev/chain.ts';
 import { createLogger } from '../../lib/log.ts';
 import { startDueClaims } from '../../temporal/claims-due.ts';
@@ -159,6 +161,46 @@ describe('channel claims: claims and settles of batch-settlement channels', func
       await again.stop();
     }
     assert.equal((await claimTransactions(channels[1]!.channelId)).length, 1);
+  });
+
+  it('a voucher the payer did not sign is left out with its cause; the rest of the batch is claimed', async () => {
+    const tenant = `claims-forged-${randomUUID()}`;
+    await settlingTenant(tenant, account);
+    const receiver = newPayTo();
+    const channels = await openChannels(account, receiver, 3);
+    // The third row's voucher claims to allow 5000, signed by a key that is not the payer's.
+    const forger = Wallet.createRandom();
+    const deposit = channels[2]!.deposit;
+    const forged = {
+      ...deposit,
+      voucher: {
+        ...deposit.voucher,
+        maxClaimableAmount: '5000',
+        signature: forger.signingKey.sign(voucherDigest(8453, channels[2]!.channelId, 5_000n)).serialized,
+      },
+    };
+    await insertChannelRows(tenant, [
+      { channel: channels[0]!, charged: 900n },
+      { channel: channels[1]!, charged: 800n },
+      { channel: channels[2]!, charged: 5_000n, voucher: forged },
+    ]);
+    const handle = await startChannelClaims(
+      stack().temporal,
+      stack().config.temporal.taskQueue,
+      { tenantId: tenant, reason: 'period' },
+      10_000,
+    );
+    const result = await handle.result();
+    assert.equal(result.claims[0].state, 'claimed');
+    assert.deepEqual(result.claims[0].skipped, [
+      { channel: channels[2]!.channelId, cause: 'invalid_batch_settlement_evm_voucher_signature' },
+    ]);
+    assert.deepEqual(await onChain(channels[0]!.channelId), { balance: CHANNEL_DEPOSIT, totalClaimed: 900n });
+    assert.deepEqual(await onChain(channels[1]!.channelId), { balance: CHANNEL_DEPOSIT, totalClaimed: 800n });
+    assert.deepEqual(await onChain(channels[2]!.channelId), { balance: CHANNEL_DEPOSIT, totalClaimed: 0n });
+    const row = await channelRow(channels[2]!.channelId);
+    assert.deepEqual([row.total_claimed, row.claim_error], ['0', 'invalid_batch_settlement_evm_voucher_signature']);
+    assert.equal(await balanceOf(provider, receiver), 1_700n);
   });
 
   it('a worker killed while the facilitator claims: the next worker finishes the round, claimed once', async () => {
