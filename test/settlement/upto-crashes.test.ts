@@ -11,7 +11,7 @@ import { request } from 'undici';
 import { type Wallet } from 'ethers';
 import { stack } from '../support/stack.ts';
 import { closedPort, createAgent, waitForRow } from '../support/proxy-helpers.ts';
-import { payUptoChallenge, rpcReader, uptoPayer } from '../support/upto.ts';
+import { payUptoChallenge, rpcReader, settleLostCharge, uptoPayer } from '../support/upto.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
 import { balanceOf, newPayTo, transfersTo } from '../support/x402.ts';
 import { startApiProcess } from '../support/api-process.ts';
@@ -22,8 +22,6 @@ import { waitFor } from '../support/wait.ts';
 import { call } from '../support/http.ts';
 import { encodeBase64Json } from '../../x402/schemas.ts';
 import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
-import { startDueCharges } from '../../temporal/charges-due.ts';
-import { createLogger } from '../../lib/log.ts';
 
 const MAX = 50_000n;
 const HEADER_METER = { kind: 'header', header: 'X-Usage-Cost' };
@@ -125,25 +123,7 @@ describe('upto: a metered charge through crashes', function () {
     assert.equal(lost.errorClass, 'gateway_lost');
     assert.equal(lost.paymentCharge, '4321', 'what was measured is kept');
 
-    const round = startDueCharges({
-      orm: stack().orm,
-      temporal: stack().temporal,
-      taskQueue: stack().config.temporal.taskQueue,
-      log: createLogger('test', 'error'),
-      everyMs: 3_600_000,
-      streamedAfterMs: 0,
-      lostAfterMs: 0,
-    });
-    try {
-      await waitFor(
-        async () => (await round.runOnce()) >= 0 && (await waitForRow(id)).paymentSettlement === 'settled',
-        {
-          timeoutMs: 60_000,
-        },
-      );
-    } finally {
-      await round.stop();
-    }
+    await settleLostCharge(id);
     const settled = await waitForRow(id);
     assert.equal(settled.paymentSettlement, 'settled');
     assert.equal(await balanceOf(paying.provider, payer.address), before - 4321n);

@@ -16,6 +16,9 @@ import { stack } from './stack.ts';
 import { newWallet } from './x402.ts';
 import { waitForInvocation } from './http.ts';
 import { waitFor } from './wait.ts';
+import { waitForRow } from './proxy-helpers.ts';
+import { startDueCharges } from '../../temporal/charges-due.ts';
+import { createLogger } from '../../lib/log.ts';
 
 export const UPTO_NETWORK = 'eip155:8453';
 
@@ -111,4 +114,29 @@ export async function settledInvocation(
     },
     { timeoutMs: 60_000, everyMs: 100, what: `the charge of ${invocationId}`, state: () => JSON.stringify(last) },
   );
+}
+
+/**
+ * Runs the due-charges round (temporal/charges-due.ts) with no waiting periods until the lost
+ * stream `invocationId`'s charge is settled, then once more (a second round must change nothing).
+ */
+export async function settleLostCharge(invocationId: string): Promise<void> {
+  const round = startDueCharges({
+    orm: stack().orm,
+    temporal: stack().temporal,
+    taskQueue: stack().config.temporal.taskQueue,
+    log: createLogger('test', 'error'),
+    everyMs: 3_600_000,
+    streamedAfterMs: 0,
+    lostAfterMs: 0,
+  });
+  try {
+    await waitFor(
+      async () => (await round.runOnce()) >= 0 && (await waitForRow(invocationId)).paymentSettlement === 'settled',
+      { timeoutMs: 60_000, what: `the charge of ${invocationId} settled` },
+    );
+    await round.runOnce();
+  } finally {
+    await round.stop();
+  }
 }

@@ -40,7 +40,9 @@ export class Migration20261206160000_payment_channels extends Migration {
       updated_at timestamptz not null default now())`);
     this.addSql(`create index channels_tenant on channels (tenant_id, id)`);
     // The claim round reads the channels whose charges are not all claimed yet.
-    this.addSql(`create index channels_unclaimed on channels (tenant_id, receiver) where charged_cumulative > total_claimed`);
+    this.addSql(
+      `create index channels_unclaimed on channels (tenant_id, receiver) where charged_cumulative > total_claimed`,
+    );
     this.addSql(`alter table invocations add column payment_channel text null`);
     this.addSql(`alter table settlement_configs
       add column claim_every_seconds integer not null default 300,
@@ -48,7 +50,9 @@ export class Migration20261206160000_payment_channels extends Migration {
   }
 
   override down(): void {
-    this.addSql(`alter table settlement_configs drop column if exists claim_every_seconds, drop column if exists claim_threshold`);
+    this.addSql(
+      `alter table settlement_configs drop column if exists claim_every_seconds, drop column if exists claim_threshold`,
+    );
     this.addSql(`alter table invocations drop column if exists payment_channel`);
     this.addSql(`drop table if exists channels`);
   }

@@ -270,7 +270,10 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
       });
       if (sent.length) {
         const action = { type: 'claim', claims: sent.map((c) => c.row) };
-        const answer = await deps.client.settleAction(facilitator, body(action, sent[0]!.row.voucher.channel.receiver));
+        const answer = await deps.client.settleChannel(
+          facilitator,
+          body(action, sent[0]!.row.voucher.channel.receiver),
+        );
         if (!answer.ok && answer.error === 'settlement_unavailable') {
           await record(tenantId, recorded);
           throw new ClaimNotSettledYet(answer.error);
@@ -310,7 +313,7 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
       if (due <= 0n) return { ...none, state: 'nothing' };
       const facilitator = await target(tenantId);
       if (!facilitator) return { ...none, state: 'unconfigured' };
-      const answer = await deps.client.settleAction(
+      const answer = await deps.client.settleChannel(
         facilitator,
         body({ type: 'settle', receiver, token: sweptToken }, receiver),
       );
