@@ -15,6 +15,7 @@
 // Not knowing the facilitator's answer is ClaimNotSettledYet (retried with the same rows).
 import { loadSettlementClientTls, type SettlementClientTls } from '../../settlement/tls.ts';
 import type { ChargeDeps } from '../charges.ts';
+import { receiverAuthorizerOf } from '../schemes/batch-settlement/index.ts';
 import { caip2Network } from '../../../x402/v2.ts';
 import { contractSignatureCheckFor } from '../../../x402/erc1271.ts';
 import { SCHEME_BATCH_SETTLEMENT, type ChannelConfig } from '../../../x402/schemes/batch-settlement/schemas.ts';
@@ -164,13 +165,11 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
   }
 
   /** The receiver authorizer the facilitator signs claims as (its /supported batch-settlement kind). */
-  async function receiverAuthorizerOf(facilitator: SettlementClientTls): Promise<string> {
+  async function authorizerOf(facilitator: SettlementClientTls): Promise<string> {
     const kinds = await deps.client.supported(facilitator);
-    const kind = kinds?.find((k) => k.scheme === SCHEME_BATCH_SETTLEMENT && k.network === network);
-    const authorizer = kind?.extra?.receiverAuthorizer;
     if (!kinds) throw new ClaimNotSettledYet('facilitator_unreadable');
-    if (typeof authorizer !== 'string') return '';
-    return authorizer;
+    // None: every row is left out (receiver_authorizer_mismatch), nothing is sent.
+    return receiverAuthorizerOf(payment, kinds) ?? '';
   }
 
   async function record(tenantId: string, rows: Recorded[]): Promise<void> {
@@ -207,7 +206,7 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
       );
       const readAt = new Date().toISOString();
       const [authorizer, chain] = await Promise.all([
-        receiverAuthorizerOf(facilitator),
+        authorizerOf(facilitator),
         channelsOnChain(rpc, [...loaded.keys()]),
       ]);
       const mirrored = (
