@@ -66,15 +66,17 @@ const LEASE_STALE = `
   returning id, onchain_synced_at::text as leased_at`;
 
 // Written only where nobody mirrored the channel since the lease (a newer read wins); the
-// claimed total only rises.
+// claimed total and the refund nonce only rise.
 const MIRROR = `
   update channels c
      set balance = v.balance::numeric,
          total_claimed = greatest(c.total_claimed, v.total_claimed::numeric),
          withdraw_requested_at = v.withdraw_requested_at,
+         refund_nonce = greatest(c.refund_nonce, v.refund_nonce::numeric),
          updated_at = now()
     from jsonb_to_recordset(?::jsonb)
-         as v(id text, balance text, total_claimed text, withdraw_requested_at bigint, leased_at timestamptz)
+         as v(id text, balance text, total_claimed text, withdraw_requested_at bigint, refund_nonce text,
+              leased_at timestamptz)
    where c.id = v.id and c.onchain_synced_at = v.leased_at`;
 
 /**
@@ -100,6 +102,7 @@ export async function watchUnclaimedChannels(
     balance: String(s.balance),
     total_claimed: String(s.totalClaimed),
     withdraw_requested_at: s.withdrawRequestedAt,
+    refund_nonce: String(s.refundNonce),
     leased_at: leasedAt.get(id),
   }));
   await connection.execute(MIRROR, [JSON.stringify(rows)]);
