@@ -26,6 +26,7 @@ import { invocationRoutes } from './routes/invocations.ts';
 import { credentialRoutes } from './routes/credentials.ts';
 import { mcpServerRoutes } from './routes/mcp-servers.ts';
 import { settlementRoutes } from './routes/settlement.ts';
+import { channelRoutes } from './routes/channels.ts';
 import { openapiRoutes } from './openapi/routes.ts';
 import { publicRoutes } from './routes/public.ts';
 import { discoveryRoutes } from './routes/discovery.ts';
@@ -87,6 +88,7 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
     credentialRoutes(deps),
     mcpServerRoutes(deps, services),
     settlementRoutes(deps),
+    channelRoutes(deps),
     proxyRoutes(deps, services),
     policyRoutes(deps, services.policy),
     analyticsRoutes(deps),

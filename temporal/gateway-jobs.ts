@@ -1,7 +1,7 @@
 // The background rounds every gateway API process runs beside its listener: the start relay
 // (start-relay.ts), the closed-workflow check (unfinished-calls.ts), the due-charges round
-// (charges-due.ts), the analytics fold and summaries
-// (gateway/analytics/fold.ts, summaries.ts) and the purge of expired x402 A2A payment tasks
+// (charges-due.ts), the batch-settlement channels' claims round (claims-due.ts), the analytics
+// fold and summaries (gateway/analytics/fold.ts, summaries.ts) and the purge of expired x402 A2A payment tasks
 // (gateway/a2a/payment-tasks.ts). They live below the door, which only starts them
 // (api/wiring.ts); each round runs whoever accepted the calls it serves.
 import type { Client } from '@temporalio/client';
@@ -15,6 +15,7 @@ import { createPaymentTasks, purgeExpiredInBackground } from '../gateway/a2a/pay
 import { startRelay, type HeldStarts } from './start-relay.ts';
 import { checkUnfinishedCalls } from './unfinished-calls.ts';
 import { startDueCharges } from './charges-due.ts';
+import { startDueClaims } from './claims-due.ts';
 
 /** Starts the rounds; `stop` ends them all. */
 export function startGatewayJobs(deps: {
@@ -37,6 +38,13 @@ export function startGatewayJobs(deps: {
   const unfinished = checkUnfinishedCalls({ orm, temporal, log });
   const charges = startDueCharges({ orm, temporal, taskQueue: config.temporal.taskQueue, log });
   const fold = foldInBackground(orm, log, config.analytics.foldEveryMs);
+  const claims = startDueClaims({
+    orm,
+    temporal,
+    taskQueue: config.temporal.taskQueue,
+    rpc: config.payment.contractSignatures,
+    log,
+  });
   const summaries = summarizeInBackground(orm, log);
   const paymentTasks = purgeExpiredInBackground(createPaymentTasks(queryRows(orm)), (err) =>
     log.warn({ err: (err as Error).message }, 'payment task purge round failed'),
@@ -48,6 +56,7 @@ export function startGatewayJobs(deps: {
         unfinished.stop(),
         charges.stop(),
         fold.stop(),
+        claims.stop(),
         summaries.stop(),
         paymentTasks.stop(),
       ]);

@@ -1,10 +1,11 @@
-// Wires the gateway worker: task queue `gateway`, the invocation and metered-charge workflows
+// Wires the gateway worker: task queue `gateway`, the invocation, metered-charge and channel-claim workflows
 // and their activities with their dependencies injected (`vaultClient` when the process shares
 // one with its API).
 // No logic lives here.
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import {
+  createChannelClaimActivities,
   createChargeActivities,
   createInvocationActivities,
   createReceiptActivities,
@@ -51,6 +52,13 @@ export async function createGatewayWorker(
   });
   // Tracing (when started in this process): the OTel interceptors and the workflow spans' sink.
   // A prebuilt bundle must have been built with `tracing.workflowModules` for workflow spans.
+  // One facilitator client for the metered charges and the channel claims (its pools are per target).
+  const facilitatorClient = createFacilitatorClient({
+    caPem: config.payment.settlementCaPem,
+    timeoutMs: config.payment.settlementTimeoutMs,
+    allow: config.upstream.allow,
+  });
+  const settlementDeps = { orm, log, config: { vault: config.vault, payment: config.payment }, vaultClient };
   const tracing = temporalWorkerTracing();
   const worker = await Worker.create({
     connection,
@@ -61,17 +69,9 @@ export async function createGatewayWorker(
       ...activities,
       ...createReceiptActivities({ orm, receipts: config.receipts }),
       // Metered charges, settled after their calls through each tenant's facilitator.
-      ...createChargeActivities({
-        orm,
-        log,
-        config: { vault: config.vault, payment: config.payment },
-        vaultClient,
-        client: createFacilitatorClient({
-          caPem: config.payment.settlementCaPem,
-          timeoutMs: config.payment.settlementTimeoutMs,
-          allow: config.upstream.allow,
-        }),
-      }),
+      ...createChargeActivities({ ...settlementDeps, client: facilitatorClient }),
+      // Batch-settlement channels' claims and settles, through each tenant's facilitator.
+      ...createChannelClaimActivities({ ...settlementDeps, client: facilitatorClient }),
       ...createRetentionActivities({ orm }),
     },
     interceptors: {

@@ -2,3 +2,4 @@
 export { InvocationWorkflow } from './invocation.ts';
 export { PolicyDecisionRetentionWorkflow } from './retention.ts';
 export { MeteredChargeWorkflow } from './charge.ts';
+export { ChannelClaimWorkflow } from './channel-claims.ts';

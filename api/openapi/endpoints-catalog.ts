@@ -11,6 +11,7 @@ import {
   CredentialView,
 } from '../credentials/schema.ts';
 import { SettlementConfigInput, SettlementConfigView } from '../settlement/schema.ts';
+import { ChannelList, ChannelListQuery, ChannelPath, ChannelView } from '../channels/schema.ts';
 import {
   McpServerCreateInput,
   McpServerList,
@@ -356,12 +357,14 @@ const settlementOperations: Operation[] = [
     summary: 'Create or replace the settlement configuration',
     auth: true,
     description:
-      'facilitator_credential_ref must name a credential of the tenant whose secret holds a PEM client certificate and its private key.',
+      "facilitator_credential_ref must name a credential of the tenant whose secret holds a PEM client certificate and its private key. claim_every_seconds and claim_threshold say how the tenant's batch-settlement channels are claimed; absent, their defaults (300, none).",
     body: { schema: SettlementConfigInput, required: true },
     responses: {
       200: { description: 'Replaced.', body: SettlementConfigView },
       201: { description: 'Created.', body: SettlementConfigView },
-      400: err('Invalid body or URL; the credential is absent or holds no usable client certificate and key.'),
+      400: err(
+        'Invalid body or URL (the message names the field: claim_every_seconds out of 10..86400, claim_threshold not a positive decimal amount); the credential is absent or holds no usable client certificate and key.',
+      ),
     },
   },
   {
@@ -378,7 +381,44 @@ const settlementOperations: Operation[] = [
   },
 ];
 
+const channelOperations: Operation[] = [
+  {
+    method: 'get',
+    path: '/v1/channels',
+    operationId: 'listChannels',
+    tag: 'Settlement',
+    summary: "The tenant's batch-settlement payment channels",
+    auth: true,
+    description:
+      'Each channel the tenant was paid through: what was charged on it, the payer\'s latest voucher ceiling, the chain\'s state as last mirrored and its claims (docs/SETTLEMENT.md, "Channels: claims and settles"). In channel id order.',
+    params: { query: ChannelListQuery },
+    responses: {
+      200: { description: 'A page of channels.', body: ChannelList },
+      400: err('Invalid limit or cursor; a parameter given twice.'),
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/channels/{id}',
+    operationId: 'getChannel',
+    tag: 'Settlement',
+    summary: 'A batch-settlement payment channel',
+    auth: true,
+    params: { path: ChannelPath },
+    responses: {
+      200: { description: 'The channel.', body: ChannelView },
+      404: notFound('channel'),
+    },
+  },
+];
+
 /** Agents (under the operator's rate ceiling), credentials and the settlement configuration. */
 export function catalogOperations(ceiling: RateCeiling): Operation[] {
-  return [...agentOperations(ceiling), ...credentialOperations, ...mcpServerOperations, ...settlementOperations];
+  return [
+    ...agentOperations(ceiling),
+    ...credentialOperations,
+    ...mcpServerOperations,
+    ...settlementOperations,
+    ...channelOperations,
+  ];
 }

@@ -1,12 +1,13 @@
 // /v1/settlement/config: the tenant's facilitator endpoint and the credential holding the
-// client certificate presented to it (gateway/settlement/configuration.ts). One per tenant: PUT
-// creates (201) or replaces (200).
+// client certificate presented to it (gateway/settlement/configuration.ts), and how its
+// batch-settlement channels are claimed (claim_every_seconds, claim_threshold). One per tenant:
+// PUT creates (201) or replaces (200).
 import Router from '@koa/router';
 import { badRequest } from '../errors.ts';
 import { parseOr400 } from '../validation.ts';
 import { upstreamUrlProblem } from '../upstream-url.ts';
 import { createSettlementConfiguration, type SettlementConfigRow } from '../../gateway/settlement/configuration.ts';
-import { SettlementConfigInput } from '../settlement/schema.ts';
+import { DEFAULT_CLAIM_EVERY_SECONDS, SettlementConfigInput } from '../settlement/schema.ts';
 import { facilitatorUrlProblem } from '../../gateway/settlement/validate.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
@@ -18,6 +19,8 @@ function view(row: SettlementConfigRow) {
     tenant_id: row.tenant_id,
     facilitator_url: row.facilitator_url,
     facilitator_credential_ref: row.facilitator_credential_ref,
+    claim_every_seconds: row.claim_every_seconds,
+    claim_threshold: row.claim_threshold === null ? null : String(row.claim_threshold),
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
   };
@@ -45,6 +48,10 @@ export function settlementRoutes(deps: AppDeps): Router<AuthState> {
       ctx.state.caller.tenantId,
       input.facilitator_url,
       input.facilitator_credential_ref,
+      {
+        everySeconds: input.claim_every_seconds ?? DEFAULT_CLAIM_EVERY_SECONDS,
+        threshold: input.claim_threshold ?? null,
+      },
     );
     ctx.status = row.inserted ? 201 : 200;
     ctx.body = view(row);

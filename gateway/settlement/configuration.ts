@@ -17,6 +17,10 @@ export type SettlementConfigRow = {
   tenant_id: string;
   facilitator_url: string;
   facilitator_credential_ref: string;
+  /** batch-settlement channels: seconds between claim rounds. */
+  claim_every_seconds: number;
+  /** batch-settlement channels: the unclaimed amount that claims sooner (base units); null: none. */
+  claim_threshold: string | null;
   created_at: Date | string;
   updated_at: Date | string;
   /** From a save: the configuration was created rather than replaced. */
@@ -24,6 +28,9 @@ export type SettlementConfigRow = {
 };
 
 const NOT_CONFIGURED = 'settlement is not configured';
+
+/** How the tenant's batch-settlement channels are claimed (gateway/payment/channel-claims/due.ts). */
+export type ClaimSettings = { everySeconds: number; threshold: string | null };
 
 export function createSettlementConfiguration(deps: { db: GatewayDb; vault: VaultConfig; vaultClient: VaultClient }) {
   const { db } = deps;
@@ -38,13 +45,23 @@ export function createSettlementConfiguration(deps: { db: GatewayDb; vault: Vaul
         tenant_id: c.tenantId,
         facilitator_url: c.facilitatorUrl,
         facilitator_credential_ref: c.facilitatorCredentialRef,
+        claim_every_seconds: c.claimEverySeconds,
+        claim_threshold: c.claimThreshold ?? null,
         created_at: c.createdAt,
         updated_at: c.updatedAt,
       };
     },
 
-    /** Creates or replaces it; the credential must be the tenant's and hold a client certificate and key. */
-    save(tenantId: string, facilitatorUrl: string, credentialRef: string): Promise<SettlementConfigRow> {
+    /**
+     * Creates or replaces it; the credential must be the tenant's and hold a client certificate
+     * and key. `claims`: how the tenant's batch-settlement channels are claimed.
+     */
+    save(
+      tenantId: string,
+      facilitatorUrl: string,
+      credentialRef: string,
+      claims: ClaimSettings,
+    ): Promise<SettlementConfigRow> {
       return db.em.fork().transactional(async (em) => {
         const credential = await lockReferencedCredential(em, tenantId, credentialRef);
         if (!credential) throw invalid('facilitator_credential_ref does not name a credential');
@@ -53,14 +70,18 @@ export function createSettlementConfiguration(deps: { db: GatewayDb; vault: Vaul
         const now = new Date();
         // One statement, so concurrent first saves cannot both insert; xmax = 0 marks an insert.
         const [saved] = await em.execute<SettlementConfigRow[]>(
-          `insert into settlement_configs (tenant_id, facilitator_url, facilitator_credential_ref, created_at, updated_at)
-         values (?, ?, ?, ?, ?)
+          `insert into settlement_configs (tenant_id, facilitator_url, facilitator_credential_ref, claim_every_seconds,
+                                          claim_threshold, created_at, updated_at)
+         values (?, ?, ?, ?, ?, ?, ?)
          on conflict (tenant_id) do update
            set facilitator_url = excluded.facilitator_url,
                facilitator_credential_ref = excluded.facilitator_credential_ref,
+               claim_every_seconds = excluded.claim_every_seconds,
+               claim_threshold = excluded.claim_threshold,
                updated_at = excluded.updated_at
-         returning tenant_id, facilitator_url, facilitator_credential_ref, created_at, updated_at, (xmax = 0) as inserted`,
-          [tenantId, facilitatorUrl, credential.id, now, now],
+         returning tenant_id, facilitator_url, facilitator_credential_ref, claim_every_seconds,
+                   claim_threshold::text, created_at, updated_at, (xmax = 0) as inserted`,
+          [tenantId, facilitatorUrl, credential.id, claims.everySeconds, claims.threshold, now, now],
         );
         return saved;
       });

@@ -13,6 +13,8 @@ export const SettlementConfigSchema = defineEntity({
     claimEverySeconds: p.integer().default(300),
     /** batch-settlement: the unclaimed amount (base units) that claims sooner; null: the period only. */
     claimThreshold: p.string().nullable().default(null),
+    /** batch-settlement: when the tenant's last claim round was started (gateway/payment/channel-claims/). */
+    claimRoundAt: p.datetime().nullable().default(null),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
   },

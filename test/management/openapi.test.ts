@@ -7,6 +7,7 @@
 // is closed for the check, so a field an answer carries that the document does not declare
 // fails it.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -21,6 +22,7 @@ import { createAgentRows } from '../../gateway/agents/rows.ts';
 import { mcpServerRoutes } from '../../api/routes/mcp-servers.ts';
 import { credentialRoutes } from '../../api/routes/credentials.ts';
 import { settlementRoutes } from '../../api/routes/settlement.ts';
+import { channelRoutes } from '../../api/routes/channels.ts';
 import { policyRoutes } from '../../api/routes/policy.ts';
 import { analyticsRoutes } from '../../api/routes/analytics.ts';
 import { jwksRoutes, receiptRoutes } from '../../api/routes/receipts.ts';
@@ -343,6 +345,7 @@ describe('OpenAPI document and reference page', () => {
         credentialRoutes(deps),
         mcpServerRoutes(deps, none as ProxyParts),
         settlementRoutes(deps),
+        channelRoutes(deps),
         proxyRoutes(deps, none as ProxyParts),
         policyRoutes(deps, none as PolicyEngine),
         analyticsRoutes(deps, none as Limiter),
@@ -630,6 +633,37 @@ describe('OpenAPI document and reference page', () => {
     await checked('DELETE', '/v1/settlement/config', { token });
     await checked('DELETE', '/v1/settlement/config', {});
 
+    // Channels: one of the tenant's, as the admission writes it.
+    const channelId = `0x${randomBytes(32).toString('hex')}`;
+    const party = `0x${randomBytes(20).toString('hex')}`;
+    await stack()
+      .orm.em.getConnection()
+      .execute(
+        `insert into channels (id, tenant_id, payer, receiver, receiver_authorizer, config) values (?, ?, ?, ?, ?, ?::jsonb)`,
+        [
+          channelId,
+          tenant,
+          party,
+          party,
+          party,
+          JSON.stringify({
+            payer: party,
+            payerAuthorizer: party,
+            receiver: party,
+            receiverAuthorizer: party,
+            token: stack().infra.tokenAddress,
+            withdrawDelay: 900,
+            salt: `0x${'0'.repeat(64)}`,
+          }),
+        ],
+      );
+    await checked('GET', '/v1/channels', { token });
+    await checked('GET', '/v1/channels?cursor=nope', { token }); // 400
+    await checked('GET', '/v1/channels', {}); // 401
+    await checked('GET', `/v1/channels/${channelId}`, { token });
+    await checked('GET', `/v1/channels/${channelId}`, { token: other }); // 404
+    await checked('GET', `/v1/channels/${channelId}`, {}); // 401
+
     // Deletes.
     await checked('DELETE', `/v1/agents/${agent.id}`, { token });
     await checked('POST', `/v1/agents/${agent.id}/suspend`, { token }); // 409 inactive
@@ -663,6 +697,8 @@ describe('OpenAPI document and reference page', () => {
           { facilitator_url: 'https://f.example.com', facilitator_credential_ref: unknownCred },
         ],
         ['DELETE', '/v1/settlement/config'],
+        ['GET', '/v1/channels'],
+        ['GET', `/v1/channels/0x${'ab'.repeat(32)}`],
         ['PUT', '/v1/policy', { default: 'allow', on_error: 'deny' }],
         ['GET', '/v1/policy'],
         ['DELETE', '/v1/policy'],

@@ -48,6 +48,8 @@ describe('settlement configuration', () => {
         tenant_id: tenant,
         facilitator_url: FACILITATOR,
         facilitator_credential_ref: pemCredential,
+        claim_every_seconds: 300,
+        claim_threshold: null,
         created_at: 0,
         updated_at: 0,
       },
@@ -70,6 +72,34 @@ describe('settlement configuration', () => {
     assert.equal(del.text, '');
     assertError(await call('GET', '/v1/settlement/config', { token }), 404);
     assertError(await call('DELETE', '/v1/settlement/config', { token }), 404);
+  });
+
+  it('takes how its batch-settlement channels are claimed: claim_every_seconds and claim_threshold, checked, defaults when absent', async () => {
+    const base = { facilitator_url: FACILITATOR, facilitator_credential_ref: pemCredential };
+    const set = await put({ ...base, claim_every_seconds: 10, claim_threshold: '250000' });
+    assert.equal(set.status, 201, set.text);
+    assert.equal(set.json.claim_every_seconds, 10);
+    assert.equal(set.json.claim_threshold, '250000');
+    const got = await call('GET', '/v1/settlement/config', { token });
+    assert.deepEqual([got.json.claim_every_seconds, got.json.claim_threshold], [10, '250000']);
+    // Each bad value is a 400 naming its field, and changes nothing.
+    const bad: Array<[Record<string, unknown>, RegExp]> = [
+      [{ claim_every_seconds: 9 }, /claim_every_seconds must be at least 10/],
+      [{ claim_every_seconds: 86_401 }, /claim_every_seconds must be at most 86400/],
+      [{ claim_every_seconds: 12.5 }, /claim_every_seconds must be an integer/],
+      [{ claim_every_seconds: '60' }, /claim_every_seconds must be an integer/],
+      [{ claim_threshold: '0' }, /claim_threshold must be a positive whole amount/],
+      [{ claim_threshold: '-5' }, /claim_threshold must be a positive whole amount/],
+      [{ claim_threshold: '1.5' }, /claim_threshold must be a positive whole amount/],
+      [{ claim_threshold: '1'.repeat(39) }, /claim_threshold must be a positive whole amount/],
+      [{ claim_threshold: 1000 }, /claim_threshold must be a string/],
+    ];
+    for (const [fields, message] of bad) assertError(await put({ ...base, ...fields }), 400, message);
+    assert.deepEqual((await call('GET', '/v1/settlement/config', { token })).json, got.json);
+    // PUT replaces the whole configuration: absent, they are their defaults again.
+    const replaced = await put({ ...base, claim_threshold: null });
+    assert.equal(replaced.status, 200, replaced.text);
+    assert.deepEqual([replaced.json.claim_every_seconds, replaced.json.claim_threshold], [300, null]);
   });
 
   it("names a PEM credential by its certificate's subject and fingerprint tail, nothing of the key", async () => {

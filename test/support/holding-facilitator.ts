@@ -1,5 +1,5 @@
 // An mTLS relay in front of the real facilitator that forwards /settle and then holds the
-// answer instead of passing it on: the settlement is done (on chain, in the facilitator's
+// answer instead of passing it on (a GET, such as /supported, is passed through): the settlement is done (on chain, in the facilitator's
 // records) while the gateway that asked is still waiting. A test kills the gateway then, to
 // stage a crash between settlement and acceptance. The relay presents the dev PKI's server
 // certificate and speaks to the facilitator with the account's own client certificate.
@@ -38,6 +38,16 @@ export async function startHoldingFacilitator(opts: {
       rejectUnauthorized: true,
     },
     (req, res) => {
+      // A read (/supported) is passed through: only a settle is held.
+      if (req.method === 'GET') {
+        void request(new URL(req.url ?? '/', opts.facilitatorUrl), { method: 'GET', dispatcher: upstream })
+          .then(async (answer) => {
+            res.writeHead(answer.statusCode, { 'content-type': 'application/json' });
+            res.end(Buffer.from(await answer.body.arrayBuffer()));
+          })
+          .catch(() => res.destroy());
+        return;
+      }
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {

@@ -31,6 +31,7 @@ import { Migration20261206140000_mcp_server_session_retention } from './Migratio
 import { Migration20261206150000_mcp_server_cache } from './Migration20261206150000_mcp_server_cache.ts';
 import { Migration20261206160000_analytics_fold } from './Migration20261206160000_analytics_fold.ts';
 import { Migration20261206160000_payment_channels } from './Migration20261206160000_payment_channels.ts';
+import { Migration20261206170000_channel_claim_rounds } from './Migration20261206170000_channel_claim_rounds.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -79,4 +80,5 @@ export const gatewayMigrations = [
   { name: 'Migration20261206150000_mcp_server_cache', class: Migration20261206150000_mcp_server_cache },
   { name: 'Migration20261206160000_analytics_fold', class: Migration20261206160000_analytics_fold },
   { name: 'Migration20261206160000_payment_channels', class: Migration20261206160000_payment_channels },
+  { name: 'Migration20261206170000_channel_claim_rounds', class: Migration20261206170000_channel_claim_rounds },
 ];

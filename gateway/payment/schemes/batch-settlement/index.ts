@@ -21,7 +21,7 @@ import type { GatewayScheme } from '../scheme.ts';
 const ANY_ESCROW = { balance: 1n << 128n, totalClaimed: 0n };
 
 /** The facilitator's batch-settlement kind for this chain: the receiver authorizer that signs claims and refunds. */
-function receiverAuthorizerOf(config: PaymentConfig, kinds: readonly SupportedKind[] | null): string | null {
+export function receiverAuthorizerOf(config: PaymentConfig, kinds: readonly SupportedKind[] | null): string | null {
   const kind = kinds?.find(
     (k) => k.scheme === SCHEME_BATCH_SETTLEMENT && k.network === caip2Network(config.domain.chainId),
   );
