@@ -276,7 +276,12 @@ describe('batch-settlement: calls paid from a channel', function () {
       await exited(api.child);
     }
     assert.equal((await channelRow(channelId)).busy_invocation !== null, true, 'the dead call still holds the channel');
-    await waitFor(async () => (await failStaleStreams(stack().orm)) >= 0 && (await waitForRow(id)).status === 'failed');
+    // The sweep fails the rows of owners whose database sessions are gone (a killed process's, once
+    // PostgreSQL has seen its connections close).
+    await waitFor(
+      async () => (await failStaleStreams(stack().orm)) >= 0 && (await invocationRow(id))?.status === 'failed',
+      { timeoutMs: 60_000, everyMs: 200, what: `the lost stream ${id} failed by the sweep` },
+    );
     await settleLostCharge(id);
     const channel = await channelRow(channelId);
     assert.equal(channel.charged_cumulative, String(2n * CEILING), 'charged once');

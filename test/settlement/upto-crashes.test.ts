@@ -10,7 +10,7 @@ import type { ServerResponse } from 'node:http';
 import { request } from 'undici';
 import { type Wallet } from 'ethers';
 import { stack } from '../support/stack.ts';
-import { closedPort, createAgent, waitForRow } from '../support/proxy-helpers.ts';
+import { closedPort, createAgent, invocationRow, waitForRow } from '../support/proxy-helpers.ts';
 import { payUptoChallenge, rpcReader, settleLostCharge, uptoPayer } from '../support/upto.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
 import { balanceOf, newPayTo, transfersTo } from '../support/x402.ts';
@@ -118,7 +118,12 @@ describe('upto: a metered charge through crashes', function () {
 
     api.child.kill('SIGKILL');
     await exited(api.child);
-    await waitFor(async () => (await failStaleStreams(stack().orm)) >= 0 && (await waitForRow(id)).status === 'failed');
+    // The sweep fails the rows of owners whose database sessions are gone (a killed process's, once
+    // PostgreSQL has seen its connections close).
+    await waitFor(
+      async () => (await failStaleStreams(stack().orm)) >= 0 && (await invocationRow(id))?.status === 'failed',
+      { timeoutMs: 60_000, everyMs: 200, what: `the lost stream ${id} failed by the sweep` },
+    );
     const lost = await waitForRow(id);
     assert.equal(lost.errorClass, 'gateway_lost');
     assert.equal(lost.paymentCharge, '4321', 'what was measured is kept');
