@@ -12,6 +12,7 @@ import { stack } from '../support/stack.ts';
 import { call } from '../support/http.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
 import { waitFor } from '../support/wait.ts';
+import { analyticsCaughtUp } from '../support/analytics.ts';
 import { startA2aServer, type A2aUpstream } from '../support/a2a-server.ts';
 import { newPayTo, newPayer } from '../support/x402.ts';
 import { payingFetch } from '../support/paying-client.ts';
@@ -385,17 +386,10 @@ describe('A2A agents through the gateway', function () {
     await client.getTask(GetTaskRequest.fromJSON({ id: sent.id }));
     for (const c of await taskCalls(token, sent.id, 2)) await waitForRow(c.invocation_id);
     const since = new Date(Date.now() - 3_600_000).toISOString();
-    const group = await waitFor(
-      async () => {
-        const res = await call('GET', `/v1/analytics?since=${encodeURIComponent(since)}`, { token });
-        assert.equal(res.status, 200, res.text);
-        const mine = (res.json.groups as Array<{ agent_id: string; count: number }>).filter(
-          (g) => g.agent_id === agent,
-        );
-        return mine.reduce((n, g) => n + g.count, 0) >= 2 ? mine : null;
-      },
-      { what: 'the analytics of the A2A agent' },
-    );
+    await analyticsCaughtUp();
+    const res = await call('GET', `/v1/analytics?since=${encodeURIComponent(since)}`, { token });
+    assert.equal(res.status, 200, res.text);
+    const group = (res.json.groups as Array<{ agent_id: string; count: number }>).filter((g) => g.agent_id === agent);
     assert.equal(
       group.reduce((n, g) => n + g.count, 0),
       2,
