@@ -25,6 +25,7 @@ import { createAccessRecorder } from '../lib/observability/access.ts';
 import { invocationRoutes } from './routes/invocations.ts';
 import { credentialRoutes } from './routes/credentials.ts';
 import { mcpServerRoutes } from './routes/mcp-servers.ts';
+import { budgetRoutes } from './routes/budgets.ts';
 import { settlementRoutes } from './routes/settlement.ts';
 import { openapiRoutes } from './openapi/routes.ts';
 import { publicRoutes } from './routes/public.ts';
@@ -86,6 +87,7 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
     agentRoutes(deps, services.agents, (url) => fetchAgentCard(services.upstream.dispatcher, url)),
     credentialRoutes(deps),
     mcpServerRoutes(deps, services),
+    budgetRoutes(deps, services),
     settlementRoutes(deps),
     proxyRoutes(deps, services),
     policyRoutes(deps, services.policy),

@@ -2,3 +2,4 @@
 export { InvocationWorkflow } from './invocation.ts';
 export { PolicyDecisionRetentionWorkflow } from './retention.ts';
 export { MeteredChargeWorkflow } from './charge.ts';
+export { BudgetAlertWorkflow } from './budget-alert.ts';
