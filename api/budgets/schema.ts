@@ -12,7 +12,10 @@ const MAX_AMOUNT = BigInt(Number.MAX_SAFE_INTEGER);
 const Amount = z
   .string({ error: 'limit.amount must be a string of digits' })
   .regex(/^[0-9]{1,16}$/, 'limit.amount must be a string of digits')
-  .refine((v) => BigInt(v) >= 1n && BigInt(v) <= MAX_AMOUNT, 'limit.amount must be between 1 and 9007199254740991')
+  .refine(
+    (v) => !/^[0-9]+$/.test(v) || (BigInt(v) >= 1n && BigInt(v) <= MAX_AMOUNT),
+    'limit.amount must be between 1 and 9007199254740991',
+  )
   .meta({
     description:
       "What the window's priced calls may be charged, in the asset's smallest unit (USDC: millionths), a decimal string; at most 9007199254740991.",

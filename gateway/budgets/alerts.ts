@@ -18,7 +18,7 @@ import { seal, unseal, type SecretAddress } from '../credentials/envelope.ts';
 import { BudgetAlertSecretSchema, BudgetSchema, type Budget } from './entity.ts';
 import { windowAt } from './windows.ts';
 
-export const SIGNATURE_HEADER = 'X-Gateway-Signature';
+const SIGNATURE_HEADER = 'X-Gateway-Signature';
 
 /** The envelope's address of a tenant's alert secret (binds the ciphertext to the tenant). */
 const addressOf = (tenantId: string): SecretAddress => ({ tenantId, credentialId: 'budget-alerts', version: 1 });
@@ -72,7 +72,7 @@ export type AlertFacts = { budgetId: string; windowStartMs: number; threshold: n
 /** The alert's id: the same for every attempt, so a receiver can drop a repeat. */
 export const alertIdOf = (a: AlertFacts) => `alert-${a.budgetId}-${a.windowStartMs}-${a.threshold}`;
 
-export function alertBody(budget: Budget, alert: AlertFacts): Record<string, unknown> {
+function alertBody(budget: Budget, alert: AlertFacts): Record<string, unknown> {
   const start = new Date(alert.windowStartMs);
   const span = windowAt(budget.timeWindow, start, budget.createdAt);
   return {

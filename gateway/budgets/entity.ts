@@ -40,4 +40,3 @@ export const BudgetAlertSecretSchema = defineEntity({
     createdAt: p.datetime(),
   },
 });
-export type BudgetAlertSecret = InferEntity<typeof BudgetAlertSecretSchema>;

@@ -17,7 +17,7 @@ import { secondsUntilReset, windowAt } from './windows.ts';
 const KEEP_AFTER_RESET_MS = 24 * 3_600_000;
 
 /** How soon a new reservation is first reconciled: by then most calls have their row. */
-export const FIRST_LOOK_MS = 1_000;
+const FIRST_LOOK_MS = 1_000;
 
 export class BudgetExceeded extends Error {
   readonly budgetId: string;
@@ -39,7 +39,7 @@ export class BudgetUnavailable extends Error {
   }
 }
 
-export type BudgetCall = ScopeFacts & {
+type BudgetCall = ScopeFacts & {
   tenantId: string;
   invocationId: string;
   /** What the call may be charged, in base units (0 for a free call). */
@@ -50,7 +50,7 @@ export type BudgetCall = ScopeFacts & {
 export type BudgetHold = { release(): Promise<void> };
 
 /** The claim of one budget's current window. */
-export function claimOf(budget: Budget, now: Date): Claim & { resetsAt: Date | null } {
+function claimOf(budget: Budget, now: Date): Claim & { resetsAt: Date | null } {
   const span = windowAt(budget.timeWindow, now, budget.createdAt);
   return {
     budgetId: budget.id,

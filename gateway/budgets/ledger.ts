@@ -28,9 +28,9 @@ export type Claim = {
 
 export type Usage = { amount: bigint; calls: number };
 
-export type Reservation = { invocationId: string; amount: bigint; calls: number };
+type Reservation = { invocationId: string; amount: bigint; calls: number };
 
-export type ReserveResult =
+type ReserveResult =
   | { admitted: true }
   /** The indexes (into the claims) of every hard budget the call would take past its limit. */
   | { admitted: false; refusing: number[] };
@@ -81,7 +81,7 @@ export function fits(claim: Pick<Claim, 'limitAmount' | 'limitCalls'>, used: Usa
 }
 
 /** The share of its limit a window has used: the larger of amount and calls. */
-export function usedShare(claim: Pick<Claim, 'limitAmount' | 'limitCalls'>, used: Usage): number {
+function usedShare(claim: Pick<Claim, 'limitAmount' | 'limitCalls'>, used: Usage): number {
   let share = 0;
   if (claim.limitAmount !== null && claim.limitAmount > 0n)
     share = Math.max(share, Number(used.amount) / Number(claim.limitAmount));

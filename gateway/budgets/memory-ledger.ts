@@ -35,7 +35,10 @@ export function createMemoryLedger(now: () => number = Date.now): BudgetLedger {
   return {
     async reserve(claims, reservation, owner, dueAtMs) {
       const add = { amount: reservation.amount, calls: reservation.calls };
-      const before = claims.map((c) => windowOf(keyOf(c)) ?? { amount: 0n, calls: 0 });
+      const before = claims.map((c): Usage => {
+        const w = windowOf(keyOf(c));
+        return { amount: w?.amount ?? 0n, calls: w?.calls ?? 0 };
+      });
       const refusing = claims.flatMap((c, i) => (c.hard && !fits(c, before[i], add) ? [i] : []));
       if (refusing.length > 0) return { admitted: false, refusing };
       if (reservations.has(reservation.invocationId)) return { admitted: true };

@@ -5,6 +5,7 @@ import { CredentialSchema } from '../credentials/entity.ts';
 import { SettlementConfigSchema } from '../settlement/entity.ts';
 import { PaymentBindingSchema, type ChargeSettlementState } from '../payment/entity.ts';
 import { McpServerSchema, McpServerSessionSchema } from '../mcp-servers/entity.ts';
+import { BudgetAlertSecretSchema, BudgetSchema } from '../budgets/entity.ts';
 import type { Meter, PricingScheme } from '../metering/meter.ts';
 
 export type Pricing = {
@@ -172,4 +173,6 @@ export const gatewayEntities = [
   PaymentBindingSchema,
   McpServerSchema,
   McpServerSessionSchema,
+  BudgetSchema,
+  BudgetAlertSecretSchema,
 ];
