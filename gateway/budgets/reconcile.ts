@@ -40,7 +40,7 @@ type Row = {
 };
 
 const ROWS = `select id, status, attempts, payment_amount, payment_scheme, payment_charge, payment_settlement
-  from invocations where id = any(?)`;
+  from invocations where id = any(string_to_array(?, ','))`;
 
 const NOTHING: Usage = { amount: 0n, calls: 0 };
 
@@ -69,7 +69,8 @@ export async function reconcileOnce(deps: ReconcileDeps): Promise<number> {
   const now = (deps.now ?? Date.now)();
   const due = await deps.ledger.due(now, now + LEASE_MS, BATCH);
   if (due.length === 0) return 0;
-  const rows = (await deps.query(ROWS, [due.map((d) => d.invocationId)])) as Row[];
+  // Invocation ids hold no comma: one text parameter, split by PostgreSQL.
+  const rows = (await deps.query(ROWS, [due.map((d) => d.invocationId).join(',')])) as Row[];
   const byId = new Map(rows.map((r) => [r.id, r]));
   const rowless = due.filter((d) => !byId.has(d.invocationId));
   const alive = await deps.ledger.alive([...new Set(rowless.map((d) => d.owner))]);
