@@ -11,10 +11,20 @@ function streamingGoals(concurrency: number) {
   return concurrency <= 1 ? { p50: 0.3, p99: 1.5, share: 0.8 } : { p50: 1, p99: 3, share: 0.6 };
 }
 
+/** What a matching budget may add to a streamed call at p50 (docs/API.md "Budgets"). */
+const BUDGET_P50_MS = 0.1;
+
 /** Runs the streaming comparison; returns the target lines for the report's summary. */
 export async function runStreaming(
   targets: Target[],
-  options: { concurrencies: number[]; rounds: number; seconds: number; cpu: CpuGroups },
+  options: {
+    concurrencies: number[];
+    rounds: number;
+    seconds: number;
+    cpu: CpuGroups;
+    /** Two targets, without and with a matching budget: the budget check's added p50 (≤ 0.1 ms). */
+    budgetPair?: [string, string];
+  },
   result: BenchResult,
 ): Promise<string[]> {
   const { concurrencies: CONCURRENCIES, rounds: ROUNDS, seconds: SECONDS, cpu } = options;
@@ -78,6 +88,24 @@ export async function runStreaming(
       `- c=${concurrency}: streaming adds ≤ ${goal.p99} ms at p99: +${fmt(addedP99)} → ${check(addedP99 <= goal.p99)}`,
       `- c=${concurrency}: throughput ≥ ${goal.share * 100} % of the bare proxy: ${(share * 100).toFixed(0)} % → ${check(share >= goal.share)}`,
     );
+    if (options.budgetPair) {
+      const [without, withBudget] = options.budgetPair.map((name) => streaming[name]);
+      const added = withBudget.p50 - without.p50;
+      say(
+        `budget check: p50 ${fmt(withBudget.p50)} with a matching budget, ${fmt(without.p50)} without (same gateway, same rounds): +${fmt(added)}, ${(withBudget.p50 / without.p50).toFixed(3)}×`,
+      );
+      streamingTargets.push(
+        `- c=${concurrency}: a matching budget adds ≤ ${BUDGET_P50_MS} ms at p50: +${fmt(added)} → ${check(added <= BUDGET_P50_MS)}`,
+      );
+      result.checks.push({
+        figure: `streaming c=${concurrency}: matching budget p50`,
+        measured: fmt(withBudget.p50),
+        baseline: `no budget ${fmt(without.p50)}`,
+        ratio: `+${fmt(added)} (${(withBudget.p50 / without.p50).toFixed(3)}×)`,
+        target: `adds ≤ ${BUDGET_P50_MS} ms`,
+        pass: added <= BUDGET_P50_MS,
+      });
+    }
     result.checks.push(
       {
         figure: `streaming c=${concurrency}: gateway p50`,

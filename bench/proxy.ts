@@ -5,6 +5,9 @@
 //    upstream directly, through a bare undici pass-through proxy, and through the gateway's
 //    POST /v1/proxy/{id}/stream (auth, agent lookup, rate limit, stages, row written and
 //    completed) on its invoke fast path and through the routers; CPU per call by process beside each.
+//    Beside them, a second gateway process with REDIS_URL (limits and budgets shared through
+//    Redis, as replicas run) called by a tenant without budgets and by one whose every call
+//    matches a hard budget: the budget check's added p50 is their difference, same run, same rounds.
 //    Targets are measured round-robin in several rounds so drift hits all alike.
 // 2. Transactional: the 202 of POST /v1/proxy/{id} (body, row and intent to start committed;
 //    the workflow started after the answer) against a bare `client.workflow.start` on the same
@@ -29,7 +32,10 @@ import { runMemory, type StreamMemory } from './proxy-memory.ts';
 import { runStreaming } from './proxy-streaming.ts';
 import { runTransactional, type StartTimes } from './proxy-transactional.ts';
 import { finishResult, runAsMain, startResult, type BenchResult } from './result.ts';
-import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
+import { createBenchAgent, createBenchBudget, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
+
+/** The two targets whose p50 difference is the budget check's cost. */
+const BUDGET_PAIR: [string, string] = ['gateway, Redis', 'gateway, Redis, matching budget'];
 
 const USAGE = `usage: npm run bench:proxy [-- --concurrency 1,8 --seconds 5 --rounds 3 --starts 200 --streams 20 --stream-mib 32
                             --profile DIR --node-flags FLAGS --only streaming,transactional,memory --json FILE]
@@ -75,7 +81,7 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
   const dataDir = join(tmpdir(), `gw-bench-proxy-${process.pid}`);
   try {
     say(`# proxy benchmark: ${setup}`);
-    infra = await startBenchInfra('proxy', dataDir);
+    infra = await startBenchInfra('proxy', dataDir, { redis: true });
 
     const upstream = child(['bench/proxy-servers.ts', 'upstream']);
     const upstreamUrl = `http://127.0.0.1:${await listeningPort(upstream)}`;
@@ -93,12 +99,22 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
     gateway.stderr!.on('data', (d: Buffer) => process.stderr.write(`[gateway] ${d}`));
     const apiUrl = `http://127.0.0.1:${apiPort}`;
 
+    // The replicas' setting: limits and budgets in Redis.
+    const sharedPort = await freePort();
+    const shared = child(['api/main.ts'], { ...gatewayEnvironment(infra, sharedPort), REDIS_URL: infra.redisUrl! });
+    shared.stderr!.on('data', (d: Buffer) => process.stderr.write(`[gateway, Redis] ${d}`));
+    const sharedUrl = `http://127.0.0.1:${sharedPort}`;
+
     const { tenant, auth, agent } = await createBenchAgent(apiUrl, infra, upstreamUrl);
+    const unbudgeted = await createBenchAgent(sharedUrl, infra, upstreamUrl);
+    const budgeted = await createBenchAgent(sharedUrl, infra, upstreamUrl);
+    await createBenchBudget(sharedUrl, budgeted.auth);
     // Where the CPU goes, per process: PostgreSQL as the backends connected to the bench
     // database (the server may be shared with other work); this process is the load.
     const database = await databaseBackends(infra.databaseUrl);
     const cpu: CpuGroups = {
       'gateway API': () => [gateway.pid!],
+      'gateway API (Redis)': () => [shared.pid!],
       'bare proxy': () => [bare.pid!],
       upstream: () => [upstream.pid!],
       'PostgreSQL (bench database backends)': database.pids,
@@ -113,12 +129,28 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
       // The same endpoint behind a trailing slash, which the invoke fast path leaves to the routers: what
       // the general middleware stack costs, measured in the same process and rounds.
       { name: 'gateway via the routers', origin: apiUrl, path: `/v1/proxy/${agent.id}/stream/`, headers: auth },
+      {
+        name: BUDGET_PAIR[0],
+        origin: sharedUrl,
+        path: `/v1/proxy/${unbudgeted.agent.id}/stream`,
+        headers: unbudgeted.auth,
+      },
+      {
+        name: BUDGET_PAIR[1],
+        origin: sharedUrl,
+        path: `/v1/proxy/${budgeted.agent.id}/stream`,
+        headers: budgeted.auth,
+      },
     ];
     await timedStep('proxy: warm-up', '1 s per target', async () => {
       for (const t of targets) await load(t, 1, Math.max(...CONCURRENCIES)); // JIT, pools, caches
     });
     const streamingTargets = PARTS.has('streaming')
-      ? await runStreaming(targets, { concurrencies: CONCURRENCIES, rounds: ROUNDS, seconds: SECONDS, cpu }, result)
+      ? await runStreaming(
+          targets,
+          { concurrencies: CONCURRENCIES, rounds: ROUNDS, seconds: SECONDS, cpu, budgetPair: BUDGET_PAIR },
+          result,
+        )
       : [];
     await database.end();
 

@@ -10,7 +10,7 @@ import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/c
 import type { Logger } from '../lib/log.ts';
 import { errorKind } from '../lib/error-kind.ts';
 import type { BudgetLedger } from '../gateway/budgets/ledger.ts';
-import { reconcileOnce, type ReconcileSettings } from '../gateway/budgets/reconcile.ts';
+import { BATCH_FULL, reconcileOnce, type ReconcileSettings } from '../gateway/budgets/reconcile.ts';
 import { alertIdOf, type AlertFacts } from '../gateway/budgets/alerts.ts';
 import { withCallDeadline } from './client.ts';
 
@@ -18,6 +18,7 @@ import { withCallDeadline } from './client.ts';
 const OWNER_TTL_MS = 6_000;
 const HEARTBEAT_MS = 2_000;
 const START_DEADLINE_MS = 5_000;
+const MAX_BATCHES_PER_ROUND = 10;
 
 export type BudgetRoundDeps = {
   ledger: BudgetLedger;
@@ -61,7 +62,10 @@ export function runBudgetRounds(deps: BudgetRoundDeps): { stop(): Promise<void> 
   };
   const round = async () => {
     try {
-      await reconcileOnce({ ledger, query: deps.query, settings: deps.settings });
+      // A full batch may leave more due: taken at once, a few batches a round, so a busy
+      // process's reservations are trued up as fast as its calls come.
+      for (let batch = 0; batch < MAX_BATCHES_PER_ROUND; batch++)
+        if ((await reconcileOnce({ ledger, query: deps.query, settings: deps.settings })) < BATCH_FULL) break;
       for (const alert of await ledger.alerts(50)) {
         await startAlert(deps, alert);
         await ledger.delivered(alert);

@@ -23,7 +23,9 @@ export type ReconcileSettings = {
   noRowAfterMs: number;
 };
 
-const BATCH = 500;
+const BATCH = 1_000;
+/** A round that handled this many may have left more due. */
+export const BATCH_FULL = BATCH;
 /** A reservation handed to a round is not handed to another for this long. */
 const LEASE_MS = 10_000;
 /** A running call is looked at again after this. */
@@ -64,7 +66,7 @@ export type ReconcileDeps = {
   now?: () => number;
 };
 
-/** One round: the due reservations, trued up, given back or looked at again. Answers how many it settled. */
+/** One round: the due reservations, trued up, given back or looked at again. Answers how many were due. */
 export async function reconcileOnce(deps: ReconcileDeps): Promise<number> {
   const now = (deps.now ?? Date.now)();
   const due = await deps.ledger.due(now, now + LEASE_MS, BATCH);
@@ -74,19 +76,19 @@ export async function reconcileOnce(deps: ReconcileDeps): Promise<number> {
   const byId = new Map(rows.map((r) => [r.id, r]));
   const rowless = due.filter((d) => !byId.has(d.invocationId));
   const alive = await deps.ledger.alive([...new Set(rowless.map((d) => d.owner))]);
-  let settled = 0;
-  const settle = async (d: DueReservation, counted: Usage) => {
-    if (await deps.ledger.settle(d.invocationId, counted)) settled++;
-  };
-  for (const d of due) {
-    const row = byId.get(d.invocationId);
-    if (!row) {
-      const abandoned = !alive.has(d.owner) || now - d.reservedAtMs > deps.settings.noRowAfterMs;
-      await (abandoned ? settle(d, NOTHING) : deps.ledger.defer(d.invocationId, now + AGAIN_MS));
-      continue;
-    }
-    const counted = countedOf(row);
-    await (counted ? settle(d, counted) : deps.ledger.defer(d.invocationId, now + AGAIN_MS));
-  }
-  return settled;
+  // Sent together: one connection carries them back to back (each settle is its own atomic step).
+  await Promise.all(
+    due.map((d: DueReservation) => {
+      const row = byId.get(d.invocationId);
+      if (!row) {
+        const abandoned = !alive.has(d.owner) || now - d.reservedAtMs > deps.settings.noRowAfterMs;
+        return abandoned
+          ? deps.ledger.settle(d.invocationId, NOTHING)
+          : deps.ledger.defer(d.invocationId, now + AGAIN_MS);
+      }
+      const counted = countedOf(row);
+      return counted ? deps.ledger.settle(d.invocationId, counted) : deps.ledger.defer(d.invocationId, now + AGAIN_MS);
+    }),
+  );
+  return due.length;
 }
