@@ -6,19 +6,16 @@ import { PageQuery } from '../pagination.ts';
 import { idField, idParam, maxChars, nameField, NO_NUL } from '../validation.ts';
 import { WINDOWS } from '../../gateway/budgets/windows.ts';
 
-/** Amounts are compared exactly up to 2^53 − 1 base units (gateway/budgets/redis-ledger.ts). */
-const MAX_AMOUNT = BigInt(Number.MAX_SAFE_INTEGER);
-
+/**
+ * At most 15 digits (below 10^15, which the ledger's Lua numbers hold exactly: 2^53 > 10^15),
+ * written without leading zeros: the pattern is the whole rule, as the document states it.
+ */
 const Amount = z
   .string({ error: 'limit.amount must be a string of digits' })
-  .regex(/^[0-9]{1,16}$/, 'limit.amount must be a string of digits')
-  .refine(
-    (v) => !/^[0-9]+$/.test(v) || (BigInt(v) >= 1n && BigInt(v) <= MAX_AMOUNT),
-    'limit.amount must be between 1 and 9007199254740991',
-  )
+  .regex(/^[1-9][0-9]{0,14}$/, 'limit.amount must be a whole number from 1 to 999999999999999, in digits')
   .meta({
     description:
-      "What the window's priced calls may be charged, in the asset's smallest unit (USDC: millionths), a decimal string; at most 9007199254740991.",
+      "What the window's priced calls may be charged, in the asset's smallest unit (USDC: millionths), a decimal string from 1 to 999999999999999.",
   });
 
 const Calls = z
@@ -30,7 +27,7 @@ const Calls = z
 const Limit = z
   .strictObject({ amount: Amount.optional(), calls: Calls.optional() })
   .refine((l) => l.amount !== undefined || l.calls !== undefined, 'limit must set amount, calls or both')
-  .meta({ description: 'At least one of `amount` and `calls`; a call must fit both.' });
+  .meta({ description: 'At least one of `amount` and `calls`; a call must fit both.', minProperties: 1 });
 
 const Scope = z
   .strictObject({
@@ -75,7 +72,7 @@ const Alerts = z
       .min(1, 'alerts.thresholds must not be empty')
       .max(10, 'alerts.thresholds holds at most 10 entries')
       .refine((ts) => new Set(ts).size === ts.length, 'alerts.thresholds entries must be distinct')
-      .meta({ description: 'Shares of the limit (0 < t ≤ 1); one alert per threshold per window.' }),
+      .meta({ description: 'Shares of the limit (0 < t ≤ 1); one alert per threshold per window.', uniqueItems: true }),
     webhook_url: maxChars(
       z.string({ error: 'alerts.webhook_url must be a string' }),
       2048,

@@ -1,7 +1,7 @@
 // The budget ledger in Redis (ledger.ts says what it keeps), shared by every replica: each step
 // that decides is one Lua script, so no two replicas can both take a window's last call. Amounts
 // are added with HINCRBY (exact 64-bit integers); the comparison with a limit is done on Lua
-// numbers, exact up to 2^53 base units, which is why a limit may not exceed that (the API's rule).
+// numbers, exact up to 2^53 base units, which is why a limit stays below 10^15 (the API's rule).
 // Keys: `w:<budget>:<window start ms>` {a, c} and its `:alerted` set, `r:<invocation>` the
 // reservation {k (its window keys), a, c, o (owner), t (when)}, `due` (reservations by the
 // time they are next looked at), `alerts` (crossed thresholds to deliver), `o:<owner>` liveness.

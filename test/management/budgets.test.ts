@@ -81,7 +81,8 @@ describe('budgets', function () {
       const cases: Array<[Record<string, unknown>, RegExp]> = [
         [{ limit: {}, window: 'day', mode: 'hard' }, /limit must set amount, calls or both/],
         [{ limit: { calls: 0 }, window: 'day', mode: 'hard' }, /limit.calls/],
-        [{ limit: { amount: '9007199254740992' }, window: 'day', mode: 'hard' }, /limit.amount/],
+        [{ limit: { amount: '1000000000000000' }, window: 'day', mode: 'hard' }, /limit.amount/],
+        [{ limit: { amount: '0' }, window: 'day', mode: 'hard' }, /limit.amount/],
         [{ limit: { amount: '1.5' }, window: 'day', mode: 'hard' }, /limit.amount/],
         [{ limit: { calls: 1 }, window: 'year', mode: 'hard' }, /window/],
         [{ limit: { calls: 1 }, window: 'day', mode: 'strict' }, /mode/],
