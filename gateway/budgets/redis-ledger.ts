@@ -198,8 +198,12 @@ export function createRedisLedger(
         const [err, value] = answers[i];
         if (err) return;
         const [o, t] = value as Array<string | null>;
-        // Settled between the two reads: nothing left to reconcile (settle removes it from `due`).
-        if (o === null) return;
+        // Settled between the two reads (settle removes it from `due` itself), or its record
+        // expired: nothing left to reconcile, and nothing to keep due.
+        if (o === null) {
+          void redis.zrem(dueKey, id).catch((e: Error) => opts.onError?.(e));
+          return;
+        }
         due.push({ invocationId: id, owner: o, reservedAtMs: Number(t) });
       });
       return due;

@@ -19,6 +19,7 @@ import { encodePayment, newPayTo, newPayer, signPayment } from '../support/x402.
 import { agentRoutes } from '../../api/routes/agents.ts';
 import { createAgentRows } from '../../gateway/agents/rows.ts';
 import { mcpServerRoutes } from '../../api/routes/mcp-servers.ts';
+import { budgetRoutes } from '../../api/routes/budgets.ts';
 import { credentialRoutes } from '../../api/routes/credentials.ts';
 import { settlementRoutes } from '../../api/routes/settlement.ts';
 import { policyRoutes } from '../../api/routes/policy.ts';
@@ -324,6 +325,7 @@ describe('OpenAPI document and reference page', () => {
         agentRoutes(deps, createAgentRows(deps.orm, stack().feed), none),
         credentialRoutes(deps),
         mcpServerRoutes(deps, none as ProxyParts),
+        budgetRoutes(deps, { budgets: none }),
         settlementRoutes(deps),
         proxyRoutes(deps, none as ProxyParts),
         policyRoutes(deps, none as PolicyEngine),
