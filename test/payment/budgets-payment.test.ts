@@ -122,6 +122,51 @@ describe('budgets: refused before anyone pays, trued up to the charge', function
     assert.deepEqual(await usedOf(id), { amount: String(PRICE), calls: 1 });
   });
 
+  it('a payer-scoped budget caps what one payer buys from a public agent; another payer is not counted', async () => {
+    const payTo = newPayTo();
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: {
+        name: uniqueName('public-budgeted'),
+        upstream_url: upstream.url,
+        pricing: { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo },
+        public: true,
+      },
+    });
+    assert.equal(created.status, 201, created.text);
+    const capped = await newPayer(100_000n);
+    const budget = await call('POST', '/v1/budgets', {
+      token,
+      json: {
+        name: uniqueName('per-payer'),
+        scope: { payer: capped.address.toLowerCase() },
+        limit: { amount: String(PRICE) },
+        window: 'hour',
+        mode: 'hard',
+      },
+    });
+    assert.equal(budget.status, 201, budget.text);
+    const buy = (payer: Wallet) =>
+      payingFetch('v2-only', payer).pay(created.json.public_stream_url as string, {
+        method: 'POST',
+        headers: { 'content-type': 'text/plain' },
+        body: 'x',
+      });
+    const first = await buy(capped);
+    assert.equal(first.status, 200, await first.clone().text());
+    await first.arrayBuffer();
+    const second = await buy(capped);
+    assert.equal(second.status, 429);
+    assert.deepEqual(await second.json(), { error: 'budget exceeded', budget_id: budget.json.id });
+    assert.ok(Number(second.headers.get('retry-after')) <= 3600);
+    assert.equal(await balanceOf(provider, capped.address), 100_000n - PRICE, 'charged for the first call only');
+    const other = await newPayer(100_000n);
+    const elsewhere = await buy(other);
+    assert.equal(elsewhere.status, 200, 'another payer is out of the scope');
+    await elsewhere.arrayBuffer();
+    await waitFor(async () => (await usedOf(budget.json.id as string)).amount === String(PRICE), { what: 'the usage' });
+  });
+
   it('an upto call reserves its maximum while it runs and frees all but its charge once it settles', async () => {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
