@@ -5,8 +5,10 @@
 // transactional call, the stale-stream sweep or the workflow for a call whose API died), so the
 // true-up adds no step to the call's own path and survives any process's crash. What a
 // completed row counts:
-// - a call that never reached its upstream (`attempts = 0`: refused before forwarding, its
-//   payment released, never served): nothing, neither call nor amount;
+// - a call that never reached its upstream and whose payment went back (`attempts = 0`: refused
+//   before forwarding, its payment released, never served): nothing, neither call nor amount;
+// - one whose failure says nothing was sent (the SSRF guard at connect, an open circuit, a
+//   credential that could not be resolved): no call, but what it was charged if its payment stayed;
 // - a served call: one call, and what it was charged: a metered (`upto`) call's settled charge
 //   (`payment_charge`; nothing when its charge failed) once its settlement is known, an `exact`
 //   call's price (`payment_amount`), nothing for a free call.
@@ -35,28 +37,33 @@ type Row = {
   id: string;
   status: string;
   attempts: number;
+  error_class: string | null;
   payment_amount: string | null;
   payment_scheme: string | null;
   payment_charge: string | null;
   payment_settlement: string | null;
 };
 
-const ROWS = `select id, status, attempts, payment_amount, payment_scheme, payment_charge, payment_settlement
+const ROWS = `select id, status, attempts, error_class, payment_amount, payment_scheme, payment_charge, payment_settlement
   from invocations where id = any(string_to_array(?, ','))`;
 
 const NOTHING: Usage = { amount: 0n, calls: 0 };
+
+/** Error classes of a call that sent nothing to its upstream (gateway/upstream/errors.ts). */
+const NOTHING_SENT: ReadonlySet<string> = new Set(['blocked', 'circuit_open', 'credential']);
 
 /** What a row counts, or null while that is not known yet. */
 export function countedOf(row: Row): Usage | null {
   if (row.status === 'pending' || row.status === 'running') return null;
   if (Number(row.attempts) === 0) return NOTHING;
+  const calls = row.error_class !== null && NOTHING_SENT.has(row.error_class) ? 0 : 1;
   if (row.payment_scheme !== null) {
     if (row.payment_settlement === 'settled' || row.payment_settlement === 'unconfigured')
-      return { amount: BigInt(row.payment_charge ?? '0'), calls: 1 };
-    if (row.payment_settlement === 'failed') return { amount: 0n, calls: 1 };
+      return { amount: BigInt(row.payment_charge ?? '0'), calls };
+    if (row.payment_settlement === 'failed') return { amount: 0n, calls };
     return null;
   }
-  return { amount: BigInt(row.payment_amount ?? '0'), calls: 1 };
+  return { amount: BigInt(row.payment_amount ?? '0'), calls };
 }
 
 export type ReconcileDeps = {

@@ -179,6 +179,7 @@ describe('what an invocation row counts', () => {
       id: 'inv',
       status: 'succeeded',
       attempts: 1,
+      error_class: null,
       payment_amount: null,
       payment_scheme: null,
       payment_charge: null,
@@ -195,6 +196,15 @@ describe('what an invocation row counts', () => {
       amount: 0n,
       calls: 0,
     });
+  });
+  it('is no call for one whose failure says nothing was sent, but what it was charged', () => {
+    for (const error_class of ['blocked', 'circuit_open', 'credential'])
+      assert.deepEqual(countedOf(row({ status: 'failed', error_class })), { amount: 0n, calls: 0 });
+    assert.deepEqual(countedOf(row({ status: 'failed', error_class: 'circuit_open', payment_amount: '7' })), {
+      amount: 7n,
+      calls: 0,
+    });
+    assert.deepEqual(countedOf(row({ status: 'failed', error_class: 'upstream_5xx' })), { amount: 0n, calls: 1 });
   });
   it('is the price of an exact call, the settled charge of a metered one, one call each', () => {
     assert.deepEqual(countedOf(row({ payment_amount: '100' })), { amount: 100n, calls: 1 });
