@@ -157,6 +157,8 @@ export const InvocationSchema = defineEntity({
     chargeLeaseUntil: p.datetime().nullable().default(null),
     /** The virtual MCP server the call came through (gateway/mcp-servers/); null for a direct call. */
     mcpServerId: p.string().nullable().default(null),
+    /** The budget that refused the call (error_class `budget_exceeded`); null on every other call. */
+    budgetId: p.string().nullable().default(null),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
     completedAt: p.datetime().nullable(),

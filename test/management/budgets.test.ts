@@ -192,9 +192,28 @@ describe('budgets', function () {
       const shown = await call('GET', `/v1/budgets/${budget.id}`, { token });
       assert.deepEqual(shown.json.used, { amount: '0', calls: 3 });
       assert.deepEqual(shown.json.remaining, { amount: null, calls: 0 });
-      // Refusals by budget are counted.
+      // Refusals by budget are counted, and listed as the budget's invocations.
       const metrics = await (await fetch(stack().metricsUrl)).text();
       assert.match(metrics, new RegExp(`gateway_budget_refusals_total\\{budget_id="${budget.id}"\\} 2`));
+      const refusals = await waitFor(async () => {
+        const res = await call('GET', `/v1/invocations?budget_id=${budget.id}`, { token });
+        assert.equal(res.status, 200, res.text);
+        return res.json.data.length === 2 && res.json.data;
+      });
+      for (const row of refusals) {
+        assert.equal(row.status, 'failed');
+        assert.equal(row.error_class, 'budget_exceeded');
+        assert.equal(row.budget_id, budget.id);
+        assert.equal(row.agent_id, agentId);
+        assert.equal(row.payment_amount, null);
+      }
+      assert.deepEqual(refusals.map((r: { mode: string }) => r.mode).sort(), ['streaming', 'transactional']);
+      // Another budget's filter, or another tenant's, lists none of them.
+      const stranger = await newTenant();
+      assert.deepEqual(
+        (await call('GET', `/v1/invocations?budget_id=${budget.id}`, { token: stranger })).json.data,
+        [],
+      );
     });
 
     it('a budget raised by PATCH admits again at once', async () => {

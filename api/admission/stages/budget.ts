@@ -4,6 +4,7 @@
 // naming the budget, with Retry-After until its window resets (none for a `total` budget),
 // before any payment is verified, bound or settled: its payer is never charged for it. The
 // reservation is the admission's to give back when a later stage refuses the call (admit.ts).
+// A refused call is recorded as an invocation naming the budget (gateway/budgets/refusals.ts).
 // A call's payer is what a `payer` scope matches: a public call's caller (its payment was
 // checked, not recorded or settled, to learn it: public-door.ts), and a /v1 call's offered
 // payment, whose signature is checked here only when one of the tenant's budgets names a payer.
@@ -12,7 +13,8 @@ import { BudgetExceeded, BudgetUnavailable, type BudgetHold } from '../../../gat
 import { payerOf } from '../../../gateway/payment/flow.ts';
 import { isCharged } from '../../../gateway/payment/pricing.ts';
 import type { PaymentHeaders } from '../../../gateway/payment/dialect.ts';
-import type { ProxyCall } from '../../proxy/call.ts';
+import { recordedCallFields, type ProxyCall } from '../../proxy/call.ts';
+import type { RefusedCall } from '../../../gateway/budgets/refusals.ts';
 import type { ProxyParts } from '../../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../../deps.ts';
 
@@ -34,6 +36,30 @@ async function payerOfCall(
   );
 }
 
+/** The refused call's row: its admission facts, no payment (it was refused before one). */
+function refusedCallOf(call: ProxyCall): RefusedCall {
+  const { mcpMethod, mcpTool, mcpServerId, a2aMethod, a2aSkill, a2aTaskId, a2aContextId } = recordedCallFields(call);
+  return {
+    id: call.invocationId,
+    tenantId: call.caller.tenantId,
+    agentId: call.agent.id,
+    mode: call.mode,
+    requestId: call.requestId,
+    caller: call.caller.userId,
+    callerKind: call.caller.kind,
+    model: call.model,
+    contentType: call.contentType,
+    requestBytes: call.bodyBytes,
+    mcpMethod,
+    mcpTool,
+    mcpServerId,
+    a2aMethod,
+    a2aSkill,
+    a2aTaskId,
+    a2aContextId,
+  };
+}
+
 export async function budgetStage(
   deps: AppDeps,
   parts: Pick<ProxyParts, 'budgets' | 'payment'>,
@@ -50,13 +76,15 @@ export async function budgetStage(
       amount: isCharged(call.price) ? BigInt(call.price.amount) : 0n,
     });
   } catch (err) {
-    if (err instanceof BudgetExceeded)
+    if (err instanceof BudgetExceeded) {
+      parts.budgets.refusals.record(refusedCallOf(call), err.budgetId);
       throw new ApiError(
         429,
         'budget exceeded',
         err.retryAfterSeconds === null ? {} : { 'Retry-After': String(err.retryAfterSeconds) },
         { error: 'budget exceeded', budget_id: err.budgetId },
       );
+    }
     if (err instanceof BudgetUnavailable)
       throw new ApiError(503, 'budgets cannot be checked now; retry later', { 'Retry-After': '1' });
     throw err;

@@ -7,6 +7,9 @@ import { Migration } from '@mikro-orm/migrations';
 // (Migration20261206150000_mcp_server_cache's). `budget_alert_secrets` holds each tenant's
 // alert-signing secret, envelope-encrypted like a managed credential (shown once, never stored
 // in the clear). What a window has used lives in Redis (or the API process's memory), not here.
+// A call a budget refused is recorded as a failed invocation (`error_class` `budget_exceeded`)
+// naming the budget (`invocations.budget_id`), so the invocation list shows refusals by budget;
+// the partial index serves that filter and costs the other rows nothing.
 const NOTIFY = (extra: string) => `
   create or replace function gateway_cache_notify() returns trigger language plpgsql as $$
   begin
@@ -54,6 +57,10 @@ export class Migration20261206160000_budgets extends Migration {
       secret_ciphertext bytea not null,
       created_at timestamptz not null default now()
     )`);
+    this.addSql(`alter table invocations add column budget_id text null`);
+    this.addSql(
+      `create index invocations_tenant_budget on invocations (tenant_id, budget_id, created_at desc, id desc) where budget_id is not null`,
+    );
     this.addSql(
       NOTIFY(`
     elsif tg_table_name = 'budgets' then
@@ -71,6 +78,8 @@ export class Migration20261206160000_budgets extends Migration {
     this.addSql(`drop trigger if exists budgets_cache_notify on budgets`);
     this.addSql(`drop trigger if exists budgets_cache_truncate on budgets`);
     this.addSql(NOTIFY(''));
+    this.addSql(`drop index if exists invocations_tenant_budget`);
+    this.addSql(`alter table invocations drop column if exists budget_id`);
     this.addSql(`drop table if exists budget_alert_secrets`);
     this.addSql(`drop table if exists budgets`);
   }
