@@ -5,10 +5,11 @@
 //    upstream directly, through a bare undici pass-through proxy, and through the gateway's
 //    POST /v1/proxy/{id}/stream (auth, agent lookup, rate limit, stages, row written and
 //    completed) on its invoke fast path and through the routers; CPU per call by process beside each.
-//    Beside them, a second gateway process with REDIS_URL (limits and budgets shared through
-//    Redis, as replicas run) called by a tenant without budgets and by one whose every call
-//    matches a hard budget: the budget check's added p50 is their difference, same run, same rounds.
-//    Targets are measured round-robin in several rounds so drift hits all alike.
+//    Targets are measured round-robin in several rounds so drift hits all alike. Then, per
+//    concurrency, the budget check: a second gateway process with REDIS_URL (limits and budgets
+//    shared through Redis, as replicas run) called alternately by a tenant without budgets and
+//    by one whose every call matches a hard budget; the check's added p50 is their difference,
+//    request by request in the same loops (proxy-load.ts loadPaired).
 // 2. Transactional: the 202 of POST /v1/proxy/{id} (body, row and intent to start committed;
 //    the workflow started after the answer) against a bare `client.workflow.start` on the same
 //    Temporal server.
@@ -33,9 +34,6 @@ import { runStreaming } from './proxy-streaming.ts';
 import { runTransactional, type StartTimes } from './proxy-transactional.ts';
 import { finishResult, runAsMain, startResult, type BenchResult } from './result.ts';
 import { createBenchAgent, createBenchBudget, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
-
-/** The two targets whose p50 difference is the budget check's cost. */
-const BUDGET_PAIR: [string, string] = ['gateway, Redis', 'gateway, Redis, matching budget'];
 
 const USAGE = `usage: npm run bench:proxy [-- --concurrency 1,8 --seconds 5 --rounds 3 --starts 200 --streams 20 --stream-mib 32
                             --profile DIR --node-flags FLAGS --only streaming,transactional,memory --json FILE]
@@ -114,7 +112,6 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
     const database = await databaseBackends(infra.databaseUrl);
     const cpu: CpuGroups = {
       'gateway API': () => [gateway.pid!],
-      'gateway API (Redis)': () => [shared.pid!],
       'bare proxy': () => [bare.pid!],
       upstream: () => [upstream.pid!],
       'PostgreSQL (bench database backends)': database.pids,
@@ -129,26 +126,28 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
       // The same endpoint behind a trailing slash, which the invoke fast path leaves to the routers: what
       // the general middleware stack costs, measured in the same process and rounds.
       { name: 'gateway via the routers', origin: apiUrl, path: `/v1/proxy/${agent.id}/stream/`, headers: auth },
+    ];
+    const budgetPair: [Target, Target] = [
       {
-        name: BUDGET_PAIR[0],
+        name: 'no budget',
         origin: sharedUrl,
         path: `/v1/proxy/${unbudgeted.agent.id}/stream`,
         headers: unbudgeted.auth,
       },
       {
-        name: BUDGET_PAIR[1],
+        name: 'a matching budget',
         origin: sharedUrl,
         path: `/v1/proxy/${budgeted.agent.id}/stream`,
         headers: budgeted.auth,
       },
     ];
     await timedStep('proxy: warm-up', '1 s per target', async () => {
-      for (const t of targets) await load(t, 1, Math.max(...CONCURRENCIES)); // JIT, pools, caches
+      for (const t of [...targets, ...budgetPair]) await load(t, 1, Math.max(...CONCURRENCIES)); // JIT, pools, caches
     });
     const streamingTargets = PARTS.has('streaming')
       ? await runStreaming(
           targets,
-          { concurrencies: CONCURRENCIES, rounds: ROUNDS, seconds: SECONDS, cpu, budgetPair: BUDGET_PAIR },
+          { concurrencies: CONCURRENCIES, rounds: ROUNDS, seconds: SECONDS, cpu, budgetPair },
           result,
         )
       : [];
