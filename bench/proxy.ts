@@ -9,7 +9,8 @@
 //    concurrency, the budget check: a second gateway process with REDIS_URL (limits and budgets
 //    shared through Redis, as replicas run) called alternately by a tenant without budgets and
 //    by one whose every call matches a hard budget; the check's added p50 is their difference,
-//    request by request in the same loops (proxy-load.ts loadPaired).
+//    request by request in the same loops (proxy-load.ts loadPaired); and the check alone in
+//    this process beside the rate limiter's take (budget-check.ts).
 // 2. Transactional: the 202 of POST /v1/proxy/{id} (body, row and intent to start committed;
 //    the workflow started after the answer) against a bare `client.workflow.start` on the same
 //    Temporal server.
@@ -27,13 +28,20 @@ import { parseCommand } from '../scripts/lib/cli.ts';
 import type { CpuGroups } from './cpu.ts';
 import { databaseBackends } from './database-cpu.ts';
 import { say } from './print.ts';
+import { measureBudgetCheck } from './budget-check.ts';
 import { listeningPort, spawnInto, stopChildren } from './processes.ts';
 import { load, type Target } from './proxy-load.ts';
 import { runMemory, type StreamMemory } from './proxy-memory.ts';
 import { runStreaming } from './proxy-streaming.ts';
 import { runTransactional, type StartTimes } from './proxy-transactional.ts';
-import { finishResult, runAsMain, startResult, type BenchResult } from './result.ts';
+import { finishResult, runAsMain, startResult, tableLines, type BenchResult } from './result.ts';
 import { createBenchAgent, createBenchBudget, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
+
+/** Milliseconds to the microsecond: the budget check alone is a few hundredths of one. */
+const micro = (ms: number) => `${ms.toFixed(3)} ms`;
+
+/** Calls of the budget check measured alone. */
+const CHECKS = 20_000;
 
 const USAGE = `usage: npm run bench:proxy [-- --concurrency 1,8 --seconds 5 --rounds 3 --starts 200 --streams 20 --stream-mib 32
                             --profile DIR --node-flags FLAGS --only streaming,transactional,memory --json FILE]
@@ -152,6 +160,22 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
         )
       : [];
     await database.end();
+    if (PARTS.has('streaming')) {
+      const alone = await timedStep('proxy: the budget check alone', `${CHECKS} calls`, () =>
+        measureBudgetCheck(infra!.redisUrl!, CHECKS),
+      );
+      const table = {
+        title: `the budget check alone, in one process against the bench's Redis (${alone.n} calls, interleaved)`,
+        header: ['step', 'p50', 'p99'],
+        rows: [
+          ['rate limit take (every call)', micro(alone.takeP50), micro(alone.takeP99)],
+          ['budget gate, a matching hard budget', micro(alone.gateP50), micro(alone.gateP99)],
+        ],
+      };
+      result.tables.push(table);
+      say();
+      for (const line of tableLines(table, '## ')) say(line);
+    }
 
     let tx: StartTimes | undefined;
     let bs: StartTimes | undefined;

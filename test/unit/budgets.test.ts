@@ -12,6 +12,8 @@ import { createMemoryLedger } from '../../gateway/budgets/memory-ledger.ts';
 import type { Claim } from '../../gateway/budgets/ledger.ts';
 import { countedOf } from '../../gateway/budgets/reconcile.ts';
 import { signatureOf, verifySignature } from '../../gateway/budgets/alerts.ts';
+import { BudgetExceeded, createBudgetGate } from '../../gateway/budgets/gate.ts';
+import type { Budget } from '../../gateway/budgets/entity.ts';
 
 const at = (iso: string) => new Date(iso);
 const since = at('2026-01-05T07:08:09.000Z');
@@ -236,5 +238,84 @@ describe('budget alert signature', () => {
     assert.ok(!verifySignature('whsec_other', body, header, 1_000_000));
     assert.ok(!verifySignature(secret, body, header, 1_000_301));
     assert.ok(!verifySignature(secret, body, 't=abc,v1=00', 1_000_000));
+  });
+});
+
+describe('budget gate (in-process ledger)', () => {
+  const budget = (id: string, over: Partial<Budget>): Budget =>
+    ({
+      id,
+      tenantId: 't',
+      name: id,
+      scope: {},
+      limitAmount: null,
+      limitCalls: 1,
+      timeWindow: 'day',
+      mode: 'hard',
+      alertThresholds: null,
+      webhookUrl: null,
+      createdBy: 'u',
+      createdAt: new Date('2026-01-01T00:00:00Z'),
+      updatedAt: new Date('2026-01-01T00:00:00Z'),
+      ...over,
+    }) as Budget;
+  const gateOver = (budgets: Budget[], ledger = createMemoryLedger()) =>
+    createBudgetGate({ reads: { of: async () => budgets }, ledger, owner: 'o' });
+  const call = (id: string, over: Record<string, unknown> = {}) => ({
+    tenantId: 't',
+    invocationId: id,
+    agentId: 'agt_a',
+    user: 'alice',
+    payer: null,
+    amount: 0n,
+    ...over,
+  });
+
+  it('checks every matching budget and names the strictest refusing one: the window that resets last', async () => {
+    const ledger = createMemoryLedger();
+    const other = budget('bud_other_agent', { scope: { agent_id: 'agt_b' }, limitCalls: 1 });
+    const gate = gateOver(
+      [
+        budget('bud_hour', { timeWindow: 'hour' }),
+        budget('bud_month', { timeWindow: 'month' }),
+        budget('bud_day', { timeWindow: 'day' }),
+        other,
+      ],
+      ledger,
+    );
+    assert.ok(await gate.admit(call('i1')));
+    const refused = await gate.admit(call('i2')).then(
+      () => assert.fail('admitted past three full budgets'),
+      (err: unknown) => err,
+    );
+    assert.ok(refused instanceof BudgetExceeded);
+    assert.equal(refused.budgetId, 'bud_month');
+    assert.ok(refused.retryAfterSeconds! > 3600 && refused.retryAfterSeconds! <= 31 * 86_400);
+    // The budget scoped to another agent counted neither call.
+    const start = windowAt('day', new Date(), other.createdAt).start.getTime();
+    assert.deepEqual(await ledger.usage([{ budgetId: other.id, windowStartMs: start }]), [{ amount: 0n, calls: 0 }]);
+  });
+
+  it('refuses a call whose amount alone is past a hard limit, names a total budget without Retry-After', async () => {
+    const gate = gateOver([budget('bud_total', { timeWindow: 'total', limitCalls: null, limitAmount: '100' })]);
+    const refused = await gate.admit(call('i1', { amount: 101n })).catch((err: unknown) => err);
+    assert.ok(refused instanceof BudgetExceeded);
+    assert.deepEqual([refused.budgetId, refused.retryAfterSeconds], ['bud_total', null]);
+    assert.ok(await gate.admit(call('i2', { amount: 100n })));
+  });
+
+  it('gives a released reservation back, once', async () => {
+    const gate = gateOver([budget('bud_one', {})]);
+    const hold = await gate.admit(call('i1'));
+    await hold!.release();
+    await hold!.release();
+    const again = await gate.admit(call('i2'));
+    assert.ok(again);
+    await assert.rejects(gate.admit(call('i3')), BudgetExceeded);
+  });
+
+  it('passes a call no budget matches without a reservation', async () => {
+    const gate = gateOver([budget('bud_bob', { scope: { user: 'bob' } })]);
+    assert.equal(await gate.admit(call('i1')), null);
   });
 });
