@@ -50,8 +50,10 @@ export interface BudgetLedger {
   usage(windows: Array<Pick<Claim, 'budgetId' | 'windowStartMs'>>): Promise<Usage[]>;
   /** Up to `limit` reservations due by `nowMs`, each leased to the caller until `leaseUntilMs`. */
   due(nowMs: number, leaseUntilMs: number, limit: number): Promise<DueReservation[]>;
-  /** Looks at a reservation again at `atMs` (nothing when it was settled meanwhile). */
-  defer(invocationId: string, atMs: number): Promise<void>;
+  /** `settle` of many at once (one step per reservation, one round trip for all). */
+  settleAll(entries: Array<{ invocationId: string; counted: Usage }>): Promise<void>;
+  /** Looks at these reservations again at `atMs` (nothing for one settled meanwhile). */
+  deferAll(invocationIds: string[], atMs: number): Promise<void>;
   /** Says this process is alive for `ttlMs`. */
   heartbeat(owner: string, ttlMs: number): Promise<void>;
   /** Which of these owners are alive. */

@@ -94,8 +94,11 @@ export function createMemoryLedger(now: () => number = Date.now): BudgetLedger {
       }
       return out;
     },
-    async defer(invocationId, atMs) {
-      if (due.has(invocationId)) due.set(invocationId, atMs);
+    async settleAll(entries) {
+      for (const { invocationId, counted } of entries) await this.settle(invocationId, counted);
+    },
+    async deferAll(invocationIds, atMs) {
+      for (const id of invocationIds) if (due.has(id)) due.set(id, atMs);
     },
     async heartbeat(owner, ttlMs) {
       owners.set(owner, now() + ttlMs);

@@ -16,7 +16,7 @@
 // A reservation with no row at all is given back once its owner (the admitting process) is
 // gone, or once it is older than any admission can take (NO_ROW_AFTER_MS): a call that dies
 // before it is recorded was never served.
-import type { BudgetLedger, DueReservation, Usage } from './ledger.ts';
+import type { BudgetLedger, Usage } from './ledger.ts';
 
 export type ReconcileSettings = {
   /** How often the round runs. */
@@ -83,19 +83,21 @@ export async function reconcileOnce(deps: ReconcileDeps): Promise<number> {
   const byId = new Map(rows.map((r) => [r.id, r]));
   const rowless = due.filter((d) => !byId.has(d.invocationId));
   const alive = await deps.ledger.alive([...new Set(rowless.map((d) => d.owner))]);
-  // Sent together: one connection carries them back to back (each settle is its own atomic step).
-  await Promise.all(
-    due.map((d: DueReservation) => {
-      const row = byId.get(d.invocationId);
-      if (!row) {
-        const abandoned = !alive.has(d.owner) || now - d.reservedAtMs > deps.settings.noRowAfterMs;
-        return abandoned
-          ? deps.ledger.settle(d.invocationId, NOTHING)
-          : deps.ledger.defer(d.invocationId, now + AGAIN_MS);
-      }
-      const counted = countedOf(row);
-      return counted ? deps.ledger.settle(d.invocationId, counted) : deps.ledger.defer(d.invocationId, now + AGAIN_MS);
-    }),
-  );
+  const settled: Array<{ invocationId: string; counted: Usage }> = [];
+  const again: string[] = [];
+  for (const d of due) {
+    const row = byId.get(d.invocationId);
+    if (!row) {
+      const abandoned = !alive.has(d.owner) || now - d.reservedAtMs > deps.settings.noRowAfterMs;
+      if (abandoned) settled.push({ invocationId: d.invocationId, counted: NOTHING });
+      else again.push(d.invocationId);
+      continue;
+    }
+    const counted = countedOf(row);
+    if (counted) settled.push({ invocationId: d.invocationId, counted });
+    else again.push(d.invocationId);
+  }
+  // One round trip each for the whole batch (each settle its own atomic step inside it).
+  await Promise.all([deps.ledger.settleAll(settled), deps.ledger.deferAll(again, now + AGAIN_MS)]);
   return due.length;
 }

@@ -8,7 +8,14 @@
 // The scripts name keys they derive (a reservation's windows), so the ledger wants one Redis,
 // not a cluster, as the rate limiter does.
 import { Redis } from 'ioredis';
-import { parseAlert, type BudgetLedger, type Claim, type DueReservation, type QueuedAlert } from './ledger.ts';
+import {
+  parseAlert,
+  type BudgetLedger,
+  type Claim,
+  type DueReservation,
+  type QueuedAlert,
+  type Usage,
+} from './ledger.ts';
 
 // KEYS: reservation, due, alerts, then one window key per claim.
 // ARGV: invocation, amount, calls, owner, now, due at, reservation TTL ms, claim count, then per
@@ -72,36 +79,54 @@ redis.call('ZADD', KEYS[2], tonumber(ARGV[6]), ARGV[1])
 return {1}
 `;
 
-// KEYS: reservation, due. ARGV: invocation, counted amount, counted calls. Takes the reserved
-// amount and calls back out of every window still kept and adds what the call counts (two
-// HINCRBYs each, so no amount passes through a Lua number). 0 when it was settled already.
+// KEYS: due. ARGV: the reservations' key prefix, then per reservation: invocation, counted
+// amount, counted calls. Each is taken back out of every window still kept and what the call
+// counts added (two HINCRBYs each, so no amount passes through a Lua number), then dropped.
+// Answers how many were still there (one settled already is left alone).
 const SETTLE = `
-local r = redis.call('HMGET', KEYS[1], 'k', 'a', 'c')
-if not r[1] then
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  return 0
-end
-for key in string.gmatch(r[1], '[^ ]+') do
-  if redis.call('EXISTS', key) == 1 then
-    if r[2] ~= ARGV[2] then
-      if r[2] ~= '0' then redis.call('HINCRBY', key, 'a', '-' .. r[2]) end
-      if ARGV[2] ~= '0' then redis.call('HINCRBY', key, 'a', ARGV[2]) end
+local settled = 0
+for i = 2, #ARGV, 3 do
+  local id, amount, calls = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local rkey = ARGV[1] .. id
+  local r = redis.call('HMGET', rkey, 'k', 'a', 'c')
+  if r[1] then
+    for key in string.gmatch(r[1], '[^ ]+') do
+      if redis.call('EXISTS', key) == 1 then
+        if r[2] ~= amount then
+          if r[2] ~= '0' then redis.call('HINCRBY', key, 'a', '-' .. r[2]) end
+          if amount ~= '0' then redis.call('HINCRBY', key, 'a', amount) end
+        end
+        if r[3] ~= calls then
+          redis.call('HINCRBY', key, 'c', tonumber(calls) - tonumber(r[3]))
+        end
+      end
     end
-    if r[3] ~= ARGV[3] then
-      redis.call('HINCRBY', key, 'c', -tonumber(r[3]) + tonumber(ARGV[3]))
-    end
+    redis.call('DEL', rkey)
+    settled = settled + 1
   end
+  redis.call('ZREM', KEYS[1], id)
 end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-return 1
+return settled
 `;
 
-// KEYS: due. ARGV: now, lease until, limit. The due reservations, each leased (pushed to `lease until`).
+// KEYS: due. ARGV: now, lease until, limit, the reservations' key prefix. The due
+// reservations, each leased (pushed to `lease until`), as {id, owner, reserved at, …}; one whose
+// record is gone (settled meanwhile, or expired) leaves `due`.
 const DUE = `
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
-for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[2], id) end
-return ids
+local out = {}
+for _, id in ipairs(ids) do
+  local r = redis.call('HMGET', ARGV[4] .. id, 'o', 't')
+  if r[1] then
+    redis.call('ZADD', KEYS[1], ARGV[2], id)
+    out[#out + 1] = id
+    out[#out + 1] = r[1]
+    out[#out + 1] = r[2]
+  else
+    redis.call('ZREM', KEYS[1], id)
+  end
+end
+return out
 `;
 
 const DEFAULT_PREFIX = 'gw:bud:';
@@ -131,7 +156,9 @@ export function createRedisLedger(
   redis.defineCommand('gwBudgetSettle', { lua: SETTLE });
   redis.defineCommand('gwBudgetDue', { lua: DUE });
   const windowKey = (c: Pick<Claim, 'budgetId' | 'windowStartMs'>) => `${prefix}w:${c.budgetId}:${c.windowStartMs}`;
-  const reservationKey = (id: string) => `${prefix}r:${id}`;
+  const reservationPrefix = `${prefix}r:`;
+  const reservationKey = (id: string) => reservationPrefix + id;
+  const settleArgs = (id: string, counted: Usage) => [id, counted.amount.toString(), String(counted.calls)];
   const dueKey = `${prefix}due`;
   const alertsKey = `${prefix}alerts`;
   const ownerKey = (owner: string) => `${prefix}o:${owner}`;
@@ -166,15 +193,12 @@ export function createRedisLedger(
       return { admitted: true };
     },
     async settle(invocationId, counted) {
-      const done = await redis.gwBudgetSettle(
-        2,
-        reservationKey(invocationId),
-        dueKey,
-        invocationId,
-        counted.amount.toString(),
-        counted.calls,
-      );
-      return done === 1;
+      return (await redis.gwBudgetSettle(1, dueKey, reservationPrefix, ...settleArgs(invocationId, counted))) === 1;
+    },
+    async settleAll(entries) {
+      if (entries.length === 0) return;
+      const args = entries.flatMap((e) => settleArgs(e.invocationId, e.counted));
+      await redis.gwBudgetSettle(1, dueKey, reservationPrefix, ...args);
     },
     async usage(windows) {
       if (windows.length === 0) return [];
@@ -188,28 +212,15 @@ export function createRedisLedger(
       });
     },
     async due(nowMs, leaseUntilMs, limit) {
-      const ids = await redis.gwBudgetDue(1, dueKey, nowMs, leaseUntilMs, limit);
-      if (ids.length === 0) return [];
-      const pipeline = redis.pipeline();
-      for (const id of ids) pipeline.hmget(reservationKey(id), 'o', 't');
-      const answers = (await pipeline.exec()) ?? [];
+      const flat = await redis.gwBudgetDue(1, dueKey, nowMs, leaseUntilMs, limit, reservationPrefix);
       const due: DueReservation[] = [];
-      ids.forEach((id, i) => {
-        const [err, value] = answers[i];
-        if (err) return;
-        const [o, t] = value as Array<string | null>;
-        // Settled between the two reads (settle removes it from `due` itself), or its record
-        // expired: nothing left to reconcile, and nothing to keep due.
-        if (o === null) {
-          void redis.zrem(dueKey, id).catch((e: Error) => opts.onError?.(e));
-          return;
-        }
-        due.push({ invocationId: id, owner: o, reservedAtMs: Number(t) });
-      });
+      for (let i = 0; i < flat.length; i += 3)
+        due.push({ invocationId: flat[i], owner: flat[i + 1], reservedAtMs: Number(flat[i + 2]) });
       return due;
     },
-    async defer(invocationId, atMs) {
-      await redis.zadd(dueKey, 'XX', atMs, invocationId);
+    async deferAll(invocationIds, atMs) {
+      if (invocationIds.length === 0) return;
+      await redis.zadd(dueKey, 'XX', ...invocationIds.flatMap((id) => [atMs, id]));
     },
     async heartbeat(owner, ttlMs) {
       await redis.set(ownerKey(owner), '1', 'PX', ttlMs);

@@ -27,6 +27,8 @@ import {
   type TestAccount,
 } from '../support/x402.ts';
 import { waitFor } from '../support/wait.ts';
+import { createRedisLedger } from '../../gateway/budgets/redis-ledger.ts';
+import type { Claim } from '../../gateway/budgets/ledger.ts';
 
 type Api = { child: ChildProcess; url: string };
 
@@ -98,6 +100,57 @@ describe('budgets across two API replicas on one Redis', function () {
     await waitFor(() => upstream.received.filter((r) => r.body.toString().startsWith('call ')).length >= 10, {
       what: 'the admitted calls at the upstream',
     });
+  });
+
+  it("the Redis ledger's steps: all or nothing, trued up to the charge, given back once, each threshold queued once", async () => {
+    const ledger = createRedisLedger(stack().redisUrl, { prefix: `test-${randomUUID()}:` });
+    try {
+      const amount: Claim = {
+        budgetId: 'bud_a',
+        windowStartMs: 1000,
+        limitAmount: 1000n,
+        limitCalls: null,
+        hard: true,
+        thresholds: [0.5, 1],
+        keepMs: 60_000,
+      };
+      const calls: Claim = { ...amount, budgetId: 'bud_b', limitAmount: null, limitCalls: 100, thresholds: [] };
+      const reserve = (id: string, value: bigint) =>
+        ledger.reserve([amount, calls], { invocationId: id, amount: value, calls: 1 }, 'o', 0);
+      assert.deepEqual(await reserve('upto', 600n), { admitted: true });
+      assert.deepEqual(await reserve('more', 500n), { admitted: false, refusing: [0] });
+      assert.deepEqual(await ledger.usage([amount, calls]), [
+        { amount: 600n, calls: 1 },
+        { amount: 600n, calls: 1 },
+      ]);
+      assert.deepEqual(
+        (await ledger.due(Date.now(), Date.now() + 10_000, 10)).map((d) => [d.invocationId, d.owner]),
+        [['upto', 'o']],
+      );
+      await ledger.settleAll([{ invocationId: 'upto', counted: { amount: 50n, calls: 1 } }]);
+      assert.equal(await ledger.settle('upto', { amount: 50n, calls: 1 }), false, 'settled once');
+      assert.deepEqual(await ledger.usage([amount]), [{ amount: 50n, calls: 1 }]);
+      assert.deepEqual(await reserve('released', 950n), { admitted: true });
+      assert.equal(await ledger.settle('released', { amount: 0n, calls: 0 }), true);
+      assert.deepEqual(await ledger.usage([amount, calls]), [
+        { amount: 50n, calls: 1 },
+        { amount: 50n, calls: 1 },
+      ]);
+      assert.deepEqual(await reserve('last', 950n), { admitted: true });
+      // 600 crossed 0.5; 1000 crossed 1; the release and the re-crossing of 0.5 queued nothing more.
+      assert.deepEqual(
+        (await ledger.alerts(10)).map((a) => [a.budgetId, a.windowStartMs, a.threshold]),
+        [
+          ['bud_a', 1000, 0.5],
+          ['bud_a', 1000, 1],
+        ],
+      );
+      assert.deepEqual(await ledger.due(Date.now(), Date.now(), 10).then((d) => d.map((x) => x.invocationId)), [
+        'last',
+      ]);
+    } finally {
+      await ledger.close();
+    }
   });
 
   describe('a replica that dies holding a reservation', () => {
