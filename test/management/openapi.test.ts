@@ -176,6 +176,7 @@ describe('OpenAPI document and reference page', () => {
       mcp_method: null,
       mcp_tool: null,
       mcp_server_id: null,
+      budget_id: null,
       a2a_method: null,
       a2a_skill: null,
       a2a_task_id: null,
