@@ -216,6 +216,31 @@ describe('budgets', function () {
       );
     });
 
+    it("a tenant's exhausted budget over all its calls refuses none of another tenant's", async () => {
+      const [mine, theirs] = [await newTenant(), await newTenant()];
+      const myAgent = await createAgent(mine, { name: uniqueName('mine'), upstream_url: upstream.url });
+      const theirAgent = await createAgent(theirs, { name: uniqueName('theirs'), upstream_url: upstream.url });
+      const { json: budget } = await create(mine, { limit: { calls: 1 }, window: 'day', mode: 'hard' });
+      assert.equal((await call('POST', `/v1/proxy/${myAgent}/stream`, { token: mine, body: 'x' })).status, 200);
+      const refused = await call('POST', `/v1/proxy/${myAgent}/stream`, { token: mine, body: 'x' });
+      assert.equal(refused.json.budget_id, budget.id);
+      for (let i = 0; i < 3; i++)
+        assert.equal((await call('POST', `/v1/proxy/${theirAgent}/stream`, { token: theirs, body: 'x' })).status, 200);
+      // Nor may a tenant name another's agent in a scope to reach it: the budget counts its own calls only.
+      const { json: aimed } = await create(mine, {
+        scope: { agent_id: theirAgent },
+        limit: { calls: 1 },
+        window: 'day',
+        mode: 'hard',
+      });
+      for (let i = 0; i < 2; i++)
+        assert.equal((await call('POST', `/v1/proxy/${theirAgent}/stream`, { token: theirs, body: 'x' })).status, 200);
+      assert.deepEqual((await call('GET', `/v1/budgets/${aimed.id}`, { token: mine })).json.used, {
+        amount: '0',
+        calls: 0,
+      });
+    });
+
     it('a budget raised by PATCH admits again at once', async () => {
       const token = await newTenant();
       const agentId = await createAgent(token, { name: uniqueName('raised'), upstream_url: upstream.url });
