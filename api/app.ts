@@ -25,6 +25,7 @@ import { createAccessRecorder } from '../lib/observability/access.ts';
 import { invocationRoutes } from './routes/invocations.ts';
 import { credentialRoutes } from './routes/credentials.ts';
 import { mcpServerRoutes } from './routes/mcp-servers.ts';
+import { budgetRoutes } from './routes/budgets.ts';
 import { settlementRoutes } from './routes/settlement.ts';
 import { channelRoutes } from './routes/channels.ts';
 import { openapiRoutes } from './openapi/routes.ts';
@@ -87,6 +88,7 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
     agentRoutes(deps, services.agents, (url) => fetchAgentCard(services.upstream.dispatcher, url)),
     credentialRoutes(deps),
     mcpServerRoutes(deps, services),
+    budgetRoutes(deps, services),
     settlementRoutes(deps),
     channelRoutes(deps),
     proxyRoutes(deps, services),

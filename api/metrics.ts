@@ -17,6 +17,8 @@ const rateLimitRejections = counter({
 /** Counts a 429 under the limiter its route has (observeRequests calls it for every answer). */
 export function countRateLimitRejection(ctx: Context, route: string): void {
   if (ctx.status !== 429) return;
+  // A budget's refusal is no rate limit: gateway_budget_refusals_total counts it, by budget.
+  if ((ctx.body as { budget_id?: unknown } | undefined)?.budget_id !== undefined) return;
   const limiter = route.startsWith('/v1/analytics') ? 'analytics' : route.startsWith('/v1/proxy') ? 'agent' : 'other';
   rateLimitRejections.inc({ limiter });
 }

@@ -80,3 +80,50 @@ export function merge(samples: Sample[]) {
     cpuPerCall,
   };
 }
+
+/**
+ * Two targets of one origin measured as pairs: each of the `concurrency` loops sends a request
+ * to `a`, then one to `b`, and so on, so whatever else the machine does meanwhile falls on both
+ * alike; the difference of their percentiles is then the targets' own, not the moment's.
+ */
+export async function loadPaired(
+  a: Target,
+  b: Target,
+  seconds: number,
+  concurrency: number,
+): Promise<[Sample, Sample]> {
+  const pool = new Pool(a.origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 });
+  const samples = [a, b].map((): Sample => ({ latencies: [], completed: 0, errors: 0, seconds: 0, cpuMs: new Map() }));
+  const started = performance.now();
+  const until = started + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, loop) => {
+      // Half the loops start with b, so neither target is always the one sent first.
+      for (let turn = loop % 2; performance.now() < until; turn ^= 1) {
+        const target = turn === 0 ? a : b;
+        const sample = samples[turn];
+        const t0 = performance.now();
+        try {
+          const res = await pool.request({
+            path: target.path,
+            method: 'POST',
+            headers: { 'content-type': 'application/octet-stream', ...target.headers },
+            body: BODY,
+          });
+          await res.body.arrayBuffer();
+          if (res.statusCode !== 200) sample.errors++;
+          else sample.latencies.push(performance.now() - t0);
+        } catch {
+          sample.errors++;
+        }
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  await pool.close();
+  for (const sample of samples) {
+    sample.completed = sample.latencies.length;
+    sample.seconds = elapsed;
+  }
+  return [samples[0], samples[1]];
+}

@@ -5,20 +5,20 @@ import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { request } from 'undici';
 import { startInfra, appEnvironment, freeInfraPorts, type Infra } from '../scripts/lib/infra.ts';
-import { waitFor } from '../scripts/lib/ports.ts';
+import { freePort, waitFor } from '../scripts/lib/ports.ts';
 import { canConnect, dropDatabase } from '../scripts/lib/postgres.ts';
 import { mintToken } from '../scripts/lib/tokens.ts';
 import { timedStep } from '../scripts/lib/progress.ts';
 
-export async function startBenchInfra(name: string, dataDir: string): Promise<Infra> {
+export async function startBenchInfra(name: string, dataDir: string, opts: { redis?: boolean } = {}): Promise<Infra> {
   const local = 'postgres://postgres@127.0.0.1:5432/postgres';
   return timedStep(
     `${name}: starting the stack`,
-    'Temporal dev server, PostgreSQL, anvil and the token, OpenBao',
+    `Temporal dev server, PostgreSQL, anvil and the token, OpenBao${opts.redis ? ', Redis' : ''}`,
     async () =>
       startInfra({
         dataDir,
-        ports: await freeInfraPorts(),
+        ports: { ...(await freeInfraPorts()), ...(opts.redis ? { redis: await freePort() } : {}) },
         postgresUrl: process.env.DATABASE_URL ?? ((await canConnect(local)) ? local : undefined),
         databaseName: `gw_bench_${name}_${process.pid}`,
         namespace: 'default',
@@ -85,4 +85,19 @@ export async function createBenchAgent(
   const agent = (await created.body.json()) as { id: string };
   if (created.statusCode !== 201) throw new Error(`agent create answered ${created.statusCode}`);
   return { tenant, auth, agent };
+}
+
+/**
+ * A hard budget of the tenant whose `auth` this is, over all its calls, so wide it never refuses
+ * (10^15 calls a month): every call then takes the budget stage's whole path (docs/API.md
+ * "Budgets"), its reservation and the reconciliation after it.
+ */
+export async function createBenchBudget(apiUrl: string, auth: { authorization: string }): Promise<void> {
+  const created = await request(`${apiUrl}/v1/budgets`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: `bench-${randomUUID()}`, limit: { calls: 1e15 }, window: 'month', mode: 'hard' }),
+  });
+  await created.body.dump();
+  if (created.statusCode !== 201) throw new Error(`budget create answered ${created.statusCode}`);
 }

@@ -95,6 +95,11 @@ const GatewayEnv = z.object({
   STREAM_MARK_DEADLINE_MS: z.coerce.number().int().positive().default(10_000),
   START_BACKLOG_TENANT_MAX: z.coerce.number().int().positive().default(250),
   REDIS_URL: z.string().optional(),
+  // Budgets (gateway/budgets/): how often each API process reconciles due reservations with the
+  // invocation rows, and how old a reservation whose call never got a row may grow before it is
+  // given back although its process lives (default: the settlement timeout and a minute).
+  BUDGET_RECONCILE_MS: z.coerce.number().int().positive().default(500),
+  BUDGET_NO_ROW_AFTER_MS: z.coerce.number().int().positive().optional(),
   // Proxy rate limits (token buckets; see docs/PROXY.md): per-agent default, and one global bucket.
   RATE_LIMIT_AGENT_RPS: z.coerce.number().positive().default(50),
   RATE_LIMIT_AGENT_BURST: z.coerce.number().int().positive().default(100),
@@ -195,6 +200,8 @@ export type GatewayConfig = {
   /** STREAM_MARK_DEADLINE_MS (api/invoke/stream-record.ts). */
   streamMarkDeadlineMs: number;
   redisUrl?: string;
+  /** BUDGET_RECONCILE_MS, BUDGET_NO_ROW_AFTER_MS (gateway/budgets/reconcile.ts). */
+  budgets: { everyMs: number; noRowAfterMs: number };
   rateLimit: {
     agentRps: number;
     agentBurst: number;
@@ -328,6 +335,10 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       graceMs: e.BODY_RATE_GRACE_MS,
     },
     redisUrl: e.REDIS_URL,
+    budgets: {
+      everyMs: e.BUDGET_RECONCILE_MS,
+      noRowAfterMs: e.BUDGET_NO_ROW_AFTER_MS ?? parts.payment.settlementTimeoutMs + 60_000,
+    },
     rateLimit: {
       agentRps: e.RATE_LIMIT_AGENT_RPS,
       agentBurst: e.RATE_LIMIT_AGENT_BURST,

@@ -123,3 +123,10 @@ export function recordFold(lagSeconds: number, rows: number | null): void {
   foldSeen = { lagSeconds, atMs: Date.now() };
   if (rows) foldedRows.inc(rows);
 }
+// Labelled by budget id: ids are the gateway's own (`bud_<uuidv7>`), and only a budget that
+// refuses a call ever appears, so the series are as many as the budgets doing their job.
+export const budgetRefusals = counter({
+  name: 'gateway_budget_refusals_total',
+  help: 'Calls refused by a hard budget (429 budget exceeded), by the budget named in the answer',
+  labelNames: ['budget_id'] as const,
+});

@@ -1,4 +1,5 @@
-// Wires the gateway worker: task queue `gateway`, the invocation, metered-charge and channel-claim workflows
+// Wires the gateway worker: task queue `gateway`, the invocation, metered-charge, channel-claim and
+// budget-alert workflows
 // and their activities with their dependencies injected (`vaultClient` when the process shares
 // one with its API).
 // No logic lives here.
@@ -6,6 +7,7 @@ import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worke
 import type { MikroORM } from '@mikro-orm/postgresql';
 import {
   createChannelClaimActivities,
+  createBudgetAlertActivities,
   createChargeActivities,
   createInvocationActivities,
   createReceiptActivities,
@@ -17,6 +19,7 @@ import { temporalWorkerTracing } from '../lib/observability/tracing.ts';
 import { createLogger } from '../lib/log.ts';
 import { createUpstreamClient } from '../gateway/upstream/client.ts';
 import { createOpenCircuits } from '../gateway/upstream/open-circuits.ts';
+import { createUpstreamDispatcher } from '../gateway/upstream/dispatcher.ts';
 import { queryRows } from '../gateway/db/orm.ts';
 import { createPostgresBodyStore } from '../gateway/body-store.ts';
 import { createCredentialResolver } from '../gateway/credentials/resolver.ts';
@@ -27,6 +30,9 @@ import { workflowSources } from './workflow-bundles.ts';
 import { workerVersioning } from './worker-deployment.ts';
 
 export const gatewayWorkflowsPath = workflowSources.gateway;
+
+/** How long one delivery of a budget alert may wait for its receiver's answer. */
+const BUDGET_ALERT_TIMEOUT_MS = 10_000;
 
 export async function createGatewayWorker(
   config: GatewayConfig,
@@ -73,6 +79,13 @@ export async function createGatewayWorker(
       // Batch-settlement channels' claims and settles, through each tenant's facilitator.
       ...createChannelClaimActivities({ ...settlementDeps, client: facilitatorClient }),
       ...createRetentionActivities({ orm }),
+      // Budget alerts, POSTed to each budget's webhook_url through the same SSRF guard as upstreams.
+      ...createBudgetAlertActivities({
+        orm,
+        keyring: config.vault.keyring,
+        dispatcher: createUpstreamDispatcher({ allow: config.upstream.allow }),
+        timeoutMs: BUDGET_ALERT_TIMEOUT_MS,
+      }),
     },
     interceptors: {
       activity: [...tracing.activity, activityObservability(log)],

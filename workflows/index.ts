@@ -3,3 +3,4 @@ export { InvocationWorkflow } from './invocation.ts';
 export { PolicyDecisionRetentionWorkflow } from './retention.ts';
 export { MeteredChargeWorkflow } from './charge.ts';
 export { ChannelClaimWorkflow } from './channel-claims.ts';
+export { BudgetAlertWorkflow } from './budget-alert.ts';

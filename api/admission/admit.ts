@@ -7,6 +7,7 @@
 //   → identify                            the public door: the payer becomes the caller
 //   → A2A task binding (404) → policy (403)
 //   → known upstream failure (502, 503)   a priced call its upstream is known to fail
+//   → budgets (429)                        reserved against every matching budget (stages/budget.ts)
 //   → the endpoint's pre-payment needs    a start-backlog place (503), the credential (502)
 //   → payment (402)
 // A call denied by policy is never told to pay; nothing the gateway could still refuse comes
@@ -23,6 +24,8 @@ import { callFacts } from './stages/facts.ts';
 import { refuseKnownUpstreamFailure } from './stages/known-upstream-failure.ts';
 import { reserveBacklogPlace } from './stages/backlog-place.ts';
 import { credentialStage } from './stages/credential.ts';
+import { budgetStage } from './stages/budget.ts';
+import type { BudgetHold } from '../../gateway/budgets/gate.ts';
 import type { CallCtx, Door } from './door.ts';
 import type { Endpoint } from './endpoint.ts';
 import type { ProxyCall } from '../proxy/call.ts';
@@ -41,6 +44,11 @@ export type Admission = {
   place: BacklogPlace | null;
   /** The credential headers (`resolve`; null when a free call's could not be resolved); undefined for `check-if-charged`. */
   credentialHeaders: Record<string, string> | null | undefined;
+  /**
+   * The call's budget reservation (null when no budget matches): the endpoint's to give back
+   * when it refuses the call before recording it; else its row trues it up (gateway/budgets/reconcile.ts).
+   */
+  budget: BudgetHold | null;
 };
 
 type AdmissionParts = Pick<
@@ -55,6 +63,7 @@ type AdmissionParts = Pick<
   | 'startBacklog'
   | 'credentials'
   | 'payment'
+  | 'budgets'
 >;
 
 export async function admit(
@@ -78,20 +87,19 @@ export async function admit(
   if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
   if (policy.action === 'warn') call.policyWarning = policy.reason;
   await refuseKnownUpstreamFailure(deps, parts.upstream, call);
+  const headers = paymentHeadersOf((name) => ctx.get(name));
+  const budget = await budgetStage(deps, parts, call, headers);
 
-  const place = endpoint.needsBacklogPlace ? reserveBacklogPlace(parts, call) : null;
+  let place: BacklogPlace | null = null;
   try {
+    place = endpoint.needsBacklogPlace ? reserveBacklogPlace(parts, call) : null;
     const credentialHeaders = await credentialStage(parts, call, endpoint.credential);
-    call.payment = await paymentStage(
-      deps,
-      parts.payment,
-      call,
-      paymentHeadersOf((name) => ctx.get(name)),
-    );
+    call.payment = await paymentStage(deps, parts.payment, call, headers);
     if (call.payment) await admitted.settled?.();
-    return { call, body, declaredLength: received.declaredLength, place, credentialHeaders };
+    return { call, body, declaredLength: received.declaredLength, place, credentialHeaders, budget };
   } catch (err) {
     place?.release();
+    await budget?.release();
     throw err;
   }
 }

@@ -15,6 +15,9 @@ export const InvocationListQuery = z.object({
     .regex(NO_NUL, 'task_id must not contain NUL characters')
     .optional()
     .meta({ description: "Only the calls of this A2A task (an A2A agent's invocations carry a2a_task_id)." }),
+  budget_id: idField('bud', 'invalid budget_id')
+    .optional()
+    .meta({ description: 'Only the calls this budget refused (429 `budget exceeded`).' }),
   status: z
     .enum(['pending', 'running', 'succeeded', 'failed'], {
       error: 'status must be pending, running, succeeded or failed',

@@ -70,6 +70,7 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
       body: received,
       declaredLength,
       credentialHeaders,
+      budget,
     } = await admit(ctx, deps, services, door, STREAMING);
     const gatewayHeaders = gatewayHeadersOf(call);
     ctx.set(gatewayHeaders);
@@ -86,7 +87,11 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
       throw new ApiError(502, coarseMessage('credential'));
     }
     if (call.payment) {
-      await bindPayment(deps, services, call, record.row);
+      // Not bound (used by a concurrent call, or not recorded): this call is never served.
+      await bindPayment(deps, services, call, record.row).catch(async (err: unknown) => {
+        await budget?.release();
+        throw err;
+      });
       if (call.payment.responseHeader) {
         const name = PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase();
         gatewayHeaders[name] = call.payment.responseHeader;

@@ -69,6 +69,7 @@ export function transactionalRoute(deps: AppDeps, parts: ProxyParts, door: Door)
       // The decision was made even though the call was not accepted: logged on its own.
       if (call.policyDecision) await parts.policy.store.recordDecision(call.policyDecision).catch(() => undefined);
       place.release();
+      await admission.budget?.release();
       throw await answered(ctx, withPaymentRequired(deps, call, err));
     }
     // Accepted. The start is sent now (or as soon as one of the process's starts in flight ends),

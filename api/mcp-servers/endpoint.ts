@@ -63,6 +63,15 @@ const rpcError = (id: Rpc['id'], code: number, message: string, data?: unknown) 
 });
 
 /** The JSON-RPC request of the body, or null when it is not one. */
+/** A member's refusal as the client gets it: its status, and the budget that refused it when one did. */
+const refusalRpc = (id: Rpc['id'], err: MemberError) =>
+  rpcError(
+    id,
+    -32000,
+    err.message,
+    err.budgetId ? { status: err.status, budget_id: err.budgetId } : { status: err.status },
+  );
+
 function rpcOf(body: unknown): Rpc | null {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return null;
   const rpc = body as Partial<Rpc>;
@@ -250,14 +259,12 @@ export function mcpServerEndpoint(
         hangup.signal,
       );
     } catch (err) {
-      if (err instanceof MemberError)
-        return answerRpc(ctx, session, rpcError(rpc.id, -32000, err.message, { status: err.status }));
+      if (err instanceof MemberError) return answerRpc(ctx, session, refusalRpc(rpc.id, err));
       throw err;
     }
     if (reply.statusCode !== 200) {
       // What a direct call gets (a refusal of the gateway's, the member's own status), as a JSON-RPC error.
-      const refusal = await refusalOf(reply);
-      return answerRpc(ctx, session, rpcError(rpc.id, -32000, refusal.message, { status: refusal.status }));
+      return answerRpc(ctx, session, refusalRpc(rpc.id, await refusalOf(reply)));
     }
     ctx.status = 200;
     ctx.set('Mcp-Session-Id', session.id);

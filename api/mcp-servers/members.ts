@@ -20,10 +20,13 @@ const MEMBER_PROTOCOL_VERSION = '2025-06-18';
 /** Why a member could not be used: the gateway's answer on the member's URL (status, message) or its own reading. */
 export class MemberError extends Error {
   readonly status: number | null;
-  constructor(message: string, status: number | null) {
+  /** The budget that refused the member's call (its 429 `budget exceeded`), passed on to the client. */
+  readonly budgetId: string | null;
+  constructor(message: string, status: number | null, budgetId: string | null = null) {
     super(message);
     this.name = 'MemberError';
     this.status = status;
+    this.budgetId = budgetId;
   }
 }
 
@@ -74,13 +77,15 @@ function header(headers: IncomingHttpHeaders, name: string): string | undefined 
 export async function refusalOf(reply: Reply): Promise<MemberError> {
   const text = await readBounded(reply, 64 * 1024).catch(() => '');
   let message = `the member answered ${reply.statusCode}`;
+  let budgetId: string | null = null;
   try {
-    const parsed = JSON.parse(text) as { error?: unknown };
+    const parsed = JSON.parse(text) as { error?: unknown; budget_id?: unknown };
     if (typeof parsed.error === 'string') message = parsed.error;
+    if (typeof parsed.budget_id === 'string') budgetId = parsed.budget_id;
   } catch {
     // not the gateway's JSON: the status says it
   }
-  return new MemberError(message, reply.statusCode);
+  return new MemberError(message, reply.statusCode, budgetId);
 }
 
 /** The reply's body as it comes, at most `maxBytes` of it (then the reply is dropped and this throws). */

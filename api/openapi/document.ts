@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import type { RateCeiling } from '../agents/schema.ts';
 import { catalogOperations } from './endpoints-catalog.ts';
+import { budgetOperations } from './endpoints-budgets.ts';
 import { callOperations, serviceOperations } from './endpoints-calls.ts';
 import { publicOperations } from './endpoints-public.ts';
 import { responsesOf, type Operation, type ResponseSpec } from './responses.ts';
@@ -148,7 +149,13 @@ const packageVersion = (
 
 /** The document for an API whose agents may set rates up to `ceiling` (the operator's settings). */
 export function buildOpenApiDocument(ceiling: RateCeiling): Json {
-  const ops = [...serviceOperations, ...catalogOperations(ceiling), ...callOperations, ...publicOperations];
+  const ops = [
+    ...serviceOperations,
+    ...catalogOperations(ceiling),
+    ...budgetOperations,
+    ...callOperations,
+    ...publicOperations,
+  ];
   const paths: Record<string, Json> = {};
   for (const op of ops) (paths[op.path] ??= {})[op.method] = operation(op);
   return {

@@ -12,7 +12,7 @@ import {
 import { InvocationAccepted, InvocationPath, InvocationView, ProxyPath } from '../proxy/schema.ts';
 import { callOperationsOf, retryLater } from './endpoints-invoke.ts';
 import { Health, Jwks, Readiness, Version } from './schemas.ts';
-import { err, rateLimited, type Operation } from './responses.ts';
+import { callLimited, err, rateLimited, type Operation } from './responses.ts';
 
 const slowBody = err('The body arrived too slowly (docs/PROXY.md "Slow uploads"); the connection is closed.');
 // x402, in either dialect (docs/SETTLEMENT.md): v1 X-PAYMENT / X-PAYMENT-RESPONSE, v2
@@ -95,7 +95,7 @@ export const callOperations: Operation[] = [
         408: slowBody,
         413: err('Body over 32 MiB.'),
         422: err('The agent is pending, inactive or suspended.'),
-        429: rateLimited(
+        429: callLimited(
           "The agent's or the global rate limit, or too many of the tenant's request bodies in flight (Retry-After: 1).",
         ),
         502: err(
@@ -117,7 +117,7 @@ export const callOperations: Operation[] = [
         408: slowBody,
         413: err("An MCP agent's JSON-RPC request over 32 MiB (a plain body is not capped)."),
         422: err('The agent is not invocable.'),
-        429: rateLimited(
+        429: callLimited(
           "The agent's or the global rate limit, or (MCP) too many of the tenant's request bodies in flight (Retry-After: 1).",
         ),
         502: err('Upstream unreachable, its circuit open, or the agent credential cannot be resolved.'),

@@ -11,7 +11,7 @@ import {
 import { InvocationView, ProxyHeaders, ProxyPath } from '../proxy/schema.ts';
 import { idParam } from '../validation.ts';
 import { callOperationsOf, paymentChallenge, retryLater } from './endpoints-invoke.ts';
-import { err, rateLimited, serverError, type Operation, type ResponseSpec } from './responses.ts';
+import { callLimited, err, rateLimited, serverError, type Operation, type ResponseSpec } from './responses.ts';
 import { A2A_X402_EXTENSION } from '../../gateway/a2a/x402.ts';
 
 const PublicInvocationAccepted = z
@@ -65,7 +65,7 @@ const callFailures: Record<string, ResponseSpec> = {
   413: err(
     'Body over 32 MiB (transactional, or an MCP request), or an A2A message over 64 KiB sent with the x402 A2A extension or carrying x402.payment keys.',
   ),
-  429: limited,
+  429: callLimited("Too many requests from this client address, or to this tenant's public agents."),
   500: serverError,
   502: err('Upstream unreachable or refused by the SSRF guard, or its credential cannot be resolved.'),
   503: retryLater('Backlog full, payment still settling, or upstream circuit open.'),

@@ -2,7 +2,7 @@
 // and parameters are the zod schemas the routes parse with; the document is generated from
 // them (api/openapi/document.ts).
 import type { z } from 'zod';
-import { ErrorBody } from './schemas.ts';
+import { BudgetExceededBody, ErrorBody } from './schemas.ts';
 
 export type ResponseSpec = {
   description: string;
@@ -53,4 +53,11 @@ export const rateLimited = (what: string): ResponseSpec => ({
   description: what,
   body: ErrorBody,
   headers: { 'Retry-After': 'Seconds, at most 60.' },
+});
+
+/** A proxied call's 429: a rate limit (`{error}`), or a hard budget the call would take past its limit. */
+export const callLimited = (what: string): ResponseSpec => ({
+  description: `${what} Or \`budget exceeded\` naming the budget (\`budget_id\`): Retry-After is then the seconds until its window resets (absent for a \`total\` budget).`,
+  oneOf: [ErrorBody, BudgetExceededBody],
+  headers: { 'Retry-After': 'Seconds.' },
 });

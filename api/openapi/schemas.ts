@@ -7,6 +7,13 @@ export const ErrorBody = z
   .strictObject({ error: z.string().meta({ description: 'Coarse, caller-safe message; never internal state.' }) })
   .meta({ id: 'Error', description: 'Body of every 4xx answer that carries one. 401 and 500 have no body.' });
 
+export const BudgetExceededBody = z
+  .strictObject({
+    error: z.literal('budget exceeded'),
+    budget_id: z.string().meta({ description: 'The strictest refusing budget: the one whose window resets last.' }),
+  })
+  .meta({ id: 'BudgetExceeded', description: 'A call a hard budget cannot take (docs/API.md "Budgets").' });
+
 export const Health = z.strictObject({ status: z.literal('ok') }).meta({ id: 'Health' });
 export const Readiness = z
   .strictObject({

@@ -25,6 +25,7 @@ import { createPaymentGate, type PaymentGate } from '../../gateway/payment/flow.
 import { createStatementPool, type StatementPool } from '../../gateway/db/statement-pool.ts';
 import { createTaskBindings, type TaskBindings } from '../../gateway/a2a/tasks.ts';
 import { createPaymentTasks, type PaymentTasks } from '../../gateway/a2a/payment-tasks.ts';
+import { createBudgetParts, type BudgetParts } from '../budgets/parts.ts';
 
 /** Workflow starts in flight at once per process (a start takes a few ms on a healthy server). */
 const STARTS_IN_FLIGHT = 32;
@@ -62,6 +63,8 @@ export type ProxyParts = {
   a2aTasks: TaskBindings;
   /** Messages a public A2A agent asked payment for through the x402 A2A transport (gateway/a2a/payment-tasks.ts). */
   a2aPaymentTasks: PaymentTasks;
+  /** The tenants' budgets, their ledger and this process's rounds (api/budgets/parts.ts). */
+  budgets: BudgetParts;
 };
 
 export function createProxyParts(deps: AppDeps, overrides: Partial<ProxyParts> = {}): ProxyParts {
@@ -93,5 +96,6 @@ export function createProxyParts(deps: AppDeps, overrides: Partial<ProxyParts> =
     agents: overrides.agents ?? createAgentRows(deps.orm, deps.feed),
     a2aTasks: overrides.a2aTasks ?? createTaskBindings(queryRows(deps.orm)),
     a2aPaymentTasks: overrides.a2aPaymentTasks ?? createPaymentTasks(queryRows(deps.orm)),
+    budgets: overrides.budgets ?? createBudgetParts(deps),
   };
 }

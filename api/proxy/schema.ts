@@ -47,7 +47,7 @@ export const InvocationView = z
       .meta({ description: 'Time to the first upstream body byte (streaming calls); null otherwise or until known.' }),
     error_class: nullableString.meta({
       description:
-        'Why the call failed or counts as an error (`connect`, `timeout`, `blocked`, `circuit_open`, `upstream_4xx`, `upstream_5xx`, `stream_interrupted`, `caller_aborted`, `interrupted`, `credential`, `protocol`, `internal`, `gateway_lost`, `workflow_terminated`, `workflow_failed`); null for a clean answer or while running. docs/PROXY.md "Error classes".',
+        'Why the call failed or counts as an error (`connect`, `timeout`, `blocked`, `circuit_open`, `upstream_4xx`, `upstream_5xx`, `stream_interrupted`, `caller_aborted`, `interrupted`, `credential`, `protocol`, `internal`, `gateway_lost`, `workflow_terminated`, `workflow_failed`, `budget_exceeded`); null for a clean answer or while running. docs/PROXY.md "Error classes".',
     }),
     mode: z.enum(['transactional', 'streaming']),
     model: nullableString.meta({ description: "The caller's `X-Gateway-Model`, when given." }),
@@ -59,6 +59,10 @@ export const InvocationView = z
     mcp_tool: nullableString,
     mcp_server_id: nullableString.meta({
       description: 'The virtual MCP server (`mcps_<uuidv7>`) the call came through; null for a direct call.',
+    }),
+    budget_id: nullableString.meta({
+      description:
+        'The budget that refused the call (`error_class` `budget_exceeded`, docs/API.md "Budgets"); null on every other call.',
     }),
     a2a_method: nullableString.meta({
       description: 'protocol a2a: the JSON-RPC method, by its A2A 1.0 name whichever spelling was sent.',

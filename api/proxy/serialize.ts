@@ -23,6 +23,7 @@ export function serializeInvocation(row: Invocation, responseBody?: Buffer | nul
     mcp_method: row.mcpMethod ?? null,
     mcp_tool: row.mcpTool ?? null,
     mcp_server_id: row.mcpServerId ?? null,
+    budget_id: row.budgetId ?? null,
     a2a_method: row.a2aMethod ?? null,
     a2a_skill: row.a2aSkill ?? null,
     a2a_task_id: row.a2aTaskId ?? null,

@@ -1,5 +1,6 @@
 // GET /v1/invocations: the tenant's invocation records, newest first, as `{data, next_cursor}`.
-// Filters: agent_id, task_id (an A2A task's calls), status, since, until (RFC 3339, inclusive; api/query-time.ts), limit (1–100, default 20;
+// Filters: agent_id, task_id (an A2A task's calls), budget_id (the calls a budget refused),
+// status, since, until (RFC 3339, inclusive; api/query-time.ts), limit (1–100, default 20;
 // out-of-range values are clamped), cursor (opaque, from the previous page's next_cursor); their
 // schema is api/invocations/schema.ts, which the document is generated from.
 // Keyset paging on (created_at, id) (gateway/invocations/reads.ts); the cursor is opaque to the
@@ -46,7 +47,7 @@ export function invocationRoutes(deps: AppDeps): Router<AuthState> {
     const rows = await invocationsPage(
       deps.orm,
       ctx.state.caller.tenantId,
-      { agentId, status, taskId: query.task_id, since, until },
+      { agentId, status, taskId: query.task_id, budgetId: query.budget_id, since, until },
       cursor,
       limit,
     );

@@ -5,6 +5,7 @@ import { CredentialSchema } from '../credentials/entity.ts';
 import { SettlementConfigSchema } from '../settlement/entity.ts';
 import { PaymentBindingSchema, type ChargeSettlementState } from '../payment/entity.ts';
 import { McpServerSchema, McpServerSessionSchema } from '../mcp-servers/entity.ts';
+import { BudgetAlertSecretSchema, BudgetSchema } from '../budgets/entity.ts';
 import type { Meter, PricingScheme } from '../metering/meter.ts';
 
 export type Pricing = {
@@ -166,6 +167,8 @@ export const InvocationSchema = defineEntity({
     paymentChannel: p.string().nullable().default(null),
     /** The virtual MCP server the call came through (gateway/mcp-servers/); null for a direct call. */
     mcpServerId: p.string().nullable().default(null),
+    /** The budget that refused the call (error_class `budget_exceeded`); null on every other call. */
+    budgetId: p.string().nullable().default(null),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
     completedAt: p.datetime().nullable(),
@@ -182,4 +185,6 @@ export const gatewayEntities = [
   PaymentBindingSchema,
   McpServerSchema,
   McpServerSessionSchema,
+  BudgetSchema,
+  BudgetAlertSecretSchema,
 ];

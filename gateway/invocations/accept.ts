@@ -32,6 +32,7 @@ export type AcceptedRow = Omit<
   | 'paymentSettlement'
   | 'paymentSettleError'
   | 'chargeLeaseUntil'
+  | 'budgetId'
 >;
 
 // Every column an accepted row sets; the rest keep their defaults until the activity completes it.

@@ -12,6 +12,8 @@ export type InvocationFilter = {
   status?: InvocationStatus;
   /** An A2A task's calls. */
   taskId?: string;
+  /** The calls a budget refused. */
+  budgetId?: string;
   /** Created at or after / at or before. */
   since?: Date;
   until?: Date;
@@ -29,6 +31,7 @@ export function invocationsPage(
   if (filter.agentId) where.agentId = filter.agentId;
   if (filter.status) where.status = filter.status;
   if (filter.taskId) where.a2aTaskId = filter.taskId;
+  if (filter.budgetId) where.budgetId = filter.budgetId;
   const created: Record<string, Date> = {};
   if (filter.since) created.$gte = filter.since;
   if (filter.until) created.$lte = filter.until;

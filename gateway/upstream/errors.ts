@@ -32,7 +32,9 @@ export type ErrorClass =
   /** A transactional call's workflow was terminated or cancelled before it completed the call. */
   | 'workflow_terminated'
   /** A transactional call's workflow failed, timed out or was forgotten by Temporal before it completed the call. */
-  | 'workflow_failed';
+  | 'workflow_failed'
+  /** Refused at admission by a hard budget (gateway/budgets/), before payment: nothing was sent. */
+  | 'budget_exceeded';
 
 export class UpstreamError extends Error {
   readonly errorClass: ErrorClass;

@@ -160,9 +160,23 @@ describe('Schemathesis: the API fuzzed from its OpenAPI document', function () {
       });
       assert.equal(server.status, 201, server.text);
     }
+    // Two soft budgets scoped to an agent no call names: listed, never refusing the run's calls.
+    for (let i = 0; i < 2; i++) {
+      const budget = await call('POST', '/v1/budgets', {
+        token,
+        json: {
+          name: uniqueName('budget'),
+          scope: { agent_id: 'agt_01900000-0000-7000-8000-000000000001' },
+          limit: { calls: 10 },
+          window: 'day',
+          mode: 'soft',
+        },
+      });
+      assert.equal(budget.status, 201, budget.text);
+    }
     // Two of each listed resource, so a page of one has a real next_cursor to reuse.
     const cursors: Record<string, string> = {};
-    for (const path of ['/v1/agents', '/v1/credentials', '/v1/invocations', '/v1/mcp-servers']) {
+    for (const path of ['/v1/agents', '/v1/credentials', '/v1/invocations', '/v1/mcp-servers', '/v1/budgets']) {
       const page = await call('GET', `${path}?limit=1`, { token });
       assert.equal(typeof page.json?.next_cursor, 'string', page.text);
       cursors[path] = page.json.next_cursor;

@@ -20,6 +20,7 @@ import { encodePayment, newPayTo, newPayer, signPayment } from '../support/x402.
 import { agentRoutes } from '../../api/routes/agents.ts';
 import { createAgentRows } from '../../gateway/agents/rows.ts';
 import { mcpServerRoutes } from '../../api/routes/mcp-servers.ts';
+import { budgetRoutes } from '../../api/routes/budgets.ts';
 import { credentialRoutes } from '../../api/routes/credentials.ts';
 import { settlementRoutes } from '../../api/routes/settlement.ts';
 import { channelRoutes } from '../../api/routes/channels.ts';
@@ -177,6 +178,7 @@ describe('OpenAPI document and reference page', () => {
       mcp_method: null,
       mcp_tool: null,
       mcp_server_id: null,
+      budget_id: null,
       a2a_method: null,
       a2a_skill: null,
       a2a_task_id: null,
@@ -344,6 +346,7 @@ describe('OpenAPI document and reference page', () => {
         agentRoutes(deps, createAgentRows(deps.orm, stack().feed), none),
         credentialRoutes(deps),
         mcpServerRoutes(deps, none as ProxyParts),
+        budgetRoutes(deps, { budgets: none }),
         settlementRoutes(deps),
         channelRoutes(deps),
         proxyRoutes(deps, none as ProxyParts),

@@ -177,6 +177,7 @@ describe('operator commands', function () {
     ['example:mcp-client', 'examples/mcp-client.ts'],
     ['example:mcp-federation', 'examples/mcp-federation.ts'],
     ['example:verify-receipt', 'examples/verify-receipt.ts'],
+    ['example:budget', 'examples/budget.ts'],
   ]) {
     it(`npm run ${name} -- --help: usage, exit 0, nothing sent; an unknown option: one line, exit 2`, async () => {
       const unreachable = { GATEWAY_URL: 'http://127.0.0.1:1', TOKEN: 'not-used' };

@@ -71,6 +71,7 @@ describe('examples/ run against the stack', function () {
     'metered.ts',
     'mcp-federation.ts',
     'channel.ts',
+    'budget.ts',
   ];
 
   it('runs every example in the folder (settings.ts is what they share)', async () => {
@@ -206,6 +207,26 @@ describe('examples/ run against the stack', function () {
     assert.equal(agent.json.public_description, description);
     assert.equal(upstream.received.filter((r) => r.body.toString() === marker).length, 1, 'one call reached the agent');
     assert.equal(await balanceOf(provider(), payTo), PRICE, 'the price moved to pay_to once');
+  });
+
+  it('budget.ts caps a new agent at CALLS a day: the call past it is refused with the budget named, before the upstream', async () => {
+    const before = upstream.received.length;
+    const out = await runExample('budget.ts', {
+      GATEWAY_URL: stack().apiUrl,
+      TOKEN: token,
+      UPSTREAM_URL: upstream.url,
+      CALLS: '2',
+    });
+    assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+    const budgetId = /budget (bud_\S+) created: 2 calls a day, hard/.exec(out.stdout)?.[1];
+    assert.ok(budgetId, out.stdout);
+    assert.match(out.stdout, /call 1: 200 /);
+    assert.match(out.stdout, /call 2: 200 /);
+    assert.ok(out.stdout.includes(`call 3: 429 budget exceeded (budget ${budgetId}), Retry-After `), out.stdout);
+    assert.match(out.stdout, /used 2 calls, 0 remaining, resets at \d{4}-\d{2}-\d{2}T00:00:00.000Z/);
+    assert.equal(upstream.received.length - before, 2, 'the refused call never reached the agent');
+    const shown = await call('GET', `/v1/budgets/${budgetId}`, { token });
+    assert.deepEqual(shown.json.used, { amount: '0', calls: 2 });
   });
 
   it('call-agent.ts creates an agent, calls it transactionally and streaming, and prints both answers', async () => {

@@ -163,6 +163,17 @@ def _server_members(body: dict) -> None:
             member["prefix"] = f"m{index}"
 
 
+def _budget(body: dict) -> None:
+    """A webhook_url the SSRF guard admits (the test upstream takes the POST), and a soft mode: a
+    budget the fuzzer makes must not refuse the run's own proxied calls (a hard one with a small
+    limit would answer them 429, which is right but not what those operations are fuzzed for)."""
+    alerts = body.get("alerts")
+    if isinstance(alerts, dict) and "webhook_url" in alerts:
+        alerts["webhook_url"] = UPSTREAM_URL
+    if "mode" in body:
+        body["mode"] = "soft"
+
+
 def _agent_patch(agent_id: str, body: dict) -> None:
     """A PATCH is validated on the agent it leaves: complete the body so that agent is valid."""
     _agent_references(body)
@@ -287,6 +298,10 @@ def before_call(context, case, kwargs):
         _server_members(body)
     elif route == ("POST", "/v1/mcp-servers/{id}/mcp") and body is not None:
         _mcp_request(case, body)
+    elif route == ("GET", "/v1/budgets") and query is not None:
+        _cursor(query, "/v1/budgets")
+    elif route in (("POST", "/v1/budgets"), ("PATCH", "/v1/budgets/{id}")) and body is not None:
+        _budget(body)
     elif route == ("GET", "/v1/invocations") and query is not None:
         _cursor(query, "/v1/invocations")
         _ordered_window(query)

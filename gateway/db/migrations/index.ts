@@ -30,6 +30,7 @@ import { Migration20261206130000_settlement_cache_notify } from './Migration2026
 import { Migration20261206140000_mcp_server_session_retention } from './Migration20261206140000_mcp_server_session_retention.ts';
 import { Migration20261206150000_mcp_server_cache } from './Migration20261206150000_mcp_server_cache.ts';
 import { Migration20261206160000_analytics_fold } from './Migration20261206160000_analytics_fold.ts';
+import { Migration20261206160000_budgets } from './Migration20261206160000_budgets.ts';
 import { Migration20261206160000_payment_channels } from './Migration20261206160000_payment_channels.ts';
 import { Migration20261206170000_channel_claim_rounds } from './Migration20261206170000_channel_claim_rounds.ts';
 
@@ -79,6 +80,7 @@ export const gatewayMigrations = [
   },
   { name: 'Migration20261206150000_mcp_server_cache', class: Migration20261206150000_mcp_server_cache },
   { name: 'Migration20261206160000_analytics_fold', class: Migration20261206160000_analytics_fold },
+  { name: 'Migration20261206160000_budgets', class: Migration20261206160000_budgets },
   { name: 'Migration20261206160000_payment_channels', class: Migration20261206160000_payment_channels },
   { name: 'Migration20261206170000_channel_claim_rounds', class: Migration20261206170000_channel_claim_rounds },
 ];
