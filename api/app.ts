@@ -27,6 +27,7 @@ import { credentialRoutes } from './routes/credentials.ts';
 import { mcpServerRoutes } from './routes/mcp-servers.ts';
 import { settlementRoutes } from './routes/settlement.ts';
 import { openapiRoutes } from './openapi/routes.ts';
+import { consoleRoutes } from './console/routes.ts';
 import { publicRoutes } from './routes/public.ts';
 import { discoveryRoutes } from './routes/discovery.ts';
 import { bearerChallenge, oauthMetadataRoutes } from './routes/oauth-metadata.ts';
@@ -65,6 +66,8 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
   const { agentMaxRps: rps, agentMaxBurst: burst } = deps.config.rateLimit;
   app.use(openapiRoutes({ rps, burst }).routes());
   app.use(jwksRoutes(deps).routes());
+  // The web console's page and assets: public too; the page reads /v1 with the token its user pastes.
+  app.use(consoleRoutes(deps).routes());
   // Where an OAuth (MCP) client learns how to get a token: public, like the API description.
   app.use(oauthMetadataRoutes(deps));
   // Public agents: no token, paid per call with x402 (api/routes/public.ts); the raw body is the proxy's.

@@ -1,5 +1,7 @@
 // Gateway configuration: every process reads its settings from the environment, once,
 // through one zod schema, so a typo fails at start with the variable's name.
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { loadVaultConfig, type VaultConfig } from './credentials/config.ts';
 import { loadAnalyticsConfig, type AnalyticsConfig } from './analytics/config.ts';
@@ -30,6 +32,11 @@ const csv = z
 
 /** RFC 7518 §3.2: an HMAC key at least as long as the hash output (SHA-256: 32 bytes). */
 export const MIN_HS256_SECRET_BYTES = 32;
+
+/** The Temporal dev server's Web UI (npm start's, `temporal server start-dev`'s default port). */
+const DEFAULT_TEMPORAL_UI_URL = 'http://localhost:8233';
+/** Where `npm run build` writes the console (scripts/lib/console-build.ts) unless CONSOLE_DIR says otherwise. */
+const DEFAULT_CONSOLE_DIR = fileURLToPath(new URL('../dist/console', import.meta.url));
 
 const GatewayEnv = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -130,6 +137,11 @@ const GatewayEnv = z.object({
   PUBLIC_DISCOVERY_RPS_PER_CLIENT: z.coerce.number().positive().default(5),
   PUBLIC_DISCOVERY_RPS: z.coerce.number().positive().default(100),
   PUBLIC_DISCOVERY_MAX_AGENTS: z.coerce.number().int().positive().default(10_000),
+  // The web console (api/console/routes.ts): its build, and where its links to workflows go.
+  CONSOLE_DIR: z.string().min(1).optional(),
+  TEMPORAL_UI_URL: z
+    .url({ protocol: /^https?$/, error: 'TEMPORAL_UI_URL must be an http(s) URL (e.g. http://localhost:8233)' })
+    .default(DEFAULT_TEMPORAL_UI_URL),
 });
 
 /**
@@ -217,6 +229,8 @@ export type GatewayConfig = {
   gitCommit?: string;
   /** PUBLIC_URL and TRUST_PROXY: the URL callers reach the API on (api/public-url.ts). */
   publicAddress: { url?: string; trustProxy: boolean };
+  /** CONSOLE_DIR (the built console, default dist/console) and TEMPORAL_UI_URL (its workflow links; api/console/routes.ts). */
+  console: { dir: string; temporalUiUrl: string };
   /** PUBLIC_CHALLENGE_RPS_PER_CLIENT, PUBLIC_RPS_PER_CLIENT, PUBLIC_CHALLENGE_RPS, PUBLIC_PAYER_RPS, PUBLIC_POLL_RPS_PER_CLIENT (api/admission/public-door.ts). */
   publicAgents: {
     challengeRpsPerClient: number;
@@ -344,6 +358,10 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     accessLog: { mode: e.ACCESS_LOG, sampleEvery: e.ACCESS_LOG_SAMPLE_EVERY },
     gitCommit: e.GIT_COMMIT,
     publicAddress: { url: parts.publicUrl, trustProxy: e.TRUST_PROXY === 'true' },
+    console: {
+      dir: e.CONSOLE_DIR ? resolve(e.CONSOLE_DIR) : DEFAULT_CONSOLE_DIR,
+      temporalUiUrl: e.TEMPORAL_UI_URL.replace(/\/+$/, ''),
+    },
     publicAgents: {
       challengeRpsPerClient: e.PUBLIC_CHALLENGE_RPS_PER_CLIENT,
       rpsPerClient: e.PUBLIC_RPS_PER_CLIENT,
