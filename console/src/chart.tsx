@@ -42,13 +42,15 @@ export function Chart({ title, x, lines, format, bucket }: Props) {
       ],
       series: [
         { label: bucket === 'hour' ? 'Hour' : 'Day' },
-        ...lines.map((l) => ({
+        ...lines.map((l, i) => ({
           label: l.label,
           stroke: l.color,
           width: 2,
           fill: l.bars ? l.color : undefined,
-          paths: l.bars ? uPlot.paths.bars!({ size: [0.6, 40] }) : undefined,
-          points: { show: x.length < 60 },
+          // Bars of a chart's later lines narrower, so that errors show inside their calls.
+          paths: l.bars ? uPlot.paths.bars!({ size: i === 0 ? [0.7, 40] : [0.35, 20] }) : undefined,
+          // Lines: points too, so a lone bucket (one busy hour) is still seen.
+          points: { show: !l.bars, size: 5 },
           value: (_u: uPlot, v: number | null) => (v === null ? '—' : format(v)),
         })),
       ],

@@ -61,7 +61,8 @@ export function Money({ route }: { route: Route }) {
           <p class="big" data-total="charged">
             {usdc(total)}{' '}
             <small>
-              from {count(charged.length)} paid calls, {WINDOWS[span].label.toLowerCase()}
+              from {count(charged.length)} paid {charged.length === 1 ? 'call' : 'calls'},{' '}
+              {WINDOWS[span].label.toLowerCase()}
             </small>
           </p>
           <SumTable rows={sumBy(charged, schemeOf)} head="Scheme" cell={(key) => key} />
