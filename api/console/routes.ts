@@ -11,7 +11,7 @@ import type { Context } from 'koa';
 import { ApiError, notFound } from '../errors.ts';
 import type { AppDeps } from '../deps.ts';
 
-export const CONSOLE_CSP = [
+const CONSOLE_CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",

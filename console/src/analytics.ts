@@ -22,7 +22,7 @@ export function windowRange(name: WindowName, now = Date.now()): { since: string
 }
 
 /** A group's revenue in the asset's smallest unit, when /v1/analytics reports one (a number, a decimal string, or a map of them). */
-export function revenueOf(group: AnalyticsGroup): number | null {
+function revenueOf(group: AnalyticsGroup): number | null {
   const value = group.revenue;
   const num = (v: unknown) => (typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : null);
   if (value === undefined || value === null) return null;

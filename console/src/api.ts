@@ -24,7 +24,7 @@ export const SIGNED_OUT = 'console-signed-out';
 
 type Params = Record<string, string | number | undefined | null>;
 
-export function apiUrl(path: string, params: Params = {}): string {
+function apiUrl(path: string, params: Params = {}): string {
   const url = new URL(path.replace(/^\//, ''), new URL(config.apiBase, location.href));
   for (const [key, value] of Object.entries(params))
     if (value !== undefined && value !== null && value !== '') url.searchParams.set(key, String(value));

@@ -3,7 +3,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 
-export type Line = { label: string; values: (number | null)[]; color: string; bars?: boolean };
+type Line = { label: string; values: (number | null)[]; color: string; bars?: boolean };
 
 type Props = {
   title: string;

@@ -22,7 +22,7 @@ export function WindowTabs({ value, onChange }: { value: WindowName; onChange(w:
 }
 
 /** Loading, the last refresh, or why the last fetch failed (a 429 says when it retries). */
-export function PollState({ polled }: { polled: Polled<unknown> }) {
+function PollState({ polled }: { polled: Polled<unknown> }) {
   const { error, at, loading } = polled;
   let text = loading && !at ? 'Loading…' : at ? `Updated ${at.toLocaleTimeString()}` : '';
   if (error) {

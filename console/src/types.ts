@@ -1,5 +1,5 @@
 // The /v1 answers the console reads, as far as it reads them (api/ holds their full schemas).
-export type Pricing = { amount: string; asset: string; network: string; pay_to: string; scheme?: string };
+type Pricing = { amount: string; asset: string; network: string; pay_to: string; scheme?: string };
 
 export type Agent = {
   id: string;
@@ -35,7 +35,7 @@ export type Invocation = {
   payment_settle_error?: string | null;
 };
 
-export type Percentiles = { p50: number | null; p95: number | null; p99: number | null };
+type Percentiles = { p50: number | null; p95: number | null; p99: number | null };
 
 export type AnalyticsGroup = {
   agent_id: string;
@@ -55,7 +55,7 @@ export type AnalyticsResult = {
   groups: AnalyticsGroup[];
 };
 
-export type CallerGroup = {
+type CallerGroup = {
   user_id: string;
   caller_kind: 'token' | 'x402';
   agent_id: string;

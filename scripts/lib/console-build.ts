@@ -29,7 +29,7 @@ function filesUnder(dir: string): string[] {
 }
 
 /** The hash of everything a build is made of. */
-export function consoleSourceHash(): string {
+function consoleSourceHash(): string {
   const hash = createHash('sha256');
   for (const file of [...filesUnder(SOURCE), fileURLToPath(import.meta.url)])
     hash

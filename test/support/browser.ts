@@ -8,7 +8,7 @@ import { chromium, type Browser } from 'playwright-core';
 const CANDIDATES = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
 
 /** CHROMIUM_PATH, else the system's Chromium; an error naming the fix when there is none. */
-export function chromiumPath(): string {
+function chromiumPath(): string {
   const named = process.env.CHROMIUM_PATH;
   if (named) {
     if (!existsSync(named)) throw new Error(`CHROMIUM_PATH names ${named}, which does not exist`);

@@ -23,7 +23,7 @@ function toLocal(iso: string | null): string {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
 }
 
-export function matchesCaller(inv: Invocation, caller: string): boolean {
+function matchesCaller(inv: Invocation, caller: string): boolean {
   const wanted = caller.trim().toLowerCase();
   if (!wanted) return true;
   if (wanted === 'token' || wanted === 'x402') return inv.caller_kind === wanted;
