@@ -27,7 +27,14 @@ const PHONE = { width: 390, height: 844 };
 /** How much wider than the window the page is (in the page: this file is typed for node, not the DOM). */
 const OVERFLOW = 'document.documentElement.scrollWidth - window.innerWidth';
 
-type Opened = { context: BrowserContext; page: Page; violations: string[]; requests: string[] };
+type Opened = {
+  context: BrowserContext;
+  page: Page;
+  violations: string[];
+  requests: string[];
+  /** Closes the session once no request of its pages is in flight (a refresh cut short is noise in the API's log). */
+  close(): Promise<void>;
+};
 
 describe('the web console in a real browser', function () {
   this.timeout(180_000);
@@ -130,9 +137,17 @@ describe('the web console in a real browser', function () {
       if (/Content Security Policy/i.test(msg.text())) violations.push(msg.text());
     });
     page.on('pageerror', (err) => violations.push(`page error: ${err.message}`));
+    let inFlight = 0;
+    context.on('request', () => inFlight++);
+    context.on('requestfinished', () => inFlight--);
+    context.on('requestfailed', () => inFlight--);
     page.on('request', (req) => requests.push(req.url()));
     await page.goto(`${stack().apiUrl}${path}`);
-    return { context, page, violations, requests };
+    const close = async () => {
+      await waitFor(() => inFlight === 0, { what: 'the pages to finish their requests' });
+      await context.close();
+    };
+    return { context, page, violations, requests, close };
   }
 
   async function signIn(opened: Opened, token = paying.token): Promise<void> {
@@ -236,7 +251,7 @@ describe('the web console in a real browser', function () {
     }
     await shoot(page, 'signin-refused');
     assert.deepEqual(opened.violations, []);
-    await opened.context.close();
+    await opened.close();
   });
 
   it('signs in with a token kept for this browser session only; a refused token later signs out', async () => {
@@ -252,7 +267,7 @@ describe('the web console in a real browser', function () {
     // Another browser session starts at sign-in.
     const other = await open();
     await other.page.getByLabel('Bearer token').waitFor();
-    await other.context.close();
+    await other.close();
     // The overview of the last day: both agents among the busiest, the calls counted.
     await page.locator('[data-total="calls"]').waitFor();
     await page.locator('figure[data-chart="Calls and errors"] canvas').waitFor();
@@ -266,7 +281,7 @@ describe('the web console in a real browser', function () {
     await page.getByRole('link', { name: 'Invocations' }).click();
     await page.getByText('Signed out: the API refused the token').waitFor();
     assert.deepEqual(opened.violations, []);
-    await context.close();
+    await opened.close();
   });
 
   it("draws an agent's chart from the numbers GET /v1/analytics answers for the same window", async () => {
@@ -330,7 +345,7 @@ describe('the web console in a real browser', function () {
     assert.equal(await region.locator('tr[data-invocation]').count(), 4);
     await shoot(page, 'agent');
     assert.deepEqual(opened.violations, []);
-    await opened.context.close();
+    await opened.close();
   });
 
   it('filters invocations by agent, status and caller as the API does', async () => {
@@ -367,7 +382,7 @@ describe('the web console in a real browser', function () {
     await page.getByRole('button', { name: 'Apply' }).click();
     await page.getByText('No invocation matches.').waitFor();
     assert.deepEqual(opened.violations, []);
-    await opened.context.close();
+    await opened.close();
   });
 
   it("shows a paid invocation's payment and receipt, and follows it to its workflow in the Temporal Web UI", async () => {
@@ -400,7 +415,7 @@ describe('the web console in a real browser', function () {
       .first()
       .waitFor({ timeout: 30_000 });
     assert.deepEqual(opened.violations, []);
-    await context.close();
+    await opened.close();
   });
 
   it('shows charges by scheme and agent, settlements with their transactions, and channels and budgets as the API serves them', async () => {
@@ -435,7 +450,7 @@ describe('the web console in a real browser', function () {
     }
     await shoot(page, 'money');
     assert.deepEqual(opened.violations, []);
-    await opened.context.close();
+    await opened.close();
   });
 
   it('draws budgets as bars of used against limit and lists channels (a fake stands in for endpoints the API may not serve)', async () => {
@@ -480,12 +495,12 @@ describe('the web console in a real browser', function () {
         .first()
         .locator('.fill')
         .evaluate((el: any) => el.style.width),
-      '25.0%',
+      '25%',
     );
     await page.getByText('1.25 USDC of 5 USDC').waitFor();
     await page.getByRole('region', { name: 'Channels' }).getByText('2 USDC').waitFor();
     assert.deepEqual(opened.violations, []);
-    await opened.context.close();
+    await opened.close();
   });
 
   it('reads nothing but its own assets and /v1 lists, never a body or a secret', async () => {
@@ -510,7 +525,7 @@ describe('the web console in a real browser', function () {
     assert.ok(!text.includes(paying.token), 'the token is never shown');
     assert.doesNotMatch(text, /BEGIN (CERTIFICATE|PRIVATE KEY)|response_body/, 'no credential, no body');
     assert.deepEqual(opened.violations, []);
-    await opened.context.close();
+    await opened.close();
   });
 
   it('fits a phone screen and is usable with the keyboard alone', async () => {
@@ -538,6 +553,6 @@ describe('the web console in a real browser', function () {
     assert.ok((await page.evaluate<number>(OVERFLOW)) <= 0);
     await shoot(page, 'overview-phone');
     assert.deepEqual(opened.violations, []);
-    await opened.context.close();
+    await opened.close();
   });
 });
