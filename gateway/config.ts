@@ -139,6 +139,8 @@ const GatewayEnv = z.object({
   PUBLIC_DISCOVERY_MAX_AGENTS: z.coerce.number().int().positive().default(10_000),
   // The web console (api/console/routes.ts): its build, and where its links to workflows go.
   CONSOLE_DIR: z.string().min(1).optional(),
+  // A public client of the OpenID provider AUTH_ISSUER names: the console's "sign in with" (code flow with PKCE).
+  CONSOLE_OIDC_CLIENT_ID: z.string().min(1).optional(),
   TEMPORAL_UI_URL: z
     .url({ protocol: /^https?$/, error: 'TEMPORAL_UI_URL must be an http(s) URL (e.g. http://localhost:8233)' })
     .default(DEFAULT_TEMPORAL_UI_URL),
@@ -229,8 +231,11 @@ export type GatewayConfig = {
   gitCommit?: string;
   /** PUBLIC_URL and TRUST_PROXY: the URL callers reach the API on (api/public-url.ts). */
   publicAddress: { url?: string; trustProxy: boolean };
-  /** CONSOLE_DIR (the built console, default dist/console) and TEMPORAL_UI_URL (its workflow links; api/console/routes.ts). */
-  console: { dir: string; temporalUiUrl: string };
+  /**
+   * CONSOLE_DIR (the built console, default dist/console), TEMPORAL_UI_URL (its workflow links) and
+   * CONSOLE_OIDC_CLIENT_ID (its sign-in with AUTH_ISSUER's provider; api/console/routes.ts).
+   */
+  console: { dir: string; temporalUiUrl: string; oidcClientId?: string };
   /** PUBLIC_CHALLENGE_RPS_PER_CLIENT, PUBLIC_RPS_PER_CLIENT, PUBLIC_CHALLENGE_RPS, PUBLIC_PAYER_RPS, PUBLIC_POLL_RPS_PER_CLIENT (api/admission/public-door.ts). */
   publicAgents: {
     challengeRpsPerClient: number;
@@ -286,6 +291,21 @@ function tenantRateLimit(e: z.infer<typeof GatewayEnv>): { tenantRps: number; te
   return { tenantRps, tenantBurst };
 }
 
+/** The console signs in with AUTH_ISSUER's OpenID provider: the issuer must be its http(s) URL. */
+function checkConsoleOidc(env: NodeJS.ProcessEnv): void {
+  if (!env.CONSOLE_OIDC_CLIENT_ID) return;
+  let url: URL | undefined;
+  try {
+    url = new URL(env.AUTH_ISSUER ?? '');
+  } catch {
+    // reported below
+  }
+  if (!url || !['https:', 'http:'].includes(url.protocol))
+    throw new ConfigError(
+      "CONSOLE_OIDC_CLIENT_ID needs AUTH_ISSUER set to the OpenID provider's issuer URL (its /.well-known/openid-configuration)",
+    );
+}
+
 /** Every setting of the API and the gateway worker; a ConfigError lists every problem at once. */
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
   const parts = gatherConfig({
@@ -300,6 +320,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     observability: () => loadObservabilityConfig(env),
     payment: () => loadPaymentConfig(env),
     publicUrl: () => loadPublicUrl(env),
+    consoleOidc: () => checkConsoleOidc(env),
   });
   const { env: e, temporal } = parts;
   return {
@@ -361,6 +382,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     console: {
       dir: e.CONSOLE_DIR ? resolve(e.CONSOLE_DIR) : DEFAULT_CONSOLE_DIR,
       temporalUiUrl: e.TEMPORAL_UI_URL.replace(/\/+$/, ''),
+      oidcClientId: e.CONSOLE_OIDC_CLIENT_ID,
     },
     publicAgents: {
       challengeRpsPerClient: e.PUBLIC_CHALLENGE_RPS_PER_CLIENT,

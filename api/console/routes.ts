@@ -11,16 +11,23 @@ import type { Context } from 'koa';
 import { ApiError, notFound } from '../errors.ts';
 import type { AppDeps } from '../deps.ts';
 
-const CONSOLE_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "connect-src 'self'",
-  "img-src 'self'",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join('; ');
+/**
+ * This origin only; with a "sign in with" provider, its origin too for the page's two requests to
+ * it (its discovery document and the code's exchange at its token endpoint, which the provider
+ * serves with CORS).
+ */
+function consoleCsp(provider?: string): string {
+  return [
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self'",
+    `connect-src 'self'${provider ? ` ${provider}` : ''}`,
+    "img-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
 
 const TYPES: Record<string, string> = {
   '.js': 'text/javascript; charset=utf-8',
@@ -52,7 +59,17 @@ function securityHeaders(ctx: Context): void {
 
 export function consoleRoutes(deps: Pick<AppDeps, 'config'>): Router {
   const router = new Router();
-  const { dir, temporalUiUrl } = deps.config.console;
+  const { dir, temporalUiUrl, oidcClientId } = deps.config.console;
+  // Sign-in with the OpenID provider that issues the tenants' tokens (config checks it is a URL).
+  const oidc =
+    oidcClientId && deps.config.auth.issuer
+      ? {
+          issuer: deps.config.auth.issuer,
+          clientId: oidcClientId,
+          scope: ['openid', ...deps.config.auth.scopes].join(' '),
+        }
+      : undefined;
+  const csp = consoleCsp(oidc && new URL(oidc.issuer).origin);
   let built: Built | undefined;
   const build = () => (built ??= readBuild(dir));
   const unbuilt = () => new ApiError(503, 'the console is not built: run npm run build (CONSOLE_DIR)');
@@ -66,9 +83,10 @@ export function consoleRoutes(deps: Pick<AppDeps, 'config'>): Router {
       apiBase: nested ? '../' : './',
       temporalUi: temporalUiUrl,
       namespace: deps.config.temporal.namespace,
+      ...(oidc ? { oidc } : {}),
     });
     securityHeaders(ctx);
-    ctx.set('Content-Security-Policy', CONSOLE_CSP);
+    ctx.set('Content-Security-Policy', csp);
     ctx.set('Cache-Control', 'no-cache');
     ctx.type = 'text/html; charset=utf-8';
     ctx.body = page

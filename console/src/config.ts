@@ -7,6 +7,8 @@ export type ConsoleConfig = {
   /** TEMPORAL_UI_URL: the Temporal Web UI's origin and path, without a trailing slash. */
   temporalUi: string;
   namespace: string;
+  /** AUTH_ISSUER's OpenID provider and the console's client there (CONSOLE_OIDC_CLIENT_ID), when configured. */
+  oidc?: { issuer: string; clientId: string; scope: string };
 };
 
 function read(): ConsoleConfig {
@@ -16,6 +18,7 @@ function read(): ConsoleConfig {
     apiBase: raw.apiBase ?? './',
     temporalUi: (raw.temporalUi ?? 'http://localhost:8233').replace(/\/+$/, ''),
     namespace: raw.namespace ?? 'default',
+    oidc: raw.oidc,
   };
 }
 

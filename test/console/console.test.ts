@@ -9,7 +9,10 @@
 // Screenshots go to .test-data/console-screenshots, or to CONSOLE_SCREENSHOTS (docs/console for
 // the ones docs/CONSOLE.md shows).
 import assert from 'node:assert/strict';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { stack } from '../support/stack.ts';
@@ -20,6 +23,8 @@ import { newPayer, newPayTo } from '../support/x402.ts';
 import { waitFor } from '../support/wait.ts';
 import { launchChromium } from '../support/browser.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import { startCapturedGateway, type ExtraGateway } from '../support/catalog.ts';
+import { mintToken } from '../../scripts/lib/tokens.ts';
 
 const SHOTS = resolve(process.env.CONSOLE_SCREENSHOTS ?? resolve('.test-data', 'console-screenshots'));
 const LAPTOP = { width: 1366, height: 860 };
@@ -153,7 +158,7 @@ describe('the web console in a real browser', function () {
   async function signIn(opened: Opened, token = paying.token): Promise<void> {
     const { page } = opened;
     await page.getByLabel('Bearer token').fill(token);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     await page.getByRole('navigation', { name: 'Console' }).waitFor();
   }
 
@@ -242,7 +247,7 @@ describe('the web console in a real browser', function () {
         .then((t) => `${t.slice(0, -4)}AAAA`),
     ]) {
       await page.getByLabel('Bearer token').fill(bad);
-      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('button', { name: 'Sign in', exact: true }).click();
       const alert = page.getByRole('alert');
       await alert.waitFor();
       assert.match(await alert.innerText(), /The API refused this token/);
@@ -554,5 +559,140 @@ describe('the web console in a real browser', function () {
     await shoot(page, 'overview-phone');
     assert.deepEqual(opened.violations, []);
     await opened.close();
+  });
+});
+
+/**
+ * FAKE: an OpenID provider (no real one runs here) that signs every user in at once. It serves
+ * its discovery document and token endpoint with CORS, as providers do for browser clients, and
+ * checks the PKCE exchange: a code is exchanged once, by the client and redirect URI it was given
+ * to, with the verifier whose S256 hash is the challenge it was asked with.
+ */
+async function startFakeProvider(tenant: string) {
+  const codes = new Map<string, { challenge: string; redirectUri: string; clientId: string }>();
+  const exchanged: { clientId: string; verified: boolean }[] = [];
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', issuer);
+    res.setHeader('access-control-allow-origin', '*');
+    if (url.pathname === '/.well-known/openid-configuration') {
+      res.setHeader('content-type', 'application/json');
+      res.end(
+        JSON.stringify({ issuer, authorization_endpoint: `${issuer}/authorize`, token_endpoint: `${issuer}/token` }),
+      );
+      return;
+    }
+    if (url.pathname === '/authorize') {
+      const q = url.searchParams;
+      assert.equal(q.get('response_type'), 'code');
+      assert.equal(q.get('code_challenge_method'), 'S256');
+      const code = randomUUID();
+      codes.set(code, {
+        challenge: q.get('code_challenge')!,
+        redirectUri: q.get('redirect_uri')!,
+        clientId: q.get('client_id')!,
+      });
+      const back = new URL(q.get('redirect_uri')!);
+      back.searchParams.set('code', code);
+      back.searchParams.set('state', q.get('state')!);
+      res.writeHead(302, { location: back.toString() }).end();
+      return;
+    }
+    if (url.pathname === '/token' && req.method === 'POST') {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c));
+      req.on('end', async () => {
+        const form = new URLSearchParams(body);
+        const grant = codes.get(form.get('code') ?? '');
+        codes.delete(form.get('code') ?? '');
+        const verified =
+          !!grant &&
+          grant.redirectUri === form.get('redirect_uri') &&
+          grant.clientId === form.get('client_id') &&
+          createHash('sha256')
+            .update(form.get('code_verifier') ?? '')
+            .digest('base64url') === grant.challenge;
+        exchanged.push({ clientId: form.get('client_id') ?? '', verified });
+        res.setHeader('content-type', 'application/json');
+        if (!verified) return res.writeHead(400).end(JSON.stringify({ error: 'invalid_grant' }));
+        const token = await mintToken({ secret: stack().infra.secrets.jwtSecret, tenant, user: 'oidc-user', issuer });
+        res.end(JSON.stringify({ access_token: token, token_type: 'Bearer', expires_in: 3600 }));
+      });
+      return;
+    }
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    issuer,
+    exchanged,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+describe('the console signs in with the OpenID provider that issues the tokens (AUTH_ISSUER)', function () {
+  this.timeout(120_000);
+  let browser: Browser;
+  let provider: Awaited<ReturnType<typeof startFakeProvider>>;
+  let gateway: ExtraGateway;
+  const tenant = `tenant-console-oidc-${randomUUID()}`;
+
+  before(async () => {
+    browser = await launchChromium();
+    provider = await startFakeProvider(tenant);
+    // An API whose tokens are the provider's (their issuer checked) and whose console is its client.
+    const { config } = stack();
+    gateway = await startCapturedGateway({
+      auth: { ...config.auth, issuer: provider.issuer },
+      console: { ...config.console, oidcClientId: 'gateway-console' },
+    });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await gateway?.close();
+    await provider?.close();
+  });
+
+  it("signs in through the provider's code flow with PKCE, the page allowing that origin only", async () => {
+    const page_ = await call('GET', '/console');
+    assert.doesNotMatch(
+      String(page_.headers['content-security-policy']),
+      /127\.0\.0\.1/,
+      'no provider, no other origin',
+    );
+    const res = await fetch(`${gateway.url}/console`);
+    const csp = res.headers.get('content-security-policy') ?? '';
+    assert.match(csp, new RegExp(`connect-src 'self' ${provider.issuer.replace(/[.]/g, '\\.')}(;|$)`));
+    assert.doesNotMatch(csp, /unsafe-inline/);
+
+    const context = await browser.newContext({ viewport: LAPTOP });
+    const page = await context.newPage();
+    const violations: string[] = [];
+    page.on('console', (msg) => {
+      if (/Content Security Policy/i.test(msg.text())) violations.push(msg.text());
+    });
+    await page.goto(`${gateway.url}/console#/agents`);
+    await page.getByRole('button', { name: `Sign in with 127.0.0.1:${new URL(provider.issuer).port}` }).click();
+    await page.getByRole('navigation', { name: 'Console' }).waitFor();
+    assert.deepEqual(provider.exchanged, [{ clientId: 'gateway-console', verified: true }]);
+    assert.equal(new URL(page.url()).search, '', 'the code left the address bar');
+    const kept = await page.evaluate(() => sessionStorage.getItem('gateway-console-token'));
+    const claims = JSON.parse(Buffer.from(kept!.split('.')[1], 'base64url').toString());
+    assert.equal(claims.iss, provider.issuer);
+    assert.equal(claims.tenant_id, tenant);
+    await page.getByRole('region', { name: 'Catalog' }).waitFor();
+    assert.deepEqual(violations, []);
+
+    // A code this page did not ask for (a forged state) is refused, nothing exchanged.
+    const fresh = await browser.newContext();
+    const forged = await fresh.newPage();
+    await forged.goto(`${gateway.url}/console?code=stolen&state=forged`);
+    const alert = forged.getByRole('alert');
+    await alert.waitFor();
+    assert.match(await alert.innerText(), /state mismatch/);
+    assert.equal(provider.exchanged.length, 1);
+    await fresh.close();
+    await context.close();
   });
 });

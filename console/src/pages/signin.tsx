@@ -1,18 +1,16 @@
-// Sign in: a bearer token pasted here is tried on GET /v1/agents; kept (for this browser session
-// only) when the API takes it, refused with the API's own reason when it does not.
-import { useState } from 'preact/hooks';
+// Sign in: a bearer token pasted here, or one from the OpenID provider that issues the tenants'
+// tokens ("sign in with", when configured), is tried on GET /v1/agents; kept (for this browser
+// session only) when the API takes it, refused with the API's own reason when it does not.
+import { useEffect, useState } from 'preact/hooks';
 import { getJson, HttpError, saveToken } from '../api.ts';
+import { config } from '../config.ts';
+import { finishSignIn, startSignIn } from '../oidc.ts';
 
 export function SignIn({ onSignedIn, notice }: { onSignedIn(): void; notice?: string }) {
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
 
-  async function submit(event: Event) {
-    event.preventDefault();
-    const token = String(new FormData(event.currentTarget as HTMLFormElement).get('token') ?? '')
-      .trim()
-      .replace(/^Bearer\s+/i, '');
-    if (!token) return setError('Paste a bearer token first.');
+  async function tryToken(token: string): Promise<void> {
     setBusy(true);
     setError(null);
     try {
@@ -30,6 +28,38 @@ export function SignIn({ onSignedIn, notice }: { onSignedIn(): void; notice?: st
     }
   }
 
+  // Back from the provider with a code: its token is tried like a pasted one.
+  useEffect(() => {
+    if (!config.oidc) return;
+    setBusy(true);
+    finishSignIn()
+      .then((token) => (token ? tryToken(token) : setBusy(false)))
+      .catch((err: Error) => {
+        setBusy(false);
+        setError(`Sign-in with the provider failed: ${err.message}.`);
+      });
+  }, []);
+
+  async function submit(event: Event) {
+    event.preventDefault();
+    const token = String(new FormData(event.currentTarget as HTMLFormElement).get('token') ?? '')
+      .trim()
+      .replace(/^Bearer\s+/i, '');
+    if (!token) return setError('Paste a bearer token first.');
+    await tryToken(token);
+  }
+
+  async function withProvider() {
+    setBusy(true);
+    setError(null);
+    try {
+      await startSignIn();
+    } catch (err) {
+      setBusy(false);
+      setError(`Sign-in with the provider failed: ${(err as Error).message}.`);
+    }
+  }
+
   return (
     <main class="signin" id="main">
       <h1>Agent gateway console</h1>
@@ -40,6 +70,13 @@ export function SignIn({ onSignedIn, notice }: { onSignedIn(): void; notice?: st
       {notice && (
         <p class="notice" role="status">
           {notice}
+        </p>
+      )}
+      {config.oidc && (
+        <p>
+          <button type="button" onClick={withProvider} disabled={busy}>
+            Sign in with {new URL(config.oidc.issuer).host}
+          </button>
         </p>
       )}
       <form onSubmit={submit}>
