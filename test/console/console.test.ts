@@ -560,6 +560,26 @@ describe('the web console in a real browser', function () {
     assert.deepEqual(opened.violations, []);
     await opened.close();
   });
+
+  it('shows what a tenant wrote as text, never as markup (an agent named with HTML)', async () => {
+    const name = `<img src=x onerror="document.body.dataset.pwned='yes'"> ${uniqueName('html')}`;
+    const created = await call('POST', '/v1/agents', {
+      token: paying.token,
+      json: { name, upstream_url: upstream.url },
+    });
+    assert.equal(created.status, 201, created.text);
+    const opened = await open(LAPTOP, '/console#/agents');
+    const { page } = opened;
+    await signIn(opened);
+    await page.getByRole('link', { name }).waitFor();
+    assert.equal(await page.locator('img').count(), 0, 'no element made of the name');
+    assert.equal(await page.evaluate('document.body.dataset.pwned'), undefined);
+    await page.getByRole('link', { name }).click();
+    await page.getByRole('heading', { name: new RegExp(name.slice(-10)) }).waitFor();
+    assert.equal(await page.locator('img').count(), 0);
+    assert.deepEqual(opened.violations, []);
+    await opened.close();
+  });
 });
 
 /**
