@@ -12,6 +12,8 @@ export type InvocationFilter = {
   status?: InvocationStatus;
   /** An A2A task's calls. */
   taskId?: string;
+  /** One caller's calls: a token's user, or `x402:<checksummed address>` for a payer. */
+  caller?: string;
   /** Created at or after / at or before. */
   since?: Date;
   until?: Date;
@@ -29,6 +31,9 @@ export function invocationsPage(
   if (filter.agentId) where.agentId = filter.agentId;
   if (filter.status) where.status = filter.status;
   if (filter.taskId) where.a2aTaskId = filter.taskId;
+  // No index of its own: read along invocations_tenant_created, as the per-caller analytics do; one
+  // more index on this table would cost every call's insert.
+  if (filter.caller) where.caller = filter.caller;
   const created: Record<string, Date> = {};
   if (filter.since) created.$gte = filter.since;
   if (filter.until) created.$lte = filter.until;

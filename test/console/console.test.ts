@@ -1,7 +1,8 @@
 // The web console (/console) in a real browser: Playwright driving the system's Chromium
 // (test/support/browser.ts; a missing Chromium fails here, it is never skipped) against the
-// test stack. A tenant with a free agent and a priced one, called and paid through the gateway
-// (an unmodified x402 client, the stack's facilitator and chain): a bad token is refused, a good
+// test stack. A tenant with a free agent and a priced public one, called and paid through the
+// gateway with its token and, on the public URL, by a payer with none (an unmodified x402
+// client, the stack's facilitator and chain): a bad token is refused, a good
 // one signs in for the browser session only, an agent's chart shows what GET /v1/analytics
 // answers for the same window, invocations filter as GET /v1/invocations does, an invocation
 // shows its payment and receipt and links to its workflow in the Temporal Web UI, which the test
@@ -52,6 +53,9 @@ describe('the web console in a real browser', function () {
   const echo = { id: '', name: uniqueName('echo') };
   const priced = { id: '', name: uniqueName('priced') };
   let paidInvocation: any;
+  /** The public call's: its caller is `x402:<payer>`. */
+  let publicInvocation: any;
+  let publicPayer = '';
   let failedMarker = '';
 
   before(async function () {
@@ -80,6 +84,8 @@ describe('the web console in a real browser', function () {
         upstream_url: paying.upstream.url,
         emit_receipts: true,
         pricing: { amount: '25000', asset: 'USDC', network: 'base', pay_to: newPayTo() },
+        // Public too: one call comes from a payer with no token.
+        public: true,
       },
     });
     assert.equal(pricedAgent.status, 201, pricedAgent.text);
@@ -109,7 +115,26 @@ describe('the web console in a real browser', function () {
       },
       { timeoutMs: 30_000, what: 'the paid call to be settled' },
     );
-    // The rollups count a call once it is terminal: the charts have all five to show.
+    // A payer with no token, on the public URL.
+    const payer = await newPayer(1_000_000n);
+    publicPayer = payer.address;
+    const open_ = await payingFetch('x402-fetch', payer).pay(`${stack().apiUrl}/public/agents/${priced.id}`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: 'public call',
+    });
+    assert.equal(open_.status, 202, await open_.clone().text());
+    const { invocation_id: publicId } = (await open_.json()) as { invocation_id: string };
+    await waitForInvocation(token, priced.id, publicId);
+    publicInvocation = await waitFor(
+      async () => {
+        const list = await call('GET', `/v1/invocations?agent_id=${priced.id}`, { token });
+        const row = list.json.data.find((r: any) => r.invocation_id === publicId);
+        return row?.payment_transaction && row;
+      },
+      { timeoutMs: 30_000, what: 'the public call to be settled' },
+    );
+    // The rollups count a call once it is terminal: the charts have all six to show.
     await waitFor(
       async () => {
         const res = await call(
@@ -121,7 +146,7 @@ describe('the web console in a real browser', function () {
         );
         const count = (id: string) =>
           (res.json?.groups ?? []).filter((g: any) => g.agent_id === id).reduce((n: number, g: any) => n + g.count, 0);
-        return count(echo.id) === 4 && count(priced.id) === 1;
+        return count(echo.id) === 4 && count(priced.id) === 2;
       },
       { timeoutMs: 30_000, everyMs: 2_500, what: "the analytics to count the agents' calls" },
     );
@@ -279,7 +304,9 @@ describe('the web console in a real browser', function () {
     const busiest = page.getByRole('region', { name: 'Busiest agents' });
     await busiest.getByRole('link', { name: echo.name }).waitFor();
     await busiest.getByRole('link', { name: priced.name }).waitFor();
-    await page.getByRole('region', { name: 'Busiest callers' }).getByText('user-1').waitFor();
+    const callers = page.getByRole('region', { name: 'Busiest callers' });
+    await callers.getByRole('link', { name: 'user-1' }).waitFor();
+    await callers.getByRole('link', { name: `x402:${publicPayer}` }).waitFor();
     await shoot(page, 'overview');
     // A token the API stops taking (here: one that was never good, put where the console keeps its token) signs out.
     await page.evaluate(() => sessionStorage.setItem('gateway-console-token', 'revoked'));
@@ -358,7 +385,7 @@ describe('the web console in a real browser', function () {
     const { page } = opened;
     await signIn(opened);
     await page.locator('tr[data-invocation]').first().waitFor();
-    assert.equal(await page.locator('tr[data-invocation]').count(), 5, 'every call of the tenant');
+    assert.equal(await page.locator('tr[data-invocation]').count(), 6, 'every call of the tenant');
 
     await page.getByLabel('Agent').selectOption({ label: echo.name });
     await page.getByLabel('Status').selectOption('succeeded');
@@ -380,10 +407,25 @@ describe('the web console in a real browser', function () {
     assert.ok(want.length >= 3, 'the three plain calls at least');
     await shoot(page, 'invocations');
 
-    // A payer's calls: none here (every call came with the tenant's token).
+    // A payer's calls, by its address in lower case (the API records it checksummed): the public call alone.
+    const upper = await call('GET', `/v1/invocations?caller=x402:0x${publicPayer.slice(2).toUpperCase()}`, {
+      token: paying.token,
+    });
+    assert.deepEqual(
+      upper.json.data.map((r: any) => r.invocation_id),
+      [publicInvocation.invocation_id],
+      'the API reads a payer in any letter case',
+    );
     await page.getByLabel('Agent').selectOption({ label: 'any' });
     await page.getByLabel('Status').selectOption({ label: 'any' });
-    await page.getByLabel('Caller').fill('x402');
+    await page.getByLabel('Caller').fill(publicPayer.toLowerCase());
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await page.locator(`tr[data-invocation="${publicInvocation.invocation_id}"]`).waitFor();
+    await waitFor(async () => (await page.locator('tr[data-invocation]').count()) === 1, {
+      what: "the payer's one call alone",
+    });
+    // A caller with no calls.
+    await page.getByLabel('Caller').fill('nobody');
     await page.getByRole('button', { name: 'Apply' }).click();
     await page.getByText('No invocation matches.').waitFor();
     assert.deepEqual(opened.violations, []);
@@ -427,9 +469,9 @@ describe('the web console in a real browser', function () {
     const opened = await open(LAPTOP, '/console#/money?window=day');
     const { page } = opened;
     await signIn(opened);
-    await page.locator('[data-total="charged"]').getByText('0.025 USDC').waitFor();
+    await page.locator('[data-total="charged"]').getByText('0.05 USDC').waitFor();
     const byScheme = page.getByRole('region', { name: 'Charges by scheme' });
-    assert.match(await byScheme.locator('tr[data-key="exact"]').innerText(), /1\s+0\.025 USDC/);
+    assert.match(await byScheme.locator('tr[data-key="exact"]').innerText(), /2\s+0\.05 USDC/);
     const byAgent = page.getByRole('region', { name: 'Charges by agent' });
     await byAgent.getByRole('link', { name: priced.name }).waitFor();
     const settlement = page

@@ -1,6 +1,6 @@
-// Every invocation of the tenant, newest first, filtered by agent, status, time and caller.
-// Agent, status and time are the API's filters (GET /v1/invocations); the caller (token or a
-// payer's address) is matched in the rows loaded, which the list answer carries.
+// Every invocation of the tenant, newest first, filtered by agent, status, time and caller: the
+// API's filters (GET /v1/invocations), so pages hold only matching rows. A caller is a token's
+// user, or a payer's address (x402:<address>, any letter case; a bare 0x address is a payer).
 import { useContext, useState } from 'preact/hooks';
 import { getPages } from '../api.ts';
 import { AgentsContext, Empty, Panel } from '../components.tsx';
@@ -23,12 +23,8 @@ function toLocal(iso: string | null): string {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
 }
 
-function matchesCaller(inv: Invocation, caller: string): boolean {
-  const wanted = caller.trim().toLowerCase();
-  if (!wanted) return true;
-  if (wanted === 'token' || wanted === 'x402') return inv.caller_kind === wanted;
-  return (inv.payment_payer ?? '').toLowerCase().includes(wanted.replace(/^x402:/, ''));
-}
+/** What the API takes as `caller`: a bare address is a payer's. */
+const callerParam = (typed: string) => (/^0x[0-9a-fA-F]{40}$/.test(typed) ? `x402:${typed}` : typed);
 
 export function Invocations({ route }: { route: Route }) {
   const agents = [...useContext(AgentsContext).values()];
@@ -45,14 +41,20 @@ export function Invocations({ route }: { route: Route }) {
     (signal) =>
       getPages<Invocation>(
         'v1/invocations',
-        { agent_id: filters.agent_id, status: filters.status, since: filters.since, until: filters.until },
+        {
+          agent_id: filters.agent_id,
+          status: filters.status,
+          since: filters.since,
+          until: filters.until,
+          caller: callerParam(filters.caller),
+        },
         shown,
         signal,
       ),
-    [filters.agent_id, filters.status, filters.since, filters.until, shown],
+    [filters.agent_id, filters.status, filters.since, filters.until, filters.caller, shown],
     TABLE_EVERY_MS,
   );
-  const rows = (list.data?.rows ?? []).filter((inv) => matchesCaller(inv, filters.caller));
+  const rows = list.data?.rows ?? [];
 
   return (
     <>
@@ -123,7 +125,7 @@ function FilterForm({ filters, agents, onApply }: { filters: Filters; agents: Ag
       </label>
       <label>
         Caller
-        <input type="search" placeholder="token, x402 or a payer address" {...bind('caller')} />
+        <input type="search" placeholder="a user, or a payer's 0x address" {...bind('caller')} />
       </label>
       <div class="filter-actions">
         <button type="submit">Apply</button>

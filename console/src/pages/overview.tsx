@@ -6,7 +6,7 @@ import { Chart } from '../chart.tsx';
 import { AgentLink, Empty, Panel, WindowTabs } from '../components.tsx';
 import { count, ms, percent, usdc } from '../format.ts';
 import { usePoll } from '../poll.ts';
-import { setQuery, type Route } from '../route.ts';
+import { href, setQuery, type Route } from '../route.ts';
 import type { AnalyticsResult, CallerResult } from '../types.ts';
 
 export const ANALYTICS_EVERY_MS = 60_000;
@@ -182,7 +182,11 @@ export function Overview({ route }: { route: Route }) {
                 <tbody>
                   {busiestCallers.map(([user, row]) => (
                     <tr>
-                      <td class="mono">{user}</td>
+                      <td class="mono">
+                        <a href={href('invocations', { caller: user })} title="This caller's invocations">
+                          {user}
+                        </a>
+                      </td>
                       <td>{row.kind === 'x402' ? 'payer (x402)' : 'token'}</td>
                       <td class="num">{count(row.calls)}</td>
                       <td class="num">{row.agents.size}</td>
