@@ -38,6 +38,12 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
   // The long-lived services, wired once: the proxy routes, the policy routes and /readyz share them.
   const services = createProxyParts(deps, wired);
   app.proxy = false;
+  // A caller that leaves before a streamed answer ends (a browser leaving a console view, which
+  // aborts its fetches) cuts the answer's stream short: Koa reports that as an error on stderr.
+  // Not an error of the gateway's; every other one is reported as Koa does.
+  app.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'ERR_STREAM_PREMATURE_CLOSE') app.onerror(err);
+  });
   // Before anything else: a proxied call's cache barrier travels while the rest of the gate runs.
   app.use(syncGateCaches(deps));
   // One token cache and one access recorder for both paths below.
