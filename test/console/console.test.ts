@@ -623,18 +623,20 @@ describe('the web console in a real browser', function () {
     await opened.close();
   });
 
-  it("refreshes while open: a new call appears in the open table and the agent's totals without a reload", async () => {
+  it('refreshes while open: a new call appears in the open table without a reload', async () => {
     const opened = await open(LAPTOP, `/console#/agents/${echo.id}`);
     const { page } = opened;
     await signIn(opened);
     const region = page.getByRole('region', { name: 'Recent invocations' });
     await region.locator('tr[data-invocation]').first().waitFor();
     const before = await region.locator('tr[data-invocation]').count();
+    await page.evaluate('window.notReloaded = true');
     const res = await call('POST', `/v1/proxy/${echo.id}`, { token: paying.token, body: 'while open' });
     assert.equal(res.status, 202, res.text);
     // The table refreshes every 10 s: the new row within two rounds, the page never reloaded.
     await region.locator(`tr[data-invocation="${res.json.invocation_id}"]`).waitFor({ timeout: 25_000 });
     assert.equal(await region.locator('tr[data-invocation]').count(), before + 1);
+    assert.equal(await page.evaluate('window.notReloaded'), true, 'the same page, refreshed in place');
     assert.deepEqual(opened.violations, []);
     await opened.close();
   });
