@@ -26,7 +26,7 @@ const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url),
 
 /**
  * `relay`: run the background rounds in this process (temporal/gateway-jobs.ts: the start relay,
- * the closed-workflow check, the analytics summaries, the expired payment tasks' purge;
+ * the closed-workflow check, the analytics fold and summaries, the expired payment tasks' purge;
  * api/main.ts; tests that need them run their own).
  */
 export type GatewayOptions = Partial<Pick<AppDeps, 'feed' | 'vaultClient'>> & { relay?: boolean };

@@ -3,8 +3,9 @@
 // Seeds one tenant with N invocations (default one million) spread evenly over 31 days and
 // several agents, in a fresh database, then times GET /v1/analytics through the real API
 // (HTTP, auth, limiter, rollup query, percentile shaping, JSON) for the 31-day hourly and
-// daily windows. Also measured: what the rollup trigger costs one completing invocation,
-// and the baseline the rollups replace (exact percentiles computed from the raw rows).
+// daily windows. Also measured: what the analytics fold costs per completed invocation (the
+// fold stamp on the insert, and folding the row), and the baseline the rollups replace (exact
+// percentiles computed from the raw rows).
 //
 // PostgreSQL: DATABASE_URL's server, else the local one on 127.0.0.1:5432, else an embedded
 // one under .data/bench. The bench database is dropped at the end unless --keep.
@@ -97,17 +98,14 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
     await migrate(orm);
     say(`# analytics benchmark: ${setup}`);
 
-    // Seeding: bulk rows with the rollup triggers off, then one rebuild (the same function the
-    // migration backfills with, tested to equal the trigger's result). Through the trigger the
-    // million rows take minutes; the per-row cost is measured separately below.
+    // Seeding: bulk rows, then one rebuild (the same function the migrations backfill with,
+    // tested to equal the fold's result), which also folds them as of its snapshot.
     const seeding = startStep('analytics: seeding', `${N.toLocaleString('en')} invocations, 100,000 per statement`);
     let t0 = performance.now();
-    await conn.execute('alter table invocations disable trigger invocations_analytics_insert');
     for (let from = 1; from <= N; from += 100_000) {
       await conn.execute(seedSql(TENANT, from, Math.min(N, from + 99_999), N, AGENTS));
       seeding.progress(Math.min(N, from + 99_999), N, 'rows');
     }
-    await conn.execute('alter table invocations enable trigger invocations_analytics_insert');
     const seeded = ms(t0);
     seeding.end();
     const rebuilding = startStep('analytics: rebuilding the rollups', 'then vacuum analyze');
@@ -129,24 +127,29 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
     );
     say(result.notes.at(-1)!);
 
-    // What the trigger costs a completing invocation: the same 20 000 rows with and without it.
+    // What the fold costs a completed invocation: the same 20 000 rows inserted without the fold's
+    // stamp and with it, then folded in one round.
     const sample = 20_000;
-    const triggerCost = startStep(
-      'analytics: rollup trigger cost',
-      `${sample.toLocaleString('en')} rows without, then with it`,
+    const foldCost = startStep(
+      'analytics: fold cost',
+      `${sample.toLocaleString('en')} rows without the stamp, with it, folded`,
     );
-    await conn.execute('alter table invocations disable trigger invocations_analytics_insert');
+    await conn.execute('alter table invocations alter column analytics_xid drop default');
     t0 = performance.now();
     await conn.execute(seedSql('bench-off', 1, sample, sample, AGENTS).replace(/'inv_bench_'/, `'inv_off_'`));
     const without = ms(t0);
-    await conn.execute('alter table invocations enable trigger invocations_analytics_insert');
+    await conn.execute('alter table invocations alter column analytics_xid set default pg_current_xact_id()');
     t0 = performance.now();
     await conn.execute(seedSql('bench-on', 1, sample, sample, AGENTS).replace(/'inv_bench_'/, `'inv_on_'`));
-    const withTrigger = ms(t0);
-    const perRowUs = ((withTrigger - without) * 1000) / sample;
-    triggerCost.end();
+    const stamped = ms(t0);
+    t0 = performance.now();
+    await conn.execute('select analytics_fold(true)');
+    const folded = ms(t0);
+    const stampUs = ((stamped - without) * 1000) / sample;
+    const foldUs = (folded * 1000) / sample;
+    foldCost.end();
     result.notes.push(
-      `rollup trigger: ${perRowUs.toFixed(0)} µs of database time per completed invocation (${sample} rows: ${without.toFixed(0)} ms without, ${withTrigger.toFixed(0)} ms with)`,
+      `analytics fold: ${stampUs.toFixed(0)} µs of database time per completed invocation for the stamp (${sample} rows: ${without.toFixed(0)} ms without, ${stamped.toFixed(0)} ms with), ${foldUs.toFixed(0)} µs to fold it (${folded.toFixed(0)} ms for the round)`,
     );
     say(result.notes.at(-1)!);
 
@@ -332,7 +335,8 @@ export async function runAnalyticsBench(argv: string[] = []): Promise<BenchResul
         hourly: { ...hour, cpu: Object.fromEntries(hour.cpu) },
         daily: { ...day, cpu: Object.fromEntries(day.cpu) },
         baselineMs: baseTimes,
-        triggerUsPerRow: perRowUs,
+        foldStampUsPerRow: stampUs,
+        foldUsPerRow: foldUs,
       }),
     );
   } finally {

@@ -5,12 +5,17 @@
 // on Temporal, PostgreSQL and anvil (automine: one block per transaction, no block time to wait
 // for). One tenant with settlement configured as npm start's demo tenant is (the dev PKI's
 // client certificate registered as a facilitator account, held in the tenant's facilitator
-// credential), three agents on one local upstream that answers a small JSON with an
+// credential), four agents on one local upstream that answers a small JSON with an
 // X-Usage-Cost header (bench/proxy-servers.ts `metered`):
 // - unpaid: no pricing;
 // - exact: priced `exact`, the EIP-3009 authorization settled on chain before the upstream is called;
 // - upto: priced `upto` with a header meter, the Permit2 authorization verified before the call
-//   and the metered charge settled on chain after the answer (MeteredChargeWorkflow).
+//   and the metered charge settled on chain after the answer (MeteredChargeWorkflow);
+// - batch-settlement: priced from a payment channel without a meter (each call charged its
+//   ceiling): one deposit (the first, warm-up, call) through the facilitator, then a voucher per
+//   call checked by the gateway and committed to the channel as the answer completes; the
+//   client's channel record is kept as the gateway's answers keep it, so the vouchers are signed
+//   ahead like the other payments.
 // All on the streaming endpoint, POST /v1/proxy/{id}/stream, N sequential calls each, interleaved
 // by round (unpaid, exact, upto, unpaid, ...) so machine noise hits all alike. Payments are
 // signed before the timing starts, one per call, as x402 v2 PAYMENT-SIGNATURE headers built by
@@ -38,6 +43,7 @@ import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402
 import { toClientEvmSigner } from '@x402/evm';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
+import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
 import type { Infra } from '../scripts/lib/infra.ts';
 import { freePort, waitFor } from '../scripts/lib/ports.ts';
 import { startStep, timedStep } from '../scripts/lib/progress.ts';
@@ -48,6 +54,7 @@ import { CHAIN_ID, fund, tokenContract } from '../scripts/dev/chain.ts';
 import { PERMIT2_ADDRESS } from '../contracts/permit2.ts';
 import { SCHEME_UPTO } from '../x402/schemes/upto/schemas.ts';
 import { EXACT } from '../x402/schemes/exact/schemas.ts';
+import { SCHEME_BATCH_SETTLEMENT } from '../x402/schemes/batch-settlement/schemas.ts';
 import { cpuCell, cpuPerUnit, findPids, type CpuGroups } from './cpu.ts';
 import { databaseBackends } from './database-cpu.ts';
 import { fmtMs, say } from './print.ts';
@@ -65,7 +72,7 @@ const POLL_MS = 20;
 const BODY = '{"input":"bench"}';
 const NETWORK = `eip155:${CHAIN_ID}` as const;
 
-type Scheme = 'unpaid' | typeof EXACT | typeof SCHEME_UPTO;
+type Scheme = 'unpaid' | typeof EXACT | typeof SCHEME_UPTO | typeof SCHEME_BATCH_SETTLEMENT;
 type Answered = { ms: number; invocationId: string; answeredAt: number };
 
 export async function runPaidBench(argv: string[] = []): Promise<BenchResult> {
@@ -159,11 +166,14 @@ export async function runPaidBench(argv: string[] = []): Promise<BenchResult> {
     if (config.status !== 201) throw new Error(`settlement config: ${config.status} ${JSON.stringify(config.json)}`);
 
     const payTo = new Wallet(hexlify(randomBytes(32))).address;
+    const channelDeposit = PRICE * BigInt(2 * (N + WARMUP) + 10);
     const pricing = { amount: String(PRICE), asset: 'USDC', network: 'base', pay_to: payTo };
     const agentFor: Record<Scheme, Record<string, unknown> | undefined> = {
       unpaid: undefined,
       [EXACT]: pricing,
       [SCHEME_UPTO]: { ...pricing, scheme: SCHEME_UPTO, meter: { kind: 'header', header: 'X-Usage-Cost' } },
+      // No meter: each call is charged its ceiling; one deposit covers every call of the run.
+      [SCHEME_BATCH_SETTLEMENT]: { ...pricing, scheme: SCHEME_BATCH_SETTLEMENT, min_deposit: String(channelDeposit) },
     };
     const schemes = Object.keys(agentFor) as Scheme[];
     const agents = {} as Record<Scheme, string>;
@@ -191,7 +201,14 @@ export async function runPaidBench(argv: string[] = []): Promise<BenchResult> {
       usdc: PRICE * BigInt(calls + 10),
     });
     await (await tokenContract(infra.tokenAddress, uptoPayer).approve(PERMIT2_ADDRESS, MaxUint256)).wait();
+    const channelPayer = new Wallet(hexlify(randomBytes(32)));
+    await fund(infra.chainRpcUrl, infra.tokenAddress, channelPayer.address, { usdc: channelDeposit });
 
+    // The channel client's record, kept as the gateway's answers would keep it (each call charged
+    // its ceiling), so its vouchers can be signed ahead: the first payment is the deposit.
+    const channelStorage = new InMemoryClientChannelStorage();
+    let channelCharged = 0n;
+    let channelBalance = 0n;
     // The unmodified x402 v2 clients, each allowed the local token only.
     const allowed = { allowedAssets: [{ network: NETWORK, asset: infra.tokenAddress }] };
     const payers: Partial<Record<Scheme, x402Client>> = {
@@ -206,6 +223,15 @@ export async function runPaidBench(argv: string[] = []): Promise<BenchResult> {
               privateKeyToAccount(uptoPayer.privateKey as `0x${string}`),
               createPublicClient({ transport: http(infra.chainRpcUrl) }) as Parameters<typeof toClientEvmSigner>[1],
             ),
+          ),
+        )
+        .setSpendControls(allowed),
+      [SCHEME_BATCH_SETTLEMENT]: new x402Client()
+        .register(
+          'eip155:*',
+          new BatchSettlementEvmScheme(
+            toClientEvmSigner(privateKeyToAccount(channelPayer.privateKey as `0x${string}`)),
+            { storage: channelStorage },
           ),
         )
         .setSpendControls(allowed),
@@ -228,8 +254,22 @@ export async function runPaidBench(argv: string[] = []): Promise<BenchResult> {
         throw new Error(`${scheme}: the unpaid call answered ${unpaid.statusCode} without PAYMENT-REQUIRED`);
       const required = decodePaymentRequiredHeader(header);
       const pool: string[] = [];
-      for (let i = 0; i < count; i++)
-        pool.push(encodePaymentSignatureHeader(await payer.createPaymentPayload(required)));
+      for (let i = 0; i < count; i++) {
+        const payment = await payer.createPaymentPayload(required);
+        pool.push(encodePaymentSignatureHeader(payment));
+        if (scheme !== SCHEME_BATCH_SETTLEMENT) continue;
+        const payload = payment.payload as {
+          type: string;
+          voucher: { channelId: string };
+          deposit?: { amount: string };
+        };
+        if (payload.deposit) channelBalance += BigInt(payload.deposit.amount);
+        channelCharged += PRICE;
+        await channelStorage.set(payload.voucher.channelId.toLowerCase(), {
+          balance: String(channelBalance),
+          chargedCumulativeAmount: String(channelCharged),
+        });
+      }
       return pool;
     }
 
@@ -323,6 +363,15 @@ export async function runPaidBench(argv: string[] = []): Promise<BenchResult> {
       for (const line of tableLines(table, '## ')) say(line);
       result.tables.push(table);
     }
+    const channelP50 = percentile(times[SCHEME_BATCH_SETTLEMENT], 0.5);
+    result.checks.push({
+      figure: 'batch-settlement voucher-paid call p50 (streaming) over the unpaid p50',
+      measured: `+${fmtMs(channelP50 - unpaidP50)}`,
+      baseline: `unpaid ${fmtMs(unpaidP50)}`,
+      ratio: `${(channelP50 / unpaidP50).toFixed(2)}×`,
+      target: '≤ +1 ms',
+      pass: channelP50 - unpaidP50 <= 1,
+    });
     for (const scheme of [EXACT, SCHEME_UPTO] as const) {
       const p50 = percentile(times[scheme], 0.5);
       result.checks.push({

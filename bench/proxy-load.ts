@@ -6,7 +6,16 @@ import { percentile } from './result.ts';
 
 export const BODY = Buffer.alloc(1024, 'b');
 
-export type Target = { name: string; origin: string; path: string; headers: Record<string, string> };
+export type Target = {
+  name: string;
+  origin: string;
+  path: string;
+  headers: Record<string, string>;
+  /** Before each window, outside its measures (e.g. the database's analytics mode). */
+  prepare?: () => Promise<void>;
+  /** At the end of each window, inside its CPU measure: work its calls left behind. */
+  settle?: () => Promise<void>;
+};
 export type Sample = {
   latencies: number[];
   completed: number;
@@ -20,6 +29,7 @@ export type Sample = {
  * the CPU each group of `cpu` used meanwhile comes with the sample.
  */
 export async function load(target: Target, seconds: number, concurrency: number, cpu: CpuGroups = {}): Promise<Sample> {
+  await target.prepare?.();
   const cpuBefore = await cpuSnapshot(cpu);
   const pool = new Pool(target.origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 });
   const latencies: number[] = [];
@@ -47,6 +57,7 @@ export async function load(target: Target, seconds: number, concurrency: number,
     }),
   );
   const elapsed = (performance.now() - started) / 1000;
+  await target.settle?.();
   const cpuMs = cpuBetween(cpuBefore, await cpuSnapshot(cpu));
   await pool.close();
   return { latencies, completed: latencies.length, errors, seconds: elapsed, cpuMs };

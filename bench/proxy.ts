@@ -4,8 +4,10 @@
 // 1. Streaming, 1 KiB bodies at fixed concurrency: latency p50/p99 and throughput calling the
 //    upstream directly, through a bare undici pass-through proxy, and through the gateway's
 //    POST /v1/proxy/{id}/stream (auth, agent lookup, rate limit, stages, row written and
-//    completed) on its invoke fast path and through the routers; CPU per call by process beside each.
-//    Targets are measured round-robin in several rounds so drift hits all alike.
+//    completed) on its invoke fast path and through the routers, and once more with the analytics
+//    rollups kept by the row-level triggers the batched fold replaced (bench/analytics-modes.ts);
+//    CPU per call by process beside each. Targets are measured round-robin in several rounds so
+//    drift hits all alike.
 // 2. Transactional: the 202 of POST /v1/proxy/{id} (body, row and intent to start committed;
 //    the workflow started after the answer) against a bare `client.workflow.start` on the same
 //    Temporal server.
@@ -22,11 +24,12 @@ import { timedStep } from '../scripts/lib/progress.ts';
 import { parseCommand } from '../scripts/lib/cli.ts';
 import type { CpuGroups } from './cpu.ts';
 import { databaseBackends } from './database-cpu.ts';
+import { analyticsModes } from './analytics-modes.ts';
 import { say } from './print.ts';
 import { listeningPort, spawnInto, stopChildren } from './processes.ts';
 import { load, type Target } from './proxy-load.ts';
 import { runMemory, type StreamMemory } from './proxy-memory.ts';
-import { runStreaming } from './proxy-streaming.ts';
+import { DATABASE, ROW_TRIGGERS_TARGET, runStreaming } from './proxy-streaming.ts';
 import { runTransactional, type StartTimes } from './proxy-transactional.ts';
 import { finishResult, runAsMain, startResult, type BenchResult } from './result.ts';
 import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
@@ -97,11 +100,13 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
     // Where the CPU goes, per process: PostgreSQL as the backends connected to the bench
     // database (the server may be shared with other work); this process is the load.
     const database = await databaseBackends(infra.databaseUrl);
+    const analytics = await analyticsModes(infra.databaseUrl);
+    const folding = { prepare: analytics.fold, settle: analytics.settle };
     const cpu: CpuGroups = {
       'gateway API': () => [gateway.pid!],
       'bare proxy': () => [bare.pid!],
       upstream: () => [upstream.pid!],
-      'PostgreSQL (bench database backends)': database.pids,
+      [DATABASE]: database.pids,
       'load generator (this process)': () => [process.pid],
     };
 
@@ -109,10 +114,25 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
     const targets: Target[] = [
       { name: 'direct', origin: upstreamUrl, path: '/agent', headers: {} },
       { name: 'bare proxy', origin: bareUrl, path: '/agent', headers: {} },
-      { name: 'gateway', origin: apiUrl, path: `/v1/proxy/${agent.id}/stream`, headers: auth },
+      { name: 'gateway', origin: apiUrl, path: `/v1/proxy/${agent.id}/stream`, headers: auth, ...folding },
       // The same endpoint behind a trailing slash, which the invoke fast path leaves to the routers: what
       // the general middleware stack costs, measured in the same process and rounds.
-      { name: 'gateway via the routers', origin: apiUrl, path: `/v1/proxy/${agent.id}/stream/`, headers: auth },
+      {
+        name: 'gateway via the routers',
+        origin: apiUrl,
+        path: `/v1/proxy/${agent.id}/stream/`,
+        headers: auth,
+        ...folding,
+      },
+      // The gateway as it was before the analytics fold: the rollups kept by row-level triggers
+      // in every completing transaction (bench/analytics-modes.ts).
+      {
+        name: ROW_TRIGGERS_TARGET,
+        origin: apiUrl,
+        path: `/v1/proxy/${agent.id}/stream`,
+        headers: auth,
+        prepare: analytics.rowTriggers,
+      },
     ];
     await timedStep('proxy: warm-up', '1 s per target', async () => {
       for (const t of targets) await load(t, 1, Math.max(...CONCURRENCIES)); // JIT, pools, caches
@@ -121,6 +141,8 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
       ? await runStreaming(targets, { concurrencies: CONCURRENCIES, rounds: ROUNDS, seconds: SECONDS, cpu }, result)
       : [];
     await database.end();
+    await analytics.fold();
+    await analytics.end();
 
     let tx: StartTimes | undefined;
     let bs: StartTimes | undefined;

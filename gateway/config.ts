@@ -248,7 +248,7 @@ export type GatewayConfig = {
   discovery: { rpsPerClient: number; rps: number; maxAgents: number };
   /** VAULT_KEKS, VAULT_KEK_CURRENT, VAULT_ADDR, VAULT_TOKEN (gateway/credentials/config.ts). */
   vault: VaultConfig;
-  /** ANALYTICS_RATE_PER_MIN, ANALYTICS_RATE_BURST (gateway/analytics/config.ts). */
+  /** ANALYTICS_RATE_PER_MIN, ANALYTICS_RATE_BURST, ANALYTICS_FOLD_EVERY_MS (gateway/analytics/config.ts). */
   analytics: AnalyticsConfig;
   /** RECEIPT_KEYS_DIR, RECEIPT_ACTIVE_KID, DATA_DIR (gateway/receipts/config.ts). */
   receipts: ReceiptConfig;

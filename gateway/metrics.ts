@@ -101,3 +101,25 @@ export const mcpServerMemberFailures = counter({
   help: 'Members of virtual MCP servers left out of a federated list, by reason (timeout, refused, invalid)',
   labelNames: ['reason'] as const,
 });
+
+// The analytics fold (gateway/analytics/fold.ts): how far the rollups are behind the rows, as
+// the last round this process saw left them (whichever replica ran it), growing until the next.
+let foldSeen: { lagSeconds: number; atMs: number } | null = null;
+gauge({
+  name: 'gateway_analytics_fold_lag_seconds',
+  help: 'Seconds since the snapshot of the last analytics fold round: every invocation change committed before it is in the rollups',
+  collect() {
+    if (foldSeen) this.set(foldSeen.lagSeconds + (Date.now() - foldSeen.atMs) / 1000);
+  },
+});
+
+const foldedRows = counter({
+  name: 'gateway_analytics_folded_rows_total',
+  help: 'Invocation row versions folded into the analytics rollups by the rounds this process ran',
+});
+
+/** What a fold round of this process saw: the lag the database reported, and the rows it folded (null: another process's round). */
+export function recordFold(lagSeconds: number, rows: number | null): void {
+  foldSeen = { lagSeconds, atMs: Date.now() };
+  if (rows) foldedRows.inc(rows);
+}

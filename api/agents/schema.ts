@@ -6,7 +6,9 @@ import { PublicInterfaceInput } from './public-interface.ts';
 import { idField, maxChars, nameField } from '../validation.ts';
 import { A2A_METHODS, canonicalA2aMethod } from '../../gateway/a2a/methods.ts';
 import { meteredPricingError, meteredPricingFields, refineMeteredPricing } from '../../gateway/metering/meter.ts';
+import { channelTermsError, channelTermsFields, refineChannelTerms } from '../../gateway/payment/channel-terms.ts';
 import { SCHEME_UPTO } from '../../x402/schemes/upto/schemas.ts';
+import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 
 /** MCP protocol revisions the gateway knows (the MCP specification's dated revision identifiers). */
 export const MCP_PROTOCOL_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
@@ -25,15 +27,27 @@ const ToolPrice = z
   .refine(fitsUint256, 'pricing.tools price is too large');
 
 /**
- * The document's statement of refineMeteredPricing, which no field's schema says: scheme upto
- * takes a meter, and only it does. A2A's and MCP's answers carry no token usage the tokens meter
- * reads (`not: TOKENS_METER`, checked on the agent's protocol by agentRuleError).
+ * The document's statement of refinePricing, which no field's schema says: scheme upto requires a
+ * meter, batch-settlement may carry one, no other scheme does; only batch-settlement takes
+ * min_deposit and withdraw_delay (min_deposit's floor, the prices, is its description's: no JSON
+ * Schema compares two decimal strings). A2A's and MCP's answers carry no token usage the tokens
+ * meter reads (`not: TOKENS_METER`, checked on the agent's protocol by agentRuleError).
  */
-const METERED_RULE = {
-  if: { required: ['scheme'], properties: { scheme: { const: SCHEME_UPTO } } },
-  then: { required: ['meter'] },
-  else: { not: { required: ['meter'] } },
+const schemeIs = (scheme: string) => ({ required: ['scheme'], properties: { scheme: { const: scheme } } });
+const PRICING_RULES = {
+  allOf: [
+    { if: schemeIs(SCHEME_UPTO), then: { required: ['meter'] } },
+    {
+      if: { required: ['scheme'], properties: { scheme: { enum: [SCHEME_UPTO, SCHEME_BATCH_SETTLEMENT] } } },
+      else: { not: { required: ['meter'] } },
+    },
+    {
+      if: schemeIs(SCHEME_BATCH_SETTLEMENT),
+      else: { not: { anyOf: [{ required: ['min_deposit'] }, { required: ['withdraw_delay'] }] } },
+    },
+  ],
 };
+
 const TOKENS_METER = {
   type: 'object',
   required: ['meter'],
@@ -43,7 +57,7 @@ const TOKENS_METER = {
 const PricingFields = z.strictObject({
   amount: Amount.meta({
     description:
-      "Flat per-call price in the asset's smallest unit (USDC: 6 decimals); with scheme upto, the most one call may cost.",
+      "Flat per-call price in the asset's smallest unit (USDC: 6 decimals); with scheme upto or batch-settlement, the most one call may cost.",
     example: '10000',
   }),
   asset: z.literal('USDC', { error: 'pricing.asset must be USDC' }),
@@ -60,7 +74,8 @@ const PricingFields = z.strictObject({
     )
     .optional()
     .meta({
-      description: "Per-MCP-tool price overrides (with scheme upto, each tool's maximum); requires protocol mcp.",
+      description:
+        "Per-MCP-tool price overrides (with scheme upto or batch-settlement, each tool's maximum); requires protocol mcp.",
     }),
   methods: z
     .record(
@@ -82,15 +97,22 @@ const PricingFields = z.strictObject({
         "Per-skill prices for a message naming the skill in its metadata (`skill`); requires protocol a2a. A skill's price wins over its method's.",
     }),
   ...meteredPricingFields,
+  ...channelTermsFields,
 });
 
-const PRICING_DESCRIPTION =
-  'Presence enables the x402 payment gate. scheme upto (metered) requires a meter, which no other scheme takes.';
+/** The pricing object's rules across its fields: the scheme's meter, then its channel terms. */
+function refinePricing(pricing: z.infer<typeof PricingFields>, ctx: z.RefinementCtx): void {
+  refineMeteredPricing(pricing, ctx);
+  refineChannelTerms(pricing, ctx);
+}
 
-export const PricingInput = PricingFields.superRefine(refineMeteredPricing).meta({
+const PRICING_DESCRIPTION =
+  'Presence enables the x402 payment gate. scheme upto (metered) requires a meter; batch-settlement (payment channel) may carry one; no other scheme takes one. min_deposit and withdraw_delay require scheme batch-settlement.';
+
+export const PricingInput = PricingFields.superRefine(refinePricing).meta({
   id: 'PricingInput',
   description: `${PRICING_DESCRIPTION} A tokens meter requires protocol http.`,
-  ...METERED_RULE,
+  ...PRICING_RULES,
 });
 export type PricingInput = z.infer<typeof PricingInput>;
 
@@ -199,28 +221,28 @@ const HttpPricingInput = PricingFields.extend({
   tools: z.never({ error: 'pricing.tools requires protocol mcp' }).optional(),
   ...noA2aPrices,
 })
-  .superRefine(refineMeteredPricing)
+  .superRefine(refinePricing)
   .meta({
     id: 'HttpPricingInput',
     description: `${PRICING_DESCRIPTION} No per-tool (mcp), per-method or per-skill (a2a) prices.`,
-    ...METERED_RULE,
+    ...PRICING_RULES,
   });
 const McpPricingInput = PricingFields.extend(noA2aPrices)
-  .superRefine(refineMeteredPricing)
+  .superRefine(refinePricing)
   .meta({
     id: 'McpPricingInput',
     description: `${PRICING_DESCRIPTION} Per-tool prices; no per-method or per-skill prices (a2a only); no tokens meter (http only).`,
-    ...METERED_RULE,
+    ...PRICING_RULES,
     not: TOKENS_METER,
   });
 const A2aPricingInput = PricingFields.extend({
   tools: z.never({ error: 'pricing.tools requires protocol mcp' }).optional(),
 })
-  .superRefine(refineMeteredPricing)
+  .superRefine(refinePricing)
   .meta({
     id: 'A2aPricingInput',
     description: `${PRICING_DESCRIPTION} Per-method and per-skill prices; no per-tool prices (mcp only); no tokens meter (http only).`,
-    ...METERED_RULE,
+    ...PRICING_RULES,
     not: TOKENS_METER,
   });
 
@@ -391,8 +413,9 @@ export function agentRuleError(state: AgentRuleState): string | undefined {
     return `pricing.${state.pricing.methods ? 'methods' : 'skills'} requires protocol a2a`;
   const unknownMethod = Object.keys(state.pricing?.methods ?? {}).find((m) => !canonicalA2aMethod(m));
   if (unknownMethod !== undefined) return `pricing.methods: ${unknownMethod.slice(0, 100)} is not an A2A method`;
-  // The scheme and meter as they go with the protocol the agent is left with (a PATCH may change either).
-  const metered = state.pricing && meteredPricingError(state.pricing, state.protocol);
+  // The scheme, meter and channel terms as they go with the protocol the agent is left with (a PATCH may change either).
+  const metered =
+    state.pricing && (meteredPricingError(state.pricing, state.protocol) ?? channelTermsError(state.pricing));
   if (metered) return metered.message;
   if (state.rate_limit_burst !== null && state.rate_limit_rps === null)
     return 'rate_limit_burst requires rate_limit_rps';

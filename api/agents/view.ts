@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { PageQuery } from '../pagination.ts';
 import { idParam, maxChars, NO_NUL } from '../validation.ts';
 import { Meter, PricingScheme } from '../../gateway/metering/meter.ts';
+import { DEFAULT_WITHDRAW_DELAY } from '../../gateway/payment/channel-terms.ts';
 
 const Timestamp = z.iso.datetime({ offset: true });
 
@@ -33,6 +34,13 @@ export const AgentView = z
         skills: z.record(z.string(), z.string()).optional(),
         scheme: PricingScheme.optional().meta({ description: 'As set; absent means exact.' }),
         meter: Meter.optional(),
+        min_deposit: z.string().optional().meta({ description: 'batch-settlement only: as set; absent when not set.' }),
+        withdraw_delay: z
+          .int()
+          .optional()
+          .meta({
+            description: `batch-settlement only: the channel's withdrawal delay its challenge offers, in seconds (${DEFAULT_WITHDRAW_DELAY} when not set); absent on other schemes.`,
+          }),
       })
       .nullable(),
     a2a_pass_unknown_methods: z.boolean(),

@@ -82,10 +82,38 @@ const figures = {
   by_error_class: z.record(z.string(), z.int()),
 };
 
+const amount = z.string().regex(/^[0-9]+$/);
+const Charges = { count: z.int(), amount };
+
+/** Beside the v1 contract's figures (additive): what the group's paid calls brought. */
+const Revenue = z
+  .strictObject({
+    count: z.int().meta({
+      description: 'Completed paid calls whose call reached the upstream (any x402 scheme).',
+    }),
+    amount: amount.meta({
+      description:
+        "The sum of their charges, in the asset's smallest unit (decimal string): a metered call's charge as measured, never the maximum the payer signed.",
+    }),
+    uncollected: z
+      .strictObject({
+        ...Charges,
+        by_reason: z.record(z.string(), z.strictObject(Charges)).meta({
+          description:
+            "By reason: the settlement's error for a charge that failed to settle (e.g. payer_balance_short), or `unconfigured` (the tenant has no settlement configured).",
+        }),
+      })
+      .meta({ description: 'The charges among those that were not collected: count and amount, by reason.' }),
+  })
+  .meta({
+    description:
+      'Revenue of the paid calls. Rollups are folded from the invocation rows in the background and may lag them by a few seconds.',
+  });
+
 export const AnalyticsResult = z
   .strictObject({
     ...window,
-    groups: z.array(z.strictObject({ ...figures, latency_ms: Percentiles, ttft_ms: Percentiles })),
+    groups: z.array(z.strictObject({ ...figures, latency_ms: Percentiles, ttft_ms: Percentiles, revenue: Revenue })),
   })
   .meta({ id: 'AnalyticsResult' });
 

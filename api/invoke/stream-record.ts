@@ -20,6 +20,7 @@ import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 import type { WorkflowHandle } from '@temporalio/client';
 import { settledWithin, startMeteredCharge, type SettledCharge } from '../../temporal/charge-start.ts';
+import { commitChannelCharge } from '../../gateway/payment/channels/store.ts';
 
 export type Outcome = Omit<Completion, 'id'>;
 
@@ -123,7 +124,16 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
       committed.then(() => {
         if (done.receipt) countIssued(done.receipt);
       }, logFailure);
-      if (charged) {
+      if (charged && row.paymentChannel) {
+        // A channel payment's charge is committed here, as the row completes, so the payer's
+        // next call finds its channel free and its charged total current; a commit that fails
+        // is left to the due-charges round.
+        committed
+          .then(() => commitChannelCharge(deps.orm, row.id))
+          .catch((err: unknown) =>
+            deps.log.warn({ invocationId: row.id, err: errorKind(err) }, 'could not commit a channel charge'),
+          );
+      } else if (charged) {
         // Not started (this process dies, Temporal is down): the due-charges round starts it.
         chargeStarted = committed.then(() =>
           startMeteredCharge(

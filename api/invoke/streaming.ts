@@ -22,7 +22,7 @@ import { a2aAnswerTap, a2aAnswered } from '../proxy/a2a.ts';
 import { meteredCall, meterOf, persistPartialCharge, type MeteredCall } from '../../gateway/invocations/metered.ts';
 import { paymentResponseValue } from '../../gateway/payment/dialect.ts';
 import { queryRows } from '../../gateway/db/orm.ts';
-import type { Meter } from '../../gateway/metering/meter.ts';
+import type { ChargeMeter } from '../../gateway/metering/meter.ts';
 
 const NOT_FORWARDED = { kind: 'not_forwarded' } as const;
 
@@ -46,7 +46,7 @@ function upstreamHeaders(
   credentialHeaders: Record<string, string>,
   body: Buffer | Readable,
   declaredLength: number | null,
-  meter: Meter | null,
+  meter: ChargeMeter | null,
 ): Record<string, string> {
   const headers: Record<string, string> = {
     ...forwardedHeadersOf(ctx, call),

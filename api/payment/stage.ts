@@ -25,6 +25,7 @@ import {
   PaymentStillSettling,
 } from '../../gateway/payment/refusals.ts';
 import { PaymentUnavailable } from '../../gateway/payment/unavailable.ts';
+import { ChannelBusy, ChannelRefunded } from '../../gateway/payment/channels/admission.ts';
 import { PaymentAlreadyBound } from '../../gateway/payment/binding.ts';
 import { priceOf } from '../../gateway/payment/pricing.ts';
 import { challengeEntries } from '../../gateway/payment/schemes/index.ts';
@@ -34,6 +35,9 @@ import type { Challenge, ChallengeEntry } from '../../x402/schemas.ts';
 import { PAYMENT_RESPONSE_HEADER, paymentRequiredHeader } from './x402-headers.ts';
 import { inAnswerStyle } from '../proxy/mcp.ts';
 import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
+
+/** Retry-After of a channel held by another call: calls on one channel take as long as their answers. */
+const CHANNEL_BUSY_RETRY_AFTER_S = 1;
 
 /** Retry-After of a 503 whose payment is still settling: a settle answers within seconds. */
 const SETTLING_RETRY_AFTER_S = 3;
@@ -127,6 +131,17 @@ function answerOf(config: PaymentConfig, call: AnsweredCall, err: unknown): unkn
     return inAnswerStyle(config, call, err.entries[0], challengeAnswer(config, err.entries, call));
   if (err instanceof PaymentRefused) return refusalAnswer(config, call, err.entries, err.reason);
   if (err instanceof PaymentStillSettling) return stillSettling();
+  // batch-settlement: another call holds the channel (the spec's channel_busy), or a cooperative
+  // refund was done instead of the call.
+  if (err instanceof ChannelBusy)
+    return refusalAnswer(config, call, err.entries, err.message, { 'Retry-After': String(CHANNEL_BUSY_RETRY_AFTER_S) });
+  if (err instanceof ChannelRefunded)
+    return new ApiError(
+      200,
+      'refunded',
+      { 'PAYMENT-RESPONSE': err.responseHeader },
+      { refunded: err.refunded, transaction: err.transaction },
+    );
   if (err instanceof PaymentIdentifierConflict) return conflict(err.message);
   if (err instanceof PaymentAlreadyAnswered) {
     const headers: Record<string, string> = { 'X-Gateway-Invocation-ID': err.invocationId };

@@ -98,5 +98,6 @@ export function recordedCallFields(call: ProxyCall) {
     paymentNonce: call.payment?.nonce ?? null,
     paymentTransaction: call.payment?.transaction ?? null,
     ...meteredCallFields(call.agent.pricing, call.price?.amount),
+    paymentChannel: call.payment?.channel?.id ?? null,
   };
 }

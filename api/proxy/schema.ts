@@ -79,7 +79,8 @@ export const InvocationView = z
     // A metered call's fields: always in the answer (null unless metered), optional in the
     // document, added beside the fields a client may already check for completeness.
     payment_scheme: nullableString.optional().meta({
-      description: '`upto` for a metered call (its agent priced by use); null otherwise.',
+      description:
+        '`upto` for a metered call (its agent priced by use), `batch-settlement` for a call paid from a payment channel; null otherwise.',
     }),
     payment_max_amount: nullableString.optional().meta({
       description: "A metered call's maximum: the most it may cost, in the asset's smallest unit; null otherwise.",
@@ -94,7 +95,11 @@ export const InvocationView = z
     }),
     payment_settle_error: nullableString.optional().meta({
       description:
-        'Why a failed charge was not collected: `payer_balance_short` (the payer moved its funds), `payer_allowance_revoked`, `authorization_used`, `signed_payment_missing`, `settlement_refused`, `settlement_failed` or `settlement_unavailable`; null otherwise.',
+        'Why a failed charge was not collected: `payer_balance_short` (the payer moved its funds), `payer_allowance_revoked`, `authorization_used`, `signed_payment_missing`, `voucher_exceeded` (a channel call whose channel moved past its voucher), `settlement_refused`, `settlement_failed` or `settlement_unavailable`; null otherwise.',
+    }),
+    payment_channel: nullableString.optional().meta({
+      description:
+        "A `batch-settlement` call: the payment channel it was paid from (its on-chain id); its charge joins the channel's charged total (`settled`: committed to the channel, claimed on chain in batches; GET /v1/channels). Null otherwise.",
     }),
     response_body_b64: z
       .string()

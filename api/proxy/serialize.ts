@@ -38,6 +38,7 @@ export function serializeInvocation(row: Invocation, responseBody?: Buffer | nul
     payment_charge: row.paymentCharge ?? null,
     payment_settlement: row.paymentSettlement ?? null,
     payment_settle_error: row.paymentSettleError ?? null,
+    payment_channel: row.paymentChannel ?? null,
   };
   if (responseBody) out.response_body_b64 = responseBody.toString('base64');
   return out;

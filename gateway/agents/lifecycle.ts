@@ -15,6 +15,7 @@ import { SettlementConfigSchema } from '../settlement/entity.ts';
 import { lockReferencedCredential } from '../credentials/references.ts';
 import { AgentCardError, type StoredCard } from '../a2a/card.ts';
 import { canonicalA2aMethod } from '../a2a/methods.ts';
+import { withChannelDefaults } from '../payment/channel-terms.ts';
 import { absent, conflicting, flushOrConflict, invalid } from '../refusal.ts';
 import { hasRoomForAgent } from './tenant-bound.ts';
 import type { AgentRows } from './rows.ts';
@@ -73,7 +74,8 @@ type ReadCard = { url: string; card: StoredCard; at: Date };
 function normalisePricing(pricing: Pricing | null | undefined): Pricing | null | undefined {
   if (!pricing) return pricing;
   // Stored checksummed; the address was validated (and its checksum, if mixed-case) by the schema.
-  const stored: Pricing = { ...pricing, pay_to: getAddress(pricing.pay_to.toLowerCase()) };
+  // A channel-priced agent's withdrawal delay stored as its challenge will offer it (its default when not given).
+  const stored: Pricing = withChannelDefaults({ ...pricing, pay_to: getAddress(pricing.pay_to.toLowerCase()) });
   // A2A methods under their 1.0 name, whichever spelling was sent (the API's rules know them all).
   if (pricing.methods)
     stored.methods = Object.fromEntries(

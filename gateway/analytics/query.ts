@@ -9,6 +9,10 @@
 // (true daily percentiles, not averages of hourly ones) unless the day's summary is current.
 // Freshly computed summaries are written back after the answer, best effort.
 //
+// Each group also says what its paid calls brought (`revenue`, additive to the v1 contract's
+// fields): how many completed paid calls, the sum of their charges, and the charges that were
+// not collected, by reason (docs/ANALYTICS.md). Amounts are decimal strings (uint256 sums).
+//
 // The answer is built as JSON text, not as objects for Koa to stringify: a month of hourly
 // groups is 7440 of them, two megabytes. An hourly group whose summary is current leaves
 // PostgreSQL as its JSON text (the summary and error classes as the text of their jsonb
@@ -20,6 +24,13 @@ import { mergeSketch, percentiles, type Percentiles, type Sketch } from './sketc
 /** A validated analytics request: bucket size and a half-open time range. */
 export type AnalyticsQuery = { bucket: 'hour' | 'day'; since: Date; until: Date };
 
+type Charges = { count: number; amount: string };
+
+export type Revenue = Charges & {
+  /** Completed paid calls; `amount` is the sum of their charges. */
+  uncollected: Charges & { by_reason: Record<string, Charges> };
+};
+
 export type AnalyticsGroup = {
   agent_id: string;
   bucket_start: string;
@@ -28,6 +39,7 @@ export type AnalyticsGroup = {
   by_error_class: Record<string, number>;
   latency_ms: Percentiles;
   ttft_ms: Percentiles;
+  revenue: Revenue;
 };
 
 type AnalyticsResult = {
@@ -38,6 +50,14 @@ type AnalyticsResult = {
 
 type Summary = { latency_ms: Percentiles; ttft_ms: Percentiles };
 type Row = Record<string, any>;
+
+// An hourly row's revenue as JSON text, written by the query (see Revenue): `uncollected` holds
+// counts by reason, `uncollected_amount` amounts by reason (decimal strings; absent when 0).
+const REVENUE_JSON = `'{"count":' || paid || ',"amount":"' || revenue::text || '","uncollected":'
+  || case when uncollected = '{}' then '{"count":0,"amount":"0","by_reason":{}}'
+     else (select '{"count":' || sum(n.value::bigint) || ',"amount":"' || sum(coalesce(uncollected_amount ->> n.key, '0')::numeric)::text
+                  || '","by_reason":' || jsonb_object_agg(n.key, jsonb_build_object('count', n.value::bigint, 'amount', coalesce(uncollected_amount ->> n.key, '0')))::text || '}'
+             from jsonb_each_text(uncollected) as n) end || '}'`;
 
 const HOUR = 3600_000;
 const DAY = 24 * HOUR;
@@ -54,7 +74,10 @@ function summarize(latency: Sketch, ttft: Sketch): Summary {
   return { latency_ms: percentiles(latency), ttft_ms: percentiles(ttft) };
 }
 
-/** A group as JSON text, its fields in the contract's order; the error classes (jsonb text) spliced in as they are. */
+/**
+ * A group as JSON text, its fields in the contract's order (revenue after them); the error
+ * classes and revenue (texts from PostgreSQL) spliced in as they are.
+ */
 function groupJson(
   agent: string,
   start: number,
@@ -63,9 +86,29 @@ function groupJson(
   classes: string,
   latency: Percentiles,
   ttft: Percentiles,
+  revenue: string,
 ): string {
   const errorRate = JSON.stringify(count === 0 ? 0 : errors / count);
-  return `{"agent_id":${JSON.stringify(agent)},"bucket_start":"${new Date(start).toISOString()}","count":${count},"error_rate":${errorRate},"by_error_class":${classes},"latency_ms":${JSON.stringify(latency)},"ttft_ms":${JSON.stringify(ttft)}}`;
+  return `{"agent_id":${JSON.stringify(agent)},"bucket_start":"${new Date(start).toISOString()}","count":${count},"error_rate":${errorRate},"by_error_class":${classes},"latency_ms":${JSON.stringify(latency)},"ttft_ms":${JSON.stringify(ttft)},"revenue":${revenue}}`;
+}
+
+const noRevenue = (): Revenue => ({ count: 0, amount: '0', uncollected: { count: 0, amount: '0', by_reason: {} } });
+
+/** Adds an hourly row's revenue columns into a day's. */
+function addRevenue(day: Revenue, row: Row): void {
+  const plus = (a: string, b: string | number) => String(BigInt(a) + BigInt(b));
+  day.count += Number(row.paid);
+  day.amount = plus(day.amount, row.revenue);
+  const counts = row.uncollected as Record<string, number>;
+  const amounts = row.uncollected_amount as Record<string, string>;
+  for (const [reason, n] of Object.entries(counts)) {
+    const amount = amounts[reason] ?? '0';
+    const into = (day.uncollected.by_reason[reason] ??= { count: 0, amount: '0' });
+    into.count += n;
+    into.amount = plus(into.amount, amount);
+    day.uncollected.count += n;
+    day.uncollected.amount = plus(day.uncollected.amount, amount);
+  }
 }
 
 function group(
@@ -75,6 +118,7 @@ function group(
   errors: number,
   classes: Record<string, number>,
   summary: Summary,
+  revenue: Revenue,
 ): AnalyticsGroup {
   return {
     agent_id: agent,
@@ -84,6 +128,7 @@ function group(
     by_error_class: classes,
     latency_ms: summary.latency_ms,
     ttft_ms: summary.ttft_ms,
+    revenue,
   };
 }
 
@@ -108,7 +153,8 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
                 || ',"error_rate":' || case when count = 0 then 0 else errors::float8 / count end
                 || ',"by_error_class":' || by_error_class::text
                 || ',"latency_ms":' || (summary -> 'latency_ms')::text
-                || ',"ttft_ms":' || (summary -> 'ttft_ms')::text || '}'
+                || ',"ttft_ms":' || (summary -> 'ttft_ms')::text
+                || ',"revenue":' || ${REVENUE_JSON} || '}'
               end as json,
               case when not current then agent_id end as agent_id,
               case when not current then (extract(epoch from bucket_start) * 1000)::bigint end as start_ms,
@@ -116,7 +162,8 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
               case when not current then errors end as errors,
               case when not current then by_error_class::text end as classes,
               case when not current then latency end as latency,
-              case when not current then ttft end as ttft
+              case when not current then ttft end as ttft,
+              case when not current then ${REVENUE_JSON} end as revenue
        from analytics_hourly,
             lateral (select coalesce(summary_count = count and summary -> 'latency_ms' is not null and summary -> 'ttft_ms' is not null, false) as current) as c
        where tenant_id = ? and bucket_start >= ?::timestamptz and bucket_start < ?::timestamptz
@@ -131,7 +178,7 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
       const summary = summarize(row.latency, row.ttft);
       fresh.push({ agent: row.agent_id, start, count, summary });
       const { latency_ms: latency, ttft_ms: ttft } = summary;
-      return groupJson(row.agent_id, start, count, Number(row.errors), row.classes, latency, ttft);
+      return groupJson(row.agent_id, start, count, Number(row.errors), row.classes, latency, ttft, row.revenue);
     });
     if (fresh.length > 0) {
       writeBack(async () => {
@@ -157,7 +204,8 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
     const range = [tenantId, new Date(from).toISOString(), new Date(to).toISOString()];
     const [rows, stored] = await Promise.all([
       sql(
-        `select agent_id, (extract(epoch from date_trunc('day', bucket_start, 'UTC')) * 1000)::bigint as day_ms, count, errors, by_error_class
+        `select agent_id, (extract(epoch from date_trunc('day', bucket_start, 'UTC')) * 1000)::bigint as day_ms, count, errors, by_error_class,
+                paid, revenue::text as revenue, uncollected, uncollected_amount
          from analytics_hourly
          where tenant_id = ? and bucket_start >= ?::timestamptz and bucket_start < ?::timestamptz`,
         range,
@@ -175,6 +223,7 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
       errors: number;
       classes: Record<string, number>;
       summary: Summary | null;
+      revenue: Revenue;
     };
     const days = new Map<string, Day>();
     const keyOf = (agent: string, start: number) => `${start}\u0000${agent}`;
@@ -182,10 +231,15 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
       const start = Number(row.day_ms);
       const key = keyOf(row.agent_id, start);
       let day = days.get(key);
-      if (!day) days.set(key, (day = { agent: row.agent_id, start, count: 0, errors: 0, classes: {}, summary: null }));
+      if (!day)
+        days.set(
+          key,
+          (day = { agent: row.agent_id, start, count: 0, errors: 0, classes: {}, summary: null, revenue: noRevenue() }),
+        );
       day.count += Number(row.count);
       day.errors += Number(row.errors);
       mergeSketch(day.classes, row.by_error_class);
+      addRevenue(day.revenue, row);
     }
     for (const s of stored) {
       const day = days.get(keyOf(s.agent_id, Number(s.day_ms)));
@@ -252,7 +306,7 @@ export function createAnalyticsReader(orm: MikroORM, log?: Logger) {
 
     return [...days.values()]
       .sort((a, b) => a.start - b.start || (a.agent < b.agent ? -1 : a.agent > b.agent ? 1 : 0))
-      .map((d) => group(d.agent, d.start, d.count, d.errors, d.classes, d.summary!));
+      .map((d) => group(d.agent, d.start, d.count, d.errors, d.classes, d.summary!, d.revenue));
   }
 
   return {

@@ -20,11 +20,19 @@ export type Pricing = {
   /**
    * How the call is paid (default exact); with `upto`, `amount` (and a tool's, method's or
    * skill's price) is the maximum the payer signs and `meter` measures the charge
-   * (gateway/metering/). Stored as the API took them (api/agents/schema.ts): `scheme` absent
-   * when not given.
+   * (gateway/metering/); with `batch-settlement`, each such price is the most a call's voucher
+   * adds, charged what `meter` measures or, without one, the price. Stored as the API took them
+   * (api/agents/schema.ts): `scheme` absent when not given.
    */
   scheme?: PricingScheme;
   meter?: Meter;
+  /**
+   * `batch-settlement` only (gateway/payment/channel-terms.ts): the least a payer deposits into
+   * its channel, a decimal string in the asset's smallest unit; absent when not given.
+   */
+  min_deposit?: string;
+  /** `batch-settlement` only: the channel's withdrawal delay in seconds, stored with its default. */
+  withdraw_delay?: number;
 };
 
 /** A public agent's self-description (api/agents/public-interface.ts validates it on save). */
@@ -154,6 +162,8 @@ export const InvocationSchema = defineEntity({
     paymentSettleError: p.string().nullable().default(null),
     /** The due-charges round's lease on this row (temporal/charges-due.ts). */
     chargeLeaseUntil: p.datetime().nullable().default(null),
+    /** A batch-settlement call's channel (gateway/payment/channels/): the on-chain channel id. */
+    paymentChannel: p.string().nullable().default(null),
     /** The virtual MCP server the call came through (gateway/mcp-servers/); null for a direct call. */
     mcpServerId: p.string().nullable().default(null),
     createdAt: p.datetime(),

@@ -68,6 +68,7 @@ export const ADMITTED_CALL_FIELDS = [
   'paymentTransaction',
   'paymentScheme',
   'paymentMaxAmount',
+  'paymentChannel',
   'createdAt',
   'updatedAt',
 ] as const satisfies readonly InvocationField[];

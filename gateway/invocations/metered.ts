@@ -4,15 +4,24 @@
 // stream-records.ts); a running stream's charge so far, for a process that dies mid-stream.
 // Recorded only: gateway/payment/charges.ts settles the charge.
 import type { Pricing, RecordedReading } from '../db/entities.ts';
-import type { Meter } from '../metering/meter.ts';
+import type { ChargeMeter } from '../metering/meter.ts';
 import { createMeterReader, DEFAULT_METER_MAX_BYTES, type MeterReader, type MeterReading } from '../metering/reader.ts';
 import { chargeFor, type UpstreamOutcome } from '../metering/charge.ts';
 import { recordMeterReading } from '../metrics.ts';
 import { SCHEME_UPTO as UPTO } from '../../x402/schemes/upto/schemas.ts';
+import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 
-/** The agent's meter when its pricing is metered (`upto` with a meter), else null. */
-export function meterOf(pricing: Pricing | null | undefined): Meter | null {
-  return pricing?.scheme === UPTO && pricing.meter ? pricing.meter : null;
+/** A batch-settlement agent without a meter: an answered call costs its ceiling. */
+const CEILING: ChargeMeter = { kind: 'ceiling' };
+
+/**
+ * What charges the agent's calls after their answer: the meter of `upto` (with a meter) and of
+ * `batch-settlement` (its meter, else the ceiling); null for a call paid before it (`exact`).
+ */
+export function meterOf(pricing: Pricing | null | undefined): ChargeMeter | null {
+  if (pricing?.scheme === UPTO) return pricing.meter ?? null;
+  if (pricing?.scheme === SCHEME_BATCH_SETTLEMENT) return pricing.meter ?? CEILING;
+  return null;
 }
 
 /**
@@ -24,7 +33,7 @@ export function meteredCallFields(
   maximum: string | null | undefined,
 ): { paymentScheme: string | null; paymentMaxAmount: string | null } {
   const metered = meterOf(pricing) !== null && !!maximum && BigInt(maximum) !== 0n;
-  return { paymentScheme: metered ? UPTO : null, paymentMaxAmount: metered ? maximum : null };
+  return { paymentScheme: metered ? pricing!.scheme! : null, paymentMaxAmount: metered ? maximum : null };
 }
 
 /** What a metered call's completion writes. */
@@ -56,7 +65,7 @@ function recorded(reading: MeterReading, capped: boolean, reason: string): Recor
  * or no maximum recorded). The reader holds at most DEFAULT_METER_MAX_BYTES.
  */
 export function meteredCall(
-  meter: Meter | null,
+  meter: ChargeMeter | null,
   maximum: string | null,
   mode: 'transactional' | 'streaming',
   persist?: (measured: MeteredCompletion) => Promise<void>,

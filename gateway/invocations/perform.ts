@@ -169,12 +169,16 @@ export function createInvocationPerformer(deps: PerformDeps) {
       // The attempt fails as benign (logged at debug, not as a failed activity) and is retried
       // until its attempts run out; abandonInvocation then finds no row either.
       if (!row) throw new InvocationNotPerformed('row_missing');
+      // A metered call's outcome says its charge is due whichever attempt answers it: an attempt
+      // whose worker died after completing the row is retried here, and its workflow must still
+      // settle the charge (the store's completion answers the same).
       if (row.status === 'succeeded' || row.status === 'failed')
         return {
           status: row.status,
           upstreamStatus: row.upstreamStatus,
           latencyMs: row.latencyMs,
           errorClass: row.errorClass,
+          ...(row.paymentMaxAmount !== null ? { chargeDue: true as const } : {}),
         };
       const agent = row.agent;
       if (!agent) throw new InvocationNotPerformed('agent_missing');

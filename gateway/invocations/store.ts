@@ -7,7 +7,7 @@
 // - attempt lease: counts the attempt only if no other attempt counted one since this one loaded the
 //   row (`attempts = loaded`), and only on a row that is not terminal;
 // - complete: writes the outcome only on a row that is not terminal, so a row is completed
-//   exactly once; the analytics trigger (invocations_analytics_complete) folds it in then.
+//   exactly once; the analytics fold (gateway/analytics/fold.ts) folds it in after its commit.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { ErrorClass } from '../upstream/client.ts';
 import type { Pricing, RecordedReading } from '../db/entities.ts';

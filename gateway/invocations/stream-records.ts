@@ -39,7 +39,9 @@ export type StartedRow = Pick<
   | 'paymentTransaction'
   | 'createdAt'
 > &
-  Partial<Pick<Invocation, 'a2aMethod' | 'a2aSkill' | 'paymentScheme' | 'paymentMaxAmount' | 'mcpServerId'>> &
+  Partial<
+    Pick<Invocation, 'a2aMethod' | 'a2aSkill' | 'paymentScheme' | 'paymentMaxAmount' | 'paymentChannel' | 'mcpServerId'>
+  > &
   Partial<Omit<Completion, 'id' | 'status'>> & { completedAt?: Date | null };
 
 export type Completion = {

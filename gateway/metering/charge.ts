@@ -5,7 +5,7 @@
 // (`capped`, for a metric). An answer broken off after it started is charged by what was read
 // before the break (an Anthropic stream's input tokens, a header read with the status line),
 // said as `interrupted`: the upstream did that work and the caller received part of it.
-import type { Meter } from './meter.ts';
+import type { ChargeMeter } from './meter.ts';
 import type { MeterReading } from './reader.ts';
 
 export type UpstreamOutcome =
@@ -22,7 +22,8 @@ export type Charge = { charge: bigint; capped: boolean; reason: ChargeReason };
 
 const free = (reason: ChargeReason): Charge => ({ charge: 0n, capped: false, reason });
 
-function measured(reading: MeterReading, meter: Meter): bigint | null {
+function measured(reading: MeterReading, meter: ChargeMeter, maximum: bigint): bigint | null {
+  if (meter.kind === 'ceiling') return maximum;
   if (reading.kind === 'amount' && meter.kind === 'header') return reading.amount;
   if (reading.kind === 'usage' && meter.kind === 'tokens') {
     const milli =
@@ -32,10 +33,15 @@ function measured(reading: MeterReading, meter: Meter): bigint | null {
   return null;
 }
 
-export function chargeFor(reading: MeterReading, meter: Meter, maximum: bigint, upstream: UpstreamOutcome): Charge {
+export function chargeFor(
+  reading: MeterReading,
+  meter: ChargeMeter,
+  maximum: bigint,
+  upstream: UpstreamOutcome,
+): Charge {
   if (upstream.kind === 'not_forwarded') return free('not_forwarded');
   if (upstream.kind === 'failed' || upstream.status >= 500) return free('upstream_failed');
-  const amount = measured(reading, meter);
+  const amount = measured(reading, meter, maximum);
   if (amount === null) return free('no_reading');
   const ceiling = maximum > 0n ? maximum : 0n;
   const reason = upstream.complete ? 'measured' : 'interrupted';

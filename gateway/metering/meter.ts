@@ -1,6 +1,8 @@
 // What a metered (x402 `upto`) agent's meter is, and which pricing objects may carry one. The
 // payer signs a maximum (the pricing's `amount`); after the call the gateway charges what the
-// meter measured, never more than that maximum (./charge.ts). Two meters:
+// meter measured, never more than that maximum (./charge.ts). A channel-priced
+// (`batch-settlement`) agent may carry one too, for the same reading of each call's charge under
+// its ceiling; without one, the ceiling is the charge. Two meters:
 // - `header`: the upstream states the call's charge, in the asset's smallest unit, in a response
 //   header it names (any protocol);
 // - `tokens`: the charge is computed from the token usage the answer reports (OpenAI Chat
@@ -9,6 +11,7 @@
 // The schema checks each field; meteredPricingError checks how scheme, meter and protocol go
 // together, which a schema of the pricing object alone cannot see on a PATCH.
 import { z } from 'zod';
+import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 import { EXACT } from '../../x402/schemes/exact/schemas.ts';
 import { SCHEME_UPTO } from '../../x402/schemes/upto/schemas.ts';
 
@@ -112,12 +115,23 @@ export const Meter = z
   .discriminatedUnion('kind', [HeaderMeter, TokensMeter], {
     error: 'pricing.meter.kind must be header or tokens',
   })
-  .meta({ id: 'Meter', description: 'What measures the actual charge of an `upto` call.' });
+  .meta({
+    id: 'Meter',
+    description: 'What measures the actual charge of an `upto` (or metered `batch-settlement`) call.',
+  });
 export type Meter = z.infer<typeof Meter>;
 
-export const PricingScheme = z.enum([EXACT, SCHEME_UPTO], { error: 'pricing.scheme must be exact or upto' }).meta({
+/**
+ * What charges a call: an agent's meter, or `ceiling` (a batch-settlement agent without a meter:
+ * an answered call costs its per-call ceiling). Internal, never in the API.
+ */
+export type ChargeMeter = Meter | { kind: 'ceiling' };
+
+const SCHEME_MESSAGE = `pricing.scheme must be ${EXACT}, ${SCHEME_UPTO} or ${SCHEME_BATCH_SETTLEMENT}`;
+
+export const PricingScheme = z.enum([EXACT, SCHEME_UPTO, SCHEME_BATCH_SETTLEMENT], { error: SCHEME_MESSAGE }).meta({
   description:
-    '`exact` (default): the call costs `amount`. `upto`: the payer signs `amount` as a maximum and is charged what `meter` measures, at most that.',
+    '`exact` (default): the call costs `amount`. `upto`: the payer signs `amount` as a maximum and is charged what `meter` measures, at most that. `batch-settlement`: the payer deposits into a payment channel and pays each call by a voucher of at most `amount`, charged what `meter` measures or, without a meter, `amount`.',
 });
 export type PricingScheme = z.infer<typeof PricingScheme>;
 
@@ -127,7 +141,10 @@ export type PricingScheme = z.infer<typeof PricingScheme>;
  */
 export const meteredPricingFields = {
   scheme: PricingScheme.optional(),
-  meter: Meter.optional().meta({ description: 'Required with scheme upto; refused otherwise.' }),
+  meter: Meter.optional().meta({
+    description:
+      'Required with scheme upto; optional with batch-settlement (absent: the ceiling is the charge); refused otherwise.',
+  }),
 };
 
 /** What meteredPricingError needs of a pricing object (stored or as sent, before any schema). */
@@ -145,13 +162,19 @@ export function meteredPricingError(
   protocol?: 'http' | 'mcp' | 'a2a',
 ): MeteredPricingProblem | undefined {
   const scheme = pricing.scheme ?? EXACT;
-  if (scheme !== EXACT && scheme !== SCHEME_UPTO)
-    return { field: 'pricing.scheme', message: 'pricing.scheme must be exact or upto' };
-  if (scheme !== SCHEME_UPTO)
+  if (scheme !== EXACT && scheme !== SCHEME_UPTO && scheme !== SCHEME_BATCH_SETTLEMENT)
+    return { field: 'pricing.scheme', message: SCHEME_MESSAGE };
+  if (scheme === EXACT)
     return pricing.meter === undefined
       ? undefined
-      : { field: 'pricing.meter', message: 'pricing.meter requires scheme upto' };
-  if (pricing.meter === undefined) return { field: 'pricing.meter', message: 'pricing.scheme upto requires a meter' };
+      : {
+          field: 'pricing.meter',
+          message: `pricing.meter requires scheme ${SCHEME_UPTO} or ${SCHEME_BATCH_SETTLEMENT}`,
+        };
+  if (pricing.meter === undefined)
+    return scheme === SCHEME_UPTO
+      ? { field: 'pricing.meter', message: 'pricing.scheme upto requires a meter' }
+      : undefined;
   const parsed = Meter.safeParse(pricing.meter);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -168,7 +191,7 @@ export function meteredPricingError(
 /**
  * A zod refinement for a pricing object schema holding meteredPricingFields
  * (`.superRefine(refineMeteredPricing)`): each field's own rules are the fields' schemas; this
- * adds the combination rules (meter without upto, upto without meter), under the field's path.
+ * adds the combination rules (a meter on exact, upto without meter), under the field's path.
  */
 export function refineMeteredPricing(pricing: MeteredPricingState, ctx: z.RefinementCtx): void {
   const problem = meteredPricingError(pricing);

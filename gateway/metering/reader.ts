@@ -8,7 +8,7 @@
 //   reading). A compressed answer (any Content-Encoding but identity) or another content type
 //   gives no reading: whoever forwards a tokens-metered call asks for `accept-encoding: identity`.
 // Memory is bounded by `maxBytes`, whatever the upstream sends.
-import type { Meter } from './meter.ts';
+import type { ChargeMeter } from './meter.ts';
 import { BoundedBytes } from './bytes.ts';
 import { holdsUsageObject, SseUsageEvents } from './sse.ts';
 import { UsageTracker } from './usage.ts';
@@ -64,9 +64,13 @@ function bytesOf(chunk: Uint8Array): Buffer {
   return Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
 }
 
-export function createMeterReader(meter: Meter, options: MeterReaderOptions): MeterReader {
+export function createMeterReader(meter: ChargeMeter, options: MeterReaderOptions): MeterReader {
+  if (meter.kind === 'ceiling') return nothingRead;
   return meter.kind === 'header' ? headerReader(meter.header.toLowerCase()) : tokensReader(options.maxBytes);
 }
+
+/** The reader of a call charged its ceiling: it reads nothing. */
+const nothingRead: MeterReader = { onHeaders() {}, onChunk() {}, onEnd() {}, reading: () => NONE };
 
 function headerReader(name: string): MeterReader {
   let reading = NONE;

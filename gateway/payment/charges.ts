@@ -25,6 +25,8 @@ import type { PaymentConfig } from './config.ts';
 import type { ChargeSettlementState, SignedPayment } from './entity.ts';
 import type { FacilitatorClient } from './facilitator-client.ts';
 import { gatewayScheme } from './schemes/index.ts';
+import { commitChannelCharge } from './channels/store.ts';
+import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 
 export type ChargeDeps = {
   orm: MikroORM;
@@ -155,6 +157,15 @@ export function createChargeSettler(deps: ChargeDeps) {
     return cause ?? refused;
   }
 
+  /** Commits a batch-settlement call's charge to its channel, once; answers what the row then says. */
+  async function commitToChannel(invocationId: string, signed: SignedPayment | null): Promise<ChargeOutcome> {
+    if (!signed?.channelLease) return record(invocationId, 'failed', null, 'signed_payment_missing');
+    const { recorded, committed } = await commitChannelCharge(deps.orm, invocationId);
+    if (recorded) recordMeteredCharge(committed ? 'settled' : 'failed', committed ? null : 'voucher_exceeded');
+    const row = await load(invocationId);
+    return row ? outcomeOf(row) : { ...NOT_METERED };
+  }
+
   return {
     /**
      * Settles the call's charge if it is due; answers where it stands. Throws ChargeNotDue and
@@ -172,6 +183,9 @@ export function createChargeSettler(deps: ChargeDeps) {
         if (settledState(row.payment_settlement)) return outcomeOf(row);
       }
       const charge = BigInt(row.payment_charge!);
+      // A channel payment's charge joins its channel's charged total (claimed on chain later, in
+      // batches), and the call lets its channel go, even at 0.
+      if (row.payment_scheme === SCHEME_BATCH_SETTLEMENT) return commitToChannel(invocationId, row.signed_payment);
       // Nothing to move: nobody is asked, nothing goes on chain.
       if (charge === 0n) return record(invocationId, 'settled', null, null);
       const signed = row.signed_payment;

@@ -18,7 +18,8 @@ import { isDeepStrictEqual } from 'node:util';
 import { getAddress } from 'ethers';
 import {
   declarePaymentIdentifierExtension,
-  extractAndValidatePaymentIdentifier,
+  isPaymentIdentifierExtension,
+  isValidPaymentId,
   PAYMENT_IDENTIFIER,
 } from '@x402/extensions/payment-identifier';
 import {
@@ -149,13 +150,20 @@ function withSchemePayload(
   return { payment: { ...envelope, payload, ...(extensions ? { extensions } : {}) }, requirements, scheme, paymentId };
 }
 
-/** The payment-identifier extension's id (null when none was sent), undefined when it is malformed. */
+/**
+ * The payment-identifier extension's id (null when none was sent), undefined when it is malformed:
+ * an `info` object with a boolean `required` and, when present, an id of 16 to 128 characters of
+ * `A-Z a-z 0-9 _ -`, the extension's own rules. The `schema` the payer echoes is not compiled
+ * (the extension library compiles it with a new Ajv on every call: ~20 ms of CPU a paid call, and
+ * a schema any caller chooses).
+ */
 function paymentIdentifierOf(payload: PaymentPayloadV2): string | null | undefined {
   if (!payload.extensions || !Object.hasOwn(payload.extensions, PAYMENT_IDENTIFIER)) return null;
-  const { id, validation } = extractAndValidatePaymentIdentifier(
-    payload as unknown as Parameters<typeof extractAndValidatePaymentIdentifier>[0],
-  );
-  return validation.valid ? id : undefined;
+  const extension: unknown = payload.extensions[PAYMENT_IDENTIFIER];
+  if (!isPaymentIdentifierExtension(extension)) return undefined;
+  const { id } = extension.info as { id?: unknown };
+  if (id === undefined) return null;
+  return typeof id === 'string' && isValidPaymentId(id) ? id : undefined;
 }
 
 function sameTerms(accepted: PaymentRequirementsV2, expected: PaymentRequirementsV2): boolean {

@@ -8,7 +8,12 @@ import { defineEntity, p } from '@mikro-orm/core';
 import type { ChallengeEntry, OfferedPayment } from '../../x402/schemas.ts';
 
 /** A payment charged after its call, as kept for its charge: the payment and the entry it paid. */
-export type SignedPayment = { payment: OfferedPayment; requirements: ChallengeEntry };
+export type SignedPayment = {
+  payment: OfferedPayment;
+  requirements: ChallengeEntry;
+  /** batch-settlement: the hold the call has on its channel until its charge is committed (channels/store.ts). */
+  channelLease?: string;
+};
 
 /**
  * Where a metered call's charge stands: `settling` once frozen and sent to the facilitator, then

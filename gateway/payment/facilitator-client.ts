@@ -10,6 +10,7 @@
 // facilitator's own host is exempt only when UPSTREAM_ALLOW names it), and the socket goes to
 // the checked address (a name that rebinds to an internal address is never reached).
 import { createHash } from 'node:crypto';
+import { z } from 'zod';
 import { LRUCache } from 'lru-cache';
 import { Agent, request } from 'undici';
 import { checkedConnector, type Resolver } from '../upstream/dispatcher.ts';
@@ -26,6 +27,31 @@ type SettleOutcome =
   /** settlement_failed: the facilitator answered, and the payment was not collected. */
   | { ok: false; error: 'settlement_failed' | 'settlement_refused' | 'settlement_unavailable' };
 
+/** A channel's state in a facilitator's answer (the spec's `channelState`). */
+const ChannelStateAnswer = z.object({
+  balance: z.string().regex(/^\d+$/),
+  totalClaimed: z.string().regex(/^\d+$/),
+  withdrawRequestedAt: z.number().int().nonnegative(),
+  refundNonce: z.string().regex(/^\d+$/),
+});
+
+const ChannelSettleAnswer = z.object({
+  success: z.boolean(),
+  transaction: z.string().optional(),
+  amount: z.string().optional(),
+  errorReason: z.string().optional(),
+  extra: z.looseObject({ channelState: ChannelStateAnswer.optional() }).optional(),
+});
+
+type ChannelSettleOutcome =
+  | {
+      ok: true;
+      transaction: string;
+      amount: string;
+      channelState: z.infer<typeof ChannelStateAnswer> | null;
+    }
+  | { ok: false; error: 'settlement_failed' | 'settlement_refused' | 'settlement_unavailable'; reason?: string };
+
 /** The terms of a charge: the challenge entry the payment was verified against, and what is charged of it. */
 type Charge = { requirements: ChallengeEntry; amount: bigint };
 
@@ -36,6 +62,11 @@ export interface FacilitatorClient {
    * scheme charges after the call (`upto`): a charge of 0 is a success whose transaction is ''.
    */
   settleCharge(target: FacilitatorTarget, payment: OfferedPayment, charge: Charge): Promise<SettleOutcome>;
+  /**
+   * A batch-settlement action (a channel's deposit or refund) as the x402 v2 /settle body the
+   * facilitator takes; its answer's transaction, amount and the channel's state after it.
+   */
+  settleChannel(target: FacilitatorTarget, body: unknown): Promise<ChannelSettleOutcome>;
   /** The kinds the facilitator settles (its /supported), or null when it could not be read. */
   supported(target: FacilitatorTarget): Promise<SupportedKind[] | null>;
   close(): Promise<void>;
@@ -175,8 +206,45 @@ export function createFacilitatorClient(opts: {
     }
   }
 
+  async function settleChannel(target: FacilitatorTarget, body: unknown): Promise<ChannelSettleOutcome> {
+    const url = facilitatorUrl(target, 'settle');
+    if (!url) return { ok: false, error: 'settlement_unavailable' };
+    try {
+      const res = await traceClientCall(url.href, 'POST', { 'content-type': 'application/json' }, (headers) =>
+        request(url, {
+          method: 'POST',
+          dispatcher: poolFor(target, url.origin),
+          headers,
+          body: JSON.stringify(body),
+          headersTimeout: opts.timeoutMs,
+          bodyTimeout: opts.timeoutMs,
+          signal: AbortSignal.timeout(opts.timeoutMs),
+        }),
+      );
+      const text = await res.body.text();
+      if (res.statusCode === 429 || res.statusCode === 403 || res.statusCode === 400)
+        return { ok: false, error: 'settlement_refused' };
+      if (res.statusCode !== 200) return { ok: false, error: 'settlement_unavailable' };
+      const parsed = ChannelSettleAnswer.safeParse(JSON.parse(text));
+      if (!parsed.success) return { ok: false, error: 'settlement_unavailable' };
+      const answer = parsed.data;
+      if (!answer.success)
+        return { ok: false, error: 'settlement_failed', ...(answer.errorReason ? { reason: answer.errorReason } : {}) };
+      return {
+        ok: true,
+        transaction: answer.transaction ?? '',
+        amount: answer.amount ?? '',
+        channelState: answer.extra?.channelState ?? null,
+      };
+    } catch (err) {
+      if (blockedByGuard(err)) return { ok: false, error: 'settlement_refused' };
+      return { ok: false, error: 'settlement_unavailable' };
+    }
+  }
+
   return {
     settle: (target, body) => post(target, body, false),
+    settleChannel,
     settleCharge: (target, payment, charge) => post(target, chargeBody(payment, charge), charge.amount === 0n),
     async supported(target) {
       const url = facilitatorUrl(target, 'supported');

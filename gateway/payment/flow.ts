@@ -35,6 +35,8 @@ import { answerKnownIdentifier, identifiesBoundPayment } from './identifier.ts';
 import { isCharged, type Price } from './pricing.ts';
 import { PaymentIdentifierConflict, PaymentRefused, PaymentRequired, PaymentStillSettling } from './refusals.ts';
 import { challengeEntries, gatewayScheme } from './schemes/index.ts';
+import { admitChannelPayment } from './channels/admission.ts';
+import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 import { createSupportedKinds, type SupportedKind, type SupportedKinds } from './supported.ts';
 import { createFacilitatorTargets, type FacilitatorTargets } from './targets.ts';
 import type { ChangeFeed } from '../db/change-feed.ts';
@@ -71,6 +73,8 @@ export type PaymentRecord = {
    * the facilitator, its authorization still valid then. A metered stream is ended before it.
    */
   chargeBy?: number | null;
+  /** batch-settlement: the channel the call is paid from, held until its charge is committed. */
+  channel?: { id: string; leaseToken: string };
 };
 
 /** The flow's long-lived parts: its configuration and the facilitator client (one set of keep-alive pools per app). */
@@ -251,6 +255,7 @@ export async function payForCall(
 ): Promise<PaymentRecord | null> {
   const offer = await verifiedOffer(deps, gate, call, headers);
   if (!offer) return null;
+  if (offer.scheme.protocol.name === SCHEME_BATCH_SETTLEMENT) return payFromChannel(deps, gate, call, offer);
   const { config, client } = gate;
   const { dialect, payment, paymentId, verified, requirements, entries } = offer;
 
@@ -269,7 +274,14 @@ export async function payForCall(
   const signedPayment = offer.scheme.settlesAfterCall ? { payment, requirements } : null;
   const recording = await recordPayment(em, { ...key, ...scope, amount, paymentId, signedPayment });
   if (recording.state === 'conflict') throw new PaymentIdentifierConflict();
-  if (recording.state === 'used') throw new PaymentRefused('payment already used', entries);
+  if (recording.state === 'used') {
+    // Bound by a concurrent request under the same identifier after this one looked it up: that
+    // call's answer is this payer's (PaymentAlreadyAnswered). Under another identifier, or none,
+    // the payment is used.
+    if (paymentId)
+      await answerKnownIdentifier(em, config, { ...scope, payer: key.payer, nonce: key.nonce, paymentId, dialect });
+    throw new PaymentRefused('payment already used', entries);
+  }
   // Settled for a call whose workflow never started (its binding was released): the money is
   // already collected, so this call is the one it buys; nothing is settled again.
   const settled = (transaction: string, network?: string, payer?: string) => ({
@@ -332,6 +344,36 @@ export async function payForCall(
   }
   await recordSettlement(em, key, 'settled', outcome.transaction);
   return settled(outcome.transaction, outcome.network, outcome.payer);
+}
+
+/** A batch-settlement payment: admitted on its channel (channels/admission.ts), its charge committed after the call. */
+async function payFromChannel(
+  deps: PaymentDeps,
+  gate: PaymentGate,
+  call: PaymentCall,
+  offer: VerifiedOffer,
+): Promise<PaymentRecord> {
+  const { config } = gate;
+  const admitted = await admitChannelPayment(
+    deps,
+    gate,
+    { tenantId: call.caller.tenantId, agentId: call.agent.id, requestId: call.requestId },
+    { ...offer, payer: offer.verified.payer, nonce: offer.verified.nonce },
+  );
+  return {
+    network: config.network,
+    asset: offer.requirements.asset,
+    amount: offer.requirements.maxAmountRequired,
+    payer: offer.verified.payer,
+    nonce: admitted.nonce,
+    transaction: admitted.transaction,
+    dialect: offer.dialect,
+    responseHeader: offer.dialect === 'v1' ? null : admitted.responseHeader,
+    metaResponse: null,
+    paymentId: offer.paymentId,
+    offered: offer.entries,
+    channel: admitted.channel,
+  };
 }
 
 /**

@@ -5,6 +5,8 @@
 // the challenge entries a price is offered in are the schemes' (gateway/payment/schemes/). The
 // price names the scheme it is paid by: the agent's `pricing.scheme`, else `exact`.
 import { EXACT } from '../../x402/schemes/exact/schemas.ts';
+import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
+import { DEFAULT_WITHDRAW_DELAY } from './channel-terms.ts';
 import type { PricingScheme } from '../metering/meter.ts';
 import type { Agent, Pricing } from '../db/entities.ts';
 
@@ -22,7 +24,7 @@ export type Price = {
   /**
    * Base units of the token, a decimal string; '0' for a call priced at nothing (a free tool).
    * `exact`: what the call costs; `upto`: the maximum the payer authorizes (the meter then
-   * measures the charge, at most this).
+   * measures the charge, at most this); `batch-settlement`: the most the call's voucher adds.
    */
   amount: string;
   /** The agent's pay-to address, as configured. */
@@ -30,6 +32,13 @@ export type Price = {
   description: string;
   /** The answer's media type: '' for an http agent, JSON for a JSON-RPC one. */
   mimeType: string;
+  /**
+   * `batch-settlement` only (./channel-terms.ts): the least a payer deposits into its channel
+   * (`extra.minDeposit`), a decimal string; absent when the agent names none.
+   */
+  minDeposit?: string;
+  /** `batch-settlement` only: the channel's withdrawal delay in seconds (the agent's, stored with its default). */
+  withdrawDelay?: number;
 };
 
 function amountOf(pricing: Pricing, call: PricedCall): string {
@@ -64,6 +73,16 @@ export function priceOf(call: PricedCall): Price | null {
     payTo: pricing.pay_to,
     description: describe(call),
     mimeType: call.agent.protocol === 'http' ? '' : 'application/json',
+    ...channelTermsOf(pricing),
+  };
+}
+
+/** A channel-priced agent's channel terms, as the price carries them (no keys for another scheme). */
+function channelTermsOf(pricing: Pricing): Pick<Price, 'minDeposit' | 'withdrawDelay'> {
+  if (pricing.scheme !== SCHEME_BATCH_SETTLEMENT) return {};
+  return {
+    ...(pricing.min_deposit === undefined ? {} : { minDeposit: pricing.min_deposit }),
+    withdrawDelay: pricing.withdraw_delay ?? DEFAULT_WITHDRAW_DELAY,
   };
 }
 

@@ -14,6 +14,10 @@ type ReceiptPayment = {
   payer: string;
   amount: string;
   transaction: string | null;
+  /** A call charged after its answer: its scheme (`upto`, `batch-settlement`); absent for `exact`. */
+  scheme?: string;
+  /** A `batch-settlement` call: the payment channel it was paid from. */
+  channel?: string;
 };
 
 export type ReceiptFields = {

@@ -24,6 +24,8 @@ export type ReceiptFacts = {
   paymentPayer?: string | null;
   paymentAmount?: string | null;
   paymentTransaction?: string | null;
+  paymentScheme?: string | null;
+  paymentChannel?: string | null;
 };
 
 export function receiptFieldsOf(f: ReceiptFacts): Omit<ReceiptFields, 'iat'> {
@@ -46,6 +48,8 @@ export function receiptFieldsOf(f: ReceiptFacts): Omit<ReceiptFields, 'iat'> {
           payer: f.paymentPayer!,
           amount: f.paymentAmount!,
           transaction: f.paymentTransaction ?? null,
+          ...(f.paymentScheme ? { scheme: f.paymentScheme } : {}),
+          ...(f.paymentChannel ? { channel: f.paymentChannel } : {}),
         }
       : null,
   };
@@ -61,7 +65,8 @@ export function createReceiptStore(orm: MikroORM) {
         `select i.id, i.tenant_id, i.agent_id, i.status, i.upstream_status, i.latency_ms,
                 (extract(epoch from i.completed_at) * 1000)::bigint as completed_ms,
                 coalesce(i.request_sha256, rq.sha256) as request_sha256, coalesce(i.response_sha256, rs.sha256) as response_sha256,
-                i.payment_network, i.payment_asset, i.payment_payer, i.payment_amount, i.payment_transaction
+                i.payment_network, i.payment_asset, i.payment_payer, i.payment_amount, i.payment_transaction,
+                i.payment_scheme, i.payment_channel
          from invocations i
          left join bodies rq on rq.id = i.request_body_id
          left join bodies rs on rs.id = i.response_body_id
@@ -85,6 +90,8 @@ export function createReceiptStore(orm: MikroORM) {
         paymentPayer: r.payment_payer ?? null,
         paymentAmount: r.payment_amount ?? null,
         paymentTransaction: r.payment_transaction ?? null,
+        paymentScheme: r.payment_scheme ?? null,
+        paymentChannel: r.payment_channel ?? null,
       };
     },
 

@@ -9,6 +9,10 @@ export const SettlementConfigSchema = defineEntity({
     tenantId: p.string().primary(),
     facilitatorUrl: p.string(),
     facilitatorCredentialRef: p.string(),
+    /** batch-settlement: how often the tenant's outstanding vouchers are claimed (seconds, at least 10). */
+    claimEverySeconds: p.integer().default(300),
+    /** batch-settlement: the unclaimed amount (base units) that claims sooner; null: the period only. */
+    claimThreshold: p.string().nullable().default(null),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
   },

@@ -36,10 +36,13 @@ describe('agents: metered (upto) pricing', () => {
 
   it('answers 400 naming the field for every inconsistent scheme, meter and protocol', async () => {
     const cases: Array<[Record<string, unknown>, RegExp]> = [
-      [{ pricing: { ...pricing, scheme: 'batch' } }, /^pricing\.scheme must be exact or upto$/],
-      [{ pricing: { ...pricing, scheme: 7 } }, /^pricing\.scheme must be exact or upto$/],
-      [{ pricing: { ...pricing, meter: HEADER } }, /^pricing\.meter requires scheme upto$/],
-      [{ pricing: { ...pricing, scheme: 'exact', meter: TOKENS } }, /^pricing\.meter requires scheme upto$/],
+      [{ pricing: { ...pricing, scheme: 'batch' } }, /^pricing\.scheme must be exact, upto or batch-settlement$/],
+      [{ pricing: { ...pricing, scheme: 7 } }, /^pricing\.scheme must be exact, upto or batch-settlement$/],
+      [{ pricing: { ...pricing, meter: HEADER } }, /^pricing\.meter requires scheme upto or batch-settlement$/],
+      [
+        { pricing: { ...pricing, scheme: 'exact', meter: TOKENS } },
+        /^pricing\.meter requires scheme upto or batch-settlement$/,
+      ],
       [{ pricing: { ...pricing, scheme: 'upto' } }, /^pricing\.scheme upto requires a meter$/],
       [{ pricing: upto(null) }, /^pricing\.meter/],
       [{ pricing: upto('tokens') }, /^pricing\.meter/],
@@ -110,7 +113,11 @@ describe('agents: metered (upto) pricing', () => {
     assertError(await patch({ ...MCP }), 400, /^pricing\.meter kind tokens requires protocol http$/);
     assertError(await patch({ protocol: 'a2a' }), 400, /^pricing\.meter kind tokens requires protocol http$/);
     // A pricing object sent alone is the whole pricing: a meter without upto is refused, whatever is stored.
-    assertError(await patch({ pricing: { ...pricing, meter: HEADER } }), 400, /^pricing\.meter requires scheme upto$/);
+    assertError(
+      await patch({ pricing: { ...pricing, meter: HEADER } }),
+      400,
+      /^pricing\.meter requires scheme upto or batch-settlement$/,
+    );
     assertError(
       await patch({ pricing: { ...pricing, scheme: 'upto' } }),
       400,

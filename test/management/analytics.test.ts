@@ -1,11 +1,12 @@
 // Analytics: every parameter rule and 400 of the v1 contract; the figures (counts, error rates,
 // errors by class, latency and TTFT p50/p95/p99) held against a brute-force computation
 // over the raw invocation rows, per hour and per day; the live path (a real invocation is
-// rolled up by the trigger as it completes); and the endpoint's own 429.
+// folded into the rollups after it completes); and the endpoint's own 429.
 import assert from 'node:assert/strict';
 import { stack } from '../support/stack.ts';
 import { summarizeClosedBuckets } from '../../gateway/analytics/summaries.ts';
 import { waitFor } from '../support/wait.ts';
+import { analyticsCaughtUp } from '../support/analytics.ts';
 import { call, uniqueName, waitForInvocation } from '../support/http.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { exactPercentile } from '../../gateway/analytics/sketch.ts';
@@ -42,7 +43,7 @@ function rng(seed: number): () => number {
 /**
  * Writes the samples as invocation rows the way the gateway does: half are inserted
  * `running` and then completed by an UPDATE (the activity's path), half are inserted already
- * terminal (any path that writes a finished row). The rollup trigger sees both.
+ * terminal (any path that writes a finished row). The fold sees both; this waits for it.
  */
 async function insertSamples(tenant: string, samples: Sample[]): Promise<void> {
   const conn = stack().orm.em.getConnection();
@@ -74,6 +75,7 @@ async function insertSamples(tenant: string, samples: Sample[]): Promise<void> {
     `update invocations set status = model, model = null, completed_at = now() where tenant_id = ? and status = 'running' and model is not null`,
     [tenant],
   );
+  await analyticsCaughtUp();
 }
 
 function bruteForce(samples: Sample[], bucket: 'hour' | 'day') {
@@ -287,6 +289,8 @@ describe('analytics', () => {
       const expected = bruteForce(samples, 'hour');
       assert.ok(expected.length > 150, 'many hourly groups');
       assertMatches(res.json.groups, expected, 'hour');
+      const nothingPaid = { count: 0, amount: '0', uncollected: { count: 0, amount: '0', by_reason: {} } };
+      assert.ok(res.json.groups.every((g: any) => JSON.stringify(g.revenue) === JSON.stringify(nothingPaid)));
       const lonely = res.json.groups.find((g: any) => g.bucket_start === '2026-10-04T06:00:00.000Z');
       assert.deepEqual(lonely.latency_ms, { p50: null, p95: null, p99: null });
       assert.equal(lonely.error_rate, 1);
@@ -392,11 +396,12 @@ describe('analytics', () => {
       assert.ok(changed.latency_ms.p99 > 8_900_000 || changed.count < 100, 'the stale summary was not used');
     });
 
-    it('the rebuild function (backfill, repair) produces exactly what the trigger rolled up', async () => {
+    it('the rebuild function (backfill, repair) produces exactly what the fold rolled up', async () => {
       const conn = stack().orm.em.getConnection();
       const snapshot = () =>
         conn.execute(
-          `select agent_id, bucket_start, count, errors, by_error_class, latency, ttft from analytics_hourly where tenant_id = ? order by bucket_start, agent_id`,
+          `select agent_id, bucket_start, count, errors, by_error_class, latency, ttft, paid, revenue, uncollected, uncollected_amount
+             from analytics_hourly where tenant_id = ? order by bucket_start, agent_id`,
           [tenant],
         );
       const before = await snapshot();
@@ -501,7 +506,7 @@ describe('analytics', () => {
     });
     after(() => upstream.close());
 
-    it('rolls a real invocation up as it completes: count, errors, latency and TTFT', async () => {
+    it('folds a real invocation in once it completes: count, errors, latency and TTFT', async () => {
       const { token } = await caller();
       const since = new Date(Date.now() - 60_000).toISOString();
       const created = await call('POST', '/v1/agents', {
@@ -515,6 +520,7 @@ describe('analytics', () => {
         assert.equal(inv.status, 202);
         done.push(await waitForInvocation(token, agentId, inv.json.invocation_id));
       }
+      await analyticsCaughtUp();
       const res = await call('GET', `/v1/analytics?since=${since}`, { token });
       assert.equal(res.status, 200);
       const mine = res.json.groups.filter((g: any) => g.agent_id === agentId);

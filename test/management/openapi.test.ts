@@ -271,6 +271,24 @@ describe('OpenAPI document and reference page', () => {
           [{ scheme: 'upto', meter: { kind: 'tokens', input_per_1k: '01', output_per_1k: '1' } }, {}, false],
           [{ scheme: 'upto', meter: { kind: 'header', header: 'X-Cost' } }, MCP_BODY, true],
           [{ scheme: 'upto', meter: { kind: 'tokens', input_per_1k: '1', output_per_1k: '1' } }, MCP_BODY, false],
+          // Channel pricing: batch-settlement may take a meter, and it alone takes min_deposit and
+          // withdraw_delay, the delay within the channel contract's bounds (if/else and not).
+          [{ scheme: 'batch-settlement' }, {}, true],
+          [{ scheme: 'batch-settlement', meter: { kind: 'header', header: 'X-Cost' } }, {}, true],
+          [{ scheme: 'batch-settlement', min_deposit: '10', withdraw_delay: 900 }, {}, true],
+          [{ scheme: 'batch-settlement', withdraw_delay: 2_592_000 }, MCP_BODY, true],
+          [{ scheme: 'batch-settlement', withdraw_delay: 899 }, {}, false],
+          [{ scheme: 'batch-settlement', withdraw_delay: 2_592_001 }, {}, false],
+          [{ scheme: 'batch-settlement', withdraw_delay: 900.5 }, {}, false],
+          [{ scheme: 'batch-settlement', min_deposit: '0' }, {}, false],
+          [
+            { scheme: 'batch-settlement', meter: { kind: 'tokens', input_per_1k: '1', output_per_1k: '1' } },
+            MCP_BODY,
+            false,
+          ],
+          [{ min_deposit: '10' }, {}, false],
+          [{ scheme: 'exact', withdraw_delay: 900 }, {}, false],
+          [{ scheme: 'upto', meter: { kind: 'header', header: 'X-Cost' }, min_deposit: '10' }, {}, false],
         ] as const
       ).map(([metered, body, expected]): [string, string, Record<string, string>, unknown, boolean] => [
         'post',

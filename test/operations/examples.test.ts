@@ -70,6 +70,7 @@ describe('examples/ run against the stack', function () {
     'verify-receipt.ts',
     'metered.ts',
     'mcp-federation.ts',
+    'channel.ts',
   ];
 
   it('runs every example in the folder (settings.ts is what they share)', async () => {
@@ -142,6 +143,31 @@ describe('examples/ run against the stack', function () {
       assert.equal(await balanceOf(provider(), payer.address), 1_000_000n - charge);
     } finally {
       demo.kill('SIGTERM');
+    }
+  });
+
+  it("channel.ts pays an agent 100 times from one deposit: the payer's balance moves once, each call is charged", async () => {
+    const upstream = await startUpstream((_req, res) => res.end('{"echo":true}'));
+    try {
+      const payTo = newPayTo();
+      const payer = await newPayer(1_000_000n);
+      const out = await runExample('channel.ts', {
+        GATEWAY_URL: stack().apiUrl,
+        TOKEN: token,
+        PAYER_PRIVATE_KEY: payer.privateKey,
+        TOKEN_ADDRESS: stack().infra.tokenAddress,
+        CHAIN_RPC_URL: stack().infra.chainRpcUrl,
+        UPSTREAM_URL: upstream.url,
+        PAY_TO: payTo,
+        PRICE: '1000',
+        CALLS: '100',
+      });
+      assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+      assert.match(out.stdout, /deposit calls: 1, p50 [\d.]+ ms/);
+      assert.match(out.stdout, /voucher calls: 99, p50 [\d.]+ ms, p95 [\d.]+ ms/);
+      assert.equal(await balanceOf(provider(), payer.address), 1_000_000n - 100_000n, 'one deposit moved');
+    } finally {
+      await upstream.close();
     }
   });
 

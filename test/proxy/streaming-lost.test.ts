@@ -13,6 +13,7 @@ import { createAgent, rawUpstream, waitForRow } from '../support/proxy-helpers.t
 import { exited } from '../support/worker-process.ts';
 import { startApiProcess } from '../support/api-process.ts';
 import { waitFor } from '../support/wait.ts';
+import { analyticsCaughtUp } from '../support/analytics.ts';
 import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
 
 describe('proxy: an API process lost mid-stream', function () {
@@ -104,12 +105,19 @@ describe('proxy: an API process lost mid-stream', function () {
           `update invocations set status = 'failed', error_class = 'gateway_lost', completed_at = now() where id = ?`,
           [invocationId],
         );
+      // The guess is folded in before the truth comes.
+      await analyticsCaughtUp();
+      const [guess] = await stack()
+        .orm.em.getConnection()
+        .execute(`select count, by_error_class from analytics_hourly where agent_id = ?`, [agentId]);
+      assert.deepEqual([Number(guess.count), guess.by_error_class], [1, { gateway_lost: 1 }]);
       release();
       assert.match(await res.body.text(), /first chunk\nlast chunk/);
       const row = await waitForRow(invocationId, (r) => r.status === 'succeeded');
       assert.equal(row.upstreamStatus, 200);
       assert.equal(row.errorClass, null);
-      // The rollup took the guess back out: it holds what a rebuild from the rows gives.
+      // The fold took the guess back out: the rollup holds what a rebuild from the rows gives.
+      await analyticsCaughtUp();
       const conn = stack().orm.em.getConnection();
       const rollup = () =>
         conn.execute(

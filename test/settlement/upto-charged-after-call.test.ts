@@ -10,17 +10,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { request as httpRequest, type ServerResponse } from 'node:http';
 import { Wallet, type JsonRpcProvider } from 'ethers';
-import { privateKeyToAccount } from 'viem/accounts';
-import { x402Client } from '@x402/core/client';
-import { toClientEvmSigner } from '@x402/evm';
-import { UptoEvmScheme } from '@x402/evm/upto/client';
-import { wrapFetchWithPayment } from '@x402/fetch';
 import { stack } from '../support/stack.ts';
 import { startUpstream, type Received, type TestUpstream } from '../support/upstream.ts';
 import { createAgent, readAll } from '../support/proxy-helpers.ts';
-import { payUptoChallenge, rpcReader, settledInvocation, uptoPayer } from '../support/upto.ts';
+import { payUptoChallenge, rpcReader, settledInvocation, uptoFetch, uptoPayer } from '../support/upto.ts';
 import { withPayingTenant } from '../support/settling.ts';
-import { balanceOf, CHAIN_ID, newPayTo } from '../support/x402.ts';
+import { balanceOf, newPayTo } from '../support/x402.ts';
 import { OPENAI_CHAT_SSE } from '../support/llm-answers.ts';
 import { encodeBase64Json } from '../../x402/schemas.ts';
 import { tokenContract } from '../../scripts/dev/chain.ts';
@@ -65,17 +60,6 @@ describe('upto: the metered charge settled after the call', function () {
       upstream_url: upstream.url,
       pricing: { scheme: 'upto', amount: String(MAX), asset: 'USDC', network: 'base', pay_to: payTo, meter },
     });
-  }
-
-  /** The unmodified @x402/fetch client with @x402/evm's upto scheme, paying as `payer`. */
-  function uptoFetch(payer: Wallet): typeof fetch {
-    const signer = toClientEvmSigner(
-      privateKeyToAccount(payer.privateKey as `0x${string}`),
-      rpcReader(stack().infra.chainRpcUrl) as Parameters<typeof toClientEvmSigner>[1],
-    );
-    const client = new x402Client().register('eip155:*', new UptoEvmScheme(signer));
-    client.setSpendControls({ allowedAssets: [{ network: `eip155:${CHAIN_ID}`, asset: stack().infra.tokenAddress }] });
-    return wrapFetchWithPayment(fetch, client);
   }
 
   /** A paid call through the client; its invocation id once the answer is read whole. */

@@ -10,8 +10,8 @@ import type { ServerResponse } from 'node:http';
 import { request } from 'undici';
 import { type Wallet } from 'ethers';
 import { stack } from '../support/stack.ts';
-import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
-import { payUptoChallenge, rpcReader, uptoPayer } from '../support/upto.ts';
+import { closedPort, createAgent, waitForRow } from '../support/proxy-helpers.ts';
+import { payUptoChallenge, rpcReader, settleLostCharge, uptoPayer } from '../support/upto.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
 import { balanceOf, newPayTo, transfersTo } from '../support/x402.ts';
 import { startApiProcess } from '../support/api-process.ts';
@@ -22,8 +22,6 @@ import { waitFor } from '../support/wait.ts';
 import { call } from '../support/http.ts';
 import { encodeBase64Json } from '../../x402/schemas.ts';
 import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
-import { startDueCharges } from '../../temporal/charges-due.ts';
-import { createLogger } from '../../lib/log.ts';
 
 const MAX = 50_000n;
 const HEADER_METER = { kind: 'header', header: 'X-Usage-Cost' };
@@ -61,6 +59,18 @@ describe('upto: a metered charge through crashes', function () {
         meter: HEADER_METER,
       },
     });
+  }
+
+  /** The tenant's settlement configuration as it is, and a way to point it at another facilitator URL. */
+  async function settlementConfig() {
+    const config = await call('GET', '/v1/settlement/config', { token: paying.token });
+    assert.equal(config.status, 200);
+    const setConfig = (facilitatorUrl: string) =>
+      call('PUT', '/v1/settlement/config', {
+        token: paying.token,
+        json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: config.json.facilitator_credential_ref },
+      });
+    return { config, setConfig };
   }
 
   /** The payment header the unmodified upto client makes for the agent's 402 at `base`. */
@@ -113,25 +123,7 @@ describe('upto: a metered charge through crashes', function () {
     assert.equal(lost.errorClass, 'gateway_lost');
     assert.equal(lost.paymentCharge, '4321', 'what was measured is kept');
 
-    const round = startDueCharges({
-      orm: stack().orm,
-      temporal: stack().temporal,
-      taskQueue: stack().config.temporal.taskQueue,
-      log: createLogger('test', 'error'),
-      everyMs: 3_600_000,
-      streamedAfterMs: 0,
-      lostAfterMs: 0,
-    });
-    try {
-      await waitFor(
-        async () => (await round.runOnce()) >= 0 && (await waitForRow(id)).paymentSettlement === 'settled',
-        {
-          timeoutMs: 60_000,
-        },
-      );
-    } finally {
-      await round.stop();
-    }
+    await settleLostCharge(id);
     const settled = await waitForRow(id);
     assert.equal(settled.paymentSettlement, 'settled');
     assert.equal(await balanceOf(paying.provider, payer.address), before - 4321n);
@@ -145,21 +137,16 @@ describe('upto: a metered charge through crashes', function () {
     const before = await balanceOf(paying.provider, payer.address);
     const taskQueue = `upto-crash-${randomUUID()}`;
     const gateway = await startProxyApp({ temporal: { ...stack().config.temporal, taskQueue } });
-    const config = await call('GET', '/v1/settlement/config', { token: paying.token });
-    assert.equal(config.status, 200);
-    const setConfig = (facilitatorUrl: string) =>
-      call('PUT', '/v1/settlement/config', {
-        token: paying.token,
-        json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: config.json.facilitator_credential_ref },
-      });
+    const { config, setConfig } = await settlementConfig();
     try {
       const first = await startWorkerProcess(taskQueue);
       children.push(first);
       const key = randomUUID();
       // Before answering, the tenant's facilitator is made unreachable (a closed port): the
       // settle after the call cannot get an answer, and is retried.
+      const unreachable = `https://127.0.0.1:${await closedPort()}/`;
       answers.set(key, async (res) => {
-        const put = await setConfig('https://127.0.0.1:9/');
+        const put = await setConfig(unreachable);
         assert.ok(put.status === 200 || put.status === 201, `settlement config: ${put.status} ${put.text}`);
         res.writeHead(200, { 'content-type': 'application/json', 'x-usage-cost': '2468' });
         res.end('{}');
@@ -203,5 +190,58 @@ describe('upto: a metered charge through crashes', function () {
     } finally {
       await gateway.close();
     }
+  });
+  it('an attempt retried after its worker completed the call still settles the charge, once', async () => {
+    // The worker that completed the row may die before its attempt is reported: the retried
+    // attempt finds the row complete, and its answer must still say the charge is due. Forced
+    // here without a race: the first workflow is terminated while its settle cannot be answered,
+    // and the call's workflow is run again over the completed row.
+    const payTo = newPayTo();
+    const agentId = await meteredAgent(payTo);
+    const payer = await uptoPayer(paying.provider, 10_000_000n);
+    const before = await balanceOf(paying.provider, payer.address);
+    const { config, setConfig } = await settlementConfig();
+    const unreachable = `https://127.0.0.1:${await closedPort()}/`;
+    const key = randomUUID();
+    answers.set(key, async (res) => {
+      const put = await setConfig(unreachable);
+      assert.equal(put.status, 200, `settlement config: ${put.status} ${put.text}`);
+      res.writeHead(200, { 'content-type': 'application/json', 'x-usage-cost': '1357' });
+      res.end('{}');
+    });
+    const path = `/v1/proxy/${agentId}`;
+    const res = await request(`${stack().apiUrl}${path}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${paying.token}`,
+        'x-answer': key,
+        'payment-signature': await paymentFor(stack().apiUrl, path, payer),
+      },
+      body: '{}',
+    });
+    assert.equal(res.statusCode, 202);
+    const { invocation_id: id } = (await res.body.json()) as { invocation_id: string };
+    await waitForRow(id, (r) => r.status === 'succeeded' && r.paymentCharge === '1357', 30_000);
+    await stack().temporal.workflow.getHandle(id).terminate('the worker that completed the call is gone');
+    assert.notEqual((await waitForRow(id)).paymentSettlement, 'settled', 'not settled by the first run');
+    const put = await setConfig(config.json.facilitator_url);
+    assert.equal(put.status, 200);
+
+    const again = await stack().temporal.workflow.start('InvocationWorkflow', {
+      taskQueue: stack().config.temporal.taskQueue,
+      workflowId: `${id}-retried`,
+      args: [{ invocationId: id, tenantId: paying.tenant, agentId, emitReceipts: false, outcomeStatusOnly: true }],
+    });
+    const outcome = (await again.result()) as { chargeDue?: boolean; status: string };
+    assert.equal(outcome.status, 'succeeded');
+    assert.equal(outcome.chargeDue, true, 'the retried attempt says the charge is due');
+    const settled = await waitForRow(id, (r) => r.paymentSettlement !== null && r.paymentSettlement !== 'settling');
+    assert.equal(settled.paymentSettlement, 'settled');
+    assert.equal(await balanceOf(paying.provider, payer.address), before - 1357n);
+    assert.deepEqual(
+      (await transfersTo(paying.provider, payTo)).map((t) => t.value),
+      [1357n],
+      'settled once',
+    );
   });
 });

@@ -52,6 +52,7 @@ MCP_VERSIONS = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
 MAX_WINDOW = timedelta(days=31)
 HEADER_SAFE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$")
 HEX_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+DIGITS = re.compile(r"^[0-9]+$")
 
 
 def _is_positive(case) -> bool:
@@ -132,6 +133,16 @@ def _agent_references(body: dict) -> None:
     if isinstance(pricing, dict) and isinstance(pricing.get("methods"), dict):
         prices = list(pricing["methods"].values())
         pricing["methods"] = {method: price for method, price in zip(A2A_METHODS, prices)}
+    # A channel-priced agent's min_deposit is at least every per-call price (its description): no
+    # smaller than the largest of them (a positive decimal string, as the schema takes).
+    if isinstance(pricing, dict) and isinstance(pricing.get("min_deposit"), str):
+        prices = [pricing.get("amount")]
+        for key in ("tools", "methods", "skills"):
+            if isinstance(pricing.get(key), dict):
+                prices.extend(pricing[key].values())
+        floor = max((int(p) for p in prices if isinstance(p, str) and DIGITS.match(p)), default=0)
+        if DIGITS.match(pricing["min_deposit"]) and int(pricing["min_deposit"]) < floor:
+            pricing["min_deposit"] = str(floor)
     # A public agent needs a price and its tenant's settlement configuration (docs/API.md), which
     # the run's tenant does not have: stated in the field's description, not in the schema.
     if body.get("public") is True:

@@ -29,6 +29,7 @@ import { startFacilitatorStack, usePrebuiltBundles, type FacilitatorStack } from
 import { buildWorkflowBundles, prebuiltWorkflowBundle } from '../../temporal/workflow-bundles.ts';
 import { generateKey, readKeys } from '../../gateway/receipts/keys.ts';
 import { cachedConsoleBuild } from '../../scripts/lib/console-build.ts';
+import { foldInBackground } from '../../gateway/analytics/fold.ts';
 
 export type Stack = {
   infra: Infra;
@@ -207,6 +208,10 @@ export async function startStack(): Promise<Stack> {
       }),
   );
   const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  // The analytics fold as every API process runs it (api/main.ts starts it with the other
+  // rounds): tests that read analytics after their calls wait for it with analyticsCaughtUp().
+  const fold = foldInBackground(orm, createLogger('api', 'silent'), config.analytics.foldEveryMs);
+  cleanups.push(() => fold.stop());
   const metricsServer = await startMetricsServer(0, '127.0.0.1');
   cleanups.push(() => new Promise((r) => metricsServer.close(r)));
   const metricsUrl = `http://127.0.0.1:${(metricsServer.address() as AddressInfo).port}/metrics`;

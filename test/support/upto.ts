@@ -4,6 +4,7 @@
 // payer without a Permit2 allowance also signs an EIP-2612 permit (the client reads the token's
 // allowance and the payer's permit nonce through `reader`).
 import { x402Client } from '@x402/core/client';
+import { wrapFetchWithPayment } from '@x402/fetch';
 import { toClientEvmSigner } from '@x402/evm';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { createPublicClient, http } from 'viem';
@@ -13,9 +14,12 @@ import { UptoPayment } from '../../x402/schemes/upto/schemas.ts';
 import { tokenContract } from '../../scripts/dev/chain.ts';
 import { PERMIT2_ADDRESS } from '../../contracts/permit2.ts';
 import { stack } from './stack.ts';
-import { newWallet } from './x402.ts';
+import { CHAIN_ID, newWallet } from './x402.ts';
 import { waitForInvocation } from './http.ts';
 import { waitFor } from './wait.ts';
+import { waitForRow } from './proxy-helpers.ts';
+import { startDueCharges } from '../../temporal/charges-due.ts';
+import { createLogger } from '../../lib/log.ts';
 
 export const UPTO_NETWORK = 'eip155:8453';
 
@@ -111,4 +115,40 @@ export async function settledInvocation(
     },
     { timeoutMs: 60_000, everyMs: 100, what: `the charge of ${invocationId}`, state: () => JSON.stringify(last) },
   );
+}
+
+/**
+ * Runs the due-charges round (temporal/charges-due.ts) with no waiting periods until the lost
+ * stream `invocationId`'s charge is settled, then once more (a second round must change nothing).
+ */
+export async function settleLostCharge(invocationId: string): Promise<void> {
+  const round = startDueCharges({
+    orm: stack().orm,
+    temporal: stack().temporal,
+    taskQueue: stack().config.temporal.taskQueue,
+    log: createLogger('test', 'error'),
+    everyMs: 3_600_000,
+    streamedAfterMs: 0,
+    lostAfterMs: 0,
+  });
+  try {
+    await waitFor(
+      async () => (await round.runOnce()) >= 0 && (await waitForRow(invocationId)).paymentSettlement === 'settled',
+      { timeoutMs: 60_000, what: `the charge of ${invocationId} settled` },
+    );
+    await round.runOnce();
+  } finally {
+    await round.stop();
+  }
+}
+
+/** The unmodified @x402/fetch client with @x402/evm's upto scheme, paying as `payer` on the stack's chain. */
+export function uptoFetch(payer: Wallet): typeof fetch {
+  const signer = toClientEvmSigner(
+    privateKeyToAccount(payer.privateKey as `0x${string}`),
+    rpcReader(stack().infra.chainRpcUrl) as Parameters<typeof toClientEvmSigner>[1],
+  );
+  const client = new x402Client().register('eip155:*', new UptoEvmScheme(signer));
+  client.setSpendControls({ allowedAssets: [{ network: `eip155:${CHAIN_ID}`, asset: stack().infra.tokenAddress }] });
+  return wrapFetchWithPayment(fetch, client);
 }

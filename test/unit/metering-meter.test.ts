@@ -128,7 +128,7 @@ describe('metering: the meter and the pricing scheme', () => {
     });
     assert.deepEqual(issue({ amount: '1', meter: HEADER }), {
       path: 'meter',
-      message: 'pricing.meter requires scheme upto',
+      message: 'pricing.meter requires scheme upto or batch-settlement',
     });
     assert.equal(issue({ amount: '1', scheme: 'upto', meter: { kind: 'header', header: 'TE' } })?.path, 'meter.header');
     assert.equal(

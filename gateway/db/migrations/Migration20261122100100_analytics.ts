@@ -1,5 +1,47 @@
 import { Migration } from '@mikro-orm/migrations';
 
+// The row-level rollup, exported for the migration that replaced it by the batched fold
+// (Migration20261206160000_analytics_fold), whose down() restores it, and for the proxy bench,
+// which measures it beside the fold in the same run.
+export const rollupFunction = `
+      create function analytics_rollup() returns trigger
+      language plpgsql as $$
+      declare
+        is_error boolean := new.status = 'failed' or new.error_class is not null;
+        cls text := case when new.status = 'failed' or new.error_class is not null then coalesce(new.error_class, 'unknown') end;
+        li text := analytics_sketch_index(new.latency_ms)::text;
+        ti text := analytics_sketch_index(new.ttft_ms)::text;
+      begin
+        insert into analytics_hourly as h (tenant_id, agent_id, bucket_start, count, errors, by_error_class, latency, ttft)
+        values (
+          new.tenant_id, new.agent_id, date_trunc('hour', new.created_at, 'UTC'), 1, is_error::int,
+          case when cls is null then '{}'::jsonb else jsonb_build_object(cls, 1) end,
+          case when li is null then '{}'::jsonb else jsonb_build_object(li, 1) end,
+          case when ti is null then '{}'::jsonb else jsonb_build_object(ti, 1) end)
+        on conflict (tenant_id, bucket_start, agent_id) do update set
+          count = h.count + 1,
+          errors = h.errors + excluded.errors,
+          by_error_class = case when cls is null then h.by_error_class
+            else jsonb_set(h.by_error_class, array[cls], to_jsonb(coalesce((h.by_error_class ->> cls)::bigint, 0) + 1)) end,
+          latency = case when li is null then h.latency
+            else jsonb_set(h.latency, array[li], to_jsonb(coalesce((h.latency ->> li)::bigint, 0) + 1)) end,
+          ttft = case when ti is null then h.ttft
+            else jsonb_set(h.ttft, array[ti], to_jsonb(coalesce((h.ttft ->> ti)::bigint, 0) + 1)) end;
+        return null;
+      end
+      $$`;
+
+export const rollupTriggers = [
+  `
+      create trigger invocations_analytics_insert after insert on invocations
+      for each row when (new.status in ('succeeded', 'failed'))
+      execute function analytics_rollup()`,
+  `
+      create trigger invocations_analytics_complete after update of status on invocations
+      for each row when (new.status in ('succeeded', 'failed') and old.status not in ('succeeded', 'failed'))
+      execute function analytics_rollup()`,
+];
+
 // Analytics rollups: one row per (tenant, hour, agent) holding counts, errors by class and
 // two mergeable histograms (latency, TTFT). A trigger on `invocations` folds each row in at
 // the moment it becomes terminal, in the same transaction, whichever code path completes it
@@ -36,43 +78,10 @@ export class Migration20261122100100_analytics extends Migration {
         end
       $$`);
 
-    this.addSql(`
-      create function analytics_rollup() returns trigger
-      language plpgsql as $$
-      declare
-        is_error boolean := new.status = 'failed' or new.error_class is not null;
-        cls text := case when new.status = 'failed' or new.error_class is not null then coalesce(new.error_class, 'unknown') end;
-        li text := analytics_sketch_index(new.latency_ms)::text;
-        ti text := analytics_sketch_index(new.ttft_ms)::text;
-      begin
-        insert into analytics_hourly as h (tenant_id, agent_id, bucket_start, count, errors, by_error_class, latency, ttft)
-        values (
-          new.tenant_id, new.agent_id, date_trunc('hour', new.created_at, 'UTC'), 1, is_error::int,
-          case when cls is null then '{}'::jsonb else jsonb_build_object(cls, 1) end,
-          case when li is null then '{}'::jsonb else jsonb_build_object(li, 1) end,
-          case when ti is null then '{}'::jsonb else jsonb_build_object(ti, 1) end)
-        on conflict (tenant_id, bucket_start, agent_id) do update set
-          count = h.count + 1,
-          errors = h.errors + excluded.errors,
-          by_error_class = case when cls is null then h.by_error_class
-            else jsonb_set(h.by_error_class, array[cls], to_jsonb(coalesce((h.by_error_class ->> cls)::bigint, 0) + 1)) end,
-          latency = case when li is null then h.latency
-            else jsonb_set(h.latency, array[li], to_jsonb(coalesce((h.latency ->> li)::bigint, 0) + 1)) end,
-          ttft = case when ti is null then h.ttft
-            else jsonb_set(h.ttft, array[ti], to_jsonb(coalesce((h.ttft ->> ti)::bigint, 0) + 1)) end;
-        return null;
-      end
-      $$`);
+    this.addSql(rollupFunction);
     // Two triggers so the WHEN clauses (evaluated without calling the function) skip the
     // pending → running updates; a row is folded in exactly once, when it turns terminal.
-    this.addSql(`
-      create trigger invocations_analytics_insert after insert on invocations
-      for each row when (new.status in ('succeeded', 'failed'))
-      execute function analytics_rollup()`);
-    this.addSql(`
-      create trigger invocations_analytics_complete after update of status on invocations
-      for each row when (new.status in ('succeeded', 'failed') and old.status not in ('succeeded', 'failed'))
-      execute function analytics_rollup()`);
+    for (const trigger of rollupTriggers) this.addSql(trigger);
 
     // Rebuilds the rollups from the invocation rows (all tenants, or one): the backfill below,
     // and an operator's repair tool. Produces exactly what the trigger would have.

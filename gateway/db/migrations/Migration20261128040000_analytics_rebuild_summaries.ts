@@ -10,6 +10,54 @@ import { rebuildForgettingSummaries } from './Migration20261122123000_analytics_
 // them. analytics_sketch_value is the SQL twin of sketch.ts's sketchValue.
 // The same holds for a month of live traffic nobody had read yet: analytics_summarize() fills
 // the summaries of closed hours and days from their histograms, run in the background.
+// Exported for the migration that replaced it (Migration20261206160000_analytics_fold), whose
+// down() restores it.
+export const rebuildWithSummaries = `
+      create or replace function analytics_rebuild(p_tenant text default null) returns bigint
+      language plpgsql as $$
+      declare
+        rebuilt bigint;
+      begin
+        delete from analytics_daily_summary where p_tenant is null or tenant_id = p_tenant;
+        delete from analytics_hourly where p_tenant is null or tenant_id = p_tenant;
+        create temporary table analytics_rebuild_base on commit drop as
+          select tenant_id, agent_id, date_trunc('hour', created_at, 'UTC') as bucket_start,
+                 (status = 'failed' or error_class is not null) as is_error,
+                 case when status = 'failed' or error_class is not null then coalesce(error_class, 'unknown') end as cls,
+                 analytics_sketch_index(latency_ms) as li,
+                 analytics_sketch_index(ttft_ms) as ti
+          from invocations
+          where status in ('succeeded', 'failed') and (p_tenant is null or tenant_id = p_tenant);
+        insert into analytics_hourly (tenant_id, agent_id, bucket_start, count, errors, by_error_class, latency, ttft, summary, summary_count)
+        select k.tenant_id, k.agent_id, k.bucket_start, k.n, k.e, coalesce(c.j, '{}'), coalesce(l.j, '{}'), coalesce(t.j, '{}'),
+               analytics_summary(k.lp, k.tp), k.n
+        from (select tenant_id, agent_id, bucket_start, count(*) as n, count(*) filter (where is_error) as e,
+                     percentile_disc(array[0.5, 0.95, 0.99]) within group (order by li) as lp,
+                     percentile_disc(array[0.5, 0.95, 0.99]) within group (order by ti) as tp
+              from analytics_rebuild_base group by 1, 2, 3) as k
+        left join (select tenant_id, agent_id, bucket_start, jsonb_object_agg(cls, n) as j
+                   from (select tenant_id, agent_id, bucket_start, cls, count(*) as n from analytics_rebuild_base
+                         where cls is not null group by 1, 2, 3, 4) as s group by 1, 2, 3) as c using (tenant_id, agent_id, bucket_start)
+        left join (select tenant_id, agent_id, bucket_start, jsonb_object_agg(li::text, n) as j
+                   from (select tenant_id, agent_id, bucket_start, li, count(*) as n from analytics_rebuild_base
+                         where li is not null group by 1, 2, 3, 4) as s group by 1, 2, 3) as l using (tenant_id, agent_id, bucket_start)
+        left join (select tenant_id, agent_id, bucket_start, jsonb_object_agg(ti::text, n) as j
+                   from (select tenant_id, agent_id, bucket_start, ti, count(*) as n from analytics_rebuild_base
+                         where ti is not null group by 1, 2, 3, 4) as s group by 1, 2, 3) as t using (tenant_id, agent_id, bucket_start);
+        get diagnostics rebuilt = row_count;
+        -- A day's percentiles over all its samples: what merging its 24 hourly histograms gives.
+        -- A read's write-back may have stored a day since the delete: the rebuild's figure wins.
+        insert into analytics_daily_summary (tenant_id, agent_id, day, count, summary)
+        select tenant_id, agent_id, date_trunc('day', bucket_start, 'UTC'), count(*),
+               analytics_summary(percentile_disc(array[0.5, 0.95, 0.99]) within group (order by li),
+                                 percentile_disc(array[0.5, 0.95, 0.99]) within group (order by ti))
+        from analytics_rebuild_base group by 1, 2, 3
+        on conflict (tenant_id, day, agent_id) do update set count = excluded.count, summary = excluded.summary;
+        drop table analytics_rebuild_base;
+        return rebuilt;
+      end
+      $$`;
+
 export class Migration20261128040000_analytics_rebuild_summaries extends Migration {
   override up(): void {
     this.addSql(`
@@ -91,51 +139,7 @@ export class Migration20261128040000_analytics_rebuild_summaries extends Migrati
         return hours;
       end
       $$`);
-    this.addSql(`
-      create or replace function analytics_rebuild(p_tenant text default null) returns bigint
-      language plpgsql as $$
-      declare
-        rebuilt bigint;
-      begin
-        delete from analytics_daily_summary where p_tenant is null or tenant_id = p_tenant;
-        delete from analytics_hourly where p_tenant is null or tenant_id = p_tenant;
-        create temporary table analytics_rebuild_base on commit drop as
-          select tenant_id, agent_id, date_trunc('hour', created_at, 'UTC') as bucket_start,
-                 (status = 'failed' or error_class is not null) as is_error,
-                 case when status = 'failed' or error_class is not null then coalesce(error_class, 'unknown') end as cls,
-                 analytics_sketch_index(latency_ms) as li,
-                 analytics_sketch_index(ttft_ms) as ti
-          from invocations
-          where status in ('succeeded', 'failed') and (p_tenant is null or tenant_id = p_tenant);
-        insert into analytics_hourly (tenant_id, agent_id, bucket_start, count, errors, by_error_class, latency, ttft, summary, summary_count)
-        select k.tenant_id, k.agent_id, k.bucket_start, k.n, k.e, coalesce(c.j, '{}'), coalesce(l.j, '{}'), coalesce(t.j, '{}'),
-               analytics_summary(k.lp, k.tp), k.n
-        from (select tenant_id, agent_id, bucket_start, count(*) as n, count(*) filter (where is_error) as e,
-                     percentile_disc(array[0.5, 0.95, 0.99]) within group (order by li) as lp,
-                     percentile_disc(array[0.5, 0.95, 0.99]) within group (order by ti) as tp
-              from analytics_rebuild_base group by 1, 2, 3) as k
-        left join (select tenant_id, agent_id, bucket_start, jsonb_object_agg(cls, n) as j
-                   from (select tenant_id, agent_id, bucket_start, cls, count(*) as n from analytics_rebuild_base
-                         where cls is not null group by 1, 2, 3, 4) as s group by 1, 2, 3) as c using (tenant_id, agent_id, bucket_start)
-        left join (select tenant_id, agent_id, bucket_start, jsonb_object_agg(li::text, n) as j
-                   from (select tenant_id, agent_id, bucket_start, li, count(*) as n from analytics_rebuild_base
-                         where li is not null group by 1, 2, 3, 4) as s group by 1, 2, 3) as l using (tenant_id, agent_id, bucket_start)
-        left join (select tenant_id, agent_id, bucket_start, jsonb_object_agg(ti::text, n) as j
-                   from (select tenant_id, agent_id, bucket_start, ti, count(*) as n from analytics_rebuild_base
-                         where ti is not null group by 1, 2, 3, 4) as s group by 1, 2, 3) as t using (tenant_id, agent_id, bucket_start);
-        get diagnostics rebuilt = row_count;
-        -- A day's percentiles over all its samples: what merging its 24 hourly histograms gives.
-        -- A read's write-back may have stored a day since the delete: the rebuild's figure wins.
-        insert into analytics_daily_summary (tenant_id, agent_id, day, count, summary)
-        select tenant_id, agent_id, date_trunc('day', bucket_start, 'UTC'), count(*),
-               analytics_summary(percentile_disc(array[0.5, 0.95, 0.99]) within group (order by li),
-                                 percentile_disc(array[0.5, 0.95, 0.99]) within group (order by ti))
-        from analytics_rebuild_base group by 1, 2, 3
-        on conflict (tenant_id, day, agent_id) do update set count = excluded.count, summary = excluded.summary;
-        drop table analytics_rebuild_base;
-        return rebuilt;
-      end
-      $$`);
+    this.addSql(rebuildWithSummaries);
   }
 
   override down(): void {

@@ -29,6 +29,8 @@ import { Migration20261206130000_metered_settlement } from './Migration202612061
 import { Migration20261206130000_settlement_cache_notify } from './Migration20261206130000_settlement_cache_notify.ts';
 import { Migration20261206140000_mcp_server_session_retention } from './Migration20261206140000_mcp_server_session_retention.ts';
 import { Migration20261206150000_mcp_server_cache } from './Migration20261206150000_mcp_server_cache.ts';
+import { Migration20261206160000_analytics_fold } from './Migration20261206160000_analytics_fold.ts';
+import { Migration20261206160000_payment_channels } from './Migration20261206160000_payment_channels.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -75,4 +77,6 @@ export const gatewayMigrations = [
     class: Migration20261206140000_mcp_server_session_retention,
   },
   { name: 'Migration20261206150000_mcp_server_cache', class: Migration20261206150000_mcp_server_cache },
+  { name: 'Migration20261206160000_analytics_fold', class: Migration20261206160000_analytics_fold },
+  { name: 'Migration20261206160000_payment_channels', class: Migration20261206160000_payment_channels },
 ];

@@ -10,9 +10,10 @@ import type { SupportedKind } from '../supported.ts';
 import type { GatewayScheme } from './scheme.ts';
 import { exactGatewayScheme } from './exact/index.ts';
 import { uptoGatewayScheme } from './upto/index.ts';
+import { batchSettlementGatewayScheme } from './batch-settlement/index.ts';
 
 /** Every scheme the gateway can verify, in the order a challenge's `accepts` would list them. */
-const SCHEMES: readonly GatewayScheme[] = [exactGatewayScheme, uptoGatewayScheme];
+const SCHEMES: readonly GatewayScheme[] = [exactGatewayScheme, uptoGatewayScheme, batchSettlementGatewayScheme];
 
 /**
  * The `accepts` entries of a challenge for this price at `resource`: the entry of the price's

@@ -1,0 +1,345 @@
+// The admission of a `batch-settlement` payment (the x402 spec's server side): the call holds its
+// channel (store.ts's lease, across replicas) from here until its charge is committed after the
+// answer (charges.ts), so one channel's calls are served one at a time. A call finding its
+// channel held waits up to CHANNEL_WAIT_MS, then is answered the spec's `channel_busy`.
+// - the voucher's cumulative ceiling must be exactly what was charged so far plus this call's
+//   ceiling (a refund's: what was charged), else the corrective 402 carries the channel's state
+//   and the payer's latest voucher, so a client that lost its state recovers;
+// - a voucher is checked here with no network round trip when the mirrored on-chain state is
+//   fresh (read again after MIRROR_FRESH_MS, and for every deposit and refund);
+// - a deposit is handed to the tenant's facilitator, and the call is served once it is final;
+// - a refund is completed (the refund nonce) and handed to the facilitator; nothing is forwarded.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { BatchSettlementPayload } from '../../../x402/schemes/batch-settlement/schemas.ts';
+import { verifyDeposit } from '../../../x402/schemes/batch-settlement/verify.ts';
+import type { ChallengeEntry, Payment } from '../../../x402/schemas.ts';
+import { encodeBase64Json } from '../../../x402/schemas.ts';
+import { caip2Network } from '../../../x402/v2.ts';
+import { loadSettlementClientTls } from '../../settlement/tls.ts';
+import { recordPayment } from '../binding.ts';
+import type { PaymentConfig } from '../config.ts';
+import { requirementsV2, type Dialect } from '../dialect.ts';
+import type { FacilitatorClient } from '../facilitator-client.ts';
+import { PaymentRefused, PaymentStillSettling } from '../refusals.ts';
+import { channelTermsOf } from '../schemes/batch-settlement/index.ts';
+import { readChannel, type OnChainChannel } from '../schemes/batch-settlement/chain.ts';
+import { createChannelStore, type ChannelLease, type ChannelRow, type ChannelStore } from './store.ts';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { VaultConfig } from '../../credentials/config.ts';
+import type { VaultClient } from '../../credentials/vault.ts';
+import type { Logger } from '../../../lib/log.ts';
+
+/** How long a call waits for its channel held by another call before `channel_busy`. */
+const CHANNEL_WAIT_MS = 5_000;
+/** How long a call may hold its channel without committing (a process that died lets it go then). */
+const LEASE_SECONDS = 120;
+/** How old the mirrored on-chain state may be for a voucher to be checked without reading the chain. */
+const MIRROR_FRESH_MS = 60_000;
+
+const CUMULATIVE_MISMATCH = 'invalid_batch_settlement_evm_cumulative_amount_mismatch';
+const CHANNEL_BUSY = 'invalid_batch_settlement_evm_channel_busy';
+
+/** Another call holds the channel: the payer retries shortly with the same payment. */
+export class ChannelBusy extends Error {
+  readonly entries: ChallengeEntry[];
+  constructor(entries: ChallengeEntry[]) {
+    super(CHANNEL_BUSY);
+    this.name = 'ChannelBusy';
+    this.entries = entries;
+  }
+}
+
+/** A cooperative refund, done: the answer the payer gets instead of the agent's (nothing was forwarded). */
+export class ChannelRefunded extends Error {
+  readonly responseHeader: string;
+  readonly refunded: string;
+  readonly transaction: string;
+  constructor(responseHeader: string, refunded: string, transaction: string) {
+    super('refunded');
+    this.name = 'ChannelRefunded';
+    this.responseHeader = responseHeader;
+    this.refunded = refunded;
+    this.transaction = transaction;
+  }
+}
+
+export type ChannelAdmissionDeps = {
+  orm: MikroORM;
+  log: Logger;
+  config: { vault: VaultConfig };
+  vaultClient: VaultClient;
+};
+
+/** The verified offer, as the flow decoded it. */
+export type ChannelOffer = {
+  dialect: Dialect;
+  payment: Payment;
+  requirements: ChallengeEntry;
+  entries: ChallengeEntry[];
+  paymentId: string | null;
+  payer: string;
+  nonce: string;
+};
+
+/** What an admitted channel payment records of the call, and answers the payer. */
+export type AdmittedChannelPayment = {
+  /** The name of the call's payment binding. */
+  nonce: string;
+  channel: { id: string; leaseToken: string };
+  transaction: string | null;
+  responseHeader: string;
+};
+
+type ChannelState = ReturnType<typeof channelStateOf>;
+
+/** The spec's `channelState` of a channel as the gateway knows it. */
+function channelStateOf(channel: ChannelRow, charged = channel.charged) {
+  return {
+    channelId: channel.id,
+    balance: channel.balance.toString(),
+    totalClaimed: channel.totalClaimed.toString(),
+    withdrawRequestedAt: channel.withdrawRequestedAt,
+    refundNonce: channel.refundNonce.toString(),
+    chargedCumulativeAmount: charged.toString(),
+  };
+}
+
+/** The corrective 402's entries: the channel's state and the payer's latest voucher in `extra`. */
+function correctiveEntries(entries: ChallengeEntry[], channel: ChannelRow): ChallengeEntry[] {
+  return entries.map((entry) => ({
+    ...entry,
+    extra: {
+      ...entry.extra,
+      channelState: channelStateOf(channel),
+      ...(channel.signature
+        ? { voucherState: { signedMaxClaimable: channel.signedMaxClaimable.toString(), signature: channel.signature } }
+        : {}),
+    },
+  }));
+}
+
+/**
+ * What the channel's state says of a voucher or refund whose config and signature the scheme
+ * checked (schemes/batch-settlement/): the escrow must cover its ceiling, which a paid voucher
+ * must raise above the claimed total (a refund's may equal it). Null when it does.
+ */
+function escrowCause(type: 'voucher' | 'refund', signed: bigint, channel: ChannelRow): string | null {
+  if (channel.balance === 0n) return 'invalid_batch_settlement_evm_channel_not_found';
+  if (signed > channel.balance) return 'invalid_batch_settlement_evm_cumulative_exceeds_balance';
+  const below = type === 'voucher' ? signed <= channel.totalClaimed : signed < channel.totalClaimed;
+  return below ? 'invalid_batch_settlement_evm_cumulative_below_claimed' : null;
+}
+
+async function leaseWithin(store: ChannelStore, input: Parameters<ChannelStore['lease']>[0]) {
+  const deadline = Date.now() + CHANNEL_WAIT_MS;
+  for (let wait = 10; ; wait = Math.min(wait * 2, 200)) {
+    const outcome = await store.lease(input);
+    if (outcome !== 'busy' || Date.now() + wait > deadline) return outcome;
+    await new Promise((resolve) => setTimeout(resolve, wait));
+  }
+}
+
+const fromState = (state: {
+  balance: string;
+  totalClaimed: string;
+  withdrawRequestedAt: number;
+  refundNonce: string;
+}): OnChainChannel => ({
+  balance: BigInt(state.balance),
+  totalClaimed: BigInt(state.totalClaimed),
+  withdrawRequestedAt: state.withdrawRequestedAt,
+  refundNonce: BigInt(state.refundNonce),
+});
+
+export async function admitChannelPayment(
+  deps: ChannelAdmissionDeps,
+  gate: { config: PaymentConfig; client: FacilitatorClient },
+  call: { tenantId: string; agentId: string; requestId: string },
+  offer: ChannelOffer,
+): Promise<AdmittedChannelPayment> {
+  const { config, client } = gate;
+  const { entries, requirements } = offer;
+  const payload = BatchSettlementPayload.parse(offer.payment.payload);
+  const terms = channelTermsOf(requirements);
+  const refused = (cause: string, reason = 'invalid payment') => {
+    deps.log.info({ requestId: call.requestId, agentId: call.agentId, cause }, 'channel payment refused');
+    return new PaymentRefused(reason, entries);
+  };
+  if (!terms) throw refused('invalid_terms');
+  const channelId = payload.voucher.channelId.toLowerCase();
+  const ceiling = BigInt(requirements.maxAmountRequired);
+  const store = createChannelStore(deps.orm);
+  // The tenant's facilitator, for a deposit or a refund only: a voucher needs nobody but the
+  // gateway (reading the credential costs a decryption, which a voucher call does not pay).
+  const facilitator = async () => {
+    let target;
+    try {
+      target = await loadSettlementClientTls(deps, call.tenantId);
+    } catch {
+      throw new PaymentRefused('settlement_unavailable', entries);
+    }
+    if (!target) throw new PaymentRefused('settlement_unavailable', entries);
+    return target;
+  };
+
+  const leased = await leaseWithin(store, {
+    channelId,
+    tenantId: call.tenantId,
+    agentId: call.agentId,
+    config: payload.channelConfig,
+    seconds: LEASE_SECONDS,
+  });
+  if (leased === 'foreign') throw refused('channel_of_another_tenant');
+  if (leased === 'busy') throw new ChannelBusy(entries);
+  const { lease } = leased;
+  let admitted = false;
+  try {
+    let channel = leased.channel;
+    const stale = !channel.syncedAt || Date.now() - channel.syncedAt.getTime() > MIRROR_FRESH_MS;
+    if (stale || payload.type !== 'voucher') {
+      try {
+        channel = await store.mirror(channelId, await readChannel(config.contractSignatures, channelId));
+      } catch {
+        throw new PaymentStillSettling();
+      }
+    }
+    const signed = BigInt(payload.voucher.maxClaimableAmount);
+    const expected = payload.type === 'refund' ? channel.charged : channel.charged + ceiling;
+    if (signed !== expected) {
+      deps.log.info(
+        { requestId: call.requestId, channelId, signed: String(signed), expected: String(expected) },
+        'channel voucher mismatch: corrective 402',
+      );
+      throw new PaymentRefused(CUMULATIVE_MISMATCH, correctiveEntries(entries, channel));
+    }
+    const expectation = {
+      chainId: config.domain.chainId,
+      asset: requirements.asset,
+      payTo: requirements.payTo,
+      receiverAuthorizer: terms.receiverAuthorizer,
+      withdrawDelay: terms.withdrawDelay,
+      ceiling: payload.type === 'refund' ? 0n : ceiling,
+    };
+    const state = {
+      balance: channel.balance,
+      totalClaimed: channel.totalClaimed,
+      chargedCumulativeAmount: channel.charged,
+    };
+    const v2 = requirementsV2(config, requirements);
+    const settleBody = (action: unknown) => ({
+      x402Version: 2,
+      paymentPayload: { x402Version: 2, accepted: v2, payload: action },
+      paymentRequirements: v2,
+    });
+
+    if (payload.type === 'refund') {
+      const cause = escrowCause(payload.type, signed, channel);
+      if (cause) throw refused(cause);
+      const outcome = await client.settleChannel(
+        await facilitator(),
+        settleBody({ ...payload, refundNonce: channel.refundNonce.toString() }),
+      );
+      if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
+      if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
+      const after = outcome.channelState ? await store.mirror(channelId, fromState(outcome.channelState)) : channel;
+      const { chargedCumulativeAmount: _charged, ...channelState } = channelStateOf(after);
+      throw new ChannelRefunded(
+        encodeBase64Json({
+          success: true,
+          transaction: outcome.transaction,
+          network: caip2Network(config.domain.chainId),
+          payer: offer.payer,
+          amount: outcome.amount,
+          extra: { channelState },
+        }),
+        outcome.amount,
+        outcome.transaction,
+      );
+    }
+
+    let transaction: string | null = null;
+    let deposited = '';
+    if (payload.type === 'voucher') {
+      const cause = escrowCause(payload.type, signed, channel);
+      if (cause) throw refused(cause);
+    } else {
+      const checked = await verifyDeposit(
+        payload,
+        {
+          ...expectation,
+          token: config.domain,
+          now: Math.floor(Date.now() / 1000),
+          marginSeconds: config.validityMarginSeconds,
+          ...(typeof requirements.extra?.minDeposit === 'string'
+            ? { minDeposit: BigInt(requirements.extra.minDeposit) }
+            : {}),
+        },
+        state,
+      );
+      if (!checked.ok) throw refused(checked.cause);
+      const outcome = await client.settleChannel(await facilitator(), settleBody(payload));
+      if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
+      if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
+      transaction = outcome.transaction || null;
+      deposited = outcome.amount;
+      channel = await store.mirror(
+        channelId,
+        outcome.channelState
+          ? fromState(outcome.channelState)
+          : await readChannel(config.contractSignatures, channelId),
+      );
+    }
+
+    // The call's binding, named by its lease: a voucher's ceiling may come again (a call charged
+    // less than its ceiling leaves the next voucher at the same cumulative ceiling), and it is the
+    // channel's charged total, under the lease, that keeps one voucher from paying twice.
+    const nonce = `${offer.nonce}-${lease.token}`;
+    const em = deps.orm.em.fork() as EntityManager;
+    const recording = await recordPayment(em, {
+      network: config.network,
+      asset: requirements.asset,
+      payer: offer.payer,
+      nonce,
+      tenantId: call.tenantId,
+      agentId: call.agentId,
+      amount: requirements.maxAmountRequired,
+      paymentId: offer.paymentId,
+      signedPayment: { payment: offer.payment, requirements, channelLease: lease.token },
+    });
+    if (recording.state !== 'new' && recording.state !== 'resumed')
+      throw new PaymentRefused('payment already used', entries);
+    admitted = true;
+    return {
+      nonce,
+      channel: { id: channelId, leaseToken: lease.token },
+      transaction,
+      responseHeader: responseHeaderOf(config, offer.payer, channel, ceiling, transaction, deposited),
+    };
+  } finally {
+    if (!admitted) await store.release(lease as ChannelLease).catch(() => undefined);
+  }
+}
+
+/**
+ * The PAYMENT-RESPONSE of an admitted call: the charge it will be committed at when served (its
+ * ceiling; a call whose upstream fails is charged nothing, and the payer's next voucher is then
+ * answered the corrective 402) and the channel's state after it.
+ */
+function responseHeaderOf(
+  config: PaymentConfig,
+  payer: string,
+  channel: ChannelRow,
+  ceiling: bigint,
+  transaction: string | null,
+  deposited: string,
+): string {
+  const channelState: ChannelState = channelStateOf(channel, channel.charged + ceiling);
+  return encodeBase64Json({
+    success: true,
+    transaction: transaction ?? '',
+    network: caip2Network(config.domain.chainId),
+    payer,
+    amount: deposited,
+    extra: { chargedAmount: ceiling.toString(), channelState },
+  });
+}

@@ -1,0 +1,171 @@
+// The payment channels' rows (migration Migration20261206160000_payment_channels), as plain SQL:
+// the guarantees are in the WHERE clauses, so they hold across API replicas.
+// - lease: a call holds its channel from admission until its charge is committed (or its lease
+//   runs out: a process that died holding it does not hold it for ever). Only the tenant that
+//   first saw a channel may use it;
+// - mirror: what the chain (or the facilitator's answer) says of the channel;
+// - commit: the call's charge joins the charged total, at most the ceiling the payer signed for
+//   it, its voucher becomes the channel's latest, and the lease is let go; the invocation's
+//   charge is recorded in the same statement, once.
+import { randomUUID } from 'node:crypto';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { ChannelConfig } from '../../../x402/schemes/batch-settlement/schemas.ts';
+import type { OnChainChannel } from '../schemes/batch-settlement/chain.ts';
+
+/** A channel as its admission reads it. */
+export type ChannelRow = {
+  id: string;
+  charged: bigint;
+  signedMaxClaimable: bigint;
+  signature: string | null;
+  balance: bigint;
+  totalClaimed: bigint;
+  withdrawRequestedAt: number;
+  refundNonce: bigint;
+  /** When the on-chain fields were last read; null: never (a channel first seen now). */
+  syncedAt: Date | null;
+};
+
+/** The call's hold on its channel. */
+export type ChannelLease = { channelId: string; token: string };
+
+type Raw = Record<string, unknown>;
+
+function rowOf(r: Raw): ChannelRow {
+  return {
+    id: r.id as string,
+    charged: BigInt(r.charged_cumulative as string),
+    signedMaxClaimable: BigInt(r.signed_max_claimable as string),
+    signature: (r.signature as string | null) ?? null,
+    balance: BigInt(r.balance as string),
+    totalClaimed: BigInt(r.total_claimed as string),
+    withdrawRequestedAt: Number(r.withdraw_requested_at),
+    refundNonce: BigInt(r.refund_nonce as string),
+    syncedAt: r.onchain_synced_at ? new Date(r.onchain_synced_at as string) : null,
+  };
+}
+
+const COLUMNS = `id, charged_cumulative::text, signed_max_claimable::text, signature, balance::text,
+  total_claimed::text, withdraw_requested_at, refund_nonce::text, onchain_synced_at`;
+
+const LEASE = `
+  insert into channels (id, tenant_id, agent_id, payer, receiver, receiver_authorizer, config, busy_until, busy_invocation)
+  values (?, ?, ?, ?, ?, ?, ?::jsonb, now() + make_interval(secs => ?), ?)
+  on conflict (id) do update set busy_until = excluded.busy_until, busy_invocation = excluded.busy_invocation, updated_at = now()
+   where channels.tenant_id = excluded.tenant_id and (channels.busy_until is null or channels.busy_until < now())
+  returning ${COLUMNS}`;
+
+const OWNER = `select tenant_id from channels where id = ?`;
+
+const RELEASE = `update channels set busy_until = null, busy_invocation = null, updated_at = now()
+  where id = ? and busy_invocation = ?`;
+
+// The charged total is never below what was claimed on chain (a channel first seen here, or
+// whose charges were lost, starts from there: the spec's server-state-loss baseline).
+const MIRROR = `update channels set balance = ?::numeric, total_claimed = ?::numeric, withdraw_requested_at = ?,
+    refund_nonce = ?::numeric, onchain_synced_at = now(), updated_at = now(),
+    charged_cumulative = greatest(charged_cumulative, ?::numeric)
+  where id = ? returning ${COLUMNS}`;
+
+export type LeaseOutcome = { lease: ChannelLease; channel: ChannelRow } | 'busy' | 'foreign';
+
+export function createChannelStore(orm: MikroORM) {
+  const execute = (sql: string, params: unknown[]) => orm.em.getConnection().execute<Raw[]>(sql, params);
+  return {
+    /** Takes the channel for one call (creating its row when new), unless another call holds it or another tenant owns it. */
+    async lease(input: {
+      channelId: string;
+      tenantId: string;
+      agentId: string;
+      config: ChannelConfig;
+      seconds: number;
+    }): Promise<LeaseOutcome> {
+      const token = randomUUID();
+      const { config } = input;
+      const rows = await execute(LEASE, [
+        input.channelId,
+        input.tenantId,
+        input.agentId,
+        config.payer.toLowerCase(),
+        config.receiver.toLowerCase(),
+        config.receiverAuthorizer.toLowerCase(),
+        JSON.stringify(config),
+        input.seconds,
+        token,
+      ]);
+      if (rows[0]) return { lease: { channelId: input.channelId, token }, channel: rowOf(rows[0]) };
+      const [owner] = await execute(OWNER, [input.channelId]);
+      return owner && owner.tenant_id !== input.tenantId ? 'foreign' : 'busy';
+    },
+
+    /** Lets the channel go without a charge (the call was refused before it ran). */
+    async release(lease: ChannelLease): Promise<void> {
+      await execute(RELEASE, [lease.channelId, lease.token]);
+    },
+
+    /** Records the channel's on-chain state. */
+    async mirror(channelId: string, state: OnChainChannel): Promise<ChannelRow> {
+      const [row] = await execute(MIRROR, [
+        state.balance.toString(),
+        state.totalClaimed.toString(),
+        state.withdrawRequestedAt,
+        state.refundNonce.toString(),
+        state.totalClaimed.toString(),
+        channelId,
+      ]);
+      return rowOf(row!);
+    },
+  };
+}
+
+export type ChannelStore = ReturnType<typeof createChannelStore>;
+
+// A completed call's charge, committed once (its invocation still due): the channel's charged
+// total grows by the charge while it stays within the voucher the call was paid with (kept on its
+// binding), the voucher becomes the channel's latest when it is higher, and the call's lease is
+// let go (another call's is kept). The invocation is recorded settled (committed to its channel:
+// claimed on chain later) or failed (`voucher_exceeded`: the channel moved on meanwhile, the
+// seller's loss), and its binding follows, its signed payment let go.
+const COMMIT = `
+  with due as (
+    select i.id, i.payment_channel as channel, coalesce(i.payment_charge, '0')::numeric as charge,
+           (b.signed_payment->'payment'->'payload'->'voucher'->>'maxClaimableAmount')::numeric as max_claimable,
+           b.signed_payment->'payment'->'payload'->'voucher'->>'signature' as signature,
+           b.signed_payment->>'channelLease' as lease
+      from invocations i join payment_claims b on b.invocation_id = i.id
+     where i.id = ? and i.payment_channel is not null and i.status in ('succeeded', 'failed')
+       and (i.payment_settlement is null or i.payment_settlement = 'settling')
+     for update of i),
+  committed as (
+    update channels c
+       set charged_cumulative = c.charged_cumulative + d.charge,
+           signature = case when d.max_claimable > c.signed_max_claimable then d.signature else c.signature end,
+           signed_max_claimable = greatest(c.signed_max_claimable, d.max_claimable),
+           last_request_at = now(),
+           busy_until = case when c.busy_invocation = d.lease then null else c.busy_until end,
+           busy_invocation = case when c.busy_invocation = d.lease then null else c.busy_invocation end,
+           updated_at = now()
+      from due d
+     where c.id = d.channel and c.charged_cumulative + d.charge <= d.max_claimable
+    returning c.id),
+  recorded as (
+    update invocations i
+       set payment_settlement = case when exists (select 1 from committed) then 'settled' else 'failed' end,
+           payment_settle_error = case when exists (select 1 from committed) then null else 'voucher_exceeded' end,
+           updated_at = now()
+      from due d where i.id = d.id
+    returning i.id),
+  bound as (
+    update payment_claims set status = case when exists (select 1 from committed) then 'settled' else 'unsettled' end,
+           signed_payment = null, updated_at = now()
+     where invocation_id in (select id from recorded))
+  select (select count(*)::int from recorded) as recorded, (select count(*)::int from committed) as committed`;
+
+/** Commits a completed call's charge to its channel; `recorded` false when it was recorded before (or is not due). */
+export async function commitChannelCharge(
+  orm: MikroORM,
+  invocationId: string,
+): Promise<{ recorded: boolean; committed: boolean }> {
+  const [row] = await orm.em.getConnection().execute<Raw[]>(COMMIT, [invocationId]);
+  return { recorded: Number(row?.recorded ?? 0) > 0, committed: Number(row?.committed ?? 0) > 0 };
+}

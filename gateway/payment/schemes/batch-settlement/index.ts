@@ -1,0 +1,108 @@
+// The `batch-settlement` scheme at the gateway (x402 payment channels): the challenge entry of a
+// price (the per-call ceiling, the tenant facilitator's receiver authorizer, the channel's
+// withdrawal delay and the least deposit) and the checks of a payment that need no state: the
+// channel config hashes to the voucher's channel id and names this token, the agent's payee, that
+// authorizer and that delay, and the voucher (and a deposit's authorization) is signed by the
+// payer. What needs the channel's state (the cumulative ceiling against what was charged, the
+// escrow) is the channel admission's (../../channels/), which holds the channel while the call runs.
+import { getAddress } from 'ethers';
+import { batchSettlementProtocol } from '../../../../x402/schemes/batch-settlement/index.ts';
+import { BatchSettlementPayload, SCHEME_BATCH_SETTLEMENT } from '../../../../x402/schemes/batch-settlement/schemas.ts';
+import { verifyDeposit, verifyVoucher } from '../../../../x402/schemes/batch-settlement/verify.ts';
+import { caip2Network } from '../../../../x402/v2.ts';
+import type { PaymentRequirements } from '../../../../x402/schemas.ts';
+import type { PaymentConfig } from '../../config.ts';
+import type { SupportedKind } from '../../supported.ts';
+import { entryTerms } from '../entry.ts';
+import { DEFAULT_WITHDRAW_DELAY } from '../../channel-terms.ts';
+import type { GatewayScheme } from '../scheme.ts';
+
+/** Unbounded escrow: the stateless checks leave the balance to the admission. */
+const ANY_ESCROW = { balance: 1n << 128n, totalClaimed: 0n };
+
+/** The facilitator's batch-settlement kind for this chain: the receiver authorizer that signs claims and refunds. */
+function receiverAuthorizerOf(config: PaymentConfig, kinds: readonly SupportedKind[] | null): string | null {
+  const kind = kinds?.find(
+    (k) => k.scheme === SCHEME_BATCH_SETTLEMENT && k.network === caip2Network(config.domain.chainId),
+  );
+  const address = kind?.extra?.receiverAuthorizer;
+  try {
+    return typeof address === 'string' ? getAddress(address) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** What an entry names of a channel: its receiver authorizer and withdrawal delay. */
+export function channelTermsOf(
+  requirements: PaymentRequirements,
+): { receiverAuthorizer: string; withdrawDelay: number } | null {
+  const { receiverAuthorizer, withdrawDelay } = requirements.extra ?? {};
+  if (typeof receiverAuthorizer !== 'string' || typeof withdrawDelay !== 'number') return null;
+  return { receiverAuthorizer, withdrawDelay };
+}
+
+/** The name of a channel payment's binding: its channel and cumulative ceiling (a refund's has its own prefix). */
+function channelPaymentNonce(payload: BatchSettlementPayload): string {
+  const kind = payload.type === 'refund' ? 'refund' : 'voucher';
+  return `batch-${kind}-${payload.voucher.channelId.toLowerCase()}-${BigInt(payload.voucher.maxClaimableAmount)}`;
+}
+
+export const batchSettlementGatewayScheme: GatewayScheme = {
+  protocol: batchSettlementProtocol,
+  readsFacilitator: true,
+  settlesAfterCall: true,
+  extensions: {},
+
+  challengeEntry(config, price, resource, facilitator) {
+    const receiverAuthorizer = receiverAuthorizerOf(config, facilitator);
+    if (!receiverAuthorizer) return null;
+    return {
+      ...entryTerms(config, SCHEME_BATCH_SETTLEMENT, price, resource),
+      extra: {
+        name: config.domain.name,
+        version: config.domain.version,
+        receiverAuthorizer,
+        withdrawDelay: price.withdrawDelay ?? DEFAULT_WITHDRAW_DELAY,
+        ...(price.minDeposit === undefined ? {} : { minDeposit: price.minDeposit }),
+      },
+    };
+  },
+
+  async verify(config, payment, requirements) {
+    const parsed = BatchSettlementPayload.safeParse(payment.payload);
+    const terms = channelTermsOf(requirements);
+    if (!parsed.success || !terms || requirements.scheme !== SCHEME_BATCH_SETTLEMENT)
+      return { ok: false, cause: 'invalid_payload' };
+    const payload = parsed.data;
+    const expectation = {
+      chainId: config.domain.chainId,
+      asset: requirements.asset,
+      payTo: requirements.payTo,
+      receiverAuthorizer: terms.receiverAuthorizer,
+      withdrawDelay: terms.withdrawDelay,
+      ceiling: payload.type === 'refund' ? 0n : BigInt(requirements.maxAmountRequired),
+    };
+    const checked =
+      payload.type === 'deposit'
+        ? await verifyDeposit(
+            payload,
+            {
+              ...expectation,
+              token: config.domain,
+              now: Math.floor(Date.now() / 1000),
+              marginSeconds: config.validityMarginSeconds,
+              ...(typeof requirements.extra?.minDeposit === 'string'
+                ? { minDeposit: BigInt(requirements.extra.minDeposit) }
+                : {}),
+            },
+            ANY_ESCROW,
+          )
+        : await verifyVoucher(payload, expectation, ANY_ESCROW);
+    if (!checked.ok) return { ok: false, cause: checked.cause };
+    return { ok: true, payer: checked.payer, nonce: channelPaymentNonce(payload) };
+  },
+
+  // A voucher has no validity window: it stays good until claimed.
+  momentInside: () => null,
+};

@@ -1,0 +1,288 @@
+// Calls paid from a payment channel (x402 `batch-settlement`, docs/SETTLEMENT.md): the unmodified
+// @x402/fetch client with @x402/evm's BatchSettlementEvmScheme deposits once through the tenant's
+// facilitator, then pays every later call with a voucher the gateway checks itself; each served
+// call's charge joins the channel's charged total once its answer is complete, and the payer's
+// balance on chain moves once, for the deposit. A client that lost its state recovers through the
+// corrective 402; a call the upstream fails is charged nothing; a cooperative refund returns the
+// rest of the escrow and calls no upstream.
+// Real parts: the stack's anvil (the channel contract at its canonical address), its facilitator
+// over mutual TLS, PostgreSQL and Temporal.
+import assert from 'node:assert/strict';
+import type { JsonRpcProvider, Wallet } from 'ethers';
+import { x402Client } from '@x402/core/client';
+import { toClientEvmSigner } from '@x402/evm';
+import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
+import { wrapFetchWithPayment } from '@x402/fetch';
+import { privateKeyToAccount } from 'viem/accounts';
+import { batchSettlementContract } from '../../contracts/batch-settlement.ts';
+import { stack } from '../support/stack.ts';
+import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
+import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
+import { balanceOf, newPayTo, newWallet } from '../support/x402.ts';
+import { rpcReader, settleLostCharge } from '../support/upto.ts';
+import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import { invocationRow } from '../support/proxy-helpers.ts';
+import { startApiProcess } from '../support/api-process.ts';
+import { exited } from '../support/worker-process.ts';
+import { waitFor } from '../support/wait.ts';
+import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
+
+const CEILING = 1_000n;
+const MIN_DEPOSIT = 20_000n;
+const CHAIN_ID = 8453;
+
+describe('batch-settlement: calls paid from a channel', function () {
+  this.timeout(180_000);
+  let paying: PayingTenant;
+  let upstream: TestUpstream;
+  let upstreamCalls = 0;
+  withPayingTenant('batch-calls', (p) => (paying = p));
+
+  before(async () => {
+    upstream = await startUpstream((req, res) => {
+      upstreamCalls++;
+      if (req.headers['x-hold']) {
+        // A first event, then the stream is held open (until the test's process kill breaks it).
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('data: {"first":true}\n\n');
+        return;
+      }
+      if (req.headers['x-fail']) {
+        res.writeHead(503).end('down');
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+    });
+  });
+  after(() => upstream.close());
+
+  async function channelAgent(payTo: string): Promise<string> {
+    return createAgent(paying.token, {
+      upstream_url: upstream.url,
+      pricing: {
+        scheme: 'batch-settlement',
+        amount: String(CEILING),
+        asset: 'USDC',
+        network: 'base',
+        pay_to: payTo,
+        min_deposit: String(MIN_DEPOSIT),
+        withdraw_delay: 900,
+      },
+    });
+  }
+
+  /** The unmodified client paying as `payer`, with its own channel record (a new one: a client that lost its state). */
+  function channelClient(payer: Wallet) {
+    const signer = toClientEvmSigner(
+      privateKeyToAccount(payer.privateKey as `0x${string}`),
+      rpcReader(stack().infra.chainRpcUrl) as Parameters<typeof toClientEvmSigner>[1],
+    );
+    const scheme = new BatchSettlementEvmScheme(signer, { storage: new InMemoryClientChannelStorage() });
+    const client = new x402Client().register('eip155:*', scheme);
+    client.setSpendControls({ allowedAssets: [{ network: `eip155:${CHAIN_ID}`, asset: stack().infra.tokenAddress }] });
+    return { scheme, fetch: wrapFetchWithPayment(fetch, client) };
+  }
+
+  async function paidStream(pay: typeof fetch, agentId: string, headers: Record<string, string> = {}) {
+    const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', ...headers },
+      body: '{}',
+    });
+    const text = await res.text();
+    return { status: res.status, text, id: res.headers.get('x-gateway-invocation-id') };
+  }
+
+  /** The channel's row, as the gateway keeps it. */
+  const channelRow = async (channelId: string) => {
+    const [row] = await stack()
+      .orm.em.getConnection()
+      .execute<Array<Record<string, string | null>>>(
+        `select charged_cumulative::text, signed_max_claimable::text, busy_invocation from channels where id = ?`,
+        [channelId],
+      );
+    return row!;
+  };
+
+  const onChain = async (provider: JsonRpcProvider, channelId: string) => {
+    const [balance, totalClaimed] = await batchSettlementContract(provider).channels!(channelId);
+    return { balance: balance as bigint, totalClaimed: totalClaimed as bigint };
+  };
+
+  it('deposits once, then pays each call with a voucher; a lost client state recovers through the corrective 402', async () => {
+    const payTo = newPayTo();
+    const agentId = await channelAgent(payTo);
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const before = await balanceOf(paying.provider, payer.address);
+    const { fetch: pay } = channelClient(payer);
+
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const call = await paidStream(pay, agentId);
+      assert.equal(call.status, 200, call.text);
+      assert.equal(call.text, '{"ok":true}');
+      ids.push(call.id!);
+    }
+    // One deposit moved the payer's tokens; the vouchers moved nothing.
+    assert.equal(await balanceOf(paying.provider, payer.address), before - MIN_DEPOSIT);
+    for (const id of ids) {
+      const row = await waitForRow(id, (r) => r.paymentSettlement === 'settled', 15_000);
+      assert.equal(row.paymentScheme, 'batch-settlement');
+      assert.equal(row.paymentCharge, String(CEILING));
+    }
+    const first = await invocationRow(ids[0]!);
+    const channelId = first!.paymentChannel!;
+    assert.match(channelId, /^0x[0-9a-f]{64}$/);
+    assert.deepEqual(await onChain(paying.provider, channelId), { balance: MIN_DEPOSIT, totalClaimed: 0n });
+
+    // A client with no record of the channel: it reads the chain (nothing claimed yet), signs a
+    // voucher the gateway does not expect, is answered the corrective 402 with the payer's latest
+    // voucher, verifies it and pays again with the right ceiling.
+    const fresh = channelClient(payer);
+    const recovered = await paidStream(fresh.fetch, agentId);
+    assert.equal(recovered.status, 200, recovered.text);
+    const row = await waitForRow(recovered.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+    assert.equal(row.paymentChannel, channelId);
+    assert.equal(await balanceOf(paying.provider, payer.address), before - MIN_DEPOSIT, 'no second deposit');
+  });
+
+  it('charges nothing for a call its upstream fails, and refunds the rest of the escrow without calling the upstream', async () => {
+    const payTo = newPayTo();
+    const agentId = await channelAgent(payTo);
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const before = await balanceOf(paying.provider, payer.address);
+    const { fetch: pay, scheme } = channelClient(payer);
+
+    const served = await paidStream(pay, agentId);
+    assert.equal(served.status, 200, served.text);
+    const failed = await paidStream(pay, agentId, { 'x-fail': '1' });
+    assert.equal(failed.status, 503);
+    const failedRow = await waitForRow(failed.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+    assert.equal(failedRow.paymentCharge, '0', 'a failed upstream costs nothing');
+    // The client counted the failed call's ceiling: its next voucher is corrected, then served.
+    const next = await paidStream(pay, agentId);
+    assert.equal(next.status, 200, next.text);
+    await waitForRow(next.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+
+    // The refund goes to the same endpoint (the client sends it as a GET; the endpoint takes POST).
+    const callsBefore = upstreamCalls;
+    const asPost: typeof fetch = (input, init) =>
+      fetch(input, {
+        ...init,
+        method: 'POST',
+        body: '{}',
+        headers: { ...Object.fromEntries(new Headers(init?.headers)), authorization: `Bearer ${paying.token}` },
+      });
+    const settled = await scheme.refund(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, { fetch: asPost });
+    assert.equal(settled.success, true);
+    assert.equal(upstreamCalls, callsBefore, 'the upstream is not called for a refund');
+    // Two calls charged: everything else is back with the payer (claimed or not, the escrow keeps the charges).
+    const channelId = (await invocationRow(served.id!))!.paymentChannel!;
+    const state = await onChain(paying.provider, channelId);
+    assert.equal(state.balance, 2n * CEILING);
+    assert.equal(await balanceOf(paying.provider, payer.address), before - 2n * CEILING);
+  });
+  it('pays transactional calls from the channel too: each charge is committed by its workflow, the next call waits for it', async () => {
+    const agentId = await channelAgent(newPayTo());
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const { fetch: pay } = channelClient(payer);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      const text = await res.text();
+      assert.equal(res.status, 202, text);
+      ids.push((JSON.parse(text) as { invocation_id: string }).invocation_id);
+    }
+    for (const id of ids) {
+      const row = await waitForRow(id, (r) => r.paymentSettlement === 'settled', 30_000);
+      assert.equal(row.status, 'succeeded');
+      assert.equal(row.paymentCharge, String(CEILING));
+    }
+    const channel = await channelRow((await invocationRow(ids[0]!))!.paymentChannel!);
+    assert.equal(channel.charged_cumulative, String(3n * CEILING));
+    assert.equal(channel.busy_invocation, null, 'the channel is let go');
+  });
+
+  it('serializes one channel across two API replicas: every served call is charged once, no voucher counted twice', async () => {
+    const agentId = await channelAgent(newPayTo());
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const { fetch: pay } = channelClient(payer);
+    // The channel exists first (one deposit), then calls race through both replicas.
+    const opened = await paidStream(pay, agentId);
+    assert.equal(opened.status, 200, opened.text);
+    const other = await startApiProcess();
+    try {
+      const bases = [stack().apiUrl, other.url];
+      const calls = await Promise.all(
+        Array.from({ length: 6 }, async (_, i) => {
+          const res = await pay(`${bases[i % 2]}/v1/proxy/${agentId}/stream`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' },
+            body: '{}',
+          });
+          const text = await res.text();
+          return { status: res.status, id: res.headers.get('x-gateway-invocation-id'), text };
+        }),
+      );
+      // A call whose voucher lost the race is told so (402) or served after recovering (200); none is a 5xx.
+      for (const call of calls) assert.ok(call.status === 200 || call.status === 402, `${call.status} ${call.text}`);
+      const served = [opened, ...calls.filter((c) => c.status === 200)];
+      for (const call of served) await waitForRow(call.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+      const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
+      const channel = await channelRow(channelId);
+      assert.equal(
+        channel.charged_cumulative,
+        String(BigInt(served.length) * CEILING),
+        'each served call charged once',
+      );
+      assert.ok(
+        BigInt(channel.signed_max_claimable!) >= BigInt(channel.charged_cumulative!),
+        "within the payer's voucher",
+      );
+    } finally {
+      other.child.kill('SIGKILL');
+      await exited(other.child);
+    }
+  });
+  it('an API process killed mid-stream: the charge is committed once by the due-charges round, and the channel is let go', async () => {
+    const agentId = await channelAgent(newPayTo());
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const { fetch: pay } = channelClient(payer);
+    const opened = await paidStream(pay, agentId);
+    assert.equal(opened.status, 200, opened.text);
+    const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
+
+    const api = await startApiProcess();
+    let id: string;
+    try {
+      const res = await pay(`${api.url}/v1/proxy/${agentId}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': '1' },
+        body: '{}',
+      });
+      assert.equal(res.status, 200);
+      id = res.headers.get('x-gateway-invocation-id')!;
+      const reader = res.body!.getReader();
+      assert.match(new TextDecoder().decode((await reader.read()).value), /first/);
+      reader.read().catch(() => undefined); // the connection breaks when the process dies
+      // What the call will be charged (its ceiling, once answered) reaches the running row.
+      await waitForRow(id, (r) => r.status === 'running' && r.paymentCharge === String(CEILING), 10_000);
+    } finally {
+      api.child.kill('SIGKILL');
+      await exited(api.child);
+    }
+    assert.equal((await channelRow(channelId)).busy_invocation !== null, true, 'the dead call still holds the channel');
+    await waitFor(async () => (await failStaleStreams(stack().orm)) >= 0 && (await waitForRow(id)).status === 'failed');
+    await settleLostCharge(id);
+    const channel = await channelRow(channelId);
+    assert.equal(channel.charged_cumulative, String(2n * CEILING), 'charged once');
+    assert.equal(channel.busy_invocation, null);
+    // The payer's next call finds its channel free and its charged total where the client expects it.
+    const next = await paidStream(pay, agentId);
+    assert.equal(next.status, 200, next.text);
+  });
+});
