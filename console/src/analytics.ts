@@ -21,16 +21,11 @@ export function windowRange(name: WindowName, now = Date.now()): { since: string
   return { since: new Date(until - WINDOWS[name].ms).toISOString(), until: new Date(until).toISOString() };
 }
 
-/** A group's revenue in the asset's smallest unit, when /v1/analytics reports one (a number, a decimal string, or a map of them). */
-function revenueOf(group: AnalyticsGroup): number | null {
-  const value = group.revenue;
-  const num = (v: unknown) => (typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : null);
-  if (value === undefined || value === null) return null;
-  if (typeof value === 'object') {
-    const parts = Object.values(value as Record<string, unknown>).map(num);
-    return parts.some((p) => p !== null) ? parts.reduce<number>((a, p) => a + (p ?? 0), 0) : null;
-  }
-  return num(value);
+/** A group's revenue and what of it was not collected, in the asset's smallest unit (null: an API without revenue). */
+function revenueOf(group: AnalyticsGroup): { amount: number; uncollected: number } | null {
+  const revenue = group.revenue;
+  if (!revenue) return null;
+  return { amount: Number(revenue.amount), uncollected: Number(revenue.uncollected?.amount ?? 0) };
 }
 
 export type Series = {
@@ -41,6 +36,7 @@ export type Series = {
   p50: (number | null)[];
   p95: (number | null)[];
   revenue: (number | null)[];
+  uncollected: (number | null)[];
   hasRevenue: boolean;
 };
 
@@ -58,7 +54,7 @@ export function seriesOf(
   const first = Math.floor(Date.parse(range.since) / step) * step;
   const last = Math.floor(Date.parse(range.until) / step) * step;
   const index = new Map<number, number>();
-  const s: Series = { x: [], calls: [], errors: [], p50: [], p95: [], revenue: [], hasRevenue: false };
+  const s: Series = { x: [], calls: [], errors: [], p50: [], p95: [], revenue: [], uncollected: [], hasRevenue: false };
   for (let t = first, i = 0; t <= last; t += step, i++) {
     index.set(t, i);
     s.x.push(t / 1000);
@@ -66,7 +62,8 @@ export function seriesOf(
     s.errors.push(0);
     s.p50.push(null);
     s.p95.push(null);
-    s.revenue.push(null);
+    s.revenue.push(0);
+    s.uncollected.push(0);
   }
   const max = (a: number | null, b: number | null) => (a === null ? b : b === null ? a : Math.max(a, b));
   for (const g of groups) {
@@ -79,13 +76,21 @@ export function seriesOf(
     const revenue = revenueOf(g);
     if (revenue !== null) {
       s.hasRevenue = true;
-      s.revenue[i] = (s.revenue[i] ?? 0) + revenue;
+      s.revenue[i] = (s.revenue[i] ?? 0) + revenue.amount;
+      s.uncollected[i] = (s.uncollected[i] ?? 0) + revenue.uncollected;
     }
   }
   return s;
 }
 
-export type Totals = { calls: number; errors: number; p50: number | null; p95: number | null; revenue: number | null };
+export type Totals = {
+  calls: number;
+  errors: number;
+  p50: number | null;
+  p95: number | null;
+  revenue: number | null;
+  uncollected: number | null;
+};
 
 export function totalsOf(s: Series): Totals {
   const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
@@ -97,5 +102,6 @@ export function totalsOf(s: Series): Totals {
     p50: top(s.p50),
     p95: top(s.p95),
     revenue: s.hasRevenue ? sum(s.revenue.map((r) => r ?? 0)) : null,
+    uncollected: s.hasRevenue ? sum(s.uncollected.map((r) => r ?? 0)) : null,
   };
 }

@@ -138,6 +138,12 @@ function Payment({ inv }: { inv: Invocation }) {
           <dd>{inv.payment_settle_error}</dd>
         </>
       )}
+      {inv.payment_channel && (
+        <>
+          <dt>Channel</dt>
+          <dd class="mono">{inv.payment_channel}</dd>
+        </>
+      )}
       <dt>Transaction</dt>
       <dd class="mono" data-field="transaction">
         {inv.payment_transaction ?? '—'}

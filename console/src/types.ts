@@ -33,6 +33,8 @@ export type Invocation = {
   payment_charge?: string | null;
   payment_settlement?: string | null;
   payment_settle_error?: string | null;
+  /** A batch-settlement call's payment channel. */
+  payment_channel?: string | null;
 };
 
 type Percentiles = { p50: number | null; p95: number | null; p99: number | null };
@@ -45,8 +47,8 @@ export type AnalyticsGroup = {
   by_error_class: Record<string, number>;
   latency_ms: Percentiles;
   ttft_ms: Percentiles;
-  /** Not answered yet: read when /v1/analytics reports what the bucket's calls were charged. */
-  revenue?: unknown;
+  /** What the group's paid calls brought (additive: absent from an API that predates it). */
+  revenue?: { count: number; amount: string; uncollected?: { count: number; amount: string } };
 };
 
 export type AnalyticsResult = {

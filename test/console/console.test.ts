@@ -307,6 +307,30 @@ describe('the web console in a real browser', function () {
     const callers = page.getByRole('region', { name: 'Busiest callers' });
     await callers.getByRole('link', { name: 'user-1' }).waitFor();
     await callers.getByRole('link', { name: `x402:${publicPayer}` }).waitFor();
+    // Revenue: the two paid calls' charges, chart and total, as GET /v1/analytics answers them for the page's window.
+    const range = page.locator('p.range[data-since]');
+    const api = await call(
+      'GET',
+      `/v1/analytics?since=${encodeURIComponent((await range.getAttribute('data-since'))!)}&until=${encodeURIComponent(
+        (await range.getAttribute('data-until'))!,
+      )}&bucket=${await range.getAttribute('data-bucket')}&group_by=agent_id`,
+      { token: checker },
+    );
+    assert.equal(api.status, 200, api.text);
+    const revenueAt = new Map<string, number>();
+    for (const g of api.json.groups)
+      revenueAt.set(
+        new Date(g.bucket_start).toISOString(),
+        (revenueAt.get(new Date(g.bucket_start).toISOString()) ?? 0) + Number(g.revenue.amount),
+      );
+    assert.equal(
+      [...revenueAt.values()].reduce((a, b) => a + b, 0),
+      50_000,
+      'the API: two calls at 25000',
+    );
+    const drawn = await chartTable(page, 'Revenue');
+    for (const [start, [amount]] of drawn) assert.equal(amount, revenueAt.get(start) ?? 0, `revenue at ${start}`);
+    assert.equal(await page.locator('[data-total="revenue"]').innerText(), '0.05 USDC');
     await shoot(page, 'overview');
     // A token the API stops taking (here: one that was never good, put where the console keeps its token) signs out.
     await page.evaluate(() => sessionStorage.setItem('gateway-console-token', 'revoked'));

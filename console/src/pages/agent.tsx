@@ -106,6 +106,12 @@ export function AgentView({ id, route }: { id: string; route: Route }) {
               <dt>p95 latency (peak)</dt>
               <dd>{ms(totals.p95)}</dd>
             </div>
+            {totals.revenue !== null && (
+              <div>
+                <dt>Revenue</dt>
+                <dd data-total="revenue">{usdc(totals.revenue)}</dd>
+              </div>
+            )}
           </dl>
         )}
         {series && (

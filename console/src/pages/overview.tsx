@@ -61,7 +61,7 @@ export function Overview({ route }: { route: Route }) {
       </div>
       <Panel title={WINDOWS[span].label} polled={analytics}>
         {data && (
-          <p class="range" data-since={data.range.since} data-until={data.range.until}>
+          <p class="range" data-since={data.range.since} data-until={data.range.until} data-bucket={data.bucket}>
             {new Date(data.range.since).toLocaleString()} – {new Date(data.range.until).toLocaleString()}, per{' '}
             {data.bucket}
           </p>
@@ -89,7 +89,14 @@ export function Overview({ route }: { route: Route }) {
             <div>
               <dt>Revenue</dt>
               <dd data-total="revenue">
-                {totals.revenue === null ? <small>not in /v1/analytics yet; see Money</small> : usdc(totals.revenue)}
+                {totals.revenue === null ? (
+                  <small>not reported by this API; see Money</small>
+                ) : (
+                  <>
+                    {usdc(totals.revenue)}
+                    {!!totals.uncollected && <small> ({usdc(totals.uncollected)} not collected)</small>}
+                  </>
+                )}
               </dd>
             </div>
           </dl>
@@ -121,7 +128,10 @@ export function Overview({ route }: { route: Route }) {
                 title="Revenue"
                 bucket={data!.bucket}
                 x={series.x}
-                lines={[{ label: 'Revenue', values: series.revenue, color: '#8b5cf6', bars: true }]}
+                lines={[
+                  { label: 'Revenue', values: series.revenue, color: '#8b5cf6', bars: true },
+                  { label: 'Not collected', values: series.uncollected, color: '#ef4444', bars: true },
+                ]}
                 format={(v) => usdc(v)}
               />
             )}
