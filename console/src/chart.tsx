@@ -37,7 +37,8 @@ export function Chart({ title, x, lines, format, bucket }: Props) {
           stroke: 'currentColor',
           grid: { stroke: 'rgba(128,128,128,0.2)' },
           values: (_u, ticks) => ticks.map(format),
-          size: 70,
+          // Wide enough for the longest label drawn (about 7 px a character at the axis font).
+          size: (_u, values) => Math.max(50, 16 + 7 * Math.max(0, ...(values ?? []).map((v) => String(v).length))),
         },
       ],
       series: [
