@@ -114,6 +114,23 @@ module.exports = {
       },
     },
     {
+      name: 'console-is-a-browser-bundle',
+      comment:
+        'console/ is the web console, bundled for the browser: it imports its packages (Preact, uPlot) and its own files, nothing of the project; it reads the gateway through /v1 only.',
+      severity: 'error',
+      from: { path: '^console/' },
+      to: {
+        path: '^(lib|x402|gateway|facilitator|activities|workflows|temporal|api|facilitator-service|contracts|scripts|bench|examples|test)/',
+      },
+    },
+    {
+      name: 'nothing-imports-the-console',
+      comment: "The API serves the console's build from a folder (CONSOLE_DIR); no code imports console/.",
+      severity: 'error',
+      from: { pathNot: '^console/' },
+      to: { path: '^console/' },
+    },
+    {
       name: 'production-never-imports-dev-material',
       comment: 'No production file imports scripts/, bench/, test/ or a dev-only module.',
       severity: 'error',
@@ -126,6 +143,6 @@ module.exports = {
     exclude: { path: '^(node_modules|\\.tools|\\.data|\\.test-data)/' },
     tsConfig: { fileName: 'tsconfig.json' },
     tsPreCompilationDeps: true,
-    enhancedResolveOptions: { extensions: ['.ts', '.js', '.cjs', '.mjs', '.json'] },
+    enhancedResolveOptions: { extensions: ['.ts', '.tsx', '.js', '.cjs', '.mjs', '.json'] },
   },
 };

@@ -29,6 +29,7 @@ import { budgetRoutes } from './routes/budgets.ts';
 import { settlementRoutes } from './routes/settlement.ts';
 import { channelRoutes } from './routes/channels.ts';
 import { openapiRoutes } from './openapi/routes.ts';
+import { consoleRoutes } from './console/routes.ts';
 import { publicRoutes } from './routes/public.ts';
 import { discoveryRoutes } from './routes/discovery.ts';
 import { bearerChallenge, oauthMetadataRoutes } from './routes/oauth-metadata.ts';
@@ -39,6 +40,12 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
   // The long-lived services, wired once: the proxy routes, the policy routes and /readyz share them.
   const services = createProxyParts(deps, wired);
   app.proxy = false;
+  // A caller that leaves before a streamed answer ends (a browser leaving a console view, which
+  // aborts its fetches) cuts the answer's stream short: Koa reports that as an error on stderr.
+  // Not an error of the gateway's; every other one is reported as Koa does.
+  app.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'ERR_STREAM_PREMATURE_CLOSE') app.onerror(err);
+  });
   // Before anything else: a proxied call's cache barrier travels while the rest of the gate runs.
   app.use(syncGateCaches(deps));
   // One token cache and one access recorder for both paths below.
@@ -67,6 +74,8 @@ export function createApp(deps: AppDeps, wired: Partial<ProxyParts> = {}): Koa {
   const { agentMaxRps: rps, agentMaxBurst: burst } = deps.config.rateLimit;
   app.use(openapiRoutes({ rps, burst }).routes());
   app.use(jwksRoutes(deps).routes());
+  // The web console's page and assets: public too; the page reads /v1 with the token its user pastes.
+  app.use(consoleRoutes(deps).routes());
   // Where an OAuth (MCP) client learns how to get a token: public, like the API description.
   app.use(oauthMetadataRoutes(deps));
   // Public agents: no token, paid per call with x402 (api/routes/public.ts); the raw body is the proxy's.

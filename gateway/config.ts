@@ -1,5 +1,7 @@
 // Gateway configuration: every process reads its settings from the environment, once,
 // through one zod schema, so a typo fails at start with the variable's name.
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { loadVaultConfig, type VaultConfig } from './credentials/config.ts';
 import { loadAnalyticsConfig, type AnalyticsConfig } from './analytics/config.ts';
@@ -30,6 +32,11 @@ const csv = z
 
 /** RFC 7518 §3.2: an HMAC key at least as long as the hash output (SHA-256: 32 bytes). */
 export const MIN_HS256_SECRET_BYTES = 32;
+
+/** The Temporal dev server's Web UI (npm start's, `temporal server start-dev`'s default port). */
+const DEFAULT_TEMPORAL_UI_URL = 'http://localhost:8233';
+/** Where `npm run build` writes the console (scripts/lib/console-build.ts) unless CONSOLE_DIR says otherwise. */
+const DEFAULT_CONSOLE_DIR = fileURLToPath(new URL('../dist/console', import.meta.url));
 
 const GatewayEnv = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -135,6 +142,13 @@ const GatewayEnv = z.object({
   PUBLIC_DISCOVERY_RPS_PER_CLIENT: z.coerce.number().positive().default(5),
   PUBLIC_DISCOVERY_RPS: z.coerce.number().positive().default(100),
   PUBLIC_DISCOVERY_MAX_AGENTS: z.coerce.number().int().positive().default(10_000),
+  // The web console (api/console/routes.ts): its build, and where its links to workflows go.
+  CONSOLE_DIR: z.string().min(1).optional(),
+  // A public client of the OpenID provider AUTH_ISSUER names: the console's "sign in with" (code flow with PKCE).
+  CONSOLE_OIDC_CLIENT_ID: z.string().min(1).optional(),
+  TEMPORAL_UI_URL: z
+    .url({ protocol: /^https?$/, error: 'TEMPORAL_UI_URL must be an http(s) URL (e.g. http://localhost:8233)' })
+    .default(DEFAULT_TEMPORAL_UI_URL),
 });
 
 /**
@@ -224,6 +238,11 @@ export type GatewayConfig = {
   gitCommit?: string;
   /** PUBLIC_URL and TRUST_PROXY: the URL callers reach the API on (api/public-url.ts). */
   publicAddress: { url?: string; trustProxy: boolean };
+  /**
+   * CONSOLE_DIR (the built console, default dist/console), TEMPORAL_UI_URL (its workflow links) and
+   * CONSOLE_OIDC_CLIENT_ID (its sign-in with AUTH_ISSUER's provider; api/console/routes.ts).
+   */
+  console: { dir: string; temporalUiUrl: string; oidcClientId?: string };
   /** PUBLIC_CHALLENGE_RPS_PER_CLIENT, PUBLIC_RPS_PER_CLIENT, PUBLIC_CHALLENGE_RPS, PUBLIC_PAYER_RPS, PUBLIC_POLL_RPS_PER_CLIENT (api/admission/public-door.ts). */
   publicAgents: {
     challengeRpsPerClient: number;
@@ -279,6 +298,21 @@ function tenantRateLimit(e: z.infer<typeof GatewayEnv>): { tenantRps: number; te
   return { tenantRps, tenantBurst };
 }
 
+/** The console signs in with AUTH_ISSUER's OpenID provider: the issuer must be its http(s) URL. */
+function checkConsoleOidc(env: NodeJS.ProcessEnv): void {
+  if (!env.CONSOLE_OIDC_CLIENT_ID) return;
+  let url: URL | undefined;
+  try {
+    url = new URL(env.AUTH_ISSUER ?? '');
+  } catch {
+    // reported below
+  }
+  if (!url || !['https:', 'http:'].includes(url.protocol))
+    throw new ConfigError(
+      "CONSOLE_OIDC_CLIENT_ID needs AUTH_ISSUER set to the OpenID provider's issuer URL (its /.well-known/openid-configuration)",
+    );
+}
+
 /** Every setting of the API and the gateway worker; a ConfigError lists every problem at once. */
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
   const parts = gatherConfig({
@@ -293,6 +327,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     observability: () => loadObservabilityConfig(env),
     payment: () => loadPaymentConfig(env),
     publicUrl: () => loadPublicUrl(env),
+    consoleOidc: () => checkConsoleOidc(env),
   });
   const { env: e, temporal } = parts;
   return {
@@ -355,6 +390,11 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     accessLog: { mode: e.ACCESS_LOG, sampleEvery: e.ACCESS_LOG_SAMPLE_EVERY },
     gitCommit: e.GIT_COMMIT,
     publicAddress: { url: parts.publicUrl, trustProxy: e.TRUST_PROXY === 'true' },
+    console: {
+      dir: e.CONSOLE_DIR ? resolve(e.CONSOLE_DIR) : DEFAULT_CONSOLE_DIR,
+      temporalUiUrl: e.TEMPORAL_UI_URL.replace(/\/+$/, ''),
+      oidcClientId: e.CONSOLE_OIDC_CLIENT_ID,
+    },
     publicAgents: {
       challengeRpsPerClient: e.PUBLIC_CHALLENGE_RPS_PER_CLIENT,
       rpsPerClient: e.PUBLIC_RPS_PER_CLIENT,

@@ -16,6 +16,7 @@ import { commitOfCheckout } from '../lib/worker-version.ts';
 import { startVersioning } from './lib/start-versioning.ts';
 import { loadReceiptConfig } from '../gateway/receipts/config.ts';
 import { generateKey, readKeys } from '../gateway/receipts/keys.ts';
+import { buildConsole, defaultConsoleDir } from './lib/console-build.ts';
 
 /** The demo priced agent's payee: anvil's dev account 9 (any address would do). */
 const DEMO_PAY_TO = '0xa0Ee7A142d267C1f36714E4a8F75612F20a79720';
@@ -110,6 +111,9 @@ function run(name: string, script: string, childEnv: Record<string, string>, wit
 
 try {
   log('start', `data folder: ${dataDir}`);
+  // The web console the API serves at /console: rebuilt only when its sources changed.
+  const site = await buildConsole(env.CONSOLE_DIR || defaultConsoleDir);
+  log('start', `console: ${site.reused ? 'unchanged' : 'built'} in ${site.dir}`);
   const infra = await startInfra({
     dataDir,
     ports,
@@ -139,6 +143,9 @@ try {
     UPSTREAM_ALLOW_HINT: env.UPSTREAM_ALLOW_HINT ?? 'true',
     GIT_COMMIT: env.GIT_COMMIT ?? commitOfCheckout() ?? undefined,
     ...versioning.env,
+    CONSOLE_DIR: site.dir,
+    // The console's links to a workflow: this system's Temporal Web UI, unless set.
+    TEMPORAL_UI_URL: env.TEMPORAL_UI_URL || infra.temporalUiUrl || undefined,
     // Readable log lines in a terminal; JSON (for a collector) otherwise.
     LOG_FORMAT: env.LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json'),
   });
@@ -184,6 +191,7 @@ try {
  Agent gateway is up
    API           ${apiUrl}        (GET /healthz, /readyz, /version; /v1 with a bearer token)
    API reference ${apiUrl}/docs   (OpenAPI document: ${apiUrl}/v1/openapi.json; docs/API.md)
+   Console       ${apiUrl}/console   (sign in with the demo token below; docs/CONSOLE.md)
    Public URL    ${publicLine}
    Facilitator   https://127.0.0.1:${ports.facilitator}  (mutual TLS: /settle)   http://127.0.0.1:${ports.facilitatorPublic} (/supported, /healthz)
                  ${facilitatorMode.line}

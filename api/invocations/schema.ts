@@ -18,6 +18,17 @@ export const InvocationListQuery = z.object({
   budget_id: idField('bud', 'invalid budget_id')
     .optional()
     .meta({ description: 'Only the calls this budget refused (429 `budget exceeded`).' }),
+  caller: maxChars(
+    z.string({ error: 'caller may be given once' }).min(1, 'caller must not be empty'),
+    256,
+    'caller is too long',
+  )
+    .regex(NO_NUL, 'caller must not contain NUL characters')
+    .optional()
+    .meta({
+      description:
+        "Only the calls of this caller: a token's user (its user claim), or `x402:<address>` for a public agent's payer (the address in any letter case).",
+    }),
   status: z
     .enum(['pending', 'running', 'succeeded', 'failed'], {
       error: 'status must be pending, running, succeeded or failed',

@@ -11,7 +11,7 @@ import {
 } from '../policy/schema.ts';
 import { InvocationAccepted, InvocationPath, InvocationView, ProxyPath } from '../proxy/schema.ts';
 import { callOperationsOf, retryLater } from './endpoints-invoke.ts';
-import { Health, Jwks, Readiness, Version } from './schemas.ts';
+import { ConsoleAssetPath, Health, Jwks, Readiness, Version } from './schemas.ts';
 import { callLimited, err, rateLimited, type Operation } from './responses.ts';
 
 const slowBody = err('The body arrived too slowly (docs/PROXY.md "Slow uploads"); the connection is closed.');
@@ -72,6 +72,34 @@ export const serviceOperations: Operation[] = [
     summary: 'Rendered API reference (HTML)',
     auth: false,
     responses: { 200: { description: 'The reference page.', body: { mediaType: 'text/html' } } },
+  },
+  {
+    method: 'get',
+    path: '/console',
+    operationId: 'console',
+    tag: 'Service',
+    summary: 'The web console (HTML; docs/CONSOLE.md)',
+    description:
+      'A page that reads /v1 in the browser with the bearer token its user pastes; it holds no tenant data. Strict Content-Security-Policy, revalidated on every load.',
+    auth: false,
+    responses: {
+      200: { description: 'The console page.', body: { mediaType: 'text/html' } },
+      503: err('The console is not built (npm run build writes it into CONSOLE_DIR).'),
+    },
+  },
+  {
+    method: 'get',
+    path: '/console/assets/{file}',
+    operationId: 'consoleAsset',
+    tag: 'Service',
+    summary: "One of the console's content-hashed scripts and stylesheets (cached for a year)",
+    auth: false,
+    params: { path: ConsoleAssetPath },
+    responses: {
+      200: { description: 'The script (text/javascript) or stylesheet (text/css).', body: { mediaType: 'text/*' } },
+      404: err('No asset of that name in the console build.'),
+      503: err('The console is not built (npm run build writes it into CONSOLE_DIR).'),
+    },
   },
 ];
 

@@ -37,6 +37,10 @@ export const Readiness = z
 export const Version = z
   .strictObject({ name: z.string(), version: z.string(), commit: z.string().nullable() })
   .meta({ id: 'Version' });
+/** The console's asset names are the build's (`main-<hash>.js`); any other name is a 404. */
+export const ConsoleAssetPath = z.object({
+  file: z.string().meta({ description: 'An asset name the console page names (`main-<hash>.js`, `main-<hash>.css`).' }),
+});
 export const Jwks = z
   .strictObject({ keys: z.array(z.record(z.string(), z.unknown())) })
   .meta({ id: 'JWKS', description: 'Ed25519 public keys (JWK, `kid` named) of the receipt signers.' });

@@ -1,6 +1,6 @@
 // GET /v1/invocations: the tenant's invocation records, newest first, as `{data, next_cursor}`.
 // Filters: agent_id, task_id (an A2A task's calls), budget_id (the calls a budget refused),
-// status, since, until (RFC 3339, inclusive; api/query-time.ts), limit (1–100, default 20;
+// caller (a token's user or x402:<payer>), status, since, until (RFC 3339, inclusive; api/query-time.ts), limit (1–100, default 20;
 // out-of-range values are clamped), cursor (opaque, from the previous page's next_cursor); their
 // schema is api/invocations/schema.ts, which the document is generated from.
 // Keyset paging on (created_at, id) (gateway/invocations/reads.ts); the cursor is opaque to the
@@ -14,12 +14,19 @@ import { clampLimit } from '../pagination.ts';
 import { parseQuery } from '../validation.ts';
 import { InvocationListQuery, type InvocationList } from '../invocations/schema.ts';
 import { isId } from '../../lib/ids.ts';
+import { getAddress } from 'ethers';
 import { serializeInvocation } from '../proxy/serialize.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 
 function encodeCursor(c: InvocationCursor): string {
   return Buffer.from(JSON.stringify([c.at.toISOString(), c.id])).toString('base64url');
+}
+
+/** A payer is recorded as `x402:<checksummed address>`: an address in any letter case names it. */
+function callerOf(value: string | undefined): string | undefined {
+  const payer = value && /^x402:(0x[0-9a-fA-F]{40})$/.exec(value);
+  return payer ? `x402:${getAddress(payer[1].toLowerCase())}` : value;
 }
 
 function decodeCursor(value: string): InvocationCursor {
@@ -47,7 +54,15 @@ export function invocationRoutes(deps: AppDeps): Router<AuthState> {
     const rows = await invocationsPage(
       deps.orm,
       ctx.state.caller.tenantId,
-      { agentId, status, taskId: query.task_id, budgetId: query.budget_id, since, until },
+      {
+        agentId,
+        status,
+        taskId: query.task_id,
+        budgetId: query.budget_id,
+        caller: callerOf(query.caller),
+        since,
+        until,
+      },
       cursor,
       limit,
     );

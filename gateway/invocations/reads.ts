@@ -14,6 +14,8 @@ export type InvocationFilter = {
   taskId?: string;
   /** The calls a budget refused. */
   budgetId?: string;
+  /** One caller's calls: a token's user, or `x402:<checksummed address>` for a payer. */
+  caller?: string;
   /** Created at or after / at or before. */
   since?: Date;
   until?: Date;
@@ -32,6 +34,9 @@ export function invocationsPage(
   if (filter.status) where.status = filter.status;
   if (filter.taskId) where.a2aTaskId = filter.taskId;
   if (filter.budgetId) where.budgetId = filter.budgetId;
+  // No index of its own: read along invocations_tenant_created, as the per-caller analytics do; one
+  // more index on this table would cost every call's insert.
+  if (filter.caller) where.caller = filter.caller;
   const created: Record<string, Date> = {};
   if (filter.since) created.$gte = filter.since;
   if (filter.until) created.$lte = filter.until;

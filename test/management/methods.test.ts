@@ -1,6 +1,6 @@
 // A method a path does not serve (TRACE, or any standard one it lacks) is a 405 with `Allow`
 // naming the path's methods and an `{error}` body, on every path the API serves: the probes,
-// the API description and its page, the JWKS, the management API and the proxy. It comes
+// the API description and its page, the console, the JWKS, the management API and the proxy. It comes
 // before authentication, as a 404 for an unknown path does. Unknown paths stay 404.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -49,6 +49,8 @@ describe('a method a path does not serve', () => {
       '/version',
       '/v1/openapi.json',
       '/docs',
+      '/console',
+      '/console/assets/{file}',
       '/.well-known/jwks.json',
       `/v1/proxy/${AGENT}`,
       `/v1/proxy/${AGENT}/stream`,

@@ -33,6 +33,7 @@ import { invocationRoutes } from '../../api/routes/invocations.ts';
 import { publicRoutes } from '../../api/routes/public.ts';
 import { discoveryRoutes } from '../../api/routes/discovery.ts';
 import { openapiRoutes } from '../../api/openapi/routes.ts';
+import { consoleRoutes } from '../../api/console/routes.ts';
 import type { AppDeps } from '../../api/deps.ts';
 import { createLogger } from '../../lib/log.ts';
 import type { PolicyEngine } from '../../gateway/policy/engine.ts';
@@ -339,6 +340,7 @@ describe('OpenAPI document and reference page', () => {
     const routers: Array<[string, { stack: Array<{ path: string | RegExp; methods: string[] }> }]> = [
       ['', healthRoutes(deps, none)],
       ['', openapiRoutes({ rps: 1, burst: 1 })],
+      ['', consoleRoutes(deps)],
       ['', jwksRoutes(deps)],
       ['', publicRoutes(deps, none as ProxyParts)],
       ['', discoveryRoutes(deps, none as ProxyParts)],

@@ -90,7 +90,7 @@ describe('docs/DEPLOYMENT.md, run as written', function () {
       .replaceAll('/secure', join(dir, 'secure'))
       .replaceAll('10.0.0.5', '127.0.0.1');
     const [, made1, init] = await Promise.all([
-      runShell('npm run build', { WORKFLOW_BUNDLE_DIR: bundles }),
+      runShell('npm run build', { WORKFLOW_BUNDLE_DIR: bundles, CONSOLE_DIR: join(dir, 'console') }),
       runShell(secrets, {}),
       runShell(guideBlock('## Receipt signing keys').replaceAll('/srv/agent-gateway/receipt-keys', receiptKeys), {}),
     ]);

@@ -26,7 +26,10 @@ import {
 const STACK = /^\s+at .+:\d+:\d+\)?$/m;
 
 function build(out: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['scripts/build.ts', '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // The console into the same folder: the test writes nothing into the checkout's dist/.
+  const child = spawn(process.execPath, ['scripts/build.ts', '--out', out, '--console-out', join(out, 'console')], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -62,6 +65,8 @@ describe('prebuilt workflow bundles (npm run build)', function () {
     assert.equal(built.code, 0, built.stdout + built.stderr);
     assert.match(built.stdout, /^gateway workflows: .*gateway\.js \(\d+ KiB\)$/m);
     assert.match(built.stdout, /^facilitator workflows: .*facilitator\.js \(\d+ KiB\)$/m);
+    assert.match(built.stdout, /^console: .*console \(3 files, \d+ KiB\)$/m);
+    assert.ok(existsSync(join(dir, 'console', 'index.html')), 'the console beside the bundles');
     upstream = await startUpstream();
   });
   after(async () => {

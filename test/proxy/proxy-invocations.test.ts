@@ -21,11 +21,13 @@ describe('proxy: invocation list and credential injection', () => {
 
   describe('GET /v1/invocations', () => {
     let token: string;
+    let tenant: string;
     let agentA: string;
     let agentB: string;
     const ids: string[] = [];
     before(async () => {
-      token = await stack().token(`tenant-list-${randomUUID()}`);
+      tenant = `tenant-list-${randomUUID()}`;
+      token = await stack().token(tenant);
       agentA = await createAgent(token, { upstream_url: up.url });
       agentB = await createAgent(token, { upstream_url: up.url });
       for (const [agentId, body] of [
@@ -81,6 +83,24 @@ describe('proxy: invocation list and credential injection', () => {
         token: await stack().token(`tenant-list-other-${randomUUID()}`),
       });
       assert.deepEqual(other.json, { data: [], next_cursor: null });
+    });
+
+    // A payer's calls by its address in any letter case: test/console/console.test.ts.
+    it('filters by caller: one user of the tenant', async () => {
+      const all = [...ids].reverse();
+      const mine = await call('GET', '/v1/invocations?caller=user-1', { token });
+      assert.deepEqual(
+        mine.json.data.map((i: { invocation_id: string }) => i.invocation_id),
+        all,
+      );
+      const another = await stack().token(tenant, 'user-2');
+      const theirs = await call('GET', '/v1/invocations?caller=user-2', { token: another });
+      assert.deepEqual(theirs.json.data, [], 'user-2 of the same tenant made none of them');
+      assert.equal(
+        (await call('GET', '/v1/invocations?caller=user-2', { token })).json.data.length,
+        0,
+        'the filter, not the token, decides',
+      );
     });
 
     it('filters by agent_id, status, since and until', async () => {
@@ -162,6 +182,9 @@ describe('proxy: invocation list and credential injection', () => {
         'agent_id=xyz',
         `since=${new Date().toISOString()}&until=2000-01-01T00:00:00Z`,
         'status=failed&status=succeeded',
+        'caller=',
+        'caller=a&caller=b',
+        `caller=${'u'.repeat(257)}`,
       ]) {
         const res = await call('GET', `/v1/invocations?${q}`, { token });
         assert.equal(res.status, 400, q);

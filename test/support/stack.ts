@@ -28,6 +28,7 @@ import { openChangeFeed, type ChangeFeed } from '../../gateway/db/change-feed.ts
 import { startFacilitatorStack, usePrebuiltBundles, type FacilitatorStack } from './facilitator.ts';
 import { buildWorkflowBundles, prebuiltWorkflowBundle } from '../../temporal/workflow-bundles.ts';
 import { generateKey, readKeys } from '../../gateway/receipts/keys.ts';
+import { cachedConsoleBuild } from '../../scripts/lib/console-build.ts';
 import { foldInBackground } from '../../gateway/analytics/fold.ts';
 
 export type Stack = {
@@ -50,6 +51,8 @@ export type Stack = {
   vaultClient: VaultClient;
   /** This process's metrics listener (API and worker share the registry), as api/main.ts starts it. */
   metricsUrl: string;
+  /** The console's build the API serves at /console (built once per change of its sources, shared by every run). */
+  consoleDir: string;
   /**
    * Both workers' bundles as `npm run build` writes them (WORKFLOW_BUNDLE_DIR): the worker
    * processes tests spawn load them instead of each bundling its workflows at start (webpack,
@@ -81,6 +84,8 @@ async function localPostgres(): Promise<string | undefined> {
 
 /** The compiled-contract cache every run shares (test/settlement/chain.test.ts uses it too). */
 export const CONTRACTS_CACHE_DIR = resolve('.test-data', 'contracts');
+/** The console builds every run shares, one folder per hash of their sources (scripts/lib/console-build.ts). */
+const CONSOLE_CACHE_DIR = resolve('.test-data', 'console');
 
 export async function startStack(): Promise<Stack> {
   const runId = `${process.pid}_${randomBytes(3).toString('hex')}`;
@@ -92,7 +97,8 @@ export async function startStack(): Promise<Stack> {
     : () => undefined;
   const infra = await startInfra({
     dataDir,
-    ports: { ...(await freeInfraPorts()), redis: await freePort() },
+    // The Temporal Web UI too: the console test follows an invocation's link to its workflow there.
+    ports: { ...(await freeInfraPorts()), temporalUi: await freePort(), redis: await freePort() },
     postgresUrl: await localPostgres(),
     databaseName: `gw_test_${runId}`,
     namespace: 'default',
@@ -109,6 +115,8 @@ export async function startStack(): Promise<Stack> {
   );
 
   const allow = ['127.0.0.1'];
+  // Built once and kept while the console's sources stay the same (tens of ms when it must build).
+  const consoleBuild = await cachedConsoleBuild(CONSOLE_CACHE_DIR);
   const config = loadGatewayConfig({
     PORT: '0',
     DATABASE_URL: infra.databaseUrl,
@@ -147,6 +155,8 @@ export async function startStack(): Promise<Stack> {
     TOKEN_ADDRESS: infra.tokenAddress,
     SETTLEMENT_CA_FILE: infra.pki.files.ca,
     LOG_LEVEL: 'silent',
+    CONSOLE_DIR: consoleBuild.dir,
+    TEMPORAL_UI_URL: infra.temporalUiUrl!,
     // Receipt signing keys of this run, not the developer's .data folder.
     RECEIPT_KEYS_DIR: resolve(dataDir, 'receipt-keys'),
   });
@@ -220,6 +230,7 @@ export async function startStack(): Promise<Stack> {
     feed,
     vaultClient,
     bundleDir,
+    consoleDir: consoleBuild.dir,
     token: (tenant, user = 'user-1') => mintToken({ secret: infra.secrets.jwtSecret, tenant, user }),
   };
   return current;

@@ -27,6 +27,7 @@ const PROJECT_FOLDERS = [
   'scripts',
   'bench',
   'examples',
+  'console',
   'test',
 ];
 
@@ -102,6 +103,8 @@ const LAWFUL: Record<string, string> = {
     "import { steps } from '../facilitator/steps.ts';\nimport { worker } from '../temporal/worker.ts';\nexport const fac = steps + worker;\n",
   'scripts/dev/chain.ts': "import { fac } from '../../facilitator-service/app.ts';\nexport const chain = fac;\n",
   'examples/pay.ts': "import { readFileSync } from 'node:fs';\nexport const pay = readFileSync;\n",
+  'console/src/format.ts': 'export const usdc = 1;\n',
+  'console/src/main.ts': "import { usdc } from './format.ts';\nexport const main = usdc;\n",
 };
 
 /** One violation of each rule: the planted file, what it imports, the rule that must name it. */
@@ -157,6 +160,16 @@ const VIOLATIONS: { file: string; text: string; rule: string }[] = [
     rule: 'facilitator-is-its-own-service',
   },
   { file: 'examples/bad.ts', text: "import { log } from '../lib/log.ts';", rule: 'examples-stand-alone' },
+  {
+    file: 'console/bad.ts',
+    text: "import { claims } from '../gateway/claims.ts';",
+    rule: 'console-is-a-browser-bundle',
+  },
+  {
+    file: 'api/bad-console.ts',
+    text: "import { usdc } from '../console/src/format.ts';",
+    rule: 'nothing-imports-the-console',
+  },
   {
     file: 'facilitator-service/bad-dev.ts',
     text: "import { chain } from '../scripts/dev/chain.ts';",
