@@ -75,9 +75,12 @@ async function knownBuildIds(deploymentName: string): Promise<string[]> {
   return (described.workerDeploymentInfo?.versionSummaries ?? []).map((v) => v.deploymentVersion?.buildId ?? '');
 }
 
-/** The version the workflow is on, and the version and worker identity of every task it completed. */
+/** Once the workflow has ended: the version it is on, and the version and worker identity of every task it completed. */
 async function ranOn(workflowId: string) {
   const handle = await startedWorkflow(workflowId);
+  // The row completes inside the activity; its started and completed events reach the history
+  // when the activity's result does: the workflow's end comes after both.
+  await handle.result();
   const info = (await handle.describe()).raw.workflowExecutionInfo?.versioningInfo;
   const events = (await handle.fetchHistory()).events ?? [];
   return {
