@@ -524,52 +524,29 @@ describe('the web console in a real browser', function () {
     await opened.close();
   });
 
-  it('draws budgets as bars of used against limit and lists channels (a fake stands in for endpoints the API may not serve)', async () => {
+  it('draws each budget as bars of used against limit, one per limited measure, from GET /v1/budgets', async () => {
+    const name = `console-budget-${randomUUID().slice(0, 8)}`;
+    const created = await call('POST', '/v1/budgets', {
+      token: paying.token,
+      json: { name, scope: {}, limit: { calls: 1000, amount: '5000000' }, window: 'month', mode: 'soft' },
+    });
+    assert.equal(created.status, 201, created.text);
     const opened = await open(LAPTOP, '/console#/money');
     const { page } = opened;
-    // FAKE: GET /v1/budgets and /v1/channels answered by the browser itself, in the list shape of /v1.
-    await page.route('**/v1/budgets*', (route) =>
-      route.fulfill({
-        json: {
-          data: [
-            { id: 'bud_1', scope: 'tenant', period: 'month', limit: '5000000', used: '1250000' },
-            { id: 'bud_2', agent_id: priced.id, period: 'day', limit: '100000', used: '100000' },
-          ],
-          next_cursor: null,
-        },
-      }),
-    );
-    await page.route('**/v1/channels*', (route) =>
-      route.fulfill({
-        json: {
-          data: [
-            {
-              id: 'ch_1',
-              payer: '0x00000000000000000000000000000000000000aa',
-              deposit: '2000000',
-              claimed: '25000',
-              status: 'open',
-            },
-          ],
-          next_cursor: null,
-        },
-      }),
-    );
     await signIn(opened);
-    const bars = page.getByRole('meter');
-    await bars.first().waitFor();
-    assert.equal(await bars.count(), 2);
-    assert.equal(await bars.first().getAttribute('aria-valuenow'), '1250000');
-    assert.equal(await bars.first().getAttribute('aria-valuemax'), '5000000');
-    assert.equal(
-      await bars
-        .first()
-        .locator('.fill')
-        .evaluate((el: any) => el.style.width),
-      '25%',
-    );
-    await page.getByText('1.25 USDC of 5 USDC').waitFor();
-    await page.getByRole('region', { name: 'Channels' }).getByText('2 USDC').waitFor();
+    const calls = page.getByRole('meter', { name: `${name} · month · soft · calls` });
+    const amount = page.getByRole('meter', { name: `${name} · month · soft · amount` });
+    await calls.waitFor();
+    await amount.waitFor();
+    const budget = (await call('GET', `/v1/budgets/${created.json.id}`, { token: paying.token })).json;
+    assert.equal(await calls.getAttribute('aria-valuemax'), '1000');
+    assert.equal(await calls.getAttribute('aria-valuenow'), String(budget.used.calls));
+    assert.equal(await amount.getAttribute('aria-valuemax'), '5000000');
+    assert.equal(await amount.getAttribute('aria-valuenow'), String(Number(budget.used.amount)));
+    await page
+      .locator(`[data-budget="${created.json.id}-amount"]`)
+      .getByText(/of 5 USDC/)
+      .waitFor();
     assert.deepEqual(opened.violations, []);
     await opened.close();
   });

@@ -247,25 +247,41 @@ function GenericTable({ rows }: { rows: Record<string, unknown>[] }) {
   );
 }
 
-/** A budget's figures under the names a budget is likely to give them. */
-function budgetFigures(
-  b: Record<string, unknown>,
-): { label: string; used: number; limit: number; usedText: string; limitText: string } | null {
-  const pick = (re: RegExp) => Object.keys(b).find((k) => re.test(k) && /^\d+(\.\d+)?$/.test(String(b[k])));
-  const limitKey = pick(/limit|cap|max|amount|budget/);
-  const usedKey = pick(/used|spent|consumed|charged/);
-  if (!limitKey || !usedKey) return null;
-  const label =
-    [b.name, b.scope, b.agent_id, b.caller, b.period ?? b.window]
-      .filter((v) => typeof v === 'string' && v)
-      .join(' · ') || String(b.id ?? 'budget');
-  return {
-    label,
-    used: Number(b[usedKey]),
-    limit: Number(b[limitKey]),
-    usedText: show(usedKey, b[usedKey]),
-    limitText: show(limitKey, b[limitKey]),
-  };
+/** A budget as GET /v1/budgets answers it (docs/API.md "Budgets"). */
+type BudgetRow = {
+  id: string;
+  name: string;
+  window: string;
+  mode: string;
+  limit: { amount: string | null; calls: number | null };
+  used: { amount: string; calls: number };
+};
+
+type BudgetBar = { key: string; label: string; used: number; limit: number; usedText: string; limitText: string };
+
+/** One bar per limited measure of a budget (its calls, its amount): used against limit in the current window. */
+function budgetBars(b: BudgetRow): BudgetBar[] {
+  const label = `${b.name} · ${b.window} · ${b.mode}`;
+  const bars: BudgetBar[] = [];
+  if (b.limit?.calls != null)
+    bars.push({
+      key: `${b.id}-calls`,
+      label: `${label} · calls`,
+      used: Number(b.used?.calls ?? 0),
+      limit: b.limit.calls,
+      usedText: `${b.used?.calls ?? 0} calls`,
+      limitText: `${b.limit.calls} calls`,
+    });
+  if (b.limit?.amount != null)
+    bars.push({
+      key: `${b.id}-amount`,
+      label: `${label} · amount`,
+      used: Number(b.used?.amount ?? 0),
+      limit: Number(b.limit.amount),
+      usedText: usdc(b.used?.amount ?? '0'),
+      limitText: usdc(b.limit.amount),
+    });
+  return bars;
 }
 
 function Budgets() {
@@ -278,12 +294,10 @@ function Budgets() {
         empty="No budgets."
         render={(rows) => (
           <ul class="budgets">
-            {rows.map((b) => {
-              const f = budgetFigures(b);
-              if (!f) return <li>{JSON.stringify(b)}</li>;
+            {(rows as BudgetRow[]).flatMap(budgetBars).map((f) => {
               const share = f.limit > 0 ? Math.min(1, f.used / f.limit) : 1;
               return (
-                <li data-budget={f.label}>
+                <li data-budget={f.key}>
                   <span class="budget-label">{f.label}</span>
                   <div
                     class={`bar${share >= 1 ? ' full' : share >= 0.8 ? ' high' : ''}`}
