@@ -17,6 +17,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { batchSettlementContract } from '../../contracts/batch-settlement.ts';
 import { stack } from '../support/stack.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
+import { startChannelClaims } from '../../temporal/claim-start.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
 import { balanceOf, newPayTo, newWallet } from '../support/x402.ts';
 import { rpcReader, settleLostCharge } from '../support/upto.ts';
@@ -289,5 +290,71 @@ describe('batch-settlement: calls paid from a channel', function () {
     // The payer's next call finds its channel free and its charged total where the client expects it.
     const next = await paidStream(pay, agentId);
     assert.equal(next.status, 200, next.text);
+  });
+  it('50 paid calls on one channel, streamed and transactional, then one claim and one settle collect all 50 charges', async () => {
+    // Setup: the stack's claim round starts a tenant's round as soon as it has unclaimed charges;
+    // marking its last round now (and a long period) leaves the round to this test.
+    await stack()
+      .orm.em.getConnection()
+      .execute(
+        `update settlement_configs set claim_round_at = now(), claim_every_seconds = 86400 where tenant_id = ?`,
+        [paying.tenant],
+      );
+    const payTo = newPayTo();
+    const deposit = 60n * CEILING;
+    const agentId = await createAgent(paying.token, {
+      upstream_url: upstream.url,
+      pricing: {
+        scheme: 'batch-settlement',
+        amount: String(CEILING),
+        asset: 'USDC',
+        network: 'base',
+        pay_to: payTo,
+        min_deposit: String(deposit),
+        withdraw_delay: 900,
+      },
+    });
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const before = await balanceOf(paying.provider, payer.address);
+    const { fetch: pay } = channelClient(payer);
+    const ids: string[] = [];
+    for (let i = 0; i < 50; i++) {
+      const streamed = i % 2 === 0;
+      const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}${streamed ? '/stream' : ''}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      const text = await res.text();
+      assert.equal(res.status, streamed ? 200 : 202, text);
+      ids.push(streamed ? res.headers.get('x-gateway-invocation-id')! : JSON.parse(text).invocation_id);
+    }
+    for (const id of ids) await waitForRow(id, (r) => r.paymentSettlement === 'settled', 30_000);
+    assert.equal(await balanceOf(paying.provider, payer.address), before - deposit, 'one deposit moved the payer');
+    const channelId = (await invocationRow(ids[0]!))!.paymentChannel!;
+    assert.equal((await channelRow(channelId)).charged_cumulative, String(50n * CEILING));
+
+    const handle = await startChannelClaims(
+      stack().temporal,
+      stack().config.temporal.taskQueue,
+      { tenantId: paying.tenant, reason: 'test' },
+      10_000,
+    );
+    const result = (await handle.result()) as {
+      claims: Array<{
+        state: string;
+        transaction: string | null;
+        claimed: Array<{ channel: string; totalClaimed: string }>;
+      }>;
+      settles: Array<{ receiver: string; amount: string; transaction: string | null }>;
+    };
+    const claiming = result.claims.filter((c) => c.claimed.some((row) => row.channel === channelId));
+    assert.equal(claiming.length, 1, 'one claim');
+    assert.match(String(claiming[0]!.transaction), /^0x[0-9a-f]{64}$/);
+    assert.deepEqual(await onChain(paying.provider, channelId), { balance: deposit, totalClaimed: 50n * CEILING });
+    const settled = result.settles.filter((x) => x.receiver.toLowerCase() === payTo.toLowerCase());
+    assert.equal(settled.length, 1, 'one settle');
+    assert.equal(settled[0]!.amount, String(50n * CEILING));
+    assert.equal(await balanceOf(paying.provider, payTo), 50n * CEILING, 'the receiver is paid all 50 charges');
   });
 });
