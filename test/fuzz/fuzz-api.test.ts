@@ -293,6 +293,8 @@ describe('hostile input: the management API (property-based)', function () {
           if (res.status === 200 || res.status === 201) {
             assert.equal(res.status, state.current ? 200 : 201, '201 exactly when nothing was configured');
             assert.deepEqual(Object.keys(res.json).sort(), [
+              'claim_every_seconds',
+              'claim_threshold',
               'created_at',
               'facilitator_credential_ref',
               'facilitator_url',

@@ -21,8 +21,28 @@ import urllib.error
 import urllib.request
 from datetime import datetime, timedelta, timezone
 
+from hypothesis.internal import lambda_sources
+
 import schemathesis
 from schemathesis.openapi.checks import EnsureResourceAvailability, UseAfterFree
+
+# Hypothesis describes a lambda (for its reprs and its filter rewriting) by parsing the source of
+# its module with `ast`. On CPython 3.11.7 that parse can fail with SystemError "AST constructor
+# recursion depth mismatch" when the recursion limit changed meanwhile (Hypothesis raises it around
+# a test run, in each of Schemathesis's worker threads; python/cpython#106905), which fails the
+# run as a Runtime Error. A description that cannot be made is the one Hypothesis gives any lambda
+# it cannot read: `lambda ...: <unknown>`.
+_describe_lambda = lambda_sources._lambda_description
+
+
+def _lambda_description_or_unknown(f, *args, **kwargs):
+    try:
+        return _describe_lambda(f, *args, **kwargs)
+    except SystemError:
+        return "lambda: <unknown>"
+
+
+lambda_sources._lambda_description = _lambda_description_or_unknown
 
 BASE_URL = os.environ["FUZZ_API_URL"].rstrip("/")
 TOKEN = os.environ["GATEWAY_TOKEN"]
