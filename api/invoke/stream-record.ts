@@ -20,7 +20,7 @@ import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 import type { WorkflowHandle } from '@temporalio/client';
 import { settledWithin, startMeteredCharge, type SettledCharge } from '../../temporal/charge-start.ts';
-import { commitChannelCharge } from '../../gateway/payment/channels/store.ts';
+import { commitChannelCharge, LEASE_RENEW_EVERY_MS, renewChannelLease } from '../../gateway/payment/channels/store.ts';
 
 export type Outcome = Omit<Completion, 'id'>;
 
@@ -70,6 +70,9 @@ export function failedBeforeUpstream(errorClass: ErrorClass): Outcome {
   };
 }
 
+/** The longest a streamed answer renews its channel's hold (a bound on a timer whose completion never came). */
+const RENEW_AT_MOST_MS = 6 * 3_600_000;
+
 export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCall): StreamRecord {
   const row = startedRow(call);
   // A metered paid call is charged after it completes, by a workflow that then signs its
@@ -79,6 +82,20 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
   const receipts = call.agent.emitReceipts;
   const signsHere = receipts && !charged;
   let chargeStarted: Promise<WorkflowHandle> | null = null;
+  // A channel payment holds its channel until its charge is committed: the hold is renewed while
+  // the answer streams (an answer may run far longer than the lease), from its first byte to the
+  // completion, and lapses if this process dies (or after RENEW_AT_MOST_MS, whatever happens).
+  const channel = call.payment?.channel;
+  let renewal: NodeJS.Timeout | null = null;
+  const renewWhileStreaming = () => {
+    if (!channel || renewal) return;
+    const until = Date.now() + RENEW_AT_MOST_MS;
+    renewal = setInterval(() => {
+      if (Date.now() > until && renewal) clearInterval(renewal);
+      else void renewChannelLease(deps.orm, channel.id, channel.leaseToken).catch(() => undefined);
+    }, LEASE_RENEW_EVERY_MS);
+    renewal.unref();
+  };
   let request: BodyDigest | null = null;
   let response: BodyDigest | null = null;
   // By kind: a database error may quote the row's values (lib/error-kind.ts).
@@ -93,6 +110,7 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
       return hashed.body;
     },
     hashResponse(source) {
+      renewWhileStreaming();
       if (!receipts) return { finish: () => undefined };
       const hashed = digestOfEmitted(source);
       response = hashed;
@@ -103,6 +121,7 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
     // was sent cost c=1 throughput; docs/PROXY.md).
     start: () => void services.recorder.start(row).catch(logFailure),
     async complete(outcome) {
+      if (renewal) clearInterval(renewal);
       recordUpstreamOutcome('streaming', outcome.errorClass, outcome.latencyMs);
       const done = {
         ...row,

@@ -8,6 +8,7 @@
 // Real parts: the stack's anvil (the channel contract at its canonical address), its facilitator
 // over mutual TLS, PostgreSQL and Temporal.
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import type { JsonRpcProvider, Wallet } from 'ethers';
 import { x402Client } from '@x402/core/client';
 import { toClientEvmSigner } from '@x402/evm';
@@ -18,6 +19,7 @@ import { batchSettlementContract } from '../../contracts/batch-settlement.ts';
 import { stack } from '../support/stack.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
 import { startChannelClaims } from '../../temporal/claim-start.ts';
+import { renewChannelLease } from '../../gateway/payment/channels/store.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
 import { balanceOf, newPayTo, newWallet } from '../support/x402.ts';
 import { rpcReader, settleLostCharge } from '../support/upto.ts';
@@ -37,15 +39,19 @@ describe('batch-settlement: calls paid from a channel', function () {
   let paying: PayingTenant;
   let upstream: TestUpstream;
   let upstreamCalls = 0;
+  /** Held streams the test ends, by their `x-hold` value. */
+  const held = new Map<string, Promise<void>>();
   withPayingTenant('batch-calls', (p) => (paying = p));
 
   before(async () => {
     upstream = await startUpstream((req, res) => {
       upstreamCalls++;
       if (req.headers['x-hold']) {
-        // A first event, then the stream is held open (until the test's process kill breaks it).
+        // A first event, then the stream is held open: until the test lets it end (`held`), or
+        // the test's process kill breaks it.
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.write('data: {"first":true}\n\n');
+        held.get(String(req.headers['x-hold']))?.then(() => res.end('data: {"last":true}\n\n'));
         return;
       }
       if (req.headers['x-fail']) {
@@ -92,6 +98,17 @@ describe('batch-settlement: calls paid from a channel', function () {
     });
     const text = await res.text();
     return { status: res.status, text, id: res.headers.get('x-gateway-invocation-id') };
+  }
+
+  /** A channel agent, a funded payer's client, and the channel its first paid call opened. */
+  async function openedChannel() {
+    const agentId = await channelAgent(newPayTo());
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const { fetch: pay } = channelClient(payer);
+    const opened = await paidStream(pay, agentId);
+    assert.equal(opened.status, 200, opened.text);
+    const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
+    return { agentId, pay, channelId };
   }
 
   /** The channel's row, as the gateway keeps it. */
@@ -250,12 +267,7 @@ describe('batch-settlement: calls paid from a channel', function () {
     }
   });
   it('an API process killed mid-stream: the charge is committed once by the due-charges round, and the channel is let go', async () => {
-    const agentId = await channelAgent(newPayTo());
-    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
-    const { fetch: pay } = channelClient(payer);
-    const opened = await paidStream(pay, agentId);
-    assert.equal(opened.status, 200, opened.text);
-    const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
+    const { agentId, pay, channelId } = await openedChannel();
 
     const api = await startApiProcess();
     let id: string;
@@ -356,5 +368,40 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(settled.length, 1, 'one settle');
     assert.equal(settled[0]!.amount, String(50n * CEILING));
     assert.equal(await balanceOf(paying.provider, payTo), 50n * CEILING, 'the receiver is paid all 50 charges');
+  });
+  it('a charge its voucher no longer covers adds nothing and still lets the channel go; a running call renews its hold', async () => {
+    const { agentId, pay, channelId } = await openedChannel();
+    const key = randomUUID();
+    let end!: () => void;
+    held.set(key, new Promise<void>((resolve) => (end = resolve)));
+    const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
+      body: '{}',
+    });
+    assert.equal(res.status, 200);
+    const id = res.headers.get('x-gateway-invocation-id')!;
+    const body = res.text();
+    const sql = stack().orm.em.getConnection();
+    const holder = async () =>
+      (
+        await sql.execute<Array<{ busy_invocation: string | null; busy_until_ms: string | null }>>(
+          `select busy_invocation, (extract(epoch from busy_until) * 1000000)::bigint::text as busy_until_ms from channels where id = ?`,
+          [channelId],
+        )
+      )[0]!;
+    const during = await holder();
+    assert.ok(during.busy_invocation, 'the running call holds its channel');
+    // Renewing the hold moves its end later (the database clock has moved on since the lease).
+    await renewChannelLease(stack().orm, channelId, during.busy_invocation);
+    assert.ok(Number((await holder()).busy_until_ms) > Number(during.busy_until_ms), 'the hold was renewed');
+    // Another commit moved the channel's charged total meanwhile (as a call admitted after a lapsed hold would).
+    await sql.execute(`update channels set charged_cumulative = charged_cumulative + 1 where id = ?`, [channelId]);
+    end();
+    assert.match(await body, /last/);
+    const row = await waitForRow(id, (r) => r.paymentSettlement === 'failed', 15_000);
+    assert.equal(row.paymentSettleError, 'voucher_exceeded');
+    assert.equal((await channelRow(channelId)).charged_cumulative, String(CEILING + 1n), 'nothing added');
+    assert.equal((await holder()).busy_invocation, null, 'the channel is let go');
   });
 });

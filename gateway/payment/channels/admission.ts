@@ -23,7 +23,7 @@ import type { FacilitatorClient } from '../facilitator-client.ts';
 import { PaymentRefused, PaymentStillSettling } from '../refusals.ts';
 import { channelTermsOf } from '../schemes/batch-settlement/index.ts';
 import { readChannel, type OnChainChannel } from '../schemes/batch-settlement/chain.ts';
-import { createChannelStore, type ChannelLease, type ChannelRow, type ChannelStore } from './store.ts';
+import { createChannelStore, LEASE_SECONDS, type ChannelLease, type ChannelRow, type ChannelStore } from './store.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { VaultConfig } from '../../credentials/config.ts';
 import type { VaultClient } from '../../credentials/vault.ts';
@@ -31,8 +31,6 @@ import type { Logger } from '../../../lib/log.ts';
 
 /** How long a call waits for its channel held by another call before `channel_busy`. */
 const CHANNEL_WAIT_MS = 5_000;
-/** How long a call may hold its channel without committing (a process that died lets it go then). */
-const LEASE_SECONDS = 120;
 /** How old the mirrored on-chain state may be for a voucher to be checked without reading the chain. */
 const MIRROR_FRESH_MS = 60_000;
 

@@ -123,19 +123,23 @@ export type ChannelStore = ReturnType<typeof createChannelStore>;
 // A completed call's charge, committed once (its invocation still due): the channel's charged
 // total grows by the charge while it stays within the voucher the call was paid with (kept on its
 // binding), the voucher becomes the channel's latest when it is higher, and the call's lease is
-// let go (another call's is kept). The invocation is recorded settled (committed to its channel:
-// claimed on chain later) or failed (`voucher_exceeded`: the channel moved on meanwhile, the
-// seller's loss), and its binding follows, its signed payment let go.
+// let go (another call's is kept), whether its charge fits or not. The invocation is recorded
+// settled (committed to its channel: claimed on chain later) or failed (`voucher_exceeded`: the
+// channel moved on meanwhile, the seller's loss), and its binding follows, its signed payment let go.
 const COMMIT = `
   with due as (
     select i.id, i.payment_channel as channel, coalesce(i.payment_charge, '0')::numeric as charge,
            (b.signed_payment->'payment'->'payload'->'voucher'->>'maxClaimableAmount')::numeric as max_claimable,
            b.signed_payment->'payment'->'payload'->'voucher'->>'signature' as signature,
-           b.signed_payment->>'channelLease' as lease
-      from invocations i join payment_claims b on b.invocation_id = i.id
+           b.signed_payment->>'channelLease' as lease,
+           c.charged_cumulative + coalesce(i.payment_charge, '0')::numeric
+             <= (b.signed_payment->'payment'->'payload'->'voucher'->>'maxClaimableAmount')::numeric as fits
+      from invocations i
+      join payment_claims b on b.invocation_id = i.id
+      join channels c on c.id = i.payment_channel
      where i.id = ? and i.payment_channel is not null and i.status in ('succeeded', 'failed')
        and (i.payment_settlement is null or i.payment_settlement = 'settling')
-     for update of i),
+     for update of i, c),
   committed as (
     update channels c
        set charged_cumulative = c.charged_cumulative + d.charge,
@@ -146,7 +150,14 @@ const COMMIT = `
            busy_invocation = case when c.busy_invocation = d.lease then null else c.busy_invocation end,
            updated_at = now()
       from due d
-     where c.id = d.channel and c.charged_cumulative + d.charge <= d.max_claimable
+     where c.id = d.channel and d.fits
+    returning c.id),
+  -- A charge the voucher does not cover adds nothing, but its call still lets the channel go.
+  released as (
+    update channels c
+       set busy_until = null, busy_invocation = null, updated_at = now()
+      from due d
+     where c.id = d.channel and not d.fits and c.busy_invocation = d.lease
     returning c.id),
   recorded as (
     update invocations i
@@ -160,6 +171,19 @@ const COMMIT = `
            signed_payment = null, updated_at = now()
      where invocation_id in (select id from recorded))
   select (select count(*)::int from recorded) as recorded, (select count(*)::int from committed) as committed`;
+
+const RENEW = `update channels set busy_until = now() + make_interval(secs => ?), updated_at = now()
+  where id = ? and busy_invocation = ?`;
+
+/** How long a call holds its channel without a sign of life (a process that died lets it go then). */
+export const LEASE_SECONDS = 120;
+/** How often a running call renews its hold (a stream may run far longer than the lease). */
+export const LEASE_RENEW_EVERY_MS = 30_000;
+
+/** Keeps the call's hold on its channel while it runs (nothing when it holds it no more). */
+export async function renewChannelLease(orm: MikroORM, channelId: string, token: string): Promise<void> {
+  await orm.em.getConnection().execute(RENEW, [LEASE_SECONDS, channelId, token]);
+}
 
 /** Commits a completed call's charge to its channel; `recorded` false when it was recorded before (or is not due). */
 export async function commitChannelCharge(
