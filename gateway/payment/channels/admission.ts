@@ -280,12 +280,17 @@ export async function admitChannelPayment(
       if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
       transaction = outcome.transaction || null;
       deposited = outcome.amount;
-      channel = await store.mirror(
-        channelId,
-        outcome.channelState
+      let after: OnChainChannel;
+      try {
+        after = outcome.channelState
           ? fromState(outcome.channelState)
-          : await readChannel(config.contractSignatures, channelId),
-      );
+          : await readChannel(config.contractSignatures, channelId);
+      } catch {
+        // The deposit landed but the channel's state after it is not known now: the payer resends
+        // the same payment, whose deposit the facilitator answers again without moving anything.
+        throw new PaymentStillSettling();
+      }
+      channel = await store.mirror(channelId, after);
     }
 
     // The call's binding, named by its lease: a voucher's ceiling may come again (a call charged
