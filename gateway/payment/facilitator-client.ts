@@ -163,8 +163,13 @@ export function createFacilitatorClient(opts: {
     return pool;
   }
 
-  /** POSTs a settle body; `noTransaction`: a success without a transaction is one (a zero charge). */
-  async function post(target: FacilitatorTarget, body: SettleRequest, noTransaction: boolean): Promise<SettleOutcome> {
+  type Refusal = { ok: false; error: 'settlement_refused' | 'settlement_unavailable' };
+
+  /**
+   * POSTs a /settle body: the answer's JSON on a 200, else the coarse refusal (400, 403 and 429
+   * refuse; anything else, a dropped connection or a deadline is not known).
+   */
+  async function postSettle(target: FacilitatorTarget, body: unknown): Promise<{ ok: true; json: unknown } | Refusal> {
     const url = facilitatorUrl(target, 'settle');
     if (!url) return { ok: false, error: 'settlement_unavailable' };
     try {
@@ -184,62 +189,49 @@ export function createFacilitatorClient(opts: {
       if (res.statusCode === 429 || res.statusCode === 403 || res.statusCode === 400)
         return { ok: false, error: 'settlement_refused' };
       if (res.statusCode !== 200) return { ok: false, error: 'settlement_unavailable' };
-      const parsed = SettleResponse.safeParse(JSON.parse(text));
-      if (!parsed.success) return { ok: false, error: 'settlement_unavailable' };
-      const answer = parsed.data;
-      if (!answer.success) return { ok: false, error: 'settlement_failed' };
-      const none = noTransaction && answer.transaction === '';
-      if (!none && (!answer.transaction || !/^0x[0-9a-fA-F]{64}$/.test(answer.transaction)))
-        return { ok: false, error: 'settlement_unavailable' };
-      return {
-        ok: true,
-        transaction: answer.transaction ?? '',
-        network: answer.network ?? body.paymentRequirements.network,
-        payer: answer.payer ?? payerNamed(body),
-      };
+      return { ok: true, json: JSON.parse(text) };
     } catch (err) {
       // The guard refused the facilitator's address: nothing was sent, so nothing can be collected.
       if (blockedByGuard(err)) return { ok: false, error: 'settlement_refused' };
-      // Handshake refused, connection refused, deadline: the payment's state is unknown to
-      // us, and a retry of the same payment resumes it (the facilitator dedupes by nonce).
+      // Handshake refused, connection refused, deadline, an answer that is no JSON: the payment's
+      // state is unknown to us, and a retry of the same payment resumes it (the facilitator dedupes).
       return { ok: false, error: 'settlement_unavailable' };
     }
   }
 
-  async function settleChannel(target: FacilitatorTarget, body: unknown): Promise<ChannelSettleOutcome> {
-    const url = facilitatorUrl(target, 'settle');
-    if (!url) return { ok: false, error: 'settlement_unavailable' };
-    try {
-      const res = await traceClientCall(url.href, 'POST', { 'content-type': 'application/json' }, (headers) =>
-        request(url, {
-          method: 'POST',
-          dispatcher: poolFor(target, url.origin),
-          headers,
-          body: JSON.stringify(body),
-          headersTimeout: opts.timeoutMs,
-          bodyTimeout: opts.timeoutMs,
-          signal: AbortSignal.timeout(opts.timeoutMs),
-        }),
-      );
-      const text = await res.body.text();
-      if (res.statusCode === 429 || res.statusCode === 403 || res.statusCode === 400)
-        return { ok: false, error: 'settlement_refused' };
-      if (res.statusCode !== 200) return { ok: false, error: 'settlement_unavailable' };
-      const parsed = ChannelSettleAnswer.safeParse(JSON.parse(text));
-      if (!parsed.success) return { ok: false, error: 'settlement_unavailable' };
-      const answer = parsed.data;
-      if (!answer.success)
-        return { ok: false, error: 'settlement_failed', ...(answer.errorReason ? { reason: answer.errorReason } : {}) };
-      return {
-        ok: true,
-        transaction: answer.transaction ?? '',
-        amount: answer.amount ?? '',
-        channelState: answer.extra?.channelState ?? null,
-      };
-    } catch (err) {
-      if (blockedByGuard(err)) return { ok: false, error: 'settlement_refused' };
+  /** Settles an exact or upto body; `noTransaction`: a success without a transaction is one (a zero charge). */
+  async function post(target: FacilitatorTarget, body: SettleRequest, noTransaction: boolean): Promise<SettleOutcome> {
+    const posted = await postSettle(target, body);
+    if (!posted.ok) return posted;
+    const parsed = SettleResponse.safeParse(posted.json);
+    if (!parsed.success) return { ok: false, error: 'settlement_unavailable' };
+    const answer = parsed.data;
+    if (!answer.success) return { ok: false, error: 'settlement_failed' };
+    const none = noTransaction && answer.transaction === '';
+    if (!none && (!answer.transaction || !/^0x[0-9a-fA-F]{64}$/.test(answer.transaction)))
       return { ok: false, error: 'settlement_unavailable' };
-    }
+    return {
+      ok: true,
+      transaction: answer.transaction ?? '',
+      network: answer.network ?? body.paymentRequirements.network,
+      payer: answer.payer ?? payerNamed(body),
+    };
+  }
+
+  async function settleChannel(target: FacilitatorTarget, body: unknown): Promise<ChannelSettleOutcome> {
+    const posted = await postSettle(target, body);
+    if (!posted.ok) return posted;
+    const parsed = ChannelSettleAnswer.safeParse(posted.json);
+    if (!parsed.success) return { ok: false, error: 'settlement_unavailable' };
+    const answer = parsed.data;
+    if (!answer.success)
+      return { ok: false, error: 'settlement_failed', ...(answer.errorReason ? { reason: answer.errorReason } : {}) };
+    return {
+      ok: true,
+      transaction: answer.transaction ?? '',
+      amount: answer.amount ?? '',
+      channelState: answer.extra?.channelState ?? null,
+    };
   }
 
   return {
