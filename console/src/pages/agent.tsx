@@ -1,11 +1,11 @@
 // One agent: its facts, its charts over the chosen window, its latest calls and the policy
 // decisions made about it.
-import { useContext, useMemo } from 'preact/hooks';
+import { useContext } from 'preact/hooks';
 import { getJson } from '../api.ts';
-import { seriesOf, totalsOf, windowName, windowRange, WINDOWS, type WindowName } from '../analytics.ts';
-import { Chart } from '../chart.tsx';
+import { windowName, windowRange, WINDOWS, type WindowName } from '../analytics.ts';
+import { AnalyticsPanel } from '../analytics-panel.tsx';
 import { AgentsContext, Empty, Panel, WindowTabs } from '../components.tsx';
-import { count, ms, percent, usdc, when } from '../format.ts';
+import { usdc, when } from '../format.ts';
 import { InvocationTable } from '../invocation-table.tsx';
 import { usePoll } from '../poll.ts';
 import { href, setQuery, type Route } from '../route.ts';
@@ -41,18 +41,6 @@ export function AgentView({ id, route }: { id: string; route: Route }) {
     [],
     TABLE_EVERY_MS,
   );
-  const data = analytics.data;
-  const series = useMemo(
-    () =>
-      data &&
-      seriesOf(
-        data.groups.filter((g) => g.agent_id === id),
-        data.range,
-        data.bucket,
-      ),
-    [data, id],
-  );
-  const totals = series && totalsOf(series);
   const mine = decisions.data?.data.filter((d) => d.agent_id === id) ?? [];
 
   return (
@@ -83,62 +71,7 @@ export function AgentView({ id, route }: { id: string; route: Route }) {
           <dd>{agent.public ? (agent.public_url ?? 'yes') : 'no'}</dd>
         </dl>
       )}
-      <Panel title={`${WINDOWS[span].label}: calls and latency`} polled={analytics}>
-        {data && (
-          <p class="range" data-since={data.range.since} data-until={data.range.until} data-bucket={data.bucket}>
-            {new Date(data.range.since).toLocaleString()} – {new Date(data.range.until).toLocaleString()}, per{' '}
-            {data.bucket}
-          </p>
-        )}
-        {totals && (
-          <dl class="tiles">
-            <div>
-              <dt>Calls</dt>
-              <dd data-total="calls">{count(totals.calls)}</dd>
-            </div>
-            <div>
-              <dt>Errors</dt>
-              <dd data-total="errors">
-                {count(totals.errors)} {totals.calls > 0 && <small>({percent(totals.errors / totals.calls)})</small>}
-              </dd>
-            </div>
-            <div>
-              <dt>p95 latency (peak)</dt>
-              <dd>{ms(totals.p95)}</dd>
-            </div>
-            {totals.revenue !== null && (
-              <div>
-                <dt>Revenue</dt>
-                <dd data-total="revenue">{usdc(totals.revenue)}</dd>
-              </div>
-            )}
-          </dl>
-        )}
-        {series && (
-          <div class="charts">
-            <Chart
-              title="Calls and errors"
-              bucket={data!.bucket}
-              x={series.x}
-              lines={[
-                { label: 'Calls', values: series.calls, color: '#3b82f6', bars: true },
-                { label: 'Errors', values: series.errors, color: '#ef4444', bars: true },
-              ]}
-              format={(v) => count(v)}
-            />
-            <Chart
-              title="Latency"
-              bucket={data!.bucket}
-              x={series.x}
-              lines={[
-                { label: 'p50', values: series.p50, color: '#10b981' },
-                { label: 'p95', values: series.p95, color: '#f59e0b' },
-              ]}
-              format={ms}
-            />
-          </div>
-        )}
-      </Panel>
+      <AnalyticsPanel title={`${WINDOWS[span].label}: calls, latency and revenue`} polled={analytics} agentId={id} />
       <Panel
         title="Recent invocations"
         polled={invocations}

@@ -1,10 +1,10 @@
 // The tenant's calls, errors, latency and revenue over the chosen window, and who calls most.
 import { useMemo } from 'preact/hooks';
 import { getJson } from '../api.ts';
-import { seriesOf, totalsOf, windowName, windowRange, WINDOWS, type WindowName } from '../analytics.ts';
-import { Chart } from '../chart.tsx';
+import { windowName, windowRange, WINDOWS, type WindowName } from '../analytics.ts';
+import { AnalyticsPanel } from '../analytics-panel.tsx';
 import { AgentLink, Empty, Panel, WindowTabs } from '../components.tsx';
-import { count, ms, percent, usdc } from '../format.ts';
+import { count } from '../format.ts';
 import { usePoll } from '../poll.ts';
 import { href, setQuery, type Route } from '../route.ts';
 import type { AnalyticsResult, CallerResult } from '../types.ts';
@@ -29,8 +29,6 @@ export function Overview({ route }: { route: Route }) {
     ANALYTICS_EVERY_MS,
   );
   const data = analytics.data;
-  const series = useMemo(() => data && seriesOf(data.groups, data.range, data.bucket), [data]);
-  const totals = series && totalsOf(series);
 
   const busiestAgents = useMemo(() => {
     const by = new Map<string, { calls: number; errors: number }>();
@@ -59,85 +57,7 @@ export function Overview({ route }: { route: Route }) {
         <h1>Overview</h1>
         <WindowTabs value={span} onChange={(w: WindowName) => setQuery({ window: w })} />
       </div>
-      <Panel title={WINDOWS[span].label} polled={analytics}>
-        {data && (
-          <p class="range" data-since={data.range.since} data-until={data.range.until} data-bucket={data.bucket}>
-            {new Date(data.range.since).toLocaleString()} – {new Date(data.range.until).toLocaleString()}, per{' '}
-            {data.bucket}
-          </p>
-        )}
-        {totals && (
-          <dl class="tiles">
-            <div>
-              <dt>Calls</dt>
-              <dd data-total="calls">{count(totals.calls)}</dd>
-            </div>
-            <div>
-              <dt>Errors</dt>
-              <dd data-total="errors">
-                {count(totals.errors)} {totals.calls > 0 && <small>({percent(totals.errors / totals.calls)})</small>}
-              </dd>
-            </div>
-            <div>
-              <dt>p50 latency (peak)</dt>
-              <dd>{ms(totals.p50)}</dd>
-            </div>
-            <div>
-              <dt>p95 latency (peak)</dt>
-              <dd>{ms(totals.p95)}</dd>
-            </div>
-            <div>
-              <dt>Revenue</dt>
-              <dd data-total="revenue">
-                {totals.revenue === null ? (
-                  <small>not reported by this API; see Money</small>
-                ) : (
-                  <>
-                    {usdc(totals.revenue)}
-                    {!!totals.uncollected && <small> ({usdc(totals.uncollected)} not collected)</small>}
-                  </>
-                )}
-              </dd>
-            </div>
-          </dl>
-        )}
-        {series && (
-          <div class="charts">
-            <Chart
-              title="Calls and errors"
-              bucket={data!.bucket}
-              x={series.x}
-              lines={[
-                { label: 'Calls', values: series.calls, color: '#3b82f6', bars: true },
-                { label: 'Errors', values: series.errors, color: '#ef4444', bars: true },
-              ]}
-              format={(v) => count(v)}
-            />
-            <Chart
-              title="Latency"
-              bucket={data!.bucket}
-              x={series.x}
-              lines={[
-                { label: 'p50', values: series.p50, color: '#10b981' },
-                { label: 'p95', values: series.p95, color: '#f59e0b' },
-              ]}
-              format={ms}
-            />
-            {series.hasRevenue && (
-              <Chart
-                title="Revenue"
-                bucket={data!.bucket}
-                x={series.x}
-                lines={[
-                  { label: 'Revenue', values: series.revenue, color: '#8b5cf6', bars: true },
-                  { label: 'Not collected', values: series.uncollected, color: '#ef4444', bars: true },
-                ]}
-                format={(v) => usdc(v)}
-              />
-            )}
-          </div>
-        )}
-      </Panel>
+      <AnalyticsPanel title={WINDOWS[span].label} polled={analytics} />
       <div class="columns">
         <Panel title="Busiest agents">
           {busiestAgents.length === 0 ? (
