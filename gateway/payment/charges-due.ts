@@ -13,7 +13,9 @@ export type DueCharge = {
 
 // Reads the partial index invocations_charges_due. A row the lost-stream sweep closed
 // (`gateway_lost`) waits longer: the sweep's verdict is a guess, and a process that was alive
-// after all completes its row with the whole charge within seconds. Rows of deleted agents are
+// after all completes its row with the whole charge within seconds. Not once its answer's end
+// (stream_ends_by) has passed: its authorization lapses two minutes after that, so it is charged
+// what was measured now rather than the whole later. Rows of deleted agents are
 // charged too (the agent's name is only the workflow's summary).
 const LEASE = `
   update invocations i set charge_lease_until = now() + make_interval(secs => ? / 1000.0)
@@ -22,7 +24,7 @@ const LEASE = `
                      and status in ('succeeded', 'failed')
                      and completed_at < now() - make_interval(secs => (case
                            when mode = 'transactional' then ?
-                           when error_class = 'gateway_lost' then ?
+                           when error_class = 'gateway_lost' and not coalesce(stream_ends_by < now(), false) then ?
                            else ? end) / 1000.0)
                      and (charge_lease_until is null or charge_lease_until < now())
                    order by completed_at limit ? for update skip locked)

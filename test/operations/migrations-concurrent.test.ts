@@ -87,7 +87,7 @@ describe('migrations: indexes on large tables built concurrently', function () {
       await pool.end();
     }
     await client.query('commit');
-    assert.deepEqual(await migrating, ['Migration20261206180000_concurrent_indexes']);
+    assert.ok((await migrating).includes('Migration20261206180000_concurrent_indexes'));
     const built = await indexes(client);
     for (const name of INDEXES) assert.equal(built.get(name)?.valid, true, `${name} valid`);
   });
