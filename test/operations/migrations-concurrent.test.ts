@@ -2,7 +2,7 @@
 // writes (Migration20261206180000_concurrent_indexes): while a build waits for a transaction
 // that writes the table, other writes to that table go through (a plain `create index` would
 // queue them behind it); a build left invalid by an interrupted migrate is built anew by the
-// next; a database whose earlier migration already made one of the indexes keeps it.
+// next; the charges index a database's earlier migration made is replaced.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -14,7 +14,7 @@ import { migrate, openOrm } from '../../gateway/db/orm.ts';
 
 const BEFORE = 'Migration20261206170000_channel_claim_rounds';
 const INDEXES = [
-  'invocations_charges_due',
+  'invocations_charges_due_tenant',
   'invocations_tenant_budget',
   'invocations_analytics_xid',
   'payment_claims_unbound_signed',
@@ -92,7 +92,7 @@ describe('migrations: indexes on large tables built concurrently', function () {
     for (const name of INDEXES) assert.equal(built.get(name)?.valid, true, `${name} valid`);
   });
 
-  it('an index left invalid by an interrupted build is built anew; one an earlier migration made is kept', async () => {
+  it('an index left invalid by an interrupted build is built anew; the one an earlier migration made is replaced', async () => {
     // What an interrupted concurrent build leaves: an invalid index under the name.
     await insertBinding(client, 'same');
     await insertBinding(client, 'same');
@@ -101,7 +101,8 @@ describe('migrations: indexes on large tables built concurrently', function () {
       /could not create unique index/,
     );
     assert.equal((await indexes(client)).get('payment_claims_unbound_signed')?.valid, false);
-    // What Migration20261206130000_metered_settlement created before it left the index to this one.
+    // What Migration20261206130000_metered_settlement created before it left the index to this one,
+    // which replaces it.
     await client.query(`create index invocations_charges_due on invocations (completed_at)
       where payment_scheme is not null and (payment_settlement is null or payment_settlement = 'settling')
         and status in ('succeeded', 'failed')`);

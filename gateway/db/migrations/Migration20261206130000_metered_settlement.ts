@@ -9,8 +9,9 @@ import { Migration } from '@mikro-orm/migrations';
 //   failed;
 // - invocations.charge_lease_until: the due-charges round's lease (temporal/charges-due.ts);
 // - the index over the metered rows whose charge is still due or being settled, which that
-//   round reads (invocations_charges_due), is built without blocking the table's writes by
-//   Migration20261206180000_concurrent_indexes (this one created it before; its down still drops it).
+//   round reads, is built without blocking the table's writes by
+//   Migration20261206180000_concurrent_indexes (invocations_charges_due_tenant; this one created
+//   invocations_charges_due before, which that one drops; its down still drops it).
 // The lock timeout keeps a busy invocations table from queueing every call behind this change.
 export class Migration20261206130000_metered_settlement extends Migration {
   override up(): void {
