@@ -1,9 +1,11 @@
 // The purge steps of PolicyDecisionRetentionWorkflow: each deletes at most `limit` rows (policy
 // decisions, captured bodies, A2A task bindings, virtual MCP server sessions) older than the
-// cutoff, oldest first, and answers how many it deleted. One bounded statement
+// cutoff, oldest first, or clears as many never-bound payment bindings' signed payments, and
+// answers how many. One bounded statement
 // per call, so a large backlog never holds a long transaction or a lock on the whole table;
 // the workflow repeats it. Idempotent: a retried call deletes what is still there.
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { clearUnboundSignedPayments } from '../gateway/payment/binding.ts';
 
 export interface RetentionActivities {
   purgePolicyDecisions(input: { olderThanMs: number; limit: number }): Promise<number>;
@@ -23,6 +25,12 @@ export interface RetentionActivities {
    * starts a new one. The member sessions it had opened are left to expire at their members.
    */
   purgeMcpServerSessions(input: { olderThanMs: number; limit: number }): Promise<number>;
+  /**
+   * The payer's signed payment held by payment bindings never bound to a call (gateway/payment/binding.ts
+   * clearUnboundSignedPayments) last written before the cutoff, at most `limit`: cleared, the
+   * bindings themselves kept (they still refuse the payment's reuse for another call).
+   */
+  purgeUnboundSignedPayments(input: { olderThanMs: number; limit: number }): Promise<number>;
 }
 
 /** Deletes at most `limit` rows of `table` (keyed by `id`) whose `at` is before the cutoff, oldest first; how many. */
@@ -74,5 +82,6 @@ export function createRetentionActivities(deps: { orm: MikroORM }): RetentionAct
       return Number(rows[0]?.deleted ?? 0);
     },
     purgeMcpServerSessions: (input) => purgeOldest(deps.orm, 'mcp_server_sessions', 'used_at', input),
+    purgeUnboundSignedPayments: (input) => clearUnboundSignedPayments(deps.orm, input),
   };
 }

@@ -5,7 +5,8 @@
 // row (gateway/invocations/stale-streams.ts). A transactional call settles in its own workflow;
 // one still due long after whose workflow is closed (terminated before the step) is started here. Every CHECK_EVERY_MS
 // each API process leases a batch (two processes never start the same charge at once; the
-// workflow id makes a second start harmless anyway).
+// workflow id makes a second start harmless anyway), at most PER_TENANT of one tenant's, so a
+// tenant's backlog of charges takes that many places of each round and leaves the rest to others.
 import type { Client } from '@temporalio/client';
 import type { Logger } from '../lib/log.ts';
 import { errorKind } from '../lib/error-kind.ts';
@@ -29,6 +30,8 @@ const TRANSACTIONAL_AFTER_MS = 10 * 60_000;
 /** A leased charge is not started again before this. */
 const LEASE_MS = 5 * 60_000;
 const BATCH = 100;
+/** The most charges of one tenant a round starts: a tenant with a backlog leaves room for the others'. */
+const PER_TENANT = 10;
 const START_DEADLINE_MS = 2_000;
 
 export function startDueCharges(deps: {
@@ -51,6 +54,7 @@ export function startDueCharges(deps: {
       lostAfterMs,
       transactionalAfterMs: TRANSACTIONAL_AFTER_MS,
       batch: BATCH,
+      perTenant: PER_TENANT,
     });
     let started = 0;
     // One charge that cannot be started now (Temporal slow, its workflow's id refused) is left

@@ -31,7 +31,13 @@ const { config, retention, bundle } = await loadConfigOrExit(
     }),
   [{ variable: 'WORKER_METRICS_PORT', fallback: 9464, hostVariable: 'METRICS_HOST' }],
 );
-const { retentionDays, bodyRetentionDays, a2aTaskRetentionDays, mcpSessionRetentionDays } = retention;
+const {
+  retentionDays,
+  bodyRetentionDays,
+  a2aTaskRetentionDays,
+  mcpSessionRetentionDays,
+  unboundPaymentRetentionMinutes,
+} = retention;
 // Before the worker is built: it installs the tracing interceptors only when tracing is on.
 startTracing(process.env, 'agent-gateway-worker');
 const log = createLogger('worker', config.logLevel);
@@ -58,12 +64,20 @@ await connectClient(config.temporal.connection, config.temporal.namespace)
       bodyRetentionDays,
       a2aTaskRetentionDays,
       mcpSessionRetentionDays,
+      unboundPaymentRetentionMinutes,
     }).finally(() => client.connection.close()),
   )
   .then((schedule) =>
     log.info(
-      { retentionDays, bodyRetentionDays, a2aTaskRetentionDays, mcpSessionRetentionDays, schedule },
-      'retention schedule (policy decisions, captured bodies, A2A tasks, MCP server sessions)',
+      {
+        retentionDays,
+        bodyRetentionDays,
+        a2aTaskRetentionDays,
+        mcpSessionRetentionDays,
+        unboundPaymentRetentionMinutes,
+        schedule,
+      },
+      'retention schedule (policy decisions, captured bodies, A2A tasks, MCP server sessions, unbound signed payments)',
     ),
   )
   .catch((err: Error) =>

@@ -1,7 +1,8 @@
 // The Temporal Schedule that runs PolicyDecisionRetentionWorkflow (workflows/retention.ts)
 // every hour: visible, pausable and triggerable in the Web UI. Created or brought up to the
 // configured retention by every gateway worker at start (idempotent); a retention of 0 days
-// keeps decisions forever and deletes the schedule.
+// keeps decisions forever, and the schedule is deleted when nothing is left for it to purge
+// (a worker always gives it the unbound signed payments' bound, so only a caller that does not).
 import {
   ScheduleAlreadyRunning,
   ScheduleNotFoundError,
@@ -19,6 +20,8 @@ const RetentionEnv = z.object({
   BODY_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
   A2A_TASK_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
   MCP_SERVER_SESSION_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(7),
+  // No 0: a signed payment no call holds is never kept forever.
+  UNBOUND_PAYMENT_RETENTION_MINUTES: z.coerce.number().int().min(1).max(10_080).default(60),
 });
 
 /**
@@ -26,13 +29,15 @@ const RetentionEnv = z.object({
  * captured body (capture_body) is kept; A2A_TASK_RETENTION_DAYS: days an A2A task stays bound
  * to the caller that created it, reachable through the gateway (default 30 each);
  * MCP_SERVER_SESSION_RETENTION_DAYS: days a virtual MCP server session is kept after its last
- * use (default 7). 0 = forever.
+ * use (default 7). 0 = forever. UNBOUND_PAYMENT_RETENTION_MINUTES: minutes a payment binding
+ * never bound to a call keeps the payer's signed payment (default 60; 1 to 10080, never forever).
  */
 export function loadRetention(env: NodeJS.ProcessEnv): {
   retentionDays: number;
   bodyRetentionDays: number;
   a2aTaskRetentionDays: number;
   mcpSessionRetentionDays: number;
+  unboundPaymentRetentionMinutes: number;
 } {
   const e = parseEnv(RetentionEnv, env);
   return {
@@ -40,6 +45,7 @@ export function loadRetention(env: NodeJS.ProcessEnv): {
     bodyRetentionDays: e.BODY_RETENTION_DAYS,
     a2aTaskRetentionDays: e.A2A_TASK_RETENTION_DAYS,
     mcpSessionRetentionDays: e.MCP_SERVER_SESSION_RETENTION_DAYS,
+    unboundPaymentRetentionMinutes: e.UNBOUND_PAYMENT_RETENTION_MINUTES,
   };
 }
 
@@ -49,6 +55,7 @@ export type RetentionScheduleOptions = {
   bodyRetentionDays?: number;
   a2aTaskRetentionDays?: number;
   mcpSessionRetentionDays?: number;
+  unboundPaymentRetentionMinutes?: number;
   scheduleId?: string;
   every?: string;
 };
@@ -63,7 +70,8 @@ export async function ensureRetentionSchedule(
     opts.retentionDays === 0 &&
     !opts.bodyRetentionDays &&
     !opts.a2aTaskRetentionDays &&
-    !opts.mcpSessionRetentionDays
+    !opts.mcpSessionRetentionDays &&
+    !opts.unboundPaymentRetentionMinutes
   ) {
     return handle.delete().then(
       () => 'deleted' as const,
@@ -85,6 +93,9 @@ export async function ensureRetentionSchedule(
         ...(opts.bodyRetentionDays ? { bodyRetentionDays: opts.bodyRetentionDays } : {}),
         ...(opts.a2aTaskRetentionDays ? { a2aTaskRetentionDays: opts.a2aTaskRetentionDays } : {}),
         ...(opts.mcpSessionRetentionDays ? { mcpSessionRetentionDays: opts.mcpSessionRetentionDays } : {}),
+        ...(opts.unboundPaymentRetentionMinutes
+          ? { unboundPaymentRetentionMinutes: opts.unboundPaymentRetentionMinutes }
+          : {}),
       },
     ],
   };

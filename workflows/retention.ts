@@ -14,6 +14,11 @@ export type RetentionInput = {
   a2aTaskRetentionDays?: number;
   /** MCP_SERVER_SESSION_RETENTION_DAYS: virtual MCP server sessions unused longer go too (0 or absent: kept). */
   mcpSessionRetentionDays?: number;
+  /**
+   * UNBOUND_PAYMENT_RETENTION_MINUTES: the signed payments of payment bindings never bound to a
+   * call, last written longer ago, are cleared (absent: kept).
+   */
+  unboundPaymentRetentionMinutes?: number;
   /** Rows per delete statement. */
   batchSize?: number;
   /** Batches before the run continues as new, so one run's history stays small. */
@@ -27,8 +32,9 @@ export type RetentionInput = {
 export type RetentionResult = { deleted: number; cutoff: string };
 
 const DAY_MS = 86_400_000;
+const MINUTE_MS = 60_000;
 
-const { purgePolicyDecisions, purgeCapturedBodies, purgeA2aTasks, purgeMcpServerSessions } =
+const { purgePolicyDecisions, purgeCapturedBodies, purgeA2aTasks, purgeMcpServerSessions, purgeUnboundSignedPayments } =
   proxyActivities<RetentionActivities>({
     startToCloseTimeout: '1 minute',
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
@@ -56,6 +62,18 @@ export async function PolicyDecisionRetentionWorkflow(input: RetentionInput): Pr
     const sessionCutoffMs = Date.now() - input.mcpSessionRetentionDays * DAY_MS;
     for (let batch = 0; batch < maxBatches; batch++) {
       if ((await purgeMcpServerSessions({ olderThanMs: sessionCutoffMs, limit: batchSize })) < batchSize) break;
+    }
+  }
+  // Signed payments of bindings never bound to a call likewise: usable authorizations of the
+  // payer's money with nothing to charge, kept no longer than the bound.
+  if (
+    input.unboundPaymentRetentionMinutes &&
+    input.cutoffMs === undefined &&
+    patched('unbound-signed-payment-retention')
+  ) {
+    const paymentCutoffMs = Date.now() - input.unboundPaymentRetentionMinutes * MINUTE_MS;
+    for (let batch = 0; batch < maxBatches; batch++) {
+      if ((await purgeUnboundSignedPayments({ olderThanMs: paymentCutoffMs, limit: batchSize })) < batchSize) break;
     }
   }
   const cutoffMs = input.cutoffMs ?? Date.now() - input.retentionDays * DAY_MS;

@@ -11,6 +11,7 @@ import type { ErrorClass } from '../../gateway/upstream/errors.ts';
 import { countIssued, type SignedReceipt } from '../../gateway/receipts/signer.ts';
 import { closeUnforwarded } from '../../gateway/invocations/stale-streams.ts';
 import { insertBindingPayment } from '../../gateway/payment/binding.ts';
+import { streamEndsBy } from '../../gateway/invocations/metered.ts';
 import { recordUpstreamOutcome } from '../../gateway/metrics.ts';
 import { errorKind } from '../../lib/error-kind.ts';
 import { stillSettling, withPaymentRequired } from '../payment/stage.ts';
@@ -197,7 +198,15 @@ export async function bindPayment(
   try {
     await insertBindingPayment(
       deps.orm,
-      { ...row, mode: 'streaming', attempts: 0, requestHeaders: {}, updatedAt: row.createdAt } as Invocation,
+      {
+        ...row,
+        mode: 'streaming',
+        attempts: 0,
+        requestHeaders: {},
+        updatedAt: row.createdAt,
+        // A metered answer's end: its row is closed by the lost-stream sweep past it, whatever its process does.
+        streamEndsBy: row.paymentScheme ? streamEndsBy(call.payment?.chargeBy) : null,
+      } as Invocation,
       call.payment!,
     );
   } catch (err) {

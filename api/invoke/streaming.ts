@@ -19,7 +19,13 @@ import { STREAMING } from '../admission/endpoint.ts';
 import { bindPayment, failedBeforeUpstream, streamRecord, type StreamRecord } from './stream-record.ts';
 import { answerUnreached, endWithTrailer, relay, watchHangup } from './stream-relay.ts';
 import { a2aAnswerTap, a2aAnswered } from '../proxy/a2a.ts';
-import { meteredCall, meterOf, persistPartialCharge, type MeteredCall } from '../../gateway/invocations/metered.ts';
+import {
+  meteredCall,
+  meterOf,
+  persistPartialCharge,
+  streamEndsBy,
+  type MeteredCall,
+} from '../../gateway/invocations/metered.ts';
 import { paymentResponseValue } from '../../gateway/payment/dialect.ts';
 import { queryRows } from '../../gateway/db/orm.ts';
 import type { ChargeMeter } from '../../gateway/metering/meter.ts';
@@ -138,16 +144,13 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
   };
 }
 
-/** Left before a metered answer's charge must be sent: the settle's own time, kept back. */
-const CHARGE_SLACK_MS = 2 * 60_000;
-
 /**
  * How long a metered call's answer may stream (ms from now): until its payer's authorization,
  * less the settle's time, so its charge can still be collected; null for any other call.
  */
 function chargeDeadlineMs(call: ProxyCall): number | null {
-  const by = call.payment?.chargeBy;
-  return by == null ? null : Math.max(0, by * 1000 - CHARGE_SLACK_MS - Date.now());
+  const endsBy = streamEndsBy(call.payment?.chargeBy);
+  return endsBy === null ? null : Math.max(0, endsBy.getTime() - Date.now());
 }
 
 /** Whether the caller accepts trailers (`TE: trailers`, RFC 9110 §10.1.4). */

@@ -161,6 +161,12 @@ export const InvocationSchema = defineEntity({
     paymentSettlement: p.string().$type<ChargeSettlementState>().nullable().default(null),
     /** Why a failed charge was not collected (charges.ts `UncollectedReason`). */
     paymentSettleError: p.string().nullable().default(null),
+    /**
+     * A paid metered streamed call's: when its answer must have ended for its charge to be
+     * collected (gateway/invocations/metered.ts `streamEndsBy`); the lost-stream sweep closes a row
+     * still running past it (stale-streams.ts). Null on every other call.
+     */
+    streamEndsBy: p.datetime().nullable().default(null),
     /** The due-charges round's lease on this row (temporal/charges-due.ts). */
     chargeLeaseUntil: p.datetime().nullable().default(null),
     /** A batch-settlement call's channel (gateway/payment/channels/): the on-chain channel id. */

@@ -15,7 +15,16 @@ export async function openOrm(
     entities: gatewayEntities,
     extensions: [Migrator],
     // Migrations are the committed files, listed explicitly: no schema sync, no file globbing.
-    migrations: { migrationsList: gatewayMigrations, transactional: true, snapshot: false, silent: true },
+    // Each runs in a transaction of its own (allOrNothing off), so one that must run outside any
+    // (an index built concurrently, Migration20261206180000_concurrent_indexes) can: inside one
+    // transaction around them all it would wait for that very transaction to end.
+    migrations: {
+      migrationsList: gatewayMigrations,
+      transactional: true,
+      allOrNothing: false,
+      snapshot: false,
+      silent: true,
+    },
     // A few connections stay open when idle: after a quiet spell the next calls would otherwise
     // each pay a connection set-up (TCP, startup, auth) on their latency path.
     pool: { min: Math.min(opts.poolMin ?? 2, max), max },

@@ -32,6 +32,7 @@ export type AcceptedRow = Omit<
   | 'paymentSettlement'
   | 'paymentSettleError'
   | 'chargeLeaseUntil'
+  | 'streamEndsBy'
   | 'budgetId'
 >;
 

@@ -150,6 +150,20 @@ export async function persistPartialCharge(
   await execute(PARTIAL, [paymentCharge, paymentCharge, JSON.stringify(meterReading), invocationId]);
 }
 
+/** Left before a metered answer's charge must be sent: the settle's own time, kept back. */
+const CHARGE_SLACK_MS = 2 * 60_000;
+
+/**
+ * When a metered answer must have ended for its charge to be collected: `chargeBy` (unix
+ * seconds, the last moment its authorization is good for: the payment flow's `chargeBy`) less
+ * the settle's time; null for a call without such a moment. Its process cuts the answer then
+ * (api/invoke/streaming.ts), and the lost-stream sweep closes its row if it is still running
+ * a while after (stale-streams.ts).
+ */
+export function streamEndsBy(chargeBy: number | null | undefined): Date | null {
+  return chargeBy == null ? null : new Date(chargeBy * 1000 - CHARGE_SLACK_MS);
+}
+
 /** How a failed upstream call went, for its charge: never sent, or sent without an answer. */
 export function failedOutcome(reached: boolean): UpstreamOutcome {
   return reached ? { kind: 'failed' } : { kind: 'not_forwarded' };

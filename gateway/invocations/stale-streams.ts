@@ -7,6 +7,16 @@
 // STALE_STREAM_SWEEP_MS; sweeps by several processes at once are harmless (one statement, the
 // row's `running` guard).
 //
+// A paid metered row is also failed `gateway_lost` once it is still running OVERDUE_AFTER_MS past
+// its stream_ends_by (metered.ts `streamEndsBy`: when its answer must have ended for its charge
+// to be collected), whatever its owner's lock says: its process cuts the answer then and
+// completes the row within seconds, so a row still running belongs to a process that is hung,
+// or gone while its database session lingers (a half-open connection PostgreSQL has not noticed).
+// It is charged what was measured before (persistPartialCharge), never more, and the due-charges
+// round settles it at once, before the authorization lapses (temporal/charges-due.ts). A process
+// that was alive after all completes the row with its whole charge if the settle has not begun
+// (stream-records.ts).
+//
 // A paid call's row is inserted with its payment binding and no owner; it takes its owner, and
 // counts its attempt, in the statement that lets it be forwarded (stream-records.ts,
 // markForwarding). A row still without an owner OWNERLESS_AFTER_MS later belongs to a process
@@ -24,12 +34,17 @@ import { unmeasuredColumns } from './metered.ts';
 const STALE_STREAM_SWEEP_MS = 30_000;
 /** Far longer than a live process takes from its payment binding to its forwarding mark (one round trip). */
 const OWNERLESS_AFTER_MS = 60_000;
+/**
+ * Far longer than a live process takes to complete a metered row once it cut its answer at
+ * stream_ends_by; well inside the two minutes left then before the authorization lapses.
+ */
+const OVERDUE_AFTER_MS = 30_000;
 
 /**
  * One statement: the owners of `running` streaming rows whose lock can be taken (for the
  * statement only: a transaction-level lock, released as it ends) are gone; their rows fail,
- * and so do owner-less rows older than the bound, releasing the payments of the rows whose
- * call was never forwarded.
+ * and so do owner-less rows older than the bound and metered rows overdue past their
+ * stream_ends_by, releasing the payments of the rows whose call was never forwarded.
  */
 const SWEEP = releasingPayments(
   `update invocations
@@ -37,18 +52,26 @@ const SWEEP = releasingPayments(
          ${unmeasuredColumns('gateway_lost')}
    where status = 'running' and mode = 'streaming'
      and (owner in (select owner from gone)
-          or (owner is null and created_at < now() - make_interval(secs => ? / 1000.0)))
+          or (owner is null and created_at < now() - make_interval(secs => ? / 1000.0))
+          or stream_ends_by < now() - make_interval(secs => ? / 1000.0))
   returning id, attempts`,
   `owners as (select distinct owner from invocations where status = 'running' and mode = 'streaming' and owner is not null),
   gone as (select owner from owners where pg_try_advisory_xact_lock(?, hashtext(owner)))`,
 );
 
 /**
- * Fails the running streaming rows of owners that are gone, and the owner-less ones older than
- * `ownerlessAfterMs`; returns how many.
+ * Fails the running streaming rows of owners that are gone, the owner-less ones older than
+ * `ownerlessAfterMs` and the metered ones still running `overdueAfterMs` past their
+ * stream_ends_by; returns how many.
  */
-export async function failStaleStreams(orm: MikroORM, ownerlessAfterMs = OWNERLESS_AFTER_MS): Promise<number> {
-  const rows = await orm.em.getConnection().execute<Array<{ id: string }>>(SWEEP, [OWNER_LOCK_CLASS, ownerlessAfterMs]);
+export async function failStaleStreams(
+  orm: MikroORM,
+  ownerlessAfterMs = OWNERLESS_AFTER_MS,
+  overdueAfterMs = OVERDUE_AFTER_MS,
+): Promise<number> {
+  const rows = await orm.em
+    .getConnection()
+    .execute<Array<{ id: string }>>(SWEEP, [OWNER_LOCK_CLASS, ownerlessAfterMs, overdueAfterMs]);
   return rows.length;
 }
 

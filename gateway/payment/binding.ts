@@ -255,3 +255,30 @@ export function releasingPayments(rowsStatement: string, before = ''): string {
                    where invocation_id in (select id from touched where attempts = 0) returning invocation_id)
      select touched.*, exists (select 1 from released r where r.invocation_id = touched.id) as released from touched`;
 }
+
+/**
+ * Lets go of the signed payments that bindings never bound to a call still hold (the call was
+ * refused, or its process died, between the payment's record and its binding), at most `limit`,
+ * those last written before the cutoff first; answers how many. Such a signature is a usable
+ * authorization of the payer's money with no call to charge: it is not kept past its need. A
+ * retry of the same payment for the same call brings its signature anew (recordPayment), and a
+ * binding bound meanwhile is left alone (the row lock, then its `invocation_id is null` again).
+ * Reads the partial index payment_claims_unbound_signed.
+ */
+export async function clearUnboundSignedPayments(
+  db: GatewayDb,
+  { olderThanMs, limit }: { olderThanMs: number; limit: number },
+): Promise<number> {
+  const rows = await db.em.getConnection().execute<Array<{ cleared: number }>>(
+    `with doomed as (
+       select id from payment_claims
+        where invocation_id is null and signed_payment is not null and updated_at < to_timestamp(? / 1000.0)
+        order by updated_at limit ? for update skip locked
+     ), cleared as (
+       update payment_claims set signed_payment = null
+        where id in (select id from doomed) and invocation_id is null returning 1
+     ) select count(*)::int as cleared from cleared`,
+    [olderThanMs, limit],
+  );
+  return Number(rows[0]?.cleared ?? 0);
+}

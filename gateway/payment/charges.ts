@@ -14,7 +14,13 @@
 // - not knowing the outcome (no answer, a facilitator busy with the same authorization) is
 //   ChargeNotSettledYet: the caller retries the same request;
 // - a charge the facilitator did not collect is recorded `failed`, with why as the chain shows it
-//   (the payer moved its funds or revoked its allowance: the seller's loss, visible).
+//   (the payer moved its funds or revoked its allowance: the seller's loss, visible);
+// - one tenant's charges are asked about at most CHARGE_TENANT_CONCURRENCY at once per worker
+//   process; one more is ChargeNotSettledYet (`tenant_busy`) at once, retried later, so it gives
+//   its activity slot back instead of holding it. A tenant with thousands of charges, or whose
+//   facilitator answers only at the settlement timeout, then holds that many of the worker's
+//   slots, never all of them: the other tenants' charges (and calls, on the same task queue)
+//   keep theirs.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '../../lib/log.ts';
 import type { VaultConfig } from '../credentials/config.ts';
@@ -26,6 +32,7 @@ import type { ChargeSettlementState, SignedPayment } from './entity.ts';
 import type { FacilitatorClient } from './facilitator-client.ts';
 import { gatewayScheme } from './schemes/index.ts';
 import { commitChannelCharge } from './channels/store.ts';
+import { TenantSlots } from '../upstream/tenant-slots.ts';
 import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 
 export type ChargeDeps = {
@@ -58,7 +65,7 @@ export class ChargeNotDue extends Error {
 
 /** The facilitator's outcome is not known (no answer in time, busy with the same authorization). Retried. */
 export class ChargeNotSettledYet extends Error {
-  /** What kept it from settling: `settlement_unavailable`, `settlement_credential`. */
+  /** What kept it from settling: `settlement_unavailable`, `settlement_credential`, `tenant_busy`. */
   readonly reason: string;
   constructor(reason: string) {
     super('the charge is not settled yet');
@@ -127,6 +134,8 @@ export function createChargeSettler(deps: ChargeDeps) {
   const execute = <T extends object[]>(sql: string, params: unknown[]) =>
     deps.orm.em.getConnection().execute<T>(sql, params);
   const load = async (invocationId: string) => (await execute<ChargeRow[]>(LOAD, [invocationId]))[0];
+  // Each tenant's charges in flight to its facilitator, in this process.
+  const slots = new TenantSlots(deps.config.payment.chargeTenantConcurrency);
 
   /** Records the settlement while the charge is due; answers what the row then says. */
   async function record(
@@ -166,6 +175,32 @@ export function createChargeSettler(deps: ChargeDeps) {
     return row ? outcomeOf(row) : { ...NOT_METERED };
   }
 
+  /** Asks the tenant's facilitator to collect `charge` and records its answer. */
+  async function settleWithFacilitator(
+    invocationId: string,
+    tenantId: string,
+    signed: SignedPayment,
+    charge: bigint,
+  ): Promise<ChargeOutcome> {
+    let target;
+    try {
+      target = await loadSettlementClientTls(deps, tenantId);
+    } catch {
+      // The tenant's facilitator credential cannot be read now: it may come back.
+      throw new ChargeNotSettledYet('settlement_credential');
+    }
+    if (!target) return record(invocationId, 'unconfigured', null, null);
+    const outcome = await deps.client.settleCharge(target, signed.payment, {
+      requirements: signed.requirements,
+      amount: charge,
+    });
+    if (outcome.ok) return record(invocationId, 'settled', outcome.transaction || null, null);
+    if (outcome.error === 'settlement_unavailable') throw new ChargeNotSettledYet(outcome.error);
+    const reason = await uncollected(signed, charge, outcome.error);
+    deps.log.warn({ invocationId, reason }, 'metered charge not collected');
+    return record(invocationId, 'failed', null, reason);
+  }
+
   return {
     /**
      * Settles the call's charge if it is due; answers where it stands. Throws ChargeNotDue and
@@ -192,23 +227,13 @@ export function createChargeSettler(deps: ChargeDeps) {
       // A binding without its signed payment (recorded before they were kept) cannot be charged:
       // the seller's loss, said as such.
       if (!signed) return record(invocationId, 'failed', null, 'signed_payment_missing');
-      let target;
+      const release = slots.tryAcquire(row.tenant_id);
+      if (!release) throw new ChargeNotSettledYet('tenant_busy');
       try {
-        target = await loadSettlementClientTls(deps, row.tenant_id);
-      } catch {
-        // The tenant's facilitator credential cannot be read now: it may come back.
-        throw new ChargeNotSettledYet('settlement_credential');
+        return await settleWithFacilitator(invocationId, row.tenant_id, signed, charge);
+      } finally {
+        release();
       }
-      if (!target) return record(invocationId, 'unconfigured', null, null);
-      const outcome = await deps.client.settleCharge(target, signed.payment, {
-        requirements: signed.requirements,
-        amount: charge,
-      });
-      if (outcome.ok) return record(invocationId, 'settled', outcome.transaction || null, null);
-      if (outcome.error === 'settlement_unavailable') throw new ChargeNotSettledYet(outcome.error);
-      const reason = await uncollected(signed, charge, outcome.error);
-      deps.log.warn({ invocationId, reason }, 'metered charge not collected');
-      return record(invocationId, 'failed', null, reason);
     },
 
     /** Gives up on a charge whose outcome stayed unknown past every retry: recorded failed, with why. */

@@ -12,6 +12,9 @@
 //                            is that far ahead, since its charge is settled after the call
 //   X402_UPTO_MIN_WINDOW_S   an `upto` payment whose deadline is nearer than this is refused: the
 //                            call and its settle must fit before it
+//   CHARGE_TENANT_CONCURRENCY  charges of one tenant a gateway worker asks facilitators about at once
+//                            (gateway/payment/charges.ts): a tenant with many charges, or a slow
+//                            facilitator, takes no more of the worker than that
 import { getAddress } from 'ethers';
 import { z } from 'zod';
 import { parseEnv, readSettingFile } from '../../lib/config.ts';
@@ -36,6 +39,7 @@ const PaymentEnv = z.object({
   X402_CONTRACT_SIGNATURE_TIMEOUT_MS: z.coerce.number().int().positive().default(3_000),
   X402_UPTO_TIMEOUT_SECONDS: z.coerce.number().int().min(120).max(86_400).default(3_600),
   X402_UPTO_MIN_WINDOW_S: z.coerce.number().int().min(60).max(86_400).default(900),
+  CHARGE_TENANT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),
 });
 
 export type PaymentConfig = {
@@ -55,6 +59,8 @@ export type PaymentConfig = {
    * its deadline must leave when it arrives (the call, then its settle, happen before it).
    */
   chargedAfterCall: { timeoutSeconds: number; minWindowSeconds: number };
+  /** CHARGE_TENANT_CONCURRENCY: one tenant's charge settles a worker runs at once. */
+  chargeTenantConcurrency: number;
 };
 
 export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): PaymentConfig {
@@ -81,5 +87,6 @@ export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): Payment
       timeoutSeconds: Math.max(e.X402_UPTO_TIMEOUT_SECONDS, e.X402_UPTO_MIN_WINDOW_S + 60),
       minWindowSeconds: e.X402_UPTO_MIN_WINDOW_S,
     },
+    chargeTenantConcurrency: e.CHARGE_TENANT_CONCURRENCY,
   };
 }

@@ -4,7 +4,8 @@
 // directly and through its Schedule. Checked: only decisions older than the retention go, in
 // batches no larger than asked, continuing as new when a run reaches its batch limit; the
 // schedule exists with the configured retention and its triggered run purges; the workflow's
-// history replays; a retention of 0 removes the schedule.
+// history replays; a retention of 0 removes the schedule. And the signed payments that payment
+// bindings never bound to a call still hold are cleared once older than their bound.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Worker } from '@temporalio/worker';
@@ -164,5 +165,59 @@ describe('policy decision retention', function () {
       }),
       'absent',
     );
+  });
+
+  it('clears the signed payment of bindings never bound to a call once older than the bound, and no other', async () => {
+    // The bindings as a call leaves them when it is refused or its process dies between the
+    // payment's record and its binding (no public interface stops a call there), aged in PostgreSQL.
+    const s = stack();
+    const execute = (sql: string, params: unknown[]) => s.orm.em.getConnection().execute(sql, params);
+    const tenant = `t-unbound-${randomUUID()}`;
+    const signed = JSON.stringify({ payment: { payload: { signature: '0xsigned' } }, requirements: {} });
+    const binding = async (minutesOld: number, invocationId: string | null) => {
+      const id = `pay_${randomUUID()}`;
+      await execute(
+        `insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, invocation_id,
+                                     signed_payment, created_at, updated_at)
+         values (?, ?, 'agent', 'eip155:8453', '0xasset', '0xpayer', ?, '1', 'claimed', ?, ?::jsonb,
+                 now() - make_interval(mins => ?), now() - make_interval(mins => ?))`,
+        [id, tenant, `upto-${id}`, invocationId, signed, minutesOld, minutesOld],
+      );
+      return id;
+    };
+    const stale = await binding(120, null);
+    const recent = await binding(10, null);
+    const bound = await binding(120, `inv_${randomUUID()}`);
+
+    const workflowId = `retention-${randomUUID()}`;
+    const handle = await s.temporal.workflow.start<typeof PolicyDecisionRetentionWorkflow>(
+      'PolicyDecisionRetentionWorkflow',
+      {
+        taskQueue: s.config.temporal.taskQueue,
+        workflowId,
+        args: [{ retentionDays: 30, unboundPaymentRetentionMinutes: 60 }],
+      },
+    );
+    await handle.result();
+    const rows = (await execute(
+      `select id, signed_payment is not null as kept from payment_claims where tenant_id = ?`,
+      [tenant],
+    )) as Array<{ id: string; kept: boolean }>;
+    const kept = new Map(rows.map((r) => [r.id, r.kept]));
+    assert.deepEqual(
+      { stale: kept.get(stale), recent: kept.get(recent), bound: kept.get(bound) },
+      { stale: false, recent: true, bound: true },
+    );
+    await Worker.runReplayHistory({ workflowBundle: s.workflowBundle }, await handle.fetchHistory(), workflowId);
+  });
+
+  it('reads UNBOUND_PAYMENT_RETENTION_MINUTES (default 60, never 0)', () => {
+    assert.equal(loadRetention({}).unboundPaymentRetentionMinutes, 60);
+    assert.equal(loadRetention({ UNBOUND_PAYMENT_RETENTION_MINUTES: '5' }).unboundPaymentRetentionMinutes, 5);
+    for (const bad of ['0', '-1', '1.5', '20000'])
+      assert.throws(
+        () => loadRetention({ UNBOUND_PAYMENT_RETENTION_MINUTES: bad }),
+        /UNBOUND_PAYMENT_RETENTION_MINUTES/,
+      );
   });
 });

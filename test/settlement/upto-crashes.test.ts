@@ -1,7 +1,9 @@
 // A metered (x402 `upto`) charge survives the processes that carry it: an API process killed
 // mid-stream leaves what its meter had read on the row, and the charge is settled from it by the
-// due-charges round; a gateway worker killed between the upstream call and the settle leaves the
-// settle to the next worker. Each charge is settled once, and the payer's balance moves by
+// due-charges round; an API process hung mid-stream (its database session, and so its rows'
+// owner lock, alive) has its row closed once the answer's end has passed, and what was measured
+// is settled before the payer's authorization lapses; a gateway worker killed between the
+// upstream call and the settle leaves the settle to the next worker. Each charge is settled once, and the payer's balance moves by
 // exactly what was measured.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
@@ -22,6 +24,8 @@ import { waitFor } from '../support/wait.ts';
 import { call } from '../support/http.ts';
 import { encodeBase64Json } from '../../x402/schemas.ts';
 import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
+import { startDueCharges } from '../../temporal/charges-due.ts';
+import { createLogger } from '../../lib/log.ts';
 
 const MAX = 50_000n;
 const HEADER_METER = { kind: 'header', header: 'X-Usage-Cost' };
@@ -133,6 +137,87 @@ describe('upto: a metered charge through crashes', function () {
     assert.equal(settled.paymentSettlement, 'settled');
     assert.equal(await balanceOf(paying.provider, payer.address), before - 4321n);
     assert.equal((await transfersTo(paying.provider, payTo)).length, 1, 'settled once');
+  });
+
+  it("an API process hung mid-stream, its lock held: its row is closed past its answer's end and what was measured is settled before the authorization lapses", async () => {
+    const payTo = newPayTo();
+    const agentId = await meteredAgent(payTo);
+    const payer = await uptoPayer(paying.provider, 10_000_000n);
+    const before = await balanceOf(paying.provider, payer.address);
+    const key = randomUUID();
+    answers.set(key, (res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'x-usage-cost': '2345' });
+      res.write('data: {"first":true}\n\n');
+    });
+    // The payer signs a deadline 150 s ahead (the entry's maxTimeoutSeconds): the answer may
+    // stream until 2 minutes before it (less the validity margin), about 20 s.
+    const api = await startApiProcess({ X402_UPTO_TIMEOUT_SECONDS: '150', X402_UPTO_MIN_WINDOW_S: '60' });
+    children.push(api.child);
+    const path = `/v1/proxy/${agentId}/stream`;
+    const res = await request(`${api.url}${path}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${paying.token}`,
+        'x-answer': key,
+        'payment-signature': await paymentFor(api.url, path, payer),
+      },
+      body: '{}',
+    });
+    assert.equal(res.statusCode, 200);
+    const id = String(res.headers['x-gateway-invocation-id']);
+    res.body.on('error', () => undefined);
+    assert.match(String((await res.body[Symbol.asyncIterator]().next()).value), /first/);
+    const running = await waitForRow(id, (r) => r.status === 'running' && r.paymentCharge === '2345', 10_000);
+    const endsBy = running.streamEndsBy!.getTime();
+    assert.ok(endsBy > Date.now() && endsBy < Date.now() + 60_000, `the answer ends by ${running.streamEndsBy}`);
+
+    // Hung: its database sessions, and the owner lock its rows name, stay alive; it cuts nothing.
+    api.child.kill('SIGSTOP');
+    try {
+      await failStaleStreams(stack().orm);
+      assert.equal((await invocationRow(id))?.status, 'running', 'its owner is not gone');
+      await waitFor(
+        async () =>
+          (await failStaleStreams(stack().orm, 60_000, 0)) >= 0 && (await invocationRow(id))?.status === 'failed',
+        { timeoutMs: 60_000, everyMs: 500, what: `the overdue stream ${id} closed by the sweep` },
+      );
+      assert.ok(Date.now() >= endsBy, "not closed before its answer's end");
+      const lost = await waitForRow(id);
+      assert.equal(lost.errorClass, 'gateway_lost');
+      assert.equal(lost.paymentCharge, '2345', 'what was measured is kept');
+
+      // Charged now, not after the wait a lost row gets for its process to turn up (an hour here).
+      const round = startDueCharges({
+        orm: stack().orm,
+        temporal: stack().temporal,
+        taskQueue: stack().config.temporal.taskQueue,
+        log: createLogger('test', 'error'),
+        everyMs: 3_600_000,
+        streamedAfterMs: 0,
+        lostAfterMs: 3_600_000,
+      });
+      try {
+        await waitFor(
+          async () =>
+            (await round.runOnce()) >= 0 &&
+            ['settled', 'failed'].includes(String((await waitForRow(id)).paymentSettlement)),
+          { timeoutMs: 60_000, everyMs: 500, what: `the charge of ${id} settled` },
+        );
+      } finally {
+        await round.stop();
+      }
+      const settled = await waitForRow(id);
+      assert.equal(settled.paymentSettlement, 'settled', String(settled.paymentSettleError));
+      assert.equal(await balanceOf(paying.provider, payer.address), before - 2345n);
+      assert.deepEqual(
+        (await transfersTo(paying.provider, payTo)).map((t) => t.value),
+        [2345n],
+        'settled once',
+      );
+    } finally {
+      api.child.kill('SIGKILL');
+      await exited(api.child);
+    }
   });
 
   it('a worker killed between the upstream call and the settle: the next worker settles the charge once', async () => {

@@ -22,6 +22,7 @@ function doubles(deleted: {
   bodies?: number[];
   tasks?: number[];
   sessions?: number[];
+  payments?: number[];
 }) {
   const calls: Call[] = [];
   let decisionAttempts = 0;
@@ -36,6 +37,7 @@ function doubles(deleted: {
     purgeCapturedBodies: from(deleted.bodies, 'purgeCapturedBodies'),
     purgeA2aTasks: from(deleted.tasks, 'purgeA2aTasks'),
     purgeMcpServerSessions: from(deleted.sessions, 'purgeMcpServerSessions'),
+    purgeUnboundSignedPayments: from(deleted.payments, 'purgeUnboundSignedPayments'),
     async purgePolicyDecisions(input: Purge) {
       calls.push({ activity: 'purgePolicyDecisions', input });
       return deleted.decisions(++decisionAttempts);
@@ -118,6 +120,18 @@ describe('PolicyDecisionRetentionWorkflow (time-skipping test server, purges as 
     );
     assert.equal(d.calls[0].input.limit, 1000, 'the default batch');
     assert.equal(run.result.deleted, 0);
+  });
+
+  it('unbound signed payments are cleared in bounded batches with a cutoff of minutes, once per purge', async () => {
+    const d = doubles({ payments: [2, 2, 1], decisions: () => 0 });
+    const run = await purge({ retentionDays: 30, unboundPaymentRetentionMinutes: 60, batchSize: 2 }, d);
+    const payments = d.named('purgeUnboundSignedPayments');
+    assert.equal(payments.length, 3, 'until a batch comes back short');
+    for (const { input } of payments) {
+      assert.equal(input.limit, 2);
+      assert.ok(input.olderThanMs >= run.before - 60 * 60_000 && input.olderThanMs <= run.after - 60 * 60_000);
+    }
+    assert.equal(run.result.deleted, 0, 'cleared signatures are not counted as deleted decisions');
   });
 
   it('a purge failing on all its 10 attempts fails the run (minutes of backoff, skipped)', async () => {

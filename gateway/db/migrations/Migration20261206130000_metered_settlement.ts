@@ -8,7 +8,10 @@ import { Migration } from '@mikro-orm/migrations';
 //   unconfigured; null while it is due or on a call that is not metered), and why a failed one
 //   failed;
 // - invocations.charge_lease_until: the due-charges round's lease (temporal/charges-due.ts);
-// - an index over the metered rows whose charge is still due or being settled, which that round reads.
+// - the index over the metered rows whose charge is still due or being settled, which that
+//   round reads, is built without blocking the table's writes by
+//   Migration20261206180000_concurrent_indexes (invocations_charges_due_tenant; this one created
+//   invocations_charges_due before, which that one drops; its down still drops it).
 // The lock timeout keeps a busy invocations table from queueing every call behind this change.
 export class Migration20261206130000_metered_settlement extends Migration {
   override up(): void {
@@ -18,9 +21,6 @@ export class Migration20261206130000_metered_settlement extends Migration {
       add column payment_settlement text null,
       add column payment_settle_error text null,
       add column charge_lease_until timestamptz null`);
-    this.addSql(`create index invocations_charges_due on invocations (completed_at)
-      where payment_scheme is not null and (payment_settlement is null or payment_settlement = 'settling')
-        and status in ('succeeded', 'failed')`);
   }
 
   override down(): void {

@@ -269,9 +269,8 @@ export class Migration20261206160000_analytics_fold extends Migration {
     // adding the column rewrites nothing.
     this.addSql(`alter table invocations add column analytics_xid xid8 null`);
     this.addSql(`alter table invocations alter column analytics_xid set default pg_current_xact_id()`);
-    this.addSql(
-      `create index invocations_analytics_xid on invocations (analytics_xid) where analytics_xid is not null`,
-    );
+    // Its index, invocations_analytics_xid, is built without blocking the table's writes by
+    // Migration20261206180000_concurrent_indexes (this one created it before).
     this.addSql(`
       create table analytics_corrections (
         xid xid8 not null default pg_current_xact_id(),

@@ -58,9 +58,8 @@ export class Migration20261206160000_budgets extends Migration {
       created_at timestamptz not null default now()
     )`);
     this.addSql(`alter table invocations add column budget_id text null`);
-    this.addSql(
-      `create index invocations_tenant_budget on invocations (tenant_id, budget_id, created_at desc, id desc) where budget_id is not null`,
-    );
+    // Its index, invocations_tenant_budget, is built without blocking the table's writes by
+    // Migration20261206180000_concurrent_indexes (this one created it before).
     this.addSql(
       NOTIFY(`
     elsif tg_table_name = 'budgets' then

@@ -33,6 +33,8 @@ import { Migration20261206160000_analytics_fold } from './Migration2026120616000
 import { Migration20261206160000_budgets } from './Migration20261206160000_budgets.ts';
 import { Migration20261206160000_payment_channels } from './Migration20261206160000_payment_channels.ts';
 import { Migration20261206170000_channel_claim_rounds } from './Migration20261206170000_channel_claim_rounds.ts';
+import { Migration20261206180000_concurrent_indexes } from './Migration20261206180000_concurrent_indexes.ts';
+import { Migration20261206190000_stream_ends_by } from './Migration20261206190000_stream_ends_by.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -83,4 +85,6 @@ export const gatewayMigrations = [
   { name: 'Migration20261206160000_budgets', class: Migration20261206160000_budgets },
   { name: 'Migration20261206160000_payment_channels', class: Migration20261206160000_payment_channels },
   { name: 'Migration20261206170000_channel_claim_rounds', class: Migration20261206170000_channel_claim_rounds },
+  { name: 'Migration20261206180000_concurrent_indexes', class: Migration20261206180000_concurrent_indexes },
+  { name: 'Migration20261206190000_stream_ends_by', class: Migration20261206190000_stream_ends_by },
 ];
