@@ -7,7 +7,9 @@
 //   → identify                            the public door: the payer becomes the caller
 //   → A2A task binding (404) → policy (403)
 //   → known upstream failure (502, 503)   a priced call its upstream is known to fail
-//   → budgets (429)                        reserved against every matching budget (stages/budget.ts)
+//   → budgets (429)                        reserved against every matching budget (stages/budget.ts;
+//                                         an HTTP agent's /v1 call reserved by its door's rate-limit
+//                                         step, its verdict told here; a refusal before gives it back)
 //   → the endpoint's pre-payment needs    a start-backlog place (503), the credential (502)
 //   → payment (402)
 // A call denied by policy is never told to pay; nothing the gateway could still refuse comes
