@@ -32,9 +32,8 @@ async function takeAtDoor(
   caller: Caller,
 ): Promise<Pick<Admitted, 'giveBack' | 'invocationId' | 'budget'>> {
   const buckets = bucketsFor(agent, deps.config.rateLimit);
-  // An MCP or A2A call's price is its tool's or method's (known once its body is parsed); a payer-scoped budget needs the payment.
-  if (agent.protocol !== 'http' || (await parts.budgets.gate.needsPayer(caller.tenantId)))
-    return { giveBack: await takeTokens(parts.limiter, buckets) };
+  // An MCP or A2A call's price is its tool's or method's, known once its body is parsed.
+  if (agent.protocol !== 'http') return { giveBack: await takeTokens(parts.limiter, buckets) };
   const price = priceOf({ agent, mcp: null, a2a: null });
   const amount = isCharged(price) ? BigInt(price.amount) : 0n;
   const invocationId = newId('inv');
@@ -42,7 +41,8 @@ async function takeAtDoor(
     { tenantId: caller.tenantId, invocationId, agentId: agent.id, user: caller.userId, payer: null, amount },
     { limiter: parts.limiter, buckets },
   );
-  return { giveBack: tokensTaken(parts.limiter, buckets, decision), invocationId, budget: { verdict: budget, amount } };
+  const giveBack = tokensTaken(parts.limiter, buckets, decision);
+  return budget ? { giveBack, invocationId, budget: { verdict: budget, amount } } : { giveBack, invocationId };
 }
 
 export function tokenDoor(deps: AppDeps, parts: DoorParts): Door {

@@ -83,9 +83,10 @@ export type BudgetGate = {
    * The door's step for a call whose budget facts are known there: its rate-limit take and, if
    * the take is allowed and a budget matches, its reservation, in one step of the ledger (one
    * Redis round trip). A call the limiter refuses reserves nothing; a budget's refusal leaves the
-   * tokens taken, as the budget stage's own refusal does.
+   * tokens taken, as the budget stage's own refusal does. `budget` null: nothing decided (a
+   * payer-scoped budget of the tenant needs the payment): the budget stage reserves the call.
    */
-  takeAndAdmit(call: BudgetCall, take: TokenTake): Promise<{ decision: Decision; budget: DoorVerdict }>;
+  takeAndAdmit(call: BudgetCall, take: TokenTake): Promise<{ decision: Decision; budget: DoorVerdict | null }>;
 };
 
 export function createBudgetGate(deps: {
@@ -98,8 +99,7 @@ export function createBudgetGate(deps: {
   const { reads, ledger, owner } = deps;
 
   /** The call's claims, and the refusal naming the strictest of some; null when no budget matches. */
-  async function claimsOf(call: BudgetCall) {
-    const budgets = await reads.of(call.tenantId);
+  function claimsOf(budgets: Budget[], call: BudgetCall) {
     if (budgets.length === 0) return null;
     const matched = budgets.filter((b) => scopeMatches(b.scope, call));
     if (matched.length === 0) return null;
@@ -142,7 +142,7 @@ export function createBudgetGate(deps: {
       return (await reads.of(tenantId)).some((b) => needsPayer(b.scope));
     },
     async admit(call) {
-      const step = await claimsOf(call);
+      const step = claimsOf(await reads.of(call.tenantId), call);
       if (!step) return null;
       if (step.past.length > 0) throw told(step.refuse(step.past));
       let result;
@@ -157,7 +157,11 @@ export function createBudgetGate(deps: {
       return holdOf(call.invocationId);
     },
     async takeAndAdmit(call, take) {
-      const step = await claimsOf(call);
+      const budgets = await reads.of(call.tenantId);
+      // A payer-scoped budget needs the call's payment, read after the door: the budget stage reserves.
+      if (budgets.some((b) => needsPayer(b.scope)))
+        return { decision: await take.limiter.take(take.buckets), budget: null };
+      const step = claimsOf(budgets, call);
       if (!step) return { decision: await take.limiter.take(take.buckets), budget: { hold: null } };
       if (step.past.length > 0)
         return { decision: await take.limiter.take(take.buckets), budget: { refused: step.refuse(step.past) } };

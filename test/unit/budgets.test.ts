@@ -339,11 +339,11 @@ describe('budget gate (in-process ledger)', () => {
       const { ledger, gate, take, limiter } = setup([one]);
       const first = await gate.takeAndAdmit(call('i1'), take);
       assert.equal(first.decision.allowed, true);
-      assert.ok('hold' in first.budget && first.budget.hold);
+      assert.ok(first.budget && 'hold' in first.budget && first.budget.hold);
       assert.deepEqual(await usedOf(ledger, one), { amount: 0n, calls: 1 });
       const second = await gate.takeAndAdmit(call('i2'), take);
       assert.equal(second.decision.allowed, true, 'the rate limit allows it: the budget refuses it at its stage');
-      assert.ok('refused' in second.budget && second.budget.refused instanceof BudgetExceeded);
+      assert.ok(second.budget && 'refused' in second.budget && second.budget.refused instanceof BudgetExceeded);
       assert.equal((second.budget.refused as BudgetExceeded).budgetId, 'bud_one');
       assert.deepEqual(await usedOf(ledger, one), { amount: 0n, calls: 1 }, 'the refused call reserved nothing');
       // Both took their token, as a call refused at the budget stage always did: the bucket (burst 2) is empty.
@@ -367,11 +367,20 @@ describe('budget gate (in-process ledger)', () => {
       assert.deepEqual(verdict, { hold: null });
     });
 
+    it('leaves a call undecided when a budget of its tenant names a payer (the budget stage reserves it)', async () => {
+      const payers = budget('bud_payer', { scope: { payer: '0xabc' } });
+      const { ledger, gate, take } = setup([payers, budget('bud_all', { limitCalls: 5 })]);
+      const { decision, budget: verdict } = await gate.takeAndAdmit(call('i1'), take);
+      assert.equal(decision.allowed, true);
+      assert.equal(verdict, null);
+      assert.deepEqual(await usedOf(ledger, budget('bud_all', {})), { amount: 0n, calls: 0 });
+    });
+
     it('gives the reservation back when the call is refused after the door', async () => {
       const one = budget('bud_one', { limitCalls: 1 });
       const { ledger, gate, take } = setup([one]);
       const first = await gate.takeAndAdmit(call('i1'), take);
-      assert.ok('hold' in first.budget);
+      assert.ok(first.budget && 'hold' in first.budget);
       await first.budget.hold!.release();
       assert.deepEqual(await usedOf(ledger, one), { amount: 0n, calls: 0 });
       assert.ok(await gate.admit(call('i2')));
