@@ -296,7 +296,7 @@ describe('budgets: refused before anyone pays, trued up to the charge', function
     const payTo = newPayTo();
     const agentId = await agent({ amount: String(PRICE), pay_to: payTo });
     const softAgentId = await agent({ amount: String(PRICE), pay_to: payTo });
-    const hard = await budget(agentId, PRICE * 10n);
+    await budget(agentId, PRICE * 10n);
     const soft = await call('POST', '/v1/budgets', {
       token,
       json: {
@@ -332,7 +332,7 @@ describe('budgets: refused before anyone pays, trued up to the charge', function
       assert.equal(await balanceOf(provider, payer.address), 100_000n, 'nothing charged');
       assert.deepEqual(await transfersTo(provider, payTo), []);
       // No invocation was recorded for it: the call never started.
-      const listed = await callAt(base, 'GET', `/v1/agents/${agentId}/invocations`, { token });
+      const listed = await callAt(base, 'GET', `/v1/invocations?agent_id=${agentId}`, { token });
       assert.equal(listed.status, 200, listed.text);
       assert.deepEqual(listed.json.data, []);
 
@@ -341,7 +341,6 @@ describe('budgets: refused before anyone pays, trued up to the charge', function
       assert.equal(passed.status, 202, passed.text);
       await waitForInvocation(token, softAgentId, passed.json.invocation_id as string);
       assert.equal(await balanceOf(provider, payer.address), 100_000n - PRICE);
-      void hard;
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
