@@ -35,7 +35,7 @@ const BUDGET_P50_MS = 0.1;
 /** Milliseconds to the microsecond: the check alone is a few hundredths of one. */
 const micro = (ms: number) => `${ms.toFixed(3)} ms`;
 
-const USAGE = `usage: npm run bench:budget [-- --concurrency 1,8 --seconds 5 --rounds 3 --checks 20000 --json FILE]
+const USAGE = `usage: npm run bench:budget [-- --concurrency 1,8 --seconds 5 --rounds 3 --checks 20000 --profile DIR --json FILE]
   What a matching budget adds to a streamed call, with Redis and in memory (docs/BENCHMARKS.md,
   "Budget check"); --json writes the result to FILE.`;
 
@@ -49,6 +49,8 @@ const parseOptions = (argv: string[]) =>
       rounds: { type: 'string', default: '3' },
       /** Calls of the check measured alone. */
       checks: { type: 'string', default: '20000' },
+      /** Write a CPU profile of the gateway with REDIS_URL into this directory (for finding hot spots). */
+      profile: { type: 'string' },
     },
   });
 
@@ -78,7 +80,8 @@ export async function runBudgetBench(argv: string[] = []): Promise<BenchResult> 
       ['memory (no REDIS_URL, one process)', {}],
     ] as const) {
       const port = await freePort();
-      const child = spawnInto(children, ['api/main.ts'], { ...gatewayEnvironment(infra, port), ...env });
+      const profiled = args.profile && 'REDIS_URL' in env ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : [];
+      const child = spawnInto(children, [...profiled, 'api/main.ts'], { ...gatewayEnvironment(infra, port), ...env });
       child.stderr!.on('data', (d: Buffer) => process.stderr.write(`[gateway, ${name}] ${d}`));
       const url = `http://127.0.0.1:${port}`;
       const plain = await createBenchAgent(url, infra, upstreamUrl);
