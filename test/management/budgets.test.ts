@@ -4,7 +4,8 @@
 // 429 naming itself and Retry-After until the window resets, before the upstream is called, on
 // both endpoints, and a soft budget that never refuses and delivers each threshold's alert
 // exactly once, signed, to a receiver that fails its first two attempts (the alert workflow
-// retries with backoff; its run is visible in Temporal).
+// retries with backoff; its run is visible in Temporal, found by TenantId), and still signed with
+// the secret shown at creation after `npm run rotate-kek` re-wrapped it.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
