@@ -2,7 +2,7 @@
 // round-robin in several rounds so drift hits all alike; tables, CPU per call and the checks.
 import type { CpuGroups } from './cpu.ts';
 import { fmtMs as fmt, say } from './print.ts';
-import { load, loadPaired, merge, type Sample, type Target } from './proxy-load.ts';
+import { load, merge, type Sample, type Target } from './proxy-load.ts';
 import { tableLines, type BenchResult } from './result.ts';
 import { startStep } from '../scripts/lib/progress.ts';
 
@@ -16,9 +16,6 @@ function streamingGoals(concurrency: number) {
   return concurrency <= 1 ? { p50: 0.3, p99: 1.5, share: 0.8 } : { p50: 1, p99: 3, share: 0.6 };
 }
 
-/** What a matching budget may add to a streamed call at p50 (docs/API.md "Budgets"). */
-const BUDGET_P50_MS = 0.1;
-
 /** Runs the streaming comparison; returns the target lines for the report's summary. */
 export async function runStreaming(
   targets: Target[],
@@ -27,8 +24,6 @@ export async function runStreaming(
     rounds: number;
     seconds: number;
     cpu: CpuGroups;
-    /** Two targets of one gateway, without and with a matching budget, measured in pairs: the budget check's added p50 (≤ 0.1 ms). */
-    budgetPair?: [Target, Target];
   },
   result: BenchResult,
 ): Promise<string[]> {
@@ -111,47 +106,6 @@ export async function runStreaming(
       `- c=${concurrency}: streaming adds ≤ ${goal.p99} ms at p99: +${fmt(addedP99)} → ${check(addedP99 <= goal.p99)}`,
       `- c=${concurrency}: throughput ≥ ${goal.share * 100} % of the bare proxy: ${(share * 100).toFixed(0)} % → ${check(share >= goal.share)}`,
     );
-    if (options.budgetPair) {
-      const [withoutTarget, withTarget] = options.budgetPair;
-      const pairs: Array<[Sample, Sample]> = [];
-      const pairStep = startStep(
-        `proxy: budget check at concurrency ${concurrency}`,
-        `${ROUNDS} rounds × ${SECONDS} s, requests alternating`,
-      );
-      for (let round = 0; round < ROUNDS; round++) {
-        pairs.push(await loadPaired(withoutTarget, withTarget, SECONDS, concurrency));
-        pairStep.progress(round + 1, ROUNDS, 'rounds');
-      }
-      pairStep.end();
-      const without = merge(pairs.map((p) => p[0]));
-      const withBudget = merge(pairs.map((p) => p[1]));
-      const added = withBudget.p50 - without.p50;
-      const budgetTable = {
-        title: `budget check, streaming 1 KiB, concurrency ${concurrency} (one gateway with REDIS_URL, requests alternating)`,
-        header: ['path', 'p50', 'p99', 'requests', 'errors'],
-        rows: [
-          [withoutTarget.name, fmt(without.p50), fmt(without.p99), String(without.n), String(without.errors)],
-          [withTarget.name, fmt(withBudget.p50), fmt(withBudget.p99), String(withBudget.n), String(withBudget.errors)],
-        ],
-      };
-      result.tables.push(budgetTable);
-      say();
-      for (const line of tableLines(budgetTable, '## ')) say(line);
-      say(
-        `budget check: p50 +${fmt(added)} with a matching budget (${(withBudget.p50 / without.p50).toFixed(3)}×), p99 +${fmt(withBudget.p99 - without.p99)}`,
-      );
-      streamingTargets.push(
-        `- c=${concurrency}: a matching budget adds ≤ ${BUDGET_P50_MS} ms at p50: +${fmt(added)} → ${check(added <= BUDGET_P50_MS)}`,
-      );
-      result.checks.push({
-        figure: `streaming c=${concurrency}: matching budget p50`,
-        measured: fmt(withBudget.p50),
-        baseline: `no budget ${fmt(without.p50)}`,
-        ratio: `+${fmt(added)} (${(withBudget.p50 / without.p50).toFixed(3)}×)`,
-        target: `adds ≤ ${BUDGET_P50_MS} ms`,
-        pass: added <= BUDGET_P50_MS,
-      });
-    }
     result.checks.push(
       {
         figure: `streaming c=${concurrency}: gateway p50`,

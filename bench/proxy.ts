@@ -8,11 +8,7 @@
 //    rollups kept by the row-level triggers the batched fold replaced (bench/analytics-modes.ts);
 //    CPU per call by process beside each. Targets are measured round-robin in several rounds so
 //    drift hits all alike.
-//    Then, per concurrency, the budget check: a second gateway process with REDIS_URL (limits and
-//    budgets shared through Redis, as replicas run) called alternately by a tenant without budgets and
-//    by one whose every call matches a hard budget; the check's added p50 is their difference,
-//    request by request in the same loops (proxy-load.ts loadPaired); and the check alone in
-//    this process beside the rate limiter's take (budget-check.ts).
+//    (What a matching budget adds is its own benchmark: bench/budget.ts.)
 // 2. Transactional: the 202 of POST /v1/proxy/{id} (body, row and intent to start committed;
 //    the workflow started after the answer) against a bare `client.workflow.start` on the same
 //    Temporal server.
@@ -31,20 +27,13 @@ import type { CpuGroups } from './cpu.ts';
 import { databaseBackends } from './database-cpu.ts';
 import { analyticsModes } from './analytics-modes.ts';
 import { say } from './print.ts';
-import { measureBudgetCheck } from './budget-check.ts';
 import { listeningPort, spawnInto, stopChildren } from './processes.ts';
 import { load, type Target } from './proxy-load.ts';
 import { runMemory, type StreamMemory } from './proxy-memory.ts';
 import { DATABASE, ROW_TRIGGERS_TARGET, runStreaming } from './proxy-streaming.ts';
 import { runTransactional, type StartTimes } from './proxy-transactional.ts';
-import { finishResult, runAsMain, startResult, tableLines, type BenchResult } from './result.ts';
-import { createBenchAgent, createBenchBudget, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
-
-/** Milliseconds to the microsecond: the budget check alone is a few hundredths of one. */
-const micro = (ms: number) => `${ms.toFixed(3)} ms`;
-
-/** Calls of the budget check measured alone. */
-const CHECKS = 20_000;
+import { finishResult, runAsMain, startResult, type BenchResult } from './result.ts';
+import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
 
 const USAGE = `usage: npm run bench:proxy [-- --concurrency 1,8 --seconds 5 --rounds 3 --starts 200 --streams 20 --stream-mib 32
                             --profile DIR --node-flags FLAGS --only streaming,transactional,memory --json FILE]
@@ -108,16 +97,7 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
     gateway.stderr!.on('data', (d: Buffer) => process.stderr.write(`[gateway] ${d}`));
     const apiUrl = `http://127.0.0.1:${apiPort}`;
 
-    // The replicas' setting: limits and budgets in Redis.
-    const sharedPort = await freePort();
-    const shared = child(['api/main.ts'], { ...gatewayEnvironment(infra, sharedPort), REDIS_URL: infra.redisUrl! });
-    shared.stderr!.on('data', (d: Buffer) => process.stderr.write(`[gateway, Redis] ${d}`));
-    const sharedUrl = `http://127.0.0.1:${sharedPort}`;
-
     const { tenant, auth, agent } = await createBenchAgent(apiUrl, infra, upstreamUrl);
-    const unbudgeted = await createBenchAgent(sharedUrl, infra, upstreamUrl);
-    const budgeted = await createBenchAgent(sharedUrl, infra, upstreamUrl);
-    await createBenchBudget(sharedUrl, budgeted.auth);
     // Where the CPU goes, per process: PostgreSQL as the backends connected to the bench
     // database (the server may be shared with other work); this process is the load.
     const database = await databaseBackends(infra.databaseUrl);
@@ -155,50 +135,15 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
         prepare: analytics.rowTriggers,
       },
     ];
-    const budgetPair: [Target, Target] = [
-      {
-        name: 'no budget',
-        origin: sharedUrl,
-        path: `/v1/proxy/${unbudgeted.agent.id}/stream`,
-        headers: unbudgeted.auth,
-      },
-      {
-        name: 'a matching budget',
-        origin: sharedUrl,
-        path: `/v1/proxy/${budgeted.agent.id}/stream`,
-        headers: budgeted.auth,
-      },
-    ];
     await timedStep('proxy: warm-up', '1 s per target', async () => {
-      for (const t of [...targets, ...budgetPair]) await load(t, 1, Math.max(...CONCURRENCIES)); // JIT, pools, caches
+      for (const t of targets) await load(t, 1, Math.max(...CONCURRENCIES)); // JIT, pools, caches
     });
     const streamingTargets = PARTS.has('streaming')
-      ? await runStreaming(
-          targets,
-          { concurrencies: CONCURRENCIES, rounds: ROUNDS, seconds: SECONDS, cpu, budgetPair },
-          result,
-        )
+      ? await runStreaming(targets, { concurrencies: CONCURRENCIES, rounds: ROUNDS, seconds: SECONDS, cpu }, result)
       : [];
     await database.end();
     await analytics.fold();
     await analytics.end();
-    if (PARTS.has('streaming')) {
-      const alone = await timedStep('proxy: the budget check alone', `${CHECKS} calls`, () =>
-        measureBudgetCheck(infra!.redisUrl!, CHECKS),
-      );
-      const table = {
-        title: `the budget check alone, in one process against the bench's Redis (${alone.n} calls, interleaved)`,
-        header: ['step', 'p50', 'p99'],
-        rows: [
-          ['rate limit take (every call)', micro(alone.takeP50), micro(alone.takeP99)],
-          ['budget gate, a matching hard budget', micro(alone.gateP50), micro(alone.gateP99)],
-        ],
-      };
-      result.tables.push(table);
-      say();
-      for (const line of tableLines(table, '## ')) say(line);
-    }
-
     let tx: StartTimes | undefined;
     let bs: StartTimes | undefined;
     let gwMem: StreamMemory | undefined;

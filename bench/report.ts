@@ -15,6 +15,7 @@ export const SECTION_TITLES: Record<string, string> = {
   throughput: 'Throughput (end to end)',
   analytics: 'Analytics',
   proxy: 'Proxy',
+  budget: 'Budget check',
   'mcp-federation': 'MCP federation',
   settle: 'Settlement',
   paid: 'Paid calls',

@@ -1,6 +1,6 @@
 // `npm run bench [-- NAME[=ARGS] ...]`: runs the benchmarks one after another and rewrites their
 // figures in docs/BENCHMARKS.md (bench/report.ts), with the machine and the versions.
-//   npm run bench                         all: analytics, proxy, mcp-federation, settle, paid, throughput
+//   npm run bench                         all: analytics, proxy, budget, mcp-federation, settle, paid, throughput
 //   npm run bench -- proxy throughput     only these; the other sections are kept as they are
 //   npm run bench -- "analytics=--invocations 100000"   with arguments for that benchmark
 //
@@ -20,7 +20,7 @@ import type { BenchResult } from './result.ts';
 import { parseCommand, usageExit } from '../scripts/lib/cli.ts';
 import { startStep } from '../scripts/lib/progress.ts';
 
-const ALL = ['analytics', 'proxy', 'mcp-federation', 'settle', 'paid', 'throughput'];
+const ALL = ['analytics', 'proxy', 'budget', 'mcp-federation', 'settle', 'paid', 'throughput'];
 const REPORT = 'docs/BENCHMARKS.md';
 
 const USAGE = `usage: npm run bench [-- [--write] [NAME[=ARGS] ...]]

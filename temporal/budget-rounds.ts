@@ -4,8 +4,10 @@
 // one's are not stranded), and the start of queued alerts, one BudgetAlertWorkflow per
 // threshold and window (workflow id `budget-alert-<budget>-<window start ms>-<threshold>`,
 // REJECT_DUPLICATE: a second start of the same alert, from another replica or after a crash
-// between the start and the queue's removal, changes nothing). An alert leaves the queue only
-// once its workflow exists, so a Temporal outage delays it and loses nothing.
+// between the start and the queue's removal, changes nothing), carrying its budget's tenant as
+// the TenantId search attribute like every tenant's workflow. An alert leaves the queue only
+// once its workflow exists (or its budget is gone: nothing to send), so a Temporal outage
+// delays it and loses nothing.
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Logger } from '../lib/log.ts';
 import { errorKind } from '../lib/error-kind.ts';
@@ -13,6 +15,7 @@ import type { BudgetLedger } from '../gateway/budgets/ledger.ts';
 import { BATCH_FULL, reconcileOnce, type ReconcileSettings } from '../gateway/budgets/reconcile.ts';
 import { alertIdOf, type AlertFacts } from '../gateway/budgets/alerts.ts';
 import { withCallDeadline } from './client.ts';
+import { TenantId } from './search-attributes.ts';
 
 /** The owner key outlives a missed beat or two; a dead process's reservations wait this long at most. */
 const OWNER_TTL_MS = 6_000;
@@ -30,7 +33,12 @@ export type BudgetRoundDeps = {
   log: Logger;
 };
 
+const TENANT_OF_BUDGET = 'select tenant_id from budgets where id = ?';
+
 async function startAlert(deps: BudgetRoundDeps, alert: AlertFacts): Promise<void> {
+  const [budget] = await deps.query(TENANT_OF_BUDGET, [alert.budgetId]);
+  // Deleted since the threshold was crossed: there is nothing to send, nor a tenant to file it under.
+  if (!budget) return;
   const input: AlertFacts = {
     budgetId: alert.budgetId,
     windowStartMs: alert.windowStartMs,
@@ -43,6 +51,7 @@ async function startAlert(deps: BudgetRoundDeps, alert: AlertFacts): Promise<voi
         workflowId: `budget-${alertIdOf(input)}`,
         args: [input],
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        typedSearchAttributes: [{ key: TenantId, value: String(budget.tenant_id) }],
         staticSummary: `budget ${alert.budgetId}: ${alert.threshold * 100}% of its window from ${new Date(alert.windowStartMs).toISOString()}`,
       }),
     );

@@ -7,7 +7,9 @@
 //   → identify                            the public door: the payer becomes the caller
 //   → A2A task binding (404) → policy (403)
 //   → known upstream failure (502, 503)   a priced call its upstream is known to fail
-//   → budgets (429)                        reserved against every matching budget (stages/budget.ts)
+//   → budgets (429)                        reserved against every matching budget (stages/budget.ts;
+//                                         an HTTP agent's /v1 call reserved by its door's rate-limit
+//                                         step, its verdict told here; a refusal before gives it back)
 //   → the endpoint's pre-payment needs    a start-backlog place (503), the credential (502)
 //   → payment (402)
 // A call denied by policy is never told to pay; nothing the gateway could still refuse comes
@@ -74,21 +76,33 @@ export async function admit(
   endpoint: Endpoint,
 ): Promise<Admission> {
   const admitted = await door.admit(ctx);
-  const received = await receiveBody(ctx, deps, parts, admitted, endpoint);
-  const parsed = await parseBody(ctx, parts, door, admitted, endpoint.mode, received.body);
-  const body = parsed.forwardBody ?? received.body;
-  const call = callFacts(ctx, deps, admitted, endpoint, received, parsed, body);
-  ctx.state.call = call;
+  // A reservation the door made (token-door.ts) is given back by any refusal before the budget stage takes it.
+  const atDoor = admitted.budget && 'hold' in admitted.budget.verdict ? admitted.budget.verdict.hold : null;
+  let body: Buffer | Readable;
+  let call: ProxyCall;
+  let received: Awaited<ReturnType<typeof receiveBody>>;
+  let headers: ReturnType<typeof paymentHeadersOf>;
+  let budget: BudgetHold | null;
+  try {
+    received = await receiveBody(ctx, deps, parts, admitted, endpoint);
+    const parsed = await parseBody(ctx, parts, door, admitted, endpoint.mode, received.body);
+    body = parsed.forwardBody ?? received.body;
+    call = callFacts(ctx, deps, admitted, endpoint, received, parsed, body);
+    ctx.state.call = call;
 
-  await admitted.identify?.(call);
-  // An A2A call about a task: only the caller side the task is bound to, once it is known.
-  await checkTaskBinding(parts.a2aTasks, call);
-  const policy = await policyStage(parts.policy, call);
-  if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
-  if (policy.action === 'warn') call.policyWarning = policy.reason;
-  await refuseKnownUpstreamFailure(deps, parts.upstream, call);
-  const headers = paymentHeadersOf((name) => ctx.get(name));
-  const budget = await budgetStage(deps, parts, call, headers);
+    await admitted.identify?.(call);
+    // An A2A call about a task: only the caller side the task is bound to, once it is known.
+    await checkTaskBinding(parts.a2aTasks, call);
+    const policy = await policyStage(parts.policy, call);
+    if (policy.action === 'deny') throw new ApiError(403, 'denied by policy');
+    if (policy.action === 'warn') call.policyWarning = policy.reason;
+    await refuseKnownUpstreamFailure(deps, parts.upstream, call);
+    headers = paymentHeadersOf((name) => ctx.get(name));
+    budget = await budgetStage(deps, parts, call, headers, admitted.budget);
+  } catch (err) {
+    await atDoor?.release();
+    throw err;
+  }
 
   let place: BacklogPlace | null = null;
   try {

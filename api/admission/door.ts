@@ -5,6 +5,7 @@ import type { Context } from 'koa';
 import type { Agent } from '../../gateway/db/entities.ts';
 import type { AuthState, Caller } from '../auth.ts';
 import type { ProxyCall } from '../proxy/call.ts';
+import type { DoorVerdict } from '../../gateway/budgets/gate.ts';
 
 export type Admitted = {
   agent: Agent;
@@ -14,6 +15,13 @@ export type Admitted = {
   model: string | null;
   /** Returns the call's rate-limit tokens; at most once. */
   giveBack(): Promise<void>;
+  /** The call's id, when its door made a step that names it (its budget reservation: token-door.ts). */
+  invocationId?: string;
+  /**
+   * The budget verdict of a reservation made with the door's rate-limit step, for the budget
+   * stage to tell (stages/budget.ts), and the amount it reserved; absent: the stage reserves.
+   */
+  budget?: { verdict: DoorVerdict; amount: bigint };
   /** Runs before policy once the call's facts are known: a public call's payer becomes `call.caller` (public-door.ts). */
   identify?(call: ProxyCall): Promise<void>;
   /** Runs once the payment stage accepted the call's payment (public-door.ts: the client's attempt token comes back). */

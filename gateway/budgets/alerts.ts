@@ -21,7 +21,11 @@ import { windowAt } from './windows.ts';
 const SIGNATURE_HEADER = 'X-Gateway-Signature';
 
 /** The envelope's address of a tenant's alert secret (binds the ciphertext to the tenant). */
-const addressOf = (tenantId: string): SecretAddress => ({ tenantId, credentialId: 'budget-alerts', version: 1 });
+export const alertSecretAddress = (tenantId: string): SecretAddress => ({
+  tenantId,
+  credentialId: 'budget-alerts',
+  version: 1,
+});
 
 /** `t=<unix>,v1=<hex>`: the HMAC-SHA256 of `<t>.<body>` under the secret. */
 export function signatureOf(secret: string, body: string, unixSeconds: number): string {
@@ -47,7 +51,7 @@ export async function ensureAlertSecret(db: GatewayDb, keyring: Keyring, tenantI
   const em = db.em.fork();
   if (await em.findOne(BudgetAlertSecretSchema, { tenantId })) return null;
   const secret = `whsec_${randomBytes(32).toString('base64url')}`;
-  const sealed = seal(keyring, addressOf(tenantId), secret);
+  const sealed = seal(keyring, alertSecretAddress(tenantId), secret);
   const inserted = await em.getConnection().execute<Array<{ tenant_id: string }>>(
     `insert into budget_alert_secrets (tenant_id, kek_id, wrapped_key, secret_ciphertext) values (?, ?, ?, ?)
        on conflict (tenant_id) do nothing returning tenant_id`,
@@ -59,7 +63,7 @@ export async function ensureAlertSecret(db: GatewayDb, keyring: Keyring, tenantI
 async function alertSecret(db: GatewayDb, keyring: Keyring, tenantId: string): Promise<string | null> {
   const row = await db.em.fork().findOne(BudgetAlertSecretSchema, { tenantId });
   if (!row) return null;
-  return unseal(keyring, addressOf(tenantId), {
+  return unseal(keyring, alertSecretAddress(tenantId), {
     kekId: row.kekId,
     wrappedKey: Buffer.from(row.wrappedKey),
     ciphertext: Buffer.from(row.secretCiphertext),

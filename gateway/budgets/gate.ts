@@ -8,7 +8,8 @@
 // a free call; and one call. The reservation is trued up later (reconcile.ts) or given back.
 import { budgetRefusals } from '../metrics.ts';
 import type { Budget } from './entity.ts';
-import type { BudgetLedger, Claim } from './ledger.ts';
+import type { Decision } from '../ratelimit/limiter.ts';
+import type { BudgetLedger, Claim, TokenTake } from './ledger.ts';
 import type { BudgetReads } from './reads.ts';
 import { scopeMatches, needsPayer, type ScopeFacts } from './scope.ts';
 import { secondsUntilReset, windowAt } from './windows.ts';
@@ -64,11 +65,28 @@ function claimOf(budget: Budget, now: Date): Claim & { resetsAt: Date | null } {
   };
 }
 
+/** Counts a refusal as it is told (metrics: refusals by budget); a door's verdict is told at the budget stage. */
+export function told(refusal: BudgetExceeded): BudgetExceeded {
+  budgetRefusals.inc({ budget_id: refusal.budgetId });
+  return refusal;
+}
+
+/** What the door's step decided of a call's budgets: its hold (null: none matched), or its refusal, told at the budget stage. */
+export type DoorVerdict = { hold: BudgetHold | null } | { refused: BudgetExceeded | BudgetUnavailable };
+
 export type BudgetGate = {
   /** Whether any of the tenant's budgets needs a call's payer to be matched. */
   needsPayer(tenantId: string): Promise<boolean>;
   /** Reserves the call against its budgets: null when none matches; throws BudgetExceeded, BudgetUnavailable. */
   admit(call: BudgetCall): Promise<BudgetHold | null>;
+  /**
+   * The door's step for a call whose budget facts are known there: its rate-limit take and, if
+   * the take is allowed and a budget matches, its reservation, in one step of the ledger (one
+   * Redis round trip). A call the limiter refuses reserves nothing; a budget's refusal leaves the
+   * tokens taken, as the budget stage's own refusal does. `budget` null: nothing decided (a
+   * payer-scoped budget of the tenant needs the payment): the budget stage reserves the call.
+   */
+  takeAndAdmit(call: BudgetCall, take: TokenTake): Promise<{ decision: Decision; budget: DoorVerdict | null }>;
 };
 
 export function createBudgetGate(deps: {
@@ -79,50 +97,86 @@ export function createBudgetGate(deps: {
   onError?: (err: Error) => void;
 }): BudgetGate {
   const { reads, ledger, owner } = deps;
+
+  /** The call's claims, and the refusal naming the strictest of some; null when no budget matches. */
+  function claimsOf(budgets: Budget[], call: BudgetCall) {
+    if (budgets.length === 0) return null;
+    const matched = budgets.filter((b) => scopeMatches(b.scope, call));
+    if (matched.length === 0) return null;
+    const now = new Date();
+    const claims = matched.map((b) => claimOf(b, now));
+    const refuse = (refusing: number[]) => {
+      // The strictest: the window that resets last (never, for `total`).
+      const last = (i: number) => claims[i].resetsAt?.getTime() ?? Infinity;
+      const strictest = refusing.reduce((a, b) => (last(b) > last(a) ? b : a));
+      const claim = claims[strictest];
+      const span = { start: new Date(claim.windowStartMs), resetsAt: claim.resetsAt };
+      return new BudgetExceeded(claim.budgetId, secondsUntilReset(span, now));
+    };
+    // A call whose amount alone is past a hard limit never fits (and never reaches the ledger's integers).
+    const past = claims.flatMap((c, i) => (c.hard && c.limitAmount !== null && call.amount > c.limitAmount ? [i] : []));
+    const reservation = { invocationId: call.invocationId, amount: call.amount, calls: 1 };
+    return { claims, refuse, past, reservation, dueAtMs: now.getTime() + FIRST_LOOK_MS };
+  }
+
+  /** The ledger could not answer: a hard budget is not taken on trust; soft ones pass. */
+  function unavailable(claims: Claim[], err: Error): BudgetUnavailable | null {
+    deps.onError?.(err);
+    return claims.some((c) => c.hard) ? new BudgetUnavailable() : null;
+  }
+
+  function holdOf(invocationId: string): BudgetHold {
+    let released = false;
+    return {
+      async release() {
+        if (released) return;
+        released = true;
+        // Not given back now (Redis away): the reconciliation round gives it back from the row.
+        await ledger.settle(invocationId, { amount: 0n, calls: 0 }).catch((err: Error) => deps.onError?.(err));
+      },
+    };
+  }
+
   return {
     async needsPayer(tenantId) {
       return (await reads.of(tenantId)).some((b) => needsPayer(b.scope));
     },
     async admit(call) {
-      const budgets = await reads.of(call.tenantId);
-      if (budgets.length === 0) return null;
-      const matched = budgets.filter((b) => scopeMatches(b.scope, call));
-      if (matched.length === 0) return null;
-      const now = new Date();
-      const claims = matched.map((b) => claimOf(b, now));
-      const refuse = (refusing: number[]) => {
-        // The strictest: the window that resets last (never, for `total`).
-        const last = (i: number) => claims[i].resetsAt?.getTime() ?? Infinity;
-        const strictest = refusing.reduce((a, b) => (last(b) > last(a) ? b : a));
-        const claim = claims[strictest];
-        budgetRefusals.inc({ budget_id: claim.budgetId });
-        const span = { start: new Date(claim.windowStartMs), resetsAt: claim.resetsAt };
-        return new BudgetExceeded(claim.budgetId, secondsUntilReset(span, now));
-      };
-      // A call whose amount alone is past a hard limit never fits (and never reaches the ledger's integers).
-      const past = claims.flatMap((c, i) =>
-        c.hard && c.limitAmount !== null && call.amount > c.limitAmount ? [i] : [],
-      );
-      if (past.length > 0) throw refuse(past);
-      const reservation = { invocationId: call.invocationId, amount: call.amount, calls: 1 };
+      const step = claimsOf(await reads.of(call.tenantId), call);
+      if (!step) return null;
+      if (step.past.length > 0) throw told(step.refuse(step.past));
       let result;
       try {
-        result = await ledger.reserve(claims, reservation, owner, now.getTime() + FIRST_LOOK_MS);
+        result = await ledger.reserve(step.claims, step.reservation, owner, step.dueAtMs);
       } catch (err) {
-        deps.onError?.(err as Error);
-        if (claims.some((c) => c.hard)) throw new BudgetUnavailable();
+        const refusal = unavailable(step.claims, err as Error);
+        if (refusal) throw refusal;
         return null;
       }
-      if (!result.admitted) throw refuse(result.refusing);
-      let released = false;
-      return {
-        async release() {
-          if (released) return;
-          released = true;
-          // Not given back now (Redis away): the reconciliation round gives it back from the row.
-          await ledger.settle(call.invocationId, { amount: 0n, calls: 0 }).catch((err: Error) => deps.onError?.(err));
-        },
-      };
+      if (!result.admitted) throw told(step.refuse(result.refusing));
+      return holdOf(call.invocationId);
+    },
+    async takeAndAdmit(call, take) {
+      const budgets = await reads.of(call.tenantId);
+      // A payer-scoped budget needs the call's payment, read after the door: the budget stage reserves.
+      if (budgets.some((b) => needsPayer(b.scope)))
+        return { decision: await take.limiter.take(take.buckets), budget: null };
+      const step = claimsOf(budgets, call);
+      if (!step) return { decision: await take.limiter.take(take.buckets), budget: { hold: null } };
+      if (step.past.length > 0)
+        return { decision: await take.limiter.take(take.buckets), budget: { refused: step.refuse(step.past) } };
+      let answer;
+      try {
+        answer = await ledger.takeAndReserve(take, step.claims, step.reservation, owner, step.dueAtMs);
+      } catch (err) {
+        // The rate limit fails open, as the limiter's own take does when Redis is away.
+        const refusal = unavailable(step.claims, err as Error);
+        return { decision: { allowed: true }, budget: refusal ? { refused: refusal } : { hold: null } };
+      }
+      const { decision, reserved } = answer;
+      if (!reserved) return { decision, budget: { hold: null } };
+      if (!reserved.admitted) return { decision, budget: { refused: step.refuse(reserved.refusing) } };
+      return { decision, budget: { hold: holdOf(call.invocationId) } };
     },
   };
 }

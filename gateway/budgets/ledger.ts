@@ -9,7 +9,10 @@
 // reconciliation from the moment it is made (`due`), so one left behind by a process that died
 // is trued up from the row, or given back when there is none, by any replica: it never leaves a
 // budget short. Crossing an alert threshold queues the alert (`alerts`) in the same step, once
-// per threshold and window.
+// per threshold and window. `takeAndReserve` is the same step preceded by the call's rate-limit
+// take, for a call whose budget facts its door knows: with Redis one script, so the admission
+// makes one round trip where it would make two; a call the limiter refuses reserves nothing.
+import type { Bucket, Decision, RateLimiter } from '../ratelimit/limiter.ts';
 
 /** One matched budget's window, as the reservation step takes it. */
 export type Claim = {
@@ -28,12 +31,15 @@ export type Claim = {
 
 export type Usage = { amount: bigint; calls: number };
 
-type Reservation = { invocationId: string; amount: bigint; calls: number };
+export type Reservation = { invocationId: string; amount: bigint; calls: number };
 
-type ReserveResult =
+export type ReserveResult =
   | { admitted: true }
   /** The indexes (into the claims) of every hard budget the call would take past its limit. */
   | { admitted: false; refusing: number[] };
+
+/** The tokens a call takes: its buckets, from its limiter (gateway/ratelimit/). */
+export type TokenTake = { limiter: RateLimiter; buckets: Bucket[] };
 
 /** A reservation due for reconciliation: whose it is and when it was made. */
 export type DueReservation = { invocationId: string; owner: string; reservedAtMs: number };
@@ -44,6 +50,14 @@ export type QueuedAlert = { budgetId: string; windowStartMs: number; threshold: 
 export interface BudgetLedger {
   /** Reserves `reservation` against every claim, all or nothing; `owner` is this process (liveness). */
   reserve(claims: Claim[], reservation: Reservation, owner: string, dueAtMs: number): Promise<ReserveResult>;
+  /** The call's rate-limit take, then (only when it is allowed) `reserve`, in one step where the ledger can. */
+  takeAndReserve(
+    take: TokenTake,
+    claims: Claim[],
+    reservation: Reservation,
+    owner: string,
+    dueAtMs: number,
+  ): Promise<{ decision: Decision; reserved: ReserveResult | null }>;
   /** Trues the reservation up to what the call counts (0, 0 gives it back); false when it was settled already. */
   settle(invocationId: string, counted: Usage): Promise<boolean>;
   /** What each window has used, reservations included. */

@@ -60,6 +60,11 @@ export function createMemoryLedger(now: () => number = Date.now): BudgetLedger {
       due.set(reservation.invocationId, dueAtMs);
       return { admitted: true };
     },
+    async takeAndReserve(take, claims, reservation, owner, dueAtMs) {
+      // Both in this process: no round trip to save.
+      const decision = await take.limiter.take(take.buckets);
+      return { decision, reserved: decision.allowed ? await this.reserve(claims, reservation, owner, dueAtMs) : null };
+    },
     async settle(invocationId, counted) {
       const held = reservations.get(invocationId);
       due.delete(invocationId);

@@ -8,12 +8,16 @@
 // The scripts name keys they derive (a reservation's windows), so the ledger wants one Redis,
 // not a cluster, as the rate limiter does.
 import { Redis } from 'ioredis';
+import { TAKE_FUNCTION, type RedisRateLimiter } from '../ratelimit/redis.ts';
+import type { RateLimiter } from '../ratelimit/limiter.ts';
 import {
   parseAlert,
   type BudgetLedger,
   type Claim,
   type DueReservation,
   type QueuedAlert,
+  type Reservation,
+  type ReserveResult,
   type Usage,
 } from './ledger.ts';
 
@@ -22,7 +26,8 @@ import {
 // claim: limit amount ('' none), limit calls ('' none), hard (1|0), keep ms (0: forever),
 // alert name, thresholds (comma separated, '' none).
 // Returns {1} admitted, {-1} reserved already, or {0, i…} the refusing claims (1-based).
-const RESERVE = `
+const RESERVE_FUNCTION = `
+local function reserve_call(KEYS, ARGV)
 local amount = tonumber(ARGV[2])
 local calls = tonumber(ARGV[3])
 local n = tonumber(ARGV[8])
@@ -77,6 +82,31 @@ redis.call('HSET', KEYS[1], 'k', table.concat(names, ' '), 'a', ARGV[2], 'c', AR
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[7]))
 redis.call('ZADD', KEYS[2], tonumber(ARGV[6]), ARGV[1])
 return {1}
+end
+`;
+
+const RESERVE = `${RESERVE_FUNCTION}
+return reserve_call(KEYS, ARGV)
+`;
+
+// A call's rate-limit take (the limiter's own function, gateway/ratelimit/redis.ts) and, only
+// when it is allowed, its reservation, in one script: the admission's one round trip to Redis.
+// KEYS: the buckets, then RESERVE's. ARGV: the bucket count, the buckets' rate and burst pairs,
+// then RESERVE's. Returns the take's {allowed, wait, slowest}, then RESERVE's answer when allowed.
+const TAKE_AND_RESERVE = `${TAKE_FUNCTION}${RESERVE_FUNCTION}
+local n = tonumber(ARGV[1])
+local bucket_keys, bucket_args, keys, args = {}, {}, {}, {}
+for i = 1, #KEYS do
+  if i <= n then bucket_keys[i] = KEYS[i] else keys[i - n] = KEYS[i] end
+end
+for i = 2, #ARGV do
+  if i <= 1 + 2 * n then bucket_args[i - 1] = ARGV[i] else args[i - 1 - 2 * n] = ARGV[i] end
+end
+local taken = take_tokens(bucket_keys, bucket_args)
+if taken[1] ~= 1 then return taken end
+local reserved = reserve_call(keys, args)
+for _, v in ipairs(reserved) do taken[#taken + 1] = v end
+return taken
 `;
 
 // KEYS: due. ARGV: the reservations' key prefix, then per reservation: invocation, counted
@@ -135,6 +165,7 @@ const RESERVATION_TTL_MS = 7 * 24 * 3_600_000;
 
 type WithScripts = Redis & {
   gwBudgetReserve(numKeys: number, ...args: Array<string | number>): Promise<number[]>;
+  gwTakeAndReserve(numKeys: number, ...args: Array<string | number>): Promise<number[]>;
   gwBudgetSettle(numKeys: number, ...args: Array<string | number>): Promise<number>;
   gwBudgetDue(numKeys: number, ...args: Array<string | number>): Promise<string[]>;
 };
@@ -153,6 +184,7 @@ export function createRedisLedger(
   }) as WithScripts;
   redis.on('error', (err: Error) => opts.onError?.(err));
   redis.defineCommand('gwBudgetReserve', { lua: RESERVE });
+  redis.defineCommand('gwTakeAndReserve', { lua: TAKE_AND_RESERVE });
   redis.defineCommand('gwBudgetSettle', { lua: SETTLE });
   redis.defineCommand('gwBudgetDue', { lua: DUE });
   const windowKey = (c: Pick<Claim, 'budgetId' | 'windowStartMs'>) => `${prefix}w:${c.budgetId}:${c.windowStartMs}`;
@@ -163,34 +195,60 @@ export function createRedisLedger(
   const alertsKey = `${prefix}alerts`;
   const ownerKey = (owner: string) => `${prefix}o:${owner}`;
 
+  /** RESERVE's keys and arguments. */
+  const reserveArgs = (claims: Claim[], reservation: Reservation, owner: string, dueAtMs: number) => {
+    const keys = [reservationKey(reservation.invocationId), dueKey, alertsKey, ...claims.map(windowKey)];
+    const args: Array<string | number> = [
+      reservation.invocationId,
+      reservation.amount.toString(),
+      reservation.calls,
+      owner,
+      Date.now(),
+      dueAtMs,
+      RESERVATION_TTL_MS,
+      claims.length,
+    ];
+    for (const c of claims)
+      args.push(
+        c.limitAmount === null ? '' : c.limitAmount.toString(),
+        c.limitCalls === null ? '' : c.limitCalls,
+        c.hard ? '1' : '0',
+        c.keepMs ?? 0,
+        `${c.budgetId}|${c.windowStartMs}`,
+        c.thresholds.map(thresholdText).join(','),
+      );
+    return { keys, args };
+  };
+  const resultOf = ([state, ...refusing]: number[]): ReserveResult =>
+    state === 0 ? { admitted: false, refusing: refusing.map((i) => i - 1) } : { admitted: true };
+  const isRedisLimiter = (limiter: RateLimiter): limiter is RedisRateLimiter => 'takeArgs' in limiter;
+
   return {
     async reserve(claims, reservation, owner, dueAtMs) {
-      const args: Array<string | number> = [
-        reservationKey(reservation.invocationId),
-        dueKey,
-        alertsKey,
-        ...claims.map(windowKey),
-        reservation.invocationId,
-        reservation.amount.toString(),
-        reservation.calls,
-        owner,
-        Date.now(),
-        dueAtMs,
-        RESERVATION_TTL_MS,
-        claims.length,
-      ];
-      for (const c of claims)
-        args.push(
-          c.limitAmount === null ? '' : c.limitAmount.toString(),
-          c.limitCalls === null ? '' : c.limitCalls,
-          c.hard ? '1' : '0',
-          c.keepMs ?? 0,
-          `${c.budgetId}|${c.windowStartMs}`,
-          c.thresholds.map(thresholdText).join(','),
-        );
-      const [state, ...refusing] = await redis.gwBudgetReserve(3 + claims.length, ...args);
-      if (state === 0) return { admitted: false, refusing: refusing.map((i) => i - 1) };
-      return { admitted: true };
+      const { keys, args } = reserveArgs(claims, reservation, owner, dueAtMs);
+      return resultOf(await redis.gwBudgetReserve(keys.length, ...keys, ...args));
+    },
+    async takeAndReserve(take, claims, reservation, owner, dueAtMs) {
+      // A limiter of its own kind (memory, in a test) is asked on its own first.
+      if (!isRedisLimiter(take.limiter)) {
+        const decision = await take.limiter.take(take.buckets);
+        return {
+          decision,
+          reserved: decision.allowed ? await this.reserve(claims, reservation, owner, dueAtMs) : null,
+        };
+      }
+      const bucketArgs = take.limiter.takeArgs(take.buckets);
+      const { keys, args } = reserveArgs(claims, reservation, owner, dueAtMs);
+      const answer = await redis.gwTakeAndReserve(
+        bucketArgs.keys.length + keys.length,
+        ...bucketArgs.keys,
+        ...keys,
+        take.buckets.length,
+        ...bucketArgs.args,
+        ...args,
+      );
+      const decision = take.limiter.decisionOf(take.buckets, answer.slice(0, 3) as [number, number, number]);
+      return { decision, reserved: decision.allowed ? resultOf(answer.slice(3)) : null };
     },
     async settle(invocationId, counted) {
       return (await redis.gwBudgetSettle(1, dueKey, reservationPrefix, ...settleArgs(invocationId, counted))) === 1;

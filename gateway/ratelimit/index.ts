@@ -3,7 +3,7 @@ import type { Agent } from '../db/entities.ts';
 import { createMemoryLimiter, type Bucket, type RateLimiter } from './limiter.ts';
 import { createRedisLimiter } from './redis.ts';
 
-export type { Bucket, RateLimiter } from './limiter.ts';
+export type { Bucket, Decision, RateLimiter } from './limiter.ts';
 export { createMemoryLimiter, retryAfterSeconds } from './limiter.ts';
 export { createRedisLimiter } from './redis.ts';
 

@@ -5,49 +5,58 @@
 import { Redis } from 'ioredis';
 import { retryAfterSeconds, type Bucket, type Decision, type RateLimiter } from './limiter.ts';
 
-// KEYS: one hash per bucket {tokens, at}. ARGV: rate and burst per bucket, in KEYS order.
+// The decision as a Lua function over the buckets' keys and their rate and burst pairs, so a
+// script that does more in the same round trip (the budget reservation of a call's admission,
+// gateway/budgets/redis-ledger.ts) takes tokens exactly as the limiter's own script does.
 // Returns {allowed (1|0), wait in ms until every refusing bucket has a token, 1-based index of the slowest}.
-export const TAKE_SCRIPT = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-local n = #KEYS
-local tokens = {}
-local wait = 0
-local slowest = 0
-for i = 1, n do
-  local rate = tonumber(ARGV[2 * i - 1])
-  local burst = tonumber(ARGV[2 * i])
-  local state = redis.call('HMGET', KEYS[i], 'tokens', 'at')
-  local have = tonumber(state[1])
-  local at = tonumber(state[2])
-  if have == nil or at == nil then
-    have = burst
-    at = now
-  end
-  local elapsed = now - at
-  if elapsed < 0 then elapsed = 0 end
-  have = math.min(burst, have + elapsed * rate / 1000)
-  tokens[i] = have
-  if have < 1 then
-    local w = (1 - have) * 1000 / rate
-    if w > wait then
-      wait = w
-      slowest = i
+export const TAKE_FUNCTION = `
+local function take_tokens(keys, argv)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+  local n = #keys
+  local tokens = {}
+  local wait = 0
+  local slowest = 0
+  for i = 1, n do
+    local rate = tonumber(argv[2 * i - 1])
+    local burst = tonumber(argv[2 * i])
+    local state = redis.call('HMGET', keys[i], 'tokens', 'at')
+    local have = tonumber(state[1])
+    local at = tonumber(state[2])
+    if have == nil or at == nil then
+      have = burst
+      at = now
+    end
+    local elapsed = now - at
+    if elapsed < 0 then elapsed = 0 end
+    have = math.min(burst, have + elapsed * rate / 1000)
+    tokens[i] = have
+    if have < 1 then
+      local w = (1 - have) * 1000 / rate
+      if w > wait then
+        wait = w
+        slowest = i
+      end
     end
   end
+  local allowed = 0
+  if wait == 0 then allowed = 1 end
+  for i = 1, n do
+    local rate = tonumber(argv[2 * i - 1])
+    local burst = tonumber(argv[2 * i])
+    local left = tokens[i]
+    if allowed == 1 then left = left - 1 end
+    redis.call('HSET', keys[i], 'tokens', tostring(left), 'at', tostring(now))
+    -- A bucket left alone refills completely within burst/rate seconds; then it need not exist.
+    redis.call('PEXPIRE', keys[i], math.ceil(burst * 1000 / rate) + 1000)
+  end
+  return {allowed, math.ceil(wait), slowest}
 end
-local allowed = 0
-if wait == 0 then allowed = 1 end
-for i = 1, n do
-  local rate = tonumber(ARGV[2 * i - 1])
-  local burst = tonumber(ARGV[2 * i])
-  local left = tokens[i]
-  if allowed == 1 then left = left - 1 end
-  redis.call('HSET', KEYS[i], 'tokens', tostring(left), 'at', tostring(now))
-  -- A bucket left alone refills completely within burst/rate seconds; then it need not exist.
-  redis.call('PEXPIRE', KEYS[i], math.ceil(burst * 1000 / rate) + 1000)
-end
-return {allowed, math.ceil(wait), slowest}
+`;
+
+// KEYS: one hash per bucket {tokens, at}. ARGV: rate and burst per bucket, in KEYS order.
+export const TAKE_SCRIPT = `${TAKE_FUNCTION}
+return take_tokens(KEYS, ARGV)
 `;
 
 // The same buckets, refilled as above, each given one token back (at most its burst). A bucket
@@ -80,10 +89,17 @@ export type WithTake = Redis & {
   gwGiveBackTokens(numKeys: number, ...args: Array<string | number>): Promise<number>;
 };
 
+/** The Redis limiter: its buckets' keys and arguments as TAKE_FUNCTION takes them, for a script that takes them too. */
+export type RedisRateLimiter = RateLimiter & {
+  takeArgs(buckets: Bucket[]): { keys: string[]; args: string[] };
+  /** Its answer to TAKE_FUNCTION's return: the same decision `take` makes of it. */
+  decisionOf(buckets: Bucket[], answer: [number, number, number]): Decision;
+};
+
 export function createRedisLimiter(
   url: string,
   opts: { onError?: (err: Error) => void; prefix?: string } = {},
-): RateLimiter {
+): RedisRateLimiter {
   const prefix = opts.prefix ?? DEFAULT_PREFIX;
   const redis = new Redis(url, {
     // A limiter that waits on a sick Redis would stall every call: fail fast instead.
@@ -95,21 +111,25 @@ export function createRedisLimiter(
   redis.on('error', (err: Error) => opts.onError?.(err));
   redis.defineCommand('gwTakeTokens', { lua: TAKE_SCRIPT });
   redis.defineCommand('gwGiveBackTokens', { lua: GIVE_BACK_SCRIPT });
-  const argsOf = (buckets: Bucket[]) => [
-    ...buckets.map((b) => prefix + b.key),
-    ...buckets.flatMap((b) => [String(b.rate), String(b.burst)]),
-  ];
+  const takeArgs = (buckets: Bucket[]) => ({
+    keys: buckets.map((b) => prefix + b.key),
+    args: buckets.flatMap((b) => [String(b.rate), String(b.burst)]),
+  });
+  const argsOf = (buckets: Bucket[]) => {
+    const { keys, args } = takeArgs(buckets);
+    return [...keys, ...args];
+  };
+  const decisionOf = (buckets: Bucket[], [allowed, waitMs, slowest]: [number, number, number]): Decision =>
+    allowed === 1
+      ? { allowed: true }
+      : { allowed: false, retryAfterSeconds: retryAfterSeconds(waitMs), bucket: buckets[slowest - 1]?.key ?? '' };
 
   return {
+    takeArgs,
+    decisionOf,
     async take(buckets: Bucket[]): Promise<Decision> {
       try {
-        const [allowed, waitMs, slowest] = await redis.gwTakeTokens(buckets.length, ...argsOf(buckets));
-        if (allowed === 1) return { allowed: true };
-        return {
-          allowed: false,
-          retryAfterSeconds: retryAfterSeconds(waitMs),
-          bucket: buckets[slowest - 1]?.key ?? '',
-        };
+        return decisionOf(buckets, await redis.gwTakeTokens(buckets.length, ...argsOf(buckets)));
       } catch (err) {
         // Fail open: an unreachable Redis must not take the gateway down with it (logged by the caller's onError).
         opts.onError?.(err as Error);

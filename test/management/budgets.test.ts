@@ -4,8 +4,10 @@
 // 429 naming itself and Retry-After until the window resets, before the upstream is called, on
 // both endpoints, and a soft budget that never refuses and delivers each threshold's alert
 // exactly once, signed, to a receiver that fails its first two attempts (the alert workflow
-// retries with backoff; its run is visible in Temporal).
+// retries with backoff; its run is visible in Temporal, found by TenantId), and still signed with
+// the secret shown at creation after `npm run rotate-kek` re-wrapped it.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { stack } from '../support/stack.ts';
 import { call, uniqueName } from '../support/http.ts';
@@ -269,7 +271,8 @@ describe('budgets', function () {
     after(() => receiver.close());
 
     it('a soft budget never refuses and delivers each threshold once, signed, through a receiver failing twice', async () => {
-      const token = await newTenant();
+      const tenant = `tenant-budgets-${randomUUID()}`;
+      const token = await stack().token(tenant);
       const agentId = await createAgent(token, { name: uniqueName('alerted'), upstream_url: upstream.url });
       const created = await create(token, {
         scope: { agent_id: agentId },
@@ -322,6 +325,14 @@ describe('budgets', function () {
         });
         assert.equal(described.type, 'BudgetAlertWorkflow');
       }
+      // Filed under its tenant: a visibility query by TenantId finds both (visibility is eventually consistent).
+      const query = `TenantId = '${tenant}' AND WorkflowType = 'BudgetAlertWorkflow'`;
+      const listed = await waitFor(async () => {
+        const ids: string[] = [];
+        for await (const wf of stack().temporal.workflow.list({ query })) ids.push(wf.workflowId);
+        return ids.length === 2 && ids.sort();
+      });
+      assert.deepEqual(listed, bodies.map((b) => `budget-${String(b.id)}`).sort());
       // More calls in the same window cross nothing again.
       for (let i = 0; i < 2; i++) await call('POST', `/v1/proxy/${agentId}/stream`, { token, body: 'x' });
       const shown = await waitFor(async () => {
@@ -330,6 +341,68 @@ describe('budgets', function () {
       });
       assert.deepEqual(shown.remaining, { amount: null, calls: 0 }, 'never below 0');
       assert.equal(delivered().length, 2);
+    });
+
+    it('npm run rotate-kek re-wraps the alert secret, and alerts are still signed with the secret shown at creation', async () => {
+      const tenant = `tenant-budgets-kek-${randomUUID()}`;
+      const token = await stack().token(tenant);
+      const hooks: Received[] = [];
+      const hook = await startUpstream((req, res) => {
+        hooks.push(req);
+        res.statusCode = 204;
+        res.end();
+      });
+      try {
+        const agentId = await createAgent(token, { name: uniqueName('rotated'), upstream_url: upstream.url });
+        const created = await create(token, {
+          scope: { agent_id: agentId },
+          limit: { calls: 2 },
+          window: 'month',
+          mode: 'soft',
+          alerts: { thresholds: [0.5], webhook_url: `${hook.url}/rotated` },
+        });
+        assert.equal(created.status, 201, created.text);
+        const secret = created.json.alert_secret as string;
+        const rowOf = async () =>
+          (
+            await stack()
+              .orm.em.fork()
+              .getConnection()
+              .execute<Array<{ kek_id: string; wrapped_key: Buffer; secret_ciphertext: Buffer }>>(
+                'select kek_id, wrapped_key, secret_ciphertext from budget_alert_secrets where tenant_id = ?',
+                [tenant],
+              )
+          )[0];
+        const before = await rowOf();
+        assert.equal(before.kek_id, 'dev');
+
+        const keyring = stack().config.vault.keyring;
+        const run = spawnSync('npm', ['run', '--silent', 'rotate-kek'], {
+          env: {
+            ...process.env,
+            DATABASE_URL: stack().config.databaseUrl,
+            VAULT_KEKS: [...keyring.keys.entries()].map(([id, key]) => `${id}:${key.toString('base64')}`).join(','),
+            VAULT_KEK_CURRENT: 'next',
+          },
+          encoding: 'utf8',
+          timeout: 60_000,
+        });
+        assert.equal(run.status, 0, run.stdout + run.stderr);
+        assert.match(run.stdout, /re-wrapped [1-9]\d*/);
+        const after = await rowOf();
+        assert.equal(after.kek_id, 'next');
+        assert.notDeepEqual(after.wrapped_key, before.wrapped_key);
+        assert.deepEqual(after.secret_ciphertext, before.secret_ciphertext, 'the secret itself is untouched');
+
+        // The worker unwraps the re-wrapped key: the alert is signed with the same secret.
+        assert.equal((await call('POST', `/v1/proxy/${agentId}/stream`, { token, body: 'x' })).status, 200);
+        await waitFor(() => hooks.length === 1, { timeoutMs: 30_000, what: 'the alert delivered' });
+        const text = hooks[0].body.toString('utf8');
+        const signature = String(hooks[0].headers['x-gateway-signature']);
+        assert.ok(verifySignature(secret, text, signature, Math.floor(Date.now() / 1000)));
+      } finally {
+        await hook.close();
+      }
     });
   });
 });

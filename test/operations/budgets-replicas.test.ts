@@ -5,7 +5,9 @@
 // reservation (a paid call whose settlement answer is held by a relay) does not leave the budget
 // short: the other replica's reconciliation gives the reservation back once the dead one's
 // liveness key expires (the call never got a row), and the same payment header then buys the
-// call it paid for through the survivor, settled once and counted once.
+// call it paid for through the survivor, settled once and counted once. The door's one script
+// (the rate limit's take and the reservation together) keeps the limiter's and the budget's
+// refusals apart: a call the limiter refuses reserves nothing.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -28,6 +30,7 @@ import {
 } from '../support/x402.ts';
 import { waitFor } from '../support/wait.ts';
 import { createRedisLedger } from '../../gateway/budgets/redis-ledger.ts';
+import { createRedisLimiter } from '../../gateway/ratelimit/redis.ts';
 import type { Claim } from '../../gateway/budgets/ledger.ts';
 
 type Api = { child: ChildProcess; url: string };
@@ -150,6 +153,53 @@ describe('budgets across two API replicas on one Redis', function () {
       ]);
     } finally {
       await ledger.close();
+    }
+  });
+
+  it("the door's one script: a call the rate limiter refuses reserves nothing; one a budget refuses keeps its token", async () => {
+    const prefix = `test-${randomUUID()}:`;
+    const ledger = createRedisLedger(stack().redisUrl, { prefix });
+    const limiter = createRedisLimiter(stack().redisUrl, { prefix: `${prefix}rl:` });
+    try {
+      const claim: Claim = {
+        budgetId: 'bud_door',
+        windowStartMs: 1000,
+        limitAmount: null,
+        limitCalls: 1,
+        hard: true,
+        thresholds: [],
+        keepMs: 60_000,
+      };
+      // Two tokens, refilled once in a thousand seconds.
+      const take = { limiter, buckets: [{ key: 'agent:door', rate: 0.001, burst: 2 }] };
+      const step = (id: string) =>
+        ledger.takeAndReserve(take, [claim], { invocationId: id, amount: 0n, calls: 1 }, 'o', Date.now());
+      assert.deepEqual(await step('first'), { decision: { allowed: true }, reserved: { admitted: true } });
+      assert.deepEqual(await step('second'), {
+        decision: { allowed: true },
+        reserved: { admitted: false, refusing: [0] },
+      });
+      assert.deepEqual(await ledger.usage([claim]), [{ amount: 0n, calls: 1 }]);
+      // The budget's refusal took the second token: the third call is the limiter's to refuse.
+      const third = await step('third');
+      assert.equal(third.decision.allowed, false);
+      assert.equal(third.reserved, null);
+      assert.equal(await ledger.settle('first', { amount: 0n, calls: 0 }), true);
+      const fourth = await step('fourth');
+      assert.equal(fourth.decision.allowed, false);
+      assert.equal(fourth.reserved, null);
+      assert.deepEqual(
+        await ledger.usage([claim]),
+        [{ amount: 0n, calls: 0 }],
+        'refused by the limiter: nothing reserved',
+      );
+      assert.deepEqual(
+        (await ledger.due(Date.now(), Date.now(), 10)).map((d) => d.invocationId),
+        [],
+        'no reservation left behind',
+      );
+    } finally {
+      await Promise.all([ledger.close(), limiter.close()]);
     }
   });
 

@@ -4,6 +4,9 @@
 // not even asked to sign); an `upto` call reserves its maximum while it runs and gives back all
 // but its charge once the charge settles; a paid call whose payment is released (it never reached
 // its upstream) gives its amount back, and the same header then buys the call, counted once.
+// A gateway whose Redis cannot be reached refuses a call matching a hard budget with 503 and
+// Retry-After before anything is settled (a hard cap is not taken on trust), and passes one
+// matching only a soft budget.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
@@ -23,6 +26,7 @@ import { rpcReader, settledInvocation, uptoPayer } from '../support/upto.ts';
 import { waitFor } from '../support/wait.ts';
 import type { TestUpstream } from '../support/upstream.ts';
 import { startGateway } from '../../api/wiring.ts';
+import { freePort } from '../../scripts/lib/ports.ts';
 import { createGatewayWorker } from '../../temporal/gateway-worker.ts';
 import { createLogger } from '../../lib/log.ts';
 import type { GatewayConfig } from '../../gateway/config.ts';
@@ -283,6 +287,60 @@ describe('budgets: refused before anyone pays, trued up to the charge', function
         await running;
         await connection.close();
       }
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+  it('answers 503 with Retry-After when its Redis cannot be asked about a hard budget, and charges nothing', async () => {
+    const payTo = newPayTo();
+    const agentId = await agent({ amount: String(PRICE), pay_to: payTo });
+    const softAgentId = await agent({ amount: String(PRICE), pay_to: payTo });
+    await budget(agentId, PRICE * 10n);
+    const soft = await call('POST', '/v1/budgets', {
+      token,
+      json: {
+        name: uniqueName('soft'),
+        scope: { agent_id: softAgentId },
+        limit: { amount: String(PRICE * 10n) },
+        window: 'day',
+        mode: 'soft',
+      },
+    });
+    assert.equal(soft.status, 201, soft.text);
+    // A gateway whose REDIS_URL names a port nothing listens on (its limiter fails open; its ledger cannot answer).
+    const config: GatewayConfig = { ...stack().config, port: 0, redisUrl: `redis://127.0.0.1:${await freePort()}` };
+    const server: Server = await startGateway(config, stack().orm, stack().temporal, createLogger('api', 'silent'));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const payer = await newPayer(100_000n);
+      const paid = async (id: string) =>
+        callAt(base, 'POST', `/v1/proxy/${id}`, {
+          token,
+          body: 'x',
+          headers: {
+            'content-type': 'text/plain',
+            'x-payment': encodePayment(await signPayment(payer, { payTo, value: PRICE })),
+          },
+        });
+      const before = upstream.received.length;
+      const refused = await paid(agentId);
+      assert.equal(refused.status, 503, refused.text);
+      assert.equal(refused.headers['retry-after'], '1');
+      assert.deepEqual(refused.json, { error: 'budgets cannot be checked now; retry later' });
+      assert.equal(upstream.received.length, before, 'never forwarded');
+      assert.equal(await balanceOf(provider, payer.address), 100_000n, 'nothing charged');
+      assert.deepEqual(await transfersTo(provider, payTo), []);
+      // No invocation was recorded for it: the call never started.
+      const listed = await callAt(base, 'GET', `/v1/invocations?agent_id=${agentId}`, { token });
+      assert.equal(listed.status, 200, listed.text);
+      assert.deepEqual(listed.json.data, []);
+
+      // A soft budget is not a cap: its call passes, paid.
+      const passed = await paid(softAgentId);
+      assert.equal(passed.status, 202, passed.text);
+      await waitForInvocation(token, softAgentId, passed.json.invocation_id as string);
+      assert.equal(await balanceOf(provider, payer.address), 100_000n - PRICE);
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

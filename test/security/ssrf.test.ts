@@ -1,7 +1,7 @@
 // SSRF through real connections: the agents API refusing an internal upstream_url, the upstream
 // client never connecting to an address a name rebinds to (a resolver that answers differently
-// on each lookup), one HTTP path through a gateway whose allow-list is empty, and the
-// facilitator client. The tests' resolver is a fake DNS (named so): it only decides which
+// on each lookup), one HTTP path through a gateway whose allow-list is empty, the facilitator
+// client, and the budget alert's delivery to a webhook_url whose name resolves inside. The tests' resolver is a fake DNS (named so): it only decides which
 // address a name resolves to; connecting is real. The rules themselves, address by address,
 // are unit tests (test/unit/ssrf.test.ts).
 import assert from 'node:assert/strict';
@@ -22,6 +22,9 @@ import { createFacilitatorClient } from '../../gateway/payment/facilitator-clien
 import { devCa, newAccount, newPayTo, newPayer, requirements, settleBody, signPayment } from '../support/x402.ts';
 import { issueClientCert } from '../../scripts/dev/pki.ts';
 import { rebindingResolver } from '../support/fake-dns.ts';
+import { createUpstreamDispatcher } from '../../gateway/upstream/dispatcher.ts';
+import { createBudgetAlertActivities } from '../../activities/budget-alerts.ts';
+import { call } from '../support/http.ts';
 
 describe('SSRF guard', () => {
   describe('create time: the upstream URL', () => {
@@ -183,6 +186,58 @@ describe('SSRF guard', () => {
         await account.client.close();
       } finally {
         await client.close();
+      }
+    });
+  });
+  describe('the budget alert webhook', () => {
+    it('never delivers to a webhook_url whose name resolves to a loopback or private address at delivery time', async () => {
+      const inside = await rawUpstream((req, res) => void readAll(req).then(() => res.end()), '/hook');
+      const token = await stack().token(`tenant-ssrf-webhook-${randomUUID()}`);
+      try {
+        // A public-looking name passes the create-time check; what it resolves to is judged when the alert is sent.
+        const created = await call('POST', '/v1/budgets', {
+          token,
+          json: {
+            name: `ssrf-${randomUUID()}`,
+            limit: { calls: 10 },
+            window: 'day',
+            mode: 'soft',
+            alerts: { thresholds: [0.5], webhook_url: `http://rebind.test:${inside.port}/hook` },
+          },
+        });
+        assert.equal(created.status, 201, created.text);
+        const alert = {
+          budgetId: created.json.id,
+          windowStartMs: Date.parse(created.json.window_start),
+          threshold: 0.5,
+        };
+        const deliverThrough = (resolver: ReturnType<typeof rebindingResolver>, allow: string[]) => {
+          const dispatcher = createUpstreamDispatcher({ allow, resolver });
+          const activities = createBudgetAlertActivities({
+            orm: stack().orm,
+            keyring: stack().config.vault.keyring,
+            dispatcher,
+            timeoutMs: 2_000,
+          });
+          return activities.deliverBudgetAlert(alert).finally(() => dispatcher.close());
+        };
+
+        for (const address of ['127.0.0.1', '10.0.0.1', '::1']) {
+          const dns = rebindingResolver({ 'rebind.test': [[address]] });
+          const refused = await deliverThrough(dns, []).catch((err: unknown) => err as Error & { type?: string });
+          assert.ok(refused instanceof Error, `${address}: not delivered`);
+          assert.equal(refused.type, 'AlertNotDelivered', `${address}: a failure the workflow retries`);
+          assert.ok(!refused.message.includes(address), 'the address is not named');
+          assert.deepEqual(dns.lookups, ['rebind.test'], 'resolved by the guard');
+        }
+        assert.equal(inside.hits.length, 0, 'nothing reached the inside');
+
+        // The same delivery to an allowed address arrives: the refusals above were the guard's.
+        const allowed = await deliverThrough(rebindingResolver({ 'rebind.test': [['127.0.0.1']] }), ['127.0.0.1']);
+        assert.deepEqual(allowed, { outcome: 'delivered', status: 200 });
+        assert.equal(inside.hits.length, 1);
+      } finally {
+        await inside.close();
       }
     });
   });

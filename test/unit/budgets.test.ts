@@ -14,6 +14,7 @@ import { countedOf } from '../../gateway/budgets/reconcile.ts';
 import { signatureOf, verifySignature } from '../../gateway/budgets/alerts.ts';
 import { BudgetExceeded, createBudgetGate } from '../../gateway/budgets/gate.ts';
 import type { Budget } from '../../gateway/budgets/entity.ts';
+import { createMemoryLimiter } from '../../gateway/ratelimit/limiter.ts';
 
 const at = (iso: string) => new Date(iso);
 const since = at('2026-01-05T07:08:09.000Z');
@@ -317,5 +318,72 @@ describe('budget gate (in-process ledger)', () => {
   it('passes a call no budget matches without a reservation', async () => {
     const gate = gateOver([budget('bud_bob', { scope: { user: 'bob' } })]);
     assert.equal(await gate.admit(call('i1')), null);
+  });
+
+  describe("the door's step: the rate-limit take and the reservation together", () => {
+    const bucket = { key: 'agent:a', rate: 0.001, burst: 2 };
+    const setup = (budgets: Budget[]) => {
+      const ledger = createMemoryLedger();
+      const limiter = createMemoryLimiter();
+      return { ledger, limiter, gate: gateOver(budgets, ledger), take: { limiter, buckets: [bucket] } };
+    };
+    const usedOf = async (ledger: ReturnType<typeof createMemoryLedger>, b: Budget) =>
+      (
+        await ledger.usage([
+          { budgetId: b.id, windowStartMs: windowAt(b.timeWindow, new Date(), b.createdAt).start.getTime() },
+        ])
+      )[0];
+
+    it('reserves a call the limiter allows, and refuses past the budget with the tokens taken', async () => {
+      const one = budget('bud_one', { limitCalls: 1 });
+      const { ledger, gate, take, limiter } = setup([one]);
+      const first = await gate.takeAndAdmit(call('i1'), take);
+      assert.equal(first.decision.allowed, true);
+      assert.ok(first.budget && 'hold' in first.budget && first.budget.hold);
+      assert.deepEqual(await usedOf(ledger, one), { amount: 0n, calls: 1 });
+      const second = await gate.takeAndAdmit(call('i2'), take);
+      assert.equal(second.decision.allowed, true, 'the rate limit allows it: the budget refuses it at its stage');
+      assert.ok(second.budget && 'refused' in second.budget && second.budget.refused instanceof BudgetExceeded);
+      assert.equal((second.budget.refused as BudgetExceeded).budgetId, 'bud_one');
+      assert.deepEqual(await usedOf(ledger, one), { amount: 0n, calls: 1 }, 'the refused call reserved nothing');
+      // Both took their token, as a call refused at the budget stage always did: the bucket (burst 2) is empty.
+      assert.equal((await limiter.take([bucket])).allowed, false);
+    });
+
+    it('reserves nothing for a call the limiter refuses', async () => {
+      const wide = budget('bud_wide', { limitCalls: 100 });
+      const { ledger, gate, take } = setup([wide]);
+      for (let i = 0; i < 2; i++) assert.equal((await gate.takeAndAdmit(call(`i${i}`), take)).decision.allowed, true);
+      const refused = await gate.takeAndAdmit(call('i3'), take);
+      assert.equal(refused.decision.allowed, false);
+      assert.deepEqual(refused.budget, { hold: null });
+      assert.deepEqual(await usedOf(ledger, wide), { amount: 0n, calls: 2 });
+    });
+
+    it('only takes the tokens of a call no budget matches', async () => {
+      const { gate, take } = setup([budget('bud_bob', { scope: { user: 'bob' } })]);
+      const { decision, budget: verdict } = await gate.takeAndAdmit(call('i1'), take);
+      assert.equal(decision.allowed, true);
+      assert.deepEqual(verdict, { hold: null });
+    });
+
+    it('leaves a call undecided when a budget of its tenant names a payer (the budget stage reserves it)', async () => {
+      const payers = budget('bud_payer', { scope: { payer: '0xabc' } });
+      const { ledger, gate, take } = setup([payers, budget('bud_all', { limitCalls: 5 })]);
+      const { decision, budget: verdict } = await gate.takeAndAdmit(call('i1'), take);
+      assert.equal(decision.allowed, true);
+      assert.equal(verdict, null);
+      assert.deepEqual(await usedOf(ledger, budget('bud_all', {})), { amount: 0n, calls: 0 });
+    });
+
+    it('gives the reservation back when the call is refused after the door', async () => {
+      const one = budget('bud_one', { limitCalls: 1 });
+      const { ledger, gate, take } = setup([one]);
+      const first = await gate.takeAndAdmit(call('i1'), take);
+      assert.ok(first.budget && 'hold' in first.budget);
+      await first.budget.hold!.release();
+      assert.deepEqual(await usedOf(ledger, one), { amount: 0n, calls: 0 });
+      assert.ok(await gate.admit(call('i2')));
+    });
   });
 });

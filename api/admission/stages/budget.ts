@@ -5,11 +5,14 @@
 // before any payment is verified, bound or settled: its payer is never charged for it. The
 // reservation is the admission's to give back when a later stage refuses the call (admit.ts).
 // A refused call is recorded as an invocation naming the budget (gateway/budgets/refusals.ts).
+// A call whose door reserved it with its rate-limit step (token-door.ts) has its verdict told
+// here, in the same order; had its price come out otherwise than the door reckoned, that
+// reservation is given back and the call reserved here.
 // A call's payer is what a `payer` scope matches: a public call's caller (its payment was
 // checked, not recorded or settled, to learn it: public-door.ts), and a /v1 call's offered
 // payment, whose signature is checked here only when one of the tenant's budgets names a payer.
 import { ApiError } from '../../errors.ts';
-import { BudgetExceeded, BudgetUnavailable, type BudgetHold } from '../../../gateway/budgets/gate.ts';
+import { BudgetExceeded, BudgetUnavailable, told, type BudgetHold } from '../../../gateway/budgets/gate.ts';
 import { payerOf } from '../../../gateway/payment/flow.ts';
 import { isCharged } from '../../../gateway/payment/pricing.ts';
 import type { PaymentHeaders } from '../../../gateway/payment/dialect.ts';
@@ -17,6 +20,7 @@ import { recordedCallFields, type ProxyCall } from '../../proxy/call.ts';
 import type { RefusedCall } from '../../../gateway/budgets/refusals.ts';
 import type { ProxyParts } from '../../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../../deps.ts';
+import type { Admitted } from '../door.ts';
 
 const PAYER_CALLER = 'x402:';
 
@@ -65,15 +69,23 @@ export async function budgetStage(
   parts: Pick<ProxyParts, 'budgets' | 'payment'>,
   call: ProxyCall,
   headers: PaymentHeaders,
+  atDoor?: Admitted['budget'],
 ): Promise<BudgetHold | null> {
+  const amount = isCharged(call.price) ? BigInt(call.price.amount) : 0n;
   try {
+    if (atDoor && atDoor.amount === amount) {
+      if ('hold' in atDoor.verdict) return atDoor.verdict.hold;
+      const refusal = atDoor.verdict.refused;
+      throw refusal instanceof BudgetExceeded ? told(refusal) : refusal;
+    }
+    if (atDoor && 'hold' in atDoor.verdict) await atDoor.verdict.hold?.release();
     return await parts.budgets.gate.admit({
       tenantId: call.caller.tenantId,
       invocationId: call.invocationId,
       agentId: call.agent.id,
       user: call.caller.userId,
       payer: await payerOfCall(deps, parts, call, headers),
-      amount: isCharged(call.price) ? BigInt(call.price.amount) : 0n,
+      amount,
     });
   } catch (err) {
     if (err instanceof BudgetExceeded) {

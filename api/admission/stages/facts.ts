@@ -33,7 +33,7 @@ export function callFacts(
     caller: admitted.caller,
     agent: admitted.agent,
     mode: endpoint.mode,
-    invocationId: newId('inv'),
+    invocationId: admitted.invocationId ?? newId('inv'),
     requestId: admitted.requestId,
     model: admitted.model,
     contentType: ctx.get('content-type') || null,

@@ -3,11 +3,15 @@
 // (refund.ts). The buckets are the domain's (gateway/ratelimit/); which ones a call takes is its
 // door's (token-door.ts, public-door.ts). The public routes' pages and polls take them too.
 import { ApiError } from '../../errors.ts';
-import type { Bucket, RateLimiter } from '../../../gateway/ratelimit/index.ts';
+import type { Bucket, Decision, RateLimiter } from '../../../gateway/ratelimit/index.ts';
 
 /** Takes a token from every bucket; returns the give-back, at most once effective. */
 export async function takeTokens(limiter: RateLimiter, buckets: Bucket[]): Promise<() => Promise<void>> {
-  const decision = await limiter.take(buckets);
+  return tokensTaken(limiter, buckets, await limiter.take(buckets));
+}
+
+/** The 429 of a refused take, else the give-back of the tokens it took (a take made elsewhere: token-door.ts). */
+export function tokensTaken(limiter: RateLimiter, buckets: Bucket[], decision: Decision): () => Promise<void> {
   if (!decision.allowed)
     throw new ApiError(429, 'rate limit exceeded', { 'Retry-After': String(decision.retryAfterSeconds) });
   let given = false;
