@@ -137,7 +137,7 @@ function escrowCause(type: 'voucher' | 'refund', signed: bigint, channel: Channe
 
 async function leaseWithin(store: ChannelStore, input: Parameters<ChannelStore['lease']>[0]) {
   const deadline = Date.now() + CHANNEL_WAIT_MS;
-  for (let wait = 10; ; wait = Math.min(wait * 2, 200)) {
+  for (let wait = 2; ; wait = Math.min(wait * 2, 200)) {
     const outcome = await store.lease(input);
     if (outcome !== 'busy' || Date.now() + wait > deadline) return outcome;
     await new Promise((resolve) => setTimeout(resolve, wait));
