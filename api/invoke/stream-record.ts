@@ -140,7 +140,8 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
           return null;
         });
       }
-      const committed = services.recorder.complete(done);
+      // A channel payment's row goes at once: the payer's next call waits for its channel.
+      const committed = services.recorder.complete(done, !!row.paymentChannel);
       committed.then(() => {
         if (done.receipt) countIssued(done.receipt);
       }, logFailure);

@@ -85,8 +85,12 @@ export interface InvocationRecorder {
    * the row is no longer running (the lost-stream sweep closed it): nothing may be forwarded.
    */
   markForwarding(id: string): Promise<boolean>;
-  /** Writes the whole terminal row (completing the started one); resolves once committed. */
-  complete(row: CompletedRow): Promise<void>;
+  /**
+   * Writes the whole terminal row (completing the started one); resolves once committed. `now`:
+   * sent without waiting COMPLETION_DELAY_MS for company (a channel payment's call, whose channel
+   * the payer's next call waits for until this commits and its charge with it).
+   */
+  complete(row: CompletedRow, now?: boolean): Promise<void>;
   /** Writes what is queued (for at most 2 s), then stops writing (what is left is failed) and closes the row session. */
   close(): Promise<void>;
 }
@@ -310,17 +314,22 @@ function groupCommit(execute: Runner, delayMs: number) {
     flushing = false;
   }
 
-  function enqueue(item: Omit<Item, 'due'>): void {
+  function enqueue(item: Omit<Item, 'due'>, delay = delayMs): void {
     if (closed) return item.reject(new Error('recorder closed'));
-    const due = performance.now() + delayMs;
+    const due = performance.now() + delay;
+    // A row due sooner than those waiting takes them along: the queue stays in order of due.
+    for (const queued of queue) queued.due = Math.min(queued.due, due);
     queue.push({ ...item, due });
     // While a statement is in flight, the drain that runs it sends this one after it.
-    if (flushing || scheduled) return;
-    schedule(due);
+    if (flushing) return;
+    unschedule();
+    schedule(queue[0].due);
   }
 
   return {
-    write: (row: QueuedRow) => new Promise<void>((resolve, reject) => enqueue({ row, attempt: 0, resolve, reject })),
+    /** Queues `row`, sent within `delay` ms (the queue's delay unless said). */
+    write: (row: QueuedRow, delay?: number) =>
+      new Promise<void>((resolve, reject) => enqueue({ row, attempt: 0, resolve, reject }, delay)),
     /**
      * Folds `row` into the queued item of the same id, if one is still waiting: the two go out
      * as one row in its statement. Resolves with that item; null if none is waiting.
@@ -376,7 +385,7 @@ export function createInvocationRecorder(
       return rows.length === 1;
     },
     // A call that ends before its start was sent is written once, whole, in the start's place.
-    complete: (row) => starts.absorb(row) ?? ends.write(row),
+    complete: (row, now) => starts.absorb(row) ?? ends.write(row, now ? 0 : undefined),
     async close() {
       // A graceful stop writes what is queued (starts held for company, completions waiting to
       // share a statement) before the connections close, instead of failing it; bounded, so a

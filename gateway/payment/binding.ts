@@ -10,7 +10,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { GatewayDb } from '../db/orm.ts';
 import { v7 as uuidv7 } from 'uuid';
 import { PaymentBindingSchema, type PaymentBindingStatus, type SignedPayment } from './entity.ts';
-import { InvocationSchema, type Invocation } from '../db/entities.ts';
+import type { Invocation } from '../db/entities.ts';
+import { invocationColumns, type InvocationField } from '../invocations/columns.ts';
 
 /** What identifies one payment: its authorization's nonce under a network, asset and payer. */
 export type PaymentKey = { network: string; asset: string; payer: string; nonce: string };
@@ -226,14 +227,33 @@ export async function flushBindingPayment(
 
 /**
  * The streaming path's equivalent: inserts the invocation row and binds the payment in one
- * transaction, before anything is forwarded (the streaming route otherwise overlaps its
- * insert with connecting upstream; a paid call must not reach the upstream unbound).
+ * statement, before anything is forwarded (the streaming route otherwise overlaps its insert
+ * with connecting upstream; a paid call must not reach the upstream unbound). One round trip
+ * instead of the ORM's transaction of four (begin, insert, update, commit), on every paid
+ * stream's latency path: the payment's row is locked first, so of two calls binding it at once
+ * the second finds it bound and inserts nothing.
  */
 export async function insertBindingPayment(db: GatewayDb, row: Invocation, payment: PaymentKey): Promise<void> {
-  await db.em.fork().transactional(async (tx) => {
-    await tx.insert(InvocationSchema, row);
-    await bind(tx, payment, row.id);
-  });
+  // The row's set fields, as the ORM's insert wrote them (an absent one keeps its column's default).
+  const fields = (Object.keys(row) as InvocationField[]).filter((f) => row[f as keyof Invocation] !== undefined);
+  const columns = invocationColumns(fields);
+  const [written] = await db.em.getConnection().execute<Array<{ bound: number }>>(
+    `with claim as (
+       select id from payment_claims
+        where network = ? and asset = ? and payer = ? and nonce = ? and invocation_id is null
+        for update),
+     inserted as (
+       insert into invocations (${columns.names.join(', ')})
+       select ${columns.placeholders.join(', ')} where exists (select 1 from claim)
+       returning id),
+     bound as (
+       update payment_claims p set invocation_id = i.id, updated_at = now()
+         from claim c, inserted i where p.id = c.id
+       returning p.id)
+     select count(*)::int as bound from bound`,
+    [payment.network, payment.asset, payment.payer, payment.nonce, ...columns.values(row)],
+  );
+  if (written?.bound !== 1) throw new PaymentAlreadyBound();
 }
 
 /**

@@ -196,7 +196,7 @@ describe('x402 batch-settlement scheme (pure part)', function () {
       }
     });
 
-    it('refuses an altered config, ceiling or signature, the high-s twin of a good signature, and a delay out of range', async function () {
+    it('refuses an altered config, ceiling or signature, the high-s twin of a good signature or its v flipped, and a delay out of range', async function () {
       const state = { balance: 10_000n, totalClaimed: 0n, chargedCumulativeAmount: 1_000n };
       const refused = async (payload: BatchSettlementPayment['payload'], cause: string) =>
         assert.deepEqual(await verifyVoucher(payload, voucherExpectation(), state), {
@@ -212,6 +212,11 @@ describe('x402 batch-settlement scheme (pure part)', function () {
       const twin = clone(second.payload);
       twin.voucher.signature = highS(second.payload.voucher.signature);
       await refused(twin, 'voucher_signature');
+      // The other recovery id names another key: the contract would not take it.
+      const flipped = clone(second.payload);
+      const v = flipped.voucher.signature.slice(130);
+      flipped.voucher.signature = `${flipped.voucher.signature.slice(0, 130)}${v === '1b' ? '1c' : '1b'}`;
+      await refused(flipped, 'voucher_signature');
       const outOfRange = clone(second.payload);
       outOfRange.channelConfig.withdrawDelay = 60;
       await refused(outOfRange, 'channel_id_mismatch');

@@ -23,7 +23,14 @@ import type { FacilitatorClient } from '../facilitator-client.ts';
 import { PaymentRefused, PaymentStillSettling } from '../refusals.ts';
 import { channelTermsOf } from '../schemes/batch-settlement/index.ts';
 import { readChannel, type OnChainChannel } from '../schemes/batch-settlement/chain.ts';
-import { createChannelStore, LEASE_SECONDS, type ChannelLease, type ChannelRow, type ChannelStore } from './store.ts';
+import {
+  createChannelStore,
+  LEASE_SECONDS,
+  type ChannelLease,
+  type ChannelRow,
+  type ChannelStore,
+  type LeaseBinding,
+} from './store.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { VaultConfig } from '../../credentials/config.ts';
 import type { VaultClient } from '../../credentials/vault.ts';
@@ -130,7 +137,7 @@ function escrowCause(type: 'voucher' | 'refund', signed: bigint, channel: Channe
 
 async function leaseWithin(store: ChannelStore, input: Parameters<ChannelStore['lease']>[0]) {
   const deadline = Date.now() + CHANNEL_WAIT_MS;
-  for (let wait = 10; ; wait = Math.min(wait * 2, 200)) {
+  for (let wait = 2; ; wait = Math.min(wait * 2, 200)) {
     const outcome = await store.lease(input);
     if (outcome !== 'busy' || Date.now() + wait > deadline) return outcome;
     await new Promise((resolve) => setTimeout(resolve, wait));
@@ -186,6 +193,9 @@ export async function admitChannelPayment(
     agentId: call.agentId,
     config: payload.channelConfig,
     seconds: LEASE_SECONDS,
+    ...(payload.type === 'voucher' && !offer.paymentId
+      ? { bind: voucherBinding(config, call, offer, BigInt(payload.voucher.maxClaimableAmount), ceiling) }
+      : {}),
   });
   if (leased === 'foreign') throw refused('channel_of_another_tenant');
   if (leased === 'busy') throw new ChannelBusy(entries);
@@ -298,17 +308,19 @@ export async function admitChannelPayment(
     // channel's charged total, under the lease, that keeps one voucher from paying twice.
     const nonce = `${offer.nonce}-${lease.token}`;
     const em = deps.orm.em.fork() as EntityManager;
-    const recording = await recordPayment(em, {
-      network: config.network,
-      asset: requirements.asset,
-      payer: offer.payer,
-      nonce,
-      tenantId: call.tenantId,
-      agentId: call.agentId,
-      amount: requirements.maxAmountRequired,
-      paymentId: offer.paymentId,
-      signedPayment: { payment: offer.payment, requirements, channelLease: lease.token },
-    });
+    const recording = lease.binding
+      ? { state: 'new' }
+      : await recordPayment(em, {
+          network: config.network,
+          asset: requirements.asset,
+          payer: offer.payer,
+          nonce,
+          tenantId: call.tenantId,
+          agentId: call.agentId,
+          amount: requirements.maxAmountRequired,
+          paymentId: offer.paymentId,
+          signedPayment: { payment: offer.payment, requirements, channelLease: lease.token },
+        });
     if (recording.state !== 'new' && recording.state !== 'resumed')
       throw new PaymentRefused('payment already used', entries);
     admitted = true;
@@ -321,6 +333,33 @@ export async function admitChannelPayment(
   } finally {
     if (!admitted) await store.release(lease as ChannelLease).catch(() => undefined);
   }
+}
+
+/**
+ * A voucher's payment binding, as the call's record below would write it, for its lease to record
+ * when the channel shows it admissible (store.ts): a voucher call then costs one statement less.
+ */
+function voucherBinding(
+  config: PaymentConfig,
+  call: { tenantId: string; agentId: string },
+  offer: ChannelOffer,
+  signed: bigint,
+  ceiling: bigint,
+): (token: string) => LeaseBinding {
+  const { requirements } = offer;
+  return (token) => ({
+    network: config.network,
+    asset: requirements.asset,
+    payer: offer.payer,
+    nonce: `${offer.nonce}-${token}`,
+    tenantId: call.tenantId,
+    agentId: call.agentId,
+    amount: requirements.maxAmountRequired,
+    signed,
+    ceiling,
+    freshSeconds: MIRROR_FRESH_MS / 1000,
+    signedPayment: { payment: offer.payment, requirements, channelLease: token },
+  });
 }
 
 /**

@@ -2,13 +2,16 @@
 // the guarantees are in the WHERE clauses, so they hold across API replicas.
 // - lease: a call holds its channel from admission until its charge is committed (or its lease
 //   runs out: a process that died holding it does not hold it for ever). Only the tenant that
-//   first saw a channel may use it;
+//   first saw a channel may use it. A voucher's payment binding is recorded in the lease's own
+//   statement when the leased row already shows it admissible (a round trip less per paid call);
+//   the admission still decides, and a binding it does not admit goes with the lease's release;
 // - mirror: what the chain (or the facilitator's answer) says of the channel;
 // - commit: the call's charge joins the charged total, at most the ceiling the payer signed for
 //   it, its voucher becomes the channel's latest, and the lease is let go; the invocation's
 //   charge is recorded in the same statement, once.
 import { randomUUID } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { v7 as uuidv7 } from 'uuid';
 import type { ChannelConfig } from '../../../x402/schemes/batch-settlement/schemas.ts';
 import type { OnChainChannel } from '../schemes/batch-settlement/chain.ts';
 
@@ -26,8 +29,26 @@ export type ChannelRow = {
   syncedAt: Date | null;
 };
 
-/** The call's hold on its channel. */
-export type ChannelLease = { channelId: string; token: string };
+/** The call's hold on its channel; `binding`: the nonce of the payment binding its lease recorded. */
+export type ChannelLease = { channelId: string; token: string; binding?: BindingKey };
+
+type BindingKey = { network: string; asset: string; payer: string; nonce: string };
+
+/**
+ * A voucher's payment binding (binding.ts's row, unbound, without a payment identifier), to be
+ * recorded with the lease when the channel's mirrored state (fresh within `freshSeconds`) shows
+ * the voucher admissible: its ceiling `signed` is the charged total plus `ceiling`, within the
+ * escrow, above the claimed total.
+ */
+export type LeaseBinding = BindingKey & {
+  tenantId: string;
+  agentId: string;
+  amount: string;
+  signed: bigint;
+  ceiling: bigint;
+  freshSeconds: number;
+  signedPayment: unknown;
+};
 
 type Raw = Record<string, unknown>;
 
@@ -55,10 +76,28 @@ const LEASE = `
    where channels.tenant_id = excluded.tenant_id and (channels.busy_until is null or channels.busy_until < now())
   returning ${COLUMNS}`;
 
+// The lease and, when the leased row shows the voucher admissible, its binding, in one statement.
+const LEASE_BINDING = `
+  with leased as (${LEASE.replace(`returning ${COLUMNS}`, 'returning *')}),
+  bound as (
+    insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, signed_payment, created_at, updated_at)
+    select ?, ?, ?, ?, ?, ?, ?, ?, 'claimed', ?::jsonb, now(), now() from leased l
+     where l.onchain_synced_at > now() - make_interval(secs => ?)
+       and l.charged_cumulative + ?::numeric = ?::numeric
+       and l.balance > 0 and ?::numeric <= l.balance and ?::numeric > l.total_claimed
+    on conflict (network, asset, payer, nonce) do nothing
+    returning id)
+  select ${COLUMNS}, exists (select 1 from bound) as bound from leased`;
+
 const OWNER = `select tenant_id from channels where id = ?`;
 
 const RELEASE = `update channels set busy_until = null, busy_invocation = null, updated_at = now()
   where id = ? and busy_invocation = ?`;
+
+// The release of a lease whose binding was recorded with it and never bound to a call.
+const RELEASE_BINDING = `with unbound as (
+    delete from payment_claims where network = ? and asset = ? and payer = ? and nonce = ? and invocation_id is null)
+  ${RELEASE}`;
 
 // The charged total is never below what was claimed on chain (a channel first seen here, or
 // whose charges were lost, starts from there: the spec's server-state-loss baseline).
@@ -79,10 +118,12 @@ export function createChannelStore(orm: MikroORM) {
       agentId: string;
       config: ChannelConfig;
       seconds: number;
+      /** The voucher's binding, named by the lease's token, recorded with it when admissible. */
+      bind?: (token: string) => LeaseBinding;
     }): Promise<LeaseOutcome> {
       const token = randomUUID();
       const { config } = input;
-      const rows = await execute(LEASE, [
+      const leaseParams = [
         input.channelId,
         input.tenantId,
         input.agentId,
@@ -92,15 +133,47 @@ export function createChannelStore(orm: MikroORM) {
         JSON.stringify(config),
         input.seconds,
         token,
-      ]);
-      if (rows[0]) return { lease: { channelId: input.channelId, token }, channel: rowOf(rows[0]) };
+      ];
+      const binding = input.bind?.(token);
+      const rows = binding
+        ? await execute(LEASE_BINDING, [
+            ...leaseParams,
+            `pay_${uuidv7()}`,
+            binding.tenantId,
+            binding.agentId,
+            binding.network,
+            binding.asset,
+            binding.payer,
+            binding.nonce,
+            binding.amount,
+            JSON.stringify(binding.signedPayment),
+            binding.freshSeconds,
+            binding.ceiling.toString(),
+            binding.signed.toString(),
+            binding.signed.toString(),
+            binding.signed.toString(),
+          ])
+        : await execute(LEASE, leaseParams);
+      if (rows[0]) {
+        const { network, asset, payer, nonce } = binding ?? {};
+        const bound =
+          binding && rows[0].bound === true
+            ? { network: network!, asset: asset!, payer: payer!, nonce: nonce! }
+            : undefined;
+        return {
+          lease: { channelId: input.channelId, token, ...(bound ? { binding: bound } : {}) },
+          channel: rowOf(rows[0]),
+        };
+      }
       const [owner] = await execute(OWNER, [input.channelId]);
       return owner && owner.tenant_id !== input.tenantId ? 'foreign' : 'busy';
     },
 
-    /** Lets the channel go without a charge (the call was refused before it ran). */
+    /** Lets the channel go without a charge (the call was refused before it ran), and the binding its lease recorded. */
     async release(lease: ChannelLease): Promise<void> {
-      await execute(RELEASE, [lease.channelId, lease.token]);
+      const { binding: b } = lease;
+      if (b) await execute(RELEASE_BINDING, [b.network, b.asset, b.payer, b.nonce, lease.channelId, lease.token]);
+      else await execute(RELEASE, [lease.channelId, lease.token]);
     },
 
     /** Records the channel's on-chain state. */

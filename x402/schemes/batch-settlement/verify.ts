@@ -7,6 +7,7 @@
 // the deposit to the collector for this channel, from the payer, now. Causes are the scheme's own
 // error names (the x402 batch-settlement EVM spec), so a server can answer with them.
 import { getAddress } from 'ethers';
+import { recoverStrict } from '../../ecdsa.ts';
 import type { ContractSignatureCheck } from '../../erc1271.ts';
 import type { TokenDomain } from '../../token.ts';
 import type { BatchSettlementPayload, ChannelConfig, DepositPayload } from './schemas.ts';
@@ -16,7 +17,6 @@ import {
   channelIdOf,
   depositAuthorizationDigest,
   erc3009DepositNonce,
-  recoverStrict,
   voucherDigest,
 } from './typed-data.ts';
 
