@@ -4,7 +4,7 @@
 // resource templates: every page of each member's, named `{prefix}_{name}` where MCP names them,
 // filtered by the member's allow-list and, for tools, by the tenant's policy for this caller),
 // each member given a bounded time, and routes a call to its member as an invocation of that
-// member (members.ts: through this process's /v1/proxy/{member}/stream), whose answer is relayed
+// member (members.ts: this process's /v1/proxy/{member}/stream, served in memory), whose answer is relayed
 // as it comes. DELETE ends the session and the member sessions it opened.
 import type { Context } from 'koa';
 import {
@@ -91,13 +91,6 @@ function rpcOf(body: unknown): Rpc | null {
   return rpc as Rpc;
 }
 
-/** This process's own listener, as the connection reached it: where member requests go. */
-function selfBase(ctx: Context): string {
-  const { localAddress, localPort } = ctx.req.socket;
-  const host = localAddress?.includes(':') ? `[${localAddress}]` : localAddress;
-  return `http://${host}:${localPort}`;
-}
-
 /** How long ending one member session may take. */
 const MEMBER_CLOSE_TIMEOUT_MS = 3_000;
 
@@ -110,7 +103,9 @@ export function mcpServerEndpoint(
 
   function linkOf(ctx: Ctx, server: McpServer): MemberLink {
     return {
-      base: selfBase(ctx),
+      app: ctx.app,
+      socket: ctx.req.socket,
+      host: ctx.get('host'),
       authorization: ctx.get('authorization'),
       via: sealVia(server.tenantId, server.id),
       db: deps.orm,

@@ -1,5 +1,5 @@
 // How a virtual MCP server talks to its members: each request is a POST to this very process's
-// /v1/proxy/{member}/stream, with the client's bearer token and the sealed mark of the server
+// /v1/proxy/{member}/stream, served in memory (in-process.ts), with the client's bearer token and the sealed mark of the server
 // (via.ts), so it is admitted, priced, paid, limited, credentialed and recorded exactly as a
 // direct call to the member is. The member's answer (JSON or server-sent events) is read here
 // when the server needs its content (a list, a session's initialize), within a byte budget;
@@ -9,11 +9,13 @@
 // replica or a restarted process continues it; one that expired (the member answers 404 to a
 // forwarded request) is opened again once, transparently.
 import type { IncomingHttpHeaders } from 'node:http';
-import { request, type Dispatcher } from 'undici';
+import type { Socket } from 'node:net';
+import type Koa from 'koa';
 import { createParser } from 'eventsource-parser';
 import type { GatewayDb } from '../../gateway/db/orm.ts';
 import type { ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { setMemberSession } from '../../gateway/mcp-servers/sessions.ts';
+import { postInProcess, type InProcessReply } from './in-process.ts';
 
 /** MCP's latest protocol version the gateway asks a member for. */
 const MEMBER_PROTOCOL_VERSION = '2025-06-18';
@@ -31,9 +33,14 @@ export class MemberError extends Error {
   }
 }
 
-/** Where and as whom member requests go: this process's listener, the client's token, the server's seal. */
+/**
+ * Where and as whom member requests go: this process's application (in-process.ts), as a
+ * request on the client's connection and to its host, with the client's token and the server's seal.
+ */
 export type MemberLink = {
-  base: string;
+  app: Koa;
+  socket: Socket;
+  host: string;
   authorization: string;
   via: string;
   db: GatewayDb;
@@ -44,7 +51,14 @@ export type MemberLink = {
 /** The member session state of one client session (agent id → Mcp-Session-Id, '' for a member without sessions). */
 export type SessionState = { id: string; members: Record<string, string> };
 
-type Reply = Dispatcher.ResponseData;
+type Reply = InProcessReply;
+
+/** Reads the rest of an answer the server has no use for (a 202, a 404 to resend). */
+function discard(reply: Reply): Promise<void> {
+  return new Promise((resolve) => {
+    reply.body.once('end', resolve).once('close', resolve).resume();
+  });
+}
 
 /** One JSON-RPC message POSTed to the member's streaming endpoint. */
 export function postToMember(
@@ -55,18 +69,21 @@ export function postToMember(
   signal?: AbortSignal,
 ): Promise<Reply> {
   const headers: Record<string, string> = {
+    host: link.host,
     authorization: link.authorization,
     'content-type': 'application/json',
     accept: 'application/json, text/event-stream',
     'x-gateway-mcp-server': link.via,
   };
   if (memberSession) headers['mcp-session-id'] = memberSession;
-  return request(`${link.base}/v1/proxy/${agentId}/stream`, {
-    method: 'POST',
+  return postInProcess(
+    link.app,
+    link.socket,
+    `/v1/proxy/${agentId}/stream`,
     headers,
-    body: JSON.stringify(message),
+    Buffer.from(JSON.stringify(message)),
     signal,
-  });
+  );
 }
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
@@ -182,7 +199,7 @@ async function openMemberSession(link: MemberLink, agentId: string, signal?: Abo
     { jsonrpc: '2.0', method: 'notifications/initialized' },
     signal,
   );
-  await initialized.body.dump();
+  await discard(initialized);
   return sessionId;
 }
 
@@ -224,6 +241,6 @@ export async function withMemberSession(
   const memberSession = session.members[agentId] ?? (await open());
   const reply = await send(memberSession || undefined);
   if (reply.statusCode !== 404 || !memberSession || !header(reply.headers, 'x-gateway-invocation-id')) return reply;
-  await reply.body.dump();
+  await discard(reply);
   return send((await open()) || undefined);
 }
