@@ -105,7 +105,7 @@ export function mcpServerEndpoint(
     return {
       app: ctx.app,
       socket: ctx.req.socket,
-      host: ctx.get('host'),
+      host: ctx.get('host') || 'localhost',
       authorization: ctx.get('authorization'),
       via: sealVia(server.tenantId, server.id),
       db: deps.orm,

@@ -162,8 +162,9 @@ export function postInProcess(
       answered = true;
       resolve({ statusCode, headers: head, body: answer });
     });
+    // Ended by the handler (its last bytes may still be on their way to the reader): not a hang-up.
     const hangUp = () => {
-      if (!res.writableFinished) res.destroy();
+      if (!res.writableEnded) res.destroy();
     };
     answer.once('close', hangUp);
     const onAbort = () => {

@@ -95,8 +95,11 @@ export function createMcpStreams(deps: {
   feed.subscribe((key) => {
     if (bySession.size === 0) return;
     const [kind, id, nonce] = key.split(':');
-    if (key === '*') for (const stream of bySession.values()) tell(stream, ALL_LISTS);
-    else if (kind === 'agent') {
+    if (key === '*') {
+      // The feed was lost (or is new): anything may have changed meanwhile, a session's end included.
+      for (const stream of bySession.values()) tell(stream, ALL_LISTS);
+      for (const sessionId of bySession.keys()) void sessionChanged(sessionId).catch(() => {});
+    } else if (kind === 'agent') {
       for (const stream of bySession.values()) if (stream.members.has(id)) tell(stream, ALL_LISTS);
     } else if (kind === 'policy') {
       for (const stream of bySession.values()) if (stream.owner.tenantId === id) tell(stream, ['tools']);

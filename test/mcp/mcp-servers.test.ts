@@ -24,7 +24,13 @@ import { startMcpServer } from '../support/mcp-server.ts';
 
 const MCP = { protocol: 'mcp', mcp_transport: 'streamable_http' };
 
-type Listed = { invocation_id: string; mcp_method: string; mcp_tool: string | null; mcp_server_id: string | null };
+type Listed = {
+  invocation_id: string;
+  status: string;
+  mcp_method: string;
+  mcp_tool: string | null;
+  mcp_server_id: string | null;
+};
 
 async function createServer(token: string, members: unknown[]): Promise<{ id: string; mcp_url: string }> {
   const res = await call('POST', '/v1/mcp-servers', { token, json: { name: `fed-${randomUUID()}`, members } });
@@ -165,6 +171,15 @@ describe('MCP: virtual MCP servers', () => {
         tools,
       );
       for (const row of rows) assert.equal(row.mcp_server_id, server.id);
+      // Served in memory, each answered whole: none recorded as cut short by its caller.
+      await waitFor(
+        async () => {
+          const listed = await call('GET', `/v1/invocations?agent_id=${agentId}&limit=100`, { token });
+          const calls = (listed.json.data as Listed[]).filter((r) => r.mcp_method === 'tools/call');
+          return calls.every((r) => r.status === 'succeeded');
+        },
+        { everyMs: 50, what: 'the member’s calls completed' },
+      );
     }
     await call('DELETE', '/v1/policy', { token });
   });
