@@ -19,4 +19,6 @@ export type AppDeps = {
   vaultClient: VaultClient;
   version: { name: string; version: string; commit: string | null };
   readiness: () => Promise<{ database: boolean; temporal: boolean }>;
+  /** Aborted when the process begins to stop: what holds a connection open for good (an MCP stream) ends then. */
+  stopping?: AbortSignal;
 };

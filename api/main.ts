@@ -42,7 +42,13 @@ const temporal = await connectClient(config.temporal.connection, config.temporal
 // too: every accepted call's workflow is started, whoever accepted it.
 const feed = openChangeFeed(orm);
 const vaultClient = createVaultClient(config.vault);
-const server = await startGateway(config, orm, temporal, log, { feed, vaultClient, relay: true });
+const stoppingNow = new AbortController();
+const server = await startGateway(config, orm, temporal, log, {
+  feed,
+  vaultClient,
+  relay: true,
+  stopping: stoppingNow.signal,
+});
 // Prometheus scrapes the API on a listener of its own (API_METRICS_PORT on METRICS_HOST; 0 = off).
 const { apiMetricsPort, metricsHost } = config.observability;
 const metrics = apiMetricsPort ? await startMetricsServer(apiMetricsPort, metricsHost) : null;
@@ -57,6 +63,8 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     if (stopping) return server.closeAllConnections();
     stopping = true;
     log.info({ graceMs: config.shutdownGraceMs }, 'stopping: finishing the requests in hand');
+    // Streams that would hold the drain for its whole grace end now (their clients reopen them elsewhere).
+    stoppingNow.abort();
     const drained = new Promise<void>((resolve) => server.close(() => resolve()));
     // Keep-alive connections that finish their request are closed as they go idle.
     const idle = setInterval(() => server.closeIdleConnections(), 100);

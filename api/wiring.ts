@@ -29,7 +29,7 @@ const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url),
  * the closed-workflow check, the analytics fold and summaries, the expired payment tasks' purge;
  * api/main.ts; tests that need them run their own).
  */
-export type GatewayOptions = Partial<Pick<AppDeps, 'feed' | 'vaultClient'>> & { relay?: boolean };
+export type GatewayOptions = Partial<Pick<AppDeps, 'feed' | 'vaultClient' | 'stopping'>> & { relay?: boolean };
 
 export async function startGateway(
   config: GatewayConfig,
@@ -49,6 +49,7 @@ export async function startGateway(
       log,
       feed,
       vaultClient: shared.vaultClient ?? createVaultClient(config.vault),
+      stopping: shared.stopping,
       version: { name: pkg.name, version: pkg.version, commit: config.gitCommit ?? null },
       // At most one database and one Temporal check per second, whatever the probe rate.
       readiness: cachedProbe(async () => {

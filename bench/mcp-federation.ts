@@ -6,7 +6,9 @@
 // (POST /v1/mcp-servers/{id}/mcp: the client's session found, the call routed to the member's
 // streaming endpoint and its answer relayed), one call at a time, the two interleaved call by
 // call in each round so drift hits both alike. Reports the p50 and p99 of each, what the
-// federation adds at p50 and the ratio; target: it adds at most 1 ms at p50.
+// federation adds at p50 and the ratio; target: it adds at most 1 ms at p50. Then where the CPU
+// goes: a block of direct calls in a row, then a block of federated ones, each process's CPU
+// per call (/proc: the gateway API, the member, the database's backends, this process).
 // `npm run bench` (bench/run.ts) puts its result in docs/BENCHMARKS.md.
 import type { ChildProcess } from 'node:child_process';
 import { tmpdir } from 'node:os';
@@ -22,6 +24,8 @@ import { fmtMs, say } from './print.ts';
 import { listeningPort, spawnInto, stopChildren } from './processes.ts';
 import { finishResult, percentile, runAsMain, startResult, tableLines, type BenchResult } from './result.ts';
 import { createBenchAgent, gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
+import { cpuCell, cpuPerUnit, type CpuGroups } from './cpu.ts';
+import { databaseBackends, type DatabaseBackends } from './database-cpu.ts';
 
 const USAGE = `usage: npm run bench:mcp-federation [-- --calls 500 --rounds 5 --json FILE]
   A tool call through a virtual MCP server against the same call on the member directly,
@@ -62,6 +66,7 @@ export async function runMcpFederationBench(argv: string[] = []): Promise<BenchR
   const dataDir = join(tmpdir(), `gw-bench-mcp-federation-${process.pid}`);
   let infra: Infra | undefined;
   const clients: Client[] = [];
+  let database: DatabaseBackends | undefined;
   try {
     say(`# MCP federation benchmark: ${setup}`);
     infra = await startBenchInfra('mcp-federation', dataDir);
@@ -119,12 +124,43 @@ export async function runMcpFederationBench(argv: string[] = []): Promise<BenchR
       target: `≤ +${TARGET_ADDED_MS} ms`,
       pass: added <= TARGET_ADDED_MS,
     });
+    // Where the CPU goes, per call of each kind (a block of each in a row: /proc counts per process).
+    database = await databaseBackends(infra.databaseUrl);
+    const groups: CpuGroups = {
+      'gateway API': () => [gateway.pid!],
+      'member (MCP upstream)': () => [upstream.pid!],
+      'PostgreSQL (bench database backends)': database.pids,
+      'MCP SDK clients (this process)': () => [process.pid],
+    };
+    const CPU_CALLS = CALLS * 2;
+    const perCall: Array<Map<string, number | null>> = [];
+    for (const t of targets)
+      perCall.push(
+        await timedStep(`mcp-federation: CPU of ${t.name}`, `${CPU_CALLS} calls in a row`, () =>
+          cpuPerUnit(groups, CPU_CALLS, async () => {
+            for (let i = 0; i < CPU_CALLS; i++) await timedCall(t.client, t.tool);
+          }),
+        ),
+      );
+    const cpuTable = {
+      title: `CPU ms per call, by process (${CPU_CALLS} calls of each in a row)`,
+      header: ['process', 'direct', 'federated', 'added'],
+      rows: Object.keys(groups).map((name) => {
+        const [direct, federated] = perCall.map((m) => m.get(name));
+        const added = direct == null || federated == null ? null : federated - direct;
+        return [name, cpuCell(direct, 3), cpuCell(federated, 3), cpuCell(added, 3)];
+      }),
+    };
+    result.tables.push(cpuTable);
+    say();
+    for (const line of tableLines(cpuTable, '## ')) say(line);
     say();
     say(
       `- federation adds ${fmtMs(added)} at p50 (${(f.p50 / d.p50).toFixed(2)}×), target ≤ ${TARGET_ADDED_MS} ms → ${added <= TARGET_ADDED_MS ? 'met' : 'MISSED'}`,
     );
   } finally {
     await Promise.all(clients.map((c) => c.close()));
+    await database?.end();
     await stopChildren(children);
     await removeBenchInfra(infra, dataDir);
   }

@@ -102,6 +102,12 @@ export const mcpServerMemberFailures = counter({
   labelNames: ['reason'] as const,
 });
 
+/** Open GET streams of virtual MCP servers' sessions on this process (api/mcp-servers/streams.ts). */
+export const mcpServerStreams = gauge({
+  name: 'gateway_mcp_server_streams',
+  help: 'Open server-to-client streams (GET) of virtual MCP server sessions on this process',
+});
+
 // The analytics fold (gateway/analytics/fold.ts): how far the rollups are behind the rows, as
 // the last round this process saw left them (whichever replica ran it), growing until the next.
 let foldSeen: { lagSeconds: number; atMs: number } | null = null;

@@ -1,10 +1,10 @@
 // /v1/mcp-servers/{id}/mcp: a virtual MCP server's endpoint (streamable HTTP). It answers
-// initialize itself (its own serverInfo, the capabilities its members offer together, a session
-// of its own kept in PostgreSQL: gateway/mcp-servers/sessions.ts), federates the members' lists (tools, prompts, resources and
+// initialize itself (its own serverInfo, what it federates, a session of its own kept in
+// PostgreSQL, no member asked yet: gateway/mcp-servers/sessions.ts), federates the members' lists (tools, prompts, resources and
 // resource templates: every page of each member's, named `{prefix}_{name}` where MCP names them,
 // filtered by the member's allow-list and, for tools, by the tenant's policy for this caller),
 // each member given a bounded time, and routes a call to its member as an invocation of that
-// member (members.ts: through this process's /v1/proxy/{member}/stream), whose answer is relayed
+// member (members.ts: this process's /v1/proxy/{member}/stream, served in memory), whose answer is relayed
 // as it comes. DELETE ends the session and the member sessions it opened.
 import type { Context } from 'koa';
 import {
@@ -18,14 +18,13 @@ import { endSession, openSession, type SessionOwner } from '../../gateway/mcp-se
 import { allowedByList, routeName } from '../../gateway/mcp-servers/names.ts';
 import type { McpServer, McpServerMember } from '../../gateway/mcp-servers/entity.ts';
 import { mcpServerMemberFailures } from '../../gateway/metrics.ts';
-import { federatedCapabilities } from '../../gateway/mcp-servers/capabilities.ts';
 import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 import type { AuthState } from '../auth.ts';
 import { sealVia } from './via.ts';
+import { createMcpStreams } from './streams.ts';
 import {
   MemberError,
-  openMember,
   postToMember,
   readAnswer,
   refusalOf,
@@ -33,6 +32,18 @@ import {
   type MemberLink,
   type SessionState,
 } from './members.ts';
+
+/**
+ * What the server offers at initialize: every kind it federates, each able to change. Its
+ * members are not asked (their sessions are opened lazily, the first time one is needed), and
+ * its membership may change during the session (a member added, removed or suspended: the
+ * server says so on its GET stream, streams.ts); a kind no member offers is an empty list.
+ */
+const CAPABILITIES = {
+  tools: { listChanged: true },
+  prompts: { listChanged: true },
+  resources: { listChanged: true },
+} as const;
 
 /** How long a federated list waits for each member. */
 const MEMBER_LIST_TIMEOUT_MS = 3_000;
@@ -80,13 +91,6 @@ function rpcOf(body: unknown): Rpc | null {
   return rpc as Rpc;
 }
 
-/** This process's own listener, as the connection reached it: where member requests go. */
-function selfBase(ctx: Context): string {
-  const { localAddress, localPort } = ctx.req.socket;
-  const host = localAddress?.includes(':') ? `[${localAddress}]` : localAddress;
-  return `http://${host}:${localPort}`;
-}
-
 /** How long ending one member session may take. */
 const MEMBER_CLOSE_TIMEOUT_MS = 3_000;
 
@@ -95,10 +99,13 @@ export function mcpServerEndpoint(
   services: Pick<ProxyParts, 'policy' | 'agents' | 'credentials' | 'upstream'>,
 ) {
   const reads = createMcpServerReads(deps.orm, deps.feed);
+  const streams = createMcpStreams({ ...deps, reads });
 
   function linkOf(ctx: Ctx, server: McpServer): MemberLink {
     return {
-      base: selfBase(ctx),
+      app: ctx.app,
+      socket: ctx.req.socket,
+      host: ctx.get('host') || 'localhost',
       authorization: ctx.get('authorization'),
       via: sealVia(server.tenantId, server.id),
       db: deps.orm,
@@ -190,26 +197,6 @@ export function mcpServerEndpoint(
     return { [key]: merged };
   }
 
-  /**
-   * What the members offer together: each member's session opened now (kept for the session's
-   * later requests), its initialize read within the bound; one that did not answer counts as
-   * gateway/mcp-servers/capabilities.ts says.
-   */
-  async function membersCapabilities(ctx: Ctx, server: McpServer, session: SessionState) {
-    const link = linkOf(ctx, server);
-    const signal = AbortSignal.timeout(MEMBER_LIST_TIMEOUT_MS);
-    const opened = await Promise.allSettled(
-      server.members.map((member) => openMember(link, session, member.agentId, signal)),
-    );
-    return federatedCapabilities(
-      opened.map((outcome, index) => {
-        if (outcome.status === 'fulfilled') return outcome.value;
-        memberLeftOut(ctx, server, server.members[index], 'initialize', signal, outcome.reason);
-        return null;
-      }),
-    );
-  }
-
   /** A member left out of an answer: logged with the server and agent, and counted. */
   function memberLeftOut(
     ctx: Ctx,
@@ -298,6 +285,8 @@ export function mcpServerEndpoint(
 
     if (isInitializeRequest(rpc)) {
       const session: SessionState = { id: await openSession(deps.orm, owner), members: {} };
+      // No member is asked anything yet: each member's session is opened the first time the
+      // session needs that member (members.ts withMemberSession).
       const asked = rpc.params.protocolVersion;
       const protocolVersion = SUPPORTED_PROTOCOL_VERSIONS.includes(asked) ? asked : LATEST_PROTOCOL_VERSION;
       return answerRpc(ctx, session, {
@@ -305,7 +294,7 @@ export function mcpServerEndpoint(
         id: rpc.id,
         result: {
           protocolVersion,
-          capabilities: await membersCapabilities(ctx, server, session),
+          capabilities: CAPABILITIES,
           serverInfo: { name: server.name, version: '1' },
           ...(server.description ? { instructions: server.description } : {}),
         },
@@ -352,6 +341,18 @@ export function mcpServerEndpoint(
     return answerRpc(ctx, session, rpcError(rpc.id, -32601, `method not found: ${rpc.method}`));
   }
 
+  /** GET: the session's stream of the server's own messages (streams.ts). */
+  async function stream(ctx: Ctx): Promise<void> {
+    const { caller } = ctx.state;
+    const server = await reads.server(caller.tenantId, ctx.params.id);
+    const owner: SessionOwner = { tenantId: caller.tenantId, serverId: server.id, caller: caller.userId };
+    const sessionId = ctx.get('mcp-session-id');
+    if (!sessionId) return answerRpc(ctx, null, rpcError(null, -32000, 'Mcp-Session-Id is required'), 400);
+    if (!(await reads.session(sessionId, owner)))
+      return answerRpc(ctx, null, rpcError(null, -32001, 'session not found'), 404);
+    await streams.open(ctx, server, owner, sessionId);
+  }
+
   /** DELETE: the session ends; each member session it opened is ended at its member, best effort. */
   async function remove(ctx: Ctx): Promise<void> {
     const { caller } = ctx.state;
@@ -389,5 +390,5 @@ export function mcpServerEndpoint(
     }
   }
 
-  return { post, remove };
+  return { post, stream, remove };
 }

@@ -1,18 +1,21 @@
 // How a virtual MCP server talks to its members: each request is a POST to this very process's
-// /v1/proxy/{member}/stream, with the client's bearer token and the sealed mark of the server
+// /v1/proxy/{member}/stream, served in memory (in-process.ts), with the client's bearer token and the sealed mark of the server
 // (via.ts), so it is admitted, priced, paid, limited, credentialed and recorded exactly as a
 // direct call to the member is. The member's answer (JSON or server-sent events) is read here
 // when the server needs its content (a list, a session's initialize), within a byte budget;
-// otherwise it is relayed as it comes (endpoint.ts). A member session is opened at the client's
-// initialize (or, for a member that did not answer then, the first time it is needed) and kept in
-// the client's session row (gateway/mcp-servers/sessions.ts); one that expired (the member
-// answers 404 to a forwarded request) is opened again once.
+// otherwise it is relayed as it comes (endpoint.ts). A member session is opened lazily, the first
+// time the client's session needs that member (a tools/list needs every member, a tools/call only
+// its own), and kept in the client's session row (gateway/mcp-servers/sessions.ts), so another
+// replica or a restarted process continues it; one that expired (the member answers 404 to a
+// forwarded request) is opened again once, transparently.
 import type { IncomingHttpHeaders } from 'node:http';
-import { request, type Dispatcher } from 'undici';
+import type { Socket } from 'node:net';
+import type Koa from 'koa';
 import { createParser } from 'eventsource-parser';
 import type { GatewayDb } from '../../gateway/db/orm.ts';
 import type { ChangeFeed } from '../../gateway/db/change-feed.ts';
 import { setMemberSession } from '../../gateway/mcp-servers/sessions.ts';
+import { postInProcess, type InProcessReply } from './in-process.ts';
 
 /** MCP's latest protocol version the gateway asks a member for. */
 const MEMBER_PROTOCOL_VERSION = '2025-06-18';
@@ -30,9 +33,14 @@ export class MemberError extends Error {
   }
 }
 
-/** Where and as whom member requests go: this process's listener, the client's token, the server's seal. */
+/**
+ * Where and as whom member requests go: this process's application (in-process.ts), as a
+ * request on the client's connection and to its host, with the client's token and the server's seal.
+ */
 export type MemberLink = {
-  base: string;
+  app: Koa;
+  socket: Socket;
+  host: string;
   authorization: string;
   via: string;
   db: GatewayDb;
@@ -43,7 +51,14 @@ export type MemberLink = {
 /** The member session state of one client session (agent id → Mcp-Session-Id, '' for a member without sessions). */
 export type SessionState = { id: string; members: Record<string, string> };
 
-type Reply = Dispatcher.ResponseData;
+type Reply = InProcessReply;
+
+/** Reads the rest of an answer the server has no use for (a 202, a 404 to resend). */
+function discard(reply: Reply): Promise<void> {
+  return new Promise((resolve) => {
+    reply.body.once('end', resolve).once('close', resolve).resume();
+  });
+}
 
 /** One JSON-RPC message POSTed to the member's streaming endpoint. */
 export function postToMember(
@@ -54,18 +69,21 @@ export function postToMember(
   signal?: AbortSignal,
 ): Promise<Reply> {
   const headers: Record<string, string> = {
+    host: link.host,
     authorization: link.authorization,
     'content-type': 'application/json',
     accept: 'application/json, text/event-stream',
     'x-gateway-mcp-server': link.via,
   };
   if (memberSession) headers['mcp-session-id'] = memberSession;
-  return request(`${link.base}/v1/proxy/${agentId}/stream`, {
-    method: 'POST',
+  return postInProcess(
+    link.app,
+    link.socket,
+    `/v1/proxy/${agentId}/stream`,
     headers,
-    body: JSON.stringify(message),
+    Buffer.from(JSON.stringify(message)),
     signal,
-  });
+  );
 }
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
@@ -152,11 +170,8 @@ export async function readAnswer(reply: Reply, id: number, maxBytes: number): Pr
   throw new MemberError('the member answered no JSON-RPC response', null);
 }
 
-/** What a member's initialize said: its session ('' for a member that keeps none) and its capabilities. */
-type Opened = { sessionId: string; capabilities: Record<string, unknown> };
-
-/** Opens a session with the member (initialize, then notifications/initialized). */
-async function openMemberSession(link: MemberLink, agentId: string, signal?: AbortSignal): Promise<Opened> {
+/** Opens a session with the member (initialize, then notifications/initialized): its id, '' for a member that keeps none. */
+async function openMemberSession(link: MemberLink, agentId: string, signal?: AbortSignal): Promise<string> {
   const reply = await postToMember(
     link,
     agentId,
@@ -177,7 +192,6 @@ async function openMemberSession(link: MemberLink, agentId: string, signal?: Abo
   const sessionId = header(reply.headers, 'mcp-session-id') ?? '';
   const answer = await readAnswer(reply, 0, 256 * 1024);
   if (answer.error) throw new MemberError('the member refused to initialize', null);
-  const capabilities = (answer.result as { capabilities?: unknown } | null)?.capabilities;
   const initialized = await postToMember(
     link,
     agentId,
@@ -185,25 +199,30 @@ async function openMemberSession(link: MemberLink, agentId: string, signal?: Abo
     { jsonrpc: '2.0', method: 'notifications/initialized' },
     signal,
   );
-  await initialized.body.dump();
-  return { sessionId, capabilities: isObject(capabilities) ? capabilities : {} };
+  await discard(initialized);
+  return sessionId;
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
-}
+/**
+ * Member sessions being opened in this process, by client session and member: requests of one
+ * client session that need the same member at once (a client's parallel calls) share one open
+ * instead of each opening a session the client's row would keep only one of.
+ */
+const opening = new Map<string, Promise<string>>();
 
-/** Opens the member's session for this client session (kept in its row); what the member offers. */
-export async function openMember(
-  link: MemberLink,
-  session: SessionState,
-  agentId: string,
-  signal?: AbortSignal,
-): Promise<Record<string, unknown>> {
-  const opened = await openMemberSession(link, agentId, signal);
-  session.members[agentId] = opened.sessionId;
-  await setMemberSession(link.db, link.feed, session.id, agentId, opened.sessionId);
-  return opened.capabilities;
+/** Opens the member's session for this client session and keeps it in the session's row. */
+function openMember(link: MemberLink, session: SessionState, agentId: string, signal?: AbortSignal): Promise<string> {
+  const key = `${session.id}\n${agentId}`;
+  const pending = opening.get(key);
+  if (pending) return pending;
+  const opened = (async () => {
+    const sessionId = await openMemberSession(link, agentId, signal);
+    session.members[agentId] = sessionId;
+    await setMemberSession(link.db, link.feed, session.id, agentId, sessionId);
+    return sessionId;
+  })().finally(() => opening.delete(key));
+  opening.set(key, opened);
+  return opened;
 }
 
 /**
@@ -218,14 +237,10 @@ export async function withMemberSession(
   send: (memberSession: string | undefined) => Promise<Reply>,
   signal?: AbortSignal,
 ): Promise<Reply> {
-  const open = async () => {
-    await openMember(link, session, agentId, signal);
-    return session.members[agentId];
-  };
-  const known = session.members[agentId];
-  const memberSession = known ?? (await open());
+  const open = () => openMember(link, session, agentId, signal);
+  const memberSession = session.members[agentId] ?? (await open());
   const reply = await send(memberSession || undefined);
   if (reply.statusCode !== 404 || !memberSession || !header(reply.headers, 'x-gateway-invocation-id')) return reply;
-  await reply.body.dump();
+  await discard(reply);
   return send((await open()) || undefined);
 }

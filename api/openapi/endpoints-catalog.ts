@@ -322,6 +322,27 @@ const mcpServerOperations: Operation[] = [
     },
   },
   {
+    method: 'get',
+    path: '/v1/mcp-servers/{id}/mcp',
+    operationId: 'mcpServerStream',
+    tag: 'MCP servers',
+    summary: "The session's stream of the server's own messages (server-sent events)",
+    auth: true,
+    description:
+      'What the server tells the client unasked: `notifications/{tools,prompts,resources}/list_changed` when its membership, a member agent or the tenant\'s policy changes. One stream per session (a new one ends the one before), at most 64 per tenant on each replica, each ended after 10 minutes (the client opens it again) (docs/API.md, "Virtual MCP servers").',
+    params: { path: McpServerPath, header: McpSessionHeader },
+    responses: {
+      200: { description: 'The stream (`text/event-stream`), open until the session, the server or the stream ends.' },
+      400: { description: 'No session header (a JSON-RPC error).' },
+      404: {
+        description: 'No such server in the tenant (`{error}`), or an unknown or ended session (a JSON-RPC error).',
+      },
+      406: { description: 'Accept does not include text/event-stream.' },
+      429: { description: 'The tenant holds as many streams on this replica as it may.' },
+      503: { description: 'The replica is stopping; the client opens its stream again (on another replica).' },
+    },
+  },
+  {
     method: 'delete',
     path: '/v1/mcp-servers/{id}/mcp',
     operationId: 'mcpServerEndSession',

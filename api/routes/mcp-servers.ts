@@ -67,9 +67,10 @@ export function mcpServerRoutes(deps: AppDeps, services: ProxyParts): Router<Aut
     ctx.status = 204;
   });
 
-  // The server's MCP endpoint (streamable HTTP; no stream of its own for GET, which is a 405).
+  // The server's MCP endpoint (streamable HTTP; GET is the session's stream of the server's own messages).
   const endpoint = mcpServerEndpoint(deps, services);
   router.post('/mcp-servers/:id/mcp', endpoint.post);
+  router.get('/mcp-servers/:id/mcp', endpoint.stream);
   router.delete('/mcp-servers/:id/mcp', endpoint.remove);
 
   return router;

@@ -27,9 +27,9 @@ export type McpServerReads = {
    * The owner's session with this id, or null (unknown, ended, purged by retention, or someone
    * else's). A session last marked used more than an hour ago is marked again: retention
    * (MCP_SERVER_SESSION_RETENTION_DAYS) purges the unused ones, and a write per request would
-   * cost every call.
+   * cost every call. `touch: false` only looks (a stream checking its session is still there).
    */
-  session(id: string, owner: SessionOwner): Promise<McpServerSession | null>;
+  session(id: string, owner: SessionOwner, touch?: boolean): Promise<McpServerSession | null>;
 };
 
 export function createMcpServerReads(orm: MikroORM, feed: ChangeFeed): McpServerReads {
@@ -63,7 +63,7 @@ export function createMcpServerReads(orm: MikroORM, feed: ChangeFeed): McpServer
       if (!server || server.tenantId !== tenantId) throw absent();
       return server;
     },
-    async session(id, owner) {
+    async session(id, owner, touch = true) {
       if (!SESSION_ID.test(id)) return null;
       const session = await sessions.get(id, () => readRow<McpServerSession>('mcp_server_sessions', id));
       if (
@@ -73,7 +73,7 @@ export function createMcpServerReads(orm: MikroORM, feed: ChangeFeed): McpServer
         session.caller !== owner.caller
       )
         return null;
-      if (Date.now() - session.usedAt.getTime() > TOUCH_EVERY_MS)
+      if (touch && Date.now() - session.usedAt.getTime() > TOUCH_EVERY_MS)
         await sql.execute('update mcp_server_sessions set used_at = now() where id = ?', [id]);
       return session;
     },

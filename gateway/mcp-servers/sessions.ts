@@ -60,3 +60,15 @@ export async function endSession(
   await feed.publish();
   return rows[0].member_sessions;
 }
+
+/**
+ * Tells every replica that a new GET stream of the session is open (`nonce` names it): one
+ * holding an older stream of the session ends it (api/mcp-servers/streams.ts). Said on the
+ * change feed's channel, which every replica listens to.
+ */
+export async function announceStream(db: GatewayDb, sessionId: string, nonce: string): Promise<void> {
+  await db.em
+    .fork()
+    .getConnection()
+    .execute('select pg_notify(?, ?)', ['gateway_cache', `mcp-stream:${sessionId}:${nonce}`]);
+}

@@ -13,6 +13,7 @@ import {
   LoggingMessageNotificationSchema,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { request } from 'undici';
 import { replica } from '../support/replica.ts';
 import { stack } from '../support/stack.ts';
 import { call, callAt } from '../support/http.ts';
@@ -23,7 +24,13 @@ import { startMcpServer } from '../support/mcp-server.ts';
 
 const MCP = { protocol: 'mcp', mcp_transport: 'streamable_http' };
 
-type Listed = { invocation_id: string; mcp_method: string; mcp_tool: string | null; mcp_server_id: string | null };
+type Listed = {
+  invocation_id: string;
+  status: string;
+  mcp_method: string;
+  mcp_tool: string | null;
+  mcp_server_id: string | null;
+};
 
 async function createServer(token: string, members: unknown[]): Promise<{ id: string; mcp_url: string }> {
   const res = await call('POST', '/v1/mcp-servers', { token, json: { name: `fed-${randomUUID()}`, members } });
@@ -31,14 +38,26 @@ async function createServer(token: string, members: unknown[]): Promise<{ id: st
   return res.json;
 }
 
+/**
+ * The SDK client connected; `streamOpen` resolves once the GET stream it opens by itself after
+ * initialize is open (its fetch, an option the SDK offers, watches for it).
+ */
 async function connect(url: string, token: string, sessionId?: string) {
   const client = new Client({ name: 'federation-test', version: '1.0.0' });
+  let streamOpened!: () => void;
+  const streamOpen = new Promise<void>((resolve) => (streamOpened = resolve));
+  const watching: typeof fetch = async (input, init) => {
+    const res = await fetch(input, init);
+    if ((init?.method ?? 'GET') === 'GET' && res.status === 200) streamOpened();
+    return res;
+  };
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: { headers: { authorization: `Bearer ${token}` } },
     sessionId,
+    fetch: watching,
   });
   await client.connect(transport);
-  return { client, transport };
+  return { client, transport, streamOpen };
 }
 
 describe('MCP: virtual MCP servers', () => {
@@ -84,8 +103,12 @@ describe('MCP: virtual MCP servers', () => {
     const { client, transport } = await connect(server.mcp_url, token);
     try {
       assert.equal(client.getServerVersion()?.name.startsWith('fed-'), true, 'the server’s own serverInfo');
-      // What the members offer together: tools only (their logging is not federated).
-      assert.deepEqual(client.getServerCapabilities(), { tools: { listChanged: true } });
+      // What it federates, each able to change (its members are not asked at initialize).
+      assert.deepEqual(client.getServerCapabilities(), {
+        tools: { listChanged: true },
+        prompts: { listChanged: true },
+        resources: { listChanged: true },
+      });
       assert.ok(transport.sessionId);
       const tools = await client.listTools();
       assert.deepEqual(tools.tools.map((t) => t.name).sort(), ['alpha_count', 'alpha_echo', 'b_echo']);
@@ -148,6 +171,15 @@ describe('MCP: virtual MCP servers', () => {
         tools,
       );
       for (const row of rows) assert.equal(row.mcp_server_id, server.id);
+      // Served in memory, each answered whole: none recorded as cut short by its caller.
+      await waitFor(
+        async () => {
+          const listed = await call('GET', `/v1/invocations?agent_id=${agentId}&limit=100`, { token });
+          const calls = (listed.json.data as Listed[]).filter((r) => r.mcp_method === 'tools/call');
+          return calls.every((r) => r.status === 'succeeded');
+        },
+        { everyMs: 50, what: 'the member’s calls completed' },
+      );
     }
     await call('DELETE', '/v1/policy', { token });
   });
@@ -246,29 +278,118 @@ describe('MCP: virtual MCP servers', () => {
     }
   });
 
-  it('passes on a member’s notifications/tools/list_changed, and has no stream of its own (GET is 405)', async () => {
+  it('passes on a member’s notifications/tools/list_changed, and tells its own list changes on the session’s GET stream', async () => {
     const member = await startMcpServer({ refreshTool: true });
     try {
       const r = await createAgent(token, { ...MCP, name: `refreshing-${randomUUID()}`, upstream_url: member.url });
+      const a = await createAgent(token, { ...MCP, name: `joining-${randomUUID()}`, upstream_url: alpha.url });
       const server = await createServer(token, [{ agent_id: r, prefix: 'r' }]);
-      const { client, transport } = await connect(server.mcp_url, token);
+      // The SDK client opens the GET stream by itself after initialize.
+      const { client, transport, streamOpen } = await connect(server.mcp_url, token);
       try {
         let changed = 0;
         client.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++);
         const refreshed = await client.callTool({ name: 'r_refresh', arguments: {} });
         assert.deepEqual(refreshed.content, [{ type: 'text', text: 'refreshed' }]);
-        assert.equal(changed, 1, 'the member’s notification reached the client');
-        const get = await call('GET', new URL(server.mcp_url).pathname, {
+        assert.equal(changed, 1, 'the member’s notification reached the client in the call’s answer');
+        await streamOpen;
+
+        // A member added: told on the stream, and the list has its tools.
+        const patched = await call('PATCH', `/v1/mcp-servers/${server.id}`, {
           token,
-          headers: { accept: 'text/event-stream', 'mcp-session-id': transport.sessionId! },
+          json: {
+            members: [
+              { agent_id: r, prefix: 'r' },
+              { agent_id: a, prefix: 'a' },
+            ],
+          },
         });
-        assert.equal(get.status, 405, get.text);
+        assert.equal(patched.status, 200, patched.text);
+        await waitFor(() => changed >= 2, { everyMs: 20, what: 'list_changed for the new member' });
+        const names = async () => (await client.listTools()).tools.map((t) => t.name).sort();
+        assert.deepEqual(await names(), ['a_count', 'a_echo', 'r_count', 'r_echo', 'r_refresh']);
+
+        // A member suspended (on the agent, not the server): told too.
+        const before = changed;
+        assert.equal((await call('POST', `/v1/agents/${a}/suspend`, { token, json: { reason: 'test' } })).status, 200);
+        await waitFor(() => changed > before, { everyMs: 20, what: 'list_changed for the suspended member' });
+        assert.deepEqual(await names(), ['r_count', 'r_echo', 'r_refresh']);
       } finally {
         await transport.terminateSession();
         await client.close();
       }
     } finally {
       await member.close();
+    }
+  });
+
+  it('bounds GET streams: one per session on any replica, ended with the session, and a number per tenant', async () => {
+    const tenant = await stack().token(`tenant-mcps-streams-${randomUUID()}`);
+    const agentId = await createAgent(tenant, { ...MCP, name: `streamed-${randomUUID()}`, upstream_url: alpha.url });
+    const server = await createServer(tenant, [{ agent_id: agentId, prefix: 'm' }]);
+    const path = new URL(server.mcp_url).pathname;
+    const initialize = async () => {
+      const res = await call('POST', path, {
+        token: tenant,
+        json: {
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+        },
+      });
+      assert.equal(res.status, 200, res.text);
+      return res.headers['mcp-session-id'] as string;
+    };
+    const open = async (sessionId: string, base = stack().apiUrl) => {
+      const res = await request(`${base}${path}`, {
+        headers: { authorization: `Bearer ${tenant}`, accept: 'text/event-stream', 'mcp-session-id': sessionId },
+      });
+      return { status: res.statusCode, ended: res.body.text().catch(() => ''), body: res.body };
+    };
+    const other = await replica();
+    const held: Array<Awaited<ReturnType<typeof open>>> = [];
+    try {
+      const session = await initialize();
+      // A second stream of the session, on another replica, ends the first.
+      const first = await open(session);
+      assert.equal(first.status, 200);
+      const second = await open(session, other.url);
+      assert.equal(second.status, 200);
+      await first.ended;
+      // The session's end ends its stream.
+      assert.equal((await call('DELETE', path, { token: tenant, headers: { 'mcp-session-id': session } })).status, 204);
+      await second.ended;
+      // Without the session, or without accepting the stream: refused.
+      assert.equal((await open(session)).status, 404);
+      const plain = await request(`${stack().apiUrl}${path}`, {
+        headers: {
+          authorization: `Bearer ${tenant}`,
+          accept: 'application/json',
+          'mcp-session-id': await initialize(),
+        },
+      });
+      await plain.body.dump();
+      assert.equal(plain.statusCode, 406);
+
+      // A tenant holds at most 64 on one replica; one more is a 429, and one ended makes room.
+      for (let i = 0; i < 64; i++) held.push(await open(await initialize()));
+      assert.deepEqual(new Set(held.map((h) => h.status)), new Set([200]));
+      const refused = await open(await initialize());
+      assert.equal(refused.status, 429);
+      held[0].body.destroy();
+      const last = await initialize();
+      await waitFor(
+        async () => {
+          const again = await open(last);
+          held.push(again);
+          return again.status === 200;
+        },
+        { everyMs: 50, what: 'room for a stream' },
+      );
+    } finally {
+      for (const h of held) h.body.destroy();
+      await other.close();
     }
   });
 
@@ -384,6 +505,58 @@ describe('MCP: virtual MCP servers', () => {
     }
   });
 
+  it('opens a member’s session only when the session first needs it, and opens again one the member forgot', async () => {
+    const one = await startMcpServer();
+    const two = await startMcpServer({ json: true });
+    const initializes = (bodies: unknown[]) =>
+      bodies.filter((b) => (b as { method?: unknown }).method === 'initialize').length;
+    try {
+      const a = await createAgent(token, { ...MCP, name: `lazy-a-${randomUUID()}`, upstream_url: one.url });
+      const b = await createAgent(token, { ...MCP, name: `lazy-b-${randomUUID()}`, upstream_url: two.url });
+      const server = await createServer(token, [
+        { agent_id: a, prefix: 'a' },
+        { agent_id: b, prefix: 'b' },
+      ]);
+      const { client, transport } = await connect(server.mcp_url, token);
+      try {
+        assert.deepEqual([initializes(one.bodies), initializes(two.bodies)], [0, 0], 'no member asked at initialize');
+        // A call needs its own member only.
+        await client.callTool({ name: 'a_echo', arguments: { text: 'one' } });
+        assert.deepEqual([initializes(one.bodies), initializes(two.bodies)], [1, 0]);
+        // The list needs every member: the other's session is opened now, the first one's reused.
+        const names = async () => (await client.listTools()).tools.map((t) => t.name).sort();
+        assert.deepEqual(await names(), ['a_count', 'a_echo', 'b_count', 'b_echo']);
+        assert.deepEqual([initializes(one.bodies), initializes(two.bodies)], [1, 1]);
+
+        // Both members forget their sessions (as a restart would): each answers 404 in the old one,
+        // and the server opens a new one and goes on, the client none the wiser.
+        one.forget();
+        two.forget();
+        const again = await client.callTool({ name: 'a_echo', arguments: { text: 'again' } });
+        assert.deepEqual(again.content, [{ type: 'text', text: 'echo: again' }]);
+        assert.deepEqual(await names(), ['a_count', 'a_echo', 'b_count', 'b_echo']);
+        assert.deepEqual([initializes(one.bodies), initializes(two.bodies)], [2, 2]);
+        const echoed = await client.callTool({ name: 'b_echo', arguments: { text: 'kept' } });
+        assert.deepEqual(echoed.content, [{ type: 'text', text: 'echo: kept' }]);
+        assert.deepEqual([initializes(one.bodies), initializes(two.bodies)], [2, 2], 'the new sessions kept');
+
+        // The session's end closes the member sessions in force (the new ones).
+        const latest = (member: typeof one) =>
+          member.seen
+            .map((h) => h['mcp-session-id'])
+            .filter(Boolean)
+            .at(-1);
+        const [ofOne, ofTwo] = [latest(one), latest(two)];
+        await transport.terminateSession();
+        assert.deepEqual([one.deleted, two.deleted], [[ofOne], [ofTwo]]);
+      } finally {
+        await client.close();
+      }
+    } finally {
+      await Promise.all([one.close(), two.close()]);
+    }
+  });
+
   it('survives hostile members: invalid JSON-RPC, a huge list, names that collide after prefixing', async () => {
     const invalid = await rawUpstream(async (req, res) => {
       await readAll(req);
@@ -444,6 +617,8 @@ describe('MCP: virtual MCP server sessions expire with MCP_SERVER_SESSION_RETENT
         await connect(server.mcp_url, token),
         await connect(server.mcp_url, token),
       ];
+      // Each client's GET stream is open (opening it marks the session used).
+      await Promise.all([old.streamOpen, used.streamOpen, recent.streamOpen]);
       const conn = stack().orm.em.fork().getConnection();
       // Seconds since the session was last marked used; undefined once it is gone.
       const idle = async (id: string) =>

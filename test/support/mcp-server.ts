@@ -4,7 +4,9 @@
 // headers and the JSON-RPC bodies that reached it and the sessions ended by DELETE;
 // `listDelayMs` holds each tools/list that long. With `label`, it also has a prompt `greet`
 // ({name}) and a resource `test://{label}/readme`, both saying the label; with `refreshTool`, a
-// tool `refresh` that sends `notifications/tools/list_changed` in its answer.
+// tool `refresh` that sends `notifications/tools/list_changed` in its answer. `forget()` drops
+// every session, as a restarted server would: a request in one is answered 404, as MCP's
+// streamable HTTP says of an expired session.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
@@ -16,7 +18,7 @@ import { rawUpstream, readAll, type RawUpstream } from './proxy-helpers.ts';
 /** A stateful MCP server over streamable HTTP: one transport per session, as the SDK's examples do. */
 export async function startMcpServer(
   opts: { json?: boolean; listDelayMs?: number; label?: string; refreshTool?: boolean } = {},
-): Promise<RawUpstream & { seen: IncomingMessage['headers'][]; bodies: unknown[]; deleted: string[] }> {
+): Promise<RawUpstream & { seen: IncomingMessage['headers'][]; bodies: unknown[]; deleted: string[]; forget(): void }> {
   const sessions = new Map<string, StreamableHTTPServerTransport>();
   const seen: IncomingMessage['headers'][] = [];
   const bodies: unknown[] = [];
@@ -87,6 +89,12 @@ export async function startMcpServer(
       await newServer().connect(created);
       transport = created;
     }
+    if (!transport && sessionId) {
+      res
+        .writeHead(404, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null }));
+      return;
+    }
     if (!transport) {
       res
         .writeHead(400, { 'content-type': 'application/json' })
@@ -97,5 +105,6 @@ export async function startMcpServer(
   }
 
   const up = await rawUpstream((req, res) => void handle(req, res), '/mcp');
-  return Object.assign(up, { seen, bodies, deleted });
+  const forget = () => sessions.clear();
+  return Object.assign(up, { seen, bodies, deleted, forget });
 }
