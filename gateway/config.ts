@@ -372,7 +372,9 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     redisUrl: e.REDIS_URL,
     budgets: {
       everyMs: e.BUDGET_RECONCILE_MS,
-      noRowAfterMs: e.BUDGET_NO_ROW_AFTER_MS ?? parts.payment.settlementTimeoutMs + 60_000,
+      // A /v1 HTTP call reserves at its door, before its body arrives (token-door.ts): a reservation
+      // with no row yet may be that old and still admitting, or given back while the call goes on.
+      noRowAfterMs: e.BUDGET_NO_ROW_AFTER_MS ?? e.BODY_READ_TIMEOUT_MS + parts.payment.settlementTimeoutMs + 60_000,
     },
     rateLimit: {
       agentRps: e.RATE_LIMIT_AGENT_RPS,
