@@ -42,6 +42,8 @@ type Stream = {
   pending: Set<List>;
   timer: NodeJS.Timeout | null;
   end: () => void;
+  /** Frees the stream's place at once (its body's end may come later). */
+  release: () => void;
 };
 
 export type McpStreams = {
@@ -59,11 +61,15 @@ export function createMcpStreams(deps: {
   const { feed, reads, log } = deps;
   const bySession = new Map<string, Stream>();
   const perTenant = new Map<string, number>();
+  // The nonces this process announced and has not heard back yet: its own announcement, heard
+  // after a later GET replaced that stream here, must not end the newer one.
+  const ownNonces = new Set<string>();
 
   function tell(stream: Stream, lists: readonly List[]): void {
     for (const list of lists) stream.pending.add(list);
     stream.timer ??= setTimeout(() => {
       stream.timer = null;
+      if (stream.body.writableEnded) return;
       for (const list of stream.pending)
         stream.body.write(
           `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method: `notifications/${list}/list_changed` })}\n\n`,
@@ -107,6 +113,7 @@ export function createMcpStreams(deps: {
     else if (kind === 'mcp-session') void sessionChanged(id).catch(() => {});
     else if (kind === 'mcp-stream') {
       // A newer stream of the session, opened on some replica: this one gives way.
+      if (ownNonces.delete(nonce)) return;
       const stream = bySession.get(id);
       if (stream && stream.nonce !== nonce) stream.end();
     }
@@ -122,15 +129,18 @@ export function createMcpStreams(deps: {
       const accept = ctx.get('accept');
       if (deps.stopping?.aborted) throw new ApiError(503, 'the gateway is stopping');
       if (!accept.includes('text/event-stream')) throw new ApiError(406, 'Accept must include text/event-stream');
+      // The stream this GET replaces gives its place up before the count is read, and this one
+      // takes its place before anything is awaited: concurrent GETs of one session leave one
+      // stream, and every stream counts against the tenant's bound.
+      const replaced = bySession.get(sessionId);
+      replaced?.end();
+      replaced?.release();
       const held = perTenant.get(owner.tenantId) ?? 0;
-      if (held >= MAX_STREAMS_PER_TENANT && !bySession.has(sessionId))
+      if (held >= MAX_STREAMS_PER_TENANT)
         throw new ApiError(429, `a tenant may hold ${MAX_STREAMS_PER_TENANT} MCP streams on one replica`);
-      bySession.get(sessionId)?.end();
       const nonce = randomUUID();
-      // Any replica holding a stream of this session ends it (the feed's channel reaches them all).
-      await announceStream(deps.orm, sessionId, nonce);
-
       const body = new PassThrough();
+      let released = false;
       const stream: Stream = {
         nonce,
         owner,
@@ -140,28 +150,37 @@ export function createMcpStreams(deps: {
         pending: new Set(),
         timer: null,
         end: () => body.end(),
+        release: () => {
+          if (released) return;
+          released = true;
+          clearInterval(keepalive);
+          clearTimeout(lifetime);
+          if (stream.timer) clearTimeout(stream.timer);
+          if (bySession.get(sessionId) === stream) bySession.delete(sessionId);
+          const left = (perTenant.get(owner.tenantId) ?? 1) - 1;
+          if (left > 0) perTenant.set(owner.tenantId, left);
+          else perTenant.delete(owner.tenantId);
+          mcpServerStreams.dec();
+        },
       };
-      const keepalive = setInterval(() => body.write(': keepalive\n\n'), KEEPALIVE_MS);
+      const keepalive = setInterval(() => body.writableEnded || body.write(': keepalive\n\n'), KEEPALIVE_MS);
       const lifetime = setTimeout(() => stream.end(), STREAM_LIFETIME_MS);
-      let released = false;
-      const release = () => {
-        if (released) return;
-        released = true;
-        clearInterval(keepalive);
-        clearTimeout(lifetime);
-        if (stream.timer) clearTimeout(stream.timer);
-        if (bySession.get(sessionId) === stream) bySession.delete(sessionId);
-        const left = (perTenant.get(owner.tenantId) ?? 1) - 1;
-        if (left > 0) perTenant.set(owner.tenantId, left);
-        else perTenant.delete(owner.tenantId);
-        mcpServerStreams.dec();
-      };
-      body.once('close', release);
-      body.once('end', release);
+      body.once('close', stream.release);
+      body.once('end', stream.release);
       ctx.res.once('close', () => body.destroy());
       bySession.set(sessionId, stream);
-      perTenant.set(owner.tenantId, (perTenant.get(owner.tenantId) ?? 0) + 1);
+      perTenant.set(owner.tenantId, held + 1);
       mcpServerStreams.inc();
+      // Any other replica holding a stream of this session ends it (the feed's channel reaches them all).
+      ownNonces.add(nonce);
+      setTimeout(() => ownNonces.delete(nonce), 60_000).unref();
+      try {
+        await announceStream(deps.orm, sessionId, nonce);
+      } catch (err) {
+        stream.end();
+        stream.release();
+        throw err;
+      }
 
       ctx.status = 200;
       ctx.set('Content-Type', 'text/event-stream');
@@ -170,7 +189,8 @@ export function createMcpStreams(deps: {
       ctx.set('Mcp-Session-Id', sessionId);
       ctx.body = body;
       // The head goes now (a client knows its stream is open), with how soon to reopen one ended.
-      body.write('retry: 1000\n\n');
+      // (A newer GET may have taken the session's place meanwhile: this stream has ended then.)
+      if (!body.writableEnded) body.write('retry: 1000\n\n');
       log.debug(
         { mcpServer: server.id, requestId: (ctx.state as { requestId?: string }).requestId },
         'MCP stream open',
