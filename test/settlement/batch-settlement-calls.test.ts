@@ -28,7 +28,7 @@ import { invocationRow } from '../support/proxy-helpers.ts';
 import { startApiProcess } from '../support/api-process.ts';
 import { exited } from '../support/worker-process.ts';
 import { waitFor } from '../support/wait.ts';
-import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
+import { closeUnforwarded, failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
 
 const CEILING = 1_000n;
 const MIN_DEPOSIT = 20_000n;
@@ -403,5 +403,41 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(row.paymentSettleError, 'voucher_exceeded');
     assert.equal((await channelRow(channelId)).charged_cumulative, String(CEILING + 1n), 'nothing added');
     assert.equal((await holder()).busy_invocation, null, 'the channel is let go');
+  });
+  it('a call closed before it reached its upstream lets its channel go at once, charged nothing', async () => {
+    const { agentId, pay, channelId } = await openedChannel();
+    const key = randomUUID();
+    let end!: () => void;
+    held.set(key, new Promise<void>((resolve) => (end = resolve)));
+    const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
+      body: '{}',
+    });
+    assert.equal(res.status, 200);
+    const id = res.headers.get('x-gateway-invocation-id')!;
+    const body = res.text();
+    assert.ok((await channelRow(channelId)).busy_invocation, 'the call holds its channel');
+    // What a paid stream's own process does when its forwarding mark fails: the row is closed as
+    // never forwarded and its payment released, in one statement.
+    await closeUnforwarded(stack().orm, id);
+    assert.equal((await channelRow(channelId)).busy_invocation, null, 'the released payment lets its channel go');
+    // The payer's next call is served now (its client counted the released call: corrected once).
+    const started = Date.now();
+    const next = await paidStream(pay, agentId);
+    assert.equal(next.status, 200, next.text);
+    assert.ok(Date.now() - started < 5_000, 'not held until the lease lapsed');
+    await waitForRow(next.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+    end();
+    await body.catch(() => undefined);
+    await settleLostCharge(id);
+    const released = (await invocationRow(id))!;
+    assert.equal(released.paymentCharge, '0');
+    assert.equal(released.paymentSettleError, null);
+    assert.equal(
+      (await channelRow(channelId)).charged_cumulative,
+      String(2n * CEILING),
+      'the released call charged nothing',
+    );
   });
 });

@@ -185,6 +185,16 @@ export async function renewChannelLease(orm: MikroORM, channelId: string, token:
   await orm.em.getConnection().execute(RENEW, [LEASE_SECONDS, channelId, token]);
 }
 
+/**
+ * Lets a call's channel go when the call is refused after its admission and before its row holds
+ * its payment (its row not written, its binding not made): nothing is charged, and the payer's
+ * next call is admitted at once instead of after LEASE_SECONDS. A lease another call took since
+ * is kept. (A row closed without reaching its upstream lets it go with its payment: binding.ts.)
+ */
+export async function releaseChannelLease(orm: MikroORM, channel: { id: string; leaseToken: string }): Promise<void> {
+  await orm.em.getConnection().execute(RELEASE, [channel.id, channel.leaseToken]);
+}
+
 /** Commits a completed call's charge to its channel; `recorded` false when it was recorded before (or is not due). */
 export async function commitChannelCharge(
   orm: MikroORM,
