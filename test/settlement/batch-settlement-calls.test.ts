@@ -18,7 +18,9 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { batchSettlementContract } from '../../contracts/batch-settlement.ts';
 import { stack } from '../support/stack.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
-import { startChannelClaims } from '../../temporal/claim-start.ts';
+import { claimWorkflowId, startChannelClaims } from '../../temporal/claim-start.ts';
+import { startDueClaims } from '../../temporal/claims-due.ts';
+import { createLogger } from '../../lib/log.ts';
 import { renewChannelLease } from '../../gateway/payment/channels/store.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
 import { balanceOf, newPayTo, newWallet } from '../support/x402.ts';
@@ -108,7 +110,7 @@ describe('batch-settlement: calls paid from a channel', function () {
     const opened = await paidStream(pay, agentId);
     assert.equal(opened.status, 200, opened.text);
     const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
-    return { agentId, pay, channelId };
+    return { agentId, pay, channelId, payer };
   }
 
   /** The channel's row, as the gateway keeps it. */
@@ -439,5 +441,52 @@ describe('batch-settlement: calls paid from a channel', function () {
       String(2n * CEILING),
       'the released call charged nothing',
     );
+  });
+  it('a payer with a timed withdrawal pending is refused, and what it was charged is claimed before the withdrawal can finalize', async () => {
+    const { agentId, pay, channelId, payer } = await openedChannel();
+    const sql = stack().orm.em.getConnection();
+    const [{ config }] = await sql.execute<Array<{ config: Record<string, unknown> }>>(
+      `select config from channels where id = ?`,
+      [channelId],
+    );
+    const initiated = await (
+      await batchSettlementContract(payer.connect(paying.provider)).initiateWithdraw!(config, MIN_DEPOSIT)
+    ).wait();
+    const initiatedAt = (await paying.provider.getBlock(initiated.blockNumber))!.timestamp;
+    // The admission reads the chain again once its mirror is a minute old: it is, now.
+    await sql.execute(`update channels set onchain_synced_at = now() - interval '2 minutes' where id = ?`, [channelId]);
+    const callsBefore = upstreamCalls;
+    const refused = await paidStream(pay, agentId);
+    assert.equal(refused.status, 402, refused.text);
+    assert.match(refused.text, /invalid_batch_settlement_evm_withdrawal_pending/);
+    assert.equal(upstreamCalls, callsBefore, 'the upstream is not called');
+    assert.equal((await channelRow(channelId)).busy_invocation, null, 'the refused call holds nothing');
+    // The claims round (as an API process runs it, with its own gap between urgent rounds) sees
+    // the withdrawal the admission mirrored and starts the tenant's round for it, though the
+    // tenant's period is a day and its last round half a minute ago.
+    await sql.execute(
+      `update settlement_configs set claim_every_seconds = 86400, claim_round_at = now() - interval '31 seconds'
+        where tenant_id = ?`,
+      [paying.tenant],
+    );
+    const round = startDueClaims({
+      orm: stack().orm,
+      temporal: stack().temporal,
+      taskQueue: stack().config.temporal.taskQueue,
+      rpc: stack().config.payment.contractSignatures,
+      log: createLogger('api', 'silent'),
+      everyMs: 0,
+    });
+    try {
+      assert.ok((await round.runOnce()) >= 1, 'a round started');
+    } finally {
+      await round.stop();
+    }
+    const handle = stack().temporal.workflow.getHandle(claimWorkflowId(paying.tenant));
+    assert.match(String(await (await handle.describe()).staticSummary()), /\(withdrawal\)$/);
+    await handle.result();
+    assert.equal((await onChain(paying.provider, channelId)).totalClaimed, CEILING, 'the charged call claimed');
+    const block = await paying.provider.getBlock('latest');
+    assert.ok(block!.timestamp < initiatedAt + 900, 'claimed before the withdrawal can finalize');
   });
 });

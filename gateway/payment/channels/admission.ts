@@ -36,6 +36,13 @@ const MIRROR_FRESH_MS = 60_000;
 
 const CUMULATIVE_MISMATCH = 'invalid_batch_settlement_evm_cumulative_amount_mismatch';
 const CHANNEL_BUSY = 'invalid_batch_settlement_evm_channel_busy';
+/**
+ * The payer started a timed withdrawal (the gateway's name: the spec has none). A call served
+ * now could be charged after the withdrawal finalized, which would take the escrow the charge is
+ * claimed from; the claims round claims what was charged before then (channel-claims/due.ts).
+ * A cooperative refund is still taken.
+ */
+const WITHDRAWAL_PENDING = 'invalid_batch_settlement_evm_withdrawal_pending';
 
 /** Another call holds the channel: the payer retries shortly with the same payment. */
 export class ChannelBusy extends Error {
@@ -201,6 +208,8 @@ export async function admitChannelPayment(
         throw new PaymentStillSettling();
       }
     }
+    if (payload.type !== 'refund' && channel.withdrawRequestedAt > 0)
+      throw refused('withdrawal_pending', WITHDRAWAL_PENDING);
     const signed = BigInt(payload.voucher.maxClaimableAmount);
     const expected = payload.type === 'refund' ? channel.charged : channel.charged + ceiling;
     if (signed !== expected) {
