@@ -10,6 +10,7 @@
 // - a deposit is handed to the tenant's facilitator, and the call is served once it is final;
 // - a refund is completed (the refund nonce) and handed to the facilitator; nothing is forwarded.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { LRUCache } from 'lru-cache';
 import { BatchSettlementPayload } from '../../../x402/schemes/batch-settlement/schemas.ts';
 import { verifyDeposit } from '../../../x402/schemes/batch-settlement/verify.ts';
 import type { ChallengeEntry, Payment } from '../../../x402/schemas.ts';
@@ -33,6 +34,13 @@ import type { Logger } from '../../../lib/log.ts';
 const CHANNEL_WAIT_MS = 5_000;
 /** How old the mirrored on-chain state may be for a voucher to be checked without reading the chain. */
 const MIRROR_FRESH_MS = 60_000;
+const UNFUNDED_FOR_MS = 30_000;
+/**
+ * Channels the chain said were unfunded, answered so again without a read for UNFUNDED_FOR_MS
+ * (this process's: a voucher of a made-up channel costs a caller's request one chain read, not
+ * one per request). A deposit is never refused by it, and clears it.
+ */
+const unfunded = new LRUCache<string, true>({ max: 10_000, ttl: UNFUNDED_FOR_MS });
 
 const CUMULATIVE_MISMATCH = 'invalid_batch_settlement_evm_cumulative_amount_mismatch';
 const CHANNEL_BUSY = 'invalid_batch_settlement_evm_channel_busy';
@@ -187,6 +195,12 @@ export async function admitChannelPayment(
     return target;
   };
 
+  // A voucher or refund of a channel found unfunded moments ago: refused with no chain read and
+  // no row, unless a deposit (through another replica) has funded it since.
+  if (payload.type !== 'deposit' && unfunded.has(channelId) && !(await store.funded(channelId)))
+    throw refused('invalid_batch_settlement_evm_channel_not_found');
+  if (payload.type === 'deposit') unfunded.delete(channelId);
+
   const leased = await leaseWithin(store, {
     channelId,
     tenantId: call.tenantId,
@@ -207,6 +221,12 @@ export async function admitChannelPayment(
       } catch {
         throw new PaymentStillSettling();
       }
+    }
+    // Nothing in escrow and no deposit coming: refused before anything else is asked of it (and
+    // remembered for a while); its row, if this call made it, is not kept (store.letGo).
+    if (payload.type !== 'deposit' && channel.balance === 0n) {
+      unfunded.set(channelId, true);
+      throw refused('invalid_batch_settlement_evm_channel_not_found');
     }
     if (payload.type !== 'refund' && channel.withdrawRequestedAt > 0)
       throw refused('withdrawal_pending', WITHDRAWAL_PENDING);
@@ -328,7 +348,7 @@ export async function admitChannelPayment(
       responseHeader: responseHeaderOf(config, offer.payer, channel, ceiling, transaction, deposited),
     };
   } finally {
-    if (!admitted) await store.release(lease as ChannelLease).catch(() => undefined);
+    if (!admitted) await store.letGo(lease as ChannelLease).catch(() => undefined);
   }
 }
 

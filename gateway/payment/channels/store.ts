@@ -67,6 +67,15 @@ const MIRROR = `update channels set balance = ?::numeric, total_claimed = ?::num
     charged_cumulative = greatest(charged_cumulative, ?::numeric)
   where id = ? returning ${COLUMNS}`;
 
+// A row that holds nothing (never funded as last read, never paid from, nothing claimed or
+// refunded) is not kept past the call that made it: a made-up or unfunded channel leaves no row.
+const FORGET = `delete from channels
+  where id = ? and busy_invocation = ? and signature is null and charged_cumulative = 0 and balance = 0
+    and total_claimed = 0 and refund_nonce = 0
+  returning id`;
+
+const FUNDED = `select 1 from channels where id = ? and balance > 0`;
+
 export type LeaseOutcome = { lease: ChannelLease; channel: ChannelRow } | 'busy' | 'foreign';
 
 export function createChannelStore(orm: MikroORM) {
@@ -98,9 +107,18 @@ export function createChannelStore(orm: MikroORM) {
       return owner && owner.tenant_id !== input.tenantId ? 'foreign' : 'busy';
     },
 
-    /** Lets the channel go without a charge (the call was refused before it ran). */
-    async release(lease: ChannelLease): Promise<void> {
-      await execute(RELEASE, [lease.channelId, lease.token]);
+    /**
+     * Lets the channel go without a charge after a call refused at its admission: its row goes
+     * too when it holds nothing (FORGET), else it is only released.
+     */
+    async letGo(lease: ChannelLease): Promise<void> {
+      const forgotten = await execute(FORGET, [lease.channelId, lease.token]);
+      if (forgotten.length === 0) await execute(RELEASE, [lease.channelId, lease.token]);
+    },
+
+    /** Whether the channel's row says it is funded (as last mirrored). */
+    async funded(channelId: string): Promise<boolean> {
+      return (await execute(FUNDED, [channelId])).length > 0;
     },
 
     /** Records the channel's on-chain state. */
