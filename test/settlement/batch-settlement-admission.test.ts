@@ -1,7 +1,8 @@
 // What a channel payment that cannot pay costs the gateway (x402 `batch-settlement`,
 // docs/SETTLEMENT.md "The gateway's channels"): a voucher of a channel nobody funded, from an
 // anonymous caller, leaves no row and costs one chain read however often it is sent; a deposit
-// the facilitator does not take leaves no row either.
+// the facilitator does not take leaves no row either; a facilitator answering a channel state out
+// of a uint256's range is not believed (the chain is read instead), never a 5xx.
 // Real parts: the stack's anvil (behind a counting relay, to see the gateway's chain reads), its
 // facilitator over mutual TLS, PostgreSQL and Temporal; an API process of the test's own reads the
 // chain through the relay. The payments are signed by the unmodified @x402/evm client.
@@ -13,11 +14,13 @@ import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { toClientEvmSigner } from '@x402/evm';
 import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
+import { wrapFetchWithPayment } from '@x402/fetch';
 import { privateKeyToAccount } from 'viem/accounts';
 import { stack } from '../support/stack.ts';
 import { createAgent } from '../support/proxy-helpers.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
-import { newPayTo } from '../support/x402.ts';
+import { newPayTo, newWallet, settlingTenant } from '../support/x402.ts';
+import { startHoldingFacilitator } from '../support/holding-facilitator.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { startApiProcess } from '../support/api-process.ts';
 import { exited } from '../support/worker-process.ts';
@@ -66,8 +69,8 @@ describe('batch-settlement: what an unpayable channel payment costs the gateway'
     await upstream.close();
   });
 
-  async function channelAgent(): Promise<string> {
-    return createAgent(paying.token, {
+  async function channelAgent(token = paying.token): Promise<string> {
+    return createAgent(token, {
       upstream_url: upstream.url,
       pricing: {
         scheme: 'batch-settlement',
@@ -82,9 +85,9 @@ describe('batch-settlement: what an unpayable channel payment costs the gateway'
   }
 
   /** A payer holding nothing: the unmodified client, its channel record what the test says. */
-  function emptyPayer() {
+  function emptyPayer(privateKey = Wallet.createRandom().privateKey) {
     const storage = new InMemoryClientChannelStorage();
-    const account = privateKeyToAccount(Wallet.createRandom().privateKey as `0x${string}`);
+    const account = privateKeyToAccount(privateKey as `0x${string}`);
     const client = new x402Client().register(
       'eip155:*',
       new BatchSettlementEvmScheme(toClientEvmSigner(account), { storage }),
@@ -156,5 +159,39 @@ describe('batch-settlement: what an unpayable channel payment costs the gateway'
     const res = await send(url, deposit);
     assert.equal(res.status, 402, await res.text());
     assert.equal(await rowsOf(channelId), 0, 'no row kept');
+  });
+  it('a facilitator answering a channel state out of range is not believed: the chain is read, the call served', async () => {
+    // The tenant's facilitator, as it answers through a relay that makes every channel state's
+    // balance 10^80 (more than a uint256, more than the gateway's numeric(78,0)) and its amount no number.
+    const relay = await startHoldingFacilitator({
+      facilitatorUrl: stack().facilitator.url,
+      pki: stack().infra.pki.files,
+      account: paying.account.cert,
+      rewrite: (json) => {
+        const extra = json.extra as { channelState?: Record<string, unknown> } | undefined;
+        if (extra?.channelState) extra.channelState.balance = `1${'0'.repeat(80)}`;
+        return { ...json, amount: 'lots' };
+      },
+    });
+    try {
+      const token = await settlingTenant(`batch-bad-state-${Date.now()}`, paying.account, relay.url);
+      const agentId = await channelAgent(token);
+      const payer = await newWallet({ usdc: 1_000_000n });
+      const pay = wrapFetchWithPayment(fetch, emptyPayer(payer.privateKey).client);
+      const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      assert.equal(res.status, 200, await res.text());
+      const [row] = await stack()
+        .orm.em.getConnection()
+        .execute<Array<{ balance: string }>>(`select balance::text from channels where payer = ?`, [
+          payer.address.toLowerCase(),
+        ]);
+      assert.equal(row?.balance, String(20n * CEILING), 'the escrow as the chain says it');
+    } finally {
+      await relay.close();
+    }
   });
 });
