@@ -2,11 +2,13 @@
 // docs/SETTLEMENT.md "The gateway's channels"): a voucher of a channel nobody funded, from an
 // anonymous caller, leaves no row and costs one chain read however often it is sent; a deposit
 // the facilitator does not take leaves no row either; a facilitator answering a channel state out
-// of a uint256's range is not believed (the chain is read instead), never a 5xx.
+// of a uint256's range is not believed (the chain is read instead), never a 5xx; the mirror of
+// the chain never moves back (a read answering late loses to a newer one; claimed totals only rise).
 // Real parts: the stack's anvil (behind a counting relay, to see the gateway's chain reads), its
 // facilitator over mutual TLS, PostgreSQL and Temporal; an API process of the test's own reads the
 // chain through the relay. The payments are signed by the unmodified @x402/evm client.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Wallet } from 'ethers';
@@ -23,6 +25,7 @@ import { newPayTo, newWallet, settlingTenant } from '../support/x402.ts';
 import { startHoldingFacilitator } from '../support/holding-facilitator.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { startApiProcess } from '../support/api-process.ts';
+import { createChannelStore } from '../../gateway/payment/channels/store.ts';
 import { exited } from '../support/worker-process.ts';
 
 const CEILING = 1_000n;
@@ -193,5 +196,56 @@ describe('batch-settlement: what an unpayable channel payment costs the gateway'
     } finally {
       await relay.close();
     }
+  });
+  it('the mirror of the chain never moves back: a read answering late loses to a newer one, claimed totals only rise', async () => {
+    const id = `0x${randomBytes(32).toString('hex')}`;
+    const sql = stack().orm.em.getConnection();
+    await sql.execute(
+      `insert into channels (id, tenant_id, payer, receiver, receiver_authorizer, config) values (?, ?, ?, ?, ?, '{}'::jsonb)`,
+      [id, paying.tenant, newPayTo().toLowerCase(), newPayTo().toLowerCase(), newPayTo().toLowerCase()],
+    );
+    const store = createChannelStore(stack().orm);
+    const now = Date.now();
+    const state = (balance: bigint, totalClaimed: bigint, withdrawRequestedAt: number, refundNonce: bigint) => ({
+      balance,
+      totalClaimed,
+      withdrawRequestedAt,
+      refundNonce,
+    });
+    const view = (r: Awaited<ReturnType<typeof store.mirror>>) => ({
+      balance: r.balance,
+      totalClaimed: r.totalClaimed,
+      withdrawRequestedAt: r.withdrawRequestedAt,
+      refundNonce: r.refundNonce,
+      charged: r.charged,
+    });
+    // A read begun now: taken.
+    let row = await store.mirror(id, state(5_000n, 2_000n, 0, 1n), new Date(now));
+    assert.deepEqual(view(row), {
+      balance: 5_000n,
+      totalClaimed: 2_000n,
+      withdrawRequestedAt: 0,
+      refundNonce: 1n,
+      charged: 2_000n,
+    });
+    // A read begun a minute earlier that answers only now: nothing moves back.
+    row = await store.mirror(id, state(9_000n, 1_000n, 1_700_000_000, 0n), new Date(now - 60_000));
+    assert.deepEqual(view(row), {
+      balance: 5_000n,
+      totalClaimed: 2_000n,
+      withdrawRequestedAt: 0,
+      refundNonce: 1n,
+      charged: 2_000n,
+    });
+    // A newer read (a node behind on the claims): the escrow and withdrawal are its, the claimed total stays.
+    row = await store.mirror(id, state(3_000n, 1_500n, 1_700_000_000, 1n), new Date(now + 1_000));
+    assert.deepEqual(view(row), {
+      balance: 3_000n,
+      totalClaimed: 2_000n,
+      withdrawRequestedAt: 1_700_000_000,
+      refundNonce: 1n,
+      charged: 2_000n,
+    });
+    await sql.execute(`delete from channels where id = ?`, [id]);
   });
 });

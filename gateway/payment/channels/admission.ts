@@ -217,7 +217,8 @@ export async function admitChannelPayment(
     const stale = !channel.syncedAt || Date.now() - channel.syncedAt.getTime() > MIRROR_FRESH_MS;
     if (stale || payload.type !== 'voucher') {
       try {
-        channel = await store.mirror(channelId, await readChannel(config.contractSignatures, channelId));
+        const readAt = new Date();
+        channel = await store.mirror(channelId, await readChannel(config.contractSignatures, channelId), readAt);
       } catch {
         throw new PaymentStillSettling();
       }
@@ -268,7 +269,9 @@ export async function admitChannelPayment(
       );
       if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
       if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
-      const after = outcome.channelState ? await store.mirror(channelId, fromState(outcome.channelState)) : channel;
+      const after = outcome.channelState
+        ? await store.mirror(channelId, fromState(outcome.channelState), new Date())
+        : channel;
       const { chargedCumulativeAmount: _charged, ...channelState } = channelStateOf(after);
       throw new ChannelRefunded(
         encodeBase64Json({
@@ -310,6 +313,8 @@ export async function admitChannelPayment(
       transaction = outcome.transaction || null;
       deposited = outcome.amount;
       let after: OnChainChannel;
+      // The facilitator's state is the channel's after the deposit landed, as of its answer.
+      const readAt = new Date();
       try {
         after = outcome.channelState
           ? fromState(outcome.channelState)
@@ -319,7 +324,7 @@ export async function admitChannelPayment(
         // the same payment, whose deposit the facilitator answers again without moving anything.
         throw new PaymentStillSettling();
       }
-      channel = await store.mirror(channelId, after);
+      channel = await store.mirror(channelId, after, readAt);
     }
 
     // The call's binding, named by its lease: a voucher's ceiling may come again (a call charged

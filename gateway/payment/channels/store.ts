@@ -62,9 +62,19 @@ const RELEASE = `update channels set busy_until = null, busy_invocation = null, 
 
 // The charged total is never below what was claimed on chain (a channel first seen here, or
 // whose charges were lost, starts from there: the spec's server-state-loss baseline).
-const MIRROR = `update channels set balance = ?::numeric, total_claimed = ?::numeric, withdraw_requested_at = ?,
-    refund_nonce = ?::numeric, onchain_synced_at = now(), updated_at = now(),
-    charged_cumulative = greatest(charged_cumulative, ?::numeric)
+// Written as the other mirrors of the chain are (channel-claims/): what only ever rises on chain
+// (the claimed total, the refund nonce, and so the charged total's floor) only rises here; what
+// may go either way (the escrow, a pending withdrawal) is taken only from a read at least as new
+// as the one the row holds (`onchain_synced_at`, the moment its read began), so a read that
+// answers late (a claims round's, an admission's) never moves the row back.
+const MIRROR = `update channels set
+    total_claimed = greatest(total_claimed, ?::numeric),
+    refund_nonce = greatest(refund_nonce, ?::numeric),
+    charged_cumulative = greatest(charged_cumulative, ?::numeric),
+    balance = case when onchain_synced_at is null or onchain_synced_at <= ?::timestamptz then ?::numeric else balance end,
+    withdraw_requested_at = case when onchain_synced_at is null or onchain_synced_at <= ?::timestamptz then ? else withdraw_requested_at end,
+    onchain_synced_at = greatest(onchain_synced_at, ?::timestamptz),
+    updated_at = now()
   where id = ? returning ${COLUMNS}`;
 
 // A row that holds nothing (never funded as last read, never paid from, nothing claimed or
@@ -121,14 +131,22 @@ export function createChannelStore(orm: MikroORM) {
       return (await execute(FUNDED, [channelId])).length > 0;
     },
 
-    /** Records the channel's on-chain state. */
-    async mirror(channelId: string, state: OnChainChannel): Promise<ChannelRow> {
+    /**
+     * Records the channel's on-chain state as read from `readAt` on (when the read began, or when
+     * a facilitator's answer of the state after its transaction came); answers the row, which
+     * keeps what a newer read wrote.
+     */
+    async mirror(channelId: string, state: OnChainChannel, readAt: Date): Promise<ChannelRow> {
+      const at = readAt.toISOString();
       const [row] = await execute(MIRROR, [
-        state.balance.toString(),
         state.totalClaimed.toString(),
-        state.withdrawRequestedAt,
         state.refundNonce.toString(),
         state.totalClaimed.toString(),
+        at,
+        state.balance.toString(),
+        at,
+        state.withdrawRequestedAt,
+        at,
         channelId,
       ]);
       return rowOf(row!);
