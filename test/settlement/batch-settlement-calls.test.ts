@@ -106,11 +106,11 @@ describe('batch-settlement: calls paid from a channel', function () {
   async function openedChannel() {
     const agentId = await channelAgent(newPayTo());
     const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
-    const { fetch: pay } = channelClient(payer);
+    const { fetch: pay, scheme } = channelClient(payer);
     const opened = await paidStream(pay, agentId);
     assert.equal(opened.status, 200, opened.text);
     const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
-    return { agentId, pay, channelId, payer };
+    return { agentId, pay, channelId, payer, scheme };
   }
 
   /** The channel's row, as the gateway keeps it. */
@@ -488,5 +488,43 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal((await onChain(paying.provider, channelId)).totalClaimed, CEILING, 'the charged call claimed');
     const block = await paying.provider.getBlock('latest');
     assert.ok(block!.timestamp < initiatedAt + 900, 'claimed before the withdrawal can finalize');
+  });
+  it('a refund sent again is answered as the first, nothing refunded twice; what was charged is claimed with it', async () => {
+    const { agentId, pay, channelId, payer, scheme } = await openedChannel();
+    const second = await paidStream(pay, agentId);
+    assert.equal(second.status, 200, second.text);
+    await waitForRow(second.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+    // The refund the client sends (as a POST), its payment header kept.
+    const sent: string[] = [];
+    const asPost: typeof fetch = (input, init) => {
+      const headers = new Headers(init?.headers);
+      headers.set('authorization', `Bearer ${paying.token}`);
+      const signature = headers.get('payment-signature');
+      if (signature) sent.push(signature);
+      return fetch(input, { ...init, method: 'POST', body: '{}', headers });
+    };
+    const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
+    const settled = await scheme.refund(url, { fetch: asPost, amount: String(5n * CEILING) });
+    assert.equal(settled.success, true);
+    assert.equal(sent.length, 1);
+    const balance = await balanceOf(paying.provider, payer.address);
+    const state = await onChain(paying.provider, channelId);
+    // The charged calls were claimed in the refund's transaction, before the escrow went back.
+    assert.equal(state.totalClaimed, 2n * CEILING);
+    assert.equal(state.balance, MIN_DEPOSIT - 5n * CEILING);
+
+    // The same refund again (a client's retry, a replay): the first answer, nothing moves.
+    const again = await fetch(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${paying.token}`, 'PAYMENT-SIGNATURE': sent[0]! },
+      body: '{}',
+    });
+    const text = await again.text();
+    assert.equal(again.status, 200, text);
+    const answer = JSON.parse(text) as { refunded: string; transaction: string };
+    assert.equal(answer.refunded, String(5n * CEILING));
+    assert.equal(answer.transaction, settled.transaction);
+    assert.equal(await balanceOf(paying.provider, payer.address), balance, 'refunded once');
+    assert.deepEqual(await onChain(paying.provider, channelId), state);
   });
 });

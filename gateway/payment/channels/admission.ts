@@ -24,6 +24,7 @@ import type { FacilitatorClient } from '../facilitator-client.ts';
 import { PaymentRefused, PaymentStillSettling } from '../refusals.ts';
 import { channelTermsOf } from '../schemes/batch-settlement/index.ts';
 import { readChannel, type OnChainChannel } from '../schemes/batch-settlement/chain.ts';
+import { earlierRefundNonce, recordRefund, refundPaymentNonce } from './refunds.ts';
 import { createChannelStore, LEASE_SECONDS, type ChannelLease, type ChannelRow, type ChannelStore } from './store.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { VaultConfig } from '../../credentials/config.ts';
@@ -195,6 +196,56 @@ export async function admitChannelPayment(
     return target;
   };
 
+  const v2 = requirementsV2(config, requirements);
+  const settleBody = (action: unknown) => ({
+    x402Version: 2,
+    paymentPayload: { x402Version: 2, accepted: v2, payload: action },
+    paymentRequirements: v2,
+  });
+  const em = deps.orm.em.fork() as EntityManager;
+  // A refund is recorded with the nonce it is sent with (refunds.ts): the same refund again is
+  // sent again with it, and the facilitator answers the first refund's settlement.
+  const refundKey =
+    payload.type === 'refund'
+      ? {
+          network: config.network,
+          asset: requirements.asset,
+          payer: offer.payer,
+          nonce: refundPaymentNonce(offer.nonce, payload.amount),
+          tenantId: call.tenantId,
+          agentId: call.agentId,
+          amount: requirements.maxAmountRequired,
+        }
+      : null;
+  /** Sends the refund completed with `refundNonce`; throws its answer (ChannelRefunded) or its refusal. */
+  const refund = async (action: BatchSettlementPayload, refundNonce: bigint): Promise<never> => {
+    const outcome = await client.settleChannel(
+      await facilitator(),
+      settleBody({ ...action, refundNonce: refundNonce.toString() }),
+    );
+    if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
+    if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
+    const state = outcome.channelState;
+    if (state) await store.mirror(channelId, fromState(state), new Date());
+    throw new ChannelRefunded(
+      encodeBase64Json({
+        success: true,
+        transaction: outcome.transaction,
+        network: caip2Network(config.domain.chainId),
+        payer: offer.payer,
+        amount: outcome.amount,
+        ...(state ? { extra: { channelState: { channelId, ...state } } } : {}),
+      }),
+      outcome.amount,
+      outcome.transaction,
+    );
+  };
+  if (refundKey) {
+    const earlier = await earlierRefundNonce(em, refundKey);
+    if (earlier === 'foreign') throw refused('refund_of_another_tenant');
+    if (earlier !== null) return refund(payload, earlier);
+  }
+
   // A voucher or refund of a channel found unfunded moments ago: refused with no chain read and
   // no row, unless a deposit (through another replica) has funded it since.
   if (payload.type !== 'deposit' && unfunded.has(channelId) && !(await store.funded(channelId)))
@@ -253,38 +304,19 @@ export async function admitChannelPayment(
       totalClaimed: channel.totalClaimed,
       chargedCumulativeAmount: channel.charged,
     };
-    const v2 = requirementsV2(config, requirements);
-    const settleBody = (action: unknown) => ({
-      x402Version: 2,
-      paymentPayload: { x402Version: 2, accepted: v2, payload: action },
-      paymentRequirements: v2,
-    });
 
     if (payload.type === 'refund') {
       const cause = escrowCause(payload.type, signed, channel);
       if (cause) throw refused(cause);
-      const outcome = await client.settleChannel(
-        await facilitator(),
-        settleBody({ ...payload, refundNonce: channel.refundNonce.toString() }),
+      // Recorded under the lease: the same refund sent twice at once is recorded once.
+      const refundNonce = await recordRefund(
+        em,
+        { ...refundKey!, paymentId: offer.paymentId },
+        { payment: offer.payment, requirements },
+        channel.refundNonce,
       );
-      if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
-      if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
-      const after = outcome.channelState
-        ? await store.mirror(channelId, fromState(outcome.channelState), new Date())
-        : channel;
-      const { chargedCumulativeAmount: _charged, ...channelState } = channelStateOf(after);
-      throw new ChannelRefunded(
-        encodeBase64Json({
-          success: true,
-          transaction: outcome.transaction,
-          network: caip2Network(config.domain.chainId),
-          payer: offer.payer,
-          amount: outcome.amount,
-          extra: { channelState },
-        }),
-        outcome.amount,
-        outcome.transaction,
-      );
+      if (refundNonce === 'foreign') throw refused('refund_of_another_tenant');
+      return refund(payload, refundNonce);
     }
 
     let transaction: string | null = null;
@@ -331,7 +363,6 @@ export async function admitChannelPayment(
     // less than its ceiling leaves the next voucher at the same cumulative ceiling), and it is the
     // channel's charged total, under the lease, that keeps one voucher from paying twice.
     const nonce = `${offer.nonce}-${lease.token}`;
-    const em = deps.orm.em.fork() as EntityManager;
     const recording = await recordPayment(em, {
       network: config.network,
       asset: requirements.asset,
