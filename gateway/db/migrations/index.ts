@@ -33,6 +33,7 @@ import { Migration20261206160000_analytics_fold } from './Migration2026120616000
 import { Migration20261206160000_budgets } from './Migration20261206160000_budgets.ts';
 import { Migration20261206160000_payment_channels } from './Migration20261206160000_payment_channels.ts';
 import { Migration20261206170000_channel_claim_rounds } from './Migration20261206170000_channel_claim_rounds.ts';
+import { Migration20261206183000_channel_claim_quarantine } from './Migration20261206183000_channel_claim_quarantine.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -83,4 +84,8 @@ export const gatewayMigrations = [
   { name: 'Migration20261206160000_budgets', class: Migration20261206160000_budgets },
   { name: 'Migration20261206160000_payment_channels', class: Migration20261206160000_payment_channels },
   { name: 'Migration20261206170000_channel_claim_rounds', class: Migration20261206170000_channel_claim_rounds },
+  {
+    name: 'Migration20261206183000_channel_claim_quarantine',
+    class: Migration20261206183000_channel_claim_quarantine,
+  },
 ];
