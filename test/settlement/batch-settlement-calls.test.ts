@@ -23,7 +23,7 @@ import { startDueClaims } from '../../temporal/claims-due.ts';
 import { createLogger } from '../../lib/log.ts';
 import { renewChannelLease } from '../../gateway/payment/channels/store.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
-import { balanceOf, newPayTo, newWallet } from '../support/x402.ts';
+import { balanceOf, newPayTo, newWallet, settlingTenant } from '../support/x402.ts';
 import { rpcReader, settleLostCharge } from '../support/upto.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { invocationRow } from '../support/proxy-helpers.ts';
@@ -65,8 +65,8 @@ describe('batch-settlement: calls paid from a channel', function () {
   });
   after(() => upstream.close());
 
-  async function channelAgent(payTo: string): Promise<string> {
-    return createAgent(paying.token, {
+  async function channelAgent(payTo: string, token = paying.token): Promise<string> {
+    return createAgent(token, {
       upstream_url: upstream.url,
       pricing: {
         scheme: 'batch-settlement',
@@ -92,10 +92,15 @@ describe('batch-settlement: calls paid from a channel', function () {
     return { scheme, fetch: wrapFetchWithPayment(fetch, client) };
   }
 
-  async function paidStream(pay: typeof fetch, agentId: string, headers: Record<string, string> = {}) {
+  async function paidStream(
+    pay: typeof fetch,
+    agentId: string,
+    headers: Record<string, string> = {},
+    token = paying.token,
+  ) {
     const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', ...headers },
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
       body: '{}',
     });
     const text = await res.text();
@@ -526,5 +531,31 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(answer.transaction, settled.transaction);
     assert.equal(await balanceOf(paying.provider, payer.address), balance, 'refunded once');
     assert.deepEqual(await onChain(paying.provider, channelId), state);
+  });
+  it('a channel opened paying one tenant is refused by another naming the same receiver, with its own reason; nothing of it is shared', async () => {
+    // Two tenants name the same receiver through the same facilitator: the same channel terms.
+    const payTo = newPayTo();
+    const agentA = await channelAgent(payTo);
+    const other = await settlingTenant(`batch-calls-other-${randomUUID()}`, paying.account);
+    const agentB = await channelAgent(payTo, other);
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const { fetch: pay } = channelClient(payer);
+    const opened = await paidStream(pay, agentA);
+    assert.equal(opened.status, 200, opened.text);
+    const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
+    await waitForRow(opened.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+    const before = await channelRow(channelId);
+
+    const callsBefore = upstreamCalls;
+    const refused = await paidStream(pay, agentB, {}, other);
+    assert.equal(refused.status, 402, refused.text);
+    assert.match(refused.text, /invalid_batch_settlement_evm_channel_of_another_seller/);
+    assert.equal(upstreamCalls, callsBefore, 'the upstream is not called');
+    assert.deepEqual(await channelRow(channelId), before, "the first tenant's channel is untouched");
+    const listed = await fetch(`${stack().apiUrl}/v1/channels`, { headers: { authorization: `Bearer ${other}` } });
+    assert.deepEqual(await listed.json(), { data: [], next_cursor: null }, 'the other tenant holds no channel');
+    // The first tenant's agent is still paid from it.
+    const next = await paidStream(pay, agentA);
+    assert.equal(next.status, 200, next.text);
   });
 });

@@ -52,6 +52,12 @@ const CHANNEL_BUSY = 'invalid_batch_settlement_evm_channel_busy';
  * A cooperative refund is still taken.
  */
 const WITHDRAWAL_PENDING = 'invalid_batch_settlement_evm_withdrawal_pending';
+/**
+ * The channel was opened paying another seller on this gateway (another tenant naming the same
+ * receiver and facilitator): a channel is its first seller's, its state never shared (the
+ * gateway's name: the spec has none). The payer opens a channel of its own for this agent.
+ */
+const CHANNEL_ELSEWHERE = 'invalid_batch_settlement_evm_channel_of_another_seller';
 
 /** Another call holds the channel: the payer retries shortly with the same payment. */
 export class ChannelBusy extends Error {
@@ -242,7 +248,7 @@ export async function admitChannelPayment(
   };
   if (refundKey) {
     const earlier = await earlierRefundNonce(em, refundKey);
-    if (earlier === 'foreign') throw refused('refund_of_another_tenant');
+    if (earlier === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
     if (earlier !== null) return refund(payload, earlier);
   }
 
@@ -259,7 +265,7 @@ export async function admitChannelPayment(
     config: payload.channelConfig,
     seconds: LEASE_SECONDS,
   });
-  if (leased === 'foreign') throw refused('channel_of_another_tenant');
+  if (leased === 'foreign') throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
   if (leased === 'busy') throw new ChannelBusy(entries);
   const { lease } = leased;
   let admitted = false;
@@ -315,7 +321,7 @@ export async function admitChannelPayment(
         { payment: offer.payment, requirements },
         channel.refundNonce,
       );
-      if (refundNonce === 'foreign') throw refused('refund_of_another_tenant');
+      if (refundNonce === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
       return refund(payload, refundNonce);
     }
 
