@@ -14,6 +14,8 @@ import { x402Client } from '@x402/core/client';
 import { toClientEvmSigner } from '@x402/evm';
 import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
+import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402/core/http';
+import { appendPaymentIdentifierToExtensions, generatePaymentId } from '@x402/extensions/payment-identifier';
 import { privateKeyToAccount } from 'viem/accounts';
 import { batchSettlementContract } from '../../contracts/batch-settlement.ts';
 import { stack } from '../support/stack.ts';
@@ -89,7 +91,7 @@ describe('batch-settlement: calls paid from a channel', function () {
     const scheme = new BatchSettlementEvmScheme(signer, { storage: new InMemoryClientChannelStorage() });
     const client = new x402Client().register('eip155:*', scheme);
     client.setSpendControls({ allowedAssets: [{ network: `eip155:${CHAIN_ID}`, asset: stack().infra.tokenAddress }] });
-    return { scheme, fetch: wrapFetchWithPayment(fetch, client) };
+    return { scheme, client, fetch: wrapFetchWithPayment(fetch, client) };
   }
 
   async function paidStream(
@@ -557,5 +559,39 @@ describe('batch-settlement: calls paid from a channel', function () {
     // The first tenant's agent is still paid from it.
     const next = await paidStream(pay, agentA);
     assert.equal(next.status, 200, next.text);
+  });
+  it('a voucher resent under its payment identifier gets the first call back, not a second charge', async () => {
+    const agentId = await channelAgent(newPayTo());
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const { fetch: pay, client } = channelClient(payer);
+    const opened = await paidStream(pay, agentId);
+    assert.equal(opened.status, 200, opened.text);
+    await waitForRow(opened.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+    const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
+
+    const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
+    const auth = { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' };
+    const challenge = await fetch(url, { method: 'POST', headers: auth, body: '{}' });
+    assert.equal(challenge.status, 402);
+    const payload = await client.createPaymentPayload(
+      decodePaymentRequiredHeader(challenge.headers.get('payment-required')!),
+    );
+    assert.equal((payload.payload as { type: string }).type, 'voucher');
+    payload.extensions = appendPaymentIdentifierToExtensions(payload.extensions ?? {}, generatePaymentId());
+    const headers = { ...auth, 'PAYMENT-SIGNATURE': encodePaymentSignatureHeader(payload) };
+    const first = await fetch(url, { method: 'POST', headers, body: '{}' });
+    assert.equal(first.status, 200, await first.text());
+    const id = first.headers.get('x-gateway-invocation-id')!;
+    await waitForRow(id, (r) => r.paymentSettlement === 'settled', 15_000);
+    const callsBefore = upstreamCalls;
+
+    // The same payment again (its answer lost): the first call's answer, nothing charged or forwarded.
+    const again = await fetch(url, { method: 'POST', headers, body: '{}' });
+    const text = await again.text();
+    assert.equal(again.status, 202, text);
+    assert.deepEqual(JSON.parse(text), { invocation_id: id });
+    assert.equal(again.headers.get('x-gateway-invocation-id'), id);
+    assert.equal(upstreamCalls, callsBefore, 'not forwarded again');
+    assert.equal((await channelRow(channelId)).charged_cumulative, String(2n * CEILING), 'charged once');
   });
 });
