@@ -89,6 +89,18 @@ export function recordMeteredCharge(outcome: string, reason: string | null): voi
   meteredCharges.inc({ outcome, reason: reason ?? 'none' });
 }
 
+// Labelled by cause only (a fixed set of the scheme's error names), never by tenant or channel.
+const channelsQuarantined = counter({
+  name: 'gateway_channels_quarantined_total',
+  help: 'Batch-settlement channels the claims set aside because their latest voucher cannot be claimed, by cause (invalid_batch_settlement_evm_voucher_signature, _channel_id_mismatch, _token_mismatch, _claim_payload, claim_refused)',
+  labelNames: ['cause'] as const,
+});
+
+/** A channel set aside by the claims (channel-claims/claims.ts). */
+export function recordChannelQuarantined(cause: string): void {
+  channelsQuarantined.inc({ cause });
+}
+
 /** One metered call's charge, as its row records it. */
 export function recordMeterReading(mode: 'transactional' | 'streaming', reason: string, capped: boolean): void {
   meterReadings.inc({ mode, reason });

@@ -28,6 +28,7 @@ import { reserveBacklogPlace } from './stages/backlog-place.ts';
 import { credentialStage } from './stages/credential.ts';
 import { budgetStage } from './stages/budget.ts';
 import type { BudgetHold } from '../../gateway/budgets/gate.ts';
+import { releaseChannelLease } from '../../gateway/payment/channels/store.ts';
 import type { CallCtx, Door } from './door.ts';
 import type { Endpoint } from './endpoint.ts';
 import type { ProxyCall } from '../proxy/call.ts';
@@ -114,6 +115,8 @@ export async function admit(
   } catch (err) {
     place?.release();
     await budget?.release();
+    // A channel payment admitted before a later refusal holds its channel: let go, nothing charged.
+    if (call.payment?.channel) await releaseChannelLease(deps.orm, call.payment.channel).catch(() => undefined);
     throw err;
   }
 }

@@ -28,6 +28,10 @@ export const ChannelView = z
       .string()
       .nullable()
       .meta({ description: 'Why its last claim left it out (e.g. claim_refused, escrow_short); null after a claim.' }),
+    claim_quarantined_at: z.iso.datetime({ offset: true }).nullable().meta({
+      description:
+        'When the claims set the channel aside because its latest voucher cannot be claimed (claim_error says why); it is not claimed again until a newer voucher is committed on it. Null: not set aside.',
+    }),
     created_at: z.iso.datetime({ offset: true }),
   })
   .meta({ id: 'Channel' });

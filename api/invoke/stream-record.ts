@@ -21,7 +21,12 @@ import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 import type { WorkflowHandle } from '@temporalio/client';
 import { settledWithin, startMeteredCharge, type SettledCharge } from '../../temporal/charge-start.ts';
-import { commitChannelCharge, LEASE_RENEW_EVERY_MS, renewChannelLease } from '../../gateway/payment/channels/store.ts';
+import {
+  commitChannelCharge,
+  LEASE_RENEW_EVERY_MS,
+  releaseChannelLease,
+  renewChannelLease,
+} from '../../gateway/payment/channels/store.ts';
 
 export type Outcome = Omit<Completion, 'id'>;
 
@@ -211,6 +216,8 @@ export async function bindPayment(
       call.payment!,
     );
   } catch (err) {
+    // Not bound, never served: a channel payment's hold on its channel goes (nothing is charged).
+    if (call.payment?.channel) await releaseChannelLease(deps.orm, call.payment.channel).catch(() => undefined);
     throw withPaymentRequired(deps, call, err);
   }
   let timer: NodeJS.Timeout | undefined;

@@ -267,12 +267,25 @@ export async function insertBindingPayment(db: GatewayDb, row: Invocation, payme
  * so a released payment was never used. The same payment header then buys the call it paid for
  * (a settled payment is bound again without settling: recordPayment). Answers what the rows
  * statement returns and whether each payment was released.
+ *
+ * A released channel payment (batch-settlement) lets its channel go in the same statement: the
+ * lease its binding names (`signed_payment.channelLease`) is dropped while that call still holds
+ * it, so the payer's next call is admitted at once instead of after the lease lapses.
  */
 export function releasingPayments(rowsStatement: string, before = ''): string {
   // `before`: CTEs the rows statement reads (data-modifying ones must be at the top level).
+  // `leases` reads the bindings as they were before this statement (a CTE's snapshot), so it still
+  // sees the signed payments that `released` clears.
   return `with ${before ? `${before}, ` : ''}touched as (${rowsStatement}),
+     leases as (select signed_payment->>'channelLease' as lease,
+                       lower(signed_payment->'payment'->'payload'->'voucher'->>'channelId') as channel
+                  from payment_claims
+                 where invocation_id in (select id from touched where attempts = 0)
+                   and signed_payment->>'channelLease' is not null),
      released as (update payment_claims set invocation_id = null, signed_payment = null, updated_at = now()
-                   where invocation_id in (select id from touched where attempts = 0) returning invocation_id)
+                   where invocation_id in (select id from touched where attempts = 0) returning invocation_id),
+     unleased as (update channels c set busy_until = null, busy_invocation = null, updated_at = now()
+                    from leases l where c.id = l.channel and c.busy_invocation = l.lease)
      select touched.*, exists (select 1 from released r where r.invocation_id = touched.id) as released from touched`;
 }
 

@@ -167,7 +167,14 @@ export function createChargeSettler(deps: ChargeDeps) {
   }
 
   /** Commits a batch-settlement call's charge to its channel, once; answers what the row then says. */
-  async function commitToChannel(invocationId: string, signed: SignedPayment | null): Promise<ChargeOutcome> {
+  async function commitToChannel(
+    invocationId: string,
+    signed: SignedPayment | null,
+    charge: bigint,
+  ): Promise<ChargeOutcome> {
+    // A call released before it reached its upstream (binding.ts) has no voucher left and owes
+    // nothing: settled with nothing moved, as an `upto` charge of 0 is.
+    if (!signed?.channelLease && charge === 0n) return record(invocationId, 'settled', null, null);
     if (!signed?.channelLease) return record(invocationId, 'failed', null, 'signed_payment_missing');
     const { recorded, committed } = await commitChannelCharge(deps.orm, invocationId);
     if (recorded) recordMeteredCharge(committed ? 'settled' : 'failed', committed ? null : 'voucher_exceeded');
@@ -220,7 +227,8 @@ export function createChargeSettler(deps: ChargeDeps) {
       const charge = BigInt(row.payment_charge!);
       // A channel payment's charge joins its channel's charged total (claimed on chain later, in
       // batches), and the call lets its channel go, even at 0.
-      if (row.payment_scheme === SCHEME_BATCH_SETTLEMENT) return commitToChannel(invocationId, row.signed_payment);
+      if (row.payment_scheme === SCHEME_BATCH_SETTLEMENT)
+        return commitToChannel(invocationId, row.signed_payment, charge);
       // Nothing to move: nobody is asked, nothing goes on chain.
       if (charge === 0n) return record(invocationId, 'settled', null, null);
       const signed = row.signed_payment;

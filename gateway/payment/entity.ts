@@ -13,6 +13,8 @@ export type SignedPayment = {
   requirements: ChallengeEntry;
   /** batch-settlement: the hold the call has on its channel until its charge is committed (channels/store.ts). */
   channelLease?: string;
+  /** batch-settlement: the refund nonce a cooperative refund was sent with (channels/refunds.ts). */
+  refundNonce?: string;
 };
 
 /**

@@ -27,20 +27,25 @@ type SettleOutcome =
   /** settlement_failed: the facilitator answered, and the payment was not collected. */
   | { ok: false; error: 'settlement_failed' | 'settlement_refused' | 'settlement_unavailable' };
 
+/** A uint256 as a decimal string (what the channel contract can hold; the gateway stores numeric(78,0)). */
+const Uint256 = z.string().refine((v) => /^\d{1,78}$/.test(v) && BigInt(v) < 1n << 256n);
+
 /** A channel's state in a facilitator's answer (the spec's `channelState`). */
 const ChannelStateAnswer = z.object({
-  balance: z.string().regex(/^\d+$/),
-  totalClaimed: z.string().regex(/^\d+$/),
-  withdrawRequestedAt: z.number().int().nonnegative(),
-  refundNonce: z.string().regex(/^\d+$/),
+  balance: Uint256,
+  totalClaimed: Uint256,
+  withdrawRequestedAt: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+  refundNonce: Uint256,
 });
 
+// What is taken of an answer is checked: a channel state out of a uint256's range or malformed is
+// not one (the caller reads the chain instead), an amount or transaction that is none is ''.
 const ChannelSettleAnswer = z.object({
   success: z.boolean(),
   transaction: z.string().optional(),
   amount: z.string().optional(),
   errorReason: z.string().optional(),
-  extra: z.looseObject({ channelState: ChannelStateAnswer.optional() }).optional(),
+  extra: z.looseObject({ channelState: z.unknown().optional() }).optional(),
 });
 
 type ChannelSettleOutcome =
@@ -226,11 +231,12 @@ export function createFacilitatorClient(opts: {
     const answer = parsed.data;
     if (!answer.success)
       return { ok: false, error: 'settlement_failed', ...(answer.errorReason ? { reason: answer.errorReason } : {}) };
+    const state = ChannelStateAnswer.safeParse(answer.extra?.channelState);
     return {
       ok: true,
-      transaction: answer.transaction ?? '',
-      amount: answer.amount ?? '',
-      channelState: answer.extra?.channelState ?? null,
+      transaction: answer.transaction && /^0x[0-9a-fA-F]{64}$/.test(answer.transaction) ? answer.transaction : '',
+      amount: answer.amount && Uint256.safeParse(answer.amount).success ? answer.amount : '',
+      channelState: state.success ? state.data : null,
     };
   }
 

@@ -31,7 +31,7 @@ import {
   type PaymentHeaders,
 } from './dialect.ts';
 import { createFacilitatorClient, type FacilitatorClient } from './facilitator-client.ts';
-import { answerKnownIdentifier, identifiesBoundPayment } from './identifier.ts';
+import { answerKnownChannelIdentifier, answerKnownIdentifier, identifiesBoundPayment } from './identifier.ts';
 import { isCharged, type Price } from './pricing.ts';
 import { PaymentIdentifierConflict, PaymentRefused, PaymentRequired, PaymentStillSettling } from './refusals.ts';
 import { challengeEntries, gatewayScheme } from './schemes/index.ts';
@@ -354,6 +354,16 @@ async function payFromChannel(
   offer: VerifiedOffer,
 ): Promise<PaymentRecord> {
   const { config } = gate;
+  // A resend under the payment identifier of a call already paid gets that call's answer.
+  if (offer.paymentId)
+    await answerKnownChannelIdentifier(deps.orm.em.fork() as EntityManager, config, {
+      tenantId: call.caller.tenantId,
+      agentId: call.agent.id,
+      payer: offer.verified.payer,
+      nonce: offer.verified.nonce,
+      paymentId: offer.paymentId,
+      dialect: offer.dialect,
+    });
   const admitted = await admitChannelPayment(
     deps,
     gate,

@@ -8,12 +8,14 @@
 // - same id, same authorization, not bound (still settling, or released): the payment resumes as
 //   without an identifier;
 // - same id, another authorization: `409`, before anything is recorded or settled.
+// A channel payment (batch-settlement) is the same authorization when it is the same voucher
+// (answerKnownChannelIdentifier): its binding is named by the voucher and the call's lease.
 // (refusals.ts names these outcomes; the door answers them.)
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { paymentByIdentifier } from './binding.ts';
 import type { PaymentConfig } from './config.ts';
 import { paymentResponseValue, type Dialect } from './dialect.ts';
-import { PaymentAlreadyAnswered, PaymentIdentifierConflict } from './refusals.ts';
+import { PaymentAlreadyAnswered, PaymentIdentifierConflict, PaymentStillSettling } from './refusals.ts';
 
 export type IdentifiedPayment = {
   tenantId: string;
@@ -59,4 +61,37 @@ export async function identifiesBoundPayment(
 ): Promise<boolean> {
   const known = await paymentByIdentifier(em, offered, config.settledResumeMs);
   return !!known && known.nonce === offered.nonce && !!known.invocationId;
+}
+
+// The call holding its channel under the voucher's binding is still running (admitted, not yet
+// bound or committed); a binding never bound otherwise is let go of its identifier.
+const HOLDING = `select exists (select 1 from channels c
+    where c.id = lower(b.signed_payment->'payment'->'payload'->'voucher'->>'channelId')
+      and c.busy_invocation = b.signed_payment->>'channelLease') as holding
+  from payment_claims b
+ where b.tenant_id = ? and b.agent_id = ? and b.payer = ? and b.payment_id = ?`;
+
+const FORGET = `update payment_claims set payment_id = null
+  where tenant_id = ? and agent_id = ? and payer = ? and payment_id = ? and invocation_id is null`;
+
+/**
+ * A channel payment's identifier (channels/admission.ts names its binding `<voucher nonce>-<lease>`):
+ * the same voucher under a known identifier gets the first call's answer (PaymentAlreadyAnswered,
+ * never a second charge), or PaymentStillSettling while that call is still being admitted;
+ * another voucher under it is PaymentIdentifierConflict. A binding whose call never ran (refused
+ * after admission, released) gives its identifier up: this attempt is the call.
+ */
+export async function answerKnownChannelIdentifier(
+  em: EntityManager,
+  config: PaymentConfig,
+  offered: IdentifiedPayment,
+): Promise<void> {
+  const known = await paymentByIdentifier(em, offered, config.settledResumeMs);
+  if (!known) return;
+  if (!known.nonce.startsWith(`${offered.nonce}-`)) throw new PaymentIdentifierConflict();
+  if (known.invocationId) throw new PaymentAlreadyAnswered(known.invocationId, null);
+  const scope = [offered.tenantId, offered.agentId, offered.payer, offered.paymentId];
+  const [row] = await em.getConnection().execute<Array<{ holding: boolean }>>(HOLDING, scope);
+  if (row?.holding) throw new PaymentStillSettling();
+  await em.getConnection().execute(FORGET, scope);
 }

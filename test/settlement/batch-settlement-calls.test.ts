@@ -14,21 +14,25 @@ import { x402Client } from '@x402/core/client';
 import { toClientEvmSigner } from '@x402/evm';
 import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
+import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402/core/http';
+import { appendPaymentIdentifierToExtensions, generatePaymentId } from '@x402/extensions/payment-identifier';
 import { privateKeyToAccount } from 'viem/accounts';
 import { batchSettlementContract } from '../../contracts/batch-settlement.ts';
 import { stack } from '../support/stack.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
-import { startChannelClaims } from '../../temporal/claim-start.ts';
+import { claimWorkflowId, startChannelClaims } from '../../temporal/claim-start.ts';
+import { startDueClaims } from '../../temporal/claims-due.ts';
+import { createLogger } from '../../lib/log.ts';
 import { renewChannelLease } from '../../gateway/payment/channels/store.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
-import { balanceOf, newPayTo, newWallet } from '../support/x402.ts';
+import { balanceOf, newPayTo, newWallet, settlingTenant } from '../support/x402.ts';
 import { rpcReader, settleLostCharge } from '../support/upto.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { invocationRow } from '../support/proxy-helpers.ts';
 import { startApiProcess } from '../support/api-process.ts';
 import { exited } from '../support/worker-process.ts';
 import { waitFor } from '../support/wait.ts';
-import { failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
+import { closeUnforwarded, failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
 
 const CEILING = 1_000n;
 const MIN_DEPOSIT = 20_000n;
@@ -63,8 +67,8 @@ describe('batch-settlement: calls paid from a channel', function () {
   });
   after(() => upstream.close());
 
-  async function channelAgent(payTo: string): Promise<string> {
-    return createAgent(paying.token, {
+  async function channelAgent(payTo: string, token = paying.token): Promise<string> {
+    return createAgent(token, {
       upstream_url: upstream.url,
       pricing: {
         scheme: 'batch-settlement',
@@ -87,13 +91,18 @@ describe('batch-settlement: calls paid from a channel', function () {
     const scheme = new BatchSettlementEvmScheme(signer, { storage: new InMemoryClientChannelStorage() });
     const client = new x402Client().register('eip155:*', scheme);
     client.setSpendControls({ allowedAssets: [{ network: `eip155:${CHAIN_ID}`, asset: stack().infra.tokenAddress }] });
-    return { scheme, fetch: wrapFetchWithPayment(fetch, client) };
+    return { scheme, client, fetch: wrapFetchWithPayment(fetch, client) };
   }
 
-  async function paidStream(pay: typeof fetch, agentId: string, headers: Record<string, string> = {}) {
+  async function paidStream(
+    pay: typeof fetch,
+    agentId: string,
+    headers: Record<string, string> = {},
+    token = paying.token,
+  ) {
     const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', ...headers },
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
       body: '{}',
     });
     const text = await res.text();
@@ -104,11 +113,11 @@ describe('batch-settlement: calls paid from a channel', function () {
   async function openedChannel() {
     const agentId = await channelAgent(newPayTo());
     const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
-    const { fetch: pay } = channelClient(payer);
+    const { fetch: pay, scheme } = channelClient(payer);
     const opened = await paidStream(pay, agentId);
     assert.equal(opened.status, 200, opened.text);
     const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
-    return { agentId, pay, channelId };
+    return { agentId, pay, channelId, payer, scheme };
   }
 
   /** The channel's row, as the gateway keeps it. */
@@ -403,5 +412,186 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(row.paymentSettleError, 'voucher_exceeded');
     assert.equal((await channelRow(channelId)).charged_cumulative, String(CEILING + 1n), 'nothing added');
     assert.equal((await holder()).busy_invocation, null, 'the channel is let go');
+  });
+  it('a call closed before it reached its upstream lets its channel go at once, charged nothing', async () => {
+    const { agentId, pay, channelId } = await openedChannel();
+    const key = randomUUID();
+    let end!: () => void;
+    held.set(key, new Promise<void>((resolve) => (end = resolve)));
+    const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
+      body: '{}',
+    });
+    assert.equal(res.status, 200);
+    const id = res.headers.get('x-gateway-invocation-id')!;
+    const body = res.text();
+    assert.ok((await channelRow(channelId)).busy_invocation, 'the call holds its channel');
+    // What a paid stream's own process does when its forwarding mark fails: the row is closed as
+    // never forwarded and its payment released, in one statement.
+    await closeUnforwarded(stack().orm, id);
+    assert.equal((await channelRow(channelId)).busy_invocation, null, 'the released payment lets its channel go');
+    // The payer's next call is served now (its client counted the released call: corrected once).
+    const started = Date.now();
+    const next = await paidStream(pay, agentId);
+    assert.equal(next.status, 200, next.text);
+    assert.ok(Date.now() - started < 5_000, 'not held until the lease lapsed');
+    await waitForRow(next.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+    end();
+    await body.catch(() => undefined);
+    await settleLostCharge(id);
+    const released = (await invocationRow(id))!;
+    assert.equal(released.paymentCharge, '0');
+    assert.equal(released.paymentSettleError, null);
+    assert.equal(
+      (await channelRow(channelId)).charged_cumulative,
+      String(2n * CEILING),
+      'the released call charged nothing',
+    );
+  });
+  it('a payer with a timed withdrawal pending is refused, and what it was charged is claimed before the withdrawal can finalize', async () => {
+    const { agentId, pay, channelId, payer } = await openedChannel();
+    const sql = stack().orm.em.getConnection();
+    const [{ config }] = await sql.execute<Array<{ config: Record<string, unknown> }>>(
+      `select config from channels where id = ?`,
+      [channelId],
+    );
+    const initiated = await (
+      await batchSettlementContract(payer.connect(paying.provider)).initiateWithdraw!(config, MIN_DEPOSIT)
+    ).wait();
+    const initiatedAt = (await paying.provider.getBlock(initiated.blockNumber))!.timestamp;
+    // The admission reads the chain again once its mirror is a minute old: it is, now.
+    await sql.execute(`update channels set onchain_synced_at = now() - interval '2 minutes' where id = ?`, [channelId]);
+    const callsBefore = upstreamCalls;
+    const refused = await paidStream(pay, agentId);
+    assert.equal(refused.status, 402, refused.text);
+    assert.match(refused.text, /invalid_batch_settlement_evm_withdrawal_pending/);
+    assert.equal(upstreamCalls, callsBefore, 'the upstream is not called');
+    assert.equal((await channelRow(channelId)).busy_invocation, null, 'the refused call holds nothing');
+    // The claims round (as an API process runs it, with its own gap between urgent rounds) sees
+    // the withdrawal the admission mirrored and starts the tenant's round for it, though the
+    // tenant's period is a day and its last round half a minute ago.
+    await sql.execute(
+      `update settlement_configs set claim_every_seconds = 86400, claim_round_at = now() - interval '31 seconds'
+        where tenant_id = ?`,
+      [paying.tenant],
+    );
+    const round = startDueClaims({
+      orm: stack().orm,
+      temporal: stack().temporal,
+      taskQueue: stack().config.temporal.taskQueue,
+      rpc: stack().config.payment.contractSignatures,
+      log: createLogger('api', 'silent'),
+      everyMs: 0,
+    });
+    try {
+      assert.ok((await round.runOnce()) >= 1, 'a round started');
+    } finally {
+      await round.stop();
+    }
+    const handle = stack().temporal.workflow.getHandle(claimWorkflowId(paying.tenant));
+    assert.match(String(await (await handle.describe()).staticSummary()), /\(withdrawal\)$/);
+    await handle.result();
+    assert.equal((await onChain(paying.provider, channelId)).totalClaimed, CEILING, 'the charged call claimed');
+    const block = await paying.provider.getBlock('latest');
+    assert.ok(block!.timestamp < initiatedAt + 900, 'claimed before the withdrawal can finalize');
+  });
+  it('a refund sent again is answered as the first, nothing refunded twice; what was charged is claimed with it', async () => {
+    const { agentId, pay, channelId, payer, scheme } = await openedChannel();
+    const second = await paidStream(pay, agentId);
+    assert.equal(second.status, 200, second.text);
+    await waitForRow(second.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+    // The refund the client sends (as a POST), its payment header kept.
+    const sent: string[] = [];
+    const asPost: typeof fetch = (input, init) => {
+      const headers = new Headers(init?.headers);
+      headers.set('authorization', `Bearer ${paying.token}`);
+      const signature = headers.get('payment-signature');
+      if (signature) sent.push(signature);
+      return fetch(input, { ...init, method: 'POST', body: '{}', headers });
+    };
+    const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
+    const settled = await scheme.refund(url, { fetch: asPost, amount: String(5n * CEILING) });
+    assert.equal(settled.success, true);
+    assert.equal(sent.length, 1);
+    const balance = await balanceOf(paying.provider, payer.address);
+    const state = await onChain(paying.provider, channelId);
+    // The charged calls were claimed in the refund's transaction, before the escrow went back.
+    assert.equal(state.totalClaimed, 2n * CEILING);
+    assert.equal(state.balance, MIN_DEPOSIT - 5n * CEILING);
+
+    // The same refund again (a client's retry, a replay): the first answer, nothing moves.
+    const again = await fetch(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${paying.token}`, 'PAYMENT-SIGNATURE': sent[0]! },
+      body: '{}',
+    });
+    const text = await again.text();
+    assert.equal(again.status, 200, text);
+    const answer = JSON.parse(text) as { refunded: string; transaction: string };
+    assert.equal(answer.refunded, String(5n * CEILING));
+    assert.equal(answer.transaction, settled.transaction);
+    assert.equal(await balanceOf(paying.provider, payer.address), balance, 'refunded once');
+    assert.deepEqual(await onChain(paying.provider, channelId), state);
+  });
+  it('a channel opened paying one tenant is refused by another naming the same receiver, with its own reason; nothing of it is shared', async () => {
+    // Two tenants name the same receiver through the same facilitator: the same channel terms.
+    const payTo = newPayTo();
+    const agentA = await channelAgent(payTo);
+    const other = await settlingTenant(`batch-calls-other-${randomUUID()}`, paying.account);
+    const agentB = await channelAgent(payTo, other);
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const { fetch: pay } = channelClient(payer);
+    const opened = await paidStream(pay, agentA);
+    assert.equal(opened.status, 200, opened.text);
+    const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
+    await waitForRow(opened.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+    const before = await channelRow(channelId);
+
+    const callsBefore = upstreamCalls;
+    const refused = await paidStream(pay, agentB, {}, other);
+    assert.equal(refused.status, 402, refused.text);
+    assert.match(refused.text, /invalid_batch_settlement_evm_channel_of_another_seller/);
+    assert.equal(upstreamCalls, callsBefore, 'the upstream is not called');
+    assert.deepEqual(await channelRow(channelId), before, "the first tenant's channel is untouched");
+    const listed = await fetch(`${stack().apiUrl}/v1/channels`, { headers: { authorization: `Bearer ${other}` } });
+    assert.deepEqual(await listed.json(), { data: [], next_cursor: null }, 'the other tenant holds no channel');
+    // The first tenant's agent is still paid from it.
+    const next = await paidStream(pay, agentA);
+    assert.equal(next.status, 200, next.text);
+  });
+  it('a voucher resent under its payment identifier gets the first call back, not a second charge', async () => {
+    const agentId = await channelAgent(newPayTo());
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const { fetch: pay, client } = channelClient(payer);
+    const opened = await paidStream(pay, agentId);
+    assert.equal(opened.status, 200, opened.text);
+    await waitForRow(opened.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+    const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
+
+    const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
+    const auth = { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' };
+    const challenge = await fetch(url, { method: 'POST', headers: auth, body: '{}' });
+    assert.equal(challenge.status, 402);
+    const payload = await client.createPaymentPayload(
+      decodePaymentRequiredHeader(challenge.headers.get('payment-required')!),
+    );
+    assert.equal((payload.payload as { type: string }).type, 'voucher');
+    payload.extensions = appendPaymentIdentifierToExtensions(payload.extensions ?? {}, generatePaymentId());
+    const headers = { ...auth, 'PAYMENT-SIGNATURE': encodePaymentSignatureHeader(payload) };
+    const first = await fetch(url, { method: 'POST', headers, body: '{}' });
+    assert.equal(first.status, 200, await first.text());
+    const id = first.headers.get('x-gateway-invocation-id')!;
+    await waitForRow(id, (r) => r.paymentSettlement === 'settled', 15_000);
+    const callsBefore = upstreamCalls;
+
+    // The same payment again (its answer lost): the first call's answer, nothing charged or forwarded.
+    const again = await fetch(url, { method: 'POST', headers, body: '{}' });
+    const text = await again.text();
+    assert.equal(again.status, 202, text);
+    assert.deepEqual(JSON.parse(text), { invocation_id: id });
+    assert.equal(again.headers.get('x-gateway-invocation-id'), id);
+    assert.equal(upstreamCalls, callsBefore, 'not forwarded again');
+    assert.equal((await channelRow(channelId)).charged_cumulative, String(2n * CEILING), 'charged once');
   });
 });

@@ -163,9 +163,9 @@ describe('channel claims: claims and settles of batch-settlement channels', func
     assert.equal((await claimTransactions(channels[1]!.channelId)).length, 1);
   });
 
-  it('a voucher the payer did not sign is left out with its cause; the rest of the batch is claimed', async () => {
+  it('a voucher the payer did not sign is left out with its cause and its channel set aside; the rest of the batch is claimed', async () => {
     const tenant = `claims-forged-${randomUUID()}`;
-    await settlingTenant(tenant, account);
+    const token = await settlingTenant(tenant, account);
     const receiver = newPayTo();
     const channels = await openChannels(account, receiver, 3);
     // The third row's voucher claims to allow 5000, signed by a key that is not the payer's.
@@ -201,6 +201,26 @@ describe('channel claims: claims and settles of batch-settlement channels', func
     const row = await channelRow(channels[2]!.channelId);
     assert.deepEqual([row.total_claimed, row.claim_error], ['0', 'invalid_batch_settlement_evm_voucher_signature']);
     assert.equal(await balanceOf(provider, receiver), 1_700n);
+
+    // The forged channel is set aside, as GET /v1/channels shows it: no later round is due for it,
+    // not on the period, not for the payer's withdrawal, however long it waits.
+    const shown = await call('GET', `/v1/channels/${channels[2]!.channelId}`, { token });
+    assert.equal(shown.json.claim_error, 'invalid_batch_settlement_evm_voucher_signature');
+    assert.match(String(shown.json.claim_quarantined_at), /^\d{4}-/);
+    assert.equal(
+      (await call('GET', `/v1/channels/${channels[0]!.channelId}`, { token })).json.claim_quarantined_at,
+      null,
+    );
+    await execute(`update settlement_configs set claim_round_at = now() - interval '1 day' where tenant_id = ?`, [
+      tenant,
+    ]);
+    await execute(`update channels set withdraw_requested_at = 1 where id = ?`, [channels[2]!.channelId]);
+    const due = await leaseDueClaimRounds(stack().orm, { urgentGapMs: 0, batch: 1000 });
+    assert.deepEqual(
+      due.filter((r) => r.tenantId === tenant),
+      [],
+      'no round is due for a set-aside channel',
+    );
   });
 
   it('a worker killed while the facilitator claims: the next worker finishes the round, claimed once', async () => {
@@ -397,6 +417,7 @@ describe('channel claims: claims and settles of batch-settlement channels', func
         last_request_at: 0,
         claimed_at: 'string',
         claim_error: null,
+        claim_quarantined_at: null,
         created_at: 0,
       },
     );

@@ -1,6 +1,7 @@
 // An mTLS relay in front of the real facilitator that forwards /settle and then holds the
-// answer instead of passing it on (a GET, such as /supported, is passed through): the settlement is done (on chain, in the facilitator's
-// records) while the gateway that asked is still waiting. A test kills the gateway then, to
+// answer instead of passing it on (a GET, such as /supported, is passed through): the
+// settlement is done (on chain, in the facilitator's records) while the gateway that asked is
+// still waiting. With `rewrite`, every answer is passed on, changed (a facilitator answering badly). A test kills the gateway then, to
 // stage a crash between settlement and acceptance. The relay presents the dev PKI's server
 // certificate and speaks to the facilitator with the account's own client certificate.
 import { createServer, type Server } from 'node:https';
@@ -20,6 +21,8 @@ export async function startHoldingFacilitator(opts: {
   facilitatorUrl: string;
   pki: { serverCert: string; serverKey: string; ca: string };
   account: CertAndKeyPem;
+  /** Pass every /settle answer on, changed by this, instead of holding the first (a facilitator answering badly). */
+  rewrite?: (json: Record<string, unknown>) => Record<string, unknown>;
 }): Promise<HoldingFacilitator> {
   const ca = readFileSync(opts.pki.ca, 'utf8');
   const upstream = new Agent({
@@ -57,9 +60,12 @@ export async function startHoldingFacilitator(opts: {
           headers: { 'content-type': 'application/json' },
           body: Buffer.concat(chunks),
         })
-          .then(async (answer) =>
-            hold({ status: answer.statusCode, json: (await answer.body.json()) as Record<string, unknown> }),
-          )
+          .then(async (answer) => {
+            const json = (await answer.body.json()) as Record<string, unknown>;
+            if (!opts.rewrite) return hold({ status: answer.statusCode, json });
+            res.writeHead(answer.statusCode, { 'content-type': 'application/json' });
+            res.end(JSON.stringify(opts.rewrite(json)));
+          })
           .catch(() => res.destroy());
       });
     },

@@ -34,6 +34,7 @@ import { Migration20261206160000_budgets } from './Migration20261206160000_budge
 import { Migration20261206160000_payment_channels } from './Migration20261206160000_payment_channels.ts';
 import { Migration20261206170000_channel_claim_rounds } from './Migration20261206170000_channel_claim_rounds.ts';
 import { Migration20261206180000_concurrent_indexes } from './Migration20261206180000_concurrent_indexes.ts';
+import { Migration20261206183000_channel_claim_quarantine } from './Migration20261206183000_channel_claim_quarantine.ts';
 import { Migration20261206190000_stream_ends_by } from './Migration20261206190000_stream_ends_by.ts';
 
 // Order matters: this list is the migration history.
@@ -86,5 +87,9 @@ export const gatewayMigrations = [
   { name: 'Migration20261206160000_payment_channels', class: Migration20261206160000_payment_channels },
   { name: 'Migration20261206170000_channel_claim_rounds', class: Migration20261206170000_channel_claim_rounds },
   { name: 'Migration20261206180000_concurrent_indexes', class: Migration20261206180000_concurrent_indexes },
+  {
+    name: 'Migration20261206183000_channel_claim_quarantine',
+    class: Migration20261206183000_channel_claim_quarantine,
+  },
   { name: 'Migration20261206190000_stream_ends_by', class: Migration20261206190000_stream_ends_by },
 ];

@@ -22,6 +22,7 @@ import { SCHEME_BATCH_SETTLEMENT, type ChannelConfig } from '../../../x402/schem
 import { MAX_CLAIM_ROWS, type ClaimRow } from '../../../x402/schemes/batch-settlement/settle-request.ts';
 import { verifyClaimRow } from '../../../x402/schemes/batch-settlement/verify.ts';
 import { channelsOnChain, receiverOnChain, type ChannelOnChain } from './chain.ts';
+import { recordChannelQuarantined } from '../../metrics.ts';
 
 /** What the claims need: the metered charges' settler's (the database, the tenant's facilitator and its client). */
 export type ChannelClaimDeps = ChargeDeps;
@@ -80,13 +81,31 @@ type ChannelRow = {
   total_claimed: string;
 };
 
+/**
+ * Not set aside (quarantined: its voucher cannot be claimed), or given a newer voucher since:
+ * a call committed after the quarantine (last_request_at) made its voucher another.
+ */
+export const CLAIMABLE = `(claim_quarantined_at is null or last_request_at > claim_quarantined_at)`;
+
+/**
+ * Why a row is left out that no retry changes (the voucher itself: not the payer's signature, a
+ * config naming another token, a ceiling no claim can take): its channel is set aside. A receiver
+ * authorizer that does not match may be the facilitator's to fix: not one.
+ */
+const UNCLAIMABLE = new Set([
+  'invalid_batch_settlement_evm_voucher_signature',
+  'invalid_batch_settlement_evm_channel_id_mismatch',
+  'invalid_batch_settlement_evm_token_mismatch',
+  'invalid_batch_settlement_evm_claim_payload',
+]);
+
 const PLAN = `
   select id, receiver,
          least(charged_cumulative, signed_max_claimable)::text as target,
          (least(charged_cumulative, signed_max_claimable) - total_claimed)::text as unclaimed
     from channels
    where tenant_id = ? and charged_cumulative > total_claimed and signed_max_claimable > total_claimed
-     and signature is not null
+     and signature is not null and ${CLAIMABLE}
    order by (withdraw_requested_at > 0) desc, withdraw_requested_at,
             least(charged_cumulative, signed_max_claimable) - total_claimed desc, id
    limit ?`;
@@ -106,10 +125,12 @@ const RECORD = `
          onchain_synced_at = case when ${NEWER} then v.read_at else c.onchain_synced_at end,
          claimed_at = case when v.claimed is null then c.claimed_at else now() end,
          claim_error = case when v.claimed is null and v.error is null then c.claim_error else v.error end,
+         claim_quarantined_at = case when v.quarantine then now() when v.claimed is not null then null
+                                     else c.claim_quarantined_at end,
          updated_at = now()
     from jsonb_to_recordset(?::jsonb)
          as v(id text, claimed text, chain_claimed text, balance text, withdraw_requested_at bigint, error text,
-              read_at timestamptz)
+              quarantine boolean, read_at timestamptz)
    where c.id = v.id and c.tenant_id = ?`;
 
 type Recorded = {
@@ -119,6 +140,8 @@ type Recorded = {
   balance: string;
   withdraw_requested_at: number;
   error: string | null;
+  /** Set aside: its voucher cannot be claimed (UNCLAIMABLE, or refused alone by the facilitator). */
+  quarantine: boolean;
   /** When the chain was read (before the reads). */
   read_at: string;
 };
@@ -214,15 +237,23 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
         onChain: ChannelOnChain,
         claimed: bigint | null,
         error: string | null,
-      ): Recorded => ({
-        id,
-        claimed: claimed === null ? null : String(claimed),
-        chain_claimed: String(onChain.totalClaimed),
-        balance: String(onChain.balance),
-        withdraw_requested_at: onChain.withdrawRequestedAt,
-        error,
-        read_at: readAt,
-      });
+        quarantine = false,
+      ): Recorded => {
+        if (quarantine) {
+          recordChannelQuarantined(error ?? 'unknown');
+          deps.log.warn({ tenantId, channelId: id, cause: error }, 'channel set aside: its voucher cannot be claimed');
+        }
+        return {
+          id,
+          claimed: claimed === null ? null : String(claimed),
+          chain_claimed: String(onChain.totalClaimed),
+          balance: String(onChain.balance),
+          withdraw_requested_at: onChain.withdrawRequestedAt,
+          error,
+          quarantine,
+          read_at: readAt,
+        };
+      };
       const recorded: Recorded[] = [];
       const candidates: Array<{ id: string; row: ClaimRow; onChain: ChannelOnChain; short: boolean }> = [];
       for (const p of planned) {
@@ -263,7 +294,7 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
       const sent = candidates.filter((c, i) => {
         const check = checks[i]!;
         if (check.ok) return true;
-        recorded.push(mirrored(c.id, c.onChain, null, check.cause));
+        recorded.push(mirrored(c.id, c.onChain, null, check.cause, UNCLAIMABLE.has(check.cause)));
         outcome.skipped.push({ channel: c.id, cause: check.cause });
         return false;
       });
@@ -287,8 +318,10 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
         } else {
           outcome.state = 'refused';
           deps.log.warn({ tenantId, channels: sent.length, reason: answer.error }, 'channel claim refused');
+          // A row the facilitator refused alone cannot be claimed as it is: set aside. (Refused
+          // with others, it is left for the next round.)
           for (const c of sent) {
-            recorded.push(mirrored(c.id, c.onChain, null, 'claim_refused'));
+            recorded.push(mirrored(c.id, c.onChain, null, 'claim_refused', sent.length === 1));
             outcome.skipped.push({ channel: c.id, cause: 'claim_refused' });
           }
         }

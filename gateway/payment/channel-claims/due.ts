@@ -6,10 +6,13 @@
 //   and what the payer takes back then cannot be claimed any more;
 // - the chain watch keeps each unclaimed channel's mirror of the chain (its escrow, claimed total
 //   and pending withdrawal) at most `staleMs` old, so a withdrawal is noticed in time.
+// A channel set aside (claims.ts CLAIMABLE: its voucher cannot be claimed) makes no round due and
+// is not watched, until a newer voucher is committed on it.
 // Both lease their rows (settlement_configs.claim_round_at, channels.onchain_synced_at) in one
 // statement, so API processes running the rounds side by side never take the same row twice.
 import type { GatewayDb } from '../../db/orm.ts';
 import { channelsOnChain, type ChainRpc } from './chain.ts';
+import { CLAIMABLE } from './claims.ts';
 
 /** Why a round was started: shown on its workflow. */
 type ClaimReason = 'period' | 'threshold' | 'withdrawal';
@@ -26,6 +29,7 @@ const LEASE_ROUNDS = `
            bool_or(withdraw_requested_at > 0) as withdrawing
       from channels
      where charged_cumulative > total_claimed and signed_max_claimable > total_claimed and signature is not null
+       and ${CLAIMABLE}
      group by tenant_id),
   due as (
     select s.tenant_id, s.claim_round_at,
@@ -59,7 +63,7 @@ const LEASE_STALE = `
   update channels set onchain_synced_at = now()
    where id in (
      select id from channels
-      where charged_cumulative > total_claimed
+      where charged_cumulative > total_claimed and ${CLAIMABLE}
         and (onchain_synced_at is null or onchain_synced_at < now() - make_interval(secs => ? / 1000.0))
       order by onchain_synced_at nulls first
       limit ? for update skip locked)

@@ -25,6 +25,7 @@ export type ChannelView = {
   last_request_at: string | null;
   claimed_at: string | null;
   claim_error: string | null;
+  claim_quarantined_at: string | null;
   created_at: string;
 };
 
@@ -32,16 +33,17 @@ const COLUMNS = `
   id, payer, receiver, receiver_authorizer, config->>'token' as token,
   (config->>'withdrawDelay')::bigint as withdraw_delay, balance::text, total_claimed::text,
   charged_cumulative::text, signed_max_claimable::text, withdraw_requested_at, refund_nonce::text,
-  last_request_at, claimed_at, claim_error, created_at`;
+  last_request_at, claimed_at, claim_error, claim_quarantined_at, created_at`;
 
 type Row = Omit<
   ChannelView,
-  'withdraw_requested_at' | 'withdraw_delay' | 'last_request_at' | 'claimed_at' | 'created_at'
+  'withdraw_requested_at' | 'withdraw_delay' | 'last_request_at' | 'claimed_at' | 'claim_quarantined_at' | 'created_at'
 > & {
   withdraw_delay: string | number;
   withdraw_requested_at: string | number;
   last_request_at: Date | null;
   claimed_at: Date | null;
+  claim_quarantined_at: Date | null;
   created_at: Date;
 };
 
@@ -65,6 +67,7 @@ function view(r: Row): ChannelView {
     last_request_at: iso(r.last_request_at),
     claimed_at: iso(r.claimed_at),
     claim_error: r.claim_error,
+    claim_quarantined_at: iso(r.claim_quarantined_at),
     created_at: new Date(r.created_at).toISOString(),
   };
 }

@@ -10,6 +10,7 @@
 // - a deposit is handed to the tenant's facilitator, and the call is served once it is final;
 // - a refund is completed (the refund nonce) and handed to the facilitator; nothing is forwarded.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { LRUCache } from 'lru-cache';
 import { BatchSettlementPayload } from '../../../x402/schemes/batch-settlement/schemas.ts';
 import { verifyDeposit } from '../../../x402/schemes/batch-settlement/verify.ts';
 import type { ChallengeEntry, Payment } from '../../../x402/schemas.ts';
@@ -23,6 +24,7 @@ import type { FacilitatorClient } from '../facilitator-client.ts';
 import { PaymentRefused, PaymentStillSettling } from '../refusals.ts';
 import { channelTermsOf } from '../schemes/batch-settlement/index.ts';
 import { readChannel, type OnChainChannel } from '../schemes/batch-settlement/chain.ts';
+import { earlierRefundNonce, recordRefund, refundPaymentNonce } from './refunds.ts';
 import {
   createChannelStore,
   LEASE_SECONDS,
@@ -40,9 +42,29 @@ import type { Logger } from '../../../lib/log.ts';
 const CHANNEL_WAIT_MS = 5_000;
 /** How old the mirrored on-chain state may be for a voucher to be checked without reading the chain. */
 const MIRROR_FRESH_MS = 60_000;
+const UNFUNDED_FOR_MS = 30_000;
+/**
+ * Channels the chain said were unfunded, answered so again without a read for UNFUNDED_FOR_MS
+ * (this process's: a voucher of a made-up channel costs a caller's request one chain read, not
+ * one per request). A deposit is never refused by it, and clears it.
+ */
+const unfunded = new LRUCache<string, true>({ max: 10_000, ttl: UNFUNDED_FOR_MS });
 
 const CUMULATIVE_MISMATCH = 'invalid_batch_settlement_evm_cumulative_amount_mismatch';
 const CHANNEL_BUSY = 'invalid_batch_settlement_evm_channel_busy';
+/**
+ * The payer started a timed withdrawal (the gateway's name: the spec has none). A call served
+ * now could be charged after the withdrawal finalized, which would take the escrow the charge is
+ * claimed from; the claims round claims what was charged before then (channel-claims/due.ts).
+ * A cooperative refund is still taken.
+ */
+const WITHDRAWAL_PENDING = 'invalid_batch_settlement_evm_withdrawal_pending';
+/**
+ * The channel was opened paying another seller on this gateway (another tenant naming the same
+ * receiver and facilitator): a channel is its first seller's, its state never shared (the
+ * gateway's name: the spec has none). The payer opens a channel of its own for this agent.
+ */
+const CHANNEL_ELSEWHERE = 'invalid_batch_settlement_evm_channel_of_another_seller';
 
 /** Another call holds the channel: the payer retries shortly with the same payment. */
 export class ChannelBusy extends Error {
@@ -187,6 +209,62 @@ export async function admitChannelPayment(
     return target;
   };
 
+  const v2 = requirementsV2(config, requirements);
+  const settleBody = (action: unknown) => ({
+    x402Version: 2,
+    paymentPayload: { x402Version: 2, accepted: v2, payload: action },
+    paymentRequirements: v2,
+  });
+  const em = deps.orm.em.fork() as EntityManager;
+  // A refund is recorded with the nonce it is sent with (refunds.ts): the same refund again is
+  // sent again with it, and the facilitator answers the first refund's settlement.
+  const refundKey =
+    payload.type === 'refund'
+      ? {
+          network: config.network,
+          asset: requirements.asset,
+          payer: offer.payer,
+          nonce: refundPaymentNonce(offer.nonce, payload.amount),
+          tenantId: call.tenantId,
+          agentId: call.agentId,
+          amount: requirements.maxAmountRequired,
+        }
+      : null;
+  /** Sends the refund completed with `refundNonce`; throws its answer (ChannelRefunded) or its refusal. */
+  const refund = async (action: BatchSettlementPayload, refundNonce: bigint): Promise<never> => {
+    const outcome = await client.settleChannel(
+      await facilitator(),
+      settleBody({ ...action, refundNonce: refundNonce.toString() }),
+    );
+    if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
+    if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
+    const state = outcome.channelState;
+    if (state) await store.mirror(channelId, fromState(state), new Date());
+    throw new ChannelRefunded(
+      encodeBase64Json({
+        success: true,
+        transaction: outcome.transaction,
+        network: caip2Network(config.domain.chainId),
+        payer: offer.payer,
+        amount: outcome.amount,
+        ...(state ? { extra: { channelState: { channelId, ...state } } } : {}),
+      }),
+      outcome.amount,
+      outcome.transaction,
+    );
+  };
+  if (refundKey) {
+    const earlier = await earlierRefundNonce(em, refundKey);
+    if (earlier === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
+    if (earlier !== null) return refund(payload, earlier);
+  }
+
+  // A voucher or refund of a channel found unfunded moments ago: refused with no chain read and
+  // no row, unless a deposit (through another replica) has funded it since.
+  if (payload.type !== 'deposit' && unfunded.has(channelId) && !(await store.funded(channelId)))
+    throw refused('invalid_batch_settlement_evm_channel_not_found');
+  if (payload.type === 'deposit') unfunded.delete(channelId);
+
   const leased = await leaseWithin(store, {
     channelId,
     tenantId: call.tenantId,
@@ -197,7 +275,7 @@ export async function admitChannelPayment(
       ? { bind: voucherBinding(config, call, offer, BigInt(payload.voucher.maxClaimableAmount), ceiling) }
       : {}),
   });
-  if (leased === 'foreign') throw refused('channel_of_another_tenant');
+  if (leased === 'foreign') throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
   if (leased === 'busy') throw new ChannelBusy(entries);
   const { lease } = leased;
   let admitted = false;
@@ -206,11 +284,20 @@ export async function admitChannelPayment(
     const stale = !channel.syncedAt || Date.now() - channel.syncedAt.getTime() > MIRROR_FRESH_MS;
     if (stale || payload.type !== 'voucher') {
       try {
-        channel = await store.mirror(channelId, await readChannel(config.contractSignatures, channelId));
+        const readAt = new Date();
+        channel = await store.mirror(channelId, await readChannel(config.contractSignatures, channelId), readAt);
       } catch {
         throw new PaymentStillSettling();
       }
     }
+    // Nothing in escrow and no deposit coming: refused before anything else is asked of it (and
+    // remembered for a while); its row, if this call made it, is not kept (store.letGo).
+    if (payload.type !== 'deposit' && channel.balance === 0n) {
+      unfunded.set(channelId, true);
+      throw refused('invalid_batch_settlement_evm_channel_not_found');
+    }
+    if (payload.type !== 'refund' && channel.withdrawRequestedAt > 0)
+      throw refused('withdrawal_pending', WITHDRAWAL_PENDING);
     const signed = BigInt(payload.voucher.maxClaimableAmount);
     const expected = payload.type === 'refund' ? channel.charged : channel.charged + ceiling;
     if (signed !== expected) {
@@ -233,36 +320,19 @@ export async function admitChannelPayment(
       totalClaimed: channel.totalClaimed,
       chargedCumulativeAmount: channel.charged,
     };
-    const v2 = requirementsV2(config, requirements);
-    const settleBody = (action: unknown) => ({
-      x402Version: 2,
-      paymentPayload: { x402Version: 2, accepted: v2, payload: action },
-      paymentRequirements: v2,
-    });
 
     if (payload.type === 'refund') {
       const cause = escrowCause(payload.type, signed, channel);
       if (cause) throw refused(cause);
-      const outcome = await client.settleChannel(
-        await facilitator(),
-        settleBody({ ...payload, refundNonce: channel.refundNonce.toString() }),
+      // Recorded under the lease: the same refund sent twice at once is recorded once.
+      const refundNonce = await recordRefund(
+        em,
+        { ...refundKey!, paymentId: offer.paymentId },
+        { payment: offer.payment, requirements },
+        channel.refundNonce,
       );
-      if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
-      if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
-      const after = outcome.channelState ? await store.mirror(channelId, fromState(outcome.channelState)) : channel;
-      const { chargedCumulativeAmount: _charged, ...channelState } = channelStateOf(after);
-      throw new ChannelRefunded(
-        encodeBase64Json({
-          success: true,
-          transaction: outcome.transaction,
-          network: caip2Network(config.domain.chainId),
-          payer: offer.payer,
-          amount: outcome.amount,
-          extra: { channelState },
-        }),
-        outcome.amount,
-        outcome.transaction,
-      );
+      if (refundNonce === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
+      return refund(payload, refundNonce);
     }
 
     let transaction: string | null = null;
@@ -291,6 +361,8 @@ export async function admitChannelPayment(
       transaction = outcome.transaction || null;
       deposited = outcome.amount;
       let after: OnChainChannel;
+      // The facilitator's state is the channel's after the deposit landed, as of its answer.
+      const readAt = new Date();
       try {
         after = outcome.channelState
           ? fromState(outcome.channelState)
@@ -300,14 +372,13 @@ export async function admitChannelPayment(
         // the same payment, whose deposit the facilitator answers again without moving anything.
         throw new PaymentStillSettling();
       }
-      channel = await store.mirror(channelId, after);
+      channel = await store.mirror(channelId, after, readAt);
     }
 
     // The call's binding, named by its lease: a voucher's ceiling may come again (a call charged
     // less than its ceiling leaves the next voucher at the same cumulative ceiling), and it is the
     // channel's charged total, under the lease, that keeps one voucher from paying twice.
     const nonce = `${offer.nonce}-${lease.token}`;
-    const em = deps.orm.em.fork() as EntityManager;
     const recording = lease.binding
       ? { state: 'new' }
       : await recordPayment(em, {
@@ -331,7 +402,7 @@ export async function admitChannelPayment(
       responseHeader: responseHeaderOf(config, offer.payer, channel, ceiling, transaction, deposited),
     };
   } finally {
-    if (!admitted) await store.release(lease as ChannelLease).catch(() => undefined);
+    if (!admitted) await store.letGo(lease as ChannelLease).catch(() => undefined);
   }
 }
 

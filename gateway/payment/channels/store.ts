@@ -94,17 +94,35 @@ const OWNER = `select tenant_id from channels where id = ?`;
 const RELEASE = `update channels set busy_until = null, busy_invocation = null, updated_at = now()
   where id = ? and busy_invocation = ?`;
 
-// The release of a lease whose binding was recorded with it and never bound to a call.
-const RELEASE_BINDING = `with unbound as (
-    delete from payment_claims where network = ? and asset = ? and payer = ? and nonce = ? and invocation_id is null)
-  ${RELEASE}`;
+// The binding a lease recorded with it (LEASE_BINDING), when its call was refused: never bound.
+const UNBIND = `delete from payment_claims where network = ? and asset = ? and payer = ? and nonce = ?
+  and invocation_id is null`;
 
 // The charged total is never below what was claimed on chain (a channel first seen here, or
 // whose charges were lost, starts from there: the spec's server-state-loss baseline).
-const MIRROR = `update channels set balance = ?::numeric, total_claimed = ?::numeric, withdraw_requested_at = ?,
-    refund_nonce = ?::numeric, onchain_synced_at = now(), updated_at = now(),
-    charged_cumulative = greatest(charged_cumulative, ?::numeric)
+// Written as the other mirrors of the chain are (channel-claims/): what only ever rises on chain
+// (the claimed total, the refund nonce, and so the charged total's floor) only rises here; what
+// may go either way (the escrow, a pending withdrawal) is taken only from a read at least as new
+// as the one the row holds (`onchain_synced_at`, the moment its read began), so a read that
+// answers late (a claims round's, an admission's) never moves the row back.
+const MIRROR = `update channels set
+    total_claimed = greatest(total_claimed, ?::numeric),
+    refund_nonce = greatest(refund_nonce, ?::numeric),
+    charged_cumulative = greatest(charged_cumulative, ?::numeric),
+    balance = case when onchain_synced_at is null or onchain_synced_at <= ?::timestamptz then ?::numeric else balance end,
+    withdraw_requested_at = case when onchain_synced_at is null or onchain_synced_at <= ?::timestamptz then ? else withdraw_requested_at end,
+    onchain_synced_at = greatest(onchain_synced_at, ?::timestamptz),
+    updated_at = now()
   where id = ? returning ${COLUMNS}`;
+
+// A row that holds nothing (never funded as last read, never paid from, nothing claimed or
+// refunded) is not kept past the call that made it: a made-up or unfunded channel leaves no row.
+const FORGET = `delete from channels
+  where id = ? and busy_invocation = ? and signature is null and charged_cumulative = 0 and balance = 0
+    and total_claimed = 0 and refund_nonce = 0
+  returning id`;
+
+const FUNDED = `select 1 from channels where id = ? and balance > 0`;
 
 export type LeaseOutcome = { lease: ChannelLease; channel: ChannelRow } | 'busy' | 'foreign';
 
@@ -169,21 +187,38 @@ export function createChannelStore(orm: MikroORM) {
       return owner && owner.tenant_id !== input.tenantId ? 'foreign' : 'busy';
     },
 
-    /** Lets the channel go without a charge (the call was refused before it ran), and the binding its lease recorded. */
-    async release(lease: ChannelLease): Promise<void> {
+    /**
+     * Lets the channel go without a charge after a call refused at its admission, with the binding
+     * its lease recorded: its row goes too when it holds nothing (FORGET), else it is only released.
+     */
+    async letGo(lease: ChannelLease): Promise<void> {
       const { binding: b } = lease;
-      if (b) await execute(RELEASE_BINDING, [b.network, b.asset, b.payer, b.nonce, lease.channelId, lease.token]);
-      else await execute(RELEASE, [lease.channelId, lease.token]);
+      if (b) await execute(UNBIND, [b.network, b.asset, b.payer, b.nonce]);
+      const forgotten = await execute(FORGET, [lease.channelId, lease.token]);
+      if (forgotten.length === 0) await execute(RELEASE, [lease.channelId, lease.token]);
     },
 
-    /** Records the channel's on-chain state. */
-    async mirror(channelId: string, state: OnChainChannel): Promise<ChannelRow> {
+    /** Whether the channel's row says it is funded (as last mirrored). */
+    async funded(channelId: string): Promise<boolean> {
+      return (await execute(FUNDED, [channelId])).length > 0;
+    },
+
+    /**
+     * Records the channel's on-chain state as read from `readAt` on (when the read began, or when
+     * a facilitator's answer of the state after its transaction came); answers the row, which
+     * keeps what a newer read wrote.
+     */
+    async mirror(channelId: string, state: OnChainChannel, readAt: Date): Promise<ChannelRow> {
+      const at = readAt.toISOString();
       const [row] = await execute(MIRROR, [
-        state.balance.toString(),
         state.totalClaimed.toString(),
-        state.withdrawRequestedAt,
         state.refundNonce.toString(),
         state.totalClaimed.toString(),
+        at,
+        state.balance.toString(),
+        at,
+        state.withdrawRequestedAt,
+        at,
         channelId,
       ]);
       return rowOf(row!);
@@ -256,6 +291,16 @@ export const LEASE_RENEW_EVERY_MS = 30_000;
 /** Keeps the call's hold on its channel while it runs (nothing when it holds it no more). */
 export async function renewChannelLease(orm: MikroORM, channelId: string, token: string): Promise<void> {
   await orm.em.getConnection().execute(RENEW, [LEASE_SECONDS, channelId, token]);
+}
+
+/**
+ * Lets a call's channel go when the call is refused after its admission and before its row holds
+ * its payment (its row not written, its binding not made): nothing is charged, and the payer's
+ * next call is admitted at once instead of after LEASE_SECONDS. A lease another call took since
+ * is kept. (A row closed without reaching its upstream lets it go with its payment: binding.ts.)
+ */
+export async function releaseChannelLease(orm: MikroORM, channel: { id: string; leaseToken: string }): Promise<void> {
+  await orm.em.getConnection().execute(RELEASE, [channel.id, channel.leaseToken]);
 }
 
 /** Commits a completed call's charge to its channel; `recorded` false when it was recorded before (or is not due). */
