@@ -113,3 +113,8 @@ export const McpServerRpcInput = z
 export const McpSessionHeader = z.object({
   'mcp-session-id': z.string().optional().meta({ description: "The session initialize's answer named." }),
 });
+
+/** A session's stream is opened only within its session: the header is required (400 without it). */
+export const McpStreamSessionHeader = z.object({
+  'mcp-session-id': z.string().meta({ description: "The session initialize's answer named." }),
+});

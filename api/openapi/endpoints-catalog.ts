@@ -19,6 +19,7 @@ import {
   McpServerPath,
   McpServerRpcInput,
   McpSessionHeader,
+  McpStreamSessionHeader,
   McpServerUpdateInput,
   McpServerView,
 } from '../mcp-servers/schema.ts';
@@ -330,7 +331,7 @@ const mcpServerOperations: Operation[] = [
     auth: true,
     description:
       'What the server tells the client unasked: `notifications/{tools,prompts,resources}/list_changed` when its membership, a member agent or the tenant\'s policy changes. One stream per session (a new one ends the one before), at most 64 per tenant on each replica, each ended after 10 minutes (the client opens it again) (docs/API.md, "Virtual MCP servers").',
-    params: { path: McpServerPath, header: McpSessionHeader },
+    params: { path: McpServerPath, header: McpStreamSessionHeader },
     responses: {
       200: { description: 'The stream (`text/event-stream`), open until the session, the server or the stream ends.' },
       400: { description: 'No session header (a JSON-RPC error).' },

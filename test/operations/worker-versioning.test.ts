@@ -57,16 +57,22 @@ async function currentVersion(deploymentName: string): Promise<{ deploymentName?
 /** Waits until `buildId` is current and the server has finished routing the deployment's queues to it. */
 async function routedTo(deploymentName: string, buildId: string): Promise<void> {
   const { namespace } = stack().config.temporal;
-  await until(`routing to ${buildId} completed`, async () => {
-    const { workerDeploymentInfo: info } = await stack().temporal.workflowService.describeWorkerDeployment({
-      namespace,
-      deploymentName,
-    });
-    return (
-      info?.routingConfig?.currentDeploymentVersion?.buildId === buildId &&
-      info.routingConfigUpdateState === ROUTING_COMPLETED
-    );
-  });
+  await until(
+    `routing to ${buildId} completed`,
+    async () => {
+      const { workerDeploymentInfo: info } = await stack().temporal.workflowService.describeWorkerDeployment({
+        namespace,
+        deploymentName,
+      });
+      return (
+        info?.routingConfig?.currentDeploymentVersion?.buildId === buildId &&
+        info.routingConfigUpdateState === ROUTING_COMPLETED
+      );
+      // The server propagates routing to its task queue partitions on its own time: slower on a
+      // loaded 2-vCPU host than the promotion itself, which gets as long.
+    },
+    60_000,
+  );
 }
 
 async function knownBuildIds(deploymentName: string): Promise<string[]> {
