@@ -210,19 +210,42 @@ async function openMemberSession(link: MemberLink, agentId: string, signal?: Abo
  */
 const opening = new Map<string, Promise<string>>();
 
-/** Opens the member's session for this client session and keeps it in the session's row. */
+/** How long one shared open of a member's session may take, whoever waits on it. */
+const OPEN_TIMEOUT_MS = 30_000;
+
+/**
+ * Opens the member's session for this client session and keeps it in the session's row. The open
+ * is shared, so it runs under its own deadline, not under the first waiter's signal (a list's
+ * short one would fail a call waiting on the same open); each waiter stops waiting at its own.
+ */
 function openMember(link: MemberLink, session: SessionState, agentId: string, signal?: AbortSignal): Promise<string> {
   const key = `${session.id}\n${agentId}`;
-  const pending = opening.get(key);
-  if (pending) return pending;
-  const opened = (async () => {
-    const sessionId = await openMemberSession(link, agentId, signal);
-    session.members[agentId] = sessionId;
-    await setMemberSession(link.db, link.feed, session.id, agentId, sessionId);
-    return sessionId;
-  })().finally(() => opening.delete(key));
-  opening.set(key, opened);
-  return opened;
+  let opened = opening.get(key);
+  if (!opened) {
+    opened = (async () => {
+      try {
+        const sessionId = await openMemberSession(link, agentId, AbortSignal.timeout(OPEN_TIMEOUT_MS));
+        session.members[agentId] = sessionId;
+        await setMemberSession(link.db, link.feed, session.id, agentId, sessionId);
+        return sessionId;
+      } catch (err) {
+        if (err instanceof MemberError) throw err;
+        throw new MemberError('the member did not open a session', null);
+      }
+    })().finally(() => opening.delete(key));
+    opening.set(key, opened);
+  }
+  return signal ? untilAborted(opened, signal) : opened;
+}
+
+/** `work`'s answer, or a MemberError once `signal` aborts first (the work goes on for others). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new MemberError('the member did not answer in time', null));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new MemberError('the member did not answer in time', null));
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 /**

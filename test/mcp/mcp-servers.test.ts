@@ -372,6 +372,17 @@ describe('MCP: virtual MCP servers', () => {
       await plain.body.dump();
       assert.equal(plain.statusCode, 406);
 
+      // Concurrent GETs of one session leave one stream, the one the session's end then ends:
+      // every other ends at once (none is left open untracked, past the session and the bound).
+      const raced = await initialize();
+      const racing = await Promise.all(Array.from({ length: 8 }, () => open(raced)));
+      assert.deepEqual(new Set(racing.map((r) => r.status)), new Set([200]));
+      let endedCount = 0;
+      for (const r of racing) void r.ended.then(() => (endedCount += 1));
+      await waitFor(() => endedCount >= 7, { everyMs: 50, what: 'all but one of the racing streams ended' });
+      assert.equal((await call('DELETE', path, { token: tenant, headers: { 'mcp-session-id': raced } })).status, 204);
+      await waitFor(() => endedCount === 8, { everyMs: 50, what: 'the last racing stream ended with its session' });
+
       // A tenant holds at most 64 on one replica; one more is a 429, and one ended makes room.
       for (let i = 0; i < 64; i++) held.push(await open(await initialize()));
       assert.deepEqual(new Set(held.map((h) => h.status)), new Set([200]));
