@@ -57,6 +57,10 @@ const agent = await api<{ id: string }>(s, 'POST', '/v1/agents', 201, {
     min_deposit: deposit,
     withdraw_delay: 900,
   },
+  // The calls come back to back, each a request and its paid retry: more than the default
+  // bucket (50 a second, 100 at once) lets through once vouchers are this quick.
+  rate_limit_rps: 500,
+  rate_limit_burst: 1000,
 });
 console.log(`agent ${agent.id} sells the echo agent at ${price} USDC units a call, paid from channels`);
 

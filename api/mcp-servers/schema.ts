@@ -116,5 +116,8 @@ export const McpSessionHeader = z.object({
 
 /** A session's stream is opened only within its session: the header is required (400 without it). */
 export const McpStreamSessionHeader = z.object({
-  'mcp-session-id': z.string().meta({ description: "The session initialize's answer named." }),
+  'mcp-session-id': z
+    .string()
+    .regex(/^[\x21-\x7e]+$/)
+    .meta({ description: "The session initialize's answer named." }),
 });
