@@ -27,6 +27,7 @@ import {
   releaseChannelLease,
   renewChannelLease,
 } from '../../gateway/payment/channels/store.ts';
+import { noteChannelCommit } from '../../gateway/payment/channels/local-releases.ts';
 
 export type Outcome = Omit<Completion, 'id'>;
 
@@ -154,11 +155,11 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
         // A channel payment's charge is committed here, as the row completes, so the payer's
         // next call finds its channel free and its charged total current; a commit that fails
         // is left to the due-charges round.
-        committed
-          .then(() => commitChannelCharge(deps.orm, row.id))
-          .catch((err: unknown) =>
-            deps.log.warn({ invocationId: row.id, err: errorKind(err) }, 'could not commit a channel charge'),
-          );
+        const commit = committed.then(() => commitChannelCharge(deps.orm, row.id));
+        noteChannelCommit(row.paymentChannel, commit);
+        commit.catch((err: unknown) =>
+          deps.log.warn({ invocationId: row.id, err: errorKind(err) }, 'could not commit a channel charge'),
+        );
       } else if (charged) {
         // Not started (this process dies, Temporal is down): the due-charges round starts it.
         chargeStarted = committed.then(() =>

@@ -25,6 +25,7 @@ import { PaymentRefused, PaymentStillSettling } from '../refusals.ts';
 import { channelTermsOf } from '../schemes/batch-settlement/index.ts';
 import { readChannel, type OnChainChannel } from '../schemes/batch-settlement/chain.ts';
 import { earlierRefundNonce, recordRefund, refundPaymentNonce } from './refunds.ts';
+import { channelCommitOrTimeout } from './local-releases.ts';
 import {
   createChannelStore,
   LEASE_SECONDS,
@@ -162,7 +163,7 @@ async function leaseWithin(store: ChannelStore, input: Parameters<ChannelStore['
   for (let wait = 2; ; wait = Math.min(wait * 2, 200)) {
     const outcome = await store.lease(input);
     if (outcome !== 'busy' || Date.now() + wait > deadline) return outcome;
-    await new Promise((resolve) => setTimeout(resolve, wait));
+    await channelCommitOrTimeout(input.channelId, wait);
   }
 }
 
