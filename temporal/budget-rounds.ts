@@ -11,6 +11,7 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Logger } from '../lib/log.ts';
 import { errorKind } from '../lib/error-kind.ts';
+import { runRounds } from '../lib/rounds.ts';
 import type { BudgetLedger } from '../gateway/budgets/ledger.ts';
 import { BATCH_FULL, reconcileOnce, type ReconcileSettings } from '../gateway/budgets/reconcile.ts';
 import { alertIdOf, type AlertFacts } from '../gateway/budgets/alerts.ts';
@@ -63,7 +64,6 @@ async function startAlert(deps: BudgetRoundDeps, alert: AlertFacts): Promise<voi
 /** Starts the rounds; `stop` ends them. Their timers never hold the process open. */
 export function runBudgetRounds(deps: BudgetRoundDeps): { stop(): Promise<void> } {
   const { ledger, log } = deps;
-  let stopped = false;
   const beat = async () => {
     await ledger
       .heartbeat(deps.owner, OWNER_TTL_MS)
@@ -84,20 +84,13 @@ export function runBudgetRounds(deps: BudgetRoundDeps): { stop(): Promise<void> 
     }
   };
   void beat();
-  const heart = setInterval(() => void beat(), HEARTBEAT_MS);
-  heart.unref();
-  let running: Promise<void> = Promise.resolve();
-  const timer = setInterval(() => {
-    if (stopped) return;
-    running = running.then(round);
-  }, deps.settings.everyMs);
-  timer.unref();
+  const onError = (err: unknown) => log.warn({ err: errorKind(err) }, 'budget round failed; retried next round');
+  // Neither overlaps itself: a round slower than the period (Temporal away) delays the next.
+  const heart = runRounds(HEARTBEAT_MS, beat, onError);
+  const rounds = runRounds(deps.settings.everyMs, round, onError);
   return {
     async stop() {
-      stopped = true;
-      clearInterval(heart);
-      clearInterval(timer);
-      await running;
+      await Promise.all([heart.stop(), rounds.stop()]);
     },
   };
 }
