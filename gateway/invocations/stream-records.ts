@@ -318,10 +318,12 @@ function groupCommit(execute: Runner, delayMs: number) {
     if (closed) return item.reject(new Error('recorder closed'));
     const due = performance.now() + delay;
     // A row due sooner than those waiting takes them along: the queue stays in order of due.
-    for (const queued of queue) queued.due = Math.min(queued.due, due);
+    const sooner = delay < delayMs;
+    if (sooner) for (const queued of queue) queued.due = Math.min(queued.due, due);
     queue.push({ ...item, due });
-    // While a statement is in flight, the drain that runs it sends this one after it.
-    if (flushing) return;
+    // While a statement is in flight, the drain that runs it sends this one after it; a row at
+    // the queue's own delay is due last, so a timer already set for the first stays right.
+    if (flushing || (scheduled && !sooner)) return;
     unschedule();
     schedule(queue[0].due);
   }
