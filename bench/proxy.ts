@@ -79,7 +79,7 @@ export async function runProxyBench(argv: string[] = []): Promise<BenchResult> {
   const dataDir = join(tmpdir(), `gw-bench-proxy-${process.pid}`);
   try {
     say(`# proxy benchmark: ${setup}`);
-    infra = await startBenchInfra('proxy', dataDir, { redis: true });
+    infra = await startBenchInfra('proxy', dataDir);
 
     const upstream = child(['bench/proxy-servers.ts', 'upstream']);
     const upstreamUrl = `http://127.0.0.1:${await listeningPort(upstream)}`;

@@ -15,7 +15,13 @@ import { LRUCache } from 'lru-cache';
 import { Agent, request } from 'undici';
 import { checkedConnector, type Resolver } from '../upstream/dispatcher.ts';
 import { BlockedAddressError } from '../upstream/errors.ts';
-import { SettleResponse, type ChallengeEntry, type OfferedPayment, type SettleRequest } from '../../x402/schemas.ts';
+import {
+  SettleResponse,
+  Uint256String,
+  type ChallengeEntry,
+  type OfferedPayment,
+  type SettleRequest,
+} from '../../x402/schemas.ts';
 import { schemeProtocol } from '../../x402/schemes/index.ts';
 import { SupportedAnswer, type SupportedKind } from './supported.ts';
 import { traceClientCall } from '../../lib/observability/spans.ts';
@@ -27,15 +33,12 @@ type SettleOutcome =
   /** settlement_failed: the facilitator answered, and the payment was not collected. */
   | { ok: false; error: 'settlement_failed' | 'settlement_refused' | 'settlement_unavailable' };
 
-/** A uint256 as a decimal string (what the channel contract can hold; the gateway stores numeric(78,0)). */
-const Uint256 = z.string().refine((v) => /^\d{1,78}$/.test(v) && BigInt(v) < 1n << 256n);
-
 /** A channel's state in a facilitator's answer (the spec's `channelState`). */
 const ChannelStateAnswer = z.object({
-  balance: Uint256,
-  totalClaimed: Uint256,
+  balance: Uint256String,
+  totalClaimed: Uint256String,
   withdrawRequestedAt: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
-  refundNonce: Uint256,
+  refundNonce: Uint256String,
 });
 
 // What is taken of an answer is checked: a channel state out of a uint256's range or malformed is
@@ -235,7 +238,7 @@ export function createFacilitatorClient(opts: {
     return {
       ok: true,
       transaction: answer.transaction && /^0x[0-9a-fA-F]{64}$/.test(answer.transaction) ? answer.transaction : '',
-      amount: answer.amount && Uint256.safeParse(answer.amount).success ? answer.amount : '',
+      amount: answer.amount && Uint256String.safeParse(answer.amount).success ? answer.amount : '',
       channelState: state.success ? state.data : null,
     };
   }
