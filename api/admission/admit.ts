@@ -116,7 +116,7 @@ export async function admit(
     place?.release();
     await budget?.release();
     // A channel payment admitted before a later refusal holds its channel: let go, nothing charged.
-    if (call.payment?.channel) await releaseChannelLease(deps.orm, call.payment.channel).catch(() => undefined);
+    await releaseChannelLease(deps.orm, call.payment?.channel);
     throw err;
   }
 }

@@ -218,7 +218,7 @@ export async function bindPayment(
     );
   } catch (err) {
     // Not bound, never served: a channel payment's hold on its channel goes (nothing is charged).
-    if (call.payment?.channel) await releaseChannelLease(deps.orm, call.payment.channel).catch(() => undefined);
+    await releaseChannelLease(deps.orm, call.payment?.channel);
     throw withPaymentRequired(deps, call, err);
   }
   let timer: NodeJS.Timeout | undefined;

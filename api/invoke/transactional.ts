@@ -72,7 +72,7 @@ export function transactionalRoute(deps: AppDeps, parts: ProxyParts, door: Door)
       place.release();
       await admission.budget?.release();
       // Not accepted: a channel payment's hold on its channel goes with it (nothing is charged).
-      if (call.payment?.channel) await releaseChannelLease(deps.orm, call.payment.channel).catch(() => undefined);
+      await releaseChannelLease(deps.orm, call.payment?.channel);
       throw await answered(ctx, withPaymentRequired(deps, call, err));
     }
     // Accepted. The start is sent now (or as soon as one of the process's starts in flight ends),

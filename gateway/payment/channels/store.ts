@@ -299,8 +299,16 @@ export async function renewChannelLease(orm: MikroORM, channelId: string, token:
  * next call is admitted at once instead of after LEASE_SECONDS. A lease another call took since
  * is kept. (A row closed without reaching its upstream lets it go with its payment: binding.ts.)
  */
-export async function releaseChannelLease(orm: MikroORM, channel: { id: string; leaseToken: string }): Promise<void> {
-  await orm.em.getConnection().execute(RELEASE, [channel.id, channel.leaseToken]);
+export async function releaseChannelLease(
+  orm: MikroORM,
+  channel: { id: string; leaseToken: string } | null | undefined,
+): Promise<void> {
+  // Never throws: a release that fails leaves a lease that lapses by itself (LEASE_SECONDS).
+  if (channel)
+    await orm.em
+      .getConnection()
+      .execute(RELEASE, [channel.id, channel.leaseToken])
+      .catch(() => undefined);
 }
 
 /** Commits a completed call's charge to its channel; `recorded` false when it was recorded before (or is not due). */
