@@ -33,7 +33,8 @@ import { closeWithOrm } from './orm.ts';
 import { openFeedConnection, type FeedConnection } from './feed-connection.ts';
 import { createFeedAcks } from './feed-acks.ts';
 
-const CHANNEL = 'gateway_cache';
+/** The channel every notification of the feed goes on (the migrations' triggers name it too). */
+export const CHANGE_FEED_CHANNEL = 'gateway_cache';
 
 type ChangeListener = (key: string) => void;
 
@@ -84,19 +85,19 @@ export function createChangeFeed(connectionString: string, opts: ChangeFeedOptio
   const listeners = createListeners();
   const connection = openFeedConnection({
     connectionString,
-    channel: CHANNEL,
+    channel: CHANGE_FEED_CHANNEL,
     replicaId,
     heartbeatMs: opts.heartbeatMs ?? 1_000,
     heartbeatTimeoutMs: opts.heartbeatTimeoutMs ?? 2_000,
     leaseMs,
     onNotification: (c, payload) => {
       const acknowledge = (ack: string) =>
-        void c.query('select pg_notify($1, $2)', [CHANNEL, ack]).catch(() => connection.drop(c));
+        void c.query('select pg_notify($1, $2)', [CHANGE_FEED_CHANNEL, ack]).catch(() => connection.drop(c));
       if (!acks.receive(payload, acknowledge)) listeners.emit(payload);
     },
     onReset: () => listeners.emit('*'),
   });
-  const acks = createFeedAcks({ channel: CHANNEL, replicaId, leaseMs, connection });
+  const acks = createFeedAcks({ channel: CHANGE_FEED_CHANNEL, replicaId, leaseMs, connection });
 
   return {
     live: connection.live,

@@ -5,7 +5,7 @@
 // hourly retention run (workflows/retention.ts). Read through the process's cache (reads.ts).
 import { randomBytes } from 'node:crypto';
 import type { GatewayDb } from '../db/orm.ts';
-import type { ChangeFeed } from '../db/change-feed.ts';
+import { CHANGE_FEED_CHANNEL, type ChangeFeed } from '../db/change-feed.ts';
 import { McpServerSessionSchema } from './entity.ts';
 
 /** Whose session it is: only the same tenant, server and user continue it. */
@@ -70,5 +70,5 @@ export async function announceStream(db: GatewayDb, sessionId: string, nonce: st
   await db.em
     .fork()
     .getConnection()
-    .execute('select pg_notify(?, ?)', ['gateway_cache', `mcp-stream:${sessionId}:${nonce}`]);
+    .execute('select pg_notify(?, ?)', [CHANGE_FEED_CHANNEL, `mcp-stream:${sessionId}:${nonce}`]);
 }
