@@ -28,7 +28,7 @@ import { reserveBacklogPlace } from './stages/backlog-place.ts';
 import { credentialStage } from './stages/credential.ts';
 import { budgetStage } from './stages/budget.ts';
 import type { BudgetHold } from '../../gateway/budgets/gate.ts';
-import { releaseChannelLease } from '../../gateway/payment/channels/store.ts';
+import { letChannelGo } from '../../gateway/payment/channels/owners.ts';
 import type { CallCtx, Door } from './door.ts';
 import type { Endpoint } from './endpoint.ts';
 import type { ProxyCall } from '../proxy/call.ts';
@@ -116,7 +116,7 @@ export async function admit(
     place?.release();
     await budget?.release();
     // A channel payment admitted before a later refusal holds its channel: let go, nothing charged.
-    await releaseChannelLease(deps.orm, call.payment?.channel);
+    await letChannelGo(deps.orm, parts.payment.owners, call.payment?.channel);
     throw err;
   }
 }

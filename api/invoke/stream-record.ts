@@ -10,7 +10,7 @@ import type { Invocation } from '../../gateway/db/entities.ts';
 import type { ErrorClass } from '../../gateway/upstream/errors.ts';
 import { countIssued, type SignedReceipt } from '../../gateway/receipts/signer.ts';
 import { closeUnforwarded } from '../../gateway/invocations/stale-streams.ts';
-import { insertBindingPayment } from '../../gateway/payment/binding.ts';
+import { insertBindingPayment, paidRowStatement } from '../../gateway/payment/binding.ts';
 import { streamEndsBy } from '../../gateway/invocations/metered.ts';
 import { recordUpstreamOutcome } from '../../gateway/metrics.ts';
 import { errorKind } from '../../lib/error-kind.ts';
@@ -39,6 +39,21 @@ export type StreamRecord = {
   hashResponse(source: Readable): { finish(complete: boolean): void };
   /** Writes the row beside the call; a paid call's row is written already (bindPayment). */
   start(): void;
+  /**
+   * A call paid on a channel this process holds (its payment's `channel.turn`): writes its row,
+   * owned and counted as forwarded, with its payment's binding, sent now; the call is forwarded
+   * meanwhile and answered only once this resolves (rejects: nothing written, nothing charged).
+   * The completion waits for it.
+   */
+  writeAsForwarded(): Promise<void>;
+  /**
+   * After writeAsForwarded: whether the voucher's signature holds (its check left to now, while
+   * the row's write is in flight). False: the row and binding are taken back, the turn ended,
+   * nothing charged.
+   */
+  signatureHolds(): Promise<boolean>;
+  /** Ends a held channel's turn if the call never completed (nothing charged); idempotent. */
+  release(): void;
   /** Completes the row (signing its receipt first); waits for the signature, never for the write. */
   complete(outcome: Outcome): Promise<void>;
   /**
@@ -94,8 +109,19 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
   // completion, and lapses if this process dies (or after RENEW_AT_MOST_MS, whatever happens).
   const channel = call.payment?.channel;
   let renewal: NodeJS.Timeout | null = null;
+  // A held channel's lease is renewed by its holder (owners.ts).
+  const turn = channel?.turn ?? null;
+  const owners = services.payment.owners;
+  let written: Promise<boolean> | null = null;
+  let finished = false;
+  const release = () => {
+    if (turn && !finished) {
+      finished = true;
+      owners?.abandon(channel!.id, turn.call);
+    }
+  };
   const renewWhileStreaming = () => {
-    if (!channel || renewal) return;
+    if (!channel || turn || renewal) return;
     const until = Date.now() + RENEW_AT_MOST_MS;
     renewal = setInterval(() => {
       if (Date.now() > until && renewal) clearInterval(renewal);
@@ -127,6 +153,38 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
     // by the whole row if the call ends first, and not waited for (holding the head until it
     // was sent cost c=1 throughput; docs/PROXY.md).
     start: () => void services.recorder.start(row).catch(logFailure),
+    writeAsForwarded() {
+      const payment = call.payment!;
+      // Sent before this returns (row-session.ts): PostgreSQL writes it while the caller goes on.
+      const write = services.recorder.insertWith(row, (rowInsert) =>
+        paidRowStatement(rowInsert, row.id, {
+          network: payment.network,
+          asset: payment.asset,
+          payer: payment.payer,
+          nonce: payment.nonce,
+          tenantId: row.tenantId,
+          agentId: row.agentId,
+          amount: payment.amount,
+          signedPayment: turn!.signedPayment,
+        }),
+      );
+      written = write.then(
+        () => true,
+        (err: unknown) => {
+          deps.log.warn({ invocationId: row.id, err: errorKind(err) }, 'could not write a paid stream');
+          return false;
+        },
+      );
+      return write;
+    },
+    async signatureHolds() {
+      const check = turn?.signed;
+      if (!check || (await check().catch(() => false))) return true;
+      release();
+      if (written && (await written)) await unwriteRow(deps, row.id);
+      return false;
+    },
+    release,
     async complete(outcome) {
       if (renewal) clearInterval(renewal);
       recordUpstreamOutcome('streaming', outcome.errorClass, outcome.latencyMs);
@@ -146,12 +204,24 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
           return null;
         });
       }
+      if (turn && written && !(await written)) {
+        // Its row was never written: nothing to complete, nothing charged.
+        release();
+        return;
+      }
       // A channel payment's row goes at once: the payer's next call waits for its channel.
       const committed = services.recorder.complete(done, !!row.paymentChannel);
       committed.then(() => {
         if (done.receipt) countIssued(done.receipt);
       }, logFailure);
-      if (charged && row.paymentChannel) {
+      if (turn && !finished) {
+        // On a held channel the turn ends now, the held state moved on by the charge; the
+        // charge's write follows the row's, after the channel's earlier ones (owners.ts).
+        finished = true;
+        owners?.finish(channel!.id, turn.call, BigInt(done.paymentCharge ?? '0'), () =>
+          committed.then(() => commitChannelCharge(deps.orm, row.id, true)),
+        );
+      } else if (charged && row.paymentChannel) {
         // A channel payment's charge is committed here, as the row completes, so the payer's
         // next call finds its channel free and its charged total current; a commit that fails
         // is left to the due-charges round.
@@ -185,6 +255,20 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
       return handle ? settledWithin(deps.temporal, handle, until - Date.now()) : null;
     },
   };
+}
+
+/** Takes back a paid stream's row and binding, written before its voucher's signature was found bad (never forwarded). */
+async function unwriteRow(deps: AppDeps, invocationId: string): Promise<void> {
+  await deps.orm.em
+    .getConnection()
+    .execute(
+      `with gone as (delete from invocations where id = ? and status = 'running' returning id)
+       delete from payment_claims where invocation_id in (select id from gone)`,
+      [invocationId],
+    )
+    .catch((err: unknown) =>
+      deps.log.error({ invocationId, err: errorKind(err) }, 'could not take back an unpaid stream row'),
+    );
 }
 
 /**

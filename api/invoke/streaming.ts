@@ -17,6 +17,7 @@ import type { AppDeps } from '../deps.ts';
 import { admit } from '../admission/admit.ts';
 import { STREAMING } from '../admission/endpoint.ts';
 import { bindPayment, failedBeforeUpstream, streamRecord, type StreamRecord } from './stream-record.ts';
+import { stillSettling, withPaymentRequired } from '../payment/stage.ts';
 import { answerUnreached, endWithTrailer, relay, watchHangup } from './stream-relay.ts';
 import { a2aAnswerTap, a2aAnswered } from '../proxy/a2a.ts';
 import {
@@ -81,35 +82,48 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
     const gatewayHeaders = gatewayHeadersOf(call);
     ctx.set(gatewayHeaders);
     const record = streamRecord(deps, services, call);
-    // A metered call's meter reads the answer as it is piped (stream-relay.ts).
-    const meter = meterOf(call.agent.pricing);
-    const metered = meteredCall(meter, record.row.paymentMaxAmount ?? null, 'streaming', (measured) =>
-      persistPartialCharge(queryRows(deps.orm), call.invocationId, measured),
-    );
+    try {
+      // A metered call's meter reads the answer as it is piped (stream-relay.ts).
+      const meter = meterOf(call.agent.pricing);
+      const metered = meteredCall(meter, record.row.paymentMaxAmount ?? null, 'streaming', (measured) =>
+        persistPartialCharge(queryRows(deps.orm), call.invocationId, measured),
+      );
 
-    // STREAMING.credential is `resolve`: null when a free call's could not be.
-    if (!credentialHeaders) {
-      await record.complete({ ...failedBeforeUpstream('credential'), ...metered?.complete(NOT_FORWARDED) });
-      throw new ApiError(502, coarseMessage('credential'));
-    }
-    if (call.payment) {
-      // Not bound (used by a concurrent call, or not recorded): this call is never served.
-      await bindPayment(deps, services, call, record.row).catch(async (err: unknown) => {
+      // STREAMING.credential is `resolve`: null when a free call's could not be.
+      if (!credentialHeaders) {
+        await record.complete({ ...failedBeforeUpstream('credential'), ...metered?.complete(NOT_FORWARDED) });
+        throw new ApiError(502, coarseMessage('credential'));
+      }
+      // A voucher on a channel this process holds: its row and binding are written as it is
+      // forwarded, the answer waiting for them, and its signature is checked while that write
+      // is in flight (its other terms were, at admission): the call goes no further without it.
+      const writing = call.payment?.channel?.turn ? record.writeAsForwarded() : null;
+      writing?.catch(() => undefined);
+      if (writing && !(await record.signatureHolds())) {
         await budget?.release();
-        throw err;
-      });
-      if (call.payment.responseHeader) {
+        throw withPaymentRequired(deps, call, new ApiError(402, 'invalid payment'));
+      }
+      if (writing && call.payment?.responseHeader) {
         const name = PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase();
         gatewayHeaders[name] = call.payment.responseHeader;
         ctx.set(name, call.payment.responseHeader);
-      }
-    } else record.start();
+      } else if (call.payment) {
+        // Not bound (used by a concurrent call, or not recorded): this call is never served.
+        await bindPayment(deps, services, call, record.row).catch(async (err: unknown) => {
+          await budget?.release();
+          throw err;
+        });
+        if (call.payment.responseHeader) {
+          const name = PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase();
+          gatewayHeaders[name] = call.payment.responseHeader;
+          ctx.set(name, call.payment.responseHeader);
+        }
+      } else record.start();
 
-    const body = record.hashRequest(received);
-    const hangup = watchHangup(ctx.res, chargeDeadlineMs(call));
-    let reply: UpstreamResponse;
-    try {
-      reply = await services.upstream.open({
+      const body = record.hashRequest(received);
+      const hangup = watchHangup(ctx.res, chargeDeadlineMs(call));
+      let reply: UpstreamResponse;
+      const opening = services.upstream.open({
         url: call.agent.upstreamUrl!,
         headers: upstreamHeaders(ctx, call, credentialHeaders, body, declaredLength, meter),
         body,
@@ -120,26 +134,45 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
         resendAllowed: call.agent.retryNonIdempotent,
         tenantId: call.caller.tenantId,
       });
-    } catch (err) {
-      hangup.stop();
-      return answerUnreached(ctx, record, err, metered);
-    }
-    // The answer holds its tenant's connection slot until its body closes: one that cannot be relayed is closed here.
-    const tap = a2aAnswerTap(call, reply.headers, services.a2aTasks, deps.log);
-    const trailer = paymentTrailerOf(ctx, call, metered);
-    try {
-      const outcome = await relay(ctx, call, reply, gatewayHeaders, record, tap, metered, trailer)
-        .catch((err: unknown) => {
+      try {
+        reply = await opening;
+      } catch (err) {
+        hangup.stop();
+        return answerUnreached(ctx, record, err, metered);
+      }
+      if (writing) {
+        try {
+          await writing;
+        } catch {
+          // Not written: the answer is not given, nothing is charged; the payer sends the same payment again.
+          hangup.stop();
           reply.body.destroy();
           reply.finish();
-          throw err;
-        })
-        .finally(() => hangup.stop());
-      await record.complete({ ...outcome, ...a2aAnswered(call) });
-      if (trailer) await endWithPaymentTrailer(deps, ctx, call, record, trailer);
+          record.release();
+          await budget?.release();
+          throw stillSettling();
+        }
+      }
+      // The answer holds its tenant's connection slot until its body closes: one that cannot be relayed is closed here.
+      const tap = a2aAnswerTap(call, reply.headers, services.a2aTasks, deps.log);
+      const trailer = paymentTrailerOf(ctx, call, metered);
+      try {
+        const outcome = await relay(ctx, call, reply, gatewayHeaders, record, tap, metered, trailer)
+          .catch((err: unknown) => {
+            reply.body.destroy();
+            reply.finish();
+            throw err;
+          })
+          .finally(() => hangup.stop());
+        await record.complete({ ...outcome, ...a2aAnswered(call) });
+        if (trailer) await endWithPaymentTrailer(deps, ctx, call, record, trailer);
+      } finally {
+        // A response kept open for its trailer is never left open.
+        if (trailer) endWithTrailer(ctx.res, null);
+      }
     } finally {
-      // A response kept open for its trailer is never left open.
-      if (trailer) endWithTrailer(ctx.res, null);
+      // A held channel's turn never outlives its call, whatever ended it (stream-record.ts).
+      record.release();
     }
   };
 }

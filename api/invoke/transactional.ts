@@ -12,7 +12,7 @@ import { recordedCallFields } from '../proxy/call.ts';
 import { newPollKey, pollUrl, withNewPollUrl } from '../proxy/public-poll.ts';
 import { startInvocationWorkflow } from '../../temporal/invocation-start.ts';
 import { writeAccepted, type AcceptedRow } from '../../gateway/invocations/accept.ts';
-import { releaseChannelLease } from '../../gateway/payment/channels/store.ts';
+import { letChannelGo } from '../../gateway/payment/channels/owners.ts';
 import type { CallCtx, Door } from '../admission/door.ts';
 import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
@@ -72,7 +72,7 @@ export function transactionalRoute(deps: AppDeps, parts: ProxyParts, door: Door)
       place.release();
       await admission.budget?.release();
       // Not accepted: a channel payment's hold on its channel goes with it (nothing is charged).
-      await releaseChannelLease(deps.orm, call.payment?.channel);
+      await letChannelGo(deps.orm, parts.payment.owners, call.payment?.channel);
       throw await answered(ctx, withPaymentRequired(deps, call, err));
     }
     // Accepted. The start is sent now (or as soon as one of the process's starts in flight ends),

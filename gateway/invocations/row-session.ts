@@ -45,9 +45,12 @@ export function createRowSession(connectionString: string, opts: { lock?: boolea
   let everLocked = false;
   let client: pg.Client | null = null;
   let ready: Promise<pg.Client> | null = null;
+  /** The client, once connected and locked (until dropped). */
+  let connected: pg.Client | null = null;
   let closed = false;
 
   const drop = (c: pg.Client) => {
+    if (connected === c) connected = null;
     if (client !== c) return;
     client = null;
     ready = null;
@@ -77,6 +80,7 @@ export function createRowSession(connectionString: string, opts: { lock?: boolea
         else await sleep(50);
       }
       everLocked = true;
+      if (client === c) connected = c;
       return c;
     } catch (err) {
       drop(c);
@@ -90,8 +94,9 @@ export function createRowSession(connectionString: string, opts: { lock?: boolea
     },
     async run<R>(build: (owner: string) => Statement): Promise<R[]> {
       if (closed) throw new Error('row session closed');
-      ready ??= open();
-      const c = await ready;
+      // Connected: the statement is written before this returns, with no promise hop first (a
+      // caller may then hold the event loop for a moment while PostgreSQL runs it).
+      const c = connected ?? (await (ready ??= open()));
       const { name, sql, params } = build(owner);
       try {
         return (await c.query({ name, text: sql, values: params })).rows as R[];
@@ -106,6 +111,7 @@ export function createRowSession(connectionString: string, opts: { lock?: boolea
       if (client) {
         const c = client;
         client = null;
+        connected = null;
         ready = null;
         await c.end().catch(() => undefined);
       }

@@ -86,6 +86,15 @@ export interface InvocationRecorder {
    */
   markForwarding(id: string): Promise<boolean>;
   /**
+   * Writes `row` whole, owned by this process and counted as forwarded, in a statement of the
+   * caller's that inserts it (`rowInsert`, reading the row from `$1`) with what must commit with
+   * it (a paid call's payment binding, gateway/payment/binding.ts), on the row session, sent now.
+   */
+  insertWith(
+    row: StartedRow,
+    build: (rowInsert: string) => Omit<Statement, 'params'> & { params: unknown[] },
+  ): Promise<void>;
+  /**
    * Writes the whole terminal row (completing the started one); resolves once committed. `now`:
    * sent without waiting COMPLETION_DELAY_MS for company (a channel payment's call, whose channel
    * the payer's next call waits for until this commits and its charge with it).
@@ -184,6 +193,8 @@ function recordOf(r: QueuedRow, owner: string): Record<string, unknown> {
 // prepares it once (a named statement) and PostgreSQL does not parse, analyse and plan it per
 // batch again (docs/PROXY.md, "Pipeline").
 const ROWS = `select ${COLUMNS.join(', ')} from json_populate_recordset(null::invocations, $1::json)`;
+// One row, inserted as it is (a paid call's, with what its caller's statement commits with it).
+const ROW_INSERT = `insert into invocations (${COLUMNS.join(', ')}) ${ROWS}`;
 // A start meeting a row that is there already (a paid call's row, inserted with its payment
 // binding) only gives it its owner.
 const UPSERT = `insert into invocations (${COLUMNS.join(', ')}) ${ROWS}
@@ -385,6 +396,12 @@ export function createInvocationRecorder(
         params: [owner, id],
       }));
       return rows.length === 1;
+    },
+    async insertWith(row, build) {
+      await session.run((owner) => {
+        const statement = build(ROW_INSERT);
+        return { ...statement, params: [JSON.stringify([recordOf(row as QueuedRow, owner)]), ...statement.params] };
+      });
     },
     // A call that ends before its start was sent is written once, whole, in the start's place.
     complete: (row, now) => starts.absorb(row) ?? ends.write(row, now ? 0 : undefined),

@@ -257,6 +257,41 @@ export async function insertBindingPayment(db: GatewayDb, row: Invocation, payme
 }
 
 /**
+ * The statement that writes a paid stream's row (`rowInsert`, the recorder's: owned and counted
+ * as forwarded) and its payment's binding, bound to it, in one commit: a voucher admitted on a
+ * channel this process holds (channels/owners.ts), whose call is forwarded as this is written and
+ * answered only once it has committed (api/invoke/stream-record.ts). The binding's name holds the
+ * call's own token, so it is new; a failure writes neither.
+ */
+export function paidRowStatement(
+  rowInsert: string,
+  invocationId: string,
+  payment: PaymentForCall & { signedPayment: SignedPayment },
+): { name: string; sql: string; params: unknown[] } {
+  return {
+    name: 'gw_paid_stream_row',
+    sql: `with binding as (
+       insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, signed_payment,
+                                   invocation_id, created_at, updated_at)
+       values ($2, $3, $4, $5, $6, $7, $8, $9, 'claimed', $10::jsonb, $11, now(), now())
+       returning id)
+     ${rowInsert} where exists (select 1 from binding)`,
+    params: [
+      `pay_${uuidv7()}`,
+      payment.tenantId,
+      payment.agentId,
+      payment.network,
+      payment.asset,
+      payment.payer,
+      payment.nonce,
+      payment.amount,
+      JSON.stringify(payment.signedPayment),
+      invocationId,
+    ],
+  };
+}
+
+/**
  * A released payment's kept signature (a payment charged after its call) goes with its binding:
  * the same payment header, resumed, is verified again and its signature kept anew (recordPayment).
  *

@@ -40,6 +40,7 @@ const PaymentEnv = z.object({
   X402_UPTO_TIMEOUT_SECONDS: z.coerce.number().int().min(120).max(86_400).default(3_600),
   X402_UPTO_MIN_WINDOW_S: z.coerce.number().int().min(60).max(86_400).default(900),
   CHARGE_TENANT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),
+  CHANNEL_HOLD_IDLE_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
 });
 
 export type PaymentConfig = {
@@ -61,6 +62,11 @@ export type PaymentConfig = {
   chargedAfterCall: { timeoutSeconds: number; minWindowSeconds: number };
   /** CHARGE_TENANT_CONCURRENCY: one tenant's charge settles a worker runs at once. */
   chargeTenantConcurrency: number;
+  /**
+   * CHANNEL_HOLD_IDLE_MS: how long an API process keeps a payment channel it served a voucher
+   * from, unused, before letting it go (channels/owners.ts); 0: never kept between calls.
+   */
+  channelHoldIdleMs: number;
 };
 
 export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): PaymentConfig {
@@ -88,5 +94,6 @@ export function loadPaymentConfig(env: NodeJS.ProcessEnv = process.env): Payment
       minWindowSeconds: e.X402_UPTO_MIN_WINDOW_S,
     },
     chargeTenantConcurrency: e.CHARGE_TENANT_CONCURRENCY,
+    channelHoldIdleMs: e.CHANNEL_HOLD_IDLE_MS,
   };
 }

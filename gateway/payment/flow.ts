@@ -35,7 +35,8 @@ import { answerKnownChannelIdentifier, answerKnownIdentifier, identifiesBoundPay
 import { isCharged, type Price } from './pricing.ts';
 import { PaymentIdentifierConflict, PaymentRefused, PaymentRequired, PaymentStillSettling } from './refusals.ts';
 import { challengeEntries, gatewayScheme } from './schemes/index.ts';
-import { admitChannelPayment } from './channels/admission.ts';
+import { admitChannelPayment, type AdmittedChannel } from './channels/admission.ts';
+import { createChannelOwners, type ChannelOwners } from './channels/owners.ts';
 import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 import { createSupportedKinds, type SupportedKind, type SupportedKinds } from './supported.ts';
 import { createFacilitatorTargets, type FacilitatorTargets } from './targets.ts';
@@ -74,7 +75,7 @@ export type PaymentRecord = {
    */
   chargeBy?: number | null;
   /** batch-settlement: the channel the call is paid from, held until its charge is committed. */
-  channel?: { id: string; leaseToken: string };
+  channel?: AdmittedChannel;
 };
 
 /** The flow's long-lived parts: its configuration and the facilitator client (one set of keep-alive pools per app). */
@@ -85,6 +86,8 @@ export type PaymentGate = {
   supported: SupportedKinds<Parameters<FacilitatorClient['supported']>[0]>;
   /** Each tenant's facilitator target for reading those kinds, kept briefly (targets.ts). */
   targets: FacilitatorTargets;
+  /** The payment channels this process holds between calls (channels/owners.ts); none when it holds none. */
+  owners: ChannelOwners | null;
 };
 
 /** What the flow reads and writes with: the database, the log, and what a tenant's facilitator credential is read with. */
@@ -104,9 +107,20 @@ export type PaymentCall = {
   caller: { tenantId: string };
   mcp: { payment?: unknown; forwardBody?: Buffer } | null;
   a2a?: { x402?: { paid: boolean; payload: unknown } | null } | null;
+  /**
+   * The door writes the call's row with its payment as it forwards it, and answers only once
+   * that is written (the streaming endpoint): a voucher may be admitted on a channel this
+   * process holds between calls (channels/owners.ts).
+   */
+  recordsAsItForwards?: boolean;
 };
 
-export function createPaymentGate(config: PaymentConfig, allow: string[], feed: ChangeFeed): PaymentGate {
+export function createPaymentGate(
+  config: PaymentConfig,
+  allow: string[],
+  feed: ChangeFeed,
+  orm: MikroORM,
+): PaymentGate {
   const client = createFacilitatorClient({
     caPem: config.settlementCaPem,
     timeoutMs: config.settlementTimeoutMs,
@@ -117,6 +131,7 @@ export function createPaymentGate(config: PaymentConfig, allow: string[], feed: 
     client,
     supported: createSupportedKinds((target) => client.supported(target)),
     targets: createFacilitatorTargets(feed),
+    owners: config.channelHoldIdleMs > 0 ? createChannelOwners(orm, feed, { idleMs: config.channelHoldIdleMs }) : null,
   };
 }
 
@@ -176,6 +191,8 @@ async function verifiedOffer(
   call: PaymentCall,
   headers: PaymentHeaders,
   resume = true,
+  /** The payer's signature may be left to `verified.signed` (a scheme's verifyTerms). */
+  signatureLater = false,
 ): Promise<VerifiedOffer | null> {
   // A tool priced at 0 is free: nothing to pay, nothing to verify.
   if (!isCharged(call.price)) return null;
@@ -195,7 +212,10 @@ async function verifiedOffer(
   const decoded = decodeOffer(config, offer, entries);
   if (!decoded) throw new PaymentRefused('invalid payment', entries);
   const { payment, paymentId, requirements, scheme } = decoded;
-  let verified = await scheme.verify(config, payment, requirements);
+  let verified =
+    signatureLater && scheme.verifyTerms
+      ? await scheme.verifyTerms(config, payment, requirements)
+      : await scheme.verify(config, payment, requirements);
   // The precheck asks no database: an expired payment may still resume at the flow.
   if (!verified.ok && verified.cause === 'expired' && !resume) return null;
   if (!verified.ok && verified.cause === 'expired') {
@@ -253,9 +273,12 @@ export async function payForCall(
   call: PaymentCall,
   headers: PaymentHeaders,
 ): Promise<PaymentRecord | null> {
-  const offer = await verifiedOffer(deps, gate, call, headers);
+  // A voucher's signature may be checked as its call's first write goes (channels/admission.ts).
+  const offer = await verifiedOffer(deps, gate, call, headers, true, call.recordsAsItForwards === true);
   if (!offer) return null;
   if (offer.scheme.protocol.name === SCHEME_BATCH_SETTLEMENT) return payFromChannel(deps, gate, call, offer);
+  if (offer.verified.signed && !(await offer.verified.signed()))
+    throw new PaymentRefused('invalid payment', offer.entries);
   const { config, client } = gate;
   const { dialect, payment, paymentId, verified, requirements, entries } = offer;
 
@@ -367,8 +390,13 @@ async function payFromChannel(
   const admitted = await admitChannelPayment(
     deps,
     gate,
-    { tenantId: call.caller.tenantId, agentId: call.agent.id, requestId: call.requestId },
-    { ...offer, payer: offer.verified.payer, nonce: offer.verified.nonce },
+    {
+      tenantId: call.caller.tenantId,
+      agentId: call.agent.id,
+      requestId: call.requestId,
+      recordsAsItForwards: call.recordsAsItForwards === true,
+    },
+    { ...offer, payer: offer.verified.payer, nonce: offer.verified.nonce, signed: offer.verified.signed ?? null },
   );
   return {
     network: config.network,

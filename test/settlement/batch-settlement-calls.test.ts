@@ -99,8 +99,9 @@ describe('batch-settlement: calls paid from a channel', function () {
     agentId: string,
     headers: Record<string, string> = {},
     token = paying.token,
+    base = stack().apiUrl,
   ) {
-    const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+    const res = await pay(`${base}/v1/proxy/${agentId}/stream`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
       body: '{}',
@@ -378,7 +379,7 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(settled[0]!.amount, String(50n * CEILING));
     assert.equal(await balanceOf(paying.provider, payTo), 50n * CEILING, 'the receiver is paid all 50 charges');
   });
-  it('a charge its voucher no longer covers adds nothing and still lets the channel go; a running call renews its hold', async () => {
+  it('a charge its voucher no longer covers adds nothing, and the channel is still let go; a running call renews its hold', async () => {
     const { agentId, pay, channelId } = await openedChannel();
     const key = randomUUID();
     let end!: () => void;
@@ -411,43 +412,55 @@ describe('batch-settlement: calls paid from a channel', function () {
     const row = await waitForRow(id, (r) => r.paymentSettlement === 'failed', 15_000);
     assert.equal(row.paymentSettleError, 'voucher_exceeded');
     assert.equal((await channelRow(channelId)).charged_cumulative, String(CEILING + 1n), 'nothing added');
-    assert.equal((await holder()).busy_invocation, null, 'the channel is let go');
-  });
-  it('a call closed before it reached its upstream lets its channel go at once, charged nothing', async () => {
-    const { agentId, pay, channelId } = await openedChannel();
-    const key = randomUUID();
-    let end!: () => void;
-    held.set(key, new Promise<void>((resolve) => (end = resolve)));
-    const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
-      body: '{}',
+    // The serving process held the channel between calls; unused, it lets it go.
+    await waitFor(async () => (await holder()).busy_invocation === null, {
+      timeoutMs: 15_000,
+      what: 'the channel let go',
     });
-    assert.equal(res.status, 200);
-    const id = res.headers.get('x-gateway-invocation-id')!;
-    const body = res.text();
-    assert.ok((await channelRow(channelId)).busy_invocation, 'the call holds its channel');
-    // What a paid stream's own process does when its forwarding mark fails: the row is closed as
-    // never forwarded and its payment released, in one statement.
-    await closeUnforwarded(stack().orm, id);
-    assert.equal((await channelRow(channelId)).busy_invocation, null, 'the released payment lets its channel go');
-    // The payer's next call is served now (its client counted the released call: corrected once).
-    const started = Date.now();
-    const next = await paidStream(pay, agentId);
-    assert.equal(next.status, 200, next.text);
-    assert.ok(Date.now() - started < 5_000, 'not held until the lease lapsed');
-    await waitForRow(next.id!, (r) => r.paymentSettlement === 'settled', 15_000);
-    end();
-    await body.catch(() => undefined);
-    await settleLostCharge(id);
-    const released = (await invocationRow(id))!;
-    assert.equal(released.paymentCharge, '0');
-    assert.equal(released.paymentSettleError, null);
-    assert.equal(
-      (await channelRow(channelId)).charged_cumulative,
-      String(2n * CEILING),
-      'the released call charged nothing',
-    );
+  });
+  it('a call closed before it reached its upstream lets its channel go at once, charged nothing (channels not held between calls)', async () => {
+    const { agentId, pay, channelId } = await openedChannel();
+    // A process that keeps no channel between calls: each voucher takes the channel's lease for
+    // its call and binds its payment before it is forwarded (the forwarding mark).
+    const api = await startApiProcess({ CHANNEL_HOLD_IDLE_MS: '0' });
+    try {
+      const key = randomUUID();
+      let end!: () => void;
+      held.set(key, new Promise<void>((resolve) => (end = resolve)));
+      const res = await pay(`${api.url}/v1/proxy/${agentId}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
+        body: '{}',
+      });
+      assert.equal(res.status, 200);
+      const id = res.headers.get('x-gateway-invocation-id')!;
+      const body = res.text();
+      assert.ok((await channelRow(channelId)).busy_invocation, 'the call holds its channel');
+      // What a paid stream's own process does when its forwarding mark fails: the row is closed as
+      // never forwarded and its payment released, in one statement.
+      await closeUnforwarded(stack().orm, id);
+      assert.equal((await channelRow(channelId)).busy_invocation, null, 'the released payment lets its channel go');
+      // The payer's next call is served now (its client counted the released call: corrected once).
+      const started = Date.now();
+      const next = await paidStream(pay, agentId, {}, paying.token, api.url);
+      assert.equal(next.status, 200, next.text);
+      assert.ok(Date.now() - started < 5_000, 'not held until the lease lapsed');
+      await waitForRow(next.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+      end();
+      await body.catch(() => undefined);
+      await settleLostCharge(id);
+      const released = (await invocationRow(id))!;
+      assert.equal(released.paymentCharge, '0');
+      assert.equal(released.paymentSettleError, null);
+      assert.equal(
+        (await channelRow(channelId)).charged_cumulative,
+        String(2n * CEILING),
+        'the released call charged nothing',
+      );
+    } finally {
+      api.child.kill('SIGKILL');
+      await exited(api.child);
+    }
   });
   it('a payer with a timed withdrawal pending is refused, and what it was charged is claimed before the withdrawal can finalize', async () => {
     const { agentId, pay, channelId, payer } = await openedChannel();
@@ -467,7 +480,11 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(refused.status, 402, refused.text);
     assert.match(refused.text, /invalid_batch_settlement_evm_withdrawal_pending/);
     assert.equal(upstreamCalls, callsBefore, 'the upstream is not called');
-    assert.equal((await channelRow(channelId)).busy_invocation, null, 'the refused call holds nothing');
+    assert.equal(
+      (await channelRow(channelId)).charged_cumulative,
+      String(CEILING),
+      'the refused call is charged nothing',
+    );
     // The claims round (as an API process runs it, with its own gap between urgent rounds) sees
     // the withdrawal the admission mirrored and starts the tenant's round for it, though the
     // tenant's period is a day and its last round half a minute ago.

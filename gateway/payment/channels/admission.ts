@@ -9,6 +9,7 @@
 //   fresh (read again after MIRROR_FRESH_MS, and for every deposit and refund);
 // - a deposit is handed to the tenant's facilitator, and the call is served once it is final;
 // - a refund is completed (the refund nonce) and handed to the facilitator; nothing is forwarded.
+import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { LRUCache } from 'lru-cache';
 import { BatchSettlementPayload } from '../../../x402/schemes/batch-settlement/schemas.ts';
@@ -35,6 +36,8 @@ import {
   type LeaseBinding,
 } from './store.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
+import type { ChannelOwners } from './owners.ts';
+import type { SignedPayment } from '../entity.ts';
 import type { VaultConfig } from '../../credentials/config.ts';
 import type { VaultClient } from '../../credentials/vault.ts';
 import type { Logger } from '../../../lib/log.ts';
@@ -107,15 +110,33 @@ export type ChannelOffer = {
   paymentId: string | null;
   payer: string;
   nonce: string;
+  /** The payer's signature, not checked yet (the scheme's verifyTerms); null: checked. */
+  signed: (() => Promise<boolean>) | null;
 };
 
 /** What an admitted channel payment records of the call, and answers the payer. */
 export type AdmittedChannelPayment = {
   /** The name of the call's payment binding. */
   nonce: string;
-  channel: { id: string; leaseToken: string };
+  channel: AdmittedChannel;
   transaction: string | null;
   responseHeader: string;
+};
+
+/**
+ * The channel an admitted call is paid from: its lease's token and, on a channel this process
+ * holds between calls (owners.ts), the call's turn: its own name for it (the lease is the
+ * hold's) and the payment its binding is to keep, written with the call's row as it is forwarded.
+ */
+export type AdmittedChannel = {
+  id: string;
+  leaseToken: string;
+  turn?: {
+    call: string;
+    signedPayment: SignedPayment;
+    /** The voucher's signature, checked as the call's row is written; the call is forwarded only once it answered true. */
+    signed: (() => Promise<boolean>) | null;
+  };
 };
 
 type ChannelState = ReturnType<typeof channelStateOf>;
@@ -167,6 +188,99 @@ async function leaseWithin(store: ChannelStore, input: Parameters<ChannelStore['
   }
 }
 
+/**
+ * A voucher on a channel this process holds between calls: checked against the held state in the
+ * channel's turn, with no round trip when the hold is trusted and the mirror fresh; the lease is
+ * taken (and the channel held from then on) when it is not held here. The turn lasts until the
+ * call's charge (owners.finish) or its refusal (owners.abandon).
+ */
+async function admitOnHeldChannel(
+  deps: ChannelAdmissionDeps,
+  owners: ChannelOwners,
+  store: ChannelStore,
+  config: PaymentConfig,
+  call: { tenantId: string; agentId: string; requestId: string },
+  offer: ChannelOffer,
+  payload: Extract<BatchSettlementPayload, { type: 'voucher' }>,
+  channelId: string,
+  ceiling: bigint,
+  refused: (cause: string, reason?: string) => PaymentRefused,
+): Promise<AdmittedChannelPayment> {
+  const { entries } = offer;
+  const turn = await owners.turn(channelId, CHANNEL_WAIT_MS);
+  if (!turn) throw new ChannelBusy(entries);
+  let admitted = false;
+  try {
+    let held = turn.held();
+    if (held && held.tenantId !== call.tenantId) throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
+    if (!held) {
+      if (unfunded.has(channelId) && !(await store.funded(channelId)))
+        throw refused('invalid_batch_settlement_evm_channel_not_found');
+      const leased = await leaseWithin(store, {
+        channelId,
+        tenantId: call.tenantId,
+        agentId: call.agentId,
+        config: payload.channelConfig,
+        seconds: LEASE_SECONDS,
+      });
+      if (leased === 'foreign') throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
+      if (leased === 'busy') throw new ChannelBusy(entries);
+      held = turn.hold(leased.lease.token, call.tenantId, leased.channel);
+    }
+    if (!held.row.syncedAt || Date.now() - held.row.syncedAt.getTime() > MIRROR_FRESH_MS) {
+      try {
+        const readAt = new Date();
+        held.row = await store.mirror(channelId, await readChannel(config.contractSignatures, channelId), readAt);
+      } catch {
+        throw new PaymentStillSettling();
+      }
+    }
+    const channel = held.row;
+    if (channel.balance === 0n) {
+      // Nothing in escrow: not held, and its row not kept if it holds nothing (store.letGo).
+      unfunded.set(channelId, true);
+      turn.unhold();
+      await store.letGo({ channelId, token: held.token }).catch(() => undefined);
+      throw refused('invalid_batch_settlement_evm_channel_not_found');
+    }
+    if (channel.withdrawRequestedAt > 0) throw refused('withdrawal_pending', WITHDRAWAL_PENDING);
+    const signed = BigInt(payload.voucher.maxClaimableAmount);
+    if (signed !== channel.charged + ceiling) {
+      deps.log.info(
+        {
+          requestId: call.requestId,
+          channelId,
+          signed: String(signed),
+          expected: String(channel.charged + ceiling),
+        },
+        'channel voucher mismatch: corrective 402',
+      );
+      throw new PaymentRefused(CUMULATIVE_MISMATCH, correctiveEntries(entries, channel));
+    }
+    const cause = escrowCause('voucher', signed, channel);
+    if (cause) throw refused(cause);
+    const callToken = randomUUID();
+    turn.admitted(callToken, { maxClaimable: signed, signature: payload.voucher.signature });
+    admitted = true;
+    return {
+      nonce: `${offer.nonce}-${callToken}`,
+      channel: {
+        id: channelId,
+        leaseToken: held.token,
+        turn: {
+          call: callToken,
+          signedPayment: { payment: offer.payment, requirements: offer.requirements, channelLease: held.token },
+          signed: offer.signed,
+        },
+      },
+      transaction: null,
+      responseHeader: responseHeaderOf(config, offer.payer, channel, ceiling, null, ''),
+    };
+  } finally {
+    if (!admitted) turn.end();
+  }
+}
+
 const fromState = (state: {
   balance: string;
   totalClaimed: string;
@@ -181,11 +295,21 @@ const fromState = (state: {
 
 export async function admitChannelPayment(
   deps: ChannelAdmissionDeps,
-  gate: { config: PaymentConfig; client: FacilitatorClient },
-  call: { tenantId: string; agentId: string; requestId: string },
+  gate: { config: PaymentConfig; client: FacilitatorClient; owners: ChannelOwners | null },
+  call: {
+    tenantId: string;
+    agentId: string;
+    requestId: string;
+    /**
+     * The call's door writes its row with its payment as it forwards it and answers only once
+     * that is written (api/invoke/stream-record.ts): a voucher may then be admitted on a channel
+     * this process holds between calls (owners.ts).
+     */
+    recordsAsItForwards?: boolean;
+  },
   offer: ChannelOffer,
 ): Promise<AdmittedChannelPayment> {
-  const { config, client } = gate;
+  const { config, client, owners } = gate;
   const { entries, requirements } = offer;
   const payload = BatchSettlementPayload.parse(offer.payment.payload);
   const terms = channelTermsOf(requirements);
@@ -254,6 +378,18 @@ export async function admitChannelPayment(
       outcome.transaction,
     );
   };
+  if (owners && payload.type === 'voucher' && !offer.paymentId && call.recordsAsItForwards) {
+    try {
+      return await admitOnHeldChannel(deps, owners, store, config, call, offer, payload, channelId, ceiling, refused);
+    } catch (err) {
+      // A refusal (its corrective 402 shows the channel's state) only for the payer's own signature.
+      if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
+      throw err;
+    }
+  }
+  if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
+  // Any other payment takes the channel for itself: a hold of this process's lets it go first.
+  await owners?.relinquish(channelId);
   if (refundKey) {
     const earlier = await earlierRefundNonce(em, refundKey);
     if (earlier === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);

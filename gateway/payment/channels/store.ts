@@ -14,6 +14,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { v7 as uuidv7 } from 'uuid';
 import type { ChannelConfig } from '../../../x402/schemes/batch-settlement/schemas.ts';
 import type { OnChainChannel } from '../schemes/batch-settlement/chain.ts';
+import { CHANGE_FEED_CHANNEL } from '../../db/change-feed.ts';
 
 /** A channel as its admission reads it. */
 export type ChannelRow = {
@@ -68,6 +69,9 @@ function rowOf(r: Raw): ChannelRow {
 
 const COLUMNS = `id, charged_cumulative::text, signed_max_claimable::text, signature, balance::text,
   total_claimed::text, withdraw_requested_at, refund_nonce::text, onchain_synced_at`;
+// The same, of `channels c` in a statement that joins other rows of those names.
+const CHANNEL_COLUMNS = `c.id, c.charged_cumulative::text, c.signed_max_claimable::text, c.signature, c.balance::text,
+  c.total_claimed::text, c.withdraw_requested_at, c.refund_nonce::text, c.onchain_synced_at`;
 
 const LEASE = `
   insert into channels (id, tenant_id, agent_id, payer, receiver, receiver_authorizer, config, busy_until, busy_invocation)
@@ -89,7 +93,12 @@ const LEASE_BINDING = `
     returning id)
   select ${COLUMNS}, exists (select 1 from bound) as bound from leased`;
 
-const OWNER = `select tenant_id from channels where id = ?`;
+/** The change-feed key (this prefix and a channel id) by which a process asks for a channel another holds (owners.ts). */
+export const CHANNEL_WANTED = 'channel-wanted:';
+
+// Whose the channel is; a channel held by another call is asked for (owners.ts): a process that
+// keeps it between its calls lets it go.
+const OWNER = `select tenant_id, pg_notify(?, ?) from channels where id = ?`;
 
 const RELEASE = `update channels set busy_until = null, busy_invocation = null, updated_at = now()
   where id = ? and busy_invocation = ?`;
@@ -183,7 +192,11 @@ export function createChannelStore(orm: MikroORM) {
           channel: rowOf(rows[0]),
         };
       }
-      const [owner] = await execute(OWNER, [input.channelId]);
+      const [owner] = await execute(OWNER, [
+        CHANGE_FEED_CHANNEL,
+        `${CHANNEL_WANTED}${input.channelId}`,
+        input.channelId,
+      ]);
       return owner && owner.tenant_id !== input.tenantId ? 'foreign' : 'busy';
     },
 
@@ -229,19 +242,26 @@ export function createChannelStore(orm: MikroORM) {
 export type ChannelStore = ReturnType<typeof createChannelStore>;
 
 // A completed call's charge, committed once (its invocation still due): the channel's charged
-// total grows by the charge while it stays within the voucher the call was paid with (kept on its
-// binding), the voucher becomes the channel's latest when it is higher, and the call's lease is
-// let go (another call's is kept), whether its charge fits or not. The invocation is recorded
-// settled (committed to its channel: claimed on chain later) or failed (`voucher_exceeded`: the
-// channel moved on meanwhile, the seller's loss), and its binding follows, its signed payment let go.
+// total grows by the charge while it stays within the highest voucher the payer signed on the
+// channel (this call's, kept on its binding, or a later one's: a process that held the channel
+// between calls may have served the next before this charge was written, and the due-charges
+// round commits the calls of a process that died in any order), the voucher becomes the channel's
+// latest when it is higher, and the call's lease is let go (another call's is kept) or, `keep`
+// (the process that holds the channel between calls, owners.ts), renewed. The invocation is
+// recorded settled (committed to its channel: claimed on chain later) or failed
+// (`voucher_exceeded`: the channel moved on past every voucher, the seller's loss), and its
+// binding follows, its signed payment let go. Answers the channel's row as the commit left it,
+// and whether the lease was still the call's.
 const COMMIT = `
   with due as (
     select i.id, i.payment_channel as channel, coalesce(i.payment_charge, '0')::numeric as charge,
            (b.signed_payment->'payment'->'payload'->'voucher'->>'maxClaimableAmount')::numeric as max_claimable,
            b.signed_payment->'payment'->'payload'->'voucher'->>'signature' as signature,
            b.signed_payment->>'channelLease' as lease,
+           c.busy_invocation is not distinct from b.signed_payment->>'channelLease' as held,
            c.charged_cumulative + coalesce(i.payment_charge, '0')::numeric
-             <= (b.signed_payment->'payment'->'payload'->'voucher'->>'maxClaimableAmount')::numeric as fits
+             <= greatest(c.signed_max_claimable,
+                         (b.signed_payment->'payment'->'payload'->'voucher'->>'maxClaimableAmount')::numeric) as fits
       from invocations i
       join payment_claims b on b.invocation_id = i.id
       join channels c on c.id = i.payment_channel
@@ -250,47 +270,43 @@ const COMMIT = `
      for update of i, c),
   committed as (
     update channels c
-       set charged_cumulative = c.charged_cumulative + d.charge,
-           signature = case when d.max_claimable > c.signed_max_claimable then d.signature else c.signature end,
-           signed_max_claimable = greatest(c.signed_max_claimable, d.max_claimable),
-           last_request_at = now(),
-           busy_until = case when c.busy_invocation = d.lease then null else c.busy_until end,
-           busy_invocation = case when c.busy_invocation = d.lease then null else c.busy_invocation end,
+       set charged_cumulative = c.charged_cumulative + case when d.fits then d.charge else 0 end,
+           signature = case when d.fits and d.max_claimable > c.signed_max_claimable then d.signature else c.signature end,
+           signed_max_claimable = case when d.fits then greatest(c.signed_max_claimable, d.max_claimable)
+                                       else c.signed_max_claimable end,
+           last_request_at = case when d.fits then now() else c.last_request_at end,
+           busy_until = case when not d.held then c.busy_until
+                             when ?::boolean then now() + make_interval(secs => ?) end,
+           busy_invocation = case when d.held and not ?::boolean then null else c.busy_invocation end,
            updated_at = now()
       from due d
-     where c.id = d.channel and d.fits
-    returning c.id),
-  -- A charge the voucher does not cover adds nothing, but its call still lets the channel go.
-  released as (
-    update channels c
-       set busy_until = null, busy_invocation = null, updated_at = now()
-      from due d
-     where c.id = d.channel and not d.fits and c.busy_invocation = d.lease
-    returning c.id),
+     where c.id = d.channel and (d.fits or d.held)
+    returning ${CHANNEL_COLUMNS}),
   recorded as (
     update invocations i
-       set payment_settlement = case when exists (select 1 from committed) then 'settled' else 'failed' end,
-           payment_settle_error = case when exists (select 1 from committed) then null else 'voucher_exceeded' end,
+       set payment_settlement = case when d.fits then 'settled' else 'failed' end,
+           payment_settle_error = case when d.fits then null else 'voucher_exceeded' end,
            updated_at = now()
       from due d where i.id = d.id
     returning i.id),
   bound as (
-    update payment_claims set status = case when exists (select 1 from committed) then 'settled' else 'unsettled' end,
+    update payment_claims set status = case when (select fits from due) then 'settled' else 'unsettled' end,
            signed_payment = null, updated_at = now()
      where invocation_id in (select id from recorded))
-  select (select count(*)::int from recorded) as recorded, (select count(*)::int from committed) as committed`;
+  select (select count(*)::int from recorded) as recorded, (select fits from due) as committed,
+         (select held from due) as held, committed.* from (select 1) one left join committed on true`;
 
 const RENEW = `update channels set busy_until = now() + make_interval(secs => ?), updated_at = now()
-  where id = ? and busy_invocation = ?`;
+  where id = ? and busy_invocation = ? returning id`;
 
 /** How long a call holds its channel without a sign of life (a process that died lets it go then). */
 export const LEASE_SECONDS = 120;
 /** How often a running call renews its hold (a stream may run far longer than the lease). */
 export const LEASE_RENEW_EVERY_MS = 30_000;
 
-/** Keeps the call's hold on its channel while it runs (nothing when it holds it no more). */
-export async function renewChannelLease(orm: MikroORM, channelId: string, token: string): Promise<void> {
-  await orm.em.getConnection().execute(RENEW, [LEASE_SECONDS, channelId, token]);
+/** Keeps the hold on its channel (a running call's, a held channel's); false when it holds it no more. */
+export async function renewChannelLease(orm: MikroORM, channelId: string, token: string): Promise<boolean> {
+  return (await orm.em.getConnection().execute<Raw[]>(RENEW, [LEASE_SECONDS, channelId, token])).length > 0;
 }
 
 /**
@@ -311,11 +327,19 @@ export async function releaseChannelLease(
       .catch(() => undefined);
 }
 
-/** Commits a completed call's charge to its channel; `recorded` false when it was recorded before (or is not due). */
-export async function commitChannelCharge(
-  orm: MikroORM,
-  invocationId: string,
-): Promise<{ recorded: boolean; committed: boolean }> {
-  const [row] = await orm.em.getConnection().execute<Raw[]>(COMMIT, [invocationId]);
-  return { recorded: Number(row?.recorded ?? 0) > 0, committed: Number(row?.committed ?? 0) > 0 };
+/** What a charge's commit did: whether it was recorded now, fitted a voucher, found the lease the call's, and the channel after. */
+export type CommittedCharge = { recorded: boolean; committed: boolean; held: boolean; row: ChannelRow | null };
+
+/**
+ * Commits a completed call's charge to its channel; `recorded` false when it was recorded before
+ * (or is not due). `keep`: the lease stays (renewed) with the process holding the channel.
+ */
+export async function commitChannelCharge(orm: MikroORM, invocationId: string, keep = false): Promise<CommittedCharge> {
+  const [row] = await orm.em.getConnection().execute<Raw[]>(COMMIT, [invocationId, keep, LEASE_SECONDS, keep]);
+  return {
+    recorded: Number(row?.recorded ?? 0) > 0,
+    committed: row?.committed === true,
+    held: row?.held === true,
+    row: row?.id ? rowOf(row) : null,
+  };
 }

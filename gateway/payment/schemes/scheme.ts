@@ -12,7 +12,18 @@ import type { SupportedKind } from '../supported.ts';
  * (its binding's key with the network and asset); else the precise cause, for the log only.
  * `expired` is the cause of a payment past its window, which may still resume (flow.ts).
  */
-export type GateVerifyResult = { ok: true; payer: string; nonce: string } | { ok: false; cause: string };
+export type GateVerifyResult =
+  | {
+      ok: true;
+      payer: string;
+      nonce: string;
+      /**
+       * verifyTerms's: the payer's signature, not checked yet. Nothing may be forwarded before it
+       * answers true.
+       */
+      signed?: () => Promise<boolean>;
+    }
+  | { ok: false; cause: string };
 
 export type GatewayScheme = {
   /** The scheme's name and payload (x402/schemes/). */
@@ -49,6 +60,16 @@ export type GatewayScheme = {
     payment: OfferedPayment,
     requirements: PaymentRequirements,
     at?: number,
+  ): Promise<GateVerifyResult>;
+  /**
+   * What `verify` checks but the payer's signature, whose check `signed` runs when asked (a
+   * voucher admitted on a channel the gateway holds: its check then runs while the call's first
+   * write is in flight). Schemes without it are verified whole.
+   */
+  verifyTerms?(
+    config: PaymentConfig,
+    payment: OfferedPayment,
+    requirements: PaymentRequirements,
   ): Promise<GateVerifyResult>;
   /**
    * A moment (unix seconds) inside the payment's validity window, at which a payment already

@@ -7,6 +7,7 @@
 // the deposit to the collector for this channel, from the payer, now. Causes are the scheme's own
 // error names (the x402 batch-settlement EVM spec), so a server can answer with them.
 import { getAddress } from 'ethers';
+import { LRUCache } from 'lru-cache';
 import { recoverStrict } from '../../ecdsa.ts';
 import type { ContractSignatureCheck } from '../../erc1271.ts';
 import type { TokenDomain } from '../../token.ts';
@@ -70,12 +71,20 @@ export type VoucherVerifyResult =
 
 const fail = <C>(cause: C): { ok: false; cause: C } => ({ ok: false, cause });
 
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+
+/** The same 20 bytes (a checksum's letter case is not compared: the contract sees bytes). */
 function sameAddress(a: string, b: string): boolean {
-  try {
-    return getAddress(a) === getAddress(b);
-  } catch {
-    return false;
-  }
+  return ADDRESS.test(a) && ADDRESS.test(b) && a.toLowerCase() === b.toLowerCase();
+}
+
+/** Checksummed addresses of the payers seen lately: the checksum costs a keccak, on every voucher. */
+const checksums = new LRUCache<string, string>({ max: 10_000 });
+
+function checksummed(address: string): string {
+  let sum = checksums.get(address);
+  if (sum === undefined) checksums.set(address, (sum = getAddress(address)));
+  return sum;
 }
 
 function checkConfig(config: ChannelConfig, channelId: string, expect: VoucherExpectation): VerifyCause | null {
@@ -112,7 +121,7 @@ async function voucherSigner(
   const zero = BigInt(config.payerAuthorizer) === 0n;
   if (!zero) return recovered !== null && sameAddress(recovered, config.payerAuthorizer) ? 'eoa' : null;
   if (recovered !== null && sameAddress(recovered, config.payer)) return 'eoa';
-  if (contracts && (await contracts(getAddress(config.payer), digest, signature))) return 'contract';
+  if (contracts && (await contracts(checksummed(config.payer), digest, signature))) return 'contract';
   return null;
 }
 
@@ -128,26 +137,58 @@ export async function verifyVoucher(
   channel: ChannelState,
   contracts?: ContractSignatureCheck,
 ): Promise<VoucherVerifyResult> {
+  const terms = voucherTerms(payload, expect);
+  if (!terms.ok) return terms;
+  const signer = await terms.signer(contracts);
+  if (!signer) return fail('invalid_batch_settlement_evm_voucher_signature');
+  const stateCause = voucherStateCause(payload.type, terms.maxClaimableAmount, expect.ceiling, channel);
+  return stateCause ? fail(stateCause) : { ...terms, signer };
+}
+
+/**
+ * What verifyVoucher checks of the voucher itself (its channel config against the terms), with
+ * the signature's check left to `signer`, run when asked: the recovery is most of the check's
+ * time, which a server may spend while its first write for the call is in flight. Nobody may be
+ * served before `signer` answered.
+ */
+export function voucherTerms(
+  payload: BatchSettlementPayload,
+  expect: VoucherExpectation,
+):
+  | (Omit<Extract<VoucherVerifyResult, { ok: true }>, 'signer'> & {
+      signer(contracts?: ContractSignatureCheck): Promise<'eoa' | 'contract' | null>;
+    })
+  | { ok: false; cause: VerifyCause } {
   const { channelConfig: config, voucher } = payload;
   const configCause = checkConfig(config, voucher.channelId, expect);
   if (configCause) return fail(configCause);
   const maxClaimableAmount = BigInt(voucher.maxClaimableAmount);
   if (maxClaimableAmount >= 1n << 128n) return fail('invalid_batch_settlement_evm_voucher_signature');
   const channelId = voucher.channelId.toLowerCase();
-  const digest = voucherDigest(expect.chainId, channelId, maxClaimableAmount);
-  const signer = await voucherSigner(config, digest, voucher.signature, contracts);
-  if (!signer) return fail('invalid_batch_settlement_evm_voucher_signature');
-  if (
-    channel.chargedCumulativeAmount !== undefined &&
-    maxClaimableAmount !== channel.chargedCumulativeAmount + expect.ceiling
-  )
-    return fail('invalid_batch_settlement_evm_cumulative_amount_mismatch');
-  if (channel.balance === 0n) return fail('invalid_batch_settlement_evm_channel_not_found');
-  if (maxClaimableAmount > channel.balance) return fail('invalid_batch_settlement_evm_cumulative_exceeds_balance');
+  return {
+    ok: true,
+    channelId,
+    payer: checksummed(config.payer),
+    maxClaimableAmount,
+    signer: (contracts) =>
+      voucherSigner(config, voucherDigest(expect.chainId, channelId, maxClaimableAmount), voucher.signature, contracts),
+  };
+}
+
+/** What the channel's state says of a signed voucher's ceiling; null when it may be paid. */
+function voucherStateCause(
+  type: BatchSettlementPayload['type'],
+  maxClaimableAmount: bigint,
+  ceiling: bigint,
+  channel: ChannelState,
+): VerifyCause | null {
+  if (channel.chargedCumulativeAmount !== undefined && maxClaimableAmount !== channel.chargedCumulativeAmount + ceiling)
+    return 'invalid_batch_settlement_evm_cumulative_amount_mismatch';
+  if (channel.balance === 0n) return 'invalid_batch_settlement_evm_channel_not_found';
+  if (maxClaimableAmount > channel.balance) return 'invalid_batch_settlement_evm_cumulative_exceeds_balance';
   const belowClaimed =
-    payload.type === 'voucher' ? maxClaimableAmount <= channel.totalClaimed : maxClaimableAmount < channel.totalClaimed;
-  if (belowClaimed) return fail('invalid_batch_settlement_evm_cumulative_below_claimed');
-  return { ok: true, channelId, payer: getAddress(config.payer), maxClaimableAmount, signer };
+    type === 'voucher' ? maxClaimableAmount <= channel.totalClaimed : maxClaimableAmount < channel.totalClaimed;
+  return belowClaimed ? 'invalid_batch_settlement_evm_cumulative_below_claimed' : null;
 }
 
 export type DepositExpectation = Omit<VoucherExpectation, 'chainId' | 'asset'> & {

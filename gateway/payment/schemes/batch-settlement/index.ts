@@ -8,7 +8,7 @@
 import { getAddress } from 'ethers';
 import { batchSettlementProtocol } from '../../../../x402/schemes/batch-settlement/index.ts';
 import { BatchSettlementPayload, SCHEME_BATCH_SETTLEMENT } from '../../../../x402/schemes/batch-settlement/schemas.ts';
-import { verifyDeposit, verifyVoucher } from '../../../../x402/schemes/batch-settlement/verify.ts';
+import { verifyDeposit, verifyVoucher, voucherTerms } from '../../../../x402/schemes/batch-settlement/verify.ts';
 import { caip2Network } from '../../../../x402/v2.ts';
 import type { PaymentRequirements } from '../../../../x402/schemas.ts';
 import type { PaymentConfig } from '../../config.ts';
@@ -101,6 +101,30 @@ export const batchSettlementGatewayScheme: GatewayScheme = {
         : await verifyVoucher(payload, expectation, ANY_ESCROW);
     if (!checked.ok) return { ok: false, cause: checked.cause };
     return { ok: true, payer: checked.payer, nonce: channelPaymentNonce(payload) };
+  },
+
+  // A plain voucher's signature is checked when the flow asks (`signed`); any other payload whole.
+  async verifyTerms(config, payment, requirements) {
+    const parsed = BatchSettlementPayload.safeParse(payment.payload);
+    const terms = channelTermsOf(requirements);
+    if (!parsed.success || parsed.data.type !== 'voucher' || !terms || requirements.scheme !== SCHEME_BATCH_SETTLEMENT)
+      return this.verify(config, payment, requirements);
+    const payload = parsed.data;
+    const checked = voucherTerms(payload, {
+      chainId: config.domain.chainId,
+      asset: requirements.asset,
+      payTo: requirements.payTo,
+      receiverAuthorizer: terms.receiverAuthorizer,
+      withdrawDelay: terms.withdrawDelay,
+      ceiling: BigInt(requirements.maxAmountRequired),
+    });
+    if (!checked.ok) return { ok: false, cause: checked.cause };
+    return {
+      ok: true,
+      payer: checked.payer,
+      nonce: channelPaymentNonce(payload),
+      signed: async () => (await checked.signer()) !== null,
+    };
   },
 
   // A voucher has no validity window: it stays good until claimed.

@@ -1,0 +1,291 @@
+// The channels this API process holds between calls. A payer pays call after call from one
+// channel, so the process that served a voucher keeps its channel's lease (store.ts) after the
+// call, with the channel's state in memory: the payer's next voucher here is checked against that
+// state and admitted with no round trip to take the lease again (admission.ts). The process's own
+// calls on a held channel take turns (one at a time, in arrival order), which is what the lease
+// gives between processes.
+//
+// A held channel is let go (its lease released once every charge this process committed to it
+// has been written) when no call used it for CHANNEL_HOLD_IDLE_MS, when another process asks for it (a
+// `channel-wanted:<id>` notification on the change feed, sent by a lease that found it busy), or
+// when a payment this path does not take (a deposit, a refund, a payment identifier, a
+// transactional call) comes for it here. The lease is renewed while held; a renewal or a commit
+// that finds it taken from under this process ends the hold at once.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { closeWithOrm } from '../../db/orm.ts';
+import type { ChangeFeed } from '../../db/change-feed.ts';
+import type { ChannelRow, CommittedCharge } from './store.ts';
+import {
+  CHANNEL_WANTED,
+  LEASE_RENEW_EVERY_MS,
+  LEASE_SECONDS,
+  releaseChannelLease,
+  renewChannelLease,
+} from './store.ts';
+
+/** How long a stopping process waits to let its held channels go (a lease left behind lapses by itself). */
+const CLOSE_MS = 2_000;
+/** A hold is trusted for the lease's length less this margin after it was last renewed (a paused process's clock). */
+const HOLD_MARGIN_MS = 30_000;
+
+/** A channel this process holds: its lease token, its tenant and its state as this process keeps it. */
+type HeldChannel = {
+  readonly token: string;
+  readonly tenantId: string;
+  row: ChannelRow;
+};
+
+type Held = HeldChannel & {
+  /** Until when (epoch ms) the lease is trusted without asking the database. */
+  trustedUntil: number;
+  /** This process's charge commits on the channel, in call order; the release waits for them. */
+  commits: Promise<void>;
+  idle: NodeJS.Timeout | null;
+  renewal: NodeJS.Timeout;
+  wanted: boolean;
+};
+
+/** A call's turn on a channel: the held channel (if any) and the release of the turn. */
+export type ChannelTurn = {
+  held(): HeldChannel | null;
+  /** Holds the channel under the lease `token` just taken, with its row as the lease read it. */
+  hold(token: string, tenantId: string, row: ChannelRow): HeldChannel;
+  /** Stops holding the channel, its lease left to the caller (a channel found unfunded). */
+  unhold(): void;
+  /**
+   * The call `call` is admitted on the held channel with this voucher: its turn lasts until its
+   * charge (finish) or its refusal (abandon).
+   */
+  admitted(call: string, voucher: Voucher): void;
+  /** Ends the turn; the next call waiting on the channel here goes on. */
+  end(): void;
+};
+
+/** The voucher a call on a held channel was admitted with. */
+type Voucher = { maxClaimable: bigint; signature: string };
+
+export type ChannelOwners = ReturnType<typeof createChannelOwners>;
+
+export function createChannelOwners(orm: MikroORM, feed: ChangeFeed | undefined, opts: { idleMs: number }) {
+  const { idleMs } = opts;
+  const held = new Map<string, Held>();
+  /** The last turn taken on each channel: the next waits for it. */
+  const tails = new Map<string, Promise<void>>();
+  /** The admitted call whose turn it is, by channel. */
+  const active = new Map<string, { call: string; voucher: Voucher; turn: ChannelTurn }>();
+  let closed = false;
+
+  /** Waits for the channel's turn, at most `waitMs`; null when it did not come in time. */
+  async function turn(channelId: string, waitMs: number): Promise<ChannelTurn | null> {
+    const before = tails.get(channelId) ?? Promise.resolve();
+    let end!: () => void;
+    const mine = new Promise<void>((resolve) => (end = resolve));
+    const tail = before.then(() => mine);
+    tails.set(channelId, tail);
+    void tail.then(() => {
+      if (tails.get(channelId) === tail) tails.delete(channelId);
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const came = await Promise.race([
+      before.then(() => true),
+      new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), waitMs))),
+    ]).finally(() => clearTimeout(timer));
+    if (!came) {
+      end(); // the turn passes through at once when it comes
+      return null;
+    }
+    const entry = held.get(channelId);
+    if (entry?.idle) clearTimeout(entry.idle);
+    if (entry) entry.idle = null;
+    let ended = false;
+    const t: ChannelTurn = {
+      held: () => {
+        const h = held.get(channelId);
+        if (h && Date.now() >= h.trustedUntil) {
+          // Not renewed in time (a paused process): the lease may have lapsed; taken again.
+          drop(channelId, h);
+          return null;
+        }
+        return h ?? null;
+      },
+      hold(token, tenantId, row) {
+        const renewal = setInterval(() => void renew(channelId), LEASE_RENEW_EVERY_MS);
+        renewal.unref();
+        const h: Held = {
+          token,
+          tenantId,
+          row,
+          trustedUntil: Date.now() + LEASE_SECONDS * 1000 - HOLD_MARGIN_MS,
+          commits: Promise.resolve(),
+          idle: null,
+          renewal,
+          wanted: false,
+        };
+        held.set(channelId, h);
+        return h;
+      },
+      unhold() {
+        const h = held.get(channelId);
+        if (h) drop(channelId, h);
+      },
+      admitted(call, voucher) {
+        active.set(channelId, { call, voucher, turn: t });
+      },
+      end() {
+        if (ended) return;
+        ended = true;
+        const h = held.get(channelId);
+        end();
+        if (!h) return;
+        // Asked for (or stopping): let go now, before this process's next call on it takes a
+        // turn, so another process's waiting call is not starved. Else, if nobody waits on it
+        // here, after a while unused.
+        if (h.wanted || closed) void letGo(channelId);
+        else if (tails.get(channelId) === tail) h.idle = setTimeout(() => void letGo(channelId), idleMs).unref();
+      },
+    };
+    return t;
+  }
+
+  /** The turn of `call` on the channel, taken off the active calls; null when it is not the active call. */
+  function take(channelId: string, call: string) {
+    const a = active.get(channelId);
+    if (!a || a.call !== call) return null;
+    active.delete(channelId);
+    return a;
+  }
+
+  function drop(channelId: string, h: Held): void {
+    if (held.get(channelId) !== h) return;
+    held.delete(channelId);
+    clearInterval(h.renewal);
+    if (h.idle) clearTimeout(h.idle);
+  }
+
+  async function renew(channelId: string): Promise<void> {
+    const h = held.get(channelId);
+    if (!h) return;
+    try {
+      const kept = await renewChannelLease(orm, channelId, h.token);
+      if (kept) h.trustedUntil = Date.now() + LEASE_SECONDS * 1000 - HOLD_MARGIN_MS;
+      else drop(channelId, h);
+    } catch {
+      // Not renewed now: the lease still runs; the hold is trusted until trustedUntil.
+    }
+  }
+
+  /** Releases the channel's lease in a turn of its own, once this process's commits on it are written. */
+  async function letGo(channelId: string): Promise<void> {
+    const t = await turn(channelId, LEASE_SECONDS * 1000);
+    if (!t) return;
+    try {
+      const h = held.get(channelId);
+      if (!h) return;
+      drop(channelId, h);
+      await h.commits;
+      await releaseChannelLease(orm, { id: channelId, leaseToken: h.token });
+    } finally {
+      t.end();
+    }
+  }
+
+  closeWithOrm(orm, () => owners.close());
+  feed?.subscribe((key) => {
+    if (key === '*' || !key.startsWith(CHANNEL_WANTED)) return;
+    const channelId = key.slice(CHANNEL_WANTED.length);
+    const h = held.get(channelId);
+    if (!h) return;
+    h.wanted = true;
+    // Unused now: let go at once; in use, when its turn ends.
+    if (h.idle) void letGo(channelId);
+  });
+
+  const owners = {
+    turn,
+    /** Whether this process holds the channel now. */
+    holds: (channelId: string) => held.has(channelId),
+    /** Lets the channel go now if held (a payment the held path does not take has come for it). */
+    async relinquish(channelId: string): Promise<void> {
+      if (held.has(channelId)) await letGo(channelId);
+    },
+    /**
+     * A call's charge, as its turn ends: the held state moves on at once (the payer's next voucher
+     * is checked against it) when the charge fits the highest voucher, and `commit` (the charge's
+     * write) is chained after the channel's earlier commits; the lease is let go if the commit
+     * finds it is no longer this process's.
+     */
+    finish(channelId: string, call: string, charge: bigint, commit: () => Promise<CommittedCharge>): void {
+      const a = take(channelId, call);
+      const h = held.get(channelId);
+      if (!a || !h) {
+        a?.turn.end();
+        void commit().catch(() => undefined);
+        return;
+      }
+      const { voucher } = a;
+      const ceiling = voucher.maxClaimable > h.row.signedMaxClaimable ? voucher.maxClaimable : h.row.signedMaxClaimable;
+      if (h.row.charged + charge <= ceiling)
+        h.row = {
+          ...h.row,
+          charged: h.row.charged + charge,
+          ...(voucher.maxClaimable > h.row.signedMaxClaimable
+            ? { signedMaxClaimable: voucher.maxClaimable, signature: voucher.signature }
+            : {}),
+        };
+      h.commits = h.commits.then(async () => {
+        try {
+          const outcome = await commit();
+          if (!outcome.held) drop(channelId, h);
+          else if (outcome.row && held.get(channelId) === h) h.row = newer(h.row, outcome.row);
+        } catch {
+          // Left to the due-charges round (charges.ts), which commits it the same way.
+        }
+      });
+      a.turn.end();
+    },
+    /** Ends the turn of a call refused after its admission, nothing charged. */
+    abandon(channelId: string, call: string): void {
+      take(channelId, call)?.turn.end();
+    },
+    /** Lets every held channel go (the process stops), waiting at most CLOSE_MS for calls still on them. */
+    async close(): Promise<void> {
+      closed = true;
+      const released = Promise.all([...held.keys()].map((id) => letGo(id).catch(() => undefined)));
+      await Promise.race([released, sleep(CLOSE_MS, undefined, { ref: false })]);
+    },
+  };
+  return owners;
+}
+
+/**
+ * The held state after the database's row of a commit: what others write (the chain's mirror:
+ * escrow, claims, a withdrawal) from the database when its read is newer; the charged total and
+ * the latest voucher never move back (this process's later charges may not be written yet).
+ */
+function newer(mine: ChannelRow, db: ChannelRow): ChannelRow {
+  const fresher = db.syncedAt !== null && (mine.syncedAt === null || db.syncedAt > mine.syncedAt);
+  return {
+    ...mine,
+    charged: db.charged > mine.charged ? db.charged : mine.charged,
+    ...(db.signedMaxClaimable > mine.signedMaxClaimable
+      ? { signedMaxClaimable: db.signedMaxClaimable, signature: db.signature }
+      : {}),
+    totalClaimed: db.totalClaimed > mine.totalClaimed ? db.totalClaimed : mine.totalClaimed,
+    refundNonce: db.refundNonce > mine.refundNonce ? db.refundNonce : mine.refundNonce,
+    ...(fresher ? { balance: db.balance, withdrawRequestedAt: db.withdrawRequestedAt, syncedAt: db.syncedAt } : {}),
+  };
+}
+
+/**
+ * Lets a call's channel go when the call is refused after its admission, nothing charged: a turn
+ * on a held channel ends (the hold stays), any other call's lease is released (store.ts). Never throws.
+ */
+export async function letChannelGo(
+  orm: MikroORM,
+  owners: ChannelOwners | null,
+  channel: { id: string; leaseToken: string; turn?: { call: string } } | null | undefined,
+): Promise<void> {
+  if (channel?.turn) owners?.abandon(channel.id, channel.turn.call);
+  else await releaseChannelLease(orm, channel);
+}
