@@ -15,11 +15,16 @@ import {
 export type { ClaimOutcome, ClaimPlan, PlannedClaim, SweepOutcome };
 
 const HEARTBEAT_EVERY_MS = 3_000;
+// Time kept at the end of an attempt to record what its claims did.
+const DEADLINE_MARGIN_MS = 5_000;
 
 export interface ChannelClaimActivities {
   /** The tenant's unclaimed channels, in the batches a round claims. */
   planChannelClaims(tenantId: string): Promise<ClaimPlan>;
-  /** One batch in one claim transaction (or none, when the chain holds it already). */
+  /**
+   * One batch in one claim transaction (or none, when the chain holds it already); a batch the
+   * facilitator refuses, in parts, within the attempt's time.
+   */
   claimChannels(input: { tenantId: string; channels: PlannedClaim[] }): Promise<ClaimOutcome>;
   /** What the claims credited (receiver, token), sent to the receiver. */
   settleReceiver(input: { tenantId: string; receiver: string; token: string }): Promise<SweepOutcome>;
@@ -49,11 +54,20 @@ async function heartbeating<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * When this attempt times out (its start-to-close timeout from now, a little early): the parts of
+ * a refused batch that could not be answered before it are left to the next round.
+ */
+function attemptDeadline(): number {
+  return Date.now() + Context.current().info.startToCloseTimeoutMs - DEADLINE_MARGIN_MS;
+}
+
 export function createChannelClaimActivities(deps: ChannelClaimDeps): ChannelClaimActivities {
   const claims = createChannelClaims(deps);
   return {
     planChannelClaims: (tenantId) => claims.plan(tenantId),
-    claimChannels: ({ tenantId, channels }) => heartbeating(() => claims.claim(tenantId, channels)),
+    claimChannels: ({ tenantId, channels }) =>
+      heartbeating(() => claims.claim(tenantId, channels, { deadline: attemptDeadline() })),
     settleReceiver: ({ tenantId, receiver, token }) => heartbeating(() => claims.sweep(tenantId, receiver, token)),
   };
 }

@@ -101,6 +101,18 @@ export function recordChannelQuarantined(cause: string): void {
   channelsQuarantined.inc({ cause });
 }
 
+// Labelled by the request's place and the answer (fixed sets), never by tenant or channel.
+const channelClaimRequests = counter({
+  name: 'gateway_channel_claim_requests_total',
+  help: 'Claim requests of batch-settlement channels sent to facilitators, by request (batch: a planned batch; part: a part of a batch the facilitator failed) and outcome (claimed, settlement_failed, settlement_refused, settlement_unavailable)',
+  labelNames: ['request', 'outcome'] as const,
+});
+
+/** One claim request of the claims (channel-claims/claims.ts) and the facilitator's answer. */
+export function recordChannelClaimRequest(request: 'batch' | 'part', outcome: string): void {
+  channelClaimRequests.inc({ request, outcome });
+}
+
 /** One metered call's charge, as its row records it. */
 export function recordMeterReading(mode: 'transactional' | 'streaming', reason: string, capped: boolean): void {
   meterReadings.inc({ mode, reason });

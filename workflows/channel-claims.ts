@@ -1,10 +1,11 @@
 // A tenant's claim round over its batch-settlement channels (docs/SETTLEMENT.md, "Channels:
 // claims and settles"): the channels with unclaimed charges, claimed in batches of up to 100,
-// each batch one claimWithSignature through the tenant's facilitator, then what the claims
-// credited each receiver swept to it with `settle`. Started by the API processes' claims round
-// (temporal/claims-due.ts) under the workflow id `claims-<tenant>`, so two rounds of a tenant never
-// claim at once. The history names every channel and amount claimed (the activities' inputs and
-// answers), never a signature: the activities load those by channel id.
+// each batch one claimWithSignature through the tenant's facilitator (a batch the facilitator
+// refuses: in parts, within the claim activity), then what the claims credited each receiver
+// swept to it with `settle`. Started by the API processes' claims round (temporal/claims-due.ts)
+// under the workflow id `claims-<tenant>`, so two rounds of a tenant never claim at once. The
+// history names every channel and amount claimed (the activities' inputs and answers), never a
+// signature: the activities load those by channel id.
 import {
   ActivityFailure,
   continueAsNew,
@@ -43,6 +44,26 @@ export type ChannelClaimResult = {
 
 const short = (id: string) => `${id.slice(0, 10)}…`;
 
+/**
+ * What the round's claims did, for its details: channels claimed, claim transactions (several for
+ * a batch the facilitator refused, claimed in parts), channels set aside. A claim answered before
+ * answers listed their transactions and set-aside channels (a history replayed) counts its one
+ * transaction, or none, and nothing set aside.
+ */
+function tally(claims: ChannelClaimResult['claims']) {
+  let channels = 0;
+  let transactions = 0;
+  let setAside = 0;
+  for (const c of claims) {
+    if (!('claimed' in c)) continue;
+    const answer: Partial<ClaimOutcome> = c;
+    channels += c.claimed.length;
+    transactions += answer.transactions?.length ?? (c.transaction ? 1 : 0);
+    setAside += answer.quarantined?.length ?? 0;
+  }
+  return { channels, transactions, setAside };
+}
+
 export async function ChannelClaimWorkflow(input: ChannelClaimInput): Promise<ChannelClaimResult> {
   const plan = await planChannelClaims(input.tenantId);
   const result: ChannelClaimResult = { claims: [], settles: [] };
@@ -80,8 +101,9 @@ export async function ChannelClaimWorkflow(input: ChannelClaimInput): Promise<Ch
       result.settles.push({ state: 'unavailable', receiver });
     }
   }
+  const { channels, transactions, setAside } = tally(result.claims);
   setCurrentDetails(
-    `claimed ${result.claims.reduce((n, c) => n + ('claimed' in c ? c.claimed.length : 0), 0)} channels, settled ${result.settles.filter((s) => s.state === 'settled').length} receivers`,
+    `claimed ${channels} channels in ${transactions} transactions${setAside ? `, ${setAside} set aside` : ''}, settled ${result.settles.filter((s) => s.state === 'settled').length} receivers`,
   );
   // More channels than one round claims: the next round right away, on a fresh history.
   const progressed = result.claims.some((c) => c.state === 'claimed');

@@ -6,16 +6,20 @@
 // once; a payer's timed withdrawal, noticed on chain, has its channel claimed before it can
 // finalize, so the payer takes back only what was not charged; the period and the threshold say
 // when a round is due; a voucher the payer did not sign leaves its row out of the batch, not the
-// batch. Real parts: the stack's anvil (the channel contract), its facilitator (deposits by the
-// unmodified @x402/evm client, claims and settles), PostgreSQL and Temporal.
+// batch; a row the facilitator refuses although the gateway's check accepts it (a payer that made
+// its account a smart account with EIP-7702) is isolated by claiming the batch in parts and set
+// aside, the others claimed. Real parts: the stack's anvil (the channel contract), its
+// facilitator (deposits by the unmodified @x402/evm client, claims and settles), PostgreSQL and
+// Temporal.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { Wallet, parseEther, type JsonRpcProvider } from 'ethers';
+import { resolve } from 'node:path';
+import { Wallet, ZeroAddress, parseEther, type JsonRpcProvider } from 'ethers';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { batchSettlementContract } from '../../contracts/batch-settlement.ts';
 import { voucherDigest } from '../../x402/schemes/batch-settlement/typed-data.ts';
-import { fund } from '../../scripts/dev/chain.ts';
+import { deploySmartWallet, fund } from '../../scripts/dev/chain.ts';
 import { createLogger } from '../../lib/log.ts';
 import { startDueClaims } from '../../temporal/claims-due.ts';
 import { claimWorkflowId, startChannelClaims } from '../../temporal/claim-start.ts';
@@ -221,6 +225,118 @@ describe('channel claims: claims and settles of batch-settlement channels', func
       [],
       'no round is due for a set-aside channel',
     );
+  });
+
+  it('a row the facilitator refuses though the gateway’s check accepts it: the batch is claimed in parts, the row set aside alone, the next round sends nothing', async () => {
+    const tenant = `claims-split-${randomUUID()}`;
+    // The tenant's facilitator reached through a relay that passes every answer on and notes it.
+    const answers: boolean[] = [];
+    const relay = await startHoldingFacilitator({
+      facilitatorUrl: stack().facilitator.url,
+      pki: stack().infra.pki.files,
+      account: account.cert,
+      rewrite: (json) => {
+        answers.push(json.success === true);
+        return json;
+      },
+    });
+    try {
+      const token = await settlingTenant(tenant, account, relay.url);
+      const receiver = newPayTo();
+      // The third (in the plan's order: the most unclaimed first) names no payer authorizer: the
+      // contract checks its vouchers as SignatureChecker does, the payer's key or, once the
+      // payer's address has code, its ERC-1271 answer.
+      const [first, second, third, fourth] = await openChannels(account, receiver, 4);
+      const bad = (await openChannels(account, receiver, 1, { payerAuthorizer: ZeroAddress as `0x${string}` }))[0]!;
+      const channels = [first!, second!, bad, third!, fourth!];
+      const charged = [900n, 800n, 700n, 600n, 500n];
+      await insertChannelRows(
+        tenant,
+        channels.map((channel, i) => ({ channel, charged: charged[i]! })),
+      );
+      // Its payer then makes its account a smart account (EIP-7702) whose code is a wallet of
+      // another key, which refuses the vouchers the payer's key signed. The gateway's check and the
+      // facilitator's recover the key and still accept them: only the facilitator's simulation of
+      // the claim fails, for every batch holding the row.
+      const delegate = await deploySmartWallet(
+        stack().infra.chainRpcUrl,
+        Wallet.createRandom().address,
+        resolve('.test-data', 'contracts'),
+      );
+      const payer = bad.wallet.connect(provider);
+      await fund(stack().infra.chainRpcUrl, stack().infra.tokenAddress, payer.address, { eth: parseEther('1') });
+      // Sent by the payer itself: the authorization's nonce is the one after this transaction's.
+      const authorization = await payer.authorize({ address: delegate, nonce: (await payer.getNonce()) + 1 });
+      // (Not to itself: its new code takes no plain call.)
+      await (await payer.sendTransaction({ type: 4, to: ZeroAddress, authorizationList: [authorization] })).wait();
+      assert.equal((await provider.getCode(payer.address)).toLowerCase(), `0xef0100${delegate.slice(2).toLowerCase()}`);
+
+      const handle = await startChannelClaims(
+        stack().temporal,
+        stack().config.temporal.taskQueue,
+        { tenantId: tenant, reason: 'period' },
+        10_000,
+      );
+      const result = await handle.result();
+      assert.equal(result.claims.length, 1, JSON.stringify(result.claims));
+      const [claim] = result.claims;
+      // The batch (refused), its first three rows (refused), the first two (claimed), the third
+      // alone (refused: set aside), the last two (claimed); then the receiver's settle.
+      assert.deepEqual(answers, [false, false, true, false, true, true]);
+      assert.equal(claim.state, 'claimed');
+      assert.equal(claim.requests, 5);
+      assert.equal(claim.transactions.length, 2, JSON.stringify(claim));
+      assert.equal(claim.transaction, claim.transactions[0]);
+      assert.deepEqual(claim.quarantined, [bad.channelId]);
+      assert.deepEqual(claim.skipped, [{ channel: bad.channelId, cause: 'claim_refused' }]);
+      assert.deepEqual(
+        claim.claimed.map((c: { channel: string }) => c.channel).sort(),
+        channels
+          .filter((c) => c !== bad)
+          .map((c) => c.channelId)
+          .sort(),
+      );
+
+      // On chain: the four claimed, each by one of the claim's two transactions; the refused one not at all.
+      const transactions = new Set<string>();
+      for (const [i, channel] of channels.entries()) {
+        const expected = channel === bad ? 0n : charged[i]!;
+        assert.deepEqual(await onChain(channel.channelId), { balance: CHANNEL_DEPOSIT, totalClaimed: expected });
+        assert.equal((await channelRow(channel.channelId)).total_claimed, String(expected));
+        for (const tx of await claimTransactions(channel.channelId)) transactions.add(tx);
+      }
+      assert.deepEqual([...transactions].sort(), [...claim.transactions].sort());
+      assert.equal(await balanceOf(provider, receiver), 900n + 800n + 600n + 500n);
+      // The Web UI's line for the round (its current details) counts them.
+      const metadata = await handle.query<{ currentDetails: string }>('__temporal_workflow_metadata');
+      assert.equal(metadata.currentDetails, 'claimed 4 channels in 2 transactions, 1 set aside, settled 1 receivers');
+      const shown = await call('GET', `/v1/channels/${bad.channelId}`, { token });
+      assert.equal(shown.json.claim_error, 'claim_refused');
+      assert.match(String(shown.json.claim_quarantined_at), /^\d{4}-/);
+
+      // The next round: no round is due for the set-aside channel, and one started all the same
+      // plans nothing and sends the facilitator nothing.
+      await execute(`update settlement_configs set claim_round_at = now() - interval '1 day' where tenant_id = ?`, [
+        tenant,
+      ]);
+      const due = await leaseDueClaimRounds(stack().orm, { urgentGapMs: 0, batch: 1000 });
+      assert.deepEqual(
+        due.filter((r) => r.tenantId === tenant),
+        [],
+      );
+      const again = await startChannelClaims(
+        stack().temporal,
+        stack().config.temporal.taskQueue,
+        { tenantId: tenant, reason: 'period' },
+        10_000,
+      );
+      assert.deepEqual((await again.result()).claims, []);
+      assert.equal(answers.length, 6, 'no claim request in the next round');
+      for (const channel of channels.filter((c) => c !== bad))
+        assert.equal((await claimTransactions(channel.channelId)).length, 1);
+    } finally {
+      await relay.close();
+    }
   });
 
   it('a worker killed while the facilitator claims: the next worker finishes the round, claimed once', async () => {

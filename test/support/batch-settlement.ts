@@ -56,12 +56,15 @@ export function batchChallenge(terms: BatchTerms) {
 
 /**
  * A payer: the reference client over one key, with its own channel record (no chain reader, so
- * it never looks the channel up; `record` tells it what the server settled).
+ * it never looks the channel up; `record` tells it what the server settled). Its channels name
+ * its key as their payer authorizer, unless `payerAuthorizer` says another (the zero address:
+ * none, so the contract checks the payer's signature as SignatureChecker does: its key, or its
+ * ERC-1271 answer once the address has code).
  */
-export function batchPayer(privateKey: string) {
+export function batchPayer(privateKey: string, opts: { payerAuthorizer?: `0x${string}` } = {}) {
   const account = privateKeyToAccount(privateKey as `0x${string}`);
   const storage = new InMemoryClientChannelStorage();
-  const scheme = new BatchSettlementEvmScheme(toClientEvmSigner(account), { storage });
+  const scheme = new BatchSettlementEvmScheme(toClientEvmSigner(account), { storage, ...opts });
   const client = new x402Client().register('eip155:*', scheme);
   const parsed = (wire: unknown) => BatchSettlementPayment.parse(JSON.parse(JSON.stringify(wire)));
   return {

@@ -52,9 +52,15 @@ function batchSettleBody(payload: unknown, payTo: string, amount = CHANNEL_PRICE
 
 /**
  * `count` channels to `payTo`, each a payer of its own that deposited CHANNEL_DEPOSIT through the
- * stack's facilitator (as `account`), a few deposits at a time.
+ * stack's facilitator (as `account`), a few deposits at a time; `payer` configures the payers'
+ * client (batchPayer).
  */
-export async function openChannels(account: TestAccount, payTo: string, count: number): Promise<OpenedChannel[]> {
+export async function openChannels(
+  account: TestAccount,
+  payTo: string,
+  count: number,
+  payer: Parameters<typeof batchPayer>[1] = {},
+): Promise<OpenedChannel[]> {
   const terms: BatchTerms = {
     asset: stack().infra.tokenAddress,
     payTo,
@@ -70,13 +76,13 @@ export async function openChannels(account: TestAccount, payTo: string, count: n
   async function lane() {
     while (next < wallets.length) {
       const wallet = wallets[next++]!;
-      const payer = batchPayer(wallet.privateKey);
-      const deposit = (await payer.pay(terms)).payload;
+      const client = batchPayer(wallet.privateKey, payer);
+      const deposit = (await client.pay(terms)).payload;
       assert.equal(deposit.type, 'deposit');
       const res = await account.client.post('/settle', batchSettleBody(deposit, payTo));
       assert.equal(res.status, 200, JSON.stringify(res.json));
       assert.equal(res.json.success, true, JSON.stringify(res.json));
-      opened.push({ channelId: deposit.voucher.channelId.toLowerCase(), terms, payer, wallet, deposit });
+      opened.push({ channelId: deposit.voucher.channelId.toLowerCase(), terms, payer: client, wallet, deposit });
     }
   }
   await Promise.all(Array.from({ length: Math.min(8, count) }, lane));

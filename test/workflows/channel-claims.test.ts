@@ -25,8 +25,11 @@ const planned = (n: number, to = 1): PlannedClaim => ({
 const claimed = (batch: PlannedClaim[], transaction = `0x${'ab'.repeat(32)}`): ClaimOutcome => ({
   state: 'claimed',
   transaction,
+  transactions: [transaction],
+  requests: 1,
   claimed: batch.map((c) => ({ channel: c.channel, totalClaimed: c.totalClaimed })),
   skipped: [],
+  quarantined: [],
   receivers: [...new Set(batch.map((c) => c.receiver))].map((r) => ({ receiver: r, token: TOKEN })),
 });
 
@@ -109,6 +112,7 @@ describe('ChannelClaimWorkflow', function () {
       ...claimed(b),
       state: 'refused',
       transaction: null,
+      transactions: [],
       claimed: [],
       receivers: [],
       skipped: b.map((c) => ({ channel: c.channel, cause: 'claim_refused' })),

@@ -8,9 +8,11 @@
 //   channel's escrow) and checked as the facilitator will check it (the payer's voucher
 //   signature, the facilitator's receiver authorizer, the token): a row that would refuse the
 //   whole batch is left out with its cause on the channel. A row the chain already holds is not
-//   sent, only recorded. Claims are cumulative: a retried claim sends the same rows (the
-//   facilitator answers the same settlement) or finds them on chain, so nothing is claimed twice;
-//   the claimed total recorded only ever rises;
+//   sent, only recorded. A batch the facilitator still fails is claimed in parts (split.ts): the
+//   row it will not claim ends alone and is set aside, the others are claimed. Claims are
+//   cumulative: a retried claim sends rows with the same totals (the facilitator answers the same
+//   settlement) or finds them on chain, so nothing is claimed twice; the claimed total recorded
+//   only ever rises;
 // - settle: what the claims credited a receiver in the deployment's token, sent to it.
 // Not knowing the facilitator's answer is ClaimNotSettledYet (retried with the same rows).
 import { loadSettlementClientTls, type SettlementClientTls } from '../../settlement/tls.ts';
@@ -22,7 +24,8 @@ import { SCHEME_BATCH_SETTLEMENT, type ChannelConfig } from '../../../x402/schem
 import { MAX_CLAIM_ROWS, type ClaimRow } from '../../../x402/schemes/batch-settlement/settle-request.ts';
 import { verifyClaimRow } from '../../../x402/schemes/batch-settlement/verify.ts';
 import { channelsOnChain, receiverOnChain, type ChannelOnChain } from './chain.ts';
-import { recordChannelQuarantined } from '../../metrics.ts';
+import { recordChannelClaimRequest, recordChannelQuarantined } from '../../metrics.ts';
+import { claimInParts, type PartAnswer } from './split.ts';
 
 /** What the claims need: the metered charges' settler's (the database, the tenant's facilitator and its client). */
 export type ChannelClaimDeps = ChargeDeps;
@@ -36,17 +39,27 @@ export type ClaimPlan = { batches: PlannedClaim[][]; more: boolean };
 /** What one batch's claim did. */
 export type ClaimOutcome = {
   /**
-   * claimed: channels are now claimed (`transaction`: the one this claim sent; null when the
-   * chain held them already); nothing: no channel could be claimed; refused: the facilitator
-   * refused the batch;
+   * claimed: channels are now claimed (sent, or found on chain); nothing: no channel could be
+   * claimed; refused: the facilitator refused every part of the batch it was sent;
    * unconfigured: the tenant has no settlement configuration.
    */
   state: 'claimed' | 'nothing' | 'refused' | 'unconfigured';
+  /**
+   * The transaction this claim sent; null when it sent none (the chain held the rows already).
+   * With several (a batch the facilitator refused, claimed in parts), the first: `transactions`
+   * lists them all.
+   */
   transaction: string | null;
+  /** Every claim transaction this claim sent, in the order sent. */
+  transactions: string[];
+  /** Claim requests sent to the facilitator: more than one when a refused batch was claimed in parts. */
+  requests: number;
   /** The channels now claimed up to these totals (sent, or found on chain). */
   claimed: Array<{ channel: string; totalClaimed: string }>;
-  /** The channels left out, and why. */
+  /** The channels left out, and why (those set aside among them). */
   skipped: Array<{ channel: string; cause: string }>;
+  /** The channels this claim set aside (claim_quarantined_at): planned no more until a newer voucher. */
+  quarantined: string[];
   /** The (receiver, token) pairs the claimed channels credit. */
   receivers: Array<{ receiver: string; token: string }>;
 };
@@ -79,6 +92,8 @@ type ChannelRow = {
   signed_max_claimable: string;
   signature: string | null;
   total_claimed: string;
+  claimable: boolean;
+  claim_error: string | null;
 };
 
 /**
@@ -110,8 +125,10 @@ const PLAN = `
             least(charged_cumulative, signed_max_claimable) - total_claimed desc, id
    limit ?`;
 
+// A channel set aside since the plan (by an earlier attempt of this claim) is not sent again.
 const LOAD = `
-  select id, config, charged_cumulative::text, signed_max_claimable::text, signature, total_claimed::text
+  select id, config, charged_cumulative::text, signed_max_claimable::text, signature, total_claimed::text,
+         ${CLAIMABLE} as claimable, claim_error
     from channels where tenant_id = ? and id in (select jsonb_array_elements_text(?::jsonb))`;
 
 // The chain's word on each channel, and what this round did to it: the claimed total only rises;
@@ -145,6 +162,9 @@ type Recorded = {
   /** When the chain was read (before the reads). */
   read_at: string;
 };
+
+/** A row to send: its claim, and the chain's word on its channel when the claim began. */
+type Candidate = { id: string; row: ClaimRow; onChain: ChannelOnChain; short: boolean };
 
 const min = (...values: bigint[]) => values.reduce((a, b) => (b < a ? b : a));
 
@@ -199,6 +219,18 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
     if (rows.length) await execute(RECORD, [JSON.stringify(rows), tenantId]);
   }
 
+  /** One claim request of a batch's rows, its answer as the split reads it (the first: the whole batch). */
+  function sendPart(facilitator: SettlementClientTls) {
+    let request: 'batch' | 'part' = 'batch';
+    return async (part: Candidate[]): Promise<PartAnswer> => {
+      const action = { type: 'claim', claims: part.map((c) => c.row) };
+      const answer = await deps.client.settleChannel(facilitator, body(action, part[0]!.row.voucher.channel.receiver));
+      recordChannelClaimRequest(request, answer.ok ? 'claimed' : answer.error);
+      request = 'part';
+      return answer.ok ? { ok: true, transaction: answer.transaction } : { ok: false, error: answer.error };
+    };
+  }
+
   return {
     /** The round's batches: the tenant's unclaimed channels, most urgent first. */
     async plan(tenantId: string): Promise<ClaimPlan> {
@@ -218,9 +250,26 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
       return { batches, more: rows.length > limit };
     },
 
-    /** Claims one planned batch in one claim request. Throws ClaimNotSettledYet (retry). */
-    async claim(tenantId: string, planned: readonly PlannedClaim[]): Promise<ClaimOutcome> {
-      const outcome: ClaimOutcome = { state: 'nothing', transaction: null, claimed: [], skipped: [], receivers: [] };
+    /**
+     * Claims one planned batch in one claim request, or in parts when the facilitator fails it
+     * (split.ts). `deadline` (ms since the epoch): no part is sent that could not be answered
+     * before it; the rows not sent are the next round's. Throws ClaimNotSettledYet (retry).
+     */
+    async claim(
+      tenantId: string,
+      planned: readonly PlannedClaim[],
+      opts: { deadline?: number } = {},
+    ): Promise<ClaimOutcome> {
+      const outcome: ClaimOutcome = {
+        state: 'nothing',
+        transaction: null,
+        transactions: [],
+        requests: 0,
+        claimed: [],
+        skipped: [],
+        quarantined: [],
+        receivers: [],
+      };
       const facilitator = await target(tenantId);
       if (!facilitator) return { ...outcome, state: 'unconfigured' };
       const ids = planned.map((p) => p.channel);
@@ -242,6 +291,7 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
         if (quarantine) {
           recordChannelQuarantined(error ?? 'unknown');
           deps.log.warn({ tenantId, channelId: id, cause: error }, 'channel set aside: its voucher cannot be claimed');
+          outcome.quarantined.push(id);
         }
         return {
           id,
@@ -255,12 +305,17 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
         };
       };
       const recorded: Recorded[] = [];
-      const candidates: Array<{ id: string; row: ClaimRow; onChain: ChannelOnChain; short: boolean }> = [];
+      const candidates: Candidate[] = [];
       for (const p of planned) {
         const r = loaded.get(p.channel);
         const onChain = chain.get(p.channel);
         if (!r || !onChain || !r.signature) {
           outcome.skipped.push({ channel: p.channel, cause: 'channel_gone' });
+          continue;
+        }
+        if (!r.claimable) {
+          // Set aside by an earlier attempt of this claim: not sent again, not counted again.
+          outcome.skipped.push({ channel: r.id, cause: r.claim_error ?? 'claim_refused' });
           continue;
         }
         // Never past the payer's voucher, nor past the escrow (the facilitator refuses a whole
@@ -299,36 +354,53 @@ export function createChannelClaims(deps: ChannelClaimDeps) {
         return false;
       });
       if (sent.length) {
-        const action = { type: 'claim', claims: sent.map((c) => c.row) };
-        const answer = await deps.client.settleChannel(
-          facilitator,
-          body(action, sent[0]!.row.voucher.channel.receiver),
-        );
-        if (!answer.ok && answer.error === 'settlement_unavailable') {
-          await record(tenantId, recorded);
-          throw new ClaimNotSettledYet(answer.error);
-        }
-        if (answer.ok) {
-          outcome.state = 'claimed';
-          outcome.transaction = answer.transaction || null;
-          for (const c of sent) {
+        const parts = await claimInParts(sent, sendPart(facilitator), {
+          mayContinue: () => opts.deadline === undefined || Date.now() + payment.settlementTimeoutMs < opts.deadline,
+        });
+        outcome.requests = parts.requests;
+        for (const part of parts.claimed) {
+          if (part.transaction) outcome.transactions.push(part.transaction);
+          for (const c of part.rows) {
             recorded.push(mirrored(c.id, c.onChain, BigInt(c.row.totalClaimed), c.short ? 'escrow_short' : null));
             outcome.claimed.push({ channel: c.id, totalClaimed: c.row.totalClaimed });
           }
-        } else {
-          outcome.state = 'refused';
-          deps.log.warn({ tenantId, channels: sent.length, reason: answer.error }, 'channel claim refused');
-          // A row the facilitator refused alone cannot be claimed as it is: set aside. (Refused
-          // with others, it is left for the next round.)
-          for (const c of sent) {
-            recorded.push(mirrored(c.id, c.onChain, null, 'claim_refused', sent.length === 1));
-            outcome.skipped.push({ channel: c.id, cause: 'claim_refused' });
-          }
         }
+        // A row the facilitator refused alone cannot be claimed as it is: set aside. A row refused
+        // with others and not isolated (the split stopped) is left for the next round.
+        for (const c of parts.setAside) {
+          recorded.push(mirrored(c.id, c.onChain, null, 'claim_refused', true));
+          outcome.skipped.push({ channel: c.id, cause: 'claim_refused' });
+        }
+        // Refused (an answer not known is only retried): how the batch was claimed, and what is left.
+        if (parts.requests > 1 || parts.stopped === 'settlement_refused')
+          deps.log.warn(
+            {
+              tenantId,
+              channels: sent.length,
+              requests: parts.requests,
+              claimed: parts.claimed.reduce((n, p) => n + p.rows.length, 0),
+              transactions: outcome.transactions.length,
+              setAside: parts.setAside.length,
+              left: parts.left.length,
+              stopped: parts.stopped,
+            },
+            parts.requests > 1 ? 'channel claim refused: claimed in parts' : 'channel claim refused',
+          );
+        if (parts.stopped === 'settlement_unavailable') {
+          // What was claimed and set aside is kept; the rest is asked again with the same rows.
+          await record(tenantId, recorded);
+          throw new ClaimNotSettledYet(parts.stopped);
+        }
+        for (const c of parts.left) {
+          recorded.push(mirrored(c.id, c.onChain, null, 'claim_refused'));
+          outcome.skipped.push({ channel: c.id, cause: 'claim_refused' });
+        }
+        outcome.state = parts.claimed.length ? 'claimed' : 'refused';
       }
       await record(tenantId, recorded);
       // Rows the chain held already (an earlier attempt's transaction) are claimed all the same.
       if (outcome.state === 'nothing' && outcome.claimed.length) outcome.state = 'claimed';
+      outcome.transaction = outcome.transactions[0] ?? null;
       const claimedIds = new Set(outcome.claimed.map((c) => c.channel));
       const receivers = new Set(
         [...loaded.values()].filter((r) => claimedIds.has(r.id)).map((r) => r.config.receiver.toLowerCase()),
