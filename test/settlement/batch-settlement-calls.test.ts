@@ -611,4 +611,117 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(upstreamCalls, callsBefore, 'not forwarded again');
     assert.equal((await channelRow(channelId)).charged_cumulative, String(2n * CEILING), 'charged once');
   });
+
+  describe('channels held between calls', () => {
+    const holder = async (channelId: string) => (await channelRow(channelId)).busy_invocation;
+    const agentRows = async (agentId: string) =>
+      Number(
+        (
+          await stack()
+            .orm.em.getConnection()
+            .execute<Array<{ n: string }>>(`select count(*)::text as n from invocations where agent_id = ?`, [agentId])
+        )[0]!.n,
+      );
+
+    it('back-to-back vouchers keep the process hold: one lease for all, each charge committed, the channel let go once unused', async () => {
+      const { agentId, pay, channelId } = await openedChannel();
+      const ids: string[] = [];
+      const tokens = new Set<string | null>();
+      for (let i = 0; i < 4; i++) {
+        const call = await paidStream(pay, agentId);
+        assert.equal(call.status, 200, call.text);
+        ids.push(call.id!);
+        tokens.add(await holder(channelId));
+      }
+      assert.equal(tokens.size, 1, 'the same hold served every voucher');
+      assert.notEqual([...tokens][0], null, 'held between the calls');
+      for (const id of ids) await waitForRow(id, (r) => r.paymentSettlement === 'settled', 15_000);
+      assert.equal((await channelRow(channelId)).charged_cumulative, String(5n * CEILING));
+      // CHANNEL_HOLD_IDLE_MS (2 s by default) unused: let go.
+      await waitFor(async () => (await holder(channelId)) === null, { timeoutMs: 15_000, what: 'the hold let go' });
+    });
+
+    it("another process's call on a held channel is served at once: the holder lets it go when asked, and when it stops", async () => {
+      const { agentId, pay, channelId } = await openedChannel();
+      // A process that would keep an unused channel for a minute.
+      const keeper = await startApiProcess({ CHANNEL_HOLD_IDLE_MS: '60000' });
+      try {
+        const kept = await paidStream(pay, agentId, {}, paying.token, keeper.url);
+        assert.equal(kept.status, 200, kept.text);
+        assert.notEqual(await holder(channelId), null, 'held by the keeper');
+        // Asked for through the change feed by the other process's lease, the keeper lets go.
+        const started = Date.now();
+        const elsewhere = await paidStream(pay, agentId);
+        assert.equal(elsewhere.status, 200, elsewhere.text);
+        assert.ok(Date.now() - started < 5_000, `served in ${Date.now() - started} ms, not after the keeper's minute`);
+        for (const id of [kept.id!, elsewhere.id!])
+          await waitForRow(id, (r) => r.paymentSettlement === 'settled', 15_000);
+        assert.equal((await channelRow(channelId)).charged_cumulative, String(3n * CEILING), 'each served call once');
+        // Back on the keeper, then the keeper stops: it lets the channel go as it stops.
+        const again = await paidStream(pay, agentId, {}, paying.token, keeper.url);
+        assert.equal(again.status, 200, again.text);
+        await waitForRow(again.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+        keeper.child.kill('SIGTERM');
+        await exited(keeper.child);
+        assert.equal(await holder(channelId), null, 'let go by the stopping process');
+      } finally {
+        keeper.child.kill('SIGKILL');
+        await exited(keeper.child);
+      }
+    });
+
+    it('a voucher whose signature does not hold on a held channel: 402, nothing forwarded, nothing of it kept; the genuine one is served', async () => {
+      const { agentId, channelId, scheme, pay } = await openedChannel();
+      const client = new x402Client().register('eip155:*', scheme);
+      client.setSpendControls({
+        allowedAssets: [{ network: `eip155:${CHAIN_ID}`, asset: stack().infra.tokenAddress }],
+      });
+      const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
+      const auth = { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' };
+      // The channel held by this process: one voucher served first (the client keeps its state
+      // from the answer).
+      const served = await paidStream(pay, agentId);
+      assert.equal(served.status, 200, served.text);
+      assert.notEqual(await holder(channelId), null);
+
+      const res = await fetch(url, { method: 'POST', headers: auth, body: '{}' });
+      assert.equal(res.status, 402);
+      const genuine = await client.createPaymentPayload(
+        decodePaymentRequiredHeader(res.headers.get('payment-required')!),
+      );
+      const voucher = (genuine.payload as { voucher: { signature: string } }).voucher;
+      // Its r changed: a well-formed signature by nobody this channel names.
+      const forged = structuredClone(genuine);
+      const sig = voucher.signature;
+      (forged.payload as { voucher: { signature: string } }).voucher.signature =
+        `${sig.slice(0, 10)}${sig[10] === '0' ? '1' : '0'}${sig.slice(11)}`;
+      const rowsBefore = await agentRows(agentId);
+      const callsBefore = upstreamCalls;
+      const refused = await fetch(url, {
+        method: 'POST',
+        headers: { ...auth, 'PAYMENT-SIGNATURE': encodePaymentSignatureHeader(forged) },
+        body: '{}',
+      });
+      const refusal = await refused.text();
+      assert.equal(refused.status, 402, refusal);
+      // Refused for its signature, its terms (the cumulative ceiling) being right.
+      assert.doesNotMatch(refusal, /cumulative/);
+      assert.ok(refused.headers.get('payment-required'), 'the challenge again');
+      assert.equal(upstreamCalls, callsBefore, 'not forwarded');
+      await waitFor(async () => (await agentRows(agentId)) === rowsBefore, {
+        timeoutMs: 5_000,
+        what: 'no row left of the forged voucher',
+      });
+      assert.equal((await channelRow(channelId)).charged_cumulative, String(2n * CEILING), 'nothing charged');
+
+      const paid = await fetch(url, {
+        method: 'POST',
+        headers: { ...auth, 'PAYMENT-SIGNATURE': encodePaymentSignatureHeader(genuine) },
+        body: '{}',
+      });
+      assert.equal(paid.status, 200, await paid.text());
+      await waitForRow(paid.headers.get('x-gateway-invocation-id')!, (r) => r.paymentSettlement === 'settled', 15_000);
+      assert.equal((await channelRow(channelId)).charged_cumulative, String(3n * CEILING));
+    });
+  });
 });
