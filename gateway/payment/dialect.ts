@@ -15,7 +15,6 @@
 // scheme of the challenge entry it pays (schemes/), which also keeps the extensions it declared
 // that the payer sent back (an `upto` payer's EIP-2612 permit).
 import { isDeepStrictEqual } from 'node:util';
-import { getAddress } from 'ethers';
 import {
   declarePaymentIdentifierExtension,
   isPaymentIdentifierExtension,
@@ -166,13 +165,15 @@ function paymentIdentifierOf(payload: PaymentPayloadV2): string | null | undefin
   return typeof id === 'string' && isValidPaymentId(id) ? id : undefined;
 }
 
+// Addresses by their bytes (both sides are hex addresses, PaymentRequirementsV2's HexAddress): a
+// checksum comparison would cost two keccaks per entry on every paid call.
 function sameTerms(accepted: PaymentRequirementsV2, expected: PaymentRequirementsV2): boolean {
   return (
     accepted.scheme === expected.scheme &&
     accepted.network === expected.network &&
     accepted.amount === expected.amount &&
-    getAddress(accepted.asset.toLowerCase()) === expected.asset &&
-    getAddress(accepted.payTo.toLowerCase()) === expected.payTo
+    accepted.asset.toLowerCase() === expected.asset.toLowerCase() &&
+    accepted.payTo.toLowerCase() === expected.payTo.toLowerCase()
   );
 }
 

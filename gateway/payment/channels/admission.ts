@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { LRUCache } from 'lru-cache';
-import { BatchSettlementPayload } from '../../../x402/schemes/batch-settlement/schemas.ts';
+import type { BatchSettlementPayload } from '../../../x402/schemes/batch-settlement/schemas.ts';
 import { verifyDeposit } from '../../../x402/schemes/batch-settlement/verify.ts';
 import type { ChallengeEntry, Payment } from '../../../x402/schemas.ts';
 import { encodeBase64Json } from '../../../x402/schemas.ts';
@@ -311,7 +311,8 @@ export async function admitChannelPayment(
 ): Promise<AdmittedChannelPayment> {
   const { config, client, owners } = gate;
   const { entries, requirements } = offer;
-  const payload = BatchSettlementPayload.parse(offer.payment.payload);
+  // Parsed already, by the scheme's protocol as the offer was decoded (gateway/payment/dialect.ts).
+  const payload = offer.payment.payload as BatchSettlementPayload;
   const terms = channelTermsOf(requirements);
   const refused = (cause: string, reason = 'invalid payment') => {
     deps.log.info({ requestId: call.requestId, agentId: call.agentId, cause }, 'channel payment refused');
@@ -321,6 +322,15 @@ export async function admitChannelPayment(
   const channelId = payload.voucher.channelId.toLowerCase();
   const ceiling = BigInt(requirements.maxAmountRequired);
   const store = createChannelStore(deps.orm);
+  if (owners && payload.type === 'voucher' && !offer.paymentId && call.recordsAsItForwards) {
+    try {
+      return await admitOnHeldChannel(deps, owners, store, config, call, offer, payload, channelId, ceiling, refused);
+    } catch (err) {
+      // A refusal (its corrective 402 shows the channel's state) only for the payer's own signature.
+      if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
+      throw err;
+    }
+  }
   // The tenant's facilitator, for a deposit or a refund only: a voucher needs nobody but the
   // gateway (reading the credential costs a decryption, which a voucher call does not pay).
   const facilitator = async () => {
@@ -378,15 +388,6 @@ export async function admitChannelPayment(
       outcome.transaction,
     );
   };
-  if (owners && payload.type === 'voucher' && !offer.paymentId && call.recordsAsItForwards) {
-    try {
-      return await admitOnHeldChannel(deps, owners, store, config, call, offer, payload, channelId, ceiling, refused);
-    } catch (err) {
-      // A refusal (its corrective 402 shows the channel's state) only for the payer's own signature.
-      if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
-      throw err;
-    }
-  }
   if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
   // Any other payment takes the channel for itself: a hold of this process's lets it go first.
   await owners?.relinquish(channelId);
