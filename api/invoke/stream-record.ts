@@ -3,7 +3,8 @@
 // with its outcome, its bodies' digests and, with emit_receipts, its receipt, signed as it
 // completes and stored in the completion's statement (row and receipt commit together). A paid
 // call's row is the exception: it is written, with its payment bound, before anything is
-// forwarded (bindPayment).
+// forwarded (bindPayment), or, a voucher on a channel this process holds, as it is forwarded and
+// before any of its answer is sent (writeAsForwarded).
 import type { Readable } from 'node:stream';
 import type { Completion, StartedRow } from '../../gateway/invocations/stream-records.ts';
 import type { Invocation } from '../../gateway/db/entities.ts';
@@ -37,7 +38,7 @@ export type StreamRecord = {
   hashRequest(body: Buffer | Readable): Buffer | Readable;
   /** Hashes the answer as it is piped down (emit_receipts); `finish` says whether it passed whole. */
   hashResponse(source: Readable): { finish(complete: boolean): void };
-  /** Writes the row beside the call; a paid call's row is written already (bindPayment). */
+  /** Writes the row beside the call; a paid call's row is written already (bindPayment, writeAsForwarded). */
   start(): void;
   /**
    * A call paid on a channel this process holds (its payment's `channel.turn`): writes its row,

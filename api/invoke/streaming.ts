@@ -99,26 +99,23 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
       // is in flight (its other terms were, at admission): the call goes no further without it.
       const writing = call.payment?.channel?.turn ? record.writeAsForwarded() : null;
       writing?.catch(() => undefined);
-      if (writing && !(await record.signatureHolds())) {
-        await budget?.release();
-        throw withPaymentRequired(deps, call, new ApiError(402, 'invalid payment'));
-      }
-      if (writing && call.payment?.responseHeader) {
-        const name = PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase();
-        gatewayHeaders[name] = call.payment.responseHeader;
-        ctx.set(name, call.payment.responseHeader);
+      if (writing) {
+        if (!(await record.signatureHolds())) {
+          await budget?.release();
+          throw withPaymentRequired(deps, call, new ApiError(402, 'invalid payment'));
+        }
       } else if (call.payment) {
         // Not bound (used by a concurrent call, or not recorded): this call is never served.
         await bindPayment(deps, services, call, record.row).catch(async (err: unknown) => {
           await budget?.release();
           throw err;
         });
-        if (call.payment.responseHeader) {
-          const name = PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase();
-          gatewayHeaders[name] = call.payment.responseHeader;
-          ctx.set(name, call.payment.responseHeader);
-        }
       } else record.start();
+      if (call.payment?.responseHeader) {
+        const name = PAYMENT_RESPONSE_HEADER[call.payment.dialect].toLowerCase();
+        gatewayHeaders[name] = call.payment.responseHeader;
+        ctx.set(name, call.payment.responseHeader);
+      }
 
       const body = record.hashRequest(received);
       const hangup = watchHangup(ctx.res, chargeDeadlineMs(call));

@@ -92,7 +92,8 @@ export function createProxyParts(deps: AppDeps, overrides: Partial<ProxyParts> =
     recentReads: overrides.recentReads ?? createRecentReads(),
     policy: overrides.policy ?? createAppPolicyEngine(deps),
     payment:
-      overrides.payment ?? createPaymentGate(deps.config.payment, deps.config.upstream.allow, deps.feed, deps.orm),
+      overrides.payment ??
+      createPaymentGate(deps.config.payment, deps.config.upstream.allow, deps.feed, deps.orm, deps.log),
     statements: overrides.statements ?? createStatementPool(deps.orm),
     agents: overrides.agents ?? createAgentRows(deps.orm, deps.feed),
     a2aTasks: overrides.a2aTasks ?? createTaskBindings(queryRows(deps.orm)),

@@ -35,6 +35,12 @@ import { createFeedAcks } from './feed-acks.ts';
 
 /** The channel every notification of the feed goes on (the migrations' triggers name it too). */
 export const CHANGE_FEED_CHANNEL = 'gateway_cache';
+/**
+ * The prefix of a key that tells the replicas something other than a change of cached data (a
+ * process asking for a payment channel another holds): its listeners get it, the generation
+ * does not move (a read racing it may still be cached).
+ */
+export const FEED_NOTICE = 'notice:';
 
 type ChangeListener = (key: string) => void;
 
@@ -116,7 +122,7 @@ function createListeners() {
   let gen = 0;
   return {
     emit(key: string): void {
-      gen += 1;
+      if (!key.startsWith(FEED_NOTICE)) gen += 1;
       for (const listener of listeners) listener(key);
     },
     generation: () => gen,

@@ -27,9 +27,10 @@ export type RowSession = {
   readonly owner: string;
   /**
    * Runs one statement on the owning connection, (re)connecting and taking the lock first;
-   * the statement is built once the lock is held, for the owner that holds it. The session
-   * runs one statement at a time, so the pg client is idle and writes it at once; from then
-   * on it commits even if this process dies (PostgreSQL has it whole and commits at its Sync,
+   * the statement is built once the lock is held, for the owner that holds it. Connected, the
+   * statement is handed to the pg client before this returns, which writes it at once when idle
+   * (else after the statement in flight: one connection, one statement at a time); once written
+   * it commits even if this process dies (PostgreSQL has it whole and commits at its Sync,
    * before it writes anything back).
    */
   run<R = unknown>(build: (owner: string) => Statement): Promise<R[]>;

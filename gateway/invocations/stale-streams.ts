@@ -44,7 +44,9 @@ const OVERDUE_AFTER_MS = 30_000;
  * One statement: the owners of `running` streaming rows whose lock can be taken (for the
  * statement only: a transaction-level lock, released as it ends) are gone; their rows fail,
  * and so do owner-less rows older than the bound and metered rows overdue past their
- * stream_ends_by, releasing the payments of the rows whose call was never forwarded.
+ * stream_ends_by, releasing the payments of the rows whose call was never forwarded, and letting
+ * go the payment channels every one of them holds (a process gone with a channel it held between
+ * calls lets it go here, not when its lease lapses).
  */
 const SWEEP = releasingPayments(
   `update invocations
@@ -57,6 +59,7 @@ const SWEEP = releasingPayments(
   returning id, attempts`,
   `owners as (select distinct owner from invocations where status = 'running' and mode = 'streaming' and owner is not null),
   gone as (select owner from owners where pg_try_advisory_xact_lock(?, hashtext(owner)))`,
+  true,
 );
 
 /**

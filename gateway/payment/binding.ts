@@ -307,15 +307,17 @@ export function paidRowStatement(
  * lease its binding names (`signed_payment.channelLease`) is dropped while that call still holds
  * it, so the payer's next call is admitted at once instead of after the lease lapses.
  */
-export function releasingPayments(rowsStatement: string, before = ''): string {
+export function releasingPayments(rowsStatement: string, before = '', everyLease = false): string {
   // `before`: CTEs the rows statement reads (data-modifying ones must be at the top level).
   // `leases` reads the bindings as they were before this statement (a CTE's snapshot), so it still
-  // sees the signed payments that `released` clears.
+  // sees the signed payments that `released` clears. `everyLease`: the channels of forwarded rows
+  // are let go too (their payments stay bound): the lost-stream sweep's, whose rows' processes
+  // are gone, with any channel they held between calls.
   return `with ${before ? `${before}, ` : ''}touched as (${rowsStatement}),
      leases as (select signed_payment->>'channelLease' as lease,
                        lower(signed_payment->'payment'->'payload'->'voucher'->>'channelId') as channel
                   from payment_claims
-                 where invocation_id in (select id from touched where attempts = 0)
+                 where invocation_id in (select id from touched where ${everyLease ? 'true' : 'attempts = 0'})
                    and signed_payment->>'channelLease' is not null),
      released as (update payment_claims set invocation_id = null, signed_payment = null, updated_at = now()
                    where invocation_id in (select id from touched where attempts = 0) returning invocation_id),

@@ -120,6 +120,7 @@ export function createPaymentGate(
   allow: string[],
   feed: ChangeFeed,
   orm: MikroORM,
+  log: Logger,
 ): PaymentGate {
   const client = createFacilitatorClient({
     caPem: config.settlementCaPem,
@@ -131,7 +132,8 @@ export function createPaymentGate(
     client,
     supported: createSupportedKinds((target) => client.supported(target)),
     targets: createFacilitatorTargets(feed),
-    owners: config.channelHoldIdleMs > 0 ? createChannelOwners(orm, feed, { idleMs: config.channelHoldIdleMs }) : null,
+    owners:
+      config.channelHoldIdleMs > 0 ? createChannelOwners(orm, log, feed, { idleMs: config.channelHoldIdleMs }) : null,
   };
 }
 
@@ -212,8 +214,9 @@ async function verifiedOffer(
   const decoded = decodeOffer(config, offer, entries);
   if (!decoded) throw new PaymentRefused('invalid payment', entries);
   const { payment, paymentId, requirements, scheme } = decoded;
+  // Not with a payment identifier: the identifier's earlier answer is given before the admission.
   let verified =
-    signatureLater && scheme.verifyTerms
+    signatureLater && !paymentId && scheme.verifyTerms
       ? await scheme.verifyTerms(config, payment, requirements)
       : await scheme.verify(config, payment, requirements);
   // The precheck asks no database: an expired payment may still resume at the flow.

@@ -723,5 +723,96 @@ describe('batch-settlement: calls paid from a channel', function () {
       await waitForRow(paid.headers.get('x-gateway-invocation-id')!, (r) => r.paymentSettlement === 'settled', 15_000);
       assert.equal((await channelRow(channelId)).charged_cumulative, String(3n * CEILING));
     });
+
+    it('a call that gave up waiting for its turn does not leave the channel held: let go once unused after the long call ends', async () => {
+      const { agentId, pay, channelId } = await openedChannel();
+      const key = randomUUID();
+      let end!: () => void;
+      held.set(key, new Promise<void>((resolve) => (end = resolve)));
+      // A long stream holds the channel's turn here.
+      const long = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
+        body: '{}',
+      });
+      assert.equal(long.status, 200);
+      const longBody = long.text();
+      // A second call waits for the turn past CHANNEL_WAIT_MS and is told the channel is busy.
+      const waiting = await paidStream(pay, agentId);
+      assert.equal(waiting.status, 402, waiting.text);
+      assert.match(waiting.text, /channel_busy/);
+      end();
+      assert.match(await longBody, /last/);
+      await waitFor(async () => (await holder(channelId)) === null, {
+        timeoutMs: 15_000,
+        what: 'the hold let go once unused',
+      });
+    });
+
+    it("the due-charges round never lets a live process's hold go; a forged voucher elsewhere neither takes it nor asks for it", async () => {
+      const { agentId, pay, channelId, scheme } = await openedChannel();
+      const keeper = await startApiProcess({ CHANNEL_HOLD_IDLE_MS: '60000' });
+      try {
+        const sql = stack().orm.em.getConnection();
+        // A held call, its binding read while it runs (its commit lets the signed voucher go).
+        const key = randomUUID();
+        let end!: () => void;
+        held.set(key, new Promise<void>((resolve) => (end = resolve)));
+        const running = await pay(`${keeper.url}/v1/proxy/${agentId}/stream`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
+          body: '{}',
+        });
+        assert.equal(running.status, 200);
+        const keptId = running.headers.get('x-gateway-invocation-id')!;
+        const [binding] = await sql.execute<Array<{ signed_payment: unknown }>>(
+          `select signed_payment from payment_claims where invocation_id = ?`,
+          [keptId],
+        );
+        end();
+        assert.match(await running.text(), /last/);
+        await waitForRow(keptId, (r) => r.paymentSettlement === 'settled', 15_000);
+        const token = await holder(channelId);
+        assert.match(String(token), /^hold-/);
+        // The round commits that charge as it would had the holder's own commit failed: the hold stays.
+        await sql.execute(`update invocations set payment_settlement = null where id = ?`, [keptId]);
+        await sql.execute(`update channels set charged_cumulative = charged_cumulative - ? where id = ?`, [
+          String(CEILING),
+          channelId,
+        ]);
+        await sql.execute(
+          `update payment_claims set status = 'claimed', signed_payment = ?::jsonb where invocation_id = ?`,
+          [JSON.stringify(binding!.signed_payment), keptId],
+        );
+        await settleLostCharge(keptId);
+        assert.equal(await holder(channelId), token, "the holder's lease kept");
+
+        // A forged voucher sent to another process: refused for its signature before it takes the
+        // lease or asks the holder for it.
+        const client = new x402Client().register('eip155:*', scheme);
+        client.setSpendControls({
+          allowedAssets: [{ network: `eip155:${CHAIN_ID}`, asset: stack().infra.tokenAddress }],
+        });
+        const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
+        const auth = { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' };
+        const res = await fetch(url, { method: 'POST', headers: auth, body: '{}' });
+        const forged = await client.createPaymentPayload(
+          decodePaymentRequiredHeader(res.headers.get('payment-required')!),
+        );
+        const sig = (forged.payload as { voucher: { signature: string } }).voucher.signature;
+        (forged.payload as { voucher: { signature: string } }).voucher.signature =
+          `${sig.slice(0, 10)}${sig[10] === '0' ? '1' : '0'}${sig.slice(11)}`;
+        const refused = await fetch(url, {
+          method: 'POST',
+          headers: { ...auth, 'PAYMENT-SIGNATURE': encodePaymentSignatureHeader(forged) },
+          body: '{}',
+        });
+        assert.equal(refused.status, 402, await refused.text());
+        assert.equal(await holder(channelId), token, 'still held by the keeper, never asked for');
+      } finally {
+        keeper.child.kill('SIGKILL');
+        await exited(keeper.child);
+      }
+    });
   });
 });

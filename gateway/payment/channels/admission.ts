@@ -1,7 +1,9 @@
-// The admission of a `batch-settlement` payment (the x402 spec's server side): the call holds its
-// channel (store.ts's lease, across replicas) from here until its charge is committed after the
-// answer (charges.ts), so one channel's calls are served one at a time. A call finding its
-// channel held waits up to CHANNEL_WAIT_MS, then is answered the spec's `channel_busy`.
+// The admission of a `batch-settlement` payment (the x402 spec's server side): one channel's calls
+// are served one at a time, across replicas. A streamed voucher is admitted in the channel's turn
+// in a process that holds the channel between calls (owners.ts), on the state it keeps; any other
+// payment holds the channel (store.ts's lease) from here until its charge is committed after the
+// answer (api/invoke/stream-record.ts, the invocation workflow, the due-charges round). A call
+// finding its channel held waits up to CHANNEL_WAIT_MS, then is answered the spec's `channel_busy`.
 // - the voucher's cumulative ceiling must be exactly what was charged so far plus this call's
 //   ceiling (a refund's: what was charged), else the corrective 402 carries the channel's state
 //   and the payer's latest voucher, so a client that lost its state recovers;
@@ -36,7 +38,7 @@ import {
   type LeaseBinding,
 } from './store.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { ChannelOwners } from './owners.ts';
+import { newer, type ChannelOwners } from './owners.ts';
 import type { SignedPayment } from '../entity.ts';
 import type { VaultConfig } from '../../credentials/config.ts';
 import type { VaultClient } from '../../credentials/vault.ts';
@@ -182,7 +184,8 @@ function escrowCause(type: 'voucher' | 'refund', signed: bigint, channel: Channe
 async function leaseWithin(store: ChannelStore, input: Parameters<ChannelStore['lease']>[0]) {
   const deadline = Date.now() + CHANNEL_WAIT_MS;
   for (let wait = 2; ; wait = Math.min(wait * 2, 200)) {
-    const outcome = await store.lease(input);
+    // Its holder is asked for it once, by the first attempt that finds it held.
+    const outcome = await store.lease({ ...input, ask: wait === 2 });
     if (outcome !== 'busy' || Date.now() + wait > deadline) return outcome;
     await channelCommitOrTimeout(input.channelId, wait);
   }
@@ -214,6 +217,8 @@ async function admitOnHeldChannel(
     let held = turn.held();
     if (held && held.tenantId !== call.tenantId) throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
     if (!held) {
+      // Taking the lease (and asking another process for it) is for a voucher its payer signed.
+      if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
       if (unfunded.has(channelId) && !(await store.funded(channelId)))
         throw refused('invalid_batch_settlement_evm_channel_not_found');
       const leased = await leaseWithin(store, {
@@ -222,6 +227,7 @@ async function admitOnHeldChannel(
         agentId: call.agentId,
         config: payload.channelConfig,
         seconds: LEASE_SECONDS,
+        hold: true,
       });
       if (leased === 'foreign') throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
       if (leased === 'busy') throw new ChannelBusy(entries);
@@ -230,7 +236,10 @@ async function admitOnHeldChannel(
     if (!held.row.syncedAt || Date.now() - held.row.syncedAt.getTime() > MIRROR_FRESH_MS) {
       try {
         const readAt = new Date();
-        held.row = await store.mirror(channelId, await readChannel(config.contractSignatures, channelId), readAt);
+        const mirrored = await store.mirror(channelId, await readChannel(config.contractSignatures, channelId), readAt);
+        // The chain's side from the read; the charged total and the latest voucher stay the
+        // held state's (its last charges may not be written yet).
+        held.row = newer(held.row, mirrored);
       } catch {
         throw new PaymentStillSettling();
       }
@@ -390,7 +399,7 @@ export async function admitChannelPayment(
   };
   if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
   // Any other payment takes the channel for itself: a hold of this process's lets it go first.
-  await owners?.relinquish(channelId);
+  await owners?.relinquish(channelId, CHANNEL_WAIT_MS);
   if (refundKey) {
     const earlier = await earlierRefundNonce(em, refundKey);
     if (earlier === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);

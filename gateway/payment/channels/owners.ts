@@ -14,6 +14,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { closeWithOrm } from '../../db/orm.ts';
+import type { Logger } from '../../../lib/log.ts';
+import { errorKind } from '../../../lib/error-kind.ts';
 import type { ChangeFeed } from '../../db/change-feed.ts';
 import type { ChannelRow, CommittedCharge } from './store.ts';
 import {
@@ -24,6 +26,8 @@ import {
   renewChannelLease,
 } from './store.ts';
 
+/** How long letting a channel go waits for this process's commits on it to be written. */
+const COMMITS_WAIT_MS = 10_000;
 /** How long a stopping process waits to let its held channels go (a lease left behind lapses by itself). */
 const CLOSE_MS = 2_000;
 /** A hold is trusted for the lease's length less this margin after it was last renewed (a paused process's clock). */
@@ -67,7 +71,12 @@ type Voucher = { maxClaimable: bigint; signature: string };
 
 export type ChannelOwners = ReturnType<typeof createChannelOwners>;
 
-export function createChannelOwners(orm: MikroORM, feed: ChangeFeed | undefined, opts: { idleMs: number }) {
+export function createChannelOwners(
+  orm: MikroORM,
+  log: Logger,
+  feed: ChangeFeed | undefined,
+  opts: { idleMs: number },
+) {
   const { idleMs } = opts;
   const held = new Map<string, Held>();
   /** The last turn taken on each channel: the next waits for it. */
@@ -138,11 +147,11 @@ export function createChannelOwners(orm: MikroORM, feed: ChangeFeed | undefined,
         const h = held.get(channelId);
         end();
         if (!h) return;
-        // Asked for (or stopping): let go now, before this process's next call on it takes a
-        // turn, so another process's waiting call is not starved. Else, if nobody waits on it
-        // here, after a while unused.
+        // Asked for (or stopping): let go (in a turn queued after those already waiting here).
+        // Else after a while unused: the next turn to come clears the timer, and one that gave
+        // up waiting never does, so the timer is always set.
         if (h.wanted || closed) void letGo(channelId);
-        else if (tails.get(channelId) === tail) h.idle = setTimeout(() => void letGo(channelId), idleMs).unref();
+        else h.idle = setTimeout(() => void letGo(channelId), idleMs).unref();
       },
     };
     return t;
@@ -175,15 +184,19 @@ export function createChannelOwners(orm: MikroORM, feed: ChangeFeed | undefined,
     }
   }
 
-  /** Releases the channel's lease in a turn of its own, once this process's commits on it are written. */
-  async function letGo(channelId: string): Promise<void> {
-    const t = await turn(channelId, LEASE_SECONDS * 1000);
+  /**
+   * Releases the channel's lease in a turn of its own (waiting for it at most `waitMs`), once this
+   * process's commits on it are written (at most COMMITS_WAIT_MS: a commit not written by then is
+   * the due-charges round's, which never touches a hold's lease).
+   */
+  async function letGo(channelId: string, waitMs = LEASE_SECONDS * 1000): Promise<void> {
+    const t = await turn(channelId, waitMs);
     if (!t) return;
     try {
       const h = held.get(channelId);
       if (!h) return;
       drop(channelId, h);
-      await h.commits;
+      await Promise.race([h.commits, sleep(COMMITS_WAIT_MS, undefined, { ref: false })]);
       await releaseChannelLease(orm, { id: channelId, leaseToken: h.token });
     } finally {
       t.end();
@@ -195,19 +208,24 @@ export function createChannelOwners(orm: MikroORM, feed: ChangeFeed | undefined,
     if (key === '*' || !key.startsWith(CHANNEL_WANTED)) return;
     const channelId = key.slice(CHANNEL_WANTED.length);
     const h = held.get(channelId);
-    if (!h) return;
+    if (!h || h.wanted) return;
     h.wanted = true;
-    // Unused now: let go at once; in use, when its turn ends.
-    if (h.idle) void letGo(channelId);
+    // In a turn after the running call's (if any), and those already waiting here.
+    void letGo(channelId);
   });
 
   const owners = {
     turn,
-    /** Whether this process holds the channel now. */
-    holds: (channelId: string) => held.has(channelId),
-    /** Lets the channel go now if held (a payment the held path does not take has come for it). */
-    async relinquish(channelId: string): Promise<void> {
-      if (held.has(channelId)) await letGo(channelId);
+    /**
+     * Lets the channel go if held (a payment the held path does not take has come for it),
+     * waiting at most `waitMs` for the calls on it here: past that, the caller's lease finds it
+     * busy, as another process's would.
+     */
+    async relinquish(channelId: string, waitMs: number): Promise<void> {
+      const h = held.get(channelId);
+      if (!h) return;
+      h.wanted = true;
+      await letGo(channelId, waitMs);
     },
     /**
      * A call's charge, as its turn ends: the held state moves on at once (the payer's next voucher
@@ -236,10 +254,12 @@ export function createChannelOwners(orm: MikroORM, feed: ChangeFeed | undefined,
       h.commits = h.commits.then(async () => {
         try {
           const outcome = await commit();
-          if (!outcome.held) drop(channelId, h);
+          // A commit that found the lease another's: the hold is over (the lease is theirs now).
+          if (outcome.recorded && !outcome.held) drop(channelId, h);
           else if (outcome.row && held.get(channelId) === h) h.row = newer(h.row, outcome.row);
-        } catch {
+        } catch (err) {
           // Left to the due-charges round (charges.ts), which commits it the same way.
+          log.warn({ channelId, err: errorKind(err) }, 'could not commit a held channel charge');
         }
       });
       a.turn.end();
@@ -263,7 +283,7 @@ export function createChannelOwners(orm: MikroORM, feed: ChangeFeed | undefined,
  * escrow, claims, a withdrawal) from the database when its read is newer; the charged total and
  * the latest voucher never move back (this process's later charges may not be written yet).
  */
-function newer(mine: ChannelRow, db: ChannelRow): ChannelRow {
+export function newer(mine: ChannelRow, db: ChannelRow): ChannelRow {
   const fresher = db.syncedAt !== null && (mine.syncedAt === null || db.syncedAt > mine.syncedAt);
   return {
     ...mine,

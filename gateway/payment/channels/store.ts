@@ -14,7 +14,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { v7 as uuidv7 } from 'uuid';
 import type { ChannelConfig } from '../../../x402/schemes/batch-settlement/schemas.ts';
 import type { OnChainChannel } from '../schemes/batch-settlement/chain.ts';
-import { CHANGE_FEED_CHANNEL } from '../../db/change-feed.ts';
+import { CHANGE_FEED_CHANNEL, FEED_NOTICE } from '../../db/change-feed.ts';
 
 /** A channel as its admission reads it. */
 export type ChannelRow = {
@@ -94,11 +94,14 @@ const LEASE_BINDING = `
   select ${COLUMNS}, exists (select 1 from bound) as bound from leased`;
 
 /** The change-feed key (this prefix and a channel id) by which a process asks for a channel another holds (owners.ts). */
-export const CHANNEL_WANTED = 'channel-wanted:';
+export const CHANNEL_WANTED = `${FEED_NOTICE}channel-wanted:`;
+/** The prefix of the lease tokens of channels held between calls (owners.ts): a charge's commit by anyone else never lets such a lease go. */
+const HOLD = 'hold-';
 
-// Whose the channel is; a channel held by another call is asked for (owners.ts): a process that
-// keeps it between its calls lets it go.
-const OWNER = `select tenant_id, pg_notify(?, ?) from channels where id = ?`;
+// Whose the channel is; a channel of the caller's tenant held by another call is asked for
+// (owners.ts: a process that keeps it between its calls lets it go), when `ask`.
+const OWNER = `select tenant_id, case when ?::boolean and tenant_id = ? then pg_notify(?, ?) end
+  from channels where id = ?`;
 
 const RELEASE = `update channels set busy_until = null, busy_invocation = null, updated_at = now()
   where id = ? and busy_invocation = ?`;
@@ -147,8 +150,12 @@ export function createChannelStore(orm: MikroORM) {
       seconds: number;
       /** The voucher's binding, named by the lease's token, recorded with it when admissible. */
       bind?: (token: string) => LeaseBinding;
+      /** To be held between calls (owners.ts): a hold's token. */
+      hold?: boolean;
+      /** Found held by another call of the tenant: ask its holder for it (once per waiting call). */
+      ask?: boolean;
     }): Promise<LeaseOutcome> {
-      const token = randomUUID();
+      const token = `${input.hold ? HOLD : ''}${randomUUID()}`;
       const { config } = input;
       const leaseParams = [
         input.channelId,
@@ -193,6 +200,8 @@ export function createChannelStore(orm: MikroORM) {
         };
       }
       const [owner] = await execute(OWNER, [
+        input.ask === true,
+        input.tenantId,
         CHANGE_FEED_CHANNEL,
         `${CHANNEL_WANTED}${input.channelId}`,
         input.channelId,
@@ -261,25 +270,30 @@ const COMMIT = `
            c.busy_invocation is not distinct from b.signed_payment->>'channelLease' as held,
            c.charged_cumulative + coalesce(i.payment_charge, '0')::numeric
              <= greatest(c.signed_max_claimable,
-                         (b.signed_payment->'payment'->'payload'->'voucher'->>'maxClaimableAmount')::numeric) as fits
+                         (b.signed_payment->'payment'->'payload'->'voucher'->>'maxClaimableAmount')::numeric) as fits,
+           c.signed_max_claimable as signed_max
       from invocations i
       join payment_claims b on b.invocation_id = i.id
       join channels c on c.id = i.payment_channel
      where i.id = ? and i.payment_channel is not null and i.status in ('succeeded', 'failed')
        and (i.payment_settlement is null or i.payment_settlement = 'settling')
      for update of i, c),
+  -- A voucher becomes the channel's latest only through a call charged something under it: a call
+  -- charged nothing may never have had its signature checked (its row written as it was checked).
+  voucher as (select d.*, d.fits and d.charge > 0 and d.max_claimable > d.signed_max as adopt from due d),
   committed as (
     update channels c
        set charged_cumulative = c.charged_cumulative + case when d.fits then d.charge else 0 end,
-           signature = case when d.fits and d.max_claimable > c.signed_max_claimable then d.signature else c.signature end,
-           signed_max_claimable = case when d.fits then greatest(c.signed_max_claimable, d.max_claimable)
-                                       else c.signed_max_claimable end,
+           signature = case when d.adopt then d.signature else c.signature end,
+           signed_max_claimable = case when d.adopt then d.max_claimable else c.signed_max_claimable end,
            last_request_at = case when d.fits then now() else c.last_request_at end,
            busy_until = case when not d.held then c.busy_until
-                             when ?::boolean then now() + make_interval(secs => ?) end,
-           busy_invocation = case when d.held and not ?::boolean then null else c.busy_invocation end,
+                             when ?::boolean then now() + make_interval(secs => ?)
+                             when d.lease like '${HOLD}%' then c.busy_until end,
+           busy_invocation = case when d.held and not ?::boolean and d.lease not like '${HOLD}%' then null
+                                  else c.busy_invocation end,
            updated_at = now()
-      from due d
+      from voucher d
      where c.id = d.channel and (d.fits or d.held)
     returning ${CHANNEL_COLUMNS}),
   recorded as (
