@@ -1,4 +1,4 @@
-// `npm run bench:paid [-- --n 50 --warmup 3]`
+// `npm run bench:paid [-- --n 150 --warmup 3]`
 //
 // What a paid call costs beside an unpaid one, per x402 scheme, in one run on one stack: the
 // gateway API, its worker and the facilitator (its worker embedded) as `npm start` runs them,
@@ -62,7 +62,7 @@ import { listeningPort, spawnInto, stopChildren } from './processes.ts';
 import { finishResult, percentile, runAsMain, startResult, tableLines, type BenchResult } from './result.ts';
 import { gatewayEnvironment, removeBenchInfra, startBenchInfra } from './stack.ts';
 
-const USAGE = `usage: npm run bench:paid [-- --n 50 --warmup 3 --json FILE]
+const USAGE = `usage: npm run bench:paid [-- --n 150 --warmup 3 --json FILE]
   The paid call's cost per x402 scheme (exact, upto) beside the unpaid call, on the streaming
   endpoint (docs/BENCHMARKS.md, "Paid calls"); --json writes the result to FILE.`;
 
@@ -80,7 +80,7 @@ export async function runPaidBench(argv: string[] = []): Promise<BenchResult> {
   const { values: args } = parseCommand({
     usage: USAGE,
     args: argv,
-    options: { n: { type: 'string', default: '50' }, warmup: { type: 'string', default: '3' } },
+    options: { n: { type: 'string', default: '150' }, warmup: { type: 'string', default: '3' } },
   });
   const N = Number(args.n);
   const WARMUP = Number(args.warmup);
