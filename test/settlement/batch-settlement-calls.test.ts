@@ -110,6 +110,19 @@ describe('batch-settlement: calls paid from a channel', function () {
     return { status: res.status, text, id: res.headers.get('x-gateway-invocation-id') };
   }
 
+  /** A paid stream the upstream holds open after its first event, until `end` (the test's `x-hold`). */
+  async function heldStream(pay: typeof fetch, agentId: string, base = stack().apiUrl) {
+    const key = randomUUID();
+    let end!: () => void;
+    held.set(key, new Promise<void>((resolve) => (end = resolve)));
+    const res = await pay(`${base}/v1/proxy/${agentId}/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
+      body: '{}',
+    });
+    return { res, end };
+  }
+
   /** A channel agent, a funded payer's client, and the channel its first paid call opened. */
   async function openedChannel() {
     const agentId = await channelAgent(newPayTo());
@@ -381,14 +394,7 @@ describe('batch-settlement: calls paid from a channel', function () {
   });
   it('a charge its voucher no longer covers adds nothing, and the channel is still let go; a running call renews its hold', async () => {
     const { agentId, pay, channelId } = await openedChannel();
-    const key = randomUUID();
-    let end!: () => void;
-    held.set(key, new Promise<void>((resolve) => (end = resolve)));
-    const res = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
-      body: '{}',
-    });
+    const { res: res, end } = await heldStream(pay, agentId);
     assert.equal(res.status, 200);
     const id = res.headers.get('x-gateway-invocation-id')!;
     const body = res.text();
@@ -424,14 +430,7 @@ describe('batch-settlement: calls paid from a channel', function () {
     // its call and binds its payment before it is forwarded (the forwarding mark).
     const api = await startApiProcess({ CHANNEL_HOLD_IDLE_MS: '0' });
     try {
-      const key = randomUUID();
-      let end!: () => void;
-      held.set(key, new Promise<void>((resolve) => (end = resolve)));
-      const res = await pay(`${api.url}/v1/proxy/${agentId}/stream`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
-        body: '{}',
-      });
+      const { res: res, end } = await heldStream(pay, agentId, api.url);
       assert.equal(res.status, 200);
       const id = res.headers.get('x-gateway-invocation-id')!;
       const body = res.text();
@@ -726,15 +725,8 @@ describe('batch-settlement: calls paid from a channel', function () {
 
     it('a call that gave up waiting for its turn does not leave the channel held: let go once unused after the long call ends', async () => {
       const { agentId, pay, channelId } = await openedChannel();
-      const key = randomUUID();
-      let end!: () => void;
-      held.set(key, new Promise<void>((resolve) => (end = resolve)));
       // A long stream holds the channel's turn here.
-      const long = await pay(`${stack().apiUrl}/v1/proxy/${agentId}/stream`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
-        body: '{}',
-      });
+      const { res: long, end } = await heldStream(pay, agentId);
       assert.equal(long.status, 200);
       const longBody = long.text();
       // A second call waits for the turn past CHANNEL_WAIT_MS and is told the channel is busy.
@@ -755,14 +747,7 @@ describe('batch-settlement: calls paid from a channel', function () {
       try {
         const sql = stack().orm.em.getConnection();
         // A held call, its binding read while it runs (its commit lets the signed voucher go).
-        const key = randomUUID();
-        let end!: () => void;
-        held.set(key, new Promise<void>((resolve) => (end = resolve)));
-        const running = await pay(`${keeper.url}/v1/proxy/${agentId}/stream`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
-          body: '{}',
-        });
+        const { res: running, end } = await heldStream(pay, agentId, keeper.url);
         assert.equal(running.status, 200);
         const keptId = running.headers.get('x-gateway-invocation-id')!;
         const [binding] = await sql.execute<Array<{ signed_payment: unknown }>>(

@@ -181,6 +181,21 @@ function escrowCause(type: 'voucher' | 'refund', signed: bigint, channel: Channe
   return below ? 'invalid_batch_settlement_evm_cumulative_below_claimed' : null;
 }
 
+/** The lease a call takes on its channel, for LEASE_SECONDS. */
+function leaseOf(
+  channelId: string,
+  call: { tenantId: string; agentId: string },
+  payload: BatchSettlementPayload,
+): Parameters<ChannelStore['lease']>[0] {
+  return {
+    channelId,
+    tenantId: call.tenantId,
+    agentId: call.agentId,
+    config: payload.channelConfig,
+    seconds: LEASE_SECONDS,
+  };
+}
+
 async function leaseWithin(store: ChannelStore, input: Parameters<ChannelStore['lease']>[0]) {
   const deadline = Date.now() + CHANNEL_WAIT_MS;
   for (let wait = 2; ; wait = Math.min(wait * 2, 200)) {
@@ -221,14 +236,7 @@ async function admitOnHeldChannel(
       if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
       if (unfunded.has(channelId) && !(await store.funded(channelId)))
         throw refused('invalid_batch_settlement_evm_channel_not_found');
-      const leased = await leaseWithin(store, {
-        channelId,
-        tenantId: call.tenantId,
-        agentId: call.agentId,
-        config: payload.channelConfig,
-        seconds: LEASE_SECONDS,
-        hold: true,
-      });
+      const leased = await leaseWithin(store, { ...leaseOf(channelId, call, payload), hold: true });
       if (leased === 'foreign') throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
       if (leased === 'busy') throw new ChannelBusy(entries);
       held = turn.hold(leased.lease.token, call.tenantId, leased.channel);
@@ -413,11 +421,7 @@ export async function admitChannelPayment(
   if (payload.type === 'deposit') unfunded.delete(channelId);
 
   const leased = await leaseWithin(store, {
-    channelId,
-    tenantId: call.tenantId,
-    agentId: call.agentId,
-    config: payload.channelConfig,
-    seconds: LEASE_SECONDS,
+    ...leaseOf(channelId, call, payload),
     ...(payload.type === 'voucher' && !offer.paymentId
       ? { bind: voucherBinding(config, call, offer, BigInt(payload.voucher.maxClaimableAmount), ceiling) }
       : {}),
