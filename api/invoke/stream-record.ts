@@ -53,6 +53,8 @@ export type StreamRecord = {
    * nothing charged.
    */
   signatureHolds(): Promise<boolean>;
+  /** Whether writeAsForwarded's write has failed already (nothing to forward the call for). */
+  writeFailed(): boolean;
   /** Ends a held channel's turn if the call never completed (nothing charged); idempotent. */
   release(): void;
   /** Completes the row (signing its receipt first); waits for the signature, never for the write. */
@@ -114,6 +116,7 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
   const turn = channel?.turn ?? null;
   const owners = services.payment.owners;
   let written: Promise<boolean> | null = null;
+  let failed = false;
   let finished = false;
   const release = () => {
     if (turn && !finished) {
@@ -172,12 +175,14 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
       written = write.then(
         () => true,
         (err: unknown) => {
+          failed = true;
           deps.log.warn({ invocationId: row.id, err: errorKind(err) }, 'could not write a paid stream');
           return false;
         },
       );
       return write;
     },
+    writeFailed: () => failed,
     async signatureHolds() {
       const check = turn?.signed;
       if (!check || (await check().catch(() => false))) return true;

@@ -104,6 +104,12 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
           await budget?.release();
           throw withPaymentRequired(deps, call, new ApiError(402, 'invalid payment'));
         }
+        if (record.writeFailed()) {
+          // Not written, so not forwarded: nothing charged; the payer sends the same payment again.
+          record.release();
+          await budget?.release();
+          throw stillSettling();
+        }
       } else if (call.payment) {
         // Not bound (used by a concurrent call, or not recorded): this call is never served.
         await bindPayment(deps, services, call, record.row).catch(async (err: unknown) => {
@@ -143,6 +149,8 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
         } catch {
           // Not written: the answer is not given, nothing is charged; the payer sends the same payment again.
           hangup.stop();
+          // Dropped unread: its abort is expected, not an error of this process.
+          reply.body.on('error', () => undefined);
           reply.body.destroy();
           reply.finish();
           record.release();

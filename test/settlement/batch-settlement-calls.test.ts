@@ -799,5 +799,36 @@ describe('batch-settlement: calls paid from a channel', function () {
         await exited(keeper.child);
       }
     });
+
+    it('a held call whose row cannot be written is answered 503 with nothing charged, and the same payment then buys the call', async () => {
+      const { agentId, pay, channelId } = await openedChannel();
+      const sql = stack().orm.em.getConnection();
+      const first = await paidStream(pay, agentId);
+      assert.equal(first.status, 200, first.text);
+      assert.notEqual(await holder(channelId), null, 'held');
+      // The database refuses this agent's payment bindings for a while (a trigger: a real
+      // refusal, as a full disk or a lost constraint would give).
+      const fn = `refuse_${agentId.replace(/\W/g, '_')}`;
+      await sql.execute(`create function ${fn}() returns trigger language plpgsql as $$
+        begin if new.agent_id = '${agentId}' then raise exception 'refused for the test'; end if; return new; end $$`);
+      await sql.execute(`create trigger ${fn} before insert on payment_claims for each row execute function ${fn}()`);
+      const rowsBefore = await agentRows(agentId);
+      let refused;
+      try {
+        refused = await paidStream(pay, agentId);
+      } finally {
+        await sql.execute(`drop trigger ${fn} on payment_claims`);
+        await sql.execute(`drop function ${fn}()`);
+      }
+      assert.equal(refused.status, 503, refused.text);
+      assert.equal(await agentRows(agentId), rowsBefore, 'no row of it');
+      await waitForRow(first.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+      assert.equal((await channelRow(channelId)).charged_cumulative, String(2n * CEILING), 'nothing charged for it');
+      // The payer's next voucher (the same ceiling: it was never charged) is served at once.
+      const again = await paidStream(pay, agentId);
+      assert.equal(again.status, 200, again.text);
+      await waitForRow(again.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+      assert.equal((await channelRow(channelId)).charged_cumulative, String(3n * CEILING));
+    });
   });
 });
