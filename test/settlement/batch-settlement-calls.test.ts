@@ -830,5 +830,40 @@ describe('batch-settlement: calls paid from a channel', function () {
       await waitForRow(again.id!, (r) => r.paymentSettlement === 'settled', 15_000);
       assert.equal((await channelRow(channelId)).charged_cumulative, String(3n * CEILING));
     });
+
+    it("a public agent's channel, paid by an anonymous payer: one deposit, then vouchers served on the held channel", async () => {
+      const agentId = await createAgent(paying.token, {
+        upstream_url: upstream.url,
+        public: true,
+        pricing: {
+          scheme: 'batch-settlement',
+          amount: String(CEILING),
+          asset: 'USDC',
+          network: 'base',
+          pay_to: newPayTo(),
+          min_deposit: String(MIN_DEPOSIT),
+          withdraw_delay: 900,
+        },
+      });
+      const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+      const before = await balanceOf(paying.provider, payer.address);
+      const { fetch: pay } = channelClient(payer);
+      const ids: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        // No token: the payment is the caller's only credential.
+        const res = await pay(`${stack().apiUrl}/public/agents/${agentId}/stream`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{}',
+        });
+        assert.equal(res.status, 200, await res.text());
+        ids.push(res.headers.get('x-gateway-invocation-id')!);
+      }
+      for (const id of ids) await waitForRow(id, (r) => r.paymentSettlement === 'settled', 15_000);
+      const channelId = (await invocationRow(ids[0]!))!.paymentChannel!;
+      assert.equal((await channelRow(channelId)).charged_cumulative, String(4n * CEILING));
+      assert.equal(await balanceOf(paying.provider, payer.address), before - MIN_DEPOSIT, 'one deposit');
+      assert.match(String(await holder(channelId)), /^hold-/, 'held between the calls');
+    });
   });
 });
