@@ -12,6 +12,7 @@
 // Every refusal is a PaymentRefused with a coarse reason (refusals.ts); the precise cause is only
 // logged. Not knowing whether a transfer lands is PaymentStillSettling, never a refusal.
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { LRUCache } from 'lru-cache';
 import type { Logger } from '../../lib/log.ts';
 import type { ChallengeEntry, Payment } from '../../x402/schemas.ts';
 import type { SettleResponseV2 } from '../../x402/v2.ts';
@@ -137,6 +138,12 @@ export function createPaymentGate(
   };
 }
 
+/**
+ * Payments of a scheme whose verdict lasts, verified whole (their signature too) in the last few
+ * seconds, by their header and terms: long enough for one call's stages to verify it once.
+ */
+const verifiedLately = new LRUCache<string, GateVerifyResult & { ok: true }>({ max: 1_000, ttl: 10_000 });
+
 /** An offered payment, verified against the terms of the entry it pays. */
 type VerifiedOffer = {
   dialect: Dialect;
@@ -214,11 +221,17 @@ async function verifiedOffer(
   const decoded = decodeOffer(config, offer, entries);
   if (!decoded) throw new PaymentRefused('invalid payment', entries);
   const { payment, paymentId, requirements, scheme } = decoded;
+  // The same header verified whole moments ago against the same terms (a public call's precheck,
+  // then its payer, then its payment): its verdict, with no second signature recovery.
+  const memo = scheme.verdictLasts && 'header' in offer ? `${offer.header}\n${JSON.stringify(requirements)}` : null;
+  const remembered = memo ? verifiedLately.get(memo) : undefined;
   // Not with a payment identifier: the identifier's earlier answer is given before the admission.
-  let verified =
-    signatureLater && !paymentId && scheme.verifyTerms
+  let verified: GateVerifyResult =
+    remembered ??
+    (signatureLater && !paymentId && scheme.verifyTerms
       ? await scheme.verifyTerms(config, payment, requirements)
-      : await scheme.verify(config, payment, requirements);
+      : await scheme.verify(config, payment, requirements));
+  if (memo && verified.ok && !verified.signed) verifiedLately.set(memo, verified);
   // The precheck asks no database: an expired payment may still resume at the flow.
   if (!verified.ok && verified.cause === 'expired' && !resume) return null;
   if (!verified.ok && verified.cause === 'expired') {

@@ -38,6 +38,11 @@ export type GatewayScheme = {
    * before the upstream is called and settled only once the answer is complete, never before.
    */
   readonly settlesAfterCall: boolean;
+  /**
+   * Its payment's verification does not depend on when it is made (no validity window, no
+   * on-chain question): the flow may remember a payment verified whole for a few seconds.
+   */
+  readonly verdictLasts?: boolean;
   /** The v2 extensions its 402 declares when it is offered (none: `{}`). */
   readonly extensions: Readonly<Record<string, unknown>>;
   /**

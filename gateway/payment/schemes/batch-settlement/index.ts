@@ -52,6 +52,8 @@ export const batchSettlementGatewayScheme: GatewayScheme = {
   protocol: batchSettlementProtocol,
   readsFacilitator: true,
   settlesAfterCall: true,
+  // Its vouchers have no validity window, and their signer is recovered, never asked (no ERC-1271).
+  verdictLasts: true,
   extensions: {},
 
   challengeEntry(config, price, resource, facilitator) {
