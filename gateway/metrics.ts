@@ -96,6 +96,12 @@ const channelsQuarantined = counter({
   labelNames: ['cause'] as const,
 });
 
+/** Payment channels this API process holds between calls (payment/channels/owners.ts). */
+export const channelsHeld = gauge({
+  name: 'gateway_channels_held',
+  help: 'Batch-settlement payment channels this API process holds between calls (their lease kept, their state in memory)',
+});
+
 /** A channel set aside by the claims (channel-claims/claims.ts). */
 export function recordChannelQuarantined(cause: string): void {
   channelsQuarantined.inc({ cause });

@@ -14,6 +14,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { closeWithOrm } from '../../db/orm.ts';
+import { channelsHeld } from '../../metrics.ts';
 import type { Logger } from '../../../lib/log.ts';
 import { errorKind } from '../../../lib/error-kind.ts';
 import type { ChangeFeed } from '../../db/change-feed.ts';
@@ -132,6 +133,7 @@ export function createChannelOwners(
           wanted: false,
         };
         held.set(channelId, h);
+        channelsHeld.inc();
         return h;
       },
       unhold() {
@@ -168,6 +170,7 @@ export function createChannelOwners(
   function drop(channelId: string, h: Held): void {
     if (held.get(channelId) !== h) return;
     held.delete(channelId);
+    channelsHeld.dec();
     clearInterval(h.renewal);
     if (h.idle) clearTimeout(h.idle);
   }
