@@ -55,7 +55,12 @@ describe('batch-settlement: calls paid from a channel', function () {
         // the test's process kill breaks it.
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.write('data: {"first":true}\n\n');
-        held.get(String(req.headers['x-hold']))?.then(() => res.end('data: {"last":true}\n\n'));
+        // `x-beat`: an event a second meanwhile, so the gateway's idle timeout never ends the stream.
+        const beat = req.headers['x-beat'] ? setInterval(() => res.write('data: {"beat":true}\n\n'), 1_000) : null;
+        held.get(String(req.headers['x-hold']))?.then(() => {
+          if (beat) clearInterval(beat);
+          res.end('data: {"last":true}\n\n');
+        });
         return;
       }
       if (req.headers['x-fail']) {
@@ -110,14 +115,22 @@ describe('batch-settlement: calls paid from a channel', function () {
     return { status: res.status, text, id: res.headers.get('x-gateway-invocation-id') };
   }
 
-  /** A paid stream the upstream holds open after its first event, until `end` (the test's `x-hold`). */
-  async function heldStream(pay: typeof fetch, agentId: string, base = stack().apiUrl) {
+  /**
+   * A paid stream the upstream holds open after its first event, until `end` (the test's
+   * `x-hold`); `beat`: an event every second meanwhile (past the stack's 5 s idle timeout).
+   */
+  async function heldStream(pay: typeof fetch, agentId: string, base = stack().apiUrl, beat = false) {
     const key = randomUUID();
     let end!: () => void;
     held.set(key, new Promise<void>((resolve) => (end = resolve)));
     const res = await pay(`${base}/v1/proxy/${agentId}/stream`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json', 'x-hold': key },
+      headers: {
+        authorization: `Bearer ${paying.token}`,
+        'content-type': 'application/json',
+        'x-hold': key,
+        ...(beat ? { 'x-beat': '1' } : {}),
+      },
       body: '{}',
     });
     return { res, end };
@@ -394,7 +407,7 @@ describe('batch-settlement: calls paid from a channel', function () {
   });
   it('a charge its voucher no longer covers adds nothing, and the channel is still let go; a running call renews its hold', async () => {
     const { agentId, pay, channelId } = await openedChannel();
-    const { res: res, end } = await heldStream(pay, agentId);
+    const { res, end } = await heldStream(pay, agentId);
     assert.equal(res.status, 200);
     const id = res.headers.get('x-gateway-invocation-id')!;
     const body = res.text();
@@ -430,7 +443,7 @@ describe('batch-settlement: calls paid from a channel', function () {
     // its call and binds its payment before it is forwarded (the forwarding mark).
     const api = await startApiProcess({ CHANNEL_HOLD_IDLE_MS: '0' });
     try {
-      const { res: res, end } = await heldStream(pay, agentId, api.url);
+      const { res, end } = await heldStream(pay, agentId, api.url);
       assert.equal(res.status, 200);
       const id = res.headers.get('x-gateway-invocation-id')!;
       const body = res.text();
@@ -726,7 +739,7 @@ describe('batch-settlement: calls paid from a channel', function () {
     it('a call that gave up waiting for its turn does not leave the channel held: let go once unused after the long call ends', async () => {
       const { agentId, pay, channelId } = await openedChannel();
       // A long stream holds the channel's turn here.
-      const { res: long, end } = await heldStream(pay, agentId);
+      const { res: long, end } = await heldStream(pay, agentId, stack().apiUrl, true);
       assert.equal(long.status, 200);
       const longBody = long.text();
       // A second call waits for the turn past CHANNEL_WAIT_MS and is told the channel is busy.
