@@ -206,9 +206,7 @@ export function paymentStage(
   call: ProxyCall,
   headers: PaymentHeaders,
 ): Promise<PaymentRecord | null> {
-  // The streaming endpoint writes a paid call's row as it forwards it (api/invoke/stream-record.ts).
-  const paying = call.mode === 'streaming' ? { ...call, recordsAsItForwards: true } : call;
-  return answering(gate.config, call, () => payForCall(deps, gate, paying, headers));
+  return answering(gate.config, call, () => payForCall(deps, gate, call, headers));
 }
 
 /**

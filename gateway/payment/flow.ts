@@ -109,11 +109,11 @@ export type PaymentCall = {
   mcp: { payment?: unknown; forwardBody?: Buffer } | null;
   a2a?: { x402?: { paid: boolean; payload: unknown } | null } | null;
   /**
-   * The door writes the call's row with its payment as it forwards it, and answers only once
-   * that is written (the streaming endpoint): a voucher may be admitted on a channel this
-   * process holds between calls (channels/owners.ts).
+   * `streaming`: the call's row is written with its payment as it is forwarded, and answered
+   * only once that is written (api/invoke/stream-record.ts): a voucher may be admitted on a
+   * channel this process holds between calls (channels/owners.ts).
    */
-  recordsAsItForwards?: boolean;
+  mode?: 'transactional' | 'streaming';
 };
 
 export function createPaymentGate(
@@ -290,7 +290,7 @@ export async function payForCall(
   headers: PaymentHeaders,
 ): Promise<PaymentRecord | null> {
   // A voucher's signature may be checked as its call's first write goes (channels/admission.ts).
-  const offer = await verifiedOffer(deps, gate, call, headers, true, call.recordsAsItForwards === true);
+  const offer = await verifiedOffer(deps, gate, call, headers, true, call.mode === 'streaming');
   if (!offer) return null;
   if (offer.scheme.protocol.name === SCHEME_BATCH_SETTLEMENT) return payFromChannel(deps, gate, call, offer);
   if (offer.verified.signed && !(await offer.verified.signed()))
@@ -410,7 +410,7 @@ async function payFromChannel(
       tenantId: call.caller.tenantId,
       agentId: call.agent.id,
       requestId: call.requestId,
-      recordsAsItForwards: call.recordsAsItForwards === true,
+      recordsAsItForwards: call.mode === 'streaming',
     },
     { ...offer, payer: offer.verified.payer, nonce: offer.verified.nonce, signed: offer.verified.signed ?? null },
   );

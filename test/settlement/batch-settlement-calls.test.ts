@@ -72,8 +72,13 @@ describe('batch-settlement: calls paid from a channel', function () {
   });
   after(() => upstream.close());
 
-  async function channelAgent(payTo: string, token = paying.token): Promise<string> {
+  async function channelAgent(
+    payTo: string,
+    token = paying.token,
+    fields: Record<string, unknown> = {},
+  ): Promise<string> {
     return createAgent(token, {
+      ...fields,
       upstream_url: upstream.url,
       pricing: {
         scheme: 'batch-settlement',
@@ -845,19 +850,7 @@ describe('batch-settlement: calls paid from a channel', function () {
     });
 
     it("a public agent's channel, paid by an anonymous payer: one deposit, then vouchers served on the held channel", async () => {
-      const agentId = await createAgent(paying.token, {
-        upstream_url: upstream.url,
-        public: true,
-        pricing: {
-          scheme: 'batch-settlement',
-          amount: String(CEILING),
-          asset: 'USDC',
-          network: 'base',
-          pay_to: newPayTo(),
-          min_deposit: String(MIN_DEPOSIT),
-          withdraw_delay: 900,
-        },
-      });
+      const agentId = await channelAgent(newPayTo(), paying.token, { public: true });
       const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
       const before = await balanceOf(paying.provider, payer.address);
       const { fetch: pay } = channelClient(payer);

@@ -181,6 +181,43 @@ function escrowCause(type: 'voucher' | 'refund', signed: bigint, channel: Channe
   return below ? 'invalid_batch_settlement_evm_cumulative_below_claimed' : null;
 }
 
+/** Whether the channel's mirror of the chain is too old to check a voucher against. */
+const stale = (row: ChannelRow) => !row.syncedAt || Date.now() - row.syncedAt.getTime() > MIRROR_FRESH_MS;
+
+/** The channel's on-chain state read again and mirrored (PaymentStillSettling when the chain does not answer). */
+async function readAgain(store: ChannelStore, config: PaymentConfig, channelId: string): Promise<ChannelRow> {
+  try {
+    const readAt = new Date();
+    return await store.mirror(channelId, await readChannel(config.contractSignatures, channelId), readAt);
+  } catch {
+    throw new PaymentStillSettling();
+  }
+}
+
+/**
+ * Refuses a payment its channel's state does not admit: a voucher or deposit while a timed
+ * withdrawal is pending, and a cumulative ceiling other than `expected` (the corrective 402,
+ * carrying the channel's state and the payer's latest voucher).
+ */
+function refuseByState(
+  log: Logger,
+  call: { requestId: string },
+  entries: ChallengeEntry[],
+  refused: (cause: string, reason?: string) => PaymentRefused,
+  channel: ChannelRow,
+  type: BatchSettlementPayload['type'],
+  signed: bigint,
+  expected: bigint,
+): void {
+  if (type !== 'refund' && channel.withdrawRequestedAt > 0) throw refused('withdrawal_pending', WITHDRAWAL_PENDING);
+  if (signed === expected) return;
+  log.info(
+    { requestId: call.requestId, channelId: channel.id, signed: String(signed), expected: String(expected) },
+    'channel voucher mismatch: corrective 402',
+  );
+  throw new PaymentRefused(CUMULATIVE_MISMATCH, correctiveEntries(entries, channel));
+}
+
 /** The lease a call takes on its channel, for LEASE_SECONDS. */
 function leaseOf(
   channelId: string,
@@ -241,16 +278,10 @@ async function admitOnHeldChannel(
       if (leased === 'busy') throw new ChannelBusy(entries);
       held = turn.hold(leased.lease.token, call.tenantId, leased.channel);
     }
-    if (!held.row.syncedAt || Date.now() - held.row.syncedAt.getTime() > MIRROR_FRESH_MS) {
-      try {
-        const readAt = new Date();
-        const mirrored = await store.mirror(channelId, await readChannel(config.contractSignatures, channelId), readAt);
-        // The chain's side from the read; the charged total and the latest voucher stay the
-        // held state's (its last charges may not be written yet).
-        held.row = newer(held.row, mirrored);
-      } catch {
-        throw new PaymentStillSettling();
-      }
+    if (stale(held.row)) {
+      // The chain's side from the read; the charged total and the latest voucher stay the held
+      // state's (its last charges may not be written yet).
+      held.row = newer(held.row, await readAgain(store, config, channelId));
     }
     const channel = held.row;
     if (channel.balance === 0n) {
@@ -260,20 +291,8 @@ async function admitOnHeldChannel(
       await store.letGo({ channelId, token: held.token }).catch(() => undefined);
       throw refused('invalid_batch_settlement_evm_channel_not_found');
     }
-    if (channel.withdrawRequestedAt > 0) throw refused('withdrawal_pending', WITHDRAWAL_PENDING);
     const signed = BigInt(payload.voucher.maxClaimableAmount);
-    if (signed !== channel.charged + ceiling) {
-      deps.log.info(
-        {
-          requestId: call.requestId,
-          channelId,
-          signed: String(signed),
-          expected: String(channel.charged + ceiling),
-        },
-        'channel voucher mismatch: corrective 402',
-      );
-      throw new PaymentRefused(CUMULATIVE_MISMATCH, correctiveEntries(entries, channel));
-    }
+    refuseByState(deps.log, call, offer.entries, refused, channel, 'voucher', signed, channel.charged + ceiling);
     const cause = escrowCause('voucher', signed, channel);
     if (cause) throw refused(cause);
     const callToken = randomUUID();
@@ -432,32 +451,16 @@ export async function admitChannelPayment(
   let admitted = false;
   try {
     let channel = leased.channel;
-    const stale = !channel.syncedAt || Date.now() - channel.syncedAt.getTime() > MIRROR_FRESH_MS;
-    if (stale || payload.type !== 'voucher') {
-      try {
-        const readAt = new Date();
-        channel = await store.mirror(channelId, await readChannel(config.contractSignatures, channelId), readAt);
-      } catch {
-        throw new PaymentStillSettling();
-      }
-    }
+    if (stale(channel) || payload.type !== 'voucher') channel = await readAgain(store, config, channelId);
     // Nothing in escrow and no deposit coming: refused before anything else is asked of it (and
     // remembered for a while); its row, if this call made it, is not kept (store.letGo).
     if (payload.type !== 'deposit' && channel.balance === 0n) {
       unfunded.set(channelId, true);
       throw refused('invalid_batch_settlement_evm_channel_not_found');
     }
-    if (payload.type !== 'refund' && channel.withdrawRequestedAt > 0)
-      throw refused('withdrawal_pending', WITHDRAWAL_PENDING);
     const signed = BigInt(payload.voucher.maxClaimableAmount);
     const expected = payload.type === 'refund' ? channel.charged : channel.charged + ceiling;
-    if (signed !== expected) {
-      deps.log.info(
-        { requestId: call.requestId, channelId, signed: String(signed), expected: String(expected) },
-        'channel voucher mismatch: corrective 402',
-      );
-      throw new PaymentRefused(CUMULATIVE_MISMATCH, correctiveEntries(entries, channel));
-    }
+    refuseByState(deps.log, call, entries, refused, channel, payload.type, signed, expected);
     const expectation = {
       chainId: config.domain.chainId,
       asset: requirements.asset,

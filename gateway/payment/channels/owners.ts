@@ -14,6 +14,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { closeWithOrm } from '../../db/orm.ts';
+import { createKeyedQueue } from '../../../lib/keyed-queue.ts';
 import { channelsHeld } from '../../metrics.ts';
 import type { Logger } from '../../../lib/log.ts';
 import { errorKind } from '../../../lib/error-kind.ts';
@@ -80,25 +81,22 @@ export function createChannelOwners(
 ) {
   const { idleMs } = opts;
   const held = new Map<string, Held>();
-  /** The last turn taken on each channel: the next waits for it. */
-  const tails = new Map<string, Promise<void>>();
+  /** Each channel's turns, in arrival order: a turn is a task that lasts until it ends. */
+  const turns = createKeyedQueue();
   /** The admitted call whose turn it is, by channel. */
   const active = new Map<string, { call: string; voucher: Voucher; turn: ChannelTurn }>();
   let closed = false;
 
   /** Waits for the channel's turn, at most `waitMs`; null when it did not come in time. */
   async function turn(channelId: string, waitMs: number): Promise<ChannelTurn | null> {
-    const before = tails.get(channelId) ?? Promise.resolve();
     let end!: () => void;
     const mine = new Promise<void>((resolve) => (end = resolve));
-    const tail = before.then(() => mine);
-    tails.set(channelId, tail);
-    void tail.then(() => {
-      if (tails.get(channelId) === tail) tails.delete(channelId);
-    });
+    let started!: () => void;
+    const comes = new Promise<true>((resolve) => (started = () => resolve(true)));
+    void turns(channelId, () => (started(), mine));
     let timer: NodeJS.Timeout | undefined;
     const came = await Promise.race([
-      before.then(() => true),
+      comes,
       new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), waitMs))),
     ]).finally(() => clearTimeout(timer));
     if (!came) {
