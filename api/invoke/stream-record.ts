@@ -225,13 +225,13 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
         // charge's write follows the row's, after the channel's earlier ones (owners.ts).
         finished = true;
         owners?.finish(channel!.id, turn.call, BigInt(done.paymentCharge ?? '0'), () =>
-          committed.then(() => commitChannelCharge(deps.orm, row.id, true)),
+          committed.then(() => commitChannelCharge(services.statements, row.id, true)),
         );
       } else if (charged && row.paymentChannel) {
         // A channel payment's charge is committed here, as the row completes, so the payer's
         // next call finds its channel free and its charged total current; a commit that fails
         // is left to the due-charges round.
-        const commit = committed.then(() => commitChannelCharge(deps.orm, row.id));
+        const commit = committed.then(() => commitChannelCharge(services.statements, row.id));
         noteChannelCommit(row.paymentChannel, commit);
         commit.catch((err: unknown) =>
           deps.log.warn({ invocationId: row.id, err: errorKind(err) }, 'could not commit a channel charge'),

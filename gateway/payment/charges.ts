@@ -32,6 +32,7 @@ import type { ChargeSettlementState, SignedPayment } from './entity.ts';
 import type { FacilitatorClient } from './facilitator-client.ts';
 import { gatewayScheme } from './schemes/index.ts';
 import { commitChannelCharge } from './channels/store.ts';
+import { createStatementPool, type StatementPool } from '../db/statement-pool.ts';
 import { TenantSlots } from '../upstream/tenant-slots.ts';
 import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 
@@ -134,6 +135,9 @@ export function createChargeSettler(deps: ChargeDeps) {
   const execute = <T extends object[]>(sql: string, params: unknown[]) =>
     deps.orm.em.getConnection().execute<T>(sql, params);
   const load = async (invocationId: string) => (await execute<ChargeRow[]>(LOAD, [invocationId]))[0];
+  // The channel commit's prepared statement, on a pool opened when this process first commits one.
+  let channelStatements: StatementPool | undefined;
+  const statements = () => (channelStatements ??= createStatementPool(deps.orm, 'gateway-charges'));
   // Each tenant's charges in flight to its facilitator, in this process.
   const slots = new TenantSlots(deps.config.payment.chargeTenantConcurrency);
 
@@ -176,7 +180,7 @@ export function createChargeSettler(deps: ChargeDeps) {
     // nothing: settled with nothing moved, as an `upto` charge of 0 is.
     if (!signed?.channelLease && charge === 0n) return record(invocationId, 'settled', null, null);
     if (!signed?.channelLease) return record(invocationId, 'failed', null, 'signed_payment_missing');
-    const { recorded, committed } = await commitChannelCharge(deps.orm, invocationId);
+    const { recorded, committed } = await commitChannelCharge(statements(), invocationId);
     if (recorded) recordMeteredCharge(committed ? 'settled' : 'failed', committed ? null : 'voucher_exceeded');
     const row = await load(invocationId);
     return row ? outcomeOf(row) : { ...NOT_METERED };

@@ -15,6 +15,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { ChannelConfig } from '../../../x402/schemes/batch-settlement/schemas.ts';
 import type { OnChainChannel } from '../schemes/batch-settlement/chain.ts';
 import { CHANGE_FEED_CHANNEL, FEED_NOTICE } from '../../db/change-feed.ts';
+import { numbered, type StatementPool } from '../../db/statement-pool.ts';
 
 /** A channel as its admission reads it. */
 export type ChannelRow = {
@@ -344,12 +345,20 @@ export async function releaseChannelLease(
 /** What a charge's commit did: whether it was recorded now, fitted a voucher, found the lease the call's, and the channel after. */
 export type CommittedCharge = { recorded: boolean; committed: boolean; held: boolean; row: ChannelRow | null };
 
+// Prepared once per connection: every voucher call commits a charge, and PostgreSQL parsing and
+// planning this statement afresh cost it about 0.8 ms a call, four times its execution.
+const COMMIT_PREPARED = numbered(COMMIT);
+
 /**
  * Commits a completed call's charge to its channel; `recorded` false when it was recorded before
  * (or is not due). `keep`: the lease stays (renewed) with the process holding the channel.
  */
-export async function commitChannelCharge(orm: MikroORM, invocationId: string, keep = false): Promise<CommittedCharge> {
-  const [row] = await orm.em.getConnection().execute<Raw[]>(COMMIT, [invocationId, keep, LEASE_SECONDS, keep]);
+export async function commitChannelCharge(
+  statements: StatementPool,
+  invocationId: string,
+  keep = false,
+): Promise<CommittedCharge> {
+  const [row] = await statements.rows('gw_channel_commit', COMMIT_PREPARED, [invocationId, keep, LEASE_SECONDS, keep]);
   return {
     recorded: Number(row?.recorded ?? 0) > 0,
     committed: row?.committed === true,
