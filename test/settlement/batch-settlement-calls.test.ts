@@ -23,7 +23,7 @@ import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
 import { claimWorkflowId, startChannelClaims } from '../../temporal/claim-start.ts';
 import { startDueClaims } from '../../temporal/claims-due.ts';
 import { createLogger } from '../../lib/log.ts';
-import { renewChannelLease } from '../../gateway/payment/channels/store.ts';
+import { HOLD_LEASE_SECONDS, HOLD_RENEW_EVERY_MS, renewChannelLease } from '../../gateway/payment/channels/store.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
 import { balanceOf, newPayTo, newWallet, settlingTenant } from '../support/x402.ts';
 import { rpcReader, settleLostCharge } from '../support/upto.ts';
@@ -685,6 +685,64 @@ describe('batch-settlement: calls paid from a channel', function () {
         keeper.child.kill('SIGKILL');
         await exited(keeper.child);
       }
+    });
+
+    it('a process killed while it holds a channel idle keeps it from the payer for its short hold lease, not the call lease', async () => {
+      const { agentId, pay, channelId } = await openedChannel();
+      const keeper = await startApiProcess({ CHANNEL_HOLD_IDLE_MS: '60000' });
+      try {
+        const kept = await paidStream(pay, agentId, {}, paying.token, keeper.url);
+        assert.equal(kept.status, 200, kept.text);
+        await waitForRow(kept.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+        const token = await holder(channelId);
+        assert.notEqual(token, null, 'held by the keeper');
+        // The short lease is renewed while held: it runs further on under the same token.
+        const leaseEnd = async () =>
+          Number(
+            (
+              await stack()
+                .orm.em.getConnection()
+                .execute<Array<{ ms: string }>>(
+                  `select (extract(epoch from busy_until) * 1000)::bigint::text as ms from channels where id = ? and busy_invocation = ?`,
+                  [channelId, token],
+                )
+            )[0]?.ms ?? 0,
+          );
+        const first = await leaseEnd();
+        assert.ok(first > 0);
+        await waitFor(async () => (await leaseEnd()) > first, {
+          timeoutMs: HOLD_RENEW_EVERY_MS + 5_000,
+          everyMs: 200,
+          what: 'the hold renewed',
+        });
+      } finally {
+        // Dead with no call running: no lost stream for the sweep to find, nothing lets the channel go.
+        keeper.child.kill('SIGKILL');
+        await exited(keeper.child);
+      }
+      const killed = Date.now();
+      let busy = 0;
+      const served = await waitFor(
+        async () => {
+          const res = await paidStream(pay, agentId);
+          if (res.status !== 200) {
+            assert.equal(res.status, 402, res.text);
+            assert.match(res.text, /channel_busy/);
+            busy++;
+          }
+          return res.status === 200 && res;
+        },
+        {
+          timeoutMs: (HOLD_LEASE_SECONDS + 15) * 1000,
+          everyMs: 500,
+          what: 'the channel taken over from the dead holder',
+        },
+      );
+      const after = Date.now() - killed;
+      assert.ok(busy > 0, "busy while the dead holder's lease ran");
+      assert.ok(after < (HOLD_LEASE_SECONDS + 10) * 1000, `served ${after} ms after the kill`);
+      await waitForRow(served.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+      assert.equal((await channelRow(channelId)).charged_cumulative, String(3n * CEILING), 'each served call once');
     });
 
     it('a voucher whose signature does not hold on a held channel: 402, nothing forwarded, nothing of it kept; the genuine one is served', async () => {

@@ -31,6 +31,7 @@ import { earlierRefundNonce, recordRefund, refundPaymentNonce } from './refunds.
 import { channelCommitOrTimeout } from './local-releases.ts';
 import {
   createChannelStore,
+  HOLD_LEASE_SECONDS,
   LEASE_SECONDS,
   type ChannelLease,
   type ChannelRow,
@@ -218,18 +219,20 @@ function refuseByState(
   throw new PaymentRefused(CUMULATIVE_MISMATCH, correctiveEntries(entries, channel));
 }
 
-/** The lease a call takes on its channel, for LEASE_SECONDS. */
+/** The lease a call takes on its channel, for LEASE_SECONDS (a hold's, HOLD_LEASE_SECONDS: its holder renews it). */
 function leaseOf(
   channelId: string,
   call: { tenantId: string; agentId: string },
   payload: BatchSettlementPayload,
+  hold = false,
 ): Parameters<ChannelStore['lease']>[0] {
   return {
     channelId,
     tenantId: call.tenantId,
     agentId: call.agentId,
     config: payload.channelConfig,
-    seconds: LEASE_SECONDS,
+    seconds: hold ? HOLD_LEASE_SECONDS : LEASE_SECONDS,
+    hold,
   };
 }
 
@@ -273,7 +276,7 @@ async function admitOnHeldChannel(
       if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
       if (unfunded.has(channelId) && !(await store.funded(channelId)))
         throw refused('invalid_batch_settlement_evm_channel_not_found');
-      const leased = await leaseWithin(store, { ...leaseOf(channelId, call, payload), hold: true });
+      const leased = await leaseWithin(store, leaseOf(channelId, call, payload, true));
       if (leased === 'foreign') throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
       if (leased === 'busy') throw new ChannelBusy(entries);
       held = turn.hold(leased.lease.token, call.tenantId, leased.channel);

@@ -9,8 +9,10 @@
 // has been written) when no call used it for CHANNEL_HOLD_IDLE_MS, when another process asks for it (a
 // `channel-wanted:<id>` notification on the change feed, sent by a lease that found it busy), or
 // when a payment this path does not take (a deposit, a refund, a payment identifier, a
-// transactional call) comes for it here. The lease is renewed while held; a renewal or a commit
-// that finds it taken from under this process ends the hold at once.
+// transactional call) comes for it here. The lease is short (HOLD_LEASE_SECONDS: a process that
+// dies holding a channel keeps it from the payer that long at most) and renewed while held, every
+// hold of the process in one statement; a renewal or a commit that finds it taken from under this
+// process ends the hold at once.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { closeWithOrm } from '../../db/orm.ts';
@@ -22,18 +24,21 @@ import type { ChangeFeed } from '../../db/change-feed.ts';
 import type { ChannelRow, CommittedCharge } from './store.ts';
 import {
   CHANNEL_WANTED,
-  LEASE_RENEW_EVERY_MS,
+  HOLD_LEASE_SECONDS,
+  HOLD_RENEW_EVERY_MS,
   LEASE_SECONDS,
   releaseChannelLease,
-  renewChannelLease,
+  renewChannelHolds,
 } from './store.ts';
 
 /** How long letting a channel go waits for this process's commits on it to be written. */
 const COMMITS_WAIT_MS = 10_000;
 /** How long a stopping process waits to let its held channels go (a lease left behind lapses by itself). */
 const CLOSE_MS = 2_000;
-/** A hold is trusted for the lease's length less this margin after it was last renewed (a paused process's clock). */
-const HOLD_MARGIN_MS = 30_000;
+/** A hold is trusted for its lease's length less this margin after it was last renewed (a paused process's clock). */
+const HOLD_MARGIN_MS = 5_000;
+/** Until when a hold whose lease was renewed (or taken) at `at` is trusted without asking the database. */
+const trustedFrom = (at: number) => at + HOLD_LEASE_SECONDS * 1000 - HOLD_MARGIN_MS;
 
 /** A channel this process holds: its lease token, its tenant and its state as this process keeps it. */
 type HeldChannel = {
@@ -48,7 +53,6 @@ type Held = HeldChannel & {
   /** This process's charge commits on the channel, in call order; the release waits for them. */
   commits: Promise<void>;
   idle: NodeJS.Timeout | null;
-  renewal: NodeJS.Timeout;
   wanted: boolean;
 };
 
@@ -86,6 +90,9 @@ export function createChannelOwners(
   /** The admitted call whose turn it is, by channel. */
   const active = new Map<string, { call: string; voucher: Voucher; turn: ChannelTurn }>();
   let closed = false;
+  /** The renewal of every hold, running while any is held. */
+  let renewals: NodeJS.Timeout | null = null;
+  let renewing = false;
 
   /** Waits for the channel's turn, at most `waitMs`; null when it did not come in time. */
   async function turn(channelId: string, waitMs: number): Promise<ChannelTurn | null> {
@@ -118,20 +125,18 @@ export function createChannelOwners(
         return h ?? null;
       },
       hold(token, tenantId, row) {
-        const renewal = setInterval(() => void renew(channelId), LEASE_RENEW_EVERY_MS);
-        renewal.unref();
         const h: Held = {
           token,
           tenantId,
           row,
-          trustedUntil: Date.now() + LEASE_SECONDS * 1000 - HOLD_MARGIN_MS,
+          trustedUntil: trustedFrom(Date.now()),
           commits: Promise.resolve(),
           idle: null,
-          renewal,
           wanted: false,
         };
         held.set(channelId, h);
         channelsHeld.inc();
+        renewals ??= setInterval(() => void renewAll(), HOLD_RENEW_EVERY_MS).unref();
         return h;
       },
       unhold() {
@@ -169,19 +174,34 @@ export function createChannelOwners(
     if (held.get(channelId) !== h) return;
     held.delete(channelId);
     channelsHeld.dec();
-    clearInterval(h.renewal);
     if (h.idle) clearTimeout(h.idle);
   }
 
-  async function renew(channelId: string): Promise<void> {
-    const h = held.get(channelId);
-    if (!h) return;
+  /** Renews every hold's lease in one statement; a hold whose lease is another's now ends. */
+  async function renewAll(): Promise<void> {
+    if (held.size === 0 && renewals) {
+      clearInterval(renewals);
+      renewals = null;
+    }
+    if (renewing || held.size === 0) return;
+    renewing = true;
+    const holds = [...held.entries()];
+    const sent = Date.now();
     try {
-      const kept = await renewChannelLease(orm, channelId, h.token);
-      if (kept) h.trustedUntil = Date.now() + LEASE_SECONDS * 1000 - HOLD_MARGIN_MS;
-      else drop(channelId, h);
-    } catch {
-      // Not renewed now: the lease still runs; the hold is trusted until trustedUntil.
+      const kept = await renewChannelHolds(
+        orm,
+        holds.map(([id, h]) => ({ id, token: h.token })),
+      );
+      for (const [id, h] of holds) {
+        if (held.get(id) !== h) continue;
+        if (kept.has(id)) h.trustedUntil = trustedFrom(sent);
+        else drop(id, h);
+      }
+    } catch (err) {
+      // Not renewed now: the leases still run; each hold is trusted until its trustedUntil.
+      log.warn({ channels: holds.length, err: errorKind(err) }, 'could not renew held channels');
+    } finally {
+      renewing = false;
     }
   }
 
@@ -254,10 +274,15 @@ export function createChannelOwners(
         };
       h.commits = h.commits.then(async () => {
         try {
+          const sent = Date.now();
           const outcome = await commit();
           // A commit that found the lease another's: the hold is over (the lease is theirs now).
           if (outcome.recorded && !outcome.held) drop(channelId, h);
-          else if (outcome.row && held.get(channelId) === h) h.row = newer(h.row, outcome.row);
+          else if (held.get(channelId) === h) {
+            // The commit renewed the lease it found still this process's.
+            if (outcome.held) h.trustedUntil = Math.max(h.trustedUntil, trustedFrom(sent));
+            if (outcome.row) h.row = newer(h.row, outcome.row);
+          }
         } catch (err) {
           // Left to the due-charges round (charges.ts), which commits it the same way.
           log.warn({ channelId, err: errorKind(err) }, 'could not commit a held channel charge');
@@ -272,6 +297,8 @@ export function createChannelOwners(
     /** Lets every held channel go (the process stops), waiting at most CLOSE_MS for calls still on them. */
     async close(): Promise<void> {
       closed = true;
+      if (renewals) clearInterval(renewals);
+      renewals = null;
       const released = Promise.all([...held.keys()].map((id) => letGo(id).catch(() => undefined)));
       await Promise.race([released, sleep(CLOSE_MS, undefined, { ref: false })]);
     },

@@ -318,6 +318,28 @@ const RENEW = `update channels set busy_until = now() + make_interval(secs => ?)
 export const LEASE_SECONDS = 120;
 /** How often a running call renews its hold (a stream may run far longer than the lease). */
 export const LEASE_RENEW_EVERY_MS = 30_000;
+/**
+ * The lease of a channel held between calls (owners.ts): short, so a process that dies holding a
+ * channel idle (no call of its running, none for the lost-stream sweep to find) keeps the payer's
+ * calls elsewhere waiting this long at most; its holder renews every HOLD_RENEW_EVERY_MS.
+ */
+export const HOLD_LEASE_SECONDS = 15;
+export const HOLD_RENEW_EVERY_MS = 5_000;
+
+// The holds of one process renewed together, one statement for all of them.
+const RENEW_HOLDS = `update channels c set busy_until = now() + make_interval(secs => ?), updated_at = now()
+  from jsonb_to_recordset(?::jsonb) as h(id text, token text)
+  where c.id = h.id and c.busy_invocation = h.token returning c.id`;
+
+/** Renews the leases of the channels held under these tokens; answers the ids whose lease was still theirs. */
+export async function renewChannelHolds(
+  orm: MikroORM,
+  holds: Array<{ id: string; token: string }>,
+): Promise<Set<string>> {
+  if (holds.length === 0) return new Set();
+  const rows = await orm.em.getConnection().execute<Raw[]>(RENEW_HOLDS, [HOLD_LEASE_SECONDS, JSON.stringify(holds)]);
+  return new Set(rows.map((r) => r.id as string));
+}
 
 /** Keeps the hold on its channel (a running call's, a held channel's); false when it holds it no more. */
 export async function renewChannelLease(orm: MikroORM, channelId: string, token: string): Promise<boolean> {
@@ -358,7 +380,8 @@ export async function commitChannelCharge(
   invocationId: string,
   keep = false,
 ): Promise<CommittedCharge> {
-  const [row] = await statements.rows('gw_channel_commit', COMMIT_PREPARED, [invocationId, keep, LEASE_SECONDS, keep]);
+  const seconds = keep ? HOLD_LEASE_SECONDS : LEASE_SECONDS;
+  const [row] = await statements.rows('gw_channel_commit', COMMIT_PREPARED, [invocationId, keep, seconds, keep]);
   return {
     recorded: Number(row?.recorded ?? 0) > 0,
     committed: row?.committed === true,
