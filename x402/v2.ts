@@ -53,8 +53,18 @@ export const PaymentPayloadV2 = z.object({
 });
 export type PaymentPayloadV2 = z.infer<typeof PaymentPayloadV2>;
 
-/** The PAYMENT-RESPONSE header of a settled call. */
-export type SettleResponseV2 = { success: true; transaction: string; network: string; payer: string };
+/**
+ * The PAYMENT-RESPONSE header of a settled call. A scheme may add what its payer keeps between
+ * calls: `batch-settlement`'s deposited `amount` and its `extra` (the call's charge, the channel's state).
+ */
+export type SettleResponseV2 = {
+  success: true;
+  transaction: string;
+  network: string;
+  payer: string;
+  amount?: string;
+  extra?: Record<string, unknown>;
+};
 
 /** The EVM network of a chain id in CAIP-2 (`eip155:8453` for Base). */
 export function caip2Network(chainId: number): string {

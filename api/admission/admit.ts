@@ -109,7 +109,11 @@ export async function admit(
   try {
     place = endpoint.needsBacklogPlace ? reserveBacklogPlace(parts, call) : null;
     const credentialHeaders = await credentialStage(parts, call, endpoint.credential);
-    call.payment = await paymentStage(deps, parts.payment, call, headers);
+    try {
+      call.payment = await paymentStage(deps, parts.payment, call, headers);
+    } catch (err) {
+      throw admitted.refused ? await admitted.refused(call, err) : err;
+    }
     if (call.payment) await admitted.settled?.();
     return { call, body, declaredLength: received.declaredLength, place, credentialHeaders, budget };
   } catch (err) {

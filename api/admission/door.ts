@@ -26,6 +26,11 @@ export type Admitted = {
   identify?(call: ProxyCall): Promise<void>;
   /** Runs once the payment stage accepted the call's payment (public-door.ts: the client's attempt token comes back). */
   settled?(): Promise<void>;
+  /**
+   * The door's own answer of the payment stage's refusal, or the refusal unchanged (public-door.ts:
+   * a payment asked again under the x402 A2A transport keeps its message for the next payment).
+   */
+  refused?(call: ProxyCall, err: unknown): Promise<unknown>;
 };
 
 /**

@@ -21,7 +21,7 @@ import { notFound } from '../errors.ts';
 import { bucketsFor, type Bucket } from '../../gateway/ratelimit/index.ts';
 import { ApiError } from '../errors.ts';
 import { challengeEntriesOf, challengeError, payerOf, precheckOffer } from '../payment/stage.ts';
-import { a2aPaymentDeclined, a2aPaymentRequired } from '../payment/a2a-transport.ts';
+import { A2aPaymentAskedAgain, a2aPaymentDeclined, a2aPaymentRequired } from '../payment/a2a-transport.ts';
 import { isCharged } from '../../gateway/payment/pricing.ts';
 import { offeredPayment } from '../../gateway/payment/dialect.ts';
 import { paymentHeadersOf } from '../payment/x402-headers.ts';
@@ -208,6 +208,13 @@ export function publicDoor(
           }
         },
         settled: () => unsettled(),
+        async refused(call, err) {
+          // A corrective refusal of a message paid through the x402 A2A transport: the payment is
+          // asked again on a new payment task keeping the message (the one it named was taken).
+          if (!(err instanceof A2aPaymentAskedAgain)) return err;
+          const client = clientAddress(ctx, deps.config.publicAddress);
+          return a2aPaymentRequired(deps.config.payment, services.a2aPaymentTasks, call, err.entries, client, err);
+        },
       };
     },
   };

@@ -6,7 +6,10 @@
 //   v2 PaymentRequired; the message is kept under the task's id (gateway/a2a/payment-tasks.ts)
 //   for the paying message that names it;
 // - a payment refused before the message ran: a task in `failed` with `payment-failed`, an error
-//   code and a failed receipt;
+//   code and a failed receipt; but a corrective refusal (batch-settlement's: the voucher's
+//   cumulative ceiling is not the channel's) asks for the payment again, `input-required` on a
+//   new payment task keeping the same message, its PaymentRequired carrying the channel's state
+//   and the spec's error code, from which the client's scheme recovers and pays that task;
 // - a payment task the client declines (`payment-rejected`): the task `failed`, its message dropped.
 // A streaming method gets the same task as the one event of an SSE answer. Everything else the
 // gate refuses (429, 503 still settling, 409) keeps its HTTP answer.
@@ -47,9 +50,24 @@ function answer(call: Pick<ProxyCall, 'a2a'>, message: string, result: Record<st
 const idsOf = (call: Pick<ProxyCall, 'a2a'>, taskId: string) => ({ taskId, contextId: call.a2a!.x402!.contextId });
 
 /**
+ * A corrective refusal of a payment made through the extension (the stage's answer of it): the
+ * door asks for the payment again with a2aPaymentRequired, `entries` and the refusal's code.
+ * An HTTP 402 to any door that does not.
+ */
+export class A2aPaymentAskedAgain extends ApiError {
+  readonly entries: ChallengeEntry[];
+  constructor(reason: string, entries: ChallengeEntry[]) {
+    super(402, reason);
+    this.entries = entries;
+  }
+}
+
+/**
  * The `input-required` answer of an unpaid message: the message kept under a new payment task
  * (or the one the message named, still kept), the PaymentRequired of `entries` (the stage's
- * challengeEntriesOf) in its status message.
+ * challengeEntriesOf) in its status message. `again`: a paid message's corrective refusal
+ * (A2aPaymentAskedAgain), asked under a new payment task whatever the message named (a payment
+ * took that one), its PaymentRequired's `error` the refusal's code.
  * Throws 429 when the tenant, or the client (its rate-limit identity), already holds its maximum
  * of pending payment tasks.
  */
@@ -59,10 +77,12 @@ export async function a2aPaymentRequired(
   call: A2aPaidCall,
   entries: ChallengeEntry[],
   client: string,
+  again?: A2aPaymentAskedAgain,
 ): Promise<ApiError> {
   const x402 = call.a2a!.x402!;
-  const required = paymentRequiredV2(config, entries, 'payment required', discoveryExtensionsOf(call));
-  let taskId = x402.paymentTaskId;
+  const error = again?.message ?? 'payment required';
+  const required = paymentRequiredV2(config, entries, error, discoveryExtensionsOf(call));
+  let taskId = again ? null : x402.paymentTaskId;
   if (!taskId) {
     // The parse bounded the body sent; this is the request as it will be kept.
     refuseOversizeA2aMessage(Buffer.byteLength(x402.request, 'utf8'));

@@ -5,7 +5,7 @@
 // PAYMENT-REQUIRED; a refused payment, a 402 with a coarse `{error}` and PAYMENT-REQUIRED; a
 // payment still settling, a 503 with Retry-After; a payment identifier naming another payment,
 // 409; a resend under an identifier already answered, that first 202. A call whose route chose
-// the MCP or A2A answer style gets its 402s in that style (mcp-transport.ts, a2a-transport.ts).
+// the MCP or A2A answer style gets its 402s in that style (api/proxy/mcp.ts, a2a-transport.ts).
 import { ApiError, conflict } from '../errors.ts';
 import type { ProxyCall } from '../proxy/call.ts';
 import type { AppDeps } from '../deps.ts';
@@ -35,6 +35,7 @@ import type { Challenge, ChallengeEntry } from '../../x402/schemas.ts';
 import { PAYMENT_RESPONSE_HEADER, paymentRequiredHeader } from './x402-headers.ts';
 import { inAnswerStyle } from '../proxy/mcp.ts';
 import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
+import { A2aPaymentAskedAgain } from './a2a-transport.ts';
 
 /** Retry-After of a channel held by another call: calls on one channel take as long as their answers. */
 const CHANNEL_BUSY_RETRY_AFTER_S = 1;
@@ -129,7 +130,12 @@ function refusalAnswer(
 function answerOf(config: PaymentConfig, call: AnsweredCall, err: unknown): unknown {
   if (err instanceof PaymentRequired)
     return inAnswerStyle(config, call, err.entries[0], challengeAnswer(config, err.entries, call));
-  if (err instanceof PaymentRefused) return refusalAnswer(config, call, err.entries, err.reason);
+  if (err instanceof PaymentRefused) {
+    // A corrective refusal under the x402 A2A transport is a payment asked again, its message
+    // kept by the door (api/admission/public-door.ts), not a failed task.
+    if (err.corrective && call.paymentAnswer === 'a2a') return new A2aPaymentAskedAgain(err.reason, err.entries);
+    return refusalAnswer(config, call, err.entries, err.reason);
+  }
   if (err instanceof PaymentStillSettling) return stillSettling();
   // batch-settlement: another call holds the channel (the spec's channel_busy), or a cooperative
   // refund was done instead of the call.

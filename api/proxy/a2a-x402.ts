@@ -83,7 +83,6 @@ export async function parseA2aRequest(
     paid: payment.paid,
     payload: payment.payload,
     paymentTaskId: null,
-    request: '',
   };
   if (payment.paymentTaskId) {
     const kept = await tasks.find(agent.id, payment.paymentTaskId);
@@ -97,7 +96,10 @@ export async function parseA2aRequest(
     const forwardBody = Buffer.from(text, 'utf8');
     const facts = parseA2aBody(forwardBody, agent, mode);
     return {
-      a2a: { ...facts, x402: { ...x402, paymentTaskId: kept.taskId, contextId: kept.contextId } },
+      a2a: {
+        ...facts,
+        x402: { ...x402, paymentTaskId: kept.taskId, contextId: kept.contextId, request: kept.request },
+      },
       forwardBody,
     };
   }

@@ -24,7 +24,10 @@ type A2aX402 = {
   paymentTaskId: string | null;
   /** The context the answers name. */
   contextId: string;
-  /** The request to keep if it is asked payment (serialized, without payment keys); '' when it pays a kept one. */
+  /**
+   * The request to keep if it is asked payment (serialized, without payment keys); when it pays a
+   * kept one, that one's, kept again if its payment is asked again (a corrective refusal).
+   */
   request: string;
 };
 

@@ -14,7 +14,7 @@
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../../lib/log.ts';
-import type { ChallengeEntry, Payment } from '../../x402/schemas.ts';
+import { encodeBase64Json, type ChallengeEntry, type Payment } from '../../x402/schemas.ts';
 import type { SettleResponseV2 } from '../../x402/v2.ts';
 import type { VaultConfig } from '../credentials/config.ts';
 import type { VaultClient } from '../credentials/vault.ts';
@@ -422,8 +422,9 @@ async function payFromChannel(
     nonce: admitted.nonce,
     transaction: admitted.transaction,
     dialect: offer.dialect,
-    responseHeader: offer.dialect === 'v1' ? null : admitted.responseHeader,
-    metaResponse: null,
+    responseHeader: offer.dialect === 'v1' ? null : encodeBase64Json(admitted.receipt),
+    // In the JSON-RPC answer too: an MCP or A2A client keeps its channel's state from it.
+    metaResponse: offer.dialect === 'mcp' ? admitted.receipt : null,
     paymentId: offer.paymentId,
     offered: offer.entries,
     channel: admitted.channel,

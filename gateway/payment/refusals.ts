@@ -18,15 +18,19 @@ export class PaymentRequired extends Error {
 /**
  * A payment refused before anything was collected. `reason` is the coarse word the payer is
  * told (`invalid payment`, `payment already used`, or the settlement's `settlement_*`); the
- * precise cause is only logged.
+ * precise cause is only logged. A `corrective` refusal asks the payer to pay again, its entries
+ * carrying the state it lacked (batch-settlement's corrective 402, whose reason is the spec's
+ * code): a transport that answers other refusals as failures asks for the payment instead.
  */
 export class PaymentRefused extends Error {
   readonly reason: string;
   readonly entries: ChallengeEntry[];
-  constructor(reason: string, entries: ChallengeEntry[]) {
+  readonly corrective: boolean;
+  constructor(reason: string, entries: ChallengeEntry[], corrective = false) {
     super(reason);
     this.reason = reason;
     this.entries = entries;
+    this.corrective = corrective;
     this.name = 'PaymentRefused';
   }
 }

@@ -15,6 +15,8 @@ import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/ev
 import { Signature } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { BatchSettlementPayment } from '../../x402/schemes/batch-settlement/schemas.ts';
+import { stack } from './stack.ts';
+import { rpcReader } from './upto.ts';
 
 const BATCH_NETWORK = 'eip155:8453';
 
@@ -100,6 +102,23 @@ export function batchPayer(privateKey: string, opts: { payerAuthorizer?: `0x${st
       return parsed(decodePaymentSignatureHeader(sent[0]!));
     },
   };
+}
+
+/**
+ * The unmodified client a payer runs against the stack: @x402/core's x402Client with
+ * BatchSettlementEvmScheme over `privateKey`, reading the stack's chain (so a client with no
+ * record of its channel recovers it from the chain and a corrective answer), a channel record of
+ * its own, the local token allowed.
+ */
+export function channelBuyer(privateKey: string): x402Client {
+  const signer = toClientEvmSigner(
+    privateKeyToAccount(privateKey as `0x${string}`),
+    rpcReader(stack().infra.chainRpcUrl) as Parameters<typeof toClientEvmSigner>[1],
+  );
+  const scheme = new BatchSettlementEvmScheme(signer, { storage: new InMemoryClientChannelStorage() });
+  const client = new x402Client().register('eip155:*', scheme);
+  client.setSpendControls({ allowedAssets: [{ network: 'eip155:8453', asset: stack().infra.tokenAddress }] });
+  return client;
 }
 
 /** The order of secp256k1's group: s and n - s sign the same message. */

@@ -18,7 +18,7 @@ import type { BatchSettlementPayload } from '../../../x402/schemes/batch-settlem
 import { verifyDeposit } from '../../../x402/schemes/batch-settlement/verify.ts';
 import type { ChallengeEntry, Payment } from '../../../x402/schemas.ts';
 import { encodeBase64Json } from '../../../x402/schemas.ts';
-import { caip2Network } from '../../../x402/v2.ts';
+import { caip2Network, type SettleResponseV2 } from '../../../x402/v2.ts';
 import { loadSettlementClientTls } from '../../settlement/tls.ts';
 import { recordPayment } from '../binding.ts';
 import type { PaymentConfig } from '../config.ts';
@@ -123,7 +123,8 @@ export type AdmittedChannelPayment = {
   nonce: string;
   channel: AdmittedChannel;
   transaction: string | null;
-  responseHeader: string;
+  /** The SettleResponse the payer keeps its channel's state from: PAYMENT-RESPONSE, or in the JSON-RPC answer. */
+  receipt: SettleResponseV2;
 };
 
 /**
@@ -216,7 +217,7 @@ function refuseByState(
     { requestId: call.requestId, channelId: channel.id, signed: String(signed), expected: String(expected) },
     'channel voucher mismatch: corrective 402',
   );
-  throw new PaymentRefused(CUMULATIVE_MISMATCH, correctiveEntries(entries, channel));
+  throw new PaymentRefused(CUMULATIVE_MISMATCH, correctiveEntries(entries, channel), true);
 }
 
 /** The lease a call takes on its channel, for LEASE_SECONDS (a hold's, HOLD_LEASE_SECONDS: its holder renews it). */
@@ -313,7 +314,7 @@ async function admitOnHeldChannel(
         },
       },
       transaction: null,
-      responseHeader: responseHeaderOf(config, offer.payer, channel, ceiling, null, ''),
+      receipt: receiptOf(config, offer.payer, channel, ceiling, null, ''),
     };
   } finally {
     if (!admitted) turn.end();
@@ -556,7 +557,7 @@ export async function admitChannelPayment(
       nonce,
       channel: { id: channelId, leaseToken: lease.token },
       transaction,
-      responseHeader: responseHeaderOf(config, offer.payer, channel, ceiling, transaction, deposited),
+      receipt: receiptOf(config, offer.payer, channel, ceiling, transaction, deposited),
     };
   } finally {
     if (!admitted) await store.letGo(lease as ChannelLease).catch(() => undefined);
@@ -591,25 +592,25 @@ function voucherBinding(
 }
 
 /**
- * The PAYMENT-RESPONSE of an admitted call: the charge it will be committed at when served (its
+ * The SettleResponse of an admitted call: the charge it will be committed at when served (its
  * ceiling; a call whose upstream fails is charged nothing, and the payer's next voucher is then
  * answered the corrective 402) and the channel's state after it.
  */
-function responseHeaderOf(
+function receiptOf(
   config: PaymentConfig,
   payer: string,
   channel: ChannelRow,
   ceiling: bigint,
   transaction: string | null,
   deposited: string,
-): string {
+): SettleResponseV2 {
   const channelState: ChannelState = channelStateOf(channel, channel.charged + ceiling);
-  return encodeBase64Json({
+  return {
     success: true,
     transaction: transaction ?? '',
     network: caip2Network(config.domain.chainId),
     payer,
     amount: deposited,
     extra: { chargedAmount: ceiling.toString(), channelState },
-  });
+  };
 }
