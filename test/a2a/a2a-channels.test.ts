@@ -21,7 +21,7 @@ import { call, callAt, uniqueName } from '../support/http.ts';
 import { startCapturedGateway, type ExtraGateway } from '../support/catalog.ts';
 import { startA2aServer, type A2aUpstream } from '../support/a2a-server.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
-import { channelBuyer } from '../support/batch-settlement.ts';
+import { channelBuyer, forgedVoucher } from '../support/batch-settlement.ts';
 import { balanceOf, newPayTo, newPayer } from '../support/x402.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -70,14 +70,6 @@ async function handBack(
     ...answer,
   });
   return outcome?.recovered === true;
-}
-
-/** A voucher payload whose signature is not the payer's (one byte of `r` changed). */
-function forged(payload: PaymentPayload): PaymentPayload {
-  const copy = structuredClone(payload) as PaymentPayload & { payload: { voucher: { signature: string } } };
-  const sig = copy.payload.voucher.signature;
-  copy.payload.voucher.signature = `${sig.slice(0, 10)}${sig[10] === '0' ? '1' : '0'}${sig.slice(11)}`;
-  return copy;
 }
 
 describe('public A2A agents paid from a payment channel (batch-settlement) through the x402 A2A transport', function () {
@@ -246,7 +238,7 @@ describe('public A2A agents paid from a payment channel (batch-settlement) throu
     const asked = await ask(forgedMarker);
     const refused = resultJson(
       await client.sendMessage(
-        send('paying', paying(asked.task.id, forged(await buyer.createPaymentPayload(asked.required)))),
+        send('paying', paying(asked.task.id, forgedVoucher(await buyer.createPaymentPayload(asked.required)))),
       ),
     );
     assert.equal(refused.status.state, 'TASK_STATE_FAILED', JSON.stringify(refused));

@@ -26,7 +26,7 @@ import { invocationRow } from '../support/proxy-helpers.ts';
 import { startMcpServer } from '../support/mcp-server.ts';
 import { startCapturedGateway, type ExtraGateway } from '../support/catalog.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
-import { channelBuyer } from '../support/batch-settlement.ts';
+import { channelBuyer, forgedVoucher } from '../support/batch-settlement.ts';
 import { balanceOf, newPayTo, newPayer } from '../support/x402.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -102,14 +102,6 @@ async function callToolPaying(client: Client, buyer: x402Client, name: string, a
   if (!(first.recovered && first.paymentRequired)) return { ...first, payloads, corrective: undefined };
   const retried = await pay(first.paymentRequired);
   return { ...retried, payloads, corrective: first.paymentRequired };
-}
-
-/** A voucher payload whose signature is not the payer's (one byte of `r` changed). */
-function forged(payload: PaymentPayload): PaymentPayload {
-  const copy = structuredClone(payload) as PaymentPayload & { payload: { voucher: { signature: string } } };
-  const sig = copy.payload.voucher.signature;
-  copy.payload.voucher.signature = `${sig.slice(0, 10)}${sig[10] === '0' ? '1' : '0'}${sig.slice(11)}`;
-  return copy;
 }
 
 describe('batch-settlement channels over the x402 MCP transport', function () {
@@ -342,7 +334,7 @@ describe('batch-settlement channels over the x402 MCP transport', function () {
           else await waitFor(channelFree, { timeoutMs: 15_000, what: 'the channel let go' });
           const marker = `forged ${held} ${randomUUID()}`;
           const refused = await rawEcho(agentId, sessionId, marker, {
-            'x402/payment': forged(await buyer.createPaymentPayload(required)),
+            'x402/payment': forgedVoucher(await buyer.createPaymentPayload(required)),
           });
           assert.equal(refused.status, 402, refused.text);
           assert.equal(refused.json.error, 'invalid payment');
@@ -436,7 +428,7 @@ describe('batch-settlement channels over the x402 MCP transport', function () {
           const refused = (await client.callTool({
             name: 'echo',
             arguments: { text: marker },
-            _meta: { 'x402/payment': forged(await buyer.createPaymentPayload(required)) },
+            _meta: { 'x402/payment': forgedVoucher(await buyer.createPaymentPayload(required)) },
           })) as ToolResult;
           assert.equal(refused.isError, true, JSON.stringify(refused));
           assert.equal(paymentRequiredOf(refused)?.error, 'invalid payment');

@@ -30,6 +30,7 @@ import { rpcReader, settleLostCharge } from '../support/upto.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { invocationRow } from '../support/proxy-helpers.ts';
 import { startApiProcess } from '../support/api-process.ts';
+import { forgedVoucher } from '../support/batch-settlement.ts';
 import { exited } from '../support/worker-process.ts';
 import { waitFor } from '../support/wait.ts';
 import { closeUnforwarded, failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
@@ -764,12 +765,8 @@ describe('batch-settlement: calls paid from a channel', function () {
       const genuine = await client.createPaymentPayload(
         decodePaymentRequiredHeader(res.headers.get('payment-required')!),
       );
-      const voucher = (genuine.payload as { voucher: { signature: string } }).voucher;
       // Its r changed: a well-formed signature by nobody this channel names.
-      const forged = structuredClone(genuine);
-      const sig = voucher.signature;
-      (forged.payload as { voucher: { signature: string } }).voucher.signature =
-        `${sig.slice(0, 10)}${sig[10] === '0' ? '1' : '0'}${sig.slice(11)}`;
+      const forged = forgedVoucher(genuine);
       const rowsBefore = await agentRows(agentId);
       const callsBefore = upstreamCalls;
       const refused = await fetch(url, {
@@ -857,12 +854,9 @@ describe('batch-settlement: calls paid from a channel', function () {
         const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
         const auth = { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' };
         const res = await fetch(url, { method: 'POST', headers: auth, body: '{}' });
-        const forged = await client.createPaymentPayload(
-          decodePaymentRequiredHeader(res.headers.get('payment-required')!),
+        const forged = forgedVoucher(
+          await client.createPaymentPayload(decodePaymentRequiredHeader(res.headers.get('payment-required')!)),
         );
-        const sig = (forged.payload as { voucher: { signature: string } }).voucher.signature;
-        (forged.payload as { voucher: { signature: string } }).voucher.signature =
-          `${sig.slice(0, 10)}${sig[10] === '0' ? '1' : '0'}${sig.slice(11)}`;
         const refused = await fetch(url, {
           method: 'POST',
           headers: { ...auth, 'PAYMENT-SIGNATURE': encodePaymentSignatureHeader(forged) },

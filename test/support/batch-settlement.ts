@@ -130,3 +130,11 @@ export function highS(signature: string): string {
   const s = (SECP256K1_N - BigInt(sig.s)).toString(16).padStart(64, '0');
   return `${sig.r}${s}${(sig.v === 27 ? 28 : 27).toString(16)}`;
 }
+
+/** A voucher payload whose signature is well formed but not the payer's (one byte of `r` changed). */
+export function forgedVoucher<P extends { payload: Record<string, unknown> }>(payment: P): P {
+  const copy = structuredClone(payment) as P & { payload: { voucher: { signature: string } } };
+  const sig = copy.payload.voucher.signature;
+  copy.payload.voucher.signature = `${sig.slice(0, 10)}${sig[10] === '0' ? '1' : '0'}${sig.slice(11)}`;
+  return copy;
+}
