@@ -5,6 +5,7 @@
 // No logic lives here.
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { createStatementPool } from '../gateway/db/statement-pool.ts';
 import {
   createChannelClaimActivities,
   createBudgetAlertActivities,
@@ -42,8 +43,11 @@ export async function createGatewayWorker(
   const connection = await NativeConnection.connect({ ...config.temporal.connection });
   const log = createLogger('worker', config.logLevel);
   const vaultClient = opts.vaultClient ?? createVaultClient(config.vault);
+  // One pool of prepared statements for the calls' rows and the channel charges' commits.
+  const statements = createStatementPool(orm, 'gateway-worker');
   const activities = createInvocationActivities({
     orm,
+    statements,
     upstream: createUpstreamClient({
       allow: config.upstream.allow,
       tenantConnections: config.upstream.tenantConnections,
@@ -64,7 +68,13 @@ export async function createGatewayWorker(
     timeoutMs: config.payment.settlementTimeoutMs,
     allow: config.upstream.allow,
   });
-  const settlementDeps = { orm, log, config: { vault: config.vault, payment: config.payment }, vaultClient };
+  const settlementDeps = {
+    orm,
+    log,
+    config: { vault: config.vault, payment: config.payment },
+    vaultClient,
+    statements,
+  };
   const tracing = temporalWorkerTracing();
   const worker = await Worker.create({
     connection,

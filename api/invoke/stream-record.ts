@@ -160,18 +160,30 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
     writeAsForwarded() {
       const payment = call.payment!;
       // Sent before this returns (row-session.ts): PostgreSQL writes it while the caller goes on.
-      const write = services.recorder.insertWith(row, (rowInsert) =>
-        paidRowStatement(rowInsert, row.id, {
-          network: payment.network,
-          asset: payment.asset,
-          payer: payment.payer,
-          nonce: payment.nonce,
-          tenantId: row.tenantId,
-          agentId: row.agentId,
-          amount: payment.amount,
-          signedPayment: turn!.signedPayment,
-        }),
-      );
+      const write = services.recorder
+        .insertWith(row, (rowInsert) =>
+          paidRowStatement(
+            rowInsert,
+            row.id,
+            {
+              network: payment.network,
+              asset: payment.asset,
+              payer: payment.payer,
+              nonce: payment.nonce,
+              tenantId: row.tenantId,
+              agentId: row.agentId,
+              amount: payment.amount,
+              signedPayment: turn!.signedPayment,
+            },
+            { channelId: channel!.id, token: channel!.leaseToken },
+          ),
+        )
+        .then((rows) => {
+          if (rows === 1) return;
+          // Fenced out: the lease is no longer this process's hold (owners.ts ends the hold).
+          owners?.lost(channel!.id, channel!.leaseToken);
+          throw new Error('channel_hold_lost');
+        });
       written = write.then(
         () => true,
         (err: unknown) => {

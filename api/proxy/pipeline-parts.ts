@@ -91,10 +91,12 @@ export function createProxyParts(deps: AppDeps, overrides: Partial<ProxyParts> =
     startQueue: overrides.startQueue ?? pLimit(STARTS_IN_FLIGHT),
     recentReads: overrides.recentReads ?? createRecentReads(),
     policy: overrides.policy ?? createAppPolicyEngine(deps),
+    // Before the payment gate: the pool closes after it (closeWithOrm closes the last made
+    // first), so the channel charges its holders commit as they stop are still written.
+    statements: overrides.statements ?? createStatementPool(deps.orm),
     payment:
       overrides.payment ??
       createPaymentGate(deps.config.payment, deps.config.upstream.allow, deps.feed, deps.orm, deps.log),
-    statements: overrides.statements ?? createStatementPool(deps.orm),
     agents: overrides.agents ?? createAgentRows(deps.orm, deps.feed),
     a2aTasks: overrides.a2aTasks ?? createTaskBindings(queryRows(deps.orm)),
     a2aPaymentTasks: overrides.a2aPaymentTasks ?? createPaymentTasks(queryRows(deps.orm)),

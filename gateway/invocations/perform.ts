@@ -14,6 +14,7 @@ import { createTaskBindings, taskCaller, type TaskBindings } from '../a2a/tasks.
 import { taskOfResult, type TaskSeen } from '../a2a/methods.ts';
 import { queryRows, type GatewayDb } from '../db/orm.ts';
 import { errorKind } from '../../lib/error-kind.ts';
+import type { StatementPool } from '../db/statement-pool.ts';
 import { createInvocationStore, type BodyInsert, type Completion, type InvocationOutcome } from './store.ts';
 import { answeredOutcome } from './outcome.ts';
 import { failedOutcome, meteredCall, meterOf } from './metered.ts';
@@ -26,6 +27,8 @@ export type PerformDeps = {
   credentials: CredentialResolver;
   /** Overall deadline of one upstream call, retries and body included. */
   upstreamTimeoutMs: number;
+  /** The worker's prepared statements (db/statement-pool.ts); a pool of the call store's own when absent. */
+  statements?: StatementPool;
 };
 
 /** What the attempt running the call gives it (the activity's context). */
@@ -137,7 +140,7 @@ async function bindAnsweredTask(
 }
 
 export function createInvocationPerformer(deps: PerformDeps) {
-  const store = createInvocationStore(deps.orm);
+  const store = createInvocationStore(deps.orm, deps.statements);
   const tasks = createTaskBindings(queryRows(deps.orm));
   // A body store in the gateway's own database (it offers insertSql) is read in the load
   // statement and written in the completing one; any other goes through its interface.

@@ -88,12 +88,13 @@ export interface InvocationRecorder {
   /**
    * Writes `row` whole, owned by this process and counted as forwarded, in a statement of the
    * caller's that inserts it (`rowInsert`, reading the row from `$1`) with what must commit with
-   * it (a paid call's payment binding, gateway/payment/binding.ts), on the row session, sent now.
+   * it (a paid call's payment binding, gateway/payment/binding.ts), on the row session, sent now;
+   * answers the rows the statement returned (none: it wrote nothing).
    */
   insertWith(
     row: StartedRow,
     build: (rowInsert: string) => Omit<Statement, 'params'> & { params: unknown[] },
-  ): Promise<void>;
+  ): Promise<number>;
   /**
    * Writes the whole terminal row (completing the started one); resolves once committed. `now`:
    * sent without waiting COMPLETION_DELAY_MS for company (a channel payment's call, whose channel
@@ -398,10 +399,11 @@ export function createInvocationRecorder(
       return rows.length === 1;
     },
     async insertWith(row, build) {
-      await session.run((owner) => {
+      const rows = await session.run((owner) => {
         const statement = build(ROW_INSERT);
         return { ...statement, params: [JSON.stringify([recordOf(row as QueuedRow, owner)]), ...statement.params] };
       });
+      return rows.length;
     },
     // A call that ends before its start was sent is written once, whole, in the start's place.
     complete: (row, now) => starts.absorb(row) ?? ends.write(row, now ? 0 : undefined),

@@ -261,21 +261,25 @@ export async function insertBindingPayment(db: GatewayDb, row: Invocation, payme
  * as forwarded) and its payment's binding, bound to it, in one commit: a voucher admitted on a
  * channel this process holds (channels/owners.ts), whose call is forwarded as this is written and
  * answered only once it has committed (api/invoke/stream-record.ts). The binding's name holds the
- * call's own token, so it is new; a failure writes neither.
+ * call's own token, so it is new; a failure writes neither. Fenced by the hold: written only while
+ * `lease` is the channel's running lease, so a holder that lost it (paused past its lease, its
+ * renewals failing) writes nothing (returns no row) and answers nothing, whatever it believed.
  */
 export function paidRowStatement(
   rowInsert: string,
   invocationId: string,
   payment: PaymentForCall & { signedPayment: SignedPayment },
+  lease: { channelId: string; token: string },
 ): { name: string; sql: string; params: unknown[] } {
   return {
     name: 'gw_paid_stream_row',
     sql: `with binding as (
        insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, signed_payment,
                                    invocation_id, created_at, updated_at)
-       values ($2, $3, $4, $5, $6, $7, $8, $9, 'claimed', $10::jsonb, $11, now(), now())
+       select $2, $3, $4, $5, $6, $7, $8, $9, 'claimed', $10::jsonb, $11, now(), now()
+        where exists (select 1 from channels where id = $12 and busy_invocation = $13 and busy_until > now())
        returning id)
-     ${rowInsert} where exists (select 1 from binding)`,
+     ${rowInsert} where exists (select 1 from binding) returning id`,
     params: [
       `pay_${uuidv7()}`,
       payment.tenantId,
@@ -287,6 +291,8 @@ export function paidRowStatement(
       payment.amount,
       JSON.stringify(payment.signedPayment),
       invocationId,
+      lease.channelId,
+      lease.token,
     ],
   };
 }

@@ -42,6 +42,8 @@ export type ChargeDeps = {
   config: { vault: VaultConfig; payment: PaymentConfig };
   vaultClient: VaultClient;
   client: FacilitatorClient;
+  /** The process's prepared statements (db/statement-pool.ts), for the channel commit; opened here when absent. */
+  statements?: StatementPool;
 };
 
 /** Where a call's charge stands once settled: what its row and binding now say. */
@@ -135,8 +137,9 @@ export function createChargeSettler(deps: ChargeDeps) {
   const execute = <T extends object[]>(sql: string, params: unknown[]) =>
     deps.orm.em.getConnection().execute<T>(sql, params);
   const load = async (invocationId: string) => (await execute<ChargeRow[]>(LOAD, [invocationId]))[0];
-  // The channel commit's prepared statement, on a pool opened when this process first commits one.
-  let channelStatements: StatementPool | undefined;
+  // The channel commit's prepared statement, on the process's pool, else one opened when this
+  // process first commits a channel charge.
+  let channelStatements = deps.statements;
   const statements = () => (channelStatements ??= createStatementPool(deps.orm, 'gateway-charges'));
   // Each tenant's charges in flight to its facilitator, in this process.
   const slots = new TenantSlots(deps.config.payment.chargeTenantConcurrency);

@@ -23,7 +23,7 @@ import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
 import { claimWorkflowId, startChannelClaims } from '../../temporal/claim-start.ts';
 import { startDueClaims } from '../../temporal/claims-due.ts';
 import { createLogger } from '../../lib/log.ts';
-import { HOLD_LEASE_SECONDS, HOLD_RENEW_EVERY_MS, renewChannelLease } from '../../gateway/payment/channels/store.ts';
+import { HOLD_LEASE_SECONDS, HOLD_RENEW_EVERY_MS } from '../../gateway/payment/channels/store.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
 import { balanceOf, newPayTo, newWallet, settlingTenant } from '../support/x402.ts';
 import { rpcReader, settleLostCharge } from '../support/upto.ts';
@@ -427,9 +427,16 @@ describe('batch-settlement: calls paid from a channel', function () {
       )[0]!;
     const during = await holder();
     assert.ok(during.busy_invocation, 'the running call holds its channel');
-    // Renewing the hold moves its end later (the database clock has moved on since the lease).
-    await renewChannelLease(stack().orm, channelId, during.busy_invocation);
-    assert.ok(Number((await holder()).busy_until_ms) > Number(during.busy_until_ms), 'the hold was renewed');
+    // The process holding the channel renews its lease while the call runs: its end moves later,
+    // under the same token.
+    await waitFor(
+      async () => {
+        const now = await holder();
+        assert.equal(now.busy_invocation, during.busy_invocation, 'the same hold');
+        return Number(now.busy_until_ms) > Number(during.busy_until_ms);
+      },
+      { timeoutMs: HOLD_RENEW_EVERY_MS * 2 + 5_000, everyMs: 200, what: 'the running call’s hold renewed' },
+    );
     // Another commit moved the channel's charged total meanwhile (as a call admitted after a lapsed hold would).
     await sql.execute(`update channels set charged_cumulative = charged_cumulative + 1 where id = ?`, [channelId]);
     end();
@@ -899,6 +906,33 @@ describe('batch-settlement: calls paid from a channel', function () {
       assert.equal(again.status, 200, again.text);
       await waitForRow(again.id!, (r) => r.paymentSettlement === 'settled', 15_000);
       assert.equal((await channelRow(channelId)).charged_cumulative, String(3n * CEILING));
+    });
+
+    it('a holder whose lease became another’s while it still trusted it writes nothing and answers nothing (503); the hold ends and the next call leases anew', async () => {
+      const { agentId, pay, channelId } = await openedChannel();
+      const sql = stack().orm.em.getConnection();
+      const first = await paidStream(pay, agentId);
+      assert.equal(first.status, 200, first.text);
+      await waitForRow(first.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+      const token = await holder(channelId);
+      assert.ok(token, 'held');
+      // As if this process had been paused past its lease and another call had taken it since
+      // (and, here, let it go): the process's own view of its hold is still within its trust.
+      await sql.execute(`update channels set busy_invocation = 'another-call', busy_until = now() where id = ?`, [
+        channelId,
+      ]);
+      const rowsBefore = await agentRows(agentId);
+      const fenced = await paidStream(pay, agentId);
+      assert.equal(fenced.status, 503, fenced.text);
+      assert.equal(await agentRows(agentId), rowsBefore, 'no row of it');
+      assert.equal((await channelRow(channelId)).charged_cumulative, String(2n * CEILING), 'nothing charged for it');
+      // The hold ended: the payer's same voucher takes the channel's lease anew and is served.
+      const again = await paidStream(pay, agentId);
+      assert.equal(again.status, 200, again.text);
+      await waitForRow(again.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+      assert.equal((await channelRow(channelId)).charged_cumulative, String(3n * CEILING));
+      const now = await holder(channelId);
+      assert.ok(now && now !== token && now !== 'another-call', 'a new hold');
     });
 
     it("a public agent's channel, paid by an anonymous payer: one deposit, then vouchers served on the held channel", async () => {

@@ -270,17 +270,19 @@ async function admitOnHeldChannel(
   if (!turn) throw new ChannelBusy(entries);
   let admitted = false;
   try {
-    let held = turn.held();
+    let held = await turn.held();
     if (held && held.tenantId !== call.tenantId) throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
     if (!held) {
       // Taking the lease (and asking another process for it) is for a voucher its payer signed.
       if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
       if (unfunded.has(channelId) && !(await store.funded(channelId)))
         throw refused('invalid_batch_settlement_evm_channel_not_found');
+      // Before the lease is asked for: the hold's trust runs from no later than the lease's start.
+      const askedAt = performance.now();
       const leased = await leaseWithin(store, leaseOf(channelId, call, payload, true));
       if (leased === 'foreign') throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
       if (leased === 'busy') throw new ChannelBusy(entries);
-      held = turn.hold(leased.lease.token, call.tenantId, leased.channel);
+      held = turn.hold(leased.lease.token, call.tenantId, leased.channel, askedAt);
     }
     if (stale(held.row)) {
       // The chain's side from the read; the charged total and the latest voucher stay the held

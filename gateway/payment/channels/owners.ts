@@ -37,7 +37,11 @@ const COMMITS_WAIT_MS = 10_000;
 const CLOSE_MS = 2_000;
 /** A hold is trusted for its lease's length less this margin after it was last renewed (a paused process's clock). */
 const HOLD_MARGIN_MS = 5_000;
-/** Until when a hold whose lease was renewed (or taken) at `at` is trusted without asking the database. */
+/** How long a renewal of the holds may take before the next one may start (the one late still counts when it answers). */
+const RENEW_DEADLINE_MS = 2_000;
+/** Now, on the monotonic clock: trust is a span of time, which a step of the wall clock must not stretch. */
+const now = () => performance.now();
+/** Until when a hold whose lease was renewed (or taken) by a statement sent at `at` is trusted without asking the database. */
 const trustedFrom = (at: number) => at + HOLD_LEASE_SECONDS * 1000 - HOLD_MARGIN_MS;
 
 /** A channel this process holds: its lease token, its tenant and its state as this process keeps it. */
@@ -48,8 +52,10 @@ type HeldChannel = {
 };
 
 type Held = HeldChannel & {
-  /** Until when (epoch ms) the lease is trusted without asking the database. */
+  /** Until when (performance.now()) the lease is trusted without asking the database. */
   trustedUntil: number;
+  /** When (performance.now()) the statement that last renewed the lease was sent. */
+  renewedAt: number;
   /** This process's charge commits on the channel, in call order; the release waits for them. */
   commits: Promise<void>;
   idle: NodeJS.Timeout | null;
@@ -58,9 +64,13 @@ type Held = HeldChannel & {
 
 /** A call's turn on a channel: the held channel (if any) and the release of the turn. */
 export type ChannelTurn = {
-  held(): HeldChannel | null;
-  /** Holds the channel under the lease `token` just taken, with its row as the lease read it. */
-  hold(token: string, tenantId: string, row: ChannelRow): HeldChannel;
+  /** The channel as held here; null when it is not (or its lease turned out to be another's). */
+  held(): Promise<HeldChannel | null>;
+  /**
+   * Holds the channel under the lease `token` just taken, with its row as the lease read it;
+   * `askedAt`: when (performance.now()) the statement that took it was sent, or earlier.
+   */
+  hold(token: string, tenantId: string, row: ChannelRow, askedAt: number): HeldChannel;
   /** Stops holding the channel, its lease left to the caller (a channel found unfunded). */
   unhold(): void;
   /**
@@ -90,6 +100,8 @@ export function createChannelOwners(
   /** The admitted call whose turn it is, by channel. */
   const active = new Map<string, { call: string; voucher: Voucher; turn: ChannelTurn }>();
   let closed = false;
+  /** Holds being let go: their leases are still renewed until released (their commits are awaited first). */
+  const releasing = new Map<string, Held>();
   /** The renewal of every hold, running while any is held. */
   let renewals: NodeJS.Timeout | null = null;
   let renewing = false;
@@ -115,21 +127,29 @@ export function createChannelOwners(
     if (entry) entry.idle = null;
     let ended = false;
     const t: ChannelTurn = {
-      held: () => {
+      async held() {
         const h = held.get(channelId);
-        if (h && Date.now() >= h.trustedUntil) {
-          // Not renewed in time (a paused process): the lease may have lapsed; taken again.
-          drop(channelId, h);
-          return null;
+        if (!h || now() < h.trustedUntil) return h ?? null;
+        // Not renewed in time (a renewal failed, a paused process): the lease may have lapsed.
+        // Renewed now if it is still this process's (no new lease: this one would block it).
+        const sent = now();
+        const kept = await renewChannelHolds(orm, [{ id: channelId, token: h.token }]).catch(() => null);
+        if (held.get(channelId) !== h) return null;
+        if (kept?.has(channelId)) {
+          h.trustedUntil = trustedFrom(sent);
+          h.renewedAt = sent;
+          return h;
         }
-        return h ?? null;
+        drop(channelId, h);
+        return null;
       },
-      hold(token, tenantId, row) {
+      hold(token, tenantId, row, askedAt) {
         const h: Held = {
           token,
           tenantId,
           row,
-          trustedUntil: trustedFrom(Date.now()),
+          trustedUntil: trustedFrom(askedAt),
+          renewedAt: askedAt,
           commits: Promise.resolve(),
           idle: null,
           wanted: false,
@@ -177,32 +197,42 @@ export function createChannelOwners(
     if (h.idle) clearTimeout(h.idle);
   }
 
-  /** Renews every hold's lease in one statement; a hold whose lease is another's now ends. */
+  /**
+   * Renews in one statement the leases of the holds (and of those being let go) not renewed for a
+   * period (a commit renews its hold's too); a hold whose lease is another's now ends.
+   */
   async function renewAll(): Promise<void> {
-    if (held.size === 0 && renewals) {
+    if (held.size === 0 && releasing.size === 0 && renewals) {
       clearInterval(renewals);
       renewals = null;
     }
-    if (renewing || held.size === 0) return;
+    if (renewing) return;
+    const sent = now();
+    const due = [...held.entries(), ...releasing.entries()].filter(
+      ([, h]) => sent - h.renewedAt >= HOLD_RENEW_EVERY_MS / 2,
+    );
+    if (due.length === 0) return;
     renewing = true;
-    const holds = [...held.entries()];
-    const sent = Date.now();
-    try {
-      const kept = await renewChannelHolds(
-        orm,
-        holds.map(([id, h]) => ({ id, token: h.token })),
-      );
-      for (const [id, h] of holds) {
-        if (held.get(id) !== h) continue;
-        if (kept.has(id)) h.trustedUntil = trustedFrom(sent);
-        else drop(id, h);
-      }
-    } catch (err) {
-      // Not renewed now: the leases still run; each hold is trusted until its trustedUntil.
-      log.warn({ channels: holds.length, err: errorKind(err) }, 'could not renew held channels');
-    } finally {
-      renewing = false;
-    }
+    const renewal = renewChannelHolds(
+      orm,
+      due.map(([id, h]) => ({ id, token: h.token })),
+    ).then(
+      (kept) => {
+        for (const [id, h] of due) {
+          if (kept.has(id)) h.renewedAt = Math.max(h.renewedAt, sent);
+          if (held.get(id) !== h) continue;
+          if (kept.has(id)) h.trustedUntil = Math.max(h.trustedUntil, trustedFrom(sent));
+          else drop(id, h);
+        }
+      },
+      (err: unknown) => {
+        // Not renewed now: the leases still run; each hold is trusted until its trustedUntil.
+        log.warn({ channels: due.length, err: errorKind(err) }, 'could not renew held channels');
+      },
+    );
+    // A renewal that hangs holds back the next one this long at most; it still counts if it answers.
+    await Promise.race([renewal, sleep(RENEW_DEADLINE_MS, undefined, { ref: false })]);
+    renewing = false;
   }
 
   /**
@@ -217,8 +247,14 @@ export function createChannelOwners(
       const h = held.get(channelId);
       if (!h) return;
       drop(channelId, h);
-      await Promise.race([h.commits, sleep(COMMITS_WAIT_MS, undefined, { ref: false })]);
-      await releaseChannelLease(orm, { id: channelId, leaseToken: h.token });
+      // Renewed until released: its commits may take longer than what is left of its lease.
+      releasing.set(channelId, h);
+      try {
+        await Promise.race([h.commits, sleep(COMMITS_WAIT_MS, undefined, { ref: false })]);
+        await releaseChannelLease(orm, { id: channelId, leaseToken: h.token });
+      } finally {
+        if (releasing.get(channelId) === h) releasing.delete(channelId);
+      }
     } finally {
       t.end();
     }
@@ -274,13 +310,16 @@ export function createChannelOwners(
         };
       h.commits = h.commits.then(async () => {
         try {
-          const sent = Date.now();
+          const sent = now();
           const outcome = await commit();
           // A commit that found the lease another's: the hold is over (the lease is theirs now).
           if (outcome.recorded && !outcome.held) drop(channelId, h);
           else if (held.get(channelId) === h) {
             // The commit renewed the lease it found still this process's.
-            if (outcome.held) h.trustedUntil = Math.max(h.trustedUntil, trustedFrom(sent));
+            if (outcome.held) {
+              h.trustedUntil = Math.max(h.trustedUntil, trustedFrom(sent));
+              h.renewedAt = Math.max(h.renewedAt, sent);
+            }
             if (outcome.row) h.row = newer(h.row, outcome.row);
           }
         } catch (err) {
@@ -289,6 +328,11 @@ export function createChannelOwners(
         }
       });
       a.turn.end();
+    },
+    /** The hold under `token` found to be another's lease now (a write fenced out by it): it ends here. */
+    lost(channelId: string, token: string): void {
+      const h = held.get(channelId);
+      if (h?.token === token) drop(channelId, h);
     },
     /** Ends the turn of a call refused after its admission, nothing charged. */
     abandon(channelId: string, call: string): void {

@@ -324,12 +324,18 @@ export const LEASE_RENEW_EVERY_MS = 30_000;
  * calls elsewhere waiting this long at most; its holder renews every HOLD_RENEW_EVERY_MS.
  */
 export const HOLD_LEASE_SECONDS = 15;
-export const HOLD_RENEW_EVERY_MS = 5_000;
+export const HOLD_RENEW_EVERY_MS = 3_000;
 
-// The holds of one process renewed together, one statement for all of them.
-const RENEW_HOLDS = `update channels c set busy_until = now() + make_interval(secs => ?), updated_at = now()
-  from jsonb_to_recordset(?::jsonb) as h(id text, token text)
-  where c.id = h.id and c.busy_invocation = h.token returning c.id`;
+// The holds of one process renewed together, one statement for all of them, their rows locked in
+// the order of their ids. A renewal that deadlocks with another writer of many channel rows (the
+// claims' records, the chain's mirror) fails alone: the holds stay trusted, renewed next period.
+const RENEW_HOLDS = `
+  with mine as (
+    select c.id from channels c join jsonb_to_recordset(?::jsonb) as h(id text, token text)
+        on c.id = h.id and c.busy_invocation = h.token
+     order by c.id for update of c)
+  update channels c set busy_until = now() + make_interval(secs => ?), updated_at = now()
+    from mine where c.id = mine.id returning c.id`;
 
 /** Renews the leases of the channels held under these tokens; answers the ids whose lease was still theirs. */
 export async function renewChannelHolds(
@@ -337,7 +343,7 @@ export async function renewChannelHolds(
   holds: Array<{ id: string; token: string }>,
 ): Promise<Set<string>> {
   if (holds.length === 0) return new Set();
-  const rows = await orm.em.getConnection().execute<Raw[]>(RENEW_HOLDS, [HOLD_LEASE_SECONDS, JSON.stringify(holds)]);
+  const rows = await orm.em.getConnection().execute<Raw[]>(RENEW_HOLDS, [JSON.stringify(holds), HOLD_LEASE_SECONDS]);
   return new Set(rows.map((r) => r.id as string));
 }
 
@@ -356,7 +362,8 @@ export async function releaseChannelLease(
   orm: MikroORM,
   channel: { id: string; leaseToken: string } | null | undefined,
 ): Promise<void> {
-  // Never throws: a release that fails leaves a lease that lapses by itself (LEASE_SECONDS).
+  // Never throws: a release that fails leaves a lease that lapses by itself (LEASE_SECONDS, a
+  // hold's HOLD_LEASE_SECONDS).
   if (channel)
     await orm.em
       .getConnection()
