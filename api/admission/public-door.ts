@@ -130,6 +130,8 @@ export function publicDoor(
       let unsettled: () => Promise<void> = async () => undefined;
       /** The x402 A2A transport's payment task a paying message used: gone once its payment is accepted. */
       let paidTask: string | null = null;
+      /** The payment task this call's payment took, and by which payment. */
+      let taken: { taskId: string; paidBy: string } | null = null;
       return {
         ...admitted,
         caller,
@@ -206,12 +208,14 @@ export function publicDoor(
             await unsettled();
             throw new ApiError(404, 'payment task not found through this agent');
           }
+          if (paidTask) taken = { taskId: paidTask, paidBy };
         },
         settled: () => unsettled(),
         async refused(call, err) {
           // A corrective refusal of a message paid through the x402 A2A transport: the payment is
           // asked again on a new payment task keeping the message (the one it named was taken).
           if (!(err instanceof A2aPaymentAskedAgain)) return err;
+          err.paid = taken;
           const client = clientAddress(ctx, deps.config.publicAddress);
           return a2aPaymentRequired(deps.config.payment, services.a2aPaymentTasks, call, err.entries, client, err);
         },

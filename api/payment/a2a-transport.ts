@@ -8,8 +8,9 @@
 // - a payment refused before the message ran: a task in `failed` with `payment-failed`, an error
 //   code and a failed receipt; but a corrective refusal (batch-settlement's: the voucher's
 //   cumulative ceiling is not the channel's) asks for the payment again, `input-required` on a
-//   new payment task keeping the same message, its PaymentRequired carrying the channel's state
-//   and the spec's error code, from which the client's scheme recovers and pays that task;
+//   new payment task keeping the same message (the task the refused payment took, moved to the
+//   new id), its PaymentRequired carrying the channel's state and the spec's error code, from
+//   which the client's scheme recovers and pays that task;
 // - a payment task the client declines (`payment-rejected`): the task `failed`, its message dropped.
 // A streaming method gets the same task as the one event of an SSE answer. Everything else the
 // gate refuses (429, 503 still settling, 409) keeps its HTTP answer.
@@ -56,6 +57,8 @@ const idsOf = (call: Pick<ProxyCall, 'a2a'>, taskId: string) => ({ taskId, conte
  */
 export class A2aPaymentAskedAgain extends ApiError {
   readonly entries: ChallengeEntry[];
+  /** The payment task the refused payment took (and by which payment), moved to the new task. */
+  paid: { taskId: string; paidBy: string } | null = null;
   constructor(reason: string, entries: ChallengeEntry[]) {
     super(402, reason);
     this.entries = entries;
@@ -66,8 +69,9 @@ export class A2aPaymentAskedAgain extends ApiError {
  * The `input-required` answer of an unpaid message: the message kept under a new payment task
  * (or the one the message named, still kept), the PaymentRequired of `entries` (the stage's
  * challengeEntriesOf) in its status message. `again`: a paid message's corrective refusal
- * (A2aPaymentAskedAgain), asked under a new payment task whatever the message named (a payment
- * took that one), its PaymentRequired's `error` the refusal's code.
+ * (A2aPaymentAskedAgain), asked under a new payment task whatever the message named (the refused
+ * payment took that one: it is moved to the new id, PaymentTasks.reissue), its PaymentRequired's
+ * `error` the refusal's code.
  * Throws 429 when the tenant, or the client (its rate-limit identity), already holds its maximum
  * of pending payment tasks.
  */
@@ -83,6 +87,12 @@ export async function a2aPaymentRequired(
   const error = again?.message ?? 'payment required';
   const required = paymentRequiredV2(config, entries, error, discoveryExtensionsOf(call));
   let taskId = again ? null : x402.paymentTaskId;
+  if (again?.paid) {
+    // The task the refused payment took, moved to a new id with its message (one row, not two).
+    const moved = newPaymentTaskId();
+    const { taskId: taken, paidBy } = again.paid;
+    if (await tasks.reissue(call.agent.id, taken, paidBy, moved, entries[0].maxTimeoutSeconds)) taskId = moved;
+  }
   if (!taskId) {
     // The parse bounded the body sent; this is the request as it will be kept.
     refuseOversizeA2aMessage(Buffer.byteLength(x402.request, 'utf8'));

@@ -41,6 +41,13 @@ export type PaymentTasks = {
   remove(agentId: string, taskId: string): Promise<void>;
   /** Takes it for the payment `paidBy` (payer and nonce): false when another payment took it first. */
   take(agentId: string, taskId: string, paidBy: string): Promise<boolean>;
+  /**
+   * Moves the task taken by the payment `paidBy` to the new id `newTaskId`, free again for
+   * `ttlSeconds`, its message kept: the payment was refused with a corrective answer (a channel
+   * voucher that lost its state) and the payer pays again for the same message. The row is the
+   * same one, so the message is neither lost nor counted twice. False when no such task is kept.
+   */
+  reissue(agentId: string, taskId: string, paidBy: string, newTaskId: string, ttlSeconds: number): Promise<boolean>;
   /** Removes up to `limit` expired rows, the oldest first; answers how many. */
   purgeExpired(limit?: number): Promise<number>;
 };
@@ -120,6 +127,15 @@ export function createPaymentTasks(
           where agent_id = ? and task_id = ? and expires_at > now() and (paid_by is null or paid_by = ?)
          returning task_id`,
         [paidBy, agentId, taskId, paidBy],
+      );
+      return rows.length === 1;
+    },
+    async reissue(agentId, taskId, paidBy, newTaskId, ttlSeconds) {
+      const rows = await query(
+        `update a2a_payment_tasks set task_id = ?, paid_by = null, expires_at = now() + make_interval(secs => ?)
+          where agent_id = ? and task_id = ? and paid_by = ? and expires_at > now()
+         returning task_id`,
+        [newTaskId, ttlSeconds, agentId, taskId, paidBy],
       );
       return rows.length === 1;
     },

@@ -246,6 +246,17 @@ describe('public A2A agents paid from a payment channel (batch-settlement) throu
     assert.equal(metaOf(refused)['x402.payment.error'], 'INVALID_PAYMENT');
     assert.equal(reached(forgedMarker).length, 0, 'nothing reached the agent');
 
+    const keptTasks = async (taskId?: string) =>
+      Number(
+        (
+          await stack()
+            .orm.em.getConnection()
+            .execute<Array<{ n: string }>>(
+              `select count(*)::text as n from a2a_payment_tasks where expires_at > now() and (?::text is null or task_id = ?)`,
+              [taskId ?? null, taskId ?? null],
+            )
+        )[0]!.n,
+      );
     // Forgetful, paying the payment task it was given, then paying a message as it sends it.
     for (const viaTask of [true, false]) {
       const fresh = channelBuyer(payer.privateKey);
@@ -253,8 +264,13 @@ describe('public A2A agents paid from a payment channel (batch-settlement) throu
       const first = viaTask ? await ask(marker) : await ask('echo asking the price');
       const lost = await fresh.createPaymentPayload(first.required);
       const sent = viaTask ? send('paying', paying(first.task.id, lost)) : send(marker, paying(undefined, lost));
+      const keptBefore = await keptTasks();
       const again = resultJson(await client.sendMessage(sent));
       assert.equal(again.status.state, 'TASK_STATE_INPUT_REQUIRED', JSON.stringify(again));
+      // Paying a task, the task its refused payment took moves to the new id (one row, the old id
+      // gone); paid as sent, the message is kept anew.
+      assert.equal(await keptTasks(), keptBefore + (viaTask ? 0 : 1), 'the payment tasks kept');
+      if (viaTask) assert.equal(await keptTasks(first.task.id), 0, 'the taken task moved');
       assert.equal(metaOf(again)['x402.payment.status'], 'payment-required');
       assert.notEqual(again.id, first.task.id, 'a new payment task');
       const corrective = PaymentRequiredV2Schema.parse(metaOf(again)['x402.payment.required']) as PaymentRequired;
