@@ -236,8 +236,8 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
         // On a held channel the turn ends now, the held state moved on by the charge; the
         // charge's write follows the row's, after the channel's earlier ones (owners.ts).
         finished = true;
-        owners?.finish(channel!.id, turn.call, BigInt(done.paymentCharge ?? '0'), () =>
-          committed.then(() => commitChannelCharge(services.statements, row.id, true)),
+        owners?.finish(channel!.id, turn.call, BigInt(done.paymentCharge ?? '0'), (keep) =>
+          committed.then(() => commitChannelCharge(services.statements, row.id, keep)),
         );
       } else if (charged && row.paymentChannel) {
         // A channel payment's charge is committed here, as the row completes, so the payer's

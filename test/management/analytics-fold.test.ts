@@ -171,8 +171,19 @@ describe('analytics fold: the rollups equal a rebuild from the rows', function (
       // A database restored from a dump on another server: its stamps and the fold's snapshot are
       // ahead of this server's transactions. Rounds refuse (visibly) until a rebuild starts over;
       // then the restored rows are not folded again.
-      await conn().execute(`update invocations set analytics_xid = '4000000000'::xid8 where id = ?`, [ids[5]]);
-      await conn().execute(`update analytics_fold_state set snap = '4000000001:4000000001:'`);
+      // Written under the fold's lock: a background round already under way would otherwise move
+      // the fold's snapshot on after this, over the restored one.
+      const restoring = new pg.Client({ connectionString: stack().config.databaseUrl });
+      await restoring.connect();
+      try {
+        await restoring.query('begin');
+        await restoring.query(`select pg_advisory_xact_lock(hashtext('analytics_fold'))`);
+        await restoring.query(`update invocations set analytics_xid = '4000000000'::xid8 where id = $1`, [ids[5]]);
+        await restoring.query(`update analytics_fold_state set snap = '4000000001:4000000001:'`);
+        await restoring.query('commit');
+      } finally {
+        await restoring.end();
+      }
       await assert.rejects(foldRound(stack().orm, true), /restored from another server/);
       await conn().execute(`select analytics_rebuild()`);
       const restored = await rollups(tenant);

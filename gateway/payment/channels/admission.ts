@@ -39,7 +39,7 @@ import {
   type LeaseBinding,
 } from './store.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { newer, type ChannelOwners } from './owners.ts';
+import { leaseAskedAt, newer, type ChannelOwners } from './owners.ts';
 import type { SignedPayment } from '../entity.ts';
 import type { VaultConfig } from '../../credentials/config.ts';
 import type { VaultClient } from '../../credentials/vault.ts';
@@ -270,7 +270,9 @@ async function admitOnHeldChannel(
   if (!turn) throw new ChannelBusy(entries);
   let admitted = false;
   try {
-    let held = await turn.held();
+    const found = await turn.held();
+    if (found === 'unknown') throw new ChannelBusy(entries);
+    let held = found;
     if (held && held.tenantId !== call.tenantId) throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
     if (!held) {
       // Taking the lease (and asking another process for it) is for a voucher its payer signed.
@@ -278,7 +280,7 @@ async function admitOnHeldChannel(
       if (unfunded.has(channelId) && !(await store.funded(channelId)))
         throw refused('invalid_batch_settlement_evm_channel_not_found');
       // Before the lease is asked for: the hold's trust runs from no later than the lease's start.
-      const askedAt = performance.now();
+      const askedAt = leaseAskedAt();
       const leased = await leaseWithin(store, leaseOf(channelId, call, payload, true));
       if (leased === 'foreign') throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
       if (leased === 'busy') throw new ChannelBusy(entries);

@@ -39,10 +39,16 @@ const CLOSE_MS = 2_000;
 const HOLD_MARGIN_MS = 5_000;
 /** How long a renewal of the holds may take before the next one may start (the one late still counts when it answers). */
 const RENEW_DEADLINE_MS = 2_000;
-/** Now, on the monotonic clock: trust is a span of time, which a step of the wall clock must not stretch. */
-const now = () => performance.now();
-/** Until when a hold whose lease was renewed (or taken) by a statement sent at `at` is trusted without asking the database. */
-const trustedFrom = (at: number) => at + HOLD_LEASE_SECONDS * 1000 - HOLD_MARGIN_MS;
+/**
+ * A moment on both clocks: trust is a span of time, which a step of the wall clock must not
+ * stretch (the monotonic one) and a suspended machine must not hide (the wall one, which counts it).
+ */
+type Instant = { mono: number; wall: number };
+const now = (): Instant => ({ mono: performance.now(), wall: Date.now() });
+const HOLD_TRUST_MS = HOLD_LEASE_SECONDS * 1000 - HOLD_MARGIN_MS;
+/** Whether a hold whose lease was last renewed (or taken) by a statement sent at `at` is still trusted without asking the database. */
+const trusted = (at: Instant, t = now()) => t.mono - at.mono < HOLD_TRUST_MS && t.wall - at.wall < HOLD_TRUST_MS;
+const later = (a: Instant, b: Instant): Instant => (b.mono > a.mono ? b : a);
 
 /** A channel this process holds: its lease token, its tenant and its state as this process keeps it. */
 type HeldChannel = {
@@ -52,10 +58,10 @@ type HeldChannel = {
 };
 
 type Held = HeldChannel & {
-  /** Until when (performance.now()) the lease is trusted without asking the database. */
-  trustedUntil: number;
-  /** When (performance.now()) the statement that last renewed the lease was sent. */
-  renewedAt: number;
+  /** When the statement that last renewed (or took) the lease was sent: trusted for HOLD_TRUST_MS from then. */
+  renewedAt: Instant;
+  /** A renewal of this hold's lease is in flight (another is not sent meanwhile). */
+  renewing: boolean;
   /** This process's charge commits on the channel, in call order; the release waits for them. */
   commits: Promise<void>;
   idle: NodeJS.Timeout | null;
@@ -64,13 +70,16 @@ type Held = HeldChannel & {
 
 /** A call's turn on a channel: the held channel (if any) and the release of the turn. */
 export type ChannelTurn = {
-  /** The channel as held here; null when it is not (or its lease turned out to be another's). */
-  held(): Promise<HeldChannel | null>;
+  /**
+   * The channel as held here; null when it is not (or its lease turned out to be another's);
+   * 'unknown' when its lease could not be checked in time (the caller answers the channel busy).
+   */
+  held(): Promise<HeldChannel | null | 'unknown'>;
   /**
    * Holds the channel under the lease `token` just taken, with its row as the lease read it;
-   * `askedAt`: when (performance.now()) the statement that took it was sent, or earlier.
+   * `askedAt` (leaseAskedAt()): when the statement that took it was sent, or earlier.
    */
-  hold(token: string, tenantId: string, row: ChannelRow, askedAt: number): HeldChannel;
+  hold(token: string, tenantId: string, row: ChannelRow, askedAt: LeaseAskedAt): HeldChannel;
   /** Stops holding the channel, its lease left to the caller (a channel found unfunded). */
   unhold(): void;
   /**
@@ -81,6 +90,10 @@ export type ChannelTurn = {
   /** Ends the turn; the next call waiting on the channel here goes on. */
   end(): void;
 };
+
+/** When a lease was asked for, as a hold's trust counts it. */
+export type LeaseAskedAt = Instant;
+export const leaseAskedAt = now;
 
 /** The voucher a call on a held channel was admitted with. */
 type Voucher = { maxClaimable: bigint; signature: string };
@@ -129,27 +142,32 @@ export function createChannelOwners(
     const t: ChannelTurn = {
       async held() {
         const h = held.get(channelId);
-        if (!h || now() < h.trustedUntil) return h ?? null;
-        // Not renewed in time (a renewal failed, a paused process): the lease may have lapsed.
-        // Renewed now if it is still this process's (no new lease: this one would block it).
+        if (!h || trusted(h.renewedAt)) return h ?? null;
+        // Not renewed in time (renewals failing, a paused process): the lease may have lapsed.
+        // Renewed now if its token is still the channel's (no new lease: this one would block it;
+        // a lease nobody took since is safely this process's again), within the renewals' deadline.
         const sent = now();
-        const kept = await renewChannelHolds(orm, [{ id: channelId, token: h.token }]).catch(() => null);
+        const kept = await Promise.race([
+          renewChannelHolds(orm, [{ id: channelId, token: h.token }]).catch(() => null),
+          sleep(RENEW_DEADLINE_MS, null, { ref: false }),
+        ]);
         if (held.get(channelId) !== h) return null;
-        if (kept?.has(channelId)) {
-          h.trustedUntil = trustedFrom(sent);
-          h.renewedAt = sent;
-          return h;
+        // Not known: the hold stays (its lease may still be this process's); this call is told busy.
+        if (kept === null) return 'unknown';
+        if (!kept.has(channelId)) {
+          drop(channelId, h);
+          return null;
         }
-        drop(channelId, h);
-        return null;
+        h.renewedAt = later(h.renewedAt, sent);
+        return h;
       },
       hold(token, tenantId, row, askedAt) {
         const h: Held = {
           token,
           tenantId,
           row,
-          trustedUntil: trustedFrom(askedAt),
           renewedAt: askedAt,
+          renewing: false,
           commits: Promise.resolve(),
           idle: null,
           wanted: false,
@@ -208,28 +226,32 @@ export function createChannelOwners(
     }
     if (renewing) return;
     const sent = now();
+    // Not one whose renewal is still in flight (a statement that hangs is not piled on).
     const due = [...held.entries(), ...releasing.entries()].filter(
-      ([, h]) => sent - h.renewedAt >= HOLD_RENEW_EVERY_MS / 2,
+      ([, h]) => !h.renewing && sent.mono - h.renewedAt.mono >= HOLD_RENEW_EVERY_MS / 2,
     );
     if (due.length === 0) return;
     renewing = true;
+    for (const [, h] of due) h.renewing = true;
     const renewal = renewChannelHolds(
       orm,
       due.map(([id, h]) => ({ id, token: h.token })),
-    ).then(
-      (kept) => {
-        for (const [id, h] of due) {
-          if (kept.has(id)) h.renewedAt = Math.max(h.renewedAt, sent);
-          if (held.get(id) !== h) continue;
-          if (kept.has(id)) h.trustedUntil = Math.max(h.trustedUntil, trustedFrom(sent));
-          else drop(id, h);
-        }
-      },
-      (err: unknown) => {
-        // Not renewed now: the leases still run; each hold is trusted until its trustedUntil.
-        log.warn({ channels: due.length, err: errorKind(err) }, 'could not renew held channels');
-      },
-    );
+    )
+      .then(
+        (kept) => {
+          for (const [id, h] of due) {
+            if (kept.has(id)) h.renewedAt = later(h.renewedAt, sent);
+            else if (held.get(id) === h) drop(id, h);
+          }
+        },
+        (err: unknown) => {
+          // Not renewed now: the leases still run; each hold is trusted as long as it was.
+          log.warn({ channels: due.length, err: errorKind(err) }, 'could not renew held channels');
+        },
+      )
+      .finally(() => {
+        for (const [, h] of due) h.renewing = false;
+      });
     // A renewal that hangs holds back the next one this long at most; it still counts if it answers.
     await Promise.race([renewal, sleep(RENEW_DEADLINE_MS, undefined, { ref: false })]);
     renewing = false;
@@ -290,12 +312,18 @@ export function createChannelOwners(
      * write) is chained after the channel's earlier commits; the lease is let go if the commit
      * finds it is no longer this process's.
      */
-    finish(channelId: string, call: string, charge: bigint, commit: () => Promise<CommittedCharge>): void {
+    finish(
+      channelId: string,
+      call: string,
+      charge: bigint,
+      /** The charge's write; `keep`: the lease is still this process's hold (renewed by the commit). */
+      commit: (keep: boolean) => Promise<CommittedCharge>,
+    ): void {
       const a = take(channelId, call);
       const h = held.get(channelId);
       if (!a || !h) {
         a?.turn.end();
-        void commit().catch(() => undefined);
+        void commit(false).catch(() => undefined);
         return;
       }
       const { voucher } = a;
@@ -311,15 +339,14 @@ export function createChannelOwners(
       h.commits = h.commits.then(async () => {
         try {
           const sent = now();
-          const outcome = await commit();
+          // Kept (renewed) only while the hold is this process's still: a hold dropped or being
+          // let go meanwhile must not have its lease brought back by a commit queued before.
+          const outcome = await commit(held.get(channelId) === h);
           // A commit that found the lease another's: the hold is over (the lease is theirs now).
           if (outcome.recorded && !outcome.held) drop(channelId, h);
           else if (held.get(channelId) === h) {
             // The commit renewed the lease it found still this process's.
-            if (outcome.held) {
-              h.trustedUntil = Math.max(h.trustedUntil, trustedFrom(sent));
-              h.renewedAt = Math.max(h.renewedAt, sent);
-            }
+            if (outcome.held) h.renewedAt = later(h.renewedAt, sent);
             if (outcome.row) h.row = newer(h.row, outcome.row);
           }
         } catch (err) {
@@ -329,10 +356,15 @@ export function createChannelOwners(
       });
       a.turn.end();
     },
-    /** The hold under `token` found to be another's lease now (a write fenced out by it): it ends here. */
+    /**
+     * The hold under `token` wrote nothing, fenced out by its lease (another's now, or lapsed):
+     * trusted no more, its next call checks the lease (held(): renewed if still its token, else
+     * the hold ends). Not dropped here: a lapsed lease nobody took is still this process's to
+     * renew or release, never left behind.
+     */
     lost(channelId: string, token: string): void {
       const h = held.get(channelId);
-      if (h?.token === token) drop(channelId, h);
+      if (h?.token === token) h.renewedAt = { mono: -Infinity, wall: -Infinity };
     },
     /** Ends the turn of a call refused after its admission, nothing charged. */
     abandon(channelId: string, call: string): void {
