@@ -92,7 +92,7 @@ export type ChannelTurn = {
 };
 
 /** When a lease was asked for, as a hold's trust counts it. */
-export type LeaseAskedAt = Instant;
+type LeaseAskedAt = Instant;
 export const leaseAskedAt = now;
 
 /** The voucher a call on a held channel was admitted with. */
