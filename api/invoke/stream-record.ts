@@ -60,6 +60,12 @@ export type StreamRecord = {
   /** Completes the row (signing its receipt first); waits for the signature, never for the write. */
   complete(outcome: Outcome): Promise<void>;
   /**
+   * After writeAsForwarded's write failed once the call was forwarded (its answer dropped, nothing
+   * charged): the call is recorded unpaid, failed `internal`, so that what its upstream was asked
+   * to do is on record. Never throws (a database still failing leaves it unrecorded, logged).
+   */
+  recordUnanswered(): void;
+  /**
    * A metered paid call's charge, settled by its workflow (started once the completion commits),
    * when it settles within `withinMs`; null otherwise, and for every other call.
    */
@@ -262,6 +268,31 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
           deps.log.warn({ invocationId: row.id, err: errorKind(err) }, 'could not start a metered charge'),
         );
       }
+    },
+    recordUnanswered() {
+      if (renewal) clearInterval(renewal);
+      recordUpstreamOutcome('streaming', 'internal', null);
+      const unpaid = {
+        paymentNetwork: null,
+        paymentAsset: null,
+        paymentAmount: null,
+        paymentPayer: null,
+        paymentNonce: null,
+        paymentTransaction: null,
+        paymentScheme: null,
+        paymentMaxAmount: null,
+        paymentChannel: null,
+      };
+      const done = {
+        ...row,
+        ...unpaid,
+        ...failedBeforeUpstream('internal'),
+        completedAt: new Date(),
+        requestSha256: null,
+        responseSha256: null,
+        receipt: null,
+      };
+      services.recorder.complete(done, true).catch(logFailure);
     },
     async settledCharge(withinMs) {
       if (!chargeStarted) return null;

@@ -154,6 +154,8 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
           reply.body.destroy();
           reply.finish();
           record.release();
+          // The upstream was asked, though: the call is on record, unpaid.
+          record.recordUnanswered();
           await budget?.release();
           throw stillSettling();
         }

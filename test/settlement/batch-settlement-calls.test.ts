@@ -877,7 +877,32 @@ describe('batch-settlement: calls paid from a channel', function () {
       }
     });
 
-    it('a held call whose row cannot be written is answered 503 with nothing charged, and the same payment then buys the call', async () => {
+    /**
+     * The call whose paid row could not be written: when it had been forwarded already (the write
+     * answered after the signature's check), on record unpaid, failed `internal`; else no row.
+     */
+    const unpaidRecord = async (agentId: string, rowsBefore: number, callsBefore: number) => {
+      if (upstreamCalls === callsBefore) {
+        assert.equal(await agentRows(agentId), rowsBefore, 'not forwarded: no row of it');
+        return;
+      }
+      await waitFor(async () => (await agentRows(agentId)) === rowsBefore + 1, {
+        timeoutMs: 5_000,
+        what: 'the forwarded call on record',
+      });
+      const rows = await stack()
+        .orm.em.getConnection()
+        .execute<Array<Record<string, string | null>>>(
+          `select status, error_class, payment_nonce, payment_channel, payment_amount from invocations
+            where agent_id = ? and error_class = 'internal'`,
+          [agentId],
+        );
+      assert.deepEqual(rows, [
+        { status: 'failed', error_class: 'internal', payment_nonce: null, payment_channel: null, payment_amount: null },
+      ]);
+    };
+
+    it('a held call whose row cannot be written is answered 503 with nothing charged (on record unpaid), and the same payment then buys the call', async () => {
       const { agentId, pay, channelId } = await openedChannel();
       const sql = stack().orm.em.getConnection();
       const first = await paidStream(pay, agentId);
@@ -890,6 +915,7 @@ describe('batch-settlement: calls paid from a channel', function () {
         begin if new.agent_id = '${agentId}' then raise exception 'refused for the test'; end if; return new; end $$`);
       await sql.execute(`create trigger ${fn} before insert on payment_claims for each row execute function ${fn}()`);
       const rowsBefore = await agentRows(agentId);
+      const callsBefore = upstreamCalls;
       let refused;
       try {
         refused = await paidStream(pay, agentId);
@@ -898,7 +924,7 @@ describe('batch-settlement: calls paid from a channel', function () {
         await sql.execute(`drop function ${fn}()`);
       }
       assert.equal(refused.status, 503, refused.text);
-      assert.equal(await agentRows(agentId), rowsBefore, 'no row of it');
+      await unpaidRecord(agentId, rowsBefore, callsBefore);
       await waitForRow(first.id!, (r) => r.paymentSettlement === 'settled', 15_000);
       assert.equal((await channelRow(channelId)).charged_cumulative, String(2n * CEILING), 'nothing charged for it');
       // The payer's next voucher (the same ceiling: it was never charged) is served at once.
@@ -908,7 +934,7 @@ describe('batch-settlement: calls paid from a channel', function () {
       assert.equal((await channelRow(channelId)).charged_cumulative, String(3n * CEILING));
     });
 
-    it('a holder whose lease became another’s while it still trusted it writes nothing and answers nothing (503); the hold ends and the next call leases anew', async () => {
+    it('a holder whose lease became another’s while it still trusted it writes no payment and answers nothing (503); the hold ends and the next call leases anew', async () => {
       const { agentId, pay, channelId } = await openedChannel();
       const sql = stack().orm.em.getConnection();
       const first = await paidStream(pay, agentId);
@@ -922,9 +948,10 @@ describe('batch-settlement: calls paid from a channel', function () {
         channelId,
       ]);
       const rowsBefore = await agentRows(agentId);
+      const callsBefore = upstreamCalls;
       const fenced = await paidStream(pay, agentId);
       assert.equal(fenced.status, 503, fenced.text);
-      assert.equal(await agentRows(agentId), rowsBefore, 'no row of it');
+      await unpaidRecord(agentId, rowsBefore, callsBefore);
       assert.equal((await channelRow(channelId)).charged_cumulative, String(2n * CEILING), 'nothing charged for it');
       // The hold ended: the payer's same voucher takes the channel's lease anew and is served.
       const again = await paidStream(pay, agentId);
