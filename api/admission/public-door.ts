@@ -215,9 +215,11 @@ export function publicDoor(
           // A corrective refusal of a message paid through the x402 A2A transport: the payment is
           // asked again on a new payment task keeping the message (the one it named was taken).
           if (!(err instanceof A2aPaymentAskedAgain)) return err;
-          err.paid = taken;
           const client = clientAddress(ctx, deps.config.publicAddress);
-          return a2aPaymentRequired(deps.config.payment, services.a2aPaymentTasks, call, err.entries, client, err);
+          return a2aPaymentRequired(deps.config.payment, services.a2aPaymentTasks, call, err.entries, client, {
+            refusal: err,
+            taken,
+          });
         },
       };
     },

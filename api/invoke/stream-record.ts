@@ -25,8 +25,9 @@ import { settledWithin, startMeteredCharge, type SettledCharge } from '../../tem
 import {
   commitChannelCharge,
   LEASE_RENEW_EVERY_MS,
+  LEASE_SECONDS,
   releaseChannelLease,
-  renewChannelLease,
+  renewChannelLeases,
 } from '../../gateway/payment/channels/store.ts';
 import { noteChannelCommit } from '../../gateway/payment/channels/local-releases.ts';
 
@@ -135,7 +136,10 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
     const until = Date.now() + RENEW_AT_MOST_MS;
     renewal = setInterval(() => {
       if (Date.now() > until && renewal) clearInterval(renewal);
-      else void renewChannelLease(deps.orm, channel.id, channel.leaseToken).catch(() => undefined);
+      else
+        void renewChannelLeases(deps.orm, [{ id: channel.id, token: channel.leaseToken }], LEASE_SECONDS).catch(
+          () => undefined,
+        );
     }, LEASE_RENEW_EVERY_MS);
     renewal.unref();
   };
@@ -270,22 +274,11 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
       }
     },
     recordUnanswered() {
-      if (renewal) clearInterval(renewal);
       recordUpstreamOutcome('streaming', 'internal', null);
-      const unpaid = {
-        paymentNetwork: null,
-        paymentAsset: null,
-        paymentAmount: null,
-        paymentPayer: null,
-        paymentNonce: null,
-        paymentTransaction: null,
-        paymentScheme: null,
-        paymentMaxAmount: null,
-        paymentChannel: null,
-      };
       const done = {
         ...row,
-        ...unpaid,
+        // The call's fields as an unpriced call's: no payment of it is on record.
+        ...recordedCallFields({ ...call, payment: null, price: null }),
         ...failedBeforeUpstream('internal'),
         completedAt: new Date(),
         requestSha256: null,

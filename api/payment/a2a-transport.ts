@@ -57,8 +57,6 @@ const idsOf = (call: Pick<ProxyCall, 'a2a'>, taskId: string) => ({ taskId, conte
  */
 export class A2aPaymentAskedAgain extends ApiError {
   readonly entries: ChallengeEntry[];
-  /** The payment task the refused payment took (and by which payment), moved to the new task. */
-  paid: { taskId: string; paidBy: string } | null = null;
   constructor(reason: string, entries: ChallengeEntry[]) {
     super(402, reason);
     this.entries = entries;
@@ -69,9 +67,9 @@ export class A2aPaymentAskedAgain extends ApiError {
  * The `input-required` answer of an unpaid message: the message kept under a new payment task
  * (or the one the message named, still kept), the PaymentRequired of `entries` (the stage's
  * challengeEntriesOf) in its status message. `again`: a paid message's corrective refusal
- * (A2aPaymentAskedAgain), asked under a new payment task whatever the message named (the refused
- * payment took that one: it is moved to the new id, PaymentTasks.reissue), its PaymentRequired's
- * `error` the refusal's code.
+ * (A2aPaymentAskedAgain), asked under a new payment task whatever the message named, its
+ * PaymentRequired's `error` the refusal's code; `taken`, the payment task the refused payment
+ * took (and by which payment), is moved to the new id (PaymentTasks.reissue).
  * Throws 429 when the tenant, or the client (its rate-limit identity), already holds its maximum
  * of pending payment tasks.
  */
@@ -81,16 +79,16 @@ export async function a2aPaymentRequired(
   call: A2aPaidCall,
   entries: ChallengeEntry[],
   client: string,
-  again?: A2aPaymentAskedAgain,
+  again?: { refusal: A2aPaymentAskedAgain; taken: { taskId: string; paidBy: string } | null },
 ): Promise<ApiError> {
   const x402 = call.a2a!.x402!;
-  const error = again?.message ?? 'payment required';
+  const error = again?.refusal.message ?? 'payment required';
   const required = paymentRequiredV2(config, entries, error, discoveryExtensionsOf(call));
   let taskId = again ? null : x402.paymentTaskId;
-  if (again?.paid) {
+  if (again?.taken) {
     // The task the refused payment took, moved to a new id with its message (one row, not two).
     const moved = newPaymentTaskId();
-    const { taskId: taken, paidBy } = again.paid;
+    const { taskId: taken, paidBy } = again.taken;
     if (await tasks.reissue(call.agent.id, taken, paidBy, moved, entries[0].maxTimeoutSeconds)) taskId = moved;
   }
   if (!taskId) {

@@ -32,7 +32,7 @@ import type { ChargeSettlementState, SignedPayment } from './entity.ts';
 import type { FacilitatorClient } from './facilitator-client.ts';
 import { gatewayScheme } from './schemes/index.ts';
 import { commitChannelCharge } from './channels/store.ts';
-import { createStatementPool, type StatementPool } from '../db/statement-pool.ts';
+import type { StatementPool } from '../db/statement-pool.ts';
 import { TenantSlots } from '../upstream/tenant-slots.ts';
 import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
 
@@ -42,8 +42,8 @@ export type ChargeDeps = {
   config: { vault: VaultConfig; payment: PaymentConfig };
   vaultClient: VaultClient;
   client: FacilitatorClient;
-  /** The process's prepared statements (db/statement-pool.ts), for the channel commit; opened here when absent. */
-  statements?: StatementPool;
+  /** The process's prepared statements (db/statement-pool.ts), for the channel commit. */
+  statements: StatementPool;
 };
 
 /** Where a call's charge stands once settled: what its row and binding now say. */
@@ -137,10 +137,6 @@ export function createChargeSettler(deps: ChargeDeps) {
   const execute = <T extends object[]>(sql: string, params: unknown[]) =>
     deps.orm.em.getConnection().execute<T>(sql, params);
   const load = async (invocationId: string) => (await execute<ChargeRow[]>(LOAD, [invocationId]))[0];
-  // The channel commit's prepared statement, on the process's pool, else one opened when this
-  // process first commits a channel charge.
-  let channelStatements = deps.statements;
-  const statements = () => (channelStatements ??= createStatementPool(deps.orm, 'gateway-charges'));
   // Each tenant's charges in flight to its facilitator, in this process.
   const slots = new TenantSlots(deps.config.payment.chargeTenantConcurrency);
 
@@ -183,7 +179,7 @@ export function createChargeSettler(deps: ChargeDeps) {
     // nothing: settled with nothing moved, as an `upto` charge of 0 is.
     if (!signed?.channelLease && charge === 0n) return record(invocationId, 'settled', null, null);
     if (!signed?.channelLease) return record(invocationId, 'failed', null, 'signed_payment_missing');
-    const { recorded, committed } = await commitChannelCharge(statements(), invocationId);
+    const { recorded, committed } = await commitChannelCharge(deps.statements, invocationId);
     if (recorded) recordMeteredCharge(committed ? 'settled' : 'failed', committed ? null : 'voucher_exceeded');
     const row = await load(invocationId);
     return row ? outcomeOf(row) : { ...NOT_METERED };

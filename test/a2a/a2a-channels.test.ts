@@ -13,15 +13,15 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Message, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
 import { Client, ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
-import { x402HTTPClient, type x402Client } from '@x402/core/client';
+import { x402HTTPClient } from '@x402/core/client';
 import { PaymentRequiredV2Schema } from '@x402/core/schemas';
-import type { PaymentPayload, PaymentRequired, SettleResponse } from '@x402/core/types';
+import type { PaymentRequired, SettleResponse } from '@x402/core/types';
 import { stack } from '../support/stack.ts';
 import { call, callAt, uniqueName } from '../support/http.ts';
 import { startCapturedGateway, type ExtraGateway } from '../support/catalog.ts';
 import { startA2aServer, type A2aUpstream } from '../support/a2a-server.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
-import { channelBuyer, forgedVoucher } from '../support/batch-settlement.ts';
+import { channelBuyer, forgedVoucher, handBack } from '../support/batch-settlement.ts';
 import { balanceOf, newPayTo, newPayer } from '../support/x402.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -57,20 +57,6 @@ async function streamedEvents(client: Client, request: SendMessageRequest): Prom
 
 /** The metadata of a task's status message. */
 const metaOf = (task: Json) => task.status.message.metadata as Json;
-
-/** What a paid answer tells the client's scheme: the receipt it keeps, or the PaymentRequired it recovers from. */
-async function handBack(
-  buyer: x402Client,
-  payload: PaymentPayload,
-  answer: { settleResponse?: SettleResponse; paymentRequired?: PaymentRequired },
-): Promise<boolean> {
-  const outcome = await buyer.handlePaymentResponse({
-    paymentPayload: payload,
-    requirements: payload.accepted,
-    ...answer,
-  });
-  return outcome?.recovered === true;
-}
 
 describe('public A2A agents paid from a payment channel (batch-settlement) through the x402 A2A transport', function () {
   this.timeout(240_000);

@@ -24,9 +24,11 @@ import { stack } from '../support/stack.ts';
 import { call, uniqueName, waitForInvocation } from '../support/http.ts';
 import { invocationRow } from '../support/proxy-helpers.ts';
 import { startMcpServer } from '../support/mcp-server.ts';
+
+type TestMcpServer = Awaited<ReturnType<typeof startMcpServer>>;
 import { startCapturedGateway, type ExtraGateway } from '../support/catalog.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
-import { channelBuyer, forgedVoucher } from '../support/batch-settlement.ts';
+import { channelBuyer, forgedVoucher, handBack } from '../support/batch-settlement.ts';
 import { balanceOf, newPayTo, newPayer } from '../support/x402.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -63,21 +65,6 @@ function paymentRequiredOf(result: ToolResult): PaymentRequired | undefined {
   if (!result.isError || !result.structuredContent) return undefined;
   const parsed = PaymentRequiredV2Schema.safeParse(result.structuredContent);
   return parsed.success ? (result.structuredContent as PaymentRequired) : undefined;
-}
-
-/** What a paid answer tells the client's scheme (its hooks keep the channel's state, or recover it). */
-async function handBack(
-  buyer: x402Client,
-  payload: PaymentPayload,
-  answer: { settleResponse?: SettleResponse; paymentRequired?: PaymentRequired },
-): Promise<boolean> {
-  const outcome = await buyer.handlePaymentResponse({
-    paymentPayload: payload,
-    requirements: payload.accepted,
-    ...(answer.settleResponse ? { settleResponse: answer.settleResponse } : {}),
-    ...(answer.paymentRequired ? { paymentRequired: answer.paymentRequired } : {}),
-  });
-  return outcome?.recovered === true;
 }
 
 /**
@@ -144,6 +131,29 @@ describe('batch-settlement channels over the x402 MCP transport', function () {
     return { client, sessionId: transport.sessionId! };
   }
 
+  /**
+   * An MCP upstream and an agent of it, a session opened with the token while the agent is free,
+   * then the agent priced from payment channels; `run`, then the session and upstream closed.
+   */
+  async function onPricedSession(
+    opts: { json: boolean; agent?: Json },
+    run: (s: { mcp: TestMcpServer; agentId: string; client: Client; sessionId: string }) => Promise<void>,
+  ): Promise<void> {
+    const mcp = await startMcpServer({ json: opts.json });
+    try {
+      const agentId = await mcpAgent(mcp.url, opts.agent);
+      const { client, sessionId } = await tokenSession(agentId);
+      try {
+        await priced(agentId, newPayTo());
+        await run({ mcp, agentId, client, sessionId });
+      } finally {
+        await client.close();
+      }
+    } finally {
+      await mcp.close();
+    }
+  }
+
   /** A tools/call of echo on /v1, written by hand (its 402s' headers are read), `_meta` as given. */
   function rawEcho(agentId: string, sessionId: string, text: string, meta?: Json, path = '/stream') {
     return call('POST', `/v1/proxy/${agentId}${path}`, {
@@ -174,209 +184,176 @@ describe('batch-settlement channels over the x402 MCP transport', function () {
 
   for (const answer of ['sse', 'json'] as const) {
     it(`/v1 streaming (upstream answering in ${answer}): one deposit, then vouchers, each result carrying the channel's state in _meta`, async () => {
-      const mcp = await startMcpServer({ json: answer === 'json' });
-      try {
-        const payTo = newPayTo();
-        const agentId = await mcpAgent(mcp.url);
-        const { client, sessionId } = await tokenSession(agentId);
-        try {
-          await priced(agentId, payTo);
-          const unpaid = await rawEcho(agentId, sessionId, 'unpaid');
-          assert.equal(unpaid.status, 402, unpaid.text);
-          const required = decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string);
-          assert.equal(required.accepts[0].scheme, 'batch-settlement');
-          assert.equal(required.accepts[0].amount, String(TOOL));
-          assert.equal(required.accepts[0].extra.minDeposit, String(DEPOSIT));
+      await onPricedSession({ json: answer === 'json' }, async ({ mcp, agentId, client, sessionId }) => {
+        const unpaid = await rawEcho(agentId, sessionId, 'unpaid');
+        assert.equal(unpaid.status, 402, unpaid.text);
+        const required = decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string);
+        assert.equal(required.accepts[0].scheme, 'batch-settlement');
+        assert.equal(required.accepts[0].amount, String(TOOL));
+        assert.equal(required.accepts[0].extra.minDeposit, String(DEPOSIT));
 
-          const payer = await newPayer(1_000_000n);
-          const buyer = channelBuyer(payer.privateKey);
-          let channelId = '';
-          const markers: string[] = [];
-          for (let i = 1; i <= 4; i++) {
-            // The reference client's callToolWithPayment: the price is known, so the call is paid at once.
-            const payload = await buyer.createPaymentPayload(required);
-            const { type, voucher } = payload.payload as { type: string; voucher: { maxClaimableAmount: string } };
-            assert.equal(type, i === 1 ? 'deposit' : 'voucher');
-            assert.equal(voucher.maxClaimableAmount, String(BigInt(i) * TOOL), 'the client knows what it was charged');
-            const marker = `channel call ${i} ${randomUUID()}`;
-            markers.push(marker);
-            const result = (await client.callTool({
-              name: 'echo',
-              arguments: { text: marker },
-              _meta: { 'x402/payment': payload, 'other/key': 'kept' },
-            })) as ToolResult;
-            assert.deepEqual(result.content, [{ type: 'text', text: `echo: ${marker}` }]);
-            const receipt = receiptOf(result);
-            assert.ok(receipt, `the result carries _meta["x402/payment-response"]: ${JSON.stringify(result)}`);
-            assert.equal(receipt.success, true);
-            assert.equal(receipt.extra.chargedAmount, String(TOOL));
-            assert.equal(receipt.extra.channelState.chargedCumulativeAmount, String(BigInt(i) * TOOL));
-            assert.equal(receipt.extra.channelState.balance, String(DEPOSIT));
-            if (i === 1) {
-              assert.match(receipt.transaction, /^0x[0-9a-f]{64}$/, 'the deposit is a transaction');
-              assert.equal(receipt.amount, String(DEPOSIT));
-              channelId = receipt.extra.channelState.channelId as string;
-            } else {
-              assert.equal(receipt.transaction, '', 'a voucher moves nothing');
-              assert.equal(receipt.extra.channelState.channelId, channelId);
-            }
-            assert.equal(await handBack(buyer, payload, { settleResponse: receipt }), false);
+        const payer = await newPayer(1_000_000n);
+        const buyer = channelBuyer(payer.privateKey);
+        let channelId = '';
+        const markers: string[] = [];
+        for (let i = 1; i <= 4; i++) {
+          // The reference client's callToolWithPayment: the price is known, so the call is paid at once.
+          const payload = await buyer.createPaymentPayload(required);
+          const { type, voucher } = payload.payload as { type: string; voucher: { maxClaimableAmount: string } };
+          assert.equal(type, i === 1 ? 'deposit' : 'voucher');
+          assert.equal(voucher.maxClaimableAmount, String(BigInt(i) * TOOL), 'the client knows what it was charged');
+          const marker = `channel call ${i} ${randomUUID()}`;
+          markers.push(marker);
+          const result = (await client.callTool({
+            name: 'echo',
+            arguments: { text: marker },
+            _meta: { 'x402/payment': payload, 'other/key': 'kept' },
+          })) as ToolResult;
+          assert.deepEqual(result.content, [{ type: 'text', text: `echo: ${marker}` }]);
+          const receipt = receiptOf(result);
+          assert.ok(receipt, `the result carries _meta["x402/payment-response"]: ${JSON.stringify(result)}`);
+          assert.equal(receipt.success, true);
+          assert.equal(receipt.extra.chargedAmount, String(TOOL));
+          assert.equal(receipt.extra.channelState.chargedCumulativeAmount, String(BigInt(i) * TOOL));
+          assert.equal(receipt.extra.channelState.balance, String(DEPOSIT));
+          if (i === 1) {
+            assert.match(receipt.transaction, /^0x[0-9a-f]{64}$/, 'the deposit is a transaction');
+            assert.equal(receipt.amount, String(DEPOSIT));
+            channelId = receipt.extra.channelState.channelId as string;
+          } else {
+            assert.equal(receipt.transaction, '', 'a voucher moves nothing');
+            assert.equal(receipt.extra.channelState.channelId, channelId);
           }
-          assert.equal(await balanceOf(paying.provider, payer.address), 1_000_000n - DEPOSIT, 'one deposit moved');
-          const channel = await channelCharged(channelId, 4n * TOOL);
-          assert.equal(channel.signed_max_claimable, String(4n * TOOL));
-          assert.equal(channel.balance, String(DEPOSIT));
-
-          // Each call reached the upstream once, without the payment; the rest of _meta kept.
-          for (const marker of markers) {
-            const reached = mcp.bodies.filter((b) => JSON.stringify(b).includes(marker)) as Array<{
-              params: { _meta?: Json };
-            }>;
-            assert.equal(reached.length, 1);
-            assert.deepEqual(reached[0].params._meta, { 'other/key': 'kept' });
-          }
-          assert.ok(!JSON.stringify(mcp.bodies).includes('x402/payment'), 'no payment reached the upstream');
-        } finally {
-          await client.close();
+          assert.equal(await handBack(buyer, payload, { settleResponse: receipt }), false);
         }
-      } finally {
-        await mcp.close();
-      }
+        assert.equal(await balanceOf(paying.provider, payer.address), 1_000_000n - DEPOSIT, 'one deposit moved');
+        const channel = await channelCharged(channelId, 4n * TOOL);
+        assert.equal(channel.signed_max_claimable, String(4n * TOOL));
+        assert.equal(channel.balance, String(DEPOSIT));
+
+        // Each call reached the upstream once, without the payment; the rest of _meta kept.
+        for (const marker of markers) {
+          const reached = mcp.bodies.filter((b) => JSON.stringify(b).includes(marker)) as Array<{
+            params: { _meta?: Json };
+          }>;
+          assert.equal(reached.length, 1);
+          assert.deepEqual(reached[0].params._meta, { 'other/key': 'kept' });
+        }
+        assert.ok(!JSON.stringify(mcp.bodies).includes('x402/payment'), 'no payment reached the upstream');
+      });
     });
   }
 
   it('/v1 transactional: the deposit and each voucher answered 202 with the channel state in PAYMENT-RESPONSE, each charged by its workflow', async () => {
-    const mcp = await startMcpServer({ json: true });
-    try {
-      const payTo = newPayTo();
-      const agentId = await mcpAgent(mcp.url, { capture_body: true });
-      const { client, sessionId } = await tokenSession(agentId);
-      try {
-        await priced(agentId, payTo);
-        const unpaid = await rawEcho(agentId, sessionId, 'unpaid', undefined, '');
-        assert.equal(unpaid.status, 402, unpaid.text);
-        const required = decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string);
-        const payer = await newPayer(1_000_000n);
-        const buyer = channelBuyer(payer.privateKey);
-        const http = new x402HTTPClient(buyer);
-        let channelId = '';
-        for (let i = 1; i <= 4; i++) {
-          const payload = await buyer.createPaymentPayload(required);
-          assert.equal((payload.payload as { type: string }).type, i === 1 ? 'deposit' : 'voucher');
-          const marker = `transactional channel call ${i} ${randomUUID()}`;
-          const paid = await rawEcho(agentId, sessionId, marker, { 'x402/payment': payload }, '');
-          assert.equal(paid.status, 202, paid.text);
-          const receipt = decodePaymentResponseHeader(paid.headers['payment-response'] as string) as Receipt;
-          assert.equal(receipt.extra.channelState.chargedCumulativeAmount, String(BigInt(i) * TOOL));
-          channelId = receipt.extra.channelState.channelId as string;
-          // The receipt is a header here, handed to the client as @x402/fetch hands it.
-          await http.processPaymentResult(payload, (name) => paid.headers[name.toLowerCase()] as string, paid.status);
-          const done = await waitForInvocation(paying.token, agentId, paid.json.invocation_id);
-          assert.equal(done.status, 'succeeded', JSON.stringify(done));
-          const row = await invocationRow(paid.json.invocation_id);
-          assert.equal(row?.paymentScheme, 'batch-settlement');
-          assert.equal(row?.paymentChannel, channelId);
-          const reached = mcp.bodies.filter((b) => JSON.stringify(b).includes(marker));
-          assert.equal(reached.length, 1);
-          assert.equal(
-            row?.requestBytes,
-            Buffer.byteLength(JSON.stringify(reached[0])),
-            'the stored body is the one forwarded',
-          );
-        }
-        await channelCharged(channelId, 4n * TOOL);
-        assert.equal(await balanceOf(paying.provider, payer.address), 1_000_000n - DEPOSIT);
-        assert.ok(!JSON.stringify(mcp.bodies).includes('x402/payment'), 'no payment reached the upstream');
-      } finally {
-        await client.close();
+    await onPricedSession({ json: true, agent: { capture_body: true } }, async ({ mcp, agentId, sessionId }) => {
+      const unpaid = await rawEcho(agentId, sessionId, 'unpaid', undefined, '');
+      assert.equal(unpaid.status, 402, unpaid.text);
+      const required = decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string);
+      const payer = await newPayer(1_000_000n);
+      const buyer = channelBuyer(payer.privateKey);
+      const http = new x402HTTPClient(buyer);
+      let channelId = '';
+      for (let i = 1; i <= 4; i++) {
+        const payload = await buyer.createPaymentPayload(required);
+        assert.equal((payload.payload as { type: string }).type, i === 1 ? 'deposit' : 'voucher');
+        const marker = `transactional channel call ${i} ${randomUUID()}`;
+        const paid = await rawEcho(agentId, sessionId, marker, { 'x402/payment': payload }, '');
+        assert.equal(paid.status, 202, paid.text);
+        const receipt = decodePaymentResponseHeader(paid.headers['payment-response'] as string) as Receipt;
+        assert.equal(receipt.extra.channelState.chargedCumulativeAmount, String(BigInt(i) * TOOL));
+        channelId = receipt.extra.channelState.channelId as string;
+        // The receipt is a header here, handed to the client as @x402/fetch hands it.
+        await http.processPaymentResult(payload, (name) => paid.headers[name.toLowerCase()] as string, paid.status);
+        const done = await waitForInvocation(paying.token, agentId, paid.json.invocation_id);
+        assert.equal(done.status, 'succeeded', JSON.stringify(done));
+        const row = await invocationRow(paid.json.invocation_id);
+        assert.equal(row?.paymentScheme, 'batch-settlement');
+        assert.equal(row?.paymentChannel, channelId);
+        const reached = mcp.bodies.filter((b) => JSON.stringify(b).includes(marker));
+        assert.equal(reached.length, 1);
+        assert.equal(
+          row?.requestBytes,
+          Buffer.byteLength(JSON.stringify(reached[0])),
+          'the stored body is the one forwarded',
+        );
       }
-    } finally {
-      await mcp.close();
-    }
+      await channelCharged(channelId, 4n * TOOL);
+      assert.equal(await balanceOf(paying.provider, payer.address), 1_000_000n - DEPOSIT);
+      assert.ok(!JSON.stringify(mcp.bodies).includes('x402/payment'), 'no payment reached the upstream');
+    });
   });
 
   it('/v1: a forged voucher is refused with nothing forwarded; a client that forgot its channel recovers through the corrective 402', async () => {
-    const mcp = await startMcpServer({ json: true });
-    try {
-      const payTo = newPayTo();
-      const agentId = await mcpAgent(mcp.url);
-      const { client, sessionId } = await tokenSession(agentId);
-      try {
-        await priced(agentId, payTo);
-        const unpaid = await rawEcho(agentId, sessionId, 'unpaid');
-        const required = decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string);
-        const payer = await newPayer(1_000_000n);
-        const buyer = channelBuyer(payer.privateKey);
-        const paidEcho = async (text: string) => {
-          const payload = await buyer.createPaymentPayload(required);
-          const served = await rawEcho(agentId, sessionId, text, { 'x402/payment': payload });
-          assert.equal(served.status, 200, served.text);
-          const receipt = JSON.parse(served.text).result._meta['x402/payment-response'] as Receipt;
-          await handBack(buyer, payload, { settleResponse: receipt });
-          return receipt.extra.channelState.channelId as string;
-        };
-        const channelId = await paidEcho('the deposit');
-        const channelFree = async () => {
-          const [row] = await stack()
-            .orm.em.getConnection()
-            .execute<Array<{ free: boolean }>>(`select busy_until is null as free from channels where id = ?`, [
-              channelId,
-            ]);
-          return row?.free === true;
-        };
-
-        // Forged: on the channel this process holds between calls since it served a voucher there
-        // (the signature checked as the call's row is written), then once it let it go (checked
-        // before the channel is leased).
-        for (const held of [true, false]) {
-          await paidEcho(`a voucher ${held}`);
-          if (held) assert.equal(await channelFree(), false, 'held by this process');
-          else await waitFor(channelFree, { timeoutMs: 15_000, what: 'the channel let go' });
-          const marker = `forged ${held} ${randomUUID()}`;
-          const refused = await rawEcho(agentId, sessionId, marker, {
-            'x402/payment': forgedVoucher(await buyer.createPaymentPayload(required)),
-          });
-          assert.equal(refused.status, 402, refused.text);
-          assert.equal(refused.json.error, 'invalid payment');
-          assert.ok(refused.headers['payment-required'], 'the refusal carries PAYMENT-REQUIRED');
-          assert.ok(!JSON.stringify(mcp.bodies).includes(marker), 'nothing reached the upstream');
-        }
-        await channelCharged(channelId, 3n * TOOL);
-
-        // A client with no record of the channel: it reads the chain (nothing claimed), signs a
-        // voucher the gateway does not expect, is answered the corrective 402 (the channel's state
-        // and the payer's latest voucher in PAYMENT-REQUIRED), recovers and pays again.
-        const fresh = channelBuyer(payer.privateKey);
-        const lost = await fresh.createPaymentPayload(required);
-        const { voucher } = lost.payload as { voucher: { maxClaimableAmount: string } };
-        assert.equal(voucher.maxClaimableAmount, String(TOOL), 'nothing claimed yet, so it counts nothing charged');
-        const marker = `recovered ${randomUUID()}`;
-        const corrected = await rawEcho(agentId, sessionId, marker, { 'x402/payment': lost });
-        assert.equal(corrected.status, 402, corrected.text);
-        const corrective = decodePaymentRequiredHeader(corrected.headers['payment-required'] as string);
-        assert.equal(corrective.error, 'invalid_batch_settlement_evm_cumulative_amount_mismatch');
-        assert.equal((corrective.accepts[0].extra as Json).channelState.chargedCumulativeAmount, String(3n * TOOL));
-        const http = new x402HTTPClient(fresh);
-        const outcome = await http.processPaymentResult(
-          lost,
-          (name) => corrected.headers[name.toLowerCase()] as string,
-          402,
-        );
-        assert.equal(outcome.recovered, true);
-        const repaid = await fresh.createPaymentPayload(corrective);
-        const served = await rawEcho(agentId, sessionId, marker, { 'x402/payment': repaid });
+    await onPricedSession({ json: true }, async ({ mcp, agentId, sessionId }) => {
+      const unpaid = await rawEcho(agentId, sessionId, 'unpaid');
+      const required = decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string);
+      const payer = await newPayer(1_000_000n);
+      const buyer = channelBuyer(payer.privateKey);
+      const paidEcho = async (text: string) => {
+        const payload = await buyer.createPaymentPayload(required);
+        const served = await rawEcho(agentId, sessionId, text, { 'x402/payment': payload });
         assert.equal(served.status, 200, served.text);
-        const after = JSON.parse(served.text).result._meta['x402/payment-response'] as Receipt;
-        assert.equal(after.extra.channelState.chargedCumulativeAmount, String(4n * TOOL));
-        assert.equal(mcp.bodies.filter((b) => JSON.stringify(b).includes(marker)).length, 1, 'served once');
-        await channelCharged(channelId, 4n * TOOL);
-        assert.equal(await balanceOf(paying.provider, payer.address), 1_000_000n - DEPOSIT, 'no second deposit');
-      } finally {
-        await client.close();
+        const receipt = JSON.parse(served.text).result._meta['x402/payment-response'] as Receipt;
+        await handBack(buyer, payload, { settleResponse: receipt });
+        return receipt.extra.channelState.channelId as string;
+      };
+      const channelId = await paidEcho('the deposit');
+      const channelFree = async () => {
+        const [row] = await stack()
+          .orm.em.getConnection()
+          .execute<Array<{ free: boolean }>>(`select busy_until is null as free from channels where id = ?`, [
+            channelId,
+          ]);
+        return row?.free === true;
+      };
+
+      // Forged: on the channel this process holds between calls since it served a voucher there
+      // (the signature checked as the call's row is written), then once it let it go (checked
+      // before the channel is leased).
+      for (const held of [true, false]) {
+        await paidEcho(`a voucher ${held}`);
+        if (held) assert.equal(await channelFree(), false, 'held by this process');
+        else await waitFor(channelFree, { timeoutMs: 15_000, what: 'the channel let go' });
+        const marker = `forged ${held} ${randomUUID()}`;
+        const refused = await rawEcho(agentId, sessionId, marker, {
+          'x402/payment': forgedVoucher(await buyer.createPaymentPayload(required)),
+        });
+        assert.equal(refused.status, 402, refused.text);
+        assert.equal(refused.json.error, 'invalid payment');
+        assert.ok(refused.headers['payment-required'], 'the refusal carries PAYMENT-REQUIRED');
+        assert.ok(!JSON.stringify(mcp.bodies).includes(marker), 'nothing reached the upstream');
       }
-    } finally {
-      await mcp.close();
-    }
+      await channelCharged(channelId, 3n * TOOL);
+
+      // A client with no record of the channel: it reads the chain (nothing claimed), signs a
+      // voucher the gateway does not expect, is answered the corrective 402 (the channel's state
+      // and the payer's latest voucher in PAYMENT-REQUIRED), recovers and pays again.
+      const fresh = channelBuyer(payer.privateKey);
+      const lost = await fresh.createPaymentPayload(required);
+      const { voucher } = lost.payload as { voucher: { maxClaimableAmount: string } };
+      assert.equal(voucher.maxClaimableAmount, String(TOOL), 'nothing claimed yet, so it counts nothing charged');
+      const marker = `recovered ${randomUUID()}`;
+      const corrected = await rawEcho(agentId, sessionId, marker, { 'x402/payment': lost });
+      assert.equal(corrected.status, 402, corrected.text);
+      const corrective = decodePaymentRequiredHeader(corrected.headers['payment-required'] as string);
+      assert.equal(corrective.error, 'invalid_batch_settlement_evm_cumulative_amount_mismatch');
+      assert.equal((corrective.accepts[0].extra as Json).channelState.chargedCumulativeAmount, String(3n * TOOL));
+      const http = new x402HTTPClient(fresh);
+      const outcome = await http.processPaymentResult(
+        lost,
+        (name) => corrected.headers[name.toLowerCase()] as string,
+        402,
+      );
+      assert.equal(outcome.recovered, true);
+      const repaid = await fresh.createPaymentPayload(corrective);
+      const served = await rawEcho(agentId, sessionId, marker, { 'x402/payment': repaid });
+      assert.equal(served.status, 200, served.text);
+      const after = JSON.parse(served.text).result._meta['x402/payment-response'] as Receipt;
+      assert.equal(after.extra.channelState.chargedCumulativeAmount, String(4n * TOOL));
+      assert.equal(mcp.bodies.filter((b) => JSON.stringify(b).includes(marker)).length, 1, 'served once');
+      await channelCharged(channelId, 4n * TOOL);
+      assert.equal(await balanceOf(paying.provider, payer.address), 1_000_000n - DEPOSIT, 'no second deposit');
+    });
   });
 
   describe('a public MCP agent: the payment-required tool result', () => {

@@ -5,6 +5,7 @@
 // request, which the client only sends over HTTP (a stand-in fetch answers its probe and keeps
 // the payment it sends).
 import { x402Client } from '@x402/core/client';
+import type { PaymentPayload, PaymentRequired, SettleResponse } from '@x402/core/types';
 import {
   decodePaymentSignatureHeader,
   encodePaymentRequiredHeader,
@@ -137,4 +138,23 @@ export function forgedVoucher<P extends { payload: Record<string, unknown> }>(pa
   const sig = copy.payload.voucher.signature;
   copy.payload.voucher.signature = `${sig.slice(0, 10)}${sig[10] === '0' ? '1' : '0'}${sig.slice(11)}`;
   return copy;
+}
+
+/**
+ * What a paid answer over a JSON-RPC transport tells the client's scheme, as the reference x402
+ * MCP client hands it over: the receipt it keeps its channel's state from, or the PaymentRequired
+ * it recovers from; answers whether it recovered.
+ */
+export async function handBack(
+  buyer: x402Client,
+  payload: PaymentPayload,
+  answer: { settleResponse?: SettleResponse; paymentRequired?: PaymentRequired },
+): Promise<boolean> {
+  const outcome = await buyer.handlePaymentResponse({
+    paymentPayload: payload,
+    requirements: payload.accepted,
+    ...(answer.settleResponse ? { settleResponse: answer.settleResponse } : {}),
+    ...(answer.paymentRequired ? { paymentRequired: answer.paymentRequired } : {}),
+  });
+  return outcome?.recovered === true;
 }

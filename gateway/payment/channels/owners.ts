@@ -28,7 +28,7 @@ import {
   HOLD_RENEW_EVERY_MS,
   LEASE_SECONDS,
   releaseChannelLease,
-  renewChannelHolds,
+  renewChannelLeases,
 } from './store.ts';
 
 /** How long letting a channel go waits for this process's commits on it to be written. */
@@ -37,8 +37,8 @@ const COMMITS_WAIT_MS = 10_000;
 const CLOSE_MS = 2_000;
 /** A hold is trusted for its lease's length less this margin after it was last renewed (a paused process's clock). */
 const HOLD_MARGIN_MS = 5_000;
-/** How long a renewal of the holds may take before the next one may start (the one late still counts when it answers). */
-const RENEW_DEADLINE_MS = 2_000;
+/** How long a call waits for its untrusted hold's lease to be checked before it is told the channel is busy. */
+const RECHECK_DEADLINE_MS = 2_000;
 /**
  * A moment on both clocks: trust is a span of time, which a step of the wall clock must not
  * stretch (the monotonic one) and a suspended machine must not hide (the wall one, which counts it).
@@ -117,7 +117,6 @@ export function createChannelOwners(
   const releasing = new Map<string, Held>();
   /** The renewal of every hold, running while any is held. */
   let renewals: NodeJS.Timeout | null = null;
-  let renewing = false;
 
   /** Waits for the channel's turn, at most `waitMs`; null when it did not come in time. */
   async function turn(channelId: string, waitMs: number): Promise<ChannelTurn | null> {
@@ -148,8 +147,8 @@ export function createChannelOwners(
         // a lease nobody took since is safely this process's again), within the renewals' deadline.
         const sent = now();
         const kept = await Promise.race([
-          renewChannelHolds(orm, [{ id: channelId, token: h.token }]).catch(() => null),
-          sleep(RENEW_DEADLINE_MS, null, { ref: false }),
+          renewChannelLeases(orm, [{ id: channelId, token: h.token }], HOLD_LEASE_SECONDS).catch(() => null),
+          sleep(RECHECK_DEADLINE_MS, null, { ref: false }),
         ]);
         if (held.get(channelId) !== h) return null;
         // Not known: the hold stays (its lease may still be this process's); this call is told busy.
@@ -174,7 +173,7 @@ export function createChannelOwners(
         };
         held.set(channelId, h);
         channelsHeld.inc();
-        renewals ??= setInterval(() => void renewAll(), HOLD_RENEW_EVERY_MS).unref();
+        renewals ??= setInterval(renewAll, HOLD_RENEW_EVERY_MS).unref();
         return h;
       },
       unhold() {
@@ -219,23 +218,22 @@ export function createChannelOwners(
    * Renews in one statement the leases of the holds (and of those being let go) not renewed for a
    * period (a commit renews its hold's too); a hold whose lease is another's now ends.
    */
-  async function renewAll(): Promise<void> {
+  function renewAll(): void {
     if (held.size === 0 && releasing.size === 0 && renewals) {
       clearInterval(renewals);
       renewals = null;
     }
-    if (renewing) return;
     const sent = now();
     // Not one whose renewal is still in flight (a statement that hangs is not piled on).
     const due = [...held.entries(), ...releasing.entries()].filter(
       ([, h]) => !h.renewing && sent.mono - h.renewedAt.mono >= HOLD_RENEW_EVERY_MS / 2,
     );
     if (due.length === 0) return;
-    renewing = true;
     for (const [, h] of due) h.renewing = true;
-    const renewal = renewChannelHolds(
+    void renewChannelLeases(
       orm,
       due.map(([id, h]) => ({ id, token: h.token })),
+      HOLD_LEASE_SECONDS,
     )
       .then(
         (kept) => {
@@ -252,9 +250,6 @@ export function createChannelOwners(
       .finally(() => {
         for (const [, h] of due) h.renewing = false;
       });
-    // A renewal that hangs holds back the next one this long at most; it still counts if it answers.
-    await Promise.race([renewal, sleep(RENEW_DEADLINE_MS, undefined, { ref: false })]);
-    renewing = false;
   }
 
   /**

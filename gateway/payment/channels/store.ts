@@ -311,9 +311,6 @@ const COMMIT = `
   select (select count(*)::int from recorded) as recorded, (select fits from due) as committed,
          (select held from due) as held, committed.* from (select 1) one left join committed on true`;
 
-const RENEW = `update channels set busy_until = now() + make_interval(secs => ?), updated_at = now()
-  where id = ? and busy_invocation = ? returning id`;
-
 /** How long a call holds its channel without a sign of life (a process that died lets it go then). */
 export const LEASE_SECONDS = 120;
 /** How often a running call renews its hold (a stream may run far longer than the lease). */
@@ -326,10 +323,10 @@ export const LEASE_RENEW_EVERY_MS = 30_000;
 export const HOLD_LEASE_SECONDS = 15;
 export const HOLD_RENEW_EVERY_MS = 3_000;
 
-// The holds of one process renewed together, one statement for all of them, their rows locked in
-// the order of their ids. A renewal that deadlocks with another writer of many channel rows (the
-// claims' records, the chain's mirror) fails alone: the holds stay trusted, renewed next period.
-const RENEW_HOLDS = `
+// Leases renewed together (all the holds of one process), one statement for all of them, their
+// rows locked in the order of their ids. A renewal that deadlocks with another writer of many
+// channel rows (the claims' records, the chain's mirror) fails alone: renewed next period.
+const RENEW = `
   with mine as (
     select c.id from channels c join jsonb_to_recordset(?::jsonb) as h(id text, token text)
         on c.id = h.id and c.busy_invocation = h.token
@@ -337,19 +334,18 @@ const RENEW_HOLDS = `
   update channels c set busy_until = now() + make_interval(secs => ?), updated_at = now()
     from mine where c.id = mine.id returning c.id`;
 
-/** Renews the leases of the channels held under these tokens; answers the ids whose lease was still theirs. */
-export async function renewChannelHolds(
+/**
+ * Renews for `seconds` the leases of the channels held under these tokens (a running call's, the
+ * holds of a process); answers the ids whose lease was still theirs.
+ */
+export async function renewChannelLeases(
   orm: MikroORM,
-  holds: Array<{ id: string; token: string }>,
+  leases: Array<{ id: string; token: string }>,
+  seconds: number,
 ): Promise<Set<string>> {
-  if (holds.length === 0) return new Set();
-  const rows = await orm.em.getConnection().execute<Raw[]>(RENEW_HOLDS, [JSON.stringify(holds), HOLD_LEASE_SECONDS]);
+  if (leases.length === 0) return new Set();
+  const rows = await orm.em.getConnection().execute<Raw[]>(RENEW, [JSON.stringify(leases), seconds]);
   return new Set(rows.map((r) => r.id as string));
-}
-
-/** Keeps the hold on its channel (a running call's, a held channel's); false when it holds it no more. */
-export async function renewChannelLease(orm: MikroORM, channelId: string, token: string): Promise<boolean> {
-  return (await orm.em.getConnection().execute<Raw[]>(RENEW, [LEASE_SECONDS, channelId, token])).length > 0;
 }
 
 /**

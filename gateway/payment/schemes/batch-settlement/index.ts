@@ -121,11 +121,13 @@ export const batchSettlementGatewayScheme: GatewayScheme = {
       ceiling: BigInt(requirements.maxAmountRequired),
     });
     if (!checked.ok) return { ok: false, cause: checked.cause };
+    // Recovered once, however many stages ask (the admission before a lease, the stream as it writes).
+    let signed: Promise<boolean> | undefined;
     return {
       ok: true,
       payer: checked.payer,
       nonce: channelPaymentNonce(payload),
-      signed: async () => (await checked.signer()) !== null,
+      signed: () => (signed ??= checked.signer().then((signer) => signer !== null)),
     };
   },
 
