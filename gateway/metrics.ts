@@ -67,7 +67,7 @@ export function recordUpstreamOutcome(
 // agent, which tenants choose.
 const meterReadings = counter({
   name: 'gateway_meter_readings_total',
-  help: 'Metered calls completed, by mode and the reason of their charge (measured, interrupted, no_reading, upstream_failed, not_forwarded)',
+  help: 'Metered calls completed, by mode and the reason of their charge (measured, interrupted, no_reading, upstream_failed, request_failed, not_forwarded)',
   labelNames: ['mode', 'reason'] as const,
 });
 

@@ -54,6 +54,7 @@ function upstreamHeaders(
   body: Buffer | Readable,
   declaredLength: number | null,
   meter: ChargeMeter | null,
+  metered: MeteredCall | null,
 ): Record<string, string> {
   const headers: Record<string, string> = {
     ...forwardedHeadersOf(ctx, call),
@@ -62,8 +63,10 @@ function upstreamHeaders(
   };
   // An A2A answer is watched for the tasks it names, which are bound as it passes (a2a.ts):
   // the gateway cannot read a compressed one, so it asks for it uncompressed.
-  // So is a tokens-metered answer, whose usage the meter reads (gateway/metering/reader.ts).
-  if (call.a2a || meter?.kind === 'tokens') headers['accept-encoding'] = 'identity';
+  // So is a tokens-metered answer, whose usage the meter reads (gateway/metering/reader.ts), and
+  // a metered MCP call's, whose answer says whether the request failed (gateway/mcp/answer-watch.ts).
+  if (call.a2a || meter?.kind === 'tokens' || (metered && call.mcp?.rpcId !== undefined))
+    headers['accept-encoding'] = 'identity';
   // The caller's body goes up unchanged, so its declared length still holds.
   if (!Buffer.isBuffer(body) && declaredLength !== null) headers['content-length'] = String(declaredLength);
   return headers;
@@ -85,8 +88,12 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
     try {
       // A metered call's meter reads the answer as it is piped (stream-relay.ts).
       const meter = meterOf(call.agent.pricing);
-      const metered = meteredCall(meter, record.row.paymentMaxAmount ?? null, 'streaming', (measured) =>
-        persistPartialCharge(queryRows(deps.orm), call.invocationId, measured),
+      const metered = meteredCall(
+        meter,
+        record.row.paymentMaxAmount ?? null,
+        'streaming',
+        (measured) => persistPartialCharge(queryRows(deps.orm), call.invocationId, measured),
+        call.mcp?.rpcId,
       );
 
       // STREAMING.credential is `resolve`: null when a free call's could not be.
@@ -128,7 +135,7 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
       let reply: UpstreamResponse;
       const opening = services.upstream.open({
         url: call.agent.upstreamUrl!,
-        headers: upstreamHeaders(ctx, call, credentialHeaders, body, declaredLength, meter),
+        headers: upstreamHeaders(ctx, call, credentialHeaders, body, declaredLength, meter, metered),
         body,
         deadlineMs: deps.config.upstream.timeoutMs,
         deadlineCoversBody: false,

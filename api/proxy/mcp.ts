@@ -35,7 +35,7 @@ export function mcpReceiptInjector(
   const receipt = call.payment?.metaResponse;
   const rpcId = call.mcp?.rpcId;
   if (!receipt || rpcId === undefined) return null;
-  return receiptInjector(headers, rpcId, receipt);
+  return receiptInjector(headers, rpcId, receipt, !!call.payment?.channel);
 }
 
 /** What the challenge's `bazaar` extension is built from (a public agent's description). */

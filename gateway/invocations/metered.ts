@@ -7,6 +7,7 @@ import type { Pricing, RecordedReading } from '../db/entities.ts';
 import type { ChargeMeter } from '../metering/meter.ts';
 import { createMeterReader, DEFAULT_METER_MAX_BYTES, type MeterReader, type MeterReading } from '../metering/reader.ts';
 import { chargeFor, type UpstreamOutcome } from '../metering/charge.ts';
+import { watchAnswer } from '../mcp/answer-watch.ts';
 import { recordMeterReading } from '../metrics.ts';
 import { SCHEME_UPTO as UPTO } from '../../x402/schemes/upto/schemas.ts';
 import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
@@ -62,16 +63,38 @@ function recorded(reading: MeterReading, capped: boolean, reason: string): Recor
 
 /**
  * The metering of one call of a metered agent, or null when the call is not metered (no meter,
- * or no maximum recorded). The reader holds at most DEFAULT_METER_MAX_BYTES.
+ * or no maximum recorded). The reader holds at most DEFAULT_METER_MAX_BYTES. An MCP request's
+ * (`mcpRequestId`, its JSON-RPC id) answer is watched as well: one saying the request failed
+ * costs nothing (gateway/mcp/answer-watch.ts).
  */
 export function meteredCall(
   meter: ChargeMeter | null,
   maximum: string | null,
   mode: 'transactional' | 'streaming',
   persist?: (measured: MeteredCompletion) => Promise<void>,
+  mcpRequestId?: string | number,
 ): MeteredCall | null {
   if (!meter || maximum === null) return null;
-  const reader = createMeterReader(meter, { maxBytes: DEFAULT_METER_MAX_BYTES });
+  const meterReader = createMeterReader(meter, { maxBytes: DEFAULT_METER_MAX_BYTES });
+  const watch = mcpRequestId === undefined ? null : watchAnswer(mcpRequestId, DEFAULT_METER_MAX_BYTES);
+  const reader: MeterReader = watch
+    ? {
+        onHeaders(headers) {
+          meterReader.onHeaders(headers);
+          watch.onHeaders(headers);
+        },
+        onChunk(chunk) {
+          meterReader.onChunk(chunk);
+          watch.onChunk(chunk);
+        },
+        onEnd() {
+          meterReader.onEnd();
+          watch.onEnd();
+        },
+        reading: () => meterReader.reading(),
+      }
+    : meterReader;
+  const requestFailed = () => watch?.failed() ?? false;
   return {
     reader,
     track(status) {
@@ -80,7 +103,12 @@ export function meteredCall(
       let writing = false;
       const timer = setInterval(() => {
         const reading = reader.reading();
-        const charge = chargeFor(reading, meter, BigInt(maximum), { kind: 'answered', status, complete: false });
+        const charge = chargeFor(reading, meter, BigInt(maximum), {
+          kind: 'answered',
+          status,
+          complete: false,
+          requestFailed: requestFailed(),
+        });
         const measured = {
           paymentCharge: String(charge.charge),
           meterReading: recorded(reading, charge.capped, charge.reason),
@@ -101,7 +129,8 @@ export function meteredCall(
     complete(outcome) {
       if (outcome.kind === 'answered') reader.onEnd();
       const reading = outcome.kind === 'answered' ? reader.reading() : { kind: 'none' as const };
-      const charge = chargeFor(reading, meter, BigInt(maximum), outcome);
+      const seen = outcome.kind === 'answered' ? { ...outcome, requestFailed: requestFailed() } : outcome;
+      const charge = chargeFor(reading, meter, BigInt(maximum), seen);
       recordMeterReading(mode, charge.reason, charge.capped);
       return {
         paymentCharge: String(charge.charge),

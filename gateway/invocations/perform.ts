@@ -18,6 +18,7 @@ import type { StatementPool } from '../db/statement-pool.ts';
 import { createInvocationStore, type BodyInsert, type Completion, type InvocationOutcome } from './store.ts';
 import { answeredOutcome } from './outcome.ts';
 import { failedOutcome, meteredCall, meterOf } from './metered.ts';
+import { mcpRequestIdOf } from '../mcp/request.ts';
 import type { MeterReader } from '../metering/reader.ts';
 
 export type PerformDeps = {
@@ -215,7 +216,16 @@ export function createInvocationPerformer(deps: PerformDeps) {
         throw new InvocationNotPerformed('attempt_leased');
 
       // A metered call (its maximum recorded at admission) is measured by its agent's meter.
-      const metered = meteredCall(meterOf(agent.pricing), row.paymentMaxAmount, 'transactional');
+      // An MCP request's answer is watched for its failure, which costs nothing (metered.ts).
+      const mcpRequestId =
+        agent.protocol === 'mcp' && row.paymentMaxAmount !== null && body ? mcpRequestIdOf(body) : undefined;
+      const metered = meteredCall(
+        meterOf(agent.pricing),
+        row.paymentMaxAmount,
+        'transactional',
+        undefined,
+        mcpRequestId,
+      );
       const heartbeat = setInterval(() => attempt.heartbeat(), 2_000);
       try {
         let reply: UpstreamResponse;

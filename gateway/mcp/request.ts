@@ -36,3 +36,12 @@ export function parseMcpRequest(body: Buffer): McpCall {
     throw new JsonRpcRequestError('MCP method and tool names must not contain NUL characters');
   return { method: request.method, tool, rpcId: request.id, ...paymentInMeta(parsed, body) };
 }
+
+/** The JSON-RPC id of a request body the gateway passed earlier (a stored call's); undefined when it has none. */
+export function mcpRequestIdOf(body: Buffer): string | number | undefined {
+  try {
+    return parseJsonRpcRequest(body, 'MCP').request.id;
+  } catch {
+    return undefined;
+  }
+}

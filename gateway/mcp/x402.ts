@@ -76,17 +76,24 @@ export function receiptInjector(
   headers: IncomingHttpHeaders,
   rpcId: string | number,
   receipt: unknown,
+  /**
+   * The payment is charged after the answer (a channel's): a failed tool's result (`isError`)
+   * costs nothing (gateway/mcp/answer-watch.ts), so it carries no receipt either, and the
+   * payer's client keeps the state the gateway keeps.
+   */
+  chargedIfServed = false,
 ): ((body: Readable) => Readable) | null {
-  return responseRewriter(headers, (text) => withReceipt(text, rpcId, receipt));
+  return responseRewriter(headers, (text) => withReceipt(text, rpcId, receipt, chargedIfServed));
 }
 
 /** The response with the receipt in `result._meta`, or null when it is not this request's result. */
-function withReceipt(text: string, rpcId: string | number, receipt: unknown): string | null {
+function withReceipt(text: string, rpcId: string | number, receipt: unknown, chargedIfServed: boolean): string | null {
   // A plain parse decides; only the one matching response is parsed again keeping its numbers'
   // text (one object per number), so a stream of other events costs one plain parse each.
   if (!text.startsWith('{') || !isResultFor(text, rpcId)) return null;
-  const response = parseKeepingNumbers(text) as { result: { _meta?: unknown } };
+  const response = parseKeepingNumbers(text) as { result: { _meta?: unknown; isError?: unknown } };
   const result = response.result;
+  if (chargedIfServed && result.isError === true) return null;
   const meta = result._meta && typeof result._meta === 'object' && !Array.isArray(result._meta) ? result._meta : {};
   return JSON.stringify({ ...response, result: { ...result, _meta: { ...meta, [RESPONSE_META_KEY]: receipt } } });
 }

@@ -4,7 +4,8 @@
 // without a usable reading costs 0; a larger reading is cut to the maximum and said to be
 // (`capped`, for a metric). An answer broken off after it started is charged by what was read
 // before the break (an Anthropic stream's input tokens, a header read with the status line),
-// said as `interrupted`: the upstream did that work and the caller received part of it.
+// said as `interrupted`: the upstream did that work and the caller received part of it. An MCP
+// answer saying the paid request failed (gateway/mcp/answer-watch.ts) costs 0 too.
 import type { ChargeMeter } from './meter.ts';
 import type { MeterReading } from './reader.ts';
 
@@ -13,10 +14,13 @@ export type UpstreamOutcome =
   | { kind: 'not_forwarded' }
   /** No answer: a timeout, or a connection reset before the answer's first byte. */
   | { kind: 'failed' }
-  /** An answer with this status; `complete` false when its body broke off. */
-  | { kind: 'answered'; status: number; complete: boolean };
+  /**
+   * An answer with this status; `complete` false when its body broke off; `requestFailed` when
+   * the answer says the request failed (an MCP JSON-RPC error or a tool result with `isError`).
+   */
+  | { kind: 'answered'; status: number; complete: boolean; requestFailed?: boolean };
 
-type ChargeReason = 'measured' | 'interrupted' | 'no_reading' | 'upstream_failed' | 'not_forwarded';
+type ChargeReason = 'measured' | 'interrupted' | 'no_reading' | 'upstream_failed' | 'request_failed' | 'not_forwarded';
 
 export type Charge = { charge: bigint; capped: boolean; reason: ChargeReason };
 
@@ -41,6 +45,7 @@ export function chargeFor(
 ): Charge {
   if (upstream.kind === 'not_forwarded') return free('not_forwarded');
   if (upstream.kind === 'failed' || upstream.status >= 500) return free('upstream_failed');
+  if (upstream.requestFailed) return free('request_failed');
   const amount = measured(reading, meter, maximum);
   if (amount === null) return free('no_reading');
   const ceiling = maximum > 0n ? maximum : 0n;

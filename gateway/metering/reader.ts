@@ -10,7 +10,7 @@
 // Memory is bounded by `maxBytes`, whatever the upstream sends.
 import type { ChargeMeter } from './meter.ts';
 import { BoundedBytes } from './bytes.ts';
-import { holdsUsageObject, SseUsageEvents } from './sse.ts';
+import { holdsUsageObject, SseEvents } from './sse.ts';
 import { UsageTracker } from './usage.ts';
 
 export type MeterReading =
@@ -87,7 +87,8 @@ function headerReader(name: string): MeterReader {
 
 type BodyKind = 'sse' | 'json' | 'unread';
 
-function bodyKindOf(headers: ResponseHeaders): BodyKind {
+/** How an answer's body can be read: SSE, JSON (or no content type), or not (compressed, another type). */
+export function bodyKindOf(headers: ResponseHeaders): BodyKind {
   const encoding = headerValue(headers, 'content-encoding');
   if (encoding !== undefined && String(encoding).trim().toLowerCase() !== 'identity') return 'unread';
   const type = headerValue(headers, 'content-type');
@@ -110,13 +111,13 @@ function tokensReader(maxBytes: number): MeterReader {
     usage.see(value);
   };
   let kind: BodyKind = 'unread';
-  let events: SseUsageEvents | undefined;
+  let events: SseEvents | undefined;
   // A JSON answer, while it fits.
   const json = new BoundedBytes(maxBytes);
   return {
     onHeaders(headers) {
       kind = bodyKindOf(headers);
-      if (kind === 'sse') events = new SseUsageEvents(maxBytes, see);
+      if (kind === 'sse') events = new SseEvents(maxBytes, see);
     },
     onChunk(chunk) {
       if (kind === 'sse') events?.push(bytesOf(chunk));

@@ -1,12 +1,14 @@
-// Server-sent events read from bytes as they pass, for the ones that may report usage. It runs
+// Server-sent events read from bytes as they pass, for the ones a reader wants (by default those
+// that may report usage; an MCP answer's watch wants those that may say a request failed). It runs
 // on the streaming hot path, so it is linear in the bytes and bounded in memory:
 // - each byte is looked at a constant number of times (line ends are found with indexOf, each
 //   search resumed past the last end found; a line that spans chunks and an event's data lines
 //   are gathered in a buffer that grows by doubling, ./bytes.ts);
 // - only what an unfinished line or event needs is kept, at most `maxBytes` of each: a longer
 //   line is dropped as it arrives and spoils only its own event;
-// - an event is decoded and parsed only when one of its `data:` lines holds `"usage"` followed
-//   by an object (OpenAI's chunks carry `"usage":null` until the last, which is skipped here).
+// - an event is decoded and handed on only when one of its `data:` lines is wanted: for usage,
+//   one holding `"usage"` followed by an object (OpenAI's chunks carry `"usage":null` until the
+//   last, which is skipped here).
 // Lines end in CRLF, LF or CR, a leading BOM is dropped, and an event's data lines are joined by
 // LF (the SSE specification, WHATWG HTML §9.2.6). Bytes, not text: a line end byte never occurs
 // inside a UTF-8 sequence, so a chunk split inside one needs nothing special.
@@ -48,7 +50,7 @@ function dataValue(line: Buffer): Buffer | null {
   return line.subarray(line[5] === SPACE ? 6 : 5);
 }
 
-export class SseUsageEvents {
+export class SseEvents {
   /** The line still arriving, copied from the chunks it came in. */
   private readonly line: BoundedBytes;
   /** The last chunk ended in CR: an LF first in the next belongs to that line end. */
@@ -59,13 +61,16 @@ export class SseUsageEvents {
   private dataLines = 0;
   /** A line of the event was too long to keep: the event cannot be read whole. */
   private spoiled = false;
-  private mayHoldUsage = false;
+  private wantedEvent = false;
   private readonly onEvent: (data: string) => void;
+  /** Whether a data line makes its event worth decoding. */
+  private readonly wants: (line: Buffer) => boolean;
 
-  constructor(maxBytes: number, onEvent: (data: string) => void) {
+  constructor(maxBytes: number, onEvent: (data: string) => void, wants: (line: Buffer) => boolean = holdsUsageObject) {
     this.line = new BoundedBytes(maxBytes);
     this.data = new BoundedBytes(maxBytes);
     this.onEvent = onEvent;
+    this.wants = wants;
   }
 
   push(chunk: Buffer): void {
@@ -126,16 +131,16 @@ export class SseUsageEvents {
     if (this.dataLines++ > 0) this.data.append(NEWLINE);
     this.data.append(value);
     if (this.data.over) this.spoiled = true;
-    else if (!this.mayHoldUsage && holdsUsageObject(value)) this.mayHoldUsage = true;
+    else if (!this.wantedEvent && this.wants(value)) this.wantedEvent = true;
   }
 
   private dispatch(): void {
-    const read = this.mayHoldUsage && !this.spoiled && this.dataLines > 0;
+    const read = this.wantedEvent && !this.spoiled && this.dataLines > 0;
     const text = read ? this.data.view().toString('utf8') : '';
     this.data.reset();
     this.dataLines = 0;
     this.spoiled = false;
-    this.mayHoldUsage = false;
+    this.wantedEvent = false;
     if (read) this.onEvent(text);
   }
 }

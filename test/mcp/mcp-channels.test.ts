@@ -15,6 +15,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { GetPromptResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { x402HTTPClient, type x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { PaymentRequiredV2Schema } from '@x402/core/schemas';
@@ -23,6 +24,7 @@ import { wrapFetchWithPayment } from '@x402/fetch';
 import { stack } from '../support/stack.ts';
 import { call, uniqueName, waitForInvocation } from '../support/http.ts';
 import { invocationRow } from '../support/proxy-helpers.ts';
+import { InvocationSchema } from '../../gateway/db/entities.ts';
 import { startMcpServer } from '../support/mcp-server.ts';
 
 type TestMcpServer = Awaited<ReturnType<typeof startMcpServer>>;
@@ -156,6 +158,26 @@ describe('batch-settlement channels over the x402 MCP transport', function () {
 
   /** A tools/call of echo on /v1, written by hand (its 402s' headers are read), `_meta` as given. */
   function rawEcho(agentId: string, sessionId: string, text: string, meta?: Json, path = '/stream') {
+    return rawRequest(
+      agentId,
+      sessionId,
+      'tools/call',
+      { name: 'echo', arguments: { text }, ...(meta ? { _meta: meta } : {}) },
+      path,
+    );
+  }
+
+  /** The echo tool's challenge (its unpaid call's 402) and a new payer's channel client. */
+  async function echoBuyer(agentId: string, sessionId: string) {
+    const unpaid = await rawEcho(agentId, sessionId, 'unpaid');
+    assert.equal(unpaid.status, 402, unpaid.text);
+    const required = decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string);
+    const payer = await newPayer(1_000_000n);
+    return { required, payer, buyer: channelBuyer(payer.privateKey) };
+  }
+
+  /** A JSON-RPC request on /v1, written by hand. */
+  function rawRequest(agentId: string, sessionId: string, method: string, params: Json, path = '/stream') {
     return call('POST', `/v1/proxy/${agentId}${path}`, {
       token: paying.token,
       headers: {
@@ -163,12 +185,7 @@ describe('batch-settlement channels over the x402 MCP transport', function () {
         accept: 'application/json, text/event-stream',
         'mcp-session-id': sessionId,
       },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: randomUUID(),
-        method: 'tools/call',
-        params: { name: 'echo', arguments: { text }, ...(meta ? { _meta: meta } : {}) },
-      }),
+      body: JSON.stringify({ jsonrpc: '2.0', id: randomUUID(), method, params }),
     });
   }
 
@@ -280,15 +297,144 @@ describe('batch-settlement channels over the x402 MCP transport', function () {
       await channelCharged(channelId, 4n * TOOL);
       assert.equal(await balanceOf(paying.provider, payer.address), 1_000_000n - DEPOSIT);
       assert.ok(!JSON.stringify(mcp.bodies).includes('x402/payment'), 'no payment reached the upstream');
+
+      // A tool that fails costs nothing here too: its workflow's answer says so.
+      const params = { name: 'no_such_tool', arguments: {} };
+      const unpaidFailing = await rawRequest(agentId, sessionId, 'tools/call', params, '');
+      const failing = await buyer.createPaymentPayload(
+        decodePaymentRequiredHeader(unpaidFailing.headers['payment-required'] as string),
+      );
+      const accepted = await rawRequest(
+        agentId,
+        sessionId,
+        'tools/call',
+        { ...params, _meta: { 'x402/payment': failing } },
+        '',
+      );
+      assert.equal(accepted.status, 202, accepted.text);
+      const done = await waitForInvocation(paying.token, agentId, accepted.json.invocation_id);
+      assert.equal(done.status, 'succeeded', JSON.stringify(done));
+      const row = await invocationRow(accepted.json.invocation_id);
+      assert.equal(row?.paymentMaxAmount, String(FLAT));
+      assert.equal(row?.paymentCharge, '0');
+      assert.equal(row?.meterReading?.reason, 'request_failed');
+      // Its workflow lets the channel go having charged nothing (the channel's lease dropped).
+      await waitFor(
+        async () => {
+          const [channel] = await stack()
+            .orm.em.fork()
+            .getConnection()
+            .execute<Array<{ busy: string | null }>>('select busy_invocation as busy from channels where id = ?', [
+              channelId,
+            ]);
+          return channel?.busy === null;
+        },
+        { timeoutMs: 30_000, what: 'the failed call to let its channel go' },
+      );
+      // The 202's receipt, handed back, said the ceiling: the client's next voucher is corrected
+      // once, to a charged total that leaves the failed call out.
+      await http.processPaymentResult(failing, (name) => accepted.headers[name.toLowerCase()] as string, 202);
+      const ahead = await buyer.createPaymentPayload(required);
+      const corrected = await rawEcho(agentId, sessionId, 'after a failed tool', { 'x402/payment': ahead }, '');
+      assert.equal(corrected.status, 402, corrected.text);
+      const corrective = decodePaymentRequiredHeader(corrected.headers['payment-required'] as string);
+      assert.equal(await handBack(buyer, ahead, { paymentRequired: corrective }), true);
+      const retried = await buyer.createPaymentPayload(required);
+      const served = await rawEcho(agentId, sessionId, 'after a failed tool', { 'x402/payment': retried }, '');
+      assert.equal(served.status, 202, served.text);
+      const receipt = decodePaymentResponseHeader(served.headers['payment-response'] as string) as Receipt;
+      assert.equal(receipt.extra.channelState.chargedCumulativeAmount, String(5n * TOOL));
     });
   });
 
+  /** The completed rows of the agent's calls of `method`, oldest first. */
+  async function completedRows(agentId: string, method: string, count: number) {
+    return waitFor(
+      async () => {
+        const rows = await stack()
+          .orm.em.fork()
+          .find(InvocationSchema, { agentId, mcpMethod: method }, { orderBy: { createdAt: 'asc' } });
+        return rows.length === count && rows.every((r) => r.status !== 'running') && rows;
+      },
+      { timeoutMs: 15_000, what: `${count} completed ${method} rows` },
+    );
+  }
+
+  for (const answer of ['sse', 'json'] as const) {
+    it(`/v1 (upstream answering in ${answer}): a failed tool and a JSON-RPC error cost nothing and carry no receipt; the next voucher needs no corrective round trip`, async () => {
+      await onPricedSession({ json: answer === 'json' }, async ({ mcp, agentId, client, sessionId }) => {
+        const { required, buyer } = await echoBuyer(agentId, sessionId);
+        const paidEcho = async (text: string) => {
+          const payload = await buyer.createPaymentPayload(required);
+          const result = (await client.callTool({
+            name: 'echo',
+            arguments: { text },
+            _meta: { 'x402/payment': payload },
+          })) as ToolResult;
+          const receipt = receiptOf(result);
+          assert.ok(receipt, JSON.stringify(result));
+          assert.equal(await handBack(buyer, payload, { settleResponse: receipt }), false);
+          return { payload, receipt };
+        };
+        const deposit = await paidEcho('deposit');
+        const channelId = deposit.receipt.extra.channelState.channelId as string;
+
+        // A tool the upstream does not have: its result is a failed tool's (isError), priced FLAT.
+        const challenge = async (method: string, params: Json) => {
+          const res = await rawRequest(agentId, sessionId, method, params);
+          assert.equal(res.status, 402, res.text);
+          const entries = decodePaymentRequiredHeader(res.headers['payment-required'] as string);
+          assert.equal(entries.accepts[0].amount, String(FLAT));
+          return entries;
+        };
+        const failing = await buyer.createPaymentPayload(
+          await challenge('tools/call', { name: 'no_such_tool', arguments: {} }),
+        );
+        assert.equal((failing.payload as { type: string }).type, 'voucher');
+        const failed = (await client.callTool({
+          name: 'no_such_tool',
+          arguments: {},
+          _meta: { 'x402/payment': failing },
+        })) as ToolResult;
+        assert.equal(failed.isError, true, JSON.stringify(failed));
+        assert.equal(paymentRequiredOf(failed), undefined, 'the tool failed; the payment was not refused');
+        assert.equal(receiptOf(failed), undefined, 'a failed tool carries no receipt: it costs nothing');
+
+        // A method the upstream does not serve: a JSON-RPC error, priced FLAT.
+        const erring = await buyer.createPaymentPayload(await challenge('prompts/get', { name: 'nothing' }));
+        await assert.rejects(
+          client.request(
+            { method: 'prompts/get', params: { name: 'nothing', _meta: { 'x402/payment': erring } } },
+            GetPromptResultSchema,
+          ),
+          (err: Error & { code?: number }) => err.code === -32601,
+        );
+
+        // The client kept its state (nothing handed back): its next voucher is accepted at once.
+        const next = await paidEcho('after the failures');
+        assert.equal(next.receipt.extra.channelState.chargedCumulativeAmount, String(2n * TOOL));
+        await channelCharged(channelId, 2n * TOOL);
+
+        const [toolRow, ...others] = (await completedRows(agentId, 'tools/call', 3)).filter(
+          (r) => r.paymentMaxAmount === String(FLAT),
+        );
+        assert.equal(others.length, 0, 'one tools/call priced FLAT: the failed one');
+        const [rpcRow] = await completedRows(agentId, 'prompts/get', 1);
+        for (const row of [toolRow, rpcRow]) {
+          assert.equal(row.paymentScheme, 'batch-settlement');
+          assert.equal(row.paymentChannel, channelId);
+          assert.equal(row.paymentMaxAmount, String(FLAT));
+          assert.equal(row.paymentCharge, '0');
+          assert.equal(row.meterReading?.reason, 'request_failed');
+        }
+        assert.equal(mcp.bodies.filter((b) => JSON.stringify(b).includes('no_such_tool')).length, 1, 'forwarded once');
+      });
+    });
+  }
+
   it('/v1: a forged voucher is refused with nothing forwarded; a client that forgot its channel recovers through the corrective 402', async () => {
     await onPricedSession({ json: true }, async ({ mcp, agentId, sessionId }) => {
-      const unpaid = await rawEcho(agentId, sessionId, 'unpaid');
-      const required = decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string);
-      const payer = await newPayer(1_000_000n);
-      const buyer = channelBuyer(payer.privateKey);
+      const { required, payer, buyer } = await echoBuyer(agentId, sessionId);
       const paidEcho = async (text: string) => {
         const payload = await buyer.createPaymentPayload(required);
         const served = await rawEcho(agentId, sessionId, text, { 'x402/payment': payload });

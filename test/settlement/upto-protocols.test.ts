@@ -1,7 +1,8 @@
 // `upto` beyond the plain token endpoint: a public agent (no token) paid by the unmodified
 // @x402/fetch + @x402/evm upto client, and an MCP agent priced upto per tool whose payment rides
 // in the tool call's `_meta["x402/payment"]` (the x402 MCP transport). Each is charged, after
-// its answer, exactly what the upstream's header meter states, settled on chain once.
+// its answer, exactly what the upstream's header meter states, settled on chain once; a tool
+// that fails is charged nothing.
 import assert from 'node:assert/strict';
 import { type JsonRpcProvider } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -97,7 +98,13 @@ describe('upto on the public door and the x402 MCP transport', function () {
         const rpc = JSON.parse(body.toString()) as { id: number; params?: unknown };
         seen.push(rpc);
         res.writeHead(200, { 'content-type': 'application/json', 'x-usage-cost': '321' });
-        res.end(JSON.stringify({ jsonrpc: '2.0', id: rpc.id, result: { content: [{ type: 'text', text: 'done' }] } }));
+        // A tool asked to fail says so in its result (the meter's header still states a cost).
+        const failed = (rpc.params as { arguments?: { text?: string } } | undefined)?.arguments?.text === 'fail';
+        const result = {
+          content: [{ type: 'text', text: failed ? 'it failed' : 'done' }],
+          ...(failed ? { isError: true } : {}),
+        };
+        res.end(JSON.stringify({ jsonrpc: '2.0', id: rpc.id, result }));
       });
     });
     try {
@@ -122,7 +129,7 @@ describe('upto on the public door and the x402 MCP transport', function () {
       });
       assert.equal(created.status, 201, created.text);
       const agentId = created.json.id as string;
-      const toolCall = (meta?: Record<string, unknown>) =>
+      const toolCall = (meta?: Record<string, unknown>, text = 'hi') =>
         callAt(stack().apiUrl, 'POST', `/v1/proxy/${agentId}/stream`, {
           token,
           headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
@@ -130,7 +137,7 @@ describe('upto on the public door and the x402 MCP transport', function () {
             jsonrpc: '2.0',
             id: 7,
             method: 'tools/call',
-            params: { name: 'echo', arguments: { text: 'hi' }, ...(meta ? { _meta: meta } : {}) },
+            params: { name: 'echo', arguments: { text }, ...(meta ? { _meta: meta } : {}) },
           }),
         });
       const unpaid = await toolCall();
@@ -154,6 +161,17 @@ describe('upto on the public door and the x402 MCP transport', function () {
       // A replay of the same authorization buys nothing more.
       const replay = await toolCall({ 'x402/payment': wire });
       assert.notEqual(replay.status, 200);
+      assert.equal(await balanceOf(provider, payer.address), 1_000_000n - 321n);
+
+      // A tool that fails (its result's isError) costs nothing, whatever its meter says, as the
+      // x402 MCP reference server settles only a tool that did not fail.
+      const again = await payUptoChallenge(payer.privateKey, required, rpcReader(stack().infra.chainRpcUrl));
+      const failing = await toolCall({ 'x402/payment': again.wire }, 'fail');
+      assert.equal(failing.status, 200, failing.text);
+      assert.equal(failing.json.result.isError, true);
+      const failed = await settledInvocation(token, agentId, String(failing.headers['x-gateway-invocation-id']));
+      assert.equal(failed.payment_charge, '0');
+      assert.equal(failed.payment_transaction ?? null, null, 'nothing settled');
       assert.equal(await balanceOf(provider, payer.address), 1_000_000n - 321n);
     } finally {
       await upstream.close();

@@ -1,6 +1,6 @@
 // What a metered call costs (gateway/metering/charge.ts): the measured amount rounded up, never
 // above the signed maximum (and said when cut), and 0 for a call never forwarded, a failed
-// upstream or an answer without a reading.
+// upstream, an answer saying the request failed or an answer without a reading.
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { chargeFor, type UpstreamOutcome } from '../../gateway/metering/charge.ts';
@@ -56,6 +56,16 @@ describe('metering: the charge', () => {
         chargeFor(amount(5n), HEADER, MAX, { kind: 'answered', status, complete: true }),
         free('upstream_failed'),
       );
+    assert.deepEqual(
+      chargeFor(amount(5n), HEADER, MAX, { ...OK, requestFailed: true }),
+      free('request_failed'),
+      'an MCP answer saying the request failed',
+    );
+    assert.deepEqual(
+      chargeFor({ kind: 'none' }, { kind: 'ceiling' }, MAX, { ...OK, complete: false, requestFailed: true }),
+      free('request_failed'),
+      'a channel call charged its ceiling too',
+    );
     assert.deepEqual(chargeFor({ kind: 'none' }, HEADER, MAX, OK), free('no_reading'));
     assert.deepEqual(chargeFor(usage(1, 1), HEADER, MAX, OK), free('no_reading'), 'a reading of the other meter');
     assert.deepEqual(chargeFor(amount(5n), tokens('1', '1'), MAX, OK), free('no_reading'));
