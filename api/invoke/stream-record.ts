@@ -114,9 +114,11 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
   const receipts = call.agent.emitReceipts;
   const signsHere = receipts && !charged;
   let chargeStarted: Promise<WorkflowHandle> | null = null;
-  // A channel payment holds its channel until its charge is committed: the hold is renewed while
-  // the answer streams (an answer may run far longer than the lease), from its first byte to the
-  // completion, and lapses if this process dies (or after RENEW_AT_MOST_MS, whatever happens).
+  // A channel payment holds its channel until its charge is committed: the hold is renewed from
+  // the moment the call is bound (its request may still be arriving, as slowly as the caller
+  // sends it, and its answer may run far longer than the lease) to the completion, and lapses if
+  // this process dies (or after RENEW_AT_MOST_MS, whatever happens). A lease that lapsed while its
+  // call still ran would let the same voucher ceiling buy a second call.
   const channel = call.payment?.channel;
   let renewal: NodeJS.Timeout | null = null;
   // A held channel's lease is renewed by its holder (owners.ts).
@@ -151,6 +153,8 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
   return {
     row,
     hashRequest(body) {
+      // Bound (or written) and about to be forwarded: its channel's lease is renewed from now.
+      renewWhileStreaming();
       if (!receipts) return body;
       const hashed = digestingBody(body);
       request = hashed.digest;

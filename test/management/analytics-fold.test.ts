@@ -150,11 +150,14 @@ describe('analytics fold: the rollups equal a rebuild from the rows', function (
       assert.equal(n, 0, 'corrections are consumed by the round that applies them');
 
       // A round that dies midway (its transaction never commits) folds nothing; the next one does it all.
-      await insert([{ id: ids[8], at: hour(5), status: 'succeeded', latency: 30, amount: '10' }]);
+      // It takes the fold's lock before the row is written, so a background round cannot fold the
+      // row first (it waits for the dying round, then finds the row unfolded).
       const dying = new pg.Client({ connectionString: stack().config.databaseUrl });
       await dying.connect();
       try {
         await dying.query('begin');
+        await dying.query(`select pg_advisory_xact_lock(hashtext('analytics_fold'))`);
+        await insert([{ id: ids[8], at: hour(5), status: 'succeeded', latency: 30, amount: '10' }]);
         assert.equal(Number((await dying.query('select analytics_fold(true) as n')).rows[0].n) >= 1, true);
         await dying.query('rollback');
       } finally {

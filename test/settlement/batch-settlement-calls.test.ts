@@ -19,13 +19,14 @@ import { appendPaymentIdentifierToExtensions, generatePaymentId } from '@x402/ex
 import { privateKeyToAccount } from 'viem/accounts';
 import { batchSettlementContract } from '../../contracts/batch-settlement.ts';
 import { stack } from '../support/stack.ts';
+import { call } from '../support/http.ts';
 import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
 import { claimWorkflowId, startChannelClaims } from '../../temporal/claim-start.ts';
 import { startDueClaims } from '../../temporal/claims-due.ts';
 import { createLogger } from '../../lib/log.ts';
-import { HOLD_LEASE_SECONDS, HOLD_RENEW_EVERY_MS } from '../../gateway/payment/channels/store.ts';
+import { HOLD_LEASE_SECONDS, HOLD_RENEW_EVERY_MS, LEASE_RENEW_EVERY_MS } from '../../gateway/payment/channels/store.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
-import { balanceOf, newPayTo, newWallet, settlingTenant } from '../support/x402.ts';
+import { balanceOf, facilitatorCredential, newAccount, newPayTo, newWallet, settlingTenant } from '../support/x402.ts';
 import { rpcReader, settleLostCharge } from '../support/upto.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { invocationRow } from '../support/proxy-helpers.ts';
@@ -38,6 +39,7 @@ import { closeUnforwarded, failStaleStreams } from '../../gateway/invocations/st
 const CEILING = 1_000n;
 const MIN_DEPOSIT = 20_000n;
 const CHAIN_ID = 8453;
+const ZERO_ADDRESS = '0x0000000000000000000000000000000000000000' as const;
 
 describe('batch-settlement: calls paid from a channel', function () {
   this.timeout(180_000);
@@ -94,12 +96,12 @@ describe('batch-settlement: calls paid from a channel', function () {
   }
 
   /** The unmodified client paying as `payer`, with its own channel record (a new one: a client that lost its state). */
-  function channelClient(payer: Wallet) {
+  function channelClient(payer: Wallet, opts: { payerAuthorizer?: `0x${string}` } = {}) {
     const signer = toClientEvmSigner(
       privateKeyToAccount(payer.privateKey as `0x${string}`),
       rpcReader(stack().infra.chainRpcUrl) as Parameters<typeof toClientEvmSigner>[1],
     );
-    const scheme = new BatchSettlementEvmScheme(signer, { storage: new InMemoryClientChannelStorage() });
+    const scheme = new BatchSettlementEvmScheme(signer, { storage: new InMemoryClientChannelStorage(), ...opts });
     const client = new x402Client().register('eip155:*', scheme);
     client.setSpendControls({ allowedAssets: [{ network: `eip155:${CHAIN_ID}`, asset: stack().infra.tokenAddress }] });
     return { scheme, client, fetch: wrapFetchWithPayment(fetch, client) };
@@ -146,11 +148,47 @@ describe('batch-settlement: calls paid from a channel', function () {
   async function openedChannel() {
     const agentId = await channelAgent(newPayTo());
     const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
-    const { fetch: pay, scheme } = channelClient(payer);
+    const { fetch: pay, scheme, client } = channelClient(payer);
     const opened = await paidStream(pay, agentId);
     assert.equal(opened.status, 200, opened.text);
     const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
-    return { agentId, pay, channelId, payer, scheme };
+    return { agentId, pay, channelId, payer, scheme, client };
+  }
+
+  /**
+   * A `fetch` for the client's refund (which it sends as a GET; the invoke endpoints take POST),
+   * keeping each payment header it sends.
+   */
+  function refundSender() {
+    const sent: string[] = [];
+    const asPost: typeof fetch = (input, init) => {
+      const headers = new Headers(init?.headers);
+      headers.set('authorization', `Bearer ${paying.token}`);
+      const signature = headers.get('payment-signature');
+      if (signature) sent.push(signature);
+      return fetch(input, { ...init, method: 'POST', body: '{}', headers });
+    };
+    return { asPost, sent };
+  }
+
+  /** A refund's payment header sent again, as a replay would. */
+  const sentAgain = (url: string, header: string) =>
+    fetch(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${paying.token}`, 'PAYMENT-SIGNATURE': header },
+      body: '{}',
+    });
+
+  /** The client's payment for the agent's challenge (its unpaid call's 402), not sent. */
+  async function paymentFor(client: x402Client, agentId: string) {
+    const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
+    const auth = { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' };
+    const challenge = await fetch(url, { method: 'POST', headers: auth, body: '{}' });
+    assert.equal(challenge.status, 402);
+    const payload = await client.createPaymentPayload(
+      decodePaymentRequiredHeader(challenge.headers.get('payment-required')!),
+    );
+    return { url, auth, payload };
   }
 
   /** The channel's row, as the gateway keeps it. */
@@ -544,14 +582,7 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(second.status, 200, second.text);
     await waitForRow(second.id!, (r) => r.paymentSettlement === 'settled', 15_000);
     // The refund the client sends (as a POST), its payment header kept.
-    const sent: string[] = [];
-    const asPost: typeof fetch = (input, init) => {
-      const headers = new Headers(init?.headers);
-      headers.set('authorization', `Bearer ${paying.token}`);
-      const signature = headers.get('payment-signature');
-      if (signature) sent.push(signature);
-      return fetch(input, { ...init, method: 'POST', body: '{}', headers });
-    };
+    const { asPost, sent } = refundSender();
     const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
     const settled = await scheme.refund(url, { fetch: asPost, amount: String(5n * CEILING) });
     assert.equal(settled.success, true);
@@ -563,11 +594,7 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(state.balance, MIN_DEPOSIT - 5n * CEILING);
 
     // The same refund again (a client's retry, a replay): the first answer, nothing moves.
-    const again = await fetch(url, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${paying.token}`, 'PAYMENT-SIGNATURE': sent[0]! },
-      body: '{}',
-    });
+    const again = await sentAgain(url, sent[0]!);
     const text = await again.text();
     assert.equal(again.status, 200, text);
     const answer = JSON.parse(text) as { refunded: string; transaction: string };
@@ -575,6 +602,60 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(answer.transaction, settled.transaction);
     assert.equal(await balanceOf(paying.provider, payer.address), balance, 'refunded once');
     assert.deepEqual(await onChain(paying.provider, channelId), state);
+  });
+  it('a refund the facilitator refused, replayed after later calls, is checked again and refused as stale: it never refunds what they were charged', async () => {
+    const { agentId, pay, channelId, scheme } = await openedChannel();
+    const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
+    const { asPost, sent } = refundSender();
+    // The tenant's settlement goes through another account of the same facilitator for a while:
+    // one whose deposit did not open the channel, so the facilitator refuses its refund (and
+    // keeps nothing of it), while the gateway has recorded it with its refund nonce.
+    const settlement = await call('GET', '/v1/settlement/config', { token: paying.token });
+    assert.equal(settlement.status, 200, settlement.text);
+    const other = await newAccount(`refund-other-${randomUUID()}`);
+    const otherCredential = await facilitatorCredential(paying.token, other, undefined, 'facilitator-client-other');
+    const settleThrough = async (credentialRef: string) => {
+      const res = await call('PUT', '/v1/settlement/config', {
+        token: paying.token,
+        json: { facilitator_url: settlement.json.facilitator_url, facilitator_credential_ref: credentialRef },
+      });
+      assert.ok(res.status === 200 || res.status === 201, `${res.status} ${res.text}`);
+    };
+    await settleThrough(otherCredential);
+    try {
+      await assert.rejects(scheme.refund(url, { fetch: asPost }));
+    } finally {
+      await settleThrough(settlement.json.facilitator_credential_ref as string);
+      await other.client.close();
+    }
+    assert.equal(sent.length, 1, 'the refund was sent once');
+    const before = await onChain(paying.provider, channelId);
+    assert.equal(before.totalClaimed, 0n, 'nothing refunded or claimed');
+
+    // Two more calls are served and charged.
+    for (let i = 0; i < 2; i++) {
+      const served = await paidStream(pay, agentId);
+      assert.equal(served.status, 200, served.text);
+      await waitForRow(served.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+    }
+    assert.equal((await channelRow(channelId)).charged_cumulative, String(3n * CEILING));
+
+    // The kept refund again: its voucher is what was charged before those calls, so it is the
+    // corrective 402, and nothing moves on chain.
+    const replay = await sentAgain(url, sent[0]!);
+    const text = await replay.text();
+    assert.equal(replay.status, 402, text);
+    const corrective = decodePaymentRequiredHeader(replay.headers.get('payment-required')!);
+    assert.equal(corrective.error, 'invalid_batch_settlement_evm_cumulative_amount_mismatch');
+    assert.deepEqual(await onChain(paying.provider, channelId), before, 'nothing refunded');
+
+    // A refund of what is charged now claims all three calls and returns the rest.
+    const settled = await scheme.refund(url, {
+      fetch: asPost,
+    });
+    assert.equal(settled.success, true);
+    const after = await onChain(paying.provider, channelId);
+    assert.equal(after.totalClaimed, 3n * CEILING, 'every served call claimed');
   });
   it('a channel opened paying one tenant is refused by another naming the same receiver, with its own reason; nothing of it is shared', async () => {
     // Two tenants name the same receiver through the same facilitator: the same channel terms.
@@ -611,13 +692,7 @@ describe('batch-settlement: calls paid from a channel', function () {
     await waitForRow(opened.id!, (r) => r.paymentSettlement === 'settled', 15_000);
     const channelId = (await invocationRow(opened.id!))!.paymentChannel!;
 
-    const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
-    const auth = { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' };
-    const challenge = await fetch(url, { method: 'POST', headers: auth, body: '{}' });
-    assert.equal(challenge.status, 402);
-    const payload = await client.createPaymentPayload(
-      decodePaymentRequiredHeader(challenge.headers.get('payment-required')!),
-    );
+    const { url, auth, payload } = await paymentFor(client, agentId);
     assert.equal((payload.payload as { type: string }).type, 'voucher');
     payload.extensions = appendPaymentIdentifierToExtensions(payload.extensions ?? {}, generatePaymentId());
     const headers = { ...auth, 'PAYMENT-SIGNATURE': encodePaymentSignatureHeader(payload) };
@@ -635,6 +710,71 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(again.headers.get('x-gateway-invocation-id'), id);
     assert.equal(upstreamCalls, callsBefore, 'not forwarded again');
     assert.equal((await channelRow(channelId)).charged_cumulative, String(2n * CEILING), 'charged once');
+  });
+
+  it('a channel whose payer signs its own vouchers (no payer authorizer) is refused before any deposit: its vouchers could be made unclaimable', async () => {
+    const agentId = await channelAgent(newPayTo());
+    const payer = await newWallet({ eth: true, usdc: 1_000_000n }, paying.provider);
+    const { client } = channelClient(payer, { payerAuthorizer: ZERO_ADDRESS });
+    const { url, auth, payload } = await paymentFor(client, agentId);
+    const deposit = payload.payload as { type: string; channelConfig: { payerAuthorizer: string } };
+    assert.equal(deposit.type, 'deposit');
+    assert.equal(BigInt(deposit.channelConfig.payerAuthorizer), 0n);
+    const before = await balanceOf(paying.provider, payer.address);
+    const callsBefore = upstreamCalls;
+    const refused = await fetch(url, {
+      method: 'POST',
+      headers: { ...auth, 'PAYMENT-SIGNATURE': encodePaymentSignatureHeader(payload) },
+      body: '{}',
+    });
+    assert.equal(refused.status, 402, await refused.text());
+    assert.equal(upstreamCalls, callsBefore, 'not forwarded');
+    assert.equal(await balanceOf(paying.provider, payer.address), before, 'nothing deposited');
+  });
+
+  it("a call's lease is renewed from its binding while its request is still arriving, not from its answer's first byte", async () => {
+    const { agentId, client, channelId } = await openedChannel();
+    const { url, auth, payload } = await paymentFor(client, agentId);
+    // A payment identifier: the call takes the channel's lease for itself (not a hold).
+    payload.extensions = appendPaymentIdentifierToExtensions(payload.extensions ?? {}, generatePaymentId());
+    const leaseEnd = async () => {
+      const [row] = await stack()
+        .orm.em.getConnection()
+        .execute<Array<{ until: Date | null }>>(`select busy_until as until from channels where id = ?`, [channelId]);
+      return row?.until ? new Date(row.until).getTime() : 0;
+    };
+    const { request } = await import('node:http');
+    const req = request(url, {
+      method: 'POST',
+      // The upstream answers once it has read the whole body (test/support/upstream.ts).
+      headers: { ...auth, 'PAYMENT-SIGNATURE': encodePaymentSignatureHeader(payload) },
+    });
+    const answered = new Promise<number>((resolve, reject) => {
+      req.on('response', (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode!));
+      });
+      req.on('error', reject);
+    });
+    req.write('{"slow":');
+    try {
+      // Its own lease (not the opening call's short hold), taken as the call was admitted...
+      const taken = await waitFor(
+        async () => {
+          const end = await leaseEnd();
+          return end > Date.now() + (HOLD_LEASE_SECONDS + 30) * 1000 && end;
+        },
+        { timeoutMs: 10_000, what: "the call's own lease" },
+      );
+      // ...renewed while the rest of its body has not come.
+      await waitFor(async () => (await leaseEnd()) > taken + 1_000, {
+        timeoutMs: LEASE_RENEW_EVERY_MS + 15_000,
+        what: 'the lease renewed while the request arrives',
+      });
+    } finally {
+      req.end('true}');
+    }
+    assert.equal(await answered, 200);
   });
 
   describe('channels held between calls', () => {

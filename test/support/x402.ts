@@ -184,6 +184,22 @@ export async function transfersTo(
  * certificate and key, and its settlement configuration names the stack's facilitator (made
  * through the stack's API, or the one at `api`). Returns the tenant's bearer token.
  */
+/** A managed credential of the tenant holding the account's client certificate and key: its id. */
+export async function facilitatorCredential(
+  token: string,
+  account: Pick<TestAccount, 'cert'>,
+  api = stack().apiUrl,
+  name = 'facilitator-client',
+): Promise<string> {
+  const bundle = `${account.cert.certPem}\n${account.cert.keyPem}`;
+  const credential = await callAt(api, 'POST', '/v1/credentials', {
+    token,
+    json: { name, auth_type: 'none', source: 'managed', plaintext: bundle },
+  });
+  if (credential.status !== 201) throw new Error(`credential: ${credential.status} ${credential.text}`);
+  return credential.json.id as string;
+}
+
 export async function settlingTenant(
   tenant: string,
   account: Pick<TestAccount, 'cert'>,
@@ -191,15 +207,10 @@ export async function settlingTenant(
   api = stack().apiUrl,
 ): Promise<string> {
   const token = await stack().token(tenant);
-  const bundle = `${account.cert.certPem}\n${account.cert.keyPem}`;
-  const credential = await callAt(api, 'POST', '/v1/credentials', {
-    token,
-    json: { name: 'facilitator-client', auth_type: 'none', source: 'managed', plaintext: bundle },
-  });
-  if (credential.status !== 201) throw new Error(`credential: ${credential.status} ${credential.text}`);
+  const credentialRef = await facilitatorCredential(token, account, api);
   const config = await callAt(api, 'PUT', '/v1/settlement/config', {
     token,
-    json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: credential.json.id },
+    json: { facilitator_url: facilitatorUrl, facilitator_credential_ref: credentialRef },
   });
   if (config.status !== 201) throw new Error(`settlement config: ${config.status} ${config.text}`);
   return token;

@@ -33,6 +33,7 @@ import {
   createChannelStore,
   HOLD_LEASE_SECONDS,
   LEASE_SECONDS,
+  TRANSACTIONAL_LEASE_SECONDS,
   type ChannelLease,
   type ChannelRow,
   type ChannelStore,
@@ -223,7 +224,7 @@ function refuseByState(
 /** The lease a call takes on its channel, for LEASE_SECONDS (a hold's, HOLD_LEASE_SECONDS: its holder renews it). */
 function leaseOf(
   channelId: string,
-  call: { tenantId: string; agentId: string },
+  call: { tenantId: string; agentId: string; recordsAsItForwards?: boolean },
   payload: BatchSettlementPayload,
   hold = false,
 ): Parameters<ChannelStore['lease']>[0] {
@@ -232,7 +233,9 @@ function leaseOf(
     tenantId: call.tenantId,
     agentId: call.agentId,
     config: payload.channelConfig,
-    seconds: hold ? HOLD_LEASE_SECONDS : LEASE_SECONDS,
+    // A stream renews its own lease as it goes (api/invoke/stream-record.ts); a transactional
+    // call's covers its workflow's queue.
+    seconds: hold ? HOLD_LEASE_SECONDS : call.recordsAsItForwards ? LEASE_SECONDS : TRANSACTIONAL_LEASE_SECONDS,
     hold,
   };
 }
@@ -435,11 +438,6 @@ export async function admitChannelPayment(
   if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
   // Any other payment takes the channel for itself: a hold of this process's lets it go first.
   await owners?.relinquish(channelId, CHANNEL_WAIT_MS);
-  if (refundKey) {
-    const earlier = await earlierRefundNonce(em, refundKey);
-    if (earlier === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
-    if (earlier !== null) return refund(payload, earlier);
-  }
 
   // A voucher or refund of a channel found unfunded moments ago: refused with no chain read and
   // no row, unless a deposit (through another replica) has funded it since.
@@ -460,6 +458,14 @@ export async function admitChannelPayment(
   try {
     let channel = leased.channel;
     if (stale(channel) || payload.type !== 'voucher') channel = await readAgain(store, config, channelId);
+    // A refund sent before (refunds.ts) whose nonce the chain has used since was done: sent again
+    // with it, the facilitator answers that refund's settlement and moves nothing. One not done
+    // (refused, or its outcome not known) is checked below as a new one, under this lease, and
+    // sent with its nonce again: a payload kept from before calls charged since is refused, never
+    // sent to claim less than the gateway charged.
+    const earlier = refundKey ? await earlierRefundNonce(em, refundKey) : null;
+    if (earlier === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
+    if (earlier !== null && channel.refundNonce > earlier) return await refund(payload, earlier);
     // Nothing in escrow and no deposit coming: refused before anything else is asked of it (and
     // remembered for a while); its row, if this call made it, is not kept (store.letGo).
     if (payload.type !== 'deposit' && channel.balance === 0n) {
@@ -487,12 +493,14 @@ export async function admitChannelPayment(
       const cause = escrowCause(payload.type, signed, channel);
       if (cause) throw refused(cause);
       // Recorded under the lease: the same refund sent twice at once is recorded once.
-      const refundNonce = await recordRefund(
-        em,
-        { ...refundKey!, paymentId: offer.paymentId },
-        { payment: offer.payment, requirements },
-        channel.refundNonce,
-      );
+      const refundNonce =
+        earlier ??
+        (await recordRefund(
+          em,
+          { ...refundKey!, paymentId: offer.paymentId },
+          { payment: offer.payment, requirements },
+          channel.refundNonce,
+        ));
       if (refundNonce === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
       return refund(payload, refundNonce);
     }

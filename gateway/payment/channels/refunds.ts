@@ -3,7 +3,10 @@
 // gateway completed it with. The same payload again (a client's retry after a lost answer, a
 // replay by whoever holds it) is sent again with that same nonce, which the facilitator answers
 // as the same settlement (it keys a refund by its channel and nonce): the first refund's answer,
-// nothing refunded twice. The same payload is the same refund: the payer's voucher ceiling (what
+// nothing refunded twice. Only a refund whose nonce the chain has used is sent so at once; one
+// not done (refused, or its outcome unknown) is checked again like a new one, under the channel's
+// lease and against its charged total (channels/admission.ts), so a payload kept from before
+// later calls never refunds what they were charged. The same payload is the same refund: the payer's voucher ceiling (what
 // it was charged) and amount; a second refund of the same amount with no call between is
 // answered as the first (a call, or another amount, makes it another).
 import type { EntityManager } from '@mikro-orm/postgresql';

@@ -313,6 +313,13 @@ const COMMIT = `
 
 /** How long a call holds its channel without a sign of life (a process that died lets it go then). */
 export const LEASE_SECONDS = 120;
+/**
+ * The lease a transactional call takes: its answer waits in its workflow's queue and attempts,
+ * which may outlast LEASE_SECONDS while nothing renews it, and a lapsed lease would let the same
+ * voucher ceiling be admitted again before the first call's charge is committed (one voucher, two
+ * calls served). Its commit, or its row closed unserved, lets it go (binding.ts releasingPayments).
+ */
+export const TRANSACTIONAL_LEASE_SECONDS = 600;
 /** How often a running call renews its hold (a stream may run far longer than the lease). */
 export const LEASE_RENEW_EVERY_MS = 30_000;
 /**

@@ -42,6 +42,19 @@ export function channelTermsOf(
   return { receiverAuthorizer, withdrawDelay };
 }
 
+/**
+ * A channel whose vouchers the payer's own address signs (`payerAuthorizer` zero) is not served:
+ * the contract then checks them with SignatureChecker, which asks the address's ERC-1271 answer
+ * once it has code, and an address can gain code after its calls were served (EIP-7702) or a
+ * wallet change its answer, leaving vouchers the seller cannot claim while the payer withdraws.
+ * A payer authorizer's ECDSA signature cannot be taken back. The reference client names its
+ * signer; a refund (which only returns what was not charged) is still taken.
+ */
+function unclaimableSigner(payload: BatchSettlementPayload): boolean {
+  return payload.type !== 'refund' && BigInt(payload.channelConfig.payerAuthorizer) === 0n;
+}
+const PAYER_AUTHORIZER_REQUIRED = 'payer_authorizer_required';
+
 /** The name of a channel payment's binding: its channel and cumulative ceiling (a refund's has its own prefix). */
 function channelPaymentNonce(payload: BatchSettlementPayload): string {
   const kind = payload.type === 'refund' ? 'refund' : 'voucher';
@@ -77,6 +90,7 @@ export const batchSettlementGatewayScheme: GatewayScheme = {
     if (!parsed.success || !terms || requirements.scheme !== SCHEME_BATCH_SETTLEMENT)
       return { ok: false, cause: 'invalid_payload' };
     const payload = parsed.data;
+    if (unclaimableSigner(payload)) return { ok: false, cause: PAYER_AUTHORIZER_REQUIRED };
     const expectation = {
       chainId: config.domain.chainId,
       asset: requirements.asset,
@@ -112,6 +126,7 @@ export const batchSettlementGatewayScheme: GatewayScheme = {
     if (!parsed.success || parsed.data.type !== 'voucher' || !terms || requirements.scheme !== SCHEME_BATCH_SETTLEMENT)
       return this.verify(config, payment, requirements);
     const payload = parsed.data;
+    if (unclaimableSigner(payload)) return { ok: false, cause: PAYER_AUTHORIZER_REQUIRED };
     const checked = voucherTerms(payload, {
       chainId: config.domain.chainId,
       asset: requirements.asset,
