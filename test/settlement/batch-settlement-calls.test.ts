@@ -33,6 +33,7 @@ import { invocationRow } from '../support/proxy-helpers.ts';
 import { startApiProcess } from '../support/api-process.ts';
 import { forgedVoucher } from '../support/batch-settlement.ts';
 import { exited } from '../support/worker-process.ts';
+import { startStallingFacilitator } from '../support/stalling-facilitator.ts';
 import { waitFor } from '../support/wait.ts';
 import { closeUnforwarded, failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
 
@@ -656,6 +657,51 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(settled.success, true);
     const after = await onChain(paying.provider, channelId);
     assert.equal(after.totalClaimed, 3n * CEILING, 'every served call claimed');
+  });
+  it("a refund whose facilitator's answer was lost keeps its channel taken: no call is served that the refund would leave unclaimed", async () => {
+    const { agentId, pay, channelId, scheme, payer } = await openedChannel();
+    const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
+    const { asPost } = refundSender();
+    const settlement = await call('GET', '/v1/settlement/config', { token: paying.token });
+    const settleAt = async (facilitatorUrl: string) => {
+      const res = await call('PUT', '/v1/settlement/config', {
+        token: paying.token,
+        json: {
+          facilitator_url: facilitatorUrl,
+          facilitator_credential_ref: settlement.json.facilitator_credential_ref,
+        },
+      });
+      assert.ok(res.status === 200 || res.status === 201, `${res.status} ${res.text}`);
+    };
+    // A relay that passes the refund to the real facilitator and drops its answer.
+    const relay = await startStallingFacilitator({
+      facilitatorUrl: stack().facilitator.url,
+      pki: stack().infra.pki.files,
+      account: paying.account.cert,
+      dropAnswers: true,
+    });
+    const before = await balanceOf(paying.provider, payer.address);
+    await settleAt(relay.url);
+    try {
+      await assert.rejects(scheme.refund(url, { fetch: asPost }));
+      await waitFor(async () => (await balanceOf(paying.provider, payer.address)) > before, {
+        timeoutMs: 30_000,
+        what: 'the refund landed',
+      });
+    } finally {
+      await settleAt(settlement.json.facilitator_url as string);
+      await relay.close();
+    }
+    // The refund claimed what was charged and returned the rest; the channel is still taken, so a
+    // voucher sent now is not served (it would be charged on an escrow that is gone).
+    const callsBefore = upstreamCalls;
+    const busy = await paidStream(pay, agentId);
+    assert.equal(busy.status, 402, busy.text);
+    assert.match(busy.text, /channel_busy/);
+    assert.equal(upstreamCalls, callsBefore, 'not forwarded');
+    const state = await onChain(paying.provider, channelId);
+    assert.equal(state.totalClaimed, CEILING, 'the charged call was claimed with the refund');
+    assert.equal(state.balance, CEILING, 'the rest went back');
   });
   it('a channel opened paying one tenant is refused by another naming the same receiver, with its own reason; nothing of it is shared', async () => {
     // Two tenants name the same receiver through the same facilitator: the same channel terms.

@@ -129,7 +129,9 @@ describe('settlement durability', function () {
         return record?.status === 'broadcast' ? record : null;
       });
       assert.ok(sent.txHash && sent.rawTx);
-      assert.ok(await provider.getTransaction(sent.txHash), 'the node holds the transaction');
+      // The send is counted alongside it (facilitator/settlement/broadcast.ts), so the record may
+      // say broadcast a moment before the node has the bytes.
+      await until('the node to hold the transaction', async () => provider.getTransaction(sent.txHash!));
 
       worker!.child.kill('SIGKILL');
       await worker!.exited;

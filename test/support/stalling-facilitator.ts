@@ -4,6 +4,8 @@
 // SETTLEMENT_TIMEOUT_MS and tries again. It counts the settles it holds now and the most it held
 // at once. It presents the dev PKI's server certificate and reads with the account's own client
 // certificate. A fake only in that it never settles: nothing here can make the real one slow.
+// With `dropAnswers`, a settle is passed to the real facilitator instead, and its answer dropped
+// (the connection closed once it came): a settlement that happened, whose answer was lost.
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
@@ -21,6 +23,7 @@ export async function startStallingFacilitator(opts: {
   facilitatorUrl: string;
   pki: { serverCert: string; serverKey: string; ca: string };
   account: CertAndKeyPem;
+  dropAnswers?: boolean;
 }): Promise<StallingFacilitator> {
   const ca = readFileSync(opts.pki.ca, 'utf8');
   const upstream = new Agent({
@@ -50,8 +53,23 @@ export async function startStallingFacilitator(opts: {
       // A settle: read, then held until its caller gives up (or the relay closes).
       total++;
       most = Math.max(most, ++open);
-      req.resume();
       res.once('close', () => open--);
+      if (!opts.dropAnswers) {
+        req.resume();
+        return;
+      }
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        void request(new URL(req.url ?? '/', opts.facilitatorUrl), {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: Buffer.concat(chunks),
+          dispatcher: upstream,
+        })
+          .then((answer) => answer.body.dump())
+          .finally(() => res.destroy());
+      });
     },
   );
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -234,8 +234,12 @@ function leaseOf(
     agentId: call.agentId,
     config: payload.channelConfig,
     // A stream renews its own lease as it goes (api/invoke/stream-record.ts); a transactional
-    // call's covers its workflow's queue.
-    seconds: hold ? HOLD_LEASE_SECONDS : call.recordsAsItForwards ? LEASE_SECONDS : TRANSACTIONAL_LEASE_SECONDS,
+    // call's covers its workflow's queue; a refund is no call.
+    seconds: hold
+      ? HOLD_LEASE_SECONDS
+      : call.recordsAsItForwards || payload.type === 'refund'
+        ? LEASE_SECONDS
+        : TRANSACTIONAL_LEASE_SECONDS,
     hold,
   };
 }
@@ -412,13 +416,19 @@ export async function admitChannelPayment(
           amount: requirements.maxAmountRequired,
         }
       : null;
+  let refundInDoubt = false;
   /** Sends the refund completed with `refundNonce`; throws its answer (ChannelRefunded) or its refusal. */
   const refund = async (action: BatchSettlementPayload, refundNonce: bigint): Promise<never> => {
     const outcome = await client.settleChannel(
       await facilitator(),
       settleBody({ ...action, refundNonce: refundNonce.toString() }),
     );
-    if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
+    if (!outcome.ok && outcome.error === 'settlement_unavailable') {
+      // It may still land: the channel stays taken for its lease, so no call is served meanwhile
+      // that the refund would leave unclaimed; the payer's retry finds it done or sends it again.
+      refundInDoubt = true;
+      throw new PaymentStillSettling();
+    }
     if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
     const state = outcome.channelState;
     if (state) await store.mirror(channelId, fromState(state), new Date());
@@ -502,7 +512,8 @@ export async function admitChannelPayment(
           channel.refundNonce,
         ));
       if (refundNonce === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
-      return refund(payload, refundNonce);
+      // Awaited here, so the lease is held until the refund is answered (the finally below).
+      return await refund(payload, refundNonce);
     }
 
     let transaction: string | null = null;
@@ -572,7 +583,7 @@ export async function admitChannelPayment(
       receipt: receiptOf(config, offer.payer, channel, ceiling, transaction, deposited),
     };
   } finally {
-    if (!admitted) await store.letGo(lease as ChannelLease).catch(() => undefined);
+    if (!admitted && !refundInDoubt) await store.letGo(lease as ChannelLease).catch(() => undefined);
   }
 }
 
