@@ -35,7 +35,9 @@ export function mcpReceiptInjector(
   const receipt = call.payment?.metaResponse;
   const rpcId = call.mcp?.rpcId;
   if (!receipt || rpcId === undefined) return null;
-  return receiptInjector(headers, rpcId, receipt, !!call.payment?.channel);
+  // A voucher's receipt only: a deposit's tells the client what it deposited, whatever the tool did.
+  const voucher = !!call.payment?.channel && !call.payment.transaction;
+  return receiptInjector(headers, rpcId, receipt, voucher);
 }
 
 /** What the challenge's `bazaar` extension is built from (a public agent's description). */

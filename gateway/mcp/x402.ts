@@ -77,9 +77,10 @@ export function receiptInjector(
   rpcId: string | number,
   receipt: unknown,
   /**
-   * The payment is charged after the answer (a channel's): a failed tool's result (`isError`)
-   * costs nothing (gateway/mcp/answer-watch.ts), so it carries no receipt either, and the
-   * payer's client keeps the state the gateway keeps.
+   * The payment is a channel's voucher, charged after the answer: a failed tool's result
+   * (`isError`) costs nothing (gateway/mcp/answer-watch.ts), so it carries no receipt either,
+   * and the payer's client keeps the state the gateway keeps. (A deposit's receipt always goes:
+   * it tells the client what it deposited.)
    */
   chargedIfServed = false,
 ): ((body: Readable) => Readable) | null {

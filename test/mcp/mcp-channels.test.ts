@@ -432,6 +432,44 @@ describe('batch-settlement channels over the x402 MCP transport', function () {
     });
   }
 
+  it('/v1: a deposit paying a tool that fails keeps its receipt (the client learns what it deposited); its next voucher is corrected once', async () => {
+    await onPricedSession({ json: false }, async ({ agentId, client, sessionId }) => {
+      const { required, buyer } = await echoBuyer(agentId, sessionId);
+      const unpaid = await rawRequest(agentId, sessionId, 'tools/call', { name: 'no_such_tool', arguments: {} });
+      assert.equal(unpaid.status, 402, unpaid.text);
+      const deposit = await buyer.createPaymentPayload(
+        decodePaymentRequiredHeader(unpaid.headers['payment-required'] as string),
+      );
+      assert.equal((deposit.payload as { type: string }).type, 'deposit');
+      const failed = (await client.callTool({
+        name: 'no_such_tool',
+        arguments: {},
+        _meta: { 'x402/payment': deposit },
+      })) as ToolResult;
+      assert.equal(failed.isError, true, JSON.stringify(failed));
+      const receipt = receiptOf(failed);
+      assert.ok(receipt, `the deposit's receipt: ${JSON.stringify(failed)}`);
+      assert.match(receipt.transaction, /^0x[0-9a-f]{64}$/);
+      assert.equal(receipt.amount, String(DEPOSIT));
+      await handBack(buyer, deposit, { settleResponse: receipt });
+
+      // The client counts the failed call's ceiling, which was not charged: corrected once, no second deposit.
+      const ahead = await buyer.createPaymentPayload(required);
+      assert.equal((ahead.payload as { type: string }).type, 'voucher', 'no second deposit');
+      const corrected = await rawEcho(agentId, sessionId, 'after a failed tool', { 'x402/payment': ahead });
+      assert.equal(corrected.status, 402, corrected.text);
+      const corrective = decodePaymentRequiredHeader(corrected.headers['payment-required'] as string);
+      assert.equal(await handBack(buyer, ahead, { paymentRequired: corrective }), true);
+      const retried = await buyer.createPaymentPayload(required);
+      const served = (await client.callTool({
+        name: 'echo',
+        arguments: { text: 'after a failed tool' },
+        _meta: { 'x402/payment': retried },
+      })) as ToolResult;
+      assert.equal(receiptOf(served)?.extra.channelState.chargedCumulativeAmount, String(TOOL));
+    });
+  });
+
   it('/v1: a forged voucher is refused with nothing forwarded; a client that forgot its channel recovers through the corrective 402', async () => {
     await onPricedSession({ json: true }, async ({ mcp, agentId, sessionId }) => {
       const { required, payer, buyer } = await echoBuyer(agentId, sessionId);

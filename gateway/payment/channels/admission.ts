@@ -450,8 +450,14 @@ export async function admitChannelPayment(
   await owners?.relinquish(channelId, CHANNEL_WAIT_MS);
 
   // A voucher or refund of a channel found unfunded moments ago: refused with no chain read and
-  // no row, unless a deposit (through another replica) has funded it since.
-  if (payload.type !== 'deposit' && unfunded.has(channelId) && !(await store.funded(channelId)))
+  // no row, unless a deposit (through another replica) has funded it since, or (a refund) it was
+  // sent before: a full refund leaves the channel unfunded, and its retry gets its answer.
+  if (
+    payload.type !== 'deposit' &&
+    unfunded.has(channelId) &&
+    !(await store.funded(channelId)) &&
+    !(refundKey && (await earlierRefundNonce(em, refundKey)) !== null)
+  )
     throw refused('invalid_batch_settlement_evm_channel_not_found');
   if (payload.type === 'deposit') unfunded.delete(channelId);
 
