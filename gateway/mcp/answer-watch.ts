@@ -7,7 +7,7 @@
 // successful answer costs one byte search. An answer that cannot be read (compressed, another
 // content type, over the bound) says nothing: the call keeps its charge.
 import { BoundedBytes } from '../metering/bytes.ts';
-import { bodyKindOf, type ResponseHeaders } from '../metering/reader.ts';
+import { bodyKindOf, bytesOf, type ResponseHeaders } from '../metering/reader.ts';
 import { SseEvents } from '../metering/sse.ts';
 
 const FAILURE_KEYS = [Buffer.from('"error"'), Buffer.from('"isError"')];
@@ -59,7 +59,7 @@ export function watchAnswer(rpcId: string | number, maxBytes: number): AnswerWat
       if (kind === 'sse') events = new SseEvents(maxBytes, see, maySayFailed);
     },
     onChunk(chunk) {
-      const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      const bytes = bytesOf(chunk);
       if (kind === 'sse') events?.push(bytes);
       else if (kind === 'json') json.append(bytes);
     },

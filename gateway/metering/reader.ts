@@ -60,7 +60,8 @@ export function amountOfHeader(value: string | string[] | undefined): bigint | n
   return amount <= UINT256_MAX ? amount : null;
 }
 
-function bytesOf(chunk: Uint8Array): Buffer {
+/** A chunk as a Buffer over the same bytes (no copy). */
+export function bytesOf(chunk: Uint8Array): Buffer {
   return Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
 }
 

@@ -221,7 +221,11 @@ function refuseByState(
   throw new PaymentRefused(CUMULATIVE_MISMATCH, correctiveEntries(entries, channel), true);
 }
 
-/** The lease a call takes on its channel, for LEASE_SECONDS (a hold's, HOLD_LEASE_SECONDS: its holder renews it). */
+/**
+ * The lease a call takes on its channel: a stream's (or a refund's) for LEASE_SECONDS, a
+ * transactional call's for TRANSACTIONAL_LEASE_SECONDS, a hold's for HOLD_LEASE_SECONDS (its
+ * holder renews it).
+ */
 function leaseOf(
   channelId: string,
   call: { tenantId: string; agentId: string; recordsAsItForwards?: boolean },

@@ -6,9 +6,9 @@
 // nothing refunded twice. Only a refund whose nonce the chain has used is sent so at once; one
 // not done (refused, or its outcome unknown) is checked again like a new one, under the channel's
 // lease and against its charged total (channels/admission.ts), so a payload kept from before
-// later calls never refunds what they were charged. The same payload is the same refund: the payer's voucher ceiling (what
-// it was charged) and amount; a second refund of the same amount with no call between is
-// answered as the first (a call, or another amount, makes it another).
+// later calls never refunds what they were charged. The same payload is the same refund: the
+// payer's voucher ceiling (what it was charged) and amount; a second refund of the same amount
+// with no call between is answered as the first (a call, or another amount, makes it another).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { recordPayment, type PaymentForCall } from '../binding.ts';
 import type { SignedPayment } from '../entity.ts';
