@@ -6,6 +6,7 @@
 // when other processes have cooled the caches between calls); ethers' pure-JS recovery cost
 // ~3 ms. Every voucher-paid call runs one.
 import { createRequire } from 'node:module';
+import { LRUCache } from 'lru-cache';
 import { recover as wasmRecover } from 'tiny-secp256k1';
 import { getAddress, getBytes, keccak256 } from 'ethers';
 import type * as Secp256k1 from 'secp256k1';
@@ -40,6 +41,10 @@ export const recoveries: Readonly<Record<'native' | 'wasm', Recovery | null>> = 
 };
 const recovery: Recovery = recoveries.native ?? inWasm;
 
+// The addresses of the keys seen lately: a payer signs every voucher with the same key, and its
+// address (two keccaks with the checksum) cost ~0.08 ms a call.
+const addresses = new LRUCache<string, string>({ max: 10_000 });
+
 /** The checksummed address whose key made `signature` over the 32-byte `digest`; null for anything ECDSA.recover refuses. */
 export function recoverStrict(digest: string, signature: string, recover: Recovery = recovery): string | null {
   if (!/^0x[0-9a-fA-F]{130}$/.test(signature) || !/^0x[0-9a-fA-F]{64}$/.test(digest)) return null;
@@ -53,6 +58,12 @@ export function recoverStrict(digest: string, signature: string, recover: Recove
     return null;
   }
   if (!publicKey) return null;
-  // The address: the last 20 bytes of the keccak of the uncompressed key without its 0x04 prefix.
-  return getAddress(`0x${keccak256(publicKey.subarray(1)).slice(-40)}`);
+  const key = Buffer.from(publicKey.buffer, publicKey.byteOffset, publicKey.byteLength).toString('hex');
+  let address = addresses.get(key);
+  if (address === undefined) {
+    // The last 20 bytes of the keccak of the uncompressed key without its 0x04 prefix.
+    address = getAddress(`0x${keccak256(publicKey.subarray(1)).slice(-40)}`);
+    addresses.set(key, address);
+  }
+  return address;
 }

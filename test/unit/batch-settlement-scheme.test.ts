@@ -3,7 +3,7 @@
 // vouchers and refund the unmodified reference client signs and refuse every altered term with
 // the scheme's own error name.
 import assert from 'node:assert/strict';
-import { Wallet, ZeroAddress, getAddress } from 'ethers';
+import { Wallet, ZeroAddress, getAddress, hexlify, randomBytes } from 'ethers';
 import {
   BATCH_SETTLEMENT_ADDRESS as REFERENCE_BATCH_SETTLEMENT,
   ERC3009_DEPOSIT_COLLECTOR_ADDRESS as REFERENCE_COLLECTOR,
@@ -124,6 +124,31 @@ describe('x402 batch-settlement scheme (pure part)', function () {
       claimBatchDigest(8453, claims),
       hashTypedData({ domain, types: claimBatchTypes, primaryType: 'ClaimBatch', message: { claims } }),
     );
+  });
+
+  it('puts a voucher’s digest together as hashTypedData does, for any channel, amount and chain, and refuses what the encoder refuses', function () {
+    const cases: Array<[number, string, bigint]> = [
+      [8453, `0x${'00'.repeat(32)}`, 0n],
+      [84532, `0x${'ff'.repeat(32)}`, (1n << 128n) - 1n],
+      [31337, `0x${'AB'.repeat(32)}`, 1n],
+    ];
+    for (let i = 0; i < 32; i++)
+      cases.push([1 + i * 977, hexlify(randomBytes(32)), BigInt(hexlify(randomBytes(1 + (i % 16))))]);
+    for (const [chainId, channelId, amount] of cases)
+      assert.equal(
+        voucherDigest(chainId, channelId, amount),
+        hashTypedData({
+          domain: { ...BATCH_SETTLEMENT_DOMAIN, chainId, verifyingContract: REFERENCE_BATCH_SETTLEMENT },
+          types: voucherTypes,
+          primaryType: 'Voucher',
+          message: { channelId: channelId as `0x${string}`, maxClaimableAmount: amount },
+        }),
+        `${chainId} ${channelId} ${amount}`,
+      );
+    assert.throws(() => voucherDigest(8453, `0x${'00'.repeat(31)}`, 1n));
+    assert.throws(() => voucherDigest(8453, `0x${'zz'.repeat(32)}`, 1n));
+    assert.throws(() => voucherDigest(8453, `0x${'00'.repeat(32)}`, -1n));
+    assert.throws(() => voucherDigest(8453, `0x${'00'.repeat(32)}`, 1n << 128n));
   });
 
   describe('what the unmodified client signs', function () {

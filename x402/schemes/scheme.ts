@@ -10,15 +10,23 @@ export type SchemeProtocol = {
   payerOf(payload: Record<string, unknown>): string;
 };
 
-/** A scheme whose payload is one zod schema: parsed with it (unknown keys dropped), its payer read from the parsed payload. */
+/**
+ * A scheme whose payload is one zod schema: parsed with it (unknown keys dropped), its payer read
+ * from the parsed payload. `parse` is typed; a payload it returned already is taken as it is (a
+ * paid call's payload is parsed as it is decoded and asked for again as it is verified).
+ */
 export function schemaProtocol<T extends Record<string, unknown>>(
   name: string,
   schema: { safeParse(value: unknown): { success: true; data: T } | { success: false } },
   payer: (payload: T) => string,
-): SchemeProtocol {
+): SchemeProtocol & { parse(payload: unknown): T | null } {
+  const outputs = new WeakSet<object>();
   const parse = (payload: unknown): T | null => {
+    if (typeof payload === 'object' && payload !== null && outputs.has(payload)) return payload as T;
     const parsed = schema.safeParse(payload);
-    return parsed.success ? parsed.data : null;
+    if (!parsed.success) return null;
+    outputs.add(parsed.data);
+    return parsed.data;
   };
-  return { name, parsePayload: parse, payerOf: (payload) => ((p) => (p ? payer(p) : ''))(parse(payload)) };
+  return { name, parse, parsePayload: parse, payerOf: (payload) => ((p) => (p ? payer(p) : ''))(parse(payload)) };
 }

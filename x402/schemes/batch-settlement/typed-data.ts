@@ -6,7 +6,7 @@
 // from the published interfaces: the type strings are the x402 batch-settlement contract's
 // typehashes, which @x402/evm signs. Pure functions (a channel id is kept once computed).
 import { LRUCache } from 'lru-cache';
-import { AbiCoder, TypedDataEncoder, concat, getAddress, keccak256, type TypedDataDomain } from 'ethers';
+import { AbiCoder, TypedDataEncoder, getAddress, getBytes, keccak256, toUtf8Bytes, type TypedDataDomain } from 'ethers';
 import type { TokenDomain } from '../../token.ts';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../exact/eip3009.ts';
 import type { ChannelConfig } from './schemas.ts';
@@ -96,25 +96,39 @@ function computeChannelId(chainId: number, config: ChannelConfig): string {
   });
 }
 
-// A voucher is checked on every paid call: its encoder and its domain's separator are built once
-// (TypedDataEncoder.hash rebuilds both, ~0.5 ms of CPU, per digest).
-const voucherEncoder = TypedDataEncoder.from(VOUCHER_TYPES);
-const domainSeparators = new Map<number, string>();
+// A voucher is checked on every paid call, so its digest is put together here from its two
+// words rather than by TypedDataEncoder (~0.17 ms of CPU a call, its encoder and the domain's
+// separator built once): keccak256(0x1901 ‖ domain separator ‖ keccak256(typehash ‖ id ‖ amount)).
+// A unit test holds it to the reference's hashTypedData.
+const VOUCHER_TYPEHASH = getBytes(keccak256(toUtf8Bytes(TypedDataEncoder.from(VOUCHER_TYPES).encodeType('Voucher'))));
+const UINT128_LIMIT = 1n << 128n;
+const BYTES32 = /^0x[0-9a-fA-F]{64}$/;
+const domainSeparators = new Map<number, Uint8Array>();
 
-function domainSeparator(chainId: number): string {
+function domainSeparator(chainId: number): Uint8Array {
   let separator = domainSeparators.get(chainId);
   if (separator === undefined) {
-    separator = TypedDataEncoder.hashDomain(batchSettlementDomain(chainId));
+    separator = getBytes(TypedDataEncoder.hashDomain(batchSettlementDomain(chainId)));
     domainSeparators.set(chainId, separator);
   }
   return separator;
 }
 
-/** The digest the payer's authorizer signs: the channel may be claimed up to `maxClaimableAmount` in total. */
+/** The digest the payer's authorizer signs: the channel may be claimed up to `maxClaimableAmount` in total. Throws on a channel id that is no bytes32 or an amount outside uint128, as the encoder does. */
 export function voucherDigest(chainId: number, channelId: string, maxClaimableAmount: bigint): string {
-  // EIP-712: keccak256(0x1901 ‖ domain separator ‖ struct hash), as TypedDataEncoder.hash computes it.
-  const struct = voucherEncoder.hash({ channelId, maxClaimableAmount });
-  return keccak256(concat(['0x1901', domainSeparator(chainId), struct]));
+  if (!BYTES32.test(channelId)) throw new TypeError('voucher channelId is not a bytes32');
+  if (maxClaimableAmount < 0n || maxClaimableAmount >= UINT128_LIMIT)
+    throw new RangeError('voucher maxClaimableAmount is not a uint128');
+  const struct = Buffer.allocUnsafe(96);
+  struct.set(VOUCHER_TYPEHASH, 0);
+  struct.write(channelId.slice(2), 32, 'hex');
+  struct.write(maxClaimableAmount.toString(16).padStart(64, '0'), 64, 'hex');
+  const signed = Buffer.allocUnsafe(66);
+  signed[0] = 0x19;
+  signed[1] = 0x01;
+  signed.set(domainSeparator(chainId), 2);
+  signed.set(getBytes(keccak256(struct)), 34);
+  return keccak256(signed);
 }
 
 /** The digest the receiver authorizer signs for refundWithSignature, at the channel's current refund nonce. */

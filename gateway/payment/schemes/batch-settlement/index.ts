@@ -7,7 +7,10 @@
 // escrow) is the channel admission's (../../channels/), which holds the channel while the call runs.
 import { getAddress } from 'ethers';
 import { batchSettlementProtocol } from '../../../../x402/schemes/batch-settlement/index.ts';
-import { BatchSettlementPayload, SCHEME_BATCH_SETTLEMENT } from '../../../../x402/schemes/batch-settlement/schemas.ts';
+import {
+  type BatchSettlementPayload,
+  SCHEME_BATCH_SETTLEMENT,
+} from '../../../../x402/schemes/batch-settlement/schemas.ts';
 import { verifyDeposit, verifyVoucher, voucherTerms } from '../../../../x402/schemes/batch-settlement/verify.ts';
 import { caip2Network } from '../../../../x402/v2.ts';
 import type { PaymentRequirements } from '../../../../x402/schemas.ts';
@@ -85,11 +88,10 @@ export const batchSettlementGatewayScheme: GatewayScheme = {
   },
 
   async verify(config, payment, requirements) {
-    const parsed = BatchSettlementPayload.safeParse(payment.payload);
+    const payload = batchSettlementProtocol.parse(payment.payload);
     const terms = channelTermsOf(requirements);
-    if (!parsed.success || !terms || requirements.scheme !== SCHEME_BATCH_SETTLEMENT)
+    if (!payload || !terms || requirements.scheme !== SCHEME_BATCH_SETTLEMENT)
       return { ok: false, cause: 'invalid_payload' };
-    const payload = parsed.data;
     if (unclaimableSigner(payload)) return { ok: false, cause: PAYER_AUTHORIZER_REQUIRED };
     const expectation = {
       chainId: config.domain.chainId,
@@ -121,11 +123,10 @@ export const batchSettlementGatewayScheme: GatewayScheme = {
 
   // A plain voucher's signature is checked when the flow asks (`signed`); any other payload whole.
   async verifyTerms(config, payment, requirements) {
-    const parsed = BatchSettlementPayload.safeParse(payment.payload);
+    const payload = batchSettlementProtocol.parse(payment.payload);
     const terms = channelTermsOf(requirements);
-    if (!parsed.success || parsed.data.type !== 'voucher' || !terms || requirements.scheme !== SCHEME_BATCH_SETTLEMENT)
+    if (payload?.type !== 'voucher' || !terms || requirements.scheme !== SCHEME_BATCH_SETTLEMENT)
       return this.verify(config, payment, requirements);
-    const payload = parsed.data;
     if (unclaimableSigner(payload)) return { ok: false, cause: PAYER_AUTHORIZER_REQUIRED };
     const checked = voucherTerms(payload, {
       chainId: config.domain.chainId,
