@@ -6,7 +6,12 @@
 // forwarded (bindPayment), or, a voucher on a channel this process holds, as it is forwarded and
 // before any of its answer is sent (writeAsForwarded).
 import type { Readable } from 'node:stream';
-import type { Completion, StartedRow } from '../../gateway/invocations/stream-records.ts';
+import {
+  completionRecord,
+  type Completion,
+  type CompletedRow,
+  type StartedRow,
+} from '../../gateway/invocations/stream-records.ts';
 import type { Invocation } from '../../gateway/db/entities.ts';
 import type { ErrorClass } from '../../gateway/upstream/errors.ts';
 import { countIssued, type SignedReceipt } from '../../gateway/receipts/signer.ts';
@@ -24,6 +29,8 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { settledWithin, startMeteredCharge, type SettledCharge } from '../../temporal/charge-start.ts';
 import {
   commitChannelCharge,
+  completeAndCommitChannelCharge,
+  type CommittedCharge,
   LEASE_RENEW_EVERY_MS,
   LEASE_SECONDS,
   releaseChannelLease,
@@ -241,19 +248,22 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
         release();
         return;
       }
+      if (turn && !finished) {
+        // On a held channel the turn ends now, the held state moved on by the charge; the row's
+        // completion and the charge's commit are one statement, after the channel's earlier
+        // commits (owners.ts). Its receipt, if any, is signed with its charge, not here.
+        finished = true;
+        owners?.finish(channel!.id, turn.call, BigInt(done.paymentCharge ?? '0'), (keep) =>
+          completeHeldCall(services, done, keep, logFailure),
+        );
+        return;
+      }
       // A channel payment's row goes at once: the payer's next call waits for its channel.
       const committed = services.recorder.complete(done, !!row.paymentChannel);
       committed.then(() => {
         if (done.receipt) countIssued(done.receipt);
       }, logFailure);
-      if (turn && !finished) {
-        // On a held channel the turn ends now, the held state moved on by the charge; the
-        // charge's write follows the row's, after the channel's earlier ones (owners.ts).
-        finished = true;
-        owners?.finish(channel!.id, turn.call, BigInt(done.paymentCharge ?? '0'), (keep) =>
-          committed.then(() => commitChannelCharge(services.statements, row.id, keep)),
-        );
-      } else if (charged && row.paymentChannel) {
+      if (charged && row.paymentChannel) {
         // A channel payment's charge is committed here, as the row completes, so the payer's
         // next call finds its channel free and its charged total current; a commit that fails
         // is left to the due-charges round.
@@ -301,6 +311,28 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
       return handle ? settledWithin(deps.temporal, handle, until - Date.now()) : null;
     },
   };
+}
+
+/**
+ * A held channel's call completed and its charge committed, in one statement; when that could
+ * not complete the row as it expected (or failed), the row is completed as any other (its
+ * writes retried) and the charge committed after it, or else by the due-charges round.
+ */
+async function completeHeldCall(
+  services: ProxyParts,
+  done: CompletedRow,
+  keep: boolean,
+  logFailure: (err: unknown) => void,
+): Promise<CommittedCharge> {
+  const both = await completeAndCommitChannelCharge(services.statements, completionRecord(done), keep).catch(
+    () => null,
+  );
+  if (both?.recorded) return both;
+  await services.recorder.complete(done, true).catch((err: unknown) => {
+    logFailure(err);
+    throw err;
+  });
+  return commitChannelCharge(services.statements, done.id, keep);
 }
 
 /** Takes back a paid stream's row and binding, written before its voucher's signature was found bad (never forwarded). */

@@ -15,9 +15,9 @@ export type StatementPool = {
   rows(name: string, sql: string, params: unknown[]): Promise<Array<Record<string, unknown>>>;
 };
 
-/** `?` placeholders (the ORM's style) numbered as `$1, $2, …` for a prepared statement. */
-export function numbered(sql: string): string {
-  let n = 0;
+/** `?` placeholders (the ORM's style) numbered as `$1, $2, …` (from `first`) for a prepared statement. */
+export function numbered(sql: string, first = 1): string {
+  let n = first - 1;
   return sql.replace(/\?/g, () => `$${++n}`);
 }
 

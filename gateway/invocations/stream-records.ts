@@ -63,7 +63,7 @@ export type Completion = {
 /** A signed receipt for the completed row, stored with its completion. */
 type RowReceipt = { kid: string; jws: string };
 
-type CompletedRow = StartedRow &
+export type CompletedRow = StartedRow &
   Completion & {
     completedAt: Date;
     requestSha256?: string | null;
@@ -163,6 +163,17 @@ const COMPLETED = invocationColumns([
   'updatedAt',
   'completedAt',
 ] as const).names;
+
+/**
+ * What a completion sets, as an update reads it from `r` (the row's record, completionRecord):
+ * for a statement that completes a row and writes what follows from it at once.
+ */
+export const COMPLETION_SET = COMPLETED.map((c) => `${c} = r.${c}`).join(', ');
+
+/** A completed row's record as COMPLETION_SET reads it (JSON, read with json_populate_record). */
+export function completionRecord(row: CompletedRow): string {
+  return JSON.stringify(recordOf(row as QueuedRow, ''));
+}
 
 /** A row as the statement reads it: an object keyed by column name (JSON, see statementFor). */
 function recordOf(r: QueuedRow, owner: string): Record<string, unknown> {

@@ -16,6 +16,7 @@ import type { ChannelConfig } from '../../../x402/schemes/batch-settlement/schem
 import type { OnChainChannel } from '../schemes/batch-settlement/chain.ts';
 import { CHANGE_FEED_CHANNEL, FEED_NOTICE } from '../../db/change-feed.ts';
 import { numbered, type StatementPool } from '../../db/statement-pool.ts';
+import { COMPLETION_SET } from '../../invocations/stream-records.ts';
 
 /** A channel as its admission reads it. */
 export type ChannelRow = {
@@ -262,23 +263,28 @@ export type ChannelStore = ReturnType<typeof createChannelStore>;
 // (`voucher_exceeded`: the channel moved on past every voucher, the seller's loss), and its
 // binding follows, its signed payment let go. Answers the channel's row as the commit left it,
 // and whether the lease was still the call's.
-const COMMIT = `
-  with due as (
-    select i.id, i.payment_channel as channel, coalesce(i.payment_charge, '0')::numeric as charge,
+// The charge of a call whose row is due (`source` names it `i`, `charge` its amount), with its
+// binding and its channel, both locked.
+const due = (charge: string, source: string, where: string) => `due as (
+    select i.id, i.payment_channel as channel, ${charge} as charge,
            (b.signed_payment->'payment'->'payload'->'voucher'->>'maxClaimableAmount')::numeric as max_claimable,
            b.signed_payment->'payment'->'payload'->'voucher'->>'signature' as signature,
            b.signed_payment->>'channelLease' as lease,
            c.busy_invocation is not distinct from b.signed_payment->>'channelLease' as held,
-           c.charged_cumulative + coalesce(i.payment_charge, '0')::numeric
+           c.charged_cumulative + ${charge}
              <= greatest(c.signed_max_claimable,
                          (b.signed_payment->'payment'->'payload'->'voucher'->>'maxClaimableAmount')::numeric) as fits,
            c.signed_max_claimable as signed_max
-      from invocations i
+      ${source}
       join payment_claims b on b.invocation_id = i.id
       join channels c on c.id = i.payment_channel
-     where i.id = ? and i.payment_channel is not null and i.status in ('succeeded', 'failed')
+     where ${where} and i.payment_channel is not null
        and (i.payment_settlement is null or i.payment_settlement = 'settling')
-     for update of i, c),
+     for update of i, c)`;
+
+// The charge committed to the channel and the call recorded with it (`recordedSet`: what else
+// the row's update sets), from `due`.
+const committing = (recordedSet: string, recordedFrom: string) => `
   -- A voucher becomes the channel's latest only through a call charged something under it: a call
   -- charged nothing may never have had its signature checked (its row written as it was checked).
   voucher as (select d.*, d.fits and d.charge > 0 and d.max_claimable > d.signed_max as adopt from due d),
@@ -299,10 +305,10 @@ const COMMIT = `
     returning ${CHANNEL_COLUMNS}),
   recorded as (
     update invocations i
-       set payment_settlement = case when d.fits then 'settled' else 'failed' end,
-           payment_settle_error = case when d.fits then null else 'voucher_exceeded' end,
-           updated_at = now()
-      from due d where i.id = d.id
+       set ${recordedSet}
+           payment_settlement = case when d.fits then 'settled' else 'failed' end,
+           payment_settle_error = case when d.fits then null else 'voucher_exceeded' end
+      from due d${recordedFrom} where i.id = d.id
     returning i.id),
   bound as (
     update payment_claims set status = case when (select fits from due) then 'settled' else 'unsettled' end,
@@ -310,6 +316,26 @@ const COMMIT = `
      where invocation_id in (select id from recorded))
   select (select count(*)::int from recorded) as recorded, (select fits from due) as committed,
          (select held from due) as held, committed.* from (select 1) one left join committed on true`;
+
+const COMMIT = `with ${due(
+  `coalesce(i.payment_charge, '0')::numeric`,
+  'from invocations i',
+  `i.id = ? and i.status in ('succeeded', 'failed')`,
+)}, ${committing('updated_at = now(),', '')}`;
+
+// A held channel's call completed and its charge committed in one statement, as COMMIT commits
+// it once the row has completed: the row's completion ($1, the recorder's record of it) is read
+// as `r`, and the update that records the charge also writes the completion. One round trip and
+// one commit after each voucher-paid answer instead of two (the completion, then the charge):
+// on two shared vCPUs the second cost the next voucher call ~0.8 ms (docs/BENCHMARKS.md). Only a
+// row still running (or failed by the lost-stream sweep's guess, its charge not settled) is
+// completed, as the recorder's completion does.
+const COMPLETE_AND_COMMIT = `with ${due(
+  `coalesce(r.payment_charge, '0')::numeric`,
+  'from json_populate_record(null::invocations, $1::json) r join invocations i on i.id = r.id',
+  `r.status in ('succeeded', 'failed')
+       and (i.status = 'running' or (i.error_class = 'gateway_lost' and i.payment_settlement is null))`,
+)}, ${committing(`${COMPLETION_SET},`, ', json_populate_record(null::invocations, $1::json) r')}`;
 
 /** How long a call holds its channel without a sign of life (a process that died lets it go then). */
 export const LEASE_SECONDS = 120;
@@ -380,6 +406,7 @@ export type CommittedCharge = { recorded: boolean; committed: boolean; held: boo
 // Prepared once per connection: every voucher call commits a charge, and PostgreSQL parsing and
 // planning this statement afresh cost it about 0.8 ms a call, four times its execution.
 const COMMIT_PREPARED = numbered(COMMIT);
+const COMPLETE_AND_COMMIT_PREPARED = numbered(COMPLETE_AND_COMMIT, 2);
 
 /**
  * Commits a completed call's charge to its channel; `recorded` false when it was recorded before
@@ -392,10 +419,34 @@ export async function commitChannelCharge(
 ): Promise<CommittedCharge> {
   const seconds = keep ? HOLD_LEASE_SECONDS : LEASE_SECONDS;
   const [row] = await statements.rows('gw_channel_commit', COMMIT_PREPARED, [invocationId, keep, seconds, keep]);
+  return committedOf(row);
+}
+
+function committedOf(row: Raw | undefined): CommittedCharge {
   return {
     recorded: Number(row?.recorded ?? 0) > 0,
     committed: row?.committed === true,
     held: row?.held === true,
     row: row?.id ? rowOf(row) : null,
   };
+}
+
+/**
+ * Completes a held channel's call (its row, running, given as the recorder's record of its
+ * completion) and commits its charge, in one statement (COMPLETE_AND_COMMIT); `recorded` false
+ * when the row was not there to complete as it expects, for the caller to complete it otherwise.
+ */
+export async function completeAndCommitChannelCharge(
+  statements: StatementPool,
+  completion: string,
+  keep: boolean,
+): Promise<CommittedCharge> {
+  const seconds = keep ? HOLD_LEASE_SECONDS : LEASE_SECONDS;
+  const [row] = await statements.rows('gw_channel_complete_commit', COMPLETE_AND_COMMIT_PREPARED, [
+    completion,
+    keep,
+    seconds,
+    keep,
+  ]);
+  return committedOf(row);
 }
