@@ -47,7 +47,7 @@ export const InvocationView = z
       .meta({ description: 'Time to the first upstream body byte (streaming calls); null otherwise or until known.' }),
     error_class: nullableString.meta({
       description:
-        'Why the call failed or counts as an error (`connect`, `timeout`, `blocked`, `circuit_open`, `upstream_4xx`, `upstream_5xx`, `stream_interrupted`, `caller_aborted`, `interrupted`, `credential`, `protocol`, `internal`, `gateway_lost`, `workflow_terminated`, `workflow_failed`, `budget_exceeded`); null for a clean answer or while running. docs/PROXY.md "Error classes".',
+        'Why the call failed or counts as an error (`connect`, `timeout`, `blocked`, `circuit_open`, `upstream_4xx`, `upstream_5xx`, `stream_interrupted`, `caller_aborted`, `interrupted`, `credential`, `protocol`, `internal`, `gateway_lost`, `workflow_terminated`, `workflow_failed`, `budget_exceeded`, `payment_lapsed`); null for a clean answer or while running. docs/PROXY.md "Error classes".',
     }),
     mode: z.enum(['transactional', 'streaming']),
     model: nullableString.meta({ description: "The caller's `X-Gateway-Model`, when given." }),

@@ -19,6 +19,7 @@ import { createInvocationStore, type BodyInsert, type Completion, type Invocatio
 import { answeredOutcome } from './outcome.ts';
 import { failedOutcome, meteredCall, meterOf } from './metered.ts';
 import { mcpRequestIdOf } from '../mcp/request.ts';
+import { TRANSACTIONAL_LEASE_SECONDS } from '../payment/channels/store.ts';
 import type { MeterReader } from '../metering/reader.ts';
 
 export type PerformDeps = {
@@ -142,6 +143,8 @@ async function bindAnsweredTask(
 
 export function createInvocationPerformer(deps: PerformDeps) {
   const store = createInvocationStore(deps.orm, deps.statements);
+  // A channel payment's lease, renewed as an attempt is counted, outlasts the attempt.
+  const leaseSeconds = Math.max(TRANSACTIONAL_LEASE_SECONDS, Math.ceil(deps.upstreamTimeoutMs / 1000) + 60);
   const tasks = createTaskBindings(queryRows(deps.orm));
   // A body store in the gateway's own database (it offers insertSql) is read in the load
   // statement and written in the completing one; any other goes through its interface.
@@ -167,7 +170,7 @@ export function createInvocationPerformer(deps: PerformDeps) {
      * retryable CredentialUnavailable as it is.
      */
     async perform(invocationId: string, attempt: Attempt): Promise<InvocationOutcome> {
-      const row = await store.load(invocationId, { withBody: insertBody !== undefined });
+      const row = await store.load(invocationId, { withBody: insertBody !== undefined, leaseSeconds });
       // The accept commit writes the row before anything starts the workflow (the route or the
       // start relay), so a missing row was deleted since, or the workflow was started by hand.
       // The attempt fails as benign (logged at debug, not as a failed activity) and is retried
@@ -212,8 +215,15 @@ export function createInvocationPerformer(deps: PerformDeps) {
       // heartbeat timed out): the loser retries, sees the count, and follows the rule above.
       // The load has counted it already when none of the steps above could stop the call or
       // needed I/O (no credential): the usual case, one statement fewer.
-      if (!row.leased && !(await store.leaseAttempt(invocationId, row.attempts)))
-        throw new InvocationNotPerformed('attempt_leased');
+      // A channel payment's call goes only while its channel's lease is its own still (renewed
+      // then for the attempt): one that lapsed in the queue and was taken by another call, admitted
+      // against the same charged total, would have one voucher ceiling pay for two calls.
+      if (!row.leased) {
+        const lease = await store.leaseAttempt(invocationId, row.attempts, leaseSeconds);
+        if (lease === 'channel_lost')
+          return complete(invocationId, { status: 'failed', errorClass: 'payment_lapsed', beforeAttempt: true });
+        if (lease === 'taken') throw new InvocationNotPerformed('attempt_leased');
+      }
 
       // A metered call (its maximum recorded at admission) is measured by its agent's meter.
       // An MCP request's answer is watched for its failure, which costs nothing (metered.ts).

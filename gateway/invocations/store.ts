@@ -12,6 +12,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { ErrorClass } from '../upstream/client.ts';
 import type { Pricing, RecordedReading } from '../db/entities.ts';
 import { releasingPayments } from '../payment/binding.ts';
+import { KEEP_CALL_LEASE, TRANSACTIONAL_LEASE_SECONDS } from '../payment/channels/store.ts';
 import { unmeasuredReading } from './metered.ts';
 import { createStatementPool, numbered, type StatementPool } from '../db/statement-pool.ts';
 
@@ -90,10 +91,19 @@ export interface InvocationStore {
   /**
    * One statement: the row, its agent and, when asked, its request body; it also takes the attempt's
    * lease (as leaseAttempt does) when the call needs nothing resolved first. Undefined when there is no row.
+   * `leaseSeconds`: how long a channel payment's lease is renewed for with the attempt (as leaseAttempt).
    */
-  load(invocationId: string, opts: { withBody: boolean }): Promise<LoadedInvocation | undefined>;
-  /** Marks the row running and counts the attempt; false when another attempt did so first or the row is terminal. */
-  leaseAttempt(invocationId: string, loadedAttempts: number): Promise<boolean>;
+  load(invocationId: string, opts: { withBody: boolean; leaseSeconds?: number }): Promise<LoadedInvocation | undefined>;
+  /**
+   * Marks the row running and counts the attempt, a channel payment's lease renewed for
+   * `leaseSeconds` with it: `taken` when another attempt did so first or the row is terminal,
+   * `channel_lost` when the call's channel lease is no longer its own (nothing counted).
+   */
+  leaseAttempt(
+    invocationId: string,
+    loadedAttempts: number,
+    leaseSeconds?: number,
+  ): Promise<'leased' | 'taken' | 'channel_lost'>;
   /**
    * Completes a non-terminal row and answers its outcome; a row already terminal keeps its
    * outcome, which is answered instead. Undefined when there is no row. `body` is stored in
@@ -126,7 +136,7 @@ const OUTCOME_COLUMNS = 'status, upstream_status, latency_ms, error_class, payme
 const LOAD_AND_LEASE = (withBody: boolean) => `
   with loaded as (
     select i.id, i.tenant_id, i.status, i.attempts, i.request_id, i.caller, i.caller_kind, i.request_headers, i.request_body_id,
-           i.upstream_status, i.latency_ms, i.error_class, i.payment_max_amount,
+           i.upstream_status, i.latency_ms, i.error_class, i.payment_max_amount, i.payment_channel,
            a.id as agent_id, a.upstream_url, a.credential_ref, a.capture_body, a.retry_non_idempotent, a.protocol,
            case when i.payment_max_amount is not null then a.pricing end as pricing,
            ${withBody ? 'b.content' : 'null::bytea'} as request_body
@@ -134,20 +144,27 @@ const LOAD_AND_LEASE = (withBody: boolean) => `
       left join agents a on a.id = i.agent_id and a.tenant_id = i.tenant_id
       ${withBody ? 'left join bodies b on b.id = i.request_body_id and b.tenant_id = i.tenant_id' : ''}
      where i.id = ?
-  ), leased as (
+  ), ${KEEP_CALL_LEASE}, leased as (
     update invocations i set status = 'running', attempts = i.attempts + 1, updated_at = ?
       from loaded l
      where i.id = l.id and i.attempts = l.attempts and i.status in ('pending', 'running')
        and l.agent_id is not null and l.upstream_url is not null and l.credential_ref is null
        and (l.attempts = 0 or l.retry_non_idempotent) ${withBody ? '' : 'and l.request_body_id is null'}
+       and (l.payment_channel is null or exists (select 1 from kept))
     returning i.id
   )
   select l.*, exists (select 1 from leased) as leased from loaded l`;
 
+// A channel payment's call is forwarded only while its channel's lease is still its own (KEEP_CALL_LEASE).
 const LEASE_ATTEMPT = `
-  update invocations set status = 'running', attempts = attempts + 1, updated_at = ?
-   where id = ? and attempts = ? and status in ('pending', 'running')
-  returning id`;
+  with ${KEEP_CALL_LEASE}, leased as (
+    update invocations set status = 'running', attempts = attempts + 1, updated_at = ?
+     where id = ? and attempts = ? and status in ('pending', 'running')
+       and (payment_channel is null or exists (select 1 from kept))
+    returning id)
+  select exists (select 1 from leased) as leased,
+         exists (select 1 from invocations where id = ? and payment_channel is not null)
+           and not exists (select 1 from kept) as channel_lost`;
 
 // A row that is not terminal has none of the outcome's fields yet, so all are written.
 // Completing a row also lets go of the caller's request (body and headers) unless the agent
@@ -246,8 +263,13 @@ export function createInvocationStore(
     statements.rows(`invocation-${name}`, PREPARED[name], params);
 
   return {
-    async load(invocationId, { withBody }) {
-      const [r] = await prepared(withBody ? 'loadAndLeaseWithBody' : 'loadAndLease', [invocationId, new Date()]);
+    async load(invocationId, { withBody, leaseSeconds = TRANSACTIONAL_LEASE_SECONDS }) {
+      const [r] = await prepared(withBody ? 'loadAndLeaseWithBody' : 'loadAndLease', [
+        invocationId,
+        leaseSeconds,
+        invocationId,
+        new Date(),
+      ]);
       if (!r) return undefined;
       return {
         id: r.id as string,
@@ -279,9 +301,16 @@ export function createInvocationStore(
       };
     },
 
-    async leaseAttempt(invocationId, loadedAttempts) {
-      const leased = await prepared('leaseAttempt', [new Date(), invocationId, loadedAttempts]);
-      return leased.length === 1;
+    async leaseAttempt(invocationId, loadedAttempts, leaseSeconds = TRANSACTIONAL_LEASE_SECONDS) {
+      const [r] = await prepared('leaseAttempt', [
+        leaseSeconds,
+        invocationId,
+        new Date(),
+        invocationId,
+        loadedAttempts,
+        invocationId,
+      ]);
+      return r?.leased === true ? 'leased' : r?.channel_lost === true ? 'channel_lost' : 'taken';
     },
 
     async complete(invocationId, c, body) {

@@ -34,7 +34,12 @@ export type ErrorClass =
   /** A transactional call's workflow failed, timed out or was forgotten by Temporal before it completed the call. */
   | 'workflow_failed'
   /** Refused at admission by a hard budget (gateway/budgets/), before payment: nothing was sent. */
-  | 'budget_exceeded';
+  | 'budget_exceeded'
+  /**
+   * A transactional call paid from a channel whose lease lapsed while it waited and was taken by
+   * another call: not sent, nothing charged (its voucher's ceiling paid for that call).
+   */
+  | 'payment_lapsed';
 
 export class UpstreamError extends Error {
   readonly errorClass: ErrorClass;

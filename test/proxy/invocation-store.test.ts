@@ -105,7 +105,7 @@ describe('invocation store (transactional activity statements)', () => {
     // Both attempts loaded the row before either leased it (a zombie and its retry).
     const [a, b] = [await store.load(id, { withBody: true }), await store.load(id, { withBody: true })];
     const leases = await Promise.all([store.leaseAttempt(id, a!.attempts), store.leaseAttempt(id, b!.attempts)]);
-    assert.deepEqual(leases.sort(), [false, true]);
+    assert.deepEqual(leases.sort(), ['leased', 'taken']);
     assert.equal((await rowOf(id)).attempts, 1);
   });
 

@@ -36,11 +36,18 @@ function limitedGateway(
   return startCapturedGateway({ publicAddress, publicAgents: { ...stack().config.publicAgents, ...limits } });
 }
 
-async function rowCounts(): Promise<Record<string, number>> {
+/**
+ * The rows a tenant has, in each table an anonymous caller could make the gateway write: the
+ * tenant's own, so that another test's call still finishing in the background (a workflow
+ * storing its answer's body) is not counted as the flood's.
+ */
+async function rowCounts(tenantId: string): Promise<Record<string, number>> {
   const conn = stack().orm.em.getConnection();
   const out: Record<string, number> = {};
   for (const table of ['invocations', 'bodies', 'payment_claims', 'policy_decisions']) {
-    const [row] = await conn.execute<Array<{ n: string }>>(`select count(*) as n from ${table}`);
+    const [row] = await conn.execute<Array<{ n: string }>>(`select count(*) as n from ${table} where tenant_id = ?`, [
+      tenantId,
+    ]);
     out[table] = Number(row.n);
   }
   return out;
@@ -231,7 +238,7 @@ describe('public paid agents', function () {
     });
     const tool = (name: string) =>
       JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {} } });
-    const before = await rowCounts();
+    const before = await rowCounts(tenant);
     for (const path of [agent.public_url, agent.public_stream_url]) {
       const challenge = await call('POST', path.slice(stack().apiUrl.length), {
         body: tool('summarize'),
@@ -247,7 +254,7 @@ describe('public paid agents', function () {
       });
       assert.equal(free.status, 403, free.text);
     }
-    assert.deepEqual(await rowCounts(), before, 'no row written');
+    assert.deepEqual(await rowCounts(tenant), before, 'no row written');
   });
 
   it('a payer resending under its payment identifier gets the first call back with a new poll URL', async () => {
@@ -317,7 +324,7 @@ describe('public paid agents', function () {
     const gateway = await limitedGateway({ challengeRpsPerClient: 5, challengeRpsPerTenant: 1000 });
     const client = `203.0.113.${200 + Math.floor(Math.random() * 50)}`;
     try {
-      const before = await rowCounts();
+      const before = await rowCounts(tenant);
       const reached = upstream.received.length;
       const answers = await Promise.all(
         Array.from({ length: 60 }, () =>
@@ -329,7 +336,7 @@ describe('public paid agents', function () {
       );
       const statuses = new Set(answers.map((a) => a.status));
       assert.ok(statuses.has(402) && statuses.has(429), [...statuses].join(','));
-      assert.deepEqual(await rowCounts(), before, 'no row written');
+      assert.deepEqual(await rowCounts(tenant), before, 'no row written');
       assert.equal(upstream.received.length, reached, 'no upstream call');
     } finally {
       await gateway.close();
@@ -374,7 +381,7 @@ describe('public paid agents', function () {
     const gateway = await limitedGateway({ challengeRpsPerClient: 1, challengeRpsPerTenant: 1000 });
     try {
       const agent = await publicAgent();
-      const before = await rowCounts();
+      const before = await rowCounts(tenant);
       const junk = Buffer.from(
         JSON.stringify({ x402Version: 1, scheme: 'exact', network: 'base', payload: {} }),
       ).toString('base64');
@@ -389,7 +396,7 @@ describe('public paid agents', function () {
       );
       const statuses = new Set(answers.map((a) => a.status));
       assert.ok(statuses.has(402) && statuses.has(429), [...statuses].join(','));
-      assert.deepEqual(await rowCounts(), before, 'no row written');
+      assert.deepEqual(await rowCounts(tenant), before, 'no row written');
     } finally {
       await gateway.close();
     }

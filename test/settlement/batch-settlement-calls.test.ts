@@ -32,7 +32,7 @@ import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 import { invocationRow } from '../support/proxy-helpers.ts';
 import { startApiProcess } from '../support/api-process.ts';
 import { forgedVoucher } from '../support/batch-settlement.ts';
-import { exited } from '../support/worker-process.ts';
+import { exited, startWorkerProcess, stopWorkerProcess } from '../support/worker-process.ts';
 import { startStallingFacilitator } from '../support/stalling-facilitator.ts';
 import { waitFor } from '../support/wait.ts';
 import { closeUnforwarded, failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
@@ -304,6 +304,57 @@ describe('batch-settlement: calls paid from a channel', function () {
     const channel = await channelRow((await invocationRow(ids[0]!))!.paymentChannel!);
     assert.equal(channel.charged_cumulative, String(3n * CEILING));
     assert.equal(channel.busy_invocation, null, 'the channel is let go');
+  });
+
+  it('a transactional call whose channel lease lapsed in its queue and was taken by another call is never sent: payment_lapsed, nothing charged', async () => {
+    const { agentId, pay, channelId } = await openedChannel();
+    // An API whose transactional calls wait on a task queue no worker polls yet.
+    const taskQueue = `parked-${randomUUID()}`;
+    const parked = await startApiProcess({ TEMPORAL_TASK_QUEUE: taskQueue });
+    let worker: Awaited<ReturnType<typeof startWorkerProcess>> | undefined;
+    try {
+      const accepted = await pay(`${parked.url}/v1/proxy/${agentId}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${paying.token}`, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      const acceptedText = await accepted.text();
+      assert.equal(accepted.status, 202, acceptedText);
+      const waiting = (JSON.parse(acceptedText) as { invocation_id: string }).invocation_id;
+      const lease = (await channelRow(channelId)).busy_invocation;
+      assert.ok(lease, 'the waiting call holds its channel');
+      // Its queue outlasts its lease (made to lapse here), and another call takes the channel,
+      // admitted against the same charged total: the voucher ceiling the waiting call was paid by.
+      await stack()
+        .orm.em.getConnection()
+        .execute(`update channels set busy_until = now() - interval '1 second' where id = ?`, [channelId]);
+      const callsBefore = upstreamCalls;
+      const other = await paidStream(pay, agentId);
+      assert.equal(other.status, 200, other.text);
+      await waitForRow(other.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+      assert.equal(upstreamCalls, callsBefore + 1);
+      // The waiting call's attempt now runs: its lease is another's, so it is closed unsent.
+      worker = await startWorkerProcess(taskQueue);
+      const row = await waitForRow(waiting, (r) => r.status === 'failed', 30_000);
+      assert.equal(row.errorClass, 'payment_lapsed');
+      assert.equal(row.attempts, 0, 'never sent');
+      assert.equal(upstreamCalls, callsBefore + 1, 'the upstream was not called for it');
+      await waitForRow(waiting, (r) => r.paymentSettlement === 'settled', 15_000);
+      assert.equal((await invocationRow(waiting))!.paymentCharge, '0');
+      // The deposit's call and the other call: each charged once, within the vouchers signed.
+      const channel = await channelRow(channelId);
+      assert.equal(channel.charged_cumulative, String(2n * CEILING));
+      assert.ok(BigInt(channel.signed_max_claimable!) >= 2n * CEILING);
+      // The payer's next call is served, from the channel's true state.
+      const next = await paidStream(pay, agentId);
+      assert.equal(next.status, 200, next.text);
+      await waitForRow(next.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+      assert.equal((await channelRow(channelId)).charged_cumulative, String(3n * CEILING));
+    } finally {
+      if (worker) await stopWorkerProcess(worker);
+      parked.child.kill('SIGKILL');
+      await exited(parked.child);
+    }
   });
 
   it('serializes one channel across two API replicas: every served call is charged once, no voucher counted twice', async () => {

@@ -346,6 +346,20 @@ export const LEASE_SECONDS = 120;
  * calls served). Its commit, or its row closed unserved, lets it go (binding.ts releasingPayments).
  */
 export const TRANSACTIONAL_LEASE_SECONDS = 600;
+/**
+ * A data-modifying CTE, `kept`, for a statement that lets a transactional call be forwarded (its
+ * attempt counted): the channel lease the call's binding names is renewed for `?` seconds while
+ * it is still the call's, and `kept` holds its channel then. A lease that lapsed while the call
+ * waited in its queue and was taken since by another call (admitted against the same charged
+ * total: one voucher ceiling, two calls) is not: the call must not be forwarded. Its parameters:
+ * the seconds, then the invocation's id.
+ */
+export const KEEP_CALL_LEASE = `kept as (
+    update channels c set busy_until = greatest(c.busy_until, now() + make_interval(secs => ?)), updated_at = now()
+      from invocations i join payment_claims b on b.invocation_id = i.id
+     where i.id = ? and c.id = i.payment_channel and c.busy_invocation = b.signed_payment->>'channelLease'
+    returning c.id)`;
+
 /** How often a running call renews its hold (a stream may run far longer than the lease). */
 export const LEASE_RENEW_EVERY_MS = 30_000;
 /**

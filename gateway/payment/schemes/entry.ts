@@ -2,7 +2,7 @@
 // (x402-fetch, x402-axios) are shown them: an absolute `resource` URL, `description` and
 // `mimeType` strings, the checksummed payee, this chain's token; `outputSchema` is left out
 // rather than null. Each scheme adds its `extra`.
-import { getAddress } from 'ethers';
+import { checksummed } from '../../../x402/address.ts';
 import type { ChallengeEntry } from '../../../x402/schemas.ts';
 import type { PaymentConfig } from '../config.ts';
 import type { Price } from '../pricing.ts';
@@ -20,7 +20,7 @@ export function entryTerms(
     resource,
     description: price.description,
     mimeType: price.mimeType,
-    payTo: getAddress(price.payTo),
+    payTo: checksummed(price.payTo),
     maxTimeoutSeconds: config.maxTimeoutSeconds,
     asset: config.domain.verifyingContract,
   };

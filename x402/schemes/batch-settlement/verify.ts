@@ -7,7 +7,7 @@
 // the deposit to the collector for this channel, from the payer, now. Causes are the scheme's own
 // error names (the x402 batch-settlement EVM spec), so a server can answer with them.
 import { getAddress } from 'ethers';
-import { LRUCache } from 'lru-cache';
+import { checksummed } from '../../address.ts';
 import { recoverStrict } from '../../ecdsa.ts';
 import type { ContractSignatureCheck } from '../../erc1271.ts';
 import type { TokenDomain } from '../../token.ts';
@@ -76,15 +76,6 @@ const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 /** The same 20 bytes (a checksum's letter case is not compared: the contract sees bytes). */
 function sameAddress(a: string, b: string): boolean {
   return ADDRESS.test(a) && ADDRESS.test(b) && a.toLowerCase() === b.toLowerCase();
-}
-
-/** Checksummed addresses of the payers seen lately: the checksum costs a keccak, on every voucher. */
-const checksums = new LRUCache<string, string>({ max: 10_000 });
-
-function checksummed(address: string): string {
-  let sum = checksums.get(address);
-  if (sum === undefined) checksums.set(address, (sum = getAddress(address)));
-  return sum;
 }
 
 function checkConfig(config: ChannelConfig, channelId: string, expect: VoucherExpectation): VerifyCause | null {

@@ -5,7 +5,7 @@
 // authorizer and that delay, and the voucher (and a deposit's authorization) is signed by the
 // payer. What needs the channel's state (the cumulative ceiling against what was charged, the
 // escrow) is the channel admission's (../../channels/), which holds the channel while the call runs.
-import { getAddress } from 'ethers';
+import { checksummed } from '../../../../x402/address.ts';
 import { batchSettlementProtocol } from '../../../../x402/schemes/batch-settlement/index.ts';
 import {
   type BatchSettlementPayload,
@@ -30,7 +30,7 @@ export function receiverAuthorizerOf(config: PaymentConfig, kinds: readonly Supp
   );
   const address = kind?.extra?.receiverAuthorizer;
   try {
-    return typeof address === 'string' ? getAddress(address) : null;
+    return typeof address === 'string' ? checksummed(address) : null;
   } catch {
     return null;
   }
