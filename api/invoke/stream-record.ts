@@ -248,13 +248,22 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
         release();
         return;
       }
-      if (turn && !finished) {
-        // On a held channel the turn ends now, the held state moved on by the charge; the row's
-        // completion and the charge's commit are one statement, after the channel's earlier
-        // commits (owners.ts). Its receipt, if any, is signed with its charge, not here.
+      if (turn && owners && !finished) {
+        // On a held channel the turn ends now, the held state moved on by the charge, and the
+        // charge's write follows the channel's earlier ones (owners.ts). With none pending the
+        // row's completion shares the charge's statement; behind others it goes at once, so a
+        // process lost meanwhile leaves the row completed for the due-charges round to charge.
+        // Its receipt, if any, is signed with its charge, not here.
         finished = true;
-        owners?.finish(channel!.id, turn.call, BigInt(done.paymentCharge ?? '0'), (keep) =>
-          completeHeldCall(services, done, keep, logFailure),
+        const charge = BigInt(done.paymentCharge ?? '0');
+        if (!owners.committing(channel!.id)) {
+          owners.finish(channel!.id, turn.call, charge, (keep) => completeHeldCall(deps, services, done, keep));
+          return;
+        }
+        const completed = services.recorder.complete(done, true);
+        completed.catch(logFailure);
+        owners.finish(channel!.id, turn.call, charge, (keep) =>
+          completed.then(() => commitChannelCharge(services.statements, row.id, keep)),
         );
         return;
       }
@@ -319,19 +328,19 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
  * writes retried) and the charge committed after it, or else by the due-charges round.
  */
 async function completeHeldCall(
+  deps: AppDeps,
   services: ProxyParts,
   done: CompletedRow,
   keep: boolean,
-  logFailure: (err: unknown) => void,
 ): Promise<CommittedCharge> {
   const both = await completeAndCommitChannelCharge(services.statements, completionRecord(done), keep).catch(
-    () => null,
+    (err: unknown) => {
+      deps.log.warn({ invocationId: done.id, err: errorKind(err) }, 'could not complete a held call with its charge');
+      return null;
+    },
   );
   if (both?.recorded) return both;
-  await services.recorder.complete(done, true).catch((err: unknown) => {
-    logFailure(err);
-    throw err;
-  });
+  await services.recorder.complete(done, true);
   return commitChannelCharge(services.statements, done.id, keep);
 }
 

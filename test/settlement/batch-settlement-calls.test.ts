@@ -8,6 +8,7 @@
 // Real parts: the stack's anvil (the channel contract at its canonical address), its facilitator
 // over mutual TLS, PostgreSQL and Temporal.
 import assert from 'node:assert/strict';
+import pg from 'pg';
 import { randomUUID } from 'node:crypto';
 import type { JsonRpcProvider, Wallet } from 'ethers';
 import { x402Client } from '@x402/core/client';
@@ -354,6 +355,41 @@ describe('batch-settlement: calls paid from a channel', function () {
       if (worker) await stopWorkerProcess(worker);
       parked.child.kill('SIGKILL');
       await exited(parked.child);
+    }
+  });
+
+  it('a held call completes its row with its charge in one statement, or at once when earlier charges are still being written', async () => {
+    const { agentId, pay, channelId } = await openedChannel();
+    // A voucher call first: this process holds the channel from then on (no statement on the
+    // channel's row before a call is served).
+    const holding = await paidStream(pay, agentId);
+    assert.equal(holding.status, 200, holding.text);
+    await waitForRow(holding.id!, (r) => r.paymentSettlement === 'settled', 15_000);
+    // The channel's row locked elsewhere: the next charge's write waits on it.
+    const locker = new pg.Client({ connectionString: stack().config.databaseUrl });
+    await locker.connect();
+    try {
+      await locker.query('begin');
+      await locker.query('select 1 from channels where id = $1 for update', [channelId]);
+      const first = await paidStream(pay, agentId);
+      assert.equal(first.status, 200, first.text);
+      // Its completion shares its charge's statement, which waits on the lock: not yet completed.
+      const second = await paidStream(pay, agentId);
+      assert.equal(second.status, 200, second.text);
+      // Behind the first charge, the second call's row completes at once (a process lost now
+      // leaves it completed, for the due-charges round to charge it in full).
+      const completed = await waitForRow(second.id!, (r) => r.status === 'succeeded', 10_000);
+      assert.equal(completed.paymentSettlement, null, 'its charge waits behind the first');
+      assert.equal((await invocationRow(first.id!))!.status, 'running');
+      await locker.query('rollback');
+      for (const id of [first.id!, second.id!]) {
+        const row = await waitForRow(id, (r) => r.paymentSettlement === 'settled', 15_000);
+        assert.equal(row.status, 'succeeded');
+        assert.equal(row.paymentCharge, String(CEILING));
+      }
+      assert.equal((await channelRow(channelId)).charged_cumulative, String(4n * CEILING));
+    } finally {
+      await locker.end();
     }
   });
 

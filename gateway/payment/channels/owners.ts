@@ -64,6 +64,8 @@ type Held = HeldChannel & {
   renewing: boolean;
   /** This process's charge commits on the channel, in call order; the release waits for them. */
   commits: Promise<void>;
+  /** How many of them are queued or in flight. */
+  committing: number;
   idle: NodeJS.Timeout | null;
   wanted: boolean;
 };
@@ -168,6 +170,7 @@ export function createChannelOwners(
           renewedAt: askedAt,
           renewing: false,
           commits: Promise.resolve(),
+          committing: 0,
           idle: null,
           wanted: false,
         };
@@ -331,6 +334,7 @@ export function createChannelOwners(
             ? { signedMaxClaimable: voucher.maxClaimable, signature: voucher.signature }
             : {}),
         };
+      h.committing++;
       h.commits = h.commits.then(async () => {
         try {
           const sent = now();
@@ -347,9 +351,15 @@ export function createChannelOwners(
         } catch (err) {
           // Left to the due-charges round (charges.ts), which commits it the same way.
           log.warn({ channelId, err: errorKind(err) }, 'could not commit a held channel charge');
+        } finally {
+          h.committing--;
         }
       });
       a.turn.end();
+    },
+    /** Whether charges of the channel held here are still queued or being written. */
+    committing(channelId: string): boolean {
+      return (held.get(channelId)?.committing ?? 0) > 0;
     },
     /**
      * The hold under `token` wrote nothing, fenced out by its lease (another's now, or lapsed):
