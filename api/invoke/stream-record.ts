@@ -255,15 +255,12 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
         // process lost meanwhile leaves the row completed for the due-charges round to charge.
         // Its receipt, if any, is signed with its charge, not here.
         finished = true;
-        const charge = BigInt(done.paymentCharge ?? '0');
-        if (!owners.committing(channel!.id)) {
-          owners.finish(channel!.id, turn.call, charge, (keep) => completeHeldCall(deps, services, done, keep));
-          return;
-        }
-        const completed = services.recorder.complete(done, true);
-        completed.catch(logFailure);
-        owners.finish(channel!.id, turn.call, charge, (keep) =>
-          completed.then(() => commitChannelCharge(services.statements, row.id, keep)),
+        const completed = owners.committing(channel!.id) ? services.recorder.complete(done, true) : null;
+        completed?.catch(logFailure);
+        owners.finish(channel!.id, turn.call, BigInt(done.paymentCharge ?? '0'), (keep) =>
+          completed
+            ? completed.then(() => commitChannelCharge(services.statements, row.id, keep))
+            : completeHeldCall(deps, services, done, keep),
         );
         return;
       }
