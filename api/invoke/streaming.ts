@@ -15,6 +15,7 @@ import { PAYMENT_RESPONSE_HEADER } from '../payment/x402-headers.ts';
 import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 import { admit } from '../admission/admit.ts';
+import { withOwnId } from '../../gateway/jsonrpc/own-id.ts';
 import { STREAMING } from '../admission/endpoint.ts';
 import { bindPayment, failedBeforeUpstream, streamRecord, type StreamRecord } from './stream-record.ts';
 import { stillSettling, withPaymentRequired } from '../payment/stage.ts';
@@ -88,12 +89,20 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
     try {
       // A metered call's meter reads the answer as it is piped (stream-relay.ts).
       const meter = meterOf(call.agent.pricing);
+      const maximum = record.row.paymentMaxAmount ?? null;
+      // An MCP request charged after its answer goes up under a JSON-RPC id of the gateway's own,
+      // its answer watched and brought down under that id (gateway/jsonrpc/own-id.ts).
+      const own =
+        meter && maximum !== null && call.mcp && call.mcp.rpcId !== undefined && Buffer.isBuffer(received)
+          ? withOwnId(received)
+          : null;
+      if (own) call.mcp!.ownId = { id: own.id, callerIdText: own.callerIdText };
       const metered = meteredCall(
         meter,
-        record.row.paymentMaxAmount ?? null,
+        maximum,
         'streaming',
         (measured) => persistPartialCharge(queryRows(deps.orm), call.invocationId, measured),
-        call.mcp?.rpcId,
+        own ? own.id : call.mcp?.rpcId,
       );
 
       // STREAMING.credential is `resolve`: null when a free call's could not be.
@@ -130,7 +139,9 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
         ctx.set(name, call.payment.responseHeader);
       }
 
-      const body = record.hashRequest(received);
+      // Digested as the caller sent it; sent up under the gateway's id, if it has one.
+      const hashed = record.hashRequest(received);
+      const body = own ? own.body : hashed;
       const hangup = watchHangup(ctx.res, chargeDeadlineMs(call));
       let reply: UpstreamResponse;
       const opening = services.upstream.open({

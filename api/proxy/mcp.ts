@@ -33,7 +33,8 @@ export function mcpReceiptInjector(
   headers: IncomingHttpHeaders,
 ): ((body: Readable) => Readable) | null {
   const receipt = call.payment?.metaResponse;
-  const rpcId = call.mcp?.rpcId;
+  // The response is found under the id the upstream was sent (the gateway's own, if any).
+  const rpcId = call.mcp?.ownId?.id ?? call.mcp?.rpcId;
   if (!receipt || rpcId === undefined) return null;
   // A voucher's receipt only: a deposit's tells the client what it deposited, whatever the tool did.
   const voucher = !!call.payment?.channel && !call.payment.transaction;

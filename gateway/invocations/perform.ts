@@ -18,7 +18,7 @@ import type { StatementPool } from '../db/statement-pool.ts';
 import { createInvocationStore, type BodyInsert, type Completion, type InvocationOutcome } from './store.ts';
 import { answeredOutcome } from './outcome.ts';
 import { failedOutcome, meteredCall, meterOf } from './metered.ts';
-import { mcpRequestIdOf } from '../mcp/request.ts';
+import { idRestorer, plainAnswer, withOwnId, type IdRestorer } from '../jsonrpc/own-id.ts';
 import { TRANSACTIONAL_LEASE_SECONDS } from '../payment/channels/store.ts';
 import type { MeterReader } from '../metering/reader.ts';
 
@@ -74,6 +74,8 @@ async function readResponse(
   capture: boolean,
   keep: number,
   meter: MeterReader | null,
+  /** Puts the caller's JSON-RPC id back where the gateway's own answered (the meter reads the answer as sent). */
+  restore: IdRestorer | null,
 ): Promise<{
   firstByteMs: number | null;
   captured: Buffer | null;
@@ -89,13 +91,17 @@ async function readResponse(
   // A metered agent's meter reads the answer as it passes (it holds at most its own bound).
   meter?.onHeaders(reply.headers);
   try {
-    for await (const chunk of reply.body as AsyncIterable<Buffer>) {
-      firstByteMs ??= Math.round(performance.now() - reply.startedAt);
+    const take = (chunk: Buffer) => {
       size += chunk.length;
       digest.update(chunk);
-      meter?.onChunk(chunk);
       if ((capture && size <= MAX_CAPTURED_RESPONSE) || size <= keep) chunks.push(chunk);
+    };
+    for await (const chunk of reply.body as AsyncIterable<Buffer>) {
+      firstByteMs ??= Math.round(performance.now() - reply.startedAt);
+      meter?.onChunk(chunk);
+      take(restore ? restore.push(chunk) : chunk);
     }
+    if (restore) take(restore.end());
   } catch (err) {
     return { firstByteMs, captured: null, kept: null, broken: brokenBodyClass(err, reply.timedOut()), sha256: null };
   } finally {
@@ -226,16 +232,12 @@ export function createInvocationPerformer(deps: PerformDeps) {
       }
 
       // A metered call (its maximum recorded at admission) is measured by its agent's meter.
-      // An MCP request's answer is watched for its failure, which costs nothing (metered.ts).
-      const mcpRequestId =
-        agent.protocol === 'mcp' && row.paymentMaxAmount !== null && body ? mcpRequestIdOf(body) : undefined;
-      const metered = meteredCall(
-        meterOf(agent.pricing),
-        row.paymentMaxAmount,
-        'transactional',
-        undefined,
-        mcpRequestId,
-      );
+      // An MCP request's answer is watched for its failure, which costs nothing (metered.ts): it
+      // goes up under a JSON-RPC id of the gateway's own, and its answer is kept under the
+      // caller's (gateway/jsonrpc/own-id.ts).
+      const meter = meterOf(agent.pricing);
+      const own = agent.protocol === 'mcp' && meter && row.paymentMaxAmount !== null && body ? withOwnId(body) : null;
+      const metered = meteredCall(meter, row.paymentMaxAmount, 'transactional', undefined, own?.id);
       const heartbeat = setInterval(() => attempt.heartbeat(), 2_000);
       try {
         let reply: UpstreamResponse;
@@ -250,7 +252,7 @@ export function createInvocationPerformer(deps: PerformDeps) {
               ...credentialHeaders,
               'x-request-id': row.requestId,
             },
-            body: body ?? undefined,
+            body: own?.body ?? body ?? undefined,
             deadlineMs: deps.upstreamTimeoutMs,
             deadlineCoversBody: true,
             signal: attempt.signal,
@@ -276,6 +278,7 @@ export function createInvocationPerformer(deps: PerformDeps) {
           agent.captureBody,
           agent.protocol === 'a2a' ? MAX_A2A_ANSWER : 0,
           metered?.reader ?? null,
+          own && plainAnswer(reply.headers) ? idRestorer(own.id, own.callerIdText) : null,
         );
         // The charge is known here, once the answer has ended (whole or broken off).
         const charged = metered?.complete({ kind: 'answered', status: reply.status, complete: !read.broken });

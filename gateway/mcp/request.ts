@@ -20,6 +20,12 @@ export type McpCall = {
   payment?: unknown;
   /** The body to forward and store when `payment` was present: re-serialized without that one key. */
   forwardBody?: Buffer;
+  /**
+   * Set when the request goes up under a JSON-RPC id of the gateway's own (a call charged after
+   * its answer, gateway/jsonrpc/own-id.ts): that id, and the caller's as JSON text, which the
+   * answer is given back under.
+   */
+  ownId?: { id: string; callerIdText: string };
 };
 
 /** The call of this body; a JsonRpcRequestError says why it is not one the gateway passes. */
@@ -35,13 +41,4 @@ export function parseMcpRequest(body: Buffer): McpCall {
   if (request.method.includes('\u0000') || tool?.includes('\u0000'))
     throw new JsonRpcRequestError('MCP method and tool names must not contain NUL characters');
   return { method: request.method, tool, rpcId: request.id, ...paymentInMeta(parsed, body) };
-}
-
-/** The JSON-RPC id of a request body the gateway passed earlier (a stored call's); undefined when it has none. */
-export function mcpRequestIdOf(body: Buffer): string | number | undefined {
-  try {
-    return parseJsonRpcRequest(body, 'MCP').request.id;
-  } catch {
-    return undefined;
-  }
 }

@@ -283,15 +283,22 @@ describe('batch-settlement channels over the x402 MCP transport', function () {
         await http.processPaymentResult(payload, (name) => paid.headers[name.toLowerCase()] as string, paid.status);
         const done = await waitForInvocation(paying.token, agentId, paid.json.invocation_id);
         assert.equal(done.status, 'succeeded', JSON.stringify(done));
+        // Its answer is kept under the caller's id, not the one the upstream was sent.
+        const answer = Buffer.from(String(done.response_body_b64), 'base64').toString('utf8');
+        assert.match(answer, /"id":"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"/, answer);
+        assert.doesNotMatch(answer, /x402gw/);
         const row = await invocationRow(paid.json.invocation_id);
         assert.equal(row?.paymentScheme, 'batch-settlement');
         assert.equal(row?.paymentChannel, channelId);
         const reached = mcp.bodies.filter((b) => JSON.stringify(b).includes(marker));
         assert.equal(reached.length, 1);
+        // Charged after its answer, the call went up under a JSON-RPC id of the gateway's own.
+        const forwarded = reached[0] as { id: unknown };
+        assert.match(String(forwarded.id), /^x402gw[0-9a-f]{32}$/);
         assert.equal(
           row?.requestBytes,
-          Buffer.byteLength(JSON.stringify(reached[0])),
-          'the stored body is the one forwarded',
+          Buffer.byteLength(JSON.stringify({ ...forwarded, id: randomUUID() })),
+          "the stored body is the caller's: the one forwarded but for its id (a UUID)",
         );
       }
       await channelCharged(channelId, 4n * TOOL);

@@ -2,7 +2,7 @@
 // @x402/fetch + @x402/evm upto client, and an MCP agent priced upto per tool whose payment rides
 // in the tool call's `_meta["x402/payment"]` (the x402 MCP transport). Each is charged, after
 // its answer, exactly what the upstream's header meter states, settled on chain once; a tool
-// that fails is charged nothing.
+// that fails is charged nothing, and no other request of its caller's can pass for it.
 import assert from 'node:assert/strict';
 import { type JsonRpcProvider } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -13,6 +13,7 @@ import { wrapFetchWithPayment } from '@x402/fetch';
 import { stack } from '../support/stack.ts';
 import { call, callAt, uniqueName } from '../support/http.ts';
 import { startCapturedGateway, type ExtraGateway } from '../support/catalog.ts';
+import type { ServerResponse } from 'node:http';
 import { rawUpstream, readAll } from '../support/proxy-helpers.ts';
 import { payUptoChallenge, rpcReader, settledInvocation, uptoPayer } from '../support/upto.ts';
 import { withPayingTenant } from '../support/settling.ts';
@@ -37,6 +38,42 @@ describe('upto on the public door and the x402 MCP transport', function () {
     gateway = await startCapturedGateway({ publicAgents: { ...stack().config.publicAgents, ...roomy } });
   });
   after(() => gateway?.close());
+
+  /** An MCP agent priced upto per tool (`tools`), and a tools/call of it on /v1 with id 7, `_meta` as given. */
+  async function uptoMcpAgent(upstreamUrl: string, tools: Record<string, string>) {
+    const created = await call('POST', '/v1/agents', {
+      token,
+      json: {
+        name: uniqueName('upto-mcp'),
+        upstream_url: upstreamUrl,
+        protocol: 'mcp',
+        mcp_transport: 'streamable_http',
+        pricing: {
+          scheme: 'upto',
+          amount: MAX,
+          asset: 'USDC',
+          network: 'base',
+          pay_to: newPayTo(),
+          meter: METER,
+          tools,
+        },
+      },
+    });
+    assert.equal(created.status, 201, created.text);
+    const agentId = created.json.id as string;
+    const toolCall = (name: string, args: Record<string, unknown>, meta?: Record<string, unknown>) =>
+      callAt(stack().apiUrl, 'POST', `/v1/proxy/${agentId}/stream`, {
+        token,
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 7,
+          method: 'tools/call',
+          params: { name, arguments: args, ...(meta ? { _meta: meta } : {}) },
+        }),
+      });
+    return { agentId, toolCall };
+  }
 
   it('a public agent priced upto is paid with no token by the unmodified client, charged what its meter read', async () => {
     const upstream = await rawUpstream((req, res) => {
@@ -108,38 +145,8 @@ describe('upto on the public door and the x402 MCP transport', function () {
       });
     });
     try {
-      const payTo = newPayTo();
-      const created = await call('POST', '/v1/agents', {
-        token,
-        json: {
-          name: uniqueName('upto-mcp'),
-          upstream_url: upstream.url,
-          protocol: 'mcp',
-          mcp_transport: 'streamable_http',
-          pricing: {
-            scheme: 'upto',
-            amount: MAX,
-            asset: 'USDC',
-            network: 'base',
-            pay_to: payTo,
-            meter: METER,
-            tools: { echo: '9000' },
-          },
-        },
-      });
-      assert.equal(created.status, 201, created.text);
-      const agentId = created.json.id as string;
-      const toolCall = (meta?: Record<string, unknown>, text = 'hi') =>
-        callAt(stack().apiUrl, 'POST', `/v1/proxy/${agentId}/stream`, {
-          token,
-          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-          body: JSON.stringify({
-            jsonrpc: '2.0',
-            id: 7,
-            method: 'tools/call',
-            params: { name: 'echo', arguments: { text }, ...(meta ? { _meta: meta } : {}) },
-          }),
-        });
+      const { toolCall: tool, agentId } = await uptoMcpAgent(upstream.url, { echo: '9000' });
+      const toolCall = (meta?: Record<string, unknown>, text = 'hi') => tool('echo', { text }, meta);
       const unpaid = await toolCall();
       assert.equal(unpaid.status, 402, unpaid.text);
       const required = JSON.parse(Buffer.from(String(unpaid.headers['payment-required']), 'base64').toString('utf8'));
@@ -172,6 +179,94 @@ describe('upto on the public door and the x402 MCP transport', function () {
       const failed = await settledInvocation(token, agentId, String(failing.headers['x-gateway-invocation-id']));
       assert.equal(failed.payment_charge, '0');
       assert.equal(failed.payment_transaction ?? null, null, 'nothing settled');
+      assert.equal(await balanceOf(provider, payer.address), 1_000_000n - 321n);
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it("an MCP tool priced upto goes up under the gateway's own id: another request with its id cannot take its answer or zero its charge", async () => {
+    // An upstream that routes answers by JSON-RPC id, as the MCP SDK's server does within a
+    // session: two requests in flight under one id get each other's answers. The caller sends
+    // the paid call and, with the same id, a free tool that fails.
+    const seen: Array<{ id: unknown; method: string; params?: { name?: string } }> = [];
+    const pending = new Map<string, { res: ServerResponse; answer: (res: ServerResponse) => void }>();
+    const upstream = await rawUpstream((req, res) => {
+      void readAll(req).then((body) => {
+        const rpc = JSON.parse(body.toString()) as (typeof seen)[number];
+        seen.push(rpc);
+        const answer =
+          rpc.params?.name === 'echo'
+            ? (to: ServerResponse) => {
+                // An event stream: a progress note naming the request, then its result.
+                to.writeHead(200, { 'content-type': 'text/event-stream', 'x-usage-cost': '321' });
+                const note = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: rpc.id } };
+                const result = { jsonrpc: '2.0', id: rpc.id, result: { content: [{ type: 'text', text: 'done' }] } };
+                to.end(
+                  `event: message\ndata: ${JSON.stringify(note)}\n\nevent: message\ndata: ${JSON.stringify(result)}\n\n`,
+                );
+              }
+            : (to: ServerResponse) => {
+                to.writeHead(200, { 'content-type': 'application/json' });
+                to.end(JSON.stringify({ jsonrpc: '2.0', id: rpc.id, result: { isError: true, content: [] } }));
+              };
+        const key = JSON.stringify(rpc.id);
+        const other = pending.get(key);
+        if (other) {
+          pending.delete(key);
+          answer(other.res);
+          other.answer(res);
+          return;
+        }
+        pending.set(key, { res, answer });
+        // Alone under its id for 1.5 s: answered as asked.
+        setTimeout(() => {
+          if (pending.get(key)?.res !== res) return;
+          pending.delete(key);
+          answer(res);
+        }, 1_500);
+      });
+    });
+    try {
+      const { toolCall: tool, agentId } = await uptoMcpAgent(upstream.url, { echo: '9000', free: '0' });
+      const toolCall = (name: string, meta?: Record<string, unknown>) => tool(name, {}, meta);
+      const unpaid = await toolCall('echo');
+      assert.equal(unpaid.status, 402, unpaid.text);
+      const required = JSON.parse(Buffer.from(String(unpaid.headers['payment-required']), 'base64').toString('utf8'));
+      const payer = await uptoPayer(provider, 1_000_000n);
+      const { wire } = await payUptoChallenge(payer.privateKey, required, rpcReader(stack().infra.chainRpcUrl));
+      const paidCall = toolCall('echo', { 'x402/payment': wire });
+      // The free call is sent once the paid one is in flight at the upstream.
+      const deadline = Date.now() + 10_000;
+      while (!seen.some((rpc) => rpc.params?.name === 'echo') && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      const [paid, free] = await Promise.all([paidCall, toolCall('free')]);
+
+      // Each got its own answer, under the id it was sent with.
+      assert.equal(paid.status, 200, paid.text);
+      const events = paid.text
+        .split('\n')
+        .filter((line) => line.startsWith('data: '))
+        .map((line) => JSON.parse(line.slice(6)));
+      assert.deepEqual(
+        events[0].params,
+        { requestId: 7 },
+        "the upstream's mention of the request names the caller's id",
+      );
+      assert.equal(events[1].id, 7);
+      assert.deepEqual(events[1].result.content, [{ type: 'text', text: 'done' }]);
+      assert.equal(free.status, 200, free.text);
+      assert.equal(free.json.id, 7);
+      assert.equal(free.json.result.isError, true);
+      // The upstream saw the paid call under an id of the gateway's, never shown to the caller.
+      const paidSeen = seen.filter((rpc) => rpc.params?.name === 'echo');
+      assert.equal(paidSeen.length, 1);
+      assert.match(String(paidSeen[0].id), /^x402gw[0-9a-f]{32}$/);
+      assert.ok(!paid.text.includes(String(paidSeen[0].id)));
+      // Charged what its meter read, not zeroed by the other request's failure.
+      const done = await settledInvocation(token, agentId, String(paid.headers['x-gateway-invocation-id']));
+      assert.equal(done.payment_settlement, 'settled');
+      assert.equal(done.payment_charge, '321');
       assert.equal(await balanceOf(provider, payer.address), 1_000_000n - 321n);
     } finally {
       await upstream.close();
