@@ -17,7 +17,7 @@ import type { UpstreamResponse } from '../../gateway/upstream/client.ts';
 import { answeredOutcome } from '../../gateway/invocations/outcome.ts';
 import { mcpReceiptInjector } from '../proxy/mcp.ts';
 import { a2aReceiptInjector } from '../proxy/a2a.ts';
-import { plainAnswer, restoringId } from '../../gateway/jsonrpc/own-id.ts';
+import { decodedAnswer, restoringId } from '../../gateway/jsonrpc/own-id.ts';
 import { failedBeforeUpstream, type Outcome, type StreamRecord } from './stream-record.ts';
 import type { ProxyCall } from '../proxy/call.ts';
 import { failedOutcome, type MeteredCall } from '../../gateway/invocations/metered.ts';
@@ -103,9 +103,11 @@ export async function relay(
   // `_meta` (mcp.ts), an A2A task's or message's metadata (a2a.ts).
   const injectReceipt = mcpReceiptInjector(call, reply.headers) ?? a2aReceiptInjector(call, reply.headers);
   // A request sent up under the gateway's own JSON-RPC id is answered under its caller's
-  // (gateway/jsonrpc/own-id.ts); a compressed answer cannot be read, and passes as it is.
-  const ownId = call.mcp?.ownId && plainAnswer(reply.headers) ? call.mcp.ownId : null;
-  if (injectReceipt || ownId) delete out['content-length'];
+  // (gateway/jsonrpc/own-id.ts), an answer the upstream encoded all the same passed on decoded.
+  const ownId = call.mcp?.ownId ?? null;
+  const decoded = ownId ? decodedAnswer(reply.headers, reply.body) : null;
+  if (injectReceipt || decoded) delete out['content-length'];
+  if (decoded && decoded !== reply.body) delete out['content-encoding'];
   const contentType = String(reply.headers['content-type'] ?? '');
   const eventStream = EVENT_STREAM.test(contentType);
   if (eventStream) out['x-accel-buffering'] = 'no';
@@ -127,8 +129,8 @@ export async function relay(
     reply.body.on('data', (chunk: Buffer) => reader.onChunk(chunk));
     tracking = metered.track(reply.status);
   }
-  const injected = injectReceipt ? injectReceipt(reply.body) : reply.body;
-  const received = ownId ? restoringId(injected, ownId.id, ownId.callerIdText) : injected;
+  const injected = injectReceipt ? injectReceipt(reply.body) : (decoded ?? reply.body);
+  const received = ownId && decoded ? restoringId(injected, ownId.id, ownId.callerIdText) : injected;
   // An A2A answer is watched for the tasks it names, which are bound as they pass (a2a.ts).
   const source = tap ? tap(received) : received;
   const digest = record.hashResponse(source);

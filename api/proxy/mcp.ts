@@ -18,8 +18,8 @@ import { discoveryExtensionsOf } from '../discovery/bazaar.ts';
 import { a2aPaymentRefused } from '../payment/a2a-transport.ts';
 
 /** Parse stage: the call's tool-call view (gateway/mcp/request.ts); a request it refuses is a 400. */
-export function parseMcpBody(body: Buffer): McpCall {
-  return parsedOr400(() => parseMcpRequest(body));
+export function parseMcpBody(body: Buffer, idOnce = false): McpCall {
+  return parsedOr400(() => parseMcpRequest(body, idOnce));
 }
 
 /**

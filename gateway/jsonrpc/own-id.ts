@@ -4,25 +4,32 @@
 // answer-watch.ts), and an upstream that routes responses by id within a session (the MCP SDK's
 // server does) would otherwise hand the paid request the response to another request its
 // caller sent with the same id: the paid call charged nothing, its result delivered on the
-// other request's stream. The gateway's id is random and never shown to the caller, so no
+// other request's stream. The gateway's id is random and put back wherever it appears, so no
 // request of the caller's can share it.
 //
-// Restoring is a byte replacement of the gateway's id, quoted, wherever it appears in the answer:
-// a response of any size and an event stream pass as they arrive (only bytes that may begin the
-// id are held, until the next chunk says whether they do). The id is letters and digits only, so
-// no JSON writer escapes any of it.
+// The request is changed in place: the id's value is replaced in the text, every other byte as
+// the caller sent it (no parse of the whole request again). A request naming its id twice is
+// refused: which one an upstream reads is its parser's choice.
+//
+// Restoring is a byte replacement of the gateway's id wherever it appears in the answer: quoted
+// (a JSON value) by the caller's id, and anywhere else (inside a string, escaped or in a message's
+// text) by the caller's id as that string would hold it. A response of any size and an event
+// stream pass as they arrive (only bytes that may begin the id are held, until the next chunk
+// says whether they do). The id is letters and digits only, so no JSON writer escapes any of it.
 import { randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Transform, pipeline, type Readable } from 'node:stream';
-import { parseKeepingNumbers } from './exact-json.ts';
+import { createBrotliDecompress, createUnzip, createZstdDecompress } from 'node:zlib';
+import { topLevelMemberSpans } from './member-spans.ts';
+import { JsonRpcRequestError } from './request.ts';
 
 /** A request re-written under the gateway's id. */
 export type OwnIdRequest = {
   /** The id the upstream sees. */
   id: string;
-  /** The request to send up, the same but for its id (every number as the caller wrote it). */
+  /** The request to send up, the same but for its id. */
   body: Buffer;
-  /** The caller's id as JSON text, to put back into the answer. */
+  /** The caller's id as it wrote it (JSON text), to put back into the answer. */
   callerIdText: string;
 };
 
@@ -31,23 +38,24 @@ export function gatewayRpcId(): string {
   return `x402gw${randomBytes(16).toString('hex')}`;
 }
 
-/** The request with the gateway's own id in place of its caller's; null when it has no id (a notification) or is not a JSON object. */
+/**
+ * The request (`body`, one JSON object JSON.parse accepted) with the gateway's own id in place of
+ * its caller's; null when it has none (a notification). A JsonRpcRequestError when it names its
+ * id twice.
+ */
 export function withOwnId(body: Buffer, id = gatewayRpcId()): OwnIdRequest | null {
-  let request: unknown;
-  try {
-    request = parseKeepingNumbers(body.toString('utf8'));
-  } catch {
-    return null;
-  }
-  if (request === null || typeof request !== 'object' || Array.isArray(request) || !Object.hasOwn(request, 'id'))
-    return null;
-  const fields = request as Record<string, unknown>;
-  const callerIdText = JSON.stringify(fields.id);
-  if (callerIdText === undefined) return null;
-  return { id, body: Buffer.from(JSON.stringify({ ...fields, id }), 'utf8'), callerIdText };
+  const spans = topLevelMemberSpans(body, 'id');
+  if (spans.length === 0) return null;
+  if (spans.length > 1) throw new JsonRpcRequestError('MCP body names its id twice');
+  const [start, end] = spans[0];
+  return {
+    id,
+    body: Buffer.concat([body.subarray(0, start), Buffer.from(JSON.stringify(id), 'utf8'), body.subarray(end)]),
+    callerIdText: body.toString('utf8', start, end),
+  };
 }
 
-/** A replacement of every `"<id>"` in a byte stream by `callerIdText`, fed chunk by chunk. */
+/** A replacement of the gateway's id in a byte stream by the caller's (see above), fed chunk by chunk. */
 export type IdRestorer = {
   /** The bytes of `chunk` that can go on (a possible start of the id is held back). */
   push(chunk: Buffer): Buffer;
@@ -56,8 +64,27 @@ export type IdRestorer = {
 };
 
 export function idRestorer(id: string, callerIdText: string): IdRestorer {
-  const pattern = Buffer.from(JSON.stringify(id), 'utf8');
-  const replacement = Buffer.from(callerIdText, 'utf8');
+  // The quoted id first (a JSON value: the caller's id as it wrote it), then what is left of it
+  // anywhere else (as the caller's id reads inside a JSON string).
+  const quoted = replacing(Buffer.from(JSON.stringify(id), 'utf8'), Buffer.from(callerIdText, 'utf8'));
+  const bare = replacing(Buffer.from(id, 'utf8'), Buffer.from(inString(callerIdText), 'utf8'));
+  return {
+    push: (chunk) => bare.push(quoted.push(chunk)),
+    end() {
+      const rest = bare.push(quoted.end());
+      const last = bare.end();
+      return last.length ? Buffer.concat([rest, last]) : rest;
+    },
+  };
+}
+
+/** The caller's id as a JSON string's text holds it: a string's characters escaped, a number's text. */
+function inString(callerIdText: string): string {
+  return callerIdText.startsWith('"') ? JSON.stringify(JSON.parse(callerIdText) as string).slice(1, -1) : callerIdText;
+}
+
+/** A replacement of every `pattern` in a byte stream by `replacement`, fed chunk by chunk. */
+function replacing(pattern: Buffer, replacement: Buffer): IdRestorer {
   let held: Buffer = Buffer.alloc(0);
   return {
     push(chunk) {
@@ -68,7 +95,7 @@ export function idRestorer(id: string, callerIdText: string): IdRestorer {
         parts.push(data.subarray(from, at), replacement);
         from = at + pattern.length;
       }
-      // The longest end of what is left that could begin the id is held for the next chunk.
+      // The longest end of what is left that could begin the pattern is held for the next chunk.
       const keep = heldPrefix(data, from, pattern);
       held = Buffer.from(data.subarray(data.length - keep));
       parts.push(data.subarray(from, data.length - keep));
@@ -107,10 +134,38 @@ export function restoringId(body: Readable, id: string, callerIdText: string): R
 }
 
 /**
- * Whether an answer's bytes are its text (no content encoding): only then is the id restored.
- * The gateway asks for an unencoded answer whenever it sends its own id (as it does for any
- * metered one); an upstream that compresses anyway is answered as it answered.
+ * Whether an answer's bytes are its text (no content encoding): only then is the id restored in
+ * an answer read whole (a transactional call's). The gateway asks for an unencoded answer
+ * whenever it sends its own id (as it does for any metered one).
  */
 export function plainAnswer(headers: IncomingHttpHeaders): boolean {
-  return String(headers['content-encoding'] ?? 'identity').toLowerCase() === 'identity';
+  return encodingOf(headers) === 'identity';
+}
+
+/**
+ * The answer's text as it streams, for an upstream that encoded it all the same (gzip, deflate,
+ * br, zstd: decoded); null for another or a stacked encoding. A streamed answer is passed on
+ * decoded (without its Content-Encoding), so that its id can be put back.
+ */
+export function decodedAnswer(headers: IncomingHttpHeaders, body: Readable): Readable | null {
+  const encoding = encodingOf(headers);
+  if (encoding === 'identity') return body;
+  const decoder =
+    encoding === 'gzip' || encoding === 'x-gzip' || encoding === 'deflate'
+      ? createUnzip()
+      : encoding === 'br'
+        ? createBrotliDecompress()
+        : encoding === 'zstd'
+          ? createZstdDecompress()
+          : null;
+  if (!decoder) return null;
+  // A broken encoding breaks the answer off, as a broken upstream does.
+  pipeline(body, decoder, () => undefined);
+  return decoder;
+}
+
+function encodingOf(headers: IncomingHttpHeaders): string {
+  return String(headers['content-encoding'] ?? 'identity')
+    .trim()
+    .toLowerCase();
 }

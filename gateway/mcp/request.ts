@@ -5,6 +5,7 @@
 // upstream gets the request re-serialized without that one key (the only change the gateway
 // ever makes to a forwarded body; other bodies go as sent).
 import { JSON_RPC_MEMBERS, JsonRpcRequestError, parseJsonRpcRequest, refuseCaseVariants } from '../jsonrpc/request.ts';
+import { topLevelMemberSpans } from '../jsonrpc/member-spans.ts';
 import { paymentInMeta } from './x402.ts';
 
 /** The tool-call view of one MCP request. */
@@ -28,9 +29,16 @@ export type McpCall = {
   ownId?: { id: string; callerIdText: string };
 };
 
-/** The call of this body; a JsonRpcRequestError says why it is not one the gateway passes. */
-export function parseMcpRequest(body: Buffer): McpCall {
+/**
+ * The call of this body; a JsonRpcRequestError says why it is not one the gateway passes.
+ * `idOnce`: the request may go up under the gateway's own id (an agent that charges after the
+ * answer, gateway/jsonrpc/own-id.ts), so an id named twice, which the gateway could not replace
+ * as the upstream reads it, is refused.
+ */
+export function parseMcpRequest(body: Buffer, idOnce = false): McpCall {
   const { request, parsed } = parseJsonRpcRequest(body, 'MCP');
+  if (idOnce && topLevelMemberSpans(body, 'id').length > 1)
+    throw new JsonRpcRequestError('MCP body names its id twice');
   const params = request.params as { name?: unknown } | undefined;
   refuseCaseVariants('MCP', [
     [parsed, JSON_RPC_MEMBERS],

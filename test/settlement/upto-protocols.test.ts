@@ -14,6 +14,7 @@ import { stack } from '../support/stack.ts';
 import { call, callAt, uniqueName } from '../support/http.ts';
 import { startCapturedGateway, type ExtraGateway } from '../support/catalog.ts';
 import type { ServerResponse } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import { rawUpstream, readAll } from '../support/proxy-helpers.ts';
 import { payUptoChallenge, rpcReader, settledInvocation, uptoPayer } from '../support/upto.ts';
 import { withPayingTenant } from '../support/settling.ts';
@@ -185,7 +186,7 @@ describe('upto on the public door and the x402 MCP transport', function () {
     }
   });
 
-  it("an MCP tool priced upto goes up under the gateway's own id: another request with its id cannot take its answer or zero its charge", async () => {
+  it("an MCP tool priced upto goes up under the gateway's own id: another request with its id cannot take its answer or zero its charge; an encoded answer comes down decoded; an id named twice is a 400", async () => {
     // An upstream that routes answers by JSON-RPC id, as the MCP SDK's server does within a
     // session: two requests in flight under one id get each other's answers. The caller sends
     // the paid call and, with the same id, a free tool that fails.
@@ -195,6 +196,20 @@ describe('upto on the public door and the x402 MCP transport', function () {
       void readAll(req).then((body) => {
         const rpc = JSON.parse(body.toString()) as (typeof seen)[number];
         seen.push(rpc);
+        if (rpc.params?.name === 'zipped') {
+          // Encoded although asked not to be.
+          res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-usage-cost': '5' });
+          res.end(
+            gzipSync(
+              JSON.stringify({
+                jsonrpc: '2.0',
+                id: rpc.id,
+                result: { content: [{ type: 'text', text: `zipped ${String(rpc.id)}` }] },
+              }),
+            ),
+          );
+          return;
+        }
         const answer =
           rpc.params?.name === 'echo'
             ? (to: ServerResponse) => {
@@ -228,7 +243,7 @@ describe('upto on the public door and the x402 MCP transport', function () {
       });
     });
     try {
-      const { toolCall: tool, agentId } = await uptoMcpAgent(upstream.url, { echo: '9000', free: '0' });
+      const { toolCall: tool, agentId } = await uptoMcpAgent(upstream.url, { echo: '9000', free: '0', zipped: '9000' });
       const toolCall = (name: string, meta?: Record<string, unknown>) => tool(name, {}, meta);
       const unpaid = await toolCall('echo');
       assert.equal(unpaid.status, 402, unpaid.text);
@@ -268,6 +283,34 @@ describe('upto on the public door and the x402 MCP transport', function () {
       assert.equal(done.payment_settlement, 'settled');
       assert.equal(done.payment_charge, '321');
       assert.equal(await balanceOf(provider, payer.address), 1_000_000n - 321n);
+
+      // An answer the upstream encoded anyway comes down decoded, under the caller's id, even
+      // where the upstream wrote its id into the text.
+      const zippedUnpaid = await toolCall('zipped');
+      const zippedRequired = JSON.parse(
+        Buffer.from(String(zippedUnpaid.headers['payment-required']), 'base64').toString('utf8'),
+      );
+      const zippedPayment = await payUptoChallenge(
+        payer.privateKey,
+        zippedRequired,
+        rpcReader(stack().infra.chainRpcUrl),
+      );
+      const zipped = await toolCall('zipped', { 'x402/payment': zippedPayment.wire });
+      assert.equal(zipped.status, 200, zipped.text);
+      assert.equal(zipped.headers['content-encoding'], undefined);
+      assert.equal(zipped.json.id, 7);
+      assert.deepEqual(zipped.json.result.content, [{ type: 'text', text: 'zipped 7' }]);
+
+      // A request naming its id twice is refused before anything is asked of the payment or the upstream.
+      const before = seen.length;
+      const twice = await callAt(stack().apiUrl, 'POST', `/v1/proxy/${agentId}/stream`, {
+        token,
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{}},"id":8}',
+      });
+      assert.equal(twice.status, 400, twice.text);
+      assert.match(twice.json.error, /id twice/);
+      assert.equal(seen.length, before);
     } finally {
       await upstream.close();
     }

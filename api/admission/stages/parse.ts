@@ -4,6 +4,7 @@
 // in A2A message metadata is never forwarded: the body to send up is then another one.
 import type { Readable } from 'node:stream';
 import { parseMcpBody } from '../../proxy/mcp.ts';
+import { meterOf } from '../../../gateway/invocations/metered.ts';
 import { parseA2aRequest } from '../../proxy/a2a-x402.ts';
 import { cheapToParse, refundIfRefused } from '../refund.ts';
 import type { A2aCall, ProxyCall } from '../../proxy/call.ts';
@@ -45,7 +46,8 @@ export async function parseBody(
   const mcp = await refundIfRefused(
     admitted,
     400,
-    () => parseMcpBody(body),
+    // An agent that charges after the answer sends its requests up under an id of the gateway's own.
+    () => parseMcpBody(body, meterOf(agent.pricing) !== null),
     () => cheapToParse(body),
   );
   return { mcp, a2a: null, forwardBody: mcp.forwardBody ?? null };
