@@ -198,7 +198,8 @@ describe('batch-settlement: calls paid from a channel', function () {
     const [row] = await stack()
       .orm.em.getConnection()
       .execute<Array<Record<string, string | null>>>(
-        `select charged_cumulative::text, signed_max_claimable::text, busy_invocation from channels where id = ?`,
+        `select charged_cumulative::text, signed_max_claimable::text, busy_invocation, refund_in_doubt
+           from channels where id = ?`,
         [channelId],
       );
     return row!;
@@ -745,10 +746,14 @@ describe('batch-settlement: calls paid from a channel', function () {
     const after = await onChain(paying.provider, channelId);
     assert.equal(after.totalClaimed, 3n * CEILING, 'every served call claimed');
   });
-  it("a refund whose facilitator's answer was lost keeps its channel taken: no call is served that the refund would leave unclaimed", async () => {
-    const { agentId, pay, channelId, scheme, payer } = await openedChannel();
-    const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
-    const { asPost } = refundSender();
+  /**
+   * The paying tenant's settlement pointed at a relay in front of its facilitator (a stalling
+   * facilitator with these options) while `during` runs, then back.
+   */
+  async function throughRelay(
+    options: Omit<Parameters<typeof startStallingFacilitator>[0], 'facilitatorUrl' | 'pki' | 'account'>,
+    during: () => Promise<void>,
+  ) {
     const settlement = await call('GET', '/v1/settlement/config', { token: paying.token });
     const settleAt = async (facilitatorUrl: string) => {
       const res = await call('PUT', '/v1/settlement/config', {
@@ -760,25 +765,35 @@ describe('batch-settlement: calls paid from a channel', function () {
       });
       assert.ok(res.status === 200 || res.status === 201, `${res.status} ${res.text}`);
     };
-    // A relay that passes the refund to the real facilitator and drops its answer.
     const relay = await startStallingFacilitator({
       facilitatorUrl: stack().facilitator.url,
       pki: stack().infra.pki.files,
       account: paying.account.cert,
-      dropAnswers: true,
+      ...options,
     });
-    const before = await balanceOf(paying.provider, payer.address);
     await settleAt(relay.url);
     try {
+      await during();
+    } finally {
+      await settleAt(settlement.json.facilitator_url as string);
+    }
+    return relay;
+  }
+
+  it("a refund whose facilitator's answer was lost keeps its channel taken: no call is served that the refund would leave unclaimed", async () => {
+    const { agentId, pay, channelId, scheme, payer } = await openedChannel();
+    const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
+    const { asPost } = refundSender();
+    const before = await balanceOf(paying.provider, payer.address);
+    // A relay that passes the refund to the real facilitator and drops its answer.
+    const relay = await throughRelay({ dropAnswers: true }, async () => {
       await assert.rejects(scheme.refund(url, { fetch: asPost }));
       await waitFor(async () => (await balanceOf(paying.provider, payer.address)) > before, {
         timeoutMs: 30_000,
         what: 'the refund landed',
       });
-    } finally {
-      await settleAt(settlement.json.facilitator_url as string);
-      await relay.close();
-    }
+    });
+    await relay.close();
     // The refund claimed what was charged and returned the rest; the channel is still taken, so a
     // voucher sent now is not served (it would be charged on an escrow that is gone).
     const callsBefore = upstreamCalls;
@@ -789,6 +804,44 @@ describe('batch-settlement: calls paid from a channel', function () {
     const state = await onChain(paying.provider, channelId);
     assert.equal(state.totalClaimed, CEILING, 'the charged call was claimed with the refund');
     assert.equal(state.balance, CEILING, 'the rest went back');
+  });
+  it('a refund whose outcome is still not known when its lease lapses is asked for again before the next call: one landing late never leaves a served call unclaimed', async () => {
+    const { agentId, pay, channelId, scheme, payer } = await openedChannel();
+    const url = `${stack().apiUrl}/v1/proxy/${agentId}/stream`;
+    const { asPost } = refundSender();
+    const before = await balanceOf(paying.provider, payer.address);
+    // A relay that closes the refund's connection unanswered, keeping it to pass on later.
+    const relay = await throughRelay({ lateSettles: true }, async () => {
+      await assert.rejects(scheme.refund(url, { fetch: asPost }));
+    });
+    try {
+      assert.notEqual((await channelRow(channelId)).refund_in_doubt, null, 'the refund is in doubt');
+      assert.equal(await balanceOf(paying.provider, payer.address), before, 'nothing landed yet');
+      // The refund's lease lapses (after LEASE_SECONDS: set past here, standing in for the wait).
+      await stack()
+        .orm.em.fork()
+        .getConnection()
+        .execute(`update channels set busy_until = now() - interval '1 second' where id = ?`, [channelId]);
+
+      // The next voucher: the refund is asked for again first (the tenant's facilitator runs it
+      // now), and the voucher, paying from an escrow that is gone, is not served.
+      const callsBefore = upstreamCalls;
+      const next = await paidStream(pay, agentId);
+      assert.equal(next.status, 402, next.text);
+      assert.equal(upstreamCalls, callsBefore, 'not forwarded');
+      const refunded = await balanceOf(paying.provider, payer.address);
+      assert.ok(refunded > before, 'the refund landed, asked for again');
+      assert.equal((await channelRow(channelId)).refund_in_doubt, null);
+
+      // The refund the relay kept lands late: answered as the same refund, nothing moves twice.
+      await relay.passLate();
+      assert.equal(await balanceOf(paying.provider, payer.address), refunded);
+      const state = await onChain(paying.provider, channelId);
+      assert.equal(state.totalClaimed, CEILING, 'the charged call was claimed with the refund');
+      assert.equal(state.balance, CEILING, 'the rest went back, once');
+    } finally {
+      await relay.close();
+    }
   });
   it('a channel opened paying one tenant is refused by another naming the same receiver, with its own reason; nothing of it is shared', async () => {
     // Two tenants name the same receiver through the same facilitator: the same channel terms.

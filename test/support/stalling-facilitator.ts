@@ -5,7 +5,10 @@
 // at once. It presents the dev PKI's server certificate and reads with the account's own client
 // certificate. A fake only in that it never settles: nothing here can make the real one slow.
 // With `dropAnswers`, a settle is passed to the real facilitator instead, and its answer dropped
-// (the connection closed once it came): a settlement that happened, whose answer was lost.
+// (the connection closed once it came): a settlement that happened, whose answer was lost. With
+// `lateSettles`, a settle's connection is closed as soon as it is read, nothing passed on, until
+// `passLate()` passes the settles so kept to the real facilitator (their answers dropped): a
+// settlement whose outcome was not known, that lands later.
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
@@ -16,6 +19,8 @@ export type StallingFacilitator = {
   url: string;
   /** The settles held open now, the most held at once, and how many came in all. */
   settles(): { open: number; most: number; total: number };
+  /** With `lateSettles`: passes the settles kept so far to the real facilitator, once each. */
+  passLate(): Promise<void>;
   close(): Promise<void>;
 };
 
@@ -24,6 +29,7 @@ export async function startStallingFacilitator(opts: {
   pki: { serverCert: string; serverKey: string; ca: string };
   account: CertAndKeyPem;
   dropAnswers?: boolean;
+  lateSettles?: boolean;
 }): Promise<StallingFacilitator> {
   const ca = readFileSync(opts.pki.ca, 'utf8');
   const upstream = new Agent({
@@ -32,6 +38,14 @@ export async function startStallingFacilitator(opts: {
   let open = 0;
   let most = 0;
   let total = 0;
+  const late: Array<{ path: string; body: Buffer }> = [];
+  const pass = (path: string, body: Buffer) =>
+    request(new URL(path, opts.facilitatorUrl), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+      dispatcher: upstream,
+    }).then((answer) => answer.body.dump());
   const server: Server = createServer(
     {
       cert: readFileSync(opts.pki.serverCert),
@@ -54,21 +68,19 @@ export async function startStallingFacilitator(opts: {
       total++;
       most = Math.max(most, ++open);
       res.once('close', () => open--);
-      if (!opts.dropAnswers) {
+      if (!opts.dropAnswers && !opts.lateSettles) {
         req.resume();
         return;
       }
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        void request(new URL(req.url ?? '/', opts.facilitatorUrl), {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: Buffer.concat(chunks),
-          dispatcher: upstream,
-        })
-          .then((answer) => answer.body.dump())
-          .finally(() => res.destroy());
+        if (opts.lateSettles) {
+          late.push({ path: req.url ?? '/', body: Buffer.concat(chunks) });
+          res.destroy();
+          return;
+        }
+        void pass(req.url ?? '/', Buffer.concat(chunks)).finally(() => res.destroy());
       });
     },
   );
@@ -76,6 +88,9 @@ export async function startStallingFacilitator(opts: {
   return {
     url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`,
     settles: () => ({ open, most, total }),
+    async passLate() {
+      for (const settle of late.splice(0)) await pass(settle.path, settle.body);
+    },
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

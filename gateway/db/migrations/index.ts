@@ -36,6 +36,7 @@ import { Migration20261206170000_channel_claim_rounds } from './Migration2026120
 import { Migration20261206180000_concurrent_indexes } from './Migration20261206180000_concurrent_indexes.ts';
 import { Migration20261206183000_channel_claim_quarantine } from './Migration20261206183000_channel_claim_quarantine.ts';
 import { Migration20261206190000_stream_ends_by } from './Migration20261206190000_stream_ends_by.ts';
+import { Migration20261207090000_channel_refund_in_doubt } from './Migration20261207090000_channel_refund_in_doubt.ts';
 
 // Order matters: this list is the migration history.
 export const gatewayMigrations = [
@@ -92,4 +93,8 @@ export const gatewayMigrations = [
     class: Migration20261206183000_channel_claim_quarantine,
   },
   { name: 'Migration20261206190000_stream_ends_by', class: Migration20261206190000_stream_ends_by },
+  {
+    name: 'Migration20261207090000_channel_refund_in_doubt',
+    class: Migration20261207090000_channel_refund_in_doubt,
+  },
 ];

@@ -27,7 +27,7 @@ import type { FacilitatorClient } from '../facilitator-client.ts';
 import { PaymentRefused, PaymentStillSettling } from '../refusals.ts';
 import { channelTermsOf } from '../schemes/batch-settlement/index.ts';
 import { readChannel, type OnChainChannel } from '../schemes/batch-settlement/chain.ts';
-import { earlierRefundNonce, recordRefund, refundPaymentNonce } from './refunds.ts';
+import { earlierRefundNonce, recordedRefund, recordRefund, refundPaymentNonce } from './refunds.ts';
 import { channelCommitOrTimeout } from './local-releases.ts';
 import {
   createChannelStore,
@@ -45,6 +45,7 @@ import type { SignedPayment } from '../entity.ts';
 import type { VaultConfig } from '../../credentials/config.ts';
 import type { VaultClient } from '../../credentials/vault.ts';
 import type { Logger } from '../../../lib/log.ts';
+import { errorKind } from '../../../lib/error-kind.ts';
 
 /** How long a call waits for its channel held by another call before `channel_busy`. */
 const CHANNEL_WAIT_MS = 5_000;
@@ -295,6 +296,11 @@ async function admitOnHeldChannel(
       const leased = await leaseWithin(store, leaseOf(channelId, call, payload, true));
       if (leased === 'foreign') throw refused('channel_of_another_tenant', CHANNEL_ELSEWHERE);
       if (leased === 'busy') throw new ChannelBusy(entries);
+      if (leased.channel.refundInDoubt) {
+        // A refund's outcome to learn first (settleDoubt): not held, the lease let go for the other path.
+        await store.letGo(leased.lease).catch(() => undefined);
+        throw new RefundToLearn();
+      }
       held = turn.hold(leased.lease.token, call.tenantId, leased.channel, askedAt);
     }
     if (stale(held.row)) {
@@ -335,6 +341,9 @@ async function admitOnHeldChannel(
     if (!admitted) turn.end();
   }
 }
+
+/** A voucher for the held path whose channel has a refund's outcome to learn first (settleDoubt). */
+class RefundToLearn extends Error {}
 
 const fromState = (state: {
   balance: string;
@@ -381,9 +390,12 @@ export async function admitChannelPayment(
     try {
       return await admitOnHeldChannel(deps, owners, store, config, call, offer, payload, channelId, ceiling, refused);
     } catch (err) {
-      // A refusal (its corrective 402 shows the channel's state) only for the payer's own signature.
-      if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
-      throw err;
+      // A channel with a refund's outcome to learn goes the way below, which asks for it.
+      if (!(err instanceof RefundToLearn)) {
+        // A refusal (its corrective 402 shows the channel's state) only for the payer's own signature.
+        if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
+        throw err;
+      }
     }
   }
   // The tenant's facilitator, for a deposit or a refund only: a voucher needs nobody but the
@@ -399,12 +411,15 @@ export async function admitChannelPayment(
     return target;
   };
 
-  const v2 = requirementsV2(config, requirements);
-  const settleBody = (action: unknown) => ({
-    x402Version: 2,
-    paymentPayload: { x402Version: 2, accepted: v2, payload: action },
-    paymentRequirements: v2,
-  });
+  const settleBodyFor = (entry: ChallengeEntry, action: unknown) => {
+    const v2 = requirementsV2(config, entry);
+    return {
+      x402Version: 2,
+      paymentPayload: { x402Version: 2, accepted: v2, payload: action },
+      paymentRequirements: v2,
+    };
+  };
+  const settleBody = (action: unknown) => settleBodyFor(requirements, action);
   const em = deps.orm.em.fork() as EntityManager;
   // A refund is recorded with the nonce it is sent with (refunds.ts): the same refund again is
   // sent again with it, and the facilitator answers the first refund's settlement.
@@ -421,8 +436,15 @@ export async function admitChannelPayment(
         }
       : null;
   let refundInDoubt = false;
+  /** The refund bound under `nonce` is known (a failure to write it leaves it to be asked for again). */
+  const refundKnown = (nonce: string) =>
+    store
+      .refundKnown(channelId, nonce)
+      .catch((err: unknown) =>
+        deps.log.warn({ channelId, err: errorKind(err) }, 'could not record that a refund is known'),
+      );
   /** Sends the refund completed with `refundNonce`; throws its answer (ChannelRefunded) or its refusal. */
-  const refund = async (action: BatchSettlementPayload, refundNonce: bigint): Promise<never> => {
+  const refund = async (action: BatchSettlementPayload, refundNonce: bigint, lease: ChannelLease): Promise<never> => {
     const outcome = await client.settleChannel(
       await facilitator(),
       settleBody({ ...action, refundNonce: refundNonce.toString() }),
@@ -430,9 +452,16 @@ export async function admitChannelPayment(
     if (!outcome.ok && outcome.error === 'settlement_unavailable') {
       // It may still land: the channel stays taken for its lease, so no call is served meanwhile
       // that the refund would leave unclaimed; the payer's retry finds it done or sends it again.
+      // Past the lease, the channel's next payment first asks for it again (settleDoubt).
       refundInDoubt = true;
+      await store
+        .refundInDoubt(lease, refundKey!.nonce)
+        .catch((err: unknown) =>
+          deps.log.warn({ channelId, err: errorKind(err) }, 'could not record a refund whose outcome is not known'),
+        );
       throw new PaymentStillSettling();
     }
+    await refundKnown(refundKey!.nonce);
     if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
     const state = outcome.channelState;
     if (state) await store.mirror(channelId, fromState(state), new Date());
@@ -448,6 +477,32 @@ export async function admitChannelPayment(
       outcome.amount,
       outcome.transaction,
     );
+  };
+  /**
+   * The channel's state once the refund sent earlier under binding `nonce`, whose outcome was not
+   * known, is: it landed (the chain used its refund nonce), or the facilitator, asked for it again
+   * with the same refund nonce (it answers the same refund, never a second), answers that it did
+   * or could not. Not known still: PaymentStillSettling, nothing admitted.
+   */
+  const settleDoubt = async (channel: ChannelRow, nonce: string): Promise<ChannelRow> => {
+    const sent = await recordedRefund(em, {
+      network: config.network,
+      asset: requirements.asset,
+      payer: offer.payer,
+      nonce,
+      tenantId: call.tenantId,
+    });
+    if (!sent || channel.refundNonce > BigInt(sent.refundNonce)) {
+      await refundKnown(nonce);
+      return channel;
+    }
+    const action = { ...(sent.payment.payload as Record<string, unknown>), refundNonce: sent.refundNonce };
+    const outcome = await client.settleChannel(await facilitator(), settleBodyFor(sent.requirements, action));
+    if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
+    deps.log.info({ channelId, landed: outcome.ok }, 'a refund whose outcome was not known is known');
+    if (outcome.ok && outcome.channelState) await store.mirror(channelId, fromState(outcome.channelState), new Date());
+    await refundKnown(nonce);
+    return readAgain(store, config, channelId);
   };
   if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
   // Any other payment takes the channel for itself: a hold of this process's lets it go first.
@@ -477,7 +532,12 @@ export async function admitChannelPayment(
   let admitted = false;
   try {
     let channel = leased.channel;
-    if (stale(channel) || payload.type !== 'voucher') channel = await readAgain(store, config, channelId);
+    if (stale(channel) || payload.type !== 'voucher' || channel.refundInDoubt)
+      channel = await readAgain(store, config, channelId);
+    // A refund sent earlier may still land, claiming what was charged then and returning the rest:
+    // nothing is admitted until its outcome is known (the same refund sent again is answered below).
+    if (channel.refundInDoubt && channel.refundInDoubt !== refundKey?.nonce)
+      channel = await settleDoubt(channel, channel.refundInDoubt);
     // A refund sent before (refunds.ts) whose nonce the chain has used since was done: sent again
     // with it, the facilitator answers that refund's settlement and moves nothing. One not done
     // (refused, or its outcome not known) is checked below as a new one, under this lease, and
@@ -485,7 +545,7 @@ export async function admitChannelPayment(
     // sent to claim less than the gateway charged.
     const earlier = refundKey ? await earlierRefundNonce(em, refundKey) : null;
     if (earlier === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
-    if (earlier !== null && channel.refundNonce > earlier) return await refund(payload, earlier);
+    if (earlier !== null && channel.refundNonce > earlier) return await refund(payload, earlier, lease);
     // Nothing in escrow and no deposit coming: refused before anything else is asked of it (and
     // remembered for a while); its row, if this call made it, is not kept (store.letGo).
     if (payload.type !== 'deposit' && channel.balance === 0n) {
@@ -523,7 +583,7 @@ export async function admitChannelPayment(
         ));
       if (refundNonce === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
       // Awaited here, so the lease is held until the refund is answered (the finally below).
-      return await refund(payload, refundNonce);
+      return await refund(payload, refundNonce, lease);
     }
 
     let transaction: string | null = null;

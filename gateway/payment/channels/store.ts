@@ -30,6 +30,8 @@ export type ChannelRow = {
   refundNonce: bigint;
   /** When the on-chain fields were last read; null: never (a channel first seen now). */
   syncedAt: Date | null;
+  /** The binding nonce of a refund sent whose outcome is not known (REFUND_IN_DOUBT), else null. */
+  refundInDoubt: string | null;
 };
 
 /** The call's hold on its channel; `binding`: the nonce of the payment binding its lease recorded. */
@@ -66,14 +68,15 @@ function rowOf(r: Raw): ChannelRow {
     withdrawRequestedAt: Number(r.withdraw_requested_at),
     refundNonce: BigInt(r.refund_nonce as string),
     syncedAt: r.onchain_synced_at ? new Date(r.onchain_synced_at as string) : null,
+    refundInDoubt: (r.refund_in_doubt as string | null | undefined) ?? null,
   };
 }
 
 const COLUMNS = `id, charged_cumulative::text, signed_max_claimable::text, signature, balance::text,
-  total_claimed::text, withdraw_requested_at, refund_nonce::text, onchain_synced_at`;
+  total_claimed::text, withdraw_requested_at, refund_nonce::text, onchain_synced_at, refund_in_doubt`;
 // The same, of `channels c` in a statement that joins other rows of those names.
 const CHANNEL_COLUMNS = `c.id, c.charged_cumulative::text, c.signed_max_claimable::text, c.signature, c.balance::text,
-  c.total_claimed::text, c.withdraw_requested_at, c.refund_nonce::text, c.onchain_synced_at`;
+  c.total_claimed::text, c.withdraw_requested_at, c.refund_nonce::text, c.onchain_synced_at, c.refund_in_doubt`;
 
 const LEASE = `
   insert into channels (id, tenant_id, agent_id, payer, receiver, receiver_authorizer, config, busy_until, busy_invocation)
@@ -137,6 +140,14 @@ const FORGET = `delete from channels
   returning id`;
 
 const FUNDED = `select 1 from channels where id = ? and balance > 0`;
+
+// A refund sent whose outcome is not known, named by its binding's nonce (refunds.ts), written
+// while its lease still holds the channel; and its doubt ended (it landed, or was refused), only
+// for that refund.
+const REFUND_IN_DOUBT = `update channels set refund_in_doubt = ?, updated_at = now()
+  where id = ? and busy_invocation = ?`;
+const REFUND_KNOWN = `update channels set refund_in_doubt = null, updated_at = now()
+  where id = ? and refund_in_doubt = ?`;
 
 export type LeaseOutcome = { lease: ChannelLease; channel: ChannelRow } | 'busy' | 'foreign';
 
@@ -220,6 +231,16 @@ export function createChannelStore(orm: MikroORM) {
       if (b) await execute(UNBIND, [b.network, b.asset, b.payer, b.nonce]);
       const forgotten = await execute(FORGET, [lease.channelId, lease.token]);
       if (forgotten.length === 0) await execute(RELEASE, [lease.channelId, lease.token]);
+    },
+
+    /** Records that the refund bound under `nonce` was sent and its outcome is not known (under the lease that sent it). */
+    async refundInDoubt(lease: ChannelLease, nonce: string): Promise<void> {
+      await execute(REFUND_IN_DOUBT, [nonce, lease.channelId, lease.token]);
+    },
+
+    /** The refund bound under `nonce` is known to have landed or failed. */
+    async refundKnown(channelId: string, nonce: string): Promise<void> {
+      await execute(REFUND_KNOWN, [channelId, nonce]);
     },
 
     /** Whether the channel's row says it is funded (as last mirrored). */
