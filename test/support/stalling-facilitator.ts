@@ -19,8 +19,8 @@ export type StallingFacilitator = {
   url: string;
   /** The settles held open now, the most held at once, and how many came in all. */
   settles(): { open: number; most: number; total: number };
-  /** With `lateSettles`: passes the settles kept so far to the real facilitator, once each. */
-  passLate(): Promise<void>;
+  /** With `lateSettles`: passes the settles kept so far to the real facilitator, once each; answers their answers' JSON. */
+  passLate(): Promise<unknown[]>;
   close(): Promise<void>;
 };
 
@@ -45,7 +45,7 @@ export async function startStallingFacilitator(opts: {
       headers: { 'content-type': 'application/json' },
       body,
       dispatcher: upstream,
-    }).then((answer) => answer.body.dump());
+    }).then((answer) => answer.body.json());
   const server: Server = createServer(
     {
       cert: readFileSync(opts.pki.serverCert),
@@ -80,7 +80,9 @@ export async function startStallingFacilitator(opts: {
           res.destroy();
           return;
         }
-        void pass(req.url ?? '/', Buffer.concat(chunks)).finally(() => res.destroy());
+        void pass(req.url ?? '/', Buffer.concat(chunks))
+          .catch(() => undefined)
+          .finally(() => res.destroy());
       });
     },
   );
@@ -89,7 +91,9 @@ export async function startStallingFacilitator(opts: {
     url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`,
     settles: () => ({ open, most, total }),
     async passLate() {
-      for (const settle of late.splice(0)) await pass(settle.path, settle.body);
+      const answers: unknown[] = [];
+      for (const settle of late.splice(0)) answers.push(await pass(settle.path, settle.body));
+      return answers;
     },
     async close() {
       server.closeAllConnections();

@@ -27,7 +27,7 @@ import type { FacilitatorClient } from '../facilitator-client.ts';
 import { PaymentRefused, PaymentStillSettling } from '../refusals.ts';
 import { channelTermsOf } from '../schemes/batch-settlement/index.ts';
 import { readChannel, type OnChainChannel } from '../schemes/batch-settlement/chain.ts';
-import { earlierRefundNonce, recordedRefund, recordRefund, refundPaymentNonce } from './refunds.ts';
+import { earlierRefundNonce, recordRefund, refundPaymentNonce } from './refunds.ts';
 import { channelCommitOrTimeout } from './local-releases.ts';
 import {
   createChannelStore,
@@ -38,6 +38,7 @@ import {
   type ChannelRow,
   type ChannelStore,
   type LeaseBinding,
+  type RefundInDoubt,
 } from './store.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { leaseAskedAt, newer, type ChannelOwners } from './owners.ts';
@@ -46,6 +47,13 @@ import type { VaultConfig } from '../../credentials/config.ts';
 import type { VaultClient } from '../../credentials/vault.ts';
 import type { Logger } from '../../../lib/log.ts';
 import { errorKind } from '../../../lib/error-kind.ts';
+
+/**
+ * How long a refund whose outcome is not known keeps its channel's payments waiting for it
+ * (settleDoubt): a facilitator's transaction is included or cancelled within minutes; one that
+ * keeps refusing to say after a day is taken to have given up.
+ */
+const REFUND_DOUBT_MAX_MS = 24 * 3_600_000;
 
 /** How long a call waits for its channel held by another call before `channel_busy`. */
 const CHANNEL_WAIT_MS = 5_000;
@@ -436,35 +444,61 @@ export async function admitChannelPayment(
         }
       : null;
   let refundInDoubt = false;
-  /** The refund bound under `nonce` is known (a failure to write it leaves it to be asked for again). */
-  const refundKnown = (nonce: string) =>
+  /** The refund bound under `binding` is known (a failure to write it leaves it to be asked for again). */
+  const refundKnown = (binding: string) =>
     store
-      .refundKnown(channelId, nonce)
+      .refundKnown(channelId, binding)
       .catch((err: unknown) =>
         deps.log.warn({ channelId, err: errorKind(err) }, 'could not record that a refund is known'),
       );
-  /** Sends the refund completed with `refundNonce`; throws its answer (ChannelRefunded) or its refusal. */
-  const refund = async (action: BatchSettlementPayload, refundNonce: bigint, lease: ChannelLease): Promise<never> => {
-    const outcome = await client.settleChannel(
-      await facilitator(),
-      settleBody({ ...action, refundNonce: refundNonce.toString() }),
-    );
+  /**
+   * Sends the refund completed with `refundNonce`; throws its answer (ChannelRefunded) or its
+   * refusal. It is written on the channel first (`refund_in_doubt`), so that its outcome stays to
+   * be learned until its answer says it landed, whatever happens to this process meanwhile; a
+   * refusal ends that too, unless the same refund was in doubt before (its first sending may
+   * still land, whatever this one was told).
+   */
+  const refund = async (
+    action: BatchSettlementPayload,
+    refundNonce: bigint,
+    lease: ChannelLease,
+    before: RefundInDoubt | null,
+  ): Promise<never> => {
+    const completed = { ...action, refundNonce: refundNonce.toString() };
+    const binding = refundKey!.nonce;
+    const written = await store
+      .refundInDoubt(lease, {
+        binding,
+        refundNonce: refundNonce.toString(),
+        ceiling: action.voucher.maxClaimableAmount,
+        action: completed,
+        requirements,
+        since: new Date().toISOString(),
+      })
+      .then(
+        () => true,
+        (err: unknown) => {
+          deps.log.warn({ channelId, err: errorKind(err) }, 'could not record a refund before sending it');
+          return false;
+        },
+      );
+    // Not sent unless its doubt is on record: the payer sends it again.
+    if (!written) throw new PaymentStillSettling();
+    const outcome = await client.settleChannel(await facilitator(), settleBody(completed));
     if (!outcome.ok && outcome.error === 'settlement_unavailable') {
       // It may still land: the channel stays taken for its lease, so no call is served meanwhile
       // that the refund would leave unclaimed; the payer's retry finds it done or sends it again.
       // Past the lease, the channel's next payment first asks for it again (settleDoubt).
       refundInDoubt = true;
-      await store
-        .refundInDoubt(lease, refundKey!.nonce)
-        .catch((err: unknown) =>
-          deps.log.warn({ channelId, err: errorKind(err) }, 'could not record a refund whose outcome is not known'),
-        );
       throw new PaymentStillSettling();
     }
-    await refundKnown(refundKey!.nonce);
-    if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
+    if (!outcome.ok) {
+      if (before?.binding !== binding) await refundKnown(binding);
+      throw refused(outcome.reason ?? outcome.error, outcome.error);
+    }
     const state = outcome.channelState;
     if (state) await store.mirror(channelId, fromState(state), new Date());
+    await refundKnown(binding);
     throw new ChannelRefunded(
       encodeBase64Json({
         success: true,
@@ -479,30 +513,38 @@ export async function admitChannelPayment(
     );
   };
   /**
-   * The channel's state once the refund sent earlier under binding `nonce`, whose outcome was not
-   * known, is: it landed (the chain used its refund nonce), or the facilitator, asked for it again
-   * with the same refund nonce (it answers the same refund, never a second), answers that it did
-   * or could not. Not known still: PaymentStillSettling, nothing admitted.
+   * The channel's state once a refund sent earlier (`doubt`), whose outcome was not known, is: it
+   * landed (the chain used its refund nonce), or the facilitator, asked for it again with its
+   * refund nonce (it answers the same refund, never a second; one that never reached it runs
+   * now), answers that it did. It is asked for again only while what it claims is still the
+   * channel's charged total (else it would return escrow that backs later charges). Still not
+   * known (no answer, a refusal, charges since): PaymentStillSettling, nothing admitted, until
+   * REFUND_DOUBT_MAX_MS after it was sent, when it is let go (a refund the facilitator gave up).
    */
-  const settleDoubt = async (channel: ChannelRow, nonce: string): Promise<ChannelRow> => {
-    const sent = await recordedRefund(em, {
-      network: config.network,
-      asset: requirements.asset,
-      payer: offer.payer,
-      nonce,
-      tenantId: call.tenantId,
-    });
-    if (!sent || channel.refundNonce > BigInt(sent.refundNonce)) {
-      await refundKnown(nonce);
+  const settleDoubt = async (channel: ChannelRow, doubt: RefundInDoubt): Promise<ChannelRow> => {
+    if (channel.refundNonce > BigInt(doubt.refundNonce)) {
+      await refundKnown(doubt.binding);
       return channel;
     }
-    const action = { ...(sent.payment.payload as Record<string, unknown>), refundNonce: sent.refundNonce };
-    const outcome = await client.settleChannel(await facilitator(), settleBodyFor(sent.requirements, action));
-    if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
-    deps.log.info({ channelId, landed: outcome.ok }, 'a refund whose outcome was not known is known');
-    if (outcome.ok && outcome.channelState) await store.mirror(channelId, fromState(outcome.channelState), new Date());
-    await refundKnown(nonce);
-    return readAgain(store, config, channelId);
+    const expired = Date.now() - Date.parse(doubt.since) > REFUND_DOUBT_MAX_MS;
+    const outcome =
+      channel.charged === BigInt(doubt.ceiling)
+        ? await client.settleChannel(await facilitator(), settleBodyFor(doubt.requirements, doubt.action))
+        : null;
+    deps.log.info(
+      { channelId, landed: outcome?.ok ?? null, expired },
+      'a refund whose outcome was not known asked for',
+    );
+    if (!outcome?.ok) {
+      if (!expired) throw new PaymentStillSettling();
+      await refundKnown(doubt.binding);
+      return readAgain(store, config, channelId);
+    }
+    await refundKnown(doubt.binding);
+    // The facilitator's state after it, not a node's read that may answer from before it.
+    return outcome.channelState
+      ? store.mirror(channelId, fromState(outcome.channelState), new Date())
+      : readAgain(store, config, channelId);
   };
   if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
   // Any other payment takes the channel for itself: a hold of this process's lets it go first.
@@ -536,8 +578,8 @@ export async function admitChannelPayment(
       channel = await readAgain(store, config, channelId);
     // A refund sent earlier may still land, claiming what was charged then and returning the rest:
     // nothing is admitted until its outcome is known (the same refund sent again is answered below).
-    if (channel.refundInDoubt && channel.refundInDoubt !== refundKey?.nonce)
-      channel = await settleDoubt(channel, channel.refundInDoubt);
+    const doubt = channel.refundInDoubt;
+    if (doubt && doubt.binding !== refundKey?.nonce) channel = await settleDoubt(channel, doubt);
     // A refund sent before (refunds.ts) whose nonce the chain has used since was done: sent again
     // with it, the facilitator answers that refund's settlement and moves nothing. One not done
     // (refused, or its outcome not known) is checked below as a new one, under this lease, and
@@ -545,7 +587,7 @@ export async function admitChannelPayment(
     // sent to claim less than the gateway charged.
     const earlier = refundKey ? await earlierRefundNonce(em, refundKey) : null;
     if (earlier === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
-    if (earlier !== null && channel.refundNonce > earlier) return await refund(payload, earlier, lease);
+    if (earlier !== null && channel.refundNonce > earlier) return await refund(payload, earlier, lease, doubt);
     // Nothing in escrow and no deposit coming: refused before anything else is asked of it (and
     // remembered for a while); its row, if this call made it, is not kept (store.letGo).
     if (payload.type !== 'deposit' && channel.balance === 0n) {
@@ -583,7 +625,7 @@ export async function admitChannelPayment(
         ));
       if (refundNonce === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
       // Awaited here, so the lease is held until the refund is answered (the finally below).
-      return await refund(payload, refundNonce, lease);
+      return await refund(payload, refundNonce, lease, doubt);
     }
 
     let transaction: string | null = null;

@@ -21,27 +21,6 @@ export function refundPaymentNonce(voucherNonce: string, amount: string | undefi
   return `${voucherNonce}-${amount ?? 'all'}`;
 }
 
-const RECORDED = `select signed_payment from payment_claims
-  where network = ? and asset = ? and payer = ? and nonce = ? and tenant_id = ?`;
-
-/** A refund recorded earlier by this tenant (its payload, terms and nonce, as it was sent), or null. */
-export async function recordedRefund(
-  em: EntityManager,
-  key: Pick<PaymentForCall, 'network' | 'asset' | 'payer' | 'nonce' | 'tenantId'>,
-): Promise<(SignedPayment & { refundNonce: string }) | null> {
-  const [row] = await em
-    .getConnection()
-    .execute<Array<{ signed_payment: SignedPayment | null }>>(RECORDED, [
-      key.network,
-      key.asset,
-      key.payer,
-      key.nonce,
-      key.tenantId,
-    ]);
-  const signed = row?.signed_payment;
-  return signed?.refundNonce ? { ...signed, refundNonce: signed.refundNonce } : null;
-}
-
 /** The nonce a refund recorded earlier was sent with; 'foreign' when another tenant recorded it. */
 export async function earlierRefundNonce(em: EntityManager, key: PaymentForCall): Promise<bigint | 'foreign' | null> {
   const [row] = await em

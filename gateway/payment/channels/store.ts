@@ -11,6 +11,7 @@
 //   charge is recorded in the same statement, once.
 import { randomUUID } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
+import type { ChallengeEntry } from '../../../x402/schemas.ts';
 import { v7 as uuidv7 } from 'uuid';
 import type { ChannelConfig } from '../../../x402/schemes/batch-settlement/schemas.ts';
 import type { OnChainChannel } from '../schemes/batch-settlement/chain.ts';
@@ -30,8 +31,23 @@ export type ChannelRow = {
   refundNonce: bigint;
   /** When the on-chain fields were last read; null: never (a channel first seen now). */
   syncedAt: Date | null;
-  /** The binding nonce of a refund sent whose outcome is not known (REFUND_IN_DOUBT), else null. */
-  refundInDoubt: string | null;
+  /** A refund sent whose outcome is not known (REFUND_IN_DOUBT), else null. */
+  refundInDoubt: RefundInDoubt | null;
+};
+
+/** A cooperative refund sent to the facilitator, as kept on its channel until its outcome is known. */
+export type RefundInDoubt = {
+  /** Its payment binding's nonce (channels/refunds.ts): the same refund sent again has the same. */
+  binding: string;
+  /** The channel's refund nonce it was sent with: the chain's past it, it landed. */
+  refundNonce: string;
+  /** The charged total it claims (its voucher's ceiling). */
+  ceiling: string;
+  /** Its payload as completed and the terms it was sent under, to send it again with. */
+  action: Record<string, unknown>;
+  requirements: ChallengeEntry;
+  /** When it was first sent (ISO). */
+  since: string;
 };
 
 /** The call's hold on its channel; `binding`: the nonce of the payment binding its lease recorded. */
@@ -68,7 +84,7 @@ function rowOf(r: Raw): ChannelRow {
     withdrawRequestedAt: Number(r.withdraw_requested_at),
     refundNonce: BigInt(r.refund_nonce as string),
     syncedAt: r.onchain_synced_at ? new Date(r.onchain_synced_at as string) : null,
-    refundInDoubt: (r.refund_in_doubt as string | null | undefined) ?? null,
+    refundInDoubt: (r.refund_in_doubt as RefundInDoubt | null | undefined) ?? null,
   };
 }
 
@@ -141,13 +157,15 @@ const FORGET = `delete from channels
 
 const FUNDED = `select 1 from channels where id = ? and balance > 0`;
 
-// A refund sent whose outcome is not known, named by its binding's nonce (refunds.ts), written
-// while its lease still holds the channel; and its doubt ended (it landed, or was refused), only
-// for that refund.
-const REFUND_IN_DOUBT = `update channels set refund_in_doubt = ?, updated_at = now()
-  where id = ? and busy_invocation = ?`;
+// A refund about to be sent, written while its lease holds the channel (a refund in doubt kept
+// from before keeps its first `since`); and its doubt ended (it landed, or is known not to), only
+// for that refund (by its binding).
+const REFUND_IN_DOUBT = `update channels set refund_in_doubt = ?::jsonb || jsonb_build_object('since',
+    case when refund_in_doubt->>'binding' = ?::jsonb->>'binding' then refund_in_doubt->>'since' else ?::jsonb->>'since' end),
+    updated_at = now()
+  where id = ? and busy_invocation = ? returning id`;
 const REFUND_KNOWN = `update channels set refund_in_doubt = null, updated_at = now()
-  where id = ? and refund_in_doubt = ?`;
+  where id = ? and refund_in_doubt->>'binding' = ?`;
 
 export type LeaseOutcome = { lease: ChannelLease; channel: ChannelRow } | 'busy' | 'foreign';
 
@@ -233,14 +251,19 @@ export function createChannelStore(orm: MikroORM) {
       if (forgotten.length === 0) await execute(RELEASE, [lease.channelId, lease.token]);
     },
 
-    /** Records that the refund bound under `nonce` was sent and its outcome is not known (under the lease that sent it). */
-    async refundInDoubt(lease: ChannelLease, nonce: string): Promise<void> {
-      await execute(REFUND_IN_DOUBT, [nonce, lease.channelId, lease.token]);
+    /**
+     * Records the refund about to be sent, its outcome not known until its answer (under the
+     * lease that sends it); throws when that cannot be written or the lease is no longer this call's.
+     */
+    async refundInDoubt(lease: ChannelLease, refund: RefundInDoubt): Promise<void> {
+      const json = JSON.stringify(refund);
+      const rows = await execute(REFUND_IN_DOUBT, [json, json, json, lease.channelId, lease.token]);
+      if (rows.length === 0) throw new Error('channel lease lost');
     },
 
-    /** The refund bound under `nonce` is known to have landed or failed. */
-    async refundKnown(channelId: string, nonce: string): Promise<void> {
-      await execute(REFUND_KNOWN, [channelId, nonce]);
+    /** The refund bound under `binding` is known to have landed, or never to. */
+    async refundKnown(channelId: string, binding: string): Promise<void> {
+      await execute(REFUND_KNOWN, [channelId, binding]);
     },
 
     /** Whether the channel's row says it is funded (as last mirrored). */
