@@ -466,6 +466,8 @@ export async function admitChannelPayment(
   ): Promise<never> => {
     const completed = { ...action, refundNonce: refundNonce.toString() };
     const binding = refundKey!.nonce;
+    // Whom to send it to first: a refund that cannot be sent leaves nothing in doubt.
+    const target = await facilitator();
     const written = await store
       .refundInDoubt(lease, {
         binding,
@@ -484,7 +486,7 @@ export async function admitChannelPayment(
       );
     // Not sent unless its doubt is on record: the payer sends it again.
     if (!written) throw new PaymentStillSettling();
-    const outcome = await client.settleChannel(await facilitator(), settleBody(completed));
+    const outcome = await client.settleChannel(target, settleBody(completed));
     if (!outcome.ok && outcome.error === 'settlement_unavailable') {
       // It may still land: the channel stays taken for its lease, so no call is served meanwhile
       // that the refund would leave unclaimed; the payer's retry finds it done or sends it again.
@@ -527,9 +529,12 @@ export async function admitChannelPayment(
       return channel;
     }
     const expired = Date.now() - Date.parse(doubt.since) > REFUND_DOUBT_MAX_MS;
+    // Its facilitator out of reach (no settlement configured, its credential unreadable) is an
+    // outcome not known either.
+    const target = await facilitator().catch(() => null);
     const outcome =
-      channel.charged === BigInt(doubt.ceiling)
-        ? await client.settleChannel(await facilitator(), settleBodyFor(doubt.requirements, doubt.action))
+      target && channel.charged === BigInt(doubt.ceiling)
+        ? await client.settleChannel(target, settleBodyFor(doubt.requirements, doubt.action))
         : null;
     deps.log.info(
       { channelId, landed: outcome?.ok ?? null, expired },
@@ -537,14 +542,18 @@ export async function admitChannelPayment(
     );
     if (!outcome?.ok) {
       if (!expired) throw new PaymentStillSettling();
+      const read = await readAgain(store, config, channelId);
       await refundKnown(doubt.binding);
-      return readAgain(store, config, channelId);
+      return read;
     }
+    // The facilitator's state after it, not a node's read that may answer from before it; without
+    // it, a read that shows its nonce used. The doubt ends only once the row holds that state.
+    const after = outcome.channelState
+      ? await store.mirror(channelId, fromState(outcome.channelState), new Date())
+      : await readAgain(store, config, channelId);
+    if (after.refundNonce <= BigInt(doubt.refundNonce)) throw new PaymentStillSettling();
     await refundKnown(doubt.binding);
-    // The facilitator's state after it, not a node's read that may answer from before it.
-    return outcome.channelState
-      ? store.mirror(channelId, fromState(outcome.channelState), new Date())
-      : readAgain(store, config, channelId);
+    return after;
   };
   if (offer.signed && !(await offer.signed())) throw refused('invalid_batch_settlement_evm_voucher_signature');
   // Any other payment takes the channel for itself: a hold of this process's lets it go first.
@@ -585,7 +594,13 @@ export async function admitChannelPayment(
     // (refused, or its outcome not known) is checked below as a new one, under this lease, and
     // sent with its nonce again: a payload kept from before calls charged since is refused, never
     // sent to claim less than the gateway charged.
-    const earlier = refundKey ? await earlierRefundNonce(em, refundKey) : null;
+    // The same refund in doubt: the nonce it was sent with is the doubt's (its binding's record
+    // of it may have been purged since).
+    const earlier = !refundKey
+      ? null
+      : doubt?.binding === refundKey.nonce
+        ? BigInt(doubt.refundNonce)
+        : await earlierRefundNonce(em, refundKey);
     if (earlier === 'foreign') throw refused('refund_of_another_tenant', CHANNEL_ELSEWHERE);
     if (earlier !== null && channel.refundNonce > earlier) return await refund(payload, earlier, lease, doubt);
     // Nothing in escrow and no deposit coming: refused before anything else is asked of it (and
