@@ -221,6 +221,8 @@ export function paymentStage(
  * like the stage's own 402s.
  */
 export function withPaymentRequired(deps: AppDeps, call: ProxyCall, err: unknown): unknown {
+  // Not written (a channel payment's lease lapsed before its accept): the same payment again.
+  if (err instanceof PaymentStillSettling) return stillSettling();
   if (err instanceof PaymentAlreadyBound) err = new ApiError(402, err.message);
   if (!(err instanceof ApiError) || err.status !== 402 || !call.price) return err;
   // A concurrent resend under the same payment identifier bound it first: that call's answer is

@@ -12,6 +12,8 @@ import { decisionInsertSql, type DecisionRecord } from '../policy/store.ts';
 import type { BodyStore } from '../body-store.ts';
 import { ADMITTED_CALL_FIELDS, invocationColumns } from './columns.ts';
 import { numbered, type StatementPool } from '../db/statement-pool.ts';
+import { keepAcceptedLease } from '../payment/channels/store.ts';
+import { PaymentStillSettling } from '../payment/refusals.ts';
 
 export type AcceptedRow = Omit<
   Invocation,
@@ -64,7 +66,7 @@ export async function writeAccepted(
   { orm, bodies, statements }: AcceptStores,
   row: AcceptedRow,
   body: Buffer,
-  payment: PaymentKey | null,
+  payment: (PaymentKey & { channel?: { id: string; leaseToken: string } | null }) | null,
   decision: DecisionRecord | null = null,
 ): Promise<void> {
   const ctes: Array<[string, { sql: string; params: unknown[] }]> = decision
@@ -76,7 +78,19 @@ export async function writeAccepted(
     const em = orm.em.fork();
     const requestBodyId = await bodies.stage(em, row.tenantId, row.contentType ?? null, body);
     em.create(InvocationSchema, accepted(row, requestBodyId));
-    return flushBindingPayment(em, payment, row.id);
+    // A channel payment's lease, taken for the admission alone, is extended with the accept for
+    // the call's queue; one that lapsed meanwhile accepts nothing (the payer sends it again).
+    const channel = payment.channel;
+    return flushBindingPayment(
+      em,
+      payment,
+      row.id,
+      channel
+        ? async (tx) => {
+            if (!(await keepAcceptedLease(tx, channel))) throw new PaymentStillSettling();
+          }
+        : undefined,
+    );
   }
   const inline = bodies.insertSql?.(row.tenantId, row.contentType ?? null, body);
   if (inline) ctes.unshift(['body', inline]);

@@ -212,12 +212,15 @@ export async function flushBindingPayment(
   em: EntityManager,
   payment: PaymentKey | null,
   invocationId: string,
+  /** Also in the transaction, after the binding: a step that may still refuse the call (throws). */
+  also?: (em: EntityManager) => Promise<void>,
 ): Promise<void> {
   if (!payment) return em.flush();
   await em.begin();
   try {
     await em.flush();
     await bind(em, payment, invocationId);
+    await also?.(em);
     await em.commit();
   } catch (err) {
     await em.rollback();

@@ -25,7 +25,13 @@ import { createAgent, waitForRow } from '../support/proxy-helpers.ts';
 import { claimWorkflowId, startChannelClaims } from '../../temporal/claim-start.ts';
 import { startDueClaims } from '../../temporal/claims-due.ts';
 import { createLogger } from '../../lib/log.ts';
-import { HOLD_LEASE_SECONDS, HOLD_RENEW_EVERY_MS, LEASE_RENEW_EVERY_MS } from '../../gateway/payment/channels/store.ts';
+import {
+  HOLD_LEASE_SECONDS,
+  HOLD_RENEW_EVERY_MS,
+  LEASE_RENEW_EVERY_MS,
+  keepAcceptedLease,
+  TRANSACTIONAL_LEASE_SECONDS,
+} from '../../gateway/payment/channels/store.ts';
 import { withPayingTenant, type PayingTenant } from '../support/settling.ts';
 import { balanceOf, facilitatorCredential, newAccount, newPayTo, newWallet, settlingTenant } from '../support/x402.ts';
 import { rpcReader, settleLostCharge } from '../support/upto.ts';
@@ -308,6 +314,35 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(channel.busy_invocation, null, 'the channel is let go');
   });
 
+  it("a transactional call's accept extends its channel's lease for its queue only while the lease is still the call's", async () => {
+    const { channelId } = await openedChannel();
+    const em = stack().orm.em.fork();
+    const leaseFor = (token: string, seconds: number) =>
+      em.execute(
+        `update channels set busy_invocation = ?, busy_until = now() + make_interval(secs => ?) where id = ?`,
+        [token, seconds, channelId],
+      );
+    const left = async () =>
+      Number(
+        (
+          await em.execute<Array<{ left: number }>>(
+            `select extract(epoch from busy_until - now())::float8 as left from channels where id = ?`,
+            [channelId],
+          )
+        )[0]!.left,
+      );
+    // The admission's lease (LEASE_SECONDS), still the call's: extended.
+    await leaseFor('call-a', 120);
+    assert.equal(await keepAcceptedLease(em, { id: channelId, leaseToken: 'call-a' }), true);
+    assert.ok((await left()) > TRANSACTIONAL_LEASE_SECONDS - 60);
+    // Lapsed before the accept, or taken by another call: nothing extended, the call not accepted.
+    await leaseFor('call-a', -1);
+    assert.equal(await keepAcceptedLease(em, { id: channelId, leaseToken: 'call-a' }), false);
+    await leaseFor('call-b', 120);
+    assert.equal(await keepAcceptedLease(em, { id: channelId, leaseToken: 'call-a' }), false);
+    assert.ok((await left()) <= 120);
+  });
+
   it('a transactional call whose channel lease lapsed in its queue and was taken by another call is never sent: payment_lapsed, nothing charged', async () => {
     const { agentId, pay, channelId } = await openedChannel();
     // An API whose transactional calls wait on a task queue no worker polls yet.
@@ -325,6 +360,15 @@ describe('batch-settlement: calls paid from a channel', function () {
       const waiting = (JSON.parse(acceptedText) as { invocation_id: string }).invocation_id;
       const lease = (await channelRow(channelId)).busy_invocation;
       assert.ok(lease, 'the waiting call holds its channel');
+      // Admitted for LEASE_SECONDS, the lease was extended by the accept for the call's queue.
+      const [{ left }] = await stack()
+        .orm.em.fork()
+        .getConnection()
+        .execute<Array<{ left: number }>>(
+          `select extract(epoch from busy_until - now())::float8 as left from channels where id = ?`,
+          [channelId],
+        );
+      assert.ok(left > TRANSACTIONAL_LEASE_SECONDS - 60 && left <= TRANSACTIONAL_LEASE_SECONDS, String(left));
       // Its queue outlasts its lease (made to lapse here), and another call takes the channel,
       // admitted against the same charged total: the voucher ceiling the waiting call was paid by.
       await stack()

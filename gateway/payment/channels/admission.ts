@@ -33,7 +33,6 @@ import {
   createChannelStore,
   HOLD_LEASE_SECONDS,
   LEASE_SECONDS,
-  TRANSACTIONAL_LEASE_SECONDS,
   type ChannelLease,
   type ChannelRow,
   type ChannelStore,
@@ -231,9 +230,8 @@ function refuseByState(
 }
 
 /**
- * The lease a call takes on its channel: a stream's (or a refund's) for LEASE_SECONDS, a
- * transactional call's for TRANSACTIONAL_LEASE_SECONDS, a hold's for HOLD_LEASE_SECONDS (its
- * holder renews it).
+ * The lease a call takes on its channel: a call's (or a refund's) for LEASE_SECONDS, a hold's for
+ * HOLD_LEASE_SECONDS (its holder renews it).
  */
 function leaseOf(
   channelId: string,
@@ -247,12 +245,9 @@ function leaseOf(
     agentId: call.agentId,
     config: payload.channelConfig,
     // A stream renews its own lease as it goes (api/invoke/stream-record.ts); a transactional
-    // call's covers its workflow's queue; a refund is no call.
-    seconds: hold
-      ? HOLD_LEASE_SECONDS
-      : call.recordsAsItForwards || payload.type === 'refund'
-        ? LEASE_SECONDS
-        : TRANSACTIONAL_LEASE_SECONDS,
+    // call's accept commit extends it to cover its workflow's queue (store.ts keepAcceptedLease);
+    // a refund is no call.
+    seconds: hold ? HOLD_LEASE_SECONDS : LEASE_SECONDS,
     hold,
   };
 }

@@ -10,7 +10,7 @@
 //   it, its voucher becomes the channel's latest, and the lease is let go; the invocation's
 //   charge is recorded in the same statement, once.
 import { randomUUID } from 'node:crypto';
-import type { MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { ChallengeEntry } from '../../../x402/schemas.ts';
 import { v7 as uuidv7 } from 'uuid';
 import type { ChannelConfig } from '../../../x402/schemes/batch-settlement/schemas.ts';
@@ -384,12 +384,32 @@ const COMPLETE_AND_COMMIT = `with ${due(
 /** How long a call holds its channel without a sign of life (a process that died lets it go then). */
 export const LEASE_SECONDS = 120;
 /**
- * The lease a transactional call takes: its answer waits in its workflow's queue and attempts,
- * which may outlast LEASE_SECONDS while nothing renews it, and a lapsed lease would let the same
- * voucher ceiling be admitted again before the first call's charge is committed (one voucher, two
- * calls served). Its commit, or its row closed unserved, lets it go (binding.ts releasingPayments).
+ * The lease a transactional call holds once accepted: its answer waits in its workflow's queue and
+ * attempts, which may outlast LEASE_SECONDS while nothing renews it, and a lapsed lease would let
+ * the same voucher ceiling be admitted again before the first call's charge is committed (one
+ * voucher, two calls served). Its commit, or its row closed unserved, lets it go (binding.ts
+ * releasingPayments). Admitted, it holds LEASE_SECONDS until the accept commit extends it
+ * (keepAcceptedLease): a process that dies between the two keeps the payer's channel that long.
  */
 export const TRANSACTIONAL_LEASE_SECONDS = 600;
+
+const KEEP_ACCEPTED = `update channels set busy_until = greatest(busy_until, now() + make_interval(secs => ?)),
+    updated_at = now()
+  where id = ? and busy_invocation = ? and busy_until > now() returning id`;
+
+/**
+ * Extends an admitted transactional call's lease for its queue (TRANSACTIONAL_LEASE_SECONDS), in
+ * the accept commit's transaction (`em`); false when the lease is no longer the call's (it lapsed
+ * and may have been taken: the call must not be accepted).
+ */
+export async function keepAcceptedLease(
+  em: EntityManager,
+  channel: { id: string; leaseToken: string },
+): Promise<boolean> {
+  // em.execute runs in the transaction em holds.
+  const rows = await em.execute<Raw[]>(KEEP_ACCEPTED, [TRANSACTIONAL_LEASE_SECONDS, channel.id, channel.leaseToken]);
+  return rows.length === 1;
+}
 /**
  * A data-modifying CTE, `kept`, for a statement that lets a transactional call be forwarded (its
  * attempt counted): the channel lease the call's binding names is renewed for `?` seconds while
