@@ -64,10 +64,11 @@ export async function identifiesBoundPayment(
 }
 
 // The call holding its channel under the voucher's binding is still running (admitted, not yet
-// bound or committed); a binding never bound otherwise is let go of its identifier.
+// bound or committed); a binding never bound otherwise is let go of its identifier, as is one
+// whose lease lapsed (its process died between its admission and its accept).
 const HOLDING = `select exists (select 1 from channels c
     where c.id = lower(b.signed_payment->'payment'->'payload'->'voucher'->>'channelId')
-      and c.busy_invocation = b.signed_payment->>'channelLease') as holding
+      and c.busy_invocation = b.signed_payment->>'channelLease' and c.busy_until > now()) as holding
   from payment_claims b
  where b.tenant_id = ? and b.agent_id = ? and b.payer = ? and b.payment_id = ?`;
 

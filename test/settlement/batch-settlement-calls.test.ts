@@ -41,6 +41,8 @@ import { startApiProcess } from '../support/api-process.ts';
 import { forgedVoucher } from '../support/batch-settlement.ts';
 import { exited, startWorkerProcess, stopWorkerProcess } from '../support/worker-process.ts';
 import { startStallingFacilitator } from '../support/stalling-facilitator.ts';
+import { answerKnownChannelIdentifier } from '../../gateway/payment/identifier.ts';
+import { PaymentStillSettling } from '../../gateway/payment/refusals.ts';
 import { waitFor } from '../support/wait.ts';
 import { closeUnforwarded, failStaleStreams } from '../../gateway/invocations/stale-streams.ts';
 
@@ -959,6 +961,50 @@ describe('batch-settlement: calls paid from a channel', function () {
     assert.equal(again.headers.get('x-gateway-invocation-id'), id);
     assert.equal(upstreamCalls, callsBefore, 'not forwarded again');
     assert.equal((await channelRow(channelId)).charged_cumulative, String(2n * CEILING), 'charged once');
+  });
+
+  it('a voucher resent under its payment identifier after its first admission was never accepted waits only while that lease holds', async () => {
+    // What a process that died between a voucher's admission and its accept leaves: the binding,
+    // named by its lease, never bound, and the lease on the channel.
+    const em = stack().orm.em.fork();
+    const channelId = `0x${randomUUID().replaceAll('-', '')}${randomUUID().replaceAll('-', '')}`;
+    const offered = {
+      tenantId: `tenant-${randomUUID()}`,
+      agentId: `agent-${randomUUID()}`,
+      payer: '0x00000000000000000000000000000000000000aa',
+      nonce: `voucher-${randomUUID()}`,
+      paymentId: `pay_${randomUUID()}`,
+      dialect: 'v2' as const,
+    };
+    await em.execute(
+      `insert into channels (id, tenant_id, payer, receiver, receiver_authorizer, config, busy_invocation, busy_until)
+       values (?, ?, ?, '0x01', '0x02', '{}'::jsonb, 'lease-a', now() + interval '60 seconds')`,
+      [channelId, offered.tenantId, offered.payer],
+    );
+    await em.execute(
+      `insert into payment_claims (id, tenant_id, agent_id, network, asset, payer, nonce, amount, status, payment_id, signed_payment)
+       values (?, ?, ?, 'base', '0xasset', ?, ?, '1', 'claimed', ?, ?::jsonb)`,
+      [
+        `pay_${randomUUID()}`,
+        offered.tenantId,
+        offered.agentId,
+        offered.payer,
+        `${offered.nonce}-lease-a`,
+        offered.paymentId,
+        JSON.stringify({ payment: { payload: { voucher: { channelId } } }, channelLease: 'lease-a' }),
+      ],
+    );
+    const config = stack().config.payment;
+    // Its lease still running: the first admission may yet be accepted.
+    await assert.rejects(answerKnownChannelIdentifier(em, config, offered), PaymentStillSettling);
+    // Its lease lapsed: that admission can no longer be accepted, and this attempt is the call.
+    await em.execute(`update channels set busy_until = now() - interval '1 second' where id = ?`, [channelId]);
+    await answerKnownChannelIdentifier(em, config, offered);
+    const [claim] = await em.execute<Array<{ payment_id: string | null }>>(
+      `select payment_id from payment_claims where tenant_id = ? and nonce = ?`,
+      [offered.tenantId, `${offered.nonce}-lease-a`],
+    );
+    assert.equal(claim?.payment_id, null, 'its identifier given up');
   });
 
   it('a channel whose payer signs its own vouchers (no payer authorizer) is refused before any deposit: its vouchers could be made unclaimable', async () => {
