@@ -15,7 +15,6 @@ import { PAYMENT_RESPONSE_HEADER } from '../payment/x402-headers.ts';
 import type { ProxyParts } from '../proxy/pipeline-parts.ts';
 import type { AppDeps } from '../deps.ts';
 import { admit } from '../admission/admit.ts';
-import { withOwnId } from '../../gateway/jsonrpc/own-id.ts';
 import { STREAMING } from '../admission/endpoint.ts';
 import { bindPayment, failedBeforeUpstream, streamRecord, type StreamRecord } from './stream-record.ts';
 import { stillSettling, withPaymentRequired } from '../payment/stage.ts';
@@ -23,6 +22,7 @@ import { answerUnreached, endWithTrailer, relay, watchHangup } from './stream-re
 import { a2aAnswerTap, a2aAnswered } from '../proxy/a2a.ts';
 import {
   meteredCall,
+  meteredRequestUnderOwnId,
   meterOf,
   persistPartialCharge,
   streamEndsBy,
@@ -92,10 +92,12 @@ export function streamRoute(deps: AppDeps, services: ProxyParts, door: Door) {
       const maximum = record.row.paymentMaxAmount ?? null;
       // An MCP request charged after its answer goes up under a JSON-RPC id of the gateway's own,
       // its answer watched and brought down under that id (gateway/jsonrpc/own-id.ts).
-      const own =
-        meter && maximum !== null && call.mcp && call.mcp.rpcId !== undefined && Buffer.isBuffer(received)
-          ? withOwnId(received)
-          : null;
+      const own = meteredRequestUnderOwnId(
+        meter,
+        maximum,
+        call.mcp && Buffer.isBuffer(received) ? received : null,
+        call.mcp?.idSpan,
+      );
       if (own) call.mcp!.ownId = { id: own.id, callerIdText: own.callerIdText };
       const metered = meteredCall(
         meter,

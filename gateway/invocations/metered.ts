@@ -8,6 +8,7 @@ import type { ChargeMeter } from '../metering/meter.ts';
 import { createMeterReader, DEFAULT_METER_MAX_BYTES, type MeterReader, type MeterReading } from '../metering/reader.ts';
 import { chargeFor, type UpstreamOutcome } from '../metering/charge.ts';
 import { watchAnswer } from '../mcp/answer-watch.ts';
+import { withOwnId, type IdSpan, type OwnIdRequest } from '../jsonrpc/own-id.ts';
 import { recordMeterReading } from '../metrics.ts';
 import { SCHEME_UPTO as UPTO } from '../../x402/schemes/upto/schemas.ts';
 import { SCHEME_BATCH_SETTLEMENT } from '../../x402/schemes/batch-settlement/schemas.ts';
@@ -59,6 +60,26 @@ const PARTIAL_EVERY_MS = 1_000;
 function recorded(reading: MeterReading, capped: boolean, reason: string): RecordedReading {
   const measured = reading.kind === 'amount' ? { kind: 'amount' as const, amount: String(reading.amount) } : reading;
   return { ...measured, capped, reason };
+}
+
+/**
+ * A metered call's MCP request (`mcpBody`; `span`: where its id lies, if found already) as it goes
+ * up: under the gateway's own JSON-RPC id (gateway/jsonrpc/own-id.ts), since which response
+ * answers it decides its charge. Null for a call not metered (`meterOf`, its maximum) and for a
+ * request with no single id (a notification; one naming it twice was refused at admission).
+ */
+export function meteredRequestUnderOwnId(
+  meter: ChargeMeter | null,
+  maximum: string | null,
+  mcpBody: Buffer | null,
+  span?: IdSpan | null,
+): OwnIdRequest | null {
+  if (!meter || maximum === null || !mcpBody) return null;
+  try {
+    return withOwnId(mcpBody, span);
+  } catch {
+    return null;
+  }
 }
 
 /**

@@ -17,8 +17,8 @@ import { errorKind } from '../../lib/error-kind.ts';
 import type { StatementPool } from '../db/statement-pool.ts';
 import { createInvocationStore, type BodyInsert, type Completion, type InvocationOutcome } from './store.ts';
 import { answeredOutcome } from './outcome.ts';
-import { failedOutcome, meteredCall, meterOf } from './metered.ts';
-import { idRestorer, plainAnswer, withOwnId, type IdRestorer, type OwnIdRequest } from '../jsonrpc/own-id.ts';
+import { failedOutcome, meteredCall, meteredRequestUnderOwnId, meterOf } from './metered.ts';
+import { idRestorer, plainAnswer, type IdRestorer } from '../jsonrpc/own-id.ts';
 import { TRANSACTIONAL_LEASE_SECONDS } from '../payment/channels/store.ts';
 import type { MeterReader } from '../metering/reader.ts';
 
@@ -236,7 +236,7 @@ export function createInvocationPerformer(deps: PerformDeps) {
       // goes up under a JSON-RPC id of the gateway's own, and its answer is kept under the
       // caller's (gateway/jsonrpc/own-id.ts).
       const meter = meterOf(agent.pricing);
-      const own = agent.protocol === 'mcp' && meter && row.paymentMaxAmount !== null && body ? ownIdOf(body) : null;
+      const own = meteredRequestUnderOwnId(meter, row.paymentMaxAmount, agent.protocol === 'mcp' ? body : null);
       const metered = meteredCall(meter, row.paymentMaxAmount, 'transactional', undefined, own?.id);
       const heartbeat = setInterval(() => attempt.heartbeat(), 2_000);
       try {
@@ -334,13 +334,4 @@ export function createInvocationPerformer(deps: PerformDeps) {
       });
     },
   };
-}
-
-/** The request under the gateway's own id; null when it has no id, or names it twice (refused at admission). */
-function ownIdOf(body: Buffer): OwnIdRequest | null {
-  try {
-    return withOwnId(body);
-  } catch {
-    return null;
-  }
 }

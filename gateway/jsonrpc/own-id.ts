@@ -38,16 +38,30 @@ export function gatewayRpcId(): string {
   return `x402gw${randomBytes(16).toString('hex')}`;
 }
 
+/** Where a request's id value lies in its text: [start, end) bytes. */
+export type IdSpan = [number, number];
+
 /**
- * The request (`body`, one JSON object JSON.parse accepted) with the gateway's own id in place of
- * its caller's; null when it has none (a notification). A JsonRpcRequestError when it names its
- * id twice.
+ * Where the request's (`body`, one JSON object JSON.parse accepted) id lies; null when it has none
+ * (a notification). A JsonRpcRequestError when it names its id twice.
  */
-export function withOwnId(body: Buffer, id = gatewayRpcId()): OwnIdRequest | null {
+export function idSpanOf(body: Buffer): IdSpan | null {
   const spans = topLevelMemberSpans(body, 'id');
-  if (spans.length === 0) return null;
   if (spans.length > 1) throw new JsonRpcRequestError('MCP body names its id twice');
-  const [start, end] = spans[0];
+  return spans[0] ?? null;
+}
+
+/**
+ * The request with the gateway's own id in place of its caller's, at `span` (idSpanOf's: found
+ * once per request, by the parse stage, else here); null when it has none.
+ */
+export function withOwnId(
+  body: Buffer,
+  span: IdSpan | null = idSpanOf(body),
+  id = gatewayRpcId(),
+): OwnIdRequest | null {
+  if (!span) return null;
+  const [start, end] = span;
   return {
     id,
     body: Buffer.concat([body.subarray(0, start), Buffer.from(JSON.stringify(id), 'utf8'), body.subarray(end)]),

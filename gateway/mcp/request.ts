@@ -5,7 +5,7 @@
 // upstream gets the request re-serialized without that one key (the only change the gateway
 // ever makes to a forwarded body; other bodies go as sent).
 import { JSON_RPC_MEMBERS, JsonRpcRequestError, parseJsonRpcRequest, refuseCaseVariants } from '../jsonrpc/request.ts';
-import { topLevelMemberSpans } from '../jsonrpc/member-spans.ts';
+import { idSpanOf, type IdSpan } from '../jsonrpc/own-id.ts';
 import { paymentInMeta } from './x402.ts';
 
 /** The tool-call view of one MCP request. */
@@ -27,18 +27,18 @@ export type McpCall = {
    * answer is given back under.
    */
   ownId?: { id: string; callerIdText: string };
+  /** Where the id of the body to forward lies (null: it has none); found only for an agent that may send it under the gateway's own. */
+  idSpan?: IdSpan | null;
 };
 
 /**
  * The call of this body; a JsonRpcRequestError says why it is not one the gateway passes.
  * `idOnce`: the request may go up under the gateway's own id (an agent that charges after the
- * answer, gateway/jsonrpc/own-id.ts), so an id named twice, which the gateway could not replace
- * as the upstream reads it, is refused.
+ * answer, gateway/jsonrpc/own-id.ts): where its id lies is found (`idSpan`), and an id named
+ * twice, which the gateway could not replace as the upstream reads it, is refused.
  */
 export function parseMcpRequest(body: Buffer, idOnce = false): McpCall {
   const { request, parsed } = parseJsonRpcRequest(body, 'MCP');
-  if (idOnce && topLevelMemberSpans(body, 'id').length > 1)
-    throw new JsonRpcRequestError('MCP body names its id twice');
   const params = request.params as { name?: unknown } | undefined;
   refuseCaseVariants('MCP', [
     [parsed, JSON_RPC_MEMBERS],
@@ -48,5 +48,8 @@ export function parseMcpRequest(body: Buffer, idOnce = false): McpCall {
   // Both are recorded as text, which PostgreSQL cannot hold with U+0000 in it.
   if (request.method.includes('\u0000') || tool?.includes('\u0000'))
     throw new JsonRpcRequestError('MCP method and tool names must not contain NUL characters');
-  return { method: request.method, tool, rpcId: request.id, ...paymentInMeta(parsed, body) };
+  const payment = paymentInMeta(parsed, body);
+  // Found once, in the body that goes up (without a payment in `_meta`, if it had one).
+  const idSpan = idOnce ? { idSpan: idSpanOf(payment.forwardBody ?? body) } : {};
+  return { method: request.method, tool, rpcId: request.id, ...payment, ...idSpan };
 }

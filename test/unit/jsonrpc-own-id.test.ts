@@ -34,21 +34,27 @@ describe('JSON-RPC requests under the gateway’s own id', () => {
     const body = Buffer.from(
       '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.0,"big":12345678901234567890}}}',
     );
-    const own = withOwnId(body, ID)!;
+    const own = withOwnId(body, undefined, ID)!;
     assert.equal(own.id, ID);
     assert.equal(own.callerIdText, '7');
     assert.equal(
       own.body.toString(),
       `{"jsonrpc":"2.0","id":"${ID}","method":"tools/call","params":{"name":"echo","arguments":{"n":1.0,"big":12345678901234567890}}}`,
     );
-    assert.equal(withOwnId(Buffer.from('{"jsonrpc":"2.0","id":"a\\"b","method":"ping"}'), ID)!.callerIdText, '"a\\"b"');
-    assert.equal(withOwnId(Buffer.from('{"jsonrpc":"2.0","id":1e400,"method":"ping"}'), ID)!.callerIdText, '1e400');
+    assert.equal(
+      withOwnId(Buffer.from('{"jsonrpc":"2.0","id":"a\\"b","method":"ping"}'), undefined, ID)!.callerIdText,
+      '"a\\"b"',
+    );
+    assert.equal(
+      withOwnId(Buffer.from('{"jsonrpc":"2.0","id":1e400,"method":"ping"}'), undefined, ID)!.callerIdText,
+      '1e400',
+    );
   });
 
   it('only the id changes: spacing, escapes, key order and nested ids stay as sent', () => {
     const sent =
       ' { "params" : {"id": 1, "arguments": {"id": "x", "s": "\\"id\\": 2"}} ,\n "\\u0069d" :\t"a\\u0062" , "jsonrpc":"2.0", "method":"tools/call"}';
-    const own = withOwnId(Buffer.from(sent), ID)!;
+    const own = withOwnId(Buffer.from(sent), undefined, ID)!;
     assert.equal(own.callerIdText, '"a\\u0062"');
     assert.equal(own.body.toString(), sent.replace('"a\\u0062"', `"${ID}"`));
     assert.equal((JSON.parse(own.body.toString()) as { id: string }).id, ID);
