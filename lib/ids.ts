@@ -3,7 +3,7 @@
 import { getRandomValues } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 
-export type IdPrefix = 'agt' | 'cred' | 'inv' | 'pdec' | 'body' | 'mcps' | 'bud';
+export type IdPrefix = 'agt' | 'cred' | 'inv' | 'pdec' | 'body' | 'mcps' | 'bud' | 'pay';
 
 // uuid's own v7 asks the OS for 16 fresh bytes per id (getRandomValues, which OpenSSL pays for
 // with a fork check, a syscall, each time), and an id is minted on every proxied call. Here the

@@ -8,9 +8,9 @@
 // payment already settled is then bound again without settling (its transaction is reused).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { GatewayDb } from '../db/orm.ts';
-import { v7 as uuidv7 } from 'uuid';
-import { PaymentBindingSchema, type PaymentBindingStatus, type SignedPayment } from './entity.ts';
+import { PaymentBindingSchema, type PaymentBindingStatus, type KeptPayment } from './entity.ts';
 import type { Invocation } from '../db/entities.ts';
+import { newId } from '../../lib/ids.ts';
 import { invocationColumns, type InvocationField } from '../invocations/columns.ts';
 
 /** What identifies one payment: its authorization's nonce under a network, asset and payer. */
@@ -80,7 +80,7 @@ function resumableBy(stored: StoredPayment, call: PaymentForCall): boolean {
 /** Records the payment for this call before it is settled, or says why an earlier record stands. */
 export async function recordPayment(
   em: EntityManager,
-  input: PaymentForCall & { paymentId?: string | null; signedPayment?: SignedPayment | null },
+  input: PaymentForCall & { paymentId?: string | null; signedPayment?: KeptPayment | null },
 ): Promise<PaymentRecording> {
   const now = new Date();
   let inserted: { id: string }[];
@@ -91,7 +91,7 @@ export async function recordPayment(
        on conflict (network, asset, payer, nonce) do nothing
        returning id`,
       [
-        `pay_${uuidv7()}`,
+        newId('pay'),
         input.tenantId,
         input.agentId,
         input.network,
@@ -271,7 +271,7 @@ export async function insertBindingPayment(db: GatewayDb, row: Invocation, payme
 export function paidRowStatement(
   rowInsert: string,
   invocationId: string,
-  payment: PaymentForCall & { signedPayment: SignedPayment },
+  payment: PaymentForCall & { signedPayment: KeptPayment },
   lease: { channelId: string; token: string },
 ): { name: string; sql: string; params: unknown[] } {
   return {
@@ -284,7 +284,7 @@ export function paidRowStatement(
        returning id)
      ${rowInsert} where exists (select 1 from binding) returning id`,
     params: [
-      `pay_${uuidv7()}`,
+      newId('pay'),
       payment.tenantId,
       payment.agentId,
       payment.network,

@@ -28,7 +28,7 @@ import type { VaultClient } from '../credentials/vault.ts';
 import { recordMeteredCharge } from '../metrics.ts';
 import { loadSettlementClientTls } from '../settlement/tls.ts';
 import type { PaymentConfig } from './config.ts';
-import type { ChargeSettlementState, SignedPayment } from './entity.ts';
+import type { ChargeSettlementState, KeptPayment, SignedPayment } from './entity.ts';
 import type { FacilitatorClient } from './facilitator-client.ts';
 import { gatewayScheme } from './schemes/index.ts';
 import { commitChannelCharge } from './channels/store.ts';
@@ -86,7 +86,7 @@ type ChargeRow = {
   payment_settle_error: string | null;
   payment_transaction: string | null;
   payment_payer: string | null;
-  signed_payment: SignedPayment | null;
+  signed_payment: KeptPayment | null;
 };
 
 const LOAD = `
@@ -172,7 +172,7 @@ export function createChargeSettler(deps: ChargeDeps) {
   /** Commits a batch-settlement call's charge to its channel, once; answers what the row then says. */
   async function commitToChannel(
     invocationId: string,
-    signed: SignedPayment | null,
+    signed: KeptPayment | null,
     charge: bigint,
   ): Promise<ChargeOutcome> {
     // A call released before it reached its upstream (binding.ts) has no voucher left and owes
@@ -237,7 +237,7 @@ export function createChargeSettler(deps: ChargeDeps) {
       const signed = row.signed_payment;
       // A binding without its signed payment (recorded before they were kept) cannot be charged:
       // the seller's loss, said as such.
-      if (!signed) return record(invocationId, 'failed', null, 'signed_payment_missing');
+      if (!signed || !('requirements' in signed)) return record(invocationId, 'failed', null, 'signed_payment_missing');
       const release = slots.tryAcquire(row.tenant_id);
       if (!release) throw new ChargeNotSettledYet('tenant_busy');
       try {

@@ -18,6 +18,20 @@ export type SignedPayment = {
 };
 
 /**
+ * What a batch-settlement call's binding keeps of its payment until its charge is committed: the
+ * voucher the charge is committed under, where the payment holds it, and the call's hold on its
+ * channel. Not the whole payment: it is written with every voucher-paid call, and the rest of it
+ * (the channel's config, the terms) is the channel's row's (a third of the row's write, measured).
+ */
+export type KeptVoucher = {
+  payment: { payload: { voucher: { channelId: string; maxClaimableAmount: string; signature: string } } };
+  channelLease: string;
+};
+
+/** What a binding keeps of a payment charged after its call. */
+export type KeptPayment = SignedPayment | KeptVoucher;
+
+/**
  * Where a metered call's charge stands: `settling` once frozen and sent to the facilitator, then
  * settled, failed or unconfigured (null on the row while it is due).
  */
@@ -46,7 +60,7 @@ export const PaymentBindingSchema = defineEntity({
      * A payment charged after its call (`upto`): the signed payment and the terms it was
      * verified against, kept until the charge is settled (charges.ts), then cleared.
      */
-    signedPayment: p.json<SignedPayment>().nullable().default(null),
+    signedPayment: p.json<KeptPayment>().nullable().default(null),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
   },

@@ -1270,6 +1270,14 @@ describe('batch-settlement: calls paid from a channel', function () {
           [keptId],
         );
         end();
+        // The binding keeps the voucher its charge is committed under and the call's lease, no
+        // more of the payment (the channel's row has the rest).
+        const kept = binding!.signed_payment as { payment: { payload: { voucher: Record<string, string> } } };
+        assert.deepEqual(Object.keys(kept).sort(), ['channelLease', 'payment']);
+        assert.deepEqual(Object.keys(kept.payment), ['payload']);
+        assert.deepEqual(Object.keys(kept.payment.payload), ['voucher']);
+        assert.equal(kept.payment.payload.voucher.channelId.toLowerCase(), channelId);
+        assert.match(kept.payment.payload.voucher.signature, /^0x[0-9a-fA-F]{130}$/);
         assert.match(await running.text(), /last/);
         await waitForRow(keptId, (r) => r.paymentSettlement === 'settled', 15_000);
         const token = await holder(channelId);

@@ -41,7 +41,7 @@ import {
 } from './store.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { leaseAskedAt, newer, type ChannelOwners } from './owners.ts';
-import type { SignedPayment } from '../entity.ts';
+import type { KeptVoucher } from '../entity.ts';
 import type { VaultConfig } from '../../credentials/config.ts';
 import type { VaultClient } from '../../credentials/vault.ts';
 import type { Logger } from '../../../lib/log.ts';
@@ -146,7 +146,7 @@ export type AdmittedChannel = {
   leaseToken: string;
   turn?: {
     call: string;
-    signedPayment: SignedPayment;
+    signedPayment: KeptVoucher;
     /** The voucher's signature, checked as the call's row is written; the call is forwarded only once it answered true. */
     signed: (() => Promise<boolean>) | null;
   };
@@ -333,7 +333,7 @@ async function admitOnHeldChannel(
         leaseToken: held.token,
         turn: {
           call: callToken,
-          signedPayment: { payment: offer.payment, requirements: offer.requirements, channelLease: held.token },
+          signedPayment: keptVoucher(payload.voucher, held.token),
           signed: offer.signed,
         },
       },
@@ -693,7 +693,7 @@ export async function admitChannelPayment(
           agentId: call.agentId,
           amount: requirements.maxAmountRequired,
           paymentId: offer.paymentId,
-          signedPayment: { payment: offer.payment, requirements, channelLease: lease.token },
+          signedPayment: keptVoucher(payload.voucher, lease.token),
         });
     if (recording.state !== 'new' && recording.state !== 'resumed')
       throw new PaymentRefused('payment already used', entries);
@@ -707,6 +707,15 @@ export async function admitChannelPayment(
   } finally {
     if (!admitted && !refundInDoubt) await store.letGo(lease as ChannelLease).catch(() => undefined);
   }
+}
+
+/** What a call's binding keeps of its payment: its voucher and its lease (entity.ts). */
+function keptVoucher(
+  voucher: { channelId: string; maxClaimableAmount: string; signature: string },
+  lease: string,
+): KeptVoucher {
+  const { channelId, maxClaimableAmount, signature } = voucher;
+  return { payment: { payload: { voucher: { channelId, maxClaimableAmount, signature } } }, channelLease: lease };
 }
 
 /**
@@ -732,7 +741,7 @@ function voucherBinding(
     signed,
     ceiling,
     freshSeconds: MIRROR_FRESH_MS / 1000,
-    signedPayment: { payment: offer.payment, requirements, channelLease: token },
+    signedPayment: keptVoucher((offer.payment.payload as BatchSettlementPayload).voucher, token),
   });
 }
 

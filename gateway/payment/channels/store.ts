@@ -10,9 +10,9 @@
 //   it, its voucher becomes the channel's latest, and the lease is let go; the invocation's
 //   charge is recorded in the same statement, once.
 import { randomUUID } from 'node:crypto';
+import { newId } from '../../../lib/ids.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { ChallengeEntry } from '../../../x402/schemas.ts';
-import { v7 as uuidv7 } from 'uuid';
 import type { ChannelConfig } from '../../../x402/schemes/batch-settlement/schemas.ts';
 import type { OnChainChannel } from '../schemes/batch-settlement/chain.ts';
 import { CHANGE_FEED_CHANNEL, FEED_NOTICE } from '../../db/change-feed.ts';
@@ -203,7 +203,7 @@ export function createChannelStore(orm: MikroORM) {
       const rows = binding
         ? await execute(LEASE_BINDING, [
             ...leaseParams,
-            `pay_${uuidv7()}`,
+            newId('pay'),
             binding.tenantId,
             binding.agentId,
             binding.network,
