@@ -30,7 +30,7 @@ import {
   type AccountKind,
 } from '../facilitator/accounts.ts';
 import { certFingerprint256, createCaFiles, devCaFiles, issueCertFiles } from './dev/pki.ts';
-import { usageToday } from '../facilitator/store/reservations.ts';
+import { usageToday, type DailyUsage } from '../facilitator/store/reservations.ts';
 import { guardrailDefaults } from '../facilitator/config.ts';
 import { DEV_TOKEN_ADDRESS } from './dev/chain.ts';
 import { parseCommand, reportUncaught, runCommand, usageExit, UsageError } from './lib/cli.ts';
@@ -212,15 +212,14 @@ function kinds(): AccountKind[] {
   });
 }
 
-type Usage = { reserved: bigint; failedGasWei: bigint };
-
 /** The account with its effective limits (its own, else the deployment's default, said so) and today's usage. */
-function show(a: Account, usage: Usage = { reserved: 0n, failedGasWei: 0n }): string {
+function show(a: Account, usage: DailyUsage = { reserved: 0n, failedGasWei: 0n, ownFailedGasWei: 0n }): string {
   const defaults = guardrailDefaults();
   const limit = (own: bigint | null, fallback: bigint) => (own === null ? `${fallback} (default)` : `${own}`);
   const limits = `max/tx ${limit(a.maxPerTx, defaults.maxPerTx)}, daily ${limit(a.dailyCeiling, defaults.dailyCeiling)}`;
   const kindList = a.allowedKinds.map((k) => `${k.network}:${k.asset}`).join(' ');
-  const today = `today (UTC): ${usage.reserved} of the daily ceiling reserved, ${usage.failedGasWei} of ${defaults.failedGasDailyWei} wei of failed-gas budget burned`;
+  const budget = defaults.failedGasDailyWei;
+  const today = `today (UTC): ${usage.reserved} of the daily ceiling reserved; failed gas burned: ${usage.failedGasWei} of ${budget} wei by payers' settlements, ${usage.ownFailedGasWei} of ${budget} wei by its own (claims, settles)`;
   return `${a.id}  ${a.active ? 'active  ' : 'inactive'}  ${a.name}\n    sha256 ${a.certFingerprint}\n    kinds ${kindList}; ${limits}\n    ${today}`;
 }
 
@@ -260,6 +259,7 @@ try {
         effectiveDailyCeiling: (a.dailyCeiling ?? defaults.dailyCeiling).toString(),
         usedToday: (usage.get(a.id)?.reserved ?? 0n).toString(),
         failedGasTodayWei: (usage.get(a.id)?.failedGasWei ?? 0n).toString(),
+        ownFailedGasTodayWei: (usage.get(a.id)?.ownFailedGasWei ?? 0n).toString(),
       }));
       process.stdout.write(`${JSON.stringify(plain, null, 2)}\n`);
     } else {

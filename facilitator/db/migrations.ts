@@ -153,6 +153,17 @@ const facilitatorMigrations: Migration[] = [
          (lower(request->'action'->'voucher'->>'channelId'), account_id) where request->'action'->>'type' = 'deposit'`,
     ],
   },
+  {
+    // The failed-gas budget kept twice (docs/SETTLEMENT.md, "Failed-gas budget"): once for the
+    // settlements a payer's signature or funds could make revert, once for the account's own
+    // (batch-settlement claims and settles), which a payer's reverts must never stop.
+    name: '0009_own_gas_budget',
+    sql: [
+      `alter table daily_usage add column own_failed_gas_wei numeric(78, 0) not null default 0,
+         add column own_gas_at_risk_wei numeric(78, 0) not null default 0`,
+      `alter table settlements add column own_gas boolean not null default false`,
+    ],
+  },
 ];
 
 const LOCK_KEY = 402_402_001;

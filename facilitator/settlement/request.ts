@@ -89,6 +89,17 @@ export function settlementTerms(request: SettlementRequest): SettlementTerms {
   };
 }
 
+/**
+ * Whether the request draws on the account's own failed-gas budget rather than its payers'
+ * (docs/SETTLEMENT.md, "Failed-gas budget"): a batch-settlement claim or settle, which no payer's
+ * signature or funds can make revert, and which must go on chain before a payer's timed
+ * withdrawal can take what it was charged. Everything a payer signs (an exact or upto transfer, a
+ * deposit, a refund it asked for) draws on the payers' budget.
+ */
+export function drawsOwnGasBudget(request: SettlementRequest): boolean {
+  return isBatchRequest(request) && (request.action.type === 'claim' || request.action.type === 'settle');
+}
+
 /** The payer the request names, as sent (a batch-settlement claim's or settle's: its receiver). */
 export function payerNamed(request: SettlementRequest): string {
   if (isBatchRequest(request)) return batchTerms(request).payer;

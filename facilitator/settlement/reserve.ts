@@ -14,7 +14,7 @@ import { type SettlementRecord } from '../store/records.ts';
 import { signerKindOf } from '../../x402/schemes/exact/verify.ts';
 import { UPTO_PROXY_ADDRESS } from '../../contracts/upto-proxy.ts';
 import { uptoCalldata } from '../upto-chain.ts';
-import { isBatchRequest, isUptoRequest, settlementKind, type SettlementRequest } from './request.ts';
+import { drawsOwnGasBudget, isBatchRequest, isUptoRequest, settlementKind, type SettlementRequest } from './request.ts';
 import { batchCall } from './verify-batch.ts';
 import type { GasPlan, SettlementDeps, VerifiedTransfer } from './types.ts';
 
@@ -99,6 +99,7 @@ export async function reserve(
     validBefore: transfer.validBefore,
     defaults: deps.config.guardrails,
     gasAtRiskWei: gas.gasLimit * gas.maxFeePerGas,
+    ownGas: drawsOwnGasBudget(request),
     presigned,
     request: storeRequest ? request : undefined,
   });

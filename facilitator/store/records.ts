@@ -228,8 +228,9 @@ export async function markBroadcast(db: pg.Pool, key: string): Promise<void> {
 
 /**
  * `failedGasWei`: what the revert `revertTxHash` cost the gas wallet, charged to the account's
- * failed-gas budget once per reverted transaction (also when someone else's transaction settled
- * it, and while a revert keeps the settlement pending).
+ * failed-gas budget the settlement draws on (its own or its payers': settlements.own_gas) once
+ * per reverted transaction (also when someone else's transaction settled it, and while a revert
+ * keeps the settlement pending).
  */
 type RevertCharge = { failedGasWei?: bigint; revertTxHash?: string };
 
@@ -259,15 +260,17 @@ export async function completeSettlement(
   const charge = outcome.failedGasWei === undefined ? null : outcome.failedGasWei.toString();
   const { rows } = await db.query<SettlementRow & { gas_charged: boolean }>(
     `with prev as (
-       select settlement_key, account_id, usage_day, reserved_amount, gas_at_risk_wei,
+       select settlement_key, account_id, usage_day, reserved_amount, gas_at_risk_wei, own_gas,
               ($9::numeric is not null and charged_revert_tx is distinct from lower($10::text)) as charge
        from settlements
        where settlement_key = $1 and status not in ('settled', 'failed') for update
      ),
      released as (
        update daily_usage d set reserved = case when $6::boolean and prev.reserved_amount > 0 then greatest(d.reserved - prev.reserved_amount, 0) else d.reserved end,
-              failed_gas_wei = d.failed_gas_wei + case when prev.charge then $9::numeric else 0 end,
-              gas_at_risk_wei = case when $2::text <> 'pending' then greatest(d.gas_at_risk_wei - prev.gas_at_risk_wei, 0) else d.gas_at_risk_wei end
+              failed_gas_wei = d.failed_gas_wei + case when prev.charge and not prev.own_gas then $9::numeric else 0 end,
+              gas_at_risk_wei = case when $2::text <> 'pending' and not prev.own_gas then greatest(d.gas_at_risk_wei - prev.gas_at_risk_wei, 0) else d.gas_at_risk_wei end,
+              own_failed_gas_wei = d.own_failed_gas_wei + case when prev.charge and prev.own_gas then $9::numeric else 0 end,
+              own_gas_at_risk_wei = case when $2::text <> 'pending' and prev.own_gas then greatest(d.own_gas_at_risk_wei - prev.gas_at_risk_wei, 0) else d.own_gas_at_risk_wei end
        from prev where (($6::boolean and prev.reserved_amount > 0) or prev.charge or ($2::text <> 'pending' and prev.gas_at_risk_wei > 0))
          and d.account_id = prev.account_id and d.day = prev.usage_day
        returning 1

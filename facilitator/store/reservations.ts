@@ -27,6 +27,11 @@ export type ReservationInput = {
   /** What the transfer could burn if it reverts (gas limit × max fee): held against the failed-gas budget until the outcome. */
   gasAtRiskWei: bigint;
   /**
+   * Whether it draws on the account's own failed-gas budget (a batch-settlement claim or settle),
+   * not its payers' (request.ts drawsOwnGasBudget): each is held to FACILITATOR_FAILED_GAS_DAILY_WEI.
+   */
+  ownGas?: boolean;
+  /**
    * The transaction signed ahead with the gas nonce this settlement is predicted to get. The
    * reservation statement then also takes that nonce and stores the bytes (one round trip for
    * the reservation, the gas nonce and the bytes), but only if the wallet's next nonce is still the prediction; otherwise
@@ -140,10 +145,16 @@ async function tryReserve(db: pg.Pool, input: ReservationInput): Promise<Reserva
     // The settlement row carries the bytes exactly when the nonce was taken.
     const { rows } = await db.query<SettlementRow>(
       `with reserved as (
-         insert into daily_usage as u (account_id, day, reserved, gas_at_risk_wei)
-         select $7, (now() at time zone 'utc')::date, $9, $22::numeric where $22::numeric <= $21::numeric
-         on conflict (account_id, day) do update set reserved = u.reserved + excluded.reserved, gas_at_risk_wei = u.gas_at_risk_wei + excluded.gas_at_risk_wei
-           where u.reserved + excluded.reserved <= $11 and u.failed_gas_wei + u.gas_at_risk_wei + excluded.gas_at_risk_wei <= $21::numeric
+         insert into daily_usage as u (account_id, day, reserved, gas_at_risk_wei, own_gas_at_risk_wei)
+         select $7, (now() at time zone 'utc')::date, $9, case when $23::boolean then 0 else $22::numeric end,
+                case when $23::boolean then $22::numeric else 0 end
+          where $22::numeric <= $21::numeric
+         on conflict (account_id, day) do update set reserved = u.reserved + excluded.reserved,
+             gas_at_risk_wei = u.gas_at_risk_wei + excluded.gas_at_risk_wei,
+             own_gas_at_risk_wei = u.own_gas_at_risk_wei + excluded.own_gas_at_risk_wei
+           where u.reserved + excluded.reserved <= $11
+             and case when $23::boolean then u.own_failed_gas_wei + u.own_gas_at_risk_wei
+                      else u.failed_gas_wei + u.gas_at_risk_wei end + $22::numeric <= $21::numeric
          returning day
        ),
        taken as (
@@ -155,9 +166,9 @@ async function tryReserve(db: pg.Pool, input: ReservationInput): Promise<Reserva
        ),
        settlement as (
          insert into settlements (${NEW_SETTLEMENT_COLUMNS},
-                                  status, usage_day, reserved_amount, gas_at_risk_wei, gas_wallet, gas_nonce, raw_tx, tx_hash)
+                                  status, usage_day, reserved_amount, gas_at_risk_wei, own_gas, gas_wallet, gas_nonce, raw_tx, tx_hash)
          select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, case when taken.nonce is null then 'claimed' else 'signed' end,
-                reserved.day, $9, $22::numeric, case when taken.nonce is null then null else $12::text end, taken.nonce,
+                reserved.day, $9, $22::numeric, $23::boolean, case when taken.nonce is null then null else $12::text end, taken.nonce,
                 case when taken.nonce is null then null else $16::text end, case when taken.nonce is null then null else $17::text end
          from reserved left join taken on true
          returning *
@@ -186,6 +197,7 @@ async function tryReserve(db: pg.Pool, input: ReservationInput): Promise<Reserva
         input.request ? JSON.stringify(input.request) : null,
         input.defaults.failedGasDailyWei.toString(),
         input.gasAtRiskWei.toString(),
+        input.ownGas === true,
       ],
     );
     if (rows.length === 0) {
@@ -194,6 +206,7 @@ async function tryReserve(db: pg.Pool, input: ReservationInput): Promise<Reserva
         input.account.id,
         input.gasAtRiskWei,
         input.defaults.failedGasDailyWei,
+        input.ownGas === true,
       );
       return { rejected: overGas ? 'over_failed_gas_budget' : 'over_daily_ceiling' };
     }
@@ -208,26 +221,54 @@ async function tryReserve(db: pg.Pool, input: ReservationInput): Promise<Reserva
   }
 }
 
-/** Whether this settlement's gas at risk does not fit the account's failed-gas budget today (asked only once a reservation was refused). */
+/**
+ * Whether this settlement's gas at risk does not fit the account's failed-gas budget it draws on
+ * today, its own or its payers' (asked only once a reservation was refused).
+ */
 async function overFailedGasBudget(
   db: pg.Pool,
   accountId: string,
   atRiskWei: bigint,
   budgetWei: bigint,
+  own: boolean,
 ): Promise<boolean> {
   const { rows } = await db.query<{ spent: string }>(
-    `select failed_gas_wei + gas_at_risk_wei as spent from daily_usage where account_id = $1 and day = (now() at time zone 'utc')::date`,
-    [accountId],
+    `select case when $2::boolean then own_failed_gas_wei + own_gas_at_risk_wei else failed_gas_wei + gas_at_risk_wei end as spent
+       from daily_usage where account_id = $1 and day = (now() at time zone 'utc')::date`,
+    [accountId, own],
   );
   return BigInt(rows[0]?.spent ?? 0) + atRiskWei > budgetWei;
 }
 
-/** Each account's usage of the UTC day: amount reserved against its ceiling, gas burned by reverts. */
-export async function usageToday(db: pg.Pool): Promise<Map<string, { reserved: bigint; failedGasWei: bigint }>> {
-  const { rows } = await db.query<{ account_id: string; reserved: string; failed_gas_wei: string }>(
-    `select account_id, reserved, failed_gas_wei from daily_usage where day = (now() at time zone 'utc')::date`,
+/** An account's usage of a UTC day. */
+export type DailyUsage = {
+  /** Amount reserved against its daily ceiling. */
+  reserved: bigint;
+  /** Gas burned by reverts of settlements its payers signed (exact, upto, deposits, refunds). */
+  failedGasWei: bigint;
+  /** Gas burned by reverts of its own settlements (batch-settlement claims and settles). */
+  ownFailedGasWei: bigint;
+};
+
+/** Each account's usage of the UTC day. */
+export async function usageToday(db: pg.Pool): Promise<Map<string, DailyUsage>> {
+  const { rows } = await db.query<{
+    account_id: string;
+    reserved: string;
+    failed_gas_wei: string;
+    own_failed_gas_wei: string;
+  }>(
+    `select account_id, reserved, failed_gas_wei, own_failed_gas_wei from daily_usage
+      where day = (now() at time zone 'utc')::date`,
   );
   return new Map(
-    rows.map((r) => [r.account_id, { reserved: BigInt(r.reserved), failedGasWei: BigInt(r.failed_gas_wei) }]),
+    rows.map((r) => [
+      r.account_id,
+      {
+        reserved: BigInt(r.reserved),
+        failedGasWei: BigInt(r.failed_gas_wei),
+        ownFailedGasWei: BigInt(r.own_failed_gas_wei),
+      },
+    ]),
   );
 }

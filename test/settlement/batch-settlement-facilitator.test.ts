@@ -321,6 +321,70 @@ describe('facilitator: the batch-settlement scheme', function () {
     }
   });
 
+  it('an account whose payers spent its failed-gas budget still claims and settles; what payers sign waits for the next day', async () => {
+    const spender = await newAccount('batch-spent-gas');
+    const pool = stack().facilitator.pool;
+    const today = `account_id = $1 and day = (now() at time zone 'utc')::date`;
+    try {
+      const receiver = newPayTo();
+      const a = await openChannel(receiver);
+      settled(await spender.client.post('/settle', body(a.deposit.payload, { payTo: receiver, amount: PRICE })));
+      // The payers' budget as their reverts leave it (facilitator-gas-budget.test.ts): spent, past any budget.
+      const burned = 10n ** 30n;
+      await pool.query(`update daily_usage set failed_gas_wei = $2 where ${today}`, [
+        spender.account.id,
+        burned.toString(),
+      ]);
+
+      // What a payer signs is refused before anything is claimed: a deposit moves nothing.
+      const b = await openChannel(receiver);
+      const deposit = await spender.client.post('/settle', body(b.deposit.payload, { payTo: receiver, amount: PRICE }));
+      assert.equal(deposit.status, 429, JSON.stringify(deposit.json));
+      assert.deepEqual(deposit.json, { error: 'settlement limit exceeded' });
+      assert.deepEqual(await channel(b.channelId), [0n, 0n]);
+
+      // The account's own claim and settle go on chain: a payer's reverts never stop what must be
+      // claimed before its timed withdrawal can finalize.
+      const a2 = await nextVoucher(a, PRICE);
+      const claim = { type: 'claim', claims: [claimRow(a2, 2n * PRICE)] };
+      const claimed = settled(await spender.client.post('/settle', body(claim, { payTo: receiver })));
+      assert.match(claimed.transaction, /^0x[0-9a-f]{64}$/);
+      assert.deepEqual(await channel(a.channelId), [DEPOSIT, 2n * PRICE]);
+      const sweep = { type: 'settle', receiver, token: token() };
+      const swept = settled(await spender.client.post('/settle', body(sweep, { payTo: receiver })));
+      assert.equal(swept.amount, String(2n * PRICE));
+      assert.equal(await balanceOf(provider, receiver), 2n * PRICE);
+
+      // A refund the payer asks for is the payers' too: refused, the escrow stays.
+      await a.payer.record(a.channelId, { balance: DEPOSIT, charged: 2n * PRICE });
+      const asked = (await a.payer.refund(a.terms)).payload;
+      const refund = await spender.client.post('/settle', body({ ...asked, refundNonce: '0' }, { payTo: receiver }));
+      assert.equal(refund.status, 429, JSON.stringify(refund.json));
+      assert.deepEqual(await channel(a.channelId), [DEPOSIT, 2n * PRICE]);
+
+      // The claim's and the settle's gas was held against the account's own budget, and given
+      // back with their outcomes; the payers' budget is as it was.
+      const { rows } = await pool.query(
+        `select failed_gas_wei::text, gas_at_risk_wei::text, own_failed_gas_wei::text, own_gas_at_risk_wei::text
+           from daily_usage where ${today}`,
+        [spender.account.id],
+      );
+      assert.deepEqual(rows, [
+        { failed_gas_wei: burned.toString(), gas_at_risk_wei: '0', own_failed_gas_wei: '0', own_gas_at_risk_wei: '0' },
+      ]);
+      const own = await pool.query(`select own_gas from settlements where tx_hash in ($1, $2) order by own_gas`, [
+        claimed.transaction,
+        swept.transaction,
+      ]);
+      assert.deepEqual(
+        own.rows.map((r) => r.own_gas),
+        [true, true],
+      );
+    } finally {
+      await spender.client.close();
+    }
+  });
+
   it('a facilitator not opted in lists no batch-settlement kind and no signers', async () => {
     const off = await startFacilitatorStack(stack().infra, stack().temporal, {
       inProcessWorker: false,
