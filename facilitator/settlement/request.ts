@@ -91,13 +91,19 @@ export function settlementTerms(request: SettlementRequest): SettlementTerms {
 
 /**
  * Whether the request draws on the account's own failed-gas budget rather than its payers'
- * (docs/SETTLEMENT.md, "Failed-gas budget"): a batch-settlement claim or settle, which no payer's
+ * (docs/SETTLEMENT.md, "Failed-gas budget"): a batch-settlement settle, and a claim whose every
+ * voucher the contract checks against a payer authorizer's key (ECDSA), which no payer's
  * signature or funds can make revert, and which must go on chain before a payer's timed
- * withdrawal can take what it was charged. Everything a payer signs (an exact or upto transfer, a
- * deposit, a refund it asked for) draws on the payers' budget.
+ * withdrawal can take what it was charged. A claim row without a payer authorizer is checked
+ * against the payer itself, whose contract wallet (or EIP-7702 delegate) may answer otherwise
+ * when mined than when simulated: that claim draws on the payers' budget, as everything a payer
+ * signs does (an exact or upto transfer, a deposit, a refund it asked for).
  */
 export function drawsOwnGasBudget(request: SettlementRequest): boolean {
-  return isBatchRequest(request) && (request.action.type === 'claim' || request.action.type === 'settle');
+  if (!isBatchRequest(request)) return false;
+  const action = request.action;
+  if (action.type === 'settle') return true;
+  return action.type === 'claim' && action.claims.every((row) => BigInt(row.voucher.channel.payerAuthorizer) !== 0n);
 }
 
 /** The payer the request names, as sent (a batch-settlement claim's or settle's: its receiver). */

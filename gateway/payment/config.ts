@@ -36,7 +36,9 @@ const PaymentEnv = z.object({
   SETTLEMENT_CA_FILE: z.string().optional(),
   SETTLEMENT_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   CHAIN_RPC_URL: z.string().default('http://127.0.0.1:8545'),
-  X402_CONTRACT_SIGNATURE_TIMEOUT_MS: z.coerce.number().int().positive().default(3_000),
+  // At most 10 s: a batch-settlement deposit's channel is read with it after its deposit landed,
+  // within what the call's channel lease keeps for that (channels/store.ts).
+  X402_CONTRACT_SIGNATURE_TIMEOUT_MS: z.coerce.number().int().positive().max(10_000).default(3_000),
   X402_UPTO_TIMEOUT_SECONDS: z.coerce.number().int().min(120).max(86_400).default(3_600),
   X402_UPTO_MIN_WINDOW_S: z.coerce.number().int().min(60).max(86_400).default(900),
   CHARGE_TENANT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),

@@ -73,8 +73,9 @@ export interface FacilitatorClient {
   /**
    * A batch-settlement action (a channel's deposit or refund) as the x402 v2 /settle body the
    * facilitator takes; its answer's transaction, amount and the channel's state after it.
+   * `timeoutMs`: a shorter deadline than the client's own (a call answered under a channel's lease).
    */
-  settleChannel(target: FacilitatorTarget, body: unknown): Promise<ChannelSettleOutcome>;
+  settleChannel(target: FacilitatorTarget, body: unknown, timeoutMs?: number): Promise<ChannelSettleOutcome>;
   /** The kinds the facilitator settles (its /supported), or null when it could not be read. */
   supported(target: FacilitatorTarget): Promise<SupportedKind[] | null>;
   close(): Promise<void>;
@@ -177,9 +178,14 @@ export function createFacilitatorClient(opts: {
    * POSTs a /settle body: the answer's JSON on a 200, else the coarse refusal (400, 403 and 429
    * refuse; anything else, a dropped connection or a deadline is not known).
    */
-  async function postSettle(target: FacilitatorTarget, body: unknown): Promise<{ ok: true; json: unknown } | Refusal> {
+  async function postSettle(
+    target: FacilitatorTarget,
+    body: unknown,
+    timeoutMs = opts.timeoutMs,
+  ): Promise<{ ok: true; json: unknown } | Refusal> {
     const url = facilitatorUrl(target, 'settle');
     if (!url) return { ok: false, error: 'settlement_unavailable' };
+    const deadlineMs = Math.min(timeoutMs, opts.timeoutMs);
     try {
       // A client span when tracing is on: the facilitator's spans join the caller's trace.
       const res = await traceClientCall(url.href, 'POST', { 'content-type': 'application/json' }, (headers) =>
@@ -188,9 +194,9 @@ export function createFacilitatorClient(opts: {
           dispatcher: poolFor(target, url.origin),
           headers,
           body: JSON.stringify(body),
-          headersTimeout: opts.timeoutMs,
-          bodyTimeout: opts.timeoutMs,
-          signal: AbortSignal.timeout(opts.timeoutMs),
+          headersTimeout: deadlineMs,
+          bodyTimeout: deadlineMs,
+          signal: AbortSignal.timeout(deadlineMs),
         }),
       );
       const text = await res.body.text();
@@ -226,8 +232,12 @@ export function createFacilitatorClient(opts: {
     };
   }
 
-  async function settleChannel(target: FacilitatorTarget, body: unknown): Promise<ChannelSettleOutcome> {
-    const posted = await postSettle(target, body);
+  async function settleChannel(
+    target: FacilitatorTarget,
+    body: unknown,
+    timeoutMs?: number,
+  ): Promise<ChannelSettleOutcome> {
+    const posted = await postSettle(target, body, timeoutMs);
     if (!posted.ok) return posted;
     const parsed = ChannelSettleAnswer.safeParse(posted.json);
     if (!parsed.success) return { ok: false, error: 'settlement_unavailable' };

@@ -33,6 +33,7 @@ import {
   createChannelStore,
   HOLD_LEASE_SECONDS,
   LEASE_SECONDS,
+  settleDeadlineUnderLease,
   type ChannelLease,
   type ChannelRow,
   type ChannelStore,
@@ -439,6 +440,9 @@ export async function admitChannelPayment(
         }
       : null;
   let refundInDoubt = false;
+  /** When this call asked for its channel's lease; what its facilitator calls may take of it (store.ts). */
+  let leasedAt = Date.now();
+  const settleDeadline = () => settleDeadlineUnderLease(leasedAt, Date.now(), config.settlementTimeoutMs);
   /** The refund bound under `binding` is known (a failure to write it leaves it to be asked for again). */
   const refundKnown = (binding: string) =>
     store
@@ -461,8 +465,11 @@ export async function admitChannelPayment(
   ): Promise<never> => {
     const completed = { ...action, refundNonce: refundNonce.toString() };
     const binding = refundKey!.nonce;
-    // Whom to send it to first: a refund that cannot be sent leaves nothing in doubt.
+    // Whom to send it to first, and whether the lease leaves time to: a refund that cannot be
+    // sent leaves nothing in doubt.
     const target = await facilitator();
+    const deadline = settleDeadline();
+    if (deadline === null) throw new PaymentStillSettling();
     const written = await store
       .refundInDoubt(lease, {
         binding,
@@ -481,7 +488,7 @@ export async function admitChannelPayment(
       );
     // Not sent unless its doubt is on record: the payer sends it again.
     if (!written) throw new PaymentStillSettling();
-    const outcome = await client.settleChannel(target, settleBody(completed));
+    const outcome = await client.settleChannel(target, settleBody(completed), deadline);
     if (!outcome.ok && outcome.error === 'settlement_unavailable') {
       // It may still land: the channel stays taken for its lease, so no call is served meanwhile
       // that the refund would leave unclaimed; the payer's retry finds it done or sends it again.
@@ -527,9 +534,10 @@ export async function admitChannelPayment(
     // Its facilitator out of reach (no settlement configured, its credential unreadable) is an
     // outcome not known either.
     const target = await facilitator().catch(() => null);
+    const deadline = settleDeadline();
     const outcome =
-      target && channel.charged === BigInt(doubt.ceiling)
-        ? await client.settleChannel(target, settleBodyFor(doubt.requirements, doubt.action))
+      target && deadline !== null && channel.charged === BigInt(doubt.ceiling)
+        ? await client.settleChannel(target, settleBodyFor(doubt.requirements, doubt.action), deadline)
         : null;
     deps.log.info(
       { channelId, landed: outcome?.ok ?? null, expired },
@@ -566,6 +574,7 @@ export async function admitChannelPayment(
     throw refused('invalid_batch_settlement_evm_channel_not_found');
   if (payload.type === 'deposit') unfunded.delete(channelId);
 
+  leasedAt = Date.now();
   const leased = await leaseWithin(store, {
     ...leaseOf(channelId, call, payload),
     ...(payload.type === 'voucher' && !offer.paymentId
@@ -658,7 +667,11 @@ export async function admitChannelPayment(
         state,
       );
       if (!checked.ok) throw refused(checked.cause);
-      const outcome = await client.settleChannel(await facilitator(), settleBody(payload));
+      const target = await facilitator();
+      // Nothing sent when the lease has too little left (the payer sends the same payment again).
+      const deadline = settleDeadline();
+      if (deadline === null) throw new PaymentStillSettling();
+      const outcome = await client.settleChannel(target, settleBody(payload), deadline);
       if (!outcome.ok && outcome.error === 'settlement_unavailable') throw new PaymentStillSettling();
       if (!outcome.ok) throw refused(outcome.reason ?? outcome.error, outcome.error);
       transaction = outcome.transaction || null;

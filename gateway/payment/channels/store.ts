@@ -383,6 +383,23 @@ const COMPLETE_AND_COMMIT = `with ${due(
 
 /** How long a call holds its channel without a sign of life (a process that died lets it go then). */
 export const LEASE_SECONDS = 120;
+/** What a call's lease keeps after a facilitator call sent under it: the chain read and the accept that follow a deposit. */
+const LEASE_AFTER_SETTLE_MS = 20_000;
+/** Less of the lease left than this, and nothing is sent under it (the payer sends the same payment again). */
+const LEASE_LEAST_SETTLE_MS = 2_000;
+
+/**
+ * The deadline of a facilitator call (a deposit, a refund) sent under a call's channel lease
+ * asked for at `leasedAt` (this process's clock, read before the lease was asked for): the
+ * configured one, shortened so that the answer comes LEASE_AFTER_SETTLE_MS before the lease can
+ * lapse. A deposit that landed after its lease lapsed would answer its payer 503 instead of the
+ * call it paid for; an answer not come by then is an outcome not known (the payer's retry is
+ * answered the same settlement). Null: too little is left to send anything.
+ */
+export function settleDeadlineUnderLease(leasedAt: number, now: number, configuredMs: number): number | null {
+  const left = leasedAt + LEASE_SECONDS * 1000 - LEASE_AFTER_SETTLE_MS - now;
+  return left < LEASE_LEAST_SETTLE_MS ? null : Math.min(configuredMs, left);
+}
 /**
  * The lease a transactional call holds once accepted: its answer waits in its workflow's queue and
  * attempts, which may outlast LEASE_SECONDS while nothing renews it, and a lapsed lease would let
