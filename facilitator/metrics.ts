@@ -17,8 +17,8 @@ export const settlements = counter({
 
 export const failedGasWei = counter({
   name: 'facilitator_failed_gas_wei_total',
-  help: 'Gas (wei) the gas wallet spent on settlements that reverted on chain after passing simulation, by facilitator account',
-  labelNames: ['account'] as const,
+  help: "Gas (wei) the gas wallet spent on settlements that reverted on chain after passing simulation, by facilitator account and the failed-gas budget it was charged to (payers: what the account's payers signed; own: its batch-settlement claims and settles)",
+  labelNames: ['account', 'budget'] as const,
 });
 
 /**

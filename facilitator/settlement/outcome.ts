@@ -193,7 +193,10 @@ export async function recordInclusion(
 async function complete(deps: SettlementDeps, key: string, outcome: FinalOutcome): Promise<SettlementRecord> {
   const recorded = await completeSettlement(deps.pool, key, outcome);
   if (recorded.gasChargedNow && outcome.failedGasWei)
-    failedGasWei.inc({ account: recorded.accountId }, Number(outcome.failedGasWei));
+    failedGasWei.inc(
+      { account: recorded.accountId, budget: recorded.ownGas ? 'own' : 'payers' },
+      Number(outcome.failedGasWei),
+    );
   return recorded;
 }
 

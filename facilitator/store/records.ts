@@ -250,7 +250,7 @@ export async function completeSettlement(
   db: pg.Pool,
   key: string,
   outcome: FinalOutcome,
-): Promise<SettlementRecord & { completedNow: boolean; gasChargedNow: boolean }> {
+): Promise<SettlementRecord & { completedNow: boolean; gasChargedNow: boolean; ownGas: boolean }> {
   const block = 'blockNumber' in outcome ? (outcome.blockNumber ?? null) : null;
   const gasUsed = 'gasUsed' in outcome ? (outcome.gasUsed?.toString() ?? null) : null;
   const cause = outcome.status === 'settled' ? null : outcome.cause;
@@ -258,7 +258,7 @@ export async function completeSettlement(
   // The attempt that was mined becomes the record's transaction (a fee bump may have won).
   const mined = outcome.txHash ?? null;
   const charge = outcome.failedGasWei === undefined ? null : outcome.failedGasWei.toString();
-  const { rows } = await db.query<SettlementRow & { gas_charged: boolean }>(
+  const { rows } = await db.query<SettlementRow & { gas_charged: boolean; own_gas: boolean }>(
     `with prev as (
        select settlement_key, account_id, usage_day, reserved_amount, gas_at_risk_wei, own_gas,
               ($9::numeric is not null and charged_revert_tx is distinct from lower($10::text)) as charge
@@ -289,10 +289,11 @@ export async function completeSettlement(
      select done.*, pg_notify($7, ${ANNOUNCEMENT('done')}) from done`,
     [key, outcome.status, cause, block, gasUsed, release, OUTCOME_CHANNEL, mined, charge, outcome.revertTxHash ?? null],
   );
-  if (rows[0]) return { ...fromRow(rows[0]), completedNow: true, gasChargedNow: rows[0].gas_charged };
+  if (rows[0])
+    return { ...fromRow(rows[0]), completedNow: true, gasChargedNow: rows[0].gas_charged, ownGas: rows[0].own_gas };
   const current = await findSettlement(db, key);
   if (!current) throw new Error('settlement record missing');
-  return { ...current, completedNow: false, gasChargedNow: false };
+  return { ...current, completedNow: false, gasChargedNow: false, ownGas: false };
 }
 
 /**

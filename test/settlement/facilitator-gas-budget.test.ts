@@ -61,7 +61,13 @@ describe('facilitator: failed-gas budget per account', function () {
 
   async function failedGasMetric(accountId: string): Promise<number> {
     const metric = await registry.getSingleMetric('facilitator_failed_gas_wei_total')!.get();
-    return metric.values.find((v) => v.labels.account === accountId)?.value ?? 0;
+    const series = metric.values.filter((v) => v.labels.account === accountId);
+    // An exact transfer is what a payer signs: charged to the account's payers' budget.
+    assert.ok(
+      series.every((v) => v.labels.budget === 'payers'),
+      JSON.stringify(series),
+    );
+    return series[0]?.value ?? 0;
   }
 
   it('a settlement that reverts after simulation is charged to the account; over its budget the account gets 429, others do not', async () => {
