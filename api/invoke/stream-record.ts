@@ -143,12 +143,16 @@ export function streamRecord(deps: AppDeps, services: ProxyParts, call: ProxyCal
   const renewWhileStreaming = () => {
     if (!channel || turn || renewal) return;
     const until = Date.now() + RENEW_AT_MOST_MS;
+    const renew = () =>
+      void renewChannelLeases(deps.orm, [{ id: channel.id, token: channel.leaseToken }], LEASE_SECONDS).catch(
+        () => undefined,
+      );
+    // Renewed at once too: the admission may have spent most of the lease (a deposit is answered
+    // up to 20 s before it could lapse, channels/store.ts settleDeadlineUnderLease).
+    renew();
     renewal = setInterval(() => {
       if (Date.now() > until && renewal) clearInterval(renewal);
-      else
-        void renewChannelLeases(deps.orm, [{ id: channel.id, token: channel.leaseToken }], LEASE_SECONDS).catch(
-          () => undefined,
-        );
+      else renew();
     }, LEASE_RENEW_EVERY_MS);
     renewal.unref();
   };

@@ -468,8 +468,7 @@ export async function admitChannelPayment(
     // Whom to send it to first, and whether the lease leaves time to: a refund that cannot be
     // sent leaves nothing in doubt.
     const target = await facilitator();
-    const deadline = settleDeadline();
-    if (deadline === null) throw new PaymentStillSettling();
+    if (settleDeadline() === null) throw new PaymentStillSettling();
     const written = await store
       .refundInDoubt(lease, {
         binding,
@@ -488,7 +487,14 @@ export async function admitChannelPayment(
       );
     // Not sent unless its doubt is on record: the payer sends it again.
     if (!written) throw new PaymentStillSettling();
-    const outcome = await client.settleChannel(target, settleBody(completed), deadline);
+    // The write took its time from the lease too: too little left now, and it is not sent here
+    // but stays in doubt, sent by the channel's next payment (settleDoubt).
+    const sending = settleDeadline();
+    if (sending === null) {
+      refundInDoubt = true;
+      throw new PaymentStillSettling();
+    }
+    const outcome = await client.settleChannel(target, settleBody(completed), sending);
     if (!outcome.ok && outcome.error === 'settlement_unavailable') {
       // It may still land: the channel stays taken for its lease, so no call is served meanwhile
       // that the refund would leave unclaimed; the payer's retry finds it done or sends it again.
