@@ -94,9 +94,10 @@ const BATCH_ACTION_PREFIX = 'batch-';
  * Workflow id and record key of a batch-settlement claim, settle or refund: the same form, its
  * party (a claim's first receiver, a settle's receiver, a refund's payer) in the payer's place
  * and, in the nonce's, the action and what makes it one settlement (a claim: its ClaimBatch
- * digest; a settle: the receiver's claimed total it sweeps up to; a refund: the channel and its
- * refund nonce). A retry of the same request names the same settlement. A deposit is keyed by its
- * ERC-3009 authorization's nonce, as an exact payment is (settlementKey): the token's nonce is one.
+ * digest and the UTC day it is asked on; a settle: the receiver's claimed total it sweeps up to
+ * and the day; a refund: the channel and its refund nonce). A retry of the same request names
+ * the same settlement. A deposit is keyed by its ERC-3009 authorization's nonce, as an exact
+ * payment is (settlementKey): the token's nonce is one.
  */
 export function batchActionKey(
   chainId: number,
@@ -106,6 +107,19 @@ export function batchActionKey(
   id: string,
 ): string {
   return settlementKey(chainId, token, party, `${BATCH_ACTION_PREFIX}${action}-${id}`);
+}
+
+/**
+ * The UTC day a batch-settlement claim or settle is asked on, as its key carries it. A refusal by
+ * the account's daily limits is kept for its key (a payer's authorization refused once is refused
+ * for good), and a claim is named by its rows: without the day, a batch refused over the day's
+ * failed-gas budget would be refused again every later day it is asked for unchanged (a payer
+ * with a withdrawal pending pays no more calls, so its rows stay the same) until the withdrawal
+ * took what it was charged. With it, the same batch is asked for afresh the next day; a claim
+ * asked again across midnight claims nothing twice (claims are cumulative).
+ */
+export function batchActionDay(at = new Date()): string {
+  return at.toISOString().slice(0, 10);
 }
 
 /** Whether the key is a batch-settlement claim's, settle's or refund's (no authorization of the payer's). */

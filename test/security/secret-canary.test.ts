@@ -30,7 +30,7 @@ import { startWorkerProcess, stopWorkerProcess } from '../support/worker-process
 import { newAccount, newPayTo, newPayer, signPayment, encodePayment, type TestAccount } from '../support/x402.ts';
 import { facilitatorEnv } from '../support/facilitator.ts';
 import { batchPayer } from '../support/batch-settlement.ts';
-import { batchActionKey } from '../../facilitator/store/records.ts';
+import { batchActionDay, batchActionKey } from '../../facilitator/store/records.ts';
 import { claimBatchDigestOf } from '../../facilitator/settlement/verify-batch.ts';
 import { freePort } from '../../scripts/lib/ports.ts';
 import { startGateway } from '../../api/wiring.ts';
@@ -363,7 +363,13 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
     ];
     await channelSettle({ type: 'claim', claims });
     settlementIds.push(
-      batchActionKey(8453, stack().infra.tokenAddress, channelPayTo, 'claim', claimBatchDigestOf(8453, claims)),
+      batchActionKey(
+        8453,
+        stack().infra.tokenAddress,
+        channelPayTo,
+        'claim',
+        `${claimBatchDigestOf(8453, claims)}-${batchActionDay()}`,
+      ),
     );
 
     // Positive controls: the secrets were really in play.

@@ -22,7 +22,7 @@ import { voucherDigest } from '../../x402/schemes/batch-settlement/typed-data.ts
 import { stack } from '../support/stack.ts';
 import { startFacilitatorStack } from '../support/facilitator.ts';
 import { settlementWorkflowResult } from '../support/settling.ts';
-import { batchActionKey } from '../../facilitator/store/records.ts';
+import { batchActionDay, batchActionKey } from '../../facilitator/store/records.ts';
 import { claimBatchDigestOf } from '../../facilitator/settlement/verify-batch.ts';
 import { batchPayer, type BatchTerms } from '../support/batch-settlement.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, type TestAccount } from '../support/x402.ts';
@@ -169,7 +169,13 @@ describe('facilitator: the batch-settlement scheme', function () {
       'both channels claimed by the one transaction',
     );
     // Its settlement ran as a SettlementWorkflow, named by the batch's ClaimBatch digest.
-    const claimKey = batchActionKey(8453, token(), receiver, 'claim', claimBatchDigestOf(8453, claim.claims));
+    const claimKey = batchActionKey(
+      8453,
+      token(),
+      receiver,
+      'claim',
+      `${claimBatchDigestOf(8453, claim.claims)}-${batchActionDay()}`,
+    );
     const workflow = await settlementWorkflowResult(claimKey);
     assert.equal(workflow.status, 'settled');
     assert.equal(workflow.transaction, claimed.transaction);
@@ -380,6 +386,28 @@ describe('facilitator: the batch-settlement scheme', function () {
         own.rows.map((r) => r.own_gas),
         [true, true],
       );
+
+      // The account's own budget spent too: its next claim is refused, and the refusal, kept for
+      // the claim's key, names the day it was asked on: the same batch asked for the next day is
+      // another settlement, not this refusal again.
+      await pool.query(`update daily_usage set own_failed_gas_wei = $2 where ${today}`, [
+        spender.account.id,
+        burned.toString(),
+      ]);
+      const a3 = await nextVoucher(a, 2n * PRICE);
+      const next = { type: 'claim', claims: [claimRow(a3, 3n * PRICE)] };
+      const refusedClaim = await spender.client.post('/settle', body(next, { payTo: receiver }));
+      assert.equal(refusedClaim.status, 429, JSON.stringify(refusedClaim.json));
+      assert.deepEqual(await channel(a.channelId), [DEPOSIT, 2n * PRICE]);
+      const key = batchActionKey(
+        8453,
+        token(),
+        receiver,
+        'claim',
+        `${claimBatchDigestOf(8453, next.claims)}-${batchActionDay()}`,
+      );
+      const stored = await pool.query(`select refused_cause from settle_requests where settlement_key = $1`, [key]);
+      assert.deepEqual(stored.rows, [{ refused_cause: 'over_failed_gas_budget' }]);
     } finally {
       await spender.client.close();
     }

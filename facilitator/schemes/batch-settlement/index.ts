@@ -25,7 +25,7 @@ import {
 import { channelIdOf, erc3009DepositNonce } from '../../../x402/schemes/batch-settlement/typed-data.ts';
 import { verifyClaimRow, verifyDeposit, verifyVoucher } from '../../../x402/schemes/batch-settlement/verify.ts';
 import { gasWalletAddress, receiverAuthorizerAddress } from '../../config.ts';
-import { batchActionKey, settlementKey } from '../../store/records.ts';
+import { batchActionDay, batchActionKey, settlementKey } from '../../store/records.ts';
 import { depositedBy } from '../../store/requests.ts';
 import { staticGuardrail } from '../../store/reservations.ts';
 import { settlementKind, settlementTerms } from '../../settlement/request.ts';
@@ -74,7 +74,13 @@ function batchSettler(deps: SchemeDeps): Settler {
         if (failed && !failed.ok) return { cause: failed.cause };
         const receiver = settlementTerms(request).payer;
         return {
-          key: batchActionKey(chainId, token, receiver, 'claim', claimBatchDigestOf(chainId, action.claims)),
+          key: batchActionKey(
+            chainId,
+            token,
+            receiver,
+            'claim',
+            `${claimBatchDigestOf(chainId, action.claims)}-${batchActionDay()}`,
+          ),
           request,
         };
       }
@@ -83,7 +89,7 @@ function batchSettler(deps: SchemeDeps): Settler {
         const { totalClaimed } = await receiverTotals(chain, receiver, token);
         const settledUpTo = totalClaimed.toString();
         return {
-          key: batchActionKey(chainId, token, receiver, 'settle', settledUpTo),
+          key: batchActionKey(chainId, token, receiver, 'settle', `${settledUpTo}-${batchActionDay()}`),
           request: { ...request, resolved: { settledUpTo } },
         };
       }
