@@ -104,6 +104,10 @@ describe('facilitator: the batch-settlement scheme', function () {
     totalClaimed: String(totalClaimed),
   });
 
+  /** A claim's settlement key, as the facilitator names it today (its ClaimBatch digest and the UTC day). */
+  const claimKeyOf = (receiver: string, claims: Parameters<typeof claimBatchDigestOf>[1]) =>
+    batchActionKey(8453, token(), receiver, 'claim', `${claimBatchDigestOf(8453, claims)}-${batchActionDay()}`);
+
   const settled = (res: { status: number; json: any }) => {
     assert.equal(res.status, 200, JSON.stringify(res.json));
     assert.equal(res.json.success, true, JSON.stringify(res.json));
@@ -169,14 +173,7 @@ describe('facilitator: the batch-settlement scheme', function () {
       'both channels claimed by the one transaction',
     );
     // Its settlement ran as a SettlementWorkflow, named by the batch's ClaimBatch digest.
-    const claimKey = batchActionKey(
-      8453,
-      token(),
-      receiver,
-      'claim',
-      `${claimBatchDigestOf(8453, claim.claims)}-${batchActionDay()}`,
-    );
-    const workflow = await settlementWorkflowResult(claimKey);
+    const workflow = await settlementWorkflowResult(claimKeyOf(receiver, claim.claims));
     assert.equal(workflow.status, 'settled');
     assert.equal(workflow.transaction, claimed.transaction);
     // The same claim again: the same settlement, nothing more claimed.
@@ -399,14 +396,9 @@ describe('facilitator: the batch-settlement scheme', function () {
       const refusedClaim = await spender.client.post('/settle', body(next, { payTo: receiver }));
       assert.equal(refusedClaim.status, 429, JSON.stringify(refusedClaim.json));
       assert.deepEqual(await channel(a.channelId), [DEPOSIT, 2n * PRICE]);
-      const key = batchActionKey(
-        8453,
-        token(),
-        receiver,
-        'claim',
-        `${claimBatchDigestOf(8453, next.claims)}-${batchActionDay()}`,
-      );
-      const stored = await pool.query(`select refused_cause from settle_requests where settlement_key = $1`, [key]);
+      const stored = await pool.query(`select refused_cause from settle_requests where settlement_key = $1`, [
+        claimKeyOf(receiver, next.claims),
+      ]);
       assert.deepEqual(stored.rows, [{ refused_cause: 'over_failed_gas_budget' }]);
     } finally {
       await spender.client.close();
