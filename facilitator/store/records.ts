@@ -110,16 +110,22 @@ export function batchActionKey(
 }
 
 /**
- * The UTC day a batch-settlement claim or settle is asked on, as its key carries it. A refusal by
- * the account's daily limits is kept for its key (a payer's authorization refused once is refused
- * for good), and a claim is named by its rows: without the day, a batch refused over the day's
- * failed-gas budget would be refused again every later day it is asked for unchanged (a payer
- * with a withdrawal pending pays no more calls, so its rows stay the same) until the withdrawal
- * took what it was charged. With it, the same batch is asked for afresh the next day; a claim
- * asked again across midnight claims nothing twice (claims are cumulative).
+ * The key of a batch-settlement claim or settle, `keyOf` the day it is asked on (UTC, as
+ * PostgreSQL's clock tells it: the day the account's limits count). A refusal by those limits is
+ * kept for its key (a payer's authorization refused once is refused for good), and a claim is
+ * named by its rows: without the day, a batch refused over the day's failed-gas budget would be
+ * refused again every later day it is asked for unchanged (a payer with a withdrawal pending pays
+ * no more calls, so its rows stay the same) until the withdrawal took what it was charged. The
+ * same request asked yesterday that has a settlement (in flight across midnight, or done) keeps
+ * that key: its retry is that settlement, never a second transaction. Only a request refused
+ * yesterday (a refusal writes no settlement) or never asked is named by today.
  */
-export function batchActionDay(at = new Date()): string {
-  return at.toISOString().slice(0, 10);
+export async function batchActionDayKey(db: pg.Pool, keyOf: (day: string) => string): Promise<string> {
+  const { rows } = await db.query<{ today: string; yesterday: string }>(
+    `select (now() at time zone 'utc')::date::text as today, ((now() at time zone 'utc')::date - 1)::text as yesterday`,
+  );
+  const earlier = keyOf(rows[0]!.yesterday);
+  return (await findSettlement(db, earlier)) ? earlier : keyOf(rows[0]!.today);
 }
 
 /** Whether the key is a batch-settlement claim's, settle's or refund's (no authorization of the payer's). */

@@ -30,7 +30,7 @@ import { startWorkerProcess, stopWorkerProcess } from '../support/worker-process
 import { newAccount, newPayTo, newPayer, signPayment, encodePayment, type TestAccount } from '../support/x402.ts';
 import { facilitatorEnv } from '../support/facilitator.ts';
 import { batchPayer } from '../support/batch-settlement.ts';
-import { batchActionDay, batchActionKey } from '../../facilitator/store/records.ts';
+import { batchActionKey } from '../../facilitator/store/records.ts';
 import { claimBatchDigestOf } from '../../facilitator/settlement/verify-batch.ts';
 import { freePort } from '../../scripts/lib/ports.ts';
 import { startGateway } from '../../api/wiring.ts';
@@ -362,15 +362,13 @@ describe('secret canary: no secret leaves through responses, logs, Temporal or m
       },
     ];
     await channelSettle({ type: 'claim', claims });
-    settlementIds.push(
-      batchActionKey(
-        8453,
-        stack().infra.tokenAddress,
-        channelPayTo,
-        'claim',
-        `${claimBatchDigestOf(8453, claims)}-${batchActionDay()}`,
-      ),
+    // Its key as the facilitator stored it (it names the UTC day the claim was asked on).
+    const claimKeys = await stack().facilitator.pool.query<{ settlement_key: string }>(
+      `select settlement_key from settle_requests where starts_with(settlement_key, $1)`,
+      [batchActionKey(8453, stack().infra.tokenAddress, channelPayTo, 'claim', `${claimBatchDigestOf(8453, claims)}-`)],
     );
+    assert.equal(claimKeys.rows.length, 1);
+    settlementIds.push(claimKeys.rows[0]!.settlement_key);
 
     // Positive controls: the secrets were really in play.
     assert.ok(

@@ -22,7 +22,8 @@ import { voucherDigest } from '../../x402/schemes/batch-settlement/typed-data.ts
 import { stack } from '../support/stack.ts';
 import { startFacilitatorStack } from '../support/facilitator.ts';
 import { settlementWorkflowResult } from '../support/settling.ts';
-import { batchActionDay, batchActionKey } from '../../facilitator/store/records.ts';
+import { batchActionKey, NEW_SETTLEMENT_COLUMNS, newSettlementValues } from '../../facilitator/store/records.ts';
+import { parseBatchSettleRequest } from '../../x402/schemes/batch-settlement/settle-request.ts';
 import { claimBatchDigestOf } from '../../facilitator/settlement/verify-batch.ts';
 import { batchPayer, type BatchTerms } from '../support/batch-settlement.ts';
 import { balanceOf, chainProvider, newAccount, newPayTo, newPayer, type TestAccount } from '../support/x402.ts';
@@ -104,9 +105,24 @@ describe('facilitator: the batch-settlement scheme', function () {
     totalClaimed: String(totalClaimed),
   });
 
-  /** A claim's settlement key, as the facilitator names it today (its ClaimBatch digest and the UTC day). */
-  const claimKeyOf = (receiver: string, claims: Parameters<typeof claimBatchDigestOf>[1]) =>
-    batchActionKey(8453, token(), receiver, 'claim', `${claimBatchDigestOf(8453, claims)}-${batchActionDay()}`);
+  /** A claim's settlement key without its day: the facilitator adds the UTC day it was asked on. */
+  const claimKeyPrefix = (receiver: string, claims: Parameters<typeof claimBatchDigestOf>[1]) =>
+    batchActionKey(8453, token(), receiver, 'claim', `${claimBatchDigestOf(8453, claims)}-`);
+  /** The keys the facilitator stored a request of this claim under, with what refused each (null: none). */
+  const storedClaims = async (receiver: string, claims: Parameters<typeof claimBatchDigestOf>[1]) =>
+    (
+      await stack().facilitator.pool.query<{ settlement_key: string; refused_cause: string | null }>(
+        `select settlement_key, refused_cause from settle_requests where starts_with(settlement_key, $1)`,
+        [claimKeyPrefix(receiver, claims)],
+      )
+    ).rows;
+  /** PostgreSQL's UTC day, and the day before: the days the facilitator names claims by. */
+  const utcDays = async () =>
+    (
+      await stack().facilitator.pool.query<{ today: string; yesterday: string }>(
+        `select (now() at time zone 'utc')::date::text as today, ((now() at time zone 'utc')::date - 1)::text as yesterday`,
+      )
+    ).rows[0]!;
 
   const settled = (res: { status: number; json: any }) => {
     assert.equal(res.status, 200, JSON.stringify(res.json));
@@ -173,7 +189,9 @@ describe('facilitator: the batch-settlement scheme', function () {
       'both channels claimed by the one transaction',
     );
     // Its settlement ran as a SettlementWorkflow, named by the batch's ClaimBatch digest.
-    const workflow = await settlementWorkflowResult(claimKeyOf(receiver, claim.claims));
+    const [stored] = await storedClaims(receiver, claim.claims);
+    assert.ok(stored!.settlement_key.endsWith(`-${(await utcDays()).today}`), stored!.settlement_key);
+    const workflow = await settlementWorkflowResult(stored!.settlement_key);
     assert.equal(workflow.status, 'settled');
     assert.equal(workflow.transaction, claimed.transaction);
     // The same claim again: the same settlement, nothing more claimed.
@@ -396,13 +414,56 @@ describe('facilitator: the batch-settlement scheme', function () {
       const refusedClaim = await spender.client.post('/settle', body(next, { payTo: receiver }));
       assert.equal(refusedClaim.status, 429, JSON.stringify(refusedClaim.json));
       assert.deepEqual(await channel(a.channelId), [DEPOSIT, 2n * PRICE]);
-      const stored = await pool.query(`select refused_cause from settle_requests where settlement_key = $1`, [
-        claimKeyOf(receiver, next.claims),
+      assert.deepEqual(await storedClaims(receiver, next.claims), [
+        {
+          settlement_key: `${claimKeyPrefix(receiver, next.claims)}${(await utcDays()).today}`,
+          refused_cause: 'over_failed_gas_budget',
+        },
       ]);
-      assert.deepEqual(stored.rows, [{ refused_cause: 'over_failed_gas_budget' }]);
     } finally {
       await spender.client.close();
     }
+  });
+
+  it('a claim asked again the day after the one it repeats was settled is that settlement: nothing sent again', async () => {
+    const receiver = newPayTo();
+    const a = await openChannel(receiver);
+    settled(await gateway.client.post('/settle', body(a.deposit.payload, { payTo: receiver, amount: PRICE })));
+    const a2 = await nextVoucher(a, PRICE);
+    const claim = { type: 'claim', claims: [claimRow(a2, 2n * PRICE)] };
+    // The claim as midnight leaves it: asked the day before and settled then (here with no
+    // transaction, as a claim the chain already held is), its request and record stored under
+    // that day's key.
+    const { yesterday } = await utcDays();
+    const key = `${claimKeyPrefix(receiver, claim.claims)}${yesterday}`;
+    const pool = stack().facilitator.pool;
+    await pool.query(`insert into settle_requests (settlement_key, account_id, request) values ($1, $2, $3::jsonb)`, [
+      key,
+      gateway.account.id,
+      JSON.stringify(parseBatchSettleRequest(body(claim, { payTo: receiver }))),
+    ]);
+    await pool.query(
+      `insert into settlements (${NEW_SETTLEMENT_COLUMNS}, status, completed_at)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'settled', now())`,
+      newSettlementValues({
+        key,
+        accountId: gateway.account.id,
+        payer: receiver,
+        payTo: receiver,
+        amount: 0n,
+        validBefore: 0n,
+      }),
+    );
+    const gasNonce = await provider.getTransactionCount(stack().facilitator.gasWallet, 'pending');
+    const again = settled(await gateway.client.post('/settle', body(claim, { payTo: receiver })));
+    assert.equal(again.transaction, '', 'the day before’s settlement’s answer');
+    assert.equal(await provider.getTransactionCount(stack().facilitator.gasWallet, 'pending'), gasNonce);
+    assert.deepEqual(await channel(a.channelId), [DEPOSIT, 0n], 'nothing claimed again');
+    assert.deepEqual(
+      (await storedClaims(receiver, claim.claims)).map((r) => r.settlement_key),
+      [key],
+      'no settlement of today',
+    );
   });
 
   it('a facilitator not opted in lists no batch-settlement kind and no signers', async () => {

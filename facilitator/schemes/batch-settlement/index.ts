@@ -25,7 +25,7 @@ import {
 import { channelIdOf, erc3009DepositNonce } from '../../../x402/schemes/batch-settlement/typed-data.ts';
 import { verifyClaimRow, verifyDeposit, verifyVoucher } from '../../../x402/schemes/batch-settlement/verify.ts';
 import { gasWalletAddress, receiverAuthorizerAddress } from '../../config.ts';
-import { batchActionDay, batchActionKey, settlementKey } from '../../store/records.ts';
+import { batchActionDayKey, batchActionKey, settlementKey } from '../../store/records.ts';
 import { depositedBy } from '../../store/requests.ts';
 import { staticGuardrail } from '../../store/reservations.ts';
 import { settlementKind, settlementTerms } from '../../settlement/request.ts';
@@ -74,12 +74,8 @@ function batchSettler(deps: SchemeDeps): Settler {
         if (failed && !failed.ok) return { cause: failed.cause };
         const receiver = settlementTerms(request).payer;
         return {
-          key: batchActionKey(
-            chainId,
-            token,
-            receiver,
-            'claim',
-            `${claimBatchDigestOf(chainId, action.claims)}-${batchActionDay()}`,
+          key: await batchActionDayKey(deps.pool, (day) =>
+            batchActionKey(chainId, token, receiver, 'claim', `${claimBatchDigestOf(chainId, action.claims)}-${day}`),
           ),
           request,
         };
@@ -89,7 +85,9 @@ function batchSettler(deps: SchemeDeps): Settler {
         const { totalClaimed } = await receiverTotals(chain, receiver, token);
         const settledUpTo = totalClaimed.toString();
         return {
-          key: batchActionKey(chainId, token, receiver, 'settle', `${settledUpTo}-${batchActionDay()}`),
+          key: await batchActionDayKey(deps.pool, (day) =>
+            batchActionKey(chainId, token, receiver, 'settle', `${settledUpTo}-${day}`),
+          ),
           request: { ...request, resolved: { settledUpTo } },
         };
       }
