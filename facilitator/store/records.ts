@@ -22,6 +22,8 @@ export type SettlementRecord = {
   rawTx: string | null;
   blockNumber: number | null;
   attempts: number;
+  /** It draws on the account's own failed-gas budget, not its payers' (request.ts drawsOwnGasBudget). */
+  ownGas: boolean;
 };
 
 export type SettlementRow = {
@@ -39,6 +41,7 @@ export type SettlementRow = {
   raw_tx: string | null;
   block_number: string | null;
   attempts: number;
+  own_gas: boolean;
 };
 
 export function fromRow(row: SettlementRow): SettlementRecord {
@@ -57,6 +60,7 @@ export function fromRow(row: SettlementRow): SettlementRecord {
     rawTx: row.raw_tx,
     blockNumber: row.block_number === null ? null : Number(row.block_number),
     attempts: row.attempts,
+    ownGas: row.own_gas === true,
   };
 }
 
@@ -270,7 +274,7 @@ export async function completeSettlement(
   db: pg.Pool,
   key: string,
   outcome: FinalOutcome,
-): Promise<SettlementRecord & { completedNow: boolean; gasChargedNow: boolean; ownGas: boolean }> {
+): Promise<SettlementRecord & { completedNow: boolean; gasChargedNow: boolean }> {
   const block = 'blockNumber' in outcome ? (outcome.blockNumber ?? null) : null;
   const gasUsed = 'gasUsed' in outcome ? (outcome.gasUsed?.toString() ?? null) : null;
   const cause = outcome.status === 'settled' ? null : outcome.cause;
@@ -278,7 +282,7 @@ export async function completeSettlement(
   // The attempt that was mined becomes the record's transaction (a fee bump may have won).
   const mined = outcome.txHash ?? null;
   const charge = outcome.failedGasWei === undefined ? null : outcome.failedGasWei.toString();
-  const { rows } = await db.query<SettlementRow & { gas_charged: boolean; own_gas: boolean }>(
+  const { rows } = await db.query<SettlementRow & { gas_charged: boolean }>(
     `with prev as (
        select settlement_key, account_id, usage_day, reserved_amount, gas_at_risk_wei, own_gas,
               ($9::numeric is not null and charged_revert_tx is distinct from lower($10::text)) as charge
@@ -309,11 +313,10 @@ export async function completeSettlement(
      select done.*, pg_notify($7, ${ANNOUNCEMENT('done')}) from done`,
     [key, outcome.status, cause, block, gasUsed, release, OUTCOME_CHANNEL, mined, charge, outcome.revertTxHash ?? null],
   );
-  if (rows[0])
-    return { ...fromRow(rows[0]), completedNow: true, gasChargedNow: rows[0].gas_charged, ownGas: rows[0].own_gas };
+  if (rows[0]) return { ...fromRow(rows[0]), completedNow: true, gasChargedNow: rows[0].gas_charged };
   const current = await findSettlement(db, key);
   if (!current) throw new Error('settlement record missing');
-  return { ...current, completedNow: false, gasChargedNow: false, ownGas: false };
+  return { ...current, completedNow: false, gasChargedNow: false };
 }
 
 /**

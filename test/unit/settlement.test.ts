@@ -49,6 +49,7 @@ function record(over: Partial<SettlementRecord> = {}): SettlementRecord {
     rawTx: '0x02',
     blockNumber: null,
     attempts: 1,
+    ownGas: false,
     ...over,
   };
 }
