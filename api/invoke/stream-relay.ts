@@ -126,7 +126,8 @@ export async function relay(
   if (metered) {
     const reader = metered.reader;
     reader.onHeaders(reply.headers);
-    reply.body.on('data', (chunk: Buffer) => reader.onChunk(chunk));
+    // The answer as its text, when it was decoded (an upstream that encoded it though asked not to).
+    (decoded ?? reply.body).on('data', (chunk: Buffer) => reader.onChunk(chunk));
     tracking = metered.track(reply.status);
   }
   const injected = injectReceipt ? injectReceipt(reply.body) : (decoded ?? reply.body);

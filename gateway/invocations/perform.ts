@@ -18,7 +18,8 @@ import type { StatementPool } from '../db/statement-pool.ts';
 import { createInvocationStore, type BodyInsert, type Completion, type InvocationOutcome } from './store.ts';
 import { answeredOutcome } from './outcome.ts';
 import { failedOutcome, meteredCall, meteredRequestUnderOwnId, meterOf } from './metered.ts';
-import { idRestorer, plainAnswer, type IdRestorer } from '../jsonrpc/own-id.ts';
+import type { Readable } from 'node:stream';
+import { decodedAnswer, idRestorer, type IdRestorer } from '../jsonrpc/own-id.ts';
 import { TRANSACTIONAL_LEASE_SECONDS } from '../payment/channels/store.ts';
 import type { MeterReader } from '../metering/reader.ts';
 
@@ -71,6 +72,8 @@ const MAX_CAPTURED_RESPONSE = 32 * 1024 * 1024;
  */
 async function readResponse(
   reply: UpstreamResponse,
+  /** The answer's bytes: its body, or that body decoded (decodedAnswer). */
+  body: Readable,
   capture: boolean,
   keep: number,
   meter: MeterReader | null,
@@ -96,7 +99,7 @@ async function readResponse(
       digest.update(chunk);
       if ((capture && size <= MAX_CAPTURED_RESPONSE) || size <= keep) chunks.push(chunk);
     };
-    for await (const chunk of reply.body as AsyncIterable<Buffer>) {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
       firstByteMs ??= Math.round(performance.now() - reply.startedAt);
       meter?.onChunk(chunk);
       take(restore ? restore.push(chunk) : chunk);
@@ -273,12 +276,17 @@ export function createInvocationPerformer(deps: PerformDeps) {
           });
         }
 
+        // Sent under the gateway's own id: an answer the upstream encoded although asked not to
+        // is read decoded, as the streaming relay passes it, so that the caller's id is put back
+        // (null: an encoding the gateway cannot read, kept as it came).
+        const decoded = own ? decodedAnswer(reply.headers, reply.body) : null;
         const read = await readResponse(
           reply,
+          decoded ?? reply.body,
           agent.captureBody,
           agent.protocol === 'a2a' ? MAX_A2A_ANSWER : 0,
           metered?.reader ?? null,
-          own && plainAnswer(reply.headers) ? idRestorer(own.id, own.callerIdText) : null,
+          own && decoded ? idRestorer(own.id, own.callerIdText) : null,
         );
         // The charge is known here, once the answer has ended (whole or broken off).
         const charged = metered?.complete({ kind: 'answered', status: reply.status, complete: !read.broken });

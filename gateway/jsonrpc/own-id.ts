@@ -148,18 +148,11 @@ export function restoringId(body: Readable, id: string, callerIdText: string): R
 }
 
 /**
- * Whether an answer's bytes are its text (no content encoding): only then is the id restored in
- * an answer read whole (a transactional call's). The gateway asks for an unencoded answer
- * whenever it sends its own id (as it does for any metered one).
- */
-export function plainAnswer(headers: IncomingHttpHeaders): boolean {
-  return encodingOf(headers) === 'identity';
-}
-
-/**
- * The answer's text as it streams, for an upstream that encoded it all the same (gzip, deflate,
- * br, zstd: decoded); null for another or a stacked encoding. A streamed answer is passed on
- * decoded (without its Content-Encoding), so that its id can be put back.
+ * The answer's text as it streams: its body when not encoded (the gateway asks for an unencoded
+ * answer whenever it sends its own id), else, for an upstream that encoded it all the same
+ * (gzip, deflate, br, zstd), the body decoded; null for another or a stacked encoding (the id
+ * is then not put back). A streamed answer is passed on decoded (without its Content-Encoding),
+ * a transactional one kept decoded.
  */
 export function decodedAnswer(headers: IncomingHttpHeaders, body: Readable): Readable | null {
   const encoding = encodingOf(headers);

@@ -11,7 +11,7 @@ import { toClientEvmSigner } from '@x402/evm';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { stack } from '../support/stack.ts';
-import { call, callAt, uniqueName } from '../support/http.ts';
+import { call, callAt, uniqueName, waitForInvocation } from '../support/http.ts';
 import { startCapturedGateway, type ExtraGateway } from '../support/catalog.ts';
 import type { ServerResponse } from 'node:http';
 import { gzipSync } from 'node:zlib';
@@ -41,7 +41,7 @@ describe('upto on the public door and the x402 MCP transport', function () {
   after(() => gateway?.close());
 
   /** An MCP agent priced upto per tool (`tools`), and a tools/call of it on /v1 with id 7, `_meta` as given. */
-  async function uptoMcpAgent(upstreamUrl: string, tools: Record<string, string>) {
+  async function uptoMcpAgent(upstreamUrl: string, tools: Record<string, string>, captureBody = false) {
     const created = await call('POST', '/v1/agents', {
       token,
       json: {
@@ -58,12 +58,18 @@ describe('upto on the public door and the x402 MCP transport', function () {
           meter: METER,
           tools,
         },
+        ...(captureBody ? { capture_body: true } : {}),
       },
     });
     assert.equal(created.status, 201, created.text);
     const agentId = created.json.id as string;
-    const toolCall = (name: string, args: Record<string, unknown>, meta?: Record<string, unknown>) =>
-      callAt(stack().apiUrl, 'POST', `/v1/proxy/${agentId}/stream`, {
+    const toolCall = (
+      name: string,
+      args: Record<string, unknown>,
+      meta?: Record<string, unknown>,
+      endpoint = '/stream',
+    ) =>
+      callAt(stack().apiUrl, 'POST', `/v1/proxy/${agentId}${endpoint}`, {
         token,
         headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
         body: JSON.stringify({
@@ -243,8 +249,13 @@ describe('upto on the public door and the x402 MCP transport', function () {
       });
     });
     try {
-      const { toolCall: tool, agentId } = await uptoMcpAgent(upstream.url, { echo: '9000', free: '0', zipped: '9000' });
-      const toolCall = (name: string, meta?: Record<string, unknown>) => tool(name, {}, meta);
+      const { toolCall: tool, agentId } = await uptoMcpAgent(
+        upstream.url,
+        { echo: '9000', free: '0', zipped: '9000' },
+        true,
+      );
+      const toolCall = (name: string, meta?: Record<string, unknown>, endpoint?: string) =>
+        tool(name, {}, meta, endpoint);
       const unpaid = await toolCall('echo');
       assert.equal(unpaid.status, 402, unpaid.text);
       const required = JSON.parse(Buffer.from(String(unpaid.headers['payment-required']), 'base64').toString('utf8'));
@@ -300,6 +311,19 @@ describe('upto on the public door and the x402 MCP transport', function () {
       assert.equal(zipped.headers['content-encoding'], undefined);
       assert.equal(zipped.json.id, 7);
       assert.deepEqual(zipped.json.result.content, [{ type: 'text', text: 'zipped 7' }]);
+      // So is it kept, on the transactional endpoint.
+      const zippedAgain = await payUptoChallenge(
+        payer.privateKey,
+        zippedRequired,
+        rpcReader(stack().infra.chainRpcUrl),
+      );
+      const accepted = await toolCall('zipped', { 'x402/payment': zippedAgain.wire }, '');
+      assert.equal(accepted.status, 202, accepted.text);
+      const kept = await waitForInvocation(token, agentId, accepted.json.invocation_id);
+      assert.equal(kept.status, 'succeeded', JSON.stringify(kept));
+      const keptAnswer = JSON.parse(Buffer.from(String(kept.response_body_b64), 'base64').toString('utf8'));
+      assert.equal(keptAnswer.id, 7);
+      assert.deepEqual(keptAnswer.result.content, [{ type: 'text', text: 'zipped 7' }]);
 
       // A request naming its id twice is refused before anything is asked of the payment or the upstream.
       const before = seen.length;
